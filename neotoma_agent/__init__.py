@@ -1,0 +1,67 @@
+"""neotoma-agent: correct, fast, crash-safe Neotoma memory for any LLM agent loop."""
+
+from __future__ import annotations
+
+from ._version import __version__
+from .exceptions import (
+    APIError,
+    AuthenticationError,
+    ConnectionLost,
+    ConnectTimeout,
+    IdempotencyMismatchError,
+    NeotomaError,
+    NotFoundError,
+    RateLimitedError,
+    ReadTimeout,
+    ServerError,
+    TransportError,
+    TurnCloseError,
+    TurnStateError,
+    ValidationError,
+)
+from .transport._base import (
+    CorrectionResult,
+    CreateRelationshipsResult,
+    Entity,
+    EntityQueryResult,
+    EntitySnapshot,
+    LookupResult,
+    Observation,
+    ObservationList,
+    RelatedEntities,
+    RelationshipSnapshot,
+    StoredEntity,
+    StoreResult,
+    Transport,
+)
+
+__all__ = [
+    "APIError",
+    "AuthenticationError",
+    "ConnectTimeout",
+    "ConnectionLost",
+    "CorrectionResult",
+    "CreateRelationshipsResult",
+    "Entity",
+    "EntityQueryResult",
+    "EntitySnapshot",
+    "IdempotencyMismatchError",
+    "LookupResult",
+    "NeotomaError",
+    "NotFoundError",
+    "Observation",
+    "ObservationList",
+    "RateLimitedError",
+    "ReadTimeout",
+    "RelatedEntities",
+    "RelationshipSnapshot",
+    "ServerError",
+    "StoreResult",
+    "StoredEntity",
+    "Transport",
+    "TransportError",
+    "TurnCloseError",
+    "TurnStateError",
+    "ValidationError",
+    "__version__",
+]

@@ -1,0 +1,146 @@
+"""The errors neotoma-agent raises.
+
+Every error this library raises on purpose derives from :class:`NeotomaError`::
+
+    NeotomaError
+    ├── TransportError                 the request may not have reached the store
+    │   ├── ConnectTimeout             no connection within connect_timeout
+    │   ├── ReadTimeout                connected, but no answer within timeout
+    │   └── ConnectionLost             refused, reset or dropped mid-request
+    ├── APIError(status, code, message, body)   the store answered and refused
+    │   ├── AuthenticationError        401 / 403: missing, invalid or forbidden token
+    │   ├── ValidationError            400: the request is malformed or unresolvable
+    │   ├── IdempotencyMismatchError   400 / 409: key reused with different entities
+    │   ├── NotFoundError              404: no such entity or route
+    │   ├── RateLimitedError           429: slow down (retry_after seconds, if known)
+    │   └── ServerError                5xx: the store failed
+    ├── TurnStateError                 a Turn used out of order (entered twice, closed)
+    └── TurnCloseError                 the closing store of a turn failed
+
+``TransportError`` and ``RateLimitedError`` / ``ServerError`` are the transient kinds that a
+transport may retry (a store carries an idempotency key, so its retry is safe). Error messages
+never carry bearer tokens or message content.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+__all__ = [
+    "APIError",
+    "AuthenticationError",
+    "ConnectTimeout",
+    "ConnectionLost",
+    "IdempotencyMismatchError",
+    "NeotomaError",
+    "NotFoundError",
+    "RateLimitedError",
+    "ReadTimeout",
+    "ServerError",
+    "TransportError",
+    "TurnCloseError",
+    "TurnStateError",
+    "ValidationError",
+]
+
+
+class NeotomaError(Exception):
+    """Base class of every error raised by neotoma-agent."""
+
+
+class TransportError(NeotomaError):
+    """The request failed in transit; the store may or may not have applied it."""
+
+
+class ConnectTimeout(TransportError):
+    """No connection could be made within the connect timeout."""
+
+
+class ReadTimeout(TransportError):
+    """The store did not answer within the request timeout."""
+
+
+class ConnectionLost(TransportError):
+    """The connection was refused, reset or closed before a full answer arrived."""
+
+
+class APIError(NeotomaError):
+    """The store answered with an error.
+
+    ``status`` is the HTTP status (the embedded store uses the status a server would send),
+    ``code`` the Neotoma error code (``ERR_...`` or ``VALIDATION_...``), ``message`` its
+    human-readable message and ``body`` the whole decoded error body.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int,
+        code: str | None = None,
+        body: Mapping[str, Any] | None = None,
+        hint: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.status = status
+        self.code = code
+        self.body: Mapping[str, Any] = body if body is not None else {}
+        self.hint = hint
+
+    @property
+    def retryable(self) -> bool:
+        """True when the store said the same request may succeed later."""
+        err = self.body.get("error")
+        if isinstance(err, Mapping) and err.get("retryable") is True:
+            return True
+        details = self.body.get("details")
+        return isinstance(details, Mapping) and details.get("retryable") is True
+
+    def __str__(self) -> str:
+        head = f"[{self.status}{' ' + self.code if self.code else ''}] {self.message}"
+        return f"{head} (hint: {self.hint})" if self.hint else head
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(status={self.status}, code={self.code!r})"
+
+
+class AuthenticationError(APIError):
+    """The store refused the credentials (401) or the access (403)."""
+
+
+class ValidationError(APIError):
+    """The request was refused as invalid; nothing was written."""
+
+
+class IdempotencyMismatchError(APIError):
+    """An idempotency key was reused with different entities.
+
+    For a turn this means the same ``turn_id`` was run again with a different text: pass a
+    new ``turn_id``, or ``revision=`` to record a regenerated reply.
+    """
+
+
+class NotFoundError(APIError):
+    """No such entity (or no such route)."""
+
+
+class RateLimitedError(APIError):
+    """The store asked the client to slow down (429)."""
+
+    def __init__(self, message: str, *, retry_after: float | None = None, **kw: Any) -> None:
+        super().__init__(message, **kw)
+        self.retry_after = retry_after
+
+
+class ServerError(APIError):
+    """The store failed while handling the request (5xx)."""
+
+
+class TurnStateError(NeotomaError):
+    """A turn was used out of order: entered twice, or changed after it closed."""
+
+
+class TurnCloseError(NeotomaError):
+    """The closing store of a turn failed; the cause is chained as ``__cause__``."""

@@ -1,0 +1,1 @@
+"""Transports: how the turn protocol reaches a Neotoma store."""

@@ -1,0 +1,507 @@
+"""The Transport protocol and the typed results every transport returns.
+
+Both transports produce the JSON a real Neotoma server sends and parse it with the same
+``from_json`` constructors below, so code written against one runs unchanged on the other.
+Every result keeps the decoded JSON as ``.raw`` for the fields we do not model.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from types import TracebackType
+from typing import Any, Literal, Protocol, runtime_checkable
+
+import attrs
+
+__all__ = [
+    "CorrectionResult",
+    "CreateRelationshipsResult",
+    "Entity",
+    "EntityQueryResult",
+    "EntitySnapshot",
+    "LookupResult",
+    "Observation",
+    "ObservationList",
+    "RelatedEntities",
+    "RelationshipSnapshot",
+    "StoreResult",
+    "StoredEntity",
+    "Transport",
+]
+
+JSON = Any
+Direction = Literal["inbound", "outbound", "both"]
+
+_EMPTY: Mapping[str, Any] = {}
+
+
+def _map(value: object) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else _EMPTY
+
+
+def _opt_str(value: object) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _opt_int(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _items(value: object) -> list[Mapping[str, Any]]:
+    if not isinstance(value, list):
+        return []
+    return [v for v in value if isinstance(v, Mapping)]
+
+
+@attrs.frozen
+class StoredEntity:
+    """One entity of a ``store`` answer, aligned to the request element it came from."""
+
+    entity_id: str
+    entity_type: str
+    observation_id: str | None
+    #: index of the request element; ``None`` only on a replay the transport could not align
+    observation_index: int | None
+    #: ``created | matched_existing | extended`` (``None`` on a replay: nothing was written)
+    action: str | None
+    canonical_name: str | None
+    snapshot: Mapping[str, Any] | None
+    raw: Mapping[str, Any] = attrs.field(repr=False, eq=False)
+
+    @classmethod
+    def from_json(cls, raw: Mapping[str, Any]) -> StoredEntity:
+        snap = raw.get("entity_snapshot_after")
+        return cls(
+            entity_id=str(raw.get("entity_id", "")),
+            entity_type=str(raw.get("entity_type", "")),
+            observation_id=_opt_str(raw.get("observation_id")),
+            observation_index=_opt_int(raw.get("observation_index")),
+            action=_opt_str(raw.get("action")),
+            canonical_name=_opt_str(raw.get("canonical_name")),
+            snapshot=snap if isinstance(snap, Mapping) else None,
+            raw=raw,
+        )
+
+
+@attrs.frozen
+class StoreResult:
+    """The answer to ``store``: ``entities`` in request order, whether fresh or replayed."""
+
+    replayed: bool
+    source_id: str | None
+    entities: tuple[StoredEntity, ...]
+    entities_created: int
+    observations_created: int
+    raw: Mapping[str, Any] = attrs.field(repr=False, eq=False)
+
+    @classmethod
+    def from_json(
+        cls, raw: Mapping[str, Any], request_entities: Sequence[Mapping[str, Any]] | None = None
+    ) -> StoreResult:
+        """Parse a store answer; with ``request_entities``, align entries to the request.
+
+        A fresh answer carries ``observation_index``. A replay lists the source's observations
+        newest first with no index, so entries are matched to request elements by entity id
+        (computed the way the server does) and never by position.
+        """
+        entries = [StoredEntity.from_json(e) for e in _items(raw.get("entities"))]
+        if request_entities is not None:
+            entries = _align(entries, request_entities)
+        return cls(
+            replayed=bool(raw.get("replayed", False)),
+            source_id=_opt_str(raw.get("source_id")),
+            entities=tuple(entries),
+            entities_created=_opt_int(raw.get("entities_created")) or 0,
+            observations_created=_opt_int(raw.get("observations_created")) or 0,
+            raw=raw,
+        )
+
+    def entity_id(self, index: int) -> str:
+        """The entity id stored for request element ``index``."""
+        for e in self.entities:
+            if e.observation_index == index:
+                return e.entity_id
+        raise IndexError(f"no stored entity for request element {index}")
+
+
+def _align(
+    entries: list[StoredEntity], request: Sequence[Mapping[str, Any]]
+) -> list[StoredEntity]:
+    if entries and all(e.observation_index is not None for e in entries):
+        return sorted(entries, key=lambda e: e.observation_index or 0)
+    # Replay: derive each request element's id as the server would, then match by id.
+    from .._identity import IdentityError, resolve_identity
+
+    by_id: dict[str, StoredEntity] = {e.entity_id: e for e in entries}
+    aligned: list[StoredEntity] = []
+    for index, element in enumerate(request):
+        target = element.get("target_id")
+        entity_id: str | None = target if isinstance(target, str) else None
+        if entity_id is None:
+            try:
+                fields = {k: v for k, v in element.items() if k not in ("entity_type", "intent")}
+                entity_id = resolve_identity(str(element.get("entity_type", "")), fields).entity_id
+            except IdentityError:
+                entity_id = None
+        match = by_id.get(entity_id) if entity_id else None
+        if match is not None:
+            aligned.append(attrs.evolve(match, observation_index=index))
+    return aligned
+
+
+@attrs.frozen
+class Entity:
+    """An entity as a lookup or a related-entities read returns it."""
+
+    id: str
+    entity_type: str
+    canonical_name: str | None
+    #: the plain field map (whichever of the server's two shapes it came in)
+    snapshot: Mapping[str, Any]
+    raw: Mapping[str, Any] = attrs.field(repr=False, eq=False)
+
+    @property
+    def entity_id(self) -> str:
+        """Alias of :attr:`id`."""
+        return self.id
+
+    @property
+    def name(self) -> str:
+        """A display name: the snapshot's name or title, else the canonical name, else the id."""
+        for key in ("name", "title", "full_name", "email"):
+            value = self.snapshot.get(key)
+            if isinstance(value, str) and value:
+                return value
+        return self.canonical_name or self.id
+
+    @classmethod
+    def from_json(cls, raw: Mapping[str, Any]) -> Entity:
+        # Lookups send `id`; some reads (and older clients' assumptions) use `entity_id`.
+        entity_id = raw.get("id") or raw.get("entity_id") or ""
+        snap = raw.get("snapshot")
+        fields: Mapping[str, Any] = _EMPTY
+        if isinstance(snap, Mapping):
+            inner = snap.get("snapshot")
+            # direct mode nests the snapshot record; snapshot_field mode sends the field map
+            fields = inner if isinstance(inner, Mapping) and "entity_id" in snap else snap
+        return cls(
+            id=str(entity_id),
+            entity_type=str(raw.get("entity_type", "")),
+            canonical_name=_opt_str(raw.get("canonical_name")),
+            snapshot=fields,
+            raw=raw,
+        )
+
+
+@attrs.frozen
+class LookupResult:
+    """The answer to ``retrieve_entity_by_identifier``."""
+
+    entities: tuple[Entity, ...]
+    total: int
+    #: ``direct | snapshot_field | semantic | none``
+    match_mode: str
+    raw: Mapping[str, Any] = attrs.field(repr=False, eq=False)
+
+    @classmethod
+    def from_json(cls, raw: Mapping[str, Any]) -> LookupResult:
+        entities = tuple(Entity.from_json(e) for e in _items(raw.get("entities")))
+        return cls(
+            entities=entities,
+            total=_opt_int(raw.get("total")) or len(entities),
+            match_mode=str(raw.get("match_mode", "none")),
+            raw=raw,
+        )
+
+
+@attrs.frozen
+class EntitySnapshot:
+    """The reduced state of one entity (``get_entity_snapshot``, ``query_entities`` items)."""
+
+    entity_id: str
+    entity_type: str
+    canonical_name: str | None
+    snapshot: Mapping[str, Any]
+    observation_count: int
+    last_observation_at: str | None
+    provenance: Mapping[str, Any]
+    raw: Mapping[str, Any] = attrs.field(repr=False, eq=False)
+
+    @classmethod
+    def from_json(cls, raw: Mapping[str, Any]) -> EntitySnapshot:
+        return cls(
+            entity_id=str(raw.get("entity_id") or raw.get("id") or ""),
+            entity_type=str(raw.get("entity_type", "")),
+            canonical_name=_opt_str(raw.get("canonical_name")),
+            snapshot=_map(raw.get("snapshot")),
+            observation_count=_opt_int(raw.get("observation_count")) or 0,
+            last_observation_at=_opt_str(raw.get("last_observation_at")),
+            provenance=_map(raw.get("provenance")),
+            raw=raw,
+        )
+
+
+@attrs.frozen
+class EntityQueryResult:
+    """The answer to ``query_entities``."""
+
+    entities: tuple[EntitySnapshot, ...]
+    total: int
+    limit: int
+    offset: int
+    raw: Mapping[str, Any] = attrs.field(repr=False, eq=False)
+
+    @classmethod
+    def from_json(cls, raw: Mapping[str, Any]) -> EntityQueryResult:
+        entities = tuple(EntitySnapshot.from_json(e) for e in _items(raw.get("entities")))
+        return cls(
+            entities=entities,
+            total=_opt_int(raw.get("total")) or len(entities),
+            limit=_opt_int(raw.get("limit")) or 0,
+            offset=_opt_int(raw.get("offset")) or 0,
+            raw=raw,
+        )
+
+
+@attrs.frozen
+class Observation:
+    """One observation: the exact fields one write contributed to an entity."""
+
+    id: str
+    entity_id: str
+    entity_type: str
+    source_id: str | None
+    observed_at: str
+    source_priority: int
+    observation_source: str | None
+    fields: Mapping[str, Any]
+    raw: Mapping[str, Any] = attrs.field(repr=False, eq=False)
+
+    @classmethod
+    def from_json(cls, raw: Mapping[str, Any]) -> Observation:
+        return cls(
+            id=str(raw.get("id", "")),
+            entity_id=str(raw.get("entity_id", "")),
+            entity_type=str(raw.get("entity_type", "")),
+            source_id=_opt_str(raw.get("source_id")),
+            observed_at=str(raw.get("observed_at", "")),
+            source_priority=_opt_int(raw.get("source_priority")) or 0,
+            observation_source=_opt_str(raw.get("observation_source")),
+            fields=_map(raw.get("fields")),
+            raw=raw,
+        )
+
+
+@attrs.frozen
+class ObservationList:
+    """The answer to ``list_observations``: newest first."""
+
+    observations: tuple[Observation, ...]
+    raw: Mapping[str, Any] = attrs.field(repr=False, eq=False)
+
+    def __len__(self) -> int:
+        return len(self.observations)
+
+    @classmethod
+    def from_json(cls, raw: Mapping[str, Any]) -> ObservationList:
+        obs = tuple(Observation.from_json(o) for o in _items(raw.get("observations")))
+        return cls(observations=obs, raw=raw)
+
+
+@attrs.frozen
+class RelationshipSnapshot:
+    """One relationship (edge), keyed ``type:source:target``, with its merged metadata."""
+
+    relationship_key: str
+    relationship_type: str
+    source_entity_id: str
+    target_entity_id: str
+    metadata: Mapping[str, Any]
+    observation_count: int
+    raw: Mapping[str, Any] = attrs.field(repr=False, eq=False)
+
+    @classmethod
+    def from_json(cls, raw: Mapping[str, Any]) -> RelationshipSnapshot:
+        rtype = str(raw.get("relationship_type", ""))
+        src = str(raw.get("source_entity_id", ""))
+        dst = str(raw.get("target_entity_id", ""))
+        return cls(
+            relationship_key=str(raw.get("relationship_key") or f"{rtype}:{src}:{dst}"),
+            relationship_type=rtype,
+            source_entity_id=src,
+            target_entity_id=dst,
+            metadata=_map(raw.get("snapshot")),
+            observation_count=_opt_int(raw.get("observation_count")) or 0,
+            raw=raw,
+        )
+
+
+@attrs.frozen
+class CreateRelationshipsResult:
+    """The answer to ``create_relationships`` (partial success is normal on a server)."""
+
+    relationships: tuple[RelationshipSnapshot, ...]
+    errors: tuple[Mapping[str, Any], ...]
+    raw: Mapping[str, Any] = attrs.field(repr=False, eq=False)
+
+    @classmethod
+    def from_json(cls, raw: Mapping[str, Any]) -> CreateRelationshipsResult:
+        return cls(
+            relationships=tuple(
+                RelationshipSnapshot.from_json(r) for r in _items(raw.get("relationships"))
+            ),
+            errors=tuple(_items(raw.get("errors"))),
+            raw=raw,
+        )
+
+
+@attrs.frozen
+class RelatedEntities:
+    """The answer to ``retrieve_related_entities``: edges and the entities at their far ends."""
+
+    relationships: tuple[RelationshipSnapshot, ...]
+    entities: tuple[Entity, ...]
+    raw: Mapping[str, Any] = attrs.field(repr=False, eq=False)
+
+    @classmethod
+    def from_json(cls, raw: Mapping[str, Any]) -> RelatedEntities:
+        return cls(
+            relationships=tuple(
+                RelationshipSnapshot.from_json(r) for r in _items(raw.get("relationships"))
+            ),
+            entities=tuple(Entity.from_json(e) for e in _items(raw.get("entities"))),
+            raw=raw,
+        )
+
+
+@attrs.frozen
+class CorrectionResult:
+    """The answer to ``correct``."""
+
+    entity_id: str
+    field: str
+    value: Any
+    observation_id: str | None
+    #: the snapshot after the correction; ``None`` when an identical correction was a no-op
+    snapshot: Mapping[str, Any] | None
+    raw: Mapping[str, Any] = attrs.field(repr=False, eq=False)
+
+    @classmethod
+    def from_json(cls, raw: Mapping[str, Any]) -> CorrectionResult:
+        snap = raw.get("snapshot")
+        return cls(
+            entity_id=str(raw.get("entity_id", "")),
+            field=str(raw.get("field", "")),
+            value=raw.get("value"),
+            observation_id=_opt_str(raw.get("observation_id")),
+            snapshot=snap if isinstance(snap, Mapping) else None,
+            raw=raw,
+        )
+
+
+@runtime_checkable
+class Transport(Protocol):
+    """What the turn protocol needs from a Neotoma store: its REST actions, as async methods.
+
+    Implementations: :class:`~neotoma_agent.EmbeddedStore` (SQLite, the default) and
+    :class:`~neotoma_agent.HttpTransport` (a real Neotoma server). Errors are raised as the
+    :mod:`neotoma_agent.exceptions` tree.
+    """
+
+    async def store(
+        self,
+        entities: Sequence[Mapping[str, Any]],
+        *,
+        idempotency_key: str,
+        relationships: Sequence[Mapping[str, Any]] = (),
+        source_priority: int | None = None,
+        observation_source: str | None = None,
+        strict: bool = False,
+    ) -> StoreResult:
+        """Write entities (one observation each) and relationships under an idempotency key."""
+        ...
+
+    async def retrieve_entity_by_identifier(
+        self,
+        identifier: str,
+        *,
+        entity_type: str | None = None,
+        by: str | None = None,
+        limit: int | None = None,
+    ) -> LookupResult:
+        """Find entities by id, name substring or identity field."""
+        ...
+
+    async def create_relationship(
+        self,
+        relationship_type: str,
+        source_entity_id: str,
+        target_entity_id: str,
+        *,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> RelationshipSnapshot:
+        """Create (or re-observe) one edge between two existing entity ids."""
+        ...
+
+    async def create_relationships(
+        self, relationships: Sequence[Mapping[str, Any]]
+    ) -> CreateRelationshipsResult:
+        """Create several edges given by entity id."""
+        ...
+
+    async def get_entity_snapshot(self, entity_id: str) -> EntitySnapshot:
+        """The current snapshot of one entity; :class:`NotFoundError` if it does not exist."""
+        ...
+
+    async def list_observations(
+        self, entity_id: str, *, limit: int = 100, offset: int = 0
+    ) -> ObservationList:
+        """The observations of one entity, newest first."""
+        ...
+
+    async def retrieve_related_entities(
+        self,
+        entity_id: str,
+        *,
+        relationship_types: Sequence[str] | None = None,
+        direction: Direction = "both",
+        max_hops: int = 1,
+    ) -> RelatedEntities:
+        """Edges touching an entity (breadth-first up to ``max_hops``) and their entities."""
+        ...
+
+    async def query_entities(
+        self,
+        *,
+        entity_type: str | None = None,
+        search: str | None = None,
+        limit: int = 100,
+        offset: int = 0,
+    ) -> EntityQueryResult:
+        """Page through entities, optionally of one type or matching a search string."""
+        ...
+
+    async def correct(
+        self,
+        entity_id: str,
+        entity_type: str,
+        field: str,
+        value: Any,
+        *,
+        idempotency_key: str,
+    ) -> CorrectionResult:
+        """Write a high-priority correction of one field."""
+        ...
+
+    async def aclose(self) -> None:
+        """Release the transport's resources; idempotent."""
+        ...
+
+    async def __aenter__(self) -> Any: ...
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None: ...
