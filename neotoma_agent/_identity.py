@@ -1,0 +1,744 @@
+"""Neotoma entity identity, computed exactly as a Neotoma server computes it.
+
+Pure functions only (no I/O, no async). Both the embedded store and the HTTP
+transport use this module, so an entity stored locally gets the same
+``entity_id`` and ``canonical_name`` that a real server (0.22.0) would assign.
+
+The behaviour mirrors the server's ``entity_resolution.ts``
+(``normalizeEntityValue``, ``formatCanonicalNameForStorage``,
+``deriveCanonicalNameFromFieldsWithTrace``, ``generateEntityId``), its
+built-in schema defaults and its entity-type equivalence check, including the
+quirks real servers show (see ``tests/data/identity-vectors.json``):
+
+* honorifics are removed even inside schema-rule names, and the regex leaves
+  the dot behind: ``person {name: "Dr. Ana Lopez"}`` -> ``person:. Ana Lopez``;
+* ``company`` and ``contact`` declare a legacy composite that needs all five
+  fields, so in practice they resolve through the heuristic ``name`` key;
+* names that look like ``word:...`` (``^\\w+:``) keep their punctuation.
+
+JavaScript semantics are reproduced where Python differs: ASCII ``\\w``/``\\b``,
+JavaScript whitespace for ``trim``/``\\s``, ``String(value)`` and
+``JSON.stringify`` number formatting, UTF-16 key sorting and the
+integer-keys-first property order of JavaScript objects.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json.encoder
+import math
+import re
+from collections.abc import Iterable, Mapping
+from types import MappingProxyType
+from typing import Any, Final, Literal
+
+import attrs
+
+__all__ = [
+    "ENTITY_ID_RE",
+    "Identity",
+    "IdentityError",
+    "MergePolicy",
+    "TypeSchema",
+    "entity_id_for",
+    "format_canonical_name",
+    "hash_uuid",
+    "js_json",
+    "normalize",
+    "resolve_entity_type",
+    "resolve_identity",
+    "schema_for",
+]
+
+Strategy = Literal["last_write", "highest_priority", "merge_array", "most_specific"]
+TieBreaker = Literal["observed_at", "source_priority"]
+CollisionPolicy = Literal["merge", "reject", "warn"]
+IdentityBasis = Literal["schema_rule", "heuristic_name", "heuristic_fallback", "target_id"]
+#: One ``canonical_name_fields`` entry: a single field, or a composite of fields.
+CanonicalNameRule = str | tuple[str, ...]
+
+#: Valid Neotoma entity ids. ``\Z`` (not ``$``) so ``.match`` refuses a trailing newline.
+ENTITY_ID_RE: Final[re.Pattern[str]] = re.compile(r"^ent_[0-9a-f]{24}\Z")
+
+# --------------------------------------------------------------------------
+# JavaScript string primitives
+# --------------------------------------------------------------------------
+
+# The characters JavaScript's String.prototype.trim() and regex \s treat as
+# whitespace. Python's str.strip()/\s differ (they include \x1c-\x1f and \x85
+# but not \ufeff), which would change ids for such inputs.
+_JS_WS_CHARS: Final = (
+    "\t\n\v\f\r \u00a0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006"
+    "\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000\ufeff"
+)
+_JS_WS_CLASS: Final = (
+    "\\t\\n\\v\\f\\r \\u00a0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000\\ufeff"
+)
+
+
+def _js_trim(text: str) -> str:
+    return text.strip(_JS_WS_CHARS)
+
+
+# `\S+@\S+` anywhere in the string is equivalent to one non-space on each side of an "@".
+_EMAIL_RE: Final = re.compile(f"[^{_JS_WS_CLASS}]@[^{_JS_WS_CLASS}]")
+_ID_DERIVED_RE: Final = re.compile(r"\w+:", re.ASCII)
+# `sa`/`ag` are deliberately absent: the server (5a50ea965) does not strip them.
+_COMPANY_SUFFIX_RE: Final = re.compile(
+    f"[{_JS_WS_CLASS}]+"
+    r"(?:inc|llc|ltd|corp|corporation|co|company|limited|plc|gmbh|pty|pvt)\.?\Z",
+    re.ASCII | re.IGNORECASE,
+)
+# `\.?\b` backtracks to drop only the word when the dot is followed by a space or
+# the end ("Dr. Ana" -> ". Ana"): a server quirk we must keep for identical ids.
+_HONORIFIC_RE: Final = re.compile(
+    r"\b(?:mr|mrs|ms|dr|prof|sir|jr|sr|ii|iii|iv)\.?\b", re.ASCII | re.IGNORECASE
+)
+_PUNCT_RE: Final = re.compile(r"""[-.,;:!?'"()\[\]{}_/\\]+""")
+_WS_RUN_RE: Final = re.compile(f"[{_JS_WS_CLASS}]+")
+_SURROGATE_RE: Final = re.compile("[\ud800-\udfff]")
+
+_COMPANY_TYPES: Final = frozenset({"company", "organization"})
+_PERSON_TYPES: Final = frozenset({"person", "contact"})
+
+# Integers beyond 2**53 lose precision in JavaScript; the server only ever sees
+# the rounded double, so format them the way JavaScript would.
+_MAX_SAFE_INT: Final = 2**53
+_MAX_ARRAY_INDEX: Final = 2**32 - 1
+
+
+def _js_number(value: float) -> str:
+    """Format a float like JavaScript's ``Number.prototype.toString()``."""
+    if math.isnan(value):
+        return "NaN"
+    if math.isinf(value):
+        return "Infinity" if value > 0 else "-Infinity"
+    if value == 0:
+        return "0"  # also -0, as in JavaScript
+    # repr() gives the shortest round-tripping digits, as ECMAScript requires;
+    # only the layout (when to use exponents) differs.
+    text = repr(abs(value))
+    mantissa, _, exp_text = text.partition("e")
+    int_part, _, frac_part = mantissa.partition(".")
+    all_digits = int_part + frac_part
+    stripped = all_digits.lstrip("0")
+    point = len(int_part) + (int(exp_text) if exp_text else 0) - (len(all_digits) - len(stripped))
+    digits = stripped.rstrip("0")
+    k, n = len(digits), point
+    if k <= n <= 21:
+        out = digits + "0" * (n - k)
+    elif 0 < n <= 21:
+        out = f"{digits[:n]}.{digits[n:]}"
+    elif -6 < n <= 0:
+        out = "0." + "0" * -n + digits
+    else:
+        exp = n - 1
+        sign = "+" if exp >= 0 else "-"
+        head = digits if k == 1 else f"{digits[0]}.{digits[1:]}"
+        out = f"{head}e{sign}{abs(exp)}"
+    return "-" + out if value < 0 else out
+
+
+def _js_int(value: int) -> str:
+    if -_MAX_SAFE_INT < value < _MAX_SAFE_INT:
+        return f"{value:d}"  # also plain digits for int subclasses (IntEnum)
+    try:
+        return _js_number(float(value))
+    except OverflowError:  # JSON.parse turns such literals into +/-Infinity
+        return "Infinity" if value > 0 else "-Infinity"
+
+
+def _js_string(value: Any) -> str:
+    """``String(value)`` for values that came out of ``JSON.parse``."""
+    if isinstance(value, str):
+        return value
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return _js_int(value)
+    if isinstance(value, float):
+        return _js_number(value)
+    if isinstance(value, list | tuple):
+        # Array.prototype.join: null/undefined elements become "".
+        return ",".join("" if item is None else _js_string(item) for item in value)
+    if isinstance(value, Mapping):
+        return "[object Object]"
+    return str(value)
+
+
+def _is_array_index(key: str) -> bool:
+    return (
+        key.isascii()
+        and key.isdigit()
+        and (key == "0" or key[0] != "0")
+        and int(key) < _MAX_ARRAY_INDEX
+    )
+
+
+def _js_key_order(keys: Iterable[str]) -> list[str]:
+    """Property order of a JavaScript object: array-index keys ascending, then insertion order."""
+    keys = list(keys)
+    index_keys = [key for key in keys if _is_array_index(key)]
+    if not index_keys:
+        return keys
+    index_keys.sort(key=int)
+    return index_keys + [key for key in keys if not _is_array_index(key)]
+
+
+def _utf16_sort_key(key: str) -> bytes:
+    # Array.prototype.sort() compares UTF-16 code units, not code points.
+    return key.encode("utf-16-be", "surrogatepass")
+
+
+# --------------------------------------------------------------------------
+# JSON.stringify and UUID-shaped hashes
+# --------------------------------------------------------------------------
+
+_encode_str: Final = json.encoder.encode_basestring  # C-accelerated, ensure_ascii=False
+
+
+def _js_json_parts(value: Any, out: list[str], active: set[int]) -> None:
+    if isinstance(value, str):
+        out.append(_encode_str(value))
+    elif value is None:
+        out.append("null")
+    elif value is True:
+        out.append("true")
+    elif value is False:
+        out.append("false")
+    elif isinstance(value, int):
+        text = _js_int(value)
+        if text[-1] == "y":  # "Infinity" / "-Infinity"
+            raise ValueError(f"integer {value} is out of range for JSON")
+        out.append(text)
+    elif isinstance(value, float):
+        if not math.isfinite(value):
+            raise ValueError(f"{value!r} is not valid JSON")
+        out.append(_js_number(value))
+    elif isinstance(value, Mapping | list | tuple):
+        marker = id(value)
+        if marker in active:
+            raise ValueError("circular reference in JSON value")
+        active.add(marker)
+        if isinstance(value, Mapping):
+            for key in value:
+                if not isinstance(key, str):
+                    raise ValueError(f"JSON object keys must be str, got {type(key).__name__}")
+            out.append("{")
+            for i, key in enumerate(_js_key_order(value)):
+                if i:
+                    out.append(",")
+                out.append(_encode_str(key))
+                out.append(":")
+                _js_json_parts(value[key], out, active)
+            out.append("}")
+        else:
+            out.append("[")
+            for i, item in enumerate(value):
+                if i:
+                    out.append(",")
+                _js_json_parts(item, out, active)
+            out.append("]")
+        active.discard(marker)
+    else:
+        raise ValueError(f"{type(value).__name__} values cannot be carried by JSON")
+
+
+def js_json(value: Any) -> str:
+    """Serialize ``value`` exactly as JavaScript's ``JSON.stringify`` would.
+
+    The value is taken as what the server holds after ``JSON.parse``: compact
+    separators, non-ASCII characters kept, integral floats written as integers
+    (``7.0`` -> ``7``), other numbers in JavaScript's shortest form (``1e+21``,
+    ``1.5e-7``; integers beyond 2**53 rounded to the nearest double), lone
+    surrogates escaped, and keys in insertion order except that array-index
+    keys (``"0"``, ``"12"``) come first in ascending order, as JavaScript
+    objects order them. Lists and tuples become arrays.
+
+    Raises:
+        ValueError: for NaN/Infinity, non-str keys, circular references and
+            values JSON cannot carry (sets, bytes, arbitrary objects).
+    """
+    out: list[str] = []
+    _js_json_parts(value, out, set())
+    text = "".join(out)
+    if _SURROGATE_RE.search(text):
+        text = _SURROGATE_RE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+    return text
+
+
+def hash_uuid(text: str) -> str:
+    """Neotoma's UUID-shaped id: sha256 hex of ``text`` laid out 8-4-4-4-12.
+
+    Used for source ids (``"source:<user_id>:<content_hash>"``) and
+    observation ids; the result is not an RFC 4122 UUID (no version bits).
+    """
+    digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+    return f"{digest[:8]}-{digest[8:12]}-{digest[12:16]}-{digest[16:20]}-{digest[20:32]}"
+
+
+# --------------------------------------------------------------------------
+# Normalization and entity ids
+# --------------------------------------------------------------------------
+
+
+def normalize(entity_type: str, value: str) -> str:
+    """Normalize a canonical name for hashing (the server's ``normalizeEntityValue``).
+
+    In order: trim + lowercase; anything containing an email (``\\S+@\\S+``)
+    is returned as is; ``company``/``organization`` lose one legal suffix
+    (``Inc``, ``LLC``, ``Corp.``, ...); ``person``/``contact`` lose whole-word
+    honorifics; names that are not id-derived (``id:...`` or ``word:...``) have
+    punctuation runs turned into spaces; whitespace runs collapse to one space.
+    """
+    text = _js_trim(value).lower()
+    if _EMAIL_RE.search(text):
+        return text
+    id_derived = text.startswith("id:") or _ID_DERIVED_RE.match(text) is not None
+    if entity_type in _COMPANY_TYPES:
+        text = _js_trim(_COMPANY_SUFFIX_RE.sub("", text, count=1))
+    elif entity_type in _PERSON_TYPES:
+        text = _js_trim(_HONORIFIC_RE.sub("", text))
+    if not id_derived:
+        text = _PUNCT_RE.sub(" ", text)
+    return _js_trim(_WS_RUN_RE.sub(" ", text))
+
+
+def format_canonical_name(entity_type: str, value: str) -> str:
+    """Storage form of a canonical name (``formatCanonicalNameForStorage``).
+
+    The same rules as :func:`normalize` with the letter case kept, except that
+    names containing an email are stored lowercased.
+    """
+    text = _js_trim(value)
+    probe = text.lower()
+    if _EMAIL_RE.search(probe):
+        return probe
+    id_derived = probe.startswith("id:") or _ID_DERIVED_RE.match(probe) is not None
+    if entity_type in _COMPANY_TYPES:
+        text = _js_trim(_COMPANY_SUFFIX_RE.sub("", text, count=1))
+    elif entity_type in _PERSON_TYPES:
+        text = _js_trim(_HONORIFIC_RE.sub("", text))
+    if not id_derived:
+        text = _PUNCT_RE.sub(" ", text)
+    return _js_trim(_WS_RUN_RE.sub(" ", text))
+
+
+def entity_id_for(entity_type: str, canonical_name: str) -> str:
+    """``"ent_" + sha256(entity_type + ":" + normalize(entity_type, name))[:24]``.
+
+    ``entity_type`` is used verbatim (pass the resolved type); the name is
+    re-normalized, so ids are case-insensitive. Ids are not user-scoped
+    (tenant-scoped ids are a sandbox-only server option).
+    """
+    basis = f"{entity_type}:{normalize(entity_type, canonical_name)}"
+    return "ent_" + hashlib.sha256(basis.encode("utf-8", "surrogatepass")).hexdigest()[:24]
+
+
+# --------------------------------------------------------------------------
+# Schemas
+# --------------------------------------------------------------------------
+
+
+@attrs.frozen
+class MergePolicy:
+    """How a snapshot field is reduced across observations (semantics §1.4)."""
+
+    strategy: Strategy
+    #: ``"source_priority"`` breaks ties by observation id ascending, not by recency.
+    tie_breaker: TieBreaker = "observed_at"
+
+
+_LAST_WRITE: Final = MergePolicy("last_write")
+
+
+def _freeze_policies(value: Mapping[str, MergePolicy]) -> Mapping[str, MergePolicy]:
+    return MappingProxyType(dict(value))
+
+
+@attrs.frozen
+class TypeSchema:
+    """Identity and reduction rules of a built-in entity type.
+
+    ``canonical_name_fields`` entries are field names (``"title"``) or composite
+    tuples (``("session_id", "turn_id")``). As on the server, a list made only
+    of strings is a *legacy single composite* (every field required, values
+    joined by ``|``); a list containing any tuple is ordered rules, first fully
+    present rule wins.
+    """
+
+    entity_type: str
+    canonical_name_fields: tuple[CanonicalNameRule, ...]
+    name_collision_policy: CollisionPolicy = "merge"
+    merge_policies: Mapping[str, MergePolicy] = attrs.field(
+        factory=dict, converter=_freeze_policies
+    )
+    aliases: tuple[str, ...] = ()
+
+    @property
+    def is_legacy_composite(self) -> bool:
+        """True when ``canonical_name_fields`` is the all-fields-required legacy shape."""
+        return all(isinstance(rule, str) for rule in self.canonical_name_fields)
+
+    def policy(self, field: str) -> MergePolicy:
+        """Merge policy of ``field``; ``last_write`` unless the schema declares one."""
+        return self.merge_policies.get(field, _LAST_WRITE)
+
+
+def _highest(*fields: str, tie_breaker: TieBreaker = "observed_at") -> dict[str, MergePolicy]:
+    return {f: MergePolicy("highest_priority", tie_breaker) for f in fields}
+
+
+def _merge_array(*fields: str) -> dict[str, MergePolicy]:
+    return {f: MergePolicy("merge_array") for f in fields}
+
+
+# Code defaults of the server (schema_definitions.ts at 5a50ea965), limited to
+# the memory-relevant types plus `note`, which the identity vectors prove the
+# server resolves by schema rule. Aliases are the schemas' declared aliases,
+# minus any that name another built-in type (contact declares "person").
+_BUILTIN_SCHEMAS: Final[tuple[TypeSchema, ...]] = (
+    TypeSchema(
+        "conversation",
+        (("conversation_id",), ("session_id",)),
+        "reject",
+        {
+            **_highest("title", "summary", tie_breaker="source_priority"),
+            **_merge_array("participants", "topics", "decisions", "open_tasks"),
+        },
+        ("chat_conversation", "thread"),
+    ),
+    TypeSchema(
+        "conversation_message",
+        ("turn_key",),
+        "reject",
+        {},
+        ("agent_message", "chat_message"),
+    ),
+    TypeSchema(
+        "conversation_turn",
+        (("session_id", "turn_id"),),
+        "reject",
+        {},
+        ("turn_compliance", "turn_activity"),
+    ),
+    TypeSchema(
+        "person",
+        ("email", "phone", "external_id", ("first_name", "last_name"), "name"),
+        "merge",
+        _highest("name", "email", "phone", "external_id"),
+        ("individual", "contact_person"),
+    ),
+    TypeSchema(
+        "company",
+        ("external_id", "website", "email", "legal_name", "name"),
+        "merge",
+        _highest("name", "legal_name", "website", "email"),
+        ("organization", "business"),
+    ),
+    TypeSchema(
+        "contact",
+        ("email", "phone", "external_id", "contact_id", "name"),
+        "merge",
+        _highest("name", "email", "phone", "external_id"),
+        ("lead",),
+    ),
+    TypeSchema(
+        "task",
+        (("project_id", "title"), ("title", "due_date"), "title"),
+        "merge",
+        _highest("notes", "description", tie_breaker="source_priority"),
+        ("todo", "action_item"),
+    ),
+    TypeSchema(
+        "note",
+        ("title", ("source", "created_date")),
+        "merge",
+        {"content": MergePolicy("highest_priority")},
+        ("journal", "memo", "nota"),
+    ),
+)
+
+_SCHEMAS: Final[Mapping[str, TypeSchema]] = MappingProxyType(
+    {schema.entity_type: schema for schema in _BUILTIN_SCHEMAS}
+)
+_ALIASES: Final[Mapping[str, str]] = MappingProxyType(
+    {alias: schema.entity_type for schema in _BUILTIN_SCHEMAS for alias in schema.aliases}
+)
+
+# entity_type_guard.ts: words ending in "s" that are not plurals.
+_IRREGULAR_SINGULAR: Final = frozenset(
+    {
+        "news", "data", "analytics", "status", "address", "access", "success", "progress",
+        "process", "analysis", "basis", "thesis", "diagnosis", "species", "series", "means",
+        "ethics", "economics", "physics", "mathematics", "politics", "statistics",
+        "athletics", "kudos", "bonus", "corpus", "focus", "genius", "campus", "chaos",
+        "cosmos", "virus", "sinus", "census", "bias",
+    }
+)  # fmt: skip
+_IES_RE: Final = re.compile(r"[^aeiou]ies\Z")
+_SIBILANT_ES_RE: Final = re.compile(r"(?:s|x|z|ch|sh)es\Z")
+_PLURAL_S_RE: Final = re.compile(r"[a-z]s\Z")
+
+
+def _singular_form(name: str) -> str:
+    """The server's ``suggestSingular`` heuristic, or ``name`` when it has none."""
+    if name in _IRREGULAR_SINGULAR:
+        return name
+    if _IES_RE.search(name):
+        return name[:-3] + "y"
+    if _SIBILANT_ES_RE.search(name):
+        return name[:-2]
+    if _PLURAL_S_RE.search(name) and not name.endswith("ss"):
+        return name[:-1]
+    return name
+
+
+_BY_SINGULAR: Final[Mapping[str, str]] = MappingProxyType(
+    {_singular_form(name): name for name in _SCHEMAS}
+)
+
+
+@functools.lru_cache(maxsize=1024)
+def resolve_entity_type(entity_type: str) -> str:
+    """Rewrite an unregistered type to the built-in type it is equivalent to.
+
+    Mirrors ``entity_type_equivalence.ts``: a type matching a built-in
+    case-insensitively (``"Company"``), through a declared alias
+    (``"turn_compliance"`` -> ``conversation_turn``) or by singular form
+    (``"companies"`` -> ``company``) is rewritten; registered and unknown
+    types are returned verbatim. Unlike the server, whose answer depends on
+    registry row order, a case-insensitive match always beats an alias.
+    """
+    if entity_type in _SCHEMAS:
+        return entity_type
+    key = _js_trim(entity_type).lower()
+    if not key:
+        return entity_type
+    if key in _SCHEMAS:
+        return key
+    if key in _ALIASES:
+        return _ALIASES[key]
+    return _BY_SINGULAR.get(_singular_form(key), entity_type)
+
+
+def schema_for(entity_type: str) -> TypeSchema | None:
+    """Built-in schema of ``entity_type`` (after :func:`resolve_entity_type`), or None."""
+    resolved = resolve_entity_type(entity_type)
+    schema = _SCHEMAS.get(resolved)
+    if schema is None:
+        # The server's code-default lookup also tries lower_snake_case.
+        schema = _SCHEMAS.get(_WS_RUN_RE.sub("_", _js_trim(resolved).lower()))
+    return schema
+
+
+# --------------------------------------------------------------------------
+# canonical_name derivation
+# --------------------------------------------------------------------------
+
+_NAME_KEYS: Final = ("canonical_name", "name", "full_name", "title", "email", "url")
+_ID_KEYS: Final = (
+    "message_id", "turn_key", "thread_id", "external_id", "source_id", "id", "uuid",
+    "company_id", "person_id", "contact_id",
+)  # fmt: skip
+# Metadata fields never used by the last-resort heuristic.
+_FALLBACK_REJECT_KEYS: Final = frozenset(
+    {
+        "contact_type", "entity_type", "type", "status", "created_at", "updated_at",
+        "created_date", "updated_date", "schema_version", "import_date",
+        "import_source_file", "source", "currency", "currency_code", "category",
+    }
+)  # fmt: skip
+# Dates, "1.0"-style versions and plain numbers are not names.
+_FALLBACK_REJECT_VALUE_RE: Final = re.compile(r"\d{4}-\d{2}-\d{2}|\d+\.\d+\Z|\d+\Z", re.ASCII)
+# Generic tokens that would collapse unrelated entities into one.
+_REJECTED_VALUES: Final = frozenset(
+    {
+        "usd", "eur", "gbp", "jpy", "cny", "inr", "cad", "aud", "chf", "mxn", "brl", "zar",
+        "nzd", "sek", "nok", "dkk", "krw", "sgd", "hkd", "twd",
+        "unknown", "null", "none", "n/a", "na", "tbd", "undefined", "other", "misc",
+        "active", "inactive", "pending", "complete", "completed", "cancelled", "draft",
+        "approved", "rejected", "open", "closed", "true", "false", "yes", "no",
+    }
+)  # fmt: skip
+
+
+def _is_rejected_value(value: str) -> bool:
+    token = _js_trim(value).lower()
+    return not token or token in _REJECTED_VALUES
+
+
+class IdentityError(Exception):
+    """No safe canonical name can be derived (``ERR_CANONICAL_NAME_UNRESOLVED``)."""
+
+    code: str = "ERR_CANONICAL_NAME_UNRESOLVED"
+
+    def __init__(
+        self, entity_type: str, seen_fields: list[str], attempted_value: str | None = None
+    ) -> None:
+        preview = (
+            f' (derivation landed on "{attempted_value}", a rejected token)'
+            if attempted_value
+            else ""
+        )
+        seen = (
+            f" Seen fields: {', '.join(seen_fields)}."
+            if seen_fields
+            else " No usable name/identifier fields were provided."
+        )
+        self.message: str = (
+            f'Cannot derive canonical_name for "{entity_type}"{preview}. '
+            f"Declare `canonical_name_fields` on the {entity_type} schema to make this "
+            "deterministic, or supply one of: canonical_name, name, full_name, title, "
+            f"email, url.{seen}"
+        )
+        self.entity_type: str = entity_type
+        self.details: dict[str, Any] = {
+            "seen_fields": list(seen_fields),
+            "attempted_value": attempted_value,
+        }
+        super().__init__(self.message)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Exception pickling replays __init__ with self.args, which is the message here.
+        details = self.details
+        return (type(self), (self.entity_type, details["seen_fields"], details["attempted_value"]))
+
+
+@attrs.frozen
+class Identity:
+    """Where a stored entity lands, and which rule put it there."""
+
+    entity_type: str
+    canonical_name: str
+    entity_id: str
+    identity_basis: IdentityBasis
+    identity_rule: str
+    #: Resolver trace without the store's trailing ``existing_row:*`` step.
+    resolver_path: tuple[str, ...]
+
+    @property
+    def from_schema_rule(self) -> bool:
+        """True when a schema ``canonical_name_fields`` rule produced the name.
+
+        Such matches are deterministic: ``name_collision_policy: reject`` and
+        ``strict`` never refuse them.
+        """
+        return self.identity_basis == "schema_rule"
+
+
+def _rule_value(fields: Mapping[str, Any], field: str) -> str | None:
+    value = fields.get(field)
+    if value is None:
+        return None
+    text = _js_trim(_js_string(value))
+    return text or None
+
+
+def _composite(entity_type: str, fields: Mapping[str, Any], names: tuple[str, ...]) -> str | None:
+    parts: list[str] = []
+    for name in names:
+        part = _rule_value(fields, name)
+        if part is None:
+            return None
+        parts.append(part)
+    if not parts:
+        return None
+    return format_canonical_name(entity_type, f"{entity_type}:{'|'.join(parts)}")
+
+
+def _from_schema(
+    entity_type: str, fields: Mapping[str, Any], schema: TypeSchema
+) -> tuple[str, str, str] | None:
+    """(canonical_name, resolver step, identity_rule) of the first matching rule."""
+    rules = schema.canonical_name_fields
+    if not rules:
+        return None
+    if schema.is_legacy_composite:
+        names = tuple(str(rule) for rule in rules)
+        name = _composite(entity_type, fields, names)
+        if name is None:
+            return None
+        return (
+            name,
+            f"schema:canonical_name_fields:{','.join(names)}",
+            f"composite:{'+'.join(names)}",
+        )
+    for rule in rules:
+        if isinstance(rule, str):
+            value = _rule_value(fields, rule)
+            if value is not None:
+                name = format_canonical_name(entity_type, f"{entity_type}:{value}")
+                return name, f"schema:canonical_name_fields:{rule}", rule
+        else:
+            name = _composite(entity_type, fields, rule)
+            if name is not None:
+                label = f"composite:{'+'.join(rule)}"
+                return name, f"schema:canonical_name_fields:{label}", label
+    return None
+
+
+def resolve_identity(entity_type: str, fields: Mapping[str, Any]) -> Identity:
+    """Derive the identity a Neotoma server gives an entity on store.
+
+    ``fields`` is the entity minus ``entity_type``, ``intent`` and
+    ``target_id``. The type is first resolved (:func:`resolve_entity_type`);
+    then, in order: the schema's ``canonical_name_fields``; the first non-empty
+    string of ``canonical_name, name, full_name, title, email, url``; the
+    first non-empty id field (``id:<field>:<value>``); the alphabetically first
+    string field that is neither metadata nor a date/number/version.
+
+    Raises:
+        IdentityError: when nothing usable is found, or the chosen value is a
+            generic token (``unknown``, ``open``, ``usd``, ...).
+    """
+    resolved = resolve_entity_type(entity_type)
+    schema = schema_for(resolved)
+    if schema is not None:
+        matched = _from_schema(resolved, fields, schema)
+        if matched is not None:
+            name, step, rule = matched
+            return Identity(
+                resolved, name, entity_id_for(resolved, name), "schema_rule", rule, (step,)
+            )
+
+    raw: str | None = None
+    rule = ""
+    basis: IdentityBasis = "heuristic_name"
+    for key in _NAME_KEYS:
+        value = fields.get(key)
+        if isinstance(value, str) and _js_trim(value):
+            raw, rule = value, f"name_key:{key}"
+            break
+    if raw is None:
+        for key in _ID_KEYS:
+            value = fields.get(key)
+            if value is not None:
+                text = _js_string(value)
+                if _js_trim(text):
+                    raw, rule = f"id:{key}:{text}", f"id_key:{key}"
+                    break
+    step = rule
+    if raw is None:
+        for key in sorted(fields, key=_utf16_sort_key):
+            value = fields[key]
+            if key in _FALLBACK_REJECT_KEYS or not isinstance(value, str):
+                continue
+            text = _js_trim(value)
+            if not text or _FALLBACK_REJECT_VALUE_RE.match(text) or _is_rejected_value(text):
+                continue
+            raw, basis = text, "heuristic_fallback"
+            rule, step = f"first_string_field:{key}", f"heuristic:{key}"
+            break
+
+    if raw is None or _is_rejected_value(raw):
+        raise IdentityError(resolved, _js_key_order(fields), raw)
+
+    # An explicit canonical_name is stored verbatim; it is still hashed normalized.
+    name = (
+        _js_trim(raw) if rule == "name_key:canonical_name" else format_canonical_name(resolved, raw)
+    )
+    return Identity(resolved, name, entity_id_for(resolved, name), basis, rule, (step,))
