@@ -1,0 +1,493 @@
+"""HttpTransport: the Transport protocol over a real Neotoma server's REST routes.
+
+Built on aiohttp, so it runs on **asyncio only** (the embedded store also runs on trio).
+
+It parses what the server really sends rather than what its documentation idealises
+(reference/neotoma-semantics.md): ``store`` answers are aligned to the request by
+``observation_index``, or by entity identity on a replay (which lists entries newest first
+and without an index); lookups carry ``id`` rather than ``entity_id``; errors come in two
+JSON envelope families, an HTML page or plain text, and all of them land on the
+:mod:`neotoma_agent.exceptions` tree.
+
+Every method here is safe to retry: lookups and snapshot reads are reads, ``store`` and
+``correct`` carry deterministic idempotency keys (a retried store replays instead of writing
+twice), and ``create_relationship(s)`` collapse a repeated edge onto one key. So transient
+failures (connection errors, timeouts, 429, 502/503/504 and envelopes that say
+``retryable: true``) are retried with exponential backoff and full jitter, within a bounded
+number of attempts and a bounded total time; other 4xx never are.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import json
+import random
+import time
+import urllib.parse
+from collections.abc import Mapping, Sequence
+from types import TracebackType
+from typing import Any
+
+import aiohttp
+import attrs
+import structlog
+
+from neotoma_agent._envelopes import error_from_response, parse_retry_after
+from neotoma_agent._version import __version__
+from neotoma_agent.exceptions import (
+    APIError,
+    ConnectionLost,
+    ConnectTimeout,
+    NeotomaError,
+    RateLimitedError,
+    ReadTimeout,
+    ServerError,
+    TransportError,
+)
+from neotoma_agent.transport._base import (
+    CorrectionResult,
+    CreateRelationshipsResult,
+    Direction,
+    EntityQueryResult,
+    EntitySnapshot,
+    LookupResult,
+    ObservationList,
+    RelatedEntities,
+    RelationshipSnapshot,
+    StoreResult,
+)
+
+__all__ = ["HttpTransport", "RetryPolicy"]
+
+_log = structlog.get_logger("neotoma_agent")
+
+#: statuses a gateway or an overloaded server sends while the store itself is fine
+_RETRY_STATUSES = frozenset({429, 502, 503, 504})
+
+
+def _positive(_inst: object, attribute: attrs.Attribute[float], value: float) -> None:
+    if not value > 0:
+        raise ValueError(f"{attribute.name} must be > 0, got {value!r}")
+
+
+def _non_negative(_inst: object, attribute: attrs.Attribute[float], value: float) -> None:
+    if not value >= 0:
+        raise ValueError(f"{attribute.name} must be >= 0, got {value!r}")
+
+
+@attrs.frozen
+class RetryPolicy:
+    """How :class:`HttpTransport` retries a transient failure.
+
+    The wait before retry *n* (1-based) is drawn uniformly from
+    ``[0, min(wait_max, wait_initial * wait_exp_base ** (n - 1))]`` ("full jitter", so that
+    many clients failing together do not retry together), unless the server sent
+    ``Retry-After``, which is honoured as given. No request is retried more than
+    ``attempts - 1`` times, and the whole call (attempts and waits) ends within ``timeout``
+    seconds: a ``Retry-After`` beyond what is left is not waited for; the 429 is raised
+    with its ``retry_after`` so the caller can decide.
+
+    ``backoff=False`` is the testing switch: failures are still retried, without waiting.
+    """
+
+    #: total attempts, the first included (1 disables retries)
+    attempts: int = attrs.field(default=4)
+    #: seconds for the whole call, attempts and waits included
+    timeout: float = attrs.field(default=60.0, validator=_positive)
+    wait_initial: float = attrs.field(default=0.2, validator=_non_negative)
+    wait_max: float = attrs.field(default=5.0, validator=_non_negative)
+    wait_exp_base: float = attrs.field(default=2.0, validator=_positive)
+    backoff: bool = True
+
+    @attempts.validator
+    def _check_attempts(self, _attribute: attrs.Attribute[int], value: int) -> None:
+        if value < 1:
+            raise ValueError(f"attempts must be >= 1, got {value!r}")
+
+    @classmethod
+    def no_retries(cls) -> RetryPolicy:
+        """A policy that makes exactly one attempt."""
+        return cls(attempts=1)
+
+    def wait(self, retry_number: int, retry_after: float | None = None) -> float:
+        """Seconds to sleep before retry ``retry_number`` (1-based)."""
+        if not self.backoff:
+            return 0.0
+        if retry_after is not None:
+            return retry_after
+        try:
+            cap = min(self.wait_max, self.wait_initial * self.wait_exp_base ** (retry_number - 1))
+        except OverflowError:
+            cap = self.wait_max
+        # Not cryptographic: only decorrelates clients that failed at the same moment.
+        return random.uniform(0.0, cap)
+
+
+class _State(enum.Enum):
+    IDLE = "idle"  # no session yet: one is created on the first request
+    OPEN = "open"
+    CLOSED = "closed"
+
+
+@attrs.frozen
+class _Answer:
+    status: int
+    headers: Mapping[str, str]
+    body: object  # decoded JSON, or the text when the body is not JSON
+
+
+class HttpTransport:
+    """A :class:`~neotoma_agent.Transport` talking to a Neotoma server over HTTP (asyncio only).
+
+    ``base_url`` is the server root (routes live there, no ``/api`` prefix). Without
+    ``token`` no ``Authorization`` header is sent: a local Neotoma accepts loopback requests
+    without one, and refuses made-up tokens such as ``dev-local``. The token never appears in
+    ``repr``, log events or error messages.
+
+    One ``aiohttp.ClientSession`` with at most ``max_connections`` connections is created on
+    the running event loop at the first request and released by :meth:`aclose` (or
+    ``async with``); a closed transport refuses further requests. ``timeout`` bounds one
+    attempt (connect, send, answer), ``connect_timeout`` the TCP connect alone, and ``retry``
+    the retries (see :class:`RetryPolicy`).
+    """
+
+    def __init__(
+        self,
+        base_url: str = "http://127.0.0.1:3080",
+        token: str | None = None,
+        *,
+        timeout: float = 30.0,
+        connect_timeout: float = 5.0,
+        max_connections: int = 32,
+        retry: RetryPolicy | None = None,
+    ) -> None:
+        parsed = urllib.parse.urlsplit(base_url)
+        if parsed.scheme not in ("http", "https") or not parsed.hostname:
+            raise ValueError(f"base_url must be an http(s) URL, got {base_url!r}")
+        if parsed.username is not None or parsed.password is not None:
+            # Credentials in the URL would leak into reprs and error messages.
+            raise ValueError("base_url must not carry credentials; pass token= instead")
+        if token is not None and not token:
+            raise ValueError("token must be a non-empty string or None")
+        if timeout <= 0 or connect_timeout <= 0:
+            raise ValueError("timeout and connect_timeout must be > 0")
+        if max_connections < 1:
+            raise ValueError("max_connections must be >= 1")
+        self._base_url = base_url.rstrip("/")
+        self._token = token
+        self._timeout = float(timeout)
+        self._connect_timeout = float(connect_timeout)
+        self._max_connections = max_connections
+        self._retry = retry if retry is not None else RetryPolicy()
+        self._state = _State.IDLE
+        self._session: aiohttp.ClientSession | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    @property
+    def base_url(self) -> str:
+        """The server root this transport talks to."""
+        return self._base_url
+
+    @property
+    def retry(self) -> RetryPolicy:
+        """The retry policy in force."""
+        return self._retry
+
+    def __repr__(self) -> str:
+        token = "'***'" if self._token is not None else "None"
+        return (
+            f"HttpTransport(base_url={self._base_url!r}, token={token}, "
+            f"state={self._state.value!r})"
+        )
+
+    async def __aenter__(self) -> HttpTransport:
+        if self._state is _State.CLOSED:
+            raise RuntimeError("HttpTransport is closed; create a new one")
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Close the connection pool; idempotent. The transport cannot be reopened."""
+        self._state = _State.CLOSED
+        session, self._session = self._session, None
+        if session is not None and not session.closed:
+            await session.close()
+
+    # --- the Transport protocol ---------------------------------------------------------
+
+    async def store(
+        self,
+        entities: Sequence[Mapping[str, Any]],
+        *,
+        idempotency_key: str,
+        relationships: Sequence[Mapping[str, Any]] = (),
+        source_priority: int | None = None,
+        observation_source: str | None = None,
+        strict: bool = False,
+    ) -> StoreResult:
+        """``POST /store``; entries come back aligned to ``entities``, fresh or replayed."""
+        body: dict[str, Any] = {"entities": [dict(e) for e in entities]}
+        if relationships:
+            body["relationships"] = [dict(r) for r in relationships]
+        body["idempotency_key"] = idempotency_key
+        if source_priority is not None:
+            body["source_priority"] = source_priority
+        if observation_source is not None:
+            body["observation_source"] = observation_source
+        if strict:
+            body["strict"] = True
+        raw = await self._call("/store", body)
+        return StoreResult.from_json(raw, request_entities=body["entities"])
+
+    async def retrieve_entity_by_identifier(
+        self,
+        identifier: str,
+        *,
+        entity_type: str | None = None,
+        by: str | None = None,
+        limit: int | None = None,
+    ) -> LookupResult:
+        """``POST /retrieve_entity_by_identifier``."""
+        body: dict[str, Any] = {"identifier": identifier}
+        if entity_type is not None:
+            body["entity_type"] = entity_type
+        if by is not None:
+            body["by"] = by
+        if limit is not None:
+            body["limit"] = limit
+        return LookupResult.from_json(await self._call("/retrieve_entity_by_identifier", body))
+
+    async def create_relationship(
+        self,
+        relationship_type: str,
+        source_entity_id: str,
+        target_entity_id: str,
+        *,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> RelationshipSnapshot:
+        """``POST /create_relationship``."""
+        body: dict[str, Any] = {
+            "relationship_type": relationship_type,
+            "source_entity_id": source_entity_id,
+            "target_entity_id": target_entity_id,
+        }
+        if metadata is not None:
+            body["metadata"] = dict(metadata)
+        return RelationshipSnapshot.from_json(await self._call("/create_relationship", body))
+
+    async def create_relationships(
+        self, relationships: Sequence[Mapping[str, Any]]
+    ) -> CreateRelationshipsResult:
+        """``POST /create_relationships``."""
+        body = {"relationships": [dict(r) for r in relationships]}
+        return CreateRelationshipsResult.from_json(await self._call("/create_relationships", body))
+
+    async def get_entity_snapshot(self, entity_id: str) -> EntitySnapshot:
+        """``POST /get_entity_snapshot``; :class:`NotFoundError` for an unknown id."""
+        return EntitySnapshot.from_json(
+            await self._call("/get_entity_snapshot", {"entity_id": entity_id})
+        )
+
+    async def list_observations(
+        self, entity_id: str, *, limit: int = 100, offset: int = 0
+    ) -> ObservationList:
+        """``POST /list_observations`` (newest first)."""
+        body = {"entity_id": entity_id, "limit": limit, "offset": offset}
+        return ObservationList.from_json(await self._call("/list_observations", body))
+
+    async def retrieve_related_entities(
+        self,
+        entity_id: str,
+        *,
+        relationship_types: Sequence[str] | None = None,
+        direction: Direction = "both",
+        max_hops: int = 1,
+    ) -> RelatedEntities:
+        """``POST /retrieve_related_entities``."""
+        body: dict[str, Any] = {
+            "entity_id": entity_id,
+            "direction": direction,
+            "max_hops": max_hops,
+        }
+        if relationship_types is not None:
+            body["relationship_types"] = list(relationship_types)
+        return RelatedEntities.from_json(await self._call("/retrieve_related_entities", body))
+
+    async def query_entities(
+        self,
+        *,
+        entity_type: str | None = None,
+        search: str | None = None,
+        limit: int = 100,
+        offset: int = 0,
+    ) -> EntityQueryResult:
+        """``POST /entities/query``."""
+        body: dict[str, Any] = {"limit": limit, "offset": offset}
+        if entity_type is not None:
+            body["entity_type"] = entity_type
+        if search is not None:
+            body["search"] = search
+        return EntityQueryResult.from_json(await self._call("/entities/query", body))
+
+    async def correct(
+        self,
+        entity_id: str,
+        entity_type: str,
+        field: str,
+        value: Any,
+        *,
+        idempotency_key: str,
+    ) -> CorrectionResult:
+        """``POST /correct``."""
+        body = {
+            "entity_id": entity_id,
+            "entity_type": entity_type,
+            "field": field,
+            "value": value,
+            "idempotency_key": idempotency_key,
+        }
+        return CorrectionResult.from_json(await self._call("/correct", body))
+
+    # --- plumbing ---------------------------------------------------------------------
+
+    def _session_for_loop(self) -> aiohttp.ClientSession:
+        if self._state is _State.CLOSED:
+            raise RuntimeError("HttpTransport is closed; create a new one")
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            raise RuntimeError(
+                "HttpTransport runs on asyncio only (it is built on aiohttp); "
+                "use EmbeddedStore under trio"
+            ) from None
+        if self._session is None:
+            connector = aiohttp.TCPConnector(limit=self._max_connections)
+            headers = {
+                "Accept": "application/json",
+                "User-Agent": f"neotoma-agent/{__version__}",
+            }
+            self._session = aiohttp.ClientSession(
+                connector=connector, headers=headers, raise_for_status=False
+            )
+            self._loop = loop
+            self._state = _State.OPEN
+        elif self._loop is not loop:
+            raise RuntimeError(
+                "HttpTransport is bound to the event loop it first ran on; "
+                "create one transport per event loop"
+            )
+        return self._session
+
+    async def _call(self, path: str, body: Mapping[str, Any]) -> Mapping[str, Any]:
+        """POST ``body`` to ``path`` with retries; the decoded JSON object of a 2xx answer."""
+        session = self._session_for_loop()
+        payload = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
+        policy = self._retry
+        deadline = time.monotonic() + policy.timeout
+        attempt = 1
+        while True:
+            budget = min(self._timeout, deadline - time.monotonic())
+            retry_after: float | None = None
+            try:
+                answer = await self._attempt(session, path, payload, budget)
+            except TransportError as exc:
+                error: NeotomaError = exc
+            else:
+                if 200 <= answer.status < 300:
+                    if isinstance(answer.body, Mapping):
+                        return answer.body
+                    raise ServerError(
+                        f"POST {path}: expected a JSON object, got {type(answer.body).__name__}",
+                        status=answer.status,
+                        body={"text": str(answer.body)[:2000]},
+                    )
+                error = error_from_response(answer.status, answer.body, answer.headers)
+                retry_after = parse_retry_after(answer.headers.get("Retry-After"))
+            if not _is_transient(error) or attempt >= policy.attempts:
+                raise error
+            wait = policy.wait(attempt, retry_after)
+            if time.monotonic() + wait >= deadline:
+                # Waiting would overrun the call's time bound: give up now, with the error
+                # (a 429 keeps its retry_after) rather than a timeout that hides it.
+                raise error
+            _log.warning(
+                "transport.retry",
+                method="POST",
+                path=path,
+                attempt=attempt,
+                max_attempts=policy.attempts,
+                wait_s=round(wait, 3),
+                error=type(error).__name__,
+                status=error.status if isinstance(error, APIError) else None,
+                code=error.code if isinstance(error, APIError) else None,
+            )
+            if wait > 0:
+                await asyncio.sleep(wait)
+            attempt += 1
+
+    async def _attempt(
+        self, session: aiohttp.ClientSession, path: str, payload: bytes, budget: float
+    ) -> _Answer:
+        if budget <= 0:
+            raise ReadTimeout(f"POST {path}: no time left within the retry policy's timeout")
+        timeout = aiohttp.ClientTimeout(
+            total=budget, sock_connect=min(self._connect_timeout, budget)
+        )
+        headers = {"Content-Type": "application/json"}
+        if self._token is not None:
+            headers["Authorization"] = f"Bearer {self._token}"
+        url = self._base_url + path
+        try:
+            async with session.post(url, data=payload, headers=headers, timeout=timeout) as resp:
+                raw = await resp.read()
+                status = resp.status
+                resp_headers = resp.headers  # case-insensitive, as HTTP headers are
+                content_type = resp.content_type
+        except aiohttp.ConnectionTimeoutError as exc:
+            raise ConnectTimeout(
+                f"POST {path}: no connection to {self._base_url} within {self._connect_timeout:g}s"
+            ) from exc
+        except (asyncio.TimeoutError, aiohttp.ServerTimeoutError) as exc:
+            raise ReadTimeout(f"POST {path}: no answer within {budget:.3g}s") from exc
+        except aiohttp.ClientConnectorError as exc:
+            raise ConnectionLost(
+                f"POST {path}: cannot connect to {self._base_url} ({exc.strerror or 'refused'})"
+            ) from exc
+        except (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError) as exc:
+            raise ConnectionLost(
+                f"POST {path}: connection to {self._base_url} lost ({type(exc).__name__})"
+            ) from exc
+        return _Answer(status=status, headers=resp_headers, body=_decode(raw, content_type))
+
+
+def _decode(raw: bytes, content_type: str) -> object:
+    text = raw.decode("utf-8", errors="replace")
+    # Trust the bytes over the header: the server labels its 429 text/html, and a proxy
+    # may label JSON as text.
+    if "json" in content_type or text.lstrip()[:1] in ("{", "["):
+        try:
+            return json.loads(text)
+        except ValueError:
+            return text
+    return text
+
+
+def _is_transient(error: NeotomaError) -> bool:
+    """Whether the same request, unchanged, may succeed later."""
+    if isinstance(error, TransportError):
+        return True
+    if isinstance(error, RateLimitedError):
+        return True
+    if isinstance(error, APIError):
+        # `retryable: true` (a policy service briefly down) counts on server errors only:
+        # a 4xx other than 429 means this exact request is wrong and must not be resent.
+        return error.status in _RETRY_STATUSES or (error.retryable and error.status >= 500)
+    return False
