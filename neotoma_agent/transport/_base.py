@@ -124,9 +124,7 @@ class StoreResult:
         raise IndexError(f"no stored entity for request element {index}")
 
 
-def _align(
-    entries: list[StoredEntity], request: Sequence[Mapping[str, Any]]
-) -> list[StoredEntity]:
+def _align(entries: list[StoredEntity], request: Sequence[Mapping[str, Any]]) -> list[StoredEntity]:
     if entries and all(e.observation_index is not None for e in entries):
         return sorted(entries, key=lambda e: e.observation_index or 0)
     # Replay: derive each request element's id as the server would, then match by id.

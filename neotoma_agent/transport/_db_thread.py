@@ -1,0 +1,145 @@
+"""One thread that owns a SQLite connection and commits queued work in groups.
+
+SQLite serialises writers, so many tasks writing through many connections spend their time
+retrying on "database is locked". Here exactly one thread touches the connection: callers
+queue jobs and await them. The thread drains whatever is queued, runs each job inside its own
+SAVEPOINT (a failing job rolls back alone) and commits the group once, so one fsync pays for
+many stores. A job's caller is woken only after the commit that made its writes durable.
+
+Waking a task from a foreign thread is backend specific (asyncio's ``call_soon_threadsafe``,
+trio's ``run_sync_soon``); the rest is plain anyio.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import queue
+import sqlite3
+import threading
+from collections.abc import Callable
+from typing import Any, Generic, TypeVar
+
+import anyio
+import structlog
+
+__all__ = ["DBThread", "Job"]
+
+T = TypeVar("T")
+_log = structlog.get_logger("neotoma_agent")
+_MAX_GROUP = 512
+
+
+def _thread_safe_scheduler() -> Callable[[Callable[[], object]], object]:
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        import trio  # the only other anyio backend
+
+        return trio.lowlevel.current_trio_token().run_sync_soon
+    return loop.call_soon_threadsafe
+
+
+class Job(Generic[T]):
+    """A unit of work for the DB thread, and the means to await its outcome."""
+
+    __slots__ = ("_call_soon", "_done", "error", "fn", "result")
+
+    def __init__(self, fn: Callable[[sqlite3.Connection], T]) -> None:
+        self.fn = fn
+        self.result: T | None = None
+        self.error: BaseException | None = None
+        self._done = anyio.Event()
+        self._call_soon = _thread_safe_scheduler()
+
+    def _resolve(self) -> None:
+        # If the caller's event loop is gone, nobody is waiting for this job any more.
+        with contextlib.suppress(Exception):
+            self._call_soon(self._done.set)
+
+    async def wait(self) -> T:
+        await self._done.wait()
+        if self.error is not None:
+            raise self.error
+        return self.result  # type: ignore[return-value]
+
+
+class DBThread:
+    """Runs jobs against one connection, in submission order, committing them in groups."""
+
+    def __init__(self, connect: Callable[[], sqlite3.Connection], name: str) -> None:
+        self._queue: queue.SimpleQueue[Job[Any] | None] = queue.SimpleQueue()
+        self._ready = threading.Event()
+        self._startup_error: BaseException | None = None
+        self._connect = connect
+        self._thread = threading.Thread(target=self._main, name=name, daemon=True)
+        self._thread.start()
+        self._ready.wait()
+        if self._startup_error is not None:
+            raise self._startup_error
+
+    def submit(self, job: Job[Any]) -> None:
+        self._queue.put(job)
+
+    def stop(self) -> None:
+        """Finish queued jobs, close the connection and join the thread (blocking)."""
+        if self._thread.is_alive():
+            self._queue.put(None)
+            self._thread.join()
+
+    def _main(self) -> None:
+        try:
+            conn = self._connect()
+        except BaseException as exc:
+            self._startup_error = exc
+            self._ready.set()
+            return
+        self._ready.set()
+        try:
+            while True:
+                first = self._queue.get()
+                if first is None:
+                    return
+                group: list[Job[Any]] = [first]
+                stopping = False
+                while len(group) < _MAX_GROUP:
+                    try:
+                        nxt = self._queue.get_nowait()
+                    except queue.Empty:
+                        break
+                    if nxt is None:
+                        stopping = True
+                        break
+                    group.append(nxt)
+                self._run_group(conn, group)
+                if stopping:
+                    return
+        finally:
+            conn.close()
+
+    def _run_group(self, conn: sqlite3.Connection, group: list[Job[Any]]) -> None:
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.Error as exc:
+            for job in group:
+                job.error = exc
+                job._resolve()
+            return
+        for job in group:
+            conn.execute("SAVEPOINT job")
+            try:
+                job.result = job.fn(conn)
+            except BaseException as exc:
+                conn.execute("ROLLBACK TO job")
+                job.error = exc
+            conn.execute("RELEASE job")
+        try:
+            conn.execute("COMMIT")
+        except sqlite3.Error as exc:
+            _log.error("embedded.commit_failed", error=repr(exc), jobs=len(group))
+            conn.execute("ROLLBACK") if conn.in_transaction else None
+            for job in group:
+                if job.error is None:
+                    job.error = exc
+        for job in group:
+            job._resolve()

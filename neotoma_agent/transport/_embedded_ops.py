@@ -1,0 +1,1291 @@
+"""The embedded store's operations: synchronous, on the DB thread, inside a savepoint.
+
+Each function takes the connection and a request body shaped like the REST body of the same
+action, and returns the JSON a real Neotoma server would answer (reference semantics §3–5).
+Every check runs before the first write, and the caller's savepoint rolls back anything a
+late failure left behind, so a store is atomic: all of it or nothing, not even its key.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import sqlite3
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import attrs
+
+from .._identity import (
+    ENTITY_ID_RE,
+    Identity,
+    IdentityError,
+    TypeSchema,
+    hash_uuid,
+    js_json,
+    normalize,
+    resolve_entity_type,
+    resolve_identity,
+    schema_for,
+)
+from ..exceptions import ValidationError
+from ._errors import (
+    flat_error,
+    idempotency_mismatch,
+    invalid_format,
+    not_found,
+    now_iso,
+    resolution_failed,
+)
+from ._reducer import ObservationMeta, SnapshotState, fold, source_rank
+
+__all__ = ["RELATIONSHIP_TYPES", "USER_ID"]
+
+USER_ID = "00000000-0000-0000-0000-000000000000"  # a local server's dev user
+
+# Closed and case-sensitive, as on the server (semantics §1.5).
+RELATIONSHIP_TYPES = frozenset(
+    (
+        "PART_OF CORRECTS REFERS_TO SETTLES DUPLICATE_OF DEPENDS_ON SUPERSEDES EMBEDS "
+        "works_at owns manages part_of related_to depends_on references transacted_with "
+        "member_of reports_to located_at created_by funded_by acquired_by subsidiary_of "
+        "partner_of competitor_of supplies_to contracted_with invested_in"
+    ).split()
+)
+OBSERVATION_SOURCES = frozenset(
+    ("sensor", "llm_summary", "workflow_state", "human", "import", "sync")
+)
+_BOOKKEEPING = frozenset(("conversation", "conversation_message", "conversation_turn"))
+# Snapshot fields a lookup compares against the identifier (semantics §4 pass 3).
+_SEARCH_FIELDS = ("name", "full_name", "title", "email", "domain", "company")
+_BY_FIELD_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_ENT_LIKE_RE = re.compile(r"^ent_[0-9a-f]+$", re.IGNORECASE)
+_SCHEMA_VERSIONS = {"conversation": "1.4", "conversation_message": "1.4"}
+_STRICT_OK_RULES = ("name_key:canonical_name", "name_key:email", "id_key:")
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def _content_hash(entities: Sequence[Mapping[str, Any]]) -> str:
+    try:
+        text = js_json(list(entities))
+    except ValueError as exc:
+        raise invalid_format(
+            f"entities hold a value JSON cannot carry: {exc}", ["entities"]
+        ) from None
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+# -- reads shared by several actions -------------------------------------------------------
+
+
+def _entity_row(conn: sqlite3.Connection, entity_id: str) -> dict[str, Any] | None:
+    row = conn.execute(
+        "SELECT id, entity_type, canonical_name, aliases, created_at, updated_at "
+        "FROM entities WHERE id = ?",
+        (entity_id,),
+    ).fetchone()
+    return _entity_json(row) if row else None
+
+
+def _entity_json(row: Sequence[Any]) -> dict[str, Any]:
+    return {
+        "id": row[0],
+        "entity_type": row[1],
+        "canonical_name": row[2],
+        "aliases": json.loads(row[3]),
+        "created_at": row[4],
+        "updated_at": row[5],
+        "user_id": USER_ID,
+        "first_seen_at": None,
+        "last_seen_at": None,
+        "merged_to_entity_id": None,
+        "merged_at": None,
+        "merged_into": None,
+    }
+
+
+def _load_state(conn: sqlite3.Connection, entity_id: str) -> SnapshotState | None:
+    row = conn.execute(
+        "SELECT fields, provenance, state, observation_count, last_observation_at "
+        "FROM snapshots WHERE entity_id = ?",
+        (entity_id,),
+    ).fetchone()
+    if row is None:
+        return None
+    return SnapshotState.from_row(
+        json.loads(row[0]), json.loads(row[1]), json.loads(row[2]), row[3], row[4]
+    )
+
+
+def _display_name(fields: Mapping[str, Any]) -> str | None:
+    for key in ("name", "title", "full_name"):
+        value = fields.get(key)
+        if isinstance(value, str) and value:
+            return value
+    return None
+
+
+def _snapshot_record(entity_id: str, entity_type: str, state: SnapshotState) -> dict[str, Any]:
+    return {
+        "entity_id": entity_id,
+        "entity_type": entity_type,
+        "schema_version": _SCHEMA_VERSIONS.get(entity_type, "1.0"),
+        "canonical_name": _display_name(state.fields),
+        "snapshot": state.fields,
+        "computed_at": state.last_observation_at,
+        "observation_count": state.observation_count,
+        "last_observation_at": state.last_observation_at,
+        "provenance": state.provenance,
+        "user_id": USER_ID,
+    }
+
+
+# -- store -------------------------------------------------------------------------------
+
+
+@attrs.define
+class _Planned:
+    """One request element after validation and identity resolution, before any write."""
+
+    index: int
+    entity_type: str
+    fields: dict[str, Any]
+    identity: Identity
+    exists: bool
+    action: str
+
+
+def _check_entities(entities: object) -> list[Mapping[str, Any]]:
+    if not isinstance(entities, list) or not entities:
+        raise invalid_format("Must provide a non-empty list of entities", ["entities"])
+    for i, element in enumerate(entities):
+        if not isinstance(element, Mapping):
+            raise invalid_format("each entity must be a JSON object", ["entities", i])
+        etype = element.get("entity_type")
+        if not isinstance(etype, str) or not etype.strip():
+            raise invalid_format(
+                "entity_type is required for each entity and must be a non-empty string",
+                ["entities", i, "entity_type"],
+            )
+        target = element.get("target_id")
+        if target is not None and not (isinstance(target, str) and ENTITY_ID_RE.match(target)):
+            raise invalid_format(
+                "target_id must be a Neotoma entity id (ent_ followed by 24 hex digits)",
+                ["entities", i, "target_id"],
+            )
+    return entities
+
+
+def _check_relationships(relationships: object, n_entities: int) -> list[Mapping[str, Any]]:
+    if relationships is None:
+        return []
+    if not isinstance(relationships, list):
+        raise invalid_format("relationships must be a list", ["relationships"])
+    issues: list[dict[str, Any]] = []
+    for i, rel in enumerate(relationships):
+        path: list[str | int] = ["relationships", i]
+        if not isinstance(rel, Mapping):
+            raise invalid_format("each relationship must be a JSON object", path)
+        rtype = rel.get("relationship_type")
+        if rtype not in RELATIONSHIP_TYPES:
+            # A real server silently skips an unknown type; losing an edge silently is worse.
+            raise invalid_format(
+                f"relationship_type {rtype!r} is not one of Neotoma's relationship types",
+                [*path, "relationship_type"],
+            )
+        for end in ("source", "target"):
+            has_index = f"{end}_index" in rel
+            has_id = f"{end}_entity_id" in rel
+            if has_index == has_id:
+                raise invalid_format(f"give exactly one of {end}_index and {end}_entity_id", path)
+            if has_index:
+                idx = rel[f"{end}_index"]
+                if not isinstance(idx, int) or isinstance(idx, bool) or not (0 <= idx < n_entities):
+                    # The server skips an out-of-range index silently; we refuse.
+                    raise invalid_format(
+                        f"{end}_index {idx!r} is out of range for {n_entities} entities",
+                        [*path, f"{end}_index"],
+                    )
+            else:
+                eid = rel[f"{end}_entity_id"]
+                if not (isinstance(eid, str) and ENTITY_ID_RE.match(eid)):
+                    issues.append(
+                        {
+                            "code": "ERR_RELATIONSHIP_ENTITY_ID_FORMAT",
+                            "message": (
+                                f"relationship_entity_id_format: {end}_entity_id must be a "
+                                "Neotoma entity id (ent_ followed by 24 lowercase hex digits, "
+                                "matching generateEntityId)"
+                            ),
+                            "details": {"path": [*path, f"{end}_entity_id"]},
+                            "hint": "relationship_entity_id_format",
+                        }
+                    )
+        metadata = rel.get("metadata")
+        if metadata is not None and not isinstance(metadata, Mapping):
+            raise invalid_format("metadata must be a JSON object", [*path, "metadata"])
+    if issues:
+        raise resolution_failed("Structured store relationship validation failed.", issues)
+    return relationships
+
+
+def _entity_exists(conn: sqlite3.Connection, entity_id: str) -> bool:
+    return conn.execute("SELECT 1 FROM entities WHERE id = ?", (entity_id,)).fetchone() is not None
+
+
+def _snapshot_role(conn: sqlite3.Connection, entity_id: str) -> object:
+    row = conn.execute(
+        "SELECT json_extract(fields, '$.role') FROM snapshots WHERE entity_id = ?", (entity_id,)
+    ).fetchone()
+    return row[0] if row else None
+
+
+def _plan(
+    conn: sqlite3.Connection, entities: list[Mapping[str, Any]], strict: bool
+) -> list[_Planned]:
+    planned: list[_Planned] = []
+    issues: list[dict[str, Any]] = []
+    batch_roles: dict[str, object] = {}
+    for index, element in enumerate(entities):
+        etype = resolve_entity_type(str(element["entity_type"]).strip())
+        fields = {
+            k: v for k, v in element.items() if k not in ("entity_type", "intent", "target_id")
+        }
+        target = element.get("target_id")
+        if isinstance(target, str):
+            row = _entity_row(conn, target)
+            if row is None and target not in batch_roles:
+                issues.append(
+                    {
+                        "observation_index": index,
+                        "entity_type": etype,
+                        "code": "ERR_TARGET_NOT_FOUND",
+                        "message": f"target_id {target} does not name an existing entity",
+                        "details": {"entity_id": target},
+                    }
+                )
+                continue
+            identity = Identity(
+                entity_type=etype,
+                canonical_name=row["canonical_name"] if row else target,
+                entity_id=target,
+                identity_basis="target_id",
+                identity_rule="target_id",
+                resolver_path=("target_id",),
+            )
+            planned.append(_Planned(index, etype, fields, identity, True, "extended"))
+            batch_roles.setdefault(target, fields.get("role"))
+            continue
+        try:
+            identity = resolve_identity(etype, fields)
+        except IdentityError as exc:
+            issues.append(
+                {
+                    "observation_index": index,
+                    "entity_type": etype,
+                    "code": exc.code,
+                    "message": exc.message,
+                    "details": exc.details,
+                }
+            )
+            continue
+        eid = identity.entity_id
+        in_batch = eid in batch_roles
+        exists = in_batch or _entity_exists(conn, eid)
+        schema = schema_for(etype)
+        refusal = _refusal(
+            identity, schema, exists, strict or element.get("intent") == "create_new"
+        )
+        if refusal is not None:
+            issues.append(
+                {
+                    "observation_index": index,
+                    "entity_type": etype,
+                    "code": "ERR_MERGE_REFUSED",
+                    "message": refusal[1],
+                    "details": {
+                        "entity_id": eid,
+                        "canonical_name": identity.canonical_name,
+                        "resolver_path": list(identity.resolver_path),
+                        "reason": refusal[0],
+                        "policy": schema.name_collision_policy if schema else "merge",
+                    },
+                }
+            )
+            continue
+        if etype == "conversation_message" and fields.get("role") == "assistant" and exists:
+            existing_role = batch_roles[eid] if in_batch else _snapshot_role(conn, eid)
+            if existing_role == "user":
+                issues.append(
+                    {
+                        "observation_index": index,
+                        "entity_type": etype,
+                        "code": "ERR_CONVERSATION_MESSAGE_ROLE_CONFLICT",
+                        "message": (
+                            f"assistant message reuses the turn_key of a user message "
+                            f"({identity.canonical_name}); use '<conversation_id>:<turn_id>"
+                            ":assistant'"
+                        ),
+                        "details": {"entity_id": eid, "turn_key": fields.get("turn_key")},
+                    }
+                )
+                continue
+        batch_roles.setdefault(eid, fields.get("role"))
+        action = "matched_existing" if exists else "created"
+        planned.append(_Planned(index, etype, fields, identity, exists, action))
+    if issues:
+        raise resolution_failed(
+            f"Structured store refused: {len(issues)} observation(s) failed resolution.", issues
+        )
+    return planned
+
+
+def _refusal(
+    identity: Identity, schema: TypeSchema | None, exists: bool, strict: bool
+) -> tuple[str, str] | None:
+    if not exists or identity.from_schema_rule:
+        return None
+    if schema is not None and schema.name_collision_policy == "reject":
+        return (
+            "schema_policy",
+            f'Schema policy "name_collision_policy: reject": resolution for '
+            f'"{identity.entity_type}" landed on existing entity {identity.entity_id} '
+            f'(canonical_name "{identity.canonical_name}") via a heuristic path. Supply a '
+            "value for the schema's canonical_name_fields to match deterministically, or pass "
+            "target_id to extend the existing entity.",
+        )
+    if strict and not identity.identity_rule.startswith(_STRICT_OK_RULES):
+        return (
+            "strict",
+            f"strict mode: refusing to merge into existing entity {identity.entity_id} "
+            f'(canonical_name "{identity.canonical_name}") via {identity.identity_rule}',
+        )
+    return None
+
+
+def store(conn: sqlite3.Connection, body: Mapping[str, Any]) -> dict[str, Any]:
+    """``POST /store``: entities and relationships under an idempotency key, atomically."""
+    entities = _check_entities(body.get("entities"))
+    key = body.get("idempotency_key")
+    if not isinstance(key, str) or not key:
+        raise flat_error(
+            ValidationError,
+            400,
+            "VALIDATION_ERROR",
+            "idempotency_key is required when entities are provided",
+        )
+    priority = body.get("source_priority", 100)
+    if not isinstance(priority, int) or isinstance(priority, bool):
+        raise invalid_format("source_priority must be an integer", ["source_priority"])
+    obs_source = body.get("observation_source") or "llm_summary"
+    if obs_source not in OBSERVATION_SOURCES:
+        raise invalid_format(
+            f"observation_source must be one of {sorted(OBSERVATION_SOURCES)}",
+            ["observation_source"],
+        )
+    content_hash = _content_hash(entities)
+
+    seen = conn.execute(
+        "SELECT entities_hash, source_id FROM idempotency_keys WHERE key = ?", (key,)
+    ).fetchone()
+    if seen is not None:
+        if seen[0] != content_hash:
+            raise idempotency_mismatch(key)
+        return _replay(conn, seen[1])
+
+    relationships = _check_relationships(body.get("relationships"), len(entities))
+    planned = _plan(conn, entities, bool(body.get("strict", False)))
+
+    now = now_iso()
+    source_id = hash_uuid(f"source:{USER_ID}:{content_hash}")
+    conn.execute(
+        "INSERT OR IGNORE INTO sources (id, content_hash, idempotency_key, created_at) "
+        "VALUES (?, ?, ?, ?)",
+        (source_id, content_hash, key, now),
+    )
+    conn.execute(
+        "INSERT INTO idempotency_keys (key, entities_hash, source_id, created_at) "
+        "VALUES (?, ?, ?, ?)",
+        (key, content_hash, source_id, now),
+    )
+
+    out_entities: list[dict[str, Any]] = []
+    ids_by_index: dict[int, str] = {}
+    types_by_id: dict[str, str] = {}
+    created = 0
+    for item in planned:
+        ident = item.identity
+        if not item.exists:
+            _create_entity(conn, ident, now)
+            created += 1
+        elif item.action == "extended":
+            created += 1
+        obs_id, snapshot = _observe(
+            conn,
+            entity_id=ident.entity_id,
+            entity_type=item.entity_type,
+            fields=item.fields,
+            source_id=source_id,
+            priority=priority,
+            obs_source=obs_source,
+            identity=ident,
+            now=now,
+        )
+        ids_by_index[item.index] = ident.entity_id
+        types_by_id[ident.entity_id] = item.entity_type
+        existing = "existing_row:matched" if item.exists else "existing_row:none"
+        out_entities.append(
+            {
+                "entity_id": ident.entity_id,
+                "entity_type": item.entity_type,
+                "observation_id": obs_id,
+                "observation_index": item.index,
+                "action": item.action,
+                "canonical_name": ident.canonical_name,
+                "resolver_path": [*ident.resolver_path, existing],
+                "identity_basis": ident.identity_basis,
+                "identity_rule": ident.identity_rule,
+                "entity_snapshot_after": snapshot,
+            }
+        )
+
+    created_edges: list[dict[str, Any]] = []
+    for rel in relationships:
+        src = (
+            ids_by_index[rel["source_index"]] if "source_index" in rel else rel["source_entity_id"]
+        )
+        dst = (
+            ids_by_index[rel["target_index"]] if "target_index" in rel else rel["target_entity_id"]
+        )
+        rtype = str(rel["relationship_type"])
+        _relate(conn, rtype, src, dst, rel.get("metadata") or {}, source_id, now, types_by_id)
+        created_edges.append(
+            {"relationship_type": rtype, "source_entity_id": src, "target_entity_id": dst}
+        )
+
+    response: dict[str, Any] = {
+        "success": True,
+        "replayed": False,
+        "commit": True,
+        "source_id": source_id,
+        "entities_created": created,
+        "observations_created": len(planned),
+        "entities": out_entities,
+        "relationships_created": created_edges,
+    }
+    count = _conversation_message_count(conn, planned, relationships, ids_by_index)
+    if count is not None:
+        response["conversation_message_count"] = count
+    return response
+
+
+def _replay(conn: sqlite3.Connection, source_id: str) -> dict[str, Any]:
+    rows = conn.execute(
+        "SELECT o.entity_id, o.entity_type, o.id FROM observations o WHERE o.source_id = ? "
+        "ORDER BY o.observed_at DESC, o.seq DESC",
+        (source_id,),
+    ).fetchall()
+    entries = []
+    for entity_id, entity_type, obs_id in rows:
+        state = _load_state(conn, entity_id)
+        entries.append(
+            {
+                "entity_id": entity_id,
+                "entity_type": entity_type,
+                "observation_id": obs_id,
+                "entity_snapshot_after": dict(state.fields) if state else None,
+                "deduplicated": True,
+            }
+        )
+    return {
+        "success": True,
+        "replayed": True,
+        "source_id": source_id,
+        "entities_created": 0,
+        "observations_created": len(entries),
+        "entities": entries,
+    }
+
+
+def _create_entity(conn: sqlite3.Connection, ident: Identity, now: str) -> None:
+    conn.execute(
+        "INSERT INTO entities (id, entity_type, canonical_name, aliases, created_at, updated_at) "
+        "VALUES (?, ?, ?, '[]', ?, ?)",
+        (ident.entity_id, ident.entity_type, ident.canonical_name, now, now),
+    )
+    conn.execute(
+        "INSERT INTO name_index (text, entity_id, kind) VALUES (?, ?, 'name')",
+        (ident.canonical_name.lower(), ident.entity_id),
+    )
+
+
+def _observe(
+    conn: sqlite3.Connection,
+    *,
+    entity_id: str,
+    entity_type: str,
+    fields: dict[str, Any],
+    source_id: str | None,
+    priority: int,
+    obs_source: str | None,
+    identity: Identity | None,
+    now: str,
+    obs_id: str | None = None,
+    idempotency_key: str | None = None,
+) -> tuple[str, dict[str, Any] | None]:
+    """Append one observation and fold it into the snapshot; return its id and the snapshot."""
+    if obs_id is None:
+        obs_id = hash_uuid(
+            js_json(
+                {
+                    "source_id": source_id,
+                    "interpretation_id": "none",
+                    "entity_id": entity_id,
+                    "fields": fields,
+                }
+            )
+        )
+    cur = conn.execute(
+        "INSERT OR IGNORE INTO observations (id, entity_id, entity_type, source_id, "
+        "observed_at, source_priority, observation_source, specificity_score, fields, "
+        "idempotency_key, identity_basis, identity_rule) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+        (
+            obs_id,
+            entity_id,
+            entity_type,
+            source_id,
+            now,
+            priority,
+            obs_source,
+            1.0,
+            _dumps(fields),
+            idempotency_key,
+            identity.identity_basis if identity else None,
+            identity.identity_rule if identity else None,
+        ),
+    )
+    state = _load_state(conn, entity_id)
+    if cur.rowcount == 0:
+        # The same fields from the same source are already recorded: nothing new to fold.
+        return obs_id, dict(state.fields) if state else None
+    fresh = state is None
+    if state is None:
+        state = SnapshotState()
+    old_fields = dict(state.fields)
+    meta = ObservationMeta(
+        id=obs_id,
+        seq=int(cur.lastrowid or 0),
+        observed_at=now,
+        source_priority=priority,
+        source_rank=source_rank(obs_source),
+    )
+    fold(state, meta, fields, schema_for(entity_type))
+    values = (
+        _dumps(state.fields),
+        _dumps(state.provenance),
+        _dumps(state.to_json()),
+        state.observation_count,
+        state.last_observation_at,
+        entity_id,
+    )
+    if fresh:
+        conn.execute(
+            "INSERT INTO snapshots (fields, provenance, state, observation_count, "
+            "last_observation_at, entity_id, entity_type) VALUES (?,?,?,?,?,?,?)",
+            (*values, entity_type),
+        )
+    else:
+        conn.execute(
+            "UPDATE snapshots SET fields = ?, provenance = ?, state = ?, observation_count = ?, "
+            "last_observation_at = ? WHERE entity_id = ?",
+            values,
+        )
+    _index_fields(conn, entity_id, old_fields, state.fields)
+    _rederive_name(conn, entity_id, entity_type, old_fields, state.fields, now)
+    return obs_id, dict(state.fields)
+
+
+def _first_token(value: str) -> str:
+    parts = value.split(None, 1)
+    return parts[0] if parts else ""
+
+
+def _index_fields(
+    conn: sqlite3.Connection,
+    entity_id: str,
+    old: Mapping[str, Any],
+    new: Mapping[str, Any],
+) -> None:
+    """Keep the lookup indexes of the searchable snapshot fields in step with the snapshot."""
+    for name in _SEARCH_FIELDS:
+        before, after = old.get(name), new.get(name)
+        if before == after:
+            continue
+        if isinstance(before, str):
+            conn.execute(
+                "DELETE FROM field_values WHERE entity_id = ? AND field = ?", (entity_id, name)
+            )
+            conn.execute(
+                "DELETE FROM name_index WHERE entity_id = ? AND kind = ?",
+                (entity_id, f"field:{name}"),
+            )
+        if isinstance(after, str) and after.strip():
+            value = after.strip().lower()
+            conn.execute(
+                "INSERT INTO field_values (entity_id, field, value, first_token) "
+                "VALUES (?, ?, ?, ?)",
+                (entity_id, name, value, _first_token(value)),
+            )
+            conn.execute(
+                "INSERT INTO name_index (text, entity_id, kind) VALUES (?, ?, ?)",
+                (value, entity_id, f"field:{name}"),
+            )
+
+
+def _rederive_name(
+    conn: sqlite3.Connection,
+    entity_id: str,
+    entity_type: str,
+    old: Mapping[str, Any],
+    new: Mapping[str, Any],
+    now: str,
+) -> None:
+    """Semantics §1.4: a merged snapshot whose identity names something else renames the
+    entity (old name kept as an alias) when nobody owns the new name. The id never changes."""
+    if old == new or not old:
+        return
+    try:
+        before = resolve_identity(entity_type, old)
+        after = resolve_identity(entity_type, new)
+    except IdentityError:
+        return
+    if before.entity_id == after.entity_id or _entity_exists(conn, after.entity_id):
+        return
+    row = conn.execute(
+        "SELECT canonical_name, aliases FROM entities WHERE id = ?", (entity_id,)
+    ).fetchone()
+    if row is None or row[0] == after.canonical_name:
+        return
+    aliases = json.loads(row[1])
+    if row[0] not in aliases:
+        aliases.append(row[0])
+    conn.execute(
+        "UPDATE entities SET canonical_name = ?, aliases = ?, updated_at = ? WHERE id = ?",
+        (after.canonical_name, _dumps(aliases), now, entity_id),
+    )
+    conn.execute(
+        "UPDATE name_index SET kind = 'alias' WHERE entity_id = ? AND kind = 'name'", (entity_id,)
+    )
+    conn.execute(
+        "INSERT INTO name_index (text, entity_id, kind) VALUES (?, ?, 'name')",
+        (after.canonical_name.lower(), entity_id),
+    )
+
+
+def _entity_type_of(
+    conn: sqlite3.Connection, entity_id: str, known: Mapping[str, str]
+) -> str | None:
+    if entity_id in known:
+        return known[entity_id]
+    row = conn.execute("SELECT entity_type FROM entities WHERE id = ?", (entity_id,)).fetchone()
+    return str(row[0]) if row else None
+
+
+def _relate(
+    conn: sqlite3.Connection,
+    rtype: str,
+    src: str,
+    dst: str,
+    metadata: Mapping[str, Any],
+    source_id: str | None,
+    now: str,
+    known_types: Mapping[str, str],
+) -> dict[str, Any]:
+    """Observe one edge: one row per key, duplicates collapse, metadata last-write."""
+    key = f"{rtype}:{src}:{dst}"
+    meta_json = js_json(dict(sorted(metadata.items())))
+    if source_id is None:
+        # No source: the server hashes a synthetic one from key, user and sorted metadata.
+        source_id = hash_uuid(f"relationship:{USER_ID}:{key}:{meta_json}")
+    rel_obs_id = hash_uuid(f"{source_id}:{key}:{meta_json}")
+    cur = conn.execute(
+        "INSERT OR IGNORE INTO relationship_observations "
+        "(id, relationship_key, source_id, metadata, observed_at) VALUES (?, ?, ?, ?, ?)",
+        (rel_obs_id, key, source_id, meta_json, now),
+    )
+    row = conn.execute(
+        "SELECT metadata, provenance, observation_count, last_observation_at "
+        "FROM relationships WHERE key = ?",
+        (key,),
+    ).fetchone()
+    if row is None:
+        merged = {k: v for k, v in metadata.items() if v is not None}
+        provenance = dict.fromkeys(merged, rel_obs_id)
+        conn.execute(
+            "INSERT INTO relationships (key, relationship_type, source_entity_id, "
+            "target_entity_id, metadata, provenance, observation_count, last_observation_at, "
+            "computed_at) VALUES (?, ?, ?, ?, ?, ?, 1, ?, ?)",
+            (key, rtype, src, dst, _dumps(merged), _dumps(provenance), now, now),
+        )
+        if (
+            rtype == "PART_OF"
+            and _entity_type_of(conn, src, known_types) == "conversation_message"
+            and _entity_type_of(conn, dst, known_types) == "conversation"
+        ):
+            conn.execute(
+                "INSERT INTO conversation_stats (entity_id, message_count) VALUES (?, 1) "
+                "ON CONFLICT (entity_id) DO UPDATE SET message_count = message_count + 1",
+                (dst,),
+            )
+        return _relationship_json(key, rtype, src, dst, merged, provenance, 1, now, now)
+    merged = json.loads(row[0])
+    provenance = json.loads(row[1])
+    count, last = int(row[2]), str(row[3])
+    if cur.rowcount:
+        for k, v in metadata.items():
+            if v is None:
+                merged.pop(k, None)
+            else:
+                merged[k] = v
+            provenance[k] = rel_obs_id
+        count += 1
+        last = now
+        conn.execute(
+            "UPDATE relationships SET metadata = ?, provenance = ?, observation_count = ?, "
+            "last_observation_at = ?, computed_at = ? WHERE key = ?",
+            (_dumps(merged), _dumps(provenance), count, last, now, key),
+        )
+    return _relationship_json(key, rtype, src, dst, merged, provenance, count, last, now)
+
+
+def _relationship_json(
+    key: str,
+    rtype: str,
+    src: str,
+    dst: str,
+    metadata: Mapping[str, Any],
+    provenance: Mapping[str, Any],
+    count: int,
+    last: str,
+    computed: str,
+) -> dict[str, Any]:
+    return {
+        "relationship_key": key,
+        "relationship_type": rtype,
+        "source_entity_id": src,
+        "target_entity_id": dst,
+        "schema_version": "1.0",
+        "snapshot": dict(metadata),
+        "computed_at": computed,
+        "observation_count": count,
+        "last_observation_at": last,
+        "provenance": dict(provenance),
+        "user_id": USER_ID,
+        "is_live": 1,
+    }
+
+
+def _relationship_row_json(row: Sequence[Any]) -> dict[str, Any]:
+    return _relationship_json(
+        row[0],
+        row[1],
+        row[2],
+        row[3],
+        json.loads(row[4]),
+        json.loads(row[5]),
+        row[6],
+        row[7],
+        row[8],
+    )
+
+
+_REL_COLUMNS = (
+    "key, relationship_type, source_entity_id, target_entity_id, metadata, provenance, "
+    "observation_count, last_observation_at, computed_at"
+)
+
+
+def _conversation_message_count(
+    conn: sqlite3.Connection,
+    planned: Sequence[_Planned],
+    relationships: Sequence[Mapping[str, Any]],
+    ids_by_index: Mapping[int, str],
+) -> int | None:
+    conversation: str | None = None
+    for item in planned:
+        if item.entity_type == "conversation":
+            conversation = item.identity.entity_id
+            break
+    if conversation is None:
+        message = next((p for p in planned if p.entity_type == "conversation_message"), None)
+        if message is None:
+            return None
+        row = conn.execute(
+            "SELECT target_entity_id FROM relationships WHERE source_entity_id = ? "
+            "AND relationship_type = 'PART_OF' LIMIT 1",
+            (message.identity.entity_id,),
+        ).fetchone()
+        if row is None:
+            return None
+        conversation = str(row[0])
+    row = conn.execute(
+        "SELECT message_count FROM conversation_stats WHERE entity_id = ?", (conversation,)
+    ).fetchone()
+    return int(row[0]) if row else 0
+
+
+# -- relationships ---------------------------------------------------------------------
+
+
+def _check_edge(
+    rel: Mapping[str, Any], path: list[str | int]
+) -> tuple[str, str, str, Mapping[str, Any]]:
+    rtype = rel.get("relationship_type")
+    if rtype not in RELATIONSHIP_TYPES:
+        raise invalid_format(
+            f"relationship_type {rtype!r} is not one of Neotoma's relationship types",
+            [*path, "relationship_type"],
+        )
+    ends = []
+    for end in ("source_entity_id", "target_entity_id"):
+        eid = rel.get(end)
+        if not (isinstance(eid, str) and ENTITY_ID_RE.match(eid)):
+            raise invalid_format(
+                f"{end} must be a Neotoma entity id (ent_ followed by 24 hex digits)",
+                [*path, end],
+            )
+        ends.append(eid)
+    metadata = rel.get("metadata") or {}
+    if not isinstance(metadata, Mapping):
+        raise invalid_format("metadata must be a JSON object", [*path, "metadata"])
+    try:
+        js_json(dict(metadata))
+    except ValueError as exc:
+        raise invalid_format(f"metadata holds a value JSON cannot carry: {exc}", path) from None
+    return str(rtype), ends[0], ends[1], metadata
+
+
+def create_relationship(conn: sqlite3.Connection, body: Mapping[str, Any]) -> dict[str, Any]:
+    """``POST /create_relationship``: one edge between two entity ids."""
+    rtype, src, dst, metadata = _check_edge(body, [])
+    source_id = body.get("source_id")
+    return _relate(
+        conn,
+        rtype,
+        src,
+        dst,
+        metadata,
+        source_id if isinstance(source_id, str) else None,
+        now_iso(),
+        {},
+    )
+
+
+def create_relationships(conn: sqlite3.Connection, body: Mapping[str, Any]) -> dict[str, Any]:
+    """``POST /create_relationships``: several edges; each is checked before any is written."""
+    rels = body.get("relationships")
+    if not isinstance(rels, list) or not rels:
+        raise invalid_format("relationships must be a non-empty list", ["relationships"])
+    checked = []
+    for i, rel in enumerate(rels):
+        if not isinstance(rel, Mapping):
+            raise invalid_format("each relationship must be a JSON object", ["relationships", i])
+        checked.append(_check_edge(rel, ["relationships", i]))
+    now = now_iso()
+    source_id = body.get("source_id")
+    out = []
+    for i, (rtype, src, dst, metadata) in enumerate(checked):
+        snap = _relate(
+            conn,
+            rtype,
+            src,
+            dst,
+            metadata,
+            source_id if isinstance(source_id, str) else None,
+            now,
+            {},
+        )
+        out.append({"index": i, **snap})
+    return {
+        "success": True,
+        "requested": len(rels),
+        "created_count": len(out),
+        "error_count": 0,
+        "relationships": out,
+        "errors": [],
+    }
+
+
+def retrieve_related_entities(conn: sqlite3.Connection, body: Mapping[str, Any]) -> dict[str, Any]:
+    """``POST /retrieve_related_entities``: breadth-first over edges, outbound then inbound."""
+    start = body.get("entity_id")
+    if not isinstance(start, str) or not start:
+        raise invalid_format("entity_id is required", ["entity_id"])
+    types = body.get("relationship_types")
+    if types is not None and not (
+        isinstance(types, list) and all(isinstance(t, str) for t in types)
+    ):
+        raise invalid_format("relationship_types must be a list of strings", ["relationship_types"])
+    direction = body.get("direction", "both")
+    if direction not in ("inbound", "outbound", "both"):
+        raise invalid_format("direction must be inbound, outbound or both", ["direction"])
+    max_hops = body.get("max_hops", 1)
+    if not isinstance(max_hops, int) or isinstance(max_hops, bool) or max_hops < 1:
+        raise invalid_format("max_hops must be a positive integer", ["max_hops"])
+    type_filter = ""
+    params: list[Any] = []
+    if types:
+        type_filter = f" AND relationship_type IN ({','.join('?' * len(types))})"
+        params = list(types)
+
+    visited = {start}
+    frontier = [start]
+    edges: dict[str, dict[str, Any]] = {}
+    for _ in range(max_hops):
+        nxt: list[str] = []
+        for node in frontier:
+            for column, far in (("source_entity_id", 3), ("target_entity_id", 2)):
+                if (column == "source_entity_id" and direction == "inbound") or (
+                    column == "target_entity_id" and direction == "outbound"
+                ):
+                    continue
+                rows = conn.execute(
+                    f"SELECT {_REL_COLUMNS} FROM relationships WHERE {column} = ?{type_filter} "
+                    "ORDER BY key",
+                    (node, *params),
+                ).fetchall()
+                for row in rows:
+                    edges.setdefault(row[0], _relationship_row_json(row))
+                    other = row[far]
+                    if other not in visited:
+                        visited.add(other)
+                        nxt.append(other)
+        frontier = nxt
+    visited.discard(start)
+    entities = [e for e in (_entity_row(conn, eid) for eid in visited) if e is not None]
+    entities.sort(key=lambda e: (e["canonical_name"], e["id"]))
+    return {"relationships": list(edges.values()), "entities": entities}
+
+
+# -- reads -------------------------------------------------------------------------------
+
+
+def get_entity_snapshot(conn: sqlite3.Connection, body: Mapping[str, Any]) -> dict[str, Any]:
+    """``POST /get_entity_snapshot``; 404 when the entity is unknown or deleted."""
+    entity_id = body.get("entity_id")
+    if not isinstance(entity_id, str) or not entity_id:
+        raise invalid_format("entity_id is required", ["entity_id"])
+    row = conn.execute("SELECT entity_type FROM entities WHERE id = ?", (entity_id,)).fetchone()
+    state = _load_state(conn, entity_id) if row else None
+    if row is None or state is None or state.deleted:
+        raise not_found()
+    return _snapshot_record(entity_id, row[0], state)
+
+
+def _observation_json(row: Sequence[Any]) -> dict[str, Any]:
+    return {
+        "id": row[0],
+        "entity_id": row[1],
+        "entity_type": row[2],
+        "schema_version": _SCHEMA_VERSIONS.get(row[2], "1.0"),
+        "source_id": row[3],
+        "interpretation_id": None,
+        "observed_at": row[4],
+        "specificity_score": row[7],
+        "source_priority": row[5],
+        "observation_source": row[6],
+        "fields": json.loads(row[8]),
+        "created_at": row[4],
+        "user_id": USER_ID,
+        "idempotency_key": row[9],
+        "canonical_hash": None,
+        "identity_basis": row[10],
+        "identity_rule": row[11],
+        "provenance": None,
+        "source_peer_id": None,
+        "canonical_key": None,
+        "sighting_source_id": None,
+    }
+
+
+def list_observations(conn: sqlite3.Connection, body: Mapping[str, Any]) -> dict[str, Any]:
+    """``POST /list_observations``: newest first."""
+    entity_id = body.get("entity_id")
+    if not isinstance(entity_id, str) or not entity_id:
+        raise invalid_format("entity_id is required", ["entity_id"])
+    limit = _bounded_int(body.get("limit", 100), "limit", 1, 10_000)
+    offset = _bounded_int(body.get("offset", 0), "offset", 0, 2**31)
+    rows = conn.execute(
+        "SELECT id, entity_id, entity_type, source_id, observed_at, source_priority, "
+        "observation_source, specificity_score, fields, idempotency_key, identity_basis, "
+        "identity_rule FROM observations WHERE entity_id = ? "
+        "ORDER BY observed_at DESC, seq DESC LIMIT ? OFFSET ?",
+        (entity_id, limit, offset),
+    ).fetchall()
+    return {"observations": [_observation_json(r) for r in rows]}
+
+
+def _bounded_int(value: object, name: str, low: int, high: int) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
+        raise invalid_format(f"{name} must be an integer between {low} and {high}", [name])
+    return value
+
+
+def _query_item(conn: sqlite3.Connection, row: Sequence[Any]) -> dict[str, Any]:
+    entity_id, entity_type, canonical_name = row[0], row[1], row[2]
+    state = _load_state(conn, entity_id) or SnapshotState()
+    return {
+        "entity_id": entity_id,
+        "entity_type": entity_type,
+        "canonical_name": canonical_name,
+        "schema_version": _SCHEMA_VERSIONS.get(entity_type, "1.0"),
+        "snapshot": state.fields,
+        "observation_count": state.observation_count,
+        "last_observation_at": state.last_observation_at,
+        "provenance": state.provenance,
+        "computed_at": state.last_observation_at,
+        "merged_to_entity_id": None,
+        "merged_at": None,
+    }
+
+
+def _fts_phrase(needle: str) -> str:
+    return '"' + needle.replace('"', '""') + '"'
+
+
+def _substring_ids(conn: sqlite3.Connection, needle: str, kinds: str) -> list[str]:
+    """Entity ids whose indexed text contains ``needle`` (trigram index; short needles scan)."""
+    if len(needle) >= 3:
+        rows = conn.execute(
+            f"SELECT DISTINCT entity_id FROM name_index WHERE name_index MATCH ? AND {kinds}",
+            (_fts_phrase(needle),),
+        ).fetchall()
+    else:
+        rows = conn.execute(
+            f"SELECT DISTINCT entity_id FROM name_index WHERE instr(text, ?) > 0 AND {kinds}",
+            (needle,),
+        ).fetchall()
+    return [str(r[0]) for r in rows]
+
+
+def query_entities(conn: sqlite3.Connection, body: Mapping[str, Any]) -> dict[str, Any]:
+    """``POST /entities/query``: by type and/or a search string over names, sorted by id."""
+    types: list[str] = []
+    if isinstance(body.get("entity_type"), str):
+        types.append(resolve_entity_type(body["entity_type"]))
+    extra = body.get("entity_types")
+    if isinstance(extra, list):
+        types.extend(resolve_entity_type(t) for t in extra if isinstance(t, str))
+    search = body.get("search") or body.get("query") or body.get("search_query")
+    limit = _bounded_int(body.get("limit", 100), "limit", 1, 500)
+    offset = _bounded_int(body.get("offset", 0), "offset", 0, 2**31)
+    exclude_bookkeeping = body.get("exclude_bookkeeping") is True
+
+    where: list[str] = []
+    params: list[Any] = []
+    if types:
+        where.append(f"entity_type IN ({','.join('?' * len(types))})")
+        params.extend(types)
+    if exclude_bookkeeping:
+        where.append(f"entity_type NOT IN ({','.join('?' * len(_BOOKKEEPING))})")
+        params.extend(sorted(_BOOKKEEPING))
+    search_mode = "none"
+    if isinstance(search, str) and search.strip():
+        ids = _substring_ids(conn, search.strip().lower(), "1")
+        where.append("id IN (SELECT value FROM json_each(?))")
+        params.append(json.dumps(ids))
+        search_mode = "lexical_fallback"
+    clause = f" WHERE {' AND '.join(where)}" if where else ""
+    total = int(conn.execute(f"SELECT count(*) FROM entities{clause}", params).fetchone()[0])
+    rows = conn.execute(
+        f"SELECT id, entity_type, canonical_name FROM entities{clause} ORDER BY id "
+        "LIMIT ? OFFSET ?",
+        (*params, limit, offset),
+    ).fetchall()
+    result: dict[str, Any] = {
+        "entities": [_query_item(conn, r) for r in rows],
+        "total": total,
+        "limit": limit,
+        "offset": offset,
+        "search_mode": search_mode,
+    }
+    if search_mode != "none":
+        result["applied_search_strategies"] = ["strict"]
+    return result
+
+
+def _direct_item(conn: sqlite3.Connection, entity_id: str) -> dict[str, Any] | None:
+    row = _entity_row(conn, entity_id)
+    if row is None:
+        return None
+    state = _load_state(conn, entity_id)
+    row["snapshot"] = _snapshot_record(entity_id, row["entity_type"], state) if state else None
+    return row
+
+
+def retrieve_entity_by_identifier(
+    conn: sqlite3.Connection, body: Mapping[str, Any]
+) -> dict[str, Any]:
+    """``POST /retrieve_entity_by_identifier``: by id, then name substring, then fields."""
+    identifier = body.get("identifier")
+    if not isinstance(identifier, str):
+        raise invalid_format("identifier is required and must be a string", ["identifier"])
+    entity_type = body.get("entity_type")
+    if entity_type is not None and not isinstance(entity_type, str):
+        raise invalid_format("entity_type must be a string", ["entity_type"])
+    etype = resolve_entity_type(entity_type) if entity_type else None
+    by = body.get("by")
+    if by is not None and not (isinstance(by, str) and _BY_FIELD_RE.match(by)):
+        raise invalid_format("by must be a field name", ["by"])
+    limit = _bounded_int(body.get("limit", 100), "limit", 1, 1000)
+    text = identifier.strip()
+    none: dict[str, Any] = {"entities": [], "total": 0, "match_mode": "none"}
+    if not text:
+        return none
+
+    # Pass 1: an entity id is a primary-key lookup and nothing else.
+    if _ENT_LIKE_RE.match(text):
+        item = _direct_item(conn, text.lower())
+        if item is None:
+            none["hint"] = (
+                "identifier looks like an entity_id; use retrieve_entity_snapshot(entity_id) "
+                "or check the id"
+            )
+            return none
+        return {"entities": [item], "total": 1, "match_mode": "direct"}
+
+    # Pass 2: case-insensitive substring of canonical names and aliases.
+    needle = (normalize(etype, text) if etype else text.lower()).replace(",", "")
+    ids = _substring_ids(conn, needle, "kind IN ('name', 'alias')") if needle else []
+    rows: list[Any] = []
+    if ids:
+        type_clause = " AND entity_type = ?" if etype else ""
+        rows = conn.execute(
+            "SELECT id FROM entities WHERE id IN (SELECT value FROM json_each(?))"
+            f"{type_clause} ORDER BY canonical_name, id LIMIT ?",
+            (json.dumps(ids), *((etype,) if etype else ()), limit),
+        ).fetchall()
+    if not rows and etype:
+        from .._identity import entity_id_for
+
+        candidate = entity_id_for(etype, text)
+        if _entity_exists(conn, candidate):
+            rows = [(candidate,)]
+    if rows:
+        items = [i for i in (_direct_item(conn, str(r[0])) for r in rows) if i is not None]
+        return {"entities": items, "total": len(items), "match_mode": "direct"}
+
+    # Pass 3: identity fields of snapshots: equality, then containment, then leading token.
+    lowered = text.lower()
+    fields = (by,) if by else _SEARCH_FIELDS
+    marks = ",".join("?" * len(fields))
+    found: list[str] = []
+    for column, arg in (
+        ("value", lowered),
+        ("value", _first_token(lowered)),  # "Acme Corp" finds a field "Acme"
+        ("first_token", lowered),  # "Acme" finds a field "Acme Corp"
+    ):
+        for (eid,) in conn.execute(
+            f"SELECT entity_id FROM field_values WHERE {column} = ? AND field IN ({marks})",
+            (arg, *fields),
+        ).fetchall():
+            if eid not in found:
+                found.append(eid)
+    if by and by not in _SEARCH_FIELDS:
+        # An arbitrary field has no index: compare it on the snapshots (bounded, like the
+        # server's scan of at most 500 snapshots).
+        for (eid,) in conn.execute(
+            "SELECT entity_id FROM snapshots WHERE lower(json_extract(fields, ?)) = ? LIMIT 500",
+            (f"$.{by}", lowered),
+        ).fetchall():
+            if eid not in found:
+                found.append(eid)
+    elif len(lowered) >= 3:
+        kinds = " OR ".join(f"kind = 'field:{f}'" for f in fields)
+        for eid in _substring_ids(conn, lowered, f"({kinds})"):
+            if eid not in found:
+                found.append(eid)
+    items = []
+    for eid in found:
+        row = conn.execute(
+            "SELECT id, entity_type, canonical_name FROM entities WHERE id = ?", (eid,)
+        ).fetchone()
+        if row is None or (etype and row[1] != etype):
+            continue
+        state = _load_state(conn, eid) or SnapshotState()
+        items.append(
+            {
+                "id": row[0],
+                "entity_type": row[1],
+                "canonical_name": row[2],
+                "snapshot": state.fields,
+            }
+        )
+        if len(items) >= limit:
+            break
+    if items:
+        return {"entities": items, "total": len(items), "match_mode": "snapshot_field"}
+    return none
+
+
+# -- correct -----------------------------------------------------------------------------
+
+
+def correct(conn: sqlite3.Connection, body: Mapping[str, Any]) -> dict[str, Any]:
+    """``POST /correct``: one high-priority observation of one field."""
+    entity_id = body.get("entity_id")
+    field = body.get("field")
+    key = body.get("idempotency_key")
+    entity_type = body.get("entity_type") or "unknown"
+    if not isinstance(entity_id, str) or not ENTITY_ID_RE.match(entity_id):
+        raise invalid_format("entity_id must be a Neotoma entity id", ["entity_id"])
+    if not isinstance(field, str) or not field:
+        raise invalid_format("field is required", ["field"])
+    if not isinstance(key, str) or not key:
+        raise invalid_format("idempotency_key is required", ["idempotency_key"])
+    if not isinstance(entity_type, str):
+        raise invalid_format("entity_type must be a string", ["entity_type"])
+    etype = resolve_entity_type(entity_type)
+    row = conn.execute("SELECT entity_type FROM entities WHERE id = ?", (entity_id,)).fetchone()
+    if row is None:
+        raise not_found()
+    if schema_for(etype) is None:
+        raise flat_error(
+            ValidationError,
+            400,
+            "ERR_NO_SCHEMA_FOR_ENTITY_TYPE",
+            f"No schema for entity_type {entity_type!r}",
+        )
+    value = body.get("value")
+    fields = {field: value}
+    try:
+        obs_id = hash_uuid(js_json([entity_id, fields, key]))
+    except ValueError as exc:
+        raise invalid_format(f"value is not JSON: {exc}", ["value"]) from None
+    before = conn.execute("SELECT 1 FROM observations WHERE id = ?", (obs_id,)).fetchone()
+    _, snapshot = _observe(
+        conn,
+        entity_id=entity_id,
+        entity_type=str(row[0]),
+        fields=fields,
+        source_id=None,
+        priority=1000,
+        obs_source="human",
+        identity=None,
+        now=now_iso(),
+        obs_id=obs_id,
+        idempotency_key=key,
+    )
+    return {
+        "success": True,
+        "snapshot": None if before else snapshot,
+        "observation_id": obs_id,
+        "entity_id": entity_id,
+        "field": field,
+        "value": value,
+        "message": "Correction recorded" if not before else "Correction already recorded",
+    }

@@ -1,0 +1,199 @@
+"""Incremental snapshot reduction: fold one new observation into an entity's snapshot.
+
+A real Neotoma server recomputes a snapshot from every observation of the entity after each
+write, so the cost of a write grows with the entity's history (a long conversation gets
+slower turn by turn). Each merge policy is a total order over observations, so it is enough
+to remember, per field, the winning observation's sort key: a new observation competes only
+with the current winner. The result equals a full recomputation (tests check that).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+
+from .._identity import MergePolicy, TypeSchema
+
+__all__ = ["ObservationMeta", "SnapshotState", "fold"]
+
+# Observation-source rank for highest_priority ties: lower is more trusted; missing last.
+_SOURCE_RANK = {
+    name: rank
+    for rank, name in enumerate(
+        ("sensor", "workflow_state", "llm_summary", "human", "import", "sync")
+    )
+}
+_LAST_WRITE = MergePolicy("last_write")
+
+
+def source_rank(observation_source: str | None) -> int:
+    """The rank of an observation source in the default trust order (lower wins)."""
+    if observation_source is None:
+        return len(_SOURCE_RANK)
+    return _SOURCE_RANK.get(observation_source, len(_SOURCE_RANK))
+
+
+@attrs.frozen
+class ObservationMeta:
+    """What the reducer needs to know about an observation to rank it."""
+
+    id: str
+    seq: int  # insertion order: breaks ties between observations of the same millisecond
+    observed_at: str
+    source_priority: int
+    source_rank: int
+    specificity: float = 1.0
+
+    def to_json(self) -> list[Any]:
+        return [
+            self.id,
+            self.seq,
+            self.observed_at,
+            self.source_priority,
+            self.source_rank,
+            self.specificity,
+        ]
+
+    @classmethod
+    def from_json(cls, data: list[Any]) -> ObservationMeta:
+        return cls(data[0], data[1], data[2], data[3], data[4], data[5])
+
+
+def _recency(m: ObservationMeta) -> tuple[str, int]:
+    return (m.observed_at, m.seq)
+
+
+def _beats(new: ObservationMeta, old: ObservationMeta, policy: MergePolicy) -> bool:
+    """True when ``new`` outranks ``old`` under ``policy``."""
+    if policy.strategy == "last_write":
+        return _recency(new) > _recency(old)
+    if policy.strategy == "most_specific" and new.specificity != old.specificity:
+        return new.specificity > old.specificity
+    if new.source_priority != old.source_priority:
+        return new.source_priority > old.source_priority
+    if new.source_rank != old.source_rank:
+        return new.source_rank < old.source_rank
+    if policy.tie_breaker == "source_priority":
+        # The server's "stable" tie-break: observation id ascending, not recency.
+        return new.id < old.id
+    return _recency(new) > _recency(old)
+
+
+def _as_array(value: Any) -> list[Any]:
+    if isinstance(value, str):
+        try:
+            parsed = json.loads(value)
+        except ValueError:
+            return [value]
+        return parsed if isinstance(parsed, list) else [value]
+    if isinstance(value, list):
+        return value
+    return [] if value is None else [value]
+
+
+def _union_newest_first(newer: list[Any], older: list[Any]) -> list[Any]:
+    seen: set[str] = set()
+    out: list[Any] = []
+    for item in (*newer, *older):
+        key = json.dumps(item, sort_keys=True, separators=(",", ":"))
+        if key not in seen:
+            seen.add(key)
+            out.append(item)
+    return out
+
+
+@attrs.define
+class SnapshotState:
+    """An entity's snapshot plus the per-field winners needed to update it incrementally."""
+
+    fields: dict[str, Any] = attrs.Factory(dict)
+    provenance: dict[str, str] = attrs.Factory(dict)
+    #: field -> winning observation meta (merge_array: the max priority and its observation ids)
+    winners: dict[str, Any] = attrs.Factory(dict)
+    #: the observation that decides deletion (priority, source rank, recency)
+    top: ObservationMeta | None = None
+    deleted: bool = False
+    observation_count: int = 0
+    last_observation_at: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "w": self.winners,
+            "top": self.top.to_json() if self.top else None,
+            "del": self.deleted,
+        }
+
+    @classmethod
+    def from_row(
+        cls,
+        fields: dict[str, Any],
+        provenance: dict[str, str],
+        state: dict[str, Any],
+        observation_count: int,
+        last_observation_at: str | None,
+    ) -> SnapshotState:
+        top = state.get("top")
+        return cls(
+            fields=fields,
+            provenance=provenance,
+            winners=state.get("w", {}),
+            top=ObservationMeta.from_json(top) if top else None,
+            deleted=bool(state.get("del", False)),
+            observation_count=observation_count,
+            last_observation_at=last_observation_at,
+        )
+
+
+_DELETION_ORDER = MergePolicy("highest_priority")
+
+
+def fold(
+    state: SnapshotState,
+    meta: ObservationMeta,
+    fields: Mapping[str, Any],
+    schema: TypeSchema | None,
+) -> None:
+    """Fold one observation into ``state`` in place."""
+    state.observation_count += 1
+    if state.last_observation_at is None or meta.observed_at > state.last_observation_at:
+        state.last_observation_at = meta.observed_at
+    if state.top is None or _beats(meta, state.top, _DELETION_ORDER):
+        state.top = meta
+        state.deleted = fields.get("_deleted") is True
+
+    for name, value in fields.items():
+        if name == "_deleted":
+            continue
+        policy = schema.policy(name) if schema is not None else _LAST_WRITE
+        if policy.strategy == "merge_array":
+            _fold_array(state, meta, name, value)
+            continue
+        current = state.winners.get(name)
+        if current is not None and not _beats(meta, ObservationMeta.from_json(current), policy):
+            continue
+        state.winners[name] = meta.to_json()
+        state.provenance[name] = meta.id
+        if value is None:
+            # A winning null is an explicit clear.
+            state.fields.pop(name, None)
+        else:
+            state.fields[name] = value
+
+
+def _fold_array(state: SnapshotState, meta: ObservationMeta, name: str, value: Any) -> None:
+    current = state.winners.get(name)
+    items = _as_array(value)
+    if current is None or meta.source_priority > current["p"]:
+        # Only the highest priority present counts: a correction replaces the union.
+        state.winners[name] = {"p": meta.source_priority, "ids": [meta.id]}
+        merged = _union_newest_first(items, [])
+    elif meta.source_priority == current["p"]:
+        current["ids"].insert(0, meta.id)
+        merged = _union_newest_first(items, _as_array(state.fields.get(name)))
+    else:
+        return
+    state.provenance[name] = ",".join(state.winners[name]["ids"])
+    state.fields[name] = merged

@@ -1,0 +1,130 @@
+"""The embedded store's SQLite schema, versioned with ``PRAGMA user_version``.
+
+Each entry of ``MIGRATIONS`` takes the file from version ``i`` to ``i + 1``; opening a file
+runs the missing ones in one transaction. A file written by a newer release is refused
+rather than misread.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+__all__ = ["SCHEMA_VERSION", "migrate"]
+
+_V1 = """
+CREATE TABLE sources (
+    id TEXT PRIMARY KEY,
+    content_hash TEXT NOT NULL UNIQUE,
+    idempotency_key TEXT,
+    created_at TEXT NOT NULL
+);
+CREATE TABLE idempotency_keys (
+    key TEXT PRIMARY KEY,
+    entities_hash TEXT NOT NULL,
+    source_id TEXT NOT NULL,
+    created_at TEXT NOT NULL
+);
+CREATE TABLE entities (
+    id TEXT PRIMARY KEY,
+    entity_type TEXT NOT NULL,
+    canonical_name TEXT NOT NULL,
+    aliases TEXT NOT NULL DEFAULT '[]',
+    created_at TEXT NOT NULL,
+    updated_at TEXT NOT NULL
+);
+CREATE INDEX entities_by_type ON entities (entity_type, id);
+CREATE TABLE observations (
+    seq INTEGER PRIMARY KEY,
+    id TEXT NOT NULL UNIQUE,
+    entity_id TEXT NOT NULL,
+    entity_type TEXT NOT NULL,
+    source_id TEXT,
+    observed_at TEXT NOT NULL,
+    source_priority INTEGER NOT NULL,
+    observation_source TEXT,
+    specificity_score REAL NOT NULL DEFAULT 1.0,
+    fields TEXT NOT NULL,
+    idempotency_key TEXT,
+    identity_basis TEXT,
+    identity_rule TEXT
+);
+CREATE INDEX observations_by_entity ON observations (entity_id, seq);
+CREATE INDEX observations_by_source ON observations (source_id);
+CREATE TABLE snapshots (
+    entity_id TEXT PRIMARY KEY,
+    entity_type TEXT NOT NULL,
+    fields TEXT NOT NULL,
+    provenance TEXT NOT NULL,
+    state TEXT NOT NULL,
+    observation_count INTEGER NOT NULL,
+    last_observation_at TEXT
+);
+CREATE TABLE relationships (
+    key TEXT PRIMARY KEY,
+    relationship_type TEXT NOT NULL,
+    source_entity_id TEXT NOT NULL,
+    target_entity_id TEXT NOT NULL,
+    metadata TEXT NOT NULL DEFAULT '{}',
+    provenance TEXT NOT NULL DEFAULT '{}',
+    observation_count INTEGER NOT NULL,
+    last_observation_at TEXT NOT NULL,
+    computed_at TEXT NOT NULL
+);
+CREATE INDEX relationships_by_source ON relationships (source_entity_id, relationship_type);
+CREATE INDEX relationships_by_target ON relationships (target_entity_id, relationship_type);
+CREATE TABLE relationship_observations (
+    id TEXT PRIMARY KEY,
+    relationship_key TEXT NOT NULL,
+    source_id TEXT,
+    metadata TEXT NOT NULL,
+    observed_at TEXT NOT NULL
+);
+CREATE TABLE conversation_stats (
+    entity_id TEXT PRIMARY KEY,
+    message_count INTEGER NOT NULL
+);
+CREATE TABLE field_values (
+    entity_id TEXT NOT NULL,
+    field TEXT NOT NULL,
+    value TEXT NOT NULL,
+    first_token TEXT NOT NULL,
+    PRIMARY KEY (entity_id, field)
+) WITHOUT ROWID;
+CREATE INDEX field_values_by_value ON field_values (value);
+CREATE INDEX field_values_by_first_token ON field_values (first_token);
+CREATE VIRTUAL TABLE name_index USING fts5 (
+    text, entity_id UNINDEXED, kind UNINDEXED, tokenize = 'trigram'
+);
+"""
+
+MIGRATIONS: tuple[str, ...] = (_V1,)
+SCHEMA_VERSION = len(MIGRATIONS)
+
+
+class SchemaTooNewError(RuntimeError):
+    """The file was written by a newer release of neotoma-agent."""
+
+
+def migrate(conn: sqlite3.Connection) -> int:
+    """Bring the schema up to ``SCHEMA_VERSION``; return the version found on disk."""
+    found = int(conn.execute("PRAGMA user_version").fetchone()[0])
+    if found > SCHEMA_VERSION:
+        raise SchemaTooNewError(
+            f"store schema version {found} is newer than this release supports "
+            f"({SCHEMA_VERSION}); upgrade neotoma-agent"
+        )
+    if found == SCHEMA_VERSION:
+        return found
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        for version in range(found, SCHEMA_VERSION):
+            for statement in MIGRATIONS[version].split(";"):
+                if statement.strip():
+                    conn.execute(statement)
+        # PRAGMA cannot take a parameter; the value is our own integer.
+        conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    return found

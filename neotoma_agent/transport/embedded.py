@@ -1,0 +1,309 @@
+"""EmbeddedStore: a Neotoma store in one SQLite file, the default transport.
+
+It answers every Transport method the way a real Neotoma server does (same entity ids,
+canonical names, observations, snapshots, relationships, idempotency replays and error
+bodies), with three deliberate differences, all in the direction of losing less:
+
+* a store is atomic: if any part fails nothing is written, not even the idempotency key,
+  so a corrected retry under the same key succeeds (a server keeps a partial write);
+* an unknown relationship type or an out-of-range index is refused with ValidationError
+  (a server silently skips the edge);
+* snapshots are maintained incrementally, so a write costs the same on the thousandth
+  observation of an entity as on the first.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from types import TracebackType
+from typing import Any, TypeVar
+
+import attrs
+
+from . import _embedded_ops as ops
+from ._base import (
+    CorrectionResult,
+    CreateRelationshipsResult,
+    Direction,
+    EntityQueryResult,
+    EntitySnapshot,
+    LookupResult,
+    ObservationList,
+    RelatedEntities,
+    RelationshipSnapshot,
+    StoreResult,
+)
+from ._db_thread import DBThread, Job
+from ._schema import migrate
+
+__all__ = ["EmbeddedStore"]
+
+T = TypeVar("T")
+
+
+def _connect(path: str, synchronous: str) -> Callable[[], sqlite3.Connection]:
+    def connect() -> sqlite3.Connection:
+        if path != ":memory:":
+            # Create the file owner-only before SQLite opens it: it holds conversations.
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+            os.close(fd)
+        conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        try:
+            if path != ":memory:":
+                mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+                if str(mode).lower() != "wal":
+                    raise sqlite3.OperationalError(f"could not enable WAL mode (got {mode})")
+            conn.execute(f"PRAGMA synchronous = {synchronous}")
+            conn.execute("PRAGMA busy_timeout = 10000")
+            conn.execute("PRAGMA foreign_keys = OFF")
+            migrate(conn)
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    return connect
+
+
+@attrs.define(init=False, repr=False)
+class EmbeddedStore:
+    """A Neotoma-compatible store in one SQLite file (or ``":memory:"``).
+
+    Open it with :meth:`open` and close it with :meth:`aclose` or ``async with``::
+
+        async with EmbeddedStore.open("memory.db") as store:
+            ...
+
+    All SQLite work runs on one owning thread: concurrent callers never see "database is
+    locked", and stores queued together are committed together. Works on asyncio and trio.
+    """
+
+    path: str
+    _thread: DBThread | None
+
+    def __init__(self, path: str | os.PathLike[str], *, synchronous: str = "NORMAL") -> None:
+        """Open (creating if needed) the store at ``path``.
+
+        ``synchronous`` is SQLite's durability setting: ``NORMAL`` (the default, with WAL)
+        survives a crash or kill of the process; ``FULL`` also survives a power cut.
+        """
+        if synchronous.upper() not in ("OFF", "NORMAL", "FULL", "EXTRA"):
+            raise ValueError(f"synchronous must be OFF, NORMAL, FULL or EXTRA, not {synchronous!r}")
+        self.path = os.fspath(path)
+        if self.path != ":memory:" and not Path(self.path).parent.is_dir():
+            raise FileNotFoundError(f"directory of store file does not exist: {self.path}")
+        self._thread = DBThread(
+            _connect(self.path, synchronous.upper()), name=f"neotoma-store:{Path(self.path).name}"
+        )
+
+    @classmethod
+    def open(
+        cls, path: str | os.PathLike[str] = ":memory:", *, synchronous: str = "NORMAL"
+    ) -> EmbeddedStore:
+        """Open (creating if needed) the store at ``path``; see :class:`EmbeddedStore`."""
+        return cls(path, synchronous=synchronous)
+
+    def __repr__(self) -> str:
+        state = "closed" if self._thread is None else "open"
+        return f"<EmbeddedStore {self.path!r} {state}>"
+
+    @property
+    def closed(self) -> bool:
+        """True once :meth:`aclose` has run."""
+        return self._thread is None
+
+    async def _run(
+        self, fn: Callable[[sqlite3.Connection, Mapping[str, Any]], T], body: Mapping[str, Any]
+    ) -> T:
+        thread = self._thread
+        if thread is None:
+            raise RuntimeError("EmbeddedStore is closed")
+        job: Job[T] = Job(lambda conn: fn(conn, body))
+        thread.submit(job)
+        return await job.wait()
+
+    async def aclose(self) -> None:
+        """Finish queued work and close the file. Idempotent."""
+        thread, self._thread = self._thread, None
+        if thread is not None:
+            import anyio
+
+            await anyio.to_thread.run_sync(thread.stop)
+
+    async def __aenter__(self) -> EmbeddedStore:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    # -- Transport ---------------------------------------------------------------------
+
+    async def store(
+        self,
+        entities: Sequence[Mapping[str, Any]],
+        *,
+        idempotency_key: str,
+        relationships: Sequence[Mapping[str, Any]] = (),
+        source_priority: int | None = None,
+        observation_source: str | None = None,
+        strict: bool = False,
+    ) -> StoreResult:
+        """Write entities and relationships atomically under ``idempotency_key``."""
+        body: dict[str, Any] = {
+            "entities": list(entities),
+            "relationships": list(relationships),
+            "idempotency_key": idempotency_key,
+        }
+        if source_priority is not None:
+            body["source_priority"] = source_priority
+        if observation_source is not None:
+            body["observation_source"] = observation_source
+        if strict:
+            body["strict"] = True
+        raw = await self._run(ops.store, body)
+        return StoreResult.from_json(raw, body["entities"])
+
+    async def store_raw(self, body: Mapping[str, Any]) -> dict[str, Any]:
+        """Run a ``/store`` request body as is and return the server-shaped JSON answer."""
+        return await self._run(ops.store, body)
+
+    async def retrieve_entity_by_identifier(
+        self,
+        identifier: str,
+        *,
+        entity_type: str | None = None,
+        by: str | None = None,
+        limit: int | None = None,
+    ) -> LookupResult:
+        """Find entities by id, name substring (trigram index) or identity field."""
+        body: dict[str, Any] = {"identifier": identifier}
+        if entity_type is not None:
+            body["entity_type"] = entity_type
+        if by is not None:
+            body["by"] = by
+        if limit is not None:
+            body["limit"] = limit
+        return LookupResult.from_json(await self._run(ops.retrieve_entity_by_identifier, body))
+
+    async def create_relationship(
+        self,
+        relationship_type: str,
+        source_entity_id: str,
+        target_entity_id: str,
+        *,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> RelationshipSnapshot:
+        """Create (or re-observe) one edge."""
+        body: dict[str, Any] = {
+            "relationship_type": relationship_type,
+            "source_entity_id": source_entity_id,
+            "target_entity_id": target_entity_id,
+        }
+        if metadata is not None:
+            body["metadata"] = dict(metadata)
+        return RelationshipSnapshot.from_json(await self._run(ops.create_relationship, body))
+
+    async def create_relationships(
+        self, relationships: Sequence[Mapping[str, Any]]
+    ) -> CreateRelationshipsResult:
+        """Create several edges; all are checked before any is written."""
+        body = {"relationships": [dict(r) for r in relationships]}
+        return CreateRelationshipsResult.from_json(await self._run(ops.create_relationships, body))
+
+    async def get_entity_snapshot(self, entity_id: str) -> EntitySnapshot:
+        """The current snapshot of one entity (NotFoundError if unknown)."""
+        return EntitySnapshot.from_json(
+            await self._run(ops.get_entity_snapshot, {"entity_id": entity_id})
+        )
+
+    async def list_observations(
+        self, entity_id: str, *, limit: int = 100, offset: int = 0
+    ) -> ObservationList:
+        """The observations of one entity, newest first."""
+        body = {"entity_id": entity_id, "limit": limit, "offset": offset}
+        return ObservationList.from_json(await self._run(ops.list_observations, body))
+
+    async def retrieve_related_entities(
+        self,
+        entity_id: str,
+        *,
+        relationship_types: Sequence[str] | None = None,
+        direction: Direction = "both",
+        max_hops: int = 1,
+    ) -> RelatedEntities:
+        """Edges around an entity and the entities at their far ends."""
+        body: dict[str, Any] = {
+            "entity_id": entity_id,
+            "direction": direction,
+            "max_hops": max_hops,
+        }
+        if relationship_types is not None:
+            body["relationship_types"] = list(relationship_types)
+        return RelatedEntities.from_json(await self._run(ops.retrieve_related_entities, body))
+
+    async def query_entities(
+        self,
+        *,
+        entity_type: str | None = None,
+        search: str | None = None,
+        limit: int = 100,
+        offset: int = 0,
+    ) -> EntityQueryResult:
+        """Page through entities by type and/or name search, ordered by entity id."""
+        body: dict[str, Any] = {"limit": limit, "offset": offset}
+        if entity_type is not None:
+            body["entity_type"] = entity_type
+        if search is not None:
+            body["search"] = search
+        return EntityQueryResult.from_json(await self._run(ops.query_entities, body))
+
+    async def correct(
+        self,
+        entity_id: str,
+        entity_type: str,
+        field: str,
+        value: Any,
+        *,
+        idempotency_key: str,
+    ) -> CorrectionResult:
+        """Write a priority-1000 correction of one field (an identical retry is a no-op)."""
+        body = {
+            "entity_id": entity_id,
+            "entity_type": entity_type,
+            "field": field,
+            "value": value,
+            "idempotency_key": idempotency_key,
+        }
+        return CorrectionResult.from_json(await self._run(ops.correct, body))
+
+    async def request(self, action: str, body: Mapping[str, Any]) -> dict[str, Any]:
+        """Run one REST action (``"store"``, ``"entities/query"``, ...) on a raw body.
+
+        Returns the server-shaped JSON; the dev server is built on this.
+        """
+        try:
+            fn = _ACTIONS[action]
+        except KeyError:
+            raise ValueError(f"unknown action {action!r}") from None
+        return await self._run(fn, body)
+
+
+_ACTIONS: dict[str, Callable[[sqlite3.Connection, Mapping[str, Any]], dict[str, Any]]] = {
+    "store": ops.store,
+    "retrieve_entity_by_identifier": ops.retrieve_entity_by_identifier,
+    "create_relationship": ops.create_relationship,
+    "create_relationships": ops.create_relationships,
+    "get_entity_snapshot": ops.get_entity_snapshot,
+    "list_observations": ops.list_observations,
+    "retrieve_related_entities": ops.retrieve_related_entities,
+    "entities/query": ops.query_entities,
+    "correct": ops.correct,
+}
