@@ -1,0 +1,319 @@
+"""Pure functions that build the store payloads of a turn.
+
+A server hashes the ``entities`` array (compact JSON, keys in the order given) to decide
+whether a reused idempotency key is a replay or a mismatch; relationships are not hashed. So
+every entity here is a pure function of the conversation settings, the turn's ids, the exact
+text and the status, built with a fixed key order: no clocks, no counters, and no retrieval
+results (retrieved ids travel only as relationships). Re-running a turn then replays instead
+of failing, whatever retrieval found the second time.
+
+Each builder returns a :class:`StorePayload`; its ``index`` attributes say which request
+element holds which entity, so callers read ids back with ``StoreResult.entity_id(index)``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Final, Literal
+
+import attrs
+
+from ._keys import TurnKeys
+
+__all__ = [
+    "BOOKKEEPING_TYPES",
+    "ConversationSettings",
+    "StorePayload",
+    "abandoned_payload",
+    "closing_payload",
+    "recorded_payload",
+    "user_payload",
+]
+
+#: Entity types the turn protocol itself writes; lookups leave them out by default.
+BOOKKEEPING_TYPES: Final = frozenset(
+    {
+        "conversation",
+        "conversation_message",
+        "conversation_turn",
+        "turn_compliance",
+        "turn_activity",
+    }
+)
+
+TurnStatus = Literal["open", "completed", "abandoned"]
+
+# Keys the protocol owns on a user message: extra fields may not override them.
+_RESERVED_MESSAGE_FIELDS: Final = frozenset(
+    {"entity_type", "intent", "target_id", "role", "sender_kind", "content", "turn_key"}
+)
+
+
+@attrs.frozen
+class ConversationSettings:
+    """What every payload of one conversation shares."""
+
+    conversation_id: str
+    platform: str | None = None
+    title: str | None = None
+
+
+@attrs.frozen
+class StorePayload:
+    """One ``store`` request: entities, relationships, key, and where each entity sits."""
+
+    entities: tuple[Mapping[str, Any], ...]
+    relationships: tuple[Mapping[str, Any], ...]
+    idempotency_key: str
+    conversation_index: int | None = None
+    user_index: int | None = None
+    assistant_index: int | None = None
+    turn_record_index: int = 0
+
+
+def conversation_entity(settings: ConversationSettings) -> dict[str, Any]:
+    """The ``conversation`` entity, keyed by ``conversation_id`` (a schema rule)."""
+    entity: dict[str, Any] = {
+        "entity_type": "conversation",
+        "conversation_id": settings.conversation_id,
+    }
+    if settings.title is not None:
+        entity["title"] = settings.title
+    if settings.platform is not None:
+        entity["platform"] = settings.platform
+    return entity
+
+
+def message_entity(
+    role: Literal["user", "assistant"],
+    content: str,
+    turn_key: str,
+    *,
+    turn_number: int | None = None,
+    extra: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """A ``conversation_message`` with the exact ``content``, keyed by ``turn_key``."""
+    entity: dict[str, Any] = {
+        "entity_type": "conversation_message",
+        "role": role,
+        "sender_kind": role,
+        "content": content,
+        "turn_key": turn_key,
+    }
+    if turn_number is not None:
+        entity["turn_number"] = turn_number
+    if extra:
+        # Sorted so the same mapping hashes the same whatever order the caller built it in.
+        for key in sorted(extra):
+            entity[key] = extra[key]
+    return entity
+
+
+def validate_user_extra(extra: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
+    """Refuse extra user-message fields that would override the protocol's own."""
+    if extra is None:
+        return None
+    if not isinstance(extra, Mapping):
+        raise TypeError("user_extra must be a mapping")
+    for key in extra:
+        if not isinstance(key, str):
+            raise TypeError("user_extra keys must be str")
+        if key in _RESERVED_MESSAGE_FIELDS or key == "turn_number":
+            raise ValueError(f"user_extra must not set the protocol field {key!r}")
+    return dict(extra)
+
+
+def turn_record(
+    keys: TurnKeys, status: TurnStatus, error_class: str | None = None
+) -> dict[str, Any]:
+    """The ``conversation_turn`` record, keyed by ``(session_id, turn_id)``.
+
+    ``status`` is a declared ``last_write`` field, so its latest value is what an audit reads:
+    ``open`` after the enter store, ``completed`` or ``abandoned`` after the closing one.
+    ``error_class`` is only written (and only meaningful) with ``abandoned``.
+    """
+    record: dict[str, Any] = {
+        "entity_type": "conversation_turn",
+        "session_id": keys.conversation_id,
+        "turn_id": keys.turn_id,
+        "turn_key": keys.user_turn_key,
+        "status": status,
+    }
+    if error_class is not None:
+        record["error_class"] = error_class
+    return record
+
+
+def _edge(rtype: str, source: int | str, target: int | str) -> dict[str, Any]:
+    edge: dict[str, Any] = {"relationship_type": rtype}
+    if isinstance(source, int):
+        edge["source_index"] = source
+    else:
+        edge["source_entity_id"] = source
+    if isinstance(target, int):
+        edge["target_index"] = target
+    else:
+        edge["target_entity_id"] = target
+    return edge
+
+
+def _unique(ids: Iterable[str]) -> list[str]:
+    return list(dict.fromkeys(ids))
+
+
+def _refers_to(source: int | str, targets: Iterable[str]) -> list[dict[str, Any]]:
+    return [_edge("REFERS_TO", source, t) for t in _unique(targets) if t != source]
+
+
+def user_payload(
+    settings: ConversationSettings,
+    keys: TurnKeys,
+    user_message: str,
+    *,
+    turn_number: int | None = None,
+    user_extra: Mapping[str, Any] | None = None,
+    refers_to: Sequence[str] = (),
+) -> StorePayload:
+    """The enter store: conversation, user message, turn record ``open``, PART_OF.
+
+    ``refers_to`` is only non-empty with ``refers_to_on_enter``; by default the user
+    message's REFERS_TO edges ride on the closing store.
+    """
+    entities = (
+        conversation_entity(settings),
+        message_entity(
+            "user", user_message, keys.user_turn_key, turn_number=turn_number, extra=user_extra
+        ),
+        turn_record(keys, "open"),
+    )
+    relationships = [_edge("PART_OF", 1, 0), *_refers_to(1, refers_to)]
+    return StorePayload(
+        entities=entities,
+        relationships=tuple(relationships),
+        idempotency_key=keys.idempotency_key("user"),
+        conversation_index=0,
+        user_index=1,
+        turn_record_index=2,
+    )
+
+
+def closing_payload(
+    settings: ConversationSettings,
+    keys: TurnKeys,
+    reply: str,
+    *,
+    user_message_id: str | None,
+    retrieved_ids: Sequence[str] = (),
+    cited_ids: Sequence[str] = (),
+    turn_number: int | None = None,
+) -> StorePayload:
+    """The closing store of a completed turn.
+
+    The assistant message (exact reply) PART_OF the conversation and REFERS_TO the retrieved
+    and cited entities; the user message (named by id) REFERS_TO the retrieved entities; the
+    turn record becomes ``completed``.
+    """
+    entities = (
+        conversation_entity(settings),
+        message_entity("assistant", reply, keys.assistant_turn_key, turn_number=turn_number),
+        turn_record(keys, "completed"),
+    )
+    relationships = [
+        _edge("PART_OF", 1, 0),
+        *_refers_to(1, [*retrieved_ids, *cited_ids]),
+    ]
+    if user_message_id is not None:
+        relationships += _refers_to(user_message_id, retrieved_ids)
+    return StorePayload(
+        entities=entities,
+        relationships=tuple(relationships),
+        idempotency_key=keys.idempotency_key("assistant"),
+        conversation_index=0,
+        assistant_index=1,
+        turn_record_index=2,
+    )
+
+
+def abandoned_payload(
+    settings: ConversationSettings,
+    keys: TurnKeys,
+    partial_reply: str,
+    error_class: str,
+    *,
+    user_message_id: str | None,
+    retrieved_ids: Sequence[str] = (),
+    cited_ids: Sequence[str] = (),
+    turn_number: int | None = None,
+    idempotency_key: str | None = None,
+) -> StorePayload:
+    """The closing store of an abandoned turn.
+
+    The turn record becomes ``abandoned`` with the error class, the user message keeps its
+    REFERS_TO edges, and when the user already saw part of a reply (``partial_reply`` is
+    non-empty) the assistant message holds exactly that text: both halves or neither.
+    """
+    relationships: list[dict[str, Any]] = []
+    if partial_reply:
+        entities: tuple[Mapping[str, Any], ...] = (
+            conversation_entity(settings),
+            message_entity(
+                "assistant", partial_reply, keys.assistant_turn_key, turn_number=turn_number
+            ),
+            turn_record(keys, "abandoned", error_class),
+        )
+        relationships += [_edge("PART_OF", 1, 0), *_refers_to(1, [*retrieved_ids, *cited_ids])]
+        indexes: dict[str, int] = {
+            "conversation_index": 0,
+            "assistant_index": 1,
+            "turn_record_index": 2,
+        }
+    else:
+        entities = (turn_record(keys, "abandoned", error_class),)
+        indexes = {"turn_record_index": 0}
+    if user_message_id is not None:
+        relationships += _refers_to(user_message_id, retrieved_ids)
+    return StorePayload(
+        entities=entities,
+        relationships=tuple(relationships),
+        idempotency_key=idempotency_key or keys.idempotency_key("abandoned"),
+        **indexes,
+    )
+
+
+def recorded_payload(
+    settings: ConversationSettings,
+    keys: TurnKeys,
+    user_message: str,
+    assistant_message: str,
+    *,
+    retrieved_ids: Sequence[str] = (),
+    cited_ids: Sequence[str] = (),
+    turn_number: int | None = None,
+    user_extra: Mapping[str, Any] | None = None,
+) -> StorePayload:
+    """A whole turn in one store (transcript import): the same graph ``turn()`` leaves."""
+    entities = (
+        conversation_entity(settings),
+        message_entity(
+            "user", user_message, keys.user_turn_key, turn_number=turn_number, extra=user_extra
+        ),
+        message_entity(
+            "assistant", assistant_message, keys.assistant_turn_key, turn_number=turn_number
+        ),
+        turn_record(keys, "completed"),
+    )
+    relationships = [
+        _edge("PART_OF", 1, 0),
+        _edge("PART_OF", 2, 0),
+        *_refers_to(1, retrieved_ids),
+        *_refers_to(2, [*retrieved_ids, *cited_ids]),
+    ]
+    return StorePayload(
+        entities=entities,
+        relationships=tuple(relationships),
+        idempotency_key=keys.idempotency_key("recorded"),
+        conversation_index=0,
+        user_index=1,
+        assistant_index=2,
+        turn_record_index=3,
+    )

@@ -1,0 +1,416 @@
+"""``Turn``: one user message and one reply, stored so that both halves survive.
+
+A turn is an explicit state machine::
+
+    new ──enter──► opening ──► open ──exit──► closing ──► closed      (reply stored)
+                      │                          ├──────► abandoned   (body raised/cancelled)
+                      └──► failed                └──────► failed      (closing store failed)
+
+``opening`` runs bounded retrieval and the user store concurrently; ``open`` is the body;
+``closing`` is one shielded store under a deadline (``close_timeout``), so that neither a
+cancellation nor a hung store can skip it or hang the caller. A turn is entered once.
+"""
+
+from __future__ import annotations
+
+import enum
+import time
+from collections.abc import AsyncIterable, AsyncIterator, Mapping
+from contextlib import AbstractContextManager
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+import attrs
+import structlog
+
+from ._keys import TurnKeys, validate_entity_id
+from ._retrieval import EMPTY_RETRIEVAL, RetrievalStats, Retrieved
+from .exceptions import IdempotencyMismatchError, TurnCloseError, TurnStateError
+from .transport._base import Entity
+
+if TYPE_CHECKING:
+    from ._memory import NeotomaMemory, _Opened
+
+__all__ = ["Turn", "TurnResult", "TurnState", "error_class_name"]
+
+logger = structlog.get_logger("neotoma_agent")
+
+
+class TurnState(enum.Enum):
+    """Where a :class:`Turn` is in its life."""
+
+    #: created by ``memory.turn()``, not entered yet
+    NEW = "new"
+    #: entering: retrieval and the user store are running
+    OPENING = "opening"
+    #: the body is running; the reply can be written
+    OPEN = "open"
+    #: the closing store is running
+    CLOSING = "closing"
+    #: the reply is stored and the turn record says ``completed``
+    CLOSED = "closed"
+    #: the body raised or was cancelled; the turn record says ``abandoned``
+    ABANDONED = "abandoned"
+    #: the user store or the closing store failed (the error was raised)
+    FAILED = "failed"
+
+
+def error_class_name(exc: BaseException) -> str:
+    """``ValueError`` for builtins, ``module.QualName`` for everything else."""
+    cls = type(exc)
+    return (
+        cls.__qualname__ if cls.__module__ == "builtins" else f"{cls.__module__}.{cls.__qualname__}"
+    )
+
+
+@attrs.frozen
+class TurnResult:
+    """What a finished turn stored, and how it went (timings and counts are never stored)."""
+
+    conversation_id: str
+    turn_id: str
+    turn_key: str
+    #: ``CLOSED``, ``ABANDONED`` or ``FAILED``
+    status: TurnState
+    #: the turn record's stored status: ``completed``, ``abandoned``, or ``None`` if the
+    #: closing store failed
+    stored_status: str | None
+    conversation_entity_id: str | None
+    user_message_id: str | None
+    #: ``None`` when nothing was replied (abandoned with an empty reply) or the store failed
+    assistant_message_id: str | None
+    turn_record_id: str | None
+    retrieved_ids: tuple[str, ...]
+    cited_ids: tuple[str, ...]
+    retrieval: RetrievalStats
+    #: length of the stored reply (or partial reply), in characters
+    reply_chars: int
+    #: the class of the body's exception when the turn was abandoned
+    error_class: str | None = None
+    #: the closing store's failure, if it failed
+    close_error: BaseException | None = attrs.field(default=None, eq=False)
+    #: the closing store replayed an identical earlier one (the turn was run before)
+    replayed: bool = False
+    open_ms: float = 0.0
+    body_ms: float = 0.0
+    close_ms: float = 0.0
+
+    @property
+    def completed(self) -> bool:
+        """True when both messages are stored and the turn record says ``completed``."""
+        return self.status is TurnState.CLOSED
+
+    @property
+    def total_ms(self) -> float:
+        """Wall time from enter to the end of the closing store."""
+        return self.open_ms + self.body_ms + self.close_ms
+
+
+def close_failure(keys: TurnKeys, error: BaseException) -> Exception:
+    """The error a failed closing store raises after a normal body.
+
+    A refused rewrite (:class:`IdempotencyMismatchError`, already carrying a ``revision=``
+    hint) is raised as it is: it asks the caller for a decision, it is not an outage.
+    Anything else becomes :class:`TurnCloseError`, chained to its cause.
+    """
+    if isinstance(error, IdempotencyMismatchError):
+        return error
+    failure = TurnCloseError(
+        f"the closing store of turn {keys.turn_id!r} failed: {type(error).__name__}: {error}"
+    )
+    failure.__cause__ = error
+    return failure
+
+
+def _cite_id(value: str | Entity) -> str:
+    return validate_entity_id(value.id if isinstance(value, Entity) else value)
+
+
+class Turn:
+    """One turn of a conversation, as an async context manager (``memory.turn(...)``).
+
+    In the body, write the reply (``t.reply += chunk``, ``t.append(chunk)`` or
+    ``async for chunk in t.stream(source)``), cite entities (``t.cite(...)``) and read what
+    retrieval found (``t.retrieved``). After the block, ``t.result`` says what was stored.
+    """
+
+    __slots__ = (
+        "_body_started",
+        "_chunks",
+        "_cited",
+        "_entered_at",
+        "_keys",
+        "_log_binding",
+        "_memory",
+        "_open_ms",
+        "_opened",
+        "_reply_cache",
+        "_result",
+        "_retrieved",
+        "_state",
+        "_turn_number",
+        "_user_extra",
+        "_user_message",
+    )
+
+    def __init__(
+        self,
+        memory: NeotomaMemory,
+        keys: TurnKeys,
+        user_message: str,
+        *,
+        turn_number: int | None,
+        user_extra: Mapping[str, Any] | None,
+    ) -> None:
+        self._memory = memory
+        self._keys = keys
+        self._user_message = user_message
+        self._turn_number = turn_number
+        self._user_extra = user_extra
+        self._state = TurnState.NEW
+        self._chunks: list[str] = []
+        self._reply_cache: str | None = ""
+        self._cited: list[str] = []
+        self._opened: _Opened | None = None
+        self._retrieved: Retrieved = EMPTY_RETRIEVAL
+        self._result: TurnResult | None = None
+        self._log_binding: AbstractContextManager[Any] | None = None
+        self._entered_at = 0.0
+        self._body_started = 0.0
+        self._open_ms = 0.0
+
+    def __repr__(self) -> str:
+        return f"<Turn {self._keys.user_turn_key!r} {self._state.value}>"
+
+    # ------------------------------------------------------------------ read-only state
+
+    @property
+    def state(self) -> TurnState:
+        """The turn's current :class:`TurnState`."""
+        return self._state
+
+    @property
+    def conversation_id(self) -> str:
+        """The conversation id this turn belongs to."""
+        return self._keys.conversation_id
+
+    @property
+    def turn_id(self) -> str:
+        """This turn's id (given, or a fresh time-ordered one)."""
+        return self._keys.turn_id
+
+    @property
+    def turn_key(self) -> str:
+        """The user message's ``turn_key`` (``{conversation_id}:{turn_id}``)."""
+        return self._keys.user_turn_key
+
+    @property
+    def user_message(self) -> str:
+        """The exact user text."""
+        return self._user_message
+
+    @property
+    def retrieved(self) -> tuple[Entity, ...]:
+        """The bounded set of entities retrieval found, best match first."""
+        return self._retrieved.entities
+
+    @property
+    def retrieved_ids(self) -> tuple[str, ...]:
+        """The entity ids of :attr:`retrieved`."""
+        return self._retrieved.ids
+
+    @property
+    def retrieval(self) -> RetrievalStats:
+        """Counts and timing of this turn's retrieval."""
+        return self._retrieved.stats
+
+    @property
+    def user_message_id(self) -> str:
+        """The stored user message's entity id (available once the turn is open)."""
+        return self._require_opened().user_message_id
+
+    @property
+    def conversation_entity_id(self) -> str:
+        """The conversation's entity id (available once the turn is open)."""
+        return self._require_opened().conversation_entity_id
+
+    @property
+    def cited_ids(self) -> tuple[str, ...]:
+        """Entity ids cited so far with :meth:`cite`."""
+        return tuple(self._cited)
+
+    @property
+    def result(self) -> TurnResult:
+        """What the turn stored; available after the ``async with`` block."""
+        if self._result is None:
+            raise TurnStateError(f"the turn has no result yet (state: {self._state.value})")
+        return self._result
+
+    def _require_opened(self) -> _Opened:
+        if self._opened is None:
+            raise TurnStateError(f"the turn is not open yet (state: {self._state.value})")
+        return self._opened
+
+    def _require_open(self, action: str) -> None:
+        if self._state is not TurnState.OPEN:
+            raise TurnStateError(f"cannot {action}: the turn is {self._state.value}")
+
+    # ------------------------------------------------------------------ the reply
+
+    @property
+    def reply(self) -> str:
+        """The reply so far. Assign or ``+=`` to it while the turn is open."""
+        if self._reply_cache is None:
+            self._reply_cache = "".join(self._chunks)
+            self._chunks = [self._reply_cache]
+        return self._reply_cache
+
+    @reply.setter
+    def reply(self, value: str) -> None:
+        self._require_open("set the reply")
+        if not isinstance(value, str):
+            raise TypeError(f"the reply must be a str, not {type(value).__name__}")
+        self._chunks = [value]
+        self._reply_cache = value
+
+    def append(self, chunk: str) -> None:
+        """Append one chunk to the reply (O(1): chunks are joined once, when read)."""
+        self._require_open("append to the reply")
+        if not isinstance(chunk, str):
+            raise TypeError(f"a reply chunk must be a str, not {type(chunk).__name__}")
+        if chunk:
+            self._chunks.append(chunk)
+            self._reply_cache = None
+
+    async def stream(self, source: AsyncIterable[str]) -> AsyncIterator[str]:
+        """Re-yield every chunk of ``source`` after appending it to the reply.
+
+        A chunk is appended before it is handed on, so whatever the user was shown is in the
+        reply if the turn is cancelled a moment later.
+        """
+        async for chunk in source:
+            self.append(chunk)
+            yield chunk
+
+    def cite(self, *entities: str | Entity) -> None:
+        """Add REFERS_TO edges from the reply to these entities (ids or :class:`Entity`).
+
+        Ids are checked now: one malformed id would make the store refuse the whole
+        closing store, reply included.
+        """
+        self._require_open("cite")
+        ids = [_cite_id(e) for e in entities]
+        for entity_id in ids:
+            if entity_id not in self._cited:
+                self._cited.append(entity_id)
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def __aenter__(self) -> Turn:
+        if self._state is not TurnState.NEW:
+            raise TurnStateError(f"a turn is entered only once (state: {self._state.value})")
+        self._state = TurnState.OPENING
+        self._entered_at = time.perf_counter()
+        self._log_binding = structlog.contextvars.bound_contextvars(
+            conversation_id=self._keys.conversation_id, turn_id=self._keys.turn_id
+        )
+        self._log_binding.__enter__()
+        try:
+            self._opened, self._retrieved = await self._memory._enter(
+                self._keys,
+                self._user_message,
+                turn_number=self._turn_number,
+                user_extra=self._user_extra,
+            )
+        except BaseException:
+            self._state = TurnState.FAILED
+            self._unbind()
+            raise
+        self._state = TurnState.OPEN
+        self._body_started = time.perf_counter()
+        self._open_ms = (self._body_started - self._entered_at) * 1000
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        try:
+            await self._close(exc)
+        finally:
+            self._unbind()
+        # Returning None lets the body's exception (or cancellation) propagate unchanged.
+
+    def _unbind(self) -> None:
+        binding, self._log_binding = self._log_binding, None
+        if binding is not None:
+            binding.__exit__(None, None, None)
+
+    async def _close(self, exc: BaseException | None) -> None:
+        if self._state is not TurnState.OPEN:
+            raise TurnStateError(f"cannot close a turn that is {self._state.value}")
+        opened = self._require_opened()
+        self._state = TurnState.CLOSING
+        closing_started = time.perf_counter()
+        body_ms = (closing_started - self._body_started) * 1000
+        reply = self.reply
+        error_class = None if exc is None else error_class_name(exc)
+        memory = self._memory
+        # Shielded so a cancelled body still gets its closing store; bounded so a hung store
+        # cannot hang the caller's shutdown.
+        if exc is None:
+            outcome, close_error = await memory._shielded(
+                lambda: memory._complete(opened, reply, self.retrieved_ids, tuple(self._cited))
+            )
+        else:
+            assert error_class is not None
+            outcome, close_error = await memory._shielded(
+                lambda: memory._abandon(
+                    opened, reply, error_class, self.retrieved_ids, tuple(self._cited)
+                )
+            )
+        close_ms = (time.perf_counter() - closing_started) * 1000
+
+        if close_error is not None:
+            status = TurnState.FAILED
+        else:
+            status = TurnState.CLOSED if exc is None else TurnState.ABANDONED
+        self._result = TurnResult(
+            conversation_id=self._keys.conversation_id,
+            turn_id=self._keys.turn_id,
+            turn_key=self._keys.user_turn_key,
+            status=status,
+            stored_status=None if outcome is None else outcome.stored_status,
+            conversation_entity_id=opened.conversation_entity_id,
+            user_message_id=opened.user_message_id,
+            assistant_message_id=None if outcome is None else outcome.assistant_message_id,
+            turn_record_id=opened.turn_record_id
+            if outcome is None
+            else outcome.turn_record_id or opened.turn_record_id,
+            retrieved_ids=self.retrieved_ids,
+            cited_ids=tuple(self._cited),
+            retrieval=self.retrieval,
+            reply_chars=len(reply),
+            error_class=error_class,
+            close_error=close_error,
+            replayed=False if outcome is None else outcome.replayed,
+            open_ms=self._open_ms,
+            body_ms=body_ms,
+            close_ms=close_ms,
+        )
+        self._state = status
+        memory._log_close(self._result)
+        if exc is None and close_error is not None:
+            raise close_failure(self._keys, close_error)
+
+
+@attrs.frozen
+class _CloseOutcome:
+    """What a closing store (completed or abandoned) wrote."""
+
+    stored_status: str | None
+    assistant_message_id: str | None
+    turn_record_id: str | None
+    replayed: bool
