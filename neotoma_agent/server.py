@@ -180,6 +180,24 @@ class _Issues:
             }
         )
 
+    def out_of_range(
+        self, path: Sequence[str | int], minimum: int, maximum: int, value: int
+    ) -> None:
+        big = value > maximum
+        bound = maximum if big else minimum
+        relation = "less" if big else "greater"
+        self.issues.append(
+            {
+                "code": "too_big" if big else "too_small",
+                ("maximum" if big else "minimum"): bound,
+                "type": "number",
+                "inclusive": True,
+                "exact": False,
+                "message": f"Number must be {relation} than or equal to {bound}",
+                "path": list(path),
+            }
+        )
+
     def raise_if_any(self) -> None:
         if self.issues:
             raise _flat(
@@ -367,13 +385,26 @@ async def _post_retrieve_entity_by_identifier(request: web.Request) -> web.Strea
     entity_type = _string(body, "entity_type", issues)
     by = _string(body, "by", issues)
     limit = _integer(body, "limit", issues)
+    observations_limit = _integer(body, "observations_limit", issues)
+    if observations_limit is not None and not 1 <= observations_limit <= 200:
+        issues.out_of_range(["observations_limit"], 1, 200, observations_limit)
     issues.raise_if_any()
-    if body.get("include_observations"):
-        _not_implemented(body, ["include_observations"], "POST /retrieve_entity_by_identifier")
-    result = await _store_of(request).retrieve_entity_by_identifier(
+    store = _store_of(request)
+    result = await store.retrieve_entity_by_identifier(
         body["identifier"], entity_type=entity_type, by=by, limit=limit
     )
-    return _json(result.raw)
+    if body.get("include_observations") is not True:
+        return _json(result.raw)
+    # The server reads each hit's observations (newest first) into the item itself.
+    raw = dict(result.raw)
+    items = []
+    for entity in result.entities:
+        observations = await store.list_observations(
+            entity.id, limit=20 if observations_limit is None else observations_limit
+        )
+        items.append({**entity.raw, "observations": observations.raw.get("observations", [])})
+    raw["entities"] = items
+    return _json(raw)
 
 
 async def _post_create_relationship(request: web.Request) -> web.StreamResponse:
