@@ -34,14 +34,16 @@ from .transport._base import (
     StoreResult,
     Transport,
 )
+from .transport.embedded import EmbeddedStore
 
-__all__ = [
+__all__ = [  # sorted; tests/test_public_api.py pins it
     "APIError",
     "AuthenticationError",
     "ConnectTimeout",
     "ConnectionLost",
     "CorrectionResult",
     "CreateRelationshipsResult",
+    "EmbeddedStore",
     "Entity",
     "EntityQueryResult",
     "EntitySnapshot",
@@ -65,3 +67,10 @@ __all__ = [
     "ValidationError",
     "__version__",
 ]
+
+# Public names report themselves as neotoma_agent.X, not the private module they live in.
+for _name in __all__:
+    _obj = globals()[_name]
+    if getattr(_obj, "__module__", "").startswith("neotoma_agent."):
+        _obj.__module__ = "neotoma_agent"
+del _name, _obj

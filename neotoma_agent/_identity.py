@@ -247,6 +247,30 @@ def _js_json_parts(value: Any, out: list[str], active: set[int]) -> None:
         raise ValueError(f"{type(value).__name__} values cannot be carried by JSON")
 
 
+_dumps_plain: Final = json.JSONEncoder(
+    ensure_ascii=False, separators=(",", ":"), allow_nan=False, check_circular=False
+).encode
+
+
+def _is_plain(value: Any, depth: int) -> bool:
+    """True for strings, safe ints, bools, None, lists and dicts whose keys are no array
+    indexes: the values whose JSON is the same from Python and from JavaScript."""
+    if isinstance(value, str) or value is None or value is True or value is False:
+        return True
+    if depth > 64:  # deep or circular: let the careful path decide
+        return False
+    if type(value) is int:
+        return -_MAX_SAFE_INT < value < _MAX_SAFE_INT
+    if type(value) is dict:
+        for key, item in value.items():
+            if type(key) is not str or key[:1].isdigit() or not _is_plain(item, depth + 1):
+                return False
+        return True
+    if type(value) is list:
+        return all(_is_plain(item, depth + 1) for item in value)
+    return False
+
+
 def js_json(value: Any) -> str:
     """Serialize ``value`` exactly as JavaScript's ``JSON.stringify`` would.
 
@@ -262,9 +286,14 @@ def js_json(value: Any) -> str:
         ValueError: for NaN/Infinity, non-str keys, circular references and
             values JSON cannot carry (sets, bytes, arbitrary objects).
     """
-    out: list[str] = []
-    _js_json_parts(value, out, set())
-    text = "".join(out)
+    if _is_plain(value, 0):
+        # Fast path: nothing here serialises differently in JavaScript, so the C encoder
+        # gives the same text (stores hash every payload; this is on the hot path).
+        text = _dumps_plain(value)
+    else:
+        out: list[str] = []
+        _js_json_parts(value, out, set())
+        text = "".join(out)
     if _SURROGATE_RE.search(text):
         text = _SURROGATE_RE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
     return text

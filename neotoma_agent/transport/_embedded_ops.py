@@ -157,6 +157,8 @@ class _Planned:
     identity: Identity
     exists: bool
     action: str
+    #: the entity's snapshot state before this store (None: new, or first seen in this batch)
+    state: SnapshotState | None = None
 
 
 def _check_entities(entities: object) -> list[Mapping[str, Any]]:
@@ -228,6 +230,13 @@ def _check_relationships(relationships: object, n_entities: int) -> list[Mapping
         metadata = rel.get("metadata")
         if metadata is not None and not isinstance(metadata, Mapping):
             raise invalid_format("metadata must be a JSON object", [*path, "metadata"])
+        try:
+            js_json(metadata)
+        except ValueError as exc:
+            # Checked here, before any write, rather than failing half-way through _relate.
+            raise invalid_format(
+                f"metadata holds a value JSON cannot carry: {exc}", [*path, "metadata"]
+            ) from None
     if issues:
         raise resolution_failed("Structured store relationship validation failed.", issues)
     return relationships
@@ -235,13 +244,6 @@ def _check_relationships(relationships: object, n_entities: int) -> list[Mapping
 
 def _entity_exists(conn: sqlite3.Connection, entity_id: str) -> bool:
     return conn.execute("SELECT 1 FROM entities WHERE id = ?", (entity_id,)).fetchone() is not None
-
-
-def _snapshot_role(conn: sqlite3.Connection, entity_id: str) -> object:
-    row = conn.execute(
-        "SELECT json_extract(fields, '$.role') FROM snapshots WHERE entity_id = ?", (entity_id,)
-    ).fetchone()
-    return row[0] if row else None
 
 
 def _plan(
@@ -295,7 +297,8 @@ def _plan(
             continue
         eid = identity.entity_id
         in_batch = eid in batch_roles
-        exists = in_batch or _entity_exists(conn, eid)
+        state = None if in_batch else _load_state(conn, eid)
+        exists = in_batch or state is not None
         schema = schema_for(etype)
         refusal = _refusal(
             identity, schema, exists, strict or element.get("intent") == "create_new"
@@ -318,7 +321,7 @@ def _plan(
             )
             continue
         if etype == "conversation_message" and fields.get("role") == "assistant" and exists:
-            existing_role = batch_roles[eid] if in_batch else _snapshot_role(conn, eid)
+            existing_role = batch_roles[eid] if in_batch else state and state.fields.get("role")
             if existing_role == "user":
                 issues.append(
                     {
@@ -336,7 +339,7 @@ def _plan(
                 continue
         batch_roles.setdefault(eid, fields.get("role"))
         action = "matched_existing" if exists else "created"
-        planned.append(_Planned(index, etype, fields, identity, exists, action))
+        planned.append(_Planned(index, etype, fields, identity, exists, action, state))
     if issues:
         raise resolution_failed(
             f"Structured store refused: {len(issues)} observation(s) failed resolution.", issues
@@ -381,6 +384,9 @@ def store(conn: sqlite3.Connection, body: Mapping[str, Any]) -> dict[str, Any]:
     priority = body.get("source_priority", 100)
     if not isinstance(priority, int) or isinstance(priority, bool):
         raise invalid_format("source_priority must be an integer", ["source_priority"])
+    if body.get("commit", True) is not True:
+        # A dry run must write nothing; this store does not implement one, so it refuses.
+        raise invalid_format("commit: false (dry run) is not supported", ["commit"])
     obs_source = body.get("observation_source") or "llm_summary"
     if obs_source not in OBSERVATION_SOURCES:
         raise invalid_format(
@@ -403,11 +409,6 @@ def store(conn: sqlite3.Connection, body: Mapping[str, Any]) -> dict[str, Any]:
     now = now_iso()
     source_id = hash_uuid(f"source:{USER_ID}:{content_hash}")
     conn.execute(
-        "INSERT OR IGNORE INTO sources (id, content_hash, idempotency_key, created_at) "
-        "VALUES (?, ?, ?, ?)",
-        (source_id, content_hash, key, now),
-    )
-    conn.execute(
         "INSERT INTO idempotency_keys (key, entities_hash, source_id, created_at) "
         "VALUES (?, ?, ?, ?)",
         (key, content_hash, source_id, now),
@@ -417,6 +418,7 @@ def store(conn: sqlite3.Connection, body: Mapping[str, Any]) -> dict[str, Any]:
     ids_by_index: dict[int, str] = {}
     types_by_id: dict[str, str] = {}
     created = 0
+    states: dict[str, SnapshotState] = {}
     for item in planned:
         ident = item.identity
         if not item.exists:
@@ -434,6 +436,8 @@ def store(conn: sqlite3.Connection, body: Mapping[str, Any]) -> dict[str, Any]:
             obs_source=obs_source,
             identity=ident,
             now=now,
+            states=states,
+            known_state=item.state if item.exists else SnapshotState(),
         )
         ids_by_index[item.index] = ident.entity_id
         types_by_id[ident.entity_id] = item.entity_type
@@ -536,6 +540,8 @@ def _observe(
     now: str,
     obs_id: str | None = None,
     idempotency_key: str | None = None,
+    states: dict[str, SnapshotState] | None = None,
+    known_state: SnapshotState | None = None,
 ) -> tuple[str, dict[str, Any] | None]:
     """Append one observation and fold it into the snapshot; return its id and the snapshot."""
     if obs_id is None:
@@ -568,11 +574,17 @@ def _observe(
             identity.identity_rule if identity else None,
         ),
     )
-    state = _load_state(conn, entity_id)
+    # Reuse the state this store already read or wrote instead of reading the row again.
+    if states is not None and entity_id in states:
+        state: SnapshotState | None = states[entity_id]
+    elif known_state is not None:
+        state = known_state
+    else:
+        state = _load_state(conn, entity_id)
     if cur.rowcount == 0:
         # The same fields from the same source are already recorded: nothing new to fold.
         return obs_id, dict(state.fields) if state else None
-    fresh = state is None
+    fresh = state is None or state.observation_count == 0
     if state is None:
         state = SnapshotState()
     old_fields = dict(state.fields)
@@ -584,6 +596,8 @@ def _observe(
         source_rank=source_rank(obs_source),
     )
     fold(state, meta, fields, schema_for(entity_type))
+    if states is not None:
+        states[entity_id] = state
     values = (
         _dumps(state.fields),
         _dumps(state.provenance),

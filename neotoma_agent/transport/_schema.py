@@ -12,12 +12,8 @@ import sqlite3
 __all__ = ["SCHEMA_VERSION", "migrate"]
 
 _V1 = """
-CREATE TABLE sources (
-    id TEXT PRIMARY KEY,
-    content_hash TEXT NOT NULL UNIQUE,
-    idempotency_key TEXT,
-    created_at TEXT NOT NULL
-);
+-- A source is identified by the hash of its entities (semantics §1.6). Its id is derived
+-- from that hash and observations name it, so it needs no table of its own.
 CREATE TABLE idempotency_keys (
     key TEXT PRIMARY KEY,
     entities_hash TEXT NOT NULL,

@@ -1,0 +1,41 @@
+"""Developer sessions; CI (`.ci/run`) runs the same commands."""
+
+from __future__ import annotations
+
+import nox
+
+nox.options.sessions = ["lint", "typecheck", "tests"]
+nox.options.reuse_existing_virtualenvs = True
+
+PATHS = ["neotoma_agent", "tests", "benchmarks", "examples"]
+
+
+@nox.session
+def tests(session: nox.Session) -> None:
+    """Run the test suite (both anyio backends, warnings as errors)."""
+    session.install("-e", ".[test]")
+    session.run("pytest", *session.posargs)
+
+
+@nox.session
+def lint(session: nox.Session) -> None:
+    """ruff check and ruff format --check."""
+    session.install("ruff")
+    session.run("ruff", "check", *PATHS)
+    session.run("ruff", "format", "--check", *PATHS)
+
+
+@nox.session
+def typecheck(session: nox.Session) -> None:
+    """mypy --strict on the package."""
+    session.install("-e", ".[test]")
+    session.run("mypy", "--strict", "neotoma_agent")
+
+
+@nox.session
+def bench(session: nox.Session) -> None:
+    """Run the benchmarks and write their figures under benchmarks/results/."""
+    session.install("-e", ".[test]")
+    session.run(
+        "python", "benchmarks/embedded_store.py", "--json", "benchmarks/results/embedded_store.json"
+    )

@@ -1,0 +1,75 @@
+"""The public surface is explicit: adding or dropping a name must be a deliberate change."""
+
+from __future__ import annotations
+
+import neotoma_agent
+
+EXPECTED = {
+    "APIError",
+    "AuthenticationError",
+    "ConnectTimeout",
+    "ConnectionLost",
+    "CorrectionResult",
+    "CreateRelationshipsResult",
+    "EmbeddedStore",
+    "Entity",
+    "EntityQueryResult",
+    "EntitySnapshot",
+    "IdempotencyMismatchError",
+    "LookupResult",
+    "NeotomaError",
+    "NotFoundError",
+    "Observation",
+    "ObservationList",
+    "RateLimitedError",
+    "ReadTimeout",
+    "RelatedEntities",
+    "RelationshipSnapshot",
+    "ServerError",
+    "StoreResult",
+    "StoredEntity",
+    "Transport",
+    "TransportError",
+    "TurnCloseError",
+    "TurnStateError",
+    "ValidationError",
+    "__version__",
+}
+
+
+def test_all_is_pinned() -> None:
+    assert set(neotoma_agent.__all__) == EXPECTED
+
+
+def test_all_has_no_duplicates() -> None:
+    assert len(neotoma_agent.__all__) == len(set(neotoma_agent.__all__))
+
+
+def test_every_public_name_resolves_and_reports_the_package() -> None:
+    for name in neotoma_agent.__all__:
+        obj = getattr(neotoma_agent, name)
+        if isinstance(obj, type):
+            assert obj.__module__ == "neotoma_agent", name
+            assert obj.__doc__, f"{name} has no docstring"
+
+
+def test_error_tree() -> None:
+    from neotoma_agent import exceptions as e
+
+    assert issubclass(e.TransportError, e.NeotomaError)
+    for cls in (e.ConnectTimeout, e.ReadTimeout, e.ConnectionLost):
+        assert issubclass(cls, e.TransportError)
+    for cls in (
+        e.AuthenticationError,
+        e.ValidationError,
+        e.IdempotencyMismatchError,
+        e.NotFoundError,
+        e.RateLimitedError,
+        e.ServerError,
+    ):
+        assert issubclass(cls, e.APIError)
+        assert issubclass(cls, e.NeotomaError)
+    assert issubclass(e.TurnStateError, e.NeotomaError)
+    assert issubclass(e.TurnCloseError, e.NeotomaError)
+    for name in e.__all__:
+        assert name in (e.__doc__ or ""), f"{name} missing from the drawn tree"
