@@ -20,6 +20,7 @@ import pytest
 import structlog
 from aiohttp import web
 
+from neotoma_agent._memory import NeotomaMemory
 from neotoma_agent.exceptions import (
     AuthenticationError,
     ConnectionLost,
@@ -386,3 +387,86 @@ async def test_nothing_is_written_when_the_server_is_down_for_the_whole_call() -
         found = await transport.query_entities()
     assert found.total == 0
     assert json.dumps(found.raw["entities"]) == "[]"
+
+
+# --- whole turns over a faulty network ---------------------------------------------------------
+
+
+async def passthrough(request: web.Request, handler: Handler) -> web.StreamResponse:
+    return await handler(request)
+
+
+def _memory(transport: HttpTransport) -> NeotomaMemory:
+    return NeotomaMemory(
+        transport,
+        conversation_id="chat-faults",
+        platform="tests",
+        retrieval_timeout=5.0,
+        close_timeout=10.0,
+    )
+
+
+async def _seed_acme(rig: Rig) -> str:
+    seeded = await rig.store.store(
+        [{"entity_type": "company", "name": "Acme Corp"}], idempotency_key="seed-acme"
+    )
+    return seeded.entity_id(0)
+
+
+@pytest.mark.parametrize(
+    "script",
+    [
+        [lost_after_commit, passthrough, lost_after_commit],
+        [reset_before_store, passthrough, reset_before_store],
+        [status(503, {"error": {"code": "X", "message": "busy", "retryable": True}})] * 2,
+        [passthrough, lost_after_commit, lost_after_commit],
+    ],
+    ids=["lost-on-enter-and-exit", "reset-on-enter-and-exit", "503-on-enter", "lost-twice-on-exit"],
+)
+async def test_turn_completes_and_every_message_is_stored_once(
+    rig: Rig, script: list[Fault]
+) -> None:
+    acme = await _seed_acme(rig)
+    rig.faults.inject("/store", *script)
+    async with rig.transport() as transport:
+        async with _memory(transport).turn("Tell me about Acme Corp", turn_id="t1") as turn:
+            assert turn.retrieved_ids == (acme,)
+            turn.reply += "Acme Corp makes anvils."
+        result = turn.result
+    assert result.completed
+    assert result.user_message_id is not None
+    assert result.assistant_message_id is not None
+    user, assistant = result.user_message_id, result.assistant_message_id
+    assert await _observation_counts(rig.store, user, assistant) == [1, 1]
+    reply = await rig.store.get_entity_snapshot(assistant)
+    assert reply.snapshot["content"] == "Acme Corp makes anvils."
+    for message in (user, assistant):
+        related = await rig.store.retrieve_related_entities(
+            message, relationship_types=["REFERS_TO"], direction="outbound"
+        )
+        assert [r.target_entity_id for r in related.relationships] == [acme]
+        assert related.relationships[0].observation_count == 1
+
+
+async def test_server_down_for_the_whole_turn_does_not_open_it() -> None:
+    body_ran = False
+    url = f"http://127.0.0.1:{_free_port()}"
+    async with HttpTransport(url, retry=FAST) as transport:
+        with pytest.raises(TransportError):
+            async with _memory(transport).turn("Tell me about Acme Corp", turn_id="t1"):
+                body_ran = True
+    assert not body_ran
+
+
+async def test_store_unreachable_for_the_whole_turn_writes_nothing(rig: Rig) -> None:
+    await _seed_acme(rig)
+    rig.faults.inject("/store", *[reset_before_store] * 20)
+    body_ran = False
+    async with rig.transport() as transport:
+        with pytest.raises(ConnectionLost):
+            async with _memory(transport).turn("Tell me about Acme Corp", turn_id="t1"):
+                body_ran = True
+    assert not body_ran
+    assert rig.faults.seen["/store"] == FAST.attempts
+    for entity_type in ("conversation", "conversation_message", "conversation_turn"):
+        assert (await rig.store.query_entities(entity_type=entity_type)).total == 0
