@@ -521,9 +521,21 @@ def _create_entity(conn: sqlite3.Connection, ident: Identity, now: str) -> None:
         "VALUES (?, ?, ?, '[]', ?, ?)",
         (ident.entity_id, ident.entity_type, ident.canonical_name, now, now),
     )
+    _index_text(conn, ident.canonical_name.lower(), ident.entity_id, "name")
+
+
+def _trigrams(text: str) -> set[str]:
+    return {text[i : i + 3] for i in range(len(text) - 2)}
+
+
+def _index_text(conn: sqlite3.Connection, text: str, entity_id: str, kind: str) -> None:
+    """Make ``text`` findable by substring for ``entity_id`` (see ``_substring_ids``)."""
     conn.execute(
-        "INSERT INTO name_index (text, entity_id, kind) VALUES (?, ?, 'name')",
-        (ident.canonical_name.lower(), ident.entity_id),
+        "INSERT INTO name_index (text, entity_id, kind) VALUES (?, ?, ?)", (text, entity_id, kind)
+    )
+    conn.executemany(
+        "INSERT INTO trigram_df (gram, n) VALUES (?, 1) ON CONFLICT (gram) DO UPDATE SET n = n + 1",
+        ((g,) for g in _trigrams(text)),
     )
 
 
@@ -654,10 +666,7 @@ def _index_fields(
                 "VALUES (?, ?, ?, ?)",
                 (entity_id, name, value, _first_token(value)),
             )
-            conn.execute(
-                "INSERT INTO name_index (text, entity_id, kind) VALUES (?, ?, ?)",
-                (value, entity_id, f"field:{name}"),
-            )
+            _index_text(conn, value, entity_id, f"field:{name}")
 
 
 def _rederive_name(
@@ -694,10 +703,7 @@ def _rederive_name(
     conn.execute(
         "UPDATE name_index SET kind = 'alias' WHERE entity_id = ? AND kind = 'name'", (entity_id,)
     )
-    conn.execute(
-        "INSERT INTO name_index (text, entity_id, kind) VALUES (?, ?, 'name')",
-        (after.canonical_name.lower(), entity_id),
-    )
+    _index_text(conn, after.canonical_name.lower(), entity_id, "name")
 
 
 def _entity_type_of(
@@ -1072,17 +1078,35 @@ def _fts_phrase(needle: str) -> str:
 
 
 def _substring_ids(conn: sqlite3.Connection, needle: str, kinds: str) -> list[str]:
-    """Entity ids whose indexed text contains ``needle`` (trigram index; short needles scan)."""
-    if len(needle) >= 3:
-        rows = conn.execute(
-            f"SELECT DISTINCT entity_id FROM name_index WHERE name_index MATCH ? AND {kinds}",
-            (_fts_phrase(needle),),
-        ).fetchall()
-    else:
+    """Entity ids whose indexed text (of the given kinds) contains ``needle``.
+
+    A trigram phrase query reads the posting list of every trigram of the needle, and the
+    common ones ("com", "ion") list most of the store. Instead, intersect the two rarest
+    trigrams (any subset of the needle's trigrams finds a superset of the answers) and
+    check the whole needle on those few rows.
+    """
+    if len(needle) < 3:
         rows = conn.execute(
             f"SELECT DISTINCT entity_id FROM name_index WHERE instr(text, ?) > 0 AND {kinds}",
             (needle,),
         ).fetchall()
+        return [str(r[0]) for r in rows]
+    grams = sorted(_trigrams(needle))
+    counts = dict(
+        conn.execute(
+            f"SELECT gram, n FROM trigram_df WHERE gram IN ({','.join('?' * len(grams))})",
+            grams,
+        ).fetchall()
+    )
+    if len(counts) < len(grams):
+        return []  # a trigram no indexed text has: nothing can contain the needle
+    rarest = sorted(grams, key=lambda g: counts[g])[:2]
+    query = " AND ".join(_fts_phrase(g) for g in rarest)
+    rows = conn.execute(
+        "SELECT DISTINCT entity_id FROM name_index WHERE name_index MATCH ? "
+        f"AND instr(text, ?) > 0 AND {kinds}",
+        (query, needle),
+    ).fetchall()
     return [str(r[0]) for r in rows]
 
 

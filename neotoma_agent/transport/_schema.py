@@ -88,6 +88,13 @@ CREATE TABLE field_values (
 ) WITHOUT ROWID;
 CREATE INDEX field_values_by_value ON field_values (value);
 CREATE INDEX field_values_by_first_token ON field_values (first_token);
+-- How many indexed texts hold each trigram (an upper bound: never decremented). A lookup
+-- intersects only the rarest trigrams of its needle, then checks the whole needle, so its
+-- cost follows the rarest trigram instead of the commonest.
+CREATE TABLE trigram_df (
+    gram TEXT PRIMARY KEY,
+    n INTEGER NOT NULL
+) WITHOUT ROWID;
 CREATE VIRTUAL TABLE name_index USING fts5 (
     text, entity_id UNINDEXED, kind UNINDEXED, tokenize = 'trigram'
 );
