@@ -521,7 +521,19 @@ def _create_entity(conn: sqlite3.Connection, ident: Identity, now: str) -> None:
         "VALUES (?, ?, ?, '[]', ?, ?)",
         (ident.entity_id, ident.entity_type, ident.canonical_name, now, now),
     )
-    _index_text(conn, ident.canonical_name.lower(), ident.entity_id, "name")
+    _index_name(conn, ident.canonical_name.lower(), ident.entity_id, ident.entity_type, "name")
+
+
+def _index_name(
+    conn: sqlite3.Connection, text: str, entity_id: str, entity_type: str, kind: str
+) -> None:
+    if entity_type in _BOOKKEEPING:
+        conn.execute(
+            "INSERT INTO bookkeeping_names (text, entity_id, kind) VALUES (?, ?, ?)",
+            (text, entity_id, kind),
+        )
+    else:
+        _index_text(conn, text, entity_id, kind)
 
 
 def _trigrams(text: str) -> set[str]:
@@ -700,10 +712,11 @@ def _rederive_name(
         "UPDATE entities SET canonical_name = ?, aliases = ?, updated_at = ? WHERE id = ?",
         (after.canonical_name, _dumps(aliases), now, entity_id),
     )
+    table = "bookkeeping_names" if entity_type in _BOOKKEEPING else "name_index"
     conn.execute(
-        "UPDATE name_index SET kind = 'alias' WHERE entity_id = ? AND kind = 'name'", (entity_id,)
+        f"UPDATE {table} SET kind = 'alias' WHERE entity_id = ? AND kind = 'name'", (entity_id,)
     )
-    _index_text(conn, after.canonical_name.lower(), entity_id, "name")
+    _index_name(conn, after.canonical_name.lower(), entity_id, entity_type, "name")
 
 
 def _entity_type_of(
@@ -1087,10 +1100,24 @@ def _substring_ids(conn: sqlite3.Connection, needle: str, kinds: str) -> list[st
     """
     if len(needle) < 3:
         rows = conn.execute(
-            f"SELECT DISTINCT entity_id FROM name_index WHERE instr(text, ?) > 0 AND {kinds}",
-            (needle,),
+            f"SELECT DISTINCT entity_id FROM name_index WHERE instr(text, ?) > 0 AND {kinds} "
+            "UNION SELECT entity_id FROM bookkeeping_names WHERE instr(text, ?) > 0 "
+            f"AND {kinds}",
+            (needle, needle),
         ).fetchall()
         return [str(r[0]) for r in rows]
+    found = [
+        str(r[0])
+        for r in conn.execute(
+            f"SELECT DISTINCT entity_id FROM bookkeeping_names WHERE bookkeeping_names MATCH ? "
+            f"AND {kinds}",
+            (_fts_phrase(needle),),
+        ).fetchall()
+    ]
+    return found + _rare_trigram_ids(conn, needle, kinds)
+
+
+def _rare_trigram_ids(conn: sqlite3.Connection, needle: str, kinds: str) -> list[str]:
     grams = sorted(_trigrams(needle))
     counts = dict(
         conn.execute(

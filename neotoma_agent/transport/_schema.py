@@ -98,6 +98,12 @@ CREATE TABLE trigram_df (
 CREATE VIRTUAL TABLE name_index USING fts5 (
     text, entity_id UNINDEXED, kind UNINDEXED, tokenize = 'trigram'
 );
+-- Names of conversations, messages and turn records: many, alike, and written on every
+-- turn, so they skip trigram_df (whose upkeep would double a turn's cost). Natural-language
+-- identifiers share few trigrams with them, which keeps a plain phrase query cheap.
+CREATE VIRTUAL TABLE bookkeeping_names USING fts5 (
+    text, entity_id UNINDEXED, kind UNINDEXED, tokenize = 'trigram'
+);
 """
 
 MIGRATIONS: tuple[str, ...] = (_V1,)
