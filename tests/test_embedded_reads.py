@@ -75,6 +75,18 @@ async def test_list_observations_rows_have_the_server_shape(store: EmbeddedStore
     assert len(raw["observed_at"]) == 24
 
 
+async def test_observations_report_schema_version_1_0_whatever_the_snapshot_says(
+    store: EmbeddedStore,
+) -> None:
+    # sample e5: a conversation_message snapshot is schema 1.4, its observations say 1.0.
+    (message,) = await put(
+        store, "k", {"entity_type": "conversation_message", "role": "user", "turn_key": "c:1"}
+    )
+    (obs,) = (await store.list_observations(message)).observations
+    assert obs.raw["schema_version"] == "1.0"
+    assert (await store.get_entity_snapshot(message)).raw["schema_version"] == "1.4"
+
+
 async def test_list_observations_of_an_unknown_entity_is_empty(store: EmbeddedStore) -> None:
     assert len(await store.list_observations("ent_000000000000000000000000")) == 0
 
@@ -155,8 +167,7 @@ async def test_lookup_by_entity_id_is_a_direct_primary_key_hit(store: EmbeddedSt
     assert (result.match_mode, result.total) == ("direct", 1)
     item = result.raw["entities"][0]
     assert (item["id"], item["entity_type"], item["canonical_name"]) == (ACME, "company", "Acme")
-    assert item["aliases"] == []
-    assert "entity_id" not in item
+    assert item.keys() == {"id", "entity_type", "canonical_name", "snapshot"}  # `id`, as d6
     record = item["snapshot"]
     assert record["entity_id"] == ACME
     assert record["snapshot"] == {"name": "Acme Corp"}
@@ -309,7 +320,8 @@ async def test_no_rename_when_another_entity_owns_the_new_name(store: EmbeddedSt
     await store.store(
         [{"entity_type": "widget", "target_id": sprocket, "name": "Gear"}], idempotency_key="k2"
     )
-    result = await store.retrieve_entity_by_identifier(sprocket)
+    result = await store.retrieve_entity_by_identifier("sprocket")
+    assert [e.id for e in result.entities] == [sprocket]
     assert result.entities[0].canonical_name == "Sprocket"
     assert result.raw["entities"][0]["aliases"] == []
     assert (await store.get_entity_snapshot(sprocket)).snapshot["name"] == "Gear"

@@ -215,6 +215,24 @@ async def test_conversation_message_count_counts_messages_part_of_the_conversati
     assert again.raw["conversation_message_count"] == 2
 
 
+async def test_store_without_a_message_reports_no_conversation_message_count(
+    store: EmbeddedStore,
+) -> None:
+    # samples f5 (and f3): a conversation alone carries no count.
+    result = await store.store(
+        [
+            {
+                "entity_type": "conversation",
+                "conversation_id": "conv-2",
+                "title": "Conversation conv-1",
+            }
+        ],
+        idempotency_key="conv-2-same-title",
+    )
+    assert result.source_id == "e854bc70-4062-0ada-b625-094efaeb4430"
+    assert "conversation_message_count" not in result.raw
+
+
 # -- retrieve_related_entities ----------------------------------------------------------------
 
 

@@ -848,6 +848,9 @@ def _conversation_message_count(
     relationships: Sequence[Mapping[str, Any]],
     ids_by_index: Mapping[int, str],
 ) -> int | None:
+    # Like the server, only a store that carries a message reports the count (samples f3, f5).
+    if not any(p.entity_type == "conversation_message" for p in planned):
+        return None
     conversation: str | None = None
     for item in planned:
         if item.entity_type == "conversation":
@@ -1024,7 +1027,7 @@ def _observation_json(row: Sequence[Any]) -> dict[str, Any]:
         "id": row[0],
         "entity_id": row[1],
         "entity_type": row[2],
-        "schema_version": _SCHEMA_VERSIONS.get(row[2], "1.0"),
+        "schema_version": "1.0",  # observations say 1.0 even where snapshots say 1.4 (e5)
         "source_id": row[3],
         "interpretation_id": None,
         "observed_at": row[4],
@@ -1221,6 +1224,8 @@ def retrieve_entity_by_identifier(
                 "or check the id"
             )
             return none
+        # The server's pass-1 item carries only these keys (sample d6), unlike pass 2's rows.
+        item = {k: item[k] for k in ("id", "entity_type", "canonical_name", "snapshot")}
         return {"entities": [item], "total": 1, "match_mode": "direct"}
 
     # Pass 2: case-insensitive substring of canonical names and aliases.
