@@ -65,8 +65,7 @@ _SCHEMA_VERSIONS = {"conversation": "1.4", "conversation_message": "1.4"}
 _STRICT_OK_RULES = ("name_key:canonical_name", "name_key:email", "id_key:")
 
 
-def _dumps(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+_dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 
 
 def _content_hash(entities: Sequence[Mapping[str, Any]]) -> str:
