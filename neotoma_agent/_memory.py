@@ -25,6 +25,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 import anyio
+import anyio.to_thread
 import attrs
 import structlog
 
@@ -52,6 +53,9 @@ from .transport._base import Entity, StoreResult, Transport
 __all__ = ["NeotomaMemory", "OpenTurn"]
 
 logger = structlog.get_logger("neotoma_agent")
+
+# Above this many characters, identifier extraction runs in a worker thread.
+_INLINE_EXTRACT_CHARS = 8192
 
 
 @attrs.frozen
@@ -439,7 +443,13 @@ class NeotomaMemory:
         return keys, _check_turn_number(turn_number), validate_user_extra(user_extra)
 
     async def _retrieve(self, text: str) -> Retrieved:
-        identifiers = extract(text, self.extractor, self.max_identifiers)
+        if len(text) > _INLINE_EXTRACT_CHARS:
+            # Long texts (and whatever a custom extractor does with them) stay off the loop.
+            identifiers = await anyio.to_thread.run_sync(
+                extract, text, self.extractor, self.max_identifiers
+            )
+        else:
+            identifiers = extract(text, self.extractor, self.max_identifiers)
         retrieved = await retrieve(
             self.transport,
             identifiers,

@@ -42,11 +42,21 @@ logger = structlog.get_logger("neotoma_agent")
 #: Any ``str -> identifiers`` callable can replace :func:`default_extractor`.
 Extractor = Callable[[str], Sequence[str]]
 
+#: The default extractor reads at most this many leading characters of a message.
+MAX_EXTRACT_CHARS: Final = 100_000
+#: Longer candidates are not identifiers.
+MAX_IDENTIFIER_CHARS: Final = 200
+
 # --------------------------------------------------------------------------------------
 # Identifier extraction
 # --------------------------------------------------------------------------------------
 
-_EMAIL: Final = re.compile(r"[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}")
+# Every pattern that starts with a repeated class is anchored at the start of a run (the
+# lookbehinds): otherwise a long run with no match is rescanned from each of its positions,
+# which is quadratic (a 1 MB message would block the event loop for minutes).
+_EMAIL: Final = re.compile(
+    r"(?<![A-Za-z0-9._%+-])[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}"
+)
 _URL: Final = re.compile(r"\bhttps?://[^\s<>\"'`)\]}]+", re.IGNORECASE)
 _DOMAIN: Final = re.compile(
     r"(?<![\w@./-])(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.)+([A-Za-z]{2,24})(?![\w-])"
@@ -193,11 +203,16 @@ _PLAIN_GAP: Final = re.compile(r"[ \t]{1,2}|[ \t]&[ \t]")
 
 def _mask(text: str, spans: list[tuple[int, int]]) -> str:
     # Consumed spans become a barrier character so name runs never cross them.
-    chars = list(text)
-    for start, end in spans:
-        for i in range(start, end):
-            chars[i] = "\x00"
-    return "".join(chars)
+    parts: list[str] = []
+    pos = 0
+    for start, end in sorted(spans):
+        if end <= pos:
+            continue
+        start = max(start, pos)
+        parts += [text[pos:start], "\x00" * (end - start)]
+        pos = end
+    parts.append(text[pos:])
+    return "".join(parts)
 
 
 def _strip_token(word: str) -> str:
@@ -209,18 +224,18 @@ def _strip_token(word: str) -> str:
 
 
 def _clean_run(tokens: list[tuple[int, str]], sentence_initial: bool) -> tuple[int, str] | None:
+    start, end = 0, len(tokens)
     if sentence_initial:
-        while tokens and tokens[0][1].lower() in _FUNCTION_WORDS:
-            tokens.pop(0)
-    while tokens and (tokens[0][1].lower() in _HONORIFICS or tokens[0][1].isdigit()):
-        tokens.pop(0)
-    while tokens and tokens[-1][1].lower() in _CONNECTORS:
-        tokens.pop()
-    if not tokens:
+        while start < end and tokens[start][1].lower() in _FUNCTION_WORDS:
+            start += 1
+    while start < end and (tokens[start][1].lower() in _HONORIFICS or tokens[start][1].isdigit()):
+        start += 1
+    while start < end and tokens[end - 1][1].lower() in _CONNECTORS:
+        end -= 1
+    kept = tokens[start:end]
+    if not kept or (len(kept) == 1 and len(kept[0][1]) < 2):
         return None
-    if len(tokens) == 1 and len(tokens[0][1]) < 2:
-        return None
-    return tokens[0][0], " ".join(t for _, t in tokens)
+    return kept[0][0], " ".join(t for _, t in kept)
 
 
 def _capitalised_runs(text: str) -> list[tuple[int, str]]:
@@ -287,9 +302,13 @@ def default_extractor(text: str) -> list[str]:
 
     Finds quoted strings, runs of capitalised words (dropping sentence-initial function words:
     "Tell me about Acme Corp" gives ``["Acme Corp"]``), emails, URL hosts and bare domains,
-    ``@handles``, ``#tags`` and Neotoma entity ids. The caller caps the count
-    (``max_identifiers``).
+    ``@handles``, ``#tags`` and Neotoma entity ids, from the first
+    :data:`MAX_EXTRACT_CHARS` characters. Linear in the length of the text. The caller caps
+    the count (``max_identifiers``).
     """
+    # Identifiers are ranked by position and capped (max_identifiers), so a long message's
+    # tail would rarely contribute; scanning a bounded prefix keeps extraction cheap.
+    text = text[:MAX_EXTRACT_CHARS]
     found: list[tuple[int, str]] = []
     spans: list[tuple[int, int]] = []
 
@@ -330,7 +349,8 @@ def default_extractor(text: str) -> list[str]:
     for _, value in sorted(found, key=lambda item: item[0]):
         value = " ".join(value.split())
         key = value.casefold()
-        if value and key not in seen:
+        # A 500-character "name" is prose, and a useless substring needle.
+        if value and len(value) <= MAX_IDENTIFIER_CHARS and key not in seen:
             seen.add(key)
             result.append(value)
     return result

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import enum
 import time
-from collections.abc import AsyncIterable, AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterable, Mapping
 from contextlib import AbstractContextManager
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
@@ -282,15 +282,22 @@ class Turn:
             self._chunks.append(chunk)
             self._reply_cache = None
 
-    async def stream(self, source: AsyncIterable[str]) -> AsyncIterator[str]:
+    async def stream(self, source: AsyncIterable[str]) -> AsyncGenerator[str, None]:
         """Re-yield every chunk of ``source`` after appending it to the reply.
 
         A chunk is appended before it is handed on, so whatever the user was shown is in the
-        reply if the turn is cancelled a moment later.
+        reply if the turn is cancelled a moment later. Closing this stream early (wrap it in
+        ``contextlib.aclosing`` when you may leave the loop) closes ``source`` too.
         """
-        async for chunk in source:
-            self.append(chunk)
-            yield chunk
+        iterator = aiter(source)
+        try:
+            async for chunk in iterator:
+                self.append(chunk)
+                yield chunk
+        finally:
+            aclose = getattr(iterator, "aclose", None)
+            if aclose is not None:
+                await aclose()
 
     def cite(self, *entities: str | Entity) -> None:
         """Add REFERS_TO edges from the reply to these entities (ids or :class:`Entity`).
