@@ -113,6 +113,13 @@ async def test_changed_content_under_a_used_key_is_a_mismatch(transport: Transpo
     assert info.value.hint
 
 
+async def test_a_long_message_is_stored_byte_exact(transport: Transport) -> None:
+    content = "é" * (3 * 2**19) + "\u2028 end"  # 3 MiB of UTF-8: streamed, not buffered
+    stored = await transport.store([dict(USER, content=content)], idempotency_key="long")
+    snapshot = await transport.get_entity_snapshot(stored.entity_id(0))
+    assert snapshot.snapshot["content"] == content
+
+
 async def test_lookups(transport: Transport) -> None:
     acme, ana, _ = await _seed(transport)
     by_name = await transport.retrieve_entity_by_identifier("Acme Corp")

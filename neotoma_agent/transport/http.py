@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import enum
+import io
 import json
 import random
 import time
@@ -61,6 +62,9 @@ from neotoma_agent.transport._base import (
 __all__ = ["HttpTransport", "RetryPolicy"]
 
 _log = structlog.get_logger("neotoma_agent")
+
+#: bodies from this size on are sent as a stream (see _attempt)
+_STREAM_ABOVE = 2**20
 
 #: statuses a gateway or an overloaded server sends while the store itself is fine
 _RETRY_STATUSES = frozenset({429, 502, 503, 504})
@@ -445,8 +449,11 @@ class HttpTransport:
         if self._token is not None:
             headers["Authorization"] = f"Bearer {self._token}"
         url = self._base_url + path
+        # aiohttp warns (ResourceWarning) when sending raw bytes over 1 MiB, as a reminder to
+        # stream them; a message may be that long, so large bodies go as a fresh stream.
+        data: bytes | io.BytesIO = payload if len(payload) < _STREAM_ABOVE else io.BytesIO(payload)
         try:
-            async with session.post(url, data=payload, headers=headers, timeout=timeout) as resp:
+            async with session.post(url, data=data, headers=headers, timeout=timeout) as resp:
                 raw = await resp.read()
                 status = resp.status
                 resp_headers = resp.headers  # case-insensitive, as HTTP headers are
