@@ -453,7 +453,13 @@ def test_trio_is_refused_with_a_clear_error() -> None:
 
 
 @pytest.mark.parametrize(
-    "url", ["ftp://example.invalid", "127.0.0.1:3080", "http://user:pw@127.0.0.1:3080"]
+    "url",
+    [
+        "ftp://example.invalid",
+        "127.0.0.1:3080",
+        "http://user:pw@127.0.0.1:3080",
+        "ftp://user:pw@example.invalid",
+    ],
 )
 def test_bad_base_urls_are_refused(url: str) -> None:
     with pytest.raises(ValueError, match="base_url") as info:

@@ -167,11 +167,11 @@ class HttpTransport:
         retry: RetryPolicy | None = None,
     ) -> None:
         parsed = urllib.parse.urlsplit(base_url)
-        if parsed.scheme not in ("http", "https") or not parsed.hostname:
-            raise ValueError(f"base_url must be an http(s) URL, got {base_url!r}")
         if parsed.username is not None or parsed.password is not None:
             # Credentials in the URL would leak into reprs and error messages.
             raise ValueError("base_url must not carry credentials; pass token= instead")
+        if parsed.scheme not in ("http", "https") or not parsed.hostname:
+            raise ValueError(f"base_url must be an http(s) URL, got {base_url!r}")
         if token is not None and not token:
             raise ValueError("token must be a non-empty string or None")
         if timeout <= 0 or connect_timeout <= 0:
