@@ -119,27 +119,40 @@ class DBThread:
 
     def _run_group(self, conn: sqlite3.Connection, group: list[Job[Any]]) -> None:
         try:
-            conn.execute("BEGIN IMMEDIATE")
-        except sqlite3.Error as exc:
+            self._commit_group(conn, group)
+        except BaseException as exc:  # the thread must outlive any one group
+            _log.error("embedded.group_failed", error=repr(exc), jobs=len(group))
+            if conn.in_transaction:
+                with contextlib.suppress(sqlite3.Error):
+                    conn.execute("ROLLBACK")
             for job in group:
-                job.error = exc
-                job._resolve()
-            return
+                if job.error is None:
+                    job.result = None
+                    job.error = exc
+        for job in group:
+            job._resolve()
+
+    def _commit_group(self, conn: sqlite3.Connection, group: list[Job[Any]]) -> None:
+        conn.execute("BEGIN IMMEDIATE")
+        done: list[Job[Any]] = []  # jobs whose writes wait for this group's commit
         for job in group:
             conn.execute("SAVEPOINT job")
             try:
                 job.result = job.fn(conn)
-            except BaseException as exc:
-                conn.execute("ROLLBACK TO job")
+            except BaseException as exc:  # delivered to the awaiting task
                 job.error = exc
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK TO job")
+            if not conn.in_transaction:
+                # SQLite rolled the whole transaction back (disk full, I/O error): the jobs
+                # before this one lost their writes too, so they fail with the same cause.
+                cause = job.error or sqlite3.OperationalError("transaction rolled back")
+                for earlier in done:
+                    earlier.result, earlier.error = None, cause
+                done.clear()
+                conn.execute("BEGIN IMMEDIATE")
+                continue
             conn.execute("RELEASE job")
-        try:
-            conn.execute("COMMIT")
-        except sqlite3.Error as exc:
-            _log.error("embedded.commit_failed", error=repr(exc), jobs=len(group))
-            conn.execute("ROLLBACK") if conn.in_transaction else None
-            for job in group:
-                if job.error is None:
-                    job.error = exc
-        for job in group:
-            job._resolve()
+            if job.error is None:
+                done.append(job)
+        conn.execute("COMMIT")

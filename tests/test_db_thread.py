@@ -1,0 +1,132 @@
+"""The owning DB thread: one savepoint per job, one commit per group, and no lost failures."""
+
+from __future__ import annotations
+
+import contextlib
+import sqlite3
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from neotoma_agent.transport._db_thread import DBThread, Job
+
+pytestmark = pytest.mark.anyio
+
+
+def _connect(path: Path) -> Callable[[], sqlite3.Connection]:
+    def connect() -> sqlite3.Connection:
+        conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        conn.execute("CREATE TABLE IF NOT EXISTS t (v TEXT PRIMARY KEY)")
+        return conn
+
+    return connect
+
+
+def _insert(value: str) -> Callable[[sqlite3.Connection], str]:
+    def fn(conn: sqlite3.Connection) -> str:
+        conn.execute("INSERT INTO t (v) VALUES (?)", (value,))
+        return value
+
+    return fn
+
+
+def _rows(path: Path) -> set[str]:
+    with sqlite3.connect(path) as conn:
+        return {r[0] for r in conn.execute("SELECT v FROM t")}
+
+
+async def _run_as_one_group(
+    thread: DBThread, fns: list[Callable[[sqlite3.Connection], Any]]
+) -> list[Job[Any]]:
+    """Queue ``fns`` while the thread is held by a blocking job, so they form one group."""
+    release = threading.Event()
+    held = threading.Event()
+
+    def hold(conn: sqlite3.Connection) -> None:
+        held.set()
+        release.wait(5)
+
+    blocker: Job[None] = Job(hold)
+    thread.submit(blocker)
+    await anyio.to_thread.run_sync(held.wait, 5)
+    jobs = [Job(fn) for fn in fns]
+    for job in jobs:
+        thread.submit(job)
+    release.set()
+    await blocker.wait()
+    for job in jobs:
+        # Outcomes are inspected through job.error by the tests.
+        with contextlib.suppress(Exception):
+            await job.wait()
+    return jobs
+
+
+async def test_a_failing_job_rolls_back_alone(tmp_path: Path) -> None:
+    path = tmp_path / "t.db"
+    thread = DBThread(_connect(path), "test")
+    try:
+
+        def fail(conn: sqlite3.Connection) -> None:
+            conn.execute("INSERT INTO t (v) VALUES ('half-written')")
+            raise ValueError("boom")
+
+        jobs = await _run_as_one_group(thread, [_insert("a"), fail, _insert("b")])
+        assert [j.error is None for j in jobs] == [True, False, True]
+        assert isinstance(jobs[1].error, ValueError)
+        assert _rows(path) == {"a", "b"}
+    finally:
+        thread.stop()
+
+
+async def test_a_vanished_transaction_fails_the_jobs_it_took_with_it(tmp_path: Path) -> None:
+    path = tmp_path / "t.db"
+    thread = DBThread(_connect(path), "test")
+    try:
+
+        def lose_transaction(conn: sqlite3.Connection) -> None:
+            # What SQLite does on some I/O errors: the whole transaction is rolled back.
+            conn.execute("ROLLBACK")
+            raise sqlite3.OperationalError("disk I/O error")
+
+        jobs = await _run_as_one_group(thread, [_insert("a"), lose_transaction, _insert("b")])
+        # "a" was in the rolled-back transaction: its caller must not be told it is stored.
+        assert isinstance(jobs[0].error, sqlite3.OperationalError)
+        assert isinstance(jobs[1].error, sqlite3.OperationalError)
+        assert jobs[2].error is None
+        assert _rows(path) == {"b"}
+    finally:
+        thread.stop()
+
+
+async def test_the_thread_survives_failures_and_serves_many_callers(tmp_path: Path) -> None:
+    path = tmp_path / "t.db"
+    thread = DBThread(_connect(path), "test")
+    try:
+        failed = Job(lambda conn: conn.execute("INSERT INTO nope VALUES (1)"))
+        thread.submit(failed)
+        with pytest.raises(sqlite3.OperationalError):
+            await failed.wait()
+
+        async def caller(i: int) -> None:
+            job = Job(_insert(f"v{i}"))
+            thread.submit(job)
+            assert await job.wait() == f"v{i}"
+
+        async with anyio.create_task_group() as tg:
+            for i in range(200):
+                tg.start_soon(caller, i)
+        assert len(_rows(path)) == 200
+    finally:
+        thread.stop()
+
+
+async def test_a_connect_failure_is_raised_to_the_opener(tmp_path: Path) -> None:
+    def connect() -> sqlite3.Connection:
+        raise sqlite3.OperationalError("unable to open database file")
+
+    with pytest.raises(sqlite3.OperationalError, match="unable to open"):
+        DBThread(connect, "test")
