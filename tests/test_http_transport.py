@@ -7,9 +7,11 @@ format going out and the parsing of real answers coming back.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 import random
+import re
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -19,6 +21,12 @@ import pytest
 import structlog
 from aiohttp import web
 
+from neotoma_agent._envelopes import (
+    envelope_of,
+    error_code,
+    error_from_response,
+    parse_retry_after,
+)
 from neotoma_agent.exceptions import (
     APIError,
     AuthenticationError,
@@ -543,3 +551,55 @@ def _no_global_random_state_leak() -> Iterator[None]:
     state = random.getstate()
     yield
     random.setstate(state)
+
+
+# --- envelopes, both ways --------------------------------------------------------------------
+
+_ERROR_SAMPLES = [
+    "c_store_same_key_different_content",
+    "e1b_store_target_entity_id_bad_format",
+    "e2c_create_relationship_bad_type",
+    "e6b_get_entity_snapshot_unknown",
+    "f3b_store_conversation_without_conversation_id_again",
+    "g2_invalid_bearer",
+    "g2d_missing_bearer_with_xff",
+    "g4_entity_without_entity_type",
+    "g4e_retrieve_missing_identifier",
+    "g4f_store_unknown_top_level_field",
+]
+
+
+@pytest.mark.parametrize("name", _ERROR_SAMPLES)
+def test_an_error_envelope_survives_the_round_trip(name: str) -> None:
+    _, response = sample(name)
+    error = error_from_response(response["status"], response["body"], response["headers"])
+    assert error.status == response["status"]
+    assert error.code == error_code(response["body"])
+    # What the dev server sends for that error is exactly what the server sent.
+    assert envelope_of(error) == response["body"]
+
+
+def test_an_error_without_a_body_gets_a_flat_envelope() -> None:
+    body = envelope_of(NotFoundError("Entity not found", status=404))
+    assert body["error_code"] == "RESOURCE_NOT_FOUND"
+    assert body["message"] == "Entity not found"
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", body["timestamp"])
+
+
+@pytest.mark.parametrize(
+    ("header", "seconds"),
+    [
+        ("60", 60.0),
+        (" 1.5 ", 1.5),
+        ("-3", 0.0),
+        ("Wed, 21 Oct 2015 07:28:30 GMT", 30.0),
+        ("Wed, 21 Oct 2015 07:27:00 GMT", 0.0),
+        ("soon", None),
+        ("", None),
+        (None, None),
+        ("nan", None),
+    ],
+)
+def test_retry_after_header_values(header: str | None, seconds: float | None) -> None:
+    now = dt.datetime(2015, 10, 21, 7, 28, 0, tzinfo=dt.timezone.utc)
+    assert parse_retry_after(header, now=now) == seconds
