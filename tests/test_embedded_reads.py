@@ -430,3 +430,53 @@ async def test_lookup_refuses_a_by_that_is_not_a_field_name(store: EmbeddedStore
 async def test_lookup_of_a_blank_identifier_matches_nothing(store: EmbeddedStore) -> None:
     await put(store, "k", {"entity_type": "company", "name": "Acme Corp"})
     assert (await store.retrieve_entity_by_identifier("   ")).match_mode == "none"
+
+
+# -- pass 2 against a brute-force scan --------------------------------------------------------
+
+WORDS = (
+    "acme", "labs", "zeta", "com", "ion", "Émile", "Straße", "İstanbul", "naïve", "o'brien",
+    "x-ray", "a.b", "quote\"d", "star*", "(paren)", "NEAR", "AND", "日本語", "ab", "abc",
+)  # fmt: skip
+
+
+async def test_substring_lookup_agrees_with_a_scan_of_canonical_names(
+    store: EmbeddedStore,
+) -> None:
+    rng = random.Random(20261130)
+    entities: list[dict[str, Any]] = []
+    for i in range(120):
+        name = " ".join(rng.choice(WORDS) for _ in range(rng.randint(1, 3)))
+        kind = rng.choice(("company", "widget", "conversation", "conversation_message"))
+        if kind == "conversation":
+            entities.append({"entity_type": kind, "conversation_id": f"{name} {i}"})
+        elif kind == "conversation_message":
+            entities.append({"entity_type": kind, "role": "user", "turn_key": f"{name}:{i}"})
+        else:
+            entities.append({"entity_type": kind, "name": f"{name} {i}"})
+    await store.store(entities, idempotency_key="names")
+    names = {
+        e.entity_id: e.canonical_name or ""
+        for e in (await store.query_entities(limit=500)).entities
+    }
+    assert len(names) == 120
+
+    needles = [rng.choice(WORDS) for _ in range(20)]
+    for _ in range(80):
+        text = rng.choice(list(names.values())).lower()
+        start = rng.randrange(len(text))
+        needles.append(text[start : start + rng.randint(1, 9)])
+    needles += ["zz", "q", "labs 1", "ACME LABS", ":", "  acme  "]
+    for needle in needles:
+        wanted = needle.strip().lower().replace(",", "")
+        if not wanted:
+            continue
+        expected = sorted(
+            ((name, entity_id) for entity_id, name in names.items() if wanted in name.lower()),
+        )[:100]
+        result = await store.retrieve_entity_by_identifier(needle)
+        if expected:
+            assert result.match_mode == "direct", needle
+            assert [(e.canonical_name, e.id) for e in result.entities] == expected, needle
+        else:
+            assert result.match_mode != "direct", needle

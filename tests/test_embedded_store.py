@@ -742,3 +742,53 @@ async def test_store_with_commit_false_writes_nothing(store: EmbeddedStore) -> N
     with pytest.raises(ValidationError):
         await store.request("store", body)
     assert await entity_count(store) == 0
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        pytest.param({"observation_source": "gossip"}, id="unknown_observation_source"),
+        pytest.param({"source_priority": "high"}, id="non_integer_source_priority"),
+        pytest.param({"source_priority": True}, id="boolean_source_priority"),
+    ],
+)
+async def test_bad_store_options_are_refused(store: EmbeddedStore, options: dict[str, Any]) -> None:
+    body = {"entities": [{"entity_type": "note", "title": "x"}], "idempotency_key": "k", **options}
+    with pytest.raises(ValidationError):
+        await store.request("store", body)
+    assert await entity_count(store) == 0
+
+
+async def test_store_records_source_priority_and_observation_source(store: EmbeddedStore) -> None:
+    result = await store.store(
+        [{"entity_type": "note", "title": "x"}],
+        idempotency_key="k",
+        source_priority=250,
+        observation_source="human",
+    )
+    (obs,) = (await store.list_observations(result.entities[0].entity_id)).observations
+    assert (obs.source_priority, obs.observation_source) == (250, "human")
+
+
+async def test_an_entity_twice_in_one_batch_gets_both_observations_in_order(
+    store: EmbeddedStore,
+) -> None:
+    message = {"entity_type": "conversation_message", "role": "user", "turn_key": "c:1"}
+    result = await store.store(
+        [{**message, "content": "A"}, {**message, "content": "B"}, {**message, "content": "A"}],
+        idempotency_key="k",
+    )
+    assert [e.action for e in result.entities] == [
+        "created",
+        "matched_existing",
+        "matched_existing",
+    ]
+    assert result.entities_created == 1
+    assert result.observations_created == 3  # processed, as the server counts them
+    # The third element repeats the first from the same source: the same observation.
+    first, second, third = (e.observation_id for e in result.entities)
+    assert third == first != second
+    entity_id = result.entities[0].entity_id
+    snapshot = await store.get_entity_snapshot(entity_id)
+    assert (snapshot.snapshot["content"], snapshot.observation_count) == ("B", 2)
+    assert [s.snapshot["content"] for s in result.entities if s.snapshot] == ["A", "B", "B"]
