@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 import sqlite3
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -176,14 +176,14 @@ async def traced(store: EmbeddedStore, body: dict[str, Any]) -> list[str]:
     """The top-level SQL statements one store runs on the store's own connection."""
     statements: list[str] = []
 
-    def trace(conn: sqlite3.Connection, on: object) -> None:
-        conn.set_trace_callback(statements.append if on else None)
+    def trace(conn: sqlite3.Connection, body: Mapping[str, Any]) -> None:
+        conn.set_trace_callback(statements.append if body["on"] else None)
 
-    await store._run(trace, True)
+    await store._run(trace, {"on": True})
     try:
         await store.store(**body)
     finally:
-        await store._run(trace, False)
+        await store._run(trace, {"on": False})
     # "-- ..." lines are the internals of virtual tables (FTS5 segment reads and merges).
     return [_shape(s) for s in statements if not s.startswith("--")]
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 import sqlite3
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -123,7 +123,7 @@ async def test_query_entities_pages_in_entity_id_order_with_a_full_total(
     store: EmbeddedStore,
 ) -> None:
     ids = await put(store, "k", *({"entity_type": "task", "title": f"T{i}"} for i in range(12)))
-    pages = []
+    pages: list[str] = []
     for offset in range(0, 12, 5):
         page = await store.query_entities(entity_type="task", limit=5, offset=offset)
         assert (page.total, page.limit, page.offset) == (12, 5, offset)
@@ -331,13 +331,13 @@ async def test_substring_lookup_uses_the_trigram_index(store: EmbeddedStore, db_
     await zeta_labs(store)
     statements: list[str] = []
 
-    def trace(conn: sqlite3.Connection, body: object) -> None:
-        conn.set_trace_callback(statements.append if body else None)
+    def trace(conn: sqlite3.Connection, body: Mapping[str, Any]) -> None:
+        conn.set_trace_callback(statements.append if body["on"] else None)
 
-    await store._run(trace, True)
+    await store._run(trace, {"on": True})
     await store.retrieve_entity_by_identifier("Zeta Labs 1")
     await store.query_entities(search="labs 1")
-    await store._run(trace, False)
+    await store._run(trace, {"on": False})
 
     plans: list[str] = []
     with sqlite3.connect(db_path) as conn:
