@@ -442,14 +442,17 @@ class NeotomaMemory:
         )
         return keys, _check_turn_number(turn_number), validate_user_extra(user_extra)
 
-    async def _retrieve(self, text: str) -> Retrieved:
+    async def _identifiers(self, text: str) -> list[str]:
         if len(text) > _INLINE_EXTRACT_CHARS:
             # Long texts (and whatever a custom extractor does with them) stay off the loop.
-            identifiers = await anyio.to_thread.run_sync(
+            return await anyio.to_thread.run_sync(
                 extract, text, self.extractor, self.max_identifiers
             )
-        else:
-            identifiers = extract(text, self.extractor, self.max_identifiers)
+        return extract(text, self.extractor, self.max_identifiers)
+
+    async def _retrieve(self, text: str, identifiers: list[str] | None = None) -> Retrieved:
+        if identifiers is None:
+            identifiers = await self._identifiers(text)
         retrieved = await retrieve(
             self.transport,
             identifiers,
@@ -515,12 +518,15 @@ class NeotomaMemory:
                 refers_to=refers_to,
             )
 
+        identifiers = await self._identifiers(user_message)
+
         async def run_retrieval() -> None:
             nonlocal retrieved
-            retrieved = await self._retrieve(user_message)
+            retrieved = await self._retrieve(user_message, identifiers)
 
         try:
-            if self.refers_to_on_enter:
+            if self.refers_to_on_enter or not identifiers:
+                # Nothing to overlap (or the edges must ride on this store): no task group.
                 await run_retrieval()
                 request = payload(retrieved.ids)
                 stored = await self._store(request, keys, "user")
@@ -608,6 +614,7 @@ class NeotomaMemory:
             self.settings,
             opened.keys,
             reply,
+            conversation_entity_id=opened.conversation_entity_id or None,
             user_message_id=opened.user_message_id or None,
             retrieved_ids=retrieved_ids,
             cited_ids=cited_ids,
@@ -643,6 +650,7 @@ class NeotomaMemory:
                 opened.keys,
                 partial_reply,
                 error_class,
+                conversation_entity_id=opened.conversation_entity_id or None,
                 user_message_id=opened.user_message_id or None,
                 retrieved_ids=retrieved_ids,
                 cited_ids=cited_ids,
@@ -710,23 +718,27 @@ class NeotomaMemory:
         if user_message_id is not None:
             validate_entity_id(user_message_id)
         elif ids:
-            user_message_id = await self._find_user_message(keys)
+            user_message_id = await self._find(keys.user_turn_key, "conversation_message")
+        conversation_entity_id = await self._find(self.conversation_id, "conversation")
         opened = _Opened(
             keys=keys,
             turn_number=_check_turn_number(turn_number),
             user_message_id=user_message_id or "",
-            conversation_entity_id="",
+            conversation_entity_id=conversation_entity_id or "",
             turn_record_id=None,
             replayed=False,
             prior_status=None,
         )
         return opened, Retrieved(tuple(_bare(i) for i in ids), EMPTY_RETRIEVAL.stats), None
 
-    async def _find_user_message(self, keys: TurnKeys) -> str | None:
-        # Without an entity_type the server matches the raw turn key as a substring of
-        # canonical names; keep only the exact message name.
-        wanted = f"conversation_message:{keys.user_turn_key}".casefold()
-        found = await self.transport.retrieve_entity_by_identifier(keys.user_turn_key, limit=100)
+    async def _find(self, key: str, entity_type: str) -> str | None:
+        """The id of the ``entity_type`` whose schema-rule name is ``{entity_type}:{key}``.
+
+        Without an entity_type the server matches the raw key as a substring of canonical
+        names (with one it would strip the key's punctuation first); keep the exact name.
+        """
+        wanted = f"{entity_type}:{key}".casefold()
+        found = await self.transport.retrieve_entity_by_identifier(key, limit=100)
         for entity in found.entities:
             if (entity.canonical_name or "").casefold() == wanted:
                 return entity.id

@@ -7,6 +7,11 @@ text and the status, built with a fixed key order: no clocks, no counters, and n
 results (retrieved ids travel only as relationships). Re-running a turn then replays instead
 of failing, whatever retrieval found the second time.
 
+The enter store creates the conversation entity; closing stores name it by id (an edge may
+name an existing entity), so a turn adds one observation to the conversation, not two. Only
+when its id is unknown (a turn closed by a process that never saw the enter store, and could
+not find the conversation) does a closing store carry the entity itself.
+
 Each builder returns a :class:`StorePayload`; its ``index`` attributes say which request
 element holds which entity, so callers read ids back with ``StoreResult.entity_id(index)``.
 """
@@ -197,11 +202,42 @@ def user_payload(
     )
 
 
+def _reply_part(
+    settings: ConversationSettings,
+    keys: TurnKeys,
+    reply: str,
+    record: dict[str, Any],
+    conversation_entity_id: str | None,
+    turn_number: int | None,
+    refers_to: Sequence[str],
+) -> tuple[list[Mapping[str, Any]], list[dict[str, Any]], dict[str, int]]:
+    # The assistant message, PART_OF the conversation (by id, or by index to the entity when
+    # the id is unknown), REFERS_TO ``refers_to``; and the turn record.
+    entities: list[Mapping[str, Any]] = []
+    indexes: dict[str, int] = {}
+    conversation: int | str
+    if conversation_entity_id is None:
+        indexes["conversation_index"] = len(entities)
+        entities.append(conversation_entity(settings))
+        conversation = indexes["conversation_index"]
+    else:
+        conversation = conversation_entity_id
+    assistant = indexes["assistant_index"] = len(entities)
+    entities.append(
+        message_entity("assistant", reply, keys.assistant_turn_key, turn_number=turn_number)
+    )
+    indexes["turn_record_index"] = len(entities)
+    entities.append(record)
+    relationships = [_edge("PART_OF", assistant, conversation), *_refers_to(assistant, refers_to)]
+    return entities, relationships, indexes
+
+
 def closing_payload(
     settings: ConversationSettings,
     keys: TurnKeys,
     reply: str,
     *,
+    conversation_entity_id: str | None,
     user_message_id: str | None,
     retrieved_ids: Sequence[str] = (),
     cited_ids: Sequence[str] = (),
@@ -213,24 +249,22 @@ def closing_payload(
     and cited entities; the user message (named by id) REFERS_TO the retrieved entities; the
     turn record becomes ``completed``.
     """
-    entities = (
-        conversation_entity(settings),
-        message_entity("assistant", reply, keys.assistant_turn_key, turn_number=turn_number),
+    entities, relationships, indexes = _reply_part(
+        settings,
+        keys,
+        reply,
         turn_record(keys, "completed"),
+        conversation_entity_id,
+        turn_number,
+        [*retrieved_ids, *cited_ids],
     )
-    relationships = [
-        _edge("PART_OF", 1, 0),
-        *_refers_to(1, [*retrieved_ids, *cited_ids]),
-    ]
     if user_message_id is not None:
         relationships += _refers_to(user_message_id, retrieved_ids)
     return StorePayload(
-        entities=entities,
+        entities=tuple(entities),
         relationships=tuple(relationships),
         idempotency_key=keys.idempotency_key("assistant"),
-        conversation_index=0,
-        assistant_index=1,
-        turn_record_index=2,
+        **indexes,
     )
 
 
@@ -240,6 +274,7 @@ def abandoned_payload(
     partial_reply: str,
     error_class: str,
     *,
+    conversation_entity_id: str | None,
     user_message_id: str | None,
     retrieved_ids: Sequence[str] = (),
     cited_ids: Sequence[str] = (),
@@ -252,28 +287,23 @@ def abandoned_payload(
     REFERS_TO edges, and when the user already saw part of a reply (``partial_reply`` is
     non-empty) the assistant message holds exactly that text: both halves or neither.
     """
-    relationships: list[dict[str, Any]] = []
+    record = turn_record(keys, "abandoned", error_class)
     if partial_reply:
-        entities: tuple[Mapping[str, Any], ...] = (
-            conversation_entity(settings),
-            message_entity(
-                "assistant", partial_reply, keys.assistant_turn_key, turn_number=turn_number
-            ),
-            turn_record(keys, "abandoned", error_class),
+        entities, relationships, indexes = _reply_part(
+            settings,
+            keys,
+            partial_reply,
+            record,
+            conversation_entity_id,
+            turn_number,
+            [*retrieved_ids, *cited_ids],
         )
-        relationships += [_edge("PART_OF", 1, 0), *_refers_to(1, [*retrieved_ids, *cited_ids])]
-        indexes: dict[str, int] = {
-            "conversation_index": 0,
-            "assistant_index": 1,
-            "turn_record_index": 2,
-        }
     else:
-        entities = (turn_record(keys, "abandoned", error_class),)
-        indexes = {"turn_record_index": 0}
+        entities, relationships, indexes = [record], [], {"turn_record_index": 0}
     if user_message_id is not None:
         relationships += _refers_to(user_message_id, retrieved_ids)
     return StorePayload(
-        entities=entities,
+        entities=tuple(entities),
         relationships=tuple(relationships),
         idempotency_key=idempotency_key or keys.idempotency_key("abandoned"),
         **indexes,

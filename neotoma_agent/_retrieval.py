@@ -530,31 +530,39 @@ async def retrieve(
         return Retrieved((), RetrievalStats(identifiers=len(identifiers)))
     results: dict[int, Sequence[Entity]] = {}
     failures = 0
-    limiter = anyio.Semaphore(max(1, max_concurrency))
+    # Only needed when there are more lookups than may run at once (it costs checkpoints).
+    limiter = anyio.Semaphore(max_concurrency) if len(identifiers) > max_concurrency else None
 
     async def lookup(index: int, identifier: str) -> None:
         nonlocal failures
-        async with limiter:
-            try:
-                answer: LookupResult = await transport.retrieve_entity_by_identifier(
-                    identifier, limit=lookup_limit
-                )
-            except Exception as exc:
-                failures += 1
-                # The identifier is user content: log its position, never its text.
-                logger.warning(
-                    "retrieval.lookup_failed",
-                    identifier_index=index,
-                    error_class=type(exc).__name__,
-                    error=str(exc),
-                )
-                return
+        if limiter is not None:
+            await limiter.acquire()
+        try:
+            answer: LookupResult = await transport.retrieve_entity_by_identifier(
+                identifier, limit=lookup_limit
+            )
+        except Exception as exc:
+            failures += 1
+            # The identifier is user content: log its position, never its text.
+            logger.warning(
+                "retrieval.lookup_failed",
+                identifier_index=index,
+                error_class=type(exc).__name__,
+                error=str(exc),
+            )
+            return
+        finally:
+            if limiter is not None:
+                limiter.release()
         results[index] = answer.entities
 
     with anyio.move_on_after(deadline_s) as deadline:
-        async with anyio.create_task_group() as tg:
-            for index, identifier in enumerate(identifiers):
-                tg.start_soon(lookup, index, identifier)
+        if len(identifiers) == 1:
+            await lookup(0, identifiers[0])
+        else:
+            async with anyio.create_task_group() as tg:
+                for index, identifier in enumerate(identifiers):
+                    tg.start_soon(lookup, index, identifier)
     timeouts = len(identifiers) - len(results) - failures
     if deadline.cancelled_caught:
         logger.warning("retrieval.timeout", deadline_s=deadline_s, unfinished=timeouts)

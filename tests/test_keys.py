@@ -140,14 +140,18 @@ async def test_a_non_str_message_raises_before_any_io(store: EmbeddedStore) -> N
 
 SETTINGS = ConversationSettings("chat-42", platform="tests", title="Trip")
 KEYS = TurnKeys("chat-42", "7")
+CONV = "ent_f15284c1f078e824e4e9bb3b"
 
 
 def test_entities_do_not_depend_on_retrieval_or_citations() -> None:
-    plain = closing_payload(SETTINGS, KEYS, "reply", user_message_id=None)
+    plain = closing_payload(
+        SETTINGS, KEYS, "reply", conversation_entity_id=CONV, user_message_id=None
+    )
     wired = closing_payload(
         SETTINGS,
         KEYS,
         "reply",
+        conversation_entity_id=CONV,
         user_message_id="ent_" + "1" * 24,
         retrieved_ids=["ent_" + "2" * 24],
         cited_ids=["ent_" + "3" * 24],
@@ -161,9 +165,20 @@ def test_payloads_are_a_pure_function_of_their_inputs() -> None:
     def build() -> list[str]:
         return [
             json.dumps(user_payload(SETTINGS, KEYS, "hi", user_extra={"b": 1, "a": 2}).entities),
-            json.dumps(closing_payload(SETTINGS, KEYS, "yo", user_message_id=None).entities),
             json.dumps(
-                abandoned_payload(SETTINGS, KEYS, "y", "ValueError", user_message_id=None).entities
+                closing_payload(
+                    SETTINGS, KEYS, "yo", conversation_entity_id=CONV, user_message_id=None
+                ).entities
+            ),
+            json.dumps(
+                abandoned_payload(
+                    SETTINGS,
+                    KEYS,
+                    "y",
+                    "ValueError",
+                    conversation_entity_id=CONV,
+                    user_message_id=None,
+                ).entities
             ),
             json.dumps(recorded_payload(SETTINGS, KEYS, "hi", "yo").entities),
         ]
@@ -174,13 +189,42 @@ def test_payloads_are_a_pure_function_of_their_inputs() -> None:
 
 
 def test_abandoned_payload_holds_the_partial_reply_only_when_there_is_one() -> None:
-    empty = abandoned_payload(SETTINGS, KEYS, "", "trio.Cancelled", user_message_id=None)
+    empty = abandoned_payload(
+        SETTINGS, KEYS, "", "trio.Cancelled", conversation_entity_id=CONV, user_message_id=None
+    )
     assert [e["entity_type"] for e in empty.entities] == ["conversation_turn"]
-    partial = abandoned_payload(SETTINGS, KEYS, "Hel", "trio.Cancelled", user_message_id=None)
+    partial = abandoned_payload(
+        SETTINGS, KEYS, "Hel", "trio.Cancelled", conversation_entity_id=CONV, user_message_id=None
+    )
     assert [e["entity_type"] for e in partial.entities] == [
+        "conversation_message",
+        "conversation_turn",
+    ]
+    assert partial.entities[1]["status"] == "abandoned"
+    assert partial.entities[1]["error_class"] == "trio.Cancelled"
+
+
+def test_closing_stores_name_the_conversation_by_id_when_they_know_it() -> None:
+    known = closing_payload(SETTINGS, KEYS, "r", conversation_entity_id=CONV, user_message_id=None)
+    assert [e["entity_type"] for e in known.entities] == [
+        "conversation_message",
+        "conversation_turn",
+    ]
+    assert known.relationships[0] == {
+        "relationship_type": "PART_OF",
+        "source_index": 0,
+        "target_entity_id": CONV,
+    }
+    unknown = closing_payload(
+        SETTINGS, KEYS, "r", conversation_entity_id=None, user_message_id=None
+    )
+    assert [e["entity_type"] for e in unknown.entities] == [
         "conversation",
         "conversation_message",
         "conversation_turn",
     ]
-    assert partial.entities[2]["status"] == "abandoned"
-    assert partial.entities[2]["error_class"] == "trio.Cancelled"
+    assert unknown.relationships[0] == {
+        "relationship_type": "PART_OF",
+        "source_index": 1,
+        "target_index": 0,
+    }

@@ -22,7 +22,7 @@ from turn_support import (
 from neotoma_agent._memory import NeotomaMemory, OpenTurn
 from neotoma_agent._turn import TurnState
 from neotoma_agent.exceptions import IdempotencyMismatchError, TurnStateError
-from neotoma_agent.testing import RecordingTransport
+from neotoma_agent.testing import FaultyTransport, RecordingTransport
 from neotoma_agent.transport.embedded import EmbeddedStore
 
 __all__ = ["db_path", "store"]  # fixtures
@@ -192,7 +192,8 @@ async def test_a_turn_costs_two_stores_and_lookups_overlap_the_user_store(
     store: EmbeddedStore,
 ) -> None:
     await seed(store, "Acme Corp", "Globex", "Initech")
-    recorder = RecordingTransport(store)
+    # Slow stores: run one after the other, lookups and the user store could not overlap.
+    recorder = RecordingTransport(FaultyTransport(store).delay("store", 0.05))
     async with memory(recorder).turn("Compare Acme Corp, Globex and Initech") as t:
         t.reply = "..."
     stores = recorder.calls_to("store")
