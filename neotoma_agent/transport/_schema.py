@@ -114,6 +114,22 @@ class SchemaTooNewError(RuntimeError):
     """The file was written by a newer release of neotoma-agent."""
 
 
+def _statements(script: str) -> list[str]:
+    """Split a script into statements (``executescript`` would commit our transaction).
+
+    A ``;`` inside a comment or a string does not end a statement: SQLite decides.
+    """
+    out: list[str] = []
+    pending = ""
+    for part in script.split(";"):
+        pending += part + ";"
+        if sqlite3.complete_statement(pending):
+            if pending.strip(" \t\n;"):
+                out.append(pending)
+            pending = ""
+    return out
+
+
 def migrate(conn: sqlite3.Connection) -> int:
     """Bring the schema up to ``SCHEMA_VERSION``; return the version found on disk."""
     found = int(conn.execute("PRAGMA user_version").fetchone()[0])
@@ -127,9 +143,8 @@ def migrate(conn: sqlite3.Connection) -> int:
     conn.execute("BEGIN IMMEDIATE")
     try:
         for version in range(found, SCHEMA_VERSION):
-            for statement in MIGRATIONS[version].split(";"):
-                if statement.strip():
-                    conn.execute(statement)
+            for statement in _statements(MIGRATIONS[version]):
+                conn.execute(statement)
         # PRAGMA cannot take a parameter; the value is our own integer.
         conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         conn.execute("COMMIT")
