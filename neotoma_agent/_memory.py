@@ -47,7 +47,7 @@ from ._payloads import (
 )
 from ._retrieval import EMPTY_RETRIEVAL, Extractor, RetrievalStats, Retrieved, extract, retrieve
 from ._turn import Turn, TurnResult, TurnState, _CloseOutcome, close_failure, error_class_name
-from .exceptions import IdempotencyMismatchError, TurnCloseError
+from .exceptions import IdempotencyMismatchError
 from .transport._base import Entity, StoreResult, Transport
 
 __all__ = ["NeotomaMemory", "OpenTurn"]
@@ -106,14 +106,16 @@ def _positive(name: str) -> Any:
     return check
 
 
-def _timeout(name: str) -> Any:
+def _timeout(name: str, *, optional: bool) -> Any:
     def check(_: Any, __: Any, value: Any) -> None:
-        if value is None:
+        if value is None and optional:
             return
+        # `not value > 0` also refuses NaN.
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
             raise ValueError(f"{name} must be a positive number of seconds, got {value!r}")
-        if math.isnan(value):
-            raise ValueError(f"{name} must not be NaN")
+        if not optional and math.isinf(value):
+            # The closing store runs shielded; without a deadline it could hang shutdown.
+            raise ValueError(f"{name} must be finite")
 
     return check
 
@@ -188,11 +190,11 @@ class NeotomaMemory:
         default=4, kw_only=True, validator=_positive("max_concurrency")
     )
     retrieval_timeout: float | None = attrs.field(
-        default=3.0, kw_only=True, validator=_timeout("retrieval_timeout")
+        default=3.0, kw_only=True, validator=_timeout("retrieval_timeout", optional=True)
     )
     lookup_limit: int = attrs.field(default=25, kw_only=True, validator=_positive("lookup_limit"))
     close_timeout: float = attrs.field(
-        default=10.0, kw_only=True, validator=_timeout("close_timeout")
+        default=10.0, kw_only=True, validator=_timeout("close_timeout", optional=False)
     )
     extractor: Extractor | None = attrs.field(default=None, kw_only=True)
     refers_to_on_enter: bool = attrs.field(default=False, kw_only=True)
@@ -240,7 +242,11 @@ class NeotomaMemory:
         user_extra: Mapping[str, Any] | None = None,
         revision: int | None = None,
     ) -> OpenTurn:
-        """The enter phase alone: retrieval and the user store. Close with ``close_turn``."""
+        """The enter phase alone: retrieval and the user store.
+
+        Finish the turn with ``close_turn`` (or ``abandon_turn``): until then this memory keeps
+        the :class:`OpenTurn` so that the closing store can write the user message's edges.
+        """
         keys, turn_number, extra = self._prepare(
             user_message, turn_id, turn_number, user_extra, revision
         )
@@ -285,11 +291,11 @@ class NeotomaMemory:
         is closed too: pass ``retrieved_ids`` (and ``user_message_id`` if known) so the user
         message's edges are written. Raises :class:`TurnCloseError` if the store fails.
         """
+        cited = tuple(validate_entity_id(e.id if isinstance(e, Entity) else e) for e in refers_to)
+        reply = _check_text("assistant_message", assistant_message)
         opened, retrieved, handle = await self._resume(
             turn_id, user_message_id, retrieved_ids, revision, turn_number
         )
-        cited = tuple(validate_entity_id(e.id if isinstance(e, Entity) else e) for e in refers_to)
-        reply = _check_text("assistant_message", assistant_message)
         started = time.perf_counter()
         with structlog.contextvars.bound_contextvars(
             conversation_id=self.conversation_id, turn_id=opened.keys.turn_id
@@ -331,12 +337,12 @@ class NeotomaMemory:
         ``error`` is the exception (or its class name); ``partial_reply`` is whatever the
         user was already shown, stored exactly as the assistant message when non-empty.
         """
-        opened, retrieved, handle = await self._resume(
-            turn_id, user_message_id, retrieved_ids, revision, turn_number
-        )
         cited = tuple(validate_entity_id(e.id if isinstance(e, Entity) else e) for e in refers_to)
         partial = _check_text("partial_reply", partial_reply)
         error_class = error if isinstance(error, str) else error_class_name(error)
+        opened, retrieved, handle = await self._resume(
+            turn_id, user_message_id, retrieved_ids, revision, turn_number
+        )
         started = time.perf_counter()
         with structlog.contextvars.bound_contextvars(
             conversation_id=self.conversation_id, turn_id=opened.keys.turn_id
@@ -564,8 +570,17 @@ class NeotomaMemory:
             raise store_error
         assert stored is not None
         opened = self._opened(keys, turn_number, stored, request)
-        if not opened.user_message_id:
-            raise TurnCloseError("the user store did not return the user message's id")
+        if not opened.user_message_id or not opened.conversation_entity_id:
+            # An answer we could not align to the request: ask the store by name instead.
+            opened = attrs.evolve(
+                opened,
+                user_message_id=opened.user_message_id
+                or await self._find(keys.user_turn_key, "conversation_message")
+                or "",
+                conversation_entity_id=opened.conversation_entity_id
+                or await self._find(self.conversation_id, "conversation")
+                or "",
+            )
         logger.info(
             "turn.opened",
             user_message_id=opened.user_message_id,
@@ -712,9 +727,11 @@ class NeotomaMemory:
                 return opened, Retrieved(handle.retrieved, handle.retrieval), handle
             ids = tuple(validate_entity_id(i) for i in retrieved_ids)
             return opened, Retrieved(tuple(_bare(i) for i in ids), handle.retrieval), handle
-        assert isinstance(turn, str)
+        assert isinstance(turn, str)  # an OpenTurn always has a handle
+        # Everything that can be refused is refused before the lookups below.
         keys = turn_keys(self.conversation_id, turn, revision)
         ids = tuple(validate_entity_id(i) for i in (retrieved_ids or ()))
+        turn_number = _check_turn_number(turn_number)
         if user_message_id is not None:
             validate_entity_id(user_message_id)
         elif ids:
@@ -722,7 +739,7 @@ class NeotomaMemory:
         conversation_entity_id = await self._find(self.conversation_id, "conversation")
         opened = _Opened(
             keys=keys,
-            turn_number=_check_turn_number(turn_number),
+            turn_number=turn_number,
             user_message_id=user_message_id or "",
             conversation_entity_id=conversation_entity_id or "",
             turn_record_id=None,

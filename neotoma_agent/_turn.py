@@ -9,6 +9,13 @@ A turn is an explicit state machine::
 ``opening`` runs bounded retrieval and the user store concurrently; ``open`` is the body;
 ``closing`` is one shielded store under a deadline (``close_timeout``), so that neither a
 cancellation nor a hung store can skip it or hang the caller. A turn is entered once.
+
+``failed`` from ``opening``: the user store failed (its error propagates; the body never ran)
+or the enter was cancelled (if the user message was already written, the turn is recorded as
+abandoned first). ``failed`` from ``closing``: the closing store failed or hit
+``close_timeout``; after a normal body that raises :class:`TurnCloseError` (or
+:class:`IdempotencyMismatchError`), after a failed body the body's error propagates and the
+failure is logged at ERROR. ``t.result.close_error`` holds the cause.
 """
 
 from __future__ import annotations
@@ -51,7 +58,8 @@ class TurnState(enum.Enum):
     CLOSED = "closed"
     #: the body raised or was cancelled; the turn record says ``abandoned``
     ABANDONED = "abandoned"
-    #: the user store or the closing store failed (the error was raised)
+    #: the turn could not be stored as planned: the user store failed (or the enter was
+    #: cancelled), or the closing store failed
     FAILED = "failed"
 
 

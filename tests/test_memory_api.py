@@ -360,6 +360,22 @@ def test_memory_settings_are_validated() -> None:
         NeotomaMemory(inner, conversation_id="")
     with pytest.raises(ValueError, match="retrieval_limit"):
         NeotomaMemory(inner, conversation_id="c", retrieval_limit=0)
-    with pytest.raises(ValueError, match="close_timeout"):
-        NeotomaMemory(inner, conversation_id="c", close_timeout=0)
+    for bad in (0, -1, float("nan"), float("inf"), None):
+        with pytest.raises(ValueError, match="close_timeout"):
+            NeotomaMemory(inner, conversation_id="c", close_timeout=bad)  # type: ignore[arg-type]
+    assert (
+        NeotomaMemory(inner, conversation_id="c", retrieval_timeout=None).retrieval_timeout is None
+    )
     anyio.run(inner.aclose)
+
+
+async def test_close_turn_refuses_bad_arguments_before_any_io(store: EmbeddedStore) -> None:
+    recorder = RecordingTransport(store)
+    mem = memory(recorder)
+    with pytest.raises(ValueError, match="entity id"):
+        await mem.close_turn("t1", "reply", refers_to=["acme"])
+    with pytest.raises(TypeError, match="assistant_message"):
+        await mem.close_turn("t1", None)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="turn_id"):
+        await mem.close_turn("a:b", "reply")
+    assert recorder.calls == []

@@ -259,3 +259,24 @@ async def test_non_str_chunks_are_refused_and_abandon_the_turn(store: EmbeddedSt
     assert (await assert_no_orphan(store, "t1"))["status"] == "abandoned"
     stored = await messages(store, t.conversation_entity_id)
     assert stored["chat-1:t1:assistant"]["content"] == "fine "
+
+
+async def test_a_turn_abandoned_twice_differently_records_both(store: EmbeddedStore) -> None:
+    mem = memory(store)
+    for partial in ("First try", "Second, longer try"):
+        t = mem.turn("hello", turn_id="t1")
+
+        async def body(t: Any = t, partial: str = partial) -> None:
+            async with t:
+                t.reply = partial
+                raise Boom
+
+        with pytest.raises(Boom):
+            await body()
+        assert t.result.stored_status == "abandoned"
+    assert (await assert_no_orphan(store, "t1"))["status"] == "abandoned"
+    stored = await messages(store, t.conversation_entity_id)
+    assistant = stored["chat-1:t1:assistant"]
+    assert assistant["content"] == "Second, longer try"
+    observed = (await store.list_observations(assistant["id"])).observations
+    assert {o.fields["content"] for o in observed} == {"First try", "Second, longer try"}
