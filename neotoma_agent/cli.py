@@ -1,5 +1,9 @@
 """The ``neotoma-agent`` command line.
 
+This module builds the parser (the global options) and dispatches; each subcommand lives
+in its own ``_cli_<name>.py`` module with a ``register(subparsers)`` function that adds its
+parser and sets ``func(args) -> int``.
+
 Rendering of log events is configured here, for the command line only: the library itself
 never calls ``structlog.configure()``.
 """
@@ -7,38 +11,55 @@ never calls ``structlog.configure()``.
 from __future__ import annotations
 
 import argparse
+import importlib
 import logging
 import os
 import sys
-from collections.abc import Sequence
-from pathlib import Path
+import traceback
+from collections.abc import MutableMapping, Sequence
 
+from ._cli_common import CLIError, default_db_path, explain
 from ._version import __version__
-from .exceptions import NeotomaError
 
-__all__ = ["main"]
+__all__ = ["build_parser", "default_db_path", "main"]
 
+#: subcommand modules, in the order ``--help`` lists them; ``audit`` is optional
+_COMMANDS = (
+    "_cli_demo",
+    "_cli_chat",
+    "_cli_show",
+    "_cli_import",
+    "_cli_stats",
+    "_cli_audit",
+    "_cli_serve",
+)
+_OPTIONAL = frozenset({"_cli_audit"})
 
-def default_db_path() -> Path:
-    """``$NEOTOMA_AGENT_DB``, else ``neotoma-agent/memory.db`` in the per-user data directory."""
-    env = os.environ.get("NEOTOMA_AGENT_DB")
-    if env:
-        return Path(env).expanduser()
-    if sys.platform == "win32":  # pragma: no cover - not exercised in CI
-        base = Path(os.environ.get("LOCALAPPDATA", Path.home() / "AppData" / "Local"))
-    elif sys.platform == "darwin":  # pragma: no cover
-        base = Path.home() / "Library" / "Application Support"
-    else:
-        base = Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share")
-    return base / "neotoma-agent" / "memory.db"
+_LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
+
+_EPILOG = """\
+The store is the SQLite file in --db (default: $NEOTOMA_AGENT_DB, else a per-user data
+directory), or a Neotoma server with --url (default: $NEOTOMA_URL) and --token (default:
+$NEOTOMA_TOKEN). Global options may come before or after the command.
+
+Start with:  neotoma-agent demo
+"""
 
 
 def _configure_logging(level: str, as_json: bool) -> None:
     import structlog
 
     numeric = logging.getLevelName(level.upper())
-    if not isinstance(numeric, int):
-        raise SystemExit(f"error: unknown log level {level!r}")
+
+    def quiet_retries(
+        logger: object, method: str, event: MutableMapping[str, object]
+    ) -> MutableMapping[str, object]:
+        # A retried request is routine (and a final failure is reported as an error line),
+        # so the command line shows retries from --log-level info on, not at warning.
+        if event.get("event") == "transport.retry" and numeric > logging.INFO:
+            raise structlog.DropEvent
+        return event
+
     renderer: structlog.typing.Processor = (
         structlog.processors.JSONRenderer()
         if as_json
@@ -46,6 +67,7 @@ def _configure_logging(level: str, as_json: bool) -> None:
     )
     structlog.configure(
         processors=[
+            quiet_retries,
             structlog.contextvars.merge_contextvars,
             structlog.processors.add_log_level,
             structlog.processors.TimeStamper(fmt="iso", utc=True),
@@ -57,75 +79,129 @@ def _configure_logging(level: str, as_json: bool) -> None:
     )
 
 
-def _cmd_demo(args: argparse.Namespace) -> int:
-    import anyio
+def _add_global_options(parser: argparse.ArgumentParser, *, defaults: bool) -> None:
+    """The options every command takes.
 
-    from ._demo import run_demo
+    The top-level parser gets the real defaults; each subparser gets the same options with
+    suppressed defaults, so ``neotoma-agent show X --db f`` works like
+    ``neotoma-agent --db f show X`` without a subparser resetting what the top level parsed.
+    """
 
-    anyio.run(run_demo, str(args.db) if args.db else None)
-    return 0
+    def default(value: object) -> object:
+        return value if defaults else argparse.SUPPRESS
 
-
-def _cmd_serve(args: argparse.Namespace) -> int:
-    from .server import run_server
-
-    db = args.db if args.db is not None else default_db_path()
-    db.parent.mkdir(parents=True, exist_ok=True)
-    run_server(str(db), host=args.host, port=args.port, token=args.token)
-    return 0
+    existing = set(parser._option_string_actions)
+    options: list[tuple[str, dict[str, object]]] = [
+        (
+            "--db",
+            {
+                "metavar": "PATH",
+                "default": default(None),
+                "help": "store file (default: $NEOTOMA_AGENT_DB, else "
+                f"{default_db_path() if defaults else 'the per-user data directory'})",
+            },
+        ),
+        (
+            "--url",
+            {
+                "metavar": "URL",
+                "default": default(None),
+                "help": "use the Neotoma server at URL instead of the store file "
+                "(default: $NEOTOMA_URL)",
+            },
+        ),
+        (
+            "--token",
+            {
+                "metavar": "TOKEN",
+                "default": default(None),
+                "help": "bearer token for --url (default: $NEOTOMA_TOKEN); "
+                "for `serve`, the token clients must send",
+            },
+        ),
+        (
+            "--log-level",
+            {
+                "choices": _LOG_LEVELS,
+                "default": default(None),
+                "type": str.lower,
+                "help": "log events from this level on, to stderr (default: warning; "
+                "error for demo and chat, which report abandoned turns themselves)",
+            },
+        ),
+        (
+            "--log-json",
+            {
+                "action": "store_true",
+                "default": default(False),
+                "help": "log events as JSON lines",
+            },
+        ),
+    ]
+    group = parser.add_argument_group("global options")
+    for flag, kwargs in options:
+        if flag not in existing:
+            group.add_argument(flag, **kwargs)  # type: ignore[arg-type]
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The argument parser of ``neotoma-agent``."""
+    """The argument parser of ``neotoma-agent``, with every available subcommand."""
     parser = argparse.ArgumentParser(
         prog="neotoma-agent",
         description="Crash-safe Neotoma memory for LLM agent loops.",
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
-    parser.add_argument(
-        "--log-level", default="warning", help="debug, info, warning (default) or error"
-    )
-    parser.add_argument("--log-json", action="store_true", help="log events as JSON lines")
+    _add_global_options(parser, defaults=True)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-
-    demo = sub.add_parser(
-        "demo",
-        help="run a scripted conversation on the embedded store and show what was stored",
-    )
-    demo.add_argument(
-        "--db", type=Path, default=None, help="store file (default: a temporary file)"
-    )
-    demo.set_defaults(func=_cmd_demo)
-
-    serve = sub.add_parser("serve", help="serve an embedded store over Neotoma's REST API")
-    serve.add_argument("--db", type=Path, default=None, help="store file")
-    serve.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
-    serve.add_argument("--port", type=int, default=3080, help="port (default 3080)")
-    serve.add_argument(
-        "--token",
-        default=os.environ.get("NEOTOMA_TOKEN"),
-        help="require this bearer token (default $NEOTOMA_TOKEN)",
-    )
-    serve.set_defaults(func=_cmd_serve)
+    for name in _COMMANDS:
+        try:
+            module = importlib.import_module(f"{__package__}.{name}")
+        except ModuleNotFoundError as exc:
+            if name in _OPTIONAL and exc.name == f"{__package__}.{name}":
+                continue
+            raise
+        module.register(sub)
+    for subparser in sub.choices.values():
+        _add_global_options(subparser, defaults=False)
     return parser
 
 
+def _fail(error: CLIError) -> int:
+    print(f"neotoma-agent: error: {error.message}", file=sys.stderr)
+    if error.hint:
+        print(f"  hint: {error.hint}", file=sys.stderr)
+    return error.exit_code
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``neotoma-agent`` console script."""
+    """Entry point of the ``neotoma-agent`` console script; returns the exit status."""
     parser = build_parser()
     args = parser.parse_args(argv)
     if getattr(args, "func", None) is None:
         parser.print_help()
         return 2
+    args.log_level = args.log_level or getattr(args, "default_log_level", "warning")
     _configure_logging(args.log_level, args.log_json)
     try:
         return int(args.func(args))
     except KeyboardInterrupt:
+        print("neotoma-agent: interrupted", file=sys.stderr)
         return 130
-    except (NeotomaError, OSError, ValueError) as exc:
-        # User mistakes and unreachable stores get one line, not a traceback.
-        print(f"neotoma-agent: error: {exc}", file=sys.stderr)
+    except BrokenPipeError:
+        # `neotoma-agent show x | head`: the reader left; not an error worth a traceback.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
         return 1
+    except Exception as exc:
+        # User mistakes and unreachable stores get one line and a hint, not a traceback.
+        error = explain(exc, args)
+        if error is None:
+            raise
+        if args.log_level == "debug":
+            traceback.print_exc()
+        return _fail(error)
 
 
 if __name__ == "__main__":  # pragma: no cover

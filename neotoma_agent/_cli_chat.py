@@ -1,0 +1,354 @@
+"""``neotoma-agent chat``: a REPL where each line is one stored turn.
+
+The event loop (and the transport) run in a background thread through an anyio blocking
+portal; the main thread only reads lines and waits. So the terminal behaves as usual
+(line editing, Ctrl-D for end of input), and Ctrl-C during a reply never lands inside the
+library: it cancels the running turn from the outside, which records the turn as abandoned
+(keeping the partial reply the user saw), and the loop goes on.
+
+``--agent module:function`` (or ``path/to/file.py:function``) plugs in any agent function
+``(user_message, turn) -> reply``: sync (run in a worker thread), async, or an async
+generator that streams chunks; see :func:`neotoma_agent.wrap.with_memory`. The default is
+:func:`echo_agent`, which streams back the message and cites what retrieval found.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import importlib
+import importlib.util
+import os
+import re
+import shlex
+import signal
+import sys
+import time
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from types import FrameType
+from typing import Any, TextIO
+
+import anyio
+import anyio.from_thread
+import attrs
+
+from ._cli_common import CLIError, explain, open_transport, store_label
+from ._keys import validate_conversation_id
+from ._memory import NeotomaMemory
+from ._turn import Turn, TurnResult, TurnState
+from .transport._base import Entity
+from .wrap import AgentStream, MemoryAgent, with_memory
+
+__all__ = ["echo_agent", "load_agent", "register"]
+
+PLATFORM = "neotoma-agent chat"
+
+#: pause between the echo agent's chunks, so that a reply visibly streams
+_ECHO_CHUNK_DELAY = 0.02
+
+
+def entity_label(entity: Entity) -> str:
+    """``Acme Corp (company)``."""
+    return f"{entity.name} ({entity.entity_type})" if entity.entity_type else entity.name
+
+
+async def echo_agent(user_message: str, turn: Turn) -> AsyncIterator[str]:
+    """The default chat agent: says back what it heard and cites what memory found.
+
+    It streams its reply word by word and cites every retrieved entity, so each turn shows
+    the whole protocol (retrieval, a streamed reply, REFERS_TO edges) without any LLM.
+    """
+    if turn.retrieved:
+        turn.cite(*turn.retrieved)
+        found = ", ".join(entity_label(e) for e in turn.retrieved)
+        text = f'You said: "{user_message}". In memory I found: {found}.'
+    else:
+        text = f'You said: "{user_message}". I found nothing in memory about it yet.'
+    for chunk in re.findall(r"\S+\s*", text):
+        yield chunk
+        await anyio.sleep(_ECHO_CHUNK_DELAY)
+
+
+def load_agent(spec: str) -> Callable[..., Any]:
+    """The function ``module:function`` (or ``path/to/file.py:function``) names.
+
+    A module is imported with the current directory on ``sys.path``, as ``python -m``
+    would; the function part may be dotted (``module:Class.method``).
+    """
+    module_name, sep, attr_path = spec.rpartition(":")
+    if not sep or not module_name or not attr_path:
+        raise CLIError(
+            f"--agent must be module:function, got {spec!r}",
+            "e.g. --agent my_agent:reply, or --agent path/to/agent.py:reply",
+        )
+    if module_name.endswith(".py") or os.sep in module_name or "/" in module_name:
+        module = _import_file(Path(module_name))
+    else:
+        cwd = os.getcwd()
+        if cwd not in sys.path:
+            sys.path.insert(0, cwd)
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as exc:
+            if exc.name and module_name.startswith(exc.name):
+                raise CLIError(
+                    f"cannot import {module_name!r} for --agent: no such module",
+                    "run from the directory that holds it, or pass a file: "
+                    "--agent path/to/agent.py:function",
+                ) from exc
+            raise _import_failed(module_name, exc) from exc
+        except Exception as exc:
+            raise _import_failed(module_name, exc) from exc
+    target: Any = module
+    for part in attr_path.split("."):
+        try:
+            target = getattr(target, part)
+        except AttributeError:
+            raise CLIError(
+                f"{module_name!r} has no {attr_path!r} for --agent",
+                f"define `def {attr_path}(user_message, turn)` there, or name another function",
+            ) from None
+    if not callable(target):
+        raise CLIError(f"--agent {spec!r} is not callable ({type(target).__name__})")
+    return target  # type: ignore[no-any-return]
+
+
+def _import_failed(name: str, exc: BaseException) -> CLIError:
+    return CLIError(
+        f"importing {name!r} for --agent failed: {type(exc).__name__}: {exc}",
+        "--log-level debug shows the traceback",
+    )
+
+
+def _import_file(path: Path) -> Any:
+    if not path.is_file():
+        raise CLIError(f"cannot load --agent from {path}: no such file")
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    if spec is None or spec.loader is None:
+        raise CLIError(f"cannot load --agent from {path}: not a Python module")
+    module = importlib.util.module_from_spec(spec)
+    # Registered before running, so that dataclasses and pickling inside it work.
+    sys.modules.setdefault(path.stem, module)
+    try:
+        spec.loader.exec_module(module)
+    except Exception as exc:
+        raise _import_failed(str(path), exc) from exc
+    return module
+
+
+@attrs.define
+class _TurnRun:
+    """One turn in flight, shared by the loop thread and the main thread."""
+
+    stream: AgentStream | None = None
+    scope: anyio.CancelScope | None = None
+    cancel_requested: bool = False
+    error: Exception | None = None
+    cancelled: bool = False
+
+    async def cancel(self) -> None:
+        # Runs on the event loop thread (sent there by the main thread's SIGINT handler).
+        self.cancel_requested = True
+        if self.scope is not None:
+            self.scope.cancel()
+
+
+class _Chat:
+    def __init__(self, agent: MemoryAgent, out: TextIO) -> None:
+        self.agent = agent
+        self.out = out
+        self.stored = 0
+
+    def write(self, text: str) -> None:
+        self.out.write(text)
+        self.out.flush()
+
+    async def turn(self, line: str, run: _TurnRun) -> None:
+        stream = self.agent.stream(line)
+        run.stream = stream
+        started_reply = False
+        with anyio.CancelScope() as scope:
+            run.scope = scope
+            if run.cancel_requested:
+                scope.cancel()
+            try:
+                async with stream:
+                    found = stream.turn.retrieved
+                    if found:
+                        self.write(f"  memory: {', '.join(entity_label(e) for e in found)}\n")
+                    else:
+                        self.write("  memory: nothing found for this message\n")
+                    self.write("agent> ")
+                    started_reply = True
+                    async for chunk in stream:
+                        self.write(chunk)
+            except Exception as exc:
+                run.error = exc
+        run.cancelled = scope.cancelled_caught
+        if started_reply:
+            self.write("\n")
+        self._footer(stream, run)
+
+    def _footer(self, stream: AgentStream, run: _TurnRun) -> None:
+        turn = stream.turn
+        result: TurnResult | None = None
+        if turn.state in (TurnState.CLOSED, TurnState.ABANDONED, TurnState.FAILED):
+            try:
+                result = turn.result
+            except Exception:
+                result = None
+        if result is not None and result.status is TurnState.CLOSED:
+            self.stored += 1
+            refs = len(set(result.retrieved_ids) | set(result.cited_ids))
+            self.write(
+                f"  [stored turn {result.turn_id}: reply refers to "
+                f"{refs} entit{'y' if refs == 1 else 'ies'}{_lookup_trouble(result)}]\n"
+            )
+            return
+        if result is not None and result.status is TurnState.ABANDONED:
+            self.stored += 1
+            why = "stopped" if run.cancelled else f"agent failed: {_describe(run.error)}"
+            kept = (
+                f"the partial reply ({result.reply_chars} characters) is kept"
+                if result.reply_chars
+                else "no reply had been shown"
+            )
+            self.write(f"  [{why}: turn recorded as abandoned; {kept}]\n")
+            return
+        if run.cancelled:
+            self.write("  [stopped before the agent replied]\n")
+            return
+        error = run.error
+        explained = explain(error) if error is not None else None
+        message = explained.message if explained is not None else _describe(error)
+        self.write(f"  [not stored: {message}]\n")
+
+
+def _lookup_trouble(result: TurnResult) -> str:
+    # Retrieval never fails a turn; a lookup that failed or timed out is only skipped, so
+    # say so here (the log has the details at WARNING).
+    stats = result.retrieval
+    trouble = stats.failures + stats.timeouts
+    return f"; {trouble} lookup(s) failed or timed out and were skipped" if trouble else ""
+
+
+def _describe(error: BaseException | None) -> str:
+    if error is None:
+        return "unknown error"
+    return f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
+
+
+def _wait_for_turn(portal: anyio.from_thread.BlockingPortal, chat: _Chat, line: str) -> None:
+    """Run one turn on the loop thread; Ctrl-C meanwhile cancels it instead of the process."""
+    run = _TurnRun()
+    future = portal.start_task_soon(chat.turn, line, run)
+
+    def on_sigint(signum: int, frame: FrameType | None) -> None:
+        # A second Ctrl-C changes nothing: the abandoned store is already on its way, and
+        # it is bounded by close_timeout.
+        if not run.cancel_requested:
+            run.cancel_requested = True
+            portal.start_task_soon(run.cancel)
+
+    previous = signal.signal(signal.SIGINT, on_sigint)
+    try:
+        future.result()
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _new_conversation_id() -> str:
+    return time.strftime("chat-%Y%m%d-%H%M%S")
+
+
+def _show_command(args: argparse.Namespace, conversation_id: str) -> str:
+    parts = ["neotoma-agent", "show", conversation_id]
+    if args.url:
+        parts += ["--url", args.url]
+    elif args.db:
+        parts += ["--db", str(args.db)]
+    return shlex.join(parts)
+
+
+def register(subparsers: Any) -> None:
+    """Add the ``chat`` subcommand."""
+    parser = subparsers.add_parser(
+        "chat",
+        help="talk to an agent; each line is one stored turn",
+        description="An interactive loop: each line you type is one turn, stored with the "
+        "entities retrieval found for it and the agent's reply. Ctrl-C during a reply stops "
+        "it (the turn is recorded as abandoned, with the partial reply); Ctrl-D quits. "
+        "Lines can also be piped in.",
+    )
+    parser.add_argument(
+        "--agent",
+        metavar="MODULE:FUNCTION",
+        help="agent function (user_message, turn) -> reply: sync, async or async generator "
+        "(default: a built-in echo agent that cites what it found)",
+    )
+    parser.add_argument(
+        "--conversation",
+        metavar="ID",
+        help="conversation id to continue (default: a new chat-<date>-<time> id)",
+    )
+    parser.set_defaults(func=run, default_log_level="error")
+
+
+def run(args: argparse.Namespace, *, stdin: TextIO | None = None, out: TextIO | None = None) -> int:
+    """Read lines until end of input; 0 on a clean exit."""
+    agent_fn = load_agent(args.agent) if args.agent else echo_agent
+    conversation_id = args.conversation or _new_conversation_id()
+    try:
+        validate_conversation_id(conversation_id)
+    except ValueError as exc:
+        raise CLIError(f"bad --conversation: {exc}") from None
+    out = out or sys.stdout
+    stdin = stdin or sys.stdin
+    interactive = stdin.isatty()
+    where = store_label(args)
+    with contextlib.ExitStack() as stack:
+        portal = stack.enter_context(anyio.from_thread.start_blocking_portal(backend="asyncio"))
+        transport = stack.enter_context(portal.wrap_async_context_manager(open_transport(args)))
+        memory = NeotomaMemory(transport, conversation_id=conversation_id, platform=PLATFORM)
+        chat = _Chat(with_memory(agent_fn, memory=memory), out)
+        chat.write(
+            f"conversation {conversation_id} in {where}, "
+            f"agent: {args.agent or 'built-in echo agent'}\n"
+            "each line is one turn; Ctrl-C stops a reply, Ctrl-D quits\n"
+        )
+        _loop(portal, chat, stdin, interactive)
+    if chat.stored:
+        count = f"{chat.stored} turn{'s' if chat.stored != 1 else ''}"
+        out.write(f"stored {count}; read them back with: {_show_command(args, conversation_id)}\n")
+    return 0
+
+
+def _loop(
+    portal: anyio.from_thread.BlockingPortal, chat: _Chat, stdin: TextIO, interactive: bool
+) -> None:
+    while True:
+        try:
+            line = _read_line(stdin, chat.out, interactive)
+        except EOFError:
+            chat.write("\n")
+            return
+        except KeyboardInterrupt:
+            chat.write("\n(Ctrl-D quits)\n")
+            continue
+        if line.strip():
+            _wait_for_turn(portal, chat, line)
+
+
+def _read_line(stdin: TextIO, out: TextIO, interactive: bool) -> str:
+    if interactive and stdin is sys.stdin:
+        return input("you> ")
+    out.write("you> ")
+    out.flush()
+    line = stdin.readline()
+    if not line:
+        raise EOFError
+    line = line.rstrip("\r\n")
+    # Piped input is not echoed by a terminal: echo it, so the transcript reads well.
+    out.write(line + "\n")
+    return line

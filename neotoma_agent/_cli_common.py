@@ -1,0 +1,357 @@
+"""What every ``neotoma-agent`` subcommand shares: the store it talks to, errors, rendering.
+
+A subcommand module exposes ``register(subparsers)``, which adds its parser and sets
+``func(args) -> int`` with ``set_defaults``. The global options (``--db``, ``--url``,
+``--token``, ``--log-level``, ``--log-json``) are on every parser; :func:`open_transport`
+turns them into a transport.
+
+User mistakes (a store path that does not exist, a server that does not answer, a token it
+refuses) are raised as, or translated into, :class:`CLIError`: one line and a hint, never a
+traceback. Nothing here ever prints the token.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import sqlite3
+import sys
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, TextIO, TypeVar
+
+import anyio
+
+from .exceptions import (
+    APIError,
+    AuthenticationError,
+    ConnectionLost,
+    ConnectTimeout,
+    NeotomaError,
+    NotFoundError,
+    ReadTimeout,
+)
+from .transport._base import Transport
+
+__all__ = [
+    "CLIError",
+    "Progress",
+    "default_db_path",
+    "display_name",
+    "explain",
+    "gather_bounded",
+    "open_transport",
+    "print_json",
+    "resolve_token",
+    "resolve_url",
+    "run_async",
+    "store_error",
+    "store_label",
+]
+
+T = TypeVar("T")
+
+#: how many store reads a command keeps in flight at once
+READ_CONCURRENCY = 16
+
+
+class CLIError(Exception):
+    """A user-facing failure: one line of ``message`` and an optional ``hint``."""
+
+    def __init__(self, message: str, hint: str | None = None, *, exit_code: int = 1) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+        self.exit_code = exit_code
+
+
+def default_db_path() -> Path:
+    """``$NEOTOMA_AGENT_DB``, else ``neotoma-agent/memory.db`` in the per-user data directory."""
+    env = os.environ.get("NEOTOMA_AGENT_DB")
+    if env:
+        return Path(env).expanduser()
+    if sys.platform == "win32":  # pragma: no cover - not exercised in CI
+        base = Path(os.environ.get("LOCALAPPDATA", Path.home() / "AppData" / "Local"))
+    elif sys.platform == "darwin":  # pragma: no cover
+        base = Path.home() / "Library" / "Application Support"
+    else:
+        base = Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share")
+    return base / "neotoma-agent" / "memory.db"
+
+
+def db_path(args: argparse.Namespace) -> Path:
+    """The store file the embedded commands use: ``--db``, else :func:`default_db_path`."""
+    db = getattr(args, "db", None)
+    return Path(db).expanduser() if db else default_db_path()
+
+
+def _is_default_db(args: argparse.Namespace) -> bool:
+    return not getattr(args, "db", None) and not os.environ.get("NEOTOMA_AGENT_DB")
+
+
+def resolve_url(args: argparse.Namespace) -> str | None:
+    """The server to use, if any: ``--url``; else none if ``--db`` was given; else ``$NEOTOMA_URL``.
+
+    So an explicit option always beats the environment, and ``--db`` overrides a
+    ``NEOTOMA_URL`` exported for other tools.
+    """
+    url = getattr(args, "url", None)
+    if url:
+        if getattr(args, "db", None):
+            raise CLIError("pass either --db or --url, not both")
+        return str(url)
+    if getattr(args, "db", None):
+        return None
+    return os.environ.get("NEOTOMA_URL") or None
+
+
+def resolve_token(args: argparse.Namespace) -> str | None:
+    """``--token``, else ``$NEOTOMA_TOKEN``, else none."""
+    return getattr(args, "token", None) or os.environ.get("NEOTOMA_TOKEN") or None
+
+
+def store_label(args: argparse.Namespace) -> str:
+    """Where a command reads and writes, for humans: the server URL or the store file."""
+    url = resolve_url(args)
+    return url if url else str(db_path(args))
+
+
+@contextlib.asynccontextmanager
+async def open_transport(
+    args: argparse.Namespace, *, must_exist: bool = False
+) -> AsyncIterator[Transport]:
+    """The transport the global options name, closed when the block ends.
+
+    With ``--url`` (or ``$NEOTOMA_URL``): an :class:`~neotoma_agent.transport.http.HttpTransport`
+    with the ``--token`` (or ``$NEOTOMA_TOKEN``), if any. Otherwise the embedded store in
+    ``--db`` (or ``$NEOTOMA_AGENT_DB``, or the per-user data directory, which is created).
+    ``must_exist`` refuses to create a new, empty store file: reading one is a mistake.
+    """
+    url = resolve_url(args)
+    if url:
+        from .transport.http import HttpTransport
+
+        try:
+            transport = HttpTransport(url, token=resolve_token(args))
+        except ValueError as exc:
+            raise CLIError(
+                f"bad --url: {exc}", "pass the server root, e.g. http://127.0.0.1:3080"
+            ) from None
+        async with transport:
+            yield transport
+        return
+
+    from .transport.embedded import EmbeddedStore
+
+    path = db_path(args)
+    if must_exist and not path.exists():
+        raise CLIError(
+            f"no store at {path}",
+            "check --db (or NEOTOMA_AGENT_DB); `chat`, `import` and `demo --db` create one",
+        )
+    if _is_default_db(args):
+        path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        store = EmbeddedStore.open(path)
+    except (OSError, sqlite3.Error) as exc:
+        raise store_error(path, exc) from exc
+    async with store:
+        yield store
+
+
+def store_error(path: Path, exc: BaseException) -> CLIError:
+    """The one-line explanation of why the store file at ``path`` cannot be opened."""
+    if isinstance(exc, IsADirectoryError) or path.is_dir():
+        return CLIError(f"cannot open the store {path}: it is a directory", "pass a file path")
+    if isinstance(exc, FileNotFoundError):
+        return CLIError(
+            f"cannot open the store {path}: directory {path.parent} does not exist",
+            "create the directory, or pass --db with a file in an existing directory",
+        )
+    if isinstance(exc, PermissionError):
+        return CLIError(f"cannot open the store {path}: permission denied")
+    if isinstance(exc, sqlite3.DatabaseError):
+        return CLIError(
+            f"cannot open the store {path}: {exc}",
+            "--db must name a neotoma-agent store file (or a new file)",
+        )
+    return CLIError(f"cannot open the store {path}: {exc}")
+
+
+def explain(exc: BaseException, args: argparse.Namespace | None = None) -> CLIError | None:
+    """The one-line message (and hint) for an error a user can cause, or ``None`` for a bug."""
+    if isinstance(exc, CLIError):
+        return exc
+    nested = getattr(exc, "exceptions", None)
+    if isinstance(nested, tuple) and len(nested) == 1:
+        # One failure out of a task group: explain the failure, not the group.
+        return explain(nested[0], args)
+    try:
+        url = resolve_url(args) if args is not None else None
+    except CLIError:
+        url = None
+    where = f"the Neotoma server at {url}" if url else "the store"
+    if isinstance(exc, (ConnectionLost, ConnectTimeout)):
+        return CLIError(
+            f"cannot reach {where}",
+            "is it running? start a local one with `neotoma-agent serve`, "
+            "or check --url / NEOTOMA_URL",
+        )
+    if isinstance(exc, ReadTimeout):
+        return CLIError(f"{where} did not answer in time", "try again, or check the server")
+    if isinstance(exc, AuthenticationError):
+        has_token = args is not None and resolve_token(args) is not None
+        return CLIError(
+            f"{where} refused the credentials ({exc.status} {exc.code or 'unauthorized'})",
+            "check the token in --token / NEOTOMA_TOKEN"
+            if has_token
+            else "pass the server's token with --token or NEOTOMA_TOKEN",
+        )
+    if isinstance(exc, NotFoundError):
+        return CLIError(f"not found: {exc.message}")
+    if isinstance(exc, APIError):
+        return CLIError(f"{where} refused the request: {exc.message}", exc.hint)
+    if isinstance(exc, NeotomaError):
+        return CLIError(str(exc))
+    if isinstance(exc, sqlite3.Error):
+        path = db_path(args) if args is not None else Path("?")
+        return store_error(path, exc)
+    if isinstance(exc, OSError):
+        if exc.strerror and exc.filename:
+            return CLIError(f"{exc.strerror}: {exc.filename}")
+        return CLIError(str(exc))
+    if isinstance(exc, ValueError):
+        return CLIError(str(exc))
+    return None
+
+
+def run_async(fn: Callable[..., Awaitable[T]], *args: Any) -> T:
+    """Run one command's coroutine on a fresh asyncio loop (HttpTransport needs asyncio)."""
+    return anyio.run(fn, *args, backend="asyncio")
+
+
+async def gather_bounded(
+    calls: Sequence[Callable[[], Awaitable[T]]], limit: int = READ_CONCURRENCY
+) -> list[T]:
+    """Await every call, at most ``limit`` at a time; results in order.
+
+    The first failure cancels the rest and is raised as it is (not in an exception group),
+    so that the caller can explain it.
+    """
+    results: list[Any] = [None] * len(calls)
+    failure: list[BaseException] = []
+    limiter = anyio.CapacityLimiter(limit)
+
+    async def run(index: int, call: Callable[[], Awaitable[T]]) -> None:
+        async with limiter:
+            try:
+                results[index] = await call()
+            except Exception as exc:
+                if not failure:
+                    failure.append(exc)
+                tg.cancel_scope.cancel()
+
+    async with anyio.create_task_group() as tg:
+        for index, call in enumerate(calls):
+            tg.start_soon(run, index, call)
+    if failure:
+        raise failure[0]
+    return results
+
+
+def display_name(snapshot: Mapping[str, Any], canonical_name: str | None, entity_id: str) -> str:
+    """How an entity is named to a human: its name or title, else its canonical name, else id."""
+    for key in ("name", "title", "full_name", "legal_name", "email", "conversation_id"):
+        value = snapshot.get(key)
+        if isinstance(value, str) and value:
+            return value
+    return canonical_name or entity_id
+
+
+def print_json(value: object, out: TextIO | None = None) -> None:
+    """Pretty JSON on stdout (non-ASCII kept as is: it is the exact content)."""
+    stream = out or sys.stdout
+    stream.write(json.dumps(value, indent=2, ensure_ascii=False) + "\n")
+
+
+def _duration(seconds: float) -> str:
+    seconds = max(0, round(seconds))
+    hours, rest = divmod(seconds, 3600)
+    minutes, secs = divmod(rest, 60)
+    return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
+
+
+class Progress:
+    """A progress line with rate and ETA on a terminal; a plain line now and then otherwise.
+
+    On a TTY the line is redrawn in place (at most ten times a second); elsewhere (a log
+    file, CI) one line is written every ``interval`` seconds, so the output stays readable.
+    """
+
+    def __init__(
+        self,
+        total: int,
+        *,
+        label: str = "progress",
+        unit: str = "items",
+        stream: TextIO | None = None,
+        interval: float | None = None,
+    ) -> None:
+        self.total = total
+        self.label = label
+        self.unit = unit
+        self.stream = stream if stream is not None else sys.stderr
+        self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
+        self.interval = interval if interval is not None else (0.1 if self.tty else 5.0)
+        self.started = time.monotonic()
+        self._last = self.started
+        self._drawn = False
+        encoding = getattr(self.stream, "encoding", None) or "ascii"
+        try:
+            "█░".encode(encoding)
+            self._bar = ("█", "░")
+        except (UnicodeEncodeError, LookupError):
+            self._bar = ("#", "-")
+
+    def line(self, done: int) -> str:
+        """The progress text for ``done`` items (without the bar on a non-TTY)."""
+        elapsed = max(time.monotonic() - self.started, 1e-9)
+        rate = done / elapsed
+        parts = [self.label]
+        if self.tty and self.total:
+            width = 24
+            filled = min(width, int(width * done / self.total))
+            parts.append(self._bar[0] * filled + self._bar[1] * (width - filled))
+        parts.append(f"{done:,}/{self.total:,} {self.unit}")
+        if self.total:
+            parts.append(f"{100 * done / self.total:.0f}%")
+        parts.append(f"{rate:,.0f}/s")
+        if done and rate > 0 and self.total > done:
+            parts.append(f"ETA {_duration((self.total - done) / rate)}")
+        return "  ".join(parts)
+
+    def update(self, done: int) -> None:
+        """Report ``done`` items; drawn only if the interval has passed."""
+        now = time.monotonic()
+        if now - self._last < self.interval:
+            return
+        self._last = now
+        self._draw(done)
+
+    def _draw(self, done: int) -> None:
+        if self.tty:
+            self.stream.write("\r\x1b[2K" + self.line(done))
+            self._drawn = True
+        else:
+            self.stream.write(self.line(done) + "\n")
+        self.stream.flush()
+
+    def finish(self, done: int) -> None:
+        """Clear the TTY line (the caller prints its own summary)."""
+        if self.tty and self._drawn:
+            self.stream.write("\r\x1b[2K")
+            self.stream.flush()
+            self._drawn = False

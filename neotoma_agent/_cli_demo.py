@@ -1,0 +1,65 @@
+"""``neotoma-agent demo``: the scripted conversation of :mod:`neotoma_agent._demo`."""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sqlite3
+import sys
+from pathlib import Path
+from typing import Any
+
+from ._cli_common import CLIError, run_async, store_error
+
+__all__ = ["register"]
+
+
+def register(subparsers: Any) -> None:
+    """Add the ``demo`` subcommand."""
+    parser = subparsers.add_parser(
+        "demo",
+        help="run a scripted conversation and show what is stored (start here)",
+        description="Run a scripted six-turn conversation on the embedded store (a "
+        "temporary file unless --db is given) and print, for each turn, what retrieval "
+        "found, the reply and what was stored, then the conversation graph read back from "
+        "the store. One turn streams, one fails mid-stream and is recorded as abandoned. "
+        "Running it again on the same --db replays every turn and writes nothing. The demo "
+        "ignores $NEOTOMA_AGENT_DB, so that it never writes into your own store unasked.",
+    )
+    parser.set_defaults(func=run, default_log_level="error")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the demo; with ``--db``, say how to read the conversation back."""
+    from ._demo import CONVERSATION_ID, run_demo
+
+    if args.url:
+        raise CLIError(
+            "the demo runs on the embedded store, not on a server",
+            "drop --url; to try a server, run `neotoma-agent chat --url URL`",
+        )
+    db = str(args.db) if args.db else None
+    if db is not None and not Path(db).expanduser().parent.is_dir():
+        raise store_error(Path(db), FileNotFoundError(db))
+    out = sys.stdout
+    try:
+        run_async(run_demo, db)
+    except (OSError, sqlite3.Error) as exc:
+        if db is None:
+            raise
+        raise store_error(Path(db), exc) from exc
+    out.write("\n")
+    if db is None:
+        out.write(
+            "The store was a temporary file. To keep it and read the conversation back:\n"
+            f"  neotoma-agent demo --db demo.db\n"
+            f"  neotoma-agent show {CONVERSATION_ID} --db demo.db\n"
+        )
+    else:
+        out.write(
+            "Read the conversation back from the store:\n"
+            f"  neotoma-agent show {CONVERSATION_ID} --db {shlex.quote(db)}\n"
+            "Talk to it (each line is one turn; the echo agent cites what memory finds):\n"
+            f"  neotoma-agent chat --db {shlex.quote(db)}\n"
+        )
+    return 0

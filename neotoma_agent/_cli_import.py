@@ -1,0 +1,440 @@
+"""``neotoma-agent import FILE.jsonl``: store a transcript, one finished turn per line.
+
+Each line is a JSON object::
+
+    {"conversation_id": "support-42", "turn_id": "m-1001", "turn_number": 1,
+     "user": "Where is my Acme Corp order?", "assistant": "It shipped on Monday.",
+     "refers_to": ["ent_af939bedafbd1838b259772a"]}
+
+``conversation_id``, ``user`` and ``assistant`` are required; ``turn_id``, ``turn_number``
+and ``refers_to`` (entity ids the reply refers to) are optional; other keys are ignored
+(and listed once). A line without ``turn_id`` gets ``import-<n>`` and ``turn_number`` ``n``,
+where ``n`` is its position among the lines of its conversation in the file, so that
+importing the same file again maps every line to the same turn.
+
+Every turn is written with ``NeotomaMemory.record_turn`` (one store: both messages, the
+turn record and every edge, under the turn's idempotency key), so a second run replays
+each line and writes nothing; the summary says so. Lines are written concurrently (at most
+``--concurrency`` at a time). A malformed line is reported with its number and skipped;
+``--strict`` stops at it instead, before anything from it (or any later line) is written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any, BinaryIO, TextIO
+
+import anyio
+import attrs
+
+from ._cli_common import CLIError, Progress, open_transport, run_async
+from ._keys import validate_conversation_id, validate_entity_id, validate_turn_id
+from ._memory import NeotomaMemory
+from .exceptions import (
+    APIError,
+    AuthenticationError,
+    IdempotencyMismatchError,
+    RateLimitedError,
+    ServerError,
+)
+from .transport._base import Transport
+
+__all__ = ["ImportLine", "ImportStats", "LineError", "parse_line", "register"]
+
+_KNOWN_KEYS = frozenset(
+    {"conversation_id", "turn_id", "turn_number", "user", "assistant", "refers_to"}
+)
+
+
+class LineError(ValueError):
+    """A line that is not a turn; the message says why."""
+
+
+@attrs.frozen
+class ImportLine:
+    """One valid line: a finished turn to record."""
+
+    line_number: int
+    conversation_id: str
+    turn_id: str
+    turn_number: int | None
+    user: str
+    assistant: str
+    refers_to: tuple[str, ...]
+
+
+@attrs.define
+class ImportStats:
+    """What an import did, line by line."""
+
+    lines: int = 0
+    turns: int = 0
+    written: int = 0
+    replayed: int = 0
+    malformed: list[int] = attrs.field(factory=list)
+    failed: list[int] = attrs.field(factory=list)
+    conversations: set[str] = attrs.field(factory=set)
+    ignored_keys: dict[str, int] = attrs.field(factory=dict)
+    stopped_at: int | None = None
+
+    @property
+    def done(self) -> int:
+        """Lines finished (written, replayed, malformed or failed)."""
+        return self.written + self.replayed + len(self.malformed) + len(self.failed)
+
+
+def _string(obj: Mapping[str, Any], key: str, *, required: bool) -> str | None:
+    value = obj.get(key)
+    if value is None:
+        if required:
+            raise LineError(f"missing {key!r}")
+        return None
+    if not isinstance(value, str):
+        raise LineError(f"{key!r} must be a string, not {_json_type(value)}")
+    return value
+
+
+def _json_type(value: object) -> str:
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, list):
+        return "an array"
+    if isinstance(value, dict):
+        return "an object"
+    return "null" if value is None else "a string"
+
+
+def parse_line(
+    raw: bytes, line_number: int, positions: dict[str, int], stats: ImportStats
+) -> ImportLine | None:
+    """The turn on one line, ``None`` for a blank line; :class:`LineError` if malformed.
+
+    ``positions`` counts the lines seen per conversation (a line whose conversation id can
+    be read counts even if something else on it is wrong, so fixing it later does not
+    renumber the lines after it).
+    """
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise LineError(f"not UTF-8 (byte {exc.start + 1})") from None
+    if line_number == 1:
+        text = text.removeprefix("\ufeff")
+    if not text.strip():
+        return None
+    try:
+        obj = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise LineError(f"not valid JSON: {exc.msg} (column {exc.colno})") from None
+    if not isinstance(obj, dict):
+        raise LineError(f"expected a JSON object, got {_json_type(obj)}")
+    conversation_id = _string(obj, "conversation_id", required=True)
+    assert conversation_id is not None
+    try:
+        validate_conversation_id(conversation_id)
+    except ValueError as exc:
+        raise LineError(str(exc)) from None
+    position = positions[conversation_id] = positions.get(conversation_id, 0) + 1
+    for key in obj:
+        if key not in _KNOWN_KEYS:
+            stats.ignored_keys[key] = stats.ignored_keys.get(key, 0) + 1
+
+    user = _string(obj, "user", required=True)
+    assistant = _string(obj, "assistant", required=True)
+    assert user is not None
+    assert assistant is not None
+    turn_id = _string(obj, "turn_id", required=False)
+    turn_number: int | None
+    if turn_id is None:
+        turn_id, turn_number = f"import-{position}", position
+    else:
+        try:
+            validate_turn_id(turn_id)
+        except ValueError as exc:
+            raise LineError(str(exc)) from None
+        turn_number = None
+    if "turn_number" in obj and obj["turn_number"] is not None:
+        value = obj["turn_number"]
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise LineError(f"'turn_number' must be an integer >= 0, got {value!r}")
+        turn_number = value
+    refers = obj.get("refers_to")
+    refers_to: tuple[str, ...] = ()
+    if refers is not None:
+        if not isinstance(refers, list):
+            raise LineError(f"'refers_to' must be an array of entity ids, not {_json_type(refers)}")
+        try:
+            refers_to = tuple(validate_entity_id(r) for r in refers)
+        except ValueError as exc:
+            raise LineError(f"'refers_to': {exc}") from None
+    return ImportLine(
+        line_number=line_number,
+        conversation_id=conversation_id,
+        turn_id=turn_id,
+        turn_number=turn_number,
+        user=user,
+        assistant=assistant,
+        refers_to=refers_to,
+    )
+
+
+def _lines(stream: BinaryIO) -> Iterator[tuple[int, bytes]]:
+    for number, raw in enumerate(stream, 1):
+        yield number, raw.rstrip(b"\r\n")
+
+
+def _count_lines(path: Path) -> int:
+    count = 0
+    last = b"\n"
+    with path.open("rb") as f:
+        while chunk := f.read(1 << 20):
+            count += chunk.count(b"\n")
+            last = chunk[-1:]
+    return count + (last != b"\n")
+
+
+def _is_fatal(exc: Exception) -> bool:
+    # The store cannot take any line now (unreachable, refusing us, overloaded): stop.
+    # Anything else the store refused is about this line's turn.
+    if isinstance(exc, (AuthenticationError, RateLimitedError, ServerError)):
+        return True
+    return not isinstance(exc, (APIError, ValueError, TypeError))
+
+
+def _refusal(item: ImportLine, exc: Exception) -> str:
+    if isinstance(exc, IdempotencyMismatchError):
+        return (
+            f"turn {item.turn_id!r} of conversation {item.conversation_id!r} is already stored "
+            "with a different text; give this line its own turn_id (a line without one is "
+            "numbered by its position in its conversation)"
+        )
+    if isinstance(exc, APIError):
+        return f"the store refused the turn: {exc.message}"
+    return str(exc)
+
+
+class _Importer:
+    def __init__(
+        self,
+        transport: Transport,
+        *,
+        concurrency: int,
+        strict: bool,
+        retrieve: bool,
+        progress: Progress,
+        err: TextIO,
+    ) -> None:
+        self.transport = transport
+        self.concurrency = concurrency
+        self.strict = strict
+        self.retrieve = retrieve
+        self.progress = progress
+        self.err = err
+        self.stats = ImportStats()
+        self.fatal: Exception | None = None
+        self._memories: dict[str, NeotomaMemory] = {}
+
+    def report(self, line_number: int, message: str) -> None:
+        self.progress.finish(self.stats.done)
+        self.err.write(f"line {line_number}: {message}\n")
+        self.err.flush()
+
+    def memory(self, conversation_id: str) -> NeotomaMemory:
+        memory = self._memories.get(conversation_id)
+        if memory is None:
+            memory = NeotomaMemory(self.transport, conversation_id=conversation_id)
+            self._memories[conversation_id] = memory
+        return memory
+
+    def _stopping(self) -> bool:
+        return self.stats.stopped_at is not None or self.fatal is not None
+
+    async def run(self, stream: BinaryIO) -> None:
+        positions: dict[str, int] = {}
+        slots = anyio.Semaphore(self.concurrency)
+        async with anyio.create_task_group() as tg:
+            for number, raw in _lines(stream):
+                if self._stopping():
+                    break
+                self.stats.lines = number
+                try:
+                    item = parse_line(raw, number, positions, self.stats)
+                except LineError as exc:
+                    self.stats.malformed.append(number)
+                    self.report(number, f"skipped: {exc}" if not self.strict else str(exc))
+                    if self.strict:
+                        self.stats.stopped_at = number
+                    continue
+                if item is None:
+                    continue
+                self.stats.turns += 1
+                self.stats.conversations.add(item.conversation_id)
+                await slots.acquire()
+                if self._stopping():  # a write failed while we waited for a slot
+                    slots.release()
+                    break
+                tg.start_soon(self._write, item, slots, tg.cancel_scope)
+
+    async def _write(self, item: ImportLine, slots: anyio.Semaphore, scope: Any) -> None:
+        try:
+            result = await self.memory(item.conversation_id).record_turn(
+                item.user,
+                item.assistant,
+                turn_id=item.turn_id,
+                turn_number=item.turn_number,
+                refers_to=item.refers_to,
+                retrieve=self.retrieve,
+            )
+        except Exception as exc:
+            if _is_fatal(exc):
+                if self.fatal is None:
+                    self.fatal = exc
+                scope.cancel()
+                return
+            self.stats.failed.append(item.line_number)
+            self.report(item.line_number, f"not stored: {_refusal(item, exc)}")
+            if self.strict and self.stats.stopped_at is None:
+                self.stats.stopped_at = item.line_number
+        else:
+            if result.replayed:
+                self.stats.replayed += 1
+            else:
+                self.stats.written += 1
+        finally:
+            slots.release()
+            self.progress.update(self.stats.done)
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n:,} {word}{'' if n == 1 else 's'}"
+
+
+def _line_list(numbers: list[int]) -> str:
+    shown = ", ".join(str(n) for n in sorted(numbers)[:10])
+    return shown + (", ..." if len(numbers) > 10 else "")
+
+
+def _summary(stats: ImportStats, source: str, seconds: float, out: TextIO) -> None:
+    stored = stats.written + stats.replayed
+    rate = f", {stored / seconds:,.0f} turns/s" if seconds > 0 and stored else ""
+    out.write(
+        f"{source}: {_plural(stats.turns, 'turn')} in "
+        f"{_plural(len(stats.conversations), 'conversation')} ({seconds:.1f} s{rate})\n"
+    )
+    if stats.written == 0 and stats.replayed and stats.replayed == stats.turns:
+        out.write(
+            f"nothing new to write: all {_plural(stats.replayed, 'turn')} were already stored\n"
+        )
+    elif stats.replayed:
+        were = "was" if stats.replayed == 1 else "were"
+        out.write(
+            f"stored {_plural(stats.written, 'new turn')}; {stats.replayed:,} {were} already "
+            "stored (nothing written for them)\n"
+        )
+    else:
+        out.write(f"stored {_plural(stats.written, 'new turn')}\n")
+    if stats.malformed:
+        out.write(
+            f"skipped {_plural(len(stats.malformed), 'malformed line')}: "
+            f"{_line_list(stats.malformed)}\n"
+        )
+    if stats.failed:
+        out.write(
+            f"{_plural(len(stats.failed), 'line')} not stored (refused by the store): "
+            f"{_line_list(stats.failed)}\n"
+        )
+    if stats.ignored_keys:
+        keys = ", ".join(
+            f"{k!r} ({_plural(n, 'line')})" for k, n in sorted(stats.ignored_keys.items())
+        )
+        out.write(f"ignored unknown keys: {keys}\n")
+    if stats.stopped_at is not None:
+        out.write(
+            f"stopped at line {stats.stopped_at} (--strict): nothing from it or after it "
+            "was written; fix it and run the import again (stored lines are not rewritten)\n"
+        )
+
+
+def register(subparsers: Any) -> None:
+    """Add the ``import`` subcommand."""
+    parser = subparsers.add_parser(
+        "import",
+        help="store a transcript file (JSON lines, one turn per line)",
+        description="Store a transcript, one finished turn per line: "
+        '{"conversation_id": ..., "user": ..., "assistant": ..., optional "turn_id", '
+        '"turn_number", "refers_to": [entity ids]}. Running the same file again writes '
+        "nothing. A malformed line is reported and skipped (or, with --strict, stops the "
+        "import before anything from it is written). Exit status 1 if any line was not "
+        "stored.",
+    )
+    parser.add_argument("file", metavar="FILE.jsonl", help="the transcript (- for stdin)")
+    parser.add_argument(
+        "--concurrency",
+        type=int,
+        default=8,
+        metavar="N",
+        help="turns written at once (default 8)",
+    )
+    parser.add_argument(
+        "--strict",
+        action="store_true",
+        help="stop at the first malformed line (or refused turn) instead of skipping it",
+    )
+    parser.add_argument(
+        "--no-retrieve",
+        dest="retrieve",
+        action="store_false",
+        help="do not look up the entities each user message names (faster; only the "
+        "refers_to edges are written)",
+    )
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Import the file; 0 if every line was stored (or already was), else 1."""
+    if args.concurrency < 1:
+        raise CLIError("--concurrency must be at least 1")
+    if args.file == "-":
+        return run_async(_run, args, sys.stdin.buffer, 0, "stdin")
+    path = Path(args.file)
+    if not path.is_file():
+        what = "a directory" if path.is_dir() else "not found"
+        raise CLIError(f"cannot read {path}: {what}", "pass a .jsonl file, one turn per line")
+    with path.open("rb") as stream:
+        return run_async(_run, args, stream, _count_lines(path), str(path))
+
+
+async def _run(args: argparse.Namespace, stream: BinaryIO, total: int, source: str) -> int:
+    progress = Progress(total, label="importing", unit="lines")
+    started = time.monotonic()
+    async with open_transport(args) as transport:
+        importer = _Importer(
+            transport,
+            concurrency=args.concurrency,
+            strict=args.strict,
+            retrieve=args.retrieve,
+            progress=progress,
+            err=sys.stderr,
+        )
+        try:
+            await importer.run(stream)
+        finally:
+            progress.finish(importer.stats.done)
+            if importer.fatal is None:
+                _summary(importer.stats, source, time.monotonic() - started, sys.stdout)
+    stats = importer.stats
+    if importer.fatal is not None:
+        done = stats.written + stats.replayed
+        sys.stderr.write(
+            f"import stopped after {_plural(done, 'stored turn')}; running it again "
+            "continues where it stopped (stored turns are not rewritten)\n"
+        )
+        raise importer.fatal
+    ok = not stats.malformed and not stats.failed and stats.stopped_at is None
+    return 0 if ok else 1

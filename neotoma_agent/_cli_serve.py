@@ -1,0 +1,62 @@
+"""``neotoma-agent serve``: the store file over Neotoma's REST API (the dev server)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from ._cli_common import CLIError, db_path, resolve_token
+
+__all__ = ["register"]
+
+
+def register(subparsers: Any) -> None:
+    """Add the ``serve`` subcommand."""
+    parser = subparsers.add_parser(
+        "serve",
+        help="serve the store file over Neotoma's REST API (a local dev server)",
+        description="Serve the store file (--db) over the subset of Neotoma's REST API this "
+        "library uses, so that several processes, or `--url`, can share one store. Binds "
+        "127.0.0.1 unless --host says otherwise, which needs --token. Stop with Ctrl-C.",
+    )
+    parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    parser.add_argument(
+        "--port", type=int, default=3080, help="port (default 3080; 0 picks a free one)"
+    )
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Serve until SIGINT or SIGTERM."""
+    from .server import is_loopback_host, run_server
+
+    if args.url:
+        raise CLIError(
+            "serve runs the store file, not a server at --url",
+            "drop --url (or unset NEOTOMA_URL) and pass --db",
+        )
+    token = resolve_token(args)
+    if token is None and not is_loopback_host(args.host):
+        raise CLIError(
+            f"refusing to listen on {args.host} without a token: anyone who can reach it "
+            "could read and write the store",
+            "pass --token (or set NEOTOMA_TOKEN), or bind 127.0.0.1",
+        )
+    db = db_path(args)
+    if not args.db:
+        db.parent.mkdir(parents=True, exist_ok=True)
+    if not db.parent.is_dir():
+        raise CLIError(
+            f"cannot open the store {db}: directory {db.parent} does not exist",
+            "create the directory, or pass --db with a file in an existing directory",
+        )
+
+    def ready(host: str, port: int) -> None:
+        shown = f"[{host}]" if ":" in host else host
+        auth = "bearer token required" if token else "loopback callers, no token"
+        print(f"serving {db} on http://{shown}:{port} ({auth}); Ctrl-C to stop", flush=True)
+
+    run_server(str(db), host=args.host, port=args.port, token=token, on_ready=ready)
+    print("stopped", file=sys.stderr)
+    return 0

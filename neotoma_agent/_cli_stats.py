@@ -1,0 +1,136 @@
+"""``neotoma-agent stats``: what the store holds, counted through the Transport."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections import Counter
+from typing import Any, TextIO
+
+import attrs
+
+from ._cli_common import open_transport, print_json, run_async, store_label
+from ._cli_show import REPAIR_REASON
+from .exceptions import ValidationError
+from .transport._base import Transport
+
+__all__ = ["StoreStats", "collect_stats", "register"]
+
+_PAGE = 500
+
+
+@attrs.define
+class StoreStats:
+    """Entity counts by type and turn counts by status."""
+
+    entities: int = 0
+    by_type: Counter[str] = attrs.field(factory=Counter)
+    turn_status: Counter[str] = attrs.field(factory=Counter)
+    repaired: int = 0
+    #: the server stopped paging before every entity was seen (counts are a lower bound)
+    partial: bool = False
+
+    @property
+    def conversations(self) -> int:
+        """Conversation entities."""
+        return self.by_type["conversation"]
+
+    @property
+    def turns(self) -> int:
+        """Turn records (one per turn the protocol stored)."""
+        return self.by_type["conversation_turn"]
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON form ``stats --json`` prints."""
+        return {
+            "entities": self.entities,
+            "entities_by_type": dict(sorted(self.by_type.items())),
+            "conversations": self.conversations,
+            "turns": self.turns,
+            "turns_by_status": dict(sorted(self.turn_status.items())),
+            "abandoned_turns": self.turn_status["abandoned"],
+            "repaired_turns": self.repaired,
+            "open_turns": self.turn_status["open"],
+            "partial": self.partial,
+        }
+
+
+async def collect_stats(transport: Transport) -> StoreStats:
+    """Page through every entity once and count."""
+    stats = StoreStats()
+    offset = 0
+    while True:
+        try:
+            page = await transport.query_entities(limit=_PAGE, offset=offset)
+        except ValidationError:
+            if offset == 0:
+                raise
+            # A server caps how deep offsets go; report what was seen, marked as partial.
+            stats.partial = True
+            break
+        for entity in page.entities:
+            stats.by_type[entity.entity_type] += 1
+            if entity.entity_type == "conversation_turn":
+                status = entity.snapshot.get("status")
+                stats.turn_status[str(status) if status else "unknown"] += 1
+                if status == "abandoned" and REPAIR_REASON in entity.snapshot.values():
+                    stats.repaired += 1
+        offset += len(page.entities)
+        stats.entities = max(page.total, offset)
+        if not page.entities or offset >= page.total:
+            break
+    if stats.partial:
+        stats.entities = max(stats.entities, offset)
+    return stats
+
+
+def render_stats(stats: StoreStats, out: TextIO, where: str) -> None:
+    """The human-readable counts."""
+    out.write(f"store: {where}\n")
+    seen = sum(stats.by_type.values())
+    note = f" (counted {seen:,}: the server limits paging)" if stats.partial else ""
+    out.write(f"entities: {stats.entities:,}{note}\n")
+    if stats.by_type:
+        width = max(len(t) for t in stats.by_type)
+        for entity_type, count in sorted(stats.by_type.items()):
+            out.write(f"  {entity_type:<{width}}  {count:>8,}\n")
+    out.write(f"conversations: {stats.conversations:,}\n")
+    statuses = ", ".join(
+        f"{count:,} {status}" for status, count in sorted(stats.turn_status.items())
+    )
+    out.write(f"turns: {stats.turns:,}" + (f" ({statuses})" if statuses else "") + "\n")
+    abandoned = stats.turn_status["abandoned"]
+    repaired = f" ({stats.repaired:,} closed by audit --repair)" if stats.repaired else ""
+    out.write(f"abandoned turns: {abandoned:,}{repaired}\n")
+    if stats.turn_status["open"]:
+        out.write(
+            f"open turns: {stats.turn_status['open']:,} (in flight, or left open by a crash: "
+            "see `neotoma-agent audit`)\n"
+        )
+
+
+def register(subparsers: Any) -> None:
+    """Add the ``stats`` subcommand."""
+    parser = subparsers.add_parser(
+        "stats",
+        help="count entities by type, conversations, turns and abandoned turns",
+        description="Count what the store holds: entities by type, conversations, turns "
+        "by status (completed, abandoned, open) and abandoned turns.",
+    )
+    parser.add_argument("--json", action="store_true", help="print JSON")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Print the counts."""
+    return run_async(_run, args)
+
+
+async def _run(args: argparse.Namespace) -> int:
+    async with open_transport(args, must_exist=True) as transport:
+        stats = await collect_stats(transport)
+    if args.json:
+        print_json({"store": store_label(args), **stats.to_json()})
+    else:
+        render_stats(stats, sys.stdout, store_label(args))
+    return 0
