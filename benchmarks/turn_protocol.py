@@ -118,9 +118,8 @@ async def _timed_turns(
     }
 
 
-async def section_turn(args: argparse.Namespace) -> list[dict[str, Any]]:
-    """Full turns per second, one conversation and 100 concurrent conversations."""
-    rows: list[dict[str, Any]] = []
+async def _embedded_row(conversations: int, turns: int, text: str) -> dict[str, Any]:
+    # A fresh, identically seeded store per row, so that rows do not pay for each other's data.
     with tempfile.TemporaryDirectory() as tmp:
         async with EmbeddedStore.open(Path(tmp) / "bench.db") as store:
             await store.store(
@@ -130,11 +129,16 @@ async def section_turn(args: argparse.Namespace) -> list[dict[str, Any]]:
             for i in range(50):
                 async with warmup.turn(MESSAGES["one entity named"], turn_id=f"w{i}"):
                     pass
-            for label, text in MESSAGES.items():
-                for conversations in (1, CONVERSATIONS):
-                    run = f"{label[:3]}-{conversations}"
-                    row = await _timed_turns(store, conversations, args.turns, text, run)
-                    rows.append({"transport": "embedded", "message": label, **row})
+            return await _timed_turns(store, conversations, turns, text, "run")
+
+
+async def section_turn(args: argparse.Namespace) -> list[dict[str, Any]]:
+    """Full turns per second, one conversation and 100 concurrent conversations."""
+    rows: list[dict[str, Any]] = []
+    for label, text in MESSAGES.items():
+        for conversations in (1, CONVERSATIONS):
+            row = await _embedded_row(conversations, args.turns, text)
+            rows.append({"transport": "embedded", "message": label, **row})
     instant: Any = InstantTransport()
     for label, text in MESSAGES.items():
         row = await _timed_turns(instant, CONVERSATIONS, args.turns, text, "instant")
