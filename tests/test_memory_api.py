@@ -379,3 +379,29 @@ async def test_close_turn_refuses_bad_arguments_before_any_io(store: EmbeddedSto
     with pytest.raises(ValueError, match="turn_id"):
         await mem.close_turn("a:b", "reply")
     assert recorder.calls == []
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])  # aiohttp: asyncio only
+async def test_the_same_protocol_over_http_against_the_dev_server(store: EmbeddedStore) -> None:
+    from neotoma_agent.server import create_app, serving
+    from neotoma_agent.transport.http import HttpTransport
+
+    (acme,) = await seed(store, "Acme Corp")
+    async with serving(create_app(store)) as url, HttpTransport(url) as http:
+        mem = memory(http, conversation_id="over-http")
+        async with mem.turn("Tell me about Acme Corp", turn_id="t1") as t:
+            t.reply = "A client."
+        async with mem.turn("Tell me about Acme Corp", turn_id="t1") as again:
+            again.reply = "A client."
+        recorded = await mem.record_turn("Who is Acme Corp?", "Still a client.", turn_id="t2")
+        replayed = await mem.record_turn("Who is Acme Corp?", "Still a client.", turn_id="t2")
+    assert again.result.replayed
+    assert again.result.assistant_message_id == t.result.assistant_message_id
+    assert replayed.replayed
+    assert replayed.assistant_message_id == recorded.assistant_message_id
+    assert replayed.user_message_id == recorded.user_message_id
+    stored = await messages(store, t.conversation_entity_id)
+    assert stored["over-http:t1:assistant"]["content"] == "A client."
+    assert stored["over-http:t2:assistant"]["content"] == "Still a client."
+    assert await targets(store, t.result.user_message_id or "", "REFERS_TO") == {acme}
+    assert (await turn_record(store, "over-http", "t1"))["status"] == "completed"
