@@ -56,10 +56,15 @@ def invalid_format(message: str, path: Sequence[str | int] = ()) -> APIError:
 
 def resolution_failed(message: str, issues: list[dict[str, Any]]) -> APIError:
     """A 400 ``ERR_STORE_RESOLUTION_FAILED`` (nested envelope) listing every issue."""
-    summary = "; ".join(str(i.get("message", i.get("code"))) for i in issues[:3])
+    # Codes and indexes only: an issue's own message can quote payload values (content).
+    summary = "; ".join(
+        f"{i.get('code')}"
+        + (f" at entities[{i['observation_index']}]" if "observation_index" in i else "")
+        for i in issues[:5]
+    )
     body = {"error": {"code": "ERR_STORE_RESOLUTION_FAILED", "message": message, "issues": issues}}
     return ValidationError(
-        f"{message} {summary}".strip(),
+        f"{message} ({summary})" if summary else message,
         status=400,
         code="ERR_STORE_RESOLUTION_FAILED",
         body=body,
