@@ -24,7 +24,7 @@ import pytest
 from neotoma_agent.exceptions import APIError
 from neotoma_agent.transport.embedded import EmbeddedStore
 
-SAMPLES = Path(__file__).resolve().parents[2] / "shared" / "reference" / "samples"
+SAMPLES = Path(__file__).resolve().parent / "data" / "samples"
 
 pytestmark = [
     pytest.mark.anyio,

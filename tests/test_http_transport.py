@@ -45,7 +45,7 @@ pytestmark = pytest.mark.anyio
 SAMPLES = Path(
     os.environ.get(
         "NEOTOMA_SAMPLES",
-        Path(__file__).resolve().parents[2] / "shared" / "reference" / "samples",
+        Path(__file__).resolve().parent / "data" / "samples",
     )
 )
 TOKEN = "tok-9f3a-SECRET-value"

@@ -39,7 +39,7 @@ pytestmark = pytest.mark.anyio
 SAMPLES = Path(
     os.environ.get(
         "NEOTOMA_SAMPLES",
-        Path(__file__).resolve().parents[2] / "shared" / "reference" / "samples",
+        Path(__file__).resolve().parent / "data" / "samples",
     )
 )
 TOKEN = "dev-local"  # the token the recorded server was started with
