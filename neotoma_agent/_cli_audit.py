@@ -1,0 +1,142 @@
+"""``neotoma-agent audit``: find the turns a crash left half-stored, and close them.
+
+Exit status 0 when no problem remains, 1 when one does (after ``--repair``, if given), so
+the command can gate a deploy or a CI job.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any, TextIO
+
+from ._cli_common import CLIError, open_transport, print_json, run_async, store_label
+from .qa import AuditReport, Finding, audit
+
+__all__ = ["register", "render_audit", "run"]
+
+_SEVERITY_LABEL = {"error": "ERROR", "warn": "WARN ", "info": "info "}
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n:,} {noun}{'' if n == 1 else 's'}"
+
+
+def _ids(finding: Finding) -> str:
+    parts = []
+    for label, value in (
+        ("user", finding.user_message_id),
+        ("reply", finding.assistant_message_id),
+        ("record", finding.turn_record_id),
+    ):
+        if value:
+            parts.append(f"{label} {value}")
+    return f" [{', '.join(parts)}]" if parts else ""
+
+
+def render_audit(report: AuditReport, out: TextIO, where: str) -> None:
+    """The human-readable audit: what was read, each problem, the repairs, the verdict."""
+    scope = f" (conversation {report.conversation_id})" if report.conversation_id else ""
+    since = f", since {report.since}" if report.since else ""
+    out.write(
+        f"audited {where}{scope}{since}: {_count(report.conversations, 'conversation')}, "
+        f"{_count(report.turns, 'turn')}, {_count(report.messages, 'message')} "
+        f"in {report.duration_ms / 1000:.2f} s\n"
+    )
+    for f in report.problems:
+        out.write(
+            f"  {_SEVERITY_LABEL[f.severity]}  {f.kind.value}  {f.conversation_id} / "
+            f"{f.turn_id}: {f.message}{_ids(f)}\n"
+        )
+    abandoned = report.abandoned
+    if abandoned:
+        repaired = sum(1 for f in abandoned if f.repaired)
+        note = f" ({repaired:,} closed by audit --repair)" if repaired else ""
+        out.write(f"  info   {_count(len(abandoned), 'abandoned turn')}{note}\n")
+    if report.skipped_recent:
+        out.write(
+            f"  info   {_count(report.skipped_recent, 'open turn')} younger than --min-age "
+            "left alone\n"
+        )
+    for result in report.repairs:
+        for outcome in result.outcomes:
+            if outcome.action is None:
+                continue
+            verdict = {"applied": "repaired", "replayed": "already repaired"}.get(
+                outcome.status, outcome.status
+            )
+            detail = f": {outcome.error}" if outcome.error else ""
+            record = (
+                f" [neotoma_repair {result.repair_entity_id}]" if result.repair_entity_id else ""
+            )
+            out.write(
+                f"  {verdict}  {result.conversation_id} / {result.turn_id}: "
+                f"{outcome.action.describe()}{detail}{record}\n"
+            )
+    if report.clean:
+        out.write("clean: every turn has both halves or is closed as abandoned\n")
+        return
+    n = len(report.remaining)
+    repairable = sum(1 for f in report.remaining if f.repair is not None)
+    hint = ""
+    if repairable and not report.repairs:
+        hint = f" ({repairable:,} repairable: run again with --repair)"
+    out.write(f"{_count(n, 'problem')} remain{'s' if n == 1 else ''}{hint}\n")
+
+
+def register(subparsers: Any) -> None:
+    """Add the ``audit`` subcommand."""
+    parser = subparsers.add_parser(
+        "audit",
+        help="find turns a crash left half-stored (orphans); --repair closes them",
+        description="Read the store back and find every turn that broke 'both halves or "
+        "neither': user messages whose turn was never closed (orphans, as a crash or kill "
+        "leaves), replies without their question, turn records without messages, messages "
+        "outside any conversation. --repair records each orphan as abandoned (reason "
+        "orphan_found_by_audit), idempotently; no reply is ever invented. Exit status 1 "
+        "when problems remain.",
+    )
+    parser.add_argument("--conversation", metavar="ID", help="audit one conversation only")
+    parser.add_argument(
+        "--since", metavar="TIME", help="only turns written at or after this ISO 8601 time"
+    )
+    parser.add_argument("--repair", action="store_true", help="close what can be closed")
+    parser.add_argument(
+        "--min-age",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="leave open turns younger than this alone (on a live store they may be running)",
+    )
+    parser.add_argument(
+        "--thorough",
+        action="store_true",
+        help="also read every message (finds messages other clients wrote with no turn "
+        "record and no conversation)",
+    )
+    parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Audit the store; 0 when clean, 1 when problems remain."""
+    return run_async(_run, args)
+
+
+async def _run(args: argparse.Namespace) -> int:
+    if args.min_age < 0:
+        raise CLIError("--min-age must be >= 0 seconds")
+    async with open_transport(args, must_exist=True) as transport:
+        report = await audit(
+            transport,
+            conversation_id=args.conversation,
+            since=args.since,
+            repair=args.repair,
+            min_age=args.min_age,
+            thorough=args.thorough,
+        )
+    if args.json:
+        print_json({"store": store_label(args), **report.to_json()})
+    else:
+        render_audit(report, sys.stdout, store_label(args))
+    return 0 if report.clean else 1

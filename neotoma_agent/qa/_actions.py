@@ -1,0 +1,293 @@
+"""Repair actions: what a diagnosis suggests, and the one store request each one makes.
+
+Every action is a frozen value built from facts (ids and exact texts already known), never
+from a guess: a missing message is only stored when its exact text is known, and closing a
+turn that nobody finished records it as ``abandoned`` rather than inventing a reply.
+
+Each action's store is a pure function of the action (payloads come from the turn
+protocol's own builders in :mod:`neotoma_agent._payloads`, keys from
+:mod:`neotoma_agent._keys` plus a ``-repair`` suffix), so running a repair twice replays one
+store and writes nothing new.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import mimetypes
+import os
+import re
+from collections.abc import Mapping
+from typing import Any, ClassVar, Final, Literal
+
+import anyio
+import anyio.to_thread
+import attrs
+
+from .._identity import resolve_identity
+from .._keys import TurnKeys, turn_keys, validate_entity_id
+from .._payloads import (
+    ConversationSettings,
+    StorePayload,
+    closing_payload,
+    conversation_entity,
+    message_entity,
+    turn_record,
+)
+
+__all__ = [
+    "AUDIT_REPAIR_REASON",
+    "AbandonTurn",
+    "CompleteTurn",
+    "LinkToConversation",
+    "RepairAction",
+    "StoreAssistantMessage",
+    "StoreAttachment",
+    "StoreUserMessage",
+    "build_payload",
+    "message_id_for",
+]
+
+#: The ``reason`` an audit writes on the turn records of the orphans it closes.
+AUDIT_REPAIR_REASON: Final = "orphan_found_by_audit"
+
+# Reasons end up in idempotency keys: keep them to one safe token.
+_REASON_RE: Final = re.compile(r"[a-z0-9][a-z0-9_.-]{0,63}")
+
+
+def _check_reason(_: Any, __: Any, value: str) -> None:
+    if not isinstance(value, str) or not _REASON_RE.fullmatch(value):
+        raise ValueError(f"reason must be a short lowercase token ([a-z0-9_.-]), got {value!r}")
+
+
+def _check_text(_: Any, attribute: attrs.Attribute[Any], value: object) -> None:
+    if not isinstance(value, str):
+        raise TypeError(f"{attribute.name} must be the exact text (a str), not {value!r}")
+
+
+def _check_entity_id(_: Any, __: Any, value: str) -> None:
+    validate_entity_id(value)
+
+
+@attrs.frozen
+class StoreUserMessage:
+    """Store a missing user message with its exact text, ``PART_OF`` its conversation."""
+
+    kind: ClassVar[str] = "store_user_message"
+
+    conversation_id: str
+    turn_id: str
+    content: str = attrs.field(validator=_check_text, repr=False)
+
+    def describe(self) -> str:
+        """One line for reports and the ``neotoma_repair`` record."""
+        return f"Stored the missing user message of turn {self.turn_id}"
+
+
+@attrs.frozen
+class StoreAssistantMessage:
+    """Store a missing assistant reply with its exact text and mark the turn ``completed``.
+
+    Only built when the exact reply is known (a repair never invents content).
+    """
+
+    kind: ClassVar[str] = "store_assistant_message"
+
+    conversation_id: str
+    turn_id: str
+    content: str = attrs.field(validator=_check_text, repr=False)
+
+    def describe(self) -> str:
+        """One line for reports and the ``neotoma_repair`` record."""
+        return f"Stored the missing assistant reply of turn {self.turn_id}"
+
+
+@attrs.frozen
+class StoreAttachment:
+    """Record a referenced file that was never stored: its name, size and SHA-256.
+
+    The Transport API has no file upload, so the file's bytes are hashed, not sent: the
+    ``file_asset`` entity lets a later reader find and verify the exact file. The user
+    message ``EMBEDS`` it.
+    """
+
+    kind: ClassVar[str] = "store_attachment"
+
+    conversation_id: str
+    turn_id: str
+    file_path: str
+
+    def describe(self) -> str:
+        """One line for reports and the ``neotoma_repair`` record."""
+        return f"Recorded attachment {os.path.basename(self.file_path)} of turn {self.turn_id}"
+
+
+@attrs.frozen
+class AbandonTurn:
+    """Close a turn nobody finished: its record becomes ``abandoned`` with ``reason``.
+
+    This is the honest end of an orphan: the user message stays, no reply is invented, and
+    the record says why the turn has no reply.
+    """
+
+    kind: ClassVar[str] = "abandon_turn"
+
+    conversation_id: str
+    turn_id: str
+    reason: str = attrs.field(default=AUDIT_REPAIR_REASON, validator=_check_reason)
+
+    def describe(self) -> str:
+        """One line for reports and the ``neotoma_repair`` record."""
+        return f"Recorded turn {self.turn_id} as abandoned ({self.reason})"
+
+
+@attrs.frozen
+class CompleteTurn:
+    """Mark a turn ``completed`` whose two messages are both stored but whose record is not."""
+
+    kind: ClassVar[str] = "complete_turn"
+
+    conversation_id: str
+    turn_id: str
+    reason: str = attrs.field(default="both_messages_found_by_audit", validator=_check_reason)
+
+    def describe(self) -> str:
+        """One line for reports and the ``neotoma_repair`` record."""
+        return f"Recorded turn {self.turn_id} as completed ({self.reason})"
+
+
+@attrs.frozen
+class LinkToConversation:
+    """Add the missing ``PART_OF`` edge from a stored message to its conversation."""
+
+    kind: ClassVar[str] = "link_to_conversation"
+
+    conversation_id: str
+    turn_id: str
+    message_id: str = attrs.field(validator=_check_entity_id)
+    role: Literal["user", "assistant"] = "user"
+
+    def describe(self) -> str:
+        """One line for reports and the ``neotoma_repair`` record."""
+        return f"Linked the {self.role} message of turn {self.turn_id} to its conversation"
+
+
+RepairAction = (
+    StoreUserMessage
+    | StoreAssistantMessage
+    | StoreAttachment
+    | AbandonTurn
+    | CompleteTurn
+    | LinkToConversation
+)
+
+
+def message_id_for(conversation_id: str, turn_id: str, role: Literal["user", "assistant"]) -> str:
+    """The entity id a store gives the ``role`` message of a turn (derived, no I/O)."""
+    keys = turn_keys(conversation_id, turn_id)
+    turn_key = keys.user_turn_key if role == "user" else keys.assistant_turn_key
+    return resolve_identity("conversation_message", {"turn_key": turn_key}).entity_id
+
+
+def _repair_key(keys: TurnKeys, base: str, suffix: str) -> str:
+    # Built on the protocol's own key so one grep finds every write of a turn; the suffix
+    # keeps a repair from colliding with (or being refused as) the phase it stands in for.
+    return f"{base}-repair{suffix}"
+
+
+def _settings(action: RepairAction) -> ConversationSettings:
+    # Only the conversation id: a repair does not know the platform or title, and a store
+    # that omits them leaves the stored values untouched.
+    return ConversationSettings(action.conversation_id)
+
+
+async def build_payload(action: RepairAction) -> StorePayload:
+    """The one store request that carries out ``action`` (reads the file of an attachment)."""
+    keys = turn_keys(action.conversation_id, action.turn_id)
+    settings = _settings(action)
+    if isinstance(action, StoreUserMessage):
+        return StorePayload(
+            entities=(
+                conversation_entity(settings),
+                message_entity("user", action.content, keys.user_turn_key),
+            ),
+            relationships=({"relationship_type": "PART_OF", "source_index": 1, "target_index": 0},),
+            idempotency_key=_repair_key(keys, keys.idempotency_key("user"), ""),
+            conversation_index=0,
+            user_index=1,
+            turn_record_index=0,
+        )
+    if isinstance(action, StoreAssistantMessage):
+        payload = closing_payload(
+            settings, keys, action.content, conversation_entity_id=None, user_message_id=None
+        )
+        return attrs.evolve(payload, idempotency_key=_repair_key(keys, payload.idempotency_key, ""))
+    if isinstance(action, AbandonTurn | CompleteTurn):
+        status: Literal["abandoned", "completed"] = (
+            "abandoned" if isinstance(action, AbandonTurn) else "completed"
+        )
+        record = {**turn_record(keys, status), "reason": action.reason}
+        phase = keys.idempotency_key("abandoned" if status == "abandoned" else "assistant")
+        return StorePayload(
+            entities=(record,),
+            relationships=(),
+            idempotency_key=_repair_key(keys, phase, f"-{action.reason}"),
+            turn_record_index=0,
+        )
+    if isinstance(action, LinkToConversation):
+        phase_key = keys.idempotency_key("user" if action.role == "user" else "assistant")
+        return StorePayload(
+            entities=(conversation_entity(settings),),
+            relationships=(
+                {
+                    "relationship_type": "PART_OF",
+                    "source_entity_id": action.message_id,
+                    "target_index": 0,
+                },
+            ),
+            idempotency_key=_repair_key(keys, phase_key, "-part-of"),
+            conversation_index=0,
+            turn_record_index=0,
+        )
+    return await _attachment_payload(action, keys)
+
+
+async def _attachment_payload(action: StoreAttachment, keys: TurnKeys) -> StorePayload:
+    path = anyio.Path(action.file_path)
+    data = await path.read_bytes()
+    digest = await anyio.to_thread.run_sync(lambda: hashlib.sha256(data).hexdigest())
+    mime, _ = mimetypes.guess_type(action.file_path)
+    asset: dict[str, Any] = {
+        "entity_type": "file_asset",
+        # Keyed by content: the same file attached twice is one entity.
+        "canonical_name": f"file_asset:sha256:{digest}",
+        "original_filename": os.path.basename(action.file_path),
+        "file_path": action.file_path,
+        "content_hash": digest,
+        "file_size": len(data),
+    }
+    if mime is not None:
+        asset["mime_type"] = mime
+    user_id = message_id_for(action.conversation_id, action.turn_id, "user")
+    return StorePayload(
+        entities=(asset,),
+        relationships=(
+            {"relationship_type": "EMBEDS", "source_entity_id": user_id, "target_index": 0},
+        ),
+        idempotency_key=_repair_key(keys, keys.idempotency_key("user"), f"-file-{digest[:16]}"),
+        turn_record_index=0,
+    )
+
+
+def action_json(action: RepairAction) -> Mapping[str, Any]:
+    """The action as plain JSON (texts are summarised by length, never copied)."""
+    out: dict[str, Any] = {"kind": action.kind, "description": action.describe()}
+    if isinstance(action, StoreUserMessage | StoreAssistantMessage):
+        out["content_chars"] = len(action.content)
+    elif isinstance(action, StoreAttachment):
+        out["file_path"] = action.file_path
+    elif isinstance(action, AbandonTurn | CompleteTurn):
+        out["reason"] = action.reason
+    else:
+        out["message_id"] = action.message_id
+        out["role"] = action.role
+    return out

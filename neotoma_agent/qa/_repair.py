@@ -1,0 +1,233 @@
+"""``apply_repairs``: run the suggested repairs of a turn's diagnoses, then record what was done.
+
+Each repair is one store under a deterministic idempotency key, so a second run replays
+instead of writing. The run ends with one ``neotoma_repair`` entity (keyed by the turn,
+one observation per distinct summary) that lists the issues found and what became of each;
+its fields are a pure function of the diagnoses and of which repairs succeeded, so an
+identical second run replays that store too and writes nothing new.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any, Literal
+
+import attrs
+import structlog
+
+from .._keys import ENTITY_ID_RE, turn_keys
+from ..transport._base import Transport
+from ._actions import RepairAction, build_payload
+from ._diagnose import Diagnosis
+
+__all__ = ["RepairOutcome", "RepairResult", "RepairStatus", "apply_repairs"]
+
+logger = structlog.get_logger("neotoma_agent")
+
+RepairStatus = Literal["applied", "replayed", "skipped", "failed"]
+
+
+@attrs.frozen
+class RepairOutcome:
+    """What became of one diagnosis's repair.
+
+    ``applied``: the store wrote it now; ``replayed``: an identical repair was stored before
+    (nothing new written); ``skipped``: no automatic repair exists; ``failed``: the store
+    raised (``error`` says why).
+    """
+
+    diagnosis: Diagnosis
+    status: RepairStatus
+    action: RepairAction | None = None
+    #: the entities the repair's store touched (message, turn record, conversation, ...)
+    entity_ids: tuple[str, ...] = ()
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        """True when the repair is in the store (``applied`` now or ``replayed``)."""
+        return self.status in ("applied", "replayed")
+
+    def to_json(self) -> Mapping[str, Any]:
+        """The outcome as plain JSON."""
+        out: dict[str, Any] = {
+            "diagnosis_id": self.diagnosis.id,
+            "status": self.status,
+            "entity_ids": list(self.entity_ids),
+        }
+        if self.action is not None:
+            out["action"] = self.action.kind
+            out["description"] = self.action.describe()
+        if self.error is not None:
+            out["error"] = self.error
+        return out
+
+
+@attrs.frozen
+class RepairResult:
+    """The outcome of :func:`apply_repairs`: one entry per problem diagnosis, in order."""
+
+    conversation_id: str
+    turn_id: str
+    outcomes: tuple[RepairOutcome, ...]
+    #: the ``neotoma_repair`` entity recording this run (``None`` if nothing was wrong, or
+    #: if recording it failed)
+    repair_entity_id: str | None = None
+    #: the ``neotoma_repair`` store replayed: this exact run was recorded before
+    replayed: bool = False
+
+    def __iter__(self) -> Iterator[RepairOutcome]:
+        return iter(self.outcomes)
+
+    def __len__(self) -> int:
+        return len(self.outcomes)
+
+    @property
+    def ok(self) -> bool:
+        """True when no repair failed (skipped ones have nothing to run)."""
+        return all(o.status != "failed" for o in self.outcomes)
+
+    @property
+    def wrote(self) -> bool:
+        """True when this run wrote anything (False for a repeat of an earlier run)."""
+        return any(o.status == "applied" for o in self.outcomes) or (
+            self.repair_entity_id is not None and not self.replayed
+        )
+
+    def to_json(self) -> Mapping[str, Any]:
+        """The result as plain JSON."""
+        return {
+            "conversation_id": self.conversation_id,
+            "turn_id": self.turn_id,
+            "repair_entity_id": self.repair_entity_id,
+            "replayed": self.replayed,
+            "outcomes": [dict(o.to_json()) for o in self.outcomes],
+        }
+
+
+async def _run(transport: Transport, diagnosis: Diagnosis) -> RepairOutcome:
+    action = diagnosis.repair
+    if action is None:
+        return RepairOutcome(diagnosis, "skipped")
+    try:
+        payload = await build_payload(action)
+        stored = await transport.store(
+            payload.entities,
+            idempotency_key=payload.idempotency_key,
+            relationships=payload.relationships,
+        )
+    except Exception as exc:
+        logger.warning(
+            "repair.failed",
+            diagnosis=diagnosis.id,
+            action=action.kind,
+            error_class=type(exc).__name__,
+            error=str(exc),
+        )
+        return RepairOutcome(diagnosis, "failed", action, error=f"{type(exc).__name__}: {exc}")
+    ids = tuple(dict.fromkeys(e.entity_id for e in stored.entities if e.entity_id))
+    status: RepairStatus = "replayed" if stored.replayed else "applied"
+    return RepairOutcome(diagnosis, status, action, entity_ids=ids)
+
+
+def _summary_entity(
+    conversation_id: str,
+    turn_id: str,
+    issues: Sequence[Diagnosis],
+    outcomes: Sequence[RepairOutcome],
+) -> dict[str, Any]:
+    # Outcomes are recorded as applied / failed / skipped only: "replayed" would make a
+    # repeat run's summary differ from the first and write a new observation.
+    repairs: list[dict[str, Any]] = []
+    for o in outcomes:
+        entry: dict[str, Any] = {
+            "diagnosis_id": o.diagnosis.id,
+            "outcome": "applied" if o.ok else o.status,
+        }
+        if o.action is not None:
+            entry["action"] = o.action.kind
+        if o.status == "failed" and o.error is not None:
+            entry["error_class"] = o.error.split(":", 1)[0]
+        repairs.append(entry)
+    return {
+        "entity_type": "neotoma_repair",
+        "canonical_name": f"neotoma_repair:{conversation_id}:{turn_id}",
+        "conversation_id": conversation_id,
+        "turn_id": turn_id,
+        "issues": [{"id": d.id, "severity": d.severity, "message": d.message} for d in issues],
+        "repairs": repairs,
+        "repair_count": sum(1 for o in outcomes if o.ok),
+        "error_count": sum(1 for o in outcomes if o.status == "failed"),
+    }
+
+
+async def apply_repairs(
+    transport: Transport,
+    diagnoses: Sequence[Diagnosis],
+    *,
+    conversation_id: str,
+    turn_id: str,
+) -> RepairResult:
+    """Run the suggested repair of every problem in ``diagnoses``; record one summary.
+
+    Repairs run in order, one store each, under deterministic idempotency keys: running the
+    same repairs twice writes nothing new the second time (each store replays). A failing
+    repair is reported (``status="failed"``) and does not stop the others. When anything was
+    wrong, one ``neotoma_repair`` entity then records the issues and outcomes and
+    ``REFERS_TO`` every entity the repairs touched; recording it is best effort (a failure
+    is logged at WARNING and ``repair_entity_id`` is ``None``).
+
+    ``conversation_id`` and ``turn_id`` are validated before any I/O.
+    """
+    keys = turn_keys(conversation_id, turn_id)
+    issues = [d for d in diagnoses if not d.ok]
+    outcomes = [await _run(transport, d) for d in issues]
+    if not issues:
+        return RepairResult(conversation_id, turn_id, ())
+
+    entity = _summary_entity(keys.conversation_id, keys.turn_id, issues, outcomes)
+    blob = json.dumps(entity, separators=(",", ":"), ensure_ascii=False)
+    digest = hashlib.sha256(blob.encode("utf-8")).hexdigest()[:16]
+    touched = dict.fromkeys(i for o in outcomes for i in o.entity_ids if ENTITY_ID_RE.fullmatch(i))
+    relationships = [
+        {"relationship_type": "REFERS_TO", "source_index": 0, "target_entity_id": i}
+        for i in touched
+    ]
+    repair_entity_id: str | None = None
+    replayed = False
+    try:
+        stored = await transport.store(
+            [entity],
+            # One key per distinct summary: a later run that fixes more is recorded too.
+            idempotency_key=f"neotoma-repair-{keys.conversation_id}-{keys.turn_id}-{digest}",
+            relationships=relationships,
+        )
+        replayed = stored.replayed
+        repair_entity_id = next(
+            (e.entity_id for e in stored.entities if e.entity_type == "neotoma_repair"), None
+        )
+    except Exception as exc:
+        logger.warning(
+            "repair.record_failed",
+            conversation_id=keys.conversation_id,
+            turn_id=keys.turn_id,
+            error_class=type(exc).__name__,
+            error=str(exc),
+        )
+    result = RepairResult(
+        keys.conversation_id, keys.turn_id, tuple(outcomes), repair_entity_id, replayed
+    )
+    logger.info(
+        "repair.done",
+        conversation_id=keys.conversation_id,
+        turn_id=keys.turn_id,
+        issues=len(issues),
+        applied=sum(1 for o in outcomes if o.status == "applied"),
+        replayed=sum(1 for o in outcomes if o.status == "replayed"),
+        failed=sum(1 for o in outcomes if o.status == "failed"),
+        skipped=sum(1 for o in outcomes if o.status == "skipped"),
+        repair_entity_id=repair_entity_id,
+    )
+    return result

@@ -1,0 +1,316 @@
+"""``render_turn_report``: the markdown "🧠 Neotoma" section an agent appends to a reply.
+
+Layout (each group only when it has entries)::
+
+    ---
+
+    ## 🧠 Neotoma — [chat-42](<inspector>/conversations/<conversation entity id>)
+
+    Retrieved (1)
+    - 🏢 Acme ([company](<inspector>/entities/ent_...))
+
+    Created (n) / Updated (n)             or "No durable facts read or written this turn."
+
+    Issues (n)                            non-ok diagnoses, with meaning, risk and fix
+    Repairs (n)                           what apply_repairs did, linked to neotoma_repair
+
+The inspector base URL is the explicit argument, else ``$NEOTOMA_INSPECTOR_URL``, else
+``$NEOTOMA_BASE_URL``, else ``http://localhost:3080``. A finished turn (``t`` or ``t.result``)
+renders with no assembly: its conversation, retrieved and cited entities and its diagnoses
+come from the result.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Final, Literal
+
+import attrs
+
+from ..transport._base import Entity, EntitySnapshot
+from ._diagnose import Diagnosis, diagnose_turn
+from ._repair import RepairResult
+
+if TYPE_CHECKING:
+    from .._turn import Turn, TurnResult
+
+__all__ = [
+    "ReportEntity",
+    "ReportRepair",
+    "TurnReportInput",
+    "render_turn_report",
+    "resolve_inspector_base_url",
+]
+
+DEFAULT_INSPECTOR_URL: Final = "http://localhost:3080"
+
+_EMOJI: Final[dict[str, str]] = {
+    "conversation": "🧵",
+    "conversation_message": "💬",
+    "conversation_turn": "🔁",
+    "neotoma_repair": "🛠️",
+    "person": "👤",
+    "contact": "👤",
+    "company": "🏢",
+    "task": "✅",
+    "event": "📅",
+    "note": "📝",
+    "file_asset": "📎",
+    "email_message": "✉️",
+    "invoice": "🧾",
+    "receipt": "🧾",
+    "transaction": "💸",
+    "location": "📍",
+    "place": "📍",
+    "research": "🔍",
+    "report": "🔍",
+}
+_DEFAULT_EMOJI: Final = "🗂️"
+_MAX_LABEL: Final = 120
+
+
+def emoji_for(entity_type: str) -> str:
+    """The emoji a report shows for ``entity_type`` (a folder for unknown types)."""
+    return _EMOJI.get(entity_type, _DEFAULT_EMOJI)
+
+
+@attrs.frozen
+class ReportEntity:
+    """One entity line of a report: its type, a short label and (ideally) its id."""
+
+    entity_type: str
+    label: str
+    entity_id: str | None = None
+    #: overrides the type's default emoji
+    emoji: str | None = None
+
+    @classmethod
+    def from_entity(cls, entity: Entity | EntitySnapshot) -> ReportEntity:
+        """From a lookup result or a snapshot."""
+        if isinstance(entity, Entity):
+            return cls(entity.entity_type, entity.name, entity.id)
+        label = next(
+            (
+                v
+                for k in ("name", "title", "full_name", "email")
+                if isinstance(v := entity.snapshot.get(k), str) and v
+            ),
+            entity.canonical_name or entity.entity_id,
+        )
+        return cls(entity.entity_type, label, entity.entity_id)
+
+
+@attrs.frozen
+class ReportRepair:
+    """One line of the Repairs group."""
+
+    label: str
+    #: the ``neotoma_repair`` entity that records it, linked when known
+    repair_entity_id: str | None = None
+    #: ``ok`` (applied), ``warn`` or ``error`` (failed)
+    severity: Literal["ok", "warn", "error"] = "ok"
+
+
+def _tuple(value: Iterable[Any]) -> tuple[Any, ...]:
+    return tuple(value)
+
+
+@attrs.frozen
+class TurnReportInput:
+    """Everything a report shows; build it by hand or with :meth:`from_result`."""
+
+    #: the conversation, for the heading (linked when its entity id is known)
+    conversation: ReportEntity | None = None
+    retrieved: tuple[ReportEntity, ...] = attrs.field(default=(), converter=_tuple)
+    created: tuple[ReportEntity, ...] = attrs.field(default=(), converter=_tuple)
+    updated: tuple[ReportEntity, ...] = attrs.field(default=(), converter=_tuple)
+    diagnoses: tuple[Diagnosis, ...] = attrs.field(default=(), converter=_tuple)
+    repairs: tuple[ReportRepair, ...] = attrs.field(default=(), converter=_tuple)
+
+    @classmethod
+    def from_result(
+        cls,
+        result: TurnResult,
+        *,
+        retrieved: Sequence[Entity] | None = None,
+        diagnoses: Sequence[Diagnosis] | None = None,
+        repairs: RepairResult | Sequence[ReportRepair] = (),
+    ) -> TurnReportInput:
+        """The report of a finished turn.
+
+        The turn's own writes (messages, turn record) are bookkeeping, not facts, so they
+        appear only in the heading link. Retrieved lists what retrieval returned and what
+        the reply cited, with type and name when the entities are at hand (``retrieved``,
+        or a result that carries them), else by id. Diagnoses default to
+        ``diagnose_turn`` of the result.
+        """
+        conversation = ReportEntity(
+            "conversation", result.conversation_id, result.conversation_entity_id
+        )
+        entities = retrieved if retrieved is not None else getattr(result, "retrieved", None)
+        known = {e.id: e for e in entities or () if isinstance(e, Entity)}
+        ids = dict.fromkeys([*result.retrieved_ids, *known, *result.cited_ids])
+        lines = tuple(
+            ReportEntity.from_entity(known[i]) if i in known else ReportEntity("entity", i, i)
+            for i in ids
+        )
+        found = diagnoses if diagnoses is not None else diagnose_turn(result)
+        return cls(
+            conversation=conversation,
+            retrieved=lines,
+            diagnoses=tuple(found),
+            repairs=_repair_lines(repairs),
+        )
+
+    @classmethod
+    def from_turn(
+        cls,
+        turn: Turn,
+        *,
+        diagnoses: Sequence[Diagnosis] | None = None,
+        repairs: RepairResult | Sequence[ReportRepair] = (),
+    ) -> TurnReportInput:
+        """The report of a finished ``async with memory.turn(...) as t`` block."""
+        found = diagnoses if diagnoses is not None else diagnose_turn(turn)
+        return cls.from_result(
+            turn.result, retrieved=turn.retrieved, diagnoses=found, repairs=repairs
+        )
+
+
+def _repair_lines(repairs: RepairResult | Sequence[ReportRepair]) -> tuple[ReportRepair, ...]:
+    if not isinstance(repairs, RepairResult):
+        return tuple(repairs)
+    lines: list[ReportRepair] = []
+    for outcome in repairs.outcomes:
+        if outcome.action is None:
+            continue
+        label = outcome.action.describe()
+        if outcome.status == "failed":
+            failed = f"{label}: failed ({outcome.error})"
+            lines.append(ReportRepair(failed, repairs.repair_entity_id, "error"))
+        else:
+            lines.append(ReportRepair(label, repairs.repair_entity_id, "ok"))
+    return tuple(lines)
+
+
+def resolve_inspector_base_url(explicit: str | None = None) -> str:
+    """``explicit``, else ``$NEOTOMA_INSPECTOR_URL``, ``$NEOTOMA_BASE_URL``, else the default.
+
+    Empty values are skipped; a trailing ``/`` is dropped.
+    """
+    for candidate in (
+        explicit,
+        os.environ.get("NEOTOMA_INSPECTOR_URL"),
+        os.environ.get("NEOTOMA_BASE_URL"),
+    ):
+        if candidate and candidate.strip():
+            return candidate.strip().rstrip("/")
+    return DEFAULT_INSPECTOR_URL
+
+
+def _label(text: str) -> str:
+    # A label is free text (a name, a title): one line, bounded, and unable to close the
+    # markdown link it sits in.
+    flat = " ".join(text.split())
+    if len(flat) > _MAX_LABEL:
+        flat = flat[: _MAX_LABEL - 1] + "…"
+    return flat.replace("[", "\\[").replace("]", "\\]")
+
+
+def _heading(conversation: ReportEntity | None, base: str) -> str:
+    if conversation is None or not conversation.label:
+        return "## 🧠 Neotoma"
+    label = _label(conversation.label)
+    if conversation.entity_id:
+        return f"## 🧠 Neotoma — [{label}]({base}/conversations/{conversation.entity_id})"
+    return f"## 🧠 Neotoma — {label}"
+
+
+def _entity_line(entity: ReportEntity, base: str) -> str:
+    emoji = entity.emoji or emoji_for(entity.entity_type)
+    label = _label(entity.label)
+    if not entity.entity_id:
+        return f"- {emoji} {label} (no id: see Issues)"
+    return f"- {emoji} {label} ([{entity.entity_type}]({base}/entities/{entity.entity_id}))"
+
+
+def _issue_line(d: Diagnosis) -> str:
+    parts = [f"{'🔴' if d.severity == 'error' else '🟡'} {d.message} (`{d.id}`)"]
+    if d.meaning:
+        parts.append(f"Now: {d.meaning}")
+    if d.risk:
+        parts.append(f"If left: {d.risk}")
+    if d.resolution:
+        parts.append(f"Fix: {d.resolution}")
+    return "- " + " — ".join(parts)
+
+
+def _repair_line(r: ReportRepair, base: str) -> str:
+    prefix = {"error": "🔴", "warn": "🟡"}.get(r.severity, "🛠️")
+    link = ""
+    if r.repair_entity_id:
+        link = f" ([neotoma_repair]({base}/entities/{r.repair_entity_id}))"
+    return f"- {prefix} {r.label}{link}"
+
+
+def render_turn_report(
+    source: TurnReportInput | TurnResult | Turn,
+    *,
+    diagnoses: Sequence[Diagnosis] | None = None,
+    repairs: RepairResult | Sequence[ReportRepair] | None = None,
+    inspector_base_url: str | None = None,
+) -> str:
+    """The markdown turn report (ends with one newline).
+
+    ``source`` is a :class:`TurnReportInput`, or a finished turn (``t.result`` or ``t``),
+    whose report input is built with :meth:`TurnReportInput.from_result`. ``diagnoses``
+    replace the source's; ``repairs`` (an :func:`apply_repairs` result or lines) replace its
+    repairs.
+    """
+    report = _as_input(source, diagnoses)
+    if repairs is not None:
+        report = attrs.evolve(report, repairs=_repair_lines(repairs))
+    elif diagnoses is not None:
+        report = attrs.evolve(report, diagnoses=tuple(diagnoses))
+    base = resolve_inspector_base_url(inspector_base_url)
+
+    lines = ["---", "", _heading(report.conversation, base), ""]
+    groups = (
+        ("Retrieved", report.retrieved),
+        ("Created", report.created),
+        ("Updated", report.updated),
+    )
+    if any(entries for _, entries in groups):
+        for title, entries in groups:
+            if entries:
+                lines.append(f"{title} ({len(entries)})")
+                lines.extend(_entity_line(e, base) for e in entries)
+                lines.append("")
+    else:
+        lines += ["No durable facts read or written this turn.", ""]
+
+    issues = [d for d in report.diagnoses if not d.ok]
+    if issues:
+        lines.append(f"Issues ({len(issues)})")
+        lines.extend(_issue_line(d) for d in issues)
+        lines.append("")
+    if report.repairs:
+        lines.append(f"Repairs ({len(report.repairs)})")
+        lines.extend(_repair_line(r, base) for r in report.repairs)
+        lines.append("")
+    return "\n".join(lines).rstrip("\n") + "\n"
+
+
+def _as_input(
+    source: TurnReportInput | TurnResult | Turn, diagnoses: Sequence[Diagnosis] | None
+) -> TurnReportInput:
+    if isinstance(source, TurnReportInput):
+        return source
+    from .._turn import Turn, TurnResult
+
+    if isinstance(source, Turn):
+        return TurnReportInput.from_turn(source, diagnoses=diagnoses)
+    if isinstance(source, TurnResult):
+        return TurnReportInput.from_result(source, diagnoses=diagnoses)
+    raise TypeError(f"cannot render a report from a {type(source).__name__}")
