@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from ._memory import NeotomaMemory, OpenTurn
+from ._retrieval import Extractor, RetrievalStats, Retrieved, default_extractor
+from ._turn import Turn, TurnResult, TurnState
 from ._version import __version__
 from .exceptions import (
     APIError,
@@ -35,9 +38,13 @@ from .transport._base import (
     Transport,
 )
 from .transport.embedded import EmbeddedStore
+from .transport.http import HttpTransport, RetryPolicy
+from .wrap import AgentReply, AgentStream, MemoryAgent, StoppedEarly, with_memory
 
-__all__ = [  # sorted; tests/test_public_api.py pins it
+__all__ = [  # tests/test_public_api.py pins it
     "APIError",
+    "AgentReply",
+    "AgentStream",
     "AuthenticationError",
     "ConnectTimeout",
     "ConnectionLost",
@@ -47,25 +54,39 @@ __all__ = [  # sorted; tests/test_public_api.py pins it
     "Entity",
     "EntityQueryResult",
     "EntitySnapshot",
+    "Extractor",
+    "HttpTransport",
     "IdempotencyMismatchError",
     "LookupResult",
+    "MemoryAgent",
     "NeotomaError",
+    "NeotomaMemory",
     "NotFoundError",
     "Observation",
     "ObservationList",
+    "OpenTurn",
     "RateLimitedError",
     "ReadTimeout",
     "RelatedEntities",
     "RelationshipSnapshot",
+    "RetrievalStats",
+    "Retrieved",
+    "RetryPolicy",
     "ServerError",
+    "StoppedEarly",
     "StoreResult",
     "StoredEntity",
     "Transport",
     "TransportError",
+    "Turn",
     "TurnCloseError",
+    "TurnResult",
+    "TurnState",
     "TurnStateError",
     "ValidationError",
     "__version__",
+    "default_extractor",
+    "with_memory",
 ]
 
 # Public names report themselves as neotoma_agent.X, not the private module they live in.

@@ -5,6 +5,22 @@ from __future__ import annotations
 import neotoma_agent
 
 EXPECTED = {
+    "NeotomaMemory",
+    "OpenTurn",
+    "Extractor",
+    "RetrievalStats",
+    "Retrieved",
+    "default_extractor",
+    "Turn",
+    "TurnResult",
+    "TurnState",
+    "HttpTransport",
+    "RetryPolicy",
+    "AgentReply",
+    "AgentStream",
+    "MemoryAgent",
+    "StoppedEarly",
+    "with_memory",
     "APIError",
     "AuthenticationError",
     "ConnectTimeout",
