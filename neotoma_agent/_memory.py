@@ -186,8 +186,10 @@ class NeotomaMemory:
     max_identifiers: int = attrs.field(
         default=16, kw_only=True, validator=_positive("max_identifiers")
     )
+    # As many as identifiers by default: over a network, all lookups then share one round
+    # trip with the user store (the 2-round-trip turn); lower it to spare a busy server.
     max_concurrency: int = attrs.field(
-        default=4, kw_only=True, validator=_positive("max_concurrency")
+        default=16, kw_only=True, validator=_positive("max_concurrency")
     )
     retrieval_timeout: float | None = attrs.field(
         default=3.0, kw_only=True, validator=_timeout("retrieval_timeout", optional=True)
