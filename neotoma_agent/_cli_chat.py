@@ -24,7 +24,7 @@ import shlex
 import signal
 import sys
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from types import FrameType
 from typing import Any, TextIO
@@ -181,8 +181,12 @@ class _Chat:
                         self.write("  memory: nothing found for this message\n")
                     self.write("agent> ")
                     started_reply = True
+                    shown = 0
                     async for chunk in stream:
                         self.write(chunk)
+                        shown += len(chunk)
+                    # A sync or async agent returns its reply whole, without chunks.
+                    self.write(stream.reply[shown:])
             except Exception as exc:
                 run.error = exc
         run.cancelled = scope.cancelled_caught
@@ -208,7 +212,7 @@ class _Chat:
             return
         if result is not None and result.status is TurnState.ABANDONED:
             self.stored += 1
-            why = "stopped" if run.cancelled else f"agent failed: {_describe(run.error)}"
+            why = "stopped" if run.cancelled else f"agent failed ({_describe(run.error)})"
             kept = (
                 f"the partial reply ({result.reply_chars} characters) is kept"
                 if result.reply_chars
@@ -256,6 +260,25 @@ def _wait_for_turn(portal: anyio.from_thread.BlockingPortal, chat: _Chat, line: 
         future.result()
     finally:
         signal.signal(signal.SIGINT, previous)
+
+
+@contextlib.contextmanager
+def _sigint_for_main_thread_only() -> Iterator[None]:
+    """Block SIGINT in the threads started inside the block.
+
+    The kernel hands a process signal to any thread that does not block it; if a worker
+    thread took Ctrl-C, the main thread (waiting in ``input()`` or for a turn) would never
+    hear of it.
+    """
+    mask = getattr(signal, "pthread_sigmask", None)
+    if mask is None:  # pragma: no cover - Windows: console Ctrl-C goes to the main thread
+        yield
+        return
+    mask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        mask(signal.SIG_UNBLOCK, {signal.SIGINT})
 
 
 def _new_conversation_id() -> str:
@@ -308,7 +331,10 @@ def run(args: argparse.Namespace, *, stdin: TextIO | None = None, out: TextIO | 
     interactive = stdin.isatty()
     where = store_label(args)
     with contextlib.ExitStack() as stack:
-        portal = stack.enter_context(anyio.from_thread.start_blocking_portal(backend="asyncio"))
+        with _sigint_for_main_thread_only():
+            # Threads inherit the signal mask of the thread that starts them: the loop
+            # thread, and through it the store's and the agents' worker threads.
+            portal = stack.enter_context(anyio.from_thread.start_blocking_portal(backend="asyncio"))
         transport = stack.enter_context(portal.wrap_async_context_manager(open_transport(args)))
         memory = NeotomaMemory(transport, conversation_id=conversation_id, platform=PLATFORM)
         chat = _Chat(with_memory(agent_fn, memory=memory), out)

@@ -8,9 +8,10 @@ Each line is a JSON object::
 
 ``conversation_id``, ``user`` and ``assistant`` are required; ``turn_id``, ``turn_number``
 and ``refers_to`` (entity ids the reply refers to) are optional; other keys are ignored
-(and listed once). A line without ``turn_id`` gets ``import-<n>`` and ``turn_number`` ``n``,
-where ``n`` is its position among the lines of its conversation in the file, so that
-importing the same file again maps every line to the same turn.
+(and listed once). Let ``n`` be a line's position among the lines of its conversation in
+the file (1, 2, ...): ``turn_id`` defaults to ``import-<n>`` and ``turn_number`` (which
+orders the transcript) to ``n``, so that importing the same file again maps every line to
+the same turn. Give both explicitly when a conversation is spread over several files.
 
 Every turn is written with ``NeotomaMemory.record_turn`` (one store: both messages, the
 turn record and every edge, under the turn's idempotency key), so a second run replays
@@ -62,7 +63,7 @@ class ImportLine:
     line_number: int
     conversation_id: str
     turn_id: str
-    turn_number: int | None
+    turn_number: int
     user: str
     assistant: str
     refers_to: tuple[str, ...]
@@ -150,16 +151,15 @@ def parse_line(
     assert user is not None
     assert assistant is not None
     turn_id = _string(obj, "turn_id", required=False)
-    turn_number: int | None
     if turn_id is None:
-        turn_id, turn_number = f"import-{position}", position
+        turn_id = f"import-{position}"
     else:
         try:
             validate_turn_id(turn_id)
         except ValueError as exc:
             raise LineError(str(exc)) from None
-        turn_number = None
-    if "turn_number" in obj and obj["turn_number"] is not None:
+    turn_number = position
+    if obj.get("turn_number") is not None:
         value = obj["turn_number"]
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
             raise LineError(f"'turn_number' must be an integer >= 0, got {value!r}")
@@ -211,8 +211,8 @@ def _refusal(item: ImportLine, exc: Exception) -> str:
     if isinstance(exc, IdempotencyMismatchError):
         return (
             f"turn {item.turn_id!r} of conversation {item.conversation_id!r} is already stored "
-            "with a different text; give this line its own turn_id (a line without one is "
-            "numbered by its position in its conversation)"
+            "with a different text or turn_number (a line without them is numbered by its "
+            "position in its conversation); give this line its own turn_id, or fix the file"
         )
     if isinstance(exc, APIError):
         return f"the store refused the turn: {exc.message}"

@@ -273,7 +273,7 @@ async def load_transcript(transport: Transport, conversation_id: str) -> Transcr
             status = str(fields.get("status") or "unknown")
             error = fields.get("error_class")
             error_class = error if isinstance(error, str) else None
-            repaired = status == "abandoned" and REPAIR_REASON in fields.values()
+            repaired = status == "abandoned" and fields.get("reason") == REPAIR_REASON
             record_id = record.entity_id
         number = min((m.turn_number for m in msgs if m.turn_number is not None), default=None)
         first = min(m.created_at for m in msgs)

@@ -73,7 +73,7 @@ async def collect_stats(transport: Transport) -> StoreStats:
             if entity.entity_type == "conversation_turn":
                 status = entity.snapshot.get("status")
                 stats.turn_status[str(status) if status else "unknown"] += 1
-                if status == "abandoned" and REPAIR_REASON in entity.snapshot.values():
+                if status == "abandoned" and entity.snapshot.get("reason") == REPAIR_REASON:
                     stats.repaired += 1
         offset += len(page.entities)
         stats.entities = max(page.total, offset)

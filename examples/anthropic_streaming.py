@@ -1,0 +1,94 @@
+"""Stream a reply from the Anthropic SDK through an async-generator agent and ``with_memory``.
+
+    pip install anthropic && export ANTHROPIC_API_KEY=...
+    python examples/anthropic_streaming.py ["your question"]
+
+The agent is an async generator ``(user_message, turn) -> chunks``; ``with_memory`` opens
+the turn (user message stored, entities retrieved), appends every chunk it yields to the
+reply, and stores the reply when the stream ends, or the partial reply if it breaks off.
+The model client is a parameter: the test suite passes a fake one shaped like
+``anthropic.AsyncAnthropic``.
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+from collections.abc import AsyncIterator, Callable, Sequence
+from pathlib import Path
+from typing import Any, TextIO
+
+import anyio
+
+from neotoma_agent import EmbeddedStore, Entity, Turn, TurnResult, with_memory
+
+MODEL = "claude-sonnet-4-5"
+
+
+def system_prompt(entities: Sequence[Entity]) -> str:
+    """Ground the model in what retrieval found (and only that)."""
+    if not entities:
+        return "You are a helpful assistant. Nothing relevant is in memory."
+    known = "\n".join(f"- {e.name} ({e.entity_type}): {dict(e.snapshot)}" for e in entities)
+    return f"You are a helpful assistant. Known entities from memory:\n{known}"
+
+
+def claude_agent(client: Any, model: str = MODEL) -> Callable[[str, Turn], AsyncIterator[str]]:
+    """An agent that streams Claude's reply, grounded in the turn's retrieved entities."""
+
+    async def agent(user_message: str, turn: Turn) -> AsyncIterator[str]:
+        async with client.messages.stream(
+            model=model,
+            max_tokens=1024,
+            system=system_prompt(turn.retrieved),
+            messages=[{"role": "user", "content": user_message}],
+        ) as stream:
+            async for text in stream.text_stream:
+                yield text
+        turn.cite(*turn.retrieved)
+
+    return agent
+
+
+async def main(
+    client: Any = None,
+    *,
+    question: str = "What do we know about Acme Corp?",
+    path: str | Path = ":memory:",
+    model: str = MODEL,
+    out: TextIO = sys.stdout,
+) -> TurnResult:
+    """One streamed turn; ``client`` defaults to ``anthropic.AsyncAnthropic()``."""
+    if client is None:
+        import anthropic  # type: ignore[import-not-found, unused-ignore]
+
+        client = anthropic.AsyncAnthropic()
+    async with EmbeddedStore.open(path) as store:
+        await store.store(
+            [{"entity_type": "company", "name": "Acme Corp", "website": "acme.com"}],
+            idempotency_key="anthropic-example-acme",
+        )
+        agent = with_memory(
+            claude_agent(client, model),
+            transport=store,
+            conversation_id="anthropic-example",
+            platform="anthropic",
+        )
+        out.write("assistant: ")
+        async with agent.stream(question) as reply:
+            async for chunk in reply:
+                out.write(chunk)
+                out.flush()
+        out.write("\n")
+    out.write(f"stored: {reply.result.stored_status}, reply {reply.result.assistant_message_id}\n")
+    return reply.result
+
+
+if __name__ == "__main__":
+    ask = sys.argv[1] if len(sys.argv) > 1 else "What do we know about Acme Corp?"
+    try:
+        anyio.run(functools.partial(main, question=ask))
+    except ModuleNotFoundError as exc:
+        if exc.name != "anthropic":
+            raise
+        sys.exit("this example needs the Anthropic SDK: pip install anthropic")

@@ -1,0 +1,127 @@
+"""Running ``neotoma-agent`` as a user would: a subprocess with a clean environment."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+TESTS = Path(__file__).resolve().parent
+ROOT = TESTS.parent
+
+
+def clean_env(home: Path, extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment without any NEOTOMA_* setting, with a private home directory."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NEOTOMA_")}
+    env["HOME"] = str(home)
+    env["XDG_DATA_HOME"] = str(home / "data")
+    env["PYTHONIOENCODING"] = "utf-8"
+    # Coverage of an editable install works from any directory; the tests dir is not
+    # on the path, so that `--agent cli_agents:...` is found only when asked for.
+    env.pop("PYTHONPATH", None)
+    env.update(extra or {})
+    return env
+
+
+def cli(
+    *args: str,
+    home: Path,
+    stdin: str | None = None,
+    env: Mapping[str, str] | None = None,
+    cwd: Path | None = None,
+    timeout: float = 30,
+) -> subprocess.CompletedProcess[str]:
+    """Run ``python -m neotoma_agent.cli ARGS`` to completion."""
+    return subprocess.run(
+        [sys.executable, "-m", "neotoma_agent.cli", *args],
+        input=stdin if stdin is not None else "",
+        capture_output=True,
+        text=True,
+        encoding="utf-8",
+        env=clean_env(home, env),
+        cwd=cwd or home,
+        timeout=timeout,
+        check=False,
+    )
+
+
+def ok(result: subprocess.CompletedProcess[str]) -> str:
+    """The stdout of a run that must have succeeded (the run's output on failure)."""
+    assert result.returncode == 0, f"exit {result.returncode}\n{result.stdout}\n{result.stderr}"
+    return result.stdout
+
+
+def show_json(db: Path, conversation: str, home: Path) -> dict[str, Any]:
+    """``show CONVERSATION --json`` on a store file, parsed."""
+    value = json.loads(ok(cli("show", conversation, "--json", "--db", str(db), home=home)))
+    assert isinstance(value, dict)
+    return value
+
+
+def assert_one_line_error(result: subprocess.CompletedProcess[str], *needles: str) -> None:
+    """A user mistake: non-zero exit, one error line (and at most a hint), no traceback."""
+    assert result.returncode != 0
+    lines = result.stderr.strip().splitlines()
+    assert lines, "no error message"
+    assert lines[0].startswith("neotoma-agent: error: "), result.stderr
+    assert len(lines) <= 2, result.stderr
+    if len(lines) == 2:
+        assert lines[1].startswith("  hint: "), result.stderr
+    assert "Traceback" not in result.stderr
+    for needle in needles:
+        assert needle in result.stderr, result.stderr
+
+
+def free_port() -> int:
+    """A TCP port nothing listens on right now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextmanager
+def serving(
+    db: Path, home: Path, *, token: str | None = None, extra: Sequence[str] = ()
+) -> Iterator[str]:
+    """``neotoma-agent serve`` on a free loopback port until the block ends; yields its URL."""
+    port = free_port()
+    args = [sys.executable, "-m", "neotoma_agent.cli", "serve", "--db", str(db)]
+    args += ["--port", str(port), *extra]
+    env = clean_env(home, {"NEOTOMA_TOKEN": token} if token else None)
+    proc = subprocess.Popen(
+        args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=home
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 15
+        while True:
+            try:
+                with urllib.request.urlopen(f"{url}/health", timeout=1) as answer:
+                    if answer.status == 200:
+                        break
+            except OSError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    out, err = proc.communicate(timeout=5)
+                    raise AssertionError(f"serve did not start:\n{out}\n{err}") from None
+                time.sleep(0.05)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            out, err = proc.communicate(timeout=15)
+        except subprocess.TimeoutExpired:  # pragma: no cover - a hung server
+            proc.kill()
+            proc.communicate()
+            raise
+    assert proc.returncode == 0, f"serve exited {proc.returncode}:\n{out}\n{err}"
+    assert "serving" in out
+    if token:
+        assert token not in out + err

@@ -1,0 +1,449 @@
+"""The command line, run as a user runs it: a subprocess per command, on a real store file."""
+
+from __future__ import annotations
+
+import importlib.util
+import io
+import json
+import re
+from pathlib import Path
+
+import anyio
+import pytest
+from cli_support import (
+    assert_one_line_error,
+    cli,
+    free_port,
+    ok,
+    serving,
+    show_json,
+)
+
+from neotoma_agent._cli_common import Progress
+from neotoma_agent._cli_import import ImportLine, ImportStats, LineError, parse_line
+from neotoma_agent._memory import NeotomaMemory
+from neotoma_agent.transport.embedded import EmbeddedStore
+
+
+@pytest.fixture(scope="module")
+def home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A private home directory (the default store would live under it)."""
+    return tmp_path_factory.mktemp("home")
+
+
+@pytest.fixture(scope="module")
+def demo_db(home: Path) -> Path:
+    """A store file the demo wrote (once for this module)."""
+    db = home / "demo.db"
+    out = ok(cli("demo", "--db", str(db), home=home))
+    assert "-- turn 6 (t6)" in out
+    assert f"neotoma-agent show demo --db {db}" in out
+    return db
+
+
+def write_jsonl(path: Path, *lines: object) -> Path:
+    """A transcript file; str items are written as they are (malformed lines)."""
+    text = "".join((line if isinstance(line, str) else json.dumps(line)) + "\n" for line in lines)
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+# --- demo, show, stats ---------------------------------------------------------------------
+
+
+def test_demo_then_show_reads_the_conversation_back(demo_db: Path, home: Path) -> None:
+    out = ok(cli("show", "demo", "--db", str(demo_db), home=home))
+    assert out.startswith("conversation demo (Onboarding Acme Corp): 6 turns\n")
+    assert "turn 1 [t1] completed" in out
+    assert "turn 4 [t4] ABANDONED (DemoModelError)" in out
+    assert "  assistant (partial reply): The Lisbon offsite for Acme Corp: day \n" in out
+    assert "  user: What do we know about Acme Corp?\n        refers to: Acme Corp (company)" in out
+    assert "refers to: Acme Corp (company), Ana Lopez (person)" in out
+
+
+def test_show_json_has_every_turn_with_exact_content_and_references(
+    demo_db: Path, home: Path
+) -> None:
+    transcript = show_json(demo_db, "demo", home)
+    turns = transcript["turns"]
+    assert [t["turn_id"] for t in turns] == ["t1", "t2", "t3", "t4", "t5", "t6"]
+    assert [t["status"] for t in turns] == ["completed"] * 3 + ["abandoned"] + ["completed"] * 2
+    abandoned = turns[3]
+    assert abandoned["abandoned"] is True
+    assert abandoned["repaired"] is False
+    assert abandoned["error_class"] == "neotoma_agent._demo.DemoModelError"
+    user, partial = abandoned["messages"]
+    assert (user["role"], partial["role"]) == ("user", "assistant")
+    assert partial["content"] == "The Lisbon offsite for Acme Corp: day "
+    assert [r["name"] for r in turns[1]["messages"][0]["refers_to"]] == ["Acme Corp"]
+    assert {r["entity_type"] for r in turns[0]["messages"][1]["refers_to"]} == {
+        "company",
+        "person",
+    }
+
+
+def test_show_without_a_conversation_lists_them(demo_db: Path, home: Path) -> None:
+    out = ok(cli("--db", str(demo_db), "show", home=home))
+    assert "1 conversation(s)" in out
+    assert "demo" in out
+    listed = json.loads(ok(cli("show", "--json", "--db", str(demo_db), home=home)))
+    assert [c["conversation_id"] for c in listed] == ["demo"]
+
+
+def test_show_an_unknown_conversation_is_a_one_line_error(demo_db: Path, home: Path) -> None:
+    result = cli("show", "no-such-chat", "--db", str(demo_db), home=home)
+    assert_one_line_error(result, "no conversation 'no-such-chat'")
+
+
+def test_stats_counts_entities_conversations_and_abandoned_turns(demo_db: Path, home: Path) -> None:
+    stats = json.loads(ok(cli("stats", "--json", "--db", str(demo_db), home=home)))
+    assert stats["conversations"] == 1
+    assert stats["turns"] == 6
+    assert stats["abandoned_turns"] == 1
+    assert stats["turns_by_status"] == {"abandoned": 1, "completed": 5}
+    assert stats["entities_by_type"]["company"] == 1
+    assert stats["entities_by_type"]["conversation_message"] == 12
+    assert stats["entities"] == sum(stats["entities_by_type"].values())
+    text = ok(cli("stats", "--db", str(demo_db), home=home))
+    assert "abandoned turns: 1" in text
+    assert "turns: 6 (1 abandoned, 5 completed)" in text
+
+
+def test_the_demo_without_db_leaves_nothing_behind(tmp_path: Path) -> None:
+    out = ok(cli("demo", home=tmp_path))
+    assert "a temporary store" in out
+    assert "neotoma-agent demo --db demo.db" in out
+    assert not (tmp_path / "data").exists()
+
+
+# --- import --------------------------------------------------------------------------------
+
+
+def test_import_twice_writes_nothing_the_second_time(tmp_path: Path) -> None:
+    db = tmp_path / "memory.db"
+    transcript = write_jsonl(
+        tmp_path / "t.jsonl",
+        {"conversation_id": "support-1", "user": "Hi, I'm Ana from Acme Corp", "assistant": "Hi!"},
+        {"conversation_id": "support-1", "user": "Acme Corp wants a refund", "assistant": "Ok."},
+        {"conversation_id": "support-2", "turn_id": "m-9", "user": "hello", "assistant": "hey"},
+    )
+    first = ok(cli("import", str(transcript), "--db", str(db), home=tmp_path))
+    assert "3 turns in 2 conversations" in first
+    assert "stored 3 new turns" in first
+    before = json.loads(ok(cli("stats", "--json", "--db", str(db), home=tmp_path)))
+    size = db.stat().st_size
+
+    second = ok(cli("import", str(transcript), "--db", str(db), home=tmp_path))
+    assert "nothing new to write: all 3 turns were already stored" in second
+    after = json.loads(ok(cli("stats", "--json", "--db", str(db), home=tmp_path)))
+    assert after == before
+    assert db.stat().st_size == size
+
+    turns = show_json(db, "support-1", tmp_path)["turns"]
+    assert [t["turn_id"] for t in turns] == ["import-1", "import-2"]
+    assert [m["content"] for m in turns[1]["messages"]] == ["Acme Corp wants a refund", "Ok."]
+    assert [t["turn_id"] for t in show_json(db, "support-2", tmp_path)["turns"]] == ["m-9"]
+
+
+def test_import_keeps_exact_content(tmp_path: Path) -> None:
+    db = tmp_path / "memory.db"
+    text = '  tabs\tand\nnewlines\r\n, emoji 🧠, quotes " and trailing spaces  '
+    transcript = write_jsonl(
+        tmp_path / "t.jsonl", {"conversation_id": "c", "user": text, "assistant": ""}
+    )
+    ok(cli("import", str(transcript), "--db", str(db), home=tmp_path))
+    (turn,) = show_json(db, "c", tmp_path)["turns"]
+    assert [m["content"] for m in turn["messages"]] == [text, ""]
+
+
+def test_import_reports_a_malformed_line_by_number_and_stores_the_others(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "memory.db"
+    transcript = write_jsonl(
+        tmp_path / "t.jsonl",
+        {"conversation_id": "c", "user": "one", "assistant": "1"},
+        '{"conversation_id": "c", "user": "broken"',
+        {"conversation_id": "c", "user": "two", "assistant": 2},
+        "",
+        {"conversation_id": "c", "user": "three", "assistant": "3", "refers_to": ["acme"]},
+        {"conversation_id": "c", "user": "four", "assistant": "4"},
+    )
+    result = cli("import", str(transcript), "--db", str(db), home=tmp_path)
+    assert result.returncode == 1
+    assert "line 2: skipped: not valid JSON" in result.stderr
+    assert "line 3: skipped: 'assistant' must be a string, not a number" in result.stderr
+    assert "line 5: skipped: 'refers_to': not a Neotoma entity id" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert "skipped 3 malformed lines: 2, 3, 5" in result.stdout
+    turns = show_json(db, "c", tmp_path)["turns"]
+    assert [t["messages"][0]["content"] for t in turns] == ["one", "four"]
+
+
+def test_import_strict_stops_before_writing_anything_from_the_malformed_line(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "memory.db"
+    transcript = write_jsonl(
+        tmp_path / "t.jsonl",
+        {"conversation_id": "c", "user": "one", "assistant": "1"},
+        {"conversation_id": "c", "user": "two", "assistant": "2"},
+        {"conversation_id": "c", "user": "three"},
+        {"conversation_id": "c", "user": "four", "assistant": "4"},
+    )
+    result = cli("import", str(transcript), "--strict", "--db", str(db), home=tmp_path)
+    assert result.returncode == 1
+    assert "line 3: missing 'assistant'" in result.stderr
+    assert "stopped at line 3 (--strict)" in result.stdout
+    turns = show_json(db, "c", tmp_path)["turns"]
+    assert [t["messages"][0]["content"] for t in turns] == ["one", "two"]
+
+
+def test_import_refused_turn_is_reported_and_the_rest_stored(tmp_path: Path) -> None:
+    db = tmp_path / "memory.db"
+    first = write_jsonl(
+        tmp_path / "a.jsonl",
+        {"conversation_id": "c", "turn_id": "x", "user": "u", "assistant": "a"},
+    )
+    ok(cli("import", str(first), "--db", str(db), home=tmp_path))
+    edited = write_jsonl(
+        tmp_path / "b.jsonl",
+        {"conversation_id": "c", "turn_id": "x", "user": "u", "assistant": "a, edited"},
+        {"conversation_id": "c", "turn_id": "y", "user": "v", "assistant": "b"},
+    )
+    result = cli("import", str(edited), "--db", str(db), home=tmp_path)
+    assert result.returncode == 1
+    assert "line 1: not stored: turn 'x' of conversation 'c' is already stored" in result.stderr
+    assert "stored 1 new turn" in result.stdout
+    turns = show_json(db, "c", tmp_path)["turns"]
+    assert [t["turn_id"] for t in turns] == ["x", "y"]
+    assert turns[0]["messages"][1]["content"] == "a"
+
+
+def test_import_reads_stdin(tmp_path: Path) -> None:
+    db = tmp_path / "memory.db"
+    line = json.dumps({"conversation_id": "c", "user": "from a pipe", "assistant": "ok"})
+    out = ok(cli("import", "-", "--db", str(db), home=tmp_path, stdin=line + "\n"))
+    assert "stdin: 1 turn in 1 conversation" in out
+
+
+# --- errors --------------------------------------------------------------------------------
+
+
+def test_a_bad_db_path_is_a_one_line_error(tmp_path: Path) -> None:
+    missing = tmp_path / "no" / "such" / "dir" / "memory.db"
+    assert_one_line_error(cli("import", "-", "--db", str(missing), home=tmp_path), "does not exist")
+    assert_one_line_error(cli("show", "demo", "--db", str(missing), home=tmp_path), "no store")
+    assert_one_line_error(cli("stats", "--db", str(tmp_path), home=tmp_path), "is a directory")
+    not_a_store = tmp_path / "notes.txt"
+    not_a_store.write_text("hello\n" * 100)
+    assert_one_line_error(
+        cli("stats", "--db", str(not_a_store), home=tmp_path), "file is not a database"
+    )
+    assert not_a_store.read_text() == "hello\n" * 100
+
+
+def test_an_unreachable_url_is_a_one_line_error(tmp_path: Path) -> None:
+    url = f"http://127.0.0.1:{free_port()}"
+    result = cli("stats", "--url", url, home=tmp_path)
+    assert_one_line_error(result, f"cannot reach the Neotoma server at {url}", "serve")
+    result = cli("show", "demo", home=tmp_path, env={"NEOTOMA_URL": url})
+    assert_one_line_error(result, "cannot reach")
+
+
+def test_conflicting_and_malformed_options_are_one_line_errors(tmp_path: Path) -> None:
+    assert_one_line_error(
+        cli("stats", "--db", "x.db", "--url", "http://127.0.0.1:9", home=tmp_path), "either"
+    )
+    assert_one_line_error(cli("stats", "--url", "ftp://host", home=tmp_path), "bad --url")
+    assert_one_line_error(cli("import", "missing.jsonl", home=tmp_path), "not found")
+    assert_one_line_error(
+        cli("serve", "--host", "0.0.0.0", "--db", "x.db", home=tmp_path), "without a token"
+    )
+    assert_one_line_error(
+        cli("serve", "--url", "http://127.0.0.1:9", home=tmp_path), "not a server"
+    )
+
+
+def test_help_lists_every_command(tmp_path: Path) -> None:
+    out = ok(cli("--help", home=tmp_path))
+    for command in ("demo", "chat", "show", "import", "stats", "serve"):
+        assert command in out
+    result = cli(home=tmp_path)
+    assert result.returncode == 2
+    assert "usage: neotoma-agent" in result.stdout
+
+
+def test_the_default_store_lives_in_the_per_user_data_directory(tmp_path: Path) -> None:
+    line = json.dumps({"conversation_id": "c", "user": "u", "assistant": "a"})
+    ok(cli("import", "-", home=tmp_path, stdin=line + "\n"))
+    default = tmp_path / "data" / "neotoma-agent" / "memory.db"
+    assert default.is_file()
+    assert "1 turn" in ok(cli("show", "c", home=tmp_path))
+    elsewhere = tmp_path / "env.db"
+    ok(
+        cli(
+            "import",
+            "-",
+            home=tmp_path,
+            stdin=line + "\n",
+            env={"NEOTOMA_AGENT_DB": str(elsewhere)},
+        )
+    )
+    assert elsewhere.is_file()
+
+
+# --- over HTTP -----------------------------------------------------------------------------
+
+
+def test_every_command_runs_against_a_server_with_url(tmp_path: Path) -> None:
+    served = tmp_path / "served.db"
+    transcript = write_jsonl(
+        tmp_path / "t.jsonl",
+        {"conversation_id": "web", "user": "Tell me about Acme Corp", "assistant": "A company."},
+        {"conversation_id": "web", "user": "And its CEO?", "assistant": "Unknown."},
+    )
+    token = "s3cret-token-for-tests"
+    with serving(served, tmp_path, token=token) as url:
+        auth = ["--url", url, "--token", token]
+        assert "stored 2 new turns" in ok(cli("import", str(transcript), *auth, home=tmp_path))
+        again = ok(
+            cli(
+                "import",
+                str(transcript),
+                home=tmp_path,
+                env={"NEOTOMA_URL": url, "NEOTOMA_TOKEN": token},
+            )
+        )
+        assert "nothing new to write" in again
+        chat = ok(
+            cli("chat", "--conversation", "web", *auth, home=tmp_path, stdin="more on Acme\n")
+        )
+        assert "[stored turn" in chat
+        over_http = json.loads(ok(cli("show", "web", "--json", *auth, home=tmp_path)))
+        stats = json.loads(ok(cli("stats", "--json", *auth, home=tmp_path)))
+
+        refused = cli("stats", "--url", url, home=tmp_path)
+        assert_one_line_error(refused, "refused the credentials", "--token")
+        wrong = cli("stats", "--url", url, "--token", "not-the-token", home=tmp_path)
+        assert_one_line_error(wrong, "refused the credentials")
+        assert "not-the-token" not in wrong.stderr + wrong.stdout
+
+    # The server wrote to its file: the same transcript, read without a server.
+    assert show_json(served, "web", tmp_path) == over_http
+    assert [len(t["messages"]) for t in over_http["turns"]] == [2, 2, 2]
+    assert stats["turns"] == 3
+    assert token not in json.dumps(stats)
+
+
+# --- turns a crash left open, and the audit's repair -------------------------------------
+
+
+def test_show_and_stats_mark_open_and_repaired_turns(tmp_path: Path) -> None:
+    db = tmp_path / "memory.db"
+
+    async def crash_between_the_two_stores() -> None:
+        async with EmbeddedStore.open(db) as store:
+            memory = NeotomaMemory(store, conversation_id="crash")
+            await memory.record_turn("before the crash", "fine", turn_id="a")
+            await memory.open_turn("Tell me about Acme Corp", turn_id="b")  # never closed
+
+    anyio.run(crash_between_the_two_stores)
+    out = ok(cli("show", "crash", "--db", str(db), home=tmp_path))
+    assert "turn 2 [b] OPEN (in flight, or left open by a crash" in out
+    assert "  user: Tell me about Acme Corp\n  assistant: (no reply stored)\n" in out
+    stats = json.loads(ok(cli("stats", "--json", "--db", str(db), home=tmp_path)))
+    assert stats["turns_by_status"] == {"completed": 1, "open": 1}
+
+    if importlib.util.find_spec("neotoma_agent._cli_audit") is None:
+        pytest.skip("the audit command is not available")
+    cli("audit", "--repair", "--db", str(db), home=tmp_path)
+    out = ok(cli("show", "crash", "--db", str(db), home=tmp_path))
+    assert "turn 2 [b] ABANDONED (repaired by audit: the reply was never stored)" in out
+    turns = show_json(db, "crash", tmp_path)["turns"]
+    assert [(t["status"], t["repaired"]) for t in turns] == [
+        ("completed", False),
+        ("abandoned", True),
+    ]
+    stats = json.loads(ok(cli("stats", "--json", "--db", str(db), home=tmp_path)))
+    assert (stats["abandoned_turns"], stats["repaired_turns"], stats["open_turns"]) == (1, 1, 0)
+
+
+# --- pieces, in process --------------------------------------------------------------------
+
+
+def _parse(line: str, positions: dict[str, int] | None = None) -> ImportLine | None:
+    return parse_line(line.encode(), 1, {} if positions is None else positions, ImportStats())
+
+
+def test_a_line_without_turn_id_is_numbered_by_its_position_in_its_conversation() -> None:
+    positions: dict[str, int] = {}
+    lines = [
+        _parse('{"conversation_id": "a", "user": "1", "assistant": "1"}', positions),
+        _parse('{"conversation_id": "b", "user": "1", "assistant": "1"}', positions),
+        _parse(
+            '{"conversation_id": "a", "user": "2", "assistant": "2", "turn_id": "x"}', positions
+        ),
+        _parse('{"conversation_id": "a", "user": "3", "assistant": "3"}', positions),
+    ]
+    assert [(x.turn_id, x.turn_number) for x in lines if x is not None] == [
+        ("import-1", 1),
+        ("import-1", 1),
+        ("x", 2),
+        ("import-3", 3),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        ("{", "not valid JSON"),
+        ("[]", "expected a JSON object, got an array"),
+        ('{"user": "u", "assistant": "a"}', "missing 'conversation_id'"),
+        ('{"conversation_id": " c", "user": "u", "assistant": "a"}', "whitespace"),
+        ('{"conversation_id": "c", "assistant": "a"}', "missing 'user'"),
+        ('{"conversation_id": "c", "user": "u", "assistant": null}', "missing 'assistant'"),
+        ('{"conversation_id": "c", "user": "u", "assistant": "a", "turn_id": "a:b"}', "':'"),
+        ('{"conversation_id": "c", "user": "u", "assistant": "a", "turn_number": -1}', ">= 0"),
+        ('{"conversation_id": "c", "user": "u", "assistant": "a", "refers_to": "x"}', "array"),
+    ],
+)
+def test_a_malformed_line_says_what_is_wrong(line: str, message: str) -> None:
+    with pytest.raises(LineError, match=re.escape(message)):
+        _parse(line)
+
+
+def test_blank_lines_and_a_bom_are_not_turns() -> None:
+    assert _parse("   ") is None
+    parsed = parse_line(
+        '\ufeff{"conversation_id": "c", "user": "u", "assistant": "a"}'.encode(),
+        1,
+        {},
+        ImportStats(),
+    )
+    assert parsed is not None
+    with pytest.raises(LineError, match="not UTF-8"):
+        parse_line(b'{"conversation_id": "\xff"}', 2, {}, ImportStats())
+
+
+def test_progress_shows_rate_and_eta_on_a_terminal_and_plain_lines_elsewhere() -> None:
+    class Tty(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    tty = Tty()
+    progress = Progress(1000, label="importing", unit="lines", stream=tty, interval=0)
+    progress.started -= 2.0  # two seconds in
+    progress.update(250)
+    drawn = tty.getvalue()
+    assert drawn.startswith("\r\x1b[2Kimporting ")
+    assert "250/1,000 lines  25%  125/s  ETA 0:06" in drawn
+    progress.finish(250)
+    assert tty.getvalue().endswith("\r\x1b[2K")
+
+    log = io.StringIO()
+    progress = Progress(1000, label="importing", unit="lines", stream=log, interval=0)
+    progress.update(10)
+    assert log.getvalue().startswith("importing  10/1,000 lines  1%")
+    assert log.getvalue().endswith("\n")
+    assert "\r" not in log.getvalue()

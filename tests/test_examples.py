@@ -1,0 +1,302 @@
+"""Every example runs, offline: each model client is a fake shaped like its SDK's.
+
+The fakes copy the parts of each SDK the examples use (``openai.AsyncOpenAI``:
+``await client.chat.completions.create(...)`` returning a stream of chunks, or a message
+with tool calls; ``anthropic.AsyncAnthropic``: ``async with client.messages.stream(...)``
+and its ``text_stream``), so the examples cannot rot without a test failing. What a turn
+stored is read back from the store, as ``neotoma-agent show`` reads it.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import io
+import json
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Callable, Sequence
+from pathlib import Path
+from types import ModuleType, SimpleNamespace
+from typing import Any
+
+import pytest
+
+from neotoma_agent._cli_show import Transcript, load_transcript
+from neotoma_agent.transport.embedded import EmbeddedStore
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+
+
+def load_example(name: str) -> ModuleType:
+    """Import ``examples/<name>.py`` as a module."""
+    spec = importlib.util.spec_from_file_location(f"example_{name}", EXAMPLES / f"{name}.py")
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+async def transcript(path: Path, conversation_id: str) -> Transcript:
+    """What the store file holds for one conversation."""
+    async with EmbeddedStore.open(path) as store:
+        return await load_transcript(store, conversation_id)
+
+
+class ModelDown(ConnectionError):
+    """The fake model's stream breaks off."""
+
+
+# --- a fake openai.AsyncOpenAI -------------------------------------------------------------
+
+
+class FakeOpenAIStream:
+    """``AsyncStream[ChatCompletionChunk]``: chunks with ``choices[0].delta.content``."""
+
+    def __init__(self, pieces: Sequence[str], fail_after: int | None) -> None:
+        self.pieces = pieces
+        self.fail_after = fail_after
+
+    async def __aiter__(self) -> AsyncIterator[Any]:
+        yield SimpleNamespace(choices=[SimpleNamespace(delta=SimpleNamespace(content=None))])
+        for i, piece in enumerate(self.pieces):
+            if i == self.fail_after:
+                raise ModelDown("the stream broke off")
+            yield SimpleNamespace(choices=[SimpleNamespace(delta=SimpleNamespace(content=piece))])
+        yield SimpleNamespace(choices=[])  # the usage chunk carries no choices
+
+
+class FakeCompletions:
+    def __init__(self, answer: Callable[[dict[str, Any]], Any]) -> None:
+        self.answer = answer
+        self.calls: list[dict[str, Any]] = []
+
+    async def create(self, **kwargs: Any) -> Any:
+        self.calls.append(json.loads(json.dumps(kwargs)))  # a copy, as sent
+        return self.answer(kwargs)
+
+
+class FakeOpenAI:
+    """``openai.AsyncOpenAI``, as far as the examples use it."""
+
+    def __init__(self, answer: Callable[[dict[str, Any]], Any]) -> None:
+        self.completions = FakeCompletions(answer)
+        self.chat = SimpleNamespace(completions=self.completions)
+
+
+def streaming_openai(pieces: Sequence[str], fail_after: int | None = None) -> FakeOpenAI:
+    def answer(kwargs: dict[str, Any]) -> Any:
+        assert kwargs["stream"] is True
+        return FakeOpenAIStream(pieces, fail_after)
+
+    return FakeOpenAI(answer)
+
+
+def tool_call(call_id: str, name: str, arguments: dict[str, Any]) -> Any:
+    function = SimpleNamespace(name=name, arguments=json.dumps(arguments))
+    return SimpleNamespace(id=call_id, type="function", function=function)
+
+
+def completion(content: str | None = None, tool_calls: list[Any] | None = None) -> Any:
+    message = SimpleNamespace(role="assistant", content=content, tool_calls=tool_calls)
+    return SimpleNamespace(choices=[SimpleNamespace(message=message, finish_reason="stop")])
+
+
+def scripted_openai(*responses: Any) -> FakeOpenAI:
+    queue = list(responses)
+
+    def answer(kwargs: dict[str, Any]) -> Any:
+        response = queue.pop(0)
+        if isinstance(response, BaseException):
+            raise response
+        return response
+
+    return FakeOpenAI(answer)
+
+
+# --- a fake anthropic.AsyncAnthropic -------------------------------------------------------
+
+
+class FakeMessageStream:
+    """``AsyncMessageStream``: ``text_stream`` yields the text deltas."""
+
+    def __init__(self, pieces: Sequence[str]) -> None:
+        self.text_stream = self._text(pieces)
+
+    async def _text(self, pieces: Sequence[str]) -> AsyncIterator[str]:
+        for piece in pieces:
+            yield piece
+
+
+class FakeStreamManager:
+    """``AsyncMessageStreamManager``: ``async with`` gives the message stream."""
+
+    def __init__(self, pieces: Sequence[str]) -> None:
+        self.pieces = pieces
+        self.exited = False
+
+    async def __aenter__(self) -> FakeMessageStream:
+        return FakeMessageStream(self.pieces)
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.exited = True
+
+
+class FakeAnthropic:
+    """``anthropic.AsyncAnthropic``, as far as the example uses it."""
+
+    def __init__(self, pieces: Sequence[str]) -> None:
+        self.pieces = pieces
+        self.calls: list[dict[str, Any]] = []
+        self.managers: list[FakeStreamManager] = []
+        self.messages = self
+
+    def stream(self, **kwargs: Any) -> FakeStreamManager:
+        self.calls.append(kwargs)
+        manager = FakeStreamManager(self.pieces)
+        self.managers.append(manager)
+        return manager
+
+
+# --- the examples --------------------------------------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_plain_agent(tmp_path: Path) -> None:
+    example = load_example("plain_agent")
+    out = io.StringIO()
+    first, second = await example.main(tmp_path / "m.db", out=out)
+    assert first.completed
+    assert len(first.cited_ids) == 1
+    assert second.cited_ids == ()
+    assert "agent: From memory: Acme Corp (company, acme.com)." in out.getvalue()
+    stored = await transcript(tmp_path / "m.db", "plain-example")
+    assert [m.content for m in stored.turns[1].messages] == [
+        "Have we met Globex yet?",
+        "I don't know anything about that yet.",
+    ]
+    assert [r.name for r in stored.turns[0].messages[1].refers_to] == ["Acme Corp"]
+
+
+@pytest.mark.anyio
+async def test_openai_streaming_stores_the_streamed_reply(tmp_path: Path) -> None:
+    example = load_example("openai_streaming")
+    client = streaming_openai(["Acme Corp ", "is a client ", "(acme.com)."])
+    out = io.StringIO()
+    result = await example.main(client, path=tmp_path / "m.db", out=out)
+    assert result.completed
+    assert "assistant: Acme Corp is a client (acme.com).\n" in out.getvalue()
+    (call,) = client.completions.calls
+    assert call["messages"][1] == {"role": "user", "content": "What do we know about Acme Corp?"}
+    assert "Acme Corp (company)" in call["messages"][0]["content"]  # grounded in retrieval
+    (turn,) = (await transcript(tmp_path / "m.db", "openai-example")).turns
+    assert turn.messages[1].content == "Acme Corp is a client (acme.com)."
+    assert [r.name for r in turn.messages[1].refers_to] == ["Acme Corp"]
+
+
+@pytest.mark.anyio
+async def test_openai_stream_that_breaks_off_is_recorded_as_abandoned(tmp_path: Path) -> None:
+    example = load_example("openai_streaming")
+    client = streaming_openai(["Acme Corp ", "is a ", "never shown"], fail_after=2)
+    with pytest.raises(ModelDown):
+        await example.main(client, path=tmp_path / "m.db", out=io.StringIO())
+    (turn,) = (await transcript(tmp_path / "m.db", "openai-example")).turns
+    assert turn.status == "abandoned"
+    assert turn.messages[1].content == "Acme Corp is a "  # exactly what was shown
+
+
+@pytest.mark.anyio
+async def test_anthropic_streaming(tmp_path: Path) -> None:
+    example = load_example("anthropic_streaming")
+    client = FakeAnthropic(["Acme Corp ", "(acme.com) ", "is a client."])
+    out = io.StringIO()
+    result = await example.main(client, path=tmp_path / "m.db", out=out)
+    assert result.completed
+    assert "assistant: Acme Corp (acme.com) is a client.\n" in out.getvalue()
+    (call,) = client.calls
+    assert call["messages"] == [{"role": "user", "content": "What do we know about Acme Corp?"}]
+    assert "Acme Corp (company)" in call["system"]
+    assert client.managers[0].exited
+    (turn,) = (await transcript(tmp_path / "m.db", "anthropic-example")).turns
+    assert turn.messages[1].content == "Acme Corp (acme.com) is a client."
+    assert [r.name for r in turn.messages[1].refers_to] == ["Acme Corp"]
+
+
+@pytest.mark.anyio
+async def test_tool_loop_closes_the_turn_with_what_the_tools_touched(tmp_path: Path) -> None:
+    example = load_example("tool_loop")
+    client = scripted_openai(
+        completion(tool_calls=[tool_call("c1", "lookup", {"name": "Acme Corp"})]),
+        completion(
+            tool_calls=[
+                tool_call(
+                    "c2",
+                    "remember",
+                    {"entity_type": "person", "name": "Ana Lopez", "facts": {"city": "Lisbon"}},
+                )
+            ]
+        ),
+        completion("Acme Corp (acme.com) moved to Lisbon; I noted Ana Lopez there."),
+    )
+    out = io.StringIO()
+    result = await example.main(client, path=tmp_path / "m.db", out=out)
+    assert result.completed
+    assert len(client.completions.calls) == 3
+    last = client.completions.calls[-1]["messages"]
+    assert [m["role"] for m in last] == ["system", "user", "assistant", "tool", "assistant", "tool"]
+    assert "acme.com" in last[3]["content"]  # the lookup's result went back to the model
+
+    (turn,) = (await transcript(tmp_path / "m.db", "tool-loop-example")).turns
+    assert turn.status == "completed"
+    user, reply = turn.messages
+    assert user.content.startswith("Acme Corp just told us")
+    assert reply.content == "Acme Corp (acme.com) moved to Lisbon; I noted Ana Lopez there."
+    assert {r.name for r in reply.refers_to} == {"Acme Corp", "Ana Lopez"}
+
+
+@pytest.mark.anyio
+async def test_tool_loop_that_fails_records_the_turn_as_abandoned(tmp_path: Path) -> None:
+    example = load_example("tool_loop")
+    client = scripted_openai(
+        completion(tool_calls=[tool_call("c1", "lookup", {"name": "Acme Corp"})]),
+        ModelDown("the API is down"),
+    )
+    with pytest.raises(ModelDown):
+        await example.main(client, path=tmp_path / "m.db", out=io.StringIO())
+    (turn,) = (await transcript(tmp_path / "m.db", "tool-loop-example")).turns
+    assert turn.status == "abandoned"
+    assert turn.error_class == "test_examples.ModelDown"
+    assert [m.role for m in turn.messages] == ["user"]
+
+
+@pytest.mark.parametrize("name", ["store_and_read", "plain_agent"])
+def test_offline_examples_run_as_scripts(tmp_path: Path, name: str) -> None:
+    result = subprocess.run(
+        [sys.executable, str(EXAMPLES / f"{name}.py"), str(tmp_path / "x.db")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout
+    assert (tmp_path / "x.db").is_file()
+
+
+@pytest.mark.parametrize(
+    ("name", "sdk"),
+    [("openai_streaming", "openai"), ("anthropic_streaming", "anthropic"), ("tool_loop", "openai")],
+)
+def test_sdk_examples_say_what_to_install(name: str, sdk: str) -> None:
+    if importlib.util.find_spec(sdk) is not None:
+        pytest.skip(f"{sdk} is installed")
+    result = subprocess.run(
+        [sys.executable, str(EXAMPLES / f"{name}.py")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 1
+    assert f"pip install {sdk}" in result.stderr
+    assert "Traceback" not in result.stderr
