@@ -52,16 +52,32 @@ class Job(Generic[T]):
         self._done = anyio.Event()
         self._call_soon = _thread_safe_scheduler()
 
-    def _resolve(self) -> None:
-        # If the caller's event loop is gone, nobody is waiting for this job any more.
-        with contextlib.suppress(Exception):
-            self._call_soon(self._done.set)
-
     async def wait(self) -> T:
         await self._done.wait()
         if self.error is not None:
             raise self.error
         return self.result  # type: ignore[return-value]
+
+
+def _wake(jobs: list[Job[Any]]) -> None:
+    """Wake the tasks awaiting ``jobs``: one thread-safe call per event loop, not per job.
+
+    Each call writes to the loop's wake-up pipe and contends for the GIL; a group of stores
+    costs one such call for all of them.
+    """
+    by_loop: dict[Callable[[Callable[[], object]], object], list[Job[Any]]] = {}
+    for job in jobs:
+        by_loop.setdefault(job._call_soon, []).append(job)
+    for call_soon, waiting in by_loop.items():
+        events = [job._done for job in waiting]
+
+        def set_all(events: list[anyio.Event] = events) -> None:
+            for event in events:
+                event.set()
+
+        # If the caller's event loop is gone, nobody is waiting for these jobs any more.
+        with contextlib.suppress(Exception):
+            call_soon(set_all)
 
 
 class DBThread:
@@ -129,8 +145,7 @@ class DBThread:
                 if job.error is None:
                     job.result = None
                     job.error = exc
-        for job in group:
-            job._resolve()
+        _wake(group)
 
     def _commit_group(self, conn: sqlite3.Connection, group: list[Job[Any]]) -> None:
         conn.execute("BEGIN IMMEDIATE")
