@@ -422,12 +422,19 @@ async def _run(args: argparse.Namespace, stream: BinaryIO, total: int, source: s
             progress=progress,
             err=sys.stderr,
         )
+        interrupted = True
         try:
             await importer.run(stream)
+            interrupted = False
         finally:
             progress.finish(importer.stats.done)
             if importer.fatal is None:
                 _summary(importer.stats, source, time.monotonic() - started, sys.stdout)
+            if interrupted:
+                sys.stdout.write(
+                    "interrupted: run the same import again to continue "
+                    "(stored turns are not rewritten)\n"
+                )
     stats = importer.stats
     if importer.fatal is not None:
         done = stats.written + stats.replayed

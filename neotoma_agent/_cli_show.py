@@ -87,7 +87,7 @@ class MessageView:
             "turn_key": self.turn_key,
             "content": self.content,
             "refers_to": [r.to_json() for r in self.refers_to],
-            "revisions": self.observation_count,
+            "observations": self.observation_count,
         }
 
 
