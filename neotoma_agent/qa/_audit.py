@@ -294,41 +294,44 @@ class _TurnState:
         return max(known, key=_timestamp) if known else None
 
 
-def _fold(text: str) -> str:
-    # A canonical name keeps case but collapses whitespace (and lowercases anything holding
-    # an email), so ids read from names and ids read from fields meet here.
-    return " ".join(text.split()).casefold()
+def _norm(key: str) -> str:
+    # Turns are matched on the storage form of "conversation_id:turn_id" found in canonical
+    # names, which both a message's and a turn record's name carry, transformed alike
+    # (whitespace runs collapsed, case kept). Only a name holding an email is stored
+    # lowercased and uncollapsed, and the ":assistant" suffix can make one of two names look
+    # like an email: fold those.
+    return " ".join(key.split()).casefold() if "@" in key else key
 
 
-def _key(conversation_id: str, turn_id: str) -> tuple[str, str]:
-    return _fold(conversation_id), _fold(turn_id)
+def _message_key(name: str | None) -> tuple[str, Role] | None:
+    """(storage-form turn key, role) from a message's canonical name."""
+    if not name or not name.startswith(_MESSAGE_PREFIX):
+        return None
+    key = name[len(_MESSAGE_PREFIX) :]
+    role: Role = "user"
+    if key.endswith(_ASSISTANT_SUFFIX):
+        key, role = key[: -len(_ASSISTANT_SUFFIX)], "assistant"
+    cid, sep, tid = key.rpartition(":")
+    return (key, role) if sep and cid and tid else None
+
+
+def _record_key(name: str | None) -> str | None:
+    """The storage-form turn key from a turn record's canonical name."""
+    if not name or not name.startswith(_RECORD_PREFIX):
+        return None
+    sid, sep, tid = name[len(_RECORD_PREFIX) :].rpartition("|")
+    return f"{sid}:{tid}" if sep and sid and tid else None
 
 
 def _parse_turn_key(turn_key: str) -> tuple[str, str, Role] | None:
+    """(conversation_id, turn_id, role) from an exact ``turn_key`` field."""
     role: Role = "user"
-    if turn_key.casefold().endswith(_ASSISTANT_SUFFIX):
+    if turn_key.endswith(_ASSISTANT_SUFFIX):
         turn_key, role = turn_key[: -len(_ASSISTANT_SUFFIX)], "assistant"
     conversation_id, sep, turn_id = turn_key.rpartition(":")
     if not sep or not conversation_id or not turn_id:
         return None
     return conversation_id, turn_id, role
-
-
-def _parse_message_name(name: str | None) -> tuple[str, str, Role] | None:
-    if not name or name[: len(_MESSAGE_PREFIX)].casefold() != _MESSAGE_PREFIX:
-        return None
-    return _parse_turn_key(name[len(_MESSAGE_PREFIX) :])
-
-
-def _record_ids(record: EntitySnapshot) -> tuple[str, str, bool] | None:
-    sid, tid = record.snapshot.get("session_id"), record.snapshot.get("turn_id")
-    if isinstance(sid, str) and sid and isinstance(tid, str) and tid:
-        return sid, tid, True
-    name = record.canonical_name or ""
-    if name[: len(_RECORD_PREFIX)].casefold() != _RECORD_PREFIX:
-        return None
-    sid, sep, tid = name[len(_RECORD_PREFIX) :].rpartition("|")
-    return (sid, tid, False) if sep and sid and tid else None
 
 
 def _parse_timestamp(value: str) -> float:
@@ -440,50 +443,62 @@ class _Auditor:
     conversation_id: str | None
     thorough: bool
     limit: int
-    turns: dict[tuple[str, str], _TurnState] = attrs.Factory(dict)
+    turns: dict[str, _TurnState] = attrs.Factory(dict)
     conversations: int = 0
 
-    def turn(self, conversation_id: str, turn_id: str, *, exact: bool) -> _TurnState:
-        key = _key(conversation_id, turn_id)
-        state = self.turns.get(key)
+    def turn(self, key: str) -> _TurnState | None:
+        """The state of the turn with this storage-form key (None: outside the scope)."""
+        norm = _norm(key)
+        state = self.turns.get(norm)
         if state is None:
-            state = self.turns[key] = _TurnState(conversation_id, turn_id, exact)
-        elif exact and not state.exact:
-            state.conversation_id, state.turn_id, state.exact = conversation_id, turn_id, True
+            cid, _, tid = key.rpartition(":")
+            if self.conversation_id is not None and _norm(cid) != _norm(self.conversation_id):
+                return None  # a search hit on a conversation whose id contains ours
+            state = self.turns[norm] = _TurnState(cid, tid, exact=False)
         return state
 
     def add_record(self, record: EntitySnapshot) -> None:
-        ids = _record_ids(record)
-        if ids is None:
+        key = _record_key(record.canonical_name)
+        if key is None:
+            return  # not keyed by (session_id, turn_id): not a turn-protocol record
+        state = self.turn(key)
+        if state is None or state.record is not None:
             return
-        sid, tid, exact = ids
-        if self.conversation_id is not None and _fold(sid) != _fold(self.conversation_id):
-            return  # a search hit on another conversation whose id contains ours
-        state = self.turn(sid, tid, exact=exact)
-        if state.record is None:
-            state.record = record
+        state.record = record
+        sid, tid = record.snapshot.get("session_id"), record.snapshot.get("turn_id")
+        if isinstance(sid, str) and sid and isinstance(tid, str) and tid:
+            state.conversation_id, state.turn_id, state.exact = sid, tid, True
 
     def add_message(
         self,
         entity_id: str,
-        parsed: tuple[str, str, Role],
+        canonical_name: str | None,
         *,
         in_conversation: bool,
         conversation_entity_id: str | None,
         activity: str | None,
-        exact: bool,
+        turn_key: object = None,
     ) -> None:
-        cid, tid, role = parsed
-        if self.conversation_id is not None and _fold(cid) != _fold(self.conversation_id):
+        found = _message_key(canonical_name)
+        if found is None:
+            return  # not keyed by a turn_key: not a turn-protocol message
+        key, role = found
+        state = self.turn(key)
+        if state is None:
             return
-        state = self.turn(cid, tid, exact=exact)
-        known = state.message(role)
+        known = state.user if role == "user" else state.assistant
         if known is None:
-            state.set_message(
-                role, _Message(entity_id, in_conversation, conversation_entity_id, activity)
-            )
+            message = _Message(entity_id, in_conversation, conversation_entity_id, activity)
+            if role == "user":
+                state.user = message
+            else:
+                state.assistant = message
         elif in_conversation and not known.in_conversation:
             known.in_conversation, known.conversation_entity_id = True, conversation_entity_id
+        if not state.exact and isinstance(turn_key, str):
+            parsed = _parse_turn_key(turn_key)
+            if parsed is not None:
+                state.conversation_id, state.turn_id, state.exact = parsed[0], parsed[1], True
 
     async def load_conversation(self, conversation_entity_id: str) -> None:
         related = await self.transport.retrieve_related_entities(
@@ -498,34 +513,26 @@ class _Auditor:
             row = rows.get(edge.source_entity_id)
             if row is None or row.entity_type != "conversation_message":
                 continue
-            parsed = _parse_message_name(row.canonical_name)
-            if parsed is None:
-                continue  # not keyed by a turn_key: not a turn-protocol message
             updated = row.raw.get("updated_at")
             self.add_message(
                 row.id,
-                parsed,
+                row.canonical_name,
                 in_conversation=True,
                 conversation_entity_id=conversation_entity_id,
                 activity=updated if isinstance(updated, str) else None,
-                exact=False,
             )
 
     async def load_all_messages(self, search: str | None) -> None:
         for message in await _scan(
             self.transport, "conversation_message", search=search, limit=self.limit
         ):
-            turn_key = message.snapshot.get("turn_key")
-            parsed = _parse_turn_key(turn_key) if isinstance(turn_key, str) else None
-            if parsed is None:
-                continue
             self.add_message(
                 message.entity_id,
-                parsed,
+                message.canonical_name,
                 in_conversation=False,
                 conversation_entity_id=None,
                 activity=message.last_observation_at,
-                exact=True,
+                turn_key=message.snapshot.get("turn_key"),
             )
 
     async def verify(self, state: _TurnState) -> None:
@@ -752,6 +759,15 @@ async def audit(
     findings: list[Finding] = []
     skipped_recent = 0
     for state in selected:
+        user, assistant = state.user, state.assistant
+        if (
+            user is not None
+            and assistant is not None
+            and user.in_conversation
+            and assistant.in_conversation
+            and (state.record is None or state.status == "completed")
+        ):
+            continue  # the common case: both halves, in the conversation, closed
         conv_entity = next(
             (
                 m.conversation_entity_id

@@ -10,7 +10,7 @@ safe one exists, a suggested :data:`~neotoma_agent.qa.RepairAction`.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 import attrs
@@ -71,6 +71,14 @@ class AttachmentObservation:
     stored: bool
 
 
+def _attachments(value: Iterable[AttachmentObservation]) -> tuple[AttachmentObservation, ...]:
+    return tuple(value)
+
+
+def _names(value: Iterable[str]) -> tuple[str, ...]:
+    return tuple(value)
+
+
 @attrs.frozen
 class TurnObservation:
     """What was observed about one turn; every field but the ids is optional.
@@ -86,8 +94,8 @@ class TurnObservation:
     assistant_message: MessageObservation | None = None
     #: the user saw a reply (even an empty one) or part of one
     assistant_reply_produced: bool = False
-    attachments: tuple[AttachmentObservation, ...] = attrs.field(default=(), converter=tuple)
-    tools_invoked: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+    attachments: tuple[AttachmentObservation, ...] = attrs.field(default=(), converter=_attachments)
+    tools_invoked: tuple[str, ...] = attrs.field(default=(), converter=_names)
     store_first_satisfied: bool | None = None
     turn_status: str | None = None
     #: the class of the error that ended the turn, if one did
