@@ -73,10 +73,17 @@ def render_audit(report: AuditReport, out: TextIO, where: str) -> None:
                 f"  {verdict}  {result.conversation_id} / {result.turn_id}: "
                 f"{outcome.action.describe()}{detail}{record}\n"
             )
+    if report.partial:
+        out.write(
+            "partial: the server would not page through every entity, so some turns were "
+            "not examined (audit one --conversation at a time, or the store file directly)\n"
+        )
     if report.clean:
         out.write("clean: every turn has both halves or is closed as abandoned\n")
         return
     n = len(report.remaining)
+    if not n:
+        return
     repairable = sum(1 for f in report.remaining if f.repair is not None)
     hint = ""
     if repairable and not report.repairs:

@@ -21,7 +21,7 @@ from neotoma_agent._payloads import (
     turn_record,
     user_payload,
 )
-from neotoma_agent.exceptions import ConnectionLost
+from neotoma_agent.exceptions import ConnectionLost, ValidationError
 from neotoma_agent.qa import (
     AUDIT_REPAIR_REASON,
     AbandonTurn,
@@ -363,6 +363,24 @@ async def test_scans_page_through_many_entities(
     capped = CapsPages(store)
     assert shape(await audit(capped, concurrency=3)) == expected
     assert capped.max_in_flight("query_entities") > 1  # later pages run concurrently
+
+
+async def test_a_server_that_stops_paging_makes_a_partial_audit(
+    store: EmbeddedStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    await build_scenarios(store)
+    monkeypatch.setattr(audit_module, "_PAGE", 2)
+    # A Neotoma server refuses offsets past 2,000; here, past 4.
+    capped = FaultyTransport(store).fail(
+        "query_entities",
+        lambda: ValidationError("offset must be <= 4", status=400),
+        when=lambda m, a, kw: kw["offset"] > 4,
+    )
+    report = await audit(capped)
+    assert report.partial
+    assert not report.clean
+    assert report.to_json()["partial"] is True
+    assert not (await audit(store)).partial
 
 
 async def test_a_failing_read_is_raised_as_is(store: EmbeddedStore) -> None:

@@ -35,7 +35,7 @@ import structlog
 
 from .._identity import resolve_identity
 from .._keys import turn_keys, validate_conversation_id
-from ..exceptions import NotFoundError
+from ..exceptions import NotFoundError, ValidationError
 from ..transport._base import EntitySnapshot, Transport
 from ._actions import (
     AUDIT_REPAIR_REASON,
@@ -208,6 +208,9 @@ class AuditReport:
     messages: int = 0
     #: open turns left alone because they were written less than ``min_age`` seconds ago
     skipped_recent: int = 0
+    #: a server refused to page through every entity, so some turns were not examined
+    #: (a Neotoma server caps query offsets at 2,000); a partial audit is never clean
+    partial: bool = False
     conversation_id: str | None = None
     since: str | None = None
     duration_ms: float = attrs.field(default=0.0, eq=False)
@@ -229,8 +232,8 @@ class AuditReport:
 
     @property
     def clean(self) -> bool:
-        """True when no problem remains (after this run's repairs, if any)."""
-        return not self.remaining
+        """True when every turn was examined and no problem remains (after repairs)."""
+        return not self.remaining and not self.partial
 
     def to_json(self) -> Mapping[str, Any]:
         """The report as plain JSON (what ``neotoma-agent audit --json`` prints)."""
@@ -242,6 +245,7 @@ class AuditReport:
             "turns": self.turns,
             "messages": self.messages,
             "skipped_recent": self.skipped_recent,
+            "partial": self.partial,
             "duration_ms": round(self.duration_ms, 3),
             "findings": [dict(f.to_json()) for f in self.findings],
             "remaining": [dict(f.to_json()) for f in self.remaining],
@@ -402,32 +406,49 @@ async def _each(items: Iterable[T], fn: Callable[[T], Awaitable[None]], limit: i
 
 async def _scan(
     transport: Transport, entity_type: str, *, search: str | None, limit: int
-) -> list[EntitySnapshot]:
-    """Every entity of one type (matching ``search``), paged; later pages run concurrently."""
+) -> tuple[list[EntitySnapshot], bool]:
+    """Every entity of one type (matching ``search``), paged; later pages run concurrently.
+
+    Returns the entities and whether the scan was complete: a server may refuse offsets
+    past a limit (a Neotoma server stops at 2,000), and then only what it gave is returned.
+    """
     first = await transport.query_entities(
         entity_type=entity_type, search=search, limit=_PAGE, offset=0
     )
     pages: dict[int, Sequence[EntitySnapshot]] = {0: first.entities}
     step = len(first.entities)  # the server's page size (it may cap below ours)
+    refused: list[int] = []
 
     async def page(offset: int) -> None:
-        result = await transport.query_entities(
-            entity_type=entity_type, search=search, limit=step, offset=offset
-        )
+        try:
+            result = await transport.query_entities(
+                entity_type=entity_type, search=search, limit=step, offset=offset
+            )
+        except ValidationError:
+            refused.append(offset)
+            return
         pages[offset] = result.entities
 
     if step and "total" in first.raw:
         await _each(range(step, first.total, step), page, limit)
     elif step:
         # No total to plan by: read on until a short page.
-        while len(pages[max(pages)]) >= step:
+        while not refused and len(pages[max(pages)]) >= step:
             await page(max(pages) + step)
     seen: dict[str, EntitySnapshot] = {}
     for offset in sorted(pages):
         for entity in pages[offset]:
             if entity.entity_type == entity_type:
                 seen.setdefault(entity.entity_id, entity)
-    return list(seen.values())
+    if refused:
+        logger.warning(
+            "audit.partial_scan",
+            entity_type=entity_type,
+            read=len(seen),
+            total=first.total,
+            refused_offset=min(refused),
+        )
+    return list(seen.values()), not refused
 
 
 async def _snapshot(transport: Transport, entity_id: str) -> EntitySnapshot | None:
@@ -444,7 +465,8 @@ class _Auditor:
     thorough: bool
     limit: int
     turns: dict[str, _TurnState] = attrs.Factory(dict)
-    conversations: int = 0
+    #: a server refused to page through everything: some turns were not examined
+    partial: bool = False
 
     def turn(self, key: str) -> _TurnState | None:
         """The state of the turn with this storage-form key (None: outside the scope)."""
@@ -523,9 +545,11 @@ class _Auditor:
             )
 
     async def load_all_messages(self, search: str | None) -> None:
-        for message in await _scan(
+        messages, complete = await _scan(
             self.transport, "conversation_message", search=search, limit=self.limit
-        ):
+        )
+        self.partial |= not complete
+        for message in messages:
             self.add_message(
                 message.entity_id,
                 message.canonical_name,
@@ -753,7 +777,8 @@ async def audit(
         return activity is None or _timestamp(activity) >= since_at
 
     selected = [s for s in auditor.turns.values() if included(s)]
-    await _each(selected, auditor.verify, concurrency)
+    incomplete = [s for s in selected if s.user is None or s.assistant is None]
+    await _each(incomplete, auditor.verify, concurrency)
 
     now = time.time()
     findings: list[Finding] = []
@@ -798,6 +823,7 @@ async def audit(
         turns=len(selected),
         messages=sum((s.user is not None) + (s.assistant is not None) for s in selected),
         skipped_recent=skipped_recent,
+        partial=auditor.partial,
         conversation_id=scope,
         since=since_text,
         duration_ms=(time.perf_counter() - started) * 1000,
@@ -827,10 +853,14 @@ async def _read_all(
     records: list[EntitySnapshot] = []
 
     async def scan_records() -> None:
-        records.extend(await _scan(transport, "conversation_turn", search=None, limit=2))
+        found, complete = await _scan(transport, "conversation_turn", search=None, limit=2)
+        records.extend(found)
+        auditor.partial |= not complete
 
     async def conversations_and_messages() -> None:
-        for conv in await _scan(transport, "conversation", search=None, limit=2):
+        found, complete = await _scan(transport, "conversation", search=None, limit=2)
+        auditor.partial |= not complete
+        for conv in found:
             if since_at is None or _timestamp(conv.last_observation_at or "") >= since_at:
                 conversations[conv.entity_id] = conv
         await _each(list(conversations), auditor.load_conversation, concurrency)
@@ -878,7 +908,9 @@ async def _read_scoped(
     async def scan_records() -> None:
         # The search also finds conversations whose id contains this one: add_record
         # filters them out.
-        records.extend(await _scan(transport, "conversation_turn", search=scope, limit=2))
+        found, complete = await _scan(transport, "conversation_turn", search=scope, limit=2)
+        records.extend(found)
+        auditor.partial |= not complete
 
     async def scan_messages() -> None:
         await auditor.load_all_messages(scope)
