@@ -190,7 +190,7 @@ async def traced(store: EmbeddedStore, body: dict[str, Any]) -> list[str]:
 
 def state_sizes(db_path: Path, entity_id: str) -> tuple[int, ...]:
     with sqlite3.connect(db_path) as conn:
-        row = conn.execute("SELECT * FROM snapshots WHERE entity_id = ?", (entity_id,)).fetchone()
+        row = conn.execute("SELECT * FROM entities WHERE id = ?", (entity_id,)).fetchone()
     return tuple(len(v) if isinstance(v, str) else 0 for v in row)
 
 

@@ -116,9 +116,7 @@ def folded(state: SnapshotState) -> dict[str, Any]:
 
 def round_trip(state: SnapshotState) -> SnapshotState:
     """Through JSON, as the store keeps it between writes."""
-    return SnapshotState.from_row(
-        json.loads(json.dumps(state.fields)),
-        json.loads(json.dumps(state.provenance)),
+    return SnapshotState.from_json(
         json.loads(json.dumps(state.to_json())),
         state.observation_count,
         state.last_observation_at,

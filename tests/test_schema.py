@@ -23,4 +23,4 @@ def test_every_shipped_migration_runs_statement_by_statement() -> None:
         for statement in _statements(script):
             conn.execute(statement)
     names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
-    assert {"entities", "observations", "snapshots", "relationships", "name_index"} <= names
+    assert {"entities", "observations", "relationships", "name_index"} <= names

@@ -109,15 +109,12 @@ def _entity_json(row: Sequence[Any]) -> dict[str, Any]:
 
 def _load_state(conn: sqlite3.Connection, entity_id: str) -> SnapshotState | None:
     row = conn.execute(
-        "SELECT fields, provenance, state, observation_count, last_observation_at "
-        "FROM snapshots WHERE entity_id = ?",
+        "SELECT snapshot, observation_count, last_observation_at FROM entities WHERE id = ?",
         (entity_id,),
     ).fetchone()
     if row is None:
         return None
-    return SnapshotState.from_row(
-        json.loads(row[0]), json.loads(row[1]), json.loads(row[2]), row[3], row[4]
-    )
+    return SnapshotState.from_json(json.loads(row[0]), row[1], row[2])
 
 
 def _display_name(fields: Mapping[str, Any]) -> str | None:
@@ -400,28 +397,28 @@ def store(conn: sqlite3.Connection, body: Mapping[str, Any]) -> dict[str, Any]:
     if seen is not None:
         if seen[0] != content_hash:
             raise idempotency_mismatch(key)
-        return _replay(conn, seen[1])
+        return _replay(conn, seen[1], key)
 
     relationships = _check_relationships(body.get("relationships"), len(entities))
     planned = _plan(conn, entities, bool(body.get("strict", False)))
 
     now = now_iso()
     source_id = hash_uuid(f"source:{USER_ID}:{content_hash}")
-    conn.execute(
-        "INSERT INTO idempotency_keys (key, entities_hash, source_id, created_at) "
-        "VALUES (?, ?, ?, ?)",
-        (key, content_hash, source_id, now),
-    )
 
     out_entities: list[dict[str, Any]] = []
     ids_by_index: dict[int, str] = {}
     types_by_id: dict[str, str] = {}
     created = 0
     states: dict[str, SnapshotState] = {}
+    new_ids: set[str] = set()
+    written: list[list[str]] = []
     for item in planned:
         ident = item.identity
         if not item.exists:
-            _create_entity(conn, ident, now)
+            new_ids.add(ident.entity_id)
+            _index_name(
+                conn, ident.canonical_name.lower(), ident.entity_id, ident.entity_type, "name"
+            )
             created += 1
         elif item.action == "extended":
             created += 1
@@ -437,7 +434,10 @@ def store(conn: sqlite3.Connection, body: Mapping[str, Any]) -> dict[str, Any]:
             now=now,
             states=states,
             known_state=item.state if item.exists else SnapshotState(),
+            create=ident if ident.entity_id in new_ids else None,
         )
+        new_ids.discard(ident.entity_id)
+        written.append([ident.entity_id, item.entity_type, obs_id])
         ids_by_index[item.index] = ident.entity_id
         types_by_id[ident.entity_id] = item.entity_type
         existing = "existing_row:matched" if item.exists else "existing_row:none"
@@ -456,6 +456,14 @@ def store(conn: sqlite3.Connection, body: Mapping[str, Any]) -> dict[str, Any]:
             }
         )
 
+    written.reverse()  # a replay lists a source's observations newest first
+    conn.execute(
+        "INSERT INTO idempotency_keys (key, entities_hash, source_id, observations, "
+        "created_at) VALUES (?, ?, ?, ?, ?)",
+        (key, content_hash, source_id, _dumps(written), now),
+    )
+
+    counts: dict[str, int] = {}
     created_edges: list[dict[str, Any]] = []
     for rel in relationships:
         src = (
@@ -465,7 +473,9 @@ def store(conn: sqlite3.Connection, body: Mapping[str, Any]) -> dict[str, Any]:
             ids_by_index[rel["target_index"]] if "target_index" in rel else rel["target_entity_id"]
         )
         rtype = str(rel["relationship_type"])
-        _relate(conn, rtype, src, dst, rel.get("metadata") or {}, source_id, now, types_by_id)
+        _relate(
+            conn, rtype, src, dst, rel.get("metadata") or {}, source_id, now, types_by_id, counts
+        )
         created_edges.append(
             {"relationship_type": rtype, "source_entity_id": src, "target_entity_id": dst}
         )
@@ -480,20 +490,16 @@ def store(conn: sqlite3.Connection, body: Mapping[str, Any]) -> dict[str, Any]:
         "entities": out_entities,
         "relationships_created": created_edges,
     }
-    count = _conversation_message_count(conn, planned, relationships, ids_by_index)
+    count = _conversation_message_count(conn, planned, counts)
     if count is not None:
         response["conversation_message_count"] = count
     return response
 
 
-def _replay(conn: sqlite3.Connection, source_id: str) -> dict[str, Any]:
-    rows = conn.execute(
-        "SELECT o.entity_id, o.entity_type, o.id FROM observations o WHERE o.source_id = ? "
-        "ORDER BY o.observed_at DESC, o.seq DESC",
-        (source_id,),
-    ).fetchall()
+def _replay(conn: sqlite3.Connection, source_id: str, key: str) -> dict[str, Any]:
+    row = conn.execute("SELECT observations FROM idempotency_keys WHERE key = ?", (key,)).fetchone()
     entries = []
-    for entity_id, entity_type, obs_id in rows:
+    for entity_id, entity_type, obs_id in json.loads(row[0]):
         state = _load_state(conn, entity_id)
         entries.append(
             {
@@ -512,15 +518,6 @@ def _replay(conn: sqlite3.Connection, source_id: str) -> dict[str, Any]:
         "observations_created": len(entries),
         "entities": entries,
     }
-
-
-def _create_entity(conn: sqlite3.Connection, ident: Identity, now: str) -> None:
-    conn.execute(
-        "INSERT INTO entities (id, entity_type, canonical_name, aliases, created_at, updated_at) "
-        "VALUES (?, ?, ?, '[]', ?, ?)",
-        (ident.entity_id, ident.entity_type, ident.canonical_name, now, now),
-    )
-    _index_name(conn, ident.canonical_name.lower(), ident.entity_id, ident.entity_type, "name")
 
 
 def _index_name(
@@ -565,18 +562,23 @@ def _observe(
     idempotency_key: str | None = None,
     states: dict[str, SnapshotState] | None = None,
     known_state: SnapshotState | None = None,
+    create: Identity | None = None,
 ) -> tuple[str, dict[str, Any] | None]:
-    """Append one observation and fold it into the snapshot; return its id and the snapshot."""
+    """Append one observation and fold it into the snapshot; return its id and the snapshot.
+
+    With ``create``, the entity is new: its row is inserted with the folded snapshot.
+    """
+    fields_json = js_json(fields)
     if obs_id is None:
+        # The server's observation id: a hash of this exact JSON (keys in this order).
         obs_id = hash_uuid(
-            js_json(
-                {
-                    "source_id": source_id,
-                    "interpretation_id": "none",
-                    "entity_id": entity_id,
-                    "fields": fields,
-                }
-            )
+            '{"source_id":'
+            + _dumps(source_id)
+            + ',"interpretation_id":"none","entity_id":'
+            + _dumps(entity_id)
+            + ',"fields":'
+            + fields_json
+            + "}"
         )
     cur = conn.execute(
         "INSERT OR IGNORE INTO observations (id, entity_id, entity_type, source_id, "
@@ -591,7 +593,7 @@ def _observe(
             priority,
             obs_source,
             1.0,
-            _dumps(fields),
+            fields_json,
             idempotency_key,
             identity.identity_basis if identity else None,
             identity.identity_rule if identity else None,
@@ -607,7 +609,6 @@ def _observe(
     if cur.rowcount == 0:
         # The same fields from the same source are already recorded: nothing new to fold.
         return obs_id, dict(state.fields) if state else None
-    fresh = state is None or state.observation_count == 0
     if state is None:
         state = SnapshotState()
     old_fields = dict(state.fields)
@@ -621,25 +622,28 @@ def _observe(
     fold(state, meta, fields, schema_for(entity_type))
     if states is not None:
         states[entity_id] = state
-    values = (
-        _dumps(state.fields),
-        _dumps(state.provenance),
-        _dumps(state.to_json()),
-        state.observation_count,
-        state.last_observation_at,
-        entity_id,
-    )
-    if fresh:
+    doc = _dumps(state.to_json())
+    if create is not None:
         conn.execute(
-            "INSERT INTO snapshots (fields, provenance, state, observation_count, "
-            "last_observation_at, entity_id, entity_type) VALUES (?,?,?,?,?,?,?)",
-            (*values, entity_type),
+            "INSERT INTO entities (id, entity_type, canonical_name, aliases, created_at, "
+            "updated_at, snapshot, observation_count, last_observation_at) "
+            "VALUES (?, ?, ?, '[]', ?, ?, ?, ?, ?)",
+            (
+                entity_id,
+                create.entity_type,
+                create.canonical_name,
+                now,
+                now,
+                doc,
+                state.observation_count,
+                state.last_observation_at,
+            ),
         )
     else:
         conn.execute(
-            "UPDATE snapshots SET fields = ?, provenance = ?, state = ?, observation_count = ?, "
-            "last_observation_at = ? WHERE entity_id = ?",
-            values,
+            "UPDATE entities SET snapshot = ?, observation_count = ?, last_observation_at = ?, "
+            "updated_at = ? WHERE id = ?",
+            (doc, state.observation_count, state.last_observation_at, now, entity_id),
         )
     _index_fields(conn, entity_id, old_fields, state.fields)
     _rederive_name(conn, entity_id, entity_type, old_fields, state.fields, now)
@@ -736,32 +740,41 @@ def _relate(
     source_id: str | None,
     now: str,
     known_types: Mapping[str, str],
+    counts: dict[str, int] | None = None,
 ) -> dict[str, Any]:
-    """Observe one edge: one row per key, duplicates collapse, metadata last-write."""
+    """Observe one edge: one row per key, duplicates collapse, metadata last-write.
+
+    ``counts`` collects the new message count of a conversation gaining a message.
+    """
     key = f"{rtype}:{src}:{dst}"
-    meta_json = js_json(dict(sorted(metadata.items())))
+    meta_json = js_json(dict(sorted(metadata.items()))) if metadata else "{}"
     if source_id is None:
         # No source: the server hashes a synthetic one from key, user and sorted metadata.
         source_id = hash_uuid(f"relationship:{USER_ID}:{key}:{meta_json}")
     rel_obs_id = hash_uuid(f"{source_id}:{key}:{meta_json}")
-    cur = conn.execute(
-        "INSERT OR IGNORE INTO relationship_observations "
-        "(id, relationship_key, source_id, metadata, observed_at) VALUES (?, ?, ?, ?, ?)",
-        (rel_obs_id, key, source_id, meta_json, now),
-    )
     row = conn.execute(
-        "SELECT metadata, provenance, observation_count, last_observation_at "
-        "FROM relationships WHERE key = ?",
-        (key,),
+        "SELECT metadata, provenance, seen, observation_count, last_observation_at "
+        "FROM relationships WHERE source_entity_id = ? AND relationship_type = ? "
+        "AND target_entity_id = ?",
+        (src, rtype, dst),
     ).fetchone()
     if row is None:
         merged = {k: v for k, v in metadata.items() if v is not None}
         provenance = dict.fromkeys(merged, rel_obs_id)
         conn.execute(
-            "INSERT INTO relationships (key, relationship_type, source_entity_id, "
-            "target_entity_id, metadata, provenance, observation_count, last_observation_at, "
-            "computed_at) VALUES (?, ?, ?, ?, ?, ?, 1, ?, ?)",
-            (key, rtype, src, dst, _dumps(merged), _dumps(provenance), now, now),
+            "INSERT INTO relationships (source_entity_id, relationship_type, target_entity_id, "
+            "metadata, provenance, seen, observation_count, last_observation_at, computed_at) "
+            "VALUES (?, ?, ?, ?, ?, ?, 1, ?, ?)",
+            (
+                src,
+                rtype,
+                dst,
+                _dumps(merged) if merged else "{}",
+                _dumps(provenance) if provenance else "{}",
+                _dumps([rel_obs_id]),
+                now,
+                now,
+            ),
         )
         if (
             rtype == "PART_OF"
@@ -769,15 +782,18 @@ def _relate(
             and _entity_type_of(conn, dst, known_types) == "conversation"
         ):
             conn.execute(
-                "INSERT INTO conversation_stats (entity_id, message_count) VALUES (?, 1) "
-                "ON CONFLICT (entity_id) DO UPDATE SET message_count = message_count + 1",
-                (dst,),
+                "UPDATE entities SET message_count = message_count + 1 WHERE id = ?", (dst,)
             )
+            if counts is not None:
+                counts[dst] = -1  # read back once, after every edge of the store
         return _relationship_json(key, rtype, src, dst, merged, provenance, 1, now, now)
     merged = json.loads(row[0])
     provenance = json.loads(row[1])
-    count, last = int(row[2]), str(row[3])
-    if cur.rowcount:
+    seen: list[str] = json.loads(row[2])
+    count, last = int(row[3]), str(row[4])
+    if rel_obs_id not in seen:
+        # Same source, key and metadata is the same observation: a repeat is skipped.
+        seen.append(rel_obs_id)
         for k, v in metadata.items():
             if v is None:
                 merged.pop(k, None)
@@ -787,9 +803,10 @@ def _relate(
         count += 1
         last = now
         conn.execute(
-            "UPDATE relationships SET metadata = ?, provenance = ?, observation_count = ?, "
-            "last_observation_at = ?, computed_at = ? WHERE key = ?",
-            (_dumps(merged), _dumps(provenance), count, last, now, key),
+            "UPDATE relationships SET metadata = ?, provenance = ?, seen = ?, "
+            "observation_count = ?, last_observation_at = ?, computed_at = ? "
+            "WHERE source_entity_id = ? AND relationship_type = ? AND target_entity_id = ?",
+            (_dumps(merged), _dumps(provenance), _dumps(seen), count, last, now, src, rtype, dst),
         )
     return _relationship_json(key, rtype, src, dst, merged, provenance, count, last, now)
 
@@ -822,30 +839,28 @@ def _relationship_json(
 
 
 def _relationship_row_json(row: Sequence[Any]) -> dict[str, Any]:
+    src, rtype, dst = row[0], row[1], row[2]
     return _relationship_json(
-        row[0],
-        row[1],
-        row[2],
-        row[3],
+        f"{rtype}:{src}:{dst}",
+        rtype,
+        src,
+        dst,
+        json.loads(row[3]),
         json.loads(row[4]),
-        json.loads(row[5]),
+        row[5],
         row[6],
         row[7],
-        row[8],
     )
 
 
 _REL_COLUMNS = (
-    "key, relationship_type, source_entity_id, target_entity_id, metadata, provenance, "
+    "source_entity_id, relationship_type, target_entity_id, metadata, provenance, "
     "observation_count, last_observation_at, computed_at"
 )
 
 
 def _conversation_message_count(
-    conn: sqlite3.Connection,
-    planned: Sequence[_Planned],
-    relationships: Sequence[Mapping[str, Any]],
-    ids_by_index: Mapping[int, str],
+    conn: sqlite3.Connection, planned: Sequence[_Planned], counts: Mapping[str, int]
 ) -> int | None:
     # Like the server, only a store that carries a message reports the count (samples f3, f5).
     if not any(p.entity_type == "conversation_message" for p in planned):
@@ -855,20 +870,21 @@ def _conversation_message_count(
         if item.entity_type == "conversation":
             conversation = item.identity.entity_id
             break
+    if conversation is None and counts:
+        conversation = next(iter(counts))
     if conversation is None:
-        message = next((p for p in planned if p.entity_type == "conversation_message"), None)
-        if message is None:
-            return None
+        message = next(p for p in planned if p.entity_type == "conversation_message")
         row = conn.execute(
-            "SELECT target_entity_id FROM relationships WHERE source_entity_id = ? "
-            "AND relationship_type = 'PART_OF' LIMIT 1",
+            "SELECT r.target_entity_id FROM relationships r JOIN entities e "
+            "ON e.id = r.target_entity_id WHERE r.source_entity_id = ? "
+            "AND r.relationship_type = 'PART_OF' AND e.entity_type = 'conversation' LIMIT 1",
             (message.identity.entity_id,),
         ).fetchone()
         if row is None:
             return None
         conversation = str(row[0])
     row = conn.execute(
-        "SELECT message_count FROM conversation_stats WHERE entity_id = ?", (conversation,)
+        "SELECT message_count FROM entities WHERE id = ?", (conversation,)
     ).fetchone()
     return int(row[0]) if row else 0
 
@@ -983,18 +999,24 @@ def retrieve_related_entities(conn: sqlite3.Connection, body: Mapping[str, Any])
     for _ in range(max_hops):
         nxt: list[str] = []
         for node in frontier:
-            for column, far in (("source_entity_id", 3), ("target_entity_id", 2)):
+            # Outbound edges, then inbound, each in key (type:source:target) order.
+            for column, near, far in (
+                ("source_entity_id", "source_entity_id", 2),
+                ("target_entity_id", "target_entity_id", 0),
+            ):
                 if (column == "source_entity_id" and direction == "inbound") or (
                     column == "target_entity_id" and direction == "outbound"
                 ):
                     continue
+                other_end = "target_entity_id" if near == "source_entity_id" else "source_entity_id"
                 rows = conn.execute(
                     f"SELECT {_REL_COLUMNS} FROM relationships WHERE {column} = ?{type_filter} "
-                    "ORDER BY key",
+                    f"ORDER BY relationship_type, {other_end}",
                     (node, *params),
                 ).fetchall()
                 for row in rows:
-                    edges.setdefault(row[0], _relationship_row_json(row))
+                    edge = _relationship_row_json(row)
+                    edges.setdefault(edge["relationship_key"], edge)
                     other = row[far]
                     if other not in visited:
                         visited.add(other)
@@ -1014,9 +1036,15 @@ def get_entity_snapshot(conn: sqlite3.Connection, body: Mapping[str, Any]) -> di
     entity_id = body.get("entity_id")
     if not isinstance(entity_id, str) or not entity_id:
         raise invalid_format("entity_id is required", ["entity_id"])
-    row = conn.execute("SELECT entity_type FROM entities WHERE id = ?", (entity_id,)).fetchone()
-    state = _load_state(conn, entity_id) if row else None
-    if row is None or state is None or state.deleted:
+    row = conn.execute(
+        "SELECT entity_type, snapshot, observation_count, last_observation_at "
+        "FROM entities WHERE id = ?",
+        (entity_id,),
+    ).fetchone()
+    if row is None:
+        raise not_found()
+    state = SnapshotState.from_json(json.loads(row[1]), row[2], row[3])
+    if state.deleted:
         raise not_found()
     return _snapshot_record(entity_id, row[0], state)
 
@@ -1070,9 +1098,9 @@ def _bounded_int(value: object, name: str, low: int, high: int) -> int:
     return value
 
 
-def _query_item(conn: sqlite3.Connection, row: Sequence[Any]) -> dict[str, Any]:
+def _query_item(row: Sequence[Any]) -> dict[str, Any]:
     entity_id, entity_type, canonical_name = row[0], row[1], row[2]
-    state = _load_state(conn, entity_id) or SnapshotState()
+    state = SnapshotState.from_json(json.loads(row[3]), row[4], row[5])
     return {
         "entity_id": entity_id,
         "entity_type": entity_type,
@@ -1169,12 +1197,13 @@ def query_entities(conn: sqlite3.Connection, body: Mapping[str, Any]) -> dict[st
     clause = f" WHERE {' AND '.join(where)}" if where else ""
     total = int(conn.execute(f"SELECT count(*) FROM entities{clause}", params).fetchone()[0])
     rows = conn.execute(
-        f"SELECT id, entity_type, canonical_name FROM entities{clause} ORDER BY id "
+        "SELECT id, entity_type, canonical_name, snapshot, observation_count, "
+        f"last_observation_at FROM entities{clause} ORDER BY id "
         "LIMIT ? OFFSET ?",
         (*params, limit, offset),
     ).fetchall()
     result: dict[str, Any] = {
-        "entities": [_query_item(conn, r) for r in rows],
+        "entities": [_query_item(r) for r in rows],
         "total": total,
         "limit": limit,
         "offset": offset,
@@ -1268,8 +1297,8 @@ def retrieve_entity_by_identifier(
         # An arbitrary field has no index: compare it on the snapshots (bounded, like the
         # server's scan of at most 500 snapshots).
         for (eid,) in conn.execute(
-            "SELECT entity_id FROM snapshots WHERE lower(json_extract(fields, ?)) = ? LIMIT 500",
-            (f"$.{by}", lowered),
+            "SELECT id FROM entities WHERE lower(json_extract(snapshot, ?)) = ? LIMIT 500",
+            (f"$.f.{by}", lowered),
         ).fetchall():
             if eid not in found:
                 found.append(eid)

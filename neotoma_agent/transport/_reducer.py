@@ -120,28 +120,26 @@ class SnapshotState:
     last_observation_at: str | None = None
 
     def to_json(self) -> dict[str, Any]:
+        """The persistent form: fields, provenance and what the next fold needs."""
         return {
+            "f": self.fields,
+            "p": self.provenance,
             "w": self.winners,
             "top": self.top.to_json() if self.top else None,
             "del": self.deleted,
         }
 
     @classmethod
-    def from_row(
-        cls,
-        fields: dict[str, Any],
-        provenance: dict[str, str],
-        state: dict[str, Any],
-        observation_count: int,
-        last_observation_at: str | None,
+    def from_json(
+        cls, doc: dict[str, Any], observation_count: int, last_observation_at: str | None
     ) -> SnapshotState:
-        top = state.get("top")
+        top = doc.get("top")
         return cls(
-            fields=fields,
-            provenance=provenance,
-            winners=state.get("w", {}),
+            fields=doc.get("f", {}),
+            provenance=doc.get("p", {}),
+            winners=doc.get("w", {}),
             top=ObservationMeta.from_json(top) if top else None,
-            deleted=bool(state.get("del", False)),
+            deleted=bool(doc.get("del", False)),
             observation_count=observation_count,
             last_observation_at=last_observation_at,
         )

@@ -12,21 +12,28 @@ import sqlite3
 __all__ = ["SCHEMA_VERSION", "migrate"]
 
 _V1 = """
--- A source is identified by the hash of its entities (semantics §1.6). Its id is derived
--- from that hash and observations name it, so it needs no table of its own.
+-- One row per idempotency key: the hash of its entities (a replay or a mismatch) and the
+-- observations it wrote, newest first (what a replay lists).
 CREATE TABLE idempotency_keys (
     key TEXT PRIMARY KEY,
     entities_hash TEXT NOT NULL,
     source_id TEXT NOT NULL,
+    observations TEXT NOT NULL,
     created_at TEXT NOT NULL
 );
+-- An entity and its snapshot in one row: a write reads and rewrites one row, not two.
+-- snapshot = {"f": fields, "p": provenance, "w": per-field winners, "top", "del"}.
 CREATE TABLE entities (
     id TEXT PRIMARY KEY,
     entity_type TEXT NOT NULL,
     canonical_name TEXT NOT NULL,
     aliases TEXT NOT NULL DEFAULT '[]',
     created_at TEXT NOT NULL,
-    updated_at TEXT NOT NULL
+    updated_at TEXT NOT NULL,
+    snapshot TEXT NOT NULL,
+    observation_count INTEGER NOT NULL,
+    last_observation_at TEXT,
+    message_count INTEGER NOT NULL DEFAULT 0
 );
 CREATE INDEX entities_by_type ON entities (entity_type, id);
 CREATE TABLE observations (
@@ -45,40 +52,20 @@ CREATE TABLE observations (
     identity_rule TEXT
 );
 CREATE INDEX observations_by_entity ON observations (entity_id, seq);
-CREATE INDEX observations_by_source ON observations (source_id);
-CREATE TABLE snapshots (
-    entity_id TEXT PRIMARY KEY,
-    entity_type TEXT NOT NULL,
-    fields TEXT NOT NULL,
-    provenance TEXT NOT NULL,
-    state TEXT NOT NULL,
-    observation_count INTEGER NOT NULL,
-    last_observation_at TEXT
-);
+-- One row per edge (type:source:target); seen = the relationship observations folded in.
 CREATE TABLE relationships (
-    key TEXT PRIMARY KEY,
-    relationship_type TEXT NOT NULL,
     source_entity_id TEXT NOT NULL,
+    relationship_type TEXT NOT NULL,
     target_entity_id TEXT NOT NULL,
-    metadata TEXT NOT NULL DEFAULT '{}',
-    provenance TEXT NOT NULL DEFAULT '{}',
+    metadata TEXT NOT NULL,
+    provenance TEXT NOT NULL,
+    seen TEXT NOT NULL,
     observation_count INTEGER NOT NULL,
     last_observation_at TEXT NOT NULL,
-    computed_at TEXT NOT NULL
-);
-CREATE INDEX relationships_by_source ON relationships (source_entity_id, relationship_type);
+    computed_at TEXT NOT NULL,
+    PRIMARY KEY (source_entity_id, relationship_type, target_entity_id)
+) WITHOUT ROWID;
 CREATE INDEX relationships_by_target ON relationships (target_entity_id, relationship_type);
-CREATE TABLE relationship_observations (
-    id TEXT PRIMARY KEY,
-    relationship_key TEXT NOT NULL,
-    source_id TEXT,
-    metadata TEXT NOT NULL,
-    observed_at TEXT NOT NULL
-);
-CREATE TABLE conversation_stats (
-    entity_id TEXT PRIMARY KEY,
-    message_count INTEGER NOT NULL
-);
 CREATE TABLE field_values (
     entity_id TEXT NOT NULL,
     field TEXT NOT NULL,

@@ -60,6 +60,9 @@ def _connect(path: str, synchronous: str) -> Callable[[], sqlite3.Connection]:
             conn.execute("PRAGMA busy_timeout = 10000")
             # Ids are hashes, so inserts land all over the B-trees: keep more pages hot.
             conn.execute("PRAGMA cache_size = -65536")
+            # Each store runs in a savepoint, whose undo pages go to a temporary journal:
+            # keep it in memory rather than in a temporary file.
+            conn.execute("PRAGMA temp_store = MEMORY")
             conn.execute("PRAGMA foreign_keys = OFF")
             migrate(conn)
         except BaseException:
