@@ -710,6 +710,23 @@ def _from_schema(
     return None
 
 
+@functools.lru_cache(maxsize=256)
+def identity_keys(entity_type: str) -> frozenset[str] | None:
+    """The fields that can decide ``entity_type``'s identity, or None when any field can.
+
+    For a type with a schema: its canonical-name fields, the name keys and the id keys (a
+    field outside them matters only to the last-resort heuristic, which an entity carrying
+    any of these fields never reaches). For a type without one, any string field can.
+    """
+    schema = schema_for(entity_type)
+    if schema is None:
+        return None
+    keys: set[str] = set(_NAME_KEYS) | set(_ID_KEYS)
+    for rule in schema.canonical_name_fields:
+        keys.update((rule,) if isinstance(rule, str) else rule)
+    return frozenset(keys)
+
+
 def resolve_identity(entity_type: str, fields: Mapping[str, Any]) -> Identity:
     """Derive the identity a Neotoma server gives an entity on store.
 

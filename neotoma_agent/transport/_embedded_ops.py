@@ -23,6 +23,7 @@ from .._identity import (
     IdentityError,
     TypeSchema,
     hash_uuid,
+    identity_keys,
     js_json,
     normalize,
     resolve_entity_type,
@@ -696,6 +697,11 @@ def _rederive_name(
     entity (old name kept as an alias) when nobody owns the new name. The id never changes."""
     if old == new or not old:
         return
+    keys = identity_keys(entity_type)
+    if keys is not None and any(k in old for k in keys):
+        changed = {k for k in old.keys() | new.keys() if old.get(k) != new.get(k)}
+        if changed.isdisjoint(keys):
+            return  # e.g. a turn record's status: identity cannot have moved
     try:
         before = resolve_identity(entity_type, old)
         after = resolve_identity(entity_type, new)
