@@ -15,6 +15,7 @@ generator that streams chunks; see :func:`neotoma_agent.wrap.with_memory`. The d
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import contextlib
 import importlib
 import importlib.util
@@ -257,6 +258,10 @@ def _wait_for_turn(portal: anyio.from_thread.BlockingPortal, chat: _Chat, line: 
 
     previous = signal.signal(signal.SIGINT, on_sigint)
     try:
+        # Wake up now and then: a signal that lands just before a blocking wait would
+        # otherwise only be handled when the turn is over.
+        while not concurrent.futures.wait([future], timeout=0.1).done:
+            pass
         future.result()
     finally:
         signal.signal(signal.SIGINT, previous)

@@ -173,6 +173,9 @@ def test_ctrl_c_mid_reply_records_the_turn_abandoned_and_the_loop_goes_on(tmp_pa
     footer = term.expect("]\r\n")
     assert "[stopped: turn recorded as abandoned; the partial reply" in footer
     term.expect("you> ")  # the loop goes on
+    # Let readline start waiting for a key: CPython's readline loop acts on a signal that
+    # arrives while it is still drawing the prompt only once Enter is pressed.
+    time.sleep(0.3)
     term.send(b"\x03")  # Ctrl-C at the prompt only discards the line
     term.expect("(Ctrl-D quits)")
     term.expect("you> ")
