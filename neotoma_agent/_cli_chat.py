@@ -142,7 +142,6 @@ def _import_file(path: Path) -> Any:
 class _TurnRun:
     """One turn in flight, shared by the loop thread and the main thread."""
 
-    stream: AgentStream | None = None
     scope: anyio.CancelScope | None = None
     cancel_requested: bool = False
     error: Exception | None = None
@@ -167,7 +166,6 @@ class _Chat:
 
     async def turn(self, line: str, run: _TurnRun) -> None:
         stream = self.agent.stream(line)
-        run.stream = stream
         started_reply = False
         with anyio.CancelScope() as scope:
             run.scope = scope
