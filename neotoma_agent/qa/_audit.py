@@ -465,6 +465,8 @@ class _Auditor:
     thorough: bool
     limit: int
     turns: dict[str, _TurnState] = attrs.Factory(dict)
+    #: message timestamps matter (``since`` / ``min_age``); else they are not read
+    timed: bool = False
     #: a server refused to page through everything: some turns were not examined
     partial: bool = False
 
@@ -476,7 +478,7 @@ class _Auditor:
             cid, _, tid = key.rpartition(":")
             if self.conversation_id is not None and _norm(cid) != _norm(self.conversation_id):
                 return None  # a search hit on a conversation whose id contains ours
-            state = self.turns[norm] = _TurnState(cid, tid, exact=False)
+            state = self.turns[norm] = _TurnState(cid, tid, False)
         return state
 
     def add_record(self, record: EntitySnapshot) -> None:
@@ -495,17 +497,17 @@ class _Auditor:
         self,
         entity_id: str,
         canonical_name: str | None,
-        *,
         in_conversation: bool,
         conversation_entity_id: str | None,
         activity: str | None,
         turn_key: object = None,
     ) -> None:
+        # Called once per message of the store: kept lean on purpose.
         found = _message_key(canonical_name)
         if found is None:
             return  # not keyed by a turn_key: not a turn-protocol message
         key, role = found
-        state = self.turn(key)
+        state = self.turns.get(_norm(key)) or self.turn(key)
         if state is None:
             return
         known = state.user if role == "user" else state.assistant
@@ -526,22 +528,21 @@ class _Auditor:
         related = await self.transport.retrieve_related_entities(
             conversation_entity_id, relationship_types=["PART_OF"], direction="inbound"
         )
-        rows = {e.id: e for e in related.entities}
+        rows = {e.id: e for e in related.entities if e.entity_type == "conversation_message"}
+        add = self.add_message
         for edge in related.relationships:
-            if edge.relationship_type != "PART_OF" or (
-                edge.target_entity_id != conversation_entity_id
-            ):
+            if edge.target_entity_id != conversation_entity_id:
                 continue
             row = rows.get(edge.source_entity_id)
-            if row is None or row.entity_type != "conversation_message":
+            if row is None or edge.relationship_type != "PART_OF":
                 continue
-            updated = row.raw.get("updated_at")
-            self.add_message(
+            updated = row.raw.get("updated_at") if self.timed else None
+            add(
                 row.id,
                 row.canonical_name,
-                in_conversation=True,
-                conversation_entity_id=conversation_entity_id,
-                activity=updated if isinstance(updated, str) else None,
+                True,
+                conversation_entity_id,
+                updated if isinstance(updated, str) else None,
             )
 
     async def load_all_messages(self, search: str | None) -> None:
@@ -553,10 +554,10 @@ class _Auditor:
             self.add_message(
                 message.entity_id,
                 message.canonical_name,
-                in_conversation=False,
-                conversation_entity_id=None,
-                activity=message.last_observation_at,
-                turn_key=message.snapshot.get("turn_key"),
+                False,
+                None,
+                message.last_observation_at,
+                message.snapshot.get("turn_key"),
             )
 
     async def verify(self, state: _TurnState) -> None:
@@ -567,6 +568,8 @@ class _Auditor:
         if not state.exact and present is not None:
             # Repairs and reports need the exact ids, which only the stored turn_key has.
             snap = await _snapshot(self.transport, present.entity_id)
+            if snap is not None and present.activity is None:
+                present.activity = snap.last_observation_at
             turn_key = snap.snapshot.get("turn_key") if snap is not None else None
             parsed = _parse_turn_key(turn_key) if isinstance(turn_key, str) else None
             if parsed is not None:
@@ -761,7 +764,9 @@ async def audit(
     scope = None if conversation_id is None else validate_conversation_id(conversation_id)
     since_at, since_text = _since(since)
     started = time.perf_counter()
-    auditor = _Auditor(transport, scope, thorough, concurrency)
+    auditor = _Auditor(
+        transport, scope, thorough, concurrency, timed=since_at is not None or min_age > 0
+    )
 
     # conversation entity id -> its snapshot (None: known only by its derived id)
     conversations: dict[str, EntitySnapshot | None] = {}
