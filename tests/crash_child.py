@@ -14,8 +14,8 @@ The script (conversation ``crash-conv``) makes these stores, numbered from 1::
 ``KILL_AT`` is ``none`` or ``MODE:N``:
 
 - ``before:N``: just before store N is handed to the store (nothing of it is written);
-- ``during:N``: inside store N, after all its writes and before its commit (so SQLite must
-  roll it back on the next open);
+- ``during:N``: inside store N, after its writes, as the COMMIT that would make them
+  durable starts (so SQLite must roll them back on the next open);
 - ``after:N``: right after store N returned (it is durable);
 - ``body:N``: in the body of turn tN, after its user store (mid-stream for t2).
 
@@ -28,6 +28,7 @@ from __future__ import annotations
 import logging
 import os
 import signal
+import sqlite3
 import sys
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
@@ -37,7 +38,6 @@ import structlog
 
 from neotoma_agent._memory import NeotomaMemory
 from neotoma_agent.testing import RecordingTransport
-from neotoma_agent.transport import _embedded_ops
 from neotoma_agent.transport.embedded import EmbeddedStore
 
 CONVERSATION = "crash-conv"
@@ -87,30 +87,40 @@ class KillAt(RecordingTransport):
         return result
 
 
-_real_store_op = _embedded_ops.store
+# "during": SQLite's statement trace sees the store's writes go by, then the COMMIT that
+# would make them durable; the process dies as that COMMIT starts. Hooking the connection
+# (not the store's internals) keeps the kill point exact whatever the store's code looks like.
+_real_connect = sqlite3.connect
 _armed = False
+_wrote = False
 
 
 def _arm_kill_inside_next_store() -> None:
-    global _armed
-    _armed = True
+    global _armed, _wrote
+    _armed, _wrote = True, False
 
 
-def _store_op(conn: Any, body: Mapping[str, Any]) -> dict[str, Any]:
-    # Runs on the store's database thread inside the open transaction: the writes are done
-    # and not committed when the process dies.
-    global _armed
-    result = _real_store_op(conn, body)
-    if _armed:
-        _armed = False
+def _trace(sql: str) -> None:
+    global _wrote
+    if not _armed:
+        return
+    head = sql.lstrip().split(None, 1)[0].upper() if sql.strip() else ""
+    if head in ("INSERT", "UPDATE", "DELETE", "REPLACE"):
+        _wrote = True
+    elif head in ("COMMIT", "END") and _wrote:
         die("inside a store, before its commit")
-    return result
+
+
+def _connect(*args: Any, **kwargs: Any) -> sqlite3.Connection:
+    conn: sqlite3.Connection = _real_connect(*args, **kwargs)
+    conn.set_trace_callback(_trace)
+    return conn
 
 
 async def script(path: str, kill_at: str) -> None:
     mode, _, number = kill_at.partition(":")
     n = int(number) if number else 0
-    _embedded_ops.store = _store_op  # EmbeddedStore looks the op up at each call
+    sqlite3.connect = _connect  # type: ignore[assignment]  # the store's connection traces
 
     async with EmbeddedStore.open(path) as store:
         transport = KillAt(store, mode, n)

@@ -80,6 +80,15 @@ def _run_child(db: Path, point: str, backend: str) -> None:
     )
     expected = 0 if point == "none" else -signal.SIGKILL
     assert done.returncode == expected, (done.returncode, done.stdout, done.stderr)
+    # The child says where it died: the kill point must be the one asked for.
+    where = {
+        "before": "killing at before store",
+        "during": "killing at inside a store, before its commit",
+        "after": "killing at after store",
+        "body": "killing at in the body of turn",
+        "none": "finished",
+    }[point.partition(":")[0]]
+    assert where in done.stdout, done.stdout
 
 
 async def _audit_file(db: Path, **kwargs: object) -> AuditReport:
