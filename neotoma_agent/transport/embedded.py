@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import Any, TypeVar
@@ -24,19 +24,8 @@ from typing import Any, TypeVar
 import attrs
 
 from . import _embedded_ops as ops
-from ._base import (
-    CorrectionResult,
-    CreateRelationshipsResult,
-    Direction,
-    EntityQueryResult,
-    EntitySnapshot,
-    LookupResult,
-    ObservationList,
-    RelatedEntities,
-    RelationshipSnapshot,
-    StoreResult,
-)
 from ._db_thread import DBThread, Job
+from ._rest import RestActions
 from ._schema import migrate
 
 __all__ = ["EmbeddedStore"]
@@ -74,7 +63,7 @@ def _connect(path: str, synchronous: str) -> Callable[[], sqlite3.Connection]:
 
 
 @attrs.define(init=False, repr=False)
-class EmbeddedStore:
+class EmbeddedStore(RestActions):
     """A Neotoma-compatible store in one SQLite file (or ``":memory:"``).
 
     Open it with :meth:`open` and close it with :meth:`aclose` or ``async with``::
@@ -149,145 +138,8 @@ class EmbeddedStore:
     ) -> None:
         await self.aclose()
 
-    # -- Transport ---------------------------------------------------------------------
-
-    async def store(
-        self,
-        entities: Sequence[Mapping[str, Any]],
-        *,
-        idempotency_key: str,
-        relationships: Sequence[Mapping[str, Any]] = (),
-        source_priority: int | None = None,
-        observation_source: str | None = None,
-        strict: bool = False,
-    ) -> StoreResult:
-        """Write entities and relationships atomically under ``idempotency_key``."""
-        body: dict[str, Any] = {
-            "entities": list(entities),
-            "relationships": list(relationships),
-            "idempotency_key": idempotency_key,
-        }
-        if source_priority is not None:
-            body["source_priority"] = source_priority
-        if observation_source is not None:
-            body["observation_source"] = observation_source
-        if strict:
-            body["strict"] = True
-        raw = await self._run(ops.store, body)
-        return StoreResult.from_json(raw, body["entities"])
-
-    async def store_raw(self, body: Mapping[str, Any]) -> dict[str, Any]:
-        """Run a ``/store`` request body as is and return the server-shaped JSON answer."""
-        return await self._run(ops.store, body)
-
-    async def retrieve_entity_by_identifier(
-        self,
-        identifier: str,
-        *,
-        entity_type: str | None = None,
-        by: str | None = None,
-        limit: int | None = None,
-    ) -> LookupResult:
-        """Find entities by id, name substring (trigram index) or identity field."""
-        body: dict[str, Any] = {"identifier": identifier}
-        if entity_type is not None:
-            body["entity_type"] = entity_type
-        if by is not None:
-            body["by"] = by
-        if limit is not None:
-            body["limit"] = limit
-        return LookupResult.from_json(await self._run(ops.retrieve_entity_by_identifier, body))
-
-    async def create_relationship(
-        self,
-        relationship_type: str,
-        source_entity_id: str,
-        target_entity_id: str,
-        *,
-        metadata: Mapping[str, Any] | None = None,
-    ) -> RelationshipSnapshot:
-        """Create (or re-observe) one edge."""
-        body: dict[str, Any] = {
-            "relationship_type": relationship_type,
-            "source_entity_id": source_entity_id,
-            "target_entity_id": target_entity_id,
-        }
-        if metadata is not None:
-            body["metadata"] = dict(metadata)
-        return RelationshipSnapshot.from_json(await self._run(ops.create_relationship, body))
-
-    async def create_relationships(
-        self, relationships: Sequence[Mapping[str, Any]]
-    ) -> CreateRelationshipsResult:
-        """Create several edges; all are checked before any is written."""
-        body = {"relationships": [dict(r) for r in relationships]}
-        return CreateRelationshipsResult.from_json(await self._run(ops.create_relationships, body))
-
-    async def get_entity_snapshot(self, entity_id: str) -> EntitySnapshot:
-        """The current snapshot of one entity (NotFoundError if unknown)."""
-        return EntitySnapshot.from_json(
-            await self._run(ops.get_entity_snapshot, {"entity_id": entity_id})
-        )
-
-    async def list_observations(
-        self, entity_id: str, *, limit: int = 100, offset: int = 0
-    ) -> ObservationList:
-        """The observations of one entity, newest first."""
-        body = {"entity_id": entity_id, "limit": limit, "offset": offset}
-        return ObservationList.from_json(await self._run(ops.list_observations, body))
-
-    async def retrieve_related_entities(
-        self,
-        entity_id: str,
-        *,
-        relationship_types: Sequence[str] | None = None,
-        direction: Direction = "both",
-        max_hops: int = 1,
-    ) -> RelatedEntities:
-        """Edges around an entity and the entities at their far ends."""
-        body: dict[str, Any] = {
-            "entity_id": entity_id,
-            "direction": direction,
-            "max_hops": max_hops,
-        }
-        if relationship_types is not None:
-            body["relationship_types"] = list(relationship_types)
-        return RelatedEntities.from_json(await self._run(ops.retrieve_related_entities, body))
-
-    async def query_entities(
-        self,
-        *,
-        entity_type: str | None = None,
-        search: str | None = None,
-        limit: int = 100,
-        offset: int = 0,
-    ) -> EntityQueryResult:
-        """Page through entities by type and/or name search, ordered by entity id."""
-        body: dict[str, Any] = {"limit": limit, "offset": offset}
-        if entity_type is not None:
-            body["entity_type"] = entity_type
-        if search is not None:
-            body["search"] = search
-        return EntityQueryResult.from_json(await self._run(ops.query_entities, body))
-
-    async def correct(
-        self,
-        entity_id: str,
-        entity_type: str,
-        field: str,
-        value: Any,
-        *,
-        idempotency_key: str,
-    ) -> CorrectionResult:
-        """Write a priority-1000 correction of one field (an identical retry is a no-op)."""
-        body = {
-            "entity_id": entity_id,
-            "entity_type": entity_type,
-            "field": field,
-            "value": value,
-            "idempotency_key": idempotency_key,
-        }
-        return CorrectionResult.from_json(await self._run(ops.correct, body))
+    async def _request(self, action: str, body: Mapping[str, Any]) -> Mapping[str, Any]:
+        return await self.request(action, body)
 
     async def request(self, action: str, body: Mapping[str, Any]) -> dict[str, Any]:
         """Run one REST action (``"store"``, ``"entities/query"``, ...) on a raw body.

@@ -26,7 +26,7 @@ import json
 import random
 import time
 import urllib.parse
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from types import TracebackType
 from typing import Any
 
@@ -46,18 +46,7 @@ from neotoma_agent.exceptions import (
     ServerError,
     TransportError,
 )
-from neotoma_agent.transport._base import (
-    CorrectionResult,
-    CreateRelationshipsResult,
-    Direction,
-    EntityQueryResult,
-    EntitySnapshot,
-    LookupResult,
-    ObservationList,
-    RelatedEntities,
-    RelationshipSnapshot,
-    StoreResult,
-)
+from neotoma_agent.transport._rest import RestActions
 
 __all__ = ["HttpTransport", "RetryPolicy"]
 
@@ -141,7 +130,7 @@ class _Answer:
     body: object  # decoded JSON, or the text when the body is not JSON
 
 
-class HttpTransport:
+class HttpTransport(RestActions):
     """A :class:`~neotoma_agent.Transport` talking to a Neotoma server over HTTP (asyncio only).
 
     ``base_url`` is the server root (routes live there, no ``/api`` prefix). Without
@@ -225,140 +214,8 @@ class HttpTransport:
         if session is not None and not session.closed:
             await session.close()
 
-    # --- the Transport protocol ---------------------------------------------------------
-
-    async def store(
-        self,
-        entities: Sequence[Mapping[str, Any]],
-        *,
-        idempotency_key: str,
-        relationships: Sequence[Mapping[str, Any]] = (),
-        source_priority: int | None = None,
-        observation_source: str | None = None,
-        strict: bool = False,
-    ) -> StoreResult:
-        """``POST /store``; entries come back aligned to ``entities``, fresh or replayed."""
-        body: dict[str, Any] = {"entities": [dict(e) for e in entities]}
-        if relationships:
-            body["relationships"] = [dict(r) for r in relationships]
-        body["idempotency_key"] = idempotency_key
-        if source_priority is not None:
-            body["source_priority"] = source_priority
-        if observation_source is not None:
-            body["observation_source"] = observation_source
-        if strict:
-            body["strict"] = True
-        raw = await self._call("/store", body)
-        return StoreResult.from_json(raw, request_entities=body["entities"])
-
-    async def retrieve_entity_by_identifier(
-        self,
-        identifier: str,
-        *,
-        entity_type: str | None = None,
-        by: str | None = None,
-        limit: int | None = None,
-    ) -> LookupResult:
-        """``POST /retrieve_entity_by_identifier``."""
-        body: dict[str, Any] = {"identifier": identifier}
-        if entity_type is not None:
-            body["entity_type"] = entity_type
-        if by is not None:
-            body["by"] = by
-        if limit is not None:
-            body["limit"] = limit
-        return LookupResult.from_json(await self._call("/retrieve_entity_by_identifier", body))
-
-    async def create_relationship(
-        self,
-        relationship_type: str,
-        source_entity_id: str,
-        target_entity_id: str,
-        *,
-        metadata: Mapping[str, Any] | None = None,
-    ) -> RelationshipSnapshot:
-        """``POST /create_relationship``."""
-        body: dict[str, Any] = {
-            "relationship_type": relationship_type,
-            "source_entity_id": source_entity_id,
-            "target_entity_id": target_entity_id,
-        }
-        if metadata is not None:
-            body["metadata"] = dict(metadata)
-        return RelationshipSnapshot.from_json(await self._call("/create_relationship", body))
-
-    async def create_relationships(
-        self, relationships: Sequence[Mapping[str, Any]]
-    ) -> CreateRelationshipsResult:
-        """``POST /create_relationships``."""
-        body = {"relationships": [dict(r) for r in relationships]}
-        return CreateRelationshipsResult.from_json(await self._call("/create_relationships", body))
-
-    async def get_entity_snapshot(self, entity_id: str) -> EntitySnapshot:
-        """``POST /get_entity_snapshot``; :class:`NotFoundError` for an unknown id."""
-        return EntitySnapshot.from_json(
-            await self._call("/get_entity_snapshot", {"entity_id": entity_id})
-        )
-
-    async def list_observations(
-        self, entity_id: str, *, limit: int = 100, offset: int = 0
-    ) -> ObservationList:
-        """``POST /list_observations`` (newest first)."""
-        body = {"entity_id": entity_id, "limit": limit, "offset": offset}
-        return ObservationList.from_json(await self._call("/list_observations", body))
-
-    async def retrieve_related_entities(
-        self,
-        entity_id: str,
-        *,
-        relationship_types: Sequence[str] | None = None,
-        direction: Direction = "both",
-        max_hops: int = 1,
-    ) -> RelatedEntities:
-        """``POST /retrieve_related_entities``."""
-        body: dict[str, Any] = {
-            "entity_id": entity_id,
-            "direction": direction,
-            "max_hops": max_hops,
-        }
-        if relationship_types is not None:
-            body["relationship_types"] = list(relationship_types)
-        return RelatedEntities.from_json(await self._call("/retrieve_related_entities", body))
-
-    async def query_entities(
-        self,
-        *,
-        entity_type: str | None = None,
-        search: str | None = None,
-        limit: int = 100,
-        offset: int = 0,
-    ) -> EntityQueryResult:
-        """``POST /entities/query``."""
-        body: dict[str, Any] = {"limit": limit, "offset": offset}
-        if entity_type is not None:
-            body["entity_type"] = entity_type
-        if search is not None:
-            body["search"] = search
-        return EntityQueryResult.from_json(await self._call("/entities/query", body))
-
-    async def correct(
-        self,
-        entity_id: str,
-        entity_type: str,
-        field: str,
-        value: Any,
-        *,
-        idempotency_key: str,
-    ) -> CorrectionResult:
-        """``POST /correct``."""
-        body = {
-            "entity_id": entity_id,
-            "entity_type": entity_type,
-            "field": field,
-            "value": value,
-            "idempotency_key": idempotency_key,
-        }
-        return CorrectionResult.from_json(await self._call("/correct", body))
+    async def _request(self, action: str, body: Mapping[str, Any]) -> Mapping[str, Any]:
+        return await self._call(f"/{action}", body)
 
     # --- plumbing ---------------------------------------------------------------------
 
