@@ -298,29 +298,15 @@ class NeotomaMemory:
         opened, retrieved, handle = await self._resume(
             turn_id, user_message_id, retrieved_ids, revision, turn_number
         )
-        started = time.perf_counter()
-        with structlog.contextvars.bound_contextvars(
-            conversation_id=self.conversation_id, turn_id=opened.keys.turn_id
-        ):
-            outcome, error = await self._shielded(
-                lambda: self._complete(opened, reply, retrieved.ids, cited)
-            )
-            result = self._result(
-                opened,
-                retrieved,
-                outcome,
-                TurnState.CLOSED,
-                reply,
-                cited,
-                started=started,
-                close_error=error,
-            )
-            self._log_close(result)
-        if error is not None:
-            raise close_failure(opened.keys, error)
-        if handle is not None:
-            self._open_turns.pop(handle.turn_id, None)
-        return result
+        return await self._finish_explicit(
+            opened,
+            retrieved,
+            handle,
+            lambda: self._complete(opened, reply, retrieved.ids, cited),
+            TurnState.CLOSED,
+            reply,
+            cited,
+        )
 
     async def abandon_turn(
         self,
@@ -345,19 +331,41 @@ class NeotomaMemory:
         opened, retrieved, handle = await self._resume(
             turn_id, user_message_id, retrieved_ids, revision, turn_number
         )
+        return await self._finish_explicit(
+            opened,
+            retrieved,
+            handle,
+            lambda: self._abandon(opened, partial, error_class, retrieved.ids, cited),
+            TurnState.ABANDONED,
+            partial,
+            cited,
+            error_class=error_class,
+        )
+
+    async def _finish_explicit(
+        self,
+        opened: _Opened,
+        retrieved: Retrieved,
+        handle: OpenTurn | None,
+        phase: Callable[[], Awaitable[_CloseOutcome]],
+        state: TurnState,
+        text: str,
+        cited: tuple[str, ...],
+        *,
+        error_class: str | None = None,
+    ) -> TurnResult:
+        """The closing phase of ``close_turn`` / ``abandon_turn``: one shielded store."""
         started = time.perf_counter()
         with structlog.contextvars.bound_contextvars(
             conversation_id=self.conversation_id, turn_id=opened.keys.turn_id
         ):
-            outcome, close_error = await self._shielded(
-                lambda: self._abandon(opened, partial, error_class, retrieved.ids, cited)
-            )
+            outcome, close_error = await self._shielded(phase)
             result = self._result(
                 opened,
                 retrieved,
                 outcome,
-                TurnState.ABANDONED,
-                partial,
+                state,
+                text,
                 cited,
                 started=started,
                 error_class=error_class,
