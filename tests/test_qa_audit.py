@@ -253,6 +253,32 @@ async def test_repair_closes_what_it_can_once(store: EmbeddedStore) -> None:
     assert await totals(store) == before
 
 
+@pytest.mark.parametrize(
+    ("conversation_id", "turn_id"),
+    [
+        ("Ana.Lopez@Example.com", "T1"),  # a name holding an email is stored lowercased
+        ("Chat  With   Spaces", "turn  one"),  # whitespace runs collapse in names
+        ("Mixed Case", "ends-with@"),  # only the reply's name "...@:assistant" is an email
+        ("chat:with:colons", "t1"),
+    ],
+)
+async def test_awkward_ids_pair_messages_with_their_record(
+    store: EmbeddedStore, conversation_id: str, turn_id: str
+) -> None:
+    memory = NeotomaMemory(store, conversation_id=conversation_id)
+    await memory.record_turn("question", "answer", turn_id=turn_id)
+    await memory.open_turn("cut off", turn_id="orphan")
+    for report in (
+        await audit(store),
+        await audit(store, conversation_id=conversation_id),
+        await audit(store, thorough=True),
+    ):
+        assert shape(report) == [(conversation_id, "orphan", ORPHAN)]
+        assert report.turns == 2
+    assert (await audit(store, repair=True)).clean
+    assert (await audit(store, conversation_id=conversation_id)).clean
+
+
 async def test_a_turn_closed_while_the_audit_ran_is_left_alone(store: EmbeddedStore) -> None:
     memory = NeotomaMemory(store, conversation_id="chat-a")
     await memory.open_turn("still running", turn_id="t1")

@@ -304,7 +304,12 @@ def _norm(key: str) -> str:
     # (whitespace runs collapsed, case kept). Only a name holding an email is stored
     # lowercased and uncollapsed, and the ":assistant" suffix can make one of two names look
     # like an email: fold those.
-    return " ".join(key.split()).casefold() if "@" in key else key
+    return _fold(key) if "@" in key else key
+
+
+def _fold(text: str) -> str:
+    """An id as any canonical name may carry it: whitespace runs collapsed, case folded."""
+    return " ".join(text.split()).casefold()
 
 
 def _message_key(name: str | None) -> tuple[str, Role] | None:
@@ -476,7 +481,7 @@ class _Auditor:
         state = self.turns.get(norm)
         if state is None:
             cid, _, tid = key.rpartition(":")
-            if self.conversation_id is not None and _norm(cid) != _norm(self.conversation_id):
+            if self.conversation_id is not None and _fold(cid) != _fold(self.conversation_id):
                 return None  # a search hit on a conversation whose id contains ours
             state = self.turns[norm] = _TurnState(cid, tid, False)
         return state
