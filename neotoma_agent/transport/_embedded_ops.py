@@ -758,41 +758,43 @@ def _relate(
         # No source: the server hashes a synthetic one from key, user and sorted metadata.
         source_id = hash_uuid(f"relationship:{USER_ID}:{key}:{meta_json}")
     rel_obs_id = hash_uuid(f"{source_id}:{key}:{meta_json}")
-    row = conn.execute(
-        "SELECT metadata, provenance, seen, observation_count, last_observation_at "
-        "FROM relationships WHERE source_entity_id = ? AND relationship_type = ? "
-        "AND target_entity_id = ?",
-        (src, rtype, dst),
-    ).fetchone()
-    if row is None:
-        merged = {k: v for k, v in metadata.items() if v is not None}
-        provenance = dict.fromkeys(merged, rel_obs_id)
-        conn.execute(
-            "INSERT INTO relationships (source_entity_id, relationship_type, target_entity_id, "
-            "metadata, provenance, seen, observation_count, last_observation_at, computed_at) "
-            "VALUES (?, ?, ?, ?, ?, ?, 1, ?, ?)",
-            (
-                src,
-                rtype,
-                dst,
-                _dumps(merged) if merged else "{}",
-                _dumps(provenance) if provenance else "{}",
-                _dumps([rel_obs_id]),
-                now,
-                now,
-            ),
-        )
+    merged = {k: v for k, v in metadata.items() if v is not None}
+    provenance = dict.fromkeys(merged, rel_obs_id)
+    # Most edges are new: try the insert first, and read the row only when it exists.
+    cur = conn.execute(
+        "INSERT INTO relationships (source_entity_id, relationship_type, target_entity_id, "
+        "metadata, provenance, seen, observation_count, last_observation_at, computed_at) "
+        "VALUES (?, ?, ?, ?, ?, ?, 1, ?, ?) ON CONFLICT DO NOTHING",
+        (
+            src,
+            rtype,
+            dst,
+            _dumps(merged) if merged else "{}",
+            _dumps(provenance) if provenance else "{}",
+            _dumps([rel_obs_id]),
+            now,
+            now,
+        ),
+    )
+    if cur.rowcount:
         if (
             rtype == "PART_OF"
             and _entity_type_of(conn, src, known_types) == "conversation_message"
             and _entity_type_of(conn, dst, known_types) == "conversation"
         ):
+            # (RETURNING here costs several times a plain UPDATE plus a later SELECT.)
             conn.execute(
                 "UPDATE entities SET message_count = message_count + 1 WHERE id = ?", (dst,)
             )
             if counts is not None:
                 counts[dst] = -1  # read back once, after every edge of the store
         return _relationship_json(key, rtype, src, dst, merged, provenance, 1, now, now)
+    row = conn.execute(
+        "SELECT metadata, provenance, seen, observation_count, last_observation_at "
+        "FROM relationships WHERE source_entity_id = ? AND relationship_type = ? "
+        "AND target_entity_id = ?",
+        (src, rtype, dst),
+    ).fetchone()
     merged = json.loads(row[0])
     provenance = json.loads(row[1])
     seen: list[str] = json.loads(row[2])
