@@ -31,6 +31,7 @@ from ._cli_common import (
 )
 from ._identity import resolve_identity
 from .exceptions import NotFoundError
+from .qa import AUDIT_REPAIR_REASON
 from .transport._base import EntitySnapshot, Transport
 
 __all__ = [
@@ -46,7 +47,7 @@ __all__ = [
 ]
 
 #: the reason ``audit --repair`` records on the turn record of an orphan it closed
-REPAIR_REASON = "orphan_found_by_audit"
+REPAIR_REASON = AUDIT_REPAIR_REASON
 
 
 @attrs.frozen

@@ -795,6 +795,7 @@ class NeotomaMemory:
             assistant_message_id=None if outcome is None else outcome.assistant_message_id,
             turn_record_id=(outcome.turn_record_id if outcome else None) or opened.turn_record_id,
             retrieved_ids=retrieved.ids,
+            retrieved=retrieved.entities,
             cited_ids=tuple(cited),
             retrieval=retrieved.stats,
             reply_chars=len(reply),

@@ -102,6 +102,8 @@ class TurnResult:
     open_ms: float = 0.0
     body_ms: float = 0.0
     close_ms: float = 0.0
+    #: the retrieved entities themselves (type, name, snapshot), best match first
+    retrieved: tuple[Entity, ...] = attrs.field(default=(), eq=False, repr=False)
 
     @property
     def completed(self) -> bool:

@@ -5,6 +5,22 @@ from __future__ import annotations
 import neotoma_agent
 
 EXPECTED = {
+    "audit",
+    "AuditReport",
+    "Finding",
+    "FindingKind",
+    "diagnose_turn",
+    "Diagnosis",
+    "TurnObservation",
+    "MessageObservation",
+    "AttachmentObservation",
+    "apply_repairs",
+    "RepairOutcome",
+    "RepairResult",
+    "render_turn_report",
+    "TurnReportInput",
+    "ReportEntity",
+    "ReportRepair",
     "NeotomaMemory",
     "OpenTurn",
     "Extractor",
