@@ -1031,8 +1031,12 @@ def retrieve_related_entities(conn: sqlite3.Connection, body: Mapping[str, Any])
                         nxt.append(other)
         frontier = nxt
     visited.discard(start)
-    entities = [e for e in (_entity_row(conn, eid) for eid in visited) if e is not None]
-    entities.sort(key=lambda e: (e["canonical_name"], e["id"]))
+    rows = conn.execute(
+        "SELECT id, entity_type, canonical_name, aliases, created_at, updated_at FROM entities "
+        "WHERE id IN (SELECT value FROM json_each(?)) ORDER BY canonical_name, id",
+        (_dumps(sorted(visited)),),
+    ).fetchall()
+    entities = [_entity_json(row) for row in rows]
     return {"relationships": list(edges.values()), "entities": entities}
 
 
