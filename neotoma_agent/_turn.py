@@ -407,6 +407,7 @@ class Turn:
             if outcome is None
             else outcome.turn_record_id or opened.turn_record_id,
             retrieved_ids=self.retrieved_ids,
+            retrieved=self.retrieved,
             cited_ids=tuple(self._cited),
             retrieval=self.retrieval,
             reply_chars=len(reply),
