@@ -727,6 +727,36 @@ def identity_keys(entity_type: str) -> frozenset[str] | None:
     return frozenset(keys)
 
 
+_HASHABLE_SCALARS: Final = (str, int, float, bool, type(None))
+
+
+def resolve_identity_cached(entity_type: str, fields: Mapping[str, Any]) -> Identity:
+    """:func:`resolve_identity`, memoised for payloads that repeat (a conversation entity is
+    sent on every turn, a turn record twice).
+
+    The cache key holds only the fields that can decide the identity (``identity_keys``),
+    so it is exact; payloads whose identity could come from any field are not cached.
+    """
+    keys = identity_keys(entity_type)
+    if keys is not None:
+        items = tuple(sorted((k, v) for k, v in fields.items() if k in keys))
+        if items and all(isinstance(v, _HASHABLE_SCALARS) for _, v in items):
+            try:
+                identity = _resolve_items(entity_type, items)
+            except IdentityError:
+                identity = None
+            # Only a name decided by those fields may be reused; the last-resort heuristic
+            # looks at the others, so it is computed from the whole payload.
+            if identity is not None and identity.identity_basis != "heuristic_fallback":
+                return identity
+    return resolve_identity(entity_type, fields)
+
+
+@functools.lru_cache(maxsize=4096)
+def _resolve_items(entity_type: str, items: tuple[tuple[str, Any], ...]) -> Identity:
+    return resolve_identity(entity_type, dict(items))
+
+
 def resolve_identity(entity_type: str, fields: Mapping[str, Any]) -> Identity:
     """Derive the identity a Neotoma server gives an entity on store.
 

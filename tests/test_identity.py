@@ -682,3 +682,24 @@ def test_identity_error_pickles() -> None:
     error = IdentityError("gadget", ["name"], "unknown")
     clone = pickle.loads(pickle.dumps(error))
     assert (clone.message, clone.details, clone.code) == (error.message, error.details, error.code)
+
+
+@pytest.mark.parametrize(
+    ("entity_type", "fields"),
+    [
+        ("conversation", {"conversation_id": "c1", "title": "x"}),
+        ("company", {"name": "Acme Corp", "note": "a"}),
+        ("company", {"name": "", "flavor": "x"}),
+        ("company", {"name": "", "flavor": "y"}),
+        ("conversation_message", {"role": "user", "content": "no turn key"}),
+        ("conversation_turn", {"session_id": "s", "turn_id": "t", "status": "open"}),
+        ("conversation_turn", {"session_id": "s", "turn_id": "t", "status": "completed"}),
+        ("recipe", {"flavor": "Vanilla Bean"}),
+    ],
+)
+def test_the_memoised_resolution_equals_the_plain_one(
+    entity_type: str, fields: dict[str, Any]
+) -> None:
+    from neotoma_agent._identity import resolve_identity_cached
+
+    assert resolve_identity_cached(entity_type, fields) == resolve_identity(entity_type, fields)

@@ -26,11 +26,30 @@ def db_path(tmp_path: Path) -> Path:
     return tmp_path / "memory.db"
 
 
-@pytest.fixture
-async def store(db_path: Path) -> AsyncIterator[EmbeddedStore]:
-    """The embedded store on a real SQLite file, closed after the test."""
-    async with EmbeddedStore.open(db_path) as s:
-        yield s
+@pytest.fixture(params=["embedded", "http"])
+async def store(
+    request: pytest.FixtureRequest, db_path: Path, anyio_backend: str
+) -> AsyncIterator[Any]:
+    """The store every turn test runs against, once per transport.
+
+    ``embedded``: the EmbeddedStore on a real SQLite file. ``http``: the same store behind
+    the dev server on 127.0.0.1, reached through HttpTransport (asyncio only), so the whole
+    turn-protocol suite also runs over a real network stack.
+    """
+    async with EmbeddedStore.open(db_path) as embedded:
+        if request.param == "embedded":
+            yield embedded
+            return
+        if anyio_backend != "asyncio":
+            pytest.skip("HttpTransport runs on asyncio only")
+        from neotoma_agent.server import create_app, serving
+        from neotoma_agent.transport.http import HttpTransport, RetryPolicy
+
+        async with (
+            serving(create_app(embedded)) as url,
+            HttpTransport(url, retry=RetryPolicy(backoff=False)) as http,
+        ):
+            yield http
 
 
 def memory(transport: Transport, conversation_id: str = "chat-1", **kw: Any) -> NeotomaMemory:

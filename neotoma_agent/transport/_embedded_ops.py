@@ -28,6 +28,7 @@ from .._identity import (
     normalize,
     resolve_entity_type,
     resolve_identity,
+    resolve_identity_cached,
     schema_for,
 )
 from ..exceptions import ValidationError
@@ -280,7 +281,7 @@ def _plan(
             batch_roles.setdefault(target, fields.get("role"))
             continue
         try:
-            identity = resolve_identity(etype, fields)
+            identity = resolve_identity_cached(etype, fields)
         except IdentityError as exc:
             issues.append(
                 {

@@ -24,8 +24,7 @@ __all__ = ["flat_error", "now_iso", "resolution_failed"]
 
 def now_iso() -> str:
     """The current UTC time as the server writes it: ISO 8601 with milliseconds and ``Z``."""
-    now = datetime.now(timezone.utc)
-    return now.strftime("%Y-%m-%dT%H:%M:%S.") + f"{now.microsecond // 1000:03d}Z"
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")[:-6] + "Z"
 
 
 def flat_error(
