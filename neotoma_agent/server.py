@@ -495,7 +495,6 @@ async def _post_retrieve_related_entities(request: web.Request) -> web.StreamRes
 
 _QUERY_UNSUPPORTED = (
     "entity_types",
-    "cursor",
     "sort_by",
     "sort_order",
     "include_merged",
@@ -516,6 +515,7 @@ async def _post_entities_query(request: web.Request) -> web.StreamResponse:
         search = search or _string(body, alias, issues)
     limit = _integer(body, "limit", issues)
     offset = _integer(body, "offset", issues)
+    cursor = _string(body, "cursor", issues)
     issues.raise_if_any()
     _not_implemented(body, _QUERY_UNSUPPORTED, "POST /entities/query")
     if body.get("include_snapshots") is False:
@@ -525,6 +525,7 @@ async def _post_entities_query(request: web.Request) -> web.StreamResponse:
         search=search,
         limit=100 if limit is None else limit,
         offset=offset or 0,
+        cursor=cursor,
     )
     return _json(result.raw)
 

@@ -176,10 +176,16 @@ class _Wrapper:
         search: str | None = None,
         limit: int = 100,
         offset: int = 0,
+        cursor: str | None = None,
     ) -> EntityQueryResult:
         """Delegates ``query_entities``."""
         result: EntityQueryResult = await self._call(
-            "query_entities", entity_type=entity_type, search=search, limit=limit, offset=offset
+            "query_entities",
+            entity_type=entity_type,
+            search=search,
+            limit=limit,
+            offset=offset,
+            cursor=cursor,
         )
         return result
 

@@ -364,6 +364,37 @@ async def test_thorough_finds_messages_with_no_record_and_no_conversation(
     assert (await audit(store, thorough=True)).clean
 
 
+class OffsetPaging(RecordingTransport):
+    """A server without cursors: it pages by offset only (as some Neotoma versions do)."""
+
+    async def query_entities(
+        self,
+        *,
+        entity_type: str | None = None,
+        search: str | None = None,
+        limit: int = 100,
+        offset: int = 0,
+        cursor: str | None = None,
+    ) -> EntityQueryResult:
+        result = await super().query_entities(
+            entity_type=entity_type, search=search, limit=limit, offset=offset
+        )
+        raw = {k: v for k, v in result.raw.items() if k != "next_cursor"}
+        return EntityQueryResult.from_json(raw)
+
+
+async def test_cursor_paging_reads_every_page_in_order(
+    store: EmbeddedStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    await build_scenarios(store)
+    expected = shape(await audit(OffsetPaging(store)))
+    monkeypatch.setattr(audit_module, "_PAGE", 2)
+    recorder = RecordingTransport(store)
+    assert shape(await audit(recorder)) == expected
+    cursors = [c.kwargs.get("cursor") for c in recorder.calls_to("query_entities")]
+    assert any(cursors)  # later pages went by cursor, not by offset
+
+
 async def test_scans_page_through_many_entities(
     store: EmbeddedStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -372,7 +403,7 @@ async def test_scans_page_through_many_entities(
     monkeypatch.setattr(audit_module, "_PAGE", 2)
     assert shape(await audit(store, thorough=True)) == expected
 
-    class CapsPages(RecordingTransport):
+    class CapsPages(OffsetPaging):
         async def query_entities(
             self,
             *,
@@ -380,6 +411,7 @@ async def test_scans_page_through_many_entities(
             search: str | None = None,
             limit: int = 100,
             offset: int = 0,
+            cursor: str | None = None,
         ) -> EntityQueryResult:
             # A server whose page size is smaller than the one asked for.
             return await super().query_entities(
@@ -397,7 +429,7 @@ async def test_a_server_that_stops_paging_makes_a_partial_audit(
     await build_scenarios(store)
     monkeypatch.setattr(audit_module, "_PAGE", 2)
     # A Neotoma server refuses offsets past 2,000; here, past 4.
-    capped = FaultyTransport(store).fail(
+    capped = FaultyTransport(OffsetPaging(store)).fail(
         "query_entities",
         lambda: ValidationError("offset must be <= 4", status=400),
         when=lambda m, a, kw: kw["offset"] > 4,

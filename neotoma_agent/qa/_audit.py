@@ -434,7 +434,15 @@ async def _scan(
             return
         pages[offset] = result.entities
 
-    if step and "total" in first.raw:
+    if "next_cursor" in first.raw:
+        # Keyset paging: each page costs the same, and no offset cap applies.
+        result = first
+        while result.next_cursor is not None:
+            result = await transport.query_entities(
+                entity_type=entity_type, search=search, limit=_PAGE, cursor=result.next_cursor
+            )
+            pages[max(pages) + step] = result.entities
+    elif step and "total" in first.raw:
         await _each(range(step, first.total, step), page, limit)
     elif step:
         # No total to plan by: read on until a short page.

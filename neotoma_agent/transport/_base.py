@@ -247,7 +247,9 @@ class EntityQueryResult:
     total: int
     limit: int
     offset: int
-    raw: Mapping[str, Any] = attrs.field(repr=False, eq=False)
+    #: pass as ``cursor`` to read the next page; ``None`` after the last page
+    next_cursor: str | None = None
+    raw: Mapping[str, Any] = attrs.field(default=attrs.Factory(dict), repr=False, eq=False)
 
     @classmethod
     def from_json(cls, raw: Mapping[str, Any]) -> EntityQueryResult:
@@ -257,6 +259,7 @@ class EntityQueryResult:
             total=_opt_int(raw.get("total")) or len(entities),
             limit=_opt_int(raw.get("limit")) or 0,
             offset=_opt_int(raw.get("offset")) or 0,
+            next_cursor=_opt_str(raw.get("next_cursor")),
             raw=raw,
         )
 
@@ -475,8 +478,12 @@ class Transport(Protocol):
         search: str | None = None,
         limit: int = 100,
         offset: int = 0,
+        cursor: str | None = None,
     ) -> EntityQueryResult:
-        """Page through entities, optionally of one type or matching a search string."""
+        """Page through entities, optionally of one type or matching a search string.
+
+        ``cursor``: the ``next_cursor`` of the previous page, to read on from it.
+        """
         ...
 
     async def correct(

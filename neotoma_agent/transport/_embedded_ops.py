@@ -1208,7 +1208,14 @@ def query_entities(conn: sqlite3.Connection, body: Mapping[str, Any]) -> dict[st
         params.append(json.dumps(ids))
         search_mode = "lexical_fallback"
     clause = f" WHERE {' AND '.join(where)}" if where else ""
-    total = int(conn.execute(f"SELECT count(*) FROM entities{clause}", params).fetchone()[0])
+    after, total = _parse_cursor(body.get("cursor"))
+    if total is None:
+        total = int(conn.execute(f"SELECT count(*) FROM entities{clause}", params).fetchone()[0])
+    if after is not None:
+        # Keyset paging: each page seeks to its start instead of skipping `offset` rows.
+        clause = f"{clause} AND id > ?" if clause else " WHERE id > ?"
+        params.append(after)
+        offset = 0
     rows = conn.execute(
         "SELECT id, entity_type, canonical_name, snapshot, observation_count, "
         f"last_observation_at FROM entities{clause} ORDER BY id "
@@ -1221,10 +1228,23 @@ def query_entities(conn: sqlite3.Connection, body: Mapping[str, Any]) -> dict[st
         "limit": limit,
         "offset": offset,
         "search_mode": search_mode,
+        # Opaque to callers: the last id of this page, and the total counted on page one.
+        "next_cursor": f"{rows[-1][0]}.{total}" if len(rows) == limit else None,
     }
     if search_mode != "none":
         result["applied_search_strategies"] = ["strict"]
     return result
+
+
+def _parse_cursor(cursor: object) -> tuple[str | None, int | None]:
+    """A ``next_cursor`` we gave out: ``(last id, total)``; ``(None, None)`` without one."""
+    if cursor is None:
+        return None, None
+    if isinstance(cursor, str):
+        last, _, total = cursor.rpartition(".")
+        if ENTITY_ID_RE.match(last) and total.isdigit():
+            return last, int(total)
+    raise invalid_format("cursor must be a next_cursor from an earlier page", ["cursor"])
 
 
 def _direct_item(conn: sqlite3.Connection, entity_id: str) -> dict[str, Any] | None:

@@ -143,9 +143,16 @@ class RestActions:
         search: str | None = None,
         limit: int = 100,
         offset: int = 0,
+        cursor: str | None = None,
     ) -> EntityQueryResult:
-        """``POST /entities/query``: page through entities by type and/or search string."""
+        """``POST /entities/query``: page through entities by type and/or search string.
+
+        Pass the previous page's ``next_cursor`` as ``cursor`` to read on from it: unlike a
+        growing ``offset`` it costs the same on every page (a server caps offsets at 2,000).
+        """
         body: dict[str, Any] = {"limit": limit, "offset": offset}
+        if cursor is not None:
+            body["cursor"] = cursor
         if entity_type is not None:
             body["entity_type"] = entity_type
         if search is not None:
