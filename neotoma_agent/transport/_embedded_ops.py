@@ -1228,9 +1228,11 @@ def query_entities(conn: sqlite3.Connection, body: Mapping[str, Any]) -> dict[st
         "limit": limit,
         "offset": offset,
         "search_mode": search_mode,
-        # Opaque to callers: the last id of this page, and the total counted on page one.
-        "next_cursor": f"{rows[-1][0]}.{total}" if len(rows) == limit else None,
     }
+    if len(rows) == limit:
+        # Opaque to callers: the last id of this page, and the total counted on page one.
+        # Like the server, a last page carries no next_cursor.
+        result["next_cursor"] = f"{rows[-1][0]}.{total}"
     if search_mode != "none":
         result["applied_search_strategies"] = ["strict"]
     return result
