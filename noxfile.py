@@ -36,6 +36,6 @@ def typecheck(session: nox.Session) -> None:
 def bench(session: nox.Session) -> None:
     """Run the benchmarks and write their figures under benchmarks/results/."""
     session.install("-e", ".[test]")
-    session.run(
-        "python", "benchmarks/embedded_store.py", "--json", "benchmarks/results/embedded_store.json"
-    )
+    session.run("mkdir", "-p", "benchmarks/results", external=True)
+    for name in ("embedded_store", "turn_protocol", "turn_overhead", "audit"):
+        session.run("python", f"benchmarks/{name}.py", "--json", f"benchmarks/results/{name}.json")
