@@ -130,3 +130,23 @@ async def test_a_connect_failure_is_raised_to_the_opener(tmp_path: Path) -> None
 
     with pytest.raises(sqlite3.OperationalError, match="unable to open"):
         DBThread(connect, "test")
+
+
+async def test_a_read_only_job_takes_no_savepoint(tmp_path: Path) -> None:
+    path = tmp_path / "t.db"
+    statements: list[str] = []
+
+    def connect() -> sqlite3.Connection:
+        conn = _connect(path)()
+        conn.set_trace_callback(statements.append)
+        return conn
+
+    thread = DBThread(connect, "test")
+    try:
+        job = Job(lambda conn: conn.execute("SELECT count(*) FROM t").fetchone()[0], writes=False)
+        thread.submit(job)
+        assert await job.wait() == 0
+        assert not any(s.startswith("SAVEPOINT") for s in statements)
+        assert "BEGIN" in statements  # a read-only group takes no write lock
+    finally:
+        thread.stop()

@@ -43,10 +43,12 @@ def _thread_safe_scheduler() -> Callable[[Callable[[], object]], object]:
 class Job(Generic[T]):
     """A unit of work for the DB thread, and the means to await its outcome."""
 
-    __slots__ = ("_call_soon", "_done", "error", "fn", "result")
+    __slots__ = ("_call_soon", "_done", "error", "fn", "result", "writes")
 
-    def __init__(self, fn: Callable[[sqlite3.Connection], T]) -> None:
+    def __init__(self, fn: Callable[[sqlite3.Connection], T], *, writes: bool = True) -> None:
         self.fn = fn
+        #: a job that only reads needs no savepoint: it has nothing to undo
+        self.writes = writes
         self.result: T | None = None
         self.error: BaseException | None = None
         self._done = anyio.Event()
@@ -148,15 +150,17 @@ class DBThread:
         _wake(group)
 
     def _commit_group(self, conn: sqlite3.Connection, group: list[Job[Any]]) -> None:
-        conn.execute("BEGIN IMMEDIATE")
+        begin = "BEGIN IMMEDIATE" if any(job.writes for job in group) else "BEGIN"
+        conn.execute(begin)
         done: list[Job[Any]] = []  # jobs whose writes wait for this group's commit
         for job in group:
-            conn.execute("SAVEPOINT job")
+            if job.writes:
+                conn.execute("SAVEPOINT job")
             try:
                 job.result = job.fn(conn)
             except BaseException as exc:  # delivered to the awaiting task
                 job.error = exc
-                if conn.in_transaction:
+                if job.writes and conn.in_transaction:
                     conn.execute("ROLLBACK TO job")
             if not conn.in_transaction:
                 # SQLite rolled the whole transaction back (disk full, I/O error): the jobs
@@ -165,9 +169,10 @@ class DBThread:
                 for earlier in done:
                     earlier.result, earlier.error = None, cause
                 done.clear()
-                conn.execute("BEGIN IMMEDIATE")
+                conn.execute(begin)
                 continue
-            conn.execute("RELEASE job")
+            if job.writes:
+                conn.execute("RELEASE job")
             if job.error is None:
                 done.append(job)
         conn.execute("COMMIT")

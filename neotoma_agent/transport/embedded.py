@@ -115,7 +115,7 @@ class EmbeddedStore(RestActions):
         thread = self._thread
         if thread is None:
             raise RuntimeError("EmbeddedStore is closed")
-        job: Job[T] = Job(lambda conn: fn(conn, body))
+        job: Job[T] = Job(lambda conn: fn(conn, body), writes=fn not in _READS)
         thread.submit(job)
         return await job.wait()
 
@@ -164,3 +164,14 @@ _ACTIONS: dict[str, Callable[[sqlite3.Connection, Mapping[str, Any]], dict[str, 
     "entities/query": ops.query_entities,
     "correct": ops.correct,
 }
+
+# Actions that only read: they run without a savepoint of their own.
+_READS = frozenset(
+    (
+        ops.retrieve_entity_by_identifier,
+        ops.get_entity_snapshot,
+        ops.list_observations,
+        ops.retrieve_related_entities,
+        ops.query_entities,
+    )
+)
