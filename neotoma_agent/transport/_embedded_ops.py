@@ -1399,7 +1399,9 @@ def correct(conn: sqlite3.Connection, body: Mapping[str, Any]) -> dict[str, Any]
         obs_id = hash_uuid(js_json([entity_id, fields, key]))
     except ValueError as exc:
         raise invalid_format(f"value is not JSON: {exc}", ["value"]) from None
-    before = conn.execute("SELECT 1 FROM observations WHERE id = ?", (obs_id,)).fetchone()
+    before = conn.execute(
+        "SELECT 1 FROM observations WHERE entity_id = ? AND id = ?", (entity_id, obs_id)
+    ).fetchone()
     _, snapshot = _observe(
         conn,
         entity_id=entity_id,

@@ -36,9 +36,13 @@ CREATE TABLE entities (
     message_count INTEGER NOT NULL DEFAULT 0
 );
 CREATE INDEX entities_by_type ON entities (entity_type, id);
+-- Observation ids are hashes that include the entity id, so (entity_id, id) is unique and
+-- one index serves both the dedupe of a repeated observation and the reads of an entity's
+-- observations; a second index on the random id alone would dirty another random page on
+-- every write.
 CREATE TABLE observations (
     seq INTEGER PRIMARY KEY,
-    id TEXT NOT NULL UNIQUE,
+    id TEXT NOT NULL,
     entity_id TEXT NOT NULL,
     entity_type TEXT NOT NULL,
     source_id TEXT,
@@ -51,7 +55,7 @@ CREATE TABLE observations (
     identity_basis TEXT,
     identity_rule TEXT
 );
-CREATE INDEX observations_by_entity ON observations (entity_id, seq);
+CREATE UNIQUE INDEX observations_by_entity ON observations (entity_id, id);
 -- One row per edge (type:source:target); seen = the relationship observations folded in.
 CREATE TABLE relationships (
     source_entity_id TEXT NOT NULL,

@@ -52,6 +52,10 @@ def _connect(path: str, synchronous: str) -> Callable[[], sqlite3.Connection]:
             # Each store runs in a savepoint, whose undo pages go to a temporary journal:
             # keep it in memory rather than in a temporary file.
             conn.execute("PRAGMA temp_store = MEMORY")
+            # Hash-keyed B-trees dirty pages all over the file; checkpointing the WAL less
+            # often writes each hot page back once per checkpoint, not once per 4 MB.
+            conn.execute("PRAGMA wal_autocheckpoint = 10000")
+            conn.execute("PRAGMA journal_size_limit = 67108864")
             conn.execute("PRAGMA foreign_keys = OFF")
             migrate(conn)
         except BaseException:
