@@ -252,23 +252,39 @@ _dumps_plain: Final = json.JSONEncoder(
 ).encode
 
 
+_LEAF_TYPES: Final = frozenset((str, bool, type(None)))
+
+
 def _is_plain(value: Any, depth: int) -> bool:
     """True for strings, safe ints, bools, None, lists and dicts whose keys are no array
-    indexes: the values whose JSON is the same from Python and from JavaScript."""
-    if isinstance(value, str) or value is None or value is True or value is False:
-        return True
-    if depth > 64:  # deep or circular: let the careful path decide
-        return False
-    if type(value) is int:
-        return -_MAX_SAFE_INT < value < _MAX_SAFE_INT
-    if type(value) is dict:
-        for key, item in value.items():
-            if type(key) is not str or key[:1].isdigit() or not _is_plain(item, depth + 1):
+    indexes: the values whose JSON is the same from Python and from JavaScript.
+
+    Iterative (every stored payload goes through it): a stack of containers instead of a
+    call per value.
+    """
+    stack: list[tuple[Any, int]] = [(value, depth)]
+    while stack:
+        item, level = stack.pop()
+        kind = type(item)
+        if kind in _LEAF_TYPES:
+            continue
+        if kind is int:
+            if not -_MAX_SAFE_INT < item < _MAX_SAFE_INT:
                 return False
-        return True
-    if type(value) is list:
-        return all(_is_plain(item, depth + 1) for item in value)
-    return False
+            continue
+        if level > 64:  # deep or circular: let the careful path decide
+            return False
+        if kind is dict:
+            for key, child in item.items():
+                if type(key) is not str or key[:1].isdigit():
+                    return False
+                if type(child) not in _LEAF_TYPES:
+                    stack.append((child, level + 1))
+        elif kind is list:
+            stack.extend((child, level + 1) for child in item)
+        else:
+            return False
+    return True
 
 
 def js_json(value: Any) -> str:
