@@ -1133,14 +1133,19 @@ def _fts_phrase(needle: str) -> str:
     return '"' + needle.replace('"', '""') + '"'
 
 
-def _substring_ids(conn: sqlite3.Connection, needle: str, kinds: str) -> list[str]:
+def _substring_ids(
+    conn: sqlite3.Connection, needle: str, kinds: str, *, bookkeeping: bool = True
+) -> list[str]:
     """Entity ids whose indexed text (of the given kinds) contains ``needle``.
 
     A trigram phrase query reads the posting list of every trigram of the needle, and the
     common ones ("com", "ion") list most of the store. Instead, intersect the two rarest
     trigrams (any subset of the needle's trigrams finds a superset of the answers) and
-    check the whole needle on those few rows.
+    check the whole needle on those few rows. ``bookkeeping=False`` skips the names of
+    conversations, messages and turn records (they hold no snapshot fields).
     """
+    if not bookkeeping:
+        return _rare_trigram_ids(conn, needle, kinds) if len(needle) >= 3 else []
     if len(needle) < 3:
         rows = conn.execute(
             f"SELECT DISTINCT entity_id FROM name_index WHERE instr(text, ?) > 0 AND {kinds} "
@@ -1339,7 +1344,7 @@ def retrieve_entity_by_identifier(
                 found.append(eid)
     elif len(lowered) >= 3:
         kinds = " OR ".join(f"kind = 'field:{f}'" for f in fields)
-        for eid in _substring_ids(conn, lowered, f"({kinds})"):
+        for eid in _substring_ids(conn, lowered, f"({kinds})", bookkeeping=False):
             if eid not in found:
                 found.append(eid)
     items = []
