@@ -150,3 +150,52 @@ async def test_a_read_only_job_takes_no_savepoint(tmp_path: Path) -> None:
         assert "BEGIN" in statements  # a read-only group takes no write lock
     finally:
         thread.stop()
+
+
+async def test_jobs_that_fail_before_writing_need_no_savepoints(tmp_path: Path) -> None:
+    path = tmp_path / "t.db"
+    statements: list[str] = []
+
+    def connect() -> sqlite3.Connection:
+        conn = _connect(path)()
+        conn.set_trace_callback(statements.append)
+        return conn
+
+    thread = DBThread(connect, "test")
+    try:
+
+        def refuse(conn: sqlite3.Connection) -> None:
+            raise ValueError("bad input, refused before any write")
+
+        jobs = await _run_as_one_group(thread, [_insert("a"), refuse, _insert("b")])
+        assert [j.error is None for j in jobs] == [True, False, True]
+        assert _rows(path) == {"a", "b"}
+        assert not any(s.startswith("SAVEPOINT") for s in statements)
+    finally:
+        thread.stop()
+
+
+async def test_a_job_that_fails_after_writing_reruns_the_group_carefully(tmp_path: Path) -> None:
+    path = tmp_path / "t.db"
+    runs: list[str] = []
+
+    def counted(value: str) -> Callable[[sqlite3.Connection], str]:
+        def fn(conn: sqlite3.Connection) -> str:
+            runs.append(value)
+            return _insert(value)(conn)
+
+        return fn
+
+    thread = DBThread(_connect(path), "test")
+    try:
+
+        def half_write(conn: sqlite3.Connection) -> None:
+            conn.execute("INSERT INTO t (v) VALUES ('half')")
+            raise ValueError("failed after a write")
+
+        jobs = await _run_as_one_group(thread, [counted("a"), half_write, counted("b")])
+        assert [j.error is None for j in jobs] == [True, False, True]
+        assert _rows(path) == {"a", "b"}  # the half write is gone, the others are stored once
+        assert runs == ["a", "a", "b"]  # "a" ran again in the careful pass
+    finally:
+        thread.stop()

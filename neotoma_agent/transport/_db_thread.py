@@ -150,6 +150,34 @@ class DBThread:
         _wake(group)
 
     def _commit_group(self, conn: sqlite3.Connection, group: list[Job[Any]]) -> None:
+        if not self._commit_fast(conn, group):
+            self._commit_careful(conn, group)
+
+    def _commit_fast(self, conn: sqlite3.Connection, group: list[Job[Any]]) -> bool:
+        """Run the group without savepoints; False (rolled back) if it needs the careful path.
+
+        A store validates everything before its first write, so jobs nearly always either
+        succeed or fail before writing; neither needs a savepoint. Only a job that fails
+        after writing (SQLite's change counter moved) forces the group to be rerun with one
+        savepoint per job. Jobs are functions of the database alone, so a rerun is safe.
+        """
+        conn.execute("BEGIN IMMEDIATE" if any(job.writes for job in group) else "BEGIN")
+        for job in group:
+            before = conn.total_changes
+            try:
+                job.result = job.fn(conn)
+            except BaseException as exc:  # delivered to the awaiting task
+                job.error = exc
+                if conn.total_changes != before or not conn.in_transaction:
+                    if conn.in_transaction:
+                        conn.execute("ROLLBACK")
+                    for each in group:
+                        each.result, each.error = None, None
+                    return False
+        conn.execute("COMMIT")
+        return True
+
+    def _commit_careful(self, conn: sqlite3.Connection, group: list[Job[Any]]) -> None:
         begin = "BEGIN IMMEDIATE" if any(job.writes for job in group) else "BEGIN"
         conn.execute(begin)
         done: list[Job[Any]] = []  # jobs whose writes wait for this group's commit

@@ -780,14 +780,17 @@ def _relate(
     if cur.rowcount:
         if (
             rtype == "PART_OF"
+            and known_types.get(dst, "conversation") == "conversation"
             and _entity_type_of(conn, src, known_types) == "conversation_message"
-            and _entity_type_of(conn, dst, known_types) == "conversation"
         ):
+            # The entity_type test stands in for reading the target's type first.
             # (RETURNING here costs several times a plain UPDATE plus a later SELECT.)
-            conn.execute(
-                "UPDATE entities SET message_count = message_count + 1 WHERE id = ?", (dst,)
+            counted = conn.execute(
+                "UPDATE entities SET message_count = message_count + 1 "
+                "WHERE id = ? AND entity_type = 'conversation'",
+                (dst,),
             )
-            if counts is not None:
+            if counted.rowcount and counts is not None:
                 counts[dst] = -1  # read back once, after every edge of the store
         return _relationship_json(key, rtype, src, dst, merged, provenance, 1, now, now)
     row = conn.execute(
