@@ -109,6 +109,18 @@ def _entity_json(row: Sequence[Any]) -> dict[str, Any]:
     }
 
 
+def _load_row(conn: sqlite3.Connection, entity_id: str) -> tuple[SnapshotState, int] | None:
+    """An entity's snapshot state and message count, or None if there is no such entity."""
+    row = conn.execute(
+        "SELECT snapshot, observation_count, last_observation_at, message_count "
+        "FROM entities WHERE id = ?",
+        (entity_id,),
+    ).fetchone()
+    if row is None:
+        return None
+    return SnapshotState.from_json(json.loads(row[0]), row[1], row[2]), int(row[3])
+
+
 def _load_state(conn: sqlite3.Connection, entity_id: str) -> SnapshotState | None:
     row = conn.execute(
         "SELECT snapshot, observation_count, last_observation_at FROM entities WHERE id = ?",
@@ -157,6 +169,8 @@ class _Planned:
     action: str
     #: the entity's snapshot state before this store (None: new, or first seen in this batch)
     state: SnapshotState | None = None
+    #: the stored message count (conversations; 0 for a new entity)
+    message_count: int = 0
 
 
 def _check_entities(entities: object) -> list[Mapping[str, Any]]:
@@ -295,7 +309,8 @@ def _plan(
             continue
         eid = identity.entity_id
         in_batch = eid in batch_roles
-        state = None if in_batch else _load_state(conn, eid)
+        loaded = None if in_batch else _load_row(conn, eid)
+        state, message_count = loaded if loaded is not None else (None, 0)
         exists = in_batch or state is not None
         schema = schema_for(etype)
         refusal = _refusal(
@@ -337,7 +352,9 @@ def _plan(
                 continue
         batch_roles.setdefault(eid, fields.get("role"))
         action = "matched_existing" if exists else "created"
-        planned.append(_Planned(index, etype, fields, identity, exists, action, state))
+        planned.append(
+            _Planned(index, etype, fields, identity, exists, action, state, message_count)
+        )
     if issues:
         raise resolution_failed(
             f"Structured store refused: {len(issues)} observation(s) failed resolution.", issues
@@ -791,7 +808,7 @@ def _relate(
                 (dst,),
             )
             if counted.rowcount and counts is not None:
-                counts[dst] = -1  # read back once, after every edge of the store
+                counts[dst] = counts.get(dst, 0) + 1
         return _relationship_json(key, rtype, src, dst, merged, provenance, 1, now, now)
     row = conn.execute(
         "SELECT metadata, provenance, seen, observation_count, last_observation_at "
@@ -880,6 +897,9 @@ def _conversation_message_count(
     conversation: str | None = None
     for item in planned:
         if item.entity_type == "conversation":
+            # Its count was read with its row: add this store's new messages, no read.
+            if not item.exists or item.state is not None:
+                return item.message_count + counts.get(item.identity.entity_id, 0)
             conversation = item.identity.entity_id
             break
     if conversation is None and counts:
