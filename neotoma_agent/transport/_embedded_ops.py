@@ -59,6 +59,7 @@ OBSERVATION_SOURCES = frozenset(
     ("sensor", "llm_summary", "workflow_state", "human", "import", "sync")
 )
 _BOOKKEEPING = frozenset(("conversation", "conversation_message", "conversation_turn"))
+_NAME_KINDS = frozenset(("name", "alias"))
 # Snapshot fields a lookup compares against the identifier (semantics §4 pass 3).
 _SEARCH_FIELDS = ("name", "full_name", "title", "email", "domain", "company")
 _BY_FIELD_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -1156,39 +1157,67 @@ def _fts_phrase(needle: str) -> str:
     return '"' + needle.replace('"', '""') + '"'
 
 
+def _kind_sql(kinds: frozenset[str] | None) -> tuple[str, tuple[str, ...]]:
+    if kinds is None:
+        return "1", ()
+    ordered = tuple(sorted(kinds))
+    return f"kind IN ({','.join('?' * len(ordered))})", ordered
+
+
 def _substring_ids(
-    conn: sqlite3.Connection, needle: str, kinds: str, *, bookkeeping: bool = True
+    conn: sqlite3.Connection,
+    needle: str,
+    kinds: frozenset[str] | None,
+    *,
+    bookkeeping: bool = True,
+    memo: dict[str, list[tuple[str, str]]] | None = None,
 ) -> list[str]:
-    """Entity ids whose indexed text (of the given kinds) contains ``needle``.
+    """Entity ids whose indexed text (of the given kinds; None: any) contains ``needle``.
 
     A trigram phrase query reads the posting list of every trigram of the needle, and the
     common ones ("com", "ion") list most of the store. Instead, intersect the two rarest
     trigrams (any subset of the needle's trigrams finds a superset of the answers) and
     check the whole needle on those few rows. ``bookkeeping=False`` skips the names of
-    conversations, messages and turn records (they hold no snapshot fields).
+    conversations, messages and turn records (they hold no snapshot fields). ``memo``
+    lets the passes of one lookup share the trigram search of one needle.
     """
-    if not bookkeeping:
-        return _rare_trigram_ids(conn, needle, kinds) if len(needle) >= 3 else []
+    where, params = _kind_sql(kinds)
+    found: list[str] = []
     if len(needle) < 3:
-        rows = conn.execute(
-            f"SELECT DISTINCT entity_id FROM name_index WHERE instr(text, ?) > 0 AND {kinds} "
-            "UNION SELECT entity_id FROM bookkeeping_names WHERE instr(text, ?) > 0 "
-            f"AND {kinds}",
-            (needle, needle),
-        ).fetchall()
-        return [str(r[0]) for r in rows]
-    found = [
-        str(r[0])
-        for r in conn.execute(
-            f"SELECT DISTINCT entity_id FROM bookkeeping_names WHERE bookkeeping_names MATCH ? "
-            f"AND {kinds}",
-            (_fts_phrase(needle),),
-        ).fetchall()
-    ]
-    return found + _rare_trigram_ids(conn, needle, kinds)
+        tables = ("name_index", "bookkeeping_names") if bookkeeping else ("name_index",)
+        for table in tables:
+            found += [
+                str(r[0])
+                for r in conn.execute(
+                    f"SELECT DISTINCT entity_id FROM {table} WHERE instr(text, ?) > 0 AND {where}",
+                    (needle, *params),
+                ).fetchall()
+            ]
+        return list(dict.fromkeys(found))
+    if bookkeeping:
+        found = [
+            str(r[0])
+            for r in conn.execute(
+                "SELECT DISTINCT entity_id FROM bookkeeping_names WHERE bookkeeping_names "
+                f"MATCH ? AND {where}",
+                (_fts_phrase(needle), *params),
+            ).fetchall()
+        ]
+    hits = memo.get(needle) if memo is not None else None
+    if hits is None:
+        hits = _rare_trigram_hits(conn, needle)
+        if memo is not None:
+            memo[needle] = hits
+    seen = set(found)
+    for entity_id, kind in hits:
+        if (kinds is None or kind in kinds) and entity_id not in seen:
+            seen.add(entity_id)
+            found.append(entity_id)
+    return found
 
 
-def _rare_trigram_ids(conn: sqlite3.Connection, needle: str, kinds: str) -> list[str]:
+def _rare_trigram_hits(conn: sqlite3.Connection, needle: str) -> list[tuple[str, str]]:
+    """(entity id, kind) of every indexed text containing ``needle`` (three chars or more)."""
     grams = sorted(_trigrams(needle))
     counts = dict(
         conn.execute(
@@ -1201,11 +1230,10 @@ def _rare_trigram_ids(conn: sqlite3.Connection, needle: str, kinds: str) -> list
     rarest = sorted(grams, key=lambda g: counts[g])[:2]
     query = " AND ".join(_fts_phrase(g) for g in rarest)
     rows = conn.execute(
-        "SELECT DISTINCT entity_id FROM name_index WHERE name_index MATCH ? "
-        f"AND instr(text, ?) > 0 AND {kinds}",
+        "SELECT entity_id, kind FROM name_index WHERE name_index MATCH ? AND instr(text, ?) > 0",
         (query, needle),
     ).fetchall()
-    return [str(r[0]) for r in rows]
+    return [(str(r[0]), str(r[1])) for r in rows]
 
 
 def query_entities(conn: sqlite3.Connection, body: Mapping[str, Any]) -> dict[str, Any]:
@@ -1231,7 +1259,7 @@ def query_entities(conn: sqlite3.Connection, body: Mapping[str, Any]) -> dict[st
         params.extend(sorted(_BOOKKEEPING))
     search_mode = "none"
     if isinstance(search, str) and search.strip():
-        ids = _substring_ids(conn, search.strip().lower(), "1")
+        ids = _substring_ids(conn, search.strip().lower(), None)
         where.append("id IN (SELECT value FROM json_each(?))")
         params.append(json.dumps(ids))
         search_mode = "lexical_fallback"
@@ -1321,7 +1349,8 @@ def retrieve_entity_by_identifier(
 
     # Pass 2: case-insensitive substring of canonical names and aliases.
     needle = (normalize(etype, text) if etype else text.lower()).replace(",", "")
-    ids = _substring_ids(conn, needle, "kind IN ('name', 'alias')") if needle else []
+    memo: dict[str, list[tuple[str, str]]] = {}
+    ids = _substring_ids(conn, needle, _NAME_KINDS, memo=memo) if needle else []
     rows: list[Any] = []
     if ids:
         type_clause = " AND entity_type = ?" if etype else ""
@@ -1366,24 +1395,23 @@ def retrieve_entity_by_identifier(
             if eid not in found:
                 found.append(eid)
     elif len(lowered) >= 3:
-        kinds = " OR ".join(f"kind = 'field:{f}'" for f in fields)
-        for eid in _substring_ids(conn, lowered, f"({kinds})", bookkeeping=False):
+        kinds = frozenset(f"field:{f}" for f in fields)
+        for eid in _substring_ids(conn, lowered, kinds, bookkeeping=False, memo=memo):
             if eid not in found:
                 found.append(eid)
     items = []
     for eid in found:
         row = conn.execute(
-            "SELECT id, entity_type, canonical_name FROM entities WHERE id = ?", (eid,)
+            "SELECT id, entity_type, canonical_name, snapshot FROM entities WHERE id = ?", (eid,)
         ).fetchone()
         if row is None or (etype and row[1] != etype):
             continue
-        state = _load_state(conn, eid) or SnapshotState()
         items.append(
             {
                 "id": row[0],
                 "entity_type": row[1],
                 "canonical_name": row[2],
-                "snapshot": state.fields,
+                "snapshot": json.loads(row[3]).get("f", {}),
             }
         )
         if len(items) >= limit:
