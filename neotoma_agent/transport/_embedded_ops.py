@@ -1136,18 +1136,19 @@ def _bounded_int(value: object, name: str, low: int, high: int) -> int:
 
 
 def _query_item(row: Sequence[Any]) -> dict[str, Any]:
+    # Fields and provenance only: SQLite cuts them out of the snapshot doc, so the
+    # per-field winners (most of the doc) are never decoded when paging through a store.
     entity_id, entity_type, canonical_name = row[0], row[1], row[2]
-    state = SnapshotState.from_json(json.loads(row[3]), row[4], row[5])
     return {
         "entity_id": entity_id,
         "entity_type": entity_type,
         "canonical_name": canonical_name,
         "schema_version": _SCHEMA_VERSIONS.get(entity_type, "1.0"),
-        "snapshot": state.fields,
-        "observation_count": state.observation_count,
-        "last_observation_at": state.last_observation_at,
-        "provenance": state.provenance,
-        "computed_at": state.last_observation_at,
+        "snapshot": json.loads(row[3]),
+        "observation_count": row[4],
+        "last_observation_at": row[5],
+        "provenance": json.loads(row[6]),
+        "computed_at": row[5],
         "merged_to_entity_id": None,
         "merged_at": None,
     }
@@ -1273,8 +1274,9 @@ def query_entities(conn: sqlite3.Connection, body: Mapping[str, Any]) -> dict[st
         params.append(after)
         offset = 0
     rows = conn.execute(
-        "SELECT id, entity_type, canonical_name, snapshot, observation_count, "
-        f"last_observation_at FROM entities{clause} ORDER BY id "
+        "SELECT id, entity_type, canonical_name, json_extract(snapshot, '$.f'), "
+        "observation_count, last_observation_at, json_extract(snapshot, '$.p') "
+        f"FROM entities{clause} ORDER BY id "
         "LIMIT ? OFFSET ?",
         (*params, limit, offset),
     ).fetchall()
