@@ -186,6 +186,9 @@ class MemoryAgent:
             value = await self.agent_fn(*args)
         else:
             value = await anyio.to_thread.run_sync(lambda: self.agent_fn(*args))
+        if value is not None and not turn.reply and isinstance(value, str):
+            yield value  # the whole reply as one chunk, so a stream's reader sees it
+            return
         _reply_value(value, turn)
 
     async def __call__(

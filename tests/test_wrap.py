@@ -148,3 +148,14 @@ def test_with_memory_needs_a_memory_or_a_transport_and_conversation_id() -> None
         assert wrapped.kind == "sync"
     finally:
         anyio.run(store.aclose)
+
+
+async def test_a_non_streaming_agent_streams_its_reply_as_one_chunk(store: EmbeddedStore) -> None:
+    wrapped = with_memory(lambda message: f"echo: {message}", memory=memory(store))
+    async with wrapped.stream("hello") as stream:
+        chunks = [chunk async for chunk in stream]
+    assert chunks == ["echo: hello"]
+    assert stream.result.status is TurnState.CLOSED
+    stored = await messages(store, stream.result.conversation_entity_id or "")
+    [assistant] = [m for m in stored.values() if m["role"] == "assistant"]
+    assert assistant["content"] == "echo: hello"
