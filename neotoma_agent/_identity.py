@@ -339,17 +339,7 @@ def normalize(entity_type: str, value: str) -> str:
     honorifics; names that are not id-derived (``id:...`` or ``word:...``) have
     punctuation runs turned into spaces; whitespace runs collapse to one space.
     """
-    text = _js_trim(value).lower()
-    if _EMAIL_RE.search(text):
-        return text
-    id_derived = text.startswith("id:") or _ID_DERIVED_RE.match(text) is not None
-    if entity_type in _COMPANY_TYPES:
-        text = _js_trim(_COMPANY_SUFFIX_RE.sub("", text, count=1))
-    elif entity_type in _PERSON_TYPES:
-        text = _js_trim(_HONORIFIC_RE.sub("", text))
-    if not id_derived:
-        text = _PUNCT_RE.sub(" ", text)
-    return _js_trim(_WS_RUN_RE.sub(" ", text))
+    return _name_rules(entity_type, _js_trim(value).lower())
 
 
 def format_canonical_name(entity_type: str, value: str) -> str:
@@ -358,7 +348,15 @@ def format_canonical_name(entity_type: str, value: str) -> str:
     The same rules as :func:`normalize` with the letter case kept, except that
     names containing an email are stored lowercased.
     """
-    text = _js_trim(value)
+    return _name_rules(entity_type, _js_trim(value))
+
+
+def _name_rules(entity_type: str, text: str) -> str:
+    """The shared pipeline of :func:`normalize` and :func:`format_canonical_name`.
+
+    Decisions (email? id-derived?) are taken on the lowercased text; the edits apply to
+    ``text`` as given, so the caller chooses whether letter case survives.
+    """
     probe = text.lower()
     if _EMAIL_RE.search(probe):
         return probe
