@@ -16,6 +16,7 @@ Three steps, each small:
 
 from __future__ import annotations
 
+import functools
 import re
 import time
 from collections.abc import Callable, Sequence
@@ -378,9 +379,14 @@ _NAME_FIELDS: Final = (
 _EXACT, _PREFIX, _SUBSTRING = 0, 1, 2
 
 
+@functools.lru_cache(maxsize=4096)
 def _norm(value: str) -> str:
     # The store compares names case-insensitively and (for most types) without punctuation.
+    # Memoised: the same few names come back turn after turn.
     return " ".join(_PUNCT.sub(" ", value.casefold()).split())
+
+
+_RULE_PREFIX: Final = re.compile(r"^\w+:")
 
 
 def _names(entity: Entity) -> list[str]:
@@ -389,21 +395,22 @@ def _names(entity: Entity) -> list[str]:
         names.append(entity.canonical_name)
         # "person:Ana Lopez", "id:external_id:R-9": the part after the rule prefix is the name.
         tail = entity.canonical_name
-        while re.match(r"^\w+:", tail):
+        while _RULE_PREFIX.match(tail):
             tail = tail.split(":", 1)[1]
             names.append(tail)
+    snapshot = entity.snapshot
     for key in _NAME_FIELDS:
-        value = entity.snapshot.get(key)
+        value = snapshot.get(key)
         if isinstance(value, str) and value:
             names.append(value)
     aliases = entity.raw.get("aliases")
     if isinstance(aliases, list):
         names += [a for a in aliases if isinstance(a, str)]
-    return [n for n in (_norm(n) for n in names) if n]
+    return [n for n in map(_norm, names) if n]
 
 
-def _match_rank(identifier: str, entity: Entity) -> int:
-    needle = _norm(identifier)
+def _match_rank(needle: str, entity: Entity) -> int:
+    """How ``entity`` matches the normalised identifier ``needle``."""
     names = _names(entity)
     if needle in names:
         return _EXACT
@@ -426,6 +433,7 @@ def rank(
     """
     scored: list[tuple[int, int, int, Entity]] = []
     for ident_index, (identifier, entities) in enumerate(lookups):
+        needle = _norm(identifier)
         candidates: list[tuple[int, int, Entity]] = []
         for pos, entity in enumerate(entities):
             if not entity.id:
@@ -435,7 +443,7 @@ def rank(
             # Direct lookups keep merged-away rows; their survivor is the entity to cite.
             if entity.raw.get("merged_to_entity_id"):
                 continue
-            candidates.append((_match_rank(identifier, entity), pos, entity))
+            candidates.append((_match_rank(needle, entity), pos, entity))
         if any(r == _EXACT for r, _, _ in candidates):
             candidates = [c for c in candidates if c[0] == _EXACT]
         scored += [(r, ident_index, pos, e) for r, pos, e in candidates]
