@@ -37,6 +37,7 @@ from neotoma_agent._envelopes import envelope_of, flat_envelope, html_error_page
 from neotoma_agent._version import __version__
 from neotoma_agent.exceptions import APIError, RateLimitedError
 from neotoma_agent.transport._base import Transport
+from neotoma_agent.transport._rest import RestActions
 
 __all__ = ["DEFAULT_MAX_BODY_SIZE", "create_app", "run_server", "serve", "serving"]
 
@@ -303,6 +304,77 @@ def _store_of(request: web.Request) -> Transport:
     return request.app[_STORE_KEY]
 
 
+def _present(**fields: Any) -> dict[str, Any]:
+    """A REST body of the fields that were given (``None`` means absent)."""
+    return {key: value for key, value in fields.items() if value is not None}
+
+
+async def _forward(request: web.Request, action: str, body: dict[str, Any]) -> dict[str, Any]:
+    """Run REST ``action`` with a validated ``body`` on the app's store; its JSON answer.
+
+    Both built-in transports speak these bodies natively (:class:`RestActions`), so the
+    answer is passed through as is: parsing it into a typed result only to serialise its
+    ``.raw`` again cost a quarter of the server's time per lookup. Any other Transport is
+    called through its typed method.
+    """
+    store = _store_of(request)
+    if isinstance(store, RestActions):
+        return dict(await store._request(action, body))
+    result = await _TYPED_CALLS[action](store, body)
+    return dict(result.raw)
+
+
+def _typed_store(t: Transport, b: Mapping[str, Any]) -> Awaitable[Any]:
+    return t.store(
+        b["entities"],
+        idempotency_key=b["idempotency_key"],
+        relationships=b.get("relationships", ()),
+        source_priority=b.get("source_priority"),
+        observation_source=b.get("observation_source"),
+        strict=b.get("strict", False),
+    )
+
+
+# The typed method behind each REST action, for stores that are not RestActions.
+_TYPED_CALLS: dict[str, Callable[[Transport, Mapping[str, Any]], Awaitable[Any]]] = {
+    "store": _typed_store,
+    "retrieve_entity_by_identifier": lambda t, b: t.retrieve_entity_by_identifier(
+        b["identifier"], entity_type=b.get("entity_type"), by=b.get("by"), limit=b.get("limit")
+    ),
+    "create_relationship": lambda t, b: t.create_relationship(
+        b["relationship_type"],
+        b["source_entity_id"],
+        b["target_entity_id"],
+        metadata=b.get("metadata"),
+    ),
+    "create_relationships": lambda t, b: t.create_relationships(b["relationships"]),
+    "get_entity_snapshot": lambda t, b: t.get_entity_snapshot(b["entity_id"]),
+    "list_observations": lambda t, b: t.list_observations(
+        b["entity_id"], limit=b["limit"], offset=b["offset"]
+    ),
+    "retrieve_related_entities": lambda t, b: t.retrieve_related_entities(
+        b["entity_id"],
+        relationship_types=b.get("relationship_types"),
+        direction=b["direction"],
+        max_hops=b["max_hops"],
+    ),
+    "entities/query": lambda t, b: t.query_entities(
+        entity_type=b.get("entity_type"),
+        search=b.get("search"),
+        limit=b["limit"],
+        offset=b["offset"],
+        cursor=b.get("cursor"),
+    ),
+    "correct": lambda t, b: t.correct(
+        b["entity_id"],
+        b["entity_type"],
+        b["field"],
+        b["value"],
+        idempotency_key=b["idempotency_key"],
+    ),
+}
+
+
 async def _read_body(request: web.Request) -> dict[str, Any]:
     """The decoded JSON object, or a refusal shaped like Express's body-parser's."""
     try:
@@ -367,15 +439,15 @@ async def _post_store(request: web.Request) -> web.StreamResponse:
         raise _flat(
             400, "VALIDATION_ERROR", "idempotency_key is required when entities are provided"
         )
-    result = await _store_of(request).store(
-        entities or [],
+    forwarded = _present(
+        entities=entities or [],
+        relationships=relationships or None,
         idempotency_key=key,
-        relationships=relationships or [],
         source_priority=priority,
         observation_source=source,
-        strict=bool(strict),
+        strict=strict or None,
     )
-    return _json(result.raw)
+    return _json(await _forward(request, "store", forwarded))
 
 
 async def _post_retrieve_entity_by_identifier(request: web.Request) -> web.StreamResponse:
@@ -389,20 +461,27 @@ async def _post_retrieve_entity_by_identifier(request: web.Request) -> web.Strea
     if observations_limit is not None and not 1 <= observations_limit <= 200:
         issues.out_of_range(["observations_limit"], 1, 200, observations_limit)
     issues.raise_if_any()
-    store = _store_of(request)
-    result = await store.retrieve_entity_by_identifier(
-        body["identifier"], entity_type=entity_type, by=by, limit=limit
+    raw = await _forward(
+        request,
+        "retrieve_entity_by_identifier",
+        _present(identifier=body["identifier"], entity_type=entity_type, by=by, limit=limit),
     )
     if body.get("include_observations") is not True:
-        return _json(result.raw)
+        return _json(raw)
     # The server reads each hit's observations (newest first) into the item itself.
-    raw = dict(result.raw)
     items = []
-    for entity in result.entities:
-        observations = await store.list_observations(
-            entity.id, limit=20 if observations_limit is None else observations_limit
+    for item in raw.get("entities") or []:
+        entity_id = item.get("id") or item.get("entity_id")
+        observations = await _forward(
+            request,
+            "list_observations",
+            {
+                "entity_id": entity_id,
+                "limit": 20 if observations_limit is None else observations_limit,
+                "offset": 0,
+            },
         )
-        items.append({**entity.raw, "observations": observations.raw.get("observations", [])})
+        items.append({**item, "observations": observations.get("observations", [])})
     raw["entities"] = items
     return _json(raw)
 
@@ -419,13 +498,13 @@ async def _post_create_relationship(request: web.Request) -> web.StreamResponse:
         issues.type_error(["metadata"], "object", metadata)
     issues.raise_if_any()
     _not_implemented(body, ["source_id"], "POST /create_relationship")
-    result = await _store_of(request).create_relationship(
-        body["relationship_type"],
-        body["source_entity_id"],
-        body["target_entity_id"],
+    forwarded = _present(
+        relationship_type=body["relationship_type"],
+        source_entity_id=body["source_entity_id"],
+        target_entity_id=body["target_entity_id"],
         metadata=metadata,
     )
-    return _json(result.raw)
+    return _json(await _forward(request, "create_relationship", forwarded))
 
 
 async def _post_create_relationships(request: web.Request) -> web.StreamResponse:
@@ -437,8 +516,7 @@ async def _post_create_relationships(request: web.Request) -> web.StreamResponse
         issues.too_small(["relationships"], 1)
     issues.raise_if_any()
     _not_implemented(body, ["source_id"], "POST /create_relationships")
-    result = await _store_of(request).create_relationships(items or [])
-    return _json(result.raw)
+    return _json(await _forward(request, "create_relationships", {"relationships": items or []}))
 
 
 async def _post_get_entity_snapshot(request: web.Request) -> web.StreamResponse:
@@ -447,8 +525,7 @@ async def _post_get_entity_snapshot(request: web.Request) -> web.StreamResponse:
     _string(body, "entity_id", issues, required=True)
     issues.raise_if_any()
     _not_implemented(body, ["at", "at_ingested"], "POST /get_entity_snapshot")
-    result = await _store_of(request).get_entity_snapshot(body["entity_id"])
-    return _json(result.raw)
+    return _json(await _forward(request, "get_entity_snapshot", {"entity_id": body["entity_id"]}))
 
 
 async def _post_list_observations(request: web.Request) -> web.StreamResponse:
@@ -459,10 +536,12 @@ async def _post_list_observations(request: web.Request) -> web.StreamResponse:
     offset = _integer(body, "offset", issues)
     issues.raise_if_any()
     _not_implemented(body, ["updated_since", "created_since"], "POST /list_observations")
-    result = await _store_of(request).list_observations(
-        body["entity_id"], limit=100 if limit is None else limit, offset=offset or 0
-    )
-    return _json(result.raw)
+    forwarded = {
+        "entity_id": body["entity_id"],
+        "limit": 100 if limit is None else limit,
+        "offset": offset or 0,
+    }
+    return _json(await _forward(request, "list_observations", forwarded))
 
 
 async def _post_retrieve_related_entities(request: web.Request) -> web.StreamResponse:
@@ -481,13 +560,16 @@ async def _post_retrieve_related_entities(request: web.Request) -> web.StreamRes
     max_hops = _integer(body, "max_hops", issues)
     include_entities = body.get("include_entities", True)
     issues.raise_if_any()
-    result = await _store_of(request).retrieve_related_entities(
-        body["entity_id"],
-        relationship_types=types,
-        direction=direction,
-        max_hops=1 if max_hops is None else max_hops,
+    raw = await _forward(
+        request,
+        "retrieve_related_entities",
+        _present(
+            entity_id=body["entity_id"],
+            relationship_types=types,
+            direction=direction,
+            max_hops=1 if max_hops is None else max_hops,
+        ),
     )
-    raw = dict(result.raw)
     if include_entities is False:
         raw["entities"] = []
     return _json(raw)
@@ -520,14 +602,14 @@ async def _post_entities_query(request: web.Request) -> web.StreamResponse:
     _not_implemented(body, _QUERY_UNSUPPORTED, "POST /entities/query")
     if body.get("include_snapshots") is False:
         _not_implemented(body, ["include_snapshots"], "POST /entities/query")
-    result = await _store_of(request).query_entities(
+    forwarded = _present(
         entity_type=entity_type,
         search=search,
         limit=100 if limit is None else limit,
         offset=offset or 0,
         cursor=cursor,
     )
-    return _json(result.raw)
+    return _json(await _forward(request, "entities/query", forwarded))
 
 
 async def _post_correct(request: web.Request) -> web.StreamResponse:
@@ -541,14 +623,14 @@ async def _post_correct(request: web.Request) -> web.StreamResponse:
     if "value" not in body:
         issues.type_error(["value"], "any", _MISSING)
     issues.raise_if_any()
-    result = await _store_of(request).correct(
-        body["entity_id"],
-        entity_type or "unknown",
-        body["field"],
-        body["value"],
-        idempotency_key=body["idempotency_key"],
-    )
-    return _json(result.raw)
+    forwarded = {
+        "entity_id": body["entity_id"],
+        "entity_type": entity_type or "unknown",
+        "field": body["field"],
+        "value": body["value"],
+        "idempotency_key": body["idempotency_key"],
+    }
+    return _json(await _forward(request, "correct", forwarded))
 
 
 async def _get_health(request: web.Request) -> web.StreamResponse:

@@ -32,6 +32,7 @@ from neotoma_agent.server import (
     serve,
     serving,
 )
+from neotoma_agent.testing import RecordingTransport
 from neotoma_agent.transport.embedded import EmbeddedStore
 
 pytestmark = pytest.mark.anyio
@@ -375,6 +376,66 @@ async def test_every_route_answers(client: Client) -> None:
         "/retrieve_related_entities", {"entity_id": ana, "include_entities": False}
     )
     assert hidden.json["entities"] == []
+
+
+def _untimed(body: dict[str, Any]) -> dict[str, Any]:
+    """An answer without its error envelope's clock reading."""
+    return {k: v for k, v in body.items() if k != "timestamp"}
+
+
+async def test_a_server_over_any_transport_answers_as_over_the_store(
+    store: EmbeddedStore,
+) -> None:
+    # Built-in stores are forwarded REST bodies as they are; any other Transport is called
+    # through its typed methods. Both must give the same answers.
+    await store.store(
+        [
+            {"entity_type": "company", "name": "Acme Corp"},
+            {"entity_type": "person", "name": "Ana Lopez"},
+        ],
+        idempotency_key="seed",
+        relationships=[{"relationship_type": "works_at", "source_index": 1, "target_index": 0}],
+    )
+    acme = (await store.retrieve_entity_by_identifier("Acme Corp")).entities[0].id
+    ana = (await store.retrieve_entity_by_identifier("Ana Lopez")).entities[0].id
+    wrapped = RecordingTransport(store)
+    calls: list[tuple[str, dict[str, Any]]] = [
+        (
+            "/store",
+            {
+                "entities": [{"entity_type": "company", "name": "Acme Corp"}],
+                "relationships": [],
+                "idempotency_key": "seed",
+            },
+        ),
+        ("/retrieve_entity_by_identifier", {"identifier": "acme", "limit": 5}),
+        (
+            "/retrieve_entity_by_identifier",
+            {"identifier": "Ana", "entity_type": "person", "include_observations": True},
+        ),
+        ("/get_entity_snapshot", {"entity_id": acme}),
+        ("/list_observations", {"entity_id": acme, "limit": 3}),
+        ("/retrieve_related_entities", {"entity_id": ana, "direction": "outbound"}),
+        ("/retrieve_related_entities", {"entity_id": ana, "relationship_types": ["works_at"]}),
+        ("/entities/query", {"entity_type": "company", "search": "acme", "limit": 5}),
+        ("/entities/query", {"limit": 1}),
+        ("/get_entity_snapshot", {"entity_id": "ent_000000000000000000000000"}),
+    ]
+    async for direct in _client(create_app(store)):
+        async for typed in _client(create_app(wrapped)):
+            for path, body in calls:
+                expected = await direct.post(path, body)
+                answer = await typed.post(path, body)
+                assert answer.status == expected.status, path
+                assert _untimed(answer.json) == _untimed(expected.json), path
+    assert {c.method for c in wrapped.calls} == {
+        "store",
+        "retrieve_entity_by_identifier",
+        "list_observations",
+        "get_entity_snapshot",
+        "retrieve_related_entities",
+        "query_entities",
+    }
 
 
 # --- auth ----------------------------------------------------------------------------------------
