@@ -62,6 +62,7 @@ _BOOKKEEPING = frozenset(("conversation", "conversation_message", "conversation_
 _NAME_KINDS = frozenset(("name", "alias"))
 # Snapshot fields a lookup compares against the identifier (semantics §4 pass 3).
 _SEARCH_FIELDS = ("name", "full_name", "title", "email", "domain", "company")
+_FIELD_KINDS = frozenset(f"field:{f}" for f in _SEARCH_FIELDS)  # their name_index kinds
 _BY_FIELD_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _ENT_LIKE_RE = re.compile(r"^ent_[0-9a-f]+$", re.IGNORECASE)
 _SCHEMA_VERSIONS = {"conversation": "1.4", "conversation_message": "1.4"}
@@ -98,7 +99,7 @@ def _entity_json(row: Sequence[Any]) -> dict[str, Any]:
         "id": row[0],
         "entity_type": row[1],
         "canonical_name": row[2],
-        "aliases": json.loads(row[3]),
+        "aliases": [] if row[3] == "[]" else json.loads(row[3]),  # most have none
         "created_at": row[4],
         "updated_at": row[5],
         "user_id": USER_ID,
@@ -141,16 +142,34 @@ def _display_name(fields: Mapping[str, Any]) -> str | None:
 
 
 def _snapshot_record(entity_id: str, entity_type: str, state: SnapshotState) -> dict[str, Any]:
+    return _snapshot_json(
+        entity_id,
+        entity_type,
+        state.fields,
+        state.provenance,
+        state.observation_count,
+        state.last_observation_at,
+    )
+
+
+def _snapshot_json(
+    entity_id: str,
+    entity_type: str,
+    fields: dict[str, Any],
+    provenance: dict[str, str],
+    observation_count: int,
+    last_observation_at: str | None,
+) -> dict[str, Any]:
     return {
         "entity_id": entity_id,
         "entity_type": entity_type,
         "schema_version": _SCHEMA_VERSIONS.get(entity_type, "1.0"),
-        "canonical_name": _display_name(state.fields),
-        "snapshot": state.fields,
-        "computed_at": state.last_observation_at,
-        "observation_count": state.observation_count,
-        "last_observation_at": state.last_observation_at,
-        "provenance": state.provenance,
+        "canonical_name": _display_name(fields),
+        "snapshot": fields,
+        "computed_at": last_observation_at,
+        "observation_count": observation_count,
+        "last_observation_at": last_observation_at,
+        "provenance": provenance,
         "user_id": USER_ID,
     }
 
@@ -1165,6 +1184,18 @@ def _kind_sql(kinds: frozenset[str] | None) -> tuple[str, tuple[str, ...]]:
     return f"kind IN ({','.join('?' * len(ordered))})", ordered
 
 
+# The FTS5 searches of ``_substring_ids``. Each costs a few µs however small its answer, so
+# when both tables are searched it is one statement; the first column says which table a
+# row came from, and rows come in rowid order within each table, as from two statements.
+_BOOKKEEPING_NAMES_SQL = (
+    "SELECT 0, entity_id, kind FROM bookkeeping_names WHERE bookkeeping_names MATCH ?"
+)
+_NAME_INDEX_SQL = (
+    "SELECT 1, entity_id, kind FROM name_index WHERE name_index MATCH ? AND instr(text, ?) > 0"
+)
+_BOTH_NAMES_SQL = f"{_BOOKKEEPING_NAMES_SQL} UNION ALL {_NAME_INDEX_SQL}"
+
+
 def _substring_ids(
     conn: sqlite3.Connection,
     needle: str,
@@ -1177,14 +1208,15 @@ def _substring_ids(
 
     A trigram phrase query reads the posting list of every trigram of the needle, and the
     common ones ("com", "ion") list most of the store. Instead, intersect the two rarest
-    trigrams (any subset of the needle's trigrams finds a superset of the answers) and
-    check the whole needle on those few rows. ``bookkeeping=False`` skips the names of
-    conversations, messages and turn records (they hold no snapshot fields). ``memo``
-    lets the passes of one lookup share the trigram search of one needle.
+    trigrams, or take the rarest alone when few texts have it (any subset of the needle's
+    trigrams finds a superset of the answers), and check the whole needle on those few
+    rows: the answers are the same whichever trigrams are read. ``bookkeeping=False``
+    skips the names of conversations, messages and turn records (they hold no snapshot
+    fields). ``memo`` lets the passes of one lookup share the trigram search of one needle.
     """
-    where, params = _kind_sql(kinds)
-    found: list[str] = []
     if len(needle) < 3:
+        where, params = _kind_sql(kinds)
+        found: list[str] = []
         tables = ("name_index", "bookkeeping_names") if bookkeeping else ("name_index",)
         for table in tables:
             found += [
@@ -1195,46 +1227,68 @@ def _substring_ids(
                 ).fetchall()
             ]
         return list(dict.fromkeys(found))
-    if bookkeeping:
-        found = [
-            str(r[0])
-            for r in conn.execute(
-                "SELECT DISTINCT entity_id FROM bookkeeping_names WHERE bookkeeping_names "
-                f"MATCH ? AND {where}",
-                (_fts_phrase(needle), *params),
-            ).fetchall()
-        ]
     hits = memo.get(needle) if memo is not None else None
+    match = _trigram_match(conn, needle) if hits is None else None
+    if hits is None and match is None:
+        hits = []  # a trigram no indexed text has: nothing can contain the needle
+    rows: list[Any] = []
+    if bookkeeping and match is not None:
+        rows = conn.execute(_BOTH_NAMES_SQL, (_fts_phrase(needle), match, needle)).fetchall()
+    elif bookkeeping:
+        rows = conn.execute(_BOOKKEEPING_NAMES_SQL, (_fts_phrase(needle),)).fetchall()
+    elif match is not None:
+        rows = conn.execute(_NAME_INDEX_SQL, (match, needle)).fetchall()
     if hits is None:
-        hits = _rare_trigram_hits(conn, needle)
-        if memo is not None:
-            memo[needle] = hits
-    seen = set(found)
-    for entity_id, kind in hits:
-        if (kinds is None or kind in kinds) and entity_id not in seen:
-            seen.add(entity_id)
-            found.append(entity_id)
-    return found
+        hits = [(str(r[1]), str(r[2])) for r in rows if r[0]]
+    if memo is not None:
+        memo[needle] = hits
+    # The kind filter and the de-duplication of bookkeeping rows happen here rather than
+    # in SQL (DISTINCT, kind IN): the same first-seen order, one cheaper statement.
+    found = [str(r[1]) for r in rows if not r[0] and (kinds is None or r[2] in kinds)]
+    found.extend(eid for eid, kind in hits if kinds is None or kind in kinds)
+    return list(dict.fromkeys(found))
 
 
-def _rare_trigram_hits(conn: sqlite3.Connection, needle: str) -> list[tuple[str, str]]:
-    """(entity id, kind) of every indexed text containing ``needle`` (three chars or more)."""
+# A rarest trigram in at most this many indexed texts is queried alone: checking the
+# needle on those few rows costs less than reading a second posting list (small stores).
+_FEW_TEXTS = 4
+# Document frequencies of up to this many trigrams are read as the first one's row plus one
+# scalar subquery per other trigram: point lookups whose answers come back in the trigrams'
+# order (no row, or NULL: no text has it), about half the cost of `gram IN (...)`, which
+# first builds a temporary index of its list.
+_SCALAR_DF = 32
+_DF_SQL = {
+    k: "SELECT n"
+    + "".join(f", (SELECT n FROM trigram_df WHERE gram = ?{i})" for i in range(2, k + 1))
+    + " FROM trigram_df WHERE gram = ?1"
+    for k in range(2, _SCALAR_DF + 1)
+}
+
+
+def _trigram_match(conn: sqlite3.Connection, needle: str) -> str | None:
+    """The ``name_index`` MATCH query for a needle of three chars or more: its rarest
+    trigrams (see ``_substring_ids``); None when one of its trigrams is in no indexed text.
+    """
     grams = sorted(_trigrams(needle))
-    counts = dict(
-        conn.execute(
-            f"SELECT gram, n FROM trigram_df WHERE gram IN ({','.join('?' * len(grams))})",
-            grams,
-        ).fetchall()
-    )
-    if len(counts) < len(grams):
-        return []  # a trigram no indexed text has: nothing can contain the needle
-    rarest = sorted(grams, key=lambda g: counts[g])[:2]
-    query = " AND ".join(_fts_phrase(g) for g in rarest)
-    rows = conn.execute(
-        "SELECT entity_id, kind FROM name_index WHERE name_index MATCH ? AND instr(text, ?) > 0",
-        (query, needle),
-    ).fetchall()
-    return [(str(r[0]), str(r[1])) for r in rows]
+    if len(grams) > 1:
+        counts: Sequence[Any] | None  # ints; None for a trigram no text has
+        if len(grams) <= _SCALAR_DF:
+            counts = conn.execute(_DF_SQL[len(grams)], grams).fetchone()
+        else:
+            known = dict(
+                conn.execute(
+                    f"SELECT gram, n FROM trigram_df WHERE gram IN ({','.join('?' * len(grams))})",
+                    grams,
+                ).fetchall()
+            )
+            counts = [known.get(g) for g in grams]
+        if counts is None or None in counts:
+            return None  # a trigram no indexed text has: nothing can contain the needle
+        rarest = sorted(range(len(grams)), key=counts.__getitem__)[:2]
+        if counts[rarest[0]] <= _FEW_TEXTS:
+            del rarest[1:]
+        grams = [grams[i] for i in rarest]
+    return " AND ".join(_fts_phrase(g) for g in grams)
 
 
 def query_entities(conn: sqlite3.Connection, body: Mapping[str, Any]) -> dict[str, Any]:
@@ -1307,13 +1361,26 @@ def _parse_cursor(cursor: object) -> tuple[str | None, int | None]:
     raise invalid_format("cursor must be a next_cursor from an earlier page", ["cursor"])
 
 
-def _direct_item(conn: sqlite3.Connection, entity_id: str) -> dict[str, Any] | None:
-    row = _entity_row(conn, entity_id)
-    if row is None:
-        return None
-    state = _load_state(conn, entity_id)
-    row["snapshot"] = _snapshot_record(entity_id, row["entity_type"], state) if state else None
-    return row
+# An entity row and what its snapshot record needs, read together: a direct hit costs one
+# statement, not an entity read plus a snapshot read.
+_DIRECT_COLUMNS = (
+    "id, entity_type, canonical_name, aliases, created_at, updated_at, "
+    "snapshot, observation_count, last_observation_at"
+)
+# Up to this many matched ids are bound as `id IN (?, ...)`; more go through json_each,
+# which costs a few µs more but keeps the number of distinct statements bounded.
+_INLINE_IDS = 8
+
+
+def _direct_item(row: Sequence[Any]) -> dict[str, Any]:
+    """A pass-1/2 item from a ``_DIRECT_COLUMNS`` row: the entity and its snapshot record."""
+    item = _entity_json(row)
+    # Only fields and provenance: the winners and deletion order are the store's business.
+    doc = json.loads(row[6])
+    item["snapshot"] = _snapshot_json(
+        row[0], row[1], doc.get("f", {}), doc.get("p", {}), row[7], row[8]
+    )
+    return item
 
 
 def retrieve_entity_by_identifier(
@@ -1338,15 +1405,18 @@ def retrieve_entity_by_identifier(
 
     # Pass 1: an entity id is a primary-key lookup and nothing else.
     if _ENT_LIKE_RE.match(text):
-        item = _direct_item(conn, text.lower())
-        if item is None:
+        row = conn.execute(
+            f"SELECT {_DIRECT_COLUMNS} FROM entities WHERE id = ?", (text.lower(),)
+        ).fetchone()
+        if row is None:
             none["hint"] = (
                 "identifier looks like an entity_id; use retrieve_entity_snapshot(entity_id) "
                 "or check the id"
             )
             return none
         # The server's pass-1 item carries only these keys (sample d6), unlike pass 2's rows.
-        item = {k: item[k] for k in ("id", "entity_type", "canonical_name", "snapshot")}
+        full = _direct_item(row)
+        item = {k: full[k] for k in ("id", "entity_type", "canonical_name", "snapshot")}
         return {"entities": [item], "total": 1, "match_mode": "direct"}
 
     # Pass 2: case-insensitive substring of canonical names and aliases.
@@ -1356,37 +1426,45 @@ def retrieve_entity_by_identifier(
     rows: list[Any] = []
     if ids:
         type_clause = " AND entity_type = ?" if etype else ""
+        if len(ids) <= _INLINE_IDS:
+            id_list, id_args = f"({','.join('?' * len(ids))})", ids
+        else:
+            id_list, id_args = "(SELECT value FROM json_each(?))", [json.dumps(ids)]
         rows = conn.execute(
-            "SELECT id FROM entities WHERE id IN (SELECT value FROM json_each(?))"
+            f"SELECT {_DIRECT_COLUMNS} FROM entities WHERE id IN {id_list}"
             f"{type_clause} ORDER BY canonical_name, id LIMIT ?",
-            (json.dumps(ids), *((etype,) if etype else ()), limit),
+            (*id_args, *((etype,) if etype else ()), limit),
         ).fetchall()
     if not rows and etype:
         from .._identity import entity_id_for
 
-        candidate = entity_id_for(etype, text)
-        if _entity_exists(conn, candidate):
-            rows = [(candidate,)]
+        rows = conn.execute(
+            f"SELECT {_DIRECT_COLUMNS} FROM entities WHERE id = ?",
+            (entity_id_for(etype, text),),
+        ).fetchall()
     if rows:
-        items = [i for i in (_direct_item(conn, str(r[0])) for r in rows) if i is not None]
+        items = [_direct_item(r) for r in rows]
         return {"entities": items, "total": len(items), "match_mode": "direct"}
 
     # Pass 3: identity fields of snapshots: equality, then containment, then leading token.
     lowered = text.lower()
     fields = (by,) if by else _SEARCH_FIELDS
     marks = ",".join("?" * len(fields))
-    found: list[str] = []
-    for column, arg in (
-        ("value", lowered),
-        ("value", _first_token(lowered)),  # "Acme Corp" finds a field "Acme"
-        ("first_token", lowered),  # "Acme" finds a field "Acme Corp"
-    ):
-        for (eid,) in conn.execute(
-            f"SELECT entity_id FROM field_values WHERE {column} = ? AND field IN ({marks})",
-            (arg, *fields),
-        ).fetchall():
-            if eid not in found:
-                found.append(eid)
+    # The three index probes in one statement, tagged so that a stable sort keeps their order.
+    probes = " UNION ALL ".join(
+        f"SELECT {tag}, entity_id FROM field_values WHERE {column} = ? AND field IN ({marks})"
+        for tag, column in enumerate(("value", "value", "first_token"))
+    )
+    rows = conn.execute(
+        probes,
+        (
+            *(lowered, *fields),
+            *(_first_token(lowered), *fields),  # "Acme Corp" finds a field "Acme"
+            *(lowered, *fields),  # "Acme" finds a field "Acme Corp"
+        ),
+    ).fetchall()
+    rows.sort(key=lambda r: r[0])
+    found = dict.fromkeys(r[1] for r in rows)  # an ordered set
     if by and by not in _SEARCH_FIELDS:
         # An arbitrary field has no index: compare it on the snapshots (bounded, like the
         # server's scan of at most 500 snapshots).
@@ -1394,13 +1472,11 @@ def retrieve_entity_by_identifier(
             "SELECT id FROM entities WHERE lower(json_extract(snapshot, ?)) = ? LIMIT 500",
             (f"$.f.{by}", lowered),
         ).fetchall():
-            if eid not in found:
-                found.append(eid)
+            found.setdefault(eid)
     elif len(lowered) >= 3:
-        kinds = frozenset(f"field:{f}" for f in fields)
+        kinds = frozenset(f"field:{f}" for f in fields) if by else _FIELD_KINDS
         for eid in _substring_ids(conn, lowered, kinds, bookkeeping=False, memo=memo):
-            if eid not in found:
-                found.append(eid)
+            found.setdefault(eid)
     items = []
     for eid in found:
         row = conn.execute(
