@@ -6,9 +6,10 @@ A dev server (an EmbeddedStore behind ``neotoma_agent.server``, in its own proce
 on 127.0.0.1 and answers every request L after it arrived (``--latency-ms``, default 20 ms),
 standing in for the network and server time of a real deployment: the request is handled
 at once and its answer held until then, so the dev server's own CPU counts only where it
-takes longer than L. For k = 0, 1, 4, 8, 16 identifiers in the user message, each naming an
-existing entity, it times one turn with an empty body (enter and exit) three ways,
-interleaved so that all see the same machine:
+takes longer than L. Client and server each get their own core (``--no-pin`` shares
+them), as they would be on two machines. For k = 0, 1, 4, 8, 16 identifiers in the user
+message, each naming an existing entity, it times one turn with an empty body (enter and
+exit) three ways, interleaved so that all see the same machine:
 
 - ours: ``async with memory.turn(text): pass`` over HttpTransport. Enter runs the k lookups
   and the user store concurrently (one round), exit is one store: the floor is 2 L.
@@ -142,11 +143,40 @@ class Latency:
         return response
 
 
+def split_cores() -> tuple[set[int], set[int]] | None:
+    """One core for the client, another for the server; None where that cannot be done.
+
+    The server stands in for another machine. Unpinned, its two busy threads (the event
+    loop, and SQLite's thread in C code that runs without the GIL) take both of a 2-core
+    machine's cores while the client is still sending, and the client's requests leave
+    late: that would be the dev server's cost counted as the protocol's.
+    """
+    getaffinity = getattr(os, "sched_getaffinity", None)
+    if getaffinity is None:
+        return None
+    cores = sorted(getaffinity(0))
+    if len(cores) < 2:
+        return None
+    return {cores[0]}, set(cores[1:])
+
+
+def _pin(cores: set[int] | None) -> None:
+    if cores is not None:
+        os.sched_setaffinity(0, cores)
+
+
 def _server_process(
-    db_path: str, seconds: float, counter: Any, lateness: Any, ready: Any, stop: Any
+    db_path: str,
+    seconds: float,
+    counter: Any,
+    lateness: Any,
+    ready: Any,
+    stop: Any,
+    cores: set[int] | None,
 ) -> None:
     """The dev server in its own process, as a real deployment would be: the client's CPU
     work then overlaps with the server's instead of queueing on one event loop."""
+    _pin(cores)
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
 
     async def serve_until_stopped() -> None:
@@ -194,8 +224,15 @@ async def reference_turn(
             await transport.create_relationship("REFERS_TO", stored.entity_id(1), target)
 
 
-async def run(latency_ms: float, turns: int, ks: Sequence[int]) -> dict[str, Any]:
+async def run(
+    latency_ms: float, turns: int, ks: Sequence[int], *, pin: bool = True
+) -> dict[str, Any]:
     seconds = latency_ms / 1000
+    cores = split_cores() if pin else None
+    client_cores = None
+    if cores is not None:
+        client_cores = os.sched_getaffinity(0)
+        _pin(cores[0])
     ctx = multiprocessing.get_context("spawn")
     counter = ctx.Value("l", 0)
     lateness = ctx.Value("d", 0.0)
@@ -204,7 +241,15 @@ async def run(latency_ms: float, turns: int, ks: Sequence[int]) -> dict[str, Any
     with tempfile.TemporaryDirectory() as tmp:
         server = ctx.Process(
             target=_server_process,
-            args=(str(Path(tmp) / "bench.db"), seconds, counter, lateness, ready, stop),
+            args=(
+                str(Path(tmp) / "bench.db"),
+                seconds,
+                counter,
+                lateness,
+                ready,
+                stop,
+                cores[1] if cores else None,
+            ),
             daemon=True,
         )
         server.start()
@@ -216,12 +261,16 @@ async def run(latency_ms: float, turns: int, ks: Sequence[int]) -> dict[str, Any
             server.join(30)
             if server.is_alive():
                 server.terminate()
+            _pin(client_cores)
     return {
         "benchmark": "turn_overhead",
         "neotoma_agent": __version__,
         "python": platform.python_version(),
         "machine": platform.machine(),
         "cpus": os.cpu_count(),
+        "cores": None
+        if cores is None
+        else {"client": sorted(cores[0]), "server": sorted(cores[1])},
         "latency_ms": latency_ms,
         "turns_per_k": turns,
         # how late answers left the server on average (the harness's own error)
@@ -337,6 +386,12 @@ def table(report: dict[str, Any]) -> str:
         "bare HTTP: the same number of requests (k + 1 at once, then 1) to GET /health,",
         f"which does nothing; answers left the server {report['mean_hold_error_ms']:g} ms late"
         " on average",
+        "cores: "
+        + (
+            f"client {report['cores']['client']}, server {report['cores']['server']}"
+            if report["cores"]
+            else "shared (not pinned)"
+        ),
         f"target: ours <= {report['target_L']} L for every k ({verdict})",
     ]
     return "\n".join(lines)
@@ -348,13 +403,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--turns", type=int, default=15, help="turns per k and per side")
     parser.add_argument("--json", type=Path, help="also write the figures to this file")
     parser.add_argument("--check", action="store_true", help="exit 1 if the target is missed")
+    parser.add_argument(
+        "--no-pin", action="store_true", help="let client and server share every core"
+    )
     args = parser.parse_args(argv)
     # This script is the application, so it decides logging: keep warnings, drop the
     # per-turn info events (rendering them to the console would be timed as overhead).
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
     if args.latency_ms <= 0 or args.turns < 1:
         parser.error("--latency-ms must be > 0 and --turns >= 1")
-    report = asyncio.run(run(args.latency_ms, args.turns, KS))
+    report = asyncio.run(run(args.latency_ms, args.turns, KS, pin=not args.no_pin))
     print(table(report))
     if args.json:
         args.json.write_text(json.dumps(report, indent=2) + "\n")
