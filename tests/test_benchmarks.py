@@ -1,0 +1,84 @@
+"""The benchmarks still run, and what they count (not how fast) is right.
+
+Each runs as its own process with the smallest sizes it takes; timings are never asserted
+here (they live in the benchmarks' tables), only the shape of the work they measured.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
+
+
+def run_benchmark(name: str, *args: str, tmp_path: Path) -> dict[str, Any]:
+    out = tmp_path / f"{name}.json"
+    proc = subprocess.run(
+        [sys.executable, str(BENCHMARKS / f"{name}.py"), *args, "--json", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stderr
+    report: dict[str, Any] = json.loads(out.read_text())
+    return report
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="the dev server process uses spawn + fork")
+def test_turn_overhead_counts_two_rounds_of_requests_for_ours(tmp_path: Path) -> None:
+    report = run_benchmark(
+        "turn_overhead", "--turns", "1", "--latency-ms", "2", "--no-pin", tmp_path=tmp_path
+    )
+    rows = {row["k"]: row for row in report["rows"]}
+    assert sorted(rows) == [0, 1, 4, 8, 16]
+    for k, row in rows.items():
+        # k lookups and the user store on enter, the closing store on exit.
+        assert row["ours_requests"] == k + 2
+        # The reference pattern: its first 8 lookups, two stores, an edge per lookup each.
+        looked_up = min(k, 8)
+        assert row["baseline_requests"] == looked_up + 2 + 2 * looked_up
+        # Every answer is held L: two rounds cannot take less than 2 L, nor the reference
+        # pattern's one-at-a-time requests less than one L each.
+        assert row["ours_L"] >= 2
+        assert row["bare_http_L"] >= 2
+        assert row["baseline_L"] >= row["baseline_requests"]
+    assert report["cores"] is None  # --no-pin
+    assert report["mean_hold_error_ms"] >= 0
+
+
+def test_turn_protocol_runs_every_row(tmp_path: Path) -> None:
+    report = run_benchmark("turn_protocol", "--turns", "20", tmp_path=tmp_path)
+    rows = report["sections"]["turn"]
+    assert {(r["transport"], r["message"], r["conversations"]) for r in rows} >= {
+        ("embedded", "no entity named", 100),
+        ("embedded", "one entity named", 100),
+    }
+    assert all(r["turns"] == 20 and r["turns_per_s"] > 0 for r in rows)
+
+
+def test_embedded_store_quick_run_reports_every_metric(tmp_path: Path) -> None:
+    report = run_benchmark("embedded_store", "--quick", tmp_path=tmp_path)
+    for metric in (
+        "stores_per_s_1_caller",
+        "stores_per_s_64_callers",
+        "store_cost_ratio_10k_vs_10",
+    ):
+        assert report[metric] > 0
+    assert any(key.startswith("lookup_p50_ms_") for key in report)
+
+
+def test_audit_finds_every_seeded_orphan_and_repair_leaves_none(tmp_path: Path) -> None:
+    report = run_benchmark("audit", "--quick", "--turns", "2", tmp_path=tmp_path)
+    orphans = report["shape"]["orphans"]
+    rows = {row["name"]: row for row in report["rows"]}
+    assert orphans > 0
+    assert rows["audit (whole store)"]["orphans"] == orphans
+    assert rows["audit --repair"]["remaining"] == 0
+    assert rows["audit after repair"]["orphans"] == 0
