@@ -12,7 +12,7 @@ import re
 import signal
 import sys
 import textwrap
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -387,47 +387,96 @@ async def test_a_server_over_any_transport_answers_as_over_the_store(
     store: EmbeddedStore,
 ) -> None:
     # Built-in stores are forwarded REST bodies as they are; any other Transport is called
-    # through its typed methods. Both must give the same answers.
+    # through its typed methods. Both must give the same answers, and every option must
+    # reach the store: each call asks for less than there is, and the answer shows it.
     await store.store(
         [
             {"entity_type": "company", "name": "Acme Corp"},
             {"entity_type": "person", "name": "Ana Lopez"},
+            *({"entity_type": "company", "name": f"Acme Labs {i}"} for i in range(4)),
         ],
         idempotency_key="seed",
         relationships=[{"relationship_type": "works_at", "source_index": 1, "target_index": 0}],
     )
+    for i in range(4):
+        await store.store(
+            [{"entity_type": "company", "name": "Acme Corp", "note": f"n{i}"}],
+            idempotency_key=f"note-{i}",
+        )
     acme = (await store.retrieve_entity_by_identifier("Acme Corp")).entities[0].id
     ana = (await store.retrieve_entity_by_identifier("Ana Lopez")).entities[0].id
     wrapped = RecordingTransport(store)
-    calls: list[tuple[str, dict[str, Any]]] = [
-        (
-            "/store",
-            {
-                "entities": [{"entity_type": "company", "name": "Acme Corp"}],
-                "relationships": [],
-                "idempotency_key": "seed",
-            },
-        ),
-        ("/retrieve_entity_by_identifier", {"identifier": "acme", "limit": 5}),
+
+    def prioritised(key: str) -> dict[str, Any]:
+        return {
+            "entities": [{"entity_type": "company", "name": "Acme Corp", "note": key}],
+            "idempotency_key": key,
+            "source_priority": 7,
+            "observation_source": "import",
+        }
+
+    Check = Callable[[dict[str, Any]], bool]
+    calls: list[tuple[str, dict[str, Any], Check]] = [
+        ("/store", prioritised("by-direct"), lambda a: a["replayed"] is True),
         (
             "/retrieve_entity_by_identifier",
-            {"identifier": "Ana", "entity_type": "person", "include_observations": True},
+            {"identifier": "acme", "limit": 2},
+            lambda a: len(a["entities"]) == 2,
         ),
-        ("/get_entity_snapshot", {"entity_id": acme}),
-        ("/list_observations", {"entity_id": acme, "limit": 3}),
-        ("/retrieve_related_entities", {"entity_id": ana, "direction": "outbound"}),
-        ("/retrieve_related_entities", {"entity_id": ana, "relationship_types": ["works_at"]}),
-        ("/entities/query", {"entity_type": "company", "search": "acme", "limit": 5}),
-        ("/entities/query", {"limit": 1}),
-        ("/get_entity_snapshot", {"entity_id": "ent_000000000000000000000000"}),
+        (
+            "/retrieve_entity_by_identifier",
+            {"identifier": "Acme Corp", "include_observations": True, "observations_limit": 2},
+            lambda a: [len(e["observations"]) for e in a["entities"]] == [2],
+        ),
+        (
+            "/retrieve_entity_by_identifier",
+            {"identifier": "Ana", "entity_type": "company"},
+            lambda a: a["entities"] == [],
+        ),
+        ("/get_entity_snapshot", {"entity_id": acme}, lambda a: a["entity_id"] == acme),
+        (
+            "/list_observations",
+            {"entity_id": acme, "limit": 3, "offset": 1},
+            lambda a: len(a["observations"]) == 3,
+        ),
+        (
+            "/retrieve_related_entities",
+            {"entity_id": ana, "direction": "inbound"},
+            lambda a: a["relationships"] == [],
+        ),
+        (
+            "/retrieve_related_entities",
+            {"entity_id": ana, "relationship_types": ["works_at"]},
+            lambda a: len(a["relationships"]) == 1,
+        ),
+        (
+            "/entities/query",
+            {"entity_type": "company", "search": "acme", "limit": 2},
+            lambda a: len(a["entities"]) == 2,
+        ),
+        ("/entities/query", {"limit": 1, "offset": 1}, lambda a: len(a["entities"]) == 1),
+        (
+            "/get_entity_snapshot",
+            {"entity_id": "ent_000000000000000000000000"},
+            lambda a: a["error_code"] == "RESOURCE_NOT_FOUND",
+        ),
     ]
     async for direct in _client(create_app(store)):
         async for typed in _client(create_app(wrapped)):
-            for path, body in calls:
+            for client, key in ((direct, "by-direct"), (typed, "by-typed")):
+                fresh = await client.post("/store", prioritised(key))
+                assert fresh.json["replayed"] is False
+            for path, body, check in calls:
                 expected = await direct.post(path, body)
                 answer = await typed.post(path, body)
+                assert check(expected.json), (path, body, expected.json)
                 assert answer.status == expected.status, path
                 assert _untimed(answer.json) == _untimed(expected.json), path
+    observations = (await store.list_observations(acme)).observations
+    stored = {o.raw["fields"].get("note"): o.raw for o in observations}
+    for key in ("by-direct", "by-typed"):
+        assert stored[key]["source_priority"] == 7
+        assert stored[key]["observation_source"] == "import"
     assert {c.method for c in wrapped.calls} == {
         "store",
         "retrieve_entity_by_identifier",
