@@ -37,7 +37,7 @@ from neotoma_agent._envelopes import envelope_of, flat_envelope, html_error_page
 from neotoma_agent._version import __version__
 from neotoma_agent.exceptions import APIError, RateLimitedError
 from neotoma_agent.transport._base import Transport
-from neotoma_agent.transport._rest import RestActions
+from neotoma_agent.transport._rest import RestActions, present
 
 __all__ = ["DEFAULT_MAX_BODY_SIZE", "create_app", "run_server", "serve", "serving"]
 
@@ -304,11 +304,6 @@ def _store_of(request: web.Request) -> Transport:
     return request.app[_STORE_KEY]
 
 
-def _present(**fields: Any) -> dict[str, Any]:
-    """A REST body of the fields that were given (``None`` means absent)."""
-    return {key: value for key, value in fields.items() if value is not None}
-
-
 async def _forward(request: web.Request, action: str, body: dict[str, Any]) -> dict[str, Any]:
     """Run REST ``action`` with a validated ``body`` on the app's store; its JSON answer.
 
@@ -439,7 +434,7 @@ async def _post_store(request: web.Request) -> web.StreamResponse:
         raise _flat(
             400, "VALIDATION_ERROR", "idempotency_key is required when entities are provided"
         )
-    forwarded = _present(
+    forwarded = present(
         entities=entities or [],
         relationships=relationships or None,
         idempotency_key=key,
@@ -464,7 +459,7 @@ async def _post_retrieve_entity_by_identifier(request: web.Request) -> web.Strea
     raw = await _forward(
         request,
         "retrieve_entity_by_identifier",
-        _present(identifier=body["identifier"], entity_type=entity_type, by=by, limit=limit),
+        present(identifier=body["identifier"], entity_type=entity_type, by=by, limit=limit),
     )
     if body.get("include_observations") is not True:
         return _json(raw)
@@ -498,7 +493,7 @@ async def _post_create_relationship(request: web.Request) -> web.StreamResponse:
         issues.type_error(["metadata"], "object", metadata)
     issues.raise_if_any()
     _not_implemented(body, ["source_id"], "POST /create_relationship")
-    forwarded = _present(
+    forwarded = present(
         relationship_type=body["relationship_type"],
         source_entity_id=body["source_entity_id"],
         target_entity_id=body["target_entity_id"],
@@ -563,7 +558,7 @@ async def _post_retrieve_related_entities(request: web.Request) -> web.StreamRes
     raw = await _forward(
         request,
         "retrieve_related_entities",
-        _present(
+        present(
             entity_id=body["entity_id"],
             relationship_types=types,
             direction=direction,
@@ -602,7 +597,7 @@ async def _post_entities_query(request: web.Request) -> web.StreamResponse:
     _not_implemented(body, _QUERY_UNSUPPORTED, "POST /entities/query")
     if body.get("include_snapshots") is False:
         _not_implemented(body, ["include_snapshots"], "POST /entities/query")
-    forwarded = _present(
+    forwarded = present(
         entity_type=entity_type,
         search=search,
         limit=100 if limit is None else limit,

@@ -24,7 +24,12 @@ from ._base import (
     StoreResult,
 )
 
-__all__ = ["RestActions"]
+__all__ = ["RestActions", "present"]
+
+
+def present(**fields: Any) -> dict[str, Any]:
+    """A REST body of the fields that were given: ``None`` means absent, as a server reads it."""
+    return {key: value for key, value in fields.items() if value is not None}
 
 
 class RestActions:
@@ -47,16 +52,14 @@ class RestActions:
         strict: bool = False,
     ) -> StoreResult:
         """``POST /store``; entries come back aligned to ``entities``, fresh or replayed."""
-        body: dict[str, Any] = {"entities": [dict(e) for e in entities]}
-        if relationships:
-            body["relationships"] = [dict(r) for r in relationships]
-        body["idempotency_key"] = idempotency_key
-        if source_priority is not None:
-            body["source_priority"] = source_priority
-        if observation_source is not None:
-            body["observation_source"] = observation_source
-        if strict:
-            body["strict"] = True
+        body = present(
+            entities=[dict(e) for e in entities],
+            relationships=[dict(r) for r in relationships] or None,
+            idempotency_key=idempotency_key,
+            source_priority=source_priority,
+            observation_source=observation_source,
+            strict=strict or None,
+        )
         raw = await self._request("store", body)
         return StoreResult.from_json(raw, request_entities=body["entities"])
 
@@ -69,13 +72,7 @@ class RestActions:
         limit: int | None = None,
     ) -> LookupResult:
         """``POST /retrieve_entity_by_identifier``: by id, name substring or identity field."""
-        body: dict[str, Any] = {"identifier": identifier}
-        if entity_type is not None:
-            body["entity_type"] = entity_type
-        if by is not None:
-            body["by"] = by
-        if limit is not None:
-            body["limit"] = limit
+        body = present(identifier=identifier, entity_type=entity_type, by=by, limit=limit)
         return LookupResult.from_json(await self._request("retrieve_entity_by_identifier", body))
 
     async def create_relationship(
@@ -87,13 +84,12 @@ class RestActions:
         metadata: Mapping[str, Any] | None = None,
     ) -> RelationshipSnapshot:
         """``POST /create_relationship``: create (or re-observe) one edge."""
-        body: dict[str, Any] = {
-            "relationship_type": relationship_type,
-            "source_entity_id": source_entity_id,
-            "target_entity_id": target_entity_id,
-        }
-        if metadata is not None:
-            body["metadata"] = dict(metadata)
+        body = present(
+            relationship_type=relationship_type,
+            source_entity_id=source_entity_id,
+            target_entity_id=target_entity_id,
+            metadata=None if metadata is None else dict(metadata),
+        )
         return RelationshipSnapshot.from_json(await self._request("create_relationship", body))
 
     async def create_relationships(
@@ -127,13 +123,12 @@ class RestActions:
         max_hops: int = 1,
     ) -> RelatedEntities:
         """``POST /retrieve_related_entities``: edges around an entity and their far ends."""
-        body: dict[str, Any] = {
-            "entity_id": entity_id,
-            "direction": direction,
-            "max_hops": max_hops,
-        }
-        if relationship_types is not None:
-            body["relationship_types"] = list(relationship_types)
+        body = present(
+            entity_id=entity_id,
+            direction=direction,
+            max_hops=max_hops,
+            relationship_types=None if relationship_types is None else list(relationship_types),
+        )
         return RelatedEntities.from_json(await self._request("retrieve_related_entities", body))
 
     async def query_entities(
@@ -150,13 +145,9 @@ class RestActions:
         Pass the previous page's ``next_cursor`` as ``cursor`` to read on from it: unlike a
         growing ``offset`` it costs the same on every page (a server caps offsets at 2,000).
         """
-        body: dict[str, Any] = {"limit": limit, "offset": offset}
-        if cursor is not None:
-            body["cursor"] = cursor
-        if entity_type is not None:
-            body["entity_type"] = entity_type
-        if search is not None:
-            body["search"] = search
+        body = present(
+            limit=limit, offset=offset, cursor=cursor, entity_type=entity_type, search=search
+        )
         return EntityQueryResult.from_json(await self._request("entities/query", body))
 
     async def correct(
