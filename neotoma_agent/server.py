@@ -304,19 +304,20 @@ def _store_of(request: web.Request) -> Transport:
     return request.app[_STORE_KEY]
 
 
-async def _forward(request: web.Request, action: str, body: dict[str, Any]) -> dict[str, Any]:
+async def _forward(request: web.Request, action: str, body: dict[str, Any]) -> Mapping[str, Any]:
     """Run REST ``action`` with a validated ``body`` on the app's store; its JSON answer.
 
     Both built-in transports speak these bodies natively (:class:`RestActions`), so the
     answer is passed through as is: parsing it into a typed result only to serialise its
-    ``.raw`` again cost a quarter of the server's time per lookup. Any other Transport is
+    ``.raw`` again cost an eighth of the server's time per lookup. Any other Transport is
     called through its typed method.
     """
     store = _store_of(request)
     if isinstance(store, RestActions):
-        return dict(await store._request(action, body))
+        return await store._request(action, body)
     result = await _TYPED_CALLS[action](store, body)
-    return dict(result.raw)
+    raw: Mapping[str, Any] = result.raw
+    return raw
 
 
 def _typed_store(t: Transport, b: Mapping[str, Any]) -> Awaitable[Any]:
@@ -456,10 +457,12 @@ async def _post_retrieve_entity_by_identifier(request: web.Request) -> web.Strea
     if observations_limit is not None and not 1 <= observations_limit <= 200:
         issues.out_of_range(["observations_limit"], 1, 200, observations_limit)
     issues.raise_if_any()
-    raw = await _forward(
-        request,
-        "retrieve_entity_by_identifier",
-        present(identifier=body["identifier"], entity_type=entity_type, by=by, limit=limit),
+    raw = dict(
+        await _forward(
+            request,
+            "retrieve_entity_by_identifier",
+            present(identifier=body["identifier"], entity_type=entity_type, by=by, limit=limit),
+        )
     )
     if body.get("include_observations") is not True:
         return _json(raw)
@@ -555,15 +558,17 @@ async def _post_retrieve_related_entities(request: web.Request) -> web.StreamRes
     max_hops = _integer(body, "max_hops", issues)
     include_entities = body.get("include_entities", True)
     issues.raise_if_any()
-    raw = await _forward(
-        request,
-        "retrieve_related_entities",
-        present(
-            entity_id=body["entity_id"],
-            relationship_types=types,
-            direction=direction,
-            max_hops=1 if max_hops is None else max_hops,
-        ),
+    raw = dict(
+        await _forward(
+            request,
+            "retrieve_related_entities",
+            present(
+                entity_id=body["entity_id"],
+                relationship_types=types,
+                direction=direction,
+                max_hops=1 if max_hops is None else max_hops,
+            ),
+        )
     )
     if include_entities is False:
         raw["entities"] = []
