@@ -46,8 +46,18 @@ from ._payloads import (
     validate_user_extra,
 )
 from ._retrieval import EMPTY_RETRIEVAL, Extractor, RetrievalStats, Retrieved, extract, retrieve
-from ._turn import Turn, TurnResult, TurnState, _CloseOutcome, close_failure, error_class_name
-from .exceptions import IdempotencyMismatchError
+from ._shield import Completion, raise_deferred, run_to_completion
+from ._text import check_text
+from ._turn import (
+    Turn,
+    TurnResult,
+    TurnState,
+    _CloseOutcome,
+    _EnterAttempt,
+    close_failure,
+    error_class_name,
+)
+from .exceptions import APIError, IdempotencyMismatchError, ServerError
 from .transport._base import Entity, StoreResult, Transport
 
 __all__ = ["NeotomaMemory", "OpenTurn"]
@@ -132,10 +142,13 @@ def _check_turn_number(turn_number: object) -> int | None:
     return turn_number
 
 
-def _check_text(name: str, value: object) -> str:
-    if not isinstance(value, str):
-        raise TypeError(f"{name} must be a str, not {type(value).__name__}")
-    return value
+def _may_have_written(error: BaseException) -> bool:
+    """Whether a store that ended in ``error`` may still have been applied.
+
+    A refusal (4xx, 429) wrote nothing; a lost answer, a timeout, a 5xx or a cancellation of
+    the caller may come after the store committed.
+    """
+    return not isinstance(error, APIError) or isinstance(error, ServerError)
 
 
 def _entry_id(result: StoreResult, index: int | None, entity_type: str) -> str | None:
@@ -226,14 +239,14 @@ class NeotomaMemory:
         records a regenerated reply for a turn id already stored. Bad ids raise
         ``ValueError`` here, before any I/O.
         """
-        keys, turn_number, extra = self._prepare(
+        keys, text, turn_number, extra = self._prepare(
             user_message, turn_id, turn_number, user_extra, revision
         )
-        return Turn(self, keys, user_message, turn_number=turn_number, user_extra=extra)
+        return Turn(self, keys, text, turn_number=turn_number, user_extra=extra)
 
     async def retrieve(self, text: str) -> Retrieved:
         """Bounded retrieval for ``text`` alone (what a turn's enter phase runs)."""
-        return await self._retrieve(_check_text("text", text))
+        return await self._retrieve(check_text("text", text))
 
     async def open_turn(
         self,
@@ -249,7 +262,7 @@ class NeotomaMemory:
         Finish the turn with ``close_turn`` (or ``abandon_turn``): until then this memory keeps
         the :class:`OpenTurn` so that the closing store can write the user message's edges.
         """
-        keys, turn_number, extra = self._prepare(
+        keys, user_message, turn_number, extra = self._prepare(
             user_message, turn_id, turn_number, user_extra, revision
         )
         with structlog.contextvars.bound_contextvars(
@@ -294,7 +307,7 @@ class NeotomaMemory:
         message's edges are written. Raises :class:`TurnCloseError` if the store fails.
         """
         cited = tuple(validate_entity_id(e.id if isinstance(e, Entity) else e) for e in refers_to)
-        reply = _check_text("assistant_message", assistant_message)
+        reply = check_text("assistant_message", assistant_message)
         opened, retrieved, handle = await self._resume(
             turn_id, user_message_id, retrieved_ids, revision, turn_number
         )
@@ -326,7 +339,7 @@ class NeotomaMemory:
         user was already shown, stored exactly as the assistant message when non-empty.
         """
         cited = tuple(validate_entity_id(e.id if isinstance(e, Entity) else e) for e in refers_to)
-        partial = _check_text("partial_reply", partial_reply)
+        partial = check_text("partial_reply", partial_reply)
         error_class = error if isinstance(error, str) else error_class_name(error)
         opened, retrieved, handle = await self._resume(
             turn_id, user_message_id, retrieved_ids, revision, turn_number
@@ -359,7 +372,8 @@ class NeotomaMemory:
         with structlog.contextvars.bound_contextvars(
             conversation_id=self.conversation_id, turn_id=opened.keys.turn_id
         ):
-            outcome, close_error = await self._shielded(phase)
+            completion = await self._shielded(phase)
+            outcome, close_error = completion.value, completion.error
             result = self._result(
                 opened,
                 retrieved,
@@ -372,6 +386,7 @@ class NeotomaMemory:
                 close_error=close_error,
             )
             self._log_close(result)
+        await raise_deferred(completion, None)
         if close_error is not None:
             raise close_failure(opened.keys, close_error)
         if handle is not None:
@@ -396,10 +411,10 @@ class NeotomaMemory:
         REFERS_TO edges (to the entities retrieval finds for the user message, unless
         ``retrieve=False``, and to ``refers_to``), and the turn record ``completed``.
         """
-        keys, turn_number, extra = self._prepare(
+        keys, user_message, turn_number, extra = self._prepare(
             user_message, turn_id, turn_number, user_extra, revision
         )
-        reply = _check_text("assistant_message", assistant_message)
+        reply = check_text("assistant_message", assistant_message)
         cited = tuple(validate_entity_id(e.id if isinstance(e, Entity) else e) for e in refers_to)
         started = time.perf_counter()
         with structlog.contextvars.bound_contextvars(
@@ -448,15 +463,15 @@ class NeotomaMemory:
         turn_number: object,
         user_extra: Mapping[str, Any] | None,
         revision: int | None,
-    ) -> tuple[TurnKeys, int | None, Mapping[str, Any] | None]:
+    ) -> tuple[TurnKeys, str, int | None, Mapping[str, Any] | None]:
         # Everything that can be refused is refused here, before any I/O.
-        _check_text("user_message", user_message)
+        text = check_text("user_message", user_message)
         keys = turn_keys(
             self.conversation_id,
             new_turn_id() if turn_id is None else turn_id,
             revision,
         )
-        return keys, _check_turn_number(turn_number), validate_user_extra(user_extra)
+        return keys, text, _check_turn_number(turn_number), validate_user_extra(user_extra)
 
     async def _identifiers(self, text: str) -> list[str]:
         if len(text) > _INLINE_EXTRACT_CHARS:
@@ -517,12 +532,20 @@ class NeotomaMemory:
         *,
         turn_number: int | None,
         user_extra: Mapping[str, Any] | None,
+        attempt: _EnterAttempt | None = None,
     ) -> tuple[_Opened, Retrieved]:
-        """Retrieval and the user store, concurrently; the turn is open when both are done."""
+        """Retrieval and the user store, concurrently; the turn is open when both are done.
+
+        Once the user store may have been issued, every way out of here but success (a
+        cancellation of any kind, a lost answer, a timeout, a 5xx) closes the turn as
+        abandoned before the error goes on unchanged: the store may have committed, and an
+        open turn record would be an orphan. ``attempt.result`` then says what was stored.
+        """
         started = time.perf_counter()
         retrieved = EMPTY_RETRIEVAL
         stored: StoreResult | None = None
         store_error: Exception | None = None
+        issued = False
 
         def payload(refers_to: Sequence[str] = ()) -> StorePayload:
             return user_payload(
@@ -540,16 +563,18 @@ class NeotomaMemory:
             nonlocal retrieved
             retrieved = await self._retrieve(user_message, identifiers)
 
+        request = payload()
         try:
             if self.refers_to_on_enter or not identifiers:
                 # Nothing to overlap (or the edges must ride on this store): no task group.
                 await run_retrieval()
                 request = payload(retrieved.ids)
+                issued = True
                 stored = await self._store(request, keys, "user")
             else:
-                request = payload()
                 async with anyio.create_task_group() as tg:
                     tg.start_soon(run_retrieval)
+                    issued = True
                     try:
                         stored = await self._store(request, keys, "user")
                     except Exception as exc:
@@ -557,40 +582,28 @@ class NeotomaMemory:
                         # an ExceptionGroup. Retrieval is pointless now.
                         store_error = exc
                         tg.cancel_scope.cancel()
-        except BaseException as exc:
-            # Cancelled after the user message was written: record the turn as abandoned
-            # rather than leave it open, then let the cancellation go on.
-            if stored is not None:
-                opened = self._opened(keys, turn_number, stored, request)
-                error_class = error_class_name(exc)
-                _, error = await self._shielded(
-                    lambda: self._abandon(opened, "", error_class, (), ())
+            if store_error is not None:
+                raise store_error
+            assert stored is not None
+            opened = self._opened(keys, turn_number, stored, request)
+            if not opened.user_message_id or not opened.conversation_entity_id:
+                # An answer we could not align to the request: ask the store by name instead.
+                opened = attrs.evolve(
+                    opened,
+                    user_message_id=opened.user_message_id
+                    or await self._find(keys.user_turn_key, "conversation_message")
+                    or "",
+                    conversation_entity_id=opened.conversation_entity_id
+                    or await self._find(self.conversation_id, "conversation")
+                    or "",
                 )
-                if error is None:
-                    logger.warning("turn.abandoned", error_class=error_class, reply_chars=0)
-                else:
-                    logger.error(
-                        "turn.close_failed",
-                        error_class=error_class,
-                        close_error_class=type(error).__name__,
-                        close_error=str(error),
-                    )
+        except BaseException as exc:
+            if issued and _may_have_written(exc):
+                completion = await self._abandon_entered(
+                    keys, turn_number, request, stored, retrieved, exc, started, attempt
+                )
+                await raise_deferred(completion, exc)
             raise
-        if store_error is not None:
-            raise store_error
-        assert stored is not None
-        opened = self._opened(keys, turn_number, stored, request)
-        if not opened.user_message_id or not opened.conversation_entity_id:
-            # An answer we could not align to the request: ask the store by name instead.
-            opened = attrs.evolve(
-                opened,
-                user_message_id=opened.user_message_id
-                or await self._find(keys.user_turn_key, "conversation_message")
-                or "",
-                conversation_entity_id=opened.conversation_entity_id
-                or await self._find(self.conversation_id, "conversation")
-                or "",
-            )
         logger.info(
             "turn.opened",
             user_message_id=opened.user_message_id,
@@ -600,6 +613,53 @@ class NeotomaMemory:
             ms=round((time.perf_counter() - started) * 1000, 3),
         )
         return opened, retrieved
+
+    async def _abandon_entered(
+        self,
+        keys: TurnKeys,
+        turn_number: int | None,
+        request: StorePayload,
+        stored: StoreResult | None,
+        retrieved: Retrieved,
+        error: BaseException,
+        started: float,
+        attempt: _EnterAttempt | None,
+    ) -> Completion[tuple[_Opened, _CloseOutcome]]:
+        """Close an enter that may have written the user message as abandoned.
+
+        Without the store's answer the user store is sent again under its own key first: a
+        replay if it had committed (no second observation), else it writes the message now,
+        and either way the abandoned record cannot be overtaken by a late original.
+        """
+        error_class = error_class_name(error)
+
+        async def close() -> tuple[_Opened, _CloseOutcome]:
+            answer = stored if stored is not None else await self._store(request, keys, "user")
+            opened = self._opened(keys, turn_number, answer, request)
+            return opened, await self._abandon(opened, "", error_class, retrieved.ids, ())
+
+        completion = await run_to_completion(close, self.close_timeout)
+        if completion.value is not None:
+            opened, outcome = completion.value
+            state = TurnState.ABANDONED
+        else:
+            opened, outcome = _unopened(keys, turn_number), None
+            state = TurnState.FAILED
+        result = self._result(
+            opened,
+            retrieved,
+            outcome,
+            state,
+            "",
+            (),
+            started=started,
+            error_class=error_class,
+            close_error=completion.error,
+        )
+        self._log_close(result)
+        if attempt is not None:
+            attempt.result = result
+        return completion
 
     def _opened(
         self, keys: TurnKeys, turn_number: int | None, stored: StoreResult, request: StorePayload
@@ -702,24 +762,15 @@ class NeotomaMemory:
 
     async def _shielded(
         self, phase: Callable[[], Awaitable[_CloseOutcome]]
-    ) -> tuple[_CloseOutcome | None, Exception | None]:
-        """Run one closing phase shielded from cancellation, bounded by ``close_timeout``.
+    ) -> Completion[_CloseOutcome]:
+        """Run one closing phase to its end whatever cancels the caller, within
+        ``close_timeout``.
 
         Never raises (but for a programming error): the caller decides what a failed close
-        means, which depends on whether the body failed too.
+        means, which depends on whether the body failed too, and re-raises a cancellation
+        that arrived meanwhile (``raise_deferred``) once the outcome is recorded.
         """
-        outcome: _CloseOutcome | None = None
-        error: Exception | None = None
-        with anyio.move_on_after(self.close_timeout, shield=True) as scope:
-            try:
-                outcome = await phase()
-            except Exception as exc:
-                error = exc
-        if outcome is None and error is None and scope.cancelled_caught:
-            error = TimeoutError(
-                f"the closing store did not finish within close_timeout={self.close_timeout}s"
-            )
-        return outcome, error
+        return await run_to_completion(phase, self.close_timeout)
 
     async def _resume(
         self,
@@ -828,6 +879,19 @@ class NeotomaMemory:
                 close_error=str(result.close_error),
                 **fields,
             )
+
+
+def _unopened(keys: TurnKeys, turn_number: int | None) -> _Opened:
+    # A turn whose user store answer never arrived: nothing known but its keys.
+    return _Opened(
+        keys=keys,
+        turn_number=turn_number,
+        user_message_id="",
+        conversation_entity_id="",
+        turn_record_id=None,
+        replayed=False,
+        prior_status=None,
+    )
 
 
 def _bare(entity_id: str) -> Entity:

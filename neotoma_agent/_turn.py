@@ -4,15 +4,23 @@ A turn is an explicit state machine::
 
     new ──enter──► opening ──► open ──exit──► closing ──► closed      (reply stored)
                       │                          ├──────► abandoned   (body raised/cancelled)
-                      └──► failed                └──────► failed      (closing store failed)
+                      ├──► abandoned             └──────► failed      (closing store failed)
+                      └──► failed
 
 ``opening`` runs bounded retrieval and the user store concurrently; ``open`` is the body;
 ``closing`` is one shielded store under a deadline (``close_timeout``), so that neither a
 cancellation nor a hung store can skip it or hang the caller. A turn is entered once.
 
-``failed`` from ``opening``: the user store failed (its error propagates; the body never ran)
-or the enter was cancelled (if the user message was already written, the turn is recorded as
-abandoned first). ``failed`` from ``closing``: the closing store failed or hit
+From ``opening``, once the user store may have been issued, any way out but success (a
+cancellation, a lost answer, a timeout, a 5xx) closes the turn as ``abandoned`` (the user store
+is replayed under its key first, then the abandoned record is written, shielded and bounded by
+``close_timeout``), and the cancellation or error then propagates unchanged; ``t.result`` says
+what was stored. ``failed`` from ``opening``: the user store was refused (4xx, nothing
+written; its error propagates, the body never ran), or the abandoned record could not be
+written either. Shielded means from every cancellation: anyio cancel scopes, and on asyncio
+also ``Task.cancel()``, ``asyncio.timeout``, ``wait_for`` and a failing ``TaskGroup``, which
+the closing store absorbs, re-raising the cancellation once it has finished.
+``failed`` from ``closing``: the closing store failed or hit
 ``close_timeout``; after a normal body that raises :class:`TurnCloseError` (or
 :class:`IdempotencyMismatchError`), after a failed body the body's error propagates and the
 failure is logged at ERROR. ``t.result.close_error`` holds the cause.
@@ -32,7 +40,9 @@ import structlog
 
 from ._keys import TurnKeys, validate_entity_id
 from ._retrieval import EMPTY_RETRIEVAL, RetrievalStats, Retrieved
-from .exceptions import IdempotencyMismatchError, TurnCloseError, TurnStateError
+from ._shield import raise_deferred
+from ._text import split_pending
+from .exceptions import IdempotencyMismatchError, TurnCloseError, TurnStateError, ValidationError
 from .transport._base import Entity
 
 if TYPE_CHECKING:
@@ -154,6 +164,7 @@ class Turn:
         "_memory",
         "_open_ms",
         "_opened",
+        "_pending",
         "_reply_cache",
         "_result",
         "_retrieved",
@@ -180,6 +191,8 @@ class Turn:
         self._state = TurnState.NEW
         self._chunks: list[str] = []
         self._reply_cache: str | None = ""
+        # The first half of a surrogate pair a chunk ended with, waiting for its second half.
+        self._pending = ""
         self._cited: list[str] = []
         self._opened: _Opened | None = None
         self._retrieved: Retrieved = EMPTY_RETRIEVAL
@@ -269,28 +282,43 @@ class Turn:
 
     @property
     def reply(self) -> str:
-        """The reply so far. Assign or ``+=`` to it while the turn is open."""
-        if self._reply_cache is None:
-            self._reply_cache = "".join(self._chunks)
-            self._chunks = [self._reply_cache]
-        return self._reply_cache
+        """The reply so far. Assign or ``+=`` to it while the turn is open.
+
+        Text must be storable: a lone UTF-16 surrogate raises
+        :class:`~neotoma_agent.ValidationError` (the reply keeps what it had, so a body that
+        lets the error out ends the turn abandoned with that valid partial reply). A chunk
+        may end with the first half of a surrogate pair; the next chunk completes it.
+        """
+        return self._stored_text() + self._pending
 
     @reply.setter
     def reply(self, value: str) -> None:
         self._require_open("set the reply")
         if not isinstance(value, str):
             raise TypeError(f"the reply must be a str, not {type(value).__name__}")
-        self._chunks = [value]
-        self._reply_cache = value
+        text, self._pending = split_pending("the reply", value)
+        self._chunks = [text]
+        self._reply_cache = text
 
     def append(self, chunk: str) -> None:
         """Append one chunk to the reply (O(1): chunks are joined once, when read)."""
         self._require_open("append to the reply")
         if not isinstance(chunk, str):
             raise TypeError(f"a reply chunk must be a str, not {type(chunk).__name__}")
-        if chunk:
-            self._chunks.append(chunk)
+        if not chunk:
+            return
+        text, pending = split_pending("a reply chunk", self._pending + chunk)
+        self._pending = pending
+        if text:
+            self._chunks.append(text)
             self._reply_cache = None
+
+    def _stored_text(self) -> str:
+        # The reply as it can be stored: every chunk so far, without a pending half pair.
+        if self._reply_cache is None:
+            self._reply_cache = "".join(self._chunks)
+            self._chunks = [self._reply_cache]
+        return self._reply_cache
 
     async def stream(self, source: AsyncIterable[str]) -> AsyncGenerator[str, None]:
         """Re-yield every chunk of ``source`` after appending it to the reply.
@@ -332,15 +360,25 @@ class Turn:
             conversation_id=self._keys.conversation_id, turn_id=self._keys.turn_id
         )
         self._log_binding.__enter__()
+        attempt = _EnterAttempt()
         try:
             self._opened, self._retrieved = await self._memory._enter(
                 self._keys,
                 self._user_message,
                 turn_number=self._turn_number,
                 user_extra=self._user_extra,
+                attempt=attempt,
             )
         except BaseException:
             self._state = TurnState.FAILED
+            if attempt.result is not None:
+                # The user store may have been written, so the turn was closed as abandoned.
+                self._result = attrs.evolve(
+                    attempt.result,
+                    open_ms=(time.perf_counter() - self._entered_at) * 1000,
+                    close_ms=0.0,
+                )
+                self._state = self._result.status
             self._unbind()
             raise
         self._state = TurnState.OPEN
@@ -372,28 +410,39 @@ class Turn:
         self._state = TurnState.CLOSING
         closing_started = time.perf_counter()
         body_ms = (closing_started - self._body_started) * 1000
-        reply = self.reply
-        error_class = None if exc is None else error_class_name(exc)
+        reply = self._stored_text()
+        unstorable: ValidationError | None = None
+        if exc is None and self._pending:
+            # The reply ends with half a character: what the user saw up to it is stored,
+            # and the turn is abandoned, not completed with a reply that was never whole.
+            unstorable = ValidationError(
+                "the reply ends with the first half of a UTF-16 surrogate pair; the turn is "
+                "abandoned with the reply up to it",
+                status=400,
+                code="INVALID_TEXT",
+            )
+        failure = exc if exc is not None else unstorable
+        error_class = None if failure is None else error_class_name(failure)
         memory = self._memory
-        # Shielded so a cancelled body still gets its closing store; bounded so a hung store
-        # cannot hang the caller's shutdown.
-        if exc is None:
-            outcome, close_error = await memory._shielded(
+        # Shielded so a cancelled body still gets its closing store, however it is cancelled;
+        # bounded so a hung store cannot hang the caller's shutdown.
+        if error_class is None:
+            completion = await memory._shielded(
                 lambda: memory._complete(opened, reply, self.retrieved_ids, tuple(self._cited))
             )
         else:
-            assert error_class is not None
-            outcome, close_error = await memory._shielded(
+            completion = await memory._shielded(
                 lambda: memory._abandon(
                     opened, reply, error_class, self.retrieved_ids, tuple(self._cited)
                 )
             )
+        outcome, close_error = completion.value, completion.error
         close_ms = (time.perf_counter() - closing_started) * 1000
 
         if close_error is not None:
             status = TurnState.FAILED
         else:
-            status = TurnState.CLOSED if exc is None else TurnState.ABANDONED
+            status = TurnState.CLOSED if failure is None else TurnState.ABANDONED
         self._result = TurnResult(
             conversation_id=self._keys.conversation_id,
             turn_id=self._keys.turn_id,
@@ -420,8 +469,12 @@ class Turn:
         )
         self._state = status
         memory._log_close(self._result)
+        # A cancellation that arrived during the close goes on now that the outcome is known.
+        await raise_deferred(completion, exc)
         if exc is None and close_error is not None:
             raise close_failure(self._keys, close_error)
+        if unstorable is not None:
+            raise unstorable
 
 
 @attrs.frozen
@@ -432,3 +485,11 @@ class _CloseOutcome:
     assistant_message_id: str | None
     turn_record_id: str | None
     replayed: bool
+
+
+@attrs.define
+class _EnterAttempt:
+    """What an enter phase that did not open left in the store (internal)."""
+
+    #: the turn as closed after a failed enter, when the user store may have been written
+    result: TurnResult | None = None

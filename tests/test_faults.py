@@ -467,6 +467,8 @@ async def test_store_unreachable_for_the_whole_turn_writes_nothing(rig: Rig) -> 
             async with _memory(transport).turn("Tell me about Acme Corp", turn_id="t1"):
                 body_ran = True
     assert not body_ran
-    assert rig.faults.seen["/store"] == FAST.attempts
+    # The user store, then its replay: a lost connection may follow a commit, so the enter
+    # tries to close the turn as abandoned (replay first) before the error goes on.
+    assert rig.faults.seen["/store"] == 2 * FAST.attempts
     for entity_type in ("conversation", "conversation_message", "conversation_turn"):
         assert (await rig.store.query_entities(entity_type=entity_type)).total == 0

@@ -207,7 +207,8 @@ async def test_cancelled_while_entering_after_the_user_store_is_abandoned(
         async with t:
             body_ran = True
     assert not body_ran
-    assert t.state is TurnState.FAILED
+    assert t.state is TurnState.ABANDONED
+    assert t.result.stored_status == "abandoned"
     assert (await assert_no_orphan(store, "t1"))["status"] == "abandoned"
     assert len(recorder.calls_to("store")) == 2
 

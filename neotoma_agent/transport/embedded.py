@@ -25,6 +25,7 @@ import attrs
 
 from . import _embedded_ops as ops
 from ._db_thread import DBThread, Job
+from ._errors import invalid_format
 from ._rest import RestActions
 from ._schema import migrate
 
@@ -119,7 +120,7 @@ class EmbeddedStore(RestActions):
         thread = self._thread
         if thread is None:
             raise RuntimeError("EmbeddedStore is closed")
-        job: Job[T] = Job(lambda conn: fn(conn, body), writes=fn not in _READS)
+        job: Job[T] = Job(lambda conn: _encodable(fn, conn, body), writes=fn not in _READS)
         thread.submit(job)
         return await job.wait()
 
@@ -155,6 +156,23 @@ class EmbeddedStore(RestActions):
         except KeyError:
             raise ValueError(f"unknown action {action!r}") from None
         return await self._run(fn, body)
+
+
+def _encodable(
+    fn: Callable[[sqlite3.Connection, Mapping[str, Any]], T],
+    conn: sqlite3.Connection,
+    body: Mapping[str, Any],
+) -> T:
+    # A lone surrogate cannot be encoded for SQLite or hashing. Refused as a typed 400 like
+    # any bad request (the job's savepoint undoes what it wrote); `from None` drops the
+    # UnicodeEncodeError, whose repr would carry the whole text.
+    try:
+        return fn(conn, body)
+    except UnicodeEncodeError:
+        raise invalid_format(
+            "a string holds a lone UTF-16 surrogate, which cannot be stored (text must be "
+            "well-formed Unicode)"
+        ) from None
 
 
 _ACTIONS: dict[str, Callable[[sqlite3.Connection, Mapping[str, Any]], dict[str, Any]]] = {

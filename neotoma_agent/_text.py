@@ -1,0 +1,63 @@
+"""Text a store can hold: well-formed Unicode, checked at the library's boundary.
+
+A Python ``str`` may hold lone UTF-16 surrogates (``"x\\udfff"``, what a JSON stream cut
+mid-emoji or a careless decoder gives); UTF-8, SQLite and a Neotoma server cannot store them.
+They are refused where text enters the library, with a typed error that quotes no content, so
+nothing half-written reaches a store. A surrogate *pair* (``"\\ud83d\\ude00"``) is the one
+character it encodes and is stored as that character.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Final
+
+from .exceptions import ValidationError
+
+__all__ = ["check_text", "split_pending"]
+
+_SURROGATE: Final = re.compile("[\ud800-\udfff]")
+_HIGH: Final = range(0xD800, 0xDC00)
+
+
+def _join_pairs(text: str) -> str:
+    # UTF-16 round trip: pairs become their character, lone surrogates stay as they are.
+    return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "surrogatepass")
+
+
+def _refuse(name: str, text: str, index: int) -> ValidationError:
+    return ValidationError(
+        f"{name} is not storable text: a lone UTF-16 surrogate U+{ord(text[index]):04X} at "
+        f"index {index} (well-formed Unicode only; pair surrogates or decode with errors=)",
+        status=400,
+        code="INVALID_TEXT",
+    )
+
+
+def split_pending(name: str, text: str) -> tuple[str, str]:
+    """``(storable, pending)``: ``text`` with pairs joined, and a trailing high surrogate.
+
+    A stream cut mid-character ends with the first half of a pair; ``pending`` holds it for
+    the next chunk. Any other lone surrogate raises :class:`ValidationError`.
+    """
+    if text.isascii() or _SURROGATE.search(text) is None:
+        return text, ""
+    joined = _join_pairs(text)
+    pending = ""
+    if ord(joined[-1]) in _HIGH:
+        joined, pending = joined[:-1], joined[-1]
+    found = _SURROGATE.search(joined)
+    if found is not None:
+        raise _refuse(name, joined, found.start())
+    return joined, pending
+
+
+def check_text(name: str, value: object) -> str:
+    """Return ``value`` as storable text (pairs joined) or raise ``TypeError`` /
+    :class:`ValidationError` before any I/O."""
+    if not isinstance(value, str):
+        raise TypeError(f"{name} must be a str, not {type(value).__name__}")
+    text, pending = split_pending(name, value)
+    if pending:
+        raise _refuse(name, value, len(value) - 1)
+    return text
