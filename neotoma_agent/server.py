@@ -693,12 +693,16 @@ def _is_loopback_address(address: str | None) -> bool:
     return ip.is_loopback
 
 
-def _bearer(request: web.Request) -> str | None:
+def _bearer(request: web.Request) -> bytes | None:
+    """The credential of ``Authorization: Bearer <credential>``, as the bytes sent."""
     header = request.headers.get("Authorization", "")
     scheme, _, credentials = header.partition(" ")
     if scheme.lower() != "bearer":
         return None
-    return credentials.strip()
+    # aiohttp decodes header bytes that are not UTF-8 as lone surrogates (surrogateescape).
+    # Encoding back the same way gives the bytes sent and cannot fail; a plain .encode()
+    # raised an error that quoted the credential into the log and answered 500.
+    return credentials.strip().encode("utf-8", "surrogateescape")
 
 
 _AUTH_REQUIRED_HINT = "Send Authorization: Bearer <token>, the token the server was started with."
@@ -721,7 +725,7 @@ async def _auth(request: web.Request, handler: Handler) -> web.StreamResponse:
         return await handler(request)
     if bearer is None:
         raise _flat(401, "AUTH_REQUIRED", "Missing Bearer token", {"hint": _AUTH_REQUIRED_HINT})
-    if not hmac.compare_digest(bearer.encode(), token.encode()):
+    if not hmac.compare_digest(bearer, token.encode()):
         raise _invalid_token()
     return await handler(request)
 

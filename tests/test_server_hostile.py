@@ -1,0 +1,193 @@
+"""The dev server on hostile input: refused with the usual envelopes, nothing leaks or sticks.
+
+Requests aiohttp's client would refuse to send (a non-UTF-8 header, a Content-Length the body
+never reaches) are written as raw bytes. After each, the server must still answer a normal
+request, nothing may be stored, and no log line (structlog events, stdlib records, the CLI's
+``--log-json`` output) may carry the presented credential or the message content.
+
+Every server here listens on 127.0.0.1 only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import urllib.parse
+from collections.abc import AsyncIterator, Iterator
+
+import aiohttp
+import attrs
+import pytest
+import structlog
+
+from neotoma_agent.server import create_app, serving
+from neotoma_agent.transport.embedded import EmbeddedStore
+
+pytestmark = pytest.mark.anyio
+
+TOKEN = "configured-token-do-not-log"
+PRESENTED = "presented-credential-do-not-log"
+CONTENT = "private-message-text-do-not-log"
+LIMIT = 4096
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    """aiohttp runs on asyncio only."""
+    return "asyncio"
+
+
+@attrs.frozen
+class Answer:
+    status: int
+    headers: dict[str, str]
+    body: bytes
+
+    @property
+    def json(self) -> object:
+        return json.loads(self.body)
+
+
+def _request(
+    body: bytes,
+    *,
+    path: str = "/store",
+    headers: dict[str, bytes] | None = None,
+    content_length: int | None = None,
+) -> bytes:
+    """The raw bytes of ``POST path`` with a JSON ``body``, any header bytes as given."""
+    lines = [
+        f"POST {path} HTTP/1.1".encode(),
+        b"Host: 127.0.0.1",
+        b"Content-Type: application/json",
+        b"Content-Length: %d" % (len(body) if content_length is None else content_length),
+    ]
+    lines += [name.encode() + b": " + value for name, value in (headers or {}).items()]
+    return b"\r\n".join(lines) + b"\r\n\r\n" + body
+
+
+async def _read_answer(reader: asyncio.StreamReader) -> Answer:
+    head = await reader.readuntil(b"\r\n\r\n")
+    status_line, *header_lines = head.decode("latin-1").split("\r\n")
+    headers = {}
+    for line in header_lines:
+        if line:
+            name, _, value = line.partition(":")
+            headers[name.strip().lower()] = value.strip()
+    body = await reader.readexactly(int(headers.get("content-length", "0")))
+    return Answer(int(status_line.split()[1]), headers, body)
+
+
+async def _raw(url: str, *chunks: bytes, timeout: float = 5.0) -> Answer:
+    """Write ``chunks`` on a fresh connection and read one answer (within ``timeout``)."""
+    parts = urllib.parse.urlsplit(url)
+    assert parts.hostname == "127.0.0.1"
+    reader, writer = await asyncio.open_connection(parts.hostname, parts.port)
+    try:
+        for chunk in chunks:
+            writer.write(chunk)
+            await writer.drain()
+        return await asyncio.wait_for(_read_answer(reader), timeout)
+    finally:
+        writer.close()
+
+
+def _store_body(title: str) -> bytes:
+    """A /store body whose entity title is ``title``, as raw JSON text (escapes kept)."""
+    return (
+        b'{"entities":[{"entity_type":"note","title":"%s","content":"%s"}],'
+        b'"idempotency_key":"k"}' % (title.encode(), CONTENT.encode())
+    )
+
+
+@attrs.define
+class Server:
+    url: str
+    store: EmbeddedStore
+    session: aiohttp.ClientSession
+    token: str | None
+
+    async def still_serves_and_stored_nothing(self) -> None:
+        headers = {"Authorization": f"Bearer {self.token}"} if self.token else {}
+        async with self.session.post(
+            self.url + "/retrieve_entity_by_identifier",
+            json={"identifier": "x"},
+            headers=headers,
+        ) as response:
+            assert response.status == 200
+        assert (await self.store.query_entities()).total == 0
+
+
+async def _server(token: str | None, max_body_size: int = LIMIT) -> AsyncIterator[Server]:
+    async with EmbeddedStore.open(":memory:") as store:
+        app = create_app(store, token=token, max_body_size=max_body_size)
+        async with serving(app, shutdown_timeout=2.0) as url, aiohttp.ClientSession() as session:
+            yield Server(url, store, session, token)
+
+
+@pytest.fixture
+async def server() -> AsyncIterator[Server]:
+    async for s in _server(None):
+        yield s
+
+
+@pytest.fixture
+async def token_server() -> AsyncIterator[Server]:
+    async for s in _server(TOKEN):
+        yield s
+
+
+@pytest.fixture
+async def big_server() -> AsyncIterator[Server]:
+    """A server whose body limit lets deeply nested JSON through to the parser."""
+    async for s in _server(None, max_body_size=2**20):
+        yield s
+
+
+@pytest.fixture
+def logs(caplog: pytest.LogCaptureFixture) -> Iterator[list[structlog.typing.EventDict]]:
+    """Every log event of the test, structlog's and the stdlib's (aiohttp's own loggers)."""
+    caplog.set_level(logging.DEBUG)
+    with structlog.testing.capture_logs() as events:
+        yield events
+    text = repr(events) + caplog.text
+    for secret in (TOKEN, PRESENTED, CONTENT):
+        # the store lowercases names it derives, so look for the secrets in any case
+        assert secret.lower() not in text.lower(), f"{secret} was logged"
+
+
+def _assert_validation_error(answer: Answer) -> None:
+    assert answer.status == 400
+    body = answer.json
+    assert isinstance(body, dict)
+    assert body["error_code"] == "VALIDATION_INVALID_FORMAT"
+    assert CONTENT.encode() not in answer.body
+
+
+# --- Authorization --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "credential",
+    [
+        b"\xff" + PRESENTED.encode(),  # not UTF-8: aiohttp decodes it to a lone surrogate
+        PRESENTED.encode() + b"\x80",
+    ],
+)
+async def test_a_non_utf8_bearer_is_a_401_and_never_logged(
+    token_server: Server, logs: list[structlog.typing.EventDict], credential: bytes
+) -> None:
+    headers = {"Authorization": b"Bearer " + credential}
+    answer = await _raw(token_server.url, _request(b"{}", headers=headers))
+    assert answer.status == 401
+    body = answer.json
+    assert isinstance(body, dict)
+    # the envelope of any other wrong token
+    assert body == {
+        "error_code": "AUTH_INVALID",
+        "message": "Unauthorized - invalid authentication token",
+        "timestamp": body["timestamp"],
+    }
+    assert PRESENTED.encode() not in answer.body
+    await token_server.still_serves_and_stored_nothing()
