@@ -371,8 +371,62 @@ _TYPED_CALLS: dict[str, Callable[[Transport, Mapping[str, Any]], Awaitable[Any]]
 }
 
 
+# Deeper request JSON is refused: Python's decoder (and any recursive walk after it) stops
+# with RecursionError near the interpreter's limit of about 1000, and no turn needs more.
+_MAX_JSON_DEPTH = 100
+_TOO_DEEP = f"Request body is nested deeper than {_MAX_JSON_DEPTH} levels"
+
+
+def _is_utf8(text: str) -> bool:
+    # JSON may escape a lone UTF-16 surrogate ("\ud800"), which UTF-8, and so SQLite, cannot
+    # store. Encoding is the fastest test for one (a regex is several times slower); the
+    # error, which quotes the text, is dropped here.
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+_LONE_SURROGATE = "Request body contains a lone UTF-16 surrogate, which is not valid Unicode"
+
+
+def _unstorable(value: object) -> str | None:
+    """Why decoded JSON ``value`` cannot be stored, or None (never quoting it).
+
+    Iterative, so that the check itself has no depth limit; strings are checked where they
+    are met, so that only containers go on the stack (it runs on every request body).
+    """
+    if isinstance(value, str):
+        return None if value.isascii() or _is_utf8(value) else _LONE_SURROGATE
+    if not isinstance(value, (dict, list)):
+        return None
+    stack: list[tuple[dict[str, Any] | list[Any], int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > _MAX_JSON_DEPTH:
+            return _TOO_DEEP
+        if isinstance(item, dict):
+            if not all(key.isascii() or _is_utf8(key) for key in item):
+                return _LONE_SURROGATE
+            children: Iterable[Any] = item.values()
+        else:
+            children = item
+        for child in children:
+            if isinstance(child, str):
+                if not child.isascii() and not _is_utf8(child):
+                    return _LONE_SURROGATE
+            elif isinstance(child, (dict, list)):
+                stack.append((child, depth + 1))
+    return None
+
+
 async def _read_body(request: web.Request) -> dict[str, Any]:
-    """The decoded JSON object, or a refusal shaped like Express's body-parser's."""
+    """The decoded JSON object, or a refusal shaped like Express's body-parser's.
+
+    JSON that parses but cannot be stored (too deep, lone surrogates) is a validation error
+    here, for every route, rather than a 500 from wherever it first breaks.
+    """
     try:
         raw = await request.read()
     except web.HTTPRequestEntityTooLarge:
@@ -382,12 +436,18 @@ async def _read_body(request: web.Request) -> dict[str, Any]:
         return {}
     try:
         body = json.loads(raw)
+    except RecursionError:
+        problem: str | None = _TOO_DEEP
     except (ValueError, UnicodeDecodeError) as exc:
         raise _Reply(_html(400, f"SyntaxError: {exc}")) from None
-    if not isinstance(body, dict):
-        issues = _Issues()
+    else:
+        problem = _unstorable(body)
+    issues = _Issues()
+    if problem is not None:
+        issues.custom([], problem)
+    elif not isinstance(body, dict):
         issues.type_error([], "object", body)
-        issues.raise_if_any()
+    issues.raise_if_any()
     _check_user(body)
     return dict(body)
 

@@ -191,3 +191,75 @@ async def test_a_non_utf8_bearer_is_a_401_and_never_logged(
     }
     assert PRESENTED.encode() not in answer.body
     await token_server.still_serves_and_stored_nothing()
+
+
+# --- JSON that cannot be stored ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        _store_body("\\ud800"),
+        _store_body("ok\\udfffok"),
+        _store_body("\\ude00\\ud83d"),  # a pair in the wrong order is two lone surrogates
+        # in a key, in an array, at the top level
+        b'{"entities":[{"entity_type":"note","\\ud800":"%s"}],"idempotency_key":"k"}'
+        % CONTENT.encode(),
+        b'{"entities":[{"entity_type":"note","tags":["%s","\\udc00"]}],"idempotency_key":"k"}'
+        % CONTENT.encode(),
+        b'"\\ud800"',
+    ],
+)
+async def test_a_lone_surrogate_is_a_validation_error_and_never_logged(
+    server: Server, logs: list[structlog.typing.EventDict], body: bytes
+) -> None:
+    _assert_validation_error(await _raw(server.url, _request(body)))
+    await server.still_serves_and_stored_nothing()
+
+
+async def test_a_lone_surrogate_is_refused_on_every_route(
+    server: Server, logs: list[structlog.typing.EventDict]
+) -> None:
+    for path, body in [
+        ("/retrieve_entity_by_identifier", b'{"identifier":"\\ud800"}'),
+        ("/entities/query", b'{"search":"\\udbff"}'),
+        ("/correct", b'{"entity_id":"e","field":"f","value":"\\ud800","idempotency_key":"k"}'),
+    ]:
+        _assert_validation_error(await _raw(server.url, _request(body, path=path)))
+    await server.still_serves_and_stored_nothing()
+
+
+async def test_a_surrogate_pair_is_a_character_and_stored(server: Server) -> None:
+    answer = await _raw(server.url, _request(_store_body("\\ud83d\\ude00")))
+    assert answer.status == 200
+    assert (await server.store.query_entities(entity_type="note")).total == 1
+
+
+def _nested_note(levels: int, open_: bytes = b"[", close: bytes = b"]") -> bytes:
+    """A /store body whose entity content nests ``levels`` deep (3 more for the body)."""
+    nested = open_ * levels + b"1" + close * levels
+    return (
+        b'{"entities":[{"entity_type":"note","title":"n","content":%s}],"idempotency_key":"k"}'
+        % nested
+    )
+
+
+@pytest.mark.parametrize("levels", [98, 5_000, 100_000])
+@pytest.mark.parametrize(("open_", "close"), [(b"[", b"]"), (b'{"a":', b"}")])
+async def test_json_nested_too_deep_is_a_validation_error(
+    big_server: Server,
+    logs: list[structlog.typing.EventDict],
+    levels: int,
+    open_: bytes,
+    close: bytes,
+) -> None:
+    _assert_validation_error(
+        await _raw(big_server.url, _request(_nested_note(levels, open_, close)))
+    )
+    await big_server.still_serves_and_stored_nothing()
+
+
+async def test_json_nested_to_the_limit_is_stored(big_server: Server) -> None:
+    answer = await _raw(big_server.url, _request(_nested_note(97)))  # 100 levels in all
+    assert answer.status == 200
+    assert (await big_server.store.query_entities(entity_type="note")).total == 1
