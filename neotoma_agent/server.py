@@ -117,6 +117,13 @@ def _html(status: int, message: str) -> web.Response:
     )
 
 
+def _too_large() -> web.Response:
+    response = _html(413, "PayloadTooLargeError: request entity too large")
+    # The rest of the body is left unread, so this connection cannot carry another request.
+    response.force_close()
+    return response
+
+
 # --- Zod-shaped validation -----------------------------------------------------------------
 
 
@@ -427,10 +434,16 @@ async def _read_body(request: web.Request) -> dict[str, Any]:
     JSON that parses but cannot be stored (too deep, lone surrogates) is a validation error
     here, for every route, rather than a 500 from wherever it first breaks.
     """
+    # A declared length over the limit is refused before any of the body is read: read()
+    # would wait for all of it (100 GB declared, a few bytes sent: forever). A chunked body
+    # has no length; read() stops it once it grows past the limit.
+    declared = request.content_length
+    if declared is not None and declared > request.client_max_size:
+        raise _Reply(_too_large())
     try:
         raw = await request.read()
     except web.HTTPRequestEntityTooLarge:
-        raise _Reply(_html(413, "PayloadTooLargeError: request entity too large")) from None
+        raise _Reply(_too_large()) from None
     # Express parses only application/json bodies; anything else reaches the route as {}.
     if request.content_type != "application/json" or not raw.strip():
         return {}
@@ -724,7 +737,7 @@ async def _answers(request: web.Request, handler: Handler) -> web.StreamResponse
         # Express answers any unrouted method+path with this page (never a 405).
         return _html(404, f"Cannot {request.method} {request.path}")
     except web.HTTPRequestEntityTooLarge:
-        return _html(413, "PayloadTooLargeError: request entity too large")
+        return _too_large()
     except APIError as exc:
         response = _json(envelope_of(exc), exc.status)
         if isinstance(exc, RateLimitedError) and exc.retry_after is not None:

@@ -13,13 +13,17 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import signal
+import sys
 import urllib.parse
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 
 import aiohttp
 import attrs
 import pytest
 import structlog
+from cli_support import ROOT, clean_env
 
 from neotoma_agent.server import create_app, serving
 from neotoma_agent.transport.embedded import EmbeddedStore
@@ -263,3 +267,114 @@ async def test_json_nested_to_the_limit_is_stored(big_server: Server) -> None:
     answer = await _raw(big_server.url, _request(_nested_note(97)))  # 100 levels in all
     assert answer.status == 200
     assert (await big_server.store.query_entities(entity_type="note")).total == 1
+
+
+# --- bodies over the limit --------------------------------------------------------------------
+
+
+def _assert_too_large(answer: Answer) -> None:
+    assert answer.status == 413
+    assert b"PayloadTooLargeError" in answer.body
+
+
+@pytest.mark.parametrize("declared", [LIMIT + 1, 100_000_000_000])
+async def test_a_declared_length_over_the_limit_is_refused_before_the_body(
+    server: Server, logs: list[structlog.typing.EventDict], declared: int
+) -> None:
+    # Only a few bytes of the body are ever sent: the answer must not wait for the rest.
+    _assert_too_large(
+        await _raw(server.url, _request(b'{"entities":', content_length=declared), timeout=3.0)
+    )
+    await server.still_serves_and_stored_nothing()
+
+
+async def test_a_declared_length_over_the_limit_is_refused_with_a_token_too(
+    token_server: Server, logs: list[structlog.typing.EventDict]
+) -> None:
+    headers = {"Authorization": f"Bearer {TOKEN}".encode()}
+    request = _request(b"{", headers=headers, content_length=100_000_000_000)
+    _assert_too_large(await _raw(token_server.url, request, timeout=3.0))
+    await token_server.still_serves_and_stored_nothing()
+
+
+async def test_a_chunked_body_growing_past_the_limit_is_refused(
+    server: Server, logs: list[structlog.typing.EventDict]
+) -> None:
+    parts = urllib.parse.urlsplit(server.url)
+    reader, writer = await asyncio.open_connection(parts.hostname, parts.port)
+    try:
+        writer.write(
+            b"POST /store HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+            b"Transfer-Encoding: chunked\r\n\r\n"
+        )
+        chunk = b"%x\r\n%s\r\n" % (1024, b" " * 1024)
+        answer = asyncio.ensure_future(_read_answer(reader))
+        sent = 0
+        # Keep sending (never the last chunk) until the server answers: it must not wait
+        # for the end of a body it will refuse, nor buffer more than about the limit.
+        while not answer.done() and sent < 64 * LIMIT:
+            writer.write(chunk)
+            await writer.drain()
+            sent += 1024
+            await asyncio.sleep(0.001)
+        _assert_too_large(await asyncio.wait_for(answer, 5.0))
+        assert sent <= 4 * LIMIT
+    finally:
+        writer.close()
+    await server.still_serves_and_stored_nothing()
+
+
+# --- the command line server, with --log-json ---------------------------------------------------
+
+
+async def test_the_cli_server_logs_no_credential_nor_content_in_json_mode(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "store.db"
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "neotoma_agent.cli",
+        "--log-json",
+        "--log-level",
+        "debug",
+        "--token",
+        TOKEN,
+        "--db",
+        str(db),
+        "serve",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        "0",
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env=clean_env(tmp_path),
+        cwd=ROOT,
+    )
+    auth = {"Authorization": f"Bearer {TOKEN}".encode()}
+    try:
+        assert process.stdout is not None
+        line = (await asyncio.wait_for(process.stdout.readline(), 20)).decode()
+        url = line.split(" on ", 1)[1].split()[0]
+        answers = [
+            await _raw(
+                url, _request(b"{}", headers={"Authorization": b"Bearer \xff" + PRESENTED.encode()})
+            ),
+            await _raw(url, _request(_store_body("\\ud800"), headers=auth)),
+            await _raw(url, _request(b"[" * 100_000 + b"]" * 100_000, headers=auth)),
+            await _raw(url, _request(b"{", headers=auth, content_length=10**11), timeout=3.0),
+        ]
+        assert [a.status for a in answers] == [401, 400, 400, 413]
+        process.send_signal(signal.SIGTERM)
+        _, err = await asyncio.wait_for(process.communicate(), 20)
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.communicate()
+    log = err.decode("utf-8", "replace")
+    assert process.returncode == 0, log
+    for secret in (TOKEN, PRESENTED, CONTENT):
+        assert secret.lower() not in log.lower(), f"{secret} was logged"
+    async with EmbeddedStore.open(db) as reopened:
+        assert (await reopened.query_entities()).total == 0
