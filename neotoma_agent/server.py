@@ -117,6 +117,13 @@ def _html(status: int, message: str) -> web.Response:
     )
 
 
+def _too_large() -> web.Response:
+    response = _html(413, "PayloadTooLargeError: request entity too large")
+    # The rest of the body is left unread, so this connection cannot carry another request.
+    response.force_close()
+    return response
+
+
 # --- Zod-shaped validation -----------------------------------------------------------------
 
 
@@ -371,23 +378,89 @@ _TYPED_CALLS: dict[str, Callable[[Transport, Mapping[str, Any]], Awaitable[Any]]
 }
 
 
+# Deeper request JSON is refused: Python's decoder (and any recursive walk after it) stops
+# with RecursionError near the interpreter's limit of about 1000, and no turn needs more.
+_MAX_JSON_DEPTH = 100
+_TOO_DEEP = f"Request body is nested deeper than {_MAX_JSON_DEPTH} levels"
+
+
+def _is_utf8(text: str) -> bool:
+    # JSON may escape a lone UTF-16 surrogate ("\ud800"), which UTF-8, and so SQLite, cannot
+    # store. Encoding is the fastest test for one (a regex is several times slower); the
+    # error, which quotes the text, is dropped here.
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+_LONE_SURROGATE = "Request body contains a lone UTF-16 surrogate, which is not valid Unicode"
+
+
+def _unstorable(value: object) -> str | None:
+    """Why decoded JSON ``value`` cannot be stored, or None (never quoting it).
+
+    Iterative, so that the check itself has no depth limit; strings are checked where they
+    are met, so that only containers go on the stack (it runs on every request body).
+    """
+    if isinstance(value, str):
+        return None if value.isascii() or _is_utf8(value) else _LONE_SURROGATE
+    if not isinstance(value, (dict, list)):
+        return None
+    stack: list[tuple[dict[str, Any] | list[Any], int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > _MAX_JSON_DEPTH:
+            return _TOO_DEEP
+        if isinstance(item, dict):
+            if not all(key.isascii() or _is_utf8(key) for key in item):
+                return _LONE_SURROGATE
+            children: Iterable[Any] = item.values()
+        else:
+            children = item
+        for child in children:
+            if isinstance(child, str):
+                if not child.isascii() and not _is_utf8(child):
+                    return _LONE_SURROGATE
+            elif isinstance(child, (dict, list)):
+                stack.append((child, depth + 1))
+    return None
+
+
 async def _read_body(request: web.Request) -> dict[str, Any]:
-    """The decoded JSON object, or a refusal shaped like Express's body-parser's."""
+    """The decoded JSON object, or a refusal shaped like Express's body-parser's.
+
+    JSON that parses but cannot be stored (too deep, lone surrogates) is a validation error
+    here, for every route, rather than a 500 from wherever it first breaks.
+    """
+    # A declared length over the limit is refused before any of the body is read: read()
+    # would wait for all of it (100 GB declared, a few bytes sent: forever). A chunked body
+    # has no length; read() stops it once it grows past the limit.
+    declared = request.content_length
+    if declared is not None and declared > request.client_max_size:
+        raise _Reply(_too_large())
     try:
         raw = await request.read()
     except web.HTTPRequestEntityTooLarge:
-        raise _Reply(_html(413, "PayloadTooLargeError: request entity too large")) from None
+        raise _Reply(_too_large()) from None
     # Express parses only application/json bodies; anything else reaches the route as {}.
     if request.content_type != "application/json" or not raw.strip():
         return {}
     try:
         body = json.loads(raw)
+    except RecursionError:
+        problem: str | None = _TOO_DEEP
     except (ValueError, UnicodeDecodeError) as exc:
         raise _Reply(_html(400, f"SyntaxError: {exc}")) from None
-    if not isinstance(body, dict):
-        issues = _Issues()
+    else:
+        problem = _unstorable(body)
+    issues = _Issues()
+    if problem is not None:
+        issues.custom([], problem)
+    elif not isinstance(body, dict):
         issues.type_error([], "object", body)
-        issues.raise_if_any()
+    issues.raise_if_any()
     _check_user(body)
     return dict(body)
 
@@ -664,7 +737,7 @@ async def _answers(request: web.Request, handler: Handler) -> web.StreamResponse
         # Express answers any unrouted method+path with this page (never a 405).
         return _html(404, f"Cannot {request.method} {request.path}")
     except web.HTTPRequestEntityTooLarge:
-        return _html(413, "PayloadTooLargeError: request entity too large")
+        return _too_large()
     except APIError as exc:
         response = _json(envelope_of(exc), exc.status)
         if isinstance(exc, RateLimitedError) and exc.retry_after is not None:
@@ -693,12 +766,16 @@ def _is_loopback_address(address: str | None) -> bool:
     return ip.is_loopback
 
 
-def _bearer(request: web.Request) -> str | None:
+def _bearer(request: web.Request) -> bytes | None:
+    """The credential of ``Authorization: Bearer <credential>``, as the bytes sent."""
     header = request.headers.get("Authorization", "")
     scheme, _, credentials = header.partition(" ")
     if scheme.lower() != "bearer":
         return None
-    return credentials.strip()
+    # aiohttp decodes header bytes that are not UTF-8 as lone surrogates (surrogateescape).
+    # Encoding back the same way gives the bytes sent and cannot fail; a plain .encode()
+    # raised an error that quoted the credential into the log and answered 500.
+    return credentials.strip().encode("utf-8", "surrogateescape")
 
 
 _AUTH_REQUIRED_HINT = "Send Authorization: Bearer <token>, the token the server was started with."
@@ -721,7 +798,7 @@ async def _auth(request: web.Request, handler: Handler) -> web.StreamResponse:
         return await handler(request)
     if bearer is None:
         raise _flat(401, "AUTH_REQUIRED", "Missing Bearer token", {"hint": _AUTH_REQUIRED_HINT})
-    if not hmac.compare_digest(bearer.encode(), token.encode()):
+    if not hmac.compare_digest(bearer, token.encode()):
         raise _invalid_token()
     return await handler(request)
 

@@ -1,0 +1,380 @@
+"""The dev server on hostile input: refused with the usual envelopes, nothing leaks or sticks.
+
+Requests aiohttp's client would refuse to send (a non-UTF-8 header, a Content-Length the body
+never reaches) are written as raw bytes. After each, the server must still answer a normal
+request, nothing may be stored, and no log line (structlog events, stdlib records, the CLI's
+``--log-json`` output) may carry the presented credential or the message content.
+
+Every server here listens on 127.0.0.1 only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import signal
+import sys
+import urllib.parse
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import aiohttp
+import attrs
+import pytest
+import structlog
+from cli_support import ROOT, clean_env
+
+from neotoma_agent.server import create_app, serving
+from neotoma_agent.transport.embedded import EmbeddedStore
+
+pytestmark = pytest.mark.anyio
+
+TOKEN = "configured-token-do-not-log"
+PRESENTED = "presented-credential-do-not-log"
+CONTENT = "private-message-text-do-not-log"
+LIMIT = 4096
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    """aiohttp runs on asyncio only."""
+    return "asyncio"
+
+
+@attrs.frozen
+class Answer:
+    status: int
+    headers: dict[str, str]
+    body: bytes
+
+    @property
+    def json(self) -> object:
+        return json.loads(self.body)
+
+
+def _request(
+    body: bytes,
+    *,
+    path: str = "/store",
+    headers: dict[str, bytes] | None = None,
+    content_length: int | None = None,
+) -> bytes:
+    """The raw bytes of ``POST path`` with a JSON ``body``, any header bytes as given."""
+    lines = [
+        f"POST {path} HTTP/1.1".encode(),
+        b"Host: 127.0.0.1",
+        b"Content-Type: application/json",
+        b"Content-Length: %d" % (len(body) if content_length is None else content_length),
+    ]
+    lines += [name.encode() + b": " + value for name, value in (headers or {}).items()]
+    return b"\r\n".join(lines) + b"\r\n\r\n" + body
+
+
+async def _read_answer(reader: asyncio.StreamReader) -> Answer:
+    head = await reader.readuntil(b"\r\n\r\n")
+    status_line, *header_lines = head.decode("latin-1").split("\r\n")
+    headers = {}
+    for line in header_lines:
+        if line:
+            name, _, value = line.partition(":")
+            headers[name.strip().lower()] = value.strip()
+    body = await reader.readexactly(int(headers.get("content-length", "0")))
+    return Answer(int(status_line.split()[1]), headers, body)
+
+
+async def _raw(url: str, *chunks: bytes, timeout: float = 5.0) -> Answer:
+    """Write ``chunks`` on a fresh connection and read one answer (within ``timeout``)."""
+    parts = urllib.parse.urlsplit(url)
+    assert parts.hostname == "127.0.0.1"
+    reader, writer = await asyncio.open_connection(parts.hostname, parts.port)
+    try:
+        for chunk in chunks:
+            writer.write(chunk)
+            await writer.drain()
+        return await asyncio.wait_for(_read_answer(reader), timeout)
+    finally:
+        writer.close()
+
+
+def _store_body(title: str) -> bytes:
+    """A /store body whose entity title is ``title``, as raw JSON text (escapes kept)."""
+    return (
+        b'{"entities":[{"entity_type":"note","title":"%s","content":"%s"}],'
+        b'"idempotency_key":"k"}' % (title.encode(), CONTENT.encode())
+    )
+
+
+@attrs.define
+class Server:
+    url: str
+    store: EmbeddedStore
+    session: aiohttp.ClientSession
+    token: str | None
+
+    async def still_serves_and_stored_nothing(self) -> None:
+        headers = {"Authorization": f"Bearer {self.token}"} if self.token else {}
+        async with self.session.post(
+            self.url + "/retrieve_entity_by_identifier",
+            json={"identifier": "x"},
+            headers=headers,
+        ) as response:
+            assert response.status == 200
+        assert (await self.store.query_entities()).total == 0
+
+
+async def _server(token: str | None, max_body_size: int = LIMIT) -> AsyncIterator[Server]:
+    async with EmbeddedStore.open(":memory:") as store:
+        app = create_app(store, token=token, max_body_size=max_body_size)
+        async with serving(app, shutdown_timeout=2.0) as url, aiohttp.ClientSession() as session:
+            yield Server(url, store, session, token)
+
+
+@pytest.fixture
+async def server() -> AsyncIterator[Server]:
+    async for s in _server(None):
+        yield s
+
+
+@pytest.fixture
+async def token_server() -> AsyncIterator[Server]:
+    async for s in _server(TOKEN):
+        yield s
+
+
+@pytest.fixture
+async def big_server() -> AsyncIterator[Server]:
+    """A server whose body limit lets deeply nested JSON through to the parser."""
+    async for s in _server(None, max_body_size=2**20):
+        yield s
+
+
+@pytest.fixture
+def logs(caplog: pytest.LogCaptureFixture) -> Iterator[list[structlog.typing.EventDict]]:
+    """Every log event of the test, structlog's and the stdlib's (aiohttp's own loggers)."""
+    caplog.set_level(logging.DEBUG)
+    with structlog.testing.capture_logs() as events:
+        yield events
+    text = repr(events) + caplog.text
+    for secret in (TOKEN, PRESENTED, CONTENT):
+        # the store lowercases names it derives, so look for the secrets in any case
+        assert secret.lower() not in text.lower(), f"{secret} was logged"
+
+
+def _assert_validation_error(answer: Answer) -> None:
+    assert answer.status == 400
+    body = answer.json
+    assert isinstance(body, dict)
+    assert body["error_code"] == "VALIDATION_INVALID_FORMAT"
+    assert CONTENT.encode() not in answer.body
+
+
+# --- Authorization --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "credential",
+    [
+        b"\xff" + PRESENTED.encode(),  # not UTF-8: aiohttp decodes it to a lone surrogate
+        PRESENTED.encode() + b"\x80",
+    ],
+)
+async def test_a_non_utf8_bearer_is_a_401_and_never_logged(
+    token_server: Server, logs: list[structlog.typing.EventDict], credential: bytes
+) -> None:
+    headers = {"Authorization": b"Bearer " + credential}
+    answer = await _raw(token_server.url, _request(b"{}", headers=headers))
+    assert answer.status == 401
+    body = answer.json
+    assert isinstance(body, dict)
+    # the envelope of any other wrong token
+    assert body == {
+        "error_code": "AUTH_INVALID",
+        "message": "Unauthorized - invalid authentication token",
+        "timestamp": body["timestamp"],
+    }
+    assert PRESENTED.encode() not in answer.body
+    await token_server.still_serves_and_stored_nothing()
+
+
+# --- JSON that cannot be stored ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        _store_body("\\ud800"),
+        _store_body("ok\\udfffok"),
+        _store_body("\\ude00\\ud83d"),  # a pair in the wrong order is two lone surrogates
+        # in a key, in an array, at the top level
+        b'{"entities":[{"entity_type":"note","\\ud800":"%s"}],"idempotency_key":"k"}'
+        % CONTENT.encode(),
+        b'{"entities":[{"entity_type":"note","tags":["%s","\\udc00"]}],"idempotency_key":"k"}'
+        % CONTENT.encode(),
+        b'"\\ud800"',
+    ],
+)
+async def test_a_lone_surrogate_is_a_validation_error_and_never_logged(
+    server: Server, logs: list[structlog.typing.EventDict], body: bytes
+) -> None:
+    _assert_validation_error(await _raw(server.url, _request(body)))
+    await server.still_serves_and_stored_nothing()
+
+
+async def test_a_lone_surrogate_is_refused_on_every_route(
+    server: Server, logs: list[structlog.typing.EventDict]
+) -> None:
+    for path, body in [
+        ("/retrieve_entity_by_identifier", b'{"identifier":"\\ud800"}'),
+        ("/entities/query", b'{"search":"\\udbff"}'),
+        ("/correct", b'{"entity_id":"e","field":"f","value":"\\ud800","idempotency_key":"k"}'),
+    ]:
+        _assert_validation_error(await _raw(server.url, _request(body, path=path)))
+    await server.still_serves_and_stored_nothing()
+
+
+async def test_a_surrogate_pair_is_a_character_and_stored(server: Server) -> None:
+    answer = await _raw(server.url, _request(_store_body("\\ud83d\\ude00")))
+    assert answer.status == 200
+    assert (await server.store.query_entities(entity_type="note")).total == 1
+
+
+def _nested_note(levels: int, open_: bytes = b"[", close: bytes = b"]") -> bytes:
+    """A /store body whose entity content nests ``levels`` deep (3 more for the body)."""
+    nested = open_ * levels + b"1" + close * levels
+    return (
+        b'{"entities":[{"entity_type":"note","title":"n","content":%s}],"idempotency_key":"k"}'
+        % nested
+    )
+
+
+@pytest.mark.parametrize("levels", [98, 5_000, 100_000])
+@pytest.mark.parametrize(("open_", "close"), [(b"[", b"]"), (b'{"a":', b"}")])
+async def test_json_nested_too_deep_is_a_validation_error(
+    big_server: Server,
+    logs: list[structlog.typing.EventDict],
+    levels: int,
+    open_: bytes,
+    close: bytes,
+) -> None:
+    _assert_validation_error(
+        await _raw(big_server.url, _request(_nested_note(levels, open_, close)))
+    )
+    await big_server.still_serves_and_stored_nothing()
+
+
+async def test_json_nested_to_the_limit_is_stored(big_server: Server) -> None:
+    answer = await _raw(big_server.url, _request(_nested_note(97)))  # 100 levels in all
+    assert answer.status == 200
+    assert (await big_server.store.query_entities(entity_type="note")).total == 1
+
+
+# --- bodies over the limit --------------------------------------------------------------------
+
+
+def _assert_too_large(answer: Answer) -> None:
+    assert answer.status == 413
+    assert b"PayloadTooLargeError" in answer.body
+
+
+@pytest.mark.parametrize("declared", [LIMIT + 1, 100_000_000_000])
+async def test_a_declared_length_over_the_limit_is_refused_before_the_body(
+    server: Server, logs: list[structlog.typing.EventDict], declared: int
+) -> None:
+    # Only a few bytes of the body are ever sent: the answer must not wait for the rest.
+    _assert_too_large(
+        await _raw(server.url, _request(b'{"entities":', content_length=declared), timeout=3.0)
+    )
+    await server.still_serves_and_stored_nothing()
+
+
+async def test_a_declared_length_over_the_limit_is_refused_with_a_token_too(
+    token_server: Server, logs: list[structlog.typing.EventDict]
+) -> None:
+    headers = {"Authorization": f"Bearer {TOKEN}".encode()}
+    request = _request(b"{", headers=headers, content_length=100_000_000_000)
+    _assert_too_large(await _raw(token_server.url, request, timeout=3.0))
+    await token_server.still_serves_and_stored_nothing()
+
+
+async def test_a_chunked_body_growing_past_the_limit_is_refused(
+    server: Server, logs: list[structlog.typing.EventDict]
+) -> None:
+    parts = urllib.parse.urlsplit(server.url)
+    reader, writer = await asyncio.open_connection(parts.hostname, parts.port)
+    try:
+        writer.write(
+            b"POST /store HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+            b"Transfer-Encoding: chunked\r\n\r\n"
+        )
+        chunk = b"%x\r\n%s\r\n" % (1024, b" " * 1024)
+        answer = asyncio.ensure_future(_read_answer(reader))
+        sent = 0
+        # Keep sending (never the last chunk) until the server answers: it must not wait
+        # for the end of a body it will refuse, nor buffer more than about the limit.
+        while not answer.done() and sent < 64 * LIMIT:
+            writer.write(chunk)
+            await writer.drain()
+            sent += 1024
+            await asyncio.sleep(0.001)
+        _assert_too_large(await asyncio.wait_for(answer, 5.0))
+        assert sent <= 4 * LIMIT
+    finally:
+        writer.close()
+    await server.still_serves_and_stored_nothing()
+
+
+# --- the command line server, with --log-json ---------------------------------------------------
+
+
+async def test_the_cli_server_logs_no_credential_nor_content_in_json_mode(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "store.db"
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "neotoma_agent.cli",
+        "--log-json",
+        "--log-level",
+        "debug",
+        "--token",
+        TOKEN,
+        "--db",
+        str(db),
+        "serve",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        "0",
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env=clean_env(tmp_path),
+        cwd=ROOT,
+    )
+    auth = {"Authorization": f"Bearer {TOKEN}".encode()}
+    try:
+        assert process.stdout is not None
+        line = (await asyncio.wait_for(process.stdout.readline(), 20)).decode()
+        url = line.split(" on ", 1)[1].split()[0]
+        answers = [
+            await _raw(
+                url, _request(b"{}", headers={"Authorization": b"Bearer \xff" + PRESENTED.encode()})
+            ),
+            await _raw(url, _request(_store_body("\\ud800"), headers=auth)),
+            await _raw(url, _request(b"[" * 100_000 + b"]" * 100_000, headers=auth)),
+            await _raw(url, _request(b"{", headers=auth, content_length=10**11), timeout=3.0),
+        ]
+        assert [a.status for a in answers] == [401, 400, 400, 413]
+        process.send_signal(signal.SIGTERM)
+        _, err = await asyncio.wait_for(process.communicate(), 20)
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.communicate()
+    log = err.decode("utf-8", "replace")
+    assert process.returncode == 0, log
+    for secret in (TOKEN, PRESENTED, CONTENT):
+        assert secret.lower() not in log.lower(), f"{secret} was logged"
+    async with EmbeddedStore.open(db) as reopened:
+        assert (await reopened.query_entities()).total == 0
