@@ -180,6 +180,46 @@ def test_import_reports_a_malformed_line_by_number_and_stores_the_others(
     assert [t["messages"][0]["content"] for t in turns] == ["one", "four"]
 
 
+def test_fixing_a_skipped_line_and_importing_again_stores_exactly_that_line(
+    tmp_path: Path,
+) -> None:
+    # Issue 10 §6: ids counted only the lines that parsed, so the fixed line was refused
+    # (its id was taken by the next line) and the next line was stored a second time.
+    db = tmp_path / "memory.db"
+    good = [
+        {"conversation_id": "c", "user": "one", "assistant": "1"},
+        {"conversation_id": "c", "user": "two", "assistant": "2"},
+        {"conversation_id": "c", "user": "three", "assistant": "3"},
+        {"conversation_id": "d", "user": "four", "assistant": "4"},
+    ]
+    broken = '{"conversation_id": "c", "user": "two", "assistant" "2"}'
+    transcript = write_jsonl(tmp_path / "t.jsonl", good[0], broken, "", good[2], good[3])
+    assert cli("import", str(transcript), "--db", str(db), home=tmp_path).returncode == 1
+    before = {c: show_json(db, c, tmp_path)["turns"] for c in ("c", "d")}
+
+    write_jsonl(transcript, good[0], good[1], "", good[2], good[3])
+    second = ok(cli("import", str(transcript), "--db", str(db), home=tmp_path))
+    assert "stored 1 new turn; 3 were already stored" in second
+    turns = show_json(db, "c", tmp_path)["turns"]
+    assert [[m["content"] for m in t["messages"]] for t in turns] == [
+        ["one", "1"],
+        ["two", "2"],
+        ["three", "3"],
+    ]
+
+    # Only the fixed line is new: every turn stored before is unchanged (same entities,
+    # no new observation); "turn" is the position in the listing, which the fix shifts.
+    def stored(turns: list[dict[str, object]]) -> list[dict[str, object]]:
+        return [{k: v for k, v in t.items() if k != "turn"} for t in turns]
+
+    assert stored([t for t in turns if t["turn_id"] != "import-2"]) == stored(before["c"])
+    assert show_json(db, "d", tmp_path)["turns"] == before["d"]
+    assert [t["turn_id"] for t in turns] == ["import-1", "import-2", "import-4"]
+    assert [t["turn_id"] for t in before["d"]] == ["import-5"]
+    third = ok(cli("import", str(transcript), "--db", str(db), home=tmp_path))
+    assert "nothing new to write: all 4 turns were already stored" in third
+
+
 def test_import_strict_stops_before_writing_anything_from_the_malformed_line(
     tmp_path: Path,
 ) -> None:
@@ -372,25 +412,22 @@ def test_show_and_stats_mark_open_and_repaired_turns(tmp_path: Path) -> None:
 # --- pieces, in process --------------------------------------------------------------------
 
 
-def _parse(line: str, positions: dict[str, int] | None = None) -> ImportLine | None:
-    return parse_line(line.encode(), 1, {} if positions is None else positions, ImportStats())
+def _parse(line: str, line_number: int = 1) -> ImportLine | None:
+    return parse_line(line.encode(), line_number, ImportStats())
 
 
-def test_a_line_without_turn_id_is_numbered_by_its_position_in_its_conversation() -> None:
-    positions: dict[str, int] = {}
+def test_a_line_without_turn_id_is_numbered_by_its_line_in_the_file() -> None:
     lines = [
-        _parse('{"conversation_id": "a", "user": "1", "assistant": "1"}', positions),
-        _parse('{"conversation_id": "b", "user": "1", "assistant": "1"}', positions),
-        _parse(
-            '{"conversation_id": "a", "user": "2", "assistant": "2", "turn_id": "x"}', positions
-        ),
-        _parse('{"conversation_id": "a", "user": "3", "assistant": "3"}', positions),
+        _parse('{"conversation_id": "a", "user": "1", "assistant": "1"}', 1),
+        _parse('{"conversation_id": "b", "user": "1", "assistant": "1"}', 2),
+        _parse('{"conversation_id": "a", "user": "2", "assistant": "2", "turn_id": "x"}', 3),
+        _parse('{"conversation_id": "a", "user": "3", "assistant": "3", "turn_number": 7}', 5),
     ]
     assert [(x.turn_id, x.turn_number) for x in lines if x is not None] == [
         ("import-1", 1),
-        ("import-1", 1),
-        ("x", 2),
-        ("import-3", 3),
+        ("import-2", 2),
+        ("x", 3),
+        ("import-5", 7),
     ]
 
 
@@ -416,14 +453,11 @@ def test_a_malformed_line_says_what_is_wrong(line: str, message: str) -> None:
 def test_blank_lines_and_a_bom_are_not_turns() -> None:
     assert _parse("   ") is None
     parsed = parse_line(
-        '\ufeff{"conversation_id": "c", "user": "u", "assistant": "a"}'.encode(),
-        1,
-        {},
-        ImportStats(),
+        '\ufeff{"conversation_id": "c", "user": "u", "assistant": "a"}'.encode(), 1, ImportStats()
     )
     assert parsed is not None
     with pytest.raises(LineError, match="not UTF-8"):
-        parse_line(b'{"conversation_id": "\xff"}', 2, {}, ImportStats())
+        parse_line(b'{"conversation_id": "\xff"}', 2, ImportStats())
 
 
 def test_progress_shows_rate_and_eta_on_a_terminal_and_plain_lines_elsewhere() -> None:
