@@ -11,6 +11,7 @@ import sys
 from typing import Any, TextIO
 
 from ._cli_common import CLIError, open_transport, print_json, run_async, store_label
+from ._terminal import printer
 from .qa import AuditReport, Finding, audit
 
 __all__ = ["register", "render_audit", "run"]
@@ -36,15 +37,16 @@ def _ids(finding: Finding) -> str:
 
 def render_audit(report: AuditReport, out: TextIO, where: str) -> None:
     """The human-readable audit: what was read, each problem, the repairs, the verdict."""
+    write = printer(out)  # stored text: never raw control sequences
     scope = f" (conversation {report.conversation_id})" if report.conversation_id else ""
     since = f", since {report.since}" if report.since else ""
-    out.write(
+    write(
         f"audited {where}{scope}{since}: {_count(report.conversations, 'conversation')}, "
         f"{_count(report.turns, 'turn')}, {_count(report.messages, 'message')} "
         f"in {report.duration_ms / 1000:.2f} s\n"
     )
     for f in report.problems:
-        out.write(
+        write(
             f"  {_SEVERITY_LABEL[f.severity]}  {f.kind.value}  {f.conversation_id} / "
             f"{f.turn_id}: {f.message}{_ids(f)}\n"
         )
@@ -52,9 +54,9 @@ def render_audit(report: AuditReport, out: TextIO, where: str) -> None:
     if abandoned:
         repaired = sum(1 for f in abandoned if f.repaired)
         note = f" ({repaired:,} closed by audit --repair)" if repaired else ""
-        out.write(f"  info   {_count(len(abandoned), 'abandoned turn')}{note}\n")
+        write(f"  info   {_count(len(abandoned), 'abandoned turn')}{note}\n")
     if report.skipped_recent:
-        out.write(
+        write(
             f"  info   {_count(report.skipped_recent, 'open turn')} younger than --min-age "
             "left alone\n"
         )
@@ -69,17 +71,17 @@ def render_audit(report: AuditReport, out: TextIO, where: str) -> None:
             record = (
                 f" [neotoma_repair {result.repair_entity_id}]" if result.repair_entity_id else ""
             )
-            out.write(
+            write(
                 f"  {verdict}  {result.conversation_id} / {result.turn_id}: "
                 f"{outcome.action.describe()}{detail}{record}\n"
             )
     if report.partial:
-        out.write(
+        write(
             "partial: the server would not page through every entity, so some turns were "
             "not examined (audit one --conversation at a time, or the store file directly)\n"
         )
     if report.clean:
-        out.write("clean: every turn has both halves or is closed as abandoned\n")
+        write("clean: every turn has both halves or is closed as abandoned\n")
         return
     n = len(report.remaining)
     if not n:
@@ -88,7 +90,7 @@ def render_audit(report: AuditReport, out: TextIO, where: str) -> None:
     hint = ""
     if repairable and not report.repairs:
         hint = f" ({repairable:,} repairable: run again with --repair)"
-    out.write(f"{_count(n, 'problem')} remain{'s' if n == 1 else ''}{hint}\n")
+    write(f"{_count(n, 'problem')} remain{'s' if n == 1 else ''}{hint}\n")
 
 
 def register(subparsers: Any) -> None:

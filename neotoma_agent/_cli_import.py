@@ -39,6 +39,7 @@ import attrs
 from ._cli_common import CLIError, Progress, open_transport, run_async
 from ._keys import validate_conversation_id, validate_entity_id, validate_turn_id
 from ._memory import NeotomaMemory
+from ._terminal import printable
 from .exceptions import (
     APIError,
     AuthenticationError,
@@ -242,7 +243,8 @@ class _Importer:
 
     def report(self, line_number: int, message: str) -> None:
         self.progress.finish(self.stats.done)
-        self.err.write(f"line {line_number}: {message}\n")
+        # The message quotes ids from the file and what the store said: escape controls.
+        self.err.write(f"line {line_number}: {printable(message)}\n")
         self.err.flush()
 
     def memory(self, conversation_id: str) -> NeotomaMemory:

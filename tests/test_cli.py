@@ -6,12 +6,15 @@ import importlib.util
 import io
 import json
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import anyio
 import pytest
 from cli_support import (
     assert_one_line_error,
+    clean_env,
     cli,
     free_port,
     ok,
@@ -22,6 +25,8 @@ from cli_support import (
 from neotoma_agent._cli_common import Progress
 from neotoma_agent._cli_import import ImportLine, ImportStats, LineError, parse_line
 from neotoma_agent._memory import NeotomaMemory
+from neotoma_agent._terminal import printable
+from neotoma_agent.qa import ReportEntity, ReportRepair, TurnReportInput, render_turn_report
 from neotoma_agent.transport.embedded import EmbeddedStore
 
 
@@ -80,6 +85,95 @@ def test_show_json_has_every_turn_with_exact_content_and_references(
         "company",
         "person",
     }
+
+
+#: what a hostile transcript holds: a title change, a screen clear, C1 CSI, DEL, a bare CR,
+#: bidi override and isolate characters, and the newline and tab that must stay
+HOSTILE = (
+    "title \x1b]0;PWNED\x07 clear \x1b[2J csi \x9b31m del \x7f cr \rspoof "
+    "bidi \u202eevil\u202c iso \u2066x\u2069\n\tnext line"
+)
+#: the characters no human-readable output may print raw
+UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+async def _seed_hostile(db: Path) -> None:
+    async with EmbeddedStore.open(db) as store:
+        memory = NeotomaMemory(store, conversation_id="evil", conversation_title=HOSTILE)
+        await memory.record_turn(HOSTILE, "reply: " + HOSTILE, turn_id="t1")
+        await memory.open_turn(HOSTILE, turn_id="t2")
+        # What another client of a shared store could write: a hostile turn id, status and
+        # entity type, which `stats` and `audit` print.
+        turn_key = "evil:t\x1b[2J"
+        await store.store(
+            [
+                {
+                    "entity_type": "conversation_turn",
+                    "session_id": "evil",
+                    "turn_key": turn_key,
+                    "turn_id": "t\x1b[2J",
+                    "status": "\x1b]0;PWNED\x07",
+                },
+                {
+                    "entity_type": "conversation_message",
+                    "role": "user",
+                    "sender_kind": "user",
+                    "content": HOSTILE,
+                    "turn_key": turn_key,
+                },
+                {"entity_type": "note\x9b2J", "name": HOSTILE},
+            ],
+            idempotency_key="raw-hostile",
+        )
+
+
+def raw_cli(*args: str, home: Path) -> str:
+    """The stdout of a successful run, decoded without newline translation (keeps CRs)."""
+    result = subprocess.run(
+        [sys.executable, "-m", "neotoma_agent.cli", *args],
+        capture_output=True,
+        env=clean_env(home),
+        cwd=home,
+        timeout=30,
+        check=False,
+    )
+    assert UNSAFE.search(result.stderr.decode("utf-8")) is None, result.stderr
+    return result.stdout.decode("utf-8")
+
+
+def test_show_escapes_control_sequences_and_json_keeps_the_exact_text(tmp_path: Path) -> None:
+    # Issue 10 §8: stored text was printed raw, so a transcript could retitle or clear the
+    # terminal of whoever ran `show`.
+    db = tmp_path / "memory.db"
+    anyio.run(_seed_hostile, db)
+    out = raw_cli("show", "evil", "--db", str(db), home=tmp_path)
+    assert UNSAFE.search(out) is None, repr(out)
+    assert "\x1b" not in out
+    assert "\x07" not in out
+    assert (
+        "  user: title \\x1b]0;PWNED\\x07 clear \\x1b[2J csi \\x9b31m del \\x7f cr \\x0dspoof "
+        "bidi \\u202eevil\\u202c iso \\u2066x\\u2069\n        \tnext line\n"
+    ) in out
+    listed = raw_cli("show", "--db", str(db), home=tmp_path)
+    assert UNSAFE.search(listed) is None, repr(listed)
+
+    turns = show_json(db, "evil", tmp_path)["turns"]
+    assert [m["content"] for m in turns[0]["messages"]] == [HOSTILE, "reply: " + HOSTILE]
+    assert [m["content"] for m in turns[1]["messages"]] == [HOSTILE]
+    raw = raw_cli("show", "evil", "--json", "--db", str(db), home=tmp_path)
+    assert json.loads(raw)["turns"][0]["messages"][0]["content"] == HOSTILE
+
+
+def test_stats_and_audit_print_no_control_sequences(tmp_path: Path) -> None:
+    db = tmp_path / "memory.db"
+    anyio.run(_seed_hostile, db)
+    stats = raw_cli("stats", "--db", str(db), home=tmp_path)
+    assert "note\\x9b2J" in stats
+    assert "(1 \\x1b]0;PWNED\\x07, 1 completed, 1 open)" in stats
+    audit = raw_cli("audit", "--min-age", "0", "--db", str(db), home=tmp_path)
+    assert "orphan_turn  evil / t\\x1b[2J: " in audit
+    for out in (stats, audit):
+        assert UNSAFE.search(out) is None, out
 
 
 def test_show_without_a_conversation_lists_them(demo_db: Path, home: Path) -> None:
@@ -458,6 +552,28 @@ def test_blank_lines_and_a_bom_are_not_turns() -> None:
     assert parsed is not None
     with pytest.raises(LineError, match="not UTF-8"):
         parse_line(b'{"conversation_id": "\xff"}', 2, ImportStats())
+
+
+def test_printable_escapes_controls_and_bidi_overrides_and_keeps_the_rest() -> None:
+    assert printable("plain text, émoji 🧠") == "plain text, émoji 🧠"
+    assert printable("a\nb\tc") == "a\nb\tc"
+    assert printable("\x00\x07\x08\r\x1b[2J\x7f\x85\x9b\x9f\xa0") == (
+        "\\x00\\x07\\x08\\x0d\\x1b[2J\\x7f\\x85\\x9b\\x9f\xa0"
+    )
+    assert printable("\u202a\u202e\u2066\u2069\u2029") == "\\u202a\\u202e\\u2066\\u2069\u2029"
+    assert UNSAFE.search(printable("".join(map(chr, range(0x3000))))) is None
+
+
+def test_the_turn_report_prints_no_control_sequences() -> None:
+    report = TurnReportInput(
+        conversation=ReportEntity("conversation", "chat \x1b]0;PWNED\x07"),
+        retrieved=[ReportEntity("company", "Acme\u202e Corp", "ent_af939bedafbd1838b259772a")],
+        repairs=[ReportRepair("closed \x9b2J")],
+    )
+    text = render_turn_report(report)
+    assert UNSAFE.search(text) is None, text
+    assert "chat \\x1b\\]0;PWNED\\x07" in text  # "]" is escaped for markdown
+    assert "Acme\\u202e Corp" in text
 
 
 def test_progress_shows_rate_and_eta_on_a_terminal_and_plain_lines_elsewhere() -> None:
