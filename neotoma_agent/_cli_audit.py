@@ -12,7 +12,8 @@ from typing import Any, TextIO
 
 from ._cli_common import CLIError, open_transport, print_json, run_async, store_label
 from ._terminal import printer
-from .qa import AuditReport, Finding, audit
+from .qa import AUDIT_DEFAULT_MIN_AGE, AuditReport, Finding, audit
+from .qa._audit import _CLOSE_TIMEOUT, _REPLY_MARGIN, skipped_reason
 
 __all__ = ["register", "render_audit", "run"]
 
@@ -57,8 +58,9 @@ def render_audit(report: AuditReport, out: TextIO, where: str) -> None:
         write(f"  info   {_count(len(abandoned), 'abandoned turn')}{note}\n")
     if report.skipped_recent:
         write(
-            f"  info   {_count(report.skipped_recent, 'open turn')} younger than --min-age "
-            "left alone\n"
+            f"  info   {_count(report.skipped_recent, 'open turn')} skipped: "
+            f"{skipped_reason(report.min_age)} (audit again later, or pass --min-age 0 if "
+            "no agent is running)\n"
         )
     for result in report.repairs:
         for outcome in result.outcomes:
@@ -81,7 +83,9 @@ def render_audit(report: AuditReport, out: TextIO, where: str) -> None:
             "not examined (audit one --conversation at a time, or the store file directly)\n"
         )
     if report.clean:
-        write("clean: every turn has both halves or is closed as abandoned\n")
+        # Skipped turns are not known to be broken, so they do not fail the audit.
+        but = " but the skipped" if report.skipped_recent else ""
+        write(f"clean: every turn{but} has both halves or is closed as abandoned\n")
         return
     n = len(report.remaining)
     if not n:
@@ -102,8 +106,9 @@ def register(subparsers: Any) -> None:
         "neither': user messages whose turn was never closed (orphans, as a crash or kill "
         "leaves), replies without their question, turn records without messages, messages "
         "outside any conversation. --repair records each orphan as abandoned (reason "
-        "orphan_found_by_audit), idempotently; no reply is ever invented. Exit status 1 "
-        "when problems remain.",
+        "orphan_found_by_audit), idempotently; no reply is ever invented. Open turns "
+        "younger than --min-age are left alone, and counted: they may still be running. "
+        "Exit status 1 when problems remain.",
     )
     parser.add_argument("--conversation", metavar="ID", help="audit one conversation only")
     parser.add_argument(
@@ -113,9 +118,14 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--min-age",
         type=float,
-        default=0.0,
+        default=AUDIT_DEFAULT_MIN_AGE,
         metavar="SECONDS",
-        help="leave open turns younger than this alone (on a live store they may be running)",
+        help="leave open turns younger than this alone and report them as skipped: they "
+        f"may still be running (default {AUDIT_DEFAULT_MIN_AGE:g}: the library's "
+        f"{_CLOSE_TIMEOUT:g} s close_timeout for the closing store, plus {_REPLY_MARGIN / 60:g} "
+        "minutes for an "
+        "agent still writing its reply, during which a turn writes nothing); 0 audits "
+        "every turn, for a store no agent is writing to",
     )
     parser.add_argument(
         "--thorough",

@@ -491,7 +491,7 @@ def test_show_and_stats_mark_open_and_repaired_turns(tmp_path: Path) -> None:
 
     if importlib.util.find_spec("neotoma_agent._cli_audit") is None:
         pytest.skip("the audit command is not available")
-    cli("audit", "--repair", "--db", str(db), home=tmp_path)
+    cli("audit", "--repair", "--min-age", "0", "--db", str(db), home=tmp_path)
     out = ok(cli("show", "crash", "--db", str(db), home=tmp_path))
     assert "turn 2 [b] ABANDONED (repaired by audit: the reply was never stored)" in out
     turns = show_json(db, "crash", tmp_path)["turns"]
