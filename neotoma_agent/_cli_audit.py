@@ -11,7 +11,9 @@ import sys
 from typing import Any, TextIO
 
 from ._cli_common import CLIError, open_transport, print_json, run_async, store_label
-from .qa import AuditReport, Finding, audit
+from ._terminal import printer
+from .qa import AUDIT_DEFAULT_MIN_AGE, AuditReport, Finding, audit
+from .qa._audit import _CLOSE_TIMEOUT, _REPLY_MARGIN, skipped_reason
 
 __all__ = ["register", "render_audit", "run"]
 
@@ -36,15 +38,16 @@ def _ids(finding: Finding) -> str:
 
 def render_audit(report: AuditReport, out: TextIO, where: str) -> None:
     """The human-readable audit: what was read, each problem, the repairs, the verdict."""
+    write = printer(out)  # stored text: never raw control sequences
     scope = f" (conversation {report.conversation_id})" if report.conversation_id else ""
     since = f", since {report.since}" if report.since else ""
-    out.write(
+    write(
         f"audited {where}{scope}{since}: {_count(report.conversations, 'conversation')}, "
         f"{_count(report.turns, 'turn')}, {_count(report.messages, 'message')} "
         f"in {report.duration_ms / 1000:.2f} s\n"
     )
     for f in report.problems:
-        out.write(
+        write(
             f"  {_SEVERITY_LABEL[f.severity]}  {f.kind.value}  {f.conversation_id} / "
             f"{f.turn_id}: {f.message}{_ids(f)}\n"
         )
@@ -52,11 +55,12 @@ def render_audit(report: AuditReport, out: TextIO, where: str) -> None:
     if abandoned:
         repaired = sum(1 for f in abandoned if f.repaired)
         note = f" ({repaired:,} closed by audit --repair)" if repaired else ""
-        out.write(f"  info   {_count(len(abandoned), 'abandoned turn')}{note}\n")
+        write(f"  info   {_count(len(abandoned), 'abandoned turn')}{note}\n")
     if report.skipped_recent:
-        out.write(
-            f"  info   {_count(report.skipped_recent, 'open turn')} younger than --min-age "
-            "left alone\n"
+        write(
+            f"  info   {_count(report.skipped_recent, 'open turn')} skipped: "
+            f"{skipped_reason(report.min_age)} (audit again later, or pass --min-age 0 if "
+            "no agent is running)\n"
         )
     for result in report.repairs:
         for outcome in result.outcomes:
@@ -69,17 +73,19 @@ def render_audit(report: AuditReport, out: TextIO, where: str) -> None:
             record = (
                 f" [neotoma_repair {result.repair_entity_id}]" if result.repair_entity_id else ""
             )
-            out.write(
+            write(
                 f"  {verdict}  {result.conversation_id} / {result.turn_id}: "
                 f"{outcome.action.describe()}{detail}{record}\n"
             )
     if report.partial:
-        out.write(
+        write(
             "partial: the server would not page through every entity, so some turns were "
             "not examined (audit one --conversation at a time, or the store file directly)\n"
         )
     if report.clean:
-        out.write("clean: every turn has both halves or is closed as abandoned\n")
+        # Skipped turns are not known to be broken, so they do not fail the audit.
+        but = " but the skipped" if report.skipped_recent else ""
+        write(f"clean: every turn{but} has both halves or is closed as abandoned\n")
         return
     n = len(report.remaining)
     if not n:
@@ -88,7 +94,7 @@ def render_audit(report: AuditReport, out: TextIO, where: str) -> None:
     hint = ""
     if repairable and not report.repairs:
         hint = f" ({repairable:,} repairable: run again with --repair)"
-    out.write(f"{_count(n, 'problem')} remain{'s' if n == 1 else ''}{hint}\n")
+    write(f"{_count(n, 'problem')} remain{'s' if n == 1 else ''}{hint}\n")
 
 
 def register(subparsers: Any) -> None:
@@ -100,8 +106,9 @@ def register(subparsers: Any) -> None:
         "neither': user messages whose turn was never closed (orphans, as a crash or kill "
         "leaves), replies without their question, turn records without messages, messages "
         "outside any conversation. --repair records each orphan as abandoned (reason "
-        "orphan_found_by_audit), idempotently; no reply is ever invented. Exit status 1 "
-        "when problems remain.",
+        "orphan_found_by_audit), idempotently; no reply is ever invented. Open turns "
+        "younger than --min-age are left alone, and counted: they may still be running. "
+        "Exit status 1 when problems remain.",
     )
     parser.add_argument("--conversation", metavar="ID", help="audit one conversation only")
     parser.add_argument(
@@ -111,9 +118,14 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--min-age",
         type=float,
-        default=0.0,
+        default=AUDIT_DEFAULT_MIN_AGE,
         metavar="SECONDS",
-        help="leave open turns younger than this alone (on a live store they may be running)",
+        help="leave open turns younger than this alone and report them as skipped: they "
+        f"may still be running (default {AUDIT_DEFAULT_MIN_AGE:g}: the library's "
+        f"{_CLOSE_TIMEOUT:g} s close_timeout for the closing store, plus {_REPLY_MARGIN / 60:g} "
+        "minutes for an "
+        "agent still writing its reply, during which a turn writes nothing); 0 audits "
+        "every turn, for a store no agent is writing to",
     )
     parser.add_argument(
         "--thorough",

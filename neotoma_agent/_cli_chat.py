@@ -37,6 +37,7 @@ import attrs
 from ._cli_common import CLIError, explain, open_transport, store_label
 from ._keys import validate_conversation_id
 from ._memory import NeotomaMemory
+from ._terminal import printable
 from ._turn import Turn, TurnResult, TurnState
 from .transport._base import Entity
 from .wrap import AgentStream, MemoryAgent, with_memory
@@ -161,7 +162,9 @@ class _Chat:
         self.stored = 0
 
     def write(self, text: str) -> None:
-        self.out.write(text)
+        # Everything here is stored text (entity names, turn ids) or a model's reply, and
+        # a reply can hold whatever the model was steered into writing: escape controls.
+        self.out.write(printable(text))
         self.out.flush()
 
     async def turn(self, line: str, run: _TurnRun) -> None:
@@ -379,5 +382,5 @@ def _read_line(stdin: TextIO, out: TextIO, interactive: bool) -> str:
         raise EOFError
     line = line.rstrip("\r\n")
     # Piped input is not echoed by a terminal: echo it, so the transcript reads well.
-    out.write(line + "\n")
+    out.write(printable(line) + "\n")
     return line

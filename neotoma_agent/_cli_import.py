@@ -8,10 +8,13 @@ Each line is a JSON object::
 
 ``conversation_id``, ``user`` and ``assistant`` are required; ``turn_id``, ``turn_number``
 and ``refers_to`` (entity ids the reply refers to) are optional; other keys are ignored
-(and listed once). Let ``n`` be a line's position among the lines of its conversation in
-the file (1, 2, ...): ``turn_id`` defaults to ``import-<n>`` and ``turn_number`` (which
-orders the transcript) to ``n``, so that importing the same file again maps every line to
-the same turn. Give both explicitly when a conversation is spread over several files.
+(and listed once). Let ``n`` be a line's number in the file (1 for the first line; blank
+lines are not turns but are counted, like every other line): ``turn_id`` defaults to
+``import-<n>`` and ``turn_number`` (which orders the transcript) to ``n``. So importing
+the same file again maps every line to the same turn, and fixing, blanking or adding a
+``turn_id`` to one line never changes the ids of the others (inserting or deleting lines
+does: to drop a line, blank it). Give both explicitly when a conversation is spread over
+several files.
 
 Every turn is written with ``NeotomaMemory.record_turn`` (one store: both messages, the
 turn record and every edge, under the turn's idempotency key), so a second run replays
@@ -36,6 +39,7 @@ import attrs
 from ._cli_common import CLIError, Progress, open_transport, run_async
 from ._keys import validate_conversation_id, validate_entity_id, validate_turn_id
 from ._memory import NeotomaMemory
+from ._terminal import printable
 from .exceptions import (
     APIError,
     AuthenticationError,
@@ -112,14 +116,12 @@ def _json_type(value: object) -> str:
     return "null" if value is None else "a string"
 
 
-def parse_line(
-    raw: bytes, line_number: int, positions: dict[str, int], stats: ImportStats
-) -> ImportLine | None:
+def parse_line(raw: bytes, line_number: int, stats: ImportStats) -> ImportLine | None:
     """The turn on one line, ``None`` for a blank line; :class:`LineError` if malformed.
 
-    ``positions`` counts the lines seen per conversation (a line whose conversation id can
-    be read counts even if something else on it is wrong, so fixing it later does not
-    renumber the lines after it).
+    A line without ``turn_id`` / ``turn_number`` is numbered by ``line_number``, its
+    physical line in the file, never by how many other lines parsed: fixing a malformed
+    line later must not renumber (and so re-store) the lines after it.
     """
     try:
         text = raw.decode("utf-8")
@@ -141,7 +143,6 @@ def parse_line(
         validate_conversation_id(conversation_id)
     except ValueError as exc:
         raise LineError(str(exc)) from None
-    position = positions[conversation_id] = positions.get(conversation_id, 0) + 1
     for key in obj:
         if key not in _KNOWN_KEYS:
             stats.ignored_keys[key] = stats.ignored_keys.get(key, 0) + 1
@@ -152,13 +153,13 @@ def parse_line(
     assert assistant is not None
     turn_id = _string(obj, "turn_id", required=False)
     if turn_id is None:
-        turn_id = f"import-{position}"
+        turn_id = f"import-{line_number}"
     else:
         try:
             validate_turn_id(turn_id)
         except ValueError as exc:
             raise LineError(str(exc)) from None
-    turn_number = position
+    turn_number = line_number
     if obj.get("turn_number") is not None:
         value = obj["turn_number"]
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
@@ -212,7 +213,7 @@ def _refusal(item: ImportLine, exc: Exception) -> str:
         return (
             f"turn {item.turn_id!r} of conversation {item.conversation_id!r} is already stored "
             "with a different text or turn_number (a line without them is numbered by its "
-            "position in its conversation); give this line its own turn_id, or fix the file"
+            "line number in the file); give this line its own turn_id, or fix the file"
         )
     if isinstance(exc, APIError):
         return f"the store refused the turn: {exc.message}"
@@ -242,7 +243,8 @@ class _Importer:
 
     def report(self, line_number: int, message: str) -> None:
         self.progress.finish(self.stats.done)
-        self.err.write(f"line {line_number}: {message}\n")
+        # The message quotes ids from the file and what the store said: escape controls.
+        self.err.write(f"line {line_number}: {printable(message)}\n")
         self.err.flush()
 
     def memory(self, conversation_id: str) -> NeotomaMemory:
@@ -256,7 +258,6 @@ class _Importer:
         return self.stats.stopped_at is not None or self.fatal is not None
 
     async def run(self, stream: BinaryIO) -> None:
-        positions: dict[str, int] = {}
         slots = anyio.Semaphore(self.concurrency)
         async with anyio.create_task_group() as tg:
             for number, raw in _lines(stream):
@@ -264,7 +265,7 @@ class _Importer:
                     break
                 self.stats.lines = number
                 try:
-                    item = parse_line(raw, number, positions, self.stats)
+                    item = parse_line(raw, number, self.stats)
                 except LineError as exc:
                     self.stats.malformed.append(number)
                     self.report(number, f"skipped: {exc}" if not self.strict else str(exc))
@@ -369,9 +370,11 @@ def register(subparsers: Any) -> None:
         description="Store a transcript, one finished turn per line: "
         '{"conversation_id": ..., "user": ..., "assistant": ..., optional "turn_id", '
         '"turn_number", "refers_to": [entity ids]}. Running the same file again writes '
-        "nothing. A malformed line is reported and skipped (or, with --strict, stops the "
-        "import before anything from it is written). Exit status 1 if any line was not "
-        "stored.",
+        "nothing. A line without turn_id is stored as turn import-N, N its line number in "
+        "the file (blank lines count), so fixing a line and importing again stores just "
+        "that line. A malformed line is reported and skipped (or, with --strict, stops "
+        "the import before anything from it is written). Exit status 1 if any line was "
+        "not stored.",
     )
     parser.add_argument("file", metavar="FILE.jsonl", help="the transcript (- for stdin)")
     parser.add_argument(

@@ -30,6 +30,7 @@ from ._cli_common import (
     store_label,
 )
 from ._identity import resolve_identity
+from ._terminal import printer
 from .exceptions import NotFoundError
 from .qa import AUDIT_REPAIR_REASON
 from .transport._base import EntitySnapshot, Transport
@@ -343,6 +344,7 @@ def _indented(text: str, indent: str) -> str:
 
 def render_transcript(transcript: Transcript, out: TextIO, *, where: str | None = None) -> None:
     """The human-readable transcript."""
+    write = printer(out)  # stored text: never raw control sequences
     head = f"conversation {transcript.conversation_id}"
     if transcript.title:
         head += f" ({transcript.title})"
@@ -350,31 +352,32 @@ def render_transcript(transcript: Transcript, out: TextIO, *, where: str | None 
     head += f": {count} turn{'s' if count != 1 else ''}"
     if where:
         head += f", in {where}"
-    out.write(head + "\n")
+    write(head + "\n")
     for turn in transcript.turns:
-        out.write(f"\nturn {turn.number} [{turn.turn_id}] {_status_text(turn)}\n")
+        write(f"\nturn {turn.number} [{turn.turn_id}] {_status_text(turn)}\n")
         roles = {m.role for m in turn.messages}
         for msg in turn.messages:
             partial = msg.role == "assistant" and turn.status == "abandoned"
             label = f"  {msg.role}{' (partial reply)' if partial else ''}: "
-            out.write(label + _indented(msg.content, " " * len(label)) + "\n")
+            write(label + _indented(msg.content, " " * len(label)) + "\n")
             if msg.refers_to:
                 names = ", ".join(r.label() for r in msg.refers_to)
-                out.write(f"{' ' * len(label)}refers to: {names}\n")
+                write(f"{' ' * len(label)}refers to: {names}\n")
         if "assistant" not in roles and turn.status in ("abandoned", "open"):
-            out.write("  assistant: (no reply stored)\n")
+            write("  assistant: (no reply stored)\n")
 
 
 def _render_list(conversations: Sequence[ConversationSummary], out: TextIO, where: str) -> None:
+    write = printer(out)  # stored text: never raw control sequences
     if not conversations:
-        out.write(f"no conversations in {where}\n")
+        write(f"no conversations in {where}\n")
         return
-    out.write(f"{len(conversations)} conversation(s) in {where}, most recent first:\n")
+    write(f"{len(conversations)} conversation(s) in {where}, most recent first:\n")
     width = max(len(c.conversation_id) for c in conversations)
     for c in conversations:
         when = (c.last_activity or "")[:19].replace("T", " ")
         title = f"  {c.title}" if c.title else ""
-        out.write(f"  {c.conversation_id:<{width}}  {when}{title}\n")
+        write(f"  {c.conversation_id:<{width}}  {when}{title}\n")
 
 
 def register(subparsers: Any) -> None:

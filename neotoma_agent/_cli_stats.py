@@ -11,6 +11,7 @@ import attrs
 
 from ._cli_common import open_transport, print_json, run_async, store_label
 from ._cli_show import REPAIR_REASON
+from ._terminal import printer
 from .exceptions import ValidationError
 from .transport._base import Transport
 
@@ -86,24 +87,25 @@ async def collect_stats(transport: Transport) -> StoreStats:
 
 def render_stats(stats: StoreStats, out: TextIO, where: str) -> None:
     """The human-readable counts."""
-    out.write(f"store: {where}\n")
+    write = printer(out)  # stored text: never raw control sequences
+    write(f"store: {where}\n")
     seen = sum(stats.by_type.values())
     note = f" (counted {seen:,}: the server limits paging)" if stats.partial else ""
-    out.write(f"entities: {stats.entities:,}{note}\n")
+    write(f"entities: {stats.entities:,}{note}\n")
     if stats.by_type:
         width = max(len(t) for t in stats.by_type)
         for entity_type, count in sorted(stats.by_type.items()):
-            out.write(f"  {entity_type:<{width}}  {count:>8,}\n")
-    out.write(f"conversations: {stats.conversations:,}\n")
+            write(f"  {entity_type:<{width}}  {count:>8,}\n")
+    write(f"conversations: {stats.conversations:,}\n")
     statuses = ", ".join(
         f"{count:,} {status}" for status, count in sorted(stats.turn_status.items())
     )
-    out.write(f"turns: {stats.turns:,}" + (f" ({statuses})" if statuses else "") + "\n")
+    write(f"turns: {stats.turns:,}" + (f" ({statuses})" if statuses else "") + "\n")
     abandoned = stats.turn_status["abandoned"]
     repaired = f" ({stats.repaired:,} closed by audit --repair)" if stats.repaired else ""
-    out.write(f"abandoned turns: {abandoned:,}{repaired}\n")
+    write(f"abandoned turns: {abandoned:,}{repaired}\n")
     if stats.turn_status["open"]:
-        out.write(
+        write(
             f"open turns: {stats.turn_status['open']:,} (in flight, or left open by a crash: "
             "see `neotoma-agent audit`)\n"
         )

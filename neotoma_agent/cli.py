@@ -19,6 +19,7 @@ import traceback
 from collections.abc import MutableMapping, Sequence
 
 from ._cli_common import CLIError, default_db_path, explain
+from ._terminal import printable
 from ._version import __version__
 
 __all__ = ["build_parser", "default_db_path", "main"]
@@ -169,9 +170,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _fail(error: CLIError) -> int:
-    print(f"neotoma-agent: error: {error.message}", file=sys.stderr)
+    # A message can quote what a server or a store said: no raw control sequences.
+    print(f"neotoma-agent: error: {printable(error.message)}", file=sys.stderr)
     if error.hint:
-        print(f"  hint: {error.hint}", file=sys.stderr)
+        print(f"  hint: {printable(error.hint)}", file=sys.stderr)
     return error.exit_code
 
 

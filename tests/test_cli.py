@@ -6,12 +6,15 @@ import importlib.util
 import io
 import json
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import anyio
 import pytest
 from cli_support import (
     assert_one_line_error,
+    clean_env,
     cli,
     free_port,
     ok,
@@ -22,6 +25,8 @@ from cli_support import (
 from neotoma_agent._cli_common import Progress
 from neotoma_agent._cli_import import ImportLine, ImportStats, LineError, parse_line
 from neotoma_agent._memory import NeotomaMemory
+from neotoma_agent._terminal import printable
+from neotoma_agent.qa import ReportEntity, ReportRepair, TurnReportInput, render_turn_report
 from neotoma_agent.transport.embedded import EmbeddedStore
 
 
@@ -80,6 +85,95 @@ def test_show_json_has_every_turn_with_exact_content_and_references(
         "company",
         "person",
     }
+
+
+#: what a hostile transcript holds: a title change, a screen clear, C1 CSI, DEL, a bare CR,
+#: bidi override and isolate characters, and the newline and tab that must stay
+HOSTILE = (
+    "title \x1b]0;PWNED\x07 clear \x1b[2J csi \x9b31m del \x7f cr \rspoof "
+    "bidi \u202eevil\u202c iso \u2066x\u2069\n\tnext line"
+)
+#: the characters no human-readable output may print raw
+UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+async def _seed_hostile(db: Path) -> None:
+    async with EmbeddedStore.open(db) as store:
+        memory = NeotomaMemory(store, conversation_id="evil", conversation_title=HOSTILE)
+        await memory.record_turn(HOSTILE, "reply: " + HOSTILE, turn_id="t1")
+        await memory.open_turn(HOSTILE, turn_id="t2")
+        # What another client of a shared store could write: a hostile turn id, status and
+        # entity type, which `stats` and `audit` print.
+        turn_key = "evil:t\x1b[2J"
+        await store.store(
+            [
+                {
+                    "entity_type": "conversation_turn",
+                    "session_id": "evil",
+                    "turn_key": turn_key,
+                    "turn_id": "t\x1b[2J",
+                    "status": "\x1b]0;PWNED\x07",
+                },
+                {
+                    "entity_type": "conversation_message",
+                    "role": "user",
+                    "sender_kind": "user",
+                    "content": HOSTILE,
+                    "turn_key": turn_key,
+                },
+                {"entity_type": "note\x9b2J", "name": HOSTILE},
+            ],
+            idempotency_key="raw-hostile",
+        )
+
+
+def raw_cli(*args: str, home: Path) -> str:
+    """The stdout of a successful run, decoded without newline translation (keeps CRs)."""
+    result = subprocess.run(
+        [sys.executable, "-m", "neotoma_agent.cli", *args],
+        capture_output=True,
+        env=clean_env(home),
+        cwd=home,
+        timeout=30,
+        check=False,
+    )
+    assert UNSAFE.search(result.stderr.decode("utf-8")) is None, result.stderr
+    return result.stdout.decode("utf-8")
+
+
+def test_show_escapes_control_sequences_and_json_keeps_the_exact_text(tmp_path: Path) -> None:
+    # Issue 10 §8: stored text was printed raw, so a transcript could retitle or clear the
+    # terminal of whoever ran `show`.
+    db = tmp_path / "memory.db"
+    anyio.run(_seed_hostile, db)
+    out = raw_cli("show", "evil", "--db", str(db), home=tmp_path)
+    assert UNSAFE.search(out) is None, repr(out)
+    assert "\x1b" not in out
+    assert "\x07" not in out
+    assert (
+        "  user: title \\x1b]0;PWNED\\x07 clear \\x1b[2J csi \\x9b31m del \\x7f cr \\x0dspoof "
+        "bidi \\u202eevil\\u202c iso \\u2066x\\u2069\n        \tnext line\n"
+    ) in out
+    listed = raw_cli("show", "--db", str(db), home=tmp_path)
+    assert UNSAFE.search(listed) is None, repr(listed)
+
+    turns = show_json(db, "evil", tmp_path)["turns"]
+    assert [m["content"] for m in turns[0]["messages"]] == [HOSTILE, "reply: " + HOSTILE]
+    assert [m["content"] for m in turns[1]["messages"]] == [HOSTILE]
+    raw = raw_cli("show", "evil", "--json", "--db", str(db), home=tmp_path)
+    assert json.loads(raw)["turns"][0]["messages"][0]["content"] == HOSTILE
+
+
+def test_stats_and_audit_print_no_control_sequences(tmp_path: Path) -> None:
+    db = tmp_path / "memory.db"
+    anyio.run(_seed_hostile, db)
+    stats = raw_cli("stats", "--db", str(db), home=tmp_path)
+    assert "note\\x9b2J" in stats
+    assert "(1 \\x1b]0;PWNED\\x07, 1 completed, 1 open)" in stats
+    audit = raw_cli("audit", "--min-age", "0", "--db", str(db), home=tmp_path)
+    assert "orphan_turn  evil / t\\x1b[2J: " in audit
+    for out in (stats, audit):
+        assert UNSAFE.search(out) is None, out
 
 
 def test_show_without_a_conversation_lists_them(demo_db: Path, home: Path) -> None:
@@ -178,6 +272,46 @@ def test_import_reports_a_malformed_line_by_number_and_stores_the_others(
     assert "skipped 3 malformed lines: 2, 3, 5" in result.stdout
     turns = show_json(db, "c", tmp_path)["turns"]
     assert [t["messages"][0]["content"] for t in turns] == ["one", "four"]
+
+
+def test_fixing_a_skipped_line_and_importing_again_stores_exactly_that_line(
+    tmp_path: Path,
+) -> None:
+    # Issue 10 §6: ids counted only the lines that parsed, so the fixed line was refused
+    # (its id was taken by the next line) and the next line was stored a second time.
+    db = tmp_path / "memory.db"
+    good = [
+        {"conversation_id": "c", "user": "one", "assistant": "1"},
+        {"conversation_id": "c", "user": "two", "assistant": "2"},
+        {"conversation_id": "c", "user": "three", "assistant": "3"},
+        {"conversation_id": "d", "user": "four", "assistant": "4"},
+    ]
+    broken = '{"conversation_id": "c", "user": "two", "assistant" "2"}'
+    transcript = write_jsonl(tmp_path / "t.jsonl", good[0], broken, "", good[2], good[3])
+    assert cli("import", str(transcript), "--db", str(db), home=tmp_path).returncode == 1
+    before = {c: show_json(db, c, tmp_path)["turns"] for c in ("c", "d")}
+
+    write_jsonl(transcript, good[0], good[1], "", good[2], good[3])
+    second = ok(cli("import", str(transcript), "--db", str(db), home=tmp_path))
+    assert "stored 1 new turn; 3 were already stored" in second
+    turns = show_json(db, "c", tmp_path)["turns"]
+    assert [[m["content"] for m in t["messages"]] for t in turns] == [
+        ["one", "1"],
+        ["two", "2"],
+        ["three", "3"],
+    ]
+
+    # Only the fixed line is new: every turn stored before is unchanged (same entities,
+    # no new observation); "turn" is the position in the listing, which the fix shifts.
+    def stored(turns: list[dict[str, object]]) -> list[dict[str, object]]:
+        return [{k: v for k, v in t.items() if k != "turn"} for t in turns]
+
+    assert stored([t for t in turns if t["turn_id"] != "import-2"]) == stored(before["c"])
+    assert show_json(db, "d", tmp_path)["turns"] == before["d"]
+    assert [t["turn_id"] for t in turns] == ["import-1", "import-2", "import-4"]
+    assert [t["turn_id"] for t in before["d"]] == ["import-5"]
+    third = ok(cli("import", str(transcript), "--db", str(db), home=tmp_path))
+    assert "nothing new to write: all 4 turns were already stored" in third
 
 
 def test_import_strict_stops_before_writing_anything_from_the_malformed_line(
@@ -357,7 +491,7 @@ def test_show_and_stats_mark_open_and_repaired_turns(tmp_path: Path) -> None:
 
     if importlib.util.find_spec("neotoma_agent._cli_audit") is None:
         pytest.skip("the audit command is not available")
-    cli("audit", "--repair", "--db", str(db), home=tmp_path)
+    cli("audit", "--repair", "--min-age", "0", "--db", str(db), home=tmp_path)
     out = ok(cli("show", "crash", "--db", str(db), home=tmp_path))
     assert "turn 2 [b] ABANDONED (repaired by audit: the reply was never stored)" in out
     turns = show_json(db, "crash", tmp_path)["turns"]
@@ -372,25 +506,22 @@ def test_show_and_stats_mark_open_and_repaired_turns(tmp_path: Path) -> None:
 # --- pieces, in process --------------------------------------------------------------------
 
 
-def _parse(line: str, positions: dict[str, int] | None = None) -> ImportLine | None:
-    return parse_line(line.encode(), 1, {} if positions is None else positions, ImportStats())
+def _parse(line: str, line_number: int = 1) -> ImportLine | None:
+    return parse_line(line.encode(), line_number, ImportStats())
 
 
-def test_a_line_without_turn_id_is_numbered_by_its_position_in_its_conversation() -> None:
-    positions: dict[str, int] = {}
+def test_a_line_without_turn_id_is_numbered_by_its_line_in_the_file() -> None:
     lines = [
-        _parse('{"conversation_id": "a", "user": "1", "assistant": "1"}', positions),
-        _parse('{"conversation_id": "b", "user": "1", "assistant": "1"}', positions),
-        _parse(
-            '{"conversation_id": "a", "user": "2", "assistant": "2", "turn_id": "x"}', positions
-        ),
-        _parse('{"conversation_id": "a", "user": "3", "assistant": "3"}', positions),
+        _parse('{"conversation_id": "a", "user": "1", "assistant": "1"}', 1),
+        _parse('{"conversation_id": "b", "user": "1", "assistant": "1"}', 2),
+        _parse('{"conversation_id": "a", "user": "2", "assistant": "2", "turn_id": "x"}', 3),
+        _parse('{"conversation_id": "a", "user": "3", "assistant": "3", "turn_number": 7}', 5),
     ]
     assert [(x.turn_id, x.turn_number) for x in lines if x is not None] == [
         ("import-1", 1),
-        ("import-1", 1),
-        ("x", 2),
-        ("import-3", 3),
+        ("import-2", 2),
+        ("x", 3),
+        ("import-5", 7),
     ]
 
 
@@ -416,14 +547,33 @@ def test_a_malformed_line_says_what_is_wrong(line: str, message: str) -> None:
 def test_blank_lines_and_a_bom_are_not_turns() -> None:
     assert _parse("   ") is None
     parsed = parse_line(
-        '\ufeff{"conversation_id": "c", "user": "u", "assistant": "a"}'.encode(),
-        1,
-        {},
-        ImportStats(),
+        '\ufeff{"conversation_id": "c", "user": "u", "assistant": "a"}'.encode(), 1, ImportStats()
     )
     assert parsed is not None
     with pytest.raises(LineError, match="not UTF-8"):
-        parse_line(b'{"conversation_id": "\xff"}', 2, {}, ImportStats())
+        parse_line(b'{"conversation_id": "\xff"}', 2, ImportStats())
+
+
+def test_printable_escapes_controls_and_bidi_overrides_and_keeps_the_rest() -> None:
+    assert printable("plain text, émoji 🧠") == "plain text, émoji 🧠"
+    assert printable("a\nb\tc") == "a\nb\tc"
+    assert printable("\x00\x07\x08\r\x1b[2J\x7f\x85\x9b\x9f\xa0") == (
+        "\\x00\\x07\\x08\\x0d\\x1b[2J\\x7f\\x85\\x9b\\x9f\xa0"
+    )
+    assert printable("\u202a\u202e\u2066\u2069\u2029") == "\\u202a\\u202e\\u2066\\u2069\u2029"
+    assert UNSAFE.search(printable("".join(map(chr, range(0x3000))))) is None
+
+
+def test_the_turn_report_prints_no_control_sequences() -> None:
+    report = TurnReportInput(
+        conversation=ReportEntity("conversation", "chat \x1b]0;PWNED\x07"),
+        retrieved=[ReportEntity("company", "Acme\u202e Corp", "ent_af939bedafbd1838b259772a")],
+        repairs=[ReportRepair("closed \x9b2J")],
+    )
+    text = render_turn_report(report)
+    assert UNSAFE.search(text) is None, text
+    assert "chat \\x1b\\]0;PWNED\\x07" in text  # "]" is escaped for markdown
+    assert "Acme\\u202e Corp" in text
 
 
 def test_progress_shows_rate_and_eta_on_a_terminal_and_plain_lines_elsewhere() -> None:

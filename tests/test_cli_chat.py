@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+import re
 import select
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -37,6 +39,30 @@ def test_chat_through_stdin_stores_one_turn_per_line_and_exits_on_eof(tmp_path: 
         'You said: "What do we know about Acme Corp?". In memory I found: Acme Corp (company).'
     )
     assert [r["name"] for r in reply["refers_to"]] == ["Acme Corp"]
+
+
+def test_chat_escapes_control_sequences_and_stores_the_exact_text(tmp_path: Path) -> None:
+    # Issue 10 §8: the echo agent says the line back (as a model steered by it could), and
+    # the piped line is echoed: neither may reach the terminal raw.
+    db = tmp_path / "memory.db"
+    line = "hi \x1b]0;PWNED\x07\x1b[2J \u202eevil"
+    result = subprocess.run(
+        [sys.executable, "-m", "neotoma_agent.cli", "chat", "--conversation", "c", "--db", str(db)],
+        input=(line + "\n").encode(),
+        capture_output=True,
+        env=clean_env(tmp_path),
+        cwd=tmp_path,
+        timeout=30,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    out = result.stdout.decode("utf-8")
+    assert re.search("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]", out) is None
+    assert "you> hi \\x1b]0;PWNED\\x07\\x1b[2J \\u202eevil\n" in out
+    assert 'agent> You said: "hi \\x1b]0;PWNED\\x07\\x1b[2J \\u202eevil".' in out
+    (turn,) = show_json(db, "c", tmp_path)["turns"]
+    assert turn["messages"][0]["content"] == line
+    assert line in turn["messages"][1]["content"]
 
 
 def test_chat_continues_a_conversation(tmp_path: Path) -> None:

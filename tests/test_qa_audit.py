@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import attrs
 import pytest
 
 from neotoma_agent._keys import turn_keys
@@ -23,6 +24,7 @@ from neotoma_agent._payloads import (
 )
 from neotoma_agent.exceptions import ConnectionLost, ValidationError
 from neotoma_agent.qa import (
+    AUDIT_DEFAULT_MIN_AGE,
     AUDIT_REPAIR_REASON,
     AbandonTurn,
     AuditReport,
@@ -30,9 +32,9 @@ from neotoma_agent.qa import (
     FindingKind,
     LinkToConversation,
     apply_repairs,
-    audit,
 )
 from neotoma_agent.qa import _audit as audit_module
+from neotoma_agent.qa import audit as qa_audit
 from neotoma_agent.server import create_app, serving
 from neotoma_agent.testing import FaultyTransport, RecordingTransport
 from neotoma_agent.transport._base import EntityQueryResult, Transport
@@ -63,6 +65,13 @@ EXPECTED = [
     ("chat-b", "b4", UNLINKED),
     ("chat-b", "b5", ORPHAN),
 ]
+
+
+async def audit(transport: Transport, **kwargs: Any) -> AuditReport:
+    """``qa.audit`` with ``min_age=0`` unless given: these stores were written a moment ago,
+    so every turn is young, and the default ``min_age`` would leave the open ones alone."""
+    kwargs.setdefault("min_age", 0)
+    return await qa_audit(transport, **kwargs)
 
 
 async def _raw(
@@ -340,6 +349,26 @@ async def test_since_limits_the_audit_to_recent_turns(store: EmbeddedStore) -> N
         await audit(store, since="yesterday")
     with pytest.raises(ValueError, match="timezone"):
         await audit(store, since=datetime.datetime(2020, 1, 1))
+
+
+async def test_by_default_a_turn_that_may_still_be_running_is_left_alone(
+    store: EmbeddedStore,
+) -> None:
+    memory = NeotomaMemory(store, conversation_id="chat-a")
+    await memory.open_turn("in flight", turn_id="t1")
+    report = await qa_audit(store, repair=True)
+    assert 2 * attrs.fields(NeotomaMemory).close_timeout.default <= AUDIT_DEFAULT_MIN_AGE
+    assert report.min_age == AUDIT_DEFAULT_MIN_AGE
+    assert report.skipped_recent == 1
+    assert report.skipped_turns == (("chat-a", "t1"),)
+    assert not report.repairs
+    assert report.to_json()["skipped"] == {
+        "count": 1,
+        "min_age": AUDIT_DEFAULT_MIN_AGE,
+        "reason": f"younger than --min-age {AUDIT_DEFAULT_MIN_AGE:g}s: may still be running",
+        "turns": [{"conversation_id": "chat-a", "turn_id": "t1"}],
+    }
+    assert [f.turn_id for f in (await qa_audit(store, min_age=0)).orphans] == ["t1"]
 
 
 async def test_min_age_leaves_turns_that_may_still_be_running(store: EmbeddedStore) -> None:

@@ -93,6 +93,8 @@ def _run_child(db: Path, point: str, backend: str) -> None:
 
 async def _audit_file(db: Path, **kwargs: object) -> AuditReport:
     async with EmbeddedStore.open(db) as store:
+        # The crashed child wrote these turns a moment ago: audit them all, however young.
+        kwargs.setdefault("min_age", 0)
         return await audit(store, **kwargs)  # type: ignore[arg-type]
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -13,6 +14,7 @@ from neotoma_agent.exceptions import ConnectionLost, NotFoundError
 from neotoma_agent.qa import (
     AbandonTurn,
     AttachmentObservation,
+    AuditReport,
     Diagnosis,
     MessageObservation,
     StoreAssistantMessage,
@@ -20,9 +22,9 @@ from neotoma_agent.qa import (
     StoreUserMessage,
     TurnObservation,
     apply_repairs,
-    audit,
     diagnose_turn,
 )
+from neotoma_agent.qa import audit as qa_audit
 from neotoma_agent.qa._actions import message_id_for
 from neotoma_agent.testing import FaultyTransport
 from neotoma_agent.transport._base import Transport
@@ -31,6 +33,13 @@ from neotoma_agent.transport.embedded import EmbeddedStore
 pytestmark = pytest.mark.anyio
 
 CID = "chat-42"
+
+
+async def audit(transport: Transport, **kwargs: Any) -> AuditReport:
+    """``qa.audit`` with ``min_age=0`` unless given: these stores were written a moment ago,
+    so every turn is young, and the default ``min_age`` would leave the open ones alone."""
+    kwargs.setdefault("min_age", 0)
+    return await qa_audit(transport, **kwargs)
 
 
 @pytest.fixture

@@ -22,7 +22,14 @@ from ._actions import (
     StoreAttachment,
     StoreUserMessage,
 )
-from ._audit import AuditReport, Finding, FindingKind, FindingSeverity, audit
+from ._audit import (
+    AUDIT_DEFAULT_MIN_AGE,
+    AuditReport,
+    Finding,
+    FindingKind,
+    FindingSeverity,
+    audit,
+)
 from ._diagnose import (
     AttachmentObservation,
     Diagnosis,
@@ -41,6 +48,7 @@ from ._report import (
 )
 
 __all__ = [  # sorted
+    "AUDIT_DEFAULT_MIN_AGE",
     "AUDIT_REPAIR_REASON",
     "AbandonTurn",
     "AttachmentObservation",

@@ -35,6 +35,7 @@ import structlog
 
 from .._identity import resolve_identity
 from .._keys import turn_keys, validate_conversation_id
+from .._memory import NeotomaMemory
 from ..exceptions import NotFoundError, ValidationError
 from ..transport._base import EntitySnapshot, Transport
 from ._actions import (
@@ -48,7 +49,14 @@ from ._actions import (
 from ._diagnose import Diagnosis
 from ._repair import RepairResult, apply_repairs
 
-__all__ = ["AuditReport", "Finding", "FindingKind", "FindingSeverity", "audit"]
+__all__ = [
+    "AUDIT_DEFAULT_MIN_AGE",
+    "AuditReport",
+    "Finding",
+    "FindingKind",
+    "FindingSeverity",
+    "audit",
+]
 
 logger = structlog.get_logger("neotoma_agent")
 
@@ -61,6 +69,30 @@ _MESSAGE_PREFIX: Final = "conversation_message:"
 _RECORD_PREFIX: Final = "conversation_turn:"
 _ASSISTANT_SUFFIX: Final = ":assistant"
 _CLOSED: Final = frozenset({"completed", "abandoned"})
+
+
+def _default_close_timeout() -> float:
+    # Read from the class, not repeated here, so that the audit follows the library.
+    default = attrs.fields(NeotomaMemory).close_timeout.default
+    if isinstance(default, bool) or not isinstance(default, (int, float)):
+        raise TypeError("NeotomaMemory.close_timeout has no numeric default")
+    return float(default)
+
+
+#: how long ``NeotomaMemory`` lets a closing store run by default (``close_timeout``)
+_CLOSE_TIMEOUT: Final = _default_close_timeout()
+#: how long an agent may still be writing its reply: a turn writes nothing between its
+#: opening store and its closing one, however long the model streams or tools run
+_REPLY_MARGIN: Final = 300.0
+#: the default ``min_age``: an open turn younger than this may still be running (its agent
+#: writing the reply, then up to ``close_timeout`` closing it), so it is never repaired as
+#: abandoned unless asked with an explicit ``min_age``
+AUDIT_DEFAULT_MIN_AGE: Final[float] = _CLOSE_TIMEOUT + _REPLY_MARGIN
+
+
+def skipped_reason(min_age: float) -> str:
+    """Why an audit left a turn alone (as the report and ``neotoma-agent audit`` say it)."""
+    return f"younger than --min-age {min_age:g}s: may still be running"
 
 
 class FindingKind(enum.Enum):
@@ -208,6 +240,10 @@ class AuditReport:
     messages: int = 0
     #: open turns left alone because they were written less than ``min_age`` seconds ago
     skipped_recent: int = 0
+    #: those turns, as ``(conversation_id, turn_id)``, sorted
+    skipped_turns: tuple[tuple[str, str], ...] = ()
+    #: the ``min_age`` (seconds) the audit ran with
+    min_age: float = 0.0
     #: a server refused to page through every entity, so some turns were not examined
     #: (a Neotoma server caps query offsets at 2,000); a partial audit is never clean
     partial: bool = False
@@ -245,6 +281,12 @@ class AuditReport:
             "turns": self.turns,
             "messages": self.messages,
             "skipped_recent": self.skipped_recent,
+            "skipped": {
+                "count": self.skipped_recent,
+                "min_age": self.min_age,
+                "reason": skipped_reason(self.min_age),
+                "turns": [{"conversation_id": c, "turn_id": t} for c, t in self.skipped_turns],
+            },
             "partial": self.partial,
             "duration_ms": round(self.duration_ms, 3),
             "findings": [dict(f.to_json()) for f in self.findings],
@@ -745,7 +787,7 @@ async def audit(
     conversation_id: str | None = None,
     since: datetime | str | None = None,
     repair: bool = False,
-    min_age: float = 0.0,
+    min_age: float = AUDIT_DEFAULT_MIN_AGE,
     thorough: bool = False,
     concurrency: int = 8,
 ) -> AuditReport:
@@ -759,7 +801,12 @@ async def audit(
     ``conversation_id`` limits the audit to one conversation; ``since`` (an aware datetime
     or an ISO 8601 string) to turns written at or after it. ``min_age`` (seconds) leaves
     alone open turns written more recently than that: on a live store they may still be
-    running. ``thorough`` also pages through every message, to find messages that have
+    running. It defaults to :data:`AUDIT_DEFAULT_MIN_AGE`, ``NeotomaMemory``'s default
+    ``close_timeout`` plus 5 minutes for an agent still writing its reply (a turn writes
+    nothing between its two stores), so that a repair never closes a running turn; pass
+    ``min_age=0`` to audit every turn, e.g. when no agent writes to the store. The report
+    counts and names the turns it left alone (``skipped_recent``, ``skipped_turns``).
+    ``thorough`` also pages through every message, to find messages that have
     neither a turn record nor a ``PART_OF`` edge (never written by this library).
 
     ``repair=True`` runs each problem's repair through :func:`apply_repairs` (one
@@ -800,7 +847,7 @@ async def audit(
 
     now = time.time()
     findings: list[Finding] = []
-    skipped_recent = 0
+    skipped: list[tuple[str, str]] = []
     for state in selected:
         user, assistant = state.user, state.assistant
         if (
@@ -823,7 +870,7 @@ async def audit(
         if min_age > 0 and any(f.kind is not FindingKind.ABANDONED_TURN for f in turn_findings):
             activity = state.activity
             if activity is not None and _timestamp(activity) > now - min_age:
-                skipped_recent += 1
+                skipped.append((state.conversation_id, state.turn_id))
                 continue
         findings.extend(turn_findings)
     findings.sort(key=_sort_key)
@@ -840,7 +887,9 @@ async def audit(
         conversations=len(conversations),
         turns=len(selected),
         messages=sum((s.user is not None) + (s.assistant is not None) for s in selected),
-        skipped_recent=skipped_recent,
+        skipped_recent=len(skipped),
+        skipped_turns=tuple(sorted(skipped)),
+        min_age=min_age,
         partial=auditor.partial,
         conversation_id=scope,
         since=since_text,

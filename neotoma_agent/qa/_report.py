@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, Final, Literal
 
 import attrs
 
+from .._terminal import printable
 from ..transport._base import Entity, EntitySnapshot
 from ._diagnose import Diagnosis, diagnose_turn
 from ._repair import RepairResult
@@ -299,7 +300,9 @@ def render_turn_report(
         lines.append(f"Repairs ({len(report.repairs)})")
         lines.extend(_repair_line(r, base) for r in report.repairs)
         lines.append("")
-    return "\n".join(lines).rstrip("\n") + "\n"
+    # Labels, ids and messages come from the store; the report is shown to a human (in a
+    # terminal, or a chat UI): no raw control sequences or bidi overrides.
+    return printable("\n".join(lines).rstrip("\n") + "\n")
 
 
 def _as_input(
