@@ -18,6 +18,13 @@ def tests(session: nox.Session) -> None:
 
 
 @nox.session
+def slow(session: nox.Session) -> None:
+    """The slow tests only: the full cancellation sweep, random deadlines, long properties."""
+    session.install("-e", ".[test]")
+    session.run("pytest", "-m", "slow", *session.posargs)
+
+
+@nox.session
 def lint(session: nox.Session) -> None:
     """ruff check and ruff format --check."""
     session.install("ruff")

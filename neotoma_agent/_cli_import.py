@@ -40,12 +40,14 @@ from ._cli_common import CLIError, Progress, open_transport, run_async
 from ._keys import validate_conversation_id, validate_entity_id, validate_turn_id
 from ._memory import NeotomaMemory
 from ._terminal import printable
+from ._text import check_text
 from .exceptions import (
     APIError,
     AuthenticationError,
     IdempotencyMismatchError,
     RateLimitedError,
     ServerError,
+    ValidationError,
 )
 from .transport._base import Transport
 
@@ -151,6 +153,12 @@ def parse_line(raw: bytes, line_number: int, stats: ImportStats) -> ImportLine |
     assistant = _string(obj, "assistant", required=True)
     assert user is not None
     assert assistant is not None
+    try:
+        # json.loads lets lone surrogate escapes through; refuse them here, quoting nothing.
+        user = check_text("'user'", user)
+        assistant = check_text("'assistant'", assistant)
+    except ValidationError as exc:
+        raise LineError(exc.message) from None
     turn_id = _string(obj, "turn_id", required=False)
     if turn_id is None:
         turn_id = f"import-{line_number}"

@@ -24,8 +24,10 @@ import ipaddress
 import json
 import os
 import signal
+import traceback
 import urllib.parse
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import aiohttp.typedefs
@@ -746,12 +748,21 @@ async def _answers(request: web.Request, handler: Handler) -> web.StreamResponse
     except web.HTTPException:
         raise
     except Exception as exc:
-        # A bug or a store failure: answer like the server's catch-all, keep the cause in
-        # the log (never in the answer: it may quote message content).
-        _log.error("server.error", path=request.path, error=type(exc).__name__, exc_info=exc)
+        # A bug or a store failure: answer like the server's catch-all. The log gets the
+        # error class and where it was raised, never its message or repr, which may quote
+        # message content or a credential.
+        _log.error(
+            "server.error", path=request.path, error=type(exc).__name__, where=_raised_at(exc)
+        )
         return _json(
             flat_envelope("DB_QUERY_FAILED", f"internal error ({type(exc).__name__})"), 500
         )
+
+
+def _raised_at(exc: BaseException) -> list[str]:
+    """``file:line in function`` of the innermost frames of ``exc``'s traceback."""
+    frames = traceback.extract_tb(exc.__traceback__)[-6:]
+    return [f"{Path(f.filename).name}:{f.lineno} in {f.name}" for f in frames]
 
 
 def _is_loopback_address(address: str | None) -> bool:

@@ -537,6 +537,8 @@ def test_a_line_without_turn_id_is_numbered_by_its_line_in_the_file() -> None:
         ('{"conversation_id": "c", "user": "u", "assistant": "a", "turn_id": "a:b"}', "':'"),
         ('{"conversation_id": "c", "user": "u", "assistant": "a", "turn_number": -1}', ">= 0"),
         ('{"conversation_id": "c", "user": "u", "assistant": "a", "refers_to": "x"}', "array"),
+        ('{"conversation_id": "c", "user": "u\\udfff", "assistant": "a"}', "'user' is not st"),
+        ('{"conversation_id": "c", "user": "u", "assistant": "\\ud83d"}', "lone UTF-16"),
     ],
 )
 def test_a_malformed_line_says_what_is_wrong(line: str, message: str) -> None:

@@ -378,3 +378,23 @@ async def test_the_cli_server_logs_no_credential_nor_content_in_json_mode(
         assert secret.lower() not in log.lower(), f"{secret} was logged"
     async with EmbeddedStore.open(db) as reopened:
         assert (await reopened.query_entities()).total == 0
+
+
+# --- the catch-all ---------------------------------------------------------------------------
+
+
+async def test_an_unexpected_failure_is_a_500_that_logs_no_content(
+    logs: list[structlog.typing.EventDict],
+) -> None:
+    """A store failure whose message quotes content: the log names its class and place only."""
+    from neotoma_agent.testing import FaultyTransport
+
+    async with EmbeddedStore.open(":memory:") as store:
+        faulty = FaultyTransport(store).fail("store", RuntimeError(f"cannot store {CONTENT}"))
+        async with serving(create_app(faulty), shutdown_timeout=2.0) as url:
+            answer = await _raw(url, _request(_store_body("fine")))
+    assert answer.status == 500
+    assert CONTENT.encode() not in answer.body
+    [event] = [e for e in logs if e.get("event") == "server.error"]
+    assert event["error"] == "RuntimeError"
+    assert any("testing.py" in frame for frame in event["where"])
