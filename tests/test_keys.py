@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 import json
+import re
 import threading
+from typing import Any
 
 import pytest
-from turn_support import db_path, memory, store
+from turn_support import db_path, memory, messages, store
 
+from neotoma_agent._identity import resolve_identity
 from neotoma_agent._keys import (
+    Phase,
     TurnKeys,
+    key_phase,
     new_turn_id,
     turn_keys,
     validate_entity_id,
@@ -22,26 +27,80 @@ from neotoma_agent._payloads import (
     recorded_payload,
     user_payload,
 )
+from neotoma_agent.exceptions import IdempotencyMismatchError
+from neotoma_agent.qa._actions import message_id_for
 from neotoma_agent.testing import RecordingTransport
 from neotoma_agent.transport.embedded import EmbeddedStore
 
 __all__ = ["db_path", "store"]  # fixtures
+
+PHASES: tuple[Phase, ...] = ("user", "assistant", "abandoned", "recorded")
 
 
 def test_turn_keys_and_idempotency_keys_have_the_protocol_shapes() -> None:
     keys = turn_keys("chat-42", "7")
     assert keys.user_turn_key == "chat-42:7"
     assert keys.assistant_turn_key == "chat-42:7:assistant"
-    assert keys.idempotency_key("user") == "conversation-chat-42-7-user-turn"
-    assert keys.idempotency_key("assistant") == "conversation-chat-42-7-assistant-turn"
-    assert keys.idempotency_key("abandoned") == "conversation-chat-42-7-abandoned"
+    for phase in ("user", "assistant", "abandoned", "recorded"):
+        key = keys.idempotency_key(phase)
+        assert re.fullmatch(f"conversation-chat-42-7-{phase}-[0-9a-f]{{16}}", key), key
+        assert key_phase(key) == phase
+    # The digest is of the id pair alone: every phase of one turn carries the same one.
+    assert len({k.rsplit("-", 1)[1] for k in map(keys.idempotency_key, PHASES)}) == 1
 
 
 def test_revisions_change_idempotency_keys_but_not_turn_keys() -> None:
     first, again, second = turn_keys("c", "t"), turn_keys("c", "t", 1), turn_keys("c", "t", 2)
     assert first.idempotency_key("assistant") == again.idempotency_key("assistant")
-    assert second.idempotency_key("assistant") == "conversation-c-t-assistant-turn-r2"
+    assert second.idempotency_key("assistant") == first.idempotency_key("assistant") + "-r2"
+    assert key_phase(second.idempotency_key("assistant")) == "assistant"
     assert second.assistant_turn_key == first.assistant_turn_key
+
+
+@pytest.mark.parametrize(
+    ("one", "other"),
+    [
+        (("support", "msg-A1"), ("support", "msg-a1")),
+        (("Chat", "t1"), ("chat", "t1")),
+        (("a  b", "t1"), ("a b", "t1")),
+        (("a\u3000\u00a0b", "x  Y"), ("A b", "x y")),
+    ],
+)
+def test_ids_that_fold_together_are_one_turn(one: tuple[str, str], other: tuple[str, str]) -> None:
+    # The server folds case and whitespace runs in canonical names: these pairs name the
+    # same message entities, so they must share keys (a replay or a mismatch, never a merge).
+    assert message_id_for(*one, "user") == message_id_for(*other, "user")
+    for revision in (None, 2):
+        a, b = turn_keys(*one, revision), turn_keys(*other, revision)
+        assert [a.idempotency_key(p) for p in PHASES] == [b.idempotency_key(p) for p in PHASES]
+        assert a.folded == b.folded
+
+
+def test_ids_split_differently_by_the_separator_get_distinct_keys() -> None:
+    a, b = turn_keys("a-b", "c"), turn_keys("a", "b-c")
+    assert message_id_for("a-b", "c", "user") != message_id_for("a", "b-c", "user")
+    for phase in PHASES:
+        assert a.idempotency_key(phase) != b.idempotency_key(phase)
+        assert a.idempotency_key(phase).startswith(f"conversation-a-b-c-{phase}-")
+    assert turn_keys("a-b", "c", 2).idempotency_key("user") != turn_keys(
+        "a", "b-c", 2
+    ).idempotency_key("user")
+
+
+def test_key_phase_reads_every_key_a_turn_writes() -> None:
+    keys = turn_keys("Chat-1", "msg-assistant-r2")
+    for phase in PHASES:
+        assert key_phase(keys.idempotency_key(phase)) == phase
+        assert key_phase(turn_keys("c", "t", 3).idempotency_key(phase)) == phase
+    # The abandoned phase's fallback appends a content digest to its key.
+    assert key_phase(keys.idempotency_key("abandoned") + "-0123456789ab") == "abandoned"
+    for other in (
+        "conversation-chat-42-7-user-turn",  # 0.1 keys
+        keys.idempotency_key("user") + "-repair",
+        "neotoma-repair-c-t-0123456789abcdef",
+        "seed-company-Acme",
+    ):
+        assert key_phase(other) is None
 
 
 @pytest.mark.parametrize(
@@ -227,4 +286,80 @@ def test_closing_stores_name_the_conversation_by_id_when_they_know_it() -> None:
         "relationship_type": "PART_OF",
         "source_index": 1,
         "target_index": 0,
+    }
+
+
+# Ids that fold together, and ids the separator would confuse, on a real store.
+
+TEXTS = ("refund order 1", "done 1", "cancel order 2", "done 2")
+
+
+async def _snapshot(store: EmbeddedStore, conversation_id: str) -> dict[str, Any]:
+    """Every message of the conversation with its content and observation count, read back."""
+    conversation = resolve_identity("conversation", {"conversation_id": conversation_id})
+    out: dict[str, Any] = {}
+    for turn_key, message in (await messages(store, conversation.entity_id)).items():
+        observed = await store.list_observations(message["id"])
+        out[turn_key] = (message["content"], len(observed.observations))
+    return out
+
+
+@pytest.mark.anyio
+async def test_a_turn_id_folding_into_a_stored_one_is_refused_not_merged(
+    store: EmbeddedStore,
+) -> None:
+    mem = memory(store, "support")
+    async with mem.turn("refund order 1", turn_id="msg-A1") as t:
+        t.reply = "done 1"
+    before = await _snapshot(store, "support")
+    with pytest.raises(IdempotencyMismatchError) as caught:
+        async with mem.turn("cancel order 2", turn_id="msg-a1") as t:
+            t.reply = "done 2"
+    text = f"{caught.value} {caught.value.hint}"
+    assert "fold" in text
+    assert "'msg-a1'" in text
+    assert not any(content in text for content in TEXTS)
+    assert await _snapshot(store, "support") == before
+    assert before == {
+        "support:msg-A1": ("refund order 1", 1),
+        "support:msg-A1:assistant": ("done 1", 1),
+    }
+
+
+@pytest.mark.anyio
+async def test_the_same_turn_under_an_id_that_folds_into_it_is_a_mismatch(
+    store: EmbeddedStore,
+) -> None:
+    # Not a replay: the payload records the ids as given (turn_key, turn_id), so the second
+    # store's entities differ from the first's even though the texts are equal.
+    for conversation_id in ("Support", "support"):
+        mem = memory(store, conversation_id)
+        if conversation_id == "Support":
+            async with mem.turn("refund order 1", turn_id="msg  A1") as t:
+                t.reply = "done 1"
+            before = await _snapshot(store, "support")
+            continue
+        with pytest.raises(IdempotencyMismatchError, match="fold") as caught:
+            async with mem.turn("refund order 1", turn_id="msg A1") as t:
+                t.reply = "done 1"
+        assert "turn 'msg a1' of conversation 'support'" in str(caught.value)
+    assert await _snapshot(store, "support") == before
+
+
+@pytest.mark.anyio
+async def test_turns_split_differently_by_the_separator_are_both_stored(
+    store: EmbeddedStore,
+) -> None:
+    async with memory(store, "a-b").turn("refund order 1", turn_id="c") as t:
+        t.reply = "done 1"
+    async with memory(store, "a").turn("cancel order 2", turn_id="b-c") as t2:
+        t2.reply = "done 2"
+    assert not t2.result.replayed
+    assert await _snapshot(store, "a-b") == {
+        "a-b:c": ("refund order 1", 1),
+        "a-b:c:assistant": ("done 1", 1),
+    }
+    assert await _snapshot(store, "a") == {
+        "a:b-c": ("cancel order 2", 1),
+        "a:b-c:assistant": ("done 2", 1),
     }
