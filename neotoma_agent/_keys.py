@@ -40,7 +40,7 @@ from typing import Final, Literal, cast
 
 import attrs
 
-from ._identity import normalize, resolve_identity
+from ._identity import _js_trim, normalize, resolve_identity
 
 __all__ = [
     "ENTITY_ID_RE",
@@ -84,10 +84,13 @@ _MESSAGE_TYPE: Final = "conversation_message"
 def _validate_id(kind: str, value: object) -> str:
     if not isinstance(value, str):
         raise TypeError(f"{kind} must be a str, not {type(value).__name__}")
-    if not value.strip():
+    # Both whitespace sets: the server trims JavaScript's (which has U+FEFF, so "\ufeff" is
+    # an empty name it cannot store), and Python's is what users expect to be refused.
+    trimmed = _js_trim(value)
+    if not value.strip() or not trimmed:
         raise ValueError(f"{kind} must not be empty")
     # The store trims names before hashing them, so " a" and "a" would be one entity.
-    if value != value.strip():
+    if value != value.strip() or value != trimmed:
         raise ValueError(f"{kind} must not start or end with whitespace")
     if any(ch in value for ch in "\r\n\t\x00"):
         raise ValueError(f"{kind} must not contain control characters")
@@ -175,15 +178,20 @@ def fold_turn_ids(conversation_id: str, turn_id: str) -> tuple[str, str]:
     """The ids as they appear in the user message's normalized canonical name.
 
     That name (``conversation_message:{cid}:{tid}``) is what the server hashes into the
-    message's entity id, so two pairs fold equal exactly when they name the same user message;
-    the same pairs then name the same conversation, turn record and (but for a ``tid`` ending
-    in ``@``, whose assistant name the server reads as an email) assistant message. The name
-    is folded as a whole because the server's email rule looks at all of it. ``tid`` holds no
-    ``:`` (validated) and folding adds none, so the last ``:`` splits the pair back.
+    message's entity id, so pairs that name the same user message fold equal. It is folded as
+    a whole because the server's email rule looks at all of it. ``tid`` holds no ``:``
+    (validated) and folding adds none, so the last ``:`` splits the pair back.
+
+    One change on top: a final sigma is read as ``σ``. Lowercasing turns ``Σ`` into ``ς`` or
+    ``σ`` depending on what follows it, which differs between the user message, the assistant
+    message (``...:assistant``) and the turn record (``...|{tid}``); without this, ``(a, Σ)``
+    and ``(a, σ)`` would be two turns sharing one assistant message and turn record. With it,
+    pairs naming any common message or turn record get the same keys (a replay or a
+    mismatch); the price is that such pairs are one turn even where no entity is shared.
     """
     identity = resolve_identity(_MESSAGE_TYPE, {"turn_key": f"{conversation_id}:{turn_id}"})
     folded = normalize(_MESSAGE_TYPE, identity.canonical_name).removeprefix(f"{_MESSAGE_TYPE}:")
-    cid, _, tid = folded.rpartition(":")
+    cid, _, tid = folded.replace("\u03c2", "\u03c3").rpartition(":")
     return cid, tid
 
 

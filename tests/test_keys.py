@@ -105,14 +105,14 @@ def test_key_phase_reads_every_key_a_turn_writes() -> None:
 
 @pytest.mark.parametrize(
     "turn_id",
-    ["", "   ", "a:b", "assistant", "Assistant", " t1", "t1\n", "a|b"],
+    ["", "   ", "a:b", "assistant", "Assistant", " t1", "t1\n", "a|b", "\ufeff", "t1\u3000"],
 )
 def test_turn_ids_that_could_merge_two_turns_are_refused(turn_id: str) -> None:
     with pytest.raises(ValueError, match="turn_id"):
         validate_turn_id(turn_id)
 
 
-@pytest.mark.parametrize("conversation_id", ["", " ", " chat", "chat\t"])
+@pytest.mark.parametrize("conversation_id", ["", " ", " chat", "chat\t", "\ufeffchat"])
 def test_unusable_conversation_ids_are_refused(conversation_id: str) -> None:
     with pytest.raises(ValueError, match="conversation_id"):
         turn_keys(conversation_id, "t1")
