@@ -5,10 +5,12 @@ from __future__ import annotations
 import json
 import re
 import threading
+from pathlib import Path
 from typing import Any
 
 import pytest
-from turn_support import db_path, memory, messages, store
+from cli_support import cli, show_json
+from turn_support import db_path, memory, messages, store, turn_record
 
 from neotoma_agent._identity import resolve_identity
 from neotoma_agent._keys import (
@@ -28,7 +30,13 @@ from neotoma_agent._payloads import (
     user_payload,
 )
 from neotoma_agent.exceptions import IdempotencyMismatchError
-from neotoma_agent.qa._actions import message_id_for
+from neotoma_agent.qa._actions import (
+    AbandonTurn,
+    StoreAssistantMessage,
+    StoreUserMessage,
+    build_payload,
+    message_id_for,
+)
 from neotoma_agent.testing import RecordingTransport
 from neotoma_agent.transport.embedded import EmbeddedStore
 
@@ -363,3 +371,74 @@ async def test_turns_split_differently_by_the_separator_are_both_stored(
         "a:b-c": ("cancel order 2", 1),
         "a:b-c:assistant": ("done 2", 1),
     }
+
+
+def test_importing_ids_that_fold_together_does_not_store_two_turns(tmp_path: Path) -> None:
+    db = tmp_path / "memory.db"
+    transcript = tmp_path / "x.jsonl"
+    lines = [
+        {"conversation_id": "support", "turn_id": turn_id, "user": user, "assistant": reply}
+        for turn_id, user, reply in (
+            ("msg-A1", "refund order 1", "done 1"),
+            ("msg-a1", "cancel order 2", "done 2"),
+        )
+    ]
+    transcript.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    result = cli("import", str(transcript), "--no-retrieve", "--db", str(db), home=tmp_path)
+    assert "stored 1 new turn\n" in result.stdout, result.stdout
+    assert result.returncode == 1  # the second line is refused, not merged
+    assert "cancel order 2" not in result.stderr
+    (turn,) = show_json(db, "support", tmp_path)["turns"]
+    assert [m["content"] for m in turn["messages"]] == ["refund order 1", "done 1"]
+
+
+# Stores written by 0.1 hold keys without the digest (CHANGELOG 0.2).
+
+_OLD_SUFFIX = {"user": "user-turn", "assistant": "assistant-turn", "abandoned": "abandoned"}
+
+
+class _OldKeys(RecordingTransport):
+    """Stores turns of conversation ``chat-1`` under the keys 0.1 gave them."""
+
+    async def store(self, entities: Any, *, idempotency_key: str, **kw: Any) -> Any:
+        turn_key = next(e["turn_key"] for e in entities if "turn_key" in e)
+        turn_id = turn_key.split(":")[1]
+        phase = key_phase(idempotency_key) or "user"
+        old = f"conversation-chat-1-{turn_id}-{_OLD_SUFFIX[phase]}"
+        return await super().store(entities, idempotency_key=old, **kw)
+
+
+@pytest.mark.anyio
+async def test_rerunning_a_turn_stored_by_0_1_writes_nothing_new(store: EmbeddedStore) -> None:
+    # Not a replay of the old key, but the same content is the same source, and observation
+    # ids hash the source: the store adds no observation (the server behaves alike).
+    for turn_id in ("t1", "t2"):
+        async with memory(_OldKeys(store)).turn("Question", turn_id=turn_id) as t:
+            t.reply = "Answer"
+    before = await _snapshot(store, "chat-1")
+    record = await turn_record(store, "chat-1", "t1")
+    async with memory(store).turn("Question", turn_id="t1") as again:
+        again.reply = "Answer"
+    assert not again.result.replayed
+    assert await _snapshot(store, "chat-1") == before
+    assert await turn_record(store, "chat-1", "t1") == record
+    # What 0.1 keys lose: a different reply to an old turn is no longer refused, it is
+    # recorded as a new observation (as revision=2 would record it).
+    async with memory(store).turn("Question", turn_id="t2") as changed:
+        changed.reply = "Another answer"
+    assert (await _snapshot(store, "chat-1"))["chat-1:t2:assistant"] == ("Another answer", 2)
+
+
+@pytest.mark.anyio
+async def test_repair_keys_follow_the_turn_keys(anyio_backend: str) -> None:
+    async def key(action: Any) -> str:
+        return (await build_payload(action)).idempotency_key
+
+    for make in (
+        lambda c, t: StoreUserMessage(c, t, "text"),
+        lambda c, t: StoreAssistantMessage(c, t, "text"),
+        lambda c, t: AbandonTurn(c, t),
+    ):
+        assert await key(make("Chat", "msg-A1")) == await key(make("chat", "msg-a1"))
+        assert await key(make("a-b", "c")) != await key(make("a", "b-c"))
+        assert key_phase(await key(make("a", "b"))) is None  # a repair is no phase of a turn
