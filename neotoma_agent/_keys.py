@@ -24,7 +24,8 @@ of sha256 over the folded pair as a JSON array, because ``-`` also occurs inside
 
 A ``revision`` of 2 or more appends ``-r{revision}`` to the idempotency keys (never to the
 turn keys), so a regenerated reply lands on the same message entity as a new observation.
-Stores written by 0.1 hold keys without the digest (``...-user-turn``); see CHANGELOG 0.2.
+Stores written before the digest hold ``...-user-turn`` keys and are not migrated (an
+identical re-run writes no observation anyway); CHANGELOG (Unreleased, Changed) says more.
 """
 
 from __future__ import annotations
