@@ -7,31 +7,48 @@ stored twice. Everything here is a pure function and every id is validated befor
 
 Key shapes (design §4)::
 
-    turn_key         {conversation_id}:{turn_id}              user message
-                     {conversation_id}:{turn_id}:assistant    assistant message
-    idempotency      conversation-{cid}-{tid}-user-turn       enter store
-                     conversation-{cid}-{tid}-assistant-turn  closing store (completed)
-                     conversation-{cid}-{tid}-abandoned       closing store (abandoned)
-                     conversation-{cid}-{tid}-recorded-turn   record_turn (one store)
+    turn_key         {conversation_id}:{turn_id}                       user message
+                     {conversation_id}:{turn_id}:assistant             assistant message
+    idempotency      conversation-{cid}-{tid}-user-{digest}            enter store
+                     conversation-{cid}-{tid}-assistant-{digest}       closing store (completed)
+                     conversation-{cid}-{tid}-abandoned-{digest}       closing store (abandoned)
+                     conversation-{cid}-{tid}-recorded-{digest}        record_turn (one store)
+
+In the idempotency keys ``cid`` and ``tid`` are the ids *folded* the way the server folds the
+user message's canonical name (``_identity.normalize``: lowercase, whitespace runs to one
+space), because ids that fold together name the same entities and must be the same turn: a
+replay or a mismatch, never a second turn overwriting the first. ``digest`` is 16 hex digits
+of sha256 over the folded pair as a JSON array, because ``-`` also occurs inside ids
+(``a-b`` + ``c`` and ``a`` + ``b-c`` share the readable prefix, not the digest).
+:func:`key_phase` reads the phase back from a key.
 
 A ``revision`` of 2 or more appends ``-r{revision}`` to the idempotency keys (never to the
 turn keys), so a regenerated reply lands on the same message entity as a new observation.
+Stores written before the digest hold ``...-user-turn`` keys and are not migrated (an
+identical re-run writes no observation anyway); CHANGELOG (Unreleased, Changed) says more.
 """
 
 from __future__ import annotations
 
+import functools
+import hashlib
+import json
 import os
 import re
 import threading
 import time
-from typing import Final, Literal
+from typing import Final, Literal, cast
 
 import attrs
+
+from ._identity import _js_trim, normalize, resolve_identity
 
 __all__ = [
     "ENTITY_ID_RE",
     "Phase",
     "TurnKeys",
+    "fold_turn_ids",
+    "key_phase",
     "new_turn_id",
     "turn_keys",
     "validate_conversation_id",
@@ -47,22 +64,34 @@ ENTITY_ID_RE: Final[re.Pattern[str]] = re.compile(r"ent_[0-9a-f]{24}")
 _RESERVED_TURN_ID: Final = "assistant"
 
 Phase = Literal["user", "assistant", "abandoned", "recorded"]
+_PHASES: Final[tuple[Phase, ...]] = ("user", "assistant", "abandoned", "recorded")
 
-_PHASE_SUFFIX: Final[dict[Phase, str]] = {
-    "user": "user-turn",
-    "assistant": "assistant-turn",
-    "abandoned": "abandoned",
-    "recorded": "recorded-turn",
-}
+#: Hex digits of the id-pair digest: 64 bits, so distinct turns do not collide in practice.
+_DIGEST_CHARS: Final = 16
+
+# Read from the end, where the shape is fixed: ids may themselves contain "-user-" and the
+# like. The optional last group is the content digest of the abandoned phase's fallback key
+# (NeotomaMemory appends it when an earlier run was abandoned differently).
+_KEY_TAIL_RE: Final = re.compile(
+    f"-(?P<phase>{'|'.join(_PHASES)})-[0-9a-f]{{{_DIGEST_CHARS}}}"
+    r"(?:-r[1-9][0-9]*)?(?:-[0-9a-f]+)?\Z"
+)
+_KEY_PREFIX: Final = "conversation-"
+
+#: The entity type whose canonical name the folding is taken from (the user message's).
+_MESSAGE_TYPE: Final = "conversation_message"
 
 
 def _validate_id(kind: str, value: object) -> str:
     if not isinstance(value, str):
         raise TypeError(f"{kind} must be a str, not {type(value).__name__}")
-    if not value.strip():
+    # Both whitespace sets: the server trims JavaScript's (which has U+FEFF, so "\ufeff" is
+    # an empty name it cannot store), and Python's is what users expect to be refused.
+    trimmed = _js_trim(value)
+    if not value.strip() or not trimmed:
         raise ValueError(f"{kind} must not be empty")
     # The store trims names before hashing them, so " a" and "a" would be one entity.
-    if value != value.strip():
+    if value != value.strip() or value != trimmed:
         raise ValueError(f"{kind} must not start or end with whitespace")
     if any(ch in value for ch in "\r\n\t\x00"):
         raise ValueError(f"{kind} must not contain control characters")
@@ -132,12 +161,60 @@ class TurnKeys:
         """The assistant message's ``turn_key``."""
         return f"{self.conversation_id}:{self.turn_id}:assistant"
 
+    @property
+    def folded(self) -> tuple[str, str]:
+        """``(conversation_id, turn_id)`` folded as the server folds them (see the module)."""
+        return fold_turn_ids(self.conversation_id, self.turn_id)
+
     def idempotency_key(self, phase: Phase) -> str:
         """The idempotency key of one store phase of this turn."""
-        key = f"conversation-{self.conversation_id}-{self.turn_id}-{_PHASE_SUFFIX[phase]}"
+        key = _key_base(self.conversation_id, self.turn_id, phase)
         if self.revision is not None and self.revision > 1:
             key = f"{key}-r{self.revision}"
         return key
+
+
+@functools.lru_cache(maxsize=1024)
+def fold_turn_ids(conversation_id: str, turn_id: str) -> tuple[str, str]:
+    """The ids as they appear in the user message's normalized canonical name.
+
+    That name (``conversation_message:{cid}:{tid}``) is what the server hashes into the
+    message's entity id, so pairs that name the same user message fold equal. It is folded as
+    a whole because the server's email rule looks at all of it. ``tid`` holds no ``:``
+    (validated) and folding adds none, so the last ``:`` splits the pair back.
+
+    One change on top: a final sigma is read as ``σ``. Lowercasing turns ``Σ`` into ``ς`` or
+    ``σ`` depending on what follows it, which differs between the user message, the assistant
+    message (``...:assistant``) and the turn record (``...|{tid}``); without this, ``(a, Σ)``
+    and ``(a, σ)`` would be two turns sharing one assistant message and turn record. With it,
+    pairs naming any common message or turn record get the same keys (a replay or a
+    mismatch); the price is that such pairs are one turn even where no entity is shared.
+    """
+    identity = resolve_identity(_MESSAGE_TYPE, {"turn_key": f"{conversation_id}:{turn_id}"})
+    folded = normalize(_MESSAGE_TYPE, identity.canonical_name).removeprefix(f"{_MESSAGE_TYPE}:")
+    cid, _, tid = folded.replace("\u03c2", "\u03c3").rpartition(":")
+    return cid, tid
+
+
+@functools.lru_cache(maxsize=1024)
+def _key_base(conversation_id: str, turn_id: str, phase: Phase) -> str:
+    cid, tid = fold_turn_ids(conversation_id, turn_id)
+    # A JSON array is unambiguous where the readable "-" join is not.
+    pair = json.dumps([cid, tid], ensure_ascii=False).encode("utf-8", "surrogatepass")
+    digest = hashlib.sha256(pair).hexdigest()[:_DIGEST_CHARS]
+    return f"{_KEY_PREFIX}{cid}-{tid}-{phase}-{digest}"
+
+
+def key_phase(idempotency_key: str) -> Phase | None:
+    """The phase a turn's idempotency key belongs to, or ``None`` for any other key.
+
+    The inverse of :meth:`TurnKeys.idempotency_key` (revisions and the abandoned phase's
+    content-digest fallback included). Repair keys, 0.1 keys and foreign keys give ``None``.
+    """
+    if not idempotency_key.startswith(_KEY_PREFIX):
+        return None
+    match = _KEY_TAIL_RE.search(idempotency_key)
+    return None if match is None else cast(Phase, match["phase"])
 
 
 def turn_keys(conversation_id: str, turn_id: str, revision: int | None = None) -> TurnKeys:

@@ -515,9 +515,13 @@ class NeotomaMemory:
             )
         except IdempotencyMismatchError as exc:
             what = "user message" if phase == "user" else "reply"
+            # Keys fold ids as entity ids do, so the earlier turn may have had other ids.
+            folded_cid, folded_tid = keys.folded
             raise IdempotencyMismatchError(
                 f"turn {keys.turn_id!r} of conversation {keys.conversation_id!r} was already "
-                f"stored with a different {what} (idempotency key {payload.idempotency_key!r})",
+                f"stored with a different {what} (idempotency key {payload.idempotency_key!r}); "
+                "ids that differ only in letter case or whitespace runs fold together into one "
+                f"turn, here turn {folded_tid!r} of conversation {folded_cid!r}",
                 status=exc.status,
                 code=exc.code,
                 body=exc.body,

@@ -7,7 +7,8 @@ Both helpers wrap a real transport (usually an in-memory or temporary-file
   how many calls were in flight at once, so a test can assert round trips, ordering and
   concurrency bounds.
 - :class:`FaultyTransport` injects faults by rule: raise, hang until cancelled, or delay,
-  for the calls a predicate selects, a limited number of times.
+  for the calls a predicate selects, a limited number of times; :func:`key_phase` tells a
+  predicate which store of a turn (``"user"``, ``"assistant"``, ...) a call is.
 
 They compose: ``FaultyTransport(RecordingTransport(store))`` records the faults too, and
 ``RecordingTransport(FaultyTransport(store))`` records only what got through.
@@ -23,6 +24,8 @@ from typing import Any
 import anyio
 import attrs
 
+# Re-exported so fault rules can select a turn's store by phase instead of by key suffix.
+from ._keys import key_phase
 from .transport._base import (
     CorrectionResult,
     CreateRelationshipsResult,
@@ -37,7 +40,7 @@ from .transport._base import (
     Transport,
 )
 
-__all__ = ["Call", "FaultyTransport", "RecordingTransport"]
+__all__ = ["Call", "FaultyTransport", "RecordingTransport", "key_phase"]
 
 
 @attrs.define
@@ -302,7 +305,7 @@ class FaultyTransport(_Wrapper):
 
         faulty = FaultyTransport(store)
         faulty.fail("store", ConnectionLost("boom"), when=lambda m, a, kw:
-                    kw["idempotency_key"].endswith("-assistant-turn"))
+                    key_phase(kw["idempotency_key"]) == "assistant")
         faulty.hang("retrieve_entity_by_identifier", times=1)
         faulty.delay("store", 0.05)
     """

@@ -1,6 +1,12 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import settings
+
+# Property tests stay a few seconds by default; --hypothesis-profile=thorough searches longer.
+settings.register_profile("fast", max_examples=300, deadline=None)
+settings.register_profile("thorough", max_examples=5000, deadline=None)
+settings.load_profile("fast")
 
 
 @pytest.fixture(params=["asyncio", "trio"])

@@ -26,7 +26,7 @@ from neotoma_agent.qa import (
 )
 from neotoma_agent.qa import audit as qa_audit
 from neotoma_agent.qa._actions import message_id_for
-from neotoma_agent.testing import FaultyTransport
+from neotoma_agent.testing import FaultyTransport, key_phase
 from neotoma_agent.transport._base import Transport
 from neotoma_agent.transport.embedded import EmbeddedStore
 
@@ -300,7 +300,7 @@ async def test_a_failed_closing_store_is_diagnosed_from_the_turn(store: Embedded
     faulty = FaultyTransport(store).fail(
         "store",
         ConnectionLost("down"),
-        when=lambda m, a, kw: kw["idempotency_key"].endswith("-assistant-turn"),
+        when=lambda m, a, kw: key_phase(kw["idempotency_key"]) == "assistant",
     )
     memory = NeotomaMemory(faulty, conversation_id=CID, close_timeout=5)
     with pytest.raises(Exception, match="closing store"):

@@ -14,7 +14,7 @@ from turn_support import capture_logs, db_path, memory, messages, seed, store, t
 
 from neotoma_agent._turn import TurnState
 from neotoma_agent.exceptions import ConnectionLost, TurnCloseError
-from neotoma_agent.testing import FaultyTransport, RecordingTransport
+from neotoma_agent.testing import FaultyTransport, RecordingTransport, key_phase
 from neotoma_agent.transport.embedded import EmbeddedStore
 
 __all__ = ["db_path", "store"]  # fixtures
@@ -27,11 +27,11 @@ class Boom(Exception):
 
 
 def closing_store(method: str, args: tuple[Any, ...], kwargs: Any) -> bool:
-    return not str(kwargs["idempotency_key"]).endswith("-user-turn")
+    return key_phase(str(kwargs["idempotency_key"])) != "user"
 
 
 def user_store(method: str, args: tuple[Any, ...], kwargs: Any) -> bool:
-    return str(kwargs["idempotency_key"]).endswith("-user-turn")
+    return key_phase(str(kwargs["idempotency_key"])) == "user"
 
 
 async def chunks(*parts: str, pause: float = 0.0) -> AsyncIterator[str]:
