@@ -35,6 +35,8 @@ from typing import Any, Final, Literal
 
 import attrs
 
+from ._text import SURROGATE_RE
+
 __all__ = [
     "ENTITY_ID_RE",
     "Identity",
@@ -97,7 +99,6 @@ _HONORIFIC_RE: Final = re.compile(
 )
 _PUNCT_RE: Final = re.compile(r"""[-.,;:!?'"()\[\]{}_/\\]+""")
 _WS_RUN_RE: Final = re.compile(f"[{_JS_WS_CLASS}]+")
-_SURROGATE_RE: Final = re.compile("[\ud800-\udfff]")
 
 _COMPANY_TYPES: Final = frozenset({"company", "organization"})
 _PERSON_TYPES: Final = frozenset({"person", "contact"})
@@ -310,8 +311,8 @@ def js_json(value: Any) -> str:
         out: list[str] = []
         _js_json_parts(value, out, set())
         text = "".join(out)
-    if _SURROGATE_RE.search(text):
-        text = _SURROGATE_RE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+    if SURROGATE_RE.search(text):
+        text = SURROGATE_RE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
     return text
 
 

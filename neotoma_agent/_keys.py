@@ -42,6 +42,7 @@ from typing import Final, Literal, cast
 import attrs
 
 from ._identity import _js_trim, normalize, resolve_identity
+from ._text import SURROGATE_RE
 
 __all__ = [
     "ENTITY_ID_RE",
@@ -59,6 +60,9 @@ __all__ = [
 
 #: A Neotoma entity id; a store refuses a relationship naming anything else.
 ENTITY_ID_RE: Final[re.Pattern[str]] = re.compile(r"ent_[0-9a-f]{24}")
+
+# C0, DEL and C1 controls: invisible in a listing, and a terminal acts on them.
+_CONTROL: Final = re.compile("[\x00-\x1f\x7f-\x9f]")
 
 #: The turn id reserved by the assistant message's key.
 _RESERVED_TURN_ID: Final = "assistant"
@@ -93,8 +97,11 @@ def _validate_id(kind: str, value: object) -> str:
     # The store trims names before hashing them, so " a" and "a" would be one entity.
     if value != value.strip() or value != trimmed:
         raise ValueError(f"{kind} must not start or end with whitespace")
-    if any(ch in value for ch in "\r\n\t\x00"):
+    if _CONTROL.search(value):
         raise ValueError(f"{kind} must not contain control characters")
+    if SURROGATE_RE.search(value):
+        # Not storable (UTF-8 cannot encode it), and a key must never be half a character.
+        raise ValueError(f"{kind} must be well-formed Unicode (it holds a lone surrogate)")
     return value
 
 

@@ -14,9 +14,10 @@ from typing import Final
 
 from .exceptions import ValidationError
 
-__all__ = ["check_text", "split_pending"]
+__all__ = ["SURROGATE_RE", "check_text", "split_pending"]
 
-_SURROGATE: Final = re.compile("[\ud800-\udfff]")
+#: Any UTF-16 surrogate code point (a str holds them only when half-decoded).
+SURROGATE_RE: Final = re.compile("[\ud800-\udfff]")
 _HIGH: Final = range(0xD800, 0xDC00)
 
 
@@ -40,13 +41,13 @@ def split_pending(name: str, text: str) -> tuple[str, str]:
     A stream cut mid-character ends with the first half of a pair; ``pending`` holds it for
     the next chunk. Any other lone surrogate raises :class:`ValidationError`.
     """
-    if text.isascii() or _SURROGATE.search(text) is None:
+    if text.isascii() or SURROGATE_RE.search(text) is None:
         return text, ""
     joined = _join_pairs(text)
     pending = ""
     if ord(joined[-1]) in _HIGH:
         joined, pending = joined[:-1], joined[-1]
-    found = _SURROGATE.search(joined)
+    found = SURROGATE_RE.search(joined)
     if found is not None:
         raise _refuse(name, joined, found.start())
     return joined, pending

@@ -120,6 +120,16 @@ def test_turn_ids_that_could_merge_two_turns_are_refused(turn_id: str) -> None:
         validate_turn_id(turn_id)
 
 
+@pytest.mark.parametrize(
+    "turn_id", ["a\x1b[2Jb", "a\x07", "a\x7f", "a\x9bb", "x\udfff", "\ud83d\ude00"]
+)
+def test_turn_ids_with_controls_or_surrogates_are_refused_before_any_io(turn_id: str) -> None:
+    # Controls act on a terminal that lists ids; a surrogate is half a character no store
+    # can encode (a pair is refused too: pass the character itself).
+    with pytest.raises(ValueError, match="turn_id"):
+        turn_keys("c", turn_id)
+
+
 @pytest.mark.parametrize("conversation_id", ["", " ", " chat", "chat\t", "\ufeffchat"])
 def test_unusable_conversation_ids_are_refused(conversation_id: str) -> None:
     with pytest.raises(ValueError, match="conversation_id"):
