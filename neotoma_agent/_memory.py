@@ -36,6 +36,7 @@ from ._keys import (
     validate_conversation_id,
     validate_entity_id,
 )
+from ._log import get_logger
 from ._payloads import (
     ConversationSettings,
     StorePayload,
@@ -62,7 +63,7 @@ from .transport._base import Entity, StoreResult, Transport
 
 __all__ = ["NeotomaMemory", "OpenTurn"]
 
-logger = structlog.get_logger("neotoma_agent")
+logger = get_logger()
 
 # Above this many characters, identifier extraction runs in a worker thread.
 _INLINE_EXTRACT_CHARS = 8192

@@ -24,8 +24,8 @@ from typing import Final
 
 import anyio
 import attrs
-import structlog
 
+from ._log import get_logger
 from ._payloads import BOOKKEEPING_TYPES
 from .transport._base import Entity, LookupResult, Transport
 
@@ -38,7 +38,7 @@ __all__ = [
     "retrieve",
 ]
 
-logger = structlog.get_logger("neotoma_agent")
+logger = get_logger()
 
 #: Any ``str -> identifiers`` callable can replace :func:`default_extractor`.
 Extractor = Callable[[str], Sequence[str]]

@@ -39,6 +39,7 @@ import attrs
 import structlog
 
 from ._keys import TurnKeys, validate_entity_id
+from ._log import get_logger
 from ._retrieval import EMPTY_RETRIEVAL, RetrievalStats, Retrieved
 from ._shield import raise_deferred
 from ._text import split_pending
@@ -50,7 +51,7 @@ if TYPE_CHECKING:
 
 __all__ = ["Turn", "TurnResult", "TurnState", "error_class_name"]
 
-logger = structlog.get_logger("neotoma_agent")
+logger = get_logger()
 
 
 class TurnState(enum.Enum):

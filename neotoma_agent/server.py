@@ -32,10 +32,10 @@ from typing import Any
 
 import aiohttp.typedefs
 import attrs
-import structlog
 from aiohttp import web
 
 from neotoma_agent._envelopes import envelope_of, flat_envelope, html_error_page
+from neotoma_agent._log import get_logger
 from neotoma_agent._version import __version__
 from neotoma_agent.exceptions import APIError, RateLimitedError
 from neotoma_agent.transport._base import Transport
@@ -43,7 +43,7 @@ from neotoma_agent.transport._rest import RestActions, present
 
 __all__ = ["DEFAULT_MAX_BODY_SIZE", "create_app", "run_server", "serve", "serving"]
 
-_log = structlog.get_logger("neotoma_agent")
+_log = get_logger()
 
 DEFAULT_MAX_BODY_SIZE = 32 * 2**20
 LOCAL_USER_ID = "00000000-0000-0000-0000-000000000000"

@@ -31,10 +31,10 @@ from typing import Any, Final, Literal, TypeVar
 
 import anyio
 import attrs
-import structlog
 
 from .._identity import resolve_identity
 from .._keys import turn_keys, validate_conversation_id
+from .._log import get_logger
 from .._memory import NeotomaMemory
 from ..exceptions import NotFoundError, ValidationError
 from ..transport._base import EntitySnapshot, Transport
@@ -58,7 +58,7 @@ __all__ = [
     "audit",
 ]
 
-logger = structlog.get_logger("neotoma_agent")
+logger = get_logger()
 
 T = TypeVar("T")
 Role = Literal["user", "assistant"]

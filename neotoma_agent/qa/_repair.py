@@ -15,16 +15,16 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Literal
 
 import attrs
-import structlog
 
 from .._keys import ENTITY_ID_RE, turn_keys
+from .._log import get_logger
 from ..transport._base import Transport
 from ._actions import RepairAction, build_payload
 from ._diagnose import Diagnosis
 
 __all__ = ["RepairOutcome", "RepairResult", "RepairStatus", "apply_repairs"]
 
-logger = structlog.get_logger("neotoma_agent")
+logger = get_logger()
 
 RepairStatus = Literal["applied", "replayed", "skipped", "failed"]
 

@@ -21,12 +21,13 @@ from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
 import anyio
-import structlog
+
+from .._log import get_logger
 
 __all__ = ["DBThread", "Job"]
 
 T = TypeVar("T")
-_log = structlog.get_logger("neotoma_agent")
+_log = get_logger()
 _MAX_GROUP = 512
 
 

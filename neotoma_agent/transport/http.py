@@ -32,9 +32,9 @@ from typing import Any
 
 import aiohttp
 import attrs
-import structlog
 
 from neotoma_agent._envelopes import error_from_response, parse_retry_after
+from neotoma_agent._log import get_logger
 from neotoma_agent._version import __version__
 from neotoma_agent.exceptions import (
     APIError,
@@ -50,7 +50,7 @@ from neotoma_agent.transport._rest import RestActions
 
 __all__ = ["HttpTransport", "RetryPolicy"]
 
-_log = structlog.get_logger("neotoma_agent")
+_log = get_logger()
 
 #: bodies from this size on are sent as a stream (see _attempt)
 _STREAM_ABOVE = 2**20
