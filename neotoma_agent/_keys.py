@@ -41,7 +41,7 @@ from typing import Final, Literal, cast
 
 import attrs
 
-from ._identity import _js_trim, normalize, resolve_identity
+from ._identity import ENTITY_ID_RE, _js_trim, normalize, resolve_identity
 from ._text import SURROGATE_RE
 
 __all__ = [
@@ -58,8 +58,6 @@ __all__ = [
     "validate_turn_id",
 ]
 
-#: A Neotoma entity id; a store refuses a relationship naming anything else.
-ENTITY_ID_RE: Final[re.Pattern[str]] = re.compile(r"ent_[0-9a-f]{24}")
 
 # C0, DEL and C1 controls: invisible in a listing, and a terminal acts on them.
 _CONTROL: Final = re.compile("[\x00-\x1f\x7f-\x9f]")

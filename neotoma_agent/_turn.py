@@ -33,23 +33,21 @@ import time
 from collections.abc import AsyncGenerator, AsyncIterable, Mapping
 from contextlib import AbstractContextManager
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import attrs
 import structlog
 
 from ._keys import TurnKeys, validate_entity_id
 from ._log import get_logger
+from ._phases import CloseOutcome, EnterAttempt, Opened, Phases, error_class_name
 from ._retrieval import EMPTY_RETRIEVAL, RetrievalStats, Retrieved
 from ._shield import raise_deferred
 from ._text import split_pending
 from .exceptions import IdempotencyMismatchError, TurnCloseError, TurnStateError, ValidationError
 from .transport._base import Entity
 
-if TYPE_CHECKING:
-    from ._memory import NeotomaMemory, _Opened
-
-__all__ = ["Turn", "TurnResult", "TurnState", "error_class_name"]
+__all__ = ["Turn", "TurnResult", "TurnState", "close_failure", "finish"]
 
 logger = get_logger()
 
@@ -72,14 +70,6 @@ class TurnState(enum.Enum):
     #: the turn could not be stored as planned: the user store failed (or the enter was
     #: cancelled), or the closing store failed
     FAILED = "failed"
-
-
-def error_class_name(exc: BaseException) -> str:
-    """``ValueError`` for builtins, ``module.QualName`` for everything else."""
-    cls = type(exc)
-    return (
-        cls.__qualname__ if cls.__module__ == "builtins" else f"{cls.__module__}.{cls.__qualname__}"
-    )
 
 
 @attrs.frozen
@@ -143,6 +133,94 @@ def close_failure(keys: TurnKeys, error: BaseException) -> Exception:
     return failure
 
 
+def finish(
+    opened: Opened,
+    retrieved: Retrieved,
+    outcome: CloseOutcome | None,
+    state: TurnState,
+    reply: str,
+    cited: tuple[str, ...],
+    *,
+    error_class: str | None = None,
+    close_error: BaseException | None = None,
+    open_ms: float = 0.0,
+    body_ms: float = 0.0,
+    close_ms: float = 0.0,
+) -> TurnResult:
+    """The one place a :class:`TurnResult` is built, and its ``turn.*`` event logged.
+
+    ``state`` is what the turn meant to end as (``CLOSED`` or ``ABANDONED``); without an
+    ``outcome`` (the closing store failed) it is ``FAILED``. Ids the store did not give are
+    ``None``.
+    """
+    keys = opened.keys
+    result = TurnResult(
+        conversation_id=keys.conversation_id,
+        turn_id=keys.turn_id,
+        turn_key=keys.user_turn_key,
+        status=state if outcome is not None else TurnState.FAILED,
+        stored_status=None if outcome is None else outcome.stored_status,
+        conversation_entity_id=opened.conversation_entity_id or None,
+        user_message_id=opened.user_message_id or None,
+        assistant_message_id=None if outcome is None else outcome.assistant_message_id,
+        turn_record_id=(outcome.turn_record_id if outcome else None) or opened.turn_record_id,
+        retrieved_ids=retrieved.ids,
+        retrieved=retrieved.entities,
+        cited_ids=cited,
+        retrieval=retrieved.stats,
+        reply_chars=len(reply),
+        error_class=error_class,
+        close_error=close_error,
+        replayed=False if outcome is None else outcome.replayed,
+        open_ms=open_ms,
+        body_ms=body_ms,
+        close_ms=close_ms,
+    )
+    _log_close(result)
+    return result
+
+
+def finish_attempt(attempt: EnterAttempt, open_ms: float) -> TurnResult:
+    """The result of an enter that did not open but closed the turn as abandoned."""
+    assert attempt.opened is not None
+    return finish(
+        attempt.opened,
+        attempt.retrieved,
+        attempt.outcome,
+        TurnState.ABANDONED,
+        "",
+        (),
+        error_class=attempt.error_class,
+        close_error=attempt.close_error,
+        open_ms=open_ms,
+    )
+
+
+def _log_close(result: TurnResult) -> None:
+    fields = {
+        "assistant_message_id": result.assistant_message_id,
+        "reply_chars": result.reply_chars,
+        "retrieved": len(result.retrieved_ids),
+        "cited": len(result.cited_ids),
+        "replayed": result.replayed,
+        "open_ms": round(result.open_ms, 3),
+        "body_ms": round(result.body_ms, 3),
+        "close_ms": round(result.close_ms, 3),
+    }
+    if result.status is TurnState.CLOSED:
+        logger.info("turn.closed", **fields)
+    elif result.status is TurnState.ABANDONED:
+        logger.warning("turn.abandoned", error_class=result.error_class, **fields)
+    else:
+        logger.error(
+            "turn.close_failed",
+            error_class=result.error_class,
+            close_error_class=type(result.close_error).__name__,
+            close_error=str(result.close_error),
+            **fields,
+        )
+
+
 def _cite_id(value: str | Entity) -> str:
     return validate_entity_id(value.id if isinstance(value, Entity) else value)
 
@@ -162,10 +240,10 @@ class Turn:
         "_entered_at",
         "_keys",
         "_log_binding",
-        "_memory",
         "_open_ms",
         "_opened",
         "_pending",
+        "_phases",
         "_reply_cache",
         "_result",
         "_retrieved",
@@ -177,14 +255,14 @@ class Turn:
 
     def __init__(
         self,
-        memory: NeotomaMemory,
+        phases: Phases,
         keys: TurnKeys,
         user_message: str,
         *,
         turn_number: int | None,
         user_extra: Mapping[str, Any] | None,
     ) -> None:
-        self._memory = memory
+        self._phases = phases
         self._keys = keys
         self._user_message = user_message
         self._turn_number = turn_number
@@ -195,7 +273,7 @@ class Turn:
         # The first half of a surrogate pair a chunk ended with, waiting for its second half.
         self._pending = ""
         self._cited: list[str] = []
-        self._opened: _Opened | None = None
+        self._opened: Opened | None = None
         self._retrieved: Retrieved = EMPTY_RETRIEVAL
         self._result: TurnResult | None = None
         self._log_binding: AbstractContextManager[Any] | None = None
@@ -270,7 +348,7 @@ class Turn:
             raise TurnStateError(f"the turn has no result yet (state: {self._state.value})")
         return self._result
 
-    def _require_opened(self) -> _Opened:
+    def _require_opened(self) -> Opened:
         if self._opened is None:
             raise TurnStateError(f"the turn is not open yet (state: {self._state.value})")
         return self._opened
@@ -361,9 +439,9 @@ class Turn:
             conversation_id=self._keys.conversation_id, turn_id=self._keys.turn_id
         )
         self._log_binding.__enter__()
-        attempt = _EnterAttempt()
+        attempt = EnterAttempt()
         try:
-            self._opened, self._retrieved = await self._memory._enter(
+            self._opened, self._retrieved = await self._phases.enter(
                 self._keys,
                 self._user_message,
                 turn_number=self._turn_number,
@@ -372,12 +450,10 @@ class Turn:
             )
         except BaseException:
             self._state = TurnState.FAILED
-            if attempt.result is not None:
+            if attempt.closed:
                 # The user store may have been written, so the turn was closed as abandoned.
-                self._result = attrs.evolve(
-                    attempt.result,
-                    open_ms=(time.perf_counter() - self._entered_at) * 1000,
-                    close_ms=0.0,
+                self._result = finish_attempt(
+                    attempt, (time.perf_counter() - self._entered_at) * 1000
                 )
                 self._state = self._result.status
             self._unbind()
@@ -424,73 +500,39 @@ class Turn:
             )
         failure = exc if exc is not None else unstorable
         error_class = None if failure is None else error_class_name(failure)
-        memory = self._memory
+        phases = self._phases
         # Shielded so a cancelled body still gets its closing store, however it is cancelled;
         # bounded so a hung store cannot hang the caller's shutdown.
         if error_class is None:
-            completion = await memory._shielded(
-                lambda: memory._complete(opened, reply, self.retrieved_ids, tuple(self._cited))
+            completion = await phases.shielded(
+                lambda: phases.complete(opened, reply, self.retrieved_ids, tuple(self._cited))
             )
         else:
-            completion = await memory._shielded(
-                lambda: memory._abandon(
+            completion = await phases.shielded(
+                lambda: phases.abandon(
                     opened, reply, error_class, self.retrieved_ids, tuple(self._cited)
                 )
             )
-        outcome, close_error = completion.value, completion.error
         close_ms = (time.perf_counter() - closing_started) * 1000
-
-        if close_error is not None:
-            status = TurnState.FAILED
-        else:
-            status = TurnState.CLOSED if failure is None else TurnState.ABANDONED
-        self._result = TurnResult(
-            conversation_id=self._keys.conversation_id,
-            turn_id=self._keys.turn_id,
-            turn_key=self._keys.user_turn_key,
-            status=status,
-            stored_status=None if outcome is None else outcome.stored_status,
-            conversation_entity_id=opened.conversation_entity_id,
-            user_message_id=opened.user_message_id,
-            assistant_message_id=None if outcome is None else outcome.assistant_message_id,
-            turn_record_id=opened.turn_record_id
-            if outcome is None
-            else outcome.turn_record_id or opened.turn_record_id,
-            retrieved_ids=self.retrieved_ids,
-            retrieved=self.retrieved,
-            cited_ids=tuple(self._cited),
-            retrieval=self.retrieval,
-            reply_chars=len(reply),
+        state = TurnState.CLOSED if failure is None else TurnState.ABANDONED
+        self._result = finish(
+            opened,
+            self._retrieved,
+            completion.value,
+            state,
+            reply,
+            tuple(self._cited),
             error_class=error_class,
-            close_error=close_error,
-            replayed=False if outcome is None else outcome.replayed,
+            close_error=completion.error,
             open_ms=self._open_ms,
             body_ms=body_ms,
             close_ms=close_ms,
         )
-        self._state = status
-        memory._log_close(self._result)
+        self._state = self._result.status
+        close_error = completion.error
         # A cancellation that arrived during the close goes on now that the outcome is known.
         await raise_deferred(completion, exc)
         if exc is None and close_error is not None:
             raise close_failure(self._keys, close_error)
         if unstorable is not None:
             raise unstorable
-
-
-@attrs.frozen
-class _CloseOutcome:
-    """What a closing store (completed or abandoned) wrote."""
-
-    stored_status: str | None
-    assistant_message_id: str | None
-    turn_record_id: str | None
-    replayed: bool
-
-
-@attrs.define
-class _EnterAttempt:
-    """What an enter phase that did not open left in the store (internal)."""
-
-    #: the turn as closed after a failed enter, when the user store may have been written
-    result: TurnResult | None = None

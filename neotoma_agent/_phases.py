@@ -1,0 +1,493 @@
+"""The three store phases of a turn, and the records they return.
+
+Every way of recording a turn goes through the same phases, so they leave the same graph in
+the store:
+
+- enter: bounded retrieval and one user store (conversation, user message, turn record
+  ``open``, PART_OF), concurrently; a failed enter that may have written closes the turn
+  as abandoned (:meth:`Phases.enter`);
+- complete: one closing store (assistant message, PART_OF, REFERS_TO, turn record
+  ``completed``);
+- abandon: one closing store (turn record ``abandoned``, the user message's edges, and the
+  partial reply if the user saw one);
+
+and :meth:`Phases.shielded` runs a closing phase to its end whatever cancels the caller,
+within ``close_timeout``. :class:`~neotoma_agent.Turn` and
+:class:`~neotoma_agent.NeotomaMemory` both drive these; neither knows the other's insides.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any, Protocol
+
+import anyio
+import anyio.to_thread
+import attrs
+
+from ._keys import TurnKeys
+from ._log import get_logger
+from ._payloads import (
+    ConversationSettings,
+    StorePayload,
+    abandoned_payload,
+    closing_payload,
+    user_payload,
+)
+from ._retrieval import EMPTY_RETRIEVAL, Extractor, Retrieved, extract, retrieve
+from ._shield import Completion, raise_deferred, run_to_completion
+from .exceptions import APIError, IdempotencyMismatchError, ServerError
+from .transport._base import StoreResult, Transport
+
+__all__ = [
+    "CloseOutcome",
+    "EnterAttempt",
+    "Opened",
+    "PhaseConfig",
+    "Phases",
+    "error_class_name",
+    "unopened",
+]
+
+logger = get_logger()
+
+# Above this many characters, identifier extraction runs in a worker thread.
+_INLINE_EXTRACT_CHARS = 8192
+
+
+class PhaseConfig(Protocol):
+    """The settings the phases read (:class:`~neotoma_agent.NeotomaMemory` has them all)."""
+
+    @property
+    def transport(self) -> Transport: ...
+    @property
+    def conversation_id(self) -> str: ...
+    @property
+    def settings(self) -> ConversationSettings: ...
+    @property
+    def retrieval_limit(self) -> int: ...
+    @property
+    def max_identifiers(self) -> int: ...
+    @property
+    def max_concurrency(self) -> int: ...
+    @property
+    def retrieval_timeout(self) -> float | None: ...
+    @property
+    def lookup_limit(self) -> int: ...
+    @property
+    def close_timeout(self) -> float: ...
+    @property
+    def extractor(self) -> Extractor | None: ...
+    @property
+    def refers_to_on_enter(self) -> bool: ...
+    @property
+    def include_bookkeeping(self) -> bool: ...
+
+
+@attrs.frozen
+class Opened:
+    """What the enter store wrote (:class:`~neotoma_agent.OpenTurn` is the public view)."""
+
+    keys: TurnKeys
+    turn_number: int | None
+    user_message_id: str
+    conversation_entity_id: str
+    turn_record_id: str | None
+    #: the enter store replayed: this turn id was entered before
+    replayed: bool
+    #: the turn record's status before this run (known on a replay), e.g. ``completed``
+    prior_status: str | None
+
+
+def error_class_name(exc: BaseException) -> str:
+    """``ValueError`` for builtins, ``module.QualName`` for everything else."""
+    cls = type(exc)
+    return (
+        cls.__qualname__ if cls.__module__ == "builtins" else f"{cls.__module__}.{cls.__qualname__}"
+    )
+
+
+def _may_have_written(error: BaseException) -> bool:
+    """Whether a store that ended in ``error`` may still have been applied.
+
+    A refusal (4xx, 429) wrote nothing; a lost answer, a timeout, a 5xx or a cancellation of
+    the caller may come after the store committed.
+    """
+    return not isinstance(error, APIError) or isinstance(error, ServerError)
+
+
+def _entry_id(result: StoreResult, index: int | None, entity_type: str) -> str | None:
+    if index is None:
+        return None
+    try:
+        return result.entity_id(index)
+    except IndexError:
+        # A replay the transport could not align: each type occurs once per payload.
+        matches = [e.entity_id for e in result.entities if e.entity_type == entity_type]
+        return matches[0] if len(matches) == 1 else None
+
+
+def _entry_snapshot(result: StoreResult, index: int, entity_type: str) -> Mapping[str, Any]:
+    for e in result.entities:
+        if e.observation_index == index or (
+            e.observation_index is None and e.entity_type == entity_type
+        ):
+            return e.snapshot or {}
+    return {}
+
+
+@attrs.frozen
+class CloseOutcome:
+    """What a closing store (completed or abandoned) wrote."""
+
+    stored_status: str | None
+    assistant_message_id: str | None
+    turn_record_id: str | None
+    replayed: bool
+
+
+@attrs.define
+class EnterAttempt:
+    """What an enter phase that did not open left in the store.
+
+    Set when the user store may have been written and the turn was therefore closed as
+    abandoned (or that failed too): the caller builds the turn's result from it.
+    """
+
+    closed: bool = False
+    opened: Opened | None = None
+    outcome: CloseOutcome | None = None
+    retrieved: Retrieved = EMPTY_RETRIEVAL
+    error_class: str | None = None
+    close_error: Exception | None = None
+
+
+@attrs.frozen
+class Phases:
+    """The store phases of one conversation's turns, over ``config.transport``."""
+
+    config: PhaseConfig
+
+    async def identifiers(self, text: str) -> list[str]:
+        if len(text) > _INLINE_EXTRACT_CHARS:
+            # Long texts (and whatever a custom extractor does with them) stay off the loop.
+            return await anyio.to_thread.run_sync(
+                extract, text, self.config.extractor, self.config.max_identifiers
+            )
+        return extract(text, self.config.extractor, self.config.max_identifiers)
+
+    async def retrieve(self, text: str, identifiers: list[str] | None = None) -> Retrieved:
+        if identifiers is None:
+            identifiers = await self.identifiers(text)
+        retrieved = await retrieve(
+            self.config.transport,
+            identifiers,
+            limit=self.config.retrieval_limit,
+            max_concurrency=self.config.max_concurrency,
+            deadline_s=self.config.retrieval_timeout,
+            lookup_limit=self.config.lookup_limit,
+            include_bookkeeping=self.config.include_bookkeeping,
+        )
+        s = retrieved.stats
+        logger.info(
+            "retrieval.done",
+            identifiers=s.identifiers,
+            lookups=s.lookups,
+            misses=s.misses,
+            failures=s.failures,
+            timeouts=s.timeouts,
+            retrieved=s.retrieved,
+            ms=round(s.ms, 3),
+        )
+        return retrieved
+
+    async def store(self, payload: StorePayload, keys: TurnKeys, phase: str) -> StoreResult:
+        try:
+            return await self.config.transport.store(
+                payload.entities,
+                idempotency_key=payload.idempotency_key,
+                relationships=payload.relationships,
+            )
+        except IdempotencyMismatchError as exc:
+            what = "user message" if phase == "user" else "reply"
+            # Keys fold ids as entity ids do, so the earlier turn may have had other ids.
+            folded_cid, folded_tid = keys.folded
+            raise IdempotencyMismatchError(
+                f"turn {keys.turn_id!r} of conversation {keys.conversation_id!r} was already "
+                f"stored with a different {what} (idempotency key {payload.idempotency_key!r}); "
+                "ids that differ only in letter case or whitespace runs fold together into one "
+                f"turn, here turn {folded_tid!r} of conversation {folded_cid!r}",
+                status=exc.status,
+                code=exc.code,
+                body=exc.body,
+                hint="pass revision=2 (3, ...) to record a regenerated reply or edited message "
+                "under the same turn_id, or use a new turn_id for a new turn",
+            ) from exc
+
+    async def enter(
+        self,
+        keys: TurnKeys,
+        user_message: str,
+        *,
+        turn_number: int | None,
+        user_extra: Mapping[str, Any] | None,
+        attempt: EnterAttempt,
+    ) -> tuple[Opened, Retrieved]:
+        """Retrieval and the user store, concurrently; the turn is open when both are done.
+
+        Once the user store may have been issued, every way out of here but success (a
+        cancellation of any kind, a lost answer, a timeout, a 5xx) closes the turn as
+        abandoned before the error goes on unchanged: the store may have committed, and an
+        open turn record would be an orphan. ``attempt`` then says what was stored.
+        """
+        started = time.perf_counter()
+        retrieved = EMPTY_RETRIEVAL
+        stored: StoreResult | None = None
+        store_error: Exception | None = None
+        issued = False
+
+        def payload(refers_to: Sequence[str] = ()) -> StorePayload:
+            return user_payload(
+                self.config.settings,
+                keys,
+                user_message,
+                turn_number=turn_number,
+                user_extra=user_extra,
+                refers_to=refers_to,
+            )
+
+        identifiers = await self.identifiers(user_message)
+
+        async def run_retrieval() -> None:
+            nonlocal retrieved
+            retrieved = await self.retrieve(user_message, identifiers)
+
+        request = payload()
+        try:
+            if self.config.refers_to_on_enter or not identifiers:
+                # Nothing to overlap (or the edges must ride on this store): no task group.
+                await run_retrieval()
+                request = payload(retrieved.ids)
+                issued = True
+                stored = await self.store(request, keys, "user")
+            else:
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(run_retrieval)
+                    issued = True
+                    try:
+                        stored = await self.store(request, keys, "user")
+                    except Exception as exc:
+                        # Raised after the group, unwrapped: a task group would turn it into
+                        # an ExceptionGroup. Retrieval is pointless now.
+                        store_error = exc
+                        tg.cancel_scope.cancel()
+            if store_error is not None:
+                raise store_error
+            assert stored is not None
+            opened = self.opened(keys, turn_number, stored, request)
+            if not opened.user_message_id or not opened.conversation_entity_id:
+                # An answer we could not align to the request: ask the store by name instead.
+                opened = attrs.evolve(
+                    opened,
+                    user_message_id=opened.user_message_id
+                    or await self.find(keys.user_turn_key, "conversation_message")
+                    or "",
+                    conversation_entity_id=opened.conversation_entity_id
+                    or await self.find(self.config.conversation_id, "conversation")
+                    or "",
+                )
+        except BaseException as exc:
+            if issued and _may_have_written(exc):
+                completion = await self._abandon_entered(
+                    keys, turn_number, request, stored, retrieved, exc, attempt
+                )
+                await raise_deferred(completion, exc)
+            raise
+        logger.info(
+            "turn.opened",
+            user_message_id=opened.user_message_id,
+            conversation_entity_id=opened.conversation_entity_id,
+            replayed=opened.replayed,
+            retrieved=len(retrieved.entities),
+            ms=round((time.perf_counter() - started) * 1000, 3),
+        )
+        return opened, retrieved
+
+    async def _abandon_entered(
+        self,
+        keys: TurnKeys,
+        turn_number: int | None,
+        request: StorePayload,
+        stored: StoreResult | None,
+        retrieved: Retrieved,
+        error: BaseException,
+        attempt: EnterAttempt,
+    ) -> Completion[tuple[Opened, CloseOutcome]]:
+        """Close an enter that may have written the user message as abandoned.
+
+        Without the store's answer the user store is sent again under its own key first: a
+        replay if it had committed (no second observation), else it writes the message now,
+        and either way the abandoned record cannot be overtaken by a late original.
+        """
+        error_class = error_class_name(error)
+
+        async def close() -> tuple[Opened, CloseOutcome]:
+            answer = stored if stored is not None else await self.store(request, keys, "user")
+            opened = self.opened(keys, turn_number, answer, request)
+            return opened, await self.abandon(opened, "", error_class, retrieved.ids, ())
+
+        completion = await run_to_completion(close, self.config.close_timeout)
+        attempt.closed = True
+        attempt.retrieved = retrieved
+        attempt.error_class = error_class
+        attempt.close_error = completion.error
+        if completion.value is not None:
+            attempt.opened, attempt.outcome = completion.value
+        else:
+            attempt.opened = unopened(keys, turn_number)
+        return completion
+
+    def opened(
+        self, keys: TurnKeys, turn_number: int | None, stored: StoreResult, request: StorePayload
+    ) -> Opened:
+        record_index = request.turn_record_index
+        prior = _entry_snapshot(stored, record_index, "conversation_turn").get("status")
+        return Opened(
+            keys=keys,
+            turn_number=turn_number,
+            user_message_id=_entry_id(stored, request.user_index, "conversation_message") or "",
+            conversation_entity_id=_entry_id(stored, request.conversation_index, "conversation")
+            or "",
+            turn_record_id=_entry_id(stored, record_index, "conversation_turn"),
+            replayed=stored.replayed,
+            prior_status=prior if stored.replayed and isinstance(prior, str) else None,
+        )
+
+    def assistant_id(self, stored: StoreResult, payload: StorePayload) -> str | None:
+        if payload.assistant_index is None:
+            return None
+        if payload.user_index is None:
+            return _entry_id(stored, payload.assistant_index, "conversation_message")
+        # Two messages in one payload: only the index (or the aligned replay) tells them apart.
+        try:
+            return stored.entity_id(payload.assistant_index)
+        except IndexError:
+            return None
+
+    async def complete(
+        self,
+        opened: Opened,
+        reply: str,
+        retrieved_ids: Sequence[str],
+        cited_ids: Sequence[str],
+    ) -> CloseOutcome:
+        payload = closing_payload(
+            self.config.settings,
+            opened.keys,
+            reply,
+            conversation_entity_id=opened.conversation_entity_id or None,
+            user_message_id=opened.user_message_id or None,
+            retrieved_ids=retrieved_ids,
+            cited_ids=cited_ids,
+            turn_number=opened.turn_number,
+        )
+        stored = await self.store(payload, opened.keys, "assistant")
+        return CloseOutcome(
+            stored_status="completed",
+            assistant_message_id=self.assistant_id(stored, payload),
+            turn_record_id=_entry_id(stored, payload.turn_record_index, "conversation_turn"),
+            replayed=stored.replayed,
+        )
+
+    async def abandon(
+        self,
+        opened: Opened,
+        partial_reply: str,
+        error_class: str,
+        retrieved_ids: Sequence[str],
+        cited_ids: Sequence[str],
+    ) -> CloseOutcome:
+        if opened.prior_status == "completed":
+            # This turn id was completed by an earlier run; a failed re-run must not overwrite
+            # the stored reply with a partial one or flip the record back to abandoned.
+            logger.warning(
+                "turn.abandon_skipped", reason="turn already completed", error_class=error_class
+            )
+            return CloseOutcome("completed", None, opened.turn_record_id, replayed=True)
+
+        def build(key: str | None = None) -> StorePayload:
+            return abandoned_payload(
+                self.config.settings,
+                opened.keys,
+                partial_reply,
+                error_class,
+                conversation_entity_id=opened.conversation_entity_id or None,
+                user_message_id=opened.user_message_id or None,
+                retrieved_ids=retrieved_ids,
+                cited_ids=cited_ids,
+                turn_number=opened.turn_number,
+                idempotency_key=key,
+            )
+
+        payload = build()
+        try:
+            stored = await self.store(payload, opened.keys, "abandoned")
+        except IdempotencyMismatchError:
+            # An earlier run of this turn id was abandoned differently (another error or
+            # partial reply). Both happened: record this one under a key derived from its
+            # own content, which still collapses an identical retry.
+            digest = _digest(payload)
+            payload = build(f"{payload.idempotency_key}-{digest}")
+            stored = await self.store(payload, opened.keys, "abandoned")
+        return CloseOutcome(
+            stored_status="abandoned",
+            assistant_message_id=self.assistant_id(stored, payload),
+            turn_record_id=_entry_id(stored, payload.turn_record_index, "conversation_turn"),
+            replayed=stored.replayed,
+        )
+
+    async def shielded(
+        self, phase: Callable[[], Awaitable[CloseOutcome]]
+    ) -> Completion[CloseOutcome]:
+        """Run one closing phase to its end whatever cancels the caller, within
+        ``close_timeout``.
+
+        Never raises (but for a programming error): the caller decides what a failed close
+        means, which depends on whether the body failed too, and re-raises a cancellation
+        that arrived meanwhile (``raise_deferred``) once the outcome is recorded.
+        """
+        return await run_to_completion(phase, self.config.close_timeout)
+
+    async def find(self, key: str, entity_type: str) -> str | None:
+        """The id of the ``entity_type`` whose schema-rule name is ``{entity_type}:{key}``.
+
+        Without an entity_type the server matches the raw key as a substring of canonical
+        names (with one it would strip the key's punctuation first); keep the exact name.
+        """
+        wanted = f"{entity_type}:{key}".casefold()
+        found = await self.config.transport.retrieve_entity_by_identifier(key, limit=100)
+        for entity in found.entities:
+            if (entity.canonical_name or "").casefold() == wanted:
+                return entity.id
+        return None
+
+
+def unopened(keys: TurnKeys, turn_number: int | None) -> Opened:
+    # A turn whose user store answer never arrived: nothing known but its keys.
+    return Opened(
+        keys=keys,
+        turn_number=turn_number,
+        user_message_id="",
+        conversation_entity_id="",
+        turn_record_id=None,
+        replayed=False,
+        prior_status=None,
+    )
+
+
+def _digest(payload: StorePayload) -> str:
+    blob = json.dumps(list(payload.entities), separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:12]
