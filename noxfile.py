@@ -35,7 +35,7 @@ def lint(session: nox.Session) -> None:
 @nox.session
 def typecheck(session: nox.Session) -> None:
     """mypy --strict on the package."""
-    session.install("-e", ".[test]")
+    session.install("-e", ".[test,dev]")
     session.run("mypy", "--strict", "neotoma_agent")
 
 

@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import importlib.metadata
+import subprocess
+import sys
+from pathlib import Path
+
 import neotoma_agent
 
 EXPECTED = {
@@ -105,3 +110,28 @@ def test_error_tree() -> None:
     assert issubclass(e.TurnCloseError, e.NeotomaError)
     for name in e.__all__:
         assert name in (e.__doc__ or ""), f"{name} missing from the drawn tree"
+
+
+def test_python_dash_m_runs_the_command_line(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "neotoma_agent", "--help"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("usage: neotoma-agent")
+    assert result.stderr == ""
+
+
+def test_the_distribution_states_its_licence_and_pythons() -> None:
+    meta = importlib.metadata.metadata("neotoma-agent")
+    assert meta["License-Expression"] == "MIT"
+    assert "LICENSE" in (meta.get_all("License-File") or [])
+    classifiers = meta.get_all("Classifier") or []
+    for version in ("3.10", "3.11", "3.12", "3.13"):
+        assert f"Programming Language :: Python :: {version}" in classifiers
+    assert meta["Requires-Python"] == ">=3.10"
+    assert (Path(__file__).resolve().parents[1] / "LICENSE").read_text().startswith("MIT License")
