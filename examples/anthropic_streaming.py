@@ -92,3 +92,7 @@ if __name__ == "__main__":
         if exc.name != "anthropic":
             raise
         sys.exit("this example needs the Anthropic SDK: pip install anthropic")
+    except Exception as exc:
+        # The SDK failed mid-turn (no network, no API key): the turn is already stored as
+        # abandoned, so one line says what happened instead of the SDK's traceback.
+        sys.exit(f"stopped: {type(exc).__name__}: {exc} (the turn is stored as abandoned)")

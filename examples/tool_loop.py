@@ -158,3 +158,7 @@ if __name__ == "__main__":
         if exc.name != "openai":
             raise
         sys.exit("this example needs the OpenAI SDK: pip install openai")
+    except Exception as exc:
+        # The SDK failed mid-turn (no network, no API key): the turn is already stored as
+        # abandoned, so one line says what happened instead of the SDK's traceback.
+        sys.exit(f"stopped: {type(exc).__name__}: {exc} (the turn is stored as abandoned)")

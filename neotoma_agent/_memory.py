@@ -247,7 +247,7 @@ class NeotomaMemory:
             retrieved,
             handle,
             lambda: self._phases.complete(opened, reply, retrieved.ids, cited),
-            TurnState.CLOSED,
+            TurnState.COMPLETED,
             reply,
             cited,
         )
@@ -373,7 +373,7 @@ class NeotomaMemory:
                 opened,
                 retrieved,
                 outcome,
-                TurnState.CLOSED,
+                TurnState.COMPLETED,
                 reply,
                 cited,
                 close_ms=(time.perf_counter() - started) * 1000,

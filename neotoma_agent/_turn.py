@@ -2,7 +2,7 @@
 
 A turn is an explicit state machine::
 
-    new ──enter──► opening ──► open ──exit──► closing ──► closed      (reply stored)
+    new ──enter──► opening ──► open ──exit──► closing ──► completed   (reply stored)
                       │                          ├──────► abandoned   (body raised/cancelled)
                       ├──► abandoned             └──────► failed      (closing store failed)
                       └──► failed
@@ -63,8 +63,11 @@ class TurnState(enum.Enum):
     OPEN = "open"
     #: the closing store is running
     CLOSING = "closing"
-    #: the reply is stored and the turn record says ``completed``
-    CLOSED = "closed"
+    #: the reply is stored and the turn record says ``completed`` (the word the store, the
+    #: README and ``show`` use)
+    COMPLETED = "completed"
+    #: the same member as ``COMPLETED`` (its name before 0.2; kept so code using it works)
+    CLOSED = "completed"
     #: the body raised or was cancelled; the turn record says ``abandoned``
     ABANDONED = "abandoned"
     #: the turn could not be stored as planned: the user store failed (or the enter was
@@ -74,12 +77,32 @@ class TurnState(enum.Enum):
 
 @attrs.frozen
 class TurnResult:
-    """What a finished turn stored, and how it went (timings and counts are never stored)."""
+    """What a finished turn stored, and how it went (timings and counts are never stored).
+
+    ``t.result`` after the ``async with`` block, or what ``close_turn`` / ``abandon_turn`` /
+    ``record_turn`` return. Fields:
+
+    - ``status``: :class:`TurnState` ``COMPLETED``, ``ABANDONED`` or ``FAILED`` (the closing
+      store failed; ``close_error`` holds why); ``completed`` is ``status is COMPLETED``;
+    - ``stored_status``: what the turn record says in the store, ``"completed"``,
+      ``"abandoned"``, or ``None`` when the closing store failed;
+    - ``conversation_id``, ``turn_id``, ``turn_key``: the turn's ids;
+    - ``conversation_entity_id``, ``user_message_id``, ``assistant_message_id``,
+      ``turn_record_id``: the stored entities' ids (``None`` where nothing was stored, e.g.
+      no assistant message for an abandoned turn with an empty reply);
+    - ``retrieved_ids`` / ``retrieved``: what retrieval found (ids / :class:`Entity`
+      objects, best match first); ``cited_ids``: what ``t.cite`` added; ``retrieval``:
+      lookup counts and time (:class:`~neotoma_agent.RetrievalStats`);
+    - ``reply_chars``: length of the stored (or partial) reply;
+    - ``error_class``: the body's exception class when abandoned (``module.Class``);
+    - ``replayed``: the closing store replayed an identical earlier one (a re-run);
+    - ``open_ms``, ``body_ms``, ``close_ms``, ``total_ms``: timings of the phases.
+    """
 
     conversation_id: str
     turn_id: str
     turn_key: str
-    #: ``CLOSED``, ``ABANDONED`` or ``FAILED``
+    #: ``COMPLETED``, ``ABANDONED`` or ``FAILED``
     status: TurnState
     #: the turn record's stored status: ``completed``, ``abandoned``, or ``None`` if the
     #: closing store failed
@@ -109,7 +132,7 @@ class TurnResult:
     @property
     def completed(self) -> bool:
         """True when both messages are stored and the turn record says ``completed``."""
-        return self.status is TurnState.CLOSED
+        return self.status is TurnState.COMPLETED
 
     @property
     def total_ms(self) -> float:
@@ -207,7 +230,7 @@ def _log_close(result: TurnResult) -> None:
         "body_ms": round(result.body_ms, 3),
         "close_ms": round(result.close_ms, 3),
     }
-    if result.status is TurnState.CLOSED:
+    if result.status is TurnState.COMPLETED:
         logger.info("turn.closed", **fields)
     elif result.status is TurnState.ABANDONED:
         logger.warning("turn.abandoned", error_class=result.error_class, **fields)
@@ -262,6 +285,7 @@ class Turn:
         turn_number: int | None,
         user_extra: Mapping[str, Any] | None,
     ) -> None:
+        """Internal: turns come from :meth:`NeotomaMemory.turn`, which validates the ids."""
         self._phases = phases
         self._keys = keys
         self._user_message = user_message
@@ -514,7 +538,7 @@ class Turn:
                 )
             )
         close_ms = (time.perf_counter() - closing_started) * 1000
-        state = TurnState.CLOSED if failure is None else TurnState.ABANDONED
+        state = TurnState.COMPLETED if failure is None else TurnState.ABANDONED
         self._result = finish(
             opened,
             self._retrieved,

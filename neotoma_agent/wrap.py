@@ -259,6 +259,23 @@ def with_memory(
 ) -> MemoryAgent:
     """Wrap ``agent_fn`` so that every call is one stored turn.
 
+    The agent is called as ``agent_fn(user_message, turn)``, or ``agent_fn(user_message)``
+    if it takes one argument; ``turn`` is the open :class:`~neotoma_agent.Turn` (read
+    ``turn.retrieved``, call ``turn.cite(...)``). Three kinds are accepted:
+
+    - a plain function returning the reply (a ``str``): run in a worker thread, so a
+      blocking LLM client never stalls the event loop;
+    - an ``async def`` returning the reply, or ``None`` after writing ``turn.reply`` itself;
+    - an async generator yielding ``str`` chunks: each is appended to the reply as it comes.
+
+    Then ``answer = await wrapped("hi")`` runs one turn: ``answer.reply`` is the exact reply,
+    ``answer.result`` the :class:`~neotoma_agent.TurnResult`; ``on_chunk=`` sees each chunk.
+    ``async with wrapped.stream("hi") as chunks: async for c in chunks: ...`` streams it;
+    leaving the loop early records the turn as abandoned (:class:`StoppedEarly`) with the
+    chunks read so far. ``turn_id=``, ``turn_number=``, ``user_extra=`` and ``revision=`` are
+    passed to :meth:`NeotomaMemory.turn`. An agent that raises (or is cancelled) gets its
+    turn recorded as abandoned, and the error propagates.
+
     Pass a :class:`NeotomaMemory`, or a ``transport`` and ``conversation_id`` (plus any other
     :class:`NeotomaMemory` setting, e.g. ``platform=``) to build one.
     """

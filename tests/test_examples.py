@@ -12,6 +12,7 @@ from __future__ import annotations
 import importlib.util
 import io
 import json
+import os
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -300,3 +301,50 @@ def test_sdk_examples_say_what_to_install(name: str, sdk: str) -> None:
     assert result.returncode == 1
     assert f"pip install {sdk}" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+_UNREACHABLE_SDKS = {
+    "openai": """
+class _Completions:
+    async def create(self, **kw):
+        raise ConnectionError("Connection error.")
+class _Chat:
+    completions = _Completions()
+class AsyncOpenAI:
+    chat = _Chat()
+""",
+    "anthropic": """
+class _Messages:
+    def stream(self, **kw):
+        raise ConnectionError("Connection error.")
+class AsyncAnthropic:
+    messages = _Messages()
+""",
+}
+
+
+@pytest.mark.parametrize(
+    ("name", "sdk"),
+    [("openai_streaming", "openai"), ("anthropic_streaming", "anthropic"), ("tool_loop", "openai")],
+)
+def test_sdk_examples_end_with_one_line_when_the_sdk_cannot_connect(
+    tmp_path: Path, name: str, sdk: str
+) -> None:
+    """An installed SDK that cannot reach its API: one clear line, not a traceback."""
+    (tmp_path / f"{sdk}.py").write_text(_UNREACHABLE_SDKS[sdk])
+    result = subprocess.run(
+        [sys.executable, str(EXAMPLES / f"{name}.py")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(tmp_path)},
+    )
+    assert result.returncode == 1
+    assert "Traceback" not in result.stderr
+    # The library's own WARNING (turn.abandoned) may precede it; then the one line.
+    assert result.stderr.strip().splitlines()[-1] == (
+        "stopped: ConnectionError: Connection error. (the turn is stored as abandoned)"
+    )
+    assert len(result.stderr.strip().splitlines()) <= 2

@@ -419,7 +419,22 @@ class Transport(Protocol):
         observation_source: str | None = None,
         strict: bool = False,
     ) -> StoreResult:
-        """Write entities (one observation each) and relationships under an idempotency key."""
+        """Write entities (one observation each) and relationships under an idempotency key.
+
+        Each entity is a plain JSON mapping: ``entity_type`` (required, e.g. ``"company"``)
+        plus its fields, e.g. ``{"entity_type": "company", "name": "Acme Corp", "domain":
+        "acme.com"}``. The store derives the entity id from the type's identity fields
+        (``name`` for most types), so storing the same name again adds an observation to
+        the same entity; ``target_id`` (an ``ent_…`` id) names the entity explicitly.
+        Relationships are ``{"relationship_type": "REFERS_TO", "source_index": 0,
+        "target_index": 1}``, where an end is ``*_index`` (an entity of this request) or
+        ``*_entity_id`` (an existing id). The same key with the same body is a replay (the
+        result has ``replayed=True``, nothing is written); with a different body it raises
+        :class:`~neotoma_agent.IdempotencyMismatchError`. ``source_priority`` and
+        ``observation_source`` tag the observations (merge order, provenance); ``strict``
+        refuses to merge into an existing entity matched by a heuristic name rule
+        (``ERR_MERGE_REFUSED``) instead of extending it.
+        """
         ...
 
     async def retrieve_entity_by_identifier(
