@@ -23,7 +23,13 @@ from ._keys import (
     validate_conversation_id,
     validate_entity_id,
 )
-from ._payloads import ConversationSettings, recorded_payload, validate_user_extra
+from ._payloads import (
+    ConversationSettings,
+    produced_entity,
+    recorded_payload,
+    remembered_payload,
+    validate_user_extra,
+)
 from ._phases import CloseOutcome, EnterAttempt, Opened, Phases, error_class_name, unopened
 from ._retrieval import EMPTY_RETRIEVAL, Extractor, RetrievalStats, Retrieved
 from ._shield import raise_deferred
@@ -168,6 +174,25 @@ class NeotomaMemory:
             user_message, turn_id, turn_number, user_extra, revision
         )
         return Turn(self._phases, keys, text, turn_number=turn_number, user_extra=extra)
+
+    async def remember(self, entity_type: str, /, **fields: Any) -> str:
+        """Store one entity (a fact to seed, a tool's result) and return its id.
+
+        One store call under a key derived from the entity's content, so repeating it
+        replays instead of writing again. The id is the server's (an entity with the same
+        type and name gets a new observation on the same id). The same checks as
+        :meth:`Turn.remember` run before any I/O; inside a turn, prefer ``t.remember``,
+        which rides on the closing store and links the entity to the reply.
+        """
+        item = produced_entity(entity_type, fields)
+        payload = remembered_payload(item)
+        stored = await self.transport.store(
+            payload.entities, idempotency_key=payload.idempotency_key
+        )
+        try:
+            return stored.entity_id(0)
+        except IndexError:
+            return item.entity_id
 
     async def retrieve(self, text: str) -> Retrieved:
         """Bounded retrieval for ``text`` alone (what a turn's enter phase runs)."""

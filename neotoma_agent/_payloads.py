@@ -18,20 +18,27 @@ element holds which entity, so callers read ids back with ``StoreResult.entity_i
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final, Literal
 
 import attrs
 
+from ._identity import IdentityError, resolve_identity
 from ._keys import TurnKeys
+from ._text import check_plain
 
 __all__ = [
     "BOOKKEEPING_TYPES",
     "ConversationSettings",
+    "Produced",
     "StorePayload",
     "abandoned_payload",
     "closing_payload",
+    "produced_entity",
     "recorded_payload",
+    "remembered_payload",
     "user_payload",
 ]
 
@@ -48,10 +55,74 @@ BOOKKEEPING_TYPES: Final = frozenset(
 
 TurnStatus = Literal["open", "completed", "abandoned"]
 
+# Keys a store reads as instructions, not fields: the library sets them itself.
+_RESERVED_ENTITY_FIELDS: Final = frozenset({"entity_type", "intent", "target_id"})
+
 # Keys the protocol owns on a user message: extra fields may not override them.
 _RESERVED_MESSAGE_FIELDS: Final = frozenset(
     {"entity_type", "intent", "target_id", "role", "sender_kind", "content", "turn_key"}
 )
+
+
+@attrs.frozen
+class Produced:
+    """An entity a reply produces (``t.remember``): the request element and its id."""
+
+    entity: Mapping[str, Any]
+    #: the id the store gives it (computed locally, as the server computes it)
+    entity_id: str
+
+
+def produced_entity(
+    entity_type: object, fields: Mapping[str, Any], *, extends: Iterable[str] = ()
+) -> Produced:
+    """Validate an entity an agent produces and compute its id, before any I/O.
+
+    Refused (``TypeError`` / ``ValueError`` / ``ValidationError``): a type that is not a
+    non-empty string, the protocol's own types (``conversation*``), reserved keys
+    (``entity_type``, ``intent``, ``target_id``), values that are not plain JSON, and
+    fields from which no identity can be derived (give it a ``name`` or ``title``). When the
+    id is one of ``extends`` (what retrieval found) the entity is written onto that id, so
+    it is extended, never duplicated.
+    """
+    if not isinstance(entity_type, str):
+        raise TypeError(f"entity_type must be a str, not {type(entity_type).__name__}")
+    if not entity_type.strip() or entity_type != entity_type.strip():
+        raise ValueError("entity_type must be a non-empty name without surrounding whitespace")
+    if entity_type in BOOKKEEPING_TYPES or entity_type.startswith("conversation"):
+        raise ValueError(
+            f"entity_type {entity_type!r} is the turn protocol's own: only turns write it"
+        )
+    reserved = _RESERVED_ENTITY_FIELDS.intersection(fields)
+    if reserved:
+        raise ValueError(f"fields must not set {sorted(reserved)} (the library sets them)")
+    if not fields:
+        raise ValueError("an entity needs at least one field (e.g. name=...)")
+    plain = check_plain("an entity field", dict(fields))
+    try:
+        identity = resolve_identity(entity_type, plain)
+    except IdentityError as exc:
+        raise ValueError(
+            f"no identity can be derived for this {entity_type!r}: give it a name, title or "
+            "another identifying field"
+        ) from exc
+    entity: dict[str, Any] = {"entity_type": entity_type, **plain}
+    if identity.entity_id in set(extends):
+        # Name the entity retrieval found explicitly: the store then appends to it even if
+        # its own resolution (a heuristic over existing names) would have gone elsewhere.
+        entity["target_id"] = identity.entity_id
+    return Produced(entity, identity.entity_id)
+
+
+def remembered_payload(produced: Produced) -> StorePayload:
+    """One entity stored on its own (``memory.remember``), under a key of its content."""
+    blob = json.dumps(produced.entity, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    digest = hashlib.sha256(blob.encode("utf-8")).hexdigest()[:24]
+    return StorePayload(
+        entities=(produced.entity,),
+        relationships=(),
+        idempotency_key=f"neotoma-agent-remember-{digest}",
+    )
 
 
 @attrs.frozen
@@ -74,6 +145,8 @@ class StorePayload:
     user_index: int | None = None
     assistant_index: int | None = None
     turn_record_index: int = 0
+    #: where the produced entities sit, in the order produced
+    produced_indexes: tuple[int, ...] = ()
 
 
 def conversation_entity(settings: ConversationSettings) -> dict[str, Any]:
@@ -242,12 +315,14 @@ def closing_payload(
     retrieved_ids: Sequence[str] = (),
     cited_ids: Sequence[str] = (),
     turn_number: int | None = None,
+    produced: Sequence[Produced] = (),
 ) -> StorePayload:
     """The closing store of a completed turn.
 
     The assistant message (exact reply) PART_OF the conversation and REFERS_TO the retrieved
-    and cited entities; the user message (named by id) REFERS_TO the retrieved entities; the
-    turn record becomes ``completed``.
+    and cited entities and to each ``produced`` entity (written in this same store); the
+    user message (named by id) REFERS_TO the retrieved entities; the turn record becomes
+    ``completed``.
     """
     entities, relationships, indexes = _reply_part(
         settings,
@@ -260,10 +335,12 @@ def closing_payload(
     )
     if user_message_id is not None:
         relationships += _refers_to(user_message_id, retrieved_ids)
+    produced_indexes = _add_produced(entities, relationships, indexes["assistant_index"], produced)
     return StorePayload(
         entities=tuple(entities),
         relationships=tuple(relationships),
         idempotency_key=keys.idempotency_key("assistant"),
+        produced_indexes=produced_indexes,
         **indexes,
     )
 
@@ -280,12 +357,15 @@ def abandoned_payload(
     cited_ids: Sequence[str] = (),
     turn_number: int | None = None,
     idempotency_key: str | None = None,
+    produced: Sequence[Produced] = (),
 ) -> StorePayload:
     """The closing store of an abandoned turn.
 
     The turn record becomes ``abandoned`` with the error class, the user message keeps its
     REFERS_TO edges, and when the user already saw part of a reply (``partial_reply`` is
     non-empty) the assistant message holds exactly that text: both halves or neither.
+    What the turn produced before it failed (a tool's result) happened, so it is stored
+    too, REFERS_TO from the partial reply, or from the turn record when there is none.
     """
     record = turn_record(keys, "abandoned", error_class)
     if partial_reply:
@@ -302,12 +382,30 @@ def abandoned_payload(
         entities, relationships, indexes = [record], [], {"turn_record_index": 0}
     if user_message_id is not None:
         relationships += _refers_to(user_message_id, retrieved_ids)
+    source = indexes.get("assistant_index", indexes["turn_record_index"])
+    produced_indexes = _add_produced(entities, relationships, source, produced)
     return StorePayload(
         entities=tuple(entities),
         relationships=tuple(relationships),
         idempotency_key=idempotency_key or keys.idempotency_key("abandoned"),
+        produced_indexes=produced_indexes,
         **indexes,
     )
+
+
+def _add_produced(
+    entities: list[Mapping[str, Any]],
+    relationships: list[dict[str, Any]],
+    source: int,
+    produced: Sequence[Produced],
+) -> tuple[int, ...]:
+    # Produced entities go after the turn's own, each REFERS_TO from ``source``.
+    indexes = []
+    for item in produced:
+        indexes.append(len(entities))
+        entities.append(item.entity)
+        relationships.append(_edge("REFERS_TO", source, indexes[-1]))
+    return tuple(indexes)
 
 
 def recorded_payload(

@@ -32,6 +32,7 @@ from ._keys import TurnKeys
 from ._log import get_logger
 from ._payloads import (
     ConversationSettings,
+    Produced,
     StorePayload,
     abandoned_payload,
     closing_payload,
@@ -147,6 +148,8 @@ class CloseOutcome:
     assistant_message_id: str | None
     turn_record_id: str | None
     replayed: bool
+    #: the ids the store gave the produced entities (``t.remember``), in order
+    produced_ids: tuple[str, ...] = ()
 
 
 @attrs.define
@@ -383,6 +386,7 @@ class Phases:
         reply: str,
         retrieved_ids: Sequence[str],
         cited_ids: Sequence[str],
+        produced: Sequence[Produced] = (),
     ) -> CloseOutcome:
         payload = closing_payload(
             self.config.settings,
@@ -393,6 +397,7 @@ class Phases:
             retrieved_ids=retrieved_ids,
             cited_ids=cited_ids,
             turn_number=opened.turn_number,
+            produced=produced,
         )
         stored = await self.store(payload, opened.keys, "assistant")
         return CloseOutcome(
@@ -400,6 +405,7 @@ class Phases:
             assistant_message_id=self.assistant_id(stored, payload),
             turn_record_id=_entry_id(stored, payload.turn_record_index, "conversation_turn"),
             replayed=stored.replayed,
+            produced_ids=_produced_ids(stored, payload, produced),
         )
 
     async def abandon(
@@ -409,6 +415,7 @@ class Phases:
         error_class: str,
         retrieved_ids: Sequence[str],
         cited_ids: Sequence[str],
+        produced: Sequence[Produced] = (),
     ) -> CloseOutcome:
         if opened.prior_status == "completed":
             # This turn id was completed by an earlier run; a failed re-run must not overwrite
@@ -430,6 +437,7 @@ class Phases:
                 cited_ids=cited_ids,
                 turn_number=opened.turn_number,
                 idempotency_key=key,
+                produced=produced,
             )
 
         payload = build()
@@ -447,6 +455,7 @@ class Phases:
             assistant_message_id=self.assistant_id(stored, payload),
             turn_record_id=_entry_id(stored, payload.turn_record_index, "conversation_turn"),
             replayed=stored.replayed,
+            produced_ids=_produced_ids(stored, payload, produced),
         )
 
     async def shielded(
@@ -473,6 +482,19 @@ class Phases:
             if (entity.canonical_name or "").casefold() == wanted:
                 return entity.id
         return None
+
+
+def _produced_ids(
+    stored: StoreResult, payload: StorePayload, produced: Sequence[Produced]
+) -> tuple[str, ...]:
+    # The store's word where it aligned the answer; else the id computed when produced.
+    ids = []
+    for index, item in zip(payload.produced_indexes, produced, strict=True):
+        try:
+            ids.append(stored.entity_id(index))
+        except IndexError:
+            ids.append(item.entity_id)
+    return tuple(ids)
 
 
 def unopened(keys: TurnKeys, turn_number: int | None) -> Opened:

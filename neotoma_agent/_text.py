@@ -1,4 +1,8 @@
-"""Text a store can hold: well-formed Unicode, checked at the library's boundary.
+"""Text and values a store can hold, checked at the library's boundary.
+
+Values are plain JSON (``None``, ``bool``, ``int``, finite ``float``, ``str``, lists, and
+objects with ``str`` keys, at most 100 levels deep, as a server accepts). Text is
+well-formed Unicode:
 
 A Python ``str`` may hold lone UTF-16 surrogates (``"x\\udfff"``, what a JSON stream cut
 mid-emoji or a careless decoder gives); UTF-8, SQLite and a Neotoma server cannot store them.
@@ -9,12 +13,13 @@ character it encodes and is stored as that character.
 
 from __future__ import annotations
 
+import math
 import re
-from typing import Final
+from typing import Any, Final
 
 from .exceptions import ValidationError
 
-__all__ = ["SURROGATE_RE", "check_text", "split_pending"]
+__all__ = ["SURROGATE_RE", "check_plain", "check_text", "split_pending"]
 
 #: Any UTF-16 surrogate code point (a str holds them only when half-decoded).
 SURROGATE_RE: Final = re.compile("[\ud800-\udfff]")
@@ -62,3 +67,37 @@ def check_text(name: str, value: object) -> str:
     if pending:
         raise _refuse(name, value, len(value) - 1)
     return text
+
+
+#: How deep a value may nest (a server refuses deeper JSON).
+MAX_DEPTH: Final = 100
+
+
+def check_plain(name: str, value: object) -> Any:
+    """Return ``value`` (text pairs joined) if it is plain, storable JSON, else raise
+    ``TypeError`` / ``ValueError`` / :class:`ValidationError`, quoting no content."""
+    return _plain(name, value, 0)
+
+
+def _plain(name: str, value: object, depth: int) -> Any:
+    if depth > MAX_DEPTH:
+        raise ValueError(f"{name} nests deeper than {MAX_DEPTH} levels")
+    if value is None or isinstance(value, (bool, int)):
+        return value
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise ValueError(f"{name} must be a finite number (JSON has no NaN or Infinity)")
+        return value
+    if isinstance(value, str):
+        return check_text(name, value)
+    if isinstance(value, (list, tuple)):
+        return [_plain(name, v, depth + 1) for v in value]
+    if isinstance(value, dict):
+        out: dict[str, Any] = {}
+        for key, v in value.items():
+            if not isinstance(key, str):
+                raise TypeError(f"{name} has a key that is not a str ({type(key).__name__})")
+            # Paths are left out of messages: keys of arbitrary objects can be content.
+            out[check_text(f"a key of {name}", key)] = _plain(name, v, depth + 1)
+        return out
+    raise TypeError(f"{name} is not plain JSON ({type(value).__name__})")

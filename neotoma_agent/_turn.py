@@ -40,6 +40,7 @@ import structlog
 
 from ._keys import TurnKeys, validate_entity_id
 from ._log import get_logger
+from ._payloads import Produced, produced_entity
 from ._phases import CloseOutcome, EnterAttempt, Opened, Phases, error_class_name
 from ._retrieval import EMPTY_RETRIEVAL, RetrievalStats, Retrieved
 from ._shield import raise_deferred
@@ -93,6 +94,8 @@ class TurnResult:
     - ``retrieved_ids`` / ``retrieved``: what retrieval found (ids / :class:`Entity`
       objects, best match first); ``cited_ids``: what ``t.cite`` added; ``retrieval``:
       lookup counts and time (:class:`~neotoma_agent.RetrievalStats`);
+    - ``produced_ids``: the entities the reply produced (``t.remember``), written in the
+      closing store, completed or abandoned;
     - ``reply_chars``: length of the stored (or partial) reply;
     - ``error_class``: the body's exception class when abandoned (``module.Class``);
     - ``replayed``: the closing store replayed an identical earlier one (a re-run);
@@ -128,6 +131,8 @@ class TurnResult:
     close_ms: float = 0.0
     #: the retrieved entities themselves (type, name, snapshot), best match first
     retrieved: tuple[Entity, ...] = attrs.field(default=(), eq=False, repr=False)
+    #: ids of the entities the reply produced (``t.remember``), stored in the closing store
+    produced_ids: tuple[str, ...] = ()
 
     @property
     def completed(self) -> bool:
@@ -195,6 +200,7 @@ def finish(
         error_class=error_class,
         close_error=close_error,
         replayed=False if outcome is None else outcome.replayed,
+        produced_ids=() if outcome is None else outcome.produced_ids,
         open_ms=open_ms,
         body_ms=body_ms,
         close_ms=close_ms,
@@ -267,6 +273,7 @@ class Turn:
         "_opened",
         "_pending",
         "_phases",
+        "_produced",
         "_reply_cache",
         "_result",
         "_retrieved",
@@ -296,6 +303,7 @@ class Turn:
         self._reply_cache: str | None = ""
         # The first half of a surrogate pair a chunk ended with, waiting for its second half.
         self._pending = ""
+        self._produced: dict[str, Produced] = {}
         self._cited: list[str] = []
         self._opened: Opened | None = None
         self._retrieved: Retrieved = EMPTY_RETRIEVAL
@@ -452,6 +460,31 @@ class Turn:
             if entity_id not in self._cited:
                 self._cited.append(entity_id)
 
+    def remember(self, entity_type: str, /, **fields: Any) -> str:
+        """Record an entity the reply produces; return its id at once, to cite in the reply.
+
+        The entity is written in the closing store (no extra round trip), and the assistant
+        message REFERS_TO it. Its id is computed here exactly as the server computes it, so
+        an entity retrieval found (same type and name) is extended with a new observation,
+        never duplicated. Remembering the same id twice merges the fields (later wins). An
+        abandoned turn still stores what it produced (it happened), REFERS_TO from the
+        partial reply, or from the turn record. Bad input (a ``conversation*`` type, fields
+        that are not plain JSON or name nothing) raises before any I/O.
+        """
+        self._require_open("remember an entity")
+        item = produced_entity(entity_type, fields, extends=self.retrieved_ids)
+        earlier = self._produced.pop(item.entity_id, None)
+        if earlier is not None:
+            merged = {**earlier.entity, **item.entity}
+            item = attrs.evolve(item, entity=merged)
+        self._produced[item.entity_id] = item
+        return item.entity_id
+
+    @property
+    def produced_ids(self) -> tuple[str, ...]:
+        """Ids of the entities :meth:`remember` recorded so far."""
+        return tuple(self._produced)
+
     # ------------------------------------------------------------------ lifecycle
 
     async def __aenter__(self) -> Turn:
@@ -527,14 +560,17 @@ class Turn:
         phases = self._phases
         # Shielded so a cancelled body still gets its closing store, however it is cancelled;
         # bounded so a hung store cannot hang the caller's shutdown.
+        produced = tuple(self._produced.values())
         if error_class is None:
             completion = await phases.shielded(
-                lambda: phases.complete(opened, reply, self.retrieved_ids, tuple(self._cited))
+                lambda: phases.complete(
+                    opened, reply, self.retrieved_ids, tuple(self._cited), produced
+                )
             )
         else:
             completion = await phases.shielded(
                 lambda: phases.abandon(
-                    opened, reply, error_class, self.retrieved_ids, tuple(self._cited)
+                    opened, reply, error_class, self.retrieved_ids, tuple(self._cited), produced
                 )
             )
         close_ms = (time.perf_counter() - closing_started) * 1000
