@@ -38,6 +38,7 @@ from typing import Any
 import attrs
 import structlog
 
+from ._context import render_context
 from ._keys import TurnKeys, validate_entity_id
 from ._log import get_logger
 from ._payloads import Produced, produced_entity
@@ -479,6 +480,16 @@ class Turn:
             item = attrs.evolve(item, entity=merged)
         self._produced[item.entity_id] = item
         return item.entity_id
+
+    def context(self, *, max_chars: int = 4000) -> str:
+        """A compact, deterministic text block of what this turn knows, for any prompt.
+
+        The retrieved entities (type, name, id, their telling fields) in rank order, within
+        ``max_chars`` characters by the rules documented in ``neotoma_agent._context``
+        (entities in rank order; long values cut with a ``…[+N chars]`` marker; lines that
+        do not fit left out and counted). Only stored content, never a token.
+        """
+        return render_context(self.retrieved, (), max_chars=max_chars)
 
     @property
     def produced_ids(self) -> tuple[str, ...]:
