@@ -74,6 +74,13 @@ def _wants_turn(agent_fn: Callable[..., Any]) -> bool:
 
 def _reply_value(value: object, turn: Turn) -> None:
     if value is None:
+        if not turn.reply:
+            # Nothing returned and nothing written: a bug in the agent (a missing return),
+            # not an empty reply; storing "" as completed would hide it.
+            raise TypeError(
+                "the agent returned None and wrote no reply (return a str, write turn.reply, "
+                "or return '' for an empty reply)"
+            )
         return  # the agent wrote turn.reply itself
     if not isinstance(value, str):
         raise TypeError(f"an agent must return a str (or None), not {type(value).__name__}")
@@ -265,7 +272,8 @@ def with_memory(
 
     - a plain function returning the reply (a ``str``): run in a worker thread, so a
       blocking LLM client never stalls the event loop;
-    - an ``async def`` returning the reply, or ``None`` after writing ``turn.reply`` itself;
+    - an ``async def`` returning the reply, or ``None`` after writing ``turn.reply`` itself
+      (``None`` with nothing written is refused as a bug: ``TypeError``, turn abandoned);
     - an async generator yielding ``str`` chunks: each is appended to the reply as it comes.
 
     Then ``answer = await wrapped("hi")`` runs one turn: ``answer.reply`` is the exact reply,

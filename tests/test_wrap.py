@@ -136,6 +136,23 @@ async def test_a_sync_agent_returning_a_non_str_abandons_the_turn(store: Embedde
     assert (await turn_record(store, "chat-1", "t1"))["status"] == "abandoned"
 
 
+@pytest.mark.parametrize("kind", ["sync", "async"])
+async def test_an_agent_returning_none_without_a_reply_abandons_the_turn(
+    store: EmbeddedStore, kind: str
+) -> None:
+    async def forgot_async(message: str) -> None:
+        await anyio.lowlevel.checkpoint()
+
+    def forgot_sync(message: str) -> None:
+        pass
+
+    agent = forgot_sync if kind == "sync" else forgot_async
+    wrapped = with_memory(agent, memory=memory(store))
+    with pytest.raises(TypeError, match="returned None and wrote no reply"):
+        await wrapped("hi", turn_id="t1")
+    assert (await turn_record(store, "chat-1", "t1"))["status"] == "abandoned"
+
+
 def test_with_memory_needs_a_memory_or_a_transport_and_conversation_id() -> None:
     store = EmbeddedStore.open(":memory:")
     try:
