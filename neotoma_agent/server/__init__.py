@@ -13,14 +13,13 @@ Auth: without a token the server binds loopback only and serves the local user, 
 ``Authorization: Bearer`` it cannot validate (as a default Neotoma refuses ``dev-local``);
 with a token every route but ``GET /health`` requires ``Authorization: Bearer <token>``.
 
-The package: ``_validate`` (request bodies and the refusals that answer bad ones),
-``_routes`` (one handler per route, forwarding to the store), ``_app`` (auth, the middlewares,
-the app factory, and running it).
+The package: ``_replies`` (how a refusal is shaped: envelopes, HTML pages, Zod issues),
+``_validate`` (request bodies decoded and checked per route), ``_routes`` (one handler per
+route, forwarding to the store), ``_app`` (auth, the middlewares, the app factory, running it).
 """
 
 from neotoma_agent.server._app import (
     DEFAULT_MAX_BODY_SIZE,
-    Handler,
     Middleware,
     create_app,
     is_loopback_host,
@@ -28,6 +27,7 @@ from neotoma_agent.server._app import (
     serve,
     serving,
 )
+from neotoma_agent.server._routes import Handler
 
 __all__ = [
     "DEFAULT_MAX_BODY_SIZE",
