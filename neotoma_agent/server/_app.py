@@ -33,6 +33,7 @@ from neotoma_agent.server._replies import (
 )
 from neotoma_agent.server._routes import GET_ROUTES, POST_ROUTES, STORE_KEY, Handler
 from neotoma_agent.transport._base import Transport
+from neotoma_agent.transport.embedded import EmbeddedStore
 
 _log = get_logger()
 
@@ -268,8 +269,6 @@ async def serve(
     once listening (``port=0`` picks a free port).
     """
     _check_bind(host, token)
-    from neotoma_agent.transport.embedded import EmbeddedStore
-
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     installed: list[signal.Signals] = []
