@@ -1,0 +1,41 @@
+"""The dev server: Neotoma's REST subset over any Transport (normally an EmbeddedStore).
+
+``neotoma-agent serve`` runs it so that several processes can share one store, and the HTTP
+tests run :class:`~neotoma_agent.HttpTransport` against it. It answers the way a real Neotoma
+server does for this subset (reference/neotoma-semantics.md and the recorded calls in
+reference/samples/): the same routes, response bodies (the store's ``.raw`` is already the
+server's JSON), both error envelope families, an HTML page for malformed JSON and unknown
+routes, and the same request validation (closed top-level keys on the write routes, Zod-shaped
+issues). Features outside the subset (file uploads, dry runs, time travel) are refused with
+``501 NOT_IMPLEMENTED`` rather than silently ignored.
+
+Auth: without a token the server binds loopback only and serves the local user, refusing any
+``Authorization: Bearer`` it cannot validate (as a default Neotoma refuses ``dev-local``);
+with a token every route but ``GET /health`` requires ``Authorization: Bearer <token>``.
+
+The package: ``_replies`` (how a refusal is shaped: envelopes, HTML pages, Zod issues),
+``_validate`` (request bodies decoded and checked per route), ``_routes`` (one handler per
+route, forwarding to the store), ``_app`` (auth, the middlewares, the app factory, running it).
+"""
+
+from neotoma_agent.server._app import (
+    DEFAULT_MAX_BODY_SIZE,
+    Middleware,
+    create_app,
+    is_loopback_host,
+    run_server,
+    serve,
+    serving,
+)
+from neotoma_agent.server._routes import Handler
+
+__all__ = [
+    "DEFAULT_MAX_BODY_SIZE",
+    "Handler",
+    "Middleware",
+    "create_app",
+    "is_loopback_host",
+    "run_server",
+    "serve",
+    "serving",
+]

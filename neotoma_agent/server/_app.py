@@ -1,0 +1,317 @@
+"""The dev server's application: who may call, the middlewares, the app factory and running it.
+
+:func:`create_app` builds the ``aiohttp.web`` application over a store; :func:`serving` runs
+one in the background (tests, benchmarks); :func:`serve` and :func:`run_server` run the
+EmbeddedStore at a path until SIGINT or SIGTERM (``neotoma-agent serve``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hmac
+import ipaddress
+import os
+import signal
+import traceback
+import urllib.parse
+from collections.abc import AsyncIterator, Callable, Sequence
+from pathlib import Path
+
+import aiohttp.typedefs
+from aiohttp import web
+
+from neotoma_agent._envelopes import envelope_of, flat_envelope
+from neotoma_agent._log import get_logger
+from neotoma_agent.exceptions import APIError, RateLimitedError
+from neotoma_agent.server._replies import (
+    Reply,
+    html_response,
+    json_response,
+    refusal,
+    too_large,
+)
+from neotoma_agent.server._routes import GET_ROUTES, POST_ROUTES, STORE_KEY, Handler
+from neotoma_agent.transport._base import Transport
+from neotoma_agent.transport.embedded import EmbeddedStore
+
+_log = get_logger()
+
+DEFAULT_MAX_BODY_SIZE = 32 * 2**20
+
+#: an aiohttp middleware: ``async def m(request, handler) -> response``
+Middleware = aiohttp.typedefs.Middleware
+
+_TOKEN_KEY = web.AppKey("neotoma_token", str)
+
+
+# --- middlewares -------------------------------------------------------------------------
+
+
+@web.middleware
+async def _answers(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Turn every outcome into the answer a real server gives: envelopes, pages, statuses."""
+    try:
+        return await handler(request)
+    except Reply as reply:
+        return reply.response
+    except (web.HTTPNotFound, web.HTTPMethodNotAllowed):
+        # Express answers any unrouted method+path with this page (never a 405).
+        return html_response(404, f"Cannot {request.method} {request.path}")
+    except web.HTTPRequestEntityTooLarge:
+        return too_large()
+    except APIError as exc:
+        response = json_response(envelope_of(exc), exc.status)
+        if isinstance(exc, RateLimitedError) and exc.retry_after is not None:
+            response.headers["Retry-After"] = str(round(exc.retry_after))
+        return response
+    except web.HTTPException:
+        raise
+    except Exception as exc:
+        # A bug or a store failure: answer like the server's catch-all. The log gets the
+        # error class and where it was raised, never its message or repr, which may quote
+        # message content or a credential.
+        _log.error(
+            "server.error", path=request.path, error=type(exc).__name__, where=_raised_at(exc)
+        )
+        return json_response(
+            flat_envelope("DB_QUERY_FAILED", f"internal error ({type(exc).__name__})"), 500
+        )
+
+
+def _raised_at(exc: BaseException) -> list[str]:
+    """``file:line in function`` of the innermost frames of ``exc``'s traceback."""
+    frames = traceback.extract_tb(exc.__traceback__)[-6:]
+    return [f"{Path(f.filename).name}:{f.lineno} in {f.name}" for f in frames]
+
+
+def _is_loopback_address(address: str | None) -> bool:
+    if not address:
+        return False
+    try:
+        ip = ipaddress.ip_address(address.split("%", 1)[0])
+    except ValueError:
+        return False
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        return ip.ipv4_mapped.is_loopback
+    return ip.is_loopback
+
+
+def _bearer(request: web.Request) -> bytes | None:
+    """The credential of ``Authorization: Bearer <credential>``, as the bytes sent."""
+    header = request.headers.get("Authorization", "")
+    scheme, _, credentials = header.partition(" ")
+    if scheme.lower() != "bearer":
+        return None
+    # aiohttp decodes header bytes that are not UTF-8 as lone surrogates (surrogateescape).
+    # Encoding back the same way gives the bytes sent and cannot fail; a plain .encode()
+    # raised an error that quoted the credential into the log and answered 500.
+    return credentials.strip().encode("utf-8", "surrogateescape")
+
+
+_AUTH_REQUIRED_HINT = "Send Authorization: Bearer <token>, the token the server was started with."
+
+
+@web.middleware
+async def _auth(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Who may call: the local user from loopback, or any caller with the server's token."""
+    if request.match_info.http_exception is not None or request.path == "/health":
+        return await handler(request)
+    token = request.app.get(_TOKEN_KEY)
+    bearer = _bearer(request)
+    if token is None:
+        if bearer is not None:
+            # Like a default Neotoma: a token it cannot validate is refused, not ignored, so
+            # a client configured with a made-up token finds out here rather than in prod.
+            raise _invalid_token()
+        if "X-Forwarded-For" in request.headers or not _is_loopback_address(request.remote):
+            raise refusal(
+                401, "AUTH_REQUIRED", "Missing Bearer token", {"hint": _AUTH_REQUIRED_HINT}
+            )
+        return await handler(request)
+    if bearer is None:
+        raise refusal(401, "AUTH_REQUIRED", "Missing Bearer token", {"hint": _AUTH_REQUIRED_HINT})
+    if not hmac.compare_digest(bearer, token.encode()):
+        raise _invalid_token()
+    return await handler(request)
+
+
+def _invalid_token() -> Reply:
+    return refusal(401, "AUTH_INVALID", "Unauthorized - invalid authentication token")
+
+
+def _as_middleware(inner: Middleware) -> Middleware:
+    @web.middleware
+    async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+        return await inner(request, handler)
+
+    return middleware
+
+
+def create_app(
+    store: Transport,
+    *,
+    token: str | None = None,
+    max_body_size: int = DEFAULT_MAX_BODY_SIZE,
+    middlewares: Sequence[Middleware] = (),
+) -> web.Application:
+    """An ``aiohttp.web`` application serving ``store`` over Neotoma's REST subset.
+
+    The caller owns ``store`` (the app never closes it). With ``token``, every route but
+    ``GET /health`` requires ``Authorization: Bearer <token>``. Bodies larger than
+    ``max_body_size`` bytes are refused with 413. ``middlewares`` run innermost, after
+    authentication and just around the route handler (tests inject faults and latency there).
+    """
+    if token is not None and not token:
+        raise ValueError("token must be a non-empty string or None")
+    chain: list[Middleware] = [_answers, _auth]
+    chain.extend(_as_middleware(m) for m in middlewares)
+    app = web.Application(client_max_size=max_body_size, middlewares=chain)
+    app[STORE_KEY] = store
+    if token is not None:
+        app[_TOKEN_KEY] = token
+    for path, handler in POST_ROUTES.items():
+        app.router.add_post(path, handler)
+    for path, handler in GET_ROUTES.items():
+        app.router.add_get(path, handler)
+    return app
+
+
+def is_loopback_host(host: str) -> bool:
+    """Whether binding ``host`` exposes the server to this machine only."""
+    if host == "localhost":
+        return True
+    return _is_loopback_address(host)
+
+
+def _check_bind(host: str, token: str | None) -> None:
+    if token is None and not is_loopback_host(host):
+        raise ValueError(
+            f"refusing to listen on {host!r} without a token: anyone who can reach it could "
+            "read and write the store; pass a token or bind 127.0.0.1"
+        )
+
+
+@contextlib.asynccontextmanager
+async def serving(
+    app: web.Application,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    shutdown_timeout: float = 30.0,
+) -> AsyncIterator[str]:
+    """Serve ``app`` in the background for the ``async with`` block; yield its base URL.
+
+    ``port=0`` picks a free port. On exit the server stops accepting connections, lets
+    in-flight requests finish (at most ``shutdown_timeout`` seconds) and closes the rest.
+    Meant for tests and benchmarks (asyncio only); :func:`serve` is the long-running form.
+    """
+    # No access log: a library should not print a line per request; an application that
+    # wants one can run the app with aiohttp's own runner.
+    runner = web.AppRunner(
+        app, handle_signals=False, shutdown_timeout=shutdown_timeout, access_log=None
+    )
+    await runner.setup()
+    try:
+        site = web.TCPSite(runner, host, port)
+        await site.start()
+        bound_host, bound_port = _bound_address(runner, host, port)
+        url_host = f"[{bound_host}]" if ":" in bound_host else bound_host
+        yield f"http://{url_host}:{bound_port}"
+    finally:
+        # Stops listening, lets in-flight handlers (stores) finish within shutdown_timeout,
+        # closes idle connections, then runs the app's cleanup.
+        await runner.cleanup()
+
+
+async def _run_app(
+    app: web.Application,
+    host: str,
+    port: int,
+    *,
+    stop: asyncio.Event,
+    shutdown_timeout: float,
+    on_ready: Callable[[str, int], None] | None,
+) -> None:
+    """Serve ``app`` until ``stop`` is set, then finish in-flight requests and close."""
+    async with serving(app, host=host, port=port, shutdown_timeout=shutdown_timeout) as url:
+        parsed = urllib.parse.urlsplit(url)
+        bound_host, bound_port = parsed.hostname or host, parsed.port or port
+        _log.info("server.listening", host=bound_host, port=bound_port)
+        if on_ready is not None:
+            on_ready(bound_host, bound_port)
+        await stop.wait()
+        _log.info("server.stopping")
+
+
+def _bound_address(runner: web.AppRunner, host: str, port: int) -> tuple[str, int]:
+    for address in runner.addresses:
+        if isinstance(address, tuple) and len(address) >= 2:
+            return str(address[0]), int(address[1])
+    return host, port
+
+
+async def serve(
+    db_path: str | os.PathLike[str],
+    host: str = "127.0.0.1",
+    port: int = 3080,
+    token: str | None = None,
+    *,
+    max_body_size: int = DEFAULT_MAX_BODY_SIZE,
+    shutdown_timeout: float = 30.0,
+    on_ready: Callable[[str, int], None] | None = None,
+) -> None:
+    """Serve the EmbeddedStore at ``db_path`` until SIGINT or SIGTERM (asyncio only).
+
+    Refuses (``ValueError``) to listen on a non-loopback ``host`` without ``token``. On a
+    signal it stops accepting connections, lets in-flight requests finish (at most
+    ``shutdown_timeout`` seconds) and closes the store. ``on_ready(host, port)`` is called
+    once listening (``port=0`` picks a free port).
+    """
+    _check_bind(host, token)
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    installed: list[signal.Signals] = []
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        try:
+            loop.add_signal_handler(sig, stop.set)
+            installed.append(sig)
+        except (NotImplementedError, RuntimeError):  # pragma: no cover - Windows, threads
+            pass
+    try:
+        async with EmbeddedStore.open(os.fspath(db_path)) as store:
+            app = create_app(store, token=token, max_body_size=max_body_size)
+            await _run_app(
+                app,
+                host,
+                port,
+                stop=stop,
+                shutdown_timeout=shutdown_timeout,
+                on_ready=on_ready,
+            )
+    finally:
+        for sig in installed:
+            loop.remove_signal_handler(sig)
+
+
+def run_server(
+    db_path: str | os.PathLike[str],
+    host: str = "127.0.0.1",
+    port: int = 3080,
+    token: str | None = None,
+    *,
+    max_body_size: int = DEFAULT_MAX_BODY_SIZE,
+    on_ready: Callable[[str, int], None] | None = None,
+) -> None:
+    """Blocking entry point for ``neotoma-agent serve``: :func:`serve` on a new event loop."""
+    _check_bind(host, token)  # fail before creating a loop
+    asyncio.run(
+        serve(
+            db_path,
+            host,
+            port,
+            token,
+            max_body_size=max_body_size,
+            on_ready=on_ready,
+        )
+    )

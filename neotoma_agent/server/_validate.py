@@ -1,0 +1,452 @@
+"""What the dev server accepts: request bodies decoded, bounded and checked per route.
+
+:func:`read_body` decodes a body as Express's body-parser does (and refuses JSON that cannot
+be stored); each route's function then checks the decoded body the way the real server does
+(closed top-level keys on the write routes, Zod-shaped issues, ``501`` for features outside
+the subset) and returns the body to forward to the store. Every refusal is a raised
+:class:`~neotoma_agent.server._replies.Reply`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from typing import Any, TypeVar
+
+from aiohttp import web
+
+from neotoma_agent.server._replies import (
+    MISSING,
+    Issues,
+    Reply,
+    html_response,
+    refusal,
+    too_large,
+)
+from neotoma_agent.transport._rest import present
+
+T = TypeVar("T")
+
+LOCAL_USER_ID = "00000000-0000-0000-0000-000000000000"
+
+# Top-level keys the real server accepts on its closed routes (src/shared/action_schemas.ts).
+_STORE_FIELDS = frozenset(
+    {
+        "commit",
+        "entities",
+        "external_actor",
+        "file_content",
+        "file_idempotency_key",
+        "file_path",
+        "idempotency_key",
+        "interpretation",
+        "mime_type",
+        "observation_source",
+        "original_filename",
+        "relationships",
+        "source_peer_id",
+        "source_priority",
+        "source_storage",
+        "strict",
+        "user_id",
+    }
+)
+_CREATE_RELATIONSHIP_FIELDS = frozenset(
+    {
+        "metadata",
+        "relationship_type",
+        "source_entity_id",
+        "source_id",
+        "target_entity_id",
+        "user_id",
+    }
+)
+_CREATE_RELATIONSHIPS_FIELDS = frozenset({"relationships", "source_id", "user_id"})
+_CORRECT_FIELDS = frozenset(
+    {"entity_id", "entity_type", "field", "idempotency_key", "user_id", "value"}
+)
+_OBSERVATION_SOURCES = ("sensor", "llm_summary", "workflow_state", "human", "import", "sync")
+_DIRECTIONS = ("inbound", "outbound", "both")
+
+
+def _typed(
+    body: Mapping[str, Any],
+    key: str,
+    issues: Issues,
+    expected: str,
+    kind: type[T],
+    *,
+    required: bool,
+) -> T | None:
+    """``body[key]`` if it is a ``kind``; else None and an issue (if absent, only if required)."""
+    value = body.get(key, MISSING)
+    if value is MISSING:
+        if required:
+            issues.type_error([key], expected, MISSING)
+        return None
+    if not isinstance(value, kind):
+        issues.type_error([key], expected, value)
+        return None
+    return value
+
+
+def _string(
+    body: Mapping[str, Any], key: str, issues: Issues, *, required: bool = False
+) -> str | None:
+    return _typed(body, key, issues, "string", str, required=required)
+
+
+def _integer(body: Mapping[str, Any], key: str, issues: Issues) -> int | None:
+    value = body.get(key, MISSING)
+    if value is MISSING:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        issues.type_error([key], "number", value)
+        return None
+    if isinstance(value, float):
+        if not value.is_integer():
+            issues.type_error([key], "integer", value)
+            return None
+        value = int(value)
+    return value
+
+
+def _objects(
+    body: Mapping[str, Any], key: str, issues: Issues, *, required: bool = False
+) -> list[dict[str, Any]] | None:
+    value = _typed(body, key, issues, "array", list, required=required)
+    if value is None:
+        return None
+    ok = True
+    for index, item in enumerate(value):
+        if not isinstance(item, dict):
+            issues.type_error([key, index], "object", item)
+            ok = False
+    return value if ok else None
+
+
+def _closed(body: Mapping[str, Any], allowed: frozenset[str], operation: str) -> None:
+    """Refuse undeclared top-level keys, as the server's unknown-fields guard does."""
+    unknown = [k for k in body if k not in allowed]
+    if unknown:
+        raise refusal(
+            400,
+            "ERR_UNKNOWN_FIELD",
+            f"Request body contains field(s) not declared by {operation}.",
+            {
+                "unknown_fields": unknown,
+                "json_paths": [f"$.{k}" for k in unknown],
+                "allowed_fields": sorted(allowed),
+                "operation": operation,
+            },
+        )
+
+
+def _not_implemented(body: Mapping[str, Any], keys: Iterable[str], route: str) -> None:
+    """Refuse features of the real server that this subset does not implement."""
+    present = sorted(k for k in keys if body.get(k) is not None)
+    if present:
+        raise refusal(
+            501,
+            "NOT_IMPLEMENTED",
+            f"The neotoma-agent dev server does not implement {', '.join(present)} on {route}.",
+            {"unsupported_fields": present},
+        )
+
+
+def _check_user(body: Mapping[str, Any]) -> None:
+    # The dev server has one user, the local dev user; a real server honours another
+    # user_id only for an admin, and refuses it otherwise.
+    user_id = body.get("user_id")
+    if user_id is not None and user_id != LOCAL_USER_ID:
+        raise refusal(403, "FORBIDDEN", "user_id does not match the authenticated user")
+
+
+# Deeper request JSON is refused: Python's decoder (and any recursive walk after it) stops
+# with RecursionError near the interpreter's limit of about 1000, and no turn needs more.
+_MAX_JSON_DEPTH = 100
+_TOO_DEEP = f"Request body is nested deeper than {_MAX_JSON_DEPTH} levels"
+
+
+def _is_utf8(text: str) -> bool:
+    # JSON may escape a lone UTF-16 surrogate ("\ud800"), which UTF-8, and so SQLite, cannot
+    # store. Encoding is the fastest test for one (a regex is several times slower); the
+    # error, which quotes the text, is dropped here.
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+_LONE_SURROGATE = "Request body contains a lone UTF-16 surrogate, which is not valid Unicode"
+
+
+def _unstorable(value: object) -> str | None:
+    """Why decoded JSON ``value`` cannot be stored, or None (never quoting it).
+
+    Iterative, so that the check itself has no depth limit; strings are checked where they
+    are met, so that only containers go on the stack (it runs on every request body).
+    """
+    if isinstance(value, str):
+        return None if value.isascii() or _is_utf8(value) else _LONE_SURROGATE
+    if not isinstance(value, (dict, list)):
+        return None
+    stack: list[tuple[dict[str, Any] | list[Any], int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > _MAX_JSON_DEPTH:
+            return _TOO_DEEP
+        if isinstance(item, dict):
+            if not all(key.isascii() or _is_utf8(key) for key in item):
+                return _LONE_SURROGATE
+            children: Iterable[Any] = item.values()
+        else:
+            children = item
+        for child in children:
+            if isinstance(child, str):
+                if not child.isascii() and not _is_utf8(child):
+                    return _LONE_SURROGATE
+            elif isinstance(child, (dict, list)):
+                stack.append((child, depth + 1))
+    return None
+
+
+async def read_body(request: web.Request) -> dict[str, Any]:
+    """The decoded JSON object, or a refusal shaped like Express's body-parser's.
+
+    JSON that parses but cannot be stored (too deep, lone surrogates) is a validation error
+    here, for every route, rather than a 500 from wherever it first breaks.
+    """
+    # A declared length over the limit is refused before any of the body is read: read()
+    # would wait for all of it (100 GB declared, a few bytes sent: forever). A chunked body
+    # has no length; read() stops it once it grows past the limit.
+    declared = request.content_length
+    if declared is not None and declared > request.client_max_size:
+        raise Reply(too_large())
+    try:
+        raw = await request.read()
+    except web.HTTPRequestEntityTooLarge:
+        raise Reply(too_large()) from None
+    # Express parses only application/json bodies; anything else reaches the route as {}.
+    if request.content_type != "application/json" or not raw.strip():
+        return {}
+    try:
+        body = json.loads(raw)
+    except RecursionError:
+        problem: str | None = _TOO_DEEP
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise Reply(html_response(400, f"SyntaxError: {exc}")) from None
+    else:
+        problem = _unstorable(body)
+    issues = Issues()
+    if problem is not None:
+        issues.custom([], problem)
+    elif not isinstance(body, dict):
+        issues.type_error([], "object", body)
+    issues.raise_if_any()
+    _check_user(body)
+    return dict(body)
+
+
+# --- per-route validation: each takes the decoded body and returns the body to forward ----
+
+
+def store(body: Mapping[str, Any]) -> dict[str, Any]:
+    _closed(body, _STORE_FIELDS, "POST /store")
+    issues = Issues()
+    entities = _objects(body, "entities", issues)
+    relationships = _objects(body, "relationships", issues)
+    key = _string(body, "idempotency_key", issues)
+    priority = _integer(body, "source_priority", issues)
+    source = body.get("observation_source")
+    if source is not None and source not in _OBSERVATION_SOURCES:
+        issues.enum_error(["observation_source"], _OBSERVATION_SOURCES, source)
+    strict = body.get("strict", False)
+    if not isinstance(strict, bool):
+        issues.type_error(["strict"], "boolean", strict)
+    commit = body.get("commit", True)
+    if not isinstance(commit, bool):
+        issues.type_error(["commit"], "boolean", commit)
+    has_file = body.get("file_path") or (body.get("file_content") and body.get("mime_type"))
+    if not issues.issues and not entities and not has_file:
+        issues.custom(
+            [],
+            "Must provide either entities, file_path, or file_content with mime_type "
+            "(or use intake.mode='overflow')",
+        )
+    issues.raise_if_any()
+    unsupported = [
+        "file_content",
+        "file_idempotency_key",
+        "file_path",
+        "mime_type",
+        "original_filename",
+        "source_storage",
+        "interpretation",
+        "external_actor",
+        "source_peer_id",
+    ]
+    _not_implemented(body, unsupported, "POST /store")
+    if commit is False:
+        _not_implemented({"commit": False}, ["commit"], "POST /store")
+    if not key:
+        raise refusal(
+            400, "VALIDATION_ERROR", "idempotency_key is required when entities are provided"
+        )
+    return present(
+        entities=entities or [],
+        relationships=relationships or None,
+        idempotency_key=key,
+        source_priority=priority,
+        observation_source=source,
+        strict=strict or None,
+    )
+
+
+def retrieve_entity_by_identifier(body: Mapping[str, Any]) -> tuple[dict[str, Any], int | None]:
+    """The body to forward, and how many observations to add to each hit (None: none)."""
+    issues = Issues()
+    _string(body, "identifier", issues, required=True)
+    entity_type = _string(body, "entity_type", issues)
+    by = _string(body, "by", issues)
+    limit = _integer(body, "limit", issues)
+    observations_limit = _integer(body, "observations_limit", issues)
+    if observations_limit is not None and not 1 <= observations_limit <= 200:
+        issues.out_of_range(["observations_limit"], 1, 200, observations_limit)
+    issues.raise_if_any()
+    forwarded = present(identifier=body["identifier"], entity_type=entity_type, by=by, limit=limit)
+    if body.get("include_observations") is not True:
+        return forwarded, None
+    return forwarded, 20 if observations_limit is None else observations_limit
+
+
+def create_relationship(body: Mapping[str, Any]) -> dict[str, Any]:
+    _closed(body, _CREATE_RELATIONSHIP_FIELDS, "POST /create_relationship")
+    issues = Issues()
+    _string(body, "relationship_type", issues, required=True)
+    _string(body, "source_entity_id", issues, required=True)
+    _string(body, "target_entity_id", issues, required=True)
+    metadata = body.get("metadata")
+    if metadata is not None and not isinstance(metadata, dict):
+        issues.type_error(["metadata"], "object", metadata)
+    issues.raise_if_any()
+    _not_implemented(body, ["source_id"], "POST /create_relationship")
+    return present(
+        relationship_type=body["relationship_type"],
+        source_entity_id=body["source_entity_id"],
+        target_entity_id=body["target_entity_id"],
+        metadata=metadata,
+    )
+
+
+def create_relationships(body: Mapping[str, Any]) -> dict[str, Any]:
+    _closed(body, _CREATE_RELATIONSHIPS_FIELDS, "POST /create_relationships")
+    issues = Issues()
+    items = _objects(body, "relationships", issues, required=True)
+    if items is not None and not items:
+        issues.too_small(["relationships"], 1)
+    issues.raise_if_any()
+    _not_implemented(body, ["source_id"], "POST /create_relationships")
+    return {"relationships": items or []}
+
+
+def get_entity_snapshot(body: Mapping[str, Any]) -> dict[str, Any]:
+    issues = Issues()
+    _string(body, "entity_id", issues, required=True)
+    issues.raise_if_any()
+    _not_implemented(body, ["at", "at_ingested"], "POST /get_entity_snapshot")
+    return {"entity_id": body["entity_id"]}
+
+
+def list_observations(body: Mapping[str, Any]) -> dict[str, Any]:
+    issues = Issues()
+    _string(body, "entity_id", issues, required=True)
+    limit = _integer(body, "limit", issues)
+    offset = _integer(body, "offset", issues)
+    issues.raise_if_any()
+    _not_implemented(body, ["updated_since", "created_since"], "POST /list_observations")
+    return {
+        "entity_id": body["entity_id"],
+        "limit": 100 if limit is None else limit,
+        "offset": offset or 0,
+    }
+
+
+def retrieve_related_entities(body: Mapping[str, Any]) -> tuple[dict[str, Any], bool]:
+    """The body to forward, and whether the answer keeps its ``entities``."""
+    issues = Issues()
+    _string(body, "entity_id", issues, required=True)
+    types = body.get("relationship_types")
+    if types is not None and (
+        not isinstance(types, list) or not all(isinstance(t, str) for t in types)
+    ):
+        issues.type_error(["relationship_types"], "array", types)
+        types = None
+    direction = body.get("direction", "both")
+    if direction not in _DIRECTIONS:
+        issues.enum_error(["direction"], _DIRECTIONS, direction)
+    max_hops = _integer(body, "max_hops", issues)
+    include_entities = body.get("include_entities", True)
+    issues.raise_if_any()
+    forwarded = present(
+        entity_id=body["entity_id"],
+        relationship_types=types,
+        direction=direction,
+        max_hops=1 if max_hops is None else max_hops,
+    )
+    return forwarded, include_entities is not False
+
+
+_QUERY_UNSUPPORTED = (
+    "entity_types",
+    "sort_by",
+    "sort_order",
+    "include_merged",
+    "updated_since",
+    "created_since",
+    "snapshot_filters",
+    "exclude_bookkeeping",
+    "identity_basis",
+)
+
+
+def entities_query(body: Mapping[str, Any]) -> dict[str, Any]:
+    issues = Issues()
+    entity_type = _string(body, "entity_type", issues)
+    search: str | None = None
+    for alias in ("search", "query", "search_query"):
+        search = search or _string(body, alias, issues)
+    limit = _integer(body, "limit", issues)
+    offset = _integer(body, "offset", issues)
+    cursor = _string(body, "cursor", issues)
+    issues.raise_if_any()
+    _not_implemented(body, _QUERY_UNSUPPORTED, "POST /entities/query")
+    if body.get("include_snapshots") is False:
+        _not_implemented(body, ["include_snapshots"], "POST /entities/query")
+    return present(
+        entity_type=entity_type,
+        search=search,
+        limit=100 if limit is None else limit,
+        offset=offset or 0,
+        cursor=cursor,
+    )
+
+
+def correct(body: Mapping[str, Any]) -> dict[str, Any]:
+    _closed(body, _CORRECT_FIELDS, "POST /correct")
+    issues = Issues()
+    _string(body, "entity_id", issues, required=True)
+    entity_type = _string(body, "entity_type", issues)
+    _string(body, "field", issues, required=True)
+    _string(body, "idempotency_key", issues, required=True)
+    if "value" not in body:
+        issues.type_error(["value"], "any", MISSING)
+    issues.raise_if_any()
+    return {
+        "entity_id": body["entity_id"],
+        "entity_type": entity_type or "unknown",
+        "field": body["field"],
+        "value": body["value"],
+        "idempotency_key": body["idempotency_key"],
+    }
