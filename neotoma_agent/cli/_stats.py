@@ -3,17 +3,16 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from collections import Counter
 from typing import Any, TextIO
 
 import attrs
 
-from ._cli_common import open_transport, print_json, run_async, store_label
-from ._cli_show import REPAIR_REASON
-from ._terminal import printer
-from .exceptions import ValidationError
-from .transport._base import Transport
+from .._terminal import printer
+from ..exceptions import ValidationError
+from ..transport._base import Transport
+from ._common import add_command, print_report, run_async
+from ._show import REPAIR_REASON
 
 __all__ = ["StoreStats", "collect_stats", "register"]
 
@@ -113,14 +112,15 @@ def render_stats(stats: StoreStats, out: TextIO, where: str) -> None:
 
 def register(subparsers: Any) -> None:
     """Add the ``stats`` subcommand."""
-    parser = subparsers.add_parser(
+    parser = add_command(
+        subparsers,
         "stats",
+        run=run,
         help="count entities by type, conversations, turns and abandoned turns",
         description="Count what the store holds: entities by type, conversations, turns "
         "by status (completed, abandoned, open) and abandoned turns.",
     )
     parser.add_argument("--json", action="store_true", help="print JSON")
-    parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -129,10 +129,5 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _run(args: argparse.Namespace) -> int:
-    async with open_transport(args, must_exist=True) as transport:
-        stats = await collect_stats(transport)
-    if args.json:
-        print_json({"store": store_label(args), **stats.to_json()})
-    else:
-        render_stats(stats, sys.stdout, store_label(args))
+    await print_report(args, collect_stats, render_stats)
     return 0

@@ -1,7 +1,7 @@
 """What every ``neotoma-agent`` subcommand shares: the store it talks to, errors, rendering.
 
-A subcommand module exposes ``register(subparsers)``, which adds its parser and sets
-``func(args) -> int`` with ``set_defaults``. The global options (``--db``, ``--url``,
+A subcommand module exposes ``register(subparsers)``, which adds its parser with
+:func:`add_command` (that sets ``func(args) -> int``). The global options (``--db``, ``--url``,
 ``--token``, ``--log-level``, ``--log-json``) are on every parser; :func:`open_transport`
 turns them into a transport.
 
@@ -21,11 +21,11 @@ import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, TextIO, TypeVar
+from typing import Any, Protocol, TextIO, TypeVar
 
 import anyio
 
-from .exceptions import (
+from ..exceptions import (
     APIError,
     AuthenticationError,
     ConnectionLost,
@@ -34,17 +34,19 @@ from .exceptions import (
     NotFoundError,
     ReadTimeout,
 )
-from .transport._base import Transport
+from ..transport._base import Transport
 
 __all__ = [
     "CLIError",
     "Progress",
+    "add_command",
     "default_db_path",
     "display_name",
     "explain",
     "gather_bounded",
     "open_transport",
     "print_json",
+    "print_report",
     "resolve_token",
     "resolve_url",
     "run_async",
@@ -53,6 +55,7 @@ __all__ = [
 ]
 
 T = TypeVar("T")
+R = TypeVar("R", bound="_Report")
 
 #: how many store reads a command keeps in flight at once
 READ_CONCURRENCY = 16
@@ -66,6 +69,50 @@ class CLIError(Exception):
         self.message = message
         self.hint = hint
         self.exit_code = exit_code
+
+
+class _Report(Protocol):
+    def to_json(self) -> Mapping[str, Any]: ...
+
+
+def add_command(
+    subparsers: Any,
+    name: str,
+    *,
+    help: str,
+    description: str,
+    run: Callable[[argparse.Namespace], int],
+    default_log_level: str | None = None,
+) -> argparse.ArgumentParser:
+    """Add the parser of subcommand ``name``, which runs ``run(args)``; the caller adds options.
+
+    ``default_log_level`` replaces ``warning`` for a command that reports failures itself.
+    """
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        name, help=help, description=description
+    )
+    parser.set_defaults(func=run)
+    if default_log_level is not None:
+        parser.set_defaults(default_log_level=default_log_level)
+    return parser
+
+
+async def print_report(
+    args: argparse.Namespace,
+    read: Callable[[Transport], Awaitable[R]],
+    render: Callable[[R, TextIO, str], None],
+) -> R:
+    """Read a report from the store, then print it: JSON with ``--json``, else ``render``.
+
+    The JSON form names the store first, so that saved outputs say what they describe.
+    """
+    async with open_transport(args, must_exist=True) as transport:
+        report = await read(transport)
+    if args.json:
+        print_json({"store": store_label(args), **report.to_json()})
+    else:
+        render(report, sys.stdout, store_label(args))
+    return report
 
 
 def default_db_path() -> Path:
@@ -132,7 +179,7 @@ async def open_transport(
     """
     url = resolve_url(args)
     if url:
-        from .transport.http import HttpTransport
+        from ..transport.http import HttpTransport
 
         try:
             transport = HttpTransport(url, token=resolve_token(args))
@@ -144,7 +191,7 @@ async def open_transport(
             yield transport
         return
 
-    from .transport.embedded import EmbeddedStore
+    from ..transport.embedded import EmbeddedStore
 
     path = db_path(args)
     if must_exist and not path.exists():

@@ -20,8 +20,14 @@ from typing import Any, TextIO
 
 import attrs
 
-from ._cli_common import (
+from .._identity import resolve_identity
+from .._terminal import printer
+from ..exceptions import NotFoundError
+from ..qa import AUDIT_REPAIR_REASON
+from ..transport._base import EntitySnapshot, Transport
+from ._common import (
     CLIError,
+    add_command,
     display_name,
     gather_bounded,
     open_transport,
@@ -29,11 +35,6 @@ from ._cli_common import (
     run_async,
     store_label,
 )
-from ._identity import resolve_identity
-from ._terminal import printer
-from .exceptions import NotFoundError
-from .qa import AUDIT_REPAIR_REASON
-from .transport._base import EntitySnapshot, Transport
 
 __all__ = [
     "ConversationSummary",
@@ -382,8 +383,10 @@ def _render_list(conversations: Sequence[ConversationSummary], out: TextIO, wher
 
 def register(subparsers: Any) -> None:
     """Add the ``show`` subcommand."""
-    parser = subparsers.add_parser(
+    parser = add_command(
+        subparsers,
         "show",
+        run=run,
         help="print a conversation's transcript, read back from the store",
         description="Print a conversation as the store holds it: each turn with its status, "
         "each message's role and exact content, and the entities it REFERS_TO. Abandoned "
@@ -392,7 +395,6 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument("conversation", nargs="?", metavar="CONVERSATION", help="conversation id")
     parser.add_argument("--json", action="store_true", help="print JSON (exact content)")
-    parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
