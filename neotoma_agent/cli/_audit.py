@@ -13,7 +13,7 @@ from typing import Any, TextIO
 from .._terminal import printer
 from ..qa import AUDIT_DEFAULT_MIN_AGE, AuditReport, Finding, audit
 from ..qa._audit import _CLOSE_TIMEOUT, _REPLY_MARGIN, skipped_reason
-from ._common import CLIError, add_command, print_report, run_async
+from ._common import CLIError, add_command, print_report
 
 __all__ = ["register", "render_audit", "run"]
 
@@ -138,12 +138,8 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
 
 
-def run(args: argparse.Namespace) -> int:
+async def run(args: argparse.Namespace) -> int:
     """Audit the store; 0 when clean, 1 when problems remain."""
-    return run_async(_run, args)
-
-
-async def _run(args: argparse.Namespace) -> int:
     if args.min_age < 0:
         raise CLIError("--min-age must be >= 0 seconds")
     read = functools.partial(

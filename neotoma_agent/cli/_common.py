@@ -14,12 +14,14 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
+import inspect
 import json
 import os
 import sqlite3
 import sys
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any, Protocol, TextIO, TypeVar
 
@@ -43,7 +45,6 @@ __all__ = [
     "default_db_path",
     "display_name",
     "explain",
-    "gather_bounded",
     "open_transport",
     "print_json",
     "print_report",
@@ -56,9 +57,6 @@ __all__ = [
 
 T = TypeVar("T")
 R = TypeVar("R", bound="_Report")
-
-#: how many store reads a command keeps in flight at once
-READ_CONCURRENCY = 16
 
 
 class CLIError(Exception):
@@ -81,17 +79,19 @@ def add_command(
     *,
     help: str,
     description: str,
-    run: Callable[[argparse.Namespace], int],
+    run: Callable[[argparse.Namespace], int] | Callable[[argparse.Namespace], Awaitable[int]],
     default_log_level: str | None = None,
 ) -> argparse.ArgumentParser:
     """Add the parser of subcommand ``name``, which runs ``run(args)``; the caller adds options.
 
-    ``default_log_level`` replaces ``warning`` for a command that reports failures itself.
+    An async ``run`` is run with :func:`run_async`. ``default_log_level`` replaces
+    ``warning`` for a command that reports failures itself.
     """
     parser: argparse.ArgumentParser = subparsers.add_parser(
         name, help=help, description=description
     )
-    parser.set_defaults(func=run)
+    func = functools.partial(run_async, run) if inspect.iscoroutinefunction(run) else run
+    parser.set_defaults(func=func)
     if default_log_level is not None:
         parser.set_defaults(default_log_level=default_log_level)
     return parser
@@ -278,35 +278,6 @@ def explain(exc: BaseException, args: argparse.Namespace | None = None) -> CLIEr
 def run_async(fn: Callable[..., Awaitable[T]], *args: Any) -> T:
     """Run one command's coroutine on a fresh asyncio loop (HttpTransport needs asyncio)."""
     return anyio.run(fn, *args, backend="asyncio")
-
-
-async def gather_bounded(
-    calls: Sequence[Callable[[], Awaitable[T]]], limit: int = READ_CONCURRENCY
-) -> list[T]:
-    """Await every call, at most ``limit`` at a time; results in order.
-
-    The first failure cancels the rest and is raised as it is (not in an exception group),
-    so that the caller can explain it.
-    """
-    results: list[Any] = [None] * len(calls)
-    failure: list[BaseException] = []
-    limiter = anyio.CapacityLimiter(limit)
-
-    async def run(index: int, call: Callable[[], Awaitable[T]]) -> None:
-        async with limiter:
-            try:
-                results[index] = await call()
-            except Exception as exc:
-                if not failure:
-                    failure.append(exc)
-                tg.cancel_scope.cancel()
-
-    async with anyio.create_task_group() as tg:
-        for index, call in enumerate(calls):
-            tg.start_soon(run, index, call)
-    if failure:
-        raise failure[0]
-    return results
 
 
 def display_name(snapshot: Mapping[str, Any], canonical_name: str | None, entity_id: str) -> str:

@@ -8,15 +8,13 @@ from typing import Any, TextIO
 
 import attrs
 
+from .._reads import scan_entities
 from .._terminal import printer
-from ..exceptions import ValidationError
 from ..transport._base import Transport
-from ._common import add_command, print_report, run_async
+from ._common import add_command, print_report
 from ._show import REPAIR_REASON
 
 __all__ = ["StoreStats", "collect_stats", "register"]
-
-_PAGE = 500
 
 
 @attrs.define
@@ -56,31 +54,19 @@ class StoreStats:
 
 
 async def collect_stats(transport: Transport) -> StoreStats:
-    """Page through every entity once and count."""
-    stats = StoreStats()
-    offset = 0
-    while True:
-        try:
-            page = await transport.query_entities(limit=_PAGE, offset=offset)
-        except ValidationError:
-            if offset == 0:
-                raise
-            # A server caps how deep offsets go; report what was seen, marked as partial.
-            stats.partial = True
-            break
-        for entity in page.entities:
-            stats.by_type[entity.entity_type] += 1
-            if entity.entity_type == "conversation_turn":
-                status = entity.snapshot.get("status")
-                stats.turn_status[str(status) if status else "unknown"] += 1
-                if status == "abandoned" and entity.snapshot.get("reason") == REPAIR_REASON:
-                    stats.repaired += 1
-        offset += len(page.entities)
-        stats.entities = max(page.total, offset)
-        if not page.entities or offset >= page.total:
-            break
-    if stats.partial:
-        stats.entities = max(stats.entities, offset)
+    """Page through every entity once and count.
+
+    A server that caps how deep offsets go gets counts of what it gave, marked as partial.
+    """
+    scan = await scan_entities(transport)
+    stats = StoreStats(entities=max(scan.total, len(scan.entities)), partial=scan.partial)
+    for entity in scan.entities:
+        stats.by_type[entity.entity_type] += 1
+        if entity.entity_type == "conversation_turn":
+            status = entity.snapshot.get("status")
+            stats.turn_status[str(status) if status else "unknown"] += 1
+            if status == "abandoned" and entity.snapshot.get("reason") == REPAIR_REASON:
+                stats.repaired += 1
     return stats
 
 
@@ -123,11 +109,7 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--json", action="store_true", help="print JSON")
 
 
-def run(args: argparse.Namespace) -> int:
+async def run(args: argparse.Namespace) -> int:
     """Print the counts."""
-    return run_async(_run, args)
-
-
-async def _run(args: argparse.Namespace) -> int:
     await print_report(args, collect_stats, render_stats)
     return 0
