@@ -19,7 +19,6 @@ from typing import Any, Final, TypeVar
 import anyio
 import attrs
 
-from ._log import get_logger
 from .exceptions import NotFoundError, ValidationError
 from .transport._base import EntitySnapshot, Transport
 
@@ -31,8 +30,6 @@ __all__ = [
     "scan_entities",
     "snapshot_or_none",
 ]
-
-logger = get_logger()
 
 T = TypeVar("T")
 
@@ -110,17 +107,9 @@ async def scan_entities(
         for entity in pages[offset]:
             if entity_type is None or entity.entity_type == entity_type:
                 seen.setdefault(entity.entity_id, entity)
-    refused_offset = min(refused) if refused else None
-    if refused_offset is not None:
-        logger.warning(
-            "reads.partial_scan",
-            entity_type=entity_type,
-            read=len(seen),
-            total=first.total,
-            refused_offset=refused_offset,
-        )
+    # Not logged here: each reader says "partial" in its own words (and its own log event).
     total = first.total if "total" in first.raw else len(seen)
-    return Scan(tuple(seen.values()), total, refused_offset)
+    return Scan(tuple(seen.values()), total, min(refused) if refused else None)
 
 
 async def gather_bounded(

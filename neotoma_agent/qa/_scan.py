@@ -23,6 +23,7 @@ from .._keys import (
     parse_turn_key,
     turn_record_entity_id,
 )
+from .._log import get_logger
 from .._reads import PAGE_SIZE, Scan, gather_bounded, scan_entities, snapshot_or_none
 from ..transport._base import EntitySnapshot, Transport
 
@@ -35,6 +36,8 @@ __all__ = [
     "read_scoped",
     "timestamp",
 ]
+
+logger = get_logger()
 
 _MESSAGE_PREFIX: Final = "conversation_message:"
 _RECORD_PREFIX: Final = "conversation_turn:"
@@ -152,7 +155,15 @@ class Auditor:
             page_size=self.page_size,
             concurrency=limit,
         )
-        self.partial |= found.partial
+        if found.partial:
+            self.partial = True
+            logger.warning(
+                "audit.partial_scan",
+                entity_type=entity_type,
+                read=len(found.entities),
+                total=found.total,
+                refused_offset=found.refused_offset,
+            )
         return found
 
     def turn(self, key: str) -> TurnState | None:
