@@ -257,3 +257,56 @@ def new_turn_id() -> str:
     as_int = (ts << 80) | (0x7 << 76) | (rand_a << 64) | (0b10 << 62) | rand_b
     h = f"{as_int:032x}"
     return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+
+
+# ------------------------------------------------------------------ the inverse of the keys
+#
+# Readers (``show``, the audit, the repairs) go from stored fields back to a turn and from a
+# turn to the entity ids a store derives for it. These derive without I/O and without
+# validating: what they read back may come from another writer whose ids our keys refuse,
+# and a reader must still name it.
+
+TurnRole = Literal["user", "assistant"]
+
+_ASSISTANT_SUFFIX: Final = ":" + _RESERVED_TURN_ID
+
+
+def parse_turn_key(
+    turn_key: str, conversation_id: str | None = None
+) -> tuple[str, str, TurnRole] | None:
+    """``(conversation_id, turn_id, role)`` of an exact ``turn_key``; ``None`` for another shape.
+
+    The inverse of :attr:`TurnKeys.user_turn_key` / :attr:`TurnKeys.assistant_turn_key`. Our
+    turn ids hold no ``:``, so the last ``:`` splits the pair; when the caller knows the
+    conversation (``conversation_id``) and the key starts with it, the split is right after
+    it instead, so another writer's turn ids that hold ``:`` read back whole.
+    """
+    role: TurnRole = "user"
+    if turn_key.endswith(_ASSISTANT_SUFFIX):
+        turn_key, role = turn_key[: -len(_ASSISTANT_SUFFIX)], "assistant"
+    if conversation_id is not None:
+        prefix = f"{conversation_id}:"
+        if turn_key.startswith(prefix) and len(turn_key) > len(prefix):
+            return conversation_id, turn_key[len(prefix) :], role
+    cid, sep, tid = turn_key.rpartition(":")
+    if not sep or not cid or not tid:
+        return None
+    return cid, tid, role
+
+
+def conversation_entity_id(conversation_id: str) -> str:
+    """The ``conversation`` entity's id, derived from its ``conversation_id`` as a store does."""
+    return resolve_identity("conversation", {"conversation_id": conversation_id}).entity_id
+
+
+def message_entity_id(conversation_id: str, turn_id: str, role: TurnRole) -> str:
+    """The id a store gives the ``role`` message of a turn (derived from its ``turn_key``)."""
+    suffix = _ASSISTANT_SUFFIX if role == "assistant" else ""
+    turn_key = f"{conversation_id}:{turn_id}{suffix}"
+    return resolve_identity(_MESSAGE_TYPE, {"turn_key": turn_key}).entity_id
+
+
+def turn_record_entity_id(conversation_id: str, turn_id: str) -> str:
+    """The ``conversation_turn`` record's id, derived from ``(session_id, turn_id)``."""
+    fields = {"session_id": conversation_id, "turn_id": turn_id}
+    return resolve_identity("conversation_turn", fields).entity_id

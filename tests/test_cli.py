@@ -22,10 +22,10 @@ from cli_support import (
     show_json,
 )
 
-from neotoma_agent._cli_common import Progress
-from neotoma_agent._cli_import import ImportLine, ImportStats, LineError, parse_line
 from neotoma_agent._memory import NeotomaMemory
 from neotoma_agent._terminal import printable
+from neotoma_agent.cli._common import Progress
+from neotoma_agent.cli._import import ImportLine, ImportStats, LineError, parse_line
 from neotoma_agent.qa import ReportEntity, ReportRepair, TurnReportInput, render_turn_report
 from neotoma_agent.transport.embedded import EmbeddedStore
 
@@ -489,7 +489,7 @@ def test_show_and_stats_mark_open_and_repaired_turns(tmp_path: Path) -> None:
     stats = json.loads(ok(cli("stats", "--json", "--db", str(db), home=tmp_path)))
     assert stats["turns_by_status"] == {"completed": 1, "open": 1}
 
-    if importlib.util.find_spec("neotoma_agent._cli_audit") is None:
+    if importlib.util.find_spec("neotoma_agent.cli._audit") is None:
         pytest.skip("the audit command is not available")
     cli("audit", "--repair", "--min-age", "0", "--db", str(db), home=tmp_path)
     out = ok(cli("show", "crash", "--db", str(db), home=tmp_path))

@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from neotoma_agent._cli_show import Transcript, load_transcript
+from neotoma_agent.cli._show import Transcript, load_transcript
 from neotoma_agent.transport.embedded import EmbeddedStore
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"

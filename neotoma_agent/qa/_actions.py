@@ -23,8 +23,7 @@ import anyio
 import anyio.to_thread
 import attrs
 
-from .._identity import resolve_identity
-from .._keys import TurnKeys, turn_keys, validate_entity_id
+from .._keys import TurnKeys, message_entity_id, turn_keys, validate_entity_id
 from .._payloads import (
     ConversationSettings,
     StorePayload,
@@ -182,10 +181,13 @@ RepairAction = (
 
 
 def message_id_for(conversation_id: str, turn_id: str, role: Literal["user", "assistant"]) -> str:
-    """The entity id a store gives the ``role`` message of a turn (derived, no I/O)."""
+    """The entity id a store gives the ``role`` message of a turn (derived, no I/O).
+
+    Unlike :func:`~neotoma_agent._keys.message_entity_id`, the ids are validated first: a
+    repair writes, and writes only what the turn protocol could have written.
+    """
     keys = turn_keys(conversation_id, turn_id)
-    turn_key = keys.user_turn_key if role == "user" else keys.assistant_turn_key
-    return resolve_identity("conversation_message", {"turn_key": turn_key}).entity_id
+    return message_entity_id(keys.conversation_id, keys.turn_id, role)
 
 
 def _repair_key(keys: TurnKeys, base: str, suffix: str) -> str:

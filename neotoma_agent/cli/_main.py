@@ -1,8 +1,8 @@
-"""The ``neotoma-agent`` command line.
+"""The ``neotoma-agent`` command line: the parser (global options), logging setup, dispatch.
 
-This module builds the parser (the global options) and dispatches; each subcommand lives
-in its own ``_cli_<name>.py`` module with a ``register(subparsers)`` function that adds its
-parser and sets ``func(args) -> int``.
+Each subcommand lives in its own module of this package with a ``register(subparsers)``
+function that adds its parser and sets ``func(args) -> int``. They are imported here by
+name, every one of them, so that type checkers and readers see the whole command line.
 
 Rendering of log events is configured here, for the command line only: the library itself
 never calls ``structlog.configure()``.
@@ -11,30 +11,21 @@ never calls ``structlog.configure()``.
 from __future__ import annotations
 
 import argparse
-import importlib
 import logging
 import os
 import sys
 import traceback
 from collections.abc import MutableMapping, Sequence
 
-from ._cli_common import CLIError, default_db_path, explain
-from ._terminal import printable
-from ._version import __version__
+from .._terminal import printable
+from .._version import __version__
+from . import _audit, _chat, _demo, _import, _serve, _show, _stats
+from ._common import CLIError, default_db_path, explain
 
 __all__ = ["build_parser", "default_db_path", "main"]
 
-#: subcommand modules, in the order ``--help`` lists them; ``audit`` is optional
-_COMMANDS = (
-    "_cli_demo",
-    "_cli_chat",
-    "_cli_show",
-    "_cli_import",
-    "_cli_stats",
-    "_cli_audit",
-    "_cli_serve",
-)
-_OPTIONAL = frozenset({"_cli_audit"})
+#: the subcommands, in the order ``--help`` lists them
+_COMMANDS = (_demo, _chat, _show, _import, _stats, _audit, _serve)
 
 _LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
 
@@ -156,14 +147,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     _add_global_options(parser, defaults=True)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name in _COMMANDS:
-        try:
-            module = importlib.import_module(f"{__package__}.{name}")
-        except ModuleNotFoundError as exc:
-            if name in _OPTIONAL and exc.name == f"{__package__}.{name}":
-                continue
-            raise
-        module.register(sub)
+    for command in _COMMANDS:
+        command.register(sub)
     for subparser in sub.choices.values():
         _add_global_options(subparser, defaults=False)
     return parser
@@ -204,7 +189,3 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.log_level == "debug":
             traceback.print_exc()
         return _fail(error)
-
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())

@@ -36,12 +36,11 @@ from typing import Any, BinaryIO, TextIO
 import anyio
 import attrs
 
-from ._cli_common import CLIError, Progress, open_transport, run_async
-from ._keys import validate_conversation_id, validate_entity_id, validate_turn_id
-from ._memory import NeotomaMemory
-from ._terminal import printable
-from ._text import check_text
-from .exceptions import (
+from .._keys import validate_conversation_id, validate_entity_id, validate_turn_id
+from .._memory import NeotomaMemory
+from .._terminal import printable
+from .._text import check_text
+from ..exceptions import (
     APIError,
     AuthenticationError,
     IdempotencyMismatchError,
@@ -49,7 +48,8 @@ from .exceptions import (
     ServerError,
     ValidationError,
 )
-from .transport._base import Transport
+from ..transport._base import Transport
+from ._common import CLIError, Progress, add_command, open_transport, run_async
 
 __all__ = ["ImportLine", "ImportStats", "LineError", "parse_line", "register"]
 
@@ -372,8 +372,10 @@ def _summary(stats: ImportStats, source: str, seconds: float, out: TextIO) -> No
 
 def register(subparsers: Any) -> None:
     """Add the ``import`` subcommand."""
-    parser = subparsers.add_parser(
+    parser = add_command(
+        subparsers,
         "import",
+        run=run,
         help="store a transcript file (JSON lines, one turn per line)",
         description="Store a transcript, one finished turn per line: "
         '{"conversation_id": ..., "user": ..., "assistant": ..., optional "turn_id", '
@@ -404,7 +406,6 @@ def register(subparsers: Any) -> None:
         help="do not look up the entities each user message names (faster; only the "
         "refers_to edges are written)",
     )
-    parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -3,21 +3,18 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from collections import Counter
 from typing import Any, TextIO
 
 import attrs
 
-from ._cli_common import open_transport, print_json, run_async, store_label
-from ._cli_show import REPAIR_REASON
-from ._terminal import printer
-from .exceptions import ValidationError
-from .transport._base import Transport
+from .._reads import scan_entities
+from .._terminal import printer
+from ..transport._base import Transport
+from ._common import add_command, print_report
+from ._show import REPAIR_REASON
 
 __all__ = ["StoreStats", "collect_stats", "register"]
-
-_PAGE = 500
 
 
 @attrs.define
@@ -57,31 +54,19 @@ class StoreStats:
 
 
 async def collect_stats(transport: Transport) -> StoreStats:
-    """Page through every entity once and count."""
-    stats = StoreStats()
-    offset = 0
-    while True:
-        try:
-            page = await transport.query_entities(limit=_PAGE, offset=offset)
-        except ValidationError:
-            if offset == 0:
-                raise
-            # A server caps how deep offsets go; report what was seen, marked as partial.
-            stats.partial = True
-            break
-        for entity in page.entities:
-            stats.by_type[entity.entity_type] += 1
-            if entity.entity_type == "conversation_turn":
-                status = entity.snapshot.get("status")
-                stats.turn_status[str(status) if status else "unknown"] += 1
-                if status == "abandoned" and entity.snapshot.get("reason") == REPAIR_REASON:
-                    stats.repaired += 1
-        offset += len(page.entities)
-        stats.entities = max(page.total, offset)
-        if not page.entities or offset >= page.total:
-            break
-    if stats.partial:
-        stats.entities = max(stats.entities, offset)
+    """Page through every entity once and count.
+
+    A server that caps how deep offsets go gets counts of what it gave, marked as partial.
+    """
+    scan = await scan_entities(transport)
+    stats = StoreStats(entities=max(scan.total, len(scan.entities)), partial=scan.partial)
+    for entity in scan.entities:
+        stats.by_type[entity.entity_type] += 1
+        if entity.entity_type == "conversation_turn":
+            status = entity.snapshot.get("status")
+            stats.turn_status[str(status) if status else "unknown"] += 1
+            if status == "abandoned" and entity.snapshot.get("reason") == REPAIR_REASON:
+                stats.repaired += 1
     return stats
 
 
@@ -113,26 +98,18 @@ def render_stats(stats: StoreStats, out: TextIO, where: str) -> None:
 
 def register(subparsers: Any) -> None:
     """Add the ``stats`` subcommand."""
-    parser = subparsers.add_parser(
+    parser = add_command(
+        subparsers,
         "stats",
+        run=run,
         help="count entities by type, conversations, turns and abandoned turns",
         description="Count what the store holds: entities by type, conversations, turns "
         "by status (completed, abandoned, open) and abandoned turns.",
     )
     parser.add_argument("--json", action="store_true", help="print JSON")
-    parser.set_defaults(func=run)
 
 
-def run(args: argparse.Namespace) -> int:
+async def run(args: argparse.Namespace) -> int:
     """Print the counts."""
-    return run_async(_run, args)
-
-
-async def _run(args: argparse.Namespace) -> int:
-    async with open_transport(args, must_exist=True) as transport:
-        stats = await collect_stats(transport)
-    if args.json:
-        print_json({"store": store_label(args), **stats.to_json()})
-    else:
-        render_stats(stats, sys.stdout, store_label(args))
+    await print_report(args, collect_stats, render_stats)
     return 0

@@ -9,15 +9,18 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ._cli_common import CLIError, run_async, store_error
+from ._common import CLIError, add_command, run_async, store_error
 
 __all__ = ["register"]
 
 
 def register(subparsers: Any) -> None:
     """Add the ``demo`` subcommand."""
-    parser = subparsers.add_parser(
+    add_command(
+        subparsers,
         "demo",
+        run=run,
+        default_log_level="error",
         help="run a scripted conversation and show what is stored (start here)",
         description="Run a scripted six-turn conversation on the embedded store (a "
         "temporary file unless --db is given) and print, for each turn, what retrieval "
@@ -26,12 +29,11 @@ def register(subparsers: Any) -> None:
         "Running it again on the same --db replays every turn and writes nothing. The demo "
         "ignores $NEOTOMA_AGENT_DB, so that it never writes into your own store unasked.",
     )
-    parser.set_defaults(func=run, default_log_level="error")
 
 
 def run(args: argparse.Namespace) -> int:
     """Run the demo; with ``--db``, say how to read the conversation back."""
-    from ._demo import CONVERSATION_ID, run_demo
+    from .._demo import CONVERSATION_ID, run_demo
 
     if args.url:
         raise CLIError(

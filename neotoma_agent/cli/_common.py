@@ -1,7 +1,7 @@
 """What every ``neotoma-agent`` subcommand shares: the store it talks to, errors, rendering.
 
-A subcommand module exposes ``register(subparsers)``, which adds its parser and sets
-``func(args) -> int`` with ``set_defaults``. The global options (``--db``, ``--url``,
+A subcommand module exposes ``register(subparsers)``, which adds its parser with
+:func:`add_command` (that sets ``func(args) -> int``). The global options (``--db``, ``--url``,
 ``--token``, ``--log-level``, ``--log-json``) are on every parser; :func:`open_transport`
 turns them into a transport.
 
@@ -14,18 +14,20 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
+import inspect
 import json
 import os
 import sqlite3
 import sys
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from pathlib import Path
-from typing import Any, TextIO, TypeVar
+from typing import Any, Protocol, TextIO, TypeVar
 
 import anyio
 
-from .exceptions import (
+from ..exceptions import (
     APIError,
     AuthenticationError,
     ConnectionLost,
@@ -34,17 +36,18 @@ from .exceptions import (
     NotFoundError,
     ReadTimeout,
 )
-from .transport._base import Transport
+from ..transport._base import Transport
 
 __all__ = [
     "CLIError",
     "Progress",
+    "add_command",
     "default_db_path",
     "display_name",
     "explain",
-    "gather_bounded",
     "open_transport",
     "print_json",
+    "print_report",
     "resolve_token",
     "resolve_url",
     "run_async",
@@ -53,9 +56,7 @@ __all__ = [
 ]
 
 T = TypeVar("T")
-
-#: how many store reads a command keeps in flight at once
-READ_CONCURRENCY = 16
+R = TypeVar("R", bound="_Report")
 
 
 class CLIError(Exception):
@@ -66,6 +67,52 @@ class CLIError(Exception):
         self.message = message
         self.hint = hint
         self.exit_code = exit_code
+
+
+class _Report(Protocol):
+    def to_json(self) -> Mapping[str, Any]: ...
+
+
+def add_command(
+    subparsers: Any,
+    name: str,
+    *,
+    help: str,
+    description: str,
+    run: Callable[[argparse.Namespace], int] | Callable[[argparse.Namespace], Awaitable[int]],
+    default_log_level: str | None = None,
+) -> argparse.ArgumentParser:
+    """Add the parser of subcommand ``name``, which runs ``run(args)``; the caller adds options.
+
+    An async ``run`` is run with :func:`run_async`. ``default_log_level`` replaces
+    ``warning`` for a command that reports failures itself.
+    """
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        name, help=help, description=description
+    )
+    func = functools.partial(run_async, run) if inspect.iscoroutinefunction(run) else run
+    parser.set_defaults(func=func)
+    if default_log_level is not None:
+        parser.set_defaults(default_log_level=default_log_level)
+    return parser
+
+
+async def print_report(
+    args: argparse.Namespace,
+    read: Callable[[Transport], Awaitable[R]],
+    render: Callable[[R, TextIO, str], None],
+) -> R:
+    """Read a report from the store, then print it: JSON with ``--json``, else ``render``.
+
+    The JSON form names the store first, so that saved outputs say what they describe.
+    """
+    async with open_transport(args, must_exist=True) as transport:
+        report = await read(transport)
+    if args.json:
+        print_json({"store": store_label(args), **report.to_json()})
+    else:
+        render(report, sys.stdout, store_label(args))
+    return report
 
 
 def default_db_path() -> Path:
@@ -132,7 +179,7 @@ async def open_transport(
     """
     url = resolve_url(args)
     if url:
-        from .transport.http import HttpTransport
+        from ..transport.http import HttpTransport
 
         try:
             transport = HttpTransport(url, token=resolve_token(args))
@@ -144,7 +191,7 @@ async def open_transport(
             yield transport
         return
 
-    from .transport.embedded import EmbeddedStore
+    from ..transport.embedded import EmbeddedStore
 
     path = db_path(args)
     if must_exist and not path.exists():
@@ -231,35 +278,6 @@ def explain(exc: BaseException, args: argparse.Namespace | None = None) -> CLIEr
 def run_async(fn: Callable[..., Awaitable[T]], *args: Any) -> T:
     """Run one command's coroutine on a fresh asyncio loop (HttpTransport needs asyncio)."""
     return anyio.run(fn, *args, backend="asyncio")
-
-
-async def gather_bounded(
-    calls: Sequence[Callable[[], Awaitable[T]]], limit: int = READ_CONCURRENCY
-) -> list[T]:
-    """Await every call, at most ``limit`` at a time; results in order.
-
-    The first failure cancels the rest and is raised as it is (not in an exception group),
-    so that the caller can explain it.
-    """
-    results: list[Any] = [None] * len(calls)
-    failure: list[BaseException] = []
-    limiter = anyio.CapacityLimiter(limit)
-
-    async def run(index: int, call: Callable[[], Awaitable[T]]) -> None:
-        async with limiter:
-            try:
-                results[index] = await call()
-            except Exception as exc:
-                if not failure:
-                    failure.append(exc)
-                tg.cancel_scope.cancel()
-
-    async with anyio.create_task_group() as tg:
-        for index, call in enumerate(calls):
-            tg.start_soon(run, index, call)
-    if failure:
-        raise failure[0]
-    return results
 
 
 def display_name(snapshot: Mapping[str, Any], canonical_name: str | None, entity_id: str) -> str:

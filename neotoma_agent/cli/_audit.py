@@ -7,13 +7,13 @@ the command can gate a deploy or a CI job.
 from __future__ import annotations
 
 import argparse
-import sys
+import functools
 from typing import Any, TextIO
 
-from ._cli_common import CLIError, open_transport, print_json, run_async, store_label
-from ._terminal import printer
-from .qa import AUDIT_DEFAULT_MIN_AGE, AuditReport, Finding, audit
-from .qa._audit import _CLOSE_TIMEOUT, _REPLY_MARGIN, skipped_reason
+from .._terminal import printer
+from ..qa import AUDIT_DEFAULT_MIN_AGE, AuditReport, Finding, audit
+from ..qa._audit import _CLOSE_TIMEOUT, _REPLY_MARGIN, skipped_reason
+from ._common import CLIError, add_command, print_report
 
 __all__ = ["register", "render_audit", "run"]
 
@@ -99,8 +99,10 @@ def render_audit(report: AuditReport, out: TextIO, where: str) -> None:
 
 def register(subparsers: Any) -> None:
     """Add the ``audit`` subcommand."""
-    parser = subparsers.add_parser(
+    parser = add_command(
+        subparsers,
         "audit",
+        run=run,
         help="find turns a crash left half-stored (orphans); --repair closes them",
         description="Read the store back and find every turn that broke 'both halves or "
         "neither': user messages whose turn was never closed (orphans, as a crash or kill "
@@ -134,28 +136,19 @@ def register(subparsers: Any) -> None:
         "record and no conversation)",
     )
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
-    parser.set_defaults(func=run)
 
 
-def run(args: argparse.Namespace) -> int:
+async def run(args: argparse.Namespace) -> int:
     """Audit the store; 0 when clean, 1 when problems remain."""
-    return run_async(_run, args)
-
-
-async def _run(args: argparse.Namespace) -> int:
     if args.min_age < 0:
         raise CLIError("--min-age must be >= 0 seconds")
-    async with open_transport(args, must_exist=True) as transport:
-        report = await audit(
-            transport,
-            conversation_id=args.conversation,
-            since=args.since,
-            repair=args.repair,
-            min_age=args.min_age,
-            thorough=args.thorough,
-        )
-    if args.json:
-        print_json({"store": store_label(args), **report.to_json()})
-    else:
-        render_audit(report, sys.stdout, store_label(args))
+    read = functools.partial(
+        audit,
+        conversation_id=args.conversation,
+        since=args.since,
+        repair=args.repair,
+        min_age=args.min_age,
+        thorough=args.thorough,
+    )
+    report = await print_report(args, read, render_audit)
     return 0 if report.clean else 1

@@ -15,27 +15,26 @@ import argparse
 import functools
 import math
 import sys
-from collections.abc import Sequence
 from typing import Any, TextIO
 
 import attrs
 
-from ._cli_common import (
+from .._keys import conversation_entity_id, parse_turn_key, turn_record_entity_id
+from .._reads import gather_bounded, scan_entities, snapshot_or_none
+from .._terminal import printer
+from ..qa import AUDIT_REPAIR_REASON
+from ..transport._base import EntitySnapshot, Transport
+from ._common import (
     CLIError,
+    add_command,
     display_name,
-    gather_bounded,
     open_transport,
     print_json,
-    run_async,
     store_label,
 )
-from ._identity import resolve_identity
-from ._terminal import printer
-from .exceptions import NotFoundError
-from .qa import AUDIT_REPAIR_REASON
-from .transport._base import EntitySnapshot, Transport
 
 __all__ = [
+    "ConversationList",
     "ConversationSummary",
     "MessageView",
     "Reference",
@@ -155,31 +154,14 @@ class ConversationSummary:
     last_activity: str | None
 
 
-def conversation_entity_id(conversation_id: str) -> str:
-    """The conversation entity's id, derived from its ``conversation_id`` as a server does."""
-    return resolve_identity("conversation", {"conversation_id": conversation_id}).entity_id
-
-
-def turn_record_id(conversation_id: str, turn_id: str) -> str:
-    """The ``conversation_turn`` record's id, derived from ``(session_id, turn_id)``."""
-    fields = {"session_id": conversation_id, "turn_id": turn_id}
-    return resolve_identity("conversation_turn", fields).entity_id
-
-
 def _split_turn_key(conversation_id: str, turn_key: str) -> tuple[str, bool]:
-    """``(turn_id, is_assistant_key)`` of a message's turn key."""
-    prefix = f"{conversation_id}:"
-    rest = turn_key[len(prefix) :] if turn_key.startswith(prefix) else turn_key
-    if rest.endswith(":assistant"):
-        return rest[: -len(":assistant")], True
-    return rest, False
-
-
-async def _snapshot_or_none(transport: Transport, entity_id: str) -> EntitySnapshot | None:
-    try:
-        return await transport.get_entity_snapshot(entity_id)
-    except NotFoundError:
-        return None
+    """``(turn_id, is_assistant_key)`` of a message's turn key, grouped by turn."""
+    parsed = parse_turn_key(turn_key, conversation_id)
+    if parsed is None:
+        return turn_key, False  # another writer's key: the whole key names its turn
+    cid, tid, role = parsed
+    # A key of another conversation keeps its conversation part, so it groups apart.
+    return (tid if cid == conversation_id else f"{cid}:{tid}"), role == "assistant"
 
 
 def _opt_int(value: object) -> int | None:
@@ -189,7 +171,7 @@ def _opt_int(value: object) -> int | None:
 async def load_transcript(transport: Transport, conversation_id: str) -> Transcript:
     """Read one conversation back from the store; :class:`CLIError` if there is none."""
     conv_id = conversation_entity_id(conversation_id)
-    conversation = await _snapshot_or_none(transport, conv_id)
+    conversation = await snapshot_or_none(transport, conv_id)
     if conversation is None:
         raise CLIError(
             f"no conversation {conversation_id!r} in this store",
@@ -212,7 +194,7 @@ async def load_transcript(transport: Transport, conversation_id: str) -> Transcr
     )
 
     async def message(entity_id: str) -> tuple[EntitySnapshot | None, list[str]]:
-        snapshot = await _snapshot_or_none(transport, entity_id)
+        snapshot = await snapshot_or_none(transport, entity_id)
         edges = await transport.retrieve_related_entities(
             entity_id, relationship_types=["REFERS_TO"], direction="outbound"
         )
@@ -227,7 +209,7 @@ async def load_transcript(transport: Transport, conversation_id: str) -> Transcr
 
     referenced = sorted({t for _, targets in loaded for t in targets})
     ref_snaps = await gather_bounded(
-        [functools.partial(_snapshot_or_none, transport, i) for i in referenced]
+        [functools.partial(snapshot_or_none, transport, i) for i in referenced]
     )
     references: dict[str, Reference] = {}
     for entity_id, snap in zip(referenced, ref_snaps, strict=True):
@@ -259,11 +241,9 @@ async def load_transcript(transport: Transport, conversation_id: str) -> Transcr
         by_turn.setdefault(turn_id or turn_key, []).append(view)
 
     turn_ids = list(by_turn)
+    record_ids = [turn_record_entity_id(conversation_id, t) for t in turn_ids]
     records = await gather_bounded(
-        [
-            functools.partial(_snapshot_or_none, transport, turn_record_id(conversation_id, t))
-            for t in turn_ids
-        ]
+        [functools.partial(snapshot_or_none, transport, i) for i in record_ids]
     )
     turns: list[tuple[tuple[Any, ...], TurnView]] = []
     numbered = all(any(m.turn_number is not None for m in by_turn[t]) for t in turn_ids)
@@ -299,28 +279,48 @@ async def load_transcript(transport: Transport, conversation_id: str) -> Transcr
     )
 
 
-async def list_conversations(transport: Transport) -> list[ConversationSummary]:
-    """Every conversation in the store, most recently active first."""
+@attrs.frozen
+class ConversationList:
+    """The conversations ``show`` lists, and whether the server let it read them all."""
+
+    conversations: tuple[ConversationSummary, ...]
+    #: how many conversations the server says it holds
+    total: int
+    #: the first query offset the server refused (it caps offsets); ``None``: all were read
+    refused_offset: int | None = None
+
+    @property
+    def partial(self) -> bool:
+        """True when some conversations could not be read (the list is the ones that were)."""
+        return self.refused_offset is not None
+
+    def note(self) -> str:
+        """Why the list is partial, for humans (empty when it is not)."""
+        if self.refused_offset is None:
+            return ""
+        return (
+            f"(partial: the server caps offsets below {self.refused_offset:,}; "
+            f"{len(self.conversations):,} of {self.total:,} conversations listed)"
+        )
+
+
+async def list_conversations(transport: Transport) -> ConversationList:
+    """Every conversation in the store, most recently active first (partial past a cap)."""
+    scan = await scan_entities(transport, entity_type="conversation")
     found: list[ConversationSummary] = []
-    offset = 0
-    while True:
-        page = await transport.query_entities(entity_type="conversation", limit=500, offset=offset)
-        for e in page.entities:
-            cid = e.snapshot.get("conversation_id") or e.snapshot.get("session_id")
-            title = e.snapshot.get("title")
-            found.append(
-                ConversationSummary(
-                    conversation_id=str(cid) if cid is not None else e.entity_id,
-                    entity_id=e.entity_id,
-                    title=title if isinstance(title, str) else None,
-                    last_activity=e.last_observation_at,
-                )
+    for e in scan.entities:
+        cid = e.snapshot.get("conversation_id") or e.snapshot.get("session_id")
+        title = e.snapshot.get("title")
+        found.append(
+            ConversationSummary(
+                conversation_id=str(cid) if cid is not None else e.entity_id,
+                entity_id=e.entity_id,
+                title=title if isinstance(title, str) else None,
+                last_activity=e.last_observation_at,
             )
-        offset += len(page.entities)
-        if not page.entities or offset >= page.total:
-            break
+        )
     found.sort(key=lambda c: (c.last_activity or "", c.conversation_id), reverse=True)
-    return found
+    return ConversationList(tuple(found), max(scan.total, len(found)), scan.refused_offset)
 
 
 def _status_text(turn: TurnView) -> str:
@@ -367,10 +367,13 @@ def render_transcript(transcript: Transcript, out: TextIO, *, where: str | None 
             write("  assistant: (no reply stored)\n")
 
 
-def _render_list(conversations: Sequence[ConversationSummary], out: TextIO, where: str) -> None:
+def _render_list(listing: ConversationList, out: TextIO, where: str) -> None:
     write = printer(out)  # stored text: never raw control sequences
+    conversations = listing.conversations
     if not conversations:
         write(f"no conversations in {where}\n")
+        if listing.partial:
+            write(listing.note() + "\n")
         return
     write(f"{len(conversations)} conversation(s) in {where}, most recent first:\n")
     width = max(len(c.conversation_id) for c in conversations)
@@ -378,12 +381,16 @@ def _render_list(conversations: Sequence[ConversationSummary], out: TextIO, wher
         when = (c.last_activity or "")[:19].replace("T", " ")
         title = f"  {c.title}" if c.title else ""
         write(f"  {c.conversation_id:<{width}}  {when}{title}\n")
+    if listing.partial:
+        write(listing.note() + "\n")
 
 
 def register(subparsers: Any) -> None:
     """Add the ``show`` subcommand."""
-    parser = subparsers.add_parser(
+    parser = add_command(
+        subparsers,
         "show",
+        run=run,
         help="print a conversation's transcript, read back from the store",
         description="Print a conversation as the store holds it: each turn with its status, "
         "each message's role and exact content, and the entities it REFERS_TO. Abandoned "
@@ -392,20 +399,18 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument("conversation", nargs="?", metavar="CONVERSATION", help="conversation id")
     parser.add_argument("--json", action="store_true", help="print JSON (exact content)")
-    parser.set_defaults(func=run)
 
 
-def run(args: argparse.Namespace) -> int:
+async def run(args: argparse.Namespace) -> int:
     """Print one transcript, or the list of conversations."""
-    return run_async(_run, args)
-
-
-async def _run(args: argparse.Namespace) -> int:
     out = sys.stdout
     async with open_transport(args, must_exist=True) as transport:
         if args.conversation is None:
-            conversations = await list_conversations(transport)
+            listing = await list_conversations(transport)
             if args.json:
+                if listing.partial:
+                    # stdout stays the JSON list it always is; the warning goes beside it.
+                    print(f"neotoma-agent: {listing.note()}", file=sys.stderr)
                 print_json(
                     [
                         {
@@ -414,11 +419,11 @@ async def _run(args: argparse.Namespace) -> int:
                             "title": c.title,
                             "last_activity": c.last_activity,
                         }
-                        for c in conversations
+                        for c in listing.conversations
                     ]
                 )
             else:
-                _render_list(conversations, out, store_label(args))
+                _render_list(listing, out, store_label(args))
             return 0
         transcript = await load_transcript(transport, args.conversation)
     if args.json:

@@ -6,15 +6,17 @@ import argparse
 import sys
 from typing import Any
 
-from ._cli_common import CLIError, db_path, resolve_token
+from ._common import CLIError, add_command, db_path, resolve_token
 
 __all__ = ["register"]
 
 
 def register(subparsers: Any) -> None:
     """Add the ``serve`` subcommand."""
-    parser = subparsers.add_parser(
+    parser = add_command(
+        subparsers,
         "serve",
+        run=run,
         help="serve the store file over Neotoma's REST API (a local dev server)",
         description="Serve the store file (--db) over the subset of Neotoma's REST API this "
         "library uses, so that several processes, or `--url`, can share one store. Binds "
@@ -24,12 +26,11 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--port", type=int, default=3080, help="port (default 3080; 0 picks a free one)"
     )
-    parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     """Serve until SIGINT or SIGTERM."""
-    from .server import is_loopback_host, run_server
+    from ..server import is_loopback_host, run_server
 
     if args.url:
         raise CLIError(

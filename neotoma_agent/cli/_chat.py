@@ -34,13 +34,13 @@ import anyio
 import anyio.from_thread
 import attrs
 
-from ._cli_common import CLIError, explain, open_transport, store_label
-from ._keys import validate_conversation_id
-from ._memory import NeotomaMemory
-from ._terminal import printable
-from ._turn import Turn, TurnResult, TurnState
-from .transport._base import Entity
-from .wrap import AgentStream, MemoryAgent, with_memory
+from .._keys import validate_conversation_id
+from .._memory import NeotomaMemory
+from .._terminal import printable
+from .._turn import Turn, TurnResult, TurnState
+from ..transport._base import Entity
+from ..wrap import AgentStream, MemoryAgent, with_memory
+from ._common import CLIError, add_command, explain, open_transport, store_label
 
 __all__ = ["echo_agent", "load_agent", "register"]
 
@@ -302,8 +302,11 @@ def _show_command(args: argparse.Namespace, conversation_id: str) -> str:
 
 def register(subparsers: Any) -> None:
     """Add the ``chat`` subcommand."""
-    parser = subparsers.add_parser(
+    parser = add_command(
+        subparsers,
         "chat",
+        run=run,
+        default_log_level="error",
         help="talk to an agent; each line is one stored turn",
         description="An interactive loop: each line you type is one turn, stored with the "
         "entities retrieval found for it and the agent's reply. Ctrl-C during a reply stops "
@@ -321,7 +324,6 @@ def register(subparsers: Any) -> None:
         metavar="ID",
         help="conversation id to continue (default: a new chat-<date>-<time> id)",
     )
-    parser.set_defaults(func=run, default_log_level="error")
 
 
 def run(args: argparse.Namespace, *, stdin: TextIO | None = None, out: TextIO | None = None) -> int:

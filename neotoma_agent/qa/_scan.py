@@ -1,0 +1,368 @@
+"""The audit's reads: what the store holds for each turn, gathered in a few bulk reads.
+
+:func:`read_all` (every conversation) and :func:`read_scoped` (one conversation) fill an
+:class:`Auditor` with one :class:`TurnState` per turn found: its record and its two
+messages, each with whether it hangs off a conversation. :meth:`Auditor.verify` then settles,
+with a few snapshot reads, only the turns that lack a half. Judging what is found is
+:mod:`._findings`' job.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Awaitable, Callable, Sequence
+from datetime import datetime, timezone
+from typing import Final
+
+import attrs
+
+from .._keys import (
+    TurnRole,
+    conversation_entity_id,
+    message_entity_id,
+    parse_turn_key,
+    turn_record_entity_id,
+)
+from .._log import get_logger
+from .._reads import PAGE_SIZE, Scan, gather_bounded, scan_entities, snapshot_or_none
+from ..transport._base import EntitySnapshot, Transport
+
+__all__ = [
+    "Auditor",
+    "Message",
+    "TurnState",
+    "parse_timestamp",
+    "read_all",
+    "read_scoped",
+    "timestamp",
+]
+
+logger = get_logger()
+
+_MESSAGE_PREFIX: Final = "conversation_message:"
+_RECORD_PREFIX: Final = "conversation_turn:"
+
+
+@attrs.define
+class Message:
+    entity_id: str
+    in_conversation: bool
+    conversation_entity_id: str | None
+    activity: str | None
+
+
+@attrs.define
+class TurnState:
+    conversation_id: str
+    turn_id: str
+    #: ids taken from stored fields (not from a canonical name, which folds whitespace)
+    exact: bool
+    record: EntitySnapshot | None = None
+    user: Message | None = None
+    assistant: Message | None = None
+
+    def message(self, role: TurnRole) -> Message | None:
+        return self.user if role == "user" else self.assistant
+
+    def set_message(self, role: TurnRole, message: Message) -> None:
+        if role == "user":
+            self.user = message
+        else:
+            self.assistant = message
+
+    @property
+    def status(self) -> str | None:
+        if self.record is None:
+            return None
+        value = self.record.snapshot.get("status")
+        return value if isinstance(value, str) else None
+
+    @property
+    def activity(self) -> str | None:
+        stamps = [self.record.last_observation_at if self.record else None]
+        stamps += [m.activity for m in (self.user, self.assistant) if m is not None]
+        known = [s for s in stamps if s]
+        return max(known, key=timestamp) if known else None
+
+
+def _norm(key: str) -> str:
+    # Turns are matched on the storage form of "conversation_id:turn_id" found in canonical
+    # names, which both a message's and a turn record's name carry, transformed alike
+    # (whitespace runs collapsed, case kept). Only a name holding an email is stored
+    # lowercased and uncollapsed, and the ":assistant" suffix can make one of two names look
+    # like an email: fold those.
+    return _fold(key) if "@" in key else key
+
+
+def _fold(text: str) -> str:
+    """An id as any canonical name may carry it: whitespace runs collapsed, case folded."""
+    return " ".join(text.split()).casefold()
+
+
+def _message_key(name: str | None) -> tuple[str, TurnRole] | None:
+    """(storage-form turn key, role) from a message's canonical name."""
+    if not name or not name.startswith(_MESSAGE_PREFIX):
+        return None
+    # The name carries the turn_key (in storage form), so it parses like one.
+    parsed = parse_turn_key(name[len(_MESSAGE_PREFIX) :])
+    return None if parsed is None else (f"{parsed[0]}:{parsed[1]}", parsed[2])
+
+
+def _record_key(name: str | None) -> str | None:
+    """The storage-form turn key from a turn record's canonical name."""
+    if not name or not name.startswith(_RECORD_PREFIX):
+        return None
+    sid, sep, tid = name[len(_RECORD_PREFIX) :].rpartition("|")
+    return f"{sid}:{tid}" if sep and sid and tid else None
+
+
+def parse_timestamp(value: str) -> float:
+    # Python 3.10's fromisoformat does not take a trailing Z.
+    parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=timezone.utc)
+    return parsed.timestamp()
+
+
+def timestamp(value: str) -> float:
+    """Seconds since the epoch of a stored ISO 8601 timestamp (0.0 if unreadable)."""
+    try:
+        return parse_timestamp(value)
+    except ValueError:
+        return 0.0
+
+
+@attrs.define
+class Auditor:
+    transport: Transport
+    conversation_id: str | None
+    thorough: bool
+    limit: int
+    turns: dict[str, TurnState] = attrs.Factory(dict)
+    #: message timestamps matter (``since`` / ``min_age``); else they are not read
+    timed: bool = False
+    #: a server refused to page through everything: some turns were not examined
+    partial: bool = False
+    #: the page size of every scan (the audit passes its own, which tests shrink)
+    page_size: int = PAGE_SIZE
+
+    async def scan(self, entity_type: str, *, search: str | None, limit: int) -> Scan:
+        """Every entity of one type; a refused offset marks the audit partial."""
+        found = await scan_entities(
+            self.transport,
+            entity_type=entity_type,
+            search=search,
+            page_size=self.page_size,
+            concurrency=limit,
+        )
+        if found.partial:
+            self.partial = True
+            logger.warning(
+                "audit.partial_scan",
+                entity_type=entity_type,
+                read=len(found.entities),
+                total=found.total,
+                refused_offset=found.refused_offset,
+            )
+        return found
+
+    def turn(self, key: str) -> TurnState | None:
+        """The state of the turn with this storage-form key (None: outside the scope)."""
+        norm = _norm(key)
+        state = self.turns.get(norm)
+        if state is None:
+            cid, _, tid = key.rpartition(":")
+            if self.conversation_id is not None and _fold(cid) != _fold(self.conversation_id):
+                return None  # a search hit on a conversation whose id contains ours
+            state = self.turns[norm] = TurnState(cid, tid, False)
+        return state
+
+    def add_record(self, record: EntitySnapshot) -> None:
+        key = _record_key(record.canonical_name)
+        if key is None:
+            return  # not keyed by (session_id, turn_id): not a turn-protocol record
+        state = self.turn(key)
+        if state is None or state.record is not None:
+            return
+        state.record = record
+        sid, tid = record.snapshot.get("session_id"), record.snapshot.get("turn_id")
+        if isinstance(sid, str) and sid and isinstance(tid, str) and tid:
+            state.conversation_id, state.turn_id, state.exact = sid, tid, True
+
+    def add_message(
+        self,
+        entity_id: str,
+        canonical_name: str | None,
+        in_conversation: bool,
+        conversation_entity_id: str | None,
+        activity: str | None,
+        turn_key: object = None,
+    ) -> None:
+        # Called once per message of the store: kept lean on purpose.
+        found = _message_key(canonical_name)
+        if found is None:
+            return  # not keyed by a turn_key: not a turn-protocol message
+        key, role = found
+        state = self.turns.get(_norm(key)) or self.turn(key)
+        if state is None:
+            return
+        known = state.user if role == "user" else state.assistant
+        if known is None:
+            message = Message(entity_id, in_conversation, conversation_entity_id, activity)
+            if role == "user":
+                state.user = message
+            else:
+                state.assistant = message
+        elif in_conversation and not known.in_conversation:
+            known.in_conversation, known.conversation_entity_id = True, conversation_entity_id
+        if not state.exact and isinstance(turn_key, str):
+            parsed = parse_turn_key(turn_key)
+            if parsed is not None:
+                state.conversation_id, state.turn_id, state.exact = parsed[0], parsed[1], True
+
+    async def load_conversation(self, conversation_entity_id: str) -> None:
+        related = await self.transport.retrieve_related_entities(
+            conversation_entity_id, relationship_types=["PART_OF"], direction="inbound"
+        )
+        rows = {e.id: e for e in related.entities if e.entity_type == "conversation_message"}
+        add = self.add_message
+        for edge in related.relationships:
+            if edge.target_entity_id != conversation_entity_id:
+                continue
+            row = rows.get(edge.source_entity_id)
+            if row is None or edge.relationship_type != "PART_OF":
+                continue
+            updated = row.raw.get("updated_at") if self.timed else None
+            add(
+                row.id,
+                row.canonical_name,
+                True,
+                conversation_entity_id,
+                updated if isinstance(updated, str) else None,
+            )
+
+    async def load_all_messages(self, search: str | None) -> None:
+        messages = await self.scan("conversation_message", search=search, limit=self.limit)
+        for message in messages.entities:
+            self.add_message(
+                message.entity_id,
+                message.canonical_name,
+                False,
+                None,
+                message.last_observation_at,
+                message.snapshot.get("turn_key"),
+            )
+
+    async def verify(self, state: TurnState) -> None:
+        """Settle what the bulk reads left open for one turn (a few reads, only if needed)."""
+        if state.user is not None and state.assistant is not None:
+            return
+        present = state.user or state.assistant
+        if not state.exact and present is not None:
+            # Repairs and reports need the exact ids, which only the stored turn_key has.
+            snap = await snapshot_or_none(self.transport, present.entity_id)
+            if snap is not None and present.activity is None:
+                present.activity = snap.last_observation_at
+            turn_key = snap.snapshot.get("turn_key") if snap is not None else None
+            parsed = parse_turn_key(turn_key) if isinstance(turn_key, str) else None
+            if parsed is not None:
+                state.conversation_id, state.turn_id, state.exact = parsed[0], parsed[1], True
+        cid, tid = state.conversation_id, state.turn_id
+        if state.record is None and self.conversation_id is not None:
+            # A scoped audit found records by search; look this one up by its id too.
+            state.record = await snapshot_or_none(self.transport, turn_record_entity_id(cid, tid))
+        for role in ("user", "assistant"):
+            if state.message(role) is not None:
+                continue
+            snap = await snapshot_or_none(self.transport, message_entity_id(cid, tid, role))
+            if snap is not None:
+                # It exists, but no conversation we read has it as PART_OF.
+                state.set_message(
+                    role, Message(snap.entity_id, False, None, snap.last_observation_at)
+                )
+
+
+async def read_all(
+    auditor: Auditor,
+    conversations: dict[str, EntitySnapshot | None],
+    since_at: float | None,
+    concurrency: int,
+) -> None:
+    """Scan records, and conversations then their messages, concurrently."""
+    records: list[EntitySnapshot] = []
+
+    async def scan_records() -> None:
+        found = await auditor.scan("conversation_turn", search=None, limit=2)
+        records.extend(found.entities)
+
+    async def conversations_and_messages() -> None:
+        found = await auditor.scan("conversation", search=None, limit=2)
+        for conv in found.entities:
+            if since_at is None or timestamp(conv.last_observation_at or "") >= since_at:
+                conversations[conv.entity_id] = conv
+        await load_conversations(auditor, list(conversations), concurrency)
+
+    await _read_concurrently(auditor, [scan_records, conversations_and_messages], records, None)
+    if since_at is not None:
+        # A turn abandoned with no reply writes only its record, not its conversation:
+        # read the conversations of recent records too.
+        extra = {
+            conversation_entity_id(state.conversation_id)
+            for state in auditor.turns.values()
+            if state.record is not None
+            and timestamp(state.record.last_observation_at or "") >= since_at
+        }
+        extra -= conversations.keys()
+        conversations.update(dict.fromkeys(extra))
+        await load_conversations(auditor, sorted(extra), concurrency)
+
+
+async def load_conversations(
+    auditor: Auditor, conversation_entity_ids: Sequence[str], concurrency: int
+) -> None:
+    loads = [functools.partial(auditor.load_conversation, c) for c in conversation_entity_ids]
+    await gather_bounded(loads, concurrency)
+
+
+async def read_scoped(
+    auditor: Auditor,
+    conversations: dict[str, EntitySnapshot | None],
+    scope: str,
+    concurrency: int,
+) -> None:
+    """One conversation: its entity by id, its records by name search, its messages."""
+    transport = auditor.transport
+    conv_entity_id = conversation_entity_id(scope)
+    records: list[EntitySnapshot] = []
+
+    async def conversation_and_messages() -> None:
+        snapshot = await snapshot_or_none(transport, conv_entity_id)
+        if snapshot is not None:
+            conversations[conv_entity_id] = snapshot
+            await auditor.load_conversation(conv_entity_id)
+
+    async def scan_records() -> None:
+        # The search also finds conversations whose id contains this one: add_record
+        # filters them out.
+        found = await auditor.scan("conversation_turn", search=scope, limit=2)
+        records.extend(found.entities)
+
+    await _read_concurrently(auditor, [conversation_and_messages, scan_records], records, scope)
+
+
+async def _read_concurrently(
+    auditor: Auditor,
+    reads: Sequence[Callable[[], Awaitable[None]]],
+    records: Sequence[EntitySnapshot],
+    search: str | None,
+) -> None:
+    """Run the reads at once (and, if thorough, a scan of every message matching ``search``),
+    then add the turn records the reads collected, once every read is done."""
+
+    async def scan_messages() -> None:
+        await auditor.load_all_messages(search)
+
+    jobs = [*reads, scan_messages] if auditor.thorough else list(reads)
+    await gather_bounded(jobs, len(jobs))
+    for record in records:
+        auditor.add_record(record)
