@@ -17,7 +17,7 @@ from typing import Any
 
 import attrs
 
-from .._identity import (
+from ..._identity import (
     ENTITY_ID_RE,
     Identity,
     IdentityError,
@@ -31,7 +31,7 @@ from .._identity import (
     resolve_identity_cached,
     schema_for,
 )
-from ..exceptions import ValidationError
+from ...exceptions import ValidationError
 from ._errors import (
     flat_error,
     idempotency_mismatch,
@@ -1436,7 +1436,7 @@ def retrieve_entity_by_identifier(
             (*id_args, *((etype,) if etype else ()), limit),
         ).fetchall()
     if not rows and etype:
-        from .._identity import entity_id_for
+        from ..._identity import entity_id_for
 
         rows = conn.execute(
             f"SELECT {_DIRECT_COLUMNS} FROM entities WHERE id = ?",

@@ -1,16 +1,4 @@
-"""EmbeddedStore: a Neotoma store in one SQLite file, the default transport.
-
-It answers every Transport method the way a real Neotoma server does (same entity ids,
-canonical names, observations, snapshots, relationships, idempotency replays and error
-bodies), with three deliberate differences, all in the direction of losing less:
-
-* a store is atomic: if any part fails nothing is written, not even the idempotency key,
-  so a corrected retry under the same key succeeds (a server keeps a partial write);
-* an unknown relationship type or an out-of-range index is refused with ValidationError
-  (a server silently skips the edge);
-* snapshots are maintained incrementally, so a write costs the same on the thousandth
-  observation of an entity as on the first.
-"""
+"""EmbeddedStore: the store object, its lifecycle and its table of actions."""
 
 from __future__ import annotations
 
@@ -23,10 +11,10 @@ from typing import Any, TypeVar
 
 import attrs
 
-from . import _embedded_ops as ops
+from .._rest import RestActions
+from . import _ops as ops
 from ._db_thread import DBThread, Job
 from ._errors import invalid_format
-from ._rest import RestActions
 from ._schema import migrate
 
 __all__ = ["EmbeddedStore"]

@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
 from typing import Any
 
-from ..exceptions import (
+from ...exceptions import (
     APIError,
     IdempotencyMismatchError,
     NotFoundError,

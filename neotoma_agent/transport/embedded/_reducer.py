@@ -15,7 +15,7 @@ from typing import Any
 
 import attrs
 
-from .._identity import MergePolicy, TypeSchema
+from ..._identity import MergePolicy, TypeSchema
 
 __all__ = ["ObservationMeta", "SnapshotState", "fold"]
 
