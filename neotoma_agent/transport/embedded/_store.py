@@ -12,10 +12,17 @@ from typing import Any, TypeVar
 import attrs
 
 from .._rest import RestActions
-from . import _ops as ops
 from ._db_thread import DBThread, Job
+from ._edges import create_relationship, create_relationships, retrieve_related_entities
 from ._errors import invalid_format
+from ._read import (
+    get_entity_snapshot,
+    list_observations,
+    query_entities,
+    retrieve_entity_by_identifier,
+)
 from ._schema import migrate
+from ._write import correct, store
 
 __all__ = ["EmbeddedStore"]
 
@@ -164,24 +171,24 @@ def _encodable(
 
 
 _ACTIONS: dict[str, Callable[[sqlite3.Connection, Mapping[str, Any]], dict[str, Any]]] = {
-    "store": ops.store,
-    "retrieve_entity_by_identifier": ops.retrieve_entity_by_identifier,
-    "create_relationship": ops.create_relationship,
-    "create_relationships": ops.create_relationships,
-    "get_entity_snapshot": ops.get_entity_snapshot,
-    "list_observations": ops.list_observations,
-    "retrieve_related_entities": ops.retrieve_related_entities,
-    "entities/query": ops.query_entities,
-    "correct": ops.correct,
+    "store": store,
+    "retrieve_entity_by_identifier": retrieve_entity_by_identifier,
+    "create_relationship": create_relationship,
+    "create_relationships": create_relationships,
+    "get_entity_snapshot": get_entity_snapshot,
+    "list_observations": list_observations,
+    "retrieve_related_entities": retrieve_related_entities,
+    "entities/query": query_entities,
+    "correct": correct,
 }
 
 # Actions that only read: they run without a savepoint of their own.
 _READS = frozenset(
     (
-        ops.retrieve_entity_by_identifier,
-        ops.get_entity_snapshot,
-        ops.list_observations,
-        ops.retrieve_related_entities,
-        ops.query_entities,
+        retrieve_entity_by_identifier,
+        get_entity_snapshot,
+        list_observations,
+        retrieve_related_entities,
+        query_entities,
     )
 )
