@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import enum
 import os
 import sqlite3
 from collections.abc import Callable, Mapping
@@ -9,6 +10,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, TypeVar
 
+import anyio
 import attrs
 
 from .._rest import RestActions
@@ -27,6 +29,13 @@ from ._write import correct, store
 __all__ = ["EmbeddedStore"]
 
 T = TypeVar("T")
+
+
+class _State(enum.Enum):
+    OPEN = "open"
+    #: aclose has begun: no new work is taken while the thread finishes what is queued
+    CLOSING = "closing"
+    CLOSED = "closed"
 
 
 def _connect(path: str, synchronous: str) -> Callable[[], sqlite3.Connection]:
@@ -76,7 +85,8 @@ class EmbeddedStore(RestActions):
     """
 
     path: str
-    _thread: DBThread | None
+    _thread: DBThread
+    _state: _State
 
     def __init__(self, path: str | os.PathLike[str], *, synchronous: str = "NORMAL") -> None:
         """Open (creating if needed) the store at ``path``.
@@ -89,6 +99,7 @@ class EmbeddedStore(RestActions):
         self.path = os.fspath(path)
         if self.path != ":memory:" and not Path(self.path).parent.is_dir():
             raise FileNotFoundError(f"directory of store file does not exist: {self.path}")
+        self._state = _State.OPEN
         self._thread = DBThread(
             _connect(self.path, synchronous.upper()), name=f"neotoma-store:{Path(self.path).name}"
         )
@@ -101,31 +112,33 @@ class EmbeddedStore(RestActions):
         return cls(path, synchronous=synchronous)
 
     def __repr__(self) -> str:
-        state = "closed" if self._thread is None else "open"
+        # A closing store already refuses work, so it reads as closed.
+        state = "open" if self._state is _State.OPEN else "closed"
         return f"<EmbeddedStore {self.path!r} {state}>"
 
     @property
     def closed(self) -> bool:
         """True once :meth:`aclose` has run."""
-        return self._thread is None
+        return self._state is not _State.OPEN
 
     async def _run(
         self, fn: Callable[[sqlite3.Connection, Mapping[str, Any]], T], body: Mapping[str, Any]
     ) -> T:
-        thread = self._thread
-        if thread is None:
+        if self._state is not _State.OPEN:
             raise RuntimeError("EmbeddedStore is closed")
         job: Job[T] = Job(lambda conn: _encodable(fn, conn, body), writes=fn not in _READS)
-        thread.submit(job)
+        self._thread.submit(job)
         return await job.wait()
 
     async def aclose(self) -> None:
         """Finish queued work and close the file. Idempotent."""
-        thread, self._thread = self._thread, None
-        if thread is not None:
-            import anyio
-
-            await anyio.to_thread.run_sync(thread.stop)
+        if self._state is not _State.OPEN:
+            return
+        self._state = _State.CLOSING
+        try:
+            await anyio.to_thread.run_sync(self._thread.stop)
+        finally:
+            self._state = _State.CLOSED
 
     async def __aenter__(self) -> EmbeddedStore:
         return self
