@@ -23,7 +23,7 @@ from ._rows import (
     relationship_json,
     relationship_row_json,
 )
-from ._validate import check_edge
+from ._validate import check_relationship
 
 __all__ = ["create_relationship", "create_relationships", "relate", "retrieve_related_entities"]
 
@@ -124,7 +124,7 @@ def relate(
 
 def create_relationship(conn: sqlite3.Connection, body: Mapping[str, Any]) -> dict[str, Any]:
     """``POST /create_relationship``: one edge between two entity ids."""
-    rtype, src, dst, metadata = check_edge(body, [])
+    rtype, src, dst, metadata = check_relationship(body, [])
     source_id = body.get("source_id")
     return relate(
         conn,
@@ -145,9 +145,7 @@ def create_relationships(conn: sqlite3.Connection, body: Mapping[str, Any]) -> d
         raise invalid_format("relationships must be a non-empty list", ["relationships"])
     checked = []
     for i, rel in enumerate(rels):
-        if not isinstance(rel, Mapping):
-            raise invalid_format("each relationship must be a JSON object", ["relationships", i])
-        checked.append(check_edge(rel, ["relationships", i]))
+        checked.append(check_relationship(rel, ["relationships", i]))
     now = now_iso()
     source_id = body.get("source_id")
     out = []

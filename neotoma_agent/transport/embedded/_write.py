@@ -300,17 +300,10 @@ def store(conn: sqlite3.Connection, body: Mapping[str, Any]) -> dict[str, Any]:
 
     counts: dict[str, int] = {}
     created_edges: list[dict[str, Any]] = []
-    for rel in relationships:
-        src = (
-            ids_by_index[rel["source_index"]] if "source_index" in rel else rel["source_entity_id"]
-        )
-        dst = (
-            ids_by_index[rel["target_index"]] if "target_index" in rel else rel["target_entity_id"]
-        )
-        rtype = str(rel["relationship_type"])
-        relate(
-            conn, rtype, src, dst, rel.get("metadata") or {}, source_id, now, types_by_id, counts
-        )
+    for rtype, src_end, dst_end, metadata in relationships:
+        src = ids_by_index[src_end] if isinstance(src_end, int) else src_end
+        dst = ids_by_index[dst_end] if isinstance(dst_end, int) else dst_end
+        relate(conn, rtype, src, dst, metadata, source_id, now, types_by_id, counts)
         created_edges.append(
             {"relationship_type": rtype, "source_entity_id": src, "target_entity_id": dst}
         )
