@@ -122,20 +122,15 @@ def relate(
     return relationship_json(key, rtype, src, dst, merged, provenance, count, last, now)
 
 
+def _source_id(body: Mapping[str, Any]) -> str | None:
+    source_id = body.get("source_id")
+    return source_id if isinstance(source_id, str) else None
+
+
 def create_relationship(conn: sqlite3.Connection, body: Mapping[str, Any]) -> dict[str, Any]:
     """``POST /create_relationship``: one edge between two entity ids."""
     rtype, src, dst, metadata = check_relationship(body, [])
-    source_id = body.get("source_id")
-    return relate(
-        conn,
-        rtype,
-        src,
-        dst,
-        metadata,
-        source_id if isinstance(source_id, str) else None,
-        now_iso(),
-        {},
-    )
+    return relate(conn, rtype, src, dst, metadata, _source_id(body), now_iso(), {})
 
 
 def create_relationships(conn: sqlite3.Connection, body: Mapping[str, Any]) -> dict[str, Any]:
@@ -143,24 +138,13 @@ def create_relationships(conn: sqlite3.Connection, body: Mapping[str, Any]) -> d
     rels = body.get("relationships")
     if not isinstance(rels, list) or not rels:
         raise invalid_format("relationships must be a non-empty list", ["relationships"])
-    checked = []
-    for i, rel in enumerate(rels):
-        checked.append(check_relationship(rel, ["relationships", i]))
+    checked = [check_relationship(rel, ["relationships", i]) for i, rel in enumerate(rels)]
     now = now_iso()
-    source_id = body.get("source_id")
-    out = []
-    for i, (rtype, src, dst, metadata) in enumerate(checked):
-        snap = relate(
-            conn,
-            rtype,
-            src,
-            dst,
-            metadata,
-            source_id if isinstance(source_id, str) else None,
-            now,
-            {},
-        )
-        out.append({"index": i, **snap})
+    source_id = _source_id(body)
+    out = [
+        {"index": i, **relate(conn, rtype, src, dst, metadata, source_id, now, {})}
+        for i, (rtype, src, dst, metadata) in enumerate(checked)
+    ]
     return {
         "success": True,
         "requested": len(rels),

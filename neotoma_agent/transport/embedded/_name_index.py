@@ -19,6 +19,7 @@ __all__ = [
     "first_token",
     "index_fields",
     "index_name",
+    "rename",
     "substring_ids",
 ]
 
@@ -43,6 +44,15 @@ def index_name(
         )
     else:
         _index_text(conn, text, entity_id, kind)
+
+
+def rename(conn: sqlite3.Connection, text: str, entity_id: str, entity_type: str) -> None:
+    """Index ``text`` as the entity's name; its old name stays findable, as an alias."""
+    table = "bookkeeping_names" if entity_type in BOOKKEEPING else "name_index"
+    conn.execute(
+        f"UPDATE {table} SET kind = 'alias' WHERE entity_id = ? AND kind = 'name'", (entity_id,)
+    )
+    index_name(conn, text, entity_id, entity_type, "name")
 
 
 def _trigrams(text: str) -> set[str]:

@@ -78,13 +78,9 @@ def load_row(conn: sqlite3.Connection, entity_id: str) -> tuple[SnapshotState, i
 
 
 def load_state(conn: sqlite3.Connection, entity_id: str) -> SnapshotState | None:
-    row = conn.execute(
-        "SELECT snapshot, observation_count, last_observation_at FROM entities WHERE id = ?",
-        (entity_id,),
-    ).fetchone()
-    if row is None:
-        return None
-    return SnapshotState.from_json(json.loads(row[0]), row[1], row[2])
+    """An entity's snapshot state, or None if there is no such entity."""
+    loaded = load_row(conn, entity_id)
+    return None if loaded is None else loaded[0]
 
 
 def entity_exists(conn: sqlite3.Connection, entity_id: str) -> bool:

@@ -18,7 +18,6 @@ from ._errors import (
 )
 
 __all__ = [
-    "OBSERVATION_SOURCES",
     "RELATIONSHIP_TYPES",
     "bounded_int",
     "check_entities",
@@ -35,10 +34,6 @@ RELATIONSHIP_TYPES = frozenset(
         "member_of reports_to located_at created_by funded_by acquired_by subsidiary_of "
         "partner_of competitor_of supplies_to contracted_with invested_in"
     ).split()
-)
-
-OBSERVATION_SOURCES = frozenset(
-    ("sensor", "llm_summary", "workflow_state", "human", "import", "sync")
 )
 
 

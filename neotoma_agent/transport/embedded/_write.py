@@ -37,10 +37,10 @@ from ._errors import (
     now_iso,
     resolution_failed,
 )
-from ._name_index import BOOKKEEPING, index_fields, index_name
-from ._reducer import ObservationMeta, SnapshotState, fold, source_rank
+from ._name_index import index_fields, index_name, rename
+from ._reducer import OBSERVATION_SOURCES, ObservationMeta, SnapshotState, fold, source_rank
 from ._rows import USER_ID, dumps, entity_exists, entity_row, load_row, load_state
-from ._validate import OBSERVATION_SOURCES, check_entities, check_relationships
+from ._validate import check_entities, check_relationships
 
 __all__ = ["correct", "store"]
 
@@ -487,11 +487,7 @@ def _rederive_name(
         "UPDATE entities SET canonical_name = ?, aliases = ?, updated_at = ? WHERE id = ?",
         (after.canonical_name, dumps(aliases), now, entity_id),
     )
-    table = "bookkeeping_names" if entity_type in BOOKKEEPING else "name_index"
-    conn.execute(
-        f"UPDATE {table} SET kind = 'alias' WHERE entity_id = ? AND kind = 'name'", (entity_id,)
-    )
-    index_name(conn, after.canonical_name.lower(), entity_id, entity_type, "name")
+    rename(conn, after.canonical_name.lower(), entity_id, entity_type)
 
 
 def _conversation_message_count(
