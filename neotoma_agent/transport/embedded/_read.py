@@ -10,6 +10,7 @@ from typing import Any
 
 from ..._identity import (
     ENTITY_ID_RE,
+    entity_id_for,
     normalize,
     resolve_entity_type,
 )
@@ -204,8 +205,6 @@ def retrieve_entity_by_identifier(
             (*id_args, *((etype,) if etype else ()), limit),
         ).fetchall()
     if not rows and etype:
-        from ..._identity import entity_id_for
-
         rows = conn.execute(
             f"SELECT {DIRECT_COLUMNS} FROM entities WHERE id = ?",
             (entity_id_for(etype, text),),
