@@ -12,7 +12,7 @@ from typing import Any
 import anyio
 import pytest
 
-from neotoma_agent.transport._db_thread import DBThread, Job
+from neotoma_agent.transport.embedded._db_thread import DBThread, Job
 
 pytestmark = pytest.mark.anyio
 

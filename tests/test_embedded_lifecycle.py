@@ -14,9 +14,8 @@ import anyio.lowlevel
 import pytest
 
 from neotoma_agent.exceptions import NotFoundError
-from neotoma_agent.transport import _schema
-from neotoma_agent.transport._schema import SCHEMA_VERSION, SchemaTooNewError
-from neotoma_agent.transport.embedded import EmbeddedStore
+from neotoma_agent.transport.embedded import EmbeddedStore, _schema
+from neotoma_agent.transport.embedded._schema import SCHEMA_VERSION, SchemaTooNewError
 
 pytestmark = pytest.mark.anyio
 

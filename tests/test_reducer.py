@@ -22,7 +22,12 @@ import attrs
 import pytest
 
 from neotoma_agent._identity import MergePolicy, TypeSchema
-from neotoma_agent.transport._reducer import ObservationMeta, SnapshotState, fold, source_rank
+from neotoma_agent.transport.embedded._reducer import (
+    ObservationMeta,
+    SnapshotState,
+    fold,
+    source_rank,
+)
 
 SOURCES = ("sensor", "workflow_state", "llm_summary", "human", "import", "sync", None)
 PRIORITIES = (50, 100, 100, 100, 200, 1000)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sqlite3
 
-from neotoma_agent.transport._schema import MIGRATIONS, _statements
+from neotoma_agent.transport.embedded._schema import MIGRATIONS, _statements
 
 
 def test_a_semicolon_in_a_comment_or_string_does_not_split() -> None:

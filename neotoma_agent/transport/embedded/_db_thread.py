@@ -22,7 +22,7 @@ from typing import Any, Generic, TypeVar
 
 import anyio
 
-from .._log import get_logger
+from ..._log import get_logger
 
 __all__ = ["DBThread", "Job"]
 

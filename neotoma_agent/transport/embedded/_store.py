@@ -1,19 +1,8 @@
-"""EmbeddedStore: a Neotoma store in one SQLite file, the default transport.
-
-It answers every Transport method the way a real Neotoma server does (same entity ids,
-canonical names, observations, snapshots, relationships, idempotency replays and error
-bodies), with three deliberate differences, all in the direction of losing less:
-
-* a store is atomic: if any part fails nothing is written, not even the idempotency key,
-  so a corrected retry under the same key succeeds (a server keeps a partial write);
-* an unknown relationship type or an out-of-range index is refused with ValidationError
-  (a server silently skips the edge);
-* snapshots are maintained incrementally, so a write costs the same on the thousandth
-  observation of an entity as on the first.
-"""
+"""EmbeddedStore: the store object, its lifecycle and its table of actions."""
 
 from __future__ import annotations
 
+import enum
 import os
 import sqlite3
 from collections.abc import Callable, Mapping
@@ -21,17 +10,32 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, TypeVar
 
+import anyio
 import attrs
 
-from . import _embedded_ops as ops
+from .._rest import RestActions
 from ._db_thread import DBThread, Job
+from ._edges import create_relationship, create_relationships, retrieve_related_entities
 from ._errors import invalid_format
-from ._rest import RestActions
+from ._read import (
+    get_entity_snapshot,
+    list_observations,
+    query_entities,
+    retrieve_entity_by_identifier,
+)
 from ._schema import migrate
+from ._write import correct, store
 
 __all__ = ["EmbeddedStore"]
 
 T = TypeVar("T")
+
+
+class _State(enum.Enum):
+    OPEN = "open"
+    #: aclose has begun: no new work is taken while the thread finishes what is queued
+    CLOSING = "closing"
+    CLOSED = "closed"
 
 
 def _connect(path: str, synchronous: str) -> Callable[[], sqlite3.Connection]:
@@ -81,7 +85,8 @@ class EmbeddedStore(RestActions):
     """
 
     path: str
-    _thread: DBThread | None
+    _thread: DBThread
+    _state: _State
 
     def __init__(self, path: str | os.PathLike[str], *, synchronous: str = "NORMAL") -> None:
         """Open (creating if needed) the store at ``path``.
@@ -94,6 +99,7 @@ class EmbeddedStore(RestActions):
         self.path = os.fspath(path)
         if self.path != ":memory:" and not Path(self.path).parent.is_dir():
             raise FileNotFoundError(f"directory of store file does not exist: {self.path}")
+        self._state = _State.OPEN
         self._thread = DBThread(
             _connect(self.path, synchronous.upper()), name=f"neotoma-store:{Path(self.path).name}"
         )
@@ -106,31 +112,33 @@ class EmbeddedStore(RestActions):
         return cls(path, synchronous=synchronous)
 
     def __repr__(self) -> str:
-        state = "closed" if self._thread is None else "open"
+        # A closing store already refuses work, so it reads as closed.
+        state = "open" if self._state is _State.OPEN else "closed"
         return f"<EmbeddedStore {self.path!r} {state}>"
 
     @property
     def closed(self) -> bool:
         """True once :meth:`aclose` has run."""
-        return self._thread is None
+        return self._state is not _State.OPEN
 
     async def _run(
         self, fn: Callable[[sqlite3.Connection, Mapping[str, Any]], T], body: Mapping[str, Any]
     ) -> T:
-        thread = self._thread
-        if thread is None:
+        if self._state is not _State.OPEN:
             raise RuntimeError("EmbeddedStore is closed")
         job: Job[T] = Job(lambda conn: _encodable(fn, conn, body), writes=fn not in _READS)
-        thread.submit(job)
+        self._thread.submit(job)
         return await job.wait()
 
     async def aclose(self) -> None:
         """Finish queued work and close the file. Idempotent."""
-        thread, self._thread = self._thread, None
-        if thread is not None:
-            import anyio
-
-            await anyio.to_thread.run_sync(thread.stop)
+        if self._state is not _State.OPEN:
+            return
+        self._state = _State.CLOSING
+        try:
+            await anyio.to_thread.run_sync(self._thread.stop)
+        finally:
+            self._state = _State.CLOSED
 
     async def __aenter__(self) -> EmbeddedStore:
         return self
@@ -176,24 +184,24 @@ def _encodable(
 
 
 _ACTIONS: dict[str, Callable[[sqlite3.Connection, Mapping[str, Any]], dict[str, Any]]] = {
-    "store": ops.store,
-    "retrieve_entity_by_identifier": ops.retrieve_entity_by_identifier,
-    "create_relationship": ops.create_relationship,
-    "create_relationships": ops.create_relationships,
-    "get_entity_snapshot": ops.get_entity_snapshot,
-    "list_observations": ops.list_observations,
-    "retrieve_related_entities": ops.retrieve_related_entities,
-    "entities/query": ops.query_entities,
-    "correct": ops.correct,
+    "store": store,
+    "retrieve_entity_by_identifier": retrieve_entity_by_identifier,
+    "create_relationship": create_relationship,
+    "create_relationships": create_relationships,
+    "get_entity_snapshot": get_entity_snapshot,
+    "list_observations": list_observations,
+    "retrieve_related_entities": retrieve_related_entities,
+    "entities/query": query_entities,
+    "correct": correct,
 }
 
 # Actions that only read: they run without a savepoint of their own.
 _READS = frozenset(
     (
-        ops.retrieve_entity_by_identifier,
-        ops.get_entity_snapshot,
-        ops.list_observations,
-        ops.retrieve_related_entities,
-        ops.query_entities,
+        retrieve_entity_by_identifier,
+        get_entity_snapshot,
+        list_observations,
+        retrieve_related_entities,
+        query_entities,
     )
 )

@@ -15,9 +15,9 @@ from typing import Any
 
 import attrs
 
-from .._identity import MergePolicy, TypeSchema
+from ..._identity import MergePolicy, TypeSchema
 
-__all__ = ["ObservationMeta", "SnapshotState", "fold"]
+__all__ = ["OBSERVATION_SOURCES", "ObservationMeta", "SnapshotState", "fold", "source_rank"]
 
 # Observation-source rank for highest_priority ties: lower is more trusted; missing last.
 _SOURCE_RANK = {
@@ -26,6 +26,8 @@ _SOURCE_RANK = {
         ("sensor", "workflow_state", "llm_summary", "human", "import", "sync")
     )
 }
+#: the observation sources a store accepts: those the trust order ranks
+OBSERVATION_SOURCES = frozenset(_SOURCE_RANK)
 _LAST_WRITE = MergePolicy("last_write")
 
 

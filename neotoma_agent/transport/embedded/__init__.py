@@ -1,0 +1,17 @@
+"""EmbeddedStore: a Neotoma store in one SQLite file, the default transport.
+
+It answers every Transport method the way a real Neotoma server does (same entity ids,
+canonical names, observations, snapshots, relationships, idempotency replays and error
+bodies), with three deliberate differences, all in the direction of losing less:
+
+* a store is atomic: if any part fails nothing is written, not even the idempotency key,
+  so a corrected retry under the same key succeeds (a server keeps a partial write);
+* an unknown relationship type or an out-of-range index is refused with ValidationError
+  (a server silently skips the edge);
+* snapshots are maintained incrementally, so a write costs the same on the thousandth
+  observation of an entity as on the first.
+"""
+
+from ._store import EmbeddedStore
+
+__all__ = ["EmbeddedStore"]

@@ -1,0 +1,226 @@
+"""The name index: substring search over canonical names, aliases and identity fields.
+
+Names live in two FTS5 trigram tables (``name_index`` and, for conversations, messages and
+turn records, ``bookkeeping_names``); ``trigram_df`` counts the texts each trigram is in, so
+a search reads only the rarest trigrams' posting lists (see :func:`substring_ids`).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+__all__ = [
+    "BOOKKEEPING",
+    "FIELD_KINDS",
+    "NAME_KINDS",
+    "SEARCH_FIELDS",
+    "first_token",
+    "index_fields",
+    "index_name",
+    "rename",
+    "substring_ids",
+]
+
+
+BOOKKEEPING = frozenset(("conversation", "conversation_message", "conversation_turn"))
+
+NAME_KINDS = frozenset(("name", "alias"))
+
+# Snapshot fields a lookup compares against the identifier (semantics §4 pass 3).
+SEARCH_FIELDS = ("name", "full_name", "title", "email", "domain", "company")
+
+FIELD_KINDS = frozenset(f"field:{f}" for f in SEARCH_FIELDS)  # their name_index kinds
+
+
+def index_name(
+    conn: sqlite3.Connection, text: str, entity_id: str, entity_type: str, kind: str
+) -> None:
+    if entity_type in BOOKKEEPING:
+        conn.execute(
+            "INSERT INTO bookkeeping_names (text, entity_id, kind) VALUES (?, ?, ?)",
+            (text, entity_id, kind),
+        )
+    else:
+        _index_text(conn, text, entity_id, kind)
+
+
+def rename(conn: sqlite3.Connection, text: str, entity_id: str, entity_type: str) -> None:
+    """Index ``text`` as the entity's name; its old name stays findable, as an alias."""
+    table = "bookkeeping_names" if entity_type in BOOKKEEPING else "name_index"
+    conn.execute(
+        f"UPDATE {table} SET kind = 'alias' WHERE entity_id = ? AND kind = 'name'", (entity_id,)
+    )
+    index_name(conn, text, entity_id, entity_type, "name")
+
+
+def _trigrams(text: str) -> set[str]:
+    return {text[i : i + 3] for i in range(len(text) - 2)}
+
+
+def _index_text(conn: sqlite3.Connection, text: str, entity_id: str, kind: str) -> None:
+    """Make ``text`` findable by substring for ``entity_id`` (see ``substring_ids``)."""
+    conn.execute(
+        "INSERT INTO name_index (text, entity_id, kind) VALUES (?, ?, ?)", (text, entity_id, kind)
+    )
+    conn.executemany(
+        "INSERT INTO trigram_df (gram, n) VALUES (?, 1) ON CONFLICT (gram) DO UPDATE SET n = n + 1",
+        ((g,) for g in _trigrams(text)),
+    )
+
+
+def first_token(value: str) -> str:
+    parts = value.split(None, 1)
+    return parts[0] if parts else ""
+
+
+def index_fields(
+    conn: sqlite3.Connection,
+    entity_id: str,
+    old: Mapping[str, Any],
+    new: Mapping[str, Any],
+) -> None:
+    """Keep the lookup indexes of the searchable snapshot fields in step with the snapshot."""
+    for name in SEARCH_FIELDS:
+        before, after = old.get(name), new.get(name)
+        if before == after:
+            continue
+        if isinstance(before, str):
+            conn.execute(
+                "DELETE FROM field_values WHERE entity_id = ? AND field = ?", (entity_id, name)
+            )
+            conn.execute(
+                "DELETE FROM name_index WHERE entity_id = ? AND kind = ?",
+                (entity_id, f"field:{name}"),
+            )
+        if isinstance(after, str) and after.strip():
+            value = after.strip().lower()
+            conn.execute(
+                "INSERT INTO field_values (entity_id, field, value, first_token) "
+                "VALUES (?, ?, ?, ?)",
+                (entity_id, name, value, first_token(value)),
+            )
+            _index_text(conn, value, entity_id, f"field:{name}")
+
+
+def _fts_phrase(needle: str) -> str:
+    return '"' + needle.replace('"', '""') + '"'
+
+
+def _kind_sql(kinds: frozenset[str] | None) -> tuple[str, tuple[str, ...]]:
+    if kinds is None:
+        return "1", ()
+    ordered = tuple(sorted(kinds))
+    return f"kind IN ({','.join('?' * len(ordered))})", ordered
+
+
+# The FTS5 searches of ``substring_ids``. Each costs a few µs however small its answer, so
+# when both tables are searched it is one statement; the first column says which table a
+# row came from, and rows come in rowid order within each table, as from two statements.
+_BOOKKEEPING_NAMES_SQL = (
+    "SELECT 0, entity_id, kind FROM bookkeeping_names WHERE bookkeeping_names MATCH ?"
+)
+
+_NAME_INDEX_SQL = (
+    "SELECT 1, entity_id, kind FROM name_index WHERE name_index MATCH ? AND instr(text, ?) > 0"
+)
+
+_BOTH_NAMES_SQL = f"{_BOOKKEEPING_NAMES_SQL} UNION ALL {_NAME_INDEX_SQL}"
+
+
+def substring_ids(
+    conn: sqlite3.Connection,
+    needle: str,
+    kinds: frozenset[str] | None,
+    *,
+    bookkeeping: bool = True,
+    memo: dict[str, list[tuple[str, str]]] | None = None,
+) -> list[str]:
+    """Entity ids whose indexed text (of the given kinds; None: any) contains ``needle``.
+
+    A trigram phrase query reads the posting list of every trigram of the needle, and the
+    common ones ("com", "ion") list most of the store. Instead, intersect the two rarest
+    trigrams, or take the rarest alone when few texts have it (any subset of the needle's
+    trigrams finds a superset of the answers), and check the whole needle on those few
+    rows: the answers are the same whichever trigrams are read. ``bookkeeping=False``
+    skips the names of conversations, messages and turn records (they hold no snapshot
+    fields). ``memo`` lets the passes of one lookup share the trigram search of one needle.
+    """
+    if len(needle) < 3:
+        where, params = _kind_sql(kinds)
+        found: list[str] = []
+        tables = ("name_index", "bookkeeping_names") if bookkeeping else ("name_index",)
+        for table in tables:
+            found += [
+                str(r[0])
+                for r in conn.execute(
+                    f"SELECT DISTINCT entity_id FROM {table} WHERE instr(text, ?) > 0 AND {where}",
+                    (needle, *params),
+                ).fetchall()
+            ]
+        return list(dict.fromkeys(found))
+    hits = memo.get(needle) if memo is not None else None
+    match = _trigram_match(conn, needle) if hits is None else None
+    if hits is None and match is None:
+        hits = []  # a trigram no indexed text has: nothing can contain the needle
+    rows: list[Any] = []
+    if bookkeeping and match is not None:
+        rows = conn.execute(_BOTH_NAMES_SQL, (_fts_phrase(needle), match, needle)).fetchall()
+    elif bookkeeping:
+        rows = conn.execute(_BOOKKEEPING_NAMES_SQL, (_fts_phrase(needle),)).fetchall()
+    elif match is not None:
+        rows = conn.execute(_NAME_INDEX_SQL, (match, needle)).fetchall()
+    if hits is None:
+        hits = [(str(r[1]), str(r[2])) for r in rows if r[0]]
+    if memo is not None:
+        memo[needle] = hits
+    # The kind filter and the de-duplication of bookkeeping rows happen here rather than
+    # in SQL (DISTINCT, kind IN): the same first-seen order, one cheaper statement.
+    found = [str(r[1]) for r in rows if not r[0] and (kinds is None or r[2] in kinds)]
+    found.extend(eid for eid, kind in hits if kinds is None or kind in kinds)
+    return list(dict.fromkeys(found))
+
+
+# A rarest trigram in at most this many indexed texts is queried alone: checking the
+# needle on those few rows costs less than reading a second posting list (small stores).
+_FEW_TEXTS = 4
+
+# Document frequencies of up to this many trigrams are read as the first one's row plus one
+# scalar subquery per other trigram: point lookups whose answers come back in the trigrams'
+# order (no row, or NULL: no text has it), about half the cost of `gram IN (...)`, which
+# first builds a temporary index of its list.
+_SCALAR_DF = 32
+
+_DF_SQL = {
+    k: "SELECT n"
+    + "".join(f", (SELECT n FROM trigram_df WHERE gram = ?{i})" for i in range(2, k + 1))
+    + " FROM trigram_df WHERE gram = ?1"
+    for k in range(2, _SCALAR_DF + 1)
+}
+
+
+def _trigram_match(conn: sqlite3.Connection, needle: str) -> str | None:
+    """The ``name_index`` MATCH query for a needle of three chars or more: its rarest
+    trigrams (see ``substring_ids``); None when one of its trigrams is in no indexed text.
+    """
+    grams = sorted(_trigrams(needle))
+    if len(grams) > 1:
+        counts: Sequence[Any] | None  # ints; None for a trigram no text has
+        if len(grams) <= _SCALAR_DF:
+            counts = conn.execute(_DF_SQL[len(grams)], grams).fetchone()
+        else:
+            known = dict(
+                conn.execute(
+                    f"SELECT gram, n FROM trigram_df WHERE gram IN ({','.join('?' * len(grams))})",
+                    grams,
+                ).fetchall()
+            )
+            counts = [known.get(g) for g in grams]
+        if counts is None or None in counts:
+            return None  # a trigram no indexed text has: nothing can contain the needle
+        rarest = sorted(range(len(grams)), key=counts.__getitem__)[:2]
+        if counts[rarest[0]] <= _FEW_TEXTS:
+            del rarest[1:]
+        grams = [grams[i] for i in rarest]
+    return " AND ".join(_fts_phrase(g) for g in grams)

@@ -1,0 +1,173 @@
+"""Request validation shared by the actions: entities, relationships, bounded integers.
+
+Every check here runs before the first write of a request.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, overload
+
+from ..._identity import (
+    ENTITY_ID_RE,
+    js_json,
+)
+from ._errors import (
+    invalid_format,
+    resolution_failed,
+)
+
+__all__ = [
+    "RELATIONSHIP_TYPES",
+    "bounded_int",
+    "check_entities",
+    "check_relationship",
+    "check_relationships",
+]
+
+
+# Closed and case-sensitive, as on the server (semantics §1.5).
+RELATIONSHIP_TYPES = frozenset(
+    (
+        "PART_OF CORRECTS REFERS_TO SETTLES DUPLICATE_OF DEPENDS_ON SUPERSEDES EMBEDS "
+        "works_at owns manages part_of related_to depends_on references transacted_with "
+        "member_of reports_to located_at created_by funded_by acquired_by subsidiary_of "
+        "partner_of competitor_of supplies_to contracted_with invested_in"
+    ).split()
+)
+
+
+def check_entities(entities: object) -> list[Mapping[str, Any]]:
+    if not isinstance(entities, list) or not entities:
+        raise invalid_format("Must provide a non-empty list of entities", ["entities"])
+    for i, element in enumerate(entities):
+        if not isinstance(element, Mapping):
+            raise invalid_format("each entity must be a JSON object", ["entities", i])
+        etype = element.get("entity_type")
+        if not isinstance(etype, str) or not etype.strip():
+            raise invalid_format(
+                "entity_type is required for each entity and must be a non-empty string",
+                ["entities", i, "entity_type"],
+            )
+        target = element.get("target_id")
+        if target is not None and not (isinstance(target, str) and ENTITY_ID_RE.match(target)):
+            raise invalid_format(
+                "target_id must be a Neotoma entity id (ent_ followed by 24 hex digits)",
+                ["entities", i, "target_id"],
+            )
+    return entities
+
+
+#: a checked relationship: type, source, target, metadata; in a store an end may be an index
+Edge = tuple[str, str | int, str | int, Mapping[str, Any]]
+#: a checked relationship whose ends are entity ids
+IdEdge = tuple[str, str, str, Mapping[str, Any]]
+
+# What an entity id must look like, in the server's words (its store route quotes them).
+_ENTITY_ID_RULE = (
+    "a Neotoma entity id (ent_ followed by 24 lowercase hex digits, matching generateEntityId)"
+)
+
+
+def check_relationships(relationships: object, n_entities: int) -> list[Edge]:
+    """The ``relationships`` of a ``/store`` body, whose ends are batch indexes or ids."""
+    if relationships is None:
+        return []
+    if not isinstance(relationships, list):
+        raise invalid_format("relationships must be a list", ["relationships"])
+    issues: list[dict[str, Any]] = []
+    checked = [
+        check_relationship(rel, ["relationships", i], n_entities=n_entities, issues=issues)
+        for i, rel in enumerate(relationships)
+    ]
+    if issues:
+        raise resolution_failed("Structured store relationship validation failed.", issues)
+    return checked
+
+
+@overload
+def check_relationship(rel: object, path: list[str | int]) -> IdEdge: ...
+
+
+@overload
+def check_relationship(
+    rel: object, path: list[str | int], *, n_entities: int, issues: list[dict[str, Any]]
+) -> Edge: ...
+
+
+def check_relationship(
+    rel: object,
+    path: list[str | int],
+    *,
+    n_entities: int | None = None,
+    issues: list[dict[str, Any]] | None = None,
+) -> Edge:
+    """One relationship: its type, its two ends and its metadata (``{}`` when absent).
+
+    Without ``n_entities`` (the create_relationship routes) each end is an entity id, and a
+    malformed one is a schema error, as the server's request schema reports it. With it (a
+    store) an end may instead be an index into the store's entities, and malformed ids are
+    appended to ``issues`` for one ``ERR_STORE_RESOLUTION_FAILED``, as ``/store`` reports
+    them; an end given by index is returned as that index, which the store resolves once its
+    entities have ids.
+    """
+    if not isinstance(rel, Mapping):
+        raise invalid_format("each relationship must be a JSON object", path)
+    rtype = rel.get("relationship_type")
+    if rtype not in RELATIONSHIP_TYPES:
+        # A real server silently skips an unknown type; losing an edge silently is worse.
+        raise invalid_format(
+            f"relationship_type {rtype!r} is not one of Neotoma's relationship types",
+            [*path, "relationship_type"],
+        )
+    ends: list[str | int] = []
+    for end in ("source", "target"):
+        if n_entities is not None:
+            has_index = f"{end}_index" in rel
+            if has_index == (f"{end}_entity_id" in rel):
+                raise invalid_format(f"give exactly one of {end}_index and {end}_entity_id", path)
+            if has_index:
+                idx = rel[f"{end}_index"]
+                if not isinstance(idx, int) or isinstance(idx, bool) or not (0 <= idx < n_entities):
+                    # The server skips an out-of-range index silently; we refuse.
+                    raise invalid_format(
+                        f"{end}_index {idx!r} is out of range for {n_entities} entities",
+                        [*path, f"{end}_index"],
+                    )
+                ends.append(idx)
+                continue
+        eid = rel.get(f"{end}_entity_id")
+        if not (isinstance(eid, str) and ENTITY_ID_RE.match(eid)):
+            id_path = [*path, f"{end}_entity_id"]
+            if issues is None:
+                raise invalid_format(f"{end}_entity_id must be {_ENTITY_ID_RULE}", id_path)
+            issues.append(
+                {
+                    "code": "ERR_RELATIONSHIP_ENTITY_ID_FORMAT",
+                    "message": (
+                        f"relationship_entity_id_format: {end}_entity_id must be {_ENTITY_ID_RULE}"
+                    ),
+                    "details": {"path": id_path},
+                    "hint": "relationship_entity_id_format",
+                }
+            )
+        ends.append(str(eid))
+    metadata = rel.get("metadata")
+    if metadata is None:
+        metadata = {}
+    elif not isinstance(metadata, Mapping):
+        raise invalid_format("metadata must be a JSON object", [*path, "metadata"])
+    try:
+        js_json(dict(metadata))
+    except ValueError as exc:
+        # Checked here, before any write, rather than failing half-way through relate.
+        raise invalid_format(
+            f"metadata holds a value JSON cannot carry: {exc}", [*path, "metadata"]
+        ) from None
+    return str(rtype), ends[0], ends[1], metadata
+
+
+def bounded_int(value: object, name: str, low: int, high: int) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
+        raise invalid_format(f"{name} must be an integer between {low} and {high}", [name])
+    return value

@@ -1,0 +1,581 @@
+"""The write actions, ``store`` and ``correct``: plan, then observe, then fold.
+
+Every check runs before the first write, and the caller's savepoint rolls back anything a
+late failure left behind, so a store is atomic: all of it or nothing, not even its key.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import attrs
+
+from ..._identity import (
+    ENTITY_ID_RE,
+    Identity,
+    IdentityError,
+    TypeSchema,
+    hash_uuid,
+    identity_keys,
+    js_json,
+    resolve_entity_type,
+    resolve_identity,
+    resolve_identity_cached,
+    schema_for,
+)
+from ...exceptions import ValidationError
+from ._edges import relate
+from ._errors import (
+    flat_error,
+    idempotency_mismatch,
+    invalid_format,
+    not_found,
+    now_iso,
+    resolution_failed,
+)
+from ._name_index import index_fields, index_name, rename
+from ._reducer import OBSERVATION_SOURCES, ObservationMeta, SnapshotState, fold, source_rank
+from ._rows import USER_ID, dumps, entity_exists, entity_row, load_row, load_state
+from ._validate import check_entities, check_relationships
+
+__all__ = ["correct", "store"]
+
+
+_STRICT_OK_RULES = ("name_key:canonical_name", "name_key:email", "id_key:")
+
+
+def _content_hash(entities: Sequence[Mapping[str, Any]]) -> str:
+    try:
+        text = js_json(list(entities))
+    except ValueError as exc:
+        raise invalid_format(
+            f"entities hold a value JSON cannot carry: {exc}", ["entities"]
+        ) from None
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+@attrs.define
+class _Planned:
+    """One request element after validation and identity resolution, before any write."""
+
+    index: int
+    entity_type: str
+    fields: dict[str, Any]
+    identity: Identity
+    exists: bool
+    action: str
+    #: the entity's snapshot state before this store (None: new, or first seen in this batch)
+    state: SnapshotState | None = None
+    #: the stored message count (conversations; 0 for a new entity)
+    message_count: int = 0
+
+
+def _plan(
+    conn: sqlite3.Connection, entities: list[Mapping[str, Any]], strict: bool
+) -> list[_Planned]:
+    planned: list[_Planned] = []
+    issues: list[dict[str, Any]] = []
+    batch_roles: dict[str, object] = {}
+    for index, element in enumerate(entities):
+        etype = resolve_entity_type(str(element["entity_type"]).strip())
+        fields = {
+            k: v for k, v in element.items() if k not in ("entity_type", "intent", "target_id")
+        }
+        target = element.get("target_id")
+        if isinstance(target, str):
+            row = entity_row(conn, target)
+            if row is None and target not in batch_roles:
+                issues.append(
+                    {
+                        "observation_index": index,
+                        "entity_type": etype,
+                        "code": "ERR_TARGET_NOT_FOUND",
+                        "message": f"target_id {target} does not name an existing entity",
+                        "details": {"entity_id": target},
+                    }
+                )
+                continue
+            identity = Identity(
+                entity_type=etype,
+                canonical_name=row["canonical_name"] if row else target,
+                entity_id=target,
+                identity_basis="target_id",
+                identity_rule="target_id",
+                resolver_path=("target_id",),
+            )
+            planned.append(_Planned(index, etype, fields, identity, True, "extended"))
+            batch_roles.setdefault(target, fields.get("role"))
+            continue
+        try:
+            identity = resolve_identity_cached(etype, fields)
+        except IdentityError as exc:
+            issues.append(
+                {
+                    "observation_index": index,
+                    "entity_type": etype,
+                    "code": exc.code,
+                    "message": exc.message,
+                    "details": exc.details,
+                }
+            )
+            continue
+        eid = identity.entity_id
+        in_batch = eid in batch_roles
+        loaded = None if in_batch else load_row(conn, eid)
+        state, message_count = loaded if loaded is not None else (None, 0)
+        exists = in_batch or state is not None
+        schema = schema_for(etype)
+        refusal = _refusal(
+            identity, schema, exists, strict or element.get("intent") == "create_new"
+        )
+        if refusal is not None:
+            issues.append(
+                {
+                    "observation_index": index,
+                    "entity_type": etype,
+                    "code": "ERR_MERGE_REFUSED",
+                    "message": refusal[1],
+                    "details": {
+                        "entity_id": eid,
+                        "canonical_name": identity.canonical_name,
+                        "resolver_path": list(identity.resolver_path),
+                        "reason": refusal[0],
+                        "policy": schema.name_collision_policy if schema else "merge",
+                    },
+                }
+            )
+            continue
+        if etype == "conversation_message" and fields.get("role") == "assistant" and exists:
+            existing_role = batch_roles[eid] if in_batch else state and state.fields.get("role")
+            if existing_role == "user":
+                issues.append(
+                    {
+                        "observation_index": index,
+                        "entity_type": etype,
+                        "code": "ERR_CONVERSATION_MESSAGE_ROLE_CONFLICT",
+                        "message": (
+                            f"assistant message reuses the turn_key of a user message "
+                            f"({identity.canonical_name}); use '<conversation_id>:<turn_id>"
+                            ":assistant'"
+                        ),
+                        "details": {"entity_id": eid, "turn_key": fields.get("turn_key")},
+                    }
+                )
+                continue
+        batch_roles.setdefault(eid, fields.get("role"))
+        action = "matched_existing" if exists else "created"
+        planned.append(
+            _Planned(index, etype, fields, identity, exists, action, state, message_count)
+        )
+    if issues:
+        raise resolution_failed(
+            f"Structured store refused: {len(issues)} observation(s) failed resolution.", issues
+        )
+    return planned
+
+
+def _refusal(
+    identity: Identity, schema: TypeSchema | None, exists: bool, strict: bool
+) -> tuple[str, str] | None:
+    if not exists or identity.from_schema_rule:
+        return None
+    if schema is not None and schema.name_collision_policy == "reject":
+        return (
+            "schema_policy",
+            f'Schema policy "name_collision_policy: reject": resolution for '
+            f'"{identity.entity_type}" landed on existing entity {identity.entity_id} '
+            f'(canonical_name "{identity.canonical_name}") via a heuristic path. Supply a '
+            "value for the schema's canonical_name_fields to match deterministically, or pass "
+            "target_id to extend the existing entity.",
+        )
+    if strict and not identity.identity_rule.startswith(_STRICT_OK_RULES):
+        return (
+            "strict",
+            f"strict mode: refusing to merge into existing entity {identity.entity_id} "
+            f'(canonical_name "{identity.canonical_name}") via {identity.identity_rule}',
+        )
+    return None
+
+
+def store(conn: sqlite3.Connection, body: Mapping[str, Any]) -> dict[str, Any]:
+    """``POST /store``: entities and relationships under an idempotency key, atomically."""
+    entities = check_entities(body.get("entities"))
+    key = body.get("idempotency_key")
+    if not isinstance(key, str) or not key:
+        raise flat_error(
+            ValidationError,
+            400,
+            "VALIDATION_ERROR",
+            "idempotency_key is required when entities are provided",
+        )
+    priority = body.get("source_priority", 100)
+    if not isinstance(priority, int) or isinstance(priority, bool):
+        raise invalid_format("source_priority must be an integer", ["source_priority"])
+    if body.get("commit", True) is not True:
+        # A dry run must write nothing; this store does not implement one, so it refuses.
+        raise invalid_format("commit: false (dry run) is not supported", ["commit"])
+    obs_source = body.get("observation_source") or "llm_summary"
+    if obs_source not in OBSERVATION_SOURCES:
+        raise invalid_format(
+            f"observation_source must be one of {sorted(OBSERVATION_SOURCES)}",
+            ["observation_source"],
+        )
+    content_hash = _content_hash(entities)
+
+    seen = conn.execute(
+        "SELECT entities_hash, source_id FROM idempotency_keys WHERE key = ?", (key,)
+    ).fetchone()
+    if seen is not None:
+        if seen[0] != content_hash:
+            raise idempotency_mismatch(key)
+        return _replay(conn, seen[1], key)
+
+    relationships = check_relationships(body.get("relationships"), len(entities))
+    planned = _plan(conn, entities, bool(body.get("strict", False)))
+
+    now = now_iso()
+    source_id = hash_uuid(f"source:{USER_ID}:{content_hash}")
+
+    out_entities: list[dict[str, Any]] = []
+    ids_by_index: dict[int, str] = {}
+    types_by_id: dict[str, str] = {}
+    created = 0
+    states: dict[str, SnapshotState] = {}
+    new_ids: set[str] = set()
+    written: list[list[str]] = []
+    for item in planned:
+        ident = item.identity
+        if not item.exists:
+            new_ids.add(ident.entity_id)
+            index_name(
+                conn, ident.canonical_name.lower(), ident.entity_id, ident.entity_type, "name"
+            )
+            created += 1
+        elif item.action == "extended":
+            created += 1
+        obs_id, snapshot = _observe(
+            conn,
+            entity_id=ident.entity_id,
+            entity_type=item.entity_type,
+            fields=item.fields,
+            source_id=source_id,
+            priority=priority,
+            obs_source=obs_source,
+            identity=ident,
+            now=now,
+            states=states,
+            known_state=item.state if item.exists else SnapshotState(),
+            create=ident if ident.entity_id in new_ids else None,
+        )
+        new_ids.discard(ident.entity_id)
+        written.append([ident.entity_id, item.entity_type, obs_id])
+        ids_by_index[item.index] = ident.entity_id
+        types_by_id[ident.entity_id] = item.entity_type
+        existing = "existing_row:matched" if item.exists else "existing_row:none"
+        out_entities.append(
+            {
+                "entity_id": ident.entity_id,
+                "entity_type": item.entity_type,
+                "observation_id": obs_id,
+                "observation_index": item.index,
+                "action": item.action,
+                "canonical_name": ident.canonical_name,
+                "resolver_path": [*ident.resolver_path, existing],
+                "identity_basis": ident.identity_basis,
+                "identity_rule": ident.identity_rule,
+                "entity_snapshot_after": snapshot,
+            }
+        )
+
+    written.reverse()  # a replay lists a source's observations newest first
+    conn.execute(
+        "INSERT INTO idempotency_keys (key, entities_hash, source_id, observations, "
+        "created_at) VALUES (?, ?, ?, ?, ?)",
+        (key, content_hash, source_id, dumps(written), now),
+    )
+
+    counts: dict[str, int] = {}
+    created_edges: list[dict[str, Any]] = []
+    for rtype, src_end, dst_end, metadata in relationships:
+        src = ids_by_index[src_end] if isinstance(src_end, int) else src_end
+        dst = ids_by_index[dst_end] if isinstance(dst_end, int) else dst_end
+        relate(conn, rtype, src, dst, metadata, source_id, now, types_by_id, counts)
+        created_edges.append(
+            {"relationship_type": rtype, "source_entity_id": src, "target_entity_id": dst}
+        )
+
+    response: dict[str, Any] = {
+        "success": True,
+        "replayed": False,
+        "commit": True,
+        "source_id": source_id,
+        "entities_created": created,
+        "observations_created": len(planned),
+        "entities": out_entities,
+        "relationships_created": created_edges,
+    }
+    count = _conversation_message_count(conn, planned, counts)
+    if count is not None:
+        response["conversation_message_count"] = count
+    return response
+
+
+def _replay(conn: sqlite3.Connection, source_id: str, key: str) -> dict[str, Any]:
+    row = conn.execute("SELECT observations FROM idempotency_keys WHERE key = ?", (key,)).fetchone()
+    entries = []
+    for entity_id, entity_type, obs_id in json.loads(row[0]):
+        state = load_state(conn, entity_id)
+        entries.append(
+            {
+                "entity_id": entity_id,
+                "entity_type": entity_type,
+                "observation_id": obs_id,
+                "entity_snapshot_after": dict(state.fields) if state else None,
+                "deduplicated": True,
+            }
+        )
+    return {
+        "success": True,
+        "replayed": True,
+        "source_id": source_id,
+        "entities_created": 0,
+        "observations_created": len(entries),
+        "entities": entries,
+    }
+
+
+def _observe(
+    conn: sqlite3.Connection,
+    *,
+    entity_id: str,
+    entity_type: str,
+    fields: dict[str, Any],
+    source_id: str | None,
+    priority: int,
+    obs_source: str | None,
+    identity: Identity | None,
+    now: str,
+    obs_id: str | None = None,
+    idempotency_key: str | None = None,
+    states: dict[str, SnapshotState] | None = None,
+    known_state: SnapshotState | None = None,
+    create: Identity | None = None,
+) -> tuple[str, dict[str, Any] | None]:
+    """Append one observation and fold it into the snapshot; return its id and the snapshot.
+
+    With ``create``, the entity is new: its row is inserted with the folded snapshot.
+    """
+    fields_json = js_json(fields)
+    if obs_id is None:
+        # The server's observation id: a hash of this exact JSON (keys in this order).
+        obs_id = hash_uuid(
+            '{"source_id":'
+            + dumps(source_id)
+            + ',"interpretation_id":"none","entity_id":'
+            + dumps(entity_id)
+            + ',"fields":'
+            + fields_json
+            + "}"
+        )
+    cur = conn.execute(
+        "INSERT OR IGNORE INTO observations (id, entity_id, entity_type, source_id, "
+        "observed_at, source_priority, observation_source, specificity_score, fields, "
+        "idempotency_key, identity_basis, identity_rule) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+        (
+            obs_id,
+            entity_id,
+            entity_type,
+            source_id,
+            now,
+            priority,
+            obs_source,
+            1.0,
+            fields_json,
+            idempotency_key,
+            identity.identity_basis if identity else None,
+            identity.identity_rule if identity else None,
+        ),
+    )
+    # Reuse the state this store already read or wrote instead of reading the row again.
+    if states is not None and entity_id in states:
+        state: SnapshotState | None = states[entity_id]
+    elif known_state is not None:
+        state = known_state
+    else:
+        state = load_state(conn, entity_id)
+    if cur.rowcount == 0:
+        # The same fields from the same source are already recorded: nothing new to fold.
+        return obs_id, dict(state.fields) if state else None
+    if state is None:
+        state = SnapshotState()
+    old_fields = dict(state.fields)
+    meta = ObservationMeta(
+        id=obs_id,
+        seq=int(cur.lastrowid or 0),
+        observed_at=now,
+        source_priority=priority,
+        source_rank=source_rank(obs_source),
+    )
+    fold(state, meta, fields, schema_for(entity_type))
+    if states is not None:
+        states[entity_id] = state
+    doc = dumps(state.to_json())
+    if create is not None:
+        conn.execute(
+            "INSERT INTO entities (id, entity_type, canonical_name, aliases, created_at, "
+            "updated_at, snapshot, observation_count, last_observation_at) "
+            "VALUES (?, ?, ?, '[]', ?, ?, ?, ?, ?)",
+            (
+                entity_id,
+                create.entity_type,
+                create.canonical_name,
+                now,
+                now,
+                doc,
+                state.observation_count,
+                state.last_observation_at,
+            ),
+        )
+    else:
+        conn.execute(
+            "UPDATE entities SET snapshot = ?, observation_count = ?, last_observation_at = ?, "
+            "updated_at = ? WHERE id = ?",
+            (doc, state.observation_count, state.last_observation_at, now, entity_id),
+        )
+    index_fields(conn, entity_id, old_fields, state.fields)
+    _rederive_name(conn, entity_id, entity_type, old_fields, state.fields, now)
+    return obs_id, dict(state.fields)
+
+
+def _rederive_name(
+    conn: sqlite3.Connection,
+    entity_id: str,
+    entity_type: str,
+    old: Mapping[str, Any],
+    new: Mapping[str, Any],
+    now: str,
+) -> None:
+    """Semantics §1.4: a merged snapshot whose identity names something else renames the
+    entity (old name kept as an alias) when nobody owns the new name. The id never changes."""
+    if old == new or not old:
+        return
+    keys = identity_keys(entity_type)
+    if keys is not None and any(k in old for k in keys):
+        changed = {k for k in old.keys() | new.keys() if old.get(k) != new.get(k)}
+        if changed.isdisjoint(keys):
+            return  # e.g. a turn record's status: identity cannot have moved
+    try:
+        before = resolve_identity(entity_type, old)
+        after = resolve_identity(entity_type, new)
+    except IdentityError:
+        return
+    if before.entity_id == after.entity_id or entity_exists(conn, after.entity_id):
+        return
+    row = conn.execute(
+        "SELECT canonical_name, aliases FROM entities WHERE id = ?", (entity_id,)
+    ).fetchone()
+    if row is None or row[0] == after.canonical_name:
+        return
+    aliases = json.loads(row[1])
+    if row[0] not in aliases:
+        aliases.append(row[0])
+    conn.execute(
+        "UPDATE entities SET canonical_name = ?, aliases = ?, updated_at = ? WHERE id = ?",
+        (after.canonical_name, dumps(aliases), now, entity_id),
+    )
+    rename(conn, after.canonical_name.lower(), entity_id, entity_type)
+
+
+def _conversation_message_count(
+    conn: sqlite3.Connection, planned: Sequence[_Planned], counts: Mapping[str, int]
+) -> int | None:
+    # Like the server, only a store that carries a message reports the count (samples f3, f5).
+    if not any(p.entity_type == "conversation_message" for p in planned):
+        return None
+    conversation: str | None = None
+    for item in planned:
+        if item.entity_type == "conversation":
+            # Its count was read with its row: add this store's new messages, no read.
+            if not item.exists or item.state is not None:
+                return item.message_count + counts.get(item.identity.entity_id, 0)
+            conversation = item.identity.entity_id
+            break
+    if conversation is None and counts:
+        conversation = next(iter(counts))
+    if conversation is None:
+        message = next(p for p in planned if p.entity_type == "conversation_message")
+        row = conn.execute(
+            "SELECT r.target_entity_id FROM relationships r JOIN entities e "
+            "ON e.id = r.target_entity_id WHERE r.source_entity_id = ? "
+            "AND r.relationship_type = 'PART_OF' AND e.entity_type = 'conversation' LIMIT 1",
+            (message.identity.entity_id,),
+        ).fetchone()
+        if row is None:
+            return None
+        conversation = str(row[0])
+    row = conn.execute(
+        "SELECT message_count FROM entities WHERE id = ?", (conversation,)
+    ).fetchone()
+    return int(row[0]) if row else 0
+
+
+def correct(conn: sqlite3.Connection, body: Mapping[str, Any]) -> dict[str, Any]:
+    """``POST /correct``: one high-priority observation of one field."""
+    entity_id = body.get("entity_id")
+    field = body.get("field")
+    key = body.get("idempotency_key")
+    entity_type = body.get("entity_type") or "unknown"
+    if not isinstance(entity_id, str) or not ENTITY_ID_RE.match(entity_id):
+        raise invalid_format("entity_id must be a Neotoma entity id", ["entity_id"])
+    if not isinstance(field, str) or not field:
+        raise invalid_format("field is required", ["field"])
+    if not isinstance(key, str) or not key:
+        raise invalid_format("idempotency_key is required", ["idempotency_key"])
+    if not isinstance(entity_type, str):
+        raise invalid_format("entity_type must be a string", ["entity_type"])
+    etype = resolve_entity_type(entity_type)
+    row = conn.execute("SELECT entity_type FROM entities WHERE id = ?", (entity_id,)).fetchone()
+    if row is None:
+        raise not_found()
+    if schema_for(etype) is None:
+        raise flat_error(
+            ValidationError,
+            400,
+            "ERR_NO_SCHEMA_FOR_ENTITY_TYPE",
+            f"No schema for entity_type {entity_type!r}",
+        )
+    value = body.get("value")
+    fields = {field: value}
+    try:
+        obs_id = hash_uuid(js_json([entity_id, fields, key]))
+    except ValueError as exc:
+        raise invalid_format(f"value is not JSON: {exc}", ["value"]) from None
+    before = conn.execute(
+        "SELECT 1 FROM observations WHERE entity_id = ? AND id = ?", (entity_id, obs_id)
+    ).fetchone()
+    _, snapshot = _observe(
+        conn,
+        entity_id=entity_id,
+        entity_type=str(row[0]),
+        fields=fields,
+        source_id=None,
+        priority=1000,
+        obs_source="human",
+        identity=None,
+        now=now_iso(),
+        obs_id=obs_id,
+        idempotency_key=key,
+    )
+    return {
+        "success": True,
+        "snapshot": None if before else snapshot,
+        "observation_id": obs_id,
+        "entity_id": entity_id,
+        "field": field,
+        "value": value,
+        "message": "Correction recorded" if not before else "Correction already recorded",
+    }
