@@ -39,6 +39,7 @@ from ._text import SURROGATE_RE
 
 __all__ = [
     "ENTITY_ID_RE",
+    "LAST_WRITE",
     "Identity",
     "IdentityError",
     "MergePolicy",
@@ -396,7 +397,8 @@ class MergePolicy:
     tie_breaker: TieBreaker = "observed_at"
 
 
-_LAST_WRITE: Final = MergePolicy("last_write")
+#: The merge policy of a field a schema gives none (the server's default).
+LAST_WRITE: Final = MergePolicy("last_write")
 
 
 def _freeze_policies(value: Mapping[str, MergePolicy]) -> Mapping[str, MergePolicy]:
@@ -429,7 +431,7 @@ class TypeSchema:
 
     def policy(self, field: str) -> MergePolicy:
         """Merge policy of ``field``; ``last_write`` unless the schema declares one."""
-        return self.merge_policies.get(field, _LAST_WRITE)
+        return self.merge_policies.get(field, LAST_WRITE)
 
 
 def _highest(*fields: str, tie_breaker: TieBreaker = "observed_at") -> dict[str, MergePolicy]:

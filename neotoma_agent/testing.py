@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Mapping, Sequence
-from types import TracebackType
 from typing import Any
 
 import anyio
@@ -27,6 +26,7 @@ import attrs
 # Re-exported so fault rules can select a turn's store by phase instead of by key suffix.
 from ._keys import key_phase
 from .transport._base import (
+    AsyncClosing,
     CorrectionResult,
     CreateRelationshipsResult,
     Direction,
@@ -66,7 +66,7 @@ class Call:
         return self.started < other_end and other.started < self_end
 
 
-class _Wrapper:
+class _Wrapper(AsyncClosing):
     """Delegates every Transport method through :meth:`_call`."""
 
     def __init__(self, inner: Transport) -> None:
@@ -210,17 +210,6 @@ class _Wrapper:
     async def aclose(self) -> None:
         """Closes the wrapped transport."""
         await self.inner.aclose()
-
-    async def __aenter__(self) -> Any:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
 
 
 class RecordingTransport(_Wrapper):

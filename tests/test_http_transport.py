@@ -21,12 +21,6 @@ import pytest
 import structlog
 from aiohttp import web
 
-from neotoma_agent._envelopes import (
-    envelope_of,
-    error_code,
-    error_from_response,
-    parse_retry_after,
-)
 from neotoma_agent.exceptions import (
     APIError,
     AuthenticationError,
@@ -38,6 +32,12 @@ from neotoma_agent.exceptions import (
     ValidationError,
 )
 from neotoma_agent.server import serving
+from neotoma_agent.transport._wire import (
+    envelope_of,
+    error_code,
+    error_from_response,
+    parse_retry_after,
+)
 from neotoma_agent.transport.http import HttpTransport, RetryPolicy
 
 pytestmark = pytest.mark.anyio

@@ -21,7 +21,6 @@ from pathlib import Path
 import aiohttp.typedefs
 from aiohttp import web
 
-from neotoma_agent._envelopes import envelope_of, flat_envelope
 from neotoma_agent._log import get_logger
 from neotoma_agent.exceptions import APIError, RateLimitedError
 from neotoma_agent.server._replies import (
@@ -33,6 +32,7 @@ from neotoma_agent.server._replies import (
 )
 from neotoma_agent.server._routes import GET_ROUTES, POST_ROUTES, STORE_KEY, Handler
 from neotoma_agent.transport._base import Transport
+from neotoma_agent.transport._wire import envelope_of, flat_envelope
 from neotoma_agent.transport.embedded import EmbeddedStore
 
 _log = get_logger()

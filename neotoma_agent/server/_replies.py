@@ -14,7 +14,7 @@ from typing import Any
 import attrs
 from aiohttp import web
 
-from neotoma_agent._envelopes import flat_envelope, html_error_page
+from neotoma_agent.transport._wire import flat_envelope, html_error_page
 
 _dumps = functools.partial(json.dumps, ensure_ascii=False, separators=(",", ":"))
 

@@ -24,10 +24,10 @@ from neotoma_agent.server._replies import (
     too_large,
 )
 from neotoma_agent.transport._rest import present
+from neotoma_agent.transport._wire import DIRECTIONS, LOCAL_USER_ID, OBSERVATION_SOURCES
 
 T = TypeVar("T")
 
-LOCAL_USER_ID = "00000000-0000-0000-0000-000000000000"
 
 # Top-level keys the real server accepts on its closed routes (src/shared/action_schemas.ts).
 _STORE_FIELDS = frozenset(
@@ -65,8 +65,6 @@ _CREATE_RELATIONSHIPS_FIELDS = frozenset({"relationships", "source_id", "user_id
 _CORRECT_FIELDS = frozenset(
     {"entity_id", "entity_type", "field", "idempotency_key", "user_id", "value"}
 )
-_OBSERVATION_SOURCES = ("sensor", "llm_summary", "workflow_state", "human", "import", "sync")
-_DIRECTIONS = ("inbound", "outbound", "both")
 
 
 def _typed(
@@ -260,8 +258,8 @@ def store(body: Mapping[str, Any]) -> dict[str, Any]:
     key = _string(body, "idempotency_key", issues)
     priority = _integer(body, "source_priority", issues)
     source = body.get("observation_source")
-    if source is not None and source not in _OBSERVATION_SOURCES:
-        issues.enum_error(["observation_source"], _OBSERVATION_SOURCES, source)
+    if source is not None and source not in OBSERVATION_SOURCES:
+        issues.enum_error(["observation_source"], OBSERVATION_SOURCES, source)
     strict = body.get("strict", False)
     if not isinstance(strict, bool):
         issues.type_error(["strict"], "boolean", strict)
@@ -384,8 +382,8 @@ def retrieve_related_entities(body: Mapping[str, Any]) -> tuple[dict[str, Any], 
         issues.type_error(["relationship_types"], "array", types)
         types = None
     direction = body.get("direction", "both")
-    if direction not in _DIRECTIONS:
-        issues.enum_error(["direction"], _DIRECTIONS, direction)
+    if direction not in DIRECTIONS:
+        issues.enum_error(["direction"], DIRECTIONS, direction)
     max_hops = _integer(body, "max_hops", issues)
     include_entities = body.get("include_entities", True)
     issues.raise_if_any()

@@ -9,13 +9,17 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from types import TracebackType
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 import attrs
 
+from ._wire import Direction
+
 __all__ = [
+    "AsyncClosing",
     "CorrectionResult",
     "CreateRelationshipsResult",
+    "Direction",
     "Entity",
     "EntityQueryResult",
     "EntitySnapshot",
@@ -30,7 +34,6 @@ __all__ = [
 ]
 
 JSON = Any
-Direction = Literal["inbound", "outbound", "both"]
 
 _EMPTY: Mapping[str, Any] = {}
 
@@ -398,6 +401,30 @@ class CorrectionResult:
             snapshot=snap if isinstance(snap, Mapping) else None,
             raw=raw,
         )
+
+
+_Closing = TypeVar("_Closing", bound="AsyncClosing")
+
+
+class AsyncClosing:
+    """``async with x:`` for an object with ``aclose()``: enter gives it, exit closes it."""
+
+    __slots__ = ()
+
+    async def aclose(self) -> None:
+        """Release what the object holds; idempotent."""
+        raise NotImplementedError
+
+    async def __aenter__(self: _Closing) -> _Closing:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
 
 
 @runtime_checkable

@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ._base import (
+    AsyncClosing,
     CorrectionResult,
     CreateRelationshipsResult,
     Direction,
@@ -32,7 +33,7 @@ def present(**fields: Any) -> dict[str, Any]:
     return {key: value for key, value in fields.items() if value is not None}
 
 
-class RestActions:
+class RestActions(AsyncClosing):
     """Implements the Transport protocol on top of ``_request(action, body)``."""
 
     __slots__ = ()

@@ -33,7 +33,6 @@ from typing import Any
 import aiohttp
 import attrs
 
-from neotoma_agent._envelopes import error_from_response, parse_retry_after
 from neotoma_agent._log import get_logger
 from neotoma_agent._version import __version__
 from neotoma_agent.exceptions import (
@@ -47,6 +46,7 @@ from neotoma_agent.exceptions import (
     TransportError,
 )
 from neotoma_agent.transport._rest import RestActions
+from neotoma_agent.transport._wire import error_from_response, parse_retry_after
 
 __all__ = ["HttpTransport", "RetryPolicy"]
 

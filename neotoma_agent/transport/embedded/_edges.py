@@ -11,13 +11,13 @@ from ..._identity import (
     hash_uuid,
     js_json,
 )
+from .._wire import LOCAL_USER_ID
 from ._errors import (
     invalid_format,
     now_iso,
 )
 from ._rows import (
     REL_COLUMNS,
-    USER_ID,
     dumps,
     entity_json,
     relationship_json,
@@ -56,7 +56,7 @@ def relate(
     meta_json = js_json(dict(sorted(metadata.items()))) if metadata else "{}"
     if source_id is None:
         # No source: the server hashes a synthetic one from key, user and sorted metadata.
-        source_id = hash_uuid(f"relationship:{USER_ID}:{key}:{meta_json}")
+        source_id = hash_uuid(f"relationship:{LOCAL_USER_ID}:{key}:{meta_json}")
     rel_obs_id = hash_uuid(f"{source_id}:{key}:{meta_json}")
     merged = {k: v for k, v in metadata.items() if v is not None}
     provenance = dict.fromkeys(merged, rel_obs_id)

@@ -13,13 +13,13 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
 from typing import Any
 
-from ..._envelopes import flat_envelope, nested_envelope
 from ...exceptions import (
     APIError,
     IdempotencyMismatchError,
     NotFoundError,
     ValidationError,
 )
+from .._wire import flat_envelope, nested_envelope
 
 __all__ = ["flat_error", "now_iso", "resolution_failed"]
 

@@ -15,9 +15,9 @@ from typing import Any
 
 import attrs
 
-from ..._identity import MergePolicy, TypeSchema
+from ..._identity import LAST_WRITE, MergePolicy, TypeSchema
 
-__all__ = ["OBSERVATION_SOURCES", "ObservationMeta", "SnapshotState", "fold", "source_rank"]
+__all__ = ["ObservationMeta", "SnapshotState", "fold", "source_rank"]
 
 # Observation-source rank for highest_priority ties: lower is more trusted; missing last.
 _SOURCE_RANK = {
@@ -26,9 +26,6 @@ _SOURCE_RANK = {
         ("sensor", "workflow_state", "llm_summary", "human", "import", "sync")
     )
 }
-#: the observation sources a store accepts: those the trust order ranks
-OBSERVATION_SOURCES = frozenset(_SOURCE_RANK)
-_LAST_WRITE = MergePolicy("last_write")
 
 
 def source_rank(observation_source: str | None) -> int:
@@ -167,7 +164,7 @@ def fold(
     for name, value in fields.items():
         if name == "_deleted":
             continue
-        policy = schema.policy(name) if schema is not None else _LAST_WRITE
+        policy = schema.policy(name) if schema is not None else LAST_WRITE
         if policy.strategy == "merge_array":
             _fold_array(state, meta, name, value)
             continue

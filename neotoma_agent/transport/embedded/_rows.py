@@ -11,12 +11,12 @@ import sqlite3
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from .._wire import LOCAL_USER_ID
 from ._reducer import SnapshotState
 
 __all__ = [
     "DIRECT_COLUMNS",
     "REL_COLUMNS",
-    "USER_ID",
     "direct_item",
     "dumps",
     "entity_exists",
@@ -31,8 +31,6 @@ __all__ = [
     "snapshot_record",
 ]
 
-
-USER_ID = "00000000-0000-0000-0000-000000000000"  # a local server's dev user
 
 _SCHEMA_VERSIONS = {"conversation": "1.4", "conversation_message": "1.4"}
 
@@ -56,7 +54,7 @@ def entity_json(row: Sequence[Any]) -> dict[str, Any]:
         "aliases": [] if row[3] == "[]" else json.loads(row[3]),  # most have none
         "created_at": row[4],
         "updated_at": row[5],
-        "user_id": USER_ID,
+        "user_id": LOCAL_USER_ID,
         "first_seen_at": None,
         "last_seen_at": None,
         "merged_to_entity_id": None,
@@ -124,7 +122,7 @@ def _snapshot_json(
         "observation_count": observation_count,
         "last_observation_at": last_observation_at,
         "provenance": provenance,
-        "user_id": USER_ID,
+        "user_id": LOCAL_USER_ID,
     }
 
 
@@ -188,7 +186,7 @@ def relationship_json(
         "observation_count": count,
         "last_observation_at": last,
         "provenance": dict(provenance),
-        "user_id": USER_ID,
+        "user_id": LOCAL_USER_ID,
         "is_live": 1,
     }
 
@@ -228,7 +226,7 @@ def observation_json(row: Sequence[Any]) -> dict[str, Any]:
         "observation_source": row[6],
         "fields": json.loads(row[8]),
         "created_at": row[4],
-        "user_id": USER_ID,
+        "user_id": LOCAL_USER_ID,
         "idempotency_key": row[9],
         "canonical_hash": None,
         "identity_basis": row[10],

@@ -7,7 +7,6 @@ import os
 import sqlite3
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from types import TracebackType
 from typing import Any, TypeVar
 
 import anyio
@@ -139,17 +138,6 @@ class EmbeddedStore(RestActions):
             await anyio.to_thread.run_sync(self._thread.stop)
         finally:
             self._state = _State.CLOSED
-
-    async def __aenter__(self) -> EmbeddedStore:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
 
     async def _request(self, action: str, body: Mapping[str, Any]) -> Mapping[str, Any]:
         return await self.request(action, body)

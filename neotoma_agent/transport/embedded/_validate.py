@@ -12,29 +12,18 @@ from ..._identity import (
     ENTITY_ID_RE,
     js_json,
 )
+from .._wire import RELATIONSHIP_TYPES
 from ._errors import (
     invalid_format,
     resolution_failed,
 )
 
 __all__ = [
-    "RELATIONSHIP_TYPES",
     "bounded_int",
     "check_entities",
     "check_relationship",
     "check_relationships",
 ]
-
-
-# Closed and case-sensitive, as on the server (semantics §1.5).
-RELATIONSHIP_TYPES = frozenset(
-    (
-        "PART_OF CORRECTS REFERS_TO SETTLES DUPLICATE_OF DEPENDS_ON SUPERSEDES EMBEDS "
-        "works_at owns manages part_of related_to depends_on references transacted_with "
-        "member_of reports_to located_at created_by funded_by acquired_by subsidiary_of "
-        "partner_of competitor_of supplies_to contracted_with invested_in"
-    ).split()
-)
 
 
 def check_entities(entities: object) -> list[Mapping[str, Any]]:

@@ -28,6 +28,7 @@ from ..._identity import (
     schema_for,
 )
 from ...exceptions import ValidationError
+from .._wire import LOCAL_USER_ID, OBSERVATION_SOURCES
 from ._edges import relate
 from ._errors import (
     flat_error,
@@ -38,8 +39,8 @@ from ._errors import (
     resolution_failed,
 )
 from ._name_index import index_fields, index_name, rename
-from ._reducer import OBSERVATION_SOURCES, ObservationMeta, SnapshotState, fold, source_rank
-from ._rows import USER_ID, dumps, entity_exists, entity_row, load_row, load_state
+from ._reducer import ObservationMeta, SnapshotState, fold, source_rank
+from ._rows import dumps, entity_exists, entity_row, load_row, load_state
 from ._validate import check_entities, check_relationships
 
 __all__ = ["correct", "store"]
@@ -238,7 +239,7 @@ def store(conn: sqlite3.Connection, body: Mapping[str, Any]) -> dict[str, Any]:
     planned = _plan(conn, entities, bool(body.get("strict", False)))
 
     now = now_iso()
-    source_id = hash_uuid(f"source:{USER_ID}:{content_hash}")
+    source_id = hash_uuid(f"source:{LOCAL_USER_ID}:{content_hash}")
 
     out_entities: list[dict[str, Any]] = []
     ids_by_index: dict[int, str] = {}

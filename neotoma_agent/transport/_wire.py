@@ -1,4 +1,10 @@
-"""Neotoma's error envelopes, both ways.
+"""What travels on the wire between this library and a Neotoma server: the shared
+vocabularies and the error envelopes, both ways.
+
+Vocabularies (each written here once): :data:`LOCAL_USER_ID`, :data:`RELATIONSHIP_TYPES`,
+:data:`OBSERVATION_SOURCES`, :data:`DIRECTIONS`.
+
+Error envelopes:
 
 A real Neotoma server answers errors in two JSON families (reference/neotoma-semantics.md §8)
 and, outside its JSON handlers, in plain text or an HTML page:
@@ -20,9 +26,9 @@ import email.utils
 import html
 import re
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Final, Literal, get_args
 
-from .exceptions import (
+from ..exceptions import (
     APIError,
     AuthenticationError,
     IdempotencyMismatchError,
@@ -33,7 +39,12 @@ from .exceptions import (
 )
 
 __all__ = [
+    "DIRECTIONS",
     "IDEMPOTENCY_CODES",
+    "LOCAL_USER_ID",
+    "OBSERVATION_SOURCES",
+    "RELATIONSHIP_TYPES",
+    "Direction",
     "envelope_of",
     "error_code",
     "error_from_response",
@@ -43,6 +54,26 @@ __all__ = [
     "parse_retry_after",
     "timestamp",
 ]
+
+#: The user a local server (and the embedded store) writes as when no user is given.
+LOCAL_USER_ID: Final = "00000000-0000-0000-0000-000000000000"
+
+#: Neotoma's relationship types: closed and case-sensitive, as on the server (semantics §1.5).
+RELATIONSHIP_TYPES: Final = frozenset(
+    (
+        "PART_OF CORRECTS REFERS_TO SETTLES DUPLICATE_OF DEPENDS_ON SUPERSEDES EMBEDS "
+        "works_at owns manages part_of related_to depends_on references transacted_with "
+        "member_of reports_to located_at created_by funded_by acquired_by subsidiary_of "
+        "partner_of competitor_of supplies_to contracted_with invested_in"
+    ).split()
+)
+
+#: The observation sources a store accepts, in the order the server's schema lists them.
+OBSERVATION_SOURCES: Final = ("sensor", "llm_summary", "workflow_state", "human", "import", "sync")
+
+#: Which edges of an entity a related-entities read follows.
+Direction = Literal["inbound", "outbound", "both"]
+DIRECTIONS: Final = get_args(Direction)
 
 # A 409 collision is declared by the server but only its MCP transport emits it; both mean
 # "this key was already used for other content" and need the same remedy.
