@@ -41,7 +41,8 @@ from typing import Final, Literal, cast
 
 import attrs
 
-from ._identity import ENTITY_ID_RE, _js_trim, normalize, resolve_identity
+from ._identity import ENTITY_ID_RE, normalize, resolve_identity
+from ._js import js_trim
 from ._text import SURROGATE_RE
 
 __all__ = [
@@ -94,7 +95,7 @@ def _validate_id(kind: str, value: object) -> str:
         raise TypeError(f"{kind} must be a str, not {type(value).__name__}")
     # Both whitespace sets: the server trims JavaScript's (which has U+FEFF, so "\ufeff" is
     # an empty name it cannot store), and Python's is what users expect to be refused.
-    trimmed = _js_trim(value)
+    trimmed = js_trim(value)
     if not value.strip() or not trimmed:
         raise ValueError(f"{kind} must not be empty")
     # The store trims names before hashing them, so " a" and "a" would be one entity.
