@@ -26,6 +26,8 @@ __all__ = ["LOGGER_NAME", "EventLogger", "get_logger"]
 LOGGER_NAME: Final = "neotoma_agent"
 
 _std = logging.getLogger(LOGGER_NAME)
+# One lazy proxy: it reads the application's structlog configuration at each call.
+_structured = structlog.get_logger(LOGGER_NAME)
 
 
 class EventLogger:
@@ -52,7 +54,7 @@ class EventLogger:
     @staticmethod
     def _emit(level: int, method: str, event: str, fields: dict[str, Any]) -> None:
         if structlog.is_configured():
-            getattr(structlog.get_logger(LOGGER_NAME), method)(event, **fields)
+            getattr(_structured, method)(event, **fields)
             return
         if not _std.isEnabledFor(level):
             return

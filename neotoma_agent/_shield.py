@@ -86,23 +86,20 @@ async def _run_in_own_task(fn: Callable[[], Awaitable[T]], deadline_s: float) ->
     loop = asyncio.get_running_loop()
     # A task of its own: a cancellation of the caller cannot reach into it. It copies the
     # caller's context, so log context (conversation_id, turn_id) carries over.
-    work = asyncio.ensure_future(bounded())
-    deadline = loop.time() + deadline_s + _GRACE_S
+    work = loop.create_task(bounded())
+    # The work bounds itself; this only stops work that ignores its own deadline.
+    guard = loop.call_later(deadline_s + _GRACE_S, work.cancel)
     cancelled: BaseException | None = None
     # The shield keeps anyio from re-delivering its own cancellation on every loop iteration
     # while we wait; native cancellations still arrive, once per cancel(), and are absorbed.
     with anyio.CancelScope(shield=True):
         while not work.done():
-            remaining = deadline - loop.time()
-            if remaining <= 0:
-                work.cancel()
-                remaining = _GRACE_S
-                deadline = loop.time() + remaining
             try:
-                await asyncio.wait([work], timeout=remaining)
+                await asyncio.wait((work,))
             except asyncio.CancelledError as exc:
                 if cancelled is None:
                     cancelled = exc
+    guard.cancel()
     if work.cancelled():
         return Completion(None, _timed_out(deadline_s), cancelled)
     error = work.exception()
