@@ -6,6 +6,7 @@ import importlib.util
 import io
 import json
 import re
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -599,3 +600,37 @@ def test_progress_shows_rate_and_eta_on_a_terminal_and_plain_lines_elsewhere() -
     assert log.getvalue().startswith("importing  10/1,000 lines  1%")
     assert log.getvalue().endswith("\n")
     assert "\r" not in log.getvalue()
+
+
+def test_serve_refuses_a_port_out_of_range_in_one_line(tmp_path: Path) -> None:
+    db = tmp_path / "new.db"
+    result = cli("serve", "--port", "99999", "--db", str(db), home=tmp_path)
+    assert result.returncode != 0
+    assert "Traceback" not in result.stderr
+    assert "--port 99999 is out of range" in result.stderr
+    assert not db.exists()
+
+
+def test_serve_on_a_port_in_use_fails_before_creating_the_store(tmp_path: Path) -> None:
+    taken = socket.create_server(("127.0.0.1", 0))
+    try:
+        port = taken.getsockname()[1]
+        db = tmp_path / "new.db"
+        result = cli("serve", "--port", str(port), "--db", str(db), home=tmp_path)
+    finally:
+        taken.close()
+    assert result.returncode != 0
+    assert "Traceback" not in result.stderr
+    assert f"cannot listen on 127.0.0.1:{port}: Address already in use" in result.stderr
+    assert "hint: is another server running there?" in result.stderr
+    assert not db.exists()
+
+
+def test_both_store_variables_set_is_refused_not_guessed(tmp_path: Path) -> None:
+    env = {"NEOTOMA_AGENT_DB": str(tmp_path / "x.db"), "NEOTOMA_URL": "http://127.0.0.1:9"}
+    result = cli("stats", home=tmp_path, env=env)
+    assert result.returncode != 0
+    assert "both NEOTOMA_AGENT_DB and NEOTOMA_URL are set" in result.stderr
+    # An explicit option settles it.
+    chosen = cli("stats", "--db", str(tmp_path / "x.db"), home=tmp_path, env=env)
+    assert "both NEOTOMA_AGENT_DB" not in chosen.stderr

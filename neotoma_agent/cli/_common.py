@@ -143,7 +143,8 @@ def resolve_url(args: argparse.Namespace) -> str | None:
     """The server to use, if any: ``--url``; else none if ``--db`` was given; else ``$NEOTOMA_URL``.
 
     So an explicit option always beats the environment, and ``--db`` overrides a
-    ``NEOTOMA_URL`` exported for other tools.
+    ``NEOTOMA_URL`` exported for other tools. With both ``$NEOTOMA_URL`` and
+    ``$NEOTOMA_AGENT_DB`` set and neither option given, it refuses rather than pick one.
     """
     url = getattr(args, "url", None)
     if url:
@@ -152,7 +153,14 @@ def resolve_url(args: argparse.Namespace) -> str | None:
         return str(url)
     if getattr(args, "db", None):
         return None
-    return os.environ.get("NEOTOMA_URL") or None
+    env_url = os.environ.get("NEOTOMA_URL") or None
+    if env_url and os.environ.get("NEOTOMA_AGENT_DB"):
+        # Both name a store: picking one silently could read or write the wrong one.
+        raise CLIError(
+            "both NEOTOMA_AGENT_DB and NEOTOMA_URL are set",
+            "pass --db or --url to choose, or unset one of them",
+        )
+    return env_url
 
 
 def resolve_token(args: argparse.Namespace) -> str | None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from typing import Any
 
@@ -32,6 +33,8 @@ def run(args: argparse.Namespace) -> int:
     """Serve until SIGINT or SIGTERM."""
     from ..server import is_loopback_host, run_server
 
+    if not 0 <= args.port <= 65535:
+        raise CLIError(f"--port {args.port} is out of range", "pass 0 to 65535 (0: a free port)")
     if args.url:
         raise CLIError(
             "serve runs the store file, not a server at --url",
@@ -58,6 +61,18 @@ def run(args: argparse.Namespace) -> int:
         auth = "bearer token required" if token else "loopback callers, no token"
         print(f"serving {db} on http://{shown}:{port} ({auth}); Ctrl-C to stop", flush=True)
 
-    run_server(str(db), host=args.host, port=args.port, token=token, on_ready=ready)
+    if not 0 <= args.port <= 65535:
+        raise CLIError(
+            f"--port {args.port} is out of range", "pass 0 to 65535 (0 picks a free one)"
+        )
+    try:
+        run_server(str(db), host=args.host, port=args.port, token=token, on_ready=ready)
+    except OSError as exc:
+        # Raised by the bind, before the store file is created.
+        reason = os.strerror(exc.errno) if exc.errno else str(exc)
+        raise CLIError(
+            f"cannot listen on {args.host}:{args.port}: {reason}",
+            "is another server running there? pass another --port (0 picks a free one)",
+        ) from None
     print("stopped", file=sys.stderr)
     return 0

@@ -13,6 +13,7 @@ import hmac
 import ipaddress
 import os
 import signal
+import socket
 import traceback
 import urllib.parse
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -199,10 +200,12 @@ async def serving(
     host: str = "127.0.0.1",
     port: int = 0,
     shutdown_timeout: float = 30.0,
+    sock: socket.socket | None = None,
 ) -> AsyncIterator[str]:
     """Serve ``app`` in the background for the ``async with`` block; yield its base URL.
 
-    ``port=0`` picks a free port. On exit the server stops accepting connections, lets
+    ``port=0`` picks a free port; ``sock`` serves on a socket already bound instead. On
+    exit the server stops accepting connections, lets
     in-flight requests finish (at most ``shutdown_timeout`` seconds) and closes the rest.
     Meant for tests and benchmarks (asyncio only); :func:`serve` is the long-running form.
     """
@@ -213,7 +216,9 @@ async def serving(
     )
     await runner.setup()
     try:
-        site = web.TCPSite(runner, host, port)
+        site: web.BaseSite = (
+            web.TCPSite(runner, host, port) if sock is None else web.SockSite(runner, sock)
+        )
         await site.start()
         bound_host, bound_port = _bound_address(runner, host, port)
         url_host = f"[{bound_host}]" if ":" in bound_host else bound_host
@@ -229,12 +234,13 @@ async def _run_app(
     host: str,
     port: int,
     *,
+    sock: socket.socket,
     stop: asyncio.Event,
     shutdown_timeout: float,
     on_ready: Callable[[str, int], None] | None,
 ) -> None:
     """Serve ``app`` until ``stop`` is set, then finish in-flight requests and close."""
-    async with serving(app, host=host, port=port, shutdown_timeout=shutdown_timeout) as url:
+    async with serving(app, sock=sock, shutdown_timeout=shutdown_timeout) as url:
         parsed = urllib.parse.urlsplit(url)
         bound_host, bound_port = parsed.hostname or host, parsed.port or port
         _log.info("server.listening", host=bound_host, port=bound_port)
@@ -242,6 +248,18 @@ async def _run_app(
             on_ready(bound_host, bound_port)
         await stop.wait()
         _log.info("server.stopping")
+
+
+def bind_socket(host: str, port: int) -> socket.socket:
+    """A listening TCP socket on ``host:port`` (``OSError`` if it cannot be had).
+
+    ``OverflowError`` (a port over 65535) is reported as the ``OSError`` it means.
+    """
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    try:
+        return socket.create_server((host, port), family=family, backlog=128)
+    except OverflowError:
+        raise OSError(f"port {port} is out of range (0 to 65535)") from None
 
 
 def _bound_address(runner: web.AppRunner, host: str, port: int) -> tuple[str, int]:
@@ -278,6 +296,8 @@ async def serve(
             installed.append(sig)
         except (NotImplementedError, RuntimeError):  # pragma: no cover - Windows, threads
             pass
+    # Bind first: a port in use (or out of range) fails before the store file is created.
+    sock = bind_socket(host, port)
     try:
         async with EmbeddedStore.open(os.fspath(db_path)) as store:
             app = create_app(store, token=token, max_body_size=max_body_size)
@@ -285,11 +305,13 @@ async def serve(
                 app,
                 host,
                 port,
+                sock=sock,
                 stop=stop,
                 shutdown_timeout=shutdown_timeout,
                 on_ready=on_ready,
             )
     finally:
+        sock.close()
         for sig in installed:
             loop.remove_signal_handler(sig)
 
