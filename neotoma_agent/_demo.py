@@ -151,7 +151,9 @@ def _short(text: str, width: int = 60) -> str:
     return text if len(text) <= width else text[: width - 3] + "..."
 
 
-def _print_turn(out: TextIO, number: int, script: _Script, t: Turn, error: str | None) -> None:
+async def _print_turn(
+    out: TextIO, store: Transport, number: int, script: _Script, t: Turn, error: str | None
+) -> None:
     r: TurnResult = t.result
     if not script.streams:
         out.write(f"  assistant: {t.reply}\n")
@@ -168,9 +170,15 @@ def _print_turn(out: TextIO, number: int, script: _Script, t: Turn, error: str |
     if r.replayed:
         out.write(" (replayed: this turn was already stored)")
     out.write("\n")
-    edges = len(r.retrieved_ids)  # user message -> retrieved
-    if r.assistant_message_id:
-        edges += len(set(r.retrieved_ids) | set(r.cited_ids))  # reply -> retrieved + cited
+    # What the store holds, not what this run asked for: a replayed turn keeps the edges its
+    # first run wrote.
+    edges = 0
+    for message_id in (r.user_message_id, r.assistant_message_id):
+        if message_id:
+            related = await store.retrieve_related_entities(
+                message_id, relationship_types=["REFERS_TO"], direction="outbound"
+            )
+            edges += sum(1 for e in related.relationships if e.source_entity_id == message_id)
     out.write(f"             {edges} REFERS_TO edge(s), {r.retrieval.lookups} lookup(s), ")
     out.write(f"{r.open_ms:.1f} ms to open, {r.close_ms:.1f} ms to close\n")
 
@@ -265,7 +273,7 @@ async def run_demo(db_path: str | None, *, out: TextIO = sys.stdout) -> None:
                     # to overwrite a stored turn with a different text, and so do we.
                     out.write(f"  !! not stored: {exc.message}\n     hint: {exc.hint}\n")
                     continue
-                _print_turn(out, number, script, t, error)
+                await _print_turn(out, store, number, script, t, error)
                 conversation_entity_id = t.result.conversation_entity_id or conversation_entity_id
                 await anyio.lowlevel.checkpoint()
             await _print_graph(out, store, conversation_entity_id)
