@@ -150,5 +150,5 @@ async def run(args: argparse.Namespace) -> int:
         min_age=args.min_age,
         thorough=args.thorough,
     )
-    report = await print_report(args, read, render_audit)
+    report = await print_report(args, read, render_audit, read_only=not args.repair)
     return 0 if report.clean else 1

@@ -101,12 +101,14 @@ async def print_report(
     args: argparse.Namespace,
     read: Callable[[Transport], Awaitable[R]],
     render: Callable[[R, TextIO, str], None],
+    *,
+    read_only: bool = True,
 ) -> R:
     """Read a report from the store, then print it: JSON with ``--json``, else ``render``.
 
     The JSON form names the store first, so that saved outputs say what they describe.
     """
-    async with open_transport(args, must_exist=True) as transport:
+    async with open_transport(args, must_exist=True, read_only=read_only) as transport:
         report = await read(transport)
     if args.json:
         print_json({"store": store_label(args), **report.to_json()})
@@ -176,14 +178,15 @@ def store_label(args: argparse.Namespace) -> str:
 
 @contextlib.asynccontextmanager
 async def open_transport(
-    args: argparse.Namespace, *, must_exist: bool = False
+    args: argparse.Namespace, *, must_exist: bool = False, read_only: bool = False
 ) -> AsyncIterator[Transport]:
     """The transport the global options name, closed when the block ends.
 
     With ``--url`` (or ``$NEOTOMA_URL``): an :class:`~neotoma_agent.transport.http.HttpTransport`
     with the ``--token`` (or ``$NEOTOMA_TOKEN``), if any. Otherwise the embedded store in
     ``--db`` (or ``$NEOTOMA_AGENT_DB``, or the per-user data directory, which is created).
-    ``must_exist`` refuses to create a new, empty store file: reading one is a mistake.
+    ``must_exist`` refuses to create a new, empty store file: reading one is a mistake;
+    ``read_only`` opens the file for reading only (a read-only file or directory works).
     """
     url = resolve_url(args)
     if url:
@@ -210,7 +213,7 @@ async def open_transport(
     if _is_default_db(args):
         path.parent.mkdir(parents=True, exist_ok=True)
     try:
-        store = EmbeddedStore.open(path)
+        store = EmbeddedStore.open(path, read_only=read_only)
     except (OSError, sqlite3.Error) as exc:
         raise store_error(path, exc) from exc
     async with store:

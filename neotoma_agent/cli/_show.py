@@ -404,7 +404,7 @@ def register(subparsers: Any) -> None:
 async def run(args: argparse.Namespace) -> int:
     """Print one transcript, or the list of conversations."""
     out = sys.stdout
-    async with open_transport(args, must_exist=True) as transport:
+    async with open_transport(args, must_exist=True, read_only=True) as transport:
         if args.conversation is None:
             listing = await list_conversations(transport)
             if args.json:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import enum
 import os
 import sqlite3
+import urllib.parse
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
@@ -22,7 +23,7 @@ from ._read import (
     query_entities,
     retrieve_entity_by_identifier,
 )
-from ._schema import migrate
+from ._schema import SCHEMA_VERSION, migrate
 from ._write import correct, store
 
 __all__ = ["EmbeddedStore"]
@@ -35,6 +36,40 @@ class _State(enum.Enum):
     #: aclose has begun: no new work is taken while the thread finishes what is queued
     CLOSING = "closing"
     CLOSED = "closed"
+
+
+def _connect_read_only(path: str) -> Callable[[], sqlite3.Connection]:
+    def connect() -> sqlite3.Connection:
+        uri = f"file:{urllib.parse.quote(os.path.abspath(path))}?mode=ro"
+        conn = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
+        try:
+            version = _readable_version(conn)
+        except sqlite3.OperationalError:
+            # A WAL file's readers need its -shm index, which a read-only directory cannot
+            # hold: read the file as it is (no writer may run meanwhile, as with a copy).
+            conn.close()
+            conn = sqlite3.connect(
+                f"{uri}&immutable=1", uri=True, isolation_level=None, check_same_thread=False
+            )
+            version = _readable_version(conn)
+        if version != SCHEMA_VERSION:
+            conn.close()
+            raise sqlite3.OperationalError(
+                f"the store file has schema version {version}, this release reads "
+                f"{SCHEMA_VERSION}: open it once with write access to upgrade it"
+                if version < SCHEMA_VERSION
+                else f"the store file has schema version {version}, newer than this release "
+                f"reads ({SCHEMA_VERSION}): upgrade neotoma-agent"
+            )
+        conn.execute("PRAGMA query_only = ON")
+        conn.execute("PRAGMA cache_size = -65536")
+        return conn
+
+    return connect
+
+
+def _readable_version(conn: sqlite3.Connection) -> int:
+    return int(conn.execute("PRAGMA user_version").fetchone()[0])
 
 
 def _connect(path: str, synchronous: str) -> Callable[[], sqlite3.Connection]:
@@ -84,31 +119,49 @@ class EmbeddedStore(RestActions):
     """
 
     path: str
+    read_only: bool
     _thread: DBThread
     _state: _State
 
-    def __init__(self, path: str | os.PathLike[str], *, synchronous: str = "NORMAL") -> None:
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        synchronous: str = "NORMAL",
+        read_only: bool = False,
+    ) -> None:
         """Open (creating if needed) the store at ``path``.
 
         ``synchronous`` is SQLite's durability setting: ``NORMAL`` (the default, with WAL)
         survives a crash or kill of the process; ``FULL`` also survives a power cut.
+        ``read_only=True`` opens an existing file for reading only (it works on a file or
+        directory without write access, and never creates or upgrades anything); every
+        write then raises :class:`PermissionError` before touching the file.
         """
         if synchronous.upper() not in ("OFF", "NORMAL", "FULL", "EXTRA"):
             raise ValueError(f"synchronous must be OFF, NORMAL, FULL or EXTRA, not {synchronous!r}")
         self.path = os.fspath(path)
         if self.path != ":memory:" and not Path(self.path).parent.is_dir():
             raise FileNotFoundError(f"directory of store file does not exist: {self.path}")
+        self.read_only = read_only
+        if read_only and (self.path == ":memory:" or not Path(self.path).is_file()):
+            raise FileNotFoundError(f"no store file to open read-only: {self.path}")
         self._state = _State.OPEN
-        self._thread = DBThread(
-            _connect(self.path, synchronous.upper()), name=f"neotoma-store:{Path(self.path).name}"
+        connect = (
+            _connect_read_only(self.path) if read_only else _connect(self.path, synchronous.upper())
         )
+        self._thread = DBThread(connect, name=f"neotoma-store:{Path(self.path).name}")
 
     @classmethod
     def open(
-        cls, path: str | os.PathLike[str] = ":memory:", *, synchronous: str = "NORMAL"
+        cls,
+        path: str | os.PathLike[str] = ":memory:",
+        *,
+        synchronous: str = "NORMAL",
+        read_only: bool = False,
     ) -> EmbeddedStore:
         """Open (creating if needed) the store at ``path``; see :class:`EmbeddedStore`."""
-        return cls(path, synchronous=synchronous)
+        return cls(path, synchronous=synchronous, read_only=read_only)
 
     def __repr__(self) -> str:
         # A closing store already refuses work, so it reads as closed.
@@ -125,7 +178,10 @@ class EmbeddedStore(RestActions):
     ) -> T:
         if self._state is not _State.OPEN:
             raise RuntimeError("EmbeddedStore is closed")
-        job: Job[T] = Job(lambda conn: _encodable(fn, conn, body), writes=fn not in _READS)
+        writes = fn not in _READS
+        if writes and self.read_only:
+            raise PermissionError("this EmbeddedStore was opened read-only")
+        job: Job[T] = Job(lambda conn: _encodable(fn, conn, body), writes=writes)
         self._thread.submit(job)
         return await job.wait()
 
