@@ -6,9 +6,11 @@ import importlib.util
 import io
 import json
 import re
+import signal
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import anyio
@@ -602,6 +604,24 @@ def test_progress_shows_rate_and_eta_on_a_terminal_and_plain_lines_elsewhere() -
     assert "\r" not in log.getvalue()
 
 
+@pytest.mark.parametrize("columns", [20, 35, 50, 80, 200])
+def test_a_progress_line_fits_the_terminal_width(columns: int) -> None:
+    class Tty(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    progress = Progress(100_000, label="importing", unit="lines", stream=Tty(), interval=0)
+    progress.started -= 3.0
+    for done in (0, 1, 4_321, 99_999):
+        line = progress.line(done, columns=columns)
+        # One column short of the edge: a line that fills it would wrap on some terminals.
+        assert len(line) <= columns - 1, line
+        assert line.startswith("importing"[: columns - 1])
+    wide = progress.line(4_321, columns=200)
+    assert "ETA" in wide
+    assert "█" in wide or "#" in wide
+
+
 def test_serve_refuses_a_port_out_of_range_in_one_line(tmp_path: Path) -> None:
     db = tmp_path / "new.db"
     result = cli("serve", "--port", "99999", "--db", str(db), home=tmp_path)
@@ -634,3 +654,44 @@ def test_both_store_variables_set_is_refused_not_guessed(tmp_path: Path) -> None
     # An explicit option settles it.
     chosen = cli("stats", "--db", str(tmp_path / "x.db"), home=tmp_path, env=env)
     assert "both NEOTOMA_AGENT_DB" not in chosen.stderr
+
+
+def test_an_interrupted_import_reports_exactly_what_is_stored(tmp_path: Path) -> None:
+    """Ctrl-C (SIGINT) mid-import: writes in flight finish, and the summary counts them."""
+    source = write_jsonl(
+        tmp_path / "big.jsonl",
+        *(
+            {"conversation_id": f"c{i % 50}", "user": f"question {i}", "assistant": f"answer {i}"}
+            for i in range(20_000)
+        ),
+    )
+    db = tmp_path / "memory.db"
+    child = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "neotoma_agent.cli",
+            "import",
+            str(source),
+            "--db",
+            str(db),
+            "--no-retrieve",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=clean_env(tmp_path),
+        cwd=tmp_path,
+    )
+    time.sleep(2.0)
+    child.send_signal(signal.SIGINT)
+    out, err = child.communicate(timeout=60)
+    assert "interrupted" in out, (out, err)
+    reported = int(re.search(r"stored ([\d,]+) new turn", out).group(1).replace(",", ""))  # type: ignore[union-attr]
+
+    async def stored() -> int:
+        async with EmbeddedStore.open(db) as store:
+            return (await store.query_entities(entity_type="conversation_turn", limit=1)).total
+
+    assert 0 < reported < 20_000
+    assert anyio.run(stored) == reported

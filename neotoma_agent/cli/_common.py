@@ -18,6 +18,7 @@ import functools
 import inspect
 import json
 import os
+import shutil
 import sqlite3
 import sys
 import time
@@ -345,22 +346,34 @@ class Progress:
         except (UnicodeEncodeError, LookupError):
             self._bar = ("#", "-")
 
-    def line(self, done: int) -> str:
-        """The progress text for ``done`` items (without the bar on a non-TTY)."""
+    def line(self, done: int, columns: int | None = None) -> str:
+        """The progress text for ``done`` items (without the bar on a non-TTY).
+
+        On a terminal it fits in ``columns`` (default: the terminal's width) less one, so a
+        redraw never wraps onto a new line: the bar shrinks first, then goes, then the
+        least useful parts (ETA, rate) go.
+        """
         elapsed = max(time.monotonic() - self.started, 1e-9)
         rate = done / elapsed
-        parts = [self.label]
-        if self.tty and self.total:
-            width = 24
-            filled = min(width, int(width * done / self.total))
-            parts.append(self._bar[0] * filled + self._bar[1] * (width - filled))
-        parts.append(f"{done:,}/{self.total:,} {self.unit}")
+        counts = [f"{done:,}/{self.total:,} {self.unit}"]
         if self.total:
-            parts.append(f"{100 * done / self.total:.0f}%")
-        parts.append(f"{rate:,.0f}/s")
+            counts.append(f"{100 * done / self.total:.0f}%")
+        extras = [f"{rate:,.0f}/s"]
         if done and rate > 0 and self.total > done:
-            parts.append(f"ETA {_duration((self.total - done) / rate)}")
-        return "  ".join(parts)
+            extras.append(f"ETA {_duration((self.total - done) / rate)}")
+        if not self.tty:
+            return "  ".join([self.label, *counts, *extras])
+        room = (columns or shutil.get_terminal_size((80, 24)).columns) - 1
+        while True:
+            text = "  ".join([self.label, *counts, *extras])
+            bar_width = min(24, room - len(text) - 2)
+            if self.total and bar_width >= 5:
+                filled = min(bar_width, int(bar_width * done / self.total))
+                bar = self._bar[0] * filled + self._bar[1] * (bar_width - filled)
+                return "  ".join([self.label, bar, *counts, *extras])
+            if len(text) <= room or not extras:
+                return text[:room]
+            extras.pop()
 
     def update(self, done: int) -> None:
         """Report ``done`` items; drawn only if the interval has passed."""

@@ -38,8 +38,10 @@ import attrs
 
 from .._keys import validate_conversation_id, validate_entity_id, validate_turn_id
 from .._memory import NeotomaMemory
+from .._shield import Completion, raise_deferred, run_to_completion
 from .._terminal import printable
 from .._text import check_text
+from .._turn import TurnResult
 from ..exceptions import (
     APIError,
     AuthenticationError,
@@ -52,6 +54,9 @@ from ..transport._base import Transport
 from ._common import CLIError, Progress, add_command, open_transport, run_async
 
 __all__ = ["ImportLine", "ImportStats", "LineError", "parse_line", "register"]
+
+# How long a write in flight may take to finish after Ctrl-C (so that it is counted).
+_WRITE_DEADLINE_S = 60.0
 
 _KNOWN_KEYS = frozenset(
     {"conversation_id", "turn_id", "turn_number", "user", "assistant", "refers_to"}
@@ -291,33 +296,44 @@ class _Importer:
                 tg.start_soon(self._write, item, slots, tg.cancel_scope)
 
     async def _write(self, item: ImportLine, slots: anyio.Semaphore, scope: Any) -> None:
-        try:
-            result = await self.memory(item.conversation_id).record_turn(
+        memory = self.memory(item.conversation_id)
+        # A write in flight when the user presses Ctrl-C may commit anyway: let it finish
+        # (bounded), so that the summary counts exactly what is stored.
+        completion = await run_to_completion(
+            lambda: memory.record_turn(
                 item.user,
                 item.assistant,
                 turn_id=item.turn_id,
                 turn_number=item.turn_number,
                 refers_to=item.refers_to,
                 retrieve=self.retrieve,
-            )
-        except Exception as exc:
-            if _is_fatal(exc):
-                if self.fatal is None:
-                    self.fatal = exc
-                scope.cancel()
-                return
+            ),
+            _WRITE_DEADLINE_S,
+        )
+        try:
+            self._count(item, completion, scope)
+        finally:
+            slots.release()
+        await raise_deferred(completion, None)
+
+    def _count(self, item: ImportLine, completion: Completion[TurnResult], scope: Any) -> None:
+        exc = completion.error
+        if exc is None:
+            assert completion.value is not None
+            if completion.value.replayed:
+                self.stats.replayed += 1
+            else:
+                self.stats.written += 1
+        elif _is_fatal(exc):
+            if self.fatal is None:
+                self.fatal = exc
+            scope.cancel()
+        else:
             self.stats.failed.append(item.line_number)
             self.report(item.line_number, f"not stored: {_refusal(item, exc)}")
             if self.strict and self.stats.stopped_at is None:
                 self.stats.stopped_at = item.line_number
-        else:
-            if result.replayed:
-                self.stats.replayed += 1
-            else:
-                self.stats.written += 1
-        finally:
-            slots.release()
-            self.progress.update(self.stats.done)
+        self.progress.update(self.stats.done)
 
 
 def _plural(n: int, word: str) -> str:
