@@ -223,3 +223,20 @@ def test_ctrl_c_mid_reply_records_the_turn_abandoned_and_the_loop_goes_on(tmp_pa
     assert partial["content"].startswith("Thinking about it: word0 word1 word2 ")
     # Exactly what was shown: every stored chunk appeared on the terminal before Ctrl-C.
     assert partial["content"].strip() in term.output.decode(errors="replace")
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="needs a POSIX pseudo-terminal")
+def test_chat_edits_lines_with_arrow_keys_and_keeps_history(tmp_path: Path) -> None:
+    db = tmp_path / "memory.db"
+    term = Terminal(["chat", "--conversation", "e", "--db", str(db)], tmp_path)
+    term.expect("you> ")
+    term.send(b"abc\x1b[D\x1b[DX\r")  # type abc, left twice, X: the line is aXbc
+    term.expect("you> ")
+    time.sleep(0.3)  # let readline wait for a key (see the Ctrl-C test)
+    term.send(b"\x1b[A\r")  # up: the previous line again
+    term.expect("you> ")
+    term.send(b"\x04")
+    term.expect("stored 2 turns")
+    assert term.wait() == 0
+    turns = show_json(db, "e", tmp_path)["turns"]
+    assert [t["messages"][0]["content"] for t in turns] == ["aXbc", "aXbc"]

@@ -337,6 +337,8 @@ def run(args: argparse.Namespace, *, stdin: TextIO | None = None, out: TextIO | 
     out = out or sys.stdout
     stdin = stdin or sys.stdin
     interactive = stdin.isatty()
+    if interactive and stdin is sys.stdin:
+        _enable_line_editing()
     where = store_label(args)
     with contextlib.ExitStack() as stack:
         with _sigint_for_main_thread_only():
@@ -356,6 +358,13 @@ def run(args: argparse.Namespace, *, stdin: TextIO | None = None, out: TextIO | 
         count = f"{chat.stored} turn{'s' if chat.stored != 1 else ''}"
         out.write(f"stored {count}; read them back with: {_show_command(args, conversation_id)}\n")
     return 0
+
+
+def _enable_line_editing() -> None:
+    # input() edits lines (arrow keys, history across lines) only once readline is loaded;
+    # without it, arrow keys arrive as escape sequences and would be stored verbatim.
+    with contextlib.suppress(ImportError):  # e.g. Windows without pyreadline
+        import readline  # noqa: F401
 
 
 def _loop(
