@@ -198,6 +198,7 @@ def test_ctrl_c_mid_reply_records_the_turn_abandoned_and_the_loop_goes_on(tmp_pa
     term.send(b"\x03")  # Ctrl-C, through the terminal's line discipline (SIGINT)
     footer = term.expect("]\r\n")
     assert "[stopped: turn recorded as abandoned; the partial reply" in footer
+    assert "^C" not in footer  # the terminal does not echo it into the reply
     term.expect("you> ")  # the loop goes on
     # Let readline start waiting for a key: CPython's readline loop acts on a signal that
     # arrives while it is still drawing the prompt only once Enter is pressed.

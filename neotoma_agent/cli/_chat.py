@@ -259,13 +259,40 @@ def _wait_for_turn(portal: anyio.from_thread.BlockingPortal, chat: _Chat, line: 
 
     previous = signal.signal(signal.SIGINT, on_sigint)
     try:
-        # Wake up now and then: a signal that lands just before a blocking wait would
-        # otherwise only be handled when the turn is over.
-        while not concurrent.futures.wait([future], timeout=0.1).done:
-            pass
+        with _no_control_echo():
+            # Wake up now and then: a signal that lands just before a blocking wait would
+            # otherwise only be handled when the turn is over.
+            while not concurrent.futures.wait([future], timeout=0.1).done:
+                pass
         future.result()
     finally:
         signal.signal(signal.SIGINT, previous)
+
+
+@contextlib.contextmanager
+def _no_control_echo() -> Iterator[None]:
+    """While a reply streams, the terminal does not echo ``^C`` into the middle of it."""
+    try:
+        import termios
+    except ImportError:  # pragma: no cover - Windows
+        yield
+        return
+    fd = sys.stdin.fileno() if sys.stdin.isatty() else None
+    if fd is None:
+        yield
+        return
+    try:
+        saved = termios.tcgetattr(fd)
+    except termios.error:  # pragma: no cover - not a real terminal after all
+        yield
+        return
+    quiet = list(saved)
+    quiet[3] &= ~termios.ECHOCTL
+    termios.tcsetattr(fd, termios.TCSANOW, quiet)
+    try:
+        yield
+    finally:
+        termios.tcsetattr(fd, termios.TCSANOW, saved)
 
 
 @contextlib.contextmanager
