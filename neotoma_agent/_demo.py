@@ -245,35 +245,40 @@ async def run_demo(db_path: str | None, *, out: TextIO = sys.stdout) -> None:
     with tempfile.TemporaryDirectory(prefix="neotoma-demo-") as tmp:
         path = db_path if db_path is not None else str(Path(tmp) / "demo.db")
         where = path if db_path is not None else "a temporary store (pass --db PATH to keep it)"
-        out.write(f"neotoma-agent demo: conversation {CONVERSATION_ID!r} in {where}\n")
         async with EmbeddedStore.open(path) as store:
-            memory = NeotomaMemory(
-                store,
-                conversation_id=CONVERSATION_ID,
-                platform="neotoma-agent-demo",
-                conversation_title="Onboarding Acme Corp",
-            )
-            conversation_entity_id = ""
-            for number, script in enumerate(SCRIPT, start=1):
-                out.write(f"\n-- turn {number} ({script.turn_id}) " + "-" * 40 + "\n")
-                out.write(f"  user:      {script.user}\n")
-                t = memory.turn(script.user, turn_id=script.turn_id, turn_number=number)
-                error: str | None = None
-                try:
-                    async with t:
-                        out.write(f"  retrieved: {_names(t.retrieved)}\n")
-                        if script.streams:
-                            out.write("  assistant: ")
-                        await script.agent(t, out, store)
-                except DemoModelError as exc:
-                    out.write("\n")
-                    error = f"{type(exc).__name__}: {exc}"
-                except IdempotencyMismatchError as exc:
-                    # A store written by another version of this script: the protocol refuses
-                    # to overwrite a stored turn with a different text, and so do we.
-                    out.write(f"  !! not stored: {exc.message}\n     hint: {exc.hint}\n")
-                    continue
-                await _print_turn(out, store, number, script, t, error)
-                conversation_entity_id = t.result.conversation_entity_id or conversation_entity_id
-                await anyio.lowlevel.checkpoint()
-            await _print_graph(out, store, conversation_entity_id)
+            await run_demo_on(store, where, out=out)
+
+
+async def run_demo_on(store: Transport, where: str, *, out: TextIO = sys.stdout) -> None:
+    """Run the scripted conversation over any transport (a server: ``demo --url``)."""
+    out.write(f"neotoma-agent demo: conversation {CONVERSATION_ID!r} in {where}\n")
+    memory = NeotomaMemory(
+        store,
+        conversation_id=CONVERSATION_ID,
+        platform="neotoma-agent-demo",
+        conversation_title="Onboarding Acme Corp",
+    )
+    conversation_entity_id = ""
+    for number, script in enumerate(SCRIPT, start=1):
+        out.write(f"\n-- turn {number} ({script.turn_id}) " + "-" * 40 + "\n")
+        out.write(f"  user:      {script.user}\n")
+        t = memory.turn(script.user, turn_id=script.turn_id, turn_number=number)
+        error: str | None = None
+        try:
+            async with t:
+                out.write(f"  retrieved: {_names(t.retrieved)}\n")
+                if script.streams:
+                    out.write("  assistant: ")
+                await script.agent(t, out, store)
+        except DemoModelError as exc:
+            out.write("\n")
+            error = f"{type(exc).__name__}: {exc}"
+        except IdempotencyMismatchError as exc:
+            # A store written by another version of this script: the protocol refuses
+            # to overwrite a stored turn with a different text, and so do we.
+            out.write(f"  !! not stored: {exc.message}\n     hint: {exc.hint}\n")
+            continue
+        await _print_turn(out, store, number, script, t, error)
+        conversation_entity_id = t.result.conversation_entity_id or conversation_entity_id
+        await anyio.lowlevel.checkpoint()
+    await _print_graph(out, store, conversation_entity_id)

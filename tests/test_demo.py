@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import io
+import re
 from pathlib import Path
 
 import pytest
+from cli_support import cli, ok, serving
 from turn_support import messages, targets, turn_record
 
 from neotoma_agent._demo import CONVERSATION_ID, run_demo
@@ -91,3 +93,27 @@ async def test_a_replayed_demo_reports_the_edges_the_store_keeps(tmp_path: Path)
     # The second run's retrieval finds more (the entities exist now), but a replay writes
     # nothing: the report says what is stored, so the counts do not change.
     assert edge_counts(again) == first
+
+
+def test_demo_runs_against_a_server_with_url(tmp_path: Path) -> None:
+    db = tmp_path / "served.db"
+    with serving(db, tmp_path) as url:
+        first = ok(cli("demo", "--url", url, home=tmp_path))
+        again = ok(cli("demo", "--url", url, home=tmp_path))
+    assert f"conversation 'demo' in {url}" in first
+    assert "-- turn 6 (t6)" in first
+    assert "abandoned (DemoModelError)" in first
+    assert f"neotoma-agent show demo --url {url}" in first
+    assert "replayed" in again
+    # The same graph as on a file: read the server's store back directly.
+    local = ok(cli("demo", "--db", str(tmp_path / "local.db"), home=tmp_path))
+    assert _stored_lines(first) == _stored_lines(local)
+
+
+def _stored_lines(text: str) -> list[str]:
+    # The per-turn "stored:" lines without ids and timings.
+    return [
+        re.sub(r"ent_[0-9a-f]{24}|[\d.]+ ms", "", line).split(" lookup(s)")[0]
+        for line in text.splitlines()
+        if "REFERS_TO edge" in line or line.strip().startswith("stored:")
+    ]

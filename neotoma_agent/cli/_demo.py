@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ._common import CLIError, add_command, run_async, store_error
+from ._common import add_command, open_transport, resolve_url, run_async, store_error
 
 __all__ = ["register"]
 
@@ -27,19 +27,30 @@ def register(subparsers: Any) -> None:
         "found, the reply and what was stored, then the conversation graph read back from "
         "the store. One turn streams, one fails mid-stream and is recorded as abandoned. "
         "Running it again on the same --db replays every turn and writes nothing. The demo "
-        "ignores $NEOTOMA_AGENT_DB, so that it never writes into your own store unasked.",
+        "ignores $NEOTOMA_AGENT_DB, so that it never writes into your own store unasked. "
+        "With --url it runs against that Neotoma server instead.",
     )
+
+
+async def _demo_on_server(args: argparse.Namespace, url: str) -> None:
+    from .._demo import run_demo_on
+
+    async with open_transport(args) as transport:
+        await run_demo_on(transport, url)
 
 
 def run(args: argparse.Namespace) -> int:
     """Run the demo; with ``--db``, say how to read the conversation back."""
     from .._demo import CONVERSATION_ID, run_demo
 
-    if args.url:
-        raise CLIError(
-            "the demo runs on the embedded store, not on a server",
-            "drop --url; to try a server, run `neotoma-agent chat --url URL`",
+    url = resolve_url(args) if args.url else None
+    if url is not None:
+        run_async(_demo_on_server, args, url)
+        sys.stdout.write(
+            "\nRead the conversation back from the server:\n"
+            f"  neotoma-agent show {CONVERSATION_ID} --url {shlex.quote(url)}\n"
         )
+        return 0
     db = str(args.db) if args.db else None
     if db is not None and not Path(db).expanduser().parent.is_dir():
         raise store_error(Path(db), FileNotFoundError(db))
