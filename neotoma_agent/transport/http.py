@@ -39,6 +39,7 @@ from types import TracebackType
 from typing import Any
 
 import aiohttp
+import anyio
 import anyio.to_thread
 import attrs
 
@@ -65,7 +66,7 @@ from neotoma_agent.transport._outbox import (
 )
 from neotoma_agent.transport._rest import RestActions, store_body
 
-__all__ = ["HttpTransport", "RetryPolicy"]
+__all__ = ["HttpTransport", "RetryPolicy", "flush_outbox"]
 
 _log = get_logger()
 
@@ -170,6 +171,8 @@ class HttpTransport(RestActions):
     server stays down), by :meth:`flush_outbox`, and at the next open of the same file; a
     conversation's later stores wait behind its queued ones. ``outbox_max_entries`` bounds
     the file (over it, :class:`~neotoma_agent.OutboxFullError`, never a dropped entry).
+    ``outbox_background=False`` leaves delivery to :meth:`flush_outbox` and to the
+    conversations' own later stores (a one-shot flush, a test).
     """
 
     def __init__(
@@ -184,6 +187,7 @@ class HttpTransport(RestActions):
         outbox: str | os.PathLike[str] | None = None,
         outbox_max_entries: int = DEFAULT_MAX_ENTRIES,
         outbox_poll: float = 5.0,
+        outbox_background: bool = True,
     ) -> None:
         parsed = urllib.parse.urlsplit(base_url)
         if parsed.username is not None or parsed.password is not None:
@@ -213,6 +217,7 @@ class HttpTransport(RestActions):
         self._outbox_path = None if outbox is None else os.fspath(outbox)
         self._outbox_max_entries = outbox_max_entries
         self._outbox_poll = float(outbox_poll)
+        self._outbox_background = outbox_background
         self._outbox: Outbox | None = None
         self._outbox_opening: asyncio.Lock | None = None
         self._delivery: asyncio.Task[None] | None = None
@@ -266,9 +271,11 @@ class HttpTransport(RestActions):
         self._state = _State.CLOSED
         delivery, self._delivery = self._delivery, None
         if delivery is not None:
-            delivery.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await delivery
+            # A cancellation that lands while a worker thread runs an outbox call can be
+            # absorbed by that call's shield; cancel until the task has really ended.
+            while not delivery.done():
+                delivery.cancel()
+                await asyncio.wait([delivery], timeout=0.1)
         session, self._session = self._session, None
         if session is not None and not session.closed:
             await session.close()
@@ -340,7 +347,7 @@ class HttpTransport(RestActions):
                     self._outbox = await anyio.to_thread.run_sync(
                         functools.partial(Outbox, path, max_entries=bound)
                     )
-        if self._delivery is None and self._state is not _State.CLOSED:
+        if self._outbox_background and self._delivery is None and self._state is not _State.CLOSED:
             self._wake = asyncio.Event()
             self._delivery = asyncio.get_running_loop().create_task(
                 self._deliver_forever(self._outbox), name="neotoma-agent outbox delivery"
@@ -438,7 +445,7 @@ class HttpTransport(RestActions):
     async def _deliver_forever(self, outbox: Outbox) -> None:
         """The background delivery: poll while idle, back off while the server is down."""
         failures = 0
-        while True:
+        while self._state is not _State.CLOSED:
             try:
                 done = await self._deliver_all(outbox)
             except Exception as exc:  # never let the task die silently
@@ -578,6 +585,27 @@ class HttpTransport(RestActions):
                 f"POST {path}: connection to {self._base_url} lost ({type(exc).__name__})"
             ) from exc
         return _Answer(status=status, headers=resp_headers, body=_decode(raw, content_type))
+
+
+async def flush_outbox(
+    outbox: str | os.PathLike[str],
+    base_url: str = "http://127.0.0.1:3080",
+    token: str | None = None,
+    *,
+    retry: RetryPolicy | None = None,
+) -> OutboxFlush:
+    """Deliver the outbox file at ``outbox`` to the server at ``base_url`` now (asyncio).
+
+    What ``neotoma-agent outbox flush`` runs: an :class:`HttpTransport` over that outbox,
+    one :meth:`HttpTransport.flush_outbox`, closed. Raises :class:`FileNotFoundError` if
+    there is no such file (a flush never creates one).
+    """
+    if not await anyio.Path(outbox).exists():
+        raise FileNotFoundError(f"no outbox file at {os.fspath(outbox)}")
+    async with HttpTransport(
+        base_url, token, retry=retry, outbox=outbox, outbox_background=False
+    ) as transport:
+        return await transport.flush_outbox()
 
 
 def _decode(raw: bytes, content_type: str) -> object:
