@@ -14,6 +14,8 @@ from .exceptions import (
     IdempotencyMismatchError,
     NeotomaError,
     NotFoundError,
+    OutboxError,
+    OutboxFullError,
     RateLimitedError,
     ReadTimeout,
     ServerError,
@@ -55,8 +57,9 @@ from .transport._base import (
     StoreResult,
     Transport,
 )
+from .transport._outbox import LaneStatus, OutboxFlush, OutboxStatus, StoreOutcome, outbox_status
 from .transport.embedded import EmbeddedStore
-from .transport.http import HttpTransport, RetryPolicy
+from .transport.http import HttpTransport, RetryPolicy, flush_outbox
 from .wrap import AgentReply, AgentStream, MemoryAgent, StoppedEarly, with_memory
 
 __all__ = [  # tests/test_public_api.py pins it
@@ -80,6 +83,7 @@ __all__ = [  # tests/test_public_api.py pins it
     "FindingKind",
     "HttpTransport",
     "IdempotencyMismatchError",
+    "LaneStatus",
     "LookupResult",
     "MemoryAgent",
     "MessageObservation",
@@ -89,6 +93,10 @@ __all__ = [  # tests/test_public_api.py pins it
     "Observation",
     "ObservationList",
     "OpenTurn",
+    "OutboxError",
+    "OutboxFlush",
+    "OutboxFullError",
+    "OutboxStatus",
     "RateLimitedError",
     "ReadTimeout",
     "RelatedEntities",
@@ -102,6 +110,7 @@ __all__ = [  # tests/test_public_api.py pins it
     "RetryPolicy",
     "ServerError",
     "StoppedEarly",
+    "StoreOutcome",
     "StoreResult",
     "StoredEntity",
     "Transport",
@@ -119,6 +128,8 @@ __all__ = [  # tests/test_public_api.py pins it
     "audit",
     "default_extractor",
     "diagnose_turn",
+    "flush_outbox",
+    "outbox_status",
     "render_turn_report",
     "with_memory",
 ]

@@ -42,6 +42,7 @@ from ._retrieval import EMPTY_RETRIEVAL, Extractor, Retrieved, extract, retrieve
 from ._shield import Completion, raise_deferred, run_to_completion
 from .exceptions import APIError, IdempotencyMismatchError, ServerError
 from .transport._base import StoreResult, Transport
+from .transport._outbox import OrderedStore, StoreOutcome
 
 __all__ = [
     "CloseOutcome",
@@ -54,6 +55,10 @@ __all__ = [
 ]
 
 logger = get_logger()
+
+# The closing phases: a transport with an outbox may queue these on a transient failure.
+# The enter stays store-first (never queued), and so does a whole-turn import.
+_DEFERRABLE = frozenset({"assistant", "abandoned"})
 
 # Above this many characters, identifier extraction runs in a worker thread.
 _INLINE_EXTRACT_CHARS = 8192
@@ -150,6 +155,9 @@ class CloseOutcome:
     replayed: bool
     #: the ids the store gave the produced entities (``t.remember``), in order
     produced_ids: tuple[str, ...] = ()
+    #: the transport queued the store in its outbox (the server was unreachable); the ids
+    #: are the ones the server will give it
+    queued: bool = False
 
 
 @attrs.define
@@ -208,11 +216,33 @@ class Phases:
         return retrieved
 
     async def store(self, payload: StorePayload, keys: TurnKeys, phase: str) -> StoreResult:
+        return (await self.store_or_queue(payload, keys, phase)).result
+
+    async def store_or_queue(
+        self, payload: StorePayload, keys: TurnKeys, phase: str
+    ) -> StoreOutcome:
+        """One store; queued instead when the transport keeps an outbox and may defer it.
+
+        A transport that keeps each conversation in order (:class:`OrderedStore`, the HTTP
+        transport) is told the conversation (folded, as keys are) and whether the phase
+        is a closing one; any other transport just stores.
+        """
+        transport = self.config.transport
         try:
-            return await self.config.transport.store(
-                payload.entities,
-                idempotency_key=payload.idempotency_key,
-                relationships=payload.relationships,
+            if isinstance(transport, OrderedStore):
+                return await transport.store_ordered(
+                    payload.entities,
+                    idempotency_key=payload.idempotency_key,
+                    relationships=payload.relationships,
+                    lane=keys.folded[0],
+                    deferrable=phase in _DEFERRABLE,
+                )
+            return StoreOutcome(
+                await transport.store(
+                    payload.entities,
+                    idempotency_key=payload.idempotency_key,
+                    relationships=payload.relationships,
+                )
             )
         except IdempotencyMismatchError as exc:
             what = "user message" if phase == "user" else "reply"
@@ -399,13 +429,15 @@ class Phases:
             turn_number=opened.turn_number,
             produced=produced,
         )
-        stored = await self.store(payload, opened.keys, "assistant")
+        outcome = await self.store_or_queue(payload, opened.keys, "assistant")
+        stored = outcome.result
         return CloseOutcome(
             stored_status="completed",
             assistant_message_id=self.assistant_id(stored, payload),
             turn_record_id=_entry_id(stored, payload.turn_record_index, "conversation_turn"),
             replayed=stored.replayed,
             produced_ids=_produced_ids(stored, payload, produced),
+            queued=outcome.queued,
         )
 
     async def abandon(
@@ -442,20 +474,22 @@ class Phases:
 
         payload = build()
         try:
-            stored = await self.store(payload, opened.keys, "abandoned")
+            outcome = await self.store_or_queue(payload, opened.keys, "abandoned")
         except IdempotencyMismatchError:
             # An earlier run of this turn id was abandoned differently (another error or
             # partial reply). Both happened: record this one under a key derived from its
             # own content, which still collapses an identical retry.
             digest = _digest(payload)
             payload = build(f"{payload.idempotency_key}-{digest}")
-            stored = await self.store(payload, opened.keys, "abandoned")
+            outcome = await self.store_or_queue(payload, opened.keys, "abandoned")
+        stored = outcome.result
         return CloseOutcome(
             stored_status="abandoned",
             assistant_message_id=self.assistant_id(stored, payload),
             turn_record_id=_entry_id(stored, payload.turn_record_index, "conversation_turn"),
             replayed=stored.replayed,
             produced_ids=_produced_ids(stored, payload, produced),
+            queued=outcome.queued,
         )
 
     async def shielded(

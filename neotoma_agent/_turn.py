@@ -127,6 +127,10 @@ class TurnResult:
     close_error: BaseException | None = attrs.field(default=None, eq=False)
     #: the closing store replayed an identical earlier one (the turn was run before)
     replayed: bool = False
+    #: the server was unreachable, so the closing store was queued in the transport's outbox
+    #: (``status`` and ``stored_status`` say what it will store once delivered; until then
+    #: the turn still looks ``open`` on the server)
+    queued: bool = False
     open_ms: float = 0.0
     body_ms: float = 0.0
     close_ms: float = 0.0
@@ -202,6 +206,7 @@ def finish(
         close_error=close_error,
         replayed=False if outcome is None else outcome.replayed,
         produced_ids=() if outcome is None else outcome.produced_ids,
+        queued=False if outcome is None else outcome.queued,
         open_ms=open_ms,
         body_ms=body_ms,
         close_ms=close_ms,
@@ -233,12 +238,17 @@ def _log_close(result: TurnResult) -> None:
         "retrieved": len(result.retrieved_ids),
         "cited": len(result.cited_ids),
         "replayed": result.replayed,
+        "queued": result.queued,
         "open_ms": round(result.open_ms, 3),
         "body_ms": round(result.body_ms, 3),
         "close_ms": round(result.close_ms, 3),
     }
     if result.status is TurnState.COMPLETED:
-        logger.info("turn.closed", **fields)
+        if result.queued:
+            # Stored only locally so far: worth a WARNING, as a lost close would be an ERROR.
+            logger.warning("turn.closed", **fields)
+        else:
+            logger.info("turn.closed", **fields)
     elif result.status is TurnState.ABANDONED:
         logger.warning("turn.abandoned", error_class=result.error_class, **fields)
     else:

@@ -15,7 +15,9 @@ Every error this library raises on purpose derives from :class:`NeotomaError`::
     │   ├── RateLimitedError           429: slow down (retry_after seconds, if known)
     │   └── ServerError                5xx: the store failed
     ├── TurnStateError                 a Turn used out of order (entered twice, closed)
-    └── TurnCloseError                 the closing store of a turn failed
+    ├── TurnCloseError                 the closing store of a turn failed
+    └── OutboxError                    the outbox file cannot be used (a newer schema)
+        └── OutboxFullError            the outbox holds its maximum of entries
 
 ``TransportError`` and ``RateLimitedError`` / ``ServerError`` are the transient kinds that a
 transport may retry (a store carries an idempotency key, so its retry is safe). Error messages
@@ -35,6 +37,8 @@ __all__ = [
     "IdempotencyMismatchError",
     "NeotomaError",
     "NotFoundError",
+    "OutboxError",
+    "OutboxFullError",
     "RateLimitedError",
     "ReadTimeout",
     "ServerError",
@@ -144,3 +148,15 @@ class TurnStateError(NeotomaError):
 
 class TurnCloseError(NeotomaError):
     """The closing store of a turn failed; the cause is chained as ``__cause__``."""
+
+
+class OutboxError(NeotomaError):
+    """The outbox file cannot be used: its schema is newer than this library's."""
+
+
+class OutboxFullError(OutboxError):
+    """The outbox holds its configured maximum of entries; nothing more is queued.
+
+    Raised rather than dropping an entry: the closing store then fails as it would without
+    an outbox (``TurnCloseError``), loudly.
+    """

@@ -82,3 +82,10 @@ def test_audit_finds_every_seeded_orphan_and_repair_leaves_none(tmp_path: Path) 
     assert rows["audit (whole store)"]["orphans"] == orphans
     assert rows["audit --repair"]["remaining"] == 0
     assert rows["audit after repair"]["orphans"] == 0
+
+
+def test_outbox_quick_run_queues_and_delivers_every_entry(tmp_path: Path) -> None:
+    report = run_benchmark("outbox", "--quick", tmp_path=tmp_path)
+    assert report["entries"] == 100
+    assert report["queued_per_s"] > 0
+    assert report["delivered_per_s"] > 0

@@ -10,6 +10,14 @@ from pathlib import Path
 import neotoma_agent
 
 EXPECTED = {
+    "LaneStatus",
+    "OutboxError",
+    "OutboxFlush",
+    "OutboxFullError",
+    "OutboxStatus",
+    "StoreOutcome",
+    "flush_outbox",
+    "outbox_status",
     "audit",
     "AuditReport",
     "Finding",

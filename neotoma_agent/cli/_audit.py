@@ -110,7 +110,9 @@ def register(subparsers: Any) -> None:
         "outside any conversation. --repair records each orphan as abandoned (reason "
         "orphan_found_by_audit), idempotently; no reply is ever invented. Open turns "
         "younger than --min-age are left alone, and counted: they may still be running. "
-        "Exit status 1 when problems remain.",
+        "The audit reads only the store: it knows nothing of an outbox, and a turn whose "
+        "closing store is still queued in one looks open (an orphan) until `neotoma-agent "
+        "outbox flush` delivers it. Exit status 1 when problems remain.",
     )
     parser.add_argument("--conversation", metavar="ID", help="audit one conversation only")
     parser.add_argument(

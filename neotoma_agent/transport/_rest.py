@@ -25,12 +25,32 @@ from ._base import (
     StoreResult,
 )
 
-__all__ = ["RestActions", "present"]
+__all__ = ["RestActions", "present", "store_body"]
 
 
 def present(**fields: Any) -> dict[str, Any]:
     """A REST body of the fields that were given: ``None`` means absent, as a server reads it."""
     return {key: value for key, value in fields.items() if value is not None}
+
+
+def store_body(
+    entities: Sequence[Mapping[str, Any]],
+    *,
+    idempotency_key: str,
+    relationships: Sequence[Mapping[str, Any]] = (),
+    source_priority: int | None = None,
+    observation_source: str | None = None,
+    strict: bool = False,
+) -> dict[str, Any]:
+    """The JSON body of ``POST /store`` (the outbox keeps exactly this body)."""
+    return present(
+        entities=[dict(e) for e in entities],
+        relationships=[dict(r) for r in relationships] or None,
+        idempotency_key=idempotency_key,
+        source_priority=source_priority,
+        observation_source=observation_source,
+        strict=strict or None,
+    )
 
 
 class RestActions(AsyncClosing):
@@ -53,13 +73,13 @@ class RestActions(AsyncClosing):
         strict: bool = False,
     ) -> StoreResult:
         """``POST /store``; entries come back aligned to ``entities``, fresh or replayed."""
-        body = present(
-            entities=[dict(e) for e in entities],
-            relationships=[dict(r) for r in relationships] or None,
+        body = store_body(
+            entities,
             idempotency_key=idempotency_key,
+            relationships=relationships,
             source_priority=source_priority,
             observation_source=observation_source,
-            strict=strict or None,
+            strict=strict,
         )
         raw = await self._request("store", body)
         return StoreResult.from_json(raw, request_entities=body["entities"])

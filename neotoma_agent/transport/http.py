@@ -15,22 +15,32 @@ twice), and ``create_relationship(s)`` collapse a repeated edge onto one key. So
 failures (connection errors, timeouts, 429, 502/503/504 and envelopes that say
 ``retryable: true``) are retried with exponential backoff and full jitter, within a bounded
 number of attempts and a bounded total time; other 4xx never are.
+
+With ``outbox=PATH``, a closing store that still fails transiently after its retries is
+queued in a local SQLite file (:mod:`neotoma_agent.transport._outbox`) and delivered later,
+in order per conversation: by a background task while the transport is open, by
+:meth:`HttpTransport.flush_outbox`, and at the next open of the same file.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import enum
+import functools
 import io
 import json
+import os
 import random
 import time
 import urllib.parse
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 from types import TracebackType
 from typing import Any
 
 import aiohttp
+import anyio
+import anyio.to_thread
 import attrs
 
 from neotoma_agent._log import get_logger
@@ -45,10 +55,18 @@ from neotoma_agent.exceptions import (
     ServerError,
     TransportError,
 )
-from neotoma_agent.transport._rest import RestActions
+from neotoma_agent.transport._base import StoreResult
+from neotoma_agent.transport._outbox import (
+    DEFAULT_MAX_ENTRIES,
+    Outbox,
+    OutboxFlush,
+    StoreOutcome,
+    expected_result,
+)
+from neotoma_agent.transport._rest import RestActions, store_body
 from neotoma_agent.transport._wire import error_from_response, parse_retry_after
 
-__all__ = ["HttpTransport", "RetryPolicy"]
+__all__ = ["HttpTransport", "RetryPolicy", "flush_outbox"]
 
 _log = get_logger()
 
@@ -143,6 +161,18 @@ class HttpTransport(RestActions):
     ``async with``); a closed transport refuses further requests. ``timeout`` bounds one
     attempt (connect, send, answer), ``connect_timeout`` the TCP connect alone, and ``retry``
     the retries (see :class:`RetryPolicy`).
+
+    ``outbox`` (a file path) turns on the outbox: a closing store (reply or abandoned record)
+    that still fails after its retries with a transient failure (connection refused or lost,
+    timeout, 5xx, 429) is appended durably to that SQLite file, same body and key, and the
+    turn ends normally with ``t.result.queued``. A 4xx or a mismatch is never queued. Queued
+    stores are delivered in order per conversation by a background task while the transport
+    is open (every ``outbox_poll`` seconds when idle, backing off up to a minute while the
+    server stays down), by :meth:`flush_outbox`, and at the next open of the same file; a
+    conversation's later stores wait behind its queued ones. ``outbox_max_entries`` bounds
+    the file (over it, :class:`~neotoma_agent.OutboxFullError`, never a dropped entry).
+    ``outbox_background=False`` leaves delivery to :meth:`flush_outbox` and to the
+    conversations' own later stores (a one-shot flush, a test).
     """
 
     def __init__(
@@ -154,6 +184,10 @@ class HttpTransport(RestActions):
         connect_timeout: float = 5.0,
         max_connections: int = 32,
         retry: RetryPolicy | None = None,
+        outbox: str | os.PathLike[str] | None = None,
+        outbox_max_entries: int = DEFAULT_MAX_ENTRIES,
+        outbox_poll: float = 5.0,
+        outbox_background: bool = True,
     ) -> None:
         parsed = urllib.parse.urlsplit(base_url)
         if parsed.username is not None or parsed.password is not None:
@@ -167,6 +201,10 @@ class HttpTransport(RestActions):
             raise ValueError("timeout and connect_timeout must be > 0")
         if max_connections < 1:
             raise ValueError("max_connections must be >= 1")
+        if outbox_max_entries < 1:
+            raise ValueError("outbox_max_entries must be >= 1")
+        if not outbox_poll > 0:
+            raise ValueError("outbox_poll must be > 0")
         self._base_url = base_url.rstrip("/")
         self._token = token
         self._timeout = float(timeout)
@@ -176,6 +214,15 @@ class HttpTransport(RestActions):
         self._state = _State.IDLE
         self._session: aiohttp.ClientSession | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._outbox_path = None if outbox is None else os.fspath(outbox)
+        self._outbox_max_entries = outbox_max_entries
+        self._outbox_poll = float(outbox_poll)
+        self._outbox_background = outbox_background
+        self._outbox: Outbox | None = None
+        self._outbox_opening: asyncio.Lock | None = None
+        self._delivery: asyncio.Task[None] | None = None
+        self._wake: asyncio.Event | None = None
+        self._lanes: dict[str, tuple[asyncio.Lock, int]] = {}
 
     @property
     def base_url(self) -> str:
@@ -187,16 +234,25 @@ class HttpTransport(RestActions):
         """The retry policy in force."""
         return self._retry
 
+    @property
+    def outbox(self) -> str | None:
+        """The outbox file's path, or ``None`` without an outbox."""
+        return self._outbox_path
+
     def __repr__(self) -> str:
         token = "'***'" if self._token is not None else "None"
+        outbox = "" if self._outbox_path is None else f", outbox={self._outbox_path!r}"
         return (
-            f"HttpTransport(base_url={self._base_url!r}, token={token}, "
+            f"HttpTransport(base_url={self._base_url!r}, token={token}{outbox}, "
             f"state={self._state.value!r})"
         )
 
     async def __aenter__(self) -> HttpTransport:
         if self._state is _State.CLOSED:
             raise RuntimeError("HttpTransport is closed; create a new one")
+        if self._outbox_path is not None:
+            # Opening the outbox starts delivering what an earlier run left queued.
+            await self._open_outbox()
         return self
 
     async def __aexit__(
@@ -208,11 +264,210 @@ class HttpTransport(RestActions):
         await self.aclose()
 
     async def aclose(self) -> None:
-        """Close the connection pool; idempotent. The transport cannot be reopened."""
+        """Close the connection pool (and the outbox); idempotent. No reopening.
+
+        Entries still queued stay in the outbox file for the next open.
+        """
         self._state = _State.CLOSED
+        delivery, self._delivery = self._delivery, None
+        if delivery is not None:
+            # A cancellation that lands while a worker thread runs an outbox call can be
+            # absorbed by that call's shield; cancel until the task has really ended.
+            while not delivery.done():
+                delivery.cancel()
+                await asyncio.wait([delivery], timeout=0.1)
         session, self._session = self._session, None
         if session is not None and not session.closed:
             await session.close()
+        outbox, self._outbox = self._outbox, None
+        if outbox is not None:
+            outbox.close()
+
+    # --- the outbox -----------------------------------------------------------------------
+
+    async def store_ordered(
+        self,
+        entities: Sequence[Mapping[str, Any]],
+        *,
+        idempotency_key: str,
+        relationships: Sequence[Mapping[str, Any]] = (),
+        lane: str,
+        deferrable: bool,
+    ) -> StoreOutcome:
+        """``store``, kept in order within ``lane`` (a conversation), queued if it must be.
+
+        Without an outbox this is :meth:`store`. With one, a store of a lane that has queued
+        entries first delivers them (in order); if they cannot be delivered yet, a
+        ``deferrable`` store is queued behind them and any other raises the error that
+        stopped delivery, unsent. A ``deferrable`` store that fails after its retries with a
+        transient failure is queued (durably, before this returns); any other failure raises.
+        """
+        if self._outbox_path is None:
+            result = await self.store(
+                entities, idempotency_key=idempotency_key, relationships=relationships
+            )
+            return StoreOutcome(result)
+        outbox = await self._open_outbox()
+        body = store_body(entities, idempotency_key=idempotency_key, relationships=relationships)
+        async with self._lane(lane):
+            if await anyio.to_thread.run_sync(outbox.has_lane, lane):
+                _, stuck = await self._drain(outbox, lane)
+                if stuck is not None:
+                    if deferrable:
+                        return await self._enqueue(outbox, lane, body, stuck)
+                    raise stuck
+            try:
+                raw = await self._request("store", body)
+            except NeotomaError as exc:
+                if deferrable and _is_transient(exc):
+                    return await self._enqueue(outbox, lane, body, exc)
+                raise
+        return StoreOutcome(StoreResult.from_json(raw, request_entities=body["entities"]))
+
+    async def flush_outbox(self) -> OutboxFlush:
+        """Deliver every queued entry now, in order per conversation; what was done.
+
+        Stops a conversation at its first transient failure (its later entries stay behind
+        it); an entry the server refuses for good is kept as ``dead`` and logged at ERROR.
+        Without an outbox there is nothing to do.
+        """
+        if self._outbox_path is None:
+            return OutboxFlush(delivered=0, remaining=0, dead=0)
+        return await self._deliver_all(await self._open_outbox())
+
+    async def _open_outbox(self) -> Outbox:
+        assert self._outbox_path is not None
+        self._session_for_loop()  # refuses a closed transport or another loop, as requests do
+        if self._outbox is None:
+            if self._outbox_opening is None:
+                self._outbox_opening = asyncio.Lock()
+            async with self._outbox_opening:
+                if self._outbox is None:
+                    path, bound = self._outbox_path, self._outbox_max_entries
+                    self._outbox = await anyio.to_thread.run_sync(
+                        functools.partial(Outbox, path, max_entries=bound)
+                    )
+        if self._outbox_background and self._delivery is None and self._state is not _State.CLOSED:
+            self._wake = asyncio.Event()
+            self._delivery = asyncio.get_running_loop().create_task(
+                self._deliver_forever(self._outbox), name="neotoma-agent outbox delivery"
+            )
+        return self._outbox
+
+    @contextlib.asynccontextmanager
+    async def _lane(self, lane: str) -> AsyncIterator[None]:
+        # One lock per conversation while anyone uses it: its stores and its deliveries
+        # take turns in this process (other processes are kept in order by the file).
+        lock, users = self._lanes.get(lane, (asyncio.Lock(), 0))
+        self._lanes[lane] = (lock, users + 1)
+        try:
+            async with lock:
+                yield
+        finally:
+            lock, users = self._lanes[lane]
+            if users <= 1:
+                del self._lanes[lane]
+            else:
+                self._lanes[lane] = (lock, users - 1)
+
+    async def _enqueue(
+        self, outbox: Outbox, lane: str, body: Mapping[str, Any], cause: NeotomaError
+    ) -> StoreOutcome:
+        key = str(body["idempotency_key"])
+        entry_id = await anyio.to_thread.run_sync(outbox.append, lane, "store", key, body)
+        _log.warning(
+            "outbox.queued",
+            entry_id=entry_id,
+            idempotency_key=key,
+            error=_describe(cause),
+        )
+        if self._wake is not None:
+            self._wake.set()
+        return StoreOutcome(expected_result(body["entities"]), queued=True)
+
+    async def _drain(self, outbox: Outbox, lane: str) -> tuple[OutboxFlush, NeotomaError | None]:
+        """Deliver ``lane``'s entries in order (the caller holds the lane); the error that
+        stopped delivery, if a transient one did."""
+        delivered = dead = 0
+        while True:
+            entry = await anyio.to_thread.run_sync(outbox.head, lane)
+            if entry is None:
+                return OutboxFlush(delivered=delivered, remaining=0, dead=dead), None
+            try:
+                await self._request(entry.action, entry.body)
+            except NeotomaError as exc:
+                transient = _is_transient(exc)
+                what = _describe(exc)
+                await anyio.to_thread.run_sync(
+                    functools.partial(outbox.failed, entry.id, what, dead=not transient)
+                )
+                if transient:
+                    _log.warning(
+                        "outbox.delivery_failed",
+                        entry_id=entry.id,
+                        idempotency_key=entry.idempotency_key,
+                        error=what,
+                    )
+                    remaining = await anyio.to_thread.run_sync(outbox.count)
+                    return OutboxFlush(delivered, remaining, dead, last_error=what), exc
+                # Refused for good: kept (never dropped) but no longer holding the lane back.
+                _log.error(
+                    "outbox.dead",
+                    entry_id=entry.id,
+                    idempotency_key=entry.idempotency_key,
+                    error=what,
+                )
+                dead += 1
+                continue
+            # Removed only now that the server confirmed it: a crash before this line
+            # re-delivers, and the idempotency key makes that a replay.
+            await anyio.to_thread.run_sync(outbox.remove, entry.id)
+            delivered += 1
+            _log.info(
+                "outbox.delivered",
+                entry_id=entry.id,
+                idempotency_key=entry.idempotency_key,
+                age_s=round(time.time() - entry.created_at, 3),
+            )
+
+    async def _deliver_all(self, outbox: Outbox) -> OutboxFlush:
+        delivered = dead = 0
+        last_error: str | None = None
+        for lane in await anyio.to_thread.run_sync(outbox.lanes):
+            async with self._lane(lane):
+                done, _ = await self._drain(outbox, lane)
+            delivered += done.delivered
+            dead += done.dead
+            last_error = done.last_error or last_error
+        remaining = await anyio.to_thread.run_sync(outbox.count)
+        return OutboxFlush(delivered, remaining, dead, last_error=last_error)
+
+    async def _deliver_forever(self, outbox: Outbox) -> None:
+        """The background delivery: poll while idle, back off while the server is down."""
+        failures = 0
+        while self._state is not _State.CLOSED:
+            try:
+                done = await self._deliver_all(outbox)
+            except Exception as exc:  # never let the task die silently
+                _log.warning("outbox.delivery_error", error=type(exc).__name__)
+                done = OutboxFlush(0, 1, 0, last_error=type(exc).__name__)
+            if done.last_error is not None:
+                failures += 1
+                # Full jitter over an exponential wait, so many clients do not return together.
+                wait = random.uniform(0.5, 1.0) * min(
+                    60.0, self._outbox_poll * 2 ** min(failures - 1, 16)
+                )
+            else:
+                failures = 0
+                wait = self._outbox_poll
+            assert self._wake is not None
+            self._wake.clear()
+            if done.last_error is None:
+                # Idle: wake early when this process queues something.
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), wait)
+            else:
+                await asyncio.sleep(wait)
 
     async def _request(self, action: str, body: Mapping[str, Any]) -> Mapping[str, Any]:
         return await self._call(f"/{action}", body)
@@ -332,6 +587,27 @@ class HttpTransport(RestActions):
         return _Answer(status=status, headers=resp_headers, body=_decode(raw, content_type))
 
 
+async def flush_outbox(
+    outbox: str | os.PathLike[str],
+    base_url: str = "http://127.0.0.1:3080",
+    token: str | None = None,
+    *,
+    retry: RetryPolicy | None = None,
+) -> OutboxFlush:
+    """Deliver the outbox file at ``outbox`` to the server at ``base_url`` now (asyncio).
+
+    What ``neotoma-agent outbox flush`` runs: an :class:`HttpTransport` over that outbox,
+    one :meth:`HttpTransport.flush_outbox`, closed. Raises :class:`FileNotFoundError` if
+    there is no such file (a flush never creates one).
+    """
+    if not await anyio.Path(outbox).exists():
+        raise FileNotFoundError(f"no outbox file at {os.fspath(outbox)}")
+    async with HttpTransport(
+        base_url, token, retry=retry, outbox=outbox, outbox_background=False
+    ) as transport:
+        return await transport.flush_outbox()
+
+
 def _decode(raw: bytes, content_type: str) -> object:
     text = raw.decode("utf-8", errors="replace")
     # Trust the bytes over the header: the server labels its 429 text/html, and a proxy
@@ -342,6 +618,13 @@ def _decode(raw: bytes, content_type: str) -> object:
         except ValueError:
             return text
     return text
+
+
+def _describe(error: NeotomaError) -> str:
+    """An error by class, status and code: never its message (it may quote content)."""
+    if isinstance(error, APIError):
+        return f"{type(error).__name__} {error.status}" + (f" {error.code}" if error.code else "")
+    return type(error).__name__
 
 
 def _is_transient(error: NeotomaError) -> bool:

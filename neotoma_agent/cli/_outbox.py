@@ -1,0 +1,73 @@
+"""``neotoma-agent outbox status|flush --outbox PATH``: the closing stores a transport queued."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from .._terminal import printable
+from ..transport._outbox import outbox_status
+from ..transport.http import flush_outbox
+from ._common import CLIError, add_command, resolve_token, resolve_url, run_async
+
+__all__ = ["register"]
+
+
+def register(subparsers: Any) -> None:
+    """Add the ``outbox`` subcommand."""
+    parser = add_command(
+        subparsers,
+        "outbox",
+        run=run,
+        help="show or deliver the closing stores an HttpTransport queued while a server was down",
+        description="An HttpTransport given outbox=PATH queues a closing store that fails "
+        "with a transient error (server down, timeout, 5xx, 429) in that file and delivers "
+        "it later. `status` shows what is queued (counts, oldest entry's age, last error, "
+        "per conversation); `flush` delivers it now to --url (or $NEOTOMA_URL), in order "
+        "per conversation, and exits 1 while entries remain.",
+    )
+    parser.add_argument("action", choices=("status", "flush"), help="what to do")
+    parser.add_argument("--outbox", required=True, metavar="PATH", help="the outbox file")
+    parser.add_argument("--json", action="store_true", help="print the result as JSON")
+
+
+def run(args: argparse.Namespace) -> int:
+    """``status`` or ``flush``; 1 when a flush leaves entries queued."""
+    path = Path(args.outbox).expanduser()
+    if not path.is_file():
+        raise CLIError(
+            f"no outbox file at {path}", "pass the path given as outbox= to HttpTransport"
+        )
+    if args.action == "status":
+        status = outbox_status(path)
+        if args.json:
+            sys.stdout.write(json.dumps(status.to_json(), indent=2, ensure_ascii=False) + "\n")
+        else:
+            sys.stdout.write(printable(status.render()) + "\n")
+        return 0
+    url = resolve_url(args)
+    if url is None:
+        raise CLIError("outbox flush delivers to a server", "pass --url (or set NEOTOMA_URL)")
+    done = run_async(flush_outbox, path, url, resolve_token(args))
+    if args.json:
+        sys.stdout.write(
+            json.dumps(
+                {
+                    "delivered": done.delivered,
+                    "remaining": done.remaining,
+                    "dead": done.dead,
+                    "last_error": done.last_error,
+                },
+                indent=2,
+            )
+            + "\n"
+        )
+    else:
+        line = f"delivered {done.delivered:,}; {done.remaining:,} still queued; {done.dead:,} dead"
+        if done.last_error:
+            line += f" (last error: {done.last_error})"
+        sys.stdout.write(printable(line) + "\n")
+    return 1 if done.remaining else 0
