@@ -695,3 +695,39 @@ def test_an_interrupted_import_reports_exactly_what_is_stored(tmp_path: Path) ->
 
     assert 0 < reported < 20_000
     assert anyio.run(stored) == reported
+
+
+def test_a_url_that_is_not_a_neotoma_server_is_refused(tmp_path: Path) -> None:
+    """An unrelated HTTP server at --url: a clear error and a non-zero status, not a no-op."""
+    import http.server
+    import threading
+
+    class Other(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            body = b"<html><body>hello</body></html>"
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        do_POST = do_GET
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    other = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Other)
+    thread = threading.Thread(target=other.serve_forever, daemon=True)
+    thread.start()
+    try:
+        url = f"http://127.0.0.1:{other.server_address[1]}"
+        result = cli("chat", "--url", url, home=tmp_path, stdin="hello\n")
+        stats = cli("stats", "--url", url, home=tmp_path)
+    finally:
+        other.shutdown()
+        other.server_close()
+    assert result.returncode != 0
+    assert f"{url} is not a Neotoma server" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert stats.returncode != 0
+    assert "is not a Neotoma server" in stats.stderr

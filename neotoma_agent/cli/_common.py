@@ -36,6 +36,8 @@ from ..exceptions import (
     NeotomaError,
     NotFoundError,
     ReadTimeout,
+    ServerError,
+    ValidationError,
 )
 from ..transport._base import Transport
 
@@ -200,6 +202,7 @@ async def open_transport(
                 f"bad --url: {exc}", "pass the server root, e.g. http://127.0.0.1:3080"
             ) from None
         async with transport:
+            await _check_neotoma(transport, url)
             yield transport
         return
 
@@ -219,6 +222,19 @@ async def open_transport(
         raise store_error(path, exc) from exc
     async with store:
         yield store
+
+
+async def _check_neotoma(transport: Any, url: str) -> None:
+    # Anything may listen at a URL; without this, a command against an unrelated server
+    # would seem to work and store nothing.
+    try:
+        await transport.health()
+    except (ServerError, NotFoundError, ValidationError) as exc:
+        raise CLIError(
+            f"{url} is not a Neotoma server ({exc.message})",
+            "check --url / NEOTOMA_URL: it should be the root of a Neotoma server, e.g. "
+            "http://127.0.0.1:3080 (`neotoma-agent serve` runs a local one)",
+        ) from None
 
 
 def store_error(path: Path, exc: BaseException) -> CLIError:

@@ -17,7 +17,7 @@ from neotoma_agent.server import _validate
 from neotoma_agent.server._replies import json_response
 from neotoma_agent.server._validate import read_body
 from neotoma_agent.transport._base import Transport
-from neotoma_agent.transport.embedded import EmbeddedStore
+from neotoma_agent.transport._rest import RestActions
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -31,14 +31,14 @@ def _store_of(request: web.Request) -> Transport:
 async def forward(request: web.Request, action: str, body: dict[str, Any]) -> Mapping[str, Any]:
     """Run REST ``action`` with a validated ``body`` on the app's store; its JSON answer.
 
-    The EmbeddedStore speaks these bodies natively through its public
-    :meth:`~neotoma_agent.transport.embedded.EmbeddedStore.request`, so its answer is passed
-    through as is: parsing it into a typed result only to serialise its ``.raw`` again cost
-    an eighth of the server's time per lookup. Any other Transport is called through its
-    typed method.
+    The built-in transports (the EmbeddedStore, an HttpTransport to another server) speak
+    these bodies natively through their public ``request(action, body)``, so the answer is
+    passed through as is: parsing it into a typed result only to serialise its ``.raw``
+    again cost an eighth of the server's time per lookup. Any other Transport is called
+    through its typed method.
     """
     store = _store_of(request)
-    if isinstance(store, EmbeddedStore):
+    if isinstance(store, RestActions):
         return await store.request(action, body)
     result = await _TYPED_CALLS[action](store, body)
     raw: Mapping[str, Any] = result.raw

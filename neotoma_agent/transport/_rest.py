@@ -1,7 +1,7 @@
 """The Transport methods as Neotoma REST requests, shared by both transports.
 
 Each method builds the JSON body of its REST action and parses the answer into its typed
-result. A transport only says how one request is carried out (``_request``): the embedded
+result. A transport only says how one request is carried out (``request``): the embedded
 store runs it on SQLite, the HTTP transport POSTs it. So both send and parse exactly the
 same bodies, and a difference between them can only be in the store.
 """
@@ -54,11 +54,11 @@ def store_body(
 
 
 class RestActions(AsyncClosing):
-    """Implements the Transport protocol on top of ``_request(action, body)``."""
+    """Implements the Transport protocol on top of ``request(action, body)``."""
 
     __slots__ = ()
 
-    async def _request(self, action: str, body: Mapping[str, Any]) -> Mapping[str, Any]:
+    async def request(self, action: str, body: Mapping[str, Any]) -> Mapping[str, Any]:
         """Run REST ``action`` (``"store"``, ``"entities/query"``, …); the decoded answer."""
         raise NotImplementedError
 
@@ -81,7 +81,7 @@ class RestActions(AsyncClosing):
             observation_source=observation_source,
             strict=strict,
         )
-        raw = await self._request("store", body)
+        raw = await self.request("store", body)
         return StoreResult.from_json(raw, request_entities=body["entities"])
 
     async def retrieve_entity_by_identifier(
@@ -94,7 +94,7 @@ class RestActions(AsyncClosing):
     ) -> LookupResult:
         """``POST /retrieve_entity_by_identifier``: by id, name substring or identity field."""
         body = present(identifier=identifier, entity_type=entity_type, by=by, limit=limit)
-        return LookupResult.from_json(await self._request("retrieve_entity_by_identifier", body))
+        return LookupResult.from_json(await self.request("retrieve_entity_by_identifier", body))
 
     async def create_relationship(
         self,
@@ -111,21 +111,19 @@ class RestActions(AsyncClosing):
             target_entity_id=target_entity_id,
             metadata=None if metadata is None else dict(metadata),
         )
-        return RelationshipSnapshot.from_json(await self._request("create_relationship", body))
+        return RelationshipSnapshot.from_json(await self.request("create_relationship", body))
 
     async def create_relationships(
         self, relationships: Sequence[Mapping[str, Any]]
     ) -> CreateRelationshipsResult:
         """``POST /create_relationships``: several edges given by entity id."""
         body = {"relationships": [dict(r) for r in relationships]}
-        return CreateRelationshipsResult.from_json(
-            await self._request("create_relationships", body)
-        )
+        return CreateRelationshipsResult.from_json(await self.request("create_relationships", body))
 
     async def get_entity_snapshot(self, entity_id: str) -> EntitySnapshot:
         """``POST /get_entity_snapshot``; :class:`NotFoundError` for an unknown id."""
         return EntitySnapshot.from_json(
-            await self._request("get_entity_snapshot", {"entity_id": entity_id})
+            await self.request("get_entity_snapshot", {"entity_id": entity_id})
         )
 
     async def list_observations(
@@ -133,7 +131,7 @@ class RestActions(AsyncClosing):
     ) -> ObservationList:
         """``POST /list_observations``: newest first."""
         body = {"entity_id": entity_id, "limit": limit, "offset": offset}
-        return ObservationList.from_json(await self._request("list_observations", body))
+        return ObservationList.from_json(await self.request("list_observations", body))
 
     async def retrieve_related_entities(
         self,
@@ -150,7 +148,7 @@ class RestActions(AsyncClosing):
             max_hops=max_hops,
             relationship_types=None if relationship_types is None else list(relationship_types),
         )
-        return RelatedEntities.from_json(await self._request("retrieve_related_entities", body))
+        return RelatedEntities.from_json(await self.request("retrieve_related_entities", body))
 
     async def query_entities(
         self,
@@ -169,7 +167,7 @@ class RestActions(AsyncClosing):
         body = present(
             limit=limit, offset=offset, cursor=cursor, entity_type=entity_type, search=search
         )
-        return EntityQueryResult.from_json(await self._request("entities/query", body))
+        return EntityQueryResult.from_json(await self.request("entities/query", body))
 
     async def correct(
         self,
@@ -188,4 +186,4 @@ class RestActions(AsyncClosing):
             "value": value,
             "idempotency_key": idempotency_key,
         }
-        return CorrectionResult.from_json(await self._request("correct", body))
+        return CorrectionResult.from_json(await self.request("correct", body))

@@ -317,7 +317,7 @@ class HttpTransport(RestActions):
                         return await self._enqueue(outbox, lane, body, stuck)
                     raise stuck
             try:
-                raw = await self._request("store", body)
+                raw = await self.request("store", body)
             except NeotomaError as exc:
                 if deferrable and _is_transient(exc):
                     return await self._enqueue(outbox, lane, body, exc)
@@ -394,7 +394,7 @@ class HttpTransport(RestActions):
             if entry is None:
                 return OutboxFlush(delivered=delivered, remaining=0, dead=dead), None
             try:
-                await self._request(entry.action, entry.body)
+                await self.request(entry.action, entry.body)
             except NeotomaError as exc:
                 transient = _is_transient(exc)
                 what = _describe(exc)
@@ -469,8 +469,41 @@ class HttpTransport(RestActions):
             else:
                 await asyncio.sleep(wait)
 
-    async def _request(self, action: str, body: Mapping[str, Any]) -> Mapping[str, Any]:
+    async def request(self, action: str, body: Mapping[str, Any]) -> Mapping[str, Any]:
+        """POST a raw REST body to ``/{action}`` (with retries); the decoded JSON answer."""
         return await self._call(f"/{action}", body)
+
+    async def health(self) -> Mapping[str, Any]:
+        """``GET /health`` once (no retries): the server's answer, ``{"ok": true, ...}``.
+
+        Tells a Neotoma server from anything else listening at ``base_url``: an answer that
+        is not a JSON object with a boolean ``ok`` raises :class:`ServerError` ("not a
+        Neotoma server"); an error status raises as any request does, and an unreachable
+        server raises :class:`TransportError`.
+        """
+        session = self._session_for_loop()
+        timeout = aiohttp.ClientTimeout(
+            total=self._timeout, sock_connect=min(self._connect_timeout, self._timeout)
+        )
+        try:
+            async with session.get(self._base_url + "/health", timeout=timeout) as resp:
+                status, headers = resp.status, resp.headers
+                body = _decode(await resp.read(), resp.content_type)
+        except (asyncio.TimeoutError, aiohttp.ServerTimeoutError) as exc:
+            raise ReadTimeout(f"GET /health: no answer within {self._timeout:g}s") from exc
+        except aiohttp.ClientConnectionError as exc:
+            raise ConnectionLost(
+                f"GET /health: cannot reach {self._base_url} ({type(exc).__name__})"
+            ) from exc
+        if 200 <= status < 300 and isinstance(body, Mapping) and isinstance(body.get("ok"), bool):
+            return body
+        if not 200 <= status < 300 and isinstance(body, Mapping):
+            raise error_from_response(status, body, headers)
+        raise ServerError(
+            f"GET /health: {self._base_url} does not answer as a Neotoma server "
+            f"(status {status}, {type(body).__name__} body)",
+            status=status,
+        )
 
     # --- plumbing ---------------------------------------------------------------------
 

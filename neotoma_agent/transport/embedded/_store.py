@@ -195,9 +195,6 @@ class EmbeddedStore(RestActions):
         finally:
             self._state = _State.CLOSED
 
-    async def _request(self, action: str, body: Mapping[str, Any]) -> Mapping[str, Any]:
-        return await self.request(action, body)
-
     async def request(self, action: str, body: Mapping[str, Any]) -> dict[str, Any]:
         """Run one REST action (``"store"``, ``"entities/query"``, ...) on a raw body.
 
