@@ -430,15 +430,7 @@ class Phases:
             produced=produced,
         )
         outcome = await self.store_or_queue(payload, opened.keys, "assistant")
-        stored = outcome.result
-        return CloseOutcome(
-            stored_status="completed",
-            assistant_message_id=self.assistant_id(stored, payload),
-            turn_record_id=_entry_id(stored, payload.turn_record_index, "conversation_turn"),
-            replayed=stored.replayed,
-            produced_ids=_produced_ids(stored, payload, produced),
-            queued=outcome.queued,
-        )
+        return self._closed("completed", outcome, payload, produced)
 
     async def abandon(
         self,
@@ -482,9 +474,19 @@ class Phases:
             digest = _digest(payload)
             payload = build(f"{payload.idempotency_key}-{digest}")
             outcome = await self.store_or_queue(payload, opened.keys, "abandoned")
+        return self._closed("abandoned", outcome, payload, produced)
+
+    def _closed(
+        self,
+        status: str,
+        outcome: StoreOutcome,
+        payload: StorePayload,
+        produced: Sequence[Produced],
+    ) -> CloseOutcome:
+        # What a closing store wrote, read off its answer (or the ids a queued one will get).
         stored = outcome.result
         return CloseOutcome(
-            stored_status="abandoned",
+            stored_status=status,
             assistant_message_id=self.assistant_id(stored, payload),
             turn_record_id=_entry_id(stored, payload.turn_record_index, "conversation_turn"),
             replayed=stored.replayed,

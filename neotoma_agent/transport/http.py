@@ -35,7 +35,6 @@ import random
 import time
 import urllib.parse
 from collections.abc import AsyncIterator, Mapping, Sequence
-from types import TracebackType
 from typing import Any
 
 import aiohttp
@@ -255,13 +254,7 @@ class HttpTransport(RestActions):
             await self._open_outbox()
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
+    # __aexit__ (close) comes from AsyncClosing.
 
     async def aclose(self) -> None:
         """Close the connection pool (and the outbox); idempotent. No reopening.
