@@ -44,5 +44,5 @@ def bench(session: nox.Session) -> None:
     """Run the benchmarks and write their figures under benchmarks/results/."""
     session.install("-e", ".[test]")
     session.run("mkdir", "-p", "benchmarks/results", external=True)
-    for name in ("embedded_store", "turn_protocol", "turn_overhead", "audit"):
+    for name in ("embedded_store", "turn_protocol", "turn_overhead", "audit", "outbox"):
         session.run("python", f"benchmarks/{name}.py", "--json", f"benchmarks/results/{name}.json")
