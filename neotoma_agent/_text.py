@@ -19,11 +19,24 @@ from typing import Any, Final
 
 from .exceptions import ValidationError
 
-__all__ = ["SURROGATE_RE", "check_plain", "check_text", "split_pending"]
+__all__ = ["MAX_DEPTH", "SURROGATE_RE", "check_plain", "check_text", "is_storable", "split_pending"]
 
 #: Any UTF-16 surrogate code point (a str holds them only when half-decoded).
 SURROGATE_RE: Final = re.compile("[\ud800-\udfff]")
 _HIGH: Final = range(0xD800, 0xDC00)
+
+
+def is_storable(text: str) -> bool:
+    """True when ``text`` holds no surrogate, so UTF-8 (and SQLite) can store it as it is."""
+    if text.isascii():
+        return True
+    # Encoding is the fastest test (a regex search is several times slower); the error,
+    # which quotes the text, is dropped.
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _join_pairs(text: str) -> str:
@@ -46,7 +59,7 @@ def split_pending(name: str, text: str) -> tuple[str, str]:
     A stream cut mid-character ends with the first half of a pair; ``pending`` holds it for
     the next chunk. Any other lone surrogate raises :class:`ValidationError`.
     """
-    if text.isascii() or SURROGATE_RE.search(text) is None:
+    if is_storable(text):
         return text, ""
     joined = _join_pairs(text)
     pending = ""

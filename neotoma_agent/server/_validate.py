@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 
 from aiohttp import web
 
+from neotoma_agent._text import MAX_DEPTH, is_storable
 from neotoma_agent.server._replies import (
     MISSING,
     Issues,
@@ -162,19 +163,7 @@ def _check_user(body: Mapping[str, Any]) -> None:
 
 # Deeper request JSON is refused: Python's decoder (and any recursive walk after it) stops
 # with RecursionError near the interpreter's limit of about 1000, and no turn needs more.
-_MAX_JSON_DEPTH = 100
-_TOO_DEEP = f"Request body is nested deeper than {_MAX_JSON_DEPTH} levels"
-
-
-def _is_utf8(text: str) -> bool:
-    # JSON may escape a lone UTF-16 surrogate ("\ud800"), which UTF-8, and so SQLite, cannot
-    # store. Encoding is the fastest test for one (a regex is several times slower); the
-    # error, which quotes the text, is dropped here.
-    try:
-        text.encode()
-    except UnicodeEncodeError:
-        return False
-    return True
+_TOO_DEEP = f"Request body is nested deeper than {MAX_DEPTH} levels"
 
 
 _LONE_SURROGATE = "Request body contains a lone UTF-16 surrogate, which is not valid Unicode"
@@ -187,23 +176,23 @@ def _unstorable(value: object) -> str | None:
     are met, so that only containers go on the stack (it runs on every request body).
     """
     if isinstance(value, str):
-        return None if value.isascii() or _is_utf8(value) else _LONE_SURROGATE
+        return None if is_storable(value) else _LONE_SURROGATE
     if not isinstance(value, (dict, list)):
         return None
     stack: list[tuple[dict[str, Any] | list[Any], int]] = [(value, 1)]
     while stack:
         item, depth = stack.pop()
-        if depth > _MAX_JSON_DEPTH:
+        if depth > MAX_DEPTH:
             return _TOO_DEEP
         if isinstance(item, dict):
-            if not all(key.isascii() or _is_utf8(key) for key in item):
+            if not all(is_storable(key) for key in item):
                 return _LONE_SURROGATE
             children: Iterable[Any] = item.values()
         else:
             children = item
         for child in children:
             if isinstance(child, str):
-                if not child.isascii() and not _is_utf8(child):
+                if not is_storable(child):
                     return _LONE_SURROGATE
             elif isinstance(child, (dict, list)):
                 stack.append((child, depth + 1))
