@@ -7,7 +7,7 @@ import nox
 nox.options.sessions = ["lint", "typecheck", "tests"]
 nox.options.reuse_existing_virtualenvs = True
 
-PATHS = ["neotoma_agent", "tests", "benchmarks", "examples"]
+PATHS = ["neotoma_agent", "tests", "benchmarks", "examples", "scripts"]
 
 
 @nox.session
