@@ -1,9 +1,10 @@
 """The advisories of a store answer: undeclared fields, missing required fields, priority.
 
 A real server (0.22.0) accepts these writes and says what it did with them; the embedded
-store says the same, in the same shapes and order (``store_warnings`` per entity in request
-order; for each entity a missing content field, its unknown fields in payload order, then its missing required
-fields in schema order, then the priority advisory). Warnings name fields, never values.
+store says the same, in the same shapes and order: ``store_warnings`` per entity in request
+order, and for each entity a missing content field, its unknown fields in payload order,
+its missing required fields in schema order, then the priority advisory. Warnings name
+fields, never values.
 """
 
 from __future__ import annotations
