@@ -103,7 +103,8 @@ async def test_undeclared_fields_stay_on_the_observation_and_out_of_the_snapshot
     w = Writer(store, {"entity_type": "conversation", "conversation_id": "c1"})
     await w.write(platform="demo", tool="demo")
     snapshot = await w.snapshot()
-    assert "platform" not in snapshot and "platform" not in await w.provenance()
+    assert "platform" not in snapshot
+    assert "platform" not in await w.provenance()
     assert snapshot["tool"] == "demo"
     (observation,) = (await store.list_observations(w.entity_id)).observations
     assert observation.fields["platform"] == "demo"
@@ -124,7 +125,8 @@ async def test_a_store_answer_names_undeclared_and_missing_required_fields(
         ],
         idempotency_key="advisories",
     )
-    assert result.raw["unknown_fields"] == ["x"] and result.raw["unknown_fields_count"] == 1
+    assert result.raw["unknown_fields"] == ["x"]
+    assert result.raw["unknown_fields_count"] == 1
     assert result.raw["required_fields_missing"] == [
         {"entity_type": "conversation_message", "field": "content", "observation_index": 1}
     ]

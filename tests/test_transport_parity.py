@@ -19,14 +19,13 @@ from typing import Any
 import anyio
 import anyio.lowlevel
 import pytest
+from cli_support import cli, ok, serving
 
 from neotoma_agent._memory import NeotomaMemory
 from neotoma_agent.qa import render_turn_report
 from neotoma_agent.transport._base import Transport
 from neotoma_agent.transport.embedded import EmbeddedStore
 from neotoma_agent.transport.http import HttpTransport, RetryPolicy
-
-from cli_support import cli, ok, serving
 
 pytestmark = pytest.mark.anyio
 
@@ -137,10 +136,12 @@ async def test_show_stats_and_audit_agree_on_the_embedded_store_and_over_http(
     turns = {t["turn_id"]: t for t in embedded["show"]["turns"]}
     assert embedded["show"]["platform"] == "parity-test"
     assert turns["t1"]["status"] == "completed"
-    assert turns["t2"]["error_class"].endswith("Boom") and not turns["t2"]["repaired"]
+    assert turns["t2"]["error_class"].endswith("Boom")
+    assert not turns["t2"]["repaired"]
     assert turns["t3"]["messages"][1]["content"] == "Once upon a "
     assert turns["t3"]["error_class"] is not None
-    assert turns["t4"]["status"] == "abandoned" and turns["t4"]["repaired"]
+    assert turns["t4"]["status"] == "abandoned"
+    assert turns["t4"]["repaired"]
     assert "turn 4 [t4] ABANDONED (repaired by audit: the reply was never stored)" in (
         text_embedded
     )
@@ -148,5 +149,6 @@ async def test_show_stats_and_audit_agree_on_the_embedded_store_and_over_http(
     stats = embedded["stats"]
     assert (stats["abandoned_turns"], stats["repaired_turns"], stats["partial"]) == (3, 1, False)
     reasons = {f["turn_id"]: f["reason"] for f in embedded["audit"]["findings"]}
-    assert reasons["t4"] == "orphan_found_by_audit" and reasons["t2"].endswith("Boom")
+    assert reasons["t4"] == "orphan_found_by_audit"
+    assert reasons["t2"].endswith("Boom")
     assert embedded["audit"]["clean"] is True
