@@ -25,6 +25,7 @@ import attrs
 
 from ._memory import NeotomaMemory
 from ._turn import Turn, TurnResult
+from ._turn_record import read_ending
 from .exceptions import IdempotencyMismatchError
 from .transport._base import Entity, Transport
 from .transport.embedded import EmbeddedStore
@@ -221,14 +222,10 @@ async def _print_graph(out: TextIO, store: Transport, conversation_entity_id: st
     for record in records.entities:
         if record.snapshot.get("session_id") != CONVERSATION_ID:
             continue
-        status = str(record.snapshot.get("status"))
-        if status == "abandoned":
-            observed = (await store.list_observations(record.entity_id)).observations
-            error = next(
-                (o.fields.get("error_class") for o in observed if "error_class" in o.fields), None
-            )
-            if isinstance(error, str):
-                status += f" ({error.rsplit('.', 1)[-1]})"
+        ending = await read_ending(store, record)
+        status = ending.status
+        if ending.error_class is not None:
+            status += f" ({ending.error_class.rsplit('.', 1)[-1]})"
         statuses.append(f"{record.snapshot.get('turn_id')} {status}")
     out.write("turn records: " + ", ".join(sorted(statuses)) + "\n")
     if referred:

@@ -27,7 +27,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from types import MappingProxyType
 from typing import Any, Final, Literal
 
@@ -46,6 +46,7 @@ from ._js import (
 __all__ = [
     "ENTITY_ID_RE",
     "LAST_WRITE",
+    "META_FIELDS",
     "Identity",
     "IdentityError",
     "MergePolicy",
@@ -58,6 +59,7 @@ __all__ = [
     "resolve_entity_type",
     "resolve_identity",
     "schema_for",
+    "schema_version",
 ]
 
 Strategy = Literal["last_write", "highest_priority", "merge_array", "most_specific"]
@@ -168,6 +170,14 @@ def _freeze_policies(value: Mapping[str, MergePolicy]) -> Mapping[str, MergePoli
     return MappingProxyType(dict(value))
 
 
+def _frozen_fields(value: Iterable[str] | None) -> frozenset[str] | None:
+    return None if value is None else frozenset(value)
+
+
+#: Payload keys that are never a schema field, so never "unknown" (``NON_SCHEMA_META_KEYS``).
+META_FIELDS: Final = frozenset({"canonical_name", "schema_version", "_deleted"})
+
+
 @attrs.frozen
 class TypeSchema:
     """Identity and reduction rules of a built-in entity type.
@@ -186,6 +196,18 @@ class TypeSchema:
         factory=dict, converter=_freeze_policies
     )
     aliases: tuple[str, ...] = ()
+    #: the fields the schema declares; ``None`` where this port does not list them (every
+    #: field is then kept in snapshots, as for a type without a schema)
+    fields: frozenset[str] | None = attrs.field(default=None, converter=_frozen_fields)
+    #: declared ``required`` fields (a store without one is accepted, with a warning)
+    required: tuple[str, ...] = ()
+    version: str = "1.0"
+    #: the field holding the entity's prose (a store without it gets a warning)
+    content_field: str | None = None
+
+    def declares(self, field: str) -> bool:
+        """True when a snapshot keeps ``field`` (undeclared ones stay on observations)."""
+        return self.fields is None or field in self.fields or field in META_FIELDS
 
     @property
     def is_legacy_composite(self) -> bool:
@@ -209,6 +231,51 @@ def _merge_array(*fields: str) -> dict[str, MergePolicy]:
 # the memory-relevant types plus `note`, which the identity vectors prove the
 # server resolves by schema rule. Aliases are the schemas' declared aliases,
 # minus any that name another built-in type (contact declares "person").
+# Declared fields are those a 0.22.0 server has (semantics §10 for the conversation types,
+# the others from its release, afd3b380f): only they reach snapshots.
+_CONVERSATION_FIELDS: Final = (
+    "conversation_id", "session_id", "title", "summary", "started_at", "ended_at", "date",
+    "participant_count", "reported_message_count", "participants", "topics", "decisions",
+    "open_tasks", "model", "tool", "source_url", "schema_version",
+)  # fmt: skip
+_MESSAGE_FIELDS: Final = (
+    "role", "content", "turn_key", "sender_kind", "sender_agent_id", "recipient_agent_id",
+    "reporter_git_sha", "reporter_git_ref", "reporter_channel", "reporter_app_version",
+    "turn_number", "schema_version",
+)  # fmt: skip
+_TURN_FIELDS: Final = (
+    "session_id", "turn_id", "turn_key", "conversation_id", "harness", "harness_version",
+    "model", "status", "hook_events", "missed_steps", "tool_invocation_count",
+    "store_structured_calls", "retrieve_calls", "neotoma_tool_failures",
+    "harness_loop_count", "injected_context_chars", "retrieved_entity_ids",
+    "stored_entity_ids", "failure_hint_shown", "safety_net_used", "started_at", "ended_at",
+    "cwd", "working_directory", "git_branch", "active_file_refs", "context_source",
+)  # fmt: skip
+_COMPANY_FIELDS: Final = (
+    "schema_version", "name", "legal_name", "website", "email", "phone", "address",
+    "country", "industry", "type", "description", "notes", "external_id", "import_date",
+    "import_source_file",
+)  # fmt: skip
+_PERSON_FIELDS: Final = (
+    "schema_version", "name", "first_name", "last_name", "email", "phone", "organization",
+    "role", "address", "country", "website", "notes", "external_id", "import_date",
+    "import_source_file",
+)  # fmt: skip
+_CONTACT_FIELDS: Final = (
+    "schema_version", "name", "email", "phone", "organization", "role", "title",
+    "linkedin_url", "connected_on", "data_source", "source_owner", "type", "contact_type",
+    "category", "platform", "address", "country", "website", "notes", "contact_id",
+    "external_id", "first_contact_date", "last_contact_date", "created_date", "updated_date",
+)  # fmt: skip
+_TASK_FIELDS: Final = (
+    "schema_version", "title", "description", "status", "priority", "assignee",
+    "project_id", "due_date", "completed_date", "created_date", "updated_date", "tags",
+    "notes", "task_type", "due_context", "import_date", "import_source_file",
+)  # fmt: skip
+_NOTE_FIELDS: Final = (
+    "schema_version", "title", "content", "tags", "source", "created_date", "updated_date",
+    "summary", "notes", "import_date", "import_source_file",
+)  # fmt: skip
 _BUILTIN_SCHEMAS: Final[tuple[TypeSchema, ...]] = (
     TypeSchema(
         "conversation",
@@ -219,6 +286,8 @@ _BUILTIN_SCHEMAS: Final[tuple[TypeSchema, ...]] = (
             **_merge_array("participants", "topics", "decisions", "open_tasks"),
         },
         ("chat_conversation", "thread"),
+        fields=_CONVERSATION_FIELDS,
+        version="1.4",
     ),
     TypeSchema(
         "conversation_message",
@@ -226,6 +295,9 @@ _BUILTIN_SCHEMAS: Final[tuple[TypeSchema, ...]] = (
         "reject",
         {},
         ("agent_message", "chat_message"),
+        fields=_MESSAGE_FIELDS,
+        required=("role", "content"),
+        version="1.4",
     ),
     TypeSchema(
         "conversation_turn",
@@ -233,6 +305,9 @@ _BUILTIN_SCHEMAS: Final[tuple[TypeSchema, ...]] = (
         "reject",
         {},
         ("turn_compliance", "turn_activity"),
+        fields=_TURN_FIELDS,
+        required=("session_id", "turn_id"),
+        version="1.1",
     ),
     TypeSchema(
         "person",
@@ -240,6 +315,8 @@ _BUILTIN_SCHEMAS: Final[tuple[TypeSchema, ...]] = (
         "merge",
         _highest("name", "email", "phone", "external_id"),
         ("individual", "contact_person"),
+        fields=_PERSON_FIELDS,
+        required=("name",),
     ),
     TypeSchema(
         "company",
@@ -247,6 +324,8 @@ _BUILTIN_SCHEMAS: Final[tuple[TypeSchema, ...]] = (
         "merge",
         _highest("name", "legal_name", "website", "email"),
         ("organization", "business"),
+        fields=_COMPANY_FIELDS,
+        required=("name",),
     ),
     TypeSchema(
         "contact",
@@ -254,6 +333,8 @@ _BUILTIN_SCHEMAS: Final[tuple[TypeSchema, ...]] = (
         "merge",
         _highest("name", "email", "phone", "external_id"),
         ("lead",),
+        fields=_CONTACT_FIELDS,
+        version="1.1",
     ),
     TypeSchema(
         "task",
@@ -261,6 +342,8 @@ _BUILTIN_SCHEMAS: Final[tuple[TypeSchema, ...]] = (
         "merge",
         _highest("notes", "description", tie_breaker="source_priority"),
         ("todo", "action_item"),
+        fields=_TASK_FIELDS,
+        required=("title", "status"),
     ),
     TypeSchema(
         "note",
@@ -268,6 +351,9 @@ _BUILTIN_SCHEMAS: Final[tuple[TypeSchema, ...]] = (
         "merge",
         {"content": MergePolicy("highest_priority")},
         ("journal", "memo", "nota"),
+        fields=_NOTE_FIELDS,
+        required=("content",),
+        content_field="content",
     ),
 )
 
@@ -342,6 +428,12 @@ def schema_for(entity_type: str) -> TypeSchema | None:
         # The server's code-default lookup also tries lower_snake_case.
         schema = _SCHEMAS.get(_WS_RUN_RE.sub("_", js_trim(resolved).lower()))
     return schema
+
+
+def schema_version(entity_type: str) -> str:
+    """The ``schema_version`` a snapshot of ``entity_type`` reports (``1.0`` without a schema)."""
+    schema = _SCHEMAS.get(entity_type)
+    return schema.version if schema is not None else "1.0"
 
 
 # --------------------------------------------------------------------------

@@ -55,6 +55,20 @@ BOOKKEEPING_TYPES: Final = frozenset(
 
 TurnStatus = Literal["open", "completed", "abandoned"]
 
+# Where each setting and outcome is written. A server keeps only declared fields in
+# snapshots (semantics §10), so each goes to a declared field whose meaning fits, or stays
+# on the observation where none does (see :mod:`neotoma_agent._turn_record`):
+#: the agent's platform: the conversation schema's "agent harness / tool name"
+PLATFORM_FIELD: Final = "tool"
+#: where 0.1 wrote the platform (undeclared: only old embedded snapshots still hold it)
+LEGACY_PLATFORM_FIELD: Final = "platform"
+#: a turn a repair closed: the turn schema's declared boolean for a safety net that fired
+REPAIRED_FIELD: Final = "safety_net_used"
+#: why a repair closed a turn (undeclared: read from the closing observation)
+REASON_FIELD: Final = "reason"
+#: the exception class of an abandoned turn (undeclared: read from the closing observation)
+ERROR_CLASS_FIELD: Final = "error_class"
+
 # Keys a store reads as instructions, not fields: the library sets them itself.
 _RESERVED_ENTITY_FIELDS: Final = frozenset({"entity_type", "intent", "target_id"})
 
@@ -158,8 +172,17 @@ def conversation_entity(settings: ConversationSettings) -> dict[str, Any]:
     if settings.title is not None:
         entity["title"] = settings.title
     if settings.platform is not None:
-        entity["platform"] = settings.platform
+        entity[PLATFORM_FIELD] = settings.platform
     return entity
+
+
+def stored_platform(fields: Mapping[str, Any]) -> str | None:
+    """The platform a conversation snapshot holds (written by this version or by 0.1)."""
+    for name in (PLATFORM_FIELD, LEGACY_PLATFORM_FIELD):
+        value = fields.get(name)
+        if isinstance(value, str):
+            return value
+    return None
 
 
 def message_entity(
@@ -202,13 +225,18 @@ def validate_user_extra(extra: Mapping[str, Any] | None) -> Mapping[str, Any] | 
 
 
 def turn_record(
-    keys: TurnKeys, status: TurnStatus, error_class: str | None = None
+    keys: TurnKeys,
+    status: TurnStatus,
+    error_class: str | None = None,
+    *,
+    repair_reason: str | None = None,
 ) -> dict[str, Any]:
     """The ``conversation_turn`` record, keyed by ``(session_id, turn_id)``.
 
     ``status`` is a declared ``last_write`` field, so its latest value is what an audit reads:
     ``open`` after the enter store, ``completed`` or ``abandoned`` after the closing one.
-    ``error_class`` is only written (and only meaningful) with ``abandoned``.
+    ``error_class`` is only written (and only meaningful) with ``abandoned``; a repair that
+    closes the turn passes ``repair_reason`` (``safety_net_used: true`` and its reason).
     """
     record: dict[str, Any] = {
         "entity_type": "conversation_turn",
@@ -218,7 +246,10 @@ def turn_record(
         "status": status,
     }
     if error_class is not None:
-        record["error_class"] = error_class
+        record[ERROR_CLASS_FIELD] = error_class
+    if repair_reason is not None:
+        record[REPAIRED_FIELD] = True
+        record[REASON_FIELD] = repair_reason
     return record
 
 

@@ -34,16 +34,17 @@ def turn(n: int, reply: str | None = "fine", status: Any = "completed") -> Histo
 
 async def test_context_lists_retrieved_entities_in_rank_order(store: Transport) -> None:
     m = memory(store)
-    acme = await m.remember("company", name="Acme Corp", website="acme.com", employees=12)
-    globex = await m.remember("company", name="Globex", tags=["energy", "b2b"])
+    # A company's snapshot holds declared fields only; a type without a schema holds any.
+    acme = await m.remember("company", name="Acme Corp", website="acme.com", industry="tools")
+    globex = await m.remember("vendor", name="Globex", tags=["energy", "b2b"], staff=12)
     async with m.turn('Compare "Globex" and "Acme Corp"', turn_id="t1") as t:
         text = t.context()
         t.reply = "ok"
     assert t.retrieved_ids == (globex, acme)
     assert text == (
         "Known entities (best match first):\n"
-        f'- company "Globex" [{globex}]: tags=["energy","b2b"]\n'
-        f'- company "Acme Corp" [{acme}]: website=acme.com; employees=12'
+        f'- vendor "Globex" [{globex}]: tags=["energy","b2b"]; staff=12\n'
+        f'- company "Acme Corp" [{acme}]: website=acme.com; industry=tools'
     )
     assert t.context() == text  # deterministic
 

@@ -96,13 +96,42 @@ async def test_a_losing_null_does_not_clear_a_highest_priority_field(
     assert (await w.snapshot())["website"] == "acme.com"
 
 
-async def test_undeclared_fields_of_a_schema_type_stay_in_the_snapshot(
+async def test_undeclared_fields_stay_on_the_observation_and_out_of_the_snapshot(
     store: EmbeddedStore,
 ) -> None:
-    # Deliberate difference: a server drops undeclared fields from the snapshot.
+    # As on a server (semantics §10): only declared fields reach a schema type's snapshot.
     w = Writer(store, {"entity_type": "conversation", "conversation_id": "c1"})
-    await w.write(platform="demo")
-    assert (await w.snapshot())["platform"] == "demo"
+    await w.write(platform="demo", tool="demo")
+    snapshot = await w.snapshot()
+    assert "platform" not in snapshot
+    assert "platform" not in await w.provenance()
+    assert snapshot["tool"] == "demo"
+    (observation,) = (await store.list_observations(w.entity_id)).observations
+    assert observation.fields["platform"] == "demo"
+
+
+async def test_a_store_answer_names_undeclared_and_missing_required_fields(
+    store: EmbeddedStore,
+) -> None:
+    result = await store.store(
+        [
+            {"entity_type": "conversation_turn", "session_id": "c1", "turn_id": "t1", "x": 1},
+            {
+                "entity_type": "conversation_message",
+                "role": "user",
+                "content": "",
+                "turn_key": "c1:t1",
+            },
+        ],
+        idempotency_key="advisories",
+    )
+    assert result.raw["unknown_fields"] == ["x"]
+    assert result.raw["unknown_fields_count"] == 1
+    assert result.raw["required_fields_missing"] == [
+        {"entity_type": "conversation_message", "field": "content", "observation_index": 1}
+    ]
+    codes = [(w["code"], w["observation_index"]) for w in result.raw["store_warnings"]]
+    assert codes == [("UNKNOWN_FIELD", 0), ("MISSING_REQUIRED_FIELD", 1)]
 
 
 # -- highest_priority -------------------------------------------------------------------------

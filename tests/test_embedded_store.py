@@ -239,11 +239,10 @@ async def test_fresh_store_answers_like_the_server(store: EmbeddedStore) -> None
         "content": "Tell me about Acme Corp",
         "turn_key": "conv-1:t1",
     }
-    # Deliberate difference: an undeclared field ("platform") stays in the snapshot.
+    # As on a server: the undeclared "platform" stays on the observation only.
     assert conv["entity_snapshot_after"] == {
         "conversation_id": "conv-1",
         "title": "Conversation conv-1",
-        "platform": "demo",
     }
 
 

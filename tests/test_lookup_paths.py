@@ -50,7 +50,7 @@ async def populate(store: EmbeddedStore) -> None:
         [
             {"entity_type": "person", "name": "Ana Lopez", "email": "Ana@Example.com"},
             {"entity_type": "contact", "name": "Bob Stone", "title": "Head of Acme Sales"},
-            {"entity_type": "person", "name": "Cara Diaz", "title": "Head"},
+            {"entity_type": "contact", "name": "Cara Diaz", "title": "Head"},
             {"entity_type": "widget", "name": "Bolt", "company": "Big Head Inc"},
         ],
         idempotency_key="people",
@@ -67,7 +67,7 @@ async def populate(store: EmbeddedStore) -> None:
     )  # fmt: skip
     # A second observation of Acme under another spelling merges into the same entity.
     await store.store(
-        [{"entity_type": "company", "name": "Acme Inc", "domain": "acme.com"}],
+        [{"entity_type": "company", "name": "Acme Inc", "website": "acme.com"}],
         idempotency_key="acme-again",
     )
     # A rename keeps the old name as an alias.
@@ -109,12 +109,13 @@ CASES: list[tuple[dict[str, Any], str, list[str]]] = [
     # pass 3: equal field, then leading tokens, then contained text, each in index order
     ({"identifier": "ana lopez", "entity_type": "person"}, "snapshot_field",
      ["person:ana@example.com"]),
-    ({"identifier": "Head"}, "snapshot_field", ["person:Cara Diaz", "Bob Stone", "Bolt"]),
-    ({"identifier": "head", "limit": 2}, "snapshot_field", ["person:Cara Diaz", "Bob Stone"]),
-    ({"identifier": "HEAD", "entity_type": "contact"}, "snapshot_field", ["Bob Stone"]),
+    ({"identifier": "Head"}, "snapshot_field", ["Cara Diaz", "Bob Stone", "Bolt"]),
+    ({"identifier": "head", "limit": 2}, "snapshot_field", ["Cara Diaz", "Bob Stone"]),
+    ({"identifier": "HEAD", "entity_type": "contact"}, "snapshot_field",
+     ["Cara Diaz", "Bob Stone"]),
     ({"identifier": "weekly sync"}, "snapshot_field", ["conversation:acme-sync"]),
-    ({"identifier": "head of acme sales"}, "snapshot_field", ["Bob Stone", "person:Cara Diaz"]),
-    ({"identifier": "acme.com", "by": "domain"}, "snapshot_field", ["Acme"]),
+    ({"identifier": "head of acme sales"}, "snapshot_field", ["Bob Stone", "Cara Diaz"]),
+    ({"identifier": "acme.com", "by": "website"}, "snapshot_field", ["Acme"]),
     ({"identifier": "sk-991", "by": "sku"}, "snapshot_field", ["Gear Wheel"]),
     # misses
     ({"identifier": "sk-991"}, "none", []),
@@ -164,5 +165,5 @@ async def test_a_pass_two_item_carries_the_entity_row(store: EmbeddedStore) -> N
     assert result["match_mode"] == "snapshot_field"
     assert result["entities"] == [
         {"id": ACME, "entity_type": "company", "canonical_name": "Acme",
-         "snapshot": {"name": "Acme Inc", "domain": "acme.com"}}
+         "snapshot": {"name": "Acme Inc", "website": "acme.com"}}
     ]  # fmt: skip

@@ -40,13 +40,13 @@ async def test_an_entity_retrieval_found_is_extended_not_duplicated(store: Trans
     m = memory(store)
     async with m.turn("What about Acme Corp?", turn_id="t1") as t:
         assert t.retrieved_ids == (acme,)
-        same = t.remember("company", name="Acme Corp", status="customer")
+        same = t.remember("company", name="Acme Corp", type="customer")
         t.cite(same)
         t.reply = "Acme Corp is a customer now."
     assert same == acme
     assert t.result.produced_ids == (acme,)
     snap = await store.get_entity_snapshot(acme)
-    assert snap.snapshot["status"] == "customer"
+    assert snap.snapshot["type"] == "customer"
     assert len((await store.list_observations(acme)).observations) == 2
     found = await store.query_entities(entity_type="company", limit=10)
     assert [e.entity_id for e in found.entities] == [acme]
@@ -58,14 +58,14 @@ async def test_an_entity_retrieval_found_is_extended_not_duplicated(store: Trans
 async def test_remembering_one_id_twice_merges_the_fields(store: Transport) -> None:
     m = memory(store)
     async with m.turn("note this", turn_id="t1") as t:
-        first = t.remember("note", title="Groceries", items=["milk"])
-        second = t.remember("note", title="Groceries", done=False)
+        first = t.remember("note", title="Groceries", tags=["milk"])
+        second = t.remember("note", title="Groceries", summary="")
         t.reply = "noted"
     assert first == second
     assert t.produced_ids == (first,)
     snap = await store.get_entity_snapshot(first)
-    assert snap.snapshot["items"] == ["milk"]
-    assert snap.snapshot["done"] is False
+    assert snap.snapshot["tags"] == ["milk"]
+    assert snap.snapshot["summary"] == ""
 
 
 async def test_an_abandoned_turn_keeps_what_it_produced(store: Transport) -> None:

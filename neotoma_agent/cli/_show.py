@@ -20,9 +20,10 @@ from typing import Any, TextIO
 import attrs
 
 from .._keys import conversation_entity_id, parse_turn_key, turn_record_entity_id
+from .._payloads import stored_platform
 from .._reads import gather_bounded, scan_entities, snapshot_or_none
 from .._terminal import printer
-from ..qa import AUDIT_REPAIR_REASON
+from .._turn_record import AUDIT_REPAIR_REASON, read_ending
 from ..transport._base import EntitySnapshot, Transport
 from ._common import (
     CLIError,
@@ -251,11 +252,8 @@ async def load_transcript(transport: Transport, conversation_id: str) -> Transcr
         msgs = sorted(by_turn[turn_id], key=lambda m: (m.role != "user", m.created_at))
         status, error_class, repaired, record_id = "unknown", None, False, None
         if record is not None and record.entity_type == "conversation_turn":
-            fields = record.snapshot
-            status = str(fields.get("status") or "unknown")
-            error = fields.get("error_class")
-            error_class = error if isinstance(error, str) else None
-            repaired = status == "abandoned" and fields.get("reason") == REPAIR_REASON
+            ending = await read_ending(transport, record)
+            status, error_class, repaired = ending.status, ending.error_class, ending.repaired
             record_id = record.entity_id
         number = min((m.turn_number for m in msgs if m.turn_number is not None), default=None)
         first = min(m.created_at for m in msgs)
@@ -269,12 +267,12 @@ async def load_transcript(transport: Transport, conversation_id: str) -> Transcr
         )
     turns.sort(key=lambda item: item[0])
     fields = conversation.snapshot
-    title, platform = fields.get("title"), fields.get("platform")
+    title = fields.get("title")
     return Transcript(
         conversation_id=conversation_id,
         conversation_entity_id=conv_id,
         title=title if isinstance(title, str) else None,
-        platform=platform if isinstance(platform, str) else None,
+        platform=stored_platform(fields),
         turns=tuple(attrs.evolve(view, number=n) for n, (_, view) in enumerate(turns, 1)),
     )
 

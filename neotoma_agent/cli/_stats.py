@@ -10,9 +10,9 @@ import attrs
 
 from .._reads import scan_entities
 from .._terminal import printer
+from .._turn_record import ending_of
 from ..transport._base import Transport
 from ._common import add_command, print_report
-from ._show import REPAIR_REASON
 
 __all__ = ["StoreStats", "collect_stats", "register"]
 
@@ -65,8 +65,8 @@ async def collect_stats(transport: Transport) -> StoreStats:
         if entity.entity_type == "conversation_turn":
             status = entity.snapshot.get("status")
             stats.turn_status[str(status) if status else "unknown"] += 1
-            if status == "abandoned" and entity.snapshot.get("reason") == REPAIR_REASON:
-                stats.repaired += 1
+            # Declared fields only: no observation read per turn (a count needs no detail).
+            stats.repaired += ending_of(entity.snapshot).repaired
     return stats
 
 

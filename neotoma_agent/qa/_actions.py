@@ -32,6 +32,7 @@ from .._payloads import (
     message_entity,
     turn_record,
 )
+from .._turn_record import AUDIT_REPAIR_REASON
 
 __all__ = [
     "AUDIT_REPAIR_REASON",
@@ -46,8 +47,6 @@ __all__ = [
     "message_id_for",
 ]
 
-#: The ``reason`` an audit writes on the turn records of the orphans it closes.
-AUDIT_REPAIR_REASON: Final = "orphan_found_by_audit"
 
 # Reasons end up in idempotency keys: keep them to one safe token.
 _REASON_RE: Final = re.compile(r"[a-z0-9][a-z0-9_.-]{0,63}")
@@ -227,7 +226,7 @@ async def build_payload(action: RepairAction) -> StorePayload:
         status: Literal["abandoned", "completed"] = (
             "abandoned" if isinstance(action, AbandonTurn) else "completed"
         )
-        record = {**turn_record(keys, status), "reason": action.reason}
+        record = turn_record(keys, status, repair_reason=action.reason)
         phase = keys.idempotency_key("abandoned" if status == "abandoned" else "assistant")
         return StorePayload(
             entities=(record,),

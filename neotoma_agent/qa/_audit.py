@@ -221,6 +221,10 @@ async def audit(
     selected = [s for s in auditor.turns.values() if included(s)]
     incomplete = [s for s in selected if s.user is None or s.assistant is None]
     await gather_bounded([functools.partial(auditor.verify, s) for s in incomplete], concurrency)
+    abandoned = [s for s in selected if s.status == "abandoned"]
+    await gather_bounded(
+        [functools.partial(auditor.read_ending, s) for s in abandoned], concurrency
+    )
 
     now = time.time()
     findings: list[Finding] = []

@@ -11,6 +11,7 @@ from typing import Any, Final, Literal
 import attrs
 
 from .._keys import TurnRole, conversation_entity_id, turn_keys
+from .._turn_record import ending_of
 from ._actions import (
     AUDIT_REPAIR_REASON,
     AbandonTurn,
@@ -212,10 +213,8 @@ def classify(
                 )
             )
     record = state.record
-    abandoned_reason = None
-    if record is not None:
-        why = record.snapshot.get("reason") or record.snapshot.get("error_class")
-        abandoned_reason = why if isinstance(why, str) else None
+    ending = state.ending or (ending_of(record.snapshot) if record is not None else None)
+    abandoned_reason = ending.why if ending is not None else None
     closed_as = f"closed as abandoned ({abandoned_reason or 'no reason given'})"
     if assistant is not None and user is None:
         out.append(

@@ -25,6 +25,7 @@ from .._keys import (
 )
 from .._log import get_logger
 from .._reads import PAGE_SIZE, Scan, gather_bounded, scan_entities, snapshot_or_none
+from .._turn_record import TurnEnding, read_ending
 from ..transport._base import EntitySnapshot, Transport
 
 __all__ = [
@@ -60,6 +61,8 @@ class TurnState:
     record: EntitySnapshot | None = None
     user: Message | None = None
     assistant: Message | None = None
+    #: how the record says the turn ended (details read by :meth:`Auditor.read_ending`)
+    ending: TurnEnding | None = None
 
     def message(self, role: TurnRole) -> Message | None:
         return self.user if role == "user" else self.assistant
@@ -252,6 +255,11 @@ class Auditor:
                 message.last_observation_at,
                 message.snapshot.get("turn_key"),
             )
+
+    async def read_ending(self, state: TurnState) -> None:
+        """Why an abandoned turn was abandoned: its record's closing observation says."""
+        if state.record is not None:
+            state.ending = await read_ending(self.transport, state.record)
 
     async def verify(self, state: TurnState) -> None:
         """Settle what the bulk reads left open for one turn (a few reads, only if needed)."""

@@ -28,7 +28,7 @@ from ._name_index import (
 )
 from ._reducer import SnapshotState
 from ._rows import DIRECT_COLUMNS, direct_item, observation_json, query_item, snapshot_record
-from ._validate import bounded_int
+from ._validate import bounded_int, check_query_offset
 
 __all__ = [
     "get_entity_snapshot",
@@ -92,7 +92,7 @@ def query_entities(conn: sqlite3.Connection, body: Mapping[str, Any]) -> dict[st
         types.extend(resolve_entity_type(t) for t in extra if isinstance(t, str))
     search = body.get("search") or body.get("query") or body.get("search_query")
     limit = bounded_int(body.get("limit", 100), "limit", 1, 500)
-    offset = bounded_int(body.get("offset", 0), "offset", 0, 2**31)
+    offset = check_query_offset(body.get("offset", 0))
     exclude_bookkeeping = body.get("exclude_bookkeeping") is True
 
     where: list[str] = []
@@ -132,9 +132,10 @@ def query_entities(conn: sqlite3.Connection, body: Mapping[str, Any]) -> dict[st
         "offset": offset,
         "search_mode": search_mode,
     }
-    if len(rows) == limit:
+    if len(rows) == limit and search_mode == "none" and not body.get("offset"):
         # Opaque to callers: the last id of this page, and the total counted on page one.
-        # Like the server, a last page carries no next_cursor.
+        # Like the server, a last page carries no next_cursor, nor does a search or an
+        # offset page (keyset paging follows the id order of a plain listing only).
         result["next_cursor"] = f"{rows[-1][0]}.{total}"
     if search_mode != "none":
         result["applied_search_strategies"] = ["strict"]

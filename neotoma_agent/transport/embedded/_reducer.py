@@ -5,6 +5,7 @@ write, so the cost of a write grows with the entity's history (a long conversati
 slower turn by turn). Each merge policy is a total order over observations, so it is enough
 to remember, per field, the winning observation's sort key: a new observation competes only
 with the current winner. The result equals a full recomputation (tests check that).
+Only the fields a type's schema declares reach its snapshot, as on the server.
 """
 
 from __future__ import annotations
@@ -162,7 +163,8 @@ def fold(
         state.deleted = fields.get("_deleted") is True
 
     for name, value in fields.items():
-        if name == "_deleted":
+        if name == "_deleted" or (schema is not None and not schema.declares(name)):
+            # An undeclared field stays on its observation only (semantics §10).
             continue
         policy = schema.policy(name) if schema is not None else LAST_WRITE
         if policy.strategy == "merge_array":

@@ -11,6 +11,7 @@ import sqlite3
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ..._identity import schema_version
 from .._wire import LOCAL_USER_ID
 from ._reducer import SnapshotState
 
@@ -31,8 +32,6 @@ __all__ = [
     "snapshot_record",
 ]
 
-
-_SCHEMA_VERSIONS = {"conversation": "1.4", "conversation_message": "1.4"}
 
 dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 
@@ -115,7 +114,7 @@ def _snapshot_json(
     return {
         "entity_id": entity_id,
         "entity_type": entity_type,
-        "schema_version": _SCHEMA_VERSIONS.get(entity_type, "1.0"),
+        "schema_version": schema_version(entity_type),
         "canonical_name": _display_name(fields),
         "snapshot": fields,
         "computed_at": last_observation_at,
@@ -153,7 +152,7 @@ def query_item(row: Sequence[Any]) -> dict[str, Any]:
         "entity_id": entity_id,
         "entity_type": entity_type,
         "canonical_name": canonical_name,
-        "schema_version": _SCHEMA_VERSIONS.get(entity_type, "1.0"),
+        "schema_version": schema_version(entity_type),
         "snapshot": json.loads(row[3]),
         "observation_count": row[4],
         "last_observation_at": row[5],

@@ -6,21 +6,25 @@ Every check here runs before the first write of a request.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, overload
+from typing import Any, Final, overload
 
 from ..._identity import (
     ENTITY_ID_RE,
     js_json,
 )
+from ...exceptions import ValidationError
 from .._wire import RELATIONSHIP_TYPES
 from ._errors import (
+    flat_error,
     invalid_format,
     resolution_failed,
 )
 
 __all__ = [
+    "MAX_QUERY_OFFSET",
     "bounded_int",
     "check_entities",
+    "check_query_offset",
     "check_relationship",
     "check_relationships",
 ]
@@ -154,6 +158,37 @@ def check_relationship(
             f"metadata holds a value JSON cannot carry: {exc}", [*path, "metadata"]
         ) from None
     return str(rtype), ends[0], ends[1], metadata
+
+
+#: The deepest entity-query offset a server (0.22.0) accepts: deeper paging takes a cursor.
+MAX_QUERY_OFFSET: Final = 2000
+_OFFSET_TOO_DEEP_HINT: Final = (
+    "Deep `offset` paging is no longer accepted past 2000: it re-scans every prior row, so "
+    "cost grows with depth. Page with `cursor` instead \u2014 read `next_cursor` from the "
+    "previous response and pass it back as `cursor` (drop `offset` entirely). Cursor paging "
+    "runs in constant time at any depth."
+)
+
+
+def check_query_offset(value: object) -> int:
+    """An entity query's ``offset``, refused past :data:`MAX_QUERY_OFFSET` as a server does."""
+    offset = bounded_int(value, "offset", 0, 2**31)
+    if offset > MAX_QUERY_OFFSET:
+        message = f"offset must not exceed {MAX_QUERY_OFFSET}; use cursor for deep pagination"
+        issue = {
+            "code": "custom",
+            "message": message,
+            "path": ["offset"],
+            "params": {"code": "ERR_OFFSET_TOO_DEEP", "hint": _OFFSET_TOO_DEEP_HINT},
+        }
+        raise flat_error(
+            ValidationError,
+            400,
+            "VALIDATION_INVALID_FORMAT",
+            "Invalid request payload.",
+            {"issues": [issue]},
+        )
+    return offset
 
 
 def bounded_int(value: object, name: str, low: int, high: int) -> int:

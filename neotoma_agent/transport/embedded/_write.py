@@ -42,6 +42,7 @@ from ._name_index import index_fields, index_name, rename
 from ._reducer import ObservationMeta, SnapshotState, fold, source_rank
 from ._rows import dumps, entity_exists, entity_row, load_row, load_state
 from ._validate import check_entities, check_relationships
+from ._warnings import Advisories, advise
 
 __all__ = ["correct", "store"]
 
@@ -248,6 +249,7 @@ def store(conn: sqlite3.Connection, body: Mapping[str, Any]) -> dict[str, Any]:
     states: dict[str, SnapshotState] = {}
     new_ids: set[str] = set()
     written: list[list[str]] = []
+    advisories = Advisories()
     for item in planned:
         ident = item.identity
         if not item.exists:
@@ -274,6 +276,15 @@ def store(conn: sqlite3.Connection, body: Mapping[str, Any]) -> dict[str, Any]:
         )
         new_ids.discard(ident.entity_id)
         written.append([ident.entity_id, item.entity_type, obs_id])
+        advise(
+            advisories,
+            index=item.index,
+            entity_type=item.entity_type,
+            entity_id=ident.entity_id,
+            fields=item.fields,
+            schema=schema_for(item.entity_type),
+            priority=priority,
+        )
         ids_by_index[item.index] = ident.entity_id
         types_by_id[ident.entity_id] = item.entity_type
         existing = "existing_row:matched" if item.exists else "existing_row:none"
@@ -319,6 +330,7 @@ def store(conn: sqlite3.Connection, body: Mapping[str, Any]) -> dict[str, Any]:
         "entities": out_entities,
         "relationships_created": created_edges,
     }
+    advisories.add_to(response)
     count = _conversation_message_count(conn, planned, counts)
     if count is not None:
         response["conversation_message_count"] = count
