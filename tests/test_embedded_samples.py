@@ -68,6 +68,8 @@ IGNORED_KEYS = frozenset(
     )
 )
 UNDECLARED_FIELDS = frozenset(("platform",))
+# Groups recorded on fresh servers (and m, on k's server): replayed by the fidelity branch.
+FRESH_GROUPS = frozenset("ijkmn")
 SNAPSHOT_MAPS = frozenset(("snapshot", "entity_snapshot_after", "provenance"))
 
 
@@ -123,7 +125,7 @@ async def test_replaying_the_recorded_server_calls_gives_the_servers_answers(
     replayed = 0
     for call in _calls():
         name = call["name"]
-        if name in HTTP_LEVEL:
+        if name in HTTP_LEVEL or name[0] in FRESH_GROUPS:
             continue
         request, response = _load(name)
         action = call["path"].lstrip("/")
