@@ -234,9 +234,7 @@ def recent_conversations(conn: sqlite3.Connection, body: Mapping[str, Any]) -> d
             continue
         item = _item(row, _all_messages(conn, row[0]))
         activity = item["activity_at"]
-        if (after is not None and activity <= after) or (
-            before is not None and activity >= before
-        ):
+        if (after is not None and activity <= after) or (before is not None and activity >= before):
             continue
         items.append(item)
     items.sort(key=lambda i: (i["activity_at"], i["conversation_id"]), reverse=True)

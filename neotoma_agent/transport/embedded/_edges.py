@@ -92,8 +92,7 @@ def relate(
             if counted.rowcount:
                 # The conversation's message index (_schema): the last N in one range scan.
                 conn.execute(
-                    "INSERT INTO conversation_messages (conversation_id, message_id) "
-                    "VALUES (?, ?)",
+                    "INSERT INTO conversation_messages (conversation_id, message_id) VALUES (?, ?)",
                     (dst, src),
                 )
                 if counts is not None:
