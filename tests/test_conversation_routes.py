@@ -112,7 +112,7 @@ async def test_messages_come_in_activity_order_and_a_revision_moves_last(
     # The extension pages in write order instead: t1's message stays first.
     async with session.get(f"{url}/recent_conversations/{conversation}?limit=6") as answer:
         page = await answer.json()
-    assert [m["message_id"] for m in page["messages"]][0] == first
+    assert page["messages"][0]["message_id"] == first
     assert page["has_more"] is False
     assert {r["snapshot"]["turn_id"] for r in page["turn_records"]} == {"t1", "t2", "t3"}
 

@@ -29,6 +29,18 @@ async def _turns(store: Transport, n: int, conversation_id: str = "chat-1") -> N
         await m.record_turn(f"question {i}", f"answer {i}", turn_id=f"t{i}", retrieve=False)
 
 
+async def _abandon(m: Any, text: str, turn_id: str, partial: str = "") -> None:
+    """Run a turn whose body fails after showing ``partial``."""
+
+    async def run() -> None:
+        async with m.turn(text, turn_id=turn_id) as t:
+            t.reply = partial
+            raise RuntimeError("the model stopped")
+
+    with pytest.raises(RuntimeError):
+        await run()
+
+
 class NoReader:
     """A third-party transport: every Transport method, none of the conversation reads."""
 
@@ -111,13 +123,8 @@ async def test_a_revision_shows_once_with_its_latest_text(store: Transport) -> N
 
 async def test_abandoned_turns_show_their_partial_reply_and_are_marked(store: Transport) -> None:
     m = memory(store, history_turns=0)
-    with pytest.raises(RuntimeError):
-        async with m.turn("long answer please", turn_id="t1") as t:
-            t.reply = "Once upon"
-            raise RuntimeError("the model stopped")
-    with pytest.raises(RuntimeError):
-        async with m.turn("and nothing shown", turn_id="t2"):
-            raise RuntimeError("failed before any output")
+    await _abandon(m, "long answer please", "t1", "Once upon")
+    await _abandon(m, "and nothing shown", "t2")
     opened = await m.open_turn("still running", turn_id="t3")
     history = await m.history()
     assert [(h.turn_id, h.status, h.reply) for h in history] == [
@@ -197,10 +204,7 @@ async def test_a_transport_without_the_route_reads_the_same_history(store: Trans
     m = memory(store, history_turns=0)
     async with m.turn("Tell me about Acme Corp", turn_id="t1") as t:
         t.reply = "A customer."
-    with pytest.raises(RuntimeError):
-        async with m.turn("More", turn_id="t2") as t:
-            t.reply = "Part"
-            raise RuntimeError("stop")
+    await _abandon(m, "More", "t2", "Part")
     plain = NoReader(store)
     assert not isinstance(plain, ConversationReader)
     generic = await read_history(plain, "chat-1")  # type: ignore[arg-type]
@@ -237,10 +241,7 @@ async def test_a_server_without_the_extension_gives_the_same_history(store: Tran
     b = await m.open_turn("second question", turn_id=second)
     a = await m.open_turn("first question", turn_id=first)
     await m.close_turn(b, "second answer")
-    with pytest.raises(RuntimeError):
-        async with m.turn("third", turn_id=new_turn_id()) as t:
-            t.reply = "par"
-            raise RuntimeError("stop")
+    await _abandon(m, "third", new_turn_id(), "par")
     await m.abandon_turn(a, error="Stopped", partial_reply="fir")
     real = RealServerLike(store)
     history = await read_history(real, "chat-1", limit=2)
