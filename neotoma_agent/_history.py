@@ -264,7 +264,8 @@ async def _from_reader(
     limit: int | None,
     before: str | None,
 ) -> tuple[list[_Group], dict[str, EntitySnapshot]] | list[ConversationMessage]:
-    """The last ``limit`` turns (``None``: all) and their records from a store that pages;
+    """The last ``limit`` turns (``None``: all) and their records (by turn id) from a store
+    that pages;
     from one that does not (a real server), every message, from the same one request."""
     bound = None if before is None else message_entity_id(conversation_id, before, "user")
     size = _WHOLE_PAGE if limit is None else _MESSAGES_PER_TURN * limit + _SLACK
@@ -276,7 +277,11 @@ async def _from_reader(
             # The route without the extension: the whole conversation, in activity order.
             return list(page.messages)
         messages[:0] = page.messages
-        records.update((r.entity_id, r) for r in page.turn_records)
+        records.update(
+            (str(r.snapshot.get("turn_id")), r)
+            for r in page.turn_records
+            if r.snapshot.get("session_id") == conversation_id
+        )
         groups = [g for g in _group(conversation_id, messages) if g.turn_id != before]
         # The oldest turn of a page may be cut (its other message is older): read on until
         # there is one more turn than wanted, or nothing more.
@@ -345,7 +350,7 @@ async def _records(
 ) -> dict[str, EntitySnapshot]:
     ids = [turn_record_entity_id(conversation_id, g.turn_id) for g in groups]
     snaps = await gather_bounded([functools.partial(snapshot_or_none, transport, i) for i in ids])
-    return {i: s for i, s in zip(ids, snaps, strict=True) if s is not None}
+    return {g.turn_id: s for g, s in zip(groups, snaps, strict=True) if s is not None}
 
 
 async def _read_turns(
@@ -367,9 +372,7 @@ async def _read_turns(
         groups = _group(conversation_id, messages)
         chosen = _bounded(_order(groups, _numbers(groups)), limit, before)
         records = await _records(transport, conversation_id, chosen)
-    return [
-        _turn(g, records.get(turn_record_entity_id(conversation_id, g.turn_id))) for g in chosen
-    ]
+    return [_turn(g, records.get(g.turn_id)) for g in chosen]
 
 
 def _check_limit(limit: object) -> int | None:

@@ -23,7 +23,7 @@ import urllib.parse
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from ..._identity import resolve_identity
+from ..._identity import resolve_identity_cached
 from ._errors import invalid_format, not_found
 from ._reducer import SnapshotState
 from ._rows import snapshot_record
@@ -161,15 +161,18 @@ def _turn_records(
     if not isinstance(session, str) or not session:
         return []
     prefix = f"{session}:"
-    wanted: dict[str, None] = {}
+    turn_ids: dict[str, None] = {}
     for message in messages:
         key = message.get("turn_key")
-        if not isinstance(key, str) or not key.startswith(prefix):
-            continue
-        turn_id = key[len(prefix) :].removesuffix(_ASSISTANT_SUFFIX)
-        if turn_id:
-            fields = {"session_id": session, "turn_id": turn_id}
-            wanted[resolve_identity("conversation_turn", fields).entity_id] = None
+        if isinstance(key, str) and key.startswith(prefix):
+            turn_ids[key[len(prefix) :].removesuffix(_ASSISTANT_SUFFIX)] = None
+    wanted = {
+        resolve_identity_cached(
+            "conversation_turn", {"session_id": session, "turn_id": turn_id}
+        ).entity_id: None
+        for turn_id in turn_ids
+        if turn_id
+    }
     rows = conn.execute(
         "SELECT id, entity_type, snapshot, observation_count, last_observation_at FROM entities "
         "WHERE id IN (SELECT value FROM json_each(?)) AND entity_type = 'conversation_turn'",
