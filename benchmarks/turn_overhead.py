@@ -24,7 +24,7 @@ exit) three ways, interleaved so that all see the same machine:
   reply. Its lookup results are parsed correctly here (the SDK reads ``entity_id``, which the
   server does not send, so as shipped it retrieves nothing and writes no edges).
 
-``--history-turns N`` (default: the library's default, 10) is each turn's ``history_turns``:
+``--history-turns N`` (default: the library's default, 5) is each turn's ``history_turns``:
 its history read runs beside the lookups and the user store, so it adds a request but no
 round (``0`` turns it off; the bare-HTTP floor sends one more request at once with it on).
 

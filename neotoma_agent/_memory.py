@@ -42,7 +42,7 @@ __all__ = ["DEFAULT_HISTORY_TURNS", "NeotomaMemory", "OpenTurn"]
 
 #: earlier turns a turn reads by default (``history_turns``): see the README's history
 #: figures for why this many costs nothing measurable on either transport
-DEFAULT_HISTORY_TURNS = 10
+DEFAULT_HISTORY_TURNS = 5
 
 
 @attrs.frozen
