@@ -1,6 +1,7 @@
 """Benchmark: the turn protocol's own time per turn over HTTP, against the reference SDK.
 
-    python benchmarks/turn_overhead.py [--latency-ms 20] [--turns 15] [--json PATH] [--check]
+    python benchmarks/turn_overhead.py [--latency-ms 20] [--turns 15] [--history-turns N]
+                                       [--json PATH] [--check]
 
 A dev server (an EmbeddedStore behind ``neotoma_agent.server``, in its own process) listens
 on 127.0.0.1 and answers every request L after it arrived (``--latency-ms``, default 20 ms),
@@ -22,6 +23,10 @@ exit) three ways, interleaved so that all see the same machine:
   message, the assistant store, one ``create_relationship`` per REFERS_TO edge of the
   reply. Its lookup results are parsed correctly here (the SDK reads ``entity_id``, which the
   server does not send, so as shipped it retrieves nothing and writes no edges).
+
+``--history-turns N`` (default: the library's default, 5) is each turn's ``history_turns``:
+its history read runs beside the lookups and the user store, so it adds a request but no
+round (``0`` turns it off; the bare-HTTP floor sends one more request at once with it on).
 
 Times are medians over ``--turns`` turns, printed in units of L with the baseline / ours
 ratio. Target: ours <= 2.3 L for every k; ``--check`` exits 1 when it is missed.
@@ -49,7 +54,7 @@ import aiohttp
 import structlog
 from aiohttp import web
 
-from neotoma_agent._memory import NeotomaMemory
+from neotoma_agent._memory import DEFAULT_HISTORY_TURNS, NeotomaMemory
 from neotoma_agent._retrieval import extract
 from neotoma_agent._version import __version__
 from neotoma_agent.exceptions import NeotomaError
@@ -225,7 +230,12 @@ async def reference_turn(
 
 
 async def run(
-    latency_ms: float, turns: int, ks: Sequence[int], *, pin: bool = True
+    latency_ms: float,
+    turns: int,
+    ks: Sequence[int],
+    *,
+    pin: bool = True,
+    history_turns: int = DEFAULT_HISTORY_TURNS,
 ) -> dict[str, Any]:
     seconds = latency_ms / 1000
     cores = split_cores() if pin else None
@@ -255,7 +265,7 @@ async def run(
         server.start()
         try:
             url = await asyncio.get_running_loop().run_in_executor(None, ready.get, True, 60)
-            rows = await _measure(url, seconds, counter, turns, ks)
+            rows = await _measure(url, seconds, counter, turns, ks, history_turns)
         finally:
             stop.set()
             server.join(30)
@@ -273,6 +283,7 @@ async def run(
         else {"client": sorted(cores[0]), "server": sorted(cores[1])},
         "latency_ms": latency_ms,
         "turns_per_k": turns,
+        "history_turns": history_turns,
         # how late answers left the server on average (the harness's own error)
         "mean_hold_error_ms": round(1000 * lateness.value / max(1, counter.value), 3),
         "target_L": TARGET_L,
@@ -282,7 +293,7 @@ async def run(
 
 
 async def _measure(
-    url: str, seconds: float, counter: Any, turns: int, ks: Sequence[int]
+    url: str, seconds: float, counter: Any, turns: int, ks: Sequence[int], history_turns: int
 ) -> list[dict[str, Any]]:
     health_url = url.rstrip("/") + "/health"
     async with HttpTransport(url) as http, aiohttp.ClientSession() as bare:
@@ -298,6 +309,7 @@ async def _measure(
             max_concurrency=16,
             retrieval_timeout=max(5.0, 50 * seconds),
             close_timeout=max(10.0, 50 * seconds),
+            history_turns=history_turns,
         )
 
         async def ours(k: int, turn_id: str) -> tuple[float, int]:
@@ -325,7 +337,7 @@ async def _measure(
         async def floor(k: int) -> float:
             # What HTTP alone costs on this machine: ours's requests, with nothing to do.
             started = time.perf_counter()
-            await asyncio.gather(*(health() for _ in range(k + 1)))
+            await asyncio.gather(*(health() for _ in range(k + 1 + (history_turns > 0))))
             await health()
             return time.perf_counter() - started
 
@@ -368,7 +380,8 @@ async def _measure(
 def table(report: dict[str, Any]) -> str:
     lines = [
         f"turn overhead over HTTP: L = {report['latency_ms']:g} ms per request "
-        f"(loopback dev server), median of {report['turns_per_k']} turns, empty body",
+        f"(loopback dev server), median of {report['turns_per_k']} turns, empty body, "
+        f"history_turns={report['history_turns']}",
         "",
         "   k | ours (L) | requests | bare HTTP (L) | baseline (L) | requests | baseline / ours",
         "  ---|----------|----------|---------------|--------------|----------|----------------",
@@ -401,6 +414,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--latency-ms", type=float, default=20.0, help="injected L (ms)")
     parser.add_argument("--turns", type=int, default=15, help="turns per k and per side")
+    parser.add_argument(
+        "--history-turns",
+        type=int,
+        default=DEFAULT_HISTORY_TURNS,
+        help="history_turns of each turn (0: no history read)",
+    )
     parser.add_argument("--json", type=Path, help="also write the figures to this file")
     parser.add_argument("--check", action="store_true", help="exit 1 if the target is missed")
     parser.add_argument(
@@ -412,7 +431,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
     if args.latency_ms <= 0 or args.turns < 1:
         parser.error("--latency-ms must be > 0 and --turns >= 1")
-    report = asyncio.run(run(args.latency_ms, args.turns, KS, pin=not args.no_pin))
+    report = asyncio.run(
+        run(args.latency_ms, args.turns, KS, pin=not args.no_pin, history_turns=args.history_turns)
+    )
     print(table(report))
     if args.json:
         args.json.write_text(json.dumps(report, indent=2) + "\n")

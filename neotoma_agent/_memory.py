@@ -16,6 +16,7 @@ from typing import Any
 import attrs
 import structlog
 
+from ._history import HistoryTurn, read_history
 from ._keys import (
     TurnKeys,
     new_turn_id,
@@ -37,7 +38,11 @@ from ._text import check_text
 from ._turn import Turn, TurnResult, TurnState, close_failure, finish, finish_attempt
 from .transport._base import Entity, Transport
 
-__all__ = ["NeotomaMemory", "OpenTurn"]
+__all__ = ["DEFAULT_HISTORY_TURNS", "NeotomaMemory", "OpenTurn"]
+
+#: earlier turns a turn reads by default (``history_turns``): see the README's history
+#: figures for why this many costs nothing measurable on either transport
+DEFAULT_HISTORY_TURNS = 5
 
 
 @attrs.frozen
@@ -58,6 +63,8 @@ class OpenTurn:
     #: the enter store replayed (this turn id was opened before)
     replayed: bool
     _opened: Opened = attrs.field(repr=False, eq=False)
+    #: the conversation's last ``history_turns`` turns before this one, oldest first
+    history: tuple[HistoryTurn, ...] = attrs.field(default=(), eq=False)
 
     @property
     def retrieved_ids(self) -> tuple[str, ...]:
@@ -83,6 +90,14 @@ def _timeout(name: str, *, optional: bool) -> Any:
         if not optional and math.isinf(value):
             # The closing store runs shielded; without a deadline it could hang shutdown.
             raise ValueError(f"{name} must be finite")
+
+    return check
+
+
+def _non_negative(name: str) -> Any:
+    def check(_: Any, __: Any, value: Any) -> None:
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise ValueError(f"{name} must be an int >= 0, got {value!r}")
 
     return check
 
@@ -114,7 +129,9 @@ class NeotomaMemory:
     candidates. ``close_timeout`` bounds the closing store. ``refers_to_on_enter`` writes the
     user message's REFERS_TO edges with the message (after retrieval, one more round trip)
     instead of with the reply. ``include_bookkeeping`` lets retrieval return conversations,
-    messages and turn records.
+    messages and turn records. ``history_turns``: how many earlier turns each turn reads as
+    ``t.history`` (concurrently with retrieval and the user store, so at no extra round
+    trip; ``0`` turns it off).
     """
 
     transport: Transport
@@ -142,6 +159,9 @@ class NeotomaMemory:
     extractor: Extractor | None = attrs.field(default=None, kw_only=True)
     refers_to_on_enter: bool = attrs.field(default=False, kw_only=True)
     include_bookkeeping: bool = attrs.field(default=False, kw_only=True)
+    history_turns: int = attrs.field(
+        default=DEFAULT_HISTORY_TURNS, kw_only=True, validator=_non_negative("history_turns")
+    )
     _open_turns: dict[str, OpenTurn] = attrs.field(init=False, factory=dict, repr=False)
     _phases: Phases = attrs.field(
         init=False, default=attrs.Factory(Phases, takes_self=True), repr=False, eq=False
@@ -194,6 +214,21 @@ class NeotomaMemory:
         except IndexError:
             return item.entity_id
 
+    async def history(
+        self, limit: int | None = DEFAULT_HISTORY_TURNS, *, before: str | None = None
+    ) -> tuple[HistoryTurn, ...]:
+        """The conversation's last ``limit`` turns (``None``: all), oldest first.
+
+        ``before``: only turns before this turn id (a turn id the conversation does not hold
+        counts as after every turn). Each :class:`HistoryTurn` holds the exact texts, the
+        status from the turn record (``completed``, ``abandoned`` with its partial reply,
+        ``open``) and the entity ids each message REFERS_TO; revisions and replays show once,
+        with their latest text. Unlike ``t.history``, errors propagate. On the embedded
+        store and the dev server the cost does not grow with the conversation's length; on
+        a real Neotoma server it reads the whole conversation (see ``neotoma_agent._history``).
+        """
+        return await read_history(self.transport, self.conversation_id, limit=limit, before=before)
+
     async def retrieve(self, text: str) -> Retrieved:
         """Bounded retrieval for ``text`` alone (what a turn's enter phase runs)."""
         return await self._phases.retrieve(check_text("text", text))
@@ -220,7 +255,7 @@ class NeotomaMemory:
         ):
             attempt = EnterAttempt()
             try:
-                opened, retrieved = await self._phases.enter(
+                opened, retrieved, history = await self._phases.enter(
                     keys, user_message, turn_number=turn_number, user_extra=extra, attempt=attempt
                 )
             except BaseException:
@@ -240,6 +275,7 @@ class NeotomaMemory:
             turn_number=turn_number,
             replayed=opened.replayed,
             opened=opened,
+            history=history,
         )
         self._open_turns[keys.turn_id] = handle
         return handle

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Protocol
@@ -28,6 +29,7 @@ import anyio
 import anyio.to_thread
 import attrs
 
+from ._history import HistoryTurn, read_history
 from ._keys import TurnKeys
 from ._log import get_logger
 from ._payloads import (
@@ -91,6 +93,8 @@ class PhaseConfig(Protocol):
     def refers_to_on_enter(self) -> bool: ...
     @property
     def include_bookkeeping(self) -> bool: ...
+    @property
+    def history_turns(self) -> int: ...
 
 
 @attrs.frozen
@@ -215,6 +219,33 @@ class Phases:
         )
         return retrieved
 
+    async def history(self, before: str) -> tuple[HistoryTurn, ...]:
+        """The last ``history_turns`` turns before turn ``before``, for a turn's enter.
+
+        Best-effort, as retrieval is: a failed or slow read (past ``retrieval_timeout``) is
+        logged at WARNING and the turn goes on with no history.
+        """
+        wanted = self.config.history_turns
+        if wanted == 0:
+            return ()
+        started = time.perf_counter()
+        turns: tuple[HistoryTurn, ...] = ()
+        failure: str | None = None
+        deadline = self.config.retrieval_timeout
+        with anyio.move_on_after(math.inf if deadline is None else deadline) as scope:
+            try:
+                turns = await read_history(
+                    self.config.transport, self.config.conversation_id, limit=wanted, before=before
+                )
+            except Exception as exc:
+                failure = type(exc).__name__
+        ms = round((time.perf_counter() - started) * 1000, 3)
+        if failure is not None or scope.cancelled_caught:
+            logger.warning("history.failed", error=failure or "timeout", ms=ms, wanted=wanted)
+            return ()
+        logger.info("history.done", turns=len(turns), wanted=wanted, ms=ms)
+        return turns
+
     async def store(self, payload: StorePayload, keys: TurnKeys, phase: str) -> StoreResult:
         return (await self.store_or_queue(payload, keys, phase)).result
 
@@ -268,8 +299,9 @@ class Phases:
         turn_number: int | None,
         user_extra: Mapping[str, Any] | None,
         attempt: EnterAttempt,
-    ) -> tuple[Opened, Retrieved]:
-        """Retrieval and the user store, concurrently; the turn is open when both are done.
+    ) -> tuple[Opened, Retrieved, tuple[HistoryTurn, ...]]:
+        """Retrieval, the history read and the user store, concurrently; the turn is open
+        when all are done.
 
         Once the user store may have been issued, every way out of here but success (a
         cancellation of any kind, a lost answer, a timeout, a 5xx) closes the turn as
@@ -298,9 +330,16 @@ class Phases:
             nonlocal retrieved
             retrieved = await self.retrieve(user_message, identifiers)
 
+        history: tuple[HistoryTurn, ...] = ()
+
+        async def run_history() -> None:
+            nonlocal history
+            history = await self.history(keys.turn_id)
+
         request = payload()
+        sequential = self.config.refers_to_on_enter or not identifiers
         try:
-            if self.config.refers_to_on_enter or not identifiers:
+            if sequential and self.config.history_turns == 0:
                 # Nothing to overlap (or the edges must ride on this store): no task group.
                 await run_retrieval()
                 request = payload(retrieved.ids)
@@ -308,7 +347,13 @@ class Phases:
                 stored = await self.store(request, keys, "user")
             else:
                 async with anyio.create_task_group() as tg:
-                    tg.start_soon(run_retrieval)
+                    if self.config.history_turns:
+                        tg.start_soon(run_history)
+                    if sequential:
+                        await run_retrieval()
+                        request = payload(retrieved.ids)
+                    else:
+                        tg.start_soon(run_retrieval)
                     issued = True
                     try:
                         stored = await self.store(request, keys, "user")
@@ -345,9 +390,10 @@ class Phases:
             conversation_entity_id=opened.conversation_entity_id,
             replayed=opened.replayed,
             retrieved=len(retrieved.entities),
+            history=len(history),
             ms=round((time.perf_counter() - started) * 1000, 3),
         )
-        return opened, retrieved
+        return opened, retrieved, history
 
     async def _abandon_entered(
         self,

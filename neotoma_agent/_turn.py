@@ -39,6 +39,7 @@ import attrs
 import structlog
 
 from ._context import render_context
+from ._history import HistoryTurn
 from ._keys import TurnKeys, validate_entity_id
 from ._log import get_logger
 from ._payloads import Produced, produced_entity
@@ -278,6 +279,7 @@ class Turn:
         "_chunks",
         "_cited",
         "_entered_at",
+        "_history",
         "_keys",
         "_log_binding",
         "_open_ms",
@@ -318,6 +320,7 @@ class Turn:
         self._cited: list[str] = []
         self._opened: Opened | None = None
         self._retrieved: Retrieved = EMPTY_RETRIEVAL
+        self._history: tuple[HistoryTurn, ...] = ()
         self._result: TurnResult | None = None
         self._log_binding: AbstractContextManager[Any] | None = None
         self._entered_at = 0.0
@@ -363,6 +366,16 @@ class Turn:
     def retrieved_ids(self) -> tuple[str, ...]:
         """The entity ids of :attr:`retrieved`."""
         return self._retrieved.ids
+
+    @property
+    def history(self) -> tuple[HistoryTurn, ...]:
+        """The conversation's last ``history_turns`` turns before this one, oldest first.
+
+        Read on enter, concurrently with retrieval and the user store (no extra round trip);
+        empty when ``history_turns=0``, on the first turn, or when the read failed (logged
+        at WARNING: history is best-effort, the turn goes on).
+        """
+        return self._history
 
     @property
     def retrieval(self) -> RetrievalStats:
@@ -494,12 +507,13 @@ class Turn:
     def context(self, *, max_chars: int = 4000) -> str:
         """A compact, deterministic text block of what this turn knows, for any prompt.
 
-        The retrieved entities (type, name, id, their telling fields) in rank order, within
-        ``max_chars`` characters by the rules documented in ``neotoma_agent._context``
-        (entities in rank order; long values cut with a ``…[+N chars]`` marker; lines that
-        do not fit left out and counted). Only stored content, never a token.
+        The retrieved entities (type, name, id, their telling fields) in rank order, then
+        :attr:`history`, within ``max_chars`` characters by the rules documented in
+        ``neotoma_agent._context`` (entities in rank order; newest history kept first, shown
+        oldest first; long values cut with a ``…[+N chars]`` marker; lines that do not fit
+        left out and counted). Only stored content, never a token.
         """
-        return render_context(self.retrieved, (), max_chars=max_chars)
+        return render_context(self.retrieved, self._history, max_chars=max_chars)
 
     @property
     def produced_ids(self) -> tuple[str, ...]:
@@ -519,7 +533,7 @@ class Turn:
         self._log_binding.__enter__()
         attempt = EnterAttempt()
         try:
-            self._opened, self._retrieved = await self._phases.enter(
+            self._opened, self._retrieved, self._history = await self._phases.enter(
                 self._keys,
                 self._user_message,
                 turn_number=self._turn_number,

@@ -27,6 +27,8 @@ import attrs
 from ._keys import key_phase
 from .transport._base import (
     AsyncClosing,
+    ConversationPage,
+    ConversationReader,
     CorrectionResult,
     CreateRelationshipsResult,
     Direction,
@@ -34,6 +36,7 @@ from .transport._base import (
     EntitySnapshot,
     LookupResult,
     ObservationList,
+    RecentConversation,
     RelatedEntities,
     RelationshipSnapshot,
     StoreResult,
@@ -206,6 +209,44 @@ class _Wrapper(AsyncClosing):
             "correct", entity_id, entity_type, field, value, idempotency_key=idempotency_key
         )
         return result
+
+    async def recent_conversation(
+        self,
+        conversation_entity_id: str,
+        *,
+        limit: int | None = None,
+        before: str | None = None,
+    ) -> RecentConversation:
+        """Delegates ``recent_conversation`` (:class:`NotImplementedError` if the wrapped
+        transport has no such method: readers then use the generic reads)."""
+        self._require_reader("recent_conversation")
+        result: RecentConversation = await self._call(
+            "recent_conversation", conversation_entity_id, limit=limit, before=before
+        )
+        return result
+
+    async def recent_conversations(
+        self,
+        *,
+        limit: int = 25,
+        offset: int = 0,
+        activity_after: str | None = None,
+        activity_before: str | None = None,
+    ) -> ConversationPage:
+        """Delegates ``recent_conversations`` (see :meth:`recent_conversation`)."""
+        self._require_reader("recent_conversations")
+        result: ConversationPage = await self._call(
+            "recent_conversations",
+            limit=limit,
+            offset=offset,
+            activity_after=activity_after,
+            activity_before=activity_before,
+        )
+        return result
+
+    def _require_reader(self, method: str) -> None:
+        if not isinstance(self.inner, ConversationReader):
+            raise NotImplementedError(f"the wrapped transport has no {method}")
 
     async def aclose(self) -> None:
         """Closes the wrapped transport."""

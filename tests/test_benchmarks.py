@@ -39,8 +39,8 @@ def test_turn_overhead_counts_two_rounds_of_requests_for_ours(tmp_path: Path) ->
     rows = {row["k"]: row for row in report["rows"]}
     assert sorted(rows) == [0, 1, 4, 8, 16]
     for k, row in rows.items():
-        # k lookups and the user store on enter, the closing store on exit.
-        assert row["ours_requests"] == k + 2
+        # k lookups, the history read and the user store on enter, the closing store on exit.
+        assert row["ours_requests"] == k + 3
         # The reference pattern: its first 8 lookups, two stores, an edge per lookup each.
         looked_up = min(k, 8)
         assert row["baseline_requests"] == looked_up + 2 + 2 * looked_up
@@ -51,6 +51,15 @@ def test_turn_overhead_counts_two_rounds_of_requests_for_ours(tmp_path: Path) ->
         assert row["baseline_L"] >= row["baseline_requests"]
     assert report["cores"] is None  # --no-pin
     assert report["mean_hold_error_ms"] >= 0
+
+
+def test_history_benchmark_reads_the_last_turns_of_each_length(tmp_path: Path) -> None:
+    report = run_benchmark(
+        "history", "--turns", "40,10", "--last", "5", "--reads", "2", tmp_path=tmp_path
+    )
+    assert [row["turns"] for row in report["rows"]] == [10, 40]
+    assert all(row["embedded_ms"] > 0 and row["http_ms"] > 0 for row in report["rows"])
+    assert report["last"] == 5
 
 
 def test_turn_protocol_runs_every_row(tmp_path: Path) -> None:

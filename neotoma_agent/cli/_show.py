@@ -1,34 +1,31 @@
 """``neotoma-agent show``: a conversation's transcript, read back from the store.
 
-Everything is read through the Transport (so it works on a store file and on a Neotoma
-server alike): the conversation entity (its id is derived from the conversation id, as the
-server derives it), the messages PART_OF it, each message's snapshot (the exact content) and
-REFERS_TO edges, the entities at the end of those edges, and each turn's
-``conversation_turn`` record, whose ``status`` says whether the turn completed, was
-abandoned, is still open (in flight, or an orphan a crash left), or was closed by
-``audit --repair``.
+Read through the library's history reader (:mod:`neotoma_agent._history`, the same code as
+``t.history``), so it works on a store file and on a Neotoma server alike: the messages of
+the conversation with the entities they REFER_TO, grouped by turn and in the turn's order,
+and each turn's ``conversation_turn`` record, whose ``status`` says whether the turn
+completed, was abandoned, is still open (in flight, or an orphan a crash left), or was
+closed by ``audit --repair``.
 """
 
 from __future__ import annotations
 
 import argparse
 import functools
-import math
 import sys
 from typing import Any, TextIO
 
 import attrs
 
-from .._keys import conversation_entity_id, parse_turn_key, turn_record_entity_id
+from .._history import StoredTurn, read_conversation
 from .._payloads import stored_platform
-from .._reads import gather_bounded, scan_entities, snapshot_or_none
+from .._reads import gather_bounded, scan_entities
 from .._terminal import printer
-from .._turn_record import AUDIT_REPAIR_REASON, read_ending
-from ..transport._base import EntitySnapshot, Transport
+from .._turn_record import TurnEnding, read_ending
+from ..transport._base import RelatedEntity, Transport
 from ._common import (
     CLIError,
     add_command,
-    display_name,
     open_transport,
     print_json,
     store_label,
@@ -46,9 +43,6 @@ __all__ = [
     "register",
     "render_transcript",
 ]
-
-#: the reason ``audit --repair`` records on the turn record of an orphan it closed
-REPAIR_REASON = AUDIT_REPAIR_REASON
 
 
 @attrs.frozen
@@ -78,8 +72,6 @@ class MessageView:
     turn_key: str
     refers_to: tuple[Reference, ...]
     turn_number: int | None = None
-    created_at: str = ""
-    observation_count: int = 1
 
     def to_json(self) -> dict[str, Any]:
         """The JSON form ``show --json`` prints."""
@@ -89,7 +81,6 @@ class MessageView:
             "turn_key": self.turn_key,
             "content": self.content,
             "refers_to": [r.to_json() for r in self.refers_to],
-            "observations": self.observation_count,
         }
 
 
@@ -155,125 +146,66 @@ class ConversationSummary:
     last_activity: str | None
 
 
-def _split_turn_key(conversation_id: str, turn_key: str) -> tuple[str, bool]:
-    """``(turn_id, is_assistant_key)`` of a message's turn key, grouped by turn."""
-    parsed = parse_turn_key(turn_key, conversation_id)
-    if parsed is None:
-        return turn_key, False  # another writer's key: the whole key names its turn
-    cid, tid, role = parsed
-    # A key of another conversation keeps its conversation part, so it groups apart.
-    return (tid if cid == conversation_id else f"{cid}:{tid}"), role == "assistant"
+def _reference(related: RelatedEntity) -> Reference:
+    name = related.title or related.canonical_name or related.entity_id
+    return Reference(related.entity_id, related.entity_type, name)
 
 
-def _opt_int(value: object) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
+async def _ending(transport: Transport, turn: StoredTurn) -> TurnEnding | None:
+    return None if turn.record is None else await read_ending(transport, turn.record)
+
+
+def _turn_view(number: int, turn: StoredTurn, ending: TurnEnding | None) -> TurnView:
+    messages = tuple(
+        MessageView(
+            role=m.role,
+            entity_id=m.entity_id,
+            content=m.content,
+            turn_key=m.turn_key,
+            refers_to=tuple(
+                _reference(r) for r in m.refers_to if r.relationship_type == "REFERS_TO"
+            ),
+            turn_number=m.turn_number,
+        )
+        for m in turn.messages
+    )
+    return TurnView(
+        number=number,
+        turn_id=turn.turn_id,
+        status=turn.status,
+        messages=messages,
+        error_class=ending.error_class
+        if ending is not None and turn.status == "abandoned"
+        else None,
+        repaired=ending is not None and ending.repaired,
+        turn_record_id=turn.record.entity_id if turn.record is not None else None,
+    )
 
 
 async def load_transcript(transport: Transport, conversation_id: str) -> Transcript:
-    """Read one conversation back from the store; :class:`CLIError` if there is none."""
-    conv_id = conversation_entity_id(conversation_id)
-    conversation = await snapshot_or_none(transport, conv_id)
-    if conversation is None:
+    """Read one conversation back from the store; :class:`CLIError` if there is none.
+
+    The library's reader (:func:`neotoma_agent._history.read_conversation`, which
+    ``t.history`` uses too) does the reading; this only shapes it for printing.
+    """
+    stored = await read_conversation(transport, conversation_id)
+    if stored.snapshot is None:
         raise CLIError(
             f"no conversation {conversation_id!r} in this store",
             "`neotoma-agent show` without an id lists the conversations",
         )
-    parts = await transport.retrieve_related_entities(
-        conv_id, relationship_types=["PART_OF"], direction="inbound"
-    )
-    created: dict[str, str] = {}
-    for entity in parts.entities:
-        value = entity.raw.get("created_at")
-        if isinstance(value, str):
-            created[entity.id] = value
-    message_ids = sorted(
-        {
-            r.source_entity_id
-            for r in parts.relationships
-            if r.relationship_type == "PART_OF" and r.target_entity_id == conv_id
-        }
-    )
-
-    async def message(entity_id: str) -> tuple[EntitySnapshot | None, list[str]]:
-        snapshot = await snapshot_or_none(transport, entity_id)
-        edges = await transport.retrieve_related_entities(
-            entity_id, relationship_types=["REFERS_TO"], direction="outbound"
-        )
-        targets = [
-            r.target_entity_id
-            for r in edges.relationships
-            if r.relationship_type == "REFERS_TO" and r.source_entity_id == entity_id
-        ]
-        return snapshot, list(dict.fromkeys(targets))
-
-    loaded = await gather_bounded([functools.partial(message, i) for i in message_ids])
-
-    referenced = sorted({t for _, targets in loaded for t in targets})
-    ref_snaps = await gather_bounded(
-        [functools.partial(snapshot_or_none, transport, i) for i in referenced]
-    )
-    references: dict[str, Reference] = {}
-    for entity_id, snap in zip(referenced, ref_snaps, strict=True):
-        if snap is None:
-            references[entity_id] = Reference(entity_id, "", entity_id)
-        else:
-            name = display_name(snap.snapshot, snap.canonical_name, entity_id)
-            references[entity_id] = Reference(entity_id, snap.entity_type, name)
-
-    by_turn: dict[str, list[MessageView]] = {}
-    for entity_id, (snap, targets) in zip(message_ids, loaded, strict=True):
-        if snap is None or snap.entity_type != "conversation_message":
-            continue
-        fields = snap.snapshot
-        turn_key = str(fields.get("turn_key", ""))
-        turn_id, assistant_key = _split_turn_key(conversation_id, turn_key)
-        role = str(fields.get("role") or ("assistant" if assistant_key else "user"))
-        content = fields.get("content")
-        view = MessageView(
-            role=role,
-            entity_id=entity_id,
-            content=content if isinstance(content, str) else "",
-            turn_key=turn_key,
-            refers_to=tuple(references[t] for t in targets),
-            turn_number=_opt_int(fields.get("turn_number")),
-            created_at=created.get(entity_id) or snap.last_observation_at or "",
-            observation_count=snap.observation_count or 1,
-        )
-        by_turn.setdefault(turn_id or turn_key, []).append(view)
-
-    turn_ids = list(by_turn)
-    record_ids = [turn_record_entity_id(conversation_id, t) for t in turn_ids]
-    records = await gather_bounded(
-        [functools.partial(snapshot_or_none, transport, i) for i in record_ids]
-    )
-    turns: list[tuple[tuple[Any, ...], TurnView]] = []
-    numbered = all(any(m.turn_number is not None for m in by_turn[t]) for t in turn_ids)
-    for turn_id, record in zip(turn_ids, records, strict=True):
-        msgs = sorted(by_turn[turn_id], key=lambda m: (m.role != "user", m.created_at))
-        status, error_class, repaired, record_id = "unknown", None, False, None
-        if record is not None and record.entity_type == "conversation_turn":
-            ending = await read_ending(transport, record)
-            status, error_class, repaired = ending.status, ending.error_class, ending.repaired
-            record_id = record.entity_id
-        number = min((m.turn_number for m in msgs if m.turn_number is not None), default=None)
-        first = min(m.created_at for m in msgs)
-        key: tuple[Any, ...] = (
-            (number if number is not None else math.inf, first, turn_id)
-            if numbered
-            else (first, number if number is not None else math.inf, turn_id)
-        )
-        turns.append(
-            (key, TurnView(0, turn_id, status, tuple(msgs), error_class, repaired, record_id))
-        )
-    turns.sort(key=lambda item: item[0])
-    fields = conversation.snapshot
+    fields = stored.snapshot.snapshot
     title = fields.get("title")
+    endings = await gather_bounded([functools.partial(_ending, transport, t) for t in stored.turns])
     return Transcript(
         conversation_id=conversation_id,
-        conversation_entity_id=conv_id,
+        conversation_entity_id=stored.conversation_entity_id,
         title=title if isinstance(title, str) else None,
         platform=stored_platform(fields),
-        turns=tuple(attrs.evolve(view, number=n) for n, (_, view) in enumerate(turns, 1)),
+        turns=tuple(
+            _turn_view(n, t, e)
+            for n, (t, e) in enumerate(zip(stored.turns, endings, strict=True), 1)
+        ),
     )
 
 

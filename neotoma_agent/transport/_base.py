@@ -17,6 +17,9 @@ from ._wire import Direction
 
 __all__ = [
     "AsyncClosing",
+    "ConversationMessage",
+    "ConversationPage",
+    "ConversationReader",
     "CorrectionResult",
     "CreateRelationshipsResult",
     "Direction",
@@ -26,7 +29,9 @@ __all__ = [
     "LookupResult",
     "Observation",
     "ObservationList",
+    "RecentConversation",
     "RelatedEntities",
+    "RelatedEntity",
     "RelationshipSnapshot",
     "StoreResult",
     "StoredEntity",
@@ -403,6 +408,126 @@ class CorrectionResult:
         )
 
 
+@attrs.frozen
+class RelatedEntity:
+    """One non-PART_OF edge of a message, as ``GET /recent_conversations/{id}`` lists it."""
+
+    entity_id: str
+    entity_type: str
+    canonical_name: str | None
+    #: the far end's display name (its ``title`` / ``name``), else its canonical name
+    title: str | None
+    relationship_type: str
+
+    @classmethod
+    def from_json(cls, raw: Mapping[str, Any]) -> RelatedEntity:
+        return cls(
+            entity_id=str(raw.get("entity_id", "")),
+            entity_type=str(raw.get("entity_type", "")),
+            canonical_name=_opt_str(raw.get("canonical_name")),
+            title=_opt_str(raw.get("title")),
+            relationship_type=str(raw.get("relationship_type", "")),
+        )
+
+
+@attrs.frozen
+class ConversationMessage:
+    """One message of a conversation, as ``GET /recent_conversations/{id}`` lists it."""
+
+    message_id: str
+    role: str | None
+    #: the exact content (``None`` if the store holds none)
+    content: str | None
+    turn_key: str | None
+    #: the latest of the message's last observation, update and creation
+    activity_at: str
+    related: tuple[RelatedEntity, ...]
+    #: sent only by stores that page (the dev server's extension); a real server omits it
+    turn_number: int | None
+    raw: Mapping[str, Any] = attrs.field(repr=False, eq=False)
+
+    @property
+    def refers_to(self) -> tuple[str, ...]:
+        """The ids this message REFERS_TO, in the order listed."""
+        ids = (r.entity_id for r in self.related if r.relationship_type == "REFERS_TO")
+        return tuple(dict.fromkeys(ids))
+
+    @classmethod
+    def from_json(cls, raw: Mapping[str, Any]) -> ConversationMessage:
+        content = raw.get("content")
+        return cls(
+            message_id=str(raw.get("message_id") or raw.get("entity_id") or ""),
+            role=_opt_str(raw.get("role")),
+            content=content if isinstance(content, str) else None,
+            turn_key=_opt_str(raw.get("turn_key")),
+            activity_at=str(raw.get("activity_at") or ""),
+            related=tuple(RelatedEntity.from_json(r) for r in _items(raw.get("related_entities"))),
+            turn_number=_opt_int(raw.get("turn_number")),
+            raw=raw,
+        )
+
+
+@attrs.frozen
+class RecentConversation:
+    """The answer to ``recent_conversation``: a conversation and its messages.
+
+    A real server sends every message, in activity order. A store that honours the
+    ``limit`` / ``before`` extension (the embedded store, the dev server) sends a page in
+    write order and says so: ``has_more`` is then a bool (``None`` from a real server) and
+    ``turn_records`` the snapshots of the page's turn records (``None`` when not sent).
+    """
+
+    #: the conversation's entity id (the answer's ``conversation_id``)
+    entity_id: str
+    canonical_name: str | None
+    title: str | None
+    activity_at: str
+    message_count: int
+    messages: tuple[ConversationMessage, ...]
+    has_more: bool | None
+    turn_records: tuple[EntitySnapshot, ...] | None
+    raw: Mapping[str, Any] = attrs.field(repr=False, eq=False)
+
+    @classmethod
+    def from_json(cls, raw: Mapping[str, Any]) -> RecentConversation:
+        more = raw.get("has_more")
+        records = raw.get("turn_records")
+        return cls(
+            entity_id=str(raw.get("conversation_id") or ""),
+            canonical_name=_opt_str(raw.get("canonical_name")),
+            title=_opt_str(raw.get("title")),
+            activity_at=str(raw.get("activity_at") or ""),
+            message_count=_opt_int(raw.get("message_count")) or 0,
+            messages=tuple(ConversationMessage.from_json(m) for m in _items(raw.get("messages"))),
+            has_more=more if isinstance(more, bool) else None,
+            turn_records=None
+            if not isinstance(records, list)
+            else tuple(EntitySnapshot.from_json(r) for r in _items(records)),
+            raw=raw,
+        )
+
+
+@attrs.frozen
+class ConversationPage:
+    """The answer to ``recent_conversations``: conversations, most recently active first."""
+
+    items: tuple[RecentConversation, ...]
+    has_more: bool
+    limit: int
+    offset: int
+    raw: Mapping[str, Any] = attrs.field(repr=False, eq=False)
+
+    @classmethod
+    def from_json(cls, raw: Mapping[str, Any]) -> ConversationPage:
+        return cls(
+            items=tuple(RecentConversation.from_json(i) for i in _items(raw.get("items"))),
+            has_more=bool(raw.get("has_more", False)),
+            limit=_opt_int(raw.get("limit")) or 0,
+            offset=_opt_int(raw.get("offset")) or 0,
+            raw=raw,
+        )
+
+
 _Closing = TypeVar("_Closing", bound="AsyncClosing")
 
 
@@ -552,3 +677,43 @@ class Transport(Protocol):
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None: ...
+
+
+@runtime_checkable
+class ConversationReader(Protocol):
+    """The optional Transport methods that read conversations (Neotoma's
+    ``GET /recent_conversations`` routes).
+
+    :class:`~neotoma_agent.EmbeddedStore` and :class:`~neotoma_agent.HttpTransport` have
+    them; a transport without them still works (history then uses the generic reads). A
+    wrapper that forwards them to a transport without them raises
+    :class:`NotImplementedError`, which readers take as "not supported".
+    """
+
+    async def recent_conversation(
+        self,
+        conversation_entity_id: str,
+        *,
+        limit: int | None = None,
+        before: str | None = None,
+    ) -> RecentConversation:
+        """A conversation (by **entity id**) and its messages; 404 :class:`NotFoundError` if
+        that id is no conversation.
+
+        ``limit`` / ``before`` (a message id) ask for the last ``limit`` messages in write
+        order, before that message: an extension the embedded store and the dev server
+        honour (the answer's ``has_more`` is then set) and a real server ignores (it sends
+        every message, in activity order).
+        """
+        ...
+
+    async def recent_conversations(
+        self,
+        *,
+        limit: int = 25,
+        offset: int = 0,
+        activity_after: str | None = None,
+        activity_before: str | None = None,
+    ) -> ConversationPage:
+        """Conversations, most recently active first (``limit`` 1–100), with their messages."""
+        ...

@@ -8,11 +8,13 @@ same bodies, and a difference between them can only be in the store.
 
 from __future__ import annotations
 
+import urllib.parse
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ._base import (
     AsyncClosing,
+    ConversationPage,
     CorrectionResult,
     CreateRelationshipsResult,
     Direction,
@@ -20,6 +22,7 @@ from ._base import (
     EntitySnapshot,
     LookupResult,
     ObservationList,
+    RecentConversation,
     RelatedEntities,
     RelationshipSnapshot,
     StoreResult,
@@ -60,6 +63,10 @@ class RestActions(AsyncClosing):
 
     async def request(self, action: str, body: Mapping[str, Any]) -> Mapping[str, Any]:
         """Run REST ``action`` (``"store"``, ``"entities/query"``, …); the decoded answer."""
+        raise NotImplementedError
+
+    async def get_route(self, path: str, query: Mapping[str, Any]) -> Mapping[str, Any]:
+        """Run the read-only route ``GET {path}?{query}``; the decoded answer."""
         raise NotImplementedError
 
     async def store(
@@ -187,3 +194,33 @@ class RestActions(AsyncClosing):
             "idempotency_key": idempotency_key,
         }
         return CorrectionResult.from_json(await self.request("correct", body))
+
+    async def recent_conversation(
+        self,
+        conversation_entity_id: str,
+        *,
+        limit: int | None = None,
+        before: str | None = None,
+    ) -> RecentConversation:
+        """``GET /recent_conversations/{entity_id}``; ``limit`` / ``before``: the extension
+        that the embedded store and the dev server honour (see ``ConversationReader``)."""
+        path = "/recent_conversations/" + urllib.parse.quote(conversation_entity_id, safe="")
+        raw = await self.get_route(path, present(limit=limit, before=before))
+        return RecentConversation.from_json(raw)
+
+    async def recent_conversations(
+        self,
+        *,
+        limit: int = 25,
+        offset: int = 0,
+        activity_after: str | None = None,
+        activity_before: str | None = None,
+    ) -> ConversationPage:
+        """``GET /recent_conversations``: conversations, most recently active first."""
+        query = present(
+            limit=limit,
+            offset=offset,
+            activity_after=activity_after,
+            activity_before=activity_before,
+        )
+        return ConversationPage.from_json(await self.get_route("/recent_conversations", query))

@@ -466,6 +466,11 @@ class HttpTransport(RestActions):
         """POST a raw REST body to ``/{action}`` (with retries); the decoded JSON answer."""
         return await self._call(f"/{action}", body)
 
+    async def get_route(self, path: str, query: Mapping[str, Any]) -> Mapping[str, Any]:
+        """``GET {path}?{query}`` (with retries: a read); the decoded JSON answer."""
+        encoded = urllib.parse.urlencode({k: str(v) for k, v in query.items()})
+        return await self._call(f"{path}?{encoded}" if encoded else path, None, "GET")
+
     async def health(self) -> Mapping[str, Any]:
         """``GET /health`` once (no retries): the server's answer, ``{"ok": true, ...}``.
 
@@ -528,10 +533,17 @@ class HttpTransport(RestActions):
             )
         return self._session
 
-    async def _call(self, path: str, body: Mapping[str, Any]) -> Mapping[str, Any]:
-        """POST ``body`` to ``path`` with retries; the decoded JSON object of a 2xx answer."""
+    async def _call(
+        self, path: str, body: Mapping[str, Any] | None, method: str = "POST"
+    ) -> Mapping[str, Any]:
+        """POST ``body`` to ``path`` (or GET it, with no body) with retries; the decoded JSON
+        object of a 2xx answer."""
         session = self._session_for_loop()
-        payload = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
+        payload = (
+            b""
+            if body is None
+            else json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
+        )
         policy = self._retry
         deadline = time.monotonic() + policy.timeout
         attempt = 1
@@ -539,7 +551,7 @@ class HttpTransport(RestActions):
             budget = min(self._timeout, deadline - time.monotonic())
             retry_after: float | None = None
             try:
-                answer = await self._attempt(session, path, payload, budget)
+                answer = await self._attempt(session, path, payload, budget, method)
             except TransportError as exc:
                 error: NeotomaError = exc
             else:
@@ -547,7 +559,8 @@ class HttpTransport(RestActions):
                     if isinstance(answer.body, Mapping):
                         return answer.body
                     raise ServerError(
-                        f"POST {path}: expected a JSON object, got {type(answer.body).__name__}",
+                        f"{method} {path}: expected a JSON object, "
+                        f"got {type(answer.body).__name__}",
                         status=answer.status,
                         body={"text": str(answer.body)[:2000]},
                     )
@@ -562,7 +575,7 @@ class HttpTransport(RestActions):
                 raise error
             _log.warning(
                 "transport.retry",
-                method="POST",
+                method=method,
                 path=path,
                 attempt=attempt,
                 max_attempts=policy.attempts,
@@ -576,10 +589,15 @@ class HttpTransport(RestActions):
             attempt += 1
 
     async def _attempt(
-        self, session: aiohttp.ClientSession, path: str, payload: bytes, budget: float
+        self,
+        session: aiohttp.ClientSession,
+        path: str,
+        payload: bytes,
+        budget: float,
+        method: str = "POST",
     ) -> _Answer:
         if budget <= 0:
-            raise ReadTimeout(f"POST {path}: no time left within the retry policy's timeout")
+            raise ReadTimeout(f"{method} {path}: no time left within the retry policy's timeout")
         timeout = aiohttp.ClientTimeout(
             total=budget, sock_connect=min(self._connect_timeout, budget)
         )
@@ -591,24 +609,31 @@ class HttpTransport(RestActions):
         # stream them; a message may be that long, so large bodies go as a fresh stream.
         data: bytes | io.BytesIO = payload if len(payload) < _STREAM_ABOVE else io.BytesIO(payload)
         try:
-            async with session.post(url, data=data, headers=headers, timeout=timeout) as resp:
+            async with session.request(
+                method,
+                url,
+                data=data if method == "POST" else None,
+                headers=headers,
+                timeout=timeout,
+            ) as resp:
                 raw = await resp.read()
                 status = resp.status
                 resp_headers = resp.headers  # case-insensitive, as HTTP headers are
                 content_type = resp.content_type
         except aiohttp.ConnectionTimeoutError as exc:
             raise ConnectTimeout(
-                f"POST {path}: no connection to {self._base_url} within {self._connect_timeout:g}s"
+                f"{method} {path}: no connection to {self._base_url} "
+                f"within {self._connect_timeout:g}s"
             ) from exc
         except (asyncio.TimeoutError, aiohttp.ServerTimeoutError) as exc:
-            raise ReadTimeout(f"POST {path}: no answer within {budget:.3g}s") from exc
+            raise ReadTimeout(f"{method} {path}: no answer within {budget:.3g}s") from exc
         except aiohttp.ClientConnectorError as exc:
             raise ConnectionLost(
-                f"POST {path}: cannot connect to {self._base_url} ({exc.strerror or 'refused'})"
+                f"{method} {path}: cannot connect to {self._base_url} ({exc.strerror or 'refused'})"
             ) from exc
         except (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError) as exc:
             raise ConnectionLost(
-                f"POST {path}: connection to {self._base_url} lost ({type(exc).__name__})"
+                f"{method} {path}: connection to {self._base_url} lost ({type(exc).__name__})"
             ) from exc
         return _Answer(status=status, headers=resp_headers, body=_decode(raw, content_type))
 

@@ -89,8 +89,14 @@ def relate(
                 "WHERE id = ? AND entity_type = 'conversation'",
                 (dst,),
             )
-            if counted.rowcount and counts is not None:
-                counts[dst] = counts.get(dst, 0) + 1
+            if counted.rowcount:
+                # The conversation's message index (_schema): the last N in one range scan.
+                conn.execute(
+                    "INSERT INTO conversation_messages (conversation_id, message_id) VALUES (?, ?)",
+                    (dst, src),
+                )
+                if counts is not None:
+                    counts[dst] = counts.get(dst, 0) + 1
         return relationship_json(key, rtype, src, dst, merged, provenance, 1, now, now)
     row = conn.execute(
         "SELECT metadata, provenance, seen, observation_count, last_observation_at "

@@ -97,7 +97,28 @@ CREATE VIRTUAL TABLE bookkeeping_names USING fts5 (
 );
 """
 
-MIGRATIONS: tuple[str, ...] = (_V1,)
+# The messages of each conversation in the order their PART_OF edge was first written
+# (seq), so that the last N messages of a conversation are read by one index range scan
+# whatever its length. Kept by ``_edges.relate``; filled here for files written before it,
+# in the order the messages were created.
+_CONVERSATION_MESSAGES = """
+CREATE TABLE conversation_messages (
+    seq INTEGER PRIMARY KEY,
+    conversation_id TEXT NOT NULL,
+    message_id TEXT NOT NULL
+);
+CREATE INDEX conversation_messages_by_conversation
+    ON conversation_messages (conversation_id, seq, message_id);
+INSERT INTO conversation_messages (conversation_id, message_id)
+    SELECT r.target_entity_id, r.source_entity_id
+    FROM relationships r
+    JOIN entities m ON m.id = r.source_entity_id AND m.entity_type = 'conversation_message'
+    JOIN entities c ON c.id = r.target_entity_id AND c.entity_type = 'conversation'
+    WHERE r.relationship_type = 'PART_OF'
+    ORDER BY m.created_at, m.id;
+"""
+
+MIGRATIONS: tuple[str, ...] = (_V1, _CONVERSATION_MESSAGES)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

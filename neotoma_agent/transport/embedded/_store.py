@@ -14,6 +14,8 @@ import anyio
 import attrs
 
 from .._rest import RestActions
+from ._conversations import READS as _CONVERSATION_READS
+from ._conversations import route
 from ._db_thread import DBThread, Job
 from ._edges import create_relationship, create_relationships, retrieve_related_entities
 from ._errors import invalid_format
@@ -206,6 +208,11 @@ class EmbeddedStore(RestActions):
             raise ValueError(f"unknown action {action!r}") from None
         return await self._run(fn, body)
 
+    async def get_route(self, path: str, query: Mapping[str, Any]) -> dict[str, Any]:
+        """Run a read-only GET route (``/recent_conversations[/{id}]``) on typed query values."""
+        fn, body = route(path, query)
+        return await self._run(fn, body)
+
 
 def _encodable(
     fn: Callable[[sqlite3.Connection, Mapping[str, Any]], T],
@@ -244,5 +251,6 @@ _READS = frozenset(
         list_observations,
         retrieve_related_entities,
         query_entities,
+        *_CONVERSATION_READS,
     )
 )

@@ -1,0 +1,266 @@
+"""``GET /recent_conversations`` and ``GET /recent_conversations/{id}`` on the embedded store.
+
+The real server's shapes (reference/neotoma-semantics.md §10, recordings m1–m4): the path
+parameter is the conversation's **entity id** (its ``conversation_id`` field, a message id or
+an unknown id answer 404); the messages PART_OF it come back ordered by activity time
+ascending (the latest of last observation, update and creation; ties by message id), each
+with its non-PART_OF edges under ``related_entities``.
+
+An extension a real server ignores: ``limit`` (1–1000) and ``before`` (a message id of the
+conversation) read only the last ``limit`` messages in the order their PART_OF edge was
+first written (the ``conversation_messages`` index, one range scan however long the
+conversation), before ``before`` when given. Such a page adds ``has_more``, each message's
+``turn_number``, and ``turn_records``: the snapshots of the ``conversation_turn`` records
+of the page's turns (identified, as Neotoma identifies them, by the conversation's id and
+the turn id in the message's ``turn_key``), so that a reader of history needs one request.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import urllib.parse
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from ..._identity import resolve_identity_cached
+from ._errors import invalid_format, not_found
+from ._reducer import SnapshotState
+from ._rows import snapshot_record
+from ._validate import bounded_int
+
+__all__ = ["MAX_PAGE", "READS", "recent_conversation", "recent_conversations", "route"]
+
+#: the most messages one extended page may ask for
+MAX_PAGE = 1000
+_ASSISTANT_SUFFIX = ":assistant"
+_MESSAGE_COLUMNS = (
+    "id, canonical_name, created_at, updated_at, last_observation_at, "
+    "json_extract(snapshot, '$.f'), json_extract(snapshot, '$.del')"
+)
+
+
+def _activity(created: str | None, updated: str | None, observed: str | None) -> str:
+    return max(t for t in (created, updated, observed, "") if t is not None)
+
+
+def _display(fields: Mapping[str, Any], fallback: str | None) -> str | None:
+    for key in ("title", "name", "full_name"):
+        value = fields.get(key)
+        if isinstance(value, str) and value:
+            return value
+    return fallback
+
+
+def _related(conn: sqlite3.Connection, ids: Sequence[str]) -> dict[str, list[dict[str, Any]]]:
+    # Each message's outbound edges but PART_OF, with the far end's type and names.
+    rows = conn.execute(
+        "SELECT r.source_entity_id, r.relationship_type, r.target_entity_id, e.entity_type, "
+        "e.canonical_name, json_extract(e.snapshot, '$.f') FROM relationships r "
+        "JOIN entities e ON e.id = r.target_entity_id "
+        "WHERE r.source_entity_id IN (SELECT value FROM json_each(?)) "
+        "AND r.relationship_type != 'PART_OF' "
+        "ORDER BY r.source_entity_id, r.relationship_type, r.target_entity_id",
+        (json.dumps(list(ids)),),
+    ).fetchall()
+    out: dict[str, list[dict[str, Any]]] = {}
+    for src, rtype, dst, etype, canonical, fields in rows:
+        snapshot = json.loads(fields) if fields else {}
+        out.setdefault(src, []).append(
+            {
+                "entity_id": dst,
+                "entity_type": etype,
+                "canonical_name": canonical,
+                "title": _display(snapshot, canonical),
+                "relationship_type": rtype,
+            }
+        )
+    return out
+
+
+def _messages(
+    conn: sqlite3.Connection, ids: Sequence[str], *, extended: bool
+) -> list[dict[str, Any]]:
+    """The message items of ``ids`` (deleted or non-message entities left out), by id."""
+    rows = conn.execute(
+        f"SELECT {_MESSAGE_COLUMNS} FROM entities WHERE entity_type = 'conversation_message' "
+        "AND id IN (SELECT value FROM json_each(?))",
+        (json.dumps(list(ids)),),
+    ).fetchall()
+    related = _related(conn, [r[0] for r in rows])
+    items = []
+    for mid, canonical, created, updated, observed, fields, deleted in rows:
+        if deleted:
+            continue
+        snapshot = json.loads(fields) if fields else {}
+        item: dict[str, Any] = {
+            "message_id": mid,
+            "canonical_name": canonical,
+            "role": snapshot.get("role"),
+            "sender_kind": snapshot.get("sender_kind"),
+            "content": snapshot.get("content"),
+            "turn_key": snapshot.get("turn_key"),
+            "activity_at": _activity(created, updated, observed),
+            "related_entities": related.get(mid, []),
+            "hook_summary": None,
+        }
+        if extended:
+            item["turn_number"] = snapshot.get("turn_number")
+        items.append(item)
+    return items
+
+
+def _conversation(conn: sqlite3.Connection, entity_id: object) -> tuple[Any, ...]:
+    if not isinstance(entity_id, str) or not entity_id:
+        raise not_found("Conversation not found")
+    row = conn.execute(
+        "SELECT id, canonical_name, created_at, updated_at, last_observation_at, "
+        "json_extract(snapshot, '$.f'), json_extract(snapshot, '$.del'), message_count "
+        "FROM entities WHERE id = ? AND entity_type = 'conversation'",
+        (entity_id,),
+    ).fetchone()
+    if row is None or row[6]:
+        raise not_found("Conversation not found")
+    return tuple(row)
+
+
+def _item(row: Sequence[Any], messages: list[dict[str, Any]]) -> dict[str, Any]:
+    cid, canonical, created, updated, observed, fields, _deleted, count = row
+    snapshot = json.loads(fields) if fields else {}
+    latest = max((m["activity_at"] for m in messages), default="")
+    title = snapshot.get("title")
+    return {
+        "conversation_id": cid,
+        "canonical_name": canonical,
+        "title": title if isinstance(title, str) else None,
+        "activity_at": latest or _activity(created, updated, observed),
+        "message_count": count,
+        "latest_write_provenance": None,
+        "messages": messages,
+    }
+
+
+def _all_messages(conn: sqlite3.Connection, conversation_id: str) -> list[dict[str, Any]]:
+    ids = [
+        r[0]
+        for r in conn.execute(
+            "SELECT message_id FROM conversation_messages WHERE conversation_id = ? ORDER BY seq",
+            (conversation_id,),
+        )
+    ]
+    messages = _messages(conn, ids, extended=False)
+    messages.sort(key=lambda m: (m["activity_at"], m["message_id"]))
+    return messages
+
+
+def _turn_records(
+    conn: sqlite3.Connection, conversation_fields: Mapping[str, Any], messages: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """The snapshots of the turn records of ``messages``' turns, in message order."""
+    session = conversation_fields.get("conversation_id") or conversation_fields.get("session_id")
+    if not isinstance(session, str) or not session:
+        return []
+    prefix = f"{session}:"
+    turn_ids: dict[str, None] = {}
+    for message in messages:
+        key = message.get("turn_key")
+        if isinstance(key, str) and key.startswith(prefix):
+            turn_ids[key[len(prefix) :].removesuffix(_ASSISTANT_SUFFIX)] = None
+    wanted = {
+        resolve_identity_cached(
+            "conversation_turn", {"session_id": session, "turn_id": turn_id}
+        ).entity_id: None
+        for turn_id in turn_ids
+        if turn_id
+    }
+    rows = conn.execute(
+        "SELECT id, entity_type, snapshot, observation_count, last_observation_at FROM entities "
+        "WHERE id IN (SELECT value FROM json_each(?)) AND entity_type = 'conversation_turn'",
+        (json.dumps(list(wanted)),),
+    ).fetchall()
+    found = {}
+    for rid, etype, snapshot, count, observed in rows:
+        state = SnapshotState.from_json(json.loads(snapshot), count, observed)
+        if not state.deleted:
+            found[rid] = snapshot_record(rid, etype, state)
+    return [found[r] for r in wanted if r in found]
+
+
+def recent_conversation(conn: sqlite3.Connection, body: Mapping[str, Any]) -> dict[str, Any]:
+    """``GET /recent_conversations/{entity_id}`` (``body``: the id and the query options)."""
+    row = _conversation(conn, body.get("entity_id"))
+    limit, before = body.get("limit"), body.get("before")
+    if limit is None and before is None:
+        return _item(row, _all_messages(conn, row[0]))
+    limit = MAX_PAGE if limit is None else bounded_int(limit, "limit", 1, MAX_PAGE)
+    bound = 2**62
+    if before is not None:
+        if not isinstance(before, str):
+            raise invalid_format("before must be a message id", ["before"])
+        seq = conn.execute(
+            "SELECT seq FROM conversation_messages WHERE conversation_id = ? AND message_id = ?",
+            (row[0], before),
+        ).fetchone()
+        # A message not (yet) in the conversation is after all of it.
+        bound = bound if seq is None else int(seq[0])
+    page = conn.execute(
+        "SELECT message_id FROM conversation_messages WHERE conversation_id = ? AND seq < ? "
+        "ORDER BY seq DESC LIMIT ?",
+        (row[0], bound, limit + 1),
+    ).fetchall()
+    ids = [r[0] for r in reversed(page[:limit])]
+    by_id = {m["message_id"]: m for m in _messages(conn, ids, extended=True)}
+    messages = [by_id[i] for i in ids if i in by_id]
+    item = _item(row, messages)
+    fields = json.loads(row[5]) if row[5] else {}
+    item["has_more"] = len(page) > limit
+    item["turn_records"] = _turn_records(conn, fields, messages)
+    return item
+
+
+def recent_conversations(conn: sqlite3.Connection, body: Mapping[str, Any]) -> dict[str, Any]:
+    """``GET /recent_conversations``: conversations, most recently active first, paged."""
+    limit = bounded_int(body.get("limit", 25), "limit", 1, 100)
+    offset = bounded_int(body.get("offset", 0), "offset", 0, 2**31)
+    after, before = body.get("activity_after"), body.get("activity_before")
+    for name, value in (("activity_after", after), ("activity_before", before)):
+        if value is not None and not isinstance(value, str):
+            raise invalid_format(f"{name} must be an ISO timestamp", [name])
+    rows = conn.execute(
+        "SELECT id, canonical_name, created_at, updated_at, last_observation_at, "
+        "json_extract(snapshot, '$.f'), json_extract(snapshot, '$.del'), message_count "
+        "FROM entities WHERE entity_type = 'conversation'"
+    ).fetchall()
+    items = []
+    for row in rows:
+        if row[6]:
+            continue
+        item = _item(row, _all_messages(conn, row[0]))
+        activity = item["activity_at"]
+        if (after is not None and activity <= after) or (before is not None and activity >= before):
+            continue
+        items.append(item)
+    items.sort(key=lambda i: (i["activity_at"], i["conversation_id"]), reverse=True)
+    page = items[offset : offset + limit]
+    return {
+        "items": page,
+        "has_more": offset + limit < len(items),
+        "limit": limit,
+        "offset": offset,
+    }
+
+
+_LIST = "/recent_conversations"
+Read = Callable[[sqlite3.Connection, Mapping[str, Any]], dict[str, Any]]
+#: this module's actions (all read-only)
+READS: frozenset[Read] = frozenset((recent_conversation, recent_conversations))
+
+
+def route(path: str, query: Mapping[str, Any]) -> tuple[Read, dict[str, Any]]:
+    """The action and body of ``GET {path}``; :class:`ValueError` for another path."""
+    if path == _LIST:
+        return recent_conversations, dict(query)
+    head, sep, tail = path.rpartition("/")
+    if head == _LIST and sep and tail:
+        return recent_conversation, {**query, "entity_id": urllib.parse.unquote(tail)}
+    raise ValueError(f"unknown route GET {path}")
