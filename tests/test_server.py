@@ -173,6 +173,10 @@ async def test_recorded_session_gets_the_same_statuses(token_client: Client) -> 
     mismatches = []
     for call in json.loads(index_file.read_text())["calls"]:
         name = call["name"]
+        if name[0] in "ijkmn":
+            # Fresh-server groups: k and n in test_server_get_routes.py, i and j by the
+            # fidelity branch, m by the history branch.
+            continue
         request, recorded = _recorded(name)
         answer = await token_client.call(
             request["method"],
