@@ -17,6 +17,13 @@ from .._rest import RestActions
 from ._db_thread import DBThread, Job
 from ._edges import create_relationship, create_relationships, retrieve_related_entities
 from ._errors import invalid_format
+from ._get_reads import (
+    get_entity,
+    get_entity_observations,
+    get_entity_relationships,
+    get_relationship,
+    get_relationships,
+)
 from ._read import (
     get_entity_snapshot,
     list_observations,
@@ -234,6 +241,12 @@ _ACTIONS: dict[str, Callable[[sqlite3.Connection, Mapping[str, Any]], dict[str, 
     "retrieve_related_entities": retrieve_related_entities,
     "entities/query": query_entities,
     "correct": correct,
+    # The reads behind a server's GET routes (the dev server's GET handlers forward here).
+    "get_entity": get_entity,
+    "get_entity_observations": get_entity_observations,
+    "get_entity_relationships": get_entity_relationships,
+    "get_relationship": get_relationship,
+    "get_relationships": get_relationships,
 }
 
 # Actions that only read: they run without a savepoint of their own.
@@ -244,5 +257,10 @@ _READS = frozenset(
         list_observations,
         retrieve_related_entities,
         query_entities,
+        get_entity,
+        get_entity_observations,
+        get_entity_relationships,
+        get_relationship,
+        get_relationships,
     )
 )
