@@ -109,8 +109,6 @@ MAX_QUERY_OFFSET = 2000
 _CURSOR_VERSION = 1
 # A snapshot field a filter or a sort names: its JSON path is built from it.
 _FIELD_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-# What ``contains_word`` treats as a word boundary, on both the stored value and the term.
-_WORD_SEPARATORS = " \t\n\r,.;:!?()[]{}<>/\\|&+-_'\"%*#@=~^"
 _FILTER_COMPARISONS = {"gt": ">", "lt": "<", "gte": ">=", "lte": "<="}
 
 
@@ -182,18 +180,23 @@ def _sort_expression(sort_by: object) -> str:
     )
 
 
-def _word_normalized(sql: str) -> str:
-    """SQL giving ``sql`` lowercased, each word separator made a space, padded by spaces."""
-    for sep in _WORD_SEPARATORS:
-        sql = f"replace({sql}, {_sql_text(sep)}, ' ')"
-    return f"(' ' || lower({sql}) || ' ')"
+_WORD_BREAK_RE = re.compile(r"[\W_]+")
+_ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
 
 
-def _sql_text(text: str) -> str:
-    return "'" + text.replace("'", "''") + "'"
+def _words(value: object) -> str | None:
+    """``value``'s words, ASCII-lowercased, each between spaces (``contains_word``'s terms).
+
+    The stored value and the term are split alike, so "R&D" finds "VP of R&D" but "an" does
+    not find "and".
+    """
+    if value is None:
+        return None
+    words = _WORD_BREAK_RE.split(str(value).translate(_ASCII_LOWER))
+    return f" {' '.join(w for w in words if w)} "
 
 
-def _filter_sql(filters: object) -> tuple[list[str], list[Any]]:
+def _filter_sql(conn: sqlite3.Connection, filters: object) -> tuple[list[str], list[Any]]:
     """``snapshot_filters``: one SQL condition per field, on the snapshot's value as text."""
     if not isinstance(filters, Mapping):
         raise invalid_format("snapshot_filters must be an object", ["snapshot_filters"])
@@ -222,8 +225,9 @@ def _filter_sql(filters: object) -> tuple[list[str], list[Any]]:
             where.append(f"instr(lower({column}), lower(?)) > 0")
             params.append(str(value))
         elif op == "contains_word":
-            where.append(f"instr({_word_normalized(column)}, {_word_normalized('?')}) > 0")
-            params.append(str(value))
+            conn.create_function("neotoma_words", 1, _words, deterministic=True)
+            where.append(f"instr(neotoma_words({column}), ?) > 0")
+            params.append(_words(value))
         else:
             raise invalid_format(
                 "op must be one of eq, in, gt, lt, gte, lte, contains, contains_word",
@@ -321,7 +325,7 @@ def query_entities(conn: sqlite3.Connection, body: Mapping[str, Any]) -> dict[st
         )
         params.append(basis)
     if body.get("snapshot_filters") is not None:
-        conditions, values = _filter_sql(body["snapshot_filters"])
+        conditions, values = _filter_sql(conn, body["snapshot_filters"])
         where.extend(conditions)
         params.extend(values)
     search_mode = "none"
