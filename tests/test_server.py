@@ -288,7 +288,7 @@ async def test_open_routes_ignore_unknown_fields(client: Client) -> None:
         ("/store", dict(NOTE, file_path="/etc/hosts"), "file_path"),
         ("/store", dict(NOTE, commit=False), "commit"),
         ("/get_entity_snapshot", {"entity_id": "ent_x", "at": "2020-01-01"}, "at"),
-        ("/entities/query", {"sort_by": "canonical_name"}, "sort_by"),
+        ("/entities/query", {"published": True}, "published"),
     ],
 )
 async def test_features_outside_the_subset_are_refused_not_ignored(

@@ -394,6 +394,8 @@ IDENTITY_BASES = (
     "target_id",
 )
 _SORT_ORDERS = ("asc", "desc")
+# Options of the server's query that the embedded store does not have (published dates).
+_QUERY_UNSUPPORTED = ("published", "published_after", "published_before")
 _FILTER_OPS = ("eq", "in", "gt", "lt", "gte", "lte", "contains", "contains_word")
 _QUERY_STRINGS = ("entity_type", "cursor", "sort_by", "updated_since", "created_since")
 _QUERY_FLAGS = ("include_snapshots", "include_merged", "exclude_bookkeeping")
@@ -445,6 +447,7 @@ def entities_query(body: Mapping[str, Any]) -> dict[str, Any]:
         _typed(body, key, issues, "boolean", bool, required=False)
     _snapshot_filters(body, issues)
     issues.raise_if_any()
+    _not_implemented(body, _QUERY_UNSUPPORTED, "/entities/query")
     passed = {k: body.get(k) for k in (*_QUERY_STRINGS, *_QUERY_FLAGS)}
     return present(
         **passed,
