@@ -11,7 +11,6 @@ server.
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Mapping
 from typing import Any
@@ -46,13 +45,6 @@ def _flag(text: str) -> bool | str:
     return {"true": True, "false": False}.get(text, text)
 
 
-def _json(text: str) -> Any:
-    try:
-        return json.loads(text)
-    except ValueError:
-        return text
-
-
 def query_body(query: Mapping[str, str]) -> dict[str, Any]:
     """A query string as the body the server's handler sees (the first of repeated keys)."""
     body: dict[str, Any] = {}
@@ -65,7 +57,7 @@ def query_body(query: Mapping[str, str]) -> dict[str, Any]:
         elif key in _FLAGS:
             body[key] = _flag(text)
         elif key in _JSON:
-            body[key] = _json(text)
+            body[key] = _validate.json_option(text, [key])
         else:
             body[key] = text
     return body

@@ -199,6 +199,27 @@ def _unstorable(value: object) -> str | None:
     return None
 
 
+def json_option(text: str, path: Sequence[str | int]) -> Any:
+    """A query-string option that holds JSON: its value, or ``text`` itself if not JSON.
+
+    Text left as it was is refused by the option's type check, as the server's Zod schema
+    does; JSON that cannot be stored (too deep, lone surrogates) is refused as a body is.
+    """
+    try:
+        value = json.loads(text)
+    except RecursionError:
+        problem: str | None = _TOO_DEEP
+    except ValueError:
+        return text
+    else:
+        problem = _unstorable(value)
+    if problem is not None:
+        issues = Issues()
+        issues.custom(list(path), problem)
+        issues.raise_if_any()
+    return value
+
+
 async def read_body(request: web.Request) -> dict[str, Any]:
     """The decoded JSON object, or a refusal shaped like Express's body-parser's.
 

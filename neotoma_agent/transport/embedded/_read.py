@@ -154,16 +154,14 @@ def _decode_cursor(cursor: object, sort_order: str) -> str:
         raise _invalid_cursor(malformed)
     try:
         doc = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
-    except (ValueError, binascii.Error):
+    except (ValueError, binascii.Error, RecursionError):
         raise _invalid_cursor(malformed) from None
     if not isinstance(doc, dict) or not ENTITY_ID_RE.match(str(doc.get("entity_id", ""))):
         raise _invalid_cursor(malformed)
     if doc.get("v") != _CURSOR_VERSION or doc.get("sort_by") != "entity_id":
         raise _invalid_cursor("cursor was minted by an unsupported pagination version")
     if doc.get("sort_order") != sort_order:
-        raise _invalid_cursor(
-            f"cursor was minted under sort_order={doc.get('sort_order')}, not {sort_order}"
-        )
+        raise _invalid_cursor("cursor was minted under another sort_order than this request's")
     return str(doc["entity_id"])
 
 
