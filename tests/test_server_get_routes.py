@@ -607,6 +607,7 @@ async def test_a_get_never_writes(store: EmbeddedStore, client: Client, tmp_path
 
 async def test_a_snapshot_filter_too_deep_to_store_is_refused_not_a_crash(client: Client) -> None:
     # Deeper than a store may hold, and deeper than the JSON decoder recurses.
-    for text in ("[" * 150 + "]" * 150, "[" * 2000):
+    for text in ('{"a":' * 150 + "1" + "}" * 150, "[" * 2000):
         issue = _issue(await client.get("/entities", snapshot_filters=text))
         assert issue["path"] == ["snapshot_filters"]
+        assert "nested deeper than" in issue["message"]
