@@ -25,6 +25,7 @@ from aiohttp import web
 from neotoma_agent._log import get_logger
 from neotoma_agent.exceptions import APIError, RateLimitedError
 from neotoma_agent.server._conversations import CONVERSATION_ROUTES
+from neotoma_agent.server._get_routes import READ_ROUTES
 from neotoma_agent.server._replies import (
     Reply,
     html_response,
@@ -174,7 +175,7 @@ def create_app(
         app[_TOKEN_KEY] = token
     for path, handler in POST_ROUTES.items():
         app.router.add_post(path, handler)
-    for path, handler in {**GET_ROUTES, **CONVERSATION_ROUTES}.items():
+    for path, handler in {**GET_ROUTES, **CONVERSATION_ROUTES, **READ_ROUTES}.items():
         app.router.add_get(path, handler)
     return app
 

@@ -114,6 +114,19 @@ class Issues:
             }
         )
 
+    def not_positive(self, path: Sequence[str | int]) -> None:
+        self.issues.append(
+            {
+                "code": "too_small",
+                "minimum": 0,
+                "type": "number",
+                "inclusive": False,
+                "exact": False,
+                "message": "Number must be greater than 0",
+                "path": list(path),
+            }
+        )
+
     def out_of_range(
         self, path: Sequence[str | int], minimum: int, maximum: int, value: int
     ) -> None:

@@ -14,7 +14,7 @@ from aiohttp import web
 
 from neotoma_agent._version import __version__
 from neotoma_agent.server import _validate
-from neotoma_agent.server._replies import json_response
+from neotoma_agent.server._replies import json_response, refusal
 from neotoma_agent.server._validate import read_body
 from neotoma_agent.transport._base import Transport
 from neotoma_agent.transport._rest import RestActions
@@ -56,6 +56,29 @@ def _typed_store(t: Transport, b: Mapping[str, Any]) -> Awaitable[Any]:
     )
 
 
+# The options of /entities/query that Transport.query_entities takes; any other Transport
+# cannot be asked the rest.
+_TYPED_QUERY_OPTIONS = frozenset(("entity_type", "search", "limit", "offset", "cursor"))
+
+
+def _typed_query(t: Transport, b: Mapping[str, Any]) -> Awaitable[Any]:
+    untyped = sorted(k for k in b if k not in _TYPED_QUERY_OPTIONS)
+    if untyped:
+        raise refusal(
+            501,
+            "NOT_IMPLEMENTED",
+            f"This dev server's store takes no {', '.join(untyped)} on /entities/query.",
+            {"unsupported_fields": untyped},
+        )
+    return t.query_entities(
+        entity_type=b.get("entity_type"),
+        search=b.get("search"),
+        limit=b["limit"],
+        offset=b["offset"],
+        cursor=b.get("cursor"),
+    )
+
+
 # The typed method behind each REST action, for stores other than the EmbeddedStore.
 _TYPED_CALLS: dict[str, Callable[[Transport, Mapping[str, Any]], Awaitable[Any]]] = {
     "store": _typed_store,
@@ -79,13 +102,7 @@ _TYPED_CALLS: dict[str, Callable[[Transport, Mapping[str, Any]], Awaitable[Any]]
         direction=b["direction"],
         max_hops=b["max_hops"],
     ),
-    "entities/query": lambda t, b: t.query_entities(
-        entity_type=b.get("entity_type"),
-        search=b.get("search"),
-        limit=b["limit"],
-        offset=b["offset"],
-        cursor=b.get("cursor"),
-    ),
+    "entities/query": _typed_query,
     "correct": lambda t, b: t.correct(
         b["entity_id"],
         b["entity_type"],

@@ -10,7 +10,7 @@ the subset) and returns the body to forward to the store. Every refusal is a rai
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from aiohttp import web
@@ -199,6 +199,27 @@ def _unstorable(value: object) -> str | None:
     return None
 
 
+def json_option(text: str, path: Sequence[str | int]) -> Any:
+    """A query-string option that holds JSON: its value, or ``text`` itself if not JSON.
+
+    Text left as it was is refused by the option's type check, as the server's Zod schema
+    does; JSON that cannot be stored (too deep, lone surrogates) is refused as a body is.
+    """
+    try:
+        value = json.loads(text)
+    except RecursionError:
+        problem: str | None = _TOO_DEEP
+    except ValueError:
+        return text
+    else:
+        problem = _unstorable(value)
+    if problem is not None:
+        issues = Issues()
+        issues.custom(list(path), problem)
+        issues.raise_if_any()
+    return value
+
+
 async def read_body(request: web.Request) -> dict[str, Any]:
     """The decoded JSON object, or a refusal shaped like Express's body-parser's.
 
@@ -385,38 +406,79 @@ def retrieve_related_entities(body: Mapping[str, Any]) -> tuple[dict[str, Any], 
     return forwarded, include_entities is not False
 
 
-_QUERY_UNSUPPORTED = (
-    "entity_types",
-    "sort_by",
-    "sort_order",
-    "include_merged",
-    "updated_since",
-    "created_since",
-    "snapshot_filters",
-    "exclude_bookkeeping",
-    "identity_basis",
+#: the values ``identity_basis`` may take (its Zod enum)
+IDENTITY_BASES = (
+    "schema_rule",
+    "schema_lookup",
+    "heuristic_name",
+    "heuristic_fallback",
+    "target_id",
 )
+_SORT_ORDERS = ("asc", "desc")
+# Options of the server's query that the embedded store does not have (published dates).
+_QUERY_UNSUPPORTED = ("published", "published_after", "published_before")
+_FILTER_OPS = ("eq", "in", "gt", "lt", "gte", "lte", "contains", "contains_word")
+_QUERY_STRINGS = ("entity_type", "cursor", "sort_by", "updated_since", "created_since")
+_QUERY_FLAGS = ("include_snapshots", "include_merged", "exclude_bookkeeping")
+
+
+def _enum(body: Mapping[str, Any], key: str, options: Sequence[str], issues: Issues) -> None:
+    value = _string(body, key, issues)
+    if value is not None and value not in options:
+        issues.enum_error([key], options, value)
+
+
+def _snapshot_filters(body: Mapping[str, Any], issues: Issues) -> None:
+    filters = _typed(body, "snapshot_filters", issues, "object", dict, required=False)
+    for field, spec in (filters or {}).items():
+        if not isinstance(spec, dict):
+            issues.type_error(["snapshot_filters", field], "object", spec)
+            continue
+        op = spec.get("op", MISSING)
+        if not isinstance(op, str):
+            issues.type_error(["snapshot_filters", field, "op"], "string", op)
+        elif op not in _FILTER_OPS:
+            issues.enum_error(["snapshot_filters", field, "op"], _FILTER_OPS, op)
 
 
 def entities_query(body: Mapping[str, Any]) -> dict[str, Any]:
+    """``POST /entities/query`` and ``GET /entities``: the options' types, as Zod checks them.
+
+    The rules between options (cursor with offset, offset and page caps) are the store's.
+    """
     issues = Issues()
-    entity_type = _string(body, "entity_type", issues)
+    for key in _QUERY_STRINGS:
+        _string(body, key, issues)
     search: str | None = None
     for alias in ("search", "query", "search_query"):
         search = search or _string(body, alias, issues)
+    entity_types = _typed(body, "entity_types", issues, "array", list, required=False)
+    for index, item in enumerate(entity_types or ()):
+        if not isinstance(item, str):
+            issues.type_error(["entity_types", index], "string", item)
     limit = _integer(body, "limit", issues)
+    if limit is not None and limit <= 0:
+        issues.not_positive(["limit"])
     offset = _integer(body, "offset", issues)
-    cursor = _string(body, "cursor", issues)
+    if offset is not None and offset < 0:
+        issues.out_of_range(["offset"], 0, 2**31, offset)
+    _enum(body, "sort_order", _SORT_ORDERS, issues)
+    _enum(body, "identity_basis", IDENTITY_BASES, issues)
+    for key in _QUERY_FLAGS:
+        _typed(body, key, issues, "boolean", bool, required=False)
+    _snapshot_filters(body, issues)
     issues.raise_if_any()
-    _not_implemented(body, _QUERY_UNSUPPORTED, "POST /entities/query")
-    if body.get("include_snapshots") is False:
-        _not_implemented(body, ["include_snapshots"], "POST /entities/query")
+    _not_implemented(body, _QUERY_UNSUPPORTED, "/entities/query")
+    passed = {k: body.get(k) for k in (*_QUERY_STRINGS, *_QUERY_FLAGS)}
     return present(
-        entity_type=entity_type,
+        **passed,
+        entity_types=entity_types or None,
         search=search,
         limit=100 if limit is None else limit,
         offset=offset or 0,
-        cursor=cursor,
+        sort_order=body.get("sort_order"),
+        identity_basis=body.get("identity_basis"),
+        snapshot_filters=body.get("snapshot_filters"),
     )
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 import re
 import sqlite3
@@ -14,7 +16,9 @@ from ..._identity import (
     normalize,
     resolve_entity_type,
 )
+from ...exceptions import APIError, ValidationError
 from ._errors import (
+    flat_error,
     invalid_format,
     not_found,
 )
@@ -27,7 +31,14 @@ from ._name_index import (
     substring_ids,
 )
 from ._reducer import SnapshotState
-from ._rows import DIRECT_COLUMNS, direct_item, observation_json, query_item, snapshot_record
+from ._rows import (
+    DIRECT_COLUMNS,
+    direct_item,
+    dumps,
+    observation_json,
+    query_item,
+    snapshot_record,
+)
 from ._validate import bounded_int, check_query_offset
 
 __all__ = [
@@ -82,75 +93,277 @@ def list_observations(conn: sqlite3.Connection, body: Mapping[str, Any]) -> dict
     return {"observations": [observation_json(r) for r in rows]}
 
 
+#: ``sort_by`` values other than ``snapshot.<field>``, and the column each orders by
+_SORT_COLUMNS = {
+    "entity_id": "id",
+    "canonical_name": "canonical_name",
+    "observation_count": "observation_count",
+    "last_observation_at": "last_observation_at",
+    "submitted_at": "json_extract(snapshot, '$.f.created_at')",
+}
+#: the most rows a page may hold with snapshots (the server hydrates each), and without
+MAX_PAGE_WITH_SNAPSHOTS = 500
+_MAX_PAGE = 10_000
+_CURSOR_VERSION = 1
+# A snapshot field a filter or a sort names: its JSON path is built from it.
+_FIELD_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_FILTER_COMPARISONS = {"gt": ">", "lt": "<", "gte": ">=", "lte": "<="}
+
+
+def _combination(message: str, hint: str, code: str = "ERR_CURSOR_COMBINATION") -> APIError:
+    """The server's refusal of a ``cursor`` that cannot be combined with another option."""
+    issue = {
+        "code": "custom",
+        "message": message,
+        "path": ["cursor"],
+        "params": {"code": code, "hint": hint},
+    }
+    return flat_error(
+        ValidationError,
+        400,
+        "VALIDATION_INVALID_FORMAT",
+        "Invalid request payload.",
+        {"issues": [issue], "hint": hint},
+    )
+
+
+def _invalid_cursor(message: str) -> APIError:
+    hint = "drop the `cursor` parameter and re-paginate from the start"
+    details = {"code": "INVALID_CURSOR", "message": message, "hint": hint}
+    return flat_error(ValidationError, 400, "INVALID_CURSOR", message, details)
+
+
+def encode_cursor(sort_order: str, last_id: str) -> str:
+    """The server's keyset cursor: base64url (unpadded) JSON of the sort and the last id."""
+    doc = {
+        "v": _CURSOR_VERSION,
+        "sort_by": "entity_id",
+        "sort_order": sort_order,
+        "entity_id": last_id,
+    }
+    raw = json.dumps(doc, separators=(",", ":")).encode()
+    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii")
+
+
+def _decode_cursor(cursor: object, sort_order: str) -> str:
+    """The last id of a ``next_cursor`` we gave out for this ``sort_order``."""
+    malformed = "cursor is malformed (not a valid pagination token)"
+    if not isinstance(cursor, str):
+        raise _invalid_cursor(malformed)
+    try:
+        doc = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
+    except (ValueError, binascii.Error, RecursionError):
+        raise _invalid_cursor(malformed) from None
+    if not isinstance(doc, dict) or not ENTITY_ID_RE.match(str(doc.get("entity_id", ""))):
+        raise _invalid_cursor(malformed)
+    if doc.get("v") != _CURSOR_VERSION or doc.get("sort_by") != "entity_id":
+        raise _invalid_cursor("cursor was minted by an unsupported pagination version")
+    if doc.get("sort_order") != sort_order:
+        raise _invalid_cursor("cursor was minted under another sort_order than this request's")
+    return str(doc["entity_id"])
+
+
+def _sort_expression(sort_by: object) -> str:
+    if not isinstance(sort_by, str):
+        raise invalid_format("sort_by must be a string", ["sort_by"])
+    if sort_by in _SORT_COLUMNS:
+        return _SORT_COLUMNS[sort_by]
+    field = sort_by.removeprefix("snapshot.")
+    if field != sort_by and _FIELD_RE.match(field):
+        return f"json_extract(snapshot, '$.f.{field}')"
+    raise invalid_format(
+        f"sort_by must be one of {', '.join(_SORT_COLUMNS)} or snapshot.<field>", ["sort_by"]
+    )
+
+
+_WORD_BREAK_RE = re.compile(r"[\W_]+")
+_ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
+
+
+def _words(value: object) -> str | None:
+    """``value``'s words, ASCII-lowercased, each between spaces (``contains_word``'s terms).
+
+    The stored value and the term are split alike, so "R&D" finds "VP of R&D" but "an" does
+    not find "and".
+    """
+    if value is None:
+        return None
+    words = _WORD_BREAK_RE.split(str(value).translate(_ASCII_LOWER))
+    return f" {' '.join(w for w in words if w)} "
+
+
+def _filter_sql(conn: sqlite3.Connection, filters: object) -> tuple[list[str], list[Any]]:
+    """``snapshot_filters``: one SQL condition per field, on the snapshot's value as text."""
+    if not isinstance(filters, Mapping):
+        raise invalid_format("snapshot_filters must be an object", ["snapshot_filters"])
+    where: list[str] = []
+    params: list[Any] = []
+    for field, spec in filters.items():
+        path = ["snapshot_filters", field]
+        if not _FIELD_RE.match(field):
+            raise invalid_format("a snapshot filter names a snapshot field", path)
+        if not isinstance(spec, Mapping) or "op" not in spec:
+            raise invalid_format("a snapshot filter is {op, value}", path)
+        op, value = spec["op"], spec.get("value")
+        column = f"json_extract(snapshot, '$.f.{field}')"
+        if op == "eq":
+            where.append(f"{column} = ?")
+            params.append(value)
+        elif op == "in":
+            if not isinstance(value, list):
+                raise invalid_format("op in takes a list of values", [*path, "value"])
+            where.append(f"{column} IN (SELECT value FROM json_each(?))")
+            params.append(dumps(value))
+        elif op in _FILTER_COMPARISONS:
+            where.append(f"{column} {_FILTER_COMPARISONS[op]} ?")
+            params.append(value)
+        elif op == "contains":
+            where.append(f"instr(lower({column}), lower(?)) > 0")
+            params.append(str(value))
+        elif op == "contains_word":
+            conn.create_function("neotoma_words", 1, _words, deterministic=True)
+            where.append(f"instr(neotoma_words({column}), ?) > 0")
+            params.append(_words(value))
+        else:
+            raise invalid_format(
+                "op must be one of eq, in, gt, lt, gte, lte, contains, contains_word",
+                [*path, "op"],
+            )
+    return where, params
+
+
+def _flag(body: Mapping[str, Any], name: str, default: bool) -> bool:
+    value = body.get(name)
+    if value is None:
+        return default
+    if not isinstance(value, bool):
+        raise invalid_format(f"{name} must be a boolean", [name])
+    return value
+
+
+def _since(body: Mapping[str, Any], name: str) -> str | None:
+    value = body.get(name)
+    if value is not None and not isinstance(value, str):
+        raise invalid_format(f"{name} must be an ISO 8601 timestamp", [name])
+    return value
+
+
 def query_entities(conn: sqlite3.Connection, body: Mapping[str, Any]) -> dict[str, Any]:
-    """``POST /entities/query``: by type and/or a search string over names, sorted by id."""
+    """``POST /entities/query`` (and ``GET /entities``): filter, sort and page entities.
+
+    Types are taken as given (an alias such as ``agent_message`` matches nothing, sample
+    k30i). ``next_cursor`` is offered on the default sort by id only, without ``search``
+    and from ``offset`` 0, like the server's.
+    """
     types: list[str] = []
     if isinstance(body.get("entity_type"), str):
-        types.append(resolve_entity_type(body["entity_type"]))
+        types.append(body["entity_type"])
     extra = body.get("entity_types")
     if isinstance(extra, list):
-        types.extend(resolve_entity_type(t) for t in extra if isinstance(t, str))
+        types.extend(t for t in extra if isinstance(t, str))
     search = body.get("search") or body.get("query") or body.get("search_query")
-    limit = bounded_int(body.get("limit", 100), "limit", 1, 500)
+    searching = isinstance(search, str) and bool(search.strip())
+    include_snapshots = _flag(body, "include_snapshots", True)
+    _flag(body, "include_merged", False)  # nothing is ever merged here
+    high = MAX_PAGE_WITH_SNAPSHOTS if include_snapshots else _MAX_PAGE
+    limit = bounded_int(body.get("limit", 100), "limit", 1, high)
     offset = check_query_offset(body.get("offset", 0))
-    exclude_bookkeeping = body.get("exclude_bookkeeping") is True
+    sort_by = body.get("sort_by", "entity_id")
+    order_column = _sort_expression(sort_by)
+    sort_order = body.get("sort_order", "asc")
+    if sort_order not in ("asc", "desc"):
+        raise invalid_format("sort_order must be asc or desc", ["sort_order"])
+    if searching and (sort_by != "entity_id" or sort_order != "asc"):
+        raise invalid_format(
+            "search cannot be combined with sort_by or sort_order=desc", ["search"]
+        )
+    cursor = body.get("cursor")
+    if cursor is not None:
+        if offset:
+            raise _combination(
+                "cursor and offset cannot be combined; use one or the other",
+                "Pass `cursor` alone. It already encodes where the walk resumes, so `offset` "
+                "is redundant \u2014 drop `offset` entirely.",
+            )
+        if searching:
+            raise _combination(
+                "cursor cannot be combined with search",
+                "Search results are ranked, not keyset-ordered: page them with `offset`.",
+            )
+        if sort_by != "entity_id":
+            raise _combination(
+                "cursor is only supported with sort_by=entity_id",
+                "Drop `sort_by` to walk by cursor, or page a custom sort with `offset`.",
+            )
 
     where: list[str] = []
     params: list[Any] = []
     if types:
         where.append(f"entity_type IN ({','.join('?' * len(types))})")
         params.extend(types)
-    if exclude_bookkeeping:
-        where.append(f"entity_type NOT IN ({','.join('?' * len(BOOKKEEPING))})")
-        params.extend(sorted(BOOKKEEPING))
+    for name, column in (("updated_since", "updated_at"), ("created_since", "created_at")):
+        since = _since(body, name)
+        if since is not None:
+            where.append(f"{column} >= ?")
+            params.append(since)
+    basis = body.get("identity_basis")
+    if basis is not None:
+        if not isinstance(basis, str):
+            raise invalid_format("identity_basis must be a string", ["identity_basis"])
+        where.append(
+            "EXISTS (SELECT 1 FROM observations o WHERE o.entity_id = entities.id "
+            "AND o.identity_basis = ?)"
+        )
+        params.append(basis)
+    if body.get("snapshot_filters") is not None:
+        conditions, values = _filter_sql(conn, body["snapshot_filters"])
+        where.extend(conditions)
+        params.extend(values)
     search_mode = "none"
-    if isinstance(search, str) and search.strip():
+    if searching:
+        assert isinstance(search, str)
+        if body.get("exclude_bookkeeping") is True and len(types) != 1:
+            # Only the search path honours it; an explicit single type wins (semantics §10).
+            where.append(f"entity_type NOT IN ({','.join('?' * len(BOOKKEEPING))})")
+            params.extend(sorted(BOOKKEEPING))
         ids = substring_ids(conn, search.strip().lower(), None)
         where.append("id IN (SELECT value FROM json_each(?))")
         params.append(json.dumps(ids))
         search_mode = "lexical_fallback"
     clause = f" WHERE {' AND '.join(where)}" if where else ""
-    after, total = _parse_cursor(body.get("cursor"))
-    if total is None:
-        total = int(conn.execute(f"SELECT count(*) FROM entities{clause}", params).fetchone()[0])
-    if after is not None:
+    total = int(conn.execute(f"SELECT count(*) FROM entities{clause}", params).fetchone()[0])
+    direction = "DESC" if sort_order == "desc" else "ASC"
+    if cursor is not None:
         # Keyset paging: each page seeks to its start instead of skipping `offset` rows.
-        clause = f"{clause} AND id > ?" if clause else " WHERE id > ?"
+        after = _decode_cursor(cursor, sort_order)
+        seek = "id < ?" if sort_order == "desc" else "id > ?"
+        clause = f"{clause} AND {seek}" if clause else f" WHERE {seek}"
         params.append(after)
-        offset = 0
+    order = f"id {direction}" if order_column == "id" else f"{order_column} {direction}, id ASC"
     rows = conn.execute(
         "SELECT id, entity_type, canonical_name, json_extract(snapshot, '$.f'), "
         "observation_count, last_observation_at, json_extract(snapshot, '$.p') "
-        f"FROM entities{clause} ORDER BY id "
-        "LIMIT ? OFFSET ?",
+        f"FROM entities{clause} ORDER BY {order} LIMIT ? OFFSET ?",
         (*params, limit, offset),
     ).fetchall()
+    items = [query_item(r) for r in rows]
+    if not include_snapshots:
+        for item in items:
+            item["snapshot"] = {}
+            item["provenance"] = {}
     result: dict[str, Any] = {
-        "entities": [query_item(r) for r in rows],
+        "entities": items,
         "total": total,
         "limit": limit,
         "offset": offset,
         "search_mode": search_mode,
     }
-    if len(rows) == limit and search_mode == "none" and not body.get("offset"):
-        # Opaque to callers: the last id of this page, and the total counted on page one.
-        # Like the server, a last page carries no next_cursor, nor does a search or an
-        # offset page (keyset paging follows the id order of a plain listing only).
-        result["next_cursor"] = f"{rows[-1][0]}.{total}"
-    if search_mode != "none":
+    if len(rows) == limit and sort_by == "entity_id" and not searching and not offset:
+        # Like the server, a page shorter than `limit` (the last) carries no next_cursor.
+        result["next_cursor"] = encode_cursor(sort_order, rows[-1][0])
+    if searching:
         result["applied_search_strategies"] = ["strict"]
     return result
-
-
-def _parse_cursor(cursor: object) -> tuple[str | None, int | None]:
-    """A ``next_cursor`` we gave out: ``(last id, total)``; ``(None, None)`` without one."""
-    if cursor is None:
-        return None, None
-    if isinstance(cursor, str):
-        last, _, total = cursor.rpartition(".")
-        if ENTITY_ID_RE.match(last) and total.isdigit():
-            return last, int(total)
-    raise invalid_format("cursor must be a next_cursor from an earlier page", ["cursor"])
 
 
 def retrieve_entity_by_identifier(

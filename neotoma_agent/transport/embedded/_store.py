@@ -19,6 +19,13 @@ from ._conversations import route
 from ._db_thread import DBThread, Job
 from ._edges import create_relationship, create_relationships, retrieve_related_entities
 from ._errors import invalid_format
+from ._get_reads import (
+    get_entity,
+    get_entity_observations,
+    get_entity_relationships,
+    get_relationship,
+    get_relationships,
+)
 from ._read import (
     get_entity_snapshot,
     list_observations,
@@ -241,6 +248,12 @@ _ACTIONS: dict[str, Callable[[sqlite3.Connection, Mapping[str, Any]], dict[str, 
     "retrieve_related_entities": retrieve_related_entities,
     "entities/query": query_entities,
     "correct": correct,
+    # The reads behind a server's GET routes (the dev server's GET handlers forward here).
+    "get_entity": get_entity,
+    "get_entity_observations": get_entity_observations,
+    "get_entity_relationships": get_entity_relationships,
+    "get_relationship": get_relationship,
+    "get_relationships": get_relationships,
 }
 
 # Actions that only read: they run without a savepoint of their own.
@@ -252,5 +265,10 @@ _READS = frozenset(
         retrieve_related_entities,
         query_entities,
         *_CONVERSATION_READS,
+        get_entity,
+        get_entity_observations,
+        get_entity_relationships,
+        get_relationship,
+        get_relationships,
     )
 )

@@ -1,0 +1,249 @@
+"""The reads behind a server's GET routes: one entity, its observations, its edges, an edge.
+
+Each answers as ``GET /entities/{id}``, ``/entities/{id}/observations``,
+``/entities/{id}/relationships``, ``/relationships/{key}`` and ``GET /relationships`` do on a
+real server (samples k20-k32, semantics §10); ``GET /entities`` is
+:func:`~neotoma_agent.transport.embedded._read.query_entities`, as it is on the server. An
+unknown id and a malformed one are both a 404: no route checks the id's format (group n).
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ._errors import invalid_format, not_found
+from ._reducer import SnapshotState
+from ._rows import REL_COLUMNS, observation_json, query_item, relationship_row_json, snapshot_record
+from ._validate import bounded_int
+
+__all__ = [
+    "get_entity",
+    "get_entity_observations",
+    "get_entity_relationships",
+    "get_relationship",
+    "get_relationships",
+    "type_label",
+]
+
+# The server's labels of the built-in types (``entity_type_label``); others are title-cased.
+_TYPE_LABELS = {
+    "conversation_message": "Chat Message",
+    "conversation_turn": "Conversation Turn",
+}
+# The fields a server lists first among ``primary_fields``: what names an entity.
+_NAME_FIELDS = ("name", "title", "full_name")
+_MAX_OBSERVATIONS_PAGE = 10_000
+_MAX_RELATIONSHIPS_PAGE = 1000
+
+
+def type_label(entity_type: str) -> str:
+    """The server's ``entity_type_label``: ``Company``, ``Chat Message``, ``Conversation``."""
+    return _TYPE_LABELS.get(entity_type) or entity_type.replace("_", " ").title()
+
+
+def _primary_fields(snapshot: Mapping[str, Any]) -> list[str]:
+    """The snapshot's fields, the naming ones first.
+
+    The server orders the rest as its schema declares them; the embedded schemas do not list
+    their fields yet, so they come in snapshot order here.
+    """
+    names = [f for f in _NAME_FIELDS if f in snapshot]
+    return names + [f for f in snapshot if f not in names]
+
+
+def _entity_id(body: Mapping[str, Any]) -> str:
+    entity_id = body.get("entity_id")
+    if not isinstance(entity_id, str):
+        raise invalid_format("entity_id is required", ["entity_id"])
+    return entity_id
+
+
+def _live_state(conn: sqlite3.Connection, entity_id: str) -> tuple[str, SnapshotState] | None:
+    row = conn.execute(
+        "SELECT entity_type, snapshot, observation_count, last_observation_at "
+        "FROM entities WHERE id = ?",
+        (entity_id,),
+    ).fetchone()
+    if row is None:
+        return None
+    state = SnapshotState.from_json(json.loads(row[1]), row[2], row[3])
+    return None if state.deleted else (str(row[0]), state)
+
+
+def _require_entity(conn: sqlite3.Connection, entity_id: str) -> None:
+    if _live_state(conn, entity_id) is None:
+        raise not_found()
+
+
+def get_entity(conn: sqlite3.Connection, body: Mapping[str, Any]) -> dict[str, Any]:
+    """``GET /entities/{id}``: the entity's snapshot record under its canonical name."""
+    entity_id = _entity_id(body)
+    if _live_state(conn, entity_id) is None:
+        raise not_found()
+    row = conn.execute(
+        "SELECT id, entity_type, canonical_name, json_extract(snapshot, '$.f'), "
+        "observation_count, last_observation_at, json_extract(snapshot, '$.p'), created_at "
+        "FROM entities WHERE id = ?",
+        (entity_id,),
+    ).fetchone()
+    item = query_item(row)
+    item["entity_type_label"] = type_label(item["entity_type"])
+    item["primary_fields"] = _primary_fields(item["snapshot"])
+    item["created_at"] = row[7]
+    return item
+
+
+def get_entity_observations(conn: sqlite3.Connection, body: Mapping[str, Any]) -> dict[str, Any]:
+    """``GET /entities/{id}/observations``: newest first; ``source`` is the idempotency key."""
+    entity_id = _entity_id(body)
+    limit = bounded_int(body.get("limit", 100), "limit", 1, _MAX_OBSERVATIONS_PAGE)
+    offset = bounded_int(body.get("offset", 0), "offset", 0, 2**31)
+    _require_entity(conn, entity_id)
+    total = conn.execute(
+        "SELECT count(*) FROM observations WHERE entity_id = ?", (entity_id,)
+    ).fetchone()[0]
+    rows = conn.execute(
+        "SELECT id, entity_id, entity_type, source_id, observed_at, source_priority, "
+        "observation_source, specificity_score, fields, idempotency_key, identity_basis, "
+        "identity_rule FROM observations WHERE entity_id = ? "
+        "ORDER BY observed_at DESC, seq DESC LIMIT ? OFFSET ?",
+        (entity_id, limit, offset),
+    ).fetchall()
+    keys = _keys_of_sources(conn, {r[3] for r in rows if r[3] is not None})
+    observations = [
+        {**observation_json(r), "source": keys.get(r[3]) if r[3] is not None else r[9]}
+        for r in rows
+    ]
+    return {"observations": observations, "total": int(total), "limit": limit, "offset": offset}
+
+
+def _keys_of_sources(conn: sqlite3.Connection, source_ids: set[str]) -> dict[str, str]:
+    """The idempotency key that first wrote each source (its observations' ``source``)."""
+    if not source_ids:
+        return {}
+    # One statement per page, not per row: keys are indexed by key, not by source.
+    rows = conn.execute(
+        "SELECT source_id, key FROM idempotency_keys "
+        "WHERE source_id IN (SELECT value FROM json_each(?)) ORDER BY created_at DESC",
+        (json.dumps(sorted(source_ids)),),
+    ).fetchall()
+    return {str(source): str(key) for source, key in rows}
+
+
+def _edge(row: Sequence[Any]) -> dict[str, Any]:
+    edge = relationship_row_json(row)
+    edge["id"] = edge["relationship_key"]
+    return edge
+
+
+def _ends(conn: sqlite3.Connection, ids: set[str]) -> dict[str, dict[str, Any]]:
+    """The snapshot record of each live entity among ``ids``, with its type label."""
+    records: dict[str, dict[str, Any]] = {}
+    for entity_id in sorted(ids):
+        loaded = _live_state(conn, entity_id)
+        if loaded is not None:
+            record = snapshot_record(entity_id, loaded[0], loaded[1])
+            record["entity_type_label"] = type_label(loaded[0])
+            records[entity_id] = record
+    return records
+
+
+def get_entity_relationships(conn: sqlite3.Connection, body: Mapping[str, Any]) -> dict[str, Any]:
+    """``GET /entities/{id}/relationships``: outgoing, incoming, both, oldest first.
+
+    With ``expand_entities`` each edge names its far end, and ``related_entities`` holds the
+    far ends' snapshot records by id.
+    """
+    entity_id = _entity_id(body)
+    _require_entity(conn, entity_id)
+    sides: dict[str, list[dict[str, Any]]] = {}
+    for side, column in (("outgoing", "source_entity_id"), ("incoming", "target_entity_id")):
+        rows = conn.execute(
+            f"SELECT {REL_COLUMNS} FROM relationships WHERE {column} = ? "
+            "ORDER BY last_observation_at, relationship_type, source_entity_id, "
+            "target_entity_id",
+            (entity_id,),
+        ).fetchall()
+        sides[side] = [_edge(r) for r in rows]
+    result: dict[str, Any] = {**sides, "relationships": sides["outgoing"] + sides["incoming"]}
+    if body.get("expand_entities") is not True:
+        return result
+    far = {e["target_entity_id"] for e in sides["outgoing"]}
+    far |= {e["source_entity_id"] for e in sides["incoming"]}
+    related = _ends(conn, far - {entity_id})
+    for side, near, other in (("outgoing", "source", "target"), ("incoming", "target", "source")):
+        for edge in sides[side]:
+            # The server names only the far end of each edge (sample k25b).
+            record = related.get(edge[f"{other}_entity_id"])
+            edge[f"{near}_entity_name"] = None
+            edge[f"{near}_entity_type"] = None
+            edge[f"{near}_entity_type_label"] = None
+            edge[f"{other}_entity_name"] = record["canonical_name"] if record else None
+            edge[f"{other}_entity_type"] = record["entity_type"] if record else None
+            edge[f"{other}_entity_type_label"] = record["entity_type_label"] if record else None
+    result["related_entities"] = related
+    return result
+
+
+def _decorated(conn: sqlite3.Connection, row: Sequence[Any]) -> dict[str, Any]:
+    """An edge as ``GET /relationships`` lists it: with its ends' canonical names and types."""
+    edge = _edge(row)
+    for end in ("source", "target"):
+        found = conn.execute(
+            "SELECT canonical_name, entity_type FROM entities WHERE id = ?",
+            (edge[f"{end}_entity_id"],),
+        ).fetchone()
+        edge[f"{end}_canonical_name"] = found[0] if found else None
+        edge[f"{end}_entity_type"] = found[1] if found else None
+    edge["agent_attribution"] = None
+    return edge
+
+
+def get_relationship(conn: sqlite3.Connection, body: Mapping[str, Any]) -> dict[str, Any]:
+    """``GET /relationships/{type:source:target}``; 404 for an unknown or malformed key."""
+    key = body.get("relationship_key")
+    if not isinstance(key, str):
+        raise invalid_format("relationship_key is required", ["relationship_key"])
+    rtype, _, rest = key.partition(":")
+    src, _, dst = rest.partition(":")
+    row = conn.execute(
+        f"SELECT {REL_COLUMNS} FROM relationships WHERE source_entity_id = ? "
+        "AND relationship_type = ? AND target_entity_id = ?",
+        (src, rtype, dst),
+    ).fetchone()
+    if row is None:
+        # The server quotes the key it was given: ids and a type, never stored content.
+        raise not_found(f"Relationship not found: {key}")
+    return _decorated(conn, row)
+
+
+def get_relationships(conn: sqlite3.Connection, body: Mapping[str, Any]) -> dict[str, Any]:
+    """``GET /relationships``: edges by source, target and/or type, newest first."""
+    where: list[str] = []
+    params: list[Any] = []
+    for name in ("source_entity_id", "target_entity_id", "relationship_type"):
+        value = body.get(name)
+        if value is None:
+            continue
+        if not isinstance(value, str):
+            raise invalid_format(f"{name} must be a string", [name])
+        where.append(f"{name} = ?")
+        params.append(value)
+    limit = bounded_int(body.get("limit", 100), "limit", 1, _MAX_RELATIONSHIPS_PAGE)
+    offset = bounded_int(body.get("offset", 0), "offset", 0, 2**31)
+    clause = f" WHERE {' AND '.join(where)}" if where else ""
+    total = conn.execute(f"SELECT count(*) FROM relationships{clause}", params).fetchone()[0]
+    rows = conn.execute(
+        f"SELECT {REL_COLUMNS} FROM relationships{clause} ORDER BY last_observation_at DESC, "
+        "relationship_type, source_entity_id, target_entity_id LIMIT ? OFFSET ?",
+        (*params, limit, offset),
+    ).fetchall()
+    return {
+        "relationships": [_decorated(conn, r) for r in rows],
+        "total": int(total),
+        "limit": limit,
+        "offset": offset,
+    }
