@@ -240,15 +240,38 @@ async def test_a_server_without_the_extension_gives_the_same_history(store: Tran
     first, second = new_turn_id(), new_turn_id()
     b = await m.open_turn("second question", turn_id=second)
     a = await m.open_turn("first question", turn_id=first)
-    await m.close_turn(b, "second answer")
+    await m.close_turn(b, "second answer\n")
     await _abandon(m, "third", new_turn_id(), "par")
     await m.abandon_turn(a, error="Stopped", partial_reply="fir")
     real = RealServerLike(store)
     history = await read_history(real, "chat-1", limit=2)
     assert [(h.user, h.status, h.reply) for h in history] == [
-        ("second question", "completed", "second answer"),
+        ("second question", "completed", "second answer\n"),  # exact, untrimmed
         ("third", "abandoned", "par"),
     ]
     assert history == await m.history(2)
-    # One read of the whole conversation, then the two kept turns' records, side by side.
-    assert [c.method for c in real.calls] == ["recent_conversation"] + ["get_entity_snapshot"] * 2
+    # One read of the whole conversation, then the two kept turns' records and their four
+    # messages' snapshots (the route trims what it lists), side by side.
+    assert [c.method for c in real.calls] == ["recent_conversation"] + ["get_entity_snapshot"] * 6
+
+
+async def test_a_revised_turn_keeps_its_place_on_a_server_that_lists_by_activity(
+    store: Transport,
+) -> None:
+    m = memory(store, history_turns=0)
+    for n in (1, 2, 3):
+        await m.record_turn(f"question {n}", f"answer {n}", turn_id=f"t{n}", retrieve=False)
+    await m.record_turn("question 1", "answer 1, revised", turn_id="t1", revision=2, retrieve=False)
+    real = RealServerLike(store)
+    history = await read_history(real, "chat-1", limit=None)
+    assert [(h.turn_id, h.reply) for h in history] == [
+        ("t1", "answer 1, revised"),
+        ("t2", "answer 2"),
+        ("t3", "answer 3"),
+    ]
+    assert history == await m.history(None)
+    # Ids that do not say their order: one more read, for each message's creation time.
+    assert [c.method for c in real.calls][:2] == [
+        "recent_conversation",
+        "retrieve_related_entities",
+    ]

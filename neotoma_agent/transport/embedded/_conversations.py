@@ -24,6 +24,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ..._identity import resolve_identity_cached
+from ..._js import js_trim
 from ._errors import invalid_format, not_found
 from ._reducer import SnapshotState
 from ._rows import snapshot_record
@@ -93,12 +94,15 @@ def _messages(
         if deleted:
             continue
         snapshot = json.loads(fields) if fields else {}
+        content = snapshot.get("content")
+        if not extended and isinstance(content, str):
+            content = js_trim(content)  # as a real server's route gives it: trimmed
         item: dict[str, Any] = {
             "message_id": mid,
             "canonical_name": canonical,
             "role": snapshot.get("role"),
             "sender_kind": snapshot.get("sender_kind"),
-            "content": snapshot.get("content"),
+            "content": content,
             "turn_key": snapshot.get("turn_key"),
             "activity_at": _activity(created, updated, observed),
             "related_entities": related.get(mid, []),
