@@ -193,7 +193,9 @@ class NeotomaMemory:
         keys, text, turn_number, extra = self._prepare(
             user_message, turn_id, turn_number, user_extra, revision
         )
-        return Turn(self._phases, keys, text, turn_number=turn_number, user_extra=extra)
+        return Turn.__new__(Turn)._setup(
+            self._phases, keys, text, turn_number=turn_number, user_extra=extra
+        )
 
     async def remember(self, entity_type: str, /, **fields: Any) -> str:
         """Store one entity (a fact to seed, a tool's result) and return its id.

@@ -296,7 +296,11 @@ class Turn:
         "_user_message",
     )
 
-    def __init__(
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        """Not for direct use: a turn comes from :meth:`NeotomaMemory.turn`."""
+        raise TypeError("Turn objects come from NeotomaMemory.turn(); it validates the ids")
+
+    def _setup(
         self,
         phases: Phases,
         keys: TurnKeys,
@@ -304,8 +308,9 @@ class Turn:
         *,
         turn_number: int | None,
         user_extra: Mapping[str, Any] | None,
-    ) -> None:
-        """Internal: turns come from :meth:`NeotomaMemory.turn`, which validates the ids."""
+    ) -> Turn:
+        # In place of __init__ (``Turn.__new__(Turn)._setup(...)``): help(Turn) shows no
+        # private types, and no Turn is built around ids NeotomaMemory.turn() did not check.
         self._phases = phases
         self._keys = keys
         self._user_message = user_message
@@ -326,6 +331,7 @@ class Turn:
         self._entered_at = 0.0
         self._body_started = 0.0
         self._open_ms = 0.0
+        return self
 
     def __repr__(self) -> str:
         return f"<Turn {self._keys.user_turn_key!r} {self._state.value}>"

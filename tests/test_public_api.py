@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import importlib.metadata
+import pydoc
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 import neotoma_agent
 
@@ -143,3 +146,11 @@ def test_the_distribution_states_its_licence_and_pythons() -> None:
         assert f"Programming Language :: Python :: {version}" in classifiers
     assert meta["Requires-Python"] == ">=3.10"
     assert (Path(__file__).resolve().parents[1] / "LICENSE").read_text().startswith("MIT License")
+
+
+def test_help_of_a_turn_names_no_private_type_and_a_direct_build_is_refused() -> None:
+    text = pydoc.render_doc(neotoma_agent.Turn, renderer=pydoc.plaintext)
+    for private in ("TurnKeys", "Phases", "Mapping"):
+        assert private not in text
+    with pytest.raises(TypeError, match=r"NeotomaMemory\.turn\(\)"):
+        neotoma_agent.Turn()
