@@ -465,3 +465,16 @@ def test_sdk_examples_end_with_one_line_when_the_sdk_cannot_connect(
         "stopped: ConnectionError: Connection error. (the turn is stored as abandoned)"
     )
     assert len(result.stderr.strip().splitlines()) <= 2
+
+
+def test_store_and_read_reads_the_raw_turn_back_as_history(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, str(EXAMPLES / "store_and_read.py"), str(tmp_path / "x.db")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    last = result.stdout.splitlines()[-1]
+    assert last == "history: turn t1 (open): 'What do we know about Acme Corp?'"
