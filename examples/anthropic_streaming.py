@@ -1,12 +1,15 @@
 """Stream a reply from the Anthropic SDK through an async-generator agent and ``with_memory``.
 
     pip install anthropic && export ANTHROPIC_API_KEY=...
-    python examples/anthropic_streaming.py ["your question"]
+    python examples/anthropic_streaming.py ["your question"] [PATH]
 
 The agent is an async generator ``(user_message, turn) -> chunks``; ``with_memory`` opens
-the turn (user message stored, entities retrieved), appends every chunk it yields to the
-reply, and stores the reply when the stream ends, or the partial reply if it breaks off.
-The model client is a parameter: the test suite passes a fake one shaped like
+the turn (user message stored, entities retrieved, earlier turns read), appends every chunk
+it yields to the reply, and stores the reply when the stream ends, or the partial reply if
+it breaks off. Claude is grounded in ``turn.context()`` (with a PATH, each run is the next
+turn of the same conversation and sees the ones before); the reply ends by recording a
+follow-up task with ``turn.remember``, stored with the reply, which cites its id and
+REFERS_TO it. The model client is a parameter: the test suite passes a fake one shaped like
 ``anthropic.AsyncAnthropic``.
 """
 
@@ -14,23 +17,23 @@ from __future__ import annotations
 
 import functools
 import sys
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any, TextIO
 
 import anyio
 
-from neotoma_agent import EmbeddedStore, Entity, Turn, TurnResult, with_memory
+from neotoma_agent import EmbeddedStore, NeotomaMemory, Turn, TurnResult, with_memory
 
 MODEL = "claude-sonnet-4-5"
 
 
-def system_prompt(entities: Sequence[Entity]) -> str:
-    """Ground the model in what retrieval found (and only that)."""
-    if not entities:
+def system_prompt(turn: Turn) -> str:
+    """Ground the model in what memory holds for this turn (and only that)."""
+    context = turn.context(max_chars=4000)  # retrieved entities, then earlier turns
+    if not context:
         return "You are a helpful assistant. Nothing relevant is in memory."
-    known = "\n".join(f"- {e.name} ({e.entity_type}): {dict(e.snapshot)}" for e in entities)
-    return f"You are a helpful assistant. Known entities from memory:\n{known}"
+    return f"You are a helpful assistant. From memory:\n{context}"
 
 
 def claude_agent(client: Any, model: str = MODEL) -> Callable[[str, Turn], AsyncIterator[str]]:
@@ -40,12 +43,14 @@ def claude_agent(client: Any, model: str = MODEL) -> Callable[[str, Turn], Async
         async with client.messages.stream(
             model=model,
             max_tokens=1024,
-            system=system_prompt(turn.retrieved),
+            system=system_prompt(turn),
             messages=[{"role": "user", "content": user_message}],
         ) as stream:
             async for text in stream.text_stream:
                 yield text
-        turn.cite(*turn.retrieved)
+        # What the reply produced: its id at once, the entity stored with the reply.
+        task = turn.remember("task", title=f"Follow up: {user_message}", status="open")
+        yield f" (follow-up: {task})"
 
     return agent
 
@@ -64,16 +69,11 @@ async def main(
 
         client = anthropic.AsyncAnthropic()
     async with EmbeddedStore.open(path) as store:
-        await store.store(
-            [{"entity_type": "company", "name": "Acme Corp", "website": "acme.com"}],
-            idempotency_key="anthropic-example-acme",
+        memory = NeotomaMemory(
+            store, conversation_id="anthropic-example", platform="anthropic", history_turns=5
         )
-        agent = with_memory(
-            claude_agent(client, model),
-            transport=store,
-            conversation_id="anthropic-example",
-            platform="anthropic",
-        )
+        await memory.remember("company", name="Acme Corp", website="acme.com")
+        agent = with_memory(claude_agent(client, model), memory=memory)
         out.write("assistant: ")
         async with agent.stream(question) as reply:
             async for chunk in reply:
@@ -86,8 +86,9 @@ async def main(
 
 if __name__ == "__main__":
     ask = sys.argv[1] if len(sys.argv) > 1 else "What do we know about Acme Corp?"
+    where = sys.argv[2] if len(sys.argv) > 2 else ":memory:"
     try:
-        anyio.run(functools.partial(main, question=ask))
+        anyio.run(functools.partial(main, question=ask, path=where))
     except ModuleNotFoundError as exc:
         if exc.name != "anthropic":
             raise

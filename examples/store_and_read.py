@@ -2,7 +2,8 @@
 
     python examples/store_and_read.py [PATH]
 
-No server needed: the store is one SQLite file (a temporary one by default).
+No server needed: the store is one SQLite file (a temporary one by default). What the
+library reads back from it (``memory.history``) is printed last.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from pathlib import Path
 
 import anyio
 
-from neotoma_agent import EmbeddedStore
+from neotoma_agent import EmbeddedStore, NeotomaMemory
 
 
 async def main(path: Path) -> None:
@@ -50,6 +51,10 @@ async def main(path: Path) -> None:
         for edge in related.relationships:
             print(f"  {edge.relationship_type} -> {edge.target_entity_id}")
         print(f"lookup 'Acme Corp' ({found.match_mode}): {[e.name for e in found.entities]}")
+        # The library reads raw stores too: the turn as ``memory.history`` sees it (no turn
+        # record was written, and no reply: "open").
+        (turn,) = await NeotomaMemory(store, conversation_id="example").history()
+        print(f"history: turn {turn.turn_id} ({turn.status}): {turn.user!r}")
 
 
 if __name__ == "__main__":

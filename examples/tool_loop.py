@@ -1,15 +1,19 @@
-"""A multi-step tool loop with the explicit ``open_turn`` / ``close_turn`` API.
+"""A multi-step tool loop inside one turn: tools read memory, and what they produce is stored.
 
     pip install openai && export OPENAI_API_KEY=...
-    python examples/tool_loop.py ["your question"]
+    python examples/tool_loop.py ["your question"] [PATH]
 
-When the reply is produced across several model calls and tool runs, an ``async with``
-block may not fit your loop. ``open_turn`` stores the user message (and retrieves what it
-names) before the first tool runs; ``close_turn`` stores the final reply, wired to every
-entity the tools touched; ``abandon_turn`` records the turn honestly if the loop fails.
-The tools write to the same store under idempotency keys derived from the turn id, so a
-retried turn does not store its facts twice. The model client is a parameter: the test
-suite passes a fake one shaped like ``openai.AsyncOpenAI`` (tool calling, no streaming).
+The whole loop (model calls and tool runs) is the body of one ``memory.turn()``: the user
+message is stored (and what it names retrieved) before the first model call, and the final
+reply is stored once the loop ends, or the turn is recorded as abandoned if it fails. The
+model sees the conversation so far (``t.history``, as chat messages) and what retrieval
+found (``t.context()``). The ``lookup`` tool reads the store and the reply cites what it
+found (``t.cite``); the ``remember`` tool's result is recorded with ``t.remember``: its id
+goes back to the model at once, the entity is written in the turn's closing store (no
+extra store call, and a retried turn does not store it twice) and the reply REFERS_TO it.
+An entity retrieval found (same type and name) is extended, not duplicated. The model
+client is a parameter: the test suite passes a fake one shaped like ``openai.AsyncOpenAI``
+(tool calling, no streaming).
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ from typing import Any, TextIO
 
 import anyio
 
-from neotoma_agent import EmbeddedStore, NeotomaMemory, Transport, TurnResult
+from neotoma_agent import EmbeddedStore, NeotomaMemory, Turn, TurnResult, ValidationError
 
 MODEL = "gpt-4o-mini"
 MAX_STEPS = 6
@@ -59,23 +63,38 @@ TOOLS = [
 ]
 
 
-async def run_tool(
-    store: Transport, name: str, args: dict[str, Any], *, key: str
-) -> tuple[Any, list[str]]:
-    """Run one tool call; return its result for the model and the entity ids it touched."""
+async def run_tool(memory: NeotomaMemory, turn: Turn, name: str, args: dict[str, Any]) -> Any:
+    """Run one tool call; return its result for the model."""
     if name == "lookup":
-        found = await store.retrieve_entity_by_identifier(str(args["name"]), limit=5)
-        entities = [
+        found = await memory.transport.retrieve_entity_by_identifier(str(args["name"]), limit=5)
+        turn.cite(*found.entities)  # the reply REFERS_TO what the tool found
+        return [
             {"id": e.id, "type": e.entity_type, "name": e.name, "fields": dict(e.snapshot)}
             for e in found.entities
         ]
-        return entities, [e.id for e in found.entities]
     if name == "remember":
-        fields = {"entity_type": args["entity_type"], "name": args["name"]}
-        fields.update(args.get("facts") or {})
-        stored = await store.store([fields], idempotency_key=key)
-        return {"stored": stored.entity_id(0)}, [stored.entity_id(0)]
-    return {"error": f"unknown tool {name!r}"}, []
+        facts = dict(args.get("facts") or {})
+        try:
+            entity_id = turn.remember(str(args["entity_type"]), name=args["name"], **facts)
+        except (TypeError, ValueError, ValidationError) as exc:  # refused before any I/O
+            return {"error": str(exc)}
+        return {"stored": entity_id}  # stored with the reply, which REFERS_TO it
+    return {"error": f"unknown tool {name!r}"}
+
+
+def chat_messages(turn: Turn) -> list[dict[str, Any]]:
+    """The prompt: memory's context, the conversation so far, then the question."""
+    system = "Use the tools to read and update memory."
+    context = turn.context(max_chars=2000)
+    messages: list[dict[str, Any]] = [
+        {"role": "system", "content": f"{system}\n{context}" if context else system}
+    ]
+    for earlier in turn.history:  # oldest first
+        messages.append({"role": "user", "content": earlier.user})
+        if earlier.reply is not None:
+            messages.append({"role": "assistant", "content": earlier.reply})
+    messages.append({"role": "user", "content": turn.user_message})
+    return messages
 
 
 async def main(
@@ -92,25 +111,20 @@ async def main(
 
         client = openai.AsyncOpenAI()
     async with EmbeddedStore.open(path) as store:
-        await store.store(
-            [{"entity_type": "company", "name": "Acme Corp", "website": "acme.com"}],
-            idempotency_key="tool-loop-example-acme",
+        memory = NeotomaMemory(
+            store, conversation_id="tool-loop-example", platform="openai", history_turns=5
         )
-        memory = NeotomaMemory(store, conversation_id="tool-loop-example", platform="openai")
-        turn = await memory.open_turn(question)  # the user message is durable from here on
-        touched: list[str] = []
-        messages: list[dict[str, Any]] = [
-            {"role": "system", "content": "Use the tools to read and update memory."},
-            {"role": "user", "content": question},
-        ]
-        try:
-            for step in range(MAX_STEPS):
+        await memory.remember("company", name="Acme Corp", website="acme.com")
+        # Anything that escapes the block (an API error, Ctrl-C) records it as abandoned.
+        async with memory.turn(question) as t:
+            messages = chat_messages(t)
+            for _ in range(MAX_STEPS):
                 response = await client.chat.completions.create(
                     model=model, messages=messages, tools=TOOLS
                 )
                 message = response.choices[0].message
                 if not message.tool_calls:
-                    reply = message.content or ""
+                    t.reply = message.content or ""
                     break
                 messages.append(
                     {
@@ -129,31 +143,29 @@ async def main(
                         ],
                     }
                 )
-                for n, call in enumerate(message.tool_calls):
-                    key = f"tool-loop-{turn.turn_id}-{step}-{n}"
+                for call in message.tool_calls:
                     args = json.loads(call.function.arguments or "{}")
-                    result, ids = await run_tool(store, call.function.name, args, key=key)
-                    touched.extend(ids)
+                    result = await run_tool(memory, t, call.function.name, args)
                     out.write(f"  tool {call.function.name}({args}) -> {result}\n")
                     messages.append(
                         {"role": "tool", "tool_call_id": call.id, "content": json.dumps(result)}
                     )
             else:
                 raise RuntimeError(f"no answer after {MAX_STEPS} model calls")
-        except BaseException as exc:
-            # Anything (an API error, Ctrl-C): record the turn as abandoned, then re-raise.
-            await memory.abandon_turn(turn, error=exc, refers_to=touched)
-            raise
-        result = await memory.close_turn(turn, reply, refers_to=touched)
-    out.write(f"assistant: {reply}\n")
-    out.write(f"stored: {result.stored_status}, REFERS_TO {len(result.cited_ids)} cited entities\n")
+    result = t.result
+    out.write(f"assistant: {t.reply}\n")
+    out.write(
+        f"stored: {result.stored_status}, REFERS_TO {len(result.cited_ids)} cited and "
+        f"{len(result.produced_ids)} produced entities\n"
+    )
     return result
 
 
 if __name__ == "__main__":
-    ask = sys.argv[1] if len(sys.argv) > 1 else None
+    ask = {"question": sys.argv[1]} if len(sys.argv) > 1 else {}
+    where = sys.argv[2] if len(sys.argv) > 2 else ":memory:"
     try:
-        anyio.run(functools.partial(main, question=ask) if ask else main)
+        anyio.run(functools.partial(main, path=where, **ask))
     except ModuleNotFoundError as exc:
         if exc.name != "openai":
             raise

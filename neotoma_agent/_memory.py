@@ -120,7 +120,21 @@ class NeotomaMemory:
 
     ``async with memory.turn(user_message) as t:`` stores the user message before the body
     runs and the exact reply after it, wired to the entities the user named (bounded
-    retrieval), exactly once per ``turn_id``, whatever the body does.
+    retrieval), exactly once per ``turn_id``, whatever the body does::
+
+        memory = NeotomaMemory(store, conversation_id="chat-42", history_turns=5)
+        await memory.remember("company", name="Acme Corp", website="acme.com")  # a seed
+        async with memory.turn("What do we know about Acme Corp?") as t:
+            prompt = f"{t.context(max_chars=2000)}\n\nUser: {t.user_message}"
+            async for chunk in t.stream(llm(prompt)):   # your model's stream
+                ...
+            task = t.remember("task", title="Call Acme Corp", status="open")
+            t.reply += f" (follow-up: {task})"
+        t.result.completed, t.result.produced_ids
+
+    Outside a turn: :meth:`remember` stores one entity, :meth:`history` reads the last
+    turns; ``open_turn`` / ``close_turn`` / ``abandon_turn`` run the phases one call each;
+    ``record_turn`` stores a finished turn.
 
     Settings: ``retrieval_limit`` entities at most per turn, from at most
     ``max_identifiers`` identifiers (``extractor``, default
@@ -203,8 +217,13 @@ class NeotomaMemory:
         One store call under a key derived from the entity's content, so repeating it
         replays instead of writing again. The id is the server's (an entity with the same
         type and name gets a new observation on the same id). The same checks as
-        :meth:`Turn.remember` run before any I/O; inside a turn, prefer ``t.remember``,
-        which rides on the closing store and links the entity to the reply.
+        :meth:`Turn.remember` run before any I/O (``TypeError``, ``ValueError``,
+        :class:`~neotoma_agent.ValidationError`); inside a turn, prefer ``t.remember``,
+        which rides on the closing store and links the entity to the reply. To link an
+        entity stored this way to a reply, cite it (``t.cite(entity_id)``, or
+        ``refers_to=`` on ``close_turn``)::
+
+            acme = await memory.remember("company", name="Acme Corp", website="acme.com")
         """
         item = produced_entity(entity_type, fields)
         payload = remembered_payload(item)
@@ -228,6 +247,10 @@ class NeotomaMemory:
         with their latest text. Unlike ``t.history``, errors propagate. On the embedded
         store and the dev server the cost does not grow with the conversation's length; on
         a real Neotoma server it reads the whole conversation (see ``neotoma_agent._history``).
+        A conversation that does not exist has no history (``()``)::
+
+            for h in await memory.history(limit=20):
+                print(h.turn_number, h.status, h.user, h.reply)
         """
         return await read_history(self.transport, self.conversation_id, limit=limit, before=before)
 

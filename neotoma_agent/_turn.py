@@ -269,9 +269,20 @@ def _cite_id(value: str | Entity) -> str:
 class Turn:
     """One turn of a conversation, as an async context manager (``memory.turn(...)``).
 
-    In the body, write the reply (``t.reply += chunk``, ``t.append(chunk)`` or
-    ``async for chunk in t.stream(source)``), cite entities (``t.cite(...)``) and read what
-    retrieval found (``t.retrieved``). After the block, ``t.result`` says what was stored.
+    In the body, read what memory holds (``t.retrieved``: the entities the user message
+    names; ``t.history``: the conversation's earlier turns; ``t.context()``: both as one
+    budgeted text block for a prompt), write the reply (``t.reply += chunk``,
+    ``t.append(chunk)`` or ``async for chunk in t.stream(source)``), record the entities the
+    reply produces (``t.remember(...)``, stored with the reply) and cite others
+    (``t.cite(...)``). After the block, ``t.result`` says what was stored::
+
+        async with memory.turn("What do we know about Acme Corp?") as t:
+            prompt = f"{t.context()}\n\nUser: {t.user_message}"
+            async for chunk in t.stream(llm(prompt)):
+                print(chunk, end="")
+            task = t.remember("task", title="Call Acme Corp", status="open")
+            t.reply += f" (follow-up: {task})"
+        print(t.result.stored_status, t.result.produced_ids)
     """
 
     __slots__ = (
@@ -379,7 +390,17 @@ class Turn:
 
         Read on enter, concurrently with retrieval and the user store (no extra round trip);
         empty when ``history_turns=0``, on the first turn, or when the read failed (logged
-        at WARNING: history is best-effort, the turn goes on).
+        at WARNING: history is best-effort, the turn goes on). Each
+        :class:`~neotoma_agent.HistoryTurn` has the exact ``user`` and ``reply`` (``None``
+        if none was stored; partial for an abandoned turn), ``status``, ``turn_id``,
+        ``turn_number`` and the ids each message REFERS_TO. :meth:`context` includes them;
+        for a chat API's message list::
+
+            messages = []
+            for h in t.history:
+                messages.append({"role": "user", "content": h.user})
+                if h.reply is not None:
+                    messages.append({"role": "assistant", "content": h.reply})
         """
         return self._history
 
@@ -499,7 +520,12 @@ class Turn:
         never duplicated. Remembering the same id twice merges the fields (later wins). An
         abandoned turn still stores what it produced (it happened), REFERS_TO from the
         partial reply, or from the turn record. Bad input (a ``conversation*`` type, fields
-        that are not plain JSON or name nothing) raises before any I/O.
+        that are not plain JSON or name nothing) raises before any I/O (``TypeError``,
+        ``ValueError``, :class:`~neotoma_agent.ValidationError`). Only while the turn is
+        open (:class:`~neotoma_agent.TurnStateError` otherwise)::
+
+            booking = t.remember("booking", name="Table for two", party=2)
+            t.reply += f" Booked ({booking})."
         """
         self._require_open("remember an entity")
         item = produced_entity(entity_type, fields, extends=self.retrieved_ids)
@@ -517,7 +543,17 @@ class Turn:
         :attr:`history`, within ``max_chars`` characters by the rules documented in
         ``neotoma_agent._context`` (entities in rank order; newest history kept first, shown
         oldest first; long values cut with a ``…[+N chars]`` marker; lines that do not fit
-        left out and counted). Only stored content, never a token.
+        left out and counted). Only stored content, never a token. An empty string when
+        there is nothing to show. For example::
+
+            Known entities (best match first):
+            - company "Acme Corp" [ent_af939bedafbd1838b259772a]: website=acme.com
+            Earlier in this conversation (oldest first):
+            [turn 1 · completed] user: What do we know about Acme Corp?
+            [turn 1 · completed] assistant: Acme Corp is a customer.
+
+        A turn is tagged ``turn N`` when it was given a ``turn_number``, else with its id.
+        ``ValueError`` for a ``max_chars`` that is not an int >= 0.
         """
         return render_context(self.retrieved, self._history, max_chars=max_chars)
 

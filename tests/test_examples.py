@@ -168,15 +168,36 @@ async def test_plain_agent(tmp_path: Path) -> None:
     out = io.StringIO()
     first, second = await example.main(tmp_path / "m.db", out=out)
     assert first.completed
-    assert len(first.cited_ids) == 1
-    assert second.cited_ids == ()
-    assert "agent: From memory: Acme Corp (company, acme.com)." in out.getvalue()
+    assert len(first.retrieved_ids) == 1
+    assert first.produced_ids == ()
+    (task,) = second.produced_ids  # nothing known about Globex: a follow-up task
+    assert "agent: From memory: Acme Corp (company, acme.com).\n" in out.getvalue()
     stored = await transcript(tmp_path / "m.db", "plain-example")
     assert [m.content for m in stored.turns[1].messages] == [
         "Have we met Globex yet?",
-        "I don't know anything about that yet.",
+        f"I don't know anything about that yet; I noted task {task}."
+        " (Earlier you asked: What do we know about Acme Corp?)",  # from turn.history
     ]
     assert [r.name for r in stored.turns[0].messages[1].refers_to] == ["Acme Corp"]
+    assert [(r.entity_id, r.name) for r in stored.turns[1].messages[1].refers_to] == [
+        (task, "Find out: Have we met Globex yet?")
+    ]
+
+
+@pytest.mark.anyio
+async def test_plain_agent_run_again_sees_the_earlier_turns(tmp_path: Path) -> None:
+    """The seed replays (one Acme Corp), and the history is bounded by history_turns=3."""
+    example = load_example("plain_agent")
+    await example.main(tmp_path / "m.db", out=io.StringIO())
+    first, _ = await example.main(tmp_path / "m.db", out=io.StringIO())
+    assert len(first.retrieved_ids) == 1
+    async with EmbeddedStore.open(tmp_path / "m.db") as store:
+        found = await store.retrieve_entity_by_identifier("Acme Corp", entity_type="company")
+        assert len(found.entities) == 1
+    stored = await transcript(tmp_path / "m.db", "plain-example")
+    assert (
+        stored.turns[2].messages[1].content.endswith("(Earlier you asked: Have we met Globex yet?)")
+    )
 
 
 @pytest.mark.anyio
@@ -186,13 +207,37 @@ async def test_openai_streaming_stores_the_streamed_reply(tmp_path: Path) -> Non
     out = io.StringIO()
     result = await example.main(client, path=tmp_path / "m.db", out=out)
     assert result.completed
-    assert "assistant: Acme Corp is a client (acme.com).\n" in out.getvalue()
+    (acme,) = result.retrieved_ids
+    (task,) = result.produced_ids
+    assert f"assistant: Acme Corp is a client (acme.com). (follow-up: {task})\n" in out.getvalue()
     (call,) = client.completions.calls
     assert call["messages"][1] == {"role": "user", "content": "What do we know about Acme Corp?"}
-    assert "Acme Corp (company)" in call["messages"][0]["content"]  # grounded in retrieval
+    system = call["messages"][0]["content"]
+    assert f'company "Acme Corp" [{acme}]: website=acme.com' in system  # t.context()
+    assert "Earlier in this conversation" not in system
     (turn,) = (await transcript(tmp_path / "m.db", "openai-example")).turns
-    assert turn.messages[1].content == "Acme Corp is a client (acme.com)."
-    assert [r.name for r in turn.messages[1].refers_to] == ["Acme Corp"]
+    assert turn.messages[1].content == f"Acme Corp is a client (acme.com). (follow-up: {task})"
+    assert {(r.entity_id, r.name) for r in turn.messages[1].refers_to} == {
+        (acme, "Acme Corp"),
+        (task, "Follow up: What do we know about Acme Corp?"),
+    }
+
+
+@pytest.mark.anyio
+async def test_openai_streaming_sees_the_earlier_turns(tmp_path: Path) -> None:
+    """Run twice on one file: the second turn's system prompt holds the first turn."""
+    example = load_example("openai_streaming")
+    first = await example.main(
+        streaming_openai(["Acme Corp ", "is a client."]), path=tmp_path / "m.db", out=io.StringIO()
+    )
+    client = streaming_openai(["Yes."])
+    await example.main(client, question="Is it still?", path=tmp_path / "m.db", out=io.StringIO())
+    (call,) = client.completions.calls
+    system = call["messages"][0]["content"]
+    (task,) = first.produced_ids
+    assert "Earlier in this conversation (oldest first):" in system
+    assert "completed] user: What do we know about Acme Corp?" in system
+    assert f"completed] assistant: Acme Corp is a client. (follow-up: {task})" in system
 
 
 @pytest.mark.anyio
@@ -213,14 +258,24 @@ async def test_anthropic_streaming(tmp_path: Path) -> None:
     out = io.StringIO()
     result = await example.main(client, path=tmp_path / "m.db", out=out)
     assert result.completed
-    assert "assistant: Acme Corp (acme.com) is a client.\n" in out.getvalue()
+    (acme,) = result.retrieved_ids
+    (task,) = result.produced_ids
+    reply = f"Acme Corp (acme.com) is a client. (follow-up: {task})"
+    assert f"assistant: {reply}\n" in out.getvalue()
     (call,) = client.calls
     assert call["messages"] == [{"role": "user", "content": "What do we know about Acme Corp?"}]
-    assert "Acme Corp (company)" in call["system"]
+    assert f'company "Acme Corp" [{acme}]: website=acme.com' in call["system"]  # t.context()
     assert client.managers[0].exited
     (turn,) = (await transcript(tmp_path / "m.db", "anthropic-example")).turns
-    assert turn.messages[1].content == "Acme Corp (acme.com) is a client."
-    assert [r.name for r in turn.messages[1].refers_to] == ["Acme Corp"]
+    assert turn.messages[1].content == reply
+    assert {(r.entity_id, r.name) for r in turn.messages[1].refers_to} == {
+        (acme, "Acme Corp"),
+        (task, "Follow up: What do we know about Acme Corp?"),
+    }
+    # Run again on the same file: Claude is given the first turn.
+    again = FakeAnthropic(["Yes."])
+    await example.main(again, question="Still?", path=tmp_path / "m.db", out=io.StringIO())
+    assert f"completed] assistant: {reply}" in again.calls[0]["system"]
 
 
 @pytest.mark.anyio
@@ -233,26 +288,88 @@ async def test_tool_loop_closes_the_turn_with_what_the_tools_touched(tmp_path: P
                 tool_call(
                     "c2",
                     "remember",
-                    {"entity_type": "person", "name": "Ana Lopez", "facts": {"city": "Lisbon"}},
-                )
+                    {"entity_type": "person", "name": "Ana Lopez", "facts": {"role": "CTO"}},
+                ),
+                tool_call(
+                    "c3",
+                    "remember",
+                    {"entity_type": "company", "name": "Acme Corp", "facts": {"address": "Lisbon"}},
+                ),
             ]
         ),
-        completion("Acme Corp (acme.com) moved to Lisbon; I noted Ana Lopez there."),
+        completion("Acme Corp (acme.com) moved to Lisbon; I noted Ana Lopez, their CTO."),
     )
     out = io.StringIO()
     result = await example.main(client, path=tmp_path / "m.db", out=out)
     assert result.completed
     assert len(client.completions.calls) == 3
-    last = client.completions.calls[-1]["messages"]
-    assert [m["role"] for m in last] == ["system", "user", "assistant", "tool", "assistant", "tool"]
+    first, last = client.completions.calls[0]["messages"], client.completions.calls[-1]["messages"]
+    (acme,) = result.retrieved_ids
+    assert f'company "Acme Corp" [{acme}]: website=acme.com' in first[0]["content"]
+    roles = ["system", "user", "assistant", "tool", "assistant", "tool", "tool"]
+    assert [m["role"] for m in last] == roles
     assert "acme.com" in last[3]["content"]  # the lookup's result went back to the model
+
+    # The remember tool's results: ids at once, the entities stored with the reply.
+    ana = json.loads(last[5]["content"])["stored"]
+    assert json.loads(last[6]["content"]) == {"stored": acme}  # extended, not duplicated
+    assert set(result.produced_ids) == {ana, acme}
+    async with EmbeddedStore.open(tmp_path / "m.db") as store:
+        person = await store.get_entity_snapshot(ana)
+        company = await store.get_entity_snapshot(acme)
+        companies = await store.retrieve_entity_by_identifier("Acme Corp", entity_type="company")
+    assert (person.entity_type, person.snapshot["name"], person.snapshot["role"]) == (
+        "person",
+        "Ana Lopez",
+        "CTO",
+    )
+    assert (company.snapshot["website"], company.snapshot["address"]) == ("acme.com", "Lisbon")
+    assert [e.id for e in companies.entities] == [acme]
 
     (turn,) = (await transcript(tmp_path / "m.db", "tool-loop-example")).turns
     assert turn.status == "completed"
     user, reply = turn.messages
     assert user.content.startswith("Acme Corp just told us")
-    assert reply.content == "Acme Corp (acme.com) moved to Lisbon; I noted Ana Lopez there."
-    assert {r.name for r in reply.refers_to} == {"Acme Corp", "Ana Lopez"}
+    assert reply.content == "Acme Corp (acme.com) moved to Lisbon; I noted Ana Lopez, their CTO."
+    assert {(r.entity_id, r.name) for r in reply.refers_to} == {
+        (acme, "Acme Corp"),
+        (ana, "Ana Lopez"),
+    }
+
+
+@pytest.mark.anyio
+async def test_tool_loop_gives_the_model_the_conversation_so_far(tmp_path: Path) -> None:
+    example = load_example("tool_loop")
+    await example.main(
+        scripted_openai(completion("Noted.")),
+        question="Hello",
+        path=tmp_path / "m.db",
+        out=io.StringIO(),
+    )
+    client = scripted_openai(completion("Still noted."))
+    await example.main(client, question="Again", path=tmp_path / "m.db", out=io.StringIO())
+    (call,) = client.completions.calls
+    assert call["messages"][1:] == [
+        {"role": "user", "content": "Hello"},
+        {"role": "assistant", "content": "Noted."},
+        {"role": "user", "content": "Again"},
+    ]
+
+
+@pytest.mark.anyio
+async def test_tool_loop_tells_the_model_when_remember_is_refused(tmp_path: Path) -> None:
+    example = load_example("tool_loop")
+    client = scripted_openai(
+        completion(
+            tool_calls=[tool_call("c1", "remember", {"entity_type": "conversation", "name": "x"})]
+        ),
+        completion("I could not store that."),
+    )
+    result = await example.main(client, path=tmp_path / "m.db", out=io.StringIO())
+    assert result.completed
+    assert result.produced_ids == ()
+    tool_answer = json.loads(client.completions.calls[-1]["messages"][-1]["content"])
+    assert "only turns write it" in tool_answer["error"]
 
 
 @pytest.mark.anyio
@@ -348,3 +465,16 @@ def test_sdk_examples_end_with_one_line_when_the_sdk_cannot_connect(
         "stopped: ConnectionError: Connection error. (the turn is stored as abandoned)"
     )
     assert len(result.stderr.strip().splitlines()) <= 2
+
+
+def test_store_and_read_reads_the_raw_turn_back_as_history(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, str(EXAMPLES / "store_and_read.py"), str(tmp_path / "x.db")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    last = result.stdout.splitlines()[-1]
+    assert last == "history: turn t1 (open): 'What do we know about Acme Corp?'"
