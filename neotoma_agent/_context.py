@@ -45,7 +45,6 @@ MAX_MESSAGE_CHARS: Final = 600
 
 _ENTITIES: Final = "Known entities (best match first):"
 _HISTORY: Final = "Earlier in this conversation (oldest first):"
-_NAME_FIELDS: Final = ("name", "title", "full_name", "email", "canonical_name")
 
 
 def _cut(text: str, limit: int) -> str:
@@ -64,8 +63,9 @@ def _value(value: Any) -> str:
 def entity_line(entity: Entity) -> str:
     """One entity: ``- type "name" [id]: k=v; k=v``."""
     shown: list[str] = []
+    name_field = entity.name_field
     for key, value in entity.snapshot.items():
-        if key in _NAME_FIELDS or value is None or value == "" or value == [] or value == {}:
+        if key == name_field or value is None or value == "" or value == [] or value == {}:
             continue
         shown.append(f"{key}={_cut(_value(value), MAX_VALUE_CHARS)}")
         if len(shown) == MAX_FIELDS:

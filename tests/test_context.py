@@ -112,3 +112,18 @@ def test_the_block_never_exceeds_its_budget(max_chars: int, n_entities: int, n_t
 def test_a_bad_budget_is_refused() -> None:
     with pytest.raises(ValueError, match="max_chars"):
         render_context([], [], max_chars=-1)
+
+
+def test_only_the_field_shown_as_the_name_is_left_out() -> None:
+    contact = entity(1, title="Head of Sales", email="ana@example.com")
+    text = render_context([contact], [], max_chars=1000)
+    assert text.splitlines()[1] == (
+        f'- company "Company 1" [{contact.id}]: title=Head of Sales; email=ana@example.com'
+    )
+    untitled = Entity(
+        id=contact.id, entity_type="person", canonical_name="person:ana",
+        snapshot={"email": "ana@example.com", "role": "CFO"}, raw={},
+    )  # fmt: skip
+    assert f'"ana@example.com" [{contact.id}]: role=CFO' in render_context(
+        [untitled], [], max_chars=1000
+    )

@@ -174,11 +174,17 @@ class Entity:
     @property
     def name(self) -> str:
         """A display name: the snapshot's name or title, else the canonical name, else the id."""
+        key = self.name_field
+        return str(self.snapshot[key]) if key is not None else (self.canonical_name or self.id)
+
+    @property
+    def name_field(self) -> str | None:
+        """The snapshot field :attr:`name` shows (``None``: it shows the canonical name)."""
         for key in ("name", "title", "full_name", "email"):
             value = self.snapshot.get(key)
             if isinstance(value, str) and value:
-                return value
-        return self.canonical_name or self.id
+                return key
+        return None
 
     @classmethod
     def from_json(cls, raw: Mapping[str, Any]) -> Entity:
