@@ -16,9 +16,11 @@ They compose: ``FaultyTransport(RecordingTransport(store))`` records the faults 
 
 from __future__ import annotations
 
+import functools
+import inspect
 import itertools
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Coroutine, Mapping
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 import anyio
 import attrs
@@ -27,19 +29,7 @@ import attrs
 from ._keys import key_phase
 from .transport._base import (
     AsyncClosing,
-    ConversationPage,
     ConversationReader,
-    CorrectionResult,
-    CreateRelationshipsResult,
-    Direction,
-    EntityQueryResult,
-    EntitySnapshot,
-    LookupResult,
-    ObservationList,
-    RecentConversation,
-    RelatedEntities,
-    RelationshipSnapshot,
-    StoreResult,
     Transport,
 )
 
@@ -69,8 +59,37 @@ class Call:
         return self.started < other_end and other.started < self_end
 
 
+P = ParamSpec("P")
+T = TypeVar("T")
+
+
+def _forward(
+    method: Callable[Concatenate[Any, P], Coroutine[Any, Any, T]], *, optional: bool = False
+) -> Callable[Concatenate[_Wrapper, P], Coroutine[Any, Any, T]]:
+    """A wrapper method with the signature of the protocol's ``method``, calling :meth:`_call`.
+
+    The call is recorded as the protocol spells it: parameters before ``*`` positionally,
+    the rest by keyword, defaults filled in. ``optional``: a :class:`ConversationReader`
+    method, :class:`NotImplementedError` when the wrapped transport lacks it.
+    """
+    name = method.__name__
+    signature = inspect.signature(method)
+
+    @functools.wraps(method)
+    async def forward(self: _Wrapper, /, *args: P.args, **kwargs: P.kwargs) -> T:
+        if optional and not isinstance(self.inner, ConversationReader):
+            raise NotImplementedError(f"the wrapped transport has no {name}")
+        bound = signature.bind(self.inner, *args, **kwargs)
+        bound.apply_defaults()
+        result: T = await self._call(name, *bound.args[1:], **bound.kwargs)
+        return result
+
+    forward.__doc__ = f"Delegates ``{name}``."
+    return forward
+
+
 class _Wrapper(AsyncClosing):
-    """Delegates every Transport method through :meth:`_call`."""
+    """Delegates every Transport method (and the optional reads) through :meth:`_call`."""
 
     def __init__(self, inner: Transport) -> None:
         self.inner = inner
@@ -78,175 +97,17 @@ class _Wrapper(AsyncClosing):
     async def _call(self, method: str, *args: Any, **kwargs: Any) -> Any:
         return await getattr(self.inner, method)(*args, **kwargs)
 
-    async def store(
-        self,
-        entities: Sequence[Mapping[str, Any]],
-        *,
-        idempotency_key: str,
-        relationships: Sequence[Mapping[str, Any]] = (),
-        source_priority: int | None = None,
-        observation_source: str | None = None,
-        strict: bool = False,
-    ) -> StoreResult:
-        """Delegates ``store``."""
-        result: StoreResult = await self._call(
-            "store",
-            entities,
-            idempotency_key=idempotency_key,
-            relationships=relationships,
-            source_priority=source_priority,
-            observation_source=observation_source,
-            strict=strict,
-        )
-        return result
-
-    async def retrieve_entity_by_identifier(
-        self,
-        identifier: str,
-        *,
-        entity_type: str | None = None,
-        by: str | None = None,
-        limit: int | None = None,
-    ) -> LookupResult:
-        """Delegates ``retrieve_entity_by_identifier``."""
-        result: LookupResult = await self._call(
-            "retrieve_entity_by_identifier",
-            identifier,
-            entity_type=entity_type,
-            by=by,
-            limit=limit,
-        )
-        return result
-
-    async def create_relationship(
-        self,
-        relationship_type: str,
-        source_entity_id: str,
-        target_entity_id: str,
-        *,
-        metadata: Mapping[str, Any] | None = None,
-    ) -> RelationshipSnapshot:
-        """Delegates ``create_relationship``."""
-        result: RelationshipSnapshot = await self._call(
-            "create_relationship",
-            relationship_type,
-            source_entity_id,
-            target_entity_id,
-            metadata=metadata,
-        )
-        return result
-
-    async def create_relationships(
-        self, relationships: Sequence[Mapping[str, Any]]
-    ) -> CreateRelationshipsResult:
-        """Delegates ``create_relationships``."""
-        result: CreateRelationshipsResult = await self._call("create_relationships", relationships)
-        return result
-
-    async def get_entity_snapshot(self, entity_id: str) -> EntitySnapshot:
-        """Delegates ``get_entity_snapshot``."""
-        result: EntitySnapshot = await self._call("get_entity_snapshot", entity_id)
-        return result
-
-    async def list_observations(
-        self, entity_id: str, *, limit: int = 100, offset: int = 0
-    ) -> ObservationList:
-        """Delegates ``list_observations``."""
-        result: ObservationList = await self._call(
-            "list_observations", entity_id, limit=limit, offset=offset
-        )
-        return result
-
-    async def retrieve_related_entities(
-        self,
-        entity_id: str,
-        *,
-        relationship_types: Sequence[str] | None = None,
-        direction: Direction = "both",
-        max_hops: int = 1,
-    ) -> RelatedEntities:
-        """Delegates ``retrieve_related_entities``."""
-        result: RelatedEntities = await self._call(
-            "retrieve_related_entities",
-            entity_id,
-            relationship_types=relationship_types,
-            direction=direction,
-            max_hops=max_hops,
-        )
-        return result
-
-    async def query_entities(
-        self,
-        *,
-        entity_type: str | None = None,
-        search: str | None = None,
-        limit: int = 100,
-        offset: int = 0,
-        cursor: str | None = None,
-    ) -> EntityQueryResult:
-        """Delegates ``query_entities``."""
-        result: EntityQueryResult = await self._call(
-            "query_entities",
-            entity_type=entity_type,
-            search=search,
-            limit=limit,
-            offset=offset,
-            cursor=cursor,
-        )
-        return result
-
-    async def correct(
-        self,
-        entity_id: str,
-        entity_type: str,
-        field: str,
-        value: Any,
-        *,
-        idempotency_key: str,
-    ) -> CorrectionResult:
-        """Delegates ``correct``."""
-        result: CorrectionResult = await self._call(
-            "correct", entity_id, entity_type, field, value, idempotency_key=idempotency_key
-        )
-        return result
-
-    async def recent_conversation(
-        self,
-        conversation_entity_id: str,
-        *,
-        limit: int | None = None,
-        before: str | None = None,
-    ) -> RecentConversation:
-        """Delegates ``recent_conversation`` (:class:`NotImplementedError` if the wrapped
-        transport has no such method: readers then use the generic reads)."""
-        self._require_reader("recent_conversation")
-        result: RecentConversation = await self._call(
-            "recent_conversation", conversation_entity_id, limit=limit, before=before
-        )
-        return result
-
-    async def recent_conversations(
-        self,
-        *,
-        limit: int = 25,
-        offset: int = 0,
-        activity_after: str | None = None,
-        activity_before: str | None = None,
-    ) -> ConversationPage:
-        """Delegates ``recent_conversations`` (see :meth:`recent_conversation`)."""
-        self._require_reader("recent_conversations")
-        result: ConversationPage = await self._call(
-            "recent_conversations",
-            limit=limit,
-            offset=offset,
-            activity_after=activity_after,
-            activity_before=activity_before,
-        )
-        return result
-
-    def _require_reader(self, method: str) -> None:
-        if not isinstance(self.inner, ConversationReader):
-            raise NotImplementedError(f"the wrapped transport has no {method}")
+    store = _forward(Transport.store)
+    retrieve_entity_by_identifier = _forward(Transport.retrieve_entity_by_identifier)
+    create_relationship = _forward(Transport.create_relationship)
+    create_relationships = _forward(Transport.create_relationships)
+    get_entity_snapshot = _forward(Transport.get_entity_snapshot)
+    list_observations = _forward(Transport.list_observations)
+    retrieve_related_entities = _forward(Transport.retrieve_related_entities)
+    query_entities = _forward(Transport.query_entities)
+    correct = _forward(Transport.correct)
+    recent_conversation = _forward(ConversationReader.recent_conversation, optional=True)
+    recent_conversations = _forward(ConversationReader.recent_conversations, optional=True)
 
     async def aclose(self) -> None:
         """Closes the wrapped transport."""

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import argparse
 import functools
-from typing import Any, TextIO
+from typing import TextIO
 
 from .._terminal import printer
 from ..qa import AUDIT_DEFAULT_MIN_AGE, AuditReport, Finding, audit
 from ..qa._audit import _CLOSE_TIMEOUT, _REPLY_MARGIN, skipped_reason
-from ._common import CLIError, add_command, print_report
+from ._common import CLIError, Command, option, print_report
 
 __all__ = ["register", "render_audit", "run"]
 
@@ -97,49 +97,6 @@ def render_audit(report: AuditReport, out: TextIO, where: str) -> None:
     write(f"{_count(n, 'problem')} remain{'s' if n == 1 else ''}{hint}\n")
 
 
-def register(subparsers: Any) -> None:
-    """Add the ``audit`` subcommand."""
-    parser = add_command(
-        subparsers,
-        "audit",
-        run=run,
-        help="find turns a crash left half-stored (orphans); --repair closes them",
-        description="Read the store back and find every turn that broke 'both halves or "
-        "neither': user messages whose turn was never closed (orphans, as a crash or kill "
-        "leaves), replies without their question, turn records without messages, messages "
-        "outside any conversation. --repair records each orphan as abandoned (reason "
-        "orphan_found_by_audit), idempotently; no reply is ever invented. Open turns "
-        "younger than --min-age are left alone, and counted: they may still be running. "
-        "The audit reads only the store: it knows nothing of an outbox, and a turn whose "
-        "closing store is still queued in one looks open (an orphan) until `neotoma-agent "
-        "outbox flush` delivers it. Exit status 1 when problems remain.",
-    )
-    parser.add_argument("--conversation", metavar="ID", help="audit one conversation only")
-    parser.add_argument(
-        "--since", metavar="TIME", help="only turns written at or after this ISO 8601 time"
-    )
-    parser.add_argument("--repair", action="store_true", help="close what can be closed")
-    parser.add_argument(
-        "--min-age",
-        type=float,
-        default=AUDIT_DEFAULT_MIN_AGE,
-        metavar="SECONDS",
-        help="leave open turns younger than this alone and report them as skipped: they "
-        f"may still be running (default {AUDIT_DEFAULT_MIN_AGE:g}: the library's "
-        f"{_CLOSE_TIMEOUT:g} s close_timeout for the closing store, plus {_REPLY_MARGIN / 60:g} "
-        "minutes for an "
-        "agent still writing its reply, during which a turn writes nothing); 0 audits "
-        "every turn, for a store no agent is writing to",
-    )
-    parser.add_argument(
-        "--thorough",
-        action="store_true",
-        help="also read every message (finds messages other clients wrote with no turn "
-        "record and no conversation)",
-    )
-    parser.add_argument("--json", action="store_true", help="print the report as JSON")
-
-
 async def run(args: argparse.Namespace) -> int:
     """Audit the store; 0 when clean, 1 when problems remain."""
     if args.min_age < 0:
@@ -154,3 +111,46 @@ async def run(args: argparse.Namespace) -> int:
     )
     report = await print_report(args, read, render_audit, read_only=not args.repair)
     return 0 if report.clean else 1
+
+
+COMMAND = Command(
+    "audit",
+    help="find turns a crash left half-stored (orphans); --repair closes them",
+    description="""
+        Read the store back and find every turn that broke 'both halves or neither': user
+        messages whose turn was never closed (orphans, as a crash or kill leaves), replies
+        without their question, turn records without messages, messages outside any
+        conversation. --repair records each orphan as abandoned (reason
+        orphan_found_by_audit), idempotently; no reply is ever invented. Open turns younger
+        than --min-age are left alone, and counted: they may still be running. The audit
+        reads only the store: it knows nothing of an outbox, and a turn whose closing store
+        is still queued in one looks open (an orphan) until `neotoma-agent outbox flush`
+        delivers it. Exit status 1 when problems remain.
+    """,
+    run=run,
+    options=(
+        option("--conversation", metavar="ID", help="audit one conversation only"),
+        option("--since", metavar="TIME", help="only turns written at or after this ISO 8601 time"),
+        option("--repair", action="store_true", help="close what can be closed"),
+        option(
+            "--min-age",
+            type=float,
+            default=AUDIT_DEFAULT_MIN_AGE,
+            metavar="SECONDS",
+            help="leave open turns younger than this alone and report them as skipped: they "
+            f"may still be running (default {AUDIT_DEFAULT_MIN_AGE:g}: the library's "
+            f"{_CLOSE_TIMEOUT:g} s close_timeout for the closing store, plus "
+            f"{_REPLY_MARGIN / 60:g} minutes for an agent still writing its reply, during "
+            "which a turn writes nothing); 0 audits "
+            "every turn, for a store no agent is writing to",
+        ),
+        option(
+            "--thorough",
+            action="store_true",
+            help="also read every message (finds messages other clients wrote with no turn "
+            "record and no conversation)",
+        ),
+        option("--json", action="store_true", help="print the report as JSON"),
+    ),
+)
+register = COMMAND.register

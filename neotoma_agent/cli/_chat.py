@@ -41,7 +41,7 @@ from .._terminal import printable
 from .._turn import Turn, TurnResult, TurnState
 from ..transport._base import Entity
 from ..wrap import AgentStream, MemoryAgent, with_memory
-from ._common import CLIError, add_command, explain, open_transport, store_label
+from ._common import CLIError, Command, explain, open_transport, option, store_label
 
 __all__ = ["echo_agent", "load_agent", "register"]
 
@@ -339,40 +339,6 @@ def _show_command(args: argparse.Namespace, conversation_id: str) -> str:
     return shlex.join(parts)
 
 
-def register(subparsers: Any) -> None:
-    """Add the ``chat`` subcommand."""
-    parser = add_command(
-        subparsers,
-        "chat",
-        run=run,
-        default_log_level="error",
-        help="talk to an agent; each line is one stored turn",
-        description="An interactive loop: each line you type is one turn, stored with the "
-        "entities retrieval found for it and the agent's reply. Ctrl-C during a reply stops "
-        "it (the turn is recorded as abandoned, with the partial reply); Ctrl-D quits. "
-        "Lines can also be piped in.",
-    )
-    parser.add_argument(
-        "--agent",
-        metavar="MODULE:FUNCTION",
-        help="agent function (user_message, turn) -> reply: sync, async or async generator "
-        "(default: a built-in echo agent that cites what it found)",
-    )
-    parser.add_argument(
-        "--conversation",
-        metavar="ID",
-        help="conversation id to continue (default: a new chat-<date>-<time> id)",
-    )
-    parser.add_argument(
-        "--history",
-        metavar="N",
-        type=int,
-        default=DEFAULT_HISTORY_TURNS,
-        help="earlier turns of the conversation each turn gives the agent as turn.history "
-        f"(default: {DEFAULT_HISTORY_TURNS}; 0: none)",
-    )
-
-
 def run(args: argparse.Namespace, *, stdin: TextIO | None = None, out: TextIO | None = None) -> int:
     """Read lines until end of input; 0 on a clean exit."""
     agent_fn = load_agent(args.agent) if args.agent else echo_agent
@@ -449,3 +415,39 @@ def _read_line(stdin: TextIO, out: TextIO, interactive: bool) -> str:
     # Piped input is not echoed by a terminal: echo it, so the transcript reads well.
     out.write(printable(line) + "\n")
     return line
+
+
+COMMAND = Command(
+    "chat",
+    help="talk to an agent; each line is one stored turn",
+    description="""
+        An interactive loop: each line you type is one turn, stored with the entities
+        retrieval found for it and the agent's reply. Ctrl-C during a reply stops it (the
+        turn is recorded as abandoned, with the partial reply); Ctrl-D quits. Lines can also
+        be piped in.
+    """,
+    run=run,
+    default_log_level="error",
+    options=(
+        option(
+            "--agent",
+            metavar="MODULE:FUNCTION",
+            help="agent function (user_message, turn) -> reply: sync, async or async generator "
+            "(default: a built-in echo agent that cites what it found)",
+        ),
+        option(
+            "--conversation",
+            metavar="ID",
+            help="conversation id to continue (default: a new chat-<date>-<time> id)",
+        ),
+        option(
+            "--history",
+            metavar="N",
+            type=int,
+            default=DEFAULT_HISTORY_TURNS,
+            help="earlier turns of the conversation each turn gives the agent as turn.history "
+            f"(default: {DEFAULT_HISTORY_TURNS}; 0: none)",
+        ),
+    ),
+)
+register = COMMAND.register

@@ -1,9 +1,10 @@
 """What every ``neotoma-agent`` subcommand shares: the store it talks to, errors, rendering.
 
 A subcommand module exposes ``register(subparsers)``, which adds its parser with
-:func:`add_command` (that sets ``func(args) -> int``). The global options (``--db``, ``--url``,
-``--token``, ``--log-level``, ``--log-json``) are on every parser; :func:`open_transport`
-turns them into a transport.
+:func:`add_command` (that sets ``func(args) -> int``); a :class:`Command` declares the whole
+parser as data (name, help, description, options) and its ``register`` does the rest. The
+global options (``--db``, ``--url``, ``--token``, ``--log-level``, ``--log-json``) are on
+every parser; :func:`open_transport` turns them into a transport.
 
 User mistakes (a store path that does not exist, a server that does not answer, a token it
 refuses) are raised as, or translated into, :class:`CLIError`: one line and a hint, never a
@@ -27,6 +28,7 @@ from pathlib import Path
 from typing import Any, Protocol, TextIO, TypeVar
 
 import anyio
+import attrs
 
 from ..exceptions import (
     APIError,
@@ -43,12 +45,14 @@ from ..transport._base import Transport
 
 __all__ = [
     "CLIError",
+    "Command",
     "Progress",
     "add_command",
     "default_db_path",
     "display_name",
     "explain",
     "open_transport",
+    "option",
     "print_json",
     "print_report",
     "resolve_token",
@@ -76,13 +80,16 @@ class _Report(Protocol):
     def to_json(self) -> Mapping[str, Any]: ...
 
 
+Runner = Callable[[argparse.Namespace], int] | Callable[[argparse.Namespace], Awaitable[int]]
+
+
 def add_command(
     subparsers: Any,
     name: str,
     *,
     help: str,
     description: str,
-    run: Callable[[argparse.Namespace], int] | Callable[[argparse.Namespace], Awaitable[int]],
+    run: Runner,
     default_log_level: str | None = None,
 ) -> argparse.ArgumentParser:
     """Add the parser of subcommand ``name``, which runs ``run(args)``; the caller adds options.
@@ -98,6 +105,44 @@ def add_command(
     if default_log_level is not None:
         parser.set_defaults(default_log_level=default_log_level)
     return parser
+
+
+#: one ``parser.add_argument(*flags, **settings)`` call, as data
+Option = tuple[tuple[str, ...], Mapping[str, Any]]
+
+
+def option(*flags: str, **settings: Any) -> Option:
+    """An option (or positional argument) of a :class:`Command`, as ``add_argument`` takes it."""
+    return flags, settings
+
+
+@attrs.frozen
+class Command:
+    """A subcommand as data: ``register`` adds its parser and its options, in order.
+
+    ``description`` may be an indented triple-quoted string: ``--help`` refills it anyway.
+    """
+
+    name: str
+    help: str = attrs.field(kw_only=True)
+    description: str = attrs.field(kw_only=True)
+    run: Runner = attrs.field(kw_only=True)
+    options: tuple[Option, ...] = attrs.field(default=(), kw_only=True)
+    #: replaces ``warning`` for a command that reports failures itself
+    default_log_level: str | None = attrs.field(default=None, kw_only=True)
+
+    def register(self, subparsers: Any) -> None:
+        """Add the subcommand to ``subparsers``."""
+        parser = add_command(
+            subparsers,
+            self.name,
+            run=self.run,
+            help=self.help,
+            description=self.description,
+            default_log_level=self.default_log_level,
+        )
+        for flags, settings in self.options:
+            parser.add_argument(*flags, **settings)
 
 
 async def print_report(

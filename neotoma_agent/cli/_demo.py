@@ -7,29 +7,10 @@ import shlex
 import sqlite3
 import sys
 from pathlib import Path
-from typing import Any
 
-from ._common import add_command, open_transport, resolve_url, run_async, store_error
+from ._common import Command, open_transport, resolve_url, run_async, store_error
 
 __all__ = ["register"]
-
-
-def register(subparsers: Any) -> None:
-    """Add the ``demo`` subcommand."""
-    add_command(
-        subparsers,
-        "demo",
-        run=run,
-        default_log_level="error",
-        help="run a scripted conversation and show what is stored (start here)",
-        description="Run a scripted six-turn conversation on the embedded store (a "
-        "temporary file unless --db is given) and print, for each turn, what retrieval "
-        "found, the reply and what was stored, then the conversation graph read back from "
-        "the store. One turn streams, one fails mid-stream and is recorded as abandoned. "
-        "Running it again on the same --db replays every turn and writes nothing. The demo "
-        "ignores $NEOTOMA_AGENT_DB, so that it never writes into your own store unasked. "
-        "With --url it runs against that Neotoma server instead.",
-    )
 
 
 async def _demo_on_server(args: argparse.Namespace, url: str) -> None:
@@ -76,3 +57,21 @@ def run(args: argparse.Namespace) -> int:
             f"  neotoma-agent chat --db {shlex.quote(db)}\n"
         )
     return 0
+
+
+COMMAND = Command(
+    "demo",
+    help="run a scripted conversation and show what is stored (start here)",
+    description="""
+        Run a scripted six-turn conversation on the embedded store (a temporary file unless
+        --db is given) and print, for each turn, what retrieval found, the reply and what
+        was stored, then the conversation graph read back from the store. One turn streams,
+        one fails mid-stream and is recorded as abandoned. Running it again on the same --db
+        replays every turn and writes nothing. The demo ignores $NEOTOMA_AGENT_DB, so that
+        it never writes into your own store unasked. With --url it runs against that Neotoma
+        server instead.
+    """,
+    run=run,
+    default_log_level="error",
+)
+register = COMMAND.register

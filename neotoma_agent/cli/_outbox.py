@@ -6,32 +6,13 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any
 
 from .._terminal import printable
 from ..transport._outbox import outbox_status
 from ..transport.http import flush_outbox
-from ._common import CLIError, add_command, resolve_token, resolve_url, run_async
+from ._common import CLIError, Command, option, resolve_token, resolve_url, run_async
 
 __all__ = ["register"]
-
-
-def register(subparsers: Any) -> None:
-    """Add the ``outbox`` subcommand."""
-    parser = add_command(
-        subparsers,
-        "outbox",
-        run=run,
-        help="show or deliver the closing stores an HttpTransport queued while a server was down",
-        description="An HttpTransport given outbox=PATH queues a closing store that fails "
-        "with a transient error (server down, timeout, 5xx, 429) in that file and delivers "
-        "it later. `status` shows what is queued (counts, oldest entry's age, last error, "
-        "per conversation); `flush` delivers it now to --url (or $NEOTOMA_URL), in order "
-        "per conversation, and exits 1 while entries remain.",
-    )
-    parser.add_argument("action", choices=("status", "flush"), help="what to do")
-    parser.add_argument("--outbox", required=True, metavar="PATH", help="the outbox file")
-    parser.add_argument("--json", action="store_true", help="print the result as JSON")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -71,3 +52,23 @@ def run(args: argparse.Namespace) -> int:
             line += f" (last error: {done.last_error})"
         sys.stdout.write(printable(line) + "\n")
     return 1 if done.remaining else 0
+
+
+COMMAND = Command(
+    "outbox",
+    help="show or deliver the closing stores an HttpTransport queued while a server was down",
+    description="""
+        An HttpTransport given outbox=PATH queues a closing store that fails with a
+        transient error (server down, timeout, 5xx, 429) in that file and delivers it later.
+        `status` shows what is queued (counts, oldest entry's age, last error, per
+        conversation); `flush` delivers it now to --url (or $NEOTOMA_URL), in order per
+        conversation, and exits 1 while entries remain.
+    """,
+    run=run,
+    options=(
+        option("action", choices=("status", "flush"), help="what to do"),
+        option("--outbox", required=True, metavar="PATH", help="the outbox file"),
+        option("--json", action="store_true", help="print the result as JSON"),
+    ),
+)
+register = COMMAND.register

@@ -5,28 +5,10 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import Any
 
-from ._common import CLIError, add_command, db_path, resolve_token
+from ._common import CLIError, Command, db_path, option, resolve_token
 
 __all__ = ["register"]
-
-
-def register(subparsers: Any) -> None:
-    """Add the ``serve`` subcommand."""
-    parser = add_command(
-        subparsers,
-        "serve",
-        run=run,
-        help="serve the store file over Neotoma's REST API (a local dev server)",
-        description="Serve the store file (--db) over the subset of Neotoma's REST API this "
-        "library uses, so that several processes, or `--url`, can share one store. Binds "
-        "127.0.0.1 unless --host says otherwise, which needs --token. Stop with Ctrl-C.",
-    )
-    parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
-    parser.add_argument(
-        "--port", type=int, default=3080, help="port (default 3080; 0 picks a free one)"
-    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -76,3 +58,20 @@ def run(args: argparse.Namespace) -> int:
         ) from None
     print("stopped", file=sys.stderr)
     return 0
+
+
+COMMAND = Command(
+    "serve",
+    help="serve the store file over Neotoma's REST API (a local dev server)",
+    description="""
+        Serve the store file (--db) over the subset of Neotoma's REST API this library uses,
+        so that several processes, or `--url`, can share one store. Binds 127.0.0.1 unless
+        --host says otherwise, which needs --token. Stop with Ctrl-C.
+    """,
+    run=run,
+    options=(
+        option("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)"),
+        option("--port", type=int, default=3080, help="port (default 3080; 0 picks a free one)"),
+    ),
+)
+register = COMMAND.register

@@ -25,8 +25,9 @@ from .._turn_record import TurnEnding, read_ending
 from ..transport._base import RelatedEntity, Transport
 from ._common import (
     CLIError,
-    add_command,
+    Command,
     open_transport,
+    option,
     print_json,
     store_label,
 )
@@ -315,22 +316,6 @@ def _render_list(listing: ConversationList, out: TextIO, where: str) -> None:
         write(listing.note() + "\n")
 
 
-def register(subparsers: Any) -> None:
-    """Add the ``show`` subcommand."""
-    parser = add_command(
-        subparsers,
-        "show",
-        run=run,
-        help="print a conversation's transcript, read back from the store",
-        description="Print a conversation as the store holds it: each turn with its status, "
-        "each message's role and exact content, and the entities it REFERS_TO. Abandoned "
-        "turns (and turns `audit --repair` closed) are marked. Without CONVERSATION, list "
-        "the conversations.",
-    )
-    parser.add_argument("conversation", nargs="?", metavar="CONVERSATION", help="conversation id")
-    parser.add_argument("--json", action="store_true", help="print JSON (exact content)")
-
-
 async def run(args: argparse.Namespace) -> int:
     """Print one transcript, or the list of conversations."""
     out = sys.stdout
@@ -361,3 +346,21 @@ async def run(args: argparse.Namespace) -> int:
     else:
         render_transcript(transcript, out)
     return 0
+
+
+COMMAND = Command(
+    "show",
+    help="print a conversation's transcript, read back from the store",
+    description="""
+        Print a conversation as the store holds it: each turn with its status, each
+        message's role and exact content, and the entities it REFERS_TO. Abandoned turns
+        (and turns `audit --repair` closed) are marked. Without CONVERSATION, list the
+        conversations.
+    """,
+    run=run,
+    options=(
+        option("conversation", nargs="?", metavar="CONVERSATION", help="conversation id"),
+        option("--json", action="store_true", help="print JSON (exact content)"),
+    ),
+)
+register = COMMAND.register

@@ -12,7 +12,7 @@ from .._reads import scan_entities
 from .._terminal import printer
 from .._turn_record import ending_of
 from ..transport._base import Transport
-from ._common import add_command, print_report
+from ._common import Command, option, print_report
 
 __all__ = ["StoreStats", "collect_stats", "register"]
 
@@ -96,20 +96,20 @@ def render_stats(stats: StoreStats, out: TextIO, where: str) -> None:
         )
 
 
-def register(subparsers: Any) -> None:
-    """Add the ``stats`` subcommand."""
-    parser = add_command(
-        subparsers,
-        "stats",
-        run=run,
-        help="count entities by type, conversations, turns and abandoned turns",
-        description="Count what the store holds: entities by type, conversations, turns "
-        "by status (completed, abandoned, open) and abandoned turns.",
-    )
-    parser.add_argument("--json", action="store_true", help="print JSON")
-
-
 async def run(args: argparse.Namespace) -> int:
     """Print the counts."""
     await print_report(args, collect_stats, render_stats)
     return 0
+
+
+COMMAND = Command(
+    "stats",
+    help="count entities by type, conversations, turns and abandoned turns",
+    description="""
+        Count what the store holds: entities by type, conversations, turns by status
+        (completed, abandoned, open) and abandoned turns.
+    """,
+    run=run,
+    options=(option("--json", action="store_true", help="print JSON"),),
+)
+register = COMMAND.register

@@ -67,22 +67,31 @@ def _check_entity_id(_: Any, __: Any, value: str) -> None:
 
 
 @attrs.frozen
-class StoreUserMessage:
+class _TurnRepair:
+    """What every repair action names: the turn it repairs."""
+
+    conversation_id: str
+    turn_id: str
+
+    def describe(self) -> str:
+        """One line for reports and the ``neotoma_repair`` record."""
+        raise NotImplementedError
+
+
+@attrs.frozen
+class StoreUserMessage(_TurnRepair):
     """Store a missing user message with its exact text, ``PART_OF`` its conversation."""
 
     kind: ClassVar[str] = "store_user_message"
 
-    conversation_id: str
-    turn_id: str
     content: str = attrs.field(validator=_check_text, repr=False)
 
     def describe(self) -> str:
-        """One line for reports and the ``neotoma_repair`` record."""
         return f"Stored the missing user message of turn {self.turn_id}"
 
 
 @attrs.frozen
-class StoreAssistantMessage:
+class StoreAssistantMessage(_TurnRepair):
     """Store a missing assistant reply with its exact text and mark the turn ``completed``.
 
     Only built when the exact reply is known (a repair never invents content).
@@ -90,17 +99,14 @@ class StoreAssistantMessage:
 
     kind: ClassVar[str] = "store_assistant_message"
 
-    conversation_id: str
-    turn_id: str
     content: str = attrs.field(validator=_check_text, repr=False)
 
     def describe(self) -> str:
-        """One line for reports and the ``neotoma_repair`` record."""
         return f"Stored the missing assistant reply of turn {self.turn_id}"
 
 
 @attrs.frozen
-class StoreAttachment:
+class StoreAttachment(_TurnRepair):
     """Record a referenced file that was never stored: its name, size and SHA-256.
 
     The Transport API has no file upload, so the file's bytes are hashed, not sent: the
@@ -110,17 +116,14 @@ class StoreAttachment:
 
     kind: ClassVar[str] = "store_attachment"
 
-    conversation_id: str
-    turn_id: str
     file_path: str
 
     def describe(self) -> str:
-        """One line for reports and the ``neotoma_repair`` record."""
         return f"Recorded attachment {os.path.basename(self.file_path)} of turn {self.turn_id}"
 
 
 @attrs.frozen
-class AbandonTurn:
+class AbandonTurn(_TurnRepair):
     """Close a turn nobody finished: its record becomes ``abandoned`` with ``reason``.
 
     This is the honest end of an orphan: the user message stays, no reply is invented, and
@@ -129,43 +132,34 @@ class AbandonTurn:
 
     kind: ClassVar[str] = "abandon_turn"
 
-    conversation_id: str
-    turn_id: str
     reason: str = attrs.field(default=AUDIT_REPAIR_REASON, validator=_check_reason)
 
     def describe(self) -> str:
-        """One line for reports and the ``neotoma_repair`` record."""
         return f"Recorded turn {self.turn_id} as abandoned ({self.reason})"
 
 
 @attrs.frozen
-class CompleteTurn:
+class CompleteTurn(_TurnRepair):
     """Mark a turn ``completed`` whose two messages are both stored but whose record is not."""
 
     kind: ClassVar[str] = "complete_turn"
 
-    conversation_id: str
-    turn_id: str
     reason: str = attrs.field(default="both_messages_found_by_audit", validator=_check_reason)
 
     def describe(self) -> str:
-        """One line for reports and the ``neotoma_repair`` record."""
         return f"Recorded turn {self.turn_id} as completed ({self.reason})"
 
 
 @attrs.frozen
-class LinkToConversation:
+class LinkToConversation(_TurnRepair):
     """Add the missing ``PART_OF`` edge from a stored message to its conversation."""
 
     kind: ClassVar[str] = "link_to_conversation"
 
-    conversation_id: str
-    turn_id: str
     message_id: str = attrs.field(validator=_check_entity_id)
     role: Literal["user", "assistant"] = "user"
 
     def describe(self) -> str:
-        """One line for reports and the ``neotoma_repair`` record."""
         return f"Linked the {self.role} message of turn {self.turn_id} to its conversation"
 
 

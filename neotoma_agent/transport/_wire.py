@@ -93,27 +93,28 @@ def timestamp(now: dt.datetime | None = None) -> str:
     )
 
 
+def _either(body: Mapping[str, Any], flat: str, nested: str) -> str | None:
+    # The two envelope families: a flat field (`error_code`, `message`), or `error.{field}`.
+    value = body.get(flat)
+    if isinstance(value, str):
+        return value
+    err = body.get("error")
+    if isinstance(err, Mapping) and isinstance(err.get(nested), str):
+        return str(err[nested])
+    return None
+
+
 def error_code(body: Mapping[str, Any]) -> str | None:
     """The error code of either family: ``body.error_code ?? body.error.code``."""
-    code = body.get("error_code")
-    if isinstance(code, str):
-        return code
-    err = body.get("error")
-    if isinstance(err, Mapping) and isinstance(err.get("code"), str):
-        return str(err["code"])
-    return None
+    return _either(body, "error_code", "code")
 
 
 def _message(body: Mapping[str, Any]) -> str | None:
-    msg = body.get("message")
-    if isinstance(msg, str):
-        return msg
+    message = _either(body, "message", "message")
     err = body.get("error")
-    if isinstance(err, Mapping) and isinstance(err.get("message"), str):
-        return str(err["message"])
-    if isinstance(err, str):  # some proxies answer {"error": "..."}
+    if message is None and isinstance(err, str):  # some proxies answer {"error": "..."}
         return err
-    return None
+    return message
 
 
 def _hint_text(value: object) -> str | None:
