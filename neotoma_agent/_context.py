@@ -31,6 +31,7 @@ import json
 from collections.abc import Iterable, Sequence
 from typing import Any, Final
 
+from ._checks import check_count
 from ._history import HistoryTurn
 from .transport._base import Entity
 
@@ -127,8 +128,7 @@ def render_context(
     entities: Sequence[Entity], history: Sequence[HistoryTurn], *, max_chars: int
 ) -> str:
     """The context block (see the module docstring for the format and the budget rules)."""
-    if isinstance(max_chars, bool) or not isinstance(max_chars, int) or max_chars < 0:
-        raise ValueError(f"max_chars must be an int >= 0, got {max_chars!r}")
+    check_count(max_chars, "max_chars")
     budget = max_chars + 1  # the last line has no newline
     out, left_entities, left_turns = _select(entities, history, budget)
     if left_entities or left_turns:

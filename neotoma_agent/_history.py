@@ -39,6 +39,7 @@ from typing import Any, Final, Literal
 
 import attrs
 
+from ._checks import check_optional_count
 from ._keys import (
     conversation_entity_id,
     message_entity_id,
@@ -397,11 +398,7 @@ async def _read_turns(
 
 
 def _check_limit(limit: object) -> int | None:
-    if limit is None:
-        return None
-    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
-        raise ValueError(f"limit must be an int >= 0 or None, got {limit!r}")
-    return limit
+    return check_optional_count(limit, "limit")
 
 
 async def read_history(

@@ -16,6 +16,7 @@ from typing import Any
 import attrs
 import structlog
 
+from ._checks import check_count, check_optional_count
 from ._history import HistoryTurn, read_history
 from ._keys import (
     TurnKeys,
@@ -96,8 +97,7 @@ def _timeout(name: str, *, optional: bool) -> Any:
 
 def _non_negative(name: str) -> Any:
     def check(_: Any, __: Any, value: Any) -> None:
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise ValueError(f"{name} must be an int >= 0, got {value!r}")
+        check_count(value, name)
 
     return check
 
@@ -107,11 +107,7 @@ def _check_conversation_id(_: Any, __: Any, value: Any) -> None:
 
 
 def _check_turn_number(turn_number: object) -> int | None:
-    if turn_number is None:
-        return None
-    if isinstance(turn_number, bool) or not isinstance(turn_number, int) or turn_number < 0:
-        raise ValueError(f"turn_number must be an int >= 0, got {turn_number!r}")
-    return turn_number
+    return check_optional_count(turn_number, "turn_number")
 
 
 @attrs.frozen

@@ -16,7 +16,9 @@ def run(args: argparse.Namespace) -> int:
     from ..server import is_loopback_host, run_server
 
     if not 0 <= args.port <= 65535:
-        raise CLIError(f"--port {args.port} is out of range", "pass 0 to 65535 (0: a free port)")
+        raise CLIError(
+            f"--port {args.port} is out of range", "pass 0 to 65535 (0 picks a free one)"
+        )
     if args.url:
         raise CLIError(
             "serve runs the store file, not a server at --url",
@@ -43,10 +45,6 @@ def run(args: argparse.Namespace) -> int:
         auth = "bearer token required" if token else "loopback callers, no token"
         print(f"serving {db} on http://{shown}:{port} ({auth}); Ctrl-C to stop", flush=True)
 
-    if not 0 <= args.port <= 65535:
-        raise CLIError(
-            f"--port {args.port} is out of range", "pass 0 to 65535 (0 picks a free one)"
-        )
     try:
         run_server(str(db), host=args.host, port=args.port, token=token, on_ready=ready)
     except OSError as exc:
