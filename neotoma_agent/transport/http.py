@@ -63,6 +63,7 @@ from neotoma_agent.transport._outbox import (
     expected_result,
 )
 from neotoma_agent.transport._rest import RestActions, store_body
+from neotoma_agent.transport._warm import Warmer
 from neotoma_agent.transport._wire import error_from_response, parse_retry_after
 
 __all__ = ["HttpTransport", "RetryPolicy", "flush_outbox"]
@@ -222,6 +223,7 @@ class HttpTransport(RestActions):
         self._delivery: asyncio.Task[None] | None = None
         self._wake: asyncio.Event | None = None
         self._lanes: dict[str, tuple[asyncio.Lock, int]] = {}
+        self._warmer = Warmer()
 
     @property
     def base_url(self) -> str:
@@ -269,6 +271,7 @@ class HttpTransport(RestActions):
             while not delivery.done():
                 delivery.cancel()
                 await asyncio.wait([delivery], timeout=0.1)
+        await self._warmer.aclose()
         session, self._session = self._session, None
         if session is not None and not session.closed:
             await session.close()
@@ -502,6 +505,30 @@ class HttpTransport(RestActions):
             f"(status {status}, {type(body).__name__} body)",
             status=status,
         )
+
+    def warm(self, connections: int = 1) -> None:
+        """Have ``connections`` keep-alive connections open and fresh, in the background.
+
+        Call it when a turn is coming (the user starts typing): a server closes idle
+        connections (Node after 5 s), and a turn that finds none pays a TCP (and TLS)
+        handshake before its requests. Sends ``connections`` concurrent ``GET /health``
+        (at most half of ``max_connections``) in a task of its own and returns at once; it
+        never raises for the server's sake, never delays a request, is cancelled by
+        :meth:`aclose`, and does nothing once the transport is closed. A turn's enter phase
+        uses one connection per identifier lookup plus one (``max_identifiers + 1`` at
+        most), its closing store one.
+
+        The cost is ``connections`` requests per call and nothing while idle: calling it
+        every 4 s to keep a connection warm through a long pause sends 15 requests per
+        minute per connection. See the README's "Connections between turns".
+        """
+        if isinstance(connections, bool) or not isinstance(connections, int) or connections < 1:
+            raise ValueError(f"connections must be an int >= 1, got {connections!r}")
+        if self._state is _State.CLOSED:
+            return
+        session = self._session_for_loop()
+        count = min(connections, max(1, self._max_connections // 2))
+        self._warmer.start(session, self._base_url + "/health", count, self._timeout)
 
     # --- plumbing ---------------------------------------------------------------------
 

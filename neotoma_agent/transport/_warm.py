@@ -1,0 +1,69 @@
+"""Warming requests: keep-alive connections opened (or refreshed) before a turn needs them.
+
+A server closes a keep-alive connection left idle for a while (Node's default is 5 s), so a
+turn that starts after the user paused pays a TCP handshake (and over TLS a TLS one) before
+each of its first requests. :meth:`HttpTransport.warm` sends ``n`` concurrent
+``GET /health`` in the background: each takes a connection of its own from the pool,
+opening one if none is idle, and leaves it idle and fresh for the turn that follows.
+
+What a warming request may never do: delay or fail anything else (it runs in a task of its
+own, at most half the pool, and every failure is swallowed), outlive the transport
+(:meth:`Warmer.aclose` cancels and awaits what is still running) or print anything (a
+failure is a DEBUG event).
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import aiohttp
+
+from .._log import get_logger
+
+__all__ = ["Warmer"]
+
+_log = get_logger()
+
+
+class Warmer:
+    """The warming requests of one transport, in flight."""
+
+    def __init__(self) -> None:
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    @property
+    def in_flight(self) -> int:
+        """Warming batches still running."""
+        return len(self._tasks)
+
+    def start(
+        self, session: aiohttp.ClientSession, url: str, connections: int, timeout: float
+    ) -> None:
+        """Send ``connections`` concurrent ``GET url`` in a background task (returns at once)."""
+        task = asyncio.get_running_loop().create_task(
+            self._warm(session, url, connections, timeout)
+        )
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _warm(
+        self, session: aiohttp.ClientSession, url: str, connections: int, timeout: float
+    ) -> None:
+        limit = aiohttp.ClientTimeout(total=timeout)
+
+        async def one() -> None:
+            try:
+                async with session.get(url, timeout=limit) as resp:
+                    await resp.read()
+            except Exception as exc:  # a warming request never fails anything
+                _log.debug("transport.warm_failed", error=type(exc).__name__)
+
+        await asyncio.gather(*(one() for _ in range(connections)))
+
+    async def aclose(self) -> None:
+        """Cancel the warming requests still in flight and wait until they have ended."""
+        while self._tasks:
+            tasks = list(self._tasks)
+            for task in tasks:
+                task.cancel()
+            await asyncio.wait(tasks)
