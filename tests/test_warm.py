@@ -33,6 +33,7 @@ class Server:
         self.connections: list[object] = []  # kept alive, so identities stay unique
         self.hang_health = False
         self.hanging = 0
+        self.health_requests = 0
         self.release = asyncio.Event()
 
     def seen(self, request: web.Request) -> None:
@@ -41,6 +42,7 @@ class Server:
 
     async def middleware(self, request: web.Request, handler: Any) -> web.StreamResponse:
         self.seen(request)
+        self.health_requests += request.path == "/health"
         if request.path == "/health" and self.hang_health:
             self.hanging += 1
             await self.release.wait()
@@ -142,3 +144,20 @@ async def test_warm_under_trio_says_the_transport_is_asyncio_only() -> None:
     with pytest.raises(RuntimeError, match="asyncio only"):
         transport.warm(1)
     assert transport._warmer.in_flight == 0
+
+
+@ASYNCIO
+async def test_warm_called_on_every_keystroke_sends_one_batch(served: tuple[str, Server]) -> None:
+    url, server = served
+    async with HttpTransport(url) as transport:
+        for _ in range(20):
+            transport.warm(2)
+        await _until(lambda: not transport._warmer.in_flight)
+        transport.warm(3)  # a larger batch is not held back by a smaller one
+        await _until(lambda: not transport._warmer.in_flight)
+        for _ in range(20):
+            transport.warm(3)
+        await _until(lambda: not transport._warmer.in_flight)
+    # 2, then 3 (reusing the first two connections and opening one more), then nothing.
+    assert server.health_requests == 5
+    assert len(server.connections) == 3

@@ -6,6 +6,10 @@ each of its first requests. :meth:`HttpTransport.warm` sends ``n`` concurrent
 ``GET /health`` in the background: each takes a connection of its own from the pool,
 opening one if none is idle, and leaves it idle and fresh for the turn that follows.
 
+Calling it often is cheap: while a batch of at least as many connections started less than
+a second ago (or is still running), another call sends nothing, so a UI may call it on
+every keystroke.
+
 What a warming request may never do: delay or fail anything else (it runs in a task of its
 own, at most half the pool, and every failure is swallowed), outlive the transport
 (:meth:`Warmer.aclose` cancels and awaits what is still running) or print anything (a
@@ -24,12 +28,16 @@ __all__ = ["Warmer"]
 
 _log = get_logger()
 
+#: a call within this many seconds of a batch at least as large sends nothing
+_COALESCE_S = 1.0
+
 
 class Warmer:
     """The warming requests of one transport, in flight."""
 
     def __init__(self) -> None:
         self._tasks: set[asyncio.Task[None]] = set()
+        self._last: tuple[float, int] = (-_COALESCE_S, 0)  # (loop time, connections)
 
     @property
     def in_flight(self) -> int:
@@ -40,9 +48,13 @@ class Warmer:
         self, session: aiohttp.ClientSession, url: str, connections: int, timeout: float
     ) -> None:
         """Send ``connections`` concurrent ``GET url`` in a background task (returns at once)."""
-        task = asyncio.get_running_loop().create_task(
-            self._warm(session, url, connections, timeout)
-        )
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        started, size = self._last
+        if size >= connections and (now - started < _COALESCE_S or self._tasks):
+            return
+        self._last = (now, connections)
+        task = loop.create_task(self._warm(session, url, connections, timeout))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 

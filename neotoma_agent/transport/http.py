@@ -518,9 +518,10 @@ class HttpTransport(RestActions):
         uses one connection per identifier lookup plus one (``max_identifiers + 1`` at
         most), its closing store one.
 
-        The cost is ``connections`` requests per call and nothing while idle: calling it
-        every 4 s to keep a connection warm through a long pause sends 15 requests per
-        minute per connection. See the README's "Connections between turns".
+        The cost is ``connections`` requests per call and nothing while idle; a call within
+        a second of one at least as large sends nothing (call it on every keystroke if you
+        like). Calling ``warm(1)`` every 4 s through a long reply keeps the closing store's
+        connection warm: 15 requests per minute. See the README, "Connections between turns".
         """
         if isinstance(connections, bool) or not isinstance(connections, int) or connections < 1:
             raise ValueError(f"connections must be an int >= 1, got {connections!r}")
