@@ -1,7 +1,7 @@
 """Benchmark: turns seconds apart against a server that drops idle connections after 5 s.
 
     python benchmarks/idle_gaps.py [--gaps 10 30] [--server-idle 5] [--body-s 6]
-        [--typing-s 2] [--k 4] [--turns 2] [--json PATH]
+        [--typing-s 2] [--keep-every 4] [--k 4] [--turns 2] [--json PATH]
 
 ``turn_overhead.py`` runs turns back to back, so every request finds a warm keep-alive
 connection. A real conversation pauses between turns (the user typing) and inside them (the
@@ -16,7 +16,7 @@ Turns are ``--gaps`` seconds apart, under three strategies:
 - ``warm``: the application calls ``transport.warm(k + 1)`` when the user starts typing,
   ``--typing-s`` before the turn;
 - ``warm+keep``: ``warm`` and, while the body runs, ``transport.warm(1)`` every
-  0.8 x ``--server-idle`` seconds, so the closing store finds its connection warm.
+  ``--keep-every`` seconds (default 4), so the closing store finds its connection warm.
 
 Per phase it reports requests and **new connections** (counted by an aiohttp trace on the
 transport's session), and the round trips the phase costs on a network: one for its
@@ -131,7 +131,7 @@ async def run_strategy(
                 counts.phase = "body"
                 deadline = time.monotonic() + body_s
                 while (left := deadline - time.monotonic()) > 0:
-                    step = min(left, 0.8 * args.server_idle)
+                    step = min(left, args.keep_every)
                     await asyncio.sleep(step)
                     if strategy == "warm+keep" and deadline - time.monotonic() > 0:
                         transport.warm(1)
@@ -186,12 +186,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--server-idle", type=float, default=5.0)
     parser.add_argument("--body-s", type=float, default=6.0)
     parser.add_argument("--typing-s", type=float, default=2.0)
+    parser.add_argument("--keep-every", type=float, default=4.0)
     parser.add_argument("--k", type=int, default=4)
     parser.add_argument("--turns", type=int, default=2)
     parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
-    if not 0 < args.typing_s < args.server_idle:
-        parser.error("--typing-s must be between 0 and --server-idle")
+    if not 0 < args.typing_s < args.server_idle or not 0 < args.keep_every < args.server_idle:
+        parser.error("--typing-s and --keep-every must be between 0 and --server-idle")
     # This script is the application, so it decides logging: warnings only, to stdlib.
     structlog.configure(
         wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING),
@@ -226,6 +227,7 @@ def main(argv: list[str] | None = None) -> int:
         )
     report = {
         "rows": rows,
+        "keep_every_s": args.keep_every,
         "server_idle_s": args.server_idle,
         "body_s": args.body_s,
         "typing_s": args.typing_s,

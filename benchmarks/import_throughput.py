@@ -174,7 +174,7 @@ def row_of(name: str, turns: int, run: Run) -> dict[str, Any]:
         "cpu_ms_per_turn": 1000 * cpu / turns,
         "per_cpu_s": turns / cpu,
         "peak_rss_mb": run.peak_rss_kib / 1024,
-        "summary": run.out.splitlines()[0] if run.out else "",
+        "summary": run.out.strip(),
     }
 
 
