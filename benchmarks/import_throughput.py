@@ -254,6 +254,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path)
     parser.add_argument("--baseline", type=Path, help="another checkout to compare with")
     parser.add_argument("--no-http", action="store_true")
+    parser.add_argument(
+        "--only", nargs="+", choices=("no-retrieve", "re-import", "retrieve"), help="these rows"
+    )
     args = parser.parse_args(argv)
 
     STARTUP[:] = startup_seconds()
@@ -274,6 +277,8 @@ def main(argv: list[str] | None = None) -> int:
                     ("re-import", ["--no-retrieve"], True),
                     ("retrieve", [], False),
                 ):
+                    if args.only and name not in args.only:
+                        continue
                     tag = label.strip() or "new"
                     db = work / f"{tag}{turns}-{'no-retrieve' if reuse else name}.db"
                     if not reuse:

@@ -26,7 +26,7 @@ from typing import Any, Protocol, runtime_checkable
 import anyio
 import attrs
 
-from ._keys import turn_keys
+from ._keys import TurnKeys
 from ._memory import NeotomaMemory
 from ._payloads import recorded_payload
 from .transport._base import StoreResult, Transport
@@ -48,7 +48,8 @@ class BatchStore(Protocol):
 
 @attrs.frozen
 class BatchTurn:
-    """One finished turn to record (the arguments of ``record_turn``, already checked)."""
+    """One finished turn to record (the arguments of ``record_turn``, already checked:
+    ids with ``validate_turn_id``, texts with ``check_text``, ``refers_to`` entity ids)."""
 
     memory: NeotomaMemory
     user: str
@@ -74,7 +75,8 @@ def _body(turn: BatchTurn, retrieved_ids: Sequence[str]) -> dict[str, Any]:
     memory = turn.memory
     payload = recorded_payload(
         memory.settings,
-        turn_keys(memory.conversation_id, turn.turn_id),
+        # The ids were validated when the turn was made (parse_line); not again per body.
+        TurnKeys(memory.conversation_id, turn.turn_id),
         turn.user,
         turn.assistant,
         retrieved_ids=retrieved_ids,
