@@ -16,11 +16,15 @@ the same file again maps every line to the same turn, and fixing, blanking or ad
 does: to drop a line, blank it). Give both explicitly when a conversation is spread over
 several files.
 
-Every turn is written with ``NeotomaMemory.record_turn`` (one store: both messages, the
-turn record and every edge, under the turn's idempotency key), so a second run replays
-each line and writes nothing; the summary says so. Lines are written concurrently (at most
-``--concurrency`` at a time). A malformed line is reported with its number and skipped;
-``--strict`` stops at it instead, before anything from it (or any later line) is written.
+Every turn is written as ``NeotomaMemory.record_turn`` writes it (one store: both messages,
+the turn record and every edge, under the turn's idempotency key), so a second run replays
+each line and writes nothing; the summary says so. The file is read as a stream, in
+batches of 256 lines, two batches in flight at most (memory stays flat whatever the file's
+size); each batch goes through :func:`neotoma_agent._batch.record_batch`: on the embedded
+store one read finds the turns already stored and one job stores the others (each in its
+own savepoint, all committed together), elsewhere ``--concurrency`` turns are written at
+once. A malformed line is reported with its number and skipped; ``--strict`` stops at it
+instead, before anything from it (or any later line) is written.
 """
 
 from __future__ import annotations
@@ -457,7 +461,8 @@ def register(subparsers: Any) -> None:
         type=int,
         default=8,
         metavar="N",
-        help="turns written at once (default 8)",
+        help="turns written at once over HTTP, and lookups at once on the embedded store "
+        "(default 8)",
     )
     parser.add_argument(
         "--strict",
