@@ -30,6 +30,8 @@ _log = get_logger()
 
 #: a call within this many seconds of a batch at least as large sends nothing
 _COALESCE_S = 1.0
+#: a warming request that has not been answered by then is given up
+_TIMEOUT_S = 30.0
 
 
 class Warmer:
@@ -44,9 +46,15 @@ class Warmer:
         """Warming batches still running."""
         return len(self._tasks)
 
-    def start(
-        self, session: aiohttp.ClientSession, url: str, connections: int, timeout: float
-    ) -> None:
+    @staticmethod
+    def size(connections: object, max_connections: int) -> int:
+        """How many to warm: ``connections`` (an int >= 1), at most half the pool."""
+        if isinstance(connections, bool) or not isinstance(connections, int) or connections < 1:
+            raise ValueError(f"connections must be an int >= 1, got {connections!r}")
+        # The other half stays free: a turn never waits behind a slow warming request.
+        return min(connections, max(1, max_connections // 2))
+
+    def start(self, session: aiohttp.ClientSession, url: str, connections: int) -> None:
         """Send ``connections`` concurrent ``GET url`` in a background task (returns at once)."""
         loop = asyncio.get_running_loop()
         now = loop.time()
@@ -54,14 +62,13 @@ class Warmer:
         if size >= connections and (now - started < _COALESCE_S or self._tasks):
             return
         self._last = (now, connections)
-        task = loop.create_task(self._warm(session, url, connections, timeout))
+        task = loop.create_task(self._warm(session, url, connections))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _warm(
-        self, session: aiohttp.ClientSession, url: str, connections: int, timeout: float
-    ) -> None:
-        limit = aiohttp.ClientTimeout(total=timeout)
+    async def _warm(self, session: aiohttp.ClientSession, url: str, connections: int) -> None:
+        # Each request gives up after _TIMEOUT_S; aclose cancels what is left before that.
+        limit = aiohttp.ClientTimeout(total=_TIMEOUT_S)
 
         async def one() -> None:
             try:

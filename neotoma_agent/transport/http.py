@@ -507,29 +507,17 @@ class HttpTransport(RestActions):
         )
 
     def warm(self, connections: int = 1) -> None:
-        """Have ``connections`` keep-alive connections open and fresh, in the background.
+        """Open (or refresh) ``connections`` keep-alive connections, in the background.
 
-        Call it when a turn is coming (the user starts typing): a server closes idle
-        connections (Node after 5 s), and a turn that finds none pays a TCP (and TLS)
-        handshake before its requests. Sends ``connections`` concurrent ``GET /health``
-        (at most half of ``max_connections``) in a task of its own and returns at once; it
-        never raises for the server's sake, never delays a request, is cancelled by
-        :meth:`aclose`, and does nothing once the transport is closed. A turn's enter phase
-        uses one connection per identifier lookup plus one (``max_identifiers + 1`` at
-        most), its closing store one.
-
-        The cost is ``connections`` requests per call and nothing while idle; a call within
-        a second of one at least as large sends nothing (call it on every keystroke if you
-        like). Calling ``warm(1)`` every 4 s through a long reply keeps the closing store's
-        connection warm: 15 requests per minute. See the README, "Connections between turns".
+        For a turn that is coming (the user starts typing), so that it pays no handshake:
+        returns at once, never raises for the server's sake, never delays a request, ends
+        with :meth:`aclose`, does nothing once closed. Costs ``connections`` requests per
+        call (at most half of ``max_connections``; a call within a second of one at least as
+        large sends nothing) and none while idle. See the README, "Connections between turns".
         """
-        if isinstance(connections, bool) or not isinstance(connections, int) or connections < 1:
-            raise ValueError(f"connections must be an int >= 1, got {connections!r}")
-        if self._state is _State.CLOSED:
-            return
-        session = self._session_for_loop()
-        count = min(connections, max(1, self._max_connections // 2))
-        self._warmer.start(session, self._base_url + "/health", count, self._timeout)
+        count = Warmer.size(connections, self._max_connections)
+        if self._state is not _State.CLOSED:
+            self._warmer.start(self._session_for_loop(), self._base_url + "/health", count)
 
     # --- plumbing ---------------------------------------------------------------------
 
