@@ -121,6 +121,50 @@ async def test_a_batch_reports_each_turn_as_record_turn_would(tmp_path: Path) ->
     assert [o.error for o in (outcomes[0], outcomes[2], outcomes[3])] == [None, None, None]
 
 
+async def test_a_batch_stores_exactly_what_record_turn_stores(tmp_path: Path) -> None:
+    """Same keys, same entities (by hash) and same edges as one record_turn per turn."""
+
+    async def seeded(path: Path) -> tuple[EmbeddedStore, str]:
+        store = EmbeddedStore.open(path)
+        acme = await NeotomaMemory(store, conversation_id="seed").remember(
+            "company", name="Acme Corp"
+        )
+        return store, acme
+
+    turns = [("c1", "t1", "Is Acme Corp paid up?", "Yes."), ("c2", "t2", "hi", "hello")]
+    batched, acme = await seeded(tmp_path / "batch.db")
+    alone, _ = await seeded(tmp_path / "alone.db")
+    async with batched, alone:
+        await record_batch(
+            batched,
+            [
+                BatchTurn(NeotomaMemory(batched, conversation_id=c), u, a, t, 7, (acme,))
+                for c, t, u, a in turns
+            ],
+            retrieve=True,
+        )
+        for c, t, u, a in turns:
+            await NeotomaMemory(alone, conversation_id=c).record_turn(
+                u, a, turn_id=t, turn_number=7, refers_to=[acme]
+            )
+
+    def written(path: Path) -> tuple[list[tuple[str, str]], list[tuple[str, str, str]]]:
+        with sqlite3.connect(path) as conn:
+            keys = conn.execute(
+                "SELECT key, entities_hash FROM idempotency_keys ORDER BY key"
+            ).fetchall()
+            edges = conn.execute(
+                "SELECT source_entity_id, relationship_type, target_entity_id "
+                "FROM relationships ORDER BY 1, 2, 3"
+            ).fetchall()
+        return keys, edges
+
+    assert written(tmp_path / "batch.db") == written(tmp_path / "alone.db")
+    keys, edges = written(tmp_path / "batch.db")
+    assert len(keys) == 3  # the seed and two turns
+    assert sum(1 for _, rtype, target in edges if rtype == "REFERS_TO" and target == acme) == 3
+
+
 def test_a_reimport_leaves_the_store_file_byte_for_byte_unchanged(tmp_path: Path) -> None:
     db = tmp_path / "memory.db"
     transcript = _transcript(tmp_path / "t.jsonl", 600)  # three batches
