@@ -8,13 +8,14 @@ connection. A real conversation pauses between turns (the user typing) and insid
 LLM writing a long reply), and a Node server closes a connection idle for 5 s. Here a dev
 server (an EmbeddedStore behind ``neotoma_agent.server``, in its own process, aiohttp's
 ``keepalive_timeout=--server-idle``) serves turns over HttpTransport whose user message
-names ``--k`` stored companies: the enter phase sends k lookups and the user store at once
-(k + 1 connections), the body waits ``--body-s``, the exit phase sends the closing store.
+names ``--k`` stored companies: the enter phase sends k lookups, the user store and the
+history read at once (k + 2 connections), the body waits ``--body-s``, the exit phase sends
+the closing store.
 Turns are ``--gaps`` seconds apart, under three strategies:
 
 - ``none``: nothing between turns (what 0.2 does);
-- ``warm``: the application calls ``transport.warm(k + 1)`` when the user starts typing,
-  ``--typing-s`` before the turn;
+- ``warm``: the application calls ``transport.warm(n)`` when the user starts typing,
+  ``--typing-s`` before the turn, n the enter phase's requests (measured back to back);
 - ``warm+keep``: ``warm`` and, while the body runs, ``transport.warm(1)`` every
   ``--keep-every`` seconds (default 4), so the closing store finds its connection warm.
 
@@ -108,6 +109,7 @@ async def run_strategy(
     args: argparse.Namespace,
     retries: list[int],
     body_s: float,
+    warm_n: int = 1,
 ) -> dict[str, Any]:
     counts = Counts()
     message = "What changed at " + ", ".join(NAMES[: args.k]) + "?"
@@ -123,7 +125,7 @@ async def run_strategy(
                 typing_at = max(gap - args.typing_s, 0.0)
                 await asyncio.sleep(typing_at)
                 if strategy != "none":
-                    transport.warm(args.k + 1)
+                    transport.warm(warm_n)
                 await asyncio.sleep(gap - typing_at)
             counts.rows = {k: v for k, v in counts.rows.items() if k == "warming"}
             counts.phase = "enter"
@@ -174,9 +176,14 @@ async def run_all(url: str, args: argparse.Namespace) -> list[dict[str, Any]]:
     # What turn_overhead.py sees: no pause anywhere.
     rows = [await run_strategy(url, "none", 0.0, args, retries, 0.0)]
     rows[0]["strategy"] = "back-to-back"
+    # Warm as many connections as the enter phase sends requests at once (the k lookups,
+    # the user store and the history read), as measured back to back.
+    warm_n = rows[0]["enter_requests"]
     for gap in args.gaps:
         for strategy in STRATEGIES:
-            rows.append(await run_strategy(url, strategy, gap, args, retries, args.body_s))
+            row = await run_strategy(url, strategy, gap, args, retries, args.body_s, warm_n)
+            row["warm_n"] = 0 if strategy == "none" else warm_n
+            rows.append(row)
     return rows
 
 

@@ -120,18 +120,19 @@ def test_import_throughput_runs_every_row_and_the_reimport_writes_nothing(
 
 @pytest.mark.skipif(sys.platform != "linux", reason="the dev server process uses spawn")
 def test_idle_gaps_counts_the_handshakes_each_strategy_leaves(tmp_path: Path) -> None:
-    # A server dropping connections idle for 1 s, turns 2.5 s apart, bodies of 1.5 s.
+    # A server dropping connections idle for 2 s, turns 4 s apart, bodies of 2.5 s; warming
+    # 0.5 s before a turn and every 0.5 s of a body, so a busy machine has 1.5 s to spare.
     report = run_benchmark(
         "idle_gaps",
-        *("--gaps", "2.5", "--server-idle", "1", "--body-s", "1.5"),
-        *("--typing-s", "0.4", "--keep-every", "0.5", "--k", "2", "--turns", "1"),
+        *("--gaps", "4", "--server-idle", "2", "--body-s", "2.5"),
+        *("--typing-s", "0.5", "--keep-every", "0.5", "--k", "2", "--turns", "1"),
         tmp_path=tmp_path,
     )
     rows = {row["strategy"]: row for row in report["rows"]}
     new = {s: (r["enter_new_connections"], r["exit_new_connections"]) for s, r in rows.items()}
-    # k lookups and the user store on enter, each on a connection of its own.
-    assert new == {"back-to-back": (0, 0), "none": (3, 1), "warm": (0, 1), "warm+keep": (0, 0)}
-    assert {(r["enter_requests"], r["exit_requests"]) for r in rows.values()} == {(3, 1)}
+    # k lookups, the user store and the history read on enter, each on its own connection.
+    assert new == {"back-to-back": (0, 0), "none": (4, 1), "warm": (0, 1), "warm+keep": (0, 0)}
+    assert {(r["enter_requests"], r["exit_requests"]) for r in rows.values()} == {(4, 1)}
     assert [rows[s]["turn_rt_tcp"] for s in ("back-to-back", "none", "warm", "warm+keep")] == [
         2,
         4,
@@ -139,5 +140,5 @@ def test_idle_gaps_counts_the_handshakes_each_strategy_leaves(tmp_path: Path) ->
         2,
     ]
     assert rows["none"]["warming_requests"] == 0
-    assert rows["warm"]["warming_requests"] == 3
-    assert rows["warm+keep"]["warming_requests"] > 3
+    assert rows["warm"]["warming_requests"] == 4
+    assert rows["warm+keep"]["warming_requests"] > 4
