@@ -98,3 +98,47 @@ def test_outbox_quick_run_queues_and_delivers_every_entry(tmp_path: Path) -> Non
     assert report["entries"] == 100
     assert report["queued_per_s"] > 0
     assert report["delivered_per_s"] > 0
+
+
+# --- import throughput and idle gaps (issue 15, sections 2 and 5) ------------------------
+
+
+def test_import_throughput_runs_every_row_and_the_reimport_writes_nothing(
+    tmp_path: Path,
+) -> None:
+    report = run_benchmark("import_throughput", "--turns", "40", tmp_path=tmp_path)
+    rows = {row["row"]: row for row in report["rows"]}
+    assert set(rows) == {"ceiling", "no-retrieve", "re-import", "retrieve", "http"}
+    for name in ("no-retrieve", "retrieve", "http"):
+        assert "40 turns in 4 conversations" in rows[name]["summary"]
+    assert "nothing new to write: all 40 turns" in rows["re-import"]["summary"]
+    for name in ("no-retrieve", "re-import", "retrieve", "http"):
+        assert rows[name]["per_cpu_s"] > 0
+        assert rows[name]["peak_rss_mb"] > 10  # the import's own peak, read from /proc
+    assert rows["ceiling"]["store_many_per_cpu_s"] > 0
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="the dev server process uses spawn")
+def test_idle_gaps_counts_the_handshakes_each_strategy_leaves(tmp_path: Path) -> None:
+    # A server dropping connections idle for 2 s, turns 4 s apart, bodies of 2.5 s; warming
+    # 0.5 s before a turn and every 0.5 s of a body, so a busy machine has 1.5 s to spare.
+    report = run_benchmark(
+        "idle_gaps",
+        *("--gaps", "4", "--server-idle", "2", "--body-s", "2.5"),
+        *("--typing-s", "0.5", "--keep-every", "0.5", "--k", "2", "--turns", "1"),
+        tmp_path=tmp_path,
+    )
+    rows = {row["strategy"]: row for row in report["rows"]}
+    new = {s: (r["enter_new_connections"], r["exit_new_connections"]) for s, r in rows.items()}
+    # k lookups, the user store and the history read on enter, each on its own connection.
+    assert new == {"back-to-back": (0, 0), "none": (4, 1), "warm": (0, 1), "warm+keep": (0, 0)}
+    assert {(r["enter_requests"], r["exit_requests"]) for r in rows.values()} == {(4, 1)}
+    assert [rows[s]["turn_rt_tcp"] for s in ("back-to-back", "none", "warm", "warm+keep")] == [
+        2,
+        4,
+        3,
+        2,
+    ]
+    assert rows["none"]["warming_requests"] == 0
+    assert rows["warm"]["warming_requests"] == 4
+    assert rows["warm+keep"]["warming_requests"] > 4

@@ -16,11 +16,15 @@ the same file again maps every line to the same turn, and fixing, blanking or ad
 does: to drop a line, blank it). Give both explicitly when a conversation is spread over
 several files.
 
-Every turn is written with ``NeotomaMemory.record_turn`` (one store: both messages, the
-turn record and every edge, under the turn's idempotency key), so a second run replays
-each line and writes nothing; the summary says so. Lines are written concurrently (at most
-``--concurrency`` at a time). A malformed line is reported with its number and skipped;
-``--strict`` stops at it instead, before anything from it (or any later line) is written.
+Every turn is written as ``NeotomaMemory.record_turn`` writes it (one store: both messages,
+the turn record and every edge, under the turn's idempotency key), so a second run replays
+each line and writes nothing; the summary says so. The file is read as a stream, in
+batches of 256 lines, two batches in flight at most (memory stays flat whatever the file's
+size); each batch goes through :func:`neotoma_agent._batch.record_batch`: on the embedded
+store one read finds the turns already stored and one job stores the others (each in its
+own savepoint, all committed together), elsewhere ``--concurrency`` turns are written at
+once. A malformed line is reported with its number and skipped; ``--strict`` stops at it
+instead, before anything from it (or any later line) is written.
 """
 
 from __future__ import annotations
@@ -34,14 +38,15 @@ from pathlib import Path
 from typing import Any, BinaryIO, TextIO
 
 import anyio
+import anyio.abc
 import attrs
 
+from .._batch import BatchOutcome, BatchStore, BatchTurn, record_batch
 from .._keys import validate_conversation_id, validate_entity_id, validate_turn_id
 from .._memory import NeotomaMemory
-from .._shield import Completion, raise_deferred, run_to_completion
+from .._shield import raise_deferred, run_to_completion
 from .._terminal import printable
 from .._text import check_text
-from .._turn import TurnResult
 from ..exceptions import (
     APIError,
     AuthenticationError,
@@ -55,8 +60,13 @@ from ._common import CLIError, Progress, add_command, open_transport, run_async
 
 __all__ = ["ImportLine", "ImportStats", "LineError", "parse_line", "register"]
 
-# How long a write in flight may take to finish after Ctrl-C (so that it is counted).
+# How long a batch in flight may take to finish after Ctrl-C (so that it is counted).
 _WRITE_DEADLINE_S = 60.0
+# Lines per batch: a store job of this many turns commits in a fraction of a second, and
+# two batches in flight bound what an import holds in memory whatever the file's size.
+_BATCH_LINES = 256
+# Conversations whose NeotomaMemory is kept between batches.
+_MEMORIES = 4096
 
 _KNOWN_KEYS = frozenset(
     {"conversation_id", "turn_id", "turn_number", "user", "assistant", "refers_to"}
@@ -243,6 +253,7 @@ class _Importer:
         retrieve: bool,
         progress: Progress,
         err: TextIO,
+        batch_size: int = _BATCH_LINES,
     ) -> None:
         self.transport = transport
         self.concurrency = concurrency
@@ -250,6 +261,7 @@ class _Importer:
         self.retrieve = retrieve
         self.progress = progress
         self.err = err
+        self.batch_size = batch_size
         self.stats = ImportStats()
         self.fatal: Exception | None = None
         self._memories: dict[str, NeotomaMemory] = {}
@@ -261,18 +273,25 @@ class _Importer:
         self.err.flush()
 
     def memory(self, conversation_id: str) -> NeotomaMemory:
-        memory = self._memories.get(conversation_id)
+        memory = self._memories.pop(conversation_id, None)
         if memory is None:
             memory = NeotomaMemory(self.transport, conversation_id=conversation_id)
-            self._memories[conversation_id] = memory
+            if len(self._memories) >= _MEMORIES:
+                # Memory stays flat whatever the file holds: forget the least recent one.
+                del self._memories[next(iter(self._memories))]
+        self._memories[conversation_id] = memory
         return memory
 
     def _stopping(self) -> bool:
         return self.stats.stopped_at is not None or self.fatal is not None
 
     async def run(self, stream: BinaryIO) -> None:
-        slots = anyio.Semaphore(self.concurrency)
+        # Bounded work in flight: a batch being stored while the next one is read. A store
+        # that takes a batch as one job gets two; any other transport writes one batch at
+        # a time, --concurrency turns at once.
+        slots = anyio.Semaphore(2 if isinstance(self.transport, BatchStore) else 1)
         async with anyio.create_task_group() as tg:
+            batch: list[ImportLine] = []
             for number, raw in _lines(stream):
                 if self._stopping():
                     break
@@ -289,51 +308,85 @@ class _Importer:
                     continue
                 self.stats.turns += 1
                 self.stats.conversations.add(item.conversation_id)
-                await slots.acquire()
-                if self._stopping():  # a write failed while we waited for a slot
-                    slots.release()
-                    break
-                tg.start_soon(self._write, item, slots, tg.cancel_scope)
+                batch.append(item)
+                if len(batch) >= self.batch_size:
+                    await self._dispatch(tg, batch, slots)
+                    batch = []
+            # What was read before a malformed line stopped a --strict import is written;
+            # nothing after a refused turn or a fatal error is.
+            stop = self.stats.stopped_at
+            batch = [item for item in batch if stop is None or item.line_number < stop]
+            if batch and self.fatal is None:
+                await self._dispatch(tg, batch, slots)
 
-    async def _write(self, item: ImportLine, slots: anyio.Semaphore, scope: Any) -> None:
-        memory = self.memory(item.conversation_id)
-        # A write in flight when the user presses Ctrl-C may commit anyway: let it finish
-        # (bounded), so that the summary counts exactly what is stored.
-        completion = await run_to_completion(
-            lambda: memory.record_turn(
+    async def _dispatch(
+        self, tg: anyio.abc.TaskGroup, batch: list[ImportLine], slots: anyio.Semaphore
+    ) -> None:
+        await slots.acquire()
+        if self._stopping() and not (
+            self.stats.stopped_at is not None and batch[0].line_number < self.stats.stopped_at
+        ):
+            slots.release()  # a write failed while we waited for a slot
+            return
+        turns = [
+            BatchTurn(
+                self.memory(item.conversation_id),
                 item.user,
                 item.assistant,
-                turn_id=item.turn_id,
-                turn_number=item.turn_number,
-                refers_to=item.refers_to,
-                retrieve=self.retrieve,
+                item.turn_id,
+                item.turn_number,
+                item.refers_to,
+            )
+            for item in batch
+        ]
+        tg.start_soon(self._write, batch, turns, slots, tg.cancel_scope)
+
+    async def _write(
+        self,
+        batch: list[ImportLine],
+        turns: list[BatchTurn],
+        slots: anyio.Semaphore,
+        scope: anyio.CancelScope,
+    ) -> None:
+        # A batch in flight when the user presses Ctrl-C may commit anyway: let it finish
+        # (bounded), so that the summary counts exactly what is stored.
+        completion = await run_to_completion(
+            lambda: record_batch(
+                self.transport, turns, retrieve=self.retrieve, concurrency=self.concurrency
             ),
             _WRITE_DEADLINE_S,
         )
         try:
-            self._count(item, completion, scope)
+            if completion.error is not None:
+                self._stop(completion.error, scope)
+            else:
+                assert completion.value is not None
+                for item, outcome in zip(batch, completion.value, strict=True):
+                    self._count(item, outcome, scope)
+            self.progress.update(self.stats.done)
         finally:
             slots.release()
         await raise_deferred(completion, None)
 
-    def _count(self, item: ImportLine, completion: Completion[TurnResult], scope: Any) -> None:
-        exc = completion.error
+    def _stop(self, exc: Exception, scope: anyio.CancelScope) -> None:
+        if self.fatal is None:
+            self.fatal = exc
+        scope.cancel()
+
+    def _count(self, item: ImportLine, outcome: BatchOutcome, scope: anyio.CancelScope) -> None:
+        exc = outcome.error
         if exc is None:
-            assert completion.value is not None
-            if completion.value.replayed:
+            if outcome.replayed:
                 self.stats.replayed += 1
             else:
                 self.stats.written += 1
         elif _is_fatal(exc):
-            if self.fatal is None:
-                self.fatal = exc
-            scope.cancel()
+            self._stop(exc, scope)
         else:
             self.stats.failed.append(item.line_number)
             self.report(item.line_number, f"not stored: {_refusal(item, exc)}")
             if self.strict and self.stats.stopped_at is None:
                 self.stats.stopped_at = item.line_number
-        self.progress.update(self.stats.done)
 
 
 def _plural(n: int, word: str) -> str:
@@ -408,7 +461,8 @@ def register(subparsers: Any) -> None:
         type=int,
         default=8,
         metavar="N",
-        help="turns written at once (default 8)",
+        help="turns written at once over HTTP, and lookups at once on the embedded store "
+        "(default 8)",
     )
     parser.add_argument(
         "--strict",

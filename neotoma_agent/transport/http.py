@@ -63,6 +63,7 @@ from neotoma_agent.transport._outbox import (
     expected_result,
 )
 from neotoma_agent.transport._rest import RestActions, store_body
+from neotoma_agent.transport._warm import Warmer
 from neotoma_agent.transport._wire import error_from_response, parse_retry_after
 
 __all__ = ["HttpTransport", "RetryPolicy", "flush_outbox"]
@@ -222,6 +223,7 @@ class HttpTransport(RestActions):
         self._delivery: asyncio.Task[None] | None = None
         self._wake: asyncio.Event | None = None
         self._lanes: dict[str, tuple[asyncio.Lock, int]] = {}
+        self._warmer = Warmer()
 
     @property
     def base_url(self) -> str:
@@ -269,6 +271,7 @@ class HttpTransport(RestActions):
             while not delivery.done():
                 delivery.cancel()
                 await asyncio.wait([delivery], timeout=0.1)
+        await self._warmer.aclose()
         session, self._session = self._session, None
         if session is not None and not session.closed:
             await session.close()
@@ -502,6 +505,19 @@ class HttpTransport(RestActions):
             f"(status {status}, {type(body).__name__} body)",
             status=status,
         )
+
+    def warm(self, connections: int = 1) -> None:
+        """Open (or refresh) ``connections`` keep-alive connections, in the background.
+
+        For a turn that is coming (the user starts typing), so that it pays no handshake:
+        returns at once, never raises for the server's sake, never delays a request, ends
+        with :meth:`aclose`, does nothing once closed. Costs ``connections`` requests per
+        call (at most half of ``max_connections``; a call within a second of one at least as
+        large sends nothing) and none while idle. See the README, "Connections between turns".
+        """
+        count = Warmer.size(connections, self._max_connections)
+        if self._state is not _State.CLOSED:
+            self._warmer.start(self._session_for_loop(), self._base_url + "/health", count)
 
     # --- plumbing ---------------------------------------------------------------------
 

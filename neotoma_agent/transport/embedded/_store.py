@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 import enum
+import functools
 import os
 import sqlite3
 import urllib.parse
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
 import anyio
 import attrs
 
+from .._base import StoreResult
 from .._rest import RestActions
+from ._batch import replay_statuses, store_each
 from ._conversations import READS as _CONVERSATION_READS
 from ._conversations import route
 from ._db_thread import DBThread, Job
@@ -220,6 +223,31 @@ class EmbeddedStore(RestActions):
         fn, body = route(path, query)
         return await self._run(fn, body)
 
+    async def store_many(
+        self, bodies: Sequence[Mapping[str, Any]]
+    ) -> list[StoreResult | Exception]:
+        """Run many ``store`` bodies (as built by ``store_body``) as one job, in order.
+
+        Each keeps its own idempotency key and its own atomicity: one that is refused
+        rolls back alone, and its error takes its place in the list; the others are
+        committed together. See :mod:`._batch`.
+        """
+        raws = await self._run(
+            functools.partial(store_each, functools.partial(_encodable, store)),
+            {"stores": list(bodies)},
+        )
+        return [
+            raw
+            if isinstance(raw, Exception)
+            else StoreResult.from_json(raw, request_entities=body["entities"])
+            for raw, body in zip(raws, bodies, strict=True)
+        ]
+
+    async def replay_status(self, bodies: Sequence[Mapping[str, Any]]) -> list[bool | None]:
+        """Per store body: True if storing it would only replay, False if its key is stored
+        with other entities, None if a store must decide (one read for them all)."""
+        return await self._run(replay_statuses, {"stores": list(bodies)})
+
 
 def _encodable(
     fn: Callable[[sqlite3.Connection, Mapping[str, Any]], T],
@@ -259,6 +287,7 @@ _ACTIONS: dict[str, Callable[[sqlite3.Connection, Mapping[str, Any]], dict[str, 
 # Actions that only read: they run without a savepoint of their own.
 _READS = frozenset(
     (
+        replay_statuses,
         retrieve_entity_by_identifier,
         get_entity_snapshot,
         list_observations,

@@ -1,0 +1,88 @@
+"""Many stores in one job: :meth:`EmbeddedStore.store_many` and ``replay_status``.
+
+The DB thread already commits queued stores together, but each store still costs its
+caller a job, a wake-up and an answer to parse, on the event loop that also prepares the
+next ones. A transcript import has hundreds of stores ready at once: here they go to the
+thread as one job and are committed in one transaction. Each keeps what makes a store a
+store: its own idempotency key and its own atomicity (a savepoint per store, so one that
+fails rolls back alone and the others still commit). A crash before the commit loses the
+whole job and nothing else, which a resumed import writes again.
+
+``replay_status`` answers, for a list of store bodies, which ones a store would only
+replay: their key is stored with the same entities. A re-import asks it once per batch
+and skips what is already stored, without writing (or parsing) a replay per turn.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from ._validate import check_entities
+from ._write import _content_hash
+
+__all__ = ["replay_statuses", "store_each"]
+
+#: SQLite's default limit on ``?`` parameters is 32,766; stay well below it.
+_KEYS_PER_QUERY = 500
+
+#: What a body may hold for ``replay_status`` to answer for it: with any other option
+#: (``source_priority``, ``strict``, ...) a store might refuse before it replays.
+_PLAIN_KEYS = frozenset({"entities", "relationships", "idempotency_key"})
+
+
+def store_each(
+    store: Callable[[sqlite3.Connection, Mapping[str, Any]], dict[str, Any]],
+    conn: sqlite3.Connection,
+    body: Mapping[str, Any],
+) -> list[dict[str, Any] | Exception]:
+    """Run ``store`` on every body of ``body["stores"]``, each in its own savepoint.
+
+    A store that raises leaves nothing behind and its error takes its place in the list. If
+    SQLite itself rolled the whole transaction back (disk full, I/O error), the stores
+    before it are lost too: then the job fails as a whole and every caller sees the error.
+    """
+    results: list[dict[str, Any] | Exception] = []
+    for item in body["stores"]:
+        conn.execute("SAVEPOINT batch_store")
+        try:
+            results.append(store(conn, item))
+        except Exception as exc:  # delivered to the caller, in the store's place
+            if not conn.in_transaction:
+                raise
+            conn.execute("ROLLBACK TO batch_store")
+            results.append(exc)
+        conn.execute("RELEASE batch_store")
+    return results
+
+
+def replay_statuses(conn: sqlite3.Connection, body: Mapping[str, Any]) -> list[bool | None]:
+    """For each body of ``body["stores"]``: True if storing it would replay, False if its
+    key is stored with other entities (a store would be refused), None if its key is new or
+    the body is not one this can answer for (a store decides)."""
+    stores: Sequence[Mapping[str, Any]] = body["stores"]
+    hashes: list[tuple[str, str] | None] = []
+    for item in stores:
+        key = item.get("idempotency_key")
+        if not isinstance(key, str) or not key or not _PLAIN_KEYS.issuperset(item):
+            hashes.append(None)
+            continue
+        try:
+            hashes.append((key, _content_hash(check_entities(item.get("entities")))))
+        except Exception:  # a store will refuse it, with the right error
+            hashes.append(None)
+    keys = list({pair[0] for pair in hashes if pair is not None})
+    stored: dict[str, str] = {}
+    for start in range(0, len(keys), _KEYS_PER_QUERY):
+        chunk = keys[start : start + _KEYS_PER_QUERY]
+        marks = ",".join("?" * len(chunk))
+        rows = conn.execute(
+            f"SELECT key, entities_hash FROM idempotency_keys WHERE key IN ({marks})", chunk
+        )
+        stored.update(rows.fetchall())
+    statuses: list[bool | None] = []
+    for pair in hashes:
+        seen = None if pair is None else stored.get(pair[0])
+        statuses.append(None if seen is None or pair is None else seen == pair[1])
+    return statuses
