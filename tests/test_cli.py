@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import io
 import json
 import re
 import signal
 import socket
+import sqlite3
 import subprocess
 import sys
 import time
@@ -656,6 +658,16 @@ def test_both_store_variables_set_is_refused_not_guessed(tmp_path: Path) -> None
     assert "both NEOTOMA_AGENT_DB" not in chosen.stderr
 
 
+def _turns_written(db: Path) -> int:
+    """Turn records committed to ``db`` so far (0 while it does not exist or is locked)."""
+    try:
+        with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True)) as conn:
+            query = "SELECT count(*) FROM entities WHERE entity_type = 'conversation_turn'"
+            return int(conn.execute(query).fetchone()[0])
+    except sqlite3.Error:
+        return 0
+
+
 def test_an_interrupted_import_reports_exactly_what_is_stored(tmp_path: Path) -> None:
     """Ctrl-C (SIGINT) mid-import: writes in flight finish, and the summary counts them."""
     source = write_jsonl(
@@ -683,9 +695,13 @@ def test_an_interrupted_import_reports_exactly_what_is_stored(tmp_path: Path) ->
         env=clean_env(tmp_path),
         cwd=tmp_path,
     )
-    time.sleep(2.0)
+    # Interrupt once turns are being written (not during start-up, which a loaded machine
+    # can stretch past any fixed delay).
+    deadline = time.monotonic() + 60
+    while _turns_written(db) == 0 and child.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
     child.send_signal(signal.SIGINT)
-    out, err = child.communicate(timeout=60)
+    out, err = child.communicate(timeout=120)
     assert "interrupted" in out, (out, err)
     reported = int(re.search(r"stored ([\d,]+) new turn", out).group(1).replace(",", ""))  # type: ignore[union-attr]
 
