@@ -147,3 +147,23 @@ def test_the_tour_runs_as_a_script(tmp_path: Path) -> None:
     assert result.stdout.count("completed: reply ent_") == 2
     assert "Acme Corp (acme.com) is a customer; Ana Lopez is their CTO.\n" in result.stdout
     assert (tmp_path / "memory.db").is_file()
+
+
+COMMANDS = ("demo", "chat", "show", "import", "stats", "audit", "outbox", "serve")
+# Options every command takes, described once under "Global options".
+GLOBAL_OPTIONS = frozenset(("--db", "--url", "--token", "--log-level", "--log-json", "--help"))
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_the_command_table_lists_every_option_of_the_command(command: str) -> None:
+    helptext = subprocess.run(
+        [sys.executable, "-m", "neotoma_agent", command, "--help"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    options = set(re.findall(r"^\s+(--[a-z][a-z-]*)", helptext, re.M)) - GLOBAL_OPTIONS
+    rows = [line for line in README.read_text("utf-8").splitlines() if line.startswith("| `")]
+    row = next(r for r in rows if r.startswith(f"| `{command} ") or r.startswith(f"| `{command}`"))
+    listed = row.split("|")[1]
+    assert {o for o in options if o not in listed} == set(), row
