@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ._memory import NeotomaMemory, OpenTurn
+from ._payloads import Produced
 from ._retrieval import Extractor, RetrievalStats, Retrieved, default_extractor
 from ._turn import Turn, TurnResult, TurnState
 from ._version import __version__
@@ -97,6 +98,7 @@ __all__ = [  # tests/test_public_api.py pins it
     "OutboxFlush",
     "OutboxFullError",
     "OutboxStatus",
+    "Produced",
     "RateLimitedError",
     "ReadTimeout",
     "RelatedEntities",

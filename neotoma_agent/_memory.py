@@ -27,6 +27,8 @@ from ._keys import (
 )
 from ._payloads import (
     ConversationSettings,
+    Produced,
+    merge_produced,
     produced_entity,
     recorded_payload,
     remembered_payload,
@@ -72,6 +74,21 @@ class OpenTurn:
         """The entity ids of :attr:`retrieved`."""
         return tuple(e.id for e in self.retrieved)
 
+    def produce(self, entity_type: str, /, **fields: Any) -> Produced:
+        """An entity the reply produces, for ``close_turn(..., produced=[...])``.
+
+        The explicit API's ``t.remember``: nothing is stored yet; the record's
+        ``entity_id`` is computed here exactly as the server computes it, so the reply can
+        cite it. Passed to :meth:`NeotomaMemory.close_turn` or ``abandon_turn``, the entity is
+        written in the closing store and the assistant message REFERS_TO it; one that
+        retrieval found (same type and name) is extended, never duplicated. Bad input
+        raises before any I/O, as ``t.remember`` does::
+
+            booking = opened.produce("booking", name="Table for two", party=2)
+            await memory.close_turn(opened, f"Booked ({booking.entity_id}).", produced=[booking])
+        """
+        return produced_entity(entity_type, fields, extends=self.retrieved_ids)
+
 
 def _positive(name: str) -> Any:
     def check(_: Any, __: Any, value: Any) -> None:
@@ -100,6 +117,12 @@ def _non_negative(name: str) -> Any:
         check_count(value, name)
 
     return check
+
+
+def _check_produced(produced: Sequence[Produced]) -> tuple[Produced, ...]:
+    if isinstance(produced, (str, Produced)) or not all(isinstance(p, Produced) for p in produced):
+        raise TypeError("produced takes a sequence of OpenTurn.produce() records")
+    return merge_produced(produced)
 
 
 def _check_conversation_id(_: Any, __: Any, value: Any) -> None:
@@ -311,16 +334,20 @@ class NeotomaMemory:
         retrieved_ids: Sequence[str] | None = None,
         revision: int | None = None,
         turn_number: int | None = None,
+        produced: Sequence[Produced] = (),
     ) -> TurnResult:
         """The closing phase of an open turn: store the exact reply (one store call).
 
         ``turn_id`` is the id (or the :class:`OpenTurn`) from ``open_turn``. The reply
-        REFERS_TO the retrieved entities and ``refers_to``. A turn opened by another process
-        is closed too: pass ``retrieved_ids`` (and ``user_message_id`` if known) so the user
-        message's edges are written. Raises :class:`TurnCloseError` if the store fails.
+        REFERS_TO the retrieved entities, ``refers_to`` and the ``produced`` entities
+        (from :meth:`OpenTurn.produce`), which the same store writes. A turn opened by
+        another process is closed too: pass ``retrieved_ids`` (and ``user_message_id`` if
+        known) so the user message's edges are written. Raises :class:`TurnCloseError` if
+        the store fails.
         """
         cited = tuple(validate_entity_id(e.id if isinstance(e, Entity) else e) for e in refers_to)
         reply = check_text("assistant_message", assistant_message)
+        products = _check_produced(produced)
         opened, retrieved, handle = await self._resume(
             turn_id, user_message_id, retrieved_ids, revision, turn_number
         )
@@ -328,7 +355,7 @@ class NeotomaMemory:
             opened,
             retrieved,
             handle,
-            lambda: self._phases.complete(opened, reply, retrieved.ids, cited),
+            lambda: self._phases.complete(opened, reply, retrieved.ids, cited, products),
             TurnState.COMPLETED,
             reply,
             cited,
@@ -345,14 +372,17 @@ class NeotomaMemory:
         retrieved_ids: Sequence[str] | None = None,
         revision: int | None = None,
         turn_number: int | None = None,
+        produced: Sequence[Produced] = (),
     ) -> TurnResult:
         """Record an open turn as abandoned (what ``turn()`` does when the body fails).
 
         ``error`` is the exception (or its class name); ``partial_reply`` is whatever the
         user was already shown, stored exactly as the assistant message when non-empty.
+        ``produced`` entities are still written (they happened), as ``t.remember`` does.
         """
         cited = tuple(validate_entity_id(e.id if isinstance(e, Entity) else e) for e in refers_to)
         partial = check_text("partial_reply", partial_reply)
+        products = _check_produced(produced)
         error_class = error if isinstance(error, str) else error_class_name(error)
         opened, retrieved, handle = await self._resume(
             turn_id, user_message_id, retrieved_ids, revision, turn_number
@@ -361,7 +391,9 @@ class NeotomaMemory:
             opened,
             retrieved,
             handle,
-            lambda: self._phases.abandon(opened, partial, error_class, retrieved.ids, cited),
+            lambda: self._phases.abandon(
+                opened, partial, error_class, retrieved.ids, cited, products
+            ),
             TurnState.ABANDONED,
             partial,
             cited,

@@ -36,6 +36,7 @@ __all__ = [
     "StorePayload",
     "abandoned_payload",
     "closing_payload",
+    "merge_produced",
     "produced_entity",
     "recorded_payload",
     "remembered_payload",
@@ -85,6 +86,17 @@ class Produced:
     entity: Mapping[str, Any]
     #: the id the store gives it (computed locally, as the server computes it)
     entity_id: str
+
+
+def merge_produced(items: Iterable[Produced]) -> tuple[Produced, ...]:
+    """``items`` with one entry per entity id: fields of a repeated id merge, later wins."""
+    by_id: dict[str, Produced] = {}
+    for item in items:
+        earlier = by_id.pop(item.entity_id, None)
+        if earlier is not None:
+            item = attrs.evolve(item, entity={**earlier.entity, **item.entity})
+        by_id[item.entity_id] = item
+    return tuple(by_id.values())
 
 
 def produced_entity(

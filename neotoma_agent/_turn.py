@@ -42,7 +42,7 @@ from ._context import render_context
 from ._history import HistoryTurn
 from ._keys import TurnKeys, validate_entity_id
 from ._log import get_logger
-from ._payloads import Produced, produced_entity
+from ._payloads import Produced, merge_produced, produced_entity
 from ._phases import CloseOutcome, EnterAttempt, Opened, Phases, error_class_name
 from ._retrieval import EMPTY_RETRIEVAL, RetrievalStats, Retrieved
 from ._shield import raise_deferred
@@ -529,11 +529,8 @@ class Turn:
         """
         self._require_open("remember an entity")
         item = produced_entity(entity_type, fields, extends=self.retrieved_ids)
-        earlier = self._produced.pop(item.entity_id, None)
-        if earlier is not None:
-            merged = {**earlier.entity, **item.entity}
-            item = attrs.evolve(item, entity=merged)
-        self._produced[item.entity_id] = item
+        merged = merge_produced((*self._produced.values(), item))
+        self._produced = {p.entity_id: p for p in merged}
         return item.entity_id
 
     def context(self, *, max_chars: int = 4000) -> str:

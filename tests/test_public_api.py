@@ -39,6 +39,7 @@ EXPECTED = {
     "ReportRepair",
     "NeotomaMemory",
     "OpenTurn",
+    "Produced",
     "Extractor",
     "RetrievalStats",
     "Retrieved",

@@ -145,3 +145,46 @@ async def test_memory_remember_is_one_idempotent_store(store: Transport) -> None
     async with m.turn("Tell me about Globex", turn_id="t1") as t:
         assert t.retrieved_ids == (first,)
         t.reply = "energy"
+
+
+async def test_the_explicit_api_writes_produced_entities_in_the_closing_store(
+    store: Transport,
+) -> None:
+    [acme] = await seed(store, "Acme Corp")
+    recorder = RecordingTransport(store)
+    m = memory(recorder)
+    opened = await m.open_turn("Book a table and note Acme Corp", turn_id="t1")
+    booking = opened.produce("booking", name="Table for two", party=2)
+    first = opened.produce("company", name="Acme Corp", type="prospect")
+    again = opened.produce("company", name="Acme Corp", type="customer")  # later wins
+    assert first.entity_id == again.entity_id == acme  # retrieval found it: extended
+    result = await m.close_turn(
+        opened, f"Booked ({booking.entity_id}).", produced=[booking, first, again]
+    )
+    assert len(recorder.calls_to("store")) == 2  # the user store and the closing store
+    assert result.produced_ids == (booking.entity_id, acme)
+    assert (await store.get_entity_snapshot(acme)).snapshot["type"] == "customer"
+    assert (await store.get_entity_snapshot(booking.entity_id)).snapshot["party"] == 2
+    assistant = (await messages(store, result.conversation_entity_id))["chat-1:t1:assistant"]
+    assert booking.entity_id in await targets(store, assistant["id"], "REFERS_TO")
+
+
+async def test_an_explicitly_abandoned_turn_keeps_what_it_produced(store: Transport) -> None:
+    m = memory(store)
+    opened = await m.open_turn("draft a plan", turn_id="t1")
+    plan = opened.produce("plan", name="Offsite plan")
+    result = await m.abandon_turn(opened, error="Stopped", partial_reply="Day one", produced=[plan])
+    assert result.status is TurnState.ABANDONED
+    assert result.produced_ids == (plan.entity_id,)
+    assert (await store.get_entity_snapshot(plan.entity_id)).entity_type == "plan"
+
+
+async def test_produced_takes_only_produce_records(store: Transport) -> None:
+    m = memory(store)
+    opened = await m.open_turn("hello", turn_id="t1")
+    with pytest.raises(TypeError, match=r"OpenTurn\.produce"):
+        await m.close_turn(opened, "hi", produced=[{"entity_type": "note"}])  # type: ignore[list-item]
+    with pytest.raises(ValueError, match="protocol's own"):
+        opened.produce("conversation_message", name="x")  # bookkeeping: the protocol's own
+    result = await m.close_turn(opened, "hi")  # nothing was stored by the refusals
+    assert result.status is TurnState.COMPLETED
