@@ -26,8 +26,14 @@ from ._name_index import (
     first_token,
     substring_ids,
 )
-from ._reducer import SnapshotState
-from ._rows import DIRECT_COLUMNS, direct_item, observation_json, query_item, snapshot_record
+from ._rows import (
+    DIRECT_COLUMNS,
+    decode_state,
+    direct_item,
+    observation_json,
+    query_item,
+    snapshot_record,
+)
 from ._validate import bounded_int
 
 __all__ = [
@@ -59,7 +65,7 @@ def get_entity_snapshot(conn: sqlite3.Connection, body: Mapping[str, Any]) -> di
     ).fetchone()
     if row is None:
         raise not_found()
-    state = SnapshotState.from_json(json.loads(row[1]), row[2], row[3])
+    state = decode_state(row[1], row[2], row[3])
     if state.deleted:
         raise not_found()
     return snapshot_record(entity_id, row[0], state)
@@ -119,8 +125,8 @@ def query_entities(conn: sqlite3.Connection, body: Mapping[str, Any]) -> dict[st
         params.append(after)
         offset = 0
     rows = conn.execute(
-        "SELECT id, entity_type, canonical_name, json_extract(snapshot, '$.f'), "
-        "observation_count, last_observation_at, json_extract(snapshot, '$.p') "
+        "SELECT id, entity_type, canonical_name, snapshot, observation_count, "
+        "last_observation_at "
         f"FROM entities{clause} ORDER BY id "
         "LIMIT ? OFFSET ?",
         (*params, limit, offset),

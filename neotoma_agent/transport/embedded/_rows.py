@@ -12,13 +12,15 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .._wire import LOCAL_USER_ID
-from ._reducer import SnapshotState
+from ._reducer import ObservationMeta, SnapshotState
 
 __all__ = [
     "DIRECT_COLUMNS",
     "REL_COLUMNS",
+    "decode_state",
     "direct_item",
     "dumps",
+    "encode_state",
     "entity_exists",
     "entity_json",
     "entity_row",
@@ -35,6 +37,86 @@ __all__ = [
 _SCHEMA_VERSIONS = {"conversation": "1.4", "conversation_message": "1.4"}
 
 dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+
+
+# -- the snapshot doc ---------------------------------------------------------------------
+#
+# An entity's snapshot state is stored compactly: each observation that wins a field (or
+# decides deletion) is listed once in "o" ([id, seq, observed_at, priority, source rank,
+# specificity], the last dropped when 1.0), and per-field winners are indexes into it.
+# The provenance map is rebuilt on read (a field's provenance is its winner's id, or a
+# merged array's ids), so the observation id is no longer repeated per field, twice:
+#
+#   {"f": fields, "o": [meta, ...], "w": {field: index | array winner}, "t": top index,
+#    "d": 1 when deleted, "p": provenance (only when it is not the winners' ids)}
+#
+# "w" is left out when every field of "f", in order, is won by o[0]; "t" when it is 0.
+# The first format ({"f", "p", "w", "top", "del"}, metas per field) is still read.
+
+
+def _winner_id(winner: Any) -> str:
+    return str(winner[0]) if isinstance(winner, list) else ",".join(winner["ids"])
+
+
+def encode_state(state: SnapshotState) -> str:
+    """The stored form of ``state`` (see above); :func:`decode_state` is its inverse."""
+    metas: list[list[Any]] = []
+    seen: dict[tuple[Any, Any], int] = {}
+
+    def ref(meta: list[Any]) -> int:
+        key = (meta[0], meta[1])  # id and seq name one observation
+        at = seen.get(key)
+        if at is None:
+            at = seen[key] = len(metas)
+            metas.append(meta[:5] if meta[5] == 1.0 else meta)
+        return at
+
+    top = ref(state.top.to_json()) if state.top is not None else None
+    winners = {
+        name: ref(winner) if isinstance(winner, list) else winner
+        for name, winner in state.winners.items()
+    }
+    doc: dict[str, Any] = {"f": state.fields, "o": metas}
+    if list(winners) != list(state.fields) or any(v != 0 for v in winners.values()):
+        doc["w"] = winners
+    if top != 0 and metas:
+        doc["t"] = top
+    if state.deleted:
+        doc["d"] = 1
+    rebuilt = [(name, _winner_id(w)) for name, w in state.winners.items()]
+    if rebuilt != list(state.provenance.items()):
+        doc["p"] = state.provenance
+    return dumps(doc)
+
+
+def decode_state(
+    text: str, observation_count: int, last_observation_at: str | None
+) -> SnapshotState:
+    """The snapshot state stored by :func:`encode_state` (or in the first format)."""
+    doc = json.loads(text)
+    if "o" not in doc:
+        return SnapshotState.from_json(doc, observation_count, last_observation_at)
+    metas = [m if len(m) == 6 else [*m, 1.0] for m in doc["o"]]
+    fields = doc["f"]
+    w = doc.get("w")
+    winners: dict[str, Any] = (
+        dict.fromkeys(fields, metas[0])
+        if w is None
+        else {k: metas[v] if isinstance(v, int) else v for k, v in w.items()}
+    )
+    provenance = doc.get("p")
+    if provenance is None:
+        provenance = {name: _winner_id(winner) for name, winner in winners.items()}
+    top = doc.get("t", 0)
+    return SnapshotState(
+        fields=fields,
+        provenance=provenance,
+        winners=winners,
+        top=ObservationMeta.from_json(metas[top]) if metas and top is not None else None,
+        deleted=bool(doc.get("d", False)),
+        observation_count=observation_count,
+        last_observation_at=last_observation_at,
+    )
 
 
 def entity_row(conn: sqlite3.Connection, entity_id: str) -> dict[str, Any] | None:
@@ -72,7 +154,7 @@ def load_row(conn: sqlite3.Connection, entity_id: str) -> tuple[SnapshotState, i
     ).fetchone()
     if row is None:
         return None
-    return SnapshotState.from_json(json.loads(row[0]), row[1], row[2]), int(row[3])
+    return decode_state(row[0], row[1], row[2]), int(row[3])
 
 
 def load_state(conn: sqlite3.Connection, entity_id: str) -> SnapshotState | None:
@@ -138,26 +220,24 @@ def direct_item(row: Sequence[Any]) -> dict[str, Any]:
     """A pass-1/2 item from a ``DIRECT_COLUMNS`` row: the entity and its snapshot record."""
     item = entity_json(row)
     # Only fields and provenance: the winners and deletion order are the store's business.
-    doc = json.loads(row[6])
-    item["snapshot"] = _snapshot_json(
-        row[0], row[1], doc.get("f", {}), doc.get("p", {}), row[7], row[8]
-    )
+    state = decode_state(row[6], row[7], row[8])
+    item["snapshot"] = snapshot_record(row[0], row[1], state)
     return item
 
 
 def query_item(row: Sequence[Any]) -> dict[str, Any]:
-    # Fields and provenance only: SQLite cuts them out of the snapshot doc, so the
-    # per-field winners (most of the doc) are never decoded when paging through a store.
+    """An ``entities/query`` item from (id, type, canonical name, snapshot doc, count, last)."""
     entity_id, entity_type, canonical_name = row[0], row[1], row[2]
+    state = decode_state(row[3], row[4], row[5])
     return {
         "entity_id": entity_id,
         "entity_type": entity_type,
         "canonical_name": canonical_name,
         "schema_version": _SCHEMA_VERSIONS.get(entity_type, "1.0"),
-        "snapshot": json.loads(row[3]),
+        "snapshot": state.fields,
         "observation_count": row[4],
         "last_observation_at": row[5],
-        "provenance": json.loads(row[6]),
+        "provenance": state.provenance,
         "computed_at": row[5],
         "merged_to_entity_id": None,
         "merged_at": None,

@@ -40,7 +40,7 @@ from ._errors import (
 )
 from ._name_index import index_fields, index_name, rename
 from ._reducer import ObservationMeta, SnapshotState, fold, source_rank
-from ._rows import dumps, entity_exists, entity_row, load_row, load_state
+from ._rows import dumps, encode_state, entity_exists, entity_row, load_row, load_state
 from ._validate import check_entities, check_relationships
 
 __all__ = ["correct", "store"]
@@ -424,7 +424,7 @@ def _observe(
     fold(state, meta, fields, schema_for(entity_type))
     if states is not None:
         states[entity_id] = state
-    doc = dumps(state.to_json())
+    doc = encode_state(state)
     if create is not None:
         conn.execute(
             "INSERT INTO entities (id, entity_type, canonical_name, aliases, created_at, "
