@@ -6,9 +6,11 @@ that answers with a row builds it the same way.
 
 from __future__ import annotations
 
+import functools
 import json
 import sqlite3
 from collections.abc import Mapping, Sequence
+from datetime import datetime, timezone
 from typing import Any
 
 from .._wire import LOCAL_USER_ID
@@ -17,19 +19,27 @@ from ._reducer import ObservationMeta, SnapshotState
 __all__ = [
     "DIRECT_COLUMNS",
     "REL_COLUMNS",
+    "decode_id",
     "decode_state",
+    "decode_time",
     "direct_item",
     "dumps",
+    "encode_id",
     "encode_state",
+    "encode_time",
     "entity_exists",
     "entity_json",
     "entity_row",
+    "key_seen",
     "load_row",
     "load_state",
     "observation_json",
+    "observation_seq",
     "query_item",
+    "record_key",
     "relationship_json",
     "relationship_row_json",
+    "replayed_observations",
     "snapshot_record",
 ]
 
@@ -37,6 +47,53 @@ __all__ = [
 _SCHEMA_VERSIONS = {"conversation": "1.4", "conversation_message": "1.4"}
 
 dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+
+
+# -- compact columns -----------------------------------------------------------------------
+#
+# Observation and source ids are sha256 digests laid out as UUIDs: stored as their 16
+# bytes. Timestamps the store writes (ISO 8601, milliseconds, "Z") are stored as integer
+# milliseconds. A value that would not come back as the same text is stored as it is
+# (the columns are untyped), so decoding never guesses.
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_ONE_MS = datetime.resolution * 1000
+
+
+def encode_id(value: str | None) -> str | bytes | None:
+    if value is None or len(value) != 36:
+        return value
+    try:
+        raw = bytes.fromhex(value.replace("-", ""))
+    except ValueError:
+        return value
+    return raw if len(raw) == 16 and decode_id(raw) == value else value
+
+
+def decode_id(value: str | bytes | None) -> str | None:
+    if not isinstance(value, bytes):
+        return value
+    h = value.hex()
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+
+
+@functools.lru_cache(maxsize=256)  # one store stamps all its rows with one `now`
+def encode_time(value: str) -> str | int:
+    try:
+        at = datetime.fromisoformat(value)
+    except ValueError:
+        return value
+    if at.tzinfo is None:
+        return value
+    ms = (at - _EPOCH) // _ONE_MS
+    return ms if decode_time(ms) == value else value
+
+
+def decode_time(value: str | int) -> str:
+    if isinstance(value, str):
+        return value
+    at = datetime.fromtimestamp(value / 1000, timezone.utc)
+    return at.isoformat(timespec="milliseconds")[:-6] + "Z"
 
 
 # -- the snapshot doc ---------------------------------------------------------------------
@@ -117,6 +174,55 @@ def decode_state(
         observation_count=observation_count,
         last_observation_at=last_observation_at,
     )
+
+
+# -- idempotency keys ------------------------------------------------------------------------
+#
+# A key's row holds the sha256 of the entities it stored (32 bytes) and the seqs of the
+# observations it wrote, newest first; its source id is derived from the hash, and a
+# replay reads each observation's entity, type and id from its row.
+
+
+def key_seen(conn: sqlite3.Connection, key: str) -> bytes | None:
+    """The entities hash stored under ``key``, or None for a new key."""
+    row = conn.execute(
+        "SELECT entities_hash FROM idempotency_keys WHERE key = ?", (key,)
+    ).fetchone()
+    return None if row is None else bytes(row[0])
+
+
+def record_key(
+    conn: sqlite3.Connection, key: str, content_hash: str, seqs: Sequence[int], now: str
+) -> None:
+    conn.execute(
+        "INSERT INTO idempotency_keys (key, entities_hash, observations, created_at) "
+        "VALUES (?, ?, ?, ?)",
+        (key, bytes.fromhex(content_hash), dumps(list(seqs)), encode_time(now)),
+    )
+
+
+def observation_seq(conn: sqlite3.Connection, entity_id: str, obs_id: str) -> int | None:
+    """The seq of an entity's observation, or None when it has no such observation."""
+    row = conn.execute(
+        "SELECT seq FROM observations WHERE entity_id = ? AND id = ?",
+        (entity_id, encode_id(obs_id)),
+    ).fetchone()
+    return None if row is None else int(row[0])
+
+
+def replayed_observations(conn: sqlite3.Connection, key: str) -> list[tuple[str, str, str]]:
+    """(entity id, entity type, observation id) of what ``key`` wrote, newest first."""
+    row = conn.execute("SELECT observations FROM idempotency_keys WHERE key = ?", (key,)).fetchone()
+    seqs: list[int] = json.loads(row[0])
+    found = {
+        r[0]: (str(r[1]), str(r[2]), str(decode_id(r[3])))
+        for r in conn.execute(
+            "SELECT seq, entity_id, entity_type, id FROM observations "
+            "WHERE seq IN (SELECT value FROM json_each(?))",
+            (row[0],),
+        )
+    }
+    return [found[seq] for seq in seqs]
 
 
 def entity_row(conn: sqlite3.Connection, entity_id: str) -> dict[str, Any] | None:
@@ -293,19 +399,20 @@ REL_COLUMNS = (
 
 
 def observation_json(row: Sequence[Any]) -> dict[str, Any]:
+    observed_at = decode_time(row[4])
     return {
-        "id": row[0],
+        "id": decode_id(row[0]),
         "entity_id": row[1],
         "entity_type": row[2],
         "schema_version": "1.0",  # observations say 1.0 even where snapshots say 1.4 (e5)
-        "source_id": row[3],
+        "source_id": decode_id(row[3]),
         "interpretation_id": None,
-        "observed_at": row[4],
+        "observed_at": observed_at,
         "specificity_score": row[7],
         "source_priority": row[5],
         "observation_source": row[6],
         "fields": json.loads(row[8]),
-        "created_at": row[4],
+        "created_at": observed_at,
         "user_id": LOCAL_USER_ID,
         "idempotency_key": row[9],
         "canonical_hash": None,
