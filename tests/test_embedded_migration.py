@@ -74,7 +74,8 @@ async def test_opening_a_version_1_file_rewrites_it_in_the_compact_format(v1_fil
     with sqlite3.connect(v1_file) as conn:
         assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
         docs = [json.loads(r[0]) for r in conn.execute("SELECT snapshot FROM entities")]
-        assert docs and all("o" in d and "top" not in d for d in docs)
+        assert docs
+        assert all("o" in d and "top" not in d for d in docs)
         types = conn.execute(
             "SELECT DISTINCT typeof(id), typeof(source_id), typeof(observed_at) FROM observations"
         ).fetchall()
