@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 import sqlite3
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
@@ -60,14 +61,13 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 _ONE_MS = datetime.resolution * 1000
 
 
+_UUID_RE = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+
+
 def encode_id(value: str | None) -> str | bytes | None:
-    if value is None or len(value) != 36:
+    if value is None or not _UUID_RE.fullmatch(value):
         return value
-    try:
-        raw = bytes.fromhex(value.replace("-", ""))
-    except ValueError:
-        return value
-    return raw if len(raw) == 16 and decode_id(raw) == value else value
+    return bytes.fromhex(value.replace("-", ""))
 
 
 def decode_id(value: str | bytes | None) -> str | None:
@@ -104,10 +104,11 @@ def decode_time(value: str | int) -> str:
 # The provenance map is rebuilt on read (a field's provenance is its winner's id, or a
 # merged array's ids), so the observation id is no longer repeated per field, twice:
 #
-#   {"f": fields, "o": [meta, ...], "w": {field: index | array winner}, "t": top index,
+#   {"f": fields, "o": [meta, ...], "w": {field: index | array winner}, "t": null,
 #    "d": 1 when deleted, "p": provenance (only when it is not the winners' ids)}
 #
-# "w" is left out when every field of "f", in order, is won by o[0]; "t" when it is 0.
+# o[0] is the observation that decides deletion ("t": null when there is none); "w" is left
+# out when o[0] wins every field of "f", in the order of "f".
 # The first format ({"f", "p", "w", "top", "del"}, metas per field) is still read.
 
 
@@ -117,32 +118,36 @@ def _winner_id(winner: Any) -> str:
 
 def encode_state(state: SnapshotState) -> str:
     """The stored form of ``state`` (see above); :func:`decode_state` is its inverse."""
-    metas: list[list[Any]] = []
-    seen: dict[tuple[Any, Any], int] = {}
-
-    def ref(meta: list[Any]) -> int:
-        key = (meta[0], meta[1])  # id and seq name one observation
-        at = seen.get(key)
-        if at is None:
-            at = seen[key] = len(metas)
-            metas.append(meta[:5] if meta[5] == 1.0 else meta)
-        return at
-
-    top = ref(state.top.to_json()) if state.top is not None else None
-    winners = {
-        name: ref(winner) if isinstance(winner, list) else winner
-        for name, winner in state.winners.items()
+    top = state.top.to_json() if state.top is not None else None
+    metas: list[list[Any]] = [] if top is None else [top]
+    seen: dict[tuple[Any, Any], int] = {} if top is None else {(top[0], top[1]): 0}
+    winners: dict[str, Any] = {}
+    # Trivial: o[0] wins every field of "f", in the order of "f" ("w" is left out).
+    trivial = top is not None and list(state.winners) == list(state.fields)
+    for name, winner in state.winners.items():
+        if isinstance(winner, list):
+            key = (winner[0], winner[1])  # id and seq name one observation
+            at = seen.get(key)
+            if at is None:
+                at = seen[key] = len(metas)
+                metas.append(winner)
+            winners[name] = at
+            trivial = trivial and at == 0
+        else:
+            winners[name] = winner
+            trivial = False
+    doc: dict[str, Any] = {
+        "f": state.fields,
+        "o": [m[:5] if m[5] == 1.0 else m for m in metas],
     }
-    doc: dict[str, Any] = {"f": state.fields, "o": metas}
-    if list(winners) != list(state.fields) or any(v != 0 for v in winners.values()):
+    if not trivial:
         doc["w"] = winners
-    if top != 0 and metas:
-        doc["t"] = top
+    if top is None and metas:
+        doc["t"] = None
     if state.deleted:
         doc["d"] = 1
-    rebuilt = [(name, _winner_id(w)) for name, w in state.winners.items()]
-    if rebuilt != list(state.provenance.items()):
-        doc["p"] = state.provenance
+    if list(state.provenance.items()) != [(n, _winner_id(w)) for n, w in state.winners.items()]:
+        doc["p"] = state.provenance  # not the winners' ids: kept as it is
     return dumps(doc)
 
 
