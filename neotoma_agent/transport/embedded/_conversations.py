@@ -25,8 +25,7 @@ from typing import Any
 
 from ..._identity import resolve_identity_cached
 from ._errors import invalid_format, not_found
-from ._reducer import SnapshotState
-from ._rows import snapshot_record
+from ._rows import decode_state, snapshot_record
 from ._validate import bounded_int
 
 __all__ = ["MAX_PAGE", "READS", "recent_conversation", "recent_conversations", "route"]
@@ -36,7 +35,7 @@ MAX_PAGE = 1000
 _ASSISTANT_SUFFIX = ":assistant"
 _MESSAGE_COLUMNS = (
     "id, canonical_name, created_at, updated_at, last_observation_at, "
-    "json_extract(snapshot, '$.f'), json_extract(snapshot, '$.del')"
+    "json_extract(snapshot, '$.f'), json_extract(snapshot, '$.d')"
 )
 
 
@@ -115,7 +114,7 @@ def _conversation(conn: sqlite3.Connection, entity_id: object) -> tuple[Any, ...
         raise not_found("Conversation not found")
     row = conn.execute(
         "SELECT id, canonical_name, created_at, updated_at, last_observation_at, "
-        "json_extract(snapshot, '$.f'), json_extract(snapshot, '$.del'), message_count "
+        "json_extract(snapshot, '$.f'), json_extract(snapshot, '$.d'), message_count "
         "FROM entities WHERE id = ? AND entity_type = 'conversation'",
         (entity_id,),
     ).fetchone()
@@ -180,7 +179,7 @@ def _turn_records(
     ).fetchall()
     found = {}
     for rid, etype, snapshot, count, observed in rows:
-        state = SnapshotState.from_json(json.loads(snapshot), count, observed)
+        state = decode_state(snapshot, count, observed)
         if not state.deleted:
             found[rid] = snapshot_record(rid, etype, state)
     return [found[r] for r in wanted if r in found]
@@ -228,7 +227,7 @@ def recent_conversations(conn: sqlite3.Connection, body: Mapping[str, Any]) -> d
             raise invalid_format(f"{name} must be an ISO timestamp", [name])
     rows = conn.execute(
         "SELECT id, canonical_name, created_at, updated_at, last_observation_at, "
-        "json_extract(snapshot, '$.f'), json_extract(snapshot, '$.del'), message_count "
+        "json_extract(snapshot, '$.f'), json_extract(snapshot, '$.d'), message_count "
         "FROM entities WHERE entity_type = 'conversation'"
     ).fetchall()
     items = []
