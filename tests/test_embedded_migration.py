@@ -81,6 +81,10 @@ async def test_opening_a_version_1_file_rewrites_it_in_the_compact_format(v1_fil
             "SELECT DISTINCT typeof(id), typeof(source_id), typeof(observed_at) FROM observations"
         ).fetchall()
         assert set(types) <= {("blob", "blob", "integer"), ("blob", "null", "integer")}
+        times = conn.execute(
+            "SELECT DISTINCT typeof(created_at), typeof(updated_at) FROM entities"
+        ).fetchall()
+        assert times == [("integer", "integer")]
         keys = conn.execute("SELECT typeof(source_id), observations FROM idempotency_keys")
         for kind, written in keys:
             assert kind == "blob"

@@ -25,7 +25,7 @@ from typing import Any
 
 from ..._identity import resolve_identity_cached
 from ._errors import invalid_format, not_found
-from ._rows import decode_state, snapshot_record
+from ._rows import decode_state, decode_time, snapshot_record
 from ._validate import bounded_int
 
 __all__ = ["MAX_PAGE", "READS", "recent_conversation", "recent_conversations", "route"]
@@ -39,8 +39,11 @@ _MESSAGE_COLUMNS = (
 )
 
 
-def _activity(created: str | None, updated: str | None, observed: str | None) -> str:
-    return max(t for t in (created, updated, observed, "") if t is not None)
+def _activity(
+    created: str | int | None, updated: str | int | None, observed: str | int | None
+) -> str:
+    """The latest of an entity row's times (as stored: ``_rows.encode_time``), as text."""
+    return max(decode_time(t) for t in (created, updated, observed, "") if t is not None)
 
 
 def _display(fields: Mapping[str, Any], fallback: str | None) -> str | None:

@@ -18,6 +18,7 @@ from ._reducer import SnapshotState
 from ._rows import (
     REL_COLUMNS,
     decode_state,
+    decode_time,
     encode_id,
     observation_json,
     query_item,
@@ -98,7 +99,7 @@ def get_entity(conn: sqlite3.Connection, body: Mapping[str, Any]) -> dict[str, A
     item = query_item(row)
     item["entity_type_label"] = type_label(item["entity_type"])
     item["primary_fields"] = _primary_fields(item["snapshot"])
-    item["created_at"] = row[6]
+    item["created_at"] = decode_time(row[6])
     return item
 
 

@@ -38,6 +38,7 @@ from ._rows import (
     observation_json,
     query_item,
     snapshot_record,
+    time_text,
 )
 from ._validate import bounded_int, check_query_offset
 
@@ -304,7 +305,7 @@ def query_entities(conn: sqlite3.Connection, body: Mapping[str, Any]) -> dict[st
     for name, column in (("updated_since", "updated_at"), ("created_since", "created_at")):
         since = _since(body, name)
         if since is not None:
-            where.append(f"{column} >= ?")
+            where.append(f"{time_text(column)} >= ?")
             params.append(since)
     basis = body.get("identity_basis")
     if basis is not None:

@@ -22,11 +22,13 @@ __all__ = [
     "DIRECT_COLUMNS",
     "REL_COLUMNS",
     "decode_id",
+    "decode_opt_time",
     "decode_state",
     "decode_time",
     "direct_item",
     "dumps",
     "encode_id",
+    "encode_opt_time",
     "encode_state",
     "encode_time",
     "entity_exists",
@@ -43,6 +45,7 @@ __all__ = [
     "relationship_row_json",
     "replayed_observations",
     "snapshot_record",
+    "time_text",
 ]
 
 
@@ -88,11 +91,28 @@ def encode_time(value: str) -> str | int:
     return ms if decode_time(ms) == value else value
 
 
+@functools.lru_cache(maxsize=1024)  # rows read together were mostly written together
 def decode_time(value: str | int) -> str:
     if isinstance(value, str):
         return value
     at = datetime.fromtimestamp(value / 1000, timezone.utc)
     return at.isoformat(timespec="milliseconds")[:-6] + "Z"
+
+
+def encode_opt_time(value: str | None) -> str | int | None:
+    return None if value is None else encode_time(value)
+
+
+def decode_opt_time(value: str | int | None) -> str | None:
+    return None if value is None else decode_time(value)
+
+
+def time_text(column: str) -> str:
+    """SQL for a time column as the text it encodes, for filters that compare it as text."""
+    return (
+        f"(CASE typeof({column}) WHEN 'integer' THEN "
+        f"strftime('%Y-%m-%dT%H:%M:%fZ', {column} / 1000.0, 'unixepoch') ELSE {column} END)"
+    )
 
 
 # -- the snapshot doc ---------------------------------------------------------------------
@@ -151,10 +171,12 @@ def encode_state(state: SnapshotState) -> str:
 
 
 def decode_state(
-    text: str, observation_count: int, last_observation_at: str | None
+    text: str, observation_count: int, last_observation_at: str | int | None
 ) -> SnapshotState:
-    """The snapshot state stored by :func:`encode_state` (or in the first format)."""
+    """The snapshot state stored by :func:`encode_state` (or in the first format), with the
+    entity row's count and last observation time (as stored: :func:`encode_time`)."""
     doc = json.loads(text)
+    last_observation_at = decode_opt_time(last_observation_at)
     if "o" not in doc:
         return SnapshotState.from_json(doc, observation_count, last_observation_at)
     metas = [m if len(m) == 6 else [*m, 1.0] for m in doc["o"]]
@@ -242,8 +264,8 @@ def entity_json(row: Sequence[Any]) -> dict[str, Any]:
         "entity_type": row[1],
         "canonical_name": row[2],
         "aliases": [] if row[3] == "[]" else json.loads(row[3]),  # most have none
-        "created_at": row[4],
-        "updated_at": row[5],
+        "created_at": decode_time(row[4]),
+        "updated_at": decode_time(row[5]),
         "user_id": LOCAL_USER_ID,
         "first_seen_at": None,
         "last_seen_at": None,
@@ -344,9 +366,9 @@ def query_item(row: Sequence[Any]) -> dict[str, Any]:
         "schema_version": schema_version(entity_type),
         "snapshot": state.fields,
         "observation_count": row[4],
-        "last_observation_at": row[5],
+        "last_observation_at": state.last_observation_at,
         "provenance": state.provenance,
-        "computed_at": row[5],
+        "computed_at": state.last_observation_at,
         "merged_to_entity_id": None,
         "merged_at": None,
     }

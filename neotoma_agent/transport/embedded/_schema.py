@@ -11,7 +11,7 @@ import json
 import sqlite3
 from collections.abc import Callable
 
-from ._rows import decode_state, encode_id, encode_state, encode_time
+from ._rows import decode_state, encode_id, encode_opt_time, encode_state
 
 __all__ = ["SCHEMA_VERSION", "migrate"]
 
@@ -129,12 +129,16 @@ INSERT INTO conversation_messages (conversation_id, message_id)
 #   queries' sorts and filters read them);
 # - ``observations``: ``id`` and ``source_id`` as 16 bytes, ``observed_at`` as integer
 #   milliseconds (``encode_id``, ``encode_time``): untyped columns, since a TEXT column would
-#   turn the milliseconds back into text;
+#   turn the milliseconds back into text; ``entities``: its three times as milliseconds too
+#   (untyped columns);
 # - ``idempotency_keys``: keyed by the key alone (no rowid, so no second copy of every key in
 #   an index), the source id (a digest of the entities hash, so it decides a mismatch as the
 #   hash did) as 16 bytes and indexed (an observation's ``source`` is the first key that
 #   wrote its source), the seqs of the observations written instead of their ids (a replay
-#   reads the rest from the observation rows), ``created_at`` as milliseconds.
+#   reads the rest from the observation rows), ``created_at`` as milliseconds;
+# - the two FTS5 name indexes without token positions or sizes (``detail = none``,
+#   ``columnsize = 0``): every query is an AND of single trigrams whose rows are then
+#   checked for the whole needle (``_name_index``), and nothing ranks, so neither was read.
 #
 # The script moves the rows into the new tables as they are; ``_compact_rewrite`` then
 # rewrites the values SQL alone cannot (it runs right after the script, in the same
@@ -172,6 +176,40 @@ INSERT INTO idempotency_keys_v3 SELECT key, source_id, observations, created_at
 DROP TABLE idempotency_keys;
 ALTER TABLE idempotency_keys_v3 RENAME TO idempotency_keys;
 CREATE INDEX idempotency_keys_by_source ON idempotency_keys (source_id);
+CREATE TABLE entities_v3 (
+    id TEXT PRIMARY KEY,
+    entity_type TEXT NOT NULL,
+    canonical_name TEXT NOT NULL,
+    aliases TEXT NOT NULL DEFAULT '[]',
+    created_at NOT NULL,
+    updated_at NOT NULL,
+    snapshot TEXT NOT NULL,
+    observation_count INTEGER NOT NULL,
+    last_observation_at,
+    message_count INTEGER NOT NULL DEFAULT 0
+);
+INSERT INTO entities_v3 SELECT id, entity_type, canonical_name, aliases, created_at,
+    updated_at, snapshot, observation_count, last_observation_at, message_count
+    FROM entities ORDER BY rowid;
+DROP TABLE entities;
+ALTER TABLE entities_v3 RENAME TO entities;
+CREATE INDEX entities_by_type ON entities (entity_type, id);
+CREATE VIRTUAL TABLE bookkeeping_names_v3 USING fts5 (
+    text, entity_id UNINDEXED, kind UNINDEXED, tokenize = 'trigram', detail = none,
+    columnsize = 0
+);
+INSERT INTO bookkeeping_names_v3 (rowid, text, entity_id, kind)
+    SELECT rowid, text, entity_id, kind FROM bookkeeping_names ORDER BY rowid;
+DROP TABLE bookkeeping_names;
+ALTER TABLE bookkeeping_names_v3 RENAME TO bookkeeping_names;
+CREATE VIRTUAL TABLE name_index_v3 USING fts5 (
+    text, entity_id UNINDEXED, kind UNINDEXED, tokenize = 'trigram', detail = none,
+    columnsize = 0
+);
+INSERT INTO name_index_v3 (rowid, text, entity_id, kind)
+    SELECT rowid, text, entity_id, kind FROM name_index ORDER BY rowid;
+DROP TABLE name_index;
+ALTER TABLE name_index_v3 RENAME TO name_index;
 """
 
 
@@ -184,7 +222,7 @@ def _seqs(conn: sqlite3.Connection, written: str) -> str:
 def _compact_rewrite(conn: sqlite3.Connection) -> None:
     conn.create_function("seqs_of", 1, lambda written: _seqs(conn, written))
     conn.create_function("compact_id", 1, encode_id, deterministic=True)
-    conn.create_function("compact_time", 1, encode_time, deterministic=True)
+    conn.create_function("compact_time", 1, encode_opt_time, deterministic=True)
     conn.create_function(
         "compact_snapshot",
         1,
@@ -200,7 +238,11 @@ def _compact_rewrite(conn: sqlite3.Connection) -> None:
         "UPDATE observations SET id = compact_id(id), source_id = compact_id(source_id), "
         "observed_at = compact_time(observed_at)"
     )
-    conn.execute("UPDATE entities SET snapshot = compact_snapshot(snapshot)")
+    conn.execute(
+        "UPDATE entities SET snapshot = compact_snapshot(snapshot), "
+        "created_at = compact_time(created_at), updated_at = compact_time(updated_at), "
+        "last_observation_at = compact_time(last_observation_at)"
+    )
 
 
 MIGRATIONS: tuple[str, ...] = (_V1, _CONVERSATION_MESSAGES, _COMPACT_ROWS)

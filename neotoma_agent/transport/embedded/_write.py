@@ -43,6 +43,7 @@ from ._reducer import ObservationMeta, SnapshotState, fold, source_rank
 from ._rows import (
     dumps,
     encode_id,
+    encode_opt_time,
     encode_state,
     encode_time,
     entity_exists,
@@ -459,18 +460,24 @@ def _observe(
                 entity_id,
                 create.entity_type,
                 create.canonical_name,
-                now,
-                now,
+                encode_time(now),
+                encode_time(now),
                 doc,
                 state.observation_count,
-                state.last_observation_at,
+                encode_opt_time(state.last_observation_at),
             ),
         )
     else:
         conn.execute(
             "UPDATE entities SET snapshot = ?, observation_count = ?, last_observation_at = ?, "
             "updated_at = ? WHERE id = ?",
-            (doc, state.observation_count, state.last_observation_at, now, entity_id),
+            (
+                doc,
+                state.observation_count,
+                encode_opt_time(state.last_observation_at),
+                encode_time(now),
+                entity_id,
+            ),
         )
     index_fields(conn, entity_id, old_fields, state.fields)
     _rederive_name(conn, entity_id, entity_type, old_fields, state.fields, now)
@@ -511,7 +518,7 @@ def _rederive_name(
         aliases.append(row[0])
     conn.execute(
         "UPDATE entities SET canonical_name = ?, aliases = ?, updated_at = ? WHERE id = ?",
-        (after.canonical_name, dumps(aliases), now, entity_id),
+        (after.canonical_name, dumps(aliases), encode_time(now), entity_id),
     )
     rename(conn, after.canonical_name.lower(), entity_id, entity_type)
 
