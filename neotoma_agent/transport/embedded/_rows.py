@@ -165,7 +165,15 @@ def encode_state(state: SnapshotState) -> str:
         doc["t"] = None
     if state.deleted:
         doc["d"] = 1
-    if list(state.provenance.items()) != [(n, _winner_id(w)) for n, w in state.winners.items()]:
+    if trivial:  # each field's provenance should be o[0]'s id: no per-field rebuild
+        top_id = str(metas[0][0])
+        rebuilt = list(state.provenance) == list(state.winners) and all(
+            v == top_id for v in state.provenance.values()
+        )
+    else:
+        expected = [(n, _winner_id(w)) for n, w in state.winners.items()]
+        rebuilt = list(state.provenance.items()) == expected
+    if not rebuilt:
         doc["p"] = state.provenance  # not the winners' ids: kept as it is
     return dumps(doc)
 
@@ -188,7 +196,9 @@ def decode_state(
         else {k: metas[v] if isinstance(v, int) else v for k, v in w.items()}
     )
     provenance = doc.get("p")
-    if provenance is None:
+    if provenance is None and w is None:
+        provenance = dict.fromkeys(fields, str(metas[0][0]))  # o[0] wins every field
+    elif provenance is None:
         provenance = {name: _winner_id(winner) for name, winner in winners.items()}
     top = doc.get("t", 0)
     return SnapshotState(
