@@ -142,3 +142,36 @@ def test_idle_gaps_counts_the_handshakes_each_strategy_leaves(tmp_path: Path) ->
     assert rows["none"]["warming_requests"] == 0
     assert rows["warm"]["warming_requests"] == 4
     assert rows["warm+keep"]["warming_requests"] > 4
+
+
+def test_disk_per_turn_reports_each_size_and_where_the_bytes_are(tmp_path: Path) -> None:
+    report = run_benchmark("disk_per_turn", "--turns", "20", "40", tmp_path=tmp_path)
+    assert [row["turns"] for row in report["rows"]] == [20, 40]
+    biggest = report["rows"][-1]
+    assert biggest["bytes_per_turn"] == round(biggest["file_bytes"] / 40, 1)
+    # The per-table figures add up to the file: dbstat counts every page but the free ones.
+    assert sum(biggest["tables"].values()) <= biggest["bytes_per_turn"]
+    assert {"entities", "observations", "idempotency_keys"} <= biggest["tables"].keys()
+
+
+def test_sqlite_floor_reports_both_ratios_from_one_run(tmp_path: Path) -> None:
+    report = run_benchmark("sqlite_floor", "--stores", "128", "--turns", "100", tmp_path=tmp_path)
+    assert report["ratio_1_caller"] == pytest.approx(
+        report["embedded_stores_per_s_1_caller"] / report["floor_stores_per_s_one_by_one"],
+        rel=0.01,
+    )
+    assert report["ratio_64_callers"] == pytest.approx(
+        report["embedded_stores_per_s_64_callers"] / report["floor_stores_per_s_groups_of_64"],
+        rel=0.01,
+    )
+    assert report["turns_per_s_100_conversations"] > 0
+
+
+def test_scale_finds_every_company_and_every_seeded_orphan(tmp_path: Path) -> None:
+    # The benchmark exits non-zero if a lookup misses or the audit misses an orphan.
+    report = run_benchmark(
+        "scale", "--entities", "600", "--turns", "200", "--samples", "50", tmp_path=tmp_path
+    )
+    assert report["entities"] == 600
+    assert 0 < report["lookup_p50_ms"] <= report["lookup_p99_ms"]
+    assert [row["turns"] for row in report["audits"]] == [20, 200]

@@ -148,10 +148,10 @@ async def test_a_batch_stores_exactly_what_record_turn_stores(tmp_path: Path) ->
                 u, a, turn_id=t, turn_number=7, refers_to=[acme]
             )
 
-    def written(path: Path) -> tuple[list[tuple[str, str]], list[tuple[str, str, str]]]:
+    def written(path: Path) -> tuple[list[tuple[str, bytes]], list[tuple[str, str, str]]]:
         with sqlite3.connect(path) as conn:
             keys = conn.execute(
-                "SELECT key, entities_hash FROM idempotency_keys ORDER BY key"
+                "SELECT key, source_id FROM idempotency_keys ORDER BY key"
             ).fetchall()
             edges = conn.execute(
                 "SELECT source_entity_id, relationship_type, target_entity_id "

@@ -19,8 +19,9 @@ import sqlite3
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from ._rows import encode_id
 from ._validate import check_entities
-from ._write import _content_hash
+from ._write import source_id_of
 
 __all__ = ["replay_statuses", "store_each"]
 
@@ -62,23 +63,23 @@ def replay_statuses(conn: sqlite3.Connection, body: Mapping[str, Any]) -> list[b
     key is stored with other entities (a store would be refused), None if its key is new or
     the body is not one this can answer for (a store decides)."""
     stores: Sequence[Mapping[str, Any]] = body["stores"]
-    hashes: list[tuple[str, str] | None] = []
+    hashes: list[tuple[str, str | bytes | None] | None] = []
     for item in stores:
         key = item.get("idempotency_key")
         if not isinstance(key, str) or not key or not _PLAIN_KEYS.issuperset(item):
             hashes.append(None)
             continue
         try:
-            hashes.append((key, _content_hash(check_entities(item.get("entities")))))
+            hashes.append((key, encode_id(source_id_of(check_entities(item.get("entities"))))))
         except Exception:  # a store will refuse it, with the right error
             hashes.append(None)
     keys = list({pair[0] for pair in hashes if pair is not None})
-    stored: dict[str, str] = {}
+    stored: dict[str, str | bytes] = {}
     for start in range(0, len(keys), _KEYS_PER_QUERY):
         chunk = keys[start : start + _KEYS_PER_QUERY]
         marks = ",".join("?" * len(chunk))
         rows = conn.execute(
-            f"SELECT key, entities_hash FROM idempotency_keys WHERE key IN ({marks})", chunk
+            f"SELECT key, source_id FROM idempotency_keys WHERE key IN ({marks})", chunk
         )
         stored.update(rows.fetchall())
     statuses: list[bool | None] = []

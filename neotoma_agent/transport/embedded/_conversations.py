@@ -26,8 +26,7 @@ from typing import Any
 from ..._identity import resolve_identity_cached
 from ..._js import js_trim
 from ._errors import invalid_format, not_found
-from ._reducer import SnapshotState
-from ._rows import snapshot_record
+from ._rows import decode_state, decode_time, snapshot_record
 from ._validate import bounded_int
 
 __all__ = ["MAX_PAGE", "READS", "recent_conversation", "recent_conversations", "route"]
@@ -37,12 +36,15 @@ MAX_PAGE = 1000
 _ASSISTANT_SUFFIX = ":assistant"
 _MESSAGE_COLUMNS = (
     "id, canonical_name, created_at, updated_at, last_observation_at, "
-    "json_extract(snapshot, '$.f'), json_extract(snapshot, '$.del')"
+    "json_extract(snapshot, '$.f'), json_extract(snapshot, '$.d')"
 )
 
 
-def _activity(created: str | None, updated: str | None, observed: str | None) -> str:
-    return max(t for t in (created, updated, observed, "") if t is not None)
+def _activity(
+    created: str | int | None, updated: str | int | None, observed: str | int | None
+) -> str:
+    """The latest of an entity row's times (as stored: ``_rows.encode_time``), as text."""
+    return max(decode_time(t) for t in (created, updated, observed, "") if t is not None)
 
 
 def _display(fields: Mapping[str, Any], fallback: str | None) -> str | None:
@@ -119,7 +121,7 @@ def _conversation(conn: sqlite3.Connection, entity_id: object) -> tuple[Any, ...
         raise not_found("Conversation not found")
     row = conn.execute(
         "SELECT id, canonical_name, created_at, updated_at, last_observation_at, "
-        "json_extract(snapshot, '$.f'), json_extract(snapshot, '$.del'), message_count "
+        "json_extract(snapshot, '$.f'), json_extract(snapshot, '$.d'), message_count "
         "FROM entities WHERE id = ? AND entity_type = 'conversation'",
         (entity_id,),
     ).fetchone()
@@ -184,7 +186,7 @@ def _turn_records(
     ).fetchall()
     found = {}
     for rid, etype, snapshot, count, observed in rows:
-        state = SnapshotState.from_json(json.loads(snapshot), count, observed)
+        state = decode_state(snapshot, count, observed)
         if not state.deleted:
             found[rid] = snapshot_record(rid, etype, state)
     return [found[r] for r in wanted if r in found]
@@ -232,7 +234,7 @@ def recent_conversations(conn: sqlite3.Connection, body: Mapping[str, Any]) -> d
             raise invalid_format(f"{name} must be an ISO timestamp", [name])
     rows = conn.execute(
         "SELECT id, canonical_name, created_at, updated_at, last_observation_at, "
-        "json_extract(snapshot, '$.f'), json_extract(snapshot, '$.del'), message_count "
+        "json_extract(snapshot, '$.f'), json_extract(snapshot, '$.d'), message_count "
         "FROM entities WHERE entity_type = 'conversation'"
     ).fetchall()
     items = []

@@ -9,14 +9,22 @@ unknown id and a malformed one are both a 404: no route checks the id's format (
 
 from __future__ import annotations
 
-import json
 import sqlite3
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ._errors import invalid_format, not_found
 from ._reducer import SnapshotState
-from ._rows import REL_COLUMNS, observation_json, query_item, relationship_row_json, snapshot_record
+from ._rows import (
+    REL_COLUMNS,
+    decode_state,
+    decode_time,
+    encode_id,
+    observation_json,
+    query_item,
+    relationship_row_json,
+    snapshot_record,
+)
 from ._validate import bounded_int
 
 __all__ = [
@@ -69,7 +77,7 @@ def _live_state(conn: sqlite3.Connection, entity_id: str) -> tuple[str, Snapshot
     ).fetchone()
     if row is None:
         return None
-    state = SnapshotState.from_json(json.loads(row[1]), row[2], row[3])
+    state = decode_state(row[1], row[2], row[3])
     return None if state.deleted else (str(row[0]), state)
 
 
@@ -84,15 +92,14 @@ def get_entity(conn: sqlite3.Connection, body: Mapping[str, Any]) -> dict[str, A
     if _live_state(conn, entity_id) is None:
         raise not_found()
     row = conn.execute(
-        "SELECT id, entity_type, canonical_name, json_extract(snapshot, '$.f'), "
-        "observation_count, last_observation_at, json_extract(snapshot, '$.p'), created_at "
-        "FROM entities WHERE id = ?",
+        "SELECT id, entity_type, canonical_name, snapshot, observation_count, "
+        "last_observation_at, created_at FROM entities WHERE id = ?",
         (entity_id,),
     ).fetchone()
     item = query_item(row)
     item["entity_type_label"] = type_label(item["entity_type"])
     item["primary_fields"] = _primary_fields(item["snapshot"])
-    item["created_at"] = row[7]
+    item["created_at"] = decode_time(row[6])
     return item
 
 
@@ -112,11 +119,11 @@ def get_entity_observations(conn: sqlite3.Connection, body: Mapping[str, Any]) -
         "ORDER BY observed_at DESC, seq DESC LIMIT ? OFFSET ?",
         (entity_id, limit, offset),
     ).fetchall()
-    keys = _keys_of_sources(conn, {r[3] for r in rows if r[3] is not None})
-    observations = [
-        {**observation_json(r), "source": keys.get(r[3]) if r[3] is not None else r[9]}
-        for r in rows
-    ]
+    observations = [observation_json(r) for r in rows]
+    keys = _keys_of_sources(conn, {o["source_id"] for o in observations} - {None})
+    for o in observations:
+        source = o["source_id"]
+        o["source"] = keys.get(source) if source is not None else o["idempotency_key"]
     return {"observations": observations, "total": int(total), "limit": limit, "offset": offset}
 
 
@@ -124,13 +131,16 @@ def _keys_of_sources(conn: sqlite3.Connection, source_ids: set[str]) -> dict[str
     """The idempotency key that first wrote each source (its observations' ``source``)."""
     if not source_ids:
         return {}
-    # One statement per page, not per row: keys are indexed by key, not by source.
-    rows = conn.execute(
-        "SELECT source_id, key FROM idempotency_keys "
-        "WHERE source_id IN (SELECT value FROM json_each(?)) ORDER BY created_at DESC",
-        (json.dumps(sorted(source_ids)),),
-    ).fetchall()
-    return {str(source): str(key) for source, key in rows}
+    keys: dict[str, str] = {}
+    for source_id in sorted(source_ids):
+        # The first key of a source (the oldest); by the index on source ids.
+        row = conn.execute(
+            "SELECT key FROM idempotency_keys WHERE source_id = ? ORDER BY created_at, key LIMIT 1",
+            (encode_id(source_id),),
+        ).fetchone()
+        if row is not None:
+            keys[source_id] = str(row[0])
+    return keys
 
 
 def _edge(row: Sequence[Any]) -> dict[str, Any]:

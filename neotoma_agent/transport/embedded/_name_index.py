@@ -108,6 +108,18 @@ def _fts_phrase(needle: str) -> str:
     return '"' + needle.replace('"', '""') + '"'
 
 
+def _covering_trigrams(needle: str) -> str:
+    """The MATCH query of trigrams that cover ``needle`` (three chars or more) end to end.
+
+    Every third one and the last: any of its trigrams finds a superset of the texts that
+    hold the needle, the whole needle is checked after, and each term read costs a posting
+    list, so a third of them suffices.
+    """
+    last = len(needle) - 3
+    grams = dict.fromkeys(needle[i : i + 3] for i in (*range(0, last, 3), last))
+    return " AND ".join(_fts_phrase(g) for g in grams)
+
+
 def _kind_sql(kinds: frozenset[str] | None) -> tuple[str, tuple[str, ...]]:
     if kinds is None:
         return "1", ()
@@ -118,8 +130,12 @@ def _kind_sql(kinds: frozenset[str] | None) -> tuple[str, tuple[str, ...]]:
 # The FTS5 searches of ``substring_ids``. Each costs a few µs however small its answer, so
 # when both tables are searched it is one statement; the first column says which table a
 # row came from, and rows come in rowid order within each table, as from two statements.
+# Neither table keeps token positions (``detail = none``), so neither answers a phrase: a
+# needle is matched as the AND of its trigrams, then checked whole with ``instr`` (texts and
+# needles are lowercased alike), which finds the rows the trigram phrase found, in order.
 _BOOKKEEPING_NAMES_SQL = (
-    "SELECT 0, entity_id, kind FROM bookkeeping_names WHERE bookkeeping_names MATCH ?"
+    "SELECT 0, entity_id, kind FROM bookkeeping_names WHERE bookkeeping_names MATCH ? "
+    "AND instr(text, ?) > 0"
 )
 
 _NAME_INDEX_SQL = (
@@ -166,9 +182,10 @@ def substring_ids(
         hits = []  # a trigram no indexed text has: nothing can contain the needle
     rows: list[Any] = []
     if bookkeeping and match is not None:
-        rows = conn.execute(_BOTH_NAMES_SQL, (_fts_phrase(needle), match, needle)).fetchall()
+        params = (_covering_trigrams(needle), needle, match, needle)
+        rows = conn.execute(_BOTH_NAMES_SQL, params).fetchall()
     elif bookkeeping:
-        rows = conn.execute(_BOOKKEEPING_NAMES_SQL, (_fts_phrase(needle),)).fetchall()
+        rows = conn.execute(_BOOKKEEPING_NAMES_SQL, (_covering_trigrams(needle), needle)).fetchall()
     elif match is not None:
         rows = conn.execute(_NAME_INDEX_SQL, (match, needle)).fetchall()
     if hits is None:

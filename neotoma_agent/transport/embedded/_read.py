@@ -30,14 +30,15 @@ from ._name_index import (
     first_token,
     substring_ids,
 )
-from ._reducer import SnapshotState
 from ._rows import (
     DIRECT_COLUMNS,
+    decode_state,
     direct_item,
     dumps,
     observation_json,
     query_item,
     snapshot_record,
+    time_text,
 )
 from ._validate import bounded_int, check_query_offset
 
@@ -70,7 +71,7 @@ def get_entity_snapshot(conn: sqlite3.Connection, body: Mapping[str, Any]) -> di
     ).fetchone()
     if row is None:
         raise not_found()
-    state = SnapshotState.from_json(json.loads(row[1]), row[2], row[3])
+    state = decode_state(row[1], row[2], row[3])
     if state.deleted:
         raise not_found()
     return snapshot_record(entity_id, row[0], state)
@@ -304,7 +305,7 @@ def query_entities(conn: sqlite3.Connection, body: Mapping[str, Any]) -> dict[st
     for name, column in (("updated_since", "updated_at"), ("created_since", "created_at")):
         since = _since(body, name)
         if since is not None:
-            where.append(f"{column} >= ?")
+            where.append(f"{time_text(column)} >= ?")
             params.append(since)
     basis = body.get("identity_basis")
     if basis is not None:
@@ -341,9 +342,8 @@ def query_entities(conn: sqlite3.Connection, body: Mapping[str, Any]) -> dict[st
         params.append(after)
     order = f"id {direction}" if order_column == "id" else f"{order_column} {direction}, id ASC"
     rows = conn.execute(
-        "SELECT id, entity_type, canonical_name, json_extract(snapshot, '$.f'), "
-        "observation_count, last_observation_at, json_extract(snapshot, '$.p') "
-        f"FROM entities{clause} ORDER BY {order} LIMIT ? OFFSET ?",
+        "SELECT id, entity_type, canonical_name, snapshot, observation_count, "
+        f"last_observation_at FROM entities{clause} ORDER BY {order} LIMIT ? OFFSET ?",
         (*params, limit, offset),
     ).fetchall()
     items = [query_item(r) for r in rows]

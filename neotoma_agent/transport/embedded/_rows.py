@@ -6,34 +6,257 @@ that answers with a row builds it the same way.
 
 from __future__ import annotations
 
+import functools
 import json
+import re
 import sqlite3
 from collections.abc import Mapping, Sequence
+from datetime import datetime, timezone
 from typing import Any
 
 from ..._identity import schema_version
 from .._wire import LOCAL_USER_ID
-from ._reducer import SnapshotState
+from ._reducer import ObservationMeta, SnapshotState
 
 __all__ = [
     "DIRECT_COLUMNS",
     "REL_COLUMNS",
+    "decode_id",
+    "decode_opt_time",
+    "decode_state",
+    "decode_time",
     "direct_item",
     "dumps",
+    "encode_id",
+    "encode_opt_time",
+    "encode_state",
+    "encode_time",
     "entity_exists",
     "entity_json",
     "entity_row",
+    "key_seen",
     "load_row",
     "load_state",
     "observation_json",
+    "observation_seq",
     "query_item",
+    "record_key",
     "relationship_json",
     "relationship_row_json",
+    "replayed_observations",
     "snapshot_record",
+    "time_text",
 ]
 
 
 dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+
+
+# -- compact columns -----------------------------------------------------------------------
+#
+# Observation and source ids are sha256 digests laid out as UUIDs: stored as their 16
+# bytes. Timestamps the store writes (ISO 8601, milliseconds, "Z") are stored as integer
+# milliseconds. A value that would not come back as the same text is stored as it is
+# (the columns are untyped), so decoding never guesses.
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_ONE_MS = datetime.resolution * 1000
+
+
+_UUID_RE = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+
+
+def encode_id(value: str | None) -> str | bytes | None:
+    if value is None or not _UUID_RE.fullmatch(value):
+        return value
+    return bytes.fromhex(value.replace("-", ""))
+
+
+def decode_id(value: str | bytes | None) -> str | None:
+    if not isinstance(value, bytes):
+        return value
+    h = value.hex()
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+
+
+@functools.lru_cache(maxsize=256)  # one store stamps all its rows with one `now`
+def encode_time(value: str) -> str | int:
+    try:
+        at = datetime.fromisoformat(value)
+    except ValueError:
+        return value
+    if at.tzinfo is None:
+        return value
+    ms = (at - _EPOCH) // _ONE_MS
+    return ms if decode_time(ms) == value else value
+
+
+@functools.lru_cache(maxsize=1024)  # rows read together were mostly written together
+def decode_time(value: str | int) -> str:
+    if isinstance(value, str):
+        return value
+    at = datetime.fromtimestamp(value / 1000, timezone.utc)
+    return at.isoformat(timespec="milliseconds")[:-6] + "Z"
+
+
+def encode_opt_time(value: str | None) -> str | int | None:
+    return None if value is None else encode_time(value)
+
+
+def decode_opt_time(value: str | int | None) -> str | None:
+    return None if value is None else decode_time(value)
+
+
+def time_text(column: str) -> str:
+    """SQL for a time column as the text it encodes, for filters that compare it as text."""
+    return (
+        f"(CASE typeof({column}) WHEN 'integer' THEN "
+        f"strftime('%Y-%m-%dT%H:%M:%fZ', {column} / 1000.0, 'unixepoch') ELSE {column} END)"
+    )
+
+
+# -- the snapshot doc ---------------------------------------------------------------------
+#
+# An entity's snapshot state is stored compactly: each observation that wins a field (or
+# decides deletion) is listed once in "o" ([id, seq, observed_at, priority, source rank,
+# specificity], the last dropped when 1.0), and per-field winners are indexes into it.
+# The provenance map is rebuilt on read (a field's provenance is its winner's id, or a
+# merged array's ids), so the observation id is no longer repeated per field, twice:
+#
+#   {"f": fields, "o": [meta, ...], "w": {field: index | array winner}, "t": null,
+#    "d": 1 when deleted, "p": provenance (only when it is not the winners' ids)}
+#
+# o[0] is the observation that decides deletion ("t": null when there is none); "w" is left
+# out when o[0] wins every field of "f", in the order of "f".
+# The first format ({"f", "p", "w", "top", "del"}, metas per field) is still read.
+
+
+def _winner_id(winner: Any) -> str:
+    return str(winner[0]) if isinstance(winner, list) else ",".join(winner["ids"])
+
+
+def encode_state(state: SnapshotState) -> str:
+    """The stored form of ``state`` (see above); :func:`decode_state` is its inverse."""
+    top = state.top.to_json() if state.top is not None else None
+    metas: list[list[Any]] = [] if top is None else [top]
+    seen: dict[tuple[Any, Any], int] = {} if top is None else {(top[0], top[1]): 0}
+    winners: dict[str, Any] = {}
+    # Trivial: o[0] wins every field of "f", in the order of "f" ("w" is left out).
+    trivial = top is not None and list(state.winners) == list(state.fields)
+    for name, winner in state.winners.items():
+        if isinstance(winner, list):
+            key = (winner[0], winner[1])  # id and seq name one observation
+            at = seen.get(key)
+            if at is None:
+                at = seen[key] = len(metas)
+                metas.append(winner)
+            winners[name] = at
+            trivial = trivial and at == 0
+        else:
+            winners[name] = winner
+            trivial = False
+    doc: dict[str, Any] = {
+        "f": state.fields,
+        "o": [m[:5] if m[5] == 1.0 else m for m in metas],
+    }
+    if not trivial:
+        doc["w"] = winners
+    if top is None and metas:
+        doc["t"] = None
+    if state.deleted:
+        doc["d"] = 1
+    if trivial:  # each field's provenance should be o[0]'s id: no per-field rebuild
+        top_id = str(metas[0][0])
+        rebuilt = list(state.provenance) == list(state.winners) and all(
+            v == top_id for v in state.provenance.values()
+        )
+    else:
+        expected = [(n, _winner_id(w)) for n, w in state.winners.items()]
+        rebuilt = list(state.provenance.items()) == expected
+    if not rebuilt:
+        doc["p"] = state.provenance  # not the winners' ids: kept as it is
+    return dumps(doc)
+
+
+def decode_state(
+    text: str, observation_count: int, last_observation_at: str | int | None
+) -> SnapshotState:
+    """The snapshot state stored by :func:`encode_state` (or in the first format), with the
+    entity row's count and last observation time (as stored: :func:`encode_time`)."""
+    doc = json.loads(text)
+    last_observation_at = decode_opt_time(last_observation_at)
+    if "o" not in doc:
+        return SnapshotState.from_json(doc, observation_count, last_observation_at)
+    metas = [m if len(m) == 6 else [*m, 1.0] for m in doc["o"]]
+    fields = doc["f"]
+    w = doc.get("w")
+    winners: dict[str, Any] = (
+        dict.fromkeys(fields, metas[0])
+        if w is None
+        else {k: metas[v] if isinstance(v, int) else v for k, v in w.items()}
+    )
+    provenance = doc.get("p")
+    if provenance is None and w is None:
+        provenance = dict.fromkeys(fields, str(metas[0][0]))  # o[0] wins every field
+    elif provenance is None:
+        provenance = {name: _winner_id(winner) for name, winner in winners.items()}
+    top = doc.get("t", 0)
+    return SnapshotState(
+        fields=fields,
+        provenance=provenance,
+        winners=winners,
+        top=ObservationMeta.from_json(metas[top]) if metas and top is not None else None,
+        deleted=bool(doc.get("d", False)),
+        observation_count=observation_count,
+        last_observation_at=last_observation_at,
+    )
+
+
+# -- idempotency keys ------------------------------------------------------------------------
+#
+# A key's row holds its source id (16 bytes: a digest of the hash of the entities it stored,
+# so an equal id is an equal hash) and the seqs of the observations it wrote, newest first;
+# a replay reads each observation's entity, type and id from its row.
+
+
+def key_seen(conn: sqlite3.Connection, key: str) -> bytes | None:
+    """The source id stored under ``key`` (as stored), or None for a new key."""
+    row = conn.execute("SELECT source_id FROM idempotency_keys WHERE key = ?", (key,)).fetchone()
+    return None if row is None else bytes(row[0])
+
+
+def record_key(
+    conn: sqlite3.Connection, key: str, source_id: str, seqs: Sequence[int], now: str
+) -> None:
+    conn.execute(
+        "INSERT INTO idempotency_keys (key, source_id, observations, created_at) "
+        "VALUES (?, ?, ?, ?)",
+        (key, encode_id(source_id), dumps(list(seqs)), encode_time(now)),
+    )
+
+
+def observation_seq(conn: sqlite3.Connection, entity_id: str, obs_id: str) -> int | None:
+    """The seq of an entity's observation, or None when it has no such observation."""
+    row = conn.execute(
+        "SELECT seq FROM observations WHERE entity_id = ? AND id = ?",
+        (entity_id, encode_id(obs_id)),
+    ).fetchone()
+    return None if row is None else int(row[0])
+
+
+def replayed_observations(conn: sqlite3.Connection, key: str) -> list[tuple[str, str, str]]:
+    """(entity id, entity type, observation id) of what ``key`` wrote, newest first."""
+    row = conn.execute("SELECT observations FROM idempotency_keys WHERE key = ?", (key,)).fetchone()
+    seqs: list[int] = json.loads(row[0])
+    found = {
+        r[0]: (str(r[1]), str(r[2]), str(decode_id(r[3])))
+        for r in conn.execute(
+            "SELECT seq, entity_id, entity_type, id FROM observations "
+            "WHERE seq IN (SELECT value FROM json_each(?))",
+            (row[0],),
+        )
+    }
+    return [found[seq] for seq in seqs]
 
 
 def entity_row(conn: sqlite3.Connection, entity_id: str) -> dict[str, Any] | None:
@@ -51,8 +274,8 @@ def entity_json(row: Sequence[Any]) -> dict[str, Any]:
         "entity_type": row[1],
         "canonical_name": row[2],
         "aliases": [] if row[3] == "[]" else json.loads(row[3]),  # most have none
-        "created_at": row[4],
-        "updated_at": row[5],
+        "created_at": decode_time(row[4]),
+        "updated_at": decode_time(row[5]),
         "user_id": LOCAL_USER_ID,
         "first_seen_at": None,
         "last_seen_at": None,
@@ -71,7 +294,7 @@ def load_row(conn: sqlite3.Connection, entity_id: str) -> tuple[SnapshotState, i
     ).fetchone()
     if row is None:
         return None
-    return SnapshotState.from_json(json.loads(row[0]), row[1], row[2]), int(row[3])
+    return decode_state(row[0], row[1], row[2]), int(row[3])
 
 
 def load_state(conn: sqlite3.Connection, entity_id: str) -> SnapshotState | None:
@@ -137,27 +360,25 @@ def direct_item(row: Sequence[Any]) -> dict[str, Any]:
     """A pass-1/2 item from a ``DIRECT_COLUMNS`` row: the entity and its snapshot record."""
     item = entity_json(row)
     # Only fields and provenance: the winners and deletion order are the store's business.
-    doc = json.loads(row[6])
-    item["snapshot"] = _snapshot_json(
-        row[0], row[1], doc.get("f", {}), doc.get("p", {}), row[7], row[8]
-    )
+    state = decode_state(row[6], row[7], row[8])
+    item["snapshot"] = snapshot_record(row[0], row[1], state)
     return item
 
 
 def query_item(row: Sequence[Any]) -> dict[str, Any]:
-    # Fields and provenance only: SQLite cuts them out of the snapshot doc, so the
-    # per-field winners (most of the doc) are never decoded when paging through a store.
+    """An ``entities/query`` item from (id, type, canonical name, snapshot doc, count, last)."""
     entity_id, entity_type, canonical_name = row[0], row[1], row[2]
+    state = decode_state(row[3], row[4], row[5])
     return {
         "entity_id": entity_id,
         "entity_type": entity_type,
         "canonical_name": canonical_name,
         "schema_version": schema_version(entity_type),
-        "snapshot": json.loads(row[3]),
+        "snapshot": state.fields,
         "observation_count": row[4],
-        "last_observation_at": row[5],
-        "provenance": json.loads(row[6]),
-        "computed_at": row[5],
+        "last_observation_at": state.last_observation_at,
+        "provenance": state.provenance,
+        "computed_at": state.last_observation_at,
         "merged_to_entity_id": None,
         "merged_at": None,
     }
@@ -212,19 +433,20 @@ REL_COLUMNS = (
 
 
 def observation_json(row: Sequence[Any]) -> dict[str, Any]:
+    observed_at = decode_time(row[4])
     return {
-        "id": row[0],
+        "id": decode_id(row[0]),
         "entity_id": row[1],
         "entity_type": row[2],
         "schema_version": "1.0",  # observations say 1.0 even where snapshots say 1.4 (e5)
-        "source_id": row[3],
+        "source_id": decode_id(row[3]),
         "interpretation_id": None,
-        "observed_at": row[4],
+        "observed_at": observed_at,
         "specificity_score": row[7],
         "source_priority": row[5],
         "observation_source": row[6],
         "fields": json.loads(row[8]),
-        "created_at": row[4],
+        "created_at": observed_at,
         "user_id": LOCAL_USER_ID,
         "idempotency_key": row[9],
         "canonical_hash": None,

@@ -109,6 +109,10 @@ def _connect(path: str, synchronous: str) -> Callable[[], sqlite3.Connection]:
             conn.execute("PRAGMA journal_size_limit = 67108864")
             conn.execute("PRAGMA foreign_keys = OFF")
             migrate(conn)
+            # Connect the FTS5 tables now (each reads its config on first use), so the first
+            # lookup does not pay for it.
+            for table in ("name_index", "bookkeeping_names"):
+                conn.execute(f"SELECT 1 FROM {table} WHERE rowid = 0").fetchall()
         except BaseException:
             conn.close()
             raise

@@ -40,7 +40,21 @@ from ._errors import (
 )
 from ._name_index import index_fields, index_name, rename
 from ._reducer import ObservationMeta, SnapshotState, fold, source_rank
-from ._rows import dumps, entity_exists, entity_row, load_row, load_state
+from ._rows import (
+    dumps,
+    encode_id,
+    encode_opt_time,
+    encode_state,
+    encode_time,
+    entity_exists,
+    entity_row,
+    key_seen,
+    load_row,
+    load_state,
+    observation_seq,
+    record_key,
+    replayed_observations,
+)
 from ._validate import check_entities, check_relationships
 from ._warnings import Advisories, advise
 
@@ -48,6 +62,11 @@ __all__ = ["correct", "store"]
 
 
 _STRICT_OK_RULES = ("name_key:canonical_name", "name_key:email", "id_key:")
+
+
+def source_id_of(entities: Sequence[Mapping[str, Any]]) -> str:
+    """The source id a store of ``entities`` gets (and its key keeps): a hash of content."""
+    return hash_uuid(f"source:{LOCAL_USER_ID}:{_content_hash(entities)}")
 
 
 def _content_hash(entities: Sequence[Mapping[str, Any]]) -> str:
@@ -226,21 +245,18 @@ def store(conn: sqlite3.Connection, body: Mapping[str, Any]) -> dict[str, Any]:
             f"observation_source must be one of {sorted(OBSERVATION_SOURCES)}",
             ["observation_source"],
         )
-    content_hash = _content_hash(entities)
+    source_id = source_id_of(entities)
 
-    seen = conn.execute(
-        "SELECT entities_hash, source_id FROM idempotency_keys WHERE key = ?", (key,)
-    ).fetchone()
+    seen = key_seen(conn, key)
     if seen is not None:
-        if seen[0] != content_hash:
+        if seen != encode_id(source_id):
             raise idempotency_mismatch(key)
-        return _replay(conn, seen[1], key)
+        return _replay(conn, source_id, key)
 
     relationships = check_relationships(body.get("relationships"), len(entities))
     planned = _plan(conn, entities, bool(body.get("strict", False)))
 
     now = now_iso()
-    source_id = hash_uuid(f"source:{LOCAL_USER_ID}:{content_hash}")
 
     out_entities: list[dict[str, Any]] = []
     ids_by_index: dict[int, str] = {}
@@ -248,7 +264,7 @@ def store(conn: sqlite3.Connection, body: Mapping[str, Any]) -> dict[str, Any]:
     created = 0
     states: dict[str, SnapshotState] = {}
     new_ids: set[str] = set()
-    written: list[list[str]] = []
+    written: list[int] = []  # the seqs of the observations this store wrote or found
     advisories = Advisories()
     for item in planned:
         ident = item.identity
@@ -273,9 +289,9 @@ def store(conn: sqlite3.Connection, body: Mapping[str, Any]) -> dict[str, Any]:
             states=states,
             known_state=item.state if item.exists else SnapshotState(),
             create=ident if ident.entity_id in new_ids else None,
+            seqs=written,
         )
         new_ids.discard(ident.entity_id)
-        written.append([ident.entity_id, item.entity_type, obs_id])
         advise(
             advisories,
             index=item.index,
@@ -304,11 +320,7 @@ def store(conn: sqlite3.Connection, body: Mapping[str, Any]) -> dict[str, Any]:
         )
 
     written.reverse()  # a replay lists a source's observations newest first
-    conn.execute(
-        "INSERT INTO idempotency_keys (key, entities_hash, source_id, observations, "
-        "created_at) VALUES (?, ?, ?, ?, ?)",
-        (key, content_hash, source_id, dumps(written), now),
-    )
+    record_key(conn, key, source_id, written, now)
 
     counts: dict[str, int] = {}
     created_edges: list[dict[str, Any]] = []
@@ -338,9 +350,8 @@ def store(conn: sqlite3.Connection, body: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _replay(conn: sqlite3.Connection, source_id: str, key: str) -> dict[str, Any]:
-    row = conn.execute("SELECT observations FROM idempotency_keys WHERE key = ?", (key,)).fetchone()
     entries = []
-    for entity_id, entity_type, obs_id in json.loads(row[0]):
+    for entity_id, entity_type, obs_id in replayed_observations(conn, key):
         state = load_state(conn, entity_id)
         entries.append(
             {
@@ -377,10 +388,12 @@ def _observe(
     states: dict[str, SnapshotState] | None = None,
     known_state: SnapshotState | None = None,
     create: Identity | None = None,
+    seqs: list[int] | None = None,
 ) -> tuple[str, dict[str, Any] | None]:
     """Append one observation and fold it into the snapshot; return its id and the snapshot.
 
     With ``create``, the entity is new: its row is inserted with the folded snapshot.
+    ``seqs`` collects the seq of the observation (written now, or found already there).
     """
     fields_json = js_json(fields)
     if obs_id is None:
@@ -399,11 +412,11 @@ def _observe(
         "observed_at, source_priority, observation_source, specificity_score, fields, "
         "idempotency_key, identity_basis, identity_rule) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
         (
-            obs_id,
+            encode_id(obs_id),
             entity_id,
             entity_type,
-            source_id,
-            now,
+            encode_id(source_id),
+            encode_time(now),
             priority,
             obs_source,
             1.0,
@@ -422,7 +435,12 @@ def _observe(
         state = load_state(conn, entity_id)
     if cur.rowcount == 0:
         # The same fields from the same source are already recorded: nothing new to fold.
+        seq = observation_seq(conn, entity_id, obs_id) if seqs is not None else None
+        if seqs is not None and seq is not None:
+            seqs.append(seq)
         return obs_id, dict(state.fields) if state else None
+    if seqs is not None:
+        seqs.append(int(cur.lastrowid or 0))
     if state is None:
         state = SnapshotState()
     old_fields = dict(state.fields)
@@ -436,7 +454,7 @@ def _observe(
     fold(state, meta, fields, schema_for(entity_type))
     if states is not None:
         states[entity_id] = state
-    doc = dumps(state.to_json())
+    doc = encode_state(state)
     if create is not None:
         conn.execute(
             "INSERT INTO entities (id, entity_type, canonical_name, aliases, created_at, "
@@ -446,18 +464,24 @@ def _observe(
                 entity_id,
                 create.entity_type,
                 create.canonical_name,
-                now,
-                now,
+                encode_time(now),
+                encode_time(now),
                 doc,
                 state.observation_count,
-                state.last_observation_at,
+                encode_opt_time(state.last_observation_at),
             ),
         )
     else:
         conn.execute(
             "UPDATE entities SET snapshot = ?, observation_count = ?, last_observation_at = ?, "
             "updated_at = ? WHERE id = ?",
-            (doc, state.observation_count, state.last_observation_at, now, entity_id),
+            (
+                doc,
+                state.observation_count,
+                encode_opt_time(state.last_observation_at),
+                encode_time(now),
+                entity_id,
+            ),
         )
     index_fields(conn, entity_id, old_fields, state.fields)
     _rederive_name(conn, entity_id, entity_type, old_fields, state.fields, now)
@@ -498,7 +522,7 @@ def _rederive_name(
         aliases.append(row[0])
     conn.execute(
         "UPDATE entities SET canonical_name = ?, aliases = ?, updated_at = ? WHERE id = ?",
-        (after.canonical_name, dumps(aliases), now, entity_id),
+        (after.canonical_name, dumps(aliases), encode_time(now), entity_id),
     )
     rename(conn, after.canonical_name.lower(), entity_id, entity_type)
 
@@ -567,9 +591,7 @@ def correct(conn: sqlite3.Connection, body: Mapping[str, Any]) -> dict[str, Any]
         obs_id = hash_uuid(js_json([entity_id, fields, key]))
     except ValueError as exc:
         raise invalid_format(f"value is not JSON: {exc}", ["value"]) from None
-    before = conn.execute(
-        "SELECT 1 FROM observations WHERE entity_id = ? AND id = ?", (entity_id, obs_id)
-    ).fetchone()
+    before = observation_seq(conn, entity_id, obs_id) is not None
     _, snapshot = _observe(
         conn,
         entity_id=entity_id,

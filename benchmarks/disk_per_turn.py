@@ -1,0 +1,132 @@
+"""Benchmark: bytes on disk per turn of the embedded store.
+
+    python benchmarks/disk_per_turn.py [--turns 1000 10000 100000] [--json PATH]
+
+Runs short turns (enter + close through ``NeotomaMemory.turn``: the conversation update,
+the user and assistant messages, the turn record, their edges and idempotency keys) in 100
+concurrent conversations on a fresh file, checkpoints the WAL into it, and reports the
+file's size per turn, and per table and index of the largest run (SQLite's ``dbstat``,
+pages as they are: B-trees filled by random keys are not full). Target (issue 15):
+<= 2 KB per short turn. A real Neotoma server holds ~16.4 KB per turn of the same shape
+after a checkpoint (``neotoma-semantics.md`` §10, 5,000 turns imported), quoted here as a
+reference, not measured.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sqlite3
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+import structlog
+
+from neotoma_agent._memory import NeotomaMemory
+from neotoma_agent.transport.embedded import EmbeddedStore
+
+TARGET_BYTES = 2048
+REAL_SERVER_BYTES = 16.4 * 1024  # semantics §10: a real server's file, after a checkpoint
+CONVERSATIONS = 100
+
+
+async def write_turns(path: Path, turns: int) -> float:
+    """``turns`` short turns over 100 concurrent conversations; returns the seconds taken."""
+    async with EmbeddedStore.open(path) as store:
+        memories = [
+            NeotomaMemory(store, conversation_id=f"disk-{c}", platform="bench")
+            for c in range(CONVERSATIONS)
+        ]
+
+        async def conversation(c: int) -> None:
+            for i in range(c, turns, CONVERSATIONS):
+                async with memories[c].turn(
+                    f"Turn {i}: how are things going?", turn_id=f"t{i}"
+                ) as t:
+                    t.reply = f"Reply {i}: all is well, thank you."
+
+        started = time.perf_counter()
+        async with anyio.create_task_group() as tg:
+            for c in range(min(CONVERSATIONS, turns)):
+                tg.start_soon(conversation, c)
+        return time.perf_counter() - started
+
+
+def measure(path: Path, turns: int, breakdown: bool) -> dict[str, Any]:
+    with sqlite3.connect(path) as conn:
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        row: dict[str, Any] = {
+            "turns": turns,
+            "file_bytes": path.stat().st_size,
+            "bytes_per_turn": round(path.stat().st_size / turns, 1),
+        }
+        if breakdown:
+            row["tables"] = {
+                name: round(size / turns, 1)
+                for name, size in conn.execute(
+                    "SELECT name, sum(pgsize) FROM dbstat GROUP BY name ORDER BY 2 DESC"
+                )
+            }
+    return row
+
+
+async def run(args: argparse.Namespace) -> dict[str, Any]:
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for turns in args.turns:
+            path = Path(tmp) / f"disk-{turns}.db"
+            seconds = await write_turns(path, turns)
+            row = measure(path, turns, breakdown=turns == max(args.turns))
+            row["turns_per_s"] = round(turns / seconds, 1)
+            rows.append(row)
+            print(f"  {turns:,} turns: {row['bytes_per_turn']:,.0f} B/turn", file=sys.stderr)
+    return {
+        "target_bytes_per_turn": TARGET_BYTES,
+        "real_server_bytes_per_turn": REAL_SERVER_BYTES,
+        "rows": rows,
+    }
+
+
+def render(result: dict[str, Any]) -> str:
+    lines = [f"{'turns':>9} {'file bytes':>13} {'bytes/turn':>11} {'vs real server':>15}"]
+    lines.append("-" * len(lines[0]))
+    for r in result["rows"]:
+        ratio = r["bytes_per_turn"] / result["real_server_bytes_per_turn"]
+        lines.append(
+            f"{r['turns']:>9,} {r['file_bytes']:>13,} {r['bytes_per_turn']:>11,.0f} {ratio:>14.2f}x"
+        )
+    biggest = result["rows"][-1]
+    lines.append(f"\nper table and index at {biggest['turns']:,} turns (bytes/turn):")
+    for name, size in biggest["tables"].items():
+        if size >= 1:
+            lines.append(f"  {name:<40} {size:>8,.0f}")
+    worst = max(r["bytes_per_turn"] for r in result["rows"])
+    verdict = "met" if worst <= TARGET_BYTES else "MISSED"
+    lines.append(
+        f"\ntarget <= {TARGET_BYTES:,} B/turn: {verdict} (worst {worst:,.0f}); a real server: "
+        f"~{REAL_SERVER_BYTES:,.0f} B/turn (semantics §10, not measured here)"
+    )
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--turns", type=int, nargs="+", default=[1_000, 10_000, 100_000])
+    parser.add_argument("--json", type=Path, help="also write the figures to this file")
+    args = parser.parse_args()
+    args.turns = sorted(args.turns)
+    # The application (this script) decides logging: per-turn INFO events would dominate.
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
+    result = anyio.run(run, args)
+    print(render(result))
+    if args.json:
+        args.json.write_text(json.dumps(result, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()

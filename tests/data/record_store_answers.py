@@ -1,0 +1,109 @@
+"""Record what the code on ``PYTHONPATH`` answers on a store file, for the migration tests.
+
+    PYTHONPATH=/path/to/that/release python tests/data/record_store_answers.py v1_store
+    PYTHONPATH=/path/to/main python tests/data/record_store_answers.py v2_store --build
+
+Reads ``DIR/store.db`` (a copy: the file itself is never opened for writing) and writes
+``DIR/answers.json``. With ``--build``, first writes ``DIR/store.db``: the version-1 file
+opened (so migrated) by that code, plus two turns of a conversation and a second key
+storing the same entities as an earlier one (so one source has two keys).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sqlite3
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from neotoma_agent import EmbeddedStore, NeotomaMemory
+
+HERE = Path(__file__).parent
+LOOKUPS = ("Acme Corp", "acme.test", "sprocket", "ent_af939bedafbd1838b259772a")
+REPLAYS = {
+    "company-1": [{"entity_type": "company", "name": "Acme Corp", "domain": "acme.example"}],
+    "widget-1": [{"entity_type": "widget", "name": "Sprocket", "colour": None, "size": 1}],
+}
+
+
+async def _build(path: Path) -> None:
+    shutil.copyfile(HERE / "v1_store" / "store.db", path)
+    async with EmbeddedStore.open(path) as store:
+        memory = NeotomaMemory(store, conversation_id="chat-v2", platform="fixture")
+        for n, question in enumerate(("What about Acme Corp?", "And Sprocket?"), 1):
+            async with memory.turn(question, turn_id=f"v2-turn-{n}") as t:
+                t.reply += f"Reply {n}."
+        await store.store(REPLAYS["company-1"], idempotency_key="company-1-again")
+
+
+async def _record(path: Path) -> dict[str, Any]:
+    with sqlite3.connect(path) as conn:
+        rows = conn.execute("SELECT id, entity_type FROM entities ORDER BY id").fetchall()
+    ids = [str(r[0]) for r in rows]
+    conversations = [str(r[0]) for r in rows if r[1] == "conversation"]
+    out: dict[str, Any] = {}
+    async with EmbeddedStore.open(path) as store:
+
+        async def each(action: str, extra: dict[str, Any] | None = None) -> dict[str, Any]:
+            return {i: await store.request(action, {"entity_id": i, **(extra or {})}) for i in ids}
+
+        out["snapshots"] = await each("get_entity_snapshot")
+        out["observations"] = await each("list_observations")
+        out["query"] = await store.request("entities/query", {"limit": 500})
+        out["lookups"] = {
+            i: await store.request("retrieve_entity_by_identifier", {"identifier": i})
+            for i in LOOKUPS
+        }
+        out["replays"] = {
+            key: await store.request("store", {"entities": body, "idempotency_key": key})
+            for key, body in REPLAYS.items()
+        }
+        out["get_entity"] = await each("get_entity")
+        out["get_observations"] = await each("get_entity_observations")
+        out["get_relationships"] = await each("get_entity_relationships")
+        out["sorted_query"] = await store.request(
+            "entities/query",
+            {
+                "entity_type": "company",
+                "sort_by": "snapshot.name",
+                "sort_order": "desc",
+                "snapshot_filters": {"name": {"op": "contains", "value": "a"}},
+            },
+        )
+        out["recent_conversations"] = await store.get_route("/recent_conversations", {})
+        out["conversations"] = {
+            c: await store.get_route(f"/recent_conversations/{c}", {"limit": 10})
+            for c in conversations
+        }
+    return out
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("dir")
+    parser.add_argument("--build", action="store_true")
+    args = parser.parse_args()
+    target = HERE / args.dir
+    target.mkdir(exist_ok=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        if args.build:
+            built = Path(tmp) / "built.db"
+            await _build(built)
+            with sqlite3.connect(built) as conn:
+                conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+                conn.execute("PRAGMA journal_mode = DELETE")
+            shutil.copyfile(built, target / "store.db")
+        copy = Path(tmp) / "store.db"
+        shutil.copyfile(target / "store.db", copy)
+        answers = await _record(copy)
+    text = json.dumps(answers, indent=1, sort_keys=False, ensure_ascii=False)
+    (target / "answers.json").write_text(text + "\n")
+
+
+if __name__ == "__main__":
+    anyio.run(main)

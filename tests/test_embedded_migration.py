@@ -1,0 +1,122 @@
+"""A store file written by the first release opens, answers as it did, and is rewritten.
+
+``data/v1_store/store.db`` was written by the version-1 code (turns, a company with a
+correction and a merged array, a widget with a cleared field); ``answers.json`` holds what
+that code answered then.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import shutil
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from neotoma_agent.transport.embedded import EmbeddedStore
+from neotoma_agent.transport.embedded._schema import SCHEMA_VERSION
+
+pytestmark = pytest.mark.anyio
+
+DATA = Path(__file__).parent / "data" / "v1_store"
+ANSWERS: dict[str, Any] = json.loads((DATA / "answers.json").read_text())
+
+
+@pytest.fixture
+def v1_file(tmp_path: Path) -> Path:
+    path = tmp_path / "store.db"
+    shutil.copyfile(DATA / "store.db", path)
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == 1
+    return path
+
+
+async def test_a_version_1_file_answers_as_it_did(v1_file: Path) -> None:
+    async with EmbeddedStore.open(v1_file) as store:
+        for entity_id, answer in ANSWERS["snapshots"].items():
+            got = await store.request("get_entity_snapshot", {"entity_id": entity_id})
+            assert got == answer
+            # Same keys in the same order, as the provenance map is rebuilt from the winners.
+            assert list(got["provenance"]) == list(answer["provenance"])
+        for entity_id, answer in ANSWERS["observations"].items():
+            assert await store.request("list_observations", {"entity_id": entity_id}) == answer
+        assert await store.request("entities/query", {"limit": 500}) == ANSWERS["query"]
+        for identifier, answer in ANSWERS["lookups"].items():
+            body = {"identifier": identifier}
+            assert await store.request("retrieve_entity_by_identifier", body) == answer
+
+
+async def test_a_version_1_key_replays_and_a_changed_body_is_refused(v1_file: Path) -> None:
+    async with EmbeddedStore.open(v1_file) as store:
+        for key, answer in ANSWERS["replays"].items():
+            entities = json.loads(json.dumps(answer_entities(key)))
+            got = await store.request("store", {"entities": entities, "idempotency_key": key})
+            assert got == answer
+            assert got["replayed"] is True
+        with pytest.raises(Exception, match="idempotency"):
+            await store.store(
+                [{"entity_type": "company", "name": "Other"}], idempotency_key="company-1"
+            )
+
+
+def answer_entities(key: str) -> list[dict[str, Any]]:
+    return {
+        "company-1": [{"entity_type": "company", "name": "Acme Corp", "domain": "acme.example"}],
+        "widget-1": [{"entity_type": "widget", "name": "Sprocket", "colour": None, "size": 1}],
+    }[key]
+
+
+async def test_opening_a_version_1_file_rewrites_it_in_the_compact_format(v1_file: Path) -> None:
+    async with EmbeddedStore.open(v1_file):
+        pass
+    with sqlite3.connect(v1_file) as conn:
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+        docs = [json.loads(r[0]) for r in conn.execute("SELECT snapshot FROM entities")]
+        assert docs
+        assert all("o" in d and "top" not in d for d in docs)
+        types = conn.execute(
+            "SELECT DISTINCT typeof(id), typeof(source_id), typeof(observed_at) FROM observations"
+        ).fetchall()
+        assert set(types) <= {("blob", "blob", "integer"), ("blob", "null", "integer")}
+        times = conn.execute(
+            "SELECT DISTINCT typeof(created_at), typeof(updated_at) FROM entities"
+        ).fetchall()
+        assert times == [("integer", "integer")]
+        keys = conn.execute("SELECT typeof(source_id), observations FROM idempotency_keys")
+        for kind, written in keys:
+            assert kind == "blob"
+            assert all(isinstance(seq, int) for seq in json.loads(written))
+
+
+def _recorder() -> Any:
+    """``tests/data/record_store_answers.py``: the reads whose answers it recorded."""
+    spec = importlib.util.spec_from_file_location(
+        "record_store_answers", DATA.parent / "record_store_answers.py"
+    )
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("fixture", ["v1_store", "v2_store"])
+async def test_an_older_file_answers_every_read_as_the_code_that_recorded_it(
+    fixture: str, tmp_path: Path
+) -> None:
+    """Version 1 (the first release) and version 2 (written by the release before the
+    compact rows: a conversation index, turns, one source under two keys), recorded by the
+    release before the compact rows: snapshots, observations, queries (sorted, filtered),
+    lookups, replays, the GET routes (an observation's ``source``), recent conversations."""
+    recorded = json.loads((DATA.parent / fixture / "answers.json").read_text())
+    path = tmp_path / "store.db"
+    shutil.copyfile(DATA.parent / fixture / "store.db", path)
+    got = await _recorder()._record(path)
+    assert list(got) == list(recorded)
+    for category, answer in recorded.items():
+        assert got[category] == answer, category
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
