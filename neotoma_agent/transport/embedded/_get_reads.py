@@ -14,13 +14,13 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ._errors import invalid_format, not_found
+from ._read import observations_page
 from ._reducer import SnapshotState
 from ._rows import (
     REL_COLUMNS,
     decode_state,
     decode_time,
     encode_id,
-    observation_json,
     query_item,
     relationship_row_json,
     snapshot_record,
@@ -112,14 +112,7 @@ def get_entity_observations(conn: sqlite3.Connection, body: Mapping[str, Any]) -
     total = conn.execute(
         "SELECT count(*) FROM observations WHERE entity_id = ?", (entity_id,)
     ).fetchone()[0]
-    rows = conn.execute(
-        "SELECT id, entity_id, entity_type, source_id, observed_at, source_priority, "
-        "observation_source, specificity_score, fields, idempotency_key, identity_basis, "
-        "identity_rule FROM observations WHERE entity_id = ? "
-        "ORDER BY observed_at DESC, seq DESC LIMIT ? OFFSET ?",
-        (entity_id, limit, offset),
-    ).fetchall()
-    observations = [observation_json(r) for r in rows]
+    observations = observations_page(conn, entity_id, limit, offset)
     keys = _keys_of_sources(conn, {o["source_id"] for o in observations} - {None})
     for o in observations:
         source = o["source_id"]

@@ -45,6 +45,7 @@ from ._validate import bounded_int, check_query_offset
 __all__ = [
     "get_entity_snapshot",
     "list_observations",
+    "observations_page",
     "query_entities",
     "retrieve_entity_by_identifier",
 ]
@@ -84,6 +85,13 @@ def list_observations(conn: sqlite3.Connection, body: Mapping[str, Any]) -> dict
         raise invalid_format("entity_id is required", ["entity_id"])
     limit = bounded_int(body.get("limit", 100), "limit", 1, 10_000)
     offset = bounded_int(body.get("offset", 0), "offset", 0, 2**31)
+    return {"observations": observations_page(conn, entity_id, limit, offset)}
+
+
+def observations_page(
+    conn: sqlite3.Connection, entity_id: str, limit: int, offset: int
+) -> list[dict[str, Any]]:
+    """An entity's observations, newest first, in their answer shape."""
     rows = conn.execute(
         "SELECT id, entity_id, entity_type, source_id, observed_at, source_priority, "
         "observation_source, specificity_score, fields, idempotency_key, identity_basis, "
@@ -91,7 +99,7 @@ def list_observations(conn: sqlite3.Connection, body: Mapping[str, Any]) -> dict
         "ORDER BY observed_at DESC, seq DESC LIMIT ? OFFSET ?",
         (entity_id, limit, offset),
     ).fetchall()
-    return {"observations": [observation_json(r) for r in rows]}
+    return [observation_json(r) for r in rows]
 
 
 #: ``sort_by`` values other than ``snapshot.<field>``, and the column each orders by

@@ -143,7 +143,7 @@ INSERT INTO conversation_messages (conversation_id, message_id)
 # The script moves the rows into the new tables as they are; ``_compact_rewrite`` then
 # rewrites the values SQL alone cannot (it runs right after the script, in the same
 # transaction).
-_COMPACT_ROWS = """
+_COMPACT_TABLES = """
 CREATE TABLE observations_v3 (
     seq INTEGER PRIMARY KEY,
     id NOT NULL,
@@ -194,23 +194,26 @@ INSERT INTO entities_v3 SELECT id, entity_type, canonical_name, aliases, created
 DROP TABLE entities;
 ALTER TABLE entities_v3 RENAME TO entities;
 CREATE INDEX entities_by_type ON entities (entity_type, id);
-CREATE VIRTUAL TABLE bookkeeping_names_v3 USING fts5 (
-    text, entity_id UNINDEXED, kind UNINDEXED, tokenize = 'trigram', detail = none,
-    columnsize = 0
-);
-INSERT INTO bookkeeping_names_v3 (rowid, text, entity_id, kind)
-    SELECT rowid, text, entity_id, kind FROM bookkeeping_names ORDER BY rowid;
-DROP TABLE bookkeeping_names;
-ALTER TABLE bookkeeping_names_v3 RENAME TO bookkeeping_names;
-CREATE VIRTUAL TABLE name_index_v3 USING fts5 (
-    text, entity_id UNINDEXED, kind UNINDEXED, tokenize = 'trigram', detail = none,
-    columnsize = 0
-);
-INSERT INTO name_index_v3 (rowid, text, entity_id, kind)
-    SELECT rowid, text, entity_id, kind FROM name_index ORDER BY rowid;
-DROP TABLE name_index;
-ALTER TABLE name_index_v3 RENAME TO name_index;
 """
+
+
+def _without_positions(table: str) -> str:
+    """Rebuild an FTS5 trigram name index without positions or sizes (rowids kept)."""
+    return f"""
+CREATE VIRTUAL TABLE {table}_v3 USING fts5 (
+    text, entity_id UNINDEXED, kind UNINDEXED, tokenize = 'trigram', detail = none,
+    columnsize = 0
+);
+INSERT INTO {table}_v3 (rowid, text, entity_id, kind)
+    SELECT rowid, text, entity_id, kind FROM {table} ORDER BY rowid;
+DROP TABLE {table};
+ALTER TABLE {table}_v3 RENAME TO {table};
+"""
+
+
+_COMPACT_ROWS = (
+    _COMPACT_TABLES + _without_positions("bookkeeping_names") + _without_positions("name_index")
+)
 
 
 def _seqs(conn: sqlite3.Connection, written: str) -> str:
