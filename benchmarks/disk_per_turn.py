@@ -15,8 +15,6 @@ reference, not measured.
 from __future__ import annotations
 
 import argparse
-import json
-import logging
 import sqlite3
 import sys
 import tempfile
@@ -25,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-import structlog
+from _report import run_and_report
 
 from neotoma_agent._memory import NeotomaMemory
 from neotoma_agent.transport.embedded import EmbeddedStore
@@ -120,12 +118,7 @@ def main() -> None:
     parser.add_argument("--json", type=Path, help="also write the figures to this file")
     args = parser.parse_args()
     args.turns = sorted(args.turns)
-    # The application (this script) decides logging: per-turn INFO events would dominate.
-    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
-    result = anyio.run(run, args)
-    print(render(result))
-    if args.json:
-        args.json.write_text(json.dumps(result, indent=2) + "\n")
+    run_and_report(args, run, render)
 
 
 if __name__ == "__main__":

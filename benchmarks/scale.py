@@ -17,8 +17,6 @@ Targets (issue 15): lookup p50 <= 1 ms and p99 <= 3 ms at 1,000,000 entities; th
 from __future__ import annotations
 
 import argparse
-import json
-import logging
 import random
 import resource
 import sys
@@ -29,9 +27,9 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-import structlog
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _report import run_and_report
 from audit import seed, timed_audit
 
 from neotoma_agent.transport.embedded import EmbeddedStore
@@ -166,11 +164,7 @@ def main() -> None:
     parser.add_argument("--samples", type=int, default=1_000, help="lookups timed")
     parser.add_argument("--json", type=Path, help="also write the figures to this file")
     args = parser.parse_args()
-    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
-    result = anyio.run(run, args)
-    print(render(result))
-    if args.json:
-        args.json.write_text(json.dumps(result, indent=2) + "\n")
+    run_and_report(args, run, render)
 
 
 if __name__ == "__main__":

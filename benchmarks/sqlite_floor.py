@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import logging
 import sqlite3
 import sys
 import tempfile
@@ -29,9 +28,9 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-import structlog
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _report import run_and_report
 from embedded_store import turn_payload
 
 from neotoma_agent._memory import NeotomaMemory
@@ -183,11 +182,7 @@ def main() -> None:
     parser.add_argument("--turns", type=int, default=3_000, help="full turns")
     parser.add_argument("--json", type=Path, help="also write the figures to this file")
     args = parser.parse_args()
-    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
-    result = anyio.run(run, args)
-    print(render(result))
-    if args.json:
-        args.json.write_text(json.dumps(result, indent=2) + "\n")
+    run_and_report(args, run, render)
 
 
 if __name__ == "__main__":
