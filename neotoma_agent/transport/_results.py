@@ -3,6 +3,9 @@
 Both transports produce that JSON and parse it with the same ``from_json`` constructors, so
 code written against one runs unchanged on the other. Every result keeps the decoded JSON as
 ``.raw`` for the fields we do not model.
+
+The public records are exported through :mod:`._base` (its ``__all__`` is their one list),
+beside the protocols that return them.
 """
 
 from __future__ import annotations
@@ -13,25 +16,6 @@ from typing import Any
 import attrs
 
 from .._identity import IdentityError, resolve_identity
-
-__all__ = [
-    "ConversationMessage",
-    "ConversationPage",
-    "CorrectionResult",
-    "CreateRelationshipsResult",
-    "Entity",
-    "EntityQueryResult",
-    "EntitySnapshot",
-    "LookupResult",
-    "Observation",
-    "ObservationList",
-    "RecentConversation",
-    "RelatedEntities",
-    "RelatedEntity",
-    "RelationshipSnapshot",
-    "StoreResult",
-    "StoredEntity",
-]
 
 _EMPTY: Mapping[str, Any] = {}
 
@@ -125,6 +109,27 @@ class StoreResult:
         raise IndexError(f"no stored entity for request element {index}")
 
 
+def expected_entity(element: Mapping[str, Any], index: int) -> StoredEntity | None:
+    """The entity a store answers for request element ``index``, derived as the server does.
+
+    ``target_id`` names it; else the type's identity rules give its id and canonical name.
+    ``None`` when the element has no identity (the store would refuse it). Nothing a write
+    reports (observation, action, snapshot) is known.
+    """
+    entity_type = str(element.get("entity_type", ""))
+    target = element.get("target_id")
+    entity_id: str | None = target if isinstance(target, str) else None
+    name: str | None = None
+    if entity_id is None:
+        fields = {k: v for k, v in element.items() if k not in ("entity_type", "intent")}
+        try:
+            identity = resolve_identity(entity_type, fields)
+        except IdentityError:
+            return None
+        entity_id, name = identity.entity_id, identity.canonical_name
+    return StoredEntity(entity_id, entity_type, None, index, None, name, None, raw={})
+
+
 def _align(entries: list[StoredEntity], request: Sequence[Mapping[str, Any]]) -> list[StoredEntity]:
     if entries and all(e.observation_index is not None for e in entries):
         return sorted(entries, key=lambda e: e.observation_index or 0)
@@ -132,15 +137,8 @@ def _align(entries: list[StoredEntity], request: Sequence[Mapping[str, Any]]) ->
     by_id: dict[str, StoredEntity] = {e.entity_id: e for e in entries}
     aligned: list[StoredEntity] = []
     for index, element in enumerate(request):
-        target = element.get("target_id")
-        entity_id: str | None = target if isinstance(target, str) else None
-        if entity_id is None:
-            try:
-                fields = {k: v for k, v in element.items() if k not in ("entity_type", "intent")}
-                entity_id = resolve_identity(str(element.get("entity_type", "")), fields).entity_id
-            except IdentityError:
-                entity_id = None
-        match = by_id.get(entity_id) if entity_id else None
+        expected = expected_entity(element, index)
+        match = by_id.get(expected.entity_id) if expected and expected.entity_id else None
         if match is not None:
             aligned.append(attrs.evolve(match, observation_index=index))
     return aligned
