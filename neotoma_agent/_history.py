@@ -172,8 +172,7 @@ class StoredConversation:
 def _ids(message: StoredMessage | None) -> tuple[str, ...]:
     if message is None:
         return ()
-    ids = (r.entity_id for r in message.refers_to if r.relationship_type == "REFERS_TO")
-    return tuple(dict.fromkeys(ids))
+    return tuple(dict.fromkeys(r.entity_id for r in message.refers_to))
 
 
 def _turn_of(conversation_id: str, turn_key: str) -> tuple[str, str]:
@@ -206,7 +205,7 @@ def _group(conversation_id: str, messages: Sequence[ConversationMessage]) -> lis
                 entity_id=m.message_id,
                 content=m.content or "",
                 turn_key=turn_key,
-                refers_to=m.related,
+                refers_to=tuple(r for r in m.related if r.relationship_type == "REFERS_TO"),
                 turn_number=m.turn_number,
             )
         )

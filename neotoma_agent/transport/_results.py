@@ -4,8 +4,7 @@ Both transports produce that JSON and parse it with the same ``from_json`` const
 code written against one runs unchanged on the other. Every result keeps the decoded JSON as
 ``.raw`` for the fields we do not model.
 
-The public records are exported through :mod:`._base` (its ``__all__`` is their one list),
-beside the protocols that return them.
+The records are re-exported by :mod:`._base`, beside the protocols that return them.
 """
 
 from __future__ import annotations
@@ -413,6 +412,11 @@ class RelatedEntity:
     #: the far end's display name (its ``title`` / ``name``), else its canonical name
     title: str | None
     relationship_type: str
+
+    @property
+    def name(self) -> str:
+        """A display name: :attr:`title`, else the canonical name, else the id."""
+        return self.title or self.canonical_name or self.entity_id
 
     @classmethod
     def from_json(cls, raw: Mapping[str, Any]) -> RelatedEntity:
