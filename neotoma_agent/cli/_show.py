@@ -19,7 +19,7 @@ import attrs
 
 from .._history import StoredMessage, StoredTurn, read_conversation
 from .._payloads import stored_platform
-from .._reads import gather_bounded, scan_entities
+from .._reads import Scan, gather_bounded, scan_entities
 from .._terminal import printer
 from .._turn_record import TurnEnding, read_ending
 from ..transport._base import RelatedEntity, Transport
@@ -86,14 +86,8 @@ class Transcript:
     turns: tuple[TurnView, ...]
 
     def to_json(self) -> dict[str, Any]:
-        """The JSON form ``show --json`` prints."""
-        return {
-            "conversation_id": self.conversation_id,
-            "conversation_entity_id": self.conversation_entity_id,
-            "title": self.title,
-            "platform": self.platform,
-            "turns": [t.to_json() for t in self.turns],
-        }
+        """The JSON form ``show --json`` prints: the fields, in order, by name."""
+        return {**attrs.asdict(self, recurse=False), "turns": [t.to_json() for t in self.turns]}
 
 
 @attrs.frozen
@@ -175,22 +169,25 @@ class ConversationList:
     """The conversations ``show`` lists, and whether the server let it read them all."""
 
     conversations: tuple[ConversationSummary, ...]
-    #: how many conversations the server says it holds
-    total: int
-    #: the first query offset the server refused (it caps offsets); ``None``: all were read
-    refused_offset: int | None = None
+    #: the read they came from (how many the server holds; the offset it refused, if any)
+    scan: Scan = attrs.field(repr=False)
+
+    @property
+    def total(self) -> int:
+        """How many conversations the server says it holds."""
+        return max(self.scan.total, len(self.conversations))
 
     @property
     def partial(self) -> bool:
         """True when some conversations could not be read (the list is the ones that were)."""
-        return self.refused_offset is not None
+        return self.scan.partial
 
     def note(self) -> str:
         """Why the list is partial, for humans (empty when it is not)."""
-        if self.refused_offset is None:
+        if self.scan.refused_offset is None:
             return ""
         return (
-            f"(partial: the server caps offsets below {self.refused_offset:,}; "
+            f"(partial: the server caps offsets below {self.scan.refused_offset:,}; "
             f"{len(self.conversations):,} of {self.total:,} conversations listed)"
         )
 
@@ -211,7 +208,7 @@ async def list_conversations(transport: Transport) -> ConversationList:
             )
         )
     found.sort(key=lambda c: (c.last_activity or "", c.conversation_id), reverse=True)
-    return ConversationList(tuple(found), max(scan.total, len(found)), scan.refused_offset)
+    return ConversationList(tuple(found), scan)
 
 
 def _status_text(turn: TurnView) -> str:
