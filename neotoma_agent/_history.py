@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any, Final, Literal
 
 import attrs
@@ -52,6 +52,7 @@ from .transport._base import (
     ConversationMessage,
     ConversationReader,
     EntitySnapshot,
+    RelatedEntities,
     RelatedEntity,
     Transport,
 )
@@ -131,9 +132,7 @@ class StoredTurn:
     @property
     def turn_number(self) -> int | None:
         """The smallest turn number its messages carry."""
-        return min(
-            (m.turn_number for m in self.messages if m.turn_number is not None), default=None
-        )
+        return _first_number(self.messages)
 
     def message(self, role: str) -> StoredMessage | None:
         """The ``role`` message, if stored."""
@@ -169,11 +168,14 @@ class StoredConversation:
     turns: tuple[StoredTurn, ...]
 
 
+def _first_number(messages: Iterable[StoredMessage]) -> int | None:
+    return min((m.turn_number for m in messages if m.turn_number is not None), default=None)
+
+
 def _ids(message: StoredMessage | None) -> tuple[str, ...]:
     if message is None:
         return ()
-    ids = (r.entity_id for r in message.refers_to if r.relationship_type == "REFERS_TO")
-    return tuple(dict.fromkeys(ids))
+    return tuple(dict.fromkeys(r.entity_id for r in message.refers_to))
 
 
 def _turn_of(conversation_id: str, turn_key: str) -> tuple[str, str]:
@@ -206,27 +208,41 @@ def _group(conversation_id: str, messages: Sequence[ConversationMessage]) -> lis
                 entity_id=m.message_id,
                 content=m.content or "",
                 turn_key=turn_key,
-                refers_to=m.related,
+                refers_to=tuple(r for r in m.related if r.relationship_type == "REFERS_TO"),
                 turn_number=m.turn_number,
             )
         )
     return list(groups.values())
 
 
+def _numbered(groups: list[_Group], numbers: dict[str, int | None]) -> bool:
+    return bool(groups) and all(numbers.get(g.turn_id) is not None for g in groups)
+
+
+def _time_ordered(groups: list[_Group]) -> bool:
+    return all(_TIME_ORDERED_ID.fullmatch(g.turn_id) for g in groups)
+
+
 def _ordered_by_turn(groups: list[_Group], numbers: dict[str, int | None]) -> bool:
     """Whether the turns themselves say their order (numbers, or time-ordered ids)."""
-    if groups and all(numbers.get(g.turn_id) is not None for g in groups):
-        return True
-    return all(_TIME_ORDERED_ID.fullmatch(g.turn_id) for g in groups)
+    return _numbered(groups, numbers) or _time_ordered(groups)
 
 
 def _order(groups: list[_Group], numbers: dict[str, int | None]) -> list[_Group]:
     """Turns in the turn's own order (see the module docstring)."""
-    if groups and all(numbers.get(g.turn_id) is not None for g in groups):
+    if _numbered(groups, numbers):
         return sorted(groups, key=lambda g: (numbers[g.turn_id], g.first))
-    if all(_TIME_ORDERED_ID.fullmatch(g.turn_id) for g in groups):
+    if _time_ordered(groups):
         return sorted(groups, key=lambda g: g.turn_id)
     return sorted(groups, key=lambda g: g.first)
+
+
+async def _parts(transport: Transport, entity_id: str) -> tuple[RelatedEntities, dict[str, str]]:
+    """The conversation's PART_OF edges, and each message's creation time (by id)."""
+    parts = await transport.retrieve_related_entities(
+        entity_id, relationship_types=["PART_OF"], direction="inbound"
+    )
+    return parts, {e.id: str(e.raw.get("created_at") or "") for e in parts.entities}
 
 
 async def _in_creation_order(
@@ -235,10 +251,7 @@ async def _in_creation_order(
     """``messages`` in the order they were first written (the conversation's PART_OF edges
     give each message's creation time): a real server lists them by latest activity, where
     a revised turn would move to its revision's place."""
-    parts = await transport.retrieve_related_entities(
-        entity_id, relationship_types=["PART_OF"], direction="inbound"
-    )
-    created = {e.id: str(e.raw.get("created_at") or "") for e in parts.entities}
+    _, created = await _parts(transport, entity_id)
     return sorted(messages, key=lambda m: (created.get(m.message_id, ""), m.message_id))
 
 
@@ -250,12 +263,7 @@ def _bounded(groups: list[_Group], limit: int | None, before: str | None) -> lis
 
 
 def _numbers(groups: list[_Group]) -> dict[str, int | None]:
-    return {
-        g.turn_id: min(
-            (m.turn_number for m in g.messages if m.turn_number is not None), default=None
-        )
-        for g in groups
-    }
+    return {g.turn_id: _first_number(g.messages) for g in groups}
 
 
 def _turn(group: _Group, record: EntitySnapshot | None) -> StoredTurn:
@@ -304,10 +312,7 @@ async def _from_reader(
 
 async def _generic_messages(transport: Transport, entity_id: str) -> list[ConversationMessage]:
     """Every message PART_OF the conversation, read entity by entity (creation order)."""
-    parts = await transport.retrieve_related_entities(
-        entity_id, relationship_types=["PART_OF"], direction="inbound"
-    )
-    created = {e.id: str(e.raw.get("created_at") or "") for e in parts.entities}
+    parts, created = await _parts(transport, entity_id)
     ids = sorted(
         {
             r.source_entity_id

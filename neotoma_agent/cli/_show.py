@@ -17,9 +17,9 @@ from typing import Any, TextIO
 
 import attrs
 
-from .._history import StoredTurn, read_conversation
+from .._history import StoredMessage, StoredTurn, read_conversation
 from .._payloads import stored_platform
-from .._reads import gather_bounded, scan_entities
+from .._reads import Scan, gather_bounded, scan_entities
 from .._terminal import printer
 from .._turn_record import TurnEnding, read_ending
 from ..transport._base import RelatedEntity, Transport
@@ -35,8 +35,6 @@ from ._common import (
 __all__ = [
     "ConversationList",
     "ConversationSummary",
-    "MessageView",
-    "Reference",
     "Transcript",
     "TurnView",
     "list_conversations",
@@ -44,45 +42,6 @@ __all__ = [
     "register",
     "render_transcript",
 ]
-
-
-@attrs.frozen
-class Reference:
-    """An entity a message REFERS_TO."""
-
-    entity_id: str
-    entity_type: str
-    name: str
-
-    def label(self) -> str:
-        """``Acme Corp (company)``."""
-        return f"{self.name} ({self.entity_type})" if self.entity_type else self.name
-
-    def to_json(self) -> dict[str, Any]:
-        """The JSON form ``show --json`` prints."""
-        return {"entity_id": self.entity_id, "entity_type": self.entity_type, "name": self.name}
-
-
-@attrs.frozen
-class MessageView:
-    """One stored message: its role and exact content, and what it refers to."""
-
-    role: str
-    entity_id: str
-    content: str
-    turn_key: str
-    refers_to: tuple[Reference, ...]
-    turn_number: int | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        """The JSON form ``show --json`` prints."""
-        return {
-            "role": self.role,
-            "entity_id": self.entity_id,
-            "turn_key": self.turn_key,
-            "content": self.content,
-            "refers_to": [r.to_json() for r in self.refers_to],
-        }
 
 
 @attrs.frozen
@@ -97,7 +56,7 @@ class TurnView:
     number: int
     turn_id: str
     status: str
-    messages: tuple[MessageView, ...]
+    messages: tuple[StoredMessage, ...]
     error_class: str | None = None
     repaired: bool = False
     turn_record_id: str | None = None
@@ -112,7 +71,7 @@ class TurnView:
             "repaired": self.repaired,
             "error_class": self.error_class,
             "turn_record_id": self.turn_record_id,
-            "messages": [m.to_json() for m in self.messages],
+            "messages": [_message_json(m) for m in self.messages],
         }
 
 
@@ -127,19 +86,13 @@ class Transcript:
     turns: tuple[TurnView, ...]
 
     def to_json(self) -> dict[str, Any]:
-        """The JSON form ``show --json`` prints."""
-        return {
-            "conversation_id": self.conversation_id,
-            "conversation_entity_id": self.conversation_entity_id,
-            "title": self.title,
-            "platform": self.platform,
-            "turns": [t.to_json() for t in self.turns],
-        }
+        """The JSON form ``show --json`` prints: the fields, in order, by name."""
+        return {**attrs.asdict(self, recurse=False), "turns": [t.to_json() for t in self.turns]}
 
 
 @attrs.frozen
 class ConversationSummary:
-    """One line of ``show`` without a conversation id."""
+    """One line of ``show`` without a conversation id (its fields: ``show --json``'s keys)."""
 
     conversation_id: str
     entity_id: str
@@ -147,9 +100,23 @@ class ConversationSummary:
     last_activity: str | None
 
 
-def _reference(related: RelatedEntity) -> Reference:
-    name = related.title or related.canonical_name or related.entity_id
-    return Reference(related.entity_id, related.entity_type, name)
+def _label(entity: RelatedEntity) -> str:
+    """``Acme Corp (company)``."""
+    return f"{entity.name} ({entity.entity_type})" if entity.entity_type else entity.name
+
+
+def _message_json(message: StoredMessage) -> dict[str, Any]:
+    """A message as ``show --json`` prints it."""
+    return {
+        "role": message.role,
+        "entity_id": message.entity_id,
+        "turn_key": message.turn_key,
+        "content": message.content,
+        "refers_to": [
+            {"entity_id": r.entity_id, "entity_type": r.entity_type, "name": r.name}
+            for r in message.refers_to
+        ],
+    }
 
 
 async def _ending(transport: Transport, turn: StoredTurn) -> TurnEnding | None:
@@ -157,24 +124,11 @@ async def _ending(transport: Transport, turn: StoredTurn) -> TurnEnding | None:
 
 
 def _turn_view(number: int, turn: StoredTurn, ending: TurnEnding | None) -> TurnView:
-    messages = tuple(
-        MessageView(
-            role=m.role,
-            entity_id=m.entity_id,
-            content=m.content,
-            turn_key=m.turn_key,
-            refers_to=tuple(
-                _reference(r) for r in m.refers_to if r.relationship_type == "REFERS_TO"
-            ),
-            turn_number=m.turn_number,
-        )
-        for m in turn.messages
-    )
     return TurnView(
         number=number,
         turn_id=turn.turn_id,
         status=turn.status,
-        messages=messages,
+        messages=turn.messages,
         error_class=ending.error_class
         if ending is not None and turn.status == "abandoned"
         else None,
@@ -215,22 +169,25 @@ class ConversationList:
     """The conversations ``show`` lists, and whether the server let it read them all."""
 
     conversations: tuple[ConversationSummary, ...]
-    #: how many conversations the server says it holds
-    total: int
-    #: the first query offset the server refused (it caps offsets); ``None``: all were read
-    refused_offset: int | None = None
+    #: the read they came from (how many the server holds; the offset it refused, if any)
+    scan: Scan = attrs.field(repr=False)
+
+    @property
+    def total(self) -> int:
+        """How many conversations the server says it holds."""
+        return max(self.scan.total, len(self.conversations))
 
     @property
     def partial(self) -> bool:
         """True when some conversations could not be read (the list is the ones that were)."""
-        return self.refused_offset is not None
+        return self.scan.partial
 
     def note(self) -> str:
         """Why the list is partial, for humans (empty when it is not)."""
-        if self.refused_offset is None:
+        if self.scan.refused_offset is None:
             return ""
         return (
-            f"(partial: the server caps offsets below {self.refused_offset:,}; "
+            f"(partial: the server caps offsets below {self.scan.refused_offset:,}; "
             f"{len(self.conversations):,} of {self.total:,} conversations listed)"
         )
 
@@ -251,7 +208,7 @@ async def list_conversations(transport: Transport) -> ConversationList:
             )
         )
     found.sort(key=lambda c: (c.last_activity or "", c.conversation_id), reverse=True)
-    return ConversationList(tuple(found), max(scan.total, len(found)), scan.refused_offset)
+    return ConversationList(tuple(found), scan)
 
 
 def _status_text(turn: TurnView) -> str:
@@ -292,7 +249,7 @@ def render_transcript(transcript: Transcript, out: TextIO, *, where: str | None 
             label = f"  {msg.role}{' (partial reply)' if partial else ''}: "
             write(label + _indented(msg.content, " " * len(label)) + "\n")
             if msg.refers_to:
-                names = ", ".join(r.label() for r in msg.refers_to)
+                names = ", ".join(_label(r) for r in msg.refers_to)
                 write(f"{' ' * len(label)}refers to: {names}\n")
         if "assistant" not in roles and turn.status in ("abandoned", "open"):
             write("  assistant: (no reply stored)\n")
@@ -326,17 +283,7 @@ async def run(args: argparse.Namespace) -> int:
                 if listing.partial:
                     # stdout stays the JSON list it always is; the warning goes beside it.
                     print(f"neotoma-agent: {listing.note()}", file=sys.stderr)
-                print_json(
-                    [
-                        {
-                            "conversation_id": c.conversation_id,
-                            "entity_id": c.entity_id,
-                            "title": c.title,
-                            "last_activity": c.last_activity,
-                        }
-                        for c in listing.conversations
-                    ]
-                )
+                print_json([attrs.asdict(c) for c in listing.conversations])
             else:
                 _render_list(listing, out, store_label(args))
             return 0

@@ -37,7 +37,8 @@ from typing import Any, Protocol, runtime_checkable
 import attrs
 
 from ..exceptions import OutboxError, OutboxFullError
-from ._base import StoredEntity, StoreResult
+from ._base import StoreResult
+from ._results import expected_entity
 
 __all__ = [
     "DEFAULT_MAX_ENTRIES",
@@ -213,33 +214,8 @@ class OrderedStore(Protocol):
 
 def expected_result(request_entities: Any) -> StoreResult:
     """The answer a server will give for ``request_entities``, computed locally."""
-    from .._identity import IdentityError, resolve_identity
-
-    entries: list[StoredEntity] = []
-    for index, element in enumerate(request_entities):
-        entity_type = str(element.get("entity_type", ""))
-        target = element.get("target_id")
-        entity_id: str | None = target if isinstance(target, str) else None
-        name: str | None = None
-        if entity_id is None:
-            fields = {k: v for k, v in element.items() if k not in ("entity_type", "intent")}
-            try:
-                identity = resolve_identity(entity_type, fields)
-            except IdentityError:
-                continue
-            entity_id, name = identity.entity_id, identity.canonical_name
-        entries.append(
-            StoredEntity(
-                entity_id=entity_id,
-                entity_type=entity_type,
-                observation_id=None,
-                observation_index=index,
-                action=None,
-                canonical_name=name,
-                snapshot=None,
-                raw={},
-            )
-        )
+    expected = (expected_entity(e, i) for i, e in enumerate(request_entities))
+    entries = [e for e in expected if e is not None]
     return StoreResult(
         replayed=False,
         source_id=None,

@@ -1,0 +1,527 @@
+"""The typed results every transport returns, parsed from the JSON a Neotoma server sends.
+
+Both transports produce that JSON and parse it with the same ``from_json`` constructors, so
+code written against one runs unchanged on the other. Every result keeps the decoded JSON as
+``.raw`` for the fields we do not model.
+
+The records are re-exported by :mod:`._base`, beside the protocols that return them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import attrs
+
+from .._identity import IdentityError, resolve_identity
+
+_EMPTY: Mapping[str, Any] = {}
+
+
+def _map(value: object) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else _EMPTY
+
+
+def _opt_str(value: object) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _opt_int(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _items(value: object) -> list[Mapping[str, Any]]:
+    if not isinstance(value, list):
+        return []
+    return [v for v in value if isinstance(v, Mapping)]
+
+
+@attrs.frozen
+class StoredEntity:
+    """One entity of a ``store`` answer, aligned to the request element it came from."""
+
+    entity_id: str
+    entity_type: str
+    observation_id: str | None
+    #: index of the request element; ``None`` only on a replay the transport could not align
+    observation_index: int | None
+    #: ``created | matched_existing | extended`` (``None`` on a replay: nothing was written)
+    action: str | None
+    canonical_name: str | None
+    snapshot: Mapping[str, Any] | None
+    raw: Mapping[str, Any] = attrs.field(repr=False, eq=False)
+
+    @classmethod
+    def from_json(cls, raw: Mapping[str, Any]) -> StoredEntity:
+        snap = raw.get("entity_snapshot_after")
+        return cls(
+            entity_id=str(raw.get("entity_id", "")),
+            entity_type=str(raw.get("entity_type", "")),
+            observation_id=_opt_str(raw.get("observation_id")),
+            observation_index=_opt_int(raw.get("observation_index")),
+            action=_opt_str(raw.get("action")),
+            canonical_name=_opt_str(raw.get("canonical_name")),
+            snapshot=snap if isinstance(snap, Mapping) else None,
+            raw=raw,
+        )
+
+
+@attrs.frozen
+class StoreResult:
+    """The answer to ``store``: ``entities`` in request order, whether fresh or replayed."""
+
+    replayed: bool
+    source_id: str | None
+    entities: tuple[StoredEntity, ...]
+    entities_created: int
+    observations_created: int
+    raw: Mapping[str, Any] = attrs.field(repr=False, eq=False)
+
+    @classmethod
+    def from_json(
+        cls, raw: Mapping[str, Any], request_entities: Sequence[Mapping[str, Any]] | None = None
+    ) -> StoreResult:
+        """Parse a store answer; with ``request_entities``, align entries to the request.
+
+        A fresh answer carries ``observation_index``. A replay lists the source's observations
+        newest first with no index, so entries are matched to request elements by entity id
+        (computed the way the server does) and never by position.
+        """
+        entries = [StoredEntity.from_json(e) for e in _items(raw.get("entities"))]
+        if request_entities is not None:
+            entries = _align(entries, request_entities)
+        return cls(
+            replayed=bool(raw.get("replayed", False)),
+            source_id=_opt_str(raw.get("source_id")),
+            entities=tuple(entries),
+            entities_created=_opt_int(raw.get("entities_created")) or 0,
+            observations_created=_opt_int(raw.get("observations_created")) or 0,
+            raw=raw,
+        )
+
+    def entity_id(self, index: int) -> str:
+        """The entity id stored for request element ``index``."""
+        for e in self.entities:
+            if e.observation_index == index:
+                return e.entity_id
+        raise IndexError(f"no stored entity for request element {index}")
+
+
+def expected_entity(element: Mapping[str, Any], index: int) -> StoredEntity | None:
+    """The entity a store answers for request element ``index``, derived as the server does.
+
+    ``target_id`` names it; else the type's identity rules give its id and canonical name.
+    ``None`` when the element has no identity (the store would refuse it). Nothing a write
+    reports (observation, action, snapshot) is known.
+    """
+    entity_type = str(element.get("entity_type", ""))
+    target = element.get("target_id")
+    entity_id: str | None = target if isinstance(target, str) else None
+    name: str | None = None
+    if entity_id is None:
+        fields = {k: v for k, v in element.items() if k not in ("entity_type", "intent")}
+        try:
+            identity = resolve_identity(entity_type, fields)
+        except IdentityError:
+            return None
+        entity_id, name = identity.entity_id, identity.canonical_name
+    return StoredEntity(entity_id, entity_type, None, index, None, name, None, raw={})
+
+
+def _align(entries: list[StoredEntity], request: Sequence[Mapping[str, Any]]) -> list[StoredEntity]:
+    if entries and all(e.observation_index is not None for e in entries):
+        return sorted(entries, key=lambda e: e.observation_index or 0)
+    # Replay: derive each request element's id as the server would, then match by id.
+    by_id: dict[str, StoredEntity] = {e.entity_id: e for e in entries}
+    aligned: list[StoredEntity] = []
+    for index, element in enumerate(request):
+        expected = expected_entity(element, index)
+        match = by_id.get(expected.entity_id) if expected and expected.entity_id else None
+        if match is not None:
+            aligned.append(attrs.evolve(match, observation_index=index))
+    return aligned
+
+
+@attrs.frozen
+class Entity:
+    """An entity as a lookup or a related-entities read returns it."""
+
+    id: str
+    entity_type: str
+    canonical_name: str | None
+    #: the plain field map (whichever of the server's two shapes it came in)
+    snapshot: Mapping[str, Any]
+    raw: Mapping[str, Any] = attrs.field(repr=False, eq=False)
+
+    @property
+    def entity_id(self) -> str:
+        """Alias of :attr:`id`."""
+        return self.id
+
+    @property
+    def name(self) -> str:
+        """A display name: the snapshot's name or title, else the canonical name, else the id."""
+        key = self.name_field
+        return str(self.snapshot[key]) if key is not None else (self.canonical_name or self.id)
+
+    @property
+    def name_field(self) -> str | None:
+        """The snapshot field :attr:`name` shows (``None``: it shows the canonical name)."""
+        for key in ("name", "title", "full_name", "email"):
+            value = self.snapshot.get(key)
+            if isinstance(value, str) and value:
+                return key
+        return None
+
+    @classmethod
+    def from_json(cls, raw: Mapping[str, Any]) -> Entity:
+        # Lookups send `id`; some reads (and older clients' assumptions) use `entity_id`.
+        entity_id = raw.get("id") or raw.get("entity_id") or ""
+        snap = raw.get("snapshot")
+        fields: Mapping[str, Any] = _EMPTY
+        if isinstance(snap, Mapping):
+            inner = snap.get("snapshot")
+            # direct mode nests the snapshot record; snapshot_field mode sends the field map
+            fields = inner if isinstance(inner, Mapping) and "entity_id" in snap else snap
+        return cls(
+            id=str(entity_id),
+            entity_type=str(raw.get("entity_type", "")),
+            canonical_name=_opt_str(raw.get("canonical_name")),
+            snapshot=fields,
+            raw=raw,
+        )
+
+
+@attrs.frozen
+class LookupResult:
+    """The answer to ``retrieve_entity_by_identifier``."""
+
+    entities: tuple[Entity, ...]
+    total: int
+    #: ``direct | snapshot_field | semantic | none``
+    match_mode: str
+    raw: Mapping[str, Any] = attrs.field(repr=False, eq=False)
+
+    @classmethod
+    def from_json(cls, raw: Mapping[str, Any]) -> LookupResult:
+        entities = tuple(Entity.from_json(e) for e in _items(raw.get("entities")))
+        return cls(
+            entities=entities,
+            total=_opt_int(raw.get("total")) or len(entities),
+            match_mode=str(raw.get("match_mode", "none")),
+            raw=raw,
+        )
+
+
+@attrs.frozen
+class EntitySnapshot:
+    """The reduced state of one entity (``get_entity_snapshot``, ``query_entities`` items)."""
+
+    entity_id: str
+    entity_type: str
+    canonical_name: str | None
+    snapshot: Mapping[str, Any]
+    observation_count: int
+    last_observation_at: str | None
+    provenance: Mapping[str, Any]
+    raw: Mapping[str, Any] = attrs.field(repr=False, eq=False)
+
+    @classmethod
+    def from_json(cls, raw: Mapping[str, Any]) -> EntitySnapshot:
+        return cls(
+            entity_id=str(raw.get("entity_id") or raw.get("id") or ""),
+            entity_type=str(raw.get("entity_type", "")),
+            canonical_name=_opt_str(raw.get("canonical_name")),
+            snapshot=_map(raw.get("snapshot")),
+            observation_count=_opt_int(raw.get("observation_count")) or 0,
+            last_observation_at=_opt_str(raw.get("last_observation_at")),
+            provenance=_map(raw.get("provenance")),
+            raw=raw,
+        )
+
+
+@attrs.frozen
+class EntityQueryResult:
+    """The answer to ``query_entities``."""
+
+    entities: tuple[EntitySnapshot, ...]
+    total: int
+    limit: int
+    offset: int
+    #: pass as ``cursor`` to read the next page; ``None`` after the last page
+    next_cursor: str | None = None
+    raw: Mapping[str, Any] = attrs.field(default=attrs.Factory(dict), repr=False, eq=False)
+
+    @classmethod
+    def from_json(cls, raw: Mapping[str, Any]) -> EntityQueryResult:
+        entities = tuple(EntitySnapshot.from_json(e) for e in _items(raw.get("entities")))
+        return cls(
+            entities=entities,
+            total=_opt_int(raw.get("total")) or len(entities),
+            limit=_opt_int(raw.get("limit")) or 0,
+            offset=_opt_int(raw.get("offset")) or 0,
+            next_cursor=_opt_str(raw.get("next_cursor")),
+            raw=raw,
+        )
+
+
+@attrs.frozen
+class Observation:
+    """One observation: the exact fields one write contributed to an entity."""
+
+    id: str
+    entity_id: str
+    entity_type: str
+    source_id: str | None
+    observed_at: str
+    source_priority: int
+    observation_source: str | None
+    fields: Mapping[str, Any]
+    raw: Mapping[str, Any] = attrs.field(repr=False, eq=False)
+
+    @classmethod
+    def from_json(cls, raw: Mapping[str, Any]) -> Observation:
+        return cls(
+            id=str(raw.get("id", "")),
+            entity_id=str(raw.get("entity_id", "")),
+            entity_type=str(raw.get("entity_type", "")),
+            source_id=_opt_str(raw.get("source_id")),
+            observed_at=str(raw.get("observed_at", "")),
+            source_priority=_opt_int(raw.get("source_priority")) or 0,
+            observation_source=_opt_str(raw.get("observation_source")),
+            fields=_map(raw.get("fields")),
+            raw=raw,
+        )
+
+
+@attrs.frozen
+class ObservationList:
+    """The answer to ``list_observations``: newest first."""
+
+    observations: tuple[Observation, ...]
+    raw: Mapping[str, Any] = attrs.field(repr=False, eq=False)
+
+    def __len__(self) -> int:
+        return len(self.observations)
+
+    @classmethod
+    def from_json(cls, raw: Mapping[str, Any]) -> ObservationList:
+        obs = tuple(Observation.from_json(o) for o in _items(raw.get("observations")))
+        return cls(observations=obs, raw=raw)
+
+
+@attrs.frozen
+class RelationshipSnapshot:
+    """One relationship (edge), keyed ``type:source:target``, with its merged metadata."""
+
+    relationship_key: str
+    relationship_type: str
+    source_entity_id: str
+    target_entity_id: str
+    metadata: Mapping[str, Any]
+    observation_count: int
+    raw: Mapping[str, Any] = attrs.field(repr=False, eq=False)
+
+    @classmethod
+    def from_json(cls, raw: Mapping[str, Any]) -> RelationshipSnapshot:
+        rtype = str(raw.get("relationship_type", ""))
+        src = str(raw.get("source_entity_id", ""))
+        dst = str(raw.get("target_entity_id", ""))
+        return cls(
+            relationship_key=str(raw.get("relationship_key") or f"{rtype}:{src}:{dst}"),
+            relationship_type=rtype,
+            source_entity_id=src,
+            target_entity_id=dst,
+            metadata=_map(raw.get("snapshot")),
+            observation_count=_opt_int(raw.get("observation_count")) or 0,
+            raw=raw,
+        )
+
+
+@attrs.frozen
+class CreateRelationshipsResult:
+    """The answer to ``create_relationships`` (partial success is normal on a server)."""
+
+    relationships: tuple[RelationshipSnapshot, ...]
+    errors: tuple[Mapping[str, Any], ...]
+    raw: Mapping[str, Any] = attrs.field(repr=False, eq=False)
+
+    @classmethod
+    def from_json(cls, raw: Mapping[str, Any]) -> CreateRelationshipsResult:
+        return cls(
+            relationships=tuple(
+                RelationshipSnapshot.from_json(r) for r in _items(raw.get("relationships"))
+            ),
+            errors=tuple(_items(raw.get("errors"))),
+            raw=raw,
+        )
+
+
+@attrs.frozen
+class RelatedEntities:
+    """The answer to ``retrieve_related_entities``: edges and the entities at their far ends."""
+
+    relationships: tuple[RelationshipSnapshot, ...]
+    entities: tuple[Entity, ...]
+    raw: Mapping[str, Any] = attrs.field(repr=False, eq=False)
+
+    @classmethod
+    def from_json(cls, raw: Mapping[str, Any]) -> RelatedEntities:
+        return cls(
+            relationships=tuple(
+                RelationshipSnapshot.from_json(r) for r in _items(raw.get("relationships"))
+            ),
+            entities=tuple(Entity.from_json(e) for e in _items(raw.get("entities"))),
+            raw=raw,
+        )
+
+
+@attrs.frozen
+class CorrectionResult:
+    """The answer to ``correct``."""
+
+    entity_id: str
+    field: str
+    value: Any
+    observation_id: str | None
+    #: the snapshot after the correction; ``None`` when an identical correction was a no-op
+    snapshot: Mapping[str, Any] | None
+    raw: Mapping[str, Any] = attrs.field(repr=False, eq=False)
+
+    @classmethod
+    def from_json(cls, raw: Mapping[str, Any]) -> CorrectionResult:
+        snap = raw.get("snapshot")
+        return cls(
+            entity_id=str(raw.get("entity_id", "")),
+            field=str(raw.get("field", "")),
+            value=raw.get("value"),
+            observation_id=_opt_str(raw.get("observation_id")),
+            snapshot=snap if isinstance(snap, Mapping) else None,
+            raw=raw,
+        )
+
+
+@attrs.frozen
+class RelatedEntity:
+    """One non-PART_OF edge of a message, as ``GET /recent_conversations/{id}`` lists it."""
+
+    entity_id: str
+    entity_type: str
+    canonical_name: str | None
+    #: the far end's display name (its ``title`` / ``name``), else its canonical name
+    title: str | None
+    relationship_type: str
+
+    @property
+    def name(self) -> str:
+        """A display name: :attr:`title`, else the canonical name, else the id."""
+        return self.title or self.canonical_name or self.entity_id
+
+    @classmethod
+    def from_json(cls, raw: Mapping[str, Any]) -> RelatedEntity:
+        return cls(
+            entity_id=str(raw.get("entity_id", "")),
+            entity_type=str(raw.get("entity_type", "")),
+            canonical_name=_opt_str(raw.get("canonical_name")),
+            title=_opt_str(raw.get("title")),
+            relationship_type=str(raw.get("relationship_type", "")),
+        )
+
+
+@attrs.frozen
+class ConversationMessage:
+    """One message of a conversation, as ``GET /recent_conversations/{id}`` lists it."""
+
+    message_id: str
+    role: str | None
+    #: the exact content (``None`` if the store holds none)
+    content: str | None
+    turn_key: str | None
+    #: the latest of the message's last observation, update and creation
+    activity_at: str
+    related: tuple[RelatedEntity, ...]
+    #: sent only by stores that page (the dev server's extension); a real server omits it
+    turn_number: int | None
+    raw: Mapping[str, Any] = attrs.field(repr=False, eq=False)
+
+    @property
+    def refers_to(self) -> tuple[str, ...]:
+        """The ids this message REFERS_TO, in the order listed."""
+        ids = (r.entity_id for r in self.related if r.relationship_type == "REFERS_TO")
+        return tuple(dict.fromkeys(ids))
+
+    @classmethod
+    def from_json(cls, raw: Mapping[str, Any]) -> ConversationMessage:
+        content = raw.get("content")
+        return cls(
+            message_id=str(raw.get("message_id") or raw.get("entity_id") or ""),
+            role=_opt_str(raw.get("role")),
+            content=content if isinstance(content, str) else None,
+            turn_key=_opt_str(raw.get("turn_key")),
+            activity_at=str(raw.get("activity_at") or ""),
+            related=tuple(RelatedEntity.from_json(r) for r in _items(raw.get("related_entities"))),
+            turn_number=_opt_int(raw.get("turn_number")),
+            raw=raw,
+        )
+
+
+@attrs.frozen
+class RecentConversation:
+    """The answer to ``recent_conversation``: a conversation and its messages.
+
+    A real server sends every message, in activity order. A store that honours the
+    ``limit`` / ``before`` extension (the embedded store, the dev server) sends a page in
+    write order and says so: ``has_more`` is then a bool (``None`` from a real server) and
+    ``turn_records`` the snapshots of the page's turn records (``None`` when not sent).
+    """
+
+    #: the conversation's entity id (the answer's ``conversation_id``)
+    entity_id: str
+    canonical_name: str | None
+    title: str | None
+    activity_at: str
+    message_count: int
+    messages: tuple[ConversationMessage, ...]
+    has_more: bool | None
+    turn_records: tuple[EntitySnapshot, ...] | None
+    raw: Mapping[str, Any] = attrs.field(repr=False, eq=False)
+
+    @classmethod
+    def from_json(cls, raw: Mapping[str, Any]) -> RecentConversation:
+        more = raw.get("has_more")
+        records = raw.get("turn_records")
+        return cls(
+            entity_id=str(raw.get("conversation_id") or ""),
+            canonical_name=_opt_str(raw.get("canonical_name")),
+            title=_opt_str(raw.get("title")),
+            activity_at=str(raw.get("activity_at") or ""),
+            message_count=_opt_int(raw.get("message_count")) or 0,
+            messages=tuple(ConversationMessage.from_json(m) for m in _items(raw.get("messages"))),
+            has_more=more if isinstance(more, bool) else None,
+            turn_records=None
+            if not isinstance(records, list)
+            else tuple(EntitySnapshot.from_json(r) for r in _items(records)),
+            raw=raw,
+        )
+
+
+@attrs.frozen
+class ConversationPage:
+    """The answer to ``recent_conversations``: conversations, most recently active first."""
+
+    items: tuple[RecentConversation, ...]
+    has_more: bool
+    limit: int
+    offset: int
+    raw: Mapping[str, Any] = attrs.field(repr=False, eq=False)
+
+    @classmethod
+    def from_json(cls, raw: Mapping[str, Any]) -> ConversationPage:
+        return cls(
+            items=tuple(RecentConversation.from_json(i) for i in _items(raw.get("items"))),
+            has_more=bool(raw.get("has_more", False)),
+            limit=_opt_int(raw.get("limit")) or 0,
+            offset=_opt_int(raw.get("offset")) or 0,
+            raw=raw,
+        )
