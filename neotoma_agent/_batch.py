@@ -123,24 +123,15 @@ class _SharedLookups:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
 
-    async def retrieve_entity_by_identifier(
-        self,
-        identifier: str,
-        *,
-        entity_type: str | None = None,
-        by: str | None = None,
-        limit: int | None = None,
-    ) -> LookupResult:
-        key = (identifier, entity_type, by, limit)
+    async def retrieve_entity_by_identifier(self, identifier: str, **options: Any) -> LookupResult:
+        key = (identifier, *sorted(options.items()))
         while isinstance(entry := self._answers.get(key), anyio.Event):
             await entry.wait()
         if entry is not None:
             return entry
         done = self._answers[key] = anyio.Event()
         try:
-            answer = await self._inner.retrieve_entity_by_identifier(
-                identifier, entity_type=entity_type, by=by, limit=limit
-            )
+            answer = await self._inner.retrieve_entity_by_identifier(identifier, **options)
         except BaseException:
             del self._answers[key]
             raise
