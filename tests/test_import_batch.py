@@ -200,8 +200,9 @@ async def test_a_failed_shared_lookup_is_tried_again_by_the_next_turn(tmp_path: 
         outcomes = await record_batch(store, turns, retrieve=True, concurrency=1)
         assert [o.error for o in outcomes] == [None, None]
         refers = {h.turn_id: h.user_refers_to for h in await memory.history(None)}
-    # The first turn's lookup failed (it is stored without the edge); the second looked again.
-    assert refers == {"t1": (), "t2": (acme,)}
+    # The first turn to look up failed (it is stored without the edge; which turn that is
+    # is the scheduler's choice); the other looked again and found the entity.
+    assert sorted(refers.values()) == [(), (acme,)]
 
 
 def test_a_reimport_leaves_the_store_file_byte_for_byte_unchanged(tmp_path: Path) -> None:
