@@ -12,7 +12,8 @@ start-up, measured beforehand):
 - ``re-import``: the same file into the same store again (writes nothing), lines/s;
 - ``retrieve``: a fresh embedded store, with retrieval;
 - ``http``: over HTTP to a dev server (``neotoma-agent serve``, its own process) on
-  127.0.0.1, ``--no-retrieve``;
+  127.0.0.1, ``--no-retrieve``; the server's CPU per turn is read from ``/proc`` and
+  printed beside the client's;
 - ``ceiling``: no CLI: the same turns' store bodies (the first 20,000), built beforehand,
   stored by the store alone, in batches of 256 (``store_many``) and by 64 concurrent
   ``store`` calls: what the store itself can take on this machine in this run, the bound
@@ -23,8 +24,8 @@ ms per turn. On a shared machine the wall rate says how busy the machine was; th
 figures say what the code costs, and ``of ceiling`` is the import's turns per CPU second
 over the store's alone (1.0: the import adds nothing to the store's own work).
 
-``--baseline CHECKOUT`` also runs the first three with the CLI of another checkout (e.g.
-``/work/main``) for a before/after in the same run. Targets: >= 5,000 turns/s
+``--baseline CHECKOUT`` also runs every row with the CLI (and dev server) of another
+checkout (e.g. ``/work/main``) for a before/after in the same run. Targets: >= 5,000 turns/s
 ``no-retrieve`` at 100k turns, >= 2,000 with retrieval, >= 20,000 lines/s re-import,
 >= 1,000 turns/s over HTTP; absolute figures vary with the machine, so the table also gives
 each import as a fraction of the ceiling measured beside it.
@@ -188,23 +189,42 @@ def import_row(
     return row_of(name, turns, run_cli(["import", str(transcript), "--db", str(db), *extra], **kw))
 
 
-def http_row(turns: int, transcript: Path, work: Path) -> dict[str, Any]:
+def http_row(
+    turns: int, transcript: Path, work: Path, label: str = "", pythonpath: Path | None = None
+) -> dict[str, Any]:
+    """Over HTTP: the client's CPU per turn as for the other rows, and the server's beside it."""
     port = free_port()
-    db = work / "served.db"
+    db = work / f"served-{label.strip() or 'new'}.db"
+    env = dict(os.environ)
+    if pythonpath is not None:
+        env["PYTHONPATH"] = str(pythonpath)
     server = subprocess.Popen(
         [sys.executable, "-m", "neotoma_agent.cli", "serve", "--db", str(db), "--port", str(port)],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
+        env=env,
+        cwd=tempfile.gettempdir(),
     )
     try:
         wait_for_port(port)
+        idle = server_cpu(server.pid)
         run = run_cli(
-            ["import", str(transcript), "--url", f"http://127.0.0.1:{port}", "--no-retrieve"]
+            ["import", str(transcript), "--url", f"http://127.0.0.1:{port}", "--no-retrieve"],
+            pythonpath=pythonpath,
         )
+        busy = server_cpu(server.pid) - idle
     finally:
         server.terminate()
         server.wait(30)
-    return row_of("http", turns, run)
+    row = row_of(label + "http", turns, run)
+    row["server_cpu_ms_per_turn"] = 1000 * busy / turns
+    return row
+
+
+def server_cpu(pid: int) -> float:
+    """CPU seconds (user + system, all threads) a running process has used so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 async def ceiling(transcript: Path, db: Path) -> dict[str, float]:
@@ -288,7 +308,8 @@ def main(argv: list[str] | None = None) -> int:
                     )
                     size.append(row)
             if not args.no_http:
-                size.append(http_row(turns, transcript, work))
+                for label, pythonpath in versions:
+                    size.append(http_row(turns, transcript, work, label, pythonpath))
             for row in size:
                 # Per CPU second: what the import costs beside what the store alone costs,
                 # robust to whatever else the machine runs meanwhile.
@@ -309,10 +330,12 @@ def main(argv: list[str] | None = None) -> int:
                 )
             continue
         target = TARGETS.get(row["row"])
+        server = row.get("server_cpu_ms_per_turn")
         print(
             f"{row['row']:<22}{row['turns']:>8}{row['per_s']:>8,.0f}{row['per_cpu_s']:>10,.0f}"
             f"{row['cpu_ms_per_turn']:>8.2f}{'' if target is None else f'{target:,.0f}':>8}"
             f"{row['fraction_of_ceiling']:>11.2f}{row['peak_rss_mb']:>8.0f}"
+            + ("" if server is None else f"  (server CPU ms per turn {server:.2f})")
         )
     report = {
         "rows": rows,

@@ -9,7 +9,10 @@ replayed, or refused. Over a transport that can take many stores in one job
    entities. Those are replays and nothing is sent for them; retrieval does not run for
    them either (its edges are not part of what a key's replay compares).
 2. ``store_many``: the others, after their retrieval, in one transaction, each store in a
-   savepoint of its own.
+   savepoint of its own. Their retrieval shares one lookup per distinct identifier across
+   the batch (:class:`_SharedLookups`): a transcript names the same few entities turn after
+   turn, and a lookup's answer does not depend on the turn that asks (nothing in the batch
+   is written before all of them are answered).
 
 Any turn that does not come out of that cleanly (a key stored with other text, a refusal,
 a lost answer) is recorded again with ``record_turn`` alone, so it fails with exactly the
@@ -21,15 +24,15 @@ writes nothing, so the second attempt is safe. Over any other transport every tu
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, cast, runtime_checkable
 
 import anyio
 import attrs
 
 from ._keys import TurnKeys
 from ._memory import NeotomaMemory
-from ._payloads import recorded_payload
-from .transport._base import StoreResult, Transport
+from ._payloads import StorePayload, recorded_payload
+from .transport._base import LookupResult, StoreResult, Transport
 from .transport._rest import store_body
 
 __all__ = ["BatchOutcome", "BatchStore", "BatchTurn", "record_batch"]
@@ -71,9 +74,9 @@ _WRITTEN = BatchOutcome()
 _REPLAYED = BatchOutcome(replayed=True)
 
 
-def _body(turn: BatchTurn, retrieved_ids: Sequence[str]) -> dict[str, Any]:
+def _payload(turn: BatchTurn, retrieved_ids: Sequence[str]) -> StorePayload:
     memory = turn.memory
-    payload = recorded_payload(
+    return recorded_payload(
         memory.settings,
         # The ids were validated when the turn was made (parse_line); not again per body.
         TurnKeys(memory.conversation_id, turn.turn_id),
@@ -83,11 +86,59 @@ def _body(turn: BatchTurn, retrieved_ids: Sequence[str]) -> dict[str, Any]:
         cited_ids=turn.refers_to,
         turn_number=turn.turn_number,
     )
+
+
+def _store_body(payload: StorePayload) -> dict[str, Any]:
     return store_body(
         payload.entities,
         idempotency_key=payload.idempotency_key,
         relationships=payload.relationships,
     )
+
+
+def _body(turn: BatchTurn, retrieved_ids: Sequence[str]) -> dict[str, Any]:
+    """The store body ``record_turn`` would send for ``turn``."""
+    return _store_body(_payload(turn, retrieved_ids))
+
+
+def _replay_probe(payload: StorePayload) -> dict[str, Any]:
+    # All that replay_status reads (the key, and the entities its source id hashes); the
+    # whole store body is built only for the turns that are stored.
+    return {"entities": list(payload.entities), "idempotency_key": payload.idempotency_key}
+
+
+class _SharedLookups:
+    """A transport whose identifier lookups are shared by every turn of one batch.
+
+    The first turn to name an identifier looks it up; the others wait for that answer. A
+    lookup that fails (or is cancelled by its turn's deadline) is not kept: the next turn
+    asking looks it up again, so each turn still sees and logs its own failures. Every other
+    method is the inner transport's.
+    """
+
+    def __init__(self, inner: Transport) -> None:
+        self._inner = inner
+        self._answers: dict[tuple[Any, ...], LookupResult | anyio.Event] = {}
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    async def retrieve_entity_by_identifier(self, identifier: str, **options: Any) -> LookupResult:
+        key = (identifier, *sorted(options.items()))
+        while isinstance(entry := self._answers.get(key), anyio.Event):
+            await entry.wait()
+        if entry is not None:
+            return entry
+        done = self._answers[key] = anyio.Event()
+        try:
+            answer = await self._inner.retrieve_entity_by_identifier(identifier, **options)
+        except BaseException:
+            del self._answers[key]
+            raise
+        finally:
+            done.set()
+        self._answers[key] = answer
+        return answer
 
 
 async def record_batch(
@@ -146,8 +197,8 @@ async def _batched(
 ) -> list[int]:
     """The two-job path; returns the indexes left for ``record_turn`` alone."""
     # Retrieval adds edges only, which a replay does not compare: check the keys first.
-    bodies = [_body(turn, ()) for turn in turns]
-    statuses = await transport.replay_status(bodies)
+    payloads = [_payload(turn, ()) for turn in turns]
+    statuses = await transport.replay_status([_replay_probe(p) for p in payloads])
     alone: list[int] = []
     fresh: list[int] = []
     for index, status in enumerate(statuses):
@@ -159,18 +210,36 @@ async def _batched(
             fresh.append(index)
     if retrieve and fresh:
         slots = anyio.Semaphore(concurrency)
+        # Each memory's lookups shared over the batch (a memory per conversation, with the
+        # turn's own settings, over its transport's shared lookups).
+        shared: dict[int, _SharedLookups] = {}
+        memories: dict[int, NeotomaMemory] = {}
+
+        def sharing(memory: NeotomaMemory) -> NeotomaMemory:
+            over = memories.get(id(memory))
+            if over is None:
+                inner = memory.transport
+                lookups = shared.get(id(inner))
+                if lookups is None:
+                    lookups = shared[id(inner)] = _SharedLookups(inner)
+                over = memories[id(memory)] = attrs.evolve(
+                    memory, transport=cast(Transport, lookups)
+                )
+            return over
 
         async def with_retrieval(index: int) -> None:
             turn = turns[index]
+            memory = sharing(turn.memory)
             async with slots:
-                retrieved = await turn.memory.retrieve(turn.user)
-            bodies[index] = _body(turn, retrieved.ids)
+                retrieved = await memory.retrieve(turn.user)
+            if retrieved.ids:
+                payloads[index] = _payload(turn, retrieved.ids)
 
         async with anyio.create_task_group() as tg:
             for index in fresh:
                 tg.start_soon(with_retrieval, index)
     if fresh:
-        results = await transport.store_many([bodies[index] for index in fresh])
+        results = await transport.store_many([_store_body(payloads[index]) for index in fresh])
         for index, result in zip(fresh, results, strict=True):
             if isinstance(result, Exception):
                 alone.append(index)

@@ -89,6 +89,11 @@ _KEY_PREFIX: Final = "conversation-"
 #: The entity type whose canonical name the folding is taken from (the user message's).
 _MESSAGE_TYPE: Final = "conversation_message"
 
+# Any character the fold can change or act on: outside printable ASCII, an uppercase letter,
+# or whitespace (a name of printable ASCII without them folds to itself: the message's name is
+# id-derived, so punctuation stays, and an email is kept as it is, already lowercase).
+_FOLD_CHANGES_RE: Final = re.compile(r"[^!-@\[-~]")
+
 
 def _validate_id(kind: str, value: object) -> str:
     if not isinstance(value, str):
@@ -201,8 +206,13 @@ def fold_turn_ids(conversation_id: str, turn_id: str) -> tuple[str, str]:
     pairs naming any common message or turn record get the same keys (a replay or a
     mismatch); the price is that such pairs are one turn even where no entity is shared.
     """
-    identity = resolve_identity(_MESSAGE_TYPE, {"turn_key": f"{conversation_id}:{turn_id}"})
-    folded = normalize(_MESSAGE_TYPE, identity.canonical_name).removeprefix(f"{_MESSAGE_TYPE}:")
+    turn_key = f"{conversation_id}:{turn_id}"
+    if _FOLD_CHANGES_RE.search(turn_key):
+        identity = resolve_identity(_MESSAGE_TYPE, {"turn_key": turn_key})
+        folded = normalize(_MESSAGE_TYPE, identity.canonical_name)
+        folded = folded.removeprefix(f"{_MESSAGE_TYPE}:")
+    else:
+        folded = turn_key  # nothing to fold (the common case; resolving costs ~30 us a turn)
     cid, _, tid = folded.replace("\u03c2", "\u03c3").rpartition(":")
     return cid, tid
 

@@ -21,7 +21,8 @@ from cli_support import clean_env, cli, ok
 
 from neotoma_agent._batch import BatchTurn, record_batch
 from neotoma_agent._memory import NeotomaMemory
-from neotoma_agent.exceptions import IdempotencyMismatchError
+from neotoma_agent.exceptions import IdempotencyMismatchError, ServerError
+from neotoma_agent.testing import FaultyTransport, RecordingTransport
 from neotoma_agent.transport._rest import store_body
 from neotoma_agent.transport.embedded import EmbeddedStore
 
@@ -163,6 +164,45 @@ async def test_a_batch_stores_exactly_what_record_turn_stores(tmp_path: Path) ->
     keys, edges = written(tmp_path / "batch.db")
     assert len(keys) == 3  # the seed and two turns
     assert sum(1 for _, rtype, target in edges if rtype == "REFERS_TO" and target == acme) == 3
+
+
+async def test_a_batch_looks_each_named_identifier_up_once(tmp_path: Path) -> None:
+    async with EmbeddedStore.open(tmp_path / "m.db") as store:
+        acme = await NeotomaMemory(store, conversation_id="seed").remember(
+            "company", name="Acme Corp"
+        )
+        recording = RecordingTransport(store)
+        memories = [NeotomaMemory(recording, conversation_id=f"c{i % 3}") for i in range(3)]
+        turns = [
+            BatchTurn(memories[i % 3], f"Is Acme Corp paid up ({i})?", "Yes.", f"t{i}")
+            for i in range(12)
+        ]
+        outcomes = await record_batch(store, turns, retrieve=True, concurrency=4)
+        assert [o.error for o in outcomes] == [None] * 12
+        looked_up = [c.args[0] for c in recording.calls_to("retrieve_entity_by_identifier")]
+        assert sorted(looked_up) == ["Acme Corp"]
+        for i in range(12):
+            # Every turn still gets the answer: both its messages refer to the entity.
+            stored = await memories[i % 3].history(None)
+            assert any(h.turn_id == f"t{i}" and acme in h.user_refers_to for h in stored)
+
+
+async def test_a_failed_shared_lookup_is_tried_again_by_the_next_turn(tmp_path: Path) -> None:
+    async with EmbeddedStore.open(tmp_path / "m.db") as store:
+        acme = await NeotomaMemory(store, conversation_id="seed").remember(
+            "company", name="Acme Corp"
+        )
+        faulty = FaultyTransport(store).fail(
+            "retrieve_entity_by_identifier", ServerError("down", status=503), times=1
+        )
+        memory = NeotomaMemory(faulty, conversation_id="c")
+        turns = [BatchTurn(memory, f"Is Acme Corp paid up ({i})?", "Yes.", f"t{i}") for i in (1, 2)]
+        outcomes = await record_batch(store, turns, retrieve=True, concurrency=1)
+        assert [o.error for o in outcomes] == [None, None]
+        refers = {h.turn_id: h.user_refers_to for h in await memory.history(None)}
+    # The first turn to look up failed (it is stored without the edge; which turn that is
+    # is the scheduler's choice); the other looked again and found the entity.
+    assert sorted(refers.values()) == [(), (acme,)]
 
 
 def test_a_reimport_leaves_the_store_file_byte_for_byte_unchanged(tmp_path: Path) -> None:

@@ -167,3 +167,30 @@ def test_refused_ids_raise_a_typed_error_before_any_io(conversation_id: str, tur
     with pytest.raises(ValueError, match="turn_id"):
         anyio.run(functools.partial(mem.record_turn, "hello", "hi", turn_id=turn_id))
     assert recorder.calls == []
+
+
+def slow_fold(conversation_id: str, turn_id: str) -> tuple[str, str]:
+    """The fold spelled out through identity resolution (what the fast path must equal)."""
+    from neotoma_agent._identity import normalize
+
+    name = resolve_identity("conversation_message", {"turn_key": f"{conversation_id}:{turn_id}"})
+    folded = normalize("conversation_message", name.canonical_name)
+    cid, _, tid = folded.removeprefix("conversation_message:").replace("ς", "σ").rpartition(":")
+    return cid, tid
+
+
+printable_ids = st.text(st.characters(min_codepoint=0x20, max_codepoint=0x7F), min_size=1)
+
+
+@given(printable_ids | ids, printable_ids | ids)
+@example("support-42", "import-1")
+@example("a@b.c", "x")
+@example("A@B", "x")
+def test_fold_fast_path_equals_identity_resolution(conversation_id: str, turn_id: str) -> None:
+    from neotoma_agent._keys import fold_turn_ids
+
+    try:
+        expected = slow_fold(conversation_id, turn_id)
+    except Exception:  # not a name a store could hold; keys_or_none refuses such ids
+        return
+    assert fold_turn_ids(conversation_id, turn_id) == expected

@@ -42,6 +42,7 @@ import anyio.abc
 import attrs
 
 from .._batch import BatchOutcome, BatchStore, BatchTurn, record_batch
+from .._json_type import json_type
 from .._keys import validate_conversation_id, validate_entity_id, validate_turn_id
 from .._memory import NeotomaMemory
 from .._shield import raise_deferred, run_to_completion
@@ -56,7 +57,7 @@ from ..exceptions import (
     ValidationError,
 )
 from ..transport._base import Transport
-from ._common import CLIError, Progress, add_command, open_transport, run_async
+from ._common import CLIError, Command, Progress, open_transport, option, run_async
 
 __all__ = ["ImportLine", "ImportStats", "LineError", "parse_line", "register"]
 
@@ -122,15 +123,8 @@ def _string(obj: Mapping[str, Any], key: str, *, required: bool) -> str | None:
 
 
 def _json_type(value: object) -> str:
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, (int, float)):
-        return "a number"
-    if isinstance(value, list):
-        return "an array"
-    if isinstance(value, dict):
-        return "an object"
-    return "null" if value is None else "a string"
+    name = json_type(value)
+    return name if name == "null" else f"{'an' if name[0] in 'ao' else 'a'} {name}"
 
 
 def parse_line(raw: bytes, line_number: int, stats: ImportStats) -> ImportLine | None:
@@ -198,13 +192,7 @@ def parse_line(raw: bytes, line_number: int, stats: ImportStats) -> ImportLine |
         except ValueError as exc:
             raise LineError(f"'refers_to': {exc}") from None
     return ImportLine(
-        line_number=line_number,
-        conversation_id=conversation_id,
-        turn_id=turn_id,
-        turn_number=turn_number,
-        user=user,
-        assistant=assistant,
-        refers_to=refers_to,
+        line_number, conversation_id, turn_id, turn_number, user, assistant, refers_to
     )
 
 
@@ -439,45 +427,6 @@ def _summary(stats: ImportStats, source: str, seconds: float, out: TextIO) -> No
         )
 
 
-def register(subparsers: Any) -> None:
-    """Add the ``import`` subcommand."""
-    parser = add_command(
-        subparsers,
-        "import",
-        run=run,
-        help="store a transcript file (JSON lines, one turn per line)",
-        description="Store a transcript, one finished turn per line: "
-        '{"conversation_id": ..., "user": ..., "assistant": ..., optional "turn_id", '
-        '"turn_number", "refers_to": [entity ids]}. Running the same file again writes '
-        "nothing. A line without turn_id is stored as turn import-N, N its line number in "
-        "the file (blank lines count), so fixing a line and importing again stores just "
-        "that line. A malformed line is reported and skipped (or, with --strict, stops "
-        "the import before anything from it is written). Exit status 1 if any line was "
-        "not stored.",
-    )
-    parser.add_argument("file", metavar="FILE.jsonl", help="the transcript (- for stdin)")
-    parser.add_argument(
-        "--concurrency",
-        type=int,
-        default=8,
-        metavar="N",
-        help="turns written at once over HTTP, and lookups at once on the embedded store "
-        "(default 8)",
-    )
-    parser.add_argument(
-        "--strict",
-        action="store_true",
-        help="stop at the first malformed line (or refused turn) instead of skipping it",
-    )
-    parser.add_argument(
-        "--no-retrieve",
-        dest="retrieve",
-        action="store_false",
-        help="do not look up the entities each user message names (faster; only the "
-        "refers_to edges are written)",
-    )
-
-
 def run(args: argparse.Namespace) -> int:
     """Import the file; 0 if every line was stored (or already was), else 1."""
     if args.concurrency < 1:
@@ -527,3 +476,43 @@ async def _run(args: argparse.Namespace, stream: BinaryIO, total: int, source: s
         raise importer.fatal
     ok = not stats.malformed and not stats.failed and stats.stopped_at is None
     return 0 if ok else 1
+
+
+COMMAND = Command(
+    "import",
+    help="store a transcript file (JSON lines, one turn per line)",
+    description="""
+        Store a transcript, one finished turn per line: {"conversation_id": ...,
+        "user": ..., "assistant": ..., optional "turn_id", "turn_number", "refers_to":
+        [entity ids]}. Running the same file again writes nothing. A line without turn_id
+        is stored as turn import-N, N its line number in the file (blank lines count), so
+        fixing a line and importing again stores just that line. A malformed line is
+        reported and skipped (or, with --strict, stops the import before anything from it
+        is written). Exit status 1 if any line was not stored.
+    """,
+    run=run,
+    options=(
+        option("file", metavar="FILE.jsonl", help="the transcript (- for stdin)"),
+        option(
+            "--concurrency",
+            type=int,
+            default=8,
+            metavar="N",
+            help="turns written at once over HTTP, and lookups at once on the embedded "
+            "store (default 8)",
+        ),
+        option(
+            "--strict",
+            action="store_true",
+            help="stop at the first malformed line (or refused turn) instead of skipping it",
+        ),
+        option(
+            "--no-retrieve",
+            dest="retrieve",
+            action="store_false",
+            help="do not look up the entities each user message names (faster; only the "
+            "refers_to edges are written)",
+        ),
+    ),
+)
+register = COMMAND.register

@@ -14,6 +14,7 @@ from typing import Any
 import attrs
 from aiohttp import web
 
+from neotoma_agent._json_type import json_type
 from neotoma_agent.transport._wire import flat_envelope, html_error_page
 
 _dumps = functools.partial(json.dumps, ensure_ascii=False, separators=(",", ":"))
@@ -53,20 +54,6 @@ def too_large() -> web.Response:
     return response
 
 
-def _zod_type(value: object) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, (int, float)):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "array"
-    return "object"
-
-
 @attrs.define
 class Issues:
     """Collects Zod-style issues; :meth:`raise_if_any` sends them as the server would."""
@@ -74,7 +61,7 @@ class Issues:
     issues: list[dict[str, Any]] = attrs.Factory(list)
 
     def type_error(self, path: Sequence[str | int], expected: str, value: object) -> None:
-        received = "undefined" if value is MISSING else _zod_type(value)
+        received = "undefined" if value is MISSING else json_type(value)
         message = "Required" if value is MISSING else f"Expected {expected}, received {received}"
         self.issues.append(
             {

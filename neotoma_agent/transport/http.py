@@ -49,7 +49,6 @@ from neotoma_agent.exceptions import (
     ConnectionLost,
     ConnectTimeout,
     NeotomaError,
-    RateLimitedError,
     ReadTimeout,
     ServerError,
     TransportError,
@@ -63,6 +62,7 @@ from neotoma_agent.transport._outbox import (
     expected_result,
 )
 from neotoma_agent.transport._rest import RestActions, store_body
+from neotoma_agent.transport._retry import RetryPolicy, is_transient
 from neotoma_agent.transport._warm import Warmer
 from neotoma_agent.transport._wire import error_from_response, parse_retry_after
 
@@ -72,67 +72,6 @@ _log = get_logger()
 
 #: bodies from this size on are sent as a stream (see _attempt)
 _STREAM_ABOVE = 2**20
-
-#: statuses a gateway or an overloaded server sends while the store itself is fine
-_RETRY_STATUSES = frozenset({429, 502, 503, 504})
-
-
-def _positive(_inst: object, attribute: attrs.Attribute[float], value: float) -> None:
-    if not value > 0:
-        raise ValueError(f"{attribute.name} must be > 0, got {value!r}")
-
-
-def _non_negative(_inst: object, attribute: attrs.Attribute[float], value: float) -> None:
-    if not value >= 0:
-        raise ValueError(f"{attribute.name} must be >= 0, got {value!r}")
-
-
-@attrs.frozen
-class RetryPolicy:
-    """How :class:`HttpTransport` retries a transient failure.
-
-    The wait before retry *n* (1-based) is drawn uniformly from
-    ``[0, min(wait_max, wait_initial * wait_exp_base ** (n - 1))]`` ("full jitter", so that
-    many clients failing together do not retry together), unless the server sent
-    ``Retry-After``, which is honoured as given. No request is retried more than
-    ``attempts - 1`` times, and the whole call (attempts and waits) ends within ``timeout``
-    seconds: a ``Retry-After`` beyond what is left is not waited for; the 429 is raised
-    with its ``retry_after`` so the caller can decide.
-
-    ``backoff=False`` is the testing switch: failures are still retried, without waiting.
-    """
-
-    #: total attempts, the first included (1 disables retries)
-    attempts: int = attrs.field(default=4)
-    #: seconds for the whole call, attempts and waits included
-    timeout: float = attrs.field(default=60.0, validator=_positive)
-    wait_initial: float = attrs.field(default=0.2, validator=_non_negative)
-    wait_max: float = attrs.field(default=5.0, validator=_non_negative)
-    wait_exp_base: float = attrs.field(default=2.0, validator=_positive)
-    backoff: bool = True
-
-    @attempts.validator
-    def _check_attempts(self, _attribute: attrs.Attribute[int], value: int) -> None:
-        if value < 1:
-            raise ValueError(f"attempts must be >= 1, got {value!r}")
-
-    @classmethod
-    def no_retries(cls) -> RetryPolicy:
-        """A policy that makes exactly one attempt."""
-        return cls(attempts=1)
-
-    def wait(self, retry_number: int, retry_after: float | None = None) -> float:
-        """Seconds to sleep before retry ``retry_number`` (1-based)."""
-        if not self.backoff:
-            return 0.0
-        if retry_after is not None:
-            return retry_after
-        try:
-            cap = min(self.wait_max, self.wait_initial * self.wait_exp_base ** (retry_number - 1))
-        except OverflowError:
-            cap = self.wait_max
-        # Not cryptographic: only decorrelates clients that failed at the same moment.
-        return random.uniform(0.0, cap)
 
 
 class _State(enum.Enum):
@@ -315,7 +254,7 @@ class HttpTransport(RestActions):
             try:
                 raw = await self.request("store", body)
             except NeotomaError as exc:
-                if deferrable and _is_transient(exc):
+                if deferrable and is_transient(exc):
                     return await self._enqueue(outbox, lane, body, exc)
                 raise
         return StoreOutcome(StoreResult.from_json(raw, request_entities=body["entities"]))
@@ -392,7 +331,7 @@ class HttpTransport(RestActions):
             try:
                 await self.request(entry.action, entry.body)
             except NeotomaError as exc:
-                transient = _is_transient(exc)
+                transient = is_transient(exc)
                 what = _describe(exc)
                 await anyio.to_thread.run_sync(
                     functools.partial(outbox.failed, entry.id, what, dead=not transient)
@@ -582,7 +521,7 @@ class HttpTransport(RestActions):
                     )
                 error = error_from_response(answer.status, answer.body, answer.headers)
                 retry_after = parse_retry_after(answer.headers.get("Retry-After"))
-            if not _is_transient(error) or attempt >= policy.attempts:
+            if not is_transient(error) or attempt >= policy.attempts:
                 raise error
             wait = policy.wait(attempt, retry_after)
             if time.monotonic() + wait >= deadline:
@@ -692,16 +631,3 @@ def _describe(error: NeotomaError) -> str:
     if isinstance(error, APIError):
         return f"{type(error).__name__} {error.status}" + (f" {error.code}" if error.code else "")
     return type(error).__name__
-
-
-def _is_transient(error: NeotomaError) -> bool:
-    """Whether the same request, unchanged, may succeed later."""
-    if isinstance(error, TransportError):
-        return True
-    if isinstance(error, RateLimitedError):
-        return True
-    if isinstance(error, APIError):
-        # `retryable: true` (a policy service briefly down) counts on server errors only:
-        # a 4xx other than 429 means this exact request is wrong and must not be resent.
-        return error.status in _RETRY_STATUSES or (error.retryable and error.status >= 500)
-    return False
