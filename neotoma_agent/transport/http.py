@@ -421,24 +421,14 @@ class HttpTransport(RestActions):
         Neotoma server"); an error status raises as any request does, and an unreachable
         server raises :class:`TransportError`.
         """
-        session = self._session_for_loop()
-        timeout = aiohttp.ClientTimeout(
-            total=self._timeout, sock_connect=min(self._connect_timeout, self._timeout)
+        answer = await self._attempt(
+            self._session_for_loop(), "/health", b"", self._timeout, method="GET"
         )
-        try:
-            async with session.get(self._base_url + "/health", timeout=timeout) as resp:
-                status, headers = resp.status, resp.headers
-                body = _decode(await resp.read(), resp.content_type)
-        except (asyncio.TimeoutError, aiohttp.ServerTimeoutError) as exc:
-            raise ReadTimeout(f"GET /health: no answer within {self._timeout:g}s") from exc
-        except aiohttp.ClientConnectionError as exc:
-            raise ConnectionLost(
-                f"GET /health: cannot reach {self._base_url} ({type(exc).__name__})"
-            ) from exc
+        status, body = answer.status, answer.body
         if 200 <= status < 300 and isinstance(body, Mapping) and isinstance(body.get("ok"), bool):
             return body
         if not 200 <= status < 300 and isinstance(body, Mapping):
-            raise error_from_response(status, body, headers)
+            raise error_from_response(status, body, answer.headers)
         raise ServerError(
             f"GET /health: {self._base_url} does not answer as a Neotoma server "
             f"(status {status}, {type(body).__name__} body)",
