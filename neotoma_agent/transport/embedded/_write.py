@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import sqlite3
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -61,6 +62,9 @@ from ._warnings import Advisories, advise
 __all__ = ["correct", "store"]
 
 
+#: A name whose JSON is itself in quotes (nothing to escape).
+_PLAIN_NAME = re.compile(r"[A-Za-z0-9_:.-]*").fullmatch
+
 _STRICT_OK_RULES = ("name_key:canonical_name", "name_key:email", "id_key:")
 
 
@@ -90,7 +94,9 @@ def _fields_json(element: Mapping[str, Any], element_json: str, fields: dict[str
     """The JSON of an element's observed ``fields``, cut from the element's own JSON when
     ``entity_type`` leads it and nothing else is left out (what every turn sends)."""
     if len(fields) == len(element) - 1:
-        prefix = '{"entity_type":' + dumps(element["entity_type"])
+        etype = element["entity_type"]
+        quoted = f'"{etype}"' if _PLAIN_NAME(etype) else dumps(etype)
+        prefix = '{"entity_type":' + quoted
         if element_json.startswith(prefix):
             rest = element_json[len(prefix) :]
             if rest == "}":
@@ -443,12 +449,13 @@ def _observe(
         fields_json = js_json(fields)
     if obs_id is None:
         # The server's observation id: a hash of this exact JSON (keys in this order).
+        # Both ids are hex digests with fixed prefixes and dashes: quoting is their JSON.
         obs_id = hash_uuid(
             '{"source_id":'
-            + dumps(source_id)
-            + ',"interpretation_id":"none","entity_id":'
-            + dumps(entity_id)
-            + ',"fields":'
+            + ("null" if source_id is None else f'"{source_id}"')
+            + ',"interpretation_id":"none","entity_id":"'
+            + entity_id
+            + '","fields":'
             + fields_json
             + "}"
         )
