@@ -11,27 +11,11 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-from neotoma_agent.transport._rest import store_body
+from test_import_batch import _body  # the same bodies as the store_many tests there
+
 from neotoma_agent.transport.embedded._batch import store_each
 from neotoma_agent.transport.embedded._store import _connect, _encodable
 from neotoma_agent.transport.embedded._write import store
-
-
-def _body(conversation: str, key: str, content: str) -> dict[str, Any]:
-    return store_body(
-        [
-            {"entity_type": "conversation", "conversation_id": conversation},
-            {
-                "entity_type": "conversation_message",
-                "role": "user",
-                "sender_kind": "user",
-                "content": content,
-                "turn_key": f"{conversation}:{key}",
-            },
-        ],
-        idempotency_key=key,
-        relationships=[{"relationship_type": "PART_OF", "source_index": 1, "target_index": 0}],
-    )
 
 
 def _run(conn: sqlite3.Connection, bodies: list[dict[str, Any]]) -> list[Any]:
