@@ -222,15 +222,25 @@ def compact_encoder(*, allow_nan: bool, check_circular: bool) -> Callable[[Any],
         # The markers of a cycle check are per call (a failed call can leave some behind),
         # and so is the C encoder that holds them: nothing to save.
         return reference.encode
-    shared = make(None, *args)
     encode_str = json.encoder.encode_basestring
+    try:
+        shared = make(None, *args)
+    except TypeError:  # the C encoder's signature changed: see below
+        return reference.encode
 
     def encode(value: Any) -> str:
         if isinstance(value, str):
             return encode_str(value)  # as JSONEncoder.encode
         return "".join(shared(value, 0))
 
-    return encode
+    # The C encoder's arguments are the standard library's own business: should they ever
+    # change, fall back rather than write different text.
+    probe = {"a": [1, 2.5, None, True, "\u00e9"], "b": {"c": -0.0}}
+    try:
+        same = encode(probe) == reference.encode(probe)
+    except Exception:  # a changed signature or behaviour: not ours to diagnose
+        same = False
+    return encode if same else reference.encode
 
 
 _dumps_plain: Final = compact_encoder(allow_nan=False, check_circular=False)
