@@ -169,16 +169,18 @@ def _top_level(statements: list[str]) -> int:
 
 
 def statements_per_store(path: Path, total: int = 256, group: int = 64) -> float:
-    """SQL statements one embedded store runs, on the store's own connection (its group's
-    BEGIN and COMMIT shared out)."""
+    """SQL statements one embedded store runs on a conversation that exists, on the store's
+    own connection (its group's BEGIN and COMMIT shared out)."""
     # Internals on purpose: the count is of what one store costs SQLite, not of the API.
     from neotoma_agent.transport.embedded._store import _connect
     from neotoma_agent.transport.embedded._write import store
 
     conn = _connect(str(path), "NORMAL")()
     statements: list[str] = []
-    conn.set_trace_callback(statements.append)
-    for start in range(0, total, group):
+    # The first group creates the conversations; the count is of the stores after it.
+    for start in range(0, total + group, group):
+        if start == group:
+            conn.set_trace_callback(statements.append)
         conn.execute("BEGIN IMMEDIATE")
         for i in range(start, start + group):
             store(conn, turn_payload(f"conv-{i % group}", i, f"message {i}"))
