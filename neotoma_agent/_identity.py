@@ -539,46 +539,52 @@ def _rule_value(fields: Mapping[str, Any], field: str) -> str | None:
     return text or None
 
 
-def _composite(entity_type: str, fields: Mapping[str, Any], names: tuple[str, ...]) -> str | None:
-    parts: list[str] = []
-    for name in names:
-        part = _rule_value(fields, name)
-        if part is None:
-            return None
-        parts.append(part)
-    if not parts:
-        return None
-    return format_canonical_name(entity_type, f"{entity_type}:{'|'.join(parts)}")
+#: One canonical-name rule, ready to apply: its field names (all required), the resolver
+#: step and the identity rule it reports.
+_Rule = tuple[tuple[str, ...], str, str]
+
+
+@functools.lru_cache(maxsize=256)
+def _rules(canonical_name_fields: tuple[CanonicalNameRule, ...]) -> tuple[_Rule, ...]:
+    """A schema's ``canonical_name_fields`` as rules to try in order (built once per schema:
+    every store resolves identities, and the labels depend only on the schema)."""
+    if not canonical_name_fields:
+        return ()
+    if all(isinstance(rule, str) for rule in canonical_name_fields):
+        # The legacy shape: one composite of every listed field.
+        names = tuple(str(rule) for rule in canonical_name_fields)
+        return (
+            (
+                names,
+                f"schema:canonical_name_fields:{','.join(names)}",
+                f"composite:{'+'.join(names)}",
+            ),
+        )
+    out: list[_Rule] = []
+    for rule in canonical_name_fields:
+        if isinstance(rule, str):
+            out.append(((rule,), f"schema:canonical_name_fields:{rule}", rule))
+        else:
+            label = f"composite:{'+'.join(rule)}"
+            out.append((tuple(rule), f"schema:canonical_name_fields:{label}", label))
+    return tuple(out)
 
 
 def _from_schema(
     entity_type: str, fields: Mapping[str, Any], schema: TypeSchema
 ) -> tuple[str, str, str] | None:
     """(canonical_name, resolver step, identity_rule) of the first matching rule."""
-    rules = schema.canonical_name_fields
-    if not rules:
-        return None
-    if schema.is_legacy_composite:
-        names = tuple(str(rule) for rule in rules)
-        name = _composite(entity_type, fields, names)
-        if name is None:
-            return None
-        return (
-            name,
-            f"schema:canonical_name_fields:{','.join(names)}",
-            f"composite:{'+'.join(names)}",
-        )
-    for rule in rules:
-        if isinstance(rule, str):
-            value = _rule_value(fields, rule)
-            if value is not None:
-                name = format_canonical_name(entity_type, f"{entity_type}:{value}")
-                return name, f"schema:canonical_name_fields:{rule}", rule
+    for names, step, rule in _rules(schema.canonical_name_fields):
+        parts: list[str] = []
+        for name in names:
+            part = _rule_value(fields, name)
+            if part is None:
+                break
+            parts.append(part)
         else:
-            name = _composite(entity_type, fields, rule)
-            if name is not None:
-                label = f"composite:{'+'.join(rule)}"
-                return name, f"schema:canonical_name_fields:{label}", label
+            if parts:
+                text = f"{entity_type}:{'|'.join(parts)}"
+                return format_canonical_name(entity_type, text), step, rule
     return None
 
 

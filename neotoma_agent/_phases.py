@@ -23,7 +23,7 @@ import json
 import math
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 import anyio
 import anyio.to_thread
@@ -260,8 +260,10 @@ class Phases:
         """
         transport = self.config.transport
         try:
-            if isinstance(transport, OrderedStore):
-                return await transport.store_ordered(
+            # The protocol's one method, looked up as isinstance would: isinstance against a
+            # runtime protocol costs tens of microseconds on Python 3.11, twice a turn.
+            if getattr(transport, "store_ordered", None) is not None:
+                return await cast(OrderedStore, transport).store_ordered(
                     payload.entities,
                     idempotency_key=payload.idempotency_key,
                     relationships=payload.relationships,

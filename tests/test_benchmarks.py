@@ -165,6 +165,9 @@ def test_sqlite_floor_reports_both_ratios_from_one_run(tmp_path: Path) -> None:
         rel=0.01,
     )
     assert report["turns_per_s_100_conversations"] > 0
+    # What it counts: a turn-shaped store runs more statements than the bare floor's eight.
+    assert report["sql_statements_per_store"] > report["floor_sql_statements_per_store"] >= 8
+    assert report["embedded_cpu_ms_per_store_64_callers"] > 0
 
 
 def test_scale_finds_every_company_and_every_seeded_orphan(tmp_path: Path) -> None:

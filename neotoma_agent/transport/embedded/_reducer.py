@@ -62,24 +62,26 @@ class ObservationMeta:
         return cls(data[0], data[1], data[2], data[3], data[4], data[5])
 
 
-def _recency(m: ObservationMeta) -> tuple[str, int]:
-    return (m.observed_at, m.seq)
+def _beats(new: list[Any], old: list[Any], policy: MergePolicy) -> bool:
+    """True when ``new`` outranks ``old`` under ``policy`` (both in the ``to_json`` form:
+    id, seq, observed_at, source_priority, source_rank, specificity).
 
-
-def _beats(new: ObservationMeta, old: ObservationMeta, policy: MergePolicy) -> bool:
-    """True when ``new`` outranks ``old`` under ``policy``."""
-    if policy.strategy == "last_write":
-        return _recency(new) > _recency(old)
-    if policy.strategy == "most_specific" and new.specificity != old.specificity:
-        return new.specificity > old.specificity
-    if new.source_priority != old.source_priority:
-        return new.source_priority > old.source_priority
-    if new.source_rank != old.source_rank:
-        return new.source_rank < old.source_rank
+    Winners are stored in that form, so comparing the lists directly spares building an
+    ObservationMeta per field per fold.
+    """
+    strategy = policy.strategy
+    if strategy == "last_write":
+        return (new[2], new[1]) > (old[2], old[1])  # recency: observed_at, then seq
+    if strategy == "most_specific" and new[5] != old[5]:
+        return bool(new[5] > old[5])
+    if new[3] != old[3]:
+        return bool(new[3] > old[3])
+    if new[4] != old[4]:
+        return bool(new[4] < old[4])
     if policy.tie_breaker == "source_priority":
         # The server's "stable" tie-break: observation id ascending, not recency.
-        return new.id < old.id
-    return _recency(new) > _recency(old)
+        return bool(new[0] < old[0])
+    return (new[2], new[1]) > (old[2], old[1])
 
 
 def _as_array(value: Any) -> list[Any]:
@@ -158,10 +160,13 @@ def fold(
     state.observation_count += 1
     if state.last_observation_at is None or meta.observed_at > state.last_observation_at:
         state.last_observation_at = meta.observed_at
-    if state.top is None or _beats(meta, state.top, _DELETION_ORDER):
+    # One list for every field this observation wins: winners are never mutated in place.
+    row = meta.to_json()
+    if state.top is None or _beats(row, state.top.to_json(), _DELETION_ORDER):
         state.top = meta
         state.deleted = fields.get("_deleted") is True
 
+    winners = state.winners
     for name, value in fields.items():
         if name == "_deleted" or (schema is not None and not schema.declares(name)):
             # An undeclared field stays on its observation only (semantics §10).
@@ -170,10 +175,10 @@ def fold(
         if policy.strategy == "merge_array":
             _fold_array(state, meta, name, value)
             continue
-        current = state.winners.get(name)
-        if current is not None and not _beats(meta, ObservationMeta.from_json(current), policy):
+        current = winners.get(name)
+        if current is not None and not _beats(row, current, policy):
             continue
-        state.winners[name] = meta.to_json()
+        winners[name] = row
         state.provenance[name] = meta.id
         if value is None:
             # A winning null is an explicit clear.

@@ -106,47 +106,70 @@ def advise(
     """Add one stored entity's advisories (a type without a schema has none)."""
     if schema is None:
         return
-    where = {"observation_index": index, "entity_type": entity_type, "entity_id": entity_id}
     content = schema.content_field
-    if content is not None and _missing_value(fields.get(content)):
+    no_content = content is not None and _missing_value(fields.get(content))
+    missing = [f for f in schema.required if _missing_value(fields.get(f))]
+    unknown, ranked = _name_notes(entity_type, schema, tuple(fields))
+    escalates = bool(ranked) and priority == _DEFAULT_PRIORITY
+    if not (no_content or missing or unknown or escalates):
+        return  # the usual entity: nothing to say, and nothing built to say it
+    where = {"observation_index": index, "entity_type": entity_type, "entity_id": entity_id}
+    if no_content:
+        assert content is not None
         advisories.warnings.append(
             {"code": "MISSING_CONTENT_FIELD", "message": _no_content(entity_type, content), **where}
         )
-    if schema.fields is not None:
-        for field in fields:
-            if field in META_FIELDS or schema.declares(field):
-                continue
-            if field not in advisories.unknown_fields:
-                advisories.unknown_fields.append(field)
-            advisories.warnings.append(
-                {"code": "UNKNOWN_FIELD", "message": _unknown(entity_type, field), **where}
-            )
-    for field in schema.required:
-        if _missing_value(fields.get(field)):
-            advisories.required_missing.append(
-                {"entity_type": entity_type, "field": field, "observation_index": index}
-            )
-            advisories.warnings.append(
-                {
-                    "code": "MISSING_REQUIRED_FIELD",
-                    "message": _missing(entity_type, field),
-                    **where,
-                }
-            )
-    if priority == _DEFAULT_PRIORITY:
-        ranked = _ranked(fields, schema)
-        if ranked:
-            summary = ", ".join(f"'{f}' uses {strategy}" for f, strategy in ranked)
-            advisories.warnings.append(
-                {
-                    "code": "SOURCE_PRIORITY_ESCALATION",
-                    "message": _escalation(entity_type, summary),
-                    **where,
-                }
-            )
+    for field in unknown:
+        if field not in advisories.unknown_fields:
+            advisories.unknown_fields.append(field)
+        advisories.warnings.append(
+            {"code": "UNKNOWN_FIELD", "message": _unknown(entity_type, field), **where}
+        )
+    for field in missing:
+        advisories.required_missing.append(
+            {"entity_type": entity_type, "field": field, "observation_index": index}
+        )
+        advisories.warnings.append(
+            {
+                "code": "MISSING_REQUIRED_FIELD",
+                "message": _missing(entity_type, field),
+                **where,
+            }
+        )
+    if escalates:
+        summary = ", ".join(f"'{f}' uses {strategy}" for f, strategy in ranked)
+        advisories.warnings.append(
+            {
+                "code": "SOURCE_PRIORITY_ESCALATION",
+                "message": _escalation(entity_type, summary),
+                **where,
+            }
+        )
 
 
-def _ranked(fields: Mapping[str, Any], schema: TypeSchema) -> Sequence[tuple[str, str]]:
+#: (entity type, field names) -> (undeclared fields, fields ranked by priority): what an
+#: entity's advisories depend on besides values. Payloads of one shape repeat turn after turn.
+_NOTES: dict[tuple[str, tuple[str, ...]], tuple[tuple[str, ...], Sequence[tuple[str, str]]]] = {}
+_MAX_NOTES = 4096
+
+
+def _name_notes(
+    entity_type: str, schema: TypeSchema, names: tuple[str, ...]
+) -> tuple[tuple[str, ...], Sequence[tuple[str, str]]]:
+    key = (entity_type, names)
+    notes = _NOTES.get(key)
+    if notes is None:
+        unknown: tuple[str, ...] = ()
+        if schema.fields is not None:
+            unknown = tuple(f for f in names if f not in META_FIELDS and not schema.declares(f))
+        notes = (unknown, _ranked(names, schema))
+        if len(_NOTES) >= _MAX_NOTES:
+            _NOTES.clear()  # a bound, not an LRU: shapes are few in practice
+        _NOTES[key] = notes
+    return notes
+
+
+def _ranked(fields: Sequence[str], schema: TypeSchema) -> Sequence[tuple[str, str]]:
     # Fields whose merge policy honours source_priority (the server's fieldHonorsPriority).
     out = []
     for field in fields:
@@ -157,4 +180,4 @@ def _ranked(fields: Mapping[str, Any], schema: TypeSchema) -> Sequence[tuple[str
             policy.strategy == "most_specific" and policy.tie_breaker == "source_priority"
         ):
             out.append((field, policy.strategy))
-    return out
+    return tuple(out)

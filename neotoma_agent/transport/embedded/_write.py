@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import sqlite3
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -49,7 +50,7 @@ from ._rows import (
     entity_exists,
     entity_row,
     key_seen,
-    load_row,
+    load_rows,
     load_state,
     observation_seq,
     record_key,
@@ -61,22 +62,48 @@ from ._warnings import Advisories, advise
 __all__ = ["correct", "store"]
 
 
+#: A name whose JSON is itself in quotes (nothing to escape).
+_PLAIN_NAME = re.compile(r"[A-Za-z0-9_:.-]*").fullmatch
+
 _STRICT_OK_RULES = ("name_key:canonical_name", "name_key:email", "id_key:")
 
 
 def source_id_of(entities: Sequence[Mapping[str, Any]]) -> str:
     """The source id a store of ``entities`` gets (and its key keeps): a hash of content."""
-    return hash_uuid(f"source:{LOCAL_USER_ID}:{_content_hash(entities)}")
+    return _source_id(_element_jsons(entities))
 
 
-def _content_hash(entities: Sequence[Mapping[str, Any]]) -> str:
+def _source_id(parts: Sequence[str]) -> str:
+    # The JSON of the whole list is its elements' JSON joined: each element's text is
+    # serialised once, for this hash and (sliced) for its observation's fields.
+    text = "[" + ",".join(parts) + "]"
+    content_hash = hashlib.sha256(text.encode()).hexdigest()
+    return hash_uuid(f"source:{LOCAL_USER_ID}:{content_hash}")
+
+
+def _element_jsons(entities: Sequence[Mapping[str, Any]]) -> list[str]:
     try:
-        text = js_json(list(entities))
+        return [js_json(element) for element in entities]
     except ValueError as exc:
         raise invalid_format(
             f"entities hold a value JSON cannot carry: {exc}", ["entities"]
         ) from None
-    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _fields_json(element: Mapping[str, Any], element_json: str, fields: dict[str, Any]) -> str:
+    """The JSON of an element's observed ``fields``, cut from the element's own JSON when
+    ``entity_type`` leads it and nothing else is left out (what every turn sends)."""
+    if len(fields) == len(element) - 1:
+        etype = element["entity_type"]
+        quoted = f'"{etype}"' if _PLAIN_NAME(etype) else dumps(etype)
+        prefix = '{"entity_type":' + quoted
+        if element_json.startswith(prefix):
+            rest = element_json[len(prefix) :]
+            if rest == "}":
+                return "{}"
+            if rest[:1] == ",":
+                return "{" + rest[1:]
+    return js_json(fields)
 
 
 @attrs.define
@@ -86,6 +113,8 @@ class _Planned:
     index: int
     entity_type: str
     fields: dict[str, Any]
+    #: the JSON of ``fields`` (hashed into the observation id, stored as it is)
+    fields_json: str
     identity: Identity
     exists: bool
     action: str
@@ -96,16 +125,32 @@ class _Planned:
 
 
 def _plan(
-    conn: sqlite3.Connection, entities: list[Mapping[str, Any]], strict: bool
+    conn: sqlite3.Connection,
+    entities: list[Mapping[str, Any]],
+    element_jsons: Sequence[str],
+    strict: bool,
 ) -> list[_Planned]:
     planned: list[_Planned] = []
     issues: list[dict[str, Any]] = []
     batch_roles: dict[str, object] = {}
-    for index, element in enumerate(entities):
+    # Resolve every identity first, so that all the rows are read with one statement.
+    resolved: list[tuple[str, dict[str, Any], Identity | IdentityError | None]] = []
+    for element in entities:
         etype = resolve_entity_type(str(element["entity_type"]).strip())
         fields = {
             k: v for k, v in element.items() if k not in ("entity_type", "intent", "target_id")
         }
+        outcome: Identity | IdentityError | None = None
+        if not isinstance(element.get("target_id"), str):
+            try:
+                outcome = resolve_identity_cached(etype, fields)
+            except IdentityError as exc:
+                outcome = exc
+        resolved.append((etype, fields, outcome))
+    rows = load_rows(conn, [o.entity_id for _, _, o in resolved if isinstance(o, Identity)])
+    for index, element in enumerate(entities):
+        etype, fields, outcome = resolved[index]
+        fields_json = _fields_json(element, element_jsons[index], fields)
         target = element.get("target_id")
         if isinstance(target, str):
             row = entity_row(conn, target)
@@ -128,25 +173,25 @@ def _plan(
                 identity_rule="target_id",
                 resolver_path=("target_id",),
             )
-            planned.append(_Planned(index, etype, fields, identity, True, "extended"))
+            planned.append(_Planned(index, etype, fields, fields_json, identity, True, "extended"))
             batch_roles.setdefault(target, fields.get("role"))
             continue
-        try:
-            identity = resolve_identity_cached(etype, fields)
-        except IdentityError as exc:
+        if isinstance(outcome, IdentityError):
             issues.append(
                 {
                     "observation_index": index,
                     "entity_type": etype,
-                    "code": exc.code,
-                    "message": exc.message,
-                    "details": exc.details,
+                    "code": outcome.code,
+                    "message": outcome.message,
+                    "details": outcome.details,
                 }
             )
             continue
+        assert outcome is not None  # resolved above: an element without a target_id
+        identity = outcome
         eid = identity.entity_id
         in_batch = eid in batch_roles
-        loaded = None if in_batch else load_row(conn, eid)
+        loaded = None if in_batch else rows.get(eid)
         state, message_count = loaded if loaded is not None else (None, 0)
         exists = in_batch or state is not None
         schema = schema_for(etype)
@@ -190,7 +235,9 @@ def _plan(
         batch_roles.setdefault(eid, fields.get("role"))
         action = "matched_existing" if exists else "created"
         planned.append(
-            _Planned(index, etype, fields, identity, exists, action, state, message_count)
+            _Planned(
+                index, etype, fields, fields_json, identity, exists, action, state, message_count
+            )
         )
     if issues:
         raise resolution_failed(
@@ -245,7 +292,8 @@ def store(conn: sqlite3.Connection, body: Mapping[str, Any]) -> dict[str, Any]:
             f"observation_source must be one of {sorted(OBSERVATION_SOURCES)}",
             ["observation_source"],
         )
-    source_id = source_id_of(entities)
+    element_jsons = _element_jsons(entities)
+    source_id = _source_id(element_jsons)
 
     seen = key_seen(conn, key)
     if seen is not None:
@@ -254,7 +302,7 @@ def store(conn: sqlite3.Connection, body: Mapping[str, Any]) -> dict[str, Any]:
         return _replay(conn, source_id, key)
 
     relationships = check_relationships(body.get("relationships"), len(entities))
-    planned = _plan(conn, entities, bool(body.get("strict", False)))
+    planned = _plan(conn, entities, element_jsons, bool(body.get("strict", False)))
 
     now = now_iso()
 
@@ -281,6 +329,7 @@ def store(conn: sqlite3.Connection, body: Mapping[str, Any]) -> dict[str, Any]:
             entity_id=ident.entity_id,
             entity_type=item.entity_type,
             fields=item.fields,
+            fields_json=item.fields_json,
             source_id=source_id,
             priority=priority,
             obs_source=obs_source,
@@ -383,6 +432,7 @@ def _observe(
     obs_source: str | None,
     identity: Identity | None,
     now: str,
+    fields_json: str | None = None,
     obs_id: str | None = None,
     idempotency_key: str | None = None,
     states: dict[str, SnapshotState] | None = None,
@@ -395,15 +445,17 @@ def _observe(
     With ``create``, the entity is new: its row is inserted with the folded snapshot.
     ``seqs`` collects the seq of the observation (written now, or found already there).
     """
-    fields_json = js_json(fields)
+    if fields_json is None:
+        fields_json = js_json(fields)
     if obs_id is None:
         # The server's observation id: a hash of this exact JSON (keys in this order).
+        # Both ids are hex digests with fixed prefixes and dashes: quoting is their JSON.
         obs_id = hash_uuid(
             '{"source_id":'
-            + dumps(source_id)
-            + ',"interpretation_id":"none","entity_id":'
-            + dumps(entity_id)
-            + ',"fields":'
+            + ("null" if source_id is None else f'"{source_id}"')
+            + ',"interpretation_id":"none","entity_id":"'
+            + entity_id
+            + '","fields":'
             + fields_json
             + "}"
         )
