@@ -3,15 +3,20 @@ as the one-conversation audit (which holds every turn it reads) does."""
 
 from __future__ import annotations
 
+import datetime
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import pytest
+from test_qa_audit import build_scenarios
 
 from neotoma_agent._keys import turn_keys
 from neotoma_agent._memory import NeotomaMemory
 from neotoma_agent._payloads import message_entity, turn_record
-from neotoma_agent.qa import FindingKind, audit
+from neotoma_agent.qa import FindingKind, _audit, _embedded, audit
 from neotoma_agent.qa._stream import StreamingAuditor, read_all
+from neotoma_agent.testing import RecordingTransport
+from neotoma_agent.transport._base import Transport
 from neotoma_agent.transport.embedded import EmbeddedStore
 
 pytestmark = pytest.mark.anyio
@@ -36,7 +41,7 @@ async def test_only_the_turns_that_may_be_findings_are_kept(store: EmbeddedStore
     await NeotomaMemory(store, conversation_id="chat-1").open_turn("cut off", turn_id="o1")
     auditor = StreamingAuditor(store, None, False, 4, page_size=2)
     read: set[str] = set()
-    await read_all(auditor, read, None, 4)
+    await read_all(auditor, read, 4)
     assert list(auditor.turns) == ["chat-1:o1"]
     assert (auditor.fine_turns, auditor.fine_messages) == (30, 60)
     assert len(read) == 3
@@ -98,3 +103,33 @@ async def test_thorough_does_not_count_a_fine_turn_twice(store: EmbeddedStore) -
     assert (plain.turns, plain.messages) == (thorough.turns, thorough.messages) == (5, 10)
     assert plain.clean
     assert thorough.clean
+
+
+async def test_the_file_fast_path_answers_as_the_transport_reads(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    used: list[bool] = []
+    fast = _embedded.file_reads
+
+    def spy(transport: Transport, auditor: StreamingAuditor) -> _embedded.FileReads | None:
+        reads = fast(transport, auditor)
+        used.append(reads is not None)
+        return reads
+
+    monkeypatch.setattr(_audit, "file_reads", spy)
+    async with EmbeddedStore.open(tmp_path / "memory.db") as store:
+        await build_scenarios(store)
+        await fine_turns(store, "chat-c", 3)
+        cutoff = datetime.datetime.now(datetime.timezone.utc)
+        memory = NeotomaMemory(store, conversation_id="chat-a")
+        await memory.open_turn("a new orphan", turn_id="t9")
+        await memory.abandon_turn("t2", error="KeyboardInterrupt")
+        generic = RecordingTransport(store)  # not an EmbeddedStore: the Transport reads
+        for kwargs in ({}, {"since": cutoff}, {"thorough": True}, {"min_age": 3600.0}):
+            kwargs.setdefault("min_age", 0)
+            on_file = await audit(store, **kwargs)
+            assert used.pop() is True
+            over_transport = await audit(generic, **kwargs)
+            assert used.pop() is False
+            assert on_file == over_transport, kwargs
+            assert on_file.findings

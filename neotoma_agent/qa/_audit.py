@@ -38,6 +38,7 @@ from .._log import get_logger
 from .._memory import NeotomaMemory
 from .._reads import gather_bounded, snapshot_or_none
 from ..transport._base import EntitySnapshot, Transport
+from ._embedded import file_reads
 from ._findings import Finding, FindingKind, FindingSeverity, classify, sort_key
 from ._repair import RepairResult, apply_repairs
 from ._scan import Auditor, TurnState, parse_timestamp, read_scoped, timestamp
@@ -204,10 +205,10 @@ async def audit(
     if scope is None:
         # The whole store, streamed: only the turns that may be findings stay in memory.
         auditor = StreamingAuditor(
-            transport, None, thorough, concurrency, timed=timed, page_size=_PAGE
+            transport, None, thorough, concurrency, timed=timed, page_size=_PAGE, since_at=since_at
         )
         read: set[str] = set()
-        await read_all(auditor, read, since_at, concurrency)
+        await read_all(auditor, read, concurrency, file_reads(transport, auditor))
         conversations = read
     else:
         auditor = Auditor(transport, scope, thorough, concurrency, timed=timed, page_size=_PAGE)

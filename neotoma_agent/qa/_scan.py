@@ -9,9 +9,9 @@ is :mod:`._findings`' job.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import datetime, timezone
-from typing import Final
+from typing import Any, Final
 
 import attrs
 
@@ -133,9 +133,10 @@ def attach_record(state: TurnState, record: EntitySnapshot) -> None:
         state.conversation_id, state.turn_id, state.exact = sid, tid, True
 
 
-def record_conversation_id(record: EntitySnapshot, key: str) -> str:
-    """The conversation id of a turn record: as stored, else from its name's ``key``."""
-    sid, tid = record.snapshot.get("session_id"), record.snapshot.get("turn_id")
+def record_conversation_id(fields: Mapping[str, Any], key: str) -> str:
+    """The conversation id of a turn record (``fields``): as stored, else from its name's
+    ``key``."""
+    sid, tid = fields.get("session_id"), fields.get("turn_id")
     if isinstance(sid, str) and sid and isinstance(tid, str) and tid:
         return sid
     return key.rpartition(":")[0]

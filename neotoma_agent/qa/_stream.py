@@ -25,7 +25,8 @@ from __future__ import annotations
 import bisect
 import functools
 from array import array
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any, Protocol
 
 import anyio
 import attrs
@@ -43,7 +44,7 @@ from ._scan import (
     timestamp,
 )
 
-__all__ = ["StreamingAuditor", "read_all"]
+__all__ = ["BulkReads", "StreamingAuditor", "TransportReads", "read_all"]
 
 Page = Sequence[EntitySnapshot]
 
@@ -82,6 +83,10 @@ class StreamingAuditor(Auditor):
     touched: list[str] = attrs.Factory(list)
     #: after the pages: a turn dropped as fine is not taken up again (``thorough``)
     skip_dropped: bool = False
+    #: the ``since`` of the audit, as seconds
+    since_at: float | None = None
+    _keys: array[int] = attrs.Factory(lambda: array("q"))
+    _times: array[float] = attrs.Factory(lambda: array("d"))
 
     def turn(self, key: str) -> TurnState | None:
         norm = norm_key(key)
@@ -103,28 +108,32 @@ class StreamingAuditor(Auditor):
                 state.completed_at = self.completed.times[at] if self.completed.times else 0.0
         return state
 
-    async def read_records(self, since_at: float | None) -> None:
-        """Step 1: every turn record, into :attr:`pending` and :attr:`completed`."""
-        keys, times = array("q"), array("d")
+    def take_record(
+        self,
+        name: str | None,
+        fields: Mapping[str, Any],
+        at: str | None,
+        full: Callable[[], EntitySnapshot],
+    ) -> None:
+        """Step 1, one turn record: its name, fields and time; ``full`` builds its snapshot,
+        called only for a record kept whole."""
+        key = record_key(name)
+        if key is None:
+            return
+        norm = norm_key(key)
+        if self.since_at is not None and timestamp(at or "") >= self.since_at:
+            self.recent.add(conversation_entity_id(record_conversation_id(fields, key)))
+        if fields.get("status") == "completed":
+            self._keys.append(hash(norm))
+            if self.timed:
+                self._times.append(timestamp(at) if at else float("nan"))
+        elif norm not in self.pending:
+            self.pending[norm] = full()
 
-        def page(records: Page) -> None:
-            for record in records:
-                key = record_key(record.canonical_name)
-                if key is None:
-                    continue
-                norm = norm_key(key)
-                at = record.last_observation_at
-                if since_at is not None and timestamp(at or "") >= since_at:
-                    self.recent.add(conversation_entity_id(record_conversation_id(record, key)))
-                if record.snapshot.get("status") == "completed":
-                    keys.append(hash(norm))
-                    if self.timed:
-                        times.append(timestamp(at) if at else float("nan"))
-                else:
-                    self.pending.setdefault(norm, record)
-
-        await self.paged("conversation_turn", page)
-        self.completed = _Hashes(keys, times)
+    def records_read(self) -> None:
+        """Step 1 is over: sort the completed records' hashes for the lookups of step 2."""
+        self.completed = _Hashes(self._keys, self._times)
+        self._keys, self._times = array("q"), array("d")
 
     async def claim_records(self, concurrency: int) -> None:
         """Give every kept turn its record, and keep the records no read claimed.
@@ -250,6 +259,10 @@ class StreamingAuditor(Auditor):
         )
 
 
+def _same(record: EntitySnapshot) -> EntitySnapshot:
+    return record
+
+
 async def _call(handle: Callable[[Page], Awaitable[None] | None], page: Page) -> None:
     done = handle(page)
     if done is not None:
@@ -278,32 +291,76 @@ def _activity(state: TurnState) -> float:
     return max(stamps) if stamps else float("inf")
 
 
+class BulkReads(Protocol):
+    """Where a streamed audit's bulk reads come from: the Transport, or an embedded file."""
+
+    async def records(self) -> None:
+        """Every turn record, into :meth:`StreamingAuditor.take_record`."""
+
+    async def conversations(
+        self, handle: Callable[[Sequence[tuple[str, str | None]]], Awaitable[None]]
+    ) -> None:
+        """Every conversation as ``(entity id, last observation time)``, a page at a time."""
+
+    async def messages(self, conversation_ids: Sequence[str]) -> None:
+        """The messages ``PART_OF`` each conversation, into :meth:`Auditor.add_message`."""
+
+
+@attrs.frozen
+class TransportReads:
+    """The bulk reads over any Transport (see :mod:`._scan`)."""
+
+    auditor: StreamingAuditor
+    concurrency: int
+
+    async def records(self) -> None:
+        take = self.auditor.take_record
+
+        def page(records: Page) -> None:
+            for r in records:
+                take(
+                    r.canonical_name, r.snapshot, r.last_observation_at, functools.partial(_same, r)
+                )
+
+        await self.auditor.paged("conversation_turn", page)
+
+    async def conversations(
+        self, handle: Callable[[Sequence[tuple[str, str | None]]], Awaitable[None]]
+    ) -> None:
+        async def page(found: Page) -> None:
+            await handle([(c.entity_id, c.last_observation_at) for c in found])
+
+        await self.auditor.paged("conversation", page)
+
+    async def messages(self, conversation_ids: Sequence[str]) -> None:
+        load = self.auditor.load_conversation
+        await gather_bounded(
+            [functools.partial(load, c) for c in conversation_ids], self.concurrency
+        )
+
+
 async def read_all(
     auditor: StreamingAuditor,
     conversations: set[str],
-    since_at: float | None,
     concurrency: int,
+    reads: BulkReads | None = None,
 ) -> None:
     """Steps 1 to 3 (see the module docstring); leaves in ``auditor.turns`` what may be a
     finding, and adds every conversation read to ``conversations``."""
-    await auditor.read_records(since_at)
+    bulk = reads if reads is not None else TransportReads(auditor, concurrency)
+    since_at = auditor.since_at
+    await bulk.records()
+    auditor.records_read()
 
-    async def load(ids: Iterable[str]) -> None:
-        ids = list(ids)
+    async def load(ids: Sequence[str]) -> None:
         conversations.update(ids)
-        await gather_bounded(
-            [functools.partial(auditor.load_conversation, c) for c in ids], concurrency
-        )
+        await bulk.messages(ids)
         auditor.settle(since_at)
 
-    async def page(found: Page) -> None:
-        await load(
-            c.entity_id
-            for c in found
-            if since_at is None or timestamp(c.last_observation_at or "") >= since_at
-        )
+    async def page(found: Sequence[tuple[str, str | None]]) -> None:
+        await load([c for c, at in found if since_at is None or timestamp(at or "") >= since_at])
 
-    await auditor.paged("conversation", page)
+    await bulk.conversations(page)
     if since_at is not None:
         # A turn abandoned with no reply writes only its record, not its conversation:
         # read the conversations of recent records too.

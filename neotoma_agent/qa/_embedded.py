@@ -1,0 +1,116 @@
+"""The streamed audit's bulk reads straight from an embedded store's file: a fast path.
+
+Over a Transport, each turn costs the audit an answer built as JSON (records, related
+entities, edges), then parsed back into typed objects, a conversation at a time. On an
+:class:`~neotoma_agent.transport.embedded.EmbeddedStore` backed by a file, the same three
+reads (:class:`._stream.BulkReads`) are a few SQL statements on a read-only connection of
+their own, which return only what the audit looks at; rows are decoded by the store's own
+row readers (``_rows``), so the answers are those the Transport reads give (the tests
+compare both on the same files). Everything else the audit reads (snapshots of the few
+turns in doubt, repairs) still goes through the store.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, Final
+
+import anyio
+import attrs
+
+from ..transport._base import EntitySnapshot, Transport
+from ..transport.embedded import EmbeddedStore
+from ..transport.embedded._rows import decode_opt_time, query_item
+from ..transport.embedded._store import _connect_read_only
+from ._stream import StreamingAuditor
+
+__all__ = ["FileReads", "file_reads"]
+
+#: rows fetched per call into the worker thread
+_BATCH: Final = 5_000
+#: conversations whose messages one statement reads
+_CONVERSATIONS_PER_READ: Final = 500
+
+_RECORDS: Final = (
+    "SELECT id, entity_type, canonical_name, snapshot, observation_count, last_observation_at "
+    "FROM entities WHERE entity_type = 'conversation_turn' ORDER BY id"
+)
+_CONVERSATIONS: Final = (
+    "SELECT id, last_observation_at FROM entities WHERE entity_type = 'conversation' ORDER BY id"
+)
+# What retrieve_related_entities(conversation, PART_OF, inbound) gives the audit: the
+# conversation_message at the source of each PART_OF edge, in the order of its edges.
+_MESSAGES: Final = (
+    # CROSS JOIN fixes the order: each conversation's edges by index, then each message by
+    # id (left to itself, SQLite would scan every message of the store for each page).
+    "SELECT r.target_entity_id, e.id, e.canonical_name, e.updated_at "
+    "FROM json_each(?) c CROSS JOIN relationships r CROSS JOIN entities e "
+    "WHERE r.target_entity_id = c.value AND r.relationship_type = 'PART_OF' "
+    "AND e.id = r.source_entity_id AND e.entity_type = 'conversation_message' "
+    "ORDER BY r.target_entity_id, r.source_entity_id"
+)
+
+
+def file_reads(transport: Transport, auditor: StreamingAuditor) -> FileReads | None:
+    """The fast reads when ``transport`` is an embedded store with a file, else None."""
+    if not isinstance(transport, EmbeddedStore) or transport.path == ":memory:":
+        return None
+    if transport.closed:
+        return None
+    return FileReads(auditor, transport.path)
+
+
+@attrs.define
+class FileReads:
+    """:class:`._stream.BulkReads` from a read-only connection to the store's file."""
+
+    auditor: StreamingAuditor
+    path: str
+
+    async def _rows(
+        self, sql: str, params: Sequence[Any], handle: Callable[[list[Any]], Awaitable[None]]
+    ) -> None:
+        conn = await anyio.to_thread.run_sync(_connect_read_only(self.path))
+        try:
+            cursor = await anyio.to_thread.run_sync(conn.execute, sql, params)
+            while rows := await anyio.to_thread.run_sync(cursor.fetchmany, _BATCH):
+                await handle(rows)
+        finally:
+            conn.close()
+
+    async def records(self) -> None:
+        take = self.auditor.take_record
+
+        async def handle(rows: list[Any]) -> None:
+            for row in rows:
+                item = query_item(row)
+                fields, at = item["snapshot"], item["last_observation_at"]
+                take(item["canonical_name"], fields, at, _lazy(item))
+
+        await self._rows(_RECORDS, (), handle)
+
+    async def conversations(
+        self, handle: Callable[[Sequence[tuple[str, str | None]]], Awaitable[None]]
+    ) -> None:
+        async def page(rows: list[Any]) -> None:
+            for start in range(0, len(rows), _CONVERSATIONS_PER_READ):
+                chunk = rows[start : start + _CONVERSATIONS_PER_READ]
+                await handle([(r[0], decode_opt_time(r[1])) for r in chunk])
+
+        await self._rows(_CONVERSATIONS, (), page)
+
+    async def messages(self, conversation_ids: Sequence[str]) -> None:
+        if not conversation_ids:
+            return
+        add, timed = self.auditor.add_message, self.auditor.timed
+
+        async def handle(rows: list[Any]) -> None:
+            for target, entity_id, name, updated_at in rows:
+                add(entity_id, name, True, target, decode_opt_time(updated_at) if timed else None)
+
+        await self._rows(_MESSAGES, (json.dumps(list(conversation_ids)),), handle)
+
+
+def _lazy(item: dict[str, Any]) -> Callable[[], EntitySnapshot]:
+    return lambda: EntitySnapshot.from_json(item)
