@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import json
+import sqlite3
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Final
 
@@ -66,23 +67,50 @@ def file_reads(transport: Transport, auditor: StreamingAuditor) -> FileReads | N
 
 @attrs.define
 class FileReads:
-    """:class:`._stream.BulkReads` from a read-only connection to the store's file."""
+    """:class:`._stream.BulkReads` from read-only connections to the store's file.
+
+    SQLite runs in worker threads (it releases the GIL), each next batch read while the
+    audit handles the current one, so that on two cores the reads and the audit's Python
+    overlap.
+    """
 
     auditor: StreamingAuditor
     path: str
+    #: message rows read ahead, by the conversation ids they are for
+    _ahead: dict[tuple[str, ...], list[Any]] = attrs.Factory(dict)
+
+    def _connect(self) -> sqlite3.Connection:
+        conn = _connect_read_only(self.path)()
+        # One pass over each table: a big page cache would only hold pages read once.
+        conn.execute(f"PRAGMA cache_size = -{_CACHE_KIB}")
+        return conn
 
     async def _rows(
         self, sql: str, params: Sequence[Any], handle: Callable[[list[Any]], Awaitable[None]]
     ) -> None:
-        conn = await anyio.to_thread.run_sync(_connect_read_only(self.path))
+        conn = await anyio.to_thread.run_sync(self._connect)
         try:
-            # One pass over each table: a big page cache would only hold pages read once.
-            conn.execute(f"PRAGMA cache_size = -{_CACHE_KIB}")
             cursor = await anyio.to_thread.run_sync(conn.execute, sql, params)
-            while rows := await anyio.to_thread.run_sync(cursor.fetchmany, _BATCH):
-                await handle(rows)
+            rows = await anyio.to_thread.run_sync(cursor.fetchmany, _BATCH)
+            while rows:
+                ahead: list[list[Any]] = []
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(_fetch, cursor, ahead)
+                    await handle(rows)
+                rows = ahead[0]
         finally:
             conn.close()
+
+    def _message_rows(self, conversation_ids: Sequence[str]) -> list[Any]:
+        conn = self._connect()
+        try:
+            return conn.execute(_MESSAGES, (json.dumps(list(conversation_ids)),)).fetchall()
+        finally:
+            conn.close()
+
+    async def _read_ahead(self, conversation_ids: Sequence[str]) -> None:
+        rows = await anyio.to_thread.run_sync(self._message_rows, conversation_ids)
+        self._ahead[tuple(conversation_ids)] = rows
 
     async def records(self) -> None:
         take, timed = self.auditor.take_record, self.auditor.timed
@@ -99,23 +127,36 @@ class FileReads:
     async def conversations(
         self, handle: Callable[[Sequence[tuple[str, str | None]]], Awaitable[None]]
     ) -> None:
+        # Without ``since`` every conversation's messages are read: those of the next
+        # chunk are read while this chunk's are handled.
+        ahead = self.auditor.since_at is None
+
         async def page(rows: list[Any]) -> None:
-            for start in range(0, len(rows), _CONVERSATIONS_PER_READ):
-                chunk = rows[start : start + _CONVERSATIONS_PER_READ]
-                await handle([(r[0], decode_opt_time(r[1])) for r in chunk])
+            chunks = [
+                rows[i : i + _CONVERSATIONS_PER_READ]
+                for i in range(0, len(rows), _CONVERSATIONS_PER_READ)
+            ]
+            for i, chunk in enumerate(chunks):
+                async with anyio.create_task_group() as tg:
+                    if ahead and i + 1 < len(chunks):
+                        tg.start_soon(self._read_ahead, [r[0] for r in chunks[i + 1]])
+                    await handle([(r[0], decode_opt_time(r[1])) for r in chunk])
 
         await self._rows(_CONVERSATIONS, (), page)
 
     async def messages(self, conversation_ids: Sequence[str]) -> None:
         if not conversation_ids:
             return
+        rows = self._ahead.pop(tuple(conversation_ids), None)
+        if rows is None:
+            rows = await anyio.to_thread.run_sync(self._message_rows, conversation_ids)
         add, timed = self.auditor.add_message, self.auditor.timed
+        for target, entity_id, name, updated_at in rows:
+            add(entity_id, name, True, target, decode_opt_time(updated_at) if timed else None)
 
-        async def handle(rows: list[Any]) -> None:
-            for target, entity_id, name, updated_at in rows:
-                add(entity_id, name, True, target, decode_opt_time(updated_at) if timed else None)
 
-        await self._rows(_MESSAGES, (json.dumps(list(conversation_ids)),), handle)
+async def _fetch(cursor: sqlite3.Cursor, into: list[list[Any]]) -> None:
+    into.append(await anyio.to_thread.run_sync(cursor.fetchmany, _BATCH))
 
 
 def _fields(row: Sequence[Any]) -> Mapping[str, Any]:
