@@ -44,8 +44,9 @@ __all__ = [
     "turn_id",
 ]
 
-#: stores per transaction: big enough that commits cost nothing, small enough for the WAL
-_STORES_PER_COMMIT: Final = 2_000
+#: entities per transaction (about): big enough that commits cost nothing, small enough
+#: that the WAL stays small
+_ENTITIES_PER_COMMIT: Final = 5_000
 #: companies per store (what the lookup benchmark has always written)
 _COMPANIES_PER_STORE: Final = 500
 
@@ -103,7 +104,10 @@ def turn_payloads(
 
 
 def _write_all(
-    path: Path, bodies: Iterator[dict[str, Any]], progress: Callable[[int], None] | None
+    path: Path,
+    bodies: Iterator[dict[str, Any]],
+    progress: Callable[[int], None] | None,
+    per_commit: int,
 ) -> float:
     started = time.perf_counter()
     conn: sqlite3.Connection = _connect(str(path), "OFF")()
@@ -111,7 +115,7 @@ def _write_all(
         conn.execute("BEGIN")
         for done, body in enumerate(bodies, 1):
             store(conn, body)
-            if done % _STORES_PER_COMMIT == 0:
+            if done % per_commit == 0:
                 conn.execute("COMMIT")
                 if progress is not None:
                     progress(done)
@@ -136,7 +140,8 @@ def build_turns(
         store_body(p.entities, idempotency_key=p.idempotency_key, relationships=p.relationships)
         for p in turn_payloads(conversations, turns, orphans)
     )
-    return _write_all(path, bodies, progress)
+    # A turn's stores hold 1.5 entities on average.
+    return _write_all(path, bodies, progress, _ENTITIES_PER_COMMIT * 2 // 3)
 
 
 def build_companies(path: Path, n: int, *, progress: Callable[[int], None] | None = None) -> float:
@@ -151,4 +156,4 @@ def build_companies(path: Path, n: int, *, progress: Callable[[int], None] | Non
         )
         for start in range(0, n, _COMPANIES_PER_STORE)
     )
-    return _write_all(path, bodies, progress)
+    return _write_all(path, bodies, progress, _ENTITIES_PER_COMMIT // _COMPANIES_PER_STORE)
