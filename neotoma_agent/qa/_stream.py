@@ -22,7 +22,6 @@ records, only when there is one.
 
 from __future__ import annotations
 
-import bisect
 import functools
 from array import array
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -50,18 +49,35 @@ Page = Sequence[EntitySnapshot]
 
 
 class _Hashes:
-    """A sorted set of 64-bit key hashes, with a "seen" flag and a time for each."""
+    """A set of 64-bit key hashes (open addressing in flat arrays: no object per key, no
+    sort), with a "seen" flag and a time for each."""
 
     def __init__(self, keys: array[int], times: array[float]) -> None:
-        order = sorted(range(len(keys)), key=keys.__getitem__)
-        self.keys = array("q", (keys[i] for i in order))
-        self.times = array("d", (times[i] for i in order)) if times else array("d")
-        self.seen = bytearray(len(self.keys))
+        size = 1 << max(3, (2 * len(keys)).bit_length())
+        self.mask = size - 1
+        self.slots = array("q", bytes(8 * size))  # 0: empty (a hash of 0 is stored as 1)
+        self.times = array("d", bytes(8 * size)) if times else array("d")
+        self.seen = bytearray(size)
+        for i, key in enumerate(keys):
+            at = self._slot(key or 1)
+            self.slots[at] = key or 1
+            if times:
+                self.times[at] = times[i]
+
+    def _slot(self, key: int) -> int:
+        at, slots, mask = key & self.mask, self.slots, self.mask
+        while slots[at] and slots[at] != key:
+            at = (at + 1) & mask
+        return at
 
     def find(self, key: int) -> int:
-        """The index of ``key``, or -1."""
-        i = bisect.bisect_left(self.keys, key)
-        return i if i < len(self.keys) and self.keys[i] == key else -1
+        """The slot of ``key``, or -1."""
+        at = self._slot(key or 1)
+        return at if self.slots[at] else -1
+
+    def all_seen(self) -> bool:
+        """True when every key was marked seen."""
+        return all(seen or not key for key, seen in zip(self.slots, self.seen, strict=True))
 
 
 @attrs.define
@@ -72,7 +88,7 @@ class StreamingAuditor(Auditor):
     pending: dict[str, EntitySnapshot] = attrs.Factory(dict)
     #: the ``completed`` records (see :class:`_Hashes`)
     completed: _Hashes = attrs.Factory(lambda: _Hashes(array("q"), array("d")))
-    #: the keys of the turns dropped as fine (only kept with ``thorough``), sorted at the end
+    #: the key hashes of the turns dropped as fine (only kept with ``thorough``)
     dropped: array[int] = attrs.Factory(lambda: array("q"))
     #: turns dropped as fine and included (``since``), and their messages
     fine_turns: int = 0
@@ -81,8 +97,8 @@ class StreamingAuditor(Auditor):
     recent: set[str] = attrs.Factory(set)
     #: the turns a page touched (settled when the page is read)
     touched: list[str] = attrs.Factory(list)
-    #: after the pages: a turn dropped as fine is not taken up again (``thorough``)
-    skip_dropped: bool = False
+    #: after the pages: the turns dropped as fine, not taken up again (``thorough``)
+    skip_dropped: _Hashes | None = None
     #: the ``since`` of the audit, as seconds
     since_at: float | None = None
     _keys: array[int] = attrs.Factory(lambda: array("q"))
@@ -93,7 +109,7 @@ class StreamingAuditor(Auditor):
         state = self.turns.get(norm)
         if state is not None:
             return state
-        if self.skip_dropped and self.was_dropped(norm):
+        if self.skip_dropped is not None and self.skip_dropped.find(hash(norm)) >= 0:
             return None
         cid, _, tid = key.rpartition(":")
         state = self.turns[norm] = TurnState(cid, tid, False)
@@ -161,7 +177,7 @@ class StreamingAuditor(Auditor):
         for record in list(self.pending.values()):
             self.add_record(record)
         self.pending.clear()
-        if not wanted and all(self.completed.seen):
+        if not wanted and self.completed.all_seen():
             return
 
         def page(records: Page) -> None:
@@ -209,10 +225,6 @@ class StreamingAuditor(Auditor):
                 )
 
         await self.paged("conversation_message", page)
-
-    def was_dropped(self, norm: str) -> bool:
-        i = bisect.bisect_left(self.dropped, hash(norm))
-        return i < len(self.dropped) and self.dropped[i] == hash(norm)
 
     def add_record(self, record: EntitySnapshot) -> None:
         key = record_key(record.canonical_name)
@@ -366,8 +378,8 @@ async def read_all(
         # read the conversations of recent records too.
         await load(sorted(auditor.recent - conversations))
     if auditor.thorough:
-        auditor.dropped = array("q", sorted(auditor.dropped))
-        auditor.skip_dropped = True
+        auditor.skip_dropped = _Hashes(auditor.dropped, array("d"))
+        auditor.dropped = array("q")
         await auditor.load_all_messages(None)
     await auditor.claim_records(concurrency)
     auditor.touched.clear()
