@@ -78,14 +78,15 @@ def settings(index: int) -> ConversationSettings:
 
 
 def turn_payloads(
-    conversations: int, turns: int, orphans: Container[int]
+    conversations: int, turns: int, orphans: Container[int], start: int = 0
 ) -> Iterator[StorePayload]:
     """The stores of every turn, conversation by conversation, in the order turns run.
 
     Turn ``t`` of conversation ``c`` is number ``c * turns + t``; those in ``orphans`` get
-    only their enter store, as a crash between a turn's two stores leaves them.
+    only their enter store, as a crash between a turn's two stores leaves them. ``start``:
+    the first conversation (a build resumed; stores already there only replay).
     """
-    for c in range(conversations):
+    for c in range(start, conversations):
         conv = settings(c)
         cid = conv.conversation_id
         for t in range(turns):
@@ -133,12 +134,14 @@ def build_turns(
     turns: int,
     orphans: Container[int] = frozenset(),
     *,
+    start: int = 0,
     progress: Callable[[int], None] | None = None,
 ) -> float:
-    """Write ``conversations`` x ``turns`` turns into the store at ``path``; the seconds taken."""
+    """Write ``conversations`` x ``turns`` turns into the store at ``path`` (from conversation
+    ``start``); the seconds taken."""
     bodies = (
         store_body(p.entities, idempotency_key=p.idempotency_key, relationships=p.relationships)
-        for p in turn_payloads(conversations, turns, orphans)
+        for p in turn_payloads(conversations, turns, orphans, start)
     )
     # A turn's stores hold 1.5 entities on average.
     return _write_all(path, bodies, progress, _ENTITIES_PER_COMMIT * 2 // 3)
