@@ -4,7 +4,8 @@
 
 Seeds an embedded store with N conversations x T turns (default 10,000 x 10) of which a
 fraction (default 1%) are orphans (user store only, turn record ``open``, as a crash
-between a turn's two stores leaves them), then times:
+between a turn's two stores leaves them), written as ``NeotomaMemory`` turns write them
+(``_synth.build_turns``: the store's own write action, without the turn loop), then times:
 
 - ``audit`` on the whole store (target: under 10 s for 10,000 x 10 on a 2-core machine);
 - ``audit --conversation`` on one conversation, and ``audit --since`` on a recent slice;
@@ -34,13 +35,9 @@ from typing import Any
 import anyio
 import structlog
 
-from neotoma_agent._keys import turn_keys
-from neotoma_agent._payloads import (
-    ConversationSettings,
-    conversation_entity,
-    recorded_payload,
-    user_payload,
-)
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _synth
+
 from neotoma_agent.qa import AuditReport, audit
 from neotoma_agent.transport._base import Transport
 from neotoma_agent.transport.embedded import EmbeddedStore
@@ -48,54 +45,9 @@ from neotoma_agent.transport.embedded import EmbeddedStore
 TARGET_S = 10.0
 
 
-def conversation_payload(
-    index: int, turns: int, orphans: set[int]
-) -> tuple[list[dict[str, Any]], list[dict[str, Any]], str]:
-    """One store holding a whole conversation: what T recorded turns would leave.
-
-    Built from the turn protocol's own payload builders (so identities, keys and edges are
-    exactly a real turn's); a turn in ``orphans`` gets only its user store.
-    """
-    cid = f"bench-{index:06d}"
-    settings = ConversationSettings(cid, platform="benchmark", title=f"Benchmark {index}")
-    entities: list[dict[str, Any]] = [conversation_entity(settings)]  # once, at index 0
-    relationships: list[dict[str, Any]] = []
-    for t in range(turns):
-        keys = turn_keys(cid, f"t{t}")
-        question = f"Turn {t} of conversation {index}: what did we decide about the budget?"
-        if index * turns + t in orphans:
-            payload = user_payload(settings, keys, question, turn_number=t)
-        else:
-            answer = f"In turn {t} we agreed to keep the budget at {index % 97} units."
-            payload = recorded_payload(settings, keys, question, answer, turn_number=t)
-        # Element 0 of each turn's payload is the conversation: point its edges at ours.
-        offset = len(entities) - 1
-        for element in payload.entities[1:]:
-            entities.append(dict(element))
-        for edge in payload.relationships:
-            moved = dict(edge)
-            for end in ("source_index", "target_index"):
-                if end in moved:
-                    moved[end] = 0 if moved[end] == 0 else moved[end] + offset
-            relationships.append(moved)
-    return entities, relationships, f"benchmark-seed-{cid}"
-
-
-async def seed(path: Path, conversations: int, turns: int, orphans: set[int]) -> float:
-    """Write the store, one store call per conversation, 16 in flight; return seconds."""
-    started = time.perf_counter()
-    limiter = anyio.CapacityLimiter(16)
-    async with EmbeddedStore.open(path, synchronous="OFF") as store:
-
-        async def one(index: int) -> None:
-            async with limiter:
-                entities, relationships, key = conversation_payload(index, turns, orphans)
-                await store.store(entities, idempotency_key=key, relationships=relationships)
-
-        async with anyio.create_task_group() as tg:
-            for index in range(conversations):
-                tg.start_soon(one, index)
-    return time.perf_counter() - started
+def seed(path: Path, conversations: int, turns: int, orphans: set[int]) -> float:
+    """Write the turns as ``NeotomaMemory`` would (``_synth.build_turns``); return seconds."""
+    return _synth.build_turns(path, conversations, turns, orphans)
 
 
 async def timed_audit(path: Path, **kwargs: Any) -> tuple[float, AuditReport]:
@@ -144,7 +96,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             for stale in (path, path.with_name(path.name + "-wal"), marker):
                 stale.unlink(missing_ok=True)
             print(f"seeding {conversations:,} conversations x {turns} turns ...", file=sys.stderr)
-            seed_s = await seed(path, conversations, turns, orphans)
+            seed_s = seed(path, conversations, turns, orphans)
             marker.write_text(json.dumps(shape))
         # Repairs change the store: work on a copy so a kept --db stays reusable.
         work = workdir / "work.db"
@@ -177,7 +129,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         _check(again.findings == full.findings, "a second audit finds the same")
         one = await row(
             "audit --conversation (one)",
-            lambda: timed_audit(work, conversation_id=f"bench-{conversations // 2:06d}"),
+            lambda: timed_audit(work, conversation_id=_synth.conversation_id(conversations // 2)),
         )
         _check(one.turns == turns, "a scoped audit sees one conversation's turns")
         await row(

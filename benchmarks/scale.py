@@ -1,79 +1,78 @@
 """Benchmark: identifier lookups and the audit on a large embedded store.
 
-    python benchmarks/scale.py [--entities 1000000] [--turns 1000000] [--json PATH]
+    python benchmarks/scale.py [--entities 1000000] [--turns 1000000] [--dir PATH]
+                               [--json PATH]
 
-Lookups: builds a store of N companies through the public API (``EmbeddedStore.store``,
-500 entities per store, ``synchronous=OFF`` while building: the build is not what is
-measured), then times ``retrieve_entity_by_identifier`` by name on a fresh connection
-(p50 / p99 of 1,000 lookups spread over the store). Audit: seeds N turns the way
-``benchmarks/audit.py`` does (its seeding: 10 turns per conversation, 1% orphans), then
-times one whole-store ``audit`` and samples the process's resident memory meanwhile
-(growth over the audit, and over the audit of a tenth of the turns, for comparison).
+Lookups: N companies written by ``_synth.build_companies`` (the store's own write action,
+500 companies per store, ``synchronous=OFF``: the build is not what is measured), then
+``retrieve_entity_by_identifier`` by name on a fresh open: p50 / p99 of 1,000 lookups
+spread over the store, and the CPU time per lookup. Audit: N turns written by
+``_synth.build_turns`` (what ``NeotomaMemory`` turns write: 10 turns per conversation, 1%
+orphans), then one whole-store ``audit`` per size, each in a fresh process: wall and CPU
+time, and the process's peak resident memory over what it held before the audit (for
+N / 10 turns and for N turns: "flat" is about the same growth for both).
 
 Targets (issue 15): lookup p50 <= 1 ms and p99 <= 3 ms at 1,000,000 entities; the audit of
-1,000,000 turns in <= 60 s with memory flat. ``--entities`` / ``--turns`` take CI sizes.
+1,000,000 turns in <= 60 s with memory flat. ``--dir`` keeps the built stores and reuses
+them in a later run with the same sizes (a 1,000,000-turn build takes most of an hour
+here); ``--entities`` / ``--turns`` take CI sizes.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import logging
 import random
 import resource
+import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 from typing import Any
 
 import anyio
+import structlog
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _synth
 from _report import run_and_report
-from audit import seed, timed_audit
 
+from neotoma_agent.qa import audit
 from neotoma_agent.transport.embedded import EmbeddedStore
 
 TARGETS = {"lookup_p50_ms": 1.0, "lookup_p99_ms": 3.0, "audit_seconds": 60.0}
-_BATCH = 500
+TURNS_PER_CONVERSATION = 10
 
 
-def company(i: int) -> str:
-    return f"Company {i:07d} Holdings"
+def built(path: Path, shape: dict[str, int], build: Any) -> float | None:
+    """Build the store at ``path`` unless one of this ``shape`` is there; the seconds taken."""
+    marker = path.with_name(path.name + ".shape.json")
+    if path.exists() and marker.exists() and json.loads(marker.read_text()) == shape:
+        return None
+    for stale in (path, path.with_name(path.name + "-wal"), marker):
+        stale.unlink(missing_ok=True)
+    seconds: float = build(path)
+    marker.write_text(json.dumps(shape))
+    return seconds
 
 
-async def build_companies(path: Path, n: int) -> float:
-    """N companies, 500 per store, 4 stores in flight; returns the seconds taken."""
-    started = time.perf_counter()
-    limiter = anyio.CapacityLimiter(4)
-    async with EmbeddedStore.open(path, synchronous="OFF") as store:
-
-        async def batch(start: int) -> None:
-            async with limiter:
-                entities = [
-                    {"entity_type": "company", "name": company(i)}
-                    for i in range(start, min(start + _BATCH, n))
-                ]
-                await store.store(entities, idempotency_key=f"scale-{start}")
-
-        async with anyio.create_task_group() as tg:
-            for start in range(0, n, _BATCH):
-                tg.start_soon(batch, start)
-    return time.perf_counter() - started
-
-
-async def lookups(path: Path, n: int, samples: int) -> list[float]:
-    """Seconds per lookup by name, over a random spread of the store, on a fresh open."""
+async def lookups(path: Path, n: int, samples: int) -> tuple[list[float], float]:
+    """Seconds per lookup by name over a random spread of the store (fresh open), and the
+    CPU seconds of all of them."""
     picks = random.Random(15).sample(range(n), min(samples, n))
     async with EmbeddedStore.open(path) as store:
         times = []
+        cpu = time.process_time()
         for i in picks:
             started = time.perf_counter()
-            found = await store.retrieve_entity_by_identifier(company(i))
+            found = await store.retrieve_entity_by_identifier(_synth.company_name(i))
             times.append(time.perf_counter() - started)
-            if [e.canonical_name for e in found.entities] != [company(i)]:
-                raise SystemExit(f"lookup of {company(i)!r} found {found.entities!r}")
-    return sorted(times)
+            if [e.canonical_name for e in found.entities] != [_synth.company_name(i)]:
+                raise SystemExit(f"lookup of {_synth.company_name(i)!r} found {found.entities!r}")
+        cpu = time.process_time() - cpu
+    return sorted(times), cpu
 
 
 def _rss_bytes() -> int:
@@ -81,76 +80,106 @@ def _rss_bytes() -> int:
         return int(f.read().split()[1]) * resource.getpagesize()
 
 
-async def audit_row(path: Path, turns: int) -> dict[str, Any]:
-    """Seed ``turns`` turns, then time one whole-store audit and sample memory meanwhile."""
-    conversations = max(1, turns // 10)
-    total = conversations * 10
+async def audit_once(path: Path) -> dict[str, Any]:
+    """One whole-store audit in this process (``--audit-one``): time, CPU and memory."""
+    async with EmbeddedStore.open(path) as store:
+        before = _rss_bytes()
+        started, cpu = time.perf_counter(), time.process_time()
+        # The turns were written a moment ago: min_age=0 audits them all.
+        report = await audit(store, min_age=0)
+        seconds, cpu = time.perf_counter() - started, time.process_time() - cpu
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux: KiB
+    return {
+        "seconds": seconds,
+        "cpu_seconds": cpu,
+        "memory_growth_mb": max(0, peak - before) / 2**20,
+        "turns": report.turns,
+        "orphans": len(report.orphans),
+        "problems": len(report.problems),
+    }
+
+
+def audit_row(path: Path, turns: int) -> dict[str, Any]:
+    """Build (or reuse) ``turns`` turns, then audit them in a fresh process."""
+    conversations = max(1, turns // TURNS_PER_CONVERSATION)
+    total = conversations * TURNS_PER_CONVERSATION
     orphans = set(random.Random(42).sample(range(total), total // 100))
-    seed_s = await seed(path, conversations, 10, orphans)
-    before = _rss_bytes()
-    peak = [before]
-    done = threading.Event()
-
-    def sample() -> None:
-        while not done.wait(0.05):
-            peak[0] = max(peak[0], _rss_bytes())
-
-    sampler = threading.Thread(target=sample, daemon=True)
-    sampler.start()
-    try:
-        seconds, report = await timed_audit(path)
-    finally:
-        done.set()
-        sampler.join()
-    if len(report.orphans) != len(orphans):
-        raise SystemExit(f"audit found {len(report.orphans)} of {len(orphans)} orphans")
+    build_s = built(
+        path,
+        {"turns": total},
+        lambda p: _synth.build_turns(p, conversations, TURNS_PER_CONVERSATION, orphans),
+    )
+    proc = subprocess.run(
+        [sys.executable, __file__, "--audit-one", str(path)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if proc.returncode != 0:
+        raise SystemExit(f"the audit of {path} failed:\n{proc.stderr}")
+    one = json.loads(proc.stdout)
+    if one["orphans"] != len(orphans) or one["problems"] != len(orphans):
+        raise SystemExit(f"audit found {one['orphans']} of {len(orphans)} orphans")
+    if one["turns"] != total:
+        raise SystemExit(f"audit examined {one['turns']} of {total} turns")
     return {
         "turns": total,
-        "seed_seconds": round(seed_s, 1),
-        "audit_seconds": round(seconds, 2),
-        "audit_memory_growth_mb": round((peak[0] - before) / 2**20, 1),
+        "build_seconds": None if build_s is None else round(build_s, 1),
+        "audit_seconds": round(one["seconds"], 2),
+        "audit_cpu_seconds": round(one["cpu_seconds"], 2),
+        "audit_memory_growth_mb": round(one["memory_growth_mb"], 1),
     }
 
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
     result: dict[str, Any] = {}
     with tempfile.TemporaryDirectory() as tmp:
-        d = Path(tmp)
+        d = args.dir or Path(tmp)
+        d.mkdir(parents=True, exist_ok=True)
         if args.entities:
-            build_s = await build_companies(d / "companies.db", args.entities)
-            times = await lookups(d / "companies.db", args.entities, args.samples)
+            path = d / f"companies-{args.entities}.db"
+            build_s = built(
+                path,
+                {"entities": args.entities},
+                lambda p: _synth.build_companies(p, args.entities),
+            )
+            times, cpu = await lookups(path, args.entities, args.samples)
             result.update(
                 entities=args.entities,
-                build_seconds=round(build_s, 1),
+                build_seconds=None if build_s is None else round(build_s, 1),
                 lookup_p50_ms=round(times[len(times) // 2] * 1e3, 3),
                 lookup_p99_ms=round(times[min(len(times) - 1, int(len(times) * 0.99))] * 1e3, 3),
+                lookup_cpu_ms=round(cpu / len(times) * 1e3, 3),
             )
             print(f"  lookups at {args.entities:,}: done", file=sys.stderr)
         if args.turns:
-            result["audits"] = [
-                await audit_row(d / f"audit-{n}.db", n)
-                for n in sorted({max(10, args.turns // 10), args.turns})
-            ]
-            big = result["audits"][-1]
-            result["audit_seconds"] = big["audit_seconds"]
+            sizes = sorted({max(10, args.turns // 10), args.turns})
+            result["audits"] = [audit_row(d / f"turns-{n}.db", n) for n in sizes]
+            result["audit_seconds"] = result["audits"][-1]["audit_seconds"]
     return result
 
 
 def render(result: dict[str, Any]) -> str:
     lines = []
     if "entities" in result:
+        built_in = result["build_seconds"]
         lines.append(
-            f"lookups at {result['entities']:,} entities (built in {result['build_seconds']} s):"
+            f"lookups at {result['entities']:,} entities"
+            + (f" (built in {built_in} s)" if built_in is not None else " (store reused)")
+            + f", CPU {result['lookup_cpu_ms']:.3f} ms per lookup:"
         )
         for key in ("lookup_p50_ms", "lookup_p99_ms"):
             ok = "ok" if result[key] <= TARGETS[key] else "MISSED"
             lines.append(f"  {key:<16} {result[key]:>8.3f}  <= {TARGETS[key]:g} {ok}")
     if "audits" in result:
-        lines.append(f"\n{'turns':>10} {'seed s':>8} {'audit s':>8} {'memory growth MB':>17}")
+        lines.append(
+            f"\n{'turns':>10} {'build s':>8} {'audit s':>8} {'CPU s':>7} {'memory growth MB':>17}"
+        )
         for row in result["audits"]:
+            build = "reused" if row["build_seconds"] is None else f"{row['build_seconds']:.1f}"
             lines.append(
-                f"{row['turns']:>10,} {row['seed_seconds']:>8.1f} {row['audit_seconds']:>8.2f} "
-                f"{row['audit_memory_growth_mb']:>17.1f}"
+                f"{row['turns']:>10,} {build:>8} {row['audit_seconds']:>8.2f} "
+                f"{row['audit_cpu_seconds']:>7.2f} {row['audit_memory_growth_mb']:>17.1f}"
             )
         ok = "ok" if result["audit_seconds"] <= TARGETS["audit_seconds"] else "MISSED"
         lines.append(f"audit of the largest store: <= {TARGETS['audit_seconds']:g} s {ok}")
@@ -162,8 +191,15 @@ def main() -> None:
     parser.add_argument("--entities", type=int, default=1_000_000, help="0: no lookup row")
     parser.add_argument("--turns", type=int, default=1_000_000, help="0: no audit rows")
     parser.add_argument("--samples", type=int, default=1_000, help="lookups timed")
+    parser.add_argument("--dir", type=Path, help="keep (and reuse) the built stores here")
     parser.add_argument("--json", type=Path, help="also write the figures to this file")
+    parser.add_argument("--audit-one", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.audit_one is not None:
+        # stdout carries the figures: the library's events (silent by default) stay off it.
+        structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
+        print(json.dumps(anyio.run(audit_once, args.audit_one)))
+        return
     run_and_report(args, run, render)
 
 

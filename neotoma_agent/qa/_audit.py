@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import functools
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from datetime import datetime
 from typing import Any, Final
 
@@ -38,9 +38,11 @@ from .._log import get_logger
 from .._memory import NeotomaMemory
 from .._reads import gather_bounded, snapshot_or_none
 from ..transport._base import EntitySnapshot, Transport
+from ._embedded import file_reads
 from ._findings import Finding, FindingKind, FindingSeverity, classify, sort_key
 from ._repair import RepairResult, apply_repairs
-from ._scan import Auditor, TurnState, parse_timestamp, read_all, read_scoped, timestamp
+from ._scan import Auditor, TurnState, parse_timestamp, read_scoped, timestamp
+from ._stream import StreamingAuditor, read_all
 
 __all__ = [
     "AUDIT_DEFAULT_MIN_AGE",
@@ -196,21 +198,24 @@ async def audit(
     scope = None if conversation_id is None else validate_conversation_id(conversation_id)
     since_at, since_text = _since(since)
     started = time.perf_counter()
-    auditor = Auditor(
-        transport,
-        scope,
-        thorough,
-        concurrency,
-        timed=since_at is not None or min_age > 0,
-        page_size=_PAGE,
-    )
-
-    # conversation entity id -> its snapshot (None: known only by its derived id)
-    conversations: dict[str, EntitySnapshot | None] = {}
+    timed = since_at is not None or min_age > 0
+    auditor: Auditor
+    # the conversations whose messages were read, by entity id
+    conversations: Collection[str]
     if scope is None:
-        await read_all(auditor, conversations, since_at, concurrency)
+        # The whole store, streamed: only the turns that may be findings stay in memory.
+        auditor = StreamingAuditor(
+            transport, None, thorough, concurrency, timed=timed, page_size=_PAGE, since_at=since_at
+        )
+        read: set[str] = set()
+        await read_all(auditor, read, concurrency, file_reads(transport, auditor))
+        conversations = read
     else:
-        await read_scoped(auditor, conversations, scope, concurrency)
+        auditor = Auditor(transport, scope, thorough, concurrency, timed=timed, page_size=_PAGE)
+        # conversation entity id -> its snapshot (None: known only by its derived id)
+        found: dict[str, EntitySnapshot | None] = {}
+        await read_scoped(auditor, found, scope, concurrency)
+        conversations = found.keys()
 
     def included(state: TurnState) -> bool:
         if since_at is None:
@@ -266,8 +271,9 @@ async def audit(
         remaining=remaining,
         repairs=repairs,
         conversations=len(conversations),
-        turns=len(selected),
-        messages=sum((s.user is not None) + (s.assistant is not None) for s in selected),
+        turns=len(selected) + auditor.fine_turns,
+        messages=sum((s.user is not None) + (s.assistant is not None) for s in selected)
+        + auditor.fine_messages,
         skipped_recent=len(skipped),
         skipped_turns=tuple(sorted(skipped)),
         min_age=min_age,

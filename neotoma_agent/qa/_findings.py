@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import enum
 import functools
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Container, Mapping
 from typing import Any, Final, Literal
 
 import attrs
@@ -167,9 +167,7 @@ def _repairable(action: Callable[[], RepairAction]) -> RepairAction | None:
     return made
 
 
-def classify(
-    state: TurnState, conv_entity_id: str | None, loaded: Mapping[str, object]
-) -> list[Finding]:
+def classify(state: TurnState, conv_entity_id: str | None, loaded: Container[str]) -> list[Finding]:
     cid, tid = state.conversation_id, state.turn_id
     user, assistant, status = state.user, state.assistant, state.status
     exact = state.exact

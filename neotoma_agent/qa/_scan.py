@@ -1,18 +1,17 @@
 """The audit's reads: what the store holds for each turn, gathered in a few bulk reads.
 
-:func:`read_all` (every conversation) and :func:`read_scoped` (one conversation) fill an
-:class:`Auditor` with one :class:`TurnState` per turn found: its record and its two
-messages, each with whether it hangs off a conversation. :meth:`Auditor.verify` then settles,
-with a few snapshot reads, only the turns that lack a half. Judging what is found is
-:mod:`._findings`' job.
+:func:`read_scoped` (one conversation) and :func:`._stream.read_all` (every conversation,
+streamed) fill an :class:`Auditor` with one :class:`TurnState` per turn found: its record and
+its two messages, each with whether it hangs off a conversation. :meth:`Auditor.verify` then
+settles, with a few snapshot reads, only the turns that lack a half. Judging what is found
+is :mod:`._findings`' job.
 """
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import datetime, timezone
-from typing import Final
+from typing import Any, Final
 
 import attrs
 
@@ -32,9 +31,13 @@ __all__ = [
     "Auditor",
     "Message",
     "TurnState",
+    "attach_record",
+    "message_key",
+    "norm_key",
     "parse_timestamp",
-    "read_all",
     "read_scoped",
+    "record_conversation_id",
+    "record_key",
     "timestamp",
 ]
 
@@ -63,6 +66,9 @@ class TurnState:
     assistant: Message | None = None
     #: how the record says the turn ended (details read by :meth:`Auditor.read_ending`)
     ending: TurnEnding | None = None
+    #: a streamed audit knows the record is ``completed`` before it holds the record: the
+    #: record's time in seconds (NaN: it has none), until the record itself is read
+    completed_at: float | None = None
 
     def message(self, role: TurnRole) -> Message | None:
         return self.user if role == "user" else self.assistant
@@ -88,7 +94,7 @@ class TurnState:
         return max(known, key=timestamp) if known else None
 
 
-def _norm(key: str) -> str:
+def norm_key(key: str) -> str:
     # Turns are matched on the storage form of "conversation_id:turn_id" found in canonical
     # names, which both a message's and a turn record's name carry, transformed alike
     # (whitespace runs collapsed, case kept). Only a name holding an email is stored
@@ -102,7 +108,7 @@ def _fold(text: str) -> str:
     return " ".join(text.split()).casefold()
 
 
-def _message_key(name: str | None) -> tuple[str, TurnRole] | None:
+def message_key(name: str | None) -> tuple[str, TurnRole] | None:
     """(storage-form turn key, role) from a message's canonical name."""
     if not name or not name.startswith(_MESSAGE_PREFIX):
         return None
@@ -111,12 +117,29 @@ def _message_key(name: str | None) -> tuple[str, TurnRole] | None:
     return None if parsed is None else (f"{parsed[0]}:{parsed[1]}", parsed[2])
 
 
-def _record_key(name: str | None) -> str | None:
+def record_key(name: str | None) -> str | None:
     """The storage-form turn key from a turn record's canonical name."""
     if not name or not name.startswith(_RECORD_PREFIX):
         return None
     sid, sep, tid = name[len(_RECORD_PREFIX) :].rpartition("|")
     return f"{sid}:{tid}" if sep and sid and tid else None
+
+
+def attach_record(state: TurnState, record: EntitySnapshot) -> None:
+    """Give ``state`` its record, and the exact ids the record stores (if it does)."""
+    state.record = record
+    sid, tid = record.snapshot.get("session_id"), record.snapshot.get("turn_id")
+    if isinstance(sid, str) and sid and isinstance(tid, str) and tid:
+        state.conversation_id, state.turn_id, state.exact = sid, tid, True
+
+
+def record_conversation_id(fields: Mapping[str, Any], key: str) -> str:
+    """The conversation id of a turn record (``fields``): as stored, else from its name's
+    ``key``."""
+    sid, tid = fields.get("session_id"), fields.get("turn_id")
+    if isinstance(sid, str) and sid and isinstance(tid, str) and tid:
+        return sid
+    return key.rpartition(":")[0]
 
 
 def parse_timestamp(value: str) -> float:
@@ -148,6 +171,10 @@ class Auditor:
     partial: bool = False
     #: the page size of every scan (the audit passes its own, which tests shrink)
     page_size: int = PAGE_SIZE
+    #: turns found complete and closed, counted and not kept (a streamed audit), and their
+    #: messages: part of the report's totals
+    fine_turns: int = 0
+    fine_messages: int = 0
 
     async def scan(self, entity_type: str, *, search: str | None, limit: int) -> Scan:
         """Every entity of one type; a refused offset marks the audit partial."""
@@ -171,7 +198,7 @@ class Auditor:
 
     def turn(self, key: str) -> TurnState | None:
         """The state of the turn with this storage-form key (None: outside the scope)."""
-        norm = _norm(key)
+        norm = norm_key(key)
         state = self.turns.get(norm)
         if state is None:
             cid, _, tid = key.rpartition(":")
@@ -181,16 +208,13 @@ class Auditor:
         return state
 
     def add_record(self, record: EntitySnapshot) -> None:
-        key = _record_key(record.canonical_name)
+        key = record_key(record.canonical_name)
         if key is None:
             return  # not keyed by (session_id, turn_id): not a turn-protocol record
         state = self.turn(key)
         if state is None or state.record is not None:
             return
-        state.record = record
-        sid, tid = record.snapshot.get("session_id"), record.snapshot.get("turn_id")
-        if isinstance(sid, str) and sid and isinstance(tid, str) and tid:
-            state.conversation_id, state.turn_id, state.exact = sid, tid, True
+        attach_record(state, record)
 
     def add_message(
         self,
@@ -202,11 +226,11 @@ class Auditor:
         turn_key: object = None,
     ) -> None:
         # Called once per message of the store: kept lean on purpose.
-        found = _message_key(canonical_name)
+        found = message_key(canonical_name)
         if found is None:
             return  # not keyed by a turn_key: not a turn-protocol message
         key, role = found
-        state = self.turns.get(_norm(key)) or self.turn(key)
+        state = self.turns.get(norm_key(key)) or self.turn(key)
         if state is None:
             return
         known = state.user if role == "user" else state.assistant
@@ -288,48 +312,6 @@ class Auditor:
                 state.set_message(
                     role, Message(snap.entity_id, False, None, snap.last_observation_at)
                 )
-
-
-async def read_all(
-    auditor: Auditor,
-    conversations: dict[str, EntitySnapshot | None],
-    since_at: float | None,
-    concurrency: int,
-) -> None:
-    """Scan records, and conversations then their messages, concurrently."""
-    records: list[EntitySnapshot] = []
-
-    async def scan_records() -> None:
-        found = await auditor.scan("conversation_turn", search=None, limit=2)
-        records.extend(found.entities)
-
-    async def conversations_and_messages() -> None:
-        found = await auditor.scan("conversation", search=None, limit=2)
-        for conv in found.entities:
-            if since_at is None or timestamp(conv.last_observation_at or "") >= since_at:
-                conversations[conv.entity_id] = conv
-        await load_conversations(auditor, list(conversations), concurrency)
-
-    await _read_concurrently(auditor, [scan_records, conversations_and_messages], records, None)
-    if since_at is not None:
-        # A turn abandoned with no reply writes only its record, not its conversation:
-        # read the conversations of recent records too.
-        extra = {
-            conversation_entity_id(state.conversation_id)
-            for state in auditor.turns.values()
-            if state.record is not None
-            and timestamp(state.record.last_observation_at or "") >= since_at
-        }
-        extra -= conversations.keys()
-        conversations.update(dict.fromkeys(extra))
-        await load_conversations(auditor, sorted(extra), concurrency)
-
-
-async def load_conversations(
-    auditor: Auditor, conversation_entity_ids: Sequence[str], concurrency: int
-) -> None:
-    loads = [functools.partial(auditor.load_conversation, c) for c in conversation_entity_ids]
-    await gather_bounded(loads, concurrency)
 
 
 async def read_scoped(

@@ -1,0 +1,177 @@
+"""The streamed audit's bulk reads straight from an embedded store's file: a fast path.
+
+Over a Transport, each turn costs the audit an answer built as JSON (records, related
+entities, edges), then parsed back into typed objects, a conversation at a time. On an
+:class:`~neotoma_agent.transport.embedded.EmbeddedStore` backed by a file, the same three
+reads (:class:`._stream.BulkReads`) are a few SQL statements on a read-only connection of
+their own, which return only what the audit looks at; rows are decoded by the store's own
+row readers (``_rows``), so the answers are those the Transport reads give (the tests
+compare both on the same files). Everything else the audit reads (snapshots of the few
+turns in doubt, repairs) still goes through the store.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import sqlite3
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any, Final
+
+import anyio
+import attrs
+
+from ..transport._base import EntitySnapshot, Transport
+from ..transport.embedded import EmbeddedStore
+from ..transport.embedded._rows import decode_opt_time, query_item
+from ..transport.embedded._store import _connect_read_only
+from ._stream import StreamingAuditor
+
+__all__ = ["FileReads", "file_reads"]
+
+#: rows fetched per call into the worker thread
+_BATCH: Final = 5_000
+#: the page cache of each read-only connection (KiB)
+_CACHE_KIB: Final = 8_192
+#: conversations whose messages one statement reads
+_CONVERSATIONS_PER_READ: Final = 500
+
+_RECORDS: Final = (
+    "SELECT id, entity_type, canonical_name, snapshot, observation_count, last_observation_at "
+    "FROM entities WHERE entity_type = 'conversation_turn' ORDER BY id"
+)
+_CONVERSATIONS: Final = (
+    "SELECT id, last_observation_at FROM entities WHERE entity_type = 'conversation' ORDER BY id"
+)
+# What retrieve_related_entities(conversation, PART_OF, inbound) gives the audit: the
+# conversation_message at the source of each PART_OF edge, in the order of its edges.
+_MESSAGES: Final = (
+    # CROSS JOIN fixes the order: each conversation's edges by index, then each message by
+    # id (left to itself, SQLite would scan every message of the store for each page).
+    "SELECT r.target_entity_id, e.id, e.canonical_name, e.updated_at "
+    "FROM json_each(?) c CROSS JOIN relationships r CROSS JOIN entities e "
+    "WHERE r.target_entity_id = c.value AND r.relationship_type = 'PART_OF' "
+    "AND e.id = r.source_entity_id AND e.entity_type = 'conversation_message' "
+    "ORDER BY r.target_entity_id, r.source_entity_id"
+)
+
+
+def file_reads(transport: Transport, auditor: StreamingAuditor) -> FileReads | None:
+    """The fast reads when ``transport`` is an embedded store with a file, else None."""
+    if not isinstance(transport, EmbeddedStore) or transport.path == ":memory:":
+        return None
+    if transport.closed:
+        return None
+    return FileReads(auditor, transport.path)
+
+
+@attrs.define
+class FileReads:
+    """:class:`._stream.BulkReads` from read-only connections to the store's file.
+
+    SQLite runs in worker threads (it releases the GIL), each next batch read while the
+    audit handles the current one, so that on two cores the reads and the audit's Python
+    overlap.
+    """
+
+    auditor: StreamingAuditor
+    path: str
+    #: message rows read ahead, by the conversation ids they are for
+    _ahead: dict[tuple[str, ...], list[Any]] = attrs.Factory(dict)
+
+    def _connect(self) -> sqlite3.Connection:
+        conn = _connect_read_only(self.path)()
+        # One pass over each table: a big page cache would only hold pages read once.
+        conn.execute(f"PRAGMA cache_size = -{_CACHE_KIB}")
+        return conn
+
+    async def _rows(
+        self, sql: str, params: Sequence[Any], handle: Callable[[list[Any]], Awaitable[None]]
+    ) -> None:
+        conn = await anyio.to_thread.run_sync(self._connect)
+        try:
+            cursor = await anyio.to_thread.run_sync(conn.execute, sql, params)
+            rows = await anyio.to_thread.run_sync(cursor.fetchmany, _BATCH)
+            while rows:
+                ahead: list[list[Any]] = []
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(_fetch, cursor, ahead)
+                    await handle(rows)
+                rows = ahead[0]
+        finally:
+            conn.close()
+
+    def _message_rows(self, conversation_ids: Sequence[str]) -> list[Any]:
+        conn = self._connect()
+        try:
+            return conn.execute(_MESSAGES, (json.dumps(list(conversation_ids)),)).fetchall()
+        finally:
+            conn.close()
+
+    async def _read_ahead(self, conversation_ids: Sequence[str]) -> None:
+        rows = await anyio.to_thread.run_sync(self._message_rows, conversation_ids)
+        self._ahead[tuple(conversation_ids)] = rows
+
+    async def records(self) -> None:
+        take, timed = self.auditor.take_record, self.auditor.timed
+
+        async def handle(rows: list[Any]) -> None:
+            for row in rows:
+                # A record's time matters only to a timed audit (and to a record kept whole,
+                # which decodes its row in full).
+                at = decode_opt_time(row[5]) if timed else None
+                take(row[2], _fields(row), at, functools.partial(_full, row))
+
+        await self._rows(_RECORDS, (), handle)
+
+    async def conversations(
+        self, handle: Callable[[Sequence[tuple[str, str | None]]], Awaitable[None]]
+    ) -> None:
+        # Without ``since`` every conversation's messages are read: those of the next
+        # chunk are read while this chunk's are handled.
+        ahead = self.auditor.since_at is None
+
+        async def page(rows: list[Any]) -> None:
+            chunks = [
+                rows[i : i + _CONVERSATIONS_PER_READ]
+                for i in range(0, len(rows), _CONVERSATIONS_PER_READ)
+            ]
+            for i, chunk in enumerate(chunks):
+                async with anyio.create_task_group() as tg:
+                    if ahead and i + 1 < len(chunks):
+                        tg.start_soon(self._read_ahead, [r[0] for r in chunks[i + 1]])
+                    await handle([(r[0], decode_opt_time(r[1])) for r in chunk])
+
+        await self._rows(_CONVERSATIONS, (), page)
+
+    async def messages(self, conversation_ids: Sequence[str]) -> None:
+        if not conversation_ids:
+            return
+        rows = self._ahead.pop(tuple(conversation_ids), None)
+        if rows is None:
+            rows = await anyio.to_thread.run_sync(self._message_rows, conversation_ids)
+        add, timed = self.auditor.add_message, self.auditor.timed
+        for target, entity_id, name, updated_at in rows:
+            add(entity_id, name, True, target, decode_opt_time(updated_at) if timed else None)
+
+
+async def _fetch(cursor: sqlite3.Cursor, into: list[list[Any]]) -> None:
+    into.append(await anyio.to_thread.run_sync(cursor.fetchmany, _BATCH))
+
+
+def _fields(row: Sequence[Any]) -> Mapping[str, Any]:
+    """A record row's fields: the stored doc's field map where the current format keeps it
+    (``"f"``, beside ``"o"``), read without decoding the rest; any other format through the
+    store's reader."""
+    try:
+        doc = json.loads(row[3])
+    except ValueError:
+        doc = None
+    fields = doc.get("f") if isinstance(doc, dict) and "o" in doc else None
+    if isinstance(fields, dict):
+        return fields
+    return query_item(row)["snapshot"]  # type: ignore[no-any-return]
+
+
+def _full(row: Sequence[Any]) -> EntitySnapshot:
+    return EntitySnapshot.from_json(query_item(row))
