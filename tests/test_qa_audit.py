@@ -35,6 +35,7 @@ from neotoma_agent.qa import (
 )
 from neotoma_agent.qa import _audit as audit_module
 from neotoma_agent.qa import audit as qa_audit
+from neotoma_agent.qa._scan import Auditor
 from neotoma_agent.server import create_app, serving
 from neotoma_agent.testing import FaultyTransport, RecordingTransport
 from neotoma_agent.transport._base import EntityQueryResult, Transport
@@ -509,3 +510,19 @@ async def test_http_audit_finds_what_the_file_audit_finds(tmp_path: Path) -> Non
         after_on_file = await audit(store)
     assert [(f.turn_id, f.kind) for f in after_on_file.problems] == [("b1", NO_USER)]
     assert sum(f.repaired for f in after_on_file.abandoned) == 5
+
+
+@pytest.mark.parametrize("later_first", [True, False])
+async def test_a_message_seen_by_two_reads_keeps_its_later_activity(later_first: bool) -> None:
+    # A scoped audit reads a conversation's messages twice, concurrently: the report's
+    # last activity must not depend on which read lands first.
+    async with EmbeddedStore.open(":memory:") as store:
+        await NeotomaMemory(store, conversation_id="chat").open_turn("hello", turn_id="t1")
+        user = (await store.query_entities(entity_type="conversation_message")).entities[0]
+        auditor = Auditor(store, "chat", True, 4, timed=True)
+        stamps = ["2026-01-01T00:00:05.000Z", "2026-01-01T00:00:01.000Z"]
+        for stamp in stamps if later_first else stamps[::-1]:
+            auditor.add_message(user.entity_id, user.canonical_name, True, None, stamp)
+        (state,) = auditor.turns.values()
+        assert state.user is not None
+        assert state.user.activity == stamps[0]

@@ -240,8 +240,13 @@ class Auditor:
                 state.user = message
             else:
                 state.assistant = message
-        elif in_conversation and not known.in_conversation:
-            known.in_conversation, known.conversation_entity_id = True, conversation_entity_id
+        else:
+            # Seen by two reads (concurrent on a scoped audit): the later activity wins,
+            # whichever read lands first.
+            if activity and (not known.activity or timestamp(activity) > timestamp(known.activity)):
+                known.activity = activity
+            if in_conversation and not known.in_conversation:
+                known.in_conversation, known.conversation_entity_id = True, conversation_entity_id
         if not state.exact and isinstance(turn_key, str):
             parsed = parse_turn_key(turn_key)
             if parsed is not None:
