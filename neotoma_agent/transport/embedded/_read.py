@@ -32,9 +32,11 @@ from ._name_index import (
 )
 from ._rows import (
     DIRECT_COLUMNS,
+    OBSERVATION_FIELDS,
     decode_state,
     direct_item,
     dumps,
+    encode_word,
     observation_json,
     query_item,
     snapshot_record,
@@ -94,8 +96,8 @@ def observations_page(
     """An entity's observations, newest first, in their answer shape."""
     rows = conn.execute(
         "SELECT id, entity_id, entity_type, source_id, observed_at, source_priority, "
-        "observation_source, specificity_score, fields, idempotency_key, identity_basis, "
-        "identity_rule FROM observations WHERE entity_id = ? "
+        f"observation_source, specificity_score, {OBSERVATION_FIELDS}, idempotency_key, "
+        "identity_basis, identity_rule FROM observations WHERE entity_id = ? "
         "ORDER BY observed_at DESC, seq DESC LIMIT ? OFFSET ?",
         (entity_id, limit, offset),
     ).fetchall()
@@ -323,7 +325,7 @@ def query_entities(conn: sqlite3.Connection, body: Mapping[str, Any]) -> dict[st
             "EXISTS (SELECT 1 FROM observations o WHERE o.entity_id = entities.id "
             "AND o.identity_basis = ?)"
         )
-        params.append(basis)
+        params.append(encode_word(basis))
     if body.get("snapshot_filters") is not None:
         conditions, values = _filter_sql(conn, body["snapshot_filters"])
         where.extend(conditions)
