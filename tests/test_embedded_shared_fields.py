@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import shutil
 import sqlite3
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -26,8 +25,8 @@ DATA = Path(__file__).parent / "data"
 
 
 @pytest.fixture
-async def path(tmp_path: Path) -> AsyncIterator[Path]:
-    yield tmp_path / "store.db"
+def path(tmp_path: Path) -> Path:
+    return tmp_path / "store.db"
 
 
 async def _fields(store: EmbeddedStore, entity_id: str) -> list[dict[str, Any]]:
