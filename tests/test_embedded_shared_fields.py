@@ -18,6 +18,7 @@ import pytest
 
 from neotoma_agent import NeotomaMemory
 from neotoma_agent.transport.embedded import EmbeddedStore
+from neotoma_agent.transport.embedded._rows import encode_entity
 
 pytestmark = pytest.mark.anyio
 
@@ -39,7 +40,8 @@ def _stored(path: Path, entity_id: str) -> list[str | None]:
     """The ``fields`` column of an entity's observation rows, newest first."""
     with sqlite3.connect(path) as conn:
         rows = conn.execute(
-            "SELECT fields FROM observations WHERE entity_id = ? ORDER BY seq DESC", (entity_id,)
+            "SELECT fields FROM observations WHERE entity_id = ? ORDER BY seq DESC",
+            (encode_entity(entity_id),),
         ).fetchall()
     return [r[0] for r in rows]
 

@@ -21,6 +21,7 @@ from ._rows import (
     decode_seen,
     decode_time,
     dumps,
+    encode_entity,
     encode_seen,
     encode_time,
     entity_json,
@@ -98,7 +99,7 @@ def relate(
                     "INSERT INTO conversation_messages (conversation_id, seq, message_id) "
                     "SELECT ?1, coalesce(max(seq), 0) + 1, ?2 FROM conversation_messages "
                     "WHERE conversation_id = ?1",
-                    (dst, src),
+                    (encode_entity(dst), encode_entity(src)),
                 )
                 if counts is not None:
                     counts[dst] = counts.get(dst, 0) + 1

@@ -36,6 +36,7 @@ from ._rows import (
     decode_state,
     direct_item,
     dumps,
+    encode_entity,
     encode_word,
     observation_json,
     query_item,
@@ -99,7 +100,7 @@ def observations_page(
         f"observation_source, specificity_score, {OBSERVATION_FIELDS}, idempotency_key, "
         "identity_basis, identity_rule FROM observations WHERE entity_id = ? "
         "ORDER BY observed_at DESC, seq DESC LIMIT ? OFFSET ?",
-        (entity_id, limit, offset),
+        (encode_entity(entity_id), limit, offset),
     ).fetchall()
     return [observation_json(r) for r in rows]
 
@@ -321,8 +322,10 @@ def query_entities(conn: sqlite3.Connection, body: Mapping[str, Any]) -> dict[st
     if basis is not None:
         if not isinstance(basis, str):
             raise invalid_format("identity_basis must be a string", ["identity_basis"])
+        # The observation rows hold the entity's id as ``encode_entity`` does.
+        conn.create_function("entity_key", 1, encode_entity, deterministic=True)
         where.append(
-            "EXISTS (SELECT 1 FROM observations o WHERE o.entity_id = entities.id "
+            "EXISTS (SELECT 1 FROM observations o WHERE o.entity_id = entity_key(entities.id) "
             "AND o.identity_basis = ?)"
         )
         params.append(encode_word(basis))

@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
 from typing import Any
 
-from ..._identity import schema_version
+from ..._identity import ENTITY_ID_RE, schema_version
 from .._wire import LOCAL_USER_ID
 from ._reducer import ObservationMeta, SnapshotState
 
@@ -23,6 +23,7 @@ __all__ = [
     "DIRECT_COLUMNS",
     "OBSERVATION_FIELDS",
     "REL_COLUMNS",
+    "decode_entity",
     "decode_id",
     "decode_opt_time",
     "decode_seen",
@@ -31,6 +32,7 @@ __all__ = [
     "decode_word",
     "direct_item",
     "dumps",
+    "encode_entity",
     "encode_id",
     "encode_opt_time",
     "encode_seen",
@@ -40,6 +42,7 @@ __all__ = [
     "entity_exists",
     "entity_json",
     "entity_row",
+    "entity_text",
     "fields_column",
     "key_seen",
     "load_row",
@@ -120,6 +123,26 @@ def time_text(column: str) -> str:
     return (
         f"(CASE typeof({column}) WHEN 'integer' THEN "
         f"strftime('%Y-%m-%dT%H:%M:%fZ', {column} / 1000.0, 'unixepoch') ELSE {column} END)"
+    )
+
+
+# Entity ids ("ent_" and 24 hex digits) in the tables that hold one per row besides their
+# own key (observations, conversation_messages) are stored as their 12 bytes; any other id
+# as it is. ``entity_text`` is the SQL that turns such a column back into the id.
+
+
+def encode_entity(value: str) -> str | bytes:
+    return bytes.fromhex(value[4:]) if ENTITY_ID_RE.match(value) else value
+
+
+def decode_entity(value: str | bytes) -> str:
+    return "ent_" + value.hex() if isinstance(value, bytes) else value
+
+
+def entity_text(column: str) -> str:
+    """SQL for an ``encode_entity`` column as the entity id it holds."""
+    return (
+        f"(CASE typeof({column}) WHEN 'blob' THEN 'ent_' || lower(hex({column})) ELSE {column} END)"
     )
 
 
@@ -314,7 +337,7 @@ def decode_state(
 
 OBSERVATION_FIELDS = (
     "coalesce(fields, (SELECT json_extract(e.snapshot, '$.f') FROM entities e "
-    "WHERE e.id = observations.entity_id))"
+    f"WHERE e.id = {entity_text('observations.entity_id')}))"
 )
 
 
@@ -375,7 +398,7 @@ def observation_seq(conn: sqlite3.Connection, entity_id: str, obs_id: str) -> in
     """The seq of an entity's observation, or None when it has no such observation."""
     row = conn.execute(
         "SELECT seq FROM observations WHERE entity_id = ? AND id = ?",
-        (entity_id, encode_id(obs_id)),
+        (encode_entity(entity_id), encode_id(obs_id)),
     ).fetchone()
     return None if row is None else int(row[0])
 
@@ -385,7 +408,7 @@ def replayed_observations(conn: sqlite3.Connection, key: str) -> list[tuple[str,
     row = conn.execute("SELECT observations FROM idempotency_keys WHERE key = ?", (key,)).fetchone()
     seqs: list[int] = json.loads(row[0])
     found = {
-        r[0]: (str(r[1]), str(decode_word(r[2])), str(decode_id(r[3])))
+        r[0]: (decode_entity(r[1]), str(decode_word(r[2])), str(decode_id(r[3])))
         for r in conn.execute(
             "SELECT seq, entity_id, entity_type, id FROM observations "
             "WHERE seq IN (SELECT value FROM json_each(?))",
@@ -572,7 +595,7 @@ def observation_json(row: Sequence[Any]) -> dict[str, Any]:
     observed_at = decode_time(row[4])
     return {
         "id": decode_id(row[0]),
-        "entity_id": row[1],
+        "entity_id": decode_entity(row[1]),
         "entity_type": decode_word(row[2]),
         "schema_version": "1.0",  # observations say 1.0 even where snapshots say 1.4 (e5)
         "source_id": decode_id(row[3]),

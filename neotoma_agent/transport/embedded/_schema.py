@@ -15,6 +15,7 @@ from ._rows import (
     decode_seen,
     decode_state,
     dumps,
+    encode_entity,
     encode_id,
     encode_opt_time,
     encode_seen,
@@ -262,8 +263,8 @@ def _compact_rewrite(conn: sqlite3.Connection) -> None:
 #
 # - ``observations``: one observation per entity may hold no fields (NULL): they are its
 #   snapshot's (``_rows``: the snapshot doc's "s" names it); the entity type, observation
-#   source, identity basis and rule as the index of a known word (``encode_word``), in
-#   untyped columns;
+#   source, identity basis and rule as the index of a known word (``encode_word``), the
+#   entity id as its 12 bytes (``encode_entity``), in untyped columns;
 # - ``entities.snapshot``: the metas of the winning observations with the id as base64 and
 #   the time as milliseconds;
 # - ``relationships``: ``seen`` as the observation ids' 16 bytes end to end, the times as
@@ -271,7 +272,7 @@ def _compact_rewrite(conn: sqlite3.Connection) -> None:
 #   this store writes them);
 # - ``conversation_messages``: keyed by (conversation, position in it) without a rowid, so
 #   one B-tree instead of a table and its index; the position counts from 1 in each
-#   conversation (renumbered here in the order of the old seqs).
+#   conversation (renumbered here in the order of the old seqs); both ids as 12 bytes.
 #
 # As for version 3, the script moves the rows as they are, and ``_share_fields`` rewrites
 # the values SQL alone cannot.
@@ -279,7 +280,7 @@ _SHARED_FIELDS = """
 CREATE TABLE observations_v4 (
     seq INTEGER PRIMARY KEY,
     id NOT NULL,
-    entity_id TEXT NOT NULL,
+    entity_id NOT NULL,
     entity_type NOT NULL,
     source_id,
     observed_at NOT NULL,
@@ -317,9 +318,9 @@ DROP TABLE relationships;
 ALTER TABLE relationships_v4 RENAME TO relationships;
 CREATE INDEX relationships_by_target ON relationships (target_entity_id, relationship_type);
 CREATE TABLE conversation_messages_v4 (
-    conversation_id TEXT NOT NULL,
+    conversation_id NOT NULL,
     seq INTEGER NOT NULL,
-    message_id TEXT NOT NULL,
+    message_id NOT NULL,
     PRIMARY KEY (conversation_id, seq)
 ) WITHOUT ROWID;
 INSERT INTO conversation_messages_v4 SELECT conversation_id,
@@ -344,8 +345,14 @@ def _share_fields(conn: sqlite3.Connection) -> None:
     conn.create_function("compact_word", 1, encode_word, deterministic=True)
     conn.create_function("compact_seen", 1, _compact_seen, deterministic=True)
     conn.create_function("compact_time", 1, encode_opt_time, deterministic=True)
+    conn.create_function("compact_entity", 1, encode_entity, deterministic=True)
     conn.execute(
-        "UPDATE observations SET entity_type = compact_word(entity_type), "
+        "UPDATE conversation_messages SET conversation_id = compact_entity(conversation_id), "
+        "message_id = compact_entity(message_id)"
+    )
+    conn.execute(
+        "UPDATE observations SET entity_id = compact_entity(entity_id), "
+        "entity_type = compact_word(entity_type), "
         "observation_source = compact_word(observation_source), "
         "identity_basis = compact_word(identity_basis), "
         "identity_rule = compact_word(identity_rule)"
@@ -370,7 +377,8 @@ def _share_fields(conn: sqlite3.Connection) -> None:
         for rowid, entity_id, doc, count, observed in rows:
             state = decode_state(doc, count, observed)
             if state.shared is None:
-                found = conn.execute(find, (entity_id, dumps(state.fields))).fetchone()
+                text = dumps(state.fields)
+                found = conn.execute(find, (encode_entity(entity_id), text)).fetchone()
                 if found is not None:
                     state.shared = int(found[0])
                     conn.execute("UPDATE observations SET fields = NULL WHERE seq = ?", found)

@@ -42,6 +42,7 @@ from ._name_index import index_fields, index_name, rename
 from ._reducer import ObservationMeta, SnapshotState, fold, source_rank
 from ._rows import (
     dumps,
+    encode_entity,
     encode_id,
     encode_opt_time,
     encode_state,
@@ -424,7 +425,7 @@ def _observe(
         "idempotency_key, identity_basis, identity_rule) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
         (
             encode_id(obs_id),
-            entity_id,
+            encode_entity(entity_id),
             encode_word(entity_type),
             encode_id(source_id),
             encode_time(now),
