@@ -250,8 +250,11 @@ def _decode_meta(meta: list[Any]) -> list[Any]:
     return [_decode_obs_id(meta[0]), meta[1], decode_time(meta[2]), meta[3], meta[4], spec]
 
 
-def encode_state(state: SnapshotState) -> str:
-    """The stored form of ``state`` (see above); :func:`decode_state` is its inverse."""
+def encode_state(state: SnapshotState, fields_text: str | None = None) -> str:
+    """The stored form of ``state`` (see above); :func:`decode_state` is its inverse.
+
+    ``fields_text``: ``dumps(state.fields)`` when the caller has it already.
+    """
     top = state.top.to_json() if state.top is not None else None
     metas: list[list[Any]] = [] if top is None else [top]
     seen: dict[tuple[Any, Any], int] = {} if top is None else {(top[0], top[1]): 0}
@@ -270,7 +273,7 @@ def encode_state(state: SnapshotState) -> str:
         else:
             winners[name] = winner
             trivial = False
-    doc: dict[str, Any] = {"f": state.fields, "o": [_encode_meta(m) for m in metas]}
+    doc: dict[str, Any] = {"o": [_encode_meta(m) for m in metas]}
     if not trivial:
         doc["w"] = winners
     if top is None and metas:
@@ -289,7 +292,9 @@ def encode_state(state: SnapshotState) -> str:
         doc["p"] = state.provenance  # not the winners' ids: kept as it is
     if state.shared is not None:
         doc["s"] = state.shared
-    return dumps(doc)
+    # "f" first, then the rest: dumps({"f": ..., **doc}) without encoding the fields twice.
+    fields = dumps(state.fields) if fields_text is None else fields_text
+    return '{"f":' + fields + "," + dumps(doc)[1:]
 
 
 def decode_state(
@@ -354,21 +359,25 @@ def settle_fields(
     seq: int,
     fields_json: str,
     stored: str | None,
-) -> None:
+) -> str:
     """After folding observation ``seq`` (whose row holds ``stored``) into ``state``: give
-    the old sharer its fields back if "f" changed, then share ``seq``'s or store them."""
+    the old sharer its fields back if "f" changed, then share ``seq``'s or store them.
+    Returns ``dumps(state.fields)`` (for :func:`encode_state`)."""
     text = dumps(state.fields)
-    if state.shared is not None and dumps(old_fields) != text:
-        conn.execute(
-            "UPDATE observations SET fields = ? WHERE seq = ?", (dumps(old_fields), state.shared)
-        )
-        state.shared = None
+    if state.shared is not None:
+        old_text = dumps(old_fields)
+        if old_text != text:
+            conn.execute(
+                "UPDATE observations SET fields = ? WHERE seq = ?", (old_text, state.shared)
+            )
+            state.shared = None
     if state.shared is None and fields_json == text:
         state.shared = seq
         if stored is not None:
             conn.execute("UPDATE observations SET fields = NULL WHERE seq = ?", (seq,))
     elif stored is None:
         conn.execute("UPDATE observations SET fields = ? WHERE seq = ?", (fields_json, seq))
+    return text
 
 
 # -- idempotency keys ------------------------------------------------------------------------

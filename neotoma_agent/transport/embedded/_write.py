@@ -457,10 +457,10 @@ def _observe(
         source_rank=source_rank(obs_source),
     )
     fold(state, meta, fields, schema_for(entity_type))
-    settle_fields(conn, state, old_fields, meta.seq, fields_json, stored_fields)
+    fields_text = settle_fields(conn, state, old_fields, meta.seq, fields_json, stored_fields)
     if states is not None:
         states[entity_id] = state
-    doc = encode_state(state)
+    doc = encode_state(state, fields_text)
     if create is not None:
         conn.execute(
             "INSERT INTO entities (id, entity_type, canonical_name, aliases, created_at, "
