@@ -6,7 +6,7 @@ that answers with a row builds it the same way.
 
 from __future__ import annotations
 
-import base64
+import binascii
 import functools
 import json
 import re
@@ -228,7 +228,8 @@ def _winner_id(winner: Any) -> str:
 def _encode_obs_id(value: str) -> str:
     packed = encode_id(value)
     if isinstance(packed, bytes):
-        return base64.urlsafe_b64encode(packed).rstrip(b"=").decode()
+        # binascii: several times cheaper than the base64 module's wrappers, per id
+        return binascii.b2a_base64(packed, newline=False)[:-2].decode()
     return "~" + value  # "~" is not base64: an id that is not a UUID, as it is
 
 
@@ -237,7 +238,8 @@ def _decode_obs_id(value: str) -> str:
         return value[1:]
     if len(value) == 36:
         return value  # a UUID as version 3 wrote it (base64 is 22 characters)
-    return str(decode_id(base64.urlsafe_b64decode(value + "==")))
+    h = binascii.a2b_base64(value + "==").hex()
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
 def _encode_meta(meta: list[Any]) -> list[Any]:
