@@ -228,7 +228,7 @@ def _winner_id(winner: Any) -> str:
 def _encode_obs_id(value: str) -> str:
     packed = encode_id(value)
     if isinstance(packed, bytes):
-        # binascii: several times cheaper than the base64 module's wrappers, per id
+        # binascii, not the base64 module: its wrappers cost more than the conversion
         return binascii.b2a_base64(packed, newline=False)[:-2].decode()
     return "~" + value  # "~" is not base64: an id that is not a UUID, as it is
 
