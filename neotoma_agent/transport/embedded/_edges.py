@@ -95,10 +95,12 @@ def relate(
             )
             if counted.rowcount:
                 # The conversation's message index (_schema): the last N in one range scan.
+                # The next position in the conversation: one seek to its last row (a bare
+                # max(seq) over the range would read every message of the conversation).
                 conn.execute(
                     "INSERT INTO conversation_messages (conversation_id, seq, message_id) "
-                    "SELECT ?1, coalesce(max(seq), 0) + 1, ?2 FROM conversation_messages "
-                    "WHERE conversation_id = ?1",
+                    "VALUES (?1, coalesce((SELECT seq FROM conversation_messages "
+                    "WHERE conversation_id = ?1 ORDER BY seq DESC LIMIT 1), 0) + 1, ?2)",
                     (encode_entity(dst), encode_entity(src)),
                 )
                 if counts is not None:
