@@ -26,7 +26,7 @@ from typing import Any
 from ..._identity import resolve_identity_cached
 from ..._js import js_trim
 from ._errors import invalid_format, not_found
-from ._rows import decode_state, decode_time, snapshot_record
+from ._rows import decode_entity, decode_state, decode_time, encode_entity, snapshot_record
 from ._validate import bounded_int
 
 __all__ = ["MAX_PAGE", "READS", "recent_conversation", "recent_conversations", "route"]
@@ -148,10 +148,10 @@ def _item(row: Sequence[Any], messages: list[dict[str, Any]]) -> dict[str, Any]:
 
 def _all_messages(conn: sqlite3.Connection, conversation_id: str) -> list[dict[str, Any]]:
     ids = [
-        r[0]
+        decode_entity(r[0])
         for r in conn.execute(
             "SELECT message_id FROM conversation_messages WHERE conversation_id = ? ORDER BY seq",
-            (conversation_id,),
+            (encode_entity(conversation_id),),
         )
     ]
     messages = _messages(conn, ids, extended=False)
@@ -205,16 +205,16 @@ def recent_conversation(conn: sqlite3.Connection, body: Mapping[str, Any]) -> di
             raise invalid_format("before must be a message id", ["before"])
         seq = conn.execute(
             "SELECT seq FROM conversation_messages WHERE conversation_id = ? AND message_id = ?",
-            (row[0], before),
+            (encode_entity(row[0]), encode_entity(before)),
         ).fetchone()
         # A message not (yet) in the conversation is after all of it.
         bound = bound if seq is None else int(seq[0])
     page = conn.execute(
         "SELECT message_id FROM conversation_messages WHERE conversation_id = ? AND seq < ? "
         "ORDER BY seq DESC LIMIT ?",
-        (row[0], bound, limit + 1),
+        (encode_entity(row[0]), bound, limit + 1),
     ).fetchall()
-    ids = [r[0] for r in reversed(page[:limit])]
+    ids = [decode_entity(r[0]) for r in reversed(page[:limit])]
     by_id = {m["message_id"]: m for m in _messages(conn, ids, extended=True)}
     messages = [by_id[i] for i in ids if i in by_id]
     item = _item(row, messages)

@@ -18,8 +18,13 @@ from ._errors import (
 )
 from ._rows import (
     REL_COLUMNS,
+    decode_seen,
+    decode_time,
     dumps,
     dumps_acyclic,
+    encode_entity,
+    encode_seen,
+    encode_time,
     entity_json,
     relationship_json,
     relationship_row_json,
@@ -65,16 +70,15 @@ def relate(
     cur = conn.execute(
         "INSERT INTO relationships (source_entity_id, relationship_type, target_entity_id, "
         "metadata, provenance, seen, observation_count, last_observation_at, computed_at) "
-        "VALUES (?, ?, ?, ?, ?, ?, 1, ?, ?) ON CONFLICT DO NOTHING",
+        "VALUES (?, ?, ?, ?, ?, ?, 1, ?, NULL) ON CONFLICT DO NOTHING",
         (
             src,
             rtype,
             dst,
             dumps_acyclic(merged) if merged else "{}",
             dumps_acyclic(provenance) if provenance else "{}",
-            dumps_acyclic([rel_obs_id]),
-            now,
-            now,
+            encode_seen([rel_obs_id]),
+            encode_time(now),
         ),
     )
     if cur.rowcount:
@@ -92,9 +96,13 @@ def relate(
             )
             if counted.rowcount:
                 # The conversation's message index (_schema): the last N in one range scan.
+                # The next position in the conversation: one seek to its last row (a bare
+                # max(seq) over the range would read every message of the conversation).
                 conn.execute(
-                    "INSERT INTO conversation_messages (conversation_id, message_id) VALUES (?, ?)",
-                    (dst, src),
+                    "INSERT INTO conversation_messages (conversation_id, seq, message_id) "
+                    "VALUES (?1, coalesce((SELECT seq FROM conversation_messages "
+                    "WHERE conversation_id = ?1 ORDER BY seq DESC LIMIT 1), 0) + 1, ?2)",
+                    (encode_entity(dst), encode_entity(src)),
                 )
                 if counts is not None:
                     counts[dst] = counts.get(dst, 0) + 1
@@ -107,8 +115,8 @@ def relate(
     ).fetchone()
     merged = json.loads(row[0])
     provenance = json.loads(row[1])
-    seen: list[str] = json.loads(row[2])
-    count, last = int(row[3]), str(row[4])
+    seen = decode_seen(row[2])
+    count, last = int(row[3]), decode_time(row[4])
     if rel_obs_id not in seen:
         # Same source, key and metadata is the same observation: a repeat is skipped.
         seen.append(rel_obs_id)
@@ -120,11 +128,21 @@ def relate(
             provenance[k] = rel_obs_id
         count += 1
         last = now
+        # computed_at NULL: computed when last observed (``relationship_row_json``).
         conn.execute(
             "UPDATE relationships SET metadata = ?, provenance = ?, seen = ?, "
-            "observation_count = ?, last_observation_at = ?, computed_at = ? "
+            "observation_count = ?, last_observation_at = ?, computed_at = NULL "
             "WHERE source_entity_id = ? AND relationship_type = ? AND target_entity_id = ?",
-            (dumps(merged), dumps(provenance), dumps(seen), count, last, now, src, rtype, dst),
+            (
+                dumps(merged),
+                dumps(provenance),
+                encode_seen(seen),
+                count,
+                encode_time(last),
+                src,
+                rtype,
+                dst,
+            ),
         )
     return relationship_json(key, rtype, src, dst, merged, provenance, count, last, now)
 

@@ -20,6 +20,7 @@ from ._rows import (
     REL_COLUMNS,
     decode_state,
     decode_time,
+    encode_entity,
     encode_id,
     query_item,
     relationship_row_json,
@@ -110,7 +111,7 @@ def get_entity_observations(conn: sqlite3.Connection, body: Mapping[str, Any]) -
     offset = bounded_int(body.get("offset", 0), "offset", 0, 2**31)
     _require_entity(conn, entity_id)
     total = conn.execute(
-        "SELECT count(*) FROM observations WHERE entity_id = ?", (entity_id,)
+        "SELECT count(*) FROM observations WHERE entity_id = ?", (encode_entity(entity_id),)
     ).fetchone()[0]
     observations = observations_page(conn, entity_id, limit, offset)
     keys = _keys_of_sources(conn, {o["source_id"] for o in observations} - {None})

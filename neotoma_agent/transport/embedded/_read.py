@@ -32,9 +32,12 @@ from ._name_index import (
 )
 from ._rows import (
     DIRECT_COLUMNS,
+    OBSERVATION_FIELDS,
     decode_state,
     direct_item,
     dumps,
+    encode_entity,
+    encode_word,
     observation_json,
     query_item,
     snapshot_record,
@@ -94,10 +97,10 @@ def observations_page(
     """An entity's observations, newest first, in their answer shape."""
     rows = conn.execute(
         "SELECT id, entity_id, entity_type, source_id, observed_at, source_priority, "
-        "observation_source, specificity_score, fields, idempotency_key, identity_basis, "
-        "identity_rule FROM observations WHERE entity_id = ? "
+        f"observation_source, specificity_score, {OBSERVATION_FIELDS}, idempotency_key, "
+        "identity_basis, identity_rule FROM observations WHERE entity_id = ? "
         "ORDER BY observed_at DESC, seq DESC LIMIT ? OFFSET ?",
-        (entity_id, limit, offset),
+        (encode_entity(entity_id), limit, offset),
     ).fetchall()
     return [observation_json(r) for r in rows]
 
@@ -319,11 +322,13 @@ def query_entities(conn: sqlite3.Connection, body: Mapping[str, Any]) -> dict[st
     if basis is not None:
         if not isinstance(basis, str):
             raise invalid_format("identity_basis must be a string", ["identity_basis"])
+        # The observation rows hold the entity's id as ``encode_entity`` does.
+        conn.create_function("entity_key", 1, encode_entity, deterministic=True)
         where.append(
-            "EXISTS (SELECT 1 FROM observations o WHERE o.entity_id = entities.id "
+            "EXISTS (SELECT 1 FROM observations o WHERE o.entity_id = entity_key(entities.id) "
             "AND o.identity_basis = ?)"
         )
-        params.append(basis)
+        params.append(encode_word(basis))
     if body.get("snapshot_filters") is not None:
         conditions, values = _filter_sql(conn, body["snapshot_filters"])
         where.extend(conditions)

@@ -120,6 +120,8 @@ class SnapshotState:
     deleted: bool = False
     observation_count: int = 0
     last_observation_at: str | None = None
+    #: the seq of the observation stored without its fields, which are these (``_rows``)
+    shared: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The persistent form: fields, provenance and what the next fold needs."""

@@ -6,6 +6,7 @@ that answers with a row builds it the same way.
 
 from __future__ import annotations
 
+import binascii
 import functools
 import json
 import re
@@ -14,28 +15,37 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
 from typing import Any
 
-from ..._identity import schema_version
+from ..._identity import ENTITY_ID_RE, schema_version
 from ..._js import compact_encoder
 from .._wire import LOCAL_USER_ID
 from ._reducer import ObservationMeta, SnapshotState
 
 __all__ = [
     "DIRECT_COLUMNS",
+    "OBSERVATION_FIELDS",
     "REL_COLUMNS",
+    "decode_entity",
     "decode_id",
     "decode_opt_time",
+    "decode_seen",
     "decode_state",
     "decode_time",
+    "decode_word",
     "direct_item",
     "dumps",
     "dumps_acyclic",
+    "encode_entity",
     "encode_id",
     "encode_opt_time",
+    "encode_seen",
     "encode_state",
     "encode_time",
+    "encode_word",
     "entity_exists",
     "entity_json",
     "entity_row",
+    "entity_text",
+    "fields_column",
     "key_seen",
     "load_row",
     "load_rows",
@@ -47,6 +57,7 @@ __all__ = [
     "relationship_json",
     "relationship_row_json",
     "replayed_observations",
+    "settle_fields",
     "snapshot_record",
     "time_text",
 ]
@@ -122,28 +133,137 @@ def time_text(column: str) -> str:
     )
 
 
+# Entity ids ("ent_" and 24 hex digits) in the tables that hold one per row besides their
+# own key (observations, conversation_messages) are stored as their 12 bytes; any other id
+# as it is. ``entity_text`` is the SQL that turns such a column back into the id.
+
+
+def encode_entity(value: str) -> str | bytes:
+    return bytes.fromhex(value[4:]) if ENTITY_ID_RE.match(value) else value
+
+
+def decode_entity(value: str | bytes) -> str:
+    return "ent_" + value.hex() if isinstance(value, bytes) else value
+
+
+def entity_text(column: str) -> str:
+    """SQL for an ``encode_entity`` column as the entity id it holds."""
+    return (
+        f"(CASE typeof({column}) WHEN 'blob' THEN 'ent_' || lower(hex({column})) ELSE {column} END)"
+    )
+
+
+# The words an observation row repeats (its entity type, observation source, identity basis
+# and rule) are stored as their index in this tuple, any other text as it is. It is part of
+# the file format: append only, never reorder.
+_WORDS = (
+    "conversation",
+    "conversation_message",
+    "conversation_turn",
+    "person",
+    "company",
+    "contact",
+    "task",
+    "note",
+    "human",
+    "import",
+    "llm_summary",
+    "sensor",
+    "sync",
+    "workflow_state",
+    "schema_rule",
+    "heuristic_name",
+    "heuristic_fallback",
+    "target_id",
+    "composite:conversation_id",
+    "composite:session_id",
+    "composite:turn_key",
+    "composite:session_id+turn_id",
+    "name_key:name",
+    "name_key:canonical_name",
+    "name_key:email",
+)
+_WORD_CODES = {word: code for code, word in enumerate(_WORDS)}
+
+
+def encode_word(value: str | None) -> str | int | None:
+    return None if value is None else _WORD_CODES.get(value, value)
+
+
+def decode_word(value: str | int | None) -> str | None:
+    return _WORDS[value] if isinstance(value, int) else value
+
+
+def encode_seen(ids: Sequence[str]) -> str | bytes:
+    """An edge's observation ids: their 16 bytes each, end to end (else JSON text)."""
+    packed = [encode_id(i) for i in ids]
+    if all(isinstance(p, bytes) for p in packed):
+        return b"".join(p for p in packed if isinstance(p, bytes))
+    return dumps(list(ids))
+
+
+def decode_seen(value: str | bytes) -> list[str]:
+    if isinstance(value, str):
+        loaded: list[str] = json.loads(value)
+        return loaded
+    return [str(decode_id(value[i : i + 16])) for i in range(0, len(value), 16)]
+
+
 # -- the snapshot doc ---------------------------------------------------------------------
 #
 # An entity's snapshot state is stored compactly: each observation that wins a field (or
 # decides deletion) is listed once in "o" ([id, seq, observed_at, priority, source rank,
-# specificity], the last dropped when 1.0), and per-field winners are indexes into it.
-# The provenance map is rebuilt on read (a field's provenance is its winner's id, or a
-# merged array's ids), so the observation id is no longer repeated per field, twice:
+# specificity], the last dropped when 1.0; the id as the base64 of its 16 bytes, the time
+# as ``encode_time``), and per-field winners are indexes into it. The provenance map is
+# rebuilt on read (a field's provenance is its winner's id, or a merged array's ids), so
+# the observation id is not repeated per field, twice:
 #
 #   {"f": fields, "o": [meta, ...], "w": {field: index | array winner}, "t": null,
-#    "d": 1 when deleted, "p": provenance (only when it is not the winners' ids)}
+#    "d": 1 when deleted, "p": provenance (only when it is not the winners' ids),
+#    "s": the seq of the observation stored without its fields (they are "f")}
 #
 # o[0] is the observation that decides deletion ("t": null when there is none); "w" is left
 # out when o[0] wins every field of "f", in the order of "f".
-# The first format ({"f", "p", "w", "top", "del"}, metas per field) is still read.
+# Older formats are still read: version 3's (the same, with ids and times as text), and the
+# first one ({"f", "p", "w", "top", "del"}, metas per field).
 
 
 def _winner_id(winner: Any) -> str:
     return str(winner[0]) if isinstance(winner, list) else ",".join(winner["ids"])
 
 
-def encode_state(state: SnapshotState) -> str:
-    """The stored form of ``state`` (see above); :func:`decode_state` is its inverse."""
+def _encode_obs_id(value: str) -> str:
+    packed = encode_id(value)
+    if isinstance(packed, bytes):
+        # binascii, not the base64 module: its wrappers cost more than the conversion
+        return binascii.b2a_base64(packed, newline=False)[:-2].decode()
+    return "~" + value  # "~" is not base64: an id that is not a UUID, as it is
+
+
+def _decode_obs_id(value: str) -> str:
+    if value.startswith("~"):
+        return value[1:]
+    if len(value) == 36:
+        return value  # a UUID as version 3 wrote it (base64 is 22 characters)
+    h = binascii.a2b_base64(value + "==").hex()
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+
+
+def _encode_meta(meta: list[Any]) -> list[Any]:
+    out = [_encode_obs_id(meta[0]), meta[1], encode_time(meta[2]), meta[3], meta[4]]
+    return out if meta[5] == 1.0 else [*out, meta[5]]
+
+
+def _decode_meta(meta: list[Any]) -> list[Any]:
+    spec = meta[5] if len(meta) == 6 else 1.0
+    return [_decode_obs_id(meta[0]), meta[1], decode_time(meta[2]), meta[3], meta[4], spec]
+
+
+def encode_state(state: SnapshotState, fields_text: str | None = None) -> str:
+    """The stored form of ``state`` (see above); :func:`decode_state` is its inverse.
+
+    ``fields_text``: ``dumps(state.fields)`` when the caller has it already.
+    """
     top = state.top.to_json() if state.top is not None else None
     metas: list[list[Any]] = [] if top is None else [top]
     seen: dict[tuple[Any, Any], int] = {} if top is None else {(top[0], top[1]): 0}
@@ -162,10 +282,7 @@ def encode_state(state: SnapshotState) -> str:
         else:
             winners[name] = winner
             trivial = False
-    doc: dict[str, Any] = {
-        "f": state.fields,
-        "o": [m[:5] if m[5] == 1.0 else m for m in metas],
-    }
+    doc: dict[str, Any] = {"o": [_encode_meta(m) for m in metas]}
     if not trivial:
         doc["w"] = winners
     if top is None and metas:
@@ -182,19 +299,23 @@ def encode_state(state: SnapshotState) -> str:
         rebuilt = list(state.provenance.items()) == expected
     if not rebuilt:
         doc["p"] = state.provenance  # not the winners' ids: kept as it is
-    return dumps_acyclic(doc)
+    if state.shared is not None:
+        doc["s"] = state.shared
+    # "f" first, then the rest: dumps({"f": ..., **doc}) without encoding the fields twice.
+    fields = dumps_acyclic(state.fields) if fields_text is None else fields_text
+    return '{"f":' + fields + "," + dumps_acyclic(doc)[1:]
 
 
 def decode_state(
     text: str, observation_count: int, last_observation_at: str | int | None
 ) -> SnapshotState:
-    """The snapshot state stored by :func:`encode_state` (or in the first format), with the
+    """The snapshot state stored by :func:`encode_state` (or in an older format), with the
     entity row's count and last observation time (as stored: :func:`encode_time`)."""
     doc = json.loads(text)
     last_observation_at = decode_opt_time(last_observation_at)
     if "o" not in doc:
         return SnapshotState.from_json(doc, observation_count, last_observation_at)
-    metas = [m if len(m) == 6 else [*m, 1.0] for m in doc["o"]]
+    metas = [_decode_meta(m) for m in doc["o"]]
     fields = doc["f"]
     w = doc.get("w")
     winners: dict[str, Any] = (
@@ -216,7 +337,56 @@ def decode_state(
         deleted=bool(doc.get("d", False)),
         observation_count=observation_count,
         last_observation_at=last_observation_at,
+        shared=doc.get("s"),
     )
+
+
+# -- shared fields ---------------------------------------------------------------------------
+#
+# Most observations carry exactly the fields their entity's snapshot holds (a message is
+# written once; a turn record's closing observation restates it whole), so one observation
+# per entity may be stored without its fields (NULL): they are the snapshot's "f", and the
+# snapshot names it ("s"). When a later fold changes "f", that observation gets its fields
+# back first. Readers select ``OBSERVATION_FIELDS`` instead of the column.
+
+OBSERVATION_FIELDS = (
+    "coalesce(fields, (SELECT json_extract(e.snapshot, '$.f') FROM entities e "
+    f"WHERE e.id = {entity_text('observations.entity_id')}))"
+)
+
+
+def fields_column(state: SnapshotState | None, fields_json: str) -> str | None:
+    """What a new observation's row holds in ``fields`` before the fold: NULL (it may share
+    the snapshot's) unless another observation already does, which a fold rarely undoes."""
+    return None if state is None or state.shared is None else fields_json
+
+
+def settle_fields(
+    conn: sqlite3.Connection,
+    state: SnapshotState,
+    old_fields: Mapping[str, Any],
+    seq: int,
+    fields_json: str,
+    stored: str | None,
+) -> str:
+    """After folding observation ``seq`` (whose row holds ``stored``) into ``state``: give
+    the old sharer its fields back if "f" changed, then share ``seq``'s or store them.
+    Returns ``dumps(state.fields)`` (for :func:`encode_state`)."""
+    text = dumps(state.fields)
+    if state.shared is not None:
+        old_text = dumps(old_fields)
+        if old_text != text:
+            conn.execute(
+                "UPDATE observations SET fields = ? WHERE seq = ?", (old_text, state.shared)
+            )
+            state.shared = None
+    if state.shared is None and fields_json == text:
+        state.shared = seq
+        if stored is not None:
+            conn.execute("UPDATE observations SET fields = NULL WHERE seq = ?", (seq,))
+    elif stored is None:
+        conn.execute("UPDATE observations SET fields = ? WHERE seq = ?", (fields_json, seq))
+    return text
 
 
 # -- idempotency keys ------------------------------------------------------------------------
@@ -246,7 +416,7 @@ def observation_seq(conn: sqlite3.Connection, entity_id: str, obs_id: str) -> in
     """The seq of an entity's observation, or None when it has no such observation."""
     row = conn.execute(
         "SELECT seq FROM observations WHERE entity_id = ? AND id = ?",
-        (entity_id, encode_id(obs_id)),
+        (encode_entity(entity_id), encode_id(obs_id)),
     ).fetchone()
     return None if row is None else int(row[0])
 
@@ -256,7 +426,7 @@ def replayed_observations(conn: sqlite3.Connection, key: str) -> list[tuple[str,
     row = conn.execute("SELECT observations FROM idempotency_keys WHERE key = ?", (key,)).fetchone()
     seqs: list[int] = json.loads(row[0])
     found = {
-        r[0]: (str(r[1]), str(r[2]), str(decode_id(r[3])))
+        r[0]: (decode_entity(r[1]), str(decode_word(r[2])), str(decode_id(r[3])))
         for r in conn.execute(
             "SELECT seq, entity_id, entity_type, id FROM observations "
             "WHERE seq IN (SELECT value FROM json_each(?))",
@@ -443,8 +613,8 @@ def relationship_row_json(row: Sequence[Any]) -> dict[str, Any]:
         json.loads(row[3]),
         json.loads(row[4]),
         row[5],
-        row[6],
-        row[7],
+        decode_time(row[6]),
+        decode_time(row[6] if row[7] is None else row[7]),  # NULL: as last observed
     )
 
 
@@ -458,22 +628,22 @@ def observation_json(row: Sequence[Any]) -> dict[str, Any]:
     observed_at = decode_time(row[4])
     return {
         "id": decode_id(row[0]),
-        "entity_id": row[1],
-        "entity_type": row[2],
+        "entity_id": decode_entity(row[1]),
+        "entity_type": decode_word(row[2]),
         "schema_version": "1.0",  # observations say 1.0 even where snapshots say 1.4 (e5)
         "source_id": decode_id(row[3]),
         "interpretation_id": None,
         "observed_at": observed_at,
         "specificity_score": row[7],
         "source_priority": row[5],
-        "observation_source": row[6],
+        "observation_source": decode_word(row[6]),
         "fields": json.loads(row[8]),
         "created_at": observed_at,
         "user_id": LOCAL_USER_ID,
         "idempotency_key": row[9],
         "canonical_hash": None,
-        "identity_basis": row[10],
-        "identity_rule": row[11],
+        "identity_basis": decode_word(row[10]),
+        "identity_rule": decode_word(row[11]),
         "provenance": None,
         "source_peer_id": None,
         "canonical_key": None,

@@ -11,7 +11,17 @@ import json
 import sqlite3
 from collections.abc import Callable
 
-from ._rows import decode_state, encode_id, encode_opt_time, encode_state
+from ._rows import (
+    decode_seen,
+    decode_state,
+    dumps,
+    encode_entity,
+    encode_id,
+    encode_opt_time,
+    encode_seen,
+    encode_state,
+    encode_word,
+)
 
 __all__ = ["SCHEMA_VERSION", "migrate"]
 
@@ -248,11 +258,144 @@ def _compact_rewrite(conn: sqlite3.Connection) -> None:
     )
 
 
-MIGRATIONS: tuple[str, ...] = (_V1, _CONVERSATION_MESSAGES, _COMPACT_ROWS)
+# Version 4: no value stored twice where it can be rebuilt (about a fifth fewer bytes per
+# short turn than version 3).
+#
+# - ``observations``: one observation per entity may hold no fields (NULL): they are its
+#   snapshot's (``_rows``: the snapshot doc's "s" names it); the entity type, observation
+#   source, identity basis and rule as the index of a known word (``encode_word``), the
+#   entity id as its 12 bytes (``encode_entity``), in untyped columns;
+# - ``entities.snapshot``: the metas of the winning observations with the id as base64 and
+#   the time as milliseconds;
+# - ``relationships``: ``seen`` as the observation ids' 16 bytes end to end, the times as
+#   milliseconds, ``computed_at`` NULL when it is the last observation's time (always, as
+#   this store writes them);
+# - ``conversation_messages``: keyed by (conversation, position in it) without a rowid, so
+#   one B-tree instead of a table and its index; the position counts from 1 in each
+#   conversation (renumbered here in the order of the old seqs); both ids as 12 bytes.
+#
+# As for version 3, the script moves the rows as they are, and ``_share_fields`` rewrites
+# the values SQL alone cannot.
+_SHARED_FIELDS = """
+CREATE TABLE observations_v4 (
+    seq INTEGER PRIMARY KEY,
+    id NOT NULL,
+    entity_id NOT NULL,
+    entity_type NOT NULL,
+    source_id,
+    observed_at NOT NULL,
+    source_priority INTEGER NOT NULL,
+    observation_source,
+    specificity_score REAL NOT NULL DEFAULT 1.0,
+    fields TEXT,
+    idempotency_key TEXT,
+    identity_basis,
+    identity_rule
+);
+INSERT INTO observations_v4 SELECT seq, id, entity_id, entity_type, source_id, observed_at,
+    source_priority, observation_source, specificity_score, fields, idempotency_key,
+    identity_basis, identity_rule FROM observations ORDER BY seq;
+DROP TABLE observations;
+ALTER TABLE observations_v4 RENAME TO observations;
+CREATE UNIQUE INDEX observations_by_entity ON observations (entity_id, id);
+CREATE TABLE relationships_v4 (
+    source_entity_id TEXT NOT NULL,
+    relationship_type TEXT NOT NULL,
+    target_entity_id TEXT NOT NULL,
+    metadata TEXT NOT NULL,
+    provenance TEXT NOT NULL,
+    seen NOT NULL,
+    observation_count INTEGER NOT NULL,
+    last_observation_at NOT NULL,
+    computed_at,
+    PRIMARY KEY (source_entity_id, relationship_type, target_entity_id)
+) WITHOUT ROWID;
+INSERT INTO relationships_v4 SELECT source_entity_id, relationship_type, target_entity_id,
+    metadata, provenance, seen, observation_count, last_observation_at,
+    CASE WHEN computed_at = last_observation_at THEN NULL ELSE computed_at END
+    FROM relationships;
+DROP TABLE relationships;
+ALTER TABLE relationships_v4 RENAME TO relationships;
+CREATE INDEX relationships_by_target ON relationships (target_entity_id, relationship_type);
+CREATE TABLE conversation_messages_v4 (
+    conversation_id NOT NULL,
+    seq INTEGER NOT NULL,
+    message_id NOT NULL,
+    PRIMARY KEY (conversation_id, seq)
+) WITHOUT ROWID;
+INSERT INTO conversation_messages_v4 SELECT conversation_id,
+    row_number() OVER (PARTITION BY conversation_id ORDER BY seq), message_id
+    FROM conversation_messages;
+DROP TABLE conversation_messages;
+ALTER TABLE conversation_messages_v4 RENAME TO conversation_messages;
+"""
+
+
+def _compact_seen(value: str | bytes) -> str | bytes:
+    return encode_seen(decode_seen(value))
+
+
+_BATCH = 1000
+
+
+def _share_fields(conn: sqlite3.Connection) -> None:
+    """The words, edge ids and times in their version-4 form; every snapshot doc rewritten,
+    and the newest observation whose fields are exactly its entity's snapshot fields
+    sharing them (``_rows``)."""
+    conn.create_function("compact_word", 1, encode_word, deterministic=True)
+    conn.create_function("compact_seen", 1, _compact_seen, deterministic=True)
+    conn.create_function("compact_time", 1, encode_opt_time, deterministic=True)
+    conn.create_function("compact_entity", 1, encode_entity, deterministic=True)
+    conn.execute(
+        "UPDATE conversation_messages SET conversation_id = compact_entity(conversation_id), "
+        "message_id = compact_entity(message_id)"
+    )
+    conn.execute(
+        "UPDATE observations SET entity_id = compact_entity(entity_id), "
+        "entity_type = compact_word(entity_type), "
+        "observation_source = compact_word(observation_source), "
+        "identity_basis = compact_word(identity_basis), "
+        "identity_rule = compact_word(identity_rule)"
+    )
+    conn.execute(
+        "UPDATE relationships SET seen = compact_seen(seen), "
+        "last_observation_at = compact_time(last_observation_at), "
+        "computed_at = compact_time(computed_at)"
+    )
+    find = (
+        "SELECT seq FROM observations WHERE entity_id = ? AND fields = ? ORDER BY seq DESC LIMIT 1"
+    )
+    last = -1
+    while True:
+        rows = conn.execute(
+            "SELECT rowid, id, snapshot, observation_count, last_observation_at FROM entities "
+            "WHERE rowid > ? ORDER BY rowid LIMIT ?",
+            (last, _BATCH),
+        ).fetchall()
+        if not rows:
+            return
+        for rowid, entity_id, doc, count, observed in rows:
+            state = decode_state(doc, count, observed)
+            if state.shared is None:
+                text = dumps(state.fields)
+                found = conn.execute(find, (encode_entity(entity_id), text)).fetchone()
+                if found is not None:
+                    state.shared = int(found[0])
+                    conn.execute("UPDATE observations SET fields = NULL WHERE seq = ?", found)
+            conn.execute(
+                "UPDATE entities SET snapshot = ? WHERE rowid = ?", (encode_state(state), rowid)
+            )
+        last = rows[-1][0]
+
+
+MIGRATIONS: tuple[str, ...] = (_V1, _CONVERSATION_MESSAGES, _COMPACT_ROWS, _SHARED_FIELDS)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 # What runs right after a migration's script, for values SQL alone cannot rewrite.
-_AFTER: dict[str, Callable[[sqlite3.Connection], None]] = {_COMPACT_ROWS: _compact_rewrite}
+_AFTER: dict[str, Callable[[sqlite3.Connection], None]] = {
+    _COMPACT_ROWS: _compact_rewrite,
+    _SHARED_FIELDS: _share_fields,
+}
 
 
 class SchemaTooNewError(RuntimeError):

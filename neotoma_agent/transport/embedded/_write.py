@@ -43,18 +43,22 @@ from ._name_index import index_fields, index_name, rename
 from ._reducer import ObservationMeta, SnapshotState, fold, source_rank
 from ._rows import (
     dumps,
+    encode_entity,
     encode_id,
     encode_opt_time,
     encode_state,
     encode_time,
+    encode_word,
     entity_exists,
     entity_row,
+    fields_column,
     key_seen,
     load_rows,
     load_state,
     observation_seq,
     record_key,
     replayed_observations,
+    settle_fields,
 )
 from ._validate import check_entities, check_relationships
 from ._warnings import Advisories, advise
@@ -459,25 +463,6 @@ def _observe(
             + fields_json
             + "}"
         )
-    cur = conn.execute(
-        "INSERT OR IGNORE INTO observations (id, entity_id, entity_type, source_id, "
-        "observed_at, source_priority, observation_source, specificity_score, fields, "
-        "idempotency_key, identity_basis, identity_rule) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
-        (
-            encode_id(obs_id),
-            entity_id,
-            entity_type,
-            encode_id(source_id),
-            encode_time(now),
-            priority,
-            obs_source,
-            1.0,
-            fields_json,
-            idempotency_key,
-            identity.identity_basis if identity else None,
-            identity.identity_rule if identity else None,
-        ),
-    )
     # Reuse the state this store already read or wrote instead of reading the row again.
     if states is not None and entity_id in states:
         state: SnapshotState | None = states[entity_id]
@@ -485,6 +470,26 @@ def _observe(
         state = known_state
     else:
         state = load_state(conn, entity_id)
+    stored_fields = fields_column(state, fields_json)
+    cur = conn.execute(
+        "INSERT OR IGNORE INTO observations (id, entity_id, entity_type, source_id, "
+        "observed_at, source_priority, observation_source, specificity_score, fields, "
+        "idempotency_key, identity_basis, identity_rule) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+        (
+            encode_id(obs_id),
+            encode_entity(entity_id),
+            encode_word(entity_type),
+            encode_id(source_id),
+            encode_time(now),
+            priority,
+            encode_word(obs_source),
+            1.0,
+            stored_fields,
+            idempotency_key,
+            encode_word(identity.identity_basis if identity else None),
+            encode_word(identity.identity_rule if identity else None),
+        ),
+    )
     if cur.rowcount == 0:
         # The same fields from the same source are already recorded: nothing new to fold.
         seq = observation_seq(conn, entity_id, obs_id) if seqs is not None else None
@@ -504,9 +509,10 @@ def _observe(
         source_rank=source_rank(obs_source),
     )
     fold(state, meta, fields, schema_for(entity_type))
+    fields_text = settle_fields(conn, state, old_fields, meta.seq, fields_json, stored_fields)
     if states is not None:
         states[entity_id] = state
-    doc = encode_state(state)
+    doc = encode_state(state, fields_text)
     if create is not None:
         conn.execute(
             "INSERT INTO entities (id, entity_type, canonical_name, aliases, created_at, "
