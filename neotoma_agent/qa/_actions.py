@@ -79,30 +79,35 @@ class _TurnRepair:
 
 
 @attrs.frozen
-class StoreUserMessage(_TurnRepair):
-    """Store a missing user message with its exact text, ``PART_OF`` its conversation."""
+class _StoreMessage(_TurnRepair):
+    """Store a missing half of a turn with its exact text (never invented)."""
 
-    kind: ClassVar[str] = "store_user_message"
+    #: what the half is called in reports
+    noun: ClassVar[str]
 
     content: str = attrs.field(validator=_check_text, repr=False)
 
     def describe(self) -> str:
-        return f"Stored the missing user message of turn {self.turn_id}"
+        return f"Stored the missing {self.noun} of turn {self.turn_id}"
 
 
 @attrs.frozen
-class StoreAssistantMessage(_TurnRepair):
+class StoreUserMessage(_StoreMessage):
+    """Store a missing user message with its exact text, ``PART_OF`` its conversation."""
+
+    kind: ClassVar[str] = "store_user_message"
+    noun: ClassVar[str] = "user message"
+
+
+@attrs.frozen
+class StoreAssistantMessage(_StoreMessage):
     """Store a missing assistant reply with its exact text and mark the turn ``completed``.
 
     Only built when the exact reply is known (a repair never invents content).
     """
 
     kind: ClassVar[str] = "store_assistant_message"
-
-    content: str = attrs.field(validator=_check_text, repr=False)
-
-    def describe(self) -> str:
-        return f"Stored the missing assistant reply of turn {self.turn_id}"
+    noun: ClassVar[str] = "assistant reply"
 
 
 @attrs.frozen

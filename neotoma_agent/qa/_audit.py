@@ -235,14 +235,7 @@ async def audit(
     findings: list[Finding] = []
     skipped: list[tuple[str, str]] = []
     for state in selected:
-        user, assistant = state.user, state.assistant
-        if (
-            user is not None
-            and assistant is not None
-            and user.in_conversation
-            and assistant.in_conversation
-            and (state.record is None or state.status == "completed")
-        ):
+        if state.fine:
             continue  # the common case: both halves, in the conversation, closed
         conv_entity = next(
             (

@@ -107,6 +107,11 @@ class RepairResult:
         }
 
 
+def _warn_failed(event: str, exc: Exception, **ids: str) -> None:
+    # The library's errors never quote stored content or tokens, so their text may be logged.
+    logger.warning(event, **ids, error_class=type(exc).__name__, error=str(exc))
+
+
 async def _run(transport: Transport, diagnosis: Diagnosis) -> RepairOutcome:
     action = diagnosis.repair
     if action is None:
@@ -119,13 +124,7 @@ async def _run(transport: Transport, diagnosis: Diagnosis) -> RepairOutcome:
             relationships=payload.relationships,
         )
     except Exception as exc:
-        logger.warning(
-            "repair.failed",
-            diagnosis=diagnosis.id,
-            action=action.kind,
-            error_class=type(exc).__name__,
-            error=str(exc),
-        )
+        _warn_failed("repair.failed", exc, diagnosis=diagnosis.id, action=action.kind)
         return RepairOutcome(diagnosis, "failed", action, error=f"{type(exc).__name__}: {exc}")
     ids = tuple(dict.fromkeys(e.entity_id for e in stored.entities if e.entity_id))
     status: RepairStatus = "replayed" if stored.replayed else "applied"
@@ -209,12 +208,8 @@ async def apply_repairs(
             (e.entity_id for e in stored.entities if e.entity_type == "neotoma_repair"), None
         )
     except Exception as exc:
-        logger.warning(
-            "repair.record_failed",
-            conversation_id=keys.conversation_id,
-            turn_id=keys.turn_id,
-            error_class=type(exc).__name__,
-            error=str(exc),
+        _warn_failed(
+            "repair.record_failed", exc, conversation_id=keys.conversation_id, turn_id=keys.turn_id
         )
     result = RepairResult(
         keys.conversation_id, keys.turn_id, tuple(outcomes), repair_entity_id, replayed

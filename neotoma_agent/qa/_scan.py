@@ -87,6 +87,18 @@ class TurnState:
         return value if isinstance(value, str) else None
 
     @property
+    def fine(self) -> bool:
+        """Both halves in a conversation and the record closed as completed (or no record)."""
+        user, assistant = self.user, self.assistant
+        return (
+            user is not None
+            and assistant is not None
+            and user.in_conversation
+            and assistant.in_conversation
+            and (self.record is None or self.status == "completed")
+        )
+
+    @property
     def activity(self) -> str | None:
         stamps = [self.record.last_observation_at if self.record else None]
         stamps += [m.activity for m in (self.user, self.assistant) if m is not None]
@@ -273,17 +285,21 @@ class Auditor:
                 updated if isinstance(updated, str) else None,
             )
 
+    def add_listed_message(self, message: EntitySnapshot) -> None:
+        """A message a scan listed (not known to be in a conversation until an edge says)."""
+        self.add_message(
+            message.entity_id,
+            message.canonical_name,
+            False,
+            None,
+            message.last_observation_at,
+            message.snapshot.get("turn_key"),
+        )
+
     async def load_all_messages(self, search: str | None) -> None:
         messages = await self.scan("conversation_message", search=search, limit=self.limit)
         for message in messages.entities:
-            self.add_message(
-                message.entity_id,
-                message.canonical_name,
-                False,
-                None,
-                message.last_observation_at,
-                message.snapshot.get("turn_key"),
-            )
+            self.add_listed_message(message)
 
     async def read_ending(self, state: TurnState) -> None:
         """Why an abandoned turn was abandoned: its record's closing observation says."""

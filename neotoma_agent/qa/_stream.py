@@ -200,7 +200,7 @@ class StreamingAuditor(Auditor):
         """Count and drop every turn the last reads left complete and closed."""
         for norm in self.touched:
             state = self.turns.get(norm)
-            if state is None or not _fine(state):
+            if state is None or not state.fine:
                 continue
             del self.turns[norm]
             if self.thorough:
@@ -215,14 +215,7 @@ class StreamingAuditor(Auditor):
 
         def page(messages: Page) -> None:
             for message in messages:
-                self.add_message(
-                    message.entity_id,
-                    message.canonical_name,
-                    False,
-                    None,
-                    message.last_observation_at,
-                    message.snapshot.get("turn_key"),
-                )
+                self.add_listed_message(message)
 
         await self.paged("conversation_message", page)
 
@@ -279,18 +272,6 @@ async def _call(handle: Callable[[Page], Awaitable[None] | None], page: Page) ->
     done = handle(page)
     if done is not None:
         await done
-
-
-def _fine(state: TurnState) -> bool:
-    """Both halves in a conversation and the record closed as completed (or no record)."""
-    user, assistant = state.user, state.assistant
-    return (
-        user is not None
-        and assistant is not None
-        and user.in_conversation
-        and assistant.in_conversation
-        and (state.record is None or state.status == "completed")
-    )
 
 
 def _activity(state: TurnState) -> float:

@@ -15,13 +15,12 @@ from typing import Any
 
 from ._errors import invalid_format, not_found
 from ._read import observations_page
-from ._reducer import SnapshotState
 from ._rows import (
     REL_COLUMNS,
-    decode_state,
     decode_time,
     encode_entity,
     encode_id,
+    live_state,
     query_item,
     relationship_row_json,
     snapshot_record,
@@ -70,27 +69,15 @@ def _entity_id(body: Mapping[str, Any]) -> str:
     return entity_id
 
 
-def _live_state(conn: sqlite3.Connection, entity_id: str) -> tuple[str, SnapshotState] | None:
-    row = conn.execute(
-        "SELECT entity_type, snapshot, observation_count, last_observation_at "
-        "FROM entities WHERE id = ?",
-        (entity_id,),
-    ).fetchone()
-    if row is None:
-        return None
-    state = decode_state(row[1], row[2], row[3])
-    return None if state.deleted else (str(row[0]), state)
-
-
 def _require_entity(conn: sqlite3.Connection, entity_id: str) -> None:
-    if _live_state(conn, entity_id) is None:
+    if live_state(conn, entity_id) is None:
         raise not_found()
 
 
 def get_entity(conn: sqlite3.Connection, body: Mapping[str, Any]) -> dict[str, Any]:
     """``GET /entities/{id}``: the entity's snapshot record under its canonical name."""
     entity_id = _entity_id(body)
-    if _live_state(conn, entity_id) is None:
+    if live_state(conn, entity_id) is None:
         raise not_found()
     row = conn.execute(
         "SELECT id, entity_type, canonical_name, snapshot, observation_count, "
@@ -147,7 +134,7 @@ def _ends(conn: sqlite3.Connection, ids: set[str]) -> dict[str, dict[str, Any]]:
     """The snapshot record of each live entity among ``ids``, with its type label."""
     records: dict[str, dict[str, Any]] = {}
     for entity_id in sorted(ids):
-        loaded = _live_state(conn, entity_id)
+        loaded = live_state(conn, entity_id)
         if loaded is not None:
             record = snapshot_record(entity_id, loaded[0], loaded[1])
             record["entity_type_label"] = type_label(loaded[0])

@@ -33,11 +33,11 @@ from ._name_index import (
 from ._rows import (
     DIRECT_COLUMNS,
     OBSERVATION_FIELDS,
-    decode_state,
     direct_item,
     dumps,
     encode_entity,
     encode_word,
+    live_state,
     observation_json,
     query_item,
     snapshot_record,
@@ -68,17 +68,10 @@ def get_entity_snapshot(conn: sqlite3.Connection, body: Mapping[str, Any]) -> di
     entity_id = body.get("entity_id")
     if not isinstance(entity_id, str) or not entity_id:
         raise invalid_format("entity_id is required", ["entity_id"])
-    row = conn.execute(
-        "SELECT entity_type, snapshot, observation_count, last_observation_at "
-        "FROM entities WHERE id = ?",
-        (entity_id,),
-    ).fetchone()
-    if row is None:
+    live = live_state(conn, entity_id)
+    if live is None:
         raise not_found()
-    state = decode_state(row[1], row[2], row[3])
-    if state.deleted:
-        raise not_found()
-    return snapshot_record(entity_id, row[0], state)
+    return snapshot_record(entity_id, live[0], live[1])
 
 
 def list_observations(conn: sqlite3.Connection, body: Mapping[str, Any]) -> dict[str, Any]:

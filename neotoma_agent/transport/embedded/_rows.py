@@ -47,6 +47,7 @@ __all__ = [
     "entity_text",
     "fields_column",
     "key_seen",
+    "live_state",
     "load_row",
     "load_rows",
     "load_state",
@@ -493,6 +494,19 @@ def load_state(conn: sqlite3.Connection, entity_id: str) -> SnapshotState | None
     """An entity's snapshot state, or None if there is no such entity."""
     loaded = load_row(conn, entity_id)
     return None if loaded is None else loaded[0]
+
+
+def live_state(conn: sqlite3.Connection, entity_id: str) -> tuple[str, SnapshotState] | None:
+    """An entity's type and snapshot state; None when it is unknown or deleted (a 404)."""
+    row = conn.execute(
+        "SELECT entity_type, snapshot, observation_count, last_observation_at "
+        "FROM entities WHERE id = ?",
+        (entity_id,),
+    ).fetchone()
+    if row is None:
+        return None
+    state = decode_state(row[1], row[2], row[3])
+    return None if state.deleted else (str(row[0]), state)
 
 
 def entity_exists(conn: sqlite3.Connection, entity_id: str) -> bool:
