@@ -19,8 +19,12 @@ from .._identity import IdentityError, resolve_identity
 _EMPTY: Mapping[str, Any] = {}
 
 
+# Decoded JSON is made of plain dicts: ``type(v) is dict`` answers first, because
+# ``isinstance(v, Mapping)`` goes through the ABC machinery (tens of calls per message).
+
+
 def _map(value: object) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else _EMPTY
+    return value if type(value) is dict or isinstance(value, Mapping) else _EMPTY
 
 
 def _opt_str(value: object) -> str | None:
@@ -28,13 +32,15 @@ def _opt_str(value: object) -> str | None:
 
 
 def _opt_int(value: object) -> int | None:
+    if type(value) is int:
+        return value
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def _items(value: object) -> list[Mapping[str, Any]]:
-    if not isinstance(value, list):
+    if not isinstance(value, list) or not value:
         return []
-    return [v for v in value if isinstance(v, Mapping)]
+    return [v for v in value if type(v) is dict or isinstance(v, Mapping)]
 
 
 @attrs.frozen
@@ -62,7 +68,7 @@ class StoredEntity:
             observation_index=_opt_int(raw.get("observation_index")),
             action=_opt_str(raw.get("action")),
             canonical_name=_opt_str(raw.get("canonical_name")),
-            snapshot=snap if isinstance(snap, Mapping) else None,
+            snapshot=snap if type(snap) is dict or isinstance(snap, Mapping) else None,
             raw=raw,
         )
 
@@ -453,16 +459,20 @@ class ConversationMessage:
 
     @classmethod
     def from_json(cls, raw: Mapping[str, Any]) -> ConversationMessage:
-        content = raw.get("content")
+        # Read for every message of every history page: positional, no helper calls for
+        # the common shapes (plain strings, no edges).
+        get = raw.get
+        role, content, turn_key = get("role"), get("content"), get("turn_key")
+        related = get("related_entities")
         return cls(
-            message_id=str(raw.get("message_id") or raw.get("entity_id") or ""),
-            role=_opt_str(raw.get("role")),
-            content=content if isinstance(content, str) else None,
-            turn_key=_opt_str(raw.get("turn_key")),
-            activity_at=str(raw.get("activity_at") or ""),
-            related=tuple(RelatedEntity.from_json(r) for r in _items(raw.get("related_entities"))),
-            turn_number=_opt_int(raw.get("turn_number")),
-            raw=raw,
+            str(get("message_id") or get("entity_id") or ""),
+            role if isinstance(role, str) else None,
+            content if isinstance(content, str) else None,
+            turn_key if isinstance(turn_key, str) else None,
+            str(get("activity_at") or ""),
+            tuple(RelatedEntity.from_json(r) for r in _items(related)) if related else (),
+            _opt_int(get("turn_number")),
+            raw,
         )
 
 
