@@ -235,15 +235,18 @@ class EntitySnapshot:
 
     @classmethod
     def from_json(cls, raw: Mapping[str, Any]) -> EntitySnapshot:
+        # Read for every turn record of every history page: positional, one lookup each.
+        get = raw.get
+        name, observed = get("canonical_name"), get("last_observation_at")
         return cls(
-            entity_id=str(raw.get("entity_id") or raw.get("id") or ""),
-            entity_type=str(raw.get("entity_type", "")),
-            canonical_name=_opt_str(raw.get("canonical_name")),
-            snapshot=_map(raw.get("snapshot")),
-            observation_count=_opt_int(raw.get("observation_count")) or 0,
-            last_observation_at=_opt_str(raw.get("last_observation_at")),
-            provenance=_map(raw.get("provenance")),
-            raw=raw,
+            str(get("entity_id") or get("id") or ""),
+            str(get("entity_type", "")),
+            name if isinstance(name, str) else None,
+            _map(get("snapshot")),
+            _opt_int(get("observation_count")) or 0,
+            observed if isinstance(observed, str) else None,
+            _map(get("provenance")),
+            raw,
         )
 
 
@@ -501,17 +504,19 @@ class RecentConversation:
     def from_json(cls, raw: Mapping[str, Any]) -> RecentConversation:
         more = raw.get("has_more")
         records = raw.get("turn_records")
+        message = ConversationMessage.from_json
+        record = EntitySnapshot.from_json
         return cls(
             entity_id=str(raw.get("conversation_id") or ""),
             canonical_name=_opt_str(raw.get("canonical_name")),
             title=_opt_str(raw.get("title")),
             activity_at=str(raw.get("activity_at") or ""),
             message_count=_opt_int(raw.get("message_count")) or 0,
-            messages=tuple(ConversationMessage.from_json(m) for m in _items(raw.get("messages"))),
+            messages=tuple([message(m) for m in _items(raw.get("messages"))]),
             has_more=more if isinstance(more, bool) else None,
             turn_records=None
             if not isinstance(records, list)
-            else tuple(EntitySnapshot.from_json(r) for r in _items(records)),
+            else tuple([record(r) for r in _items(records)]),
             raw=raw,
         )
 
