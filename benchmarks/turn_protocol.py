@@ -9,9 +9,11 @@ closing store) against an EmbeddedStore on a temporary SQLite file, in one conve
 with a user message naming no entity and one naming one existing entity (one lookup, one
 REFERS_TO edge each way). Prints turns per second and per-turn latency (p50 / p99).
 
-The ``instant`` rows run the same turns over a transport that answers at once from memory:
-what the protocol layer itself costs (extraction, ranking, payloads, task groups, shielded
-closing, result parsing), separated from what the store costs.
+The ``instant`` rows run the same turns over a transport that answers at once from memory
+(a history read: a page of five earlier turns): what the protocol layer itself costs
+(extraction, ranking, payloads, the history read's parsing and assembly, task groups,
+shielded closing, result parsing), separated from what the store costs. ``CPU ms`` is the
+process's CPU time (``process_time``: the event loop and the store's thread) per turn.
 
 Target (issue 3): >= 1,000 full turns/s with concurrent conversations on a 2-core machine;
 ``--check`` exits 1 when it is missed.
@@ -35,9 +37,15 @@ from typing import Any
 import anyio
 import structlog
 
+from neotoma_agent._keys import conversation_entity_id, turn_record_entity_id
 from neotoma_agent._memory import NeotomaMemory
 from neotoma_agent._version import __version__
-from neotoma_agent.transport._base import LookupResult, StoreResult, Transport
+from neotoma_agent.transport._base import (
+    LookupResult,
+    RecentConversation,
+    StoreResult,
+    Transport,
+)
 from neotoma_agent.transport.embedded import EmbeddedStore
 
 TARGET_TURNS_PER_S = 1_000
@@ -48,8 +56,72 @@ MESSAGES = {
 }
 
 
+#: earlier turns in each page the instant transport answers a history read with
+HISTORY_TURNS = 5
+
+
+def _history_page(conversation_id: str) -> dict[str, Any]:
+    """A history page as the embedded store sends it: ``HISTORY_TURNS`` completed turns."""
+    messages, records = [], []
+    for n in range(HISTORY_TURNS):
+        key = f"{conversation_id}:p{n}"
+        for suffix, role, content in (
+            ("", "user", "How are things?"),
+            (":assistant", "assistant", "Fine."),
+        ):
+            messages.append(
+                {
+                    "message_id": f"ent_{len(messages):024x}",
+                    "canonical_name": None,
+                    "role": role,
+                    "sender_kind": role,
+                    "content": content,
+                    "turn_key": key + suffix,
+                    "activity_at": "2026-01-01T00:00:00.000Z",
+                    "related_entities": [],
+                    "hook_summary": None,
+                    "turn_number": None,
+                }
+            )
+        snapshot = {"session_id": conversation_id, "turn_id": f"p{n}", "status": "completed"}
+        records.append(
+            {
+                "entity_id": turn_record_entity_id(conversation_id, f"p{n}"),
+                "entity_type": "conversation_turn",
+                "canonical_name": None,
+                "snapshot": snapshot,
+                "observation_count": 2,
+                "last_observation_at": "2026-01-01T00:00:00.000Z",
+                "provenance": {},
+            }
+        )
+    return {
+        "conversation_id": conversation_entity_id(conversation_id),
+        "messages": messages,
+        "has_more": False,  # the whole conversation: one read
+        "turn_records": records,
+    }
+
+
 class InstantTransport:
-    """Answers ``store`` and lookups at once, in the server's shapes (no I/O, no state)."""
+    """Answers ``store``, lookups and history reads at once, in the server's shapes (no I/O,
+    no state): each conversation of ``conversation_ids`` has ``HISTORY_TURNS`` earlier turns.
+    """
+
+    def __init__(self, conversation_ids: list[str]) -> None:
+        self._pages = {}
+        for cid in conversation_ids:
+            page = _history_page(cid)
+            self._pages[page["conversation_id"]] = page
+
+    async def recent_conversation(
+        self, conversation_entity_id: str, *, limit: int | None = None, before: str | None = None
+    ) -> RecentConversation:
+        # Parsed on every read, as a transport parses the JSON it receives.
+        return RecentConversation.from_json(self._pages[conversation_entity_id])
+
+    async def recent_conversations(self, **_: Any) -> Any:
+        raise NotImplementedError
 
     async def store(
         self, entities: Any, *, idempotency_key: str, relationships: Any = (), **_: Any
@@ -102,11 +174,11 @@ async def _timed_turns(
                 pass
             latencies.append(time.perf_counter() - started)
 
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), time.process_time()
     async with anyio.create_task_group() as tg:
         for c in range(conversations):
             tg.start_soon(worker, c)
-    elapsed = time.perf_counter() - started
+    elapsed, cpu = time.perf_counter() - started, time.process_time() - cpu
     latencies.sort()
     return {
         "conversations": conversations,
@@ -115,6 +187,8 @@ async def _timed_turns(
         "turns_per_s": round(turns / elapsed, 1),
         "p50_ms": round(statistics.median(latencies) * 1000, 3),
         "p99_ms": round(latencies[int(len(latencies) * 0.99) - 1] * 1000, 3),
+        # CPU of the whole process (event loop and the store's thread) per turn
+        "cpu_ms_per_turn": round(cpu / turns * 1000, 3),
     }
 
 
@@ -139,7 +213,7 @@ async def section_turn(args: argparse.Namespace) -> list[dict[str, Any]]:
         for conversations in (1, CONVERSATIONS):
             row = await _embedded_row(conversations, args.turns, text)
             rows.append({"transport": "embedded", "message": label, **row})
-    instant: Any = InstantTransport()
+    instant: Any = InstantTransport([f"instant-c{c}" for c in range(CONVERSATIONS)])
     for label, text in MESSAGES.items():
         row = await _timed_turns(instant, CONVERSATIONS, args.turns, text, "instant")
         rows.append({"transport": "instant", "message": label, **row})
@@ -154,12 +228,13 @@ SECTIONS: dict[str, Callable[[argparse.Namespace], Awaitable[list[dict[str, Any]
 def render(section: str, rows: list[dict[str, Any]]) -> str:
     """A plain-text table of one section's rows."""
     header = f"{'transport':<9} {'message':<18} {'conversations':>13} {'turns':>6} {'turns/s':>9} "
-    header += f"{'p50 ms':>8} {'p99 ms':>8}"
+    header += f"{'p50 ms':>8} {'p99 ms':>8} {'CPU ms':>7}"
     lines = [f"[{section}]", header, "-" * len(header)]
     for r in rows:
         lines.append(
             f"{r['transport']:<9} {r['message']:<18} {r['conversations']:>13} {r['turns']:>6} "
-            f"{r['turns_per_s']:>9,.0f} {r['p50_ms']:>8.2f} {r['p99_ms']:>8.2f}"
+            f"{r['turns_per_s']:>9,.0f} {r['p50_ms']:>8.2f} {r['p99_ms']:>8.2f} "
+            f"{r['cpu_ms_per_turn']:>7.3f}"
         )
     return "\n".join(lines)
 

@@ -339,12 +339,18 @@ class Phases:
             history = await self.history(keys.turn_id)
 
         request = payload()
+
+        def with_refers_to(built: StorePayload) -> StorePayload:
+            # payload(()) is ``built``: most turns name nothing, so build it once.
+            ids = retrieved.ids
+            return payload(ids) if ids else built
+
         sequential = self.config.refers_to_on_enter or not identifiers
         try:
             if sequential and self.config.history_turns == 0:
                 # Nothing to overlap (or the edges must ride on this store): no task group.
                 await run_retrieval()
-                request = payload(retrieved.ids)
+                request = with_refers_to(request)
                 issued = True
                 stored = await self.store(request, keys, "user")
             else:
@@ -353,7 +359,7 @@ class Phases:
                         tg.start_soon(run_history)
                     if sequential:
                         await run_retrieval()
-                        request = payload(retrieved.ids)
+                        request = with_refers_to(request)
                     else:
                         tg.start_soon(run_retrieval)
                     issued = True

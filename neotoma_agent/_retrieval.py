@@ -65,13 +65,14 @@ _DOMAIN: Final = re.compile(
 _HANDLE: Final = re.compile(r"(?<![\w@.])@[A-Za-z0-9_](?:[A-Za-z0-9_.-]*[A-Za-z0-9_])?")
 _TAG: Final = re.compile(r"(?<![\w&#/])#[^\W\d_][\w-]*")
 _ENTITY_ID: Final = re.compile(r"\bent_[0-9a-fA-F]{24}\b")
+#: (opening quote, pattern): a pass runs only when its quote is in the text
 _QUOTED: Final = (
-    re.compile(r"\"([^\"\n]{1,200})\""),
-    re.compile(r"“([^”\n]{1,200})”"),
-    re.compile(r"‘([^’\n]{1,200})’"),
-    re.compile(r"`([^`\n]{1,200})`"),
+    ('"', re.compile(r"\"([^\"\n]{1,200})\"")),
+    ("“", re.compile(r"“([^”\n]{1,200})”")),
+    ("‘", re.compile(r"‘([^’\n]{1,200})’")),
+    ("`", re.compile(r"`([^`\n]{1,200})`")),
     # Single quotes only around whole words, so apostrophes ("don't", "Ana's") never pair up.
-    re.compile(r"(?<![\w'])'([^'\n]{1,200}?)'(?![\w'])"),
+    ("'", re.compile(r"(?<![\w'])'([^'\n]{1,200}?)'(?![\w'])")),
 )
 _WORD: Final = re.compile(r"[^\W_](?:[\w&'’.-]*[^\W_])?\.?")
 
@@ -264,9 +265,10 @@ def _capitalised_runs(text: str) -> list[tuple[int, str]]:
     for m in _WORD.finditer(text):
         gap = text[prev_end : m.start()]
         raw = m.group(0)
-        token = _strip_token(raw)
+        # Most words end in neither "." nor "'s", and most gaps are one space: no calls.
+        token = _strip_token(raw) if raw[-1] in ".s" else raw
         lower = token.lower()
-        if prev_end == 0 or not _PLAIN_GAP.fullmatch(gap):
+        if prev_end == 0 or (gap != " " and not _PLAIN_GAP.fullmatch(gap)):
             flush()
             if prev_end == 0 or _SENTENCE_END.search(gap):
                 sentence_start = True
@@ -312,38 +314,50 @@ def default_extractor(text: str) -> list[str]:
     text = text[:MAX_EXTRACT_CHARS]
     found: list[tuple[int, str]] = []
     spans: list[tuple[int, int]] = []
+    # The text with every span so far masked, rebuilt only when a pass added spans. Each
+    # pass runs only when the character every match of it holds is in the text: a short
+    # chat message usually holds none, and a pass that cannot match adds nothing.
+    masked, masked_spans = text, 0
 
-    def take(pattern: re.Pattern[str], group: int = 0, *, masked: str) -> None:
-        for m in pattern.finditer(masked):
+    def current() -> str:
+        nonlocal masked, masked_spans
+        if len(spans) != masked_spans:
+            masked, masked_spans = _mask(text, spans), len(spans)
+        return masked
+
+    def take(pattern: re.Pattern[str], group: int = 0) -> None:
+        for m in pattern.finditer(current()):
             value = m.group(group).strip()
             if len(value) >= 2:
                 found.append((m.start(), value))
             spans.append(m.span())
 
-    take(_ENTITY_ID, masked=text)
-    masked = _mask(text, spans)
-    for m in _URL.finditer(masked):
-        url = m.group(0).rstrip(".,;:!?")
-        host = re.sub(r"^(?:www\.)", "", url.split("//", 1)[1].split("/", 1)[0].split(":", 1)[0])
-        if "." in host:
-            found.append((m.start(), host.lower()))
-        spans.append((m.start(), m.start() + len(url)))
-    masked = _mask(text, spans)
-    take(_EMAIL, masked=masked)
-    masked = _mask(text, spans)
-    for m in _DOMAIN.finditer(masked):
-        if m.group(1).lower() in _NOT_TLDS:
-            continue
-        found.append((m.start(), re.sub(r"^www\.", "", m.group(0).lower())))
-        spans.append(m.span())
-    masked = _mask(text, spans)
-    take(_HANDLE, masked=masked)
-    take(_TAG, masked=_mask(text, spans))
-    masked = _mask(text, spans)
-    for pattern in _QUOTED:
-        take(pattern, 1, masked=masked)
-        masked = _mask(text, spans)
-    found.extend(_capitalised_runs(masked))
+    if "ent_" in text:
+        take(_ENTITY_ID)
+    if "://" in text:
+        for m in _URL.finditer(current()):
+            url = m.group(0).rstrip(".,;:!?")
+            host = url.split("//", 1)[1].split("/", 1)[0].split(":", 1)[0]
+            host = re.sub(r"^(?:www\.)", "", host)
+            if "." in host:
+                found.append((m.start(), host.lower()))
+            spans.append((m.start(), m.start() + len(url)))
+    if "@" in text:
+        take(_EMAIL)
+    if "." in text:
+        for m in _DOMAIN.finditer(current()):
+            if m.group(1).lower() in _NOT_TLDS:
+                continue
+            found.append((m.start(), re.sub(r"^www\.", "", m.group(0).lower())))
+            spans.append(m.span())
+    if "@" in text:
+        take(_HANDLE)
+    if "#" in text:
+        take(_TAG)
+    for quote, pattern in _QUOTED:
+        if quote in text:
+            take(pattern, 1)
+    found.extend(_capitalised_runs(current()))
 
     seen: set[str] = set()
     result: list[str] = []

@@ -13,8 +13,8 @@ import pytest
 from turn_support import capture_logs, db_path, memory, seed, store
 
 from neotoma_agent import ConnectionLost
-from neotoma_agent._history import read_history
-from neotoma_agent._keys import new_turn_id
+from neotoma_agent._history import read_conversation, read_history
+from neotoma_agent._keys import conversation_entity_id, new_turn_id
 from neotoma_agent.testing import FaultyTransport, RecordingTransport
 from neotoma_agent.transport._base import ConversationReader, Transport
 
@@ -275,3 +275,35 @@ async def test_a_revised_turn_keeps_its_place_on_a_server_that_lists_by_activity
         "recent_conversation",
         "retrieve_related_entities",
     ]
+
+
+async def test_history_reads_every_turn_as_show_does(store: Transport) -> None:
+    # t.history builds its records straight from the page; show goes through StoredTurn.
+    [acme] = await seed(store, "Acme Corp")
+    m = memory(store, history_turns=0)
+    async with m.turn("Tell me about Acme Corp", turn_id="t1") as t:
+        t.reply = "A customer of Acme Corp."
+    await _abandon(m, "More", "t2", "Part")
+    await m.open_turn("still open", turn_id="t3")
+    conversation = conversation_entity_id("chat-1")
+    # Other writers' keys: a turn id holding ":", the reserved id, another conversation's.
+    for n, key in enumerate(("chat-1:x:y", "chat-1:x:y:assistant", "chat-1:assistant", "o:t9")):
+        await store.store(
+            [{"entity_type": "conversation_message", "content": f"m{n}", "turn_key": key}],
+            idempotency_key=f"foreign-{n}",
+            relationships=[
+                {
+                    "relationship_type": "PART_OF",
+                    "source_index": 0,
+                    "target_entity_id": conversation,
+                }
+            ],
+        )
+    shown = await read_conversation(store, "chat-1")
+    history = await read_history(store, "chat-1", limit=None)
+    assert history == tuple(turn.to_history() for turn in shown.turns)
+    assert [h.turn_id for h in history] == ["t1", "t2", "t3", "x:y", "chat-1:assistant", "o:t9"]
+    assert history[0].reply_refers_to == (acme,)
+    assert [h.status for h in history] == ["completed", "abandoned", "open", "completed"] + [
+        "open"
+    ] * 2

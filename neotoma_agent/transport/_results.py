@@ -19,8 +19,12 @@ from .._identity import IdentityError, resolve_identity
 _EMPTY: Mapping[str, Any] = {}
 
 
+# Decoded JSON is made of plain dicts: ``type(v) is dict`` answers first, because
+# ``isinstance(v, Mapping)`` goes through the ABC machinery (tens of calls per message).
+
+
 def _map(value: object) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else _EMPTY
+    return value if type(value) is dict or isinstance(value, Mapping) else _EMPTY
 
 
 def _opt_str(value: object) -> str | None:
@@ -28,13 +32,15 @@ def _opt_str(value: object) -> str | None:
 
 
 def _opt_int(value: object) -> int | None:
+    if type(value) is int:
+        return value
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def _items(value: object) -> list[Mapping[str, Any]]:
-    if not isinstance(value, list):
+    if not isinstance(value, list) or not value:
         return []
-    return [v for v in value if isinstance(v, Mapping)]
+    return [v for v in value if type(v) is dict or isinstance(v, Mapping)]
 
 
 @attrs.frozen
@@ -62,7 +68,7 @@ class StoredEntity:
             observation_index=_opt_int(raw.get("observation_index")),
             action=_opt_str(raw.get("action")),
             canonical_name=_opt_str(raw.get("canonical_name")),
-            snapshot=snap if isinstance(snap, Mapping) else None,
+            snapshot=snap if type(snap) is dict or isinstance(snap, Mapping) else None,
             raw=raw,
         )
 
@@ -229,15 +235,18 @@ class EntitySnapshot:
 
     @classmethod
     def from_json(cls, raw: Mapping[str, Any]) -> EntitySnapshot:
+        # Read for every turn record of every history page: positional, one lookup each.
+        get = raw.get
+        name, observed = get("canonical_name"), get("last_observation_at")
         return cls(
-            entity_id=str(raw.get("entity_id") or raw.get("id") or ""),
-            entity_type=str(raw.get("entity_type", "")),
-            canonical_name=_opt_str(raw.get("canonical_name")),
-            snapshot=_map(raw.get("snapshot")),
-            observation_count=_opt_int(raw.get("observation_count")) or 0,
-            last_observation_at=_opt_str(raw.get("last_observation_at")),
-            provenance=_map(raw.get("provenance")),
-            raw=raw,
+            str(get("entity_id") or get("id") or ""),
+            str(get("entity_type", "")),
+            name if isinstance(name, str) else None,
+            _map(get("snapshot")),
+            _opt_int(get("observation_count")) or 0,
+            observed if isinstance(observed, str) else None,
+            _map(get("provenance")),
+            raw,
         )
 
 
@@ -453,16 +462,20 @@ class ConversationMessage:
 
     @classmethod
     def from_json(cls, raw: Mapping[str, Any]) -> ConversationMessage:
-        content = raw.get("content")
+        # Read for every message of every history page: positional, no helper calls for
+        # the common shapes (plain strings, no edges).
+        get = raw.get
+        role, content, turn_key = get("role"), get("content"), get("turn_key")
+        related = get("related_entities")
         return cls(
-            message_id=str(raw.get("message_id") or raw.get("entity_id") or ""),
-            role=_opt_str(raw.get("role")),
-            content=content if isinstance(content, str) else None,
-            turn_key=_opt_str(raw.get("turn_key")),
-            activity_at=str(raw.get("activity_at") or ""),
-            related=tuple(RelatedEntity.from_json(r) for r in _items(raw.get("related_entities"))),
-            turn_number=_opt_int(raw.get("turn_number")),
-            raw=raw,
+            str(get("message_id") or get("entity_id") or ""),
+            role if isinstance(role, str) else None,
+            content if isinstance(content, str) else None,
+            turn_key if isinstance(turn_key, str) else None,
+            str(get("activity_at") or ""),
+            tuple(RelatedEntity.from_json(r) for r in _items(related)) if related else (),
+            _opt_int(get("turn_number")),
+            raw,
         )
 
 
@@ -491,17 +504,19 @@ class RecentConversation:
     def from_json(cls, raw: Mapping[str, Any]) -> RecentConversation:
         more = raw.get("has_more")
         records = raw.get("turn_records")
+        message = ConversationMessage.from_json
+        record = EntitySnapshot.from_json
         return cls(
             entity_id=str(raw.get("conversation_id") or ""),
             canonical_name=_opt_str(raw.get("canonical_name")),
             title=_opt_str(raw.get("title")),
             activity_at=str(raw.get("activity_at") or ""),
             message_count=_opt_int(raw.get("message_count")) or 0,
-            messages=tuple(ConversationMessage.from_json(m) for m in _items(raw.get("messages"))),
+            messages=tuple([message(m) for m in _items(raw.get("messages"))]),
             has_more=more if isinstance(more, bool) else None,
             turn_records=None
             if not isinstance(records, list)
-            else tuple(EntitySnapshot.from_json(r) for r in _items(records)),
+            else tuple([record(r) for r in _items(records)]),
             raw=raw,
         )
 
