@@ -335,13 +335,16 @@ async def _from_reader(
     bound = None if before is None else message_entity_id(conversation_id, before, "user")
     size = _WHOLE_PAGE if limit is None else _MESSAGES_PER_TURN * limit + _SLACK
     messages: list[ConversationMessage] = []
+    seen: set[str] = set()
     records: dict[str, EntitySnapshot] = {}
     while True:
         page = await reader.recent_conversation(entity_id, limit=size, before=bound)
         if page.has_more is None or page.turn_records is None:
             # The route without the extension: the whole conversation, in activity order.
             return list(page.messages)
-        messages[:0] = page.messages
+        fresh = [m for m in page.messages if m.message_id not in seen]
+        seen.update(m.message_id for m in fresh)
+        messages[:0] = fresh
         records.update(
             (str(r.snapshot.get("turn_id")), r)
             for r in page.turn_records
@@ -351,7 +354,9 @@ async def _from_reader(
         # The oldest turn of a page may be cut (its other message is older): read on until
         # there is one more turn than wanted, or nothing more.
         enough = limit is not None and len(groups) > limit
-        if not page.has_more or not page.messages or enough:
+        # A page with nothing new ends the read whatever ``has_more`` says: a store that
+        # keeps answering the same page must not hold the turn forever.
+        if not page.has_more or not fresh or enough:
             if page.has_more and groups:
                 groups.remove(min(groups, key=lambda g: g.first))
             return groups, records

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 import anyio
+import attrs
 import pytest
 from turn_support import capture_logs, db_path, memory, seed, store
 
@@ -307,3 +308,22 @@ async def test_history_reads_every_turn_as_show_does(store: Transport) -> None:
     assert [h.status for h in history] == ["completed", "abandoned", "open", "completed"] + [
         "open"
     ] * 2
+
+
+class SamePageForever(RecordingTransport):
+    """A store whose conversation route always says there is more, and repeats its page."""
+
+    async def recent_conversation(
+        self, conversation_entity_id: str, *, limit: int | None = None, before: str | None = None
+    ) -> Any:
+        page = await super().recent_conversation(conversation_entity_id, limit=4)
+        return attrs.evolve(page, has_more=True)
+
+
+async def test_a_route_that_never_ends_its_pages_still_ends_the_read(store: Transport) -> None:
+    await _turns(store, 3)
+    looping = SamePageForever(store)
+    with anyio.fail_after(10):
+        history = await read_history(looping, "chat-1", limit=5)
+    assert [h.turn_id for h in history] == ["t3"]  # t2 may be cut: the page says more
+    assert len(looping.calls) == 2  # the page, then the same page again: nothing new
