@@ -140,20 +140,8 @@ class Finding:
 
     def to_json(self) -> Mapping[str, Any]:
         """The finding as plain JSON."""
-        out: dict[str, Any] = {
-            "kind": self.kind.value,
-            "severity": self.severity,
-            "conversation_id": self.conversation_id,
-            "turn_id": self.turn_id,
-            "message": self.message,
-            "conversation_entity_id": self.conversation_entity_id,
-            "user_message_id": self.user_message_id,
-            "assistant_message_id": self.assistant_message_id,
-            "turn_record_id": self.turn_record_id,
-            "record_status": self.record_status,
-            "reason": self.reason,
-            "last_activity_at": self.last_activity_at,
-        }
+        out = attrs.asdict(self, recurse=False)  # every field by name, in order
+        out["kind"] = self.kind.value
         out["repair"] = dict(action_json(self.repair)) if self.repair is not None else None
         return out
 

@@ -98,13 +98,8 @@ class RepairResult:
 
     def to_json(self) -> Mapping[str, Any]:
         """The result as plain JSON."""
-        return {
-            "conversation_id": self.conversation_id,
-            "turn_id": self.turn_id,
-            "repair_entity_id": self.repair_entity_id,
-            "replayed": self.replayed,
-            "outcomes": [dict(o.to_json()) for o in self.outcomes],
-        }
+        out = attrs.asdict(self, recurse=False, filter=lambda a, _: a.name != "outcomes")
+        return {**out, "outcomes": [dict(o.to_json()) for o in self.outcomes]}
 
 
 def _warn_failed(event: str, exc: Exception, **ids: str) -> None:

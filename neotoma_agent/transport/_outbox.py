@@ -121,14 +121,10 @@ class OutboxStatus:
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready dict (``conversations`` lists the lanes, oldest queued first)."""
+        out = attrs.asdict(self, recurse=False, filter=lambda a, _: a.name != "lanes")
         return {
-            "path": self.path,
-            "schema_version": self.schema_version,
-            "max_entries": self.max_entries,
-            "queued": self.queued,
-            "dead": self.dead,
+            **out,
             "oldest_age_s": _round(self.oldest_age_s),
-            "last_error": self.last_error,
             "conversations": [
                 {
                     "conversation_id": lane.lane,
