@@ -75,10 +75,13 @@ async def test_the_second_trigram_is_three_chars_apart_when_one_is(
         assert abs(needle.index(first) - needle.index(second)) >= 3
 
 
-def test_an_overlapping_trigram_is_taken_when_none_apart_is_about_as_rare() -> None:
+def test_the_pair_apart_with_the_shortest_posting_lists_is_taken_unless_much_longer() -> None:
     # "abcdef": "abc" at 0 and "def" at 3 are apart; "bcd" overlaps "abc".
     grams = ["abc", "bcd", "cde", "def"]
-    assert _rarest_pair("abcdef", grams, [10, 20, 30, 40]) == ["abc", "def"]  # 40 <= 4 * 20
-    assert _rarest_pair("abcdef", grams, [10, 20, 30, 90]) == ["abc", "bcd"]  # 90 > 4 * 20
+    assert _rarest_pair("abcdef", grams, [10, 20, 30, 40]) == ["abc", "def"]  # 50 <= 4 * 30
+    assert _rarest_pair("abcdef", grams, [10, 20, 30, 200]) == ["abc", "bcd"]  # 210 > 4 * 30
     assert _rarest_pair("abcd", ["abc", "bcd"], [10, 20]) == ["abc", "bcd"]  # none apart
     assert _rarest_pair("abcdef", grams, [3, 20, 30, 40]) == ["abc"]  # few texts: one list
+    # The rarest ("cde") has no trigram apart from it: the best pair apart leaves it out.
+    grams = ["abc", "bcd", "cde", "def", "efg"]
+    assert _rarest_pair("abcdefg", grams, [50, 50, 10, 50, 12]) == ["efg", "abc"]

@@ -240,34 +240,39 @@ def _trigram_match(conn: sqlite3.Connection, needle: str) -> str | None:
     return " AND ".join(_fts_phrase(g) for g in grams)
 
 
-# A trigram apart from the rarest is preferred to a rarer one that overlaps it while its
-# posting list is at most this many times as long.
+# A pair of trigrams apart is preferred to the two rarest (which may overlap) while its
+# posting lists are at most this many times as long; the pairs are sought among this many
+# of the rarest trigrams.
 _APART_FACTOR = 4
+_PAIR_POOL = 8
 
 
 def _rarest_pair(needle: str, grams: Sequence[str], counts: Sequence[int]) -> list[str]:
-    """The trigrams to intersect: the rarest, then the rarest at least three chars from it.
+    """The trigrams to intersect: the rarest pair at least three chars apart, if any is
+    about as rare as the two rarest.
 
     Overlapping trigrams share chars, so the texts that hold both are nearly those that
     hold either ("123" and "234" in "0512345": 604 of 8,000 texts at 1,000,000 entities);
     two that share none narrow the candidates about as independent filters would ("123"
-    and "345": 44). An overlapping one is taken when none is apart or the nearest apart
-    one's posting list is much longer (reading it would cost more than checking rows).
+    and "345": 44), and each candidate costs a row read, a posting far less. The cost of a
+    pair is taken as the length of its two posting lists.
     """
     order = sorted(range(len(grams)), key=counts.__getitem__)
-    first = order[0]
-    if counts[first] <= _FEW_TEXTS:
-        return [grams[first]]
-    at = _positions(needle, grams[first])
-    second = order[1]
-    for i in order[1:]:
-        if counts[i] > _APART_FACTOR * counts[second]:
-            break
-        if any(abs(p - q) >= 3 for p in at for q in _positions(needle, grams[i])):
-            second = i
-            break
-    return [grams[first], grams[second]]
-
-
-def _positions(needle: str, gram: str) -> list[int]:
-    return [i for i in range(len(needle) - 2) if needle.startswith(gram, i)]
+    if counts[order[0]] <= _FEW_TEXTS:
+        return [grams[order[0]]]
+    positions: dict[str, list[int]] = {}
+    for p in range(len(needle) - 2):
+        positions.setdefault(needle[p : p + 3], []).append(p)
+    best = (order[0], order[1])
+    bound = _APART_FACTOR * (counts[best[0]] + counts[best[1]]) + 1  # ties: the first found
+    apart: tuple[int, int] | None = None
+    pool = order[:_PAIR_POOL]
+    for x, i in enumerate(pool):
+        for j in pool[x + 1 :]:
+            cost = counts[i] + counts[j]
+            if cost < bound and any(
+                abs(p - q) >= 3 for p in positions[grams[i]] for q in positions[grams[j]]
+            ):
+                apart, bound = (i, j), cost
+    i, j = apart or best
+    return [grams[i], grams[j]]
