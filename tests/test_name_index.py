@@ -85,3 +85,8 @@ def test_the_pair_apart_with_the_shortest_posting_lists_is_taken_unless_much_lon
     # The rarest ("cde") has no trigram apart from it: the best pair apart leaves it out.
     grams = ["abc", "bcd", "cde", "def", "efg"]
     assert _rarest_pair("abcdefg", grams, [50, 50, 10, 50, 12]) == ["efg", "abc"]
+    # "880" and "806" are apart in "0880806" but chain by two chars ("8806"); "088" and
+    # "806" by one ("08806").
+    grams = ["080", "088", "806", "808", "880"]
+    assert _rarest_pair("0880806", grams, [90, 30, 10, 90, 10]) == ["806", "088"]
+    assert _rarest_pair("0880806", grams, [900, 800, 10, 900, 10]) == ["806", "880"]  # 4x
