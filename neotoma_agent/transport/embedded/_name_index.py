@@ -272,13 +272,12 @@ def _rarest_pair(needle: str, grams: Sequence[str], counts: Sequence[int]) -> li
     for x, i in enumerate(pool):
         a = grams[i]
         for j in pool[x + 1 :]:
+            cost = counts[i] + counts[j]
+            if cost > bound:
+                break  # the pool is in count order: the rest of this row costs more
             b = grams[j]
-            here = (_chaining(a, b), counts[i] + counts[j])
-            if (
-                here[1] <= bound
-                and here < key
-                and any(abs(p - q) >= 3 for p in positions[a] for q in positions[b])
-            ):
+            here = (_chaining(a, b), cost)
+            if here < key and any(abs(p - q) >= 3 for p in positions[a] for q in positions[b]):
                 apart, key = (i, j), here
     i, j = apart or best
     return [grams[i], grams[j]]
