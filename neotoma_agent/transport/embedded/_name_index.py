@@ -156,10 +156,11 @@ def substring_ids(
     """Entity ids whose indexed text (of the given kinds; None: any) contains ``needle``.
 
     A trigram phrase query reads the posting list of every trigram of the needle, and the
-    common ones ("com", "ion") list most of the store. Instead, intersect the two rarest
-    trigrams, or take the rarest alone when few texts have it (any subset of the needle's
-    trigrams finds a superset of the answers), and check the whole needle on those few
-    rows: the answers are the same whichever trigrams are read. ``bookkeeping=False``
+    common ones ("com", "ion") list most of the store. Instead, intersect two rare
+    trigrams that share no chars (see ``_rarest_pair``), or take the rarest alone when few
+    texts have it (any subset of the needle's trigrams finds a superset of the answers),
+    and check the whole needle on those few rows: the answers are the same whichever
+    trigrams are read. ``bookkeeping=False``
     skips the names of conversations, messages and turn records (they hold no snapshot
     fields). ``memo`` lets the passes of one lookup share the trigram search of one needle.
     """
