@@ -132,7 +132,12 @@ def test_idle_gaps_counts_the_handshakes_each_strategy_leaves(tmp_path: Path) ->
     new = {s: (r["enter_new_connections"], r["exit_new_connections"]) for s, r in rows.items()}
     # k lookups, the user store and the history read on enter, each on its own connection.
     assert new == {"back-to-back": (0, 0), "none": (4, 1), "warm": (0, 1), "warm+keep": (0, 0)}
-    assert {(r["enter_requests"], r["exit_requests"]) for r in rows.values()} == {(4, 1)}
+    # Four requests on enter and one on exit, plus any retry the transport logged: under
+    # load a reused connection can reach the server's idle deadline mid-request and is retried.
+    for r in rows.values():
+        assert r["enter_requests"] >= 4
+        assert r["exit_requests"] >= 1
+        assert r["enter_requests"] + r["exit_requests"] == 5 + r["retries"]
     assert [rows[s]["turn_rt_tcp"] for s in ("back-to-back", "none", "warm", "warm+keep")] == [
         2,
         4,
