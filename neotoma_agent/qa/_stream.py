@@ -175,12 +175,14 @@ class StreamingAuditor(Auditor):
 
     def add_in_conversations(
         self,
-        rows: Sequence[tuple[str, str, str | None, Any]],
+        rows: Sequence[tuple[Any, str, str | None, Any]],
+        conversation: Callable[[Any], str],
         activity: Callable[[Any], str | None],
     ) -> None:
         """Step 2 for messages known to be ``PART_OF`` a conversation, as rows of
-        (conversation entity id, message entity id, canonical name, stored activity):
-        :meth:`add_message` of each row (``activity`` decodes its time).
+        (conversation, message entity id, canonical name, activity), the first and the last
+        as stored (``conversation`` gives the entity id, ``activity`` the time):
+        :meth:`add_message` of each row.
 
         Called once per message of the store, so the common case costs a few dict
         operations: a turn whose two messages are both in ``rows``, and that no earlier
@@ -190,8 +192,8 @@ class StreamingAuditor(Auditor):
         """
         timed, add = self.timed, self.add_message
         if self.since_at is not None or self.skip_dropped is not None:
-            for target, entity_id, name, at in rows:
-                add(entity_id, name, True, target, activity(at) if timed else None)
+            for conv, entity_id, name, at in rows:
+                add(entity_id, name, True, conversation(conv), activity(at) if timed else None)
             return
         roles: dict[str, int] = {}  # norm -> 1 (user) | 2 (assistant)
         norms: list[str | None] = []
@@ -220,7 +222,8 @@ class StreamingAuditor(Auditor):
         if keep:
             for row, kept in zip(rows, norms, strict=True):
                 if kept in keep:
-                    add(row[1], row[2], True, row[0], activity(row[3]) if timed else None)
+                    at = activity(row[3]) if timed else None
+                    add(row[1], row[2], True, conversation(row[0]), at)
 
     def records_read(self) -> None:
         """Step 1 is over: sort the completed records' hashes for the lookups of step 2."""
