@@ -101,6 +101,9 @@ class FileReads:
     path: str
     #: message rows read ahead, by the conversation ids they are for
     _ahead: dict[tuple[str, ...], list[Any]] = attrs.Factory(dict)
+    #: while :meth:`conversations` runs, the message reads' connections not in use: each
+    #: read takes one (a fresh connection costs a read a sixth more: setup, a cold cache)
+    _idle: list[sqlite3.Connection] | None = None
 
     def _connect(self) -> sqlite3.Connection:
         conn = _connect_read_only(self.path)()
@@ -118,11 +121,15 @@ class FileReads:
             conn.close()
 
     def _message_rows(self, conversation_ids: Sequence[str]) -> list[Any]:
-        conn = self._connect()
+        idle = self._idle
+        conn = idle.pop() if idle else self._connect()
         try:
             return conn.execute(_MESSAGES, (json.dumps(list(conversation_ids)),)).fetchall()
         finally:
-            conn.close()
+            if idle is None:
+                conn.close()
+            else:
+                idle.append(conn)
 
     async def _read_ahead(self, conversation_ids: Sequence[str]) -> None:
         rows = await anyio.to_thread.run_sync(self._message_rows, conversation_ids)
@@ -178,7 +185,14 @@ class FileReads:
                         tg.start_soon(self._read_ahead, [r[0] for r in chunks[i + 1]])
                     await handle([(r[0], decode_opt_time(r[1])) for r in chunk])
 
-        await self._rows(_CONVERSATIONS if since else _CONVERSATION_IDS, (), page)
+        self._idle = []
+        try:
+            await self._rows(_CONVERSATIONS if since else _CONVERSATION_IDS, (), page)
+        finally:
+            # No read is running: each was awaited (threads are not cancelled midway).
+            idle, self._idle = self._idle, None
+            for conn in idle:
+                conn.close()
 
     async def messages(self, conversation_ids: Sequence[str]) -> None:
         if not conversation_ids:
