@@ -36,22 +36,45 @@ _CACHE_KIB: Final = 8_192
 #: conversations whose messages one statement reads
 _CONVERSATIONS_PER_READ: Final = 500
 
+# Every turn record, for an audit with ``since`` (which reads each record's fields and time).
 _RECORDS: Final = (
     "SELECT id, entity_type, canonical_name, snapshot, observation_count, last_observation_at "
     "FROM entities WHERE entity_type = 'conversation_turn' ORDER BY id"
 )
+# Without ``since``: each turn record's name, whether it is ``completed`` (its name is then
+# all the audit needs), and its rowid, in one pass over the table (in rowid order each page
+# is read once; through the type index each record costs a seek). The status is read where
+# ``_fields`` reads it in every format (``$.f.status``), from valid JSON only (any other
+# doc goes to the full decode, as before; this store's docs never repeat a key).
+_COMPLETED: Final = (
+    "SELECT canonical_name, CASE WHEN json_valid(snapshot) "
+    "THEN json_extract(snapshot, '$.f.status') = 'completed' END, rowid "
+    "FROM entities NOT INDEXED WHERE entity_type = 'conversation_turn'"
+)
+# The other records, whole, by the rowids ``_COMPLETED`` gave (in the same transaction).
+_RECORDS_AT: Final = (
+    "SELECT id, entity_type, canonical_name, snapshot, observation_count, last_observation_at "
+    "FROM entities WHERE rowid IN (SELECT value FROM json_each(?)) "
+    "AND entity_type = 'conversation_turn' ORDER BY id"
+)
 _CONVERSATIONS: Final = (
     "SELECT id, last_observation_at FROM entities WHERE entity_type = 'conversation' ORDER BY id"
 )
+# Without ``since`` the times are not read: the type index alone answers.
+_CONVERSATION_IDS: Final = (
+    "SELECT id, NULL FROM entities WHERE entity_type = 'conversation' ORDER BY id"
+)
 # What retrieve_related_entities(conversation, PART_OF, inbound) gives the audit: the
-# conversation_message at the source of each PART_OF edge, in the order of its edges.
+# conversation_message at the source of each PART_OF edge, in the order of its edges; the
+# conversation as its place in the list (a small int, not a string per row).
 _MESSAGES: Final = (
     # CROSS JOIN fixes the order: each conversation's edges by index, then each message by
-    # id (left to itself, SQLite would scan every message of the store for each page).
-    "SELECT r.target_entity_id, e.id, e.canonical_name, e.updated_at "
+    # id (left to itself, SQLite would scan every message of the store for each page), by
+    # the id's own index ("+" keeps SQLite off the type index, larger for the same seek).
+    "SELECT c.key, e.id, e.canonical_name, e.updated_at "
     "FROM json_each(?) c CROSS JOIN relationships r CROSS JOIN entities e "
     "WHERE r.target_entity_id = c.value AND r.relationship_type = 'PART_OF' "
-    "AND e.id = r.source_entity_id AND e.entity_type = 'conversation_message' "
+    "AND e.id = r.source_entity_id AND +e.entity_type = 'conversation_message' "
     "ORDER BY r.target_entity_id, r.source_entity_id"
 )
 
@@ -78,6 +101,9 @@ class FileReads:
     path: str
     #: message rows read ahead, by the conversation ids they are for
     _ahead: dict[tuple[str, ...], list[Any]] = attrs.Factory(dict)
+    #: while :meth:`conversations` runs, the message reads' connections not in use: each
+    #: read takes one (a fresh connection costs a read a sixth more: setup, a cold cache)
+    _idle: list[sqlite3.Connection] | None = None
 
     def _connect(self) -> sqlite3.Connection:
         conn = _connect_read_only(self.path)()
@@ -90,46 +116,63 @@ class FileReads:
     ) -> None:
         conn = await anyio.to_thread.run_sync(self._connect)
         try:
-            cursor = await anyio.to_thread.run_sync(conn.execute, sql, params)
-            rows = await anyio.to_thread.run_sync(cursor.fetchmany, _BATCH)
-            while rows:
-                ahead: list[list[Any]] = []
-                async with anyio.create_task_group() as tg:
-                    tg.start_soon(_fetch, cursor, ahead)
-                    await handle(rows)
-                rows = ahead[0]
+            await _stream(conn, sql, params, handle)
         finally:
             conn.close()
 
     def _message_rows(self, conversation_ids: Sequence[str]) -> list[Any]:
-        conn = self._connect()
+        idle = self._idle
+        conn = idle.pop() if idle else self._connect()
         try:
             return conn.execute(_MESSAGES, (json.dumps(list(conversation_ids)),)).fetchall()
         finally:
-            conn.close()
+            if idle is None:
+                conn.close()
+            else:
+                idle.append(conn)
 
     async def _read_ahead(self, conversation_ids: Sequence[str]) -> None:
         rows = await anyio.to_thread.run_sync(self._message_rows, conversation_ids)
         self._ahead[tuple(conversation_ids)] = rows
 
     async def records(self) -> None:
-        take, timed = self.auditor.take_record, self.auditor.timed
+        auditor = self.auditor
+        take, since = auditor.take_record, auditor.since_at is not None
 
-        async def handle(rows: list[Any]) -> None:
+        async def whole(rows: list[Any]) -> None:
             for row in rows:
-                # A record's time matters only to a timed audit (and to a record kept whole,
+                # A record's time matters only to ``since`` (and to a record kept whole,
                 # which decodes its row in full).
-                at = decode_opt_time(row[5]) if timed else None
+                at = decode_opt_time(row[5]) if since else None
                 take(row[2], _fields(row), at, functools.partial(_full, row))
 
-        await self._rows(_RECORDS, (), handle)
+        if since:
+            await self._rows(_RECORDS, (), whole)
+            return
+        others: list[int] = []
+
+        async def names(rows: list[Any]) -> None:
+            auditor.take_completed([row[0] for row in rows if row[1] == 1])
+            others.extend(row[2] for row in rows if row[1] != 1)
+
+        conn = await anyio.to_thread.run_sync(self._connect)
+        try:
+            # One read transaction: the rowids of the first statement name the same rows
+            # in the second, whatever a writer does meanwhile.
+            await anyio.to_thread.run_sync(conn.execute, "BEGIN")
+            await _stream(conn, _COMPLETED, (), names)
+            if others:
+                await _stream(conn, _RECORDS_AT, (json.dumps(others),), whole)
+        finally:
+            conn.close()
 
     async def conversations(
         self, handle: Callable[[Sequence[tuple[str, str | None]]], Awaitable[None]]
     ) -> None:
         # Without ``since`` every conversation's messages are read: those of the next
         # chunk are read while this chunk's are handled.
-        ahead = self.auditor.since_at is None
+        since = self.auditor.since_at is not None
+        ahead = not since
 
         async def page(rows: list[Any]) -> None:
             chunks = [
@@ -142,7 +185,14 @@ class FileReads:
                         tg.start_soon(self._read_ahead, [r[0] for r in chunks[i + 1]])
                     await handle([(r[0], decode_opt_time(r[1])) for r in chunk])
 
-        await self._rows(_CONVERSATIONS, (), page)
+        self._idle = []
+        try:
+            await self._rows(_CONVERSATIONS if since else _CONVERSATION_IDS, (), page)
+        finally:
+            # No read is running: each was awaited (threads are not cancelled midway).
+            idle, self._idle = self._idle, None
+            for conn in idle:
+                conn.close()
 
     async def messages(self, conversation_ids: Sequence[str]) -> None:
         if not conversation_ids:
@@ -150,9 +200,24 @@ class FileReads:
         rows = self._ahead.pop(tuple(conversation_ids), None)
         if rows is None:
             rows = await anyio.to_thread.run_sync(self._message_rows, conversation_ids)
-        add, timed = self.auditor.add_message, self.auditor.timed
-        for target, entity_id, name, updated_at in rows:
-            add(entity_id, name, True, target, decode_opt_time(updated_at) if timed else None)
+        self.auditor.add_in_conversations(rows, conversation_ids.__getitem__, decode_opt_time)
+
+
+async def _stream(
+    conn: sqlite3.Connection,
+    sql: str,
+    params: Sequence[Any],
+    handle: Callable[[list[Any]], Awaitable[None]],
+) -> None:
+    """The rows of ``sql``, a batch at a time into ``handle``, the next batch read meanwhile."""
+    cursor = await anyio.to_thread.run_sync(conn.execute, sql, params)
+    rows = await anyio.to_thread.run_sync(cursor.fetchmany, _BATCH)
+    while rows:
+        ahead: list[list[Any]] = []
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(_fetch, cursor, ahead)
+            await handle(rows)
+        rows = ahead[0]
 
 
 async def _fetch(cursor: sqlite3.Cursor, into: list[list[Any]]) -> None:

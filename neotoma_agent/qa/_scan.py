@@ -20,6 +20,7 @@ from .._keys import (
     conversation_entity_id,
     message_entity_id,
     parse_turn_key,
+    turn_keys,
     turn_record_entity_id,
 )
 from .._log import get_logger
@@ -44,7 +45,11 @@ __all__ = [
 logger = get_logger()
 
 _MESSAGE_PREFIX: Final = "conversation_message:"
+_MESSAGE_PREFIX_LEN: Final = len(_MESSAGE_PREFIX)
 _RECORD_PREFIX: Final = "conversation_turn:"
+# What an assistant message's turn_key adds to its turn's pair (read from the keys
+# themselves, which own it).
+_ASSISTANT_SUFFIX: Final = turn_keys("c", "t").assistant_turn_key.removeprefix("c:t")
 
 
 @attrs.define
@@ -124,9 +129,14 @@ def message_key(name: str | None) -> tuple[str, TurnRole] | None:
     """(storage-form turn key, role) from a message's canonical name."""
     if not name or not name.startswith(_MESSAGE_PREFIX):
         return None
-    # The name carries the turn_key (in storage form), so it parses like one.
-    parsed = parse_turn_key(name[len(_MESSAGE_PREFIX) :])
-    return None if parsed is None else (f"{parsed[0]}:{parsed[1]}", parsed[2])
+    # The name carries the turn_key (in storage form), so it parses like one: this is
+    # parse_turn_key's split, without building the pair (it runs once per message).
+    key = name[_MESSAGE_PREFIX_LEN:]
+    role: TurnRole = "user"
+    if key.endswith(_ASSISTANT_SUFFIX):
+        key, role = key[: -len(_ASSISTANT_SUFFIX)], "assistant"
+    colon = key.rfind(":")
+    return (key, role) if 0 < colon < len(key) - 1 else None
 
 
 def record_key(name: str | None) -> str | None:

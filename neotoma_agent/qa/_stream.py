@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import functools
 from array import array
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
 import anyio
@@ -37,6 +37,7 @@ from ._scan import (
     Auditor,
     TurnState,
     attach_record,
+    message_key,
     norm_key,
     record_conversation_id,
     record_key,
@@ -58,9 +59,18 @@ class _Hashes:
         self.slots = array("q", bytes(8 * size))  # 0: empty (a hash of 0 is stored as 1)
         self.times = array("d", bytes(8 * size)) if times else array("d")
         self.seen = bytearray(size)
+        #: the distinct keys held
+        self.held = 0
+        slots, mask = self.slots, self.mask
+        # _slot inlined: this loop runs once per completed record of the store.
         for i, key in enumerate(keys):
-            at = self._slot(key or 1)
-            self.slots[at] = key or 1
+            key = key or 1
+            at = key & mask
+            while slots[at] and slots[at] != key:
+                at = (at + 1) & mask
+            if not slots[at]:
+                slots[at] = key
+                self.held += 1
             if times:
                 self.times[at] = times[i]
 
@@ -75,9 +85,17 @@ class _Hashes:
         at = self._slot(key or 1)
         return at if self.slots[at] else -1
 
+    def see(self, key: int) -> int:
+        """:meth:`find`, and mark ``key`` seen if it is held."""
+        at = self._slot(key or 1)
+        if not self.slots[at]:
+            return -1
+        self.seen[at] = 1
+        return at
+
     def all_seen(self) -> bool:
         """True when every key was marked seen."""
-        return all(seen or not key for key, seen in zip(self.slots, self.seen, strict=True))
+        return self.seen.count(1) == self.held
 
 
 @attrs.define
@@ -118,9 +136,8 @@ class StreamingAuditor(Auditor):
         if record is not None:
             attach_record(state, record)
         else:
-            at = self.completed.find(hash(norm))
+            at = self.completed.see(hash(norm))
             if at >= 0:
-                self.completed.seen[at] = 1
                 state.completed_at = self.completed.times[at] if self.completed.times else 0.0
         return state
 
@@ -141,10 +158,72 @@ class StreamingAuditor(Auditor):
             self.recent.add(conversation_entity_id(record_conversation_id(fields, key)))
         if fields.get("status") == "completed":
             self._keys.append(hash(norm))
-            if self.timed:
+            # A completed record's time matters only to ``since`` (:func:`_activity`).
+            if self.since_at is not None:
                 self._times.append(timestamp(at) if at else float("nan"))
         elif norm not in self.pending:
             self.pending[norm] = full()
+
+    def take_completed(self, names: Iterable[str | None]) -> None:
+        """Step 1 for records known to be ``completed``, by name: :meth:`take_record` of
+        each, without its fields (not needed without ``since``)."""
+        append = self._keys.append
+        for name in names:
+            key = record_key(name)
+            if key is not None:
+                append(hash(norm_key(key)))
+
+    def add_in_conversations(
+        self,
+        rows: Sequence[tuple[Any, str, str | None, Any]],
+        conversation: Callable[[Any], str],
+        activity: Callable[[Any], str | None],
+    ) -> None:
+        """Step 2 for messages known to be ``PART_OF`` a conversation, as rows of
+        (conversation, message entity id, canonical name, activity), the first and the last
+        as stored (``conversation`` gives the entity id, ``activity`` the time):
+        :meth:`add_message` of each row.
+
+        Called once per message of the store, so the common case costs a few dict
+        operations: a turn whose two messages are both in ``rows``, and that no earlier
+        read and no pending record touched, is fine whatever the order of the rows, so it
+        is counted and dropped here, as the next :meth:`settle` would, without a
+        :class:`TurnState`. Every other row goes through :meth:`add_message`, in order.
+        """
+        timed, add = self.timed, self.add_message
+        if self.since_at is not None or self.skip_dropped is not None:
+            for conv, entity_id, name, at in rows:
+                add(entity_id, name, True, conversation(conv), activity(at) if timed else None)
+            return
+        roles: dict[str, int] = {}  # norm -> 1 (user) | 2 (assistant)
+        norms: list[str | None] = []
+        for row in rows:
+            found = message_key(row[2])
+            if found is None:
+                norms.append(None)  # not a turn-protocol message: add_message skips it
+                continue
+            norm = norm_key(found[0])
+            roles[norm] = roles.get(norm, 0) | (1 if found[1] == "user" else 2)
+            norms.append(norm)
+        turns, pending, see = self.turns, self.pending, self.completed.see
+        keep: set[str] = set()  # the turns add_message must see
+        fine = 0
+        for norm, bits in roles.items():
+            if bits == 3 and norm not in turns and norm not in pending:
+                fine += 1
+                h = hash(norm)
+                see(h)
+                if self.thorough:
+                    self.dropped.append(h)
+            else:
+                keep.add(norm)
+        self.fine_turns += fine
+        self.fine_messages += 2 * fine
+        if keep:
+            for row, kept in zip(rows, norms, strict=True):
+                if kept in keep:
+                    at = activity(row[3]) if timed else None
+                    add(row[1], row[2], True, conversation(row[0]), at)
 
     def records_read(self) -> None:
         """Step 1 is over: sort the completed records' hashes for the lookups of step 2."""
