@@ -183,3 +183,21 @@ def test_scale_finds_every_company_and_every_seeded_orphan(tmp_path: Path) -> No
     assert report["entities"] == 600
     assert 0 < report["lookup_p50_ms"] <= report["lookup_p99_ms"]
     assert [row["turns"] for row in report["audits"]] == [20, 200]
+
+
+def test_disk_layout_probe_copies_every_row_into_each_layout(tmp_path: Path) -> None:
+    store = tmp_path / "store.db"
+    code = (
+        "import sys, anyio; sys.path.insert(0, sys.argv[2]); import disk_per_turn as d; "
+        "anyio.run(d.write_turns, __import__('pathlib').Path(sys.argv[1]), 30)"
+    )
+    subprocess.run(
+        [sys.executable, "-c", code, str(store), str(BENCHMARKS)], check=True, timeout=120
+    )
+    report = run_benchmark("disk_layout_probe", str(store), tmp_path=tmp_path)
+    assert report["turns"] == 30
+    tables = report["tables"]
+    # Numbers instead of ids shrink the edges; a copy keeps the file's own layout.
+    assert tables["relationships"]["numbers"] < tables["relationships"]["copy"]
+    assert tables["entities_by_type"]["+type"] < tables["entities_by_type"]["numbers"]
+    assert set(report["totals"]) >= {"live", "copy", "est +meta"}

@@ -103,15 +103,16 @@ def _recorder() -> Any:
     return module
 
 
-@pytest.mark.parametrize("fixture", ["v1_store", "v2_store", "v3_store"])
+@pytest.mark.parametrize("fixture", ["v1_store", "v2_store", "v3_store", "v4_store"])
 async def test_an_older_file_answers_every_read_as_the_code_that_recorded_it(
     fixture: str, tmp_path: Path
 ) -> None:
     """Version 1 (the first release) and version 2 (written by the release before the
     compact rows: a conversation index, turns, one source under two keys), recorded by the
     release before the compact rows; version 3 (the same content, written and recorded by
-    the compact-rows release): snapshots, observations, queries (sorted, filtered),
-    lookups, replays, the GET routes (an observation's ``source``), recent conversations."""
+    the compact-rows release) and version 4 (the same, by the shared-fields release):
+    snapshots, observations, queries (sorted, filtered), lookups, replays, the GET routes
+    (an observation's ``source``), recent conversations."""
     recorded = json.loads((DATA.parent / fixture / "answers.json").read_text())
     path = tmp_path / "store.db"
     shutil.copyfile(DATA.parent / fixture / "store.db", path)

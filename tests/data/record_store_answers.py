@@ -3,6 +3,7 @@
     PYTHONPATH=/path/to/that/release python tests/data/record_store_answers.py v1_store
     PYTHONPATH=/path/to/main python tests/data/record_store_answers.py v2_store --build
     PYTHONPATH=/path/to/v3 python tests/data/record_store_answers.py v3_store --build
+    PYTHONPATH=/path/to/v4 python tests/data/record_store_answers.py v4_store --build
 
 Reads ``DIR/store.db`` (a copy: the file itself is never opened for writing) and writes
 ``DIR/answers.json``. With ``--build``, first writes ``DIR/store.db``: the version-1 file
