@@ -93,6 +93,11 @@ class _Hashes:
         self.seen[at] = 1
         return at
 
+    def seen_before(self, key: int) -> bool:
+        """True if ``key`` is held and was marked seen."""
+        at = self._slot(key or 1)
+        return bool(self.slots[at] and self.seen[at])
+
     def all_seen(self) -> bool:
         """True when every key was marked seen."""
         return self.seen.count(1) == self.held
@@ -127,7 +132,12 @@ class StreamingAuditor(Auditor):
         state = self.turns.get(norm)
         if state is not None:
             return state
-        if self.skip_dropped is not None and self.skip_dropped.find(hash(norm)) >= 0:
+        h = hash(norm)
+        if self.skip_dropped is not None and self.skip_dropped.find(h) >= 0:
+            return None
+        # A completed record already seen, with no turn held: an earlier read dropped the
+        # turn as fine (a message also PART_OF a conversation read later changes nothing).
+        if self.completed.seen_before(h):
             return None
         cid, _, tid = key.rpartition(":")
         state = self.turns[norm] = TurnState(cid, tid, False)
@@ -136,7 +146,7 @@ class StreamingAuditor(Auditor):
         if record is not None:
             attach_record(state, record)
         else:
-            at = self.completed.see(hash(norm))
+            at = self.completed.see(h)
             if at >= 0:
                 state.completed_at = self.completed.times[at] if self.completed.times else 0.0
         return state
@@ -205,13 +215,16 @@ class StreamingAuditor(Auditor):
             norm = norm_key(found[0])
             roles[norm] = roles.get(norm, 0) | (1 if found[1] == "user" else 2)
             norms.append(norm)
-        turns, pending, see = self.turns, self.pending, self.completed.see
+        turns, pending = self.turns, self.pending
+        see, seen_before = self.completed.see, self.completed.seen_before
         keep: set[str] = set()  # the turns add_message must see
         fine = 0
         for norm, bits in roles.items():
             if bits == 3 and norm not in turns and norm not in pending:
-                fine += 1
                 h = hash(norm)
+                if seen_before(h):
+                    continue  # dropped as fine by an earlier read, and counted there
+                fine += 1
                 see(h)
                 if self.thorough:
                     self.dropped.append(h)
