@@ -17,6 +17,7 @@ the turn id in the message's ``turn_key``), so that a reader of history needs on
 
 from __future__ import annotations
 
+import functools
 import json
 import sqlite3
 import urllib.parse
@@ -40,10 +41,22 @@ _MESSAGE_COLUMNS = (
 )
 
 
+# json.loads without its trailing-whitespace check: SQLite's JSON text has none, and this
+# runs for every message and snapshot of every history page.
+_decode_json = json.JSONDecoder().raw_decode
+
+
+def _loads(text: str | None) -> dict[str, Any]:
+    return _decode_json(text)[0] if text else {}
+
+
 def _activity(
     created: str | int | None, updated: str | int | None, observed: str | int | None
 ) -> str:
     """The latest of an entity row's times (as stored: ``_rows.encode_time``), as text."""
+    if type(created) is int and type(updated) is int and type(observed) in (int, type(None)):
+        # Times stored as epoch milliseconds order as their text does: decode one of them.
+        return decode_time(max(created, updated, observed or created))
     return max(decode_time(t) for t in (created, updated, observed, "") if t is not None)
 
 
@@ -68,7 +81,7 @@ def _related(conn: sqlite3.Connection, ids: Sequence[str]) -> dict[str, list[dic
     ).fetchall()
     out: dict[str, list[dict[str, Any]]] = {}
     for src, rtype, dst, etype, canonical, fields in rows:
-        snapshot = json.loads(fields) if fields else {}
+        snapshot = _loads(fields)
         out.setdefault(src, []).append(
             {
                 "entity_id": dst,
@@ -95,23 +108,23 @@ def _messages(
     for mid, canonical, created, updated, observed, fields, deleted in rows:
         if deleted:
             continue
-        snapshot = json.loads(fields) if fields else {}
-        content = snapshot.get("content")
+        get = _loads(fields).get
+        content = get("content")
         if not extended and isinstance(content, str):
             content = js_trim(content)  # as a real server's route gives it: trimmed
         item: dict[str, Any] = {
             "message_id": mid,
             "canonical_name": canonical,
-            "role": snapshot.get("role"),
-            "sender_kind": snapshot.get("sender_kind"),
+            "role": get("role"),
+            "sender_kind": get("sender_kind"),
             "content": content,
-            "turn_key": snapshot.get("turn_key"),
+            "turn_key": get("turn_key"),
             "activity_at": _activity(created, updated, observed),
             "related_entities": related.get(mid, []),
             "hook_summary": None,
         }
         if extended:
-            item["turn_number"] = snapshot.get("turn_number")
+            item["turn_number"] = get("turn_number")
         items.append(item)
     return items
 
@@ -130,9 +143,13 @@ def _conversation(conn: sqlite3.Connection, entity_id: object) -> tuple[Any, ...
     return tuple(row)
 
 
-def _item(row: Sequence[Any], messages: list[dict[str, Any]]) -> dict[str, Any]:
+def _item(
+    row: Sequence[Any], messages: list[dict[str, Any]], snapshot: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """The conversation's item (``snapshot``: its fields, when the caller decoded them)."""
     cid, canonical, created, updated, observed, fields, _deleted, count = row
-    snapshot = json.loads(fields) if fields else {}
+    if snapshot is None:
+        snapshot = _loads(fields)
     latest = max((m["activity_at"] for m in messages), default="")
     title = snapshot.get("title")
     return {
@@ -159,6 +176,13 @@ def _all_messages(conn: sqlite3.Connection, conversation_id: str) -> list[dict[s
     return messages
 
 
+@functools.lru_cache(maxsize=4096)
+def _turn_record_id(session: str, turn_id: str) -> str:
+    # Memoised: a turn's record is on the history page of each of the next few turns.
+    fields = {"session_id": session, "turn_id": turn_id}
+    return resolve_identity_cached("conversation_turn", fields).entity_id
+
+
 def _turn_records(
     conn: sqlite3.Connection, conversation_fields: Mapping[str, Any], messages: list[dict[str, Any]]
 ) -> list[dict[str, Any]]:
@@ -172,13 +196,7 @@ def _turn_records(
         key = message.get("turn_key")
         if isinstance(key, str) and key.startswith(prefix):
             turn_ids[key[len(prefix) :].removesuffix(_ASSISTANT_SUFFIX)] = None
-    wanted = {
-        resolve_identity_cached(
-            "conversation_turn", {"session_id": session, "turn_id": turn_id}
-        ).entity_id: None
-        for turn_id in turn_ids
-        if turn_id
-    }
+    wanted = {_turn_record_id(session, turn_id): None for turn_id in turn_ids if turn_id}
     rows = conn.execute(
         "SELECT id, entity_type, snapshot, observation_count, last_observation_at FROM entities "
         "WHERE id IN (SELECT value FROM json_each(?)) AND entity_type = 'conversation_turn'",
@@ -217,8 +235,8 @@ def recent_conversation(conn: sqlite3.Connection, body: Mapping[str, Any]) -> di
     ids = [decode_entity(r[0]) for r in reversed(page[:limit])]
     by_id = {m["message_id"]: m for m in _messages(conn, ids, extended=True)}
     messages = [by_id[i] for i in ids if i in by_id]
-    item = _item(row, messages)
-    fields = json.loads(row[5]) if row[5] else {}
+    fields = _loads(row[5])
+    item = _item(row, messages, fields)
     item["has_more"] = len(page) > limit
     item["turn_records"] = _turn_records(conn, fields, messages)
     return item
