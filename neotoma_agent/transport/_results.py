@@ -457,6 +457,8 @@ class ConversationMessage:
     @property
     def refers_to(self) -> tuple[str, ...]:
         """The ids this message REFERS_TO, in the order listed."""
+        if not self.related:
+            return ()  # most messages name nothing: read for each of every history page
         ids = (r.entity_id for r in self.related if r.relationship_type == "REFERS_TO")
         return tuple(dict.fromkeys(ids))
 
