@@ -27,7 +27,8 @@ from typing import Any
 from ..._identity import resolve_identity_cached
 from ..._js import js_trim
 from ._errors import invalid_format, not_found
-from ._rows import decode_entity, decode_state, decode_time, encode_entity, snapshot_record
+from ._page_rows import decode_fields, message_fields, turn_record
+from ._rows import decode_entity, decode_time, encode_entity
 from ._validate import bounded_int
 
 __all__ = ["MAX_PAGE", "READS", "recent_conversation", "recent_conversations", "route"]
@@ -39,15 +40,6 @@ _MESSAGE_COLUMNS = (
     "id, canonical_name, created_at, updated_at, last_observation_at, "
     "json_extract(snapshot, '$.f'), json_extract(snapshot, '$.d')"
 )
-
-
-# json.loads without its trailing-whitespace check: SQLite's JSON text has none, and this
-# runs for every message and snapshot of every history page.
-_decode_json = json.JSONDecoder().raw_decode
-
-
-def _loads(text: str | None) -> dict[str, Any]:
-    return _decode_json(text)[0] if text else {}
 
 
 def _activity(
@@ -81,7 +73,7 @@ def _related(conn: sqlite3.Connection, ids: Sequence[str]) -> dict[str, list[dic
     ).fetchall()
     out: dict[str, list[dict[str, Any]]] = {}
     for src, rtype, dst, etype, canonical, fields in rows:
-        snapshot = _loads(fields)
+        snapshot = decode_fields(fields)
         out.setdefault(src, []).append(
             {
                 "entity_id": dst,
@@ -108,23 +100,22 @@ def _messages(
     for mid, canonical, created, updated, observed, fields, deleted in rows:
         if deleted:
             continue
-        get = _loads(fields).get
-        content = get("content")
+        role, sender_kind, content, turn_key, turn_number = message_fields(fields)
         if not extended and isinstance(content, str):
             content = js_trim(content)  # as a real server's route gives it: trimmed
         item: dict[str, Any] = {
             "message_id": mid,
             "canonical_name": canonical,
-            "role": get("role"),
-            "sender_kind": get("sender_kind"),
+            "role": role,
+            "sender_kind": sender_kind,
             "content": content,
-            "turn_key": get("turn_key"),
+            "turn_key": turn_key,
             "activity_at": _activity(created, updated, observed),
             "related_entities": related.get(mid, []),
             "hook_summary": None,
         }
         if extended:
-            item["turn_number"] = get("turn_number")
+            item["turn_number"] = turn_number
         items.append(item)
     return items
 
@@ -149,7 +140,7 @@ def _item(
     """The conversation's item (``snapshot``: its fields, when the caller decoded them)."""
     cid, canonical, created, updated, observed, fields, _deleted, count = row
     if snapshot is None:
-        snapshot = _loads(fields)
+        snapshot = decode_fields(fields)
     latest = max((m["activity_at"] for m in messages), default="")
     title = snapshot.get("title")
     return {
@@ -204,9 +195,9 @@ def _turn_records(
     ).fetchall()
     found = {}
     for rid, etype, snapshot, count, observed in rows:
-        state = decode_state(snapshot, count, observed)
-        if not state.deleted:
-            found[rid] = snapshot_record(rid, etype, state)
+        record = turn_record(rid, etype, snapshot, count, observed)
+        if record is not None:
+            found[rid] = record
     return [found[r] for r in wanted if r in found]
 
 
@@ -235,7 +226,7 @@ def recent_conversation(conn: sqlite3.Connection, body: Mapping[str, Any]) -> di
     ids = [decode_entity(r[0]) for r in reversed(page[:limit])]
     by_id = {m["message_id"]: m for m in _messages(conn, ids, extended=True)}
     messages = [by_id[i] for i in ids if i in by_id]
-    fields = _loads(row[5])
+    fields = decode_fields(row[5])
     item = _item(row, messages, fields)
     item["has_more"] = len(page) > limit
     item["turn_records"] = _turn_records(conn, fields, messages)
