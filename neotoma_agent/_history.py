@@ -169,7 +169,12 @@ class StoredConversation:
 
 
 def _first_number(numbers: Iterable[int | None]) -> int | None:
-    return min((n for n in numbers if n is not None), default=None)
+    # A loop, not min() over a generator: this runs twice per turn of every history page.
+    first: int | None = None
+    for n in numbers:
+        if n is not None and (first is None or n < first):
+            first = n
+    return first
 
 
 def _history_status(status: str, replied: bool) -> HistoryStatus:
@@ -208,12 +213,13 @@ def _group(conversation_id: str, messages: Sequence[ConversationMessage]) -> lis
     """Messages (in the order a store gave them) grouped by turn, in first-seen order."""
     groups: dict[str, _Group] = {}
     prefix = f"{conversation_id}:"
+    start, cut = len(prefix), -len(_ASSISTANT_SUFFIX)
     for position, m in enumerate(messages):
         turn_key = m.turn_key or ""
         # The library's own keys (``{cid}:{tid}[:assistant]``), as _turn_of reads them, without
         # its calls: this runs for every message of every history page.
-        tid = turn_key[len(prefix) :] if turn_key.startswith(prefix) else ""
-        base = tid[: -len(_ASSISTANT_SUFFIX)] if tid.endswith(_ASSISTANT_SUFFIX) else None
+        tid = turn_key[start:] if turn_key.startswith(prefix) else ""
+        base = tid[:cut] if tid.endswith(_ASSISTANT_SUFFIX) else None
         if base and ":" not in base:
             turn_id, key_role = base, "assistant"
         elif tid and base is None and ":" not in tid and tid != _ASSISTANT_SUFFIX[1:]:
@@ -275,7 +281,12 @@ def _bounded(groups: list[_Group], limit: int | None, before: str | None) -> lis
 
 
 def _numbers(groups: list[_Group]) -> dict[str, int | None]:
-    return {g.turn_id: _first_number(m.turn_number for _, m in g.messages) for g in groups}
+    return {g.turn_id: _group_number(g) for g in groups}
+
+
+def _group_number(group: _Group) -> int | None:
+    """The smallest turn number the group's messages carry."""
+    return _first_number([m.turn_number for _, m in group.messages])
 
 
 def _record(record: EntitySnapshot | None) -> tuple[EntitySnapshot | None, str]:
@@ -312,13 +323,13 @@ def _history_turn(group: _Group, record: EntitySnapshot | None) -> HistoryTurn:
         elif role == "assistant" and reply is None:
             reply = m
     return HistoryTurn(
-        turn_id=group.turn_id,
-        turn_number=_first_number(m.turn_number for _, m in group.messages),
-        user=(user.content or "") if user is not None else "",
-        reply=(reply.content or "") if reply is not None else None,
-        status=_history_status(status, reply is not None),
-        user_refers_to=user.refers_to if user is not None else (),
-        reply_refers_to=reply.refers_to if reply is not None else (),
+        group.turn_id,
+        _group_number(group),
+        (user.content or "") if user is not None else "",
+        (reply.content or "") if reply is not None else None,
+        _history_status(status, reply is not None),
+        user.refers_to if user is not None else (),
+        reply.refers_to if reply is not None else (),
     )
 
 

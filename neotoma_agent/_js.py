@@ -272,8 +272,14 @@ def _is_plain(value: Any, depth: int) -> bool:
             for key, child in item.items():
                 if type(key) is not str or key[:1].isdigit():
                     return False
-                if type(child) not in _LEAF_TYPES:
-                    stack.append((child, level + 1))
+                child_kind = type(child)
+                if child_kind in _LEAF_TYPES:
+                    continue
+                if child_kind is int:  # decided here: a turn number is in most payloads
+                    if not -_MAX_SAFE_INT < child < _MAX_SAFE_INT:
+                        return False
+                    continue
+                stack.append((child, level + 1))
         elif kind is list:
             stack.extend((child, level + 1) for child in item)
         else:
@@ -304,7 +310,8 @@ def js_json(value: Any) -> str:
         out: list[str] = []
         _js_json_parts(value, out, set())
         text = "".join(out)
-    if SURROGATE_RE.search(text):
+    # isascii() reads a flag of the string: most payloads need no search for surrogates.
+    if not text.isascii() and SURROGATE_RE.search(text):
         text = SURROGATE_RE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
     return text
 

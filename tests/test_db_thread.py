@@ -124,6 +124,38 @@ async def test_the_thread_survives_failures_and_serves_many_callers(tmp_path: Pa
         thread.stop()
 
 
+async def test_a_cancelled_waiter_leaves_its_job_to_finish_and_its_group_woken(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "t.db"
+    thread = DBThread(_connect(path), "test")
+    release = threading.Event()
+    held = threading.Event()
+
+    def hold(conn: sqlite3.Connection) -> None:
+        held.set()
+        release.wait(5)
+
+    try:
+        blocker: Job[None] = Job(hold)
+        thread.submit(blocker)
+        await anyio.to_thread.run_sync(held.wait, 5)
+        # Queued behind the blocker, so the two run and are woken as one group.
+        left, stayed = Job(_insert("left")), Job(_insert("stayed"))
+        with anyio.move_on_after(0.05):
+            thread.submit(left)
+            await left.wait()  # its waiter gives up before the job runs
+        thread.submit(stayed)
+        release.set()
+        with anyio.fail_after(10):
+            assert await stayed.wait() == "stayed"
+        # The job whose waiter left still ran and committed with its group.
+        assert _rows(path) == {"left", "stayed"}
+    finally:
+        release.set()
+        thread.stop()
+
+
 async def test_a_connect_failure_is_raised_to_the_opener(tmp_path: Path) -> None:
     def connect() -> sqlite3.Connection:
         raise sqlite3.OperationalError("unable to open database file")

@@ -6,7 +6,7 @@ Every test runs on the embedded store and over HTTP to the dev server, on asynci
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import anyio
 import attrs
@@ -327,3 +327,35 @@ async def test_a_route_that_never_ends_its_pages_still_ends_the_read(store: Tran
         history = await read_history(looping, "chat-1", limit=5)
     assert [h.turn_id for h in history] == ["t3"]  # t2 may be cut: the page says more
     assert len(looping.calls) == 2  # the page, then the same page again: nothing new
+
+
+async def test_a_page_changed_by_its_reader_reads_back_as_stored(store: Transport) -> None:
+    # A store that keeps decoded rows between reads (the embedded store does) must hand
+    # each reader its own: one caller's changes never reach the next answer.
+    await _turns(store, 3)
+    reader = cast(ConversationReader, store)
+    entity_id = conversation_entity_id("chat-1")
+    first = await reader.recent_conversation(entity_id, limit=6)
+    assert first.turn_records
+    for record in first.turn_records:
+        cast(dict[str, Any], record.snapshot)["status"] = "tampered"
+        cast(dict[str, Any], record.provenance).clear()
+    again = await reader.recent_conversation(entity_id, limit=6)
+    assert again.turn_records
+    assert {r.snapshot["status"] for r in again.turn_records} == {"completed"}
+    assert all(r.provenance for r in again.turn_records)
+    assert [m.content for m in again.messages] == [m.content for m in first.messages]
+
+
+async def test_a_turn_record_read_while_open_reads_completed_once_closed(store: Transport) -> None:
+    m = memory(store, history_turns=0)
+    reader = memory(store, history_turns=5)
+    opened = await m.open_turn("question 1", turn_id="t1")
+    async with reader.turn("question 2", turn_id="t2") as t:
+        t.reply = "answer 2"
+    assert [(h.turn_id, h.status) for h in t.history] == [("t1", "open")]
+    await m.close_turn(opened, "answer 1")
+    assert [(h.turn_id, h.status, h.reply) for h in await reader.history(5)] == [
+        ("t1", "completed", "answer 1"),
+        ("t2", "completed", "answer 2"),
+    ]

@@ -32,6 +32,7 @@ from neotoma_agent.exceptions import (
     ValidationError,
 )
 from neotoma_agent.server import serving
+from neotoma_agent.transport._base import StoreResult
 from neotoma_agent.transport._wire import (
     envelope_of,
     error_code,
@@ -251,6 +252,15 @@ async def test_fresh_store_is_aligned_by_observation_index(
     assert result.entity_id(0) == "ent_0029f6f8fa7224fb13a2366b"  # the conversation
     assert result.entity_id(1) == "ent_8ba334e4de46bb2ab3e93d94"  # the message
     assert result.raw == response["body"]
+
+
+def test_a_fresh_answer_out_of_request_order_is_put_in_request_order() -> None:
+    _, response = sample("a_store_turn1_user")
+    raw = dict(response["body"])
+    raw["entities"] = list(reversed(raw["entities"]))
+    result = StoreResult.from_json(raw, request_entities=[{}] * len(raw["entities"]))
+    assert [e.observation_index for e in result.entities] == list(range(len(raw["entities"])))
+    assert result.entity_id(0) == "ent_0029f6f8fa7224fb13a2366b"
 
 
 async def test_replayed_store_is_aligned_by_identity_not_position(

@@ -10,7 +10,7 @@ The records are re-exported by :mod:`._base`, beside the protocols that return t
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 import attrs
 
@@ -60,16 +60,21 @@ class StoredEntity:
 
     @classmethod
     def from_json(cls, raw: Mapping[str, Any]) -> StoredEntity:
-        snap = raw.get("entity_snapshot_after")
+        # Read for every entity of every store answer: positional, no helper calls for the
+        # shapes a store sends (strings, an int index).
+        get = raw.get
+        eid, etype, oid = get("entity_id", ""), get("entity_type", ""), get("observation_id")
+        index, action, name = get("observation_index"), get("action"), get("canonical_name")
+        snap = get("entity_snapshot_after")
         return cls(
-            entity_id=str(raw.get("entity_id", "")),
-            entity_type=str(raw.get("entity_type", "")),
-            observation_id=_opt_str(raw.get("observation_id")),
-            observation_index=_opt_int(raw.get("observation_index")),
-            action=_opt_str(raw.get("action")),
-            canonical_name=_opt_str(raw.get("canonical_name")),
-            snapshot=snap if type(snap) is dict or isinstance(snap, Mapping) else None,
-            raw=raw,
+            eid if type(eid) is str else str(eid),
+            etype if type(etype) is str else str(etype),
+            oid if isinstance(oid, str) else None,
+            index if type(index) is int else _opt_int(index),
+            action if isinstance(action, str) else None,
+            name if isinstance(name, str) else None,
+            snap if type(snap) is dict or isinstance(snap, Mapping) else None,
+            raw,
         )
 
 
@@ -136,7 +141,12 @@ def expected_entity(element: Mapping[str, Any], index: int) -> StoredEntity | No
 
 
 def _align(entries: list[StoredEntity], request: Sequence[Mapping[str, Any]]) -> list[StoredEntity]:
-    if entries and all(e.observation_index is not None for e in entries):
+    indexes = [e.observation_index for e in entries]
+    if entries and None not in indexes:
+        # A fresh answer lists them in request order already (the stable sort would keep it).
+        ints = cast("list[int]", indexes)
+        if ints == sorted(ints):
+            return entries
         return sorted(entries, key=lambda e: e.observation_index or 0)
     # Replay: derive each request element's id as the server would, then match by id.
     by_id: dict[str, StoredEntity] = {e.entity_id: e for e in entries}
@@ -457,6 +467,8 @@ class ConversationMessage:
     @property
     def refers_to(self) -> tuple[str, ...]:
         """The ids this message REFERS_TO, in the order listed."""
+        if not self.related:
+            return ()  # most messages name nothing: read for each of every history page
         ids = (r.entity_id for r in self.related if r.relationship_type == "REFERS_TO")
         return tuple(dict.fromkeys(ids))
 

@@ -17,6 +17,7 @@ the turn id in the message's ``turn_key``), so that a reader of history needs on
 
 from __future__ import annotations
 
+import functools
 import json
 import sqlite3
 import urllib.parse
@@ -26,7 +27,8 @@ from typing import Any
 from ..._identity import resolve_identity_cached
 from ..._js import js_trim
 from ._errors import invalid_format, not_found
-from ._rows import decode_entity, decode_state, decode_time, encode_entity, snapshot_record
+from ._page_rows import decode_fields, message_fields, turn_record
+from ._rows import decode_entity, decode_time, encode_entity
 from ._validate import bounded_int
 
 __all__ = ["MAX_PAGE", "READS", "recent_conversation", "recent_conversations", "route"]
@@ -44,6 +46,9 @@ def _activity(
     created: str | int | None, updated: str | int | None, observed: str | int | None
 ) -> str:
     """The latest of an entity row's times (as stored: ``_rows.encode_time``), as text."""
+    if type(created) is int and type(updated) is int and type(observed) in (int, type(None)):
+        # Times stored as epoch milliseconds order as their text does: decode one of them.
+        return decode_time(max(created, updated, observed or created))
     return max(decode_time(t) for t in (created, updated, observed, "") if t is not None)
 
 
@@ -68,7 +73,7 @@ def _related(conn: sqlite3.Connection, ids: Sequence[str]) -> dict[str, list[dic
     ).fetchall()
     out: dict[str, list[dict[str, Any]]] = {}
     for src, rtype, dst, etype, canonical, fields in rows:
-        snapshot = json.loads(fields) if fields else {}
+        snapshot = decode_fields(fields)
         out.setdefault(src, []).append(
             {
                 "entity_id": dst,
@@ -95,23 +100,22 @@ def _messages(
     for mid, canonical, created, updated, observed, fields, deleted in rows:
         if deleted:
             continue
-        snapshot = json.loads(fields) if fields else {}
-        content = snapshot.get("content")
+        role, sender_kind, content, turn_key, turn_number = message_fields(fields)
         if not extended and isinstance(content, str):
             content = js_trim(content)  # as a real server's route gives it: trimmed
         item: dict[str, Any] = {
             "message_id": mid,
             "canonical_name": canonical,
-            "role": snapshot.get("role"),
-            "sender_kind": snapshot.get("sender_kind"),
+            "role": role,
+            "sender_kind": sender_kind,
             "content": content,
-            "turn_key": snapshot.get("turn_key"),
+            "turn_key": turn_key,
             "activity_at": _activity(created, updated, observed),
             "related_entities": related.get(mid, []),
             "hook_summary": None,
         }
         if extended:
-            item["turn_number"] = snapshot.get("turn_number")
+            item["turn_number"] = turn_number
         items.append(item)
     return items
 
@@ -130,9 +134,13 @@ def _conversation(conn: sqlite3.Connection, entity_id: object) -> tuple[Any, ...
     return tuple(row)
 
 
-def _item(row: Sequence[Any], messages: list[dict[str, Any]]) -> dict[str, Any]:
+def _item(
+    row: Sequence[Any], messages: list[dict[str, Any]], snapshot: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """The conversation's item (``snapshot``: its fields, when the caller decoded them)."""
     cid, canonical, created, updated, observed, fields, _deleted, count = row
-    snapshot = json.loads(fields) if fields else {}
+    if snapshot is None:
+        snapshot = decode_fields(fields)
     latest = max((m["activity_at"] for m in messages), default="")
     title = snapshot.get("title")
     return {
@@ -159,6 +167,13 @@ def _all_messages(conn: sqlite3.Connection, conversation_id: str) -> list[dict[s
     return messages
 
 
+@functools.lru_cache(maxsize=4096)
+def _turn_record_id(session: str, turn_id: str) -> str:
+    # Memoised: a turn's record is on the history page of each of the next few turns.
+    fields = {"session_id": session, "turn_id": turn_id}
+    return resolve_identity_cached("conversation_turn", fields).entity_id
+
+
 def _turn_records(
     conn: sqlite3.Connection, conversation_fields: Mapping[str, Any], messages: list[dict[str, Any]]
 ) -> list[dict[str, Any]]:
@@ -172,13 +187,7 @@ def _turn_records(
         key = message.get("turn_key")
         if isinstance(key, str) and key.startswith(prefix):
             turn_ids[key[len(prefix) :].removesuffix(_ASSISTANT_SUFFIX)] = None
-    wanted = {
-        resolve_identity_cached(
-            "conversation_turn", {"session_id": session, "turn_id": turn_id}
-        ).entity_id: None
-        for turn_id in turn_ids
-        if turn_id
-    }
+    wanted = {_turn_record_id(session, turn_id): None for turn_id in turn_ids if turn_id}
     rows = conn.execute(
         "SELECT id, entity_type, snapshot, observation_count, last_observation_at FROM entities "
         "WHERE id IN (SELECT value FROM json_each(?)) AND entity_type = 'conversation_turn'",
@@ -186,9 +195,9 @@ def _turn_records(
     ).fetchall()
     found = {}
     for rid, etype, snapshot, count, observed in rows:
-        state = decode_state(snapshot, count, observed)
-        if not state.deleted:
-            found[rid] = snapshot_record(rid, etype, state)
+        record = turn_record(rid, etype, snapshot, count, observed)
+        if record is not None:
+            found[rid] = record
     return [found[r] for r in wanted if r in found]
 
 
@@ -217,8 +226,8 @@ def recent_conversation(conn: sqlite3.Connection, body: Mapping[str, Any]) -> di
     ids = [decode_entity(r[0]) for r in reversed(page[:limit])]
     by_id = {m["message_id"]: m for m in _messages(conn, ids, extended=True)}
     messages = [by_id[i] for i in ids if i in by_id]
-    item = _item(row, messages)
-    fields = json.loads(row[5]) if row[5] else {}
+    fields = decode_fields(row[5])
+    item = _item(row, messages, fields)
     item["has_more"] = len(page) > limit
     item["turn_records"] = _turn_records(conn, fields, messages)
     return item

@@ -31,20 +31,10 @@ _log = get_logger()
 _MAX_GROUP = 512
 
 
-def _thread_safe_scheduler() -> Callable[[Callable[[], object]], object]:
-    try:
-        loop = asyncio.get_running_loop()
-    except RuntimeError:
-        import trio  # the only other anyio backend
-
-        return trio.lowlevel.current_trio_token().run_sync_soon
-    return loop.call_soon_threadsafe
-
-
 class Job(Generic[T]):
     """A unit of work for the DB thread, and the means to await its outcome."""
 
-    __slots__ = ("_call_soon", "_done", "error", "fn", "result", "writes")
+    __slots__ = ("_call_soon", "_done", "_future", "error", "fn", "result", "writes")
 
     def __init__(self, fn: Callable[[sqlite3.Connection], T], *, writes: bool = True) -> None:
         self.fn = fn
@@ -52,14 +42,43 @@ class Job(Generic[T]):
         self.writes = writes
         self.result: T | None = None
         self.error: BaseException | None = None
-        self._done = anyio.Event()
-        self._call_soon = _thread_safe_scheduler()
+        # Waking a task from a foreign thread is backend specific. On asyncio the caller
+        # awaits a bare future (what an anyio Event wraps, without its backend lookup and
+        # its asyncio.Event: three a turn); on trio an anyio Event.
+        self._future: asyncio.Future[None] | None = None
+        self._done: anyio.Event | None = None
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            import trio  # the only other anyio backend
+
+            self._done = anyio.Event()
+            self._call_soon: Callable[[Callable[[], object]], object] = (
+                trio.lowlevel.current_trio_token().run_sync_soon
+            )
+        else:
+            self._future = loop.create_future()
+            self._call_soon = loop.call_soon_threadsafe
 
     async def wait(self) -> T:
-        await self._done.wait()
+        if self._future is not None:
+            # A cancellation of the caller cancels the future; the wake-up then skips it.
+            await self._future
+        else:
+            assert self._done is not None
+            await self._done.wait()
         if self.error is not None:
             raise self.error
         return self.result  # type: ignore[return-value]
+
+    def _wake(self) -> None:
+        # On the caller's event loop: mark the job done unless its waiter gave up.
+        future = self._future
+        if future is None:
+            assert self._done is not None
+            self._done.set()
+        elif not future.done():
+            future.set_result(None)
 
 
 def _wake(jobs: list[Job[Any]]) -> None:
@@ -72,15 +91,14 @@ def _wake(jobs: list[Job[Any]]) -> None:
     for job in jobs:
         by_loop.setdefault(job._call_soon, []).append(job)
     for call_soon, waiting in by_loop.items():
-        events = [job._done for job in waiting]
 
-        def set_all(events: list[anyio.Event] = events) -> None:
-            for event in events:
-                event.set()
+        def wake_all(waiting: list[Job[Any]] = waiting) -> None:
+            for job in waiting:
+                job._wake()
 
         # If the caller's event loop is gone, nobody is waiting for these jobs any more.
         with contextlib.suppress(Exception):
-            call_soon(set_all)
+            call_soon(wake_all)
 
 
 class DBThread:
