@@ -6,6 +6,7 @@ Every test runs on the embedded store and over HTTP to the dev server, on asynci
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, cast
 
 import anyio
@@ -18,6 +19,7 @@ from neotoma_agent._history import read_conversation, read_history
 from neotoma_agent._keys import conversation_entity_id, new_turn_id
 from neotoma_agent.testing import FaultyTransport, RecordingTransport
 from neotoma_agent.transport._base import ConversationReader, Transport
+from neotoma_agent.transport.embedded import EmbeddedStore, _page_rows
 
 __all__ = ["db_path", "store"]
 
@@ -359,3 +361,15 @@ async def test_a_turn_record_read_while_open_reads_completed_once_closed(store: 
         ("t1", "completed", "answer 1"),
         ("t2", "completed", "answer 2"),
     ]
+
+
+async def test_a_closed_store_keeps_none_of_the_texts_it_read(tmp_path: Path) -> None:
+    # The embedded store keeps decoded history rows between reads; closing it lets them go.
+    async with EmbeddedStore.open(tmp_path / "m.db") as store:
+        await _turns(store, 3)
+        reader = cast(ConversationReader, store)
+        await reader.recent_conversation(conversation_entity_id("chat-1"), limit=6)
+        assert _page_rows._messages
+        assert _page_rows._records
+    assert not _page_rows._messages
+    assert not _page_rows._records

@@ -19,7 +19,7 @@ from typing import Any, Final
 
 from ._rows import decode_state, snapshot_record
 
-__all__ = ["MESSAGE_KEYS", "decode_fields", "message_fields", "turn_record"]
+__all__ = ["MESSAGE_KEYS", "decode_fields", "forget", "message_fields", "turn_record"]
 
 #: a message's fields that a page lists, in this order
 MESSAGE_KEYS: Final = ("role", "sender_kind", "content", "turn_key", "turn_number")
@@ -37,6 +37,12 @@ _records: dict[tuple[str, str, int, Any], dict[str, Any]] = {}
 def decode_fields(text: str | None) -> dict[str, Any]:
     """A ``json_extract(snapshot, '$.f')`` column as a dict (``{}`` for none)."""
     return _decode_json(text)[0] if text else {}
+
+
+def forget() -> None:
+    """Empty the memos (a store closing: its texts are not kept past it)."""
+    _messages.clear()
+    _records.clear()
 
 
 def _remember(memo: dict[Any, Any], key: Any, value: Any) -> None:

@@ -29,6 +29,7 @@ from ._get_reads import (
     get_relationship,
     get_relationships,
 )
+from ._page_rows import forget as _forget_page_rows
 from ._read import (
     get_entity_snapshot,
     list_observations,
@@ -210,6 +211,7 @@ class EmbeddedStore(RestActions):
             await anyio.to_thread.run_sync(self._thread.stop)
         finally:
             self._state = _State.CLOSED
+            _forget_page_rows()
 
     async def request(self, action: str, body: Mapping[str, Any]) -> dict[str, Any]:
         """Run one REST action (``"store"``, ``"entities/query"``, ...) on a raw body.
