@@ -12,14 +12,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from qa_support import audit_both_ways, spy_on_fast_path
 
 from neotoma_agent._keys import turn_keys, turn_record_entity_id
 from neotoma_agent._memory import NeotomaMemory
 from neotoma_agent._payloads import ConversationSettings, conversation_entity, message_entity
-from neotoma_agent.qa import AuditReport, FindingKind, _audit, _embedded, audit
-from neotoma_agent.qa._stream import StreamingAuditor
+from neotoma_agent.qa import AuditReport, FindingKind, _embedded, audit
 from neotoma_agent.testing import RecordingTransport
-from neotoma_agent.transport._base import Transport
 from neotoma_agent.transport.embedded import EmbeddedStore
 
 pytestmark = pytest.mark.anyio
@@ -102,19 +101,6 @@ async def add_second_home(store: EmbeddedStore) -> None:
     )
 
 
-def spy_on_fast_path(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
-    used: list[bool] = []
-    fast = _embedded.file_reads
-
-    def spy(transport: Transport, auditor: StreamingAuditor) -> _embedded.FileReads | None:
-        reads = fast(transport, auditor)
-        used.append(reads is not None)
-        return reads
-
-    monkeypatch.setattr(_audit, "file_reads", spy)
-    return used
-
-
 def kinds(report: AuditReport) -> list[tuple[str, str, FindingKind]]:
     return [(f.conversation_id, f.turn_id, f.kind) for f in report.findings]
 
@@ -134,17 +120,8 @@ async def test_the_fast_path_answers_as_the_transport_reads_on_odd_shapes(
         {"thorough": True},
         {"min_age": 3600.0},
     ]
-    reports = []
     async with EmbeddedStore.open(tmp_path / "odd.db") as store:
-        generic = RecordingTransport(store)
-        for kwargs in kwargs_list:
-            kwargs.setdefault("min_age", 0)
-            on_file = await audit(store, **kwargs)
-            assert used.pop() is True
-            over_transport = await audit(generic, **kwargs)
-            assert used.pop() is False
-            assert on_file == over_transport, kwargs
-            reports.append(on_file)
+        reports = await audit_both_ways(store, used, kwargs_list)
     assert kinds(reports[0]) == [
         ("Ann  Lee@Example.com", "T2", FindingKind.ORPHAN_TURN),
         ("chat-3", "o1", FindingKind.ORPHAN_TURN),

@@ -8,15 +8,14 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+from qa_support import audit_both_ways, spy_on_fast_path
 from test_qa_audit import build_scenarios
 
 from neotoma_agent._keys import turn_keys
 from neotoma_agent._memory import NeotomaMemory
 from neotoma_agent._payloads import message_entity, turn_record
-from neotoma_agent.qa import FindingKind, _audit, _embedded, audit
+from neotoma_agent.qa import FindingKind, audit
 from neotoma_agent.qa._stream import StreamingAuditor, read_all
-from neotoma_agent.testing import RecordingTransport
-from neotoma_agent.transport._base import Transport
 from neotoma_agent.transport.embedded import EmbeddedStore
 
 pytestmark = pytest.mark.anyio
@@ -108,15 +107,7 @@ async def test_thorough_does_not_count_a_fine_turn_twice(store: EmbeddedStore) -
 async def test_the_file_fast_path_answers_as_the_transport_reads(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    used: list[bool] = []
-    fast = _embedded.file_reads
-
-    def spy(transport: Transport, auditor: StreamingAuditor) -> _embedded.FileReads | None:
-        reads = fast(transport, auditor)
-        used.append(reads is not None)
-        return reads
-
-    monkeypatch.setattr(_audit, "file_reads", spy)
+    used = spy_on_fast_path(monkeypatch)
     async with EmbeddedStore.open(tmp_path / "memory.db") as store:
         await build_scenarios(store)
         await fine_turns(store, "chat-c", 3)
@@ -124,12 +115,6 @@ async def test_the_file_fast_path_answers_as_the_transport_reads(
         memory = NeotomaMemory(store, conversation_id="chat-a")
         await memory.open_turn("a new orphan", turn_id="t9")
         await memory.abandon_turn("t2", error="KeyboardInterrupt")
-        generic = RecordingTransport(store)  # not an EmbeddedStore: the Transport reads
-        for kwargs in ({}, {"since": cutoff}, {"thorough": True}, {"min_age": 3600.0}):
-            kwargs.setdefault("min_age", 0)
-            on_file = await audit(store, **kwargs)
-            assert used.pop() is True
-            over_transport = await audit(generic, **kwargs)
-            assert used.pop() is False
-            assert on_file == over_transport, kwargs
-            assert on_file.findings
+        kwargs_list = ({}, {"since": cutoff}, {"thorough": True}, {"min_age": 3600.0})
+        for report in await audit_both_ways(store, used, kwargs_list):
+            assert report.findings
