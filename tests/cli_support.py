@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -85,6 +86,13 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def default_sigint() -> None:
+    """In a child about to run the CLI: Ctrl-C's default disposition. A test runner started
+    as a background job ignores SIGINT, its children inherit that, and Python then leaves it
+    ignored: a test that interrupts the CLI would test nothing."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 @contextmanager

@@ -21,6 +21,7 @@ from cli_support import (
     assert_one_line_error,
     clean_env,
     cli,
+    default_sigint,
     free_port,
     ok,
     serving,
@@ -694,6 +695,7 @@ def test_an_interrupted_import_reports_exactly_what_is_stored(tmp_path: Path) ->
         text=True,
         env=clean_env(tmp_path),
         cwd=tmp_path,
+        preexec_fn=default_sigint,
     )
     # Interrupt once turns are being written (not during start-up, which a loaded machine
     # can stretch past any fixed delay).

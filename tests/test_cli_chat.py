@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-from cli_support import TESTS, assert_one_line_error, clean_env, cli, ok, show_json
+from cli_support import TESTS, assert_one_line_error, clean_env, cli, default_sigint, ok, show_json
 
 SLOW_AGENT = f"{TESTS / 'cli_agents.py'}:slow_agent"
 
@@ -135,6 +135,7 @@ class Terminal:
         pid, fd = pty.fork()
         if pid == 0:  # pragma: no cover - the child
             os.chdir(home)
+            default_sigint()
             env = clean_env(home)
             os.execve(sys.executable, [sys.executable, "-m", "neotoma_agent.cli", *args], env)
         self.pid, self.fd = pid, fd
