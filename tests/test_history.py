@@ -56,6 +56,16 @@ class NoReader:
         return getattr(self._inner, name)
 
 
+async def _completed_then_abandoned(store: Transport, reply: str) -> tuple[str, Any]:
+    """t1 names Acme Corp and completes with ``reply``; t2 is abandoned after "Part"."""
+    [acme] = await seed(store, "Acme Corp")
+    m = memory(store, history_turns=0)
+    async with m.turn("Tell me about Acme Corp", turn_id="t1") as t:
+        t.reply = reply
+    await _abandon(m, "More", "t2", "Part")
+    return acme, m
+
+
 async def test_a_turn_reads_the_earlier_turns_oldest_first(store: Transport) -> None:
     [acme] = await seed(store, "Acme Corp")
     m = memory(store, history_turns=5)
@@ -203,11 +213,7 @@ async def test_a_hung_history_read_is_cut_at_the_retrieval_deadline(store: Trans
 
 
 async def test_a_transport_without_the_route_reads_the_same_history(store: Transport) -> None:
-    [acme] = await seed(store, "Acme Corp")
-    m = memory(store, history_turns=0)
-    async with m.turn("Tell me about Acme Corp", turn_id="t1") as t:
-        t.reply = "A customer."
-    await _abandon(m, "More", "t2", "Part")
+    acme, m = await _completed_then_abandoned(store, "A customer.")
     plain = NoReader(store)
     assert not isinstance(plain, ConversationReader)
     generic = await read_history(plain, "chat-1")  # type: ignore[arg-type]
@@ -282,11 +288,7 @@ async def test_a_revised_turn_keeps_its_place_on_a_server_that_lists_by_activity
 
 async def test_history_reads_every_turn_as_show_does(store: Transport) -> None:
     # t.history builds its records straight from the page; show goes through StoredTurn.
-    [acme] = await seed(store, "Acme Corp")
-    m = memory(store, history_turns=0)
-    async with m.turn("Tell me about Acme Corp", turn_id="t1") as t:
-        t.reply = "A customer of Acme Corp."
-    await _abandon(m, "More", "t2", "Part")
+    acme, m = await _completed_then_abandoned(store, "A customer of Acme Corp.")
     await m.open_turn("still open", turn_id="t3")
     conversation = conversation_entity_id("chat-1")
     # Other writers' keys: a turn id holding ":", the reserved id, another conversation's.
