@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ._history import HistoryTurn
 from ._memory import NeotomaMemory, OpenTurn
 from ._payloads import Produced
 from ._retrieval import Extractor, RetrievalStats, Retrieved, default_extractor
@@ -82,6 +83,7 @@ __all__ = [  # tests/test_public_api.py pins it
     "Extractor",
     "Finding",
     "FindingKind",
+    "HistoryTurn",
     "HttpTransport",
     "IdempotencyMismatchError",
     "LaneStatus",
