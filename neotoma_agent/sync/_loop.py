@@ -33,6 +33,8 @@ from contextlib import contextmanager
 from types import FrameType
 from typing import Any, Generic, TypeVar
 
+import structlog
+
 __all__ = ["INTERRUPTS", "Job", "LoopThread", "hold_interrupts", "wait_event"]
 
 T = TypeVar("T")
@@ -75,8 +77,6 @@ class Job(Generic[T]):
         self._cancel_requested = False
 
     def _start(self, make: Callable[[], Coroutine[Any, Any, T]]) -> None:
-        # On the loop, in the submitting thread's context (copied): log context the caller
-        # bound (a request id) reaches the turn's events.
         if self._cancel_requested:
             self._end(asyncio.CancelledError())
             return
@@ -221,8 +221,13 @@ class LoopThread:
                 "waiting would deadlock; use the async API there"
             )
         job: Job[T] = Job(self._loop, on_done)
-        # The task starts in (a copy of) the caller's context.
-        context = contextvars.copy_context()
+        # A fresh context, not a copy of the caller's: a caller inside trio (or any library
+        # keeping state in context variables) would make anyio on this asyncio loop believe
+        # it runs under trio. What the caller bound for the log (a request id) comes along.
+        context = contextvars.Context()
+        bound = structlog.contextvars.get_contextvars()
+        if bound:
+            context.run(structlog.contextvars.bind_contextvars, **bound)
         self._loop.call_soon_threadsafe(job._start, make, context=context)
         return job
 

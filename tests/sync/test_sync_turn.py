@@ -13,8 +13,9 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+import structlog
 from sync_support import ctrl_c, new_transport, sync_memory, sync_store
-from turn_support import messages, turn_record
+from turn_support import capture_logs, messages, turn_record
 
 from neotoma_agent import TurnCloseError, TurnState, TurnStateError
 from neotoma_agent.sync import SyncStore, SyncTurn
@@ -70,6 +71,18 @@ def test_completed_turn_stores_the_user_message_first_then_the_exact_reply(
         "chat-1:t1": "What do we know about Acme Corp?",
         "chat-1:t1:assistant": "Acme Corp is a client. ✓",
     }
+
+
+def test_the_callers_log_context_reaches_the_turns_events(sync_store: SyncStore) -> None:
+    memory = sync_memory(sync_store)
+    with (
+        capture_logs() as logs,
+        structlog.contextvars.bound_contextvars(request_id="r-7"),
+        memory.turn("hi", turn_id="t1") as t,
+    ):
+        t.reply = "ok"
+    (closed,) = [e for e in logs if e["event"] == "turn.closed"]
+    assert (closed["request_id"], closed["turn_id"]) == ("r-7", "t1")
 
 
 def test_the_body_sees_history_and_remembers(sync_store: SyncStore) -> None:

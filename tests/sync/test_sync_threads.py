@@ -1,0 +1,130 @@
+"""Many threads at once on one SyncStore (a threaded WSGI server), and no leaked threads."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+
+import pytest
+from sync_support import loop_threads, new_transport, sync_memory, sync_store
+
+from neotoma_agent import Transport, TurnStateError
+from neotoma_agent.sync import SyncStore, SyncTurn
+
+__all__ = ["new_transport", "sync_store"]  # fixtures
+
+THREADS = 32
+TURNS = 3
+
+
+def test_32_threads_run_their_turns_at_once_on_one_store(sync_store: SyncStore) -> None:
+    # Every thread is inside a turn body at the same moment (the barrier): turns do not
+    # serialise on the store's loop, each runs in its own thread.
+    together = threading.Barrier(THREADS, timeout=30)
+    errors: list[BaseException] = []
+    results: dict[str, list[str]] = {}
+
+    def worker(n: int) -> None:
+        try:
+            memory = sync_memory(sync_store, f"conv-{n}")
+            statuses = []
+            for i in range(TURNS):
+                with memory.turn(f"question {i} from {n}", turn_id=f"t{i}") as t:
+                    if i == 0:
+                        together.wait()
+                    for chunk in t.stream([f"answer {i} ", f"to {n}"]):
+                        assert chunk
+                statuses.append(t.result.stored_status or "")
+            assert [h.reply for h in memory.history(limit=None)] == [
+                f"answer {i} to {n}" for i in range(TURNS)
+            ]
+            results[f"conv-{n}"] = statuses
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=worker, args=(n,)) for n in range(THREADS)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert not errors, errors[:3]
+    assert len(results) == THREADS
+    assert all(statuses == ["completed"] * TURNS for statuses in results.values())
+
+
+def test_many_threads_share_one_conversation(sync_store: SyncStore) -> None:
+    memory = sync_memory(sync_store, "shared")
+    errors: list[BaseException] = []
+
+    def worker(n: int) -> None:
+        try:
+            with memory.turn(f"q{n}", turn_id=f"t{n:02d}", turn_number=n) as t:
+                t.reply = f"a{n}"
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=worker, args=(n,)) for n in range(THREADS)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert not errors, errors[:3]
+    history = memory.history(limit=None)
+    assert sorted((h.user, h.reply, h.status) for h in history) == sorted(
+        (f"q{n}", f"a{n}", "completed") for n in range(THREADS)
+    )
+
+
+def test_closing_the_store_stops_its_loop_and_the_transport_threads(
+    new_transport: Callable[[], Transport],
+) -> None:
+    before = {t.ident for t in threading.enumerate()}
+    with SyncStore(new_transport()) as store:
+        with sync_memory(store).turn("hi") as t:
+            t.reply = "ok"
+        assert store.loop_thread.is_alive()
+        assert store.loop_thread in loop_threads()
+    assert not store.loop_thread.is_alive()
+    assert store.closed
+    left = [t for t in threading.enumerate() if t.ident not in before and t.is_alive()]
+    assert left == []
+    store.close()  # idempotent
+    with pytest.raises(RuntimeError, match="closed"):
+        sync_memory(store).remember("company", name="Acme")
+
+
+def test_closing_the_store_abandons_a_turn_still_open_in_another_thread(
+    sync_store: SyncStore,
+) -> None:
+    memory = sync_memory(sync_store)
+    in_body, closed = threading.Event(), threading.Event()
+    outcome: list[BaseException | None] = []
+    turns: list[SyncTurn] = []
+
+    def worker() -> None:
+        try:
+            with memory.turn("hi", turn_id="t1") as t:
+                turns.append(t)
+                t.reply = "Partial"
+                in_body.set()
+                closed.wait(10)
+        except BaseException as exc:
+            outcome.append(exc)
+        else:
+            outcome.append(None)
+
+    thread = threading.Thread(target=worker)
+    thread.start()
+    assert in_body.wait(10)
+    # What asyncio.run does to the tasks left at its end: the turn is recorded abandoned
+    # with the reply so far (read back after close, from the same file or server).
+    sync_store.close()
+    closed.set()
+    thread.join(10)
+    (error,) = outcome
+    assert isinstance(error, TurnStateError)
+    assert "closed" in str(error)
+    (t,) = turns
+    assert t.result.stored_status == "abandoned"
+    assert t.result.error_class == "asyncio.exceptions.CancelledError"
+    assert t.result.reply_chars == len("Partial")
