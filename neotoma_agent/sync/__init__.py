@@ -26,9 +26,9 @@ from __future__ import annotations
 
 from ._memory import SyncMemory
 from ._store import SyncStore
-from ._turn import SyncTurn
+from ._turn import SyncTurn, current_turn
 
-__all__ = ["SyncMemory", "SyncStore", "SyncTurn"]
+__all__ = ["SyncMemory", "SyncStore", "SyncTurn", "current_turn"]
 
 for _name in __all__:
     globals()[_name].__module__ = "neotoma_agent.sync"

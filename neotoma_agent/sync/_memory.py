@@ -102,6 +102,7 @@ class SyncMemory:
         turn_number: int | None = None,
         user_extra: Mapping[str, Any] | None = None,
         revision: int | None = None,
+        model: str | None = None,
     ) -> SyncTurn:
         """A new turn for ``user_message``; use it as ``with memory.turn(...) as t:``.
 
@@ -114,6 +115,7 @@ class SyncMemory:
             turn_number=turn_number,
             user_extra=user_extra,
             revision=revision,
+            model=model,
         )
         return SyncTurn._create(self._store, turn, self._memory.close_timeout)
 

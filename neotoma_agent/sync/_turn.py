@@ -16,15 +16,19 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
+import functools
 import threading
-from collections.abc import Generator, Iterable
+from collections.abc import Callable, Generator, Iterable
 from types import TracebackType
-from typing import Any
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from neotoma_agent import (
+    ActiveToolCall,
     Entity,
     HistoryTurn,
     RetrievalStats,
+    ToolCall,
     Turn,
     TurnCloseError,
     TurnResult,
@@ -35,7 +39,39 @@ from neotoma_agent import (
 from ._loop import INTERRUPTS, Job, wait_event
 from ._store import GRACE_S, SyncStore
 
-__all__ = ["SyncTurn"]
+__all__ = ["SyncTurn", "current_turn"]
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
+_CURRENT: contextvars.ContextVar[SyncTurn | None] = contextvars.ContextVar(
+    "neotoma_agent_sync_current_turn", default=None
+)
+
+
+def current_turn() -> SyncTurn | None:
+    """The :class:`SyncTurn` whose ``with`` body runs in this thread (context), else None.
+
+    The sync twin of :func:`neotoma_agent.current_turn`, for a framework hook that gets only
+    a tool's name and arguments: set when the body starts, reset when the block exits.
+    Threads the body starts see it only if started in its context
+    (``contextvars.copy_context().run``)::
+
+        t = current_turn()
+        if t is not None:
+            t.record_tool("search", args=args, result=result)
+    """
+    return _CURRENT.get()
+
+
+def _on_turn(method: Callable[Concatenate[Turn, P], T]) -> Callable[Concatenate[SyncTurn, P], T]:
+    """A method with the signature and docstring of ``Turn.method``, called on the turn."""
+
+    @functools.wraps(method)
+    def call(self: SyncTurn, /, *args: P.args, **kwargs: P.kwargs) -> T:
+        return method(self._turn, *args, **kwargs)
+
+    return call
 
 
 class SyncTurn:
@@ -58,7 +94,16 @@ class SyncTurn:
         print(t.result.stored_status)
     """
 
-    __slots__ = ("_close_timeout", "_enter_error", "_entered", "_job", "_resume", "_store", "_turn")
+    __slots__ = (
+        "_close_timeout",
+        "_current",
+        "_enter_error",
+        "_entered",
+        "_job",
+        "_resume",
+        "_store",
+        "_turn",
+    )
 
     _store: SyncStore
     _turn: Turn
@@ -67,6 +112,7 @@ class SyncTurn:
     _entered: threading.Event
     _enter_error: BaseException | None
     _resume: asyncio.Future[BaseException | None] | None
+    _current: contextvars.Token[SyncTurn | None] | None
 
     def __init__(self, *args: object, **kwargs: object) -> None:
         """Not for direct use: a turn comes from :meth:`SyncMemory.turn`."""
@@ -82,6 +128,7 @@ class SyncTurn:
         self._entered = threading.Event()
         self._enter_error = None
         self._resume = None
+        self._current = None
         return self
 
     def __repr__(self) -> str:
@@ -131,6 +178,7 @@ class SyncTurn:
             # The driver has ended (or is ending) with the same error.
             self._store.finish(job, self._close_timeout + GRACE_S, raise_held=False)
             raise error
+        self._current = _CURRENT.set(self)
         return self
 
     def __exit__(
@@ -142,6 +190,13 @@ class SyncTurn:
         job, resume = self._job, self._resume
         if job is None or resume is None:
             raise TurnStateError(f"cannot close a turn that is {self.state.value}")
+        token, self._current = self._current, None
+        if token is not None:
+            try:
+                _CURRENT.reset(token)
+            except ValueError:  # exited in another context than it was entered in
+                if _CURRENT.get() is self:
+                    _CURRENT.set(None)
         if not job.done:
             # RuntimeError: the loop has closed, and its jobs ended before it did.
             with contextlib.suppress(RuntimeError):
@@ -285,6 +340,26 @@ class SyncTurn:
         """Record an entity the reply produces and return its id at once; it is written in
         the closing store (see :meth:`neotoma_agent.Turn.remember`)."""
         return self._turn.remember(entity_type, **fields)
+
+    @property
+    def tools(self) -> tuple[ToolCall, ...]:
+        """The tool calls recorded so far, ordered by ``invoked_at``."""
+        return self._turn.tools
+
+    def tool(self, name: str, args: Any = None, *, call_id: str | None = None) -> ActiveToolCall:
+        """Time and record one tool call: ``with t.tool(name, args) as call:``.
+
+        Set ``call.result`` in the body; the call ends ``ok``, ``error`` (an exception: its
+        class is kept) or ``cancelled`` (``KeyboardInterrupt``), the body's exception
+        propagates unchanged, and the call is written in the turn's closing store
+        (completed or abandoned). See :meth:`neotoma_agent.Turn.tool`::
+
+            with t.tool("search_flights", {"to": "LIS"}) as call:
+                call.result = search_flights(to="LIS")
+        """
+        return self._turn.tool(name, args, call_id=call_id)
+
+    record_tool = _on_turn(Turn.record_tool)
 
     def context(self, *, max_chars: int = 4000) -> str:
         """The retrieved entities and the history as one budgeted text block for a prompt
