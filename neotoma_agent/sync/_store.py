@@ -72,7 +72,8 @@ class SyncStore:
     ``close_timeout`` seconds. A store never closed is closed at interpreter exit, with a
     WARNING on the ``neotoma_agent.sync`` logger. Every method may be called from any
     thread, including one whose own event loop is running (a notebook, an async app calling
-    sync code); calling them from the store's own loop raises ``RuntimeError``.
+    sync code); calling them from the store's own loop raises ``RuntimeError``, and so does
+    using a store in a process forked after it was opened (open one per worker process).
     """
 
     def __init__(self, transport: Transport, *, close_timeout: float = 10.0) -> None:
@@ -82,6 +83,8 @@ class SyncStore:
         self._lock = threading.Lock()
         self._turns: set[Job[Any]] = set()
         self._state = _State.OPEN
+        # A forked child (gunicorn --preload, multiprocessing's fork) has no loop thread.
+        self._pid = os.getpid()
         self._loop = LoopThread(name=f"neotoma-sync:{type(transport).__name__}")
         enter = getattr(transport, "__aenter__", None)
         if enter is not None:
@@ -188,6 +191,12 @@ class SyncStore:
     def _require_open(self) -> None:
         if self._state is not _State.OPEN:
             raise RuntimeError("this SyncStore is closed")
+        if os.getpid() != self._pid:
+            # Its loop thread stayed in the parent: waiting on it here would hang forever.
+            raise RuntimeError(
+                "this SyncStore was opened in another process (before a fork); open one in "
+                "each process (with gunicorn --preload: in a post_fork hook)"
+            )
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -210,6 +219,8 @@ class SyncStore:
         """
         if self._loop.in_loop_thread():
             raise RuntimeError("a SyncStore cannot be closed from its own event loop")
+        if os.getpid() != self._pid:
+            return  # a forked child's copy: the parent owns the loop and the transport
         with self._lock:
             if self._state is not _State.OPEN:
                 return
@@ -260,7 +271,8 @@ def _unregister(store: SyncStore) -> None:
 
 def _close_left_open() -> None:
     with _registry_lock:
-        stores = list(_open_stores.values())
+        # A forked child's copies belong to the parent, which closes them.
+        stores = [s for s in _open_stores.values() if s._pid == os.getpid()]
     for store in stores:
         # A log record, not a ResourceWarning: Python hides ResourceWarning by default, and
         # `-W error` would turn it into an exception that skips the close it announces.

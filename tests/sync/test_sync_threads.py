@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import threading
+import warnings
 from collections.abc import Callable
 
 import pytest
@@ -128,3 +130,22 @@ def test_closing_the_store_abandons_a_turn_still_open_in_another_thread(
     assert t.result.stored_status == "abandoned"
     assert t.result.error_class == "asyncio.exceptions.CancelledError"
     assert t.result.reply_chars == len("Partial")
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork")
+def test_a_store_used_in_a_forked_child_raises_instead_of_hanging(sync_store: SyncStore) -> None:
+    memory = sync_memory(sync_store)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # fork with threads (3.12+)
+        pid = os.fork()
+    if pid == 0:  # the child: its copy of the store has no loop thread
+        code = 3
+        try:
+            memory.history()
+        except RuntimeError as exc:
+            code = 0 if "another process" in str(exc) else 4
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert memory.history() == ()  # the parent's store is untouched
