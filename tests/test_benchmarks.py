@@ -201,3 +201,19 @@ def test_disk_layout_probe_copies_every_row_into_each_layout(tmp_path: Path) -> 
     assert tables["relationships"]["numbers"] < tables["relationships"]["copy"]
     assert tables["entities_by_type"]["+type"] < tables["entities_by_type"]["numbers"]
     assert set(report["totals"]) >= {"live", "copy", "est +meta"}
+
+
+def test_sync_overhead_runs_both_ways_on_both_transports(tmp_path: Path) -> None:
+    report = run_benchmark(
+        "sync_overhead", "--turns", "2", "--rounds", "2", "--chunks", "3", tmp_path=tmp_path
+    )
+    rows = {(row["transport"], row["body"]): row for row in report["rows"]}
+    assert sorted(rows) == [
+        (transport, body)
+        for transport in ("embedded", "http")
+        for body in ("bridge", "reply", "stream")
+    ]
+    for row in rows.values():
+        assert row["async_ms"] > 0
+        assert row["sync_ms"] > 0
+        assert row["ratio"] == pytest.approx(row["sync_ms"] / row["async_ms"], rel=0.01)
