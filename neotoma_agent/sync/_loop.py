@@ -237,12 +237,14 @@ class LoopThread:
         An interrupt while waiting cancels the work, waits up to ``grace`` seconds for it to
         end (a shielded closing store ends within its own deadline), then propagates.
         """
-        job = self.submit(make)
+        job: Job[T] | None = None
         try:
+            job = self.submit(make)
             job.wait()
         except INTERRUPTS:
-            job.cancel()
-            self.finish(job, grace, raise_held=False)
+            if job is not None:
+                job.cancel()
+                self.finish(job, grace, raise_held=False)
             raise
         return job.result()
 

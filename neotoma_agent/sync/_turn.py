@@ -36,7 +36,7 @@ from neotoma_agent import (
     TurnStateError,
 )
 
-from ._loop import INTERRUPTS, Job, wait_event
+from ._loop import INTERRUPTS, Job, hold_interrupts, wait_event
 from ._store import GRACE_S, SyncStore
 
 __all__ = ["SyncTurn", "current_turn"]
@@ -163,15 +163,16 @@ class SyncTurn:
     def __enter__(self) -> SyncTurn:
         if self._job is not None:
             raise TurnStateError(f"a turn is entered only once (state: {self.state.value})")
-        job = self._job = self._store.start_turn(self._drive)
         try:
+            job = self._job = self._store.start_turn(self._drive)
             wait_event(self._entered)
         except INTERRUPTS:
             # Ctrl-C while entering: cancel the enter (as Task.cancel() would). Once the user
             # store may have been written, the core closes the turn as abandoned; wait for
             # that (bounded), then let the interrupt go on.
-            job.cancel()
-            self._store.finish(job, self._close_timeout + GRACE_S, raise_held=False)
+            if self._job is not None:
+                self._job.cancel()
+                self._store.finish(self._job, self._close_timeout + GRACE_S, raise_held=False)
             raise
         if self._enter_error is not None:
             error, self._enter_error = self._enter_error, None
@@ -190,22 +191,21 @@ class SyncTurn:
         job, resume = self._job, self._resume
         if job is None or resume is None:
             raise TurnStateError(f"cannot close a turn that is {self.state.value}")
-        token, self._current = self._current, None
-        if token is not None:
-            try:
-                _CURRENT.reset(token)
-            except ValueError:  # exited in another context than it was entered in
-                if _CURRENT.get() is self:
-                    _CURRENT.set(None)
-        if not job.done:
-            # RuntimeError: the loop has closed, and its jobs ended before it did.
-            with contextlib.suppress(RuntimeError):
-                self._store.call_soon(_resume, resume, exc)
-        # A second Ctrl-C (or the first, after a normal body) waits for the closing store;
-        # after a body that is itself interrupted, the interrupt already carries the news.
-        ended = self._store.finish(
-            job, self._close_timeout + GRACE_S, raise_held=not isinstance(exc, INTERRUPTS)
-        )
+        interrupted = isinstance(exc, INTERRUPTS)
+        # From here to the end of the closing store, Ctrl-C is held (a second one too, or
+        # the first after a normal body), so that it cannot land before the driver is told
+        # to close; after a body that is itself interrupted, that interrupt carries the news.
+        with hold_interrupts() as held:
+            self._forget_current()
+            if not job.done:
+                # RuntimeError: the loop has closed, and its jobs ended before it did.
+                with contextlib.suppress(RuntimeError):
+                    self._store.call_soon(_resume, resume, exc)
+            ended = self._store.finish(
+                job, self._close_timeout + GRACE_S, raise_held=not interrupted
+            )
+        if held and not interrupted:
+            raise KeyboardInterrupt
         if not ended:  # pragma: no cover - only a wedged loop gets here
             if exc is None:
                 raise TurnCloseError(
@@ -221,6 +221,15 @@ class SyncTurn:
                     "the store closed while this turn was open: it was recorded as abandoned"
                 ) from None
         # Returning None lets the body's exception propagate unchanged.
+
+    def _forget_current(self) -> None:
+        token, self._current = self._current, None
+        if token is not None:
+            try:
+                _CURRENT.reset(token)
+            except ValueError:  # exited in another context than it was entered in
+                if _CURRENT.get() is self:
+                    _CURRENT.set(None)
 
     # ------------------------------------------------------------------ the body
 
