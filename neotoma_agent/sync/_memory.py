@@ -35,7 +35,7 @@ def _blocking(
         async def run() -> T:
             return await method(memory, *args, **kwargs)
 
-        return self._store.run(run, grace=memory.close_timeout + GRACE_S)
+        return self._store._run(run, grace=memory.close_timeout + GRACE_S)
 
     call.__doc__ = (
         f"Blocking :meth:`neotoma_agent.NeotomaMemory.{name}` (same arguments, same result, "

@@ -92,6 +92,8 @@ class SyncStore:
                 self._loop.run(enter, grace=self._close_timeout)
             except BaseException:
                 self._state = _State.CLOSED
+                with contextlib.suppress(Exception):  # the enter's error is the one to see
+                    self._loop.run(transport.aclose, grace=self._close_timeout)
                 self._loop.stop(GRACE_S)
                 raise
         _register(self)
@@ -158,17 +160,16 @@ class SyncStore:
         async def run() -> T:
             return await fn(*args, **kwargs)
 
-        return self.run(run, grace=self._close_timeout)
+        return self._run(run, grace=self._close_timeout)
 
-    def run(self, make: Callable[[], Coroutine[Any, Any, T]], *, grace: float) -> T:
+    def _run(self, make: Callable[[], Coroutine[Any, Any, T]], *, grace: float) -> T:
         """Run ``make()`` on the loop, blocking; ``grace``: how long an interrupted call may
-        take to end. (For this package's own modules.)"""
+        take to end."""
         self._require_open()
         return self._loop.run(make, grace=grace)
 
-    def start_turn(self, make: Callable[[], Coroutine[Any, Any, None]]) -> Job[None]:
-        """Start a turn's driver on the loop; :meth:`close` abandons it if still running.
-        (For this package's own modules.)"""
+    def _start_turn(self, make: Callable[[], Coroutine[Any, Any, None]]) -> Job[None]:
+        """Start a turn's driver on the loop; :meth:`close` abandons it if still running."""
         with self._lock:
             self._require_open()
             job = self._loop.submit(make, on_done=self._end_turn)
@@ -180,11 +181,11 @@ class SyncStore:
         with self._lock:
             self._turns.discard(job)
 
-    def call_soon(self, fn: Callable[..., object], /, *args: Any) -> None:
-        """Schedule ``fn(*args)`` on the loop and return at once. (For this package.)"""
+    def _call_soon(self, fn: Callable[..., object], /, *args: Any) -> None:
+        """Schedule ``fn(*args)`` on the loop and return at once."""
         self._loop.loop.call_soon_threadsafe(fn, *args)
 
-    def finish(self, job: Job[Any], timeout: float, *, raise_held: bool = True) -> bool:
+    def _finish(self, job: Job[Any], timeout: float, *, raise_held: bool = True) -> bool:
         """Wait for ``job`` holding interrupts back; see ``LoopThread.finish``."""
         return self._loop.finish(job, timeout, raise_held=raise_held)
 

@@ -164,7 +164,7 @@ class SyncTurn:
         if self._job is not None:
             raise TurnStateError(f"a turn is entered only once (state: {self.state.value})")
         try:
-            job = self._job = self._store.start_turn(self._drive)
+            job = self._job = self._store._start_turn(self._drive)
             wait_event(self._entered)
         except INTERRUPTS:
             # Ctrl-C while entering: cancel the enter (as Task.cancel() would). Once the user
@@ -172,12 +172,12 @@ class SyncTurn:
             # that (bounded), then let the interrupt go on.
             if self._job is not None:
                 self._job.cancel()
-                self._store.finish(self._job, self._close_timeout + GRACE_S, raise_held=False)
+                self._store._finish(self._job, self._close_timeout + GRACE_S, raise_held=False)
             raise
         if self._enter_error is not None:
             error, self._enter_error = self._enter_error, None
             # The driver has ended (or is ending) with the same error.
-            self._store.finish(job, self._close_timeout + GRACE_S, raise_held=False)
+            self._store._finish(job, self._close_timeout + GRACE_S, raise_held=False)
             raise error
         self._current = _CURRENT.set(self)
         return self
@@ -200,8 +200,8 @@ class SyncTurn:
             if not job.done:
                 # RuntimeError: the loop has closed, and its jobs ended before it did.
                 with contextlib.suppress(RuntimeError):
-                    self._store.call_soon(_resume, resume, exc)
-            ended = self._store.finish(
+                    self._store._call_soon(_resume, resume, exc)
+            ended = self._store._finish(
                 job, self._close_timeout + GRACE_S, raise_held=not interrupted
             )
         if held and not interrupted:

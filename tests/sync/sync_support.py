@@ -27,13 +27,13 @@ NewTransport = Callable[[], Transport]
 
 
 @contextmanager
-def dev_server(path: Path) -> Iterator[str]:
+def dev_server(path: Path, *, port: int = 0) -> Iterator[str]:
     """The dev server over the store file at ``path``, in a thread; yields its URL."""
     with start_blocking_portal("asyncio") as portal:
         embedded = EmbeddedStore.open(path)
         with (
             portal.wrap_async_context_manager(embedded),
-            portal.wrap_async_context_manager(serving(create_app(embedded))) as url,
+            portal.wrap_async_context_manager(serving(create_app(embedded), port=port)) as url,
         ):
             yield url
 

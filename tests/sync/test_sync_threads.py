@@ -2,16 +2,22 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
+import time
 import warnings
 from collections.abc import Callable
+from pathlib import Path
 
+import anyio
 import pytest
-from sync_support import loop_threads, new_transport, sync_memory, sync_store
+from cli_support import free_port
+from sync_support import dev_server, loop_threads, new_transport, sync_memory, sync_store
 
-from neotoma_agent import Transport, TurnStateError
+from neotoma_agent import RetryPolicy, Transport, TurnStateError, outbox_status
 from neotoma_agent.sync import SyncStore, SyncTurn
+from neotoma_agent.testing import FaultyTransport
 
 __all__ = ["new_transport", "sync_store"]  # fixtures
 
@@ -149,3 +155,46 @@ def test_a_store_used_in_a_forked_child_raises_instead_of_hanging(sync_store: Sy
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
     assert memory.history() == ()  # the parent's store is untouched
+
+
+class _HangingClose(FaultyTransport):
+    """Releases what it holds, then never returns from aclose."""
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+        await anyio.sleep_forever()
+
+
+def test_closing_the_store_is_bounded_by_its_close_timeout(
+    new_transport: Callable[[], Transport],
+) -> None:
+    store = SyncStore(_HangingClose(new_transport()), close_timeout=0.3)
+    with sync_memory(store).turn("hi") as t:
+        t.reply = "ok"
+    started = time.monotonic()
+    store.close()
+    assert time.monotonic() - started < 3
+    assert not store.loop_thread.is_alive()
+
+
+def test_an_outbox_delivers_from_the_stores_loop(tmp_path: Path) -> None:
+    """HttpTransport's background delivery runs on the store's loop: a reply queued while
+    the server was down reaches it once the server is back, while the script goes on."""
+    db, outbox, port = tmp_path / "server.db", tmp_path / "outbox.db", free_port()
+    url = f"http://127.0.0.1:{port}"
+    retry = RetryPolicy(attempts=1, backoff=False)
+    with SyncStore.connect(url, outbox=outbox, outbox_poll=0.05, retry=retry) as store:
+        memory = sync_memory(store)
+        server = contextlib.ExitStack()
+        server.enter_context(dev_server(db, port=port))
+        with memory.turn("hi", turn_id="t1") as t:
+            t.reply = "Queued, then delivered."
+            server.close()  # the server goes down before the closing store
+        assert t.result.queued
+        assert outbox_status(outbox).queued == 1
+        with dev_server(db, port=port):
+            deadline = time.monotonic() + 15
+            while outbox_status(outbox).queued and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert outbox_status(outbox).queued == 0
+            assert [h.reply for h in memory.history()] == ["Queued, then delivered."]
