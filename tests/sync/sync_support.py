@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import signal
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -85,9 +86,14 @@ def ctrl_c() -> Iterator[Callable[[float], threading.Timer]]:
     try:
         yield later
     finally:
+        # A press that came too late for the test must not reach the next one (or pytest):
+        # it is swallowed here, then the runner's own disposition comes back.
+        late: list[int] = []
+        signal.signal(signal.SIGINT, lambda signum, frame: late.append(signum))
         for timer in timers:
             timer.cancel()
             timer.join()
+        time.sleep(0.01)  # a signal already sent is handled by now
         signal.signal(signal.SIGINT, previous)
 
 
