@@ -6,6 +6,7 @@ from ._current import current_turn
 from ._memory import NeotomaMemory, OpenTurn
 from ._payloads import Produced
 from ._retrieval import Extractor, RetrievalStats, Retrieved, default_extractor
+from ._tool_reads import StoredToolCall
 from ._tools import ActiveToolCall, ToolCall, ToolRedactor
 from ._turn import Turn, TurnResult, TurnState
 from ._version import __version__
@@ -119,6 +120,7 @@ __all__ = [  # tests/test_public_api.py pins it
     "StoreOutcome",
     "StoreResult",
     "StoredEntity",
+    "StoredToolCall",
     "ToolCall",
     "ToolCallConflictError",
     "ToolRedactor",
