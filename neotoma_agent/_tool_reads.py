@@ -23,7 +23,14 @@ from ._tools import TOOL_TYPE as _TOOL_TYPE
 from .exceptions import NotFoundError
 from .transport._base import EntitySnapshot, Transport
 
-__all__ = ["StoredToolCall", "read_tool_details", "read_turn_tools", "recorded_tool_count"]
+__all__ = [
+    "StoredToolCall",
+    "calls_by_turn_key",
+    "read_tool_details",
+    "read_tools_of",
+    "read_turn_tools",
+    "recorded_tool_count",
+]
 
 #: the turn record's declared count of its calls
 COUNT_FIELD: Final = "tool_invocation_count"
@@ -85,6 +92,18 @@ def _call(entity_id: str, fields: Mapping[str, Any]) -> StoredToolCall:
         status=str(fields.get("result_status") or "unknown"),
         duration_ms=_number(fields.get("duration_ms")),
     )
+
+
+def calls_by_turn_key(
+    snapshots: Iterable[EntitySnapshot],
+) -> dict[str, tuple[StoredToolCall, ...]]:
+    """Tool-call snapshots a store sent with a history page, grouped by their turn key."""
+    grouped: dict[str, dict[str, StoredToolCall]] = {}
+    for snap in snapshots:  # pages may repeat a turn's calls: one each, by entity id
+        key = snap.snapshot.get("turn_key")
+        if snap.entity_type == _TOOL_TYPE and isinstance(key, str):
+            grouped.setdefault(key, {})[snap.entity_id] = _call(snap.entity_id, snap.snapshot)
+    return {key: _ordered(calls.values()) for key, calls in grouped.items()}
 
 
 async def _tool_ids(transport: Transport, record_id: str) -> list[str]:

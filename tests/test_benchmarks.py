@@ -201,3 +201,14 @@ def test_disk_layout_probe_copies_every_row_into_each_layout(tmp_path: Path) -> 
     assert tables["relationships"]["numbers"] < tables["relationships"]["copy"]
     assert tables["entities_by_type"]["+type"] < tables["entities_by_type"]["numbers"]
     assert set(report["totals"]) >= {"live", "copy", "est +meta"}
+
+
+def test_tool_calls_keep_a_turn_at_two_stores_and_two_rounds(tmp_path: Path) -> None:
+    report = run_benchmark("tool_calls", "--quick", tmp_path=tmp_path)
+    for backend in ("embedded", "dev server"):
+        rows = {row["calls"]: row for row in report[backend]}
+        assert sorted(rows) == [0, 5, 50]
+        for row in rows.values():
+            assert row["stores_per_turn"] == 2
+            assert row["requests_per_turn"] == 3  # the history read brings the calls along
+        assert rows[50]["bytes_per_call"] > 0

@@ -506,3 +506,18 @@ async def test_history_and_memory_tools_read_the_calls_back(store: Transport) ->
     assert calls[1].error_class == "Full"
     assert await m.tools("t2") == ()
     assert await m.tools("never-stored") == ()
+
+
+async def test_history_with_tool_calls_costs_no_extra_request(store: Transport) -> None:
+    """The embedded store and the dev server send a page's tool calls with it."""
+    recorder = RecordingTransport(store)
+    m = memory(recorder, history_turns=3)
+    async with m.turn("first", turn_id="t1") as t:
+        t.record_tool("search", args={"q": 1}, invoked_at=_iso(1))
+        t.reply = "ok"
+    recorder.reset()
+    async with m.turn("second", turn_id="t2") as t2:
+        t2.reply = "ok"
+    assert [c.name for c in t2.history[0].tools] == ["search"]
+    methods = [c.method for c in recorder.calls]
+    assert sorted(methods) == ["recent_conversation", "store", "store"]
