@@ -663,8 +663,10 @@ def _kept(value: Any, payloads: ToolPayloads) -> tuple[Any, int | None]:
         text = _compact(value)
         limit = min(SUMMARY_CHARS, payloads.max_chars)
         return _cut(text, limit), (len(text) if len(text) > limit else None)
-    if isinstance(value, str) and len(value) <= payloads.max_chars:
-        return value, None  # short strings: no need to serialise to measure them
+    if isinstance(value, str) and 6 * len(value) + 2 <= payloads.max_chars:
+        # Short enough whatever JSON escapes (at most 6 characters each, and the quotes):
+        # no need to serialise it to measure it.
+        return value, None
     text = _compact(value)
     if len(text) <= payloads.max_chars:
         return value, None
