@@ -521,3 +521,21 @@ async def test_history_with_tool_calls_costs_no_extra_request(store: Transport) 
     assert [c.name for c in t2.history[0].tools] == ["search"]
     methods = [c.method for c in recorder.calls]
     assert sorted(methods) == ["recent_conversation", "store", "store"]
+
+
+async def test_a_sync_tool_body_is_recorded_too(store: Transport) -> None:
+    async with memory(store).turn("go", turn_id="t1") as t:
+        with t.tool("add", {"a": 1, "b": 2}) as call:
+            assert call.invoked_at is not None
+            call.result = 3
+        with pytest.raises(ZeroDivisionError), t.tool("divide", {"a": 1, "b": 0}):
+            _ = 1 / 0
+        t.reply = "3, and no quotient"
+    assert [(c.name, c.status, c.result) for c in t.result.tools] == [
+        ("add", "ok", 3),
+        ("divide", "error", None),
+    ]
+    assert t.result.tools[1].error_class == "ZeroDivisionError"
+    assert call.call == t.result.tools[0]
+    with pytest.raises(TurnStateError):
+        call.result = 4  # recorded: no longer changes
