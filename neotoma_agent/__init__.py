@@ -58,9 +58,10 @@ from .transport._base import (
     StoreResult,
     Transport,
 )
-from .transport._outbox import LaneStatus, OutboxFlush, OutboxStatus, StoreOutcome, outbox_status
+from .transport._outbox import LaneStatus, OutboxFlush, OutboxStatus, outbox_status
 from .transport.embedded import EmbeddedStore
-from .transport.http import HttpTransport, RetryPolicy, flush_outbox
+from .transport.http import HttpTransport, RetryPolicy
+from .transport.outbox import OutboxTransport, flush_outbox
 from .wrap import AgentReply, AgentStream, MemoryAgent, StoppedEarly, with_memory
 
 __all__ = [  # tests/test_public_api.py pins it
@@ -98,6 +99,7 @@ __all__ = [  # tests/test_public_api.py pins it
     "OutboxFlush",
     "OutboxFullError",
     "OutboxStatus",
+    "OutboxTransport",
     "Produced",
     "RateLimitedError",
     "ReadTimeout",
@@ -112,7 +114,6 @@ __all__ = [  # tests/test_public_api.py pins it
     "RetryPolicy",
     "ServerError",
     "StoppedEarly",
-    "StoreOutcome",
     "StoreResult",
     "StoredEntity",
     "Transport",
