@@ -11,7 +11,9 @@ Both helpers wrap a real transport (usually an in-memory or temporary-file
   predicate which store of a turn (``"user"``, ``"assistant"``, ...) a call is.
 
 They compose: ``FaultyTransport(RecordingTransport(store))`` records the faults too, and
-``RecordingTransport(FaultyTransport(store))`` records only what got through.
+``RecordingTransport(FaultyTransport(store))`` records only what got through. Both forward
+every argument of the protocol, the ``store`` hints (``lane``, ``deferrable``) included, so
+an :class:`~neotoma_agent.OutboxTransport` above or below them keeps working.
 """
 
 from __future__ import annotations

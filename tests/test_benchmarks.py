@@ -201,3 +201,17 @@ def test_disk_layout_probe_copies_every_row_into_each_layout(tmp_path: Path) -> 
     assert tables["relationships"]["numbers"] < tables["relationships"]["copy"]
     assert tables["entities_by_type"]["+type"] < tables["entities_by_type"]["numbers"]
     assert set(report["totals"]) >= {"live", "copy", "est +meta"}
+
+
+@pytest.mark.slow  # about 10 s: some thirty fresh interpreters
+def test_startup_quick_run_times_every_row(tmp_path: Path) -> None:
+    report = run_benchmark("startup", "--quick", tmp_path=tmp_path)
+    assert [row["row"].split(" (")[0] for row in report["rows"]] == [
+        "python -c pass",
+        "the dependencies alone",
+        "import neotoma_agent",
+        "neotoma-agent --version",
+        "neotoma-agent show demo",
+        "neotoma-agent stats",
+    ]
+    assert all(row["median_s"] > 0 for row in report["rows"])
