@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import attrs
@@ -12,7 +12,7 @@ from aiohttp import web
 from neotoma_agent.server import Handler, create_app, serving
 from neotoma_agent.transport.embedded import EmbeddedStore
 
-__all__ = ["Server"]
+__all__ = ["Server", "running_server"]
 
 
 @attrs.define
@@ -58,3 +58,15 @@ class Server:
         stack, self._stack = self._stack, None
         if stack is not None:
             await stack.aclose()
+
+
+@contextlib.asynccontextmanager
+async def running_server() -> AsyncIterator[Server]:
+    """A started Server over a fresh in-memory store, stopped at the end."""
+    async with EmbeddedStore.open(":memory:") as store:
+        srv = Server(store)
+        await srv.start()
+        try:
+            yield srv
+        finally:
+            await srv.stop()

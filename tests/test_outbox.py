@@ -23,7 +23,7 @@ import pytest
 import structlog
 from cli_support import clean_env
 from outbox_child import entry
-from outbox_support import Server
+from outbox_support import Server, running_server
 
 from neotoma_agent import (
     OutboxError,
@@ -54,13 +54,8 @@ def anyio_backend() -> str:
 
 @pytest.fixture
 async def server() -> AsyncIterator[Server]:
-    async with EmbeddedStore.open(":memory:") as store:
-        srv = Server(store)
-        await srv.start()
-        try:
-            yield srv
-        finally:
-            await srv.stop()
+    async with running_server() as srv:
+        yield srv
 
 
 def memory(transport: HttpTransport, conversation: str = "chat-1") -> NeotomaMemory:

@@ -16,7 +16,7 @@ from typing import Any
 
 import anyio
 import pytest
-from outbox_support import Server
+from outbox_support import Server, running_server
 
 import neotoma_agent
 import neotoma_agent.testing
@@ -74,13 +74,8 @@ def anyio_backend() -> str:
 
 @pytest.fixture
 async def server() -> AsyncIterator[Server]:
-    async with EmbeddedStore.open(":memory:") as store:
-        srv = Server(store)
-        await srv.start()
-        try:
-            yield srv
-        finally:
-            await srv.stop()
+    async with running_server() as srv:
+        yield srv
 
 
 def outboxed(shape: str, url: str, box: Path) -> tuple[OutboxTransport | HttpTransport, Any]:

@@ -159,17 +159,8 @@ class OutboxTransport(Forwarding):
         """
         if self._state is _State.CLOSED:
             raise RuntimeError("OutboxTransport is closed; create a new one")
-        if lane is None:
-            if deferrable:
-                raise ValueError("a deferrable store needs a lane: the order its queue keeps")
-            return await self.inner.store(
-                entities,
-                idempotency_key=idempotency_key,
-                relationships=relationships,
-                source_priority=source_priority,
-                observation_source=observation_source,
-                strict=strict,
-            )
+        if lane is None and deferrable:
+            raise ValueError("a deferrable store needs a lane: the order its queue keeps")
         body = store_body(
             entities,
             idempotency_key=idempotency_key,
@@ -178,6 +169,8 @@ class OutboxTransport(Forwarding):
             observation_source=observation_source,
             strict=strict,
         )
+        if lane is None:  # no order to keep, nothing to queue
+            return await self.inner.store(**store_arguments(body))
         outbox = await self._open()
         async with self._lane(lane):
             if await anyio.to_thread.run_sync(outbox.has_lane, lane):
