@@ -15,7 +15,6 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 import attrs
-import structlog
 
 from ._checks import check_count, check_optional_count
 from ._history import HistoryTurn, read_history
@@ -28,6 +27,7 @@ from ._keys import (
     validate_conversation_id,
     validate_entity_id,
 )
+from ._log import bound_context
 from ._payloads import (
     ConversationSettings,
     Produced,
@@ -419,9 +419,7 @@ class NeotomaMemory:
             user_message, turn_id, turn_number, user_extra, revision
         )
         model = _check_model(model)
-        with structlog.contextvars.bound_contextvars(
-            conversation_id=self.conversation_id, turn_id=keys.turn_id
-        ):
+        with bound_context(conversation_id=self.conversation_id, turn_id=keys.turn_id):
             attempt = EnterAttempt()
             try:
                 opened, retrieved, history = await self._phases.enter(
@@ -564,9 +562,7 @@ class NeotomaMemory:
     ) -> TurnResult:
         """The closing phase of ``close_turn`` / ``abandon_turn``: one shielded store."""
         started = time.perf_counter()
-        with structlog.contextvars.bound_contextvars(
-            conversation_id=self.conversation_id, turn_id=opened.keys.turn_id
-        ):
+        with bound_context(conversation_id=self.conversation_id, turn_id=opened.keys.turn_id):
             completion = await self._phases.shielded(phase)
             close_error = completion.error
             result = finish(
@@ -617,9 +613,7 @@ class NeotomaMemory:
         calls = merge_tools(keys.user_turn_key, check_tools(tools))
         model = _check_model(model)
         started = time.perf_counter()
-        with structlog.contextvars.bound_contextvars(
-            conversation_id=self.conversation_id, turn_id=keys.turn_id
-        ):
+        with bound_context(conversation_id=self.conversation_id, turn_id=keys.turn_id):
             retrieved = await self._phases.retrieve(user_message) if retrieve else EMPTY_RETRIEVAL
             payload = recorded_payload(
                 self.settings,

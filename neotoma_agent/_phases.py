@@ -23,7 +23,7 @@ import json
 import math
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any, Protocol, cast
+from typing import Any, Protocol
 
 import anyio
 import anyio.to_thread
@@ -46,7 +46,6 @@ from ._shield import Completion, raise_deferred, run_to_completion
 from ._tools import ToolCall, ToolPayloads, iso_ms, now_ms, tool_entity
 from .exceptions import APIError, IdempotencyMismatchError, ServerError
 from .transport._base import StoreResult, Transport
-from .transport._outbox import OrderedStore, StoreOutcome
 from .transport._results import expected_entity
 
 __all__ = [
@@ -89,6 +88,15 @@ def started_at(keys: TurnKeys) -> str:
 def ended_at() -> str:
     """Now, as a turn record's ``ended_at``."""
     return iso_ms(now_ms())
+
+
+@attrs.frozen
+class StoreOutcome:
+    """What one phase's store did: stored now, or queued by an outbox (``queued``), when
+    ``result`` holds the ids the server will give."""
+
+    result: StoreResult
+    queued: bool = False
 
 
 class PhaseConfig(Protocol):
@@ -285,31 +293,17 @@ class Phases:
     async def store_or_queue(
         self, payload: StorePayload, keys: TurnKeys, phase: str
     ) -> StoreOutcome:
-        """One store; queued instead when the transport keeps an outbox and may defer it.
-
-        A transport that keeps each conversation in order (:class:`OrderedStore`, the HTTP
-        transport) is told the conversation (folded, as keys are) and whether the phase
-        is a closing one; any other transport just stores.
-        """
-        transport = self.config.transport
+        """One store, with the hints a queueing transport (an outbox) reads: the
+        conversation (folded, as keys are) as its lane, and whether the phase may wait."""
         try:
-            # The protocol's one method, looked up as isinstance would: isinstance against a
-            # runtime protocol costs tens of microseconds on Python 3.11, twice a turn.
-            if getattr(transport, "store_ordered", None) is not None:
-                return await cast(OrderedStore, transport).store_ordered(
-                    payload.entities,
-                    idempotency_key=payload.idempotency_key,
-                    relationships=payload.relationships,
-                    lane=keys.folded[0],
-                    deferrable=phase in _DEFERRABLE,
-                )
-            return StoreOutcome(
-                await transport.store(
-                    payload.entities,
-                    idempotency_key=payload.idempotency_key,
-                    relationships=payload.relationships,
-                )
+            result = await self.config.transport.store(
+                payload.entities,
+                idempotency_key=payload.idempotency_key,
+                relationships=payload.relationships,
+                lane=keys.folded[0],
+                deferrable=phase in _DEFERRABLE,
             )
+            return StoreOutcome(result, queued=result.queued)
         except IdempotencyMismatchError as exc:
             what = "user message" if phase == "user" else "reply"
             # Keys fold ids as entity ids do, so the earlier turn may have had other ids.

@@ -37,13 +37,12 @@ from types import TracebackType
 from typing import Any
 
 import attrs
-import structlog
 
 from ._context import render_context
 from ._current import enter_current, exit_current
 from ._history import HistoryTurn
 from ._keys import TurnKeys, validate_entity_id
-from ._log import get_logger
+from ._log import bound_context, get_logger
 from ._payloads import Produced, merge_produced, produced_entity
 from ._phases import CloseOutcome, EnterAttempt, Opened, Phases, error_class_name
 from ._retrieval import EMPTY_RETRIEVAL, RetrievalStats, Retrieved
@@ -592,7 +591,7 @@ class Turn(TurnTools):
             raise TurnStateError(f"a turn is entered only once (state: {self._state.value})")
         self._state = TurnState.OPENING
         self._entered_at = time.perf_counter()
-        self._log_binding = structlog.contextvars.bound_contextvars(
+        self._log_binding = bound_context(
             conversation_id=self._keys.conversation_id, turn_id=self._keys.turn_id
         )
         self._log_binding.__enter__()

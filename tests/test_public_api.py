@@ -18,7 +18,7 @@ EXPECTED = {
     "OutboxFlush",
     "OutboxFullError",
     "OutboxStatus",
-    "StoreOutcome",
+    "OutboxTransport",
     "flush_outbox",
     "outbox_status",
     "audit",

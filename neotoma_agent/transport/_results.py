@@ -88,6 +88,9 @@ class StoreResult:
     entities_created: int
     observations_created: int
     raw: Mapping[str, Any] = attrs.field(repr=False, eq=False)
+    #: not stored yet: an outbox queued it (the inner transport was unreachable); the
+    #: entities carry the ids the server will give them, and no observation ids
+    queued: bool = False
 
     @classmethod
     def from_json(
