@@ -9,6 +9,7 @@ from ._lazy import lazy_exports
 # _lazy); type checkers and readers see the ordinary imports. Add a name as one more line.
 with lazy_exports(globals()):
     from ._current import current_turn as current_turn
+    from ._history import HistoryTurn as HistoryTurn
     from ._memory import NeotomaMemory as NeotomaMemory
     from ._memory import OpenTurn as OpenTurn
     from ._payloads import Produced as Produced

@@ -20,6 +20,7 @@ from pathlib import Path
 from types import ModuleType, SimpleNamespace
 from typing import Any
 
+import anyio
 import pytest
 
 from neotoma_agent.cli._show import Transcript, load_transcript
@@ -405,7 +406,26 @@ async def test_tool_loop_that_fails_records_the_turn_as_abandoned(tmp_path: Path
     assert [m.role for m in turn.messages] == ["user"]
 
 
-@pytest.mark.parametrize("name", ["store_and_read", "plain_agent", "tools"])
+def test_sync_script_stores_both_turns_without_an_event_loop(tmp_path: Path) -> None:
+    example = load_example("sync_script")
+    out = io.StringIO()
+    first, second = example.main(tmp_path / "m.db", out=out)  # a plain call: no await
+    assert (first.stored_status, second.stored_status) == ("completed", "completed")
+    (acme,) = first.retrieved_ids
+    assert [(c.name, c.status, c.result) for c in second.tools] == [
+        ("directory_lookup", "ok", "Ana Lopez")
+    ]
+    (ana,) = second.produced_ids
+    stored = anyio.run(transcript, tmp_path / "m.db", "sync-example")
+    assert [m.content for m in stored.turns[0].messages] == [
+        "What do we know about Acme Corp?",
+        f'From memory: company "Acme Corp" [{acme}]: website=acme.com.',
+    ]
+    assert stored.turns[1].messages[1].content == f"Ana Lopez ({ana}), according to the directory."
+    assert "history: completed: 'Who is their CTO?'" in out.getvalue()
+
+
+@pytest.mark.parametrize("name", ["store_and_read", "plain_agent", "tools", "sync_script"])
 def test_offline_examples_run_as_scripts(tmp_path: Path, name: str) -> None:
     result = subprocess.run(
         [sys.executable, str(EXAMPLES / f"{name}.py"), str(tmp_path / "x.db")],

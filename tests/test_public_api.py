@@ -38,6 +38,7 @@ EXPECTED = {
     "ReportEntity",
     "ReportRepair",
     "NeotomaMemory",
+    "HistoryTurn",
     "OpenTurn",
     "ActiveToolCall",
     "StoredToolCall",
