@@ -505,12 +505,25 @@ async def read_history(
     return tuple(_history_turn(g, record) for g, record in turns)
 
 
-async def read_conversation(transport: Transport, conversation_id: str) -> StoredConversation:
-    """Every turn of a conversation, in order (``show``, the reports)."""
+async def read_conversation(
+    transport: Transport,
+    conversation_id: str,
+    *,
+    limit: int | None = None,
+    before: str | None = None,
+) -> StoredConversation:
+    """A conversation's turns, in order (``show``, the reports, the web view).
+
+    Every turn by default; ``limit`` / ``before`` ask for the last ``limit`` turns before
+    turn ``before`` (a page, read as :func:`read_history` reads one).
+    """
+    limit = _check_limit(limit)
     entity_id = conversation_entity_id(conversation_id)
     snapshot = await snapshot_or_none(transport, entity_id)
     if snapshot is None or snapshot.entity_type != "conversation":
         return StoredConversation(conversation_id, entity_id, None, ())
-    turns = await _read_turns(transport, conversation_id, None, None)
+    if limit == 0:
+        return StoredConversation(conversation_id, entity_id, snapshot, ())
+    turns = await _read_turns(transport, conversation_id, limit, before)
     stored = tuple(_turn(g, record) for g, record in turns)
     return StoredConversation(conversation_id, entity_id, snapshot, stored)
