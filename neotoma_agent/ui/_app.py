@@ -20,12 +20,15 @@ from typing import Any, Final
 
 from aiohttp import web
 
+from .._log import get_logger
 from ..exceptions import NeotomaError
 from ..transport._base import Transport
 from . import _views
 from ._html import render
 
 __all__ = ["UI_PREFIX", "create_ui_app", "mount_ui"]
+
+_log = get_logger()
 
 #: where the web view lives on a server (``neotoma-agent ui`` and ``serve`` alike)
 UI_PREFIX: Final = "/ui"
@@ -157,6 +160,11 @@ async def _guard(
             response = _error(
                 request, 502, f"the store could not answer ({type(exc).__name__})", as_json=as_json
             )
+        except Exception as exc:
+            # A bug: the class and the page in the log, never the message (it may quote
+            # stored text), and a plain 500 page.
+            _log.error("ui.error", path=request.path, error=type(exc).__name__)
+            response = _error(request, 500, "the page failed (see the log)", as_json=as_json)
     response.headers.update(_HEADERS)
     return response
 

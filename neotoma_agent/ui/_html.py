@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import re
 import urllib.parse
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 from .._terminal import printable
@@ -60,9 +60,13 @@ def pretty_json(value: object) -> str:
     return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=False, default=str)
 
 
-def _link(base: str, page: str, **params: object) -> str:
-    query = urllib.parse.urlencode({k: v for k, v in params.items() if v is not None})
-    return f"{base}/{page}" + (f"?{query}" if query else "")
+def _linker(base: str) -> Callable[..., str]:
+    def link(to: str, /, **params: object) -> str:
+        # ``to`` is positional-only: a page may well have a parameter called ``page``.
+        query = urllib.parse.urlencode({k: v for k, v in params.items() if v is not None})
+        return f"{base}/{to}" + (f"?{query}" if query else "")
+
+    return link
 
 
 def _environment() -> jinja2.Environment:
@@ -84,9 +88,9 @@ _ENV: Final = _environment()
 
 
 def render(template: str, base: str, context: Mapping[str, Any]) -> str:
-    """The page ``template`` rendered with ``context``; ``link(page, **params)`` builds URLs."""
+    """The page ``template`` rendered with ``context``; ``link(to, **params)`` builds URLs."""
     return _ENV.get_template(template).render(
         **context,
         base=base,
-        link=lambda page, **params: _link(base, page, **params),
+        link=_linker(base),
     )

@@ -47,6 +47,8 @@ B = TypeVar("B")
 
 #: conversations on one page of the list
 CONVERSATIONS_PER_PAGE: Final = 25
+#: turns of each listed conversation whose statuses the list counts (its latest ones)
+_COUNTED_TURNS: Final = 100
 #: turns on one page of a conversation (older turns are one link away)
 TURNS_PER_PAGE: Final = 50
 #: observations and relationships an entity page lists at most
@@ -57,11 +59,15 @@ _MESSAGE_NAME_PREFIX: Final = "conversation_message:"
 _CHART_DAYS: Final = 30
 
 
-async def _turn_counts(transport: Transport, conversation_id: str) -> dict[str, int]:
-    stored = await read_conversation(transport, conversation_id)
-    counts = Counter(t.status for t in stored.turns)
+async def _turn_counts(transport: Transport, conversation_id: str) -> dict[str, Any]:
+    # The last _COUNTED_TURNS turns only: a list page must not read a long conversation
+    # whole (stats and the health page count every turn).
+    stored = await read_conversation(transport, conversation_id, limit=_COUNTED_TURNS + 1)
+    turns = stored.turns[-_COUNTED_TURNS:]
+    counts = Counter(t.status for t in turns)
     return {
-        "turns": len(stored.turns),
+        "turns": len(turns),
+        "more_turns": len(stored.turns) > _COUNTED_TURNS,
         "completed": counts["completed"],
         "abandoned": counts["abandoned"],
         "open": counts["open"],
@@ -72,8 +78,8 @@ async def conversations_view(transport: Transport, *, page: int = 1) -> dict[str
     """The conversations, most recent activity first, one page of them with turn counts.
 
     The list is ``show``'s (one snapshot per conversation); the counts are read for the
-    conversations on the page only, so a page costs the same whatever the store holds
-    beyond the list itself.
+    conversations on the page only, over each one's latest 100 turns (``more_turns``: it
+    has more), so a page costs the same whatever the store holds beyond the list itself.
     """
     listing = await list_conversations(transport)
     total = len(listing.conversations)

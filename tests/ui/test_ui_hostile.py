@@ -43,7 +43,7 @@ HOSTILE = (
 #: the elements the templates themselves use
 _OURS = frozenset(
     "html head meta title link body header nav a form input main h1 h2 h3 p span div table "
-    "thead tbody tr th td section details summary pre ul li code svg g rect text".split()
+    "thead tbody tr th td caption section details summary pre ul li code svg g rect text".split()
 )
 
 

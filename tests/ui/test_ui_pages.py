@@ -236,3 +236,20 @@ async def test_pages_link_only_to_themselves_and_load_no_script(store: Any) -> N
     assert re.findall(r'href="([^"]+)"', html)
     for link in re.findall(r'href="([^"]+)"', html):
         assert link.startswith("/ui/"), link
+
+
+async def test_conversation_list_pages_newest_first(store: Any) -> None:
+    for n in range(30):
+        memory = NeotomaMemory(store, conversation_id=f"c{n:02d}", platform="t")
+        await memory.record_turn("q", "a", turn_id="t1", retrieve=False)
+    client = await _client(store)
+    async with client:
+        first = await (await client.get("/ui/api/conversations")).json()
+        second = await (await client.get("/ui/api/conversations", params={"page": "2"})).json()
+        html = await (await client.get("/ui/", params={"page": "2"})).text()
+    assert (first["total"], first["pages"], len(first["conversations"])) == (30, 2, 25)
+    shown = [c["conversation_id"] for c in first["conversations"] + second["conversations"]]
+    assert sorted(shown) == [f"c{n:02d}" for n in range(30)]
+    activity = [c["last_activity"] for c in first["conversations"] + second["conversations"]]
+    assert activity == sorted(activity, reverse=True)
+    assert 'href="/ui/?page=1"' in html
