@@ -70,10 +70,14 @@ async def site(tmp_path: Path) -> AsyncIterator[str]:
             await memory.record_turn(
                 f"About Acme Corp: {text}", text, turn_id=f"t{n}", turn_number=n
             )
-        with pytest.raises(RuntimeError):
+
+        async def failing_turn() -> None:
             async with memory.turn("And the invoices?", turn_number=len(PAYLOADS) + 1) as t:
                 t.reply = "Looking th"
                 raise RuntimeError("model went away")
+
+        with pytest.raises(RuntimeError):
+            await failing_turn()
         app = web.Application()
         mount_ui(app, create_ui_app(store))
         async with serving(app) as url:
@@ -127,9 +131,15 @@ async def test_every_page_loads_in_chromium_and_no_stored_script_runs(
     assert len(seen) >= 8  # the list, the conversation, entities, search, health
 
 
-async def test_screenshots_of_each_page(site: str, tmp_path: Path) -> None:
+@pytest.fixture
+def shots(tmp_path: Path) -> Path:
     out = Path(os.environ.get("NEOTOMA_UI_SCREENSHOTS", tmp_path / "shots"))
     out.mkdir(parents=True, exist_ok=True)
+    return out
+
+
+async def test_screenshots_of_each_page(site: str, shots: Path, tmp_path: Path) -> None:
+    out = shots
     found = await _browser("--dump-dom", f"{site}/ui/search?q=Acme", profile=tmp_path / "p")
     parser = _Links()
     parser.feed(found)
