@@ -48,6 +48,7 @@ from ._keys import (
     turn_record_entity_id,
 )
 from ._reads import gather_bounded, snapshot_or_none
+from ._tool_reads import StoredToolCall, read_tools_of
 from .exceptions import NotFoundError
 from .transport._base import (
     ConversationMessage,
@@ -107,6 +108,9 @@ class HistoryTurn:
     user_refers_to: tuple[str, ...] = ()
     #: entity ids the reply REFERS_TO
     reply_refers_to: tuple[str, ...] = ()
+    #: the tool calls the turn made, ordered by ``invoked_at`` (name, status, duration,
+    #: entity id; ``memory.tools(turn_id)`` reads their arguments and results)
+    tools: tuple[StoredToolCall, ...] = ()
 
 
 @attrs.frozen
@@ -133,6 +137,8 @@ class StoredTurn:
     status: str
     messages: tuple[StoredMessage, ...]
     record: EntitySnapshot | None
+    #: the tool calls the turn made, ordered by ``invoked_at``
+    tools: tuple[StoredToolCall, ...] = ()
 
     @property
     def turn_number(self) -> int | None:
@@ -154,6 +160,7 @@ class StoredTurn:
             status=_history_status(self.status, reply is not None),
             user_refers_to=_ids(user),
             reply_refers_to=_ids(reply),
+            tools=self.tools,
         )
 
 
@@ -502,7 +509,10 @@ async def read_history(
         turns = await _read_turns(transport, conversation_id, limit, before)
     except NotFoundError:
         return ()
-    return tuple(_history_turn(g, record) for g, record in turns)
+    history = [_history_turn(g, record) for g, record in turns]
+    # Only turns whose record counts calls cost a read (one round trip for all of them).
+    calls = await read_tools_of(transport, [record for _, record in turns])
+    return tuple(attrs.evolve(h, tools=c) if c else h for h, c in zip(history, calls, strict=True))
 
 
 async def read_conversation(
@@ -511,11 +521,13 @@ async def read_conversation(
     *,
     limit: int | None = None,
     before: str | None = None,
+    tool_details: bool = False,
 ) -> StoredConversation:
     """A conversation's turns, in order (``show``, the reports, the web view).
 
     Every turn by default; ``limit`` / ``before`` ask for the last ``limit`` turns before
-    turn ``before`` (a page, read as :func:`read_history` reads one).
+    turn ``before`` (a page, read as :func:`read_history` reads one). ``tool_details``
+    reads each tool call's arguments and result too.
     """
     limit = _check_limit(limit)
     entity_id = conversation_entity_id(conversation_id)
@@ -525,5 +537,9 @@ async def read_conversation(
     if limit == 0:
         return StoredConversation(conversation_id, entity_id, snapshot, ())
     turns = await _read_turns(transport, conversation_id, limit, before)
-    stored = tuple(_turn(g, record) for g, record in turns)
+    records = [_record(record)[0] for _, record in turns]
+    calls = await read_tools_of(transport, records, details=tool_details)
+    stored = tuple(
+        attrs.evolve(_turn(g, record), tools=c) for (g, record), c in zip(turns, calls, strict=True)
+    )
     return StoredConversation(conversation_id, entity_id, snapshot, stored)

@@ -160,6 +160,7 @@ async def conversation_view(
             else None,
             repaired=ending is not None and ending.repaired,
             turn_record_id=turn.record.entity_id if turn.record is not None else None,
+            tools=turn.tools,
         ).to_json()
         # One numbering: the stored turn number, or none (a page does not know positions).
         view["turn"] = turn.turn_number

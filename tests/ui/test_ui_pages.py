@@ -8,6 +8,7 @@ conversations, and require the token when one is set.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -253,3 +254,28 @@ async def test_conversation_list_pages_newest_first(store: Any) -> None:
     activity = [c["last_activity"] for c in first["conversations"] + second["conversations"]]
     assert activity == sorted(activity, reverse=True)
     assert 'href="/ui/?page=1"' in html
+
+
+async def test_conversation_page_lists_tool_calls_and_links_their_arguments(store: Any) -> None:
+    memory = NeotomaMemory(store, conversation_id="tools-1", platform="t")
+    async with memory.turn("Find flights to Lisbon") as t:
+        async with t.tool("search_flights", {"to": "LIS"}) as call:
+            call.result = {"flights": 3}
+        t.record_tool("book", args={"id": 7}, status="error", error_class="TimeoutError")
+        t.reply = "Found 3 flights."
+    client = await _client(store)
+    async with client:
+        data = await (await client.get("/ui/api/conversation", params={"id": "tools-1"})).json()
+        html = await (await client.get("/ui/conversation", params={"id": "tools-1"})).text()
+        [turn] = data["turns"]
+        calls = {c["name"]: c for c in turn["tools"]}
+        assert calls["search_flights"]["status"] == "ok"
+        assert calls["book"]["status"] == "error"
+        assert "search_flights" in html
+        assert "book (error)" in html
+        entity = await (
+            await client.get("/ui/api/entity", params={"id": calls["search_flights"]["entity_id"]})
+        ).json()
+    fields = entity["observations"][0]["fields"]
+    assert fields["tool_name"] == "search_flights"
+    assert "LIS" in json.dumps(fields)
