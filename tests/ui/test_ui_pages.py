@@ -276,6 +276,9 @@ async def test_conversation_page_lists_tool_calls_and_links_their_arguments(stor
         entity = await (
             await client.get("/ui/api/entity", params={"id": calls["search_flights"]["entity_id"]})
         ).json()
+        health = await (await client.get("/ui/health")).text()
+    assert "Tool calls" in health
+    assert "search_flights" in health
     fields = entity["observations"][0]["fields"]
     assert fields["tool_name"] == "search_flights"
     assert "LIS" in json.dumps(fields)
