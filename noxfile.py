@@ -46,3 +46,11 @@ def bench(session: nox.Session) -> None:
     session.run("mkdir", "-p", "benchmarks/results", external=True)
     for name in ("embedded_store", "turn_protocol", "turn_overhead", "audit", "outbox"):
         session.run("python", f"benchmarks/{name}.py", "--json", f"benchmarks/results/{name}.json")
+
+
+@nox.session
+def browser(session: nox.Session) -> None:
+    """The web view in headless Chromium (Debian's `chromium` package): every page, its
+    links, the hostile corpus inert; NEOTOMA_UI_SCREENSHOTS=DIR keeps the screenshots."""
+    session.install("-e", ".[test,ui]")
+    session.run("pytest", "-m", "slow", "tests/ui/test_ui_browser.py", *session.posargs)

@@ -550,15 +550,27 @@ async def read_history(
 
 
 async def read_conversation(
-    transport: Transport, conversation_id: str, *, tool_details: bool = False
+    transport: Transport,
+    conversation_id: str,
+    *,
+    limit: int | None = None,
+    before: str | None = None,
+    tool_details: bool = False,
 ) -> StoredConversation:
-    """Every turn of a conversation, in order (``show``, the reports); ``tool_details``
-    reads each tool call's arguments and result too."""
+    """A conversation's turns, in order (``show``, the reports, the web view).
+
+    Every turn by default; ``limit`` / ``before`` ask for the last ``limit`` turns before
+    turn ``before`` (a page, read as :func:`read_history` reads one). ``tool_details``
+    reads each tool call's arguments and result too.
+    """
+    limit = _check_limit(limit)
     entity_id = conversation_entity_id(conversation_id)
     snapshot = await snapshot_or_none(transport, entity_id)
     if snapshot is None or snapshot.entity_type != "conversation":
         return StoredConversation(conversation_id, entity_id, None, ())
-    turns = await _read_turns(transport, conversation_id, None, None)
+    if limit == 0:
+        return StoredConversation(conversation_id, entity_id, snapshot, ())
+    turns = await _read_turns(transport, conversation_id, limit, before)
     records = [_record(record)[0] for _, record in turns]
     calls = await read_tools_of(transport, records, details=tool_details)
     stored = tuple(

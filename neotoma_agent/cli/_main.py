@@ -43,6 +43,7 @@ _COMMANDS = {
     "stats": "._stats",
     "audit": "._audit",
     "serve": "._serve",
+    "ui": "._ui",
     "outbox": "._outbox",
 }
 
