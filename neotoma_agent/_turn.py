@@ -554,9 +554,7 @@ class Turn:
         conversation's earlier messages itself, so they are not fed twice).
         ``ValueError`` for a ``max_chars`` that is not an int >= 0.
         """
-        return render_context(
-            self.retrieved, self._history if history else (), max_chars=max_chars
-        )
+        return render_context(self.retrieved, self._history if history else (), max_chars=max_chars)
 
     @property
     def produced_ids(self) -> tuple[str, ...]:
