@@ -49,7 +49,9 @@ asyncio only (as the SDK is).
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import inspect
+import json
 import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 from types import TracebackType
@@ -57,7 +59,7 @@ from typing import Any, Literal
 
 import attrs
 
-from ._common import NoFinalReply, missing_framework, parts_text, reply_text
+from ._common import NoFinalReply, missing_framework, parts_text, record_call, reply_text
 
 try:
     from agents import (
@@ -122,13 +124,17 @@ async def run(
     try:
         async with turn:
             recorder = _Recorder(turn, hooks)
-            result = await Runner.run(
-                agent,
-                plan.input(turn),
-                run_config=plan.config(turn, run_config),
-                hooks=recorder,
-                **plan.kwargs,
-            )
+            try:
+                result = await Runner.run(
+                    agent,
+                    plan.input(turn),
+                    run_config=plan.config(turn, run_config),
+                    hooks=recorder,
+                    **plan.kwargs,
+                )
+            except BaseException as exc:
+                recorder.flush(exc)
+                raise
             recorder.flush(None)
             no_reply = _no_reply(result)
             if no_reply is not None:
@@ -420,22 +426,28 @@ def _no_reply(result: RunResult | RunResultStreaming) -> NoFinalReply | None:
 # ---------------------------------------------------------------------------- tool calls
 
 
-@attrs.define
+@attrs.frozen
 class _Started:
     name: str
     args: Any
     call_id: str | None
+    invoked_at: datetime.datetime
     started: float
 
 
 class _Recorder(RunHooks[Any]):
-    """The SDK's run hooks: records tool calls and handoffs, then calls the caller's hooks."""
+    """The SDK's run hooks: records tool calls and handoffs, then calls the caller's hooks.
+
+    A function tool's error that the SDK turns into a message for the model (its default
+    ``failure_error_function``) reaches ``on_tool_end`` as that message: it is recorded as
+    the call's result, status ``ok``; an error that escapes the tool ends the run, and the
+    call is recorded ``error`` (``cancelled`` for a cancellation).
+    """
 
     def __init__(self, turn: Turn, inner: RunHooks[Any] | None) -> None:
         self._turn = turn
         self._inner = inner
         self._running: dict[int, _Started] = {}
-        self.done: list[tuple[_Started, str, Any, str | None, float]] = []
 
     async def on_llm_start(self, context: Any, agent: Any, *args: Any) -> None:
         if self._inner is not None:
@@ -454,11 +466,14 @@ class _Recorder(RunHooks[Any]):
             await self._inner.on_agent_end(context, agent, output)
 
     async def on_handoff(self, context: Any, from_agent: Any, to_agent: Any) -> None:
-        name = f"transfer_to_{to_agent.name}"
-        call = _Started(
-            name, {"from": from_agent.name, "to": to_agent.name}, None, time.perf_counter()
+        record_call(
+            self._turn,
+            f"transfer_to_{to_agent.name}",
+            args={"from": from_agent.name, "to": to_agent.name},
+            invoked_at=_now(),
+            duration_ms=0.0,
+            call_id=None,
         )
-        self.done.append((call, "ok", None, None, 0.0))
         if self._inner is not None:
             await self._inner.on_handoff(context, from_agent, to_agent)
 
@@ -467,6 +482,7 @@ class _Recorder(RunHooks[Any]):
             str(getattr(tool, "name", type(tool).__name__)),
             _arguments(getattr(context, "tool_arguments", None)),
             getattr(context, "tool_call_id", None),
+            _now(),
             time.perf_counter(),
         )
         if self._inner is not None:
@@ -475,30 +491,37 @@ class _Recorder(RunHooks[Any]):
     async def on_tool_end(self, context: Any, agent: Any, tool: Any, result: Any) -> None:
         call = self._running.pop(id(context), None)
         if call is not None:
-            self.done.append((call, "ok", result, None, time.perf_counter() - call.started))
+            self._record(call, result, None)
         if self._inner is not None:
             await self._inner.on_tool_end(context, agent, tool, result)
 
     def flush(self, failure: BaseException | None) -> None:
-        """Record calls that never ended as ``error``/``cancelled`` (the run failed in them)."""
-        for call in self._running.values():
-            status = "cancelled" if _is_cancel(failure) else "error"
-            error_class = None if failure is None else type(failure).__name__
-            self.done.append((call, status, None, error_class, time.perf_counter() - call.started))
-        self._running.clear()
+        """Record the calls that never ended: the run failed (or was cancelled) in them."""
+        running, self._running = self._running, {}
+        for call in running.values():
+            self._record(call, None, failure or NoFinalReply("the run ended during the call"))
+
+    def _record(self, call: _Started, result: Any, failure: BaseException | None) -> None:
+        record_call(
+            self._turn,
+            call.name,
+            args=call.args,
+            result=result,
+            failure=failure,
+            invoked_at=call.invoked_at,
+            duration_ms=(time.perf_counter() - call.started) * 1000,
+            call_id=call.call_id,
+        )
 
 
-def _is_cancel(error: BaseException | None) -> bool:
-    import asyncio
-
-    return isinstance(error, asyncio.CancelledError)
+def _now() -> datetime.datetime:
+    return datetime.datetime.now(datetime.timezone.utc)
 
 
 def _arguments(raw: object) -> Any:
+    # The SDK hands a tool its arguments as the model's JSON text.
     if not isinstance(raw, str):
         return raw
-    import json
-
     try:
         return json.loads(raw)
     except ValueError:

@@ -50,16 +50,29 @@ neotoma-agent runs on 3.10).
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import logging
+import time
 from collections.abc import AsyncIterable, AsyncIterator, Callable, Sequence
 from dataclasses import KW_ONLY, dataclass, field
 from typing import Any
 
-from ._common import NoFinalReply, missing_framework, parts_text, reply_text
+from ._common import NoFinalReply, missing_framework, parts_text, record_call, reply_text
 
 try:
-    from pydantic_ai import DeferredToolRequests, RunContext
-    from pydantic_ai.capabilities import AbstractCapability, WrapRunHandler
+    from pydantic_ai import (
+        ApprovalRequired,
+        CallDeferred,
+        DeferredToolRequests,
+        RunContext,
+        SkipToolExecution,
+    )
+    from pydantic_ai.capabilities import (
+        AbstractCapability,
+        ValidatedToolArgs,
+        WrapRunHandler,
+        WrapToolExecuteHandler,
+    )
     from pydantic_ai.messages import (
         AgentStreamEvent,
         ModelRequest,
@@ -69,9 +82,11 @@ try:
         TextContent,
         TextPart,
         TextPartDelta,
+        ToolCallPart,
         UserPromptPart,
     )
     from pydantic_ai.run import AgentRunResult
+    from pydantic_ai.tools import ToolDefinition
 except ImportError as exc:  # pragma: no cover - exercised by a subprocess test
     raise missing_framework(__name__, "Pydantic AI", "pydantic-ai", " (Python >= 3.11)") from exc
 
@@ -198,6 +213,47 @@ class NeotomaCapability(AbstractCapability[Any]):
             turn.append(event.part.content)
         elif isinstance(event, PartDeltaEvent) and isinstance(event.delta, TextPartDelta):
             turn.append(event.delta.content_delta)
+
+    async def wrap_tool_execute(
+        self,
+        ctx: RunContext[Any],
+        *,
+        call: ToolCallPart,
+        tool_def: ToolDefinition,
+        args: ValidatedToolArgs,
+        handler: WrapToolExecuteHandler,
+    ) -> Any:
+        invoked_at = datetime.datetime.now(datetime.timezone.utc)
+        started = time.perf_counter()
+        try:
+            result = await handler(args)
+        except (CallDeferred, ApprovalRequired, SkipToolExecution):
+            raise  # deferred or skipped: the tool did not run, so there is no call yet
+        except BaseException as exc:
+            self._record(call, args, None, exc, invoked_at, started)
+            raise
+        self._record(call, args, result, None, invoked_at, started)
+        return result
+
+    def _record(
+        self,
+        call: ToolCallPart,
+        args: ValidatedToolArgs,
+        result: Any,
+        failure: BaseException | None,
+        invoked_at: datetime.datetime,
+        started: float,
+    ) -> None:
+        record_call(
+            self._turn,
+            call.tool_name,
+            args=args,
+            result=result,
+            failure=failure,
+            invoked_at=invoked_at,
+            duration_ms=(time.perf_counter() - started) * 1000,
+            call_id=call.tool_call_id,
+        )
 
     async def after_model_request(
         self, ctx: RunContext[Any], *, request_context: Any, response: ModelResponse

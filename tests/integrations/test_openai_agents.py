@@ -33,7 +33,7 @@ from agents.testing import ModelStep, ScriptedModel, assistant_message, function
 from openai.types.responses import ResponseTextDeltaEvent
 from structlog.testing import capture_logs
 
-from neotoma_agent import EmbeddedStore, NeotomaMemory
+from neotoma_agent import EmbeddedStore, NeotomaMemory, current_turn
 from neotoma_agent.integrations.openai_agents import AgentsStream, run, run_streamed
 
 pytestmark = pytest.mark.anyio
@@ -229,17 +229,21 @@ async def test_a_tool_error_that_escapes_abandons_the_turn(memory: NeotomaMemory
 
 
 async def test_cancelling_the_task_of_run_abandons_the_turn(memory: NeotomaMemory) -> None:
-    stall = Stalled("never shown ")
-    model = ScriptedModel([ModelStep.respond(lambda call: asyncio.Event().wait())])  # type: ignore[arg-type,return-value]
+    called = asyncio.Event()
+
+    async def hang(call: Any) -> Any:
+        called.set()
+        await asyncio.Event().wait()
+
+    model = ScriptedModel([ModelStep.respond(hang)])
     task = asyncio.ensure_future(
         run(agent_with(model), "Cancel run", memory=memory, run_config=NO_TRACE)
     )
-    await asyncio.sleep(0.2)
+    await called.wait()
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
     assert await stored(memory) == [("Cancel run", None, "abandoned")]
-    del stall
 
 
 async def test_cancelling_the_consumer_task_abandons_with_what_was_shown(
@@ -257,10 +261,23 @@ async def test_cancelling_the_consumer_task_abandons_with_what_was_shown(
 
 
 async def test_an_asyncio_timeout_abandons_and_raises_timeout_error(memory: NeotomaMemory) -> None:
-    model = ScriptedModel([Stalled("partial shown").step()])
-    with pytest.raises(TimeoutError):
-        async with asyncio.timeout(0.3):
+    stall = Stalled("partial shown")
+    model = ScriptedModel([stall.step()])
+
+    async def attempt() -> None:
+        async with asyncio.timeout(None) as deadline:
+
+            async def expire_once_shown() -> None:
+                await stall.shown.wait()
+                await asyncio.sleep(0.05)  # the delta reaches the consumer
+                deadline.reschedule(asyncio.get_running_loop().time())
+
+            expiry = asyncio.ensure_future(expire_once_shown())
             await streamed_text(agent_with(model), "Timeout turn", memory)
+        await expiry
+
+    with pytest.raises(TimeoutError):
+        await attempt()
     assert await stored(memory) == [("Timeout turn", "partial shown", "abandoned")]
 
 
@@ -398,18 +415,14 @@ async def test_history_is_sent_once_and_not_when_the_caller_carries_it(
 # --- tools and handoffs ---------------------------------------------------------------------
 
 
-async def test_a_tool_reaches_the_turn_and_the_callers_hooks_still_run(
+async def test_a_tool_reaches_the_turn_its_call_is_recorded_and_the_callers_hooks_run(
     memory: NeotomaMemory,
 ) -> None:
-    current_turn = pytest.importorskip("neotoma_agent").__dict__.get("current_turn")
-    if current_turn is None:
-        pytest.skip("current_turn() lands with the tool-call API")
-
     @function_tool
-    def book() -> str:
+    def book(party: int) -> str:
         turn = current_turn()
         assert turn is not None
-        return turn.remember("booking", name="Table for two")
+        return turn.remember("booking", name="Table", party=party)
 
     class Hooks(RunHooks[Any]):
         def __init__(self) -> None:
@@ -420,14 +433,58 @@ async def test_a_tool_reaches_the_turn_and_the_callers_hooks_still_run(
 
     hooks = Hooks()
     model = ScriptedModel(
-        [[function_call("book", {}, call_id="c1")], [assistant_message("Booked.")]]
+        [[function_call("book", {"party": 2}, call_id="c1")], [assistant_message("Booked.")]]
     )
-    await run(
+    ran = await run(
         agent_with(model, tools=[book]), "Book it", memory=memory, run_config=NO_TRACE, hooks=hooks
     )
     assert hooks.ended == ["book"]
     [h] = await memory.history(limit=None)
     assert (h.reply, h.status, len(h.reply_refers_to)) == ("Booked.", "completed", 1)
+    [call] = ran.turn.result.tools
+    assert (call.name, call.status, call.call_id, call.args) == ("book", "ok", "c1", {"party": 2})
+    assert call.result == h.reply_refers_to[0]
+
+
+async def test_a_streamed_runs_tool_call_is_recorded(memory: NeotomaMemory) -> None:
+    @function_tool
+    def lookup(name: str) -> str:
+        return "a customer"
+
+    model = ScriptedModel(
+        [[function_call("lookup", {"name": "Acme"}, call_id="c9")], [assistant_message("Yes.")]]
+    )
+    async with run_streamed(
+        agent_with(model, tools=[lookup]), "Acme?", memory=memory, run_config=NO_TRACE
+    ) as s:
+        pass
+    [call] = s.turn.result.tools
+    assert (call.name, call.status, call.result) == ("lookup", "ok", "a customer")
+
+
+async def test_a_tool_that_fails_the_run_is_recorded_as_an_error(memory: NeotomaMemory) -> None:
+    @function_tool(failure_error_function=None)
+    def lookup() -> str:
+        raise Boom("tool down")
+
+    model = ScriptedModel([[function_call("lookup", {}, call_id="c1")]])
+    turns: list[Any] = []
+
+    class Hooks(RunHooks[Any]):
+        async def on_tool_start(self, context: Any, agent: Any, tool: Any) -> None:
+            turns.append(current_turn())
+
+    with pytest.raises(UserError):
+        await run(
+            agent_with(model, tools=[lookup]),
+            "Look",
+            memory=memory,
+            run_config=NO_TRACE,
+            hooks=Hooks(),
+        )
+    [call] = turns[0].result.tools
+    assert (call.name, call.status, call.call_id) == ("lookup", "error", "c1")
+    assert call.error_class == "agents.exceptions.UserError"
 
 
 async def test_a_handoff_stays_one_turn(memory: NeotomaMemory) -> None:
@@ -443,6 +500,9 @@ async def test_a_handoff_stays_one_turn(memory: NeotomaMemory) -> None:
     # The agent handed to gets the same context block.
     assert billing_model.calls[0].system_instructions is not None
     assert "Known entities" in billing_model.calls[0].system_instructions
+    # What is recorded of the handoff: a call named after it, from one agent to the other.
+    [call] = ran.turn.result.tools
+    assert (call.name, call.args) == ("transfer_to_billing", {"from": "assistant", "to": "billing"})
 
 
 # --- non-text inputs and outputs ------------------------------------------------------------

@@ -38,7 +38,7 @@ from pydantic_ai.models.function import AgentInfo, DeltaToolCall, DeltaToolCalls
 from pydantic_ai.models.test import TestModel
 from structlog.testing import capture_logs
 
-from neotoma_agent import EmbeddedStore, NeotomaMemory, Turn
+from neotoma_agent import EmbeddedStore, NeotomaMemory, Turn, current_turn
 from neotoma_agent.integrations.pydantic_ai import NeotomaCapability
 
 pytestmark = pytest.mark.anyio
@@ -272,9 +272,19 @@ async def test_an_asyncio_timeout_abandons_the_turn_and_raises_timeout_error(
     memory: NeotomaMemory, drive: Drive
 ) -> None:
     script = Script(memory, chunks=("shown ",), block=True)
-    with pytest.raises(TimeoutError):
-        async with asyncio.timeout(0.3):
+
+    async def expire_once_shown(deadline: asyncio.Timeout) -> None:
+        await script.shown.wait()
+        deadline.reschedule(asyncio.get_running_loop().time())
+
+    async def attempt() -> None:
+        async with asyncio.timeout(None) as deadline:
+            expiry = asyncio.ensure_future(expire_once_shown(deadline))
             await drive(agent_for(memory, script), "Timeout turn")
+        await expiry
+
+    with pytest.raises(TimeoutError):
+        await attempt()
     assert await stored(memory) == [("Timeout turn", "shown ", "abandoned")]
 
 
@@ -294,8 +304,10 @@ async def test_the_frameworks_cancellation_token_abandons_the_turn(memory: Neoto
 async def test_the_frameworks_timeout_abandons_the_turn(memory: NeotomaMemory) -> None:
     script = Script(memory, chunks=("shown ",), block=True)
     with pytest.raises(RunCancelled):  # RunTimedOut, a RunCancelled
-        await agent_for(memory, script).run("Run timeout", timeout=0.3)
-    assert await stored(memory) == [("Run timeout", "shown ", "abandoned")]
+        await agent_for(memory, script).run("Run timeout", timeout=1.0)
+    [(user, reply, status)] = await stored(memory)
+    assert (user, status) == ("Run timeout", "abandoned")
+    assert reply in ("shown ", None)  # the deadline may come before the model's first chunk
 
 
 async def test_breaking_out_of_iter_abandons_the_turn(memory: NeotomaMemory) -> None:
@@ -322,6 +334,9 @@ async def test_leaving_a_stream_early_abandons_the_turn_with_what_was_shown(
 # --- no final output ------------------------------------------------------------------------
 
 
+SENT: list[Turn] = []  # the turn each approved send_email ran in
+
+
 def approval_agent(memory: NeotomaMemory, script: Script) -> Agent[None, Any]:
     agent: Agent[None, Any] = Agent(
         script.model(),
@@ -329,8 +344,13 @@ def approval_agent(memory: NeotomaMemory, script: Script) -> Agent[None, Any]:
         capabilities=[NeotomaCapability(memory)],
     )
 
+    SENT.clear()
+
     @agent.tool_plain(requires_approval=True)
     def send_email() -> str:
+        turn = current_turn()
+        assert turn is not None
+        SENT.append(turn)
         return "sent"
 
     return agent
@@ -404,27 +424,73 @@ async def test_the_stored_history_is_given_once(memory: NeotomaMemory) -> None:
 # --- tools ----------------------------------------------------------------------------------
 
 
-async def test_a_tool_reaches_the_turn_to_remember_and_cite(memory: NeotomaMemory) -> None:
-    current_turn = pytest.importorskip("neotoma_agent").__dict__.get("current_turn")
-    if current_turn is None:
-        pytest.skip("current_turn() lands with the tool-call API")
-
+async def test_a_tool_reaches_the_turn_to_remember_and_its_call_is_recorded(
+    memory: NeotomaMemory,
+) -> None:
     script = Script(memory, chunks=("Booked.",), tool="book")
     agent = agent_for(memory, script)
-    seen: list[Turn | None] = []
+    turns: list[Turn] = []
 
     @agent.tool_plain
-    def book() -> str:
+    def book() -> dict[str, str]:
         turn = current_turn()
-        seen.append(turn)
         assert turn is not None
-        return turn.remember("booking", name="Table for two")
+        turns.append(turn)
+        return {"booking": turn.remember("booking", name="Table for two")}
 
     await agent.run("Book a table")
-    assert seen[0] is not None
     [h] = await memory.history(limit=None)
     assert (h.user, h.reply, h.status) == ("Book a table", "Booked.", "completed")
     assert len(h.reply_refers_to) == 1
+    [call] = turns[0].result.tools
+    assert (call.name, call.status, call.call_id, call.args) == ("book", "ok", "call-1", {})
+    assert call.result == {"booking": h.reply_refers_to[0]}
+    assert call.duration_ms is not None
+    snapshot = await memory.transport.get_entity_snapshot(turns[0].result.tool_ids[0])
+    assert snapshot.snapshot["tool_name"] == "book"
+
+
+async def test_a_failing_tool_is_recorded_as_an_error_on_the_abandoned_turn(
+    memory: NeotomaMemory,
+) -> None:
+    script = Script(memory, tool="lookup")
+    agent = agent_for(memory, script)
+    turns: list[Turn] = []
+
+    @agent.tool_plain
+    def lookup() -> str:
+        turn = current_turn()
+        assert turn is not None
+        turns.append(turn)
+        raise Boom("tool down")
+
+    with pytest.raises(Boom):
+        await agent.run("Look it up")
+    [call] = turns[0].result.tools
+    assert (call.name, call.status, call.error_class) == ("lookup", "error", f"{__name__}.Boom")
+    assert turns[0].result.status.value == "abandoned"
+
+
+async def test_a_call_deferred_for_approval_is_recorded_once_when_it_runs(
+    memory: NeotomaMemory,
+) -> None:
+    script = Script(memory, chunks=("Email sent.",), tool="send_email")
+    agent = approval_agent(memory, script)
+    deferred = await agent.run("Send the email")
+    resumed = await agent.run(
+        None,
+        message_history=deferred.all_messages(),
+        deferred_tool_results=DeferredToolResults(approvals={"call-1": True}),
+    )
+    assert resumed.output == "Email sent."
+    [turn] = SENT
+    [call] = turn.result.tools
+    assert (call.name, call.status, call.call_id, call.result) == (
+        "send_email",
+        "ok",
+        "call-1",
+        "sent",
+    )
 
 
 # --- non-text prompts and outputs -----------------------------------------------------------
