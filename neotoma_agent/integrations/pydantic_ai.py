@@ -112,6 +112,8 @@ class NeotomaCapability(AbstractCapability[Any]):
       that is abandoned (this makes every request streamed; see the module docstring).
     - ``turn_id``: a function of the ``RunContext`` giving the turn id (``None``: the
       default, the run's ``run_id``).
+    - ``on_turn_end``: called with the :class:`~neotoma_agent.Turn` once it is stored
+      (completed or abandoned), where ``turn.result`` says what was stored.
 
     A fresh copy serves each run (``for_run``), so one capability serves concurrent runs.
     """
@@ -122,6 +124,7 @@ class NeotomaCapability(AbstractCapability[Any]):
     context_chars: int = 4000
     partial_text: bool = True
     turn_id: TurnIdFunc | None = None
+    on_turn_end: Callable[[Turn], object] | None = None
     # Per-run state, on the copy ``for_run`` returns: ContextVars reach the run body from
     # wrap_run, but nothing comes back, so the run's hooks find the turn here.
     _turn: Turn | None = field(default=None, init=False, repr=False, compare=False)
@@ -188,7 +191,11 @@ class NeotomaCapability(AbstractCapability[Any]):
         except NoFinalReply as exc:
             if exc is not no_reply or result is None:
                 raise
-            return result
+        finally:
+            # After the async with, an entered turn is stored (or failed to be: FAILED).
+            if self.on_turn_end is not None and self._turn is not None:
+                self.on_turn_end(self._turn)
+        assert result is not None
         return result
 
     async def wrap_run_event_stream(

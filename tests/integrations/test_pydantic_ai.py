@@ -546,6 +546,17 @@ async def test_partial_text_off_keeps_plain_requests(memory: NeotomaMemory) -> N
     assert await stored(memory) == [("Hi", "Plain.", "completed")]
 
 
+async def test_on_turn_end_gets_each_stored_turn(memory: NeotomaMemory) -> None:
+    ended: list[Turn] = []
+    script = Script(memory)
+    agent = agent_for(memory, script, on_turn_end=ended.append)
+    await agent.run("What about Acme Corp?")
+    with pytest.raises(Boom):
+        await agent_for(memory, Script(memory, fail=Boom()), on_turn_end=ended.append).run("Fail")
+    assert [t.result.status.value for t in ended] == ["completed", "abandoned"]
+    assert ended[0].result.retrieved_ids == ended[0].retrieved_ids != ()
+
+
 async def test_bad_settings_are_refused(memory: NeotomaMemory) -> None:
     with pytest.raises(TypeError):
         NeotomaCapability("not a memory")  # type: ignore[arg-type]
