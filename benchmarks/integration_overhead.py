@@ -4,8 +4,8 @@
                                               [--only pydantic-ai|openai-agents]
 
 For each framework whose package is installed, on the embedded store (a SQLite file), with
-the framework's own test model, three loops run interleaved, round after round, so that all
-see the same machine:
+the framework's own test model, four loops take turns one run at a time (rotating the
+order), round after round, so that all see the same machine:
 
 - ``framework``: the framework run alone (Pydantic AI ``agent.run`` with a ``FunctionModel``
   streaming a short reply; the Agents SDK ``Runner.run`` with a ``ScriptedModel``), no memory;
@@ -151,11 +151,17 @@ FRAMEWORKS: dict[str, tuple[str, Callable[[NeotomaMemory], dict[str, Loop]]]] = 
 }
 
 
-async def cpu_per_turn(loop: Loop, turns: int, label: str) -> float:
-    started = time.process_time()
+async def one_round(loops: dict[str, Loop], turns: int, label: str) -> dict[str, float]:
+    """CPU ms per turn of each loop over ``turns`` turns, the loops taking turns one by one
+    (in a rotating order), so a slower moment of the machine falls on all of them."""
+    spent = dict.fromkeys(loops, 0.0)
+    order = list(loops)
     for i in range(turns):
-        await loop(f"What about Acme Corp? ({label} {i})")
-    return (time.process_time() - started) / turns * 1000
+        for name in order[i % len(order) :] + order[: i % len(order)]:
+            started = time.process_time()
+            await loops[name](f"What about Acme Corp? ({label} {name} {i})")
+            spent[name] += time.process_time() - started
+    return {name: total / turns * 1000 for name, total in spent.items()}
 
 
 async def measure(name: str, args: argparse.Namespace) -> dict[str, Any]:
@@ -171,12 +177,11 @@ async def measure(name: str, args: argparse.Namespace) -> dict[str, Any]:
                     t.reply = REPLY
 
             loops["turn"] = turn_only
-            for label, loop in loops.items():  # warm up: imports, caches, SQLite pages
-                await cpu_per_turn(loop, max(1, args.turns // 10), f"warm-{label}")
+            await one_round(loops, max(1, args.turns // 10), "warm")  # imports, caches, pages
             samples: dict[str, list[float]] = {label: [] for label in loops}
             for r in range(args.rounds):
-                for label, loop in loops.items():
-                    samples[label].append(await cpu_per_turn(loop, args.turns, f"{label}-{r}"))
+                for label, ms in (await one_round(loops, args.turns, f"r{r}")).items():
+                    samples[label].append(ms)
     med = {label: statistics.median(values) for label, values in samples.items()}
     return {
         "framework_ms": med["framework"],

@@ -8,8 +8,6 @@ What a turn stored is read back with ``memory.history()``.
 from __future__ import annotations
 
 import asyncio
-import subprocess
-import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -554,13 +552,3 @@ async def test_bad_arguments_are_refused_before_any_io(memory: NeotomaMemory) ->
 
 def test_the_stream_type_is_exported() -> None:
     assert AgentsStream.__name__ == "AgentsStream"
-
-
-def test_importing_without_the_sdk_names_the_extra() -> None:
-    code = (
-        "import sys; sys.modules['agents'] = None\n"
-        "try:\n    import neotoma_agent.integrations.openai_agents\n"
-        "except ImportError as e:\n    print(e)\n"
-    )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert "neotoma-agent[openai-agents]" in out.stdout

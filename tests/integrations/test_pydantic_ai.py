@@ -9,8 +9,6 @@ Pydantic AI's ``FunctionModel`` (a stream function that can yield, raise or bloc
 from __future__ import annotations
 
 import asyncio
-import subprocess
-import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,7 +27,6 @@ from pydantic_ai import (
     DeferredToolResults,
     ImageUrl,
     RunCancelled,
-    RunContext,
     UnexpectedModelBehavior,
     models,
 )
@@ -563,15 +560,3 @@ async def test_bad_settings_are_refused(memory: NeotomaMemory) -> None:
     with pytest.raises(ValueError, match="context_chars"):
         NeotomaCapability(memory, context_chars=-1)
 
-
-def test_importing_without_pydantic_ai_names_the_extra() -> None:
-    code = (
-        "import sys; sys.modules['pydantic_ai'] = None\n"
-        "try:\n    import neotoma_agent.integrations.pydantic_ai\n"
-        "except ImportError as e:\n    print(e)\n"
-    )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert "neotoma-agent[pydantic-ai]" in out.stdout
-
-
-_ = RunContext  # re-exported for readers of the stream function's signature
