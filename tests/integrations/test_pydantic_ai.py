@@ -559,4 +559,3 @@ async def test_bad_settings_are_refused(memory: NeotomaMemory) -> None:
         NeotomaCapability("not a memory")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="context_chars"):
         NeotomaCapability(memory, context_chars=-1)
-
