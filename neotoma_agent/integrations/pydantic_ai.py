@@ -35,8 +35,9 @@ What is stored, by rule:
 
 Context: :meth:`~neotoma_agent.Turn.context` reaches the model as instructions (``context``
 on by default, ``context_chars`` its budget); the conversation's stored history is left out
-of it when the run carries its own (``message_history`` or ``conversation=``), so it is never
-fed twice. Tools reach the turn with :func:`neotoma_agent.current_turn`.
+of it when the run starts from earlier messages (``message_history``, or a ``conversation=``
+that loads them), so it is never fed twice. Tools reach the turn with
+:func:`neotoma_agent.current_turn`.
 
 Partial text comes from the run's event stream; watching it makes every ``run()`` use
 streamed model requests (Pydantic AI's rule for capabilities that watch events), so a
