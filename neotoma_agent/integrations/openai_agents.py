@@ -31,6 +31,8 @@ What is stored, by rule:
   original input; pass ``turn_id=`` the interrupted run's turn id so the resumed run completes
   that turn.
 - **The reply**: ``result.final_output``; a structured ``output_type`` is stored as its JSON.
+  The turn record's ``model`` is the run's model name (the ``RunConfig``'s, else the starting
+  agent's), when a string names it.
   Handoffs stay one turn: the reply is the final output of the agent that answered.
 - **Tool calls**: every function tool the SDK runs is recorded on the turn, and each handoff
   as a call named after it (``transfer_to_<agent>``, ``{"from": ..., "to": ...}``).
@@ -120,7 +122,7 @@ async def run(
     plan = _Plan.make(memory, input, turn_id, context, context_chars, history, runner_kwargs)
     no_reply: NoFinalReply | None = None
     result: RunResult | None = None
-    turn = plan.turn()
+    turn = plan.turn(_model_name(agent, run_config))
     try:
         async with turn:
             recorder = _Recorder(turn, hooks)
@@ -186,7 +188,7 @@ class AgentsStream:
         self._agent = agent
         self._plan = plan
         self._run_config = run_config
-        self._turn = plan.turn()
+        self._turn = plan.turn(_model_name(agent, run_config))
         self._recorder = _Recorder(self._turn, hooks)
         self._result: RunResultStreaming | None = None
         self._events: AsyncIterator[StreamEvent] | None = None
@@ -329,8 +331,8 @@ class _Plan:
             kwargs,
         )
 
-    def turn(self) -> Turn:
-        return self.memory.turn(self.user_text, turn_id=self.turn_id)
+    def turn(self, model: str | None) -> Turn:
+        return self.memory.turn(self.user_text, turn_id=self.turn_id, model=model)
 
     def input(self, turn: Turn) -> Any:
         if not self.send_history or not turn.history:
@@ -372,6 +374,25 @@ class _Plan:
             )
 
         return dataclasses.replace(base, call_model_input_filter=with_context)
+
+
+def _model_name(agent: Agent[Any], run_config: RunConfig | Mapping[str, Any] | None) -> str | None:
+    """The turn record's ``model``: the run's model name (the RunConfig's, else the
+    starting agent's), when it is named by a string (a Model object names none we can read)."""
+    given = (
+        run_config.model
+        if isinstance(run_config, RunConfig)
+        else run_config.get("model")
+        if run_config is not None
+        else None
+    )
+    for model in (given, agent.model):
+        if isinstance(model, str) and model.strip():
+            return model
+        name = getattr(model, "model", None)
+        if isinstance(name, str) and name.strip():
+            return name
+    return None
 
 
 def _user_text(input: Any) -> str:

@@ -29,7 +29,7 @@ What is stored, by rule:
 - **The reply**: ``result.output`` when it is a ``str``; a structured ``output_type`` is
   stored as its JSON (see :func:`neotoma_agent.integrations._common.reply_text`).
 - **The turn id**: the run's ``run_id`` unless ``turn_id=`` (a function of the run context)
-  says otherwise.
+  says otherwise; the turn record's ``model`` is the run model's ``model_name``.
 - **Tool calls**: every tool the agent runs is recorded on the turn (name, arguments, result,
   status, duration, the model's call id); a call deferred for approval is not a call yet.
 
@@ -177,7 +177,7 @@ class NeotomaCapability(AbstractCapability[Any]):
         no_reply: NoFinalReply | None = None
         result: AgentRunResult[Any] | None = None
         try:
-            async with self.memory.turn(text, turn_id=turn_id) as turn:
+            async with self.memory.turn(text, turn_id=turn_id, model=_model_name(ctx)) as turn:
                 self._turn = turn
                 result = await handler()
                 output = result.output
@@ -271,6 +271,12 @@ class NeotomaCapability(AbstractCapability[Any]):
             if turn is not None and turn.state is TurnState.OPEN:
                 turn.append("".join(p.content for p in response.parts if isinstance(p, TextPart)))
         return response
+
+
+def _model_name(ctx: RunContext[Any]) -> str | None:
+    # The turn record's ``model``: the name Pydantic AI gives the run's model.
+    name = getattr(ctx.model, "model_name", None)
+    return name if isinstance(name, str) and name.strip() else None
 
 
 def _describe_part(part: object) -> str | None:

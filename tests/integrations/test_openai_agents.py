@@ -552,3 +552,14 @@ async def test_bad_arguments_are_refused_before_any_io(memory: NeotomaMemory) ->
 
 def test_the_stream_type_is_exported() -> None:
     assert AgentsStream.__name__ == "AgentsStream"
+
+
+def test_the_turn_record_names_the_model_a_string_names() -> None:
+    from neotoma_agent.integrations.openai_agents import _model_name
+
+    scripted = agent_with(ScriptedModel([]))
+    assert _model_name(scripted, None) is None  # a Model object with no name to read
+    named = Agent(name="a", model="gpt-x")
+    assert _model_name(named, None) == "gpt-x"
+    assert _model_name(named, RunConfig(model="gpt-y")) == "gpt-y"  # the RunConfig's wins
+    assert _model_name(scripted, {"model": "gpt-z"}) == "gpt-z"

@@ -551,6 +551,7 @@ async def test_on_turn_end_gets_each_stored_turn(memory: NeotomaMemory) -> None:
     with pytest.raises(Boom):
         await agent_for(memory, Script(memory, fail=Boom()), on_turn_end=ended.append).run("Fail")
     assert [t.result.status.value for t in ended] == ["completed", "abandoned"]
+    assert ended[0].model == script.model().model_name  # the turn record names the model
     assert ended[0].result.retrieved_ids == ended[0].retrieved_ids != ()
 
 
