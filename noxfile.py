@@ -25,6 +25,19 @@ def slow(session: nox.Session) -> None:
 
 
 @nox.session
+def integrations(session: nox.Session) -> None:
+    """The framework integrations against their real packages (extras pydantic-ai and
+    openai-agents): mypy --strict with the frameworks installed, then tests/integrations.
+
+    Not in CI's default run: installing the two frameworks adds minutes, not seconds (their
+    tests skip there). Pydantic AI needs Python >= 3.11; on 3.10 its tests skip.
+    """
+    session.install("-e", ".[test,dev,pydantic-ai,openai-agents]")
+    session.run("mypy", "--strict", "neotoma_agent")
+    session.run("pytest", "tests/integrations", "tests/test_examples.py", *session.posargs)
+
+
+@nox.session
 def lint(session: nox.Session) -> None:
     """ruff check and ruff format --check."""
     session.install("ruff")

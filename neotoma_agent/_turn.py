@@ -555,7 +555,7 @@ class Turn(TurnTools):
         self._produced = {p.entity_id: p for p in merged}
         return item.entity_id
 
-    def context(self, *, max_chars: int = 4000) -> str:
+    def context(self, *, max_chars: int = 4000, history: bool = True) -> str:
         """A compact, deterministic text block of what this turn knows, for any prompt.
 
         The retrieved entities (type, name, id, their telling fields) in rank order, then
@@ -572,9 +572,11 @@ class Turn(TurnTools):
             [turn 1 · completed] assistant: Acme Corp is a customer.
 
         A turn is tagged ``turn N`` when it was given a ``turn_number``, else with its id.
+        ``history=False`` leaves the history out (for an agent that already sends the
+        conversation's earlier messages itself, so they are not fed twice).
         ``ValueError`` for a ``max_chars`` that is not an int >= 0.
         """
-        text = render_context(self.retrieved, self._history, max_chars=max_chars)
+        text = render_context(self.retrieved, self._history if history else (), max_chars=max_chars)
         # Stored as the turn record's injected_context_chars: the last block rendered.
         self._context_chars = len(text)
         return text
