@@ -25,6 +25,19 @@ def slow(session: nox.Session) -> None:
 
 
 @nox.session
+def integrations(session: nox.Session) -> None:
+    """The framework integrations against their real packages (extras pydantic-ai and
+    openai-agents): mypy --strict with the frameworks installed, then tests/integrations.
+
+    Not in CI's default run: installing the two frameworks adds minutes, not seconds (their
+    tests skip there). Pydantic AI needs Python >= 3.11; on 3.10 its tests skip.
+    """
+    session.install("-e", ".[test,dev,pydantic-ai,openai-agents]")
+    session.run("mypy", "--strict", "neotoma_agent")
+    session.run("pytest", "tests/integrations", "tests/test_examples.py", *session.posargs)
+
+
+@nox.session
 def lint(session: nox.Session) -> None:
     """ruff check and ruff format --check."""
     session.install("ruff")
@@ -46,3 +59,11 @@ def bench(session: nox.Session) -> None:
     session.run("mkdir", "-p", "benchmarks/results", external=True)
     for name in ("embedded_store", "turn_protocol", "turn_overhead", "audit", "outbox"):
         session.run("python", f"benchmarks/{name}.py", "--json", f"benchmarks/results/{name}.json")
+
+
+@nox.session
+def browser(session: nox.Session) -> None:
+    """The web view in headless Chromium (Debian's `chromium` package): every page, its
+    links, the hostile corpus inert; NEOTOMA_UI_SCREENSHOTS=DIR keeps the screenshots."""
+    session.install("-e", ".[test,ui]")
+    session.run("pytest", "-m", "slow", "tests/ui/test_ui_browser.py", *session.posargs)

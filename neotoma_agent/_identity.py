@@ -236,7 +236,7 @@ def _merge_array(*fields: str) -> dict[str, MergePolicy]:
 _CONVERSATION_FIELDS: Final = (
     "conversation_id", "session_id", "title", "summary", "started_at", "ended_at", "date",
     "participant_count", "reported_message_count", "participants", "topics", "decisions",
-    "open_tasks", "model", "tool", "source_url", "schema_version",
+    "open_tasks", "model", "tool", "source_url", "schema_version", "harness",
 )  # fmt: skip
 _MESSAGE_FIELDS: Final = (
     "role", "content", "turn_key", "sender_kind", "sender_agent_id", "recipient_agent_id",

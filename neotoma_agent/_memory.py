@@ -15,17 +15,19 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 import attrs
-import structlog
 
 from ._checks import check_count, check_optional_count
 from ._history import HistoryTurn, read_history
 from ._keys import (
     TurnKeys,
     new_turn_id,
+    turn_id_ms,
     turn_keys,
+    turn_record_entity_id,
     validate_conversation_id,
     validate_entity_id,
 )
+from ._log import bound_context
 from ._payloads import (
     ConversationSettings,
     Produced,
@@ -47,6 +49,7 @@ from ._phases import (
 from ._retrieval import EMPTY_RETRIEVAL, Extractor, RetrievalStats, Retrieved
 from ._shield import raise_deferred
 from ._text import check_text
+from ._tool_reads import StoredToolCall, read_tool_details
 from ._tools import (
     DEFAULT_TOOL_PAYLOAD_CHARS,
     ToolCall,
@@ -56,6 +59,7 @@ from ._tools import (
     ToolRedactor,
     ToolStatus,
     check_tools,
+    iso_ms,
     merge_tools,
 )
 from ._turn import Turn, TurnResult, TurnState, close_failure, finish, finish_attempt
@@ -375,6 +379,22 @@ class NeotomaMemory:
         """
         return await read_history(self.transport, self.conversation_id, limit=limit, before=before)
 
+    async def tools(self, turn_id: str) -> tuple[StoredToolCall, ...]:
+        """The tool calls stored with turn ``turn_id``, with their arguments and results.
+
+        Ordered by ``invoked_at``; each :class:`~neotoma_agent.StoredToolCall` has the
+        snapshot's fields (name, status, duration, entity id) and what the observation
+        keeps (``args`` and ``result`` as stored: capped or summarised per the writer's
+        settings, ``call_id``, ``error_class``). Two reads, then one per call, concurrently.
+        A turn with no calls (or not stored) has none (``()``)::
+
+            for call in await memory.tools(t.turn_id):
+                print(call.name, call.status, call.duration_ms, call.args, call.result)
+        """
+        keys = turn_keys(self.conversation_id, turn_id)
+        record_id = turn_record_entity_id(keys.conversation_id, keys.turn_id)
+        return await read_tool_details(self.transport, record_id)
+
     async def retrieve(self, text: str) -> Retrieved:
         """Bounded retrieval for ``text`` alone (what a turn's enter phase runs)."""
         return await self._phases.retrieve(check_text("text", text))
@@ -399,13 +419,16 @@ class NeotomaMemory:
             user_message, turn_id, turn_number, user_extra, revision
         )
         model = _check_model(model)
-        with structlog.contextvars.bound_contextvars(
-            conversation_id=self.conversation_id, turn_id=keys.turn_id
-        ):
+        with bound_context(conversation_id=self.conversation_id, turn_id=keys.turn_id):
             attempt = EnterAttempt()
             try:
                 opened, retrieved, history = await self._phases.enter(
-                    keys, user_message, turn_number=turn_number, user_extra=extra, attempt=attempt
+                    keys,
+                    user_message,
+                    turn_number=turn_number,
+                    user_extra=extra,
+                    attempt=attempt,
+                    model=model,
                 )
             except BaseException:
                 if attempt.closed:
@@ -469,7 +492,9 @@ class NeotomaMemory:
             opened,
             retrieved,
             handle,
-            lambda: self._phases.complete(opened, reply, retrieved.ids, cited, products, calls),
+            lambda: self._phases.complete(
+                opened, reply, retrieved.ids, cited, products, calls, model=model
+            ),
             TurnState.COMPLETED,
             reply,
             cited,
@@ -513,7 +538,7 @@ class NeotomaMemory:
             retrieved,
             handle,
             lambda: self._phases.abandon(
-                opened, partial, error_class, retrieved.ids, cited, products, calls
+                opened, partial, error_class, retrieved.ids, cited, products, calls, model=model
             ),
             TurnState.ABANDONED,
             partial,
@@ -537,9 +562,7 @@ class NeotomaMemory:
     ) -> TurnResult:
         """The closing phase of ``close_turn`` / ``abandon_turn``: one shielded store."""
         started = time.perf_counter()
-        with structlog.contextvars.bound_contextvars(
-            conversation_id=self.conversation_id, turn_id=opened.keys.turn_id
-        ):
+        with bound_context(conversation_id=self.conversation_id, turn_id=opened.keys.turn_id):
             completion = await self._phases.shielded(phase)
             close_error = completion.error
             result = finish(
@@ -590,9 +613,7 @@ class NeotomaMemory:
         calls = merge_tools(keys.user_turn_key, check_tools(tools))
         model = _check_model(model)
         started = time.perf_counter()
-        with structlog.contextvars.bound_contextvars(
-            conversation_id=self.conversation_id, turn_id=keys.turn_id
-        ):
+        with bound_context(conversation_id=self.conversation_id, turn_id=keys.turn_id):
             retrieved = await self._phases.retrieve(user_message) if retrieve else EMPTY_RETRIEVAL
             payload = recorded_payload(
                 self.settings,
@@ -604,6 +625,8 @@ class NeotomaMemory:
                 turn_number=turn_number,
                 user_extra=extra,
                 tools=self._phases.tool_entities(keys, calls),
+                model=model,
+                started_at=_id_time(keys),
             )
             stored = await self._phases.store(payload, keys, "recorded")
             opened = self._phases.opened(keys, turn_number, stored, payload)
@@ -676,6 +699,12 @@ class NeotomaMemory:
             conversation_entity_id=conversation_entity_id or "",
         )
         return opened, Retrieved(tuple(_bare(i) for i in ids), EMPTY_RETRIEVAL.stats), None
+
+
+def _id_time(keys: TurnKeys) -> str | None:
+    # A recorded turn's start, when its id says it (a UUIDv7); no clock is read.
+    ms = turn_id_ms(keys.turn_id)
+    return None if ms is None else iso_ms(ms)
 
 
 def _turn_tools(

@@ -29,7 +29,6 @@ failure is logged at ERROR. ``t.result.close_error`` holds the cause.
 from __future__ import annotations
 
 import contextvars
-import datetime
 import enum
 import time
 from collections.abc import AsyncGenerator, AsyncIterable, Mapping
@@ -38,19 +37,19 @@ from types import TracebackType
 from typing import Any
 
 import attrs
-import structlog
 
 from ._context import render_context
 from ._current import enter_current, exit_current
 from ._history import HistoryTurn
 from ._keys import TurnKeys, validate_entity_id
-from ._log import get_logger
+from ._log import bound_context, get_logger
 from ._payloads import Produced, merge_produced, produced_entity
 from ._phases import CloseOutcome, EnterAttempt, Opened, Phases, error_class_name
 from ._retrieval import EMPTY_RETRIEVAL, RetrievalStats, Retrieved
 from ._shield import raise_deferred
 from ._text import split_pending
-from ._tools import ActiveToolCall, ToolCall, ToolLog, ToolStatus
+from ._tools import ToolCall, ToolLog
+from ._turn_tools import TurnTools
 from .exceptions import IdempotencyMismatchError, TurnCloseError, TurnStateError, ValidationError
 from .transport._base import Entity
 
@@ -280,7 +279,7 @@ def _cite_id(value: str | Entity) -> str:
     return validate_entity_id(value.id if isinstance(value, Entity) else value)
 
 
-class Turn:
+class Turn(TurnTools):
     """One turn of a conversation, as an async context manager (``memory.turn(...)``).
 
     In the body, read what memory holds (``t.retrieved``: the entities the user message
@@ -303,6 +302,7 @@ class Turn:
         "_body_started",
         "_chunks",
         "_cited",
+        "_context_chars",
         "_context_token",
         "_entered_at",
         "_history",
@@ -355,6 +355,7 @@ class Turn:
         self._cited: list[str] = []
         self._tools = ToolLog(keys.user_turn_key)
         self._context_token: contextvars.Token[Any] | None = None
+        self._context_chars: int | None = None
         self._opened: Opened | None = None
         self._retrieved: Retrieved = EMPTY_RETRIEVAL
         self._history: tuple[HistoryTurn, ...] = ()
@@ -554,7 +555,7 @@ class Turn:
         self._produced = {p.entity_id: p for p in merged}
         return item.entity_id
 
-    def context(self, *, max_chars: int = 4000) -> str:
+    def context(self, *, max_chars: int = 4000, history: bool = True) -> str:
         """A compact, deterministic text block of what this turn knows, for any prompt.
 
         The retrieved entities (type, name, id, their telling fields) in rank order, then
@@ -571,91 +572,19 @@ class Turn:
             [turn 1 · completed] assistant: Acme Corp is a customer.
 
         A turn is tagged ``turn N`` when it was given a ``turn_number``, else with its id.
+        ``history=False`` leaves the history out (for an agent that already sends the
+        conversation's earlier messages itself, so they are not fed twice).
         ``ValueError`` for a ``max_chars`` that is not an int >= 0.
         """
-        return render_context(self.retrieved, self._history, max_chars=max_chars)
+        text = render_context(self.retrieved, self._history if history else (), max_chars=max_chars)
+        # Stored as the turn record's injected_context_chars: the last block rendered.
+        self._context_chars = len(text)
+        return text
 
     @property
     def produced_ids(self) -> tuple[str, ...]:
         """Ids of the entities :meth:`remember` recorded so far."""
         return tuple(self._produced)
-
-    # ------------------------------------------------------------------ tool calls
-
-    @property
-    def model(self) -> str | None:
-        """The model the caller named (``memory.turn(..., model=...)``), if any."""
-        return self._model
-
-    @property
-    def tools(self) -> tuple[ToolCall, ...]:
-        """The tool calls recorded so far, ordered by ``invoked_at``."""
-        return self._tools.calls
-
-    def tool(self, name: str, args: Any = None, *, call_id: str | None = None) -> ActiveToolCall:
-        """Time and record one tool call: ``async with t.tool(name, args) as call:`` (or ``with``).
-
-        Set ``call.result`` in the body. ``invoked_at`` is read once, when the body starts;
-        the call ends ``ok``, ``error`` (an exception: its class is kept) or ``cancelled``
-        (a cancellation, ``KeyboardInterrupt``), and the body's exception or cancellation
-        propagates unchanged. The call is written in the turn's closing store (no extra
-        round trip), completed or abandoned, as a ``tool_invocation`` entity the turn record
-        REFERS_TO. Entities the tool's result names or produces go through :meth:`remember`
-        or :meth:`cite`, as before::
-
-            async with t.tool("search_flights", {"to": "LIS"}) as call:
-                call.result = await search_flights(to="LIS")
-
-        Bad input (an empty or non-str name, args that are not plain JSON) raises here,
-        before the call runs; :class:`~neotoma_agent.TurnStateError` unless the turn is open.
-        """
-        self._require_open("record a tool call")
-        return ActiveToolCall(self._add_tool, name, args, call_id)
-
-    def record_tool(
-        self,
-        name: str,
-        *,
-        args: Any = None,
-        result: Any = None,
-        status: ToolStatus = "ok",
-        invoked_at: datetime.datetime | str | None = None,
-        duration_ms: float | None = None,
-        call_id: str | None = None,
-        error_class: str | None = None,
-    ) -> ToolCall:
-        """Record a call a framework already made; return the record kept.
-
-        ``status`` is ``"ok"``, ``"error"`` or ``"cancelled"``; ``invoked_at`` a timezone-
-        aware ``datetime`` or an ISO 8601 string (``None``: now), stored as UTC with
-        milliseconds. The framework's own ``call_id`` (e.g. a ``tool_use_id``) makes a
-        repeated record of the same call a no-op (the earlier record is returned), and the
-        same id with other content raises :class:`~neotoma_agent.ToolCallConflictError`.
-        Two calls of one tool on the same millisecond are kept apart (the later moves on by
-        one millisecond), so they never merge. Checked before any I/O (``TypeError``,
-        ``ValueError``, :class:`~neotoma_agent.ValidationError`); written in the closing
-        store, like :meth:`tool`::
-
-            t.record_tool("search_flights", args={"to": "LIS"}, result=offers,
-                          call_id=block.id, duration_ms=312.5)
-        """
-        self._require_open("record a tool call")
-        call = ToolCall.create(
-            name,
-            args=args,
-            result=result,
-            status=status,
-            invoked_at=invoked_at,
-            duration_ms=duration_ms,
-            call_id=call_id,
-            error_class=error_class,
-        )
-        return self._tools.add(call, clock_given=invoked_at is not None)
-
-    def _add_tool(self, call: ToolCall) -> ToolCall:
-        # Where an ActiveToolCall records itself when it ends.
-        self._require_open("record a tool call")
-        return self._tools.add(call)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -664,7 +593,7 @@ class Turn:
             raise TurnStateError(f"a turn is entered only once (state: {self._state.value})")
         self._state = TurnState.OPENING
         self._entered_at = time.perf_counter()
-        self._log_binding = structlog.contextvars.bound_contextvars(
+        self._log_binding = bound_context(
             conversation_id=self._keys.conversation_id, turn_id=self._keys.turn_id
         )
         self._log_binding.__enter__()
@@ -676,6 +605,7 @@ class Turn:
                 turn_number=self._turn_number,
                 user_extra=self._user_extra,
                 attempt=attempt,
+                model=self._model,
             )
         except BaseException:
             self._state = TurnState.FAILED
@@ -742,14 +672,24 @@ class Turn:
         produced = tuple(self._produced.values())
         tools = self._tools.calls
         cited = tuple(self._cited)
+        chars = self._context_chars
         if error_class is None:
             completion = await phases.shielded(
-                lambda: phases.complete(opened, reply, self.retrieved_ids, cited, produced, tools)
+                lambda: phases.complete(
+                    opened, reply, self.retrieved_ids, cited, produced, tools, context_chars=chars
+                )
             )
         else:
             completion = await phases.shielded(
                 lambda: phases.abandon(
-                    opened, reply, error_class, self.retrieved_ids, cited, produced, tools
+                    opened,
+                    reply,
+                    error_class,
+                    self.retrieved_ids,
+                    cited,
+                    produced,
+                    tools,
+                    context_chars=chars,
                 )
             )
         close_ms = (time.perf_counter() - closing_started) * 1000

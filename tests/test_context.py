@@ -49,6 +49,20 @@ async def test_context_lists_retrieved_entities_in_rank_order(store: Transport) 
     assert t.context() == text  # deterministic
 
 
+async def test_context_without_history_leaves_the_earlier_turns_out(store: Transport) -> None:
+    m = memory(store)
+    acme = await m.remember("company", name="Acme Corp")
+    async with m.turn("Hello there", turn_id="t1") as t:
+        t.reply = "Hi."
+    async with m.turn("What about Acme Corp?", turn_id="t2") as t:
+        full = t.context()
+        entities_only = t.context(history=False)
+        t.reply = "ok"
+    assert "Hello there" in full
+    assert entities_only == f'Known entities (best match first):\n- company "Acme Corp" [{acme}]'
+    assert full.startswith(entities_only)
+
+
 def test_the_format_of_history_and_what_was_left_out() -> None:
     text = render_context(
         [entity(1, city="Oslo")],

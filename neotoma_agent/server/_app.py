@@ -46,6 +46,9 @@ DEFAULT_MAX_BODY_SIZE = 32 * 2**20
 Middleware = aiohttp.typedefs.Middleware
 
 _TOKEN_KEY = web.AppKey("neotoma_token", str)
+#: set on a sub-application that checks the token itself (the web view: browsers send a
+#: cookie, not a bearer header)
+SELF_AUTHENTICATED = web.AppKey("neotoma_self_authenticated", bool)
 
 
 # --- middlewares -------------------------------------------------------------------------
@@ -118,7 +121,11 @@ _AUTH_REQUIRED_HINT = "Send Authorization: Bearer <token>, the token the server 
 @web.middleware
 async def _auth(request: web.Request, handler: Handler) -> web.StreamResponse:
     """Who may call: the local user from loopback, or any caller with the server's token."""
-    if request.match_info.http_exception is not None or request.path == "/health":
+    if (
+        request.match_info.http_exception is not None
+        or request.path == "/health"
+        or request.app.get(SELF_AUTHENTICATED, False)
+    ):
         return await handler(request)
     token = request.app.get(_TOKEN_KEY)
     bearer = _bearer(request)
@@ -280,8 +287,11 @@ async def serve(
     max_body_size: int = DEFAULT_MAX_BODY_SIZE,
     shutdown_timeout: float = 30.0,
     on_ready: Callable[[str, int], None] | None = None,
+    with_ui: bool = True,
 ) -> None:
     """Serve the EmbeddedStore at ``db_path`` until SIGINT or SIGTERM (asyncio only).
+
+    ``with_ui``: also serve the web view under ``/ui/`` when the ``ui`` extra is installed.
 
     Refuses (``ValueError``) to listen on a non-loopback ``host`` without ``token``. On a
     signal it stops accepting connections, lets in-flight requests finish (at most
@@ -303,6 +313,8 @@ async def serve(
     try:
         async with EmbeddedStore.open(os.fspath(db_path)) as store:
             app = create_app(store, token=token, max_body_size=max_body_size)
+            if with_ui:
+                _mount_ui(app, store, token)
             await _run_app(
                 app,
                 host,
@@ -316,6 +328,17 @@ async def serve(
         sock.close()
         for sig in installed:
             loop.remove_signal_handler(sig)
+
+
+def _mount_ui(app: web.Application, store: Transport, token: str | None) -> None:
+    try:
+        from neotoma_agent.ui import create_ui_app, mount_ui
+    except ImportError:
+        _log.info("server.ui_unavailable", hint="pip install 'neotoma-agent[ui]'")
+        return
+    ui = create_ui_app(store, token=token)
+    ui[SELF_AUTHENTICATED] = True
+    mount_ui(app, ui)
 
 
 def run_server(

@@ -1,0 +1,117 @@
+"""``neotoma-agent ui``: the read-only web view over any store, on 127.0.0.1."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import signal
+import sys
+import urllib.parse
+
+from ._common import CLIError, Command, open_transport, option
+
+__all__ = ["register"]
+
+
+def _check(args: argparse.Namespace, token: str | None) -> None:
+    from ..server import is_loopback_host
+
+    if not 0 <= args.port <= 65535:
+        raise CLIError(
+            f"--port {args.port} is out of range", "pass 0 to 65535 (0 picks a free one)"
+        )
+    if token is None and not is_loopback_host(args.host):
+        raise CLIError(
+            f"refusing to show the store on {args.host} without --ui-token: anyone who can "
+            "reach it could read every message",
+            "pass --ui-token (or set NEOTOMA_UI_TOKEN), or bind 127.0.0.1",
+        )
+
+
+async def _serve(args: argparse.Namespace, token: str | None) -> None:
+    from aiohttp import web
+
+    from ..server import serving
+    from ..server._app import bind_socket
+    from ..ui import UI_PREFIX, create_ui_app, mount_ui
+
+    sock = bind_socket(args.host, args.port)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(sig, stop.set)
+    try:
+        async with open_transport(args, must_exist=True, read_only=True) as transport:
+            app = web.Application()
+            mount_ui(app, create_ui_app(transport, token=token, outbox=args.outbox))
+
+            async def root(request: web.Request) -> web.StreamResponse:
+                raise web.HTTPFound(f"{UI_PREFIX}/")
+
+            app.router.add_get("/", root)
+            async with serving(app, sock=sock, shutdown_timeout=5.0) as url:
+                page = f"{url}{UI_PREFIX}/"
+                login = page + ("?" + urllib.parse.urlencode({"token": token}) if token else "")
+                print(f"web view on {page}; Ctrl-C to stop", flush=True)
+                if args.open:
+                    import webbrowser
+
+                    webbrowser.open(login)
+                elif token:
+                    print(f"open {page}?token=... (the --ui-token) once to log in", flush=True)
+                await stop.wait()
+    finally:
+        sock.close()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            with contextlib.suppress(NotImplementedError, RuntimeError):
+                loop.remove_signal_handler(sig)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Serve the web view until SIGINT or SIGTERM."""
+    try:
+        import jinja2  # noqa: F401
+    except ImportError:
+        raise CLIError("the web view needs Jinja2", "pip install 'neotoma-agent[ui]'") from None
+    token = args.ui_token or os.environ.get("NEOTOMA_UI_TOKEN") or None
+    _check(args, token)
+    try:
+        asyncio.run(_serve(args, token))
+    except OSError as exc:
+        reason = os.strerror(exc.errno) if exc.errno else str(exc)
+        raise CLIError(
+            f"cannot listen on {args.host}:{args.port}: {reason}",
+            "pass another --port (0 picks a free one)",
+        ) from None
+    print("stopped", file=sys.stderr)
+    return 0
+
+
+COMMAND = Command(
+    "ui",
+    help="browse conversations, turns and entities in a web view (read-only)",
+    description="""
+        Serve a read-only web view of the store (--db, or a Neotoma server with --url):
+        conversations, each conversation's turns with their exact texts and statuses,
+        entities and the turns that referred to them, and the store's health. Binds
+        127.0.0.1 unless --host says otherwise, which needs --ui-token. Needs the `ui`
+        extra (pip install 'neotoma-agent[ui]'). Stop with Ctrl-C.
+    """,
+    run=run,
+    options=(
+        option("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)"),
+        option("--port", type=int, default=3081, help="port (default 3081; 0 picks a free one)"),
+        option("--open", action="store_true", help="open the view in a browser"),
+        option(
+            "--ui-token",
+            metavar="TOKEN",
+            default=None,
+            help="token every page requires (default: $NEOTOMA_UI_TOKEN; none on loopback)",
+        ),
+        option("--outbox", metavar="PATH", default=None, help="outbox file the health page shows"),
+    ),
+)
+register = COMMAND.register

@@ -1,0 +1,18 @@
+"""Framework integrations: each module keeps the turn's guarantee inside one agent framework.
+
+Each is imported only on use and needs its extra (an ``ImportError`` names it otherwise):
+
+- ``neotoma_agent.integrations.pydantic_ai``: ``NeotomaCapability`` for Pydantic AI
+  (``pip install 'neotoma-agent[pydantic-ai]'``, Python >= 3.11).
+- ``neotoma_agent.integrations.openai_agents``: ``run`` / ``run_streamed`` around the OpenAI
+  Agents SDK's ``Runner`` (``pip install 'neotoma-agent[openai-agents]'``).
+
+What they share lives here: :class:`NoFinalReply`, the error class a turn is abandoned with
+when a run ends without a final reply.
+"""
+
+from __future__ import annotations
+
+from ._common import NoFinalReply
+
+__all__ = ["NoFinalReply"]

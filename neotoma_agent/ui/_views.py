@@ -1,0 +1,352 @@
+"""What each page of the web view shows, as JSON-plain data (each page's JSON twin).
+
+The pages read through the library's own readers, as the command line does: the history
+reader (``show``, ``t.history``), the stats count (``stats``), the audit (``audit``), the
+turn record reader (how a turn ended) and the outbox status. So a page and the command's
+``--json`` cannot disagree: a conversation's turns here have the keys ``show --json``
+prints, the health page carries ``stats --json`` and ``audit --json`` whole.
+
+Every function returns plain dicts and lists (strings exactly as stored): escaping is the
+templates' job, never done here, so the JSON twin holds the exact text.
+"""
+
+from __future__ import annotations
+
+import datetime
+import functools
+import os
+from collections import Counter
+from collections.abc import Awaitable, Mapping, Sequence
+from typing import Any, Final, TypeVar
+
+import anyio
+
+from .._history import StoredTurn, read_conversation
+from .._keys import conversation_entity_id, parse_turn_key
+from .._payloads import stored_platform
+from .._reads import gather_bounded, scan_entities, snapshot_or_none
+from .._turn_record import TurnEnding, read_ending
+from ..cli._show import TurnView, list_conversations
+from ..cli._stats import collect_stats
+from ..qa import audit
+from ..transport._base import Transport
+from ..transport._outbox import outbox_status
+
+__all__ = [
+    "CONVERSATIONS_PER_PAGE",
+    "TURNS_PER_PAGE",
+    "conversation_view",
+    "conversations_view",
+    "entity_view",
+    "health_view",
+    "search_view",
+]
+
+A = TypeVar("A")
+B = TypeVar("B")
+
+#: conversations on one page of the list
+CONVERSATIONS_PER_PAGE: Final = 25
+#: turns of each listed conversation whose statuses the list counts (its latest ones)
+_COUNTED_TURNS: Final = 100
+#: turns on one page of a conversation (older turns are one link away)
+TURNS_PER_PAGE: Final = 50
+#: observations and relationships an entity page lists at most
+_ENTITY_ROWS: Final = 200
+#: how a conversation message's canonical name starts (the schema rule ``type:turn_key``)
+_MESSAGE_NAME_PREFIX: Final = "conversation_message:"
+#: days the health chart covers, ending at the latest day with a turn
+_CHART_DAYS: Final = 30
+
+
+async def _turn_counts(transport: Transport, conversation_id: str) -> dict[str, Any]:
+    # The last _COUNTED_TURNS turns only: a list page must not read a long conversation
+    # whole (stats and the health page count every turn).
+    stored = await read_conversation(transport, conversation_id, limit=_COUNTED_TURNS + 1)
+    turns = stored.turns[-_COUNTED_TURNS:]
+    counts = Counter(t.status for t in turns)
+    return {
+        "turns": len(turns),
+        "more_turns": len(stored.turns) > _COUNTED_TURNS,
+        "completed": counts["completed"],
+        "abandoned": counts["abandoned"],
+        "open": counts["open"],
+    }
+
+
+async def conversations_view(transport: Transport, *, page: int = 1) -> dict[str, Any]:
+    """The conversations, most recent activity first, one page of them with turn counts.
+
+    The list is ``show``'s (one snapshot per conversation); the counts are read for the
+    conversations on the page only, over each one's latest 100 turns (``more_turns``: it
+    has more), so a page costs the same whatever the store holds beyond the list itself.
+    """
+    listing = await list_conversations(transport)
+    total = len(listing.conversations)
+    pages = max(1, -(-total // CONVERSATIONS_PER_PAGE))
+    page = min(max(1, page), pages)
+    start = (page - 1) * CONVERSATIONS_PER_PAGE
+    shown = listing.conversations[start : start + CONVERSATIONS_PER_PAGE]
+    counts = await gather_bounded(
+        [functools.partial(_turn_counts, transport, c.conversation_id) for c in shown]
+    )
+    platforms = await gather_bounded(
+        [functools.partial(snapshot_or_none, transport, c.entity_id) for c in shown]
+    )
+    items = []
+    for summary, count, snap in zip(shown, counts, platforms, strict=True):
+        items.append(
+            {
+                "conversation_id": summary.conversation_id,
+                "entity_id": summary.entity_id,
+                "title": summary.title,
+                "platform": stored_platform(snap.snapshot) if snap is not None else None,
+                "last_activity": summary.last_activity,
+                **count,
+            }
+        )
+    return {
+        "conversations": items,
+        "page": page,
+        "pages": pages,
+        "total": total,
+        "partial": listing.partial,
+        "note": listing.note(),
+    }
+
+
+async def _ending(transport: Transport, turn: StoredTurn) -> TurnEnding | None:
+    return None if turn.record is None else await read_ending(transport, turn.record)
+
+
+def _record_fields(turn: StoredTurn) -> dict[str, Any]:
+    # Timings and the like, when the turn record declares them (written by newer versions).
+    if turn.record is None:
+        return {}
+    fields = turn.record.snapshot
+    keep = ("started_at", "ended_at", "model", "harness", "tool_invocation_count")
+    return {k: fields[k] for k in keep if k in fields}
+
+
+async def conversation_view(
+    transport: Transport, conversation_id: str, *, before: str | None = None
+) -> dict[str, Any] | None:
+    """One page of a conversation's turns (the last :data:`TURNS_PER_PAGE` before
+    ``before``, oldest first), each as ``show --json`` prints it; ``None``: no such
+    conversation.
+
+    ``older`` is the ``before`` of the previous page (``None`` on the first turn).
+    """
+    stored = await read_conversation(
+        transport, conversation_id, limit=TURNS_PER_PAGE + 1, before=before
+    )
+    if stored.snapshot is None:
+        return None
+    turns = stored.turns
+    older = None
+    if len(turns) > TURNS_PER_PAGE:
+        turns = turns[1:]
+        older = turns[0].turn_id
+    endings = await gather_bounded([functools.partial(_ending, transport, t) for t in turns])
+    views = []
+    for turn, ending in zip(turns, endings, strict=True):
+        view = TurnView(
+            number=turn.turn_number or 0,
+            turn_id=turn.turn_id,
+            status=turn.status,
+            messages=turn.messages,
+            error_class=ending.error_class
+            if ending is not None and turn.status == "abandoned"
+            else None,
+            repaired=ending is not None and ending.repaired,
+            turn_record_id=turn.record.entity_id if turn.record is not None else None,
+            tools=turn.tools,
+        ).to_json()
+        # One numbering: the stored turn number, or none (a page does not know positions).
+        view["turn"] = turn.turn_number
+        view["reason"] = ending.reason if ending is not None else None
+        view["record"] = _record_fields(turn)
+        views.append(view)
+    fields = stored.snapshot.snapshot
+    title = fields.get("title")
+    return {
+        "conversation_id": conversation_id,
+        "conversation_entity_id": stored.conversation_entity_id,
+        "title": title if isinstance(title, str) else None,
+        "platform": stored_platform(fields),
+        "turns": views,
+        "older": older,
+        "before": before,
+    }
+
+
+async def _both(first: Awaitable[A], second: Awaitable[B]) -> tuple[A, B]:
+    """Two reads at once (one round trip's wait, not two)."""
+    results: list[Any] = [None, None]
+
+    async def run(index: int, read: Awaitable[Any]) -> None:
+        results[index] = await read
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(run, 0, first)
+        tg.start_soon(run, 1, second)
+    return results[0], results[1]
+
+
+def _edge_json(edge: Any) -> dict[str, Any]:
+    return {
+        "relationship_type": edge.relationship_type,
+        "source_entity_id": edge.source_entity_id,
+        "target_entity_id": edge.target_entity_id,
+    }
+
+
+async def entity_view(transport: Transport, entity_id: str) -> dict[str, Any] | None:
+    """An entity: its snapshot, observations, relationships, and the turns that referred to
+    it (the REFERS_TO edges from conversation messages); ``None``: no such entity."""
+    snapshot = await snapshot_or_none(transport, entity_id)
+    if snapshot is None:
+        return None
+    observations, related = await _both(
+        transport.list_observations(entity_id, limit=_ENTITY_ROWS),
+        transport.retrieve_related_entities(entity_id),
+    )
+    names = {e.id: e for e in related.entities}
+    referred: dict[tuple[str, str], list[str]] = {}
+    for edge in related.relationships:
+        if edge.relationship_type != "REFERS_TO" or edge.target_entity_id != entity_id:
+            continue
+        source = names.get(edge.source_entity_id)
+        if source is None or source.entity_type != "conversation_message":
+            continue
+        turn_key = source.snapshot.get("turn_key")
+        if not isinstance(turn_key, str):
+            # Related entities come without fields; a message's canonical name holds its key.
+            name = source.canonical_name or ""
+            turn_key = name.removeprefix(_MESSAGE_NAME_PREFIX) if name != turn_key else None
+        parsed = parse_turn_key(turn_key) if isinstance(turn_key, str) and turn_key else None
+        if parsed is None:
+            continue
+        cid, tid, role = parsed
+        roles = referred.setdefault((cid, tid), [])
+        if role not in roles:
+            roles.append(role)
+    return {
+        "entity_id": snapshot.entity_id,
+        "entity_type": snapshot.entity_type,
+        "canonical_name": snapshot.canonical_name,
+        "snapshot": dict(snapshot.snapshot),
+        "observation_count": snapshot.observation_count,
+        "last_observation_at": snapshot.last_observation_at,
+        "observations": [
+            {
+                "id": o.id,
+                "observed_at": o.observed_at,
+                "source_id": o.source_id,
+                "observation_source": o.observation_source,
+                "source_priority": o.source_priority,
+                "fields": dict(o.fields),
+            }
+            for o in observations.observations
+        ],
+        "relationships": [_edge_json(r) for r in related.relationships[:_ENTITY_ROWS]],
+        "related": {e.id: {"entity_type": e.entity_type, "name": e.name} for e in related.entities},
+        "referred_by": [
+            {"conversation_id": cid, "turn_id": tid, "roles": sorted(roles, reverse=True)}
+            for (cid, tid), roles in sorted(referred.items())
+        ],
+    }
+
+
+async def search_view(transport: Transport, query: str, *, limit: int = 25) -> dict[str, Any]:
+    """Entities a lookup by identifier finds (as retrieval looks them up), and the
+    conversation of that id if there is one."""
+    query = query.strip()
+    if not query:
+        return {"query": query, "entities": [], "conversation_id": None}
+    found = await transport.retrieve_entity_by_identifier(query, limit=limit)
+    conversation = await snapshot_or_none(transport, conversation_entity_id(query))
+    return {
+        "query": query,
+        "entities": [
+            {"entity_id": e.id, "entity_type": e.entity_type, "name": e.name}
+            for e in found.entities
+        ],
+        "conversation_id": query
+        if conversation is not None and conversation.entity_type == "conversation"
+        else None,
+    }
+
+
+def _day(stamp: str | None) -> str | None:
+    if not stamp or len(stamp) < 10:
+        return None
+    try:
+        datetime.date.fromisoformat(stamp[:10])
+    except ValueError:
+        return None
+    return stamp[:10]
+
+
+def _chart(days: Counter[str], abandoned: Counter[str]) -> list[dict[str, Any]]:
+    if not days:
+        return []
+    last = datetime.date.fromisoformat(max(days))
+    out = []
+    for back in range(_CHART_DAYS - 1, -1, -1):
+        day = (last - datetime.timedelta(days=back)).isoformat()
+        out.append({"day": day, "turns": days[day], "abandoned": abandoned[day]})
+    return out
+
+
+async def _turns_per_day(transport: Transport) -> list[dict[str, Any]]:
+    # The day each turn record was last written (a turn's close), over the last days.
+    scan = await scan_entities(transport, entity_type="conversation_turn")
+    days: Counter[str] = Counter()
+    abandoned: Counter[str] = Counter()
+    for record in scan.entities:
+        day = _day(record.last_observation_at)
+        if day is None:
+            continue
+        days[day] += 1
+        if record.snapshot.get("status") == "abandoned":
+            abandoned[day] += 1
+    return _chart(days, abandoned)
+
+
+async def health_view(
+    transport: Transport,
+    *,
+    run_audit: bool = False,
+    outbox: str | os.PathLike[str] | None = None,
+) -> dict[str, Any]:
+    """What ``stats`` counts, turns per day with the abandoned share, the audit's findings
+    (read-only, only when asked: it reads every turn) and the outbox's queue."""
+    stats = await collect_stats(transport)
+    chart = await _turns_per_day(transport)
+    report = await audit(transport) if run_audit else None
+    queue: Mapping[str, Any] | None = None
+    if outbox is not None:
+        try:
+            queue = outbox_status(outbox).to_json()
+        except FileNotFoundError:
+            queue = {"missing": True, "path": os.fspath(outbox)}
+    return {
+        "stats": stats.to_json(),
+        "turns_per_day": chart,
+        "audit": report.to_json() if report is not None else None,
+        "outbox": queue,
+    }
+
+
+def chart_bars(days: Sequence[Mapping[str, Any]], *, height: int = 120) -> list[dict[str, Any]]:
+    """The health chart's bars: each day's turns and abandoned turns scaled to ``height``."""
+    top = max((d["turns"] for d in days), default=0) or 1
+    return [
+        {
+            **d,
+            "total_h": round(d["turns"] * height / top),
+            "abandoned_h": round(d["abandoned"] * height / top),
+        }
+        for d in days
+    ]

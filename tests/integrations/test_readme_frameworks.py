@@ -1,0 +1,41 @@
+"""The README's framework sections run as written (each with its framework's test model)."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+
+
+def block(marker: str) -> str:
+    text = README.read_text(encoding="utf-8")
+    after = text[text.index(f"<!-- {marker} -->") :]
+    match = re.search(r"```python\n(.*?)\n```", after, re.DOTALL)
+    assert match is not None
+    return match.group(1)
+
+
+@pytest.mark.parametrize(
+    ("marker", "framework", "printed"),
+    [
+        ("readme-pydantic-ai", "pydantic_ai", "Acme Corp is a customer."),
+        ("readme-openai-agents", "agents", "acme.com completed"),
+    ],
+)
+def test_the_readme_section_runs(marker: str, framework: str, printed: str) -> None:
+    pytest.importorskip(framework)
+    result = subprocess.run(
+        [sys.executable, "-c", block(marker)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert printed in result.stdout
+    assert "completed" in result.stdout
