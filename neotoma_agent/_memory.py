@@ -96,6 +96,7 @@ class OpenTurn:
     model: str | None = attrs.field(default=None, eq=False)
     _tools: ToolLog = attrs.field(
         default=attrs.Factory(lambda self: ToolLog(self.turn_key), takes_self=True),
+        init=False,
         repr=False,
         eq=False,
     )

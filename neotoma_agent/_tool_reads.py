@@ -53,8 +53,8 @@ class StoredToolCall:
     invoked_at: str
     status: str
     duration_ms: float | None = None
-    args: Any = attrs.field(default=None, eq=False)
-    result: Any = attrs.field(default=None, eq=False)
+    args: Any = None
+    result: Any = None
     call_id: str | None = None
     error_class: str | None = None
     args_chars: int | None = None
