@@ -6,8 +6,9 @@ from ._current import current_turn
 from ._memory import NeotomaMemory, OpenTurn
 from ._payloads import Produced
 from ._retrieval import Extractor, RetrievalStats, Retrieved, default_extractor
+from ._tool_payload import ToolRedactor
 from ._tool_reads import StoredToolCall
-from ._tools import ActiveToolCall, ToolCall, ToolRedactor
+from ._tools import ActiveToolCall, ToolCall
 from ._turn import Turn, TurnResult, TurnState
 from ._version import __version__
 from .exceptions import (
