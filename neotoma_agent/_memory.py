@@ -49,19 +49,9 @@ from ._phases import (
 from ._retrieval import EMPTY_RETRIEVAL, Extractor, RetrievalStats, Retrieved
 from ._shield import raise_deferred
 from ._text import check_text
+from ._tool_payload import DEFAULT_TOOL_PAYLOAD_CHARS, ToolPayloadMode, ToolPayloads, ToolRedactor
 from ._tool_reads import StoredToolCall, read_tool_details
-from ._tools import (
-    DEFAULT_TOOL_PAYLOAD_CHARS,
-    ToolCall,
-    ToolLog,
-    ToolPayloadMode,
-    ToolPayloads,
-    ToolRedactor,
-    ToolStatus,
-    check_tools,
-    iso_ms,
-    merge_tools,
-)
+from ._tools import ToolCall, ToolLog, ToolStatus, check_tools, iso_ms, merge_tools
 from ._turn import Turn, TurnResult, TurnState, close_failure, finish, finish_attempt
 from .transport._base import Entity, Transport
 
@@ -96,6 +86,7 @@ class OpenTurn:
     model: str | None = attrs.field(default=None, eq=False)
     _tools: ToolLog = attrs.field(
         default=attrs.Factory(lambda self: ToolLog(self.turn_key), takes_self=True),
+        init=False,
         repr=False,
         eq=False,
     )

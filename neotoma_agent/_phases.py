@@ -43,7 +43,8 @@ from ._payloads import (
 )
 from ._retrieval import EMPTY_RETRIEVAL, Extractor, Retrieved, extract, retrieve
 from ._shield import Completion, raise_deferred, run_to_completion
-from ._tools import ToolCall, ToolPayloads, iso_ms, now_ms, tool_entity
+from ._tool_payload import ToolPayloads, tool_entity
+from ._tools import ToolCall, iso_ms, now_ms
 from .exceptions import APIError, IdempotencyMismatchError, ServerError
 from .transport._base import StoreResult, Transport
 from .transport._results import expected_entity
