@@ -17,6 +17,7 @@ import attrs
 import structlog
 
 from ._checks import check_count, check_optional_count
+from ._context import render_context
 from ._history import HistoryTurn, read_history
 from ._keys import (
     TurnKeys,
@@ -88,6 +89,21 @@ class OpenTurn:
             await memory.close_turn(opened, f"Booked ({booking.entity_id}).", produced=[booking])
         """
         return produced_entity(entity_type, fields, extends=self.retrieved_ids)
+
+    def context(self, *, max_chars: int = 4000) -> str:
+        """The budgeted prompt block of what this turn knows: ``t.context()`` for the explicit API.
+
+        The same text, by the same rules, as :meth:`Turn.context`: the :attr:`retrieved`
+        entities in rank order, then :attr:`history`, within ``max_chars`` characters; an
+        empty string when there is nothing to show. A caller whose turn spans processes (a
+        coding agent's hooks) renders it right after ``open_turn``::
+
+            opened = await memory.open_turn("What about Acme Corp?", turn_id=prompt_id)
+            prompt = f"{opened.context(max_chars=2000)}\n\nUser: {opened.user_message}"
+
+        ``ValueError`` for a ``max_chars`` that is not an int >= 0.
+        """
+        return render_context(self.retrieved, self.history, max_chars=max_chars)
 
 
 def _positive(name: str) -> Any:
