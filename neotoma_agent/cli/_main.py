@@ -19,13 +19,13 @@ from collections.abc import MutableMapping, Sequence
 
 from .._terminal import printable
 from .._version import __version__
-from . import _audit, _chat, _demo, _import, _outbox, _serve, _show, _stats
+from . import _audit, _chat, _demo, _hook, _import, _outbox, _serve, _show, _stats
 from ._common import CLIError, default_db_path, explain
 
 __all__ = ["build_parser", "default_db_path", "main"]
 
 #: the subcommands, in the order ``--help`` lists them
-_COMMANDS = (_demo, _chat, _show, _import, _stats, _audit, _serve, _outbox)
+_COMMANDS = (_demo, _chat, _show, _import, _stats, _audit, _serve, _outbox, _hook.HOOK, _hook.HOOKS)
 
 _LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
 
