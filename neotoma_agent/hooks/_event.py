@@ -11,7 +11,6 @@ from __future__ import annotations
 import datetime as _dt
 import enum
 import hashlib
-import time
 from collections.abc import Mapping
 from typing import Any, Final
 
@@ -24,6 +23,7 @@ __all__ = [
     "conversation_id",
     "optional_str",
     "required_str",
+    "text",
     "tool_record",
     "turn_id",
 ]
@@ -71,17 +71,28 @@ class HookEvent:
     error_class: str | None = None
     #: TOOL: the call as the tool-call API's plain JSON (``ToolCall.to_json()``)
     tool: Mapping[str, Any] | None = None
+    #: the model the harness names, if any (stored on the turn record)
+    model: str | None = None
+
+
+def _well_formed(key: str, value: str) -> str:
+    # JSON can carry half a character (a lone surrogate escape); no store can hold one.
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise BadInput(f"field {key!r} is not well-formed text (a lone surrogate)") from None
+    return value
 
 
 def required_str(payload: Mapping[str, Any], key: str) -> str:
-    """``payload[key]`` as a non-empty string, or :class:`BadInput`."""
+    """``payload[key]`` as a non-empty, well-formed string, or :class:`BadInput`."""
     value = payload.get(key)
     if not isinstance(value, str):
         kind = "missing" if value is None else f"a {type(value).__name__}, not a string"
         raise BadInput(f"field {key!r} is {kind}")
     if not value.strip():
         raise BadInput(f"field {key!r} is empty")
-    return value
+    return _well_formed(key, value)
 
 
 def optional_str(payload: Mapping[str, Any], key: str) -> str | None:
@@ -91,7 +102,16 @@ def optional_str(payload: Mapping[str, Any], key: str) -> str | None:
         return None
     if not isinstance(value, str):
         raise BadInput(f"field {key!r} is a {type(value).__name__}, not a string")
-    return value
+    return _well_formed(key, value)
+
+
+def text(payload: Mapping[str, Any], key: str) -> str:
+    """``payload[key]`` as well-formed text (empty allowed), or :class:`BadInput`."""
+    value = payload.get(key)
+    if not isinstance(value, str):
+        kind = "missing" if value is None else f"a {type(value).__name__}, not a string"
+        raise BadInput(f"field {key!r} is {kind}")
+    return _well_formed(key, value)
 
 
 def conversation_id(harness: str, session_id: str) -> str:
@@ -111,11 +131,6 @@ def turn_id(harness_id: str) -> str:
     return value
 
 
-def _iso(unix_ms: float) -> str:
-    moment = _dt.datetime.fromtimestamp(unix_ms / 1000, tz=_dt.timezone.utc)
-    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
 def tool_record(
     name: str,
     *,
@@ -126,22 +141,29 @@ def tool_record(
     duration_ms: float | None,
     error_class: str | None = None,
 ) -> dict[str, Any]:
-    """A tool call as the tool-call API's plain JSON (``ToolCall.to_json()``'s keys).
+    """A tool call as the tool-call API's plain JSON (``ToolCall.to_json()``), checked now.
 
-    A harness reports a call when it ended; it started ``duration_ms`` earlier.
+    A harness reports a call when it ended; it started ``duration_ms`` earlier. A call the
+    API refuses (a value that is not plain JSON, a bad status) is :class:`BadInput`.
     """
-    ended = time.time() * 1000
-    started = ended - duration_ms if duration_ms is not None and duration_ms >= 0 else ended
-    return {
-        "name": name,
-        "invoked_at": _iso(started),
-        "status": status,
-        "args": args,
-        "result": result,
-        "duration_ms": duration_ms,
-        "call_id": call_id,
-        "error_class": error_class,
-    }
+    from neotoma_agent import ToolCall
+
+    ended = _dt.datetime.now(_dt.timezone.utc)
+    started = ended - _dt.timedelta(milliseconds=duration_ms or 0)
+    try:
+        call = ToolCall.create(
+            name,
+            args=args,
+            result=result,
+            status=status,  # type: ignore[arg-type]
+            invoked_at=started,
+            duration_ms=duration_ms,
+            call_id=call_id,
+            error_class=error_class,
+        )
+    except (TypeError, ValueError) as exc:
+        raise BadInput(f"the tool call cannot be recorded ({type(exc).__name__})") from None
+    return call.to_json()
 
 
 def duration(payload: Mapping[str, Any], key: str) -> float | None:

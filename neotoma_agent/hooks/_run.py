@@ -204,6 +204,8 @@ async def _handle(
         elif turn is not None and event.kind is Kind.TOOL and module.NAME == "cursor":
             # Cursor takes no context with the prompt: the turn's first tool use carries it.
             context = state.take_context(conv, turn)
+        if context_chars <= 0:
+            context = None
         stored = turn is not None and (turn in delivered or not due)
         return HookOutcome(_dump(module.answer(event_name, context or None)), failure, stored)
 
@@ -214,7 +216,14 @@ def _record(module: Harness, event: HookEvent, state: HookState) -> tuple[str | 
     if event.kind is Kind.PROMPT:
         assert event.prompt is not None
         turn = event.turn_id or uuid.uuid4().hex
-        state.prompt(conv, turn, module.NAME, event.prompt, abandon_others_as=module.NO_STOP)
+        state.prompt(
+            conv,
+            turn,
+            module.NAME,
+            event.prompt,
+            model=event.model,
+            abandon_others_as=module.NO_STOP,
+        )
         return turn, None
     if event.kind is Kind.SESSION_END:
         state.end_session(conv, event.error_class or "SessionEnded")
@@ -286,7 +295,7 @@ async def _deliver_turn(
     user_message_id, retrieved_ids = row.user_message_id, row.retrieved_ids
     try:
         if row.phase == "pending":
-            opened = await memory.open_turn(row.user_message, turn_id=turn)
+            opened = await memory.open_turn(row.user_message, turn_id=turn, model=row.model)
             user_message_id, retrieved_ids = opened.user_message_id, opened.retrieved_ids
             state.opened(
                 conv,
@@ -298,14 +307,14 @@ async def _deliver_turn(
         if row.ending is None:
             return
         tools = _tool_calls(state.tools(conv, turn))
-        extra: dict[str, Any] = {"tools": tools} if tools else {}
         if row.ending == "completed":
             await memory.close_turn(
                 turn,
                 row.reply or "",
                 user_message_id=user_message_id or None,
                 retrieved_ids=retrieved_ids or (),
-                **extra,
+                tools=tools,
+                model=row.model,
             )
         else:
             await memory.abandon_turn(
@@ -314,7 +323,8 @@ async def _deliver_turn(
                 partial_reply=row.reply or "",
                 user_message_id=user_message_id or None,
                 retrieved_ids=retrieved_ids or (),
-                **extra,
+                tools=tools,
+                model=row.model,
             )
         state.closed(conv, turn, row.ending)
     except IdempotencyMismatchError as exc:
@@ -332,18 +342,10 @@ async def _deliver_turn(
 
 
 def _tool_calls(records: list[dict[str, Any]]) -> list[Any]:
-    """The kept calls as the tool-call API's records (empty until that API is present)."""
-    try:
-        from neotoma_agent import ToolCall  # type: ignore[attr-defined]
-    except ImportError:
-        return []
-    calls = []
-    for record in records:
-        try:
-            calls.append(ToolCall.from_json(record))
-        except (TypeError, ValueError):
-            continue  # a call the API refuses is left out; the turn still closes
-    return calls
+    """The kept calls as the tool-call API's records (checked when they were kept)."""
+    from neotoma_agent import ToolCall
+
+    return [ToolCall.from_json(record) for record in records]
 
 
 def _open_store(spec: StoreSpec) -> Any:

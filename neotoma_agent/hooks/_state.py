@@ -46,6 +46,7 @@ CREATE TABLE IF NOT EXISTS turns (
     harness TEXT NOT NULL,
     seq INTEGER NOT NULL,
     user_message TEXT NOT NULL,
+    model TEXT,
     phase TEXT NOT NULL DEFAULT 'pending',
     ending TEXT,
     reply TEXT,
@@ -95,11 +96,12 @@ class PendingTurn:
     retrieved_ids: tuple[str, ...] | None
     context: str | None
     context_sent: bool
+    model: str | None = None
 
 
 _COLUMNS: Final = (
     "conversation_id, turn_id, harness, user_message, phase, ending, reply, error_class, "
-    "user_message_id, retrieved_ids, context, context_sent"
+    "user_message_id, retrieved_ids, context, context_sent, model"
 )
 
 
@@ -118,6 +120,7 @@ def _row(row: Sequence[Any]) -> PendingTurn:
         retrieved_ids=ids,
         context=row[10],
         context_sent=bool(row[11]),
+        model=row[12],
     )
 
 
@@ -180,6 +183,7 @@ class HookState:
         harness: str,
         user_message: str,
         *,
+        model: str | None = None,
         abandon_others_as: str,
     ) -> list[str]:
         """Record a submitted prompt; the session's earlier unended turns are abandoned.
@@ -203,8 +207,8 @@ class HookState:
             seq = db.execute("SELECT coalesce(max(seq), 0) + 1 FROM turns").fetchone()[0]
             db.execute(
                 "INSERT OR IGNORE INTO turns (conversation_id, turn_id, harness, seq, "
-                "user_message, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (conversation_id, turn_id, harness, seq, user_message, now, now),
+                "user_message, model, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (conversation_id, turn_id, harness, seq, user_message, model, now, now),
             )
         return [r[0] for r in rows]
 

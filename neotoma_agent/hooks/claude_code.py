@@ -35,6 +35,7 @@ from ._event import (
     duration,
     optional_str,
     required_str,
+    text,
     tool_record,
     turn_id,
 )
@@ -57,7 +58,7 @@ def parse(event: str, payload: Mapping[str, Any]) -> HookEvent:
     turn = turn_id(prompt_id) if prompt_id and prompt_id.strip() else None
     if event == "UserPromptSubmit":
         # turn None (a build before prompt_id existed): the engine mints one.
-        return HookEvent(Kind.PROMPT, session, turn, prompt=_prompt(payload))
+        return HookEvent(Kind.PROMPT, session, turn, prompt=text(payload, "prompt"))
     if event in ("PostToolUse", "PostToolUseFailure"):
         failed = event == "PostToolUseFailure"
         interrupted = failed and payload.get("is_interrupt") is True
@@ -77,15 +78,6 @@ def parse(event: str, payload: Mapping[str, Any]) -> HookEvent:
     if event == "SessionEnd":
         return HookEvent(Kind.SESSION_END, session, turn, error_class="SessionEnded")
     raise BadInput(f"event {event!r} is not one neotoma-agent handles for {NAME}")
-
-
-def _prompt(payload: Mapping[str, Any]) -> str:
-    value = payload.get("prompt")
-    if not isinstance(value, str):
-        raise BadInput(
-            "field 'prompt' is missing" if value is None else "field 'prompt' is not a string"
-        )
-    return value
 
 
 def answer(event: str, context: str | None) -> dict[str, Any] | None:

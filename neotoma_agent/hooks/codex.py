@@ -34,6 +34,7 @@ from ._event import (
     conversation_id,
     optional_str,
     required_str,
+    text,
     tool_record,
     turn_id,
 )
@@ -52,10 +53,10 @@ def parse(event: str, payload: Mapping[str, Any]) -> HookEvent:
     session = conversation_id(NAME, required_str(payload, "session_id"))
     turn = turn_id(required_str(payload, "turn_id"))
     if event == "UserPromptSubmit":
-        prompt = payload.get("prompt")
-        if not isinstance(prompt, str):
-            raise BadInput("field 'prompt' is missing or not a string")
-        return HookEvent(Kind.PROMPT, session, turn, prompt=prompt)
+        prompt = text(payload, "prompt")
+        return HookEvent(
+            Kind.PROMPT, session, turn, prompt=prompt, model=optional_str(payload, "model")
+        )
     if event == "PostToolUse":
         record = tool_record(
             required_str(payload, "tool_name"),

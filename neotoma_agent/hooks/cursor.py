@@ -32,6 +32,7 @@ from ._event import (
     duration,
     optional_str,
     required_str,
+    text,
     tool_record,
     turn_id,
 )
@@ -60,12 +61,12 @@ def parse(event: str, payload: Mapping[str, Any]) -> HookEvent:
     generation = optional_str(payload, "generation_id")
     turn = turn_id(generation) if generation and generation.strip() else None
     if event == "beforeSubmitPrompt":
-        prompt = payload.get("prompt")
-        if not isinstance(prompt, str):
-            raise BadInput("field 'prompt' is missing or not a string")
+        prompt = text(payload, "prompt")
         if turn is None:
             raise BadInput("field 'generation_id' is missing")
-        return HookEvent(Kind.PROMPT, session, turn, prompt=prompt)
+        return HookEvent(
+            Kind.PROMPT, session, turn, prompt=prompt, model=optional_str(payload, "model")
+        )
     if event == "afterAgentResponse":
         return HookEvent(Kind.REPLY, session, turn, reply=optional_str(payload, "text") or "")
     if event in ("postToolUse", "postToolUseFailure"):
