@@ -27,6 +27,9 @@ from ._keys import (
     validate_conversation_id,
     validate_entity_id,
 )
+from ._keys import (
+    conversation_entity_id as derive_conversation_entity_id,
+)
 from ._payloads import (
     ConversationSettings,
     Produced,
@@ -60,6 +63,7 @@ from ._tools import (
     merge_tools,
 )
 from ._turn import Turn, TurnResult, TurnState, close_failure, finish, finish_attempt
+from .exceptions import TransportError
 from .transport._base import Entity, Transport
 
 __all__ = ["DEFAULT_HISTORY_TURNS", "NeotomaMemory", "OpenTurn"]
@@ -685,7 +689,12 @@ class NeotomaMemory:
             validate_entity_id(user_message_id)
         elif ids:
             user_message_id = await self._phases.find(keys.user_turn_key, "conversation_message")
-        conversation_entity_id = await self._phases.find(self.conversation_id, "conversation")
+        try:
+            conversation_entity_id = await self._phases.find(self.conversation_id, "conversation")
+        except TransportError:
+            # The server is unreachable: use the id a store derives for this conversation,
+            # so that the closing store still reaches the transport (and its outbox).
+            conversation_entity_id = derive_conversation_entity_id(self.conversation_id)
         opened = attrs.evolve(
             unopened(keys, turn_number),
             user_message_id=user_message_id or "",

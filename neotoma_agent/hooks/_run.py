@@ -191,7 +191,7 @@ async def _handle(
         context: str | None = None
         delivered: set[str] = set()
         failure: str | None = None
-        if due:
+        if due or _outbox_waiting(store):
             with anyio.move_on_after(budget) as scope:
                 delivered, failure = await _deliver(
                     module.NAME, conv, due, state, store, context_chars
@@ -346,6 +346,18 @@ def _tool_calls(records: list[dict[str, Any]]) -> list[Any]:
     from neotoma_agent import ToolCall
 
     return [ToolCall.from_json(record) for record in records]
+
+
+def _outbox_waiting(spec: StoreSpec) -> bool:
+    """Whether closing stores wait in the outbox (then this event tries to deliver them)."""
+    if not spec.url or spec.outbox is None or not spec.outbox.exists():
+        return False
+    from neotoma_agent import outbox_status
+
+    try:
+        return outbox_status(spec.outbox).queued > 0
+    except (OSError, sqlite3.Error):
+        return False
 
 
 def _open_store(spec: StoreSpec) -> Any:
