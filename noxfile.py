@@ -25,6 +25,13 @@ def slow(session: nox.Session) -> None:
 
 
 @nox.session
+def hooks(session: nox.Session) -> None:
+    """The coding-agent hooks against the real Claude Code program (claude-agent-sdk, 380 MB)."""
+    session.install("-e", ".[test]", "claude-agent-sdk")
+    session.run("pytest", "-m", "slow", "tests/hooks", *session.posargs)
+
+
+@nox.session
 def lint(session: nox.Session) -> None:
     """ruff check and ruff format --check."""
     session.install("ruff")
@@ -44,5 +51,6 @@ def bench(session: nox.Session) -> None:
     """Run the benchmarks and write their figures under benchmarks/results/."""
     session.install("-e", ".[test]")
     session.run("mkdir", "-p", "benchmarks/results", external=True)
-    for name in ("embedded_store", "turn_protocol", "turn_overhead", "audit", "outbox"):
+    benchmarks = ("embedded_store", "turn_protocol", "turn_overhead", "audit", "outbox")
+    for name in (*benchmarks, "hook_latency"):
         session.run("python", f"benchmarks/{name}.py", "--json", f"benchmarks/results/{name}.json")
