@@ -29,7 +29,6 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Final, Protocol
 
-import anyio
 import attrs
 
 from ._event import BadInput, HookEvent, Kind
@@ -51,6 +50,8 @@ MAX_INPUT_BYTES: Final = 32 * 1024 * 1024
 DEFAULT_TIMEOUT: Final = 10.0
 #: the context block's budget (``t.context(max_chars=)``)
 DEFAULT_CONTEXT_CHARS: Final = 4000
+#: deliveries of one turn that may fail (other than a store away) before it is given up
+MAX_ATTEMPTS: Final = 3
 #: seconds retrieval may take on a prompt (the person is waiting for the model)
 RETRIEVAL_TIMEOUT: Final = 1.5
 
@@ -132,7 +133,7 @@ def run_hook(
         _note(state_path, harness, event, problem=True)
         return HookOutcome(neutral, f"input ignored: {exc}")
     try:
-        return anyio.run(_handle, module, event, parsed, store, state_path, context_chars, timeout)
+        return _handle(module, event, parsed, store, state_path, context_chars, timeout)
     except Exception as exc:  # the hook must answer whatever broke
         return HookOutcome(neutral, f"failed: {_describe(exc)}")
 
@@ -171,7 +172,7 @@ def _describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
-async def _handle(
+def _handle(
     module: Harness,
     event_name: str,
     event: HookEvent,
@@ -192,12 +193,13 @@ async def _handle(
         delivered: set[str] = set()
         failure: str | None = None
         if due or _outbox_waiting(store):
-            with anyio.move_on_after(budget) as scope:
-                delivered, failure = await _deliver(
-                    module.NAME, conv, due, state, store, context_chars
-                )
-            if scope.cancelled_caught:
-                failure = f"the store did not answer within {budget:g} s; kept for later"
+            # Only now the event loop and the store are loaded: an event with nothing to
+            # deliver (most tool uses) costs a state write and no more.
+            import anyio
+
+            delivered, failure = anyio.run(
+                _deliver_within, budget, module.NAME, conv, due, state, store, context_chars
+            )
         if turn is not None and event.kind is Kind.PROMPT:
             row = state.get(conv, turn)
             context = None if row is None else row.context
@@ -249,6 +251,23 @@ def _record(module: Harness, event: HookEvent, state: HookState) -> tuple[str | 
     return turn, None
 
 
+async def _deliver_within(
+    budget: float,
+    harness: str,
+    conv: str,
+    due: list[PendingTurn],
+    state: HookState,
+    spec: StoreSpec,
+    context_chars: int,
+) -> tuple[set[str], str | None]:
+    import anyio
+
+    with anyio.move_on_after(budget) as scope:
+        return await _deliver(harness, conv, due, state, spec, context_chars)
+    assert scope.cancelled_caught
+    return set(), f"the store did not answer within {budget:g} s; kept for later"
+
+
 async def _deliver(
     harness: str,
     conv: str,
@@ -279,7 +298,14 @@ async def _deliver(
                 state.drop(conv, row.turn_id)
                 return delivered, f"refused by the store, dropped: {exc}"
             except Exception as exc:
-                state.failed(conv, row.turn_id)
+                # Transient (a server away, a lock) or not, it is tried again by the next
+                # events; one that keeps failing is dropped rather than hold up the session.
+                if state.failed(conv, row.turn_id) >= MAX_ATTEMPTS:
+                    state.drop(conv, row.turn_id)
+                    return (
+                        delivered,
+                        f"store failed {MAX_ATTEMPTS} times, dropped: {_describe(exc)}",
+                    )
                 return delivered, f"store failed, kept for the next event: {_describe(exc)}"
             delivered.add(row.turn_id)
     return delivered, None
@@ -288,9 +314,8 @@ async def _deliver(
 async def _deliver_turn(
     memory: Any, row: PendingTurn, state: HookState, context_chars: int
 ) -> None:
-    from neotoma_agent import APIError, IdempotencyMismatchError, TransportError
+    from neotoma_agent import APIError, IdempotencyMismatchError
 
-    transient = (TransportError, OSError, sqlite3.OperationalError)
     conv, turn = row.conversation_id, row.turn_id
     user_message_id, retrieved_ids = row.user_message_id, row.retrieved_ids
     try:
@@ -331,14 +356,21 @@ async def _deliver_turn(
         # This turn id was stored before with other text (e.g. the same harness turn id
         # sent again with another prompt): the store keeps the first.
         raise _Refused(_describe(exc)) from None
-    except transient:
-        raise
     except APIError as exc:
-        if getattr(exc, "status", 500) >= 500 or getattr(exc, "status", 0) == 429:
+        if exc.status >= 500 or exc.status == 429:
             raise
         raise _Refused(_describe(exc)) from None
-    except (ValueError, TypeError) as exc:
-        raise _Refused(_describe(exc)) from None
+
+
+def _transient(exc: BaseException) -> bool:
+    """A failure that waiting cures: the store unreachable, busy, or failing on its side."""
+    from neotoma_agent import APIError, TransportError, TurnCloseError
+
+    if isinstance(exc, TurnCloseError) and exc.__cause__ is not None:
+        return _transient(exc.__cause__)  # the closing store's own failure
+    if isinstance(exc, TransportError | OSError | sqlite3.OperationalError):
+        return True
+    return isinstance(exc, APIError) and (exc.status >= 500 or exc.status == 429)
 
 
 def _tool_calls(records: list[dict[str, Any]]) -> list[Any]:

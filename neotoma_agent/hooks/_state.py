@@ -371,14 +371,19 @@ class HookState:
                 (time.time(), conversation_id, turn_id),
             )
 
-    def failed(self, conversation_id: str, turn_id: str) -> None:
-        """A delivery failed; a later event tries again."""
+    def failed(self, conversation_id: str, turn_id: str) -> int:
+        """A delivery failed (a later event tries again); the failures so far."""
         with self._write() as db:
             db.execute(
                 "UPDATE turns SET attempts = attempts + 1, updated_at = ? "
                 "WHERE conversation_id = ? AND turn_id = ?",
                 (time.time(), conversation_id, turn_id),
             )
+            row = db.execute(
+                "SELECT attempts FROM turns WHERE conversation_id = ? AND turn_id = ?",
+                (conversation_id, turn_id),
+            ).fetchone()
+        return 0 if row is None else int(row[0])
 
     def take_context(self, conversation_id: str, turn_id: str) -> str | None:
         """The turn's context block, once (Cursor gets it on the first tool use)."""

@@ -125,3 +125,17 @@ def test_an_unknown_harness_exits_0(tmp_path: Path) -> None:
     )
     assert done.returncode == 0
     assert done.stderr.decode().startswith("neotoma-agent hook vim Stop: unknown harness")
+
+
+def test_a_broken_store_file_keeps_the_turns_until_it_is_fixed(tmp_path: Path) -> None:
+    hooks = Hooks(tmp_path, "claude-code")
+    hooks.db.write_text("not a database")
+    for event in recorded("claude-code", "completed")[:2]:
+        outcome = hooks.send(*event)
+        assert outcome.problem == "failed: DatabaseError: file is not a database"
+    hooks.db.unlink()  # the person fixes the store: the next event delivers everything
+    assert hooks.send(*recorded("claude-code", "completed")[2]).problem is None
+    conv = hooks.conversation(PROMPT[1]["session_id"])
+    assert summary(hooks.db, conv) == [
+        ("What about Acme Corp?", "Acme Corp is a customer of ours.", "completed")
+    ]

@@ -5,16 +5,25 @@ from __future__ import annotations
 import json
 import shlex
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+import structlog
 from hook_support import Hooks, recorded
 
 from neotoma_agent.cli import main
 from neotoma_agent.hooks import InstallError, install
 
 OTHER = {"type": "command", "command": "/usr/local/bin/lint-check --fast"}
+
+
+@pytest.fixture(autouse=True)
+def _cli_logging() -> Iterator[None]:
+    # main() configures structlog for the command line, on this test's captured stderr.
+    yield
+    structlog.reset_defaults()
 
 
 @pytest.fixture(autouse=True)
