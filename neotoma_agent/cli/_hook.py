@@ -13,9 +13,13 @@ import json
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .._terminal import printable
 from ._common import CLIError, Command, db_path, option, resolve_token, resolve_url
+
+if TYPE_CHECKING:
+    from ..hooks import Change
 
 __all__ = ["HOOK", "HOOKS", "default_state_path"]
 
@@ -128,22 +132,12 @@ def run_hooks_command(args: argparse.Namespace) -> int:
         if args.action == "install":
             store_args = _store_args(args)
             change = install(args.harness, path, store_args, python=sys.executable)
-            if not change.changed:
-                print(f"{args.harness}: hooks already installed in {path}; nothing changed")
-                return 0
-            for event, what in change.events:
-                print(f"{what} {event}")
-            print(f"{args.harness}: wrote {path}" + _backup(change.backup))
-            print(f"store: {_store_label(store_args)}")
+            if _print_change(args.harness, change, "hooks already installed in"):
+                print(f"store: {_store_label(store_args)}")
             return 0
         if args.action == "uninstall":
             change = uninstall(args.harness, path)
-            if not change.changed:
-                print(f"{args.harness}: no neotoma-agent hooks in {path}; nothing changed")
-                return 0
-            for event, what in change.events:
-                print(f"{what} {event}")
-            print(f"{args.harness}: wrote {path}" + _backup(change.backup))
+            _print_change(args.harness, change, "no neotoma-agent hooks in")
             return 0
         ours = installed(args.harness, path)
     except InstallError as exc:
@@ -190,8 +184,16 @@ def _iso(unix: float) -> str:
     return _dt.datetime.fromtimestamp(unix, tz=_dt.timezone.utc).isoformat(timespec="seconds")
 
 
-def _backup(backup: Path | None) -> str:
-    return f" (backup: {backup})" if backup else ""
+def _print_change(harness: str, change: Change, unchanged: str) -> bool:
+    """Print what an install or uninstall did; whether it wrote the file."""
+    if not change.changed:
+        print(f"{harness}: {unchanged} {change.path}; nothing changed")
+        return False
+    for event, what in change.events:
+        print(f"{what} {event}")
+    backup = f" (backup: {change.backup})" if change.backup else ""
+    print(f"{harness}: wrote {change.path}{backup}")
+    return True
 
 
 def _store_args(args: argparse.Namespace) -> list[str]:

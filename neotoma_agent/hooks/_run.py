@@ -198,7 +198,7 @@ def _handle(
             import anyio
 
             delivered, failure = anyio.run(
-                _deliver_within, budget, module.NAME, conv, due, state, store, context_chars
+                _deliver, budget, module.NAME, conv, due, state, store, context_chars
             )
         if turn is not None and event.kind is Kind.PROMPT:
             row = state.get(conv, turn)
@@ -251,7 +251,7 @@ def _record(module: Harness, event: HookEvent, state: HookState) -> tuple[str | 
     return turn, None
 
 
-async def _deliver_within(
+async def _deliver(
     budget: float,
     harness: str,
     conv: str,
@@ -260,15 +260,17 @@ async def _deliver_within(
     spec: StoreSpec,
     context_chars: int,
 ) -> tuple[set[str], str | None]:
+    """Deliver the session's due stores in order, within ``budget`` seconds."""
     import anyio
 
-    with anyio.move_on_after(budget) as scope:
-        return await _deliver(harness, conv, due, state, spec, context_chars)
-    assert scope.cancelled_caught
-    return set(), f"the store did not answer within {budget:g} s; kept for later"
+    delivered: set[str] = set()
+    with anyio.move_on_after(budget):
+        return await _deliver_all(delivered, harness, conv, due, state, spec, context_chars)
+    return delivered, f"the store did not answer within {budget:g} s; kept for later"
 
 
-async def _deliver(
+async def _deliver_all(
+    delivered: set[str],
     harness: str,
     conv: str,
     due: list[PendingTurn],
@@ -276,10 +278,9 @@ async def _deliver(
     spec: StoreSpec,
     context_chars: int,
 ) -> tuple[set[str], str | None]:
-    """Deliver the session's due stores in order; stop at the first that fails for now."""
+    # Stops at the first store that fails for now: a session's turns land in order.
     from neotoma_agent import NeotomaMemory
 
-    delivered: set[str] = set()
     async with _open_store(spec) as transport:
         if spec.url and spec.outbox is not None:
             # Closing stores an earlier event queued go first (the server may be back).

@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import copy
+import io
 import json
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+import structlog
 from hook_support import Hooks, finish, hook_process, observations, recorded, summary
 
+from neotoma_agent.cli import main
 from neotoma_agent.hooks import run_hook
 from neotoma_agent.hooks._run import MAX_INPUT_BYTES
 
@@ -115,16 +117,17 @@ def test_the_command_exits_0_with_one_line_on_stderr(tmp_path: Path) -> None:
     ]
 
 
-def test_an_unknown_harness_exits_0(tmp_path: Path) -> None:
-    done = subprocess.run(
-        [sys.executable, "-m", "neotoma_agent", "hook", "vim", "Stop"],
-        input=b"{}",
-        capture_output=True,
-        timeout=60,
-        env={"HOME": str(tmp_path), "PATH": "/usr/bin:/bin"},
-    )
-    assert done.returncode == 0
-    assert done.stderr.decode().startswith("neotoma-agent hook vim Stop: unknown harness")
+def test_an_unknown_harness_exits_0(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"{}")))
+    try:
+        assert main(["hook", "vim", "Stop", "--state", str(tmp_path / "state.db")]) == 0
+    finally:
+        structlog.reset_defaults()  # main() configured the command line's logging
+    err = capsys.readouterr().err
+    assert err.startswith("neotoma-agent hook vim Stop: unknown harness")
+    assert len(err.splitlines()) == 1
 
 
 def test_a_broken_store_file_keeps_the_turns_until_it_is_fixed(tmp_path: Path) -> None:

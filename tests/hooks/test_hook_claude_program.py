@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from claude_program import ClaudeProject, claude_program
 from fake_anthropic import FakeAnthropic, Hang, Text, ToolUse
+from hook_support import tool_invocations
 
 from neotoma_agent import EmbeddedStore, NeotomaMemory
 
@@ -82,6 +83,8 @@ def test_completed_tool_using_and_interrupted_turns_are_stored(tmp_path: Path) -
         ("What about Acme Corp?", "Acme Corp is a customer of ours.", "completed")
     ]
     assert history(db, conv_second) == [("Run echo hi", "The answer is hi.", "completed")]
+    [call] = tool_invocations(db)  # the Bash call the program really ran, from PostToolUse
+    assert (call["tool_name"], call["result_status"]) == ("Bash", "ok")
     (conv_third,) = [c for c in sessions(state) if c not in (conv_first, conv_second)]
     # No Stop fires on an interrupt: the session's end abandons the turn.
     [(user, _reply, status)] = history(db, conv_third)
