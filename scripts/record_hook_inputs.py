@@ -7,6 +7,9 @@ recorder hook (another tool's hook, which the install keeps), in five scenarios:
 turn, a tool-using turn, a failing tool, an interrupted turn, two prompts in one session.
 Each input lands in ``tests/data/hooks/claude_code/SCENARIO/NN-EVENT.json``, with the
 temporary directory replaced by ``/tmp/claude-run``; ``program.json`` notes the version.
+Each scenario's session transcript is kept as ``transcript.jsonl`` (without the lines that
+hold the program's own prompts, and with attachment bodies emptied), for the backfill's
+tests.
 
     python scripts/record_hook_inputs.py            # rewrites tests/data/hooks/claude_code
 """
@@ -36,7 +39,20 @@ d = pathlib.Path(sys.argv[1]); d.mkdir(parents=True, exist_ok=True)
 (d / f"{time.time_ns()}-{sys.argv[2]}.json").write_bytes(sys.stdin.buffer.read())
 """
 
+#: transcript line kinds left out of the fixtures (the program's prompts, request shapes)
+DROPPED = ("api-request-blob", "api-request-shape")
+
 EVENTS = ("UserPromptSubmit", "PostToolUse", "PostToolUseFailure", "Stop", "SessionEnd")
+
+
+def slim(line: str) -> str:
+    """An ``attachment`` line with its body emptied (it holds the program's own prompts)."""
+    data = json.loads(line)
+    if data.get("type") != "attachment" or not isinstance(data.get("attachment"), dict):
+        return line
+    data["attachment"] = {"type": data["attachment"].get("type")}
+    data.pop("rendered", None)
+    return json.dumps(data)
 
 
 def recorder_settings(inbox: Path) -> dict[str, object]:
@@ -97,11 +113,21 @@ def main() -> int:
                 project.prompt(prompt or "")
             target = OUT / name
             target.mkdir(parents=True)
+            n = 0
             for n, path in enumerate(sorted(inbox.glob("*.json")), 1):
                 event = path.stem.split("-", 1)[1]
                 data = json.loads(path.read_text().replace(str(Path(tmp).resolve()), RUN))
                 data = json.loads(json.dumps(data).replace(tmp, RUN))
                 (target / f"{n:02d}-{event}.json").write_text(json.dumps(data, indent=2) + "\n")
+            # The session's transcript, for the backfill's tests; without the lines that
+            # hold the program's own system prompt and request blobs (never read back).
+            for transcript in (project.home / ".claude" / "projects").glob("*/*.jsonl"):
+                lines = [
+                    slim(line.replace(str(Path(tmp).resolve()), RUN).replace(tmp, RUN))
+                    for line in transcript.read_text().splitlines()
+                    if json.loads(line).get("type") not in DROPPED
+                ]
+                (target / "transcript.jsonl").write_text("\n".join(lines) + "\n")
             print(f"{name}: {n} inputs")
     (OUT / "program.json").write_text(json.dumps({"claude": version.strip()}, indent=2) + "\n")
     return 0

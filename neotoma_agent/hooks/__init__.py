@@ -20,6 +20,7 @@ process loads the store it uses when it has something to deliver.
 
 from __future__ import annotations
 
+from ._backfill import BackfillReport, backfill
 from ._event import BadInput, HookEvent, Kind
 from ._install import Change, InstallError, install, installed, uninstall
 from ._run import HARNESSES, HookOutcome, StoreSpec, harness_module, run_hook
@@ -27,6 +28,7 @@ from ._state import HookState
 
 __all__ = [
     "HARNESSES",
+    "BackfillReport",
     "BadInput",
     "Change",
     "HookEvent",
@@ -35,6 +37,7 @@ __all__ = [
     "InstallError",
     "Kind",
     "StoreSpec",
+    "backfill",
     "harness_module",
     "install",
     "installed",
