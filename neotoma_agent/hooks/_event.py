@@ -17,6 +17,7 @@ from typing import Any, Final
 import attrs
 
 __all__ = [
+    "NO_STOP",
     "BadInput",
     "HookEvent",
     "Kind",
@@ -31,6 +32,10 @@ __all__ = [
 #: characters the library refuses in a turn id (they join keys); a harness id holding one
 #: is replaced by a digest of itself, the same in every process
 _KEY_JOINERS: Final = (":", "|")
+
+
+#: the error class of a turn that got no Stop (abandoned by the next prompt)
+NO_STOP: Final = "NoStopHook"
 
 
 class BadInput(ValueError):

@@ -31,7 +31,7 @@ from typing import Any, Final, Protocol
 
 import attrs
 
-from ._event import BadInput, HookEvent, Kind
+from ._event import NO_STOP, BadInput, HookEvent, Kind
 from ._state import HookState, PendingTurn
 
 __all__ = [
@@ -63,7 +63,6 @@ class Harness(Protocol):
 
     NAME: str
     EVENTS: tuple[str, ...]
-    NO_STOP: str
 
     def parse(self, event: str, payload: Mapping[str, Any]) -> HookEvent: ...
 
@@ -102,8 +101,6 @@ class HookOutcome:
 
     stdout: str | None
     problem: str | None = None
-    #: the event's turn, stored (or already stored) as the event asked
-    stored: bool = False
 
 
 class _Refused(Exception):
@@ -190,14 +187,13 @@ def _handle(
             return HookOutcome(neutral, problem)
         due = state.due(conv)
         context: str | None = None
-        delivered: set[str] = set()
         failure: str | None = None
         if due or _outbox_waiting(store):
             # Only now the event loop and the store are loaded: an event with nothing to
             # deliver (most tool uses) costs a state write and no more.
             import anyio
 
-            delivered, failure = anyio.run(
+            failure = anyio.run(
                 _deliver, budget, module.NAME, conv, due, state, store, context_chars
             )
         if turn is not None and event.kind is Kind.PROMPT:
@@ -208,8 +204,7 @@ def _handle(
             context = state.take_context(conv, turn)
         if context_chars <= 0:
             context = None
-        stored = turn is not None and (turn in delivered or not due)
-        return HookOutcome(_dump(module.answer(event_name, context or None)), failure, stored)
+        return HookOutcome(_dump(module.answer(event_name, context or None)), failure)
 
 
 def _record(module: Harness, event: HookEvent, state: HookState) -> tuple[str | None, str | None]:
@@ -224,7 +219,7 @@ def _record(module: Harness, event: HookEvent, state: HookState) -> tuple[str | 
             module.NAME,
             event.prompt,
             model=event.model,
-            abandon_others_as=module.NO_STOP,
+            abandon_others_as=NO_STOP,
         )
         return turn, None
     if event.kind is Kind.SESSION_END:
@@ -259,25 +254,23 @@ async def _deliver(
     state: HookState,
     spec: StoreSpec,
     context_chars: int,
-) -> tuple[set[str], str | None]:
-    """Deliver the session's due stores in order, within ``budget`` seconds."""
+) -> str | None:
+    """Deliver the session's due stores in order, within ``budget`` seconds; the problem."""
     import anyio
 
-    delivered: set[str] = set()
     with anyio.move_on_after(budget):
-        return await _deliver_all(delivered, harness, conv, due, state, spec, context_chars)
-    return delivered, f"the store did not answer within {budget:g} s; kept for later"
+        return await _deliver_all(harness, conv, due, state, spec, context_chars)
+    return f"the store did not answer within {budget:g} s; kept for later"
 
 
 async def _deliver_all(
-    delivered: set[str],
     harness: str,
     conv: str,
     due: list[PendingTurn],
     state: HookState,
     spec: StoreSpec,
     context_chars: int,
-) -> tuple[set[str], str | None]:
+) -> str | None:
     # Stops at the first store that fails for now: a session's turns land in order.
     from neotoma_agent import NeotomaMemory
 
@@ -297,19 +290,17 @@ async def _deliver_all(
             except _Refused as exc:
                 # Retrying would fail the same way and hold up the session's later turns.
                 state.drop(conv, row.turn_id)
-                return delivered, f"refused by the store, dropped: {exc}"
+                return f"refused by the store, dropped: {exc}"
             except Exception as exc:
-                # Transient (a server away, a lock) or not, it is tried again by the next
-                # events; one that keeps failing is dropped rather than hold up the session.
-                if state.failed(conv, row.turn_id) >= MAX_ATTEMPTS:
+                # Tried again by the next events. A store that is away (or locked) is waited
+                # for as long as it takes; any other failure that repeats is given up rather
+                # than hold up the session's later turns.
+                failures = state.failed(conv, row.turn_id)
+                if not _transient(exc) and failures >= MAX_ATTEMPTS:
                     state.drop(conv, row.turn_id)
-                    return (
-                        delivered,
-                        f"store failed {MAX_ATTEMPTS} times, dropped: {_describe(exc)}",
-                    )
-                return delivered, f"store failed, kept for the next event: {_describe(exc)}"
-            delivered.add(row.turn_id)
-    return delivered, None
+                    return f"store failed {failures} times, dropped: {_describe(exc)}"
+                return f"store failed, kept for the next event: {_describe(exc)}"
+    return None
 
 
 async def _deliver_turn(

@@ -47,9 +47,6 @@ NAME: Final = "claude-code"
 #: the events ``hooks install`` registers, in the order Claude Code fires them
 EVENTS: Final = ("UserPromptSubmit", "PostToolUse", "PostToolUseFailure", "Stop", "SessionEnd")
 
-#: what a turn abandoned by the next prompt records as its error class
-NO_STOP: Final = "NoStopHook"
-
 
 def parse(event: str, payload: Mapping[str, Any]) -> HookEvent:
     """Read one hook input (:class:`BadInput` when it cannot be used)."""

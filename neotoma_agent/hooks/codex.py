@@ -45,8 +45,6 @@ NAME: Final = "codex"
 
 EVENTS: Final = ("UserPromptSubmit", "PostToolUse", "Stop", "StopFailure")
 
-NO_STOP: Final = "NoStopHook"
-
 
 def parse(event: str, payload: Mapping[str, Any]) -> HookEvent:
     """Read one hook input (:class:`BadInput` when it cannot be used)."""

@@ -50,7 +50,6 @@ EVENTS: Final = (
     "sessionEnd",
 )
 
-NO_STOP: Final = "NoStopHook"
 
 _STOP_ERRORS: Final = {"aborted": "Aborted", "error": "AgentError"}
 

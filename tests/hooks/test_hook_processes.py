@@ -144,6 +144,9 @@ def test_an_unreachable_store_gets_every_turn_once_it_is_back(tmp_path: Path) ->
     assert down.problem is not None
     assert down.problem.startswith("store failed, kept for the next event: ")
     assert hooks.send("Stop", first_stop).problem is not None
+    # However often it is tried while the store is away, nothing is given up.
+    for _ in range(3):
+        assert hooks.send("Stop", first_stop).problem is not None
 
     with dev_server(db, port, home):  # back: the next event delivers both halves first
         assert hooks.send("UserPromptSubmit", second).problem is None
