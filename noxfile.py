@@ -35,6 +35,10 @@ def integrations(session: nox.Session) -> None:
     session.install("-e", ".[test,dev,pydantic-ai,openai-agents]")
     session.run("mypy", "--strict", "neotoma_agent")
     session.run("pytest", "tests/integrations", "tests/test_examples.py", *session.posargs)
+def hooks(session: nox.Session) -> None:
+    """The coding-agent hooks against the real Claude Code program (claude-agent-sdk, 380 MB)."""
+    session.install("-e", ".[test]", "claude-agent-sdk")
+    session.run("pytest", "-m", "slow", "tests/hooks", *session.posargs)
 
 
 @nox.session
@@ -57,7 +61,8 @@ def bench(session: nox.Session) -> None:
     """Run the benchmarks and write their figures under benchmarks/results/."""
     session.install("-e", ".[test]")
     session.run("mkdir", "-p", "benchmarks/results", external=True)
-    for name in ("embedded_store", "turn_protocol", "turn_overhead", "audit", "outbox"):
+    benchmarks = ("embedded_store", "turn_protocol", "turn_overhead", "audit", "outbox")
+    for name in (*benchmarks, "hook_latency"):
         session.run("python", f"benchmarks/{name}.py", "--json", f"benchmarks/results/{name}.json")
 
 

@@ -17,6 +17,7 @@ from typing import Any
 import attrs
 
 from ._checks import check_count, check_optional_count
+from ._context import render_context
 from ._history import HistoryTurn, read_history
 from ._keys import (
     TurnKeys,
@@ -26,6 +27,9 @@ from ._keys import (
     turn_record_entity_id,
     validate_conversation_id,
     validate_entity_id,
+)
+from ._keys import (
+    conversation_entity_id as derive_conversation_entity_id,
 )
 from ._log import bound_context
 from ._payloads import (
@@ -53,6 +57,7 @@ from ._tool_payload import DEFAULT_TOOL_PAYLOAD_CHARS, ToolPayloadMode, ToolPayl
 from ._tool_reads import StoredToolCall, read_tool_details
 from ._tools import ToolCall, ToolLog, ToolStatus, check_tools, iso_ms, merge_tools
 from ._turn import Turn, TurnResult, TurnState, close_failure, finish, finish_attempt
+from .exceptions import TransportError
 from .transport._base import Entity, Transport
 
 __all__ = ["DEFAULT_HISTORY_TURNS", "NeotomaMemory", "OpenTurn"]
@@ -147,6 +152,21 @@ class OpenTurn:
             await memory.close_turn(opened, f"Booked ({booking.entity_id}).", produced=[booking])
         """
         return produced_entity(entity_type, fields, extends=self.retrieved_ids)
+
+    def context(self, *, max_chars: int = 4000) -> str:
+        """The budgeted prompt block of what this turn knows: ``t.context()`` for the explicit API.
+
+        The same text, by the same rules, as :meth:`Turn.context`: the :attr:`retrieved`
+        entities in rank order, then :attr:`history`, within ``max_chars`` characters; an
+        empty string when there is nothing to show. A caller whose turn spans processes (a
+        coding agent's hooks) renders it right after ``open_turn``::
+
+            opened = await memory.open_turn("What about Acme Corp?", turn_id=prompt_id)
+            prompt = f"{opened.context(max_chars=2000)}\n\nUser: {opened.user_message}"
+
+        ``ValueError`` for a ``max_chars`` that is not an int >= 0.
+        """
+        return render_context(self.retrieved, self.history, max_chars=max_chars)
 
 
 def _positive(name: str) -> Any:
@@ -683,7 +703,12 @@ class NeotomaMemory:
             validate_entity_id(user_message_id)
         elif ids:
             user_message_id = await self._phases.find(keys.user_turn_key, "conversation_message")
-        conversation_entity_id = await self._phases.find(self.conversation_id, "conversation")
+        try:
+            conversation_entity_id = await self._phases.find(self.conversation_id, "conversation")
+        except TransportError:
+            # The server is unreachable: use the id a store derives for this conversation,
+            # so that the closing store still reaches the transport (and its outbox).
+            conversation_entity_id = derive_conversation_entity_id(self.conversation_id)
         opened = attrs.evolve(
             unopened(keys, turn_number),
             user_message_id=user_message_id or "",
