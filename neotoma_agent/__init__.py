@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from ._current import current_turn
 from ._memory import NeotomaMemory, OpenTurn
 from ._payloads import Produced
 from ._retrieval import Extractor, RetrievalStats, Retrieved, default_extractor
+from ._tools import ActiveToolCall, ToolCall, ToolRedactor
 from ._turn import Turn, TurnResult, TurnState
 from ._version import __version__
 from .exceptions import (
@@ -20,6 +22,7 @@ from .exceptions import (
     RateLimitedError,
     ReadTimeout,
     ServerError,
+    ToolCallConflictError,
     TransportError,
     TurnCloseError,
     TurnStateError,
@@ -65,6 +68,7 @@ from .wrap import AgentReply, AgentStream, MemoryAgent, StoppedEarly, with_memor
 
 __all__ = [  # tests/test_public_api.py pins it
     "APIError",
+    "ActiveToolCall",
     "AgentReply",
     "AgentStream",
     "AttachmentObservation",
@@ -115,6 +119,9 @@ __all__ = [  # tests/test_public_api.py pins it
     "StoreOutcome",
     "StoreResult",
     "StoredEntity",
+    "ToolCall",
+    "ToolCallConflictError",
+    "ToolRedactor",
     "Transport",
     "TransportError",
     "Turn",
@@ -128,6 +135,7 @@ __all__ = [  # tests/test_public_api.py pins it
     "__version__",
     "apply_repairs",
     "audit",
+    "current_turn",
     "default_extractor",
     "diagnose_turn",
     "flush_outbox",

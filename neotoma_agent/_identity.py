@@ -251,6 +251,9 @@ _TURN_FIELDS: Final = (
     "stored_entity_ids", "failure_hint_shown", "safety_net_used", "started_at", "ended_at",
     "cwd", "working_directory", "git_branch", "active_file_refs", "context_source",
 )  # fmt: skip
+_TOOL_INVOCATION_FIELDS: Final = (
+    "turn_key", "tool_name", "invoked_at", "duration_ms", "result_status", "harness",
+)  # fmt: skip
 _COMPANY_FIELDS: Final = (
     "schema_version", "name", "legal_name", "website", "email", "phone", "address",
     "country", "industry", "type", "description", "notes", "external_id", "import_date",
@@ -308,6 +311,14 @@ _BUILTIN_SCHEMAS: Final[tuple[TypeSchema, ...]] = (
         fields=_TURN_FIELDS,
         required=("session_id", "turn_id"),
         version="1.1",
+    ),
+    TypeSchema(
+        "tool_invocation",
+        (("turn_key", "tool_name", "invoked_at"),),
+        "reject",
+        {},
+        fields=_TOOL_INVOCATION_FIELDS,
+        required=("turn_key", "tool_name", "invoked_at"),
     ),
     TypeSchema(
         "person",
