@@ -1,0 +1,10 @@
+"""Framework integrations: each module keeps the turn's guarantee inside one agent framework.
+
+Each is imported only on use and needs its extra (an ``ImportError`` names it otherwise):
+
+- ``neotoma_agent.integrations.langgraph``: ``astream_turn`` / ``ainvoke_turn`` around any
+  compiled LangGraph graph and ``NeotomaMiddleware`` for LangChain's ``create_agent``
+  (``pip install 'neotoma-agent[langchain]'``, Python >= 3.11).
+- ``neotoma_agent.integrations.claude_agent_sdk``: ``NeotomaClaude`` for the Claude Agent
+  SDK (``pip install 'neotoma-agent[claude-agent-sdk]'``).
+"""
