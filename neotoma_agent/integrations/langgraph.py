@@ -45,7 +45,7 @@ import json
 import logging
 import time
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping, Sequence
 from contextvars import ContextVar
 from datetime import datetime, timezone
 from types import TracebackType
@@ -84,7 +84,7 @@ try:  # the middleware needs the `langchain` package itself; the wrappers need o
     from langchain.agents.middleware import AgentMiddleware, ModelRequest
     from langgraph.prebuilt.tool_node import ToolCallRequest
 except ImportError:  # pragma: no cover - langgraph installed without langchain
-    AgentMiddleware = object  # type: ignore[assignment,misc]
+    AgentMiddleware = object  # type: ignore[assignment,misc,unused-ignore]
 
 __all__ = [
     "META_KEY",
@@ -285,6 +285,7 @@ class TurnStream:
         self._parts: AsyncIterator[Any] | None = None
         self._done = False
         self._reading = False
+        self._readers: list[AsyncGenerator[Any, None]] = []
         self._entered = False
         self._checkpointed = False
         self._start_len = 0
@@ -330,8 +331,15 @@ class TurnStream:
 
     # -------------------------------------------------------------- reading
 
-    async def parts(self) -> AsyncIterator[Any]:
+    def parts(self) -> AsyncIterator[Any]:
         """Every raw stream part (LangGraph ``version="v2"`` dicts), in order."""
+        return self._reader(self._all_parts())
+
+    def text(self) -> AsyncIterator[str]:
+        """The final answer's text deltas, each appended to the reply first."""
+        return self._reader(self._deltas())
+
+    async def _all_parts(self) -> AsyncGenerator[Any, None]:
         if self._parts is None:
             raise RuntimeError("read the stream inside its async with block")
         self._reading = True
@@ -340,8 +348,7 @@ class TurnStream:
             yield part
         self._done = True
 
-    async def text(self) -> AsyncIterator[str]:
-        """The final answer's text deltas, each appended to the reply first."""
+    async def _deltas(self) -> AsyncGenerator[str, None]:
         if self._parts is None:
             raise RuntimeError("read the stream inside its async with block")
         self._reading = True
@@ -350,6 +357,16 @@ class TurnStream:
             if delta:
                 yield delta
         self._done = True
+
+    def _reader(self, reader: AsyncGenerator[Any, None]) -> AsyncIterator[Any]:
+        # Kept to be closed on exit: a reader left midway is closed here, not by the GC.
+        self._readers.append(reader)
+        return reader
+
+    async def _close_readers(self) -> None:
+        readers, self._readers = self._readers, []
+        for reader in readers:
+            await reader.aclose()
 
     def _take(self, part: Any) -> str | None:
         # Everything the turn needs from one part; returns the reply delta it carries.
@@ -505,6 +522,7 @@ class TurnStream:
         tb: TracebackType | None,
     ) -> None:
         failure = exc
+        await self._close_readers()
         if failure is None and self._reading and not self._done:
             # The reader left the loop before the run's end: what it showed is the partial.
             failure = StoppedEarly("the stream was left before the run finished")
