@@ -24,6 +24,18 @@ def slow(session: nox.Session) -> None:
     session.run("pytest", "-m", "slow", *session.posargs)
 
 
+@nox.session(python=["3.11", "3.12"])
+def integrations(session: nox.Session) -> None:
+    """The framework integrations with their extras installed (CI runs without them).
+
+    tests/integrations/ skips each framework's tests, saying so, when its extra is absent;
+    this session installs both (LangChain needs Python >= 3.11; the Claude Agent SDK's wheel
+    bundles a 385 MB program) and runs them, the slow ones too.
+    """
+    session.install("-e", ".[test,langchain,claude-agent-sdk]")
+    session.run("pytest", "tests/integrations", "-m", "slow or not slow", *session.posargs)
+
+
 @nox.session
 def lint(session: nox.Session) -> None:
     """ruff check and ruff format --check."""
