@@ -498,11 +498,14 @@ class TurnStream:
                 0 if continuation else _message_count(graph_input)
             )
             config = dict(self._config)
-            metadata = dict(config.get("metadata") or {})
-            metadata[META_KEY] = turn.turn_id
-            metadata[_META_CONVERSATION] = turn.conversation_id
-            metadata[_META_USER] = turn.user_message
-            config["metadata"] = metadata
+            if checkpointed:
+                # Only a checkpointed thread can be resumed: the turn to resume rides in its
+                # checkpoints' metadata (LangChain copies metadata into every run it starts).
+                metadata = dict(config.get("metadata") or {})
+                metadata[META_KEY] = turn.turn_id
+                metadata[_META_CONVERSATION] = turn.conversation_id
+                metadata[_META_USER] = turn.user_message
+                config["metadata"] = metadata
             self._token = _RUN.set(run)
             self._checkpointed = checkpointed
             extra_modes = self._kwargs.pop("stream_modes", ())
