@@ -52,6 +52,8 @@ from datetime import datetime, timedelta, timezone
 from types import TracebackType
 from typing import Any, Final
 
+import anyio
+
 from neotoma_agent import NeotomaMemory, StoppedEarly, Turn, TurnResult, TurnState, current_turn
 
 try:
@@ -322,24 +324,31 @@ class ClaudeTurn:
         tb: TracebackType | None,
     ) -> None:
         failure = exc
-        await self._close_readers()
+        # Every step below runs whatever the one before did: the turn must be closed.
+        try:
+            await self._close_readers()
+        except BaseException as closing:
+            failure = failure or closing
         if failure is None and self._reading and not self._done:
             failure = StoppedEarly("the reply was left before its result")
-        try:
-            if failure is None and not self._done:
-                try:
-                    await self._drain()
-                except BaseException as drained:
-                    failure = drained
-            elif isinstance(failure, StoppedEarly) and self._client is not None:
-                # Stop the prompt and read its end, so the client's next prompt starts clean.
-                try:
+        if failure is None and not self._done:
+            try:
+                await self._drain()
+            except BaseException as drained:
+                failure = drained
+        elif isinstance(failure, StoppedEarly) and self._client is not None:
+            # Stop the prompt and read its end, so the client's next prompt starts clean;
+            # bounded, as a program that ignores the interrupt must not hang the caller.
+            try:
+                with anyio.fail_after(self._owner.memory.close_timeout):
                     await self._client.interrupt()
                     await self._drain()
-                except Exception as stopped:
-                    _logger.warning("claude.interrupt_failed reason=%s", type(stopped).__name__)
-        finally:
+            except Exception as stopped:
+                _logger.warning("claude.interrupt_failed reason=%s", type(stopped).__name__)
+        try:
             await self._close_source()
+        except BaseException as closing:
+            failure = failure or closing
         if failure is None:
             failure = self._settle()
         await self._exit_turn(failure)

@@ -40,6 +40,7 @@ as langchain-core does; the core library stays on 3.10).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import logging
@@ -525,19 +526,24 @@ class TurnStream:
         tb: TracebackType | None,
     ) -> None:
         failure = exc
-        await self._close_readers()
+        # Every step below runs whatever the one before did: the turn must be closed.
+        try:
+            await self._close_readers()
+        except BaseException as closing:
+            failure = failure or closing
         if failure is None and self._reading and not self._done:
             # The reader left the loop before the run's end: what it showed is the partial.
             failure = StoppedEarly("the stream was left before the run finished")
+        if failure is None and not self._done:
+            try:
+                async for part in self._parts_left():
+                    self._take(part)
+            except BaseException as drained:
+                failure = drained
         try:
-            if failure is None and not self._done:
-                try:
-                    async for part in self._parts_left():
-                        self._take(part)
-                except BaseException as drained:
-                    failure = drained
-        finally:
             await self._stop_graph()
+        except BaseException as stopping:
+            failure = failure or stopping
         if failure is None:
             failure = self._settle()
         # Turn.__aexit__ raises nothing of the body's: an abandon this module planned (no
@@ -558,9 +564,10 @@ class TurnStream:
 
     async def _stop_graph(self) -> None:
         parts, self._parts = self._parts, None
-        if self._token is not None:
-            _RUN.reset(self._token)
-            self._token = None
+        token, self._token = self._token, None
+        if token is not None:
+            with contextlib.suppress(ValueError):  # exited in another context than entered
+                _RUN.reset(token)
         aclose = getattr(parts, "aclose", None)
         if aclose is not None:
             await aclose()
