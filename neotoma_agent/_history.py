@@ -379,7 +379,8 @@ async def _from_reader(
             for r in page.turn_records
             if r.snapshot.get("session_id") == conversation_id
         )
-        # A store that pages but sends no tool calls: they are read per turn instead.
+        # A page without tool calls (none, or a store that does not send them): the turns
+        # whose records count calls are read per turn instead.
         calls = None if calls is None or page.tool_calls is None else [*calls, *page.tool_calls]
         groups = [g for g in _group(conversation_id, messages) if g.turn_id != before]
         # The oldest turn of a page may be cut (its other message is older): read on until
