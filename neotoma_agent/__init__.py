@@ -4,7 +4,15 @@ from __future__ import annotations
 
 from ._memory import NeotomaMemory, OpenTurn
 from ._payloads import Produced
-from ._retrieval import Extractor, RetrievalStats, Retrieved, default_extractor
+from ._retrieval import (
+    Extractor,
+    RetrievalQuery,
+    RetrievalStats,
+    Retrieved,
+    RetrievedEntity,
+    Retriever,
+    default_extractor,
+)
 from ._turn import Turn, TurnResult, TurnState
 from ._version import __version__
 from .exceptions import (
@@ -107,8 +115,11 @@ __all__ = [  # tests/test_public_api.py pins it
     "RepairResult",
     "ReportEntity",
     "ReportRepair",
+    "RetrievalQuery",
     "RetrievalStats",
     "Retrieved",
+    "RetrievedEntity",
+    "Retriever",
     "RetryPolicy",
     "ServerError",
     "StoppedEarly",

@@ -35,7 +35,14 @@ from ._payloads import (
     validate_user_extra,
 )
 from ._phases import CloseOutcome, EnterAttempt, Opened, Phases, error_class_name, unopened
-from ._retrieval import EMPTY_RETRIEVAL, Extractor, RetrievalStats, Retrieved
+from ._retrieval import (
+    DEFAULT_LINK_THRESHOLD,
+    EMPTY_RETRIEVAL,
+    Extractor,
+    RetrievalStats,
+    Retrieved,
+    Retriever,
+)
 from ._shield import raise_deferred
 from ._text import check_text
 from ._turn import Turn, TurnResult, TurnState, close_failure, finish, finish_attempt
@@ -112,6 +119,12 @@ def _timeout(name: str, *, optional: bool) -> Any:
     return check
 
 
+def _check_threshold(_: Any, __: Any, value: Any) -> None:
+    # `not 0 <= value <= 1` also refuses NaN.
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
+        raise ValueError(f"link_threshold must be a number in [0, 1], got {value!r}")
+
+
 def _non_negative(name: str) -> Any:
     def check(_: Any, __: Any, value: Any) -> None:
         check_count(value, name)
@@ -164,7 +177,11 @@ class NeotomaMemory:
     instead of with the reply. ``include_bookkeeping`` lets retrieval return conversations,
     messages and turn records. ``history_turns``: how many earlier turns each turn reads as
     ``t.history`` (concurrently with retrieval and the user store, so at no extra round
-    trip; ``0`` turns it off).
+    trip; ``0`` turns it off). ``link_threshold`` (0 to 1, default 0.75): entities
+    retrieval scores below it are candidates only (``Retrieved.candidates``), never
+    retrieved or linked. ``retriever``: an application's own :class:`~neotoma_agent.Retriever`
+    (an embedding search), merged into the ranking under the same deadline. How entities
+    are scored and ordered: ``neotoma_agent._ranking`` and the README ("Retrieval").
     """
 
     transport: Transport
@@ -195,6 +212,10 @@ class NeotomaMemory:
     history_turns: int = attrs.field(
         default=DEFAULT_HISTORY_TURNS, kw_only=True, validator=_non_negative("history_turns")
     )
+    link_threshold: float = attrs.field(
+        default=DEFAULT_LINK_THRESHOLD, kw_only=True, validator=_check_threshold
+    )
+    retriever: Retriever | None = attrs.field(default=None, kw_only=True)
     _open_turns: dict[str, OpenTurn] = attrs.field(init=False, factory=dict, repr=False)
     _phases: Phases = attrs.field(
         init=False, default=attrs.Factory(Phases, takes_self=True), repr=False, eq=False
@@ -274,7 +295,8 @@ class NeotomaMemory:
         return await read_history(self.transport, self.conversation_id, limit=limit, before=before)
 
     async def retrieve(self, text: str) -> Retrieved:
-        """Bounded retrieval for ``text`` alone (what a turn's enter phase runs)."""
+        """Bounded retrieval for ``text`` alone (a turn's enter phase also ranks the
+        conversation's recent entities, which this does not read)."""
         return await self._phases.retrieve(check_text("text", text))
 
     async def open_turn(
