@@ -126,6 +126,11 @@ def host(value: str) -> str:
     return text.removeprefix("www.")
 
 
+def is_host(value: str) -> bool:
+    """True when ``value`` looks like a bare host name (``acme.com``, ``www.acme.co.uk``)."""
+    return _HOST_LIKE.match(value.strip().casefold()) is not None
+
+
 def _names(entity: Entity) -> list[tuple[str, ...]]:
     out: list[tuple[str, ...]] = []
     name = entity.canonical_name

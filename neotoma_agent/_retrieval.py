@@ -12,12 +12,11 @@
    orders them; only those at or above the linking threshold are retrieved (and linked).
 
 A server's lookup matches *substrings* of canonical names and returns early, so a longer
-name that contains the identifier can hide the entity it names exactly (the task "Follow
-up: Acme Corp" hides the company "Acme Corp", whose canonical name is "Acme"). So where
-the exact entity's canonical name cannot contain the identifier, the plan adds a lookup
-of the id that entity has, computed locally as the server computes it (a company's legal
-suffix; see :func:`lookup_plan`); a domain also looks up its name ("acme" for
-``acme.com``), so that a company whose ``website`` is that domain is found.
+name that contains the identifier could hide the entity it names exactly (the task
+"Follow up: Acme Corp" hid the company "Acme Corp", whose canonical name is "Acme"). So
+each identifier is looked up in the form the exact entity's canonical name has (computed
+as the server computes it: see :func:`lookup_plan`), and exactness is decided locally
+(the id an entity of that type and name has, :mod:`._ranking`).
 """
 
 from __future__ import annotations
@@ -31,13 +30,14 @@ import attrs
 
 from ._extract import Extractor, default_extractor, extract
 from ._history import HistoryTurn
-from ._identity import entity_id_for, normalize
+from ._identity import format_canonical_name, normalize
 from ._log import get_logger
 from ._ranking import (
     DEFAULT_LINK_THRESHOLD,
     MatchReason,
     RetrievedEntity,
     Scored,
+    is_host,
     ranked,
     recent_entity,
     score_lookups,
@@ -173,62 +173,65 @@ def recent_entities(history: Sequence[HistoryTurn]) -> list[Entity]:
     return out
 
 
+# Second-level labels of country domains: the name is before them ("acme.co.uk").
+_SECOND_LEVEL: Final = frozenset({"co", "com", "org", "net", "ac", "gov"})
+
+
 def _domain_name(identifier: str) -> str | None:
     """``acme`` for ``acme.com`` / ``www.acme.co.uk``: the label a company is named by."""
-    if "@" in identifier or " " in identifier or "." not in identifier:
+    if not is_host(identifier):
         return None
     labels = identifier.casefold().removeprefix("www.").split(".")[:-1]
-    while (
-        len(labels) > 1
-        and len(labels[-1]) <= 3
-        and labels[-1] in ("co", "com", "org", "net", "ac", "gov")
-    ):
-        labels.pop()  # "acme.co.uk": the name is before the second-level label
-    if not labels or len(labels[-1]) < 3:
-        return None
-    return labels[-1]
+    while len(labels) > 1 and labels[-1] in _SECOND_LEVEL:
+        labels.pop()
+    return labels[-1] if len(labels[-1]) >= 3 else None
 
 
-#: One lookup: (the identifier's index, what to look up, the ``by`` field or None).
-Lookup = tuple[int, str, str | None]
+#: One lookup: (the indexes of the identifiers it serves, what to look up, the ``by``
+#: field or None).
+Lookup = tuple[tuple[int, ...], str, str | None]
 
 
 def lookup_plan(identifiers: Sequence[str]) -> list[Lookup]:
-    """The lookups for ``identifiers``, deduplicated.
+    """The lookups for ``identifiers``: one each, deduplicated (two for a handle).
 
-    Each identifier is looked up as written. More where the server's lookup cannot find the
-    exact entity (its substring pass returns early, and its field pass compares ``name,
-    full_name, title, email, domain, company`` only): a name with a company legal suffix
-    ("Acme Corp") also looks up the id a company of that name has (its canonical name,
-    "Acme", does not contain the identifier); a domain (``acme.com``) also looks up its
-    name (``acme``), so that a company whose ``website`` is the domain is among the
-    answers; a handle (``@ana_l``) is looked up in the ``handle`` field, with and without
-    its ``@``.
+    A server's lookup returns the canonical names that contain the text, ordered by name,
+    and stops there (its field pass, over ``name, full_name, title, email, domain,
+    company`` only, runs when no canonical name matched). So each identifier is looked up
+    in the form the exact entity's canonical name contains, and the ranking decides
+    exactness against the identifier as written:
+
+    - a name with a company legal suffix ("Acme Corp") as the company's canonical name
+      ("Acme"): that finds the company, and every name containing "Acme Corp" too (after
+      it: a name sorts before its extensions);
+    - a domain (``acme.com``) as its name (``acme``): that finds the company whose
+      ``website`` it is, and every canonical name containing the domain (emails);
+    - a handle (``@ana_l``) in the ``handle`` field, with and without its ``@``;
+    - anything else as written.
     """
-    plan: list[Lookup] = []
-    seen: set[tuple[str, str | None]] = set()
+    # (what, by) -> [the first spelling, the identifiers it serves], in first-use order
+    planned: dict[tuple[str, str | None], tuple[str, list[int]]] = {}
 
     def add(index: int, what: str, by: str | None = None) -> None:
-        key = (what.casefold(), by)
-        if key not in seen:
-            seen.add(key)
-            plan.append((index, what, by))
+        _, served = planned.setdefault((what.casefold(), by), (what, []))
+        if index not in served:
+            served.append(index)
 
-    for index, identifier in enumerate(identifiers):
-        if not identifier.startswith("@") or len(identifier) <= 2:
-            add(index, identifier)
     for index, identifier in enumerate(identifiers):
         if identifier.startswith("@") and len(identifier) > 2:
             add(index, identifier, "handle")  # stored as written, or without the "@"
             add(index, identifier[1:], "handle")
-        if identifier.startswith("ent_") or "@" in identifier:
-            continue
-        if normalize("company", identifier) != normalize("note", identifier):
-            add(index, entity_id_for("company", identifier))
-        label = _domain_name(identifier)
-        if label is not None:
+        elif identifier.startswith("ent_") or "@" in identifier:
+            add(index, identifier)
+        elif (label := _domain_name(identifier)) is not None:
             add(index, label)
-    return plan
+        elif (short := format_canonical_name("company", identifier)) != identifier.strip() and (
+            normalize("company", identifier) != normalize("note", identifier)
+        ):
+            add(index, short)
+        else:
+            add(index, identifier)
+    return [(tuple(served), what, by) for (_, by), (what, served) in planned.items()]
 
 
 async def retrieve(
@@ -280,7 +283,7 @@ async def retrieve(
             # The identifier is user content: log its position, never its text.
             logger.warning(
                 "retrieval.lookup_failed",
-                identifier_index=plan[slot][0],
+                identifier_index=plan[slot][0][0],
                 error_class=type(exc).__name__,
                 error=str(exc),
             )
@@ -323,7 +326,11 @@ async def retrieve(
     timeouts = len(plan) - len(results) - failures
     if deadline.cancelled_caught:
         logger.warning("retrieval.timeout", deadline_s=deadline_s, unfinished=timeouts)
-    answered = [(plan[s][0], identifiers[plan[s][0]], results[s]) for s in sorted(results)]
+    answered = [
+        (index, identifiers[index], results[slot])
+        for slot in sorted(results)
+        for index in plan[slot][0]
+    ]
     scored: list[Scored] = score_lookups(answered, include_bookkeeping)
     scored += score_recent(recent_found, text, scored, include_bookkeeping)
     if plugin_found:

@@ -179,9 +179,9 @@ async def test_a_turn_with_history_still_costs_two_round_trips(store: Transport)
         pass
     assert [h.turn_id for h in t.history] == ["t2", "t3"]
     methods = [c.method for c in recorder.calls]
-    # Two lookups ("Acme Corp", and the id a company of that name has), in the same round.
-    lookup = "retrieve_entity_by_identifier"
-    assert sorted(methods) == sorted(["store", "recent_conversation", lookup, lookup, "store"])
+    assert sorted(methods) == sorted(
+        ["store", "recent_conversation", "retrieve_entity_by_identifier", "store"]
+    )
     user_store, closing = recorder.calls_to("store")
     (read,) = recorder.calls_to("recent_conversation")
     # The read overlaps the user store (one round), and ends before the closing store.
