@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ._current import current_turn
 from ._memory import NeotomaMemory, OpenTurn
 from ._payloads import Produced
 from ._retrieval import (
@@ -13,6 +14,7 @@ from ._retrieval import (
     Retriever,
     default_extractor,
 )
+from ._tools import ActiveToolCall, ToolCall, ToolRedactor
 from ._turn import Turn, TurnResult, TurnState
 from ._version import __version__
 from .exceptions import (
@@ -28,6 +30,7 @@ from .exceptions import (
     RateLimitedError,
     ReadTimeout,
     ServerError,
+    ToolCallConflictError,
     TransportError,
     TurnCloseError,
     TurnStateError,
@@ -73,6 +76,7 @@ from .wrap import AgentReply, AgentStream, MemoryAgent, StoppedEarly, with_memor
 
 __all__ = [  # tests/test_public_api.py pins it
     "APIError",
+    "ActiveToolCall",
     "AgentReply",
     "AgentStream",
     "AttachmentObservation",
@@ -126,6 +130,9 @@ __all__ = [  # tests/test_public_api.py pins it
     "StoreOutcome",
     "StoreResult",
     "StoredEntity",
+    "ToolCall",
+    "ToolCallConflictError",
+    "ToolRedactor",
     "Transport",
     "TransportError",
     "Turn",
@@ -139,6 +146,7 @@ __all__ = [  # tests/test_public_api.py pins it
     "__version__",
     "apply_repairs",
     "audit",
+    "current_turn",
     "default_extractor",
     "diagnose_turn",
     "flush_outbox",

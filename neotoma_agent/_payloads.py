@@ -51,6 +51,7 @@ BOOKKEEPING_TYPES: Final = frozenset(
         "conversation_turn",
         "turn_compliance",
         "turn_activity",
+        "tool_invocation",
     }
 )
 
@@ -173,6 +174,8 @@ class StorePayload:
     turn_record_index: int = 0
     #: where the produced entities sit, in the order produced
     produced_indexes: tuple[int, ...] = ()
+    #: where the ``tool_invocation`` entities sit, in the order given
+    tool_indexes: tuple[int, ...] = ()
 
 
 def conversation_entity(settings: ConversationSettings) -> dict[str, Any]:
@@ -359,13 +362,15 @@ def closing_payload(
     cited_ids: Sequence[str] = (),
     turn_number: int | None = None,
     produced: Sequence[Produced] = (),
+    tools: Sequence[Mapping[str, Any]] = (),
 ) -> StorePayload:
     """The closing store of a completed turn.
 
     The assistant message (exact reply) PART_OF the conversation and REFERS_TO the retrieved
     and cited entities and to each ``produced`` entity (written in this same store); the
     user message (named by id) REFERS_TO the retrieved entities; the turn record becomes
-    ``completed``.
+    ``completed`` and REFERS_TO each of ``tools`` (``tool_invocation`` elements, see
+    :func:`neotoma_agent._tools.tool_entity`), written here too.
     """
     entities, relationships, indexes = _reply_part(
         settings,
@@ -379,11 +384,13 @@ def closing_payload(
     if user_message_id is not None:
         relationships += _refers_to(user_message_id, retrieved_ids)
     produced_indexes = _add_produced(entities, relationships, indexes["assistant_index"], produced)
+    tool_indexes = _add_tools(entities, relationships, indexes["turn_record_index"], tools)
     return StorePayload(
         entities=tuple(entities),
         relationships=tuple(relationships),
         idempotency_key=keys.idempotency_key("assistant"),
         produced_indexes=produced_indexes,
+        tool_indexes=tool_indexes,
         **indexes,
     )
 
@@ -401,6 +408,7 @@ def abandoned_payload(
     turn_number: int | None = None,
     idempotency_key: str | None = None,
     produced: Sequence[Produced] = (),
+    tools: Sequence[Mapping[str, Any]] = (),
 ) -> StorePayload:
     """The closing store of an abandoned turn.
 
@@ -408,7 +416,8 @@ def abandoned_payload(
     REFERS_TO edges, and when the user already saw part of a reply (``partial_reply`` is
     non-empty) the assistant message holds exactly that text: both halves or neither.
     What the turn produced before it failed (a tool's result) happened, so it is stored
-    too, REFERS_TO from the partial reply, or from the turn record when there is none.
+    too, REFERS_TO from the partial reply, or from the turn record when there is none; so
+    are the tool calls it made, REFERS_TO from the turn record.
     """
     record = turn_record(keys, "abandoned", error_class)
     if partial_reply:
@@ -427,11 +436,13 @@ def abandoned_payload(
         relationships += _refers_to(user_message_id, retrieved_ids)
     source = indexes.get("assistant_index", indexes["turn_record_index"])
     produced_indexes = _add_produced(entities, relationships, source, produced)
+    tool_indexes = _add_tools(entities, relationships, indexes["turn_record_index"], tools)
     return StorePayload(
         entities=tuple(entities),
         relationships=tuple(relationships),
         idempotency_key=idempotency_key or keys.idempotency_key("abandoned"),
         produced_indexes=produced_indexes,
+        tool_indexes=tool_indexes,
         **indexes,
     )
 
@@ -451,6 +462,20 @@ def _add_produced(
     return tuple(indexes)
 
 
+def _add_tools(
+    entities: list[Mapping[str, Any]],
+    relationships: list[dict[str, Any]],
+    record: int,
+    tools: Sequence[Mapping[str, Any]],
+) -> tuple[int, ...]:
+    # Tool calls go last, each REFERS_TO from the turn record (as the real Inspector's
+    # writers link them).
+    start = len(entities)
+    entities.extend(tools)
+    relationships.extend(_edge("REFERS_TO", record, i) for i in range(start, len(entities)))
+    return tuple(range(start, len(entities)))
+
+
 def recorded_payload(
     settings: ConversationSettings,
     keys: TurnKeys,
@@ -461,9 +486,10 @@ def recorded_payload(
     cited_ids: Sequence[str] = (),
     turn_number: int | None = None,
     user_extra: Mapping[str, Any] | None = None,
+    tools: Sequence[Mapping[str, Any]] = (),
 ) -> StorePayload:
     """A whole turn in one store (transcript import): the same graph ``turn()`` leaves."""
-    entities = (
+    entities: list[Mapping[str, Any]] = [
         conversation_entity(settings),
         message_entity(
             "user", user_message, keys.user_turn_key, turn_number=turn_number, extra=user_extra
@@ -472,19 +498,21 @@ def recorded_payload(
             "assistant", assistant_message, keys.assistant_turn_key, turn_number=turn_number
         ),
         turn_record(keys, "completed"),
-    )
+    ]
     relationships = [
         _edge("PART_OF", 1, 0),
         _edge("PART_OF", 2, 0),
         *_refers_to(1, retrieved_ids),
         *_refers_to(2, [*retrieved_ids, *cited_ids]),
     ]
+    tool_indexes = _add_tools(entities, relationships, 3, tools)
     return StorePayload(
-        entities=entities,
+        entities=tuple(entities),
         relationships=tuple(relationships),
         idempotency_key=keys.idempotency_key("recorded"),
         conversation_index=0,
         user_index=1,
         assistant_index=2,
         turn_record_index=3,
+        tool_indexes=tool_indexes,
     )

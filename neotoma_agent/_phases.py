@@ -51,9 +51,11 @@ from ._retrieval import (
     retrieve,
 )
 from ._shield import Completion, raise_deferred, run_to_completion
+from ._tools import ToolCall, ToolPayloads, tool_entity
 from .exceptions import APIError, IdempotencyMismatchError, ServerError
 from .transport._base import Entity, StoreResult, Transport
 from .transport._outbox import OrderedStore, StoreOutcome
+from .transport._results import expected_entity
 
 __all__ = [
     "CloseOutcome",
@@ -62,6 +64,7 @@ __all__ = [
     "PhaseConfig",
     "Phases",
     "error_class_name",
+    "tool_ids",
     "unopened",
 ]
 
@@ -108,6 +111,8 @@ class PhaseConfig(Protocol):
     def link_threshold(self) -> float: ...
     @property
     def retriever(self) -> Retriever | None: ...
+    @property
+    def tool_settings(self) -> ToolPayloads: ...
 
 
 @attrs.frozen
@@ -175,6 +180,8 @@ class CloseOutcome:
     #: the transport queued the store in its outbox (the server was unreachable); the ids
     #: are the ones the server will give it
     queued: bool = False
+    #: the ids the store gave the tool calls, in the order of ``tools``
+    tool_ids: tuple[str, ...] = ()
 
 
 @attrs.define
@@ -500,6 +507,7 @@ class Phases:
         retrieved_ids: Sequence[str],
         cited_ids: Sequence[str],
         produced: Sequence[Produced] = (),
+        tools: Sequence[ToolCall] = (),
     ) -> CloseOutcome:
         payload = closing_payload(
             self.config.settings,
@@ -511,9 +519,10 @@ class Phases:
             cited_ids=cited_ids,
             turn_number=opened.turn_number,
             produced=produced,
+            tools=self.tool_entities(opened.keys, tools),
         )
         outcome = await self.store_or_queue(payload, opened.keys, "assistant")
-        return self._closed("completed", outcome, payload, produced)
+        return self._closed("completed", outcome, payload, produced, tools)
 
     async def abandon(
         self,
@@ -523,6 +532,7 @@ class Phases:
         retrieved_ids: Sequence[str],
         cited_ids: Sequence[str],
         produced: Sequence[Produced] = (),
+        tools: Sequence[ToolCall] = (),
     ) -> CloseOutcome:
         if opened.prior_status == "completed":
             # This turn id was completed by an earlier run; a failed re-run must not overwrite
@@ -531,6 +541,8 @@ class Phases:
                 "turn.abandon_skipped", reason="turn already completed", error_class=error_class
             )
             return CloseOutcome("completed", None, opened.turn_record_id, replayed=True)
+
+        tool_entities = self.tool_entities(opened.keys, tools)
 
         def build(key: str | None = None) -> StorePayload:
             return abandoned_payload(
@@ -545,6 +557,7 @@ class Phases:
                 turn_number=opened.turn_number,
                 idempotency_key=key,
                 produced=produced,
+                tools=tool_entities,
             )
 
         payload = build()
@@ -557,7 +570,12 @@ class Phases:
             digest = _digest(payload)
             payload = build(f"{payload.idempotency_key}-{digest}")
             outcome = await self.store_or_queue(payload, opened.keys, "abandoned")
-        return self._closed("abandoned", outcome, payload, produced)
+        return self._closed("abandoned", outcome, payload, produced, tools)
+
+    def tool_entities(self, keys: TurnKeys, tools: Sequence[ToolCall]) -> list[dict[str, Any]]:
+        """The ``tool_invocation`` request elements of a turn's calls (capped, redacted)."""
+        settings, payloads = self.config.settings, self.config.tool_settings
+        return [tool_entity(c, keys.user_turn_key, settings.platform, payloads) for c in tools]
 
     def _closed(
         self,
@@ -565,6 +583,7 @@ class Phases:
         outcome: StoreOutcome,
         payload: StorePayload,
         produced: Sequence[Produced],
+        tools: Sequence[ToolCall] = (),
     ) -> CloseOutcome:
         # What a closing store wrote, read off its answer (or the ids a queued one will get).
         stored = outcome.result
@@ -575,6 +594,7 @@ class Phases:
             replayed=stored.replayed,
             produced_ids=_produced_ids(stored, payload, produced),
             queued=outcome.queued,
+            tool_ids=tool_ids(stored, payload),
         )
 
     async def shielded(
@@ -613,6 +633,20 @@ def _produced_ids(
             ids.append(stored.entity_id(index))
         except IndexError:
             ids.append(item.entity_id)
+    return tuple(ids)
+
+
+def tool_ids(stored: StoreResult, payload: StorePayload) -> tuple[str, ...]:
+    # The store's word where it aligned the answer; else (a replay) the id the identity
+    # rules give (turn key, tool name and invoked_at: a schema rule, so exact).
+    ids = []
+    for index in payload.tool_indexes:
+        try:
+            ids.append(stored.entity_id(index))
+        except IndexError:
+            expected = expected_entity(payload.entities[index], index)
+            if expected is not None:
+                ids.append(expected.entity_id)
     return tuple(ids)
 
 

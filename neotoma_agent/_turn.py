@@ -28,6 +28,8 @@ failure is logged at ERROR. ``t.result.close_error`` holds the cause.
 
 from __future__ import annotations
 
+import contextvars
+import datetime
 import enum
 import time
 from collections.abc import AsyncGenerator, AsyncIterable, Mapping
@@ -39,6 +41,7 @@ import attrs
 import structlog
 
 from ._context import render_context
+from ._current import enter_current, exit_current
 from ._history import HistoryTurn
 from ._keys import TurnKeys, validate_entity_id
 from ._log import get_logger
@@ -47,6 +50,7 @@ from ._phases import CloseOutcome, EnterAttempt, Opened, Phases, error_class_nam
 from ._retrieval import EMPTY_RETRIEVAL, RetrievalStats, Retrieved, RetrievedEntity
 from ._shield import raise_deferred
 from ._text import split_pending
+from ._tools import ActiveToolCall, ToolCall, ToolLog, ToolStatus
 from .exceptions import IdempotencyMismatchError, TurnCloseError, TurnStateError, ValidationError
 from .transport._base import Entity
 
@@ -98,6 +102,8 @@ class TurnResult:
       lookup counts and time (:class:`~neotoma_agent.RetrievalStats`);
     - ``produced_ids``: the entities the reply produced (``t.remember``), written in the
       closing store, completed or abandoned;
+    - ``tools``: the tool calls written in the closing store (:class:`ToolCall`, ordered by
+      ``invoked_at``), and ``tool_ids`` their ``tool_invocation`` entity ids;
     - ``reply_chars``: length of the stored (or partial) reply;
     - ``error_class``: the body's exception class when abandoned (``module.Class``);
     - ``replayed``: the closing store replayed an identical earlier one (a re-run);
@@ -139,6 +145,10 @@ class TurnResult:
     retrieved: tuple[Entity, ...] = attrs.field(default=(), eq=False, repr=False)
     #: ids of the entities the reply produced (``t.remember``), stored in the closing store
     produced_ids: tuple[str, ...] = ()
+    #: the tool calls stored with the turn, ordered by ``invoked_at``
+    tools: tuple[ToolCall, ...] = attrs.field(default=(), eq=False, repr=False)
+    #: the ``tool_invocation`` entity ids of :attr:`tools`, in the same order
+    tool_ids: tuple[str, ...] = ()
 
     @property
     def completed(self) -> bool:
@@ -180,6 +190,7 @@ def finish(
     open_ms: float = 0.0,
     body_ms: float = 0.0,
     close_ms: float = 0.0,
+    tools: tuple[ToolCall, ...] = (),
 ) -> TurnResult:
     """The one place a :class:`TurnResult` is built, and its ``turn.*`` event logged.
 
@@ -207,6 +218,8 @@ def finish(
         close_error=close_error,
         replayed=False if outcome is None else outcome.replayed,
         produced_ids=() if outcome is None else outcome.produced_ids,
+        tools=tools,
+        tool_ids=() if outcome is None else outcome.tool_ids,
         queued=False if outcome is None else outcome.queued,
         open_ms=open_ms,
         body_ms=body_ms,
@@ -238,6 +251,7 @@ def _log_close(result: TurnResult) -> None:
         "reply_chars": result.reply_chars,
         "retrieved": len(result.retrieved_ids),
         "cited": len(result.cited_ids),
+        "tools": len(result.tools),
         "replayed": result.replayed,
         "queued": result.queued,
         "open_ms": round(result.open_ms, 3),
@@ -289,10 +303,12 @@ class Turn:
         "_body_started",
         "_chunks",
         "_cited",
+        "_context_token",
         "_entered_at",
         "_history",
         "_keys",
         "_log_binding",
+        "_model",
         "_open_ms",
         "_opened",
         "_pending",
@@ -302,6 +318,7 @@ class Turn:
         "_result",
         "_retrieved",
         "_state",
+        "_tools",
         "_turn_number",
         "_user_extra",
         "_user_message",
@@ -319,6 +336,7 @@ class Turn:
         *,
         turn_number: int | None,
         user_extra: Mapping[str, Any] | None,
+        model: str | None = None,
     ) -> Turn:
         # In place of __init__ (``Turn.__new__(Turn)._setup(...)``): help(Turn) shows no
         # private types, and no Turn is built around ids NeotomaMemory.turn() did not check.
@@ -327,6 +345,7 @@ class Turn:
         self._user_message = user_message
         self._turn_number = turn_number
         self._user_extra = user_extra
+        self._model = model
         self._state = TurnState.NEW
         self._chunks: list[str] = []
         self._reply_cache: str | None = ""
@@ -334,6 +353,8 @@ class Turn:
         self._pending = ""
         self._produced: dict[str, Produced] = {}
         self._cited: list[str] = []
+        self._tools = ToolLog(keys.user_turn_key)
+        self._context_token: contextvars.Token[Any] | None = None
         self._opened: Opened | None = None
         self._retrieved: Retrieved = EMPTY_RETRIEVAL
         self._history: tuple[HistoryTurn, ...] = ()
@@ -571,6 +592,83 @@ class Turn:
         """Ids of the entities :meth:`remember` recorded so far."""
         return tuple(self._produced)
 
+    # ------------------------------------------------------------------ tool calls
+
+    @property
+    def model(self) -> str | None:
+        """The model the caller named (``memory.turn(..., model=...)``), if any."""
+        return self._model
+
+    @property
+    def tools(self) -> tuple[ToolCall, ...]:
+        """The tool calls recorded so far, ordered by ``invoked_at``."""
+        return self._tools.calls
+
+    def tool(self, name: str, args: Any = None, *, call_id: str | None = None) -> ActiveToolCall:
+        """Time and record one tool call: ``async with t.tool(name, args) as call:`` (or ``with``).
+
+        Set ``call.result`` in the body. ``invoked_at`` is read once, when the body starts;
+        the call ends ``ok``, ``error`` (an exception: its class is kept) or ``cancelled``
+        (a cancellation, ``KeyboardInterrupt``), and the body's exception or cancellation
+        propagates unchanged. The call is written in the turn's closing store (no extra
+        round trip), completed or abandoned, as a ``tool_invocation`` entity the turn record
+        REFERS_TO. Entities the tool's result names or produces go through :meth:`remember`
+        or :meth:`cite`, as before::
+
+            async with t.tool("search_flights", {"to": "LIS"}) as call:
+                call.result = await search_flights(to="LIS")
+
+        Bad input (an empty or non-str name, args that are not plain JSON) raises here,
+        before the call runs; :class:`~neotoma_agent.TurnStateError` unless the turn is open.
+        """
+        self._require_open("record a tool call")
+        return ActiveToolCall(self._add_tool, name, args, call_id)
+
+    def record_tool(
+        self,
+        name: str,
+        *,
+        args: Any = None,
+        result: Any = None,
+        status: ToolStatus = "ok",
+        invoked_at: datetime.datetime | str | None = None,
+        duration_ms: float | None = None,
+        call_id: str | None = None,
+        error_class: str | None = None,
+    ) -> ToolCall:
+        """Record a call a framework already made; return the record kept.
+
+        ``status`` is ``"ok"``, ``"error"`` or ``"cancelled"``; ``invoked_at`` a timezone-
+        aware ``datetime`` or an ISO 8601 string (``None``: now), stored as UTC with
+        milliseconds. The framework's own ``call_id`` (e.g. a ``tool_use_id``) makes a
+        repeated record of the same call a no-op (the earlier record is returned), and the
+        same id with other content raises :class:`~neotoma_agent.ToolCallConflictError`.
+        Two calls of one tool on the same millisecond are kept apart (the later moves on by
+        one millisecond), so they never merge. Checked before any I/O (``TypeError``,
+        ``ValueError``, :class:`~neotoma_agent.ValidationError`); written in the closing
+        store, like :meth:`tool`::
+
+            t.record_tool("search_flights", args={"to": "LIS"}, result=offers,
+                          call_id=block.id, duration_ms=312.5)
+        """
+        self._require_open("record a tool call")
+        call = ToolCall.create(
+            name,
+            args=args,
+            result=result,
+            status=status,
+            invoked_at=invoked_at,
+            duration_ms=duration_ms,
+            call_id=call_id,
+            error_class=error_class,
+        )
+        return self._tools.add(call, clock_given=invoked_at is not None)
+
+    def _add_tool(self, call: ToolCall) -> ToolCall:
+        # Where an ActiveToolCall records itself when it ends.
+        self._require_open("record a tool call")
+        return self._tools.add(call)
+
     # ------------------------------------------------------------------ lifecycle
 
     async def __aenter__(self) -> Turn:
@@ -602,6 +700,7 @@ class Turn:
             self._unbind()
             raise
         self._state = TurnState.OPEN
+        self._context_token = enter_current(self)
         self._body_started = time.perf_counter()
         self._open_ms = (self._body_started - self._entered_at) * 1000
         return self
@@ -615,8 +714,14 @@ class Turn:
         try:
             await self._close(exc)
         finally:
+            self._reset_current()
             self._unbind()
         # Returning None lets the body's exception (or cancellation) propagate unchanged.
+
+    def _reset_current(self) -> None:
+        token, self._context_token = self._context_token, None
+        if token is not None:
+            exit_current(self, token)
 
     def _unbind(self) -> None:
         binding, self._log_binding = self._log_binding, None
@@ -647,16 +752,16 @@ class Turn:
         # Shielded so a cancelled body still gets its closing store, however it is cancelled;
         # bounded so a hung store cannot hang the caller's shutdown.
         produced = tuple(self._produced.values())
+        tools = self._tools.calls
+        cited = tuple(self._cited)
         if error_class is None:
             completion = await phases.shielded(
-                lambda: phases.complete(
-                    opened, reply, self.retrieved_ids, tuple(self._cited), produced
-                )
+                lambda: phases.complete(opened, reply, self.retrieved_ids, cited, produced, tools)
             )
         else:
             completion = await phases.shielded(
                 lambda: phases.abandon(
-                    opened, reply, error_class, self.retrieved_ids, tuple(self._cited), produced
+                    opened, reply, error_class, self.retrieved_ids, cited, produced, tools
                 )
             )
         close_ms = (time.perf_counter() - closing_started) * 1000
@@ -673,6 +778,7 @@ class Turn:
             open_ms=self._open_ms,
             body_ms=body_ms,
             close_ms=close_ms,
+            tools=tools,
         )
         self._state = self._result.status
         close_error = completion.error
