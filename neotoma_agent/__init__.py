@@ -14,6 +14,7 @@ from ._retrieval import (
     Retriever,
     default_extractor,
 )
+from ._tool_reads import StoredToolCall
 from ._tools import ActiveToolCall, ToolCall, ToolRedactor
 from ._turn import Turn, TurnResult, TurnState
 from ._version import __version__
@@ -130,6 +131,7 @@ __all__ = [  # tests/test_public_api.py pins it
     "StoreOutcome",
     "StoreResult",
     "StoredEntity",
+    "StoredToolCall",
     "ToolCall",
     "ToolCallConflictError",
     "ToolRedactor",

@@ -22,7 +22,9 @@ from ._history import HistoryTurn, read_history
 from ._keys import (
     TurnKeys,
     new_turn_id,
+    turn_id_ms,
     turn_keys,
+    turn_record_entity_id,
     validate_conversation_id,
     validate_entity_id,
 )
@@ -54,6 +56,7 @@ from ._retrieval import (
 )
 from ._shield import raise_deferred
 from ._text import check_text
+from ._tool_reads import StoredToolCall, read_tool_details
 from ._tools import (
     DEFAULT_TOOL_PAYLOAD_CHARS,
     ToolCall,
@@ -63,6 +66,7 @@ from ._tools import (
     ToolRedactor,
     ToolStatus,
     check_tools,
+    iso_ms,
     merge_tools,
 )
 from ._turn import Turn, TurnResult, TurnState, close_failure, finish, finish_attempt
@@ -396,6 +400,22 @@ class NeotomaMemory:
         """
         return await read_history(self.transport, self.conversation_id, limit=limit, before=before)
 
+    async def tools(self, turn_id: str) -> tuple[StoredToolCall, ...]:
+        """The tool calls stored with turn ``turn_id``, with their arguments and results.
+
+        Ordered by ``invoked_at``; each :class:`~neotoma_agent.StoredToolCall` has the
+        snapshot's fields (name, status, duration, entity id) and what the observation
+        keeps (``args`` and ``result`` as stored: capped or summarised per the writer's
+        settings, ``call_id``, ``error_class``). Two reads, then one per call, concurrently.
+        A turn with no calls (or not stored) has none (``()``)::
+
+            for call in await memory.tools(t.turn_id):
+                print(call.name, call.status, call.duration_ms, call.args, call.result)
+        """
+        keys = turn_keys(self.conversation_id, turn_id)
+        record_id = turn_record_entity_id(keys.conversation_id, keys.turn_id)
+        return await read_tool_details(self.transport, record_id)
+
     async def retrieve(self, text: str) -> Retrieved:
         """Bounded retrieval for ``text`` alone (a turn's enter phase also ranks the
         conversation's recent entities, which this does not read)."""
@@ -427,7 +447,12 @@ class NeotomaMemory:
             attempt = EnterAttempt()
             try:
                 opened, retrieved, history = await self._phases.enter(
-                    keys, user_message, turn_number=turn_number, user_extra=extra, attempt=attempt
+                    keys,
+                    user_message,
+                    turn_number=turn_number,
+                    user_extra=extra,
+                    attempt=attempt,
+                    model=model,
                 )
             except BaseException:
                 if attempt.closed:
@@ -491,7 +516,9 @@ class NeotomaMemory:
             opened,
             retrieved,
             handle,
-            lambda: self._phases.complete(opened, reply, retrieved.ids, cited, products, calls),
+            lambda: self._phases.complete(
+                opened, reply, retrieved.ids, cited, products, calls, model=model
+            ),
             TurnState.COMPLETED,
             reply,
             cited,
@@ -535,7 +562,7 @@ class NeotomaMemory:
             retrieved,
             handle,
             lambda: self._phases.abandon(
-                opened, partial, error_class, retrieved.ids, cited, products, calls
+                opened, partial, error_class, retrieved.ids, cited, products, calls, model=model
             ),
             TurnState.ABANDONED,
             partial,
@@ -626,6 +653,8 @@ class NeotomaMemory:
                 turn_number=turn_number,
                 user_extra=extra,
                 tools=self._phases.tool_entities(keys, calls),
+                model=model,
+                started_at=_id_time(keys),
             )
             stored = await self._phases.store(payload, keys, "recorded")
             opened = self._phases.opened(keys, turn_number, stored, payload)
@@ -698,6 +727,12 @@ class NeotomaMemory:
             conversation_entity_id=conversation_entity_id or "",
         )
         return opened, Retrieved(tuple(_bare(i) for i in ids), EMPTY_RETRIEVAL.stats), None
+
+
+def _id_time(keys: TurnKeys) -> str | None:
+    # A recorded turn's start, when its id says it (a UUIDv7); no clock is read.
+    ms = turn_id_ms(keys.turn_id)
+    return None if ms is None else iso_ms(ms)
 
 
 def _turn_tools(

@@ -30,11 +30,12 @@ import anyio.to_thread
 import attrs
 
 from ._history import HistoryTurn, read_history
-from ._keys import TurnKeys
+from ._keys import TurnKeys, turn_id_ms, turn_record_entity_id
 from ._log import get_logger
 from ._payloads import (
     ConversationSettings,
     Produced,
+    RunFields,
     StorePayload,
     abandoned_payload,
     closing_payload,
@@ -51,7 +52,7 @@ from ._retrieval import (
     retrieve,
 )
 from ._shield import Completion, raise_deferred, run_to_completion
-from ._tools import ToolCall, ToolPayloads, tool_entity
+from ._tools import ToolCall, ToolPayloads, iso_ms, now_ms, tool_entity
 from .exceptions import APIError, IdempotencyMismatchError, ServerError
 from .transport._base import Entity, StoreResult, Transport
 from .transport._outbox import OrderedStore, StoreOutcome
@@ -76,6 +77,27 @@ _DEFERRABLE = frozenset({"assistant", "abandoned"})
 
 # Above this many characters, identifier extraction runs in a worker thread.
 _INLINE_EXTRACT_CHARS = 8192
+
+# How many earlier runs a re-run tries (one per revision of the turn that wrote the phase).
+_MAX_RERUN_TRIES = 8
+
+# Keys a store may add to an observation's fields that no payload sets.
+_META = frozenset({"schema_version", "canonical_name"})
+
+
+def started_at(keys: TurnKeys) -> str:
+    """When the turn started: the time its id carries (a UUIDv7, the default), else now.
+
+    Derived from the id where it can be, so a re-run sends the same value (and replays
+    without a read); for other ids, :meth:`Phases.store_turn_phase` recovers it.
+    """
+    ms = turn_id_ms(keys.turn_id)
+    return iso_ms(now_ms() if ms is None else ms)
+
+
+def ended_at() -> str:
+    """Now, as a turn record's ``ended_at``."""
+    return iso_ms(now_ms())
 
 
 class PhaseConfig(Protocol):
@@ -128,6 +150,10 @@ class Opened:
     replayed: bool
     #: the turn record's status before this run (known on a replay), e.g. ``completed``
     prior_status: str | None
+    #: the ``started_at`` the user store wrote on the turn record
+    started_at: str | None = None
+    #: the user store created the conversation entity: this turn started the conversation
+    started_conversation: bool = False
 
 
 def error_class_name(exc: BaseException) -> str:
@@ -315,6 +341,62 @@ class Phases:
                 "under the same turn_id, or use a new turn_id for a new turn",
             ) from exc
 
+    async def store_turn_phase(
+        self,
+        payload: StorePayload,
+        build: Callable[[RunFields], StorePayload],
+        run: RunFields,
+        keys: TurnKeys,
+        phase: str,
+    ) -> tuple[StoreOutcome, StorePayload]:
+        """Store ``payload`` (``build(run)``); a re-run whose only difference is ``run``
+        replays.
+
+        The run fields (a clock reading, what retrieval found) differ each time a phase
+        runs, so a re-run of a phase that landed meets a mismatch. Then the turn record's
+        observations are read (one request, only then), the one this phase wrote earlier is
+        found (same fields but for the run fields), and the payload is sent again with its
+        values: a replay. If none matches, the text really differs and the mismatch stands.
+        """
+        try:
+            return await self.store_or_queue(payload, keys, phase), payload
+        except IdempotencyMismatchError as mismatch:
+            # Newest first; more than one when revisions of the turn wrote the same phase.
+            for earlier in await self._earlier_runs(keys, build, run):
+                again = build(earlier)
+                try:
+                    return await self.store_or_queue(again, keys, phase), again
+                except IdempotencyMismatchError:
+                    continue
+            raise mismatch from None
+
+    async def _earlier_runs(
+        self,
+        keys: TurnKeys,
+        build: Callable[[RunFields], StorePayload],
+        run: RunFields,
+    ) -> list[RunFields]:
+        # The run fields of the observations this phase's earlier runs left on the turn
+        # record: those equal to what this run sends but for them.
+        record_id = turn_record_entity_id(keys.conversation_id, keys.turn_id)
+        try:
+            observations = await self.config.transport.list_observations(record_id)
+        except Exception as exc:  # the mismatch is what the caller will see
+            logger.warning("turn.rerun_read_failed", error=type(exc).__name__)
+            return []
+        found: list[RunFields] = []
+        for observation in observations.observations:
+            earlier = RunFields.of(observation.fields)
+            if earlier == run or earlier in found:
+                continue
+            rebuilt = build(earlier)
+            record = dict(rebuilt.entities[rebuilt.turn_record_index])
+            record.pop("entity_type", None)
+            stored = {k: v for k, v in observation.fields.items() if k not in _META}
+            if record == stored:
+                found.append(earlier)
+        return found[:_MAX_RERUN_TRIES]
+
     async def enter(
         self,
         keys: TurnKeys,
@@ -323,6 +405,7 @@ class Phases:
         turn_number: int | None,
         user_extra: Mapping[str, Any] | None,
         attempt: EnterAttempt,
+        model: str | None = None,
     ) -> tuple[Opened, Retrieved, tuple[HistoryTurn, ...]]:
         """Retrieval, the history read and the user store, concurrently; the turn is open
         when all are done.
@@ -337,8 +420,9 @@ class Phases:
         stored: StoreResult | None = None
         store_error: Exception | None = None
         issued = False
+        run = RunFields(started_at=started_at(keys))
 
-        def payload(refers_to: Sequence[str] = ()) -> StorePayload:
+        def payload(refers_to: Sequence[str] = (), fields: RunFields = run) -> StorePayload:
             return user_payload(
                 self.config.settings,
                 keys,
@@ -346,7 +430,18 @@ class Phases:
                 turn_number=turn_number,
                 user_extra=user_extra,
                 refers_to=refers_to,
+                model=model,
+                run=fields,
             )
+
+        request = payload()
+
+        async def store_user(built: StorePayload, refers_to: Sequence[str]) -> StoreResult:
+            nonlocal request
+            outcome, request = await self.store_turn_phase(
+                built, lambda fields: payload(refers_to, fields), run, keys, "user"
+            )
+            return outcome.result
 
         identifiers = await self.identifiers(user_message)
         history: tuple[HistoryTurn, ...] = ()
@@ -372,8 +467,6 @@ class Phases:
             finally:
                 history_read.set()
 
-        request = payload()
-
         def with_refers_to(built: StorePayload) -> StorePayload:
             # payload(()) is ``built``: most turns name nothing, so build it once.
             ids = retrieved.ids
@@ -388,7 +481,7 @@ class Phases:
                 await run_retrieval()
                 request = with_refers_to(request)
                 issued = True
-                stored = await self.store(request, keys, "user")
+                stored = await store_user(request, retrieved.ids)
             else:
                 async with anyio.create_task_group() as tg:
                     if self.config.history_turns:
@@ -400,7 +493,7 @@ class Phases:
                         tg.start_soon(run_retrieval)
                     issued = True
                     try:
-                        stored = await self.store(request, keys, "user")
+                        stored = await store_user(request, retrieved.ids if sequential else ())
                     except Exception as exc:
                         # Raised after the group, unwrapped: a task group would turn it into
                         # an ExceptionGroup. Retrieval is pointless now.
@@ -478,6 +571,7 @@ class Phases:
     ) -> Opened:
         record_index = request.turn_record_index
         prior = _entry_snapshot(stored, record_index, "conversation_turn").get("status")
+        started = request.entities[record_index].get("started_at")
         return Opened(
             keys=keys,
             turn_number=turn_number,
@@ -487,6 +581,8 @@ class Phases:
             turn_record_id=_entry_id(stored, record_index, "conversation_turn"),
             replayed=stored.replayed,
             prior_status=prior if stored.replayed and isinstance(prior, str) else None,
+            started_at=started if isinstance(started, str) else None,
+            started_conversation=_created(stored, request.conversation_index),
         )
 
     def assistant_id(self, stored: StoreResult, payload: StorePayload) -> str | None:
@@ -508,20 +604,33 @@ class Phases:
         cited_ids: Sequence[str],
         produced: Sequence[Produced] = (),
         tools: Sequence[ToolCall] = (),
+        *,
+        model: str | None = None,
+        context_chars: int | None = None,
     ) -> CloseOutcome:
-        payload = closing_payload(
-            self.config.settings,
-            opened.keys,
-            reply,
-            conversation_entity_id=opened.conversation_entity_id or None,
-            user_message_id=opened.user_message_id or None,
-            retrieved_ids=retrieved_ids,
-            cited_ids=cited_ids,
-            turn_number=opened.turn_number,
-            produced=produced,
-            tools=self.tool_entities(opened.keys, tools),
+        tool_entities = self.tool_entities(opened.keys, tools)
+        run = _closing_run(opened, retrieved_ids, context_chars)
+
+        def build(fields: RunFields) -> StorePayload:
+            return closing_payload(
+                self.config.settings,
+                opened.keys,
+                reply,
+                conversation_entity_id=opened.conversation_entity_id or None,
+                user_message_id=opened.user_message_id or None,
+                retrieved_ids=retrieved_ids,
+                cited_ids=cited_ids,
+                turn_number=opened.turn_number,
+                produced=produced,
+                tools=tool_entities,
+                model=model,
+                run=fields,
+                started_at=opened.started_at,
+            )
+
+        outcome, payload = await self.store_turn_phase(
+            build(run), build, run, opened.keys, "assistant"
         )
-        outcome = await self.store_or_queue(payload, opened.keys, "assistant")
         return self._closed("completed", outcome, payload, produced, tools)
 
     async def abandon(
@@ -533,6 +642,9 @@ class Phases:
         cited_ids: Sequence[str],
         produced: Sequence[Produced] = (),
         tools: Sequence[ToolCall] = (),
+        *,
+        model: str | None = None,
+        context_chars: int | None = None,
     ) -> CloseOutcome:
         if opened.prior_status == "completed":
             # This turn id was completed by an earlier run; a failed re-run must not overwrite
@@ -543,8 +655,9 @@ class Phases:
             return CloseOutcome("completed", None, opened.turn_record_id, replayed=True)
 
         tool_entities = self.tool_entities(opened.keys, tools)
+        run = _closing_run(opened, retrieved_ids, context_chars)
 
-        def build(key: str | None = None) -> StorePayload:
+        def build(fields: RunFields, key: str | None = None) -> StorePayload:
             return abandoned_payload(
                 self.config.settings,
                 opened.keys,
@@ -558,18 +671,24 @@ class Phases:
                 idempotency_key=key,
                 produced=produced,
                 tools=tool_entities,
+                model=model,
+                run=fields,
+                started_at=opened.started_at,
             )
 
-        payload = build()
+        keys = opened.keys
         try:
-            outcome = await self.store_or_queue(payload, opened.keys, "abandoned")
+            outcome, payload = await self.store_turn_phase(
+                build(run), build, run, keys, "abandoned"
+            )
         except IdempotencyMismatchError:
             # An earlier run of this turn id was abandoned differently (another error or
             # partial reply). Both happened: record this one under a key derived from its
-            # own content, which still collapses an identical retry.
-            digest = _digest(payload)
-            payload = build(f"{payload.idempotency_key}-{digest}")
-            outcome = await self.store_or_queue(payload, opened.keys, "abandoned")
+            # own content (the run fields left out), which still collapses an identical retry.
+            key = f"{keys.idempotency_key('abandoned')}-{_digest(build(RunFields()))}"
+            outcome, payload = await self.store_turn_phase(
+                build(run, key), lambda fields: build(fields, key), run, keys, "abandoned"
+            )
         return self._closed("abandoned", outcome, payload, produced, tools)
 
     def tool_entities(self, keys: TurnKeys, tools: Sequence[ToolCall]) -> list[dict[str, Any]]:
@@ -636,6 +755,13 @@ def _produced_ids(
     return tuple(ids)
 
 
+def _created(stored: StoreResult, index: int | None) -> bool:
+    # Whether the store created the entity of request element ``index`` (a replay: unknown).
+    if index is None or stored.replayed:
+        return False
+    return any(e.observation_index == index and e.action == "created" for e in stored.entities)
+
+
 def tool_ids(stored: StoreResult, payload: StorePayload) -> tuple[str, ...]:
     # The store's word where it aligned the answer; else (a replay) the id the identity
     # rules give (turn key, tool name and invoked_at: a schema rule, so exact).
@@ -660,6 +786,17 @@ def unopened(keys: TurnKeys, turn_number: int | None) -> Opened:
         turn_record_id=None,
         replayed=False,
         prior_status=None,
+    )
+
+
+def _closing_run(
+    opened: Opened, retrieved_ids: Sequence[str], context_chars: int | None
+) -> RunFields:
+    return RunFields(
+        ended_at=ended_at(),
+        retrieved_entity_ids=tuple(retrieved_ids),
+        injected_context_chars=context_chars,
+        started_conversation=opened.started_conversation and opened.started_at is not None,
     )
 
 

@@ -30,8 +30,11 @@ the closing store is built.
 
 from __future__ import annotations
 
+import calendar
+import copy
 import datetime as _dt
 import json
+import re
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -101,12 +104,20 @@ def now_ms() -> int:
 
 
 _EPOCH: Final = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
+# The form iso_ms writes, read back without datetime (a turn reads its calls' times often).
+_ISO_MS_RE: Final = re.compile(r"(\d{4})-(\d\d)-(\d\d)T(\d\d):(\d\d):(\d\d)\.(\d{3})Z\Z")
+# The last second formatted (a turn's calls fall in few seconds; strftime is the cost).
+_last_second: tuple[int, str] = (-1, "")
 
 
 def iso_ms(ms: int) -> str:
     """Unix milliseconds as ISO 8601 UTC with milliseconds: ``2026-12-01T22:18:05.123Z``."""
-    moment = _EPOCH + _dt.timedelta(milliseconds=ms)
-    return f"{moment:%Y-%m-%dT%H:%M:%S}.{ms % 1000:03d}Z"
+    global _last_second
+    second, milli = divmod(ms, 1000)
+    cached = _last_second
+    if cached[0] != second:
+        cached = _last_second = (second, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second)))
+    return f"{cached[1]}.{milli:03d}Z"
 
 
 def parse_invoked_at(value: object) -> int:
@@ -116,6 +127,10 @@ def parse_invoked_at(value: object) -> int:
     offset) is refused: it names no instant. Sub-millisecond digits are dropped.
     """
     if isinstance(value, str):
+        exact = _ISO_MS_RE.match(value)
+        if exact is not None:
+            y, mo, d, h, mi, sec, milli = map(int, exact.groups())
+            return calendar.timegm((y, mo, d, h, mi, sec)) * 1000 + milli
         text = value.strip()
         if text.endswith(("Z", "z")):
             text = text[:-1] + "+00:00"  # Python 3.10's fromisoformat has no "Z"
@@ -195,7 +210,24 @@ def _check_result(value: object) -> Any:
 
 
 def _invoked_at(value: object) -> str:
+    if isinstance(value, str) and _ISO_MS_RE.match(value):
+        return value  # already the stored form
     return iso_ms(parse_invoked_at(value))
+
+
+def _trusted(**fields: Any) -> ToolCall:
+    # A ToolCall of values already checked (the converters cost more than the call).
+    call = object.__new__(ToolCall)
+    for name, value in fields.items():
+        object.__setattr__(call, name, value)
+    return call
+
+
+def _at(call: ToolCall, invoked_at: str) -> ToolCall:
+    # ``call`` moved to another millisecond: its other fields were checked when it was made.
+    moved = copy.copy(call)
+    object.__setattr__(moved, "invoked_at", invoked_at)
+    return moved
 
 
 # ------------------------------------------------------------------ the record
@@ -311,13 +343,25 @@ class ToolLog:
     a distinct call off a millisecond another call of the same tool holds.
     """
 
-    __slots__ = ("_by_call_id", "_by_identity", "_calls", "_lock", "_turn_key")
+    __slots__ = (
+        "_by_call_id",
+        "_by_identity",
+        "_calls",
+        "_folded",
+        "_latest",
+        "_lock",
+        "_turn_key",
+    )
 
     def __init__(self, turn_key: str) -> None:
         self._turn_key = turn_key
         self._calls: list[ToolCall] = []
         self._by_call_id: dict[str, ToolCall] = {}
-        self._by_identity: dict[str, ToolCall] = {}
+        # (folded tool name, millisecond) -> the call that holds it
+        self._by_identity: dict[tuple[str, int], ToolCall] = {}
+        # folded tool name -> the latest millisecond one of its calls holds
+        self._latest: dict[str, int] = {}
+        self._folded: dict[str, str] = {}
         self._lock = threading.Lock()
 
     def __len__(self) -> int:
@@ -354,17 +398,17 @@ class ToolLog:
                             "with different content (a call id names one call)"
                         )
                     return earlier
+            name = self._fold(call.name)
             ms = parse_invoked_at(call.invoked_at)
-            while True:
-                key = self._identity(call.name, call.invoked_at)
-                holder = self._by_identity.get(key)
-                if holder is None:
-                    break
+            holder = self._by_identity.get((name, ms))
+            if holder is not None:
                 if holder == call and call.call_id is None:
                     return holder  # the same call recorded twice: one entity, one record
-                ms += 1
-                call = attrs.evolve(call, invoked_at=iso_ms(ms))
-            self._by_identity[key] = call
+                # Past every millisecond this tool holds: free, and found in one step.
+                ms = self._latest[name] + 1
+                call = _at(call, iso_ms(ms))
+            self._by_identity[(name, ms)] = call
+            self._latest[name] = max(ms, self._latest.get(name, ms))
             if call.call_id is not None:
                 self._by_call_id[call.call_id] = call
             self._calls.append(call)
@@ -375,9 +419,14 @@ class ToolLog:
         for call in calls:
             self.add(call)
 
-    def _identity(self, name: str, invoked_at: str) -> str:
-        # The canonical name the server hashes into the entity id, folded as it folds it.
-        return normalize(TOOL_TYPE, f"{TOOL_TYPE}:{self._turn_key}|{name}|{invoked_at}")
+    def _fold(self, name: str) -> str:
+        # The tool's part of the canonical name the server hashes into the entity id, folded
+        # as it folds it (letter case, whitespace runs); the time part folds to itself.
+        folded = self._folded.get(name)
+        if folded is None:
+            folded = normalize(TOOL_TYPE, f"{TOOL_TYPE}:{self._turn_key}|{name}|")
+            self._folded[name] = folded
+        return folded
 
 
 def merge_tools(turn_key: str, *groups: Iterable[ToolCall]) -> tuple[ToolCall, ...]:
@@ -492,7 +541,8 @@ class ActiveToolCall:
             # backend, KeyboardInterrupt) stopped it from outside.
             status = "error" if isinstance(exc, Exception) else "cancelled"
             error_class = _class_name(exc)
-        call = ToolCall(
+        # Every field was checked on the way in (the result when assigned): not again.
+        call = _trusted(
             name=self._name,
             invoked_at=iso_ms(self._started),
             status=status,

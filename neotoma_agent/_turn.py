@@ -303,6 +303,7 @@ class Turn:
         "_body_started",
         "_chunks",
         "_cited",
+        "_context_chars",
         "_context_token",
         "_entered_at",
         "_history",
@@ -355,6 +356,7 @@ class Turn:
         self._cited: list[str] = []
         self._tools = ToolLog(keys.user_turn_key)
         self._context_token: contextvars.Token[Any] | None = None
+        self._context_chars: int | None = None
         self._opened: Opened | None = None
         self._retrieved: Retrieved = EMPTY_RETRIEVAL
         self._history: tuple[HistoryTurn, ...] = ()
@@ -585,7 +587,10 @@ class Turn:
         A turn is tagged ``turn N`` when it was given a ``turn_number``, else with its id.
         ``ValueError`` for a ``max_chars`` that is not an int >= 0.
         """
-        return render_context(self.retrieved, self._history, max_chars=max_chars)
+        text = render_context(self.retrieved, self._history, max_chars=max_chars)
+        # Stored as the turn record's injected_context_chars: the last block rendered.
+        self._context_chars = len(text)
+        return text
 
     @property
     def produced_ids(self) -> tuple[str, ...]:
@@ -688,6 +693,7 @@ class Turn:
                 turn_number=self._turn_number,
                 user_extra=self._user_extra,
                 attempt=attempt,
+                model=self._model,
             )
         except BaseException:
             self._state = TurnState.FAILED
@@ -754,14 +760,24 @@ class Turn:
         produced = tuple(self._produced.values())
         tools = self._tools.calls
         cited = tuple(self._cited)
+        chars = self._context_chars
         if error_class is None:
             completion = await phases.shielded(
-                lambda: phases.complete(opened, reply, self.retrieved_ids, cited, produced, tools)
+                lambda: phases.complete(
+                    opened, reply, self.retrieved_ids, cited, produced, tools, context_chars=chars
+                )
             )
         else:
             completion = await phases.shielded(
                 lambda: phases.abandon(
-                    opened, reply, error_class, self.retrieved_ids, cited, produced, tools
+                    opened,
+                    reply,
+                    error_class,
+                    self.retrieved_ids,
+                    cited,
+                    produced,
+                    tools,
+                    context_chars=chars,
                 )
             )
         close_ms = (time.perf_counter() - closing_started) * 1000

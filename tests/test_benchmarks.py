@@ -213,3 +213,14 @@ def test_retrieval_quality_scores_every_labelled_turn(tmp_path: Path) -> None:
     assert 0 <= row["recall"] <= 1
     # Every failure names the turn and what went wrong.
     assert all(f["wrong"] or f["missed"] or f["wrong_edges"] for f in row["failures"])
+
+
+def test_tool_calls_keep_a_turn_at_two_stores_and_two_rounds(tmp_path: Path) -> None:
+    report = run_benchmark("tool_calls", "--quick", tmp_path=tmp_path)
+    for backend in ("embedded", "dev server"):
+        rows = {row["calls"]: row for row in report[backend]}
+        assert sorted(rows) == [0, 5, 50]
+        for row in rows.values():
+            assert row["stores_per_turn"] == 2
+            assert row["requests_per_turn"] == 3  # the history read brings the calls along
+        assert rows[50]["bytes_per_call"] > 0

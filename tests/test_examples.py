@@ -280,7 +280,7 @@ async def test_anthropic_streaming(tmp_path: Path) -> None:
 
 @pytest.mark.anyio
 async def test_tool_loop_closes_the_turn_with_what_the_tools_touched(tmp_path: Path) -> None:
-    example = load_example("tool_loop")
+    example = load_example("tools")
     client = scripted_openai(
         completion(tool_calls=[tool_call("c1", "lookup", {"name": "Acme Corp"})]),
         completion(
@@ -338,8 +338,26 @@ async def test_tool_loop_closes_the_turn_with_what_the_tools_touched(tmp_path: P
 
 
 @pytest.mark.anyio
+async def test_tools_example_records_each_call_offline(tmp_path: Path) -> None:
+    example = load_example("tools")
+    out = io.StringIO()
+    result = await example.main(path=tmp_path / "m.db", out=out)  # the scripted model
+    assert result.completed
+    assert [(c.name, c.status, c.call_id) for c in result.tools] == [
+        ("lookup", "ok", "call_1"),
+        ("remember", "ok", "call_2"),
+    ]
+    async with EmbeddedStore.open(tmp_path / "m.db") as store:
+        for tool_id in result.tool_ids:
+            snap = await store.get_entity_snapshot(tool_id)
+            assert snap.entity_type == "tool_invocation"
+            assert snap.snapshot["result_status"] == "ok"
+    assert "  remember: ok" in out.getvalue()
+
+
+@pytest.mark.anyio
 async def test_tool_loop_gives_the_model_the_conversation_so_far(tmp_path: Path) -> None:
-    example = load_example("tool_loop")
+    example = load_example("tools")
     await example.main(
         scripted_openai(completion("Noted.")),
         question="Hello",
@@ -358,7 +376,7 @@ async def test_tool_loop_gives_the_model_the_conversation_so_far(tmp_path: Path)
 
 @pytest.mark.anyio
 async def test_tool_loop_tells_the_model_when_remember_is_refused(tmp_path: Path) -> None:
-    example = load_example("tool_loop")
+    example = load_example("tools")
     client = scripted_openai(
         completion(
             tool_calls=[tool_call("c1", "remember", {"entity_type": "conversation", "name": "x"})]
@@ -374,7 +392,7 @@ async def test_tool_loop_tells_the_model_when_remember_is_refused(tmp_path: Path
 
 @pytest.mark.anyio
 async def test_tool_loop_that_fails_records_the_turn_as_abandoned(tmp_path: Path) -> None:
-    example = load_example("tool_loop")
+    example = load_example("tools")
     client = scripted_openai(
         completion(tool_calls=[tool_call("c1", "lookup", {"name": "Acme Corp"})]),
         ModelDown("the API is down"),
@@ -387,7 +405,7 @@ async def test_tool_loop_that_fails_records_the_turn_as_abandoned(tmp_path: Path
     assert [m.role for m in turn.messages] == ["user"]
 
 
-@pytest.mark.parametrize("name", ["store_and_read", "plain_agent"])
+@pytest.mark.parametrize("name", ["store_and_read", "plain_agent", "tools"])
 def test_offline_examples_run_as_scripts(tmp_path: Path, name: str) -> None:
     result = subprocess.run(
         [sys.executable, str(EXAMPLES / f"{name}.py"), str(tmp_path / "x.db")],
@@ -401,15 +419,19 @@ def test_offline_examples_run_as_scripts(tmp_path: Path, name: str) -> None:
     assert (tmp_path / "x.db").is_file()
 
 
-@pytest.mark.parametrize(
-    ("name", "sdk"),
-    [("openai_streaming", "openai"), ("anthropic_streaming", "anthropic"), ("tool_loop", "openai")],
-)
-def test_sdk_examples_say_what_to_install(name: str, sdk: str) -> None:
+_SDK_EXAMPLES = [
+    ("openai_streaming", "openai", ()),
+    ("anthropic_streaming", "anthropic", ()),
+    ("tools", "openai", ("--openai",)),
+]
+
+
+@pytest.mark.parametrize(("name", "sdk", "args"), _SDK_EXAMPLES)
+def test_sdk_examples_say_what_to_install(name: str, sdk: str, args: tuple[str, ...]) -> None:
     if importlib.util.find_spec(sdk) is not None:
         pytest.skip(f"{sdk} is installed")
     result = subprocess.run(
-        [sys.executable, str(EXAMPLES / f"{name}.py")],
+        [sys.executable, str(EXAMPLES / f"{name}.py"), *args],
         capture_output=True,
         text=True,
         timeout=60,
@@ -440,17 +462,14 @@ class AsyncAnthropic:
 }
 
 
-@pytest.mark.parametrize(
-    ("name", "sdk"),
-    [("openai_streaming", "openai"), ("anthropic_streaming", "anthropic"), ("tool_loop", "openai")],
-)
+@pytest.mark.parametrize(("name", "sdk", "args"), _SDK_EXAMPLES)
 def test_sdk_examples_end_with_one_line_when_the_sdk_cannot_connect(
-    tmp_path: Path, name: str, sdk: str
+    tmp_path: Path, name: str, sdk: str, args: tuple[str, ...]
 ) -> None:
     """An installed SDK that cannot reach its API: one clear line, not a traceback."""
     (tmp_path / f"{sdk}.py").write_text(_UNREACHABLE_SDKS[sdk])
     result = subprocess.run(
-        [sys.executable, str(EXAMPLES / f"{name}.py")],
+        [sys.executable, str(EXAMPLES / f"{name}.py"), *args],
         capture_output=True,
         text=True,
         timeout=60,

@@ -40,6 +40,7 @@ EXPECTED = {
     "NeotomaMemory",
     "OpenTurn",
     "ActiveToolCall",
+    "StoredToolCall",
     "ToolCall",
     "ToolCallConflictError",
     "ToolRedactor",

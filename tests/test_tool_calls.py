@@ -481,3 +481,43 @@ def test_bad_payload_settings_fail_when_the_memory_is_made() -> None:
         NeotomaMemory(None, conversation_id="c", tool_payload_chars=0)  # type: ignore[arg-type]
     with pytest.raises(TypeError):
         NeotomaMemory(None, conversation_id="c", redact_tool="x")  # type: ignore[arg-type]
+
+
+async def test_history_and_memory_tools_read_the_calls_back(store: Transport) -> None:
+    m = memory(store, history_turns=3)
+    async with m.turn("first", turn_id="t1") as t:
+        t.record_tool("search", args={"q": "LIS"}, result=[1, 2], invoked_at=_iso(1))
+        t.record_tool(
+            "book", args={"id": 1}, status="error", error_class="Full", invoked_at=_iso(2)
+        )
+        t.reply = "Could not book."
+    async with m.turn("second", turn_id="t2") as t2:
+        [earlier] = t2.history  # what the agent did last turn, without asking
+        t2.reply = "ok"
+    assert [(c.name, c.status) for c in earlier.tools] == [("search", "ok"), ("book", "error")]
+    assert [c.entity_id for c in earlier.tools] == list(t.result.tool_ids)
+    assert earlier.tools[0].args is None  # the snapshot only: arguments need memory.tools
+    [h1, h2] = await m.history()
+    assert h1.tools == earlier.tools
+    assert h2.tools == ()
+    calls = await m.tools("t1")
+    assert [c.args for c in calls] == [{"q": "LIS"}, {"id": 1}]
+    assert calls[0].result == [1, 2]
+    assert calls[1].error_class == "Full"
+    assert await m.tools("t2") == ()
+    assert await m.tools("never-stored") == ()
+
+
+async def test_history_with_tool_calls_costs_no_extra_request(store: Transport) -> None:
+    """The embedded store and the dev server send a page's tool calls with it."""
+    recorder = RecordingTransport(store)
+    m = memory(recorder, history_turns=3)
+    async with m.turn("first", turn_id="t1") as t:
+        t.record_tool("search", args={"q": 1}, invoked_at=_iso(1))
+        t.reply = "ok"
+    recorder.reset()
+    async with m.turn("second", turn_id="t2") as t2:
+        t2.reply = "ok"
+    assert [c.name for c in t2.history[0].tools] == ["search"]
+    methods = [c.method for c in recorder.calls]
+    assert sorted(methods) == ["recent_conversation", "store", "store"]
