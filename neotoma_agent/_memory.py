@@ -50,7 +50,14 @@ from ._phases import (
     tool_ids,
     unopened,
 )
-from ._retrieval import EMPTY_RETRIEVAL, Extractor, RetrievalStats, Retrieved
+from ._retrieval import (
+    DEFAULT_LINK_THRESHOLD,
+    EMPTY_RETRIEVAL,
+    Extractor,
+    RetrievalStats,
+    Retrieved,
+    Retriever,
+)
 from ._shield import raise_deferred
 from ._text import check_text
 from ._tool_payload import DEFAULT_TOOL_PAYLOAD_CHARS, ToolPayloadMode, ToolPayloads, ToolRedactor
@@ -191,6 +198,12 @@ def _timeout(name: str, *, optional: bool) -> Any:
     return check
 
 
+def _check_threshold(_: Any, __: Any, value: Any) -> None:
+    # `not 0 <= value <= 1` also refuses NaN.
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
+        raise ValueError(f"link_threshold must be a number in [0, 1], got {value!r}")
+
+
 def _non_negative(name: str) -> Any:
     def check(_: Any, __: Any, value: Any) -> None:
         check_count(value, name)
@@ -253,7 +266,11 @@ class NeotomaMemory:
     instead of with the reply. ``include_bookkeeping`` lets retrieval return conversations,
     messages and turn records. ``history_turns``: how many earlier turns each turn reads as
     ``t.history`` (concurrently with retrieval and the user store, so at no extra round
-    trip; ``0`` turns it off).
+    trip; ``0`` turns it off). ``link_threshold`` (0 to 1, default 0.75): entities
+    retrieval scores below it are candidates only (``Retrieved.candidates``), never
+    retrieved or linked. ``retriever``: an application's own :class:`~neotoma_agent.Retriever`
+    (an embedding search), merged into the ranking under the same deadline. How entities
+    are scored and ordered: ``neotoma_agent._ranking`` and the README ("Retrieval").
 
     Tool calls (``t.tool``, ``t.record_tool``) are stored with their arguments and result on
     the ``tool_invocation`` observation: ``tool_payloads="full"`` (the default) keeps each
@@ -291,6 +308,10 @@ class NeotomaMemory:
     history_turns: int = attrs.field(
         default=DEFAULT_HISTORY_TURNS, kw_only=True, validator=_non_negative("history_turns")
     )
+    link_threshold: float = attrs.field(
+        default=DEFAULT_LINK_THRESHOLD, kw_only=True, validator=_check_threshold
+    )
+    retriever: Retriever | None = attrs.field(default=None, kw_only=True)
     tool_payloads: ToolPayloadMode = attrs.field(default="full", kw_only=True)
     tool_payload_chars: int = attrs.field(default=DEFAULT_TOOL_PAYLOAD_CHARS, kw_only=True)
     redact_tool: ToolRedactor | None = attrs.field(default=None, kw_only=True, repr=False)
@@ -407,7 +428,8 @@ class NeotomaMemory:
         return await read_tool_details(self.transport, record_id)
 
     async def retrieve(self, text: str) -> Retrieved:
-        """Bounded retrieval for ``text`` alone (what a turn's enter phase runs)."""
+        """Bounded retrieval for ``text`` alone (a turn's enter phase also ranks the
+        conversation's recent entities, which this does not read)."""
         return await self._phases.retrieve(check_text("text", text))
 
     async def open_turn(

@@ -46,7 +46,7 @@ from ._keys import TurnKeys, validate_entity_id
 from ._log import bound_context, get_logger
 from ._payloads import Produced, merge_produced, produced_entity
 from ._phases import CloseOutcome, EnterAttempt, Opened, Phases, error_class_name
-from ._retrieval import EMPTY_RETRIEVAL, RetrievalStats, Retrieved
+from ._retrieval import EMPTY_RETRIEVAL, RetrievalStats, Retrieved, RetrievedEntity
 from ._shield import raise_deferred
 from ._text import split_pending
 from ._tools import ToolCall, ToolLog
@@ -405,8 +405,20 @@ class Turn(TurnTools):
 
     @property
     def retrieved(self) -> tuple[Entity, ...]:
-        """The bounded set of entities retrieval found, best match first."""
+        """The bounded set of entities retrieval found, best match first.
+
+        Each is a :class:`~neotoma_agent.RetrievedEntity`: ``reason`` (``exact``, ``field``,
+        ``partial``, ``recent``, ``plugin``) and ``score``, at least the memory's
+        ``link_threshold``. These, and only these, get REFERS_TO edges.
+        """
         return self._retrieved.entities
+
+    @property
+    def candidates(self) -> tuple[RetrievedEntity, ...]:
+        """What retrieval found but scored below ``link_threshold``, best first: neither in
+        :attr:`retrieved` nor linked (a first name shared by several people, an entity
+        the last turns named that this message does not)."""
+        return self._retrieved.candidates
 
     @property
     def retrieved_ids(self) -> tuple[str, ...]:
