@@ -3,7 +3,8 @@
 With ``opentelemetry-api`` installed (``neotoma-agent[otel]``) and a tracer provider
 configured by the application, each turn is a span (``turn``) with a child per store phase:
 
-- ``search_memory``: the enter's retrieval, ``gen_ai.memory.record.count`` = entities found;
+- ``search_memory``: the enter's retrieval, ``gen_ai.memory.record.count`` = entities found,
+  and its history read (``neotoma_agent.phase`` = ``history``, count = turns read);
 - ``upsert_memory``: the user store and the closing store (and a re-run's replay),
   ``gen_ai.memory.record.count`` = entities written, with events ``neotoma_agent.retry``
   (an HTTP retry) and ``neotoma_agent.outbox.queued`` (the outbox kept the store);
@@ -37,6 +38,7 @@ from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 if TYPE_CHECKING:
+    from ._history import HistoryTurn
     from ._retrieval import Retrieved
     from ._turn import TurnResult
     from .transport._base import StoreResult, Transport
@@ -289,13 +291,29 @@ class TurnTrace:
             retrieved = await call
         else:
             with tracer.start_as_current_span(
-                SEARCH_MEMORY, kind=self._kind, attributes=self._attributes(SEARCH_MEMORY)
+                SEARCH_MEMORY,
+                kind=self._kind,
+                attributes=self._attributes(SEARCH_MEMORY, "retrieval"),
             ) as span:
                 retrieved = await call
                 span.set_attribute(MEMORY_RECORD_COUNT, len(retrieved.entities))
                 span.set_attribute(LOOKUPS, retrieved.stats.lookups)
         self._count(SEARCH_MEMORY, retrieved.stats.lookups)
         return retrieved
+
+    async def history(self, call: Awaitable[tuple[HistoryTurn, ...]]) -> tuple[HistoryTurn, ...]:
+        """Await the enter's history read in a ``search_memory`` span (phase ``history``;
+        ``gen_ai.memory.record.count``: turns read)."""
+        self._count(SEARCH_MEMORY, 1)
+        tracer = self._telemetry.tracer
+        if tracer is None:
+            return await call
+        with tracer.start_as_current_span(
+            SEARCH_MEMORY, kind=self._kind, attributes=self._attributes(SEARCH_MEMORY, "history")
+        ) as span:
+            turns = await call
+            span.set_attribute(MEMORY_RECORD_COUNT, len(turns))
+            return turns
 
     async def upsert(
         self, call: Awaitable[StoreResult], phase: str, records: int, record_index: int | None

@@ -440,7 +440,8 @@ class Phases:
 
         async def run_history() -> None:
             nonlocal history
-            history = await self.history(keys.turn_id)
+            call, trace = self.history(keys.turn_id), ACTIVE.get()
+            history = await (call if trace is None else trace.history(call))
 
         def with_refers_to(built: StorePayload) -> StorePayload:
             # payload(()) is ``built``: most turns name nothing, so build it once.

@@ -62,14 +62,24 @@ async def test_a_completed_turn_is_a_trace_of_its_phases(
     assert turn.attributes["gen_ai.memory.record.id"] == t.result.turn_record_id
     assert "error.type" not in turn.attributes
     assert turn.status.status_code is StatusCode.UNSET
-    # Retrieval and the user store run concurrently; the closing store comes last.
+    # Retrieval, the history read and the user store run concurrently; the closing store
+    # comes last.
     found = phases(telemetry)
-    assert sorted(found[:2], key=str) == [("search_memory", None), ("upsert_memory", "user")]
-    assert found[2:] == [("upsert_memory", "assistant")]
-    (search,) = telemetry.named("search_memory")
+    assert sorted(found[:3], key=str) == [
+        ("search_memory", "history"),
+        ("search_memory", "retrieval"),
+        ("upsert_memory", "user"),
+    ]
+    assert found[3:] == [("upsert_memory", "assistant")]
+    search, history = sorted(
+        telemetry.named("search_memory"),
+        key=lambda s: s.attributes["neotoma_agent.phase"] != "retrieval",
+    )
+    assert history.attributes["gen_ai.memory.record.count"] == 0  # the conversation's first turn
     user, closing = sorted(telemetry.named("upsert_memory"), key=lambda s: s.start_time or 0)
     assert search.attributes["gen_ai.operation.name"] == "search_memory"
     assert search.attributes["gen_ai.memory.record.count"] == 1  # Acme Corp
+    assert search.attributes["neotoma_agent.retrieval.lookups"] >= 1
     assert user.attributes["gen_ai.operation.name"] == "upsert_memory"
     assert user.attributes["gen_ai.memory.record.count"] >= 3  # conversation, message, record
     assert closing.attributes["gen_ai.memory.record.id"] == t.result.turn_record_id
@@ -79,7 +89,7 @@ async def test_a_completed_turn_is_a_trace_of_its_phases(
     assert closing.start_time is not None
     assert user.end_time <= closing.start_time
     expected = SpanKind.CLIENT if served.headers else SpanKind.INTERNAL
-    assert {s.kind for s in (search, user, closing)} == {expected}
+    assert {s.kind for s in (search, history, user, closing)} == {expected}
     assert len({s.context.trace_id for s in telemetry.finished()}) == 1
     store_id = user.attributes["gen_ai.memory.store.id"]
     assert store_id.startswith("http://127.0.0.1:" if served.headers else "embedded:")
@@ -259,7 +269,7 @@ async def test_metrics_by_outcome(served: Served, telemetry: Telemetry) -> None:
         for p in telemetry.points("neotoma_agent.store.round_trips")
     }
     assert trips["upsert_memory"] == 4  # two turns, a user and a closing store each
-    assert trips["search_memory"] >= 1
+    assert trips["search_memory"] >= 3  # the lookups of the first turn, a history read each
 
 
 async def test_the_bodys_spans_are_children_of_the_turn(
