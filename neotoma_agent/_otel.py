@@ -75,6 +75,8 @@ CAPTURE_CONTENT_ENV: Final = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT
 INSTRUMENTATION_NAME: Final = "neotoma_agent"
 PROVIDER: Final = "neotoma"
 TURN_SPAN: Final = "turn"
+OPEN_TURN_SPAN: Final = "open_turn"
+CLOSE_TURN_SPAN: Final = "close_turn"
 TURN_ID: Final = "neotoma_agent.turn.id"
 TURN_NUMBER: Final = "neotoma_agent.turn.number"
 TURN_OUTCOME: Final = "neotoma_agent.turn.outcome"
@@ -219,6 +221,7 @@ class TurnTrace:
         turn_id: str,
         turn_number: int | None,
         user_message: str,
+        name: str = TURN_SPAN,
     ) -> None:
         self._api = api
         self._telemetry = telemetry
@@ -245,10 +248,10 @@ class TurnTrace:
             }
             if turn_number is not None:
                 attributes[TURN_NUMBER] = turn_number
-            if self.capture:
+            if self.capture and user_message:
                 attributes[INPUT_MESSAGES] = _messages("user", user_message)
             self.span = tracer.start_span(
-                TURN_SPAN, kind=api.trace.SpanKind.INTERNAL, attributes=attributes
+                name, kind=api.trace.SpanKind.INTERNAL, attributes=attributes
             )
 
     def attach(self) -> None:
@@ -348,9 +351,9 @@ class TurnTrace:
 
     def finish(self, outcome: str, error_type: str | None, reply: str | None = None) -> None:
         """End the turn's span and record its metrics; ``outcome``: ``completed``,
-        ``abandoned`` or ``failed``."""
+        ``abandoned``, ``failed`` (or ``open``: an ``open_turn``, not counted as a turn)."""
         telemetry = self._telemetry
-        if telemetry.turns is not None:
+        if telemetry.turns is not None and outcome != "open":
             labels = {TURN_OUTCOME: outcome}
             telemetry.turns.add(1, labels)
             telemetry.duration.record(time.perf_counter() - self._started, labels)
@@ -409,6 +412,7 @@ def start_turn(
     turn_id: str,
     turn_number: int | None,
     user_message: str,
+    name: str = TURN_SPAN,
 ) -> TurnTrace | None:
     """The trace of a turn about to enter, or ``None`` when OpenTelemetry is off."""
     telemetry = _telemetry()
@@ -418,7 +422,52 @@ def start_turn(
     _seen = True
     api = _api
     assert isinstance(api, _Api)
-    return TurnTrace(api, telemetry, transport, conversation_id, turn_id, turn_number, user_message)
+    return TurnTrace(
+        api, telemetry, transport, conversation_id, turn_id, turn_number, user_message, name
+    )
+
+
+class Explicit:
+    """The trace of one call of the explicit API (``record_turn``: the whole turn;
+    ``open_turn``, ``close_turn`` / ``abandon_turn``: its halves), as a ``with`` block:
+    ``done(result)`` says what it stored; leaving by an exception ends it ``failed``."""
+
+    def __init__(self, trace: TurnTrace | None, opening: bool = False) -> None:
+        self.trace = trace
+        self._opening = opening
+        self._result: TurnResult | None = None
+        self._reply: str | None = None
+
+    def done(self, result: TurnResult | None = None, reply: str | None = None) -> None:
+        self._result, self._reply = result, reply
+
+    def __enter__(self) -> Explicit:
+        if self.trace is not None:
+            self.trace.attach()
+        return self
+
+    def __exit__(self, exc_type: object, exc: BaseException | None, tb: object) -> None:
+        trace, self.trace = self.trace, None
+        if trace is None:
+            return
+        trace.detach()
+        if self._opening and exc is None:
+            trace.finish("open", None)
+        else:
+            trace.end(self._result, exc, self._reply if trace.capture else None)
+
+
+def explicit(
+    transport: Transport,
+    conversation_id: str,
+    turn_id: str,
+    turn_number: int | None,
+    user_message: str,
+    name: str,
+) -> Explicit:
+    """An :class:`Explicit` block for one call of the explicit API."""
+    trace = start_turn(transport, conversation_id, turn_id, turn_number, user_message, name)
+    return Explicit(trace, opening=name == OPEN_TURN_SPAN)
 
 
 # ---------------------------------------------------------------- from the transports
