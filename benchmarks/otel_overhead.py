@@ -42,7 +42,7 @@ QUESTION = "What do we know about Acme Corp?"
 WAYS = ("absent", "no-provider", "traced")
 
 
-def _providers() -> tuple[Any, Any]:
+def _providers() -> tuple[Any, Any, Any]:
     from opentelemetry.sdk.metrics import MeterProvider
     from opentelemetry.sdk.metrics.export import InMemoryMetricReader
     from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
@@ -53,15 +53,19 @@ def _providers() -> tuple[Any, Any]:
     )
 
     class Drop(SpanExporter):
+        # Counts what it is handed (so the report shows the traced way made its spans).
+        count = 0
+
         def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+            Drop.count += len(spans)
             return SpanExportResult.SUCCESS
 
     tracers = TracerProvider()
     tracers.add_span_processor(SimpleSpanProcessor(Drop()))
-    return tracers, MeterProvider(metric_readers=[InMemoryMetricReader()])
+    return tracers, MeterProvider(metric_readers=[InMemoryMetricReader()]), Drop
 
 
-def _switch(way: str, providers: tuple[Any, Any]) -> None:
+def _switch(way: str, providers: tuple[Any, Any, Any]) -> None:
     # What each way leaves in the process-wide state the turn reads (globals, as a real
     # application's set_tracer_provider would; the API allows setting them only once).
     import opentelemetry.metrics._internal as metrics_internal
@@ -95,6 +99,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                 await memories[w].remember("company", name="Acme Corp")
                 _switch(w, providers)
                 await _batch(memories[w], 5)  # warm: imports, caches, the file
+            exported = providers[2].count
             for r in range(args.rounds):
                 order = WAYS[r % 3 :] + WAYS[: r % 3]
                 for w in order:
@@ -126,6 +131,9 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         "turns": args.turns,
         "rounds": args.rounds,
         "rows": rows,
+        "spans_per_traced_turn": round(
+            (providers[2].count - exported) / (args.turns * args.rounds), 2
+        ),
     }
 
 
@@ -140,6 +148,7 @@ def render(result: dict[str, Any]) -> str:
             f"{row['way']:<12} {row['wall_ms']:>9.3f} {row['wall_ratio']:>7.3f} "
             f"{row['cpu_ms']:>9.3f} {row['cpu_ratio']:>7.3f}"
         )
+    lines.append(f"spans per traced turn: {result['spans_per_traced_turn']}")
     return "\n".join(lines)
 
 
