@@ -266,7 +266,10 @@ class TurnTrace:
         """Undo :meth:`attach` (idempotent)."""
         active, self._active = self._active, None
         if active is not None:
-            ACTIVE.reset(active)
+            # Exited in another context than it was entered in (a framework's task): that
+            # context ends with its task; tracing must never fail a turn.
+            with contextlib.suppress(ValueError):
+                ACTIVE.reset(active)
         token, self._token = self._token, None
         if token is not None:
             self._api.context.detach(token)
