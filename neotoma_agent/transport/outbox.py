@@ -250,9 +250,15 @@ class OutboxTransport(Forwarding):
         return expected_result(body["entities"])
 
     async def _record_depth(self, outbox: Outbox) -> None:
-        # The outbox depth gauge; the count is read only when a meter provider records it.
+        # The outbox depth gauge; the count is read only when a meter provider records it,
+        # and a failed read costs the gauge one point, never the store that was queued.
         if wants_outbox_depth():
-            record_outbox_depth(self._path, await anyio.to_thread.run_sync(outbox.count))
+            try:
+                depth = await anyio.to_thread.run_sync(outbox.count)
+            except Exception as exc:
+                _log.warning("outbox.depth_unread", error=type(exc).__name__)
+                return
+            record_outbox_depth(self._path, depth)
 
     async def _send(self, entry: OutboxEntry) -> None:
         if entry.action != "store":
