@@ -32,6 +32,7 @@ from ._keys import (
     conversation_entity_id as derive_conversation_entity_id,
 )
 from ._log import bound_context
+from ._otel import CLOSE_TURN_SPAN, OPEN_TURN_SPAN, TURN_SPAN, explicit
 from ._payloads import (
     ConversationSettings,
     Produced,
@@ -452,7 +453,17 @@ class NeotomaMemory:
             user_message, turn_id, turn_number, user_extra, revision
         )
         model = _check_model(model)
-        with bound_context(conversation_id=self.conversation_id, turn_id=keys.turn_id):
+        with (
+            bound_context(conversation_id=self.conversation_id, turn_id=keys.turn_id),
+            explicit(
+                self.transport,
+                self.conversation_id,
+                keys.turn_id,
+                turn_number,
+                user_message,
+                OPEN_TURN_SPAN,
+            ),
+        ):
             attempt = EnterAttempt()
             try:
                 opened, retrieved, history = await self._phases.enter(
@@ -595,7 +606,18 @@ class NeotomaMemory:
     ) -> TurnResult:
         """The closing phase of ``close_turn`` / ``abandon_turn``: one shielded store."""
         started = time.perf_counter()
-        with bound_context(conversation_id=self.conversation_id, turn_id=opened.keys.turn_id):
+        keys = opened.keys
+        with (
+            bound_context(conversation_id=self.conversation_id, turn_id=keys.turn_id),
+            explicit(
+                self.transport,
+                keys.conversation_id,
+                keys.turn_id,
+                opened.turn_number,
+                "",
+                CLOSE_TURN_SPAN,
+            ) as traced,
+        ):
             completion = await self._phases.shielded(phase)
             close_error = completion.error
             result = finish(
@@ -610,6 +632,7 @@ class NeotomaMemory:
                 close_ms=(time.perf_counter() - started) * 1000,
                 tools=tools,
             )
+            traced.done(result, text)
         await raise_deferred(completion, None)
         if close_error is not None:
             raise close_failure(opened.keys, close_error)
@@ -646,8 +669,22 @@ class NeotomaMemory:
         calls = merge_tools(keys.user_turn_key, check_tools(tools))
         model = _check_model(model)
         started = time.perf_counter()
-        with bound_context(conversation_id=self.conversation_id, turn_id=keys.turn_id):
-            retrieved = await self._phases.retrieve(user_message) if retrieve else EMPTY_RETRIEVAL
+        with (
+            bound_context(conversation_id=self.conversation_id, turn_id=keys.turn_id),
+            explicit(
+                self.transport,
+                self.conversation_id,
+                keys.turn_id,
+                turn_number,
+                user_message,
+                TURN_SPAN,
+            ) as traced,
+        ):
+            retrieved = EMPTY_RETRIEVAL
+            if retrieve:
+                call = self._phases.retrieve(user_message)
+                trace = traced.trace
+                retrieved = await (call if trace is None else trace.search(call))
             payload = recorded_payload(
                 self.settings,
                 keys,
@@ -670,7 +707,7 @@ class NeotomaMemory:
                 replayed=stored.replayed,
                 tool_ids=tool_ids(stored, payload),
             )
-            return finish(
+            result = finish(
                 opened,
                 retrieved,
                 outcome,
@@ -680,6 +717,8 @@ class NeotomaMemory:
                 close_ms=(time.perf_counter() - started) * 1000,
                 tools=calls,
             )
+            traced.done(result, reply)
+            return result
 
     # ------------------------------------------------------------------ phases
 

@@ -32,6 +32,7 @@ import attrs
 from ._history import HistoryTurn, read_history
 from ._keys import TurnKeys, turn_id_ms, turn_record_entity_id
 from ._log import get_logger
+from ._otel import ACTIVE
 from ._payloads import (
     ConversationSettings,
     Produced,
@@ -312,12 +313,18 @@ class Phases:
         """One store, with the hints a queueing transport (an outbox) reads: the
         conversation (folded, as keys are) as its lane, and whether the phase may wait."""
         try:
-            result = await self.config.transport.store(
+            call = self.config.transport.store(
                 payload.entities,
                 idempotency_key=payload.idempotency_key,
                 relationships=payload.relationships,
                 lane=keys.folded[0],
                 deferrable=phase in _DEFERRABLE,
+            )
+            trace = ACTIVE.get()
+            result = await (
+                call
+                if trace is None
+                else trace.upsert(call, phase, len(payload.entities), payload.turn_record_index)
             )
             return StoreOutcome(result, queued=result.queued)
         except IdempotencyMismatchError as exc:
@@ -451,14 +458,17 @@ class Phases:
 
         async def run_retrieval() -> None:
             nonlocal retrieved
-            retrieved = await self.retrieve(
-                user_message, identifiers, recent if with_recent else None
+            call, trace = (
+                self.retrieve(user_message, identifiers, recent if with_recent else None),
+                ACTIVE.get(),
             )
+            retrieved = await (call if trace is None else trace.search(call))
 
         async def run_history() -> None:
             nonlocal history
             try:
-                history = await self.history(keys.turn_id)
+                call, trace = self.history(keys.turn_id), ACTIVE.get()
+                history = await (call if trace is None else trace.history(call))
             finally:
                 history_read.set()
 

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import contextvars
 import enum
+import sys
 import time
 from collections.abc import AsyncGenerator, AsyncIterable, Mapping
 from contextlib import AbstractContextManager
@@ -44,6 +45,7 @@ from ._current import enter_current, exit_current
 from ._history import HistoryTurn
 from ._keys import TurnKeys, validate_entity_id
 from ._log import bound_context, get_logger
+from ._otel import TurnTrace, start_turn
 from ._payloads import Produced, merge_produced, produced_entity
 from ._phases import CloseOutcome, EnterAttempt, Opened, Phases, error_class_name
 from ._retrieval import EMPTY_RETRIEVAL, RetrievalStats, Retrieved, RetrievedEntity
@@ -325,6 +327,7 @@ class Turn(TurnTools):
         "_state",
         "_suspended",
         "_tools",
+        "_trace",
         "_turn_number",
         "_user_extra",
         "_user_message",
@@ -371,6 +374,7 @@ class Turn(TurnTools):
         self._entered_at = 0.0
         self._body_started = 0.0
         self._open_ms = 0.0
+        self._trace: TurnTrace | None = None
         return self
 
     def __repr__(self) -> str:
@@ -644,6 +648,16 @@ class Turn(TurnTools):
         )
         self._log_binding.__enter__()
         attempt = EnterAttempt()
+        keys, phases = self._keys, self._phases
+        trace = self._trace = start_turn(
+            phases.config.transport,
+            keys.conversation_id,
+            keys.turn_id,
+            self._turn_number,
+            self._user_message,
+        )
+        if trace is not None:
+            trace.attach()
         try:
             self._opened, self._retrieved, self._history = await self._phases.enter(
                 self._keys,
@@ -661,6 +675,7 @@ class Turn(TurnTools):
                     attempt, (time.perf_counter() - self._entered_at) * 1000
                 )
                 self._state = self._result.status
+            self._end_trace(sys.exc_info()[1])
             self._unbind()
             raise
         self._state = TurnState.OPEN
@@ -678,6 +693,7 @@ class Turn(TurnTools):
         try:
             await self._close(exc)
         finally:
+            self._end_trace(exc)
             self._reset_current()
             self._unbind()
         # Returning None lets the body's exception (or cancellation) propagate unchanged.
@@ -686,6 +702,12 @@ class Turn(TurnTools):
         token, self._context_token = self._context_token, None
         if token is not None:
             exit_current(self, token)
+
+    def _end_trace(self, error: BaseException | None) -> None:
+        trace, self._trace = self._trace, None
+        if trace is not None:
+            trace.detach()
+            trace.end(self._result, error, self._stored_text() if trace.capture else None)
 
     def _unbind(self) -> None:
         binding, self._log_binding = self._log_binding, None

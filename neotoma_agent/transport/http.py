@@ -37,6 +37,7 @@ import aiohttp
 import attrs
 
 from neotoma_agent._log import get_logger
+from neotoma_agent._otel import record_retry, traceparent_into
 from neotoma_agent._version import __version__
 from neotoma_agent.exceptions import (
     APIError,
@@ -352,6 +353,7 @@ class HttpTransport(RestActions):
                 status=error.status if isinstance(error, APIError) else None,
                 code=error.code if isinstance(error, APIError) else None,
             )
+            record_retry(method, path, attempt, type(error).__name__, wait)
             if wait > 0:
                 await asyncio.sleep(wait)
             attempt += 1
@@ -372,6 +374,8 @@ class HttpTransport(RestActions):
         headers = {"Content-Type": "application/json"}
         if self._token is not None:
             headers["Authorization"] = f"Bearer {self._token}"
+        # The span this request belongs to, so a traced server's spans join the turn's trace.
+        traceparent_into(headers)
         url = self._base_url + path
         # aiohttp warns (ResourceWarning) when sending raw bytes over 1 MiB, as a reminder to
         # stream them; a message may be that long, so large bodies go as a fresh stream.

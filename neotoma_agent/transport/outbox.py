@@ -34,6 +34,7 @@ import anyio
 import anyio.to_thread
 
 from .._log import get_logger
+from .._otel import record_outbox_depth, wants_outbox_depth
 from ..exceptions import APIError, NeotomaError, OutboxError
 from ._base import StoreResult, Transport
 from ._forward import Forwarding
@@ -245,7 +246,19 @@ class OutboxTransport(Forwarding):
         )
         if self._wake is not None:
             self._wake.set()
+        await self._record_depth(outbox)
         return expected_result(body["entities"])
+
+    async def _record_depth(self, outbox: Outbox) -> None:
+        # The outbox depth gauge; the count is read only when a meter provider records it,
+        # and a failed read costs the gauge one point, never the store that was queued.
+        if wants_outbox_depth():
+            try:
+                depth = await anyio.to_thread.run_sync(outbox.count)
+            except Exception as exc:
+                _log.warning("outbox.depth_unread", error=type(exc).__name__)
+                return
+            record_outbox_depth(self._path, depth)
 
     async def _send(self, entry: OutboxEntry) -> None:
         if entry.action != "store":
@@ -260,6 +273,8 @@ class OutboxTransport(Forwarding):
         while True:
             entry = await anyio.to_thread.run_sync(outbox.head, lane)
             if entry is None:
+                if delivered:
+                    await self._record_depth(outbox)
                 return OutboxFlush(delivered=delivered, remaining=0, dead=dead), None
             try:
                 await self._send(entry)

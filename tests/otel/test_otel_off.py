@@ -1,0 +1,56 @@
+"""Off by default: without opentelemetry installed, or with no provider configured, a turn
+makes no span and imports nothing it would not import anyway."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from neotoma_agent import NeotomaMemory, _otel
+from neotoma_agent.transport.embedded import EmbeddedStore
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_no_provider_no_trace(tmp_path: Path) -> None:
+    async with EmbeddedStore.open(tmp_path / "m.db") as store:
+        memory = NeotomaMemory(store, conversation_id="c", platform="tests")
+        assert _otel.start_turn(store, "c", "t", None, "hi") is None
+        async with memory.turn("hi") as t:
+            assert _otel.ACTIVE.get() is None
+            t.reply = "hello"
+    assert t.result.completed
+
+
+def test_a_turn_without_opentelemetry_installed(tmp_path: Path) -> None:
+    # A fresh interpreter where `import opentelemetry` fails, as without the extra.
+    script = textwrap.dedent(
+        f"""
+        import sys
+        sys.modules["opentelemetry"] = None
+        import anyio
+        from neotoma_agent import NeotomaMemory, _otel
+        from neotoma_agent.transport.embedded import EmbeddedStore
+
+        async def main():
+            async with EmbeddedStore.open({str(tmp_path / "m.db")!r}) as store:
+                memory = NeotomaMemory(store, conversation_id="c", platform="tests")
+                async with memory.turn("hi") as t:
+                    t.reply = "hello"
+            assert t.result.completed
+            assert _otel._api is False, _otel._api
+
+        anyio.run(main)
+        print("ok")
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "ok\n"
+    assert done.stderr == ""
