@@ -565,8 +565,9 @@ async def retrieve(
             )
         except Exception as exc:
             failures += 1
-            # The identifier is user content: log its position, never its text.
-            logger.warning(
+            # The identifier is user content: log its position, never its text. INFO: a read
+            # loses nothing, the turn goes on, and RetrievalStats.failures says it happened.
+            logger.info(
                 "retrieval.lookup_failed",
                 identifier_index=index,
                 error_class=type(exc).__name__,
@@ -587,7 +588,7 @@ async def retrieve(
                     tg.start_soon(lookup, index, identifier)
     timeouts = len(identifiers) - len(results) - failures
     if deadline.cancelled_caught:
-        logger.warning("retrieval.timeout", deadline_s=deadline_s, unfinished=timeouts)
+        logger.info("retrieval.timeout", deadline_s=deadline_s, unfinished=timeouts)
     lookups = [(identifiers[i], results[i]) for i in sorted(results)]
     entities = rank(lookups, limit=limit, include_bookkeeping=include_bookkeeping)
     stats = RetrievalStats(

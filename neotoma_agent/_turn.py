@@ -58,8 +58,13 @@ __all__ = ["Turn", "TurnResult", "TurnState", "close_failure", "finish"]
 logger = get_logger()
 
 
-class TurnState(enum.Enum):
-    """Where a :class:`Turn` is in its life."""
+class TurnState(str, enum.Enum):
+    """Where a :class:`Turn` is in its life.
+
+    A ``str`` enum whose values are the words the store, ``show`` and
+    ``memory.history()`` use: ``TurnState.COMPLETED == "completed"``, and it prints as
+    ``completed``.
+    """
 
     #: created by ``memory.turn()``, not entered yet
     NEW = "new"
@@ -80,16 +85,31 @@ class TurnState(enum.Enum):
     #: cancelled), or the closing store failed
     FAILED = "failed"
 
+    def __str__(self) -> str:
+        # The word itself, on every Python (3.12 changed what format() of a str enum gives).
+        return str(self.value)
+
 
 @attrs.frozen
 class TurnResult:
     """What a finished turn stored, and how it went (timings and counts are never stored).
 
     ``t.result`` after the ``async with`` block, or what ``close_turn`` / ``abandon_turn`` /
-    ``record_turn`` return. Fields:
+    ``record_turn`` return.
+
+    **How the turn ended: read** ``status``. It is the one answer: a :class:`TurnState`,
+    ``COMPLETED``, ``ABANDONED`` or ``FAILED``. The other two are shorthands of it, never
+    a second opinion: ``completed`` is ``status is TurnState.COMPLETED``, and
+    ``stored_status`` is the word on the turn record in the store, for code that compares
+    with what ``show`` or ``memory.history()`` print: ``status.value``, ``None`` when
+    ``FAILED`` (nothing was written), and ``"completed"`` for the one case where they part,
+    a re-run of a completed turn whose body failed (this run ``ABANDONED``, the stored
+    turn kept as it was). ``queued`` says where the close is kept, not how the turn ended.
+
+    Fields:
 
     - ``status``: :class:`TurnState` ``COMPLETED``, ``ABANDONED`` or ``FAILED`` (the closing
-      store failed; ``close_error`` holds why); ``completed`` is ``status is COMPLETED``;
+      store failed; ``close_error`` holds why);
     - ``stored_status``: what the turn record says in the store, ``"completed"``,
       ``"abandoned"``, or ``None`` when the closing store failed;
     - ``conversation_id``, ``turn_id``, ``turn_key``: the turn's ids;
@@ -193,7 +213,7 @@ def finish(
 ) -> TurnResult:
     """The one place a :class:`TurnResult` is built, and its ``turn.*`` event logged.
 
-    ``state`` is what the turn meant to end as (``CLOSED`` or ``ABANDONED``); without an
+    ``state`` is what the turn meant to end as (``COMPLETED`` or ``ABANDONED``); without an
     ``outcome`` (the closing store failed) it is ``FAILED``. Ids the store did not give are
     ``None``.
     """
@@ -257,14 +277,13 @@ def _log_close(result: TurnResult) -> None:
         "body_ms": round(result.body_ms, 3),
         "close_ms": round(result.close_ms, 3),
     }
+    # The levels follow the README's rule ("Log levels"): a stop, a queued close and a
+    # body's error (raised to the caller) are normal outcomes, INFO; only a close that
+    # failed, so the turn is not stored as it ended, is above it.
     if result.status is TurnState.COMPLETED:
-        if result.queued:
-            # Stored only locally so far: worth a WARNING, as a lost close would be an ERROR.
-            logger.warning("turn.closed", **fields)
-        else:
-            logger.info("turn.closed", **fields)
+        logger.info("turn.closed", **fields)
     elif result.status is TurnState.ABANDONED:
-        logger.warning("turn.abandoned", error_class=result.error_class, **fields)
+        logger.info("turn.abandoned", error_class=result.error_class, **fields)
     else:
         logger.error(
             "turn.close_failed",
@@ -295,7 +314,7 @@ class Turn(TurnTools):
                 print(chunk, end="")
             task = t.remember("task", title="Call Acme Corp", status="open")
             t.reply += f" (follow-up: {task})"
-        print(t.result.stored_status, t.result.produced_ids)
+        print(t.result.status, t.result.produced_ids)
     """
 
     __slots__ = (
