@@ -31,7 +31,7 @@ from __future__ import annotations
 import contextvars
 import enum
 import time
-from collections.abc import AsyncGenerator, AsyncIterable, Mapping
+from collections.abc import AsyncGenerator, AsyncIterable, Callable, Mapping
 from contextlib import AbstractContextManager
 from types import TracebackType
 from typing import Any
@@ -435,13 +435,10 @@ class Turn(TurnTools):
         :class:`~neotoma_agent.HistoryTurn` has the exact ``user`` and ``reply`` (``None``
         if none was stored; partial for an abandoned turn), ``status``, ``turn_id``,
         ``turn_number`` and the ids each message REFERS_TO. :meth:`context` includes them;
-        for a chat API's message list::
+        for a chat API's message list (abandoned and open turns left out, no empty
+        message: see :func:`~neotoma_agent.chat_messages`)::
 
-            messages = []
-            for h in t.history:
-                messages.append({"role": "user", "content": h.user})
-                if h.reply is not None:
-                    messages.append({"role": "assistant", "content": h.reply})
+            messages = chat_messages(t.history, user=t.user_message)
         """
         return self._history
 
@@ -574,7 +571,14 @@ class Turn(TurnTools):
         self._produced = {p.entity_id: p for p in merged}
         return item.entity_id
 
-    def context(self, *, max_chars: int = 4000, history: bool = True) -> str:
+    def context(
+        self,
+        *,
+        max_chars: int = 4000,
+        history: bool = True,
+        max_tokens: int | None = None,
+        count_tokens: Callable[[str], int] | None = None,
+    ) -> str:
         """A compact, deterministic text block of what this turn knows, for any prompt.
 
         The retrieved entities (type, name, id, their telling fields) in rank order, then
@@ -590,12 +594,24 @@ class Turn(TurnTools):
             [turn 1 · completed] user: What do we know about Acme Corp?
             [turn 1 · completed] assistant: Acme Corp is a customer.
 
-        A turn is tagged ``turn N`` when it was given a ``turn_number``, else with its id.
-        ``history=False`` leaves the history out (for an agent that already sends the
-        conversation's earlier messages itself, so they are not fed twice).
-        ``ValueError`` for a ``max_chars`` that is not an int >= 0.
+        A turn is tagged ``turn N`` when it was given a ``turn_number``, else with a short
+        tag stable for that turn (``#`` and 6 hex digits). When the budget runs out inside
+        the history, the oldest turn kept is cut to fit (its messages end ``…[+N chars]``)
+        instead of being left out. ``max_tokens`` adds a token budget beside the character
+        one, counted by ``count_tokens`` (the caller's tokenizer, e.g.
+        ``lambda s: len(enc.encode(s))``; the library ships none and requires it with
+        ``max_tokens``): the block then fits both. ``history=False`` leaves the history out
+        (for an agent that already sends the conversation's earlier messages itself, so
+        they are not fed twice). ``ValueError`` for a ``max_chars`` or ``max_tokens`` that
+        is not an int >= 0, or ``max_tokens`` without ``count_tokens``.
         """
-        text = render_context(self.retrieved, self._history if history else (), max_chars=max_chars)
+        text = render_context(
+            self.retrieved,
+            self._history if history else (),
+            max_chars=max_chars,
+            max_tokens=max_tokens,
+            count_tokens=count_tokens,
+        )
         # Stored as the turn record's injected_context_chars: the last block rendered.
         self._context_chars = len(text)
         return text
