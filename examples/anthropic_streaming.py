@@ -80,7 +80,7 @@ async def main(
                 out.write(chunk)
                 out.flush()
         out.write("\n")
-    out.write(f"stored: {reply.result.stored_status}, reply {reply.result.assistant_message_id}\n")
+    out.write(f"stored: {reply.result.status}, reply {reply.result.assistant_message_id}\n")
     return reply.result
 
 

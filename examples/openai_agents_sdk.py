@@ -89,7 +89,7 @@ async def main(path: str | Path = ":memory:", *, out: TextIO = sys.stdout) -> li
                     out.write(delta)
             result = stream.turn.result
             out.write(
-                f"\n       stored: {result.stored_status}, reply {result.assistant_message_id}, "
+                f"\n       stored: {result.status}, reply {result.assistant_message_id}, "
                 f"{len(result.tools)} tool call(s), {len(result.produced_ids)} produced\n"
             )
             results.append(result)

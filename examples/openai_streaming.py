@@ -73,7 +73,7 @@ async def main(
             task = t.remember("task", title=f"Follow up: {question}", status="open")
             t.append(f" (follow-up: {task})")
             out.write(f" (follow-up: {task})\n")
-    out.write(f"stored: {t.result.stored_status}, reply {t.result.assistant_message_id}\n")
+    out.write(f"stored: {t.result.status}, reply {t.result.assistant_message_id}\n")
     return t.result
 
 

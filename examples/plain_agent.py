@@ -52,7 +52,7 @@ async def main(path: str | Path = ":memory:", *, out: TextIO = sys.stdout) -> li
             out.write(f"user:  {question}\nagent: {reply.reply}\n")
             out.write(
                 f"       stored: user {result.user_message_id}, "
-                f"reply {result.assistant_message_id} ({result.stored_status}), "
+                f"reply {result.assistant_message_id} ({result.status}), "
                 f"REFERS_TO {len(result.retrieved_ids)} retrieved and "
                 f"{len(result.produced_ids)} produced entities\n"
             )

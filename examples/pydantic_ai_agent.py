@@ -96,7 +96,7 @@ async def main(path: str | Path = ":memory:", *, out: TextIO = sys.stdout) -> li
                     out.write(delta)
             result = ended[-1].result
             out.write(
-                f"\n       stored: {result.stored_status}, reply {result.assistant_message_id}, "
+                f"\n       stored: {result.status}, reply {result.assistant_message_id}, "
                 f"{len(result.tools)} tool call(s), {len(result.produced_ids)} produced\n"
             )
     return [turn.result for turn in ended]

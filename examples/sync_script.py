@@ -56,7 +56,7 @@ def main(path: str | Path = ":memory:", *, out: TextIO = sys.stdout) -> list[Tur
                         out.flush()
             result = t.result
             out.write(
-                f"\n       stored: {result.stored_status}, {len(t.history)} earlier turns read, "
+                f"\n       stored: {result.status}, {len(t.history)} earlier turns read, "
                 f"{len(result.retrieved_ids)} retrieved, {len(result.tools)} tool calls\n"
             )
             results.append(result)

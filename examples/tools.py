@@ -200,7 +200,7 @@ async def main(
         result = t.result
         out.write(f"assistant: {t.reply}\n")
         out.write(
-            f"stored: {result.stored_status}, REFERS_TO {len(result.cited_ids)} cited and "
+            f"stored: {result.status}, REFERS_TO {len(result.cited_ids)} cited and "
             f"{len(result.produced_ids)} produced entities, {len(result.tool_ids)} tool calls\n"
         )
         for stored in await memory.tools(t.turn_id):  # read back, arguments included

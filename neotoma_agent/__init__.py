@@ -8,6 +8,7 @@ from ._lazy import lazy_exports
 # when first used, so `import neotoma_agent` loads no part the program does not use (see
 # _lazy); type checkers and readers see the ordinary imports. Add a name as one more line.
 with lazy_exports(globals()):
+    from ._chat_messages import chat_messages as chat_messages
     from ._current import current_turn as current_turn
     from ._history import HistoryTurn as HistoryTurn
     from ._memory import NeotomaMemory as NeotomaMemory

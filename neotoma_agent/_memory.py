@@ -11,7 +11,7 @@ from __future__ import annotations
 import datetime
 import math
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -32,6 +32,7 @@ from ._keys import (
     conversation_entity_id as derive_conversation_entity_id,
 )
 from ._log import bound_context
+from ._must_await import MustAwait
 from ._otel import CLOSE_TURN_SPAN, OPEN_TURN_SPAN, TURN_SPAN, explicit
 from ._payloads import (
     ConversationSettings,
@@ -103,6 +104,9 @@ class OpenTurn:
         repr=False,
         eq=False,
     )
+    # What remember() recorded, by entity id (a frozen record holding a mutable log, as
+    # _tools is: the close reads it).
+    _produced: dict[str, Produced] = attrs.field(factory=dict, repr=False, eq=False)
 
     @property
     def retrieved_ids(self) -> tuple[str, ...]:
@@ -146,22 +150,51 @@ class OpenTurn:
         )
         return self._tools.add(call, clock_given=invoked_at is not None)
 
-    def produce(self, entity_type: str, /, **fields: Any) -> Produced:
-        """An entity the reply produces, for ``close_turn(..., produced=[...])``.
+    def remember(self, entity_type: str, /, **fields: Any) -> str:
+        """Record an entity the reply produces; return its id at once, to cite in the reply.
 
-        The explicit API's ``t.remember``: nothing is stored yet; the record's
-        ``entity_id`` is computed here exactly as the server computes it, so the reply can
-        cite it. Passed to :meth:`NeotomaMemory.close_turn` or ``abandon_turn``, the entity is
-        written in the closing store and the assistant message REFERS_TO it; one that
-        retrieval found (same type and name) is extended, never duplicated. Bad input
-        raises before any I/O, as ``t.remember`` does::
+        The explicit API's ``t.remember`` (same arguments, checks and answer): nothing is
+        stored yet; closing this turn (``close_turn`` / ``abandon_turn`` with this
+        :class:`OpenTurn` or its id, in this process) writes it in the closing store, and
+        the assistant message REFERS_TO it. The id is computed here exactly as the server
+        computes it; one that retrieval found (same type and name) is extended, never
+        duplicated; remembering the same id twice merges the fields (later wins)::
+
+            booking = opened.remember("booking", name="Table for two", party=2)
+            await memory.close_turn(opened, f"Booked ({booking}).")
+        """
+        item = produced_entity(entity_type, fields, extends=self.retrieved_ids)
+        merged = merge_produced((*self._produced.values(), item))
+        self._produced.clear()
+        self._produced.update((p.entity_id, p) for p in merged)
+        return item.entity_id
+
+    @property
+    def produced_ids(self) -> tuple[str, ...]:
+        """Ids of the entities :meth:`remember` recorded so far."""
+        return tuple(self._produced)
+
+    def produce(self, entity_type: str, /, **fields: Any) -> Produced:
+        """The older form of :meth:`remember`: the :class:`Produced` record, not recorded.
+
+        Kept so code written before :meth:`remember` works: pass the record to
+        ``close_turn(..., produced=[...])`` (its ``entity_id`` is the id :meth:`remember`
+        returns). For a turn closed in another process, where this :class:`OpenTurn` is not
+        at hand, ``produced=`` is still the way::
 
             booking = opened.produce("booking", name="Table for two", party=2)
             await memory.close_turn(opened, f"Booked ({booking.entity_id}).", produced=[booking])
         """
         return produced_entity(entity_type, fields, extends=self.retrieved_ids)
 
-    def context(self, *, max_chars: int = 4000) -> str:
+    def context(
+        self,
+        *,
+        max_chars: int = 4000,
+        history: bool = True,
+        max_tokens: int | None = None,
+        count_tokens: Callable[[str], int] | None = None,
+    ) -> str:
         """The budgeted prompt block of what this turn knows: ``t.context()`` for the explicit API.
 
         The same text, by the same rules, as :meth:`Turn.context`: the :attr:`retrieved`
@@ -172,9 +205,16 @@ class OpenTurn:
             opened = await memory.open_turn("What about Acme Corp?", turn_id=prompt_id)
             prompt = f"{opened.context(max_chars=2000)}\n\nUser: {opened.user_message}"
 
+        ``history``, ``max_tokens`` and ``count_tokens`` as :meth:`Turn.context` takes them;
         ``ValueError`` for a ``max_chars`` that is not an int >= 0.
         """
-        return render_context(self.retrieved, self.history, max_chars=max_chars)
+        return render_context(
+            self.retrieved,
+            self.history if history else (),
+            max_chars=max_chars,
+            max_tokens=max_tokens,
+            count_tokens=count_tokens,
+        )
 
 
 def _positive(name: str) -> Any:
@@ -369,21 +409,28 @@ class NeotomaMemory:
             model=_check_model(model),
         )
 
-    async def remember(self, entity_type: str, /, **fields: Any) -> str:
-        """Store one entity (a fact to seed, a tool's result) and return its id.
+    def remember(self, entity_type: str, /, **fields: Any) -> Coroutine[Any, Any, str]:
+        """Store one entity now (a fact to seed, a tool's result); await it for its id.
 
-        One store call under a key derived from the entity's content, so repeating it
-        replays instead of writing again. The id is the server's (an entity with the same
-        type and name gets a new observation on the same id). The same checks as
-        :meth:`Turn.remember` run before any I/O (``TypeError``, ``ValueError``,
-        :class:`~neotoma_agent.ValidationError`); inside a turn, prefer ``t.remember``,
-        which rides on the closing store and links the entity to the reply. To link an
-        entity stored this way to a reply, cite it (``t.cite(entity_id)``, or
-        ``refers_to=`` on ``close_turn``)::
+        ``remember`` is one act with one answer everywhere: record an entity, get its id.
+        ``t.remember`` (in a turn) and :meth:`OpenTurn.remember` (explicit API) are sync:
+        the entity rides on the turn's closing store and the reply REFERS_TO it. This one
+        stores at once, so it is awaited: one store call under a key derived from the
+        entity's content, so repeating it replays instead of writing again. The id is the
+        server's (an entity with the same type and name gets a new observation on the same
+        id). The same checks as :meth:`Turn.remember` run at the call, before any I/O
+        (``TypeError``, ``ValueError``, :class:`~neotoma_agent.ValidationError`). A call
+        never awaited is loud: using its value raises ``TypeError``, and dropping it logs
+        ``remember.not_awaited`` at ERROR (nothing was stored). To link an entity stored
+        this way to a reply, cite it (``t.cite(entity_id)``, or ``refers_to=`` on
+        ``close_turn``)::
 
             acme = await memory.remember("company", name="Acme Corp", website="acme.com")
         """
         item = produced_entity(entity_type, fields)
+        return MustAwait(self._remember(item), "memory.remember", entity_type=entity_type)
+
+    async def _remember(self, item: Produced) -> str:
         payload = remembered_payload(item)
         stored = await self.transport.store(
             payload.entities, idempotency_key=payload.idempotency_key
@@ -532,6 +579,7 @@ class NeotomaMemory:
             turn_id, user_message_id, retrieved_ids, revision, turn_number
         )
         calls = _turn_tools(opened, handle, given)
+        products = _turn_produced(handle, products)
         return await self._finish_explicit(
             opened,
             retrieved,
@@ -577,6 +625,7 @@ class NeotomaMemory:
             turn_id, user_message_id, retrieved_ids, revision, turn_number
         )
         calls = _turn_tools(opened, handle, given)
+        products = _turn_produced(handle, products)
         return await self._finish_explicit(
             opened,
             retrieved,
@@ -790,6 +839,12 @@ def _turn_tools(
     # The calls recorded on the OpenTurn and those handed to the close, as one set.
     recorded = handle.tools if handle is not None else ()
     return merge_tools(opened.keys.user_turn_key, recorded, given)
+
+
+def _turn_produced(handle: OpenTurn | None, given: tuple[Produced, ...]) -> tuple[Produced, ...]:
+    # What OpenTurn.remember recorded, then what ``produced=`` passed (later wins).
+    recorded = tuple(handle._produced.values()) if handle is not None else ()
+    return merge_produced((*recorded, *given)) if recorded else given
 
 
 def _bare(entity_id: str) -> Entity:

@@ -299,7 +299,8 @@ class Phases:
                 failure = type(exc).__name__
         ms = round((time.perf_counter() - started) * 1000, 3)
         if failure is not None or scope.cancelled_caught:
-            logger.warning("history.failed", error=failure or "timeout", ms=ms, wanted=wanted)
+            # Best-effort read (INFO, as a failed retrieval): the turn goes on without it.
+            logger.info("history.failed", error=failure or "timeout", ms=ms, wanted=wanted)
             return ()
         logger.info("history.done", turns=len(turns), wanted=wanted, ms=ms)
         return turns
@@ -384,7 +385,8 @@ class Phases:
         try:
             observations = await self.config.transport.list_observations(record_id)
         except Exception as exc:  # the mismatch is what the caller will see
-            logger.warning("turn.rerun_read_failed", error=type(exc).__name__)
+            # The caller gets the mismatch error; logging it at WARNING too would say it twice.
+            logger.info("turn.rerun_read_failed", error=type(exc).__name__)
             return []
         found: list[RunFields] = []
         for observation in observations.observations:
@@ -654,7 +656,8 @@ class Phases:
         if opened.prior_status == "completed":
             # This turn id was completed by an earlier run; a failed re-run must not overwrite
             # the stored reply with a partial one or flip the record back to abandoned.
-            logger.warning(
+            # Nothing is lost: the stored completed turn stays as it was.
+            logger.info(
                 "turn.abandon_skipped", reason="turn already completed", error_class=error_class
             )
             return CloseOutcome("completed", None, opened.turn_record_id, replayed=True)

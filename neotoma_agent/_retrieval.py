@@ -280,8 +280,9 @@ async def retrieve(
             )
         except Exception as exc:
             failures += 1
-            # The identifier is user content: log its position, never its text.
-            logger.warning(
+            # The identifier is user content: log its position, never its text. INFO: a read
+            # loses nothing, the turn goes on, and RetrievalStats.failures says it happened.
+            logger.info(
                 "retrieval.lookup_failed",
                 identifier_index=plan[slot][0][0],
                 error_class=type(exc).__name__,
@@ -299,7 +300,7 @@ async def retrieve(
         try:
             recent_found = await recent()
         except Exception as exc:  # the history read logs its own failures
-            logger.warning("retrieval.recent_failed", error_class=type(exc).__name__)
+            logger.info("retrieval.recent_failed", error_class=type(exc).__name__)
 
     async def run_plugin() -> None:
         nonlocal plugin_found
@@ -308,6 +309,8 @@ async def retrieve(
         try:
             plugin_found = list(await retriever(query))
         except Exception as exc:
+            # WARNING, unlike a failed lookup: the application's own retriever raised (a bug
+            # to fix, not a store that was away); the turn goes on without what it found.
             logger.warning(
                 "retrieval.plugin_failed", error_class=type(exc).__name__, error=str(exc)
             )
@@ -325,7 +328,7 @@ async def retrieve(
                     tg.start_soon(run_plugin)
     timeouts = len(plan) - len(results) - failures
     if deadline.cancelled_caught:
-        logger.warning("retrieval.timeout", deadline_s=deadline_s, unfinished=timeouts)
+        logger.info("retrieval.timeout", deadline_s=deadline_s, unfinished=timeouts)
     answered = [
         (index, identifiers[index], results[slot])
         for slot in sorted(results)

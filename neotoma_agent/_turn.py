@@ -33,7 +33,7 @@ import contextvars
 import enum
 import sys
 import time
-from collections.abc import AsyncGenerator, AsyncIterable, Mapping
+from collections.abc import AsyncGenerator, AsyncIterable, Callable, Mapping
 from contextlib import AbstractContextManager
 from types import TracebackType
 from typing import Any
@@ -61,8 +61,13 @@ __all__ = ["Turn", "TurnResult", "TurnState", "close_failure", "finish"]
 logger = get_logger()
 
 
-class TurnState(enum.Enum):
-    """Where a :class:`Turn` is in its life."""
+class TurnState(str, enum.Enum):
+    """Where a :class:`Turn` is in its life.
+
+    A ``str`` enum whose values are the words the store, ``show`` and
+    ``memory.history()`` use: ``TurnState.COMPLETED == "completed"``, and it prints as
+    ``completed``.
+    """
 
     #: created by ``memory.turn()``, not entered yet
     NEW = "new"
@@ -86,13 +91,28 @@ class TurnState(enum.Enum):
     #: turn record still says ``open``, waiting for a later close of the same turn id
     SUSPENDED = "suspended"
 
+    def __str__(self) -> str:
+        # The word itself, on every Python (3.12 changed what format() of a str enum gives).
+        return str(self.value)
+
 
 @attrs.frozen
 class TurnResult:
     """What a finished turn stored, and how it went (timings and counts are never stored).
 
     ``t.result`` after the ``async with`` block, or what ``close_turn`` / ``abandon_turn`` /
-    ``record_turn`` return. Fields:
+    ``record_turn`` return.
+
+    **How the turn ended: read** ``status``. It is the one answer: a :class:`TurnState`,
+    ``COMPLETED``, ``ABANDONED``, ``FAILED`` or ``SUSPENDED``. The other two are shorthands
+    of it, never a second opinion: ``completed`` is ``status is TurnState.COMPLETED``, and
+    ``stored_status`` is the word on the turn record in the store, for code that compares
+    with what ``show`` or ``memory.history()`` print: ``status.value``, ``None`` when
+    ``FAILED`` (nothing was written), and ``"completed"`` for the one case where they part,
+    a re-run of a completed turn whose body failed (this run ``ABANDONED``, the stored
+    turn kept as it was). ``queued`` says where the close is kept, not how the turn ended.
+
+    Fields:
 
     - ``status``: :class:`TurnState` ``COMPLETED``, ``ABANDONED``, ``FAILED`` (the closing
       store failed; ``close_error`` holds why) or ``SUSPENDED`` (:meth:`Turn.suspend`: left
@@ -200,7 +220,7 @@ def finish(
 ) -> TurnResult:
     """The one place a :class:`TurnResult` is built, and its ``turn.*`` event logged.
 
-    ``state`` is what the turn meant to end as (``CLOSED`` or ``ABANDONED``); without an
+    ``state`` is what the turn meant to end as (``COMPLETED`` or ``ABANDONED``); without an
     ``outcome`` (the closing store failed) it is ``FAILED``. Ids the store did not give are
     ``None``.
     """
@@ -264,14 +284,13 @@ def _log_close(result: TurnResult) -> None:
         "body_ms": round(result.body_ms, 3),
         "close_ms": round(result.close_ms, 3),
     }
+    # The levels follow the README's rule ("Log levels"): a stop, a queued close and a
+    # body's error (raised to the caller) are normal outcomes, INFO; only a close that
+    # failed, so the turn is not stored as it ended, is above it.
     if result.status is TurnState.COMPLETED:
-        if result.queued:
-            # Stored only locally so far: worth a WARNING, as a lost close would be an ERROR.
-            logger.warning("turn.closed", **fields)
-        else:
-            logger.info("turn.closed", **fields)
+        logger.info("turn.closed", **fields)
     elif result.status is TurnState.ABANDONED:
-        logger.warning("turn.abandoned", error_class=result.error_class, **fields)
+        logger.info("turn.abandoned", error_class=result.error_class, **fields)
     else:
         logger.error(
             "turn.close_failed",
@@ -302,7 +321,7 @@ class Turn(TurnTools):
                 print(chunk, end="")
             task = t.remember("task", title="Call Acme Corp", status="open")
             t.reply += f" (follow-up: {task})"
-        print(t.result.stored_status, t.result.produced_ids)
+        print(t.result.status, t.result.produced_ids)
     """
 
     __slots__ = (
@@ -439,13 +458,10 @@ class Turn(TurnTools):
         :class:`~neotoma_agent.HistoryTurn` has the exact ``user`` and ``reply`` (``None``
         if none was stored; partial for an abandoned turn), ``status``, ``turn_id``,
         ``turn_number`` and the ids each message REFERS_TO. :meth:`context` includes them;
-        for a chat API's message list::
+        for a chat API's message list (abandoned and open turns left out, no empty
+        message: see :func:`~neotoma_agent.chat_messages`)::
 
-            messages = []
-            for h in t.history:
-                messages.append({"role": "user", "content": h.user})
-                if h.reply is not None:
-                    messages.append({"role": "assistant", "content": h.reply})
+            messages = chat_messages(t.history, user=t.user_message)
         """
         return self._history
 
@@ -605,7 +621,14 @@ class Turn(TurnTools):
         self._require_open("suspend the turn")
         self._suspended = True
 
-    def context(self, *, max_chars: int = 4000, history: bool = True) -> str:
+    def context(
+        self,
+        *,
+        max_chars: int = 4000,
+        history: bool = True,
+        max_tokens: int | None = None,
+        count_tokens: Callable[[str], int] | None = None,
+    ) -> str:
         """A compact, deterministic text block of what this turn knows, for any prompt.
 
         The retrieved entities (type, name, id, their telling fields) in rank order, then
@@ -621,12 +644,24 @@ class Turn(TurnTools):
             [turn 1 · completed] user: What do we know about Acme Corp?
             [turn 1 · completed] assistant: Acme Corp is a customer.
 
-        A turn is tagged ``turn N`` when it was given a ``turn_number``, else with its id.
-        ``history=False`` leaves the history out (for an agent that already sends the
-        conversation's earlier messages itself, so they are not fed twice).
-        ``ValueError`` for a ``max_chars`` that is not an int >= 0.
+        A turn is tagged ``turn N`` when it was given a ``turn_number``, else with a short
+        tag stable for that turn (``#`` and 6 hex digits). When the budget runs out inside
+        the history, the oldest turn kept is cut to fit (its messages end ``…[+N chars]``)
+        instead of being left out. ``max_tokens`` adds a token budget beside the character
+        one, counted by ``count_tokens`` (the caller's tokenizer, e.g.
+        ``lambda s: len(enc.encode(s))``; the library ships none and requires it with
+        ``max_tokens``): the block then fits both. ``history=False`` leaves the history out
+        (for an agent that already sends the conversation's earlier messages itself, so
+        they are not fed twice). ``ValueError`` for a ``max_chars`` or ``max_tokens`` that
+        is not an int >= 0, or ``max_tokens`` without ``count_tokens``.
         """
-        text = render_context(self.retrieved, self._history if history else (), max_chars=max_chars)
+        text = render_context(
+            self.retrieved,
+            self._history if history else (),
+            max_chars=max_chars,
+            max_tokens=max_tokens,
+            count_tokens=count_tokens,
+        )
         # Stored as the turn record's injected_context_chars: the last block rendered.
         self._context_chars = len(text)
         return text

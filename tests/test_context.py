@@ -156,7 +156,7 @@ async def test_an_open_turn_renders_the_same_context_as_a_turn(store: Transport)
     opened = await memory(store).open_turn('What about "Acme Corp"?', turn_id="t2")
     assert acme in opened.retrieved_ids
     assert opened.context(max_chars=300) == expected
-    assert "[t1 · completed] assistant: Hi." in expected
+    assert "· completed] assistant: Hi." in expected
     assert opened.context(max_chars=0) == ""
     with pytest.raises(ValueError, match="max_chars"):
         opened.context(max_chars=-1)

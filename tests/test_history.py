@@ -198,7 +198,7 @@ async def test_a_failed_history_read_is_logged_and_the_turn_goes_on(store: Trans
     assert t.history == ()
     assert t.result.completed
     (failed,) = [e for e in logs if e["event"] == "history.failed"]
-    assert failed["log_level"] == "warning"
+    assert failed["log_level"] == "info"  # best-effort read, nothing lost
     assert failed["error"] == "ConnectionLost"
 
 

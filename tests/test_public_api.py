@@ -39,6 +39,7 @@ EXPECTED = {
     "ReportRepair",
     "NeotomaMemory",
     "HistoryTurn",
+    "chat_messages",
     "OpenTurn",
     "ActiveToolCall",
     "StoredToolCall",

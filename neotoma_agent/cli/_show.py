@@ -55,6 +55,8 @@ class TurnView:
     another client). ``repaired`` marks a turn ``audit --repair`` closed as abandoned.
     """
 
+    #: the stored ``turn_number`` (as ``memory.history()`` reports it) where the turn has
+    #: one, else the turn's position in the conversation (1-based)
     number: int
     turn_id: str
     status: str
@@ -128,9 +130,12 @@ async def _ending(transport: Transport, turn: StoredTurn) -> TurnEnding | None:
     return None if turn.record is None else await read_ending(transport, turn.record)
 
 
-def _turn_view(number: int, turn: StoredTurn, ending: TurnEnding | None) -> TurnView:
+def _turn_view(position: int, turn: StoredTurn, ending: TurnEnding | None) -> TurnView:
+    # The stored turn number where the turn has one (what ``memory.history()`` reports),
+    # else its position in the conversation.
+    stored = turn.turn_number
     return TurnView(
-        number=number,
+        number=stored if stored is not None else position,
         turn_id=turn.turn_id,
         status=turn.status,
         messages=turn.messages,

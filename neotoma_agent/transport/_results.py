@@ -162,6 +162,20 @@ def _align(entries: list[StoredEntity], request: Sequence[Mapping[str, Any]]) ->
     return aligned
 
 
+def display_name(entity_type: str, canonical_name: str | None) -> str | None:
+    """``canonical_name`` as a user reads it: without a ``type:`` prefix, parts spaced.
+
+    A name the store derived from a schema rule is ``"<type>:<part>|<part>"``
+    (``person:Hank Scorpio``); any other canonical name is shown as it is.
+    """
+    if not canonical_name:
+        return None
+    prefix = f"{entity_type}:"
+    if entity_type and canonical_name.startswith(prefix) and len(canonical_name) > len(prefix):
+        return " ".join(canonical_name[len(prefix) :].split("|"))
+    return canonical_name
+
+
 @attrs.frozen
 class Entity:
     """An entity as a lookup or a related-entities read returns it."""
@@ -180,9 +194,25 @@ class Entity:
 
     @property
     def name(self) -> str:
-        """A display name: the snapshot's name or title, else the canonical name, else the id."""
+        """The name to show a user: ``Globex``, ``Hank Scorpio``.
+
+        The first of the snapshot's ``name``, ``title``, ``full_name``, ``first_name`` +
+        ``last_name`` and ``email``; else :attr:`canonical_name` without the ``type:``
+        prefix the store gives schema-derived names (``person:Hank Scorpio`` shows as
+        ``Hank Scorpio``; the parts of a composite name joined by a space); else the id.
+        :attr:`canonical_name` stays the store's own key, for matching, not for display.
+        """
         key = self.name_field
-        return str(self.snapshot[key]) if key is not None else (self.canonical_name or self.id)
+        if key is not None:
+            return str(self.snapshot[key])
+        parts = self._name_parts()
+        if parts:
+            return " ".join(parts)
+        return display_name(self.entity_type, self.canonical_name) or self.id
+
+    def _name_parts(self) -> list[str]:
+        first, last = self.snapshot.get("first_name"), self.snapshot.get("last_name")
+        return [p.strip() for p in (first, last) if isinstance(p, str) and p.strip()]
 
     @property
     def name_field(self) -> str | None:
@@ -190,6 +220,8 @@ class Entity:
         for key in ("name", "title", "full_name", "email"):
             value = self.snapshot.get(key)
             if isinstance(value, str) and value:
+                if key == "email" and self._name_parts():
+                    return None  # the name is first + last; the email stays a field
                 return key
         return None
 

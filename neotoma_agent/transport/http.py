@@ -342,7 +342,9 @@ class HttpTransport(RestActions):
                 # Waiting would overrun the call's time bound: give up now, with the error
                 # (a 429 keeps its retry_after) rather than a timeout that hides it.
                 raise error
-            _log.warning(
+            # A retry is the transport doing its job (INFO); what it finally raises is the
+            # caller's to report, so it is not logged here at all.
+            _log.info(
                 "transport.retry",
                 method=method,
                 path=path,

@@ -241,9 +241,9 @@ class OutboxTransport(Forwarding):
     ) -> StoreResult:
         key = str(body["idempotency_key"])
         entry_id = await anyio.to_thread.run_sync(outbox.append, lane, "store", key, body)
-        _log.warning(
-            "outbox.queued", entry_id=entry_id, idempotency_key=key, error=_describe(cause)
-        )
+        # Queued is kept safe on disk and delivered later: INFO. The entry going dead (the
+        # server refused it for good) is what risks the data, and that is an ERROR.
+        _log.info("outbox.queued", entry_id=entry_id, idempotency_key=key, error=_describe(cause))
         if self._wake is not None:
             self._wake.set()
         await self._record_depth(outbox)
@@ -285,7 +285,8 @@ class OutboxTransport(Forwarding):
                     functools.partial(outbox.failed, entry.id, what, dead=not transient)
                 )
                 if transient:
-                    _log.warning(
+                    # Kept and retried later, like a request retry: INFO.
+                    _log.info(
                         "outbox.delivery_failed",
                         entry_id=entry.id,
                         idempotency_key=entry.idempotency_key,
