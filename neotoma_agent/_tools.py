@@ -42,7 +42,6 @@ from typing import Any, Final, Literal, cast, get_args
 
 import attrs
 
-from ._identity import normalize
 from ._log import get_logger
 from ._text import check_plain
 from .exceptions import ToolCallConflictError, TurnStateError
@@ -402,6 +401,9 @@ class ToolLog:
         # as it folds it (letter case, whitespace runs); the time part folds to itself.
         folded = self._folded.get(name)
         if folded is None:
+            # Here, not at import: a hook process recording a call needs no identity rules.
+            from ._identity import normalize
+
             folded = normalize(TOOL_TYPE, f"{TOOL_TYPE}:{self._turn_key}|{name}|")
             self._folded[name] = folded
         return folded

@@ -16,33 +16,22 @@ from __future__ import annotations
 import argparse
 import contextlib
 import functools
-import inspect
 import json
 import os
-import shutil
-import sqlite3
 import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from pathlib import Path
-from typing import Any, Protocol, TextIO, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TextIO, TypeGuard, TypeVar
 
-import anyio
-import attrs
-
-from ..exceptions import (
-    APIError,
-    AuthenticationError,
-    ConnectionLost,
-    ConnectTimeout,
-    NeotomaError,
-    NotFoundError,
-    ReadTimeout,
-    ServerError,
-    ValidationError,
-)
-from ..transport._base import Transport
 from ._paths import default_db_path
+
+if TYPE_CHECKING:
+    from ..transport._base import Transport
+
+# Every command imports this module (``main`` explains errors with it), the hook command
+# as a fresh process per coding-agent event: so the event loop (anyio), the transports,
+# sqlite3, attrs and the exceptions are imported where they are used, not here.
 
 __all__ = [
     "CLIError",
@@ -101,11 +90,24 @@ def add_command(
     parser: argparse.ArgumentParser = subparsers.add_parser(
         name, help=help, description=description
     )
-    func = functools.partial(run_async, run) if inspect.iscoroutinefunction(run) else run
+    func = functools.partial(run_async, run) if _is_async(run) else run
     parser.set_defaults(func=func)
     if default_log_level is not None:
         parser.set_defaults(default_log_level=default_log_level)
     return parser
+
+
+def _is_async(run: Runner) -> TypeGuard[Callable[..., Awaitable[int]]]:
+    code = getattr(run, "__code__", None)
+    if code is not None:  # a plain function: read its flag without importing inspect
+        return bool(code.co_flags & _CO_COROUTINE)
+    import inspect
+
+    return inspect.iscoroutinefunction(run)
+
+
+#: ``inspect.CO_COROUTINE``: the code flag of an ``async def`` function
+_CO_COROUTINE = 0x80
 
 
 #: one ``parser.add_argument(*flags, **settings)`` call, as data
@@ -117,20 +119,35 @@ def option(*flags: str, **settings: Any) -> Option:
     return flags, settings
 
 
-@attrs.frozen
 class Command:
     """A subcommand as data: ``register`` adds its parser and its options, in order.
 
     ``description`` may be an indented triple-quoted string: ``--help`` refills it anyway.
+    A plain class, not attrs: building an attrs class at import costs a hook process time.
     """
 
-    name: str
-    help: str = attrs.field(kw_only=True)
-    description: str = attrs.field(kw_only=True)
-    run: Runner = attrs.field(kw_only=True)
-    options: tuple[Option, ...] = attrs.field(default=(), kw_only=True)
-    #: replaces ``warning`` for a command that reports failures itself
-    default_log_level: str | None = attrs.field(default=None, kw_only=True)
+    __slots__ = ("default_log_level", "description", "help", "name", "options", "run")
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        help: str,
+        description: str,
+        run: Runner,
+        options: tuple[Option, ...] = (),
+        default_log_level: str | None = None,
+    ) -> None:
+        self.name = name
+        self.help = help
+        self.description = description
+        self.run = run
+        self.options = options
+        #: replaces ``warning`` for a command that reports failures itself
+        self.default_log_level = default_log_level
+
+    def __repr__(self) -> str:
+        return f"Command({self.name!r})"
 
     def register(self, subparsers: Any) -> None:
         """Add the subcommand to ``subparsers``."""
@@ -238,6 +255,8 @@ async def open_transport(
             yield transport
         return
 
+    import sqlite3
+
     from ..transport.embedded import EmbeddedStore
 
     path = db_path(args)
@@ -257,6 +276,8 @@ async def open_transport(
 
 
 async def _check_neotoma(transport: Any, url: str) -> None:
+    from ..exceptions import NotFoundError, ServerError, ValidationError
+
     # Anything may listen at a URL; without this, a command against an unrelated server
     # would seem to work and store nothing.
     try:
@@ -271,6 +292,8 @@ async def _check_neotoma(transport: Any, url: str) -> None:
 
 def store_error(path: Path, exc: BaseException) -> CLIError:
     """The one-line explanation of why the store file at ``path`` cannot be opened."""
+    import sqlite3
+
     if isinstance(exc, IsADirectoryError) or path.is_dir():
         return CLIError(f"cannot open the store {path}: it is a directory", "pass a file path")
     if isinstance(exc, FileNotFoundError):
@@ -290,6 +313,18 @@ def store_error(path: Path, exc: BaseException) -> CLIError:
 
 def explain(exc: BaseException, args: argparse.Namespace | None = None) -> CLIError | None:
     """The one-line message (and hint) for an error a user can cause, or ``None`` for a bug."""
+    import sqlite3
+
+    from ..exceptions import (
+        APIError,
+        AuthenticationError,
+        ConnectionLost,
+        ConnectTimeout,
+        NeotomaError,
+        NotFoundError,
+        ReadTimeout,
+    )
+
     if isinstance(exc, CLIError):
         return exc
     nested = getattr(exc, "exceptions", None)
@@ -337,6 +372,8 @@ def explain(exc: BaseException, args: argparse.Namespace | None = None) -> CLIEr
 
 def run_async(fn: Callable[..., Awaitable[T]], *args: Any) -> T:
     """Run one command's coroutine on a fresh asyncio loop (HttpTransport needs asyncio)."""
+    import anyio
+
     return anyio.run(fn, *args, backend="asyncio")
 
 
@@ -411,6 +448,8 @@ class Progress:
             extras.append(f"ETA {_duration((self.total - done) / rate)}")
         if not self.tty:
             return "  ".join([self.label, *counts, *extras])
+        import shutil
+
         room = (columns or shutil.get_terminal_size((80, 24)).columns) - 1
         while True:
             text = "  ".join([self.label, *counts, *extras])

@@ -8,7 +8,6 @@ stdout, a problem to stderr as one line.
 from __future__ import annotations
 
 import argparse
-import datetime as _dt
 import json
 import os
 import sys
@@ -42,7 +41,8 @@ def _state_path(args: argparse.Namespace) -> Path:
 
 def run_hook_command(args: argparse.Namespace) -> int:
     """One hook event: stdin in, the harness's answer out; exit status 0 whatever happens."""
-    from ..hooks import HARNESSES, StoreSpec, run_hook
+    # A fresh process per event: only the module that runs one (not install, backfill).
+    from ..hooks._run import HARNESSES, StoreSpec, run_hook
 
     label = f"neotoma-agent hook {printable(args.harness)} {printable(args.event)}"
     try:
@@ -181,6 +181,8 @@ def run_hooks_command(args: argparse.Namespace) -> int:
 
 
 def _iso(unix: float) -> str:
+    import datetime as _dt
+
     return _dt.datetime.fromtimestamp(unix, tz=_dt.timezone.utc).isoformat(timespec="seconds")
 
 

@@ -20,11 +20,51 @@ process loads the store it uses when it has something to deliver.
 
 from __future__ import annotations
 
-from ._backfill import BackfillReport, backfill
-from ._event import BadInput, HookEvent, Kind
-from ._install import Change, InstallError, install, installed, uninstall
-from ._run import HARNESSES, HookOutcome, StoreSpec, harness_module, run_hook
-from ._state import HookState
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ._backfill import BackfillReport, backfill
+    from ._event import BadInput, HookEvent, Kind
+    from ._install import Change, InstallError, install, installed, uninstall
+    from ._run import HARNESSES, HookOutcome, StoreSpec, harness_module, run_hook
+    from ._state import HookState
+
+#: each public name -> the module that defines it, imported on first use (PEP 562): a hook
+#: process runs one event and needs neither the installer nor the transcript import
+_WHERE = {
+    "BackfillReport": "_backfill",
+    "backfill": "_backfill",
+    "BadInput": "_event",
+    "HookEvent": "_event",
+    "Kind": "_event",
+    "Change": "_install",
+    "InstallError": "_install",
+    "install": "_install",
+    "installed": "_install",
+    "uninstall": "_install",
+    "HARNESSES": "_run",
+    "HookOutcome": "_run",
+    "StoreSpec": "_run",
+    "harness_module": "_run",
+    "run_hook": "_run",
+    "HookState": "_state",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_WHERE})
+
 
 __all__ = [
     "HARNESSES",

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import datetime as _dt
 import enum
-import hashlib
 from collections.abc import Mapping
 from typing import Any, Final
 
@@ -132,6 +131,8 @@ def turn_id(harness_id: str) -> str:
     """Our turn id for the harness's own turn id: the same, unless it holds ``:`` or ``|``."""
     value = harness_id.strip()
     if any(c in value for c in _KEY_JOINERS) or value.lower() == "assistant":
+        import hashlib  # rare (an id holding a joiner): not paid by every hook process
+
         return "h" + hashlib.sha256(value.encode("utf-8", "surrogatepass")).hexdigest()[:32]
     return value
 

@@ -24,7 +24,6 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
-import uuid
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Final, Protocol
@@ -212,7 +211,7 @@ def _record(module: Harness, event: HookEvent, state: HookState) -> tuple[str | 
     conv = event.conversation_id
     if event.kind is Kind.PROMPT:
         assert event.prompt is not None
-        turn = event.turn_id or uuid.uuid4().hex
+        turn = event.turn_id or _new_turn_id()
         state.prompt(
             conv,
             turn,
@@ -244,6 +243,12 @@ def _record(module: Harness, event: HookEvent, state: HookState) -> tuple[str | 
     elif event.kind is Kind.FAILED:
         state.end(conv, turn, "abandoned", reply=event.reply, error_class=event.error_class)
     return turn, None
+
+
+def _new_turn_id() -> str:
+    import uuid  # a harness build without turn ids: rare, so not paid by every hook
+
+    return uuid.uuid4().hex
 
 
 async def _deliver(

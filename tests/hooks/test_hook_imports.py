@@ -1,0 +1,106 @@
+"""A hook process loads only what its event needs (issue 27: p50 <= 150 ms per event).
+
+A coding agent starts ``neotoma-agent hook`` as a fresh process for every event, so what
+the process imports is its latency. A tool use only appends to the hook's SQLite state: no
+event loop, no store, no turn engine. A prompt loads the embedded store and the turn engine,
+never the HTTP client, structlog, the installer or the transcript import. Speed itself is
+measured by ``benchmarks/hook_latency.py``, not asserted here.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from cli_support import clean_env
+from hook_support import Hooks, recorded
+
+from neotoma_agent.hooks import HookState
+
+#: never loaded by a hook process on the embedded store, whatever the event
+NEVER = (
+    "aiohttp",
+    "structlog",
+    "neotoma_agent.transport.http",
+    "neotoma_agent.qa",
+    "neotoma_agent.server",
+    "neotoma_agent.hooks._install",
+    "neotoma_agent.hooks._backfill",
+)
+
+#: what a tool use must not load: it only appends the call to the state file
+NOT_FOR_A_TOOL_USE = (
+    *NEVER,
+    "asyncio",
+    "anyio",
+    "neotoma_agent._memory",
+    "neotoma_agent._turn",
+    "neotoma_agent._phases",
+    "neotoma_agent._retrieval",
+    "neotoma_agent._context",
+    "neotoma_agent._history",
+    "neotoma_agent._identity",
+    "neotoma_agent.transport.embedded",
+    "neotoma_agent.transport._base",
+)
+
+_RUN = """
+import json, sys
+from neotoma_agent.cli import main
+status = main(sys.argv[2:])
+with open(sys.argv[1], "w") as out:
+    json.dump({"status": status, "modules": sorted(sys.modules)}, out)
+"""
+
+
+def hook_modules(tmp_path: Path, event: str, payload: dict[str, object]) -> set[str]:
+    """The modules a fresh ``neotoma-agent hook claude-code EVENT`` process loaded."""
+    report = tmp_path / f"{event}-modules.json"
+    argv = ["hook", "claude-code", event, "--db", str(tmp_path / "memory.db")]
+    done = subprocess.run(
+        [sys.executable, "-c", _RUN, str(report), *argv, "--state", str(tmp_path / "state.db")],
+        input=json.dumps(payload).encode(),
+        capture_output=True,
+        env=clean_env(tmp_path),
+        cwd=tmp_path,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr.decode(errors="replace")
+    assert done.stderr == b"", done.stderr.decode(errors="replace")
+    result = json.loads(report.read_text())
+    assert result["status"] == 0
+    return set(result["modules"])
+
+
+def loaded(modules: set[str], names: tuple[str, ...]) -> set[str]:
+    return {m for m in modules for n in names if m == n or m.startswith(n + ".")}
+
+
+def test_a_tool_use_only_writes_the_state_file(tmp_path: Path) -> None:
+    inputs = dict(recorded("claude-code", "tool"))
+    hooks = Hooks(tmp_path, "claude-code")
+    hooks.send("UserPromptSubmit", inputs["UserPromptSubmit"])  # the turn, opened in-process
+
+    modules = hook_modules(tmp_path, "PostToolUse", inputs["PostToolUse"])
+
+    assert loaded(modules, NOT_FOR_A_TOOL_USE) == set()
+    # ...and the call was kept for the turn's closing store (a real one, checked by the API).
+    conv = hooks.conversation(inputs["PostToolUse"]["session_id"])
+    with HookState(hooks.state) as state:
+        turn = state.latest_turn(conv)
+        assert turn is not None
+        [call] = state.tools(conv, turn)
+    assert call["call_id"] == inputs["PostToolUse"]["tool_use_id"]
+    assert "neotoma_agent._tools" in modules
+
+
+def test_a_prompt_loads_the_store_and_nothing_else_heavy(tmp_path: Path) -> None:
+    inputs = dict(recorded("claude-code", "tool"))
+
+    modules = hook_modules(tmp_path, "UserPromptSubmit", inputs["UserPromptSubmit"])
+
+    assert loaded(modules, NEVER) == set()
+    assert {"neotoma_agent.transport.embedded", "neotoma_agent._memory"} <= modules
