@@ -9,6 +9,7 @@ from ._lazy import lazy_exports
 # _lazy); type checkers and readers see the ordinary imports. Add a name as one more line.
 with lazy_exports(globals()):
     from ._current import current_turn as current_turn
+    from ._forget import Forgotten as Forgotten
     from ._history import HistoryTurn as HistoryTurn
     from ._memory import NeotomaMemory as NeotomaMemory
     from ._memory import OpenTurn as OpenTurn
@@ -76,6 +77,8 @@ with lazy_exports(globals()):
     from .transport._outbox import OutboxStatus as OutboxStatus
     from .transport._outbox import outbox_status as outbox_status
     from .transport.embedded import EmbeddedStore as EmbeddedStore
+    from .transport.embedded import PurgeStats as PurgeStats
+    from .transport.embedded import purge_forgotten as purge_forgotten
     from .transport.http import HttpTransport as HttpTransport
     from .transport.http import RetryPolicy as RetryPolicy
     from .transport.outbox import OutboxTransport as OutboxTransport

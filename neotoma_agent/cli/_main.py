@@ -40,6 +40,8 @@ _COMMANDS = {
     "chat": "._chat",
     "show": "._show",
     "import": "._import",
+    "export": "._export",
+    "forget": "._forget",
     "stats": "._stats",
     "audit": "._audit",
     "serve": "._serve",
