@@ -403,6 +403,14 @@ def test_conflicting_and_malformed_options_are_one_line_errors(tmp_path: Path) -
     assert_one_line_error(
         cli("serve", "--url", "http://127.0.0.1:9", home=tmp_path), "not a server"
     )
+    # A host that does not resolve says so (not "is another server running there?"), and
+    # leaves no store file behind.
+    unknown = cli(
+        "serve", "--host", "nosuchhost.invalid", "--token", "t", "--db", "x.db", home=tmp_path
+    )
+    assert_one_line_error(unknown, "no such host")
+    assert "another server" not in unknown.stderr
+    assert not (tmp_path / "x.db").exists()
 
 
 def test_help_lists_every_command(tmp_path: Path) -> None:
@@ -411,7 +419,11 @@ def test_help_lists_every_command(tmp_path: Path) -> None:
         assert command in out
     result = cli(home=tmp_path)
     assert result.returncode == 2
-    assert "usage: neotoma-agent" in result.stdout
+    assert result.stdout == ""
+    assert result.stderr.startswith("usage: neotoma-agent")
+    assert "export" in result.stderr
+    assert "neotoma-agent demo" in result.stderr
+    assert len(result.stderr.splitlines()) < 12  # a short usage, not the whole --help
 
 
 def test_the_default_store_lives_in_the_per_user_data_directory(tmp_path: Path) -> None:

@@ -264,7 +264,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser(_command_in(argv))
     args = parser.parse_args(argv)
     if getattr(args, "func", None) is None:
-        parser.print_help()
+        # No command: a short usage on stderr (stdout stays empty for a script), not the
+        # whole --help.
+        parser.print_usage(sys.stderr)
+        print(
+            f"commands: {', '.join(_COMMANDS)}\n"
+            "`neotoma-agent --help` says more; start with `neotoma-agent demo`",
+            file=sys.stderr,
+        )
         return 2
     from ._common import explain
 
