@@ -681,8 +681,10 @@ def _turns_written(db: Path) -> int:
         return 0
 
 
-def test_an_interrupted_import_reports_exactly_what_is_stored(tmp_path: Path) -> None:
-    """Ctrl-C (SIGINT) mid-import: writes in flight finish, and the summary counts them."""
+@pytest.mark.parametrize("presses", [1, 2])
+def test_an_interrupted_import_reports_exactly_what_is_stored(tmp_path: Path, presses: int) -> None:
+    """Ctrl-C (SIGINT) mid-import: writes in flight finish, and the summary counts them;
+    a second Ctrl-C while they finish does not lose the summary."""
     source = write_jsonl(
         tmp_path / "big.jsonl",
         *(
@@ -715,7 +717,11 @@ def test_an_interrupted_import_reports_exactly_what_is_stored(tmp_path: Path) ->
     while _turns_written(db) == 0 and child.poll() is None and time.monotonic() < deadline:
         time.sleep(0.05)
     child.send_signal(signal.SIGINT)
+    for _ in range(presses - 1):
+        time.sleep(0.05)
+        child.send_signal(signal.SIGINT)
     out, err = child.communicate(timeout=120)
+    assert child.returncode == 130
     assert "interrupted" in out, (out, err)
     reported = int(re.search(r"stored ([\d,]+) new turn", out).group(1).replace(",", ""))  # type: ignore[union-attr]
 
