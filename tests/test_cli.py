@@ -426,6 +426,18 @@ def test_help_lists_every_command(tmp_path: Path) -> None:
     assert len(result.stderr.splitlines()) < 12  # a short usage, not the whole --help
 
 
+def test_a_command_lists_only_the_global_options_that_mean_something_to_it(
+    tmp_path: Path,
+) -> None:
+    serve = ok(cli("serve", "--help", home=tmp_path))
+    assert "--url URL" not in serve  # it serves a store file; --url is refused with a reason
+    assert "the bearer token clients must send" in serve
+    show = ok(cli("show", "--help", home=tmp_path))
+    assert "--url URL" in show
+    assert "bearer token for --url" in show
+    assert "clients must send" not in show
+
+
 def test_the_default_store_lives_in_the_per_user_data_directory(tmp_path: Path) -> None:
     line = json.dumps({"conversation_id": "c", "user": "u", "assistant": "a"})
     ok(cli("import", "-", home=tmp_path, stdin=line + "\n"))

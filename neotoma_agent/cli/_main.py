@@ -131,7 +131,21 @@ def _configure_logging(level: str, as_json: bool) -> Callable[[], None]:
     return undo
 
 
-def _add_global_options(parser: argparse.ArgumentParser, *, defaults: bool) -> None:
+#: per command, what a global option means there: ``None`` hides it from the command's
+#: ``--help`` (still accepted, so that the command can say why it does not apply), a
+#: string replaces its help
+_GLOBAL_HELP: dict[str, dict[str, str | None]] = {
+    "serve": {
+        "--url": None,
+        "--token": "the bearer token clients must send (default: $NEOTOMA_TOKEN); "
+        "required to listen beyond loopback",
+    },
+}
+
+
+def _add_global_options(
+    parser: argparse.ArgumentParser, *, defaults: bool, command: str | None = None
+) -> None:
     """The options every command takes.
 
     The top-level parser gets the real defaults; each subparser gets the same options with
@@ -191,7 +205,13 @@ def _add_global_options(parser: argparse.ArgumentParser, *, defaults: bool) -> N
         ),
     ]
     group = parser.add_argument_group("global options")
+    meanings = _GLOBAL_HELP.get(command or "", {})
     for flag, kwargs in options:
+        if flag in meanings:
+            meaning = meanings[flag]
+            kwargs = {**kwargs, "help": argparse.SUPPRESS if meaning is None else meaning}
+        elif command is not None and flag == "--token":
+            kwargs = {**kwargs, "help": "bearer token for --url (default: $NEOTOMA_TOKEN)"}
         if flag not in existing:
             group.add_argument(flag, **kwargs)  # type: ignore[arg-type]
 
@@ -216,8 +236,8 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         if command is None or name == command:
             importlib.import_module(module, __package__).register(sub)
             assert name in sub.choices, f"{module} registers no {name!r} command"
-    for subparser in sub.choices.values():
-        _add_global_options(subparser, defaults=False)
+    for name, subparser in sub.choices.items():
+        _add_global_options(subparser, defaults=False, command=name)
     return parser
 
 
