@@ -26,15 +26,30 @@ def slow(session: nox.Session) -> None:
 
 @nox.session
 def integrations(session: nox.Session) -> None:
-    """The framework integrations against their real packages (extras pydantic-ai and
-    openai-agents): mypy --strict with the frameworks installed, then tests/integrations.
+    """The framework integrations against their real packages (every framework extra):
+    mypy --strict with the frameworks installed, then tests/integrations, slow ones too.
 
-    Not in CI's default run: installing the two frameworks adds minutes, not seconds (their
-    tests skip there). Pydantic AI needs Python >= 3.11; on 3.10 its tests skip.
+    Not in CI's default run: installing the frameworks adds minutes, not seconds (their
+    tests skip there, saying so). Pydantic AI and LangChain need Python >= 3.11; the Claude
+    Agent SDK's wheel bundles a 385 MB program.
     """
-    session.install("-e", ".[test,dev,pydantic-ai,openai-agents]")
+    session.install("-e", ".[test,dev,pydantic-ai,openai-agents,langchain,claude-agent-sdk]")
     session.run("mypy", "--strict", "neotoma_agent")
-    session.run("pytest", "tests/integrations", "tests/test_examples.py", *session.posargs)
+    session.run(
+        "pytest",
+        "tests/integrations",
+        "tests/test_examples.py",
+        "-m",
+        "slow or not slow",
+        *session.posargs,
+    )
+
+
+@nox.session
+def hooks(session: nox.Session) -> None:
+    """The coding-agent hooks against the real Claude Code program (claude-agent-sdk, 380 MB)."""
+    session.install("-e", ".[test]", "claude-agent-sdk")
+    session.run("pytest", "-m", "slow", "tests/hooks", *session.posargs)
 
 
 @nox.session
@@ -57,7 +72,8 @@ def bench(session: nox.Session) -> None:
     """Run the benchmarks and write their figures under benchmarks/results/."""
     session.install("-e", ".[test]")
     session.run("mkdir", "-p", "benchmarks/results", external=True)
-    for name in ("embedded_store", "turn_protocol", "turn_overhead", "audit", "outbox"):
+    benchmarks = ("embedded_store", "turn_protocol", "turn_overhead", "audit", "outbox")
+    for name in (*benchmarks, "hook_latency"):
         session.run("python", f"benchmarks/{name}.py", "--json", f"benchmarks/results/{name}.json")
 
 

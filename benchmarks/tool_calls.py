@@ -37,7 +37,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _report import run_and_report
 
 from neotoma_agent import EmbeddedStore, HttpTransport, NeotomaMemory, RetryPolicy
-from neotoma_agent._tools import ToolLog, tool_entity
+from neotoma_agent._tool_payload import tool_entity
+from neotoma_agent._tools import ToolLog
 from neotoma_agent.server import create_app, serving
 from neotoma_agent.testing import RecordingTransport
 from neotoma_agent.transport._base import Transport

@@ -15,13 +15,16 @@ with lazy_exports(globals()):
     from ._memory import OpenTurn as OpenTurn
     from ._payloads import Produced as Produced
     from ._retrieval import Extractor as Extractor
+    from ._retrieval import RetrievalQuery as RetrievalQuery
     from ._retrieval import RetrievalStats as RetrievalStats
     from ._retrieval import Retrieved as Retrieved
+    from ._retrieval import RetrievedEntity as RetrievedEntity
+    from ._retrieval import Retriever as Retriever
     from ._retrieval import default_extractor as default_extractor
+    from ._tool_payload import ToolRedactor as ToolRedactor
     from ._tool_reads import StoredToolCall as StoredToolCall
     from ._tools import ActiveToolCall as ActiveToolCall
     from ._tools import ToolCall as ToolCall
-    from ._tools import ToolRedactor as ToolRedactor
     from ._turn import Turn as Turn
     from ._turn import TurnResult as TurnResult
     from ._turn import TurnState as TurnState

@@ -111,6 +111,9 @@ class HistoryTurn:
     #: the tool calls the turn made, ordered by ``invoked_at`` (name, status, duration,
     #: entity id; ``memory.tools(turn_id)`` reads their arguments and results)
     tools: tuple[StoredToolCall, ...] = ()
+    #: the entities both messages REFER_TO (reply's first), with their types and names:
+    #: what retrieval's recency reads (no extra request)
+    entities: tuple[RelatedEntity, ...] = attrs.field(default=(), eq=False, repr=False)
 
 
 @attrs.frozen
@@ -161,6 +164,10 @@ class StoredTurn:
             user_refers_to=_ids(user),
             reply_refers_to=_ids(reply),
             tools=self.tools,
+            entities=(
+                *(reply.refers_to if reply is not None else ()),
+                *(user.refers_to if user is not None else ()),
+            ),
         )
 
 
@@ -195,6 +202,17 @@ def _ids(message: StoredMessage | None) -> tuple[str, ...]:
     if message is None:
         return ()
     return tuple(dict.fromkeys(r.entity_id for r in message.refers_to))
+
+
+def _refers_to(*messages: ConversationMessage | None) -> tuple[RelatedEntity, ...]:
+    """The REFERS_TO targets of ``messages``, in order (most messages have none)."""
+    return tuple(
+        r
+        for m in messages
+        if m is not None and m.related
+        for r in m.related
+        if r.relationship_type == "REFERS_TO"
+    )
 
 
 def _turn_of(conversation_id: str, turn_key: str) -> tuple[str, str]:
@@ -341,6 +359,7 @@ def _history_turn(group: _Group, record: EntitySnapshot | None) -> HistoryTurn:
         _history_status(status, reply is not None),
         user.refers_to if user is not None else (),
         reply.refers_to if reply is not None else (),
+        entities=_refers_to(reply, user),
     )
 
 
@@ -383,7 +402,8 @@ async def _from_reader(
             for r in page.turn_records
             if r.snapshot.get("session_id") == conversation_id
         )
-        # A store that pages but sends no tool calls: they are read per turn instead.
+        # A page without tool calls (none, or a store that does not send them): the turns
+        # whose records count calls are read per turn instead.
         calls = None if calls is None or page.tool_calls is None else [*calls, *page.tool_calls]
         groups = [g for g in _group(conversation_id, messages) if g.turn_id != before]
         # The oldest turn of a page may be cut (its other message is older): read on until

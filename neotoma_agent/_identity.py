@@ -42,6 +42,7 @@ from ._js import (
     js_trim,
     utf16_sort_key,
 )
+from ._schema_table import SCHEMA_ROWS, SchemaRow
 
 __all__ = [
     "ENTITY_ID_RE",
@@ -204,6 +205,8 @@ class TypeSchema:
     version: str = "1.0"
     #: the field holding the entity's prose (a store without it gets a warning)
     content_field: str | None = None
+    #: ``canonical_name_strict``: when no rule matches, refuse instead of using heuristics
+    strict: bool = False
 
     def declares(self, field: str) -> bool:
         """True when a snapshot keeps ``field`` (undeclared ones stay on observations)."""
@@ -227,152 +230,27 @@ def _merge_array(*fields: str) -> dict[str, MergePolicy]:
     return {f: MergePolicy("merge_array") for f in fields}
 
 
-# Code defaults of the server (schema_definitions.ts at 5a50ea965), limited to
-# the memory-relevant types plus `note`, which the identity vectors prove the
-# server resolves by schema rule. Aliases are the schemas' declared aliases,
-# minus any that name another built-in type (contact declares "person").
-# Declared fields are those a 0.22.0 server has (semantics §10 for the conversation types,
-# the others from its release, afd3b380f): only they reach snapshots.
-_CONVERSATION_FIELDS: Final = (
-    "conversation_id", "session_id", "title", "summary", "started_at", "ended_at", "date",
-    "participant_count", "reported_message_count", "participants", "topics", "decisions",
-    "open_tasks", "model", "tool", "source_url", "schema_version", "harness",
-)  # fmt: skip
-_MESSAGE_FIELDS: Final = (
-    "role", "content", "turn_key", "sender_kind", "sender_agent_id", "recipient_agent_id",
-    "reporter_git_sha", "reporter_git_ref", "reporter_channel", "reporter_app_version",
-    "turn_number", "schema_version",
-)  # fmt: skip
-_TURN_FIELDS: Final = (
-    "session_id", "turn_id", "turn_key", "conversation_id", "harness", "harness_version",
-    "model", "status", "hook_events", "missed_steps", "tool_invocation_count",
-    "store_structured_calls", "retrieve_calls", "neotoma_tool_failures",
-    "harness_loop_count", "injected_context_chars", "retrieved_entity_ids",
-    "stored_entity_ids", "failure_hint_shown", "safety_net_used", "started_at", "ended_at",
-    "cwd", "working_directory", "git_branch", "active_file_refs", "context_source",
-)  # fmt: skip
-_TOOL_INVOCATION_FIELDS: Final = (
-    "turn_key", "tool_name", "invoked_at", "duration_ms", "result_status", "harness",
-)  # fmt: skip
-_COMPANY_FIELDS: Final = (
-    "schema_version", "name", "legal_name", "website", "email", "phone", "address",
-    "country", "industry", "type", "description", "notes", "external_id", "import_date",
-    "import_source_file",
-)  # fmt: skip
-_PERSON_FIELDS: Final = (
-    "schema_version", "name", "first_name", "last_name", "email", "phone", "organization",
-    "role", "address", "country", "website", "notes", "external_id", "import_date",
-    "import_source_file",
-)  # fmt: skip
-_CONTACT_FIELDS: Final = (
-    "schema_version", "name", "email", "phone", "organization", "role", "title",
-    "linkedin_url", "connected_on", "data_source", "source_owner", "type", "contact_type",
-    "category", "platform", "address", "country", "website", "notes", "contact_id",
-    "external_id", "first_contact_date", "last_contact_date", "created_date", "updated_date",
-)  # fmt: skip
-_TASK_FIELDS: Final = (
-    "schema_version", "title", "description", "status", "priority", "assignee",
-    "project_id", "due_date", "completed_date", "created_date", "updated_date", "tags",
-    "notes", "task_type", "due_context", "import_date", "import_source_file",
-)  # fmt: skip
-_NOTE_FIELDS: Final = (
-    "schema_version", "title", "content", "tags", "source", "created_date", "updated_date",
-    "summary", "notes", "import_date", "import_source_file",
-)  # fmt: skip
-_BUILTIN_SCHEMAS: Final[tuple[TypeSchema, ...]] = (
-    TypeSchema(
-        "conversation",
-        (("conversation_id",), ("session_id",)),
-        "reject",
-        {
-            **_highest("title", "summary", tie_breaker="source_priority"),
-            **_merge_array("participants", "topics", "decisions", "open_tasks"),
-        },
-        ("chat_conversation", "thread"),
-        fields=_CONVERSATION_FIELDS,
-        version="1.4",
-    ),
-    TypeSchema(
-        "conversation_message",
-        ("turn_key",),
-        "reject",
-        {},
-        ("agent_message", "chat_message"),
-        fields=_MESSAGE_FIELDS,
-        required=("role", "content"),
-        version="1.4",
-    ),
-    TypeSchema(
-        "conversation_turn",
-        (("session_id", "turn_id"),),
-        "reject",
-        {},
-        ("turn_compliance", "turn_activity"),
-        fields=_TURN_FIELDS,
-        required=("session_id", "turn_id"),
-        version="1.1",
-    ),
-    TypeSchema(
-        "tool_invocation",
-        (("turn_key", "tool_name", "invoked_at"),),
-        "reject",
-        {},
-        fields=_TOOL_INVOCATION_FIELDS,
-        required=("turn_key", "tool_name", "invoked_at"),
-    ),
-    TypeSchema(
-        "person",
-        ("email", "phone", "external_id", ("first_name", "last_name"), "name"),
-        "merge",
-        _highest("name", "email", "phone", "external_id"),
-        ("individual", "contact_person"),
-        fields=_PERSON_FIELDS,
-        required=("name",),
-    ),
-    TypeSchema(
-        "company",
-        ("external_id", "website", "email", "legal_name", "name"),
-        "merge",
-        _highest("name", "legal_name", "website", "email"),
-        ("organization", "business"),
-        fields=_COMPANY_FIELDS,
-        required=("name",),
-    ),
-    TypeSchema(
-        "contact",
-        ("email", "phone", "external_id", "contact_id", "name"),
-        "merge",
-        _highest("name", "email", "phone", "external_id"),
-        ("lead",),
-        fields=_CONTACT_FIELDS,
-        version="1.1",
-    ),
-    TypeSchema(
-        "task",
-        (("project_id", "title"), ("title", "due_date"), "title"),
-        "merge",
-        _highest("notes", "description", tie_breaker="source_priority"),
-        ("todo", "action_item"),
-        fields=_TASK_FIELDS,
-        required=("title", "status"),
-    ),
-    TypeSchema(
-        "note",
-        ("title", ("source", "created_date")),
-        "merge",
-        {"content": MergePolicy("highest_priority")},
-        ("journal", "memo", "nota"),
-        fields=_NOTE_FIELDS,
-        required=("content",),
-        content_field="content",
-    ),
-)
+def _schema(row: SchemaRow) -> TypeSchema:
+    etype, version, rules, collision, strict, policies, fields, required, content = row
+    return TypeSchema(
+        etype,
+        rules,
+        collision,  # type: ignore[arg-type]  # the registry holds merge | reject | warn
+        {f: MergePolicy(s, t) for f, s, t in policies},  # type: ignore[arg-type]
+        fields=fields,
+        required=required,
+        version=version,
+        content_field=content,
+        strict=strict,
+    )
+
+
+# Every type a 0.22.0 server declares, in its registry's order (see ``_schema_table``): the
+# server resolves identities with the registry row, and only their fields reach snapshots.
+_BUILTIN_SCHEMAS: Final[tuple[TypeSchema, ...]] = tuple(_schema(row) for row in SCHEMA_ROWS)
 
 _SCHEMAS: Final[Mapping[str, TypeSchema]] = MappingProxyType(
     {schema.entity_type: schema for schema in _BUILTIN_SCHEMAS}
-)
-_ALIASES: Final[Mapping[str, str]] = MappingProxyType(
-    {alias: schema.entity_type for schema in _BUILTIN_SCHEMAS for alias in schema.aliases}
 )
 
 # entity_type_guard.ts: words ending in "s" that are not plurals.
@@ -403,32 +281,31 @@ def _singular_form(name: str) -> str:
     return name
 
 
-_BY_SINGULAR: Final[Mapping[str, str]] = MappingProxyType(
-    {_singular_form(name): name for name in _SCHEMAS}
-)
+#: (lowercase name, singular form) of each declared type, in registry order
+_EQUIVALENCE: Final = tuple((name, _singular_form(name)) for name in _SCHEMAS)
 
 
 @functools.lru_cache(maxsize=1024)
 def resolve_entity_type(entity_type: str) -> str:
-    """Rewrite an unregistered type to the built-in type it is equivalent to.
+    """Rewrite an unregistered type to the declared type it is equivalent to.
 
-    Mirrors ``entity_type_equivalence.ts``: a type matching a built-in
-    case-insensitively (``"Company"``), through a declared alias
-    (``"turn_compliance"`` -> ``conversation_turn``) or by singular form
-    (``"companies"`` -> ``company``) is rewritten; registered and unknown
-    types are returned verbatim. Unlike the server, whose answer depends on
-    registry row order, a case-insensitive match always beats an alias.
+    Mirrors the store's equivalence check (``entity_type_equivalence.ts`` over the schema
+    registry): a type matching a declared one case-insensitively (``"Company"``) or by
+    singular form (``"companies"`` -> ``company``) is rewritten to the first such type in
+    registry order; declared and unknown types are returned verbatim. Declared aliases do
+    not rewrite (the registry rows carry none): ``todo`` and ``turn_compliance`` stay types
+    of their own on a 0.22.0 server.
     """
     if entity_type in _SCHEMAS:
         return entity_type
     key = js_trim(entity_type).lower()
     if not key:
         return entity_type
-    if key in _SCHEMAS:
-        return key
-    if key in _ALIASES:
-        return _ALIASES[key]
-    return _BY_SINGULAR.get(_singular_form(key), entity_type)
+    singular = _singular_form(key)
+    for name, name_singular in _EQUIVALENCE:
+        if key == name or singular == name_singular:
+            return name
+    return entity_type
 
 
 def schema_for(entity_type: str) -> TypeSchema | None:
@@ -461,7 +338,8 @@ _FALLBACK_REJECT_KEYS: Final = frozenset(
     {
         "contact_type", "entity_type", "type", "status", "created_at", "updated_at",
         "created_date", "updated_date", "schema_version", "import_date",
-        "import_source_file", "source", "currency", "currency_code", "category",
+        "import_source_file", "source", "source_name", "data_source", "origin", "currency",
+        "currency_code", "category",
     }
 )  # fmt: skip
 # Dates, "1.0"-style versions and plain numbers are not names.
@@ -669,6 +547,9 @@ def resolve_identity(entity_type: str, fields: Mapping[str, Any]) -> Identity:
             return Identity(
                 resolved, name, entity_id_for(resolved, name), "schema_rule", rule, (step,)
             )
+        if schema.strict and schema.canonical_name_fields:
+            # Schema-authoritative identity: no rule matched, so no heuristic either.
+            raise IdentityError(resolved, js_key_order(fields))
 
     raw: str | None = None
     rule = ""

@@ -17,6 +17,7 @@ from typing import Any
 import attrs
 
 from ._checks import check_count, check_optional_count
+from ._context import render_context
 from ._forget import Forgotten, forget_conversation, restore_conversation
 from ._history import HistoryTurn, read_history
 from ._keys import (
@@ -27,6 +28,9 @@ from ._keys import (
     turn_record_entity_id,
     validate_conversation_id,
     validate_entity_id,
+)
+from ._keys import (
+    conversation_entity_id as derive_conversation_entity_id,
 )
 from ._log import bound_context
 from ._payloads import (
@@ -47,23 +51,21 @@ from ._phases import (
     tool_ids,
     unopened,
 )
-from ._retrieval import EMPTY_RETRIEVAL, Extractor, RetrievalStats, Retrieved
+from ._retrieval import (
+    DEFAULT_LINK_THRESHOLD,
+    EMPTY_RETRIEVAL,
+    Extractor,
+    RetrievalStats,
+    Retrieved,
+    Retriever,
+)
 from ._shield import raise_deferred
 from ._text import check_text
+from ._tool_payload import DEFAULT_TOOL_PAYLOAD_CHARS, ToolPayloadMode, ToolPayloads, ToolRedactor
 from ._tool_reads import StoredToolCall, read_tool_details
-from ._tools import (
-    DEFAULT_TOOL_PAYLOAD_CHARS,
-    ToolCall,
-    ToolLog,
-    ToolPayloadMode,
-    ToolPayloads,
-    ToolRedactor,
-    ToolStatus,
-    check_tools,
-    iso_ms,
-    merge_tools,
-)
+from ._tools import ToolCall, ToolLog, ToolStatus, check_tools, iso_ms, merge_tools
 from ._turn import Turn, TurnResult, TurnState, close_failure, finish, finish_attempt
+from .exceptions import TransportError
 from .transport._base import Entity, Transport
 
 __all__ = ["DEFAULT_HISTORY_TURNS", "NeotomaMemory", "OpenTurn"]
@@ -97,6 +99,7 @@ class OpenTurn:
     model: str | None = attrs.field(default=None, eq=False)
     _tools: ToolLog = attrs.field(
         default=attrs.Factory(lambda self: ToolLog(self.turn_key), takes_self=True),
+        init=False,
         repr=False,
         eq=False,
     )
@@ -158,6 +161,21 @@ class OpenTurn:
         """
         return produced_entity(entity_type, fields, extends=self.retrieved_ids)
 
+    def context(self, *, max_chars: int = 4000) -> str:
+        """The budgeted prompt block of what this turn knows: ``t.context()`` for the explicit API.
+
+        The same text, by the same rules, as :meth:`Turn.context`: the :attr:`retrieved`
+        entities in rank order, then :attr:`history`, within ``max_chars`` characters; an
+        empty string when there is nothing to show. A caller whose turn spans processes (a
+        coding agent's hooks) renders it right after ``open_turn``::
+
+            opened = await memory.open_turn("What about Acme Corp?", turn_id=prompt_id)
+            prompt = f"{opened.context(max_chars=2000)}\n\nUser: {opened.user_message}"
+
+        ``ValueError`` for a ``max_chars`` that is not an int >= 0.
+        """
+        return render_context(self.retrieved, self.history, max_chars=max_chars)
+
 
 def _positive(name: str) -> Any:
     def check(_: Any, __: Any, value: Any) -> None:
@@ -179,6 +197,12 @@ def _timeout(name: str, *, optional: bool) -> Any:
             raise ValueError(f"{name} must be finite")
 
     return check
+
+
+def _check_threshold(_: Any, __: Any, value: Any) -> None:
+    # `not 0 <= value <= 1` also refuses NaN.
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
+        raise ValueError(f"link_threshold must be a number in [0, 1], got {value!r}")
 
 
 def _non_negative(name: str) -> Any:
@@ -243,7 +267,11 @@ class NeotomaMemory:
     instead of with the reply. ``include_bookkeeping`` lets retrieval return conversations,
     messages and turn records. ``history_turns``: how many earlier turns each turn reads as
     ``t.history`` (concurrently with retrieval and the user store, so at no extra round
-    trip; ``0`` turns it off).
+    trip; ``0`` turns it off). ``link_threshold`` (0 to 1, default 0.75): entities
+    retrieval scores below it are candidates only (``Retrieved.candidates``), never
+    retrieved or linked. ``retriever``: an application's own :class:`~neotoma_agent.Retriever`
+    (an embedding search), merged into the ranking under the same deadline. How entities
+    are scored and ordered: ``neotoma_agent._ranking`` and the README ("Retrieval").
 
     Tool calls (``t.tool``, ``t.record_tool``) are stored with their arguments and result on
     the ``tool_invocation`` observation: ``tool_payloads="full"`` (the default) keeps each
@@ -281,6 +309,10 @@ class NeotomaMemory:
     history_turns: int = attrs.field(
         default=DEFAULT_HISTORY_TURNS, kw_only=True, validator=_non_negative("history_turns")
     )
+    link_threshold: float = attrs.field(
+        default=DEFAULT_LINK_THRESHOLD, kw_only=True, validator=_check_threshold
+    )
+    retriever: Retriever | None = attrs.field(default=None, kw_only=True)
     tool_payloads: ToolPayloadMode = attrs.field(default="full", kw_only=True)
     tool_payload_chars: int = attrs.field(default=DEFAULT_TOOL_PAYLOAD_CHARS, kw_only=True)
     redact_tool: ToolRedactor | None = attrs.field(default=None, kw_only=True, repr=False)
@@ -418,7 +450,8 @@ class NeotomaMemory:
         return await read_tool_details(self.transport, record_id)
 
     async def retrieve(self, text: str) -> Retrieved:
-        """Bounded retrieval for ``text`` alone (what a turn's enter phase runs)."""
+        """Bounded retrieval for ``text`` alone (a turn's enter phase also ranks the
+        conversation's recent entities, which this does not read)."""
         return await self._phases.retrieve(check_text("text", text))
 
     async def open_turn(
@@ -714,7 +747,12 @@ class NeotomaMemory:
             validate_entity_id(user_message_id)
         elif ids:
             user_message_id = await self._phases.find(keys.user_turn_key, "conversation_message")
-        conversation_entity_id = await self._phases.find(self.conversation_id, "conversation")
+        try:
+            conversation_entity_id = await self._phases.find(self.conversation_id, "conversation")
+        except TransportError:
+            # The server is unreachable: use the id a store derives for this conversation,
+            # so that the closing store still reaches the transport (and its outbox).
+            conversation_entity_id = derive_conversation_entity_id(self.conversation_id)
         opened = attrs.evolve(
             unopened(keys, turn_number),
             user_message_id=user_message_id or "",

@@ -41,11 +41,21 @@ from ._payloads import (
     closing_payload,
     user_payload,
 )
-from ._retrieval import EMPTY_RETRIEVAL, Extractor, Retrieved, extract, retrieve
+from ._retrieval import (
+    EMPTY_RETRIEVAL,
+    Extractor,
+    RecentSource,
+    Retrieved,
+    Retriever,
+    extract,
+    recent_entities,
+    retrieve,
+)
 from ._shield import Completion, raise_deferred, run_to_completion
-from ._tools import ToolCall, ToolPayloads, iso_ms, now_ms, tool_entity
+from ._tool_payload import ToolPayloads, tool_entity
+from ._tools import ToolCall, iso_ms, now_ms
 from .exceptions import APIError, IdempotencyMismatchError, ServerError
-from .transport._base import StoreResult, Transport
+from .transport._base import Entity, StoreResult, Transport
 from .transport._results import expected_entity
 
 __all__ = [
@@ -128,6 +138,10 @@ class PhaseConfig(Protocol):
     def include_bookkeeping(self) -> bool: ...
     @property
     def history_turns(self) -> int: ...
+    @property
+    def link_threshold(self) -> float: ...
+    @property
+    def retriever(self) -> Retriever | None: ...
     @property
     def tool_settings(self) -> ToolPayloads: ...
 
@@ -235,29 +249,31 @@ class Phases:
             )
         return extract(text, self.config.extractor, self.config.max_identifiers)
 
-    async def retrieve(self, text: str, identifiers: list[str] | None = None) -> Retrieved:
+    async def retrieve(
+        self,
+        text: str,
+        identifiers: list[str] | None = None,
+        recent: RecentSource | None = None,
+    ) -> Retrieved:
         if identifiers is None:
             identifiers = await self.identifiers(text)
+        config = self.config
         retrieved = await retrieve(
-            self.config.transport,
+            config.transport,
             identifiers,
-            limit=self.config.retrieval_limit,
-            max_concurrency=self.config.max_concurrency,
-            deadline_s=self.config.retrieval_timeout,
-            lookup_limit=self.config.lookup_limit,
-            include_bookkeeping=self.config.include_bookkeeping,
+            limit=config.retrieval_limit,
+            max_concurrency=config.max_concurrency,
+            deadline_s=config.retrieval_timeout,
+            lookup_limit=config.lookup_limit,
+            include_bookkeeping=config.include_bookkeeping,
+            threshold=config.link_threshold,
+            text=text,
+            recent=recent,
+            retriever=config.retriever,
+            conversation_id=config.conversation_id,
         )
         s = retrieved.stats
-        logger.info(
-            "retrieval.done",
-            identifiers=s.identifiers,
-            lookups=s.lookups,
-            misses=s.misses,
-            failures=s.failures,
-            timeouts=s.timeouts,
-            retrieved=s.retrieved,
-            ms=round(s.ms, 3),
-        )
+        logger.info("retrieval.done", **{**attrs.asdict(s), "ms": round(s.ms, 3)})
         return retrieved
 
     async def history(self, before: str) -> tuple[HistoryTurn, ...]:
@@ -423,23 +439,37 @@ class Phases:
             return outcome.result
 
         identifiers = await self.identifiers(user_message)
+        history: tuple[HistoryTurn, ...] = ()
+        history_read = anyio.Event()
+
+        async def recent() -> Sequence[Entity]:
+            # The entities the last turns referred to, from the history read beside it.
+            await history_read.wait()
+            return recent_entities(history)
+
+        with_recent = self.config.history_turns > 0
 
         async def run_retrieval() -> None:
             nonlocal retrieved
-            retrieved = await self.retrieve(user_message, identifiers)
-
-        history: tuple[HistoryTurn, ...] = ()
+            retrieved = await self.retrieve(
+                user_message, identifiers, recent if with_recent else None
+            )
 
         async def run_history() -> None:
             nonlocal history
-            history = await self.history(keys.turn_id)
+            try:
+                history = await self.history(keys.turn_id)
+            finally:
+                history_read.set()
 
         def with_refers_to(built: StorePayload) -> StorePayload:
             # payload(()) is ``built``: most turns name nothing, so build it once.
             ids = retrieved.ids
             return payload(ids) if ids else built
 
-        sequential = self.config.refers_to_on_enter or not identifiers
+        # With nothing to look up and no recency or retriever, retrieval is instant.
+        idle = not identifiers and not with_recent and self.config.retriever is None
+        sequential = self.config.refers_to_on_enter or idle
         try:
             if sequential and self.config.history_turns == 0:
                 # Nothing to overlap (or the edges must ride on this store): no task group.

@@ -18,7 +18,7 @@ from typing import Any, Final
 import attrs
 
 from ._reads import gather_bounded, snapshot_or_none
-from ._tools import ARGS_FIELD, CALL_ID_FIELD, CHARS_SUFFIX, ERROR_CLASS_FIELD, RESULT_FIELD
+from ._tool_payload import ARGS_FIELD, CALL_ID_FIELD, CHARS_SUFFIX, ERROR_CLASS_FIELD, RESULT_FIELD
 from ._tools import TOOL_TYPE as _TOOL_TYPE
 from .exceptions import NotFoundError
 from .transport._base import EntitySnapshot, Transport
@@ -53,8 +53,8 @@ class StoredToolCall:
     invoked_at: str
     status: str
     duration_ms: float | None = None
-    args: Any = attrs.field(default=None, eq=False)
-    result: Any = attrs.field(default=None, eq=False)
+    args: Any = None
+    result: Any = None
     call_id: str | None = None
     error_class: str | None = None
     args_chars: int | None = None

@@ -25,7 +25,7 @@ Identity rules this module keeps, so that calls never merge and re-runs replay:
 
 Everything here is pure but for the clock :func:`now_ms` reads; arguments and results are
 checked to be plain JSON when recorded, and capped and redacted (the memory's settings) when
-the closing store is built.
+the closing store is built (:mod:`neotoma_agent._tool_payload`).
 """
 
 from __future__ import annotations
@@ -33,13 +33,12 @@ from __future__ import annotations
 import calendar
 import copy
 import datetime as _dt
-import json
 import re
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from types import TracebackType
-from typing import Any, Final, Literal, Protocol, cast, get_args
+from typing import Any, Final, Literal, cast, get_args
 
 import attrs
 
@@ -49,22 +48,15 @@ from ._text import check_plain
 from .exceptions import ToolCallConflictError, TurnStateError
 
 __all__ = [
-    "DEFAULT_TOOL_PAYLOAD_CHARS",
-    "SUMMARY_CHARS",
     "TOOL_STATUSES",
     "TOOL_TYPE",
     "ActiveToolCall",
     "ToolCall",
     "ToolLog",
-    "ToolPayloadMode",
-    "ToolPayloads",
-    "ToolRedactor",
     "ToolStatus",
     "iso_ms",
     "now_ms",
     "parse_invoked_at",
-    "summarize",
-    "tool_entity",
 ]
 
 logger = get_logger()
@@ -76,23 +68,6 @@ TOOL_TYPE: Final = "tool_invocation"
 ToolStatus = Literal["ok", "error", "cancelled"]
 #: The vocabulary of :data:`ToolStatus`, in one place.
 TOOL_STATUSES: Final[tuple[ToolStatus, ...]] = get_args(ToolStatus)
-
-#: What a stored call keeps of its arguments and result (``NeotomaMemory(tool_payloads=)``).
-ToolPayloadMode = Literal["full", "summary", "none"]
-_MODES: Final[tuple[ToolPayloadMode, ...]] = get_args(ToolPayloadMode)
-
-#: The default cap on each stored argument or result value, in characters of compact JSON.
-DEFAULT_TOOL_PAYLOAD_CHARS: Final = 4096
-#: The length of a summary (``tool_payloads="summary"``, and what ``show`` prints).
-SUMMARY_CHARS: Final = 120
-
-# Undeclared fields of a tool_invocation observation (the snapshot drops them).
-ARGS_FIELD: Final = "arguments"
-RESULT_FIELD: Final = "result"
-CALL_ID_FIELD: Final = "call_id"
-ERROR_CLASS_FIELD: Final = "error_class"
-#: the original length (compact JSON characters) of a value stored cut
-CHARS_SUFFIX: Final = "_chars"
 
 
 # ------------------------------------------------------------------ time
@@ -377,7 +352,8 @@ class ToolLog:
         """Record ``call``; return the record kept (an earlier one, or ``call`` moved on).
 
         ``clock_given=False``: ``invoked_at`` / ``duration_ms`` were read from the clock,
-        not given, so a repeated call id is compared without them.
+        not given: a repeated call id is compared without them, and a call equal to an
+        earlier one is another call (moved to a free millisecond), not a repeat.
         """
         with self._lock:
             if call.call_id is not None:
@@ -402,8 +378,10 @@ class ToolLog:
             ms = parse_invoked_at(call.invoked_at)
             holder = self._by_identity.get((name, ms))
             if holder is not None:
-                if holder == call and call.call_id is None:
-                    return holder  # the same call recorded twice: one entity, one record
+                if clock_given and holder == call and call.call_id is None:
+                    # A record handed over again (its time given, not read now): the same
+                    # call, one entity. Two calls timed now are two calls, however alike.
+                    return holder
                 # Past every millisecond this tool holds: free, and found in one step.
                 ms = self._latest[name] + 1
                 call = _at(call, iso_ms(ms))
@@ -590,139 +568,3 @@ def _class_name(exc: BaseException) -> str:
     return (
         cls.__qualname__ if cls.__module__ == "builtins" else f"{cls.__module__}.{cls.__qualname__}"
     )
-
-
-# ------------------------------------------------------------------ what is stored
-
-
-class ToolRedactor(Protocol):
-    """``redact_tool(tool_name, field, value)``: what to store of an argument or result.
-
-    ``field`` is ``"args"`` or ``"result"``; return the value to store (plain JSON), e.g.
-    with secrets masked. It sees the value before the cap applies. If it raises, neither
-    value of that call is stored (a marker says so, and a WARNING is logged): a failing
-    redactor never leaks what it was meant to hide, nor loses the turn.
-    """
-
-    def __call__(self, tool_name: str, field: Literal["args", "result"], value: Any) -> Any: ...
-
-
-@attrs.frozen
-class ToolPayloads:
-    """What a stored call keeps of its arguments and result (the memory's settings)."""
-
-    mode: ToolPayloadMode = "full"
-    max_chars: int = DEFAULT_TOOL_PAYLOAD_CHARS
-    redact: ToolRedactor | None = None
-
-    def __attrs_post_init__(self) -> None:
-        if self.mode not in _MODES:
-            raise ValueError(f"tool_payloads must be one of {list(_MODES)}, got {self.mode!r}")
-        max_chars = self.max_chars
-        if isinstance(max_chars, bool) or not isinstance(max_chars, int) or max_chars < 1:
-            raise ValueError(f"tool_payload_chars must be an int >= 1, got {max_chars!r}")
-        if self.redact is not None and not callable(self.redact):
-            raise TypeError("redact_tool must be callable")
-
-
-#: What the memory stores when nothing is configured.
-DEFAULT_PAYLOADS: Final = ToolPayloads()
-
-_STORED_AS: Final[tuple[tuple[Literal["args", "result"], str], ...]] = (
-    ("args", ARGS_FIELD),
-    ("result", RESULT_FIELD),
-)
-
-# Stored in place of both values when the redactor failed.
-_REDACTION_FAILED: Final = "[not stored: redact_tool raised]"
-
-
-def _compact(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
-
-
-def summarize(value: Any, max_chars: int = SUMMARY_CHARS) -> str:
-    """``value`` as one line of compact JSON, cut to ``max_chars`` with ``…[+N chars]``."""
-    text = value if isinstance(value, str) and _is_cut(value) else _compact(value)
-    return _cut(text, max_chars)
-
-
-def _is_cut(text: str) -> bool:
-    return text.endswith(" chars]") and "…[+" in text
-
-
-def _cut(text: str, max_chars: int) -> str:
-    if len(text) <= max_chars:
-        return text
-    return f"{text[:max_chars]}…[+{len(text) - max_chars} chars]"
-
-
-def _kept(value: Any, payloads: ToolPayloads) -> tuple[Any, int | None]:
-    # (what to store, the original length when it is stored cut)
-    if payloads.mode == "summary":
-        text = _compact(value)
-        limit = min(SUMMARY_CHARS, payloads.max_chars)
-        return _cut(text, limit), (len(text) if len(text) > limit else None)
-    if isinstance(value, str) and 6 * len(value) + 2 <= payloads.max_chars:
-        # Short enough whatever JSON escapes (at most 6 characters each, and the quotes):
-        # no need to serialise it to measure it.
-        return value, None
-    text = _compact(value)
-    if len(text) <= payloads.max_chars:
-        return value, None
-    return _cut(text, payloads.max_chars), len(text)
-
-
-def tool_entity(
-    call: ToolCall, turn_key: str, harness: str | None, payloads: ToolPayloads = DEFAULT_PAYLOADS
-) -> dict[str, Any]:
-    """The ``tool_invocation`` request element of one call (a fixed key order).
-
-    The declared fields first (the snapshot), then what only the observation keeps: the
-    call id, the error class, and the arguments and result as ``payloads`` says (redacted,
-    then capped: a value longer than the cap is stored as its compact JSON cut with a
-    ``…[+N chars]`` marker, and ``arguments_chars`` / ``result_chars`` hold the original
-    length).
-    """
-    entity: dict[str, Any] = {
-        "entity_type": TOOL_TYPE,
-        "turn_key": turn_key,
-        "tool_name": call.name,
-        "invoked_at": call.invoked_at,
-    }
-    if call.duration_ms is not None:
-        entity["duration_ms"] = call.duration_ms
-    entity["result_status"] = call.status
-    if harness is not None:
-        entity["harness"] = harness
-    if call.call_id is not None:
-        entity[CALL_ID_FIELD] = call.call_id
-    if call.error_class is not None:
-        entity[ERROR_CLASS_FIELD] = call.error_class
-    if payloads.mode == "none":
-        return entity
-    values: dict[Literal["args", "result"], Any] = {"args": call.args, "result": call.result}
-    if payloads.redact is not None:
-        redact = payloads.redact
-        try:
-            values = {
-                field: None
-                if value is None
-                else check_plain("what redact_tool returned", redact(call.name, field, value))
-                for field, value in values.items()
-            }
-        except Exception as exc:
-            logger.warning(
-                "tool.redaction_failed", tool_status=call.status, error=type(exc).__name__
-            )
-            entity[ARGS_FIELD] = _REDACTION_FAILED
-            return entity
-    for field, stored_as in _STORED_AS:
-        value = values[field]
-        if value is None:
-            continue
-        kept, original = _kept(value, payloads)
-        entity[stored_as] = kept
-        if original is not None:
-            entity[stored_as + CHARS_SUFFIX] = original
-    return entity

@@ -3,9 +3,10 @@
 A turn is an explicit state machine::
 
     new ──enter──► opening ──► open ──exit──► closing ──► completed   (reply stored)
-                      │                          ├──────► abandoned   (body raised/cancelled)
+                      │            │             ├──────► abandoned   (body raised/cancelled)
                       ├──► abandoned             └──────► failed      (closing store failed)
-                      └──► failed
+                      └──► failed  └──exit after suspend()──► suspended (nothing stored; the
+                                                              turn record stays ``open``)
 
 ``opening`` runs bounded retrieval and the user store concurrently; ``open`` is the body;
 ``closing`` is one shielded store under a deadline (``close_timeout``), so that neither a
@@ -45,7 +46,7 @@ from ._keys import TurnKeys, validate_entity_id
 from ._log import bound_context, get_logger
 from ._payloads import Produced, merge_produced, produced_entity
 from ._phases import CloseOutcome, EnterAttempt, Opened, Phases, error_class_name
-from ._retrieval import EMPTY_RETRIEVAL, RetrievalStats, Retrieved
+from ._retrieval import EMPTY_RETRIEVAL, RetrievalStats, Retrieved, RetrievedEntity
 from ._shield import raise_deferred
 from ._text import split_pending
 from ._tools import ToolCall, ToolLog
@@ -79,6 +80,9 @@ class TurnState(enum.Enum):
     #: the turn could not be stored as planned: the user store failed (or the enter was
     #: cancelled), or the closing store failed
     FAILED = "failed"
+    #: the body ended normally after :meth:`Turn.suspend`: nothing was stored on exit and the
+    #: turn record still says ``open``, waiting for a later close of the same turn id
+    SUSPENDED = "suspended"
 
 
 @attrs.frozen
@@ -88,10 +92,11 @@ class TurnResult:
     ``t.result`` after the ``async with`` block, or what ``close_turn`` / ``abandon_turn`` /
     ``record_turn`` return. Fields:
 
-    - ``status``: :class:`TurnState` ``COMPLETED``, ``ABANDONED`` or ``FAILED`` (the closing
-      store failed; ``close_error`` holds why); ``completed`` is ``status is COMPLETED``;
+    - ``status``: :class:`TurnState` ``COMPLETED``, ``ABANDONED``, ``FAILED`` (the closing
+      store failed; ``close_error`` holds why) or ``SUSPENDED`` (:meth:`Turn.suspend`: left
+      open); ``completed`` is ``status is COMPLETED``;
     - ``stored_status``: what the turn record says in the store, ``"completed"``,
-      ``"abandoned"``, or ``None`` when the closing store failed;
+      ``"abandoned"``, ``"open"`` (suspended), or ``None`` when the closing store failed;
     - ``conversation_id``, ``turn_id``, ``turn_key``: the turn's ids;
     - ``conversation_entity_id``, ``user_message_id``, ``assistant_message_id``,
       ``turn_record_id``: the stored entities' ids (``None`` where nothing was stored, e.g.
@@ -318,6 +323,7 @@ class Turn(TurnTools):
         "_result",
         "_retrieved",
         "_state",
+        "_suspended",
         "_tools",
         "_turn_number",
         "_user_extra",
@@ -347,6 +353,7 @@ class Turn(TurnTools):
         self._user_extra = user_extra
         self._model = model
         self._state = TurnState.NEW
+        self._suspended = False
         self._chunks: list[str] = []
         self._reply_cache: str | None = ""
         # The first half of a surrogate pair a chunk ended with, waiting for its second half.
@@ -398,8 +405,20 @@ class Turn(TurnTools):
 
     @property
     def retrieved(self) -> tuple[Entity, ...]:
-        """The bounded set of entities retrieval found, best match first."""
+        """The bounded set of entities retrieval found, best match first.
+
+        Each is a :class:`~neotoma_agent.RetrievedEntity`: ``reason`` (``exact``, ``field``,
+        ``partial``, ``recent``, ``plugin``) and ``score``, at least the memory's
+        ``link_threshold``. These, and only these, get REFERS_TO edges.
+        """
         return self._retrieved.entities
+
+    @property
+    def candidates(self) -> tuple[RetrievedEntity, ...]:
+        """What retrieval found but scored below ``link_threshold``, best first: neither in
+        :attr:`retrieved` nor linked (a first name shared by several people, an entity
+        the last turns named that this message does not)."""
+        return self._retrieved.candidates
 
     @property
     def retrieved_ids(self) -> tuple[str, ...]:
@@ -555,6 +574,33 @@ class Turn(TurnTools):
         self._produced = {p.entity_id: p for p in merged}
         return item.entity_id
 
+    def suspend(self) -> None:
+        """Leave the turn open when the body ends normally: nothing is stored on exit.
+
+        For a run that stops to wait for something outside it (a person approving a tool
+        call, a human-in-the-loop interrupt) and goes on later, perhaps in another process.
+        The user message and the ``open`` turn record are already stored; after a normal
+        exit ``t.state`` and ``t.result.status`` are ``SUSPENDED`` and ``stored_status`` is
+        ``"open"``. Finish the turn later under the same turn id: a new
+        ``memory.turn(t.user_message, turn_id=t.turn_id)`` (its enter replays the stored
+        user message, so the resumed body gets a whole turn again), or
+        ``memory.close_turn`` / ``abandon_turn``. A turn never finished stays ``open``,
+        which is what ``audit`` reports.
+
+        The reply so far, the entities :meth:`remember` recorded, the citations and the tool
+        calls are not stored by a suspended exit (a WARNING ``turn.suspended`` counts them):
+        record them in the turn that finishes it (the tool calls are on ``t.result.tools``,
+        to pass on with ``record_tool`` or ``tools=``). If the body raises or is cancelled after
+        ``suspend()``, the turn is abandoned as usual. Only while the turn is open
+        (:class:`~neotoma_agent.TurnStateError` otherwise)::
+
+            async with memory.turn("Send the report to Bob") as t:
+                if not await approved():
+                    t.suspend()          # asked a person; resumed in a later turn
+        """
+        self._require_open("suspend the turn")
+        self._suspended = True
+
     def context(self, *, max_chars: int = 4000, history: bool = True) -> str:
         """A compact, deterministic text block of what this turn knows, for any prompt.
 
@@ -650,6 +696,9 @@ class Turn(TurnTools):
         if self._state is not TurnState.OPEN:
             raise TurnStateError(f"cannot close a turn that is {self._state.value}")
         opened = self._require_opened()
+        if exc is None and self._suspended:
+            self._leave_open(opened)
+            return
         self._state = TurnState.CLOSING
         closing_started = time.perf_counter()
         body_ms = (closing_started - self._body_started) * 1000
@@ -716,3 +765,38 @@ class Turn(TurnTools):
             raise close_failure(self._keys, close_error)
         if unstorable is not None:
             raise unstorable
+
+    def _leave_open(self, opened: Opened) -> None:
+        # A suspended exit stores nothing: the enter's `open` turn record is what stays.
+        body_ms = (time.perf_counter() - self._body_started) * 1000
+        dropped = {
+            "reply_chars": len(self.reply),
+            "produced": len(self._produced),
+            "cited": len(self._cited),
+            "tools": len(self._tools),
+        }
+        if any(dropped.values()):
+            logger.warning("turn.suspended", **dropped)
+        else:
+            logger.info("turn.suspended")
+        keys = opened.keys
+        self._result = TurnResult(
+            conversation_id=keys.conversation_id,
+            turn_id=keys.turn_id,
+            turn_key=keys.user_turn_key,
+            status=TurnState.SUSPENDED,
+            stored_status="open",
+            conversation_entity_id=opened.conversation_entity_id or None,
+            user_message_id=opened.user_message_id or None,
+            assistant_message_id=None,
+            turn_record_id=opened.turn_record_id or None,
+            retrieved_ids=self._retrieved.ids,
+            retrieved=self._retrieved.entities,
+            cited_ids=(),
+            retrieval=self._retrieved.stats,
+            reply_chars=0,
+            open_ms=self._open_ms,
+            body_ms=body_ms,
+            tools=self._tools.calls,
+        )
+        self._state = TurnState.SUSPENDED

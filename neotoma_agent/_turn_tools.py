@@ -97,6 +97,6 @@ class TurnTools:
         return self._tools.add(call, clock_given=invoked_at is not None)
 
     def _add_tool(self, call: ToolCall) -> ToolCall:
-        # Where an ActiveToolCall records itself when it ends.
+        # Where an ActiveToolCall records itself when it ends (timed now, not given).
         self._require_open("record a tool call")
-        return self._tools.add(call)
+        return self._tools.add(call, clock_given=False)

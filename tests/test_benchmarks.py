@@ -203,6 +203,18 @@ def test_disk_layout_probe_copies_every_row_into_each_layout(tmp_path: Path) -> 
     assert set(report["totals"]) >= {"live", "copy", "est +meta"}
 
 
+def test_retrieval_quality_scores_every_labelled_turn(tmp_path: Path) -> None:
+    report = run_benchmark("retrieval_quality", tmp_path=tmp_path)
+    (row,) = report["backends"].values()
+    corpus = json.loads((BENCHMARKS / "retrieval_corpus.json").read_text("utf-8"))
+    assert row["turns"] == sum(len(c["turns"]) for c in corpus["conversations"])
+    assert row["named"] == sum(len(t["names"]) for c in corpus["conversations"] for t in c["turns"])
+    assert 0 <= row["precision"] <= 1
+    assert 0 <= row["recall"] <= 1
+    # Every failure names the turn and what went wrong.
+    assert all(f["wrong"] or f["missed"] or f["wrong_edges"] for f in row["failures"])
+
+
 def test_tool_calls_keep_a_turn_at_two_stores_and_two_rounds(tmp_path: Path) -> None:
     report = run_benchmark("tool_calls", "--quick", tmp_path=tmp_path)
     for backend in ("embedded", "dev server"):

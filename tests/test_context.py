@@ -141,3 +141,22 @@ def test_only_the_field_shown_as_the_name_is_left_out() -> None:
     assert f'"ana@example.com" [{contact.id}]: role=CFO' in render_context(
         [untitled], [], max_chars=1000
     )
+
+
+async def test_an_open_turn_renders_the_same_context_as_a_turn(store: Transport) -> None:
+    # The explicit API (a turn spread over processes, e.g. coding-agent hooks) gets the
+    # same block as `async with memory.turn(...)` for the same stored state.
+    m = memory(store)
+    acme = await m.remember("company", name="Acme Corp", website="acme.com")
+    async with m.turn("Hello there", turn_id="t1") as t:
+        t.reply = "Hi."
+    async with m.turn('What about "Acme Corp"?', turn_id="t2") as t:
+        expected = t.context(max_chars=300)
+        t.reply = "A customer."
+    opened = await memory(store).open_turn('What about "Acme Corp"?', turn_id="t2")
+    assert acme in opened.retrieved_ids
+    assert opened.context(max_chars=300) == expected
+    assert "[t1 · completed] assistant: Hi." in expected
+    assert opened.context(max_chars=0) == ""
+    with pytest.raises(ValueError, match="max_chars"):
+        opened.context(max_chars=-1)

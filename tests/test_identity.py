@@ -485,11 +485,15 @@ def test_identity_is_frozen() -> None:
         ("notes", "note"),
         ("conversations", "conversation"),
         ("conversation_messages", "conversation_message"),
-        ("turn_compliance", "conversation_turn"),
-        ("Turn_Activity", "conversation_turn"),
-        ("organization", "company"),
-        ("agent_message", "conversation_message"),
-        ("todo", "task"),
+        # Declared aliases do not rewrite on a 0.22.0 server (tests/data/type-vectors.json
+        # and a probe of each: the registry rows carry no aliases).
+        ("turn_compliance", "turn_compliance"),
+        ("Turn_Activity", "Turn_Activity"),
+        ("organization", "organization"),
+        ("agent_message", "agent_message"),
+        ("todo", "todo"),
+        ("projects", "project"),
+        ("Skills", "skill"),
         ("recipe", "recipe"),
         ("Recipe", "Recipe"),
         ("widgets", "widgets"),
@@ -502,9 +506,14 @@ def test_resolve_entity_type(given: str, expected: str) -> None:
 
 
 def test_resolved_type_is_used_for_identity() -> None:
+    # Both ids as a real 0.22.0 server assigned them: an alias is a type of its own (its
+    # first string field names it), a plural is rewritten to the declared type.
     identity = resolve_identity("Turn_Compliance", {"session_id": "chat-42", "turn_id": "7"})
-    assert identity.entity_type == "conversation_turn"
-    assert identity.entity_id == "ent_8638b25e74a13fb135ed328a"
+    assert identity.entity_type == "Turn_Compliance"
+    assert identity.entity_id == "ent_7b767a83221ccb9b0e316131"
+    plural = resolve_identity("Persons", {"name": "Pat Probe"})
+    assert (plural.entity_type, plural.canonical_name) == ("person", "person:Pat Probe")
+    assert plural.entity_id == "ent_41753d22068713f5ce9db552"
 
 
 def test_schema_for() -> None:

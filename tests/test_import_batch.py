@@ -168,19 +168,17 @@ async def test_a_batch_stores_exactly_what_record_turn_stores(tmp_path: Path) ->
 
 async def test_a_batch_looks_each_named_identifier_up_once(tmp_path: Path) -> None:
     async with EmbeddedStore.open(tmp_path / "m.db") as store:
-        acme = await NeotomaMemory(store, conversation_id="seed").remember(
-            "company", name="Acme Corp"
-        )
+        acme = await NeotomaMemory(store, conversation_id="seed").remember("company", name="Globex")
         recording = RecordingTransport(store)
         memories = [NeotomaMemory(recording, conversation_id=f"c{i % 3}") for i in range(3)]
         turns = [
-            BatchTurn(memories[i % 3], f"Is Acme Corp paid up ({i})?", "Yes.", f"t{i}")
+            BatchTurn(memories[i % 3], f"Is Globex paid up ({i})?", "Yes.", f"t{i}")
             for i in range(12)
         ]
         outcomes = await record_batch(store, turns, retrieve=True, concurrency=4)
         assert [o.error for o in outcomes] == [None] * 12
         looked_up = [c.args[0] for c in recording.calls_to("retrieve_entity_by_identifier")]
-        assert sorted(looked_up) == ["Acme Corp"]
+        assert sorted(looked_up) == ["Globex"]
         for i in range(12):
             # Every turn still gets the answer: both its messages refer to the entity.
             stored = await memories[i % 3].history(None)
@@ -188,15 +186,14 @@ async def test_a_batch_looks_each_named_identifier_up_once(tmp_path: Path) -> No
 
 
 async def test_a_failed_shared_lookup_is_tried_again_by_the_next_turn(tmp_path: Path) -> None:
+    # A name without a legal suffix: one lookup per turn (no company-id lookup beside it).
     async with EmbeddedStore.open(tmp_path / "m.db") as store:
-        acme = await NeotomaMemory(store, conversation_id="seed").remember(
-            "company", name="Acme Corp"
-        )
+        acme = await NeotomaMemory(store, conversation_id="seed").remember("company", name="Globex")
         faulty = FaultyTransport(store).fail(
             "retrieve_entity_by_identifier", ServerError("down", status=503), times=1
         )
         memory = NeotomaMemory(faulty, conversation_id="c")
-        turns = [BatchTurn(memory, f"Is Acme Corp paid up ({i})?", "Yes.", f"t{i}") for i in (1, 2)]
+        turns = [BatchTurn(memory, f"Is Globex paid up ({i})?", "Yes.", f"t{i}") for i in (1, 2)]
         outcomes = await record_batch(store, turns, retrieve=True, concurrency=1)
         assert [o.error for o in outcomes] == [None, None]
         refers = {h.turn_id: h.user_refers_to for h in await memory.history(None)}

@@ -131,6 +131,33 @@ async def test_the_tour_seeds_once_when_run_again(tmp_path: Path) -> None:
         assert len(history) == 4
 
 
+@pytest.mark.anyio
+async def test_the_tour_run_twice_retrieves_the_company_and_links_nothing_wrong(
+    tmp_path: Path,
+) -> None:
+    """Issue 22: the first run's follow-up tasks ("Follow up: What do we know about Acme
+    Corp?") contain the company's name; the second run still retrieves the company itself
+    (its website reaches the prompt) and links only what each question names."""
+    tour = load_tour()
+    model = FakeModel()
+    tour["llm"] = model
+    path = tmp_path / "memory.db"
+    await tour["main"](str(path))
+    await tour["main"](str(path))
+    async with EmbeddedStore.open(path) as store:
+        acme, ana = await seeded_ids(store)
+        turns = await NeotomaMemory(store, conversation_id="chat-42").history(limit=None)
+    assert [t.user_refers_to for t in turns] == [(acme,), (ana,), (acme,), (ana,)]
+    for turn, named in zip(turns, (acme, ana, acme, ana), strict=True):
+        assert turn.reply is not None
+        (task,) = ENTITY_ID.findall(turn.reply)
+        assert set(turn.reply_refers_to) == {named, task}  # no earlier follow-up task
+    again = model.prompts[2]
+    assert f'company "Acme Corp" [{acme}]: website=acme.com' in again
+    assert "Known entities (best match first):\n- company" in again
+    assert 'task "Follow up' not in again
+
+
 def test_the_tour_runs_as_a_script(tmp_path: Path) -> None:
     """Saved as tour.py and run, with its own stand-in model: it writes memory.db here."""
     (tmp_path / "tour.py").write_text(tour_source(), encoding="utf-8")
@@ -149,7 +176,7 @@ def test_the_tour_runs_as_a_script(tmp_path: Path) -> None:
     assert (tmp_path / "memory.db").is_file()
 
 
-COMMANDS = ("demo", "chat", "show", "import", "stats", "audit", "outbox", "serve")
+COMMANDS = ("demo", "chat", "show", "import", "stats", "audit", "outbox", "serve", "hook", "hooks")
 # Options every command takes, described once under "Global options".
 GLOBAL_OPTIONS = frozenset(("--db", "--url", "--token", "--log-level", "--log-json", "--help"))
 

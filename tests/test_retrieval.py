@@ -8,7 +8,9 @@ from typing import Any
 import pytest
 from turn_support import capture_logs, db_path, memory, seed, store, targets
 
-from neotoma_agent._retrieval import default_extractor, extract, rank
+from neotoma_agent._identity import entity_id_for
+from neotoma_agent._ranking import RetrievedEntity, ranked, score_lookups
+from neotoma_agent._retrieval import default_extractor, extract
 from neotoma_agent.exceptions import ServerError
 from neotoma_agent.testing import FaultyTransport, RecordingTransport
 from neotoma_agent.transport._base import Entity, LookupResult
@@ -48,6 +50,20 @@ __all__ = ["db_path", "store"]  # fixtures
         ("Can I ask about Node.js and setup.py?", ["Node.js"]),
         ("I think The Beatles were great. Paris is nice", ["The Beatles", "Paris"]),
         ("Tell me about ACME and acme again, ACME!", ["ACME"]),
+        # Issue 22: common words capitalised only because they start a sentence.
+        ("Set up a call with Ana Lopez.", ["Ana Lopez"]),
+        ("Question 3 about Acme Corp?", ["Acme Corp"]),
+        ("Meeting moved. Schedule it with Globex", ["Globex"]),
+        ("Mark Smith called", ["Mark Smith"]),  # a first name, not a common word
+        # Accents, particles, camel case, tickets.
+        ("Met José Núñez and María de la Cruz", ["José Núñez", "María de la Cruz"]),
+        (
+            "Ask Ludwig van Beethoven and Bank of America",
+            ["Ludwig van Beethoven", "Bank of America"],
+        ),
+        ("Is the iPhone better than GitHub or eBay?", ["iPhone", "GitHub", "eBay"]),
+        ("Fix ABC-123 and PROJ2-7, not abc-12", ["ABC-123", "PROJ2-7"]),
+        ("What did I book?", []),
         ("ok", []),
         ("yes please", []),
         ("hi there, thanks!", []),
@@ -103,17 +119,77 @@ def entity(eid: str, name: str, entity_type: str = "company", **raw: Any) -> Ent
     )
 
 
-def test_rank_exact_then_prefix_then_substring() -> None:
-    found = [entity("e1", "Old Labs"), entity("e2", "Labs United"), entity("e3", "Zeta Labs 1")]
-    assert [e.id for e in rank([("Labs", found)], limit=8)] == ["e2", "e1", "e3"]
+def rank(
+    lookups: list[tuple[str, list[Entity]]], *, threshold: float = 0.75, **kw: Any
+) -> list[RetrievedEntity]:
+    answered = [(i, ident, found) for i, (ident, found) in enumerate(lookups)]
+    bookkeeping = kw.get("include_bookkeeping", False)
+    return [e for e in ranked(score_lookups(answered, bookkeeping)) if e.score >= threshold]
 
 
-def test_an_exact_match_keeps_only_the_exact_matches_of_that_identifier() -> None:
-    found = [entity(f"e{i}", f"Zeta Labs {i}") for i in (1, 10, 11, 12)]
-    assert [e.id for e in rank([("Zeta Labs 1", found)], limit=8)] == ["e1"]
+def test_whole_words_only_and_partial_matches_rank_below_the_threshold() -> None:
+    found = [
+        entity("e1", "Old Labs"),
+        entity("e2", "Labs United"),
+        entity("e3", "Zeta Labs 1"),
+        entity("e4", "Labsworth"),
+    ]
+    assert rank([("Labs", found)]) == []
+    below = rank([("Labs", found)], threshold=0, include_bookkeeping=False)
+    # 0.9 x 1/2 for the two-word names, 0.9 x 1/3 for the three-word one; "Labsworth" is
+    # no match at all (a word boundary is required).
+    assert [(e.id, e.reason, e.score) for e in below] == [
+        ("e1", "partial", 0.45),
+        ("e2", "partial", 0.45),
+        ("e3", "partial", 0.3),
+    ]
 
 
-def test_rank_dedupes_caps_and_drops_bookkeeping_and_merged() -> None:
+def test_set_is_not_in_seth_or_asset() -> None:
+    found = [entity("p1", "Seth Rogen", "person"), entity("c1", "Asset Partners")]
+    assert rank([("Set", found)], threshold=0, include_bookkeeping=False) == []
+
+
+def test_an_exact_match_outranks_longer_names() -> None:
+    found = [entity(f"e{i}", f"Zeta Labs {i}") for i in (10, 11, 12, 1)]
+    assert [e.id for e in rank([("Zeta Labs 1", found)], include_bookkeeping=False)] == ["e1"]
+
+
+def test_the_computed_id_makes_a_match_exact() -> None:
+    # "Acme Corp" names the company whose canonical name is "Acme" (the suffix is stripped
+    # before hashing), though neither its canonical name nor a field says "Acme Corp".
+    company = Entity.from_json(
+        {"id": entity_id_for("company", "Acme Corp"), "entity_type": "company",
+         "canonical_name": "Acme", "snapshot": {"website": "acme.com"}}
+    )  # fmt: skip
+    task = entity("t1", "task:Follow up: What do we know about Acme Corp?", "task")
+    got = rank([("Acme Corp", [task, company])], threshold=0, include_bookkeeping=False)
+    assert [(e.id, e.reason) for e in got] == [(company.id, "exact"), ("t1", "partial")]
+    assert got[0].score == 1.0
+    assert got[1].score < 0.75
+
+
+def test_fields_match_emails_domains_and_handles() -> None:
+    person = Entity.from_json(
+        {"id": "p1", "entity_type": "person", "canonical_name": "person:ana@acme.com",
+         "snapshot": {"name": "Ana Lopez", "email": "Ana@Acme.com", "handle": "@ana_l"}}
+    )  # fmt: skip
+    company = Entity.from_json(
+        {"id": "c1", "entity_type": "company", "canonical_name": "Acme",
+         "snapshot": {"website": "https://www.acme.com/"}}
+    )  # fmt: skip
+    got = rank([("acme.com", [person, company])], threshold=0, include_bookkeeping=False)
+    assert [(e.id, e.reason, e.score) for e in got] == [
+        ("c1", "field", 0.95),
+        ("p1", "partial", 0.5),  # an email at the domain: a colleague, not the company
+    ]
+    assert [e.reason for e in rank([("ana@acme.com", [person])], include_bookkeeping=False)] == [
+        "exact"  # its canonical name is its email
+    ]
+    assert [e.reason for e in rank([("@ana_l", [person])], include_bookkeeping=False)] == ["field"]
+
+
+def test_rank_dedupes_and_drops_bookkeeping_and_merged() -> None:
     acme = entity("e1", "Acme Corp")
     found = [
         acme,
@@ -122,12 +198,9 @@ def test_rank_dedupes_caps_and_drops_bookkeeping_and_merged() -> None:
         entity("old", "Acme Corp", merged_to_entity_id="e1"),
         *[entity(f"x{i}", f"Acme Corp {i}") for i in range(20)],
     ]
-    ranked = rank([("Acme Corp", found), ("acme corp", [acme])], limit=8)
-    assert [e.id for e in ranked] == ["e1"]
-    ranked = rank([("Acme", found)], limit=5)
-    assert len(ranked) == 5
-    assert {e.entity_type for e in ranked} == {"company"}
-    with_bookkeeping = rank([("Acme message", found)], limit=50, include_bookkeeping=True)
+    ranked_ = rank([("Acme Corp", found), ("acme corp", [acme])], include_bookkeeping=False)
+    assert [e.id for e in ranked_] == ["e1"]
+    with_bookkeeping = rank([("Acme message", found)], include_bookkeeping=True)
     assert [e.id for e in with_bookkeeping] == ["m1"]
 
 
@@ -153,9 +226,9 @@ def test_rank_reads_the_real_lookup_shapes() -> None:
             "match_mode": "snapshot_field",
         }
     )
-    ranked = rank([("Acme Corp", answer.entities)], limit=8)
-    assert [e.id for e in ranked] == ["ent_af939bedafbd1838b259772a"]
-    assert ranked[0].name == "Acme Corp"
+    got = rank([("Acme Corp", list(answer.entities))], include_bookkeeping=False)
+    assert [e.id for e in got] == ["ent_af939bedafbd1838b259772a"]
+    assert got[0].name == "Acme Corp"
 
 
 # ------------------------------------------------------------------ against the store
@@ -175,7 +248,13 @@ async def test_a_named_entity_is_retrieved_not_its_substring_neighbours(
 @pytest.mark.anyio
 async def test_retrieval_is_capped_at_retrieval_limit(store: EmbeddedStore) -> None:
     await seed(store, *[f"Nova Systems {i}" for i in range(20)])
+    # "Nova" names none of them exactly (partial matches score 0.3): linked only when the
+    # threshold lets partial matches through.
     async with memory(store, retrieval_limit=5).turn("Tell me about Nova") as t:
+        assert t.retrieved == ()
+        assert len(t.candidates) == 5
+        t.reply = "..."
+    async with memory(store, retrieval_limit=5, link_threshold=0.2).turn("About Nova") as t:
         assert len(t.retrieved) == 5
         t.reply = "..."
     assert len(await targets(store, t.user_message_id, "REFERS_TO")) == 5
@@ -256,4 +335,7 @@ async def test_a_custom_extractor_replaces_the_default(store: EmbeddedStore) -> 
     mem = memory(recorder, extractor=lambda text: ["acme corp"])
     async with mem.turn("no names here") as t:
         assert t.retrieved_ids == (acme,)
-    assert [c.args[0] for c in recorder.calls_to("retrieve_entity_by_identifier")] == ["acme corp"]
+    looked_up = [c.args[0] for c in recorder.calls_to("retrieve_entity_by_identifier")]
+    # Looked up as the company's canonical name ("acme": its legal suffix stripped), which
+    # every longer name containing "acme corp" contains too.
+    assert looked_up == ["acme"]

@@ -539,3 +539,20 @@ async def test_a_sync_tool_body_is_recorded_too(store: Transport) -> None:
     assert call.call == t.result.tools[0]
     with pytest.raises(TurnStateError):
         call.result = 4  # recorded: no longer changes
+
+
+async def test_alike_calls_timed_now_are_two_calls_and_a_handed_over_record_is_one(
+    store: Transport,
+) -> None:
+    m = memory(store)
+    async with m.turn("go", turn_id="t1") as t:
+        for _ in range(3):
+            with t.tool("ping", {"host": "a"}) as call:
+                call.result = "pong"
+            t.record_tool("ping", args={"host": "a"}, result="pong")
+        t.reply = "ok"
+    assert len(t.result.tool_ids) == 6
+    opened = await m.open_turn("again", turn_id="t2")
+    kept = opened.record_tool("ping", args={"host": "a"}, invoked_at=_iso(1))
+    result = await m.close_turn(opened, "ok", tools=[kept, ToolCall.from_json(kept.to_json())])
+    assert len(result.tool_ids) == 1

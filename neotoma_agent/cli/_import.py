@@ -432,6 +432,10 @@ def run(args: argparse.Namespace) -> int:
     """Import the file; 0 if every line was stored (or already was), else 1."""
     if args.concurrency < 1:
         raise CLIError("--concurrency must be at least 1")
+    if args.source:
+        from ._hook import run_backfill
+
+        return run_backfill(args)
     if args.file == "-":
         return run_async(_run, args, sys.stdin.buffer, 0, "stdin")
     path = Path(args.file)
@@ -516,6 +520,14 @@ COMMAND = Command(
     run=run,
     options=(
         option("file", metavar="FILE.jsonl", help="the transcript (- for stdin)"),
+        option(
+            "--from",
+            dest="source",
+            choices=("claude-code",),
+            default=None,
+            help="FILE is a coding agent's session transcript (or a folder of them): "
+            "claude-code reads ~/.claude/projects/*/*.jsonl, stored with the ids its hooks use",
+        ),
         option(
             "--concurrency",
             type=int,

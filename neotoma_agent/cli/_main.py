@@ -47,6 +47,8 @@ _COMMANDS = {
     "serve": "._serve",
     "ui": "._ui",
     "outbox": "._outbox",
+    "hook": "._hook",
+    "hooks": "._hooks",
 }
 
 _LOG_LEVELS = ("debug", "info", "warning", "error", "critical")

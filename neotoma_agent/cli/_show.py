@@ -21,8 +21,8 @@ from .._history import StoredMessage, StoredTurn, read_conversation
 from .._payloads import stored_platform
 from .._reads import Scan, gather_bounded, scan_entities
 from .._terminal import printer
+from .._tool_payload import summarize
 from .._tool_reads import StoredToolCall
-from .._tools import summarize
 from .._turn_record import TurnEnding, read_ending
 from ..transport._base import RelatedEntity, Transport
 from ._common import (

@@ -6,6 +6,11 @@ Each is imported only on use and needs its extra (an ``ImportError`` names it ot
   (``pip install 'neotoma-agent[pydantic-ai]'``, Python >= 3.11).
 - ``neotoma_agent.integrations.openai_agents``: ``run`` / ``run_streamed`` around the OpenAI
   Agents SDK's ``Runner`` (``pip install 'neotoma-agent[openai-agents]'``).
+- ``neotoma_agent.integrations.langgraph``: ``astream_turn`` / ``ainvoke_turn`` around any
+  compiled LangGraph graph and ``NeotomaMiddleware`` for LangChain's ``create_agent``
+  (``pip install 'neotoma-agent[langchain]'``, Python >= 3.11).
+- ``neotoma_agent.integrations.claude_agent_sdk``: ``NeotomaClaude`` for the Claude Agent
+  SDK (``pip install 'neotoma-agent[claude-agent-sdk]'``).
 
 What they share lives here: :class:`NoFinalReply`, the error class a turn is abandoned with
 when a run ends without a final reply.

@@ -11,13 +11,14 @@ import os
 import threading
 from collections.abc import Awaitable, Callable, Coroutine
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
 
-from neotoma_agent import EmbeddedStore, HttpTransport, Transport
-
 from ._loop import Job, LoopThread
+
+if TYPE_CHECKING:
+    from neotoma_agent import Transport
 
 __all__ = ["GRACE_S", "SyncStore"]
 
@@ -109,6 +110,8 @@ class SyncStore:
     ) -> SyncStore:
         """The embedded store at ``path`` (created if needed); see
         :class:`~neotoma_agent.EmbeddedStore` for ``synchronous`` and ``read_only``."""
+        from neotoma_agent import EmbeddedStore  # imported on use, as the package does
+
         store = EmbeddedStore.open(path, synchronous=synchronous, read_only=read_only)
         return cls(store, close_timeout=close_timeout)
 
@@ -124,6 +127,8 @@ class SyncStore:
         """A Neotoma server at ``base_url``; ``options`` are
         :class:`~neotoma_agent.HttpTransport`'s keyword arguments (``timeout``, ``retry``,
         ``outbox``, ...)."""
+        from neotoma_agent import HttpTransport  # aiohttp only for those who use it
+
         return cls(HttpTransport(base_url, token, **options), close_timeout=close_timeout)
 
     def __repr__(self) -> str:

@@ -86,7 +86,8 @@ class SyncTurn:
     (``KeyboardInterrupt`` and ``SystemExit`` included), the turn is recorded as abandoned
     with the partial reply and the exception propagates unchanged. A Ctrl-C that lands
     while the closing store runs is held until it ends (within ``close_timeout``), then
-    raised. After the block, ``t.result`` says what was stored::
+    raised. A turn belongs to the thread that entered it (other threads run their own
+    turns at the same time). After the block, ``t.result`` says what was stored::
 
         with memory.turn("What do we know about Acme Corp?") as t:
             for chunk in t.stream(llm(f"{t.context()}\\n\\nUser: {t.user_message}")):

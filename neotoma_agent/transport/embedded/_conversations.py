@@ -12,9 +12,9 @@ first written (the ``conversation_messages`` index, one range scan however long 
 conversation), before ``before`` when given. Such a page adds ``has_more``, each message's
 ``turn_number``, ``turn_records``: the snapshots of the ``conversation_turn`` records
 of the page's turns (identified, as Neotoma identifies them, by the conversation's id and
-the turn id in the message's ``turn_key``), and ``tool_calls``: the snapshots of the
-``tool_invocation`` entities those records REFER_TO, so that a reader of history needs one
-request.
+the turn id in the message's ``turn_key``), and, when there are any, ``tool_calls``: the
+snapshots of the ``tool_invocation`` entities those records REFER_TO, so that a reader of
+history needs one request.
 """
 
 from __future__ import annotations
@@ -251,7 +251,9 @@ def recent_conversation(conn: sqlite3.Connection, body: Mapping[str, Any]) -> di
     item = _item(row, messages, fields)
     item["has_more"] = len(page) > limit
     records = item["turn_records"] = _turn_records(conn, fields, messages)
-    item["tool_calls"] = _tool_calls(conn, records)
+    calls = _tool_calls(conn, records)
+    if calls:  # only then: a page without calls answers as before tool calls were stored
+        item["tool_calls"] = calls
     return item
 
 

@@ -1,0 +1,269 @@
+"""Benchmark: does retrieval find the entities a message names, and link nothing else?
+
+    python benchmarks/retrieval_quality.py [--url http://127.0.0.1:PORT --token dev-local]
+                                           [--baseline SRC_DIR] [--rounds 5] [--json PATH]
+                                           [--check]
+
+The labelled corpus (``benchmarks/retrieval_corpus.json``) is a store full of distractors
+(names inside other names, capitalised common words, shared first names, near-duplicate
+companies, emails, domains, accents) and conversations whose every user message lists the
+entities it truly names, and what its reply produces (``t.remember``) for later turns.
+The corpus is seeded into a fresh embedded store (and, with ``--url``, into a real Neotoma
+server: use a fresh instance), every conversation is run turn by turn, and each turn's
+retrieved set and the REFERS_TO edges its user message got (read back from the store) are
+compared with the labels:
+
+- precision: retrieved entities the message names / retrieved entities;
+- recall: named entities retrieved / named entities;
+- wrong edges per turn: REFERS_TO edges of user messages to entities they do not name.
+
+Goals: precision >= 0.98 and recall >= 0.95 on every backend (``--check`` exits 1 when
+missed). Every miss and every wrong entity is listed.
+
+``--baseline SRC_DIR`` also measures the CPU a turn's retrieval costs, side by side: this
+tree and ``SRC_DIR`` (another checkout of the package, e.g. the main branch before issue
+22) each run the corpus's messages through ``memory.retrieve(text)`` and through whole
+turns (``async with memory.turn(text)``) on an embedded store, in alternating subprocesses
+(``--rounds`` each), and the medians of process CPU time per message are printed with
+their ratio (goal: at most 1.2x).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+CORPUS = Path(__file__).resolve().parent / "retrieval_corpus.json"
+PRECISION_GOAL = 0.98
+RECALL_GOAL = 0.95
+CPU_GOAL = 1.2
+
+
+def load_corpus() -> dict[str, Any]:
+    corpus: dict[str, Any] = json.loads(CORPUS.read_text("utf-8"))
+    return corpus
+
+
+# ------------------------------------------------------------------ quality
+
+
+async def run_quality(transport: Any, tag: str) -> dict[str, Any]:
+    from neotoma_agent import NeotomaMemory
+
+    corpus = load_corpus()
+    seed = NeotomaMemory(transport, conversation_id=f"seed-{tag}")
+    ids: dict[str, str] = {}
+    for key, spec in corpus["entities"].items():
+        fields = {k: v for k, v in spec.items() if k != "entity_type"}
+        ids[key] = await seed.remember(spec["entity_type"], **fields)
+    names = {v: k for k, v in ids.items()}
+    tp = fp = fn = wrong_edges = turns = 0
+    failures: list[dict[str, Any]] = []
+    for conversation in corpus["conversations"]:
+        memory = NeotomaMemory(transport, conversation_id=f"{conversation['id']}-{tag}")
+        for spec in conversation["turns"]:
+            async with memory.turn(spec["text"]) as t:
+                got = set(t.retrieved_ids)
+                made = spec.get("made")
+                if made is not None:
+                    fields = {k: v for k, v in made.items() if k not in ("key", "entity_type")}
+                    ids[made["key"]] = t.remember(made["entity_type"], **fields)
+                    names[ids[made["key"]]] = made["key"]
+                t.reply = "Noted."
+            truth = {ids[k] for k in spec["names"]}
+            related = await transport.retrieve_related_entities(
+                t.user_message_id, relationship_types=["REFERS_TO"], direction="outbound"
+            )
+            edges = {r.target_entity_id for r in related.relationships}
+            turns += 1
+            tp += len(got & truth)
+            fp += len(got - truth)
+            fn += len(truth - got)
+            wrong_edges += len(edges - truth)
+            if got != truth or edges - truth:
+                failures.append(
+                    {
+                        "conversation": conversation["id"],
+                        "text": spec["text"],
+                        "wrong": sorted(names.get(i, i) for i in got - truth),
+                        "missed": sorted(names.get(i, i) for i in truth - got),
+                        "wrong_edges": sorted(names.get(i, i) for i in edges - truth),
+                    }
+                )
+    return {
+        "turns": turns,
+        "named": tp + fn,
+        "retrieved": tp + fp,
+        "precision": round(tp / (tp + fp), 4) if tp + fp else 1.0,
+        "recall": round(tp / (tp + fn), 4) if tp + fn else 1.0,
+        "wrong_edges_per_turn": round(wrong_edges / turns, 4),
+        "failures": failures,
+    }
+
+
+async def quality_embedded() -> dict[str, Any]:
+    from neotoma_agent import EmbeddedStore
+
+    with tempfile.TemporaryDirectory() as tmp:
+        async with EmbeddedStore.open(Path(tmp) / "quality.db") as store:
+            return await run_quality(store, "embedded")
+
+
+async def quality_http(url: str, token: str | None) -> dict[str, Any]:
+    from neotoma_agent import HttpTransport
+
+    async with HttpTransport(url, token=token) as transport:
+        return await run_quality(transport, f"http-{uuid.uuid4().hex[:8]}")
+
+
+# ------------------------------------------------------------------ CPU, side by side
+
+_PROBE = r"""
+import asyncio, json, logging, sys, tempfile, time
+from pathlib import Path
+import structlog
+structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
+from neotoma_agent import EmbeddedStore, NeotomaMemory
+corpus = json.loads(Path(sys.argv[1]).read_text("utf-8"))
+repeats = int(sys.argv[2])
+texts = [t["text"] for c in corpus["conversations"] for t in c["turns"]]
+
+async def main():
+    with tempfile.TemporaryDirectory() as tmp:
+        async with EmbeddedStore.open(Path(tmp) / "cpu.db") as store:
+            seed = NeotomaMemory(store, conversation_id="seed")
+            for spec in corpus["entities"].values():
+                fields = {k: v for k, v in spec.items() if k != "entity_type"}
+                await seed.remember(spec["entity_type"], **fields)
+            memory = NeotomaMemory(store, conversation_id="cpu")
+            for text in texts:  # warm caches and the store
+                await memory.retrieve(text)
+            started = time.process_time()
+            for _ in range(repeats):
+                for text in texts:
+                    await memory.retrieve(text)
+            retrieve_ms = (time.process_time() - started) * 1000 / (repeats * len(texts))
+            started = time.process_time()
+            for _ in range(repeats):
+                for text in texts:
+                    async with memory.turn(text) as t:
+                        t.reply = "Noted."
+            turn_ms = (time.process_time() - started) * 1000 / (repeats * len(texts))
+    print(json.dumps({"retrieve_ms": retrieve_ms, "turn_ms": turn_ms}))
+
+asyncio.run(main())
+"""
+
+
+def _probe(src: Path, repeats: int) -> dict[str, float]:
+    env = {**os.environ, "PYTHONPATH": str(src)}
+    proc = subprocess.run(
+        [sys.executable, "-c", _PROBE, str(CORPUS), str(repeats)],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=True,
+        timeout=600,
+    )
+    figures: dict[str, float] = json.loads(proc.stdout.strip().splitlines()[-1])
+    return figures
+
+
+def cpu_side_by_side(baseline: Path, rounds: int, repeats: int) -> dict[str, Any]:
+    ours_src = Path(__file__).resolve().parents[1]
+    ours: list[dict[str, float]] = []
+    base: list[dict[str, float]] = []
+    for _ in range(rounds):  # interleaved, so both see the same machine
+        ours.append(_probe(ours_src, repeats))
+        base.append(_probe(baseline, repeats))
+    out: dict[str, Any] = {"rounds": rounds, "repeats": repeats, "baseline_src": str(baseline)}
+    for key in ("retrieve_ms", "turn_ms"):
+        o = statistics.median(r[key] for r in ours)
+        b = statistics.median(r[key] for r in base)
+        out[key] = {"ours": round(o, 4), "baseline": round(b, 4), "ratio": round(o / b, 3)}
+    return out
+
+
+# ------------------------------------------------------------------ report
+
+
+def render(report: dict[str, Any]) -> str:
+    lines = [
+        "| backend | turns | named | retrieved | precision | recall | wrong edges / turn |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for name, row in report["backends"].items():
+        lines.append(
+            f"| {name} | {row['turns']} | {row['named']} | {row['retrieved']} | "
+            f"{row['precision']:.3f} | {row['recall']:.3f} | {row['wrong_edges_per_turn']:.3f} |"
+        )
+    for name, row in report["backends"].items():
+        for f in row["failures"]:
+            lines.append(
+                f"  {name}: {f['text']!r}: wrong {f['wrong']} missed {f['missed']}"
+                f" wrong edges {f['wrong_edges']}"
+            )
+    cpu = report.get("cpu")
+    if cpu:
+        lines += [
+            "",
+            f"CPU per message, embedded store, medians of {cpu['rounds']} interleaved runs "
+            f"(baseline: {cpu['baseline_src']}):",
+            "| measured | this tree | baseline | ratio |",
+            "|---|---|---|---|",
+        ]
+        for key, label in (("retrieve_ms", "memory.retrieve(text)"), ("turn_ms", "whole turn")):
+            c = cpu[key]
+            lines.append(
+                f"| {label} | {c['ours']:.3f} ms | {c['baseline']:.3f} ms | {c['ratio']:.2f}x |"
+            )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--url", help="also run on this Neotoma server (a fresh instance)")
+    parser.add_argument("--token", default=None)
+    parser.add_argument("--baseline", type=Path, help="another source tree, for CPU")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--repeats", type=int, default=20)
+    parser.add_argument("--json", type=Path)
+    parser.add_argument("--check", action="store_true", help="exit 1 when a goal is missed")
+    args = parser.parse_args(argv)
+
+    import structlog
+
+    # The application (this script) decides logging: per-turn INFO events would dominate.
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
+    started = time.perf_counter()
+    report: dict[str, Any] = {"backends": {"embedded": asyncio.run(quality_embedded())}}
+    if args.url:
+        report["backends"]["real server"] = asyncio.run(quality_http(args.url, args.token))
+    if args.baseline:
+        report["cpu"] = cpu_side_by_side(args.baseline, args.rounds, args.repeats)
+    report["seconds"] = round(time.perf_counter() - started, 1)
+    print(render(report))
+    if args.json:
+        args.json.write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n")
+    missed = any(
+        row["precision"] < PRECISION_GOAL or row["recall"] < RECALL_GOAL
+        for row in report["backends"].values()
+    )
+    if args.baseline:
+        missed = missed or report["cpu"]["retrieve_ms"]["ratio"] > CPU_GOAL
+    return 1 if args.check and missed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

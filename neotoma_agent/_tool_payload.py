@@ -1,0 +1,185 @@
+"""What a stored tool call keeps: the ``tool_invocation`` request element of one call.
+
+The declared fields a real Neotoma 0.22.0 server keeps in the snapshot first, then what only
+the observation keeps (the call id, the error class, the arguments and the result), the
+values redacted and capped as the memory's settings say. Pure: no I/O, no clock.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Final, Literal, Protocol, get_args
+
+import attrs
+
+from ._log import get_logger
+from ._text import check_plain
+from ._tools import TOOL_TYPE, ToolCall
+
+__all__ = [
+    "ARGS_FIELD",
+    "CALL_ID_FIELD",
+    "CHARS_SUFFIX",
+    "DEFAULT_PAYLOADS",
+    "DEFAULT_TOOL_PAYLOAD_CHARS",
+    "ERROR_CLASS_FIELD",
+    "RESULT_FIELD",
+    "SUMMARY_CHARS",
+    "ToolPayloadMode",
+    "ToolPayloads",
+    "ToolRedactor",
+    "summarize",
+    "tool_entity",
+]
+
+logger = get_logger()
+
+#: What a stored call keeps of its arguments and result (``NeotomaMemory(tool_payloads=)``).
+ToolPayloadMode = Literal["full", "summary", "none"]
+_MODES: Final[tuple[ToolPayloadMode, ...]] = get_args(ToolPayloadMode)
+
+#: The default cap on each stored argument or result value, in characters of compact JSON.
+DEFAULT_TOOL_PAYLOAD_CHARS: Final = 4096
+#: The length of a summary (``tool_payloads="summary"``, and what ``show`` prints).
+SUMMARY_CHARS: Final = 120
+
+# Undeclared fields of a tool_invocation observation (the snapshot drops them).
+ARGS_FIELD: Final = "arguments"
+RESULT_FIELD: Final = "result"
+CALL_ID_FIELD: Final = "call_id"
+ERROR_CLASS_FIELD: Final = "error_class"
+#: the original length (compact JSON characters) of a value stored cut
+CHARS_SUFFIX: Final = "_chars"
+
+
+class ToolRedactor(Protocol):
+    """``redact_tool(tool_name, field, value)``: what to store of an argument or result.
+
+    ``field`` is ``"args"`` or ``"result"``; return the value to store (plain JSON), e.g.
+    with secrets masked. It sees the value before the cap applies. If it raises, neither
+    value of that call is stored (a marker says so, and a WARNING is logged): a failing
+    redactor never leaks what it was meant to hide, nor loses the turn.
+    """
+
+    def __call__(self, tool_name: str, field: Literal["args", "result"], value: Any) -> Any: ...
+
+
+@attrs.frozen
+class ToolPayloads:
+    """What a stored call keeps of its arguments and result (the memory's settings)."""
+
+    mode: ToolPayloadMode = "full"
+    max_chars: int = DEFAULT_TOOL_PAYLOAD_CHARS
+    redact: ToolRedactor | None = None
+
+    def __attrs_post_init__(self) -> None:
+        if self.mode not in _MODES:
+            raise ValueError(f"tool_payloads must be one of {list(_MODES)}, got {self.mode!r}")
+        max_chars = self.max_chars
+        if isinstance(max_chars, bool) or not isinstance(max_chars, int) or max_chars < 1:
+            raise ValueError(f"tool_payload_chars must be an int >= 1, got {max_chars!r}")
+        if self.redact is not None and not callable(self.redact):
+            raise TypeError("redact_tool must be callable")
+
+
+#: What the memory stores when nothing is configured.
+DEFAULT_PAYLOADS: Final = ToolPayloads()
+
+_STORED_AS: Final[tuple[tuple[Literal["args", "result"], str], ...]] = (
+    ("args", ARGS_FIELD),
+    ("result", RESULT_FIELD),
+)
+
+# Stored in place of both values when the redactor failed.
+_REDACTION_FAILED: Final = "[not stored: redact_tool raised]"
+
+
+def _compact(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+def summarize(value: Any, max_chars: int = SUMMARY_CHARS) -> str:
+    """``value`` as one line of compact JSON, cut to ``max_chars`` with ``…[+N chars]``."""
+    text = value if isinstance(value, str) and _is_cut(value) else _compact(value)
+    return _cut(text, max_chars)
+
+
+def _is_cut(text: str) -> bool:
+    return text.endswith(" chars]") and "…[+" in text
+
+
+def _cut(text: str, max_chars: int) -> str:
+    if len(text) <= max_chars:
+        return text
+    return f"{text[:max_chars]}…[+{len(text) - max_chars} chars]"
+
+
+def _kept(value: Any, payloads: ToolPayloads) -> tuple[Any, int | None]:
+    # (what to store, the original length when it is stored cut)
+    if payloads.mode == "summary":
+        text = _compact(value)
+        limit = min(SUMMARY_CHARS, payloads.max_chars)
+        return _cut(text, limit), (len(text) if len(text) > limit else None)
+    if isinstance(value, str) and 6 * len(value) + 2 <= payloads.max_chars:
+        # Short enough whatever JSON escapes (at most 6 characters each, and the quotes):
+        # no need to serialise it to measure it.
+        return value, None
+    text = _compact(value)
+    if len(text) <= payloads.max_chars:
+        return value, None
+    return _cut(text, payloads.max_chars), len(text)
+
+
+def tool_entity(
+    call: ToolCall, turn_key: str, harness: str | None, payloads: ToolPayloads = DEFAULT_PAYLOADS
+) -> dict[str, Any]:
+    """The ``tool_invocation`` request element of one call (a fixed key order).
+
+    The declared fields first (the snapshot), then what only the observation keeps: the
+    call id, the error class, and the arguments and result as ``payloads`` says (redacted,
+    then capped: a value longer than the cap is stored as its compact JSON cut with a
+    ``…[+N chars]`` marker, and ``arguments_chars`` / ``result_chars`` hold the original
+    length).
+    """
+    entity: dict[str, Any] = {
+        "entity_type": TOOL_TYPE,
+        "turn_key": turn_key,
+        "tool_name": call.name,
+        "invoked_at": call.invoked_at,
+    }
+    if call.duration_ms is not None:
+        entity["duration_ms"] = call.duration_ms
+    entity["result_status"] = call.status
+    if harness is not None:
+        entity["harness"] = harness
+    if call.call_id is not None:
+        entity[CALL_ID_FIELD] = call.call_id
+    if call.error_class is not None:
+        entity[ERROR_CLASS_FIELD] = call.error_class
+    if payloads.mode == "none":
+        return entity
+    values: dict[Literal["args", "result"], Any] = {"args": call.args, "result": call.result}
+    if payloads.redact is not None:
+        redact = payloads.redact
+        try:
+            values = {
+                field: None
+                if value is None
+                else check_plain("what redact_tool returned", redact(call.name, field, value))
+                for field, value in values.items()
+            }
+        except Exception as exc:
+            logger.warning(
+                "tool.redaction_failed", tool_status=call.status, error=type(exc).__name__
+            )
+            entity[ARGS_FIELD] = _REDACTION_FAILED
+            return entity
+    for field, stored_as in _STORED_AS:
+        value = values[field]
+        if value is None:
+            continue
+        kept, original = _kept(value, payloads)
+        entity[stored_as] = kept
+        if original is not None:
+            entity[stored_as + CHARS_SUFFIX] = original
+    return entity

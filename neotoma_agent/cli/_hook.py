@@ -1,0 +1,277 @@
+"""``neotoma-agent hook HARNESS EVENT`` and ``neotoma-agent hooks install|uninstall|status``.
+
+Only the command wrappers: what a hook does lives in :mod:`neotoma_agent.hooks`. ``hook``
+always exits 0 (a coding agent must never be blocked by its memory): its answer goes to
+stdout, a problem to stderr as one line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import json
+import os
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from .._terminal import printable
+from ._common import CLIError, Command, db_path, option, resolve_token, resolve_url
+
+if TYPE_CHECKING:
+    from ..hooks import Change
+
+__all__ = ["HOOK", "HOOKS", "default_state_path", "register"]
+
+_HARNESSES = ("claude-code", "codex", "cursor")
+
+
+def default_state_path() -> Path:
+    """``$NEOTOMA_AGENT_HOOK_STATE``, else ``neotoma-agent/hooks-state.db`` in the data dir."""
+    env = os.environ.get("NEOTOMA_AGENT_HOOK_STATE")
+    if env:
+        return Path(env).expanduser()
+    base = Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share")
+    return base / "neotoma-agent" / "hooks-state.db"
+
+
+def _state_path(args: argparse.Namespace) -> Path:
+    state = getattr(args, "state", None)
+    return Path(state).expanduser() if state else default_state_path()
+
+
+def run_hook_command(args: argparse.Namespace) -> int:
+    """One hook event: stdin in, the harness's answer out; exit status 0 whatever happens."""
+    from ..hooks import HARNESSES, StoreSpec, run_hook
+
+    label = f"neotoma-agent hook {printable(args.harness)} {printable(args.event)}"
+    try:
+        raw = sys.stdin.buffer.read(32 * 1024 * 1024 + 1)
+    except (OSError, ValueError):
+        raw = b""
+    if args.harness not in HARNESSES:
+        print(f"{label}: unknown harness (known: {', '.join(HARNESSES)})", file=sys.stderr)
+        return 0
+    try:
+        url = resolve_url(args)
+        state = _state_path(args)
+        spec = (
+            StoreSpec(url=url, token=resolve_token(args), outbox=state.with_name("hooks-outbox.db"))
+            if url
+            else StoreSpec(db=db_path(args))
+        )
+    except CLIError as exc:
+        print(f"{label}: {exc.message}", file=sys.stderr)
+        return 0
+    outcome = run_hook(
+        args.harness,
+        args.event,
+        raw,
+        store=spec,
+        state_path=state,
+        context_chars=args.context_chars,
+        timeout=args.timeout,
+    )
+    if outcome.stdout is not None:
+        sys.stdout.write(outcome.stdout + "\n")
+        sys.stdout.flush()
+    if outcome.problem:
+        print(f"{label}: {printable(outcome.problem)}", file=sys.stderr)
+    return 0
+
+
+HOOK = Command(
+    "hook",
+    help="handle one coding-agent hook event (what `hooks install` registers)",
+    description="""
+        Read one hook input (JSON) on stdin from Claude Code, Codex or Cursor, store what it
+        says in the store (--db, or --url/--token), and print the answer the harness
+        honours (the turn's context on a submitted prompt). Always exits 0; a problem is
+        one line on stderr. Installed by `neotoma-agent hooks install HARNESS`.
+    """,
+    run=run_hook_command,
+    default_log_level="critical",
+    options=(
+        option("harness", metavar="HARNESS", help="claude-code, codex or cursor"),
+        option("event", metavar="EVENT", help="the harness's event name, e.g. Stop"),
+        option(
+            "--state",
+            metavar="PATH",
+            help="the hooks' shared state file (default: $NEOTOMA_AGENT_HOOK_STATE, else "
+            "hooks-state.db in the per-user data directory)",
+        ),
+        option(
+            "--context-chars",
+            type=int,
+            default=4000,
+            metavar="N",
+            help="budget of the context block given with a prompt (0: none; default 4000)",
+        ),
+        option(
+            "--timeout",
+            type=float,
+            default=10.0,
+            metavar="SECONDS",
+            help="answer within this long whatever the store does (default 10)",
+        ),
+    ),
+)
+
+
+def _project(args: argparse.Namespace) -> Path:
+    return Path(args.project).expanduser().resolve() if args.project else Path.cwd()
+
+
+def run_hooks_command(args: argparse.Namespace) -> int:
+    """``hooks install|uninstall|status HARNESS``."""
+    from ..hooks import HookState, InstallError, harness_module, install, installed, uninstall
+
+    module = harness_module(args.harness)
+    path = module.settings_path(args.scope, _project(args))
+    try:
+        if args.action == "install":
+            store_args = _store_args(args)
+            change = install(args.harness, path, store_args, python=sys.executable)
+            if _print_change(args.harness, change, "hooks already installed in"):
+                print(f"store: {_store_label(store_args)}")
+            return 0
+        if args.action == "uninstall":
+            change = uninstall(args.harness, path)
+            _print_change(args.harness, change, "no neotoma-agent hooks in")
+            return 0
+        ours = installed(args.harness, path)
+    except InstallError as exc:
+        raise CLIError(str(exc)) from None
+    state = _state_path(args)
+    fired: dict[str, tuple[float, int, int]] = {}
+    counts = {"open": 0, "undelivered": 0, "done": 0}
+    if state.exists():
+        with HookState(state) as s:
+            fired, counts = s.last_fired(args.harness), s.counts(args.harness)
+    report = {
+        "harness": args.harness,
+        "settings": str(path),
+        "installed": [e for e in module.EVENTS if e in ours],
+        "missing": [e for e in module.EVENTS if e not in ours],
+        "state": str(state),
+        "events": {
+            e: {"last_fired": _iso(fired[e][0]), "runs": fired[e][1], "problems": fired[e][2]}
+            for e in module.EVENTS
+            if e in fired
+        },
+        "turns": counts,
+    }
+    if args.json:
+        print(json.dumps(report, indent=2))
+        return 0
+    word = "installed" if not report["missing"] else "partly installed" if ours else "not installed"
+    print(f"{args.harness}: hooks {word} in {path}")
+    for event in module.EVENTS:
+        mark = "yes" if event in ours else "no "
+        seen = report["events"].get(event)
+        last = f"last fired {seen['last_fired']} ({seen['runs']} runs" if seen else "never fired"
+        if seen:
+            last += f", {seen['problems']} with a problem)" if seen["problems"] else ")"
+        print(f"  {mark} {event:<20} {last}")
+    print(
+        f"turns: {counts['open']} open, {counts['undelivered']} waiting for the store, "
+        f"{counts['done']} stored"
+    )
+    return 0
+
+
+def _iso(unix: float) -> str:
+    return _dt.datetime.fromtimestamp(unix, tz=_dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def _print_change(harness: str, change: Change, unchanged: str) -> bool:
+    """Print what an install or uninstall did; whether it wrote the file."""
+    if not change.changed:
+        print(f"{harness}: {unchanged} {change.path}; nothing changed")
+        return False
+    for event, what in change.events:
+        print(f"{what} {event}")
+    backup = f" (backup: {change.backup})" if change.backup else ""
+    print(f"{harness}: wrote {change.path}{backup}")
+    return True
+
+
+def _store_args(args: argparse.Namespace) -> list[str]:
+    """The store the installed hooks name, fixed now (the harness's environment may differ)."""
+    url = resolve_url(args)
+    extra: list[str] = []
+    if args.state:
+        extra += ["--state", str(Path(args.state).expanduser().resolve())]
+    if args.context_chars is not None:
+        extra += ["--context-chars", str(args.context_chars)]
+    if url:
+        # A token given on the command line is written; one from the environment is read
+        # by the hook from its own environment at run time.
+        token = getattr(args, "token", None)
+        return ["--url", url, *(["--token", token] if token else []), *extra]
+    return ["--db", str(db_path(args).resolve()), *extra]
+
+
+def _store_label(store_args: list[str]) -> str:
+    if "--url" in store_args:
+        url = store_args[store_args.index("--url") + 1]
+        token = "--token" in store_args
+        return f"{url} (token {'written in the settings file' if token else 'from $NEOTOMA_TOKEN'})"
+    return store_args[store_args.index("--db") + 1]
+
+
+def run_backfill(args: argparse.Namespace) -> int:
+    """``import --from HARNESS PATH``: a harness's transcripts as turns; 0 when all stored."""
+    from ..hooks import backfill
+    from ._common import open_transport, run_async
+
+    path = Path(args.file).expanduser()
+    if not path.exists():
+        raise CLIError(f"cannot read {path}: not found", "pass a transcript file or folder")
+
+    async def go() -> int:
+        async with open_transport(args) as transport:
+            report = await backfill(transport, args.source, path)
+        skipped = ", ".join(f"{n} {kind}" for kind, n in sorted(report.skipped.items()))
+        print(
+            f"{report.files} transcript files: {report.stored} turns stored, "
+            f"{report.already} already stored, {report.no_reply} without a reply (not stored), "
+            f"{report.bad_lines} unreadable lines; line kinds skipped: {skipped or 'none'}"
+        )
+        return 1 if report.bad_lines else 0
+
+    return int(run_async(go))
+
+
+HOOKS = Command(
+    "hooks",
+    help="install, remove or check the coding-agent hooks (Claude Code, Codex, Cursor)",
+    description="""
+        install: add `neotoma-agent hook` for every event the harness needs to its settings
+        (other hooks kept, a backup of the old file made, a second install changes
+        nothing), naming the store (--db, or --url/--token). uninstall: remove them.
+        status: whether they are installed and when each last fired.
+    """,
+    run=run_hooks_command,
+    options=(
+        option("action", choices=("install", "uninstall", "status")),
+        option("harness", choices=_HARNESSES),
+        option(
+            "--scope",
+            choices=("user", "project"),
+            default="user",
+            help="the user's settings (default) or the project's",
+        ),
+        option("--project", metavar="DIR", help="the project for --scope project (default: .)"),
+        option("--state", metavar="PATH", help="the hooks' state file (written in the command)"),
+        option(
+            "--context-chars",
+            type=int,
+            default=None,
+            metavar="N",
+            help="context budget the hooks give a prompt (default 4000)",
+        ),
+        option("--json", action="store_true", help="status as JSON"),
+    ),
+)
+register = HOOK.register

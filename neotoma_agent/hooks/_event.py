@@ -1,0 +1,179 @@
+"""What a harness's hook input means, whichever harness sent it.
+
+Each harness module (``claude_code``, ``codex``, ``cursor``) reads its own fields into one
+:class:`HookEvent`; the engine (``_run``) acts on that alone. Reading is strict about types
+and silent about content: a field of the wrong type raises :class:`BadInput` naming the
+field, never quoting it.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import enum
+import hashlib
+from collections.abc import Mapping
+from typing import Any, Final
+
+import attrs
+
+__all__ = [
+    "NO_STOP",
+    "BadInput",
+    "HookEvent",
+    "Kind",
+    "conversation_id",
+    "optional_str",
+    "required_str",
+    "text",
+    "tool_record",
+    "turn_id",
+]
+
+#: characters the library refuses in a turn id (they join keys); a harness id holding one
+#: is replaced by a digest of itself, the same in every process
+_KEY_JOINERS: Final = (":", "|")
+
+
+#: the error class of a turn that got no Stop (abandoned by the next prompt)
+NO_STOP: Final = "NoStopHook"
+
+
+class BadInput(ValueError):
+    """The hook input cannot be used (its message names fields, never their content)."""
+
+
+class Kind(enum.Enum):
+    """What an event does to a turn."""
+
+    #: the person submitted a prompt: store the user message, answer with context
+    PROMPT = "prompt"
+    #: a tool ran (or failed): keep the call for the turn's closing store
+    TOOL = "tool"
+    #: the reply so far (Cursor's ``afterAgentResponse``): kept, the turn stays open
+    REPLY = "reply"
+    #: the agent finished its reply: store it
+    STOP = "stop"
+    #: the turn ended without a reply (an error, an abort): store it as abandoned
+    FAILED = "failed"
+    #: the session ended: abandon what is still open
+    SESSION_END = "session_end"
+    #: an event we are installed for but that stores nothing (e.g. a session start)
+    NOTHING = "nothing"
+
+
+@attrs.frozen
+class HookEvent:
+    """One hook input, read. ``turn_id=None``: the session's latest turn."""
+
+    kind: Kind
+    #: the harness's session, prefixed with the harness name (our conversation id)
+    conversation_id: str
+    turn_id: str | None = None
+    prompt: str | None = None
+    #: STOP: the final reply; REPLY: the text so far; FAILED: what the person saw
+    reply: str | None = None
+    #: FAILED / SESSION_END: why (stored as the turn's error class)
+    error_class: str | None = None
+    #: TOOL: the call as the tool-call API's plain JSON (``ToolCall.to_json()``)
+    tool: Mapping[str, Any] | None = None
+    #: the model the harness names, if any (stored on the turn record)
+    model: str | None = None
+
+
+def _well_formed(key: str, value: str) -> str:
+    # JSON can carry half a character (a lone surrogate escape); no store can hold one.
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise BadInput(f"field {key!r} is not well-formed text (a lone surrogate)") from None
+    return value
+
+
+def required_str(payload: Mapping[str, Any], key: str) -> str:
+    """``payload[key]`` as a non-empty, well-formed string, or :class:`BadInput`."""
+    value = payload.get(key)
+    if not isinstance(value, str):
+        kind = "missing" if value is None else f"a {type(value).__name__}, not a string"
+        raise BadInput(f"field {key!r} is {kind}")
+    if not value.strip():
+        raise BadInput(f"field {key!r} is empty")
+    return _well_formed(key, value)
+
+
+def optional_str(payload: Mapping[str, Any], key: str) -> str | None:
+    """``payload[key]`` if it is a string, ``None`` if absent or null, else :class:`BadInput`."""
+    value = payload.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise BadInput(f"field {key!r} is a {type(value).__name__}, not a string")
+    return _well_formed(key, value)
+
+
+def text(payload: Mapping[str, Any], key: str) -> str:
+    """``payload[key]`` as well-formed text (empty allowed), or :class:`BadInput`."""
+    value = payload.get(key)
+    if not isinstance(value, str):
+        kind = "missing" if value is None else f"a {type(value).__name__}, not a string"
+        raise BadInput(f"field {key!r} is {kind}")
+    return _well_formed(key, value)
+
+
+def conversation_id(harness: str, session_id: str) -> str:
+    """Our conversation id for a harness session: ``{harness}-{session_id}``.
+
+    The prefix keeps sessions of two harnesses apart and tells a reader of ``show`` where
+    a conversation came from.
+    """
+    return f"{harness}-{session_id.strip()}"
+
+
+def turn_id(harness_id: str) -> str:
+    """Our turn id for the harness's own turn id: the same, unless it holds ``:`` or ``|``."""
+    value = harness_id.strip()
+    if any(c in value for c in _KEY_JOINERS) or value.lower() == "assistant":
+        return "h" + hashlib.sha256(value.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+    return value
+
+
+def tool_record(
+    name: str,
+    *,
+    args: Any,
+    result: Any,
+    status: str,
+    call_id: str | None,
+    duration_ms: float | None,
+    error_class: str | None = None,
+) -> dict[str, Any]:
+    """A tool call as the tool-call API's plain JSON (``ToolCall.to_json()``), checked now.
+
+    A harness reports a call when it ended; it started ``duration_ms`` earlier. A call the
+    API refuses (a value that is not plain JSON, a bad status) is :class:`BadInput`.
+    """
+    from neotoma_agent import ToolCall
+
+    ended = _dt.datetime.now(_dt.timezone.utc)
+    started = ended - _dt.timedelta(milliseconds=duration_ms or 0)
+    try:
+        call = ToolCall.create(
+            name,
+            args=args,
+            result=result,
+            status=status,  # type: ignore[arg-type]
+            invoked_at=started,
+            duration_ms=duration_ms,
+            call_id=call_id,
+            error_class=error_class,
+        )
+    except (TypeError, ValueError) as exc:
+        raise BadInput(f"the tool call cannot be recorded ({type(exc).__name__})") from None
+    return call.to_json()
+
+
+def duration(payload: Mapping[str, Any], key: str) -> float | None:
+    """A duration in milliseconds if the field holds a non-negative number."""
+    value = payload.get(key)
+    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+        return None
+    return float(value)

@@ -1,0 +1,219 @@
+"""``hooks install | uninstall | status``: our entries in a harness's settings file.
+
+Claude Code (``settings.json``) and Codex (``hooks.json``) share one shape::
+
+    {"hooks": {"Stop": [{"matcher": "...", "hooks": [{"type": "command", "command": "..."}]}]}}
+
+and Cursor has its own (``{"version": 1, "hooks": {"stop": [{"command": "..."}]}}``). An
+entry is ours when its command runs ``neotoma_agent hook`` / ``neotoma-agent hook``; nothing
+else in the file is touched, its key order included. A change is written atomically
+(a temporary file renamed over the old one) after a backup of the old file beside it
+(``*.neotoma-agent.bak``); an install that would change nothing writes nothing.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import shlex
+import shutil
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Final
+
+import attrs
+
+from ._run import harness_module
+
+__all__ = ["Change", "InstallError", "hook_command", "install", "installed", "uninstall"]
+
+#: Claude Code's per-hook time limit, seconds (the hook bounds itself well below it)
+_CLAUDE_TIMEOUT: Final = 30
+BACKUP_SUFFIX: Final = ".neotoma-agent.bak"
+
+
+class InstallError(Exception):
+    """The settings file cannot be changed safely (it is not the JSON we expect)."""
+
+
+@attrs.frozen
+class Change:
+    """What an install or uninstall did to one settings file."""
+
+    path: Path
+    #: ``(event, "added" | "updated" | "removed")``, in the harness's event order
+    events: tuple[tuple[str, str], ...]
+    backup: Path | None
+
+    @property
+    def changed(self) -> bool:
+        """Whether the file was written."""
+        return bool(self.events)
+
+
+def hook_command(harness: str, event: str, store_args: Sequence[str], python: str) -> str:
+    """The shell command a harness runs for ``event``: this interpreter, our module."""
+    argv = [python, "-m", "neotoma_agent", "hook", harness, event, *store_args]
+    return " ".join(shlex.quote(a) for a in argv)
+
+
+def _is_ours(command: object) -> bool:
+    if not isinstance(command, str):
+        return False
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        return False
+    for i, word in enumerate(words[:-1]):
+        if words[i + 1] == "hook" and (
+            word == "neotoma_agent" or os.path.basename(word) == "neotoma-agent"
+        ):
+            return True
+    return False
+
+
+def _load(path: Path) -> dict[str, Any]:
+    if not path.exists():
+        return {}
+    text = path.read_text(encoding="utf-8")
+    if not text.strip():
+        return {}
+    try:
+        data = json.loads(text)
+    except ValueError:
+        raise InstallError(f"{path} is not JSON; fix or move it, then run this again") from None
+    if not isinstance(data, dict):
+        raise InstallError(f"{path} holds a JSON {type(data).__name__}, not an object")
+    hooks = data.get("hooks", {})
+    if not isinstance(hooks, dict) or any(not isinstance(v, list) for v in hooks.values()):
+        raise InstallError(f"{path}: 'hooks' is not an object of lists; not changing it")
+    return data
+
+
+def _ours_by_event(harness: str, data: dict[str, Any]) -> dict[str, str]:
+    """``{event: our command}`` as the file has them."""
+    found: dict[str, str] = {}
+    for event, entries in data.get("hooks", {}).items():
+        for entry in entries:
+            for handler in _handlers(harness, entry):
+                if _is_ours(handler.get("command")):
+                    found[event] = str(handler["command"])
+    return found
+
+
+def _handlers(harness: str, entry: object) -> list[dict[str, Any]]:
+    if not isinstance(entry, dict):
+        return []
+    if harness == "cursor":
+        return [entry]
+    inner = entry.get("hooks")
+    return [h for h in inner if isinstance(h, dict)] if isinstance(inner, list) else []
+
+
+def _without_ours(harness: str, data: dict[str, Any]) -> dict[str, Any]:
+    data = copy.deepcopy(data)
+    hooks = data.get("hooks")
+    if not isinstance(hooks, dict):
+        return data
+    for event in list(hooks):
+        kept = []
+        for entry in hooks[event]:
+            if harness == "cursor":
+                if not (isinstance(entry, dict) and _is_ours(entry.get("command"))):
+                    kept.append(entry)
+                continue
+            if isinstance(entry, dict) and isinstance(entry.get("hooks"), list):
+                inner = [
+                    h
+                    for h in entry["hooks"]
+                    if not (isinstance(h, dict) and _is_ours(h.get("command")))
+                ]
+                if not inner and entry["hooks"]:
+                    continue  # the group held only our hook
+                entry = {**entry, "hooks": inner}
+            kept.append(entry)
+        if kept:
+            hooks[event] = kept
+        else:
+            del hooks[event]
+    if not hooks:
+        del data["hooks"]
+    return data
+
+
+def _entry(harness: str, command: str) -> dict[str, Any]:
+    if harness == "cursor":
+        return {"command": command}
+    handler: dict[str, Any] = {"type": "command", "command": command}
+    if harness == "claude-code":
+        handler["timeout"] = _CLAUDE_TIMEOUT
+    return {"hooks": [handler]}
+
+
+def _write(path: Path, old: dict[str, Any] | None, new: dict[str, Any]) -> Path | None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    backup = None
+    if old is not None and path.exists():
+        backup = path.with_name(path.name + BACKUP_SUFFIX)
+        shutil.copy2(path, backup)
+    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(new, f, indent=2, ensure_ascii=False)
+            f.write("\n")
+        if path.exists():
+            shutil.copymode(path, tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return backup
+
+
+def install(
+    harness: str,
+    path: Path,
+    store_args: Sequence[str],
+    *,
+    python: str,
+) -> Change:
+    """Add (or update) our hook for every event the harness handles, in ``path``."""
+    module = harness_module(harness)
+    existed = path.exists()
+    old = _load(path)
+    before = _ours_by_event(harness, old)
+    new = _without_ours(harness, old)
+    if harness == "cursor":
+        new.setdefault("version", 1)
+    hooks = new.setdefault("hooks", {})
+    commands = {e: hook_command(harness, e, store_args, python) for e in module.EVENTS}
+    for event in module.EVENTS:
+        hooks.setdefault(event, []).append(_entry(harness, commands[event]))
+    events = tuple(
+        (e, "added" if e not in before else "updated")
+        for e in module.EVENTS
+        if before.get(e) != commands[e]
+    )
+    events += tuple((e, "removed") for e in before if e not in module.EVENTS)
+    if new == old:
+        return Change(path, (), None)
+    backup = _write(path, old if existed else None, new)
+    return Change(path, events, backup)
+
+
+def uninstall(harness: str, path: Path) -> Change:
+    """Remove our hooks from ``path`` (other hooks and settings kept)."""
+    old = _load(path)
+    before = _ours_by_event(harness, old)
+    if not before:
+        return Change(path, (), None)
+    new = _without_ours(harness, old)
+    backup = _write(path, old, new)
+    return Change(path, tuple((e, "removed") for e in before), backup)
+
+
+def installed(harness: str, path: Path) -> dict[str, str]:
+    """``{event: command}`` for our hooks in ``path`` (empty when none or no file)."""
+    return _ours_by_event(harness, _load(path))

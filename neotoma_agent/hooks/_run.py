@@ -1,0 +1,405 @@
+"""One hook event, start to end: read it, record it, deliver what is due, answer.
+
+``neotoma-agent hook HARNESS EVENT`` runs :func:`run_hook` once per event, as a fresh
+process. The rules it keeps:
+
+- it never blocks the person: whatever happens it returns an answer (the harness's neutral
+  one when nothing better is known), within ``timeout`` seconds; a problem is one line for
+  stderr (:attr:`HookOutcome.problem`), never with message content;
+- what the event says is recorded in the state file (``_state``) before any store, so a
+  store that fails (a killed hook, an unreachable store) is delivered by a later event of
+  the session, in order; the idempotency keys make a repeated delivery a replay;
+- bad input (empty, not JSON, too big, wrong types, an event it does not know) is reported
+  and ignored: nothing is stored, nothing recorded before is touched.
+
+A turn is opened with ``open_turn`` when its prompt arrives (the answer carries
+``OpenTurn.context()``), and closed with ``close_turn`` (the reply) or ``abandon_turn``
+(no Stop came: the next prompt or the session's end closes it) by whichever process sees
+its end, from what the state file kept: the user message id, the retrieved ids and the
+tool calls.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import uuid
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Final, Protocol
+
+import attrs
+
+from ._event import NO_STOP, BadInput, HookEvent, Kind
+from ._state import HookState, PendingTurn
+
+__all__ = [
+    "DEFAULT_CONTEXT_CHARS",
+    "DEFAULT_TIMEOUT",
+    "MAX_INPUT_BYTES",
+    "HookOutcome",
+    "StoreSpec",
+    "harness_module",
+    "run_hook",
+]
+
+#: the most stdin a hook reads; a bigger input is refused whole (never cut)
+MAX_INPUT_BYTES: Final = 32 * 1024 * 1024
+#: seconds a hook may take, end to end, before it answers anyway
+DEFAULT_TIMEOUT: Final = 10.0
+#: the context block's budget (``t.context(max_chars=)``)
+DEFAULT_CONTEXT_CHARS: Final = 4000
+#: deliveries of one turn that may fail (other than a store away) before it is given up
+MAX_ATTEMPTS: Final = 3
+#: seconds retrieval may take on a prompt (the person is waiting for the model)
+RETRIEVAL_TIMEOUT: Final = 1.5
+
+HARNESSES: Final = ("claude-code", "codex", "cursor")
+
+
+class Harness(Protocol):
+    """What a harness module provides (``claude_code``, ``codex``, ``cursor``)."""
+
+    NAME: str
+    EVENTS: tuple[str, ...]
+
+    def parse(self, event: str, payload: Mapping[str, Any]) -> HookEvent: ...
+
+    def answer(self, event: str, context: str | None) -> dict[str, Any] | None: ...
+
+    def settings_path(self, scope: str, project: Path) -> Path: ...
+
+
+def harness_module(name: str) -> Harness:
+    """The module of harness ``name`` (``ValueError`` for one we do not know)."""
+    if name == "claude-code":
+        from . import claude_code as module
+    elif name == "codex":
+        from . import codex as module  # type: ignore[no-redef]
+    elif name == "cursor":
+        from . import cursor as module  # type: ignore[no-redef]
+    else:
+        raise ValueError(f"unknown harness {name!r} (known: {', '.join(HARNESSES)})")
+    return module  # type: ignore[return-value]
+
+
+@attrs.frozen
+class StoreSpec:
+    """Where turns go: an embedded store file, or a Neotoma server (with an outbox file)."""
+
+    db: Path | None = None
+    url: str | None = None
+    token: str | None = attrs.field(default=None, repr=False)
+    #: the outbox for closing stores a server could not take (``url`` only)
+    outbox: Path | None = None
+
+
+@attrs.frozen
+class HookOutcome:
+    """What the command prints: ``stdout`` (JSON text or ``None``) and ``problem`` (one line)."""
+
+    stdout: str | None
+    problem: str | None = None
+
+
+class _Refused(Exception):
+    """A store the store refuses for good (bad content): dropped, never retried."""
+
+
+def run_hook(
+    harness: str,
+    event: str,
+    raw: bytes,
+    *,
+    store: StoreSpec,
+    state_path: Path,
+    context_chars: int = DEFAULT_CONTEXT_CHARS,
+    timeout: float = DEFAULT_TIMEOUT,
+) -> HookOutcome:
+    """Handle one hook input ``raw`` (stdin's bytes) for ``harness`` and ``event``.
+
+    Never raises for anything the input, the state or the store does: the outcome says what
+    to print and what went wrong.
+    """
+    module = harness_module(harness)
+    neutral = _dump(module.answer(event, None))
+    try:
+        parsed = _read(module, event, raw)
+    except BadInput as exc:
+        _note(state_path, harness, event, problem=True)
+        return HookOutcome(neutral, f"input ignored: {exc}")
+    try:
+        return _handle(module, event, parsed, store, state_path, context_chars, timeout)
+    except Exception as exc:  # the hook must answer whatever broke
+        return HookOutcome(neutral, f"failed: {_describe(exc)}")
+
+
+def _read(module: Harness, event: str, raw: bytes) -> HookEvent:
+    if event not in module.EVENTS:
+        raise BadInput(f"event {event!r} is not one neotoma-agent handles for {module.NAME}")
+    if len(raw) > MAX_INPUT_BYTES:
+        raise BadInput(f"input is larger than {MAX_INPUT_BYTES // (1024 * 1024)} MiB")
+    if not raw.strip():
+        raise BadInput("stdin is empty")
+    try:
+        payload = json.loads(raw)
+    except (ValueError, RecursionError):
+        raise BadInput("stdin is not JSON") from None
+    if not isinstance(payload, dict):
+        raise BadInput(f"stdin is a JSON {type(payload).__name__}, not an object")
+    return module.parse(event, payload)
+
+
+def _note(state_path: Path, harness: str, event: str, *, problem: bool) -> None:
+    try:
+        with HookState(state_path) as state:
+            state.fired(harness, event, problem=problem)
+    except (OSError, sqlite3.Error):
+        pass  # status is a convenience: never a reason to fail the hook
+
+
+def _dump(answer: dict[str, Any] | None) -> str | None:
+    return None if answer is None else json.dumps(answer, ensure_ascii=False)
+
+
+def _describe(exc: BaseException) -> str:
+    # A class name and the library's own message (which never quotes content or tokens).
+    text = str(exc).splitlines()[0] if str(exc) else ""
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _handle(
+    module: Harness,
+    event_name: str,
+    event: HookEvent,
+    store: StoreSpec,
+    state_path: Path,
+    context_chars: int,
+    budget: float,
+) -> HookOutcome:
+    neutral = _dump(module.answer(event_name, None))
+    with HookState(state_path) as state:
+        state.fired(module.NAME, event_name)
+        conv = event.conversation_id
+        turn, problem = _record(module, event, state)
+        if problem is not None:
+            return HookOutcome(neutral, problem)
+        due = state.due(conv)
+        context: str | None = None
+        failure: str | None = None
+        if due or _outbox_waiting(store):
+            # Only now the event loop and the store are loaded: an event with nothing to
+            # deliver (most tool uses) costs a state write and no more.
+            import anyio
+
+            failure = anyio.run(
+                _deliver, budget, module.NAME, conv, due, state, store, context_chars
+            )
+        if turn is not None and event.kind is Kind.PROMPT:
+            row = state.get(conv, turn)
+            context = None if row is None else row.context
+        elif turn is not None and event.kind is Kind.TOOL and module.NAME == "cursor":
+            # Cursor takes no context with the prompt: the turn's first tool use carries it.
+            context = state.take_context(conv, turn)
+        if context_chars <= 0:
+            context = None
+        return HookOutcome(_dump(module.answer(event_name, context or None)), failure)
+
+
+def _record(module: Harness, event: HookEvent, state: HookState) -> tuple[str | None, str | None]:
+    """Write what the event says into the state; the turn it concerns, or a problem."""
+    conv = event.conversation_id
+    if event.kind is Kind.PROMPT:
+        assert event.prompt is not None
+        turn = event.turn_id or uuid.uuid4().hex
+        state.prompt(
+            conv,
+            turn,
+            module.NAME,
+            event.prompt,
+            model=event.model,
+            abandon_others_as=NO_STOP,
+        )
+        return turn, None
+    if event.kind is Kind.SESSION_END:
+        state.end_session(conv, event.error_class or "SessionEnded")
+        return None, None
+    if event.kind is Kind.NOTHING:
+        return None, None
+    known = event.turn_id or state.latest_turn(conv)
+    if known is None or not state.knows(conv, known):
+        # Hooks installed mid-turn, or the prompt's input was refused: no user message to
+        # pair with, so nothing is stored (half a turn would be wrong).
+        return None, "ignored: no prompt was recorded for this turn"
+    turn = known
+    if event.kind is Kind.TOOL:
+        assert event.tool is not None
+        key = event.tool.get("call_id") or f"{event.tool['name']}@{event.tool['invoked_at']}"
+        state.add_tool(conv, turn, str(key), event.tool)
+    elif event.kind is Kind.REPLY:
+        state.reply(conv, turn, event.reply or "")
+    elif event.kind is Kind.STOP:
+        state.end(conv, turn, "completed", reply=event.reply)
+    elif event.kind is Kind.FAILED:
+        state.end(conv, turn, "abandoned", reply=event.reply, error_class=event.error_class)
+    return turn, None
+
+
+async def _deliver(
+    budget: float,
+    harness: str,
+    conv: str,
+    due: list[PendingTurn],
+    state: HookState,
+    spec: StoreSpec,
+    context_chars: int,
+) -> str | None:
+    """Deliver the session's due stores in order, within ``budget`` seconds; the problem."""
+    import anyio
+
+    with anyio.move_on_after(budget):
+        return await _deliver_all(harness, conv, due, state, spec, context_chars)
+    return f"the store did not answer within {budget:g} s; kept for later"
+
+
+async def _deliver_all(
+    harness: str,
+    conv: str,
+    due: list[PendingTurn],
+    state: HookState,
+    spec: StoreSpec,
+    context_chars: int,
+) -> str | None:
+    # Stops at the first store that fails for now: a session's turns land in order.
+    from neotoma_agent import NeotomaMemory
+
+    async with _open_store(spec) as transport:
+        if spec.url and spec.outbox is not None:
+            # Closing stores an earlier event queued go first (the server may be back).
+            await transport.flush_outbox()
+        memory = NeotomaMemory(
+            transport,
+            conversation_id=conv,
+            platform=harness,
+            retrieval_timeout=RETRIEVAL_TIMEOUT,
+        )
+        for row in due:
+            try:
+                await _deliver_turn(memory, row, state, context_chars)
+            except _Refused as exc:
+                # Retrying would fail the same way and hold up the session's later turns.
+                state.drop(conv, row.turn_id)
+                return f"refused by the store, dropped: {exc}"
+            except Exception as exc:
+                # Tried again by the next events. A store that is away (or locked) is waited
+                # for as long as it takes; any other failure that repeats is given up rather
+                # than hold up the session's later turns.
+                failures = state.failed(conv, row.turn_id)
+                if not _transient(exc) and failures >= MAX_ATTEMPTS:
+                    state.drop(conv, row.turn_id)
+                    return f"store failed {failures} times, dropped: {_describe(exc)}"
+                return f"store failed, kept for the next event: {_describe(exc)}"
+    return None
+
+
+async def _deliver_turn(
+    memory: Any, row: PendingTurn, state: HookState, context_chars: int
+) -> None:
+    from neotoma_agent import APIError, IdempotencyMismatchError
+
+    conv, turn = row.conversation_id, row.turn_id
+    user_message_id, retrieved_ids = row.user_message_id, row.retrieved_ids
+    try:
+        if row.phase == "pending":
+            opened = await memory.open_turn(row.user_message, turn_id=turn, model=row.model)
+            user_message_id, retrieved_ids = opened.user_message_id, opened.retrieved_ids
+            state.opened(
+                conv,
+                turn,
+                user_message_id=opened.user_message_id,
+                retrieved_ids=opened.retrieved_ids,
+                context=opened.context(max_chars=context_chars),
+            )
+        if row.ending is None:
+            return
+        tools = _tool_calls(state.tools(conv, turn))
+        if row.ending == "completed":
+            await memory.close_turn(
+                turn,
+                row.reply or "",
+                user_message_id=user_message_id or None,
+                retrieved_ids=retrieved_ids or (),
+                tools=tools,
+                model=row.model,
+            )
+        else:
+            await memory.abandon_turn(
+                turn,
+                error=row.error_class or "Abandoned",
+                partial_reply=row.reply or "",
+                user_message_id=user_message_id or None,
+                retrieved_ids=retrieved_ids or (),
+                tools=tools,
+                model=row.model,
+            )
+        state.closed(conv, turn, row.ending)
+    except IdempotencyMismatchError as exc:
+        # This turn id was stored before with other text (e.g. the same harness turn id
+        # sent again with another prompt): the store keeps the first.
+        raise _Refused(_describe(exc)) from None
+    except APIError as exc:
+        if exc.status >= 500 or exc.status == 429:
+            raise
+        raise _Refused(_describe(exc)) from None
+
+
+def _transient(exc: BaseException) -> bool:
+    """A failure that waiting cures: the store unreachable, busy, or failing on its side."""
+    from neotoma_agent import APIError, TransportError, TurnCloseError
+
+    if isinstance(exc, TurnCloseError) and exc.__cause__ is not None:
+        return _transient(exc.__cause__)  # the closing store's own failure
+    if isinstance(exc, TransportError | OSError | sqlite3.OperationalError):
+        return True
+    return isinstance(exc, APIError) and (exc.status >= 500 or exc.status == 429)
+
+
+def _tool_calls(records: list[dict[str, Any]]) -> list[Any]:
+    """The kept calls as the tool-call API's records (checked when they were kept)."""
+    from neotoma_agent import ToolCall
+
+    return [ToolCall.from_json(record) for record in records]
+
+
+def _outbox_waiting(spec: StoreSpec) -> bool:
+    """Whether closing stores wait in the outbox (then this event tries to deliver them)."""
+    if not spec.url or spec.outbox is None or not spec.outbox.exists():
+        return False
+    from neotoma_agent import outbox_status
+
+    try:
+        return outbox_status(spec.outbox).queued > 0
+    except (OSError, sqlite3.Error):
+        return False
+
+
+def _open_store(spec: StoreSpec) -> Any:
+    if spec.url:
+        from neotoma_agent import HttpTransport, RetryPolicy
+
+        return HttpTransport(
+            spec.url,
+            token=spec.token,
+            timeout=5.0,
+            connect_timeout=1.0,
+            # A person is waiting: one quick retry, then the outbox (closing stores) or the
+            # state file (the rest) keeps the store for a later event.
+            retry=RetryPolicy(attempts=2, timeout=4.0, wait_initial=0.1, wait_max=0.3),
+            outbox=None if spec.outbox is None else os.fspath(spec.outbox),
+            outbox_background=False,
+        )
+    from neotoma_agent import EmbeddedStore
+
+    assert spec.db is not None
+    return EmbeddedStore.open(spec.db)

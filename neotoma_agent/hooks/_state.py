@@ -1,0 +1,421 @@
+"""The turn state the hook processes of a coding agent share: one SQLite file.
+
+A harness runs one process per event (a prompt submitted, a tool used, the agent
+stopping), often several at once (Claude Code runs the hooks of parallel tool calls
+together). What one process learns and the next needs lives here, each change one
+transaction, so concurrent hooks never lose each other's updates (the Neotoma project's own
+hooks keep unlocked JSON files and do).
+
+The file is also the hooks' write-ahead log. Each turn row says what the harness reported
+(the prompt, how the turn ended, the reply) and what has been delivered to the store
+(``phase``: ``pending`` until the user store landed, ``open`` until the closing store did,
+then ``done``). Every hook process first records what its event says, then delivers what
+is still due for its session, so a store that failed (a killed hook, an unreachable store)
+is delivered by a later event; the idempotency keys turn a repeated delivery into a replay.
+
+Tables: ``turns`` (one row per harness turn), ``tools`` (tool calls waiting for their
+turn's closing store, as the tool-call API's plain JSON), ``fired`` (when each event last
+ran, for ``hooks status``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Final, Literal
+
+import attrs
+
+__all__ = ["Ending", "HookState", "PendingTurn", "Phase"]
+
+Phase = Literal["pending", "open", "done"]
+Ending = Literal["completed", "abandoned"]
+
+#: seconds a hook waits for another hook's write lock before giving up
+BUSY_TIMEOUT_MS: Final = 5000
+
+_SCHEMA: Final = """
+CREATE TABLE IF NOT EXISTS turns (
+    conversation_id TEXT NOT NULL,
+    turn_id TEXT NOT NULL,
+    harness TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    user_message TEXT NOT NULL,
+    model TEXT,
+    phase TEXT NOT NULL DEFAULT 'pending',
+    ending TEXT,
+    reply TEXT,
+    error_class TEXT,
+    user_message_id TEXT,
+    retrieved_ids TEXT,
+    context TEXT,
+    context_sent INTEGER NOT NULL DEFAULT 0,
+    attempts INTEGER NOT NULL DEFAULT 0,
+    created_at REAL NOT NULL,
+    updated_at REAL NOT NULL,
+    PRIMARY KEY (conversation_id, turn_id)
+);
+CREATE INDEX IF NOT EXISTS turns_due ON turns (conversation_id, phase, seq);
+CREATE TABLE IF NOT EXISTS tools (
+    conversation_id TEXT NOT NULL,
+    turn_id TEXT NOT NULL,
+    call_key TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    record TEXT NOT NULL,
+    PRIMARY KEY (conversation_id, turn_id, call_key)
+);
+CREATE TABLE IF NOT EXISTS fired (
+    harness TEXT NOT NULL,
+    event TEXT NOT NULL,
+    last_at REAL NOT NULL,
+    count INTEGER NOT NULL,
+    problems INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (harness, event)
+);
+"""
+
+
+@attrs.frozen
+class PendingTurn:
+    """A turn row with something still to deliver (or the current turn of a prompt)."""
+
+    conversation_id: str
+    turn_id: str
+    harness: str
+    user_message: str
+    phase: Phase
+    ending: Ending | None
+    reply: str | None
+    error_class: str | None
+    user_message_id: str | None
+    retrieved_ids: tuple[str, ...] | None
+    context: str | None
+    context_sent: bool
+    model: str | None = None
+
+
+_COLUMNS: Final = (
+    "conversation_id, turn_id, harness, user_message, phase, ending, reply, error_class, "
+    "user_message_id, retrieved_ids, context, context_sent, model"
+)
+
+
+def _row(row: Sequence[Any]) -> PendingTurn:
+    ids = None if row[9] is None else tuple(json.loads(row[9]))
+    return PendingTurn(
+        conversation_id=row[0],
+        turn_id=row[1],
+        harness=row[2],
+        user_message=row[3],
+        phase=row[4],
+        ending=row[5],
+        reply=row[6],
+        error_class=row[7],
+        user_message_id=row[8],
+        retrieved_ids=ids,
+        context=row[10],
+        context_sent=bool(row[11]),
+        model=row[12],
+    )
+
+
+class HookState:
+    """The state file (created on first use); one instance per hook process.
+
+    Every method is one short transaction (``BEGIN IMMEDIATE`` where it reads then writes),
+    so concurrent hook processes serialise on SQLite's lock instead of overwriting each
+    other; the file is in WAL mode so readers never wait.
+    """
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._db = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
+        self._db.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+        if self._db.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+            self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=NORMAL")
+        # IF NOT EXISTS throughout: a second process creating the file at once is harmless.
+        self._db.executescript(_SCHEMA)
+
+    def close(self) -> None:
+        """Close the connection."""
+        self._db.close()
+
+    def __enter__(self) -> HookState:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            yield self._db
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        self._db.execute("COMMIT")
+
+    # ---------------------------------------------------------------- what the harness said
+
+    def fired(self, harness: str, event: str, *, problem: bool = False) -> None:
+        """Note that ``event`` ran now (and whether its input was a problem)."""
+        with self._write() as db:
+            db.execute(
+                "INSERT INTO fired (harness, event, last_at, count, problems) "
+                "VALUES (?, ?, ?, 1, ?) ON CONFLICT (harness, event) DO UPDATE SET "
+                "last_at = excluded.last_at, count = count + 1, "
+                "problems = problems + excluded.problems",
+                (harness, event, time.time(), int(problem)),
+            )
+
+    def prompt(
+        self,
+        conversation_id: str,
+        turn_id: str,
+        harness: str,
+        user_message: str,
+        *,
+        model: str | None = None,
+        abandon_others_as: str,
+    ) -> list[str]:
+        """Record a submitted prompt; the session's earlier unended turns are abandoned.
+
+        A turn that never got its Stop (the person interrupted it, the model API failed)
+        ends when the session's next prompt arrives. A prompt seen before (a repeated
+        event) changes nothing. Returns the ids of the turns abandoned here.
+        """
+        now = time.time()
+        with self._write() as db:
+            rows = db.execute(
+                "SELECT turn_id FROM turns WHERE conversation_id = ? AND ending IS NULL "
+                "AND turn_id != ?",
+                (conversation_id, turn_id),
+            ).fetchall()
+            db.execute(
+                "UPDATE turns SET ending = 'abandoned', error_class = ?, updated_at = ? "
+                "WHERE conversation_id = ? AND ending IS NULL AND turn_id != ?",
+                (abandon_others_as, now, conversation_id, turn_id),
+            )
+            seq = db.execute("SELECT coalesce(max(seq), 0) + 1 FROM turns").fetchone()[0]
+            db.execute(
+                "INSERT OR IGNORE INTO turns (conversation_id, turn_id, harness, seq, "
+                "user_message, model, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (conversation_id, turn_id, harness, seq, user_message, model, now, now),
+            )
+        return [r[0] for r in rows]
+
+    def latest_turn(self, conversation_id: str) -> str | None:
+        """The session's newest turn id (for a harness event that names no turn)."""
+        row = self._db.execute(
+            "SELECT turn_id FROM turns WHERE conversation_id = ? ORDER BY seq DESC LIMIT 1",
+            (conversation_id,),
+        ).fetchone()
+        return None if row is None else str(row[0])
+
+    def knows(self, conversation_id: str, turn_id: str) -> bool:
+        """Whether a prompt was recorded for this turn."""
+        row = self._db.execute(
+            "SELECT 1 FROM turns WHERE conversation_id = ? AND turn_id = ?",
+            (conversation_id, turn_id),
+        ).fetchone()
+        return row is not None
+
+    def reply(self, conversation_id: str, turn_id: str, text: str) -> bool:
+        """Keep the reply text seen so far (Cursor's ``afterAgentResponse``); not an ending."""
+        with self._write() as db:
+            changed = db.execute(
+                "UPDATE turns SET reply = ?, updated_at = ? WHERE conversation_id = ? "
+                "AND turn_id = ? AND ending IS NULL",
+                (text, time.time(), conversation_id, turn_id),
+            ).rowcount
+        return bool(changed)
+
+    def end(
+        self,
+        conversation_id: str,
+        turn_id: str,
+        ending: Ending,
+        *,
+        reply: str | None,
+        error_class: str | None = None,
+    ) -> bool:
+        """Record how a turn ended; ``False`` when that changes nothing.
+
+        The first ending wins, with one exception: a completion that arrives after the
+        turn was abandoned (its Stop came late, after the next prompt) is recorded, since
+        the turn did complete. A repeated Stop changes nothing. ``reply=None`` keeps the
+        reply already recorded (Cursor's ``stop`` carries none).
+        """
+        now = time.time()
+        with self._write() as db:
+            if ending == "completed":
+                changed = db.execute(
+                    "UPDATE turns SET ending = 'completed', reply = coalesce(?, reply, ''), "
+                    "error_class = NULL, phase = CASE phase WHEN 'done' THEN 'open' "
+                    "ELSE phase END, updated_at = ? WHERE conversation_id = ? AND turn_id = ? "
+                    "AND (ending IS NULL OR ending = 'abandoned')",
+                    (reply, now, conversation_id, turn_id),
+                ).rowcount
+            else:
+                changed = db.execute(
+                    "UPDATE turns SET ending = 'abandoned', reply = coalesce(?, reply), "
+                    "error_class = ?, updated_at = ? WHERE conversation_id = ? "
+                    "AND turn_id = ? AND ending IS NULL",
+                    (reply, error_class, now, conversation_id, turn_id),
+                ).rowcount
+        return bool(changed)
+
+    def end_session(self, conversation_id: str, error_class: str) -> list[str]:
+        """Abandon every unended turn of a session that ended; returns their ids."""
+        with self._write() as db:
+            rows = db.execute(
+                "SELECT turn_id FROM turns WHERE conversation_id = ? AND ending IS NULL",
+                (conversation_id,),
+            ).fetchall()
+            db.execute(
+                "UPDATE turns SET ending = 'abandoned', error_class = ?, updated_at = ? "
+                "WHERE conversation_id = ? AND ending IS NULL",
+                (error_class, time.time(), conversation_id),
+            )
+        return [r[0] for r in rows]
+
+    def add_tool(
+        self, conversation_id: str, turn_id: str, call_key: str, record: Mapping[str, Any]
+    ) -> bool:
+        """Keep a tool call for its turn's closing store; a repeated call key is a no-op."""
+        with self._write() as db:
+            seq = db.execute("SELECT coalesce(max(seq), 0) + 1 FROM tools").fetchone()[0]
+            added = db.execute(
+                "INSERT OR IGNORE INTO tools (conversation_id, turn_id, call_key, seq, record) "
+                "VALUES (?, ?, ?, ?, ?)",
+                (conversation_id, turn_id, call_key, seq, json.dumps(record, sort_keys=True)),
+            ).rowcount
+        return bool(added)
+
+    def tools(self, conversation_id: str, turn_id: str) -> list[dict[str, Any]]:
+        """The turn's tool calls, in the order they were recorded."""
+        rows = self._db.execute(
+            "SELECT record FROM tools WHERE conversation_id = ? AND turn_id = ? ORDER BY seq",
+            (conversation_id, turn_id),
+        ).fetchall()
+        return [json.loads(r[0]) for r in rows]
+
+    # ---------------------------------------------------------------- what was delivered
+
+    def due(self, conversation_id: str) -> list[PendingTurn]:
+        """The session's turns with a store still to deliver, oldest first."""
+        rows = self._db.execute(
+            f"SELECT {_COLUMNS} FROM turns WHERE conversation_id = ? AND "
+            "(phase = 'pending' OR (phase = 'open' AND ending IS NOT NULL)) ORDER BY seq",
+            (conversation_id,),
+        ).fetchall()
+        return [_row(r) for r in rows]
+
+    def get(self, conversation_id: str, turn_id: str) -> PendingTurn | None:
+        """One turn row."""
+        row = self._db.execute(
+            f"SELECT {_COLUMNS} FROM turns WHERE conversation_id = ? AND turn_id = ?",
+            (conversation_id, turn_id),
+        ).fetchone()
+        return None if row is None else _row(row)
+
+    def opened(
+        self,
+        conversation_id: str,
+        turn_id: str,
+        *,
+        user_message_id: str,
+        retrieved_ids: Sequence[str],
+        context: str,
+    ) -> None:
+        """The user store landed: keep what the closing store (in another process) needs."""
+        with self._write() as db:
+            db.execute(
+                "UPDATE turns SET phase = 'open', user_message_id = ?, retrieved_ids = ?, "
+                "context = ?, updated_at = ? WHERE conversation_id = ? AND turn_id = ? "
+                "AND phase = 'pending'",
+                (
+                    user_message_id,
+                    json.dumps(list(retrieved_ids)),
+                    context,
+                    time.time(),
+                    conversation_id,
+                    turn_id,
+                ),
+            )
+
+    def closed(self, conversation_id: str, turn_id: str, ending: Ending) -> None:
+        """The closing store for ``ending`` landed (or was queued in the outbox)."""
+        with self._write() as db:
+            db.execute(
+                "UPDATE turns SET phase = 'done', updated_at = ? WHERE conversation_id = ? "
+                "AND turn_id = ? AND ending = ?",
+                (time.time(), conversation_id, turn_id, ending),
+            )
+
+    def drop(self, conversation_id: str, turn_id: str) -> None:
+        """The store refused this turn for good (its content): stop delivering it."""
+        with self._write() as db:
+            db.execute(
+                "UPDATE turns SET phase = 'done', ending = coalesce(ending, 'abandoned'), "
+                "error_class = coalesce(error_class, 'Refused'), updated_at = ? "
+                "WHERE conversation_id = ? AND turn_id = ?",
+                (time.time(), conversation_id, turn_id),
+            )
+
+    def failed(self, conversation_id: str, turn_id: str) -> int:
+        """A delivery failed (a later event tries again); the failures so far."""
+        with self._write() as db:
+            db.execute(
+                "UPDATE turns SET attempts = attempts + 1, updated_at = ? "
+                "WHERE conversation_id = ? AND turn_id = ?",
+                (time.time(), conversation_id, turn_id),
+            )
+            row = db.execute(
+                "SELECT attempts FROM turns WHERE conversation_id = ? AND turn_id = ?",
+                (conversation_id, turn_id),
+            ).fetchone()
+        return 0 if row is None else int(row[0])
+
+    def take_context(self, conversation_id: str, turn_id: str) -> str | None:
+        """The turn's context block, once (Cursor gets it on the first tool use)."""
+        with self._write() as db:
+            row = db.execute(
+                "SELECT context FROM turns WHERE conversation_id = ? AND turn_id = ? "
+                "AND context_sent = 0 AND phase != 'pending'",
+                (conversation_id, turn_id),
+            ).fetchone()
+            if row is None:
+                return None
+            db.execute(
+                "UPDATE turns SET context_sent = 1 WHERE conversation_id = ? AND turn_id = ?",
+                (conversation_id, turn_id),
+            )
+        return None if row[0] is None else str(row[0])
+
+    # ---------------------------------------------------------------- status
+
+    def last_fired(self, harness: str) -> dict[str, tuple[float, int, int]]:
+        """``{event: (last run as a Unix time, runs, runs with a problem)}``."""
+        rows = self._db.execute(
+            "SELECT event, last_at, count, problems FROM fired WHERE harness = ?", (harness,)
+        ).fetchall()
+        return {r[0]: (float(r[1]), int(r[2]), int(r[3])) for r in rows}
+
+    def counts(self, harness: str) -> dict[str, int]:
+        """Turns by state: ``open`` (waiting for their end), ``undelivered``, ``done``."""
+        row = self._db.execute(
+            "SELECT sum(ending IS NULL AND phase = 'open'), "
+            "sum(phase = 'pending' OR (phase = 'open' AND ending IS NOT NULL)), "
+            "sum(phase = 'done') FROM turns WHERE harness = ?",
+            (harness,),
+        ).fetchone()
+        return {"open": row[0] or 0, "undelivered": row[1] or 0, "done": row[2] or 0}

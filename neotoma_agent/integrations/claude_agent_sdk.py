@@ -1,0 +1,587 @@
+"""The Claude Agent SDK: every prompt is one Neotoma turn, however it ends.
+
+The SDK's hooks cannot hold a turn: no ``Stop`` hook fires on an interrupt or an API error,
+an API error arrives as an assistant message holding the error text, and ``Stop`` can
+repeat. So the turn is held around the prompt, and closed on the ``ResultMessage``; the
+hooks only bring the turn's context to the model and record what happens inside it::
+
+    from claude_agent_sdk import ClaudeAgentOptions, ClaudeSDKClient
+    from neotoma_agent.integrations.claude_agent_sdk import NeotomaClaude
+
+    nc = NeotomaClaude(memory)
+    options = ClaudeAgentOptions(hooks=nc.hooks(), include_partial_messages=True)
+    async with ClaudeSDKClient(options) as client:
+        async with nc.turn(client, "What about Acme Corp?") as s:
+            async for delta in s.text():
+                print(delta, end="")
+    print(s.result.stored_status)             # "completed"
+
+The three rules, on :meth:`NeotomaClaude.turn` (a ``ClaudeSDKClient``) and
+:meth:`NeotomaClaude.query` (one-shot ``query()``) alike:
+
+1. the user message is stored (the turn ``open``) before the prompt is sent;
+2. the reply is ``ResultMessage.result`` (or its ``structured_output`` as JSON), stored once,
+   and only when the result says ``subtype == "success"`` and ``is_error`` is false;
+3. anything else is stored ``abandoned`` with the text the user was shown: an error result
+   (an API error's text is never stored as a reply), an interrupt, a stream that ends
+   without a result, an exception or a cancellation (which propagate unchanged), a reader
+   that leaves :meth:`ClaudeTurn.text` early. A result that is not a success raises
+   nothing: the turn's error class is ``neotoma_agent.integrations.NoFinalReply``, and
+   ``s.result_message`` says why.
+
+The hooks (:meth:`NeotomaClaude.hooks`, merged into ``ClaudeAgentOptions.hooks``):
+``UserPromptSubmit`` returns ``t.context()`` as ``additionalContext``; ``PostToolUse`` and
+``PostToolUseFailure`` record the tool call in the turn (the tool-call API: name, input,
+response, status, duration, ``tool_use_id``); ``PreCompact`` records a ``context_event``
+entity (in the turn, or on its own outside one). ``Stop`` writes nothing. A hook finds its
+turn by ``current_turn()`` when the SDK's reader started inside it (``nc.query``), else by
+the hook's ``session_id`` (a client runs one prompt at a time). Outside a turn they do
+nothing but ``PreCompact``'s record.
+
+Runs on asyncio and trio (the SDK is anyio-based). Needs
+``pip install 'neotoma-agent[claude-agent-sdk]'`` (its wheel bundles the ``claude`` program).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+from collections.abc import AsyncGenerator, AsyncIterable, AsyncIterator, Mapping
+from datetime import datetime, timedelta, timezone
+from types import TracebackType
+from typing import Any, Final
+
+import anyio
+
+from neotoma_agent import NeotomaMemory, StoppedEarly, Turn, TurnResult, TurnState, current_turn
+
+try:
+    import claude_agent_sdk as sdk
+    from claude_agent_sdk import (
+        AssistantMessage,
+        HookMatcher,
+        ResultMessage,
+        StreamEvent,
+        TextBlock,
+        ToolUseBlock,
+    )
+except ImportError as _missing:
+    raise ImportError(
+        "neotoma_agent.integrations.claude_agent_sdk needs the Claude Agent SDK: "
+        "pip install 'neotoma-agent[claude-agent-sdk]'",
+        name="neotoma_agent.integrations.claude_agent_sdk",
+    ) from _missing
+
+__all__ = ["ClaudeTurn", "NeotomaClaude", "NoFinalReply"]
+
+#: The entity type ``PreCompact`` records (as the Neotoma project's own adapter does).
+CONTEXT_EVENT_TYPE: Final = "context_event"
+
+_logger = logging.getLogger(__name__)
+
+
+class NoFinalReply(Exception):
+    """The error class a turn is abandoned with when the prompt ended without a success.
+
+    Raised inside the turn only to abandon it (an error result, an interrupt, a stream that
+    ended without a ``ResultMessage``); the caller never sees it.
+    """
+
+    # One stored name for every integration (``neotoma_agent.integrations.NoFinalReply``).
+    __module__ = "neotoma_agent.integrations"
+
+
+def _prompt_text(prompt: object) -> str:
+    """The stored text of a prompt: a ``str``, or one SDK user-message dict.
+
+    A message's content given as blocks is stored as its text blocks, one per line, other
+    blocks as ``[image]``-style placeholders (never their bytes or URLs).
+    """
+    if isinstance(prompt, str):
+        return prompt
+    if isinstance(prompt, Mapping):
+        message = prompt.get("message")
+        content = message.get("content") if isinstance(message, Mapping) else None
+        if isinstance(content, str):
+            return content
+        if isinstance(content, list):
+            lines = []
+            for block in content:
+                kind = block.get("type") if isinstance(block, Mapping) else None
+                if kind == "text" and isinstance(block.get("text"), str):
+                    lines.append(block["text"])
+                else:
+                    lines.append(f"[{kind if isinstance(kind, str) else 'part'}]")
+            return "\n".join(lines)
+    raise TypeError(
+        "the prompt must be a str or one user-message dict "
+        '({"type": "user", "message": {"role": "user", "content": ...}})'
+    )
+
+
+def _reply_text(output: object) -> str:
+    # The stored text of a structured output (a JSON value).
+    if isinstance(output, str):
+        return output
+    return json.dumps(output, ensure_ascii=False, default=str)
+
+
+async def _one(prompt: Mapping[str, Any]) -> AsyncIterator[dict[str, Any]]:
+    yield dict(prompt)
+
+
+def _class_name(exc: BaseException) -> str:
+    cls = type(exc)
+    if cls.__module__ == "builtins":
+        return cls.__qualname__
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+class ClaudeTurn:
+    """One prompt as one turn: ``async with nc.turn(client, prompt) as s:``.
+
+    Read it with :meth:`text` (the reply's text deltas, each appended to the reply before it
+    is handed on) or :meth:`messages` (every SDK message, in order). If the caller stops
+    reading, the block's exit reads on to the ``ResultMessage``; leaving :meth:`text` or
+    :meth:`messages` early stops the prompt (``client.interrupt()``) and abandons the turn.
+    After the block: :attr:`result_message`, :attr:`reply`, :attr:`result`.
+
+    Deltas are the top-level ``text_delta`` stream events (``include_partial_messages=True``;
+    a subagent's text, with a ``parent_tool_use_id``, is not the reply); without partial
+    messages, the text blocks of each top-level assistant message. An assistant message
+    that carries an API error is not text the reply is made of. After a message that asked
+    for tools, the partial reply starts again.
+    """
+
+    def __init__(
+        self,
+        owner: NeotomaClaude,
+        prompt: str | Mapping[str, Any],
+        *,
+        client: Any = None,
+        options: Any = None,
+        transport: Any = None,
+        turn_id: str | None,
+        session_id: str,
+    ) -> None:
+        self._owner = owner
+        self._prompt = prompt
+        self._text = _prompt_text(prompt)
+        self._client = client
+        self._options = options
+        self._transport = transport
+        self._turn_id = turn_id
+        self._session_id = session_id
+        self._turn: Turn | None = None
+        self._source: AsyncIterator[Any] | None = None
+        self._result_message: ResultMessage | None = None
+        self._streamed = False
+        self._reading = False
+        self._readers: list[AsyncGenerator[Any, None]] = []
+        self._done = False
+        self._entered = False
+        self._reply: str | None = None
+
+    # -------------------------------------------------------------- read-only state
+
+    @property
+    def turn(self) -> Turn:
+        """The :class:`~neotoma_agent.Turn` this prompt is (open inside the block)."""
+        if self._turn is None:
+            raise RuntimeError("the turn has not been entered")
+        return self._turn
+
+    @property
+    def result(self) -> TurnResult:
+        """What the turn stored (after the block)."""
+        return self.turn.result
+
+    @property
+    def result_message(self) -> ResultMessage | None:
+        """The SDK's ``ResultMessage`` for this prompt, once it has come."""
+        return self._result_message
+
+    @property
+    def reply(self) -> str | None:
+        """The stored reply (after a successful result), else ``None``."""
+        return self._reply
+
+    # -------------------------------------------------------------- reading
+
+    def messages(self) -> AsyncIterator[Any]:
+        """Every SDK message of this prompt, up to and including its ``ResultMessage``."""
+        return self._reader(self._messages())
+
+    def text(self) -> AsyncIterator[str]:
+        """The reply's text deltas, each appended to the reply first."""
+        return self._reader(self._deltas())
+
+    async def _messages(self) -> AsyncGenerator[Any, None]:
+        source = self._require_source()
+        self._reading = True
+        async for message in source:
+            self._take(message)
+            yield message
+            if isinstance(message, ResultMessage):
+                break
+        self._done = True
+
+    async def _deltas(self) -> AsyncGenerator[str, None]:
+        source = self._require_source()
+        self._reading = True
+        async for message in source:
+            delta = self._take(message)
+            if delta:
+                yield delta
+            if isinstance(message, ResultMessage):
+                break
+        self._done = True
+
+    async def interrupt(self) -> None:
+        """Stop the prompt (``client.interrupt()``): the turn ends abandoned with the partial."""
+        if self._client is None:
+            raise RuntimeError("query() cannot be interrupted: leave the block instead")
+        await self._client.interrupt()
+
+    def _reader(self, reader: AsyncGenerator[Any, None]) -> AsyncIterator[Any]:
+        # Kept to be closed on exit: a reader left midway is closed here, not by the GC.
+        self._readers.append(reader)
+        return reader
+
+    async def _close_readers(self) -> None:
+        readers, self._readers = self._readers, []
+        for reader in readers:
+            await reader.aclose()
+
+    def _require_source(self) -> AsyncIterator[Any]:
+        if self._source is None:
+            raise RuntimeError("read the turn inside its async with block")
+        return self._source
+
+    def _take(self, message: Any) -> str | None:
+        turn = self.turn
+        if isinstance(message, ResultMessage):
+            self._result_message = message
+            return None
+        if isinstance(message, StreamEvent):
+            if message.parent_tool_use_id is not None:
+                return None
+            self._streamed = True
+            event = message.event
+            delta = event.get("delta") if event.get("type") == "content_block_delta" else None
+            if isinstance(delta, Mapping) and delta.get("type") == "text_delta":
+                text = delta.get("text")
+                if isinstance(text, str) and text:
+                    turn.append(text)
+                    return text
+            return None
+        if isinstance(message, AssistantMessage) and message.parent_tool_use_id is None:
+            if message.error is not None:
+                return None  # the CLI's stand-in for a failed API call, not model text
+            if any(isinstance(block, ToolUseBlock) for block in message.content):
+                turn.reply = ""  # text before a tool call is not the reply
+                return None
+            if self._streamed:
+                return None  # its text came as deltas already
+            text = "".join(b.text for b in message.content if isinstance(b, TextBlock))
+            if text:
+                turn.append(text)
+            return text or None
+        return None
+
+    # -------------------------------------------------------------- lifecycle
+
+    async def __aenter__(self) -> ClaudeTurn:
+        if self._entered:
+            raise RuntimeError("a ClaudeTurn is entered only once")
+        self._entered = True
+        turn = self._owner.memory.turn(self._text, turn_id=self._turn_id)
+        self._turn = turn
+        await turn.__aenter__()
+        self._owner._active.append(turn)
+        try:
+            if self._client is not None:
+                prompt = self._prompt if isinstance(self._prompt, str) else _one(self._prompt)
+                await self._client.query(prompt, session_id=self._session_id)
+                self._source = aiter(self._client.receive_response())
+            else:
+                prompt_arg: str | AsyncIterable[dict[str, Any]] = (
+                    self._prompt if isinstance(self._prompt, str) else _one(self._prompt)
+                )
+                self._source = aiter(
+                    sdk.query(prompt=prompt_arg, options=self._options, transport=self._transport)
+                )
+        except BaseException as exc:
+            await self._exit_turn(exc)
+            raise
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        failure = exc
+        # Every step below runs whatever the one before did: the turn must be closed.
+        try:
+            await self._close_readers()
+        except BaseException as closing:
+            failure = failure or closing
+        if failure is None and self._reading and not self._done:
+            failure = StoppedEarly("the reply was left before its result")
+        if failure is None and not self._done:
+            try:
+                await self._drain()
+            except BaseException as drained:
+                failure = drained
+        elif isinstance(failure, StoppedEarly) and self._client is not None:
+            # Stop the prompt and read its end, so the client's next prompt starts clean;
+            # bounded, as a program that ignores the interrupt must not hang the caller.
+            try:
+                with anyio.fail_after(self._owner.memory.close_timeout):
+                    await self._client.interrupt()
+                    await self._drain()
+            except Exception as stopped:
+                _logger.warning("claude.interrupt_failed reason=%s", type(stopped).__name__)
+        try:
+            await self._close_source()
+        except BaseException as closing:
+            failure = failure or closing
+        if failure is None:
+            failure = self._settle()
+        await self._exit_turn(failure)
+        if failure is not None and failure is not exc and not _planned(failure):
+            raise failure
+        # Returning None lets the caller's exception (or cancellation) propagate unchanged.
+
+    async def _drain(self) -> None:
+        source = self._require_source()
+        async for message in source:
+            self._take(message)
+            if isinstance(message, ResultMessage):
+                break
+        self._done = True
+
+    async def _close_source(self) -> None:
+        # query()'s generator owns the CLI process: closing it ends the process; a client's
+        # response generator is closed so it is not left to the garbage collector.
+        source, self._source = self._source, None
+        aclose = getattr(source, "aclose", None)
+        if aclose is not None:
+            await aclose()
+
+    def _settle(self) -> BaseException | None:
+        message = self._result_message
+        if message is None:
+            return NoFinalReply("the stream ended without a result")
+        if message.subtype != "success" or message.is_error:
+            return NoFinalReply("the result was not a success")
+        if isinstance(message.result, str):
+            reply = message.result
+        elif message.structured_output is not None:
+            reply = _reply_text(message.structured_output)
+        else:
+            reply = self.turn.reply
+        self.turn.reply = reply
+        self._reply = reply
+        return None
+
+    async def _exit_turn(self, failure: BaseException | None) -> None:
+        turn = self.turn
+        try:
+            if failure is None:
+                await turn.__aexit__(None, None, None)
+            else:
+                await turn.__aexit__(type(failure), failure, failure.__traceback__)
+        finally:
+            self._owner._release(turn)
+
+
+def _planned(failure: BaseException) -> bool:
+    # The abandons this module raises itself, which the caller never sees.
+    return isinstance(failure, NoFinalReply | StoppedEarly)
+
+
+@dataclasses.dataclass(eq=False)
+class NeotomaClaude:
+    """Neotoma memory for the Claude Agent SDK: turns around prompts, and the hooks.
+
+    ``memory``: the :class:`~neotoma_agent.NeotomaMemory` every turn is stored in.
+    ``context`` (default on) and ``context_chars`` (default 4000): what the
+    ``UserPromptSubmit`` hook returns as ``additionalContext`` (``t.context(max_chars=)``).
+    History: the SDK's session already carries the conversation, so ``t.history`` is not
+    sent again (it is in ``t.context()`` within its budget).
+    """
+
+    memory: NeotomaMemory
+    context: bool = True
+    context_chars: int = 4000
+    _active: list[Turn] = dataclasses.field(default_factory=list, init=False, repr=False)
+    _sessions: dict[str, Turn] = dataclasses.field(default_factory=dict, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.memory, NeotomaMemory):
+            raise TypeError(f"memory must be a NeotomaMemory, not {type(self.memory).__name__}")
+        chars = self.context_chars
+        if isinstance(chars, bool) or not isinstance(chars, int) or chars < 0:
+            raise ValueError("context_chars must be an int >= 0")
+
+    # -------------------------------------------------------------- the turns
+
+    def turn(
+        self,
+        client: Any,
+        prompt: str | Mapping[str, Any],
+        *,
+        turn_id: str | None = None,
+        session_id: str = "default",
+    ) -> ClaudeTurn:
+        """One prompt on a connected ``ClaudeSDKClient``: ``async with nc.turn(client, p) as s:``.
+
+        Enters the turn (the user message stored), then ``client.query(prompt,
+        session_id=)``; :class:`ClaudeTurn` reads ``client.receive_response()``. ``prompt``
+        is a ``str`` or one user-message dict (content blocks: see the module docstring).
+        ``turn_id``: a stable id makes a retried prompt replay instead of storing twice.
+        """
+        return ClaudeTurn(self, prompt, client=client, turn_id=turn_id, session_id=session_id)
+
+    def query(
+        self,
+        prompt: str | Mapping[str, Any],
+        options: Any = None,
+        *,
+        transport: Any = None,
+        turn_id: str | None = None,
+    ) -> ClaudeTurn:
+        """One-shot ``claude_agent_sdk.query()`` as one turn: ``async with nc.query(p, o) as s:``.
+
+        ``options`` is the ``ClaudeAgentOptions`` (merge :meth:`hooks` into its ``hooks``);
+        ``transport`` is passed to ``query()``. The SDK's reader starts inside the turn, so
+        its hooks and in-process (SDK MCP) tools see the turn as ``current_turn()``.
+        """
+        return ClaudeTurn(
+            self,
+            prompt,
+            options=options,
+            transport=transport,
+            turn_id=turn_id,
+            session_id="default",
+        )
+
+    @property
+    def current(self) -> Turn | None:
+        """The one open turn of this object (``None`` when there is none, or several)."""
+        return self._active[0] if len(self._active) == 1 else None
+
+    def _release(self, turn: Turn) -> None:
+        if turn in self._active:
+            self._active.remove(turn)
+        for session, held in list(self._sessions.items()):
+            if held is turn:
+                del self._sessions[session]
+
+    def _turn_for(self, data: Mapping[str, Any]) -> Turn | None:
+        # The open turn a hook belongs to: the context's, else the one bound to its
+        # session, else the only one open (then bound to the session for later hooks).
+        turn = current_turn()
+        if turn is not None and turn in self._active:
+            return turn
+        session = data.get("session_id")
+        if isinstance(session, str) and session in self._sessions:
+            return self._sessions[session]
+        candidates = self._active
+        if len(candidates) > 1 and data.get("hook_event_name") == "UserPromptSubmit":
+            bound = set(map(id, self._sessions.values()))
+            candidates = [
+                t for t in candidates if id(t) not in bound and t.user_message == data.get("prompt")
+            ]
+        if len(candidates) != 1:
+            return None
+        if isinstance(session, str):
+            self._sessions[session] = candidates[0]
+        return candidates[0]
+
+    # -------------------------------------------------------------- the hooks
+
+    def hooks(self) -> dict[str, list[HookMatcher]]:
+        """The hook matchers to merge into ``ClaudeAgentOptions.hooks``.
+
+        ``UserPromptSubmit`` (the context), ``PostToolUse`` and ``PostToolUseFailure`` (tool
+        calls), ``PreCompact`` (a ``context_event``). Merge with hooks of your own::
+
+            hooks = nc.hooks()
+            hooks.setdefault("PreToolUse", []).append(HookMatcher(hooks=[my_guard]))
+        """
+        return {
+            "UserPromptSubmit": [HookMatcher(hooks=[self._on_prompt])],
+            "PostToolUse": [HookMatcher(hooks=[self._on_tool])],
+            "PostToolUseFailure": [HookMatcher(hooks=[self._on_tool_failure])],
+            "PreCompact": [HookMatcher(hooks=[self._on_compact])],
+        }
+
+    async def _on_prompt(self, data: Any, tool_use_id: str | None, context: Any) -> Any:
+        turn = self._turn_for(data)
+        if turn is None or not self.context or turn.state is not TurnState.OPEN:
+            return {}
+        block = turn.context(max_chars=self.context_chars)
+        if not block:
+            return {}
+        return {
+            "hookSpecificOutput": {"hookEventName": "UserPromptSubmit", "additionalContext": block}
+        }
+
+    async def _on_tool(self, data: Any, tool_use_id: str | None, context: Any) -> Any:
+        self._record(data, tool_use_id, "ok", data.get("tool_response"))
+        return {}
+
+    async def _on_tool_failure(self, data: Any, tool_use_id: str | None, context: Any) -> Any:
+        status = "cancelled" if data.get("is_interrupt") else "error"
+        self._record(data, tool_use_id, status, data.get("error"))
+        return {}
+
+    def _record(self, data: Any, tool_use_id: str | None, status: str, result: Any) -> None:
+        turn = self._turn_for(data)
+        if turn is None or turn.state is not TurnState.OPEN:
+            return
+        duration = data.get("duration_ms")
+        if isinstance(duration, bool) or not isinstance(duration, int | float) or duration < 0:
+            duration = None
+        ended = datetime.now(timezone.utc)
+        invoked_at = ended - timedelta(milliseconds=duration) if duration is not None else ended
+        call_id = data.get("tool_use_id") or tool_use_id
+        try:
+            turn.record_tool(
+                str(data.get("tool_name") or "tool"),
+                args=data.get("tool_input"),
+                result=result,
+                status=status,  # type: ignore[arg-type]
+                invoked_at=invoked_at,
+                duration_ms=duration,
+                call_id=call_id if isinstance(call_id, str) and call_id else None,
+            )
+        except Exception as exc:
+            # A hook that raises would only make the CLI log it: record what is known, never
+            # the content (the exception text may quote the tool's input).
+            _logger.warning("tool.not_recorded tool_status=%s reason=%s", status, _class_name(exc))
+
+    async def _on_compact(self, data: Any, tool_use_id: str | None, context: Any) -> Any:
+        observed = datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+        session = str(data.get("session_id") or "")
+        fields: dict[str, Any] = {
+            "name": f"pre_compact {session} {observed}",
+            "event": "pre_compact",
+            "trigger": data.get("trigger"),
+            "session_id": session,
+            "observed_at": observed,
+        }
+        turn = self._turn_for(data)
+        try:
+            if turn is not None and turn.state is TurnState.OPEN:
+                turn.remember(CONTEXT_EVENT_TYPE, **fields)
+            else:
+                await self.memory.remember(CONTEXT_EVENT_TYPE, **fields)
+        except Exception as exc:
+            _logger.warning("context_event.not_recorded reason=%s", _class_name(exc))
+        return {}

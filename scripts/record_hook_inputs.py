@@ -1,0 +1,137 @@
+"""Record the hook inputs the real Claude Code program sends, as test fixtures.
+
+Runs the ``claude`` program bundled in ``claude-agent-sdk`` (``pip install
+claude-agent-sdk``) against the fake Anthropic API in ``tests/fake_anthropic.py``, with our
+hooks installed by ``neotoma-agent hooks install claude-code --scope project`` next to a
+recorder hook (another tool's hook, which the install keeps), in five scenarios: a plain
+turn, a tool-using turn, a failing tool, an interrupted turn, two prompts in one session.
+Each input lands in ``tests/data/hooks/claude_code/SCENARIO/NN-EVENT.json``, with the
+temporary directory replaced by ``/tmp/claude-run``; ``program.json`` notes the version.
+Each scenario's session transcript is kept as ``transcript.jsonl`` (without the lines that
+hold the program's own prompts, and with attachment bodies emptied), for the backfill's
+tests.
+
+    python scripts/record_hook_inputs.py            # rewrites tests/data/hooks/claude_code
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(ROOT / "tests"), str(ROOT / "tests" / "hooks")]
+
+from claude_program import ClaudeProject, claude_program  # noqa: E402
+from fake_anthropic import FakeAnthropic, Hang, Text, ToolUse  # noqa: E402
+
+OUT = ROOT / "tests" / "data" / "hooks" / "claude_code"
+RUN = "/tmp/claude-run"
+
+_RECORDER = """
+import pathlib, sys, time
+d = pathlib.Path(sys.argv[1]); d.mkdir(parents=True, exist_ok=True)
+(d / f"{time.time_ns()}-{sys.argv[2]}.json").write_bytes(sys.stdin.buffer.read())
+"""
+
+#: transcript line kinds left out of the fixtures (the program's prompts, request shapes)
+DROPPED = ("api-request-blob", "api-request-shape")
+
+EVENTS = ("UserPromptSubmit", "PostToolUse", "PostToolUseFailure", "Stop", "SessionEnd")
+
+
+def slim(line: str) -> str:
+    """An ``attachment`` line with its body emptied (it holds the program's own prompts)."""
+    data = json.loads(line)
+    if data.get("type") != "attachment" or not isinstance(data.get("attachment"), dict):
+        return line
+    data["attachment"] = {"type": data["attachment"].get("type")}
+    data.pop("rendered", None)
+    return json.dumps(data)
+
+
+def recorder_settings(inbox: Path) -> dict[str, object]:
+    """A settings file with only the recorder's hooks (what was there before our install)."""
+    hooks = {}
+    for event in EVENTS:
+        command = " ".join(
+            shlex.quote(a) for a in (sys.executable, "-c", _RECORDER, str(inbox), event)
+        )
+        hooks[event] = [{"hooks": [{"type": "command", "command": command}]}]
+    return {"hooks": hooks}
+
+
+def main() -> int:
+    program = claude_program()
+    if program is None:
+        print("claude-agent-sdk is not installed", file=sys.stderr)
+        return 1
+    version = subprocess.run([program, "--version"], capture_output=True, text=True).stdout
+    shutil.rmtree(OUT, ignore_errors=True)
+    scenarios = {
+        "completed": ([Text("Acme Corp is a customer of ours.")], "What about Acme Corp?"),
+        "tool": (
+            [
+                ToolUse("Bash", {"command": "echo hi", "description": "say hi"}, text="Checking."),
+                Text("The answer is hi."),
+            ],
+            "Run echo hi",
+        ),
+        "tool_failure": (
+            [ToolUse("Bash", {"command": "exit 3", "description": "fail"}), Text("It failed.")],
+            "Run exit 3",
+        ),
+        "interrupted": ([Hang("partial ")], "Tell me a long story"),
+        "session": ([Text("Hello Bob."), Text("Alice is here too.")], None),
+    }
+    for name, (script, prompt) in scenarios.items():
+        with tempfile.TemporaryDirectory() as tmp, FakeAnthropic(script) as api:
+            project = ClaudeProject(Path(tmp), api, program)
+            inbox = Path(tmp) / "inbox"
+            project.write_settings(recorder_settings(inbox))
+            project.neotoma(
+                "hooks",
+                "install",
+                "claude-code",
+                "--scope",
+                "project",
+                "--db",
+                str(Path(tmp) / "memory.db"),
+                "--state",
+                str(Path(tmp) / "state.db"),
+            )
+            if name == "interrupted":
+                project.interrupted(prompt or "")
+            elif name == "session":
+                project.session("Hello, I am Bob", "Is Alice there?")
+            else:
+                project.prompt(prompt or "")
+            target = OUT / name
+            target.mkdir(parents=True)
+            n = 0
+            for n, path in enumerate(sorted(inbox.glob("*.json")), 1):
+                event = path.stem.split("-", 1)[1]
+                data = json.loads(path.read_text().replace(str(Path(tmp).resolve()), RUN))
+                data = json.loads(json.dumps(data).replace(tmp, RUN))
+                (target / f"{n:02d}-{event}.json").write_text(json.dumps(data, indent=2) + "\n")
+            # The session's transcript, for the backfill's tests; without the lines that
+            # hold the program's own system prompt and request blobs (never read back).
+            for transcript in (project.home / ".claude" / "projects").glob("*/*.jsonl"):
+                lines = [
+                    slim(line.replace(str(Path(tmp).resolve()), RUN).replace(tmp, RUN))
+                    for line in transcript.read_text().splitlines()
+                    if json.loads(line).get("type") not in DROPPED
+                ]
+                (target / "transcript.jsonl").write_text("\n".join(lines) + "\n")
+            print(f"{name}: {n} inputs")
+    (OUT / "program.json").write_text(json.dumps({"claude": version.strip()}, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,160 @@
+"""Running the real Claude Code program (bundled in ``claude-agent-sdk``) offline.
+
+The program talks to :class:`fake_anthropic.FakeAnthropic` on 127.0.0.1, with its home and
+config under a temporary directory, so nothing leaves the machine and no real settings are
+read. :class:`ClaudeProject` is one such sandbox: a project directory whose
+``.claude/settings.local.json`` our ``hooks install --scope project`` writes, plus
+helpers to run one prompt, an interrupted prompt, or several prompts in one session.
+Used by the slow end-to-end test and by ``scripts/record_hook_inputs.py``.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from fake_anthropic import FakeAnthropic
+
+__all__ = ["ClaudeProject", "claude_program"]
+
+
+def claude_program() -> Path | None:
+    """The ``claude`` executable bundled in the installed ``claude-agent-sdk``, if any."""
+    try:
+        import claude_agent_sdk
+    except ImportError:
+        return None
+    found = glob.glob(
+        os.path.join(os.path.dirname(claude_agent_sdk.__file__), "_bundled", "claude")
+    )
+    return Path(found[0]) if found else None
+
+
+class ClaudeProject:
+    """A sandboxed project the real program runs in, against ``api``."""
+
+    def __init__(self, root: Path, api: FakeAnthropic, program: Path) -> None:
+        self.root = root
+        self.api = api
+        self.program = program
+        self.home = root / "home"
+        self.project = root / "project"
+        self.home.mkdir(parents=True, exist_ok=True)
+        (self.project / ".claude").mkdir(parents=True, exist_ok=True)
+
+    def env(self) -> dict[str, str]:
+        """The program's environment: only the fake API, a private home."""
+        keep = {k: v for k, v in os.environ.items() if k in ("PATH", "LANG", "TERM", "TMPDIR")}
+        return {
+            **keep,
+            **self.api.env(),
+            "HOME": str(self.home),
+            "CLAUDE_CONFIG_DIR": str(self.home / ".claude"),
+        }
+
+    def neotoma(self, *args: str) -> subprocess.CompletedProcess[str]:
+        """Run ``python -m neotoma_agent ARGS`` in the project (e.g. ``hooks install``)."""
+        return subprocess.run(
+            [sys.executable, "-m", "neotoma_agent", *args],
+            cwd=self.project,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=True,
+        )
+
+    def settings(self) -> dict[str, Any]:
+        """The project's ``.claude/settings.local.json``."""
+        path = self.project / ".claude" / "settings.local.json"
+        return json.loads(path.read_text()) if path.exists() else {}
+
+    def write_settings(self, data: dict[str, Any]) -> None:
+        """Replace the project's ``.claude/settings.local.json``."""
+        path = self.project / ".claude" / "settings.local.json"
+        path.write_text(json.dumps(data, indent=2))
+
+    def prompt(self, text: str, *, tools: str = "Bash", timeout: float = 120) -> dict[str, Any]:
+        """One prompt in a new session (``claude -p``); the program's JSON result."""
+        done = subprocess.run(
+            [str(self.program), "-p", text, "--output-format", "json", "--allowedTools", tools],
+            cwd=self.project,
+            env=self.env(),
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+        assert done.returncode == 0, done.stderr[-2000:]
+        result: dict[str, Any] = json.loads(done.stdout)
+        return result
+
+    def interrupted(self, text: str, *, timeout: float = 120) -> int:
+        """A prompt whose reply the person interrupts (SIGINT) mid-stream; the exit status.
+
+        The fake must hold a :class:`fake_anthropic.Hang` reply for this prompt.
+        """
+        proc = subprocess.Popen(
+            [str(self.program), "-p", text],
+            cwd=self.project,
+            env=self.env(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            assert self.api.wait_hanging(timeout), "the program never reached the model"
+            proc.send_signal(signal.SIGINT)
+            proc.communicate(timeout=timeout)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
+        return proc.returncode
+
+    def session(self, *texts: str, timeout: float = 120) -> list[dict[str, Any]]:
+        """Several prompts in one session (``--input-format stream-json``); the results."""
+        proc = subprocess.Popen(
+            [
+                str(self.program),
+                "-p",
+                "--input-format",
+                "stream-json",
+                "--output-format",
+                "stream-json",
+                "--verbose",
+            ],
+            cwd=self.project,
+            env=self.env(),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        assert proc.stdin is not None
+        assert proc.stdout is not None
+        results = []
+        try:
+            for text in texts:
+                message = {"type": "user", "message": {"role": "user", "content": text}}
+                proc.stdin.write(json.dumps(message) + "\n")
+                proc.stdin.flush()
+                for line in proc.stdout:
+                    event = json.loads(line)
+                    if event.get("type") == "result":
+                        results.append(event)
+                        break
+            proc.stdin.close()
+            proc.wait(timeout)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+            for stream in (proc.stdin, proc.stdout, proc.stderr):
+                if stream is not None and not stream.closed:
+                    stream.close()
+        return results

@@ -1,0 +1,173 @@
+"""`hooks install | uninstall | status`: merged with what is there, backed up, idempotent."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import structlog
+from hook_support import Hooks, recorded
+
+from neotoma_agent.cli import main
+from neotoma_agent.hooks import InstallError, install
+
+OTHER = {"type": "command", "command": "/usr/local/bin/lint-check --fast"}
+
+
+@pytest.fixture(autouse=True)
+def _cli_logging() -> Iterator[None]:
+    # main() configures structlog for the command line, on this test's captured stderr.
+    yield
+    structlog.reset_defaults()
+
+
+@pytest.fixture(autouse=True)
+def _private_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    for name in ("CLAUDE_CONFIG_DIR", "CODEX_HOME", "NEOTOMA_URL", "NEOTOMA_AGENT_DB"):
+        monkeypatch.delenv(name, raising=False)
+
+
+def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:
+    status = main(list(args))
+    return status, capsys.readouterr().out
+
+
+def commands(data: dict[str, Any], event: str) -> list[str]:
+    return [h["command"] for group in data["hooks"].get(event, []) for h in group["hooks"]]
+
+
+def test_install_merges_backs_up_and_changes_nothing_the_second_time(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    settings = tmp_path / "home" / ".claude" / "settings.json"
+    settings.parent.mkdir(parents=True)
+    original = {
+        "model": "opus",
+        "hooks": {
+            "Stop": [{"hooks": [OTHER]}],
+            "PreToolUse": [{"matcher": "Bash", "hooks": [OTHER]}],
+        },
+    }
+    settings.write_text(json.dumps(original))
+    db = tmp_path / "memory.db"
+    status, out = run(capsys, "hooks", "install", "claude-code", "--db", str(db))
+    assert status == 0
+    assert "added UserPromptSubmit" in out
+    assert f"store: {db}" in out
+    data = json.loads(settings.read_text())
+    assert data["model"] == "opus"
+    assert data["hooks"]["PreToolUse"] == original["hooks"]["PreToolUse"]
+    stop = commands(data, "Stop")
+    assert stop[0] == OTHER["command"]  # the other tool's hook kept, first
+    assert shlex.split(stop[1]) == [
+        sys.executable, "-m", "neotoma_agent", "hook", "claude-code", "Stop", "--db", str(db)
+    ]  # fmt: skip
+    backup = settings.with_name("settings.json.neotoma-agent.bak")
+    assert json.loads(backup.read_text()) == original
+
+    text = settings.read_text()
+    status, out = run(capsys, "hooks", "install", "claude-code", "--db", str(db))
+    assert "nothing changed" in out
+    assert settings.read_text() == text
+
+    status, out = run(capsys, "hooks", "install", "claude-code", "--db", str(tmp_path / "b.db"))
+    assert "updated Stop" in out
+    assert len(commands(json.loads(settings.read_text()), "Stop")) == 2  # replaced, not added
+
+
+def test_uninstall_keeps_every_other_hook(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    settings = tmp_path / "home" / ".claude" / "settings.json"
+    settings.parent.mkdir(parents=True)
+    original = {"hooks": {"Stop": [{"hooks": [OTHER]}]}, "theme": "dark"}
+    settings.write_text(json.dumps(original))
+    run(capsys, "hooks", "install", "claude-code", "--db", str(tmp_path / "m.db"))
+    status, out = run(capsys, "hooks", "uninstall", "claude-code")
+    assert status == 0
+    assert "removed Stop" in out
+    assert json.loads(settings.read_text()) == original
+    status, out = run(capsys, "hooks", "uninstall", "claude-code")
+    assert "nothing changed" in out
+
+
+def test_project_scope_writes_the_per_person_settings_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    project = tmp_path / "repo"
+    project.mkdir()
+    status, _ = run(
+        capsys, "hooks", "install", "claude-code", "--scope", "project",
+        "--project", str(project), "--db", str(tmp_path / "m.db"),
+    )  # fmt: skip
+    assert status == 0
+    data = json.loads((project / ".claude" / "settings.local.json").read_text())
+    assert set(data["hooks"]) == {
+        "UserPromptSubmit", "PostToolUse", "PostToolUseFailure", "Stop", "SessionEnd"
+    }  # fmt: skip
+    assert not (tmp_path / "home" / ".claude").exists()
+
+
+def test_codex_and_cursor_files(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    db = str(tmp_path / "m.db")
+    run(capsys, "hooks", "install", "codex", "--db", db)
+    codex = json.loads((tmp_path / "home" / ".codex" / "hooks.json").read_text())
+    assert set(codex["hooks"]) == {"UserPromptSubmit", "PostToolUse", "Stop", "StopFailure"}
+    assert codex["hooks"]["Stop"][0]["hooks"][0]["type"] == "command"
+    cursor_file = tmp_path / "home" / ".cursor" / "hooks.json"
+    cursor_file.parent.mkdir(parents=True)
+    cursor_file.write_text(json.dumps({"version": 1, "hooks": {"stop": [{"command": "x.sh"}]}}))
+    run(capsys, "hooks", "install", "cursor", "--db", db)
+    cursor = json.loads(cursor_file.read_text())
+    assert cursor["version"] == 1
+    assert cursor["hooks"]["stop"][0] == {"command": "x.sh"}
+    assert "hook cursor stop" in cursor["hooks"]["stop"][1]["command"]
+    assert "hook cursor afterAgentResponse" in cursor["hooks"]["afterAgentResponse"][0]["command"]
+
+
+def test_a_url_store_is_named_and_a_token_from_the_environment_is_not_written(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("NEOTOMA_TOKEN", "tok-secret")
+    status, out = run(capsys, "hooks", "install", "codex", "--url", "http://127.0.0.1:3080")
+    assert status == 0
+    text = (tmp_path / "home" / ".codex" / "hooks.json").read_text()
+    assert "--url http://127.0.0.1:3080" in text
+    assert "tok-secret" not in text + out
+    assert "token from $NEOTOMA_TOKEN" in out
+
+
+def test_a_settings_file_that_is_not_json_is_left_alone(tmp_path: Path) -> None:
+    settings = tmp_path / "settings.json"
+    settings.write_text("{ // a comment\n}")
+    with pytest.raises(InstallError, match="is not JSON"):
+        install("claude-code", settings, ["--db", "m.db"], python=sys.executable)
+    assert settings.read_text() == "{ // a comment\n}"
+
+
+def test_status_says_what_is_installed_and_when_it_fired(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    state = tmp_path / "state.db"
+    db = tmp_path / "memory.db"
+    _, out = run(capsys, "hooks", "status", "claude-code", "--state", str(state))
+    assert "not installed" in out
+    run(capsys, "hooks", "install", "claude-code", "--db", str(db), "--state", str(state))
+    Hooks(tmp_path, "claude-code").replay(recorded("claude-code", "completed"))
+    _, out = run(capsys, "hooks", "status", "claude-code", "--state", str(state), "--json")
+    report = json.loads(out)
+    assert report["missing"] == []
+    assert report["events"]["Stop"]["runs"] == 1
+    assert "PostToolUse" not in report["events"]
+    assert report["turns"] == {"open": 0, "undelivered": 0, "done": 1}
+    _status, out = run(capsys, "hooks", "status", "claude-code", "--state", str(state))
+    assert "hooks installed" in out
+    assert "PostToolUse" in out
+    assert "never fired" in out

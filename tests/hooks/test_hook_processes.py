@@ -1,0 +1,167 @@
+"""Hooks as the harness runs them: fresh processes, at once, killed; a store that goes away."""
+
+from __future__ import annotations
+
+import copy
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from cli_support import clean_env, free_port
+from hook_support import (
+    Hooks,
+    finish,
+    hook_process,
+    recorded,
+    summary,
+    tool_invocations,
+)
+
+from neotoma_agent.hooks import HookState, StoreSpec
+
+SESSION = recorded("claude-code", "session")
+TOOL = recorded("claude-code", "tool")
+
+
+def with_session(payload: dict[str, Any], n: int) -> dict[str, Any]:
+    changed = copy.deepcopy(payload)
+    changed["session_id"] = f"{payload['session_id'][:-4]}{n:04d}"
+    changed["prompt_id"] = f"{payload['prompt_id'][:-4]}{n:04d}"
+    return changed
+
+
+def as_bytes(payload: dict[str, Any]) -> bytes:
+    import json
+
+    return json.dumps(payload).encode()
+
+
+def test_ten_hook_processes_at_once_on_one_store(tmp_path: Path) -> None:
+    hooks = Hooks(tmp_path, "claude-code")
+    prompt, tool, stop = TOOL[0][1], TOOL[1][1], TOOL[2][1]
+    hooks.send("UserPromptSubmit", prompt)
+    procs = []
+    for n in range(5):  # parallel tool calls of one turn, as Claude Code runs them
+        call = copy.deepcopy(tool)
+        call["tool_use_id"] = f"toolu_{n:024d}"
+        procs.append(
+            hook_process(
+                "claude-code", "PostToolUse", as_bytes(call), db=hooks.db, state=hooks.state
+            )
+        )
+    for n in range(5):  # and five other sessions' prompts, all at once
+        other = with_session(SESSION[0][1], n)
+        procs.append(
+            hook_process(
+                "claude-code",
+                "UserPromptSubmit",
+                as_bytes(other),
+                db=hooks.db,
+                state=hooks.state,
+            )
+        )
+    results = [finish(p) for p in procs]
+    assert [(status, err) for status, _, err in results] == [(0, b"")] * 10
+    hooks.send("Stop", stop)
+    assert len(tool_invocations(hooks.db)) == 5  # no update lost
+    for n in range(5):
+        other = with_session(SESSION[0][1], n)
+        assert summary(hooks.db, hooks.conversation(other["session_id"])) == [
+            ("Hello, I am Bob", None, "open")
+        ]
+
+
+def test_a_hook_killed_mid_store_is_delivered_by_the_next_event(tmp_path: Path) -> None:
+    hooks = Hooks(tmp_path, "claude-code")
+    prompt, stop, end = (payload for _, payload in recorded("claude-code", "completed"))
+    hooks.send("UserPromptSubmit", prompt)
+    conv = hooks.conversation(prompt["session_id"])
+    # Another writer holds the store's lock: the Stop hook waits inside its store.
+    blocker = sqlite3.connect(hooks.db, isolation_level=None)
+    blocker.execute("BEGIN IMMEDIATE")
+    proc = hook_process("claude-code", "Stop", as_bytes(stop), db=hooks.db, state=hooks.state)
+    deadline = time.monotonic() + 60
+    with HookState(hooks.state) as state:
+        while "Stop" not in state.last_fired("claude-code") and time.monotonic() < deadline:
+            time.sleep(0.05)
+    time.sleep(0.3)
+    assert proc.poll() is None, "the hook finished before it could be killed"
+    proc.send_signal(signal.SIGKILL)
+    finish(proc)
+    blocker.execute("ROLLBACK")
+    blocker.close()
+    assert summary(hooks.db, conv) == [("What about Acme Corp?", None, "open")]
+    hooks.send("SessionEnd", end)  # the session's next event delivers what is due
+    assert summary(hooks.db, conv) == [
+        ("What about Acme Corp?", "Acme Corp is a customer of ours.", "completed")
+    ]
+
+
+@contextmanager
+def dev_server(db: Path, port: int, home: Path) -> Iterator[None]:
+    """``neotoma-agent serve`` on ``port`` until the block ends."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "neotoma_agent", "serve", "--db", str(db), "--port", str(port)],
+        env=clean_env(home),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=1):
+                    break
+            except OSError:
+                assert proc.poll() is None, "serve exited"
+                assert time.monotonic() < deadline, "serve did not start"
+                time.sleep(0.1)
+        yield
+    finally:
+        proc.terminate()
+        proc.wait(30)
+
+
+def test_an_unreachable_store_gets_every_turn_once_it_is_back(tmp_path: Path) -> None:
+    port = free_port()
+    db, home = tmp_path / "server.db", tmp_path / "home"
+    home.mkdir()
+    spec = StoreSpec(url=f"http://127.0.0.1:{port}", outbox=tmp_path / "outbox.db")
+    hooks = Hooks(tmp_path, "claude-code", store=spec)
+    (_, first), (_, first_stop), (_, second), (_, second_stop), (_, end) = SESSION
+    conv = hooks.conversation(first["session_id"])
+
+    # Down: the prompt and its reply are kept in the state file; the person is not blocked.
+    down = hooks.send("UserPromptSubmit", first)
+    assert down.problem is not None
+    assert down.problem.startswith("store failed, kept for the next event: ")
+    assert hooks.send("Stop", first_stop).problem is not None
+    # However often it is tried while the store is away, nothing is given up.
+    for _ in range(3):
+        assert hooks.send("Stop", first_stop).problem is not None
+
+    with dev_server(db, port, home):  # back: the next event delivers both halves first
+        assert hooks.send("UserPromptSubmit", second).problem is None
+    assert summary(db, conv) == [
+        ("Hello, I am Bob", "Hello Bob.", "completed"),
+        ("Is Alice there?", None, "open"),
+    ]
+
+    # Down between the prompt and the reply: the closing store goes to the outbox.
+    queued = hooks.send("Stop", second_stop)
+    assert queued.problem is None
+    assert os.path.getsize(tmp_path / "outbox.db") > 0
+    with dev_server(db, port, home):
+        assert hooks.send("SessionEnd", end).problem is None
+    assert summary(db, conv) == [
+        ("Hello, I am Bob", "Hello Bob.", "completed"),
+        ("Is Alice there?", "Alice is here too.", "completed"),
+    ]
