@@ -10,6 +10,7 @@ from ._lazy import lazy_exports
 with lazy_exports(globals()):
     from ._chat_messages import chat_messages as chat_messages
     from ._current import current_turn as current_turn
+    from ._forget import Forgotten as Forgotten
     from ._history import HistoryTurn as HistoryTurn
     from ._memory import NeotomaMemory as NeotomaMemory
     from ._memory import OpenTurn as OpenTurn
@@ -80,6 +81,8 @@ with lazy_exports(globals()):
     from .transport._outbox import OutboxStatus as OutboxStatus
     from .transport._outbox import outbox_status as outbox_status
     from .transport.embedded import EmbeddedStore as EmbeddedStore
+    from .transport.embedded import PurgeStats as PurgeStats
+    from .transport.embedded import purge_forgotten as purge_forgotten
     from .transport.http import HttpTransport as HttpTransport
     from .transport.http import RetryPolicy as RetryPolicy
     from .transport.outbox import OutboxTransport as OutboxTransport

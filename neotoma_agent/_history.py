@@ -240,6 +240,10 @@ def _group(conversation_id: str, messages: Sequence[ConversationMessage]) -> lis
     prefix = f"{conversation_id}:"
     start, cut = len(prefix), -len(_ASSISTANT_SUFFIX)
     for position, m in enumerate(messages):
+        if m.turn_key is None and m.content is None and m.role is None:
+            # A soft-deleted message (``memory.forget()``): a real server still lists it,
+            # with no snapshot; it is no turn.
+            continue
         turn_key = m.turn_key or ""
         # The library's own keys (``{cid}:{tid}[:assistant]``), as _turn_of reads them, without
         # its calls: this runs for every message of every history page.

@@ -18,6 +18,7 @@ import attrs
 
 from ._checks import check_count, check_optional_count
 from ._context import render_context
+from ._forget import Forgotten, forget_conversation, restore_conversation
 from ._history import HistoryTurn, read_history
 from ._keys import (
     TurnKeys,
@@ -458,6 +459,27 @@ class NeotomaMemory:
                 print(h.turn_number, h.status, h.user, h.reply)
         """
         return await read_history(self.transport, self.conversation_id, limit=limit, before=before)
+
+    async def forget(self) -> Forgotten:
+        """Forget this conversation: soft-delete it as Neotoma's ``/delete_entity`` does.
+
+        Writes a deletion observation (``_deleted: true`` at ``source_priority`` 1000) on
+        the conversation entity, its messages, turn records and tool calls, and on every
+        edge touching them; entities it only refers to stay. Afterwards ``history()``,
+        ``t.history``, ``show``, ``export`` and the web view do not see it, on every
+        backend. Nothing is erased: the returned :class:`~neotoma_agent.Forgotten` record
+        undoes it with :meth:`restore`; to erase the bytes of an embedded store, pass it to
+        :func:`~neotoma_agent.purge_forgotten`. A conversation that is not stored (or is
+        forgotten already) gives an empty record::
+
+            forgotten = await memory.forget()
+            await memory.restore(forgotten)   # changed your mind
+        """
+        return await forget_conversation(self.transport, self.conversation_id)
+
+    async def restore(self, forgotten: Forgotten) -> None:
+        """Undo :meth:`forget`: the entities and edges ``forgotten`` names are readable again."""
+        await restore_conversation(self.transport, forgotten)
 
     async def tools(self, turn_id: str) -> tuple[StoredToolCall, ...]:
         """The tool calls stored with turn ``turn_id``, with their arguments and results.

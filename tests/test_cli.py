@@ -403,6 +403,14 @@ def test_conflicting_and_malformed_options_are_one_line_errors(tmp_path: Path) -
     assert_one_line_error(
         cli("serve", "--url", "http://127.0.0.1:9", home=tmp_path), "not a server"
     )
+    # A host that does not resolve says so (not "is another server running there?"), and
+    # leaves no store file behind.
+    unknown = cli(
+        "serve", "--host", "nosuchhost.invalid", "--token", "t", "--db", "x.db", home=tmp_path
+    )
+    assert_one_line_error(unknown, "no such host")
+    assert "another server" not in unknown.stderr
+    assert not (tmp_path / "x.db").exists()
 
 
 def test_help_lists_every_command(tmp_path: Path) -> None:
@@ -411,7 +419,23 @@ def test_help_lists_every_command(tmp_path: Path) -> None:
         assert command in out
     result = cli(home=tmp_path)
     assert result.returncode == 2
-    assert "usage: neotoma-agent" in result.stdout
+    assert result.stdout == ""
+    assert result.stderr.startswith("usage: neotoma-agent")
+    assert "export" in result.stderr
+    assert "neotoma-agent demo" in result.stderr
+    assert len(result.stderr.splitlines()) < 12  # a short usage, not the whole --help
+
+
+def test_a_command_lists_only_the_global_options_that_mean_something_to_it(
+    tmp_path: Path,
+) -> None:
+    serve = ok(cli("serve", "--help", home=tmp_path))
+    assert "--url URL" not in serve  # it serves a store file; --url is refused with a reason
+    assert "the bearer token clients must send" in serve
+    show = ok(cli("show", "--help", home=tmp_path))
+    assert "--url URL" in show
+    assert "bearer token for --url" in show
+    assert "clients must send" not in show
 
 
 def test_the_default_store_lives_in_the_per_user_data_directory(tmp_path: Path) -> None:
@@ -669,8 +693,10 @@ def _turns_written(db: Path) -> int:
         return 0
 
 
-def test_an_interrupted_import_reports_exactly_what_is_stored(tmp_path: Path) -> None:
-    """Ctrl-C (SIGINT) mid-import: writes in flight finish, and the summary counts them."""
+@pytest.mark.parametrize("presses", [1, 2])
+def test_an_interrupted_import_reports_exactly_what_is_stored(tmp_path: Path, presses: int) -> None:
+    """Ctrl-C (SIGINT) mid-import: writes in flight finish, and the summary counts them;
+    a second Ctrl-C while they finish does not lose the summary."""
     source = write_jsonl(
         tmp_path / "big.jsonl",
         *(
@@ -703,7 +729,11 @@ def test_an_interrupted_import_reports_exactly_what_is_stored(tmp_path: Path) ->
     while _turns_written(db) == 0 and child.poll() is None and time.monotonic() < deadline:
         time.sleep(0.05)
     child.send_signal(signal.SIGINT)
+    for _ in range(presses - 1):
+        time.sleep(0.05)
+        child.send_signal(signal.SIGINT)
     out, err = child.communicate(timeout=120)
+    assert child.returncode == 130
     assert "interrupted" in out, (out, err)
     reported = int(re.search(r"stored ([\d,]+) new turn", out).group(1).replace(",", ""))  # type: ignore[union-attr]
 

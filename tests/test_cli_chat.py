@@ -111,6 +111,18 @@ def test_a_failing_agent_records_the_turn_abandoned_and_the_loop_goes_on(tmp_pat
     assert "  assistant: (no reply stored)" in text
 
 
+def test_a_failing_agent_shows_its_traceback_at_log_level_debug(tmp_path: Path) -> None:
+    agent = f"{TESTS / 'cli_agents.py'}:failing_agent"
+    args = ("chat", "--agent", agent, "--db", str(tmp_path / "memory.db"))
+    quiet = cli(*args, home=tmp_path, stdin="one\n")
+    assert "Traceback" not in quiet.stderr
+    loud = cli(*args, "--log-level", "debug", home=tmp_path, stdin="one\n")
+    assert "turn recorded as abandoned" in ok(loud)
+    assert "Traceback (most recent call last)" in loud.stderr
+    assert 'cli_agents.py", line' in loud.stderr
+    assert "RuntimeError: the model is down" in loud.stderr
+
+
 def test_a_bad_agent_is_a_one_line_error(tmp_path: Path) -> None:
     db = tmp_path / "memory.db"
     assert_one_line_error(

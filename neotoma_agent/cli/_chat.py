@@ -25,6 +25,7 @@ import shlex
 import signal
 import sys
 import time
+import traceback
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from types import FrameType
@@ -157,10 +158,12 @@ class _TurnRun:
 
 
 class _Chat:
-    def __init__(self, agent: MemoryAgent, out: TextIO) -> None:
+    def __init__(self, agent: MemoryAgent, out: TextIO, *, tracebacks: bool = False) -> None:
         self.agent = agent
         self.out = out
         self.stored = 0
+        #: print the agent's traceback to stderr when it fails (``--log-level debug``)
+        self.tracebacks = tracebacks
 
     def write(self, text: str) -> None:
         # Everything here is stored text (entity names, turn ids) or a model's reply, and
@@ -201,6 +204,9 @@ class _Chat:
         if started_reply:
             self.write("\n")
         self._footer(stream, run)
+        if self.tracebacks and run.error is not None:
+            # The footer says what failed in one line; debugging the agent needs where.
+            traceback.print_exception(run.error, file=sys.stderr)
 
     def _footer(self, stream: AgentStream, run: _TurnRun) -> None:
         turn = stream.turn
@@ -367,7 +373,9 @@ def run(args: argparse.Namespace, *, stdin: TextIO | None = None, out: TextIO | 
             platform=PLATFORM,
             history_turns=args.history,
         )
-        chat = _Chat(with_memory(agent_fn, memory=memory), out)
+        chat = _Chat(
+            with_memory(agent_fn, memory=memory), out, tracebacks=args.log_level == "debug"
+        )
         chat.write(
             f"conversation {conversation_id} in {where}, "
             f"agent: {args.agent or 'built-in echo agent'}\n"

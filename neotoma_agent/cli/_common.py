@@ -303,6 +303,10 @@ def store_error(path: Path, exc: BaseException) -> CLIError:
         )
     if isinstance(exc, PermissionError):
         return CLIError(f"cannot open the store {path}: permission denied")
+    from .._file_kind import WrongFileKind
+
+    if isinstance(exc, WrongFileKind):
+        return CLIError(f"cannot open the store {path}: {exc}", exc.hint)
     if isinstance(exc, sqlite3.DatabaseError):
         return CLIError(
             f"cannot open the store {path}: {exc}",

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
 import time
 from collections.abc import Iterator, Mapping
@@ -445,6 +446,21 @@ def run(args: argparse.Namespace) -> int:
         return run_async(_run, args, stream, _count_lines(path), str(path))
 
 
+async def _watch_interrupts(work: anyio.CancelScope) -> None:
+    """Ctrl-C stops reading and lets the writes in flight finish (``work`` is cancelled);
+    another Ctrl-C only says so, so that the summary of what was stored is always printed
+    (the wait is bounded by the write deadline)."""
+    with anyio.open_signal_receiver(signal.SIGINT) as signals:
+        async for _ in signals:
+            if not work.cancel_called:
+                work.cancel()
+                continue
+            sys.stderr.write(
+                f"\nneotoma-agent: finishing the writes in flight (at most "
+                f"{_WRITE_DEADLINE_S:.0f} s), then the summary of what is stored\n"
+            )
+
+
 async def _run(args: argparse.Namespace, stream: BinaryIO, total: int, source: str) -> int:
     progress = Progress(total, label="importing", unit="lines")
     started = time.monotonic()
@@ -458,9 +474,14 @@ async def _run(args: argparse.Namespace, stream: BinaryIO, total: int, source: s
             err=sys.stderr,
         )
         interrupted = True
+        work = anyio.CancelScope()
         try:
-            await importer.run(stream)
-            interrupted = False
+            async with anyio.create_task_group() as watchers:
+                watchers.start_soon(_watch_interrupts, work)
+                with work:
+                    await importer.run(stream)
+                watchers.cancel_scope.cancel()
+            interrupted = work.cancel_called
         finally:
             progress.finish(importer.stats.done)
             if importer.fatal is None:
@@ -470,6 +491,8 @@ async def _run(args: argparse.Namespace, stream: BinaryIO, total: int, source: s
                     "interrupted: run the same import again to continue "
                     "(stored turns are not rewritten)\n"
                 )
+        if interrupted and importer.fatal is None:
+            return 130
     stats = importer.stats
     if importer.fatal is not None:
         done = stats.written + stats.replayed

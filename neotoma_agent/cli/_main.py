@@ -40,6 +40,8 @@ _COMMANDS = {
     "chat": "._chat",
     "show": "._show",
     "import": "._import",
+    "export": "._export",
+    "forget": "._forget",
     "stats": "._stats",
     "audit": "._audit",
     "serve": "._serve",
@@ -131,7 +133,21 @@ def _configure_logging(level: str, as_json: bool) -> Callable[[], None]:
     return undo
 
 
-def _add_global_options(parser: argparse.ArgumentParser, *, defaults: bool) -> None:
+#: per command, what a global option means there: ``None`` hides it from the command's
+#: ``--help`` (still accepted, so that the command can say why it does not apply), a
+#: string replaces its help
+_GLOBAL_HELP: dict[str, dict[str, str | None]] = {
+    "serve": {
+        "--url": None,
+        "--token": "the bearer token clients must send (default: $NEOTOMA_TOKEN); "
+        "required to listen beyond loopback",
+    },
+}
+
+
+def _add_global_options(
+    parser: argparse.ArgumentParser, *, defaults: bool, command: str | None = None
+) -> None:
     """The options every command takes.
 
     The top-level parser gets the real defaults; each subparser gets the same options with
@@ -191,7 +207,13 @@ def _add_global_options(parser: argparse.ArgumentParser, *, defaults: bool) -> N
         ),
     ]
     group = parser.add_argument_group("global options")
+    meanings = _GLOBAL_HELP.get(command or "", {})
     for flag, kwargs in options:
+        if flag in meanings:
+            meaning = meanings[flag]
+            kwargs = {**kwargs, "help": argparse.SUPPRESS if meaning is None else meaning}
+        elif command is not None and flag == "--token":
+            kwargs = {**kwargs, "help": "bearer token for --url (default: $NEOTOMA_TOKEN)"}
         if flag not in existing:
             group.add_argument(flag, **kwargs)  # type: ignore[arg-type]
 
@@ -216,8 +238,8 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         if command is None or name == command:
             importlib.import_module(module, __package__).register(sub)
             assert name in sub.choices, f"{module} registers no {name!r} command"
-    for subparser in sub.choices.values():
-        _add_global_options(subparser, defaults=False)
+    for name, subparser in sub.choices.items():
+        _add_global_options(subparser, defaults=False, command=name)
     return parser
 
 
@@ -264,7 +286,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser(_command_in(argv))
     args = parser.parse_args(argv)
     if getattr(args, "func", None) is None:
-        parser.print_help()
+        # No command: a short usage on stderr (stdout stays empty for a script), not the
+        # whole --help.
+        parser.print_usage(sys.stderr)
+        print(
+            f"commands: {', '.join(_COMMANDS)}\n"
+            "`neotoma-agent --help` says more; start with `neotoma-agent demo`",
+            file=sys.stderr,
+        )
         return 2
     from ._common import explain
 

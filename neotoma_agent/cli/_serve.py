@@ -3,12 +3,35 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import os
+import socket
 import sys
 
 from ._common import CLIError, Command, db_path, option, resolve_token
 
 __all__ = ["register"]
+
+
+def _bind_error(host: str, port: int, exc: OSError) -> CLIError:
+    """What went wrong with the bind, in words: only a port in use suggests another server."""
+    if isinstance(exc, socket.gaierror) or (exc.errno is not None and exc.errno < 0):
+        # getaddrinfo's codes are negative (socket.create_server re-raises them as a plain
+        # OSError): os.strerror() would say "Unknown error -2".
+        return CLIError(
+            f"cannot listen on {host}:{port}: no such host or address",
+            "pass an address of this machine, e.g. --host 127.0.0.1",
+        )
+    reason = os.strerror(exc.errno) if exc.errno else str(exc)
+    if exc.errno == errno.EADDRINUSE:
+        hint = "is another server running there? pass another --port (0 picks a free one)"
+    elif exc.errno == errno.EADDRNOTAVAIL:
+        hint = f"{host} is not an address of this machine: pass one that is, e.g. 127.0.0.1"
+    elif exc.errno == errno.EACCES:
+        hint = "ports below 1024 need privileges: pass --port 1024 or above (0 picks one)"
+    else:
+        hint = "pass another --host or --port"
+    return CLIError(f"cannot listen on {host}:{port}: {reason}", hint)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -49,11 +72,7 @@ def run(args: argparse.Namespace) -> int:
         run_server(str(db), host=args.host, port=args.port, token=token, on_ready=ready)
     except OSError as exc:
         # Raised by the bind, before the store file is created.
-        reason = os.strerror(exc.errno) if exc.errno else str(exc)
-        raise CLIError(
-            f"cannot listen on {args.host}:{args.port}: {reason}",
-            "is another server running there? pass another --port (0 picks a free one)",
-        ) from None
+        raise _bind_error(args.host, args.port, exc) from None
     print("stopped", file=sys.stderr)
     return 0
 

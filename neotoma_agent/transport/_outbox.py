@@ -36,6 +36,7 @@ from typing import Any
 
 import attrs
 
+from .._file_kind import file_kind
 from ..exceptions import OutboxError, OutboxFullError
 from ._base import StoreResult
 from ._results import expected_entity
@@ -366,6 +367,11 @@ def _connect(path: Path) -> sqlite3.Connection:
     try:
         db.execute("PRAGMA busy_timeout = 30000")
         version = int(db.execute("PRAGMA user_version").fetchone()[0])
+        if file_kind(db) == "store":
+            raise OutboxError(
+                f"{path} is a neotoma-agent store, not an outbox: pass it as --db (an "
+                "outbox is the file given to HttpTransport(outbox=...))"
+            )
         if version > SCHEMA_VERSION:
             raise OutboxError(
                 f"the outbox {path} has schema version {version}, newer than this library's "

@@ -12,6 +12,7 @@ bodies), with three deliberate differences, all in the direction of losing less:
   observation of an entity as on the first.
 """
 
+from ._purge import PurgeStats, purge_forgotten
 from ._store import EmbeddedStore
 
-__all__ = ["EmbeddedStore"]
+__all__ = ["EmbeddedStore", "PurgeStats", "purge_forgotten"]

@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 import anyio
 import attrs
 
+from ..._file_kind import file_kind, outbox_not_store
 from .._base import StoreResult
 from .._rest import RestActions
 from ._batch import replay_statuses, store_each
@@ -65,6 +66,9 @@ def _connect_read_only(path: str) -> Callable[[], sqlite3.Connection]:
                 f"{uri}&immutable=1", uri=True, isolation_level=None, check_same_thread=False
             )
             version = _readable_version(conn)
+        if file_kind(conn) == "outbox":
+            conn.close()
+            raise outbox_not_store()
         if version != SCHEMA_VERSION:
             conn.close()
             raise sqlite3.OperationalError(
@@ -109,6 +113,8 @@ def _connect(path: str, synchronous: str) -> Callable[[], sqlite3.Connection]:
             conn.execute("PRAGMA wal_autocheckpoint = 10000")
             conn.execute("PRAGMA journal_size_limit = 67108864")
             conn.execute("PRAGMA foreign_keys = OFF")
+            if path != ":memory:" and file_kind(conn) == "outbox":
+                raise outbox_not_store()  # before migrate, which would make it a store
             migrate(conn)
             # Connect the FTS5 tables now (each reads its config on first use), so the first
             # lookup does not pay for it.

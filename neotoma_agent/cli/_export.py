@@ -1,0 +1,169 @@
+"""``neotoma-agent export [CONVERSATION...]``: turns as JSON lines, in the format ``import`` reads.
+
+Each finished turn is one line with exactly the keys :mod:`._import` reads, always all of
+them and in one order, so that exporting, importing the file into a fresh store and
+exporting again gives the same bytes::
+
+    {"conversation_id":"support-42","turn_id":"m-1001","turn_number":1,
+     "user":"Where is my Acme Corp order?","assistant":"It shipped on Monday.",
+     "refers_to":["ent_af939bedafbd1838b259772a"]}
+
+Conversations come in id order (not activity order, which an import changes), turns in the
+order ``show`` prints them. ``turn_number`` is the stored one, or the turn's position in its
+conversation when it has none (an import then stores that number). ``refers_to`` lists the
+entity ids the reply REFERS_TO, as stored: a fresh store that lacks those entities still
+records the edges (Neotoma does not check an edge's ends), so the ids survive a round trip,
+but the entities themselves are not exported.
+
+What the import format cannot carry is left out and counted on stderr, never silently
+dropped: abandoned and open turns (a line is a finished turn), and tool calls. ``--json``
+prints everything instead: one line per conversation, ``show --json``'s record (statuses,
+entity ids, the turn records and the tool calls with their arguments and results); that
+form is for reading and archiving, not for ``import``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Iterator, Sequence
+from typing import TextIO
+
+import attrs
+
+from .._history import StoredTurn, read_conversation
+from ..transport._base import Transport
+from ._common import CLIError, Command, open_transport, option
+from ._show import list_conversations, load_transcript
+
+__all__ = ["ExportStats", "export_lines", "register"]
+
+
+@attrs.define
+class ExportStats:
+    """What an export wrote and what the import format could not carry."""
+
+    conversations: int = 0
+    turns: int = 0
+    abandoned: int = 0
+    open: int = 0
+    tool_calls: int = 0
+
+    def note(self) -> str:
+        """The stderr line: what was written and what was left out (and where it is)."""
+        text = (
+            f"exported {self.turns:,} turn{'s' if self.turns != 1 else ''} "
+            f"of {self.conversations:,} conversation{'s' if self.conversations != 1 else ''}"
+        )
+        left = []
+        if self.abandoned:
+            left.append(f"{self.abandoned:,} abandoned turn{'s' if self.abandoned != 1 else ''}")
+        if self.open:
+            left.append(f"{self.open:,} open turn{'s' if self.open != 1 else ''}")
+        if self.tool_calls:
+            left.append(f"{self.tool_calls:,} tool call{'s' if self.tool_calls != 1 else ''}")
+        if left:
+            text += (
+                f"; left out (the import format cannot carry them): {', '.join(left)}; "
+                "`export --json` has them"
+            )
+        return text
+
+
+def _line(conversation_id: str, position: int, turn: StoredTurn) -> str:
+    history = turn.to_history()
+    number = history.turn_number if history.turn_number is not None else position
+    obj = {
+        "conversation_id": conversation_id,
+        "turn_id": history.turn_id,
+        "turn_number": number,
+        "user": history.user,
+        "assistant": history.reply or "",
+        "refers_to": list(history.reply_refers_to),
+    }
+    return json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
+
+
+def export_lines(
+    conversation_id: str, turns: Sequence[StoredTurn], stats: ExportStats
+) -> Iterator[str]:
+    """The import lines of one conversation's finished turns; counts what is left out."""
+    stats.conversations += 1
+    for position, turn in enumerate(turns, 1):
+        stats.tool_calls += len(turn.tools)
+        status = turn.to_history().status
+        if status == "abandoned":
+            stats.abandoned += 1
+            continue
+        if status == "open":
+            stats.open += 1
+            continue
+        stats.turns += 1
+        yield _line(conversation_id, position, turn)
+
+
+async def _conversation_ids(transport: Transport, wanted: Sequence[str]) -> list[str]:
+    if wanted:
+        return list(dict.fromkeys(wanted))
+    listing = await list_conversations(transport)
+    if listing.partial:
+        raise CLIError(
+            f"cannot list every conversation: {listing.note()}",
+            "name the conversations to export",
+        )
+    return sorted(c.conversation_id for c in listing.conversations)
+
+
+async def _export(args: argparse.Namespace, out: TextIO) -> ExportStats:
+    stats = ExportStats()
+    async with open_transport(args, must_exist=True, read_only=True) as transport:
+        for cid in await _conversation_ids(transport, args.conversations):
+            if args.json:
+                transcript = await load_transcript(transport, cid)
+                stats.conversations += 1
+                stats.turns += len(transcript.turns)
+                out.write(json.dumps(transcript.to_json(), ensure_ascii=False) + "\n")
+                continue
+            stored = await read_conversation(transport, cid)
+            if stored.snapshot is None:
+                raise CLIError(
+                    f"no conversation {cid!r} in this store",
+                    "`neotoma-agent show` lists the conversations",
+                )
+            for line in export_lines(cid, stored.turns, stats):
+                out.write(line + "\n")
+    return stats
+
+
+async def run(args: argparse.Namespace) -> int:
+    """Write the turns to stdout, then say on stderr what was written and left out."""
+    stats = await _export(args, sys.stdout)
+    sys.stdout.flush()
+    if not args.json or stats.conversations:
+        print(f"neotoma-agent: {stats.note()}", file=sys.stderr)
+    return 0
+
+
+COMMAND = Command(
+    "export",
+    help="write conversations as JSON lines, in the format `import` reads",
+    description="""
+        Write the finished turns of the named conversations (default: all of them) to
+        stdout, one JSON line per turn with exactly the keys `import` reads, so that
+        `export > f.jsonl`, `import f.jsonl` into a fresh store and `export` again give the
+        same bytes. Abandoned and open turns and tool calls cannot be carried by that
+        format: they are left out and counted on stderr. --json writes one line per
+        conversation with everything (statuses, entity ids, tool calls), as `show --json`.
+    """,
+    run=run,
+    options=(
+        option("conversations", nargs="*", metavar="CONVERSATION", help="conversation ids"),
+        option(
+            "--json",
+            action="store_true",
+            help="one full record per conversation (not for import)",
+        ),
+    ),
+)
+register = COMMAND.register

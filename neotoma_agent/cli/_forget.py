@@ -1,0 +1,102 @@
+"""``neotoma-agent forget CONVERSATION``: soft-delete a conversation, as Neotoma deletes.
+
+See :mod:`neotoma_agent._forget`: deletion observations on the conversation, its messages,
+turn records and tool calls and every edge touching them, on any backend; nothing is
+erased, and ``--save FILE`` keeps the record ``forget --restore FILE`` reads to undo it.
+``--purge`` (the embedded store only) then erases the rows and the file's free pages.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import anyio
+
+from .._forget import Forgotten, forget_conversation, restore_conversation
+from ._common import CLIError, Command, db_path, open_transport, option, resolve_url
+
+__all__ = ["register"]
+
+
+def _read_record(path: str) -> Forgotten:
+    try:
+        return Forgotten.from_json(json.loads(Path(path).read_text(encoding="utf-8")))
+    except OSError as exc:
+        raise CLIError(f"cannot read {path}: {exc.strerror}") from None
+    except (ValueError, KeyError, TypeError):
+        raise CLIError(
+            f"{path} is not a record `forget --save` wrote",
+            "pass the file `neotoma-agent forget CONVERSATION --save FILE` wrote",
+        ) from None
+
+
+async def run(args: argparse.Namespace) -> int:
+    """Forget (or restore) one conversation; print what was done."""
+    if args.restore is not None:
+        record = _read_record(args.restore)
+        async with open_transport(args, must_exist=True) as transport:
+            await restore_conversation(transport, record)
+        print(f"restored conversation {record.conversation_id} ({len(record.entities)} entities)")
+        return 0
+    if args.conversation is None:
+        raise CLIError("forget needs a CONVERSATION (or --restore FILE)")
+    if args.purge and resolve_url(args):
+        raise CLIError(
+            "--purge erases rows of a store file; a server keeps its own",
+            "drop --purge: the conversation is then soft-deleted on the server",
+        )
+    async with open_transport(args, must_exist=True) as transport:
+        forgotten = await forget_conversation(transport, args.conversation)
+    if not forgotten.entities:
+        raise CLIError(
+            f"no conversation {args.conversation!r} in this store (or it is forgotten already)",
+            "`neotoma-agent show` lists the conversations",
+        )
+    if args.save:
+        text = json.dumps(forgotten.to_json()) + "\n"
+        await anyio.Path(args.save).write_text(text, encoding="utf-8")
+    done = (
+        f"forgot conversation {forgotten.conversation_id}: {len(forgotten.entities)} entities, "
+        f"{len(forgotten.relationships)} edges (soft-deleted"
+    )
+    if args.purge:
+        from ..transport.embedded import purge_forgotten
+
+        stats = purge_forgotten(db_path(args), forgotten)
+        print(
+            f"{done}, then erased: {stats.observations} observations, "
+            f"{stats.relationships} edges, free pages vacuumed)"
+        )
+    else:
+        hint = f"; `forget --restore {args.save}` undoes it" if args.save else ""
+        print(f"{done}: reversible{hint})", file=sys.stdout)
+    return 0
+
+
+COMMAND = Command(
+    "forget",
+    help="soft-delete a conversation (reversible); --purge also erases its bytes",
+    description="""
+        Forget a conversation the way Neotoma deletes: a deletion observation on the
+        conversation, its messages, turn records and tool calls, and on every edge touching
+        them (entities it only mentions stay). `show`, `export`, history, retrieval and the
+        web view no longer see it. It is reversible: --save FILE keeps the record that
+        `forget --restore FILE` reads. On a store file, --purge then erases the rows and
+        VACUUMs the file (irreversible), for a user who asked to be forgotten.
+    """,
+    run=run,
+    options=(
+        option("conversation", nargs="?", metavar="CONVERSATION", help="conversation id"),
+        option("--save", metavar="FILE", help="write the record `--restore` reads"),
+        option("--restore", metavar="FILE", help="undo the forget that wrote FILE"),
+        option(
+            "--purge",
+            action="store_true",
+            help="store file only: also erase the rows and free pages (irreversible)",
+        ),
+    ),
+)
+register = COMMAND.register

@@ -1,0 +1,128 @@
+"""Erasing a forgotten conversation's bytes from a store file (``forget --purge``).
+
+A soft deletion (:mod:`neotoma_agent._forget`) keeps every observation, as Neotoma does; a
+user who asked to be forgotten needs the bytes gone. :func:`purge_forgotten` deletes the
+rows of the forgotten entities (their entity rows, observations, field values, name-index
+entries and conversation index), every edge touching them, and the idempotency keys of the
+stores that wrote their observations; then it merges the full-text indexes (deleted terms
+otherwise linger in old segments), ``VACUUM``\\ s the file (SQLite's free pages keep deleted
+bytes) and truncates the write-ahead log. Unlike a soft deletion this cannot be undone.
+
+It opens the file itself (``VACUUM`` cannot run inside the store thread's transactions) and
+needs it to itself for the ``VACUUM``: close the :class:`EmbeddedStore` first.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TypeVar
+
+import attrs
+
+from ..._forget import Forgotten
+from ._rows import encode_entity
+
+__all__ = ["PurgeStats", "purge_forgotten"]
+
+_BUSY_MS = 5000
+_Id = TypeVar("_Id", str, bytes, str | bytes)
+# Bound parameters per statement (SQLite's default limit is 32766; stay far below).
+_CHUNK = 500
+
+
+@attrs.frozen
+class PurgeStats:
+    """Rows a purge erased."""
+
+    entities: int
+    observations: int
+    relationships: int
+    idempotency_keys: int
+
+
+def _chunks(items: Sequence[_Id]) -> list[Sequence[_Id]]:
+    return [items[i : i + _CHUNK] for i in range(0, len(items), _CHUNK)]
+
+
+def _delete(conn: sqlite3.Connection, sql: str, ids: Sequence[str | bytes]) -> int:
+    count = 0
+    for chunk in _chunks(ids):
+        marks = ",".join("?" * len(chunk))
+        count += conn.execute(sql.format(marks=marks), [*chunk] * sql.count("{marks}")).rowcount
+    return count
+
+
+def _rows(conn: sqlite3.Connection, ids: Sequence[str]) -> PurgeStats:
+    # observations and conversation_messages hold entity ids as their 12 bytes (_rows)
+    packed = [encode_entity(i) for i in ids]
+    seqs: set[int] = set()
+    for chunk in _chunks(packed):
+        marks = ",".join("?" * len(chunk))
+        seqs.update(
+            int(r[0])
+            for r in conn.execute(
+                f"SELECT seq FROM observations WHERE entity_id IN ({marks})",
+                chunk,
+            )
+        )
+    observations = _delete(conn, "DELETE FROM observations WHERE entity_id IN ({marks})", packed)
+    entities = _delete(conn, "DELETE FROM entities WHERE id IN ({marks})", ids)
+    _delete(conn, "DELETE FROM field_values WHERE entity_id IN ({marks})", ids)
+    for table in ("name_index", "bookkeeping_names"):
+        _delete(conn, f"DELETE FROM {table} WHERE entity_id IN ({{marks}})", ids)
+    _delete(conn, "DELETE FROM conversation_messages WHERE message_id IN ({marks})", packed)
+    _delete(conn, "DELETE FROM conversation_messages WHERE conversation_id IN ({marks})", packed)
+    relationships = _delete(
+        conn,
+        "DELETE FROM relationships WHERE source_entity_id IN ({marks}) "
+        "OR target_entity_id IN ({marks})",
+        ids,
+    )
+    # A key's row lists the observations (by seq) its store wrote: a key that wrote any
+    # of the purged ones goes (the key names the conversation and the turn).
+    stale = [
+        str(key)
+        for key, observations in conn.execute("SELECT key, observations FROM idempotency_keys")
+        if seqs.intersection(_seqs(observations))
+    ]
+    keys = _delete(conn, "DELETE FROM idempotency_keys WHERE key IN ({marks})", stale)
+    return PurgeStats(entities, observations, relationships, keys)
+
+
+def _seqs(raw: object) -> list[int]:
+    try:
+        value = json.loads(raw) if isinstance(raw, str | bytes) else raw
+    except ValueError:
+        return []
+    return [v for v in value if isinstance(v, int)] if isinstance(value, list) else []
+
+
+def purge_forgotten(path: str | os.PathLike[str], forgotten: Forgotten) -> PurgeStats:
+    """Erase the bytes of a forgotten conversation from the store file at ``path``.
+
+    ``forgotten``: what :meth:`~neotoma_agent.NeotomaMemory.forget` returned. Irreversible;
+    the store must be closed (``sqlite3.OperationalError`` "database is locked" otherwise).
+    """
+    if not Path(path).is_file():
+        raise FileNotFoundError(f"no store file: {os.fspath(path)}")
+    ids = list(forgotten.entity_ids)
+    conn = sqlite3.connect(os.fspath(path), isolation_level=None, timeout=_BUSY_MS / 1000)
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            stats = _rows(conn, ids)
+            for table in ("name_index", "bookkeeping_names"):
+                conn.execute(f"INSERT INTO {table}({table}) VALUES ('optimize')")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
+        conn.execute("VACUUM")
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    finally:
+        conn.close()
+    return stats

@@ -1,0 +1,114 @@
+"""``neotoma-agent export`` and ``forget``, run as a user runs them (through ``cli_support``).
+
+What matters: export writes exactly the lines ``import`` reads, so export, import into a
+fresh store and export again give identical bytes; what the format cannot carry (abandoned
+and open turns, tool calls) is counted on stderr, never silently lost, and ``--json`` has
+it; ``forget`` hides a conversation from ``show`` and ``export``, ``--restore`` undoes it,
+and ``--purge`` erases its text from the file.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import anyio
+import pytest
+from cli_support import cli, ok
+
+from neotoma_agent import EmbeddedStore, NeotomaMemory
+
+
+async def _seed(db: Path) -> None:
+    async with EmbeddedStore.open(db) as store:
+        a = NeotomaMemory(store, conversation_id="zeta")
+        acme = await a.remember("company", name="Acme Corp")
+        async with a.turn("Where is my Acme Corp order?", turn_number=1) as t:
+            async with t.tool("track", {"order": 7}) as call:
+                call.result = {"state": "shipped"}
+            t.cite(acme)
+            t.reply = "It shipped on Monday.\nTracking: ÿ 🚚"
+
+        async def failing() -> None:
+            async with a.turn("and the invoice?", turn_number=2) as t:
+                t.reply = "Looking"
+                raise RuntimeError("cut")
+
+        with pytest.raises(RuntimeError):
+            await failing()
+        b = NeotomaMemory(store, conversation_id="alpha")
+        async with b.turn("hi") as t:
+            t.reply = ""
+
+
+def test_export_import_export_gives_identical_bytes(tmp_path: Path) -> None:
+    db = tmp_path / "a.db"
+    anyio.run(_seed, db)
+
+    first = cli("--db", str(db), "export", home=tmp_path)
+    lines = [json.loads(x) for x in ok(first).splitlines()]
+    # conversations in id order, every key import reads, the abandoned turn left out
+    assert [(x["conversation_id"], x["turn_number"]) for x in lines] == [("alpha", 1), ("zeta", 1)]
+    assert list(lines[1]) == [
+        "conversation_id",
+        "turn_id",
+        "turn_number",
+        "user",
+        "assistant",
+        "refers_to",
+    ]
+    assert lines[1]["assistant"] == "It shipped on Monday.\nTracking: ÿ 🚚"
+    assert len(lines[1]["refers_to"]) == 1
+    assert "1 abandoned turn" in first.stderr
+    assert "1 tool call" in first.stderr
+
+    exported = tmp_path / "out.jsonl"
+    exported.write_text(first.stdout, encoding="utf-8")
+    fresh = tmp_path / "b.db"
+    # the fresh store holds the entity the reply refers to, as a full copy would
+    anyio.run(_remember_acme, fresh)
+    ok(cli("--db", str(fresh), "import", str(exported), home=tmp_path))
+    second = cli("--db", str(fresh), "export", home=tmp_path)
+    assert ok(second) == first.stdout
+    assert "left out" not in second.stderr
+
+
+async def _remember_acme(db: Path) -> None:
+    async with EmbeddedStore.open(db) as store:
+        await NeotomaMemory(store, conversation_id="seed").remember("company", name="Acme Corp")
+
+
+def test_export_json_has_statuses_entity_ids_and_tool_calls_and_unknown_ids_fail(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "a.db"
+    anyio.run(_seed, db)
+    out = ok(cli("--db", str(db), "export", "zeta", "--json", home=tmp_path))
+    [record] = [json.loads(x) for x in out.splitlines()]
+    assert [t["status"] for t in record["turns"]] == ["completed", "abandoned"]
+    assert record["turns"][0]["tools"][0]["name"] == "track"
+    assert all(m["entity_id"].startswith("ent_") for m in record["turns"][0]["messages"])
+    result = cli("--db", str(db), "export", "nope", home=tmp_path)
+    assert result.returncode == 1
+    assert "no conversation 'nope'" in result.stderr
+
+
+def test_forget_restore_and_purge(tmp_path: Path) -> None:
+    db = tmp_path / "a.db"
+    anyio.run(_seed, db)
+    record = tmp_path / "forgot.json"
+    ok(cli("--db", str(db), "forget", "zeta", "--save", str(record), home=tmp_path))
+    assert "zeta" not in ok(cli("--db", str(db), "export", home=tmp_path))
+    gone = cli("--db", str(db), "show", "zeta", home=tmp_path)
+    assert gone.returncode == 1
+
+    ok(cli("--db", str(db), "forget", "--restore", str(record), home=tmp_path))
+    assert "Monday" in ok(cli("--db", str(db), "show", "zeta", home=tmp_path))
+
+    assert b"Monday" in db.read_bytes()
+    ok(cli("--db", str(db), "forget", "zeta", "--purge", home=tmp_path))
+    assert all(b"Monday" not in p.read_bytes() for p in tmp_path.glob("a.db*"))
+    assert "hi" in ok(cli("--db", str(db), "show", "alpha", home=tmp_path))
+    again = cli("--db", str(db), "forget", "zeta", home=tmp_path)
+    assert again.returncode == 1
+    assert "no conversation" in again.stderr
