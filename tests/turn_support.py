@@ -40,8 +40,8 @@ async def store(
         if request.param == "embedded":
             yield embedded
             return
-        if anyio_backend != "asyncio":
-            pytest.skip("HttpTransport runs on asyncio only")
+        # conftest generates http with asyncio only (aiohttp is asyncio-only).
+        assert anyio_backend == "asyncio", anyio_backend
         from neotoma_agent.server import create_app, serving
         from neotoma_agent.transport.http import HttpTransport, RetryPolicy
 
