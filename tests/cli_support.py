@@ -1,7 +1,15 @@
-"""Running ``neotoma-agent`` as a user would: a subprocess with a clean environment."""
+"""Running ``neotoma-agent`` as a user would, with a clean environment and a private home.
+
+:func:`cli` runs the command in this process (``main(argv)`` with its own stdin, stdout,
+stderr, environment and working directory, all restored afterwards): about 8 ms a run
+instead of a second for a new interpreter. :func:`cli_subprocess` starts a real
+``python -m neotoma_agent.cli``; it is for what only a process shows (signals, Ctrl-C, a
+TTY, exit on a closed pipe, ``python -m`` and the console script themselves, a server).
+"""
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import signal
@@ -38,9 +46,73 @@ def cli(
     stdin: str | None = None,
     env: Mapping[str, str] | None = None,
     cwd: Path | None = None,
+) -> subprocess.CompletedProcess[str]:
+    """Run ``neotoma-agent ARGS`` to completion in this process.
+
+    The command sees what :func:`cli_subprocess` would give it: the environment of
+    :func:`clean_env`, ``cwd`` (default ``home``) as its working directory, ``stdin`` as
+    a pipe (not a TTY), stdout and stderr as UTF-8 byte streams. Its exit status is what
+    ``main`` returns or what ``SystemExit`` carries (argparse's usage errors, ``--help``).
+    Everything the run changes in the process is put back: the environment, the working
+    directory, ``sys.path``, the standard streams and the CLI's logging configuration.
+    """
+    # Imported here: collecting the tests must not import the command line.
+    import structlog
+
+    from neotoma_agent.cli import main
+
+    out, err = io.BytesIO(), io.BytesIO()
+    streams = (
+        io.TextIOWrapper(io.BytesIO((stdin or "").encode("utf-8")), encoding="utf-8"),
+        io.TextIOWrapper(out, encoding="utf-8", newline="\n", write_through=True),
+        io.TextIOWrapper(err, encoding="utf-8", newline="\n", write_through=True),
+    )
+    saved_streams = (sys.stdin, sys.stdout, sys.stderr)
+    saved_env = dict(os.environ)
+    saved_cwd = os.getcwd()
+    saved_path = list(sys.path)
+    saved_log = structlog.get_config() if structlog.is_configured() else None
+    try:
+        os.environ.clear()
+        os.environ.update(clean_env(home, env))
+        os.chdir(cwd or home)
+        # `python -m` puts the working directory first on the path; tests/ is not on it.
+        sys.path[:] = [str(cwd or home), *(p for p in sys.path if Path(p) != TESTS)]
+        sys.stdin, sys.stdout, sys.stderr = streams
+        try:
+            code: object = main(list(args))
+        except SystemExit as exc:
+            code = exc.code
+        for stream in streams[1:]:
+            stream.flush()
+    finally:
+        sys.stdin, sys.stdout, sys.stderr = saved_streams
+        sys.path[:] = saved_path
+        os.chdir(saved_cwd)
+        os.environ.clear()
+        os.environ.update(saved_env)
+        if saved_log is None:
+            structlog.reset_defaults()
+        else:
+            structlog.configure(**saved_log)
+    returncode = code if isinstance(code, int) else (0 if code is None else 1)
+    return subprocess.CompletedProcess(
+        ["neotoma-agent", *args],
+        returncode,
+        out.getvalue().decode("utf-8"),
+        err.getvalue().decode("utf-8"),
+    )
+
+
+def cli_subprocess(
+    *args: str,
+    home: Path,
+    stdin: str | None = None,
+    env: Mapping[str, str] | None = None,
+    cwd: Path | None = None,
     timeout: float = 30,
 ) -> subprocess.CompletedProcess[str]:
-    """Run ``python -m neotoma_agent.cli ARGS`` to completion."""
+    """Run ``python -m neotoma_agent.cli ARGS`` to completion in a new interpreter."""
     return subprocess.run(
         [sys.executable, "-m", "neotoma_agent.cli", *args],
         input=stdin if stdin is not None else "",

@@ -1,4 +1,5 @@
-"""The command line, run as a user runs it: a subprocess per command, on a real store file."""
+"""The command line as a user runs it, on a real store file: in-process through `cli`, in a
+real process where only one shows the behaviour (signals, a server)."""
 
 from __future__ import annotations
 
@@ -134,17 +135,10 @@ async def _seed_hostile(db: Path) -> None:
 
 
 def raw_cli(*args: str, home: Path) -> str:
-    """The stdout of a successful run, decoded without newline translation (keeps CRs)."""
-    result = subprocess.run(
-        [sys.executable, "-m", "neotoma_agent.cli", *args],
-        capture_output=True,
-        env=clean_env(home),
-        cwd=home,
-        timeout=30,
-        check=False,
-    )
-    assert UNSAFE.search(result.stderr.decode("utf-8")) is None, result.stderr
-    return result.stdout.decode("utf-8")
+    """The stdout of a run, with its CRs (``cli`` does no newline translation)."""
+    result = cli(*args, home=home)
+    assert UNSAFE.search(result.stderr) is None, result.stderr
+    return result.stdout
 
 
 def test_show_escapes_control_sequences_and_json_keeps_the_exact_text(tmp_path: Path) -> None:

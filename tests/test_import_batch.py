@@ -249,7 +249,7 @@ def test_an_import_killed_mid_batch_resumes_and_stores_every_turn_once(tmp_path:
     assert records == keys
     assert observations == 4 * keys
 
-    out = ok(cli("import", str(transcript), "--db", str(db), home=tmp_path, timeout=300))
+    out = ok(cli("import", str(transcript), "--db", str(db), home=tmp_path))
     match = re.search(r"stored ([\d,]+) new turns?; ([\d,]+) (?:was|were) already", out)
     assert match is not None, out
     written, replayed = (int(g.replace(",", "")) for g in match.groups())

@@ -87,8 +87,8 @@ def test_stats_and_audit_over_the_dev_server_page_by_cursor_past_the_cap(
 
     anyio.run(seed)
     with serving(db, tmp_path) as url:
-        stats = json.loads(ok(cli("stats", "--json", "--url", url, home=tmp_path, timeout=120)))
-        checked = cli("audit", "--json", "--min-age", "0", "--url", url, home=tmp_path, timeout=120)
+        stats = json.loads(ok(cli("stats", "--json", "--url", url, home=tmp_path)))
+        checked = cli("audit", "--json", "--min-age", "0", "--url", url, home=tmp_path)
     assert (stats["turns"], stats["partial"]) == (TURNS, False)
     report = json.loads(checked.stdout)
     assert report["partial"] is False
