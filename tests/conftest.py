@@ -1,4 +1,15 @@
+"""Shared test set-up: the anyio backends, which backend x transport pairs exist, the
+default run's time budget per test, and the skip summary.
+
+This folder is on ``sys.path`` (pytest's "prepend" import mode, no ``__init__.py``), so the
+support modules here (``cli_support``, ``turn_support``, ...) import by name from any
+subfolder.
+"""
+
 from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Generator
 
 import pytest
 from hypothesis import settings
@@ -68,3 +79,69 @@ def _fixture_params(metafunc: pytest.Metafunc, name: str) -> list[str] | None:
     if not defs or defs[-1].params is None:
         return None
     return [str(p) for p in defs[-1].params]
+
+
+# --- the default run's time budget -----------------------------------------------------------
+
+#: Seconds a default-run test body may take (CI's 2 cores, the machine shared). A test over
+#: it fails, saying so: make it faster, mark it ``slow`` (out of the default run) or give it
+#: ``@pytest.mark.budget(SECONDS)`` with a comment saying why it needs that long.
+DEFAULT_BUDGET = 15.0
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--test-budget",
+        type=float,
+        default=DEFAULT_BUDGET,
+        metavar="SECONDS",
+        help="fail a test whose body takes longer, unless marked slow, bench or budget(N) "
+        f"(default {DEFAULT_BUDGET:g}; 0 turns the check off, e.g. on a loaded machine)",
+    )
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    report = yield
+    if call.when != "call" or not report.passed:
+        return report
+    budget = _budget(item)
+    if budget and call.duration > budget:
+        report.outcome = "failed"
+        report.longrepr = (
+            f"{item.nodeid} took {call.duration:.1f} s, over the default run's budget of "
+            f"{budget:g} s a test: make it faster, mark it @pytest.mark.slow (it then runs "
+            "in `nox -s slow`), or raise its budget with @pytest.mark.budget(SECONDS) and "
+            "say why; --test-budget=0 turns the check off"
+        )
+    return report
+
+
+def _budget(item: pytest.Item) -> float:
+    if item.get_closest_marker("slow") or item.get_closest_marker("bench"):
+        return 0.0
+    budget = float(item.config.getoption("--test-budget"))
+    mark = item.get_closest_marker("budget")
+    if mark is not None and budget:
+        return max(budget, float(mark.args[0]))
+    return budget
+
+
+# --- the skip summary -------------------------------------------------------------------------
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """One line per skip reason, with how many tests it skipped (not one per test)."""
+    reasons: Counter[str] = Counter()
+    for report in terminalreporter.stats.get("skipped", []):
+        longrepr = report.longrepr
+        reason = longrepr[2] if isinstance(longrepr, tuple) else str(longrepr)
+        reasons[reason.removeprefix("Skipped: ")] += 1
+    if not reasons:
+        return
+    terminalreporter.section("skipped tests, by reason", sep="-")
+    for reason, count in sorted(reasons.items(), key=lambda kv: (-kv[1], kv[0])):
+        noun = "test" if count == 1 else "tests"
+        terminalreporter.write_line(f"{count:>4} {noun}: {reason}")
