@@ -39,6 +39,10 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     with ``trio x http`` (aiohttp is asyncio-only) generated just to be skipped. Here the
     pairs are parametrized together instead: every backend with the embedded store, and
     HTTP on asyncio only. A test that parametrizes either name itself is left alone.
+
+    A test marked ``one_backend`` runs on asyncio only: the backend cannot change what it
+    checks (store semantics run on the store's own thread; pure data). Trio runs where the
+    backend matters: the turn engine, cancellation, the store's thread bridge, reads.
     """
     names = set(metafunc.fixturenames)
     if "anyio_backend" not in names:
@@ -51,6 +55,12 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "anyio_backend" in explicit:
         return
     backends = _fixture_params(metafunc, "anyio_backend")
+    if backends is not None and metafunc.definition.get_closest_marker("one_backend"):
+        backends = ["asyncio"]
+        metafunc.definition.add_marker(
+            pytest.mark.parametrize("anyio_backend", backends, indirect=True)
+        )
+        return
     for name in sorted(names - explicit):
         kinds = _fixture_params(metafunc, name)
         if backends is None or kinds is None or "http" not in kinds:

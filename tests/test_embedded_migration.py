@@ -19,7 +19,7 @@ import pytest
 from neotoma_agent.transport.embedded import EmbeddedStore
 from neotoma_agent.transport.embedded._schema import SCHEMA_VERSION
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.one_backend]
 
 DATA = Path(__file__).parent / "data" / "v1_store"
 ANSWERS: dict[str, Any] = json.loads((DATA / "answers.json").read_text())

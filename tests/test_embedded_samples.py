@@ -35,6 +35,7 @@ SAMPLES = Path(__file__).resolve().parent / "data" / "samples"
 
 pytestmark = [
     pytest.mark.anyio,
+    pytest.mark.one_backend,
     pytest.mark.skipif(
         not (SAMPLES / "INDEX.json").is_file(), reason="shared/reference/samples not laid out"
     ),

@@ -20,7 +20,7 @@ from neotoma_agent import NeotomaMemory
 from neotoma_agent.transport.embedded import EmbeddedStore
 from neotoma_agent.transport.embedded._rows import encode_entity
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.one_backend]
 
 DATA = Path(__file__).parent / "data"
 

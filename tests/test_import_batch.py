@@ -26,7 +26,7 @@ from neotoma_agent.testing import FaultyTransport, RecordingTransport
 from neotoma_agent.transport._rest import store_body
 from neotoma_agent.transport.embedded import EmbeddedStore
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.one_backend]
 
 
 def _body(conversation: str, key: str, content: str) -> dict[str, Any]:

@@ -19,7 +19,7 @@ from neotoma_agent.qa import _audit as audit_module
 from neotoma_agent.qa import audit
 from neotoma_agent.transport.embedded import EmbeddedStore
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.one_backend]
 
 TURNS = 2_150  # more turn records than a 2,000-deep offset reaches with pages of 100
 

@@ -21,6 +21,9 @@ from cli_support import cli, ok
 
 from neotoma_agent import EmbeddedStore, NeotomaMemory
 
+# The README's code runs on whichever loop it is given; the engine's trio runs are its own tests.
+pytestmark = pytest.mark.one_backend
+
 README = Path(__file__).resolve().parent.parent / "README.md"
 MARKER = "<!-- readme-tour:"
 CHUNKS = ("Acme Corp ", "is a customer ", "(acme.com).")
