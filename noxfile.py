@@ -1,10 +1,11 @@
 """Developer sessions, and CI's: `.ci/run` calls these same sessions (`nox --no-venv`), so
 each command is written here once.
 
-``nox`` (no arguments) runs ``lint``, ``typecheck`` and ``tests``. The others:
-``lowest`` (the suite on the lowest dependency versions pyproject.toml allows), ``slow``
-(the long sweeps), ``bench_smoke`` (the benchmarks at their smallest sizes, as tests) and
-``bench`` (the benchmarks themselves, writing their figures).
+``nox`` (no arguments) runs ``lint``, ``typecheck`` and ``tests``; CI runs ``lint``,
+``typecheck`` and ``coverage`` (``tests`` under line coverage). The others: ``lowest``
+(the suite on the lowest dependency versions pyproject.toml allows), ``slow`` (the long
+sweeps), ``bench_smoke`` (the benchmarks at their smallest sizes, as tests) and ``bench``
+(the benchmarks themselves, writing their figures).
 """
 
 from __future__ import annotations
@@ -73,10 +74,18 @@ def typecheck(session: nox.Session) -> None:
 
 @nox.session
 def tests(session: nox.Session) -> None:
-    """The default run (both anyio backends, warnings as errors) under line coverage.
+    """The default run: both anyio backends, warnings as errors, the slowest tests listed.
 
-    Prints the slowest tests and the coverage of ``neotoma_agent`` (one figure per module,
-    then the total). Arguments after ``--`` go to pytest.
+    Arguments after ``--`` go to pytest (``nox -s tests -- tests/test_turn.py -x``).
+    """
+    session.install("-e", ".[test]")
+    session.run("pytest", DURATIONS, *session.posargs)
+
+
+@nox.session
+def coverage(session: nox.Session) -> None:
+    """The default run under line coverage (what CI runs): ``tests``, then one figure per
+    module of ``neotoma_agent`` and the total. Costs about a third more CPU than ``tests``.
     """
     session.install("-e", ".[test]", dev_pin("coverage"))
     session.run("coverage", "erase")
