@@ -2,9 +2,9 @@
 
 :func:`cli` runs the command in this process (``main(argv)`` with its own stdin, stdout,
 stderr, environment and working directory, all restored afterwards): about 8 ms a run
-instead of a second for a new interpreter. :func:`cli_subprocess` starts a real
-``python -m neotoma_agent.cli``; it is for what only a process shows (signals, Ctrl-C, a
-TTY, exit on a closed pipe, ``python -m`` and the console script themselves, a server).
+instead of a second for a new interpreter. A real process (``subprocess`` with
+:func:`clean_env`, or :func:`serving`) is for what only a process shows: signals, Ctrl-C, a
+TTY, ``python -m`` and the console script themselves, a server.
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ def cli(
 ) -> subprocess.CompletedProcess[str]:
     """Run ``neotoma-agent ARGS`` to completion in this process.
 
-    The command sees what :func:`cli_subprocess` would give it: the environment of
+    The command sees what ``python -m neotoma_agent.cli`` would: the environment of
     :func:`clean_env`, ``cwd`` (default ``home``) as its working directory, ``stdin`` as
     a pipe (not a TTY), stdout and stderr as UTF-8 byte streams. Its exit status is what
     ``main`` returns or what ``SystemExit`` carries (argparse's usage errors, ``--help``).
@@ -101,28 +101,6 @@ def cli(
         returncode,
         out.getvalue().decode("utf-8"),
         err.getvalue().decode("utf-8"),
-    )
-
-
-def cli_subprocess(
-    *args: str,
-    home: Path,
-    stdin: str | None = None,
-    env: Mapping[str, str] | None = None,
-    cwd: Path | None = None,
-    timeout: float = 30,
-) -> subprocess.CompletedProcess[str]:
-    """Run ``python -m neotoma_agent.cli ARGS`` to completion in a new interpreter."""
-    return subprocess.run(
-        [sys.executable, "-m", "neotoma_agent.cli", *args],
-        input=stdin if stdin is not None else "",
-        capture_output=True,
-        text=True,
-        encoding="utf-8",
-        env=clean_env(home, env),
-        cwd=cwd or home,
-        timeout=timeout,
-        check=False,
     )
 
 

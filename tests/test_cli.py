@@ -743,3 +743,26 @@ def test_a_url_that_is_not_a_neotoma_server_is_refused(tmp_path: Path) -> None:
     assert "Traceback" not in result.stderr
     assert stats.returncode != 0
     assert "is not a Neotoma server" in stats.stderr
+
+
+# --- the real entry points ---------------------------------------------------------------
+
+
+def test_the_console_script_and_python_dash_m_cli_run_the_same_command(tmp_path: Path) -> None:
+    """What pip installs (`neotoma-agent`) and `python -m neotoma_agent.cli`, as processes."""
+    from neotoma_agent import __version__
+
+    script = Path(sys.executable).with_name("neotoma-agent")
+    if not script.is_file():
+        pytest.skip("the neotoma-agent console script is not installed beside this Python")
+    for argv in ([str(script)], [sys.executable, "-m", "neotoma_agent.cli"]):
+        version = subprocess.run(
+            [*argv, "--version"], capture_output=True, text=True, env=clean_env(tmp_path),
+            cwd=tmp_path, timeout=60, check=False,
+        )  # fmt: skip
+        assert (version.returncode, version.stdout) == (0, f"neotoma-agent {__version__}\n")
+    missing = subprocess.run(
+        [str(script), "show", "nope", "--db", str(tmp_path / "none.db")], capture_output=True,
+        text=True, env=clean_env(tmp_path), cwd=tmp_path, timeout=60, check=False,
+    )  # fmt: skip
+    assert_one_line_error(missing, "none.db")
