@@ -63,7 +63,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
             for i in range(n):
                 conversation = f"bench-{i % conversations}"
                 entities, key = closing(conversation, i)
-                outcome = await transport.store_ordered(
+                outcome = await transport.store(
                     entities, idempotency_key=key, lane=conversation, deferrable=True
                 )
                 assert outcome.queued

@@ -2,143 +2,86 @@
 
 from __future__ import annotations
 
-from ._memory import NeotomaMemory, OpenTurn
-from ._payloads import Produced
-from ._retrieval import Extractor, RetrievalStats, Retrieved, default_extractor
-from ._turn import Turn, TurnResult, TurnState
-from ._version import __version__
-from .exceptions import (
-    APIError,
-    AuthenticationError,
-    ConnectionLost,
-    ConnectTimeout,
-    IdempotencyMismatchError,
-    NeotomaError,
-    NotFoundError,
-    OutboxError,
-    OutboxFullError,
-    RateLimitedError,
-    ReadTimeout,
-    ServerError,
-    TransportError,
-    TurnCloseError,
-    TurnStateError,
-    ValidationError,
-)
-from .qa import (
-    AttachmentObservation,
-    AuditReport,
-    Diagnosis,
-    Finding,
-    FindingKind,
-    MessageObservation,
-    RepairOutcome,
-    RepairResult,
-    ReportEntity,
-    ReportRepair,
-    TurnObservation,
-    TurnReportInput,
-    apply_repairs,
-    audit,
-    diagnose_turn,
-    render_turn_report,
-)
-from .transport._base import (
-    CorrectionResult,
-    CreateRelationshipsResult,
-    Entity,
-    EntityQueryResult,
-    EntitySnapshot,
-    LookupResult,
-    Observation,
-    ObservationList,
-    RelatedEntities,
-    RelationshipSnapshot,
-    StoredEntity,
-    StoreResult,
-    Transport,
-)
-from .transport._outbox import LaneStatus, OutboxFlush, OutboxStatus, StoreOutcome, outbox_status
-from .transport.embedded import EmbeddedStore
-from .transport.http import HttpTransport, RetryPolicy, flush_outbox
-from .wrap import AgentReply, AgentStream, MemoryAgent, StoppedEarly, with_memory
+from ._lazy import lazy_exports
 
-__all__ = [  # tests/test_public_api.py pins it
-    "APIError",
-    "AgentReply",
-    "AgentStream",
-    "AttachmentObservation",
-    "AuditReport",
-    "AuthenticationError",
-    "ConnectTimeout",
-    "ConnectionLost",
-    "CorrectionResult",
-    "CreateRelationshipsResult",
-    "Diagnosis",
-    "EmbeddedStore",
-    "Entity",
-    "EntityQueryResult",
-    "EntitySnapshot",
-    "Extractor",
-    "Finding",
-    "FindingKind",
-    "HttpTransport",
-    "IdempotencyMismatchError",
-    "LaneStatus",
-    "LookupResult",
-    "MemoryAgent",
-    "MessageObservation",
-    "NeotomaError",
-    "NeotomaMemory",
-    "NotFoundError",
-    "Observation",
-    "ObservationList",
-    "OpenTurn",
-    "OutboxError",
-    "OutboxFlush",
-    "OutboxFullError",
-    "OutboxStatus",
-    "Produced",
-    "RateLimitedError",
-    "ReadTimeout",
-    "RelatedEntities",
-    "RelationshipSnapshot",
-    "RepairOutcome",
-    "RepairResult",
-    "ReportEntity",
-    "ReportRepair",
-    "RetrievalStats",
-    "Retrieved",
-    "RetryPolicy",
-    "ServerError",
-    "StoppedEarly",
-    "StoreOutcome",
-    "StoreResult",
-    "StoredEntity",
-    "Transport",
-    "TransportError",
-    "Turn",
-    "TurnCloseError",
-    "TurnObservation",
-    "TurnReportInput",
-    "TurnResult",
-    "TurnState",
-    "TurnStateError",
-    "ValidationError",
-    "__version__",
-    "apply_repairs",
-    "audit",
-    "default_extractor",
-    "diagnose_turn",
-    "flush_outbox",
-    "outbox_status",
-    "render_turn_report",
-    "with_memory",
-]
-
-# Public names report themselves as neotoma_agent.X, not the private module they live in.
-for _name in __all__:
-    _obj = globals()[_name]
-    if getattr(_obj, "__module__", "").startswith("neotoma_agent."):
-        _obj.__module__ = "neotoma_agent"
-del _name, _obj
+# The public names, one line each (tests/test_public_api.py pins them). Each is imported
+# when first used, so `import neotoma_agent` loads no part the program does not use (see
+# _lazy); type checkers and readers see the ordinary imports. Add a name as one more line.
+with lazy_exports(globals()):
+    from ._current import current_turn as current_turn
+    from ._history import HistoryTurn as HistoryTurn
+    from ._memory import NeotomaMemory as NeotomaMemory
+    from ._memory import OpenTurn as OpenTurn
+    from ._payloads import Produced as Produced
+    from ._retrieval import Extractor as Extractor
+    from ._retrieval import RetrievalStats as RetrievalStats
+    from ._retrieval import Retrieved as Retrieved
+    from ._retrieval import default_extractor as default_extractor
+    from ._tool_reads import StoredToolCall as StoredToolCall
+    from ._tools import ActiveToolCall as ActiveToolCall
+    from ._tools import ToolCall as ToolCall
+    from ._tools import ToolRedactor as ToolRedactor
+    from ._turn import Turn as Turn
+    from ._turn import TurnResult as TurnResult
+    from ._turn import TurnState as TurnState
+    from ._version import __version__ as __version__
+    from .exceptions import APIError as APIError
+    from .exceptions import AuthenticationError as AuthenticationError
+    from .exceptions import ConnectionLost as ConnectionLost
+    from .exceptions import ConnectTimeout as ConnectTimeout
+    from .exceptions import IdempotencyMismatchError as IdempotencyMismatchError
+    from .exceptions import NeotomaError as NeotomaError
+    from .exceptions import NotFoundError as NotFoundError
+    from .exceptions import OutboxError as OutboxError
+    from .exceptions import OutboxFullError as OutboxFullError
+    from .exceptions import RateLimitedError as RateLimitedError
+    from .exceptions import ReadTimeout as ReadTimeout
+    from .exceptions import ServerError as ServerError
+    from .exceptions import ToolCallConflictError as ToolCallConflictError
+    from .exceptions import TransportError as TransportError
+    from .exceptions import TurnCloseError as TurnCloseError
+    from .exceptions import TurnStateError as TurnStateError
+    from .exceptions import ValidationError as ValidationError
+    from .qa import AttachmentObservation as AttachmentObservation
+    from .qa import AuditReport as AuditReport
+    from .qa import Diagnosis as Diagnosis
+    from .qa import Finding as Finding
+    from .qa import FindingKind as FindingKind
+    from .qa import MessageObservation as MessageObservation
+    from .qa import RepairOutcome as RepairOutcome
+    from .qa import RepairResult as RepairResult
+    from .qa import ReportEntity as ReportEntity
+    from .qa import ReportRepair as ReportRepair
+    from .qa import TurnObservation as TurnObservation
+    from .qa import TurnReportInput as TurnReportInput
+    from .qa import apply_repairs as apply_repairs
+    from .qa import audit as audit
+    from .qa import diagnose_turn as diagnose_turn
+    from .qa import render_turn_report as render_turn_report
+    from .transport._base import CorrectionResult as CorrectionResult
+    from .transport._base import CreateRelationshipsResult as CreateRelationshipsResult
+    from .transport._base import Entity as Entity
+    from .transport._base import EntityQueryResult as EntityQueryResult
+    from .transport._base import EntitySnapshot as EntitySnapshot
+    from .transport._base import LookupResult as LookupResult
+    from .transport._base import Observation as Observation
+    from .transport._base import ObservationList as ObservationList
+    from .transport._base import RelatedEntities as RelatedEntities
+    from .transport._base import RelationshipSnapshot as RelationshipSnapshot
+    from .transport._base import StoredEntity as StoredEntity
+    from .transport._base import StoreResult as StoreResult
+    from .transport._base import Transport as Transport
+    from .transport._outbox import LaneStatus as LaneStatus
+    from .transport._outbox import OutboxFlush as OutboxFlush
+    from .transport._outbox import OutboxStatus as OutboxStatus
+    from .transport._outbox import outbox_status as outbox_status
+    from .transport.embedded import EmbeddedStore as EmbeddedStore
+    from .transport.http import HttpTransport as HttpTransport
+    from .transport.http import RetryPolicy as RetryPolicy
+    from .transport.outbox import OutboxTransport as OutboxTransport
+    from .transport.outbox import flush_outbox as flush_outbox
+    from .wrap import AgentReply as AgentReply
+    from .wrap import AgentStream as AgentStream
+    from .wrap import MemoryAgent as MemoryAgent
+    from .wrap import StoppedEarly as StoppedEarly
+    from .wrap import with_memory as with_memory

@@ -48,6 +48,7 @@ from ._keys import (
     turn_record_entity_id,
 )
 from ._reads import gather_bounded, snapshot_or_none
+from ._tool_reads import StoredToolCall, calls_by_turn_key, read_tools_of
 from .exceptions import NotFoundError
 from .transport._base import (
     ConversationMessage,
@@ -107,6 +108,9 @@ class HistoryTurn:
     user_refers_to: tuple[str, ...] = ()
     #: entity ids the reply REFERS_TO
     reply_refers_to: tuple[str, ...] = ()
+    #: the tool calls the turn made, ordered by ``invoked_at`` (name, status, duration,
+    #: entity id; ``memory.tools(turn_id)`` reads their arguments and results)
+    tools: tuple[StoredToolCall, ...] = ()
 
 
 @attrs.frozen
@@ -133,6 +137,8 @@ class StoredTurn:
     status: str
     messages: tuple[StoredMessage, ...]
     record: EntitySnapshot | None
+    #: the tool calls the turn made, ordered by ``invoked_at``
+    tools: tuple[StoredToolCall, ...] = ()
 
     @property
     def turn_number(self) -> int | None:
@@ -154,6 +160,7 @@ class StoredTurn:
             status=_history_status(self.status, reply is not None),
             user_refers_to=_ids(user),
             reply_refers_to=_ids(reply),
+            tools=self.tools,
         )
 
 
@@ -333,13 +340,23 @@ def _history_turn(group: _Group, record: EntitySnapshot | None) -> HistoryTurn:
     )
 
 
+@attrs.frozen
+class _Paged:
+    """What a store that pages sent: the turns, their records, and their tool calls
+    (``None``: not sent, so they are read per turn)."""
+
+    groups: list[_Group]
+    records: dict[str, EntitySnapshot]
+    calls: list[EntitySnapshot] | None
+
+
 async def _from_reader(
     reader: ConversationReader,
     conversation_id: str,
     entity_id: str,
     limit: int | None,
     before: str | None,
-) -> tuple[list[_Group], dict[str, EntitySnapshot]] | list[ConversationMessage]:
+) -> _Paged | list[ConversationMessage]:
     """The last ``limit`` turns (``None``: all) and their records (by turn id) from a store
     that pages;
     from one that does not (a real server), every message, from the same one request."""
@@ -348,6 +365,7 @@ async def _from_reader(
     messages: list[ConversationMessage] = []
     seen: set[str] = set()
     records: dict[str, EntitySnapshot] = {}
+    calls: list[EntitySnapshot] | None = []
     while True:
         page = await reader.recent_conversation(entity_id, limit=size, before=bound)
         if page.has_more is None or page.turn_records is None:
@@ -361,6 +379,8 @@ async def _from_reader(
             for r in page.turn_records
             if r.snapshot.get("session_id") == conversation_id
         )
+        # A store that pages but sends no tool calls: they are read per turn instead.
+        calls = None if calls is None or page.tool_calls is None else [*calls, *page.tool_calls]
         groups = [g for g in _group(conversation_id, messages) if g.turn_id != before]
         # The oldest turn of a page may be cut (its other message is older): read on until
         # there is one more turn than wanted, or nothing more.
@@ -370,7 +390,7 @@ async def _from_reader(
         if not page.has_more or not fresh or enough:
             if page.has_more and groups:
                 groups.remove(min(groups, key=lambda g: g.first))
-            return groups, records
+            return _Paged(groups, records, calls)
         bound = page.messages[0].message_id
 
 
@@ -455,8 +475,15 @@ async def _read_turns(
     transport: Transport, conversation_id: str, limit: int | None, before: str | None
 ) -> list[tuple[_Group, EntitySnapshot | None]]:
     """The kept turns, in order, each with its record (as the store gave it, or ``None``)."""
+    return (await _read_paged(transport, conversation_id, limit, before))[0]
+
+
+async def _read_paged(
+    transport: Transport, conversation_id: str, limit: int | None, before: str | None
+) -> tuple[list[tuple[_Group, EntitySnapshot | None]], list[EntitySnapshot] | None]:
+    """:func:`_read_turns`, and the tool calls a paging store sent (``None``: none sent)."""
     entity_id = conversation_entity_id(conversation_id)
-    answer: tuple[list[_Group], dict[str, EntitySnapshot]] | list[ConversationMessage] | None
+    answer: _Paged | list[ConversationMessage] | None
     answer = None
     reader = _as_reader(transport)
     if reader is not None:
@@ -464,8 +491,9 @@ async def _read_turns(
             answer = await _from_reader(reader, conversation_id, entity_id, limit, before)
         except NotImplementedError:
             answer = None  # a wrapper around a transport without the route
-    if isinstance(answer, tuple):
-        groups, records = answer
+    calls: list[EntitySnapshot] | None = None
+    if isinstance(answer, _Paged):
+        groups, records, calls = answer.groups, answer.records, answer.calls
         chosen = _bounded(_order(groups, _numbers(groups)), limit, before)
     else:
         messages = answer if answer is not None else await _generic_messages(transport, entity_id)
@@ -476,7 +504,21 @@ async def _read_turns(
             groups = _group(conversation_id, messages)
         chosen = _bounded(_order(groups, _numbers(groups)), limit, before)
         records = await _records(transport, conversation_id, chosen, exact=answer is not None)
-    return [(g, records.get(g.turn_id)) for g in chosen]
+    return [(g, records.get(g.turn_id)) for g in chosen], calls
+
+
+async def _turn_tools(
+    transport: Transport,
+    conversation_id: str,
+    turns: Sequence[tuple[_Group, EntitySnapshot | None]],
+    sent: list[EntitySnapshot] | None,
+) -> list[tuple[StoredToolCall, ...]]:
+    """Each turn's tool calls: from what the page sent, else read (only for turns whose
+    record counts calls: one round trip for all of them)."""
+    if sent is None:
+        return await read_tools_of(transport, [_record(record)[0] for _, record in turns])
+    by_key = calls_by_turn_key(sent)
+    return [by_key.get(f"{conversation_id}:{g.turn_id}", ()) for g, _ in turns]
 
 
 def _check_limit(limit: object) -> int | None:
@@ -499,18 +541,27 @@ async def read_history(
     if limit == 0:
         return ()
     try:
-        turns = await _read_turns(transport, conversation_id, limit, before)
+        turns, sent = await _read_paged(transport, conversation_id, limit, before)
     except NotFoundError:
         return ()
-    return tuple(_history_turn(g, record) for g, record in turns)
+    history = [_history_turn(g, record) for g, record in turns]
+    calls = await _turn_tools(transport, conversation_id, turns, sent)
+    return tuple(attrs.evolve(h, tools=c) if c else h for h, c in zip(history, calls, strict=True))
 
 
-async def read_conversation(transport: Transport, conversation_id: str) -> StoredConversation:
-    """Every turn of a conversation, in order (``show``, the reports)."""
+async def read_conversation(
+    transport: Transport, conversation_id: str, *, tool_details: bool = False
+) -> StoredConversation:
+    """Every turn of a conversation, in order (``show``, the reports); ``tool_details``
+    reads each tool call's arguments and result too."""
     entity_id = conversation_entity_id(conversation_id)
     snapshot = await snapshot_or_none(transport, entity_id)
     if snapshot is None or snapshot.entity_type != "conversation":
         return StoredConversation(conversation_id, entity_id, None, ())
     turns = await _read_turns(transport, conversation_id, None, None)
-    stored = tuple(_turn(g, record) for g, record in turns)
+    records = [_record(record)[0] for _, record in turns]
+    calls = await read_tools_of(transport, records, details=tool_details)
+    stored = tuple(
+        attrs.evolve(_turn(g, record), tools=c) for (g, record), c in zip(turns, calls, strict=True)
+    )
     return StoredConversation(conversation_id, entity_id, snapshot, stored)

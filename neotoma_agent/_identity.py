@@ -236,7 +236,7 @@ def _merge_array(*fields: str) -> dict[str, MergePolicy]:
 _CONVERSATION_FIELDS: Final = (
     "conversation_id", "session_id", "title", "summary", "started_at", "ended_at", "date",
     "participant_count", "reported_message_count", "participants", "topics", "decisions",
-    "open_tasks", "model", "tool", "source_url", "schema_version",
+    "open_tasks", "model", "tool", "source_url", "schema_version", "harness",
 )  # fmt: skip
 _MESSAGE_FIELDS: Final = (
     "role", "content", "turn_key", "sender_kind", "sender_agent_id", "recipient_agent_id",
@@ -250,6 +250,9 @@ _TURN_FIELDS: Final = (
     "harness_loop_count", "injected_context_chars", "retrieved_entity_ids",
     "stored_entity_ids", "failure_hint_shown", "safety_net_used", "started_at", "ended_at",
     "cwd", "working_directory", "git_branch", "active_file_refs", "context_source",
+)  # fmt: skip
+_TOOL_INVOCATION_FIELDS: Final = (
+    "turn_key", "tool_name", "invoked_at", "duration_ms", "result_status", "harness",
 )  # fmt: skip
 _COMPANY_FIELDS: Final = (
     "schema_version", "name", "legal_name", "website", "email", "phone", "address",
@@ -308,6 +311,14 @@ _BUILTIN_SCHEMAS: Final[tuple[TypeSchema, ...]] = (
         fields=_TURN_FIELDS,
         required=("session_id", "turn_id"),
         version="1.1",
+    ),
+    TypeSchema(
+        "tool_invocation",
+        (("turn_key", "tool_name", "invoked_at"),),
+        "reject",
+        {},
+        fields=_TOOL_INVOCATION_FIELDS,
+        required=("turn_key", "tool_name", "invoked_at"),
     ),
     TypeSchema(
         "person",

@@ -56,6 +56,7 @@ __all__ = [
     "message_entity_id",
     "new_turn_id",
     "parse_turn_key",
+    "turn_id_ms",
     "turn_keys",
     "turn_record_entity_id",
     "validate_conversation_id",
@@ -273,6 +274,18 @@ def new_turn_id() -> str:
     as_int = (ts << 80) | (0x7 << 76) | (rand_a << 64) | (0b10 << 62) | rand_b
     h = f"{as_int:032x}"
     return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+
+
+_UUID7_RE: Final = re.compile(
+    r"[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}\Z", re.IGNORECASE
+)
+
+
+def turn_id_ms(turn_id: str) -> int | None:
+    """The Unix milliseconds a UUIDv7 turn id carries (the default ids), else ``None``."""
+    if len(turn_id) != 36 or not _UUID7_RE.match(turn_id):
+        return None
+    return int(turn_id[:8] + turn_id[9:13], 16)
 
 
 # ------------------------------------------------------------------ the inverse of the keys

@@ -8,23 +8,26 @@ store holds, the shielded close) live in ``_phases``; results are built in ``_tu
 
 from __future__ import annotations
 
+import datetime
 import math
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 import attrs
-import structlog
 
 from ._checks import check_count, check_optional_count
 from ._history import HistoryTurn, read_history
 from ._keys import (
     TurnKeys,
     new_turn_id,
+    turn_id_ms,
     turn_keys,
+    turn_record_entity_id,
     validate_conversation_id,
     validate_entity_id,
 )
+from ._log import bound_context
 from ._payloads import (
     ConversationSettings,
     Produced,
@@ -34,10 +37,31 @@ from ._payloads import (
     remembered_payload,
     validate_user_extra,
 )
-from ._phases import CloseOutcome, EnterAttempt, Opened, Phases, error_class_name, unopened
+from ._phases import (
+    CloseOutcome,
+    EnterAttempt,
+    Opened,
+    Phases,
+    error_class_name,
+    tool_ids,
+    unopened,
+)
 from ._retrieval import EMPTY_RETRIEVAL, Extractor, RetrievalStats, Retrieved
 from ._shield import raise_deferred
 from ._text import check_text
+from ._tool_reads import StoredToolCall, read_tool_details
+from ._tools import (
+    DEFAULT_TOOL_PAYLOAD_CHARS,
+    ToolCall,
+    ToolLog,
+    ToolPayloadMode,
+    ToolPayloads,
+    ToolRedactor,
+    ToolStatus,
+    check_tools,
+    iso_ms,
+    merge_tools,
+)
 from ._turn import Turn, TurnResult, TurnState, close_failure, finish, finish_attempt
 from .transport._base import Entity, Transport
 
@@ -68,11 +92,55 @@ class OpenTurn:
     _opened: Opened = attrs.field(repr=False, eq=False)
     #: the conversation's last ``history_turns`` turns before this one, oldest first
     history: tuple[HistoryTurn, ...] = attrs.field(default=(), eq=False)
+    #: the model the caller named (``open_turn(..., model=...)``)
+    model: str | None = attrs.field(default=None, eq=False)
+    _tools: ToolLog = attrs.field(
+        default=attrs.Factory(lambda self: ToolLog(self.turn_key), takes_self=True),
+        repr=False,
+        eq=False,
+    )
 
     @property
     def retrieved_ids(self) -> tuple[str, ...]:
         """The entity ids of :attr:`retrieved`."""
         return tuple(e.id for e in self.retrieved)
+
+    @property
+    def tools(self) -> tuple[ToolCall, ...]:
+        """The tool calls :meth:`record_tool` recorded so far, ordered by ``invoked_at``."""
+        return self._tools.calls
+
+    def record_tool(
+        self,
+        name: str,
+        *,
+        args: Any = None,
+        result: Any = None,
+        status: ToolStatus = "ok",
+        invoked_at: datetime.datetime | str | None = None,
+        duration_ms: float | None = None,
+        call_id: str | None = None,
+        error_class: str | None = None,
+    ) -> ToolCall:
+        """Record a tool call of this turn, written by ``close_turn`` / ``abandon_turn``.
+
+        The explicit API's :meth:`Turn.record_tool` (same arguments, checks and call-id
+        rules). Nothing is stored yet: closing the turn through this memory (by this
+        :class:`OpenTurn` or its id) writes every call recorded here, plus any passed as
+        ``tools=``. A call recorded in another process travels as
+        ``ToolCall.create(...).to_json()`` and comes back with :meth:`ToolCall.from_json`.
+        """
+        call = ToolCall.create(
+            name,
+            args=args,
+            result=result,
+            status=status,
+            invoked_at=invoked_at,
+            duration_ms=duration_ms,
+            call_id=call_id,
+            error_class=error_class,
+        )
+        return self._tools.add(call, clock_given=invoked_at is not None)
 
     def produce(self, entity_type: str, /, **fields: Any) -> Produced:
         """An entity the reply produces, for ``close_turn(..., produced=[...])``.
@@ -129,6 +197,16 @@ def _check_conversation_id(_: Any, __: Any, value: Any) -> None:
     validate_conversation_id(value)
 
 
+def _check_model(model: object) -> str | None:
+    if model is None:
+        return None
+    if not isinstance(model, str):
+        raise TypeError(f"model must be a str or None, not {type(model).__name__}")
+    if not model.strip():
+        raise ValueError("model must not be empty (pass None)")
+    return check_text("model", model)
+
+
 def _check_turn_number(turn_number: object) -> int | None:
     return check_optional_count(turn_number, "turn_number")
 
@@ -165,6 +243,13 @@ class NeotomaMemory:
     messages and turn records. ``history_turns``: how many earlier turns each turn reads as
     ``t.history`` (concurrently with retrieval and the user store, so at no extra round
     trip; ``0`` turns it off).
+
+    Tool calls (``t.tool``, ``t.record_tool``) are stored with their arguments and result on
+    the ``tool_invocation`` observation: ``tool_payloads="full"`` (the default) keeps each
+    value up to ``tool_payload_chars`` characters of compact JSON (longer ones are cut with
+    a ``…[+N chars]`` marker, the original length kept beside), ``"summary"`` a one-line
+    summary of each, ``"none"`` neither. ``redact_tool(tool_name, field, value)`` sees each
+    value first and returns what to store (see :class:`~neotoma_agent.ToolRedactor`).
     """
 
     transport: Transport
@@ -195,15 +280,29 @@ class NeotomaMemory:
     history_turns: int = attrs.field(
         default=DEFAULT_HISTORY_TURNS, kw_only=True, validator=_non_negative("history_turns")
     )
+    tool_payloads: ToolPayloadMode = attrs.field(default="full", kw_only=True)
+    tool_payload_chars: int = attrs.field(default=DEFAULT_TOOL_PAYLOAD_CHARS, kw_only=True)
+    redact_tool: ToolRedactor | None = attrs.field(default=None, kw_only=True, repr=False)
+    _tool_settings: ToolPayloads = attrs.field(init=False, repr=False, eq=False)
     _open_turns: dict[str, OpenTurn] = attrs.field(init=False, factory=dict, repr=False)
     _phases: Phases = attrs.field(
         init=False, default=attrs.Factory(Phases, takes_self=True), repr=False, eq=False
     )
 
+    def __attrs_post_init__(self) -> None:
+        # Checked here, once: a bad setting fails when the memory is made, not at a close.
+        settings = ToolPayloads(self.tool_payloads, self.tool_payload_chars, self.redact_tool)
+        object.__setattr__(self, "_tool_settings", settings)
+
     @property
     def settings(self) -> ConversationSettings:
         """What every payload of this conversation shares."""
         return ConversationSettings(self.conversation_id, self.platform, self.conversation_title)
+
+    @property
+    def tool_settings(self) -> ToolPayloads:
+        """What a stored tool call keeps of its arguments and result."""
+        return self._tool_settings
 
     # ------------------------------------------------------------------ public API
 
@@ -215,19 +314,26 @@ class NeotomaMemory:
         turn_number: int | None = None,
         user_extra: Mapping[str, Any] | None = None,
         revision: int | None = None,
+        model: str | None = None,
     ) -> Turn:
         """A new turn for ``user_message``; use it as ``async with memory.turn(...) as t:``.
 
         ``turn_id`` defaults to a fresh time-ordered id; pass a stable one (a harness message
         id) to make a retried turn replay instead of being stored twice. ``revision=2, 3, …``
-        records a regenerated reply for a turn id already stored. Bad ids raise
-        ``ValueError`` here, before any I/O.
+        records a regenerated reply for a turn id already stored. ``model`` names the model
+        that answers (stored on the turn record). Bad ids raise ``ValueError`` here, before
+        any I/O.
         """
         keys, text, turn_number, extra = self._prepare(
             user_message, turn_id, turn_number, user_extra, revision
         )
         return Turn.__new__(Turn)._setup(
-            self._phases, keys, text, turn_number=turn_number, user_extra=extra
+            self._phases,
+            keys,
+            text,
+            turn_number=turn_number,
+            user_extra=extra,
+            model=_check_model(model),
         )
 
     async def remember(self, entity_type: str, /, **fields: Any) -> str:
@@ -273,6 +379,22 @@ class NeotomaMemory:
         """
         return await read_history(self.transport, self.conversation_id, limit=limit, before=before)
 
+    async def tools(self, turn_id: str) -> tuple[StoredToolCall, ...]:
+        """The tool calls stored with turn ``turn_id``, with their arguments and results.
+
+        Ordered by ``invoked_at``; each :class:`~neotoma_agent.StoredToolCall` has the
+        snapshot's fields (name, status, duration, entity id) and what the observation
+        keeps (``args`` and ``result`` as stored: capped or summarised per the writer's
+        settings, ``call_id``, ``error_class``). Two reads, then one per call, concurrently.
+        A turn with no calls (or not stored) has none (``()``)::
+
+            for call in await memory.tools(t.turn_id):
+                print(call.name, call.status, call.duration_ms, call.args, call.result)
+        """
+        keys = turn_keys(self.conversation_id, turn_id)
+        record_id = turn_record_entity_id(keys.conversation_id, keys.turn_id)
+        return await read_tool_details(self.transport, record_id)
+
     async def retrieve(self, text: str) -> Retrieved:
         """Bounded retrieval for ``text`` alone (what a turn's enter phase runs)."""
         return await self._phases.retrieve(check_text("text", text))
@@ -285,22 +407,28 @@ class NeotomaMemory:
         turn_number: int | None = None,
         user_extra: Mapping[str, Any] | None = None,
         revision: int | None = None,
+        model: str | None = None,
     ) -> OpenTurn:
         """The enter phase alone: retrieval and the user store.
 
         Finish the turn with ``close_turn`` (or ``abandon_turn``): until then this memory keeps
-        the :class:`OpenTurn` so that the closing store can write the user message's edges.
+        the :class:`OpenTurn` so that the closing store can write the user message's edges
+        and the tool calls recorded on it (:meth:`OpenTurn.record_tool`).
         """
         keys, user_message, turn_number, extra = self._prepare(
             user_message, turn_id, turn_number, user_extra, revision
         )
-        with structlog.contextvars.bound_contextvars(
-            conversation_id=self.conversation_id, turn_id=keys.turn_id
-        ):
+        model = _check_model(model)
+        with bound_context(conversation_id=self.conversation_id, turn_id=keys.turn_id):
             attempt = EnterAttempt()
             try:
                 opened, retrieved, history = await self._phases.enter(
-                    keys, user_message, turn_number=turn_number, user_extra=extra, attempt=attempt
+                    keys,
+                    user_message,
+                    turn_number=turn_number,
+                    user_extra=extra,
+                    attempt=attempt,
+                    model=model,
                 )
             except BaseException:
                 if attempt.closed:
@@ -320,6 +448,7 @@ class NeotomaMemory:
             replayed=opened.replayed,
             opened=opened,
             history=history,
+            model=model,
         )
         self._open_turns[keys.turn_id] = handle
         return handle
@@ -335,30 +464,41 @@ class NeotomaMemory:
         revision: int | None = None,
         turn_number: int | None = None,
         produced: Sequence[Produced] = (),
+        tools: Sequence[ToolCall] = (),
+        model: str | None = None,
     ) -> TurnResult:
         """The closing phase of an open turn: store the exact reply (one store call).
 
         ``turn_id`` is the id (or the :class:`OpenTurn`) from ``open_turn``. The reply
         REFERS_TO the retrieved entities, ``refers_to`` and the ``produced`` entities
-        (from :meth:`OpenTurn.produce`), which the same store writes. A turn opened by
-        another process is closed too: pass ``retrieved_ids`` (and ``user_message_id`` if
-        known) so the user message's edges are written. Raises :class:`TurnCloseError` if
-        the store fails.
+        (from :meth:`OpenTurn.produce`), which the same store writes, as it writes the tool
+        calls (those recorded on the :class:`OpenTurn`, and ``tools``: :class:`ToolCall`
+        records, e.g. made in another process; a repeated call is written once). A turn
+        opened by another process is closed too: pass ``retrieved_ids`` (and
+        ``user_message_id`` if known) so the user message's edges are written. ``model``
+        names the model, when ``open_turn`` did not. Raises :class:`TurnCloseError` if the
+        store fails.
         """
         cited = tuple(validate_entity_id(e.id if isinstance(e, Entity) else e) for e in refers_to)
         reply = check_text("assistant_message", assistant_message)
         products = _check_produced(produced)
+        given = check_tools(tools)
+        model = _check_model(model)
         opened, retrieved, handle = await self._resume(
             turn_id, user_message_id, retrieved_ids, revision, turn_number
         )
+        calls = _turn_tools(opened, handle, given)
         return await self._finish_explicit(
             opened,
             retrieved,
             handle,
-            lambda: self._phases.complete(opened, reply, retrieved.ids, cited, products),
+            lambda: self._phases.complete(
+                opened, reply, retrieved.ids, cited, products, calls, model=model
+            ),
             TurnState.COMPLETED,
             reply,
             cited,
+            tools=calls,
         )
 
     async def abandon_turn(
@@ -373,31 +513,38 @@ class NeotomaMemory:
         revision: int | None = None,
         turn_number: int | None = None,
         produced: Sequence[Produced] = (),
+        tools: Sequence[ToolCall] = (),
+        model: str | None = None,
     ) -> TurnResult:
         """Record an open turn as abandoned (what ``turn()`` does when the body fails).
 
         ``error`` is the exception (or its class name); ``partial_reply`` is whatever the
         user was already shown, stored exactly as the assistant message when non-empty.
-        ``produced`` entities are still written (they happened), as ``t.remember`` does.
+        ``produced`` entities and the tool calls (recorded on the :class:`OpenTurn`, and
+        ``tools``) are still written (they happened), as ``t.remember`` and ``t.tool`` do.
         """
         cited = tuple(validate_entity_id(e.id if isinstance(e, Entity) else e) for e in refers_to)
         partial = check_text("partial_reply", partial_reply)
         products = _check_produced(produced)
+        given = check_tools(tools)
+        model = _check_model(model)
         error_class = error if isinstance(error, str) else error_class_name(error)
         opened, retrieved, handle = await self._resume(
             turn_id, user_message_id, retrieved_ids, revision, turn_number
         )
+        calls = _turn_tools(opened, handle, given)
         return await self._finish_explicit(
             opened,
             retrieved,
             handle,
             lambda: self._phases.abandon(
-                opened, partial, error_class, retrieved.ids, cited, products
+                opened, partial, error_class, retrieved.ids, cited, products, calls, model=model
             ),
             TurnState.ABANDONED,
             partial,
             cited,
             error_class=error_class,
+            tools=calls,
         )
 
     async def _finish_explicit(
@@ -411,12 +558,11 @@ class NeotomaMemory:
         cited: tuple[str, ...],
         *,
         error_class: str | None = None,
+        tools: tuple[ToolCall, ...] = (),
     ) -> TurnResult:
         """The closing phase of ``close_turn`` / ``abandon_turn``: one shielded store."""
         started = time.perf_counter()
-        with structlog.contextvars.bound_contextvars(
-            conversation_id=self.conversation_id, turn_id=opened.keys.turn_id
-        ):
+        with bound_context(conversation_id=self.conversation_id, turn_id=opened.keys.turn_id):
             completion = await self._phases.shielded(phase)
             close_error = completion.error
             result = finish(
@@ -429,6 +575,7 @@ class NeotomaMemory:
                 error_class=error_class,
                 close_error=close_error,
                 close_ms=(time.perf_counter() - started) * 1000,
+                tools=tools,
             )
         await raise_deferred(completion, None)
         if close_error is not None:
@@ -448,22 +595,25 @@ class NeotomaMemory:
         refers_to: Sequence[str | Entity] = (),
         revision: int | None = None,
         retrieve: bool = True,
+        tools: Sequence[ToolCall] = (),
+        model: str | None = None,
     ) -> TurnResult:
         """Store a whole finished turn in one store call (transcript import).
 
         Same graph as ``turn()``: conversation, both messages with their PART_OF and
         REFERS_TO edges (to the entities retrieval finds for the user message, unless
-        ``retrieve=False``, and to ``refers_to``), and the turn record ``completed``.
+        ``retrieve=False``, and to ``refers_to``), the turn record ``completed``, and one
+        ``tool_invocation`` per call in ``tools`` (:class:`ToolCall` records).
         """
         keys, user_message, turn_number, extra = self._prepare(
             user_message, turn_id, turn_number, user_extra, revision
         )
         reply = check_text("assistant_message", assistant_message)
         cited = tuple(validate_entity_id(e.id if isinstance(e, Entity) else e) for e in refers_to)
+        calls = merge_tools(keys.user_turn_key, check_tools(tools))
+        model = _check_model(model)
         started = time.perf_counter()
-        with structlog.contextvars.bound_contextvars(
-            conversation_id=self.conversation_id, turn_id=keys.turn_id
-        ):
+        with bound_context(conversation_id=self.conversation_id, turn_id=keys.turn_id):
             retrieved = await self._phases.retrieve(user_message) if retrieve else EMPTY_RETRIEVAL
             payload = recorded_payload(
                 self.settings,
@@ -474,6 +624,9 @@ class NeotomaMemory:
                 cited_ids=cited,
                 turn_number=turn_number,
                 user_extra=extra,
+                tools=self._phases.tool_entities(keys, calls),
+                model=model,
+                started_at=_id_time(keys),
             )
             stored = await self._phases.store(payload, keys, "recorded")
             opened = self._phases.opened(keys, turn_number, stored, payload)
@@ -482,6 +635,7 @@ class NeotomaMemory:
                 assistant_message_id=self._phases.assistant_id(stored, payload),
                 turn_record_id=opened.turn_record_id,
                 replayed=stored.replayed,
+                tool_ids=tool_ids(stored, payload),
             )
             return finish(
                 opened,
@@ -491,6 +645,7 @@ class NeotomaMemory:
                 reply,
                 cited,
                 close_ms=(time.perf_counter() - started) * 1000,
+                tools=calls,
             )
 
     # ------------------------------------------------------------------ phases
@@ -544,6 +699,20 @@ class NeotomaMemory:
             conversation_entity_id=conversation_entity_id or "",
         )
         return opened, Retrieved(tuple(_bare(i) for i in ids), EMPTY_RETRIEVAL.stats), None
+
+
+def _id_time(keys: TurnKeys) -> str | None:
+    # A recorded turn's start, when its id says it (a UUIDv7); no clock is read.
+    ms = turn_id_ms(keys.turn_id)
+    return None if ms is None else iso_ms(ms)
+
+
+def _turn_tools(
+    opened: Opened, handle: OpenTurn | None, given: Sequence[ToolCall]
+) -> tuple[ToolCall, ...]:
+    # The calls recorded on the OpenTurn and those handed to the close, as one set.
+    recorded = handle.tools if handle is not None else ()
+    return merge_tools(opened.keys.user_turn_key, recorded, given)
 
 
 def _bare(entity_id: str) -> Entity:

@@ -31,8 +31,10 @@ from ._text import check_plain
 
 __all__ = [
     "BOOKKEEPING_TYPES",
+    "RUN_FIELDS",
     "ConversationSettings",
     "Produced",
+    "RunFields",
     "StorePayload",
     "abandoned_payload",
     "closing_payload",
@@ -51,6 +53,7 @@ BOOKKEEPING_TYPES: Final = frozenset(
         "conversation_turn",
         "turn_compliance",
         "turn_activity",
+        "tool_invocation",
     }
 )
 
@@ -61,6 +64,8 @@ TurnStatus = Literal["open", "completed", "abandoned"]
 # on the observation where none does (see :mod:`neotoma_agent._turn_record`):
 #: the agent's platform: the conversation schema's "agent harness / tool name"
 PLATFORM_FIELD: Final = "tool"
+#: the platform again, as the turn records and the real Inspector name it
+HARNESS_FIELD: Final = "harness"
 #: where 0.1 wrote the platform (undeclared: only old embedded snapshots still hold it)
 LEGACY_PLATFORM_FIELD: Final = "platform"
 #: a turn a repair closed: the turn schema's declared boolean for a safety net that fired
@@ -69,6 +74,8 @@ REPAIRED_FIELD: Final = "safety_net_used"
 REASON_FIELD: Final = "reason"
 #: the exception class of an abandoned turn (undeclared: read from the closing observation)
 ERROR_CLASS_FIELD: Final = "error_class"
+#: the turn that started its conversation (undeclared: see ``RunFields``)
+STARTED_CONVERSATION_FIELD: Final = "started_conversation"
 
 # Keys a store reads as instructions, not fields: the library sets them itself.
 _RESERVED_ENTITY_FIELDS: Final = frozenset({"entity_type", "intent", "target_id"})
@@ -173,10 +180,19 @@ class StorePayload:
     turn_record_index: int = 0
     #: where the produced entities sit, in the order produced
     produced_indexes: tuple[int, ...] = ()
+    #: where the ``tool_invocation`` entities sit, in the order given
+    tool_indexes: tuple[int, ...] = ()
 
 
-def conversation_entity(settings: ConversationSettings) -> dict[str, Any]:
-    """The ``conversation`` entity, keyed by ``conversation_id`` (a schema rule)."""
+def conversation_entity(
+    settings: ConversationSettings, started_at: str | None = None
+) -> dict[str, Any]:
+    """The ``conversation`` entity, keyed by ``conversation_id`` (a schema rule).
+
+    The platform goes to both declared fields a real server has for it (``tool``, which
+    0.2 wrote, and ``harness``, which its Inspector shows); ``started_at`` only from the
+    closing store of the turn that started the conversation.
+    """
     entity: dict[str, Any] = {
         "entity_type": "conversation",
         "conversation_id": settings.conversation_id,
@@ -185,6 +201,9 @@ def conversation_entity(settings: ConversationSettings) -> dict[str, Any]:
         entity["title"] = settings.title
     if settings.platform is not None:
         entity[PLATFORM_FIELD] = settings.platform
+        entity[HARNESS_FIELD] = settings.platform
+    if started_at is not None:
+        entity["started_at"] = started_at
     return entity
 
 
@@ -236,12 +255,55 @@ def validate_user_extra(extra: Mapping[str, Any] | None) -> Mapping[str, Any] | 
     return dict(extra)
 
 
+#: The turn-record fields a re-run of a phase reads anew (a clock, what retrieval found, the
+#: context it rendered). A keyed store holding them would fail as a mismatch when re-run,
+#: so a phase that meets a mismatch reads the values its earlier run stored and sends
+#: those (see ``Phases.store_turn_phase``).
+RUN_FIELDS: Final = ("started_at", "ended_at", "retrieved_entity_ids", "injected_context_chars")
+
+
+@attrs.frozen
+class RunFields:
+    """The values of :data:`RUN_FIELDS` one run of a phase writes (``None``: not written)."""
+
+    started_at: str | None = None
+    ended_at: str | None = None
+    retrieved_entity_ids: tuple[str, ...] | None = None
+    injected_context_chars: int | None = None
+    #: this turn's user store created the conversation entity, so its closing store gives
+    #: the conversation its ``started_at`` (kept on the closing observation, undeclared,
+    #: so that a re-run, whose user store replays and cannot tell, does the same)
+    started_conversation: bool = False
+
+    @classmethod
+    def of(cls, fields: Mapping[str, Any]) -> RunFields:
+        """The run fields an observation of a turn record holds."""
+        ids = fields.get("retrieved_entity_ids")
+        chars = fields.get("injected_context_chars")
+        started, ended = fields.get("started_at"), fields.get("ended_at")
+        return cls(
+            started if isinstance(started, str) else None,
+            ended if isinstance(ended, str) else None,
+            tuple(str(i) for i in ids) if isinstance(ids, list) else None,
+            chars if isinstance(chars, int) and not isinstance(chars, bool) else None,
+            fields.get(STARTED_CONVERSATION_FIELD) is True,
+        )
+
+
+_NO_RUN_FIELDS: Final = RunFields()
+
+
 def turn_record(
     keys: TurnKeys,
     status: TurnStatus,
     error_class: str | None = None,
     *,
     repair_reason: str | None = None,
+    harness: str | None = None,
+    model: str | None = None,
+    run: RunFields = _NO_RUN_FIELDS,
+    tool_count: int | None = None,
+    stored_ids: Sequence[str] | None = None,
 ) -> dict[str, Any]:
     """The ``conversation_turn`` record, keyed by ``(session_id, turn_id)``.
 
@@ -249,6 +311,13 @@ def turn_record(
     ``open`` after the enter store, ``completed`` or ``abandoned`` after the closing one.
     ``error_class`` is only written (and only meaningful) with ``abandoned``; a repair that
     closes the turn passes ``repair_reason`` (``safety_net_used: true`` and its reason).
+
+    The other declared fields a real Inspector shows are written when given, never as
+    ``null`` (every field is ``last_write``, and a winning ``null`` would clear what the
+    other phase wrote): ``harness`` (the memory's platform), ``model``, the ``run`` fields
+    (``started_at`` by the enter store; ``ended_at``, ``retrieved_entity_ids`` and
+    ``injected_context_chars`` by the closing one), ``tool_invocation_count`` and
+    ``stored_entity_ids`` (the entities the reply produced).
     """
     record: dict[str, Any] = {
         "entity_type": "conversation_turn",
@@ -257,6 +326,24 @@ def turn_record(
         "turn_key": keys.user_turn_key,
         "status": status,
     }
+    if harness is not None:
+        record["harness"] = harness
+    if model is not None:
+        record["model"] = model
+    if run.started_at is not None:
+        record["started_at"] = run.started_at
+    if run.ended_at is not None:
+        record["ended_at"] = run.ended_at
+    if tool_count is not None:
+        record["tool_invocation_count"] = tool_count
+    if run.retrieved_entity_ids is not None:
+        record["retrieved_entity_ids"] = list(run.retrieved_entity_ids)
+    if stored_ids is not None:
+        record["stored_entity_ids"] = list(stored_ids)
+    if run.injected_context_chars is not None:
+        record["injected_context_chars"] = run.injected_context_chars
+    if run.started_conversation:
+        record[STARTED_CONVERSATION_FIELD] = True
     if error_class is not None:
         record[ERROR_CLASS_FIELD] = error_class
     if repair_reason is not None:
@@ -294,18 +381,21 @@ def user_payload(
     turn_number: int | None = None,
     user_extra: Mapping[str, Any] | None = None,
     refers_to: Sequence[str] = (),
+    model: str | None = None,
+    run: RunFields = _NO_RUN_FIELDS,
 ) -> StorePayload:
     """The enter store: conversation, user message, turn record ``open``, PART_OF.
 
     ``refers_to`` is only non-empty with ``refers_to_on_enter``; by default the user
-    message's REFERS_TO edges ride on the closing store.
+    message's REFERS_TO edges ride on the closing store. The turn record gets the
+    harness, the ``model`` and ``run.started_at``.
     """
     entities = (
         conversation_entity(settings),
         message_entity(
             "user", user_message, keys.user_turn_key, turn_number=turn_number, extra=user_extra
         ),
-        turn_record(keys, "open"),
+        turn_record(keys, "open", harness=settings.platform, model=model, run=run),
     )
     relationships = [_edge("PART_OF", 1, 0), *_refers_to(1, refers_to)]
     return StorePayload(
@@ -326,15 +416,17 @@ def _reply_part(
     conversation_entity_id: str | None,
     turn_number: int | None,
     refers_to: Sequence[str],
+    conversation_started_at: str | None = None,
 ) -> tuple[list[Mapping[str, Any]], list[dict[str, Any]], dict[str, int]]:
     # The assistant message, PART_OF the conversation (by id, or by index to the entity when
-    # the id is unknown), REFERS_TO ``refers_to``; and the turn record.
+    # the id is unknown or the entity is written here anyway), REFERS_TO ``refers_to``; and
+    # the turn record.
     entities: list[Mapping[str, Any]] = []
     indexes: dict[str, int] = {}
     conversation: int | str
-    if conversation_entity_id is None:
+    if conversation_entity_id is None or conversation_started_at is not None:
         indexes["conversation_index"] = len(entities)
-        entities.append(conversation_entity(settings))
+        entities.append(conversation_entity(settings, conversation_started_at))
         conversation = indexes["conversation_index"]
     else:
         conversation = conversation_entity_id
@@ -359,31 +451,39 @@ def closing_payload(
     cited_ids: Sequence[str] = (),
     turn_number: int | None = None,
     produced: Sequence[Produced] = (),
+    tools: Sequence[Mapping[str, Any]] = (),
+    model: str | None = None,
+    run: RunFields = _NO_RUN_FIELDS,
+    started_at: str | None = None,
 ) -> StorePayload:
     """The closing store of a completed turn.
 
     The assistant message (exact reply) PART_OF the conversation and REFERS_TO the retrieved
     and cited entities and to each ``produced`` entity (written in this same store); the
     user message (named by id) REFERS_TO the retrieved entities; the turn record becomes
-    ``completed``.
+    ``completed`` and REFERS_TO each of ``tools`` (``tool_invocation`` elements, see
+    :func:`neotoma_agent._tools.tool_entity`), written here too.
     """
     entities, relationships, indexes = _reply_part(
         settings,
         keys,
         reply,
-        turn_record(keys, "completed"),
+        _closing_record(keys, "completed", None, settings, model, run, tools, produced),
         conversation_entity_id,
         turn_number,
         [*retrieved_ids, *cited_ids],
+        started_at if run.started_conversation else None,
     )
     if user_message_id is not None:
         relationships += _refers_to(user_message_id, retrieved_ids)
     produced_indexes = _add_produced(entities, relationships, indexes["assistant_index"], produced)
+    tool_indexes = _add_tools(entities, relationships, indexes["turn_record_index"], tools)
     return StorePayload(
         entities=tuple(entities),
         relationships=tuple(relationships),
         idempotency_key=keys.idempotency_key("assistant"),
         produced_indexes=produced_indexes,
+        tool_indexes=tool_indexes,
         **indexes,
     )
 
@@ -401,6 +501,10 @@ def abandoned_payload(
     turn_number: int | None = None,
     idempotency_key: str | None = None,
     produced: Sequence[Produced] = (),
+    tools: Sequence[Mapping[str, Any]] = (),
+    model: str | None = None,
+    run: RunFields = _NO_RUN_FIELDS,
+    started_at: str | None = None,
 ) -> StorePayload:
     """The closing store of an abandoned turn.
 
@@ -408,9 +512,11 @@ def abandoned_payload(
     REFERS_TO edges, and when the user already saw part of a reply (``partial_reply`` is
     non-empty) the assistant message holds exactly that text: both halves or neither.
     What the turn produced before it failed (a tool's result) happened, so it is stored
-    too, REFERS_TO from the partial reply, or from the turn record when there is none.
+    too, REFERS_TO from the partial reply, or from the turn record when there is none; so
+    are the tool calls it made, REFERS_TO from the turn record.
     """
-    record = turn_record(keys, "abandoned", error_class)
+    record = _closing_record(keys, "abandoned", error_class, settings, model, run, tools, produced)
+    conversation_started_at = started_at if run.started_conversation else None
     if partial_reply:
         entities, relationships, indexes = _reply_part(
             settings,
@@ -420,19 +526,48 @@ def abandoned_payload(
             conversation_entity_id,
             turn_number,
             [*retrieved_ids, *cited_ids],
+            conversation_started_at,
         )
+    elif conversation_started_at is not None:
+        entities = [conversation_entity(settings, conversation_started_at), record]
+        relationships, indexes = [], {"conversation_index": 0, "turn_record_index": 1}
     else:
         entities, relationships, indexes = [record], [], {"turn_record_index": 0}
     if user_message_id is not None:
         relationships += _refers_to(user_message_id, retrieved_ids)
     source = indexes.get("assistant_index", indexes["turn_record_index"])
     produced_indexes = _add_produced(entities, relationships, source, produced)
+    tool_indexes = _add_tools(entities, relationships, indexes["turn_record_index"], tools)
     return StorePayload(
         entities=tuple(entities),
         relationships=tuple(relationships),
         idempotency_key=idempotency_key or keys.idempotency_key("abandoned"),
         produced_indexes=produced_indexes,
+        tool_indexes=tool_indexes,
         **indexes,
+    )
+
+
+def _closing_record(
+    keys: TurnKeys,
+    status: TurnStatus,
+    error_class: str | None,
+    settings: ConversationSettings,
+    model: str | None,
+    run: RunFields,
+    tools: Sequence[Mapping[str, Any]],
+    produced: Sequence[Produced],
+) -> dict[str, Any]:
+    # The closing turn record: what the close knows (never started_at: the enter wrote it).
+    return turn_record(
+        keys,
+        status,
+        error_class,
+        harness=settings.platform,
+        model=model,
+        run=attrs.evolve(run, started_at=None),
+        tool_count=len(tools),
+        stored_ids=[p.entity_id for p in produced],
     )
 
 
@@ -451,6 +586,20 @@ def _add_produced(
     return tuple(indexes)
 
 
+def _add_tools(
+    entities: list[Mapping[str, Any]],
+    relationships: list[dict[str, Any]],
+    record: int,
+    tools: Sequence[Mapping[str, Any]],
+) -> tuple[int, ...]:
+    # Tool calls go last, each REFERS_TO from the turn record (as the real Inspector's
+    # writers link them).
+    start = len(entities)
+    entities.extend(tools)
+    relationships.extend(_edge("REFERS_TO", record, i) for i in range(start, len(entities)))
+    return tuple(range(start, len(entities)))
+
+
 def recorded_payload(
     settings: ConversationSettings,
     keys: TurnKeys,
@@ -461,9 +610,16 @@ def recorded_payload(
     cited_ids: Sequence[str] = (),
     turn_number: int | None = None,
     user_extra: Mapping[str, Any] | None = None,
+    tools: Sequence[Mapping[str, Any]] = (),
+    model: str | None = None,
+    started_at: str | None = None,
 ) -> StorePayload:
-    """A whole turn in one store (transcript import): the same graph ``turn()`` leaves."""
-    entities = (
+    """A whole turn in one store (transcript import): the same graph ``turn()`` leaves.
+
+    No clock reading and no retrieval result is written (an import's clock is not the
+    turn's, and a re-import must replay): only a ``started_at`` the turn id carries.
+    """
+    entities: list[Mapping[str, Any]] = [
         conversation_entity(settings),
         message_entity(
             "user", user_message, keys.user_turn_key, turn_number=turn_number, extra=user_extra
@@ -471,20 +627,31 @@ def recorded_payload(
         message_entity(
             "assistant", assistant_message, keys.assistant_turn_key, turn_number=turn_number
         ),
-        turn_record(keys, "completed"),
-    )
+        turn_record(
+            keys,
+            "completed",
+            harness=settings.platform,
+            model=model,
+            run=RunFields(started_at=started_at),
+            # Only when there are calls: an import of a plain transcript sends what 0.2
+            # sent, so re-importing into a store it wrote still replays.
+            tool_count=len(tools) or None,
+        ),
+    ]
     relationships = [
         _edge("PART_OF", 1, 0),
         _edge("PART_OF", 2, 0),
         *_refers_to(1, retrieved_ids),
         *_refers_to(2, [*retrieved_ids, *cited_ids]),
     ]
+    tool_indexes = _add_tools(entities, relationships, 3, tools)
     return StorePayload(
-        entities=entities,
+        entities=tuple(entities),
         relationships=tuple(relationships),
         idempotency_key=keys.idempotency_key("recorded"),
         conversation_index=0,
         user_index=1,
         assistant_index=2,
         turn_record_index=3,
+        tool_indexes=tool_indexes,
     )

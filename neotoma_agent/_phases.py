@@ -23,18 +23,19 @@ import json
 import math
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any, Protocol, cast
+from typing import Any, Protocol
 
 import anyio
 import anyio.to_thread
 import attrs
 
 from ._history import HistoryTurn, read_history
-from ._keys import TurnKeys
+from ._keys import TurnKeys, turn_id_ms, turn_record_entity_id
 from ._log import get_logger
 from ._payloads import (
     ConversationSettings,
     Produced,
+    RunFields,
     StorePayload,
     abandoned_payload,
     closing_payload,
@@ -42,9 +43,10 @@ from ._payloads import (
 )
 from ._retrieval import EMPTY_RETRIEVAL, Extractor, Retrieved, extract, retrieve
 from ._shield import Completion, raise_deferred, run_to_completion
+from ._tools import ToolCall, ToolPayloads, iso_ms, now_ms, tool_entity
 from .exceptions import APIError, IdempotencyMismatchError, ServerError
 from .transport._base import StoreResult, Transport
-from .transport._outbox import OrderedStore, StoreOutcome
+from .transport._results import expected_entity
 
 __all__ = [
     "CloseOutcome",
@@ -53,6 +55,7 @@ __all__ = [
     "PhaseConfig",
     "Phases",
     "error_class_name",
+    "tool_ids",
     "unopened",
 ]
 
@@ -64,6 +67,36 @@ _DEFERRABLE = frozenset({"assistant", "abandoned"})
 
 # Above this many characters, identifier extraction runs in a worker thread.
 _INLINE_EXTRACT_CHARS = 8192
+
+# How many earlier runs a re-run tries (one per revision of the turn that wrote the phase).
+_MAX_RERUN_TRIES = 8
+
+# Keys a store may add to an observation's fields that no payload sets.
+_META = frozenset({"schema_version", "canonical_name"})
+
+
+def started_at(keys: TurnKeys) -> str:
+    """When the turn started: the time its id carries (a UUIDv7, the default), else now.
+
+    Derived from the id where it can be, so a re-run sends the same value (and replays
+    without a read); for other ids, :meth:`Phases.store_turn_phase` recovers it.
+    """
+    ms = turn_id_ms(keys.turn_id)
+    return iso_ms(now_ms() if ms is None else ms)
+
+
+def ended_at() -> str:
+    """Now, as a turn record's ``ended_at``."""
+    return iso_ms(now_ms())
+
+
+@attrs.frozen
+class StoreOutcome:
+    """What one phase's store did: stored now, or queued by an outbox (``queued``), when
+    ``result`` holds the ids the server will give."""
+
+    result: StoreResult
+    queued: bool = False
 
 
 class PhaseConfig(Protocol):
@@ -95,6 +128,8 @@ class PhaseConfig(Protocol):
     def include_bookkeeping(self) -> bool: ...
     @property
     def history_turns(self) -> int: ...
+    @property
+    def tool_settings(self) -> ToolPayloads: ...
 
 
 @attrs.frozen
@@ -110,6 +145,10 @@ class Opened:
     replayed: bool
     #: the turn record's status before this run (known on a replay), e.g. ``completed``
     prior_status: str | None
+    #: the ``started_at`` the user store wrote on the turn record
+    started_at: str | None = None
+    #: the user store created the conversation entity: this turn started the conversation
+    started_conversation: bool = False
 
 
 def error_class_name(exc: BaseException) -> str:
@@ -162,6 +201,8 @@ class CloseOutcome:
     #: the transport queued the store in its outbox (the server was unreachable); the ids
     #: are the ones the server will give it
     queued: bool = False
+    #: the ids the store gave the tool calls, in the order of ``tools``
+    tool_ids: tuple[str, ...] = ()
 
 
 @attrs.define
@@ -252,31 +293,17 @@ class Phases:
     async def store_or_queue(
         self, payload: StorePayload, keys: TurnKeys, phase: str
     ) -> StoreOutcome:
-        """One store; queued instead when the transport keeps an outbox and may defer it.
-
-        A transport that keeps each conversation in order (:class:`OrderedStore`, the HTTP
-        transport) is told the conversation (folded, as keys are) and whether the phase
-        is a closing one; any other transport just stores.
-        """
-        transport = self.config.transport
+        """One store, with the hints a queueing transport (an outbox) reads: the
+        conversation (folded, as keys are) as its lane, and whether the phase may wait."""
         try:
-            # The protocol's one method, looked up as isinstance would: isinstance against a
-            # runtime protocol costs tens of microseconds on Python 3.11, twice a turn.
-            if getattr(transport, "store_ordered", None) is not None:
-                return await cast(OrderedStore, transport).store_ordered(
-                    payload.entities,
-                    idempotency_key=payload.idempotency_key,
-                    relationships=payload.relationships,
-                    lane=keys.folded[0],
-                    deferrable=phase in _DEFERRABLE,
-                )
-            return StoreOutcome(
-                await transport.store(
-                    payload.entities,
-                    idempotency_key=payload.idempotency_key,
-                    relationships=payload.relationships,
-                )
+            result = await self.config.transport.store(
+                payload.entities,
+                idempotency_key=payload.idempotency_key,
+                relationships=payload.relationships,
+                lane=keys.folded[0],
+                deferrable=phase in _DEFERRABLE,
             )
+            return StoreOutcome(result, queued=result.queued)
         except IdempotencyMismatchError as exc:
             what = "user message" if phase == "user" else "reply"
             # Keys fold ids as entity ids do, so the earlier turn may have had other ids.
@@ -293,6 +320,62 @@ class Phases:
                 "under the same turn_id, or use a new turn_id for a new turn",
             ) from exc
 
+    async def store_turn_phase(
+        self,
+        payload: StorePayload,
+        build: Callable[[RunFields], StorePayload],
+        run: RunFields,
+        keys: TurnKeys,
+        phase: str,
+    ) -> tuple[StoreOutcome, StorePayload]:
+        """Store ``payload`` (``build(run)``); a re-run whose only difference is ``run``
+        replays.
+
+        The run fields (a clock reading, what retrieval found) differ each time a phase
+        runs, so a re-run of a phase that landed meets a mismatch. Then the turn record's
+        observations are read (one request, only then), the one this phase wrote earlier is
+        found (same fields but for the run fields), and the payload is sent again with its
+        values: a replay. If none matches, the text really differs and the mismatch stands.
+        """
+        try:
+            return await self.store_or_queue(payload, keys, phase), payload
+        except IdempotencyMismatchError as mismatch:
+            # Newest first; more than one when revisions of the turn wrote the same phase.
+            for earlier in await self._earlier_runs(keys, build, run):
+                again = build(earlier)
+                try:
+                    return await self.store_or_queue(again, keys, phase), again
+                except IdempotencyMismatchError:
+                    continue
+            raise mismatch from None
+
+    async def _earlier_runs(
+        self,
+        keys: TurnKeys,
+        build: Callable[[RunFields], StorePayload],
+        run: RunFields,
+    ) -> list[RunFields]:
+        # The run fields of the observations this phase's earlier runs left on the turn
+        # record: those equal to what this run sends but for them.
+        record_id = turn_record_entity_id(keys.conversation_id, keys.turn_id)
+        try:
+            observations = await self.config.transport.list_observations(record_id)
+        except Exception as exc:  # the mismatch is what the caller will see
+            logger.warning("turn.rerun_read_failed", error=type(exc).__name__)
+            return []
+        found: list[RunFields] = []
+        for observation in observations.observations:
+            earlier = RunFields.of(observation.fields)
+            if earlier == run or earlier in found:
+                continue
+            rebuilt = build(earlier)
+            record = dict(rebuilt.entities[rebuilt.turn_record_index])
+            record.pop("entity_type", None)
+            stored = {k: v for k, v in observation.fields.items() if k not in _META}
+            if record == stored:
+                found.append(earlier)
+        return found[:_MAX_RERUN_TRIES]
+
     async def enter(
         self,
         keys: TurnKeys,
@@ -301,6 +384,7 @@ class Phases:
         turn_number: int | None,
         user_extra: Mapping[str, Any] | None,
         attempt: EnterAttempt,
+        model: str | None = None,
     ) -> tuple[Opened, Retrieved, tuple[HistoryTurn, ...]]:
         """Retrieval, the history read and the user store, concurrently; the turn is open
         when all are done.
@@ -315,8 +399,9 @@ class Phases:
         stored: StoreResult | None = None
         store_error: Exception | None = None
         issued = False
+        run = RunFields(started_at=started_at(keys))
 
-        def payload(refers_to: Sequence[str] = ()) -> StorePayload:
+        def payload(refers_to: Sequence[str] = (), fields: RunFields = run) -> StorePayload:
             return user_payload(
                 self.config.settings,
                 keys,
@@ -324,7 +409,18 @@ class Phases:
                 turn_number=turn_number,
                 user_extra=user_extra,
                 refers_to=refers_to,
+                model=model,
+                run=fields,
             )
+
+        request = payload()
+
+        async def store_user(built: StorePayload, refers_to: Sequence[str]) -> StoreResult:
+            nonlocal request
+            outcome, request = await self.store_turn_phase(
+                built, lambda fields: payload(refers_to, fields), run, keys, "user"
+            )
+            return outcome.result
 
         identifiers = await self.identifiers(user_message)
 
@@ -338,8 +434,6 @@ class Phases:
             nonlocal history
             history = await self.history(keys.turn_id)
 
-        request = payload()
-
         def with_refers_to(built: StorePayload) -> StorePayload:
             # payload(()) is ``built``: most turns name nothing, so build it once.
             ids = retrieved.ids
@@ -352,7 +446,7 @@ class Phases:
                 await run_retrieval()
                 request = with_refers_to(request)
                 issued = True
-                stored = await self.store(request, keys, "user")
+                stored = await store_user(request, retrieved.ids)
             else:
                 async with anyio.create_task_group() as tg:
                     if self.config.history_turns:
@@ -364,7 +458,7 @@ class Phases:
                         tg.start_soon(run_retrieval)
                     issued = True
                     try:
-                        stored = await self.store(request, keys, "user")
+                        stored = await store_user(request, retrieved.ids if sequential else ())
                     except Exception as exc:
                         # Raised after the group, unwrapped: a task group would turn it into
                         # an ExceptionGroup. Retrieval is pointless now.
@@ -442,6 +536,7 @@ class Phases:
     ) -> Opened:
         record_index = request.turn_record_index
         prior = _entry_snapshot(stored, record_index, "conversation_turn").get("status")
+        started = request.entities[record_index].get("started_at")
         return Opened(
             keys=keys,
             turn_number=turn_number,
@@ -451,6 +546,8 @@ class Phases:
             turn_record_id=_entry_id(stored, record_index, "conversation_turn"),
             replayed=stored.replayed,
             prior_status=prior if stored.replayed and isinstance(prior, str) else None,
+            started_at=started if isinstance(started, str) else None,
+            started_conversation=_created(stored, request.conversation_index),
         )
 
     def assistant_id(self, stored: StoreResult, payload: StorePayload) -> str | None:
@@ -471,20 +568,35 @@ class Phases:
         retrieved_ids: Sequence[str],
         cited_ids: Sequence[str],
         produced: Sequence[Produced] = (),
+        tools: Sequence[ToolCall] = (),
+        *,
+        model: str | None = None,
+        context_chars: int | None = None,
     ) -> CloseOutcome:
-        payload = closing_payload(
-            self.config.settings,
-            opened.keys,
-            reply,
-            conversation_entity_id=opened.conversation_entity_id or None,
-            user_message_id=opened.user_message_id or None,
-            retrieved_ids=retrieved_ids,
-            cited_ids=cited_ids,
-            turn_number=opened.turn_number,
-            produced=produced,
+        tool_entities = self.tool_entities(opened.keys, tools)
+        run = _closing_run(opened, retrieved_ids, context_chars)
+
+        def build(fields: RunFields) -> StorePayload:
+            return closing_payload(
+                self.config.settings,
+                opened.keys,
+                reply,
+                conversation_entity_id=opened.conversation_entity_id or None,
+                user_message_id=opened.user_message_id or None,
+                retrieved_ids=retrieved_ids,
+                cited_ids=cited_ids,
+                turn_number=opened.turn_number,
+                produced=produced,
+                tools=tool_entities,
+                model=model,
+                run=fields,
+                started_at=opened.started_at,
+            )
+
+        outcome, payload = await self.store_turn_phase(
+            build(run), build, run, opened.keys, "assistant"
         )
-        outcome = await self.store_or_queue(payload, opened.keys, "assistant")
-        return self._closed("completed", outcome, payload, produced)
+        return self._closed("completed", outcome, payload, produced, tools)
 
     async def abandon(
         self,
@@ -494,6 +606,10 @@ class Phases:
         retrieved_ids: Sequence[str],
         cited_ids: Sequence[str],
         produced: Sequence[Produced] = (),
+        tools: Sequence[ToolCall] = (),
+        *,
+        model: str | None = None,
+        context_chars: int | None = None,
     ) -> CloseOutcome:
         if opened.prior_status == "completed":
             # This turn id was completed by an earlier run; a failed re-run must not overwrite
@@ -503,7 +619,10 @@ class Phases:
             )
             return CloseOutcome("completed", None, opened.turn_record_id, replayed=True)
 
-        def build(key: str | None = None) -> StorePayload:
+        tool_entities = self.tool_entities(opened.keys, tools)
+        run = _closing_run(opened, retrieved_ids, context_chars)
+
+        def build(fields: RunFields, key: str | None = None) -> StorePayload:
             return abandoned_payload(
                 self.config.settings,
                 opened.keys,
@@ -516,19 +635,31 @@ class Phases:
                 turn_number=opened.turn_number,
                 idempotency_key=key,
                 produced=produced,
+                tools=tool_entities,
+                model=model,
+                run=fields,
+                started_at=opened.started_at,
             )
 
-        payload = build()
+        keys = opened.keys
         try:
-            outcome = await self.store_or_queue(payload, opened.keys, "abandoned")
+            outcome, payload = await self.store_turn_phase(
+                build(run), build, run, keys, "abandoned"
+            )
         except IdempotencyMismatchError:
             # An earlier run of this turn id was abandoned differently (another error or
             # partial reply). Both happened: record this one under a key derived from its
-            # own content, which still collapses an identical retry.
-            digest = _digest(payload)
-            payload = build(f"{payload.idempotency_key}-{digest}")
-            outcome = await self.store_or_queue(payload, opened.keys, "abandoned")
-        return self._closed("abandoned", outcome, payload, produced)
+            # own content (the run fields left out), which still collapses an identical retry.
+            key = f"{keys.idempotency_key('abandoned')}-{_digest(build(RunFields()))}"
+            outcome, payload = await self.store_turn_phase(
+                build(run, key), lambda fields: build(fields, key), run, keys, "abandoned"
+            )
+        return self._closed("abandoned", outcome, payload, produced, tools)
+
+    def tool_entities(self, keys: TurnKeys, tools: Sequence[ToolCall]) -> list[dict[str, Any]]:
+        """The ``tool_invocation`` request elements of a turn's calls (capped, redacted)."""
+        settings, payloads = self.config.settings, self.config.tool_settings
+        return [tool_entity(c, keys.user_turn_key, settings.platform, payloads) for c in tools]
 
     def _closed(
         self,
@@ -536,6 +667,7 @@ class Phases:
         outcome: StoreOutcome,
         payload: StorePayload,
         produced: Sequence[Produced],
+        tools: Sequence[ToolCall] = (),
     ) -> CloseOutcome:
         # What a closing store wrote, read off its answer (or the ids a queued one will get).
         stored = outcome.result
@@ -546,6 +678,7 @@ class Phases:
             replayed=stored.replayed,
             produced_ids=_produced_ids(stored, payload, produced),
             queued=outcome.queued,
+            tool_ids=tool_ids(stored, payload),
         )
 
     async def shielded(
@@ -587,6 +720,27 @@ def _produced_ids(
     return tuple(ids)
 
 
+def _created(stored: StoreResult, index: int | None) -> bool:
+    # Whether the store created the entity of request element ``index`` (a replay: unknown).
+    if index is None or stored.replayed:
+        return False
+    return any(e.observation_index == index and e.action == "created" for e in stored.entities)
+
+
+def tool_ids(stored: StoreResult, payload: StorePayload) -> tuple[str, ...]:
+    # The store's word where it aligned the answer; else (a replay) the id the identity
+    # rules give (turn key, tool name and invoked_at: a schema rule, so exact).
+    ids = []
+    for index in payload.tool_indexes:
+        try:
+            ids.append(stored.entity_id(index))
+        except IndexError:
+            expected = expected_entity(payload.entities[index], index)
+            if expected is not None:
+                ids.append(expected.entity_id)
+    return tuple(ids)
+
+
 def unopened(keys: TurnKeys, turn_number: int | None) -> Opened:
     # A turn whose user store answer never arrived: nothing known but its keys.
     return Opened(
@@ -597,6 +751,17 @@ def unopened(keys: TurnKeys, turn_number: int | None) -> Opened:
         turn_record_id=None,
         replayed=False,
         prior_status=None,
+    )
+
+
+def _closing_run(
+    opened: Opened, retrieved_ids: Sequence[str], context_chars: int | None
+) -> RunFields:
+    return RunFields(
+        ended_at=ended_at(),
+        retrieved_entity_ids=tuple(retrieved_ids),
+        injected_context_chars=context_chars,
+        started_conversation=opened.started_conversation and opened.started_at is not None,
     )
 
 

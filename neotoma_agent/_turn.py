@@ -28,6 +28,7 @@ failure is logged at ERROR. ``t.result.close_error`` holds the cause.
 
 from __future__ import annotations
 
+import contextvars
 import enum
 import time
 from collections.abc import AsyncGenerator, AsyncIterable, Mapping
@@ -36,17 +37,19 @@ from types import TracebackType
 from typing import Any
 
 import attrs
-import structlog
 
 from ._context import render_context
+from ._current import enter_current, exit_current
 from ._history import HistoryTurn
 from ._keys import TurnKeys, validate_entity_id
-from ._log import get_logger
+from ._log import bound_context, get_logger
 from ._payloads import Produced, merge_produced, produced_entity
 from ._phases import CloseOutcome, EnterAttempt, Opened, Phases, error_class_name
 from ._retrieval import EMPTY_RETRIEVAL, RetrievalStats, Retrieved
 from ._shield import raise_deferred
 from ._text import split_pending
+from ._tools import ToolCall, ToolLog
+from ._turn_tools import TurnTools
 from .exceptions import IdempotencyMismatchError, TurnCloseError, TurnStateError, ValidationError
 from .transport._base import Entity
 
@@ -98,6 +101,8 @@ class TurnResult:
       lookup counts and time (:class:`~neotoma_agent.RetrievalStats`);
     - ``produced_ids``: the entities the reply produced (``t.remember``), written in the
       closing store, completed or abandoned;
+    - ``tools``: the tool calls written in the closing store (:class:`ToolCall`, ordered by
+      ``invoked_at``), and ``tool_ids`` their ``tool_invocation`` entity ids;
     - ``reply_chars``: length of the stored (or partial) reply;
     - ``error_class``: the body's exception class when abandoned (``module.Class``);
     - ``replayed``: the closing store replayed an identical earlier one (a re-run);
@@ -139,6 +144,10 @@ class TurnResult:
     retrieved: tuple[Entity, ...] = attrs.field(default=(), eq=False, repr=False)
     #: ids of the entities the reply produced (``t.remember``), stored in the closing store
     produced_ids: tuple[str, ...] = ()
+    #: the tool calls stored with the turn, ordered by ``invoked_at``
+    tools: tuple[ToolCall, ...] = attrs.field(default=(), eq=False, repr=False)
+    #: the ``tool_invocation`` entity ids of :attr:`tools`, in the same order
+    tool_ids: tuple[str, ...] = ()
 
     @property
     def completed(self) -> bool:
@@ -180,6 +189,7 @@ def finish(
     open_ms: float = 0.0,
     body_ms: float = 0.0,
     close_ms: float = 0.0,
+    tools: tuple[ToolCall, ...] = (),
 ) -> TurnResult:
     """The one place a :class:`TurnResult` is built, and its ``turn.*`` event logged.
 
@@ -207,6 +217,8 @@ def finish(
         close_error=close_error,
         replayed=False if outcome is None else outcome.replayed,
         produced_ids=() if outcome is None else outcome.produced_ids,
+        tools=tools,
+        tool_ids=() if outcome is None else outcome.tool_ids,
         queued=False if outcome is None else outcome.queued,
         open_ms=open_ms,
         body_ms=body_ms,
@@ -238,6 +250,7 @@ def _log_close(result: TurnResult) -> None:
         "reply_chars": result.reply_chars,
         "retrieved": len(result.retrieved_ids),
         "cited": len(result.cited_ids),
+        "tools": len(result.tools),
         "replayed": result.replayed,
         "queued": result.queued,
         "open_ms": round(result.open_ms, 3),
@@ -266,7 +279,7 @@ def _cite_id(value: str | Entity) -> str:
     return validate_entity_id(value.id if isinstance(value, Entity) else value)
 
 
-class Turn:
+class Turn(TurnTools):
     """One turn of a conversation, as an async context manager (``memory.turn(...)``).
 
     In the body, read what memory holds (``t.retrieved``: the entities the user message
@@ -289,10 +302,13 @@ class Turn:
         "_body_started",
         "_chunks",
         "_cited",
+        "_context_chars",
+        "_context_token",
         "_entered_at",
         "_history",
         "_keys",
         "_log_binding",
+        "_model",
         "_open_ms",
         "_opened",
         "_pending",
@@ -302,6 +318,7 @@ class Turn:
         "_result",
         "_retrieved",
         "_state",
+        "_tools",
         "_turn_number",
         "_user_extra",
         "_user_message",
@@ -319,6 +336,7 @@ class Turn:
         *,
         turn_number: int | None,
         user_extra: Mapping[str, Any] | None,
+        model: str | None = None,
     ) -> Turn:
         # In place of __init__ (``Turn.__new__(Turn)._setup(...)``): help(Turn) shows no
         # private types, and no Turn is built around ids NeotomaMemory.turn() did not check.
@@ -327,6 +345,7 @@ class Turn:
         self._user_message = user_message
         self._turn_number = turn_number
         self._user_extra = user_extra
+        self._model = model
         self._state = TurnState.NEW
         self._chunks: list[str] = []
         self._reply_cache: str | None = ""
@@ -334,6 +353,9 @@ class Turn:
         self._pending = ""
         self._produced: dict[str, Produced] = {}
         self._cited: list[str] = []
+        self._tools = ToolLog(keys.user_turn_key)
+        self._context_token: contextvars.Token[Any] | None = None
+        self._context_chars: int | None = None
         self._opened: Opened | None = None
         self._retrieved: Retrieved = EMPTY_RETRIEVAL
         self._history: tuple[HistoryTurn, ...] = ()
@@ -552,7 +574,10 @@ class Turn:
         A turn is tagged ``turn N`` when it was given a ``turn_number``, else with its id.
         ``ValueError`` for a ``max_chars`` that is not an int >= 0.
         """
-        return render_context(self.retrieved, self._history, max_chars=max_chars)
+        text = render_context(self.retrieved, self._history, max_chars=max_chars)
+        # Stored as the turn record's injected_context_chars: the last block rendered.
+        self._context_chars = len(text)
+        return text
 
     @property
     def produced_ids(self) -> tuple[str, ...]:
@@ -566,7 +591,7 @@ class Turn:
             raise TurnStateError(f"a turn is entered only once (state: {self._state.value})")
         self._state = TurnState.OPENING
         self._entered_at = time.perf_counter()
-        self._log_binding = structlog.contextvars.bound_contextvars(
+        self._log_binding = bound_context(
             conversation_id=self._keys.conversation_id, turn_id=self._keys.turn_id
         )
         self._log_binding.__enter__()
@@ -578,6 +603,7 @@ class Turn:
                 turn_number=self._turn_number,
                 user_extra=self._user_extra,
                 attempt=attempt,
+                model=self._model,
             )
         except BaseException:
             self._state = TurnState.FAILED
@@ -590,6 +616,7 @@ class Turn:
             self._unbind()
             raise
         self._state = TurnState.OPEN
+        self._context_token = enter_current(self)
         self._body_started = time.perf_counter()
         self._open_ms = (self._body_started - self._entered_at) * 1000
         return self
@@ -603,8 +630,14 @@ class Turn:
         try:
             await self._close(exc)
         finally:
+            self._reset_current()
             self._unbind()
         # Returning None lets the body's exception (or cancellation) propagate unchanged.
+
+    def _reset_current(self) -> None:
+        token, self._context_token = self._context_token, None
+        if token is not None:
+            exit_current(self, token)
 
     def _unbind(self) -> None:
         binding, self._log_binding = self._log_binding, None
@@ -635,16 +668,26 @@ class Turn:
         # Shielded so a cancelled body still gets its closing store, however it is cancelled;
         # bounded so a hung store cannot hang the caller's shutdown.
         produced = tuple(self._produced.values())
+        tools = self._tools.calls
+        cited = tuple(self._cited)
+        chars = self._context_chars
         if error_class is None:
             completion = await phases.shielded(
                 lambda: phases.complete(
-                    opened, reply, self.retrieved_ids, tuple(self._cited), produced
+                    opened, reply, self.retrieved_ids, cited, produced, tools, context_chars=chars
                 )
             )
         else:
             completion = await phases.shielded(
                 lambda: phases.abandon(
-                    opened, reply, error_class, self.retrieved_ids, tuple(self._cited), produced
+                    opened,
+                    reply,
+                    error_class,
+                    self.retrieved_ids,
+                    cited,
+                    produced,
+                    tools,
+                    context_chars=chars,
                 )
             )
         close_ms = (time.perf_counter() - closing_started) * 1000
@@ -661,6 +704,7 @@ class Turn:
             open_ms=self._open_ms,
             body_ms=body_ms,
             close_ms=close_ms,
+            tools=tools,
         )
         self._state = self._result.status
         close_error = completion.error

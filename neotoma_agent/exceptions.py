@@ -16,6 +16,7 @@ Every error this library raises on purpose derives from :class:`NeotomaError`::
     │   └── ServerError                5xx: the store failed
     ├── TurnStateError                 a Turn used out of order (entered twice, closed)
     ├── TurnCloseError                 the closing store of a turn failed
+    ├── ToolCallConflictError          a tool call id recorded again with other content
     └── OutboxError                    the outbox file cannot be used (a newer schema)
         └── OutboxFullError            the outbox holds its maximum of entries
 
@@ -42,6 +43,7 @@ __all__ = [
     "RateLimitedError",
     "ReadTimeout",
     "ServerError",
+    "ToolCallConflictError",
     "TransportError",
     "TurnCloseError",
     "TurnStateError",
@@ -148,6 +150,15 @@ class TurnStateError(NeotomaError):
 
 class TurnCloseError(NeotomaError):
     """The closing store of a turn failed; the cause is chained as ``__cause__``."""
+
+
+class ToolCallConflictError(NeotomaError, ValueError):
+    """A tool call id was recorded again in the same turn with different content.
+
+    A call id (a framework's ``tool_use_id``) names one call: recording it again with the
+    same content is a no-op, with other content it is refused, before any I/O. Also a
+    ``ValueError``, as the other refusals of bad input are.
+    """
 
 
 class OutboxError(NeotomaError):

@@ -11,27 +11,24 @@ Both helpers wrap a real transport (usually an in-memory or temporary-file
   predicate which store of a turn (``"user"``, ``"assistant"``, ...) a call is.
 
 They compose: ``FaultyTransport(RecordingTransport(store))`` records the faults too, and
-``RecordingTransport(FaultyTransport(store))`` records only what got through.
+``RecordingTransport(FaultyTransport(store))`` records only what got through. Both forward
+every argument of the protocol, the ``store`` hints (``lane``, ``deferrable``) included, so
+an :class:`~neotoma_agent.OutboxTransport` above or below them keeps working.
 """
 
 from __future__ import annotations
 
-import functools
-import inspect
 import itertools
-from collections.abc import Callable, Coroutine, Mapping
-from typing import Any, Concatenate, ParamSpec, TypeVar
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import anyio
 import attrs
 
 # Re-exported so fault rules can select a turn's store by phase instead of by key suffix.
 from ._keys import key_phase
-from .transport._base import (
-    AsyncClosing,
-    ConversationReader,
-    Transport,
-)
+from .transport._base import Transport
+from .transport._forward import Forwarding
 
 __all__ = ["Call", "FaultyTransport", "RecordingTransport", "key_phase"]
 
@@ -59,62 +56,7 @@ class Call:
         return self.started < other_end and other.started < self_end
 
 
-P = ParamSpec("P")
-T = TypeVar("T")
-
-
-def _forward(
-    method: Callable[Concatenate[Any, P], Coroutine[Any, Any, T]], *, optional: bool = False
-) -> Callable[Concatenate[_Wrapper, P], Coroutine[Any, Any, T]]:
-    """A wrapper method with the signature of the protocol's ``method``, calling :meth:`_call`.
-
-    The call is recorded as the protocol spells it: parameters before ``*`` positionally,
-    the rest by keyword, defaults filled in. ``optional``: a :class:`ConversationReader`
-    method, :class:`NotImplementedError` when the wrapped transport lacks it.
-    """
-    name = method.__name__
-    signature = inspect.signature(method)
-
-    @functools.wraps(method)
-    async def forward(self: _Wrapper, /, *args: P.args, **kwargs: P.kwargs) -> T:
-        if optional and not isinstance(self.inner, ConversationReader):
-            raise NotImplementedError(f"the wrapped transport has no {name}")
-        bound = signature.bind(self.inner, *args, **kwargs)
-        bound.apply_defaults()
-        result: T = await self._call(name, *bound.args[1:], **bound.kwargs)
-        return result
-
-    forward.__doc__ = f"Delegates ``{name}``."
-    return forward
-
-
-class _Wrapper(AsyncClosing):
-    """Delegates every Transport method (and the optional reads) through :meth:`_call`."""
-
-    def __init__(self, inner: Transport) -> None:
-        self.inner = inner
-
-    async def _call(self, method: str, *args: Any, **kwargs: Any) -> Any:
-        return await getattr(self.inner, method)(*args, **kwargs)
-
-    store = _forward(Transport.store)
-    retrieve_entity_by_identifier = _forward(Transport.retrieve_entity_by_identifier)
-    create_relationship = _forward(Transport.create_relationship)
-    create_relationships = _forward(Transport.create_relationships)
-    get_entity_snapshot = _forward(Transport.get_entity_snapshot)
-    list_observations = _forward(Transport.list_observations)
-    retrieve_related_entities = _forward(Transport.retrieve_related_entities)
-    query_entities = _forward(Transport.query_entities)
-    correct = _forward(Transport.correct)
-    recent_conversation = _forward(ConversationReader.recent_conversation, optional=True)
-    recent_conversations = _forward(ConversationReader.recent_conversations, optional=True)
-
-    async def aclose(self) -> None:
-        """Closes the wrapped transport."""
-        await self.inner.aclose()
-
-
-class RecordingTransport(_Wrapper):
+class RecordingTransport(Forwarding):
     """A transport wrapper that records every call, its order and the concurrency.
 
     ``calls`` lists every call in start order; ``max_in_flight(method)`` is the highest
@@ -187,7 +129,7 @@ class _Rule:
         return self.when is None or self.when(method, args, kwargs)
 
 
-class FaultyTransport(_Wrapper):
+class FaultyTransport(Forwarding):
     """A transport wrapper that injects faults into selected calls.
 
     Rules are checked in the order they were added; the first that matches a call applies.

@@ -11,8 +11,10 @@ temporary file), once on the server at ``--url``. In conversation ``--conversati
 (default ``peer-check``) it seeds an entity (``memory.remember``), then runs turns that
 complete (one reply cites the seeded entity), one whose body raises, one cancelled with a
 partial reply, a replay (same turn id and text again), a mismatch and a revision (same turn
-id, new reply: refused, then ``revision=2``), and a turn left open, which ``neotoma-agent
-audit --repair --min-age 0`` (a subprocess) then closes. Then it runs ``neotoma-agent show
+id, new reply: refused, then ``revision=2``), turns with tool calls (ok, error, cancelled
+inside ``t.tool``, and a replayed turn with recorded calls; then ``memory.tools`` and the
+history read them back), and a turn left open, which ``neotoma-agent audit --repair
+--min-age 0`` (a subprocess) then closes. Then it runs ``neotoma-agent show
 CONVERSATION --json``, ``stats --json`` and ``audit --json`` (subprocesses, ``--db PATH``
 on one side, ``--url URL --token T`` on the other).
 
@@ -85,6 +87,17 @@ def _turn_outcome(step: str, result: TurnResult | None) -> dict[str, Any]:
         "error_class": result.error_class,
         "replayed": result.replayed,
         "queued": result.queued,
+        "tools": [
+            {
+                "name": c.name,
+                "status": c.status,
+                "invoked_at": c.invoked_at,
+                "error_class": c.error_class,
+                "call_id": c.call_id,
+            }
+            for c in result.tools
+        ],
+        "tool_ids": list(result.tool_ids),
         "retrieval": {
             "identifiers": result.retrieval.identifiers,
             "lookups": result.retrieval.lookups,
@@ -170,7 +183,64 @@ async def _scenario(transport: Transport, conversation_id: str) -> list[dict[str
             "replayed": left_open.replayed,
         }
     )
+    # After t5 in time as in number: a real server's route does not say turn numbers, so
+    # both sides order these turns by when they were written.
+    await _tool_steps(memory, steps)
     return steps
+
+
+async def _tool_steps(memory: NeotomaMemory, steps: list[dict[str, Any]]) -> None:
+    """Turns with tool calls: ok, error, cancelled, and a replay; then read them back."""
+    async with memory.turn("Flights to Lisbon?", turn_id="t6", turn_number=6, model="m-1") as t:
+        async with t.tool("search_flights", {"to": "LIS", "note": "line\nbreak"}) as call:
+            call.result = {"offers": [{"id": "AB1", "price": 182.5}]}
+        t.record_tool(
+            "book",
+            args={"offer": "AB1"},
+            result={"error": "sold out"},
+            status="error",
+            invoked_at="2026-12-01T10:00:00.000Z",
+            duration_ms=41.5,
+            call_id="toolu_01",
+            error_class="app.SoldOut",
+        )
+        t.context()
+        t.reply = "AB1 was sold out while booking."
+    steps.append(_turn_outcome("tool calls: ok and error", t.result))
+
+    cancelled = memory.turn("Book the next one.", turn_id="t7", turn_number=7)
+    with anyio.CancelScope() as scope:
+        async with cancelled as t:
+            t.reply = "Booking "
+            async with t.tool("book", {"offer": "AB2"}):
+                scope.cancel()
+                await anyio.sleep(30)
+    steps.append(_turn_outcome("tool call cancelled", cancelled.result))
+
+    for attempt in ("tool calls replayed, first run", "tool calls replayed, second run"):
+        async with memory.turn("Any seats?", turn_id="t8", turn_number=8) as t:
+            for n, to in enumerate(("LIS", "OPO")):
+                t.record_tool(
+                    "search_flights",
+                    args={"to": to},
+                    result=[],
+                    invoked_at=f"2026-12-01T11:00:00.00{n}Z",
+                    call_id=f"toolu_1{n}",
+                )
+            t.reply = "No seats left."
+        steps.append(_turn_outcome(attempt, t.result))
+
+    read = await memory.tools("t6")
+    steps.append({"step": "memory.tools(t6)", "calls": [c.to_json() for c in read]})
+    history = await memory.history(limit=None)
+    steps.append(
+        {
+            "step": "history tools",
+            "turns": [
+                {"turn_id": h.turn_id, "tools": [c.to_json() for c in h.tools]} for h in history
+            ],
+        }
+    )
 
 
 # ---------------------------------------------------------------------------- one side

@@ -52,7 +52,7 @@ async def queue(url: str, outbox: str, tag: str, n: int) -> None:
     async with HttpTransport(url, retry=FAST, outbox=outbox) as transport:
         for i in range(n):
             lane, entity, key = entry(tag, i)
-            outcome = await transport.store_ordered(
+            outcome = await transport.store(
                 [entity], idempotency_key=key, lane=lane, deferrable=True
             )
             assert outcome.queued

@@ -207,3 +207,44 @@ def test_disk_layout_probe_copies_every_row_into_each_layout(tmp_path: Path) -> 
     assert tables["relationships"]["numbers"] < tables["relationships"]["copy"]
     assert tables["entities_by_type"]["+type"] < tables["entities_by_type"]["numbers"]
     assert set(report["totals"]) >= {"live", "copy", "est +meta"}
+
+
+def test_tool_calls_keep_a_turn_at_two_stores_and_two_rounds(tmp_path: Path) -> None:
+    report = run_benchmark("tool_calls", "--quick", tmp_path=tmp_path)
+    for backend in ("embedded", "dev server"):
+        rows = {row["calls"]: row for row in report[backend]}
+        assert sorted(rows) == [0, 5, 50]
+        for row in rows.values():
+            assert row["stores_per_turn"] == 2
+            assert row["requests_per_turn"] == 3  # the history read brings the calls along
+        assert rows[50]["bytes_per_call"] > 0
+
+
+@pytest.mark.slow  # about 10 s: some thirty fresh interpreters
+def test_startup_quick_run_times_every_row(tmp_path: Path) -> None:
+    report = run_benchmark("startup", "--quick", tmp_path=tmp_path)
+    assert [row["row"].split(" (")[0] for row in report["rows"]] == [
+        "python -c pass",
+        "the dependencies alone",
+        "import neotoma_agent",
+        "neotoma-agent --version",
+        "neotoma-agent show demo",
+        "neotoma-agent stats",
+    ]
+    assert all(row["median_s"] > 0 for row in report["rows"])
+
+
+def test_sync_overhead_runs_both_ways_on_both_transports(tmp_path: Path) -> None:
+    report = run_benchmark(
+        "sync_overhead", "--turns", "2", "--rounds", "2", "--chunks", "3", tmp_path=tmp_path
+    )
+    rows = {(row["transport"], row["body"]): row for row in report["rows"]}
+    assert sorted(rows) == [
+        (transport, body)
+        for transport in ("embedded", "http")
+        for body in ("bridge", "reply", "stream")
+    ]
+    for row in rows.values():
+        assert row["async_ms"] > 0
+        assert row["sync_ms"] > 0
+        assert row["ratio"] == pytest.approx(row["sync_ms"] / row["async_ms"], rel=0.01)

@@ -24,8 +24,9 @@ import pytest
 from turn_support import db_path, memory, messages, seed, store, turn_record
 
 from neotoma_agent import NeotomaMemory, TurnState
-from neotoma_agent.testing import FaultyTransport, _Wrapper
+from neotoma_agent.testing import FaultyTransport
 from neotoma_agent.transport._base import Transport
+from neotoma_agent.transport._forward import Forwarding
 
 __all__ = ["db_path", "store"]
 
@@ -72,7 +73,7 @@ class Trigger:
             raise AssertionError(self.how)
 
 
-class CancelAtCall(_Wrapper):
+class CancelAtCall(Forwarding):
     """Fires the trigger at the n-th transport call: as it is issued, or once it returned."""
 
     def __init__(self, inner: Transport, trigger: Trigger, index: int, when: str) -> None:

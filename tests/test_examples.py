@@ -20,6 +20,7 @@ from pathlib import Path
 from types import ModuleType, SimpleNamespace
 from typing import Any
 
+import anyio
 import pytest
 
 from neotoma_agent.cli._show import Transcript, load_transcript
@@ -283,7 +284,7 @@ async def test_anthropic_streaming(tmp_path: Path) -> None:
 
 @pytest.mark.anyio
 async def test_tool_loop_closes_the_turn_with_what_the_tools_touched(tmp_path: Path) -> None:
-    example = load_example("tool_loop")
+    example = load_example("tools")
     client = scripted_openai(
         completion(tool_calls=[tool_call("c1", "lookup", {"name": "Acme Corp"})]),
         completion(
@@ -341,8 +342,26 @@ async def test_tool_loop_closes_the_turn_with_what_the_tools_touched(tmp_path: P
 
 
 @pytest.mark.anyio
+async def test_tools_example_records_each_call_offline(tmp_path: Path) -> None:
+    example = load_example("tools")
+    out = io.StringIO()
+    result = await example.main(path=tmp_path / "m.db", out=out)  # the scripted model
+    assert result.completed
+    assert [(c.name, c.status, c.call_id) for c in result.tools] == [
+        ("lookup", "ok", "call_1"),
+        ("remember", "ok", "call_2"),
+    ]
+    async with EmbeddedStore.open(tmp_path / "m.db") as store:
+        for tool_id in result.tool_ids:
+            snap = await store.get_entity_snapshot(tool_id)
+            assert snap.entity_type == "tool_invocation"
+            assert snap.snapshot["result_status"] == "ok"
+    assert "  remember: ok" in out.getvalue()
+
+
+@pytest.mark.anyio
 async def test_tool_loop_gives_the_model_the_conversation_so_far(tmp_path: Path) -> None:
-    example = load_example("tool_loop")
+    example = load_example("tools")
     await example.main(
         scripted_openai(completion("Noted.")),
         question="Hello",
@@ -361,7 +380,7 @@ async def test_tool_loop_gives_the_model_the_conversation_so_far(tmp_path: Path)
 
 @pytest.mark.anyio
 async def test_tool_loop_tells_the_model_when_remember_is_refused(tmp_path: Path) -> None:
-    example = load_example("tool_loop")
+    example = load_example("tools")
     client = scripted_openai(
         completion(
             tool_calls=[tool_call("c1", "remember", {"entity_type": "conversation", "name": "x"})]
@@ -377,7 +396,7 @@ async def test_tool_loop_tells_the_model_when_remember_is_refused(tmp_path: Path
 
 @pytest.mark.anyio
 async def test_tool_loop_that_fails_records_the_turn_as_abandoned(tmp_path: Path) -> None:
-    example = load_example("tool_loop")
+    example = load_example("tools")
     client = scripted_openai(
         completion(tool_calls=[tool_call("c1", "lookup", {"name": "Acme Corp"})]),
         ModelDown("the API is down"),
@@ -390,7 +409,26 @@ async def test_tool_loop_that_fails_records_the_turn_as_abandoned(tmp_path: Path
     assert [m.role for m in turn.messages] == ["user"]
 
 
-@pytest.mark.parametrize("name", ["store_and_read", "plain_agent"])
+def test_sync_script_stores_both_turns_without_an_event_loop(tmp_path: Path) -> None:
+    example = load_example("sync_script")
+    out = io.StringIO()
+    first, second = example.main(tmp_path / "m.db", out=out)  # a plain call: no await
+    assert (first.stored_status, second.stored_status) == ("completed", "completed")
+    (acme,) = first.retrieved_ids
+    assert [(c.name, c.status, c.result) for c in second.tools] == [
+        ("directory_lookup", "ok", "Ana Lopez")
+    ]
+    (ana,) = second.produced_ids
+    stored = anyio.run(transcript, tmp_path / "m.db", "sync-example")
+    assert [m.content for m in stored.turns[0].messages] == [
+        "What do we know about Acme Corp?",
+        f'From memory: company "Acme Corp" [{acme}]: website=acme.com.',
+    ]
+    assert stored.turns[1].messages[1].content == f"Ana Lopez ({ana}), according to the directory."
+    assert "history: completed: 'Who is their CTO?'" in out.getvalue()
+
+
+@pytest.mark.parametrize("name", ["store_and_read", "plain_agent", "tools", "sync_script"])
 def test_offline_examples_run_as_scripts(tmp_path: Path, name: str) -> None:
     result = subprocess.run(
         [sys.executable, str(EXAMPLES / f"{name}.py"), str(tmp_path / "x.db")],
@@ -404,15 +442,19 @@ def test_offline_examples_run_as_scripts(tmp_path: Path, name: str) -> None:
     assert (tmp_path / "x.db").is_file()
 
 
-@pytest.mark.parametrize(
-    ("name", "sdk"),
-    [("openai_streaming", "openai"), ("anthropic_streaming", "anthropic"), ("tool_loop", "openai")],
-)
-def test_sdk_examples_say_what_to_install(name: str, sdk: str) -> None:
+_SDK_EXAMPLES = [
+    ("openai_streaming", "openai", ()),
+    ("anthropic_streaming", "anthropic", ()),
+    ("tools", "openai", ("--openai",)),
+]
+
+
+@pytest.mark.parametrize(("name", "sdk", "args"), _SDK_EXAMPLES)
+def test_sdk_examples_say_what_to_install(name: str, sdk: str, args: tuple[str, ...]) -> None:
     if importlib.util.find_spec(sdk) is not None:
         pytest.skip(f"{sdk} is installed")
     result = subprocess.run(
-        [sys.executable, str(EXAMPLES / f"{name}.py")],
+        [sys.executable, str(EXAMPLES / f"{name}.py"), *args],
         capture_output=True,
         text=True,
         timeout=60,
@@ -443,17 +485,14 @@ class AsyncAnthropic:
 }
 
 
-@pytest.mark.parametrize(
-    ("name", "sdk"),
-    [("openai_streaming", "openai"), ("anthropic_streaming", "anthropic"), ("tool_loop", "openai")],
-)
+@pytest.mark.parametrize(("name", "sdk", "args"), _SDK_EXAMPLES)
 def test_sdk_examples_end_with_one_line_when_the_sdk_cannot_connect(
-    tmp_path: Path, name: str, sdk: str
+    tmp_path: Path, name: str, sdk: str, args: tuple[str, ...]
 ) -> None:
     """An installed SDK that cannot reach its API: one clear line, not a traceback."""
     (tmp_path / f"{sdk}.py").write_text(_UNREACHABLE_SDKS[sdk])
     result = subprocess.run(
-        [sys.executable, str(EXAMPLES / f"{name}.py")],
+        [sys.executable, str(EXAMPLES / f"{name}.py"), *args],
         capture_output=True,
         text=True,
         timeout=60,

@@ -419,19 +419,24 @@ class _OldKeys(RecordingTransport):
 
 
 @pytest.mark.anyio
-async def test_rerunning_a_turn_stored_by_0_1_writes_nothing_new(store: EmbeddedStore) -> None:
-    # Not a replay of the old key, but the same content is the same source, and observation
-    # ids hash the source: the store adds no observation (the server behaves alike).
+async def test_rerunning_a_turn_stored_by_0_1_keeps_one_turn_with_its_text(
+    store: EmbeddedStore,
+) -> None:
+    # Not a replay of the old key. Turn records now carry the time a run ended (and, for a
+    # caller's turn id, when it started), so the re-run is other content under another key:
+    # the same entities get an observation more, the texts and the turn stay as they were.
     for turn_id in ("t1", "t2"):
         async with memory(_OldKeys(store)).turn("Question", turn_id=turn_id) as t:
             t.reply = "Answer"
-    before = await _snapshot(store, "chat-1")
+    before = {k: text for k, (text, _) in (await _snapshot(store, "chat-1")).items()}
     record = await turn_record(store, "chat-1", "t1")
     async with memory(store).turn("Question", turn_id="t1") as again:
         again.reply = "Answer"
     assert not again.result.replayed
-    assert await _snapshot(store, "chat-1") == before
-    assert await turn_record(store, "chat-1", "t1") == record
+    after = {k: text for k, (text, _) in (await _snapshot(store, "chat-1")).items()}
+    assert after == before
+    rerun = await turn_record(store, "chat-1", "t1")
+    assert (rerun["id"], rerun["status"]) == (record["id"], "completed")
     # What 0.1 keys lose: a different reply to an old turn is no longer refused, it is
     # recorded as a new observation (as revision=2 would record it).
     async with memory(store).turn("Question", turn_id="t2") as changed:

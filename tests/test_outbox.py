@@ -7,7 +7,6 @@ port, real SQLite outbox files, and child processes killed with SIGKILL (tests/o
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
 import json
 import os
@@ -16,17 +15,16 @@ import sqlite3
 import stat
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import anyio
-import attrs
 import pytest
 import structlog
-from aiohttp import web
 from cli_support import cli
 from outbox_child import entry
+from outbox_support import Server, running_server
 
 from neotoma_agent import (
     OutboxError,
@@ -38,7 +36,6 @@ from neotoma_agent import (
 )
 from neotoma_agent._memory import NeotomaMemory
 from neotoma_agent.exceptions import IdempotencyMismatchError, TransportError
-from neotoma_agent.server import Handler, create_app, serving
 from neotoma_agent.transport._outbox import SCHEMA_VERSION, Outbox, expected_result
 from neotoma_agent.transport.embedded import EmbeddedStore
 from neotoma_agent.transport.http import HttpTransport, RetryPolicy, flush_outbox
@@ -56,60 +53,10 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
-@attrs.define
-class Server:
-    """A dev server over one embedded store that can be stopped and started on its port."""
-
-    store: EmbeddedStore
-    #: idempotency keys of the stores that reached the store, in arrival order
-    keys: list[str] = attrs.Factory(list)
-    #: answer a store (by its key's prefix) with this status and JSON body, unstored
-    refuse: dict[str, tuple[int, dict[str, Any]]] = attrs.Factory(dict)
-    #: called after a store committed, before its answer is sent
-    after_commit: Callable[[str], None] | None = None
-    port: int = 0
-    _stack: contextlib.AsyncExitStack | None = None
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    async def middleware(self, request: web.Request, handler: Handler) -> web.StreamResponse:
-        if request.path != "/store":
-            return await handler(request)
-        body = await request.json()
-        key = str(body.get("idempotency_key"))
-        for prefix, (code, answer) in self.refuse.items():
-            if key.startswith(prefix):
-                return web.json_response(answer, status=code)
-        self.keys.append(key)
-        response = await handler(request)
-        if self.after_commit is not None:
-            self.after_commit(key)
-        return response
-
-    async def start(self) -> None:
-        stack = contextlib.AsyncExitStack()
-        app = create_app(self.store, middlewares=[self.middleware])
-        url = await stack.enter_async_context(serving(app, port=self.port, shutdown_timeout=0.5))
-        self.port = int(url.rsplit(":", 1)[1])
-        self._stack = stack
-
-    async def stop(self) -> None:
-        stack, self._stack = self._stack, None
-        if stack is not None:
-            await stack.aclose()
-
-
 @pytest.fixture
 async def server() -> AsyncIterator[Server]:
-    async with EmbeddedStore.open(":memory:") as store:
-        srv = Server(store)
-        await srv.start()
-        try:
-            yield srv
-        finally:
-            await srv.stop()
+    async with running_server() as srv:
+        yield srv
 
 
 def memory(transport: HttpTransport, conversation: str = "chat-1") -> NeotomaMemory:

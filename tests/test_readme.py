@@ -166,3 +166,21 @@ def test_the_command_table_lists_every_option_of_the_command(command: str, tmp_p
     row = next(r for r in rows if r.startswith(f"| `{command} ") or r.startswith(f"| `{command}`"))
     listed = row.split("|")[1]
     assert {o for o in options if o not in listed} == set(), row
+
+
+def test_the_tool_calls_section_runs_as_written(tmp_path: Path) -> None:
+    text = README.read_text(encoding="utf-8")
+    after = text[text.index("### Tool calls") :]
+    match = re.search(r"```python\n(.*?)\n```", after, re.DOTALL)
+    assert match is not None
+    script = tmp_path / "tools_section.py"
+    script.write_text(match.group(1), encoding="utf-8")
+    result = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert result.returncode == 0, result.stderr
+    # by invoked_at (here often one millisecond for both), then by name
+    book, search = sorted(result.stdout.splitlines())
+    assert book == "book error 41.5 {'offer': 'AB1'}"
+    assert search.startswith("search_flights ok ")
+    assert search.endswith(" {'to': 'LIS'}")

@@ -42,6 +42,7 @@ from ..exceptions import (
     ValidationError,
 )
 from ..transport._base import Transport
+from ._paths import default_db_path
 
 __all__ = [
     "CLIError",
@@ -163,20 +164,6 @@ async def print_report(
     else:
         render(report, sys.stdout, store_label(args))
     return report
-
-
-def default_db_path() -> Path:
-    """``$NEOTOMA_AGENT_DB``, else ``neotoma-agent/memory.db`` in the per-user data directory."""
-    env = os.environ.get("NEOTOMA_AGENT_DB")
-    if env:
-        return Path(env).expanduser()
-    if sys.platform == "win32":  # pragma: no cover - not exercised in CI
-        base = Path(os.environ.get("LOCALAPPDATA", Path.home() / "AppData" / "Local"))
-    elif sys.platform == "darwin":  # pragma: no cover
-        base = Path.home() / "Library" / "Application Support"
-    else:
-        base = Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share")
-    return base / "neotoma-agent" / "memory.db"
 
 
 def db_path(args: argparse.Namespace) -> Path:

@@ -1,31 +1,50 @@
 """The ``neotoma-agent`` command line: the parser (global options), logging setup, dispatch.
 
 Each subcommand lives in its own module of this package with a ``register(subparsers)``
-function that adds its parser and sets ``func(args) -> int``. They are imported here by
-name, every one of them, so that type checkers and readers see the whole command line.
+function that adds its parser and sets ``func(args) -> int``. :data:`_COMMANDS` names them
+all; a run imports only the module of the command it runs (``--help`` imports them all), so
+that ``neotoma-agent --version`` or ``show`` does not pay for the audit, the HTTP client or
+the dev server: :func:`main` first finds the command in the arguments, then builds the
+parser with that command in full.
 
 Rendering of log events is configured here, for the command line only: the library itself
-never calls ``structlog.configure()``.
+never calls ``structlog.configure()``. structlog is imported at the first event that shows
+(most commands log none).
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import logging
 import os
 import sys
 import traceback
-from collections.abc import MutableMapping, Sequence
+from collections.abc import Callable, MutableMapping, Sequence
+from typing import TYPE_CHECKING, Any
 
+from .._log import LOGGER_NAME
 from .._terminal import printable
 from .._version import __version__
-from . import _audit, _chat, _demo, _import, _outbox, _serve, _show, _stats
-from ._common import CLIError, default_db_path, explain
+from ._paths import default_db_path
+
+if TYPE_CHECKING:
+    from ._common import CLIError
 
 __all__ = ["build_parser", "default_db_path", "main"]
 
-#: the subcommands, in the order ``--help`` lists them
-_COMMANDS = (_demo, _chat, _show, _import, _stats, _audit, _serve, _outbox)
+#: the subcommands, in the order ``--help`` lists them: name -> the module of this package
+#: that registers it
+_COMMANDS = {
+    "demo": "._demo",
+    "chat": "._chat",
+    "show": "._show",
+    "import": "._import",
+    "stats": "._stats",
+    "audit": "._audit",
+    "serve": "._serve",
+    "outbox": "._outbox",
+}
 
 _LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
 
@@ -38,10 +57,8 @@ Start with:  neotoma-agent demo
 """
 
 
-def _configure_logging(level: str, as_json: bool) -> None:
+def _configure_structlog(numeric: int, as_json: bool) -> None:
     import structlog
-
-    numeric = logging.getLevelName(level.upper())
 
     def quiet_retries(
         logger: object, method: str, event: MutableMapping[str, object]
@@ -69,6 +86,46 @@ def _configure_logging(level: str, as_json: bool) -> None:
         logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
         cache_logger_on_first_use=False,
     )
+
+
+class _ConfigureOnFirstEvent(logging.Handler):
+    """Until an event shows, the library's events take the standard logging path (structlog
+    not loaded); the first one that does configures structlog, goes through it, and
+    every later one goes there directly."""
+
+    def __init__(self, level: int, as_json: bool) -> None:
+        super().__init__(level)
+        self.as_json = as_json
+
+    def emit(self, record: logging.LogRecord) -> None:
+        logging.getLogger(LOGGER_NAME).removeHandler(self)
+        _configure_structlog(self.level, self.as_json)
+        import structlog
+
+        event = getattr(record, "neotoma_event", None) or record.getMessage()
+        fields: dict[str, Any] = getattr(record, "neotoma_fields", {})
+        method = getattr(structlog.get_logger(LOGGER_NAME), record.levelname.lower())
+        method(event, **fields)
+
+
+def _configure_logging(level: str, as_json: bool) -> Callable[[], None]:
+    """Render the library's events from ``level`` on, to stderr; what undoes the set-up
+    that no event needed (for a caller that runs :func:`main` in-process)."""
+    numeric = logging.getLevelName(level.upper())
+    if "structlog" in sys.modules:  # loaded anyway (an earlier in-process run): at once
+        _configure_structlog(numeric, as_json)
+        return lambda: None
+    std = logging.getLogger(LOGGER_NAME)
+    handler, before = _ConfigureOnFirstEvent(numeric, as_json), std.level
+    std.addHandler(handler)
+    std.setLevel(numeric)
+
+    def undo() -> None:
+        if handler in std.handlers:
+            std.removeHandler(handler)
+            std.setLevel(before)
+
+    return undo
 
 
 def _add_global_options(parser: argparse.ArgumentParser, *, defaults: bool) -> None:
@@ -136,8 +193,13 @@ def _add_global_options(parser: argparse.ArgumentParser, *, defaults: bool) -> N
             group.add_argument(flag, **kwargs)  # type: ignore[arg-type]
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The argument parser of ``neotoma-agent``, with every available subcommand."""
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The argument parser of ``neotoma-agent``, with every subcommand.
+
+    With ``command``, only that command's module is imported and only its parser is built
+    (what :func:`main` parses with, once it knows the command: ``--help``, which lists every
+    command, goes through the full parser).
+    """
     parser = argparse.ArgumentParser(
         prog="neotoma-agent",
         description="Crash-safe Neotoma memory for LLM agent loops.",
@@ -147,11 +209,42 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     _add_global_options(parser, defaults=True)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for command in _COMMANDS:
-        command.register(sub)
+    for name, module in _COMMANDS.items():
+        if command is None or name == command:
+            importlib.import_module(module, __package__).register(sub)
+            assert name in sub.choices, f"{module} registers no {name!r} command"
     for subparser in sub.choices.values():
         _add_global_options(subparser, defaults=False)
     return parser
+
+
+class _Unsure(Exception):
+    """The scout cannot tell the command: the full parser will say what is wrong."""
+
+
+class _Scout(argparse.ArgumentParser):
+    def error(self, message: str) -> Any:
+        raise _Unsure(message)
+
+
+def _command_in(argv: Sequence[str]) -> str | None:
+    """The command ``argv`` runs, or ``None`` (no command, help asked for, a mistake).
+
+    Parsed as the full parser would up to the command (the top-level options, with their
+    values), without building any command's parser: so no command module is imported.
+    """
+    scout = _Scout(prog="neotoma-agent", add_help=False)
+    scout.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    scout.add_argument("-h", "--help", action="store_true")
+    _add_global_options(scout, defaults=False)
+    scout.add_argument("command", nargs="?")
+    scout.add_argument("rest", nargs=argparse.REMAINDER)
+    try:
+        found, _ = scout.parse_known_args(argv)
+    except _Unsure:
+        return None
+    command = getattr(found, "command", None)
+    return None if found.help or command not in _COMMANDS else str(command)
 
 
 def _fail(error: CLIError) -> int:
@@ -164,13 +257,16 @@ def _fail(error: CLIError) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``neotoma-agent`` console script; returns the exit status."""
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser(_command_in(argv))
     args = parser.parse_args(argv)
     if getattr(args, "func", None) is None:
         parser.print_help()
         return 2
+    from ._common import explain
+
     args.log_level = args.log_level or getattr(args, "default_log_level", "warning")
-    _configure_logging(args.log_level, args.log_json)
+    undo_logging = _configure_logging(args.log_level, args.log_json)
     try:
         return int(args.func(args))
     except KeyboardInterrupt:
@@ -189,3 +285,5 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.log_level == "debug":
             traceback.print_exc()
         return _fail(error)
+    finally:
+        undo_logging()

@@ -8,9 +8,17 @@ import sys
 from pathlib import Path
 
 from .._terminal import printable
-from ..transport._outbox import outbox_status
-from ..transport.http import flush_outbox
-from ._common import CLIError, Command, option, resolve_token, resolve_url, run_async
+from ..transport._outbox import OutboxFlush, outbox_status
+from ..transport.outbox import OutboxTransport, flush_outbox
+from ._common import (
+    CLIError,
+    Command,
+    open_transport,
+    option,
+    resolve_token,
+    resolve_url,
+    run_async,
+)
 
 __all__ = ["register"]
 
@@ -20,7 +28,7 @@ def run(args: argparse.Namespace) -> int:
     path = Path(args.outbox).expanduser()
     if not path.is_file():
         raise CLIError(
-            f"no outbox file at {path}", "pass the path given as outbox= to HttpTransport"
+            f"no outbox file at {path}", "pass the path given to OutboxTransport (or outbox=)"
         )
     if args.action == "status":
         status = outbox_status(path)
@@ -30,9 +38,15 @@ def run(args: argparse.Namespace) -> int:
             sys.stdout.write(printable(status.render()) + "\n")
         return 0
     url = resolve_url(args)
-    if url is None:
-        raise CLIError("outbox flush delivers to a server", "pass --url (or set NEOTOMA_URL)")
-    done = run_async(flush_outbox, path, url, resolve_token(args))
+    if url is not None:
+        done = run_async(flush_outbox, path, url, resolve_token(args))
+    elif args.db:
+        done = run_async(_flush_into_store, args, path)
+    else:
+        raise CLIError(
+            "outbox flush delivers to a server or a store file",
+            "pass --url (or set NEOTOMA_URL), or --db",
+        )
     if args.json:
         sys.stdout.write(
             json.dumps(
@@ -54,15 +68,24 @@ def run(args: argparse.Namespace) -> int:
     return 1 if done.remaining else 0
 
 
+async def _flush_into_store(args: argparse.Namespace, path: Path) -> OutboxFlush:
+    async with (
+        open_transport(args, must_exist=True) as store,
+        OutboxTransport(store, path, background=False) as outbox,
+    ):
+        return await outbox.flush()
+
+
 COMMAND = Command(
     "outbox",
-    help="show or deliver the closing stores an HttpTransport queued while a server was down",
+    help="show or deliver the closing stores an outbox queued while a server was down",
     description="""
-        An HttpTransport given outbox=PATH queues a closing store that fails with a
-        transient error (server down, timeout, 5xx, 429) in that file and delivers it later.
-        `status` shows what is queued (counts, oldest entry's age, last error, per
-        conversation); `flush` delivers it now to --url (or $NEOTOMA_URL), in order per
-        conversation, and exits 1 while entries remain.
+        An OutboxTransport over PATH (or an HttpTransport given outbox=PATH) queues a
+        closing store that fails with a transient error (server down, timeout, 5xx, 429)
+        in that file and delivers it later. `status` shows what is queued (counts, oldest
+        entry's age, last error, per conversation); `flush` delivers it now to --url (or
+        $NEOTOMA_URL), or into the store file --db, in order per conversation, and exits 1
+        while entries remain.
     """,
     run=run,
     options=(

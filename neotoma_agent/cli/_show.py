@@ -21,6 +21,8 @@ from .._history import StoredMessage, StoredTurn, read_conversation
 from .._payloads import stored_platform
 from .._reads import Scan, gather_bounded, scan_entities
 from .._terminal import printer
+from .._tool_reads import StoredToolCall
+from .._tools import summarize
 from .._turn_record import TurnEnding, read_ending
 from ..transport._base import RelatedEntity, Transport
 from ._common import (
@@ -60,6 +62,8 @@ class TurnView:
     error_class: str | None = None
     repaired: bool = False
     turn_record_id: str | None = None
+    #: the tool calls the turn made, with their arguments and results as stored
+    tools: tuple[StoredToolCall, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         """The JSON form ``show --json`` prints."""
@@ -72,6 +76,7 @@ class TurnView:
             "error_class": self.error_class,
             "turn_record_id": self.turn_record_id,
             "messages": [_message_json(m) for m in self.messages],
+            "tools": [c.to_json() for c in self.tools],
         }
 
 
@@ -134,6 +139,7 @@ def _turn_view(number: int, turn: StoredTurn, ending: TurnEnding | None) -> Turn
         else None,
         repaired=ending is not None and ending.repaired,
         turn_record_id=turn.record.entity_id if turn.record is not None else None,
+        tools=turn.tools,
     )
 
 
@@ -143,7 +149,7 @@ async def load_transcript(transport: Transport, conversation_id: str) -> Transcr
     The library's reader (:func:`neotoma_agent._history.read_conversation`, which
     ``t.history`` uses too) does the reading; this only shapes it for printing.
     """
-    stored = await read_conversation(transport, conversation_id)
+    stored = await read_conversation(transport, conversation_id, tool_details=True)
     if stored.snapshot is None:
         raise CLIError(
             f"no conversation {conversation_id!r} in this store",
@@ -225,6 +231,18 @@ def _status_text(turn: TurnView) -> str:
     return turn.status
 
 
+def _tool_line(call: StoredToolCall) -> str:
+    """``tool search_flights: ok, 12.3 ms, args {"to":"LIS"}`` (one line, JSON-escaped)."""
+    parts = [call.status]
+    if call.duration_ms is not None:
+        parts.append(f"{call.duration_ms:g} ms")
+    if call.error_class:
+        parts.append(call.error_class.rsplit(".", 1)[-1])
+    if call.args is not None:
+        parts.append(f"args {summarize(call.args)}")
+    return f"tool {call.name}: {', '.join(parts)}"
+
+
 def _indented(text: str, indent: str) -> str:
     # Continuation lines are indented for reading; `show --json` gives the exact bytes.
     return text.replace("\n", "\n" + indent)
@@ -253,6 +271,8 @@ def render_transcript(transcript: Transcript, out: TextIO, *, where: str | None 
                 write(f"{' ' * len(label)}refers to: {names}\n")
         if "assistant" not in roles and turn.status in ("abandoned", "open"):
             write("  assistant: (no reply stored)\n")
+        for call in turn.tools:
+            write(f"  {_tool_line(call)}\n")
 
 
 def _render_list(listing: ConversationList, out: TextIO, where: str) -> None:

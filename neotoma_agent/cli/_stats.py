@@ -10,6 +10,7 @@ import attrs
 
 from .._reads import scan_entities
 from .._terminal import printer
+from .._tools import TOOL_TYPE
 from .._turn_record import ending_of
 from ..transport._base import Transport
 from ._common import Command, option, print_report
@@ -25,6 +26,8 @@ class StoreStats:
     by_type: Counter[str] = attrs.field(factory=Counter)
     turn_status: Counter[str] = attrs.field(factory=Counter)
     repaired: int = 0
+    #: tool calls by (tool name, result status)
+    tool_calls: Counter[tuple[str, str]] = attrs.field(factory=Counter)
     #: the server stopped paging before every entity was seen (counts are a lower bound)
     partial: bool = False
 
@@ -49,8 +52,17 @@ class StoreStats:
             "abandoned_turns": self.turn_status["abandoned"],
             "repaired_turns": self.repaired,
             "open_turns": self.turn_status["open"],
+            "tool_calls": sum(self.tool_calls.values()),
+            "tool_calls_by_tool": self.calls_by_tool(),
             "partial": self.partial,
         }
+
+    def calls_by_tool(self) -> dict[str, dict[str, int]]:
+        """``{tool: {status: count}}``, sorted by name."""
+        by_tool: dict[str, dict[str, int]] = {}
+        for (name, status), count in sorted(self.tool_calls.items()):
+            by_tool.setdefault(name, {})[status] = count
+        return by_tool
 
 
 async def collect_stats(transport: Transport) -> StoreStats:
@@ -67,6 +79,9 @@ async def collect_stats(transport: Transport) -> StoreStats:
             stats.turn_status[str(status) if status else "unknown"] += 1
             # Declared fields only: no observation read per turn (a count needs no detail).
             stats.repaired += ending_of(entity.snapshot).repaired
+        elif entity.entity_type == TOOL_TYPE:
+            name, status = entity.snapshot.get("tool_name"), entity.snapshot.get("result_status")
+            stats.tool_calls[(str(name or ""), str(status or "unknown"))] += 1
     return stats
 
 
@@ -94,6 +109,13 @@ def render_stats(stats: StoreStats, out: TextIO, where: str) -> None:
             f"open turns: {stats.turn_status['open']:,} (in flight, or left open by a crash: "
             "see `neotoma-agent audit`)\n"
         )
+    calls = stats.calls_by_tool()
+    if calls:
+        write(f"tool calls: {sum(stats.tool_calls.values()):,}\n")
+        width = max(len(tool) for tool in calls)
+        for tool, by_status in calls.items():
+            counts = ", ".join(f"{n:,} {status}" for status, n in by_status.items())
+            write(f"  {tool:<{width}}  {counts}\n")
 
 
 async def run(args: argparse.Namespace) -> int:
@@ -104,10 +126,10 @@ async def run(args: argparse.Namespace) -> int:
 
 COMMAND = Command(
     "stats",
-    help="count entities by type, conversations, turns and abandoned turns",
+    help="count entities by type, conversations, turns, abandoned turns and tool calls",
     description="""
         Count what the store holds: entities by type, conversations, turns by status
-        (completed, abandoned, open) and abandoned turns.
+        (completed, abandoned, open), abandoned turns, and tool calls by tool and status.
     """,
     run=run,
     options=(option("--json", action="store_true", help="print JSON"),),

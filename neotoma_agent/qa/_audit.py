@@ -43,6 +43,7 @@ from ._findings import Finding, FindingKind, FindingSeverity, classify, sort_key
 from ._repair import RepairResult, apply_repairs
 from ._scan import Auditor, TurnState, parse_timestamp, read_scoped, timestamp
 from ._stream import StreamingAuditor, read_all
+from ._tools import tool_findings
 
 __all__ = [
     "AUDIT_DEFAULT_MIN_AGE",
@@ -169,8 +170,9 @@ async def audit(
 
     Finds orphan turns (a user message, no reply, turn record ``open`` or missing), replies
     without their user message, turn records without messages, turns whose record was never
-    closed although both messages are stored, messages not ``PART_OF`` any conversation, and
-    (as ``info``) abandoned turns. Findings come sorted by conversation, turn and kind.
+    closed although both messages are stored, messages not ``PART_OF`` any conversation, tool
+    calls whose turn record is missing, and (as ``info``) abandoned turns. Findings come
+    sorted by conversation, turn and kind.
 
     ``conversation_id`` limits the audit to one conversation; ``since`` (an aware datetime
     or an ISO 8601 string) to turns written at or after it. ``min_age`` (seconds) leaves
@@ -252,6 +254,8 @@ async def audit(
                 skipped.append((state.conversation_id, state.turn_id))
                 continue
         findings.extend(turn_findings)
+    calls, calls_partial = await tool_findings(transport, scope, since_at, concurrency)
+    findings.extend(calls)
     findings.sort(key=sort_key)
 
     repairs: tuple[RepairResult, ...] = ()
@@ -270,7 +274,7 @@ async def audit(
         skipped_recent=len(skipped),
         skipped_turns=tuple(sorted(skipped)),
         min_age=min_age,
-        partial=auditor.partial,
+        partial=auditor.partial or calls_partial,
         conversation_id=scope,
         since=since_text,
         duration_ms=(time.perf_counter() - started) * 1000,

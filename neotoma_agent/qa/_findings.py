@@ -45,6 +45,8 @@ class FindingKind(enum.Enum):
     MESSAGE_NOT_IN_CONVERSATION = "message_not_in_conversation"
     #: a turn closed as abandoned (informational: consistent, but the user got no full reply)
     ABANDONED_TURN = "abandoned_turn"
+    #: a stored tool call (``tool_invocation``) whose turn record is missing
+    TOOL_CALL_WITHOUT_TURN = "tool_call_without_turn"
 
 
 _KIND_ORDER: Final = {kind: i for i, kind in enumerate(FindingKind)}
@@ -76,6 +78,11 @@ _EXPLAIN: Final[Mapping[FindingKind, tuple[str, str, str]]] = {
         "Reading the conversation back skips this message.",
         "Add the PART_OF edge to its conversation (audit --repair).",
     ),
+    FindingKind.TOOL_CALL_WITHOUT_TURN: (
+        "The store holds tool calls of a turn it has no record of.",
+        "The calls show in no turn's history; what the turn did cannot be read in context.",
+        "None automatic: the turn's messages and record are unknown (another writer's?).",
+    ),
 }
 
 
@@ -100,6 +107,8 @@ class Finding:
     last_activity_at: str | None = None
     #: the repair ``audit(..., repair=True)`` runs for it, if a safe one exists
     repair: RepairAction | None = None
+    #: the ``tool_invocation`` entities the finding concerns (``tool_call_without_turn``)
+    tool_invocation_ids: tuple[str, ...] = ()
 
     @property
     def problem(self) -> bool:
@@ -119,6 +128,7 @@ class Finding:
             self.user_message_id,
             self.assistant_message_id,
             self.turn_record_id,
+            *self.tool_invocation_ids,
         )
         return tuple(i for i in ids if i)
 

@@ -61,7 +61,11 @@ class Transport(Protocol):
     """What the turn protocol needs from a Neotoma store: its REST actions, as async methods.
 
     Implementations: :class:`~neotoma_agent.EmbeddedStore` (SQLite, the default) and
-    :class:`~neotoma_agent.HttpTransport` (a real Neotoma server). Errors are raised as the
+    :class:`~neotoma_agent.HttpTransport` (a real Neotoma server); wrappers over any of
+    them: :class:`~neotoma_agent.OutboxTransport` (queues closing stores while the inner
+    transport is unreachable) and the ones in :mod:`neotoma_agent.testing`. A wrapper
+    forwards every method with every argument, so what the turn engine passes (the
+    ``store`` hints included) reaches the transport that reads it. Errors are raised as the
     :mod:`neotoma_agent.exceptions` tree.
     """
 
@@ -74,6 +78,8 @@ class Transport(Protocol):
         source_priority: int | None = None,
         observation_source: str | None = None,
         strict: bool = False,
+        lane: str | None = None,
+        deferrable: bool = False,
     ) -> StoreResult:
         """Write entities (one observation each) and relationships under an idempotency key.
 
@@ -90,6 +96,15 @@ class Transport(Protocol):
         ``observation_source`` tag the observations (merge order, provenance); ``strict``
         refuses to merge into an existing entity matched by a heuristic name rule
         (``ERR_MERGE_REFUSED``) instead of extending it.
+
+        ``lane`` and ``deferrable`` are hints for a transport that may queue a store (an
+        :class:`~neotoma_agent.OutboxTransport`); a store ignores them, and a wrapper passes
+        them on unchanged. ``lane`` names an order (the turn engine passes the conversation
+        id): stores of one lane are made in the order they were issued, and one waits behind
+        the lane's queued stores. ``deferrable`` says a transient failure may queue this
+        store instead of raising (the turn engine sets it on closing stores, never on the
+        user store that opens a turn); the answer then has ``queued=True`` and the ids the
+        server will give.
         """
         ...
 

@@ -2,8 +2,8 @@
 
 When the server is unreachable at the end of a turn (a deploy, a network blip longer than the
 retry budget), the closing store (the reply, or the abandoned record) would be lost to memory.
-With an outbox, :class:`~neotoma_agent.HttpTransport` appends it here instead, same body and
-same idempotency key, durably (WAL, ``synchronous=FULL``: once the append returned it survives
+With an outbox, :class:`~neotoma_agent.OutboxTransport` appends it here instead, same body
+and same idempotency key, durably (WAL, ``synchronous=FULL``: once the append returned it survives
 ``kill -9`` and a power cut), and delivers it later.
 
 The file is one table of entries in insertion order. Each entry belongs to a *lane* (the
@@ -32,7 +32,7 @@ import threading
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
 import attrs
 
@@ -44,12 +44,10 @@ __all__ = [
     "DEFAULT_MAX_ENTRIES",
     "SCHEMA_VERSION",
     "LaneStatus",
-    "OrderedStore",
     "Outbox",
     "OutboxEntry",
     "OutboxFlush",
     "OutboxStatus",
-    "StoreOutcome",
     "expected_result",
     "outbox_status",
 ]
@@ -161,7 +159,7 @@ class OutboxStatus:
 
 @attrs.frozen
 class OutboxFlush:
-    """What one delivery round did (:meth:`HttpTransport.flush_outbox`)."""
+    """What one delivery round did (:meth:`OutboxTransport.flush`)."""
 
     #: entries the server confirmed (fresh or replayed) and that were removed
     delivered: int
@@ -173,43 +171,9 @@ class OutboxFlush:
     last_error: str | None = None
 
 
-@attrs.frozen
-class StoreOutcome:
-    """What :meth:`OrderedStore.store_ordered` did: stored now, or queued in the outbox.
-
-    When ``queued``, ``result`` holds the entity ids computed locally the way the server
-    will derive them (entity ids are deterministic), with ``observation_id`` ``None``.
-    """
-
-    result: StoreResult
-    queued: bool = False
-
-
-@runtime_checkable
-class OrderedStore(Protocol):
-    """A transport that keeps each conversation's stores in order and may queue a close.
-
-    The turn phases use it when the transport has it (the HTTP transport does), and plain
-    ``store`` otherwise; so the protocol layer stays transport-agnostic. ``lane`` is the
-    conversation id; ``deferrable`` says that a transient failure may queue this store
-    instead of raising (closing stores and abandoned records, never an enter).
-    """
-
-    async def store_ordered(
-        self,
-        entities: Any,
-        *,
-        idempotency_key: str,
-        relationships: Any = (),
-        lane: str,
-        deferrable: bool,
-    ) -> StoreOutcome:
-        """Store in lane order; queue on a transient failure when ``deferrable``."""
-        ...
-
-
 def expected_result(request_entities: Any) -> StoreResult:
-    """The answer a server will give for ``request_entities``, computed locally."""
+    """The answer a server will give for ``request_entities``, computed locally: what a
+    queued store is answered with (``queued=True``, no observation ids)."""
     expected = (expected_entity(e, i) for i, e in enumerate(request_entities))
     entries = [e for e in expected if e is not None]
     return StoreResult(
@@ -219,6 +183,7 @@ def expected_result(request_entities: Any) -> StoreResult:
         entities_created=0,
         observations_created=0,
         raw={"queued": True},
+        queued=True,
     )
 
 

@@ -28,7 +28,7 @@ from ._base import (
     StoreResult,
 )
 
-__all__ = ["RestActions", "present", "store_body"]
+__all__ = ["RestActions", "present", "store_arguments", "store_body"]
 
 
 def present(**fields: Any) -> dict[str, Any]:
@@ -56,6 +56,19 @@ def store_body(
     )
 
 
+def store_arguments(body: Mapping[str, Any]) -> dict[str, Any]:
+    """The keyword arguments of ``Transport.store`` that :func:`store_body` made ``body`` of
+    (``entities`` among them): how a kept body is sent again through any transport."""
+    return {
+        "entities": list(body["entities"]),
+        "idempotency_key": str(body["idempotency_key"]),
+        "relationships": list(body.get("relationships") or ()),
+        "source_priority": body.get("source_priority"),
+        "observation_source": body.get("observation_source"),
+        "strict": bool(body.get("strict", False)),
+    }
+
+
 class RestActions(AsyncClosing):
     """Implements the Transport protocol on top of ``request(action, body)``."""
 
@@ -78,8 +91,13 @@ class RestActions(AsyncClosing):
         source_priority: int | None = None,
         observation_source: str | None = None,
         strict: bool = False,
+        lane: str | None = None,
+        deferrable: bool = False,
     ) -> StoreResult:
-        """``POST /store``; entries come back aligned to ``entities``, fresh or replayed."""
+        """``POST /store``; entries come back aligned to ``entities``, fresh or replayed.
+
+        ``lane`` and ``deferrable`` are hints for a queueing wrapper: a store ignores them.
+        """
         body = store_body(
             entities,
             idempotency_key=idempotency_key,

@@ -88,6 +88,9 @@ class StoreResult:
     entities_created: int
     observations_created: int
     raw: Mapping[str, Any] = attrs.field(repr=False, eq=False)
+    #: not stored yet: an outbox queued it (the inner transport was unreachable); the
+    #: entities carry the ids the server will give them, and no observation ids
+    queued: bool = False
 
     @classmethod
     def from_json(
@@ -511,11 +514,14 @@ class RecentConversation:
     has_more: bool | None
     turn_records: tuple[EntitySnapshot, ...] | None
     raw: Mapping[str, Any] = attrs.field(repr=False, eq=False)
+    #: the snapshots of the tool calls those turn records REFER_TO (``None`` when not sent)
+    tool_calls: tuple[EntitySnapshot, ...] | None = None
 
     @classmethod
     def from_json(cls, raw: Mapping[str, Any]) -> RecentConversation:
         more = raw.get("has_more")
         records = raw.get("turn_records")
+        calls = raw.get("tool_calls")
         message = ConversationMessage.from_json
         record = EntitySnapshot.from_json
         return cls(
@@ -530,6 +536,9 @@ class RecentConversation:
             if not isinstance(records, list)
             else tuple([record(r) for r in _items(records)]),
             raw=raw,
+            tool_calls=None
+            if not isinstance(calls, list)
+            else tuple([record(c) for c in _items(calls)]),
         )
 
 

@@ -22,8 +22,6 @@ and, outside its JSON handlers, in plain text or an HTML page:
 from __future__ import annotations
 
 import datetime as dt
-import email.utils
-import html
 import re
 from collections.abc import Mapping
 from typing import Any, Final, Literal, get_args
@@ -147,6 +145,8 @@ def _text_message(text: str) -> str:
     match = _PRE.search(text)
     if match:
         text = match.group(1).split("<br>")[0]
+    import html  # here, not at the top: only error pages need it (a fast start)
+
     text = html.unescape(_TAG.sub(" ", text))
     text = " ".join(text.split())
     if len(text) > _MAX_TEXT_MESSAGE:
@@ -164,6 +164,8 @@ def parse_retry_after(value: str | None, *, now: dt.datetime | None = None) -> f
     try:
         seconds = float(value)
     except ValueError:
+        import email.utils  # here, not at the top: only HTTP dates need it (a fast start)
+
         try:
             when = email.utils.parsedate_to_datetime(value)
         except (TypeError, ValueError, IndexError):
@@ -273,4 +275,6 @@ _PAGE = (
 
 def html_error_page(message: str) -> str:
     """The HTML page Express sends when no JSON handler answered (bad JSON, unknown route)."""
+    import html
+
     return _PAGE.format(html.escape(message))

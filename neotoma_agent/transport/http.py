@@ -16,30 +16,24 @@ failures (connection errors, timeouts, 429, 502/503/504 and envelopes that say
 ``retryable: true``) are retried with exponential backoff and full jitter, within a bounded
 number of attempts and a bounded total time; other 4xx never are.
 
-With ``outbox=PATH``, a closing store that still fails transiently after its retries is
-queued in a local SQLite file (:mod:`neotoma_agent.transport._outbox`) and delivered later,
-in order per conversation: by a background task while the transport is open, by
-:meth:`HttpTransport.flush_outbox`, and at the next open of the same file.
+``outbox=PATH`` is a shorthand for wrapping the transport in an
+:class:`~neotoma_agent.OutboxTransport` over that file (see :mod:`.outbox`): closing stores
+that still fail transiently after their retries are queued there and delivered later.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import enum
-import functools
 import io
 import json
 import os
-import random
 import time
 import urllib.parse
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import aiohttp
-import anyio
-import anyio.to_thread
 import attrs
 
 from neotoma_agent._log import get_logger
@@ -54,17 +48,12 @@ from neotoma_agent.exceptions import (
     TransportError,
 )
 from neotoma_agent.transport._base import StoreResult
-from neotoma_agent.transport._outbox import (
-    DEFAULT_MAX_ENTRIES,
-    Outbox,
-    OutboxFlush,
-    StoreOutcome,
-    expected_result,
-)
-from neotoma_agent.transport._rest import RestActions, store_body
+from neotoma_agent.transport._outbox import DEFAULT_MAX_ENTRIES, OutboxFlush
+from neotoma_agent.transport._rest import RestActions
 from neotoma_agent.transport._retry import RetryPolicy, is_transient
 from neotoma_agent.transport._warm import Warmer
 from neotoma_agent.transport._wire import error_from_response, parse_retry_after
+from neotoma_agent.transport.outbox import OutboxTransport, flush_outbox
 
 __all__ = ["HttpTransport", "RetryPolicy", "flush_outbox"]
 
@@ -101,17 +90,14 @@ class HttpTransport(RestActions):
     attempt (connect, send, answer), ``connect_timeout`` the TCP connect alone, and ``retry``
     the retries (see :class:`RetryPolicy`).
 
-    ``outbox`` (a file path) turns on the outbox: a closing store (reply or abandoned record)
-    that still fails after its retries with a transient failure (connection refused or lost,
-    timeout, 5xx, 429) is appended durably to that SQLite file, same body and key, and the
-    turn ends normally with ``t.result.queued``. A 4xx or a mismatch is never queued. Queued
-    stores are delivered in order per conversation by a background task while the transport
-    is open (every ``outbox_poll`` seconds when idle, backing off up to a minute while the
-    server stays down), by :meth:`flush_outbox`, and at the next open of the same file; a
-    conversation's later stores wait behind its queued ones. ``outbox_max_entries`` bounds
-    the file (over it, :class:`~neotoma_agent.OutboxFullError`, never a dropped entry).
-    ``outbox_background=False`` leaves delivery to :meth:`flush_outbox` and to the
-    conversations' own later stores (a one-shot flush, a test).
+    ``outbox`` (a file path) is a shorthand for ``OutboxTransport(transport, outbox,
+    max_entries=outbox_max_entries, poll=outbox_poll, background=outbox_background)`` (see
+    :class:`~neotoma_agent.OutboxTransport`) built into this transport: a closing store
+    (reply or abandoned record) that still fails after its retries with a transient failure
+    is queued in that file and the turn ends normally with ``t.result.queued``;
+    :meth:`flush_outbox` delivers now, ``async with`` (or the first store) starts the
+    background delivery, and :meth:`aclose` stops it. Wrapping this transport (without
+    ``outbox``) in an ``OutboxTransport`` does the same.
     """
 
     def __init__(
@@ -140,10 +126,6 @@ class HttpTransport(RestActions):
             raise ValueError("timeout and connect_timeout must be > 0")
         if max_connections < 1:
             raise ValueError("max_connections must be >= 1")
-        if outbox_max_entries < 1:
-            raise ValueError("outbox_max_entries must be >= 1")
-        if not outbox_poll > 0:
-            raise ValueError("outbox_poll must be > 0")
         self._base_url = base_url.rstrip("/")
         self._token = token
         self._timeout = float(timeout)
@@ -153,16 +135,18 @@ class HttpTransport(RestActions):
         self._state = _State.IDLE
         self._session: aiohttp.ClientSession | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._outbox_path = None if outbox is None else os.fspath(outbox)
-        self._outbox_max_entries = outbox_max_entries
-        self._outbox_poll = float(outbox_poll)
-        self._outbox_background = outbox_background
-        self._outbox: Outbox | None = None
-        self._outbox_opening: asyncio.Lock | None = None
-        self._delivery: asyncio.Task[None] | None = None
-        self._wake: asyncio.Event | None = None
-        self._lanes: dict[str, tuple[asyncio.Lock, int]] = {}
         self._warmer = Warmer()
+        self._outbox = (
+            None
+            if outbox is None
+            else OutboxTransport(
+                _Unqueued(self),
+                outbox,
+                max_entries=outbox_max_entries,
+                poll=outbox_poll,
+                background=outbox_background,
+            )
+        )
 
     @property
     def base_url(self) -> str:
@@ -177,11 +161,11 @@ class HttpTransport(RestActions):
     @property
     def outbox(self) -> str | None:
         """The outbox file's path, or ``None`` without an outbox."""
-        return self._outbox_path
+        return None if self._outbox is None else self._outbox.path
 
     def __repr__(self) -> str:
         token = "'***'" if self._token is not None else "None"
-        outbox = "" if self._outbox_path is None else f", outbox={self._outbox_path!r}"
+        outbox = "" if self._outbox is None else f", outbox={self._outbox.path!r}"
         return (
             f"HttpTransport(base_url={self._base_url!r}, token={token}{outbox}, "
             f"state={self._state.value!r})"
@@ -190,9 +174,10 @@ class HttpTransport(RestActions):
     async def __aenter__(self) -> HttpTransport:
         if self._state is _State.CLOSED:
             raise RuntimeError("HttpTransport is closed; create a new one")
-        if self._outbox_path is not None:
+        if self._outbox is not None:
+            self._session_for_loop()  # refuses another event loop, as requests do
             # Opening the outbox starts delivering what an earlier run left queued.
-            await self._open_outbox()
+            await self._outbox.__aenter__()
         return self
 
     # __aexit__ (close) comes from AsyncClosing.
@@ -203,206 +188,44 @@ class HttpTransport(RestActions):
         Entries still queued stay in the outbox file for the next open.
         """
         self._state = _State.CLOSED
-        delivery, self._delivery = self._delivery, None
-        if delivery is not None:
-            # A cancellation that lands while a worker thread runs an outbox call can be
-            # absorbed by that call's shield; cancel until the task has really ended.
-            while not delivery.done():
-                delivery.cancel()
-                await asyncio.wait([delivery], timeout=0.1)
+        if self._outbox is not None:
+            await self._outbox.aclose()  # its delivery first: it sends through the session
         await self._warmer.aclose()
         session, self._session = self._session, None
         if session is not None and not session.closed:
             await session.close()
-        outbox, self._outbox = self._outbox, None
-        if outbox is not None:
-            outbox.close()
 
-    # --- the outbox -----------------------------------------------------------------------
-
-    async def store_ordered(
+    async def store(
         self,
         entities: Sequence[Mapping[str, Any]],
         *,
         idempotency_key: str,
         relationships: Sequence[Mapping[str, Any]] = (),
-        lane: str,
-        deferrable: bool,
-    ) -> StoreOutcome:
-        """``store``, kept in order within ``lane`` (a conversation), queued if it must be.
-
-        Without an outbox this is :meth:`store`. With one, a store of a lane that has queued
-        entries first delivers them (in order); if they cannot be delivered yet, a
-        ``deferrable`` store is queued behind them and any other raises the error that
-        stopped delivery, unsent. A ``deferrable`` store that fails after its retries with a
-        transient failure is queued (durably, before this returns); any other failure raises.
-        """
-        if self._outbox_path is None:
-            result = await self.store(
-                entities, idempotency_key=idempotency_key, relationships=relationships
-            )
-            return StoreOutcome(result)
-        outbox = await self._open_outbox()
-        body = store_body(entities, idempotency_key=idempotency_key, relationships=relationships)
-        async with self._lane(lane):
-            if await anyio.to_thread.run_sync(outbox.has_lane, lane):
-                _, stuck = await self._drain(outbox, lane)
-                if stuck is not None:
-                    if deferrable:
-                        return await self._enqueue(outbox, lane, body, stuck)
-                    raise stuck
-            try:
-                raw = await self.request("store", body)
-            except NeotomaError as exc:
-                if deferrable and is_transient(exc):
-                    return await self._enqueue(outbox, lane, body, exc)
-                raise
-        return StoreOutcome(StoreResult.from_json(raw, request_entities=body["entities"]))
+        source_priority: int | None = None,
+        observation_source: str | None = None,
+        strict: bool = False,
+        lane: str | None = None,
+        deferrable: bool = False,
+    ) -> StoreResult:
+        """``POST /store``, through the outbox when one was given (``outbox=``)."""
+        send = super().store if self._outbox is None else self._outbox.store
+        return await send(
+            entities,
+            idempotency_key=idempotency_key,
+            relationships=relationships,
+            source_priority=source_priority,
+            observation_source=observation_source,
+            strict=strict,
+            lane=lane,
+            deferrable=deferrable,
+        )
 
     async def flush_outbox(self) -> OutboxFlush:
-        """Deliver every queued entry now, in order per conversation; what was done.
-
-        Stops a conversation at its first transient failure (its later entries stay behind
-        it); an entry the server refuses for good is kept as ``dead`` and logged at ERROR.
-        Without an outbox there is nothing to do.
-        """
-        if self._outbox_path is None:
-            return OutboxFlush(delivered=0, remaining=0, dead=0)
-        return await self._deliver_all(await self._open_outbox())
-
-    async def _open_outbox(self) -> Outbox:
-        assert self._outbox_path is not None
-        self._session_for_loop()  # refuses a closed transport or another loop, as requests do
+        """Deliver every queued entry now (:meth:`OutboxTransport.flush`); without an outbox
+        there is nothing to do."""
         if self._outbox is None:
-            if self._outbox_opening is None:
-                self._outbox_opening = asyncio.Lock()
-            async with self._outbox_opening:
-                if self._outbox is None:
-                    path, bound = self._outbox_path, self._outbox_max_entries
-                    self._outbox = await anyio.to_thread.run_sync(
-                        functools.partial(Outbox, path, max_entries=bound)
-                    )
-        if self._outbox_background and self._delivery is None and self._state is not _State.CLOSED:
-            self._wake = asyncio.Event()
-            self._delivery = asyncio.get_running_loop().create_task(
-                self._deliver_forever(self._outbox), name="neotoma-agent outbox delivery"
-            )
-        return self._outbox
-
-    @contextlib.asynccontextmanager
-    async def _lane(self, lane: str) -> AsyncIterator[None]:
-        # One lock per conversation while anyone uses it: its stores and its deliveries
-        # take turns in this process (other processes are kept in order by the file).
-        lock, users = self._lanes.get(lane, (asyncio.Lock(), 0))
-        self._lanes[lane] = (lock, users + 1)
-        try:
-            async with lock:
-                yield
-        finally:
-            lock, users = self._lanes[lane]
-            if users <= 1:
-                del self._lanes[lane]
-            else:
-                self._lanes[lane] = (lock, users - 1)
-
-    async def _enqueue(
-        self, outbox: Outbox, lane: str, body: Mapping[str, Any], cause: NeotomaError
-    ) -> StoreOutcome:
-        key = str(body["idempotency_key"])
-        entry_id = await anyio.to_thread.run_sync(outbox.append, lane, "store", key, body)
-        _log.warning(
-            "outbox.queued",
-            entry_id=entry_id,
-            idempotency_key=key,
-            error=_describe(cause),
-        )
-        if self._wake is not None:
-            self._wake.set()
-        return StoreOutcome(expected_result(body["entities"]), queued=True)
-
-    async def _drain(self, outbox: Outbox, lane: str) -> tuple[OutboxFlush, NeotomaError | None]:
-        """Deliver ``lane``'s entries in order (the caller holds the lane); the error that
-        stopped delivery, if a transient one did."""
-        delivered = dead = 0
-        while True:
-            entry = await anyio.to_thread.run_sync(outbox.head, lane)
-            if entry is None:
-                return OutboxFlush(delivered=delivered, remaining=0, dead=dead), None
-            try:
-                await self.request(entry.action, entry.body)
-            except NeotomaError as exc:
-                transient = is_transient(exc)
-                what = _describe(exc)
-                await anyio.to_thread.run_sync(
-                    functools.partial(outbox.failed, entry.id, what, dead=not transient)
-                )
-                if transient:
-                    _log.warning(
-                        "outbox.delivery_failed",
-                        entry_id=entry.id,
-                        idempotency_key=entry.idempotency_key,
-                        error=what,
-                    )
-                    remaining = await anyio.to_thread.run_sync(outbox.count)
-                    return OutboxFlush(delivered, remaining, dead, last_error=what), exc
-                # Refused for good: kept (never dropped) but no longer holding the lane back.
-                _log.error(
-                    "outbox.dead",
-                    entry_id=entry.id,
-                    idempotency_key=entry.idempotency_key,
-                    error=what,
-                )
-                dead += 1
-                continue
-            # Removed only now that the server confirmed it: a crash before this line
-            # re-delivers, and the idempotency key makes that a replay.
-            await anyio.to_thread.run_sync(outbox.remove, entry.id)
-            delivered += 1
-            _log.info(
-                "outbox.delivered",
-                entry_id=entry.id,
-                idempotency_key=entry.idempotency_key,
-                age_s=round(time.time() - entry.created_at, 3),
-            )
-
-    async def _deliver_all(self, outbox: Outbox) -> OutboxFlush:
-        delivered = dead = 0
-        last_error: str | None = None
-        for lane in await anyio.to_thread.run_sync(outbox.lanes):
-            async with self._lane(lane):
-                done, _ = await self._drain(outbox, lane)
-            delivered += done.delivered
-            dead += done.dead
-            last_error = done.last_error or last_error
-        remaining = await anyio.to_thread.run_sync(outbox.count)
-        return OutboxFlush(delivered, remaining, dead, last_error=last_error)
-
-    async def _deliver_forever(self, outbox: Outbox) -> None:
-        """The background delivery: poll while idle, back off while the server is down."""
-        failures = 0
-        while self._state is not _State.CLOSED:
-            try:
-                done = await self._deliver_all(outbox)
-            except Exception as exc:  # never let the task die silently
-                _log.warning("outbox.delivery_error", error=type(exc).__name__)
-                done = OutboxFlush(0, 1, 0, last_error=type(exc).__name__)
-            if done.last_error is not None:
-                failures += 1
-                # Full jitter over an exponential wait, so many clients do not return together.
-                wait = random.uniform(0.5, 1.0) * min(
-                    60.0, self._outbox_poll * 2 ** min(failures - 1, 16)
-                )
-            else:
-                failures = 0
-                wait = self._outbox_poll
-            assert self._wake is not None
-            self._wake.clear()
-            if done.last_error is None:
-                # Idle: wake early when this process queues something.
-                with contextlib.suppress(asyncio.TimeoutError):
-                    await asyncio.wait_for(self._wake.wait(), wait)
-            else:
-                await asyncio.sleep(wait)
+            return OutboxFlush(delivered=0, remaining=0, dead=0)
+        return await self._outbox.flush()
 
     async def request(self, action: str, body: Mapping[str, Any]) -> Mapping[str, Any]:
         """POST a raw REST body to ``/{action}`` (with retries); the decoded JSON answer."""
@@ -583,25 +406,23 @@ class HttpTransport(RestActions):
         return _Answer(status=status, headers=resp_headers, body=_decode(raw, content_type))
 
 
-async def flush_outbox(
-    outbox: str | os.PathLike[str],
-    base_url: str = "http://127.0.0.1:3080",
-    token: str | None = None,
-    *,
-    retry: RetryPolicy | None = None,
-) -> OutboxFlush:
-    """Deliver the outbox file at ``outbox`` to the server at ``base_url`` now (asyncio).
+class _Unqueued(RestActions):
+    """An HttpTransport's own requests, for the outbox of its ``outbox=`` shorthand: the
+    outbox's inner transport, which must not go through that outbox again."""
 
-    What ``neotoma-agent outbox flush`` runs: an :class:`HttpTransport` over that outbox,
-    one :meth:`HttpTransport.flush_outbox`, closed. Raises :class:`FileNotFoundError` if
-    there is no such file (a flush never creates one).
-    """
-    if not await anyio.Path(outbox).exists():
-        raise FileNotFoundError(f"no outbox file at {os.fspath(outbox)}")
-    async with HttpTransport(
-        base_url, token, retry=retry, outbox=outbox, outbox_background=False
-    ) as transport:
-        return await transport.flush_outbox()
+    __slots__ = ("_http",)
+
+    def __init__(self, http: HttpTransport) -> None:
+        self._http = http
+
+    async def request(self, action: str, body: Mapping[str, Any]) -> Mapping[str, Any]:
+        return await self._http.request(action, body)
+
+    async def get_route(self, path: str, query: Mapping[str, Any]) -> Mapping[str, Any]:
+        return await self._http.get_route(path, query)
+
+    async def aclose(self) -> None:
+        """Nothing: the HttpTransport closes itself."""
 
 
 def _decode(raw: bytes, content_type: str) -> object:
@@ -614,10 +435,3 @@ def _decode(raw: bytes, content_type: str) -> object:
         except ValueError:
             return text
     return text
-
-
-def _describe(error: NeotomaError) -> str:
-    """An error by class, status and code: never its message (it may quote content)."""
-    if isinstance(error, APIError):
-        return f"{type(error).__name__} {error.status}" + (f" {error.code}" if error.code else "")
-    return type(error).__name__

@@ -10,9 +10,11 @@ An extension a real server ignores: ``limit`` (1–1000) and ``before`` (a messa
 conversation) read only the last ``limit`` messages in the order their PART_OF edge was
 first written (the ``conversation_messages`` index, one range scan however long the
 conversation), before ``before`` when given. Such a page adds ``has_more``, each message's
-``turn_number``, and ``turn_records``: the snapshots of the ``conversation_turn`` records
+``turn_number``, ``turn_records``: the snapshots of the ``conversation_turn`` records
 of the page's turns (identified, as Neotoma identifies them, by the conversation's id and
-the turn id in the message's ``turn_key``), so that a reader of history needs one request.
+the turn id in the message's ``turn_key``), and ``tool_calls``: the snapshots of the
+``tool_invocation`` entities those records REFER_TO, so that a reader of history needs one
+request.
 """
 
 from __future__ import annotations
@@ -201,6 +203,25 @@ def _turn_records(
     return [found[r] for r in wanted if r in found]
 
 
+def _tool_calls(conn: sqlite3.Connection, records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The snapshots of the ``tool_invocation`` entities ``records`` REFER_TO."""
+    ids = [r["entity_id"] for r in records if r["snapshot"].get("tool_invocation_count")]
+    if not ids:
+        return []
+    rows = conn.execute(
+        "SELECT e.id, e.entity_type, e.snapshot, e.observation_count, e.last_observation_at "
+        "FROM relationships r JOIN entities e ON e.id = r.target_entity_id "
+        "WHERE r.source_entity_id IN (SELECT value FROM json_each(?)) "
+        "AND r.relationship_type = 'REFERS_TO' AND e.entity_type = 'tool_invocation' "
+        "ORDER BY e.id",
+        (json.dumps(ids),),
+    ).fetchall()
+    calls = (
+        turn_record(rid, etype, snap, count, observed) for rid, etype, snap, count, observed in rows
+    )
+    return [c for c in calls if c is not None]
+
+
 def recent_conversation(conn: sqlite3.Connection, body: Mapping[str, Any]) -> dict[str, Any]:
     """``GET /recent_conversations/{entity_id}`` (``body``: the id and the query options)."""
     row = _conversation(conn, body.get("entity_id"))
@@ -229,7 +250,8 @@ def recent_conversation(conn: sqlite3.Connection, body: Mapping[str, Any]) -> di
     fields = decode_fields(row[5])
     item = _item(row, messages, fields)
     item["has_more"] = len(page) > limit
-    item["turn_records"] = _turn_records(conn, fields, messages)
+    records = item["turn_records"] = _turn_records(conn, fields, messages)
+    item["tool_calls"] = _tool_calls(conn, records)
     return item
 
 

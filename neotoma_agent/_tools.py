@@ -1,0 +1,728 @@
+"""Tool calls a turn makes: the record, its checks, and the ``tool_invocation`` it stores.
+
+A tool call is part of its turn, like an entity the reply produces: it is recorded in
+memory while the body runs (:meth:`Turn.tool`, :meth:`Turn.record_tool`,
+:meth:`OpenTurn.record_tool`, or :meth:`ToolCall.create` in another process) and written in
+the turn's closing store, one ``tool_invocation`` entity per call, completed or abandoned.
+
+What a real Neotoma 0.22.0 server keeps (``tool_invocation`` 1.0): identity
+``[turn_key, tool_name, invoked_at]`` (all three required), declared ``duration_ms``,
+``result_status`` and ``harness``, each ``last_write``. Only those reach the snapshot; the
+arguments, the result, the call id and the error class are undeclared, so they stay on the
+observation (where :meth:`NeotomaMemory.tools` reads them back).
+
+Identity rules this module keeps, so that calls never merge and re-runs replay:
+
+- ``invoked_at`` is ISO 8601 UTC with milliseconds, taken once when the call starts (or
+  given by the caller) and never re-read: a re-run with the same recorded calls sends the
+  same entities, so its closing store replays;
+- two distinct calls of one tool in one turn that fall on the same millisecond (after the
+  server's folding of the name: letter case, whitespace runs) get distinct ``invoked_at``
+  values: the later one moves on by one millisecond until it is free;
+- a ``call_id`` (a framework's own id, e.g. a ``tool_use_id``) recorded again with the same
+  content is the same call (a no-op); with other content it is refused
+  (:class:`~neotoma_agent.ToolCallConflictError`), before any I/O.
+
+Everything here is pure but for the clock :func:`now_ms` reads; arguments and results are
+checked to be plain JSON when recorded, and capped and redacted (the memory's settings) when
+the closing store is built.
+"""
+
+from __future__ import annotations
+
+import calendar
+import copy
+import datetime as _dt
+import json
+import re
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping
+from types import TracebackType
+from typing import Any, Final, Literal, Protocol, cast, get_args
+
+import attrs
+
+from ._identity import normalize
+from ._log import get_logger
+from ._text import check_plain
+from .exceptions import ToolCallConflictError, TurnStateError
+
+__all__ = [
+    "DEFAULT_TOOL_PAYLOAD_CHARS",
+    "SUMMARY_CHARS",
+    "TOOL_STATUSES",
+    "TOOL_TYPE",
+    "ActiveToolCall",
+    "ToolCall",
+    "ToolLog",
+    "ToolPayloadMode",
+    "ToolPayloads",
+    "ToolRedactor",
+    "ToolStatus",
+    "iso_ms",
+    "now_ms",
+    "parse_invoked_at",
+    "summarize",
+    "tool_entity",
+]
+
+logger = get_logger()
+
+#: The entity type a real server declares for one tool call.
+TOOL_TYPE: Final = "tool_invocation"
+
+#: How a tool call ended.
+ToolStatus = Literal["ok", "error", "cancelled"]
+#: The vocabulary of :data:`ToolStatus`, in one place.
+TOOL_STATUSES: Final[tuple[ToolStatus, ...]] = get_args(ToolStatus)
+
+#: What a stored call keeps of its arguments and result (``NeotomaMemory(tool_payloads=)``).
+ToolPayloadMode = Literal["full", "summary", "none"]
+_MODES: Final[tuple[ToolPayloadMode, ...]] = get_args(ToolPayloadMode)
+
+#: The default cap on each stored argument or result value, in characters of compact JSON.
+DEFAULT_TOOL_PAYLOAD_CHARS: Final = 4096
+#: The length of a summary (``tool_payloads="summary"``, and what ``show`` prints).
+SUMMARY_CHARS: Final = 120
+
+# Undeclared fields of a tool_invocation observation (the snapshot drops them).
+ARGS_FIELD: Final = "arguments"
+RESULT_FIELD: Final = "result"
+CALL_ID_FIELD: Final = "call_id"
+ERROR_CLASS_FIELD: Final = "error_class"
+#: the original length (compact JSON characters) of a value stored cut
+CHARS_SUFFIX: Final = "_chars"
+
+
+# ------------------------------------------------------------------ time
+
+
+def now_ms() -> int:
+    """The wall clock in Unix milliseconds (UTC)."""
+    return time.time_ns() // 1_000_000
+
+
+_EPOCH: Final = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
+# The form iso_ms writes, read back without datetime (a turn reads its calls' times often).
+_ISO_MS_RE: Final = re.compile(r"(\d{4})-(\d\d)-(\d\d)T(\d\d):(\d\d):(\d\d)\.(\d{3})Z\Z")
+# The last second formatted (a turn's calls fall in few seconds; strftime is the cost).
+_last_second: tuple[int, str] = (-1, "")
+
+
+def iso_ms(ms: int) -> str:
+    """Unix milliseconds as ISO 8601 UTC with milliseconds: ``2026-12-01T22:18:05.123Z``."""
+    global _last_second
+    second, milli = divmod(ms, 1000)
+    cached = _last_second
+    if cached[0] != second:
+        cached = _last_second = (second, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second)))
+    return f"{cached[1]}.{milli:03d}Z"
+
+
+def parse_invoked_at(value: object) -> int:
+    """Unix milliseconds of a ``datetime`` (timezone-aware) or an ISO 8601 string.
+
+    ``TypeError`` / ``ValueError`` otherwise; a naive datetime (or a string without an
+    offset) is refused: it names no instant. Sub-millisecond digits are dropped.
+    """
+    if isinstance(value, str):
+        exact = _ISO_MS_RE.match(value)
+        if exact is not None:
+            y, mo, d, h, mi, sec, milli = map(int, exact.groups())
+            return calendar.timegm((y, mo, d, h, mi, sec)) * 1000 + milli
+        text = value.strip()
+        if text.endswith(("Z", "z")):
+            text = text[:-1] + "+00:00"  # Python 3.10's fromisoformat has no "Z"
+        try:
+            moment = _dt.datetime.fromisoformat(text)
+        except ValueError:
+            raise ValueError("invoked_at must be an ISO 8601 date-time") from None
+    elif isinstance(value, _dt.datetime):
+        moment = value
+    else:
+        raise TypeError(
+            f"invoked_at must be a datetime or an ISO 8601 str, not {type(value).__name__}"
+        )
+    if moment.tzinfo is None or moment.utcoffset() is None:
+        raise ValueError("invoked_at must carry a timezone (a naive time names no instant)")
+    delta = moment - _EPOCH
+    return (delta.days * 86_400 + delta.seconds) * 1000 + delta.microseconds // 1000
+
+
+# ------------------------------------------------------------------ checks
+
+
+def _check_name(value: object) -> str:
+    if not isinstance(value, str):
+        raise TypeError(f"a tool name must be a str, not {type(value).__name__}")
+    if not value.strip():
+        raise ValueError("a tool name must not be empty")
+    if value != value.strip():
+        # The server trims identity values: " search" and "search" would be one tool.
+        raise ValueError("a tool name must not start or end with whitespace")
+    return cast(str, check_plain("a tool name", value))
+
+
+def _check_status(value: object) -> ToolStatus:
+    for status in TOOL_STATUSES:
+        if value == status and isinstance(value, str):
+            return status
+    shown = repr(value) if isinstance(value, str) and len(value) <= 20 else type(value).__name__
+    raise ValueError(f"a tool call's status must be one of {list(TOOL_STATUSES)}, not {shown}")
+
+
+def _check_duration(value: object) -> float | None:
+    if value is None:
+        return None
+    # `not value >= 0` also refuses NaN.
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 0:
+        raise ValueError(f"duration_ms must be a number >= 0 or None, got {value!r}")
+    if value == float("inf"):
+        raise ValueError("duration_ms must be finite")
+    return float(value) if isinstance(value, float) else value
+
+
+def _optional_text(name: str, value: object) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise TypeError(f"{name} must be a str or None, not {type(value).__name__}")
+    if not value:
+        raise ValueError(f"{name} must not be empty (pass None)")
+    return cast(str, check_plain(name, value))
+
+
+def _check_call_id(value: object) -> str | None:
+    return _optional_text("call_id", value)
+
+
+def _check_error_class(value: object) -> str | None:
+    return _optional_text("error_class", value)
+
+
+def _check_args(value: object) -> Any:
+    return check_plain("a tool call's args", value)
+
+
+def _check_result(value: object) -> Any:
+    return check_plain("a tool call's result", value)
+
+
+def _invoked_at(value: object) -> str:
+    if isinstance(value, str) and _ISO_MS_RE.match(value):
+        return value  # already the stored form
+    return iso_ms(parse_invoked_at(value))
+
+
+def _trusted(**fields: Any) -> ToolCall:
+    # A ToolCall of values already checked (the converters cost more than the call).
+    call = object.__new__(ToolCall)
+    for name, value in fields.items():
+        object.__setattr__(call, name, value)
+    return call
+
+
+def _at(call: ToolCall, invoked_at: str) -> ToolCall:
+    # ``call`` moved to another millisecond: its other fields were checked when it was made.
+    moved = copy.copy(call)
+    object.__setattr__(moved, "invoked_at", invoked_at)
+    return moved
+
+
+# ------------------------------------------------------------------ the record
+
+
+@attrs.frozen
+class ToolCall:
+    """One tool call of a turn, as recorded (what the closing store writes).
+
+    Fields: ``name`` (the tool), ``invoked_at`` (ISO 8601 UTC with milliseconds, when the
+    call started), ``status`` (``"ok"``, ``"error"`` or ``"cancelled"``), ``args`` and
+    ``result`` (plain JSON, as the caller gave them: the memory's cap and ``redact_tool``
+    apply when they are stored), ``duration_ms``, ``call_id`` (a framework's own id, e.g.
+    a ``tool_use_id``: a second record with the same id and content is the same call) and
+    ``error_class`` (the exception class of a failed or cancelled call).
+
+    Every field is checked when the record is made (``TypeError`` / ``ValueError`` /
+    :class:`~neotoma_agent.ValidationError`, quoting no content). Build one with
+    :meth:`create` (``invoked_at`` defaults to now) or, inside a turn,
+    :meth:`Turn.record_tool`. :meth:`to_json` / :meth:`from_json` round-trip it through
+    plain JSON, so one process can keep a call (e.g. in SQLite) and another pass it to
+    ``close_turn(..., tools=[...])``::
+
+        call = ToolCall.create("search_flights", args={"to": "LIS"}, result=[...])
+        assert ToolCall.from_json(json.loads(json.dumps(call.to_json()))) == call
+    """
+
+    name: str = attrs.field(converter=_check_name)
+    invoked_at: str = attrs.field(converter=_invoked_at)
+    status: ToolStatus = attrs.field(default="ok", converter=_check_status)
+    args: Any = attrs.field(default=None, converter=_check_args)
+    result: Any = attrs.field(default=None, converter=_check_result)
+    duration_ms: float | None = attrs.field(default=None, converter=_check_duration)
+    call_id: str | None = attrs.field(default=None, converter=_check_call_id)
+    error_class: str | None = attrs.field(default=None, converter=_check_error_class)
+
+    @classmethod
+    def create(
+        cls,
+        name: str,
+        *,
+        args: Any = None,
+        result: Any = None,
+        status: ToolStatus = "ok",
+        invoked_at: _dt.datetime | str | None = None,
+        duration_ms: float | None = None,
+        call_id: str | None = None,
+        error_class: str | None = None,
+    ) -> ToolCall:
+        """A checked record of one call; ``invoked_at=None`` means now (this millisecond)."""
+        return cls(
+            name=name,
+            invoked_at=iso_ms(now_ms()) if invoked_at is None else invoked_at,
+            status=status,
+            args=args,
+            result=result,
+            duration_ms=duration_ms,
+            call_id=call_id,
+            error_class=error_class,
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        """The record as plain JSON (every field, ``None`` included)."""
+        return {
+            "name": self.name,
+            "invoked_at": self.invoked_at,
+            "status": self.status,
+            "args": self.args,
+            "result": self.result,
+            "duration_ms": self.duration_ms,
+            "call_id": self.call_id,
+            "error_class": self.error_class,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> ToolCall:
+        """The record :meth:`to_json` wrote (checked again; unknown keys are refused)."""
+        if not isinstance(data, Mapping):
+            raise TypeError(f"a tool call's JSON must be an object, not {type(data).__name__}")
+        unknown = set(data) - _JSON_KEYS
+        if unknown:
+            raise ValueError(f"unknown keys in a tool call's JSON: {sorted(map(str, unknown))}")
+        if "name" not in data or "invoked_at" not in data:
+            raise ValueError("a tool call's JSON needs 'name' and 'invoked_at'")
+        return cls(**{key: data[key] for key in data})
+
+    def __attrs_post_init__(self) -> None:
+        if self.error_class is not None and self.status == "ok":
+            raise ValueError("error_class is for a call that ended 'error' or 'cancelled'")
+
+    def _same_call(self, other: ToolCall) -> bool:
+        # What a repeated call id must agree on. An invoked_at the caller left to "now" is
+        # a new clock reading, not new content, so a re-recorded call may differ there.
+        return (
+            self.name == other.name
+            and self.status == other.status
+            and self.args == other.args
+            and self.result == other.result
+            and self.error_class == other.error_class
+        )
+
+
+_JSON_KEYS: Final = frozenset(attrs.fields_dict(ToolCall))
+
+
+# ------------------------------------------------------------------ one turn's calls
+
+
+class ToolLog:
+    """The calls one turn recorded, in the order they started (thread-safe).
+
+    :meth:`add` refuses a call id seen with other content, drops an exact repeat, and moves
+    a distinct call off a millisecond another call of the same tool holds.
+    """
+
+    __slots__ = (
+        "_by_call_id",
+        "_by_identity",
+        "_calls",
+        "_folded",
+        "_latest",
+        "_lock",
+        "_turn_key",
+    )
+
+    def __init__(self, turn_key: str) -> None:
+        self._turn_key = turn_key
+        self._calls: list[ToolCall] = []
+        self._by_call_id: dict[str, ToolCall] = {}
+        # (folded tool name, millisecond) -> the call that holds it
+        self._by_identity: dict[tuple[str, int], ToolCall] = {}
+        # folded tool name -> the latest millisecond one of its calls holds
+        self._latest: dict[str, int] = {}
+        self._folded: dict[str, str] = {}
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._calls)
+
+    @property
+    def calls(self) -> tuple[ToolCall, ...]:
+        """The calls, ordered by ``invoked_at`` (then by when they were recorded)."""
+        with self._lock:
+            return tuple(sorted(self._calls, key=lambda c: c.invoked_at))
+
+    def add(self, call: ToolCall, *, clock_given: bool = True) -> ToolCall:
+        """Record ``call``; return the record kept (an earlier one, or ``call`` moved on).
+
+        ``clock_given=False``: ``invoked_at`` / ``duration_ms`` were read from the clock,
+        not given, so a repeated call id is compared without them.
+        """
+        with self._lock:
+            if call.call_id is not None:
+                earlier = self._by_call_id.get(call.call_id)
+                if earlier is not None:
+                    same = earlier._same_call(call) and (
+                        not clock_given
+                        or (
+                            earlier.invoked_at == call.invoked_at
+                            and (
+                                call.duration_ms is None or earlier.duration_ms == call.duration_ms
+                            )
+                        )
+                    )
+                    if not same:
+                        raise ToolCallConflictError(
+                            f"tool call id {call.call_id!r} was already recorded in this turn "
+                            "with different content (a call id names one call)"
+                        )
+                    return earlier
+            name = self._fold(call.name)
+            ms = parse_invoked_at(call.invoked_at)
+            holder = self._by_identity.get((name, ms))
+            if holder is not None:
+                if holder == call and call.call_id is None:
+                    return holder  # the same call recorded twice: one entity, one record
+                # Past every millisecond this tool holds: free, and found in one step.
+                ms = self._latest[name] + 1
+                call = _at(call, iso_ms(ms))
+            self._by_identity[(name, ms)] = call
+            self._latest[name] = max(ms, self._latest.get(name, ms))
+            if call.call_id is not None:
+                self._by_call_id[call.call_id] = call
+            self._calls.append(call)
+            return call
+
+    def extend(self, calls: Iterable[ToolCall]) -> None:
+        """:meth:`add` each of ``calls`` (records handed over whole: their clocks given)."""
+        for call in calls:
+            self.add(call)
+
+    def _fold(self, name: str) -> str:
+        # The tool's part of the canonical name the server hashes into the entity id, folded
+        # as it folds it (letter case, whitespace runs); the time part folds to itself.
+        folded = self._folded.get(name)
+        if folded is None:
+            folded = normalize(TOOL_TYPE, f"{TOOL_TYPE}:{self._turn_key}|{name}|")
+            self._folded[name] = folded
+        return folded
+
+
+def merge_tools(turn_key: str, *groups: Iterable[ToolCall]) -> tuple[ToolCall, ...]:
+    """One turn's calls from several sources, deduplicated as :class:`ToolLog` does."""
+    log = ToolLog(turn_key)
+    for group in groups:
+        log.extend(group)
+    return log.calls
+
+
+def check_tools(tools: object) -> tuple[ToolCall, ...]:
+    """``tools=`` of the explicit API: a sequence of :class:`ToolCall` (``TypeError`` else)."""
+    if isinstance(tools, str | bytes | ToolCall | Mapping) or not isinstance(tools, Iterable):
+        raise TypeError("tools takes a sequence of ToolCall records")
+    calls = tuple(tools)
+    for call in calls:
+        if not isinstance(call, ToolCall):
+            raise TypeError(
+                f"tools takes ToolCall records (ToolCall.from_json reads JSON), "
+                f"not {type(call).__name__}"
+            )
+    return calls
+
+
+# ------------------------------------------------------------------ a call in progress
+
+
+class ActiveToolCall:
+    """A tool call in progress: ``async with t.tool(name, args) as call:`` (or ``with``).
+
+    Set :attr:`result` in the body. On exit the call is recorded on its turn: ``ok`` after
+    a normal body, ``error`` (with the exception's class) after an exception, ``cancelled``
+    after a cancellation (or another ``BaseException``: ``KeyboardInterrupt``, a trio or
+    asyncio cancellation); the body's exception propagates unchanged. :attr:`call` is the
+    stored record afterwards. ``invoked_at`` is read once, on enter; ``duration_ms`` is the
+    time the body took.
+    """
+
+    __slots__ = ("_args", "_call", "_call_id", "_name", "_record", "_result", "_started", "_t0")
+
+    def __init__(
+        self,
+        record: Callable[[ToolCall], ToolCall],
+        name: str,
+        args: Any,
+        call_id: str | None,
+    ) -> None:
+        self._record = record
+        self._name = _check_name(name)
+        self._args = _check_args(args)
+        self._call_id = _check_call_id(call_id)
+        self._result: Any = None
+        self._call: ToolCall | None = None
+        self._started: int | None = None
+        self._t0 = 0.0
+
+    def __repr__(self) -> str:
+        state = "new" if self._started is None else "done" if self._call else "running"
+        return f"<ActiveToolCall {self._name!r} {state}>"
+
+    @property
+    def name(self) -> str:
+        """The tool's name."""
+        return self._name
+
+    @property
+    def args(self) -> Any:
+        """The call's arguments (plain JSON)."""
+        return self._args
+
+    @property
+    def call_id(self) -> str | None:
+        """The framework's id of this call, if one was given."""
+        return self._call_id
+
+    @property
+    def invoked_at(self) -> str | None:
+        """When the call started (ISO 8601 UTC, milliseconds); ``None`` before it does."""
+        return None if self._started is None else iso_ms(self._started)
+
+    @property
+    def result(self) -> Any:
+        """The call's result; assign it in the body (plain JSON, checked on assignment)."""
+        return self._result
+
+    @result.setter
+    def result(self, value: Any) -> None:
+        if self._call is not None:
+            raise TurnStateError(f"tool call {self._name!r} is already recorded")
+        self._result = _check_result(value)
+
+    @property
+    def call(self) -> ToolCall | None:
+        """The record stored with the turn, once the call has ended."""
+        return self._call
+
+    def _start(self) -> ActiveToolCall:
+        if self._started is not None:
+            raise TurnStateError("a tool call is entered only once")
+        self._started = now_ms()
+        self._t0 = time.perf_counter()
+        return self
+
+    def _finish(self, exc: BaseException | None) -> None:
+        assert self._started is not None
+        duration = round((time.perf_counter() - self._t0) * 1000, 3)
+        if exc is None:
+            status: ToolStatus = "ok"
+            error_class = None
+        else:
+            # An Exception is the tool failing; anything else (a cancellation of any
+            # backend, KeyboardInterrupt) stopped it from outside.
+            status = "error" if isinstance(exc, Exception) else "cancelled"
+            error_class = _class_name(exc)
+        # Every field was checked on the way in (the result when assigned): not again.
+        call = _trusted(
+            name=self._name,
+            invoked_at=iso_ms(self._started),
+            status=status,
+            args=self._args,
+            result=self._result,
+            duration_ms=duration,
+            call_id=self._call_id,
+            error_class=error_class,
+        )
+        try:
+            self._call = self._record(call)
+        except TurnStateError:
+            if exc is None:
+                raise
+            # The turn closed while the tool ran; the tool's own error is what matters.
+            logger.warning("tool.not_recorded", tool_status=status, reason="turn not open")
+
+    async def __aenter__(self) -> ActiveToolCall:
+        return self._start()
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._finish(exc)
+
+    def __enter__(self) -> ActiveToolCall:
+        return self._start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._finish(exc)
+
+
+def _class_name(exc: BaseException) -> str:
+    # As error_class_name in _phases (builtins bare, others qualified); kept here so this
+    # module needs nothing from the turn engine.
+    cls = type(exc)
+    return (
+        cls.__qualname__ if cls.__module__ == "builtins" else f"{cls.__module__}.{cls.__qualname__}"
+    )
+
+
+# ------------------------------------------------------------------ what is stored
+
+
+class ToolRedactor(Protocol):
+    """``redact_tool(tool_name, field, value)``: what to store of an argument or result.
+
+    ``field`` is ``"args"`` or ``"result"``; return the value to store (plain JSON), e.g.
+    with secrets masked. It sees the value before the cap applies. If it raises, neither
+    value of that call is stored (a marker says so, and a WARNING is logged): a failing
+    redactor never leaks what it was meant to hide, nor loses the turn.
+    """
+
+    def __call__(self, tool_name: str, field: Literal["args", "result"], value: Any) -> Any: ...
+
+
+@attrs.frozen
+class ToolPayloads:
+    """What a stored call keeps of its arguments and result (the memory's settings)."""
+
+    mode: ToolPayloadMode = "full"
+    max_chars: int = DEFAULT_TOOL_PAYLOAD_CHARS
+    redact: ToolRedactor | None = None
+
+    def __attrs_post_init__(self) -> None:
+        if self.mode not in _MODES:
+            raise ValueError(f"tool_payloads must be one of {list(_MODES)}, got {self.mode!r}")
+        max_chars = self.max_chars
+        if isinstance(max_chars, bool) or not isinstance(max_chars, int) or max_chars < 1:
+            raise ValueError(f"tool_payload_chars must be an int >= 1, got {max_chars!r}")
+        if self.redact is not None and not callable(self.redact):
+            raise TypeError("redact_tool must be callable")
+
+
+#: What the memory stores when nothing is configured.
+DEFAULT_PAYLOADS: Final = ToolPayloads()
+
+_STORED_AS: Final[tuple[tuple[Literal["args", "result"], str], ...]] = (
+    ("args", ARGS_FIELD),
+    ("result", RESULT_FIELD),
+)
+
+# Stored in place of both values when the redactor failed.
+_REDACTION_FAILED: Final = "[not stored: redact_tool raised]"
+
+
+def _compact(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+def summarize(value: Any, max_chars: int = SUMMARY_CHARS) -> str:
+    """``value`` as one line of compact JSON, cut to ``max_chars`` with ``…[+N chars]``."""
+    text = value if isinstance(value, str) and _is_cut(value) else _compact(value)
+    return _cut(text, max_chars)
+
+
+def _is_cut(text: str) -> bool:
+    return text.endswith(" chars]") and "…[+" in text
+
+
+def _cut(text: str, max_chars: int) -> str:
+    if len(text) <= max_chars:
+        return text
+    return f"{text[:max_chars]}…[+{len(text) - max_chars} chars]"
+
+
+def _kept(value: Any, payloads: ToolPayloads) -> tuple[Any, int | None]:
+    # (what to store, the original length when it is stored cut)
+    if payloads.mode == "summary":
+        text = _compact(value)
+        limit = min(SUMMARY_CHARS, payloads.max_chars)
+        return _cut(text, limit), (len(text) if len(text) > limit else None)
+    if isinstance(value, str) and 6 * len(value) + 2 <= payloads.max_chars:
+        # Short enough whatever JSON escapes (at most 6 characters each, and the quotes):
+        # no need to serialise it to measure it.
+        return value, None
+    text = _compact(value)
+    if len(text) <= payloads.max_chars:
+        return value, None
+    return _cut(text, payloads.max_chars), len(text)
+
+
+def tool_entity(
+    call: ToolCall, turn_key: str, harness: str | None, payloads: ToolPayloads = DEFAULT_PAYLOADS
+) -> dict[str, Any]:
+    """The ``tool_invocation`` request element of one call (a fixed key order).
+
+    The declared fields first (the snapshot), then what only the observation keeps: the
+    call id, the error class, and the arguments and result as ``payloads`` says (redacted,
+    then capped: a value longer than the cap is stored as its compact JSON cut with a
+    ``…[+N chars]`` marker, and ``arguments_chars`` / ``result_chars`` hold the original
+    length).
+    """
+    entity: dict[str, Any] = {
+        "entity_type": TOOL_TYPE,
+        "turn_key": turn_key,
+        "tool_name": call.name,
+        "invoked_at": call.invoked_at,
+    }
+    if call.duration_ms is not None:
+        entity["duration_ms"] = call.duration_ms
+    entity["result_status"] = call.status
+    if harness is not None:
+        entity["harness"] = harness
+    if call.call_id is not None:
+        entity[CALL_ID_FIELD] = call.call_id
+    if call.error_class is not None:
+        entity[ERROR_CLASS_FIELD] = call.error_class
+    if payloads.mode == "none":
+        return entity
+    values: dict[Literal["args", "result"], Any] = {"args": call.args, "result": call.result}
+    if payloads.redact is not None:
+        redact = payloads.redact
+        try:
+            values = {
+                field: None
+                if value is None
+                else check_plain("what redact_tool returned", redact(call.name, field, value))
+                for field, value in values.items()
+            }
+        except Exception as exc:
+            logger.warning(
+                "tool.redaction_failed", tool_status=call.status, error=type(exc).__name__
+            )
+            entity[ARGS_FIELD] = _REDACTION_FAILED
+            return entity
+    for field, stored_as in _STORED_AS:
+        value = values[field]
+        if value is None:
+            continue
+        kept, original = _kept(value, payloads)
+        entity[stored_as] = kept
+        if original is not None:
+            entity[stored_as + CHARS_SUFFIX] = original
+    return entity

@@ -1,0 +1,389 @@
+"""OutboxTransport: closing stores the inner transport cannot take now, kept and sent later.
+
+A transport of its own that wraps any other (:class:`~neotoma_agent.HttpTransport`,
+:class:`~neotoma_agent.EmbeddedStore`, a wrapper of either). It reads the two hints the
+turn engine passes to every ``store`` (``lane``: the conversation; ``deferrable``: a closing
+store, which may wait), and since every wrapper forwards every argument of the protocol,
+it works at any depth of a stack of wrappers, above or below them.
+
+A ``deferrable`` store that fails with a transient error (connection refused or lost,
+timeout, 5xx, 429; see :func:`~neotoma_agent.transport._retry.is_transient`) is appended
+durably to the outbox file (:mod:`neotoma_agent.transport._outbox`), same body and key,
+and answered at once with ``queued=True`` and the ids the server will give. Queued stores
+are sent again, in order per lane, by a background task while the transport is open (every
+``poll`` seconds when idle, backing off up to a minute while the inner transport stays
+down), by :meth:`OutboxTransport.flush`, and at the next open of the same file; a lane's
+later stores wait behind its queued ones. Any other failure raises, as without an outbox.
+
+Runs on asyncio and trio (as far as its inner transport does).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import enum
+import functools
+import os
+import random
+import sys
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from typing import Any
+
+import anyio
+import anyio.to_thread
+
+from .._log import get_logger
+from ..exceptions import APIError, NeotomaError, OutboxError
+from ._base import StoreResult, Transport
+from ._forward import Forwarding
+from ._outbox import (
+    DEFAULT_MAX_ENTRIES,
+    Outbox,
+    OutboxEntry,
+    OutboxFlush,
+    OutboxStatus,
+    expected_result,
+)
+from ._rest import store_arguments, store_body
+from ._retry import RetryPolicy, is_transient
+
+__all__ = ["OutboxTransport", "flush_outbox"]
+
+_log = get_logger()
+
+
+class _State(enum.Enum):
+    IDLE = "idle"  # the file is opened at the first store (or at `async with`)
+    OPEN = "open"
+    CLOSED = "closed"
+
+
+class OutboxTransport(Forwarding):
+    """A :class:`~neotoma_agent.Transport` over ``inner`` that keeps closing stores it
+    cannot make now in the SQLite file at ``path``, and makes them later.
+
+    Every method goes to ``inner``; ``store`` reads the hints the turn engine passes. A store
+    with a ``lane`` (the turn engine's are the conversation's) first sends that lane's queued
+    entries, in order; a ``deferrable`` one that fails with a transient error, or finds its
+    lane's queue still stuck, is appended to the file (durably: it survives ``kill -9`` once
+    the call returned) and answered with ``queued=True``; a turn then ends normally with
+    ``t.result.queued``. A 4xx or a mismatch is never queued, and neither is a store that is
+    not ``deferrable`` (a turn's user store: store first). A store without a ``lane`` goes
+    straight to ``inner``.
+
+    ``max_entries`` bounds the file (over it, :class:`~neotoma_agent.OutboxFullError`:
+    nothing is dropped). ``background=True`` delivers queued entries while the transport is
+    open, every ``poll`` seconds when idle (at once when this process queues one), backing
+    off up to a minute while ``inner`` stays down; ``background=False`` leaves delivery to
+    :meth:`flush` and to each lane's next store (a one-shot flush, a test). An entry is
+    removed only once ``inner`` confirmed it, so a crash re-delivers and the idempotency key
+    makes that a replay; several processes may share one file.
+
+    ``async with`` enters ``inner`` and opens the file (which starts delivering what an
+    earlier run left); :meth:`aclose` stops delivery, closes the file, then ``inner``.
+    """
+
+    def __init__(
+        self,
+        inner: Transport,
+        path: str | os.PathLike[str],
+        *,
+        max_entries: int = DEFAULT_MAX_ENTRIES,
+        poll: float = 5.0,
+        background: bool = True,
+    ) -> None:
+        if max_entries < 1:
+            raise ValueError("max_entries must be >= 1")
+        if not poll > 0:
+            raise ValueError("poll must be > 0")
+        super().__init__(inner)
+        self._path = os.fspath(path)
+        self._max_entries = max_entries
+        self._poll = float(poll)
+        self._background = background
+        self._state = _State.IDLE
+        self._outbox: Outbox | None = None
+        self._opening: anyio.Lock | None = None
+        self._lanes: dict[str, tuple[anyio.Lock, int]] = {}
+        self._delivery: tuple[anyio.CancelScope, anyio.Event] | None = None
+        self._wake: anyio.Event | None = None
+
+    @property
+    def path(self) -> str:
+        """The outbox file's path."""
+        return self._path
+
+    def __repr__(self) -> str:
+        return f"OutboxTransport({self.inner!r}, path={self._path!r}, state={self._state.value!r})"
+
+    async def __aenter__(self) -> OutboxTransport:
+        if self._state is _State.CLOSED:
+            raise RuntimeError("OutboxTransport is closed; create a new one")
+        await self.inner.__aenter__()
+        await self._open()
+        return self
+
+    async def aclose(self) -> None:
+        """Stop delivering, close the file, then close ``inner``; idempotent.
+
+        Entries still queued stay in the file for the next open.
+        """
+        self._state = _State.CLOSED
+        delivery, self._delivery = self._delivery, None
+        if delivery is not None:
+            scope, done = delivery
+            scope.cancel()
+            await done.wait()
+        outbox, self._outbox = self._outbox, None
+        if outbox is not None:
+            outbox.close()
+        await self.inner.aclose()
+
+    async def store(
+        self,
+        entities: Sequence[Mapping[str, Any]],
+        *,
+        idempotency_key: str,
+        relationships: Sequence[Mapping[str, Any]] = (),
+        source_priority: int | None = None,
+        observation_source: str | None = None,
+        strict: bool = False,
+        lane: str | None = None,
+        deferrable: bool = False,
+    ) -> StoreResult:
+        """``inner.store``, kept in order within ``lane``, queued if it must be (see the class).
+
+        Raises :class:`ValueError` for a ``deferrable`` store without a ``lane`` (a queued
+        store needs the order it keeps).
+        """
+        if self._state is _State.CLOSED:
+            raise RuntimeError("OutboxTransport is closed; create a new one")
+        if lane is None and deferrable:
+            raise ValueError("a deferrable store needs a lane: the order its queue keeps")
+        body = store_body(
+            entities,
+            idempotency_key=idempotency_key,
+            relationships=relationships,
+            source_priority=source_priority,
+            observation_source=observation_source,
+            strict=strict,
+        )
+        if lane is None:  # no order to keep, nothing to queue
+            return await self.inner.store(**store_arguments(body))
+        outbox = await self._open()
+        async with self._lane(lane):
+            if await anyio.to_thread.run_sync(outbox.has_lane, lane):
+                _, stuck = await self._drain(outbox, lane)
+                if stuck is not None:
+                    if deferrable:
+                        return await self._enqueue(outbox, lane, body, stuck)
+                    raise stuck
+            try:
+                # This layer keeps the order and the queue: below it, the store is plain.
+                return await self.inner.store(**store_arguments(body), lane=lane)
+            except NeotomaError as exc:
+                if deferrable and is_transient(exc):
+                    return await self._enqueue(outbox, lane, body, exc)
+                raise
+
+    async def flush(self) -> OutboxFlush:
+        """Send every queued entry now, in order per lane; what was done.
+
+        Stops a lane at its first transient failure (its later entries stay behind it); an
+        entry ``inner`` refuses for good is kept as ``dead`` and logged at ERROR.
+        """
+        return await self._deliver_all(await self._open())
+
+    async def status(self) -> OutboxStatus:
+        """What the file holds: counts, the oldest entry's age, errors, per lane."""
+        return await anyio.to_thread.run_sync((await self._open()).status)
+
+    # --- plumbing -------------------------------------------------------------------------
+
+    async def _open(self) -> Outbox:
+        if self._state is _State.CLOSED:
+            raise RuntimeError("OutboxTransport is closed; create a new one")
+        if self._outbox is None:
+            if self._opening is None:
+                self._opening = anyio.Lock()
+            async with self._opening:
+                if self._outbox is None:
+                    opened = functools.partial(Outbox, self._path, max_entries=self._max_entries)
+                    self._outbox = await anyio.to_thread.run_sync(opened)
+                    self._state = _State.OPEN
+        if self._background and self._delivery is None and self._state is _State.OPEN:
+            scope, done = anyio.CancelScope(), anyio.Event()
+            self._delivery = (scope, done)
+            self._wake = anyio.Event()
+            _spawn(functools.partial(self._deliver_forever, self._outbox, scope, done))
+        return self._outbox
+
+    @contextlib.asynccontextmanager
+    async def _lane(self, lane: str) -> AsyncIterator[None]:
+        # One lock per lane while anyone uses it: its stores and its deliveries take turns
+        # in this process (other processes are kept in order by the file).
+        lock, users = self._lanes.get(lane) or (anyio.Lock(), 0)
+        self._lanes[lane] = (lock, users + 1)
+        try:
+            async with lock:
+                yield
+        finally:
+            lock, users = self._lanes[lane]
+            if users <= 1:
+                del self._lanes[lane]
+            else:
+                self._lanes[lane] = (lock, users - 1)
+
+    async def _enqueue(
+        self, outbox: Outbox, lane: str, body: Mapping[str, Any], cause: NeotomaError
+    ) -> StoreResult:
+        key = str(body["idempotency_key"])
+        entry_id = await anyio.to_thread.run_sync(outbox.append, lane, "store", key, body)
+        _log.warning(
+            "outbox.queued", entry_id=entry_id, idempotency_key=key, error=_describe(cause)
+        )
+        if self._wake is not None:
+            self._wake.set()
+        return expected_result(body["entities"])
+
+    async def _send(self, entry: OutboxEntry) -> None:
+        if entry.action != "store":
+            # Only stores are ever queued; a file written otherwise is kept, not guessed at.
+            raise OutboxError(f"outbox entry {entry.id} has an unknown action {entry.action!r}")
+        await self.inner.store(**store_arguments(entry.body), lane=entry.lane)
+
+    async def _drain(self, outbox: Outbox, lane: str) -> tuple[OutboxFlush, NeotomaError | None]:
+        """Send ``lane``'s entries in order (the caller holds the lane); the error that
+        stopped delivery, if a transient one did."""
+        delivered = dead = 0
+        while True:
+            entry = await anyio.to_thread.run_sync(outbox.head, lane)
+            if entry is None:
+                return OutboxFlush(delivered=delivered, remaining=0, dead=dead), None
+            try:
+                await self._send(entry)
+            except NeotomaError as exc:
+                transient = is_transient(exc)
+                what = _describe(exc)
+                await anyio.to_thread.run_sync(
+                    functools.partial(outbox.failed, entry.id, what, dead=not transient)
+                )
+                if transient:
+                    _log.warning(
+                        "outbox.delivery_failed",
+                        entry_id=entry.id,
+                        idempotency_key=entry.idempotency_key,
+                        error=what,
+                    )
+                    remaining = await anyio.to_thread.run_sync(outbox.count)
+                    return OutboxFlush(delivered, remaining, dead, last_error=what), exc
+                # Refused for good: kept (never dropped) but no longer holding the lane back.
+                _log.error(
+                    "outbox.dead",
+                    entry_id=entry.id,
+                    idempotency_key=entry.idempotency_key,
+                    error=what,
+                )
+                dead += 1
+                continue
+            # Removed only now that the store confirmed it: a crash before this line
+            # re-delivers, and the idempotency key makes that a replay.
+            await anyio.to_thread.run_sync(outbox.remove, entry.id)
+            delivered += 1
+            _log.info(
+                "outbox.delivered",
+                entry_id=entry.id,
+                idempotency_key=entry.idempotency_key,
+                age_s=round(time.time() - entry.created_at, 3),
+            )
+
+    async def _deliver_all(self, outbox: Outbox) -> OutboxFlush:
+        delivered = dead = 0
+        last_error: str | None = None
+        for lane in await anyio.to_thread.run_sync(outbox.lanes):
+            async with self._lane(lane):
+                done, _ = await self._drain(outbox, lane)
+            delivered += done.delivered
+            dead += done.dead
+            last_error = done.last_error or last_error
+        remaining = await anyio.to_thread.run_sync(outbox.count)
+        return OutboxFlush(delivered, remaining, dead, last_error=last_error)
+
+    async def _deliver_forever(
+        self, outbox: Outbox, scope: anyio.CancelScope, done: anyio.Event
+    ) -> None:
+        """The background delivery: poll while idle, back off while ``inner`` is down."""
+        try:
+            with scope:
+                failures = 0
+                while self._state is _State.OPEN:
+                    self._wake = anyio.Event()
+                    try:
+                        flushed = await self._deliver_all(outbox)
+                    except Exception as exc:  # never let the task die silently
+                        _log.warning("outbox.delivery_error", error=type(exc).__name__)
+                        flushed = OutboxFlush(0, 1, 0, last_error=type(exc).__name__)
+                    if flushed.last_error is None:
+                        failures = 0
+                        # Idle: wake early when this process queues something.
+                        with anyio.move_on_after(self._poll):
+                            await self._wake.wait()
+                    else:
+                        failures += 1
+                        # Full jitter over an exponential wait, so clients do not return together.
+                        cap = min(60.0, self._poll * 2 ** min(failures - 1, 16))
+                        await anyio.sleep(random.uniform(0.5, 1.0) * cap)
+        finally:
+            done.set()
+
+
+def _spawn(task: Callable[[], Awaitable[None]]) -> None:
+    """Start ``task`` beside the caller, for as long as the event loop runs (it is stopped
+    through its own cancel scope): an asyncio task, or a trio system task."""
+    trio = sys.modules.get("trio")
+    if trio is not None:
+        try:
+            trio.lowlevel.current_trio_token()
+        except RuntimeError:
+            pass
+        else:
+            trio.lowlevel.spawn_system_task(task, name="neotoma-agent outbox delivery")
+            return
+    import asyncio
+
+    async def run() -> None:
+        await task()
+
+    asyncio.get_running_loop().create_task(run(), name="neotoma-agent outbox delivery")
+
+
+def _describe(error: NeotomaError) -> str:
+    """An error by class, status and code: never its message (it may quote content)."""
+    if isinstance(error, APIError):
+        return f"{type(error).__name__} {error.status}" + (f" {error.code}" if error.code else "")
+    return type(error).__name__
+
+
+async def flush_outbox(
+    outbox: str | os.PathLike[str],
+    base_url: str = "http://127.0.0.1:3080",
+    token: str | None = None,
+    *,
+    retry: RetryPolicy | None = None,
+) -> OutboxFlush:
+    """Deliver the outbox file at ``outbox`` to the Neotoma server at ``base_url`` now
+    (asyncio: it is sent over an :class:`~neotoma_agent.HttpTransport`).
+
+    What ``neotoma-agent outbox flush --url`` runs: one :meth:`OutboxTransport.flush`, then
+    closed. For another transport, ``async with OutboxTransport(inner, path,
+    background=False) as t: await t.flush()``. Raises :class:`FileNotFoundError` if there is
+    no such file (a flush never creates one).
+    """
+    from .http import HttpTransport
+
+    if not await anyio.Path(outbox).exists():
+        raise FileNotFoundError(f"no outbox file at {os.fspath(outbox)}")
+    inner = HttpTransport(base_url, token, retry=retry)
+    async with OutboxTransport(inner, outbox, background=False) as transport:
+        return await transport.flush()
