@@ -9,6 +9,8 @@ TTY, ``python -m`` and the console script themselves, a server.
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import io
 import json
 import os
@@ -55,7 +57,14 @@ def cli(
     ``main`` returns or what ``SystemExit`` carries (argparse's usage errors, ``--help``).
     Everything the run changes in the process is put back: the environment, the working
     directory, ``sys.path``, the standard streams and the CLI's logging configuration.
+
+    Called from a running asyncio loop (an async test), the command runs in a thread of
+    its own, since it runs its own loop; the caller's loop waits for it meanwhile, so a
+    server on that loop cannot answer it: run ``cli`` through ``anyio.to_thread`` then.
     """
+    if asyncio._get_running_loop() is not None:
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            return pool.submit(cli, *args, home=home, stdin=stdin, env=env, cwd=cwd).result()
     # Imported here: collecting the tests must not import the command line.
     import structlog
 
@@ -159,7 +168,8 @@ def serving(
     )
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 15
+        # Seconds on an idle machine; a loaded one can take far longer to start Python.
+        deadline = time.monotonic() + 60
         while True:
             try:
                 with urllib.request.urlopen(f"{url}/health", timeout=1) as answer:
