@@ -120,9 +120,14 @@ def capture_logs() -> Iterator[list[dict[str, Any]]]:
     (``capture_logs(processors=...)`` does this from structlog 25.5; we support older.)
     """
     cap = LogCapture()
-    old = structlog.get_config()
+    old = structlog.get_config() if structlog.is_configured() else None
     structlog.configure(processors=[structlog.contextvars.merge_contextvars, cap])
     try:
         yield cap.entries  # type: ignore[misc]
     finally:
-        structlog.configure(**old)
+        # Unconfigured before: unconfigured after (configure(**defaults) would count as
+        # configured, and the library would then log through structlog in later tests).
+        if old is None:
+            structlog.reset_defaults()
+        else:
+            structlog.configure(**old)
