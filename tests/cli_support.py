@@ -25,8 +25,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-TESTS = Path(__file__).resolve().parent
-ROOT = TESTS.parent
+from paths_support import ROOT, TESTS
+
+__all__ = ["ROOT", "TESTS", "clean_env", "cli", "ok", "serving", "show_json"]
 
 
 def clean_env(home: Path, extra: Mapping[str, str] | None = None) -> dict[str, str]:

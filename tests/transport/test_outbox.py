@@ -25,6 +25,7 @@ import structlog
 from cli_support import cli
 from outbox_child import entry
 from outbox_support import Server, running_server
+from paths_support import TESTS
 
 from neotoma_agent import (
     OutboxError,
@@ -43,7 +44,7 @@ from neotoma_agent.transport.http import HttpTransport, RetryPolicy, flush_outbo
 pytestmark = pytest.mark.anyio
 
 FAST = RetryPolicy(attempts=2, backoff=False)
-CHILD = Path(__file__).resolve().parent / "outbox_child.py"
+CHILD = TESTS / "outbox_child.py"
 REPLY = "The reply the user already saw."
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from paths_support import TESTS
 
 from neotoma_agent import NeotomaMemory
 from neotoma_agent.transport.embedded import EmbeddedStore
@@ -22,7 +23,7 @@ from neotoma_agent.transport.embedded._rows import encode_entity
 
 pytestmark = [pytest.mark.anyio, pytest.mark.one_backend]
 
-DATA = Path(__file__).parent / "data"
+DATA = TESTS / "data"
 
 
 @pytest.fixture
