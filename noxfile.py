@@ -1,20 +1,108 @@
-"""Developer sessions; CI (`.ci/run`) runs the same commands."""
+"""Developer sessions, and CI's: `.ci/run` calls these same sessions (`nox --no-venv`), so
+each command is written here once.
+
+``nox`` (no arguments) runs ``lint``, ``typecheck`` and ``tests``; CI runs ``lint``,
+``typecheck`` and ``coverage`` (``tests`` under line coverage). The others: ``lowest``
+(the suite on the lowest dependency versions pyproject.toml allows), ``slow`` (the long
+sweeps), ``bench_smoke`` (the benchmarks at their smallest sizes, as tests) and ``bench``
+(the benchmarks themselves, writing their figures), ``integrations`` (the framework
+extras installed), ``hooks`` (the real Claude Code program), ``browser`` (the web view in
+headless Chromium).
+"""
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import nox
+from packaging.requirements import Requirement
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # nox itself depends on tomli below 3.11
+    import tomli as tomllib
 
 nox.options.sessions = ["lint", "typecheck", "tests"]
 nox.options.reuse_existing_virtualenvs = True
 
 PATHS = ["neotoma_agent", "tests", "benchmarks", "examples", "scripts"]
+PYPROJECT = tomllib.loads((Path(__file__).parent / "pyproject.toml").read_text("utf-8"))
+
+#: What CI's test run adds: the 25 slowest tests, so a slow newcomer shows in every log.
+DURATIONS = "--durations=25"
+
+
+def dev_pin(name: str) -> str:
+    """The exact requirement the ``dev`` extra pins for ``name`` (its one place)."""
+    for spec in PYPROJECT["project"]["optional-dependencies"]["dev"]:
+        if Requirement(spec).name == name:
+            return str(spec)
+    raise LookupError(f"the dev extra has no {name}")
+
+
+def lowest_constraints() -> list[str]:
+    """``name==floor`` for every direct dependency (core and ``test`` extra).
+
+    The same as ``uv pip install --resolution lowest-direct``: each direct dependency at
+    the lowest version its ``>=`` allows, what it needs resolved as usual. A dependency
+    without a floor is an error here: a floor is a promise CI keeps.
+    """
+    project = PYPROJECT["project"]
+    pins = []
+    for spec in [*project["dependencies"], *project["optional-dependencies"]["test"]]:
+        requirement = Requirement(spec)
+        floors = [s.version for s in requirement.specifier if s.operator == ">="]
+        if len(floors) != 1:
+            raise ValueError(f"{spec!r}: every dependency needs one >= floor")
+        pins.append(f"{requirement.name}=={floors[0]}")
+    return pins
+
+
+@nox.session
+def lint(session: nox.Session) -> None:
+    """ruff check and ruff format --check (the ruff the dev extra pins)."""
+    session.install(dev_pin("ruff"))
+    session.run("ruff", "check", *PATHS)
+    session.run("ruff", "format", "--check", *PATHS)
+
+
+@nox.session
+def typecheck(session: nox.Session) -> None:
+    """mypy --strict on the package (the mypy the dev extra pins)."""
+    session.install("-e", ".[test,dev]")
+    session.run("mypy", "--strict", "neotoma_agent")
 
 
 @nox.session
 def tests(session: nox.Session) -> None:
-    """Run the test suite (both anyio backends, warnings as errors)."""
+    """The default run: both anyio backends, warnings as errors, the slowest tests listed.
+
+    Arguments after ``--`` go to pytest (``nox -s tests -- tests/test_turn.py -x``).
+    """
     session.install("-e", ".[test]")
-    session.run("pytest", *session.posargs)
+    session.run("pytest", DURATIONS, *session.posargs)
+
+
+@nox.session
+def coverage(session: nox.Session) -> None:
+    """The default run under line coverage (what CI runs): ``tests``, then one figure per
+    module of ``neotoma_agent`` and the total. Costs about a third more CPU than ``tests``.
+    """
+    session.install("-e", ".[test]", dev_pin("coverage"))
+    session.run("coverage", "erase")
+    session.run("coverage", "run", "-m", "pytest", DURATIONS, *session.posargs)
+    session.run("coverage", "report")
+
+
+@nox.session
+def lowest(session: nox.Session) -> None:
+    """The default run with every direct dependency at the lowest version allowed."""
+    constraints = Path(session.create_tmp()) / "lowest.txt"
+    constraints.write_text("\n".join(lowest_constraints()) + "\n", encoding="utf-8")
+    session.install("-c", str(constraints), "-e", ".[test]")
+    session.run("python", "-m", "pip", "list", "--format=freeze", silent=False)
+    session.run("pytest", DURATIONS, *session.posargs)
 
 
 @nox.session
@@ -22,6 +110,22 @@ def slow(session: nox.Session) -> None:
     """The slow tests only: the full cancellation sweep, random deadlines, long properties."""
     session.install("-e", ".[test]")
     session.run("pytest", "-m", "slow", *session.posargs)
+
+
+@nox.session
+def bench_smoke(session: nox.Session) -> None:
+    """Every benchmark at its smallest size, checking what it counts (pytest -m bench)."""
+    session.install("-e", ".[test]")
+    session.run("pytest", "-m", "bench", *session.posargs)
+
+
+@nox.session
+def bench(session: nox.Session) -> None:
+    """Run the benchmarks and write their figures under benchmarks/results/."""
+    session.install("-e", ".[test]")
+    session.run("mkdir", "-p", "benchmarks/results", external=True)
+    for name in ("embedded_store", "turn_protocol", "turn_overhead", "audit", "outbox"):
+        session.run("python", f"benchmarks/{name}.py", "--json", f"benchmarks/results/{name}.json")
 
 
 @nox.session
@@ -50,31 +154,6 @@ def hooks(session: nox.Session) -> None:
     """The coding-agent hooks against the real Claude Code program (claude-agent-sdk, 380 MB)."""
     session.install("-e", ".[test]", "claude-agent-sdk")
     session.run("pytest", "-m", "slow", "tests/hooks", *session.posargs)
-
-
-@nox.session
-def lint(session: nox.Session) -> None:
-    """ruff check and ruff format --check."""
-    session.install("ruff")
-    session.run("ruff", "check", *PATHS)
-    session.run("ruff", "format", "--check", *PATHS)
-
-
-@nox.session
-def typecheck(session: nox.Session) -> None:
-    """mypy --strict on the package."""
-    session.install("-e", ".[test,dev]")
-    session.run("mypy", "--strict", "neotoma_agent")
-
-
-@nox.session
-def bench(session: nox.Session) -> None:
-    """Run the benchmarks and write their figures under benchmarks/results/."""
-    session.install("-e", ".[test]")
-    session.run("mkdir", "-p", "benchmarks/results", external=True)
-    benchmarks = ("embedded_store", "turn_protocol", "turn_overhead", "audit", "outbox")
-    for name in (*benchmarks, "hook_latency"):
-        session.run("python", f"benchmarks/{name}.py", "--json", f"benchmarks/results/{name}.json")
 
 
 @nox.session

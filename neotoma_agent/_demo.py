@@ -233,11 +233,11 @@ async def _print_graph(out: TextIO, store: Transport, conversation_entity_id: st
         out.write(f"entities referred to: {most}\n")
 
 
-async def run_demo(db_path: str | None, *, out: TextIO = sys.stdout) -> None:
+async def run_demo(db_path: str | None, *, out: TextIO | None = None) -> None:
     """Run the scripted conversation on an embedded store and print what it stores.
 
     ``db_path`` is the SQLite file to use (kept afterwards); ``None`` uses a temporary file
-    that is deleted at the end.
+    that is deleted at the end. ``out`` defaults to ``sys.stdout`` as it is when called.
     """
     with tempfile.TemporaryDirectory(prefix="neotoma-demo-") as tmp:
         path = db_path if db_path is not None else str(Path(tmp) / "demo.db")
@@ -246,8 +246,13 @@ async def run_demo(db_path: str | None, *, out: TextIO = sys.stdout) -> None:
             await run_demo_on(store, where, out=out)
 
 
-async def run_demo_on(store: Transport, where: str, *, out: TextIO = sys.stdout) -> None:
-    """Run the scripted conversation over any transport (a server: ``demo --url``)."""
+async def run_demo_on(store: Transport, where: str, *, out: TextIO | None = None) -> None:
+    """Run the scripted conversation over any transport (a server: ``demo --url``).
+
+    ``out`` defaults to ``sys.stdout`` as it is when called (a default bound at import
+    would ignore a redirected stdout).
+    """
+    out = out if out is not None else sys.stdout
     out.write(f"neotoma-agent demo: conversation {CONVERSATION_ID!r} in {where}\n")
     memory = NeotomaMemory(
         store,

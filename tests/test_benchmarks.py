@@ -2,6 +2,10 @@
 
 Each runs as its own process with the smallest sizes it takes; timings are never asserted
 here (they live in the benchmarks' tables), only the shape of the work they measured.
+
+They take over a minute together, most of it in the benchmarks' own timed waits, so they
+carry the ``bench`` mark and stay out of the default run: ``nox -s bench_smoke`` (or
+``pytest -m bench``) runs them.
 """
 
 from __future__ import annotations
@@ -13,6 +17,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+pytestmark = pytest.mark.bench
 
 BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
 

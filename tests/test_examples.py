@@ -26,6 +26,9 @@ import pytest
 from neotoma_agent.cli._show import Transcript, load_transcript
 from neotoma_agent.transport.embedded import EmbeddedStore
 
+# The examples run on whichever loop they are given; the engine's trio runs are its own tests.
+pytestmark = pytest.mark.one_backend
+
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
 

@@ -26,7 +26,7 @@ from neotoma_agent.testing import FaultyTransport, RecordingTransport
 from neotoma_agent.transport._rest import store_body
 from neotoma_agent.transport.embedded import EmbeddedStore
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.one_backend]
 
 
 def _body(conversation: str, key: str, content: str) -> dict[str, Any]:
@@ -214,6 +214,7 @@ def test_a_reimport_leaves_the_store_file_byte_for_byte_unchanged(tmp_path: Path
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="SIGKILL")
+@pytest.mark.timeout(300)  # two imports of 4,000 turns: seconds idle, minutes on a loaded machine
 def test_an_import_killed_mid_batch_resumes_and_stores_every_turn_once(tmp_path: Path) -> None:
     turns = 4000
     transcript = _transcript(tmp_path / "t.jsonl", turns)
@@ -246,7 +247,7 @@ def test_an_import_killed_mid_batch_resumes_and_stores_every_turn_once(tmp_path:
     assert records == keys
     assert observations == 4 * keys
 
-    out = ok(cli("import", str(transcript), "--db", str(db), home=tmp_path, timeout=300))
+    out = ok(cli("import", str(transcript), "--db", str(db), home=tmp_path))
     match = re.search(r"stored ([\d,]+) new turns?; ([\d,]+) (?:was|were) already", out)
     assert match is not None, out
     written, replayed = (int(g.replace(",", "")) for g in match.groups())

@@ -23,7 +23,7 @@ from neotoma_agent.transport.embedded import EmbeddedStore
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 import _synth
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.one_backend]
 
 CONVERSATIONS, TURNS = 3, 4
 ORPHANS = frozenset({2, 9})  # turn 2 of conversation 0, turn 1 of conversation 2

@@ -17,8 +17,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cli_support import cli, ok
 
 from neotoma_agent import EmbeddedStore, NeotomaMemory
+
+# The README's code runs on whichever loop it is given; the engine's trio runs are its own tests.
+pytestmark = pytest.mark.one_backend
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 MARKER = "<!-- readme-tour:"
@@ -182,13 +186,8 @@ GLOBAL_OPTIONS = frozenset(("--db", "--url", "--token", "--log-level", "--log-js
 
 
 @pytest.mark.parametrize("command", COMMANDS)
-def test_the_command_table_lists_every_option_of_the_command(command: str) -> None:
-    helptext = subprocess.run(
-        [sys.executable, "-m", "neotoma_agent", command, "--help"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
+def test_the_command_table_lists_every_option_of_the_command(command: str, tmp_path: Path) -> None:
+    helptext = ok(cli(command, "--help", home=tmp_path))
     options = set(re.findall(r"^\s+(--[a-z][a-z-]*)", helptext, re.M)) - GLOBAL_OPTIONS
     rows = [line for line in README.read_text("utf-8").splitlines() if line.startswith("| `")]
     row = next(r for r in rows if r.startswith(f"| `{command} ") or r.startswith(f"| `{command}`"))

@@ -40,8 +40,8 @@ async def store(
         if request.param == "embedded":
             yield embedded
             return
-        if anyio_backend != "asyncio":
-            pytest.skip("HttpTransport runs on asyncio only")
+        # conftest generates http with asyncio only (aiohttp is asyncio-only).
+        assert anyio_backend == "asyncio", anyio_backend
         from neotoma_agent.server import create_app, serving
         from neotoma_agent.transport.http import HttpTransport, RetryPolicy
 
@@ -120,9 +120,14 @@ def capture_logs() -> Iterator[list[dict[str, Any]]]:
     (``capture_logs(processors=...)`` does this from structlog 25.5; we support older.)
     """
     cap = LogCapture()
-    old = structlog.get_config()
+    old = structlog.get_config() if structlog.is_configured() else None
     structlog.configure(processors=[structlog.contextvars.merge_contextvars, cap])
     try:
         yield cap.entries  # type: ignore[misc]
     finally:
-        structlog.configure(**old)
+        # Unconfigured before: unconfigured after (configure(**defaults) would count as
+        # configured, and the library would then log through structlog in later tests).
+        if old is None:
+            structlog.reset_defaults()
+        else:
+            structlog.configure(**old)

@@ -19,7 +19,7 @@ from neotoma_agent.qa import _audit as audit_module
 from neotoma_agent.qa import audit
 from neotoma_agent.transport.embedded import EmbeddedStore
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.one_backend]
 
 TURNS = 2_150  # more turn records than a 2,000-deep offset reaches with pages of 100
 
@@ -87,8 +87,8 @@ def test_stats_and_audit_over_the_dev_server_page_by_cursor_past_the_cap(
 
     anyio.run(seed)
     with serving(db, tmp_path) as url:
-        stats = json.loads(ok(cli("stats", "--json", "--url", url, home=tmp_path, timeout=120)))
-        checked = cli("audit", "--json", "--min-age", "0", "--url", url, home=tmp_path, timeout=120)
+        stats = json.loads(ok(cli("stats", "--json", "--url", url, home=tmp_path)))
+        checked = cli("audit", "--json", "--min-age", "0", "--url", url, home=tmp_path)
     assert (stats["turns"], stats["partial"]) == (TURNS, False)
     report = json.loads(checked.stdout)
     assert report["partial"] is False

@@ -16,7 +16,7 @@ import pytest
 from neotoma_agent.transport.embedded import EmbeddedStore
 from neotoma_agent.transport.embedded._name_index import _rarest_pair, _trigram_match
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.one_backend]
 
 # Many names share "1234", fewer share "5" with it three chars on: the rarest pair overlaps.
 NAMES = [f"Part {n:07d} Unit" for n in random.Random(3).sample(range(10**7), 120)]

@@ -21,7 +21,7 @@ from neotoma_agent.qa import AuditReport, FindingKind, _embedded, audit
 from neotoma_agent.testing import RecordingTransport
 from neotoma_agent.transport.embedded import EmbeddedStore
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.one_backend]
 
 PART_OF = {"relationship_type": "PART_OF", "source_index": 1, "target_index": 0}
 

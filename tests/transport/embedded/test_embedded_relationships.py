@@ -11,7 +11,7 @@ import pytest
 from neotoma_agent.exceptions import ValidationError
 from neotoma_agent.transport.embedded import EmbeddedStore
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.one_backend]
 
 CONV_1 = "ent_0029f6f8fa7224fb13a2366b"
 MSG_T1 = "ent_8ba334e4de46bb2ab3e93d94"

@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import re
 import select
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -46,17 +45,9 @@ def test_chat_escapes_control_sequences_and_stores_the_exact_text(tmp_path: Path
     # the piped line is echoed: neither may reach the terminal raw.
     db = tmp_path / "memory.db"
     line = "hi \x1b]0;PWNED\x07\x1b[2J \u202eevil"
-    result = subprocess.run(
-        [sys.executable, "-m", "neotoma_agent.cli", "chat", "--conversation", "c", "--db", str(db)],
-        input=(line + "\n").encode(),
-        capture_output=True,
-        env=clean_env(tmp_path),
-        cwd=tmp_path,
-        timeout=30,
-        check=False,
-    )
+    result = cli("chat", "--conversation", "c", "--db", str(db), home=tmp_path, stdin=line + "\n")
     assert result.returncode == 0, result.stderr
-    out = result.stdout.decode("utf-8")
+    out = result.stdout
     assert re.search("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]", out) is None
     assert "you> hi \\x1b]0;PWNED\\x07\\x1b[2J \\u202eevil\n" in out
     assert 'agent> You said: "hi \\x1b]0;PWNED\\x07\\x1b[2J \\u202eevil".' in out

@@ -15,13 +15,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from paths_support import TESTS
 
 from neotoma_agent.transport.embedded import EmbeddedStore
 from neotoma_agent.transport.embedded._schema import SCHEMA_VERSION
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.one_backend]
 
-DATA = Path(__file__).parent / "data" / "v1_store"
+DATA = TESTS / "data" / "v1_store"
 ANSWERS: dict[str, Any] = json.loads((DATA / "answers.json").read_text())
 
 

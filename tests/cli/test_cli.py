@@ -1,4 +1,5 @@
-"""The command line, run as a user runs it: a subprocess per command, on a real store file."""
+"""The command line as a user runs it, on a real store file: in-process through `cli`, in a
+real process where only one shows the behaviour (signals, a server)."""
 
 from __future__ import annotations
 
@@ -134,17 +135,10 @@ async def _seed_hostile(db: Path) -> None:
 
 
 def raw_cli(*args: str, home: Path) -> str:
-    """The stdout of a successful run, decoded without newline translation (keeps CRs)."""
-    result = subprocess.run(
-        [sys.executable, "-m", "neotoma_agent.cli", *args],
-        capture_output=True,
-        env=clean_env(home),
-        cwd=home,
-        timeout=30,
-        check=False,
-    )
-    assert UNSAFE.search(result.stderr.decode("utf-8")) is None, result.stderr
-    return result.stdout.decode("utf-8")
+    """The stdout of a run, with its CRs (``cli`` does no newline translation)."""
+    result = cli(*args, home=home)
+    assert UNSAFE.search(result.stderr) is None, result.stderr
+    return result.stdout
 
 
 def test_show_escapes_control_sequences_and_json_keeps_the_exact_text(tmp_path: Path) -> None:
@@ -779,3 +773,26 @@ def test_a_url_that_is_not_a_neotoma_server_is_refused(tmp_path: Path) -> None:
     assert "Traceback" not in result.stderr
     assert stats.returncode != 0
     assert "is not a Neotoma server" in stats.stderr
+
+
+# --- the real entry points ---------------------------------------------------------------
+
+
+def test_the_console_script_and_python_dash_m_cli_run_the_same_command(tmp_path: Path) -> None:
+    """What pip installs (`neotoma-agent`) and `python -m neotoma_agent.cli`, as processes."""
+    from neotoma_agent import __version__
+
+    script = Path(sys.executable).with_name("neotoma-agent")
+    if not script.is_file():
+        pytest.skip("the neotoma-agent console script is not installed beside this Python")
+    for argv in ([str(script)], [sys.executable, "-m", "neotoma_agent.cli"]):
+        version = subprocess.run(
+            [*argv, "--version"], capture_output=True, text=True, env=clean_env(tmp_path),
+            cwd=tmp_path, timeout=60, check=False,
+        )  # fmt: skip
+        assert (version.returncode, version.stdout) == (0, f"neotoma-agent {__version__}\n")
+    missing = subprocess.run(
+        [str(script), "show", "nope", "--db", str(tmp_path / "none.db")], capture_output=True,
+        text=True, env=clean_env(tmp_path), cwd=tmp_path, timeout=60, check=False,
+    )  # fmt: skip
+    assert_one_line_error(missing, "none.db")

@@ -19,6 +19,9 @@ from neotoma_agent.qa import (
 )
 from neotoma_agent.transport.embedded import EmbeddedStore
 
+# The report is text over a finished audit.
+pytestmark = pytest.mark.one_backend
+
 BASE = "https://inspector.example.com"
 CONVERSATION_ENTITY = "ent_f15284c1f078e824e4e9bb3b"  # conversation chat-42
 

@@ -42,7 +42,7 @@ from neotoma_agent.transport._base import EntityQueryResult, Transport
 from neotoma_agent.transport.embedded import EmbeddedStore
 from neotoma_agent.transport.http import HttpTransport, RetryPolicy
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.one_backend]
 
 ORPHAN, NO_USER, NO_MESSAGES, UNCLOSED, UNLINKED, ABANDONED = (
     FindingKind.ORPHAN_TURN,

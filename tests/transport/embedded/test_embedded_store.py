@@ -19,7 +19,7 @@ import pytest
 from neotoma_agent.exceptions import IdempotencyMismatchError, ValidationError
 from neotoma_agent.transport.embedded import EmbeddedStore
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.one_backend]
 
 # -- sample a_store_turn1_user (and b, c, h1, h2, which reuse its key) -----------------------
 

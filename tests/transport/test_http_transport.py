@@ -20,6 +20,7 @@ import attrs
 import pytest
 import structlog
 from aiohttp import web
+from paths_support import TESTS
 
 from neotoma_agent.exceptions import (
     APIError,
@@ -46,7 +47,7 @@ pytestmark = pytest.mark.anyio
 SAMPLES = Path(
     os.environ.get(
         "NEOTOMA_SAMPLES",
-        Path(__file__).resolve().parent / "data" / "samples",
+        TESTS / "data" / "samples",
     )
 )
 TOKEN = "tok-9f3a-SECRET-value"

@@ -13,7 +13,7 @@ import pytest
 from neotoma_agent.exceptions import ValidationError
 from neotoma_agent.transport.embedded import EmbeddedStore
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.one_backend]
 
 ACME = "ent_af939bedafbd1838b259772a"
 USER_ID = "00000000-0000-0000-0000-000000000000"

@@ -11,7 +11,7 @@ import pytest
 from neotoma_agent.exceptions import NotFoundError, ValidationError
 from neotoma_agent.transport.embedded import EmbeddedStore
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.one_backend]
 
 
 @pytest.fixture

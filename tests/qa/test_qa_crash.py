@@ -18,14 +18,15 @@ from pathlib import Path
 
 import anyio
 import pytest
+from paths_support import TESTS
 
 from neotoma_agent.qa import AUDIT_REPAIR_REASON, AuditReport, FindingKind, audit
 from neotoma_agent.transport.embedded import EmbeddedStore
 
-sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(TESTS))
 from crash_child import CONVERSATION, STORES
 
-CHILD = Path(__file__).with_name("crash_child.py")
+CHILD = TESTS / "crash_child.py"
 
 # (kill point, the orphan it must leave). 20 points: before / during / after stores of
 # every phase (user, closing, abandoned, recorded), and in turn bodies.

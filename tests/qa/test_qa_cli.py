@@ -3,34 +3,17 @@
 from __future__ import annotations
 
 import json
-import os
 import sqlite3
-import subprocess
-import sys
 from pathlib import Path
 
 import anyio
 import attrs
 import pytest
+from cli_support import cli
 
 from neotoma_agent._memory import NeotomaMemory
 from neotoma_agent.qa import AUDIT_DEFAULT_MIN_AGE as DEFAULT_MIN_AGE
 from neotoma_agent.transport.embedded import EmbeddedStore
-
-
-def run_cli(*args: str, home: Path) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("NEOTOMA_")}
-    env.update(HOME=str(home), XDG_DATA_HOME=str(home / "data"), PYTHONIOENCODING="utf-8")
-    return subprocess.run(
-        [sys.executable, "-m", "neotoma_agent.cli", *args],
-        capture_output=True,
-        text=True,
-        encoding="utf-8",
-        env=env,
-        cwd=home,
-        timeout=60,
-        check=False,
-    )
 
 
 async def _seed(db: Path) -> None:
@@ -50,7 +33,7 @@ def db(tmp_path: Path) -> Path:
 
 
 def test_audit_exits_1_while_orphans_remain_and_0_once_repaired(db: Path, tmp_path: Path) -> None:
-    found = run_cli("audit", "--min-age", "0", "--db", str(db), home=tmp_path)
+    found = cli("audit", "--min-age", "0", "--db", str(db), home=tmp_path)
     assert found.returncode == 1, found.stderr
     lines = found.stdout.splitlines()
     assert lines[0].startswith(f"audited {db}: 2 conversations, 3 turns, 4 messages in ")
@@ -60,24 +43,22 @@ def test_audit_exits_1_while_orphans_remain_and_0_once_repaired(db: Path, tmp_pa
     )
     assert lines[-1] == "2 problems remain (2 repairable: run again with --repair)"
 
-    repaired = run_cli("audit", "--repair", "--min-age", "0", "--db", str(db), home=tmp_path)
+    repaired = cli("audit", "--repair", "--min-age", "0", "--db", str(db), home=tmp_path)
     assert repaired.returncode == 0, repaired.stdout + repaired.stderr
     assert "  repaired  chat-42 / t2: Recorded turn t2 as abandoned (orphan_found_by_audit)" in (
         repaired.stdout
     )
     assert repaired.stdout.endswith("clean: every turn has both halves or is closed as abandoned\n")
 
-    again = run_cli(
-        "--db", str(db), "audit", "--min-age", "0", home=tmp_path
-    )  # global option first
+    again = cli("--db", str(db), "audit", "--min-age", "0", home=tmp_path)  # global option first
     assert again.returncode == 0
     assert "  info   2 abandoned turns (2 closed by audit --repair)\n" in again.stdout
-    shown = run_cli("show", "chat-42", "--db", str(db), home=tmp_path)
+    shown = cli("show", "chat-42", "--db", str(db), home=tmp_path)
     assert "repaired by audit" in shown.stdout
 
 
 def test_audit_json_and_one_conversation(db: Path, tmp_path: Path) -> None:
-    result = run_cli(
+    result = cli(
         "audit",
         "--json",
         "--min-age",
@@ -98,7 +79,7 @@ def test_audit_json_and_one_conversation(db: Path, tmp_path: Path) -> None:
     ]
     assert report["findings"][0]["repair"]["kind"] == "abandon_turn"
 
-    repaired = run_cli(
+    repaired = cli(
         "audit",
         "--json",
         "--repair",
@@ -114,11 +95,11 @@ def test_audit_json_and_one_conversation(db: Path, tmp_path: Path) -> None:
     outcome = json.loads(repaired.stdout)["repairs"][0]["outcomes"][0]
     assert outcome["status"] == "applied"
     # The other conversation's orphan is still there.
-    assert run_cli("audit", "--min-age", "0", "--db", str(db), home=tmp_path).returncode == 1
+    assert cli("audit", "--min-age", "0", "--db", str(db), home=tmp_path).returncode == 1
 
 
 def test_min_age_leaves_fresh_turns_alone(db: Path, tmp_path: Path) -> None:
-    result = run_cli("audit", "--min-age", "3600", "--db", str(db), home=tmp_path)
+    result = cli("audit", "--min-age", "3600", "--db", str(db), home=tmp_path)
     assert result.returncode == 0
     assert "2 open turns skipped: younger than --min-age 3600s: may still be running" in (
         result.stdout
@@ -144,7 +125,7 @@ def test_repair_by_default_leaves_a_turn_that_may_still_be_running(tmp_path: Pat
     db = tmp_path / "live.db"
     anyio.run(_open_a_turn, db)
     before = _dump(db)
-    result = run_cli("audit", "--repair", "--db", str(db), home=tmp_path)
+    result = cli("audit", "--repair", "--db", str(db), home=tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
     minimum = DEFAULT_MIN_AGE
     assert minimum >= 2 * attrs.fields(NeotomaMemory).close_timeout.default
@@ -155,9 +136,7 @@ def test_repair_by_default_leaves_a_turn_that_may_still_be_running(tmp_path: Pat
     assert "repaired" not in result.stdout
     assert _dump(db) == before
 
-    report = json.loads(
-        run_cli("audit", "--repair", "--json", "--db", str(db), home=tmp_path).stdout
-    )
+    report = json.loads(cli("audit", "--repair", "--json", "--db", str(db), home=tmp_path).stdout)
     assert report["repairs"] == []
     assert report["skipped"] == {
         "count": 1,
@@ -167,7 +146,7 @@ def test_repair_by_default_leaves_a_turn_that_may_still_be_running(tmp_path: Pat
     }
     assert _dump(db) == before
 
-    now = run_cli("audit", "--repair", "--min-age", "0", "--db", str(db), home=tmp_path)
+    now = cli("audit", "--repair", "--min-age", "0", "--db", str(db), home=tmp_path)
     assert now.returncode == 0, now.stdout + now.stderr
     assert "  repaired  live / l1: Recorded turn l1 as abandoned (orphan_found_by_audit)" in (
         now.stdout
@@ -177,16 +156,16 @@ def test_repair_by_default_leaves_a_turn_that_may_still_be_running(tmp_path: Pat
 
 
 def test_audit_help_states_the_default_min_age_and_why(tmp_path: Path) -> None:
-    out = run_cli("audit", "--help", home=tmp_path).stdout
+    out = cli("audit", "--help", home=tmp_path).stdout
     assert f"default {DEFAULT_MIN_AGE:g}" in " ".join(out.split())
 
 
 def test_audit_mistakes_are_one_line_errors(db: Path, tmp_path: Path) -> None:
-    missing = run_cli("audit", "--db", str(tmp_path / "nope.db"), home=tmp_path)
+    missing = cli("audit", "--db", str(tmp_path / "nope.db"), home=tmp_path)
     assert missing.returncode != 0
     assert missing.stderr.startswith("neotoma-agent: error: no store at ")
     assert "Traceback" not in missing.stderr
-    bad_since = run_cli("audit", "--since", "yesterday", "--db", str(db), home=tmp_path)
+    bad_since = cli("audit", "--since", "yesterday", "--db", str(db), home=tmp_path)
     assert bad_since.returncode != 0
     assert bad_since.stderr.startswith("neotoma-agent: error: since must be an ISO 8601")
     assert "Traceback" not in bad_since.stderr

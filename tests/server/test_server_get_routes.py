@@ -18,6 +18,7 @@ import aiohttp
 import anyio
 import attrs
 import pytest
+from paths_support import TESTS
 
 from neotoma_agent.server import create_app, serving
 from neotoma_agent.testing import RecordingTransport
@@ -25,9 +26,7 @@ from neotoma_agent.transport.embedded import EmbeddedStore
 
 pytestmark = pytest.mark.anyio
 
-SAMPLES = Path(
-    os.environ.get("NEOTOMA_SAMPLES", Path(__file__).resolve().parent / "data" / "samples")
-)
+SAMPLES = Path(os.environ.get("NEOTOMA_SAMPLES", TESTS / "data" / "samples"))
 TOKEN = "dev-local"  # the token the recorded server was started with
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 

@@ -21,6 +21,7 @@ import attrs
 import pytest
 import structlog
 from aiohttp import web
+from paths_support import TESTS
 
 from neotoma_agent._version import __version__
 from neotoma_agent.exceptions import RateLimitedError
@@ -40,7 +41,7 @@ pytestmark = pytest.mark.anyio
 SAMPLES = Path(
     os.environ.get(
         "NEOTOMA_SAMPLES",
-        Path(__file__).resolve().parent / "data" / "samples",
+        TESTS / "data" / "samples",
     )
 )
 TOKEN = "dev-local"  # the token the recorded server was started with

@@ -7,6 +7,7 @@ port, real SQLite outbox files, and child processes killed with SIGKILL (tests/o
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import os
 import signal
@@ -21,9 +22,10 @@ from typing import Any
 import anyio
 import pytest
 import structlog
-from cli_support import clean_env
+from cli_support import cli
 from outbox_child import entry
 from outbox_support import Server, running_server
+from paths_support import TESTS
 
 from neotoma_agent import (
     OutboxError,
@@ -42,7 +44,7 @@ from neotoma_agent.transport.http import HttpTransport, RetryPolicy, flush_outbo
 pytestmark = pytest.mark.anyio
 
 FAST = RetryPolicy(attempts=2, backoff=False)
-CHILD = Path(__file__).resolve().parent / "outbox_child.py"
+CHILD = TESTS / "outbox_child.py"
 REPLY = "The reply the user already saw."
 
 
@@ -497,13 +499,10 @@ async def test_two_processes_share_one_outbox_without_loss_or_duplicates(
 # --- the command line -----------------------------------------------------------------------
 
 
-async def _cli(*args: str, home: Path) -> Any:
-    return await anyio.run_process(
-        [sys.executable, "-m", "neotoma_agent.cli", *args],
-        env=clean_env(home),
-        cwd=home,
-        check=False,
-    )
+async def _cli(*args: str, home: Path) -> subprocess.CompletedProcess[str]:
+    # In a worker thread: the command runs its own event loop, and the test's server keeps
+    # serving in this one.
+    return await anyio.to_thread.run_sync(functools.partial(cli, *args, home=home))
 
 
 async def test_outbox_status_and_flush_on_the_command_line(server: Server, tmp_path: Path) -> None:
@@ -514,36 +513,31 @@ async def test_outbox_status_and_flush_on_the_command_line(server: Server, tmp_p
         assert (await turn_with_server_stopping(server, transport)).queued
     status = await _cli("outbox", "status", "--outbox", str(box), home=tmp_path)
     assert status.returncode == 0, status.stderr
-    assert b": 1 queued, 0 dead" in status.stdout
-    assert REPLY.encode() not in status.stdout + status.stderr
+    assert ": 1 queued, 0 dead" in status.stdout
+    assert REPLY not in status.stdout + status.stderr
     as_json = await _cli("outbox", "status", "--outbox", str(box), "--json", home=tmp_path)
     assert json.loads(as_json.stdout)["queued"] == 1
 
     down = await _cli("outbox", "flush", "--outbox", str(box), "--url", server.url, home=tmp_path)
     assert down.returncode == 1  # the server is still down: the entry stays
-    assert b"0 still queued" not in down.stdout
+    assert "0 still queued" not in down.stdout
 
     await server.start()
     flushed = await _cli(
         "outbox", "flush", "--outbox", str(box), "--url", server.url, home=tmp_path
     )
     assert flushed.returncode == 0, flushed.stderr
-    assert b"delivered 1; 0 still queued; 0 dead" in flushed.stdout
+    assert "delivered 1; 0 still queued; 0 dead" in flushed.stdout
     record = await server.store.query_entities(entity_type="conversation_turn")
     assert [e.snapshot["status"] for e in record.entities] == ["completed"]
 
     missing = await _cli("outbox", "status", "--outbox", str(tmp_path / "no.db"), home=tmp_path)
     assert missing.returncode != 0
-    assert b"no outbox file at" in missing.stderr
+    assert "no outbox file at" in missing.stderr
     assert not (tmp_path / "no.db").exists()
 
 
 def test_audit_help_says_it_knows_nothing_of_an_outbox(tmp_path: Path) -> None:
-    result = subprocess.run(
-        [sys.executable, "-m", "neotoma_agent.cli", "audit", "--help"],
-        capture_output=True,
-        text=True,
-        env=clean_env(tmp_path),
-        check=True,
-    )
+    result = cli("audit", "--help", home=tmp_path)
+    assert result.returncode == 0, result.stderr
     assert "knows nothing of an outbox" in " ".join(result.stdout.split())

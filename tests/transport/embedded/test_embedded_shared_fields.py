@@ -15,14 +15,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from paths_support import TESTS
 
 from neotoma_agent import NeotomaMemory
 from neotoma_agent.transport.embedded import EmbeddedStore
 from neotoma_agent.transport.embedded._rows import encode_entity
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.one_backend]
 
-DATA = Path(__file__).parent / "data"
+DATA = TESTS / "data"
 
 
 @pytest.fixture

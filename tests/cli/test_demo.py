@@ -13,7 +13,7 @@ from turn_support import messages, targets, turn_record
 from neotoma_agent._demo import CONVERSATION_ID, run_demo
 from neotoma_agent.transport.embedded import EmbeddedStore
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.one_backend]
 
 
 async def demo_output(path: Path | None) -> str:

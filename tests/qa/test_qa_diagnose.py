@@ -30,7 +30,7 @@ from neotoma_agent.testing import FaultyTransport, key_phase
 from neotoma_agent.transport._base import Transport
 from neotoma_agent.transport.embedded import EmbeddedStore
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.one_backend]
 
 CID = "chat-42"
 

@@ -8,7 +8,7 @@ import pytest
 
 from neotoma_agent import EmbeddedStore, ValidationError
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.one_backend]
 
 
 async def test_cursor_pages_cover_every_entity_once_in_id_order(tmp_path: Path) -> None:

@@ -27,14 +27,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from paths_support import TESTS
 
 from neotoma_agent.exceptions import APIError
 from neotoma_agent.transport.embedded import EmbeddedStore
 
-SAMPLES = Path(__file__).resolve().parent / "data" / "samples"
+SAMPLES = TESTS / "data" / "samples"
 
 pytestmark = [
     pytest.mark.anyio,
+    pytest.mark.one_backend,
     pytest.mark.skipif(
         not (SAMPLES / "INDEX.json").is_file(), reason="shared/reference/samples not laid out"
     ),

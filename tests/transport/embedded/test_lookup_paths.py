@@ -16,7 +16,7 @@ import pytest
 
 from neotoma_agent.transport.embedded import EmbeddedStore
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.one_backend]
 
 ACME = "ent_af939bedafbd1838b259772a"
 # The keys of an item, in order: pass 1, pass 2 and pass 3 each have one shape.

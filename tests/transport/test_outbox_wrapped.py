@@ -16,6 +16,7 @@ from typing import Any
 
 import anyio
 import pytest
+from cli_support import cli, ok
 from outbox_support import Server, running_server
 
 import neotoma_agent
@@ -238,14 +239,7 @@ def test_background_delivery_runs_on_both_backends(tmp_path: Path, backend: str)
     anyio.run(main, backend=backend)
 
 
-def test_the_command_line_flushes_an_outbox_into_a_store_file(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    from neotoma_agent.cli import main
-
-    for name in ("NEOTOMA_URL", "NEOTOMA_AGENT_DB", "NEOTOMA_TOKEN"):
-        monkeypatch.delenv(name, raising=False)
-
+def test_the_command_line_flushes_an_outbox_into_a_store_file(tmp_path: Path) -> None:
     box, db = tmp_path / "outbox.db", tmp_path / "store.db"
 
     async def queue() -> str | None:
@@ -260,10 +254,11 @@ def test_the_command_line_flushes_an_outbox_into_a_store_file(
 
     message_id = anyio.run(queue)
     assert message_id is not None
-    assert main(["outbox", "flush", "--outbox", str(box)]) == 1  # nowhere to deliver
-    assert "pass --url" in capsys.readouterr().err
-    assert main(["outbox", "flush", "--outbox", str(box), "--db", str(db)]) == 0
-    assert "delivered 1; 0 still queued; 0 dead" in capsys.readouterr().out
+    nowhere = cli("outbox", "flush", "--outbox", str(box), home=tmp_path)
+    assert nowhere.returncode == 1  # nowhere to deliver
+    assert "pass --url" in nowhere.stderr
+    flushed = ok(cli("outbox", "flush", "--outbox", str(box), "--db", str(db), home=tmp_path))
+    assert "delivered 1; 0 still queued; 0 dead" in flushed
 
     async def read() -> str:
         async with EmbeddedStore.open(db) as store:

@@ -14,11 +14,12 @@ from typing import Any
 
 import aiohttp
 import pytest
+from paths_support import TESTS
 
 from neotoma_agent.server import create_app, serving
 from neotoma_agent.transport.embedded import EmbeddedStore
 
-SAMPLES = Path(__file__).resolve().parent / "data" / "samples"
+SAMPLES = TESTS / "data" / "samples"
 SETUP = ("k1", "k2", "k3", "k4", "k5", "k6", "k7")
 IGNORED = frozenset(("timestamp", "message"))
 
