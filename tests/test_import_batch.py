@@ -215,6 +215,7 @@ def test_a_reimport_leaves_the_store_file_byte_for_byte_unchanged(tmp_path: Path
 
 @pytest.mark.skipif(sys.platform == "win32", reason="SIGKILL")
 @pytest.mark.timeout(300)  # two imports of 4,000 turns: seconds idle, minutes on a loaded machine
+@pytest.mark.budget(40)  # 12.7 s under CI's coverage run, close to the default 15 s
 def test_an_import_killed_mid_batch_resumes_and_stores_every_turn_once(tmp_path: Path) -> None:
     turns = 4000
     transcript = _transcript(tmp_path / "t.jsonl", turns)
