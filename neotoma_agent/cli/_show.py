@@ -43,6 +43,8 @@ __all__ = [
     "load_transcript",
     "register",
     "render_transcript",
+    "turn_ending",
+    "turn_view",
 ]
 
 
@@ -126,11 +128,11 @@ def _message_json(message: StoredMessage) -> dict[str, Any]:
     }
 
 
-async def _ending(transport: Transport, turn: StoredTurn) -> TurnEnding | None:
+async def turn_ending(transport: Transport, turn: StoredTurn) -> TurnEnding | None:
     return None if turn.record is None else await read_ending(transport, turn.record)
 
 
-def _turn_view(position: int, turn: StoredTurn, ending: TurnEnding | None) -> TurnView:
+def turn_view(position: int, turn: StoredTurn, ending: TurnEnding | None) -> TurnView:
     # The stored turn number where the turn has one (what ``memory.history()`` reports),
     # else its position in the conversation.
     stored = turn.turn_number
@@ -162,14 +164,16 @@ async def load_transcript(transport: Transport, conversation_id: str) -> Transcr
         )
     fields = stored.snapshot.snapshot
     title = fields.get("title")
-    endings = await gather_bounded([functools.partial(_ending, transport, t) for t in stored.turns])
+    endings = await gather_bounded(
+        [functools.partial(turn_ending, transport, t) for t in stored.turns]
+    )
     return Transcript(
         conversation_id=conversation_id,
         conversation_entity_id=stored.conversation_entity_id,
         title=title if isinstance(title, str) else None,
         platform=stored_platform(fields),
         turns=tuple(
-            _turn_view(n, t, e)
+            turn_view(n, t, e)
             for n, (t, e) in enumerate(zip(stored.turns, endings, strict=True), 1)
         ),
     )

@@ -25,8 +25,7 @@ from .._history import StoredTurn, read_conversation
 from .._keys import conversation_entity_id, parse_turn_key
 from .._payloads import stored_platform
 from .._reads import gather_bounded, scan_entities, snapshot_or_none
-from .._turn_record import TurnEnding, read_ending
-from ..cli._show import TurnView, list_conversations
+from ..cli._show import list_conversations, turn_ending, turn_view
 from ..cli._stats import collect_stats
 from ..qa import audit
 from ..transport._base import Transport
@@ -115,10 +114,6 @@ async def conversations_view(transport: Transport, *, page: int = 1) -> dict[str
     }
 
 
-async def _ending(transport: Transport, turn: StoredTurn) -> TurnEnding | None:
-    return None if turn.record is None else await read_ending(transport, turn.record)
-
-
 def _record_fields(turn: StoredTurn) -> dict[str, Any]:
     # Timings and the like, when the turn record declares them (written by newer versions).
     if turn.record is None:
@@ -147,21 +142,10 @@ async def conversation_view(
     if len(turns) > TURNS_PER_PAGE:
         turns = turns[1:]
         older = turns[0].turn_id
-    endings = await gather_bounded([functools.partial(_ending, transport, t) for t in turns])
+    endings = await gather_bounded([functools.partial(turn_ending, transport, t) for t in turns])
     views = []
     for turn, ending in zip(turns, endings, strict=True):
-        view = TurnView(
-            number=turn.turn_number or 0,
-            turn_id=turn.turn_id,
-            status=turn.status,
-            messages=turn.messages,
-            error_class=ending.error_class
-            if ending is not None and turn.status == "abandoned"
-            else None,
-            repaired=ending is not None and ending.repaired,
-            turn_record_id=turn.record.entity_id if turn.record is not None else None,
-            tools=turn.tools,
-        ).to_json()
+        view = turn_view(0, turn, ending).to_json()
         # One numbering: the stored turn number, or none (a page does not know positions).
         view["turn"] = turn.turn_number
         view["reason"] = ending.reason if ending is not None else None
