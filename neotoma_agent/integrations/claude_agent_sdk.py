@@ -56,6 +56,8 @@ import anyio
 
 from neotoma_agent import NeotomaMemory, StoppedEarly, Turn, TurnResult, TurnState, current_turn
 
+from ._common import NoFinalReply
+
 try:
     import claude_agent_sdk as sdk
     from claude_agent_sdk import (
@@ -79,17 +81,6 @@ __all__ = ["ClaudeTurn", "NeotomaClaude", "NoFinalReply"]
 CONTEXT_EVENT_TYPE: Final = "context_event"
 
 _logger = logging.getLogger(__name__)
-
-
-class NoFinalReply(Exception):
-    """The error class a turn is abandoned with when the prompt ended without a success.
-
-    Raised inside the turn only to abandon it (an error result, an interrupt, a stream that
-    ended without a ``ResultMessage``); the caller never sees it.
-    """
-
-    # One stored name for every integration (``neotoma_agent.integrations.NoFinalReply``).
-    __module__ = "neotoma_agent.integrations"
 
 
 def _prompt_text(prompt: object) -> str:
@@ -569,14 +560,19 @@ class NeotomaClaude:
     async def _on_compact(self, data: Any, tool_use_id: str | None, context: Any) -> Any:
         observed = datetime.now(timezone.utc).isoformat(timespec="milliseconds")
         session = str(data.get("session_id") or "")
+        turn = self._turn_for(data)
+        # The server's declared context_event: identity [turn_key, event, observed_at] (the
+        # turn's user key, or the session outside a turn); trigger and session_id stay on
+        # the observation, as a server keeps fields its schema does not declare.
         fields: dict[str, Any] = {
-            "name": f"pre_compact {session} {observed}",
+            "turn_key": turn.turn_key if turn is not None else f"{session}:pre_compact",
             "event": "pre_compact",
+            "observed_at": observed,
             "trigger": data.get("trigger"),
             "session_id": session,
-            "observed_at": observed,
         }
-        turn = self._turn_for(data)
+        if self.memory.platform:
+            fields["harness"] = self.memory.platform
         try:
             if turn is not None and turn.state is TurnState.OPEN:
                 turn.remember(CONTEXT_EVENT_TYPE, **fields)

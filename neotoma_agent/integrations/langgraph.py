@@ -62,6 +62,8 @@ from neotoma_agent import (
     current_turn,
 )
 
+from ._common import NoFinalReply
+
 try:
     from langchain_core.messages import (
         AIMessage,
@@ -111,17 +113,6 @@ _STREAM_MODES: Final = ("messages", "updates", "values")
 HistoryMode = Literal["auto"] | bool
 
 _logger = logging.getLogger(__name__)
-
-
-class NoFinalReply(Exception):
-    """The error class a turn is abandoned with when the run ended without a final reply.
-
-    Raised inside the turn only to abandon it (an interrupt without a checkpointer, a run
-    whose last message is a tool call or is not the model's); the caller never sees it.
-    """
-
-    # One stored name for every integration (``neotoma_agent.integrations.NoFinalReply``).
-    __module__ = "neotoma_agent.integrations"
 
 
 # ------------------------------------------------------------------ the run in progress
