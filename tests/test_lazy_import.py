@@ -104,3 +104,16 @@ def test_dir_and_all_list_every_public_name() -> None:
     assert neotoma_agent.__all__ == sorted(neotoma_agent.__all__)
     with pytest.raises(AttributeError, match="no attribute 'nothing_here'"):
         neotoma_agent.nothing_here  # noqa: B018
+
+
+def test_an_in_process_run_leaves_logging_as_it_was(tmp_path: Path) -> None:
+    import logging
+
+    import structlog
+
+    from neotoma_agent.cli import main
+
+    std = logging.getLogger("neotoma_agent")
+    before = (structlog.is_configured(), std.level, list(std.handlers))
+    assert main(["--db", str(tmp_path / "none.db"), "--log-level", "info", "show", "c"]) == 1
+    assert (structlog.is_configured(), std.level, list(std.handlers)) == before

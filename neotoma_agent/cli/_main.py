@@ -114,21 +114,32 @@ class _ConfigureOnFirstEvent(logging.Handler):
 
 
 def _configure_logging(level: str, as_json: bool) -> Callable[[], None]:
-    """Render the library's events from ``level`` on, to stderr; what undoes the set-up
-    that no event needed (for a caller that runs :func:`main` in-process)."""
+    """Render the library's events from ``level`` on, to stderr; what undoes it all (for a
+    caller that runs :func:`main` in-process: its logging is as it was before)."""
     numeric = logging.getLevelName(level.upper())
-    if "structlog" in sys.modules:  # loaded anyway (an earlier in-process run): at once
-        _configure_structlog(numeric, as_json)
-        return lambda: None
     std = logging.getLogger(LOGGER_NAME)
-    handler, before = _ConfigureOnFirstEvent(numeric, as_json), std.level
-    std.addHandler(handler)
-    std.setLevel(numeric)
+    level_before = std.level
+    loaded = sys.modules.get("structlog")
+    config_before = loaded.get_config() if loaded is not None and loaded.is_configured() else None
+    handler: _ConfigureOnFirstEvent | None = None
+    if loaded is not None:  # loaded anyway (an application, a test): configure it at once
+        _configure_structlog(numeric, as_json)
+    else:
+        handler = _ConfigureOnFirstEvent(numeric, as_json)
+        std.addHandler(handler)
+        std.setLevel(numeric)
 
     def undo() -> None:
-        if handler in std.handlers:
+        if handler is not None and handler in std.handlers:
             std.removeHandler(handler)
-            std.setLevel(before)
+        std.setLevel(level_before)
+        structlog = sys.modules.get("structlog")
+        if structlog is None:
+            return
+        if config_before is not None:
+            structlog.configure(**config_before)
+        elif structlog.is_configured():
+            structlog.reset_defaults()
 
     return undo
 
