@@ -3,9 +3,9 @@
 Runs the ``claude`` program bundled in ``claude-agent-sdk`` (``pip install
 claude-agent-sdk``) against the fake Anthropic API in ``tests/fake_anthropic.py``, with our
 hooks installed by ``neotoma-agent hooks install claude-code --scope project`` next to a
-recorder hook (another tool's hook, which the install keeps), in six scenarios: a plain
+recorder hook (another tool's hook, which the install keeps), in seven scenarios: a plain
 turn, a tool-using turn, a failing tool, an interrupted turn, a turn interrupted after it
-said something and ran a tool, two prompts in one session.
+said something and ran a tool, a turn the model API refused, two prompts in one session.
 Each input lands in ``tests/data/hooks/claude_code/SCENARIO/NN-EVENT.json``, with the
 temporary directory replaced by ``/tmp/claude-run``; ``program.json`` notes the version.
 Each scenario's session transcript is kept as ``transcript.jsonl`` (without the lines that
@@ -18,6 +18,7 @@ tests.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shlex
 import shutil
@@ -30,7 +31,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT / "tests"), str(ROOT / "tests" / "hooks")]
 
 from claude_program import ClaudeProject, claude_program  # noqa: E402
-from fake_anthropic import FakeAnthropic, Hang, Text, ToolUse  # noqa: E402
+from fake_anthropic import Fail, FakeAnthropic, Hang, Text, ToolUse  # noqa: E402
 
 OUT = ROOT / "tests" / "data" / "hooks" / "claude_code"
 RUN = "/tmp/claude-run"
@@ -95,6 +96,7 @@ def main() -> int:
             ],
             "Check, then tell me a story",
         ),
+        "api_error": ([Fail(400, "fake refusal")] * 12, "Say something"),
         "session": ([Text("Hello Bob."), Text("Alice is here too.")], None),
     }
     only = set(sys.argv[1:])
@@ -126,6 +128,10 @@ def main() -> int:
                 project.interrupted(prompt or "")
             elif name == "session":
                 project.session("Hello, I am Bob", "Is Alice there?")
+            elif name == "api_error":
+                # claude -p exits 1 when the model API refuses the request
+                with contextlib.suppress(AssertionError):
+                    project.prompt(prompt or "")
             else:
                 project.prompt(prompt or "")
             target = OUT / name

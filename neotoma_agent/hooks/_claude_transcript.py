@@ -16,6 +16,8 @@ line, its kind in ``type``:
 - ``user`` with the turn's own ``promptId`` and the text ``[Request interrupted by user…]``:
   the person interrupted the turn. Whatever text was streamed by then is on an
   ``assistant`` line before it (the partial reply);
+- ``assistant`` with ``isApiErrorMessage: true`` (and ``error``, e.g. ``unknown``): the
+  model API failed; its text (``API Error: 400 …``) is the program's, not a reply;
 - every other kind (``attachment``, ``queue-operation``, ``api-request``, ``last-prompt``,
   ``cost-state``, …), ``isMeta`` notes and ``isSidechain`` lines (a subagent's own
   conversation) are skipped and counted.
@@ -53,12 +55,15 @@ class _Turn:
     #: the last block seen: "text", "tool_use" or "tool_result"
     last: str = "prompt"
     interrupted: bool = False
+    #: the model API failed: the program's own error line ends the turn (no reply)
+    api_error: str | None = None
     model: str | None = None
     calls: dict[str, TranscriptCall] = attrs.field(factory=dict)
 
     def ended(self, *, last_in_file: bool, counts: ReadCounts) -> TranscriptTurn | None:
         tools = records(self.calls.values(), counts)
-        if not self.interrupted and self.reply is not None and self.last == "text":
+        failed = self.interrupted or self.api_error is not None
+        if not failed and self.reply is not None and self.last == "text":
             return TranscriptTurn(
                 self.conversation_id,
                 self.turn_id,
@@ -68,7 +73,7 @@ class _Turn:
                 tools=tools,
                 model=self.model,
             )
-        if not self.interrupted and last_in_file:
+        if not failed and last_in_file:
             counts.in_progress += 1
             return None
         return TranscriptTurn(
@@ -77,7 +82,7 @@ class _Turn:
             self.user,
             "abandoned",
             self.reply or "",
-            error_class="Interrupted" if self.interrupted else "NoReply",
+            error_class=self.api_error or ("Interrupted" if self.interrupted else "NoReply"),
             tools=tools,
             model=self.model,
         )
@@ -162,6 +167,12 @@ def read_claude_code(path: Path, counts: ReadCounts) -> Iterator[TranscriptTurn]
 def _assistant(
     turn: _Turn, line: Mapping[str, Any], message: Mapping[str, Any], blocks: list[Any]
 ) -> None:
+    if line.get("isApiErrorMessage") is True:
+        # The program's own "API Error: ..." text, not the model's: no reply came.
+        error = line.get("error")
+        known = isinstance(error, str) and error.isidentifier() and error != "unknown"
+        turn.api_error = f"APIError.{error}" if known else "APIError"
+        return
     model = message.get("model")
     if isinstance(model, str) and model and not model.startswith("<"):  # "<synthetic>"
         turn.model = model

@@ -110,6 +110,20 @@ def test_an_interrupted_turn_is_abandoned_with_its_partial_reply(
     assert summary(db, session_of("interrupted")) == [("Tell me a long story", None, "abandoned")]
 
 
+def test_a_model_api_error_is_an_abandoned_turn_not_a_reply(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = tmp_path / "memory.db"
+    status, out = run_import(capsys, db, TRANSCRIPTS / "api_error" / "transcript.jsonl")
+    assert status == 0
+    assert "0 turns stored, 1 stored as abandoned" in out
+    # The program's "API Error: 400 ..." line is not the model's reply.
+    assert summary(db, session_of("api_error")) == [("Say something", None, "abandoned")]
+    assert main(["show", session_of("api_error"), "--db", str(db), "--json"]) == 0
+    [turn] = json.loads(capsys.readouterr().out)["turns"]
+    assert turn["error_class"] == "APIError"
+
+
 def test_a_turn_the_hooks_left_open_is_closed_from_the_transcript(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -164,10 +178,10 @@ def test_a_folder_imports_every_session_once(
     status, out = run_import(capsys, db, TRANSCRIPTS)
     assert status == 0
     files = len(SCENARIOS)
-    assert out.startswith(f"claude-code: {files} session files: 5 turns stored, 2 stored as ")
+    assert out.startswith(f"claude-code: {files} session files: 5 turns stored, 3 stored as ")
     before = observations(db)
     _, again = run_import(capsys, db, TRANSCRIPTS)
-    assert f"{files} session files: 0 turns stored, 0 stored as abandoned (no reply), 7 " in again
+    assert f"{files} session files: 0 turns stored, 0 stored as abandoned (no reply), 8 " in again
     assert observations(db) == before
 
 
