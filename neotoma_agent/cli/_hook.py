@@ -134,6 +134,9 @@ def run_hooks_command(args: argparse.Namespace) -> int:
             change = install(args.harness, path, store_args, python=sys.executable)
             if _print_change(args.harness, change, "hooks already installed in"):
                 print(f"store: {_store_label(store_args)}")
+                if args.harness == "codex":
+                    # Codex skips a hook from hooks.json until the person trusts it.
+                    print("codex: review and trust these hooks in Codex (/hooks) to turn them on")
             return 0
         if args.action == "uninstall":
             change = uninstall(args.harness, path)

@@ -319,6 +319,18 @@ class HookState:
         ).fetchall()
         return [_row(r) for r in rows]
 
+    def stale(self, harness: str, *, besides: str, idle: float, limit: int) -> list[PendingTurn]:
+        """Other sessions' turns of ``harness`` with a store due and untouched for ``idle``
+        seconds, oldest first: what no later event of their own session will deliver (the
+        harness killed its last hook as it exited, as Codex does to ``SessionEnd``)."""
+        rows = self._db.execute(
+            f"SELECT {_COLUMNS} FROM turns WHERE harness = ? AND conversation_id != ? AND "
+            "(phase = 'pending' OR (phase = 'open' AND ending IS NOT NULL)) "
+            "AND updated_at < ? ORDER BY seq LIMIT ?",
+            (harness, besides, time.time() - idle, limit),
+        ).fetchall()
+        return [_row(r) for r in rows]
+
     def get(self, conversation_id: str, turn_id: str) -> PendingTurn | None:
         """One turn row."""
         row = self._db.execute(

@@ -28,8 +28,10 @@ from fake_openai_responses import FakeResponses
 
 __all__ = ["CodexProject", "codex_program"]
 
-#: ``codex exec`` flags every run passes: hooks run unreviewed, no git repository needed
-FLAGS = ("--dangerously-bypass-hook-trust", "--skip-git-repo-check", "--json")
+#: ``codex exec`` flags every run passes: no git repository needed, events as JSON lines
+FLAGS = ("--skip-git-repo-check", "--json")
+#: and the one that runs hooks nobody reviewed in Codex's ``/hooks``
+BYPASS_TRUST = "--dangerously-bypass-hook-trust"
 
 
 def codex_program() -> Path | None:
@@ -99,13 +101,20 @@ class CodexProject:
         assert done.returncode == 0, done.stderr[-2000:]
         return [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
 
-    def prompt(self, text: str, *, timeout: float = 120) -> list[dict[str, Any]]:
-        """One prompt in a new session (``codex exec``); the program's JSON events."""
-        return self._run(["exec", *FLAGS, text], timeout)
+    def prompt(
+        self, text: str, *, trusted: bool = True, timeout: float = 120
+    ) -> list[dict[str, Any]]:
+        """One prompt in a new session (``codex exec``); the program's JSON events.
+
+        ``trusted=False``: without the flag that runs unreviewed hooks (as a person would
+        run Codex before trusting them).
+        """
+        flags = (*FLAGS, BYPASS_TRUST) if trusted else FLAGS
+        return self._run(["exec", *flags, text], timeout)
 
     def resume(self, text: str, *, timeout: float = 120) -> list[dict[str, Any]]:
         """Another prompt in the latest session (``codex exec resume --last``)."""
-        return self._run(["exec", "resume", "--last", *FLAGS, text], timeout)
+        return self._run(["exec", "resume", "--last", *FLAGS, BYPASS_TRUST, text], timeout)
 
     def interrupted(self, text: str, *, timeout: float = 120) -> int:
         """A prompt whose reply the person interrupts (SIGINT) mid-stream; the exit status.
@@ -113,7 +122,7 @@ class CodexProject:
         The fake must hold a :class:`fake_openai_responses.Hang` reply for this prompt.
         """
         proc = subprocess.Popen(
-            [str(self.program), "exec", *FLAGS, text],
+            [str(self.program), "exec", *FLAGS, BYPASS_TRUST, text],
             cwd=self.project,
             env=self.env(),
             stdin=subprocess.DEVNULL,

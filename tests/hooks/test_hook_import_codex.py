@@ -111,7 +111,6 @@ def test_a_folder_imports_every_rollout_once(
     assert observations(db) == before
 
 
-@pytest.mark.xfail(reason="the Codex hooks learn SessionEnd in the next step", strict=True)
 def test_a_session_the_hooks_captured_writes_nothing_new(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
