@@ -6,7 +6,9 @@ line, its kind in ``type``:
 
 - ``user`` with ``message.content`` a string or text blocks: a prompt. Its ``promptId`` is
   the turn id and ``sessionId`` the session, the ids the hooks get as ``prompt_id`` and
-  ``session_id`` (conversation ``claude-code-{sessionId}``);
+  ``session_id`` (conversation ``claude-code-{sessionId}``). A line without ``promptId``
+  (a build from before it) uses its ``uuid``: the hooks of such a build mint their own
+  turn ids, so its sessions cannot be matched with what they stored;
 - ``assistant``: one content block a line (``text`` or ``tool_use`` with ``id``, ``name``,
   ``input``), ``message.model`` the model; the reply is the turn's last text block, as the
   Stop hook's ``last_assistant_message`` is;
@@ -194,10 +196,10 @@ def _results(turn: _Turn, line: Mapping[str, Any], results: list[Mapping[str, An
         call = turn.calls.get(str(block.get("tool_use_id")))
         if call is None:
             continue
-        # The structured result is what the PostToolUse hook gets; one per line.
-        call.result = (
-            structured if structured is not None and len(results) == 1 else (block.get("content"))
-        )
+        # The structured result is what the PostToolUse hook gets (one per line: with
+        # several results on a line, each block's own content).
+        single = structured is not None and len(results) == 1
+        call.result = structured if single else block.get("content")
         call.ended_at = _timestamp(line)
         if block.get("is_error") is True:
             call.status, call.error_class = "error", "ToolError"
