@@ -23,7 +23,7 @@ import json
 import math
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any, Protocol
+from typing import Any
 
 import anyio
 import anyio.to_thread
@@ -44,26 +44,24 @@ from ._payloads import (
 )
 from ._retrieval import (
     EMPTY_RETRIEVAL,
-    Extractor,
     RecentSource,
     Retrieved,
-    Retriever,
     extract,
     recent_entities,
     retrieve,
 )
+from ._settings import MemorySettings
 from ._shield import Completion, raise_deferred, run_to_completion
 from ._tool_payload import ToolPayloads, tool_entity
 from ._tools import ToolCall, iso_ms, now_ms
 from .exceptions import APIError, IdempotencyMismatchError, ServerError
-from .transport._base import Entity, StoreResult, Transport
+from .transport._base import Entity, StoreResult
 from .transport._results import expected_entity
 
 __all__ = [
     "CloseOutcome",
     "EnterAttempt",
     "Opened",
-    "PhaseConfig",
     "Phases",
     "error_class_name",
     "tool_ids",
@@ -108,43 +106,6 @@ class StoreOutcome:
 
     result: StoreResult
     queued: bool = False
-
-
-class PhaseConfig(Protocol):
-    """The settings the phases read (:class:`~neotoma_agent.NeotomaMemory` has them all)."""
-
-    @property
-    def transport(self) -> Transport: ...
-    @property
-    def conversation_id(self) -> str: ...
-    @property
-    def settings(self) -> ConversationSettings: ...
-    @property
-    def retrieval_limit(self) -> int: ...
-    @property
-    def max_identifiers(self) -> int: ...
-    @property
-    def max_concurrency(self) -> int: ...
-    @property
-    def retrieval_timeout(self) -> float | None: ...
-    @property
-    def lookup_limit(self) -> int: ...
-    @property
-    def close_timeout(self) -> float: ...
-    @property
-    def extractor(self) -> Extractor | None: ...
-    @property
-    def refers_to_on_enter(self) -> bool: ...
-    @property
-    def include_bookkeeping(self) -> bool: ...
-    @property
-    def history_turns(self) -> int: ...
-    @property
-    def link_threshold(self) -> float: ...
-    @property
-    def retriever(self) -> Retriever | None: ...
-    @property
-    def tool_settings(self) -> ToolPayloads: ...
 
 
 @attrs.frozen
@@ -240,7 +201,20 @@ class EnterAttempt:
 class Phases:
     """The store phases of one conversation's turns, over ``config.transport``."""
 
-    config: PhaseConfig
+    config: MemorySettings
+    #: what every payload of the conversation shares (built once, from ``config``)
+    conversation: ConversationSettings = attrs.field(init=False)
+    #: what a stored tool call keeps (built, and so checked, once)
+    tool_payloads: ToolPayloads = attrs.field(init=False)
+
+    def __attrs_post_init__(self) -> None:
+        config = self.config
+        conversation = ConversationSettings(
+            config.conversation_id, config.platform, config.conversation_title
+        )
+        payloads = ToolPayloads(config.tool_payloads, config.tool_payload_chars, config.redact_tool)
+        object.__setattr__(self, "conversation", conversation)
+        object.__setattr__(self, "tool_payloads", payloads)
 
     async def identifiers(self, text: str) -> list[str]:
         if len(text) > _INLINE_EXTRACT_CHARS:
@@ -428,7 +402,7 @@ class Phases:
 
         def payload(refers_to: Sequence[str] = (), fields: RunFields = run) -> StorePayload:
             return user_payload(
-                self.config.settings,
+                self.conversation,
                 keys,
                 user_message,
                 turn_number=turn_number,
@@ -620,7 +594,7 @@ class Phases:
 
         def build(fields: RunFields) -> StorePayload:
             return closing_payload(
-                self.config.settings,
+                self.conversation,
                 opened.keys,
                 reply,
                 conversation_entity_id=opened.conversation_entity_id or None,
@@ -667,7 +641,7 @@ class Phases:
 
         def build(fields: RunFields, key: str | None = None) -> StorePayload:
             return abandoned_payload(
-                self.config.settings,
+                self.conversation,
                 opened.keys,
                 partial_reply,
                 error_class,
@@ -701,8 +675,8 @@ class Phases:
 
     def tool_entities(self, keys: TurnKeys, tools: Sequence[ToolCall]) -> list[dict[str, Any]]:
         """The ``tool_invocation`` request elements of a turn's calls (capped, redacted)."""
-        settings, payloads = self.config.settings, self.config.tool_settings
-        return [tool_entity(c, keys.user_turn_key, settings.platform, payloads) for c in tools]
+        platform, payloads = self.conversation.platform, self.tool_payloads
+        return [tool_entity(c, keys.user_turn_key, platform, payloads) for c in tools]
 
     def _closed(
         self,

@@ -36,6 +36,7 @@ from typing import Any
 import aiohttp
 import attrs
 
+from neotoma_agent._checks import check_positive_int, check_seconds
 from neotoma_agent._log import get_logger
 from neotoma_agent._otel import record_retry, traceparent_into
 from neotoma_agent._version import __version__
@@ -123,10 +124,9 @@ class HttpTransport(RestActions):
             raise ValueError(f"base_url must be an http(s) URL, got {base_url!r}")
         if token is not None and not token:
             raise ValueError("token must be a non-empty string or None")
-        if timeout <= 0 or connect_timeout <= 0:
-            raise ValueError("timeout and connect_timeout must be > 0")
-        if max_connections < 1:
-            raise ValueError("max_connections must be >= 1")
+        check_seconds(timeout, "timeout")
+        check_seconds(connect_timeout, "connect_timeout")
+        check_positive_int(max_connections, "max_connections")
         self._base_url = base_url.rstrip("/")
         self._token = token
         self._timeout = float(timeout)
