@@ -100,15 +100,6 @@ def ended_at() -> str:
 
 
 @attrs.frozen
-class StoreOutcome:
-    """What one phase's store did: stored now, or queued by an outbox (``queued``), when
-    ``result`` holds the ids the server will give."""
-
-    result: StoreResult
-    queued: bool = False
-
-
-@attrs.frozen
 class Opened:
     """What the enter store wrote (:class:`~neotoma_agent.OpenTurn` is the public view)."""
 
@@ -280,13 +271,11 @@ class Phases:
         return turns
 
     async def store(self, payload: StorePayload, keys: TurnKeys, phase: str) -> StoreResult:
-        return (await self.store_or_queue(payload, keys, phase)).result
-
-    async def store_or_queue(
-        self, payload: StorePayload, keys: TurnKeys, phase: str
-    ) -> StoreOutcome:
         """One store, with the hints a queueing transport (an outbox) reads: the
-        conversation (folded, as keys are) as its lane, and whether the phase may wait."""
+        conversation (folded, as keys are) as its lane, and whether the phase may wait.
+
+        A queued store's result says so (``queued``) and holds the ids the server will give.
+        """
         try:
             call = self.config.transport.store(
                 payload.entities,
@@ -296,12 +285,11 @@ class Phases:
                 deferrable=phase in _DEFERRABLE,
             )
             trace = ACTIVE.get()
-            result = await (
+            return await (
                 call
                 if trace is None
                 else trace.upsert(call, phase, len(payload.entities), payload.turn_record_index)
             )
-            return StoreOutcome(result, queued=result.queued)
         except IdempotencyMismatchError as exc:
             what = "user message" if phase == "user" else "reply"
             # Keys fold ids as entity ids do, so the earlier turn may have had other ids.
@@ -325,7 +313,7 @@ class Phases:
         run: RunFields,
         keys: TurnKeys,
         phase: str,
-    ) -> tuple[StoreOutcome, StorePayload]:
+    ) -> tuple[StoreResult, StorePayload]:
         """Store ``payload`` (``build(run)``); a re-run whose only difference is ``run``
         replays.
 
@@ -336,13 +324,13 @@ class Phases:
         values: a replay. If none matches, the text really differs and the mismatch stands.
         """
         try:
-            return await self.store_or_queue(payload, keys, phase), payload
+            return await self.store(payload, keys, phase), payload
         except IdempotencyMismatchError as mismatch:
             # Newest first; more than one when revisions of the turn wrote the same phase.
             for earlier in await self._earlier_runs(keys, build, run):
                 again = build(earlier)
                 try:
-                    return await self.store_or_queue(again, keys, phase), again
+                    return await self.store(again, keys, phase), again
                 except IdempotencyMismatchError:
                     continue
             raise mismatch from None
@@ -416,10 +404,10 @@ class Phases:
 
         async def store_user(built: StorePayload, refers_to: Sequence[str]) -> StoreResult:
             nonlocal request
-            outcome, request = await self.store_turn_phase(
+            stored, request = await self.store_turn_phase(
                 built, lambda fields: payload(refers_to, fields), run, keys, "user"
             )
-            return outcome.result
+            return stored
 
         identifiers = await self.identifiers(user_message)
         history: tuple[HistoryTurn, ...] = ()
@@ -609,10 +597,10 @@ class Phases:
                 started_at=opened.started_at,
             )
 
-        outcome, payload = await self.store_turn_phase(
+        stored, payload = await self.store_turn_phase(
             build(run), build, run, opened.keys, "assistant"
         )
-        return self._closed("completed", outcome, payload, produced, tools)
+        return self._closed("completed", stored, payload, produced, tools)
 
     async def abandon(
         self,
@@ -660,18 +648,16 @@ class Phases:
 
         keys = opened.keys
         try:
-            outcome, payload = await self.store_turn_phase(
-                build(run), build, run, keys, "abandoned"
-            )
+            stored, payload = await self.store_turn_phase(build(run), build, run, keys, "abandoned")
         except IdempotencyMismatchError:
             # An earlier run of this turn id was abandoned differently (another error or
             # partial reply). Both happened: record this one under a key derived from its
             # own content (the run fields left out), which still collapses an identical retry.
             key = f"{keys.idempotency_key('abandoned')}-{_digest(build(RunFields()))}"
-            outcome, payload = await self.store_turn_phase(
+            stored, payload = await self.store_turn_phase(
                 build(run, key), lambda fields: build(fields, key), run, keys, "abandoned"
             )
-        return self._closed("abandoned", outcome, payload, produced, tools)
+        return self._closed("abandoned", stored, payload, produced, tools)
 
     def tool_entities(self, keys: TurnKeys, tools: Sequence[ToolCall]) -> list[dict[str, Any]]:
         """The ``tool_invocation`` request elements of a turn's calls (capped, redacted)."""
@@ -681,20 +667,19 @@ class Phases:
     def _closed(
         self,
         status: str,
-        outcome: StoreOutcome,
+        stored: StoreResult,
         payload: StorePayload,
         produced: Sequence[Produced],
         tools: Sequence[ToolCall] = (),
     ) -> CloseOutcome:
         # What a closing store wrote, read off its answer (or the ids a queued one will get).
-        stored = outcome.result
         return CloseOutcome(
             stored_status=status,
             assistant_message_id=self.assistant_id(stored, payload),
             turn_record_id=_entry_id(stored, payload.turn_record_index, "conversation_turn"),
             replayed=stored.replayed,
             produced_ids=_produced_ids(stored, payload, produced),
-            queued=outcome.queued,
+            queued=stored.queued,
             tool_ids=tool_ids(stored, payload),
         )
 

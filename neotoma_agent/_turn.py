@@ -33,6 +33,7 @@ import contextvars
 import enum
 import sys
 import time
+import warnings
 from collections.abc import AsyncGenerator, AsyncIterable, Callable, Mapping
 from contextlib import AbstractContextManager
 from types import TracebackType
@@ -61,12 +62,29 @@ __all__ = ["Turn", "TurnResult", "TurnState", "close_failure", "finish"]
 logger = get_logger()
 
 
-class TurnState(str, enum.Enum):
+class _States(enum.EnumMeta):
+    # TurnState.COMPLETED, the older name of COMPLETED, resolves with a DeprecationWarning.
+    def __getattr__(cls, name: str) -> Any:
+        if name == "CLOSED":
+            warnings.warn(
+                "TurnState.CLOSED is deprecated: use TurnState.COMPLETED",
+                DeprecationWarning,
+                stacklevel=2,
+            )
+            return cls.COMPLETED
+        parent = getattr(enum.EnumMeta, "__getattr__", None)  # where 3.10 finds members
+        if parent is None:
+            raise AttributeError(name)
+        return parent(cls, name)
+
+
+class TurnState(str, enum.Enum, metaclass=_States):
     """Where a :class:`Turn` is in its life.
 
     A ``str`` enum whose values are the words the store, ``show`` and
     ``memory.history()`` use: ``TurnState.COMPLETED == "completed"``, and it prints as
-    ``completed``.
+    ``completed``. A turn that stored its reply is ``COMPLETED``, the store's word (the
+    older name ``CLOSED`` still resolves, with a ``DeprecationWarning``).
     """
 
     #: created by ``memory.turn()``, not entered yet
@@ -77,11 +95,8 @@ class TurnState(str, enum.Enum):
     OPEN = "open"
     #: the closing store is running
     CLOSING = "closing"
-    #: the reply is stored and the turn record says ``completed`` (the word the store, the
-    #: README and ``show`` use)
+    #: the reply is stored and the turn record says ``completed``
     COMPLETED = "completed"
-    #: the same member as ``COMPLETED`` (its name before 0.2; kept so code using it works)
-    CLOSED = "completed"
     #: the body raised or was cancelled; the turn record says ``abandoned``
     ABANDONED = "abandoned"
     #: the turn could not be stored as planned: the user store failed (or the enter was
