@@ -297,7 +297,7 @@ class NeotomaMemory(MemorySettings):
         keys, text, turn_number, extra = self._prepare(
             user_message, turn_id, turn_number, user_extra, revision
         )
-        return Turn.__new__(Turn)._setup(
+        return Turn._create(
             self._phases,
             keys,
             text,

@@ -25,8 +25,8 @@ from .transport._base import Transport
 
 __all__ = ["DEFAULT_HISTORY_TURNS", "MemorySettings"]
 
-#: earlier turns a turn reads by default (``history_turns``): see the README's history
-#: figures for why this many costs nothing measurable on either transport
+#: earlier turns a turn reads by default (``history_turns``): read beside retrieval and the
+#: user store, so they add no round trip (``benchmarks/`` measures what they cost)
 DEFAULT_HISTORY_TURNS = 5
 
 

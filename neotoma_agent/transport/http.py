@@ -3,7 +3,7 @@
 Built on aiohttp, so it runs on **asyncio only** (the embedded store also runs on trio).
 
 It parses what the server really sends rather than what its documentation idealises
-(reference/neotoma-semantics.md): ``store`` answers are aligned to the request by
+(``tests/data/samples`` holds recorded answers): ``store`` answers are aligned to the request by
 ``observation_index``, or by entity identity on a replay (which lists entries newest first
 and without an index); lookups carry ``id`` rather than ``entity_id``; errors come in two
 JSON envelope families, an HTML page or plain text, and all of them land on the
