@@ -1,8 +1,8 @@
 """Claude Code's per-session JSON lines (``~/.claude/projects/<project>/<session>.jsonl``).
 
-The format facts come from files the real program wrote here (Claude Code 2.1.332, against
-a fake model API; ``tests/data/hooks/claude_code/*/transcript.jsonl``). One JSON object a
-line, its kind in ``type``:
+The format facts come from files the real program wrote here, against a fake model API
+(``tests/data/hooks/claude_code/*/transcript.jsonl``; the version in ``program.json``
+beside them). One JSON object a line, its kind in ``type``:
 
 - ``user`` with ``message.content`` a string or text blocks: a prompt. Its ``promptId`` is
   the turn id and ``sessionId`` the session, the ids the hooks get as ``prompt_id`` and

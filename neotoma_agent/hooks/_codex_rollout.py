@@ -1,8 +1,8 @@
 """Codex's rollout files (``$CODEX_HOME/sessions/YYYY/MM/DD/rollout-*.jsonl``).
 
-The format facts come from files the real program wrote here (Codex 0.171.0, against a
-fake Responses API; ``tests/data/hooks/codex/*/rollout.jsonl``). One JSON object a line,
-``{"timestamp", "type", "payload"}``:
+The format facts come from files the real program wrote here, against a fake Responses
+API (``tests/data/hooks/codex/*/rollout.jsonl``; the version in ``program.json`` beside
+them). One JSON object a line, ``{"timestamp", "type", "payload"}``:
 
 - ``session_meta``: ``payload.id`` is the session, the hooks' ``session_id``
   (conversation ``codex-{id}``); ``turn_context``: ``payload.model``;

@@ -1,11 +1,11 @@
 """Codex: the fields its hooks send, the answer it honours, where its hooks file lives.
 
-The contract was recorded from the real program (Codex 0.171.0, ``npm install
-@openai/codex``) running against a fake Responses API; the recordings are the fixtures in
-``tests/data/hooks/codex/`` (``scripts/record_codex_inputs.py``). Every event carries
-``session_id``, ``transcript_path`` (the rollout file), ``cwd`` and ``hook_event_name``;
-the turn's events also ``turn_id`` (the same for every event of one turn), ``model`` and
-``permission_mode``:
+The contract was recorded from the real program (``npm install @openai/codex``) running
+against a fake Responses API; the recordings are the fixtures in ``tests/data/hooks/codex/``
+(``scripts/record_codex_inputs.py``; the version in ``program.json`` there). Every event
+carries ``session_id``, ``transcript_path`` (the rollout file), ``cwd`` and
+``hook_event_name``; the turn's events also ``turn_id`` (the same for every event of one
+turn), ``model`` and ``permission_mode``:
 
 - ``UserPromptSubmit``: ``prompt``; its answer may carry
   ``{"hookSpecificOutput": {"hookEventName": "UserPromptSubmit", "additionalContext": …}}``
@@ -15,8 +15,8 @@ the turn's events also ``turn_id`` (the same for every event of one turn), ``mod
   with no exit status: a failed command looks like any other (Codex has no failure twin);
 - ``Stop``: ``last_assistant_message`` (may be null), ``stop_hook_active``;
 - ``StopFailure`` (published schema): the turn ended on an API error: ``error``
-  (``rate_limit``, ``server_error``, …), ``last_assistant_message``. 0.171.0 did not send
-  it for a model API answering 500: no Stop came, the session's end closed the turn;
+  (``rate_limit``, ``server_error``, …), ``last_assistant_message``. The recorded version
+  did not send it for a model API answering 500: no Stop came, the session's end closed the turn;
 - ``SessionEnd``: ``reason`` (``other`` at the end of every ``codex exec``), no
   ``turn_id``: what is still open is abandoned (an interrupted turn gets no Stop).
 
