@@ -180,6 +180,8 @@ def run_hooks_command(args: argparse.Namespace) -> int:
         f"turns: {counts['open']} open, {counts['undelivered']} waiting for the store, "
         f"{counts['done']} stored"
     )
+    if args.harness == "codex" and ours and not fired:
+        print("never fired: Codex skips hooks until they are trusted in its /hooks")
     return 0
 
 

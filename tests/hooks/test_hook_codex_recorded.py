@@ -73,6 +73,12 @@ def test_install_registers_session_end_and_says_to_trust_the_hooks(tmp_path: Pat
     hooks = json.loads((tmp_path / "codex" / "hooks.json").read_text())["hooks"]
     assert list(hooks) == list(harness_module("codex").EVENTS)
     assert "SessionEnd" in hooks
+    state = str(tmp_path / "state.db")
+    status = cli("hooks", "status", "codex", "--state", state, home=tmp_path, env=env)
+    assert "Codex skips hooks until they are trusted in its /hooks" in status.stdout
+    Hooks(tmp_path, "codex").replay(recorded("codex", "completed"))
+    status = cli("hooks", "status", "codex", "--state", state, home=tmp_path, env=env)
+    assert "trusted" not in status.stdout  # they fired: nothing to say
 
 
 def test_a_session_end_the_harness_killed_is_delivered_by_the_next_prompt(
