@@ -61,6 +61,10 @@ CREATE TABLE IF NOT EXISTS turns (
     PRIMARY KEY (conversation_id, turn_id)
 );
 CREATE INDEX IF NOT EXISTS turns_due ON turns (conversation_id, phase, seq);
+-- what a prompt looks for in other sessions (HookState.stale): a few rows of a table that
+-- grows with every turn, so only the undelivered ones are indexed
+CREATE INDEX IF NOT EXISTS turns_undelivered ON turns (harness, seq)
+    WHERE phase = 'pending' OR (phase = 'open' AND ending IS NOT NULL);
 CREATE TABLE IF NOT EXISTS tools (
     conversation_id TEXT NOT NULL,
     turn_id TEXT NOT NULL,
