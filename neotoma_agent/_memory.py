@@ -72,8 +72,8 @@ from .transport._base import Entity, Transport
 
 __all__ = ["DEFAULT_HISTORY_TURNS", "NeotomaMemory", "OpenTurn"]
 
-#: earlier turns a turn reads by default (``history_turns``): see the README's history
-#: figures for why this many costs nothing measurable on either transport
+#: earlier turns a turn reads by default (``history_turns``): see the history guide's
+#: figures (docs/history.md) for why this many costs nothing measurable on either transport
 DEFAULT_HISTORY_TURNS = 5
 
 
@@ -312,7 +312,7 @@ class NeotomaMemory:
     retrieval scores below it are candidates only (``Retrieved.candidates``), never
     retrieved or linked. ``retriever``: an application's own :class:`~neotoma_agent.Retriever`
     (an embedding search), merged into the ranking under the same deadline. How entities
-    are scored and ordered: ``neotoma_agent._ranking`` and the README ("Retrieval").
+    are scored and ordered: ``neotoma_agent._ranking`` and the retrieval guide (docs/retrieval.md).
 
     Tool calls (``t.tool``, ``t.record_tool``) are stored with their arguments and result on
     the ``tool_invocation`` observation: ``tool_payloads="full"`` (the default) keeps each

@@ -78,7 +78,7 @@ class TurnState(str, enum.Enum):
     #: the closing store is running
     CLOSING = "closing"
     #: the reply is stored and the turn record says ``completed`` (the word the store, the
-    #: README and ``show`` use)
+    #: docs and ``show`` use)
     COMPLETED = "completed"
     #: the same member as ``COMPLETED`` (its name before 0.2; kept so code using it works)
     CLOSED = "completed"
@@ -289,9 +289,9 @@ def _log_close(result: TurnResult) -> None:
         "body_ms": round(result.body_ms, 3),
         "close_ms": round(result.close_ms, 3),
     }
-    # The levels follow the README's rule ("Log levels"): a stop, a queued close and a
-    # body's error (raised to the caller) are normal outcomes, INFO; only a close that
-    # failed, so the turn is not stored as it ended, is above it.
+    # The levels follow the documented rule (docs/configuration.md, log levels): a stop, a
+    # queued close and a body's error (raised to the caller) are normal outcomes, INFO; only
+    # a close that failed, so the turn is not stored as it ended, is above it.
     if result.status is TurnState.COMPLETED:
         logger.info("turn.closed", **fields)
     elif result.status is TurnState.ABANDONED:
