@@ -49,7 +49,8 @@ def test_the_block_runs(block: Block, tmp_path: Path) -> None:
     (tmp_path / "block.py").write_text(code, encoding="utf-8")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("NEOTOMA", "OTEL_"))}
     done = subprocess.run(
-        [sys.executable, "block.py"],
+        # a deprecated name in the docs is a failure, not a warning a reader copies
+        [sys.executable, "-W", "error::DeprecationWarning", "block.py"],
         cwd=tmp_path,
         env=env,
         capture_output=True,
