@@ -12,9 +12,7 @@ from __future__ import annotations
 import datetime as _dt
 import enum
 from collections.abc import Mapping
-from typing import Any, Final
-
-import attrs
+from typing import Any, Final, NamedTuple
 
 __all__ = [
     "NO_STOP",
@@ -62,9 +60,12 @@ class Kind(enum.Enum):
     NOTHING = "nothing"
 
 
-@attrs.frozen
-class HookEvent:
-    """One hook input, read. ``turn_id=None``: the session's latest turn."""
+class HookEvent(NamedTuple):
+    """One hook input, read. ``turn_id=None``: the session's latest turn.
+
+    A named tuple, not an attrs class: every hook process builds this class, and attrs
+    would cost it more than the event's own work.
+    """
 
     kind: Kind
     #: the harness's session, prefixed with the harness name (our conversation id)

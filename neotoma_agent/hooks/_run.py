@@ -26,9 +26,7 @@ import os
 import sqlite3
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Final, Protocol
-
-import attrs
+from typing import Any, Final, NamedTuple, Protocol
 
 from ._event import NO_STOP, BadInput, HookEvent, Kind
 from ._state import HookState, PendingTurn
@@ -83,19 +81,25 @@ def harness_module(name: str) -> Harness:
     return module
 
 
-@attrs.frozen
-class StoreSpec:
+# Named tuples, not attrs classes: a hook process builds each class it imports, and an
+# event that only appends to the state file should not pay for attrs.
+
+
+class StoreSpec(NamedTuple):
     """Where turns go: an embedded store file, or a Neotoma server (with an outbox file)."""
 
     db: Path | None = None
     url: str | None = None
-    token: str | None = attrs.field(default=None, repr=False)
+    token: str | None = None
     #: the outbox for closing stores a server could not take (``url`` only)
     outbox: Path | None = None
 
+    def __repr__(self) -> str:
+        # Never the token.
+        return f"StoreSpec(db={self.db!r}, url={self.url!r}, outbox={self.outbox!r})"
 
-@attrs.frozen
-class HookOutcome:
+
+class HookOutcome(NamedTuple):
     """What the command prints: ``stdout`` (JSON text or ``None``) and ``problem`` (one line)."""
 
     stdout: str | None

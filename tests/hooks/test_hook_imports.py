@@ -55,13 +55,15 @@ with open(sys.argv[1], "w") as out:
 """
 
 
-def hook_modules(tmp_path: Path, event: str, payload: dict[str, object]) -> set[str]:
+def hook_modules(
+    tmp_path: Path, event: str, payload: dict[str, object] | bytes, *, quiet: bool = True
+) -> set[str]:
     """The modules a fresh ``neotoma-agent hook claude-code EVENT`` process loaded."""
     report = tmp_path / f"{event}-modules.json"
     argv = ["hook", "claude-code", event, "--db", str(tmp_path / "memory.db")]
     done = subprocess.run(
         [sys.executable, "-c", _RUN, str(report), *argv, "--state", str(tmp_path / "state.db")],
-        input=json.dumps(payload).encode(),
+        input=payload if isinstance(payload, bytes) else json.dumps(payload).encode(),
         capture_output=True,
         env=clean_env(tmp_path),
         cwd=tmp_path,
@@ -69,7 +71,8 @@ def hook_modules(tmp_path: Path, event: str, payload: dict[str, object]) -> set[
         check=False,
     )
     assert done.returncode == 0, done.stderr.decode(errors="replace")
-    assert done.stderr == b"", done.stderr.decode(errors="replace")
+    if quiet:
+        assert done.stderr == b"", done.stderr.decode(errors="replace")
     result = json.loads(report.read_text())
     assert result["status"] == 0
     return set(result["modules"])
@@ -104,3 +107,10 @@ def test_a_prompt_loads_the_store_and_nothing_else_heavy(tmp_path: Path) -> None
 
     assert loaded(modules, NEVER) == set()
     assert {"neotoma_agent.transport.embedded", "neotoma_agent._memory"} <= modules
+
+
+def test_bad_input_loads_no_attrs_and_no_store(tmp_path: Path) -> None:
+    # Refused before any record is made: no attrs class is built, no store opened.
+    modules = hook_modules(tmp_path, "Stop", b"{not json", quiet=False)
+
+    assert loaded(modules, (*NOT_FOR_A_TOOL_USE, "attr", "attrs", "neotoma_agent._tools")) == set()
