@@ -2,7 +2,8 @@
 
 A coding agent starts ``neotoma-agent hook`` as a fresh process for every event, so what
 the process imports is its latency. A tool use only appends to the hook's SQLite state: no
-event loop, no store, no turn engine. A prompt loads the embedded store and the turn engine,
+event loop, no store, no turn engine, no attrs (the tool-call API checks the call when the
+turn's closing store is built). A prompt loads the embedded store and the turn engine,
 never the HTTP client, structlog, the installer or the transcript import. Speed itself is
 measured by ``benchmarks/hook_latency.py``, not asserted here.
 """
@@ -17,6 +18,7 @@ from pathlib import Path
 from cli_support import clean_env
 from hook_support import Hooks, recorded
 
+from neotoma_agent import ToolCall
 from neotoma_agent.hooks import HookState
 
 #: never loaded by a hook process on the embedded store, whatever the event
@@ -44,6 +46,9 @@ NOT_FOR_A_TOOL_USE = (
     "neotoma_agent._identity",
     "neotoma_agent.transport.embedded",
     "neotoma_agent.transport._base",
+    "neotoma_agent._tools",
+    "attr",
+    "attrs",
 )
 
 _RUN = """
@@ -90,14 +95,15 @@ def test_a_tool_use_only_writes_the_state_file(tmp_path: Path) -> None:
     modules = hook_modules(tmp_path, "PostToolUse", inputs["PostToolUse"])
 
     assert loaded(modules, NOT_FOR_A_TOOL_USE) == set()
-    # ...and the call was kept for the turn's closing store (a real one, checked by the API).
+    # ...and the call was kept for the turn's closing store, in the shape the API reads.
     conv = hooks.conversation(inputs["PostToolUse"]["session_id"])
     with HookState(hooks.state) as state:
         turn = state.latest_turn(conv)
         assert turn is not None
         [call] = state.tools(conv, turn)
     assert call["call_id"] == inputs["PostToolUse"]["tool_use_id"]
-    assert "neotoma_agent._tools" in modules
+    checked = ToolCall.from_json(call)
+    assert (checked.name, checked.status) == ("Bash", "ok")
 
 
 def test_a_prompt_loads_the_store_and_nothing_else_heavy(tmp_path: Path) -> None:
@@ -113,4 +119,4 @@ def test_bad_input_loads_no_attrs_and_no_store(tmp_path: Path) -> None:
     # Refused before any record is made: no attrs class is built, no store opened.
     modules = hook_modules(tmp_path, "Stop", b"{not json", quiet=False)
 
-    assert loaded(modules, (*NOT_FOR_A_TOOL_USE, "attr", "attrs", "neotoma_agent._tools")) == set()
+    assert loaded(modules, NOT_FOR_A_TOOL_USE) == set()
