@@ -155,8 +155,8 @@ def tool_record(
     A harness reports a call when it ended; it started ``duration_ms`` earlier (the clock
     is read here, once). Not checked here: the API checks it (``ToolCall.from_json``) when
     the turn's closing store is built, and drops a call it refuses, saying so. A tool use
-    then costs its process no attrs class and no turn engine: it is the commonest event
-    (issue 27's latency goal).
+    then costs its process no attrs class and no turn engine: it is the commonest event,
+    and each one is a fresh process the harness waits for.
     """
     ended = _dt.datetime.now(_dt.timezone.utc)
     started = ended - _dt.timedelta(milliseconds=duration_ms or 0)
