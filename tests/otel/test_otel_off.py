@@ -17,6 +17,22 @@ from neotoma_agent.transport.embedded import EmbeddedStore
 pytestmark = pytest.mark.anyio
 
 
+def run_ok(script: str) -> None:
+    """Run ``script`` in a fresh interpreter (no ``OTEL_*`` variables): it prints ``ok``."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env=env,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "ok\n"
+    assert done.stderr == ""
+
+
 async def test_no_provider_no_trace(tmp_path: Path) -> None:
     async with EmbeddedStore.open(tmp_path / "m.db") as store:
         memory = NeotomaMemory(store, conversation_id="c", platform="tests")
@@ -49,12 +65,7 @@ def test_a_turn_without_opentelemetry_installed(tmp_path: Path) -> None:
         print("ok")
         """
     )
-    done = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=False
-    )
-    assert done.returncode == 0, done.stderr
-    assert done.stdout == "ok\n"
-    assert done.stderr == ""
+    run_ok(script)
 
 
 def test_nothing_imported_opentelemetry_so_a_turn_does_not_either(tmp_path: Path) -> None:
@@ -95,15 +106,4 @@ def test_nothing_imported_opentelemetry_so_a_turn_does_not_either(tmp_path: Path
         print("ok")
         """
     )
-    env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
-    done = subprocess.run(
-        [sys.executable, "-c", script],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-        env=env,
-    )
-    assert done.returncode == 0, done.stderr
-    assert done.stdout == "ok\n"
-    assert done.stderr == ""
+    run_ok(script)
