@@ -26,9 +26,7 @@ import os
 import sqlite3
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Final, Protocol
-
-import attrs
+from typing import Any, Final, NamedTuple, Protocol
 
 from ._event import NO_STOP, BadInput, HookEvent, Kind
 from ._state import HookState, PendingTurn
@@ -83,19 +81,25 @@ def harness_module(name: str) -> Harness:
     return module
 
 
-@attrs.frozen
-class StoreSpec:
+# Named tuples, not attrs classes: a hook process builds each class it imports, and an
+# event that only appends to the state file should not pay for attrs.
+
+
+class StoreSpec(NamedTuple):
     """Where turns go: an embedded store file, or a Neotoma server (with an outbox file)."""
 
     db: Path | None = None
     url: str | None = None
-    token: str | None = attrs.field(default=None, repr=False)
+    token: str | None = None
     #: the outbox for closing stores a server could not take (``url`` only)
     outbox: Path | None = None
 
+    def __repr__(self) -> str:
+        # Never the token.
+        return f"StoreSpec(db={self.db!r}, url={self.url!r}, outbox={self.outbox!r})"
 
-@attrs.frozen
-class HookOutcome:
+
+class HookOutcome(NamedTuple):
     """What the command prints: ``stdout`` (JSON text or ``None``) and ``problem`` (one line)."""
 
     stdout: str | None
@@ -289,9 +293,10 @@ async def _deliver_all(
             platform=harness,
             retrieval_timeout=RETRIEVAL_TIMEOUT,
         )
+        left_out = 0
         for row in due:
             try:
-                await _deliver_turn(memory, row, state, context_chars)
+                left_out += await _deliver_turn(memory, row, state, context_chars)
             except _Refused as exc:
                 # Retrying would fail the same way and hold up the session's later turns.
                 state.drop(conv, row.turn_id)
@@ -305,12 +310,13 @@ async def _deliver_all(
                     state.drop(conv, row.turn_id)
                     return f"store failed {failures} times, dropped: {_describe(exc)}"
                 return f"store failed, kept for the next event: {_describe(exc)}"
+    if left_out:
+        return f"stored; {left_out} tool call(s) left out: the tool-call API refused them"
     return None
 
 
-async def _deliver_turn(
-    memory: Any, row: PendingTurn, state: HookState, context_chars: int
-) -> None:
+async def _deliver_turn(memory: Any, row: PendingTurn, state: HookState, context_chars: int) -> int:
+    """Deliver what is due of one turn; how many of its tool calls were left out."""
     from neotoma_agent import APIError, IdempotencyMismatchError
 
     conv, turn = row.conversation_id, row.turn_id
@@ -327,8 +333,8 @@ async def _deliver_turn(
                 context=opened.context(max_chars=context_chars),
             )
         if row.ending is None:
-            return
-        tools = _tool_calls(state.tools(conv, turn))
+            return 0
+        tools, left_out = _tool_calls(state.tools(conv, turn))
         if row.ending == "completed":
             await memory.close_turn(
                 turn,
@@ -349,6 +355,7 @@ async def _deliver_turn(
                 model=row.model,
             )
         state.closed(conv, turn, row.ending)
+        return left_out
     except IdempotencyMismatchError as exc:
         # This turn id was stored before with other text (e.g. the same harness turn id
         # sent again with another prompt): the store keeps the first.
@@ -370,11 +377,21 @@ def _transient(exc: BaseException) -> bool:
     return isinstance(exc, APIError) and (exc.status >= 500 or exc.status == 429)
 
 
-def _tool_calls(records: list[dict[str, Any]]) -> list[Any]:
-    """The kept calls as the tool-call API's records (checked when they were kept)."""
-    from neotoma_agent import ToolCall
+def _tool_calls(records: list[dict[str, Any]]) -> tuple[list[Any], int]:
+    """The kept calls as the tool-call API's records, checked now; and how many it refused.
 
-    return [ToolCall.from_json(record) for record in records]
+    A call the API refuses (a value that is not plain JSON, a name with outer whitespace)
+    is left out: the turn and its other calls are stored all the same.
+    """
+    from neotoma_agent import ToolCall, ValidationError
+
+    calls, refused = [], 0
+    for record in records:
+        try:
+            calls.append(ToolCall.from_json(record))
+        except (TypeError, ValueError, ValidationError):
+            refused += 1
+    return calls, refused
 
 
 def _outbox_waiting(spec: StoreSpec) -> bool:
