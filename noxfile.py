@@ -2,10 +2,11 @@
 each command is written here once.
 
 ``nox`` (no arguments) runs ``lint``, ``typecheck`` and ``tests``; CI runs ``lint``,
-``typecheck`` and ``coverage`` (``tests`` under line coverage). The others: ``lowest``
+``typecheck``, ``docs`` and ``coverage`` (``tests`` under line coverage). The others: ``lowest``
 (the suite on the lowest dependency versions pyproject.toml allows), ``slow`` (the long
 sweeps), ``bench_smoke`` (the benchmarks at their smallest sizes, as tests) and ``bench``
-(the benchmarks themselves, writing their figures), ``integrations`` (the framework
+(the benchmarks themselves, writing their figures), ``docs`` (the documentation site,
+built with warnings as errors), ``integrations`` (the framework
 extras installed), ``hooks`` (the real Claude Code and Codex programs), ``browser`` (the web view in
 headless Chromium).
 """
@@ -94,6 +95,20 @@ def coverage(session: nox.Session) -> None:
     session.run("coverage", "erase")
     session.run("coverage", "run", "-m", "pytest", DURATIONS, *session.posargs)
     session.run("coverage", "report")
+
+
+@nox.session
+def docs(session: nox.Session) -> None:
+    """Build the documentation site (mkdocs.yml) with warnings as errors, as CI does: a
+    broken link, a missing anchor, an unresolved docstring or a snippet that names nothing
+    fails the build. The site goes to a temporary folder (``mkdocs serve`` to read it).
+    """
+    session.install("-e", ".[docs]")
+    site = Path(session.create_tmp()) / "site"
+    # mkdocs-material prints a banner about MkDocs 2.0 on every build unless told not to.
+    session.run(
+        "mkdocs", "build", "--strict", "--site-dir", str(site), env={"NO_MKDOCS_2_WARNING": "1"}
+    )
 
 
 @nox.session

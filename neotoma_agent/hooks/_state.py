@@ -27,9 +27,7 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Final, Literal
-
-import attrs
+from typing import Any, Final, Literal, NamedTuple
 
 __all__ = ["Ending", "HookState", "PendingTurn", "Phase"]
 
@@ -84,9 +82,11 @@ CREATE TABLE IF NOT EXISTS fired (
 """
 
 
-@attrs.frozen
-class PendingTurn:
-    """A turn row with something still to deliver (or the current turn of a prompt)."""
+class PendingTurn(NamedTuple):
+    """A turn row with something still to deliver (or the current turn of a prompt).
+
+    A named tuple: every hook process builds the class, and attrs costs more.
+    """
 
     conversation_id: str
     turn_id: str
