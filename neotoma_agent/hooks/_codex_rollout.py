@@ -86,8 +86,12 @@ def read_codex(path: Path, counts: ReadCounts) -> Iterator[TranscriptTurn]:
     current: _Turn | None = None
 
     def ended(turn: _Turn, ending: str, reply: str, error: str | None) -> TranscriptTurn | None:
-        if conv is None or turn.user is None:
-            counts.bad_lines += 1  # a turn end with no session or no prompt before it
+        if conv is None:
+            counts.bad_lines += 1  # a turn end with no session line before it
+            return None
+        if turn.user is None:
+            # A turn the person did not prompt (a compaction, a review): not a turn of theirs.
+            counts.skipped["turn without a prompt"] += 1
             return None
         return TranscriptTurn(
             conv,

@@ -126,3 +126,18 @@ def test_a_session_the_hooks_captured_writes_nothing_new(
         assert status == 0, scenario
         assert f"0 turns stored, 0 stored as abandoned (no reply), {turns} already" in out
         assert observations(hooks.db) == before, scenario
+
+
+def test_a_turn_nobody_prompted_is_skipped_and_counted(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A compaction or a review runs as a turn with no prompt of the person's.
+    lines = (ROLLOUTS / "completed" / "rollout.jsonl").read_text().splitlines()
+    unprompted = tmp_path / "rollout-unprompted.jsonl"
+    unprompted.write_text("\n".join(x for x in lines if '"UserMessage"' not in x) + "\n")
+    db = tmp_path / "memory.db"
+    status, out = run_import(capsys, db, unprompted)
+    assert status == 0
+    assert "0 turns stored, 0 stored as abandoned" in out
+    assert "1 turn without a prompt" in out
+    assert observations(db) == 0
