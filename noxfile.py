@@ -7,12 +7,13 @@ each command is written here once.
 sweeps), ``bench_smoke`` (the benchmarks at their smallest sizes, as tests) and ``bench``
 (the benchmarks themselves, writing their figures), ``docs`` (the documentation site,
 built with warnings as errors), ``integrations`` (the framework
-extras installed), ``hooks`` (the real Claude Code program), ``browser`` (the web view in
+extras installed), ``hooks`` (the real Claude Code and Codex programs), ``browser`` (the web view in
 headless Chromium).
 """
 
 from __future__ import annotations
 
+import shutil
 import sys
 from pathlib import Path
 
@@ -164,11 +165,24 @@ def integrations(session: nox.Session) -> None:
     )
 
 
+#: the Codex release the hooks' fixtures were recorded from (tests/data/hooks/codex)
+CODEX = "@openai/codex@0.171.0"
+
+
 @nox.session
 def hooks(session: nox.Session) -> None:
-    """The coding-agent hooks against the real Claude Code program (claude-agent-sdk, 380 MB)."""
+    """The coding-agent hooks against the real Claude Code program (claude-agent-sdk, 380 MB)
+    and the real Codex program (npm's @openai/codex, a native binary, 100 MB)."""
     session.install("-e", ".[test]", "claude-agent-sdk")
-    session.run("pytest", "-m", "slow", "tests/hooks", *session.posargs)
+    env = {}
+    if shutil.which("npm"):
+        prefix = Path(session.create_tmp()) / "codex"
+        session.run("npm", "install", "--prefix", str(prefix), "--no-audit", "--no-fund",
+                    CODEX, external=True, silent=True)  # fmt: skip
+        native = sorted(prefix.glob("node_modules/@openai/codex-*/vendor/*/bin/codex"))
+        if native:
+            env["CODEX_PROGRAM"] = str(native[0])
+    session.run("pytest", "-m", "slow", "tests/hooks", *session.posargs, env=env)
 
 
 @nox.session

@@ -51,6 +51,9 @@ DEFAULT_CONTEXT_CHARS: Final = 4000
 MAX_ATTEMPTS: Final = 3
 #: seconds retrieval may take on a prompt (the person is waiting for the model)
 RETRIEVAL_TIMEOUT: Final = 1.5
+#: seconds another session's due store waits before a prompt delivers it, and how many
+STALE_AFTER: Final = 30.0
+STALE_MAX: Final = 20
 
 HARNESSES: Final = ("claude-code", "codex", "cursor")
 
@@ -188,17 +191,23 @@ def _handle(
         turn, problem = _record(module, event, state)
         if problem is not None:
             return HookOutcome(neutral, problem)
-        due = state.due(conv)
+        batches = [(conv, state.due(conv))]
+        if event.kind is Kind.PROMPT:
+            # A prompt loads the store anyway: it also delivers what other sessions left
+            # (their last hook killed as the harness exited: no later event of theirs).
+            stale = state.stale(module.NAME, besides=conv, idle=STALE_AFTER, limit=STALE_MAX)
+            for pending in stale:
+                if batches[-1][0] != pending.conversation_id:
+                    batches.append((pending.conversation_id, []))
+                batches[-1][1].append(pending)
         context: str | None = None
         failure: str | None = None
-        if due or _outbox_waiting(store):
+        if any(rows for _, rows in batches) or _outbox_waiting(store):
             # Only now the event loop and the store are loaded: an event with nothing to
             # deliver (most tool uses) costs a state write and no more.
             import anyio
 
-            failure = anyio.run(
-                _deliver, budget, module.NAME, conv, due, state, store, context_chars
-            )
+            failure = anyio.run(_deliver, budget, module.NAME, batches, state, store, context_chars)
         if turn is not None and event.kind is Kind.PROMPT:
             row = state.get(conv, turn)
             context = None if row is None else row.context
@@ -258,49 +267,58 @@ def _new_turn_id() -> str:
 async def _deliver(
     budget: float,
     harness: str,
-    conv: str,
-    due: list[PendingTurn],
+    batches: list[tuple[str, list[PendingTurn]]],
     state: HookState,
     spec: StoreSpec,
     context_chars: int,
 ) -> str | None:
-    """Deliver the session's due stores in order, within ``budget`` seconds; the problem."""
+    """Deliver each session's due stores in order, within ``budget`` seconds; the problem."""
     import anyio
 
     with anyio.move_on_after(budget):
-        return await _deliver_all(harness, conv, due, state, spec, context_chars)
+        async with _open_store(spec) as transport:
+            if spec.url and spec.outbox is not None:
+                # Closing stores an earlier event queued go first (the server may be back).
+                await transport.flush_outbox()
+            first: str | None = None
+            for conv, due in batches:
+                problem, failed = await _deliver_all(
+                    transport, harness, conv, due, state, context_chars
+                )
+                first = first or problem
+                if failed:
+                    break  # the store failed: the next sessions wait for a later event
+        return first
     return f"the store did not answer within {budget:g} s; kept for later"
 
 
 async def _deliver_all(
+    transport: Any,
     harness: str,
     conv: str,
     due: list[PendingTurn],
     state: HookState,
-    spec: StoreSpec,
     context_chars: int,
-) -> str | None:
+) -> tuple[str | None, bool]:
     # Stops at the first store that fails for now: a session's turns land in order.
+    # Returns the problem to report, and whether a store failed.
     from neotoma_agent import NeotomaMemory
 
-    async with _open_store(spec) as transport:
-        if spec.url and spec.outbox is not None:
-            # Closing stores an earlier event queued go first (the server may be back).
-            await transport.flush_outbox()
+    left_out = 0
+    if due:
         memory = NeotomaMemory(
             transport,
             conversation_id=conv,
             platform=harness,
             retrieval_timeout=RETRIEVAL_TIMEOUT,
         )
-        left_out = 0
         for row in due:
             try:
                 left_out += await _deliver_turn(memory, row, state, context_chars)
             except _Refused as exc:
                 # Retrying would fail the same way and hold up the session's later turns.
                 state.drop(conv, row.turn_id)
-                return f"refused by the store, dropped: {exc}"
+                return f"refused by the store, dropped: {exc}", True
             except Exception as exc:
                 # Tried again by the next events. A store that is away (or locked) is waited
                 # for as long as it takes; any other failure that repeats is given up rather
@@ -308,11 +326,11 @@ async def _deliver_all(
                 failures = state.failed(conv, row.turn_id)
                 if not _transient(exc) and failures >= MAX_ATTEMPTS:
                     state.drop(conv, row.turn_id)
-                    return f"store failed {failures} times, dropped: {_describe(exc)}"
-                return f"store failed, kept for the next event: {_describe(exc)}"
+                    return f"store failed {failures} times, dropped: {_describe(exc)}", True
+                return f"store failed, kept for the next event: {_describe(exc)}", True
     if left_out:
-        return f"stored; {left_out} tool call(s) left out: the tool-call API refused them"
-    return None
+        return f"stored; {left_out} tool call(s) left out: the tool-call API refused them", False
+    return None, False
 
 
 async def _deliver_turn(memory: Any, row: PendingTurn, state: HookState, context_chars: int) -> int:
