@@ -12,6 +12,7 @@ for ``memory.tools``).
 from __future__ import annotations
 
 import functools
+import operator
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final
 
@@ -98,12 +99,19 @@ def calls_by_turn_key(
     snapshots: Iterable[EntitySnapshot],
 ) -> dict[str, tuple[StoredToolCall, ...]]:
     """Tool-call snapshots a store sent with a history page, grouped by their turn key."""
-    grouped: dict[str, dict[str, StoredToolCall]] = {}
+    grouped: dict[str, dict[str, Mapping[str, Any]]] = {}
     for snap in snapshots:  # pages may repeat a turn's calls: one each, by entity id
-        key = snap.snapshot.get("turn_key")
+        fields = snap.snapshot
+        key = fields.get("turn_key")
         if snap.entity_type == _TOOL_TYPE and isinstance(key, str):
-            grouped.setdefault(key, {})[snap.entity_id] = _call(snap.entity_id, snap.snapshot)
-    return {key: _ordered(calls.values()) for key, calls in grouped.items()}
+            calls = grouped.get(key)
+            if calls is None:
+                calls = grouped[key] = {}
+            calls[snap.entity_id] = fields
+    return {
+        key: _ordered([_call(entity_id, fields) for entity_id, fields in calls.items()])
+        for key, calls in grouped.items()
+    }
 
 
 async def _tool_ids(transport: Transport, record_id: str) -> list[str]:
@@ -116,9 +124,13 @@ async def _tool_ids(transport: Transport, record_id: str) -> list[str]:
     return list(dict.fromkeys(e.id for e in related.entities if e.entity_type == _TOOL_TYPE))
 
 
+# The order calls are read in: by invoked_at, then name, then id (a C key: a history page
+# sorts every call of its turns).
+_ORDER: Final = operator.attrgetter("invoked_at", "name", "entity_id")
+
+
 def _ordered(calls: Iterable[StoredToolCall | None]) -> tuple[StoredToolCall, ...]:
-    kept = [c for c in calls if c is not None]
-    return tuple(sorted(kept, key=lambda c: (c.invoked_at, c.name, c.entity_id)))
+    return tuple(sorted([c for c in calls if c is not None], key=_ORDER))
 
 
 async def read_turn_tools(transport: Transport, record_id: str) -> tuple[StoredToolCall, ...]:
