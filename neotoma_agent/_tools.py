@@ -390,8 +390,10 @@ class ToolLog:
 
     __slots__ = (
         "_by_call_id",
+        "_by_given",
         "_by_identity",
         "_calls",
+        "_closed",
         "_folded",
         "_latest",
         "_lock",
@@ -401,13 +403,17 @@ class ToolLog:
     def __init__(self, turn_key: str) -> None:
         self._turn_key = turn_key
         self._calls: list[ToolCall] = []
-        self._by_call_id: dict[str, ToolCall] = {}
+        # call id -> (the call as given, the call as kept: maybe moved on)
+        self._by_call_id: dict[str, tuple[ToolCall, ToolCall]] = {}
+        # (folded tool name, the millisecond given) -> the calls given there, as kept
+        self._by_given: dict[tuple[str, int], list[tuple[ToolCall, ToolCall]]] = {}
         # (folded tool name, millisecond) -> the call that holds it
         self._by_identity: dict[tuple[str, int], ToolCall] = {}
         # folded tool name -> the latest millisecond one of its calls holds
         self._latest: dict[str, int] = {}
         self._folded: dict[str, str] = {}
         self._lock = threading.Lock()
+        self._closed = False
 
     def __len__(self) -> int:
         return len(self._calls)
@@ -418,6 +424,11 @@ class ToolLog:
         with self._lock:
             return tuple(sorted(self._calls, key=lambda c: c.invoked_at))
 
+    def close(self) -> None:
+        """The turn's closing store has landed: a call recorded from now on is refused."""
+        with self._lock:
+            self._closed = True
+
     def add(self, call: ToolCall, *, clock_given: bool = True) -> ToolCall:
         """Record ``call``; return the record kept (an earlier one, or ``call`` moved on).
 
@@ -426,16 +437,22 @@ class ToolLog:
         earlier one is another call (moved to a free millisecond), not a repeat.
         """
         with self._lock:
+            if self._closed:
+                raise TurnStateError(
+                    "cannot record a tool call: the turn is closed (its closing store is "
+                    "written, so the call would never be stored)"
+                )
             if call.call_id is not None:
-                earlier = self._by_call_id.get(call.call_id)
-                if earlier is not None:
-                    same = earlier._same_call(call) and (
+                seen = self._by_call_id.get(call.call_id)
+                if seen is not None:
+                    # Compared with the call as it was given, not as kept: a call moved off a
+                    # busy millisecond and handed over again is still the same call.
+                    given, kept = seen
+                    same = given._same_call(call) and (
                         not clock_given
                         or (
-                            earlier.invoked_at == call.invoked_at
-                            and (
-                                call.duration_ms is None or earlier.duration_ms == call.duration_ms
-                            )
+                            given.invoked_at == call.invoked_at
+                            and (call.duration_ms is None or given.duration_ms == call.duration_ms)
                         )
                     )
                     if not same:
@@ -443,22 +460,27 @@ class ToolLog:
                             f"tool call id {call.call_id!r} was already recorded in this turn "
                             "with different content (a call id names one call)"
                         )
-                    return earlier
+                    return kept
             name = self._fold(call.name)
             ms = stored_ms(call.invoked_at)
-            holder = self._by_identity.get((name, ms))
-            if holder is not None:
-                if clock_given and holder == call and call.call_id is None:
-                    # A record handed over again (its time given, not read now): the same
-                    # call, one entity. Two calls timed now are two calls, however alike.
-                    return holder
+            if clock_given and call.call_id is None:
+                for given, kept in self._by_given.get((name, ms), ()):
+                    if given == call:
+                        # A record handed over again (its time given, not read now): the
+                        # same call, one entity, wherever it was moved. Two calls timed now
+                        # are two calls, however alike.
+                        return kept
+            original, given_ms = call, ms
+            if (name, ms) in self._by_identity:
                 # Past every millisecond this tool holds: free, and found in one step.
                 ms = self._latest[name] + 1
                 call = _at(call, iso_ms(ms))
             self._by_identity[(name, ms)] = call
             self._latest[name] = max(ms, self._latest.get(name, ms))
             if call.call_id is not None:
-                self._by_call_id[call.call_id] = call
+                self._by_call_id[call.call_id] = (original, call)
+            elif clock_given:
+                self._by_given.setdefault((name, given_ms), []).append((original, call))
             self._calls.append(call)
             return call
 
