@@ -1,11 +1,12 @@
 """Benchmark: what tool calls cost a turn, on the embedded store and over the dev server.
 
     python benchmarks/tool_calls.py [--turns 30] [--quick] [--baseline SRC] [--rounds N]
-                                    [--json PATH]
+                                    [--history-turns 5] [--json PATH]
 
 For a turn with 0, 5 and 50 tool calls (``t.record_tool`` with small arguments and a small
 result, as a framework reports them; each turn reads the last 5 turns' history, calls
-included, as a turn does by default), each row gives:
+included, as a turn does by default: ``--history-turns`` sets it, 0 for none), each row
+gives:
 
 - ``lib_us_per_call``: the library's own CPU per call, ``(lib(n) - lib(0)) / n``, where
   ``lib`` is the CPU of the thread the turn runs on: on the embedded store its SQLite work
@@ -33,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import json
 import os
 import socket
@@ -192,14 +194,21 @@ def _delayed(inner: Any) -> Any:
 
 
 async def measure(
-    transport: Any, turns: int, calls: tuple[int, ...], db: Path, store_cpu: Callable[[], float]
+    transport: Any,
+    turns: int,
+    calls: tuple[int, ...],
+    db: Path,
+    store_cpu: Callable[[], float],
+    history: int,
 ) -> list[dict[str, Any]]:
     from neotoma_agent import NeotomaMemory
     from neotoma_agent.testing import RecordingTransport
 
     rows = []
     for n in calls:
-        memory = NeotomaMemory(transport, conversation_id=f"bench-{n}", platform="bench")
+        memory = NeotomaMemory(
+            transport, conversation_id=f"bench-{n}", platform="bench", history_turns=history
+        )
         for i in range(6):  # warm, and a full history (5 turns) for every timed turn
             await one_turn(memory, n, -1 - i)
         before = used_bytes(db)
@@ -237,7 +246,7 @@ async def measure(
     return rows
 
 
-async def work(turns: int) -> dict[str, Any]:
+async def work(turns: int, history: int) -> dict[str, Any]:
     """One tree's figures (the package this process imports)."""
     import neotoma_agent
     from neotoma_agent import EmbeddedStore, HttpTransport, RetryPolicy, Turn
@@ -250,30 +259,33 @@ async def work(turns: int) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp:
         db = Path(tmp) / "embedded.db"
         async with EmbeddedStore.open(db) as embedded:
-            out["embedded"] = await measure(embedded, turns, calls, db, lambda: 0.0)
+            out["embedded"] = await measure(embedded, turns, calls, db, lambda: 0.0, history)
         db = Path(tmp) / "served.db"
         async with (
             dev_server(db) as (url, pid),
             HttpTransport(url, retry=RetryPolicy(backoff=False)) as http,
         ):
-            out["dev server"] = await measure(http, turns, calls, db, lambda: _proc_cpu(pid))
+            cpu = functools.partial(_proc_cpu, pid)
+            out["dev server"] = await measure(http, turns, calls, db, cpu, history)
     return out
 
 
-def worker(turns: int) -> None:
+def worker(turns: int, history: int) -> None:
     import anyio
 
     _quiet()
-    print(json.dumps(anyio.run(work, turns)))
+    print(json.dumps(anyio.run(work, turns, history)))
 
 
 # ------------------------------------------------------------------ the parent (trees, rounds)
 
 
-def run_tree(tree: Path, turns: int) -> dict[str, Any]:
+def run_tree(tree: Path, turns: int, history: int) -> dict[str, Any]:
     env = {**os.environ, "PYTHONPATH": str(tree)}
+    script = str(Path(__file__).resolve())
+    sizes = ["--turns", str(turns), "--history-turns", str(history)]
     done = subprocess.run(
-        [sys.executable, str(Path(__file__).resolve()), "--worker", "--turns", str(turns)],
+        [sys.executable, script, "--worker", *sizes],
         env=env,
         capture_output=True,
         text=True,
@@ -305,15 +317,16 @@ def _best(rounds: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def run(turns: int, rounds: int, baseline: Path | None) -> dict[str, Any]:
+def run(turns: int, rounds: int, baseline: Path | None, history: int = 5) -> dict[str, Any]:
     trees = {"new": ROOT} if baseline is None else {"new": ROOT, "baseline": baseline}
     results: dict[str, list[dict[str, Any]]] = {name: [] for name in trees}
     for _ in range(rounds):
         for name, tree in trees.items():  # interleaved: each round sees both the same
-            results[name].append(run_tree(tree, turns))
+            results[name].append(run_tree(tree, turns, history))
     report: dict[str, Any] = {
         "turns": turns,
         "rounds": rounds,
+        "history_turns": history,
         "target_us_per_call": TARGET_US,
         **_best(results["new"]),
         "python": sys.version.split()[0],
@@ -336,8 +349,9 @@ def render(report: dict[str, Any]) -> str:
     if base is not None:
         record += f" (baseline {_cell(base, 'record_us_per_call')} us)"
     lines = [
-        f"tool calls per turn: {report['turns']} turns per row, best of {report['rounds']} "
-        f"round(s); goal <= {report['target_us_per_call']:.0f} us of library CPU per call",
+        f"tool calls per turn: {report['turns']} turns per row ({report['history_turns']} "
+        f"history turns each), best of {report['rounds']} round(s); "
+        f"goal <= {report['target_us_per_call']:.0f} us of library CPU per call",
         record,
     ]
     columns = [
@@ -374,15 +388,16 @@ def main() -> None:
     parser.add_argument(
         "--baseline", type=Path, metavar="SRC", help="also measure the package in this tree"
     )
+    parser.add_argument("--history-turns", type=int, default=5, help="each turn's history read")
     parser.add_argument("--json", type=Path)
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     turns = 3 if args.quick else args.turns
     if args.worker:
-        worker(turns)
+        worker(turns, args.history_turns)
         return
     rounds = args.rounds or (1 if args.quick or args.baseline is None else 2)
-    report = run(turns, rounds, args.baseline)
+    report = run(turns, rounds, args.baseline, args.history_turns)
     print(render(report))
     if args.json:
         args.json.write_text(json.dumps(report, indent=2) + "\n")
