@@ -124,6 +124,8 @@ class OpenTurn:
         :class:`OpenTurn` or its id) writes every call recorded here, plus any passed as
         ``tools=``. A call recorded in another process travels as
         ``ToolCall.create(...).to_json()`` and comes back with :meth:`ToolCall.from_json`.
+        Once this turn is closed (``close_turn`` / ``abandon_turn`` landed), recording
+        raises :class:`~neotoma_agent.TurnStateError`: the call would never be stored.
         """
         call = ToolCall.create(
             name,
@@ -604,6 +606,7 @@ class NeotomaMemory(MemorySettings):
         if close_error is not None:
             raise close_failure(opened.keys, close_error)
         if handle is not None:
+            handle._tools.close()  # a call recorded on it now would never be stored
             self._open_turns.pop(handle.turn_id, None)
         return result
 

@@ -229,7 +229,18 @@ def test_tool_calls_keep_a_turn_at_two_stores_and_two_rounds(tmp_path: Path) -> 
         for row in rows.values():
             assert row["stores_per_turn"] == 2
             assert row["requests_per_turn"] == 3  # the history read brings the calls along
+            assert row["rounds_per_turn"] == 2
         assert rows[50]["bytes_per_call"] > 0
+        assert rows[50]["lib_us_per_call"] > 0
+        assert rows[50]["total_us_per_call"] >= rows[50]["lib_us_per_call"] * 0.5
+
+
+def test_tool_calls_compares_a_baseline_tree_side_by_side(tmp_path: Path) -> None:
+    root = BENCHMARKS.parent
+    report = run_benchmark("tool_calls", "--quick", "--baseline", str(root), tmp_path=tmp_path)
+    assert report["baseline"]["tree"] == str(root)
+    assert Path(report["baseline"]["package"]).resolve() == root.resolve()
+    assert [r["calls"] for r in report["baseline"]["embedded"]] == [0, 5, 50]
 
 
 @pytest.mark.slow  # about 10 s: some thirty fresh interpreters
