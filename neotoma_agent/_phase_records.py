@@ -57,6 +57,9 @@ class CloseOutcome:
     queued: bool = False
     #: the ids the store gave the tool calls, in the order of ``tools``
     tool_ids: tuple[str, ...] = ()
+    #: which of ``produced_ids`` this store created (the rest existed and were updated;
+    #: a replay or a queued store created nothing this time)
+    created_ids: tuple[str, ...] = ()
 
 
 @attrs.define

@@ -606,14 +606,20 @@ class Phases:
         tools: Sequence[ToolCall] = (),
     ) -> CloseOutcome:
         # What a closing store wrote, read off its answer (or the ids a queued one will get).
+        produced_ids = _produced_ids(stored, payload, produced)
         return CloseOutcome(
             stored_status=status,
             assistant_message_id=self.assistant_id(stored, payload),
             turn_record_id=_entry_id(stored, payload.turn_record_index, "conversation_turn"),
             replayed=stored.replayed,
-            produced_ids=_produced_ids(stored, payload, produced),
+            produced_ids=produced_ids,
             queued=stored.queued,
             tool_ids=tool_ids(stored, payload),
+            created_ids=tuple(
+                entity_id
+                for entity_id, index in zip(produced_ids, payload.produced_indexes, strict=True)
+                if _created(stored, index)
+            ),
         )
 
     async def shielded(

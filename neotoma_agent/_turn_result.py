@@ -137,6 +137,9 @@ class TurnResult:
     #: ids of the entities the reply produced (``t.remember``), written in the closing
     #: store, completed or abandoned
     produced_ids: tuple[str, ...] = ()
+    #: which of :attr:`produced_ids` the closing store created (the others existed and were
+    #: updated; a replayed or queued store created nothing)
+    created_ids: tuple[str, ...] = ()
     #: the tool calls stored with the turn, ordered by ``invoked_at``
     tools: tuple[ToolCall, ...] = attrs.field(default=(), eq=False, repr=False)
     #: the ``tool_invocation`` entity ids of :attr:`tools`, in the same order
@@ -210,6 +213,7 @@ def finish(
         close_error=close_error,
         replayed=False if outcome is None else outcome.replayed,
         produced_ids=() if outcome is None else outcome.produced_ids,
+        created_ids=() if outcome is None else outcome.created_ids,
         tools=tools,
         tool_ids=() if outcome is None else outcome.tool_ids,
         queued=False if outcome is None else outcome.queued,

@@ -130,6 +130,7 @@ EXPECTED_QA = {
     "ReportEntity",
     "ReportRepair",
     "resolve_inspector_base_url",
+    "resolve_ui_url",
 }
 
 EXPECTED_TESTING = {"Call", "FaultyTransport", "RecordingTransport", "key_phase"}

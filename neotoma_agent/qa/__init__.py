@@ -48,6 +48,7 @@ from ._report import (
     TurnReportInput,
     render_turn_report,
     resolve_inspector_base_url,
+    resolve_ui_url,
 )
 from ._severity import Severity
 
@@ -80,6 +81,7 @@ __all__ = [  # sorted
     "diagnose_turn",
     "render_turn_report",
     "resolve_inspector_base_url",
+    "resolve_ui_url",
 ]
 
 for _name in __all__:
