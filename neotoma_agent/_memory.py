@@ -112,7 +112,7 @@ class NeotomaMemory(MemorySettings):
     retrieval scores below it are candidates only (``Retrieved.candidates``), never
     retrieved or linked. ``retriever``: an application's own :class:`~neotoma_agent.Retriever`
     (an embedding search), merged into the ranking under the same deadline. How entities
-    are scored and ordered: ``neotoma_agent._ranking`` and the README ("Retrieval").
+    are scored and ordered: ``neotoma_agent._ranking`` and the retrieval guide (docs/retrieval.md).
 
     Tool calls (``t.tool``, ``t.record_tool``) are stored with their arguments and result on
     the ``tool_invocation`` observation: ``tool_payloads="full"`` (the default) keeps each

@@ -151,7 +151,7 @@ class OpenTurn:
         coding agent's hooks) renders it right after ``open_turn``::
 
             opened = await memory.open_turn("What about Acme Corp?", turn_id=prompt_id)
-            prompt = f"{opened.context(max_chars=2000)}\n\nUser: {opened.user_message}"
+            prompt = f"{opened.context(max_chars=2000)}\\n\\nUser: {opened.user_message}"
 
         ``history``, ``max_tokens`` and ``count_tokens`` as :meth:`Turn.context` takes them;
         ``ValueError`` for a ``max_chars`` that is not an int >= 0.
