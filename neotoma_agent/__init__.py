@@ -34,7 +34,7 @@ with lazy_exports(globals(), moved=dict.fromkeys(_MOVED_TO_QA, "neotoma_agent.qa
     from ._forget import Forgotten as Forgotten
     from ._history import HistoryTurn as HistoryTurn
     from ._memory import NeotomaMemory as NeotomaMemory
-    from ._memory import OpenTurn as OpenTurn
+    from ._open_turn import OpenTurn as OpenTurn
     from ._payloads import Produced as Produced
     from ._retrieval import Extractor as Extractor
     from ._retrieval import RetrievalQuery as RetrievalQuery
@@ -48,8 +48,8 @@ with lazy_exports(globals(), moved=dict.fromkeys(_MOVED_TO_QA, "neotoma_agent.qa
     from ._tools import ActiveToolCall as ActiveToolCall
     from ._tools import ToolCall as ToolCall
     from ._turn import Turn as Turn
-    from ._turn import TurnResult as TurnResult
-    from ._turn import TurnState as TurnState
+    from ._turn_result import TurnResult as TurnResult
+    from ._turn_result import TurnState as TurnState
     from ._version import __version__ as __version__
     from .exceptions import APIError as APIError
     from .exceptions import AuthenticationError as AuthenticationError

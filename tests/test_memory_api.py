@@ -19,8 +19,7 @@ from turn_support import (
     turn_record,
 )
 
-from neotoma_agent._memory import NeotomaMemory, OpenTurn
-from neotoma_agent._turn import TurnState
+from neotoma_agent import NeotomaMemory, OpenTurn, TurnState
 from neotoma_agent.exceptions import IdempotencyMismatchError, TurnStateError
 from neotoma_agent.testing import FaultyTransport, RecordingTransport
 from neotoma_agent.transport.embedded import EmbeddedStore

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import enum
 import importlib
 import importlib.metadata
@@ -301,11 +302,15 @@ def _package_names() -> dict[str, Any]:
     return found
 
 
+#: every name of the package's modules, read once the walk has imported them all
+_NAMES: dict[str, Any] = {}
+
+
 def _hints(obj: Any, globalns: dict[str, Any]) -> dict[str, Any]:
     # Names a module imports only under TYPE_CHECKING come from any module that has them;
     # the module's own names win (two private classes may share a name).
-    extra = {n: v for n, v in _package_names().items() if n not in globalns}
-    return typing.get_type_hints(obj, globalns=globalns, localns=extra)
+    names = collections.ChainMap(globalns, _NAMES)
+    return typing.get_type_hints(obj, globalns=globalns, localns=names)  # type: ignore[arg-type]
 
 
 def _class_hints(cls: type) -> dict[str, Any]:
@@ -362,6 +367,7 @@ def test_every_type_a_public_name_returns_is_importable_from_a_public_module() -
     for module_name in PUBLIC_MODULES:
         module = importlib.import_module(module_name)
         reachable.update(id(getattr(module, n)) for n in module.__all__)
+    _NAMES.update(_package_names())
     todo = [
         (getattr(module, n), f"{name}.{n}")
         for name in WALKED

@@ -10,7 +10,7 @@ import anyio.lowlevel
 import pytest
 from turn_support import db_path, memory, messages, seed, store, targets, turn_record
 
-from neotoma_agent._turn import Turn, TurnState
+from neotoma_agent import Turn, TurnState
 from neotoma_agent.transport.embedded import EmbeddedStore
 from neotoma_agent.wrap import AgentReply, StoppedEarly, with_memory
 

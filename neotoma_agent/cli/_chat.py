@@ -39,7 +39,8 @@ from .._history import HistoryTurn
 from .._keys import validate_conversation_id
 from .._memory import DEFAULT_HISTORY_TURNS, NeotomaMemory
 from .._terminal import printable
-from .._turn import Turn, TurnResult, TurnState
+from .._turn import Turn
+from .._turn_result import TurnResult, TurnState
 from ..transport._base import Entity
 from ..wrap import AgentStream, MemoryAgent, with_memory
 from ._common import CLIError, Command, explain, open_transport, option, store_label

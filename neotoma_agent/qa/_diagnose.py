@@ -28,7 +28,8 @@ from ._actions import (
 from ._severity import Severity, as_severity
 
 if TYPE_CHECKING:
-    from .._turn import Turn, TurnResult
+    from .._turn import Turn
+    from .._turn_result import TurnResult
 
 __all__ = [
     "AttachmentObservation",
@@ -97,7 +98,7 @@ class TurnObservation:
         ``reply`` / ``user_message`` are the exact texts, if the caller still has them: a
         result keeps only ids and lengths, and a repair never invents text.
         """
-        from .._turn import TurnState
+        from .._turn_result import TurnState
 
         user = MessageObservation(result.user_message_id is not None, user_message)
         status = result.status
@@ -313,7 +314,8 @@ def diagnose_turn(observation: TurnObservation | TurnResult | Turn) -> list[Diag
 def _as_observation(value: TurnObservation | TurnResult | Turn) -> TurnObservation:
     if isinstance(value, TurnObservation):
         return value
-    from .._turn import Turn, TurnResult
+    from .._turn import Turn
+    from .._turn_result import TurnResult
 
     if isinstance(value, Turn):
         return TurnObservation.from_result(

@@ -39,7 +39,8 @@ from ._repair import RepairResult, RepairStatus
 from ._severity import Severity, as_severity
 
 if TYPE_CHECKING:
-    from .._turn import Turn, TurnResult
+    from .._turn import Turn
+    from .._turn_result import TurnResult
 
 __all__ = [
     "ReportEntity",
@@ -399,7 +400,8 @@ def _as_input(
 ) -> TurnReportInput:
     if isinstance(source, TurnReportInput):
         return source
-    from .._turn import Turn, TurnResult
+    from .._turn import Turn
+    from .._turn_result import TurnResult
 
     if isinstance(source, Turn):
         return TurnReportInput.from_turn(source, diagnoses=diagnoses)
