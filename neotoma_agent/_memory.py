@@ -288,7 +288,7 @@ class NeotomaMemory:
         memory = NeotomaMemory(store, conversation_id="chat-42", history_turns=5)
         await memory.remember("company", name="Acme Corp", website="acme.com")  # a seed
         async with memory.turn("What do we know about Acme Corp?") as t:
-            prompt = f"{t.context(max_chars=2000)}\n\nUser: {t.user_message}"
+            prompt = f"{t.context(max_chars=2000)}\\n\\nUser: {t.user_message}"
             async for chunk in t.stream(llm(prompt)):   # your model's stream
                 ...
             task = t.remember("task", title="Call Acme Corp", status="open")

@@ -218,6 +218,9 @@ class CloseOutcome:
     queued: bool = False
     #: the ids the store gave the tool calls, in the order of ``tools``
     tool_ids: tuple[str, ...] = ()
+    #: which of ``produced_ids`` this store created (the rest existed and were updated;
+    #: a replay or a queued store created nothing this time)
+    created_ids: tuple[str, ...] = ()
 
 
 @attrs.define
@@ -714,14 +717,20 @@ class Phases:
     ) -> CloseOutcome:
         # What a closing store wrote, read off its answer (or the ids a queued one will get).
         stored = outcome.result
+        produced_ids = _produced_ids(stored, payload, produced)
         return CloseOutcome(
             stored_status=status,
             assistant_message_id=self.assistant_id(stored, payload),
             turn_record_id=_entry_id(stored, payload.turn_record_index, "conversation_turn"),
             replayed=stored.replayed,
-            produced_ids=_produced_ids(stored, payload, produced),
+            produced_ids=produced_ids,
             queued=outcome.queued,
             tool_ids=tool_ids(stored, payload),
+            created_ids=tuple(
+                entity_id
+                for entity_id, index in zip(produced_ids, payload.produced_indexes, strict=True)
+                if _created(stored, index)
+            ),
         )
 
     async def shielded(

@@ -127,7 +127,8 @@ class TurnResult:
       objects, best match first); ``cited_ids``: what ``t.cite`` added; ``retrieval``:
       lookup counts and time (:class:`~neotoma_agent.RetrievalStats`);
     - ``produced_ids``: the entities the reply produced (``t.remember``), written in the
-      closing store, completed or abandoned;
+      closing store, completed or abandoned, and ``created_ids`` those it created (the
+      others existed and were updated);
     - ``tools``: the tool calls written in the closing store (:class:`ToolCall`, ordered by
       ``invoked_at``), and ``tool_ids`` their ``tool_invocation`` entity ids;
     - ``reply_chars``: length of the stored (or partial) reply;
@@ -171,6 +172,9 @@ class TurnResult:
     retrieved: tuple[Entity, ...] = attrs.field(default=(), eq=False, repr=False)
     #: ids of the entities the reply produced (``t.remember``), stored in the closing store
     produced_ids: tuple[str, ...] = ()
+    #: which of :attr:`produced_ids` the closing store created (the others existed and were
+    #: updated; a replayed or queued store created nothing)
+    created_ids: tuple[str, ...] = ()
     #: the tool calls stored with the turn, ordered by ``invoked_at``
     tools: tuple[ToolCall, ...] = attrs.field(default=(), eq=False, repr=False)
     #: the ``tool_invocation`` entity ids of :attr:`tools`, in the same order
@@ -244,6 +248,7 @@ def finish(
         close_error=close_error,
         replayed=False if outcome is None else outcome.replayed,
         produced_ids=() if outcome is None else outcome.produced_ids,
+        created_ids=() if outcome is None else outcome.created_ids,
         tools=tools,
         tool_ids=() if outcome is None else outcome.tool_ids,
         queued=False if outcome is None else outcome.queued,

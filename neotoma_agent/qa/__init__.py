@@ -45,6 +45,7 @@ from ._report import (
     TurnReportInput,
     render_turn_report,
     resolve_inspector_base_url,
+    resolve_ui_url,
 )
 
 __all__ = [  # sorted
@@ -77,4 +78,5 @@ __all__ = [  # sorted
     "diagnose_turn",
     "render_turn_report",
     "resolve_inspector_base_url",
+    "resolve_ui_url",
 ]
