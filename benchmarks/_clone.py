@@ -36,12 +36,8 @@ from typing import Any, Final
 
 from _synth import build_turns, conversation_id, turn_id
 
-from neotoma_agent._keys import (
-    _key_base,
-    conversation_entity_id,
-    message_entity_id,
-    turn_record_entity_id,
-)
+from neotoma_agent._identity import entity_id_for
+from neotoma_agent._keys import _key_base, conversation_entity_id, turn_record_entity_id
 from neotoma_agent.transport.embedded._rows import encode_entity
 from neotoma_agent.transport.embedded._store import _connect
 
@@ -51,17 +47,6 @@ _TEMPLATE: Final = conversation_id(0)
 #: copies per transaction
 _PER_COMMIT: Final = 50
 _FTS: Final = ("name_index", "bookkeeping_names")
-
-
-def _ids(cid: str, turns: int) -> dict[str, str]:
-    """Every entity id of conversation ``cid``, by the role it plays (the same for a copy)."""
-    out = {"conversation": conversation_entity_id(cid)}
-    for t in range(turns):
-        tid = turn_id(t)
-        out[f"user:{t}"] = message_entity_id(cid, tid, "user")
-        out[f"assistant:{t}"] = message_entity_id(cid, tid, "assistant")
-        out[f"record:{t}"] = turn_record_entity_id(cid, tid)
-    return out
 
 
 def _keys(cid: str, turns: int) -> dict[str, str]:
@@ -76,39 +61,72 @@ def _offset_seqs(written: str, offset: int) -> str:
     return json.dumps([s + offset for s in json.loads(written)], separators=(",", ":"))
 
 
+#: a winning observation's meta in a snapshot doc: [id, seq, time, ...] (``_rows``)
+_META = re.compile(r'\["([^"]*)",(\d+),(\d+),')
+_SHARED = re.compile(r'"s":(\d+)')
+
+
+def _in(values: list[Any]) -> str:
+    return "(" + ",".join("?" * len(values)) + ")"
+
+
 class _Copier:
     """Rewrites the template's rows for copy ``n`` (ids, seqs, times, the conversation id)."""
 
     def __init__(self, conn: sqlite3.Connection, turns: int, copies: int) -> None:
         self.turns, self.copies = turns, copies
-        self.roles = {v: k for k, v in _ids(_TEMPLATE, turns).items()}
-        self.key_roles = {v: k for k, v in _keys(_TEMPLATE, turns).items()}
-        self.rows = {
-            table: conn.execute(f"SELECT * FROM {table}").fetchall()
-            for table in (
-                "entities",
-                "observations",
-                "relationships",
-                "conversation_messages",
-                "field_values",
-                "idempotency_keys",
-                "conversation_summaries",
+        head = conversation_entity_id(_TEMPLATE)
+        ids = [head] + [
+            r[0]
+            for r in conn.execute(
+                "SELECT source_entity_id FROM relationships WHERE target_entity_id = ? "
+                "AND relationship_type = 'PART_OF'",
+                (head,),
             )
+        ]
+        ids += [turn_record_entity_id(_TEMPLATE, turn_id(t)) for t in range(turns)]
+        packed = [encode_entity(i) for i in ids]
+        self.key_roles = {v: k for k, v in _keys(_TEMPLATE, turns).items()}
+        keys = list(self.key_roles)
+        self.seq_span = int(
+            conn.execute(
+                f"SELECT max(seq) FROM observations WHERE entity_id IN {_in(packed)}", packed
+            ).fetchone()[0]
+        )
+        where = {
+            "entities": (f"id IN {_in(ids)}", ids),
+            "observations": ("seq <= ?", [self.seq_span]),
+            "relationships": (f"source_entity_id IN {_in(ids)}", ids),
+            "conversation_messages": ("conversation_id = ?", [encode_entity(head)]),
+            "field_values": (f"entity_id IN {_in(ids)}", ids),
+            "idempotency_keys": (f"key IN {_in(keys)}", keys),
+            "conversation_summaries": ("entity_id = ?", [head]),
+        }
+        self.rows = {
+            table: conn.execute(f"SELECT * FROM {table} WHERE {cond}", args).fetchall()
+            for table, (cond, args) in where.items()
         }
         self.fts = {
-            t: conn.execute(f"SELECT text, entity_id, kind FROM {t}").fetchall() for t in _FTS
+            t: conn.execute(
+                f"SELECT text, entity_id, kind FROM {t} WHERE entity_id IN {_in(ids)}", ids
+            ).fetchall()
+            for t in _FTS
         }
-        self.seq_span = int(conn.execute("SELECT max(seq) FROM observations").fetchone()[0])
+        # Each template entity's id in a copy: its name's, with the copy's conversation id.
+        self.names = [(e[0], e[1], e[2]) for e in self.rows["entities"]]
         first, last = conn.execute(
-            "SELECT min(observed_at), max(observed_at) FROM observations"
+            "SELECT min(observed_at), max(observed_at) FROM observations WHERE seq <= ?",
+            (self.seq_span,),
         ).fetchone()
         self.time_span = int(last) - int(first) + 1
-        self.id_pattern = re.compile("|".join(re.escape(i) for i in self.roles))
+        self.id_pattern = re.compile("|".join(re.escape(i) for i in ids))
 
     def write(self, conn: sqlite3.Connection, n: int) -> None:
         cid = conversation_id(n)
-        ids = _ids(cid, self.turns)
-        id_map = {old: ids[role] for old, role in self.roles.items()}
+        id_map = {
+            old: entity_id_for(etype, name.replace(_TEMPLATE, cid))
+            for old, etype, name in self.names
+        }
         bytes_map = {encode_entity(o): encode_entity(i) for o, i in id_map.items()}
         keys = _keys(cid, self.turns)
         # Copies come before the template in time (it was written last, as was the long
@@ -121,12 +139,15 @@ class _Copier:
             value = value.replace(_TEMPLATE, cid)
             return self.id_pattern.sub(lambda m: id_map[m.group(0)], value)
 
+        def meta(m: re.Match[str]) -> str:
+            return f'["{m.group(1)}",{int(m.group(2)) + seq},{int(m.group(3)) + dt},'
+
         def snapshot(doc: str) -> str:
-            state = json.loads(text(doc))
-            state["o"] = [[m[0], m[1] + seq, m[2] + dt, *m[3:]] for m in state["o"]]
-            if isinstance(state.get("s"), int):
-                state["s"] += seq
-            return json.dumps(state, ensure_ascii=False, separators=(",", ":"))
+            # The fields come first ("f"), the metas after them: only the tail is rewritten.
+            fields, sep, tail = text(doc).rpartition(',"o":[')
+            tail = _META.sub(meta, tail)
+            tail = _SHARED.sub(lambda m: f'"s":{int(m.group(1)) + seq}', tail)
+            return fields + sep + tail
 
         r = self.rows
         conn.executemany(
@@ -200,6 +221,15 @@ class _Copier:
             )
 
 
+def _copied(conn: sqlite3.Connection, conversations: int) -> int:
+    """How many conversations the file holds already (0: none; a build resumed)."""
+    row = conn.execute(
+        "SELECT max(conversation_id) FROM conversation_summaries WHERE conversation_id < ?",
+        (conversation_id(conversations),),
+    ).fetchone()
+    return 0 if row[0] is None else int(str(row[0]).rsplit("-", 1)[1]) + 1
+
+
 def build_cloned(
     path: Path,
     conversations: int,
@@ -207,15 +237,17 @@ def build_cloned(
     *,
     progress: Callable[[int], None] | None = None,
 ) -> float:
-    """``conversations`` x ``turns`` turns at ``path`` (a new file): conversation 0 through
-    the store's action, the others copied from it; the seconds taken."""
+    """``conversations`` x ``turns`` turns at ``path``: conversation 0 through the store's
+    action, the others copied from it; the seconds taken. A file cut short is resumed from
+    its last committed copy."""
     started = time.perf_counter()
-    build_turns(path, 1, turns)
+    if not path.exists():
+        build_turns(path, 1, turns)
     conn: sqlite3.Connection = _connect(str(path), "OFF")()
     try:
         copier = _Copier(conn, turns, conversations)
         conn.execute("BEGIN")
-        for n in range(1, conversations):
+        for n in range(max(1, _copied(conn, conversations)), conversations):
             copier.write(conn, n)
             if n % _PER_COMMIT == 0:
                 conn.execute("COMMIT")

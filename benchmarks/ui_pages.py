@@ -66,8 +66,10 @@ def _build(path: Path, conversations: int, turns: int, long: int, *, exact: bool
     if path.exists():
         return 0.0
     partial = path.with_suffix(".partial")
-    for leftover in partial.parent.glob(partial.name + "*"):
-        leftover.unlink()  # a build cut short: start it again
+    if exact:
+        for leftover in partial.parent.glob(partial.name + "*"):
+            leftover.unlink()  # a build cut short: start it again
+    # (A copying build cut short resumes from its last committed copy.)
 
     def progress(done: int) -> None:
         if done % 1000 == 0:

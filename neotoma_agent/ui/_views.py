@@ -28,7 +28,7 @@ from .._payloads import stored_platform
 from .._reads import gather_bounded, scan_entities, snapshot_or_none
 from ..cli._show import list_conversations, turn_ending, turn_view
 from ..cli._stats import collect_stats
-from ..exceptions import NotFoundError
+from ..exceptions import NeotomaError, NotFoundError
 from ..qa import audit
 from ..transport._base import SummaryReader, Transport
 from ..transport._outbox import outbox_status
@@ -50,6 +50,8 @@ B = TypeVar("B")
 CONVERSATIONS_PER_PAGE: Final = 25
 #: turns of each listed conversation whose statuses the list counts (its latest ones)
 _COUNTED_TURNS: Final = 100
+#: the shortest text a name search finds (the stores index names by trigram)
+_MIN_SEARCH: Final = 3
 #: turns on one page of a conversation (older turns are one link away)
 TURNS_PER_PAGE: Final = 50
 #: observations and relationships an entity page lists at most
@@ -73,6 +75,37 @@ async def _turn_counts(transport: Transport, conversation_id: str) -> dict[str, 
         "abandoned": counts["abandoned"],
         "open": counts["open"],
     }
+
+
+async def _record_counts(transport: Transport, conversation_id: str) -> dict[str, Any]:
+    """The conversation's turn records counted by status, found by one search for its id
+    (a record's name holds it; a real Neotoma server answers in one request, or a few pages,
+    however long the conversation); the latest 100 turns read instead where the search
+    cannot serve (an id shorter than a trigram, a server that refuses the search).
+    ``more_turns``: the server stopped the search's paging before the last record."""
+    if len(conversation_id) >= _MIN_SEARCH:
+        try:
+            scan = await scan_entities(
+                transport, entity_type="conversation_turn", search=conversation_id
+            )
+        except (NeotomaError, NotImplementedError):
+            scan = None
+        if scan is not None:
+            # The search matches substrings (and, on a real server, snapshot text): the
+            # records are the ones whose session is exactly this conversation.
+            statuses = Counter(
+                e.snapshot.get("status")
+                for e in scan.entities
+                if e.snapshot.get("session_id") == conversation_id
+            )
+            return {
+                "turns": statuses.total(),
+                "more_turns": scan.partial,
+                "completed": statuses["completed"],
+                "abandoned": statuses["abandoned"],
+                "open": statuses["open"],
+            }
+    return await _turn_counts(transport, conversation_id)
 
 
 def _cursor(last_activity: str | None, conversation_id: str) -> str:
@@ -126,8 +159,8 @@ async def _listed_page(transport: Transport, after: str | None) -> dict[str, Any
     """The page from ``show``'s list (a store without a summary: a real Neotoma server).
 
     Every conversation's snapshot is read (paged by cursor where the server offers it, else
-    by offset up to the server's cap: ``partial``), then the counts of the page's ones, each
-    over its latest 100 turns (``more_turns``: it has more).
+    by offset up to the server's cap: ``partial``), then the page's conversations' turn
+    records are counted (:func:`_record_counts`: a search each, or their latest 100 turns).
     """
     listing = await list_conversations(transport)
     ordered = listing.conversations
@@ -136,18 +169,17 @@ async def _listed_page(transport: Transport, after: str | None) -> dict[str, Any
         ordered = tuple(c for c in ordered if (c.last_activity or "", c.conversation_id) < bound)
     shown = ordered[:CONVERSATIONS_PER_PAGE]
     counts = await gather_bounded(
-        [functools.partial(_turn_counts, transport, c.conversation_id) for c in shown]
+        [functools.partial(_record_counts, transport, c.conversation_id) for c in shown]
     )
-    platforms = await gather_bounded(
-        [functools.partial(snapshot_or_none, transport, c.entity_id) for c in shown]
-    )
+    # The platform from the snapshots the list was read from (no read per conversation).
+    fields = {e.entity_id: e.snapshot for e in listing.scan.entities}
     items = []
-    for summary, count, snap in zip(shown, counts, platforms, strict=True):
+    for summary, count in zip(shown, counts, strict=True):
         item = {
             "conversation_id": summary.conversation_id,
             "entity_id": summary.entity_id,
             "title": summary.title,
-            "platform": stored_platform(snap.snapshot) if snap is not None else None,
+            "platform": stored_platform(fields.get(summary.entity_id, {})),
             "last_activity": summary.last_activity,
             **count,
         }
@@ -172,9 +204,10 @@ async def conversations_view(
     ``after``: the ``next`` of the previous page (keyset paging on last activity, then
     conversation id). From the store's per-conversation summary where it keeps one (the
     embedded store, the dev server: one indexed read, every turn counted); else from
-    ``show``'s list, with each listed conversation's latest 100 turns counted
-    (``more_turns``: it has more). ``summaries=False`` takes the second path anyway (the
-    benchmark's comparison).
+    ``show``'s list, with each listed conversation's turn records counted by a search for
+    its id (``more_turns``: the server would not page the search to its end).
+    ``summaries=False`` takes the second path anyway (the tests' and the benchmark's
+    comparison).
     """
     if after is not None:
         _key(after)  # a malformed cursor is refused the same way on both paths
