@@ -9,10 +9,12 @@ seqs and times rewritten (``_clone``: minutes for a million turns instead of an 
 127.0.0.1 and times each page as a browser asks for it (a real HTTP GET through aiohttp's
 client): median and 95th percentile of ``--repeat`` requests, wall and process CPU.
 
-The conversations page is timed twice, side by side in one run: **new** (the store's
-per-conversation summary: one indexed read, keyset pages) and **old** (the path a store
-without a summary takes, as every store did before: every conversation's snapshot listed,
-then each listed conversation's latest 100 turns read to count them)::
+The conversations page is timed three ways, side by side in one run: **new** (the store's
+per-conversation summary: one indexed read, keyset pages), **srch** (the path a store
+without a summary takes, a real Neotoma server's: every conversation's snapshot listed,
+then each listed conversation's turn records found by one name search) and **s8** (the
+page as session 8 built it: the same list, then each listed conversation's latest 100
+turns read to count them)::
 
     python benchmarks/ui_pages.py --preset 20k
     python benchmarks/ui_pages.py --preset 1m --json results/ui-1m.json
@@ -40,7 +42,7 @@ from aiohttp.test_utils import TestClient, TestServer
 from neotoma_agent import EmbeddedStore
 from neotoma_agent._keys import conversation_entity_id
 from neotoma_agent.transport._forward import Forwarding
-from neotoma_agent.transport._results import ConversationSummaryPage
+from neotoma_agent.transport._results import ConversationSummaryPage, EntityQueryResult
 from neotoma_agent.transport.embedded._schema import SCHEMA_VERSION
 from neotoma_agent.ui import create_ui_app, mount_ui
 
@@ -60,6 +62,26 @@ class _NoSummaries(Forwarding):
         self, *, limit: int = 25, after: str | None = None
     ) -> ConversationSummaryPage:
         raise NotImplementedError("the old path: no summary")
+
+
+class _Session8(_NoSummaries):
+    """...and without the name search: each listed conversation's latest 100 turns are read
+    to count them (the page as session 8 built it)."""
+
+    async def query_entities(
+        self,
+        *,
+        entity_type: str | None = None,
+        search: str | None = None,
+        limit: int = 100,
+        offset: int = 0,
+        cursor: str | None = None,
+    ) -> EntityQueryResult:
+        if search is not None:
+            raise NotImplementedError("the session-8 path: no search")
+        return await self.inner.query_entities(
+            entity_type=entity_type, limit=limit, offset=offset, cursor=cursor
+        )
 
 
 def _build(path: Path, conversations: int, turns: int, long: int, *, exact: bool) -> float:
@@ -136,19 +158,24 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     rows: list[dict[str, Any]] = []
     async with EmbeddedStore.open(path, read_only=True) as store:
         deep, deep_n = await _deep_cursor(store, _DEEP)
-        new, old = web.Application(), web.Application()
-        mount_ui(new, create_ui_app(store))
-        mount_ui(old, create_ui_app(_NoSummaries(store)))
+        apps = {"new": store, "srch": _NoSummaries(store), "s8": _Session8(store)}
+        clients = {}
+        for kind, transport in apps.items():
+            app = web.Application()
+            mount_ui(app, create_ui_app(transport))
+            clients[kind] = TestClient(TestServer(app))
+            await clients[kind].start_server()
+        client = clients["new"]
         middle = turn_id(long // 2)
-        async with TestClient(TestServer(new)) as client, TestClient(TestServer(old)) as legacy:
+        try:
             lists = [("conversations", "/ui/"), ("conversations JSON", "/ui/api/conversations")]
             if deep is not None:
                 lists.append((f"conversations page {deep_n}", f"/ui/?after={deep}"))
             for label, page in lists:
                 rows.append({**await _time(client, label, page, args.repeat), "path_kind": "new"})
-                if not args.skip_old:
-                    timed = await _time(legacy, label, page, max(1, args.repeat // 4))
-                    rows.append({**timed, "path_kind": "old"})
+                for kind in () if args.skip_old else ("srch", "s8"):
+                    timed = await _time(clients[kind], label, page, args.old_repeat)
+                    rows.append({**timed, "path_kind": kind})
             others = [
                 (f"conversation ({turns} turns), first page", f"/ui/conversation?id={short_id}"),
                 (f"conversation ({long:,} turns), first page", f"/ui/conversation?id={long_id}"),
@@ -169,6 +196,9 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                 rows.append({**await _time(client, label, page, args.repeat), "path_kind": "new"})
             if not args.skip_health:
                 rows.append({**await _time(client, "health", "/ui/health", 1), "path_kind": "new"})
+        finally:
+            for c in clients.values():
+                await c.close()
     return {
         "conversations": conversations + 1,
         "turns": conversations * turns + long,
@@ -208,6 +238,9 @@ def main() -> None:
         help="conversations, turns each, turns of the long one (without --preset)",
     )
     parser.add_argument("--repeat", type=int, default=20, help="requests per page (new path)")
+    parser.add_argument(
+        "--old-repeat", type=int, default=3, help="requests per page (the other paths)"
+    )
     parser.add_argument("--skip-old", action="store_true", help="time the new path only")
     parser.add_argument("--skip-health", action="store_true", help="leave the health page out")
     parser.add_argument(
