@@ -17,7 +17,10 @@ import pytest
 pytest.importorskip("jinja2", reason="the web view needs the ui extra (jinja2)")
 
 from neotoma_agent import EmbeddedStore, NeotomaMemory
+from neotoma_agent.exceptions import NeotomaError, NotFoundError
 from neotoma_agent.server import create_app, serving
+from neotoma_agent.transport._forward import Forwarding
+from neotoma_agent.transport._results import ConversationSummaryPage
 from neotoma_agent.transport.http import HttpTransport, RetryPolicy
 from neotoma_agent.ui._views import conversations_view
 
@@ -74,3 +77,27 @@ async def test_every_path_gives_the_same_pages(
     assert {c["abandoned"] for p in reference for c in p["conversations"]} == {0, 1}
     for transport, summaries in ((embedded, False), (http, True), (http, False)):
         assert await _pages(transport, summaries=summaries) == reference, (transport, summaries)
+
+
+class _NoSummaryRoute(Forwarding):
+    """A server without ``GET /conversation_summaries``: what HttpTransport raises against
+    a real Neotoma 0.22.0 server (checked by hand; CI has none)."""
+
+    async def conversation_summaries(
+        self, *, limit: int = 25, after: str | None = None
+    ) -> ConversationSummaryPage:
+        raise NotFoundError("Cannot GET /conversation_summaries", status=404)
+
+
+async def test_a_server_without_the_summary_route_gets_the_same_page(
+    stores: tuple[EmbeddedStore, HttpTransport],
+) -> None:
+    embedded, http = stores
+    for n in range(3):
+        memory = NeotomaMemory(embedded, conversation_id=f"conv-{n}", platform="t")
+        await memory.record_turn("q", "a", turn_id="t0", retrieve=False)
+    with pytest.raises(NeotomaError):
+        await http.conversation_summaries(limit=0)  # the dev server refuses a bad limit
+    reference = await _pages(http, summaries=True)
+    assert await _pages(_NoSummaryRoute(http), summaries=True) == reference
+    assert [c["turns"] for c in reference[0]["conversations"]] == [1, 1, 1]
