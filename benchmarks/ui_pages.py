@@ -173,7 +173,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                 lists.append((f"conversations page {deep_n}", f"/ui/?after={deep}"))
             for label, page in lists:
                 rows.append({**await _time(client, label, page, args.repeat), "path_kind": "new"})
-                for kind in () if args.skip_old else ("srch", "s8"):
+                for kind in () if args.skip_old else args.old_paths.split(","):
                     timed = await _time(clients[kind], label, page, args.old_repeat)
                     rows.append({**timed, "path_kind": kind})
             others = [
@@ -240,6 +240,9 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=20, help="requests per page (new path)")
     parser.add_argument(
         "--old-repeat", type=int, default=3, help="requests per page (the other paths)"
+    )
+    parser.add_argument(
+        "--old-paths", default="srch,s8", help="the other paths timed (comma-separated)"
     )
     parser.add_argument("--skip-old", action="store_true", help="time the new path only")
     parser.add_argument("--skip-health", action="store_true", help="leave the health page out")
