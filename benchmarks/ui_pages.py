@@ -26,6 +26,7 @@ turns; a 10,000-turn conversation's pages read only their own turns.
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import os
 import statistics
@@ -115,6 +116,12 @@ def _pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, math.ceil(q * len(ordered)) - 1)]
 
 
+def _partial(args: argparse.Namespace, rows: list[dict[str, Any]]) -> None:
+    # The figures so far, for a run cut short (a slow path at a million turns).
+    if args.json:
+        args.json.with_suffix(".partial.json").write_text(json.dumps(rows, indent=2) + "\n")
+
+
 async def _time(client: Client, label: str, path: str, n: int) -> dict[str, Any]:
     walls, cpus = [], []
     for _ in range(n):
@@ -173,9 +180,11 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                 lists.append((f"conversations page {deep_n}", f"/ui/?after={deep}"))
             for label, page in lists:
                 rows.append({**await _time(client, label, page, args.repeat), "path_kind": "new"})
+                _partial(args, rows)
                 for kind in () if args.skip_old else args.old_paths.split(","):
                     timed = await _time(clients[kind], label, page, args.old_repeat)
                     rows.append({**timed, "path_kind": kind})
+                    _partial(args, rows)
             others = [
                 (f"conversation ({turns} turns), first page", f"/ui/conversation?id={short_id}"),
                 (f"conversation ({long:,} turns), first page", f"/ui/conversation?id={long_id}"),
@@ -194,6 +203,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             ]
             for label, page in others:
                 rows.append({**await _time(client, label, page, args.repeat), "path_kind": "new"})
+                _partial(args, rows)
             if not args.skip_health:
                 rows.append({**await _time(client, "health", "/ui/health", 1), "path_kind": "new"})
         finally:
