@@ -260,3 +260,17 @@ def test_sync_overhead_runs_both_ways_on_both_transports(tmp_path: Path) -> None
         assert row["async_ms"] > 0
         assert row["sync_ms"] > 0
         assert row["ratio"] == pytest.approx(row["sync_ms"] / row["async_ms"], rel=0.01)
+
+
+def test_hook_latency_times_every_event_beside_its_baseline(tmp_path: Path) -> None:
+    # This tree as its own baseline: every row there, every ratio read pair by pair.
+    root = BENCHMARKS.parent
+    report = run_benchmark(
+        "hook_latency", "--turns", "1", "--baseline", str(root), tmp_path=tmp_path
+    )
+    rows = {row["process"]: row for row in report["rows"]}
+    for event in ("UserPromptSubmit", "PostToolUse", "Stop", "import neotoma_agent"):
+        assert rows[event]["runs"] == 1
+        assert rows[event]["cpu_vs_baseline"] > 0
+        assert rows[f"{event} (baseline)"]["cpu_vs_baseline"] is None
+    assert rows["python -c pass"]["cpu_vs_baseline"] is None

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Final, Literal
+from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import quote
 
 import attrs
@@ -35,7 +35,8 @@ import attrs
 from .._terminal import printable
 from ..transport._base import Entity, EntitySnapshot
 from ._diagnose import Diagnosis, diagnose_turn
-from ._repair import RepairResult
+from ._repair import RepairResult, RepairStatus
+from ._severity import Severity, as_severity
 
 if TYPE_CHECKING:
     from .._turn import Turn, TurnResult
@@ -76,6 +77,8 @@ _EMOJI: Final[dict[str, str]] = {
     "report": "🔍",
 }
 _DEFAULT_EMOJI: Final = "🗂️"
+# A line's mark by severity (an ``info`` repair line is one that was applied).
+_MARK: Final = {Severity.INFO: "🛠️", Severity.WARN: "🟡", Severity.ERROR: "🔴"}
 _MAX_LABEL: Final = 120
 
 
@@ -117,8 +120,8 @@ class ReportRepair:
     label: str
     #: the ``neotoma_repair`` entity that records it, linked when known
     repair_entity_id: str | None = None
-    #: ``ok`` (applied), ``warn`` or ``error`` (failed)
-    severity: Literal["ok", "warn", "error"] = "ok"
+    #: ``info`` (applied), ``warn`` or ``error`` (failed)
+    severity: Severity = attrs.field(default=Severity.INFO, converter=as_severity)
 
 
 def _tuple(value: Iterable[Any]) -> tuple[Any, ...]:
@@ -212,11 +215,11 @@ def _repair_lines(repairs: RepairResult | Sequence[ReportRepair]) -> tuple[Repor
         if outcome.action is None:
             continue
         label = outcome.action.describe()
-        if outcome.status == "failed":
+        if outcome.status is RepairStatus.FAILED:
             failed = f"{label}: failed ({outcome.error})"
-            lines.append(ReportRepair(failed, repairs.repair_entity_id, "error"))
+            lines.append(ReportRepair(failed, repairs.repair_entity_id, Severity.ERROR))
         else:
-            lines.append(ReportRepair(label, repairs.repair_entity_id, "ok"))
+            lines.append(ReportRepair(label, repairs.repair_entity_id))
     return tuple(lines)
 
 
@@ -320,7 +323,7 @@ def _entity_line(entity: ReportEntity, links: _Links | None) -> str:
 
 
 def _issue_line(d: Diagnosis) -> str:
-    parts = [f"{'🔴' if d.severity == 'error' else '🟡'} {d.message} (`{d.id}`)"]
+    parts = [f"{_MARK[d.severity]} {d.message} (`{d.id}`)"]
     if d.meaning:
         parts.append(f"Now: {d.meaning}")
     if d.risk:
@@ -331,7 +334,7 @@ def _issue_line(d: Diagnosis) -> str:
 
 
 def _repair_line(r: ReportRepair, links: _Links | None) -> str:
-    prefix = {"error": "🔴", "warn": "🟡"}.get(r.severity, "🛠️")
+    prefix = _MARK[r.severity]
     link = ""
     if r.repair_entity_id and links is not None:
         link = f" ([neotoma_repair]({links.entity(r.repair_entity_id)}))"

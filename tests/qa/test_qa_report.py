@@ -47,7 +47,7 @@ def test_full_turn_report() -> None:
         ],
         created=[ReportEntity("task", "Send invoice", "ent_e399693024172dde25351043")],
         updated=[ReportEntity("recipe", "My pancakes", "ent_248a495c67293b3677252e0d")],
-        diagnoses=[Diagnosis("user-message-stored", "ok", "User message stored.")],
+        diagnoses=[Diagnosis("user-message-stored", "info", "User message stored.")],
     )
     assert render_turn_report(report, inspector_base_url=BASE + "/") == (
         "---\n"
