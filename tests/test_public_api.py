@@ -51,6 +51,7 @@ EXPECTED = {
     # transports
     "Transport",
     "ConversationReader",
+    "SummaryReader",
     "EmbeddedStore",
     "purge_forgotten",
     "PurgeStats",
@@ -79,6 +80,8 @@ EXPECTED = {
     "ConversationMessage",
     "RecentConversation",
     "ConversationPage",
+    "ConversationSummaryPage",
+    "ConversationSummaryItem",
     # errors
     "NeotomaError",
     "TransportError",
