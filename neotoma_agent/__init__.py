@@ -71,6 +71,8 @@ with lazy_exports(globals(), moved=dict.fromkeys(_MOVED_TO_QA, "neotoma_agent.qa
     from .transport._base import ConversationMessage as ConversationMessage
     from .transport._base import ConversationPage as ConversationPage
     from .transport._base import ConversationReader as ConversationReader
+    from .transport._base import ConversationSummaryItem as ConversationSummaryItem
+    from .transport._base import ConversationSummaryPage as ConversationSummaryPage
     from .transport._base import CorrectionResult as CorrectionResult
     from .transport._base import CreateRelationshipsResult as CreateRelationshipsResult
     from .transport._base import Entity as Entity
@@ -85,6 +87,7 @@ with lazy_exports(globals(), moved=dict.fromkeys(_MOVED_TO_QA, "neotoma_agent.qa
     from .transport._base import RelationshipSnapshot as RelationshipSnapshot
     from .transport._base import StoredEntity as StoredEntity
     from .transport._base import StoreResult as StoreResult
+    from .transport._base import SummaryReader as SummaryReader
     from .transport._base import Transport as Transport
     from .transport._outbox import LaneStatus as LaneStatus
     from .transport._outbox import OutboxFlush as OutboxFlush

@@ -52,6 +52,7 @@ EXPECTED = {
     # transports
     "Transport",
     "ConversationReader",
+    "SummaryReader",
     "EmbeddedStore",
     "purge_forgotten",
     "PurgeStats",
@@ -80,6 +81,8 @@ EXPECTED = {
     "ConversationMessage",
     "RecentConversation",
     "ConversationPage",
+    "ConversationSummaryPage",
+    "ConversationSummaryItem",
     # errors
     "NeotomaError",
     "TransportError",

@@ -31,6 +31,7 @@ from ..._js import js_trim
 from ._errors import invalid_format, not_found
 from ._page_rows import decode_fields, message_fields, turn_record
 from ._rows import decode_entity, decode_time, encode_entity
+from ._summaries import SUMMARIES_ROUTE, conversation_summaries
 from ._validate import bounded_int
 
 __all__ = ["MAX_PAGE", "READS", "recent_conversation", "recent_conversations", "route"]
@@ -298,13 +299,17 @@ def recent_conversations(conn: sqlite3.Connection, body: Mapping[str, Any]) -> d
 _LIST = "/recent_conversations"
 Read = Callable[[sqlite3.Connection, Mapping[str, Any]], dict[str, Any]]
 #: this module's actions (all read-only)
-READS: frozenset[Read] = frozenset((recent_conversation, recent_conversations))
+READS: frozenset[Read] = frozenset(
+    (recent_conversation, recent_conversations, conversation_summaries)
+)
 
 
 def route(path: str, query: Mapping[str, Any]) -> tuple[Read, dict[str, Any]]:
     """The action and body of ``GET {path}``; :class:`ValueError` for another path."""
     if path == _LIST:
         return recent_conversations, dict(query)
+    if path == SUMMARIES_ROUTE:
+        return conversation_summaries, dict(query)
     head, sep, tail = path.rpartition("/")
     if head == _LIST and sep and tail:
         return recent_conversation, {**query, "entity_id": urllib.parse.unquote(tail)}
