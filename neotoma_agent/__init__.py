@@ -47,6 +47,7 @@ with lazy_exports(globals()):
     from .exceptions import TurnCloseError as TurnCloseError
     from .exceptions import TurnStateError as TurnStateError
     from .exceptions import ValidationError as ValidationError
+    from .exceptions import error_class_name as error_class_name
     from .qa import AttachmentObservation as AttachmentObservation
     from .qa import AuditReport as AuditReport
     from .qa import Diagnosis as Diagnosis

@@ -55,7 +55,7 @@ from ._retrieval import (
 from ._shield import Completion, raise_deferred, run_to_completion
 from ._tool_payload import ToolPayloads, tool_entity
 from ._tools import ToolCall, iso_ms, now_ms
-from .exceptions import APIError, IdempotencyMismatchError, ServerError
+from .exceptions import APIError, IdempotencyMismatchError, ServerError, error_class_name
 from .transport._base import Entity, StoreResult, Transport
 from .transport._results import expected_entity
 
@@ -164,14 +164,6 @@ class Opened:
     started_at: str | None = None
     #: the user store created the conversation entity: this turn started the conversation
     started_conversation: bool = False
-
-
-def error_class_name(exc: BaseException) -> str:
-    """``ValueError`` for builtins, ``module.QualName`` for everything else."""
-    cls = type(exc)
-    return (
-        cls.__qualname__ if cls.__module__ == "builtins" else f"{cls.__module__}.{cls.__qualname__}"
-    )
 
 
 def _may_have_written(error: BaseException) -> bool:

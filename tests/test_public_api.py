@@ -97,6 +97,7 @@ EXPECTED = {
     "TurnStateError",
     "ValidationError",
     "__version__",
+    "error_class_name",
 }
 
 
