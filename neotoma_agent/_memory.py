@@ -9,14 +9,13 @@ store holds, the shielded close) live in ``_phases``; results are built in ``_tu
 from __future__ import annotations
 
 import datetime
-import math
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from typing import Any
 
 import attrs
 
-from ._checks import check_count, check_optional_count
+from ._checks import check_optional_count
 from ._context import render_context
 from ._forget import Forgotten, forget_conversation, restore_conversation
 from ._history import HistoryTurn, read_history
@@ -26,7 +25,6 @@ from ._keys import (
     turn_id_ms,
     turn_keys,
     turn_record_entity_id,
-    validate_conversation_id,
     validate_entity_id,
 )
 from ._keys import (
@@ -36,7 +34,6 @@ from ._log import bound_context
 from ._must_await import MustAwait
 from ._otel import CLOSE_TURN_SPAN, OPEN_TURN_SPAN, TURN_SPAN, explicit
 from ._payloads import (
-    ConversationSettings,
     Produced,
     merge_produced,
     produced_entity,
@@ -53,28 +50,17 @@ from ._phases import (
     tool_ids,
     unopened,
 )
-from ._retrieval import (
-    DEFAULT_LINK_THRESHOLD,
-    EMPTY_RETRIEVAL,
-    Extractor,
-    RetrievalStats,
-    Retrieved,
-    Retriever,
-)
+from ._retrieval import EMPTY_RETRIEVAL, RetrievalStats, Retrieved
+from ._settings import DEFAULT_HISTORY_TURNS, MemorySettings
 from ._shield import raise_deferred
 from ._text import check_text
-from ._tool_payload import DEFAULT_TOOL_PAYLOAD_CHARS, ToolPayloadMode, ToolPayloads, ToolRedactor
 from ._tool_reads import StoredToolCall, read_tool_details
 from ._tools import ToolCall, ToolLog, ToolStatus, check_tools, iso_ms, merge_tools
 from ._turn import Turn, TurnResult, TurnState, close_failure, finish, finish_attempt
 from .exceptions import TransportError
-from .transport._base import Entity, Transport
+from .transport._base import Entity
 
 __all__ = ["DEFAULT_HISTORY_TURNS", "NeotomaMemory", "OpenTurn"]
-
-#: earlier turns a turn reads by default (``history_turns``): see the README's history
-#: figures for why this many costs nothing measurable on either transport
-DEFAULT_HISTORY_TURNS = 5
 
 
 @attrs.frozen
@@ -218,49 +204,10 @@ class OpenTurn:
         )
 
 
-def _positive(name: str) -> Any:
-    def check(_: Any, __: Any, value: Any) -> None:
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"{name} must be an int >= 1, got {value!r}")
-
-    return check
-
-
-def _timeout(name: str, *, optional: bool) -> Any:
-    def check(_: Any, __: Any, value: Any) -> None:
-        if value is None and optional:
-            return
-        # `not value > 0` also refuses NaN.
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
-            raise ValueError(f"{name} must be a positive number of seconds, got {value!r}")
-        if not optional and math.isinf(value):
-            # The closing store runs shielded; without a deadline it could hang shutdown.
-            raise ValueError(f"{name} must be finite")
-
-    return check
-
-
-def _check_threshold(_: Any, __: Any, value: Any) -> None:
-    # `not 0 <= value <= 1` also refuses NaN.
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
-        raise ValueError(f"link_threshold must be a number in [0, 1], got {value!r}")
-
-
-def _non_negative(name: str) -> Any:
-    def check(_: Any, __: Any, value: Any) -> None:
-        check_count(value, name)
-
-    return check
-
-
 def _check_produced(produced: Sequence[Produced]) -> tuple[Produced, ...]:
     if isinstance(produced, (str, Produced)) or not all(isinstance(p, Produced) for p in produced):
         raise TypeError("produced takes a sequence of OpenTurn.produce() records")
     return merge_produced(produced)
-
-
-def _check_conversation_id(_: Any, __: Any, value: Any) -> None:
-    validate_conversation_id(value)
 
 
 def _check_model(model: object) -> str | None:
@@ -278,7 +225,7 @@ def _check_turn_number(turn_number: object) -> int | None:
 
 
 @attrs.frozen
-class NeotomaMemory:
+class NeotomaMemory(MemorySettings):
     """Turn-protocol memory for one conversation, over any :class:`Transport`.
 
     ``async with memory.turn(user_message) as t:`` stores the user message before the body
@@ -288,7 +235,7 @@ class NeotomaMemory:
         memory = NeotomaMemory(store, conversation_id="chat-42", history_turns=5)
         await memory.remember("company", name="Acme Corp", website="acme.com")  # a seed
         async with memory.turn("What do we know about Acme Corp?") as t:
-            prompt = f"{t.context(max_chars=2000)}\n\nUser: {t.user_message}"
+            prompt = f"{t.context(max_chars=2000)}\\n\\nUser: {t.user_message}"
             async for chunk in t.stream(llm(prompt)):   # your model's stream
                 ...
             task = t.remember("task", title="Call Acme Corp", status="open")
@@ -322,61 +269,10 @@ class NeotomaMemory:
     value first and returns what to store (see :class:`~neotoma_agent.ToolRedactor`).
     """
 
-    transport: Transport
-    conversation_id: str = attrs.field(kw_only=True, validator=_check_conversation_id)
-    platform: str | None = attrs.field(default=None, kw_only=True)
-    conversation_title: str | None = attrs.field(default=None, kw_only=True)
-    retrieval_limit: int = attrs.field(
-        default=8, kw_only=True, validator=_positive("retrieval_limit")
-    )
-    max_identifiers: int = attrs.field(
-        default=16, kw_only=True, validator=_positive("max_identifiers")
-    )
-    # As many as identifiers by default: over a network, all lookups then share one round
-    # trip with the user store (the 2-round-trip turn); lower it to spare a busy server.
-    max_concurrency: int = attrs.field(
-        default=16, kw_only=True, validator=_positive("max_concurrency")
-    )
-    retrieval_timeout: float | None = attrs.field(
-        default=3.0, kw_only=True, validator=_timeout("retrieval_timeout", optional=True)
-    )
-    lookup_limit: int = attrs.field(default=25, kw_only=True, validator=_positive("lookup_limit"))
-    close_timeout: float = attrs.field(
-        default=10.0, kw_only=True, validator=_timeout("close_timeout", optional=False)
-    )
-    extractor: Extractor | None = attrs.field(default=None, kw_only=True)
-    refers_to_on_enter: bool = attrs.field(default=False, kw_only=True)
-    include_bookkeeping: bool = attrs.field(default=False, kw_only=True)
-    history_turns: int = attrs.field(
-        default=DEFAULT_HISTORY_TURNS, kw_only=True, validator=_non_negative("history_turns")
-    )
-    link_threshold: float = attrs.field(
-        default=DEFAULT_LINK_THRESHOLD, kw_only=True, validator=_check_threshold
-    )
-    retriever: Retriever | None = attrs.field(default=None, kw_only=True)
-    tool_payloads: ToolPayloadMode = attrs.field(default="full", kw_only=True)
-    tool_payload_chars: int = attrs.field(default=DEFAULT_TOOL_PAYLOAD_CHARS, kw_only=True)
-    redact_tool: ToolRedactor | None = attrs.field(default=None, kw_only=True, repr=False)
-    _tool_settings: ToolPayloads = attrs.field(init=False, repr=False, eq=False)
     _open_turns: dict[str, OpenTurn] = attrs.field(init=False, factory=dict, repr=False)
     _phases: Phases = attrs.field(
         init=False, default=attrs.Factory(Phases, takes_self=True), repr=False, eq=False
     )
-
-    def __attrs_post_init__(self) -> None:
-        # Checked here, once: a bad setting fails when the memory is made, not at a close.
-        settings = ToolPayloads(self.tool_payloads, self.tool_payload_chars, self.redact_tool)
-        object.__setattr__(self, "_tool_settings", settings)
-
-    @property
-    def settings(self) -> ConversationSettings:
-        """What every payload of this conversation shares."""
-        return ConversationSettings(self.conversation_id, self.platform, self.conversation_title)
-
-    @property
-    def tool_settings(self) -> ToolPayloads:
-        """What a stored tool call keeps of its arguments and result."""
-        return self._tool_settings
 
     # ------------------------------------------------------------------ public API
 
@@ -401,7 +297,7 @@ class NeotomaMemory:
         keys, text, turn_number, extra = self._prepare(
             user_message, turn_id, turn_number, user_extra, revision
         )
-        return Turn.__new__(Turn)._setup(
+        return Turn._create(
             self._phases,
             keys,
             text,
@@ -757,7 +653,7 @@ class NeotomaMemory:
                 trace = traced.trace
                 retrieved = await (call if trace is None else trace.search(call))
             payload = recorded_payload(
-                self.settings,
+                self._phases.conversation,
                 keys,
                 user_message,
                 reply,

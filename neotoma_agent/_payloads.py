@@ -60,13 +60,13 @@ BOOKKEEPING_TYPES: Final = frozenset(
 TurnStatus = Literal["open", "completed", "abandoned"]
 
 # Where each setting and outcome is written. A server keeps only declared fields in
-# snapshots (semantics §10), so each goes to a declared field whose meaning fits, or stays
+# snapshots, so each goes to a declared field whose meaning fits, or stays
 # on the observation where none does (see :mod:`neotoma_agent._turn_record`):
 #: the agent's platform: the conversation schema's "agent harness / tool name"
 PLATFORM_FIELD: Final = "tool"
 #: the platform again, as the turn records and the real Inspector name it
 HARNESS_FIELD: Final = "harness"
-#: where 0.1 wrote the platform (undeclared: only old embedded snapshots still hold it)
+#: where earlier versions wrote the platform (undeclared: only old embedded snapshots hold it)
 LEGACY_PLATFORM_FIELD: Final = "platform"
 #: a turn a repair closed: the turn schema's declared boolean for a safety net that fired
 REPAIRED_FIELD: Final = "safety_net_used"
@@ -190,8 +190,8 @@ def conversation_entity(
     """The ``conversation`` entity, keyed by ``conversation_id`` (a schema rule).
 
     The platform goes to both declared fields a real server has for it (``tool``, which
-    0.2 wrote, and ``harness``, which its Inspector shows); ``started_at`` only from the
-    closing store of the turn that started the conversation.
+    earlier versions wrote, and ``harness``, which its Inspector shows); ``started_at``
+    only from the closing store of the turn that started the conversation.
     """
     entity: dict[str, Any] = {
         "entity_type": "conversation",
@@ -208,7 +208,7 @@ def conversation_entity(
 
 
 def stored_platform(fields: Mapping[str, Any]) -> str | None:
-    """The platform a conversation snapshot holds (written by this version or by 0.1)."""
+    """The platform a conversation snapshot holds (written by this version or an earlier one)."""
     for name in (PLATFORM_FIELD, LEGACY_PLATFORM_FIELD):
         value = fields.get(name)
         if isinstance(value, str):
@@ -633,8 +633,8 @@ def recorded_payload(
             harness=settings.platform,
             model=model,
             run=RunFields(started_at=started_at),
-            # Only when there are calls: an import of a plain transcript sends what 0.2
-            # sent, so re-importing into a store it wrote still replays.
+            # Only when there are calls: an import of a plain transcript sends what earlier
+            # versions sent, so re-importing into a store they wrote still replays.
             tool_count=len(tools) or None,
         ),
     ]

@@ -23,7 +23,7 @@ import json
 import math
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any, Protocol
+from typing import Any
 
 import anyio
 import anyio.to_thread
@@ -44,26 +44,24 @@ from ._payloads import (
 )
 from ._retrieval import (
     EMPTY_RETRIEVAL,
-    Extractor,
     RecentSource,
     Retrieved,
-    Retriever,
     extract,
     recent_entities,
     retrieve,
 )
+from ._settings import MemorySettings
 from ._shield import Completion, raise_deferred, run_to_completion
 from ._tool_payload import ToolPayloads, tool_entity
 from ._tools import ToolCall, iso_ms, now_ms
 from .exceptions import APIError, IdempotencyMismatchError, ServerError, error_class_name
-from .transport._base import Entity, StoreResult, Transport
+from .transport._base import Entity, StoreResult
 from .transport._results import expected_entity
 
 __all__ = [
     "CloseOutcome",
     "EnterAttempt",
     "Opened",
-    "PhaseConfig",
     "Phases",
     "error_class_name",
     "tool_ids",
@@ -99,52 +97,6 @@ def started_at(keys: TurnKeys) -> str:
 def ended_at() -> str:
     """Now, as a turn record's ``ended_at``."""
     return iso_ms(now_ms())
-
-
-@attrs.frozen
-class StoreOutcome:
-    """What one phase's store did: stored now, or queued by an outbox (``queued``), when
-    ``result`` holds the ids the server will give."""
-
-    result: StoreResult
-    queued: bool = False
-
-
-class PhaseConfig(Protocol):
-    """The settings the phases read (:class:`~neotoma_agent.NeotomaMemory` has them all)."""
-
-    @property
-    def transport(self) -> Transport: ...
-    @property
-    def conversation_id(self) -> str: ...
-    @property
-    def settings(self) -> ConversationSettings: ...
-    @property
-    def retrieval_limit(self) -> int: ...
-    @property
-    def max_identifiers(self) -> int: ...
-    @property
-    def max_concurrency(self) -> int: ...
-    @property
-    def retrieval_timeout(self) -> float | None: ...
-    @property
-    def lookup_limit(self) -> int: ...
-    @property
-    def close_timeout(self) -> float: ...
-    @property
-    def extractor(self) -> Extractor | None: ...
-    @property
-    def refers_to_on_enter(self) -> bool: ...
-    @property
-    def include_bookkeeping(self) -> bool: ...
-    @property
-    def history_turns(self) -> int: ...
-    @property
-    def link_threshold(self) -> float: ...
-    @property
-    def retriever(self) -> Retriever | None: ...
-    @property
-    def tool_settings(self) -> ToolPayloads: ...
 
 
 @attrs.frozen
@@ -210,6 +162,9 @@ class CloseOutcome:
     queued: bool = False
     #: the ids the store gave the tool calls, in the order of ``tools``
     tool_ids: tuple[str, ...] = ()
+    #: which of ``produced_ids`` this store created (the rest existed and were updated;
+    #: a replay or a queued store created nothing this time)
+    created_ids: tuple[str, ...] = ()
 
 
 @attrs.define
@@ -232,7 +187,20 @@ class EnterAttempt:
 class Phases:
     """The store phases of one conversation's turns, over ``config.transport``."""
 
-    config: PhaseConfig
+    config: MemorySettings
+    #: what every payload of the conversation shares (built once, from ``config``)
+    conversation: ConversationSettings = attrs.field(init=False)
+    #: what a stored tool call keeps (built, and so checked, once)
+    tool_payloads: ToolPayloads = attrs.field(init=False)
+
+    def __attrs_post_init__(self) -> None:
+        config = self.config
+        conversation = ConversationSettings(
+            config.conversation_id, config.platform, config.conversation_title
+        )
+        payloads = ToolPayloads(config.tool_payloads, config.tool_payload_chars, config.redact_tool)
+        object.__setattr__(self, "conversation", conversation)
+        object.__setattr__(self, "tool_payloads", payloads)
 
     async def identifiers(self, text: str) -> list[str]:
         if len(text) > _INLINE_EXTRACT_CHARS:
@@ -298,13 +266,11 @@ class Phases:
         return turns
 
     async def store(self, payload: StorePayload, keys: TurnKeys, phase: str) -> StoreResult:
-        return (await self.store_or_queue(payload, keys, phase)).result
-
-    async def store_or_queue(
-        self, payload: StorePayload, keys: TurnKeys, phase: str
-    ) -> StoreOutcome:
         """One store, with the hints a queueing transport (an outbox) reads: the
-        conversation (folded, as keys are) as its lane, and whether the phase may wait."""
+        conversation (folded, as keys are) as its lane, and whether the phase may wait.
+
+        A queued store's result says so (``queued``) and holds the ids the server will give.
+        """
         try:
             call = self.config.transport.store(
                 payload.entities,
@@ -314,12 +280,11 @@ class Phases:
                 deferrable=phase in _DEFERRABLE,
             )
             trace = ACTIVE.get()
-            result = await (
+            return await (
                 call
                 if trace is None
                 else trace.upsert(call, phase, len(payload.entities), payload.turn_record_index)
             )
-            return StoreOutcome(result, queued=result.queued)
         except IdempotencyMismatchError as exc:
             what = "user message" if phase == "user" else "reply"
             # Keys fold ids as entity ids do, so the earlier turn may have had other ids.
@@ -343,7 +308,7 @@ class Phases:
         run: RunFields,
         keys: TurnKeys,
         phase: str,
-    ) -> tuple[StoreOutcome, StorePayload]:
+    ) -> tuple[StoreResult, StorePayload]:
         """Store ``payload`` (``build(run)``); a re-run whose only difference is ``run``
         replays.
 
@@ -354,13 +319,13 @@ class Phases:
         values: a replay. If none matches, the text really differs and the mismatch stands.
         """
         try:
-            return await self.store_or_queue(payload, keys, phase), payload
+            return await self.store(payload, keys, phase), payload
         except IdempotencyMismatchError as mismatch:
             # Newest first; more than one when revisions of the turn wrote the same phase.
             for earlier in await self._earlier_runs(keys, build, run):
                 again = build(earlier)
                 try:
-                    return await self.store_or_queue(again, keys, phase), again
+                    return await self.store(again, keys, phase), again
                 except IdempotencyMismatchError:
                     continue
             raise mismatch from None
@@ -420,7 +385,7 @@ class Phases:
 
         def payload(refers_to: Sequence[str] = (), fields: RunFields = run) -> StorePayload:
             return user_payload(
-                self.config.settings,
+                self.conversation,
                 keys,
                 user_message,
                 turn_number=turn_number,
@@ -434,10 +399,10 @@ class Phases:
 
         async def store_user(built: StorePayload, refers_to: Sequence[str]) -> StoreResult:
             nonlocal request
-            outcome, request = await self.store_turn_phase(
+            stored, request = await self.store_turn_phase(
                 built, lambda fields: payload(refers_to, fields), run, keys, "user"
             )
-            return outcome.result
+            return stored
 
         identifiers = await self.identifiers(user_message)
         history: tuple[HistoryTurn, ...] = ()
@@ -612,7 +577,7 @@ class Phases:
 
         def build(fields: RunFields) -> StorePayload:
             return closing_payload(
-                self.config.settings,
+                self.conversation,
                 opened.keys,
                 reply,
                 conversation_entity_id=opened.conversation_entity_id or None,
@@ -627,10 +592,10 @@ class Phases:
                 started_at=opened.started_at,
             )
 
-        outcome, payload = await self.store_turn_phase(
+        stored, payload = await self.store_turn_phase(
             build(run), build, run, opened.keys, "assistant"
         )
-        return self._closed("completed", outcome, payload, produced, tools)
+        return self._closed("completed", stored, payload, produced, tools)
 
     async def abandon(
         self,
@@ -659,7 +624,7 @@ class Phases:
 
         def build(fields: RunFields, key: str | None = None) -> StorePayload:
             return abandoned_payload(
-                self.config.settings,
+                self.conversation,
                 opened.keys,
                 partial_reply,
                 error_class,
@@ -678,42 +643,45 @@ class Phases:
 
         keys = opened.keys
         try:
-            outcome, payload = await self.store_turn_phase(
-                build(run), build, run, keys, "abandoned"
-            )
+            stored, payload = await self.store_turn_phase(build(run), build, run, keys, "abandoned")
         except IdempotencyMismatchError:
             # An earlier run of this turn id was abandoned differently (another error or
             # partial reply). Both happened: record this one under a key derived from its
             # own content (the run fields left out), which still collapses an identical retry.
             key = f"{keys.idempotency_key('abandoned')}-{_digest(build(RunFields()))}"
-            outcome, payload = await self.store_turn_phase(
+            stored, payload = await self.store_turn_phase(
                 build(run, key), lambda fields: build(fields, key), run, keys, "abandoned"
             )
-        return self._closed("abandoned", outcome, payload, produced, tools)
+        return self._closed("abandoned", stored, payload, produced, tools)
 
     def tool_entities(self, keys: TurnKeys, tools: Sequence[ToolCall]) -> list[dict[str, Any]]:
         """The ``tool_invocation`` request elements of a turn's calls (capped, redacted)."""
-        settings, payloads = self.config.settings, self.config.tool_settings
-        return [tool_entity(c, keys.user_turn_key, settings.platform, payloads) for c in tools]
+        platform, payloads = self.conversation.platform, self.tool_payloads
+        return [tool_entity(c, keys.user_turn_key, platform, payloads) for c in tools]
 
     def _closed(
         self,
         status: str,
-        outcome: StoreOutcome,
+        stored: StoreResult,
         payload: StorePayload,
         produced: Sequence[Produced],
         tools: Sequence[ToolCall] = (),
     ) -> CloseOutcome:
         # What a closing store wrote, read off its answer (or the ids a queued one will get).
-        stored = outcome.result
+        produced_ids = _produced_ids(stored, payload, produced)
         return CloseOutcome(
             stored_status=status,
             assistant_message_id=self.assistant_id(stored, payload),
             turn_record_id=_entry_id(stored, payload.turn_record_index, "conversation_turn"),
             replayed=stored.replayed,
-            produced_ids=_produced_ids(stored, payload, produced),
-            queued=outcome.queued,
+            produced_ids=produced_ids,
+            queued=stored.queued,
             tool_ids=tool_ids(stored, payload),
+            created_ids=tuple(
+                entity_id
+                for entity_id, index in zip(produced_ids, payload.produced_indexes, strict=True)
+                if _created(stored, index)
+            ),
         )
 
     async def shielded(

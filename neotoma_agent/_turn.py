@@ -33,6 +33,7 @@ import contextvars
 import enum
 import sys
 import time
+import warnings
 from collections.abc import AsyncGenerator, AsyncIterable, Callable, Mapping
 from contextlib import AbstractContextManager
 from types import TracebackType
@@ -61,12 +62,29 @@ __all__ = ["Turn", "TurnResult", "TurnState", "close_failure", "finish"]
 logger = get_logger()
 
 
-class TurnState(str, enum.Enum):
+class _States(enum.EnumMeta):
+    # TurnState.CLOSED, the older name of COMPLETED, resolves with a DeprecationWarning.
+    def __getattr__(cls, name: str) -> Any:
+        if name == "CLOSED":
+            warnings.warn(
+                "TurnState.CLOSED is deprecated: use TurnState.COMPLETED",
+                DeprecationWarning,
+                stacklevel=2,
+            )
+            return cls.COMPLETED
+        parent = getattr(enum.EnumMeta, "__getattr__", None)  # where 3.10 finds members
+        if parent is None:
+            raise AttributeError(name)
+        return parent(cls, name)
+
+
+class TurnState(str, enum.Enum, metaclass=_States):
     """Where a :class:`Turn` is in its life.
 
     A ``str`` enum whose values are the words the store, ``show`` and
     ``memory.history()`` use: ``TurnState.COMPLETED == "completed"``, and it prints as
-    ``completed``.
+    ``completed``. A turn that stored its reply is ``COMPLETED``, the store's word (the
+    older name ``CLOSED`` still resolves, with a ``DeprecationWarning``).
     """
 
     #: created by ``memory.turn()``, not entered yet
@@ -77,11 +95,8 @@ class TurnState(str, enum.Enum):
     OPEN = "open"
     #: the closing store is running
     CLOSING = "closing"
-    #: the reply is stored and the turn record says ``completed`` (the word the store, the
-    #: README and ``show`` use)
+    #: the reply is stored and the turn record says ``completed``
     COMPLETED = "completed"
-    #: the same member as ``COMPLETED`` (its name before 0.2; kept so code using it works)
-    CLOSED = "completed"
     #: the body raised or was cancelled; the turn record says ``abandoned``
     ABANDONED = "abandoned"
     #: the turn could not be stored as planned: the user store failed (or the enter was
@@ -111,50 +126,34 @@ class TurnResult:
     ``FAILED`` (nothing was written), and ``"completed"`` for the one case where they part,
     a re-run of a completed turn whose body failed (this run ``ABANDONED``, the stored
     turn kept as it was). ``queued`` says where the close is kept, not how the turn ended.
-
-    Fields:
-
-    - ``status``: :class:`TurnState` ``COMPLETED``, ``ABANDONED``, ``FAILED`` (the closing
-      store failed; ``close_error`` holds why) or ``SUSPENDED`` (:meth:`Turn.suspend`: left
-      open); ``completed`` is ``status is COMPLETED``;
-    - ``stored_status``: what the turn record says in the store, ``"completed"``,
-      ``"abandoned"``, ``"open"`` (suspended), or ``None`` when the closing store failed;
-    - ``conversation_id``, ``turn_id``, ``turn_key``: the turn's ids;
-    - ``conversation_entity_id``, ``user_message_id``, ``assistant_message_id``,
-      ``turn_record_id``: the stored entities' ids (``None`` where nothing was stored, e.g.
-      no assistant message for an abandoned turn with an empty reply);
-    - ``retrieved_ids`` / ``retrieved``: what retrieval found (ids / :class:`Entity`
-      objects, best match first); ``cited_ids``: what ``t.cite`` added; ``retrieval``:
-      lookup counts and time (:class:`~neotoma_agent.RetrievalStats`);
-    - ``produced_ids``: the entities the reply produced (``t.remember``), written in the
-      closing store, completed or abandoned;
-    - ``tools``: the tool calls written in the closing store (:class:`ToolCall`, ordered by
-      ``invoked_at``), and ``tool_ids`` their ``tool_invocation`` entity ids;
-    - ``reply_chars``: length of the stored (or partial) reply;
-    - ``error_class``: the body's exception class when abandoned (``module.Class``);
-    - ``replayed``: the closing store replayed an identical earlier one (a re-run);
-    - ``open_ms``, ``body_ms``, ``close_ms``, ``total_ms``: timings of the phases.
+    Each field is documented where it is declared.
     """
 
     conversation_id: str
     turn_id: str
+    #: the user message's ``turn_key`` (``{conversation_id}:{turn_id}``)
     turn_key: str
-    #: ``COMPLETED``, ``ABANDONED`` or ``FAILED``
+    #: how the turn ended: ``COMPLETED``, ``ABANDONED``, ``FAILED`` (the closing store
+    #: failed; ``close_error`` holds why) or ``SUSPENDED`` (:meth:`Turn.suspend`: left open)
     status: TurnState
-    #: the turn record's stored status: ``completed``, ``abandoned``, or ``None`` if the
-    #: closing store failed
+    #: what the turn record says in the store: ``"completed"``, ``"abandoned"``, ``"open"``
+    #: (suspended), or ``None`` when the closing store failed
     stored_status: str | None
+    #: the stored entities' ids, ``None`` where nothing was stored
     conversation_entity_id: str | None
     user_message_id: str | None
     #: ``None`` when nothing was replied (abandoned with an empty reply) or the store failed
     assistant_message_id: str | None
     turn_record_id: str | None
+    #: the ids of what retrieval found, best match first (see :attr:`retrieved`)
     retrieved_ids: tuple[str, ...]
+    #: the ids ``t.cite`` added
     cited_ids: tuple[str, ...]
+    #: lookup counts and time of the turn's retrieval
     retrieval: RetrievalStats
     #: length of the stored reply (or partial reply), in characters
     reply_chars: int
-    #: the class of the body's exception when the turn was abandoned
+    #: the class of the body's exception when the turn was abandoned (``module.Class``)
     error_class: str | None = None
     #: the closing store's failure, if it failed
     close_error: BaseException | None = attrs.field(default=None, eq=False)
@@ -164,13 +163,19 @@ class TurnResult:
     #: (``status`` and ``stored_status`` say what it will store once delivered; until then
     #: the turn still looks ``open`` on the server)
     queued: bool = False
+    #: milliseconds of the enter phase, the body and the closing store (:attr:`total_ms`
+    #: is their sum)
     open_ms: float = 0.0
     body_ms: float = 0.0
     close_ms: float = 0.0
     #: the retrieved entities themselves (type, name, snapshot), best match first
     retrieved: tuple[Entity, ...] = attrs.field(default=(), eq=False, repr=False)
-    #: ids of the entities the reply produced (``t.remember``), stored in the closing store
+    #: ids of the entities the reply produced (``t.remember``), written in the closing
+    #: store, completed or abandoned
     produced_ids: tuple[str, ...] = ()
+    #: which of :attr:`produced_ids` the closing store created (the others existed and were
+    #: updated; a replayed or queued store created nothing)
+    created_ids: tuple[str, ...] = ()
     #: the tool calls stored with the turn, ordered by ``invoked_at``
     tools: tuple[ToolCall, ...] = attrs.field(default=(), eq=False, repr=False)
     #: the ``tool_invocation`` entity ids of :attr:`tools`, in the same order
@@ -244,6 +249,7 @@ def finish(
         close_error=close_error,
         replayed=False if outcome is None else outcome.replayed,
         produced_ids=() if outcome is None else outcome.produced_ids,
+        created_ids=() if outcome is None else outcome.created_ids,
         tools=tools,
         tool_ids=() if outcome is None else outcome.tool_ids,
         queued=False if outcome is None else outcome.queued,
@@ -284,7 +290,7 @@ def _log_close(result: TurnResult) -> None:
         "body_ms": round(result.body_ms, 3),
         "close_ms": round(result.close_ms, 3),
     }
-    # The levels follow the README's rule ("Log levels"): a stop, a queued close and a
+    # The levels follow the documented rule ("Log levels"): a stop, a queued close and a
     # body's error (raised to the caller) are normal outcomes, INFO; only a close that
     # failed, so the turn is not stored as it ended, is above it.
     if result.status is TurnState.COMPLETED:
@@ -357,8 +363,9 @@ class Turn(TurnTools):
         """Not for direct use: a turn comes from :meth:`NeotomaMemory.turn`."""
         raise TypeError("Turn objects come from NeotomaMemory.turn(); it validates the ids")
 
-    def _setup(
-        self,
+    @classmethod
+    def _create(
+        cls,
         phases: Phases,
         keys: TurnKeys,
         user_message: str,
@@ -367,8 +374,29 @@ class Turn(TurnTools):
         user_extra: Mapping[str, Any] | None,
         model: str | None = None,
     ) -> Turn:
-        # In place of __init__ (``Turn.__new__(Turn)._setup(...)``): help(Turn) shows no
-        # private types, and no Turn is built around ids NeotomaMemory.turn() did not check.
+        """The private constructor: NeotomaMemory.turn() calls it once it has checked the
+        ids (the public one refuses, and help(Turn) shows no private type)."""
+        turn = object.__new__(cls)
+        turn._init(
+            phases,
+            keys,
+            user_message,
+            turn_number=turn_number,
+            user_extra=user_extra,
+            model=model,
+        )
+        return turn
+
+    def _init(
+        self,
+        phases: Phases,
+        keys: TurnKeys,
+        user_message: str,
+        *,
+        turn_number: int | None,
+        user_extra: Mapping[str, Any] | None,
+        model: str | None,
+    ) -> None:
         self._phases = phases
         self._keys = keys
         self._user_message = user_message
@@ -396,7 +424,6 @@ class Turn(TurnTools):
         self._body_started = 0.0
         self._open_ms = 0.0
         self._trace: TurnTrace | None = None
-        return self
 
     def __repr__(self) -> str:
         return f"<Turn {self._keys.user_turn_key!r} {self._state.value}>"

@@ -211,12 +211,12 @@ class _Chat:
     def _footer(self, stream: AgentStream, run: _TurnRun) -> None:
         turn = stream.turn
         result: TurnResult | None = None
-        if turn.state in (TurnState.CLOSED, TurnState.ABANDONED, TurnState.FAILED):
+        if turn.state in (TurnState.COMPLETED, TurnState.ABANDONED, TurnState.FAILED):
             try:
                 result = turn.result
             except Exception:
                 result = None
-        if result is not None and result.status is TurnState.CLOSED:
+        if result is not None and result.status is TurnState.COMPLETED:
             self.stored += 1
             refs = len(set(result.retrieved_ids) | set(result.cited_ids))
             self.write(

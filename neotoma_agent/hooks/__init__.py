@@ -11,7 +11,8 @@ State shared between the processes lives in one SQLite file (:mod:`._state`).
 
 ``neotoma-agent hooks install | uninstall | status HARNESS`` manages the entries in the
 harness's settings. The modules: one per harness (``claude_code``, ``codex``, ``cursor``:
-its fields, its answers, its settings file), ``_event`` (what an input means), ``_state``,
+its fields, its answers, its settings file), ``_event`` (what an input means), ``_input``
+(the one reader the harnesses' field tables drive), ``_state``,
 ``_run`` (one event, start to end) and ``_install``.
 
 This package imports only the public API of ``neotoma_agent``, and that lazily: a hook

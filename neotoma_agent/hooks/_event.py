@@ -1,7 +1,8 @@
 """What a harness's hook input means, whichever harness sent it.
 
-Each harness module (``claude_code``, ``codex``, ``cursor``) reads its own fields into one
-:class:`HookEvent`; the engine (``_run``) acts on that alone. Reading is strict about types
+Each harness module (``claude_code``, ``codex``, ``cursor``) declares its fields in a table
+that the one reader in ``_input`` reads into a :class:`HookEvent`; the engine (``_run``)
+acts on that alone. Reading is strict about types
 and silent about content: a field of the wrong type raises :class:`BadInput` naming the
 field, never quoting it.
 """
@@ -20,6 +21,7 @@ __all__ = [
     "BadInput",
     "HookEvent",
     "Kind",
+    "additional_context",
     "conversation_id",
     "optional_str",
     "required_str",
@@ -178,3 +180,12 @@ def duration(payload: Mapping[str, Any], key: str) -> float | None:
     if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
         return None
     return float(value)
+
+
+def additional_context(event: str, context: str) -> dict[str, Any]:
+    """The answer that hands ``context`` to the model, for Claude Code and Codex alike.
+
+    Both honour only the nested shape (a bare top-level ``additionalContext`` is ignored,
+    and Codex's output schema refuses any other key).
+    """
+    return {"hookSpecificOutput": {"hookEventName": event, "additionalContext": context}}

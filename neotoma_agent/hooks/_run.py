@@ -80,7 +80,7 @@ def harness_module(name: str) -> Harness:
         from . import cursor as module  # type: ignore[no-redef]
     else:
         raise ValueError(f"unknown harness {name!r} (known: {', '.join(HARNESSES)})")
-    return module  # type: ignore[return-value]
+    return module
 
 
 @attrs.frozen

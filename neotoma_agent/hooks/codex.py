@@ -23,73 +23,40 @@ next prompt, or by ``audit``.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Final
 
-from ._event import (
-    BadInput,
-    HookEvent,
-    Kind,
-    conversation_id,
-    optional_str,
-    required_str,
-    text,
-    tool_record,
-    turn_id,
-)
+from ._event import additional_context
+from ._input import HarnessInput, failed, prompt, stop, tool
 
-__all__ = ["EVENTS", "NAME", "answer", "parse", "settings_path"]
+__all__ = ["EVENTS", "INPUT", "NAME", "answer", "parse", "settings_path"]
 
 NAME: Final = "codex"
 
-EVENTS: Final = ("UserPromptSubmit", "PostToolUse", "Stop", "StopFailure")
+#: what each event sends (every one carries ``turn_id``)
+INPUT: Final = HarnessInput(
+    NAME,
+    session="session_id",
+    turn="turn_id",
+    turn_required=True,
+    events={
+        "UserPromptSubmit": prompt("prompt", model="model"),
+        "PostToolUse": tool(result="tool_response"),
+        "Stop": stop(reply="last_assistant_message"),
+        "StopFailure": failed(reply="last_assistant_message", error="error", prefix="StopFailure"),
+    },
+)
 
+EVENTS: Final = INPUT.events
 
-def parse(event: str, payload: Mapping[str, Any]) -> HookEvent:
-    """Read one hook input (:class:`BadInput` when it cannot be used)."""
-    session = conversation_id(NAME, required_str(payload, "session_id"))
-    turn = turn_id(required_str(payload, "turn_id"))
-    if event == "UserPromptSubmit":
-        prompt = text(payload, "prompt")
-        return HookEvent(
-            Kind.PROMPT, session, turn, prompt=prompt, model=optional_str(payload, "model")
-        )
-    if event == "PostToolUse":
-        record = tool_record(
-            required_str(payload, "tool_name"),
-            args=payload.get("tool_input"),
-            result=payload.get("tool_response"),
-            status="ok",
-            call_id=optional_str(payload, "tool_use_id"),
-            duration_ms=None,
-        )
-        return HookEvent(Kind.TOOL, session, turn, tool=record)
-    if event == "Stop":
-        return HookEvent(
-            Kind.STOP, session, turn, reply=optional_str(payload, "last_assistant_message") or ""
-        )
-    if event == "StopFailure":
-        error = optional_str(payload, "error") or "unknown"
-        return HookEvent(
-            Kind.FAILED,
-            session,
-            turn,
-            reply=optional_str(payload, "last_assistant_message") or "",
-            error_class=f"StopFailure.{error}" if error.isidentifier() else "StopFailure",
-        )
-    raise BadInput(f"event {event!r} is not one neotoma-agent handles for {NAME}")
+#: read one hook input (:class:`~neotoma_agent.hooks.BadInput` when it cannot be used)
+parse: Final = INPUT.parse
 
 
 def answer(event: str, context: str | None) -> dict[str, Any] | None:
     """What to print: the context on ``UserPromptSubmit``, else ``{}`` (an acknowledgement)."""
     if event == "UserPromptSubmit" and context:
-        return {
-            "hookSpecificOutput": {
-                "hookEventName": "UserPromptSubmit",
-                "additionalContext": context,
-            }
-        }
+        return additional_context(event, context)
     return {}
 
 

@@ -39,7 +39,7 @@ from .._memory import NeotomaMemory
 from .._reads import gather_bounded, snapshot_or_none
 from ..transport._base import EntitySnapshot, Transport
 from ._embedded import file_reads
-from ._findings import Finding, FindingKind, FindingSeverity, classify, sort_key
+from ._findings import Finding, FindingKind, classify, sort_key
 from ._repair import RepairResult, apply_repairs
 from ._scan import Auditor, TurnState, parse_timestamp, read_scoped, timestamp
 from ._stream import StreamingAuditor, read_all
@@ -50,7 +50,6 @@ __all__ = [
     "AuditReport",
     "Finding",
     "FindingKind",
-    "FindingSeverity",
     "audit",
 ]
 

@@ -25,8 +25,9 @@ from langgraph.types import Command
 from langgraph_resume_child import BOTH, CONVERSATION, THREAD, agent
 from paths_support import TESTS
 
-from neotoma_agent import EmbeddedStore, FindingKind, NeotomaMemory, ToolCall, TurnState, audit
+from neotoma_agent import EmbeddedStore, NeotomaMemory, ToolCall, TurnState
 from neotoma_agent.integrations.langgraph import META_KEY, ainvoke_turn
+from neotoma_agent.qa import FindingKind, audit
 
 pytestmark = pytest.mark.anyio
 

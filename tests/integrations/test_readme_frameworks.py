@@ -1,4 +1,4 @@
-"""The README's framework sections run as written (each with its framework's test model)."""
+"""The framework guides' examples (docs/integrations/) run with their test models."""
 
 from __future__ import annotations
 
@@ -9,11 +9,12 @@ from pathlib import Path
 
 import pytest
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+#: the framework guides the README's sections moved to
+GUIDES = Path(__file__).resolve().parents[2] / "docs" / "integrations"
 
 
 def block(marker: str) -> str:
-    text = README.read_text(encoding="utf-8")
+    text = "\n".join(p.read_text(encoding="utf-8") for p in sorted(GUIDES.glob("*.md")))
     after = text[text.index(f"<!-- {marker} -->") :]
     match = re.search(r"```python\n(.*?)\n```", after, re.DOTALL)
     assert match is not None

@@ -132,7 +132,7 @@ INSERT INTO conversation_messages (conversation_id, message_id)
     ORDER BY m.created_at, m.id;
 """
 
-# Version 3: the compact row formats of ``_rows`` (about 43% fewer bytes per short turn).
+# Version 3: the compact row formats of ``_rows`` (fewer bytes per short turn).
 #
 # - ``entities.snapshot``: the snapshot doc of ``encode_state`` (one list of winning
 #   observations; provenance rebuilt on read; the fields still at ``$.f``, where the

@@ -554,7 +554,7 @@ def _rederive_name(
     new: Mapping[str, Any],
     now: str,
 ) -> None:
-    """Semantics §1.4: a merged snapshot whose identity names something else renames the
+    """As on a server: a merged snapshot whose identity names something else renames the
     entity (old name kept as an alias) when nobody owns the new name. The id never changes."""
     if old == new or not old:
         return
