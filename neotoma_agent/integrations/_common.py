@@ -6,8 +6,8 @@
   only to abandon the turn; the caller never sees it.
 - :func:`reply_text`: the stored text of a final output that may not be a ``str``.
 - :func:`parts_text`: the stored text of a prompt given as a list of parts;
-  :func:`block_text` describes one content block of the ``{"type": "text", "text": ...}``
-  kind (LangChain messages, the Claude Agent SDK's user messages).
+  :func:`content_text` that of a message content of ``{"type": "text", "text": ...}``
+  blocks (LangChain messages, the Claude Agent SDK's user messages).
 - :func:`missing_framework`: the ``ImportError`` a module raises when its framework is absent.
 - :func:`record_call`: record one tool call the framework ran on the turn, never failing it.
 - :class:`StreamedTurn`: the exit steps of a run read as a stream inside one turn (the
@@ -39,6 +39,7 @@ __all__ = [
     "NoFinalReply",
     "StreamedTurn",
     "block_text",
+    "content_text",
     "missing_framework",
     "parts_text",
     "plain",
@@ -336,3 +337,12 @@ class StreamedTurn:
         if failure is not None and failure is not exc and not planned(failure):
             raise failure
         # Returning None lets the caller's exception (or cancellation) propagate unchanged.
+
+
+def content_text(content: object) -> str:
+    """A message content's stored text: a ``str`` as it is; a list of content blocks as
+    its text blocks, one per line, other blocks as ``[type]`` placeholders (:func:`block_text`);
+    any other value as one such block."""
+    if isinstance(content, str):
+        return content
+    return parts_text(content if isinstance(content, list) else [content], block_text)

@@ -54,14 +54,7 @@ import anyio
 
 from neotoma_agent import NeotomaMemory, Turn, TurnState, current_turn
 
-from ._common import (
-    NoFinalReply,
-    StreamedTurn,
-    block_text,
-    missing_framework,
-    parts_text,
-    reply_text,
-)
+from ._common import NoFinalReply, StreamedTurn, content_text, missing_framework, reply_text
 
 try:
     import claude_agent_sdk as sdk
@@ -95,10 +88,8 @@ def _prompt_text(prompt: object) -> str:
     if isinstance(prompt, Mapping):
         message = prompt.get("message")
         content = message.get("content") if isinstance(message, Mapping) else None
-        if isinstance(content, str):
-            return content
-        if isinstance(content, list):
-            return parts_text(content, block_text)
+        if isinstance(content, str | list):
+            return content_text(content)
     raise TypeError(
         "the prompt must be a str or one user-message dict "
         '({"type": "user", "message": {"role": "user", "content": ...}})'

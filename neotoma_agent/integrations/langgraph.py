@@ -63,14 +63,7 @@ from neotoma_agent import (
     error_class_name,
 )
 
-from ._common import (
-    NoFinalReply,
-    StreamedTurn,
-    block_text,
-    missing_framework,
-    parts_text,
-    reply_text,
-)
+from ._common import NoFinalReply, StreamedTurn, content_text, missing_framework, reply_text
 
 try:
     from langchain_core.messages import (
@@ -139,6 +132,15 @@ class _Run:
     #: tool calls the model asked for and no result came back for yet: id -> (name, args,
     #: when it was asked, as a Unix time)
     asked: dict[str, tuple[str, Any, float]] = dataclasses.field(default_factory=dict)
+    #: the context block, rendered at the run's first model call: what it shows (the
+    #: retrieved entities, the history) is fixed for the turn, and an agent calls its
+    #: model once per tool round
+    block: str | None = None
+
+    def context_block(self) -> str:
+        if self.block is None:
+            self.block = self.turn.context(max_chars=self.context_chars) if self.context else ""
+        return self.block
 
 
 _RUN: ContextVar[_Run | None] = ContextVar("neotoma_langgraph_run", default=None)
@@ -171,14 +173,6 @@ def _turn_here() -> tuple[_Run | None, Turn | None]:
 
 
 # ------------------------------------------------------------------ text of messages
-
-
-def _content_text(content: object) -> str:
-    """A message content's stored text: a str as it is; text blocks one per line (other
-    blocks as ``[type]`` placeholders: see :func:`~._common.block_text`)."""
-    if isinstance(content, str):
-        return content
-    return parts_text(content if isinstance(content, list) else [content], block_text)
 
 
 def _chunk_text(message: BaseMessage) -> str:
@@ -595,7 +589,7 @@ def _input_text(graph_input: Any) -> str:
     if isinstance(graph_input, Mapping) and isinstance(graph_input.get("messages"), list):
         for message in reversed(convert_to_messages(graph_input["messages"])):
             if isinstance(message, HumanMessage):
-                return _content_text(message.content)
+                return content_text(message.content)
     raise ValueError(
         "the input holds no user message (a str, or a dict whose 'messages' hold a human "
         "message): pass user_message= for the text to store"
@@ -765,9 +759,10 @@ class NeotomaMiddleware(AgentMiddleware):  # type: ignore[misc,unused-ignore]
         run, turn = _turn_here()
         if turn is None or turn.state is not TurnState.OPEN:
             return await handler(request)
-        wanted = run.context if run is not None else self._context
-        chars = run.context_chars if run is not None else self._context_chars
-        block = turn.context(max_chars=chars) if wanted else ""
+        if run is not None:
+            block = run.context_block()
+        else:
+            block = turn.context(max_chars=self._context_chars) if self._context else ""
         if block:
             request = request.override(system_message=_with_block(request.system_message, block))
         return await handler(request)
