@@ -540,8 +540,9 @@ async def _turn_tools(
     record counts calls: one round trip for all of them)."""
     if sent is None:
         return await read_tools_of(transport, [_record(record)[0] for _, record in turns])
-    by_key = calls_by_turn_key(sent)
-    return [by_key.get(f"{conversation_id}:{g.turn_id}", ()) for g, _ in turns]
+    keys = [f"{conversation_id}:{g.turn_id}" for g, _ in turns]
+    by_key = calls_by_turn_key(sent, keys)
+    return [by_key.get(key, ()) for key in keys]
 
 
 def _check_limit(limit: object) -> int | None:

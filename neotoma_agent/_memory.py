@@ -124,6 +124,8 @@ class OpenTurn:
         :class:`OpenTurn` or its id) writes every call recorded here, plus any passed as
         ``tools=``. A call recorded in another process travels as
         ``ToolCall.create(...).to_json()`` and comes back with :meth:`ToolCall.from_json`.
+        Once this turn is closed (``close_turn`` / ``abandon_turn`` landed), recording
+        raises :class:`~neotoma_agent.TurnStateError`: the call would never be stored.
         """
         call = ToolCall.create(
             name,
@@ -190,7 +192,7 @@ class OpenTurn:
         coding agent's hooks) renders it right after ``open_turn``::
 
             opened = await memory.open_turn("What about Acme Corp?", turn_id=prompt_id)
-            prompt = f"{opened.context(max_chars=2000)}\n\nUser: {opened.user_message}"
+            prompt = f"{opened.context(max_chars=2000)}\\n\\nUser: {opened.user_message}"
 
         ``history``, ``max_tokens`` and ``count_tokens`` as :meth:`Turn.context` takes them;
         ``ValueError`` for a ``max_chars`` that is not an int >= 0.
@@ -259,7 +261,7 @@ class NeotomaMemory(MemorySettings):
     retrieval scores below it are candidates only (``Retrieved.candidates``), never
     retrieved or linked. ``retriever``: an application's own :class:`~neotoma_agent.Retriever`
     (an embedding search), merged into the ranking under the same deadline. How entities
-    are scored and ordered: ``neotoma_agent._ranking`` and the README ("Retrieval").
+    are scored and ordered: ``neotoma_agent._ranking`` and the retrieval guide (docs/retrieval.md).
 
     Tool calls (``t.tool``, ``t.record_tool``) are stored with their arguments and result on
     the ``tool_invocation`` observation: ``tool_payloads="full"`` (the default) keeps each
@@ -604,6 +606,7 @@ class NeotomaMemory(MemorySettings):
         if close_error is not None:
             raise close_failure(opened.keys, close_error)
         if handle is not None:
+            handle._tools.close()  # a call recorded on it now would never be stored
             self._open_turns.pop(handle.turn_id, None)
         return result
 

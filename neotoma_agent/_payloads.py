@@ -315,8 +315,9 @@ def turn_record(
     The other declared fields a real Inspector shows are written when given, never as
     ``null`` (every field is ``last_write``, and a winning ``null`` would clear what the
     other phase wrote): ``harness`` (the memory's platform), ``model``, the ``run`` fields
-    (``started_at`` by the enter store; ``ended_at``, ``retrieved_entity_ids`` and
-    ``injected_context_chars`` by the closing one), ``tool_invocation_count`` and
+    (``started_at`` by the enter store, and the same value again by the closing one when it
+    knows it; ``ended_at``, ``retrieved_entity_ids`` and ``injected_context_chars`` by the
+    closing one), ``tool_invocation_count`` and
     ``stored_entity_ids`` (the entities the reply produced).
     """
     record: dict[str, Any] = {
@@ -558,14 +559,15 @@ def _closing_record(
     tools: Sequence[Mapping[str, Any]],
     produced: Sequence[Produced],
 ) -> dict[str, Any]:
-    # The closing turn record: what the close knows (never started_at: the enter wrote it).
+    # The closing turn record: what the close knows (started_at only as the enter wrote it;
+    # a close that does not know it, e.g. of a turn opened in another process, sends none).
     return turn_record(
         keys,
         status,
         error_class,
         harness=settings.platform,
         model=model,
-        run=attrs.evolve(run, started_at=None),
+        run=run,
         tool_count=len(tools),
         stored_ids=[p.entity_id for p in produced],
     )

@@ -760,7 +760,12 @@ def unopened(keys: TurnKeys, turn_number: int | None) -> Opened:
 def _closing_run(
     opened: Opened, retrieved_ids: Sequence[str], context_chars: int | None
 ) -> RunFields:
+    # started_at again (the value the user store wrote or replayed, never a new reading):
+    # the closing observation then holds every field the record's snapshot does, so a
+    # store keeps one copy (the embedded store writes no fields for an observation equal to
+    # its snapshot), and a real server's last_write keeps the same value.
     return RunFields(
+        started_at=opened.started_at,
         ended_at=ended_at(),
         retrieved_entity_ids=tuple(retrieved_ids),
         injected_context_chars=context_chars,

@@ -322,7 +322,7 @@ class Turn(TurnTools):
     (``t.cite(...)``). After the block, ``t.result`` says what was stored::
 
         async with memory.turn("What do we know about Acme Corp?") as t:
-            prompt = f"{t.context()}\n\nUser: {t.user_message}"
+            prompt = f"{t.context()}\\n\\nUser: {t.user_message}"
             async for chunk in t.stream(llm(prompt)):
                 print(chunk, end="")
             task = t.remember("task", title="Call Acme Corp", status="open")

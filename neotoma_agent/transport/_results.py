@@ -24,7 +24,10 @@ _EMPTY: Mapping[str, Any] = {}
 
 
 def _map(value: object) -> Mapping[str, Any]:
-    return value if type(value) is dict or isinstance(value, Mapping) else _EMPTY
+    if type(value) is dict:
+        return value
+    # None (a field not sent) answers before the ABC check too.
+    return value if value is not None and isinstance(value, Mapping) else _EMPTY
 
 
 def _opt_str(value: object) -> str | None:

@@ -266,7 +266,8 @@ class HttpTransport(RestActions):
         returns at once, never raises for the server's sake, never delays a request, ends
         with :meth:`aclose`, does nothing once closed. Costs ``connections`` requests per
         call (at most half of ``max_connections``; a call within a second of one at least as
-        large sends nothing) and none while idle. See the README, "Connections between turns".
+        large sends nothing) and none while idle. See
+        docs/transports/http.md, "Connections between turns".
         """
         count = Warmer.size(connections, self._max_connections)
         if self._state is not _State.CLOSED:

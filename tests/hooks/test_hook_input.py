@@ -96,6 +96,9 @@ def test_codex_refuses_an_event_without_its_turn_id() -> None:
     del payload["turn_id"]
     with pytest.raises(BadInput, match="'turn_id' is missing"):
         parse("codex", "Stop", payload)
+    # SessionEnd names no turn (recorded from Codex 0.171.0): it ends the session's.
+    del payload["hook_event_name"]
+    assert parse("codex", "SessionEnd", payload).kind is Kind.SESSION_END
 
 
 def cursor(event: str, **fields: Any) -> dict[str, Any]:
@@ -175,6 +178,7 @@ def test_every_table_names_its_events_in_firing_order() -> None:
         "PostToolUse",
         "Stop",
         "StopFailure",
+        "SessionEnd",
     )
     with pytest.raises(BadInput, match="not one neotoma-agent handles"):
         parse("cursor", "Stop", cursor("Stop"))

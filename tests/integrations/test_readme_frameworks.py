@@ -29,7 +29,8 @@ def block(marker: str) -> str:
     ],
 )
 def test_the_readme_section_runs(marker: str, framework: str, printed: str) -> None:
-    pytest.importorskip(framework)
+    extra = {"pydantic_ai": "pydantic-ai", "agents": "openai-agents"}[framework]
+    pytest.importorskip(framework, reason=f"the [{extra}] extra is not installed")
     result = subprocess.run(
         [sys.executable, "-c", block(marker)],
         capture_output=True,

@@ -219,7 +219,13 @@ def _tool_calls(conn: sqlite3.Connection, records: list[dict[str, Any]]) -> list
     calls = (
         turn_record(rid, etype, snap, count, observed) for rid, etype, snap, count, observed in rows
     )
-    return [c for c in calls if c is not None]
+    # The fields a history reader shows (name, status, duration, time, turn key), without
+    # the per-field provenance: a turn's calls come with each of the next few turns' pages,
+    # so the page stays small to send and to parse.
+    return [{k: v for k, v in c.items() if k in _CALL_KEYS} for c in calls if c is not None]
+
+
+_CALL_KEYS = frozenset(("entity_id", "entity_type", "snapshot", "observation_count"))
 
 
 def recent_conversation(conn: sqlite3.Connection, body: Mapping[str, Any]) -> dict[str, Any]:
