@@ -153,7 +153,12 @@ def integrations(session: nox.Session) -> None:
     tests skip there, saying so). Pydantic AI and LangChain need Python >= 3.11; the Claude
     Agent SDK's wheel bundles a 385 MB program.
     """
-    session.install("-e", ".[test,dev,pydantic-ai,openai-agents,langchain,claude-agent-sdk]")
+    session.install(
+        "-e",
+        ".[test,dev,pydantic-ai,openai-agents,langchain,claude-agent-sdk]",
+        # a durable checkpointer, for a LangGraph turn resumed in another process
+        "langgraph-checkpoint-sqlite",
+    )
     session.run("mypy", "--strict", "neotoma_agent")
     session.run(
         "pytest",

@@ -41,7 +41,7 @@ from ._payloads import (
     remembered_payload,
     validate_user_extra,
 )
-from ._phase_records import CloseOutcome, EnterAttempt, Opened, error_class_name, unopened
+from ._phase_records import CloseOutcome, EnterAttempt, Opened, unopened
 from ._phases import Phases, tool_ids
 from ._retrieval import EMPTY_RETRIEVAL, Retrieved
 from ._settings import DEFAULT_HISTORY_TURNS, MemorySettings
@@ -51,7 +51,7 @@ from ._tool_reads import StoredToolCall, read_tool_details
 from ._tools import ToolCall, check_tools, iso_ms, merge_tools
 from ._turn import Turn
 from ._turn_result import TurnResult, TurnState, close_failure, finish, finish_attempt
-from .exceptions import TransportError
+from .exceptions import TransportError, error_class_name
 from .transport._base import Entity
 
 __all__ = ["DEFAULT_HISTORY_TURNS", "NeotomaMemory"]

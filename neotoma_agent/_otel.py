@@ -394,7 +394,7 @@ class TurnTrace:
         """End the turn's span with what it stored (``result``), or with the error that
         ended its enter before anything could be stored."""
         if result is None:
-            from ._phase_records import error_class_name
+            from .exceptions import error_class_name
 
             self.finish("failed", None if error is None else error_class_name(error))
             return
@@ -410,14 +410,14 @@ class TurnTrace:
         error_type = result.error_class
         if result.close_error is not None:
             outcome = "failed"
-            from ._phase_records import error_class_name
+            from .exceptions import error_class_name
 
             error_type = error_type or error_class_name(result.close_error)
         self.finish(outcome, error_type, reply)
 
 
 def _fail(api: _Api, span: Any, exc: BaseException) -> None:
-    from ._phase_records import error_class_name
+    from .exceptions import error_class_name
 
     span.set_attribute(ERROR_TYPE, error_class_name(exc))
     span.set_status(api.trace.StatusCode.ERROR)

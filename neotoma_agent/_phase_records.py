@@ -12,7 +12,7 @@ import attrs
 from ._keys import TurnKeys
 from ._retrieval import EMPTY_RETRIEVAL, Retrieved
 
-__all__ = ["CloseOutcome", "EnterAttempt", "Opened", "error_class_name", "unopened"]
+__all__ = ["CloseOutcome", "EnterAttempt", "Opened", "unopened"]
 
 
 @attrs.frozen
@@ -32,14 +32,6 @@ class Opened:
     started_at: str | None = None
     #: the user store created the conversation entity: this turn started the conversation
     started_conversation: bool = False
-
-
-def error_class_name(exc: BaseException) -> str:
-    """``ValueError`` for builtins, ``module.QualName`` for everything else."""
-    cls = type(exc)
-    return (
-        cls.__qualname__ if cls.__module__ == "builtins" else f"{cls.__module__}.{cls.__qualname__}"
-    )
 
 
 @attrs.frozen

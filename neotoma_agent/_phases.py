@@ -42,7 +42,7 @@ from ._payloads import (
     closing_payload,
     user_payload,
 )
-from ._phase_records import CloseOutcome, EnterAttempt, Opened, error_class_name, unopened
+from ._phase_records import CloseOutcome, EnterAttempt, Opened, unopened
 from ._retrieval import (
     EMPTY_RETRIEVAL,
     RecentSource,
@@ -55,7 +55,7 @@ from ._settings import MemorySettings
 from ._shield import Completion, raise_deferred, run_to_completion
 from ._tool_payload import ToolPayloads, tool_entity
 from ._tools import ToolCall, iso_ms, now_ms
-from .exceptions import APIError, IdempotencyMismatchError, ServerError
+from .exceptions import APIError, IdempotencyMismatchError, ServerError, error_class_name
 from .transport._base import Entity, StoreResult
 from .transport._results import expected_entity
 

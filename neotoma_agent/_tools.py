@@ -43,7 +43,7 @@ import attrs
 
 from ._log import get_logger
 from ._text import check_plain
-from .exceptions import ToolCallConflictError, TurnStateError
+from .exceptions import ToolCallConflictError, TurnStateError, error_class_name
 
 __all__ = [
     "TOOL_STATUSES",
@@ -613,7 +613,7 @@ class ActiveToolCall:
             # An Exception is the tool failing; anything else (a cancellation of any
             # backend, KeyboardInterrupt) stopped it from outside.
             status = "error" if isinstance(exc, Exception) else "cancelled"
-            error_class = _class_name(exc)
+            error_class = error_class_name(exc)
         # Every field was checked on the way in (the result when assigned): not again.
         call = _trusted(
             name=self._name,
@@ -654,12 +654,3 @@ class ActiveToolCall:
         tb: TracebackType | None,
     ) -> None:
         self._finish(exc)
-
-
-def _class_name(exc: BaseException) -> str:
-    # As error_class_name in _phases (builtins bare, others qualified); kept here so this
-    # module needs nothing from the turn engine.
-    cls = type(exc)
-    return (
-        cls.__qualname__ if cls.__module__ == "builtins" else f"{cls.__module__}.{cls.__qualname__}"
-    )

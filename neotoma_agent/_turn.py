@@ -44,7 +44,7 @@ from ._keys import TurnKeys, validate_entity_id
 from ._log import bound_context, get_logger
 from ._otel import TurnTrace, start_turn
 from ._payloads import Produced, merge_produced, produced_entity
-from ._phase_records import EnterAttempt, Opened, error_class_name
+from ._phase_records import EnterAttempt, Opened
 from ._phases import Phases
 from ._retrieval import EMPTY_RETRIEVAL, RetrievalStats, Retrieved, RetrievedEntity
 from ._shield import raise_deferred
@@ -52,7 +52,7 @@ from ._text import split_pending
 from ._tools import ToolLog
 from ._turn_result import TurnResult, TurnState, close_failure, finish, finish_attempt
 from ._turn_tools import TurnTools
-from .exceptions import TurnStateError, ValidationError
+from .exceptions import TurnStateError, ValidationError, error_class_name
 from .transport._base import Entity
 
 __all__ = ["Turn"]
@@ -105,6 +105,7 @@ class Turn(TurnTools):
         "_state",
         "_suspended",
         "_tools",
+        "_tools_kept",
         "_trace",
         "_turn_number",
         "_user_extra",
@@ -157,6 +158,7 @@ class Turn(TurnTools):
         self._model = model
         self._state = TurnState.NEW
         self._suspended = False
+        self._tools_kept = False
         self._chunks: list[str] = []
         self._reply_cache: str | None = ""
         # The first half of a surrogate pair a chunk ended with, waiting for its second half.
@@ -374,7 +376,7 @@ class Turn(TurnTools):
         self._produced = {p.entity_id: p for p in merged}
         return item.entity_id
 
-    def suspend(self) -> None:
+    def suspend(self, *, tools_kept: bool = False) -> None:
         """Leave the turn open when the body ends normally: nothing is stored on exit.
 
         For a run that stops to wait for something outside it (a person approving a tool
@@ -390,8 +392,10 @@ class Turn(TurnTools):
         The reply so far, the entities :meth:`remember` recorded, the citations and the tool
         calls are not stored by a suspended exit (a WARNING ``turn.suspended`` counts them):
         record them in the turn that finishes it (the tool calls are on ``t.result.tools``,
-        to pass on with ``record_tool`` or ``tools=``). If the body raises or is cancelled after
-        ``suspend()``, the turn is abandoned as usual. Only while the turn is open
+        to pass on with ``record_tool`` or ``tools=``). ``tools_kept=True`` says the caller
+        keeps them itself (say, as :meth:`ToolCall.to_json` records in a checkpoint), so they
+        are not counted as dropped. If the body raises or is cancelled after ``suspend()``,
+        the turn is abandoned as usual. Only while the turn is open
         (:class:`~neotoma_agent.TurnStateError` otherwise)::
 
             async with memory.turn("Send the report to Bob") as t:
@@ -400,6 +404,7 @@ class Turn(TurnTools):
         """
         self._require_open("suspend the turn")
         self._suspended = True
+        self._tools_kept = tools_kept
 
     def context(
         self,
@@ -610,7 +615,7 @@ class Turn(TurnTools):
             "reply_chars": len(self.reply),
             "produced": len(self._produced),
             "cited": len(self._cited),
-            "tools": len(self._tools),
+            "tools": 0 if self._tools_kept else len(self._tools),
         }
         if any(dropped.values()):
             logger.warning("turn.suspended", **dropped)

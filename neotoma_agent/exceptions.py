@@ -23,6 +23,9 @@ Every error this library raises on purpose derives from :class:`NeotomaError`::
 ``TransportError`` and ``RateLimitedError`` / ``ServerError`` are the transient kinds that a
 transport may retry (a store carries an idempotency key, so its retry is safe). Error messages
 never carry bearer tokens or message content.
+
+:func:`error_class_name` is the name a turn records for any exception (a turn's or a tool
+call's ``error_class``).
 """
 
 from __future__ import annotations
@@ -48,7 +51,23 @@ __all__ = [
     "TurnCloseError",
     "TurnStateError",
     "ValidationError",
+    "error_class_name",
 ]
+
+
+def error_class_name(exc: BaseException) -> str:
+    """The name a turn records for ``exc``'s class: ``ValueError`` for a builtin, else
+    ``module.QualName`` (``asyncio.exceptions.CancelledError``, ``myapp.errors.Refused``).
+
+    It is what ``TurnResult.error_class``, a stored turn record's ``error_class`` and
+    ``ToolCall.error_class`` hold when the library names the exception itself; pass it as
+    ``record_tool(..., error_class=error_class_name(exc))`` for a call a framework ran, so
+    that the names read alike. Only the class is named, never the exception's text.
+    """
+    cls = type(exc)
+    if cls.__module__ == "builtins":
+        return cls.__qualname__
+    return f"{cls.__module__}.{cls.__qualname__}"
 
 
 class NeotomaError(Exception):

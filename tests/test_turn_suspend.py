@@ -91,3 +91,20 @@ async def test_what_a_suspended_exit_drops_is_counted_in_a_warning(store: Embedd
     assert event["log_level"] == "warning"
     assert (event["reply_chars"], event["produced"], event["cited"]) == (5, 1, 0)
     assert "shown" not in str(event)
+
+
+async def test_tool_calls_the_caller_keeps_are_not_counted_as_dropped(
+    store: EmbeddedStore,
+) -> None:
+    with capture_logs() as logs:
+        async with memory(store).turn("Email Acme Corp", turn_id="t1") as kept:
+            kept.record_tool("lookup", args={"name": "Acme"}, call_id="c1")
+            kept.suspend(tools_kept=True)
+        async with memory(store).turn("Email Acme Corp", turn_id="t2") as dropped:
+            dropped.record_tool("lookup", args={"name": "Acme"}, call_id="c1")
+            dropped.suspend()
+    events = [e for e in logs if e["event"] == "turn.suspended"]
+    assert [(e["turn_id"], e["log_level"]) for e in events] == [("t1", "info"), ("t2", "warning")]
+    assert events[1]["tools"] == 1
+    # Kept or not, they are on the result, for the turn that finishes it.
+    assert [c.call_id for c in kept.result.tools] == [c.call_id for c in dropped.result.tools]

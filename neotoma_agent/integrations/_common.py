@@ -5,9 +5,14 @@
   framework's own "stop now", an interrupted graph). It is raised inside the turn's body
   only to abandon the turn; the caller never sees it.
 - :func:`reply_text`: the stored text of a final output that may not be a ``str``.
-- :func:`parts_text`: the stored text of a prompt given as a list of parts.
+- :func:`parts_text`: the stored text of a prompt given as a list of parts;
+  :func:`content_text` that of a message content of ``{"type": "text", "text": ...}``
+  blocks (LangChain messages, the Claude Agent SDK's user messages).
 - :func:`missing_framework`: the ``ImportError`` a module raises when its framework is absent.
 - :func:`record_call`: record one tool call the framework ran on the turn, never failing it.
+- :class:`StreamedTurn`: the exit steps of a run read as a stream inside one turn (the
+  reader left early, the rest read, the run stopped, the reply settled, the turn closed),
+  shared by LangGraph's ``TurnStream`` and the Claude Agent SDK's ``ClaudeTurn``.
 """
 
 from __future__ import annotations
@@ -17,17 +22,28 @@ import dataclasses
 import datetime
 import json
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable, Mapping
+from types import TracebackType
 from typing import Any, Literal
 
-from neotoma_agent import NeotomaError, Turn, TurnState
+from neotoma_agent import (
+    NeotomaError,
+    StoppedEarly,
+    Turn,
+    TurnResult,
+    TurnState,
+    error_class_name,
+)
 
 __all__ = [
     "NoFinalReply",
-    "error_class",
+    "StreamedTurn",
+    "block_text",
+    "content_text",
     "missing_framework",
     "parts_text",
     "plain",
+    "planned",
     "record_call",
     "reply_text",
 ]
@@ -91,14 +107,6 @@ def plain(value: object) -> Any:
         return str(value)
 
 
-def error_class(exc: BaseException) -> str:
-    """An exception's class as a turn records it: ``ValueError``, or ``module.QualName``."""
-    cls = type(exc)
-    if cls.__module__ == "builtins":
-        return cls.__qualname__
-    return f"{cls.__module__}.{cls.__qualname__}"
-
-
 def record_call(
     turn: Turn | None,
     name: str,
@@ -135,7 +143,7 @@ def record_call(
             invoked_at=invoked_at,
             duration_ms=duration_ms,
             call_id=call_id,
-            error_class=None if failure is None else error_class(failure),
+            error_class=None if failure is None else error_class_name(failure),
         )
     except (TypeError, ValueError, NeotomaError) as exc:
         _log.warning("integrations.tool_not_recorded: %s", type(exc).__name__)
@@ -151,3 +159,190 @@ def parts_text(parts: Iterable[object], describe: Callable[[object], str | None]
     """
     lines = [text for text in map(describe, parts) if text is not None]
     return "\n".join(lines)
+
+
+def block_text(block: object) -> str:
+    """One content block's stored text, for :func:`parts_text`: a ``str`` as it is, a text
+    block's ``text``, and ``[type]`` for any other block (``[image]``, ``[document]``;
+    ``[part]`` when it names no type), never its bytes or URL."""
+    if isinstance(block, str):
+        return block
+    if isinstance(block, Mapping):
+        kind = block.get("type")
+        text = block.get("text")
+        if kind == "text" and isinstance(text, str):
+            return text
+        return f"[{kind if isinstance(kind, str) else 'part'}]"
+    return "[part]"
+
+
+def planned(failure: BaseException) -> bool:
+    """Whether ``failure`` is an abandon an integration raised itself (no final reply, a
+    reader that left early): the turn records it, the caller never sees it."""
+    return isinstance(failure, NoFinalReply | StoppedEarly)
+
+
+class StreamedTurn:
+    """A framework run read as a stream inside one turn: its readers and its exit steps.
+
+    A subclass enters the turn and starts the run in ``__aenter__`` (setting ``_turn`` and
+    ``_source``), and gives :meth:`_take` (what one item of the stream means for the turn;
+    the reply delta it carries), :meth:`_settle` (after a run that ended by itself: set
+    the reply, or return the :class:`NoFinalReply` to abandon with) and, where its
+    framework needs them, :meth:`_is_last`, :meth:`_left_early`, :meth:`_stop` and
+    :meth:`_close_turn` (calling this one).
+
+    The exit (:meth:`__aexit__`) runs every step whatever the one before did, as the turn
+    must be closed: close the readers; a reader that left before the end is
+    :class:`~neotoma_agent.StoppedEarly` (the partial reply is what it showed), else the
+    rest of the stream is read; the run is stopped; the reply is settled; the turn is
+    closed with the first failure. The caller's own exception or cancellation propagates
+    unchanged, an abandon planned here (:func:`planned`) is not raised, any other failure
+    of these steps is.
+    """
+
+    #: the :class:`StoppedEarly` text for a reader that left before the end
+    _LEFT_EARLY = "the stream was left before the run finished"
+
+    _turn: Turn | None
+    _source: AsyncIterator[Any] | None
+
+    def __init__(self) -> None:
+        self._turn = None
+        self._source = None
+        self._readers: list[AsyncGenerator[Any, None]] = []
+        self._reading = False
+        self._done = False
+        self._entered = False
+
+    @property
+    def turn(self) -> Turn:
+        """The :class:`~neotoma_agent.Turn` this run is (open inside the block)."""
+        if self._turn is None:
+            raise RuntimeError("the turn has not been entered")
+        return self._turn
+
+    @property
+    def result(self) -> TurnResult:
+        """What the turn stored (after the block)."""
+        return self.turn.result
+
+    def _enter_once(self) -> None:
+        if self._entered:
+            raise RuntimeError(f"a {type(self).__name__} is entered only once")
+        self._entered = True
+
+    # -------------------------------------------------------------- what a subclass gives
+
+    def _take(self, item: Any) -> str | None:
+        raise NotImplementedError
+
+    def _is_last(self, item: Any) -> bool:
+        # The item after which the stream holds nothing of this run (read no further).
+        return False
+
+    def _settle(self) -> BaseException | None:
+        raise NotImplementedError
+
+    async def _left_early(self) -> None:
+        # A reader left before the end: stop the framework's run where it needs telling.
+        return None
+
+    async def _stop(self) -> None:
+        # Close the stream's source (the run's generator, the framework's process).
+        source, self._source = self._source, None
+        aclose = getattr(source, "aclose", None)
+        if aclose is not None:
+            await aclose()
+
+    # -------------------------------------------------------------- reading
+
+    def _reader(self, reader: AsyncGenerator[Any, None]) -> AsyncIterator[Any]:
+        # Kept to be closed on exit: a reader left midway is closed here, not by the GC.
+        self._readers.append(reader)
+        return reader
+
+    def _require_source(self) -> AsyncIterator[Any]:
+        if self._source is None:
+            raise RuntimeError("read the stream inside its async with block")
+        return self._source
+
+    async def _items(self) -> AsyncGenerator[Any, None]:
+        source = self._require_source()
+        self._reading = True
+        async for item in source:
+            self._take(item)
+            yield item
+            if self._is_last(item):
+                break
+        self._done = True
+
+    async def _deltas(self) -> AsyncGenerator[str, None]:
+        source = self._require_source()
+        self._reading = True
+        async for item in source:
+            delta = self._take(item)
+            if delta:
+                yield delta
+            if self._is_last(item):
+                break
+        self._done = True
+
+    async def _read_rest(self) -> None:
+        source = self._require_source()
+        async for item in source:
+            self._take(item)
+            if self._is_last(item):
+                break
+        self._done = True
+
+    # -------------------------------------------------------------- the exit
+
+    async def _close_turn(self, failure: BaseException | None) -> None:
+        # Also what a subclass's __aenter__ calls when starting the run fails.
+        if failure is None:
+            await self.turn.__aexit__(None, None, None)
+        else:
+            await self.turn.__aexit__(type(failure), failure, failure.__traceback__)
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        failure = exc
+        readers, self._readers = self._readers, []
+        for reader in readers:
+            try:
+                await reader.aclose()
+            except BaseException as closing:
+                failure = failure or closing
+        if failure is None and self._reading and not self._done:
+            failure = StoppedEarly(self._LEFT_EARLY)
+            await self._left_early()
+        elif failure is None and not self._done:
+            try:
+                await self._read_rest()
+            except BaseException as reading:
+                failure = reading
+        try:
+            await self._stop()
+        except BaseException as stopping:
+            failure = failure or stopping
+        if failure is None:
+            failure = self._settle()
+        # Turn.__aexit__ raises nothing of the body's: an abandon planned here ends here.
+        await self._close_turn(failure)
+        if failure is not None and failure is not exc and not planned(failure):
+            raise failure
+        # Returning None lets the caller's exception (or cancellation) propagate unchanged.
+
+
+def content_text(content: object) -> str:
+    """A message content's stored text: a ``str`` as it is; a list of content blocks as
+    its text blocks, one per line, other blocks as ``[type]`` placeholders (:func:`block_text`);
+    any other value as one such block."""
+    if isinstance(content, str):
+        return content
+    return parts_text(content if isinstance(content, list) else [content], block_text)

@@ -45,18 +45,16 @@ Runs on asyncio and trio (the SDK is anyio-based). Needs
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
-from collections.abc import AsyncGenerator, AsyncIterable, AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping
 from datetime import datetime, timedelta, timezone
-from types import TracebackType
 from typing import Any, Final
 
 import anyio
 
-from neotoma_agent import NeotomaMemory, StoppedEarly, Turn, TurnResult, TurnState, current_turn
+from neotoma_agent import NeotomaMemory, Turn, TurnState, current_turn
 
-from ._common import NoFinalReply
+from ._common import NoFinalReply, StreamedTurn, content_text, missing_framework, reply_text
 
 try:
     import claude_agent_sdk as sdk
@@ -69,11 +67,7 @@ try:
         ToolUseBlock,
     )
 except ImportError as _missing:
-    raise ImportError(
-        "neotoma_agent.integrations.claude_agent_sdk needs the Claude Agent SDK: "
-        "pip install 'neotoma-agent[claude-agent-sdk]'",
-        name="neotoma_agent.integrations.claude_agent_sdk",
-    ) from _missing
+    raise missing_framework(__name__, "the Claude Agent SDK", "claude-agent-sdk") from _missing
 
 __all__ = ["ClaudeTurn", "NeotomaClaude", "NoFinalReply"]
 
@@ -94,42 +88,19 @@ def _prompt_text(prompt: object) -> str:
     if isinstance(prompt, Mapping):
         message = prompt.get("message")
         content = message.get("content") if isinstance(message, Mapping) else None
-        if isinstance(content, str):
-            return content
-        if isinstance(content, list):
-            lines = []
-            for block in content:
-                kind = block.get("type") if isinstance(block, Mapping) else None
-                if kind == "text" and isinstance(block.get("text"), str):
-                    lines.append(block["text"])
-                else:
-                    lines.append(f"[{kind if isinstance(kind, str) else 'part'}]")
-            return "\n".join(lines)
+        if isinstance(content, str | list):
+            return content_text(content)
     raise TypeError(
         "the prompt must be a str or one user-message dict "
         '({"type": "user", "message": {"role": "user", "content": ...}})'
     )
 
 
-def _reply_text(output: object) -> str:
-    # The stored text of a structured output (a JSON value).
-    if isinstance(output, str):
-        return output
-    return json.dumps(output, ensure_ascii=False, default=str)
-
-
 async def _one(prompt: Mapping[str, Any]) -> AsyncIterator[dict[str, Any]]:
     yield dict(prompt)
 
 
-def _class_name(exc: BaseException) -> str:
-    cls = type(exc)
-    if cls.__module__ == "builtins":
-        return cls.__qualname__
-    return f"{cls.__module__}.{cls.__qualname__}"
-
-
-class ClaudeTurn:
+class ClaudeTurn(StreamedTurn):
     """One prompt as one turn: ``async with nc.turn(client, prompt) as s:``.
 
     Read it with :meth:`text` (the reply's text deltas, each appended to the reply before it
@@ -145,6 +116,8 @@ class ClaudeTurn:
     for tools, the partial reply starts again.
     """
 
+    _LEFT_EARLY = "the reply was left before its result"
+
     def __init__(
         self,
         owner: NeotomaClaude,
@@ -156,6 +129,7 @@ class ClaudeTurn:
         turn_id: str | None,
         session_id: str,
     ) -> None:
+        super().__init__()
         self._owner = owner
         self._prompt = prompt
         self._text = _prompt_text(prompt)
@@ -164,29 +138,11 @@ class ClaudeTurn:
         self._transport = transport
         self._turn_id = turn_id
         self._session_id = session_id
-        self._turn: Turn | None = None
-        self._source: AsyncIterator[Any] | None = None
         self._result_message: ResultMessage | None = None
         self._streamed = False
-        self._reading = False
-        self._readers: list[AsyncGenerator[Any, None]] = []
-        self._done = False
-        self._entered = False
         self._reply: str | None = None
 
     # -------------------------------------------------------------- read-only state
-
-    @property
-    def turn(self) -> Turn:
-        """The :class:`~neotoma_agent.Turn` this prompt is (open inside the block)."""
-        if self._turn is None:
-            raise RuntimeError("the turn has not been entered")
-        return self._turn
-
-    @property
-    def result(self) -> TurnResult:
-        """What the turn stored (after the block)."""
-        return self.turn.result
 
     @property
     def result_message(self) -> ResultMessage | None:
@@ -202,32 +158,11 @@ class ClaudeTurn:
 
     def messages(self) -> AsyncIterator[Any]:
         """Every SDK message of this prompt, up to and including its ``ResultMessage``."""
-        return self._reader(self._messages())
+        return self._reader(self._items())
 
     def text(self) -> AsyncIterator[str]:
         """The reply's text deltas, each appended to the reply first."""
         return self._reader(self._deltas())
-
-    async def _messages(self) -> AsyncGenerator[Any, None]:
-        source = self._require_source()
-        self._reading = True
-        async for message in source:
-            self._take(message)
-            yield message
-            if isinstance(message, ResultMessage):
-                break
-        self._done = True
-
-    async def _deltas(self) -> AsyncGenerator[str, None]:
-        source = self._require_source()
-        self._reading = True
-        async for message in source:
-            delta = self._take(message)
-            if delta:
-                yield delta
-            if isinstance(message, ResultMessage):
-                break
-        self._done = True
 
     async def interrupt(self) -> None:
         """Stop the prompt (``client.interrupt()``): the turn ends abandoned with the partial."""
@@ -235,20 +170,8 @@ class ClaudeTurn:
             raise RuntimeError("query() cannot be interrupted: leave the block instead")
         await self._client.interrupt()
 
-    def _reader(self, reader: AsyncGenerator[Any, None]) -> AsyncIterator[Any]:
-        # Kept to be closed on exit: a reader left midway is closed here, not by the GC.
-        self._readers.append(reader)
-        return reader
-
-    async def _close_readers(self) -> None:
-        readers, self._readers = self._readers, []
-        for reader in readers:
-            await reader.aclose()
-
-    def _require_source(self) -> AsyncIterator[Any]:
-        if self._source is None:
-            raise RuntimeError("read the turn inside its async with block")
-        return self._source
+    def _is_last(self, item: Any) -> bool:
+        return isinstance(item, ResultMessage)
 
     def _take(self, message: Any) -> str | None:
         turn = self.turn
@@ -284,84 +207,36 @@ class ClaudeTurn:
     # -------------------------------------------------------------- lifecycle
 
     async def __aenter__(self) -> ClaudeTurn:
-        if self._entered:
-            raise RuntimeError("a ClaudeTurn is entered only once")
-        self._entered = True
+        self._enter_once()
         turn = self._owner.memory.turn(self._text, turn_id=self._turn_id)
         self._turn = turn
         await turn.__aenter__()
         self._owner._active.append(turn)
         try:
+            prompt = self._prompt if isinstance(self._prompt, str) else _one(self._prompt)
             if self._client is not None:
-                prompt = self._prompt if isinstance(self._prompt, str) else _one(self._prompt)
                 await self._client.query(prompt, session_id=self._session_id)
                 self._source = aiter(self._client.receive_response())
             else:
-                prompt_arg: str | AsyncIterable[dict[str, Any]] = (
-                    self._prompt if isinstance(self._prompt, str) else _one(self._prompt)
-                )
                 self._source = aiter(
-                    sdk.query(prompt=prompt_arg, options=self._options, transport=self._transport)
+                    sdk.query(prompt=prompt, options=self._options, transport=self._transport)
                 )
         except BaseException as exc:
-            await self._exit_turn(exc)
+            await self._close_turn(exc)
             raise
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        failure = exc
-        # Every step below runs whatever the one before did: the turn must be closed.
+    async def _left_early(self) -> None:
+        # Stop the prompt and read its end, so the client's next prompt starts clean;
+        # bounded, as a program that ignores the interrupt must not hang the caller.
+        if self._client is None:
+            return  # query()'s process ends when its generator is closed
         try:
-            await self._close_readers()
-        except BaseException as closing:
-            failure = failure or closing
-        if failure is None and self._reading and not self._done:
-            failure = StoppedEarly("the reply was left before its result")
-        if failure is None and not self._done:
-            try:
-                await self._drain()
-            except BaseException as drained:
-                failure = drained
-        elif isinstance(failure, StoppedEarly) and self._client is not None:
-            # Stop the prompt and read its end, so the client's next prompt starts clean;
-            # bounded, as a program that ignores the interrupt must not hang the caller.
-            try:
-                with anyio.fail_after(self._owner.memory.close_timeout):
-                    await self._client.interrupt()
-                    await self._drain()
-            except Exception as stopped:
-                _logger.warning("claude.interrupt_failed reason=%s", type(stopped).__name__)
-        try:
-            await self._close_source()
-        except BaseException as closing:
-            failure = failure or closing
-        if failure is None:
-            failure = self._settle()
-        await self._exit_turn(failure)
-        if failure is not None and failure is not exc and not _planned(failure):
-            raise failure
-        # Returning None lets the caller's exception (or cancellation) propagate unchanged.
-
-    async def _drain(self) -> None:
-        source = self._require_source()
-        async for message in source:
-            self._take(message)
-            if isinstance(message, ResultMessage):
-                break
-        self._done = True
-
-    async def _close_source(self) -> None:
-        # query()'s generator owns the CLI process: closing it ends the process; a client's
-        # response generator is closed so it is not left to the garbage collector.
-        source, self._source = self._source, None
-        aclose = getattr(source, "aclose", None)
-        if aclose is not None:
-            await aclose()
+            with anyio.fail_after(self._owner.memory.close_timeout):
+                await self._client.interrupt()
+                await self._read_rest()
+        except Exception as stopped:
+            _logger.warning("claude.interrupt_failed reason=%s", type(stopped).__name__)
 
     def _settle(self) -> BaseException | None:
         message = self._result_message
@@ -372,27 +247,18 @@ class ClaudeTurn:
         if isinstance(message.result, str):
             reply = message.result
         elif message.structured_output is not None:
-            reply = _reply_text(message.structured_output)
+            reply = reply_text(message.structured_output)
         else:
             reply = self.turn.reply
         self.turn.reply = reply
         self._reply = reply
         return None
 
-    async def _exit_turn(self, failure: BaseException | None) -> None:
-        turn = self.turn
+    async def _close_turn(self, failure: BaseException | None) -> None:
         try:
-            if failure is None:
-                await turn.__aexit__(None, None, None)
-            else:
-                await turn.__aexit__(type(failure), failure, failure.__traceback__)
+            await super()._close_turn(failure)
         finally:
-            self._owner._release(turn)
-
-
-def _planned(failure: BaseException) -> bool:
-    # The abandons this module raises itself, which the caller never sees.
-    return isinstance(failure, NoFinalReply | StoppedEarly)
+            self._owner._release(self.turn)
 
 
 @dataclasses.dataclass(eq=False)
@@ -555,7 +421,8 @@ class NeotomaClaude:
         except Exception as exc:
             # A hook that raises would only make the CLI log it: record what is known, never
             # the content (the exception text may quote the tool's input).
-            _logger.warning("tool.not_recorded tool_status=%s reason=%s", status, _class_name(exc))
+            reason = type(exc).__name__
+            _logger.warning("tool.not_recorded tool_status=%s reason=%s", status, reason)
 
     async def _on_compact(self, data: Any, tool_use_id: str | None, context: Any) -> Any:
         observed = datetime.now(timezone.utc).isoformat(timespec="milliseconds")
@@ -579,5 +446,5 @@ class NeotomaClaude:
             else:
                 await self.memory.remember(CONTEXT_EVENT_TYPE, **fields)
         except Exception as exc:
-            _logger.warning("context_event.not_recorded reason=%s", _class_name(exc))
+            _logger.warning("context_event.not_recorded reason=%s", type(exc).__name__)
         return {}

@@ -30,9 +30,12 @@ the turn is left open (:meth:`neotoma_agent.Turn.suspend`) and its id is kept in
 checkpoint's metadata (key ``neotoma_turn_id``); a later ``astream_turn(graph,
 Command(resume=...), config=same thread)`` continues that turn and closes it when the
 resumed run answers. A resume that never comes leaves the turn ``open``, which ``audit``
-reports. Tool calls recorded before the interrupt are carried to the resumed run when it
-runs on the same :class:`~neotoma_agent.NeotomaMemory` object; entities ``remember``-ed
-and citations made before it are not (LangGraph re-runs the interrupted tool from its start).
+reports. Tool calls recorded before the interrupt are kept in the same checkpoint (key
+``neotoma_tool_calls``: a JSON list of :meth:`~neotoma_agent.ToolCall.to_json` records),
+so the resumed run writes them with the turn however it is resumed: another process, a new
+:class:`~neotoma_agent.NeotomaMemory`, after a restart. Entities ``remember``-ed and
+citations made before the interrupt are not carried (LangGraph re-runs the interrupted
+tool from its start).
 
 LangGraph runs on asyncio only. Needs ``pip install 'neotoma-agent[langchain]'`` (Python >= 3.11,
 as langchain-core does; the core library stays on 3.10).
@@ -45,24 +48,22 @@ import dataclasses
 import json
 import logging
 import time
-from collections import OrderedDict
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextvars import ContextVar
 from datetime import datetime, timezone
-from types import TracebackType
 from typing import Any, Final, Literal
 
 from neotoma_agent import (
     NeotomaMemory,
-    StoppedEarly,
     ToolCall,
     Turn,
     TurnResult,
     TurnState,
     current_turn,
+    error_class_name,
 )
 
-from ._common import NoFinalReply
+from ._common import NoFinalReply, StreamedTurn, content_text, missing_framework, reply_text
 
 try:
     from langchain_core.messages import (
@@ -74,13 +75,12 @@ try:
         ToolMessage,
         convert_to_messages,
     )
+    from langgraph.checkpoint.base import BaseCheckpointSaver
     from langgraph.errors import GraphBubbleUp
     from langgraph.types import Command
 except ImportError as _missing:  # pragma: no cover - exercised by the missing-extra test
-    raise ImportError(
-        "neotoma_agent.integrations.langgraph needs LangGraph and LangChain: "
-        "pip install 'neotoma-agent[langchain]' (Python >= 3.11)",
-        name="neotoma_agent.integrations.langgraph",
+    raise missing_framework(
+        __name__, "LangGraph and LangChain", "langchain", " (Python >= 3.11)"
     ) from _missing
 
 try:  # the middleware needs the `langchain` package itself; the wrappers need only langgraph
@@ -103,6 +103,8 @@ __all__ = [
 META_KEY: Final = "neotoma_turn_id"
 _META_CONVERSATION: Final = "neotoma_conversation_id"
 _META_USER: Final = "neotoma_user_message"
+#: the tool calls the turn made before the interrupt: a JSON list of ``ToolCall.to_json()``
+_META_TOOLS: Final = "neotoma_tool_calls"
 
 #: The nodes whose model output is the reply: ``create_agent``'s, and the prebuilt
 #: ``create_react_agent``'s.
@@ -130,20 +132,18 @@ class _Run:
     #: tool calls the model asked for and no result came back for yet: id -> (name, args,
     #: when it was asked, as a Unix time)
     asked: dict[str, tuple[str, Any, float]] = dataclasses.field(default_factory=dict)
+    #: the context block, rendered at the run's first model call: what it shows (the
+    #: retrieved entities, the history) is fixed for the turn, and an agent calls its
+    #: model once per tool round
+    block: str | None = None
+
+    def context_block(self) -> str:
+        if self.block is None:
+            self.block = self.turn.context(max_chars=self.context_chars) if self.context else ""
+        return self.block
 
 
 _RUN: ContextVar[_Run | None] = ContextVar("neotoma_langgraph_run", default=None)
-
-# Tool calls recorded before an interrupt, by (conversation id, turn id), for the resumed
-# run in this process; bounded, as a resume may never come.
-_CARRIED: OrderedDict[tuple[str, str], tuple[ToolCall, ...]] = OrderedDict()
-_CARRIED_MAX: Final = 1024
-
-
-def _carry(conversation_id: str, turn_id: str, calls: tuple[ToolCall, ...]) -> None:
-    _CARRIED[(conversation_id, turn_id)] = calls
-    while len(_CARRIED) > _CARRIED_MAX:
-        _CARRIED.popitem(last=False)
 
 
 def _record_tool(run: _Run | None, turn: Turn, call_id: str | None, **fields: Any) -> None:
@@ -175,39 +175,6 @@ def _turn_here() -> tuple[_Run | None, Turn | None]:
 # ------------------------------------------------------------------ text of messages
 
 
-def _content_text(content: object) -> str:
-    """A message content's stored text: a str as it is; text blocks one per line.
-
-    Blocks without text (an image, a file, audio) are stored as a ``[type]`` placeholder,
-    so the message shows something was attached without copying its bytes or URL.
-    """
-    if isinstance(content, str):
-        return content
-    lines: list[str] = []
-    for block in content if isinstance(content, list) else [content]:
-        if isinstance(block, str):
-            lines.append(block)
-        elif isinstance(block, Mapping):
-            kind = block.get("type")
-            if kind == "text" and isinstance(block.get("text"), str):
-                lines.append(block["text"])
-            else:
-                lines.append(f"[{kind if isinstance(kind, str) else 'part'}]")
-    return "\n".join(lines)
-
-
-def _reply_text(output: object) -> str:
-    # The stored text of a structured output (pydantic model, dataclass, JSON value).
-    if isinstance(output, str):
-        return output
-    dump = getattr(output, "model_dump_json", None)
-    if callable(dump):
-        return str(dump())
-    if dataclasses.is_dataclass(output) and not isinstance(output, type):
-        output = dataclasses.asdict(output)
-    return json.dumps(output, ensure_ascii=False, default=str)
-
-
 def _chunk_text(message: BaseMessage) -> str:
     return str(message.text)
 
@@ -215,7 +182,7 @@ def _chunk_text(message: BaseMessage) -> str:
 # ------------------------------------------------------------------ the stream
 
 
-class TurnStream:
+class TurnStream(StreamedTurn):
     """One graph run as one turn: ``async with astream_turn(...) as s:``.
 
     Read it with :meth:`text` (the final answer's text deltas, each appended to the reply
@@ -259,6 +226,7 @@ class TurnStream:
         for reserved in ("stream_mode", "version", "config"):
             if reserved in astream_kwargs:
                 raise TypeError(f"astream_turn sets {reserved}= itself")
+        super().__init__()
         self._graph = graph
         self._input = input
         self._memory = memory
@@ -271,14 +239,8 @@ class TurnStream:
         self._model_nodes = tuple(model_nodes)
         self._reply_of = reply
         self._kwargs = dict(astream_kwargs)
-        self._turn: Turn | None = None
         self._run: _Run | None = None
         self._token: Any = None
-        self._parts: AsyncIterator[Any] | None = None
-        self._done = False
-        self._reading = False
-        self._readers: list[AsyncGenerator[Any, None]] = []
-        self._entered = False
         self._checkpointed = False
         self._start_len = 0
         self._final_state: Any = None
@@ -287,13 +249,6 @@ class TurnStream:
         self._reply: str | None = None
 
     # -------------------------------------------------------------- read-only state
-
-    @property
-    def turn(self) -> Turn:
-        """The :class:`~neotoma_agent.Turn` this run is (open inside the block)."""
-        if self._turn is None:
-            raise RuntimeError("the stream has not been entered")
-        return self._turn
 
     @property
     def result(self) -> TurnResult:
@@ -325,40 +280,11 @@ class TurnStream:
 
     def parts(self) -> AsyncIterator[Any]:
         """Every raw stream part (LangGraph ``version="v2"`` dicts), in order."""
-        return self._reader(self._all_parts())
+        return self._reader(self._items())
 
     def text(self) -> AsyncIterator[str]:
         """The final answer's text deltas, each appended to the reply first."""
         return self._reader(self._deltas())
-
-    async def _all_parts(self) -> AsyncGenerator[Any, None]:
-        if self._parts is None:
-            raise RuntimeError("read the stream inside its async with block")
-        self._reading = True
-        async for part in self._parts:
-            self._take(part)
-            yield part
-        self._done = True
-
-    async def _deltas(self) -> AsyncGenerator[str, None]:
-        if self._parts is None:
-            raise RuntimeError("read the stream inside its async with block")
-        self._reading = True
-        async for part in self._parts:
-            delta = self._take(part)
-            if delta:
-                yield delta
-        self._done = True
-
-    def _reader(self, reader: AsyncGenerator[Any, None]) -> AsyncIterator[Any]:
-        # Kept to be closed on exit: a reader left midway is closed here, not by the GC.
-        self._readers.append(reader)
-        return reader
-
-    async def _close_readers(self) -> None:
-        readers, self._readers = self._readers, []
-        for reader in readers:
-            await reader.aclose()
 
     def _take(self, part: Any) -> str | None:
         # Everything the turn needs from one part; returns the reply delta it carries.
@@ -448,9 +374,7 @@ class TurnStream:
     # -------------------------------------------------------------- lifecycle
 
     async def __aenter__(self) -> TurnStream:
-        if self._entered:
-            raise RuntimeError("a TurnStream is entered only once")
-        self._entered = True
+        self._enter_once()
         graph, memory = self._graph, self._memory
         checkpointed = _has_checkpointer(graph, self._config)
         state = await self._saved_state() if checkpointed else None
@@ -460,8 +384,7 @@ class TurnStream:
         if continuation:
             pending = _pending_turn(state, memory)
             if pending is not None:
-                turn_id, text = pending
-                carried = _CARRIED.pop((memory.conversation_id, turn_id), ())
+                turn_id, text, carried = pending
             elif self._user_message is not None:
                 turn_id, text = self._turn_id, self._user_message
             else:
@@ -502,73 +425,27 @@ class TurnStream:
             self._checkpointed = checkpointed
             extra_modes = self._kwargs.pop("stream_modes", ())
             modes = list(dict.fromkeys((*_STREAM_MODES, *extra_modes)))
-            self._parts = graph.astream(
+            self._source = graph.astream(
                 graph_input, config, stream_mode=modes, version="v2", **self._kwargs
             )
         except BaseException as exc:
-            await self._exit_turn(exc)
+            await self._close_turn(exc)
             raise
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        failure = exc
-        # Every step below runs whatever the one before did: the turn must be closed.
-        try:
-            await self._close_readers()
-        except BaseException as closing:
-            failure = failure or closing
-        if failure is None and self._reading and not self._done:
-            # The reader left the loop before the run's end: what it showed is the partial.
-            failure = StoppedEarly("the stream was left before the run finished")
-        if failure is None and not self._done:
-            try:
-                async for part in self._parts_left():
-                    self._take(part)
-            except BaseException as drained:
-                failure = drained
-        try:
-            await self._stop_graph()
-        except BaseException as stopping:
-            failure = failure or stopping
-        if failure is None:
-            failure = self._settle()
-        # Turn.__aexit__ raises nothing of the body's: an abandon this module planned (no
-        # final reply, a reader that left) ends here, and the caller gets the run's state.
-        await self._exit_turn(failure)
-        result = self.turn.result
-        if result.status is TurnState.SUSPENDED and result.tools:
-            _carry(result.conversation_id, result.turn_id, result.tools)
-        if failure is not None and failure is not exc and not _planned(failure):
-            raise failure
-        # Returning None lets the caller's exception (or cancellation) propagate unchanged.
-
-    async def _parts_left(self) -> AsyncIterator[Any]:
-        assert self._parts is not None
-        async for part in self._parts:
-            yield part
-        self._done = True
-
-    async def _stop_graph(self) -> None:
-        parts, self._parts = self._parts, None
+    async def _stop(self) -> None:
         token, self._token = self._token, None
         if token is not None:
             with contextlib.suppress(ValueError):  # exited in another context than entered
                 _RUN.reset(token)
-        aclose = getattr(parts, "aclose", None)
-        if aclose is not None:
-            await aclose()
+        await super()._stop()
 
     def _settle(self) -> BaseException | None:
         # After a run that ended by itself: the reply, a suspension, or no reply.
         turn = self.turn
         if self._interrupts:
             if self._checkpointed:
-                turn.suspend()
+                turn.suspend(tools_kept=True)  # in the checkpoint: see _keep_calls
                 return None
             return NoFinalReply("the run stopped at interrupt() without a checkpointer")
         reply = self._final_reply()
@@ -586,7 +463,7 @@ class TurnStream:
             return None
         structured = state.get("structured_response")
         if structured is not None:
-            return _reply_text(structured)
+            return reply_text(structured)
         messages = state.get("messages")
         if not isinstance(messages, list) or len(messages) <= self._start_len:
             return None  # this run added no message
@@ -595,7 +472,7 @@ class TurnStream:
             return None
         return _chunk_text(last)
 
-    async def _exit_turn(self, failure: BaseException | None) -> None:
+    async def _close_turn(self, failure: BaseException | None) -> None:
         turn = self.turn
         run = self._run
         if failure is not None and run is not None:
@@ -609,12 +486,40 @@ class TurnStream:
                     args=args,
                     status="error" if isinstance(failure, Exception) else "cancelled",
                     invoked_at=datetime.fromtimestamp(asked_at, timezone.utc),
-                    error_class=_class_name(failure),
+                    error_class=error_class_name(failure),
                 )
-        if failure is None:
-            await turn.__aexit__(None, None, None)
-        else:
-            await turn.__aexit__(type(failure), failure, failure.__traceback__)
+        await super()._close_turn(failure)
+        if turn.state is TurnState.SUSPENDED and turn.result.tools:
+            await self._keep_calls(turn.result.tools)
+
+    async def _keep_calls(self, calls: tuple[ToolCall, ...]) -> None:
+        # The tool calls of a turn waiting at interrupt() ride in the thread's checkpoint,
+        # beside its turn id, so that the resumed run finds them wherever it runs (another
+        # process, after a restart). Checkpoint metadata is fixed when a run starts, so the
+        # interrupted checkpoint is put again as it was with one more key: a checkpointer
+        # stores a put of a checkpoint id it holds in that checkpoint's place.
+        saver = _saver(self._graph, self._config)
+        configurable = dict(self._config.get("configurable") or {})
+        configurable.pop("checkpoint_id", None)  # the thread's head: this run's last checkpoint
+        configurable.setdefault("checkpoint_ns", "")
+        try:
+            saved = await saver.aget_tuple({"configurable": configurable})
+            if saved is None or saved.metadata.get(META_KEY) != self.turn.turn_id:
+                raise LookupError("the interrupted checkpoint is not this turn's")
+            metadata = dict(saved.metadata)
+            metadata[_META_TOOLS] = json.dumps([c.to_json() for c in calls], ensure_ascii=False)
+            parent = saved.parent_config or {
+                "configurable": {
+                    key: value
+                    for key, value in saved.config["configurable"].items()
+                    if key != "checkpoint_id"
+                }
+            }
+            await saver.aput(parent, saved.checkpoint, metadata, {})  # type: ignore[arg-type,unused-ignore]
+        except Exception as exc:
+            # The run's own outcome stands (it stopped at interrupt()); the resumed turn
+            # will lack these calls, which is said here without their content.
+            _logger.warning("tool.not_kept calls=%d reason=%s", len(calls), type(exc).__name__)
 
     async def _saved_state(self) -> Any:
         try:
@@ -623,22 +528,22 @@ class TurnStream:
             return None  # no thread id in the config: nothing saved to continue
 
 
-def _planned(failure: BaseException) -> bool:
-    # The abandons this module raises itself, which the caller never sees.
-    return isinstance(failure, NoFinalReply | StoppedEarly)
-
-
-def _class_name(exc: BaseException) -> str:
-    cls = type(exc)
-    return (
-        cls.__qualname__ if cls.__module__ == "builtins" else f"{cls.__module__}.{cls.__qualname__}"
-    )
-
-
 def _fields_of(call: ToolCall) -> dict[str, Any]:
     data = call.to_json()
     data.pop("call_id", None)
     return data
+
+
+def _kept_calls(meta: Mapping[str, Any]) -> tuple[ToolCall, ...]:
+    # The calls an interrupted run kept in its checkpoint (see TurnStream._keep_calls).
+    kept = meta.get(_META_TOOLS)
+    if not isinstance(kept, str):
+        return ()
+    try:
+        return tuple(ToolCall.from_json(data) for data in json.loads(kept))
+    except (TypeError, ValueError) as exc:  # not what _keep_calls wrote: left out, said so
+        _logger.warning("tool.not_carried reason=%s", type(exc).__name__)
+        return ()
 
 
 def _has_checkpointer(graph: Any, config: Mapping[str, Any]) -> bool:
@@ -649,8 +554,21 @@ def _has_checkpointer(graph: Any, config: Mapping[str, Any]) -> bool:
     return bool(configurable.get("__pregel_checkpointer"))
 
 
-def _pending_turn(state: Any, memory: NeotomaMemory) -> tuple[str, str] | None:
-    # The turn an interrupted run left open on this thread, from the checkpoint metadata.
+def _saver(graph: Any, config: Mapping[str, Any]) -> BaseCheckpointSaver[Any]:
+    # The checkpointer a checkpointed run wrote to: the graph's own, or its parent's.
+    saver = getattr(graph, "checkpointer", None)
+    if not isinstance(saver, BaseCheckpointSaver):
+        saver = (config.get("configurable") or {}).get("__pregel_checkpointer")
+    if not isinstance(saver, BaseCheckpointSaver):
+        raise LookupError("no checkpointer to keep the tool calls in")
+    return saver
+
+
+def _pending_turn(
+    state: Any, memory: NeotomaMemory
+) -> tuple[str, str, tuple[ToolCall, ...]] | None:
+    # The turn an interrupted run left open on this thread, from the checkpoint metadata:
+    # its id, its user text and the tool calls it made before the interrupt.
     if state is None or not getattr(state, "interrupts", ()):
         return None
     meta = getattr(state, "metadata", None) or {}
@@ -661,7 +579,7 @@ def _pending_turn(state: Any, memory: NeotomaMemory) -> tuple[str, str] | None:
         raise ValueError(
             "the turn waiting on this thread belongs to another conversation than this memory's"
         )
-    return turn_id, text
+    return turn_id, text, _kept_calls(meta)
 
 
 def _input_text(graph_input: Any) -> str:
@@ -671,7 +589,7 @@ def _input_text(graph_input: Any) -> str:
     if isinstance(graph_input, Mapping) and isinstance(graph_input.get("messages"), list):
         for message in reversed(convert_to_messages(graph_input["messages"])):
             if isinstance(message, HumanMessage):
-                return _content_text(message.content)
+                return content_text(message.content)
     raise ValueError(
         "the input holds no user message (a str, or a dict whose 'messages' hold a human "
         "message): pass user_message= for the text to store"
@@ -841,9 +759,10 @@ class NeotomaMiddleware(AgentMiddleware):  # type: ignore[misc,unused-ignore]
         run, turn = _turn_here()
         if turn is None or turn.state is not TurnState.OPEN:
             return await handler(request)
-        wanted = run.context if run is not None else self._context
-        chars = run.context_chars if run is not None else self._context_chars
-        block = turn.context(max_chars=chars) if wanted else ""
+        if run is not None:
+            block = run.context_block()
+        else:
+            block = turn.context(max_chars=self._context_chars) if self._context else ""
         if block:
             request = request.override(system_message=_with_block(request.system_message, block))
         return await handler(request)
@@ -875,7 +794,7 @@ class NeotomaMiddleware(AgentMiddleware):  # type: ignore[misc,unused-ignore]
                 status="error" if isinstance(exc, Exception) else "cancelled",
                 invoked_at=invoked_at,
                 duration_ms=round((time.perf_counter() - started) * 1000, 3),
-                error_class=_class_name(exc),
+                error_class=error_class_name(exc),
             )
             raise
         failed = isinstance(outcome, ToolMessage) and outcome.status == "error"
