@@ -12,9 +12,9 @@ order), round after round, so that all see the same machine:
 - ``turn``: the turn alone (``async with memory.turn(text) as t: t.reply = ...``): the
   turn's own cost, store included;
 - ``seams``: the framework run with the hooks the integration uses, doing nothing (a
-  capability with ``wrap_run``, ``wrap_run_event_stream``, ``get_instructions`` and
-  ``wrap_tool_execute``; run hooks and a ``call_model_input_filter``): what the framework
-  itself spends on those seams;
+  capability with ``wrap_run``, ``wrap_run_event_stream``, an async ``get_instructions``
+  function, ``wrap_tool_execute`` and ``after_model_request``; run hooks and a
+  ``call_model_input_filter``): what the framework itself spends on those seams;
 - ``integrated``: the framework run through the integration (``NeotomaCapability``; the
   module's ``run``), which does both.
 
@@ -59,15 +59,15 @@ def pydantic_ai_loops(memory: NeotomaMemory) -> dict[str, Loop]:
         for word in REPLY.split(" "):
             yield word + " "
 
+    async def no_instructions(ctx: Any) -> None:
+        return None
+
     @dataclass
     class Seams(AbstractCapability[Any]):
         """The hooks the integration uses, doing nothing: what the seams cost the framework."""
 
-        async def for_run(self, ctx: Any) -> Seams:
-            return dataclasses.replace(self)
-
         def get_instructions(self) -> Any:
-            return lambda ctx: None
+            return no_instructions  # async, as the integration's (a plain one runs in a thread)
 
         async def wrap_run(self, ctx: Any, *, handler: Any) -> Any:
             return await handler()
@@ -80,6 +80,11 @@ def pydantic_ai_loops(memory: NeotomaMemory) -> dict[str, Loop]:
             self, ctx: Any, *, call: Any, tool_def: Any, args: Any, handler: Any
         ) -> Any:
             return await handler(args)
+
+        async def after_model_request(
+            self, ctx: Any, *, request_context: Any, response: Any
+        ) -> Any:
+            return response
 
     # Every agent streams its requests (the capability watches events for the partial
     # text, which makes Pydantic AI stream): the same framework work each way.
