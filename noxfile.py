@@ -2,16 +2,18 @@
 each command is written here once.
 
 ``nox`` (no arguments) runs ``lint``, ``typecheck`` and ``tests``; CI runs ``lint``,
-``typecheck`` and ``coverage`` (``tests`` under line coverage). The others: ``lowest``
+``typecheck``, ``docs`` and ``coverage`` (``tests`` under line coverage). The others: ``lowest``
 (the suite on the lowest dependency versions pyproject.toml allows), ``slow`` (the long
 sweeps), ``bench_smoke`` (the benchmarks at their smallest sizes, as tests) and ``bench``
-(the benchmarks themselves, writing their figures), ``integrations`` (the framework
-extras installed), ``hooks`` (the real Claude Code program), ``browser`` (the web view in
+(the benchmarks themselves, writing their figures), ``docs`` (the documentation site,
+built with warnings as errors), ``integrations`` (the framework
+extras installed), ``hooks`` (the real Claude Code and Codex programs), ``browser`` (the web view in
 headless Chromium).
 """
 
 from __future__ import annotations
 
+import shutil
 import sys
 from pathlib import Path
 
@@ -96,6 +98,20 @@ def coverage(session: nox.Session) -> None:
 
 
 @nox.session
+def docs(session: nox.Session) -> None:
+    """Build the documentation site (mkdocs.yml) with warnings as errors, as CI does: a
+    broken link, a missing anchor, an unresolved docstring or a snippet that names nothing
+    fails the build. The site goes to a temporary folder (``mkdocs serve`` to read it).
+    """
+    session.install("-e", ".[docs]")
+    site = Path(session.create_tmp()) / "site"
+    # mkdocs-material prints a banner about MkDocs 2.0 on every build unless told not to.
+    session.run(
+        "mkdocs", "build", "--strict", "--site-dir", str(site), env={"NO_MKDOCS_2_WARNING": "1"}
+    )
+
+
+@nox.session
 def lowest(session: nox.Session) -> None:
     """The default run with every direct dependency at the lowest version allowed."""
     constraints = Path(session.create_tmp()) / "lowest.txt"
@@ -149,11 +165,24 @@ def integrations(session: nox.Session) -> None:
     )
 
 
+#: the Codex release the hooks' fixtures were recorded from (tests/data/hooks/codex)
+CODEX = "@openai/codex@0.171.0"
+
+
 @nox.session
 def hooks(session: nox.Session) -> None:
-    """The coding-agent hooks against the real Claude Code program (claude-agent-sdk, 380 MB)."""
+    """The coding-agent hooks against the real Claude Code program (claude-agent-sdk, 380 MB)
+    and the real Codex program (npm's @openai/codex, a native binary, 100 MB)."""
     session.install("-e", ".[test]", "claude-agent-sdk")
-    session.run("pytest", "-m", "slow", "tests/hooks", *session.posargs)
+    env = {}
+    if shutil.which("npm"):
+        prefix = Path(session.create_tmp()) / "codex"
+        session.run("npm", "install", "--prefix", str(prefix), "--no-audit", "--no-fund",
+                    CODEX, external=True, silent=True)  # fmt: skip
+        native = sorted(prefix.glob("node_modules/@openai/codex-*/vendor/*/bin/codex"))
+        if native:
+            env["CODEX_PROGRAM"] = str(native[0])
+    session.run("pytest", "-m", "slow", "tests/hooks", *session.posargs, env=env)
 
 
 @nox.session

@@ -6,7 +6,8 @@ store opens its file (migrations, pragmas), with ``synchronous=OFF``, many store
 transaction. So every row, index entry and snapshot is encoded by the store's code: when
 the file format changes, the builder changes with it. What it saves is the per-store cost
 around that action (a job, a thread hop, an answer parsed on the event loop) and a commit
-per group; what it cannot save is the action itself (see the README's scale section).
+per group; what it cannot save is the action itself (docs/performance.md: the store against
+bare SQLite).
 
 The turns are what ``NeotomaMemory`` writes for a turn: the enter store (``user_payload``)
 and, unless the turn is an orphan, the closing store (``closing_payload``, naming the

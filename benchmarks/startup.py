@@ -6,6 +6,8 @@ Each row is a whole process, timed from outside (wall seconds, start to exit): t
 (``python -c pass``; the dependencies a ``show`` needs, imported and run once: asyncio,
 anyio with a worker thread, attrs), ``import neotoma_agent``, ``neotoma-agent --version``,
 and ``show`` / ``stats`` on a small embedded store (the demo's conversation, written first).
+The last row is ``serve``'s stop: SIGTERM sent to a listening ``neotoma-agent serve`` with no
+clients, timed until the process has exited (goal: within 0.5 s).
 Bytecode caches are written by a warm-up run first, as an installed package has them.
 Runs are interleaved row by row so that a machine's drift hits every row alike; the table
 gives the median and the minimum. ``--vs PYTHON`` runs every row with that interpreter too
@@ -19,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -34,9 +37,14 @@ _DEPENDENCIES = (
 )
 
 
+#: rows timed from SIGTERM to exit rather than from start to exit
+_STOP_ROWS = frozenset({"neotoma-agent serve: SIGTERM to exit"})
+
+
 def rows(store: Path) -> list[tuple[str, list[str]]]:
     """(row name, arguments after the interpreter) for each measured process."""
     cli = ["-m", "neotoma_agent.cli"]
+    serve = [*cli, "--db", str(store.with_name("served.db")), "serve", "--port", "0"]
     return [
         ("python -c pass (the floor)", ["-c", "pass"]),
         ("the dependencies alone (a floor for show)", ["-c", _DEPENDENCIES]),
@@ -44,7 +52,31 @@ def rows(store: Path) -> list[tuple[str, list[str]]]:
         ("neotoma-agent --version", [*cli, "--version"]),
         ("neotoma-agent show demo", [*cli, "--db", str(store), "show", "demo"]),
         ("neotoma-agent stats", [*cli, "--db", str(store), "stats"]),
+        ("neotoma-agent serve: SIGTERM to exit", serve),
     ]
+
+
+def timed_stop(python: str, args: list[str], env: dict[str, str], cwd: str) -> float:
+    """Seconds from SIGTERM to exit of a server that has said it is listening."""
+    with subprocess.Popen(
+        [python, *args], env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    ) as server:
+        assert server.stdout is not None
+        if not server.stdout.readline().startswith(b"serving "):
+            server.kill()
+            raise SystemExit(f"{python} {' '.join(args)} did not start")
+        time.sleep(0.2)  # settled: the signal meets an idle server
+        started = time.perf_counter()
+        server.send_signal(signal.SIGTERM)
+        server.wait()
+        wall = time.perf_counter() - started
+    if server.returncode != 0:
+        raise SystemExit(f"{python} {' '.join(args)} exited {server.returncode} on SIGTERM")
+    return wall
+
+
+def timed_row(name: str, python: str, args: list[str], env: dict[str, str], cwd: str) -> float:
+    return (timed_stop if name in _STOP_ROWS else timed)(python, args, env, cwd)
 
 
 def timed(python: str, args: list[str], env: dict[str, str], cwd: str) -> float:
@@ -80,12 +112,12 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
         table = rows(store)
         walls: dict[str, dict[str, list[float]]] = {k: {n: [] for n, _ in table} for k in pythons}
         for python in pythons.values():  # a warm-up: the files in the page cache
-            for _, argv in table:
-                timed(python, argv, env, tmp)
+            for name, argv in table:
+                timed_row(name, python, argv, env, tmp)
         for _ in range(args.runs):
             for name, argv in table:
                 for which, python in pythons.items():
-                    walls[which][name].append(timed(python, argv, env, tmp))
+                    walls[which][name].append(timed_row(name, python, argv, env, tmp))
     result: dict[str, Any] = {"runs": args.runs, "python": sys.executable, "vs": args.vs}
     result["rows"] = [
         {

@@ -4,16 +4,37 @@ from __future__ import annotations
 
 from ._lazy import lazy_exports
 
+# The audit and its records live in neotoma_agent.qa; these names were also here before,
+# and still resolve (with a DeprecationWarning) until the next minor release.
+_MOVED_TO_QA = (
+    "AttachmentObservation",
+    "AuditReport",
+    "Diagnosis",
+    "Finding",
+    "FindingKind",
+    "MessageObservation",
+    "RepairOutcome",
+    "RepairResult",
+    "ReportEntity",
+    "ReportRepair",
+    "TurnObservation",
+    "TurnReportInput",
+    "apply_repairs",
+    "audit",
+    "diagnose_turn",
+    "render_turn_report",
+)
+
 # The public names, one line each (tests/test_public_api.py pins them). Each is imported
 # when first used, so `import neotoma_agent` loads no part the program does not use (see
 # _lazy); type checkers and readers see the ordinary imports. Add a name as one more line.
-with lazy_exports(globals()):
+with lazy_exports(globals(), moved=dict.fromkeys(_MOVED_TO_QA, "neotoma_agent.qa")):
     from ._chat_messages import chat_messages as chat_messages
     from ._current import current_turn as current_turn
     from ._forget import Forgotten as Forgotten
     from ._history import HistoryTurn as HistoryTurn
     from ._memory import NeotomaMemory as NeotomaMemory
-    from ._memory import OpenTurn as OpenTurn
+    from ._open_turn import OpenTurn as OpenTurn
     from ._payloads import Produced as Produced
     from ._retrieval import Extractor as Extractor
     from ._retrieval import RetrievalQuery as RetrievalQuery
@@ -27,8 +48,8 @@ with lazy_exports(globals()):
     from ._tools import ActiveToolCall as ActiveToolCall
     from ._tools import ToolCall as ToolCall
     from ._turn import Turn as Turn
-    from ._turn import TurnResult as TurnResult
-    from ._turn import TurnState as TurnState
+    from ._turn_result import TurnResult as TurnResult
+    from ._turn_result import TurnState as TurnState
     from ._version import __version__ as __version__
     from .exceptions import APIError as APIError
     from .exceptions import AuthenticationError as AuthenticationError
@@ -47,22 +68,11 @@ with lazy_exports(globals()):
     from .exceptions import TurnCloseError as TurnCloseError
     from .exceptions import TurnStateError as TurnStateError
     from .exceptions import ValidationError as ValidationError
-    from .qa import AttachmentObservation as AttachmentObservation
-    from .qa import AuditReport as AuditReport
-    from .qa import Diagnosis as Diagnosis
-    from .qa import Finding as Finding
-    from .qa import FindingKind as FindingKind
-    from .qa import MessageObservation as MessageObservation
-    from .qa import RepairOutcome as RepairOutcome
-    from .qa import RepairResult as RepairResult
-    from .qa import ReportEntity as ReportEntity
-    from .qa import ReportRepair as ReportRepair
-    from .qa import TurnObservation as TurnObservation
-    from .qa import TurnReportInput as TurnReportInput
-    from .qa import apply_repairs as apply_repairs
-    from .qa import audit as audit
-    from .qa import diagnose_turn as diagnose_turn
-    from .qa import render_turn_report as render_turn_report
+    from .transport._base import ConversationMessage as ConversationMessage
+    from .transport._base import ConversationPage as ConversationPage
+    from .transport._base import ConversationReader as ConversationReader
+    from .transport._base import ConversationSummaryItem as ConversationSummaryItem
+    from .transport._base import ConversationSummaryPage as ConversationSummaryPage
     from .transport._base import CorrectionResult as CorrectionResult
     from .transport._base import CreateRelationshipsResult as CreateRelationshipsResult
     from .transport._base import Entity as Entity
@@ -71,10 +81,13 @@ with lazy_exports(globals()):
     from .transport._base import LookupResult as LookupResult
     from .transport._base import Observation as Observation
     from .transport._base import ObservationList as ObservationList
+    from .transport._base import RecentConversation as RecentConversation
     from .transport._base import RelatedEntities as RelatedEntities
+    from .transport._base import RelatedEntity as RelatedEntity
     from .transport._base import RelationshipSnapshot as RelationshipSnapshot
     from .transport._base import StoredEntity as StoredEntity
     from .transport._base import StoreResult as StoreResult
+    from .transport._base import SummaryReader as SummaryReader
     from .transport._base import Transport as Transport
     from .transport._outbox import LaneStatus as LaneStatus
     from .transport._outbox import OutboxFlush as OutboxFlush

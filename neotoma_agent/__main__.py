@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import sys
-
-from neotoma_agent.cli import main
+from neotoma_agent.cli import console_main
 
 if __name__ == "__main__":
-    sys.exit(main())
+    console_main()

@@ -77,7 +77,7 @@ _REPLAYED = BatchOutcome(replayed=True)
 def _payload(turn: BatchTurn, retrieved_ids: Sequence[str]) -> StorePayload:
     memory = turn.memory
     return recorded_payload(
-        memory.settings,
+        memory._phases.conversation,  # the record the memory's own stores use
         # The ids were validated when the turn was made (parse_line); not again per body.
         TurnKeys(memory.conversation_id, turn.turn_id),
         turn.user,

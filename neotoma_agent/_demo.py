@@ -24,8 +24,9 @@ import anyio.lowlevel
 import attrs
 
 from ._memory import NeotomaMemory
-from ._turn import Turn, TurnResult
+from ._turn import Turn
 from ._turn_record import read_ending
+from ._turn_result import TurnResult
 from .exceptions import IdempotencyMismatchError
 from .transport._base import Entity, Transport
 from .transport.embedded import EmbeddedStore

@@ -156,7 +156,7 @@ def entity_id_for(entity_type: str, canonical_name: str) -> str:
 
 @attrs.frozen
 class MergePolicy:
-    """How a snapshot field is reduced across observations (semantics §1.4)."""
+    """How a snapshot field is reduced across observations."""
 
     strategy: Strategy
     #: ``"source_priority"`` breaks ties by observation id ascending, not by recency.

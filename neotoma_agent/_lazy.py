@@ -7,6 +7,10 @@ package's ``__getattr__`` imports that module the first time the name is used. S
 ``import neotoma_agent`` costs only what is used: no aiohttp without ``HttpTransport``, no
 audit without ``audit()``, no structlog unless the application loaded it.
 
+Names that moved to another public module stay importable from here for a while:
+``moved={"audit": "neotoma_agent.qa", ...}`` resolves each from its new home with a
+``DeprecationWarning`` (outside ``__all__`` and ``dir()``).
+
 The recording replaces ``builtins.__import__`` for the block's duration and records only the
 block's own relative imports (its globals, level 1); any other import, in any thread, goes
 to the original unchanged. No source file is read, so it works where only bytecode ships.
@@ -17,6 +21,7 @@ from __future__ import annotations
 import builtins
 import contextlib
 import importlib
+import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
@@ -34,11 +39,14 @@ _RECORDED = _Recorded()
 
 
 @contextlib.contextmanager
-def lazy_exports(namespace: dict[str, Any]) -> Iterator[None]:
+def lazy_exports(
+    namespace: dict[str, Any], *, moved: Mapping[str, str] | None = None
+) -> Iterator[None]:
     """Record the block's ``from .module import Name`` lines as the package's lazy names.
 
     After the block, ``namespace`` (the package's globals) gets ``__all__`` (the names,
     sorted), ``__getattr__`` and ``__dir__``; a name resolved once is cached in it.
+    ``moved`` maps deprecated names to the public module that now has them.
     """
     package = str(namespace["__name__"])
     table: dict[str, str] = {}
@@ -64,14 +72,28 @@ def lazy_exports(namespace: dict[str, Any]) -> Iterator[None]:
         builtins.__import__ = original
     for item in table:
         namespace.pop(item, None)  # the placeholders the block bound
-    _install(namespace, package, table)
+    _install(namespace, package, table, moved or {})
 
 
-def _install(namespace: dict[str, Any], package: str, table: Mapping[str, str]) -> None:
+def _install(
+    namespace: dict[str, Any],
+    package: str,
+    table: Mapping[str, str],
+    moved: Mapping[str, str],
+) -> None:
     def __getattr__(name: str) -> Any:
         module = table.get(name)
         if module is None:
-            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+            new_home = moved.get(name)
+            if new_home is None:
+                raise AttributeError(f"module {package!r} has no attribute {name!r}")
+            # Not cached, so that every use still warns.
+            warnings.warn(
+                f"{package}.{name} is deprecated: import it from {new_home}",
+                DeprecationWarning,
+                stacklevel=2,
+            )
+            return getattr(importlib.import_module(new_home), name)
         value = getattr(importlib.import_module(module), name)
         if getattr(value, "__module__", "").startswith(package + "."):
             # Public names report themselves as neotoma_agent.X, not their private module.

@@ -3,21 +3,19 @@
 ``turn()`` gives a :class:`~neotoma_agent.Turn` (an async context manager);
 ``open_turn`` / ``close_turn`` / ``abandon_turn`` run the store phases one call each, and
 ``record_turn`` writes a finished turn in a single store. The phases themselves (what each
-store holds, the shielded close) live in ``_phases``; results are built in ``_turn``.
+store holds, the shielded close) live in ``_phases``; results are built in
+``_turn_result``; the explicit API's open turn is ``_open_turn.OpenTurn``.
 """
 
 from __future__ import annotations
 
-import datetime
-import math
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from typing import Any
 
 import attrs
 
-from ._checks import check_count, check_optional_count
-from ._context import render_context
+from ._checks import check_optional_count
 from ._forget import Forgotten, forget_conversation, restore_conversation
 from ._history import HistoryTurn, read_history
 from ._keys import (
@@ -26,7 +24,6 @@ from ._keys import (
     turn_id_ms,
     turn_keys,
     turn_record_entity_id,
-    validate_conversation_id,
     validate_entity_id,
 )
 from ._keys import (
@@ -34,9 +31,9 @@ from ._keys import (
 )
 from ._log import bound_context
 from ._must_await import MustAwait
+from ._open_turn import OpenTurn
 from ._otel import CLOSE_TURN_SPAN, OPEN_TURN_SPAN, TURN_SPAN, explicit
 from ._payloads import (
-    ConversationSettings,
     Produced,
     merge_produced,
     produced_entity,
@@ -44,223 +41,26 @@ from ._payloads import (
     remembered_payload,
     validate_user_extra,
 )
-from ._phases import (
-    CloseOutcome,
-    EnterAttempt,
-    Opened,
-    Phases,
-    error_class_name,
-    tool_ids,
-    unopened,
-)
-from ._retrieval import (
-    DEFAULT_LINK_THRESHOLD,
-    EMPTY_RETRIEVAL,
-    Extractor,
-    RetrievalStats,
-    Retrieved,
-    Retriever,
-)
+from ._phase_records import CloseOutcome, EnterAttempt, Opened, error_class_name, unopened
+from ._phases import Phases, tool_ids
+from ._retrieval import EMPTY_RETRIEVAL, Retrieved
+from ._settings import DEFAULT_HISTORY_TURNS, MemorySettings
 from ._shield import raise_deferred
 from ._text import check_text
-from ._tool_payload import DEFAULT_TOOL_PAYLOAD_CHARS, ToolPayloadMode, ToolPayloads, ToolRedactor
 from ._tool_reads import StoredToolCall, read_tool_details
-from ._tools import ToolCall, ToolLog, ToolStatus, check_tools, iso_ms, merge_tools
-from ._turn import Turn, TurnResult, TurnState, close_failure, finish, finish_attempt
+from ._tools import ToolCall, check_tools, iso_ms, merge_tools
+from ._turn import Turn
+from ._turn_result import TurnResult, TurnState, close_failure, finish, finish_attempt
 from .exceptions import TransportError
-from .transport._base import Entity, Transport
+from .transport._base import Entity
 
-__all__ = ["DEFAULT_HISTORY_TURNS", "NeotomaMemory", "OpenTurn"]
-
-#: earlier turns a turn reads by default (``history_turns``): see the README's history
-#: figures for why this many costs nothing measurable on either transport
-DEFAULT_HISTORY_TURNS = 5
-
-
-@attrs.frozen
-class OpenTurn:
-    """A turn opened with :meth:`NeotomaMemory.open_turn`, waiting for ``close_turn``."""
-
-    conversation_id: str
-    turn_id: str
-    turn_key: str
-    user_message: str
-    user_message_id: str
-    conversation_entity_id: str
-    #: the bounded set retrieval found, best match first
-    retrieved: tuple[Entity, ...]
-    retrieval: RetrievalStats
-    revision: int | None
-    turn_number: int | None
-    #: the enter store replayed (this turn id was opened before)
-    replayed: bool
-    _opened: Opened = attrs.field(repr=False, eq=False)
-    #: the conversation's last ``history_turns`` turns before this one, oldest first
-    history: tuple[HistoryTurn, ...] = attrs.field(default=(), eq=False)
-    #: the model the caller named (``open_turn(..., model=...)``)
-    model: str | None = attrs.field(default=None, eq=False)
-    _tools: ToolLog = attrs.field(
-        default=attrs.Factory(lambda self: ToolLog(self.turn_key), takes_self=True),
-        init=False,
-        repr=False,
-        eq=False,
-    )
-    # What remember() recorded, by entity id (a frozen record holding a mutable log, as
-    # _tools is: the close reads it).
-    _produced: dict[str, Produced] = attrs.field(factory=dict, repr=False, eq=False)
-
-    @property
-    def retrieved_ids(self) -> tuple[str, ...]:
-        """The entity ids of :attr:`retrieved`."""
-        return tuple(e.id for e in self.retrieved)
-
-    @property
-    def tools(self) -> tuple[ToolCall, ...]:
-        """The tool calls :meth:`record_tool` recorded so far, ordered by ``invoked_at``."""
-        return self._tools.calls
-
-    def record_tool(
-        self,
-        name: str,
-        *,
-        args: Any = None,
-        result: Any = None,
-        status: ToolStatus = "ok",
-        invoked_at: datetime.datetime | str | None = None,
-        duration_ms: float | None = None,
-        call_id: str | None = None,
-        error_class: str | None = None,
-    ) -> ToolCall:
-        """Record a tool call of this turn, written by ``close_turn`` / ``abandon_turn``.
-
-        The explicit API's :meth:`Turn.record_tool` (same arguments, checks and call-id
-        rules). Nothing is stored yet: closing the turn through this memory (by this
-        :class:`OpenTurn` or its id) writes every call recorded here, plus any passed as
-        ``tools=``. A call recorded in another process travels as
-        ``ToolCall.create(...).to_json()`` and comes back with :meth:`ToolCall.from_json`.
-        """
-        call = ToolCall.create(
-            name,
-            args=args,
-            result=result,
-            status=status,
-            invoked_at=invoked_at,
-            duration_ms=duration_ms,
-            call_id=call_id,
-            error_class=error_class,
-        )
-        return self._tools.add(call, clock_given=invoked_at is not None)
-
-    def remember(self, entity_type: str, /, **fields: Any) -> str:
-        """Record an entity the reply produces; return its id at once, to cite in the reply.
-
-        The explicit API's ``t.remember`` (same arguments, checks and answer): nothing is
-        stored yet; closing this turn (``close_turn`` / ``abandon_turn`` with this
-        :class:`OpenTurn` or its id, in this process) writes it in the closing store, and
-        the assistant message REFERS_TO it. The id is computed here exactly as the server
-        computes it; one that retrieval found (same type and name) is extended, never
-        duplicated; remembering the same id twice merges the fields (later wins)::
-
-            booking = opened.remember("booking", name="Table for two", party=2)
-            await memory.close_turn(opened, f"Booked ({booking}).")
-        """
-        item = produced_entity(entity_type, fields, extends=self.retrieved_ids)
-        merged = merge_produced((*self._produced.values(), item))
-        self._produced.clear()
-        self._produced.update((p.entity_id, p) for p in merged)
-        return item.entity_id
-
-    @property
-    def produced_ids(self) -> tuple[str, ...]:
-        """Ids of the entities :meth:`remember` recorded so far."""
-        return tuple(self._produced)
-
-    def produce(self, entity_type: str, /, **fields: Any) -> Produced:
-        """The older form of :meth:`remember`: the :class:`Produced` record, not recorded.
-
-        Kept so code written before :meth:`remember` works: pass the record to
-        ``close_turn(..., produced=[...])`` (its ``entity_id`` is the id :meth:`remember`
-        returns). For a turn closed in another process, where this :class:`OpenTurn` is not
-        at hand, ``produced=`` is still the way::
-
-            booking = opened.produce("booking", name="Table for two", party=2)
-            await memory.close_turn(opened, f"Booked ({booking.entity_id}).", produced=[booking])
-        """
-        return produced_entity(entity_type, fields, extends=self.retrieved_ids)
-
-    def context(
-        self,
-        *,
-        max_chars: int = 4000,
-        history: bool = True,
-        max_tokens: int | None = None,
-        count_tokens: Callable[[str], int] | None = None,
-    ) -> str:
-        """The budgeted prompt block of what this turn knows: ``t.context()`` for the explicit API.
-
-        The same text, by the same rules, as :meth:`Turn.context`: the :attr:`retrieved`
-        entities in rank order, then :attr:`history`, within ``max_chars`` characters; an
-        empty string when there is nothing to show. A caller whose turn spans processes (a
-        coding agent's hooks) renders it right after ``open_turn``::
-
-            opened = await memory.open_turn("What about Acme Corp?", turn_id=prompt_id)
-            prompt = f"{opened.context(max_chars=2000)}\n\nUser: {opened.user_message}"
-
-        ``history``, ``max_tokens`` and ``count_tokens`` as :meth:`Turn.context` takes them;
-        ``ValueError`` for a ``max_chars`` that is not an int >= 0.
-        """
-        return render_context(
-            self.retrieved,
-            self.history if history else (),
-            max_chars=max_chars,
-            max_tokens=max_tokens,
-            count_tokens=count_tokens,
-        )
-
-
-def _positive(name: str) -> Any:
-    def check(_: Any, __: Any, value: Any) -> None:
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"{name} must be an int >= 1, got {value!r}")
-
-    return check
-
-
-def _timeout(name: str, *, optional: bool) -> Any:
-    def check(_: Any, __: Any, value: Any) -> None:
-        if value is None and optional:
-            return
-        # `not value > 0` also refuses NaN.
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
-            raise ValueError(f"{name} must be a positive number of seconds, got {value!r}")
-        if not optional and math.isinf(value):
-            # The closing store runs shielded; without a deadline it could hang shutdown.
-            raise ValueError(f"{name} must be finite")
-
-    return check
-
-
-def _check_threshold(_: Any, __: Any, value: Any) -> None:
-    # `not 0 <= value <= 1` also refuses NaN.
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
-        raise ValueError(f"link_threshold must be a number in [0, 1], got {value!r}")
-
-
-def _non_negative(name: str) -> Any:
-    def check(_: Any, __: Any, value: Any) -> None:
-        check_count(value, name)
-
-    return check
+__all__ = ["DEFAULT_HISTORY_TURNS", "NeotomaMemory"]
 
 
 def _check_produced(produced: Sequence[Produced]) -> tuple[Produced, ...]:
     if isinstance(produced, (str, Produced)) or not all(isinstance(p, Produced) for p in produced):
         raise TypeError("produced takes a sequence of OpenTurn.produce() records")
     return merge_produced(produced)
-
-
-def _check_conversation_id(_: Any, __: Any, value: Any) -> None:
-    validate_conversation_id(value)
 
 
 def _check_model(model: object) -> str | None:
@@ -278,7 +78,7 @@ def _check_turn_number(turn_number: object) -> int | None:
 
 
 @attrs.frozen
-class NeotomaMemory:
+class NeotomaMemory(MemorySettings):
     """Turn-protocol memory for one conversation, over any :class:`Transport`.
 
     ``async with memory.turn(user_message) as t:`` stores the user message before the body
@@ -288,7 +88,7 @@ class NeotomaMemory:
         memory = NeotomaMemory(store, conversation_id="chat-42", history_turns=5)
         await memory.remember("company", name="Acme Corp", website="acme.com")  # a seed
         async with memory.turn("What do we know about Acme Corp?") as t:
-            prompt = f"{t.context(max_chars=2000)}\n\nUser: {t.user_message}"
+            prompt = f"{t.context(max_chars=2000)}\\n\\nUser: {t.user_message}"
             async for chunk in t.stream(llm(prompt)):   # your model's stream
                 ...
             task = t.remember("task", title="Call Acme Corp", status="open")
@@ -312,7 +112,7 @@ class NeotomaMemory:
     retrieval scores below it are candidates only (``Retrieved.candidates``), never
     retrieved or linked. ``retriever``: an application's own :class:`~neotoma_agent.Retriever`
     (an embedding search), merged into the ranking under the same deadline. How entities
-    are scored and ordered: ``neotoma_agent._ranking`` and the README ("Retrieval").
+    are scored and ordered: ``neotoma_agent._ranking`` and the retrieval guide (docs/retrieval.md).
 
     Tool calls (``t.tool``, ``t.record_tool``) are stored with their arguments and result on
     the ``tool_invocation`` observation: ``tool_payloads="full"`` (the default) keeps each
@@ -322,61 +122,10 @@ class NeotomaMemory:
     value first and returns what to store (see :class:`~neotoma_agent.ToolRedactor`).
     """
 
-    transport: Transport
-    conversation_id: str = attrs.field(kw_only=True, validator=_check_conversation_id)
-    platform: str | None = attrs.field(default=None, kw_only=True)
-    conversation_title: str | None = attrs.field(default=None, kw_only=True)
-    retrieval_limit: int = attrs.field(
-        default=8, kw_only=True, validator=_positive("retrieval_limit")
-    )
-    max_identifiers: int = attrs.field(
-        default=16, kw_only=True, validator=_positive("max_identifiers")
-    )
-    # As many as identifiers by default: over a network, all lookups then share one round
-    # trip with the user store (the 2-round-trip turn); lower it to spare a busy server.
-    max_concurrency: int = attrs.field(
-        default=16, kw_only=True, validator=_positive("max_concurrency")
-    )
-    retrieval_timeout: float | None = attrs.field(
-        default=3.0, kw_only=True, validator=_timeout("retrieval_timeout", optional=True)
-    )
-    lookup_limit: int = attrs.field(default=25, kw_only=True, validator=_positive("lookup_limit"))
-    close_timeout: float = attrs.field(
-        default=10.0, kw_only=True, validator=_timeout("close_timeout", optional=False)
-    )
-    extractor: Extractor | None = attrs.field(default=None, kw_only=True)
-    refers_to_on_enter: bool = attrs.field(default=False, kw_only=True)
-    include_bookkeeping: bool = attrs.field(default=False, kw_only=True)
-    history_turns: int = attrs.field(
-        default=DEFAULT_HISTORY_TURNS, kw_only=True, validator=_non_negative("history_turns")
-    )
-    link_threshold: float = attrs.field(
-        default=DEFAULT_LINK_THRESHOLD, kw_only=True, validator=_check_threshold
-    )
-    retriever: Retriever | None = attrs.field(default=None, kw_only=True)
-    tool_payloads: ToolPayloadMode = attrs.field(default="full", kw_only=True)
-    tool_payload_chars: int = attrs.field(default=DEFAULT_TOOL_PAYLOAD_CHARS, kw_only=True)
-    redact_tool: ToolRedactor | None = attrs.field(default=None, kw_only=True, repr=False)
-    _tool_settings: ToolPayloads = attrs.field(init=False, repr=False, eq=False)
     _open_turns: dict[str, OpenTurn] = attrs.field(init=False, factory=dict, repr=False)
     _phases: Phases = attrs.field(
         init=False, default=attrs.Factory(Phases, takes_self=True), repr=False, eq=False
     )
-
-    def __attrs_post_init__(self) -> None:
-        # Checked here, once: a bad setting fails when the memory is made, not at a close.
-        settings = ToolPayloads(self.tool_payloads, self.tool_payload_chars, self.redact_tool)
-        object.__setattr__(self, "_tool_settings", settings)
-
-    @property
-    def settings(self) -> ConversationSettings:
-        """What every payload of this conversation shares."""
-        return ConversationSettings(self.conversation_id, self.platform, self.conversation_title)
-
-    @property
-    def tool_settings(self) -> ToolPayloads:
-        """What a stored tool call keeps of its arguments and result."""
-        return self._tool_settings
 
     # ------------------------------------------------------------------ public API
 
@@ -401,7 +150,7 @@ class NeotomaMemory:
         keys, text, turn_number, extra = self._prepare(
             user_message, turn_id, turn_number, user_extra, revision
         )
-        return Turn.__new__(Turn)._setup(
+        return Turn._create(
             self._phases,
             keys,
             text,
@@ -708,6 +457,7 @@ class NeotomaMemory:
         if close_error is not None:
             raise close_failure(opened.keys, close_error)
         if handle is not None:
+            handle._tools.close()  # a call recorded on it now would never be stored
             self._open_turns.pop(handle.turn_id, None)
         return result
 
@@ -757,7 +507,7 @@ class NeotomaMemory:
                 trace = traced.trace
                 retrieved = await (call if trace is None else trace.search(call))
             payload = recorded_payload(
-                self.settings,
+                self._phases.conversation,
                 keys,
                 user_message,
                 reply,

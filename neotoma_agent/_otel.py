@@ -15,9 +15,12 @@ are INTERNAL over the embedded store and CLIENT over HTTP, whose requests carry 
 instruments below record turn durations and outcomes, store round trips, retries and the
 outbox depth.
 
-Off, it is free: ``opentelemetry`` is imported at the first turn only, and when it is
-absent, or neither a tracer nor a meter provider is configured, a turn costs one check of
-the providers (:func:`start_turn` returns ``None``) and every phase one ``ContextVar`` read.
+Off, it is free: ``opentelemetry`` is imported at the first turn only, and only if the
+application imported it already (or names a provider in ``OTEL_PYTHON_TRACER_PROVIDER`` /
+``OTEL_PYTHON_METER_PROVIDER``): no provider can be configured otherwise, so a process that
+never uses it (a hook, a CLI run) never pays for the import. When it is absent, or neither a
+tracer nor a meter provider is configured, a turn costs one check of the providers
+(:func:`start_turn` returns ``None``) and every phase one ``ContextVar`` read.
 
 Message content (the user message, the reply) is never recorded unless the application
 opts in as the GenAI conventions say: ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT``
@@ -32,6 +35,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import sys
 import time
 from collections.abc import Awaitable, MutableMapping
 from contextvars import ContextVar
@@ -40,7 +44,7 @@ from typing import TYPE_CHECKING, Any, Final, TypeVar
 if TYPE_CHECKING:
     from ._history import HistoryTurn
     from ._retrieval import Retrieved
-    from ._turn import TurnResult
+    from ._turn_result import TurnResult
     from .transport._base import StoreResult, Transport
 
 __all__ = [
@@ -120,9 +124,19 @@ class _Api:
         self.noop_meter = NoOpMeterProvider
 
 
+#: the API's variables naming a provider to load (the one way to configure one without
+#: importing ``opentelemetry`` first)
+_PROVIDER_ENV: Final = ("OTEL_PYTHON_TRACER_PROVIDER", "OTEL_PYTHON_METER_PROVIDER")
+
+
 def _load() -> _Api | None:
     global _api
     if _api is None:
+        if "opentelemetry" not in sys.modules and not any(v in os.environ for v in _PROVIDER_ENV):
+            # Nothing in this process imported OpenTelemetry, so no provider is set (one is
+            # set through the API, or named by those variables): off without paying the
+            # import (a hook process, a CLI run). Not remembered: asked again next turn.
+            return None
         try:
             _api = _Api()
         except ImportError:
@@ -380,7 +394,7 @@ class TurnTrace:
         """End the turn's span with what it stored (``result``), or with the error that
         ended its enter before anything could be stored."""
         if result is None:
-            from ._phases import error_class_name
+            from ._phase_records import error_class_name
 
             self.finish("failed", None if error is None else error_class_name(error))
             return
@@ -396,14 +410,14 @@ class TurnTrace:
         error_type = result.error_class
         if result.close_error is not None:
             outcome = "failed"
-            from ._phases import error_class_name
+            from ._phase_records import error_class_name
 
             error_type = error_type or error_class_name(result.close_error)
         self.finish(outcome, error_type, reply)
 
 
 def _fail(api: _Api, span: Any, exc: BaseException) -> None:
-    from ._phases import error_class_name
+    from ._phase_records import error_class_name
 
     span.set_attribute(ERROR_TYPE, error_class_name(exc))
     span.set_status(api.trace.StatusCode.ERROR)

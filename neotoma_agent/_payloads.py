@@ -60,13 +60,13 @@ BOOKKEEPING_TYPES: Final = frozenset(
 TurnStatus = Literal["open", "completed", "abandoned"]
 
 # Where each setting and outcome is written. A server keeps only declared fields in
-# snapshots (semantics §10), so each goes to a declared field whose meaning fits, or stays
+# snapshots, so each goes to a declared field whose meaning fits, or stays
 # on the observation where none does (see :mod:`neotoma_agent._turn_record`):
 #: the agent's platform: the conversation schema's "agent harness / tool name"
 PLATFORM_FIELD: Final = "tool"
 #: the platform again, as the turn records and the real Inspector name it
 HARNESS_FIELD: Final = "harness"
-#: where 0.1 wrote the platform (undeclared: only old embedded snapshots still hold it)
+#: where earlier versions wrote the platform (undeclared: only old embedded snapshots hold it)
 LEGACY_PLATFORM_FIELD: Final = "platform"
 #: a turn a repair closed: the turn schema's declared boolean for a safety net that fired
 REPAIRED_FIELD: Final = "safety_net_used"
@@ -190,8 +190,8 @@ def conversation_entity(
     """The ``conversation`` entity, keyed by ``conversation_id`` (a schema rule).
 
     The platform goes to both declared fields a real server has for it (``tool``, which
-    0.2 wrote, and ``harness``, which its Inspector shows); ``started_at`` only from the
-    closing store of the turn that started the conversation.
+    earlier versions wrote, and ``harness``, which its Inspector shows); ``started_at``
+    only from the closing store of the turn that started the conversation.
     """
     entity: dict[str, Any] = {
         "entity_type": "conversation",
@@ -208,7 +208,7 @@ def conversation_entity(
 
 
 def stored_platform(fields: Mapping[str, Any]) -> str | None:
-    """The platform a conversation snapshot holds (written by this version or by 0.1)."""
+    """The platform a conversation snapshot holds (written by this version or an earlier one)."""
     for name in (PLATFORM_FIELD, LEGACY_PLATFORM_FIELD):
         value = fields.get(name)
         if isinstance(value, str):
@@ -315,8 +315,9 @@ def turn_record(
     The other declared fields a real Inspector shows are written when given, never as
     ``null`` (every field is ``last_write``, and a winning ``null`` would clear what the
     other phase wrote): ``harness`` (the memory's platform), ``model``, the ``run`` fields
-    (``started_at`` by the enter store; ``ended_at``, ``retrieved_entity_ids`` and
-    ``injected_context_chars`` by the closing one), ``tool_invocation_count`` and
+    (``started_at`` by the enter store, and the same value again by the closing one when it
+    knows it; ``ended_at``, ``retrieved_entity_ids`` and ``injected_context_chars`` by the
+    closing one), ``tool_invocation_count`` and
     ``stored_entity_ids`` (the entities the reply produced).
     """
     record: dict[str, Any] = {
@@ -558,14 +559,15 @@ def _closing_record(
     tools: Sequence[Mapping[str, Any]],
     produced: Sequence[Produced],
 ) -> dict[str, Any]:
-    # The closing turn record: what the close knows (never started_at: the enter wrote it).
+    # The closing turn record: what the close knows (started_at only as the enter wrote it;
+    # a close that does not know it, e.g. of a turn opened in another process, sends none).
     return turn_record(
         keys,
         status,
         error_class,
         harness=settings.platform,
         model=model,
-        run=attrs.evolve(run, started_at=None),
+        run=run,
         tool_count=len(tools),
         stored_ids=[p.entity_id for p in produced],
     )
@@ -633,8 +635,8 @@ def recorded_payload(
             harness=settings.platform,
             model=model,
             run=RunFields(started_at=started_at),
-            # Only when there are calls: an import of a plain transcript sends what 0.2
-            # sent, so re-importing into a store it wrote still replays.
+            # Only when there are calls: an import of a plain transcript sends what earlier
+            # versions sent, so re-importing into a store they wrote still replays.
             tool_count=len(tools) or None,
         ),
     ]

@@ -1,4 +1,4 @@
-"""The three store phases of a turn, and the records they return.
+"""The three store phases of a turn (the records they return: ``_phase_records``).
 
 Every way of recording a turn goes through the same phases, so they leave the same graph in
 the store:
@@ -23,7 +23,7 @@ import json
 import math
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any, Protocol
+from typing import Any
 
 import anyio
 import anyio.to_thread
@@ -42,33 +42,24 @@ from ._payloads import (
     closing_payload,
     user_payload,
 )
+from ._phase_records import CloseOutcome, EnterAttempt, Opened, error_class_name, unopened
 from ._retrieval import (
     EMPTY_RETRIEVAL,
-    Extractor,
     RecentSource,
     Retrieved,
-    Retriever,
     extract,
     recent_entities,
     retrieve,
 )
+from ._settings import MemorySettings
 from ._shield import Completion, raise_deferred, run_to_completion
 from ._tool_payload import ToolPayloads, tool_entity
 from ._tools import ToolCall, iso_ms, now_ms
 from .exceptions import APIError, IdempotencyMismatchError, ServerError
-from .transport._base import Entity, StoreResult, Transport
+from .transport._base import Entity, StoreResult
 from .transport._results import expected_entity
 
-__all__ = [
-    "CloseOutcome",
-    "EnterAttempt",
-    "Opened",
-    "PhaseConfig",
-    "Phases",
-    "error_class_name",
-    "tool_ids",
-    "unopened",
-]
+__all__ = ["Phases", "tool_ids"]
 
 logger = get_logger()
 
@@ -101,79 +92,6 @@ def ended_at() -> str:
     return iso_ms(now_ms())
 
 
-@attrs.frozen
-class StoreOutcome:
-    """What one phase's store did: stored now, or queued by an outbox (``queued``), when
-    ``result`` holds the ids the server will give."""
-
-    result: StoreResult
-    queued: bool = False
-
-
-class PhaseConfig(Protocol):
-    """The settings the phases read (:class:`~neotoma_agent.NeotomaMemory` has them all)."""
-
-    @property
-    def transport(self) -> Transport: ...
-    @property
-    def conversation_id(self) -> str: ...
-    @property
-    def settings(self) -> ConversationSettings: ...
-    @property
-    def retrieval_limit(self) -> int: ...
-    @property
-    def max_identifiers(self) -> int: ...
-    @property
-    def max_concurrency(self) -> int: ...
-    @property
-    def retrieval_timeout(self) -> float | None: ...
-    @property
-    def lookup_limit(self) -> int: ...
-    @property
-    def close_timeout(self) -> float: ...
-    @property
-    def extractor(self) -> Extractor | None: ...
-    @property
-    def refers_to_on_enter(self) -> bool: ...
-    @property
-    def include_bookkeeping(self) -> bool: ...
-    @property
-    def history_turns(self) -> int: ...
-    @property
-    def link_threshold(self) -> float: ...
-    @property
-    def retriever(self) -> Retriever | None: ...
-    @property
-    def tool_settings(self) -> ToolPayloads: ...
-
-
-@attrs.frozen
-class Opened:
-    """What the enter store wrote (:class:`~neotoma_agent.OpenTurn` is the public view)."""
-
-    keys: TurnKeys
-    turn_number: int | None
-    user_message_id: str
-    conversation_entity_id: str
-    turn_record_id: str | None
-    #: the enter store replayed: this turn id was entered before
-    replayed: bool
-    #: the turn record's status before this run (known on a replay), e.g. ``completed``
-    prior_status: str | None
-    #: the ``started_at`` the user store wrote on the turn record
-    started_at: str | None = None
-    #: the user store created the conversation entity: this turn started the conversation
-    started_conversation: bool = False
-
-
-def error_class_name(exc: BaseException) -> str:
-    """``ValueError`` for builtins, ``module.QualName`` for everything else."""
-    cls = type(exc)
-    return (
-        cls.__qualname__ if cls.__module__ == "builtins" else f"{cls.__module__}.{cls.__qualname__}"
-    )
-
-
 def _may_have_written(error: BaseException) -> bool:
     """Whether a store that ended in ``error`` may still have been applied.
 
@@ -204,43 +122,23 @@ def _entry_snapshot(result: StoreResult, index: int, entity_type: str) -> Mappin
 
 
 @attrs.frozen
-class CloseOutcome:
-    """What a closing store (completed or abandoned) wrote."""
-
-    stored_status: str | None
-    assistant_message_id: str | None
-    turn_record_id: str | None
-    replayed: bool
-    #: the ids the store gave the produced entities (``t.remember``), in order
-    produced_ids: tuple[str, ...] = ()
-    #: the transport queued the store in its outbox (the server was unreachable); the ids
-    #: are the ones the server will give it
-    queued: bool = False
-    #: the ids the store gave the tool calls, in the order of ``tools``
-    tool_ids: tuple[str, ...] = ()
-
-
-@attrs.define
-class EnterAttempt:
-    """What an enter phase that did not open left in the store.
-
-    Set when the user store may have been written and the turn was therefore closed as
-    abandoned (or that failed too): the caller builds the turn's result from it.
-    """
-
-    closed: bool = False
-    opened: Opened | None = None
-    outcome: CloseOutcome | None = None
-    retrieved: Retrieved = EMPTY_RETRIEVAL
-    error_class: str | None = None
-    close_error: Exception | None = None
-
-
-@attrs.frozen
 class Phases:
     """The store phases of one conversation's turns, over ``config.transport``."""
 
-    config: PhaseConfig
+    config: MemorySettings
+    #: what every payload of the conversation shares (built once, from ``config``)
+    conversation: ConversationSettings = attrs.field(init=False)
+    #: what a stored tool call keeps (built, and so checked, once)
+    tool_payloads: ToolPayloads = attrs.field(init=False)
+
+    def __attrs_post_init__(self) -> None:
+        config = self.config
+        conversation = ConversationSettings(
+            config.conversation_id, config.platform, config.conversation_title
+        )
+        payloads = ToolPayloads(config.tool_payloads, config.tool_payload_chars, config.redact_tool)
+        object.__setattr__(self, "conversation", conversation)
+        object.__setattr__(self, "tool_payloads", payloads)
 
     async def identifiers(self, text: str) -> list[str]:
         if len(text) > _INLINE_EXTRACT_CHARS:
@@ -306,13 +204,11 @@ class Phases:
         return turns
 
     async def store(self, payload: StorePayload, keys: TurnKeys, phase: str) -> StoreResult:
-        return (await self.store_or_queue(payload, keys, phase)).result
-
-    async def store_or_queue(
-        self, payload: StorePayload, keys: TurnKeys, phase: str
-    ) -> StoreOutcome:
         """One store, with the hints a queueing transport (an outbox) reads: the
-        conversation (folded, as keys are) as its lane, and whether the phase may wait."""
+        conversation (folded, as keys are) as its lane, and whether the phase may wait.
+
+        A queued store's result says so (``queued``) and holds the ids the server will give.
+        """
         try:
             call = self.config.transport.store(
                 payload.entities,
@@ -322,12 +218,11 @@ class Phases:
                 deferrable=phase in _DEFERRABLE,
             )
             trace = ACTIVE.get()
-            result = await (
+            return await (
                 call
                 if trace is None
                 else trace.upsert(call, phase, len(payload.entities), payload.turn_record_index)
             )
-            return StoreOutcome(result, queued=result.queued)
         except IdempotencyMismatchError as exc:
             what = "user message" if phase == "user" else "reply"
             # Keys fold ids as entity ids do, so the earlier turn may have had other ids.
@@ -351,7 +246,7 @@ class Phases:
         run: RunFields,
         keys: TurnKeys,
         phase: str,
-    ) -> tuple[StoreOutcome, StorePayload]:
+    ) -> tuple[StoreResult, StorePayload]:
         """Store ``payload`` (``build(run)``); a re-run whose only difference is ``run``
         replays.
 
@@ -362,13 +257,13 @@ class Phases:
         values: a replay. If none matches, the text really differs and the mismatch stands.
         """
         try:
-            return await self.store_or_queue(payload, keys, phase), payload
+            return await self.store(payload, keys, phase), payload
         except IdempotencyMismatchError as mismatch:
             # Newest first; more than one when revisions of the turn wrote the same phase.
             for earlier in await self._earlier_runs(keys, build, run):
                 again = build(earlier)
                 try:
-                    return await self.store_or_queue(again, keys, phase), again
+                    return await self.store(again, keys, phase), again
                 except IdempotencyMismatchError:
                     continue
             raise mismatch from None
@@ -428,7 +323,7 @@ class Phases:
 
         def payload(refers_to: Sequence[str] = (), fields: RunFields = run) -> StorePayload:
             return user_payload(
-                self.config.settings,
+                self.conversation,
                 keys,
                 user_message,
                 turn_number=turn_number,
@@ -442,10 +337,10 @@ class Phases:
 
         async def store_user(built: StorePayload, refers_to: Sequence[str]) -> StoreResult:
             nonlocal request
-            outcome, request = await self.store_turn_phase(
+            stored, request = await self.store_turn_phase(
                 built, lambda fields: payload(refers_to, fields), run, keys, "user"
             )
-            return outcome.result
+            return stored
 
         identifiers = await self.identifiers(user_message)
         history: tuple[HistoryTurn, ...] = ()
@@ -620,7 +515,7 @@ class Phases:
 
         def build(fields: RunFields) -> StorePayload:
             return closing_payload(
-                self.config.settings,
+                self.conversation,
                 opened.keys,
                 reply,
                 conversation_entity_id=opened.conversation_entity_id or None,
@@ -635,10 +530,10 @@ class Phases:
                 started_at=opened.started_at,
             )
 
-        outcome, payload = await self.store_turn_phase(
+        stored, payload = await self.store_turn_phase(
             build(run), build, run, opened.keys, "assistant"
         )
-        return self._closed("completed", outcome, payload, produced, tools)
+        return self._closed("completed", stored, payload, produced, tools)
 
     async def abandon(
         self,
@@ -667,7 +562,7 @@ class Phases:
 
         def build(fields: RunFields, key: str | None = None) -> StorePayload:
             return abandoned_payload(
-                self.config.settings,
+                self.conversation,
                 opened.keys,
                 partial_reply,
                 error_class,
@@ -686,42 +581,45 @@ class Phases:
 
         keys = opened.keys
         try:
-            outcome, payload = await self.store_turn_phase(
-                build(run), build, run, keys, "abandoned"
-            )
+            stored, payload = await self.store_turn_phase(build(run), build, run, keys, "abandoned")
         except IdempotencyMismatchError:
             # An earlier run of this turn id was abandoned differently (another error or
             # partial reply). Both happened: record this one under a key derived from its
             # own content (the run fields left out), which still collapses an identical retry.
             key = f"{keys.idempotency_key('abandoned')}-{_digest(build(RunFields()))}"
-            outcome, payload = await self.store_turn_phase(
+            stored, payload = await self.store_turn_phase(
                 build(run, key), lambda fields: build(fields, key), run, keys, "abandoned"
             )
-        return self._closed("abandoned", outcome, payload, produced, tools)
+        return self._closed("abandoned", stored, payload, produced, tools)
 
     def tool_entities(self, keys: TurnKeys, tools: Sequence[ToolCall]) -> list[dict[str, Any]]:
         """The ``tool_invocation`` request elements of a turn's calls (capped, redacted)."""
-        settings, payloads = self.config.settings, self.config.tool_settings
-        return [tool_entity(c, keys.user_turn_key, settings.platform, payloads) for c in tools]
+        platform, payloads = self.conversation.platform, self.tool_payloads
+        return [tool_entity(c, keys.user_turn_key, platform, payloads) for c in tools]
 
     def _closed(
         self,
         status: str,
-        outcome: StoreOutcome,
+        stored: StoreResult,
         payload: StorePayload,
         produced: Sequence[Produced],
         tools: Sequence[ToolCall] = (),
     ) -> CloseOutcome:
         # What a closing store wrote, read off its answer (or the ids a queued one will get).
-        stored = outcome.result
+        produced_ids = _produced_ids(stored, payload, produced)
         return CloseOutcome(
             stored_status=status,
             assistant_message_id=self.assistant_id(stored, payload),
             turn_record_id=_entry_id(stored, payload.turn_record_index, "conversation_turn"),
             replayed=stored.replayed,
-            produced_ids=_produced_ids(stored, payload, produced),
-            queued=outcome.queued,
+            produced_ids=produced_ids,
+            queued=stored.queued,
             tool_ids=tool_ids(stored, payload),
+            created_ids=tuple(
+                entity_id
+                for entity_id, index in zip(produced_ids, payload.produced_indexes, strict=True)
+                if _created(stored, index)
+            ),
         )
 
     async def shielded(
@@ -784,23 +682,15 @@ def tool_ids(stored: StoreResult, payload: StorePayload) -> tuple[str, ...]:
     return tuple(ids)
 
 
-def unopened(keys: TurnKeys, turn_number: int | None) -> Opened:
-    # A turn whose user store answer never arrived: nothing known but its keys.
-    return Opened(
-        keys=keys,
-        turn_number=turn_number,
-        user_message_id="",
-        conversation_entity_id="",
-        turn_record_id=None,
-        replayed=False,
-        prior_status=None,
-    )
-
-
 def _closing_run(
     opened: Opened, retrieved_ids: Sequence[str], context_chars: int | None
 ) -> RunFields:
+    # started_at again (the value the user store wrote or replayed, never a new reading):
+    # the closing observation then holds every field the record's snapshot does, so a
+    # store keeps one copy (the embedded store writes no fields for an observation equal to
+    # its snapshot), and a real server's last_write keeps the same value.
     return RunFields(
+        started_at=opened.started_at,
         ended_at=ended_at(),
         retrieved_entity_ids=tuple(retrieved_ids),
         injected_context_chars=context_chars,

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Any, Final
+from typing import Any, Final, cast
 
 from .exceptions import ValidationError
 
@@ -88,8 +88,77 @@ MAX_DEPTH: Final = 100
 
 def check_plain(name: str, value: object) -> Any:
     """Return ``value`` (text pairs joined) if it is plain, storable JSON, else raise
-    ``TypeError`` / ``ValueError`` / :class:`ValidationError`, quoting no content."""
+    ``TypeError`` / ``ValueError`` / :class:`ValidationError`, quoting no content.
+
+    The result is a copy (new lists and dicts): changing ``value`` afterwards changes
+    nothing already checked. Tuples become lists.
+    """
+    try:
+        return _fast(name, value, 0)
+    except _Unusual:
+        pass
+    # Something the fast walk does not handle (a tuple, a subclass, a surrogate pair, a
+    # refusal): the full walk from the top, which gives the same value or error as ever
+    # (raised here, not inside the except: no _Unusual chained to it).
     return _plain(name, value, 0)
+
+
+class _Unusual(Exception):
+    """Raised by the fast walk to hand a value to the full one."""
+
+
+# The exact types the fast walk passes through as they are (bool and int subclasses, e.g.
+# enums, go the full way: it keeps them as given).
+_AS_IS: Final = frozenset({int, bool, type(None)})
+_isfinite: Final = math.isfinite
+
+
+def _fast(name: str, value: object, depth: int) -> Any:
+    # The common case at a fraction of the full walk's cost (one call per container, not
+    # per value; exact types; ASCII text needs no surrogate test). Any deviation hands the
+    # whole value to the full walk, so errors and results are exactly its own.
+    kind = type(value)
+    if kind is dict:
+        if depth >= MAX_DEPTH:
+            raise _Unusual
+        out: dict[str, Any] = {}
+        for key, item in cast("dict[Any, Any]", value).items():
+            if type(key) is not str or not (key.isascii() or is_storable(key)):
+                raise _Unusual
+            of = type(item)
+            if of is str:
+                if not (item.isascii() or is_storable(item)):
+                    raise _Unusual
+                out[key] = item
+            elif of in _AS_IS or (of is float and _isfinite(item)):
+                out[key] = item
+            else:
+                out[key] = _fast(name, item, depth + 1)
+        return out
+    if kind is list:
+        if depth >= MAX_DEPTH:
+            raise _Unusual
+        items: list[Any] = []
+        append = items.append
+        for item in cast("list[Any]", value):
+            of = type(item)
+            if of is str:
+                if not (item.isascii() or is_storable(item)):
+                    raise _Unusual
+                append(item)
+            elif of in _AS_IS or (of is float and _isfinite(item)):
+                append(item)
+            else:
+                append(_fast(name, item, depth + 1))
+        return items
+    if kind is str:
+        text = cast(str, value)
+        if not (text.isascii() or is_storable(text)):
+            raise _Unusual
+        return text
+    if kind in _AS_IS or (kind is float and _isfinite(cast(float, value))):
+        return value
+    raise _Unusual
 
 
 def _plain(name: str, value: object, depth: int) -> Any:

@@ -12,6 +12,7 @@ from typing import Any, Final, Literal, Protocol, get_args
 
 import attrs
 
+from ._js import compact_encoder
 from ._log import get_logger
 from ._text import check_plain
 from ._tools import TOOL_TYPE, ToolCall
@@ -94,8 +95,18 @@ _STORED_AS: Final[tuple[tuple[Literal["args", "result"], str], ...]] = (
 _REDACTION_FAILED: Final = "[not stored: redact_tool raised]"
 
 
+# Built once (json.dumps with these options builds an encoder per call); what is stored was
+# checked plain (acyclic, finite) when recorded, so no cycle check.
+_dumps: Final = compact_encoder(allow_nan=False, check_circular=False)
+
+
 def _compact(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    try:
+        return _dumps(value)
+    except (TypeError, ValueError):
+        # summarize() also takes values never checked (what a store gave back): the
+        # reference encoder's errors, as json.dumps raises them.
+        return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
 
 def summarize(value: Any, max_chars: int = SUMMARY_CHARS) -> str:

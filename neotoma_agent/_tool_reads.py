@@ -12,6 +12,7 @@ for ``memory.tools``).
 from __future__ import annotations
 
 import functools
+import operator
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final
 
@@ -75,6 +76,8 @@ def recorded_tool_count(record: EntitySnapshot | Mapping[str, Any] | None) -> in
 
 
 def _number(value: object) -> float | None:
+    if type(value) is float or type(value) is int:
+        return value
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
     return value
@@ -84,26 +87,48 @@ def _text(value: object) -> str | None:
     return value if isinstance(value, str) and value else None
 
 
+def _str(value: object, default: str) -> str:
+    # str(value or default), with the stored case (a non-empty str) first.
+    if type(value) is str and value:
+        return value
+    return str(value or default)
+
+
 def _call(entity_id: str, fields: Mapping[str, Any]) -> StoredToolCall:
+    # Every call of the turns on a history page, on each of the next few turns' pages.
+    get = fields.get
     return StoredToolCall(
-        entity_id=entity_id,
-        name=str(fields.get("tool_name") or ""),
-        invoked_at=str(fields.get("invoked_at") or ""),
-        status=str(fields.get("result_status") or "unknown"),
-        duration_ms=_number(fields.get("duration_ms")),
+        entity_id,
+        _str(get("tool_name"), ""),
+        _str(get("invoked_at"), ""),
+        _str(get("result_status"), "unknown"),
+        _number(get("duration_ms")),
     )
 
 
 def calls_by_turn_key(
-    snapshots: Iterable[EntitySnapshot],
+    snapshots: Iterable[EntitySnapshot], keys: Iterable[str] | None = None
 ) -> dict[str, tuple[StoredToolCall, ...]]:
-    """Tool-call snapshots a store sent with a history page, grouped by their turn key."""
-    grouped: dict[str, dict[str, StoredToolCall]] = {}
+    """Tool-call snapshots a store sent with a history page, grouped by their turn key
+    (only those of ``keys``, when given: a page holds one turn more than it shows)."""
+    grouped: dict[str, dict[str, Mapping[str, Any]]] = {}
+    if keys is not None:
+        grouped = {key: {} for key in keys}
     for snap in snapshots:  # pages may repeat a turn's calls: one each, by entity id
-        key = snap.snapshot.get("turn_key")
+        fields = snap.snapshot
+        key = fields.get("turn_key")
         if snap.entity_type == _TOOL_TYPE and isinstance(key, str):
-            grouped.setdefault(key, {})[snap.entity_id] = _call(snap.entity_id, snap.snapshot)
-    return {key: _ordered(calls.values()) for key, calls in grouped.items()}
+            calls = grouped.get(key)
+            if calls is None:
+                if keys is not None:
+                    continue
+                calls = grouped[key] = {}
+            calls[snap.entity_id] = fields
+    return {
+        key: _ordered([_call(entity_id, fields) for entity_id, fields in calls.items()])
+        for key, calls in grouped.items()
+        if calls
+    }
 
 
 async def _tool_ids(transport: Transport, record_id: str) -> list[str]:
@@ -116,9 +141,13 @@ async def _tool_ids(transport: Transport, record_id: str) -> list[str]:
     return list(dict.fromkeys(e.id for e in related.entities if e.entity_type == _TOOL_TYPE))
 
 
+# The order calls are read in: by invoked_at, then name, then id (a C key: a history page
+# sorts every call of its turns).
+_ORDER: Final = operator.attrgetter("invoked_at", "name", "entity_id")
+
+
 def _ordered(calls: Iterable[StoredToolCall | None]) -> tuple[StoredToolCall, ...]:
-    kept = [c for c in calls if c is not None]
-    return tuple(sorted(kept, key=lambda c: (c.invoked_at, c.name, c.entity_id)))
+    return tuple(sorted([c for c in calls if c is not None], key=_ORDER))
 
 
 async def read_turn_tools(transport: Transport, record_id: str) -> tuple[StoredToolCall, ...]:

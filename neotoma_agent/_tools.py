@@ -31,7 +31,6 @@ the closing store is built (:mod:`neotoma_agent._tool_payload`).
 from __future__ import annotations
 
 import calendar
-import copy
 import datetime as _dt
 import re
 import threading
@@ -80,18 +79,39 @@ def now_ms() -> int:
 _EPOCH: Final = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
 # The form iso_ms writes, read back without datetime (a turn reads its calls' times often).
 _ISO_MS_RE: Final = re.compile(r"(\d{4})-(\d\d)-(\d\d)T(\d\d):(\d\d):(\d\d)\.(\d{3})Z\Z")
-# The last second formatted (a turn's calls fall in few seconds; strftime is the cost).
-_last_second: tuple[int, str] = (-1, "")
+# Seconds formatted lately (a turn's calls fall in few seconds; strftime is the cost), and
+# how many are kept: calls moved past a busy millisecond can run ahead of the clock.
+_seconds: dict[int, str] = {}
+_KEPT_SECONDS: Final = 64
 
 
 def iso_ms(ms: int) -> str:
     """Unix milliseconds as ISO 8601 UTC with milliseconds: ``2026-12-01T22:18:05.123Z``."""
-    global _last_second
     second, milli = divmod(ms, 1000)
-    cached = _last_second
-    if cached[0] != second:
-        cached = _last_second = (second, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second)))
-    return f"{cached[1]}.{milli:03d}Z"
+    text = _seconds.get(second)
+    if text is None:
+        if len(_seconds) >= _KEPT_SECONDS:
+            _seconds.clear()
+        text = _seconds[second] = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))
+    return f"{text}.{milli:03d}Z"
+
+
+# The last second stored_ms read: (its text, its Unix milliseconds).
+_last_parsed: tuple[str, int] = ("", 0)
+
+
+def stored_ms(invoked_at: str) -> int:
+    """Unix milliseconds of an ``invoked_at`` in the stored form (what :func:`iso_ms` wrote).
+
+    The form was checked when the record was made; the second's part is cached (a turn's
+    calls fall in few seconds), so a turn with many calls reads each one's time cheaply.
+    """
+    global _last_parsed
+    prefix = invoked_at[:19]
+    cached = _last_parsed
+    if cached[0] != prefix:
+        cached = _last_parsed = (prefix, parse_invoked_at(prefix + ".000Z"))
+    return cached[1] + int(invoked_at[20:23])
 
 
 def parse_invoked_at(value: object) -> int:
@@ -175,6 +195,11 @@ def _check_error_class(value: object) -> str | None:
     return _optional_text("error_class", value)
 
 
+def _check_consistent(status: ToolStatus, error_class: str | None) -> None:
+    if error_class is not None and status == "ok":
+        raise ValueError("error_class is for a call that ended 'error' or 'cancelled'")
+
+
 def _check_args(value: object) -> Any:
     return check_plain("a tool call's args", value)
 
@@ -189,19 +214,45 @@ def _invoked_at(value: object) -> str:
     return iso_ms(parse_invoked_at(value))
 
 
-def _trusted(**fields: Any) -> ToolCall:
-    # A ToolCall of values already checked (the converters cost more than the call).
+_set: Final = object.__setattr__
+
+
+def _trusted(
+    name: str,
+    invoked_at: str,
+    status: ToolStatus,
+    args: Any,
+    result: Any,
+    duration_ms: float | None,
+    call_id: str | None,
+    error_class: str | None,
+) -> ToolCall:
+    # A ToolCall of values already checked: attrs' __init__ would run every converter again
+    # (the record path is hot: a framework may report dozens of calls a turn).
     call = object.__new__(ToolCall)
-    for name, value in fields.items():
-        object.__setattr__(call, name, value)
+    _set(call, "name", name)
+    _set(call, "invoked_at", invoked_at)
+    _set(call, "status", status)
+    _set(call, "args", args)
+    _set(call, "result", result)
+    _set(call, "duration_ms", duration_ms)
+    _set(call, "call_id", call_id)
+    _set(call, "error_class", error_class)
     return call
 
 
 def _at(call: ToolCall, invoked_at: str) -> ToolCall:
     # ``call`` moved to another millisecond: its other fields were checked when it was made.
-    moved = copy.copy(call)
-    object.__setattr__(moved, "invoked_at", invoked_at)
-    return moved
+    return _trusted(
+        call.name,
+        invoked_at,
+        call.status,
+        call.args,
+        call.result,
+        call.duration_ms,
+        call.call_id,
+        call.error_class,
+    )
 
 
 # ------------------------------------------------------------------ the record
@@ -252,15 +303,36 @@ class ToolCall:
         error_class: str | None = None,
     ) -> ToolCall:
         """A checked record of one call; ``invoked_at=None`` means now (this millisecond)."""
-        return cls(
-            name=name,
-            invoked_at=iso_ms(now_ms()) if invoked_at is None else invoked_at,
-            status=status,
-            args=args,
-            result=result,
-            duration_ms=duration_ms,
-            call_id=call_id,
-            error_class=error_class,
+        if cls is not ToolCall:
+            return cls(
+                name=name,
+                invoked_at=iso_ms(now_ms()) if invoked_at is None else invoked_at,
+                status=status,
+                args=args,
+                result=result,
+                duration_ms=duration_ms,
+                call_id=call_id,
+                error_class=error_class,
+            )
+        # The converters' checks, in their order, without attrs' __init__ around them.
+        checked_name = _check_name(name)
+        when = iso_ms(now_ms()) if invoked_at is None else _invoked_at(invoked_at)
+        checked_status = _check_status(status)
+        checked_args = _check_args(args)
+        checked_result = _check_result(result)
+        duration = _check_duration(duration_ms)
+        checked_id = _check_call_id(call_id)
+        checked_class = _check_error_class(error_class)
+        _check_consistent(checked_status, checked_class)
+        return _trusted(
+            checked_name,
+            when,
+            checked_status,
+            checked_args,
+            checked_result,
+            duration,
+            checked_id,
+            checked_class,
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -289,8 +361,7 @@ class ToolCall:
         return cls(**{key: data[key] for key in data})
 
     def __attrs_post_init__(self) -> None:
-        if self.error_class is not None and self.status == "ok":
-            raise ValueError("error_class is for a call that ended 'error' or 'cancelled'")
+        _check_consistent(self.status, self.error_class)
 
     def _same_call(self, other: ToolCall) -> bool:
         # What a repeated call id must agree on. An invoked_at the caller left to "now" is
@@ -319,8 +390,10 @@ class ToolLog:
 
     __slots__ = (
         "_by_call_id",
+        "_by_given",
         "_by_identity",
         "_calls",
+        "_closed",
         "_folded",
         "_latest",
         "_lock",
@@ -330,13 +403,17 @@ class ToolLog:
     def __init__(self, turn_key: str) -> None:
         self._turn_key = turn_key
         self._calls: list[ToolCall] = []
-        self._by_call_id: dict[str, ToolCall] = {}
+        # call id -> (the call as given, the call as kept: maybe moved on)
+        self._by_call_id: dict[str, tuple[ToolCall, ToolCall]] = {}
+        # (folded tool name, the millisecond given) -> the calls given there, as kept
+        self._by_given: dict[tuple[str, int], list[tuple[ToolCall, ToolCall]]] = {}
         # (folded tool name, millisecond) -> the call that holds it
         self._by_identity: dict[tuple[str, int], ToolCall] = {}
         # folded tool name -> the latest millisecond one of its calls holds
         self._latest: dict[str, int] = {}
         self._folded: dict[str, str] = {}
         self._lock = threading.Lock()
+        self._closed = False
 
     def __len__(self) -> int:
         return len(self._calls)
@@ -347,6 +424,11 @@ class ToolLog:
         with self._lock:
             return tuple(sorted(self._calls, key=lambda c: c.invoked_at))
 
+    def close(self) -> None:
+        """The turn's closing store has landed: a call recorded from now on is refused."""
+        with self._lock:
+            self._closed = True
+
     def add(self, call: ToolCall, *, clock_given: bool = True) -> ToolCall:
         """Record ``call``; return the record kept (an earlier one, or ``call`` moved on).
 
@@ -355,16 +437,22 @@ class ToolLog:
         earlier one is another call (moved to a free millisecond), not a repeat.
         """
         with self._lock:
+            if self._closed:
+                raise TurnStateError(
+                    "cannot record a tool call: the turn is closed (its closing store is "
+                    "written, so the call would never be stored)"
+                )
             if call.call_id is not None:
-                earlier = self._by_call_id.get(call.call_id)
-                if earlier is not None:
-                    same = earlier._same_call(call) and (
+                seen = self._by_call_id.get(call.call_id)
+                if seen is not None:
+                    # Compared with the call as it was given, not as kept: a call moved off a
+                    # busy millisecond and handed over again is still the same call.
+                    given, kept = seen
+                    same = given._same_call(call) and (
                         not clock_given
                         or (
-                            earlier.invoked_at == call.invoked_at
-                            and (
-                                call.duration_ms is None or earlier.duration_ms == call.duration_ms
-                            )
+                            given.invoked_at == call.invoked_at
+                            and (call.duration_ms is None or given.duration_ms == call.duration_ms)
                         )
                     )
                     if not same:
@@ -372,22 +460,27 @@ class ToolLog:
                             f"tool call id {call.call_id!r} was already recorded in this turn "
                             "with different content (a call id names one call)"
                         )
-                    return earlier
+                    return kept
             name = self._fold(call.name)
-            ms = parse_invoked_at(call.invoked_at)
-            holder = self._by_identity.get((name, ms))
-            if holder is not None:
-                if clock_given and holder == call and call.call_id is None:
-                    # A record handed over again (its time given, not read now): the same
-                    # call, one entity. Two calls timed now are two calls, however alike.
-                    return holder
+            ms = stored_ms(call.invoked_at)
+            if clock_given and call.call_id is None:
+                for given, kept in self._by_given.get((name, ms), ()):
+                    if given == call:
+                        # A record handed over again (its time given, not read now): the
+                        # same call, one entity, wherever it was moved. Two calls timed now
+                        # are two calls, however alike.
+                        return kept
+            original, given_ms = call, ms
+            if (name, ms) in self._by_identity:
                 # Past every millisecond this tool holds: free, and found in one step.
                 ms = self._latest[name] + 1
                 call = _at(call, iso_ms(ms))
             self._by_identity[(name, ms)] = call
             self._latest[name] = max(ms, self._latest.get(name, ms))
             if call.call_id is not None:
-                self._by_call_id[call.call_id] = call
+                self._by_call_id[call.call_id] = (original, call)
+            elif clock_given:
+                self._by_given.setdefault((name, given_ms), []).append((original, call))
             self._calls.append(call)
             return call
 

@@ -30,15 +30,12 @@ failure is logged at ERROR. ``t.result.close_error`` holds the cause.
 from __future__ import annotations
 
 import contextvars
-import enum
 import sys
 import time
 from collections.abc import AsyncGenerator, AsyncIterable, Callable, Mapping
 from contextlib import AbstractContextManager
 from types import TracebackType
 from typing import Any
-
-import attrs
 
 from ._context import render_context
 from ._current import enter_current, exit_current
@@ -47,258 +44,20 @@ from ._keys import TurnKeys, validate_entity_id
 from ._log import bound_context, get_logger
 from ._otel import TurnTrace, start_turn
 from ._payloads import Produced, merge_produced, produced_entity
-from ._phases import CloseOutcome, EnterAttempt, Opened, Phases, error_class_name
+from ._phase_records import EnterAttempt, Opened, error_class_name
+from ._phases import Phases
 from ._retrieval import EMPTY_RETRIEVAL, RetrievalStats, Retrieved, RetrievedEntity
 from ._shield import raise_deferred
 from ._text import split_pending
-from ._tools import ToolCall, ToolLog
+from ._tools import ToolLog
+from ._turn_result import TurnResult, TurnState, close_failure, finish, finish_attempt
 from ._turn_tools import TurnTools
-from .exceptions import IdempotencyMismatchError, TurnCloseError, TurnStateError, ValidationError
+from .exceptions import TurnStateError, ValidationError
 from .transport._base import Entity
 
-__all__ = ["Turn", "TurnResult", "TurnState", "close_failure", "finish"]
+__all__ = ["Turn"]
 
 logger = get_logger()
-
-
-class TurnState(str, enum.Enum):
-    """Where a :class:`Turn` is in its life.
-
-    A ``str`` enum whose values are the words the store, ``show`` and
-    ``memory.history()`` use: ``TurnState.COMPLETED == "completed"``, and it prints as
-    ``completed``.
-    """
-
-    #: created by ``memory.turn()``, not entered yet
-    NEW = "new"
-    #: entering: retrieval and the user store are running
-    OPENING = "opening"
-    #: the body is running; the reply can be written
-    OPEN = "open"
-    #: the closing store is running
-    CLOSING = "closing"
-    #: the reply is stored and the turn record says ``completed`` (the word the store, the
-    #: README and ``show`` use)
-    COMPLETED = "completed"
-    #: the same member as ``COMPLETED`` (its name before 0.2; kept so code using it works)
-    CLOSED = "completed"
-    #: the body raised or was cancelled; the turn record says ``abandoned``
-    ABANDONED = "abandoned"
-    #: the turn could not be stored as planned: the user store failed (or the enter was
-    #: cancelled), or the closing store failed
-    FAILED = "failed"
-    #: the body ended normally after :meth:`Turn.suspend`: nothing was stored on exit and the
-    #: turn record still says ``open``, waiting for a later close of the same turn id
-    SUSPENDED = "suspended"
-
-    def __str__(self) -> str:
-        # The word itself, on every Python (3.12 changed what format() of a str enum gives).
-        return str(self.value)
-
-
-@attrs.frozen
-class TurnResult:
-    """What a finished turn stored, and how it went (timings and counts are never stored).
-
-    ``t.result`` after the ``async with`` block, or what ``close_turn`` / ``abandon_turn`` /
-    ``record_turn`` return.
-
-    **How the turn ended: read** ``status``. It is the one answer: a :class:`TurnState`,
-    ``COMPLETED``, ``ABANDONED``, ``FAILED`` or ``SUSPENDED``. The other two are shorthands
-    of it, never a second opinion: ``completed`` is ``status is TurnState.COMPLETED``, and
-    ``stored_status`` is the word on the turn record in the store, for code that compares
-    with what ``show`` or ``memory.history()`` print: ``status.value``, ``None`` when
-    ``FAILED`` (nothing was written), and ``"completed"`` for the one case where they part,
-    a re-run of a completed turn whose body failed (this run ``ABANDONED``, the stored
-    turn kept as it was). ``queued`` says where the close is kept, not how the turn ended.
-
-    Fields:
-
-    - ``status``: :class:`TurnState` ``COMPLETED``, ``ABANDONED``, ``FAILED`` (the closing
-      store failed; ``close_error`` holds why) or ``SUSPENDED`` (:meth:`Turn.suspend`: left
-      open); ``completed`` is ``status is COMPLETED``;
-    - ``stored_status``: what the turn record says in the store, ``"completed"``,
-      ``"abandoned"``, ``"open"`` (suspended), or ``None`` when the closing store failed;
-    - ``conversation_id``, ``turn_id``, ``turn_key``: the turn's ids;
-    - ``conversation_entity_id``, ``user_message_id``, ``assistant_message_id``,
-      ``turn_record_id``: the stored entities' ids (``None`` where nothing was stored, e.g.
-      no assistant message for an abandoned turn with an empty reply);
-    - ``retrieved_ids`` / ``retrieved``: what retrieval found (ids / :class:`Entity`
-      objects, best match first); ``cited_ids``: what ``t.cite`` added; ``retrieval``:
-      lookup counts and time (:class:`~neotoma_agent.RetrievalStats`);
-    - ``produced_ids``: the entities the reply produced (``t.remember``), written in the
-      closing store, completed or abandoned;
-    - ``tools``: the tool calls written in the closing store (:class:`ToolCall`, ordered by
-      ``invoked_at``), and ``tool_ids`` their ``tool_invocation`` entity ids;
-    - ``reply_chars``: length of the stored (or partial) reply;
-    - ``error_class``: the body's exception class when abandoned (``module.Class``);
-    - ``replayed``: the closing store replayed an identical earlier one (a re-run);
-    - ``open_ms``, ``body_ms``, ``close_ms``, ``total_ms``: timings of the phases.
-    """
-
-    conversation_id: str
-    turn_id: str
-    turn_key: str
-    #: ``COMPLETED``, ``ABANDONED`` or ``FAILED``
-    status: TurnState
-    #: the turn record's stored status: ``completed``, ``abandoned``, or ``None`` if the
-    #: closing store failed
-    stored_status: str | None
-    conversation_entity_id: str | None
-    user_message_id: str | None
-    #: ``None`` when nothing was replied (abandoned with an empty reply) or the store failed
-    assistant_message_id: str | None
-    turn_record_id: str | None
-    retrieved_ids: tuple[str, ...]
-    cited_ids: tuple[str, ...]
-    retrieval: RetrievalStats
-    #: length of the stored reply (or partial reply), in characters
-    reply_chars: int
-    #: the class of the body's exception when the turn was abandoned
-    error_class: str | None = None
-    #: the closing store's failure, if it failed
-    close_error: BaseException | None = attrs.field(default=None, eq=False)
-    #: the closing store replayed an identical earlier one (the turn was run before)
-    replayed: bool = False
-    #: the server was unreachable, so the closing store was queued in the transport's outbox
-    #: (``status`` and ``stored_status`` say what it will store once delivered; until then
-    #: the turn still looks ``open`` on the server)
-    queued: bool = False
-    open_ms: float = 0.0
-    body_ms: float = 0.0
-    close_ms: float = 0.0
-    #: the retrieved entities themselves (type, name, snapshot), best match first
-    retrieved: tuple[Entity, ...] = attrs.field(default=(), eq=False, repr=False)
-    #: ids of the entities the reply produced (``t.remember``), stored in the closing store
-    produced_ids: tuple[str, ...] = ()
-    #: the tool calls stored with the turn, ordered by ``invoked_at``
-    tools: tuple[ToolCall, ...] = attrs.field(default=(), eq=False, repr=False)
-    #: the ``tool_invocation`` entity ids of :attr:`tools`, in the same order
-    tool_ids: tuple[str, ...] = ()
-
-    @property
-    def completed(self) -> bool:
-        """True when both messages are stored and the turn record says ``completed``."""
-        return self.status is TurnState.COMPLETED
-
-    @property
-    def total_ms(self) -> float:
-        """Wall time from enter to the end of the closing store."""
-        return self.open_ms + self.body_ms + self.close_ms
-
-
-def close_failure(keys: TurnKeys, error: BaseException) -> Exception:
-    """The error a failed closing store raises after a normal body.
-
-    A refused rewrite (:class:`IdempotencyMismatchError`, already carrying a ``revision=``
-    hint) is raised as it is: it asks the caller for a decision, it is not an outage.
-    Anything else becomes :class:`TurnCloseError`, chained to its cause.
-    """
-    if isinstance(error, IdempotencyMismatchError):
-        return error
-    failure = TurnCloseError(
-        f"the closing store of turn {keys.turn_id!r} failed: {type(error).__name__}: {error}"
-    )
-    failure.__cause__ = error
-    return failure
-
-
-def finish(
-    opened: Opened,
-    retrieved: Retrieved,
-    outcome: CloseOutcome | None,
-    state: TurnState,
-    reply: str,
-    cited: tuple[str, ...],
-    *,
-    error_class: str | None = None,
-    close_error: BaseException | None = None,
-    open_ms: float = 0.0,
-    body_ms: float = 0.0,
-    close_ms: float = 0.0,
-    tools: tuple[ToolCall, ...] = (),
-) -> TurnResult:
-    """The one place a :class:`TurnResult` is built, and its ``turn.*`` event logged.
-
-    ``state`` is what the turn meant to end as (``COMPLETED`` or ``ABANDONED``); without an
-    ``outcome`` (the closing store failed) it is ``FAILED``. Ids the store did not give are
-    ``None``.
-    """
-    keys = opened.keys
-    result = TurnResult(
-        conversation_id=keys.conversation_id,
-        turn_id=keys.turn_id,
-        turn_key=keys.user_turn_key,
-        status=state if outcome is not None else TurnState.FAILED,
-        stored_status=None if outcome is None else outcome.stored_status,
-        conversation_entity_id=opened.conversation_entity_id or None,
-        user_message_id=opened.user_message_id or None,
-        assistant_message_id=None if outcome is None else outcome.assistant_message_id,
-        turn_record_id=(outcome.turn_record_id if outcome else None) or opened.turn_record_id,
-        retrieved_ids=retrieved.ids,
-        retrieved=retrieved.entities,
-        cited_ids=cited,
-        retrieval=retrieved.stats,
-        reply_chars=len(reply),
-        error_class=error_class,
-        close_error=close_error,
-        replayed=False if outcome is None else outcome.replayed,
-        produced_ids=() if outcome is None else outcome.produced_ids,
-        tools=tools,
-        tool_ids=() if outcome is None else outcome.tool_ids,
-        queued=False if outcome is None else outcome.queued,
-        open_ms=open_ms,
-        body_ms=body_ms,
-        close_ms=close_ms,
-    )
-    _log_close(result)
-    return result
-
-
-def finish_attempt(attempt: EnterAttempt, open_ms: float) -> TurnResult:
-    """The result of an enter that did not open but closed the turn as abandoned."""
-    assert attempt.opened is not None
-    return finish(
-        attempt.opened,
-        attempt.retrieved,
-        attempt.outcome,
-        TurnState.ABANDONED,
-        "",
-        (),
-        error_class=attempt.error_class,
-        close_error=attempt.close_error,
-        open_ms=open_ms,
-    )
-
-
-def _log_close(result: TurnResult) -> None:
-    fields = {
-        "assistant_message_id": result.assistant_message_id,
-        "reply_chars": result.reply_chars,
-        "retrieved": len(result.retrieved_ids),
-        "cited": len(result.cited_ids),
-        "tools": len(result.tools),
-        "replayed": result.replayed,
-        "queued": result.queued,
-        "open_ms": round(result.open_ms, 3),
-        "body_ms": round(result.body_ms, 3),
-        "close_ms": round(result.close_ms, 3),
-    }
-    # The levels follow the README's rule ("Log levels"): a stop, a queued close and a
-    # body's error (raised to the caller) are normal outcomes, INFO; only a close that
-    # failed, so the turn is not stored as it ended, is above it.
-    if result.status is TurnState.COMPLETED:
-        logger.info("turn.closed", **fields)
-    elif result.status is TurnState.ABANDONED:
-        logger.info("turn.abandoned", error_class=result.error_class, **fields)
-    else:
-        logger.error(
-            "turn.close_failed",
-            error_class=result.error_class,
-            close_error_class=type(result.close_error).__name__,
-            close_error=str(result.close_error),
-            **fields,
-        )
 
 
 def _cite_id(value: str | Entity) -> str:
@@ -316,7 +75,7 @@ class Turn(TurnTools):
     (``t.cite(...)``). After the block, ``t.result`` says what was stored::
 
         async with memory.turn("What do we know about Acme Corp?") as t:
-            prompt = f"{t.context()}\n\nUser: {t.user_message}"
+            prompt = f"{t.context()}\\n\\nUser: {t.user_message}"
             async for chunk in t.stream(llm(prompt)):
                 print(chunk, end="")
             task = t.remember("task", title="Call Acme Corp", status="open")
@@ -356,8 +115,9 @@ class Turn(TurnTools):
         """Not for direct use: a turn comes from :meth:`NeotomaMemory.turn`."""
         raise TypeError("Turn objects come from NeotomaMemory.turn(); it validates the ids")
 
-    def _setup(
-        self,
+    @classmethod
+    def _create(
+        cls,
         phases: Phases,
         keys: TurnKeys,
         user_message: str,
@@ -366,8 +126,29 @@ class Turn(TurnTools):
         user_extra: Mapping[str, Any] | None,
         model: str | None = None,
     ) -> Turn:
-        # In place of __init__ (``Turn.__new__(Turn)._setup(...)``): help(Turn) shows no
-        # private types, and no Turn is built around ids NeotomaMemory.turn() did not check.
+        """The private constructor: NeotomaMemory.turn() calls it once it has checked the
+        ids (the public one refuses, and help(Turn) shows no private type)."""
+        turn = object.__new__(cls)
+        turn._init(
+            phases,
+            keys,
+            user_message,
+            turn_number=turn_number,
+            user_extra=user_extra,
+            model=model,
+        )
+        return turn
+
+    def _init(
+        self,
+        phases: Phases,
+        keys: TurnKeys,
+        user_message: str,
+        *,
+        turn_number: int | None,
+        user_extra: Mapping[str, Any] | None,
+        model: str | None,
+    ) -> None:
         self._phases = phases
         self._keys = keys
         self._user_message = user_message
@@ -394,7 +175,6 @@ class Turn(TurnTools):
         self._body_started = 0.0
         self._open_ms = 0.0
         self._trace: TurnTrace | None = None
-        return self
 
     def __repr__(self) -> str:
         return f"<Turn {self._keys.user_turn_key!r} {self._state.value}>"

@@ -1,12 +1,12 @@
 """How a turn ended, read back from its ``conversation_turn`` record.
 
-A Neotoma server keeps only declared fields in snapshots (semantics §10). ``status`` and
+A Neotoma server keeps only declared fields in snapshots. ``status`` and
 ``safety_net_used`` (set by a repair that closed the turn) are declared, so the snapshot
 says them. No declared field means "the exception class of an abandoned turn" or "why a
 repair closed it", so those stay on the observation that closed the turn and are read from
 there: one ``list_observations`` per abandoned turn, and only when a detail is wanted.
-Stores written by 0.1 also kept them in snapshots; those are read first, so an old store
-reads as before, without the extra read.
+Stores written by earlier versions also kept them in snapshots; those are read first, so
+an old store reads as before, without the extra read.
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ class TurnEnding:
 def ending_of(snapshot: Mapping[str, Any]) -> TurnEnding:
     """What the snapshot alone says (the details of a current store need :func:`read_ending`)."""
     status = _text(snapshot.get("status")) or "unknown"
-    reason = _text(snapshot.get(REASON_FIELD))  # only in snapshots 0.1 wrote
+    reason = _text(snapshot.get(REASON_FIELD))  # only in snapshots earlier versions wrote
     abandoned = status == "abandoned"
     return TurnEnding(
         status,

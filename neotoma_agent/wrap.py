@@ -27,7 +27,8 @@ import anyio.to_thread
 import attrs
 
 from ._memory import NeotomaMemory
-from ._turn import Turn, TurnResult
+from ._turn import Turn
+from ._turn_result import TurnResult
 from .exceptions import TurnStateError
 from .transport._base import Transport
 

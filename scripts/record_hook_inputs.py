@@ -3,8 +3,9 @@
 Runs the ``claude`` program bundled in ``claude-agent-sdk`` (``pip install
 claude-agent-sdk``) against the fake Anthropic API in ``tests/fake_anthropic.py``, with our
 hooks installed by ``neotoma-agent hooks install claude-code --scope project`` next to a
-recorder hook (another tool's hook, which the install keeps), in five scenarios: a plain
-turn, a tool-using turn, a failing tool, an interrupted turn, two prompts in one session.
+recorder hook (another tool's hook, which the install keeps), in seven scenarios: a plain
+turn, a tool-using turn, a failing tool, an interrupted turn, a turn interrupted after it
+said something and ran a tool, a turn the model API refused, two prompts in one session.
 Each input lands in ``tests/data/hooks/claude_code/SCENARIO/NN-EVENT.json``, with the
 temporary directory replaced by ``/tmp/claude-run``; ``program.json`` notes the version.
 Each scenario's session transcript is kept as ``transcript.jsonl`` (without the lines that
@@ -12,10 +13,12 @@ hold the program's own prompts, and with attachment bodies emptied), for the bac
 tests.
 
     python scripts/record_hook_inputs.py            # rewrites tests/data/hooks/claude_code
+    python scripts/record_hook_inputs.py tool       # rewrites only the scenarios named
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shlex
 import shutil
@@ -28,7 +31,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT / "tests"), str(ROOT / "tests" / "hooks")]
 
 from claude_program import ClaudeProject, claude_program  # noqa: E402
-from fake_anthropic import FakeAnthropic, Hang, Text, ToolUse  # noqa: E402
+from fake_anthropic import Fail, FakeAnthropic, Hang, Text, ToolUse  # noqa: E402
 
 OUT = ROOT / "tests" / "data" / "hooks" / "claude_code"
 RUN = "/tmp/claude-run"
@@ -72,7 +75,6 @@ def main() -> int:
         print("claude-agent-sdk is not installed", file=sys.stderr)
         return 1
     version = subprocess.run([program, "--version"], capture_output=True, text=True).stdout
-    shutil.rmtree(OUT, ignore_errors=True)
     scenarios = {
         "completed": ([Text("Acme Corp is a customer of ours.")], "What about Acme Corp?"),
         "tool": (
@@ -87,9 +89,26 @@ def main() -> int:
             "Run exit 3",
         ),
         "interrupted": ([Hang("partial ")], "Tell me a long story"),
+        "interrupted_tool": (
+            [
+                ToolUse("Bash", {"command": "echo hi", "description": "say hi"}, text="Checking."),
+                Hang("partial "),
+            ],
+            "Check, then tell me a story",
+        ),
+        "api_error": ([Fail(400, "fake refusal")] * 12, "Say something"),
         "session": ([Text("Hello Bob."), Text("Alice is here too.")], None),
     }
+    only = set(sys.argv[1:])
+    if only - set(scenarios):
+        print(f"unknown scenarios: {', '.join(sorted(only - set(scenarios)))}", file=sys.stderr)
+        return 2
+    if not only:
+        shutil.rmtree(OUT, ignore_errors=True)
     for name, (script, prompt) in scenarios.items():
+        if only and name not in only:
+            continue
+        shutil.rmtree(OUT / name, ignore_errors=True)
         with tempfile.TemporaryDirectory() as tmp, FakeAnthropic(script) as api:
             project = ClaudeProject(Path(tmp), api, program)
             inbox = Path(tmp) / "inbox"
@@ -105,10 +124,14 @@ def main() -> int:
                 "--state",
                 str(Path(tmp) / "state.db"),
             )
-            if name == "interrupted":
+            if name.startswith("interrupted"):
                 project.interrupted(prompt or "")
             elif name == "session":
                 project.session("Hello, I am Bob", "Is Alice there?")
+            elif name == "api_error":
+                # claude -p exits 1 when the model API refuses the request
+                with contextlib.suppress(AssertionError):
+                    project.prompt(prompt or "")
             else:
                 project.prompt(prompt or "")
             target = OUT / name

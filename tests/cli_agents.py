@@ -6,7 +6,7 @@ from collections.abc import AsyncIterator
 
 import anyio
 
-from neotoma_agent._turn import Turn
+from neotoma_agent import Turn
 
 
 async def slow_agent(user_message: str, turn: Turn) -> AsyncIterator[str]:

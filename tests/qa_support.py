@@ -7,24 +7,24 @@ from typing import Any
 
 import pytest
 
-from neotoma_agent.qa import AuditReport, _audit, _embedded, audit
-from neotoma_agent.qa._stream import StreamingAuditor
+from neotoma_agent.qa import AuditReport, _audit, audit
+from neotoma_agent.qa._stream import StoreReads, StreamingAuditor, store_reads
 from neotoma_agent.testing import RecordingTransport
 from neotoma_agent.transport._base import Transport
 from neotoma_agent.transport.embedded import EmbeddedStore
 
 
 def spy_on_fast_path(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
-    """Record, per whole-store audit, whether it read through the file fast path."""
+    """Record, per whole-store audit, whether it read through the store's bulk reads (the
+    embedded file's fast path)."""
     used: list[bool] = []
-    fast = _embedded.file_reads
 
-    def spy(transport: Transport, auditor: StreamingAuditor) -> _embedded.FileReads | None:
-        reads = fast(transport, auditor)
+    def spy(transport: Transport, auditor: StreamingAuditor) -> StoreReads | None:
+        reads = store_reads(transport, auditor)
         used.append(reads is not None)
         return reads
 
-    monkeypatch.setattr(_audit, "file_reads", spy)
+    monkeypatch.setattr(_audit, "store_reads", spy)
     return used
 
 

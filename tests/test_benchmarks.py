@@ -229,7 +229,18 @@ def test_tool_calls_keep_a_turn_at_two_stores_and_two_rounds(tmp_path: Path) -> 
         for row in rows.values():
             assert row["stores_per_turn"] == 2
             assert row["requests_per_turn"] == 3  # the history read brings the calls along
+            assert row["rounds_per_turn"] == 2
         assert rows[50]["bytes_per_call"] > 0
+        assert rows[50]["lib_us_per_call"] > 0
+        assert rows[50]["total_us_per_call"] >= rows[50]["lib_us_per_call"] * 0.5
+
+
+def test_tool_calls_compares_a_baseline_tree_side_by_side(tmp_path: Path) -> None:
+    root = BENCHMARKS.parent
+    report = run_benchmark("tool_calls", "--quick", "--baseline", str(root), tmp_path=tmp_path)
+    assert report["baseline"]["tree"] == str(root)
+    assert Path(report["baseline"]["package"]).resolve() == root.resolve()
+    assert [r["calls"] for r in report["baseline"]["embedded"]] == [0, 5, 50]
 
 
 @pytest.mark.slow  # about 10 s: some thirty fresh interpreters
@@ -260,3 +271,17 @@ def test_sync_overhead_runs_both_ways_on_both_transports(tmp_path: Path) -> None
         assert row["async_ms"] > 0
         assert row["sync_ms"] > 0
         assert row["ratio"] == pytest.approx(row["sync_ms"] / row["async_ms"], rel=0.01)
+
+
+def test_hook_latency_times_every_event_beside_its_baseline(tmp_path: Path) -> None:
+    # This tree as its own baseline: every row there, every ratio read pair by pair.
+    root = BENCHMARKS.parent
+    report = run_benchmark(
+        "hook_latency", "--turns", "1", "--baseline", str(root), tmp_path=tmp_path
+    )
+    rows = {row["process"]: row for row in report["rows"]}
+    for event in ("UserPromptSubmit", "PostToolUse", "Stop", "import neotoma_agent"):
+        assert rows[event]["runs"] == 1
+        assert rows[event]["cpu_vs_baseline"] > 0
+        assert rows[f"{event} (baseline)"]["cpu_vs_baseline"] is None
+    assert rows["python -c pass"]["cpu_vs_baseline"] is None

@@ -179,7 +179,7 @@ async def check_store(transport: Transport, t: Any) -> str:
     if assistant is not None:
         assert len((await transport.list_observations(assistant["id"])).observations) == 1
     assert t.result.stored_status == status
-    assert t.state in (TurnState.CLOSED, TurnState.ABANDONED)
+    assert t.state in (TurnState.COMPLETED, TurnState.ABANDONED)
     return status
 
 
@@ -316,7 +316,7 @@ async def test_asyncio_timeout_during_closing_store_completes_it(store: Transpor
     with pytest.raises(TimeoutError):
         async with asyncio.timeout(0.1), t:
             t.reply = "hi"
-    assert t.result.status is TurnState.CLOSED
+    assert t.result.status is TurnState.COMPLETED
     assert t.result.completed
     record = await turn_record(store, "c-cancel", "t1")
     assert record["status"] == "completed"
@@ -334,7 +334,7 @@ async def test_wait_for_during_closing_store_completes_it(store: Transport) -> N
 
     with pytest.raises(asyncio.TimeoutError):
         await asyncio.wait_for(use(), 0.1)
-    assert t.result.status is TurnState.CLOSED
+    assert t.result.status is TurnState.COMPLETED
     assert (await turn_record(store, "c-cancel", "t1"))["status"] == "completed"
 
 
@@ -387,7 +387,7 @@ async def test_repeated_task_cancel_cannot_skip_closing_store(store: Transport) 
         await asyncio.sleep(0.005)
     with pytest.raises(asyncio.CancelledError):
         await task
-    assert t.result.status is TurnState.CLOSED
+    assert t.result.status is TurnState.COMPLETED
     assert (await turn_record(store, "c-cancel", "t1"))["status"] == "completed"
 
 

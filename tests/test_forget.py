@@ -156,3 +156,27 @@ async def test_purge_erases_every_byte_of_the_conversation(tmp_path: Path) -> No
         async with again.turn("hello", turn_number=1) as t:
             t.reply = "new start"
         assert [h.reply for h in await again.history()] == ["new start"]
+
+
+async def test_retrieval_no_longer_sees_it(store: Any) -> None:
+    memory, _, acme = await _seed(store)
+    # Before: a turn that names nothing still finds what the conversation's last turns
+    # referred to (recency, from the history the enter reads).
+    async with memory.turn("and what about that?", turn_number=3) as t:
+        t.reply = "..."
+    assert acme in [e.id for e in (*t.retrieved, *t.candidates)]
+
+    forgotten = await memory.forget()
+
+    async with memory.turn("and what about that?", turn_number=1) as t:
+        t.reply = "..."
+        assert t.history == ()
+    seen = [e.id for e in (*t.retrieved, *t.candidates)]
+    assert acme not in seen
+    assert not set(seen) & set(forgotten.entity_ids)
+    # Named outright, the entity it only referred to is still found (it was not forgotten),
+    # and nothing of the forgotten conversation comes with it.
+    async with memory.turn("What do we know about Acme Corp?", turn_number=2) as t:
+        t.reply = "..."
+    assert t.retrieved_ids[:1] == (acme,)
+    assert not set(t.retrieved_ids) & set(forgotten.entity_ids)

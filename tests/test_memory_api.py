@@ -19,8 +19,7 @@ from turn_support import (
     turn_record,
 )
 
-from neotoma_agent._memory import NeotomaMemory, OpenTurn
-from neotoma_agent._turn import TurnState
+from neotoma_agent import NeotomaMemory, OpenTurn, TurnState
 from neotoma_agent.exceptions import IdempotencyMismatchError, TurnStateError
 from neotoma_agent.testing import FaultyTransport, RecordingTransport
 from neotoma_agent.transport.embedded import EmbeddedStore
@@ -235,7 +234,7 @@ async def test_entering_twice_and_writing_after_exit_raise(store: EmbeddedStore)
     with pytest.raises(TurnStateError):
         t.cite("ent_" + "0" * 24)
     assert t.reply == "hi"
-    assert t.state is TurnState.CLOSED
+    assert t.state is TurnState.COMPLETED
 
 
 async def test_open_close_turn_leaves_the_same_graph_as_turn(store: EmbeddedStore) -> None:
@@ -246,7 +245,7 @@ async def test_open_close_turn_leaves_the_same_graph_as_turn(store: EmbeddedStor
     assert opened.retrieved_ids == (acme,)
     assert (await turn_record(store, "chat-1", "t1"))["status"] == "open"
     result = await mem.close_turn("t1", "A client.", refers_to=opened.retrieved_ids)
-    assert result.status is TurnState.CLOSED
+    assert result.status is TurnState.COMPLETED
     assert (await turn_record(store, "chat-1", "t1"))["status"] == "completed"
     assert await targets(store, opened.user_message_id, "REFERS_TO") == {acme}
     assert await targets(store, result.assistant_message_id or "", "REFERS_TO") == {acme}
@@ -285,7 +284,7 @@ async def test_record_turn_is_one_store_with_the_same_graph(store: EmbeddedStore
         "Tell me about Acme Corp", "A client.", turn_id="t9", turn_number=9
     )
     assert len(recorder.calls_to("store")) == 1
-    assert result.status is TurnState.CLOSED
+    assert result.status is TurnState.COMPLETED
     stored = await messages(store, result.conversation_entity_id or "")
     assert stored["chat-1:t9"]["content"] == "Tell me about Acme Corp"
     assert stored["chat-1:t9"]["turn_number"] == 9

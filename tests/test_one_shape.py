@@ -154,7 +154,8 @@ async def test_status_is_the_one_answer_and_prints_as_its_word(store: Transport)
     assert t.result.status is TurnState.COMPLETED
     assert t.result.status == "completed" == t.result.stored_status
     assert f"{t.result.status}" == str(t.result.status) == "completed"
-    assert TurnState.CLOSED is TurnState.COMPLETED  # the old name still works
+    with pytest.warns(DeprecationWarning, match=r"TurnState\.CLOSED .* TurnState\.COMPLETED"):
+        assert TurnState.CLOSED is TurnState.COMPLETED  # the old name still resolves
 
 
 # --- display names ----------------------------------------------------------------------

@@ -556,3 +556,66 @@ async def test_alike_calls_timed_now_are_two_calls_and_a_handed_over_record_is_o
     kept = opened.record_tool("ping", args={"host": "a"}, invoked_at=_iso(1))
     result = await m.close_turn(opened, "ok", tools=[kept, ToolCall.from_json(kept.to_json())])
     assert len(result.tool_ids) == 1
+
+
+async def test_an_open_turn_refuses_calls_once_it_is_closed(store: Transport) -> None:
+    m = memory(store)
+    opened = await m.open_turn("go", turn_id="t1")
+    opened.record_tool("search", args={"q": 1})
+    result = await m.close_turn(opened, "done")
+    assert [c.name for c in result.tools] == ["search"]
+    with pytest.raises(TurnStateError, match="closed"):
+        opened.record_tool("late")
+    assert [c.name for c in opened.tools] == ["search"]
+
+
+async def test_calls_timed_on_one_millisecond_get_distinct_times(
+    store: Transport, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from neotoma_agent import _tools
+
+    monkeypatch.setattr(_tools, "now_ms", lambda: 1_796_000_000_000)  # a frozen clock
+    async with memory(store).turn("go", turn_id="t1") as t:
+        for n in range(3):
+            async with t.tool("search", {"n": n}) as call:
+                call.result = n
+        with t.tool("search", {"n": 3}):  # a sync body, on the same millisecond
+            pass
+        t.reply = "ok"
+    times = [c.invoked_at for c in t.result.tools]
+    assert len(set(times)) == 4
+    assert times == sorted(times)
+    assert len(set(t.result.tool_ids)) == 4
+
+
+_CHILD = """
+import json, sys
+from neotoma_agent import ToolCall
+for n in range(3):
+    call = ToolCall.create("lookup", args={"n": n}, result={"ok": n}, call_id=f"toolu_{n}")
+    print(json.dumps(call.to_json()))
+"""
+
+
+async def test_calls_recorded_in_another_process_are_written_by_the_close(
+    store: Transport, tmp_path: Any
+) -> None:
+    import subprocess
+
+    from cli_support import clean_env
+
+    m = memory(store)
+    opened = await m.open_turn("go", turn_id="t1")
+    child = await anyio.run_process(
+        [sys.executable, "-c", _CHILD], env=clean_env(tmp_path), stderr=subprocess.PIPE
+    )
+    assert child.stderr == b""  # the library is silent
+    calls = [ToolCall.from_json(json.loads(line)) for line in child.stdout.splitlines()]
+    # the same calls handed over twice (a redelivered hook) are still three calls
+    result = await memory(store).close_turn("t1", "done", tools=[*calls, *calls])
+    assert result.stored_status == "completed"
+    assert sorted(c.call_id or "" for c in result.tools) == ["toolu_0", "toolu_1", "toolu_2"]
+    assert len(set(result.tool_ids)) == 3
+    stored = await m.tools("t1")
+    assert [c.result for c in stored] == [{"ok": 0}, {"ok": 1}, {"ok": 2}]
+    assert opened.turn_id == "t1"

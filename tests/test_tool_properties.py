@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from neotoma_agent import EmbeddedStore, NeotomaMemory, ToolCall
 from neotoma_agent._js import js_json
 from neotoma_agent._tool_payload import ToolPayloads, summarize, tool_entity
-from neotoma_agent._tools import ToolLog
+from neotoma_agent._tools import ToolLog, merge_tools
 
 # Integers a JavaScript server keeps exactly; text is any Unicode hypothesis draws (it never
 # draws lone surrogates, which the library refuses: test_tool_calls checks that).
@@ -91,6 +91,31 @@ def test_calls_on_one_millisecond_never_share_an_identity(names: list[str]) -> N
         log.add(ToolCall.create(name.strip(), args={"n": n}, invoked_at="2026-12-01T10:00:00.000Z"))
     identities = [(c.name.casefold(), c.invoked_at) for c in log.calls]
     assert len(set(identities)) == len(names)
+
+
+@settings(max_examples=60)
+@given(
+    calls=st.lists(
+        st.tuples(st.sampled_from(["search", "Search", "book"]), st.integers(0, 2), st.booleans()),
+        max_size=10,
+    )
+)
+def test_calls_handed_over_again_are_the_same_calls(calls: list[tuple[str, int, bool]]) -> None:
+    # A redelivered hook or a retried close hands the same records over again: nothing new,
+    # whatever millisecond a call was moved to, with or without a call id.
+    records = [
+        ToolCall.create(
+            name,
+            args={"n": n},
+            invoked_at=f"2026-12-01T10:00:00.00{ms}Z",
+            call_id=f"c{n}" if with_id else None,
+        )
+        for n, (name, ms, with_id) in enumerate(calls)
+    ]
+    once = merge_tools("c:t", records)
+    assert merge_tools("c:t", records, records) == once
+    assert merge_tools("c:t", records, list(reversed(records))) == once
+    assert len(once) == len(records)
 
 
 def _as_javascript_holds_it(value: Any) -> Any:

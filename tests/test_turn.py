@@ -12,7 +12,7 @@ import anyio.lowlevel
 import pytest
 from turn_support import capture_logs, db_path, memory, messages, seed, store, turn_record
 
-from neotoma_agent._turn import TurnState
+from neotoma_agent import TurnState
 from neotoma_agent.exceptions import ConnectionLost, TurnCloseError
 from neotoma_agent.testing import FaultyTransport, RecordingTransport, key_phase
 from neotoma_agent.transport.embedded import EmbeddedStore

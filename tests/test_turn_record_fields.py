@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime
 from typing import Any
 
+import attrs
 import pytest
 from turn_support import db_path, memory, seed, store, turn_record
 
@@ -46,8 +47,46 @@ async def test_a_completed_turn_record_fills_the_declared_fields(store: Transpor
     assert record["tool_invocation_count"] == 1
     assert record["injected_context_chars"] == len(prompt)
     [closing, opening] = await _observations(store, record["id"])
-    assert "started_at" not in closing  # the close does not resend (or blank) it
+    # The close sends the value the enter wrote, never a new reading: the closing
+    # observation holds every field of the snapshot (one copy on the embedded store).
+    assert closing["started_at"] == opening["started_at"] == record["started_at"]
     assert "ended_at" not in opening
+
+
+async def test_a_close_from_another_process_keeps_started_at(store: Transport) -> None:
+    opened = await memory(store).open_turn("go", turn_id="prompt-1")
+    record = await turn_record(store, "chat-1", "prompt-1")
+    await memory(store).close_turn("prompt-1", "done")  # knows no started_at: sends none
+    closed = await turn_record(store, "chat-1", "prompt-1")
+    assert closed["status"] == "completed"
+    assert closed["started_at"] == record["started_at"]
+    [closing, _] = await _observations(store, record["id"])
+    assert "started_at" not in closing
+    assert opened.turn_id == "prompt-1"
+
+
+async def test_a_rerun_over_a_close_written_without_started_at_replays(
+    store: Transport, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A store written before closes resent started_at: a re-run of its turn still replays."""
+    from neotoma_agent import _phases
+
+    new_run = _phases._closing_run
+    monkeypatch.setattr(
+        _phases,
+        "_closing_run",
+        lambda *args: attrs.evolve(new_run(*args), started_at=None),
+    )
+    m = memory(store)
+    async with m.turn("q", turn_id="t1") as t:
+        t.reply = "a"
+    monkeypatch.setattr(_phases, "_closing_run", new_run)
+    async with m.turn("q", turn_id="t1") as t:
+        t.reply = "a"
+    assert t.result.replayed
+    assert t.result.completed
+    record = await turn_record(store, "chat-1", "t1")
+    assert len(await _observations(store, record["id"])) == 2
 
 
 async def test_an_abandoned_turn_record_has_its_fields_too(store: Transport) -> None:

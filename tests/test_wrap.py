@@ -10,7 +10,7 @@ import anyio.lowlevel
 import pytest
 from turn_support import db_path, memory, messages, seed, store, targets, turn_record
 
-from neotoma_agent._turn import Turn, TurnState
+from neotoma_agent import Turn, TurnState
 from neotoma_agent.transport.embedded import EmbeddedStore
 from neotoma_agent.wrap import AgentReply, StoppedEarly, with_memory
 
@@ -172,7 +172,7 @@ async def test_a_non_streaming_agent_streams_its_reply_as_one_chunk(store: Embed
     async with wrapped.stream("hello") as stream:
         chunks = [chunk async for chunk in stream]
     assert chunks == ["echo: hello"]
-    assert stream.result.status is TurnState.CLOSED
+    assert stream.result.status is TurnState.COMPLETED
     stored = await messages(store, stream.result.conversation_entity_id or "")
     [assistant] = [m for m in stored.values() if m["role"] == "assistant"]
     assert assistant["content"] == "echo: hello"

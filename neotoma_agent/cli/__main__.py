@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import sys
-
-from ._main import main
+from ._main import console_main
 
 if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
+    console_main()

@@ -39,7 +39,8 @@ from .._history import HistoryTurn
 from .._keys import validate_conversation_id
 from .._memory import DEFAULT_HISTORY_TURNS, NeotomaMemory
 from .._terminal import printable
-from .._turn import Turn, TurnResult, TurnState
+from .._turn import Turn
+from .._turn_result import TurnResult, TurnState
 from ..transport._base import Entity
 from ..wrap import AgentStream, MemoryAgent, with_memory
 from ._common import CLIError, Command, explain, open_transport, option, store_label
@@ -211,12 +212,12 @@ class _Chat:
     def _footer(self, stream: AgentStream, run: _TurnRun) -> None:
         turn = stream.turn
         result: TurnResult | None = None
-        if turn.state in (TurnState.CLOSED, TurnState.ABANDONED, TurnState.FAILED):
+        if turn.state in (TurnState.COMPLETED, TurnState.ABANDONED, TurnState.FAILED):
             try:
                 result = turn.result
             except Exception:
                 result = None
-        if result is not None and result.status is TurnState.CLOSED:
+        if result is not None and result.status is TurnState.COMPLETED:
             self.stored += 1
             refs = len(set(result.retrieved_ids) | set(result.cited_ids))
             self.write(

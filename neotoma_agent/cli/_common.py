@@ -1,8 +1,8 @@
 """What every ``neotoma-agent`` subcommand shares: the store it talks to, errors, rendering.
 
-A subcommand module exposes ``register(subparsers)``, which adds its parser with
-:func:`add_command` (that sets ``func(args) -> int``); a :class:`Command` declares the whole
-parser as data (name, help, description, options) and its ``register`` does the rest. The
+A subcommand module exposes ``register(subparsers)``: a :class:`Command` declares the whole
+parser as data (name, help, description, options, the ``run(args) -> int`` it calls) and
+its ``register`` adds it. The
 global options (``--db``, ``--url``, ``--token``, ``--log-level``, ``--log-json``) are on
 every parser; :func:`open_transport` turns them into a transport.
 
@@ -37,7 +37,6 @@ __all__ = [
     "CLIError",
     "Command",
     "Progress",
-    "add_command",
     "default_db_path",
     "display_name",
     "explain",
@@ -71,30 +70,6 @@ class _Report(Protocol):
 
 
 Runner = Callable[[argparse.Namespace], int] | Callable[[argparse.Namespace], Awaitable[int]]
-
-
-def add_command(
-    subparsers: Any,
-    name: str,
-    *,
-    help: str,
-    description: str,
-    run: Runner,
-    default_log_level: str | None = None,
-) -> argparse.ArgumentParser:
-    """Add the parser of subcommand ``name``, which runs ``run(args)``; the caller adds options.
-
-    An async ``run`` is run with :func:`run_async`. ``default_log_level`` replaces
-    ``warning`` for a command that reports failures itself.
-    """
-    parser: argparse.ArgumentParser = subparsers.add_parser(
-        name, help=help, description=description
-    )
-    func = functools.partial(run_async, run) if _is_async(run) else run
-    parser.set_defaults(func=func)
-    if default_log_level is not None:
-        parser.set_defaults(default_log_level=default_log_level)
-    return parser
 
 
 def _is_async(run: Runner) -> TypeGuard[Callable[..., Awaitable[int]]]:
@@ -150,15 +125,15 @@ class Command:
         return f"Command({self.name!r})"
 
     def register(self, subparsers: Any) -> None:
-        """Add the subcommand to ``subparsers``."""
-        parser = add_command(
-            subparsers,
-            self.name,
-            run=self.run,
-            help=self.help,
-            description=self.description,
-            default_log_level=self.default_log_level,
+        """Add the subcommand to ``subparsers``: it runs ``run(args)`` (an async ``run``
+        through :func:`run_async`)."""
+        parser: argparse.ArgumentParser = subparsers.add_parser(
+            self.name, help=self.help, description=self.description
         )
+        run = self.run
+        parser.set_defaults(func=functools.partial(run_async, run) if _is_async(run) else run)
+        if self.default_log_level is not None:
+            parser.set_defaults(default_log_level=self.default_log_level)
         for flags, settings in self.options:
             parser.add_argument(*flags, **settings)
 

@@ -134,6 +134,9 @@ def run_hooks_command(args: argparse.Namespace) -> int:
             change = install(args.harness, path, store_args, python=sys.executable)
             if _print_change(args.harness, change, "hooks already installed in"):
                 print(f"store: {_store_label(store_args)}")
+                if args.harness == "codex":
+                    # Codex skips a hook from hooks.json until the person trusts it.
+                    print("codex: review and trust these hooks in Codex (/hooks) to turn them on")
             return 0
         if args.action == "uninstall":
             change = uninstall(args.harness, path)
@@ -177,6 +180,8 @@ def run_hooks_command(args: argparse.Namespace) -> int:
         f"turns: {counts['open']} open, {counts['undelivered']} waiting for the store, "
         f"{counts['done']} stored"
     )
+    if args.harness == "codex" and ours and not fired:
+        print("never fired: Codex skips hooks until they are trusted in its /hooks")
     return 0
 
 
@@ -223,24 +228,29 @@ def _store_label(store_args: list[str]) -> str:
 
 
 def run_backfill(args: argparse.Namespace) -> int:
-    """``import --from HARNESS PATH``: a harness's transcripts as turns; 0 when all stored."""
+    """``import --from HARNESS PATH``: a harness's session files as turns; 0 when all stored."""
     from ..hooks import backfill
     from ._common import open_transport, run_async
 
     path = Path(args.file).expanduser()
     if not path.exists():
-        raise CLIError(f"cannot read {path}: not found", "pass a transcript file or folder")
+        raise CLIError(f"cannot read {path}: not found", "pass a session file or a folder of them")
 
     async def go() -> int:
         async with open_transport(args) as transport:
             report = await backfill(transport, args.source, path)
         skipped = ", ".join(f"{n} {kind}" for kind, n in sorted(report.skipped.items()))
         print(
-            f"{report.files} transcript files: {report.stored} turns stored, "
-            f"{report.already} already stored, {report.no_reply} without a reply (not stored), "
-            f"{report.bad_lines} unreadable lines; line kinds skipped: {skipped or 'none'}"
+            f"{args.source}: {report.files} session files: {report.stored} turns stored, "
+            f"{report.abandoned} stored as abandoned (no reply), {report.already} already "
+            f"stored, {report.in_progress} still running (not stored)"
         )
-        return 1 if report.bad_lines else 0
+        if report.refused or report.bad_lines:
+            print(
+                f"{report.refused} turns refused by the store, {report.bad_lines} unreadable lines"
+            )
+        print(f"line kinds skipped: {skipped or 'none'}")
+        return 1 if report.bad_lines or report.refused else 0
 
     return int(run_async(go))
 

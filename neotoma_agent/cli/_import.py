@@ -57,6 +57,7 @@ from ..exceptions import (
     ServerError,
     ValidationError,
 )
+from ..hooks._backfill import SOURCES as BACKFILL_SOURCES
 from ..transport._base import Transport
 from ._common import CLIError, Command, Progress, open_transport, option, run_async
 
@@ -523,10 +524,11 @@ COMMAND = Command(
         option(
             "--from",
             dest="source",
-            choices=("claude-code",),
+            choices=BACKFILL_SOURCES,
             default=None,
-            help="FILE is a coding agent's session transcript (or a folder of them): "
-            "claude-code reads ~/.claude/projects/*/*.jsonl, stored with the ids its hooks use",
+            help="FILE is a coding agent's session file (or a folder of them), stored with "
+            "the ids its hooks use: claude-code reads ~/.claude/projects/*/*.jsonl, codex "
+            "~/.codex/sessions/**/rollout-*.jsonl",
         ),
         option(
             "--concurrency",

@@ -15,13 +15,14 @@ never calls ``structlog.configure()``. structlog is imported at the first event 
 from __future__ import annotations
 
 import argparse
+import gc
 import importlib
 import logging
 import os
 import sys
 import traceback
 from collections.abc import Callable, MutableMapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from .._log import LOGGER_NAME
 from .._terminal import printable
@@ -291,8 +292,26 @@ def _fail(error: CLIError) -> int:
     return error.exit_code
 
 
+def console_main() -> NoReturn:
+    """The ``neotoma-agent`` console script and ``python -m neotoma_agent``: :func:`main`,
+    then exit with its status."""
+    try:
+        status = main()
+    finally:
+        # The process ends here (argparse's own exits included). Freezing the heap spares
+        # the interpreter's final collection a walk over every object the command loaded
+        # (a server's modules: a quarter to most of a second on a loaded machine, after the
+        # work is done); atexit handlers, buffered output and the store's own close
+        # (already finished) are unaffected.
+        gc.freeze()
+    sys.exit(status)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``neotoma-agent`` console script; returns the exit status."""
+    """Run one ``neotoma-agent`` command in this process; return its exit status.
+
+    ``argv`` defaults to ``sys.argv[1:]``. The console script is :func:`console_main`.
+    """
     argv = sys.argv[1:] if argv is None else list(argv)
     parser = build_parser(_command_in(argv))
     args = parser.parse_args(argv)

@@ -11,8 +11,11 @@ State shared between the processes lives in one SQLite file (:mod:`._state`).
 
 ``neotoma-agent hooks install | uninstall | status HARNESS`` manages the entries in the
 harness's settings. The modules: one per harness (``claude_code``, ``codex``, ``cursor``:
-its fields, its answers, its settings file), ``_event`` (what an input means), ``_state``,
-``_run`` (one event, start to end) and ``_install``.
+its fields, its answers, its settings file), ``_event`` (what an input means), ``_input``
+(the one reader the harnesses' field tables drive), ``_state``,
+``_run`` (one event, start to end) and ``_install``; ``import --from`` is ``_backfill``,
+with a reader per harness's session files (``_claude_transcript``, ``_codex_rollout``,
+both giving ``_transcript``'s turns).
 
 This package imports only the public API of ``neotoma_agent``, and that lazily: a hook
 process loads the store it uses when it has something to deliver.

@@ -1,51 +1,36 @@
-"""Backfill: a harness's session transcripts stored as the turns its hooks would have stored.
+"""Backfill: a harness's session files stored as the turns its hooks would have stored.
 
-``neotoma-agent import --from claude-code PATH`` reads Claude Code's per-session JSON
-lines (``~/.claude/projects/<project>/<session>.jsonl``; PATH is one file or a folder of
-them). The format facts come from files the real program wrote here (Claude Code 2.1.332;
-``tests/data/hooks/claude_code/*/transcript.jsonl``):
+``neotoma-agent import --from claude-code|codex PATH`` reads Claude Code's per-session JSON
+lines (``~/.claude/projects/<project>/<session>.jsonl``, :mod:`._claude_transcript`) or
+Codex's rollout files (``~/.codex/sessions/YYYY/MM/DD/rollout-*.jsonl``,
+:mod:`._codex_rollout`); PATH is one file or a folder (every ``*.jsonl`` under it).
 
-- a ``user`` line whose ``message.content`` is the prompt (a string, or text blocks) opens a
-  turn: its ``promptId`` is the turn id and its ``sessionId`` the session, the same ids the
-  hooks use (conversation ``claude-code-{sessionId}``);
-- ``assistant`` lines carry the reply's content blocks, one block a line; the turn's reply
-  is its last text block, as the Stop hook's ``last_assistant_message`` is;
-- a ``user`` line holding ``tool_result`` blocks, or with the turn's own ``promptId`` (the
-  program's "[Request interrupted by user]" note), belongs to the turn in progress;
-- every other kind (``attachment``, ``queue-operation``, ``api-request``, ``system``, …) is
-  skipped and counted.
-
-A turn with no reply (interrupted) is not stored (no half turns: the hooks abandon those
-as they happen) and is counted. A turn the store already holds as completed (captured by
-the hooks) is left alone, so importing a session the hooks captured writes nothing new.
-Codex rollout files are not read yet: no Codex program ran here to write one.
+Each turn is stored as the hooks store it: the same conversation and turn ids (Claude
+Code ``session_id`` + ``prompt_id``, Codex ``session_id`` + ``turn_id``), written with
+``open_turn`` then ``close_turn`` (a reply) or ``abandon_turn`` (interrupted, or the model
+API failed: with the partial reply the file holds), the tool uses as tool calls of the
+tool-call API. A turn the store already holds as completed or abandoned (captured by the
+hooks, or imported before) is left alone, so importing a session the hooks captured
+writes nothing new; one the hooks opened but never closed is closed from the file. A turn
+still running (the file's last, with no end yet) is not stored. Unknown line kinds are
+skipped and counted.
 """
 
 from __future__ import annotations
 
-import json
 from collections import Counter
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import attrs
 
-from ._event import conversation_id, turn_id
+from ._transcript import ReadCounts, TranscriptTurn
 
-__all__ = ["BackfillReport", "TranscriptTurn", "backfill", "read_claude_code"]
+__all__ = ["SOURCES", "BackfillReport", "backfill", "read_turns", "transcript_files"]
 
-SOURCES = ("claude-code",)
-
-
-@attrs.frozen
-class TranscriptTurn:
-    """One finished turn read from a transcript."""
-
-    conversation_id: str
-    turn_id: str
-    user: str
-    reply: str | None
+#: the harnesses whose files ``import --from`` reads
+SOURCES: Final = ("claude-code", "codex")
 
 
 @attrs.define
@@ -53,9 +38,17 @@ class BackfillReport:
     """What a backfill read and wrote."""
 
     files: int = 0
+    #: turns written as completed
     stored: int = 0
+    #: turns written as abandoned (interrupted, a model API error, no reply)
+    abandoned: int = 0
+    #: turns the store already held closed (nothing written for them)
     already: int = 0
-    no_reply: int = 0
+    #: turns still running when the file was written (not stored)
+    in_progress: int = 0
+    #: turns the store refused (e.g. the same turn id stored with another prompt)
+    refused: int = 0
+    #: lines that are not a JSON object, or lack what their kind needs
     bad_lines: int = 0
     #: line kinds skipped, with their counts
     skipped: Counter[str] = attrs.field(factory=Counter)
@@ -68,98 +61,104 @@ class BackfillReport:
         }
 
 
-def _texts(content: object) -> list[str] | None:
-    """The text blocks of a message's content (``None`` if it holds a tool result)."""
-    if isinstance(content, str):
-        return [content]
-    if not isinstance(content, list):
-        return []
-    texts = []
-    for block in content:
-        if not isinstance(block, Mapping):
-            continue
-        if block.get("type") == "tool_result":
-            return None
-        if block.get("type") == "text" and isinstance(block.get("text"), str):
-            texts.append(block["text"])
-    return texts
-
-
-def read_claude_code(path: Path, report: BackfillReport) -> Iterator[TranscriptTurn]:
-    """The finished turns of one Claude Code transcript file, in order."""
-    current: dict[str, Any] | None = None
-
-    def finished() -> Iterator[TranscriptTurn]:
-        if current is None:
-            return
-        if current["reply"] is None:
-            report.no_reply += 1
-            return
-        yield TranscriptTurn(current["conv"], current["turn"], current["user"], current["reply"])
-
-    with path.open("rb") as lines:
-        for raw in lines:
-            if not raw.strip():
-                continue
-            try:
-                line = json.loads(raw)
-            except ValueError:
-                report.bad_lines += 1
-                continue
-            if not isinstance(line, dict):
-                report.bad_lines += 1
-                continue
-            kind = line.get("type")
-            message = line.get("message")
-            if kind not in ("user", "assistant") or not isinstance(message, Mapping):
-                report.skipped[str(kind)] += 1
-                continue
-            texts = _texts(message.get("content"))
-            if kind == "user":
-                session, prompt_id = line.get("sessionId"), line.get("promptId")
-                if texts is None or line.get("isMeta"):
-                    continue  # a tool result, or the program's own note: the same turn
-                if not isinstance(session, str) or not isinstance(prompt_id, str):
-                    report.bad_lines += 1
-                    continue
-                if current is not None and current["turn"] == turn_id(prompt_id):
-                    continue  # the program's note in the same turn ("[Request interrupted…")
-                yield from finished()
-                current = {
-                    "conv": conversation_id("claude-code", session),
-                    "turn": turn_id(prompt_id),
-                    "user": "\n".join(texts),
-                    "reply": None,
-                }
-            elif current is not None and texts:
-                current["reply"] = texts[-1]
-    yield from finished()
-
-
 def transcript_files(path: Path) -> list[Path]:
     """``path`` itself, or every ``*.jsonl`` under it (sorted)."""
-    return sorted(path.rglob("*.jsonl")) if path.is_dir() else [path]
+    return sorted(p for p in path.rglob("*.jsonl") if p.is_file()) if path.is_dir() else [path]
+
+
+def _reader(source: str) -> Callable[[Path, ReadCounts], Iterator[TranscriptTurn]]:
+    if source == "claude-code":
+        from ._claude_transcript import read_claude_code
+
+        return read_claude_code
+    if source == "codex":
+        from ._codex_rollout import read_codex
+
+        return read_codex
+    raise ValueError(f"cannot import from {source!r} (known: {', '.join(SOURCES)})")
+
+
+def read_turns(source: str, path: Path, counts: ReadCounts) -> Iterator[TranscriptTurn]:
+    """The turns of one ``source`` file (``ValueError`` for a source we do not read)."""
+    return _reader(source)(path, counts)
 
 
 async def backfill(transport: Any, source: str, path: Path) -> BackfillReport:
-    """Store the turns of the transcripts at ``path`` that the store lacks."""
-    from neotoma_agent import NeotomaMemory
+    """Store the turns of the files at ``path`` that the store lacks; what was done.
 
-    if source not in SOURCES:
-        raise ValueError(f"cannot import from {source!r} (known: {', '.join(SOURCES)})")
+    A store that cannot be reached (or refuses us) raises, as elsewhere; a turn it
+    refuses is counted in :attr:`BackfillReport.refused` and the import goes on.
+    """
+    read = _reader(source)
     report = BackfillReport()
-    completed: dict[str, set[str]] = {}
+    closed: dict[str, dict[str, str]] = {}
     for file in transcript_files(path):
         report.files += 1
-        for turn in read_claude_code(file, report):
-            memory = NeotomaMemory(transport, conversation_id=turn.conversation_id, platform=source)
-            if turn.conversation_id not in completed:
-                completed[turn.conversation_id] = {
-                    h.turn_id for h in await memory.history(None) if h.status == "completed"
-                }
-            if turn.turn_id in completed[turn.conversation_id]:
+        counts = ReadCounts()
+        for turn in read(file, counts):
+            if turn.conversation_id not in closed:
+                closed[turn.conversation_id] = await _statuses(transport, turn.conversation_id)
+            status = closed[turn.conversation_id].get(turn.turn_id)
+            if status in ("completed", "abandoned"):
                 report.already += 1
                 continue
-            await memory.record_turn(turn.user, turn.reply or "", turn_id=turn.turn_id)
-            report.stored += 1
+            if await _store(transport, source, turn, opened=status == "open"):
+                closed[turn.conversation_id][turn.turn_id] = turn.ending
+                if turn.ending == "completed":
+                    report.stored += 1
+                else:
+                    report.abandoned += 1
+            else:
+                report.refused += 1
+        report.bad_lines += counts.bad_lines
+        report.in_progress += counts.in_progress
+        report.skipped.update(counts.skipped)
     return report
+
+
+async def _statuses(transport: Any, conversation: str) -> dict[str, str]:
+    from neotoma_agent import NeotomaMemory
+
+    memory = NeotomaMemory(transport, conversation_id=conversation)
+    return {h.turn_id: h.status for h in await memory.history(None)}
+
+
+async def _store(transport: Any, source: str, turn: TranscriptTurn, *, opened: bool) -> bool:
+    """Write one turn as the hooks do; ``False`` when the store refuses it.
+
+    ``opened``: the store holds the turn's user message already (the hooks stored it and
+    never closed the turn): only the closing store is written.
+    """
+    from neotoma_agent import APIError, NeotomaMemory, ToolCall, TurnCloseError
+
+    memory = NeotomaMemory(transport, conversation_id=turn.conversation_id, platform=source)
+    tools = [ToolCall.from_json(record) for record in turn.tools]
+    try:
+        handle: Any = turn.turn_id
+        if not opened:
+            handle = await memory.open_turn(turn.user, turn_id=turn.turn_id, model=turn.model)
+        if turn.ending == "completed":
+            await memory.close_turn(handle, turn.reply, tools=tools, model=turn.model)
+        else:
+            await memory.abandon_turn(
+                handle,
+                error=turn.error_class or "Abandoned",
+                partial_reply=turn.reply,
+                tools=tools,
+                model=turn.model,
+            )
+    except TurnCloseError as exc:
+        if isinstance(exc.__cause__, APIError) and _refusal(exc.__cause__):
+            return False
+        raise
+    except APIError as exc:  # ValidationError too: text no store can hold
+        if _refusal(exc):
+            return False
+        raise
+    return True
+
+
+def _refusal(exc: Any) -> bool:
+    # The store refused this turn's content (4xx other than auth/rate): the next turn may go.
+    status = getattr(exc, "status", 0)
+    return 400 <= status < 500 and status not in (401, 403, 429)

@@ -1,7 +1,8 @@
 """What a harness's hook input means, whichever harness sent it.
 
-Each harness module (``claude_code``, ``codex``, ``cursor``) reads its own fields into one
-:class:`HookEvent`; the engine (``_run``) acts on that alone. Reading is strict about types
+Each harness module (``claude_code``, ``codex``, ``cursor``) declares its fields in a table
+that the one reader in ``_input`` reads into a :class:`HookEvent`; the engine (``_run``)
+acts on that alone. Reading is strict about types
 and silent about content: a field of the wrong type raises :class:`BadInput` naming the
 field, never quoting it.
 """
@@ -11,15 +12,14 @@ from __future__ import annotations
 import datetime as _dt
 import enum
 from collections.abc import Mapping
-from typing import Any, Final
-
-import attrs
+from typing import Any, Final, NamedTuple
 
 __all__ = [
     "NO_STOP",
     "BadInput",
     "HookEvent",
     "Kind",
+    "additional_context",
     "conversation_id",
     "optional_str",
     "required_str",
@@ -60,9 +60,12 @@ class Kind(enum.Enum):
     NOTHING = "nothing"
 
 
-@attrs.frozen
-class HookEvent:
-    """One hook input, read. ``turn_id=None``: the session's latest turn."""
+class HookEvent(NamedTuple):
+    """One hook input, read. ``turn_id=None``: the session's latest turn.
+
+    A named tuple, not an attrs class: every hook process builds this class, and attrs
+    would cost it more than the event's own work.
+    """
 
     kind: Kind
     #: the harness's session, prefixed with the harness name (our conversation id)
@@ -147,34 +150,41 @@ def tool_record(
     duration_ms: float | None,
     error_class: str | None = None,
 ) -> dict[str, Any]:
-    """A tool call as the tool-call API's plain JSON (``ToolCall.to_json()``), checked now.
+    """A tool call in the tool-call API's plain JSON shape (``ToolCall.to_json()``'s keys).
 
-    A harness reports a call when it ended; it started ``duration_ms`` earlier. A call the
-    API refuses (a value that is not plain JSON, a bad status) is :class:`BadInput`.
+    A harness reports a call when it ended; it started ``duration_ms`` earlier (the clock
+    is read here, once). Not checked here: the API checks it (``ToolCall.from_json``) when
+    the turn's closing store is built, and drops a call it refuses, saying so. A tool use
+    then costs its process no attrs class and no turn engine: it is the commonest event,
+    and each one is a fresh process the harness waits for.
     """
-    from neotoma_agent import ToolCall
-
     ended = _dt.datetime.now(_dt.timezone.utc)
     started = ended - _dt.timedelta(milliseconds=duration_ms or 0)
-    try:
-        call = ToolCall.create(
-            name,
-            args=args,
-            result=result,
-            status=status,  # type: ignore[arg-type]
-            invoked_at=started,
-            duration_ms=duration_ms,
-            call_id=call_id,
-            error_class=error_class,
-        )
-    except (TypeError, ValueError) as exc:
-        raise BadInput(f"the tool call cannot be recorded ({type(exc).__name__})") from None
-    return call.to_json()
+    return {
+        "name": name,
+        # Any ISO 8601 instant: the API normalises it to its stored form (milliseconds, Z).
+        "invoked_at": started.isoformat(timespec="milliseconds"),
+        "status": status,
+        "args": args,
+        "result": result,
+        "duration_ms": duration_ms,
+        "call_id": call_id,
+        "error_class": error_class,
+    }
 
 
 def duration(payload: Mapping[str, Any], key: str) -> float | None:
-    """A duration in milliseconds if the field holds a non-negative number."""
+    """A duration in milliseconds if the field holds a finite, non-negative number."""
     value = payload.get(key)
-    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
-        return None
-    return float(value)
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 0:
+        return None  # `not value >= 0` also refuses NaN
+    return float(value) if value != float("inf") else None
+
+
+def additional_context(event: str, context: str) -> dict[str, Any]:
+    """The answer that hands ``context`` to the model, for Claude Code and Codex alike.
+
+    Both honour only the nested shape (a bare top-level ``additionalContext`` is ignored,
+    and Codex's output schema refuses any other key).
+    """
+    return {"hookSpecificOutput": {"hookEventName": event, "additionalContext": context}}

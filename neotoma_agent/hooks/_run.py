@@ -26,9 +26,7 @@ import os
 import sqlite3
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Final, Protocol
-
-import attrs
+from typing import Any, Final, NamedTuple, Protocol
 
 from ._event import NO_STOP, BadInput, HookEvent, Kind
 from ._state import HookState, PendingTurn
@@ -53,6 +51,9 @@ DEFAULT_CONTEXT_CHARS: Final = 4000
 MAX_ATTEMPTS: Final = 3
 #: seconds retrieval may take on a prompt (the person is waiting for the model)
 RETRIEVAL_TIMEOUT: Final = 1.5
+#: seconds another session's due store waits before a prompt delivers it, and how many
+STALE_AFTER: Final = 30.0
+STALE_MAX: Final = 20
 
 HARNESSES: Final = ("claude-code", "codex", "cursor")
 
@@ -80,22 +81,28 @@ def harness_module(name: str) -> Harness:
         from . import cursor as module  # type: ignore[no-redef]
     else:
         raise ValueError(f"unknown harness {name!r} (known: {', '.join(HARNESSES)})")
-    return module  # type: ignore[return-value]
+    return module
 
 
-@attrs.frozen
-class StoreSpec:
+# Named tuples, not attrs classes: a hook process builds each class it imports, and an
+# event that only appends to the state file should not pay for attrs.
+
+
+class StoreSpec(NamedTuple):
     """Where turns go: an embedded store file, or a Neotoma server (with an outbox file)."""
 
     db: Path | None = None
     url: str | None = None
-    token: str | None = attrs.field(default=None, repr=False)
+    token: str | None = None
     #: the outbox for closing stores a server could not take (``url`` only)
     outbox: Path | None = None
 
+    def __repr__(self) -> str:
+        # Never the token.
+        return f"StoreSpec(db={self.db!r}, url={self.url!r}, outbox={self.outbox!r})"
 
-@attrs.frozen
-class HookOutcome:
+
+class HookOutcome(NamedTuple):
     """What the command prints: ``stdout`` (JSON text or ``None``) and ``problem`` (one line)."""
 
     stdout: str | None
@@ -184,17 +191,23 @@ def _handle(
         turn, problem = _record(module, event, state)
         if problem is not None:
             return HookOutcome(neutral, problem)
-        due = state.due(conv)
+        batches = [(conv, state.due(conv))]
+        if event.kind is Kind.PROMPT:
+            # A prompt loads the store anyway: it also delivers what other sessions left
+            # (their last hook killed as the harness exited: no later event of theirs).
+            stale = state.stale(module.NAME, besides=conv, idle=STALE_AFTER, limit=STALE_MAX)
+            for pending in stale:
+                if batches[-1][0] != pending.conversation_id:
+                    batches.append((pending.conversation_id, []))
+                batches[-1][1].append(pending)
         context: str | None = None
         failure: str | None = None
-        if due or _outbox_waiting(store):
+        if any(rows for _, rows in batches) or _outbox_waiting(store):
             # Only now the event loop and the store are loaded: an event with nothing to
             # deliver (most tool uses) costs a state write and no more.
             import anyio
 
-            failure = anyio.run(
-                _deliver, budget, module.NAME, conv, due, state, store, context_chars
-            )
+            failure = anyio.run(_deliver, budget, module.NAME, batches, state, store, context_chars)
         if turn is not None and event.kind is Kind.PROMPT:
             row = state.get(conv, turn)
             context = None if row is None else row.context
@@ -254,35 +267,45 @@ def _new_turn_id() -> str:
 async def _deliver(
     budget: float,
     harness: str,
-    conv: str,
-    due: list[PendingTurn],
+    batches: list[tuple[str, list[PendingTurn]]],
     state: HookState,
     spec: StoreSpec,
     context_chars: int,
 ) -> str | None:
-    """Deliver the session's due stores in order, within ``budget`` seconds; the problem."""
+    """Deliver each session's due stores in order, within ``budget`` seconds; the problem."""
     import anyio
 
     with anyio.move_on_after(budget):
-        return await _deliver_all(harness, conv, due, state, spec, context_chars)
+        async with _open_store(spec) as transport:
+            if spec.url and spec.outbox is not None:
+                # Closing stores an earlier event queued go first (the server may be back).
+                await transport.flush_outbox()
+            first: str | None = None
+            for conv, due in batches:
+                problem, failed = await _deliver_all(
+                    transport, harness, conv, due, state, context_chars
+                )
+                first = first or problem
+                if failed:
+                    break  # the store failed: the next sessions wait for a later event
+        return first
     return f"the store did not answer within {budget:g} s; kept for later"
 
 
 async def _deliver_all(
+    transport: Any,
     harness: str,
     conv: str,
     due: list[PendingTurn],
     state: HookState,
-    spec: StoreSpec,
     context_chars: int,
-) -> str | None:
+) -> tuple[str | None, bool]:
     # Stops at the first store that fails for now: a session's turns land in order.
+    # Returns the problem to report, and whether a store failed.
     from neotoma_agent import NeotomaMemory
 
-    async with _open_store(spec) as transport:
-        if spec.url and spec.outbox is not None:
-            # Closing stores an earlier event queued go first (the server may be back).
-            await transport.flush_outbox()
+    left_out = 0
+    if due:
         memory = NeotomaMemory(
             transport,
             conversation_id=conv,
@@ -291,11 +314,11 @@ async def _deliver_all(
         )
         for row in due:
             try:
-                await _deliver_turn(memory, row, state, context_chars)
+                left_out += await _deliver_turn(memory, row, state, context_chars)
             except _Refused as exc:
                 # Retrying would fail the same way and hold up the session's later turns.
                 state.drop(conv, row.turn_id)
-                return f"refused by the store, dropped: {exc}"
+                return f"refused by the store, dropped: {exc}", True
             except Exception as exc:
                 # Tried again by the next events. A store that is away (or locked) is waited
                 # for as long as it takes; any other failure that repeats is given up rather
@@ -303,14 +326,15 @@ async def _deliver_all(
                 failures = state.failed(conv, row.turn_id)
                 if not _transient(exc) and failures >= MAX_ATTEMPTS:
                     state.drop(conv, row.turn_id)
-                    return f"store failed {failures} times, dropped: {_describe(exc)}"
-                return f"store failed, kept for the next event: {_describe(exc)}"
-    return None
+                    return f"store failed {failures} times, dropped: {_describe(exc)}", True
+                return f"store failed, kept for the next event: {_describe(exc)}", True
+    if left_out:
+        return f"stored; {left_out} tool call(s) left out: the tool-call API refused them", False
+    return None, False
 
 
-async def _deliver_turn(
-    memory: Any, row: PendingTurn, state: HookState, context_chars: int
-) -> None:
+async def _deliver_turn(memory: Any, row: PendingTurn, state: HookState, context_chars: int) -> int:
+    """Deliver what is due of one turn; how many of its tool calls were left out."""
     from neotoma_agent import APIError, IdempotencyMismatchError
 
     conv, turn = row.conversation_id, row.turn_id
@@ -327,8 +351,8 @@ async def _deliver_turn(
                 context=opened.context(max_chars=context_chars),
             )
         if row.ending is None:
-            return
-        tools = _tool_calls(state.tools(conv, turn))
+            return 0
+        tools, left_out = _tool_calls(state.tools(conv, turn))
         if row.ending == "completed":
             await memory.close_turn(
                 turn,
@@ -349,6 +373,7 @@ async def _deliver_turn(
                 model=row.model,
             )
         state.closed(conv, turn, row.ending)
+        return left_out
     except IdempotencyMismatchError as exc:
         # This turn id was stored before with other text (e.g. the same harness turn id
         # sent again with another prompt): the store keeps the first.
@@ -370,11 +395,21 @@ def _transient(exc: BaseException) -> bool:
     return isinstance(exc, APIError) and (exc.status >= 500 or exc.status == 429)
 
 
-def _tool_calls(records: list[dict[str, Any]]) -> list[Any]:
-    """The kept calls as the tool-call API's records (checked when they were kept)."""
-    from neotoma_agent import ToolCall
+def _tool_calls(records: list[dict[str, Any]]) -> tuple[list[Any], int]:
+    """The kept calls as the tool-call API's records, checked now; and how many it refused.
 
-    return [ToolCall.from_json(record) for record in records]
+    A call the API refuses (a value that is not plain JSON, a name with outer whitespace)
+    is left out: the turn and its other calls are stored all the same.
+    """
+    from neotoma_agent import ToolCall, ValidationError
+
+    calls, refused = [], 0
+    for record in records:
+        try:
+            calls.append(ToolCall.from_json(record))
+        except (TypeError, ValueError, ValidationError):
+            refused += 1
+    return calls, refused
 
 
 def _outbox_waiting(spec: StoreSpec) -> bool:

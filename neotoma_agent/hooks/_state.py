@@ -27,9 +27,7 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Final, Literal
-
-import attrs
+from typing import Any, Final, Literal, NamedTuple
 
 __all__ = ["Ending", "HookState", "PendingTurn", "Phase"]
 
@@ -61,6 +59,10 @@ CREATE TABLE IF NOT EXISTS turns (
     PRIMARY KEY (conversation_id, turn_id)
 );
 CREATE INDEX IF NOT EXISTS turns_due ON turns (conversation_id, phase, seq);
+-- what a prompt looks for in other sessions (HookState.stale): a few rows of a table that
+-- grows with every turn, so only the undelivered ones are indexed
+CREATE INDEX IF NOT EXISTS turns_undelivered ON turns (harness, seq)
+    WHERE phase = 'pending' OR (phase = 'open' AND ending IS NOT NULL);
 CREATE TABLE IF NOT EXISTS tools (
     conversation_id TEXT NOT NULL,
     turn_id TEXT NOT NULL,
@@ -80,9 +82,11 @@ CREATE TABLE IF NOT EXISTS fired (
 """
 
 
-@attrs.frozen
-class PendingTurn:
-    """A turn row with something still to deliver (or the current turn of a prompt)."""
+class PendingTurn(NamedTuple):
+    """A turn row with something still to deliver (or the current turn of a prompt).
+
+    A named tuple: every hook process builds the class, and attrs costs more.
+    """
 
     conversation_id: str
     turn_id: str
@@ -316,6 +320,18 @@ class HookState:
             f"SELECT {_COLUMNS} FROM turns WHERE conversation_id = ? AND "
             "(phase = 'pending' OR (phase = 'open' AND ending IS NOT NULL)) ORDER BY seq",
             (conversation_id,),
+        ).fetchall()
+        return [_row(r) for r in rows]
+
+    def stale(self, harness: str, *, besides: str, idle: float, limit: int) -> list[PendingTurn]:
+        """Other sessions' turns of ``harness`` with a store due and untouched for ``idle``
+        seconds, oldest first: what no later event of their own session will deliver (the
+        harness killed its last hook as it exited, as Codex does to ``SessionEnd``)."""
+        rows = self._db.execute(
+            f"SELECT {_COLUMNS} FROM turns WHERE harness = ? AND conversation_id != ? AND "
+            "(phase = 'pending' OR (phase = 'open' AND ending IS NOT NULL)) "
+            "AND updated_at < ? ORDER BY seq LIMIT ?",
+            (harness, besides, time.time() - idle, limit),
         ).fetchall()
         return [_row(r) for r in rows]
 

@@ -23,69 +23,44 @@ abandoned by the session's next prompt, or by ``SessionEnd``.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Final
 
-from ._event import (
-    BadInput,
-    HookEvent,
-    Kind,
-    conversation_id,
-    duration,
-    optional_str,
-    required_str,
-    text,
-    tool_record,
-    turn_id,
-)
+from ._event import additional_context
+from ._input import HarnessInput, prompt, session_end, stop, tool
 
-__all__ = ["EVENTS", "NAME", "answer", "parse", "settings_path"]
+__all__ = ["EVENTS", "INPUT", "NAME", "answer", "parse", "settings_path"]
 
 NAME: Final = "claude-code"
 
-#: the events ``hooks install`` registers, in the order Claude Code fires them
-EVENTS: Final = ("UserPromptSubmit", "PostToolUse", "PostToolUseFailure", "Stop", "SessionEnd")
+#: what each event sends; its events in the order Claude Code fires them (``hooks
+#: install`` registers them). ``prompt_id`` is missing in builds before it existed: the
+#: engine then mints a turn id on the prompt, and later events go to the session's latest.
+INPUT: Final = HarnessInput(
+    NAME,
+    session="session_id",
+    turn="prompt_id",
+    events={
+        "UserPromptSubmit": prompt("prompt"),
+        "PostToolUse": tool(result="tool_response", duration_ms="duration_ms"),
+        "PostToolUseFailure": tool(
+            result=None, duration_ms="duration_ms", interrupt="is_interrupt"
+        ),
+        "Stop": stop(reply="last_assistant_message"),
+        "SessionEnd": session_end(),
+    },
+)
 
+EVENTS: Final = INPUT.events
 
-def parse(event: str, payload: Mapping[str, Any]) -> HookEvent:
-    """Read one hook input (:class:`BadInput` when it cannot be used)."""
-    session = conversation_id(NAME, required_str(payload, "session_id"))
-    prompt_id = optional_str(payload, "prompt_id")
-    turn = turn_id(prompt_id) if prompt_id and prompt_id.strip() else None
-    if event == "UserPromptSubmit":
-        # turn None (a build before prompt_id existed): the engine mints one.
-        return HookEvent(Kind.PROMPT, session, turn, prompt=text(payload, "prompt"))
-    if event in ("PostToolUse", "PostToolUseFailure"):
-        failed = event == "PostToolUseFailure"
-        interrupted = failed and payload.get("is_interrupt") is True
-        record = tool_record(
-            required_str(payload, "tool_name"),
-            args=payload.get("tool_input"),
-            result=None if failed else payload.get("tool_response"),
-            status="cancelled" if interrupted else "error" if failed else "ok",
-            call_id=optional_str(payload, "tool_use_id"),
-            duration_ms=duration(payload, "duration_ms"),
-            error_class=("Interrupted" if interrupted else "ToolError") if failed else None,
-        )
-        return HookEvent(Kind.TOOL, session, turn, tool=record)
-    if event == "Stop":
-        reply = optional_str(payload, "last_assistant_message")
-        return HookEvent(Kind.STOP, session, turn, reply=reply or "")
-    if event == "SessionEnd":
-        return HookEvent(Kind.SESSION_END, session, turn, error_class="SessionEnded")
-    raise BadInput(f"event {event!r} is not one neotoma-agent handles for {NAME}")
+#: read one hook input (:class:`~neotoma_agent.hooks.BadInput` when it cannot be used)
+parse: Final = INPUT.parse
 
 
 def answer(event: str, context: str | None) -> dict[str, Any] | None:
     """What to print on stdout: the context on ``UserPromptSubmit``, else nothing."""
     if event == "UserPromptSubmit" and context:
-        return {
-            "hookSpecificOutput": {
-                "hookEventName": "UserPromptSubmit",
-                "additionalContext": context,
-            }
-        }
+        return additional_context(event, context)
     return None
 
 

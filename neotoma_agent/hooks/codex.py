@@ -1,95 +1,69 @@
 """Codex: the fields its hooks send, the answer it honours, where its hooks file lives.
 
-From Codex's published hook schemas (``codex-rs/hooks/schema/generated/*.input.schema.json``
-in openai/codex; the program itself could not be run here). Every event carries
-``session_id``, ``turn_id`` (the same for every event of one turn), ``transcript_path``,
-``cwd``, ``hook_event_name``, ``model`` and ``permission_mode``:
+The contract was recorded from the real program (``npm install @openai/codex``) running
+against a fake Responses API; the recordings are the fixtures in ``tests/data/hooks/codex/``
+(``scripts/record_codex_inputs.py``; the version in ``program.json`` there). Every event
+carries ``session_id``, ``transcript_path`` (the rollout file), ``cwd`` and
+``hook_event_name``; the turn's events also ``turn_id`` (the same for every event of one
+turn), ``model`` and ``permission_mode``:
 
 - ``UserPromptSubmit``: ``prompt``; its answer may carry
   ``{"hookSpecificOutput": {"hookEventName": "UserPromptSubmit", "additionalContext": …}}``
   (the output schema refuses unknown keys, so nothing else is added);
-- ``PostToolUse``: ``tool_name``, ``tool_input``, ``tool_response``, ``tool_use_id``
-  (Codex has no failure twin: a failed command is a ``tool_response`` too);
+- ``PostToolUse``: ``tool_name``, ``tool_input``, ``tool_response``, ``tool_use_id``. A
+  shell command comes as tool ``Bash`` with ``{"command": …}`` and its output as a string,
+  with no exit status: a failed command looks like any other (Codex has no failure twin);
 - ``Stop``: ``last_assistant_message`` (may be null), ``stop_hook_active``;
-- ``StopFailure``: the turn ended on an API error: ``error`` (``rate_limit``,
-  ``server_error``, …), ``last_assistant_message``.
+- ``StopFailure`` (published schema): the turn ended on an API error: ``error``
+  (``rate_limit``, ``server_error``, …), ``last_assistant_message``. The recorded version
+  did not send it for a model API answering 500: no Stop came, the session's end closed the turn;
+- ``SessionEnd``: ``reason`` (``other`` at the end of every ``codex exec``), no
+  ``turn_id``: what is still open is abandoned (an interrupted turn gets no Stop).
 
 Hooks live in ``hooks.json`` beside ``config.toml`` (``$CODEX_HOME``, default ``~/.codex``,
-or a project's ``.codex/``), in the same shape as Claude Code's; the ``hooks`` feature is on
-by default. Codex has no session-end event: a turn left open is abandoned by the session's
-next prompt, or by ``audit``.
+or a project's ``.codex/``), in the same shape as Claude Code's. Codex runs a hook from it
+only once the person has trusted it in its ``/hooks`` (it records a hash of the hook in
+``config.toml``); until then it skips it without a word.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Final
 
-from ._event import (
-    BadInput,
-    HookEvent,
-    Kind,
-    conversation_id,
-    optional_str,
-    required_str,
-    text,
-    tool_record,
-    turn_id,
-)
+from ._event import additional_context
+from ._input import HarnessInput, failed, prompt, session_end, stop, tool
 
-__all__ = ["EVENTS", "NAME", "answer", "parse", "settings_path"]
+__all__ = ["EVENTS", "INPUT", "NAME", "answer", "parse", "settings_path"]
 
 NAME: Final = "codex"
 
-EVENTS: Final = ("UserPromptSubmit", "PostToolUse", "Stop", "StopFailure")
+#: what each event sends (the turn's events carry ``turn_id``; ``SessionEnd`` does not)
+INPUT: Final = HarnessInput(
+    NAME,
+    session="session_id",
+    turn="turn_id",
+    turn_required=("UserPromptSubmit", "PostToolUse", "Stop", "StopFailure"),
+    events={
+        "UserPromptSubmit": prompt("prompt", model="model"),
+        "PostToolUse": tool(result="tool_response"),
+        "Stop": stop(reply="last_assistant_message"),
+        "StopFailure": failed(reply="last_assistant_message", error="error", prefix="StopFailure"),
+        "SessionEnd": session_end(),
+    },
+)
 
+EVENTS: Final = INPUT.events
 
-def parse(event: str, payload: Mapping[str, Any]) -> HookEvent:
-    """Read one hook input (:class:`BadInput` when it cannot be used)."""
-    session = conversation_id(NAME, required_str(payload, "session_id"))
-    turn = turn_id(required_str(payload, "turn_id"))
-    if event == "UserPromptSubmit":
-        prompt = text(payload, "prompt")
-        return HookEvent(
-            Kind.PROMPT, session, turn, prompt=prompt, model=optional_str(payload, "model")
-        )
-    if event == "PostToolUse":
-        record = tool_record(
-            required_str(payload, "tool_name"),
-            args=payload.get("tool_input"),
-            result=payload.get("tool_response"),
-            status="ok",
-            call_id=optional_str(payload, "tool_use_id"),
-            duration_ms=None,
-        )
-        return HookEvent(Kind.TOOL, session, turn, tool=record)
-    if event == "Stop":
-        return HookEvent(
-            Kind.STOP, session, turn, reply=optional_str(payload, "last_assistant_message") or ""
-        )
-    if event == "StopFailure":
-        error = optional_str(payload, "error") or "unknown"
-        return HookEvent(
-            Kind.FAILED,
-            session,
-            turn,
-            reply=optional_str(payload, "last_assistant_message") or "",
-            error_class=f"StopFailure.{error}" if error.isidentifier() else "StopFailure",
-        )
-    raise BadInput(f"event {event!r} is not one neotoma-agent handles for {NAME}")
+#: read one hook input (:class:`~neotoma_agent.hooks.BadInput` when it cannot be used)
+parse: Final = INPUT.parse
 
 
 def answer(event: str, context: str | None) -> dict[str, Any] | None:
     """What to print: the context on ``UserPromptSubmit``, else ``{}`` (an acknowledgement)."""
     if event == "UserPromptSubmit" and context:
-        return {
-            "hookSpecificOutput": {
-                "hookEventName": "UserPromptSubmit",
-                "additionalContext": context,
-            }
-        }
+        return additional_context(event, context)
     return {}
 
 

@@ -20,75 +20,38 @@ or a project's ``.cursor/``.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Final
 
-from ._event import (
-    BadInput,
-    HookEvent,
-    Kind,
-    conversation_id,
-    duration,
-    optional_str,
-    required_str,
-    text,
-    tool_record,
-    turn_id,
-)
+from ._input import HarnessInput, prompt, reply, session_end, stop, tool
 
-__all__ = ["EVENTS", "NAME", "answer", "parse", "settings_path"]
+__all__ = ["EVENTS", "INPUT", "NAME", "answer", "parse", "settings_path"]
 
 NAME: Final = "cursor"
 
-EVENTS: Final = (
-    "beforeSubmitPrompt",
-    "afterAgentResponse",
-    "postToolUse",
-    "postToolUseFailure",
-    "stop",
-    "sessionEnd",
+#: what each event sends. A prompt must carry ``generation_id`` (the turn); ``stop``
+#: carries no text: the reply came on ``afterAgentResponse`` and stands.
+INPUT: Final = HarnessInput(
+    NAME,
+    session="conversation_id",
+    turn="generation_id",
+    turn_required=("beforeSubmitPrompt",),
+    events={
+        "beforeSubmitPrompt": prompt("prompt", model="model"),
+        "afterAgentResponse": reply("text"),
+        "postToolUse": tool(result="tool_output", duration_ms="duration"),
+        "postToolUseFailure": tool(result=None, duration_ms="duration"),
+        "stop": stop(
+            reply=None, status="status", failures={"aborted": "Aborted", "error": "AgentError"}
+        ),
+        "sessionEnd": session_end(),
+    },
 )
 
+EVENTS: Final = INPUT.events
 
-_STOP_ERRORS: Final = {"aborted": "Aborted", "error": "AgentError"}
-
-
-def parse(event: str, payload: Mapping[str, Any]) -> HookEvent:
-    """Read one hook input (:class:`BadInput` when it cannot be used)."""
-    session = conversation_id(NAME, required_str(payload, "conversation_id"))
-    generation = optional_str(payload, "generation_id")
-    turn = turn_id(generation) if generation and generation.strip() else None
-    if event == "beforeSubmitPrompt":
-        prompt = text(payload, "prompt")
-        if turn is None:
-            raise BadInput("field 'generation_id' is missing")
-        return HookEvent(
-            Kind.PROMPT, session, turn, prompt=prompt, model=optional_str(payload, "model")
-        )
-    if event == "afterAgentResponse":
-        return HookEvent(Kind.REPLY, session, turn, reply=optional_str(payload, "text") or "")
-    if event in ("postToolUse", "postToolUseFailure"):
-        failed = event == "postToolUseFailure"
-        record = tool_record(
-            required_str(payload, "tool_name"),
-            args=payload.get("tool_input"),
-            result=None if failed else payload.get("tool_output"),
-            status="error" if failed else "ok",
-            call_id=optional_str(payload, "tool_use_id"),
-            duration_ms=duration(payload, "duration"),
-            error_class="ToolError" if failed else None,
-        )
-        return HookEvent(Kind.TOOL, session, turn, tool=record)
-    if event == "stop":
-        status = optional_str(payload, "status") or "completed"
-        if status in _STOP_ERRORS:
-            return HookEvent(Kind.FAILED, session, turn, error_class=_STOP_ERRORS[status])
-        # The reply came on afterAgentResponse: reply=None keeps it.
-        return HookEvent(Kind.STOP, session, turn, reply=None)
-    if event == "sessionEnd":
-        return HookEvent(Kind.SESSION_END, session, None, error_class="SessionEnded")
-    raise BadInput(f"event {event!r} is not one neotoma-agent handles for {NAME}")
+#: read one hook input (:class:`~neotoma_agent.hooks.BadInput` when it cannot be used)
+parse: Final = INPUT.parse
 
 
 def answer(event: str, context: str | None) -> dict[str, Any] | None:

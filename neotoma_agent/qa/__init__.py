@@ -8,6 +8,11 @@
 - :func:`audit` reads a store back (embedded or a server, through the Transport) and finds
   every turn that broke "both halves or neither", e.g. the orphans a crash leaves; with
   ``repair=True`` it closes them as abandoned (reason ``orphan_found_by_audit``).
+
+One vocabulary grades them all: :class:`Severity` (``info``: nothing to fix; ``warn``;
+``error``) on a :class:`Diagnosis`, a :class:`Finding` and a report line. A whole run is a
+``*Result`` (:class:`AuditReport`, :class:`RepairResult`), holding one ``*Outcome`` per item
+(:class:`RepairOutcome`, with its :class:`RepairStatus`).
 """
 
 from __future__ import annotations
@@ -27,14 +32,12 @@ from ._audit import (
     AuditReport,
     Finding,
     FindingKind,
-    FindingSeverity,
     audit,
 )
 from ._diagnose import (
     AttachmentObservation,
     Diagnosis,
     MessageObservation,
-    Severity,
     TurnObservation,
     diagnose_turn,
 )
@@ -45,7 +48,9 @@ from ._report import (
     TurnReportInput,
     render_turn_report,
     resolve_inspector_base_url,
+    resolve_ui_url,
 )
+from ._severity import Severity
 
 __all__ = [  # sorted
     "AUDIT_DEFAULT_MIN_AGE",
@@ -57,7 +62,6 @@ __all__ = [  # sorted
     "Diagnosis",
     "Finding",
     "FindingKind",
-    "FindingSeverity",
     "LinkToConversation",
     "MessageObservation",
     "RepairAction",
@@ -77,4 +81,30 @@ __all__ = [  # sorted
     "diagnose_turn",
     "render_turn_report",
     "resolve_inspector_base_url",
+    "resolve_ui_url",
 ]
+
+for _name in __all__:
+    _value = globals()[_name]
+    if isinstance(_value, type) or callable(_value):
+        # Reprs and help() name the namespace users import from, not the private module.
+        _value.__module__ = __name__
+del _name, _value
+
+# Old names, importable with a DeprecationWarning (one vocabulary replaced them).
+_MOVED = {"FindingSeverity": ("Severity", Severity)}
+
+
+def __getattr__(name: str) -> object:
+    moved = _MOVED.get(name)
+    if moved is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import warnings
+
+    new, value = moved
+    warnings.warn(
+        f"{__name__}.{name} is deprecated: use {__name__}.{new}",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    return value

@@ -38,11 +38,10 @@ from .._log import get_logger
 from .._memory import NeotomaMemory
 from .._reads import gather_bounded, snapshot_or_none
 from ..transport._base import EntitySnapshot, Transport
-from ._embedded import file_reads
-from ._findings import Finding, FindingKind, FindingSeverity, classify, sort_key
+from ._findings import Finding, FindingKind, classify, sort_key
 from ._repair import RepairResult, apply_repairs
 from ._scan import Auditor, TurnState, parse_timestamp, read_scoped, timestamp
-from ._stream import StreamingAuditor, read_all
+from ._stream import StreamingAuditor, read_all, store_reads
 from ._tools import tool_findings
 
 __all__ = [
@@ -50,7 +49,6 @@ __all__ = [
     "AuditReport",
     "Finding",
     "FindingKind",
-    "FindingSeverity",
     "audit",
 ]
 
@@ -210,7 +208,7 @@ async def audit(
             transport, None, thorough, concurrency, timed=timed, page_size=_PAGE, since_at=since_at
         )
         read: set[str] = set()
-        await read_all(auditor, read, concurrency, file_reads(transport, auditor))
+        await read_all(auditor, read, concurrency, store_reads(transport, auditor))
         conversations = read
     else:
         auditor = Auditor(transport, scope, thorough, concurrency, timed=timed, page_size=_PAGE)

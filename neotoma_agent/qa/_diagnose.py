@@ -11,10 +11,11 @@ safe one exists, a suggested :data:`~neotoma_agent.qa.RepairAction`.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from .._checks import checked_by
 from .._keys import validate_conversation_id, validate_turn_id
 from ._actions import (
     AbandonTurn,
@@ -24,34 +25,19 @@ from ._actions import (
     StoreUserMessage,
     action_json,
 )
+from ._severity import Severity, as_severity
 
 if TYPE_CHECKING:
-    from .._turn import Turn, TurnResult
+    from .._turn import Turn
+    from .._turn_result import TurnResult
 
 __all__ = [
     "AttachmentObservation",
     "Diagnosis",
     "MessageObservation",
-    "Severity",
     "TurnObservation",
     "diagnose_turn",
 ]
-
-Severity = Literal["ok", "warn", "error"]
-_SEVERITIES: frozenset[str] = frozenset({"ok", "warn", "error"})
-
-
-def _check_severity(_: Any, __: Any, value: str) -> None:
-    if value not in _SEVERITIES:
-        raise ValueError(f"severity must be ok, warn or error, got {value!r}")
-
-
-def _check_conversation_id(_: Any, __: Any, value: str) -> None:
-    validate_conversation_id(value)
-
-
-def _check_turn_id(_: Any, __: Any, value: str) -> None:
-    validate_turn_id(value)
 
 
 @attrs.frozen
@@ -88,8 +74,8 @@ class TurnObservation:
     ``tools_invoked`` ran before the user store.
     """
 
-    conversation_id: str = attrs.field(validator=_check_conversation_id)
-    turn_id: str = attrs.field(validator=_check_turn_id)
+    conversation_id: str = attrs.field(validator=checked_by(validate_conversation_id))
+    turn_id: str = attrs.field(validator=checked_by(validate_turn_id))
     user_message: MessageObservation | None = None
     assistant_message: MessageObservation | None = None
     #: the user saw a reply (even an empty one) or part of one
@@ -112,11 +98,11 @@ class TurnObservation:
         ``reply`` / ``user_message`` are the exact texts, if the caller still has them: a
         result keeps only ids and lengths, and a repair never invents text.
         """
-        from .._turn import TurnState
+        from .._turn_result import TurnState
 
         user = MessageObservation(result.user_message_id is not None, user_message)
         status = result.status
-        if status is TurnState.CLOSED:
+        if status is TurnState.COMPLETED:
             produced, stored = True, True
         elif status is TurnState.ABANDONED:
             produced = result.reply_chars > 0
@@ -140,10 +126,12 @@ class TurnObservation:
 
 @attrs.frozen
 class Diagnosis:
-    """One check of a turn: ``ok``, or a problem with its meaning, risk, fix and repair."""
+    """One check of a turn: passed (``info``), or a problem (``warn``, ``error``) with its
+    meaning, risk, fix and repair."""
 
     id: str
-    severity: Severity = attrs.field(validator=_check_severity)
+    #: ``info`` for a passed check (a string is taken as its :class:`Severity`)
+    severity: Severity = attrs.field(converter=as_severity)
     message: str
     #: what this means for the turn's stored record right now
     meaning: str | None = None
@@ -156,12 +144,16 @@ class Diagnosis:
 
     @property
     def ok(self) -> bool:
-        """True for a passed check."""
-        return self.severity == "ok"
+        """True for a passed check (severity ``info``)."""
+        return self.severity is Severity.INFO
 
     def to_json(self) -> Mapping[str, Any]:
         """The diagnosis as plain JSON."""
-        out: dict[str, Any] = {"id": self.id, "severity": self.severity, "message": self.message}
+        out: dict[str, Any] = {
+            "id": self.id,
+            "severity": str(self.severity),
+            "message": self.message,
+        }
         for name in ("meaning", "risk", "resolution"):
             value = getattr(self, name)
             if value is not None:
@@ -172,11 +164,11 @@ class Diagnosis:
 
 
 def _ok(check_id: str, message: str) -> Diagnosis:
-    return Diagnosis(check_id, "ok", message)
+    return Diagnosis(check_id, Severity.INFO, message)
 
 
 def diagnose_turn(observation: TurnObservation | TurnResult | Turn) -> list[Diagnosis]:
-    """Check one turn; return every check (``ok`` ones included), problems last-to-fix.
+    """Check one turn; return every check (passed ones, ``info``, included), problems last.
 
     Accepts a :class:`TurnObservation`, or a finished turn (``t`` or ``t.result``), which is
     observed with :meth:`TurnObservation.from_result`.
@@ -193,7 +185,7 @@ def diagnose_turn(observation: TurnObservation | TurnResult | Turn) -> list[Diag
             out.append(
                 Diagnosis(
                     "user-message-missing",
-                    "error",
+                    Severity.ERROR,
                     "The user message of this turn was not stored.",
                     meaning="The stored conversation is missing what the user said in this turn.",
                     risk="Recall and audits of this conversation start from an incomplete "
@@ -228,7 +220,7 @@ def diagnose_turn(observation: TurnObservation | TurnResult | Turn) -> list[Diag
             out.append(
                 Diagnosis(
                     "assistant-message-missing",
-                    "error",
+                    Severity.ERROR,
                     "A reply was shown to the user but the assistant message was not stored.",
                     meaning="The stored conversation stops at the user's message: the turn "
                     "is half-stored, against the both-halves-or-neither rule.",
@@ -247,7 +239,7 @@ def diagnose_turn(observation: TurnObservation | TurnResult | Turn) -> list[Diag
         out.append(
             Diagnosis(
                 f"attachment-missing:{name}",
-                "error",
+                Severity.ERROR,
                 f"An attachment was referenced but not stored: {name}",
                 meaning="The turn refers to a file that cannot be found again from the store.",
                 risk="Facts taken from the file lose their source; nobody can later check "
@@ -262,7 +254,7 @@ def diagnose_turn(observation: TurnObservation | TurnResult | Turn) -> list[Diag
         out.append(
             Diagnosis(
                 "store-first-violation",
-                "warn",
+                Severity.WARN,
                 "Other tools ran before the user message was stored.",
                 meaning="Work started from a turn that was not yet durable: a crash in "
                 "those tools would have lost the user's message.",
@@ -280,7 +272,7 @@ def diagnose_turn(observation: TurnObservation | TurnResult | Turn) -> list[Diag
         out.append(
             Diagnosis(
                 "turn-abandoned",
-                "warn",
+                Severity.WARN,
                 f"The turn was abandoned{because}; {half}.",
                 meaning="The turn is closed honestly: the record says why it has no "
                 "complete reply.",
@@ -292,7 +284,7 @@ def diagnose_turn(observation: TurnObservation | TurnResult | Turn) -> list[Diag
         out.append(
             Diagnosis(
                 "turn-left-open",
-                "error",
+                Severity.ERROR,
                 "The turn record still says open, but the turn is over.",
                 meaning="The store holds a user message whose turn was never closed: an "
                 "orphan, as a crash leaves behind.",
@@ -308,7 +300,7 @@ def diagnose_turn(observation: TurnObservation | TurnResult | Turn) -> list[Diag
         out.append(
             Diagnosis(
                 "retrieval-degraded",
-                "warn",
+                Severity.WARN,
                 f"{n} lookup{'s' if n != 1 else ''} failed or timed out during retrieval.",
                 meaning="The reply was grounded on fewer stored entities than the user named.",
                 risk="The agent may have re-created or contradicted facts already stored.",
@@ -322,7 +314,8 @@ def diagnose_turn(observation: TurnObservation | TurnResult | Turn) -> list[Diag
 def _as_observation(value: TurnObservation | TurnResult | Turn) -> TurnObservation:
     if isinstance(value, TurnObservation):
         return value
-    from .._turn import Turn, TurnResult
+    from .._turn import Turn
+    from .._turn_result import TurnResult
 
     if isinstance(value, Turn):
         return TurnObservation.from_result(
@@ -334,5 +327,5 @@ def _as_observation(value: TurnObservation | TurnResult | Turn) -> TurnObservati
 
 
 def problems(diagnoses: Sequence[Diagnosis]) -> list[Diagnosis]:
-    """The diagnoses that are not ``ok``."""
+    """The diagnoses that are problems (not ``info``)."""
     return [d for d in diagnoses if not d.ok]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import enum
 import functools
 from collections.abc import Callable, Container, Mapping
-from typing import Any, Final, Literal
+from typing import Any, Final
 
 import attrs
 
@@ -22,10 +22,9 @@ from ._actions import (
 )
 from ._diagnose import Diagnosis
 from ._scan import TurnState
+from ._severity import Severity, as_severity
 
-__all__ = ["Finding", "FindingKind", "FindingSeverity", "classify", "sort_key"]
-
-FindingSeverity = Literal["info", "warn", "error"]
+__all__ = ["Finding", "FindingKind", "classify", "sort_key"]
 
 _CLOSED: Final = frozenset({"completed", "abandoned"})
 
@@ -91,7 +90,8 @@ class Finding:
     """One thing an audit found about one turn, with every id it concerns."""
 
     kind: FindingKind
-    severity: FindingSeverity
+    #: ``info`` for a consistent turn worth knowing about (abandoned), else a problem
+    severity: Severity = attrs.field(converter=as_severity)
     conversation_id: str
     turn_id: str
     message: str
@@ -113,7 +113,7 @@ class Finding:
     @property
     def problem(self) -> bool:
         """True for ``warn`` / ``error`` findings (``info`` ones are consistent turns)."""
-        return self.severity != "info"
+        return self.severity is not Severity.INFO
 
     @property
     def repaired(self) -> bool:
@@ -134,13 +134,10 @@ class Finding:
 
     def diagnosis(self) -> Diagnosis:
         """The finding as a :class:`Diagnosis` (what :func:`apply_repairs` runs)."""
-        severity: Literal["ok", "warn", "error"] = (
-            "ok" if self.severity == "info" else (self.severity)
-        )
         meaning, risk, resolution = _EXPLAIN.get(self.kind, (None, None, None))
         return Diagnosis(
             self.kind.value,
-            severity,
+            self.severity,
             self.message,
             meaning=meaning,
             risk=risk,
@@ -152,6 +149,7 @@ class Finding:
         """The finding as plain JSON."""
         out = attrs.asdict(self, recurse=False)  # every field by name, in order
         out["kind"] = self.kind.value
+        out["severity"] = str(self.severity)
         out["repair"] = dict(action_json(self.repair)) if self.repair is not None else None
         return out
 
@@ -172,7 +170,7 @@ def classify(state: TurnState, conv_entity_id: str | None, loaded: Container[str
 
     def finding(
         kind: FindingKind,
-        severity: FindingSeverity,
+        severity: Severity,
         message: str,
         repair: Callable[[], RepairAction] | None = None,
         reason: str | None = None,
@@ -203,7 +201,7 @@ def classify(state: TurnState, conv_entity_id: str | None, loaded: Container[str
             out.append(
                 finding(
                     FindingKind.MESSAGE_NOT_IN_CONVERSATION,
-                    "error",
+                    Severity.ERROR,
                     f"The {role} message of turn {tid} is not PART_OF any conversation.",
                     functools.partial(LinkToConversation, cid, tid, msg.entity_id, role_),
                 )
@@ -216,7 +214,7 @@ def classify(state: TurnState, conv_entity_id: str | None, loaded: Container[str
         out.append(
             finding(
                 FindingKind.ASSISTANT_WITHOUT_USER,
-                "error",
+                Severity.ERROR,
                 f"The reply of turn {tid} is stored but its user message is not.",
             )
         )
@@ -225,7 +223,7 @@ def classify(state: TurnState, conv_entity_id: str | None, loaded: Container[str
             out.append(
                 finding(
                     FindingKind.ABANDONED_TURN,
-                    "info",
+                    Severity.INFO,
                     f"Turn {tid} was {closed_as}; no reply is stored.",
                     reason=abandoned_reason,
                 )
@@ -234,7 +232,7 @@ def classify(state: TurnState, conv_entity_id: str | None, loaded: Container[str
             out.append(
                 finding(
                     FindingKind.ORPHAN_TURN,
-                    "error",
+                    Severity.ERROR,
                     f"The user message of turn {tid} is stored but the turn was never "
                     f"closed (turn record: {status or 'missing'}) and no reply is stored.",
                     functools.partial(AbandonTurn, cid, tid, AUDIT_REPAIR_REASON),
@@ -245,7 +243,7 @@ def classify(state: TurnState, conv_entity_id: str | None, loaded: Container[str
             out.append(
                 finding(
                     FindingKind.ABANDONED_TURN,
-                    "info",
+                    Severity.INFO,
                     f"Turn {tid} was {closed_as}; the partial reply the user saw is stored.",
                     reason=abandoned_reason,
                 )
@@ -254,7 +252,7 @@ def classify(state: TurnState, conv_entity_id: str | None, loaded: Container[str
             out.append(
                 finding(
                     FindingKind.UNCLOSED_TURN,
-                    "warn",
+                    Severity.WARN,
                     f"Both messages of turn {tid} are stored but its record says "
                     f"{status or 'nothing'}.",
                     functools.partial(CompleteTurn, cid, tid),
@@ -264,7 +262,7 @@ def classify(state: TurnState, conv_entity_id: str | None, loaded: Container[str
         out.append(
             finding(
                 FindingKind.ABANDONED_TURN,
-                "info",
+                Severity.INFO,
                 f"Turn {tid} was {closed_as}; neither message is stored.",
                 reason=abandoned_reason,
             )
@@ -273,7 +271,7 @@ def classify(state: TurnState, conv_entity_id: str | None, loaded: Container[str
         out.append(
             finding(
                 FindingKind.RECORD_WITHOUT_MESSAGES,
-                "error",
+                Severity.ERROR,
                 f"The record of turn {tid} says {status or 'nothing'} but neither message "
                 "is stored.",
                 functools.partial(AbandonTurn, cid, tid, AUDIT_REPAIR_REASON),

@@ -9,10 +9,11 @@ identical second run replays that store too and writes nothing new.
 
 from __future__ import annotations
 
+import enum
 import hashlib
 import json
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Any, Literal
+from typing import Any
 
 import attrs
 
@@ -26,20 +27,34 @@ __all__ = ["RepairOutcome", "RepairResult", "RepairStatus", "apply_repairs"]
 
 logger = get_logger()
 
-RepairStatus = Literal["applied", "replayed", "skipped", "failed"]
+
+class RepairStatus(str, enum.Enum):
+    """What became of one repair (:attr:`RepairOutcome.status`).
+
+    A ``str`` enum whose values are the words ``to_json()`` writes:
+    ``RepairStatus.APPLIED == "applied"``.
+    """
+
+    #: the store wrote it now
+    APPLIED = "applied"
+    #: an identical repair was stored before: nothing new was written
+    REPLAYED = "replayed"
+    #: no automatic repair exists for the diagnosis
+    SKIPPED = "skipped"
+    #: the store raised (:attr:`RepairOutcome.error` says why)
+    FAILED = "failed"
+
+    def __str__(self) -> str:
+        return str(self.value)
 
 
 @attrs.frozen
 class RepairOutcome:
-    """What became of one diagnosis's repair.
-
-    ``applied``: the store wrote it now; ``replayed``: an identical repair was stored before
-    (nothing new written); ``skipped``: no automatic repair exists; ``failed``: the store
-    raised (``error`` says why).
-    """
+    """What became of one diagnosis's repair: its :class:`RepairStatus`, the action run,
+    the entities it touched, and why it failed (``error``) if it did."""
 
     diagnosis: Diagnosis
-    status: RepairStatus
+    status: RepairStatus = attrs.field(converter=RepairStatus)
     action: RepairAction | None = None
     #: the entities the repair's store touched (message, turn record, conversation, ...)
     entity_ids: tuple[str, ...] = ()
@@ -48,13 +63,13 @@ class RepairOutcome:
     @property
     def ok(self) -> bool:
         """True when the repair is in the store (``applied`` now or ``replayed``)."""
-        return self.status in ("applied", "replayed")
+        return self.status in (RepairStatus.APPLIED, RepairStatus.REPLAYED)
 
     def to_json(self) -> Mapping[str, Any]:
         """The outcome as plain JSON."""
         out: dict[str, Any] = {
             "diagnosis_id": self.diagnosis.id,
-            "status": self.status,
+            "status": str(self.status),
             "entity_ids": list(self.entity_ids),
         }
         if self.action is not None:
@@ -67,7 +82,8 @@ class RepairOutcome:
 
 @attrs.frozen
 class RepairResult:
-    """The outcome of :func:`apply_repairs`: one entry per problem diagnosis, in order."""
+    """What :func:`apply_repairs` did: one :class:`RepairOutcome` per problem diagnosis, in
+    order, and the ``neotoma_repair`` entity recording the run."""
 
     conversation_id: str
     turn_id: str
@@ -87,12 +103,12 @@ class RepairResult:
     @property
     def ok(self) -> bool:
         """True when no repair failed (skipped ones have nothing to run)."""
-        return all(o.status != "failed" for o in self.outcomes)
+        return all(o.status is not RepairStatus.FAILED for o in self.outcomes)
 
     @property
     def wrote(self) -> bool:
         """True when this run wrote anything (False for a repeat of an earlier run)."""
-        return any(o.status == "applied" for o in self.outcomes) or (
+        return any(o.status is RepairStatus.APPLIED for o in self.outcomes) or (
             self.repair_entity_id is not None and not self.replayed
         )
 
@@ -110,7 +126,7 @@ def _warn_failed(event: str, exc: Exception, **ids: str) -> None:
 async def _run(transport: Transport, diagnosis: Diagnosis) -> RepairOutcome:
     action = diagnosis.repair
     if action is None:
-        return RepairOutcome(diagnosis, "skipped")
+        return RepairOutcome(diagnosis, RepairStatus.SKIPPED)
     try:
         payload = await build_payload(action)
         stored = await transport.store(
@@ -120,9 +136,10 @@ async def _run(transport: Transport, diagnosis: Diagnosis) -> RepairOutcome:
         )
     except Exception as exc:
         _warn_failed("repair.failed", exc, diagnosis=diagnosis.id, action=action.kind)
-        return RepairOutcome(diagnosis, "failed", action, error=f"{type(exc).__name__}: {exc}")
+        error = f"{type(exc).__name__}: {exc}"
+        return RepairOutcome(diagnosis, RepairStatus.FAILED, action, error=error)
     ids = tuple(dict.fromkeys(e.entity_id for e in stored.entities if e.entity_id))
-    status: RepairStatus = "replayed" if stored.replayed else "applied"
+    status = RepairStatus.REPLAYED if stored.replayed else RepairStatus.APPLIED
     return RepairOutcome(diagnosis, status, action, entity_ids=ids)
 
 
@@ -138,11 +155,11 @@ def _summary_entity(
     for o in outcomes:
         entry: dict[str, Any] = {
             "diagnosis_id": o.diagnosis.id,
-            "outcome": "applied" if o.ok else o.status,
+            "outcome": str(RepairStatus.APPLIED if o.ok else o.status),
         }
         if o.action is not None:
             entry["action"] = o.action.kind
-        if o.status == "failed" and o.error is not None:
+        if o.status is RepairStatus.FAILED and o.error is not None:
             entry["error_class"] = o.error.split(":", 1)[0]
         repairs.append(entry)
     return {
@@ -150,10 +167,10 @@ def _summary_entity(
         "canonical_name": f"neotoma_repair:{conversation_id}:{turn_id}",
         "conversation_id": conversation_id,
         "turn_id": turn_id,
-        "issues": [{"id": d.id, "severity": d.severity, "message": d.message} for d in issues],
+        "issues": [{"id": d.id, "severity": str(d.severity), "message": d.message} for d in issues],
         "repairs": repairs,
         "repair_count": sum(1 for o in outcomes if o.ok),
-        "error_count": sum(1 for o in outcomes if o.status == "failed"),
+        "error_count": sum(1 for o in outcomes if o.status is RepairStatus.FAILED),
     }
 
 
@@ -214,10 +231,10 @@ async def apply_repairs(
         conversation_id=keys.conversation_id,
         turn_id=keys.turn_id,
         issues=len(issues),
-        applied=sum(1 for o in outcomes if o.status == "applied"),
-        replayed=sum(1 for o in outcomes if o.status == "replayed"),
-        failed=sum(1 for o in outcomes if o.status == "failed"),
-        skipped=sum(1 for o in outcomes if o.status == "skipped"),
+        applied=sum(1 for o in outcomes if o.status is RepairStatus.APPLIED),
+        replayed=sum(1 for o in outcomes if o.status is RepairStatus.REPLAYED),
+        failed=sum(1 for o in outcomes if o.status is RepairStatus.FAILED),
+        skipped=sum(1 for o in outcomes if o.status is RepairStatus.SKIPPED),
         repair_entity_id=repair_entity_id,
     )
     return result

@@ -4,37 +4,43 @@ Layout (each group only when it has entries)::
 
     ---
 
-    ## 🧠 Neotoma — [chat-42](<inspector>/conversations/<conversation entity id>)
+    ## 🧠 Neotoma — [chat-42](<link to the conversation>)
 
     Retrieved (1)
-    - 🏢 Acme ([company](<inspector>/entities/ent_...))
+    - 🏢 Acme ([company](<link to the entity>))
 
     Created (n) / Updated (n)             or "No durable facts read or written this turn."
 
     Issues (n)                            non-ok diagnoses, with meaning, risk and fix
     Repairs (n)                           what apply_repairs did, linked to neotoma_repair
 
-The inspector base URL is the explicit argument, else ``$NEOTOMA_INSPECTOR_URL``, else
-``$NEOTOMA_BASE_URL``, else ``http://localhost:3080``. A finished turn (``t`` or ``t.result``)
-renders with no assembly: its conversation, retrieved and cited entities and its diagnoses
-come from the result.
+Links point only where a page answers: this package's web view (``ui_url``, else
+``$NEOTOMA_AGENT_UI_URL``: ``neotoma-agent ui``'s address, or ``serve``'s ``/ui``), else a
+Neotoma Inspector (``inspector_base_url``, else ``$NEOTOMA_INSPECTOR_URL``: a real Neotoma
+server serves its Inspector at its own address). With neither configured the report names
+entities without links. A finished turn (``t`` or ``t.result``) renders with no assembly:
+its conversation, retrieved, cited, created and updated entities and its diagnoses come
+from the result.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Any, Final, Literal
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Final
+from urllib.parse import quote
 
 import attrs
 
 from .._terminal import printable
 from ..transport._base import Entity, EntitySnapshot
 from ._diagnose import Diagnosis, diagnose_turn
-from ._repair import RepairResult
+from ._repair import RepairResult, RepairStatus
+from ._severity import Severity, as_severity
 
 if TYPE_CHECKING:
-    from .._turn import Turn, TurnResult
+    from .._turn import Turn
+    from .._turn_result import TurnResult
 
 __all__ = [
     "ReportEntity",
@@ -42,9 +48,13 @@ __all__ = [
     "TurnReportInput",
     "render_turn_report",
     "resolve_inspector_base_url",
+    "resolve_ui_url",
 ]
 
-DEFAULT_INSPECTOR_URL: Final = "http://localhost:3080"
+#: where the web view's address is read from when the caller does not pass one
+UI_URL_ENV: Final = "NEOTOMA_AGENT_UI_URL"
+#: where a Neotoma Inspector's address is read from when the caller does not pass one
+INSPECTOR_URL_ENV: Final = "NEOTOMA_INSPECTOR_URL"
 
 _EMOJI: Final[dict[str, str]] = {
     "conversation": "🧵",
@@ -68,6 +78,8 @@ _EMOJI: Final[dict[str, str]] = {
     "report": "🔍",
 }
 _DEFAULT_EMOJI: Final = "🗂️"
+# A line's mark by severity (an ``info`` repair line is one that was applied).
+_MARK: Final = {Severity.INFO: "🛠️", Severity.WARN: "🟡", Severity.ERROR: "🔴"}
 _MAX_LABEL: Final = 120
 
 
@@ -109,8 +121,8 @@ class ReportRepair:
     label: str
     #: the ``neotoma_repair`` entity that records it, linked when known
     repair_entity_id: str | None = None
-    #: ``ok`` (applied), ``warn`` or ``error`` (failed)
-    severity: Literal["ok", "warn", "error"] = "ok"
+    #: ``info`` (applied), ``warn`` or ``error`` (failed)
+    severity: Severity = attrs.field(default=Severity.INFO, converter=as_severity)
 
 
 def _tuple(value: Iterable[Any]) -> tuple[Any, ...]:
@@ -137,14 +149,17 @@ class TurnReportInput:
         retrieved: Sequence[Entity] | None = None,
         diagnoses: Sequence[Diagnosis] | None = None,
         repairs: RepairResult | Sequence[ReportRepair] = (),
+        produced: Mapping[str, ReportEntity] | None = None,
     ) -> TurnReportInput:
         """The report of a finished turn.
 
         The turn's own writes (messages, turn record) are bookkeeping, not facts, so they
-        appear only in the heading link. Retrieved lists what retrieval returned and what
-        the reply cited, with type and name when the entities are at hand (``retrieved``,
-        or a result that carries them), else by id. Diagnoses default to
-        ``diagnose_turn`` of the result.
+        appear only in the heading. Retrieved lists what retrieval returned and what the
+        reply cited, with type and name when the entities are at hand (``retrieved``, or a
+        result that carries them), else by id. Created and Updated list what the reply
+        produced (``t.remember``), split by the closing store's answer (``created_ids``),
+        named from ``produced`` (entity id -> line) where given, else by id. Diagnoses
+        default to ``diagnose_turn`` of the result.
         """
         conversation = ReportEntity(
             "conversation", result.conversation_id, result.conversation_entity_id
@@ -157,9 +172,18 @@ class TurnReportInput:
             for i in ids
         )
         found = diagnoses if diagnoses is not None else diagnose_turn(result)
+        made = produced or {}
+        created = set(result.created_ids)
+
+        def line(entity_id: str) -> ReportEntity:
+            entity = made.get(entity_id)
+            return entity if entity is not None else ReportEntity("entity", entity_id, entity_id)
+
         return cls(
             conversation=conversation,
             retrieved=lines,
+            created=tuple(line(i) for i in result.produced_ids if i in created),
+            updated=tuple(line(i) for i in result.produced_ids if i not in created),
             diagnoses=tuple(found),
             repairs=_repair_lines(repairs),
         )
@@ -175,7 +199,12 @@ class TurnReportInput:
         """The report of a finished ``async with memory.turn(...) as t`` block."""
         found = diagnoses if diagnoses is not None else diagnose_turn(turn)
         return cls.from_result(
-            turn.result, retrieved=turn.retrieved, diagnoses=found, repairs=repairs
+            turn.result,
+            retrieved=turn.retrieved,
+            diagnoses=found,
+            repairs=repairs,
+            # the package's own turn: what it produced is at hand, with types and names
+            produced={i: _produced_line(i, p.entity) for i, p in turn._produced.items()},
         )
 
 
@@ -187,27 +216,83 @@ def _repair_lines(repairs: RepairResult | Sequence[ReportRepair]) -> tuple[Repor
         if outcome.action is None:
             continue
         label = outcome.action.describe()
-        if outcome.status == "failed":
+        if outcome.status is RepairStatus.FAILED:
             failed = f"{label}: failed ({outcome.error})"
-            lines.append(ReportRepair(failed, repairs.repair_entity_id, "error"))
+            lines.append(ReportRepair(failed, repairs.repair_entity_id, Severity.ERROR))
         else:
-            lines.append(ReportRepair(label, repairs.repair_entity_id, "ok"))
+            lines.append(ReportRepair(label, repairs.repair_entity_id))
     return tuple(lines)
 
 
-def resolve_inspector_base_url(explicit: str | None = None) -> str:
-    """``explicit``, else ``$NEOTOMA_INSPECTOR_URL``, ``$NEOTOMA_BASE_URL``, else the default.
+def _configured(explicit: str | None, variable: str) -> str | None:
+    for candidate in (explicit, os.environ.get(variable)):
+        if candidate and candidate.strip():
+            return candidate.strip().rstrip("/")
+    return None
+
+
+def resolve_ui_url(explicit: str | None = None) -> str | None:
+    """The web view's address: ``explicit``, else ``$NEOTOMA_AGENT_UI_URL``, else ``None``.
+
+    Empty values are skipped; a trailing ``/`` is dropped. The address is what
+    ``neotoma-agent ui`` prints, or a ``serve`` address with ``/ui`` appended.
+    """
+    return _configured(explicit, UI_URL_ENV)
+
+
+def resolve_inspector_base_url(explicit: str | None = None) -> str | None:
+    """A Neotoma Inspector's address: ``explicit``, else ``$NEOTOMA_INSPECTOR_URL``, else
+    ``None`` (no guess: a link must lead to a page that answers).
 
     Empty values are skipped; a trailing ``/`` is dropped.
     """
-    for candidate in (
-        explicit,
-        os.environ.get("NEOTOMA_INSPECTOR_URL"),
-        os.environ.get("NEOTOMA_BASE_URL"),
-    ):
-        if candidate and candidate.strip():
-            return candidate.strip().rstrip("/")
-    return DEFAULT_INSPECTOR_URL
+    return _configured(explicit, INSPECTOR_URL_ENV)
+
+
+@attrs.frozen
+class _Links:
+    """Where a report's links lead: the web view's routes, or the Inspector's."""
+
+    base: str
+    web_view: bool
+
+    def conversation(self, conversation: ReportEntity) -> str | None:
+        if self.web_view:  # the web view finds a conversation by its conversation id
+            return f"{self.base}/conversation?id={quote(conversation.label, safe='')}"
+        if conversation.entity_id:
+            return f"{self.base}/conversations/{conversation.entity_id}"
+        return None
+
+    def entity(self, entity_id: str) -> str:
+        if self.web_view:
+            return f"{self.base}/entity?id={quote(entity_id, safe='')}"
+        return f"{self.base}/entities/{entity_id}"
+
+
+def _links(ui_url: str | None, inspector_base_url: str | None) -> _Links | None:
+    # An explicit argument wins over either variable; the web view over the Inspector.
+    if ui_url and ui_url.strip():
+        return _Links(ui_url.strip().rstrip("/"), web_view=True)
+    if inspector_base_url and inspector_base_url.strip():
+        return _Links(inspector_base_url.strip().rstrip("/"), web_view=False)
+    if (found := resolve_ui_url()) is not None:
+        return _Links(found, web_view=True)
+    if (found := resolve_inspector_base_url()) is not None:
+        return _Links(found, web_view=False)
+    return None
+
+
+def _produced_line(entity_id: str, fields: Mapping[str, Any]) -> ReportEntity:
+    entity_type = fields.get("entity_type")
+    label = next(
+        (
+            v
+            for k in ("name", "title", "full_name", "email")
+            if isinstance(v := fields.get(k), str) and v
+        ),
+        entity_id,
+    )
+    return ReportEntity(entity_type if isinstance(entity_type, str) else "entity", label, entity_id)
 
 
 def _label(text: str) -> str:
@@ -219,25 +304,27 @@ def _label(text: str) -> str:
     return flat.replace("[", "\\[").replace("]", "\\]")
 
 
-def _heading(conversation: ReportEntity | None, base: str) -> str:
+def _heading(conversation: ReportEntity | None, links: _Links | None) -> str:
     if conversation is None or not conversation.label:
         return "## 🧠 Neotoma"
     label = _label(conversation.label)
-    if conversation.entity_id:
-        return f"## 🧠 Neotoma — [{label}]({base}/conversations/{conversation.entity_id})"
-    return f"## 🧠 Neotoma — {label}"
+    url = links.conversation(conversation) if links is not None else None
+    return f"## 🧠 Neotoma — [{label}]({url})" if url else f"## 🧠 Neotoma — {label}"
 
 
-def _entity_line(entity: ReportEntity, base: str) -> str:
+def _entity_line(entity: ReportEntity, links: _Links | None) -> str:
     emoji = entity.emoji or emoji_for(entity.entity_type)
     label = _label(entity.label)
     if not entity.entity_id:
         return f"- {emoji} {label} (no id: see Issues)"
-    return f"- {emoji} {label} ([{entity.entity_type}]({base}/entities/{entity.entity_id}))"
+    kind = _label(entity.entity_type)
+    if links is None:
+        return f"- {emoji} {label} ({kind})"
+    return f"- {emoji} {label} ([{kind}]({links.entity(entity.entity_id)}))"
 
 
 def _issue_line(d: Diagnosis) -> str:
-    parts = [f"{'🔴' if d.severity == 'error' else '🟡'} {d.message} (`{d.id}`)"]
+    parts = [f"{_MARK[d.severity]} {d.message} (`{d.id}`)"]
     if d.meaning:
         parts.append(f"Now: {d.meaning}")
     if d.risk:
@@ -247,11 +334,11 @@ def _issue_line(d: Diagnosis) -> str:
     return "- " + " — ".join(parts)
 
 
-def _repair_line(r: ReportRepair, base: str) -> str:
-    prefix = {"error": "🔴", "warn": "🟡"}.get(r.severity, "🛠️")
+def _repair_line(r: ReportRepair, links: _Links | None) -> str:
+    prefix = _MARK[r.severity]
     link = ""
-    if r.repair_entity_id:
-        link = f" ([neotoma_repair]({base}/entities/{r.repair_entity_id}))"
+    if r.repair_entity_id and links is not None:
+        link = f" ([neotoma_repair]({links.entity(r.repair_entity_id)}))"
     return f"- {prefix} {r.label}{link}"
 
 
@@ -260,6 +347,7 @@ def render_turn_report(
     *,
     diagnoses: Sequence[Diagnosis] | None = None,
     repairs: RepairResult | Sequence[ReportRepair] | None = None,
+    ui_url: str | None = None,
     inspector_base_url: str | None = None,
 ) -> str:
     """The markdown turn report (ends with one newline).
@@ -267,16 +355,18 @@ def render_turn_report(
     ``source`` is a :class:`TurnReportInput`, or a finished turn (``t.result`` or ``t``),
     whose report input is built with :meth:`TurnReportInput.from_result`. ``diagnoses``
     replace the source's; ``repairs`` (an :func:`apply_repairs` result or lines) replace its
-    repairs.
+    repairs. Links lead to the web view at ``ui_url`` (else ``$NEOTOMA_AGENT_UI_URL``), else
+    to a Neotoma Inspector at ``inspector_base_url`` (else ``$NEOTOMA_INSPECTOR_URL``); with
+    neither, the report has no links.
     """
     report = _as_input(source, diagnoses)
     if repairs is not None:
         report = attrs.evolve(report, repairs=_repair_lines(repairs))
     elif diagnoses is not None:
         report = attrs.evolve(report, diagnoses=tuple(diagnoses))
-    base = resolve_inspector_base_url(inspector_base_url)
+    links = _links(ui_url, inspector_base_url)
 
-    lines = ["---", "", _heading(report.conversation, base), ""]
+    lines = ["---", "", _heading(report.conversation, links), ""]
     groups = (
         ("Retrieved", report.retrieved),
         ("Created", report.created),
@@ -286,7 +376,7 @@ def render_turn_report(
         for title, entries in groups:
             if entries:
                 lines.append(f"{title} ({len(entries)})")
-                lines.extend(_entity_line(e, base) for e in entries)
+                lines.extend(_entity_line(e, links) for e in entries)
                 lines.append("")
     else:
         lines += ["No durable facts read or written this turn.", ""]
@@ -298,7 +388,7 @@ def render_turn_report(
         lines.append("")
     if report.repairs:
         lines.append(f"Repairs ({len(report.repairs)})")
-        lines.extend(_repair_line(r, base) for r in report.repairs)
+        lines.extend(_repair_line(r, links) for r in report.repairs)
         lines.append("")
     # Labels, ids and messages come from the store; the report is shown to a human (in a
     # terminal, or a chat UI): no raw control sequences or bidi overrides.
@@ -310,7 +400,8 @@ def _as_input(
 ) -> TurnReportInput:
     if isinstance(source, TurnReportInput):
         return source
-    from .._turn import Turn, TurnResult
+    from .._turn import Turn
+    from .._turn_result import TurnResult
 
     if isinstance(source, Turn):
         return TurnReportInput.from_turn(source, diagnoses=diagnoses)

@@ -18,6 +18,7 @@ from .._tools import TOOL_TYPE
 from ..transport._base import Transport
 from ._findings import Finding, FindingKind
 from ._scan import timestamp
+from ._severity import Severity
 
 __all__ = ["tool_findings"]
 
@@ -69,7 +70,7 @@ def _finding(conversation_id: str, turn_id: str, tool_ids: Sequence[str]) -> Fin
     count = len(tool_ids)
     return Finding(
         FindingKind.TOOL_CALL_WITHOUT_TURN,
-        "warn",
+        Severity.WARN,
         conversation_id,
         turn_id,
         f"{count} tool call{'s' if count != 1 else ''} of turn {turn_id} "

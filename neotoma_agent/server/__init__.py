@@ -2,8 +2,8 @@
 
 ``neotoma-agent serve`` runs it so that several processes can share one store, and the HTTP
 tests run :class:`~neotoma_agent.HttpTransport` against it. It answers the way a real Neotoma
-server does for this subset (reference/neotoma-semantics.md and the recorded calls in
-reference/samples/): the same routes, response bodies (the store's ``.raw`` is already the
+server does for this subset (the calls recorded from one in ``tests/data/samples``): the
+same routes, response bodies (the store's ``.raw`` is already the
 server's JSON), both error envelope families, an HTML page for malformed JSON and unknown
 routes, and the same request validation (closed top-level keys on the write routes, Zod-shaped
 issues). Features outside the subset (file uploads, dry runs, time travel) are refused with

@@ -3,7 +3,9 @@
 Same shapes as a real server (recordings m1–m4); the store's answer is sent as it is. Query
 values arrive as text: integers are parsed here and a bad one is refused with the store's
 400. ``limit`` / ``before`` on the single conversation are the extension the embedded store
-honours (see :mod:`neotoma_agent.transport.embedded._conversations`).
+honours (see :mod:`neotoma_agent.transport.embedded._conversations`), and so is
+``GET /conversation_summaries`` (the store's per-conversation summary, keyset-paged by
+``after``; see :mod:`neotoma_agent.transport.embedded._summaries`).
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from aiohttp import web
 
 from neotoma_agent.server._replies import json_response, refusal
 from neotoma_agent.server._routes import STORE_KEY, Handler
-from neotoma_agent.transport._base import ConversationReader
+from neotoma_agent.transport._base import ConversationReader, SummaryReader
 
 __all__ = ["CONVERSATION_ROUTES"]
 
@@ -64,8 +66,19 @@ async def _get_conversation(request: web.Request) -> web.StreamResponse:
     return json_response(answer.raw)
 
 
+async def _get_summaries(request: web.Request) -> web.StreamResponse:
+    store = request.app[STORE_KEY]
+    if not isinstance(store, SummaryReader):
+        raise refusal(501, "NOT_IMPLEMENTED", "this store keeps no conversation summaries")
+    page = await store.conversation_summaries(
+        limit=_int(request, "limit", 25) or 0, after=request.query.get("after")
+    )
+    return json_response(page.raw)
+
+
 #: the conversation routes, by path (aiohttp patterns)
 CONVERSATION_ROUTES: dict[str, Handler] = {
     "/recent_conversations": _get_conversations,
     "/recent_conversations/{entity_id}": _get_conversation,
+    "/conversation_summaries": _get_summaries,
 }

@@ -30,7 +30,7 @@ from neotoma_agent.transport._wire import DIRECTIONS, LOCAL_USER_ID, OBSERVATION
 T = TypeVar("T")
 
 
-# Top-level keys the real server accepts on its closed routes (src/shared/action_schemas.ts).
+# Top-level keys the real server accepts on its closed routes (its action schemas).
 _STORE_FIELDS = frozenset(
     {
         "commit",

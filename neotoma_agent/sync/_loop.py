@@ -228,6 +228,12 @@ class LoopThread:
         bound = structlog.contextvars.get_contextvars()
         if bound:
             context.run(structlog.contextvars.bind_contextvars, **bound)
+        # So is the caller's OpenTelemetry context (its current span), so that a turn's span
+        # is a child of the application's, as under `async with`. Not imported here: when
+        # nothing has imported it, no span can be current.
+        otel = sys.modules.get("opentelemetry.context")
+        if otel is not None:
+            context.run(otel.attach, otel.get_current())
         self._loop.call_soon_threadsafe(job._start, make, context=context)
         return job
 

@@ -158,7 +158,7 @@ class SyncStore:
         """Run ``await fn(*args, **kwargs)`` on the store's loop and return its result.
 
         For any part of the async API this module does not wrap, e.g.
-        ``store.call(neotoma_agent.audit, store.transport)``. Ctrl-C while it runs cancels
+        ``store.call(neotoma_agent.qa.audit, store.transport)``. Ctrl-C while it runs cancels
         it (as ``Task.cancel()`` would), waits for it to end, then propagates.
         """
 

@@ -18,6 +18,7 @@ import asyncio
 import contextlib
 import contextvars
 import functools
+import sys
 import threading
 from collections.abc import Callable, Generator, Iterable
 from types import TracebackType
@@ -101,6 +102,8 @@ class SyncTurn:
         "_enter_error",
         "_entered",
         "_job",
+        "_otel_context",
+        "_otel_token",
         "_resume",
         "_store",
         "_turn",
@@ -114,6 +117,10 @@ class SyncTurn:
     _enter_error: BaseException | None
     _resume: asyncio.Future[BaseException | None] | None
     _current: contextvars.Token[SyncTurn | None] | None
+    #: the driver's OpenTelemetry context once entered (the turn's span current), and the
+    #: token of attaching it in the body's thread
+    _otel_context: Any
+    _otel_token: Any
 
     def __init__(self, *args: object, **kwargs: object) -> None:
         """Not for direct use: a turn comes from :meth:`SyncMemory.turn`."""
@@ -130,6 +137,8 @@ class SyncTurn:
         self._enter_error = None
         self._resume = None
         self._current = None
+        self._otel_context = None
+        self._otel_token = None
         return self
 
     def __repr__(self) -> str:
@@ -144,6 +153,9 @@ class SyncTurn:
         self._resume = resume
         try:
             await turn.__aenter__()
+            otel = sys.modules.get("opentelemetry.context")
+            if otel is not None:  # the turn's span, current here, for the body's thread
+                self._otel_context = otel.get_current()
         except BaseException as failure:
             self._enter_error = failure
             raise
@@ -181,6 +193,10 @@ class SyncTurn:
             self._store._finish(job, self._close_timeout + GRACE_S, raise_held=False)
             raise error
         self._current = _CURRENT.set(self)
+        if self._otel_context is not None:
+            # The body's spans (a model call) are children of the turn's, as under
+            # `async with`; the caller's context comes back on exit.
+            self._otel_token = sys.modules["opentelemetry.context"].attach(self._otel_context)
         return self
 
     def __exit__(
@@ -224,6 +240,12 @@ class SyncTurn:
         # Returning None lets the body's exception propagate unchanged.
 
     def _forget_current(self) -> None:
+        otel_token, self._otel_token = self._otel_token, None
+        self._otel_context = None
+        if otel_token is not None:
+            # Tracing never fails a turn: a context exited elsewhere is left to its thread.
+            with contextlib.suppress(Exception):
+                sys.modules["opentelemetry.context"].detach(otel_token)
         token, self._current = self._current, None
         if token is not None:
             try:

@@ -13,6 +13,8 @@ from typing import Any, Protocol, TypeVar, runtime_checkable
 # `X as X`: explicit re-exports (mypy --strict); the package imports the results from here.
 from ._results import ConversationMessage as ConversationMessage
 from ._results import ConversationPage as ConversationPage
+from ._results import ConversationSummaryItem as ConversationSummaryItem
+from ._results import ConversationSummaryPage as ConversationSummaryPage
 from ._results import CorrectionResult as CorrectionResult
 from ._results import CreateRelationshipsResult as CreateRelationshipsResult
 from ._results import Entity as Entity
@@ -29,7 +31,7 @@ from ._results import StoredEntity as StoredEntity
 from ._results import StoreResult as StoreResult
 from ._wire import Direction
 
-__all__ = ["AsyncClosing", "ConversationReader", "Direction", "Transport"]
+__all__ = ["AsyncClosing", "ConversationReader", "Direction", "SummaryReader", "Transport"]
 
 
 _Closing = TypeVar("_Closing", bound="AsyncClosing")
@@ -235,4 +237,25 @@ class ConversationReader(Protocol):
         activity_before: str | None = None,
     ) -> ConversationPage:
         """Conversations, most recently active first (``limit`` 1–100), with their messages."""
+        ...
+
+
+@runtime_checkable
+class SummaryReader(Protocol):
+    """The optional Transport method that lists conversations from a per-conversation
+    summary the store keeps (``GET /conversation_summaries``).
+
+    An extension: :class:`~neotoma_agent.EmbeddedStore` keeps the summary (in the same
+    transaction as each store that changes it) and the dev server serves it;
+    :class:`~neotoma_agent.HttpTransport` asks for it, and a real Neotoma server, which has
+    no such route, answers 404 :class:`~neotoma_agent.NotFoundError` (readers then fall back
+    to listing conversations themselves).
+    """
+
+    async def conversation_summaries(
+        self, *, limit: int = 25, after: str | None = None
+    ) -> ConversationSummaryPage:
+        """``limit`` (1–100) conversations, most recent activity first (ties: the larger
+        ``conversation_id`` first), after the cursor ``after`` (a page's ``next``): keyset
+        paging, so a deep page costs what the first one does."""
         ...

@@ -14,7 +14,7 @@ import inspect
 from collections.abc import Callable, Coroutine
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
-from ._base import AsyncClosing, ConversationReader, Transport
+from ._base import AsyncClosing, ConversationReader, SummaryReader, Transport
 
 __all__ = ["Forwarding"]
 
@@ -23,20 +23,24 @@ T = TypeVar("T")
 
 
 def _forward(
-    method: Callable[Concatenate[Any, P], Coroutine[Any, Any, T]], *, optional: bool = False
+    method: Callable[Concatenate[Any, P], Coroutine[Any, Any, T]],
+    *,
+    optional: bool = False,
+    protocol: type[Any] = ConversationReader,
 ) -> Callable[Concatenate[Forwarding, P], Coroutine[Any, Any, T]]:
     """A wrapper method with the signature of the protocol's ``method``, calling ``_call``.
 
     The call goes on as the protocol spells it: parameters before ``*`` positionally, the
-    rest by keyword, defaults filled in. ``optional``: a :class:`ConversationReader`
-    method, :class:`NotImplementedError` when the wrapped transport lacks it.
+    rest by keyword, defaults filled in. ``optional``: a method of the optional ``protocol``
+    (:class:`ConversationReader`, :class:`SummaryReader`), :class:`NotImplementedError`
+    when the wrapped transport lacks it.
     """
     name = method.__name__
     signature = inspect.signature(method)
 
     @functools.wraps(method)
     async def forward(self: Forwarding, /, *args: P.args, **kwargs: P.kwargs) -> T:
-        if optional and not isinstance(self.inner, ConversationReader):
+        if optional and not isinstance(self.inner, protocol):
             raise NotImplementedError(f"the wrapped transport has no {name}")
         bound = signature.bind(self.inner, *args, **kwargs)
         bound.apply_defaults()
@@ -70,6 +74,9 @@ class Forwarding(AsyncClosing):
     correct = _forward(Transport.correct)
     recent_conversation = _forward(ConversationReader.recent_conversation, optional=True)
     recent_conversations = _forward(ConversationReader.recent_conversations, optional=True)
+    conversation_summaries = _forward(
+        SummaryReader.conversation_summaries, optional=True, protocol=SummaryReader
+    )
 
     async def aclose(self) -> None:
         """Closes the wrapped transport."""

@@ -15,6 +15,7 @@ from typing import Any
 from ._base import (
     AsyncClosing,
     ConversationPage,
+    ConversationSummaryPage,
     CorrectionResult,
     CreateRelationshipsResult,
     Direction,
@@ -242,3 +243,13 @@ class RestActions(AsyncClosing):
             activity_before=activity_before,
         )
         return ConversationPage.from_json(await self.get_route("/recent_conversations", query))
+
+    async def conversation_summaries(
+        self, *, limit: int = 25, after: str | None = None
+    ) -> ConversationSummaryPage:
+        """``GET /conversation_summaries``: the extension the embedded store and the dev
+        server serve (see ``SummaryReader``); a real server answers 404."""
+        query = present(limit=limit, after=after)
+        return ConversationSummaryPage.from_json(
+            await self.get_route("/conversation_summaries", query)
+        )

@@ -24,7 +24,10 @@ _EMPTY: Mapping[str, Any] = {}
 
 
 def _map(value: object) -> Mapping[str, Any]:
-    return value if type(value) is dict or isinstance(value, Mapping) else _EMPTY
+    if type(value) is dict:
+        return value
+    # None (a field not sent) answers before the ABC check too.
+    return value if value is not None and isinstance(value, Mapping) else _EMPTY
 
 
 def _opt_str(value: object) -> str | None:
@@ -591,5 +594,59 @@ class ConversationPage:
             has_more=bool(raw.get("has_more", False)),
             limit=_opt_int(raw.get("limit")) or 0,
             offset=_opt_int(raw.get("offset")) or 0,
+            raw=raw,
+        )
+
+
+@attrs.frozen
+class ConversationSummaryItem:
+    """One conversation as a list shows it, with its turn records counted by status."""
+
+    conversation_id: str
+    #: the conversation's entity id
+    entity_id: str
+    title: str | None
+    platform: str | None
+    #: the conversation entity's last observation time (ISO 8601)
+    last_activity: str | None
+    #: its turn records; ``completed`` + ``abandoned`` + ``open`` unless some have another
+    #: status
+    turns: int
+    completed: int
+    abandoned: int
+    open: int
+
+    @classmethod
+    def from_json(cls, raw: Mapping[str, Any]) -> ConversationSummaryItem:
+        return cls(
+            conversation_id=str(raw.get("conversation_id") or ""),
+            entity_id=str(raw.get("entity_id") or ""),
+            title=_opt_str(raw.get("title")),
+            platform=_opt_str(raw.get("platform")),
+            last_activity=_opt_str(raw.get("last_activity")),
+            turns=_opt_int(raw.get("turns")) or 0,
+            completed=_opt_int(raw.get("completed")) or 0,
+            abandoned=_opt_int(raw.get("abandoned")) or 0,
+            open=_opt_int(raw.get("open")) or 0,
+        )
+
+
+@attrs.frozen
+class ConversationSummaryPage:
+    """The answer to ``conversation_summaries``: a page of conversations, most recent
+    activity first; ``next`` is the ``after`` of the next page (``None``: the last page)."""
+
+    items: tuple[ConversationSummaryItem, ...]
+    #: how many conversations are listed in all
+    total: int
+    next: str | None
+    raw: Mapping[str, Any] = attrs.field(repr=False, eq=False)
+
+    @classmethod
+    def from_json(cls, raw: Mapping[str, Any]) -> ConversationSummaryPage:
+        return cls(
+            items=tuple(ConversationSummaryItem.from_json(i) for i in _items(raw.get("items"))),
+            total=_opt_int(raw.get("total")) or 0,
+            next=_opt_str(raw.get("next")),
             raw=raw,
         )

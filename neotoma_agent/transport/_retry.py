@@ -10,22 +10,13 @@ import random
 
 import attrs
 
+from neotoma_agent._checks import check_non_negative, check_positive, check_positive_int, validator
 from neotoma_agent.exceptions import APIError, NeotomaError, RateLimitedError, TransportError
 
 __all__ = ["RetryPolicy", "is_transient"]
 
 #: statuses a gateway or an overloaded server sends while the store itself is fine
 _RETRY_STATUSES = frozenset({429, 502, 503, 504})
-
-
-def _positive(_inst: object, attribute: attrs.Attribute[float], value: float) -> None:
-    if not value > 0:
-        raise ValueError(f"{attribute.name} must be > 0, got {value!r}")
-
-
-def _non_negative(_inst: object, attribute: attrs.Attribute[float], value: float) -> None:
-    if not value >= 0:
-        raise ValueError(f"{attribute.name} must be >= 0, got {value!r}")
 
 
 @attrs.frozen
@@ -44,18 +35,13 @@ class RetryPolicy:
     """
 
     #: total attempts, the first included (1 disables retries)
-    attempts: int = attrs.field(default=4)
+    attempts: int = attrs.field(default=4, validator=validator(check_positive_int))
     #: seconds for the whole call, attempts and waits included
-    timeout: float = attrs.field(default=60.0, validator=_positive)
-    wait_initial: float = attrs.field(default=0.2, validator=_non_negative)
-    wait_max: float = attrs.field(default=5.0, validator=_non_negative)
-    wait_exp_base: float = attrs.field(default=2.0, validator=_positive)
+    timeout: float = attrs.field(default=60.0, validator=validator(check_positive))
+    wait_initial: float = attrs.field(default=0.2, validator=validator(check_non_negative))
+    wait_max: float = attrs.field(default=5.0, validator=validator(check_non_negative))
+    wait_exp_base: float = attrs.field(default=2.0, validator=validator(check_positive))
     backoff: bool = True
-
-    @attempts.validator
-    def _check_attempts(self, _attribute: attrs.Attribute[int], value: int) -> None:
-        if value < 1:
-            raise ValueError(f"attempts must be >= 1, got {value!r}")
 
     @classmethod
     def no_retries(cls) -> RetryPolicy:

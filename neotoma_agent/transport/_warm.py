@@ -22,6 +22,7 @@ import asyncio
 
 import aiohttp
 
+from .._checks import check_positive_int
 from .._log import get_logger
 
 __all__ = ["Warmer"]
@@ -49,8 +50,7 @@ class Warmer:
     @staticmethod
     def size(connections: object, max_connections: int) -> int:
         """How many to warm: ``connections`` (an int >= 1), at most half the pool."""
-        if isinstance(connections, bool) or not isinstance(connections, int) or connections < 1:
-            raise ValueError(f"connections must be an int >= 1, got {connections!r}")
+        connections = check_positive_int(connections, "connections")
         # The other half stays free: a turn never waits behind a slow warming request.
         return min(connections, max(1, max_connections // 2))
 

@@ -6,8 +6,8 @@ Vocabularies (each written here once): :data:`LOCAL_USER_ID`, :data:`RELATIONSHI
 
 Error envelopes:
 
-A real Neotoma server answers errors in two JSON families (reference/neotoma-semantics.md §8)
-and, outside its JSON handlers, in plain text or an HTML page:
+A real Neotoma server answers errors in two JSON families and, outside its JSON handlers,
+in plain text or an HTML page:
 
 - flat ``{"error_code", "message", "details"?, "timestamp"}`` from most routes;
 - nested ``{"error": {"code", "message", "issues"? , "hint"?, "retryable"?}}`` from ``/store``;
@@ -56,7 +56,7 @@ __all__ = [
 #: The user a local server (and the embedded store) writes as when no user is given.
 LOCAL_USER_ID: Final = "00000000-0000-0000-0000-000000000000"
 
-#: Neotoma's relationship types: closed and case-sensitive, as on the server (semantics §1.5).
+#: Neotoma's relationship types: closed and case-sensitive, as on the server.
 RELATIONSHIP_TYPES: Final = frozenset(
     (
         "PART_OF CORRECTS REFERS_TO SETTLES DUPLICATE_OF DEPENDS_ON SUPERSEDES EMBEDS "

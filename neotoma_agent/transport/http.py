@@ -3,7 +3,7 @@
 Built on aiohttp, so it runs on **asyncio only** (the embedded store also runs on trio).
 
 It parses what the server really sends rather than what its documentation idealises
-(reference/neotoma-semantics.md): ``store`` answers are aligned to the request by
+(``tests/data/samples`` holds recorded answers): ``store`` answers are aligned to the request by
 ``observation_index``, or by entity identity on a replay (which lists entries newest first
 and without an index); lookups carry ``id`` rather than ``entity_id``; errors come in two
 JSON envelope families, an HTML page or plain text, and all of them land on the
@@ -36,6 +36,7 @@ from typing import Any
 import aiohttp
 import attrs
 
+from neotoma_agent._checks import check_positive_int, check_seconds
 from neotoma_agent._log import get_logger
 from neotoma_agent._otel import record_retry, traceparent_into
 from neotoma_agent._version import __version__
@@ -123,10 +124,9 @@ class HttpTransport(RestActions):
             raise ValueError(f"base_url must be an http(s) URL, got {base_url!r}")
         if token is not None and not token:
             raise ValueError("token must be a non-empty string or None")
-        if timeout <= 0 or connect_timeout <= 0:
-            raise ValueError("timeout and connect_timeout must be > 0")
-        if max_connections < 1:
-            raise ValueError("max_connections must be >= 1")
+        check_seconds(timeout, "timeout")
+        check_seconds(connect_timeout, "connect_timeout")
+        check_positive_int(max_connections, "max_connections")
         self._base_url = base_url.rstrip("/")
         self._token = token
         self._timeout = float(timeout)
@@ -266,7 +266,8 @@ class HttpTransport(RestActions):
         returns at once, never raises for the server's sake, never delays a request, ends
         with :meth:`aclose`, does nothing once closed. Costs ``connections`` requests per
         call (at most half of ``max_connections``; a call within a second of one at least as
-        large sends nothing) and none while idle. See the README, "Connections between turns".
+        large sends nothing) and none while idle. See
+        docs/transports/http.md, "Connections between turns".
         """
         count = Warmer.size(connections, self._max_connections)
         if self._state is not _State.CLOSED:

@@ -56,13 +56,6 @@ _BASE: Final = web.AppKey("ui_base", str)
 View = Callable[[web.Request, Transport], Awaitable[tuple[str, Mapping[str, Any]] | None]]
 
 
-def _page(request: web.Request) -> int:
-    try:
-        return max(1, int(request.query.get("page", "1")))
-    except ValueError:
-        raise web.HTTPBadRequest(text="page must be a whole number") from None
-
-
 def _required(request: web.Request, name: str) -> str:
     value = request.query.get(name, "")
     if not value:
@@ -71,7 +64,12 @@ def _required(request: web.Request, name: str) -> str:
 
 
 async def _conversations(request: web.Request, transport: Transport) -> tuple[str, Any]:
-    return "conversations.html", await _views.conversations_view(transport, page=_page(request))
+    after = request.query.get("after") or None
+    try:
+        data = await _views.conversations_view(transport, after=after)
+    except ValueError:
+        raise web.HTTPBadRequest(text="after must be a page's next link") from None
+    return "conversations.html", data
 
 
 async def _conversation(request: web.Request, transport: Transport) -> tuple[str, Any] | None:

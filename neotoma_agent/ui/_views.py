@@ -20,6 +20,7 @@ from collections.abc import Awaitable, Mapping, Sequence
 from typing import Any, Final, TypeVar
 
 import anyio
+import attrs
 
 from .._history import StoredTurn, read_conversation
 from .._keys import conversation_entity_id, parse_turn_key
@@ -27,8 +28,9 @@ from .._payloads import stored_platform
 from .._reads import gather_bounded, scan_entities, snapshot_or_none
 from ..cli._show import list_conversations, turn_ending, turn_view
 from ..cli._stats import collect_stats
+from ..exceptions import NeotomaError, NotFoundError
 from ..qa import audit
-from ..transport._base import Transport
+from ..transport._base import SummaryReader, Transport
 from ..transport._outbox import outbox_status
 
 __all__ = [
@@ -48,6 +50,8 @@ B = TypeVar("B")
 CONVERSATIONS_PER_PAGE: Final = 25
 #: turns of each listed conversation whose statuses the list counts (its latest ones)
 _COUNTED_TURNS: Final = 100
+#: the shortest text a name search finds (the stores index names by trigram)
+_MIN_SEARCH: Final = 3
 #: turns on one page of a conversation (older turns are one link away)
 TURNS_PER_PAGE: Final = 50
 #: observations and relationships an entity page lists at most
@@ -73,45 +77,145 @@ async def _turn_counts(transport: Transport, conversation_id: str) -> dict[str, 
     }
 
 
-async def conversations_view(transport: Transport, *, page: int = 1) -> dict[str, Any]:
-    """The conversations, most recent activity first, one page of them with turn counts.
+async def _record_counts(transport: Transport, conversation_id: str) -> dict[str, Any]:
+    """The conversation's turn records counted by status, found by one search for its id
+    (a record's name holds it; a real Neotoma server answers in one request, or a few pages,
+    however long the conversation); the latest 100 turns read instead where the search
+    cannot serve (an id shorter than a trigram, a server that refuses the search).
+    ``more_turns``: the server stopped the search's paging before the last record."""
+    if len(conversation_id) >= _MIN_SEARCH:
+        try:
+            scan = await scan_entities(
+                transport, entity_type="conversation_turn", search=conversation_id
+            )
+        except (NeotomaError, NotImplementedError):
+            scan = None
+        if scan is not None:
+            # The search matches substrings (and, on a real server, snapshot text): the
+            # records are the ones whose session is exactly this conversation.
+            statuses = Counter(
+                e.snapshot.get("status")
+                for e in scan.entities
+                if e.snapshot.get("session_id") == conversation_id
+            )
+            return {
+                "turns": statuses.total(),
+                "more_turns": scan.partial,
+                "completed": statuses["completed"],
+                "abandoned": statuses["abandoned"],
+                "open": statuses["open"],
+            }
+    return await _turn_counts(transport, conversation_id)
 
-    The list is ``show``'s (one snapshot per conversation); the counts are read for the
-    conversations on the page only, over each one's latest 100 turns (``more_turns``: it
-    has more), so a page costs the same whatever the store holds beyond the list itself.
+
+def _cursor(last_activity: str | None, conversation_id: str) -> str:
+    # The summary route's cursor form (when|id): one cursor, whichever path made the page.
+    return f"{last_activity or ''}|{conversation_id}"
+
+
+def _key(cursor: str) -> tuple[str, str]:
+    when, sep, conversation_id = cursor.partition("|")
+    if not sep:
+        raise ValueError("not a conversations cursor")
+    return when, conversation_id
+
+
+async def _summary_page(reader: SummaryReader, after: str | None) -> dict[str, Any] | None:
+    """The page from the store's summary (one indexed read); ``None``: it keeps none."""
+    try:
+        page = await reader.conversation_summaries(limit=CONVERSATIONS_PER_PAGE, after=after)
+    except (NotFoundError, NotImplementedError):
+        return None  # a real Neotoma server, or a wrapper around a store without it
+    items = [{**attrs.asdict(i), "more_turns": False} for i in page.items]
+    return {
+        "conversations": [_ordered(i) for i in items],
+        "total": page.total,
+        "next": page.next,
+        "after": after,
+        "partial": False,
+        "note": "",
+    }
+
+
+_ITEM_KEYS: Final = (
+    "conversation_id",
+    "entity_id",
+    "title",
+    "platform",
+    "last_activity",
+    "turns",
+    "more_turns",
+    "completed",
+    "abandoned",
+    "open",
+)
+
+
+def _ordered(item: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: item[k] for k in _ITEM_KEYS}
+
+
+async def _listed_page(transport: Transport, after: str | None) -> dict[str, Any]:
+    """The page from ``show``'s list (a store without a summary: a real Neotoma server).
+
+    Every conversation's snapshot is read (paged by cursor where the server offers it, else
+    by offset up to the server's cap: ``partial``), then the page's conversations' turn
+    records are counted (:func:`_record_counts`: a search each, or their latest 100 turns).
     """
     listing = await list_conversations(transport)
-    total = len(listing.conversations)
-    pages = max(1, -(-total // CONVERSATIONS_PER_PAGE))
-    page = min(max(1, page), pages)
-    start = (page - 1) * CONVERSATIONS_PER_PAGE
-    shown = listing.conversations[start : start + CONVERSATIONS_PER_PAGE]
+    ordered = listing.conversations
+    if after is not None:
+        bound = _key(after)
+        ordered = tuple(c for c in ordered if (c.last_activity or "", c.conversation_id) < bound)
+    shown = ordered[:CONVERSATIONS_PER_PAGE]
     counts = await gather_bounded(
-        [functools.partial(_turn_counts, transport, c.conversation_id) for c in shown]
+        [functools.partial(_record_counts, transport, c.conversation_id) for c in shown]
     )
-    platforms = await gather_bounded(
-        [functools.partial(snapshot_or_none, transport, c.entity_id) for c in shown]
-    )
+    # The platform from the snapshots the list was read from (no read per conversation).
+    fields = {e.entity_id: e.snapshot for e in listing.scan.entities}
     items = []
-    for summary, count, snap in zip(shown, counts, platforms, strict=True):
-        items.append(
-            {
-                "conversation_id": summary.conversation_id,
-                "entity_id": summary.entity_id,
-                "title": summary.title,
-                "platform": stored_platform(snap.snapshot) if snap is not None else None,
-                "last_activity": summary.last_activity,
-                **count,
-            }
-        )
+    for summary, count in zip(shown, counts, strict=True):
+        item = {
+            "conversation_id": summary.conversation_id,
+            "entity_id": summary.entity_id,
+            "title": summary.title,
+            "platform": stored_platform(fields.get(summary.entity_id, {})),
+            "last_activity": summary.last_activity,
+            **count,
+        }
+        items.append(_ordered(item))
+    last = shown[-1] if shown else None
+    more = len(ordered) > len(shown)
     return {
         "conversations": items,
-        "page": page,
-        "pages": pages,
-        "total": total,
+        "total": listing.total,
+        "next": _cursor(last.last_activity, last.conversation_id) if more and last else None,
+        "after": after,
         "partial": listing.partial,
         "note": listing.note(),
     }
+
+
+async def conversations_view(
+    transport: Transport, *, after: str | None = None, summaries: bool = True
+) -> dict[str, Any]:
+    """The conversations, most recent activity first, one page of them with turn counts.
+
+    ``after``: the ``next`` of the previous page (keyset paging on last activity, then
+    conversation id). From the store's per-conversation summary where it keeps one (the
+    embedded store, the dev server: one indexed read, every turn counted); else from
+    ``show``'s list, with each listed conversation's turn records counted by a search for
+    its id (``more_turns``: the server would not page the search to its end).
+    ``summaries=False`` takes the second path anyway (the tests' and the benchmark's
+    comparison).
+    """
+    if after is not None:
+        _key(after)  # a malformed cursor is refused the same way on both paths
+    if summaries and isinstance(transport, SummaryReader):
+        page = await _summary_page(transport, after)
+        if page is not None:
+            return page
+    return await _listed_page(transport, after)
 
 
 def _record_fields(turn: StoredTurn) -> dict[str, Any]:

@@ -141,3 +141,17 @@ def finish(proc: subprocess.Popen[bytes], timeout: float = 120) -> tuple[int, by
     proc.stdout.close()
     proc.stderr.close()
     return proc.wait(timeout), out, err
+
+
+def stored_tools(db: Path, conversation_id: str) -> list[Any]:
+    """Every stored tool call of a conversation, with its arguments and results."""
+
+    async def read() -> list[Any]:
+        async with EmbeddedStore.open(db) as store:
+            memory = NeotomaMemory(store, conversation_id=conversation_id)
+            calls: list[Any] = []
+            for turn in await memory.history(None):
+                calls += await memory.tools(turn.turn_id)
+            return calls
+
+    return asyncio.run(read())

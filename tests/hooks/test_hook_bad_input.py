@@ -14,7 +14,7 @@ import structlog
 from hook_support import Hooks, finish, hook_process, observations, recorded, summary
 
 from neotoma_agent.cli import main
-from neotoma_agent.hooks import run_hook
+from neotoma_agent.hooks import StoreSpec, run_hook
 from neotoma_agent.hooks._run import MAX_INPUT_BYTES
 
 PROMPT: tuple[str, dict[str, Any]] = recorded("claude-code", "completed")[0]
@@ -142,3 +142,10 @@ def test_a_broken_store_file_keeps_the_turns_until_it_is_fixed(tmp_path: Path) -
     assert summary(hooks.db, conv) == [
         ("What about Acme Corp?", "Acme Corp is a customer of ours.", "completed")
     ]
+
+
+def test_a_store_spec_never_shows_its_token() -> None:
+    spec = StoreSpec(url="http://127.0.0.1:9", token="tok-secret", outbox=Path("o.db"))
+    assert "tok-secret" not in repr(spec)
+    assert "tok-secret" not in str(spec)
+    assert spec.token == "tok-secret"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 from pathlib import Path
 
 from hook_support import Hooks, history, observations, recorded, seed, summary, tool_invocations
@@ -59,6 +60,29 @@ def test_tool_calls_ride_on_the_closing_store(tmp_path: Path) -> None:
     assert call["tool_name"] == "Bash"
     assert call["result_status"] == "ok"
     assert call["duration_ms"] == inputs[1][1]["duration_ms"]
+
+
+def test_a_call_the_tool_call_api_refuses_is_left_out_at_the_close(tmp_path: Path) -> None:
+    # A tool use is only kept (no check, no attrs: the commonest event stays cheap); the
+    # API checks each call when the closing store is built and leaves out one it refuses.
+    hooks = Hooks(tmp_path, "claude-code")
+    prompt, used, stop, _ = recorded("claude-code", "tool")
+    hooks.replay([prompt, used])
+    bad = copy.deepcopy(used[1])
+    bad["tool_use_id"] = "toolu_refused"
+    bad["tool_name"] = " Bash "  # outer whitespace: the server would fold it into "Bash"
+    bad["tool_input"] = {"command": "secret-command"}
+    assert hooks.send("PostToolUse", bad).problem is None
+
+    outcome = hooks.send(*stop)
+
+    assert outcome.problem == ("stored; 1 tool call(s) left out: the tool-call API refused them")
+    conv = hooks.conversation(prompt[1]["session_id"])
+    assert summary(hooks.db, conv) == [("Run echo hi", "The answer is hi.", "completed")]
+    [call] = tool_invocations(hooks.db)
+    assert call["tool_name"] == "Bash"
+    # The clock read at the tool use, in the API's stored form (milliseconds, UTC).
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", call["invoked_at"])
 
 
 def test_a_failed_tool_is_recorded_as_an_error(tmp_path: Path) -> None:

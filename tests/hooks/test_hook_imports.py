@@ -2,7 +2,8 @@
 
 A coding agent starts ``neotoma-agent hook`` as a fresh process for every event, so what
 the process imports is its latency. A tool use only appends to the hook's SQLite state: no
-event loop, no store, no turn engine. A prompt loads the embedded store and the turn engine,
+event loop, no store, no turn engine, no attrs (the tool-call API checks the call when the
+turn's closing store is built). A prompt loads the embedded store and the turn engine,
 never the HTTP client, structlog, the installer or the transcript import. Speed itself is
 measured by ``benchmarks/hook_latency.py``, not asserted here.
 """
@@ -17,6 +18,7 @@ from pathlib import Path
 from cli_support import clean_env
 from hook_support import Hooks, recorded
 
+from neotoma_agent import ToolCall
 from neotoma_agent.hooks import HookState
 
 #: never loaded by a hook process on the embedded store, whatever the event
@@ -44,6 +46,9 @@ NOT_FOR_A_TOOL_USE = (
     "neotoma_agent._identity",
     "neotoma_agent.transport.embedded",
     "neotoma_agent.transport._base",
+    "neotoma_agent._tools",
+    "attr",
+    "attrs",
 )
 
 _RUN = """
@@ -55,13 +60,15 @@ with open(sys.argv[1], "w") as out:
 """
 
 
-def hook_modules(tmp_path: Path, event: str, payload: dict[str, object]) -> set[str]:
+def hook_modules(
+    tmp_path: Path, event: str, payload: dict[str, object] | bytes, *, quiet: bool = True
+) -> set[str]:
     """The modules a fresh ``neotoma-agent hook claude-code EVENT`` process loaded."""
     report = tmp_path / f"{event}-modules.json"
     argv = ["hook", "claude-code", event, "--db", str(tmp_path / "memory.db")]
     done = subprocess.run(
         [sys.executable, "-c", _RUN, str(report), *argv, "--state", str(tmp_path / "state.db")],
-        input=json.dumps(payload).encode(),
+        input=payload if isinstance(payload, bytes) else json.dumps(payload).encode(),
         capture_output=True,
         env=clean_env(tmp_path),
         cwd=tmp_path,
@@ -69,7 +76,8 @@ def hook_modules(tmp_path: Path, event: str, payload: dict[str, object]) -> set[
         check=False,
     )
     assert done.returncode == 0, done.stderr.decode(errors="replace")
-    assert done.stderr == b"", done.stderr.decode(errors="replace")
+    if quiet:
+        assert done.stderr == b"", done.stderr.decode(errors="replace")
     result = json.loads(report.read_text())
     assert result["status"] == 0
     return set(result["modules"])
@@ -87,14 +95,15 @@ def test_a_tool_use_only_writes_the_state_file(tmp_path: Path) -> None:
     modules = hook_modules(tmp_path, "PostToolUse", inputs["PostToolUse"])
 
     assert loaded(modules, NOT_FOR_A_TOOL_USE) == set()
-    # ...and the call was kept for the turn's closing store (a real one, checked by the API).
+    # ...and the call was kept for the turn's closing store, in the shape the API reads.
     conv = hooks.conversation(inputs["PostToolUse"]["session_id"])
     with HookState(hooks.state) as state:
         turn = state.latest_turn(conv)
         assert turn is not None
         [call] = state.tools(conv, turn)
     assert call["call_id"] == inputs["PostToolUse"]["tool_use_id"]
-    assert "neotoma_agent._tools" in modules
+    checked = ToolCall.from_json(call)
+    assert (checked.name, checked.status) == ("Bash", "ok")
 
 
 def test_a_prompt_loads_the_store_and_nothing_else_heavy(tmp_path: Path) -> None:
@@ -104,3 +113,10 @@ def test_a_prompt_loads_the_store_and_nothing_else_heavy(tmp_path: Path) -> None
 
     assert loaded(modules, NEVER) == set()
     assert {"neotoma_agent.transport.embedded", "neotoma_agent._memory"} <= modules
+
+
+def test_bad_input_loads_no_attrs_and_no_store(tmp_path: Path) -> None:
+    # Refused before any record is made: no attrs class is built, no store opened.
+    modules = hook_modules(tmp_path, "Stop", b"{not json", quiet=False)
+
+    assert loaded(modules, NOT_FOR_A_TOOL_USE) == set()

@@ -119,7 +119,13 @@ def test_codex_and_cursor_files(tmp_path: Path, capsys: pytest.CaptureFixture[st
     db = str(tmp_path / "m.db")
     run(capsys, "hooks", "install", "codex", "--db", db)
     codex = json.loads((tmp_path / "home" / ".codex" / "hooks.json").read_text())
-    assert set(codex["hooks"]) == {"UserPromptSubmit", "PostToolUse", "Stop", "StopFailure"}
+    assert set(codex["hooks"]) == {
+        "UserPromptSubmit",
+        "PostToolUse",
+        "Stop",
+        "StopFailure",
+        "SessionEnd",
+    }
     assert codex["hooks"]["Stop"][0]["hooks"][0]["type"] == "command"
     cursor_file = tmp_path / "home" / ".cursor" / "hooks.json"
     cursor_file.parent.mkdir(parents=True)

@@ -45,7 +45,8 @@ def load(name: str) -> ModuleType:
 async def test_the_example_stores_each_run_as_a_turn(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str, framework: str, conversation: str
 ) -> None:
-    pytest.importorskip(framework)
+    extra = {"pydantic_ai": "pydantic-ai", "agents": "openai-agents"}[framework]
+    pytest.importorskip(framework, reason=f"the [{extra}] extra is not installed")
     for key in ("PYDANTIC_AI_MODEL", "OPENAI_API_KEY"):
         monkeypatch.delenv(key, raising=False)  # the offline model, whatever the machine has
     out = io.StringIO()

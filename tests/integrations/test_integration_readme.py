@@ -1,4 +1,4 @@
-"""The README's framework blocks run as written (the Claude one over the fake CLI)."""
+"""The framework guides' blocks (docs/integrations/) run as written (Claude: over a fake CLI)."""
 
 from __future__ import annotations
 
@@ -8,11 +8,12 @@ from pathlib import Path
 
 import pytest
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+#: the framework guides the README's sections moved to
+GUIDES = Path(__file__).resolve().parents[2] / "docs" / "integrations"
 
 
 def block(marker: str) -> str:
-    text = README.read_text(encoding="utf-8")
+    text = "\n".join(p.read_text(encoding="utf-8") for p in sorted(GUIDES.glob("*.md")))
     found = re.search(rf"<!-- {marker} -->\n```python\n(.*?)```", text, re.DOTALL)
     assert found is not None, marker
     return found.group(1)
@@ -22,7 +23,7 @@ def block(marker: str) -> str:
     importlib.util.find_spec("langchain") is None, reason="the [langchain] extra is not installed"
 )
 def test_the_langgraph_block_runs(capsys: pytest.CaptureFixture[str]) -> None:
-    exec(compile(block("readme-langgraph"), "README.md", "exec"), {"__name__": "readme"})
+    exec(compile(block("readme-langgraph"), "docs/integrations", "exec"), {"__name__": "readme"})
     out = capsys.readouterr().out
     assert out == "Acme is a customer.\ncompleted\nStill a customer. completed\n"
 
@@ -54,5 +55,5 @@ def test_the_claude_block_runs(capsys: pytest.CaptureFixture[str]) -> None:
         "SCRIPT": script,
         "SECOND": [success("Sure.")],
     }
-    exec(compile(code, "README.md", "exec"), namespace)
+    exec(compile(code, "docs/integrations", "exec"), namespace)
     assert capsys.readouterr().out == "Acme is a customer.\ncompleted\nSure.\n"

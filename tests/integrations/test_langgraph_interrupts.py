@@ -23,13 +23,14 @@ from langgraph.types import Command, interrupt
 from langgraph_support import ToolFake, tool_call
 from turn_support import turn_record
 
-from neotoma_agent import EmbeddedStore, FindingKind, NeotomaMemory, TurnState, audit
+from neotoma_agent import EmbeddedStore, NeotomaMemory, TurnState
 from neotoma_agent.integrations.langgraph import (
     META_KEY,
     NeotomaMiddleware,
     ainvoke_turn,
     astream_turn,
 )
+from neotoma_agent.qa import FindingKind, audit
 
 pytestmark = pytest.mark.anyio
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-pytest.importorskip("agents")
+pytest.importorskip("agents", reason="the [openai-agents] extra is not installed")
 
 import pydantic
 from agents import (

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-pytest.importorskip("pydantic_ai")
+pytest.importorskip("pydantic_ai", reason="the [pydantic-ai] extra is not installed")
 
 import pydantic
 from pydantic_ai import (

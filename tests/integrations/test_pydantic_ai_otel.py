@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("pydantic_ai")
+pytest.importorskip("pydantic_ai", reason="the [pydantic-ai] extra is not installed")
 pytest.importorskip("opentelemetry.sdk", reason="needs opentelemetry-sdk (test extra)")
 
 import opentelemetry.trace as trace_api

@@ -1,4 +1,4 @@
-"""The README's framework sections run as written (each with its framework's test model)."""
+"""The framework guides' examples (docs/integrations/) run with their test models."""
 
 from __future__ import annotations
 
@@ -9,11 +9,12 @@ from pathlib import Path
 
 import pytest
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+#: the framework guides the README's sections moved to
+GUIDES = Path(__file__).resolve().parents[2] / "docs" / "integrations"
 
 
 def block(marker: str) -> str:
-    text = README.read_text(encoding="utf-8")
+    text = "\n".join(p.read_text(encoding="utf-8") for p in sorted(GUIDES.glob("*.md")))
     after = text[text.index(f"<!-- {marker} -->") :]
     match = re.search(r"```python\n(.*?)\n```", after, re.DOTALL)
     assert match is not None
@@ -28,7 +29,8 @@ def block(marker: str) -> str:
     ],
 )
 def test_the_readme_section_runs(marker: str, framework: str, printed: str) -> None:
-    pytest.importorskip(framework)
+    extra = {"pydantic_ai": "pydantic-ai", "agents": "openai-agents"}[framework]
+    pytest.importorskip(framework, reason=f"the [{extra}] extra is not installed")
     result = subprocess.run(
         [sys.executable, "-c", block(marker)],
         capture_output=True,

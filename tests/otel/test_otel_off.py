@@ -3,6 +3,7 @@ makes no span and imports nothing it would not import anyway."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import textwrap
@@ -14,6 +15,22 @@ from neotoma_agent import NeotomaMemory, _otel
 from neotoma_agent.transport.embedded import EmbeddedStore
 
 pytestmark = pytest.mark.anyio
+
+
+def run_ok(script: str) -> None:
+    """Run ``script`` in a fresh interpreter (no ``OTEL_*`` variables): it prints ``ok``."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env=env,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "ok\n"
+    assert done.stderr == ""
 
 
 async def test_no_provider_no_trace(tmp_path: Path) -> None:
@@ -48,9 +65,45 @@ def test_a_turn_without_opentelemetry_installed(tmp_path: Path) -> None:
         print("ok")
         """
     )
-    done = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=False
+    run_ok(script)
+
+
+def test_nothing_imported_opentelemetry_so_a_turn_does_not_either(tmp_path: Path) -> None:
+    # Installed, but unused by the application: no provider can be set, so no import (a
+    # hook process pays for every module). Once the application imports it and sets a
+    # provider, the next turn is traced: the absence was not remembered.
+    script = textwrap.dedent(
+        f"""
+        import sys
+        import anyio
+        from neotoma_agent import NeotomaMemory
+        from neotoma_agent.transport.embedded import EmbeddedStore
+
+        async def main():
+            async with EmbeddedStore.open({str(tmp_path / "m.db")!r}) as store:
+                memory = NeotomaMemory(store, conversation_id="c", platform="tests")
+                async with memory.turn("hi") as t:
+                    t.reply = "hello"
+                assert t.result.completed
+                assert "opentelemetry" not in sys.modules, "imported with no provider"
+
+                from opentelemetry import trace
+                from opentelemetry.sdk.trace import TracerProvider
+                from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+                from opentelemetry.sdk.trace.export.in_memory_span_exporter import (
+                    InMemorySpanExporter,
+                )
+
+                exporter = InMemorySpanExporter()
+                provider = TracerProvider()
+                provider.add_span_processor(SimpleSpanProcessor(exporter))
+                trace.set_tracer_provider(provider)
+                async with memory.turn("again") as t:
+                    t.reply = "traced"
+                assert "turn" in [s.name for s in exporter.get_finished_spans()]
+
+        anyio.run(main)
+        print("ok")
+        """
     )
-    assert done.returncode == 0, done.stderr
-    assert done.stdout == "ok\n"
-    assert done.stderr == ""
+    run_ok(script)

@@ -1,4 +1,4 @@
-"""The README's OpenTelemetry example runs as written and prints the turn's spans."""
+"""The OpenTelemetry guide's example (docs/otel.md) runs as written and prints the turn's spans."""
 
 from __future__ import annotations
 
@@ -9,13 +9,12 @@ import subprocess
 import sys
 from pathlib import Path
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+GUIDE = Path(__file__).resolve().parents[2] / "docs" / "otel.md"
 
 
 def test_the_console_example_prints_the_turns_spans(tmp_path: Path) -> None:
-    text = README.read_text(encoding="utf-8")
-    after = text[text.index("## Tracing with OpenTelemetry") :]
-    match = re.search(r"```python\n(.*?)\n```", after, re.DOTALL)
+    text = GUIDE.read_text(encoding="utf-8")
+    match = re.search(r"```python\n(.*?)\n```", text, re.DOTALL)
     assert match is not None
     script = tmp_path / "otel_section.py"
     script.write_text(match.group(1), encoding="utf-8")

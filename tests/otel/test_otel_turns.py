@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +16,7 @@ from opentelemetry.trace import SpanKind, StatusCode
 from otel_support import Served, Telemetry
 
 from neotoma_agent import NeotomaMemory, OutboxTransport, TurnCloseError, TurnState
-from neotoma_agent._phases import error_class_name
+from neotoma_agent._phase_records import error_class_name
 from neotoma_agent.exceptions import ConnectionLost
 from neotoma_agent.testing import FaultyTransport, key_phase
 
@@ -170,6 +171,35 @@ async def test_a_task_cancel_on_asyncio(
     turn = telemetry.turn()
     assert turn.attributes["error.type"] == "asyncio.exceptions.CancelledError"
     assert turns[0].result.status is TurnState.ABANDONED
+    assert phases(telemetry)[-1] == ("upsert_memory", "abandoned")
+
+
+@pytest.mark.skipif(sys.version_info < (3, 11), reason="asyncio.timeout is 3.11's")
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])  # asyncio.timeout is asyncio's
+async def test_an_asyncio_timeout_on_a_traced_turn(served: Served, telemetry: Telemetry) -> None:
+    # The deadline fires in the body: the turn is abandoned in its trace, its span ends,
+    # the caller sees TimeoutError (not a CancelledError), and its context is put back.
+    from opentelemetry import trace
+
+    tracer = trace.get_tracer("app")
+    with tracer.start_as_current_span("request") as request:
+        turn = memory(served.transport).turn(USER)
+
+        async def body() -> None:
+            async with asyncio.timeout(0.5), turn as t:
+                t.reply = "partial"
+                await asyncio.sleep(30)
+
+        with pytest.raises(TimeoutError):
+            await body()
+        assert trace.get_current_span() is request
+    assert turn.result.status is TurnState.ABANDONED
+    span = telemetry.turn()
+    assert span.end_time is not None
+    assert span.attributes["neotoma_agent.turn.outcome"] == "abandoned"
+    assert span.attributes["error.type"] == "asyncio.exceptions.CancelledError"
+    assert span.parent is not None
+    assert span.parent.span_id == request.get_span_context().span_id
     assert phases(telemetry)[-1] == ("upsert_memory", "abandoned")
 
 

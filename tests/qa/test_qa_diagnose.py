@@ -79,9 +79,9 @@ async def test_a_complete_turn_is_a_checklist_of_ok_items() -> None:
         )
     )
     assert [(d.id, d.severity) for d in found] == [
-        ("user-message-stored", "ok"),
-        ("assistant-message-stored", "ok"),
-        ("attachment-stored:notes.pdf", "ok"),
+        ("user-message-stored", "info"),
+        ("assistant-message-stored", "info"),
+        ("attachment-stored:notes.pdf", "info"),
     ]
     assert all(d.repair is None for d in found)
 
@@ -346,3 +346,42 @@ async def test_nothing_wrong_writes_nothing(store: EmbeddedStore) -> None:
     assert len(result) == 0
     assert result.repair_entity_id is None
     assert await totals(store) == (0, 0)
+
+
+def test_one_severity_vocabulary_grades_checks_findings_and_report_lines() -> None:
+    from neotoma_agent.qa import Finding, FindingKind, ReportRepair, Severity
+
+    assert [s.value for s in Severity] == ["info", "warn", "error"]
+    passed = Diagnosis("user-message-stored", "info", "User message stored.")
+    assert passed.severity is Severity.INFO
+    assert passed.ok
+    assert passed.to_json()["severity"] == "info"
+    abandoned = Finding(FindingKind.ABANDONED_TURN, "info", CID, "t1", "closed as abandoned")
+    # The audit's "nothing to fix" and a passed check are one word, not two.
+    assert abandoned.severity is Severity.INFO
+    assert not abandoned.problem
+    assert abandoned.diagnosis().severity is Severity.INFO
+    assert abandoned.diagnosis().ok
+    assert abandoned.to_json()["severity"] == "info"
+    assert ReportRepair("closed").severity is Severity.INFO
+    with pytest.raises(ValueError, match="severity must be one of info, warn, error"):
+        Diagnosis("x", "fatal", "bad")
+    with pytest.warns(DeprecationWarning, match=r'"ok" is deprecated'):
+        old = Diagnosis("x", "ok", "the older word")
+    assert old.severity is Severity.INFO
+
+
+async def test_repair_status_is_a_str_enum_of_the_json_words(store: EmbeddedStore) -> None:
+    from neotoma_agent.qa import RepairStatus
+
+    found = diagnose_turn(
+        TurnObservation(CID, "t9", user_message=MessageObservation(False, "exact text"))
+    )
+    result = await apply_repairs(store, found, conversation_id=CID, turn_id="t9")
+    (outcome,) = result.outcomes
+    assert outcome.status is RepairStatus.APPLIED
+    assert outcome.status == "applied"
+    assert result.to_json()["outcomes"][0]["status"] == "applied"
+    again = await apply_repairs(store, found, conversation_id=CID, turn_id="t9")
+    assert again.outcomes[0].status is RepairStatus.REPLAYED
+    assert not again.wrote

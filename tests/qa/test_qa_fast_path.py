@@ -1,4 +1,5 @@
-"""The whole-store audit's file fast path (``qa._embedded``) answers exactly as the
+"""The whole-store audit's file fast path (the embedded store's bulk reads,
+``transport/embedded/_bulk.py``) answers exactly as the
 Transport reads do, on the shapes its shortcuts skip: folded (email) keys, a message in
 two conversations, a turn split over two pages, names that are not turn keys, and turn
 records in an older doc format or in JSON that SQLite does not read."""
@@ -17,9 +18,9 @@ from qa_support import audit_both_ways, spy_on_fast_path
 from neotoma_agent._keys import turn_keys, turn_record_entity_id
 from neotoma_agent._memory import NeotomaMemory
 from neotoma_agent._payloads import ConversationSettings, conversation_entity, message_entity
-from neotoma_agent.qa import AuditReport, FindingKind, _embedded, audit
+from neotoma_agent.qa import AuditReport, FindingKind, audit
 from neotoma_agent.testing import RecordingTransport
-from neotoma_agent.transport.embedded import EmbeddedStore
+from neotoma_agent.transport.embedded import EmbeddedStore, _bulk
 
 pytestmark = [pytest.mark.anyio, pytest.mark.one_backend]
 
@@ -112,8 +113,8 @@ async def test_the_fast_path_answers_as_the_transport_reads_on_odd_shapes(
     cutoff = await build_odd_store(tmp_path / "odd.db")
     used = spy_on_fast_path(monkeypatch)
     # Small pages and batches: turns and conversations fall on either side of a boundary.
-    monkeypatch.setattr(_embedded, "_CONVERSATIONS_PER_READ", per_read)
-    monkeypatch.setattr(_embedded, "_BATCH", batch)
+    monkeypatch.setattr(_bulk, "_CONVERSATIONS_PER_READ", per_read)
+    monkeypatch.setattr(_bulk, "_BATCH", batch)
     kwargs_list: list[dict[str, Any]] = [
         {},
         {"since": cutoff},
@@ -135,7 +136,7 @@ async def test_a_message_in_two_conversations_read_apart_is_not_a_finding(
     # The turn is fine in the first conversation read; the second read meets one of its
     # messages again and must neither take the turn up again, half, nor count it twice.
     await build_odd_store(tmp_path / "odd.db")
-    monkeypatch.setattr(_embedded, "_CONVERSATIONS_PER_READ", 1)
+    monkeypatch.setattr(_bulk, "_CONVERSATIONS_PER_READ", 1)
     async with EmbeddedStore.open(tmp_path / "odd.db") as store:
         for transport in (store, RecordingTransport(store)):
             for kwargs in ({}, {"thorough": True}):

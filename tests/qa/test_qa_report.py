@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from turn_support import db_path, store
 
 from neotoma_agent._memory import NeotomaMemory
 from neotoma_agent.qa import (
@@ -16,8 +17,12 @@ from neotoma_agent.qa import (
     diagnose_turn,
     render_turn_report,
     resolve_inspector_base_url,
+    resolve_ui_url,
 )
+from neotoma_agent.transport._base import Transport
 from neotoma_agent.transport.embedded import EmbeddedStore
+
+__all__ = ["db_path", "store"]  # fixtures
 
 # The report is text over a finished audit.
 pytestmark = pytest.mark.one_backend
@@ -29,6 +34,7 @@ CONVERSATION_ENTITY = "ent_f15284c1f078e824e4e9bb3b"  # conversation chat-42
 @pytest.fixture(autouse=True)
 def _no_inspector_env(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("NEOTOMA_INSPECTOR_URL", raising=False)
+    monkeypatch.delenv("NEOTOMA_AGENT_UI_URL", raising=False)
     monkeypatch.delenv("NEOTOMA_BASE_URL", raising=False)
 
 
@@ -41,7 +47,7 @@ def test_full_turn_report() -> None:
         ],
         created=[ReportEntity("task", "Send invoice", "ent_e399693024172dde25351043")],
         updated=[ReportEntity("recipe", "My pancakes", "ent_248a495c67293b3677252e0d")],
-        diagnoses=[Diagnosis("user-message-stored", "ok", "User message stored.")],
+        diagnoses=[Diagnosis("user-message-stored", "info", "User message stored.")],
     )
     assert render_turn_report(report, inspector_base_url=BASE + "/") == (
         "---\n"
@@ -150,18 +156,61 @@ def test_labels_cannot_break_the_markdown() -> None:
     assert line == f"- 📝 a \\] (x) \\[b second line ([note]({BASE}/entities/ent_{'0' * 24}))"
 
 
-def test_inspector_base_url_resolution_order(monkeypatch: pytest.MonkeyPatch) -> None:
-    assert resolve_inspector_base_url() == "http://localhost:3080"
+def test_link_resolution_order(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Nothing configured: no guess (a link must lead to a page that answers); the API
+    # server's address is not an Inspector's.
     monkeypatch.setenv("NEOTOMA_BASE_URL", "http://base:1/")
-    assert resolve_inspector_base_url() == "http://base:1"
+    assert resolve_inspector_base_url() is None
+    assert resolve_ui_url() is None
+    bare = TurnReportInput(
+        conversation=ReportEntity("conversation", "chat 1", "ent_x"),
+        retrieved=[ReportEntity("company", "Acme", "ent_a")],
+    )
+    assert render_turn_report(bare) == (
+        "---\n\n## 🧠 Neotoma — chat 1\n\nRetrieved (1)\n- 🏢 Acme (company)\n"
+    )
     monkeypatch.setenv("NEOTOMA_INSPECTOR_URL", "http://inspector:2")
     assert resolve_inspector_base_url() == "http://inspector:2"
     assert resolve_inspector_base_url("http://explicit:3/") == "http://explicit:3"
     assert resolve_inspector_base_url("") == "http://inspector:2"
-    report = render_turn_report(
-        TurnReportInput(conversation=ReportEntity("conversation", "c", "ent_x"))
-    )
-    assert "(http://inspector:2/conversations/ent_x)" in report
+    assert "(http://inspector:2/conversations/ent_x)" in render_turn_report(bare)
+    # The web view wins over the Inspector; its routes take ids as query parameters.
+    monkeypatch.setenv("NEOTOMA_AGENT_UI_URL", "http://127.0.0.1:8080/ui/")
+    assert resolve_ui_url() == "http://127.0.0.1:8080/ui"
+    text = render_turn_report(bare)
+    assert "[chat 1](http://127.0.0.1:8080/ui/conversation?id=chat%201)" in text
+    assert "([company](http://127.0.0.1:8080/ui/entity?id=ent_a))" in text
+    # An explicit argument wins over both variables.
+    text = render_turn_report(bare, inspector_base_url="http://explicit:3")
+    assert "(http://explicit:3/entities/ent_a)" in text
+
+
+@pytest.mark.anyio
+async def test_report_lists_what_the_turn_created_and_updated(store: Transport) -> None:
+    # The split comes from the closing store's answer: on both transports.
+    memory = NeotomaMemory(store, conversation_id="chat-42")
+    async with memory.turn("Add a task", turn_id="t1") as t:
+        t.remember("task", title="Send invoice")
+        t.reply = "Added."
+    first = t.result
+    async with memory.turn("Rename it", turn_id="t2") as t2:
+        t2.remember("task", title="Send invoice", status="done")
+        t2.remember("company", name="Globex")
+        t2.reply = "Done."
+    (task,) = first.produced_ids
+    assert first.created_ids == (task,)
+    assert render_turn_report(t, ui_url="http://ui").splitlines()[4:6] == [
+        "Created (1)",
+        f"- ✅ Send invoice ([task](http://ui/entity?id={task}))",
+    ]
+    globex = next(i for i in t2.result.produced_ids if i != task)
+    assert t2.result.created_ids == (globex,)
+    text = render_turn_report(t2)
+    assert "Created (1)\n- 🏢 Globex (company)\n\nUpdated (1)\n- ✅ Send invoice (task)\n" in text
+    # From the result alone the split is the same; names are the ids.
+    by_result = render_turn_report(t2.result)
+    assert f"Created (1)\n- 🗂️ {globex} (entity)\n" in by_result
+    assert f"Updated (1)\n- 🗂️ {task} (entity)\n" in by_result
 
 
 @pytest.mark.anyio

@@ -15,7 +15,7 @@ import pytest
 from cli_support import default_sigint
 from turn_support import turn_record
 
-from neotoma_agent import FindingKind, audit
+from neotoma_agent.qa import FindingKind, audit
 from neotoma_agent.sync import SyncMemory, SyncStore
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")

@@ -1,4 +1,4 @@
-"""The README's sync block runs as written, as a script, and stores what it says."""
+"""The sync guide's block (docs/sync.md) runs as written, as a script, and stores what it says."""
 
 from __future__ import annotations
 
@@ -12,12 +12,12 @@ import pytest
 
 from neotoma_agent.sync import SyncMemory, SyncStore
 
-README = Path(__file__).resolve().parent.parent.parent / "README.md"
+GUIDE = Path(__file__).resolve().parent.parent.parent / "docs" / "sync.md"
 MARKER = "<!-- readme-sync:"
 
 
 def sync_block() -> str:
-    text = README.read_text(encoding="utf-8")
+    text = GUIDE.read_text(encoding="utf-8")
     assert text.count(MARKER) == 1
     match = re.search(r"```python\n(.*?)\n```", text[text.index(MARKER) :], re.DOTALL)
     assert match is not None

@@ -103,7 +103,7 @@ async def test_stopped_server_queues_the_reply_and_the_turn_ends_normally(
         ) as transport:
             result = await turn_with_server_stopping(server, transport)
     assert result.queued
-    assert result.status is TurnState.CLOSED
+    assert result.status is TurnState.COMPLETED
     assert result.stored_status == "completed"
     assert result.assistant_message_id is not None  # computed locally, as the server will
     closed = [e for e in logs if e["event"] == "turn.closed"]

@@ -103,7 +103,7 @@ async def test_a_wrapped_outbox_keeps_the_reply_when_the_server_goes_away(
             await server.stop()
             t.reply = REPLY
         assert t.result.queued
-        assert t.result.status is TurnState.CLOSED
+        assert t.result.status is TurnState.COMPLETED
         assert outbox_status(box).queued == 1
         await server.start()
         assert (await flush()).delivered == 1

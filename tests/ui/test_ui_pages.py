@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+import urllib.parse
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -191,7 +192,7 @@ async def test_missing_things_are_404_and_bad_parameters_400(store: Any) -> None
         assert (await client.get("/ui/conversation", params={"id": "nope"})).status == 404
         assert (await client.get("/ui/api/entity", params={"id": "ent_nope"})).status == 404
         assert (await client.get("/ui/conversation")).status == 400
-        bad = await client.get("/ui/api/conversations", params={"page": "x"})
+        bad = await client.get("/ui/api/conversations", params={"after": "no cursor"})
         assert bad.status == 400
         assert (await bad.json())["error"]["status"] == 400
 
@@ -246,14 +247,24 @@ async def test_conversation_list_pages_newest_first(store: Any) -> None:
     client = await _client(store)
     async with client:
         first = await (await client.get("/ui/api/conversations")).json()
-        second = await (await client.get("/ui/api/conversations", params={"page": "2"})).json()
-        html = await (await client.get("/ui/", params={"page": "2"})).text()
-    assert (first["total"], first["pages"], len(first["conversations"])) == (30, 2, 25)
+        after = {"after": first["next"]}
+        second = await (await client.get("/ui/api/conversations", params=after)).json()
+        html = await (await client.get("/ui/")).text()
+        older = await (await client.get("/ui/", params=after)).text()
+    assert (first["total"], len(first["conversations"]), len(second["conversations"])) == (
+        30,
+        25,
+        5,
+    )
+    assert second["next"] is None
     shown = [c["conversation_id"] for c in first["conversations"] + second["conversations"]]
     assert sorted(shown) == [f"c{n:02d}" for n in range(30)]
-    activity = [c["last_activity"] for c in first["conversations"] + second["conversations"]]
-    assert activity == sorted(activity, reverse=True)
-    assert 'href="/ui/?page=1"' in html
+    keys = [(c["last_activity"], c["conversation_id"]) for c in first["conversations"]]
+    keys += [(c["last_activity"], c["conversation_id"]) for c in second["conversations"]]
+    assert keys == sorted(keys, reverse=True)
+    assert f'href="/ui/?{urllib.parse.urlencode(after)}"' in html
+    assert 'href="/ui/"' in older
+    assert "older" not in older.split("pager")[-1]
 
 
 async def test_conversation_page_lists_tool_calls_and_links_their_arguments(store: Any) -> None:

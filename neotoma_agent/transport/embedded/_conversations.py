@@ -31,6 +31,7 @@ from ..._js import js_trim
 from ._errors import invalid_format, not_found
 from ._page_rows import decode_fields, message_fields, turn_record
 from ._rows import decode_entity, decode_time, encode_entity
+from ._summaries import SUMMARIES_ROUTE, conversation_summaries
 from ._validate import bounded_int
 
 __all__ = ["MAX_PAGE", "READS", "recent_conversation", "recent_conversations", "route"]
@@ -219,7 +220,13 @@ def _tool_calls(conn: sqlite3.Connection, records: list[dict[str, Any]]) -> list
     calls = (
         turn_record(rid, etype, snap, count, observed) for rid, etype, snap, count, observed in rows
     )
-    return [c for c in calls if c is not None]
+    # The fields a history reader shows (name, status, duration, time, turn key), without
+    # the per-field provenance: a turn's calls come with each of the next few turns' pages,
+    # so the page stays small to send and to parse.
+    return [{k: v for k, v in c.items() if k in _CALL_KEYS} for c in calls if c is not None]
+
+
+_CALL_KEYS = frozenset(("entity_id", "entity_type", "snapshot", "observation_count"))
 
 
 def recent_conversation(conn: sqlite3.Connection, body: Mapping[str, Any]) -> dict[str, Any]:
@@ -292,13 +299,17 @@ def recent_conversations(conn: sqlite3.Connection, body: Mapping[str, Any]) -> d
 _LIST = "/recent_conversations"
 Read = Callable[[sqlite3.Connection, Mapping[str, Any]], dict[str, Any]]
 #: this module's actions (all read-only)
-READS: frozenset[Read] = frozenset((recent_conversation, recent_conversations))
+READS: frozenset[Read] = frozenset(
+    (recent_conversation, recent_conversations, conversation_summaries)
+)
 
 
 def route(path: str, query: Mapping[str, Any]) -> tuple[Read, dict[str, Any]]:
     """The action and body of ``GET {path}``; :class:`ValueError` for another path."""
     if path == _LIST:
         return recent_conversations, dict(query)
+    if path == SUMMARIES_ROUTE:
+        return conversation_summaries, dict(query)
     head, sep, tail = path.rpartition("/")
     if head == _LIST and sep and tail:
         return recent_conversation, {**query, "entity_id": urllib.parse.unquote(tail)}

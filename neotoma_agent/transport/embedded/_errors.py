@@ -1,6 +1,6 @@
 """Errors the embedded store raises, with the status and body a real server would send.
 
-Two envelope families exist on a real server (reference semantics §8): a flat
+Two envelope families exist on a real server: a flat
 ``{error_code, message, details?, timestamp}`` and, on ``/store``, a nested
 ``{error: {code, message, issues? | hint?}}``. The embedded store builds the same bodies (with
 :mod:`neotoma_agent._envelopes`, which the dev server and the HTTP client share) so the dev

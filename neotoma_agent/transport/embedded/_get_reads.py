@@ -2,7 +2,7 @@
 
 Each answers as ``GET /entities/{id}``, ``/entities/{id}/observations``,
 ``/entities/{id}/relationships``, ``/relationships/{key}`` and ``GET /relationships`` do on a
-real server (samples k20-k32, semantics §10); ``GET /entities`` is
+real server (the recorded samples k20-k32); ``GET /entities`` is
 :func:`~neotoma_agent.transport.embedded._read.query_entities`, as it is on the server. An
 unknown id and a malformed one are both a 404: no route checks the id's format (group n).
 """

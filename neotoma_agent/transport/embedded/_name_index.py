@@ -28,7 +28,7 @@ BOOKKEEPING = frozenset(("conversation", "conversation_message", "conversation_t
 
 NAME_KINDS = frozenset(("name", "alias"))
 
-# Snapshot fields a lookup compares against the identifier (semantics §4 pass 3).
+# Snapshot fields a lookup compares against the identifier (the server's third pass).
 SEARCH_FIELDS = ("name", "full_name", "title", "email", "domain", "company")
 
 FIELD_KINDS = frozenset(f"field:{f}" for f in SEARCH_FIELDS)  # their name_index kinds

@@ -3,10 +3,11 @@
 A soft deletion (:mod:`neotoma_agent._forget`) keeps every observation, as Neotoma does; a
 user who asked to be forgotten needs the bytes gone. :func:`purge_forgotten` deletes the
 rows of the forgotten entities (their entity rows, observations, field values, name-index
-entries and conversation index), every edge touching them, and the idempotency keys of the
-stores that wrote their observations; then it merges the full-text indexes (deleted terms
-otherwise linger in old segments), ``VACUUM``\\ s the file (SQLite's free pages keep deleted
-bytes) and truncates the write-ahead log. Unlike a soft deletion this cannot be undone.
+entries, conversation index and summary row), every edge touching them, and the idempotency
+keys of the stores that wrote their observations; then it merges the full-text indexes
+(deleted terms otherwise linger in old segments), ``VACUUM``\\ s the file (SQLite's free
+pages keep deleted bytes) and truncates the write-ahead log. Unlike a soft deletion this
+cannot be undone.
 
 It opens the file itself (``VACUUM`` cannot run inside the store thread's transactions) and
 needs it to itself for the ``VACUUM``: close the :class:`EmbeddedStore` first.
@@ -76,6 +77,10 @@ def _rows(conn: sqlite3.Connection, ids: Sequence[str]) -> PurgeStats:
         _delete(conn, f"DELETE FROM {table} WHERE entity_id IN ({{marks}})", ids)
     _delete(conn, "DELETE FROM conversation_messages WHERE message_id IN ({marks})", packed)
     _delete(conn, "DELETE FROM conversation_messages WHERE conversation_id IN ({marks})", packed)
+    if conn.execute(
+        "SELECT 1 FROM sqlite_master WHERE name = 'conversation_summaries'"
+    ).fetchone():  # a file no release with summaries (schema 5) has opened has none
+        _delete(conn, "DELETE FROM conversation_summaries WHERE entity_id IN ({marks})", ids)
     relationships = _delete(
         conn,
         "DELETE FROM relationships WHERE source_entity_id IN ({marks}) "

@@ -335,7 +335,7 @@ def query_entities(conn: sqlite3.Connection, body: Mapping[str, Any]) -> dict[st
     if searching:
         assert isinstance(search, str)
         if body.get("exclude_bookkeeping") is True and len(types) != 1:
-            # Only the search path honours it; an explicit single type wins (semantics §10).
+            # Only the search path honours it; an explicit single type wins, as on a server.
             where.append(f"entity_type NOT IN ({','.join('?' * len(BOOKKEEPING))})")
             params.extend(sorted(BOOKKEEPING))
         ids = substring_ids(conn, search.strip().lower(), None)

@@ -171,7 +171,7 @@ def fold(
     winners = state.winners
     for name, value in fields.items():
         if name == "_deleted" or (schema is not None and not schema.declares(name)):
-            # An undeclared field stays on its observation only (semantics §10).
+            # An undeclared field stays on its observation only, as on a server.
             continue
         policy = schema.policy(name) if schema is not None else LAST_WRITE
         if policy.strategy == "merge_array":

@@ -22,6 +22,7 @@ from ._rows import (
     encode_state,
     encode_word,
 )
+from ._summaries import backfill
 
 __all__ = ["SCHEMA_VERSION", "migrate"]
 
@@ -132,7 +133,7 @@ INSERT INTO conversation_messages (conversation_id, message_id)
     ORDER BY m.created_at, m.id;
 """
 
-# Version 3: the compact row formats of ``_rows`` (about 43% fewer bytes per short turn).
+# Version 3: the compact row formats of ``_rows`` (fewer bytes per short turn).
 #
 # - ``entities.snapshot``: the snapshot doc of ``encode_state`` (one list of winning
 #   observations; provenance rebuilt on read; the fields still at ``$.f``, where the
@@ -388,13 +389,46 @@ def _share_fields(conn: sqlite3.Connection) -> None:
         last = rows[-1][0]
 
 
-MIGRATIONS: tuple[str, ...] = (_V1, _CONVERSATION_MESSAGES, _COMPACT_ROWS, _SHARED_FIELDS)
+# Version 5: one summary row per conversation (``_summaries``): what a list of conversations
+# shows, kept by every store that changes it, so that the list is one indexed read
+# (``live``: listed; the partial index holds only the listed rows, in the list's order). The
+# rows of an older file are built by ``_summaries.backfill`` right after the script. And the
+# conversation index gets a second way in, by message: a page ``before`` a message finds its
+# position with one seek instead of walking the conversation's positions (a long
+# conversation's deep page read every position before it). Nothing else changes, so every
+# other read of an older file answers as before.
+_SUMMARIES = """
+CREATE TABLE conversation_summaries (
+    entity_id TEXT PRIMARY KEY,
+    live INTEGER NOT NULL DEFAULT 0,
+    conversation_id TEXT,
+    last_activity,
+    title TEXT,
+    platform TEXT,
+    turns INTEGER NOT NULL DEFAULT 0,
+    completed INTEGER NOT NULL DEFAULT 0,
+    abandoned INTEGER NOT NULL DEFAULT 0,
+    open INTEGER NOT NULL DEFAULT 0
+) WITHOUT ROWID;
+CREATE INDEX conversation_summaries_by_activity
+    ON conversation_summaries (last_activity, conversation_id) WHERE live = 1;
+CREATE INDEX conversation_messages_by_message ON conversation_messages (message_id);
+"""
+
+MIGRATIONS: tuple[str, ...] = (
+    _V1,
+    _CONVERSATION_MESSAGES,
+    _COMPACT_ROWS,
+    _SHARED_FIELDS,
+    _SUMMARIES,
+)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 # What runs right after a migration's script, for values SQL alone cannot rewrite.
 _AFTER: dict[str, Callable[[sqlite3.Connection], None]] = {
     _COMPACT_ROWS: _compact_rewrite,
     _SHARED_FIELDS: _share_fields,
+    _SUMMARIES: backfill,
 }
 
 

@@ -18,6 +18,7 @@ from ..._file_kind import file_kind, outbox_not_store
 from .._base import StoreResult
 from .._rest import RestActions
 from ._batch import replay_statuses, store_each
+from ._bulk import FileReads
 from ._conversations import READS as _CONVERSATION_READS
 from ._conversations import route
 from ._db_thread import DBThread, Job
@@ -195,6 +196,13 @@ class EmbeddedStore(RestActions):
     def closed(self) -> bool:
         """True once :meth:`aclose` has run."""
         return self._state is not _State.OPEN
+
+    def _bulk_reader(self) -> FileReads | None:
+        # The bulk-read capability (transport._bulk): read-only connections of its own to
+        # the file, so an in-memory or closed store has none.
+        if self.path == ":memory:" or self.closed:
+            return None
+        return FileReads(_connect_read_only(self.path))
 
     async def _run(
         self, fn: Callable[[sqlite3.Connection, Mapping[str, Any]], T], body: Mapping[str, Any]

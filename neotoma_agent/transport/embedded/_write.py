@@ -60,6 +60,7 @@ from ._rows import (
     replayed_observations,
     settle_fields,
 )
+from ._summaries import SUMMARIZED_TYPES, summarize
 from ._validate import check_entities, check_relationships
 from ._warnings import Advisories, advise
 
@@ -501,6 +502,7 @@ def _observe(
     if state is None:
         state = SnapshotState()
     old_fields = dict(state.fields)
+    old_deleted = state.deleted
     meta = ObservationMeta(
         id=obs_id,
         seq=int(cur.lastrowid or 0),
@@ -543,6 +545,17 @@ def _observe(
         )
     index_fields(conn, entity_id, old_fields, state.fields)
     _rederive_name(conn, entity_id, entity_type, old_fields, state.fields, now)
+    if entity_type in SUMMARIZED_TYPES:
+        summarize(
+            conn,
+            entity_id,
+            entity_type,
+            old_fields,
+            old_deleted,
+            state.fields,
+            state.deleted,
+            state.last_observation_at,
+        )
     return obs_id, dict(state.fields)
 
 
@@ -554,7 +567,7 @@ def _rederive_name(
     new: Mapping[str, Any],
     now: str,
 ) -> None:
-    """Semantics §1.4: a merged snapshot whose identity names something else renames the
+    """As on a server: a merged snapshot whose identity names something else renames the
     entity (old name kept as an alias) when nobody owns the new name. The id never changes."""
     if old == new or not old:
         return

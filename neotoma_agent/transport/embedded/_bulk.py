@@ -1,13 +1,11 @@
-"""The streamed audit's bulk reads straight from an embedded store's file: a fast path.
+"""The embedded store's bulk reads (:class:`~neotoma_agent.transport._bulk.BulkReader`).
 
-Over a Transport, each turn costs the audit an answer built as JSON (records, related
-entities, edges), then parsed back into typed objects, a conversation at a time. On an
-:class:`~neotoma_agent.transport.embedded.EmbeddedStore` backed by a file, the same three
-reads (:class:`._stream.BulkReads`) are a few SQL statements on a read-only connection of
-their own, which return only what the audit looks at; rows are decoded by the store's own
-row readers (``_rows``), so the answers are those the Transport reads give (the tests
-compare both on the same files). Everything else the audit reads (snapshots of the few
-turns in doubt, repairs) still goes through the store.
+Over a Transport, each turn costs a whole-store audit an answer built as JSON (records,
+related entities, edges), then parsed back into typed objects, a conversation at a time.
+On a store backed by a file, the same three reads are a few SQL statements on read-only
+connections of their own, which return only what the caller looks at; rows are decoded by
+the store's own row readers (``_rows``), so the answers are those the Transport reads give
+(the tests compare both on the same files).
 """
 
 from __future__ import annotations
@@ -21,13 +19,11 @@ from typing import Any, Final
 import anyio
 import attrs
 
-from ..transport._base import EntitySnapshot, Transport
-from ..transport.embedded import EmbeddedStore
-from ..transport.embedded._rows import decode_opt_time, query_item
-from ..transport.embedded._store import _connect_read_only
-from ._stream import StreamingAuditor
+from .._bulk import MessageRows, RecordSink
+from .._results import EntitySnapshot
+from ._rows import decode_opt_time, query_item
 
-__all__ = ["FileReads", "file_reads"]
+__all__ = ["FileReads"]
 
 #: rows fetched per call into the worker thread
 _BATCH: Final = 5_000
@@ -36,13 +32,13 @@ _CACHE_KIB: Final = 8_192
 #: conversations whose messages one statement reads
 _CONVERSATIONS_PER_READ: Final = 500
 
-# Every turn record, for an audit with ``since`` (which reads each record's fields and time).
+# Every turn record, whole (its fields and time).
 _RECORDS: Final = (
     "SELECT id, entity_type, canonical_name, snapshot, observation_count, last_observation_at "
     "FROM entities WHERE entity_type = 'conversation_turn' ORDER BY id"
 )
-# Without ``since``: each turn record's name, whether it is ``completed`` (its name is then
-# all the audit needs), and its rowid, in one pass over the table (in rowid order each page
+# With ``completed``: each turn record's name, whether it is ``completed`` (its name is then
+# all the caller needs), and its rowid, in one pass over the table (in rowid order each page
 # is read once; through the type index each record costs a seek). The status is read where
 # ``_fields`` reads it in every format (``$.f.status``), from valid JSON only (any other
 # doc goes to the full decode, as before; this store's docs never repeat a key).
@@ -60,7 +56,7 @@ _RECORDS_AT: Final = (
 _CONVERSATIONS: Final = (
     "SELECT id, last_observation_at FROM entities WHERE entity_type = 'conversation' ORDER BY id"
 )
-# Without ``since`` the times are not read: the type index alone answers.
+# Without times the type index alone answers.
 _CONVERSATION_IDS: Final = (
     "SELECT id, NULL FROM entities WHERE entity_type = 'conversation' ORDER BY id"
 )
@@ -79,26 +75,17 @@ _MESSAGES: Final = (
 )
 
 
-def file_reads(transport: Transport, auditor: StreamingAuditor) -> FileReads | None:
-    """The fast reads when ``transport`` is an embedded store with a file, else None."""
-    if not isinstance(transport, EmbeddedStore) or transport.path == ":memory:":
-        return None
-    if transport.closed:
-        return None
-    return FileReads(auditor, transport.path)
-
-
 @attrs.define
 class FileReads:
-    """:class:`._stream.BulkReads` from read-only connections to the store's file.
+    """A :class:`~neotoma_agent.transport._bulk.BulkReader` over read-only connections to
+    the store's file (``connect`` opens one).
 
     SQLite runs in worker threads (it releases the GIL), each next batch read while the
-    audit handles the current one, so that on two cores the reads and the audit's Python
+    caller handles the current one, so that on two cores the reads and the caller's Python
     overlap.
     """
 
-    auditor: StreamingAuditor
-    path: str
+    connect: Callable[[], sqlite3.Connection]
     #: message rows read ahead, by the conversation ids they are for
     _ahead: dict[tuple[str, ...], list[Any]] = attrs.Factory(dict)
     #: while :meth:`conversations` runs, the message reads' connections not in use: each
@@ -106,7 +93,7 @@ class FileReads:
     _idle: list[sqlite3.Connection] | None = None
 
     def _connect(self) -> sqlite3.Connection:
-        conn = _connect_read_only(self.path)()
+        conn = self.connect()
         # One pass over each table: a big page cache would only hold pages read once.
         conn.execute(f"PRAGMA cache_size = -{_CACHE_KIB}")
         return conn
@@ -135,24 +122,27 @@ class FileReads:
         rows = await anyio.to_thread.run_sync(self._message_rows, conversation_ids)
         self._ahead[tuple(conversation_ids)] = rows
 
-    async def records(self) -> None:
-        auditor = self.auditor
-        take, since = auditor.take_record, auditor.since_at is not None
-
+    async def turn_records(
+        self,
+        record: RecordSink,
+        *,
+        completed: Callable[[Sequence[str | None]], None] | None = None,
+        times: bool = False,
+    ) -> None:
         async def whole(rows: list[Any]) -> None:
             for row in rows:
-                # A record's time matters only to ``since`` (and to a record kept whole,
-                # which decodes its row in full).
-                at = decode_opt_time(row[5]) if since else None
-                take(row[2], _fields(row), at, functools.partial(_full, row))
+                # A record's time is decoded only when asked for (a record kept whole
+                # decodes its row in full anyway).
+                at = decode_opt_time(row[5]) if times else None
+                record(row[2], _fields(row), at, functools.partial(_full, row))
 
-        if since:
+        if completed is None:
             await self._rows(_RECORDS, (), whole)
             return
         others: list[int] = []
 
         async def names(rows: list[Any]) -> None:
-            auditor.take_completed([row[0] for row in rows if row[1] == 1])
+            completed([row[0] for row in rows if row[1] == 1])
             others.extend(row[2] for row in rows if row[1] != 1)
 
         conn = await anyio.to_thread.run_sync(self._connect)
@@ -167,12 +157,14 @@ class FileReads:
             conn.close()
 
     async def conversations(
-        self, handle: Callable[[Sequence[tuple[str, str | None]]], Awaitable[None]]
+        self,
+        handle: Callable[[Sequence[tuple[str, str | None]]], Awaitable[None]],
+        *,
+        times: bool = False,
     ) -> None:
-        # Without ``since`` every conversation's messages are read: those of the next
-        # chunk are read while this chunk's are handled.
-        since = self.auditor.since_at is not None
-        ahead = not since
+        # Without times (a whole-store pass) every conversation's messages are read next:
+        # those of the next chunk are read while this chunk's are handled.
+        ahead = not times
 
         async def page(rows: list[Any]) -> None:
             chunks = [
@@ -187,20 +179,20 @@ class FileReads:
 
         self._idle = []
         try:
-            await self._rows(_CONVERSATIONS if since else _CONVERSATION_IDS, (), page)
+            await self._rows(_CONVERSATIONS if times else _CONVERSATION_IDS, (), page)
         finally:
             # No read is running: each was awaited (threads are not cancelled midway).
             idle, self._idle = self._idle, None
             for conn in idle:
                 conn.close()
 
-    async def messages(self, conversation_ids: Sequence[str]) -> None:
+    async def conversation_messages(self, conversation_ids: Sequence[str]) -> MessageRows:
         if not conversation_ids:
-            return
+            return [], decode_opt_time
         rows = self._ahead.pop(tuple(conversation_ids), None)
         if rows is None:
             rows = await anyio.to_thread.run_sync(self._message_rows, conversation_ids)
-        self.auditor.add_in_conversations(rows, conversation_ids.__getitem__, decode_opt_time)
+        return rows, decode_opt_time
 
 
 async def _stream(

@@ -1,0 +1,266 @@
+"""A million turns in minutes: one conversation written by the store, then copied row by row.
+
+Writing a turn through the store's own action (``_synth.build_turns``) costs about 3 ms of
+CPU on this machine (two stores: identity, snapshots, name index, summary), so a
+1,000,000-turn store would take most of an hour of a free core. This generator writes
+conversation 0 that way, then copies every row it left in every table to conversations
+1..N-1, changing only what names the conversation:
+
+- the conversation id in every text (``bench-0000000`` -> ``bench-000000N``: the same
+  length, so names, fields and snapshots keep their shape) and in the turns' idempotency
+  keys (rebuilt as the library builds them);
+- every entity id (text and 12-byte forms), recomputed from the copy's identity fields as
+  the store computes it, so every reader finds the copy by the ids it derives;
+- observation seqs (an offset per copy: snapshots name their winning observations by seq)
+  and every time (an offset per copy: the copies follow each other, as real conversations
+  do, so the list is ordered by activity and not by ties);
+- the ``trigram_df`` upper bounds are left as they are (titles are the same text).
+
+Everything else is the template's: the texts (a copy's messages and title say
+"conversation 0") and the source ids (content hashes): a copy's turn stored again is refused
+as an idempotency mismatch instead of replayed. These stores are for reading.
+
+``tests/test_bench_clone.py`` checks that a cloned store answers ``show``, the summary, and
+the entity reads exactly as a store built through the store's action, times aside.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sqlite3
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Final
+
+from _synth import build_turns, conversation_id, turn_id
+
+from neotoma_agent._identity import entity_id_for
+from neotoma_agent._keys import _key_base, conversation_entity_id, turn_record_entity_id
+from neotoma_agent.transport.embedded._rows import encode_entity
+from neotoma_agent.transport.embedded._store import _connect
+
+__all__ = ["build_cloned"]
+
+_TEMPLATE: Final = conversation_id(0)
+#: copies per transaction
+_PER_COMMIT: Final = 50
+_FTS: Final = ("name_index", "bookkeeping_names")
+#: the build connection's page cache (KiB): the indexes of a million turns fit
+_CACHE_KIB: Final = 3_000_000
+
+
+def _keys(cid: str, turns: int) -> dict[str, str]:
+    return {
+        f"{phase}:{t}": _key_base(cid, turn_id(t), phase)  # type: ignore[arg-type]
+        for t in range(turns)
+        for phase in ("user", "assistant")
+    }
+
+
+def _offset_seqs(written: str, offset: int) -> str:
+    return json.dumps([s + offset for s in json.loads(written)], separators=(",", ":"))
+
+
+#: a winning observation's meta in a snapshot doc: [id, seq, time, ...] (``_rows``)
+_META = re.compile(r'\["([^"]*)",(\d+),(\d+),')
+_SHARED = re.compile(r'"s":(\d+)')
+
+
+def _in(values: list[Any]) -> str:
+    return "(" + ",".join("?" * len(values)) + ")"
+
+
+class _Copier:
+    """Rewrites the template's rows for copy ``n`` (ids, seqs, times, the conversation id)."""
+
+    def __init__(self, conn: sqlite3.Connection, turns: int, copies: int) -> None:
+        self.turns, self.copies = turns, copies
+        head = conversation_entity_id(_TEMPLATE)
+        ids = [head] + [
+            r[0]
+            for r in conn.execute(
+                "SELECT source_entity_id FROM relationships WHERE target_entity_id = ? "
+                "AND relationship_type = 'PART_OF'",
+                (head,),
+            )
+        ]
+        ids += [turn_record_entity_id(_TEMPLATE, turn_id(t)) for t in range(turns)]
+        packed = [encode_entity(i) for i in ids]
+        self.key_roles = {v: k for k, v in _keys(_TEMPLATE, turns).items()}
+        keys = list(self.key_roles)
+        self.seq_span = int(
+            conn.execute(
+                f"SELECT max(seq) FROM observations WHERE entity_id IN {_in(packed)}", packed
+            ).fetchone()[0]
+        )
+        where = {
+            "entities": (f"id IN {_in(ids)}", ids),
+            "observations": ("seq <= ?", [self.seq_span]),
+            "relationships": (f"source_entity_id IN {_in(ids)}", ids),
+            "conversation_messages": ("conversation_id = ?", [encode_entity(head)]),
+            "field_values": (f"entity_id IN {_in(ids)}", ids),
+            "idempotency_keys": (f"key IN {_in(keys)}", keys),
+            "conversation_summaries": ("entity_id = ?", [head]),
+        }
+        self.rows = {
+            table: conn.execute(f"SELECT * FROM {table} WHERE {cond}", args).fetchall()
+            for table, (cond, args) in where.items()
+        }
+        self.fts = {
+            t: conn.execute(
+                f"SELECT text, entity_id, kind FROM {t} WHERE entity_id IN {_in(ids)}", ids
+            ).fetchall()
+            for t in _FTS
+        }
+        # Each template entity's id in a copy: its name's, with the copy's conversation id.
+        self.names = [(e[0], e[1], e[2]) for e in self.rows["entities"]]
+        first, last = conn.execute(
+            "SELECT min(observed_at), max(observed_at) FROM observations WHERE seq <= ?",
+            (self.seq_span,),
+        ).fetchone()
+        self.time_span = int(last) - int(first) + 1
+        self.id_pattern = re.compile("|".join(re.escape(i) for i in ids))
+
+    def write(self, conn: sqlite3.Connection, n: int) -> None:
+        cid = conversation_id(n)
+        id_map = {
+            old: entity_id_for(etype, name.replace(_TEMPLATE, cid))
+            for old, etype, name in self.names
+        }
+        bytes_map = {encode_entity(o): encode_entity(i) for o, i in id_map.items()}
+        keys = _keys(cid, self.turns)
+        # Copies come before the template in time (it was written last, as was the long
+        # conversation a benchmark writes after them), in the order of their numbers.
+        seq, dt = n * self.seq_span, (n - self.copies) * self.time_span
+
+        def text(value: Any) -> Any:
+            if not isinstance(value, str):
+                return value
+            value = value.replace(_TEMPLATE, cid)
+            return self.id_pattern.sub(lambda m: id_map[m.group(0)], value)
+
+        def meta(m: re.Match[str]) -> str:
+            return f'["{m.group(1)}",{int(m.group(2)) + seq},{int(m.group(3)) + dt},'
+
+        def snapshot(doc: str) -> str:
+            # The fields come first ("f"), the metas after them: only the tail is rewritten.
+            fields, sep, tail = text(doc).rpartition(',"o":[')
+            tail = _META.sub(meta, tail)
+            tail = _SHARED.sub(lambda m: f'"s":{int(m.group(1)) + seq}', tail)
+            return fields + sep + tail
+
+        r = self.rows
+        conn.executemany(
+            "INSERT INTO entities VALUES (?,?,?,?,?,?,?,?,?,?)",
+            [
+                (
+                    id_map[e[0]],
+                    e[1],
+                    text(e[2]),
+                    e[3],
+                    e[4] + dt,
+                    e[5] + dt,
+                    snapshot(e[6]),
+                    e[7],
+                    e[8] + dt,
+                    e[9],
+                )
+                for e in r["entities"]
+            ],
+        )
+        conn.executemany(
+            "INSERT INTO observations VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            [
+                (
+                    o[0] + seq,
+                    o[1],
+                    bytes_map[o[2]],
+                    o[3],
+                    o[4],
+                    o[5] + dt,
+                    *o[6:9],
+                    text(o[9]),
+                    *o[10:],
+                )
+                for o in r["observations"]
+            ],
+        )
+        conn.executemany(
+            "INSERT INTO relationships VALUES (?,?,?,?,?,?,?,?,?)",
+            [
+                (id_map[x[0]], x[1], id_map[x[2]], *x[3:7], x[7] + dt, x[8])
+                for x in r["relationships"]
+            ],
+        )
+        conn.executemany(
+            "INSERT INTO conversation_messages VALUES (?,?,?)",
+            [(bytes_map[m[0]], m[1], bytes_map[m[2]]) for m in r["conversation_messages"]],
+        )
+        conn.executemany(
+            "INSERT INTO field_values VALUES (?,?,?,?)",
+            [(id_map[f[0]], *f[1:]) for f in r["field_values"]],
+        )
+        conn.executemany(
+            "INSERT INTO idempotency_keys VALUES (?,?,?,?)",
+            [
+                (keys[self.key_roles[k[0]]], k[1], _offset_seqs(k[2], seq), k[3] + dt)
+                for k in r["idempotency_keys"]
+            ],
+        )
+        conn.executemany(
+            "INSERT INTO conversation_summaries VALUES (?,?,?,?,?,?,?,?,?,?)",
+            [
+                (id_map[s[0]], s[1], text(s[2]), s[3] + dt, *s[4:])
+                for s in r["conversation_summaries"]
+            ],
+        )
+        for table in _FTS:
+            conn.executemany(
+                f"INSERT INTO {table} (text, entity_id, kind) VALUES (?,?,?)",
+                [(text(t), id_map[e], k) for t, e, k in self.fts[table]],
+            )
+
+
+def _copied(conn: sqlite3.Connection, conversations: int) -> int:
+    """How many conversations the file holds already (0: none; a build resumed)."""
+    row = conn.execute(
+        "SELECT max(conversation_id) FROM conversation_summaries WHERE conversation_id < ?",
+        (conversation_id(conversations),),
+    ).fetchone()
+    return 0 if row[0] is None else int(str(row[0]).rsplit("-", 1)[1]) + 1
+
+
+def build_cloned(
+    path: Path,
+    conversations: int,
+    turns: int,
+    *,
+    progress: Callable[[int], None] | None = None,
+) -> float:
+    """``conversations`` x ``turns`` turns at ``path``: conversation 0 through the store's
+    action, the others copied from it; the seconds taken. A file cut short is resumed from
+    its last committed copy."""
+    started = time.perf_counter()
+    if not path.exists():
+        build_turns(path, 1, turns)
+    conn: sqlite3.Connection = _connect(str(path), "OFF")()
+    # Ids are hashes, so every copy inserts all over each index: with the store's 64 MB
+    # cache a big file's inserts miss it (several times slower past a gigabyte).
+    conn.execute(f"PRAGMA cache_size = -{_CACHE_KIB}")
+    try:
+        copier = _Copier(conn, turns, conversations)
+        conn.execute("BEGIN")
+        for n in range(max(1, _copied(conn, conversations)), conversations):
+            copier.write(conn, n)
+            if n % _PER_COMMIT == 0:
+                conn.execute("COMMIT")
+                if progress is not None:
+                    progress(n)
+                conn.execute("BEGIN")
+        conn.execute("COMMIT")
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    finally:
+        conn.close()
+    return time.perf_counter() - started

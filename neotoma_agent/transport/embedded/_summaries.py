@@ -1,0 +1,222 @@
+"""The per-conversation summary: one row per conversation, kept as turns are stored.
+
+``conversation_summaries`` (schema version 5, :mod:`._schema`) holds, for each
+conversation, what a list of conversations shows: its ``conversation_id``, title,
+platform and last activity (the conversation entity's last observation time, as the
+entity row stores it), and how many turn records it has, by status. :func:`summarize` keeps
+it: ``_write._observe`` calls it for every observation folded into a ``conversation`` or a
+``conversation_turn``, inside the store's own transaction, so the row changes with the
+snapshot that changes it or not at all (a crash cannot leave it wrong). A soft deletion
+(``forget``) and a restore are observations too, as is an audit's repair of a turn's status:
+each moves the counts as it moves the snapshot. :func:`backfill` builds the rows of a file
+written before version 5 (the migration runs it).
+
+A turn counts in the conversation its record's ``session_id`` names (the history reader's
+rule), by its ``status``: ``completed``, ``abandoned``, ``open``; any other status counts in
+``turns`` only. A conversation is listed while its entity exists and is not deleted (the
+row's ``live``); turn records stored before their conversation wait in a row that is not.
+
+:func:`conversation_summaries` is the read behind ``GET /conversation_summaries``, an
+extension of this store and the dev server (a real Neotoma server answers 404): a page of
+conversations, newest activity first, by keyset on (last activity, conversation id) through
+a partial index, so a deep page costs what the first one does.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Mapping
+from typing import Any, Final
+
+from ..._identity import resolve_identity_cached
+from ..._payloads import stored_platform
+from ._errors import invalid_format
+from ._rows import decode_state, decode_time, encode_opt_time, encode_time
+from ._validate import bounded_int
+
+__all__ = [
+    "MAX_SUMMARIES",
+    "SUMMARIES_ROUTE",
+    "SUMMARIZED_TYPES",
+    "backfill",
+    "conversation_summaries",
+    "summarize",
+]
+
+#: the entity types whose observations move a summary
+SUMMARIZED_TYPES: Final = frozenset(("conversation", "conversation_turn"))
+#: the route's path (an extension: a real Neotoma server answers it 404)
+SUMMARIES_ROUTE: Final = "/conversation_summaries"
+#: the most conversations one page may ask for
+MAX_SUMMARIES: Final = 100
+#: the statuses counted in columns of their own (a column per status, same name)
+_STATUSES: Final = ("completed", "abandoned", "open")
+#: what separates the two parts of a cursor (an ISO time never holds it)
+_CURSOR_SEP: Final = "|"
+
+_UPSERT_CONVERSATION = (
+    "INSERT INTO conversation_summaries (entity_id, live, conversation_id, last_activity, "
+    "title, platform) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (entity_id) DO UPDATE SET "
+    "live = excluded.live, conversation_id = excluded.conversation_id, "
+    "last_activity = excluded.last_activity, title = excluded.title, "
+    "platform = excluded.platform"
+)
+_ADD_TURNS = (
+    "INSERT INTO conversation_summaries (entity_id, turns, completed, abandoned, open) "
+    "VALUES (?, ?, ?, ?, ?) ON CONFLICT (entity_id) DO UPDATE SET "
+    "turns = turns + excluded.turns, completed = completed + excluded.completed, "
+    "abandoned = abandoned + excluded.abandoned, open = open + excluded.open"
+)
+_COLUMNS = (
+    "entity_id, conversation_id, title, platform, last_activity, turns, completed, abandoned, open"
+)
+
+
+def _conversation_of(session_id: object) -> str | None:
+    """The entity id of the conversation a turn record's ``session_id`` names."""
+    if not isinstance(session_id, str) or not session_id:
+        return None
+    return resolve_identity_cached("conversation", {"conversation_id": session_id}).entity_id
+
+
+def _turn_place(fields: Mapping[str, Any], deleted: bool) -> tuple[str, object] | None:
+    """Where a turn record counts: its conversation and status (``None``: nowhere)."""
+    if deleted:
+        return None
+    conversation = _conversation_of(fields.get("session_id"))
+    return None if conversation is None else (conversation, fields.get("status"))
+
+
+def _add_turn(conn: sqlite3.Connection, conversation: str, status: object, step: int) -> None:
+    counts = [step if status == s else 0 for s in _STATUSES]
+    conn.execute(_ADD_TURNS, (conversation, step, *counts))
+
+
+def _conversation_row(
+    entity_id: str, fields: Mapping[str, Any], deleted: bool, last: str | int | None
+) -> tuple[Any, ...]:
+    cid = fields.get("conversation_id") or fields.get("session_id")
+    title = fields.get("title")
+    return (
+        entity_id,
+        0 if deleted else 1,
+        str(cid) if cid is not None else entity_id,
+        last,
+        title if isinstance(title, str) else None,
+        stored_platform(fields),
+    )
+
+
+def summarize(
+    conn: sqlite3.Connection,
+    entity_id: str,
+    entity_type: str,
+    old_fields: Mapping[str, Any],
+    old_deleted: bool,
+    fields: Mapping[str, Any],
+    deleted: bool,
+    last_observation_at: str | None,
+) -> None:
+    """Move the summary as one observation moved an entity's snapshot (from ``old_*`` to
+    ``fields`` / ``deleted``): a conversation's own row, or a turn's count."""
+    if entity_type == "conversation":
+        conn.execute(
+            _UPSERT_CONVERSATION,
+            _conversation_row(entity_id, fields, deleted, encode_opt_time(last_observation_at)),
+        )
+        return
+    before = _turn_place(old_fields, old_deleted) if old_fields else None
+    after = _turn_place(fields, deleted)
+    if before == after:
+        return
+    if before is not None:
+        _add_turn(conn, before[0], before[1], -1)
+    if after is not None:
+        _add_turn(conn, after[0], after[1], 1)
+
+
+_BATCH: Final = 1000
+
+
+def backfill(conn: sqlite3.Connection) -> None:
+    """The summary rows of a store written before them (the version-5 migration).
+
+    Conversations are decoded row by row (few); turn records are counted by SQL, grouped by
+    the two fields that place them, and placed as :func:`summarize` places one.
+    """
+    last = ""
+    while True:
+        rows = conn.execute(
+            "SELECT id, snapshot, observation_count, last_observation_at FROM entities "
+            "WHERE entity_type = 'conversation' AND id > ? ORDER BY id LIMIT ?",
+            (last, _BATCH),
+        ).fetchall()
+        if not rows:
+            break
+        for entity_id, doc, count, observed in rows:
+            state = decode_state(doc, count, observed)
+            conn.execute(
+                _UPSERT_CONVERSATION,
+                _conversation_row(entity_id, state.fields, state.deleted, observed),
+            )
+        last = rows[-1][0]
+    groups = conn.execute(
+        "SELECT json_extract(snapshot, '$.f.session_id'), json_extract(snapshot, '$.f.status'), "
+        "count(*) FROM entities WHERE entity_type = 'conversation_turn' "
+        "AND json_extract(snapshot, '$.d') IS NULL AND json_type(snapshot, '$.f.session_id') = "
+        "'text' GROUP BY 1, 2"
+    ).fetchall()
+    for session_id, status, n in groups:
+        place = _turn_place({"session_id": session_id, "status": status}, False)
+        if place is not None:
+            _add_turn(conn, place[0], place[1], int(n))
+
+
+def _cursor(last_activity: str | int, conversation_id: str) -> str:
+    return f"{decode_time(last_activity)}{_CURSOR_SEP}{conversation_id}"
+
+
+def _after(cursor: object) -> tuple[str | int, str]:
+    if not isinstance(cursor, str) or _CURSOR_SEP not in cursor:
+        raise invalid_format("after must be a cursor this route returned", ["after"])
+    when, _, conversation_id = cursor.partition(_CURSOR_SEP)
+    return encode_time(when), conversation_id
+
+
+def _item(row: tuple[Any, ...]) -> dict[str, Any]:
+    entity_id, cid, title, platform, last, turns, completed, abandoned, open_ = row
+    return {
+        "conversation_id": cid,
+        "entity_id": entity_id,
+        "title": title,
+        "platform": platform,
+        "last_activity": None if last is None else decode_time(last),
+        "turns": turns,
+        "completed": completed,
+        "abandoned": abandoned,
+        "open": open_,
+    }
+
+
+def conversation_summaries(conn: sqlite3.Connection, body: Mapping[str, Any]) -> dict[str, Any]:
+    """``GET /conversation_summaries``: ``limit`` (1–100, default 25) conversations after
+    the cursor ``after`` (a ``next`` this route returned), most recent activity first."""
+    limit = bounded_int(body.get("limit", 25), "limit", 1, MAX_SUMMARIES)
+    cursor = body.get("after")
+    # The partial index's order, walked from the cursor: one seek, ``limit`` rows.
+    sql = f"SELECT {_COLUMNS} FROM conversation_summaries WHERE live = 1"
+    params: list[Any] = []
+    if cursor is not None:
+        sql += " AND (last_activity, conversation_id) < (?, ?)"
+        params.extend(_after(cursor))
+    sql += " ORDER BY last_activity DESC, conversation_id DESC LIMIT ?"
+    rows = conn.execute(sql, (*params, limit + 1)).fetchall()
+    total = conn.execute("SELECT count(*) FROM conversation_summaries WHERE live = 1").fetchone()
+    page = [tuple(r) for r in rows[:limit]]
+    more = len(rows) > limit
+    return {
+        "items": [_item(r) for r in page],
+        "total": int(total[0]),
+        "limit": limit,
+        "next": _cursor(page[-1][4], page[-1][1]) if more and page else None,
+    }

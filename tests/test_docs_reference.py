@@ -1,0 +1,111 @@
+"""The API reference covers every public module, names only modules that exist, and the
+Python examples in the docstrings it renders are Python.
+
+The reference pages (docs/reference/*.md) are ``::: module`` lines that mkdocstrings
+renders from the docstrings; this keeps them in step with the package: a new public module
+(a path with no ``_`` part) without a page fails here, as does a page for a module gone.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import inspect
+import pkgutil
+import re
+import textwrap
+from collections.abc import Iterator
+
+from paths_support import ROOT
+
+import neotoma_agent
+
+PACKAGE = ROOT / "neotoma_agent"
+DIRECTIVE = re.compile(r"^::: ([\w.]+)$", re.M)
+
+
+def public_modules() -> set[str]:
+    names = set()
+    for path in PACKAGE.rglob("*.py"):
+        parts = path.relative_to(ROOT).with_suffix("").parts
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        if not any(part.startswith("_") for part in parts):
+            names.add(".".join(parts))
+    return names
+
+
+def documented() -> set[str]:
+    pages = (ROOT / "docs" / "reference").glob("*.md")
+    return {name for page in pages for name in DIRECTIVE.findall(page.read_text("utf-8"))}
+
+
+def test_every_public_module_has_a_reference_entry() -> None:
+    modules = public_modules()
+    assert {"neotoma_agent", "neotoma_agent.sync", "neotoma_agent.testing"} <= modules
+    assert modules - documented() == set()
+
+
+def test_the_reference_names_only_public_modules() -> None:
+    assert documented() - public_modules() == set()
+
+
+#: the first line of a literal block that is meant as Python (not a shell line, JSON, text)
+PYTHON_START = re.compile(
+    r"^(from |import |async |await |with |for |if |def |class |print\("
+    r"|[A-Za-z_][\w.]*\s*(=|\(|\.|\[|\+=))"
+)
+
+
+def literal_blocks(doc: str) -> Iterator[str]:
+    """The reST literal blocks (the indented text after a line ending in ``::``)."""
+    lines = inspect.cleandoc(doc).split("\n")
+    i = 0
+    while i < len(lines):
+        if not lines[i].rstrip().endswith("::"):
+            i += 1
+            continue
+        base = len(lines[i]) - len(lines[i].lstrip())
+        j = i + 1
+        while j < len(lines) and (
+            not lines[j].strip() or len(lines[j]) - len(lines[j].lstrip()) > base
+        ):
+            j += 1
+        yield textwrap.dedent("\n".join(lines[i + 1 : j])).strip("\n")
+        i = j
+
+
+def documented_objects() -> Iterator[tuple[str, object]]:
+    """Every module of the package that imports here, and what it defines."""
+    for info in pkgutil.walk_packages(neotoma_agent.__path__, "neotoma_agent."):
+        try:
+            module = importlib.import_module(info.name)
+        except ImportError:  # an integration whose framework is not installed
+            continue
+        yield info.name, module
+        for value in vars(module).values():
+            if getattr(value, "__module__", None) != info.name:
+                continue
+            yield info.name, value
+            if inspect.isclass(value):
+                for member in vars(value).values():
+                    yield info.name, member
+
+
+def test_the_docstrings_python_examples_compile() -> None:
+    """A ``\\n`` written as ``\n`` in a docstring's example splits its string in two."""
+    checked = 0
+    seen: set[int] = set()
+    for where, obj in documented_objects():
+        doc = getattr(obj, "__doc__", None)
+        if not isinstance(doc, str) or id(obj) in seen:
+            continue
+        seen.add(id(obj))
+        for block in literal_blocks(doc):
+            if PYTHON_START.match(block):
+                checked += 1
+                try:
+                    compile(block, where, "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
+                except SyntaxError as exc:
+                    raise AssertionError(f"{where}: {exc.msg}\n{block}") from None
+    assert checked > 30
