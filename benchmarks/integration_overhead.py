@@ -12,9 +12,9 @@ order), round after round, so that all see the same machine:
 - ``turn``: the turn alone (``async with memory.turn(text) as t: t.reply = ...``): the
   turn's own cost, store included;
 - ``seams``: the framework run with the hooks the integration uses, doing nothing (a
-  capability with ``wrap_run``, ``wrap_run_event_stream``, ``get_instructions`` and
-  ``wrap_tool_execute``; run hooks and a ``call_model_input_filter``): what the framework
-  itself spends on those seams;
+  capability with ``wrap_run``, ``wrap_run_event_stream``, an async ``get_instructions``
+  function, ``wrap_tool_execute`` and ``after_model_request``; run hooks and a
+  ``call_model_input_filter``): what the framework itself spends on those seams;
 - ``integrated``: the framework run through the integration (``NeotomaCapability``; the
   module's ``run``), which does both.
 
@@ -29,23 +29,19 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import importlib.util
-import statistics
 import sys
-import tempfile
-import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _framework_bench import REPLY, Frameworks, Loop, run_all
+from _framework_bench import parse as parse_args
+from _framework_bench import render as render_table
 from _report import run_and_report
 
-from neotoma_agent import EmbeddedStore, NeotomaMemory
-
-REPLY = "Acme Corp is a customer of ours."
-Loop = Callable[[str], Awaitable[None]]
+from neotoma_agent import NeotomaMemory
 
 
 def pydantic_ai_loops(memory: NeotomaMemory) -> dict[str, Loop]:
@@ -59,15 +55,15 @@ def pydantic_ai_loops(memory: NeotomaMemory) -> dict[str, Loop]:
         for word in REPLY.split(" "):
             yield word + " "
 
+    async def no_instructions(ctx: Any) -> None:
+        return None
+
     @dataclass
     class Seams(AbstractCapability[Any]):
         """The hooks the integration uses, doing nothing: what the seams cost the framework."""
 
-        async def for_run(self, ctx: Any) -> Seams:
-            return dataclasses.replace(self)
-
         def get_instructions(self) -> Any:
-            return lambda ctx: None
+            return no_instructions  # async, as the integration's (a plain one runs in a thread)
 
         async def wrap_run(self, ctx: Any, *, handler: Any) -> Any:
             return await handler()
@@ -80,6 +76,11 @@ def pydantic_ai_loops(memory: NeotomaMemory) -> dict[str, Loop]:
             self, ctx: Any, *, call: Any, tool_def: Any, args: Any, handler: Any
         ) -> Any:
             return await handler(args)
+
+        async def after_model_request(
+            self, ctx: Any, *, request_context: Any, response: Any
+        ) -> Any:
+            return response
 
     # Every agent streams its requests (the capability watches events for the partial
     # text, which makes Pydantic AI stream): the same framework work each way.
@@ -145,98 +146,29 @@ def openai_agents_loops(memory: NeotomaMemory) -> dict[str, Loop]:
     return {"framework": framework, "seams": seams, "integrated": with_memory}
 
 
-FRAMEWORKS: dict[str, tuple[str, Callable[[NeotomaMemory], dict[str, Loop]]]] = {
+FRAMEWORKS: Frameworks = {
     "pydantic-ai": ("pydantic_ai", pydantic_ai_loops),
     "openai-agents": ("agents", openai_agents_loops),
 }
 
-
-async def one_round(loops: dict[str, Loop], turns: int, label: str) -> dict[str, float]:
-    """CPU ms per turn of each loop over ``turns`` turns, the loops taking turns one by one
-    (in a rotating order), so a slower moment of the machine falls on all of them."""
-    spent = dict.fromkeys(loops, 0.0)
-    order = list(loops)
-    for i in range(turns):
-        for name in order[i % len(order) :] + order[: i % len(order)]:
-            started = time.process_time()
-            await loops[name](f"What about Acme Corp? ({label} {name} {i})")
-            spent[name] += time.process_time() - started
-    return {name: total / turns * 1000 for name, total in spent.items()}
-
-
-async def measure(name: str, args: argparse.Namespace) -> dict[str, Any]:
-    _module, make = FRAMEWORKS[name]
-    with tempfile.TemporaryDirectory() as tmp:
-        async with EmbeddedStore.open(Path(tmp) / "bench.db") as store:
-            memory = NeotomaMemory(store, conversation_id=f"bench-{name}")
-            await memory.remember("company", name="Acme Corp", website="acme.com")
-            loops = make(memory)
-
-            async def turn_only(text: str) -> None:
-                async with memory.turn(text) as t:
-                    t.reply = REPLY
-
-            loops["turn"] = turn_only
-            await one_round(loops, max(1, args.turns // 10), "warm")  # imports, caches, pages
-            samples: dict[str, list[float]] = {label: [] for label in loops}
-            for r in range(args.rounds):
-                for label, ms in (await one_round(loops, args.turns, f"r{r}")).items():
-                    samples[label].append(ms)
-    med = {label: statistics.median(values) for label, values in samples.items()}
-    return {
-        "framework_ms": med["framework"],
-        "seams_ms": med["seams"],
-        "turn_ms": med["turn"],
-        "integrated_ms": med["integrated"],
-        "added_ms": med["integrated"] - med["framework"] - med["turn"],
-        "glue_ms": med["integrated"] - med["seams"] - med["turn"],
-        "samples_ms": samples,
-    }
+FOOTER = (
+    "added = integrated - alone - turn (goal: under 1 ms); glue = integrated - seams - turn\n"
+    "(seams: the framework run with the same hooks doing nothing: the framework's own\n"
+    "cost of the seams the integration needs)"
+)
 
 
 async def main(args: argparse.Namespace) -> dict[str, Any]:
-    rows: dict[str, Any] = {}
-    for name, (module, _make) in FRAMEWORKS.items():
-        if args.only and name != args.only:
-            continue
-        if importlib.util.find_spec(module) is None:
-            rows[name] = {"skipped": f"{module} is not installed"}
-            continue
-        rows[name] = await measure(name, args)
-    return {"turns": args.turns, "rounds": args.rounds, "frameworks": rows}
+    return await run_all(FRAMEWORKS, args)
 
 
 def render(result: dict[str, Any]) -> str:
-    lines = [
-        f"CPU per turn, ms (median of {result['rounds']} rounds of {result['turns']} turns)",
-        f"{'framework':<15}{'alone':>9}{'seams':>9}{'turn':>9}{'integrated':>12}"
-        f"{'added':>9}{'glue':>9}",
-    ]
-    for name, row in result["frameworks"].items():
-        if "skipped" in row:
-            lines.append(f"{name:<15}  skipped: {row['skipped']}")
-            continue
-        lines.append(
-            f"{name:<15}{row['framework_ms']:>9.3f}{row['seams_ms']:>9.3f}{row['turn_ms']:>9.3f}"
-            f"{row['integrated_ms']:>12.3f}{row['added_ms']:>9.3f}{row['glue_ms']:>9.3f}"
-        )
-    lines.append(
-        "added = integrated - alone - turn (goal: under 1 ms); glue = integrated - seams - turn\n"
-        "(seams: the framework run with the same hooks doing nothing: the framework's own\n"
-        "cost of the seams the integration needs)"
-    )
-    return "\n".join(lines)
+    return render_table(result, 15, FOOTER)
 
 
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--turns", type=int, default=200)
-    parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--only", choices=sorted(FRAMEWORKS))
-    parser.add_argument("--json", type=Path)
-    return parser.parse_args(argv)
+    return parse_args(__doc__, FRAMEWORKS, argv)
 
 
 if __name__ == "__main__":
-    arguments = parse()
-    run_and_report(arguments, main, render)
+    run_and_report(parse(), main, render)

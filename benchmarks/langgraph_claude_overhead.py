@@ -19,32 +19,29 @@ fake model, four loops take turns one run at a time (rotating the order), round 
 CPU is the process's (``time.process_time``: the store's SQLite thread included), per turn,
 the median over rounds. ``added`` = integrated - framework - turn; ``glue`` = integrated -
 seams - turn (the goal: under 1 ms). The loops have the shape of
-``benchmarks/integration_overhead.py``'s (one function per framework returning them).
+``benchmarks/integration_overhead.py``'s: both run them with ``benchmarks/_framework_bench.py``.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
-import importlib.util
 import itertools
-import statistics
 import sys
-import tempfile
-import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _framework_bench import REPLY, Frameworks, Loop, run_all
+from _framework_bench import parse as parse_args
+from _framework_bench import render as render_table
 from _report import run_and_report
 
-from neotoma_agent import EmbeddedStore, NeotomaMemory
+from neotoma_agent import NeotomaMemory
 
-REPLY = "Acme Corp is a customer of ours."
 # The tests' fake claude CLI (claude_support.FakeCLI) stands in for the real program.
 FAKE_CLI_DIR = str(Path(__file__).resolve().parents[1] / "tests" / "integrations")
-Loop = Callable[[str], Awaitable[None]]
 
 
 @contextlib.asynccontextmanager
@@ -143,93 +140,28 @@ async def claude_loops(memory: NeotomaMemory) -> AsyncIterator[dict[str, Loop]]:
         yield {"framework": plain("framework"), "seams": plain("seams"), "integrated": with_memory}
 
 
-FRAMEWORKS: dict[str, tuple[str, Callable[[NeotomaMemory], Any]]] = {
+FRAMEWORKS: Frameworks = {
     "langgraph": ("langgraph", langgraph_loops),
     "claude-agent-sdk": ("claude_agent_sdk", claude_loops),
 }
 
 
-async def one_round(loops: dict[str, Loop], turns: int, label: str) -> dict[str, float]:
-    """CPU ms per turn of each loop, the loops taking turns one by one (rotating order)."""
-    spent = dict.fromkeys(loops, 0.0)
-    order = list(loops)
-    for i in range(turns):
-        for name in order[i % len(order) :] + order[: i % len(order)]:
-            started = time.process_time()
-            await loops[name](f"What about Acme Corp? ({label} {name} {i})")
-            spent[name] += time.process_time() - started
-    return {name: total / turns * 1000 for name, total in spent.items()}
-
-
-async def measure(name: str, args: argparse.Namespace) -> dict[str, Any]:
-    _module, make = FRAMEWORKS[name]
-    with tempfile.TemporaryDirectory() as tmp:
-        async with EmbeddedStore.open(Path(tmp) / "bench.db") as store:
-            memory = NeotomaMemory(store, conversation_id=f"bench-{name}")
-            await memory.remember("company", name="Acme Corp", website="acme.com")
-            async with make(memory) as loops:
-
-                async def turn_only(text: str) -> None:
-                    async with memory.turn(text) as t:
-                        t.reply = REPLY
-
-                loops["turn"] = turn_only
-                await one_round(loops, max(1, args.turns // 10), "warm")
-                samples: dict[str, list[float]] = {label: [] for label in loops}
-                for r in range(args.rounds):
-                    for label, ms in (await one_round(loops, args.turns, f"r{r}")).items():
-                        samples[label].append(ms)
-    med = {label: statistics.median(values) for label, values in samples.items()}
-    return {
-        "framework_ms": med["framework"],
-        "seams_ms": med["seams"],
-        "turn_ms": med["turn"],
-        "integrated_ms": med["integrated"],
-        "added_ms": med["integrated"] - med["framework"] - med["turn"],
-        "glue_ms": med["integrated"] - med["seams"] - med["turn"],
-        "samples_ms": samples,
-    }
+FOOTER = "added = integrated - alone - turn; glue = integrated - seams - turn"
 
 
 async def main(args: argparse.Namespace) -> dict[str, Any]:
-    rows: dict[str, Any] = {}
-    for name, (module, _make) in FRAMEWORKS.items():
-        if args.only and name != args.only:
-            continue
-        if importlib.util.find_spec(module) is None:
-            rows[name] = {"skipped": f"{module} is not installed"}
-            continue
-        rows[name] = await measure(name, args)
-    return {"turns": args.turns, "rounds": args.rounds, "frameworks": rows}
+    return await run_all(FRAMEWORKS, args)
 
 
 def render(result: dict[str, Any]) -> str:
-    lines = [
-        f"CPU per turn, ms (median of {result['rounds']} rounds of {result['turns']} turns)",
-        f"{'framework':<18}{'alone':>9}{'seams':>9}{'turn':>9}{'integrated':>12}"
-        f"{'added':>9}{'glue':>9}",
-    ]
-    for name, row in result["frameworks"].items():
-        if "skipped" in row:
-            lines.append(f"{name:<18}  skipped: {row['skipped']}")
-            continue
-        lines.append(
-            f"{name:<18}{row['framework_ms']:>9.3f}{row['seams_ms']:>9.3f}{row['turn_ms']:>9.3f}"
-            f"{row['integrated_ms']:>12.3f}{row['added_ms']:>9.3f}{row['glue_ms']:>9.3f}"
-        )
-    lines.append("added = integrated - alone - turn; glue = integrated - seams - turn")
-    return "\n".join(lines)
+    return render_table(
+        result, 18, "added = integrated - alone - turn; glue = integrated - seams - turn"
+    )
 
 
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--turns", type=int, default=200)
-    parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--only", choices=sorted(FRAMEWORKS))
-    parser.add_argument("--json", type=Path)
-    return parser.parse_args(argv)
+    return parse_args(__doc__, FRAMEWORKS, argv)
 
 
 if __name__ == "__main__":
-    arguments = parse()
-    run_and_report(arguments, main, render)
+    run_and_report(parse(), main, render)

@@ -45,6 +45,14 @@ does not carry its own (a ``str`` input and no ``session``, ``conversation_id`` 
 ``previous_response_id``); ``history=False`` never sends it. Tools reach the turn with
 :func:`neotoma_agent.current_turn`.
 
+Tracing: the SDK's own trace of a run (its tracing is not OpenTelemetry) is grouped by the
+conversation (``RunConfig.group_id``, unless the caller set one) and carries the turn's ids
+in its metadata (``neotoma.conversation_id``, ``neotoma.turn_id``), so the SDK's traces
+and the turn's can be joined. With OpenTelemetry on (``neotoma-agent[otel]``), the run
+happens inside the turn's span: spans that the application's OpenTelemetry instrumentation
+starts during the run (a model client's, a tool's own) are descendants of the turn span,
+in its trace.
+
 asyncio only (as the SDK is).
 """
 
@@ -84,6 +92,9 @@ from neotoma_agent import NeotomaMemory, Turn, TurnState
 __all__ = ["AgentsRun", "AgentsStream", "run", "run_streamed"]
 
 _CARRIERS = ("session", "conversation_id", "previous_response_id", "auto_previous_response_id")
+#: The keys of the SDK trace's metadata that name the turn (``RunConfig.trace_metadata``).
+TRACE_CONVERSATION_ID = "neotoma.conversation_id"
+TRACE_TURN_ID = "neotoma.turn_id"
 
 
 @attrs.frozen
@@ -352,6 +363,17 @@ class _Plan:
             else RunConfig(**dict(given))
             if given is not None
             else RunConfig()
+        )
+        # The SDK's own trace (not OpenTelemetry) names the turn it belongs to: grouped by
+        # conversation (unless the caller grouped it), the turn's ids in its metadata.
+        base = dataclasses.replace(
+            base,
+            group_id=base.group_id or turn.conversation_id,
+            trace_metadata={
+                **(base.trace_metadata or {}),
+                TRACE_CONVERSATION_ID: turn.conversation_id,
+                TRACE_TURN_ID: turn.turn_id,
+            },
         )
         if not self.context:
             return base

@@ -50,11 +50,10 @@ neotoma-agent runs on 3.10).
 
 from __future__ import annotations
 
-import dataclasses
 import datetime
 import logging
 import time
-from collections.abc import AsyncIterable, AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import KW_ONLY, dataclass, field
 from typing import Any
 
@@ -116,7 +115,7 @@ class NeotomaCapability(AbstractCapability[Any]):
     - ``on_turn_end``: called with the :class:`~neotoma_agent.Turn` once it is stored
       (completed or abandoned), where ``turn.result`` says what was stored.
 
-    A fresh copy serves each run (``for_run``), so one capability serves concurrent runs.
+    One capability serves any number of runs at once: each run's turn is kept by its run id.
     """
 
     memory: NeotomaMemory
@@ -126,10 +125,12 @@ class NeotomaCapability(AbstractCapability[Any]):
     partial_text: bool = True
     turn_id: TurnIdFunc | None = None
     on_turn_end: Callable[[Turn], object] | None = None
-    # Per-run state, on the copy ``for_run`` returns: ContextVars reach the run body from
-    # wrap_run, but nothing comes back, so the run's hooks find the turn here.
-    _turn: Turn | None = field(default=None, init=False, repr=False, compare=False)
-    _carries_history: bool = field(default=False, init=False, repr=False, compare=False)
+    # Each run's turn, by run id: the hooks get the run's context, so they find their run
+    # here. Not a copy per run (``for_run``): a capability that returns a new instance makes
+    # Pydantic AI resolve the agent's capabilities anew on every run (about 0.8 ms).
+    _runs: dict[str | None, _Run] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
 
     def __post_init__(self) -> None:
         if not isinstance(self.memory, NeotomaMemory):
@@ -139,25 +140,24 @@ class NeotomaCapability(AbstractCapability[Any]):
         if self.context_chars < 0:
             raise ValueError("context_chars must be >= 0")
 
-    async def for_run(self, ctx: RunContext[Any]) -> NeotomaCapability:
-        return dataclasses.replace(self)
-
     @property
     def has_wrap_run_event_stream(self) -> bool:
         # Pydantic AI streams every request for a capability that watches events; only
         # watch them when the partial text is wanted.
         return self.partial_text
 
-    def get_instructions(self) -> Callable[[RunContext[Any]], str | None] | None:
+    def get_instructions(self) -> Callable[[RunContext[Any]], Awaitable[str | None]] | None:
         if not self.context:
             return None
         return self._instructions
 
-    def _instructions(self, ctx: RunContext[Any]) -> str | None:
-        turn = self._turn
-        if turn is None:
+    async def _instructions(self, ctx: RunContext[Any]) -> str | None:
+        # async: Pydantic AI runs a plain function in a worker thread (about 1 ms a run).
+        run = self._runs.get(ctx.run_id)
+        if run is None:
             return None
-        return turn.context(max_chars=self.context_chars, history=not self._carries_history) or None
+        history = not run.carries_history
+        return run.turn.context(max_chars=self.context_chars, history=history) or None
 
     # ------------------------------------------------------------------ the run
 
@@ -173,12 +173,13 @@ class NeotomaCapability(AbstractCapability[Any]):
         if turn_id is None:
             turn_id = history_run_id or ctx.run_id
         # The run carries its own history when it starts from earlier messages.
-        self._carries_history = any(_is_earlier(m, ctx.run_id) for m in ctx.messages)
+        carries_history = any(_is_earlier(m, ctx.run_id) for m in ctx.messages)
         no_reply: NoFinalReply | None = None
         result: AgentRunResult[Any] | None = None
+        run: _Run | None = None
         try:
             async with self.memory.turn(text, turn_id=turn_id, model=_model_name(ctx)) as turn:
-                self._turn = turn
+                run = self._runs[ctx.run_id] = _Run(turn, carries_history)
                 result = await handler()
                 output = result.output
                 if isinstance(output, DeferredToolRequests) or output is None:
@@ -193,9 +194,11 @@ class NeotomaCapability(AbstractCapability[Any]):
             if exc is not no_reply or result is None:
                 raise
         finally:
-            # After the async with, an entered turn is stored (or failed to be: FAILED).
-            if self.on_turn_end is not None and self._turn is not None:
-                self.on_turn_end(self._turn)
+            if run is not None:
+                self._runs.pop(ctx.run_id, None)
+                # After the async with, an entered turn is stored (or failed to be: FAILED).
+                if self.on_turn_end is not None:
+                    self.on_turn_end(run.turn)
         assert result is not None
         return result
 
@@ -203,24 +206,16 @@ class NeotomaCapability(AbstractCapability[Any]):
         self, ctx: RunContext[Any], *, stream: AsyncIterable[AgentStreamEvent]
     ) -> AsyncIterator[AgentStreamEvent]:
         try:
+            run = self._runs.get(ctx.run_id)
+            turn = None if run is None else run.turn
             async for event in stream:
-                self._see(event)
+                if turn is not None:
+                    _see(turn, event)
                 yield event
         finally:
             aclose = getattr(stream, "aclose", None)
             if aclose is not None:
                 await aclose()
-
-    def _see(self, event: AgentStreamEvent) -> None:
-        # The partial reply: the text shown as it streamed. The exact reply comes from
-        # the result, so a replaced part (a repeated PartStartEvent index) costs nothing.
-        turn = self._turn
-        if turn is None or turn.state is not TurnState.OPEN:
-            return
-        if isinstance(event, PartStartEvent) and isinstance(event.part, TextPart):
-            turn.append(event.part.content)
-        elif isinstance(event, PartDeltaEvent) and isinstance(event.delta, TextPartDelta):
-            turn.append(event.delta.content_delta)
 
     async def wrap_tool_execute(
         self,
@@ -238,13 +233,14 @@ class NeotomaCapability(AbstractCapability[Any]):
         except (CallDeferred, ApprovalRequired, SkipToolExecution):
             raise  # deferred or skipped: the tool did not run, so there is no call yet
         except BaseException as exc:
-            self._record(call, args, None, exc, invoked_at, started)
+            self._record(ctx, call, args, None, exc, invoked_at, started)
             raise
-        self._record(call, args, result, None, invoked_at, started)
+        self._record(ctx, call, args, result, None, invoked_at, started)
         return result
 
     def _record(
         self,
+        ctx: RunContext[Any],
         call: ToolCallPart,
         args: ValidatedToolArgs,
         result: Any,
@@ -252,8 +248,9 @@ class NeotomaCapability(AbstractCapability[Any]):
         invoked_at: datetime.datetime,
         started: float,
     ) -> None:
+        run = self._runs.get(ctx.run_id)
         record_call(
-            self._turn,
+            None if run is None else run.turn,
             call.tool_name,
             args=args,
             result=result,
@@ -267,10 +264,32 @@ class NeotomaCapability(AbstractCapability[Any]):
         self, ctx: RunContext[Any], *, request_context: Any, response: ModelResponse
     ) -> ModelResponse:
         if not self.partial_text:
-            turn = self._turn
-            if turn is not None and turn.state is TurnState.OPEN:
-                turn.append("".join(p.content for p in response.parts if isinstance(p, TextPart)))
+            run = self._runs.get(ctx.run_id)
+            if run is not None and run.turn.state is TurnState.OPEN:
+                text = "".join(p.content for p in response.parts if isinstance(p, TextPart))
+                run.turn.append(text)
         return response
+
+
+@dataclass(slots=True)
+class _Run:
+    """One run's turn, and whether the run brings its own earlier messages."""
+
+    turn: Turn
+    carries_history: bool
+
+
+def _see(turn: Turn, event: AgentStreamEvent) -> None:
+    # The partial reply: the text shown as it streamed. The exact reply comes from the
+    # result, so a replaced part (a repeated PartStartEvent index) costs nothing.
+    if turn.state is not TurnState.OPEN:
+        return
+    if isinstance(event, PartDeltaEvent):
+        delta = event.delta
+        if isinstance(delta, TextPartDelta):
+            turn.append(delta.content_delta)
+    elif isinstance(event, PartStartEvent) and isinstance(event.part, TextPart):
+        turn.append(event.part.content)
 
 
 def _model_name(ctx: RunContext[Any]) -> str | None:

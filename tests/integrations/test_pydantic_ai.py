@@ -208,6 +208,36 @@ async def test_a_capability_given_for_one_run_records_that_run(memory: NeotomaMe
     assert await stored(memory) == [("Recorded", "Acme is a customer.", "completed")]
 
 
+async def test_one_capability_keeps_concurrent_runs_apart(memory: NeotomaMemory) -> None:
+    # One capability on one agent, two runs at once: each run's streamed text and reply go
+    # to its own turn (the slow one cancelled after showing its text), and each run's
+    # model gets a context.
+    shown = asyncio.Event()
+
+    async def stream(messages: list[ModelMessage], info: AgentInfo) -> AsyncIterator[str]:
+        prompt = str(messages[-1].parts[-1].content)  # type: ignore[union-attr]
+        assert info.instructions is not None
+        assert 'company "Acme Corp"' in info.instructions
+        if prompt.startswith("Slow"):
+            yield "slow text "
+            shown.set()
+            await asyncio.Event().wait()
+        await shown.wait()
+        yield "fast reply"
+
+    agent = Agent(FunctionModel(stream_function=stream), capabilities=[NeotomaCapability(memory)])
+    slow = asyncio.ensure_future(agent.run("Slow question about Acme Corp"))
+    fast = asyncio.ensure_future(agent.run("Fast question about Acme Corp"))
+    assert (await fast).output == "fast reply"
+    slow.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await slow
+    assert sorted(await stored(memory)) == [
+        ("Fast question about Acme Corp", "fast reply", "completed"),
+        ("Slow question about Acme Corp", "slow text ", "abandoned"),
+    ]
+
+
 # --- raised ---------------------------------------------------------------------------------
 
 
