@@ -16,8 +16,7 @@ from opentelemetry.trace import SpanKind, StatusCode
 from otel_support import Served, Telemetry
 
 from neotoma_agent import NeotomaMemory, OutboxTransport, TurnCloseError, TurnState
-from neotoma_agent.exceptions import error_class_name
-from neotoma_agent.exceptions import ConnectionLost
+from neotoma_agent.exceptions import ConnectionLost, error_class_name
 from neotoma_agent.testing import FaultyTransport, key_phase
 
 pytestmark = pytest.mark.anyio
