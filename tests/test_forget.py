@@ -10,39 +10,22 @@ none of the conversation's text anywhere in the store's files.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from turn_support import db_path, store
 
 from neotoma_agent import EmbeddedStore, Forgotten, NeotomaMemory, purge_forgotten
 from neotoma_agent._history import read_conversation
 from neotoma_agent.cli._show import list_conversations
-from neotoma_agent.server import create_app, serving
-from neotoma_agent.transport.http import HttpTransport, RetryPolicy
 
-pytestmark = pytest.mark.anyio
+__all__ = ["db_path", "store"]  # fixtures
+
+# Store semantics; the web view test runs the dev server (asyncio).
+pytestmark = [pytest.mark.anyio, pytest.mark.one_backend]
 
 SECRET = "my passport number is X-SECRET-4471"
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"  # aiohttp's server and client
-
-
-@pytest.fixture(params=["embedded", "http"])
-async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Any]:
-    async with EmbeddedStore.open(tmp_path / "memory.db") as embedded:
-        if request.param == "embedded":
-            yield embedded
-            return
-        async with (
-            serving(create_app(embedded)) as url,
-            HttpTransport(url, retry=RetryPolicy(backoff=False)) as http,
-        ):
-            yield http
 
 
 async def _seed(store: Any) -> tuple[NeotomaMemory, NeotomaMemory, str]:
