@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-pytest.importorskip("agents")
+pytest.importorskip("agents", reason="the [openai-agents] extra is not installed")
 pytest.importorskip("opentelemetry.sdk", reason="needs opentelemetry-sdk (test extra)")
 
 import opentelemetry.trace as trace_api
