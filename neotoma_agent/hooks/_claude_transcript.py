@@ -31,7 +31,6 @@ session is live): not stored, counted as in progress.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, Final
@@ -39,7 +38,7 @@ from typing import Any, Final
 import attrs
 
 from ._event import conversation_id, turn_id
-from ._transcript import ReadCounts, TranscriptCall, TranscriptTurn, records
+from ._transcript import ReadCounts, TranscriptCall, TranscriptTurn, json_lines, records
 
 __all__ = ["read_claude_code"]
 
@@ -98,26 +97,10 @@ def _blocks(content: object) -> list[Mapping[str, Any]]:
     return [b for b in content if isinstance(b, Mapping)]
 
 
-def _lines(path: Path, counts: ReadCounts) -> Iterator[dict[str, Any]]:
-    with path.open("rb") as lines:
-        for raw in lines:
-            if not raw.strip():
-                continue
-            try:
-                line = json.loads(raw)
-            except ValueError:
-                counts.bad_lines += 1
-                continue
-            if not isinstance(line, dict):
-                counts.bad_lines += 1
-                continue
-            yield line
-
-
 def read_claude_code(path: Path, counts: ReadCounts) -> Iterator[TranscriptTurn]:
     """The turns of one Claude Code transcript file, in order."""
     current: _Turn | None = None
-    for line in _lines(path, counts):
+    for line in json_lines(path, counts):
         kind = line.get("type")
         message = line.get("message")
         if kind not in ("user", "assistant") or not isinstance(message, Mapping):

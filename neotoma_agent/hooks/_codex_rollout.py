@@ -36,7 +36,7 @@ from typing import Any, Final
 import attrs
 
 from ._event import conversation_id, turn_id
-from ._transcript import ReadCounts, TranscriptCall, TranscriptTurn, records
+from ._transcript import ReadCounts, TranscriptCall, TranscriptTurn, json_lines, records
 
 __all__ = ["read_codex"]
 
@@ -104,76 +104,68 @@ def read_codex(path: Path, counts: ReadCounts) -> Iterator[TranscriptTurn]:
             model=turn.model or model,
         )
 
-    with path.open("rb") as lines:
-        for raw in lines:
-            if not raw.strip():
-                continue
-            try:
-                line = json.loads(raw)
-            except ValueError:
-                counts.bad_lines += 1
-                continue
-            payload = line.get("payload") if isinstance(line, dict) else None
-            if not isinstance(payload, dict):
-                counts.bad_lines += 1
-                continue
-            kind, sub = line.get("type"), payload.get("type")
-            label = f"{kind}.{sub}" if isinstance(sub, str) else str(kind)
-            if kind == "session_meta":
-                session = payload.get("id") or payload.get("session_id")
-                if isinstance(session, str) and session.strip():
-                    conv = conversation_id(HARNESS, session)
-                else:
-                    counts.bad_lines += 1
-            elif kind == "turn_context":
-                if isinstance(payload.get("model"), str):
-                    model = payload["model"]
-                    if current is not None:
-                        current.model = model
-            elif label == "event_msg.task_started":
-                if isinstance(payload.get("turn_id"), str) and payload["turn_id"].strip():
-                    if current is not None:  # a turn that never ended: no reply came
-                        done = ended(current, "abandoned", current.said or "", "NoReply")
-                        if done is not None:
-                            yield done
-                    current = _Turn(turn_id(payload["turn_id"]), model=model)
-                else:
-                    counts.bad_lines += 1
-            elif label == "event_msg.item_completed" and current is not None:
-                _item(current, payload.get("item"), counts)
-            elif kind == "response_item" and sub in _CALLS and current is not None:
-                name, call_id = payload.get("name"), payload.get("call_id")
-                if isinstance(name, str) and name and isinstance(call_id, str) and call_id:
-                    args = _arguments(payload.get("arguments", payload.get("input")))
-                    current.calls.setdefault(
-                        call_id, TranscriptCall(name, call_id, args, _timestamp(line))
-                    )
-                else:
-                    counts.bad_lines += 1
-            elif kind == "response_item" and sub in _OUTPUTS and current is not None:
-                call = current.calls.get(str(payload.get("call_id")))
-                if call is not None:
-                    call.result, call.ended_at = payload.get("output"), _timestamp(line)
-            elif label == "event_msg.task_complete" and current is not None:
-                reply, error = payload.get("last_agent_message"), payload.get("error")
-                if isinstance(reply, str) and not error:
-                    done = ended(current, "completed", reply, None)
-                else:
-                    detail = error.get("codex_error_info") if isinstance(error, dict) else None
-                    failed = _error_class("CodexError", detail) if error else "NoReply"
-                    done = ended(current, "abandoned", current.said or "", failed)
-                current = None
-                if done is not None:
-                    yield done
-            elif label == "event_msg.turn_aborted" and current is not None:
-                reason = payload.get("reason")
-                why = "Interrupted" if reason == "interrupted" else _error_class("Aborted", reason)
-                done = ended(current, "abandoned", current.said or "", why)
-                current = None
-                if done is not None:
-                    yield done
+    for line in json_lines(path, counts):
+        payload = line.get("payload")
+        if not isinstance(payload, dict):
+            counts.bad_lines += 1
+            continue
+        kind, sub = line.get("type"), payload.get("type")
+        label = f"{kind}.{sub}" if isinstance(sub, str) else str(kind)
+        if kind == "session_meta":
+            session = payload.get("id") or payload.get("session_id")
+            if isinstance(session, str) and session.strip():
+                conv = conversation_id(HARNESS, session)
             else:
-                counts.skipped[label] += 1
+                counts.bad_lines += 1
+        elif kind == "turn_context":
+            if isinstance(payload.get("model"), str):
+                model = payload["model"]
+                if current is not None:
+                    current.model = model
+        elif label == "event_msg.task_started":
+            if isinstance(payload.get("turn_id"), str) and payload["turn_id"].strip():
+                if current is not None:  # a turn that never ended: no reply came
+                    done = ended(current, "abandoned", current.said or "", "NoReply")
+                    if done is not None:
+                        yield done
+                current = _Turn(turn_id(payload["turn_id"]), model=model)
+            else:
+                counts.bad_lines += 1
+        elif label == "event_msg.item_completed" and current is not None:
+            _item(current, payload.get("item"), counts)
+        elif kind == "response_item" and sub in _CALLS and current is not None:
+            name, call_id = payload.get("name"), payload.get("call_id")
+            if isinstance(name, str) and name and isinstance(call_id, str) and call_id:
+                args = _arguments(payload.get("arguments", payload.get("input")))
+                current.calls.setdefault(
+                    call_id, TranscriptCall(name, call_id, args, _timestamp(line))
+                )
+            else:
+                counts.bad_lines += 1
+        elif kind == "response_item" and sub in _OUTPUTS and current is not None:
+            call = current.calls.get(str(payload.get("call_id")))
+            if call is not None:
+                call.result, call.ended_at = payload.get("output"), _timestamp(line)
+        elif label == "event_msg.task_complete" and current is not None:
+            reply, error = payload.get("last_agent_message"), payload.get("error")
+            if isinstance(reply, str) and not error:
+                done = ended(current, "completed", reply, None)
+            else:
+                detail = error.get("codex_error_info") if isinstance(error, dict) else None
+                failed = _error_class("CodexError", detail) if error else "NoReply"
+                done = ended(current, "abandoned", current.said or "", failed)
+            current = None
+            if done is not None:
+                yield done
+        elif label == "event_msg.turn_aborted" and current is not None:
+            reason = payload.get("reason")
+            why = "Interrupted" if reason == "interrupted" else _error_class("Aborted", reason)
+            done = ended(current, "abandoned", current.said or "", why)
+            current = None
+            if done is not None:
+                yield done
+        else:
+            counts.skipped[label] += 1
     if current is not None:
         counts.in_progress += 1
 

@@ -9,8 +9,10 @@ values, each with the ids the hooks use for the same turn, and count in a
 from __future__ import annotations
 
 import datetime as _dt
+import json
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from pathlib import Path
 from typing import Any, Literal
 
 import attrs
@@ -72,6 +74,24 @@ class TranscriptCall:
             error_class=error if status != "ok" else None,
         )
         return call.to_json()
+
+
+def json_lines(path: Path, counts: ReadCounts) -> Iterator[dict[str, Any]]:
+    """The JSON objects of a JSON-lines file, in order; blank lines skipped, a line that is
+    not a JSON object counted in ``counts.bad_lines``."""
+    with path.open("rb") as lines:
+        for raw in lines:
+            if not raw.strip():
+                continue
+            try:
+                line = json.loads(raw)
+            except ValueError:
+                counts.bad_lines += 1
+                continue
+            if not isinstance(line, dict):
+                counts.bad_lines += 1
+                continue
+            yield line
 
 
 def records(calls: Iterable[TranscriptCall], counts: ReadCounts) -> tuple[dict[str, Any], ...]:
