@@ -103,15 +103,20 @@ class ReportEntity:
         """From a lookup result or a snapshot."""
         if isinstance(entity, Entity):
             return cls(entity.entity_type, entity.name, entity.id)
-        label = next(
-            (
-                v
-                for k in ("name", "title", "full_name", "email")
-                if isinstance(v := entity.snapshot.get(k), str) and v
-            ),
-            entity.canonical_name or entity.entity_id,
-        )
+        label = _label_of(entity.snapshot, entity.canonical_name or entity.entity_id)
         return cls(entity.entity_type, label, entity.entity_id)
+
+
+def _label_of(fields: Mapping[str, Any], default: str) -> str:
+    """The field a person reads an entity by (name, title, full name, email), else ``default``."""
+    return next(
+        (
+            v
+            for k in ("name", "title", "full_name", "email")
+            if isinstance(v := fields.get(k), str) and v
+        ),
+        default,
+    )
 
 
 @attrs.frozen
@@ -224,11 +229,13 @@ def _repair_lines(repairs: RepairResult | Sequence[ReportRepair]) -> tuple[Repor
     return tuple(lines)
 
 
+def _clean(value: str | None) -> str | None:
+    # An address as given, empty meaning unset, without its trailing "/".
+    return value.strip().rstrip("/") if value and value.strip() else None
+
+
 def _configured(explicit: str | None, variable: str) -> str | None:
-    for candidate in (explicit, os.environ.get(variable)):
-        if candidate and candidate.strip():
-            return candidate.strip().rstrip("/")
-    return None
+    return _clean(explicit) or _clean(os.environ.get(variable))
 
 
 def resolve_ui_url(explicit: str | None = None) -> str | None:
@@ -271,28 +278,21 @@ class _Links:
 
 def _links(ui_url: str | None, inspector_base_url: str | None) -> _Links | None:
     # An explicit argument wins over either variable; the web view over the Inspector.
-    if ui_url and ui_url.strip():
-        return _Links(ui_url.strip().rstrip("/"), web_view=True)
-    if inspector_base_url and inspector_base_url.strip():
-        return _Links(inspector_base_url.strip().rstrip("/"), web_view=False)
-    if (found := resolve_ui_url()) is not None:
-        return _Links(found, web_view=True)
-    if (found := resolve_inspector_base_url()) is not None:
-        return _Links(found, web_view=False)
+    for base, web_view in (
+        (_clean(ui_url), True),
+        (_clean(inspector_base_url), False),
+        (resolve_ui_url(), True),
+        (resolve_inspector_base_url(), False),
+    ):
+        if base is not None:
+            return _Links(base, web_view=web_view)
     return None
 
 
 def _produced_line(entity_id: str, fields: Mapping[str, Any]) -> ReportEntity:
     entity_type = fields.get("entity_type")
-    label = next(
-        (
-            v
-            for k in ("name", "title", "full_name", "email")
-            if isinstance(v := fields.get(k), str) and v
-        ),
-        entity_id,
-    )
-    return ReportEntity(entity_type if isinstance(entity_type, str) else "entity", label, entity_id)
+    kind = entity_type if isinstance(entity_type, str) else "entity"
+    return ReportEntity(kind, _label_of(fields, entity_id), entity_id)
 
 
 def _label(text: str) -> str:
