@@ -5,11 +5,15 @@ them and prints the one table.
 A framework's maker is given the ``NeotomaMemory`` and returns (or yields, as an async
 context manager) its loops: ``framework`` (the run alone), ``seams`` (the run with the
 integration's hooks doing nothing) and ``integrated`` (the run through the integration);
-``turn`` (the turn alone) is added here. The loops take turns one run at a time, in a
+``turn`` (the turn alone) is added here. A maker may also give ``manual``: the framework run
+inside a hand-written ``memory.turn`` (the obvious glue, keeping none of the rules the
+integration keeps), the floor any glue pays for holding a turn open around a run (its
+objects alive, so the collector has more to walk). The loops take turns one run at a time, in a
 rotating order, round after round, on one embedded store (a SQLite file), so all see the
 same machine. CPU is the process's (``time.process_time``: the store's SQLite thread
-included), per turn, the median over rounds; ``added`` = integrated - framework - turn and
-``glue`` = integrated - seams - turn.
+included), per turn, the median over rounds; ``added`` = integrated - framework - turn,
+``glue`` = integrated - seams - turn and, with ``manual``, ``over manual`` = integrated -
+manual.
 """
 
 from __future__ import annotations
@@ -76,6 +80,11 @@ async def measure(name: str, make: Maker, args: argparse.Namespace) -> dict[str,
                     for label, ms in (await one_round(loops, args.turns, f"r{r}")).items():
                         samples[label].append(ms)
     med = {label: statistics.median(values) for label, values in samples.items()}
+    manual = (
+        {"manual_ms": med["manual"], "over_manual_ms": med["integrated"] - med["manual"]}
+        if "manual" in med
+        else {}
+    )
     return {
         "framework_ms": med["framework"],
         "seams_ms": med["seams"],
@@ -83,6 +92,7 @@ async def measure(name: str, make: Maker, args: argparse.Namespace) -> dict[str,
         "integrated_ms": med["integrated"],
         "added_ms": med["integrated"] - med["framework"] - med["turn"],
         "glue_ms": med["integrated"] - med["seams"] - med["turn"],
+        **manual,
         "samples_ms": samples,
     }
 
@@ -105,7 +115,7 @@ def render(result: dict[str, Any], width: int, footer: str) -> str:
     lines = [
         f"CPU per turn, ms (median of {result['rounds']} rounds of {result['turns']} turns)",
         f"{'framework':<{width}}{'alone':>9}{'seams':>9}{'turn':>9}{'integrated':>12}"
-        f"{'added':>9}{'glue':>9}",
+        f"{'added':>9}{'glue':>9}{'manual':>9}{'over manual':>13}",
     ]
     for name, row in result["frameworks"].items():
         if "skipped" in row:
@@ -115,6 +125,11 @@ def render(result: dict[str, Any], width: int, footer: str) -> str:
             f"{name:<{width}}{row['framework_ms']:>9.3f}{row['seams_ms']:>9.3f}"
             f"{row['turn_ms']:>9.3f}{row['integrated_ms']:>12.3f}{row['added_ms']:>9.3f}"
             f"{row['glue_ms']:>9.3f}"
+            + (
+                f"{row['manual_ms']:>9.3f}{row['over_manual_ms']:>13.3f}"
+                if "manual_ms" in row
+                else f"{'-':>9}{'-':>13}"
+            )
         )
     lines.append(footer)
     return "\n".join(lines)
