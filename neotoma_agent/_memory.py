@@ -16,6 +16,7 @@ from typing import Any
 import attrs
 
 from ._checks import check_optional_count
+from ._closing import check_model as _check_model
 from ._forget import Forgotten, forget_conversation, restore_conversation
 from ._history import HistoryTurn, read_history
 from ._keys import (
@@ -61,16 +62,6 @@ def _check_produced(produced: Sequence[Produced]) -> tuple[Produced, ...]:
     if isinstance(produced, (str, Produced)) or not all(isinstance(p, Produced) for p in produced):
         raise TypeError("produced takes a sequence of OpenTurn.produce() records")
     return merge_produced(produced)
-
-
-def _check_model(model: object) -> str | None:
-    if model is None:
-        return None
-    if not isinstance(model, str):
-        raise TypeError(f"model must be a str or None, not {type(model).__name__}")
-    if not model.strip():
-        raise ValueError("model must not be empty (pass None)")
-    return check_text("model", model)
 
 
 def _check_turn_number(turn_number: object) -> int | None:

@@ -7,10 +7,14 @@ explicit API (``_memory``) and the results (``_turn_result``) read them.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import attrs
 
 from ._keys import TurnKeys
-from ._retrieval import EMPTY_RETRIEVAL, Retrieved
+
+if TYPE_CHECKING:
+    from ._retrieval import Retrieved
 
 __all__ = ["CloseOutcome", "EnterAttempt", "Opened", "unopened"]
 
@@ -65,9 +69,16 @@ class EnterAttempt:
     closed: bool = False
     opened: Opened | None = None
     outcome: CloseOutcome | None = None
-    retrieved: Retrieved = EMPTY_RETRIEVAL
+    retrieved: Retrieved = attrs.field(factory=lambda: _empty_retrieval())
     error_class: str | None = None
     close_error: Exception | None = None
+
+
+def _empty_retrieval() -> Retrieved:
+    # Imported here: a hook process that closes a turn reads Opened and never retrieves.
+    from ._retrieval import EMPTY_RETRIEVAL
+
+    return EMPTY_RETRIEVAL
 
 
 def unopened(keys: TurnKeys, turn_number: int | None) -> Opened:

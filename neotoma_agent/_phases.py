@@ -18,8 +18,6 @@ within ``close_timeout``. :class:`~neotoma_agent.Turn` and
 
 from __future__ import annotations
 
-import hashlib
-import json
 import math
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -29,6 +27,15 @@ import anyio
 import anyio.to_thread
 import attrs
 
+from ._closing import (
+    abandoned_builder,
+    closing_run,
+    completed_builder,
+    content_key,
+    matching_runs,
+    mismatch,
+)
+from ._closing import tool_entities as _tool_entities
 from ._history import HistoryTurn, read_history
 from ._keys import TurnKeys, turn_id_ms, turn_record_entity_id
 from ._log import get_logger
@@ -38,8 +45,6 @@ from ._payloads import (
     Produced,
     RunFields,
     StorePayload,
-    abandoned_payload,
-    closing_payload,
     user_payload,
 )
 from ._phase_records import CloseOutcome, EnterAttempt, Opened, unopened
@@ -53,7 +58,7 @@ from ._retrieval import (
 )
 from ._settings import MemorySettings
 from ._shield import Completion, raise_deferred, run_to_completion
-from ._tool_payload import ToolPayloads, tool_entity
+from ._tool_payload import ToolPayloads
 from ._tools import ToolCall, iso_ms, now_ms
 from .exceptions import APIError, IdempotencyMismatchError, ServerError, error_class_name
 from .transport._base import Entity, StoreResult
@@ -70,12 +75,6 @@ _DEFERRABLE = frozenset({"assistant", "abandoned"})
 # Above this many characters, identifier extraction runs in a worker thread.
 _INLINE_EXTRACT_CHARS = 8192
 
-# How many earlier runs a re-run tries (one per revision of the turn that wrote the phase).
-_MAX_RERUN_TRIES = 8
-
-# Keys a store may add to an observation's fields that no payload sets.
-_META = frozenset({"schema_version", "canonical_name"})
-
 
 def started_at(keys: TurnKeys) -> str:
     """When the turn started: the time its id carries (a UUIDv7, the default), else now.
@@ -85,11 +84,6 @@ def started_at(keys: TurnKeys) -> str:
     """
     ms = turn_id_ms(keys.turn_id)
     return iso_ms(now_ms() if ms is None else ms)
-
-
-def ended_at() -> str:
-    """Now, as a turn record's ``ended_at``."""
-    return iso_ms(now_ms())
 
 
 def _may_have_written(error: BaseException) -> bool:
@@ -224,20 +218,7 @@ class Phases:
                 else trace.upsert(call, phase, len(payload.entities), payload.turn_record_index)
             )
         except IdempotencyMismatchError as exc:
-            what = "user message" if phase == "user" else "reply"
-            # Keys fold ids as entity ids do, so the earlier turn may have had other ids.
-            folded_cid, folded_tid = keys.folded
-            raise IdempotencyMismatchError(
-                f"turn {keys.turn_id!r} of conversation {keys.conversation_id!r} was already "
-                f"stored with a different {what} (idempotency key {payload.idempotency_key!r}); "
-                "ids that differ only in letter case or whitespace runs fold together into one "
-                f"turn, here turn {folded_tid!r} of conversation {folded_cid!r}",
-                status=exc.status,
-                code=exc.code,
-                body=exc.body,
-                hint="pass revision=2 (3, ...) to record a regenerated reply or edited message "
-                "under the same turn_id, or use a new turn_id for a new turn",
-            ) from exc
+            raise mismatch(keys, payload, phase, exc) from exc
 
     async def store_turn_phase(
         self,
@@ -283,18 +264,7 @@ class Phases:
             # The caller gets the mismatch error; logging it at WARNING too would say it twice.
             logger.info("turn.rerun_read_failed", error=type(exc).__name__)
             return []
-        found: list[RunFields] = []
-        for observation in observations.observations:
-            earlier = RunFields.of(observation.fields)
-            if earlier == run or earlier in found:
-                continue
-            rebuilt = build(earlier)
-            record = dict(rebuilt.entities[rebuilt.turn_record_index])
-            record.pop("entity_type", None)
-            stored = {k: v for k, v in observation.fields.items() if k not in _META}
-            if record == stored:
-                found.append(earlier)
-        return found[:_MAX_RERUN_TRIES]
+        return matching_runs((o.fields for o in observations.observations), build, run)
 
     async def enter(
         self,
@@ -510,26 +480,17 @@ class Phases:
         model: str | None = None,
         context_chars: int | None = None,
     ) -> CloseOutcome:
-        tool_entities = self.tool_entities(opened.keys, tools)
-        run = _closing_run(opened, retrieved_ids, context_chars)
-
-        def build(fields: RunFields) -> StorePayload:
-            return closing_payload(
-                self.conversation,
-                opened.keys,
-                reply,
-                conversation_entity_id=opened.conversation_entity_id or None,
-                user_message_id=opened.user_message_id or None,
-                retrieved_ids=retrieved_ids,
-                cited_ids=cited_ids,
-                turn_number=opened.turn_number,
-                produced=produced,
-                tools=tool_entities,
-                model=model,
-                run=fields,
-                started_at=opened.started_at,
-            )
-
+        run = closing_run(opened, retrieved_ids, context_chars)
+        build = completed_builder(
+            self.conversation,
+            opened,
+            reply,
+            retrieved_ids,
+            cited_ids,
+            produced,
+            self.tool_entities(opened.keys, tools),
+            model,
+        )
         stored, payload = await self.store_turn_phase(
             build(run), build, run, opened.keys, "assistant"
         )
@@ -557,36 +518,28 @@ class Phases:
             )
             return CloseOutcome("completed", None, opened.turn_record_id, replayed=True)
 
-        tool_entities = self.tool_entities(opened.keys, tools)
-        run = _closing_run(opened, retrieved_ids, context_chars)
-
-        def build(fields: RunFields, key: str | None = None) -> StorePayload:
-            return abandoned_payload(
-                self.conversation,
-                opened.keys,
-                partial_reply,
-                error_class,
-                conversation_entity_id=opened.conversation_entity_id or None,
-                user_message_id=opened.user_message_id or None,
-                retrieved_ids=retrieved_ids,
-                cited_ids=cited_ids,
-                turn_number=opened.turn_number,
-                idempotency_key=key,
-                produced=produced,
-                tools=tool_entities,
-                model=model,
-                run=fields,
-                started_at=opened.started_at,
-            )
-
+        run = closing_run(opened, retrieved_ids, context_chars)
+        build = abandoned_builder(
+            self.conversation,
+            opened,
+            partial_reply,
+            error_class,
+            retrieved_ids,
+            cited_ids,
+            produced,
+            self.tool_entities(opened.keys, tools),
+            model,
+        )
         keys = opened.keys
         try:
-            stored, payload = await self.store_turn_phase(build(run), build, run, keys, "abandoned")
+            stored, payload = await self.store_turn_phase(
+                build(run, None), lambda fields: build(fields, None), run, keys, "abandoned"
+            )
         except IdempotencyMismatchError:
             # An earlier run of this turn id was abandoned differently (another error or
             # partial reply). Both happened: record this one under a key derived from its
             # own content (the run fields left out), which still collapses an identical retry.
-            key = f"{keys.idempotency_key('abandoned')}-{_digest(build(RunFields()))}"
+            key = content_key(keys, build)
             stored, payload = await self.store_turn_phase(
                 build(run, key), lambda fields: build(fields, key), run, keys, "abandoned"
             )
@@ -594,8 +547,7 @@ class Phases:
 
     def tool_entities(self, keys: TurnKeys, tools: Sequence[ToolCall]) -> list[dict[str, Any]]:
         """The ``tool_invocation`` request elements of a turn's calls (capped, redacted)."""
-        platform, payloads = self.conversation.platform, self.tool_payloads
-        return [tool_entity(c, keys.user_turn_key, platform, payloads) for c in tools]
+        return _tool_entities(self.conversation, self.tool_payloads, keys, tools)
 
     def _closed(
         self,
@@ -680,24 +632,3 @@ def tool_ids(stored: StoreResult, payload: StorePayload) -> tuple[str, ...]:
             if expected is not None:
                 ids.append(expected.entity_id)
     return tuple(ids)
-
-
-def _closing_run(
-    opened: Opened, retrieved_ids: Sequence[str], context_chars: int | None
-) -> RunFields:
-    # started_at again (the value the user store wrote or replayed, never a new reading):
-    # the closing observation then holds every field the record's snapshot does, so a
-    # store keeps one copy (the embedded store writes no fields for an observation equal to
-    # its snapshot), and a real server's last_write keeps the same value.
-    return RunFields(
-        started_at=opened.started_at,
-        ended_at=ended_at(),
-        retrieved_entity_ids=tuple(retrieved_ids),
-        injected_context_chars=context_chars,
-        started_conversation=opened.started_conversation and opened.started_at is not None,
-    )
-
-
-def _digest(payload: StorePayload) -> str:
-    blob = json.dumps(list(payload.entities), separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:12]

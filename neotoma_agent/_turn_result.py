@@ -13,12 +13,11 @@ from typing import Any
 
 import attrs
 
-from ._keys import TurnKeys
+from ._closing import close_failure as close_failure
 from ._log import get_logger
 from ._phase_records import CloseOutcome, EnterAttempt, Opened
 from ._retrieval import RetrievalStats, Retrieved
 from ._tools import ToolCall
-from .exceptions import IdempotencyMismatchError, TurnCloseError
 from .transport._base import Entity
 
 __all__ = ["TurnResult", "TurnState", "close_failure", "finish", "finish_attempt"]
@@ -154,22 +153,6 @@ class TurnResult:
     def total_ms(self) -> float:
         """Wall time from enter to the end of the closing store."""
         return self.open_ms + self.body_ms + self.close_ms
-
-
-def close_failure(keys: TurnKeys, error: BaseException) -> Exception:
-    """The error a failed closing store raises after a normal body.
-
-    A refused rewrite (:class:`IdempotencyMismatchError`, already carrying a ``revision=``
-    hint) is raised as it is: it asks the caller for a decision, it is not an outage.
-    Anything else becomes :class:`TurnCloseError`, chained to its cause.
-    """
-    if isinstance(error, IdempotencyMismatchError):
-        return error
-    failure = TurnCloseError(
-        f"the closing store of turn {keys.turn_id!r} failed: {type(error).__name__}: {error}"
-    )
-    failure.__cause__ = error
-    return failure
 
 
 def finish(

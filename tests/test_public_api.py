@@ -360,7 +360,9 @@ def _returned(obj: Any) -> set[type]:
             function = member.fget if isinstance(member, property) else member
             function = getattr(function, "__func__", function)
             if inspect.isfunction(function) and function.__module__.startswith("neotoma_agent"):
-                _classes_in(_hints(function, function.__globals__).get("return"), out)
+                # A wrapper's annotations were written where the wrapped function lives.
+                home = inspect.unwrap(function).__globals__
+                _classes_in(_hints(function, home).get("return"), out)
     elif inspect.isfunction(obj):
         _classes_in(_hints(obj, obj.__globals__).get("return"), out)
     return out

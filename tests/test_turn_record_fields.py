@@ -71,16 +71,16 @@ async def test_a_rerun_over_a_close_written_without_started_at_replays(
     """A store written before closes resent started_at: a re-run of its turn still replays."""
     from neotoma_agent import _phases
 
-    new_run = _phases._closing_run
+    new_run = _phases.closing_run
     monkeypatch.setattr(
         _phases,
-        "_closing_run",
+        "closing_run",
         lambda *args: attrs.evolve(new_run(*args), started_at=None),
     )
     m = memory(store)
     async with m.turn("q", turn_id="t1") as t:
         t.reply = "a"
-    monkeypatch.setattr(_phases, "_closing_run", new_run)
+    monkeypatch.setattr(_phases, "closing_run", new_run)
     async with m.turn("q", turn_id="t1") as t:
         t.reply = "a"
     assert t.result.replayed

@@ -202,7 +202,11 @@ def _handle(
                 batches[-1][1].append(pending)
         context: str | None = None
         failure: str | None = None
-        if any(rows for _, rows in batches) or _outbox_waiting(store):
+        if _closes_only(store, batches):
+            # Closing stores on a store file (a Stop, a prompt abandoning a turn that got
+            # none): done here, without the event loop or the turn engine (_embedded).
+            failure = _close_here(module.NAME, batches, state, store)
+        elif any(rows for _, rows in batches) or _outbox_waiting(store):
             # Only now the event loop and the store are loaded: an event with nothing to
             # deliver (most tool uses) costs a state write and no more.
             import anyio
@@ -264,6 +268,50 @@ def _new_turn_id() -> str:
     return uuid.uuid4().hex
 
 
+def _closes_only(spec: StoreSpec, batches: list[tuple[str, list[PendingTurn]]]) -> bool:
+    """Whether all that is due is closing stores of opened turns, on a store file."""
+    rows = [row for _, due in batches for row in due]
+    if not rows or spec.url or spec.db is None or os.environ.get(_ENGINE_ENV):
+        return False
+    return all(row.phase == "open" and row.ending is not None for row in rows)
+
+
+#: set (to anything) to deliver every store through the turn engine, as before
+#: ``_embedded`` existed: tests compare the stores both ways write
+_ENGINE_ENV: Final = "NEOTOMA_AGENT_HOOK_ENGINE"
+
+
+def _close_here(
+    harness: str,
+    batches: list[tuple[str, list[PendingTurn]]],
+    state: HookState,
+    spec: StoreSpec,
+) -> str | None:
+    """:func:`_deliver` for closing stores only, on the store file, synchronously."""
+    from ._embedded import EmbeddedFile, close
+
+    assert spec.db is not None
+    first: str | None = None
+    with EmbeddedFile(os.fspath(spec.db)) as file:
+        for conv, due in batches:
+            left_out = 0
+            problem: str | None = None
+            for row in due:
+                assert row.ending is not None
+                try:
+                    tools, refused = _tool_calls(state.tools(conv, row.turn_id))
+                    close(file, harness, row, tools)
+                    state.closed(conv, row.turn_id, row.ending)
+                except Exception as exc:
+                    problem = _failed(_refusal(exc), state, row)
+                    break
+                left_out += refused
+            first = first or problem or _left_out(left_out)
+            if problem is not None:
+                break  # the store failed: the next sessions wait for a later event
+    return first
+
+
 async def _deliver(
     budget: float,
     harness: str,
@@ -315,22 +363,45 @@ async def _deliver_all(
         for row in due:
             try:
                 left_out += await _deliver_turn(memory, row, state, context_chars)
-            except _Refused as exc:
-                # Retrying would fail the same way and hold up the session's later turns.
-                state.drop(conv, row.turn_id)
-                return f"refused by the store, dropped: {exc}", True
             except Exception as exc:
-                # Tried again by the next events. A store that is away (or locked) is waited
-                # for as long as it takes; any other failure that repeats is given up rather
-                # than hold up the session's later turns.
-                failures = state.failed(conv, row.turn_id)
-                if not _transient(exc) and failures >= MAX_ATTEMPTS:
-                    state.drop(conv, row.turn_id)
-                    return f"store failed {failures} times, dropped: {_describe(exc)}", True
-                return f"store failed, kept for the next event: {_describe(exc)}", True
-    if left_out:
-        return f"stored; {left_out} tool call(s) left out: the tool-call API refused them", False
-    return None, False
+                return _failed(exc, state, row), True
+    return _left_out(left_out), False
+
+
+def _left_out(count: int) -> str | None:
+    if count:
+        return f"stored; {count} tool call(s) left out: the tool-call API refused them"
+    return None
+
+
+def _failed(exc: Exception, state: HookState, row: PendingTurn) -> str:
+    """Record a failed delivery of ``row``; the problem to report."""
+    conv = row.conversation_id
+    if isinstance(exc, _Refused):
+        # Retrying would fail the same way and hold up the session's later turns.
+        state.drop(conv, row.turn_id)
+        return f"refused by the store, dropped: {exc}"
+    # Tried again by the next events. A store that is away (or locked) is waited for as
+    # long as it takes; any other failure that repeats is given up rather than hold up the
+    # session's later turns.
+    failures = state.failed(conv, row.turn_id)
+    if not _transient(exc) and failures >= MAX_ATTEMPTS:
+        state.drop(conv, row.turn_id)
+        return f"store failed {failures} times, dropped: {_describe(exc)}"
+    return f"store failed, kept for the next event: {_describe(exc)}"
+
+
+def _refusal(exc: Exception) -> Exception:
+    """``exc`` as :func:`_deliver_turn` sees it: ``_Refused`` for a store refused for good."""
+    from neotoma_agent import APIError, IdempotencyMismatchError
+
+    if isinstance(exc, IdempotencyMismatchError):
+        # This turn id was stored before with other text (e.g. the same harness turn id
+        # sent again with another prompt): the store keeps the first.
+        return _Refused(_describe(exc))
+    if isinstance(exc, APIError) and not (exc.status >= 500 or exc.status == 429):
+        return _Refused(_describe(exc))
+    return exc
 
 
 async def _deliver_turn(memory: Any, row: PendingTurn, state: HookState, context_chars: int) -> int:
@@ -374,14 +445,11 @@ async def _deliver_turn(memory: Any, row: PendingTurn, state: HookState, context
             )
         state.closed(conv, turn, row.ending)
         return left_out
-    except IdempotencyMismatchError as exc:
-        # This turn id was stored before with other text (e.g. the same harness turn id
-        # sent again with another prompt): the store keeps the first.
-        raise _Refused(_describe(exc)) from None
-    except APIError as exc:
-        if exc.status >= 500 or exc.status == 429:
+    except (IdempotencyMismatchError, APIError) as exc:
+        refusal = _refusal(exc)
+        if refusal is exc:
             raise
-        raise _Refused(_describe(exc)) from None
+        raise refusal from None
 
 
 def _transient(exc: BaseException) -> bool:

@@ -28,33 +28,9 @@ from ._base import (
     RelationshipSnapshot,
     StoreResult,
 )
+from ._bodies import present, store_body
 
 __all__ = ["RestActions", "present", "store_arguments", "store_body"]
-
-
-def present(**fields: Any) -> dict[str, Any]:
-    """A REST body of the fields that were given: ``None`` means absent, as a server reads it."""
-    return {key: value for key, value in fields.items() if value is not None}
-
-
-def store_body(
-    entities: Sequence[Mapping[str, Any]],
-    *,
-    idempotency_key: str,
-    relationships: Sequence[Mapping[str, Any]] = (),
-    source_priority: int | None = None,
-    observation_source: str | None = None,
-    strict: bool = False,
-) -> dict[str, Any]:
-    """The JSON body of ``POST /store`` (the outbox keeps exactly this body)."""
-    return present(
-        entities=[dict(e) for e in entities],
-        relationships=[dict(r) for r in relationships] or None,
-        idempotency_key=idempotency_key,
-        source_priority=source_priority,
-        observation_source=observation_source,
-        strict=strict or None,
-    )
 
 
 def store_arguments(body: Mapping[str, Any]) -> dict[str, Any]:

@@ -12,7 +12,11 @@ bodies), with three deliberate differences, all in the direction of losing less:
   observation of an entity as on the first.
 """
 
-from ._purge import PurgeStats, purge_forgotten
-from ._store import EmbeddedStore
+from ..._lazy import lazy_exports
 
-__all__ = ["EmbeddedStore", "PurgeStats", "purge_forgotten"]
+# Imported on first use (see neotoma_agent._lazy): a hook process that writes the file
+# through ._write alone loads neither the store's event-loop machinery nor the purge.
+with lazy_exports(globals()):
+    from ._purge import PurgeStats as PurgeStats
+    from ._purge import purge_forgotten as purge_forgotten
+    from ._store import EmbeddedStore as EmbeddedStore

@@ -19,11 +19,12 @@ from .._base import StoreResult
 from .._rest import RestActions
 from ._batch import replay_statuses, store_each
 from ._bulk import FileReads
+from ._connect import connect as _connect
+from ._connect import encodable as _encodable
 from ._conversations import READS as _CONVERSATION_READS
 from ._conversations import route
 from ._db_thread import DBThread, Job
 from ._edges import create_relationship, create_relationships, retrieve_related_entities
-from ._errors import invalid_format
 from ._get_reads import (
     get_entity,
     get_entity_observations,
@@ -38,7 +39,7 @@ from ._read import (
     query_entities,
     retrieve_entity_by_identifier,
 )
-from ._schema import SCHEMA_VERSION, migrate
+from ._schema import SCHEMA_VERSION
 from ._write import correct, store
 
 __all__ = ["EmbeddedStore"]
@@ -88,45 +89,6 @@ def _connect_read_only(path: str) -> Callable[[], sqlite3.Connection]:
 
 def _readable_version(conn: sqlite3.Connection) -> int:
     return int(conn.execute("PRAGMA user_version").fetchone()[0])
-
-
-def _connect(path: str, synchronous: str) -> Callable[[], sqlite3.Connection]:
-    def connect() -> sqlite3.Connection:
-        if path != ":memory:":
-            # Create the file owner-only before SQLite opens it: it holds conversations.
-            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
-            os.close(fd)
-        conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-        try:
-            if path != ":memory:":
-                mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
-                if str(mode).lower() != "wal":
-                    raise sqlite3.OperationalError(f"could not enable WAL mode (got {mode})")
-            conn.execute(f"PRAGMA synchronous = {synchronous}")
-            conn.execute("PRAGMA busy_timeout = 10000")
-            # Ids are hashes, so inserts land all over the B-trees: keep more pages hot.
-            conn.execute("PRAGMA cache_size = -65536")
-            # Each store runs in a savepoint, whose undo pages go to a temporary journal:
-            # keep it in memory rather than in a temporary file.
-            conn.execute("PRAGMA temp_store = MEMORY")
-            # Hash-keyed B-trees dirty pages all over the file; checkpointing the WAL less
-            # often writes each hot page back once per checkpoint, not once per 4 MB.
-            conn.execute("PRAGMA wal_autocheckpoint = 10000")
-            conn.execute("PRAGMA journal_size_limit = 67108864")
-            conn.execute("PRAGMA foreign_keys = OFF")
-            if path != ":memory:" and file_kind(conn) == "outbox":
-                raise outbox_not_store()  # before migrate, which would make it a store
-            migrate(conn)
-            # Connect the FTS5 tables now (each reads its config on first use), so the first
-            # lookup does not pay for it.
-            for table in ("name_index", "bookkeeping_names"):
-                conn.execute(f"SELECT 1 FROM {table} WHERE rowid = 0").fetchall()
-        except BaseException:
-            conn.close()
-            raise
-        return conn
-
-    return connect
 
 
 @attrs.define(init=False, repr=False)
@@ -267,23 +229,6 @@ class EmbeddedStore(RestActions):
         """Per store body: True if storing it would only replay, False if its key is stored
         with other entities, None if a store must decide (one read for them all)."""
         return await self._run(replay_statuses, {"stores": list(bodies)})
-
-
-def _encodable(
-    fn: Callable[[sqlite3.Connection, Mapping[str, Any]], T],
-    conn: sqlite3.Connection,
-    body: Mapping[str, Any],
-) -> T:
-    # A lone surrogate cannot be encoded for SQLite or hashing. Refused as a typed 400 like
-    # any bad request (the job's savepoint undoes what it wrote); `from None` drops the
-    # UnicodeEncodeError, whose repr would carry the whole text.
-    try:
-        return fn(conn, body)
-    except UnicodeEncodeError:
-        raise invalid_format(
-            "a string holds a lone UTF-16 surrogate, which cannot be stored (text must be "
-            "well-formed Unicode)"
-        ) from None
 
 
 _ACTIONS: dict[str, Callable[[sqlite3.Connection, Mapping[str, Any]], dict[str, Any]]] = {

@@ -14,7 +14,8 @@ from typing import Any
 from test_import_batch import _body  # the same bodies as the store_many tests there
 
 from neotoma_agent.transport.embedded._batch import store_each
-from neotoma_agent.transport.embedded._store import _connect, _encodable
+from neotoma_agent.transport.embedded._connect import connect as _connect
+from neotoma_agent.transport.embedded._connect import encodable as _encodable
 from neotoma_agent.transport.embedded._write import store
 
 

@@ -1,0 +1,233 @@
+"""A turn's closing store as pure functions, the one source of its payloads.
+
+The async turn engine (``_phases.Phases.complete`` / ``abandon``) and the hook's synchronous
+path on an embedded store (``hooks._embedded``) both build the closing store from here: its
+run fields, its payload for a given run, the content key of a second abandonment, and the
+earlier runs a re-run replays. So a turn closed either way writes the same store, byte for
+byte. No I/O and no event loop here: a hook process imports this without them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+from ._keys import TurnKeys
+from ._payloads import (
+    ConversationSettings,
+    Produced,
+    RunFields,
+    StorePayload,
+    abandoned_payload,
+    closing_payload,
+)
+from ._phase_records import Opened
+from ._text import check_text
+from ._tool_payload import ToolPayloads, tool_entity
+from ._tools import ToolCall, iso_ms, now_ms
+from .exceptions import IdempotencyMismatchError, TurnCloseError
+
+__all__ = [
+    "Build",
+    "abandoned_builder",
+    "check_model",
+    "close_failure",
+    "closing_run",
+    "completed_builder",
+    "content_key",
+    "ended_at",
+    "matching_runs",
+    "mismatch",
+    "tool_entities",
+]
+
+#: a closing payload for the run fields of one run (and, abandoned, an explicit key)
+Build = Callable[..., StorePayload]
+
+# How many earlier runs a re-run tries (one per revision of the turn that wrote the phase).
+MAX_RERUN_TRIES = 8
+
+# Keys a store may add to an observation's fields that no payload sets.
+_META = frozenset({"schema_version", "canonical_name"})
+
+
+def check_model(model: object) -> str | None:
+    """``model`` as a turn stores it (``None``: not named); refused if not a non-empty str."""
+    if model is None:
+        return None
+    if not isinstance(model, str):
+        raise TypeError(f"model must be a str or None, not {type(model).__name__}")
+    if not model.strip():
+        raise ValueError("model must not be empty (pass None)")
+    return check_text("model", model)
+
+
+def close_failure(keys: TurnKeys, error: BaseException) -> Exception:
+    """The error a failed closing store raises after a normal body.
+
+    A refused rewrite (:class:`IdempotencyMismatchError`, already carrying a ``revision=``
+    hint) is raised as it is: it asks the caller for a decision, it is not an outage.
+    Anything else becomes :class:`TurnCloseError`, chained to its cause.
+    """
+    if isinstance(error, IdempotencyMismatchError):
+        return error
+    failure = TurnCloseError(
+        f"the closing store of turn {keys.turn_id!r} failed: {type(error).__name__}: {error}"
+    )
+    failure.__cause__ = error
+    return failure
+
+
+def mismatch(
+    keys: TurnKeys, payload: StorePayload, phase: str, exc: IdempotencyMismatchError
+) -> IdempotencyMismatchError:
+    """The error of a phase's store refused because its key holds other content."""
+    what = "user message" if phase == "user" else "reply"
+    # Keys fold ids as entity ids do, so the earlier turn may have had other ids.
+    folded_cid, folded_tid = keys.folded
+    return IdempotencyMismatchError(
+        f"turn {keys.turn_id!r} of conversation {keys.conversation_id!r} was already "
+        f"stored with a different {what} (idempotency key {payload.idempotency_key!r}); "
+        "ids that differ only in letter case or whitespace runs fold together into one "
+        f"turn, here turn {folded_tid!r} of conversation {folded_cid!r}",
+        status=exc.status,
+        code=exc.code,
+        body=exc.body,
+        hint="pass revision=2 (3, ...) to record a regenerated reply or edited message "
+        "under the same turn_id, or use a new turn_id for a new turn",
+    )
+
+
+def ended_at() -> str:
+    """Now, as a turn record's ``ended_at``."""
+    return iso_ms(now_ms())
+
+
+def closing_run(
+    opened: Opened, retrieved_ids: Sequence[str], context_chars: int | None
+) -> RunFields:
+    """The run fields of a closing store (``ended_at`` read now)."""
+    # started_at again (the value the user store wrote or replayed, never a new reading):
+    # the closing observation then holds every field the record's snapshot does, so a
+    # store keeps one copy (the embedded store writes no fields for an observation equal to
+    # its snapshot), and a real server's last_write keeps the same value.
+    return RunFields(
+        started_at=opened.started_at,
+        ended_at=ended_at(),
+        retrieved_entity_ids=tuple(retrieved_ids),
+        injected_context_chars=context_chars,
+        started_conversation=opened.started_conversation and opened.started_at is not None,
+    )
+
+
+def tool_entities(
+    conversation: ConversationSettings,
+    payloads: ToolPayloads,
+    keys: TurnKeys,
+    tools: Sequence[ToolCall],
+) -> list[dict[str, Any]]:
+    """The ``tool_invocation`` request elements of a turn's calls (capped, redacted)."""
+    platform = conversation.platform
+    return [tool_entity(c, keys.user_turn_key, platform, payloads) for c in tools]
+
+
+def completed_builder(
+    conversation: ConversationSettings,
+    opened: Opened,
+    reply: str,
+    retrieved_ids: Sequence[str],
+    cited_ids: Sequence[str],
+    produced: Sequence[Produced],
+    tools: Sequence[Mapping[str, Any]],
+    model: str | None,
+) -> Callable[[RunFields], StorePayload]:
+    """The completed turn's closing payload, as a function of the run fields."""
+
+    def build(fields: RunFields) -> StorePayload:
+        return closing_payload(
+            conversation,
+            opened.keys,
+            reply,
+            conversation_entity_id=opened.conversation_entity_id or None,
+            user_message_id=opened.user_message_id or None,
+            retrieved_ids=retrieved_ids,
+            cited_ids=cited_ids,
+            turn_number=opened.turn_number,
+            produced=produced,
+            tools=tools,
+            model=model,
+            run=fields,
+            started_at=opened.started_at,
+        )
+
+    return build
+
+
+def abandoned_builder(
+    conversation: ConversationSettings,
+    opened: Opened,
+    partial_reply: str,
+    error_class: str,
+    retrieved_ids: Sequence[str],
+    cited_ids: Sequence[str],
+    produced: Sequence[Produced],
+    tools: Sequence[Mapping[str, Any]],
+    model: str | None,
+) -> Callable[[RunFields, str | None], StorePayload]:
+    """The abandoned turn's closing payload, as a function of the run fields and the key
+    (``None``: the phase's own key; see :func:`content_key`)."""
+
+    def build(fields: RunFields, key: str | None = None) -> StorePayload:
+        return abandoned_payload(
+            conversation,
+            opened.keys,
+            partial_reply,
+            error_class,
+            conversation_entity_id=opened.conversation_entity_id or None,
+            user_message_id=opened.user_message_id or None,
+            retrieved_ids=retrieved_ids,
+            cited_ids=cited_ids,
+            turn_number=opened.turn_number,
+            idempotency_key=key,
+            produced=produced,
+            tools=tools,
+            model=model,
+            run=fields,
+            started_at=opened.started_at,
+        )
+
+    return build
+
+
+def content_key(keys: TurnKeys, build: Callable[[RunFields, str | None], StorePayload]) -> str:
+    """The key of an abandonment that differs from an earlier one of the same turn id.
+
+    Derived from its own content (the run fields left out), so an identical retry still
+    collapses into one store.
+    """
+    payload = build(RunFields(), None)
+    blob = json.dumps(list(payload.entities), separators=(",", ":"), ensure_ascii=False)
+    return f"{keys.idempotency_key('abandoned')}-{hashlib.sha256(blob.encode()).hexdigest()[:12]}"
+
+
+def matching_runs(
+    observations: Iterable[Mapping[str, Any]],
+    build: Callable[[RunFields], StorePayload],
+    run: RunFields,
+) -> list[RunFields]:
+    """The run fields of the turn record's ``observations`` (their fields, newest first)
+    that this phase's earlier runs wrote: equal to what ``build(run)`` sends but for them."""
+    found: list[RunFields] = []
+    for fields in observations:
+        earlier = RunFields.of(fields)
+        if earlier == run or earlier in found:
+            continue
+        rebuilt = build(earlier)
+        record = dict(rebuilt.entities[rebuilt.turn_record_index])
+        record.pop("entity_type", None)
+        stored = {k: v for k, v in fields.items() if k not in _META}
+        if record == stored:
+            found.append(earlier)
+    return found[:MAX_RERUN_TRIES]

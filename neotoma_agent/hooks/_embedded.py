@@ -1,0 +1,181 @@
+"""A hook's closing stores on an embedded store file, without the event loop.
+
+Most hook events that store something close a turn another process opened (a Stop, the
+next prompt abandoning a turn that got none). On an embedded store that is one store on
+the file: this module does it in the hook's own thread, loading only the payload builders
+(``_closing``) and the store's write path (``transport.embedded._write``), not the turn
+engine, asyncio, anyio or the store's thread. It builds the same payloads from the same
+functions as ``NeotomaMemory.close_turn`` / ``abandon_turn`` with the ids the state file
+kept, and runs the same store action in one transaction, so the file ends up the same
+(tests/hooks/test_hook_embedded.py replays recorded sessions both ways and compares every
+row). Opening a turn (retrieval, the history read, the context block) stays on the engine.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from .._closing import (
+    abandoned_builder,
+    check_model,
+    close_failure,
+    closing_run,
+    completed_builder,
+    content_key,
+    matching_runs,
+    mismatch,
+    tool_entities,
+)
+from .._keys import TurnKeys, turn_keys, turn_record_entity_id, validate_entity_id
+from .._payloads import ConversationSettings, RunFields, StorePayload
+from .._phase_records import Opened
+from .._text import check_text
+from .._tool_payload import DEFAULT_PAYLOADS
+from .._tools import ToolCall, check_tools, merge_tools
+from ..exceptions import IdempotencyMismatchError
+from ..transport._bodies import store_body
+from ..transport.embedded import _connect
+from ..transport.embedded._read import list_observations, retrieve_entity_by_identifier
+from ..transport.embedded._write import store
+from ._state import PendingTurn
+
+__all__ = ["EmbeddedFile", "close"]
+
+
+class EmbeddedFile:
+    """The store file, opened as ``EmbeddedStore`` opens it (a context manager)."""
+
+    def __init__(self, path: str) -> None:
+        self._path = path
+        self._conn: sqlite3.Connection | None = None
+
+    @property
+    def conn(self) -> sqlite3.Connection:
+        """The connection, opened on first use: a file that cannot be opened fails the
+        first store, as the store's thread fails its first job."""
+        if self._conn is None:
+            self._conn = _connect.connect(self._path, "NORMAL")()
+        return self._conn
+
+    def __enter__(self) -> EmbeddedFile:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._conn is not None:
+            self._conn.close()
+
+    def store(self, payload: StorePayload, keys: TurnKeys, phase: str) -> None:
+        """One phase's store, as ``Phases.store`` sends it (the same body)."""
+        body = store_body(
+            payload.entities,
+            idempotency_key=payload.idempotency_key,
+            relationships=payload.relationships,
+        )
+        try:
+            _connect.run(self.conn, store, body, writes=True)
+        except IdempotencyMismatchError as exc:
+            raise mismatch(keys, payload, phase, exc) from exc
+
+    def find(self, key: str, entity_type: str) -> str | None:
+        """``Phases.find``: the id of the ``entity_type`` named ``{entity_type}:{key}``."""
+        wanted = f"{entity_type}:{key}".casefold()
+        body = {"identifier": key, "limit": 100}
+        found = _connect.run(self.conn, retrieve_entity_by_identifier, body, writes=False)
+        for entity in _items(found.get("entities")):
+            # As Entity.from_json reads a lookup's entity.
+            name = entity.get("canonical_name")
+            if isinstance(name, str) and name.casefold() == wanted:
+                return str(entity.get("id") or entity.get("entity_id") or "")
+        return None
+
+    def observation_fields(self, entity_id: str) -> list[Mapping[str, Any]]:
+        """The fields of the entity's observations, newest first (the first page)."""
+        body = {"entity_id": entity_id, "limit": 100, "offset": 0}
+        listed = _connect.run(self.conn, list_observations, body, writes=False)
+        return [
+            fields if isinstance(fields, Mapping) else {}
+            for fields in (o.get("fields") for o in _items(listed.get("observations")))
+        ]
+
+
+def _items(value: object) -> list[Mapping[str, Any]]:
+    return [v for v in value if isinstance(v, Mapping)] if isinstance(value, list) else []
+
+
+def close(file: EmbeddedFile, harness: str, row: PendingTurn, tools: Sequence[ToolCall]) -> None:
+    """Store the closing phase of ``row`` (its ``ending``), as ``close_turn`` (completed) or
+    ``abandon_turn`` (abandoned) of a memory with default settings would from these ids.
+
+    Raises what the store raises (``IdempotencyMismatchError`` for a turn stored before
+    with other content, ``ValidationError`` for content it refuses).
+    """
+    conv = row.conversation_id
+    keys = turn_keys(conv, row.turn_id)
+    ids = tuple(validate_entity_id(i) for i in (row.retrieved_ids or ()))
+    model = check_model(row.model)
+    user_message_id = row.user_message_id or None
+    if user_message_id is not None:
+        validate_entity_id(user_message_id)
+    elif ids:
+        user_message_id = file.find(keys.user_turn_key, "conversation_message")
+    opened = Opened(
+        keys=keys,
+        turn_number=None,
+        user_message_id=user_message_id or "",
+        conversation_entity_id=file.find(conv, "conversation") or "",
+        turn_record_id=None,
+        replayed=False,
+        prior_status=None,
+    )
+    conversation = ConversationSettings(conv, harness)
+    calls = merge_tools(keys.user_turn_key, (), check_tools(tools))
+    entities = tool_entities(conversation, DEFAULT_PAYLOADS, keys, calls)
+    try:
+        if row.ending == "completed":
+            reply = check_text("assistant_message", row.reply or "")
+            build = completed_builder(conversation, opened, reply, ids, (), (), entities, model)
+            _store_phase(file, build, closing_run(opened, ids, None), keys, "assistant")
+            return
+        partial = check_text("partial_reply", row.reply or "")
+        error_class = row.error_class or "Abandoned"
+        abandon = abandoned_builder(
+            conversation, opened, partial, error_class, ids, (), (), entities, model
+        )
+        run = closing_run(opened, ids, None)
+        try:
+            _store_phase(file, lambda fields: abandon(fields, None), run, keys, "abandoned")
+        except IdempotencyMismatchError:
+            # As Phases.abandon: an earlier, different abandonment of this turn id stays too.
+            key = content_key(keys, abandon)
+            _store_phase(file, lambda fields: abandon(fields, key), run, keys, "abandoned")
+    except Exception as exc:
+        # As close_turn / abandon_turn raise a failed closing store (chained to its cause).
+        raise close_failure(keys, exc)  # noqa: B904
+
+
+def _store_phase(
+    file: EmbeddedFile,
+    build: Callable[[RunFields], StorePayload],
+    run: RunFields,
+    keys: TurnKeys,
+    phase: str,
+) -> None:
+    # Phases.store_turn_phase: a re-run that differs only in its run fields replays.
+    try:
+        file.store(build(run), keys, phase)
+        return
+    except IdempotencyMismatchError as refused:
+        try:
+            record_id = turn_record_entity_id(keys.conversation_id, keys.turn_id)
+            earlier = matching_runs(file.observation_fields(record_id), build, run)
+        except Exception:  # as Phases: the mismatch is what the caller sees
+            earlier = []
+        for fields in earlier:
+            try:
+                file.store(build(fields), keys, phase)
+                return
+            except IdempotencyMismatchError:
+                continue
+        raise refused from None

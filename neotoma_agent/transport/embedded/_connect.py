@@ -1,0 +1,101 @@
+"""Opening a store file and running one action on it: shared by the store and the hook.
+
+:class:`~neotoma_agent.transport.embedded.EmbeddedStore` runs its actions on a thread of its
+own (``_db_thread``); a hook process on an embedded store runs the same actions on the same
+connection settings in its own thread, one transaction each (:func:`run`), without the
+event loop. Both open the file here, so they cannot differ in how.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
+
+from ..._file_kind import file_kind, outbox_not_store
+from ._errors import invalid_format
+from ._schema import migrate
+
+__all__ = ["connect", "encodable", "run"]
+
+T = TypeVar("T")
+
+
+def connect(path: str, synchronous: str) -> Callable[[], sqlite3.Connection]:
+    """A function opening (creating, upgrading) the store file at ``path`` for writing."""
+
+    def connect() -> sqlite3.Connection:
+        if path != ":memory:":
+            # Create the file owner-only before SQLite opens it: it holds conversations.
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+            os.close(fd)
+        conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        try:
+            if path != ":memory:":
+                mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+                if str(mode).lower() != "wal":
+                    raise sqlite3.OperationalError(f"could not enable WAL mode (got {mode})")
+            conn.execute(f"PRAGMA synchronous = {synchronous}")
+            conn.execute("PRAGMA busy_timeout = 10000")
+            # Ids are hashes, so inserts land all over the B-trees: keep more pages hot.
+            conn.execute("PRAGMA cache_size = -65536")
+            # Each store runs in a savepoint, whose undo pages go to a temporary journal:
+            # keep it in memory rather than in a temporary file.
+            conn.execute("PRAGMA temp_store = MEMORY")
+            # Hash-keyed B-trees dirty pages all over the file; checkpointing the WAL less
+            # often writes each hot page back once per checkpoint, not once per 4 MB.
+            conn.execute("PRAGMA wal_autocheckpoint = 10000")
+            conn.execute("PRAGMA journal_size_limit = 67108864")
+            conn.execute("PRAGMA foreign_keys = OFF")
+            if path != ":memory:" and file_kind(conn) == "outbox":
+                raise outbox_not_store()  # before migrate, which would make it a store
+            migrate(conn)
+            # Connect the FTS5 tables now (each reads its config on first use), so the first
+            # lookup does not pay for it.
+            for table in ("name_index", "bookkeeping_names"):
+                conn.execute(f"SELECT 1 FROM {table} WHERE rowid = 0").fetchall()
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    return connect
+
+
+def encodable(
+    fn: Callable[[sqlite3.Connection, Mapping[str, Any]], T],
+    conn: sqlite3.Connection,
+    body: Mapping[str, Any],
+) -> T:
+    """``fn(conn, body)``, with a text SQLite cannot hold refused as a typed 400."""
+    # A lone surrogate cannot be encoded for SQLite or hashing. Refused as a typed 400 like
+    # any bad request (the job's savepoint undoes what it wrote); `from None` drops the
+    # UnicodeEncodeError, whose repr would carry the whole text.
+    try:
+        return fn(conn, body)
+    except UnicodeEncodeError:
+        raise invalid_format(
+            "a string holds a lone UTF-16 surrogate, which cannot be stored (text must be "
+            "well-formed Unicode)"
+        ) from None
+
+
+def run(
+    conn: sqlite3.Connection,
+    fn: Callable[[sqlite3.Connection, Mapping[str, Any]], T],
+    body: Mapping[str, Any],
+    *,
+    writes: bool,
+) -> T:
+    """One action in a transaction of its own, as the store's thread runs a lone job: all
+    of it committed, or (it failed) none of it."""
+    conn.execute("BEGIN IMMEDIATE" if writes else "BEGIN")
+    try:
+        result = encodable(fn, conn, body)
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
+    return result

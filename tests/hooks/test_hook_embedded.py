@@ -1,0 +1,136 @@
+"""The hook's own closing stores on a store file (``hooks._embedded``) write what the turn
+engine writes: the recorded sessions of the real programs, replayed both ways on a frozen
+clock, leave the same rows in every table of the store file."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import sqlite3
+import time
+import types
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hook_support import DATA, Hooks, recorded
+
+from neotoma_agent.hooks import _embedded, _event, _run
+from neotoma_agent.transport.embedded import _edges, _write
+
+SCENARIOS = [
+    (harness, folder.name)
+    for harness in ("claude-code", "codex")
+    for folder in sorted((DATA / harness.replace("-", "_")).iterdir())
+    if folder.is_dir()
+]
+
+_NOW = _dt.datetime(2026, 12, 2, 6, 30, 0, 123000, tzinfo=_dt.timezone.utc)
+
+
+class _FrozenDatetime(_dt.datetime):
+    @classmethod
+    def now(cls, tz: _dt.tzinfo | None = None) -> _FrozenDatetime:
+        return cls.fromtimestamp(_NOW.timestamp(), tz)
+
+
+@pytest.fixture
+def frozen(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every clock a store reads, stopped: two runs of a session write the same values."""
+    ns = int(_NOW.timestamp() * 1e9)
+    monkeypatch.setattr(time, "time_ns", lambda: ns)
+    stamp = "2026-12-02T06:30:00.123Z"
+    monkeypatch.setattr(_write, "now_iso", lambda: stamp)
+    monkeypatch.setattr(_edges, "now_iso", lambda: stamp)
+    shim = types.SimpleNamespace(
+        datetime=_FrozenDatetime, timezone=_dt.timezone, timedelta=_dt.timedelta
+    )
+    monkeypatch.setattr(_event, "_dt", shim)
+
+
+def rows(db: Path) -> dict[str, list[tuple[Any, ...]]]:
+    """Every row of every table of the store file (FTS shadow tables too), in rowid order."""
+    with sqlite3.connect(db) as conn:
+        tables = [
+            name
+            for (name,) in conn.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name"
+            )
+        ]
+        return {
+            table: sorted(conn.execute(f'SELECT * FROM "{table}"').fetchall(), key=repr)
+            for table in tables
+        }
+
+
+def replay(tmp: Path, harness: str, scenario: str) -> dict[str, list[tuple[Any, ...]]]:
+    tmp.mkdir()
+    Hooks(tmp, harness).replay(recorded(harness, scenario))
+    return rows(tmp / "memory.db")
+
+
+def spy(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The turns ``_embedded.close`` stores (the hook's own path)."""
+    closed: list[str] = []
+    real = _embedded.close
+
+    def close(file: Any, harness: str, row: Any, tools: Any) -> None:
+        closed.append(row.turn_id)
+        real(file, harness, row, tools)
+
+    monkeypatch.setattr(_embedded, "close", close)
+    return closed
+
+
+@pytest.mark.parametrize(("harness", "scenario"), SCENARIOS)
+def test_a_recorded_session_stores_the_same_rows_both_ways(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, frozen: None, harness: str, scenario: str
+) -> None:
+    monkeypatch.setenv(_run._ENGINE_ENV, "1")
+    engine = replay(tmp_path / "engine", harness, scenario)
+    monkeypatch.delenv(_run._ENGINE_ENV)
+    closed = spy(monkeypatch)
+    here = replay(tmp_path / "here", harness, scenario)
+    assert closed, "every recorded session closes a turn: the hook's own path ran"
+    assert here.keys() == engine.keys()
+    for table, engine_rows in engine.items():
+        assert here[table] == engine_rows, table
+    assert engine["observations"], "the sessions stored something"
+
+
+def test_a_prompt_after_a_turn_with_no_stop_closes_it_here_and_opens_on_the_engine(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, frozen: None
+) -> None:
+    """A prompt that abandons the session's last turn (no Stop came) and opens its own:
+    the abandonment is the hook's, the opening the engine's, the rows the same."""
+    inputs = recorded("claude-code", "session")
+    prompts = [payload for event, payload in inputs if event == "UserPromptSubmit"]
+    sequence = [("UserPromptSubmit", prompts[0]), ("UserPromptSubmit", prompts[1])]
+    monkeypatch.setenv(_run._ENGINE_ENV, "1")
+    (tmp_path / "engine").mkdir()
+    Hooks(tmp_path / "engine", "claude-code").replay(sequence)
+    monkeypatch.delenv(_run._ENGINE_ENV)
+    (tmp_path / "here").mkdir()
+    Hooks(tmp_path / "here", "claude-code").replay(sequence)
+    assert rows(tmp_path / "here" / "memory.db") == rows(tmp_path / "engine" / "memory.db")
+
+
+def test_a_repeated_close_the_state_forgot_replays_on_the_store(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A Stop whose store landed but whose state write did not (a hook killed between the
+    two) is sent again by the next event with a new ``ended_at``: it replays (the earlier
+    run's fields are found), it adds nothing."""
+    hooks = Hooks(tmp_path, "claude-code")
+    inputs = recorded("claude-code", "completed")
+    hooks.replay(inputs[:2])
+    with sqlite3.connect(hooks.db) as conn:
+        before = conn.execute("SELECT count(*) FROM observations").fetchone()[0]
+    with sqlite3.connect(hooks.state) as conn:
+        conn.execute("UPDATE turns SET phase = 'open'")  # as if the state write was lost
+    time.sleep(0.01)  # a later ended_at
+    closed = spy(monkeypatch)
+    outcome = hooks.send(*inputs[2])  # SessionEnd: delivers what is due
+    assert outcome.problem is None
+    assert closed
+    with sqlite3.connect(hooks.db) as conn:
+        assert conn.execute("SELECT count(*) FROM observations").fetchone()[0] == before
