@@ -1,11 +1,12 @@
 """Benchmark a coding-agent hook as the harness runs it: a fresh process per event.
 
-    python benchmarks/hook_latency.py [--turns N] [--baseline SRC] [--json PATH]
+    python benchmarks/hook_latency.py [--harness claude-code|codex] [--turns N]
+        [--baseline SRC] [--json PATH]
 
-Replays the Claude Code inputs recorded from the real program (``tests/data/hooks/
-claude_code/tool``: UserPromptSubmit, PostToolUse, Stop) as ``N`` turns of one session,
-each event a new ``python -m neotoma_agent hook claude-code EVENT`` process on one embedded
-store file, and times every process from outside (wall, and user + system CPU from the
+Replays the inputs recorded from the real program (``tests/data/hooks/claude_code/tool``,
+or ``codex/tool`` with ``--harness codex``: UserPromptSubmit, PostToolUse, Stop) as ``N``
+turns of one session, each event a new ``python -m neotoma_agent hook HARNESS EVENT``
+process on one embedded store file, and times every process from outside (wall, and user + system CPU from the
 kernel's accounting of the child). Side by side in the same run, interleaved with the hooks
 so that machine drift hits both: the interpreter alone (``python -c pass``) and ``import
 neotoma_agent``. ``--baseline SRC`` replays the same session, interleaved event by event,
@@ -32,13 +33,15 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-RECORDED = ROOT / "tests" / "data" / "hooks" / "claude_code" / "tool"
+RECORDED = ROOT / "tests" / "data" / "hooks"
 EVENTS = ("UserPromptSubmit", "PostToolUse", "Stop")
+#: the field of each harness's inputs that names the turn (a new one per replayed turn)
+TURN_FIELD = {"claude-code": "prompt_id", "codex": "turn_id"}
 
 
-def inputs() -> dict[str, dict[str, Any]]:
+def inputs(harness: str) -> dict[str, dict[str, Any]]:
     found = {}
-    for path in sorted(RECORDED.glob("*.json")):
+    for path in sorted((RECORDED / harness.replace("-", "_") / "tool").glob("*.json")):
         event = path.stem.split("-", 1)[1]
         if event in EVENTS:
             found[event] = json.loads(path.read_text())
@@ -101,14 +104,15 @@ def summary(
     }
 
 
-def run(turns: int, baseline: Path | None = None) -> dict[str, Any]:
-    recorded = inputs()
+def run(turns: int, baseline: Path | None = None, harness: str = "claude-code") -> dict[str, Any]:
+    recorded = inputs(harness)
+    turn_field = TURN_FIELD[harness]
     env = {
         k: v
         for k, v in os.environ.items()
         if not k.startswith("NEOTOMA_") and k not in ("PYTHONDONTWRITEBYTECODE", "PYTHONPATH")
     }
-    hook = [sys.executable, "-m", "neotoma_agent", "hook", "claude-code"]
+    hook = [sys.executable, "-m", "neotoma_agent", "hook", harness]
     with tempfile.TemporaryDirectory() as tmp:
         # Bytecode goes to a private cache (no source tree is written to), filled by turn -1.
         env["PYTHONPYCACHEPREFIX"] = f"{tmp}/pycache"
@@ -126,11 +130,11 @@ def run(turns: int, baseline: Path | None = None) -> dict[str, Any]:
             kept = samples if n >= 0 else {name: [] for name in samples}
             for event in EVENTS:
                 payload = copy.deepcopy(recorded[event])
-                payload["prompt_id"] = f"{payload['prompt_id'][:-6]}{n + 1:06d}"
+                payload[turn_field] = f"{payload[turn_field][:-6]}{n + 1:06d}"
                 if event == "UserPromptSubmit":
                     payload["prompt"] = f"Turn {n}: what do we know about Acme Corp?"
                 if event == "PostToolUse":
-                    payload["tool_use_id"] = f"toolu_{n + 1:024d}"
+                    payload["tool_use_id"] = f"{payload['tool_use_id'][:-6]}{n + 1:06d}"
                 stdin = json.dumps(payload).encode()
                 for index, (variant, venv) in enumerate(variants.items()):
                     store = ["--db", f"{tmp}/memory{index}.db", "--state", f"{tmp}/state{index}.db"]
@@ -142,6 +146,7 @@ def run(turns: int, baseline: Path | None = None) -> dict[str, Any]:
                 argv = [sys.executable, "-c", "import neotoma_agent"]
                 kept[f"import neotoma_agent{variant}"].append(timed(argv, b"", venv, tmp))
     return {
+        "harness": harness,
         "turns": turns,
         "python": sys.version.split()[0],
         "cores": os.cpu_count(),
@@ -158,7 +163,8 @@ def run(turns: int, baseline: Path | None = None) -> dict[str, Any]:
 
 def render(report: dict[str, Any]) -> str:
     lines = [
-        f"hook latency, fresh process per event, embedded store ({report['turns']} turns)",
+        f"hook latency, {report['harness']}, fresh process per event, embedded store "
+        f"({report['turns']} turns)",
         *(f"  {name}: {path}" for name, path in report["sources"].items()),
         f"{'process':<32}{'runs':>6}{'p50 ms':>10}{'p99 ms':>10}{'max ms':>10}{'cpu p50':>10}"
         f"{'cpu p99':>10}{'cpu/base':>10}",
@@ -183,9 +189,12 @@ def main() -> None:
         metavar="SRC",
         help="also run the package from this source tree, interleaved (e.g. a main checkout)",
     )
+    parser.add_argument(
+        "--harness", choices=sorted(TURN_FIELD), default="claude-code", help="whose inputs"
+    )
     parser.add_argument("--json", type=Path, help="also write the figures here")
     args = parser.parse_args()
-    report = run(args.turns, args.baseline)
+    report = run(args.turns, args.baseline, args.harness)
     print(render(report))
     if args.json:
         args.json.write_text(json.dumps(report, indent=2) + "\n")

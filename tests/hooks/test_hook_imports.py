@@ -3,8 +3,10 @@
 A coding agent starts ``neotoma-agent hook`` as a fresh process for every event, so what
 the process imports is its latency. A tool use only appends to the hook's SQLite state: no
 event loop, no store, no turn engine, no attrs (the tool-call API checks the call when the
-turn's closing store is built). A prompt loads the embedded store and the turn engine,
-never the HTTP client, structlog, the installer or the transcript import. Speed itself is
+turn's closing store is built). A Stop (a closing store) writes the store file from the
+hook's own thread: no event loop, no turn engine, no store thread (``hooks._embedded``). A
+prompt loads the embedded store and the turn engine, never the HTTP client, structlog, the
+installer or the transcript import. Speed itself is
 measured by ``benchmarks/hook_latency.py``, not asserted here.
 """
 
@@ -16,7 +18,7 @@ import sys
 from pathlib import Path
 
 from cli_support import clean_env
-from hook_support import Hooks, recorded
+from hook_support import Hooks, recorded, summary, tool_invocations
 
 from neotoma_agent import ToolCall
 from neotoma_agent.hooks import HookState
@@ -104,6 +106,42 @@ def test_a_tool_use_only_writes_the_state_file(tmp_path: Path) -> None:
     assert call["call_id"] == inputs["PostToolUse"]["tool_use_id"]
     checked = ToolCall.from_json(call)
     assert (checked.name, checked.status) == ("Bash", "ok")
+
+
+#: what a closing store on the store file must not load: it writes through ._write alone
+NOT_FOR_A_CLOSE = (
+    *NEVER,
+    "asyncio",
+    "anyio",
+    "neotoma_agent._memory",
+    "neotoma_agent._turn",
+    "neotoma_agent._phases",
+    "neotoma_agent._retrieval",
+    "neotoma_agent._context",
+    "neotoma_agent._history",
+    "neotoma_agent.transport.embedded._store",
+    "neotoma_agent.transport.embedded._db_thread",
+    "neotoma_agent.transport._results",
+)
+
+
+def test_a_stop_writes_the_store_file_without_the_engine(tmp_path: Path) -> None:
+    inputs = dict(recorded("claude-code", "tool"))
+    hooks = Hooks(tmp_path, "claude-code")
+    hooks.send("UserPromptSubmit", inputs["UserPromptSubmit"])  # the turn, opened in-process
+    hooks.send("PostToolUse", inputs["PostToolUse"])
+
+    modules = hook_modules(tmp_path, "Stop", inputs["Stop"])
+
+    assert loaded(modules, NOT_FOR_A_CLOSE) == set()
+    assert "neotoma_agent.hooks._embedded" in modules
+    [turn] = summary(hooks.db, hooks.conversation(inputs["Stop"]["session_id"]))
+    assert turn == (
+        inputs["UserPromptSubmit"]["prompt"],
+        inputs["Stop"]["last_assistant_message"],
+        "completed",
+    )
+    assert [t["tool_name"] for t in tool_invocations(hooks.db)] == ["Bash"]
 
 
 def test_a_prompt_loads_the_store_and_nothing_else_heavy(tmp_path: Path) -> None:
