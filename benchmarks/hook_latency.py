@@ -6,8 +6,8 @@
 Replays the inputs recorded from the real program (``tests/data/hooks/claude_code/tool``,
 or ``codex/tool`` with ``--harness codex``: UserPromptSubmit, PostToolUse, Stop) as ``N``
 turns of one session, each event a new ``python -m neotoma_agent hook HARNESS EVENT``
-process on one embedded store file, and times every process from outside (wall, and user + system CPU from the
-kernel's accounting of the child). Side by side in the same run, interleaved with the hooks
+process on one embedded store file, and times every process from outside (wall, and user +
+system CPU from the kernel's accounting of the child). Side by side in the same run, interleaved with the hooks
 so that machine drift hits both: the interpreter alone (``python -c pass``) and ``import
 neotoma_agent``. ``--baseline SRC`` replays the same session, interleaved event by event,
 with the package from another source tree (e.g. a checkout of main: ``PYTHONPATH=SRC``),
