@@ -3,18 +3,19 @@
     python benchmarks/hook_latency.py [--harness claude-code|codex] [--turns N]
         [--baseline SRC] [--json PATH]
 
-Replays the inputs recorded from the real program (``tests/data/hooks/claude_code/tool``,
-or ``codex/tool`` with ``--harness codex``: UserPromptSubmit, PostToolUse, Stop) as ``N``
-turns of one session, each event a new ``python -m neotoma_agent hook HARNESS EVENT``
-process on one embedded store file, and times every process from outside (wall, and user +
-system CPU from the kernel's accounting of the child). Side by side in the same run, interleaved with the hooks
-so that machine drift hits both: the interpreter alone (``python -c pass``) and ``import
-neotoma_agent``. ``--baseline SRC`` replays the same session, interleaved event by event,
-with the package from another source tree (e.g. a checkout of main: ``PYTHONPATH=SRC``),
-so that a change is read as a ratio measured in one run. Bytecode is cached (as an
-installed package has it): a first turn, not counted, compiles it. The goal (issue 27):
-p50 <= 150 ms, p99 <= 400 ms per event. Prints a table (wall p50 / p99 / max, CPU p50 / p99,
-and with a baseline the median of the run-by-run CPU ratios); ``--json`` writes the figures.
+Replays the inputs recorded from the real program (``tests/data/hooks/claude_code/tool``, or
+``codex/tool`` with ``--harness codex``: UserPromptSubmit, PostToolUse, Stop) as ``N`` turns
+of one session, each event a new ``python -m neotoma_agent hook HARNESS EVENT`` process on
+one embedded store file, and times every process from outside (wall, and user + system CPU
+from the kernel's accounting of the child). Side by side in the same run, interleaved with
+the hooks so that machine drift hits both: the interpreter alone (``python -c pass``) and
+``import neotoma_agent``. ``--baseline SRC`` replays the same session, interleaved event by
+event, with the package from another source tree (e.g. a checkout of main:
+``PYTHONPATH=SRC``), so that a change is read as a ratio measured in one run. Bytecode is
+cached (as an installed package has it): a first turn, not counted, compiles it. The goal
+(issue 27): p50 <= 150 ms, p99 <= 400 ms per event. Prints a table (wall p50 / p99 / max,
+CPU p50 / p99, and with a baseline the median of the run-by-run CPU ratios); ``--json``
+writes the figures.
 """
 
 from __future__ import annotations
