@@ -1,14 +1,14 @@
 """A hook's closing stores on an embedded store file, without the event loop.
 
-Most hook events that store something close a turn another process opened (a Stop, the
-next prompt abandoning a turn that got none). On an embedded store that is one store on
-the file: this module does it in the hook's own thread, loading only the payload builders
-(``_closing``) and the store's write path (``transport.embedded._write``), not the turn
-engine, asyncio, anyio or the store's thread. It builds the same payloads from the same
-functions as ``NeotomaMemory.close_turn`` / ``abandon_turn`` with the ids the state file
-kept, and runs the same store action in one transaction, so the file ends up the same
-(tests/hooks/test_hook_embedded.py replays recorded sessions both ways and compares every
-row). Opening a turn (retrieval, the history read, the context block) stays on the engine.
+A Stop closes a turn another process opened (so does a session's end, abandoning a turn that
+got no Stop). On an embedded store that is one store on the file: this module does it in the
+hook's own thread, loading only the payload builders (``_closing``) and the store's write
+path (``transport.embedded._write``), not the turn engine, asyncio, anyio or the store's
+thread. It builds the same payloads from the same functions as ``NeotomaMemory.close_turn``
+/ ``abandon_turn`` with the ids the state file kept, and runs the same store action in one
+transaction, so the file ends up the same (tests/hooks/test_hook_embedded.py replays
+recorded sessions both ways and compares every row). Opening a turn (retrieval, the history
+read, the context block) stays on the engine.
 """
 
 from __future__ import annotations

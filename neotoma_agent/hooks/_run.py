@@ -203,8 +203,8 @@ def _handle(
         context: str | None = None
         failure: str | None = None
         if _closes_only(store, batches):
-            # Closing stores on a store file (a Stop, a prompt abandoning a turn that got
-            # none): done here, without the event loop or the turn engine (_embedded).
+            # Only closing stores, on a store file (a Stop, a session's end): done here,
+            # without the event loop or the turn engine (_embedded).
             failure = _close_here(module.NAME, batches, state, store)
         elif any(rows for _, rows in batches) or _outbox_waiting(store):
             # Only now the event loop and the store are loaded: an event with nothing to

@@ -97,23 +97,6 @@ def test_a_recorded_session_stores_the_same_rows_both_ways(
     assert engine["observations"], "the sessions stored something"
 
 
-def test_a_prompt_after_a_turn_with_no_stop_closes_it_here_and_opens_on_the_engine(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, frozen: None
-) -> None:
-    """A prompt that abandons the session's last turn (no Stop came) and opens its own:
-    the abandonment is the hook's, the opening the engine's, the rows the same."""
-    inputs = recorded("claude-code", "session")
-    prompts = [payload for event, payload in inputs if event == "UserPromptSubmit"]
-    sequence = [("UserPromptSubmit", prompts[0]), ("UserPromptSubmit", prompts[1])]
-    monkeypatch.setenv(_run._ENGINE_ENV, "1")
-    (tmp_path / "engine").mkdir()
-    Hooks(tmp_path / "engine", "claude-code").replay(sequence)
-    monkeypatch.delenv(_run._ENGINE_ENV)
-    (tmp_path / "here").mkdir()
-    Hooks(tmp_path / "here", "claude-code").replay(sequence)
-    assert rows(tmp_path / "here" / "memory.db") == rows(tmp_path / "engine" / "memory.db")
-
-
 def test_a_repeated_close_the_state_forgot_replays_on_the_store(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
