@@ -45,10 +45,15 @@ __all__ = ["EmbeddedFile", "close"]
 
 
 class EmbeddedFile:
-    """The store file, opened as ``EmbeddedStore`` opens it (a context manager)."""
+    """The store file, opened as ``EmbeddedStore`` opens it (a context manager).
 
-    def __init__(self, path: str) -> None:
+    ``busy_timeout``: the seconds a store waits for another writer's lock (at most the
+    store's own 10 s).
+    """
+
+    def __init__(self, path: str, *, busy_timeout: float = 10.0) -> None:
         self._path = path
+        self._busy_ms = max(0, min(10_000, int(busy_timeout * 1000)))
         self._conn: sqlite3.Connection | None = None
 
     @property
@@ -57,6 +62,7 @@ class EmbeddedFile:
         first store, as the store's thread fails its first job."""
         if self._conn is None:
             self._conn = _connect.connect(self._path, "NORMAL")()
+            self._conn.execute(f"PRAGMA busy_timeout = {self._busy_ms}")
         return self._conn
 
     def __enter__(self) -> EmbeddedFile:

@@ -205,7 +205,7 @@ def _handle(
         if _closes_only(store, batches):
             # Only closing stores, on a store file (a Stop, a session's end): done here,
             # without the event loop or the turn engine (_embedded).
-            failure = _close_here(module.NAME, batches, state, store)
+            failure = _close_here(module.NAME, batches, state, store, budget)
         elif any(rows for _, rows in batches) or _outbox_waiting(store):
             # Only now the event loop and the store are loaded: an event with nothing to
             # deliver (most tool uses) costs a state write and no more.
@@ -286,13 +286,18 @@ def _close_here(
     batches: list[tuple[str, list[PendingTurn]]],
     state: HookState,
     spec: StoreSpec,
+    budget: float,
 ) -> str | None:
-    """:func:`_deliver` for closing stores only, on the store file, synchronously."""
+    """:func:`_deliver` for closing stores only, on the store file, synchronously.
+
+    The store file's lock is waited for at most ``budget`` seconds: a store locked longer
+    is kept for a later event, as a store that does not answer in time is.
+    """
     from ._embedded import EmbeddedFile, close
 
     assert spec.db is not None
     first: str | None = None
-    with EmbeddedFile(os.fspath(spec.db)) as file:
+    with EmbeddedFile(os.fspath(spec.db), busy_timeout=budget) as file:
         for conv, due in batches:
             left_out = 0
             problem: str | None = None

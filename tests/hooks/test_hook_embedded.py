@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hook_support import DATA, Hooks, recorded
+from hook_support import DATA, Hooks, recorded, summary
 
 from neotoma_agent.hooks import _embedded, _event, _run
 from neotoma_agent.transport.embedded import _edges, _write
@@ -117,3 +117,28 @@ def test_a_repeated_close_the_state_forgot_replays_on_the_store(
     assert closed
     with sqlite3.connect(hooks.db) as conn:
         assert conn.execute("SELECT count(*) FROM observations").fetchone()[0] == before
+
+
+def test_a_store_file_locked_past_the_budget_is_kept_for_the_next_event(tmp_path: Path) -> None:
+    """The hook waits for another writer's lock no longer than its ``timeout``, answers, and
+    keeps the closing store; the session's next event delivers it."""
+    hooks = Hooks(tmp_path, "claude-code")
+    prompt, stop, end = (payload for _, payload in recorded("claude-code", "completed"))
+    hooks.send("UserPromptSubmit", prompt)
+    blocker = sqlite3.connect(hooks.db, isolation_level=None)
+    blocker.execute("BEGIN IMMEDIATE")
+    try:
+        started = time.monotonic()
+        locked = hooks.send("Stop", stop, timeout=0.3)
+        waited = time.monotonic() - started
+    finally:
+        blocker.execute("ROLLBACK")
+        blocker.close()
+    assert locked.problem is not None
+    assert locked.problem.startswith("store failed, kept for the next event: ")
+    assert waited < 5  # the store's own 10 s lock wait was not sat out
+    assert hooks.send("SessionEnd", end).problem is None
+    conv = hooks.conversation(prompt["session_id"])
+    assert summary(hooks.db, conv) == [
+        ("What about Acme Corp?", "Acme Corp is a customer of ours.", "completed")
+    ]
