@@ -30,7 +30,6 @@ from ._tools import ToolCall, iso_ms, now_ms
 from .exceptions import IdempotencyMismatchError, TurnCloseError
 
 __all__ = [
-    "Build",
     "abandoned_builder",
     "check_model",
     "close_failure",
@@ -40,11 +39,9 @@ __all__ = [
     "ended_at",
     "matching_runs",
     "mismatch",
+    "named",
     "tool_entities",
 ]
-
-#: a closing payload for the run fields of one run (and, abandoned, an explicit key)
-Build = Callable[..., StorePayload]
 
 # How many earlier runs a re-run tries (one per revision of the turn that wrote the phase).
 MAX_RERUN_TRIES = 8
@@ -210,6 +207,12 @@ def content_key(keys: TurnKeys, build: Callable[[RunFields, str | None], StorePa
     payload = build(RunFields(), None)
     blob = json.dumps(list(payload.entities), separators=(",", ":"), ensure_ascii=False)
     return f"{keys.idempotency_key('abandoned')}-{hashlib.sha256(blob.encode()).hexdigest()[:12]}"
+
+
+def named(canonical_name: str | None, key: str, entity_type: str) -> bool:
+    """Whether an entity's ``canonical_name`` is the schema-rule name ``{entity_type}:{key}``
+    (how ``find`` tells the protocol's own entity among a lookup's substring matches)."""
+    return (canonical_name or "").casefold() == f"{entity_type}:{key}".casefold()
 
 
 def matching_runs(

@@ -34,6 +34,7 @@ from ._closing import (
     content_key,
     matching_runs,
     mismatch,
+    named,
 )
 from ._closing import tool_entities as _tool_entities
 from ._history import HistoryTurn, read_history
@@ -592,10 +593,9 @@ class Phases:
         Without an entity_type the server matches the raw key as a substring of canonical
         names (with one it would strip the key's punctuation first); keep the exact name.
         """
-        wanted = f"{entity_type}:{key}".casefold()
         found = await self.config.transport.retrieve_entity_by_identifier(key, limit=100)
         for entity in found.entities:
-            if (entity.canonical_name or "").casefold() == wanted:
+            if named(entity.canonical_name, key, entity_type):
                 return entity.id
         return None
 

@@ -26,6 +26,7 @@ from .._closing import (
     content_key,
     matching_runs,
     mismatch,
+    named,
     tool_entities,
 )
 from .._keys import TurnKeys, turn_keys, turn_record_entity_id, validate_entity_id
@@ -86,13 +87,12 @@ class EmbeddedFile:
 
     def find(self, key: str, entity_type: str) -> str | None:
         """``Phases.find``: the id of the ``entity_type`` named ``{entity_type}:{key}``."""
-        wanted = f"{entity_type}:{key}".casefold()
         body = {"identifier": key, "limit": 100}
         found = _connect.run(self.conn, retrieve_entity_by_identifier, body, writes=False)
         for entity in _items(found.get("entities")):
             # As Entity.from_json reads a lookup's entity.
             name = entity.get("canonical_name")
-            if isinstance(name, str) and name.casefold() == wanted:
+            if named(name if isinstance(name, str) else None, key, entity_type):
                 return str(entity.get("id") or entity.get("entity_id") or "")
         return None
 
