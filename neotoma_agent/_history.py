@@ -59,7 +59,7 @@ from .transport._base import (
     RelatedEntity,
     Transport,
 )
-from .transport._results import sends_tool_calls
+from .transport._packed_calls import sends_tool_calls
 
 __all__ = [
     "HistoryStatus",

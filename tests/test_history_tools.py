@@ -22,7 +22,7 @@ from neotoma_agent import HistoryTurn, NeotomaMemory
 from neotoma_agent._deferred import Deferring, defer
 from neotoma_agent._history import read_history
 from neotoma_agent._keys import conversation_entity_id
-from neotoma_agent.transport._base import EntitySnapshot, RecentConversation, Transport
+from neotoma_agent.transport._base import RecentConversation, Transport
 
 __all__ = ["db_path", "store"]
 
@@ -130,25 +130,55 @@ async def test_a_turn_that_reads_only_texts_builds_no_tool_call(store: Transport
     assert [len(h.tools) for h in t.history] == [2, 0, 1, 12]
 
 
-async def test_a_page_parses_its_tool_calls_on_first_read_as_at_once(store: Transport) -> None:
+async def test_a_page_sends_each_call_as_its_snapshot_reads(store: Transport) -> None:
     await _turns_with_calls(store)
     reader: Any = store
     page = await reader.recent_conversation(conversation_entity_id("chat-1"), limit=20)
     assert isinstance(page, RecentConversation)
-    assert "tool_calls" in _pending(page)
-    # The same JSON, parsed at once.
-    sent = page.raw["tool_calls"]
-    eager = attrs.evolve(page, tool_calls=tuple(EntitySnapshot.from_json(c) for c in sent))
-    assert not _pending(eager)
-    assert page == eager
-    assert page.tool_calls == eager.tool_calls
-    assert len(page.tool_calls or ()) == 15
-    assert {c.entity_type for c in page.tool_calls or ()} == {"tool_invocation"}
+    assert "tool_calls" in _pending(page)  # not parsed yet
+    sent = page.tool_calls or ()
+    assert len(sent) == 15
+    for call in sent:  # what the page carries is what the snapshot read gives
+        snap = await store.get_entity_snapshot(call.entity_id)
+        assert (call.entity_type, dict(call.snapshot), call.observation_count) == (
+            "tool_invocation",
+            dict(snap.snapshot),
+            snap.observation_count,
+        )
+    # Packed, the page is the same as the same calls sent one object each (a store may).
+    listed = [
+        {
+            "entity_id": c.entity_id,
+            "entity_type": c.entity_type,
+            "snapshot": dict(c.snapshot),
+            "observation_count": c.observation_count,
+        }
+        for c in sent
+    ]
+    as_list = RecentConversation.from_json({**page.raw, "tool_calls": listed})
+    assert as_list == page
+    assert [c.raw for c in as_list.tool_calls or ()] == [c.raw for c in sent]
     # A page of a conversation without calls sends none, and reads ``None`` at once.
     await memory(store, "quiet", history_turns=0).record_turn("hi", "hello", retrieve=False)
     quiet = await reader.recent_conversation(conversation_entity_id("quiet"), limit=20)
     assert not _pending(quiet)
     assert quiet.tool_calls is None
+
+
+@pytest.mark.parametrize(
+    "packed",
+    [
+        None,
+        "rows",
+        {"shapes": [["tool_invocation", "tool_name"]], "rows": "x"},
+        {"shapes": [["tool_invocation", "tool_name"]], "rows": [[1, "ent_1", 1, "a"]]},
+        {"shapes": [["tool_invocation", "tool_name"]], "rows": [[0, "ent_1", 1]]},
+        {"shapes": [[]], "rows": [[0, "ent_1", 1]]},
+    ],
+)
+def test_a_page_whose_calls_do_not_fit_their_shapes_holds_none_of_them(packed: object) -> None:
+    page = RecentConversation.from_json({"conversation_id": "c", "tool_calls": packed})
+    assert page.tool_calls in (None, ())
 
 
 @attrs.frozen

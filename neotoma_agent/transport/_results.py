@@ -17,6 +17,7 @@ import attrs
 
 from .._deferred import Deferring, defer
 from .._identity import IdentityError, resolve_identity
+from ._packed_calls import TOOL_CALLS, sends_tool_calls, unpack_tool_calls
 
 _EMPTY: Mapping[str, Any] = {}
 
@@ -576,22 +577,12 @@ class RecentConversation(Deferring):
             raw=raw,
         )
         if sends_tool_calls(raw):
-            defer(page, "tool_calls", functools.partial(_snapshots, raw[_TOOL_CALLS]))
+            defer(page, "tool_calls", functools.partial(_snapshots, raw[TOOL_CALLS]))
         return page
 
 
-#: the answer's key of a page's tool calls
-_TOOL_CALLS = "tool_calls"
-
-
-def sends_tool_calls(raw: Mapping[str, Any]) -> bool:
-    """Whether a ``recent_conversation`` answer carries its turns' tool calls (a store that
-    pages does, when they made any), without reading them."""
-    return isinstance(raw.get(_TOOL_CALLS), list)
-
-
-def _snapshots(items: object) -> tuple[EntitySnapshot, ...]:
-    return tuple([EntitySnapshot.from_json(c) for c in _items(items)])
+def _snapshots(calls: object) -> tuple[EntitySnapshot, ...]:
+    return tuple([EntitySnapshot.from_json(c) for c in unpack_tool_calls(calls)])
 
 
 @attrs.frozen
