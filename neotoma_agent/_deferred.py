@@ -39,10 +39,11 @@ class Deferring:
             try:
                 pending = object.__getattribute__(self, "_pending")
             except AttributeError:
-                raise AttributeError(name) from None
+                pending = {}  # nothing deferred
             compute = pending.get(name)
             if compute is None:
-                raise AttributeError(name)
+                # Not deferred, or another thread has just filled it (then this reads it).
+                return object.__getattribute__(self, name)
             value = compute()  # should it raise, the field stays deferred
             object.__setattr__(self, name, value)
             pending.pop(name, None)  # what it read (a page) is no longer held

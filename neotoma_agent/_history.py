@@ -382,11 +382,13 @@ class _SentCalls:
 
     def of(self, turn_key: str) -> tuple[StoredToolCall, ...]:
         """The calls of the turn ``turn_key``, ordered by ``invoked_at``."""
-        if self._by_key is None:
+        by_key = self._by_key
+        if by_key is None:
+            # Two threads reading at once may both build it, alike. The pages are kept: the
+            # turns hold this only until each one's ``tools`` is read.
             sent = [c for page in self._pages for c in page.tool_calls or ()]
-            self._by_key = calls_by_turn_key(sent, self._keys)
-            self._pages = ()  # parsed: the pages are no longer needed
-        return self._by_key.get(turn_key, ())
+            by_key = self._by_key = calls_by_turn_key(sent, self._keys)
+        return by_key.get(turn_key, ())
 
 
 @attrs.frozen

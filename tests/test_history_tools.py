@@ -203,6 +203,10 @@ def test_a_deferred_field_that_fails_stays_deferred() -> None:
     assert record.value == 7
     assert len(attempts) == 2  # computed once it succeeded
     assert record == _Record("r", 7)
+    # A thread that found the slot empty just before another filled it reads the value.
+    assert record.__getattr__("value") == 7
+    with pytest.raises(AttributeError, match="nope"):
+        _Record("plain").__getattr__("nope")  # nothing deferred: Python's own error
     with pytest.raises(AttributeError, match="valu"):
         _ = record.valu  # type: ignore[attr-defined]
     with pytest.raises(attrs.exceptions.FrozenInstanceError):
