@@ -2,7 +2,7 @@
 
 Runs Codex (``npm install @openai/codex``; give the native program as ``$CODEX_PROGRAM`` or
 have ``codex`` on ``PATH``) against the fake Responses API in
-``tests/fake_openai_responses.py``, with our hooks installed by ``neotoma-agent hooks install
+``tests/fake_model_api.py``, with our hooks installed by ``neotoma-agent hooks install
 codex`` (``$CODEX_HOME/hooks.json``) next to a recorder hook (another tool's hook, which
 the install keeps), in six scenarios: a plain turn, a tool-using turn, a failing command,
 an interrupted turn, a model API error, two prompts in one session (``codex exec`` then
@@ -30,7 +30,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT / "tests"), str(ROOT / "tests" / "hooks")]
 
 from codex_program import CodexProject, codex_program  # noqa: E402
-from fake_openai_responses import Call, Fail, FakeResponses, Hang, Text  # noqa: E402
+from fake_model_api import Call, Fail, FakeResponses, Hang, Text  # noqa: E402
 
 OUT = ROOT / "tests" / "data" / "hooks" / "codex"
 RUN = "/tmp/codex-run"

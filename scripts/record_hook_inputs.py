@@ -1,7 +1,7 @@
 """Record the hook inputs the real Claude Code program sends, as test fixtures.
 
 Runs the ``claude`` program bundled in ``claude-agent-sdk`` (``pip install
-claude-agent-sdk``) against the fake Anthropic API in ``tests/fake_anthropic.py``, with our
+claude-agent-sdk``) against the fake Anthropic API in ``tests/fake_model_api.py``, with our
 hooks installed by ``neotoma-agent hooks install claude-code --scope project`` next to a
 recorder hook (another tool's hook, which the install keeps), in seven scenarios: a plain
 turn, a tool-using turn, a failing tool, an interrupted turn, a turn interrupted after it
@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT / "tests"), str(ROOT / "tests" / "hooks")]
 
 from claude_program import ClaudeProject, claude_program  # noqa: E402
-from fake_anthropic import Fail, FakeAnthropic, Hang, Text, ToolUse  # noqa: E402
+from fake_model_api import Fail, FakeAnthropic, Hang, Text, Call  # noqa: E402
 
 OUT = ROOT / "tests" / "data" / "hooks" / "claude_code"
 RUN = "/tmp/claude-run"
@@ -79,19 +79,19 @@ def main() -> int:
         "completed": ([Text("Acme Corp is a customer of ours.")], "What about Acme Corp?"),
         "tool": (
             [
-                ToolUse("Bash", {"command": "echo hi", "description": "say hi"}, text="Checking."),
+                Call("Bash", {"command": "echo hi", "description": "say hi"}, text="Checking."),
                 Text("The answer is hi."),
             ],
             "Run echo hi",
         ),
         "tool_failure": (
-            [ToolUse("Bash", {"command": "exit 3", "description": "fail"}), Text("It failed.")],
+            [Call("Bash", {"command": "exit 3", "description": "fail"}), Text("It failed.")],
             "Run exit 3",
         ),
         "interrupted": ([Hang("partial ")], "Tell me a long story"),
         "interrupted_tool": (
             [
-                ToolUse("Bash", {"command": "echo hi", "description": "say hi"}, text="Checking."),
+                Call("Bash", {"command": "echo hi", "description": "say hi"}, text="Checking."),
                 Hang("partial "),
             ],
             "Check, then tell me a story",

@@ -1,6 +1,6 @@
 """Running the real Claude Code program (bundled in ``claude-agent-sdk``) offline.
 
-The program talks to :class:`fake_anthropic.FakeAnthropic` on 127.0.0.1, with its home and
+The program talks to :class:`fake_model_api.FakeAnthropic` on 127.0.0.1, with its home and
 config under a temporary directory, so nothing leaves the machine and no real settings are
 read. :class:`ClaudeProject` is one such sandbox: a project directory whose
 ``.claude/settings.local.json`` our ``hooks install --scope project`` writes, plus
@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from fake_anthropic import FakeAnthropic
+from fake_model_api import FakeAnthropic
 
 __all__ = ["ClaudeProject", "claude_program"]
 
@@ -96,7 +96,7 @@ class ClaudeProject:
     def interrupted(self, text: str, *, timeout: float = 120) -> int:
         """A prompt whose reply the person interrupts (SIGINT) mid-stream; the exit status.
 
-        The fake must hold a :class:`fake_anthropic.Hang` reply for this prompt.
+        The fake must hold a :class:`fake_model_api.Hang` reply for this prompt.
         """
         proc = subprocess.Popen(
             [str(self.program), "-p", text],

@@ -1,6 +1,6 @@
 """Running the real Codex program (``npm install @openai/codex``) offline.
 
-The program talks to :class:`fake_openai_responses.FakeResponses` on 127.0.0.1 (the only
+The program talks to :class:`fake_model_api.FakeResponses` on 127.0.0.1 (the only
 model provider its ``config.toml`` names), with ``$HOME`` and ``$CODEX_HOME`` under a
 temporary directory, so nothing leaves the machine and no real settings are read.
 :class:`CodexProject` is one such sandbox: a ``CODEX_HOME`` whose ``hooks.json`` our
@@ -24,7 +24,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from fake_openai_responses import FakeResponses
+from fake_model_api import FakeResponses
 
 __all__ = ["CodexProject", "codex_program"]
 
@@ -119,7 +119,7 @@ class CodexProject:
     def interrupted(self, text: str, *, timeout: float = 120) -> int:
         """A prompt whose reply the person interrupts (SIGINT) mid-stream; the exit status.
 
-        The fake must hold a :class:`fake_openai_responses.Hang` reply for this prompt.
+        The fake must hold a :class:`fake_model_api.Hang` reply for this prompt.
         """
         proc = subprocess.Popen(
             [str(self.program), "exec", *FLAGS, BYPASS_TRUST, text],
