@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from claude_program import ClaudeProject, claude_program
-from fake_model_api import FakeAnthropic, Hang, Text, Call
+from fake_model_api import Call, FakeAnthropic, Hang, Text
 from hook_support import tool_invocations
 
 from neotoma_agent import EmbeddedStore, NeotomaMemory
