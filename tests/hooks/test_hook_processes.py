@@ -55,32 +55,20 @@ def test_ten_hook_processes_at_once_on_one_store(tmp_path: Path) -> None:
     hooks = Hooks(tmp_path, "claude-code")
     prompt, tool, stop = TOOL[0][1], TOOL[1][1], TOOL[2][1]
     hooks.send("UserPromptSubmit", prompt)
+
+    def start(event: str, payload: dict[str, Any]) -> subprocess.Popen[bytes]:
+        raw = as_bytes(payload)
+        return hook_process(
+            "claude-code", event, raw, db=hooks.db, state=hooks.state, extra=AT_ONCE_TIMEOUT
+        )
+
     procs = []
     for n in range(5):  # parallel tool calls of one turn, as Claude Code runs them
         call = copy.deepcopy(tool)
         call["tool_use_id"] = f"toolu_{n:024d}"
-        procs.append(
-            hook_process(
-                "claude-code",
-                "PostToolUse",
-                as_bytes(call),
-                db=hooks.db,
-                state=hooks.state,
-                extra=AT_ONCE_TIMEOUT,
-            )
-        )
+        procs.append(start("PostToolUse", call))
     for n in range(5):  # and five other sessions' prompts, all at once
-        other = with_session(SESSION[0][1], n)
-        procs.append(
-            hook_process(
-                "claude-code",
-                "UserPromptSubmit",
-                as_bytes(other),
-                db=hooks.db,
-                state=hooks.state,
-                extra=AT_ONCE_TIMEOUT,
-            )
-        )
+        procs.append(start("UserPromptSubmit", with_session(SESSION[0][1], n)))
     results = [finish(p) for p in procs]
     assert [(status, err) for status, _, err in results] == [(0, b"")] * 10
     assert hooks.send("Stop", stop, timeout=AT_ONCE).problem is None
