@@ -2,7 +2,7 @@
 
 Runs Codex (``npm install @openai/codex``; give the native program as ``$CODEX_PROGRAM`` or
 have ``codex`` on ``PATH``) against the fake Responses API in
-``tests/fake_openai_responses.py``, with our hooks installed by ``neotoma-agent hooks install
+``tests/fake_model_api.py``, with our hooks installed by ``neotoma-agent hooks install
 codex`` (``$CODEX_HOME/hooks.json``) next to a recorder hook (another tool's hook, which
 the install keeps), in six scenarios: a plain turn, a tool-using turn, a failing command,
 an interrupted turn, a model API error, two prompts in one session (``codex exec`` then
@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import shlex
 import shutil
 import subprocess
 import sys
@@ -29,34 +28,18 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT / "tests"), str(ROOT / "tests" / "hooks")]
 
+from _recording import install_ours, keep_inputs, recorder_hooks, scrub  # noqa: E402
 from codex_program import CodexProject, codex_program  # noqa: E402
-from fake_openai_responses import Call, Fail, FakeResponses, Hang, Text  # noqa: E402
+from fake_model_api import Call, Fail, FakeResponses, Hang, Text  # noqa: E402
 
 OUT = ROOT / "tests" / "data" / "hooks" / "codex"
 RUN = "/tmp/codex-run"
-
-_RECORDER = """
-import pathlib, sys, time
-d = pathlib.Path(sys.argv[1]); d.mkdir(parents=True, exist_ok=True)
-(d / f"{time.time_ns()}-{sys.argv[2]}.json").write_bytes(sys.stdin.buffer.read())
-"""
 
 #: the events the recorder listens to (ours; Codex also has SessionStart, PreToolUse, ...)
 EVENTS = ("UserPromptSubmit", "PostToolUse", "Stop", "StopFailure", "SessionEnd")
 
 #: strings longer than this in a rollout line are the program's own prompts: emptied
 _LONG = 1500
-
-
-def recorder_hooks(inbox: Path) -> dict[str, Any]:
-    """A hooks file with only the recorder's hooks (what was there before our install)."""
-    hooks = {}
-    for event in EVENTS:
-        command = " ".join(
-            shlex.quote(a) for a in (sys.executable, "-c", _RECORDER, str(inbox), event)
-        )
-        hooks[event] = [{"hooks": [{"type": "command", "command": command}]}]
-    return {"hooks": hooks}
 
 
 def _slim(value: Any) -> Any:
@@ -67,11 +50,6 @@ def _slim(value: Any) -> Any:
     if isinstance(value, dict):
         return {k: _slim(v) for k, v in value.items()}
     return value
-
-
-def scrub(text: str, tmp: str) -> str:
-    """``text`` with the temporary directory replaced by :data:`RUN`."""
-    return text.replace(str(Path(tmp).resolve()), RUN).replace(tmp, RUN)
 
 
 def main() -> int:
@@ -102,16 +80,8 @@ def main() -> int:
         with tempfile.TemporaryDirectory() as tmp, FakeResponses(script) as api:
             project = CodexProject(Path(tmp), api, program)
             inbox = Path(tmp) / "inbox"
-            project.hooks_file().write_text(json.dumps(recorder_hooks(inbox), indent=2))
-            project.neotoma(
-                "hooks",
-                "install",
-                "codex",
-                "--db",
-                str(Path(tmp) / "memory.db"),
-                "--state",
-                str(Path(tmp) / "state.db"),
-            )
+            project.hooks_file().write_text(json.dumps(recorder_hooks(inbox, EVENTS), indent=2))
+            install_ours(project, tmp, "codex")
             if name == "interrupted":
                 project.interrupted(prompts[0])
             elif name == "api_error":
@@ -123,15 +93,10 @@ def main() -> int:
                 for text in prompts[1:]:
                     project.resume(text)
             target = OUT / name
-            target.mkdir(parents=True)
-            n = 0
-            for n, path in enumerate(sorted(inbox.glob("*.json")), 1):
-                event = path.stem.split("-", 1)[1]
-                data = json.loads(scrub(path.read_text(), tmp))
-                (target / f"{n:02d}-{event}.json").write_text(json.dumps(data, indent=2) + "\n")
+            n = keep_inputs(inbox, target, tmp, RUN)
             for rollout in project.rollouts():
                 lines = [
-                    json.dumps(_slim(json.loads(scrub(line, tmp))))
+                    json.dumps(_slim(json.loads(scrub(line, tmp, RUN))))
                     for line in rollout.read_text().splitlines()
                     if line.strip()
                 ]

@@ -1,7 +1,7 @@
 """Record the hook inputs the real Claude Code program sends, as test fixtures.
 
 Runs the ``claude`` program bundled in ``claude-agent-sdk`` (``pip install
-claude-agent-sdk``) against the fake Anthropic API in ``tests/fake_anthropic.py``, with our
+claude-agent-sdk``) against the fake Anthropic API in ``tests/fake_model_api.py``, with our
 hooks installed by ``neotoma-agent hooks install claude-code --scope project`` next to a
 recorder hook (another tool's hook, which the install keeps), in seven scenarios: a plain
 turn, a tool-using turn, a failing tool, an interrupted turn, a turn interrupted after it
@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import shlex
 import shutil
 import subprocess
 import sys
@@ -30,17 +29,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT / "tests"), str(ROOT / "tests" / "hooks")]
 
+from _recording import install_ours, keep_inputs, recorder_hooks, scrub  # noqa: E402
 from claude_program import ClaudeProject, claude_program  # noqa: E402
-from fake_anthropic import Fail, FakeAnthropic, Hang, Text, ToolUse  # noqa: E402
+from fake_model_api import Call, Fail, FakeAnthropic, Hang, Text  # noqa: E402
 
 OUT = ROOT / "tests" / "data" / "hooks" / "claude_code"
 RUN = "/tmp/claude-run"
-
-_RECORDER = """
-import pathlib, sys, time
-d = pathlib.Path(sys.argv[1]); d.mkdir(parents=True, exist_ok=True)
-(d / f"{time.time_ns()}-{sys.argv[2]}.json").write_bytes(sys.stdin.buffer.read())
-"""
 
 #: transcript line kinds left out of the fixtures (the program's prompts, request shapes)
 DROPPED = ("api-request-blob", "api-request-shape")
@@ -58,17 +52,6 @@ def slim(line: str) -> str:
     return json.dumps(data)
 
 
-def recorder_settings(inbox: Path) -> dict[str, object]:
-    """A settings file with only the recorder's hooks (what was there before our install)."""
-    hooks = {}
-    for event in EVENTS:
-        command = " ".join(
-            shlex.quote(a) for a in (sys.executable, "-c", _RECORDER, str(inbox), event)
-        )
-        hooks[event] = [{"hooks": [{"type": "command", "command": command}]}]
-    return {"hooks": hooks}
-
-
 def main() -> int:
     program = claude_program()
     if program is None:
@@ -79,19 +62,19 @@ def main() -> int:
         "completed": ([Text("Acme Corp is a customer of ours.")], "What about Acme Corp?"),
         "tool": (
             [
-                ToolUse("Bash", {"command": "echo hi", "description": "say hi"}, text="Checking."),
+                Call("Bash", {"command": "echo hi", "description": "say hi"}, text="Checking."),
                 Text("The answer is hi."),
             ],
             "Run echo hi",
         ),
         "tool_failure": (
-            [ToolUse("Bash", {"command": "exit 3", "description": "fail"}), Text("It failed.")],
+            [Call("Bash", {"command": "exit 3", "description": "fail"}), Text("It failed.")],
             "Run exit 3",
         ),
         "interrupted": ([Hang("partial ")], "Tell me a long story"),
         "interrupted_tool": (
             [
-                ToolUse("Bash", {"command": "echo hi", "description": "say hi"}, text="Checking."),
+                Call("Bash", {"command": "echo hi", "description": "say hi"}, text="Checking."),
                 Hang("partial "),
             ],
             "Check, then tell me a story",
@@ -112,18 +95,8 @@ def main() -> int:
         with tempfile.TemporaryDirectory() as tmp, FakeAnthropic(script) as api:
             project = ClaudeProject(Path(tmp), api, program)
             inbox = Path(tmp) / "inbox"
-            project.write_settings(recorder_settings(inbox))
-            project.neotoma(
-                "hooks",
-                "install",
-                "claude-code",
-                "--scope",
-                "project",
-                "--db",
-                str(Path(tmp) / "memory.db"),
-                "--state",
-                str(Path(tmp) / "state.db"),
-            )
+            project.write_settings(recorder_hooks(inbox, EVENTS))
+            install_ours(project, tmp, "claude-code", "--scope", "project")
             if name.startswith("interrupted"):
                 project.interrupted(prompt or "")
             elif name == "session":
@@ -135,18 +108,12 @@ def main() -> int:
             else:
                 project.prompt(prompt or "")
             target = OUT / name
-            target.mkdir(parents=True)
-            n = 0
-            for n, path in enumerate(sorted(inbox.glob("*.json")), 1):
-                event = path.stem.split("-", 1)[1]
-                data = json.loads(path.read_text().replace(str(Path(tmp).resolve()), RUN))
-                data = json.loads(json.dumps(data).replace(tmp, RUN))
-                (target / f"{n:02d}-{event}.json").write_text(json.dumps(data, indent=2) + "\n")
+            n = keep_inputs(inbox, target, tmp, RUN)
             # The session's transcript, for the backfill's tests; without the lines that
             # hold the program's own system prompt and request blobs (never read back).
             for transcript in (project.home / ".claude" / "projects").glob("*/*.jsonl"):
                 lines = [
-                    slim(line.replace(str(Path(tmp).resolve()), RUN).replace(tmp, RUN))
+                    slim(scrub(line, tmp, RUN))
                     for line in transcript.read_text().splitlines()
                     if json.loads(line).get("type") not in DROPPED
                 ]

@@ -275,7 +275,7 @@ def test_help_of_a_turn_names_no_private_type_and_a_direct_build_is_refused() ->
 
 # --- every type a public name returns can be imported from a public module ------------------
 
-# The namespaces whose names are walked; hooks (a wing whose lanes are moving) not yet.
+# The namespaces whose names are walked: every public one.
 WALKED = (
     "neotoma_agent",
     "neotoma_agent.qa",
@@ -285,6 +285,7 @@ WALKED = (
     "neotoma_agent.ui",
     "neotoma_agent.server",
     "neotoma_agent.cli",
+    "neotoma_agent.hooks",
 )
 # Where a returned type may be imported from: the walked namespaces and the public modules.
 PUBLIC_MODULES = (

@@ -161,6 +161,7 @@ async def test_store_refuses_lone_surrogates_typed_without_content(db_path: Any)
         assert (await s.query_entities(entity_type="note")).total == 0
 
 
+@pytest.mark.one_backend  # bytes kept exactly: the transport's doing, never the event loop's
 async def test_ten_megabyte_texts_round_trip_exactly(store: Transport) -> None:
     user = ("käse \u202e\r\n\x00 " * 100_000)[:1_000_000]
     reply = ("🙂 right-to-left \u05d0\u05d1 \t\x1b[2J " * 400_000)[:10_000_000]

@@ -182,8 +182,11 @@ async def test_asyncio_timeout_inside_a_tool_ends_it_cancelled(db_path: Any) -> 
         t2 = m.turn("again", turn_id="t2")
 
         async def timed_out() -> None:
-            deadline = asyncio.timeout(0.05)  # type: ignore[attr-defined, unused-ignore]
+            deadline = asyncio.timeout(None)  # type: ignore[attr-defined, unused-ignore]
             async with deadline, t2, t2.tool("slow"):
+                # Armed once the tool runs: a turn slow to open (a loaded machine) must
+                # not see the deadline pass before its tool starts.
+                deadline.reschedule(asyncio.get_running_loop().time() + 0.05)
                 await asyncio.sleep(60)
 
         with pytest.raises(TimeoutError):

@@ -29,8 +29,8 @@ if TYPE_CHECKING:
     from ._backfill import BackfillReport, backfill
     from ._event import BadInput, HookEvent, Kind
     from ._install import Change, InstallError, install, installed, uninstall
-    from ._run import HARNESSES, HookOutcome, StoreSpec, harness_module, run_hook
-    from ._state import HookState
+    from ._run import HARNESSES, Harness, HookOutcome, StoreSpec, harness_module, run_hook
+    from ._state import HookState, PendingTurn
 
 #: each public name -> the module that defines it, imported on first use (PEP 562): a hook
 #: process runs one event and needs neither the installer nor the transcript import
@@ -46,11 +46,13 @@ _WHERE = {
     "installed": "_install",
     "uninstall": "_install",
     "HARNESSES": "_run",
+    "Harness": "_run",
     "HookOutcome": "_run",
     "StoreSpec": "_run",
     "harness_module": "_run",
     "run_hook": "_run",
     "HookState": "_state",
+    "PendingTurn": "_state",
 }
 
 
@@ -74,11 +76,13 @@ __all__ = [
     "BackfillReport",
     "BadInput",
     "Change",
+    "Harness",
     "HookEvent",
     "HookOutcome",
     "HookState",
     "InstallError",
     "Kind",
+    "PendingTurn",
     "StoreSpec",
     "backfill",
     "harness_module",

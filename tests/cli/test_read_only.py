@@ -72,15 +72,14 @@ def test_show_stats_and_audit_read_a_store_they_cannot_write(world_dir: Path) ->
     world_dir.chmod(0o555)
     denied = _unprivileged("chat", "--db", str(db), cwd=world_dir)
     assert denied.returncode != 0  # writing really is refused here
+    shown = {}
     for command in (["show", "demo"], ["show"], ["stats"], ["audit", "--min-age", "0"]):
         result = _unprivileged(*command, "--db", str(db), cwd=world_dir)
         assert result.returncode == 0, (command, result.stderr)
         assert "readonly" not in result.stderr
         assert result.stdout
-    assert (
-        "Great news: we just signed Acme Corp!"
-        in _unprivileged("show", "demo", "--db", str(db), cwd=world_dir).stdout
-    )
+        shown[" ".join(command)] = result.stdout
+    assert "Great news: we just signed Acme Corp!" in shown["show demo"]
     assert db.read_bytes() == before
     assert sorted(p.name for p in world_dir.iterdir()) == ["store.db"]
 

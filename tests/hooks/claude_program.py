@@ -1,6 +1,6 @@
 """Running the real Claude Code program (bundled in ``claude-agent-sdk``) offline.
 
-The program talks to :class:`fake_anthropic.FakeAnthropic` on 127.0.0.1, with its home and
+The program talks to :class:`fake_model_api.FakeAnthropic` on 127.0.0.1, with its home and
 config under a temporary directory, so nothing leaves the machine and no real settings are
 read. :class:`ClaudeProject` is one such sandbox: a project directory whose
 ``.claude/settings.local.json`` our ``hooks install --scope project`` writes, plus
@@ -13,13 +13,12 @@ from __future__ import annotations
 import glob
 import json
 import os
-import signal
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
-from fake_anthropic import FakeAnthropic
+from fake_model_api import FakeAnthropic
+from harness_program import ProgramSandbox
 
 __all__ = ["ClaudeProject", "claude_program"]
 
@@ -36,38 +35,19 @@ def claude_program() -> Path | None:
     return Path(found[0]) if found else None
 
 
-class ClaudeProject:
+class ClaudeProject(ProgramSandbox):
     """A sandboxed project the real program runs in, against ``api``."""
 
+    KEEP = (*ProgramSandbox.KEEP, "TERM")
+
     def __init__(self, root: Path, api: FakeAnthropic, program: Path) -> None:
-        self.root = root
-        self.api = api
-        self.program = program
-        self.home = root / "home"
-        self.project = root / "project"
-        self.home.mkdir(parents=True, exist_ok=True)
+        super().__init__(root, api, program)
+        self.api: FakeAnthropic = api
         (self.project / ".claude").mkdir(parents=True, exist_ok=True)
 
-    def env(self) -> dict[str, str]:
-        """The program's environment: only the fake API, a private home."""
-        keep = {k: v for k, v in os.environ.items() if k in ("PATH", "LANG", "TERM", "TMPDIR")}
-        return {
-            **keep,
-            **self.api.env(),
-            "HOME": str(self.home),
-            "CLAUDE_CONFIG_DIR": str(self.home / ".claude"),
-        }
-
-    def neotoma(self, *args: str) -> subprocess.CompletedProcess[str]:
-        """Run ``python -m neotoma_agent ARGS`` in the project (e.g. ``hooks install``)."""
-        return subprocess.run(
-            [sys.executable, "-m", "neotoma_agent", *args],
-            cwd=self.project,
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=True,
-        )
+    def program_env(self) -> dict[str, str]:
+        """The fake API, and the program's config under the sandbox's home."""
+        return {**self.api.env(), "CLAUDE_CONFIG_DIR": str(self.home / ".claude")}
 
     def settings(self) -> dict[str, Any]:
         """The project's ``.claude/settings.local.json``."""
@@ -81,40 +61,16 @@ class ClaudeProject:
 
     def prompt(self, text: str, *, tools: str = "Bash", timeout: float = 120) -> dict[str, Any]:
         """One prompt in a new session (``claude -p``); the program's JSON result."""
-        done = subprocess.run(
-            [str(self.program), "-p", text, "--output-format", "json", "--allowedTools", tools],
-            cwd=self.project,
-            env=self.env(),
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-        )
-        assert done.returncode == 0, done.stderr[-2000:]
-        result: dict[str, Any] = json.loads(done.stdout)
+        argv = ["-p", text, "--output-format", "json", "--allowedTools", tools]
+        result: dict[str, Any] = json.loads(self.run(argv, timeout))
         return result
 
     def interrupted(self, text: str, *, timeout: float = 120) -> int:
         """A prompt whose reply the person interrupts (SIGINT) mid-stream; the exit status.
 
-        The fake must hold a :class:`fake_anthropic.Hang` reply for this prompt.
+        The fake must hold a :class:`fake_model_api.Hang` reply for this prompt.
         """
-        proc = subprocess.Popen(
-            [str(self.program), "-p", text],
-            cwd=self.project,
-            env=self.env(),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        try:
-            assert self.api.wait_hanging(timeout), "the program never reached the model"
-            proc.send_signal(signal.SIGINT)
-            proc.communicate(timeout=timeout)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.communicate()
-        return proc.returncode
+        return self.run_interrupted(["-p", text], timeout)
 
     def session(self, *texts: str, timeout: float = 120) -> list[dict[str, Any]]:
         """Several prompts in one session (``--input-format stream-json``); the results."""

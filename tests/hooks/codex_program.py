@@ -1,6 +1,6 @@
 """Running the real Codex program (``npm install @openai/codex``) offline.
 
-The program talks to :class:`fake_openai_responses.FakeResponses` on 127.0.0.1 (the only
+The program talks to :class:`fake_model_api.FakeResponses` on 127.0.0.1 (the only
 model provider its ``config.toml`` names), with ``$HOME`` and ``$CODEX_HOME`` under a
 temporary directory, so nothing leaves the machine and no real settings are read.
 :class:`CodexProject` is one such sandbox: a ``CODEX_HOME`` whose ``hooks.json`` our
@@ -18,13 +18,12 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
-from fake_openai_responses import FakeResponses
+from fake_model_api import FakeResponses
+from harness_program import ProgramSandbox
 
 __all__ = ["CodexProject", "codex_program"]
 
@@ -43,42 +42,28 @@ def codex_program() -> Path | None:
     return Path(found) if found else None
 
 
-class CodexProject:
+class CodexProject(ProgramSandbox):
     """A sandboxed Codex home and project the real program runs in, against ``api``."""
 
+    STDIN = subprocess.DEVNULL
+
     def __init__(self, root: Path, api: FakeResponses, program: Path) -> None:
-        self.root = root
-        self.api = api
-        self.program = program
-        self.home = root / "home"
+        super().__init__(root, api, program)
         self.codex_home = self.home / ".codex"
-        self.project = root / "project"
         self.codex_home.mkdir(parents=True, exist_ok=True)
-        self.project.mkdir(parents=True, exist_ok=True)
         (self.codex_home / "config.toml").write_text(api.config())
 
-    def env(self) -> dict[str, str]:
-        """The program's environment: only the fake API, a private home."""
-        keep = {k: v for k, v in os.environ.items() if k in ("PATH", "LANG", "TMPDIR")}
+    def program_env(self) -> dict[str, str]:
+        """Its home (whose ``config.toml`` names only the fake API), a fake key, no colour."""
         return {
-            **keep,
-            "HOME": str(self.home),
             "CODEX_HOME": str(self.codex_home),
             "OPENAI_API_KEY": "sk-fake-offline",
             "NO_COLOR": "1",
         }
 
-    def neotoma(self, *args: str) -> subprocess.CompletedProcess[str]:
-        """Run ``python -m neotoma_agent ARGS`` with this ``CODEX_HOME`` (``hooks install``)."""
-        return subprocess.run(
-            [sys.executable, "-m", "neotoma_agent", *args],
-            cwd=self.project,
-            env={**os.environ, "CODEX_HOME": str(self.codex_home)},
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=True,
-        )
+    def neotoma_env(self) -> dict[str, str]:
+        """This ``CODEX_HOME``, where ``hooks install codex`` writes."""
+        return {"CODEX_HOME": str(self.codex_home)}
 
     def hooks_file(self) -> Path:
         """``$CODEX_HOME/hooks.json``."""
@@ -88,18 +73,9 @@ class CodexProject:
         """The session files Codex wrote (``$CODEX_HOME/sessions/YYYY/MM/DD/rollout-*.jsonl``)."""
         return sorted((self.codex_home / "sessions").rglob("rollout-*.jsonl"))
 
-    def _run(self, argv: list[str], timeout: float) -> list[dict[str, Any]]:
-        done = subprocess.run(
-            [str(self.program), *argv],
-            cwd=self.project,
-            env=self.env(),
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-        )
-        assert done.returncode == 0, done.stderr[-2000:]
-        return [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    def _events(self, argv: list[str], timeout: float) -> list[dict[str, Any]]:
+        stdout = self.run(argv, timeout)
+        return [json.loads(line) for line in stdout.splitlines() if line.startswith("{")]
 
     def prompt(
         self, text: str, *, trusted: bool = True, timeout: float = 120
@@ -110,32 +86,15 @@ class CodexProject:
         run Codex before trusting them).
         """
         flags = (*FLAGS, BYPASS_TRUST) if trusted else FLAGS
-        return self._run(["exec", *flags, text], timeout)
+        return self._events(["exec", *flags, text], timeout)
 
     def resume(self, text: str, *, timeout: float = 120) -> list[dict[str, Any]]:
         """Another prompt in the latest session (``codex exec resume --last``)."""
-        return self._run(["exec", "resume", "--last", *FLAGS, BYPASS_TRUST, text], timeout)
+        return self._events(["exec", "resume", "--last", *FLAGS, BYPASS_TRUST, text], timeout)
 
     def interrupted(self, text: str, *, timeout: float = 120) -> int:
         """A prompt whose reply the person interrupts (SIGINT) mid-stream; the exit status.
 
-        The fake must hold a :class:`fake_openai_responses.Hang` reply for this prompt.
+        The fake must hold a :class:`fake_model_api.Hang` reply for this prompt.
         """
-        proc = subprocess.Popen(
-            [str(self.program), "exec", *FLAGS, BYPASS_TRUST, text],
-            cwd=self.project,
-            env=self.env(),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        try:
-            assert self.api.wait_hanging(timeout), "the program never reached the model"
-            proc.send_signal(signal.SIGINT)
-            proc.communicate(timeout=timeout)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.communicate()
-        return proc.returncode
+        return self.run_interrupted(["exec", *FLAGS, BYPASS_TRUST, text], timeout)

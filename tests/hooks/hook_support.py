@@ -7,11 +7,15 @@ import json
 import sqlite3
 import subprocess
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+import pytest
+import structlog
+
 from neotoma_agent import EmbeddedStore, NeotomaMemory
+from neotoma_agent.cli import main
 from neotoma_agent.hooks import HookOutcome, StoreSpec, run_hook
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "hooks"
@@ -24,6 +28,47 @@ def recorded(harness: str, scenario: str) -> list[tuple[str, dict[str, Any]]]:
         (path.stem.split("-", 1)[1], json.loads(path.read_text()))
         for path in sorted(folder.glob("*.json"))
     ]
+
+
+def session_of(harness: str, scenario: str) -> str:
+    """Our conversation id for a recorded scenario's session (as the hooks name it)."""
+    return f"{harness}-{recorded(harness, scenario)[0][1]['session_id']}"
+
+
+#: the session file each harness wrote beside a recorded scenario's inputs (what
+#: ``import --from HARNESS`` reads): Claude Code's transcript, Codex's rollout
+SESSION_FILE = {"claude-code": "transcript.jsonl", "codex": "rollout.jsonl"}
+
+
+def session_files(harness: str) -> Path:
+    """The folder of a harness's recorded scenarios, each with its session file."""
+    return DATA / harness.replace("-", "_")
+
+
+def scenarios_with_files(harness: str) -> list[str]:
+    """The recorded scenarios that kept their session file, by name."""
+    name = SESSION_FILE[harness]
+    return sorted(p.name for p in session_files(harness).iterdir() if (p / name).exists())
+
+
+def session_file(harness: str, scenario: str) -> Path:
+    """A recorded scenario's session file."""
+    return session_files(harness) / scenario / SESSION_FILE[harness]
+
+
+def import_sessions(
+    harness: str, capsys: pytest.CaptureFixture[str], db: Path, path: Path
+) -> tuple[int, str]:
+    """``neotoma-agent import --from HARNESS PATH --db DB`` in-process; status and stdout."""
+    status = main(["import", "--from", harness, str(path), "--db", str(db)])
+    return status, capsys.readouterr().out
+
+
+@pytest.fixture
+def cli_logging() -> Iterator[None]:
+    """Undo the logging set-up of the command line's ``main()`` after the test."""
+    yield
+    structlog.reset_defaults()
 
 
 class Hooks:

@@ -3,31 +3,34 @@
 from __future__ import annotations
 
 import json
+from functools import partial
 from pathlib import Path
 
 import pytest
-import structlog
-from hook_support import DATA, Hooks, history, observations, recorded, stored_tools, summary
+from hook_support import (
+    Hooks,
+    cli_logging,
+    history,
+    import_sessions,
+    observations,
+    recorded,
+    scenarios_with_files,
+    session_files,
+    stored_tools,
+    summary,
+)
+from hook_support import session_of as _session_of
 
 from neotoma_agent.cli import main
 
-TRANSCRIPTS = DATA / "claude_code"
-SCENARIOS = sorted(p.name for p in TRANSCRIPTS.iterdir() if (p / "transcript.jsonl").exists())
+__all__ = ["cli_logging"]
 
+pytestmark = pytest.mark.usefixtures("cli_logging")  # main() configures its logging
 
-@pytest.fixture(autouse=True)
-def _cli_logging() -> object:
-    yield
-    structlog.reset_defaults()  # main() configures the command line's logging
-
-
-def run_import(capsys: pytest.CaptureFixture[str], db: Path, path: Path) -> tuple[int, str]:
-    status = main(["import", "--from", "claude-code", str(path), "--db", str(db)])
-    return status, capsys.readouterr().out
-
-
-def session_of(scenario: str) -> str:
-    return f"claude-code-{recorded('claude-code', scenario)[0][1]['session_id']}"
+TRANSCRIPTS = session_files("claude-code")
+SCENARIOS = scenarios_with_files("claude-code")
+run_import = partial(import_sessions, "claude-code")
+session_of = partial(_session_of, "claude-code")
 
 
 def test_a_session_is_stored_with_the_ids_the_hooks_use(

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from claude_program import ClaudeProject, claude_program
-from fake_anthropic import FakeAnthropic, Hang, Text, ToolUse
+from fake_model_api import Call, FakeAnthropic, Hang, Text
 from hook_support import tool_invocations
 
 from neotoma_agent import EmbeddedStore, NeotomaMemory
@@ -55,7 +55,7 @@ def test_completed_tool_using_and_interrupted_turns_are_stored(tmp_path: Path) -
     acme = seed(db)
     script = [
         Text("Acme Corp is a customer of ours."),
-        ToolUse("Bash", {"command": "echo hi", "description": "say hi"}, text="Checking."),
+        Call("Bash", {"command": "echo hi", "description": "say hi"}, text="Checking."),
         Text("The answer is hi."),
         Hang("partial "),
     ]

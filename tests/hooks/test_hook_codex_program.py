@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import structlog
 from codex_program import CodexProject, codex_program
-from fake_openai_responses import Call, FakeResponses, Hang, Text
+from fake_model_api import Call, FakeResponses, Hang, Text
 from hook_support import history, observations, seed, stored_tools
 
 from neotoma_agent.cli import main

@@ -4,17 +4,17 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from functools import partial
 from pathlib import Path
 
 import pytest
 from cli_support import cli
 from hook_support import Hooks, history, recorded, seed, stored_tools, summary
+from hook_support import session_of as _session_of
 
 from neotoma_agent.hooks import HookState, harness_module
 
-
-def session_of(scenario: str) -> str:
-    return f"codex-{recorded('codex', scenario)[0][1]['session_id']}"
+session_of = partial(_session_of, "codex")
 
 
 def test_a_turn_is_stored_and_the_prompt_answered_with_context(tmp_path: Path) -> None:

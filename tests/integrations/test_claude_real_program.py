@@ -1,5 +1,5 @@
 """End to end: the real ``claude`` program bundled in the SDK's wheel, a fake Anthropic API on
-127.0.0.1 (``tests/fake_anthropic.py``), NeotomaClaude, the store: completed, interrupted and
+127.0.0.1 (``tests/fake_model_api.py``), NeotomaClaude, the store: completed, interrupted and
 failed turns. Slow (the program takes seconds a turn); ``nox -s integrations`` runs it.
 """
 
@@ -44,7 +44,7 @@ async def test_the_real_program_completed_interrupted_and_failed(
     store: Any, tmp_path: Path
 ) -> None:
     from claude_agent_sdk import ClaudeAgentOptions, ClaudeSDKClient
-    from fake_anthropic import Fail, FakeAnthropic, Hang, Text
+    from fake_model_api import Fail, FakeAnthropic, Hang, Text
 
     from neotoma_agent import NeotomaMemory, TurnState
     from neotoma_agent.integrations.claude_agent_sdk import NeotomaClaude

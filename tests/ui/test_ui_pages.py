@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import re
 import urllib.parse
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -21,12 +20,13 @@ pytest.importorskip("jinja2", reason="the web view needs the ui extra (jinja2)")
 
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
+from turn_support import db_path, store
 
-from neotoma_agent import EmbeddedStore, NeotomaMemory
+from neotoma_agent import NeotomaMemory
 from neotoma_agent.cli._show import load_transcript
-from neotoma_agent.server import create_app, serving
-from neotoma_agent.transport.http import HttpTransport, RetryPolicy
 from neotoma_agent.ui import create_ui_app, mount_ui
+
+__all__ = ["db_path", "store"]
 
 pytestmark = pytest.mark.anyio
 
@@ -34,19 +34,6 @@ pytestmark = pytest.mark.anyio
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"  # aiohttp's server and client
-
-
-@pytest.fixture(params=["embedded", "http"])
-async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Any]:
-    async with EmbeddedStore.open(tmp_path / "memory.db") as embedded:
-        if request.param == "embedded":
-            yield embedded
-            return
-        async with (
-            serving(create_app(embedded)) as url,
-            HttpTransport(url, retry=RetryPolicy(backoff=False)) as http,
-        ):
-            yield http
 
 
 async def _client(transport: Any, **kw: Any) -> TestClient[web.Request, web.Application]:
