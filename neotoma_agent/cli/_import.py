@@ -463,6 +463,23 @@ async def _watch_interrupts(work: anyio.CancelScope) -> None:
 
 
 async def _run(args: argparse.Namespace, stream: BinaryIO, total: int, source: str) -> int:
+    # Ctrl-C is ours until the store is closed and the summary written: a press that found
+    # Python's default handler back while the store closed would raise KeyboardInterrupt
+    # inside anyio's teardown and leave its worker threads for the exit to wait on forever.
+    work = anyio.CancelScope()
+    status = 1
+    async with anyio.create_task_group() as watchers:
+        watchers.start_soon(_watch_interrupts, work)
+        try:
+            status = await _import(args, stream, total, source, work)
+        finally:
+            watchers.cancel_scope.cancel()
+    return status
+
+
+async def _import(
+    args: argparse.Namespace, stream: BinaryIO, total: int, source: str, work: anyio.CancelScope
+) -> int:
     progress = Progress(total, label="importing", unit="lines")
     started = time.monotonic()
     async with open_transport(args) as transport:
@@ -475,13 +492,9 @@ async def _run(args: argparse.Namespace, stream: BinaryIO, total: int, source: s
             err=sys.stderr,
         )
         interrupted = True
-        work = anyio.CancelScope()
         try:
-            async with anyio.create_task_group() as watchers:
-                watchers.start_soon(_watch_interrupts, work)
-                with work:
-                    await importer.run(stream)
-                watchers.cancel_scope.cancel()
+            with work:
+                await importer.run(stream)
             interrupted = work.cancel_called
         finally:
             progress.finish(importer.stats.done)
