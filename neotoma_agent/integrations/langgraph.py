@@ -291,8 +291,9 @@ class TurnStream(StreamedTurn):
     def _take(self, part: Any) -> str | None:
         # Everything the turn needs from one part; returns the reply delta it carries.
         # Called for every part of the run (a model's every token among them): the common
-        # case, a top-level "messages" part, is tested first.
-        if not isinstance(part, Mapping) or part.get("ns"):
+        # case, a top-level "messages" part, is tested first, and a dict (what LangGraph
+        # yields) is told from other mappings without the slower ABC check.
+        if not isinstance(part, (dict, Mapping)) or part.get("ns"):
             return None  # not a v2 part, or a subgraph's
         kind = part.get("type")
         data = part.get("data")
@@ -313,7 +314,9 @@ class TurnStream(StreamedTurn):
         return None
 
     def _see_message(self, message: Any, metadata: Any) -> str | None:
-        if not isinstance(message, AIMessage) or not isinstance(metadata, Mapping):
+        if not isinstance(message, AIMessage):
+            return None
+        if not isinstance(metadata, (dict, Mapping)):
             return None
         if metadata.get("langgraph_node") not in self._model_nodes:
             return None
