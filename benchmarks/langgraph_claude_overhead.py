@@ -86,10 +86,11 @@ async def langgraph_loops(memory: NeotomaMemory) -> AsyncIterator[dict[str, Loop
             pass
 
     async def manual(text: str) -> None:
-        # The obvious glue: the context and the earlier turns as messages, the streamed
-        # text as the reply (none of the rules astream_turn keeps).
+        # The obvious glue: the context (without the earlier turns, which go in as
+        # messages), the earlier turns, the streamed text as the reply (none of the rules
+        # astream_turn keeps).
         async with memory.turn(text) as t:
-            messages: list[Any] = [SystemMessage(t.context(max_chars=4000))]
+            messages: list[Any] = [SystemMessage(t.context(max_chars=4000, history=False))]
             for h in t.history:
                 messages += [HumanMessage(h.user), AIMessage(h.reply or "")]
             messages.append(HumanMessage(text))

@@ -127,6 +127,9 @@ class _Run:
     turn: Turn
     context: bool
     context_chars: int
+    #: whether the context block shows the earlier turns: only when the run's messages
+    #: carry none (no checkpointer and ``history=False``), so they are never fed twice
+    context_history: bool = True
     #: ids of the tool calls already recorded in this turn
     recorded: set[str] = dataclasses.field(default_factory=set)
     #: tool calls the model asked for and no result came back for yet: id -> (name, args,
@@ -139,7 +142,11 @@ class _Run:
 
     def context_block(self) -> str:
         if self.block is None:
-            self.block = self.turn.context(max_chars=self.context_chars) if self.context else ""
+            self.block = (
+                self.turn.context(max_chars=self.context_chars, history=self.context_history)
+                if self.context
+                else ""
+            )
         return self.block
 
 
@@ -409,13 +416,15 @@ class TurnStream(StreamedTurn):
         self._turn = turn
         await turn.__aenter__()
         try:
-            run = _Run(turn, self._context, self._context_chars)
+            inject = not continuation and (
+                self._history is True or (self._history == "auto" and not checkpointed)
+            )
+            run = _Run(turn, self._context, self._context_chars, not (inject or checkpointed))
             for call in carried:
                 _record_tool(run, turn, call.call_id, **_fields_of(call))
             self._run = run
             graph_input = self._input
             if not continuation:
-                inject = self._history is True or (self._history == "auto" and not checkpointed)
                 graph_input = _with_history(graph_input, turn, inject)
             self._start_len = _message_count(state) + (
                 0 if continuation else _message_count(graph_input)
