@@ -4,7 +4,7 @@
                                                    [--only langgraph|claude-agent-sdk]
 
 For each framework whose package is installed, on the embedded store (a SQLite file), with a
-fake model, four loops take turns one run at a time (rotating the order), round after round:
+fake model, five loops take turns one run at a time (rotating the order), round after round:
 
 - ``framework``: the run alone, no memory (``create_agent`` on ``GenericFakeChatModel``
   streamed with ``astream(stream_mode="messages")``, given the same earlier messages the
@@ -13,13 +13,18 @@ fake model, four loops take turns one run at a time (rotating the order), round 
 - ``seams``: the run with the seams the integration uses, doing nothing (a pass-through
   ``AgentMiddleware`` and the three stream modes ``astream_turn`` reads; the four hooks
   answering ``{}``);
+- ``manual``: the ``framework`` run inside a hand-written ``async with memory.turn(text) as
+  t:`` (the context as a system message and the earlier turns as messages; the context ahead
+  of the prompt), the streamed or final text as ``t.reply``: the obvious glue, keeping none
+  of the rules the integration keeps;
 - ``integrated``: the run through the integration (``astream_turn`` + ``NeotomaMiddleware``;
   ``nc.turn``).
 
 CPU is the process's (``time.process_time``: the store's SQLite thread included), per turn,
-the median over rounds. ``added`` = integrated - framework - turn; ``glue`` = integrated -
-seams - turn (the goal: under 1 ms). The loops have the shape of
-``benchmarks/integration_overhead.py``'s: both run them with ``benchmarks/_framework_bench.py``.
+the median over rounds. ``added`` = integrated - framework - turn (the goal: under 1 ms);
+``glue`` = integrated - seams - turn; ``over manual`` = integrated - manual. The loops have
+the shape of ``benchmarks/integration_overhead.py``'s: both run them with
+``benchmarks/_framework_bench.py``.
 """
 
 from __future__ import annotations
@@ -181,7 +186,10 @@ FRAMEWORKS: Frameworks = {
 }
 
 
-FOOTER = "added = integrated - alone - turn; glue = integrated - seams - turn"
+FOOTER = (
+    "added = integrated - alone - turn; glue = integrated - seams - turn; "
+    "over manual = integrated - manual"
+)
 
 
 async def main(args: argparse.Namespace) -> dict[str, Any]:
@@ -189,9 +197,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def render(result: dict[str, Any]) -> str:
-    return render_table(
-        result, 18, "added = integrated - alone - turn; glue = integrated - seams - turn"
-    )
+    return render_table(result, 18, FOOTER)
 
 
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
