@@ -4,7 +4,7 @@
                                                    [--only langgraph|claude-agent-sdk]
 
 For each framework whose package is installed, on the embedded store (a SQLite file), with a
-fake model, four loops take turns one run at a time (rotating the order), round after round:
+fake model, five loops take turns one run at a time (rotating the order), round after round:
 
 - ``framework``: the run alone, no memory (``create_agent`` on ``GenericFakeChatModel``
   streamed with ``astream(stream_mode="messages")``, given the same earlier messages the
@@ -13,13 +13,18 @@ fake model, four loops take turns one run at a time (rotating the order), round 
 - ``seams``: the run with the seams the integration uses, doing nothing (a pass-through
   ``AgentMiddleware`` and the three stream modes ``astream_turn`` reads; the four hooks
   answering ``{}``);
+- ``manual``: the ``framework`` run inside a hand-written ``async with memory.turn(text) as
+  t:`` (the context as a system message and the earlier turns as messages; the context ahead
+  of the prompt), the streamed or final text as ``t.reply``: the obvious glue, keeping none
+  of the rules the integration keeps;
 - ``integrated``: the run through the integration (``astream_turn`` + ``NeotomaMiddleware``;
   ``nc.turn``).
 
 CPU is the process's (``time.process_time``: the store's SQLite thread included), per turn,
-the median over rounds. ``added`` = integrated - framework - turn; ``glue`` = integrated -
-seams - turn (the goal: under 1 ms). The loops have the shape of
-``benchmarks/integration_overhead.py``'s: both run them with ``benchmarks/_framework_bench.py``.
+the median over rounds. ``added`` = integrated - framework - turn (the goal: under 1 ms);
+``glue`` = integrated - seams - turn; ``over manual`` = integrated - manual. The loops have
+the shape of ``benchmarks/integration_overhead.py``'s: both run them with
+``benchmarks/_framework_bench.py``.
 """
 
 from __future__ import annotations
@@ -49,7 +54,7 @@ async def langgraph_loops(memory: NeotomaMemory) -> AsyncIterator[dict[str, Loop
     from langchain.agents import create_agent
     from langchain.agents.middleware import AgentMiddleware
     from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
-    from langchain_core.messages import AIMessage, HumanMessage
+    from langchain_core.messages import AIMessage, AIMessageChunk, HumanMessage, SystemMessage
 
     from neotoma_agent.integrations.langgraph import NeotomaMiddleware, astream_turn
 
@@ -85,18 +90,33 @@ async def langgraph_loops(memory: NeotomaMemory) -> AsyncIterator[dict[str, Loop
         ):
             pass
 
+    async def manual(text: str) -> None:
+        # The obvious glue: the context (without the earlier turns, which go in as
+        # messages), the earlier turns, the streamed text as the reply (none of the rules
+        # astream_turn keeps).
+        async with memory.turn(text) as t:
+            messages: list[Any] = [SystemMessage(t.context(max_chars=4000, history=False))]
+            for h in t.history:
+                messages += [HumanMessage(h.user), AIMessage(h.reply or "")]
+            messages.append(HumanMessage(text))
+            reply = []
+            async for chunk, _meta in plain.astream({"messages": messages}, stream_mode="messages"):
+                if isinstance(chunk, AIMessageChunk):
+                    reply.append(chunk.text)
+            t.reply = "".join(reply)
+
     async def with_memory(text: str) -> None:
         async with astream_turn(integrated, text, memory=memory) as s:
             async for _ in s.text():
                 pass
 
-    yield {"framework": framework, "seams": seams, "integrated": with_memory}
+    yield {"framework": framework, "seams": seams, "manual": manual, "integrated": with_memory}
 
 
 @contextlib.asynccontextmanager
 async def claude_loops(memory: NeotomaMemory) -> AsyncIterator[dict[str, Loop]]:
     sys.path.insert(0, FAKE_CLI_DIR)
-    from claude_agent_sdk import ClaudeAgentOptions, ClaudeSDKClient, HookMatcher
+    from claude_agent_sdk import ClaudeAgentOptions, ClaudeSDKClient, HookMatcher, ResultMessage
     from claude_support import FakeCLI, success
 
     from neotoma_agent.integrations.claude_agent_sdk import NeotomaClaude
@@ -116,7 +136,12 @@ async def claude_loops(memory: NeotomaMemory) -> AsyncIterator[dict[str, Loop]]:
     many = [script("What about Acme Corp?")] * 100_000
     async with contextlib.AsyncExitStack() as stack:
         clients = {}
-        for label, hooks in (("framework", None), ("seams", no_ops), ("integrated", nc.hooks())):
+        for label, hooks in (
+            ("framework", None),
+            ("seams", no_ops),
+            ("manual", None),
+            ("integrated", nc.hooks()),
+        ):
             cli = await stack.enter_async_context(FakeCLI(*many))
             options = ClaudeAgentOptions(hooks=hooks, include_partial_messages=True)  # type: ignore[arg-type]
             clients[label] = await stack.enter_async_context(
@@ -132,12 +157,27 @@ async def claude_loops(memory: NeotomaMemory) -> AsyncIterator[dict[str, Loop]]:
 
             return one
 
+        async def manual(text: str) -> None:
+            # The obvious glue: the context sent ahead of the prompt, the result's text as
+            # the reply (none of the rules nc.turn keeps).
+            client = clients["manual"]
+            async with memory.turn(text) as t:
+                await client.query(f"{t.context(max_chars=4000)}\n\n{text}")
+                async for message in client.receive_response():
+                    if isinstance(message, ResultMessage) and isinstance(message.result, str):
+                        t.reply = message.result
+
         async def with_memory(text: str) -> None:
             async with nc.turn(clients["integrated"], text) as s:
                 async for _ in s.text():
                     pass
 
-        yield {"framework": plain("framework"), "seams": plain("seams"), "integrated": with_memory}
+        yield {
+            "framework": plain("framework"),
+            "seams": plain("seams"),
+            "manual": manual,
+            "integrated": with_memory,
+        }
 
 
 FRAMEWORKS: Frameworks = {
@@ -146,7 +186,10 @@ FRAMEWORKS: Frameworks = {
 }
 
 
-FOOTER = "added = integrated - alone - turn; glue = integrated - seams - turn"
+FOOTER = (
+    "added = integrated - alone - turn; glue = integrated - seams - turn; "
+    "over manual = integrated - manual"
+)
 
 
 async def main(args: argparse.Namespace) -> dict[str, Any]:
@@ -154,9 +197,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def render(result: dict[str, Any]) -> str:
-    return render_table(
-        result, 18, "added = integrated - alone - turn; glue = integrated - seams - turn"
-    )
+    return render_table(result, 18, FOOTER)
 
 
 def parse(argv: list[str] | None = None) -> argparse.Namespace:

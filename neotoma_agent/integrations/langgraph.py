@@ -48,7 +48,7 @@ import dataclasses
 import json
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Mapping, Sequence
 from contextvars import ContextVar
 from datetime import datetime, timezone
 from typing import Any, Final, Literal
@@ -127,6 +127,9 @@ class _Run:
     turn: Turn
     context: bool
     context_chars: int
+    #: whether the context block shows the earlier turns: only when the run's messages
+    #: carry none (no checkpointer and ``history=False``), so they are never fed twice
+    context_history: bool = True
     #: ids of the tool calls already recorded in this turn
     recorded: set[str] = dataclasses.field(default_factory=set)
     #: tool calls the model asked for and no result came back for yet: id -> (name, args,
@@ -139,7 +142,11 @@ class _Run:
 
     def context_block(self) -> str:
         if self.block is None:
-            self.block = self.turn.context(max_chars=self.context_chars) if self.context else ""
+            self.block = (
+                self.turn.context(max_chars=self.context_chars, history=self.context_history)
+                if self.context
+                else ""
+            )
         return self.block
 
 
@@ -176,7 +183,9 @@ def _turn_here() -> tuple[_Run | None, Turn | None]:
 
 
 def _chunk_text(message: BaseMessage) -> str:
-    return str(message.text)
+    # A str content is its text (what ``.text`` returns, without building its accessor).
+    content = message.content
+    return content if isinstance(content, str) else str(message.text)
 
 
 # ------------------------------------------------------------------ the stream
@@ -288,11 +297,17 @@ class TurnStream(StreamedTurn):
 
     def _take(self, part: Any) -> str | None:
         # Everything the turn needs from one part; returns the reply delta it carries.
-        kind = part.get("type") if isinstance(part, Mapping) else None
-        top = not part.get("ns") if kind else False
-        if not top:
-            return None
+        # Called for every part of the run (a model's every token among them): the common
+        # case, a top-level "messages" part, is tested first, and a dict (what LangGraph
+        # yields) is told from other mappings without the slower ABC check.
+        if not isinstance(part, (dict, Mapping)) or part.get("ns"):
+            return None  # not a v2 part, or a subgraph's
+        kind = part.get("type")
         data = part.get("data")
+        if kind == "messages":
+            if isinstance(data, tuple) and len(data) == 2:
+                return self._see_message(*data)
+            return None
         if kind == "values":
             self._final_state = data
             if part.get("interrupts"):
@@ -303,32 +318,32 @@ class TurnStream(StreamedTurn):
             if interrupts:
                 self._interrupts = tuple(interrupts)
             self._see_updates(data)
-            return None
-        if kind == "messages" and isinstance(data, tuple) and len(data) == 2:
-            return self._see_message(*data)
         return None
 
     def _see_message(self, message: Any, metadata: Any) -> str | None:
-        if not isinstance(message, AIMessage) or not isinstance(metadata, Mapping):
+        if not isinstance(message, AIMessage):
+            return None
+        if not isinstance(metadata, (dict, Mapping)):
             return None
         if metadata.get("langgraph_node") not in self._model_nodes:
             return None
-        if "|" in str(metadata.get("langgraph_checkpoint_ns", "")):
+        namespace = metadata.get("langgraph_checkpoint_ns")
+        if namespace and "|" in str(namespace):
             return None  # a model inside a subgraph
-        turn = self.turn
         key = message.id or ""
         if key in self._tool_messages:
             return None
-        asks_tools = bool(
+        asks_tools = (
             message.tool_call_chunks if isinstance(message, AIMessageChunk) else message.tool_calls
         )
         if asks_tools:
             self._tool_messages.add(key)
             return None
         delta = _chunk_text(message)
-        if delta:
-            turn.append(delta)
-        return delta or None
+        if not delta:
+            return None
+        self.turn.append(delta)
+        return delta
 
     def _see_updates(self, data: Mapping[str, Any]) -> None:
         # Tool calls the graph ran, from its node updates: recorded here unless the
@@ -401,18 +416,20 @@ class TurnStream(StreamedTurn):
         self._turn = turn
         await turn.__aenter__()
         try:
-            run = _Run(turn, self._context, self._context_chars)
+            inject = not continuation and (
+                self._history is True or (self._history == "auto" and not checkpointed)
+            )
+            run = _Run(turn, self._context, self._context_chars, not (inject or checkpointed))
             for call in carried:
                 _record_tool(run, turn, call.call_id, **_fields_of(call))
             self._run = run
             graph_input = self._input
             if not continuation:
-                inject = self._history is True or (self._history == "auto" and not checkpointed)
                 graph_input = _with_history(graph_input, turn, inject)
             self._start_len = _message_count(state) + (
                 0 if continuation else _message_count(graph_input)
             )
-            config = dict(self._config)
+            config = self._config  # LangGraph copies the config it is given
             if checkpointed:
                 # Only a checkpointed thread can be resumed: the turn to resume rides in its
                 # checkpoints' metadata (LangChain copies metadata into every run it starts).
@@ -420,7 +437,7 @@ class TurnStream(StreamedTurn):
                 metadata[META_KEY] = turn.turn_id
                 metadata[_META_CONVERSATION] = turn.conversation_id
                 metadata[_META_USER] = turn.user_message
-                config["metadata"] = metadata
+                config = {**config, "metadata": metadata}
             self._token = _RUN.set(run)
             self._checkpointed = checkpointed
             extra_modes = self._kwargs.pop("stream_modes", ())
@@ -750,12 +767,24 @@ class NeotomaMiddleware(AgentMiddleware):  # type: ignore[misc,unused-ignore]
         """The middleware's node-name prefix in the agent graph."""
         return "NeotomaMiddleware"
 
-    async def awrap_model_call(
+    def awrap_model_call(
+        self,
+        request: ModelRequest[Any],
+        handler: Callable[[ModelRequest[Any]], Any],
+    ) -> Coroutine[Any, Any, Any]:
+        """Add the turn's context to the system message of this model call."""
+        # A plain method returning the coroutine, not an ``async def``: ``create_agent``
+        # wraps every model-call hook in LangSmith's ``traceable``, whose async wrapper runs
+        # its span set-up and tear-down in worker threads and the hook in a new task even
+        # with tracing off (about 0.3 ms a model call); its plain wrapper does neither.
+        # With LangSmith tracing on, this hook's span then covers only the hand-off.
+        return self._model_call(request, handler)
+
+    async def _model_call(
         self,
         request: ModelRequest[Any],
         handler: Callable[[ModelRequest[Any]], Any],
     ) -> Any:
-        """Add the turn's context to the system message of this model call."""
         run, turn = _turn_here()
         if turn is None or turn.state is not TurnState.OPEN:
             return await handler(request)

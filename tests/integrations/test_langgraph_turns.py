@@ -306,6 +306,31 @@ async def test_without_a_checkpointer_earlier_turns_are_given_to_the_model(
     ]
 
 
+async def test_the_context_block_shows_earlier_turns_only_when_the_messages_carry_none(
+    memory: NeotomaMemory,
+) -> None:
+    seen = Seen()
+    graph = agent(ScriptedStream(script=["answer"], seen=seen), system_prompt="You help.")
+    async with astream_turn(graph, "first", memory=memory):
+        pass
+    async with astream_turn(graph, "second", memory=memory):  # first goes in as messages
+        pass
+    async with astream_turn(graph, "third", memory=memory, history=False):
+        pass
+    assert "user: first" not in seen.systems[1]
+    assert "user: first" in seen.systems[2]
+    assert "user: second" in seen.systems[2]
+    checkpointed = agent(
+        ScriptedStream(script=["answer"], seen=seen),
+        system_prompt="You help.",
+        checkpointer=InMemorySaver(),
+    )
+    config = {"configurable": {"thread_id": "th-ctx"}}
+    async with astream_turn(checkpointed, "fourth", memory=memory, config=config):
+        pass  # the thread carries what it holds: the block shows no earlier turn
+    assert "user: third" not in seen.systems[3]
+
+
 async def test_with_a_checkpointer_history_is_not_fed_twice(memory: NeotomaMemory) -> None:
     seen = Seen()
     graph = agent(ScriptedStream(script=["answer"], seen=seen), checkpointer=InMemorySaver())
