@@ -99,7 +99,13 @@ def pydantic_ai_loops(memory: NeotomaMemory) -> dict[str, Loop]:
 
         return one
 
-    return {label: loop(agent) for label, agent in agents.items()}
+    alone = agents["framework"]
+
+    async def manual(text: str) -> None:
+        async with memory.turn(text) as t, alone.run_stream(text) as streamed:
+            t.reply = await streamed.get_output()
+
+    return {**{label: loop(agent) for label, agent in agents.items()}, "manual": manual}
 
 
 def openai_agents_loops(memory: NeotomaMemory) -> dict[str, Loop]:
@@ -143,7 +149,12 @@ def openai_agents_loops(memory: NeotomaMemory) -> dict[str, Loop]:
     async def with_memory(text: str) -> None:
         await run(agent(), text, memory=memory, run_config=config)
 
-    return {"framework": framework, "seams": seams, "integrated": with_memory}
+    async def manual(text: str) -> None:
+        async with memory.turn(text) as t:
+            result = await Runner.run(agent(), with_history(text), run_config=config)
+            t.reply = result.final_output
+
+    return {"framework": framework, "seams": seams, "integrated": with_memory, "manual": manual}
 
 
 FRAMEWORKS: Frameworks = {
