@@ -4,7 +4,7 @@
                                               [--only pydantic-ai|openai-agents]
 
 For each framework whose package is installed, on the embedded store (a SQLite file), with
-the framework's own test model, four loops take turns one run at a time (rotating the
+the framework's own test model, five loops take turns one run at a time (rotating the
 order), round after round, so that all see the same machine:
 
 - ``framework``: the framework run alone (Pydantic AI ``agent.run`` with a ``FunctionModel``
@@ -16,13 +16,18 @@ order), round after round, so that all see the same machine:
   function, ``wrap_tool_execute`` and ``after_model_request``; run hooks and a
   ``call_model_input_filter``): what the framework itself spends on those seams;
 - ``integrated``: the framework run through the integration (``NeotomaCapability``; the
-  module's ``run``), which does both.
+  module's ``run``), which does both;
+- ``manual``: the same framework run inside a hand-written turn (``async with
+  memory.turn(text) as t:`` around it, ``t.reply = `` its output), the obvious glue that
+  keeps none of the rules: what holding a turn open around a run costs any glue.
 
 CPU is the process's (``time.process_time``: the store's SQLite thread included), per turn,
 the median over rounds. ``added`` = integrated - framework - turn is what the glue itself
 costs per turn (the goal is under 1 ms), and ``glue`` = integrated - seams - turn is that
-less what the framework spends on its own seams. Each turn has one identifier naming an existing
-entity and the store keeps the conversation's history (so the context block is rendered).
+less what the framework spends on its own seams; ``over manual`` = integrated - manual is
+what the integration costs beyond the hand-written glue. Each turn has one identifier
+naming an existing entity and the store keeps the conversation's history (so the context
+block is rendered).
 """
 
 from __future__ import annotations
@@ -99,7 +104,13 @@ def pydantic_ai_loops(memory: NeotomaMemory) -> dict[str, Loop]:
 
         return one
 
-    return {label: loop(agent) for label, agent in agents.items()}
+    alone = agents["framework"]
+
+    async def manual(text: str) -> None:
+        async with memory.turn(text) as t, alone.run_stream(text) as streamed:
+            t.reply = await streamed.get_output()
+
+    return {**{label: loop(agent) for label, agent in agents.items()}, "manual": manual}
 
 
 def openai_agents_loops(memory: NeotomaMemory) -> dict[str, Loop]:
@@ -143,7 +154,12 @@ def openai_agents_loops(memory: NeotomaMemory) -> dict[str, Loop]:
     async def with_memory(text: str) -> None:
         await run(agent(), text, memory=memory, run_config=config)
 
-    return {"framework": framework, "seams": seams, "integrated": with_memory}
+    async def manual(text: str) -> None:
+        async with memory.turn(text) as t:
+            result = await Runner.run(agent(), with_history(text), run_config=config)
+            t.reply = result.final_output
+
+    return {"framework": framework, "seams": seams, "integrated": with_memory, "manual": manual}
 
 
 FRAMEWORKS: Frameworks = {
@@ -154,7 +170,8 @@ FRAMEWORKS: Frameworks = {
 FOOTER = (
     "added = integrated - alone - turn (goal: under 1 ms); glue = integrated - seams - turn\n"
     "(seams: the framework run with the same hooks doing nothing: the framework's own\n"
-    "cost of the seams the integration needs)"
+    "cost of the seams the integration needs); over manual = integrated - manual (manual:\n"
+    "the same run inside a hand-written turn)"
 )
 
 

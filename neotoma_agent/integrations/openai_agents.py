@@ -82,7 +82,7 @@ try:
         RunState,
         StreamEvent,
     )
-    from agents.run_config import CallModelData, ModelInputData
+    from agents.run_config import CallModelData, CallModelInputFilter, ModelInputData
     from openai.types.responses import ResponseTextDeltaEvent
 except ImportError as exc:  # pragma: no cover - exercised by a subprocess test
     raise missing_framework(__name__, "the OpenAI Agents SDK", "openai-agents") from exc
@@ -365,37 +365,45 @@ class _Plan:
             else RunConfig()
         )
         # The SDK's own trace (not OpenTelemetry) names the turn it belongs to: grouped by
-        # conversation (unless the caller grouped it), the turn's ids in its metadata.
-        base = dataclasses.replace(
-            base,
-            group_id=base.group_id or turn.conversation_id,
-            trace_metadata={
+        # conversation (unless the caller grouped it), the turn's ids in its metadata. One
+        # replace for every change: each copy of a RunConfig re-runs its validation.
+        changes: dict[str, Any] = {
+            "group_id": base.group_id or turn.conversation_id,
+            "trace_metadata": {
                 **(base.trace_metadata or {}),
                 TRACE_CONVERSATION_ID: turn.conversation_id,
                 TRACE_TURN_ID: turn.turn_id,
             },
-        )
-        if not self.context:
-            return base
-        inner = base.call_model_input_filter
-        budget = self.context_chars
-
-        async def with_context(data: CallModelData[Any]) -> ModelInputData:
-            model_data = data.model_data
-            if inner is not None:
-                filtered = inner(data)
-                model_data = await filtered if inspect.isawaitable(filtered) else filtered
-            # History reaches the model as input items (or the caller's own), never here.
-            block = turn.context(max_chars=budget, history=False)
-            if not block:
-                return model_data
-            instructions = model_data.instructions
-            return ModelInputData(
-                input=model_data.input,
-                instructions=f"{instructions}\n\n{block}" if instructions else block,
+        }
+        if self.context:
+            changes["call_model_input_filter"] = _with_context(
+                turn, base.call_model_input_filter, self.context_chars
             )
+        return dataclasses.replace(base, **changes)
 
-        return dataclasses.replace(base, call_model_input_filter=with_context)
+
+def _with_context(
+    turn: Turn, inner: CallModelInputFilter | None, budget: int
+) -> CallModelInputFilter:
+    """The input filter that appends the turn's context to the instructions, after the
+    caller's own ``inner`` filter."""
+
+    async def with_context(data: CallModelData[Any]) -> ModelInputData:
+        model_data = data.model_data
+        if inner is not None:
+            filtered = inner(data)
+            model_data = await filtered if inspect.isawaitable(filtered) else filtered
+        # History reaches the model as input items (or the caller's own), never here.
+        block = turn.context(max_chars=budget, history=False)
+        if not block:
+            return model_data
+        instructions = model_data.instructions
+        return ModelInputData(
+            input=model_data.input,
+            instructions=f"{instructions}\n\n{block}" if instructions else block,
+        )
+
+    return with_context
 
 
 def _model_name(agent: Agent[Any], run_config: RunConfig | Mapping[str, Any] | None) -> str | None:

@@ -207,11 +207,26 @@ class NeotomaCapability(AbstractCapability[Any]):
     ) -> AsyncIterator[AgentStreamEvent]:
         try:
             run = self._runs.get(ctx.run_id)
-            turn = None if run is None else run.turn
-            async for event in stream:
-                if turn is not None:
-                    _see(turn, event)
-                yield event
+            if run is None:
+                async for event in stream:
+                    yield event
+            else:
+                # The partial reply: the text shown as it streamed (the exact reply comes from
+                # the result, so a replaced part, a repeated PartStartEvent index, costs
+                # nothing). Per event only the type tests: the turn is found once per stream.
+                turn = run.turn
+                async for event in stream:
+                    if isinstance(event, PartDeltaEvent):
+                        delta = event.delta
+                        if isinstance(delta, TextPartDelta) and turn.state is TurnState.OPEN:
+                            turn.append(delta.content_delta)
+                    elif (
+                        isinstance(event, PartStartEvent)
+                        and isinstance(event.part, TextPart)
+                        and turn.state is TurnState.OPEN
+                    ):
+                        turn.append(event.part.content)
+                    yield event
         finally:
             aclose = getattr(stream, "aclose", None)
             if aclose is not None:
@@ -277,19 +292,6 @@ class _Run:
 
     turn: Turn
     carries_history: bool
-
-
-def _see(turn: Turn, event: AgentStreamEvent) -> None:
-    # The partial reply: the text shown as it streamed. The exact reply comes from the
-    # result, so a replaced part (a repeated PartStartEvent index) costs nothing.
-    if turn.state is not TurnState.OPEN:
-        return
-    if isinstance(event, PartDeltaEvent):
-        delta = event.delta
-        if isinstance(delta, TextPartDelta):
-            turn.append(delta.content_delta)
-    elif isinstance(event, PartStartEvent) and isinstance(event.part, TextPart):
-        turn.append(event.part.content)
 
 
 def _model_name(ctx: RunContext[Any]) -> str | None:

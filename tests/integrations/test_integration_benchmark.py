@@ -25,5 +25,6 @@ def test_the_benchmark_reports_each_installed_framework(tmp_path: Path) -> None:
     for row in report["frameworks"].values():
         if "skipped" in row:
             continue
-        assert set(row["samples_ms"]) == {"framework", "seams", "turn", "integrated"}
+        assert set(row["samples_ms"]) == {"framework", "seams", "turn", "integrated", "manual"}
         assert row["added_ms"] == row["integrated_ms"] - row["framework_ms"] - row["turn_ms"]
+        assert row["over_manual_ms"] == row["integrated_ms"] - row["manual_ms"]
