@@ -84,9 +84,22 @@ class StoredEntity:
         )
 
 
+class _ByIndex(Deferring):
+    """Adds the slot where a store answer keeps its request-index -> entity-id map (a cache
+    outside the attrs fields: not compared, copied or pickled; rebuilt when missing)."""
+
+    __slots__ = ("_by_index",)
+
+
 @attrs.frozen
-class StoreResult:
-    """The answer to ``store``: ``entities`` in request order, whether fresh or replayed."""
+class StoreResult(_ByIndex):
+    """The answer to ``store``: ``entities`` in request order, whether fresh or replayed.
+
+    Parsed from a store answer, ``entities`` is built from :attr:`raw` on its first read:
+    a closing store answers one entry per tool call, and a turn reads only a few ids,
+    through :meth:`entity_id`, which reads them off the answer. The same value, whenever
+    it is read.
+    """
 
     replayed: bool
     source_id: str | None
@@ -108,24 +121,62 @@ class StoreResult:
         newest first with no index, so entries are matched to request elements by entity id
         (computed the way the server does) and never by position.
         """
-        entries = [StoredEntity.from_json(e) for e in _items(raw.get("entities"))]
-        if request_entities is not None:
-            entries = _align(entries, request_entities)
-        return cls(
+        items = _items(raw.get("entities"))
+        result = cls(
             replayed=bool(raw.get("replayed", False)),
             source_id=_opt_str(raw.get("source_id")),
-            entities=tuple(entries),
+            entities=(),
             entities_created=_opt_int(raw.get("entities_created")) or 0,
             observations_created=_opt_int(raw.get("observations_created")) or 0,
             raw=raw,
         )
+        ids = _fresh_ids(items)
+        if ids is not None:
+            object.__setattr__(result, "_by_index", ids)
+        return defer(result, "entities", functools.partial(_entries, items, request_entities))
 
     def entity_id(self, index: int) -> str:
         """The entity id stored for request element ``index``."""
-        for e in self.entities:
-            if e.observation_index == index:
-                return e.entity_id
-        raise IndexError(f"no stored entity for request element {index}")
+        try:
+            by_index: dict[int, str] = object.__getattribute__(self, "_by_index")
+        except AttributeError:
+            by_index = {}
+            for e in self.entities:
+                if e.observation_index is not None:
+                    by_index.setdefault(e.observation_index, e.entity_id)
+            object.__setattr__(self, "_by_index", by_index)
+        try:
+            return by_index[index]
+        except KeyError:
+            raise IndexError(f"no stored entity for request element {index}") from None
+
+
+def _entries(
+    items: list[Mapping[str, Any]], request: Sequence[Mapping[str, Any]] | None
+) -> tuple[StoredEntity, ...]:
+    entries = [StoredEntity.from_json(e) for e in items]
+    return tuple(entries if request is None else _align(entries, request))
+
+
+def _fresh_ids(items: list[Mapping[str, Any]]) -> dict[int, str] | None:
+    """Request index -> entity id, read off a fresh answer's entries (each a dict with an
+    int ``observation_index``); ``None`` for any other answer (a replay, odd shapes).
+
+    What :meth:`StoreResult.entity_id` answers from the entries: aligning a fresh answer
+    only sorts it by index (stably), so the first entry of an index in the answer's own
+    order is the first in the aligned one.
+    """
+    ids: dict[int, str] = {}
+    for item in items:
+        if type(item) is not dict:
+            return None
+        index = item.get("observation_index")
+        if type(index) is not int:
+            return None
+        if index not in ids:
+            eid = item.get("entity_id", "")
+            ids[index] = eid if type(eid) is str else str(eid)
+    return ids
 
 
 def expected_entity(element: Mapping[str, Any], index: int) -> StoredEntity | None:

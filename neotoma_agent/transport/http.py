@@ -37,6 +37,7 @@ import aiohttp
 import attrs
 
 from neotoma_agent._checks import check_positive_int, check_seconds
+from neotoma_agent._js import compact_encoder
 from neotoma_agent._log import get_logger
 from neotoma_agent._otel import record_retry, traceparent_into
 from neotoma_agent._version import __version__
@@ -309,11 +310,7 @@ class HttpTransport(RestActions):
         """POST ``body`` to ``path`` (or GET it, with no body) with retries; the decoded JSON
         object of a 2xx answer."""
         session = self._session_for_loop()
-        payload = (
-            b""
-            if body is None
-            else json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
-        )
+        payload = b"" if body is None else encode_body(body)
         policy = self._retry
         deadline = time.monotonic() + policy.timeout
         attempt = 1
@@ -430,6 +427,21 @@ class _Unqueued(RestActions):
 
     async def aclose(self) -> None:
         """Nothing: the HttpTransport closes itself."""
+
+
+# Built once: json.dumps with options builds an encoder (and its cycle check's markers) per
+# call. A body is acyclic but for a caller's mistake, whose RecursionError sends it through
+# json.dumps, which raises what it always raised.
+_encode_fast = compact_encoder(allow_nan=True, check_circular=False)
+
+
+def encode_body(body: Mapping[str, Any]) -> bytes:
+    """``body`` as the UTF-8 JSON a request sends: ``json.dumps(body, ensure_ascii=False,
+    separators=(",", ":"))``, byte for byte, with its errors."""
+    try:
+        return _encode_fast(body).encode()
+    except RecursionError:
+        return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
 
 
 def _decode(raw: bytes, content_type: str) -> object:
