@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Generator, Iterable, Sequence
 from typing import Any, Final, Literal, cast
 
 import attrs
@@ -53,12 +53,14 @@ from .transport._base import (
     ConversationMessage,
     ConversationReader,
     EntitySnapshot,
+    RecentConversation,
     RelatedEntities,
     RelatedEntity,
     Transport,
 )
 
 __all__ = [
+    "DEFAULT_HISTORY_TURNS",
     "HistoryStatus",
     "HistoryTurn",
     "StoredConversation",
@@ -66,9 +68,14 @@ __all__ = [
     "StoredTurn",
     "read_conversation",
     "read_history",
+    "read_history_now",
 ]
 
 HistoryStatus = Literal["completed", "abandoned", "open"]
+
+#: earlier turns a turn reads by default (``history_turns``): read beside retrieval and the
+#: user store, so they add no round trip (``benchmarks/`` measures what they cost)
+DEFAULT_HISTORY_TURNS: Final = 5
 
 #: messages asked for per turn wanted: a turn is at most two messages, plus slack for
 #: concurrent turns whose messages interleave at the page's edge
@@ -372,16 +379,21 @@ class _Paged:
     calls: list[EntitySnapshot] | None
 
 
-async def _from_reader(
-    reader: ConversationReader,
-    conversation_id: str,
-    entity_id: str,
-    limit: int | None,
-    before: str | None,
-) -> _Paged | list[ConversationMessage]:
-    """The last ``limit`` turns (``None``: all) and their records (by turn id) from a store
-    that pages;
-    from one that does not (a real server), every message, from the same one request."""
+#: one page request of a history read: (the conversation's entity id, the page size, the
+#: message id the page ends before)
+PageRequest = tuple[str, int, str | None]
+
+
+def _page_reads(
+    conversation_id: str, entity_id: str, limit: int | None, before: str | None
+) -> Generator[PageRequest, RecentConversation, _Paged | list[ConversationMessage]]:
+    """The pages a history read asks a store that pages for, as a generator (sans I/O):
+    it yields each page request and is sent the page; it returns the last ``limit`` turns
+    (``None``: all) and their records (by turn id), or, from a store that does not page (a
+    real server), every message, from the same one request.
+
+    :func:`_from_reader` drives it on a transport, :func:`read_history_now` on a store
+    file's own reads: one reading of the pages, two drivers."""
     bound = None if before is None else message_entity_id(conversation_id, before, "user")
     size = _WHOLE_PAGE if limit is None else _MESSAGES_PER_TURN * limit + _SLACK
     messages: list[ConversationMessage] = []
@@ -389,7 +401,7 @@ async def _from_reader(
     records: dict[str, EntitySnapshot] = {}
     calls: list[EntitySnapshot] | None = []
     while True:
-        page = await reader.recent_conversation(entity_id, limit=size, before=bound)
+        page = yield entity_id, size, bound
         if page.has_more is None or page.turn_records is None:
             # The route without the extension: the whole conversation, in activity order.
             return list(page.messages)
@@ -415,6 +427,25 @@ async def _from_reader(
                 groups.remove(min(groups, key=lambda g: g.first))
             return _Paged(groups, records, calls)
         bound = page.messages[0].message_id
+
+
+async def _from_reader(
+    reader: ConversationReader,
+    conversation_id: str,
+    entity_id: str,
+    limit: int | None,
+    before: str | None,
+) -> _Paged | list[ConversationMessage]:
+    """:func:`_page_reads` on a transport that pages."""
+    steps = _page_reads(conversation_id, entity_id, limit, before)
+    request = next(steps)
+    while True:
+        eid, size, bound = request
+        page = await reader.recent_conversation(eid, limit=size, before=bound)
+        try:
+            request = steps.send(page)
+        except StopIteration as done:
+            return done.value  # type: ignore[no-any-return]
 
 
 async def _generic_messages(transport: Transport, entity_id: str) -> list[ConversationMessage]:
@@ -517,7 +548,7 @@ async def _read_paged(
     calls: list[EntitySnapshot] | None = None
     if isinstance(answer, _Paged):
         groups, records, calls = answer.groups, answer.records, answer.calls
-        chosen = _bounded(_order(groups, _numbers(groups)), limit, before)
+        chosen = _chosen(answer, limit, before)
     else:
         messages = answer if answer is not None else await _generic_messages(transport, entity_id)
         groups = _group(conversation_id, messages)
@@ -543,6 +574,45 @@ async def _turn_tools(
     keys = [f"{conversation_id}:{g.turn_id}" for g, _ in turns]
     by_key = calls_by_turn_key(sent, keys)
     return [by_key.get(key, ()) for key in keys]
+
+
+def _chosen(answer: _Paged, limit: int | None, before: str | None) -> list[_Group]:
+    """The turns kept of what a store that pages sent, in order."""
+    return _bounded(_order(answer.groups, _numbers(answer.groups)), limit, before)
+
+
+def read_history_now(
+    recent_conversation: Callable[[str, int, str | None], RecentConversation],
+    conversation_id: str,
+    *,
+    limit: int | None,
+    before: str | None,
+) -> tuple[HistoryTurn, ...] | None:
+    """:func:`read_history` without the event loop, on a store that pages whose
+    ``recent_conversation(entity_id, limit, before)`` answers at once (a store file read
+    in the caller's thread: a hook opening a turn). ``None`` when the store does not page.
+
+    The turns carry no tool calls (``tools`` is empty): what reads them here (retrieval's
+    recency, the context block) does not show them.
+    """
+    limit = _check_limit(limit)
+    if limit == 0:
+        return ()
+    steps = _page_reads(conversation_id, conversation_entity_id(conversation_id), limit, before)
+    request = next(steps)
+    try:
+        while True:
+            eid, size, bound = request
+            request = steps.send(recent_conversation(eid, size, bound))
+    except StopIteration as done:
+        answer = done.value
+    except NotFoundError:
+        return ()
+    if not isinstance(answer, _Paged):
+        return None
+    return tuple(
+        _history_turn(g, answer.records.get(g.turn_id)) for g in _chosen(answer, limit, before)
+    )
 
 
 def _check_limit(limit: object) -> int | None:
