@@ -34,7 +34,7 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Callable, Generator, Iterable, Sequence
-from typing import Any, Final, Literal, cast
+from typing import TYPE_CHECKING, Any, Final, Literal, cast
 
 import attrs
 
@@ -47,7 +47,6 @@ from ._keys import (
     turn_record_entity_id,
 )
 from ._reads import gather_bounded, snapshot_or_none
-from ._tool_reads import StoredToolCall, calls_by_turn_key, read_tools_of
 from .exceptions import NotFoundError
 from .transport._base import (
     ConversationMessage,
@@ -58,6 +57,9 @@ from .transport._base import (
     RelatedEntity,
     Transport,
 )
+
+if TYPE_CHECKING:
+    from ._tool_reads import StoredToolCall
 
 __all__ = [
     "DEFAULT_HISTORY_TURNS",
@@ -569,6 +571,9 @@ async def _turn_tools(
 ) -> list[tuple[StoredToolCall, ...]]:
     """Each turn's tool calls: from what the page sent, else read (only for turns whose
     record counts calls: one round trip for all of them)."""
+    # Here: a hook reading history for its context block (read_history_now) shows no calls.
+    from ._tool_reads import calls_by_turn_key, read_tools_of
+
     if sent is None:
         return await read_tools_of(transport, [_record(record)[0] for _, record in turns])
     keys = [f"{conversation_id}:{g.turn_id}" for g, _ in turns]
@@ -664,6 +669,8 @@ async def read_conversation(
         return StoredConversation(conversation_id, entity_id, None, ())
     if limit == 0:
         return StoredConversation(conversation_id, entity_id, snapshot, ())
+    from ._tool_reads import read_tools_of
+
     turns = await _read_turns(transport, conversation_id, limit, before)
     records = [_record(record)[0] for _, record in turns]
     calls = await read_tools_of(transport, records, details=tool_details)

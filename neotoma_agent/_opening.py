@@ -11,10 +11,10 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from ._clock import iso_ms, now_ms
 from ._keys import TurnKeys, turn_id_ms
 from ._payloads import ConversationSettings, RunFields, StorePayload, user_payload
 from ._phase_records import Opened
-from ._tools import iso_ms, now_ms
 from .transport._results import StoreResult
 
 __all__ = ["created", "entry_id", "opened_from", "started_at", "user_builder"]

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .._closing import (
     abandoned_builder,
@@ -33,14 +33,15 @@ from .._keys import TurnKeys, turn_keys, turn_record_entity_id, validate_entity_
 from .._payloads import ConversationSettings, RunFields, StorePayload
 from .._phase_records import Opened
 from .._text import check_text
-from .._tool_payload import DEFAULT_PAYLOADS
-from .._tools import ToolCall, check_tools, merge_tools
 from ..exceptions import IdempotencyMismatchError
 from ..transport._bodies import store_body
 from ..transport.embedded import _connect
 from ..transport.embedded._read import list_observations, retrieve_entity_by_identifier
 from ..transport.embedded._write import store
 from ._state import PendingTurn
+
+if TYPE_CHECKING:
+    from .._tools import ToolCall
 
 __all__ = ["EmbeddedFile", "Stored", "close", "store_phase"]
 
@@ -149,8 +150,15 @@ def close(file: EmbeddedFile, harness: str, row: PendingTurn, tools: Sequence[To
         prior_status=None,
     )
     conversation = ConversationSettings(conv, harness)
-    calls = merge_tools(keys.user_turn_key, (), check_tools(tools))
-    entities = tool_entities(conversation, DEFAULT_PAYLOADS, keys, calls)
+    entities: list[dict[str, Any]] = []
+    if tools:
+        # Only then: a turn without calls (most) loads neither the tool-call API's classes
+        # nor the tool payloads.
+        from .._tool_payload import DEFAULT_PAYLOADS
+        from .._tools import check_tools, merge_tools
+
+        calls = merge_tools(keys.user_turn_key, (), check_tools(tools))
+        entities = tool_entities(conversation, DEFAULT_PAYLOADS, keys, calls)
     try:
         if row.ending == "completed":
             reply = check_text("assistant_message", row.reply or "")

@@ -502,6 +502,8 @@ def _tool_calls(records: list[dict[str, Any]]) -> tuple[list[Any], int]:
     A call the API refuses (a value that is not plain JSON, a name with outer whitespace)
     is left out: the turn and its other calls are stored all the same.
     """
+    if not records:
+        return [], 0  # most turns: the tool-call API is not loaded
     from neotoma_agent import ToolCall, ValidationError
 
     calls, refused = [], 0
