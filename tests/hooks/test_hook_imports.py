@@ -157,6 +157,10 @@ NOT_FOR_A_PROMPT = (
     "neotoma_agent._settings",
     "neotoma_agent.transport.embedded._store",
     "neotoma_agent.transport.embedded._db_thread",
+    # a turn without tool calls (the recorded one): neither the API nor the payloads
+    "neotoma_agent._tools",
+    "neotoma_agent._tool_payload",
+    "neotoma_agent._tool_reads",
 )
 
 
