@@ -23,11 +23,13 @@ gives:
 
 ``record_us_per_call`` is the library's part of one call without any turn or store
 (``ToolCall.create``, ``ToolLog.add``, its ``tool_invocation`` element). CPU figures are
-medians over ``--turns`` turns, the best of ``--rounds`` rounds (each round a fresh
-process per source tree). ``--baseline SRC`` runs the same measurement with the package
-from another source tree (e.g. ``git archive main | tar -x -C /tmp/main``), the rounds
-interleaved, and prints old and new side by side; a tree without tool calls gives its
-0-call rows only (bytes per turn before tool calls existed).
+medians over ``--turns`` turns, the rows' turns interleaved (one of each row in turn, so
+that the machine's load shifts them alike), the best of ``--rounds`` rounds (each round a
+fresh process per source tree); the bytes come from ``--turns`` more turns per row.
+``--baseline SRC`` runs the same measurement with the package from another source tree
+(e.g. ``git archive main | tar -x -C /tmp/main``), the rounds interleaved, and prints old
+and new side by side; a tree without tool calls gives its 0-call rows only (bytes per turn
+before tool calls existed).
 """
 
 from __future__ import annotations
@@ -204,32 +206,43 @@ async def measure(
     from neotoma_agent import NeotomaMemory
     from neotoma_agent.testing import RecordingTransport
 
-    rows = []
-    for n in calls:
-        memory = NeotomaMemory(
+    memories = {
+        n: NeotomaMemory(
             transport, conversation_id=f"bench-{n}", platform="bench", history_turns=history
         )
+        for n in calls
+    }
+    for n, memory in memories.items():
         for i in range(6):  # warm, and a full history (5 turns) for every timed turn
             await one_turn(memory, n, -1 - i)
-        before = used_bytes(db)
-        lib, total = [], []
-        for i in range(turns):
+    lib: dict[int, list[float]] = {n: [] for n in calls}
+    total: dict[int, list[float]] = {n: [] for n in calls}
+    for i in range(turns):
+        # The rows interleaved, turn by turn: a change in the machine's load shifts them
+        # all alike, so their differences (the per-call figures) hold.
+        for n, memory in memories.items():
             cpu, thread, store = time.process_time(), time.thread_time(), store_cpu()
             await one_turn(memory, n, i)
-            lib.append((time.thread_time() - thread) * 1e6)
+            lib[n].append((time.thread_time() - thread) * 1e6)
             # The worker's own threads (the embedded store's included), and the server's.
-            total.append((time.process_time() - cpu + store_cpu() - store) * 1e6)
+            total[n].append((time.process_time() - cpu + store_cpu() - store) * 1e6)
+    rows = []
+    for n, memory in memories.items():
+        # What the turns add to the file, row by row (untimed: the file is read between).
+        before = used_bytes(db)
+        for i in range(turns):
+            await one_turn(memory, n, turns + i)
         grown = (used_bytes(db) - before) / turns
         recorder = RecordingTransport(transport)
-        await one_turn(NeotomaMemory(recorder, conversation_id=f"bench-{n}"), n, turns)
+        await one_turn(NeotomaMemory(recorder, conversation_id=f"bench-{n}"), n, 2 * turns)
         delayed = _delayed(transport)
         slow = NeotomaMemory(delayed, conversation_id=f"bench-{n}", platform="bench")
-        await one_turn(slow, n, turns + 1)
+        await one_turn(slow, n, 2 * turns + 1)
         rows.append(
             {
                 "calls": n,
-                "lib_us_per_turn": round(statistics.median(lib), 1),
-                "total_us_per_turn": round(statistics.median(total), 1),
+                "lib_us_per_turn": round(statistics.median(lib[n]), 1),
+                "total_us_per_turn": round(statistics.median(total[n]), 1),
                 "bytes_per_turn": round(grown),
                 "stores_per_turn": len(recorder.calls_to("store")),
                 "requests_per_turn": len(recorder.calls),

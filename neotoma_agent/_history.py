@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any, Final, Literal, cast
 import attrs
 
 from ._checks import check_optional_count
+from ._deferred import Deferring, defer
 from ._keys import (
     _ASSISTANT_SUFFIX,
     conversation_entity_id,
@@ -57,6 +58,7 @@ from .transport._base import (
     RelatedEntity,
     Transport,
 )
+from .transport._packed_calls import sends_tool_calls
 
 if TYPE_CHECKING:
     from ._tool_reads import StoredToolCall
@@ -96,12 +98,16 @@ _TIME_ORDERED_ID: Final = re.compile(
 
 
 @attrs.frozen
-class HistoryTurn:
+class HistoryTurn(Deferring):
     """One earlier turn of a conversation, as stored.
 
     Revisions and replays show once, with their latest text. An abandoned turn shows the
     partial reply the user saw (``reply``, or ``None`` if nothing was shown); an ``open``
     one is still running (or was cut off by a crash before its reply was stored).
+
+    ``tools`` of a turn read from a store that sends the calls with its history page is
+    built on its first read, from that page (most turns never read it): the same value,
+    whenever it is read.
     """
 
     turn_id: str
@@ -371,14 +377,38 @@ def _history_turn(group: _Group, record: EntitySnapshot | None) -> HistoryTurn:
     )
 
 
+class _SentCalls:
+    """The tool calls the pages of one history read sent, parsed and grouped by turn key
+    when the first of its turns' ``tools`` is read (see :class:`HistoryTurn`)."""
+
+    __slots__ = ("_by_key", "_keys", "_pages")
+
+    def __init__(self, pages: Sequence[RecentConversation], keys: Sequence[str]) -> None:
+        self._pages = pages
+        self._keys = keys
+        self._by_key: dict[str, tuple[StoredToolCall, ...]] | None = None
+
+    def of(self, turn_key: str) -> tuple[StoredToolCall, ...]:
+        """The calls of the turn ``turn_key``, ordered by ``invoked_at``."""
+        by_key = self._by_key
+        if by_key is None:
+            # Two threads reading at once may both build it, alike. The pages are kept: the
+            # turns hold this only until each one's ``tools`` is read.
+            sent = [c for page in self._pages for c in page.tool_calls or ()]
+            from ._tool_reads import calls_by_turn_key  # here: most turns never read tools
+
+            by_key = self._by_key = calls_by_turn_key(sent, self._keys)
+        return by_key.get(turn_key, ())
+
+
 @attrs.frozen
 class _Paged:
-    """What a store that pages sent: the turns, their records, and their tool calls
-    (``None``: not sent, so they are read per turn)."""
+    """What a store that pages sent: the turns, their records, and the pages that sent
+    their tool calls (``None``: not sent, so they are read per turn)."""
 
     groups: list[_Group]
     records: dict[str, EntitySnapshot]
-    calls: list[EntitySnapshot] | None
+    calls: list[RecentConversation] | None
 
 
 #: one page request of a history read: (the conversation's entity id, the page size, the
@@ -401,7 +431,7 @@ def _page_reads(
     messages: list[ConversationMessage] = []
     seen: set[str] = set()
     records: dict[str, EntitySnapshot] = {}
-    calls: list[EntitySnapshot] | None = []
+    calls: list[RecentConversation] | None = []
     while True:
         page = yield entity_id, size, bound
         if page.has_more is None or page.turn_records is None:
@@ -416,8 +446,9 @@ def _page_reads(
             if r.snapshot.get("session_id") == conversation_id
         )
         # A page without tool calls (none, or a store that does not send them): the turns
-        # whose records count calls are read per turn instead.
-        calls = None if calls is None or page.tool_calls is None else [*calls, *page.tool_calls]
+        # whose records count calls are read per turn instead. The calls themselves are
+        # parsed only if a turn's ``tools`` is read.
+        calls = None if calls is None or not sends_tool_calls(page.raw) else [*calls, page]
         groups = [g for g in _group(conversation_id, messages) if g.turn_id != before]
         # The oldest turn of a page may be cut (its other message is older): read on until
         # there is one more turn than wanted, or nothing more.
@@ -536,8 +567,9 @@ async def _read_turns(
 
 async def _read_paged(
     transport: Transport, conversation_id: str, limit: int | None, before: str | None
-) -> tuple[list[tuple[_Group, EntitySnapshot | None]], list[EntitySnapshot] | None]:
-    """:func:`_read_turns`, and the tool calls a paging store sent (``None``: none sent)."""
+) -> tuple[list[tuple[_Group, EntitySnapshot | None]], list[RecentConversation] | None]:
+    """:func:`_read_turns`, and the pages of a paging store that sent the turns' tool calls
+    (``None``: not sent)."""
     entity_id = conversation_entity_id(conversation_id)
     answer: _Paged | list[ConversationMessage] | None
     answer = None
@@ -547,7 +579,7 @@ async def _read_paged(
             answer = await _from_reader(reader, conversation_id, entity_id, limit, before)
         except NotImplementedError:
             answer = None  # a wrapper around a transport without the route
-    calls: list[EntitySnapshot] | None = None
+    calls: list[RecentConversation] | None = None
     if isinstance(answer, _Paged):
         groups, records, calls = answer.groups, answer.records, answer.calls
         chosen = _chosen(answer, limit, before)
@@ -563,22 +595,27 @@ async def _read_paged(
     return [(g, records.get(g.turn_id)) for g in chosen], calls
 
 
-async def _turn_tools(
+async def _with_tools(
     transport: Transport,
     conversation_id: str,
     turns: Sequence[tuple[_Group, EntitySnapshot | None]],
-    sent: list[EntitySnapshot] | None,
-) -> list[tuple[StoredToolCall, ...]]:
-    """Each turn's tool calls: from what the page sent, else read (only for turns whose
-    record counts calls: one round trip for all of them)."""
+    sent: list[RecentConversation] | None,
+) -> tuple[HistoryTurn, ...]:
+    """Each turn, with its tool calls: from what the pages sent (built when read), else
+    read (only for turns whose record counts calls: one round trip for all of them)."""
+    history = [_history_turn(g, record) for g, record in turns]
+    if sent is not None:
+        keys = [f"{conversation_id}:{g.turn_id}" for g, _ in turns]
+        calls = _SentCalls(sent, keys)
+        return tuple(
+            defer(h, "tools", functools.partial(calls.of, key))
+            for h, key in zip(history, keys, strict=True)
+        )
     # Here: a hook reading history for its context block (read_history_now) shows no calls.
-    from ._tool_reads import calls_by_turn_key, read_tools_of
+    from ._tool_reads import read_tools_of
 
-    if sent is None:
-        return await read_tools_of(transport, [_record(record)[0] for _, record in turns])
-    keys = [f"{conversation_id}:{g.turn_id}" for g, _ in turns]
-    by_key = calls_by_turn_key(sent, keys)
-    return [by_key.get(key, ()) for key in keys]
+    read = await read_tools_of(transport, [_record(record)[0] for _, record in turns])
+    return tuple(attrs.evolve(h, tools=c) if c else h for h, c in zip(history, read, strict=True))
 
 
 def _chosen(answer: _Paged, limit: int | None, before: str | None) -> list[_Group]:
@@ -643,9 +680,7 @@ async def read_history(
         turns, sent = await _read_paged(transport, conversation_id, limit, before)
     except NotFoundError:
         return ()
-    history = [_history_turn(g, record) for g, record in turns]
-    calls = await _turn_tools(transport, conversation_id, turns, sent)
-    return tuple(attrs.evolve(h, tools=c) if c else h for h, c in zip(history, calls, strict=True))
+    return await _with_tools(transport, conversation_id, turns, sent)
 
 
 async def read_conversation(

@@ -9,12 +9,15 @@ The records are re-exported by :mod:`._base`, beside the protocols that return t
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
 import attrs
 
+from .._deferred import Deferring, defer
 from .._identity import IdentityError, resolve_identity
+from ._packed_calls import TOOL_CALLS, sends_tool_calls, unpack_tool_calls
 
 _EMPTY: Mapping[str, Any] = {}
 
@@ -530,13 +533,15 @@ class ConversationMessage:
 
 
 @attrs.frozen
-class RecentConversation:
+class RecentConversation(Deferring):
     """The answer to ``recent_conversation``: a conversation and its messages.
 
     A real server sends every message, in activity order. A store that honours the
     ``limit`` / ``before`` extension (the embedded store, the dev server) sends a page in
     write order and says so: ``has_more`` is then a bool (``None`` from a real server) and
     ``turn_records`` the snapshots of the page's turn records (``None`` when not sent).
+    ``tool_calls`` is parsed from :attr:`raw` on its first read (a history read rarely
+    needs it): the same value, whenever it is read.
     """
 
     #: the conversation's entity id (the answer's ``conversation_id``)
@@ -556,10 +561,9 @@ class RecentConversation:
     def from_json(cls, raw: Mapping[str, Any]) -> RecentConversation:
         more = raw.get("has_more")
         records = raw.get("turn_records")
-        calls = raw.get("tool_calls")
         message = ConversationMessage.from_json
         record = EntitySnapshot.from_json
-        return cls(
+        page = cls(
             entity_id=str(raw.get("conversation_id") or ""),
             canonical_name=_opt_str(raw.get("canonical_name")),
             title=_opt_str(raw.get("title")),
@@ -571,10 +575,14 @@ class RecentConversation:
             if not isinstance(records, list)
             else tuple([record(r) for r in _items(records)]),
             raw=raw,
-            tool_calls=None
-            if not isinstance(calls, list)
-            else tuple([record(c) for c in _items(calls)]),
         )
+        if sends_tool_calls(raw):
+            defer(page, "tool_calls", functools.partial(_snapshots, raw[TOOL_CALLS]))
+        return page
+
+
+def _snapshots(calls: object) -> tuple[EntitySnapshot, ...]:
+    return tuple([EntitySnapshot.from_json(c) for c in unpack_tool_calls(calls)])
 
 
 @attrs.frozen

@@ -13,8 +13,9 @@ conversation), before ``before`` when given. Such a page adds ``has_more``, each
 ``turn_number``, ``turn_records``: the snapshots of the ``conversation_turn`` records
 of the page's turns (identified, as Neotoma identifies them, by the conversation's id and
 the turn id in the message's ``turn_key``), and, when there are any, ``tool_calls``: the
-snapshots of the ``tool_invocation`` entities those records REFER_TO, so that a reader of
-history needs one request.
+snapshots of the ``tool_invocation`` entities those records REFER_TO, packed one row per
+call (:mod:`neotoma_agent.transport._packed_calls`), so that a reader of history needs one
+request.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from typing import Any
 
 from ..._identity import resolve_identity_cached
 from ..._js import js_trim
+from .._packed_calls import TOOL_CALLS, pack_tool_calls
 from ._errors import invalid_format, not_found
 from ._page_rows import decode_fields, message_fields, turn_record
 from ._rows import decode_entity, decode_time, encode_entity
@@ -205,7 +207,9 @@ def _turn_records(
 
 
 def _tool_calls(conn: sqlite3.Connection, records: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The snapshots of the ``tool_invocation`` entities ``records`` REFER_TO."""
+    """The snapshots of the ``tool_invocation`` entities ``records`` REFER_TO: the fields a
+    history reader shows (name, status, duration, time, turn key), without the per-field
+    provenance."""
     ids = [r["entity_id"] for r in records if r["snapshot"].get("tool_invocation_count")]
     if not ids:
         return []
@@ -220,13 +224,7 @@ def _tool_calls(conn: sqlite3.Connection, records: list[dict[str, Any]]) -> list
     calls = (
         turn_record(rid, etype, snap, count, observed) for rid, etype, snap, count, observed in rows
     )
-    # The fields a history reader shows (name, status, duration, time, turn key), without
-    # the per-field provenance: a turn's calls come with each of the next few turns' pages,
-    # so the page stays small to send and to parse.
-    return [{k: v for k, v in c.items() if k in _CALL_KEYS} for c in calls if c is not None]
-
-
-_CALL_KEYS = frozenset(("entity_id", "entity_type", "snapshot", "observation_count"))
+    return [c for c in calls if c is not None]
 
 
 def recent_conversation(conn: sqlite3.Connection, body: Mapping[str, Any]) -> dict[str, Any]:
@@ -260,7 +258,8 @@ def recent_conversation(conn: sqlite3.Connection, body: Mapping[str, Any]) -> di
     records = item["turn_records"] = _turn_records(conn, fields, messages)
     calls = _tool_calls(conn, records)
     if calls:  # only then: a page without calls answers as before tool calls were stored
-        item["tool_calls"] = calls
+        # Packed (one row per call): each call rides on the next few turns' pages.
+        item[TOOL_CALLS] = pack_tool_calls(calls)
     return item
 
 
