@@ -12,8 +12,9 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from ._clock import iso_ms, now_ms
 from ._keys import TurnKeys
 from ._payloads import (
     ConversationSettings,
@@ -25,9 +26,11 @@ from ._payloads import (
 )
 from ._phase_records import Opened
 from ._text import check_text
-from ._tool_payload import ToolPayloads, tool_entity
-from ._tools import ToolCall, iso_ms, now_ms
 from .exceptions import IdempotencyMismatchError, TurnCloseError
+
+if TYPE_CHECKING:
+    from ._tool_payload import ToolPayloads
+    from ._tools import ToolCall
 
 __all__ = [
     "abandoned_builder",
@@ -126,6 +129,10 @@ def tool_entities(
     tools: Sequence[ToolCall],
 ) -> list[dict[str, Any]]:
     """The ``tool_invocation`` request elements of a turn's calls (capped, redacted)."""
+    if not tools:
+        return []  # a turn without calls (most prompts' abandonments) loads no tool payloads
+    from ._tool_payload import tool_entity
+
     platform = conversation.platform
     return [tool_entity(c, keys.user_turn_key, platform, payloads) for c in tools]
 

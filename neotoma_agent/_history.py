@@ -33,8 +33,8 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Iterable, Sequence
-from typing import Any, Final, Literal, cast
+from collections.abc import Callable, Generator, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Final, Literal, cast
 
 import attrs
 
@@ -48,7 +48,6 @@ from ._keys import (
     turn_record_entity_id,
 )
 from ._reads import gather_bounded, snapshot_or_none
-from ._tool_reads import StoredToolCall, calls_by_turn_key, read_tools_of
 from .exceptions import NotFoundError
 from .transport._base import (
     ConversationMessage,
@@ -61,7 +60,11 @@ from .transport._base import (
 )
 from .transport._packed_calls import sends_tool_calls
 
+if TYPE_CHECKING:
+    from ._tool_reads import StoredToolCall
+
 __all__ = [
+    "DEFAULT_HISTORY_TURNS",
     "HistoryStatus",
     "HistoryTurn",
     "StoredConversation",
@@ -69,9 +72,14 @@ __all__ = [
     "StoredTurn",
     "read_conversation",
     "read_history",
+    "read_history_now",
 ]
 
 HistoryStatus = Literal["completed", "abandoned", "open"]
+
+#: earlier turns a turn reads by default (``history_turns``): read beside retrieval and the
+#: user store, so they add no round trip (``benchmarks/`` measures what they cost)
+DEFAULT_HISTORY_TURNS: Final = 5
 
 #: messages asked for per turn wanted: a turn is at most two messages, plus slack for
 #: concurrent turns whose messages interleave at the page's edge
@@ -387,6 +395,8 @@ class _SentCalls:
             # Two threads reading at once may both build it, alike. The pages are kept: the
             # turns hold this only until each one's ``tools`` is read.
             sent = [c for page in self._pages for c in page.tool_calls or ()]
+            from ._tool_reads import calls_by_turn_key  # here: most turns never read tools
+
             by_key = self._by_key = calls_by_turn_key(sent, self._keys)
         return by_key.get(turn_key, ())
 
@@ -401,16 +411,21 @@ class _Paged:
     calls: list[RecentConversation] | None
 
 
-async def _from_reader(
-    reader: ConversationReader,
-    conversation_id: str,
-    entity_id: str,
-    limit: int | None,
-    before: str | None,
-) -> _Paged | list[ConversationMessage]:
-    """The last ``limit`` turns (``None``: all) and their records (by turn id) from a store
-    that pages;
-    from one that does not (a real server), every message, from the same one request."""
+#: one page request of a history read: (the conversation's entity id, the page size, the
+#: message id the page ends before)
+PageRequest = tuple[str, int, str | None]
+
+
+def _page_reads(
+    conversation_id: str, entity_id: str, limit: int | None, before: str | None
+) -> Generator[PageRequest, RecentConversation, _Paged | list[ConversationMessage]]:
+    """The pages a history read asks a store that pages for, as a generator (sans I/O):
+    it yields each page request and is sent the page; it returns the last ``limit`` turns
+    (``None``: all) and their records (by turn id), or, from a store that does not page (a
+    real server), every message, from the same one request.
+
+    :func:`_from_reader` drives it on a transport, :func:`read_history_now` on a store
+    file's own reads: one reading of the pages, two drivers."""
     bound = None if before is None else message_entity_id(conversation_id, before, "user")
     size = _WHOLE_PAGE if limit is None else _MESSAGES_PER_TURN * limit + _SLACK
     messages: list[ConversationMessage] = []
@@ -418,7 +433,7 @@ async def _from_reader(
     records: dict[str, EntitySnapshot] = {}
     calls: list[RecentConversation] | None = []
     while True:
-        page = await reader.recent_conversation(entity_id, limit=size, before=bound)
+        page = yield entity_id, size, bound
         if page.has_more is None or page.turn_records is None:
             # The route without the extension: the whole conversation, in activity order.
             return list(page.messages)
@@ -445,6 +460,25 @@ async def _from_reader(
                 groups.remove(min(groups, key=lambda g: g.first))
             return _Paged(groups, records, calls)
         bound = page.messages[0].message_id
+
+
+async def _from_reader(
+    reader: ConversationReader,
+    conversation_id: str,
+    entity_id: str,
+    limit: int | None,
+    before: str | None,
+) -> _Paged | list[ConversationMessage]:
+    """:func:`_page_reads` on a transport that pages."""
+    steps = _page_reads(conversation_id, entity_id, limit, before)
+    request = next(steps)
+    while True:
+        eid, size, bound = request
+        page = await reader.recent_conversation(eid, limit=size, before=bound)
+        try:
+            request = steps.send(page)
+        except StopIteration as done:
+            return done.value  # type: ignore[no-any-return]
 
 
 async def _generic_messages(transport: Transport, entity_id: str) -> list[ConversationMessage]:
@@ -548,7 +582,7 @@ async def _read_paged(
     calls: list[RecentConversation] | None = None
     if isinstance(answer, _Paged):
         groups, records, calls = answer.groups, answer.records, answer.calls
-        chosen = _bounded(_order(groups, _numbers(groups)), limit, before)
+        chosen = _chosen(answer, limit, before)
     else:
         messages = answer if answer is not None else await _generic_messages(transport, entity_id)
         groups = _group(conversation_id, messages)
@@ -577,8 +611,50 @@ async def _with_tools(
             defer(h, "tools", functools.partial(calls.of, key))
             for h, key in zip(history, keys, strict=True)
         )
+    # Here: a hook reading history for its context block (read_history_now) shows no calls.
+    from ._tool_reads import read_tools_of
+
     read = await read_tools_of(transport, [_record(record)[0] for _, record in turns])
     return tuple(attrs.evolve(h, tools=c) if c else h for h, c in zip(history, read, strict=True))
+
+
+def _chosen(answer: _Paged, limit: int | None, before: str | None) -> list[_Group]:
+    """The turns kept of what a store that pages sent, in order."""
+    return _bounded(_order(answer.groups, _numbers(answer.groups)), limit, before)
+
+
+def read_history_now(
+    recent_conversation: Callable[[str, int, str | None], RecentConversation],
+    conversation_id: str,
+    *,
+    limit: int | None,
+    before: str | None,
+) -> tuple[HistoryTurn, ...] | None:
+    """:func:`read_history` without the event loop, on a store that pages whose
+    ``recent_conversation(entity_id, limit, before)`` answers at once (a store file read
+    in the caller's thread: a hook opening a turn). ``None`` when the store does not page.
+
+    The turns carry no tool calls (``tools`` is empty): what reads them here (retrieval's
+    recency, the context block) does not show them.
+    """
+    limit = _check_limit(limit)
+    if limit == 0:
+        return ()
+    steps = _page_reads(conversation_id, conversation_entity_id(conversation_id), limit, before)
+    request = next(steps)
+    try:
+        while True:
+            eid, size, bound = request
+            request = steps.send(recent_conversation(eid, size, bound))
+    except StopIteration as done:
+        answer = done.value
+    except NotFoundError:
+        return ()
+    if not isinstance(answer, _Paged):
+        return None
+    return tuple(
+        _history_turn(g, answer.records.get(g.turn_id)) for g in _chosen(answer, limit, before)
+    )
 
 
 def _check_limit(limit: object) -> int | None:
@@ -628,6 +704,8 @@ async def read_conversation(
         return StoredConversation(conversation_id, entity_id, None, ())
     if limit == 0:
         return StoredConversation(conversation_id, entity_id, snapshot, ())
+    from ._tool_reads import read_tools_of
+
     turns = await _read_turns(transport, conversation_id, limit, before)
     records = [_record(record)[0] for _, record in turns]
     calls = await read_tools_of(transport, records, details=tool_details)

@@ -38,15 +38,17 @@ from ._closing import (
 )
 from ._closing import tool_entities as _tool_entities
 from ._history import HistoryTurn, read_history
-from ._keys import TurnKeys, turn_id_ms, turn_record_entity_id
+from ._keys import TurnKeys, turn_record_entity_id
 from ._log import get_logger
+from ._opening import created as _created
+from ._opening import entry_id as _entry_id
+from ._opening import opened_from, started_at, user_builder
 from ._otel import ACTIVE
 from ._payloads import (
     ConversationSettings,
     Produced,
     RunFields,
     StorePayload,
-    user_payload,
 )
 from ._phase_records import CloseOutcome, EnterAttempt, Opened, unopened
 from ._retrieval import (
@@ -60,7 +62,7 @@ from ._retrieval import (
 from ._settings import MemorySettings
 from ._shield import Completion, raise_deferred, run_to_completion
 from ._tool_payload import ToolPayloads
-from ._tools import ToolCall, iso_ms, now_ms
+from ._tools import ToolCall
 from .exceptions import APIError, IdempotencyMismatchError, ServerError, error_class_name
 from .transport._base import Entity, StoreResult
 from .transport._results import expected_entity
@@ -77,16 +79,6 @@ _DEFERRABLE = frozenset({"assistant", "abandoned"})
 _INLINE_EXTRACT_CHARS = 8192
 
 
-def started_at(keys: TurnKeys) -> str:
-    """When the turn started: the time its id carries (a UUIDv7, the default), else now.
-
-    Derived from the id where it can be, so a re-run sends the same value (and replays
-    without a read); for other ids, :meth:`Phases.store_turn_phase` recovers it.
-    """
-    ms = turn_id_ms(keys.turn_id)
-    return iso_ms(now_ms() if ms is None else ms)
-
-
 def _may_have_written(error: BaseException) -> bool:
     """Whether a store that ended in ``error`` may still have been applied.
 
@@ -94,26 +86,6 @@ def _may_have_written(error: BaseException) -> bool:
     the caller may come after the store committed.
     """
     return not isinstance(error, APIError) or isinstance(error, ServerError)
-
-
-def _entry_id(result: StoreResult, index: int | None, entity_type: str) -> str | None:
-    if index is None:
-        return None
-    try:
-        return result.entity_id(index)
-    except IndexError:
-        # A replay the transport could not align: each type occurs once per payload.
-        matches = [e.entity_id for e in result.entities if e.entity_type == entity_type]
-        return matches[0] if len(matches) == 1 else None
-
-
-def _entry_snapshot(result: StoreResult, index: int, entity_type: str) -> Mapping[str, Any]:
-    for e in result.entities:
-        if e.observation_index == index or (
-            e.observation_index is None and e.entity_type == entity_type
-        ):
-            return e.snapshot or {}
-    return {}
 
 
 @attrs.frozen
@@ -292,17 +264,17 @@ class Phases:
         issued = False
         run = RunFields(started_at=started_at(keys))
 
+        build = user_builder(
+            self.conversation,
+            keys,
+            user_message,
+            turn_number=turn_number,
+            user_extra=user_extra,
+            model=model,
+        )
+
         def payload(refers_to: Sequence[str] = (), fields: RunFields = run) -> StorePayload:
-            return user_payload(
-                self.conversation,
-                keys,
-                user_message,
-                turn_number=turn_number,
-                user_extra=user_extra,
-                refers_to=refers_to,
-                model=model,
-                run=fields,
-            )
+            return build(refers_to, fields)
 
         request = payload()
 
@@ -442,21 +414,7 @@ class Phases:
     def opened(
         self, keys: TurnKeys, turn_number: int | None, stored: StoreResult, request: StorePayload
     ) -> Opened:
-        record_index = request.turn_record_index
-        prior = _entry_snapshot(stored, record_index, "conversation_turn").get("status")
-        started = request.entities[record_index].get("started_at")
-        return Opened(
-            keys=keys,
-            turn_number=turn_number,
-            user_message_id=_entry_id(stored, request.user_index, "conversation_message") or "",
-            conversation_entity_id=_entry_id(stored, request.conversation_index, "conversation")
-            or "",
-            turn_record_id=_entry_id(stored, record_index, "conversation_turn"),
-            replayed=stored.replayed,
-            prior_status=prior if stored.replayed and isinstance(prior, str) else None,
-            started_at=started if isinstance(started, str) else None,
-            started_conversation=_created(stored, request.conversation_index),
-        )
+        return opened_from(keys, turn_number, stored, request)
 
     def assistant_id(self, stored: StoreResult, payload: StorePayload) -> str | None:
         if payload.assistant_index is None:
@@ -611,13 +569,6 @@ def _produced_ids(
         except IndexError:
             ids.append(item.entity_id)
     return tuple(ids)
-
-
-def _created(stored: StoreResult, index: int | None) -> bool:
-    # Whether the store created the entity of request element ``index`` (a replay: unknown).
-    if index is None or stored.replayed:
-        return False
-    return any(e.observation_index == index and e.action == "created" for e in stored.entities)
 
 
 def tool_ids(stored: StoreResult, payload: StorePayload) -> tuple[str, ...]:

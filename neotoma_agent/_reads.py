@@ -14,13 +14,15 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, Final, TypeVar
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
-import anyio
 import attrs
 
 from .exceptions import NotFoundError, ValidationError
 from .transport._base import EntitySnapshot, Transport
+
+if TYPE_CHECKING:
+    import anyio
 
 __all__ = [
     "PAGE_SIZE",
@@ -120,6 +122,10 @@ async def gather_bounded(
     The first failure cancels the rest and is raised as it is (not in an exception group),
     so that the caller can explain it.
     """
+    # Imported here: a hook opening a turn on a store file reads history through this
+    # module without an event loop (``_history.read_history_now``).
+    import anyio
+
     if limit < 1:
         raise ValueError("limit must be >= 1")
     results: list[Any] = [None] * len(calls)

@@ -22,10 +22,9 @@ as the server computes it: see :func:`lookup_plan`), and exactness is decided lo
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Final, Protocol
 
-import anyio
 import attrs
 
 from ._extract import Extractor, default_extractor, extract
@@ -48,6 +47,9 @@ from .transport._base import Entity, LookupResult, Transport
 
 __all__ = [
     "DEFAULT_LINK_THRESHOLD",
+    "DEFAULT_LOOKUP_LIMIT",
+    "DEFAULT_MAX_IDENTIFIERS",
+    "DEFAULT_RETRIEVAL_LIMIT",
     "Extractor",
     "MatchReason",
     "RetrievalQuery",
@@ -58,11 +60,19 @@ __all__ = [
     "default_extractor",
     "extract",
     "lookup_plan",
+    "rank_found",
     "recent_entities",
     "retrieve",
+    "retrieve_now",
 ]
 
 logger = get_logger()
+
+#: a memory's defaults (``retrieval_limit``, ``max_identifiers``, ``lookup_limit``), here
+#: so that a hook opening a turn without the memory retrieves as a default memory does
+DEFAULT_RETRIEVAL_LIMIT: Final = 8
+DEFAULT_MAX_IDENTIFIERS: Final = 16
+DEFAULT_LOOKUP_LIMIT: Final = 25
 
 
 @attrs.frozen
@@ -256,6 +266,8 @@ async def retrieve(
     (``None``: no deadline). ``text`` is the user message (recency and the retriever read
     it). At most ``limit`` entities are retrieved, and as many candidates kept.
     """
+    import anyio  # here: retrieve_now ranks without the event loop
+
     started = time.perf_counter()
     if limit <= 0 or (not identifiers and recent is None and retriever is None):
         return Retrieved((), RetrievalStats(identifiers=len(identifiers)))
@@ -326,9 +338,51 @@ async def retrieve(
                     tg.start_soon(read_recent)
                 if retriever is not None:
                     tg.start_soon(run_plugin)
-    timeouts = len(plan) - len(results) - failures
     if deadline.cancelled_caught:
-        logger.info("retrieval.timeout", deadline_s=deadline_s, unfinished=timeouts)
+        logger.info(
+            "retrieval.timeout",
+            deadline_s=deadline_s,
+            unfinished=len(plan) - len(results) - failures,
+        )
+    return rank_found(
+        identifiers,
+        plan,
+        results,
+        failures,
+        recent_found,
+        plugin_found,
+        limit=limit,
+        include_bookkeeping=include_bookkeeping,
+        threshold=threshold,
+        text=text,
+        started=started,
+        plugin_asked=retriever is not None,
+    )
+
+
+def rank_found(
+    identifiers: Sequence[str],
+    plan: Sequence[Lookup],
+    results: Mapping[int, Sequence[Entity]],
+    failures: int,
+    recent_found: Sequence[Entity],
+    plugin_found: Sequence[tuple[Entity, float]] | None,
+    *,
+    limit: int,
+    include_bookkeeping: bool,
+    threshold: float,
+    text: str,
+    started: float,
+    plugin_asked: bool = False,
+) -> Retrieved:
+    """What the lookups found (``results``: each answered slot of ``plan``), the recent
+    entities and the retriever's, scored and ranked: the bounded set and the candidates.
+
+    Pure: :func:`retrieve` (concurrent, on a transport) and :func:`retrieve_now` (in the
+    caller's thread, on a store file) both rank here. ``started``: the
+    ``time.perf_counter()`` the retrieval began at.
+    """
+    timeouts = len(plan) - len(results) - failures
     answered = [
         (index, identifiers[index], results[slot])
         for slot in sorted(results)
@@ -351,6 +405,58 @@ async def retrieve(
         ms=(time.perf_counter() - started) * 1000,
         candidates=len(candidates),
         recent=len(recent_found),
-        plugin=None if retriever is not None and plugin_found is None else len(plugin_found or ()),
+        plugin=None if plugin_asked and plugin_found is None else len(plugin_found or ()),
     )
     return Retrieved(linked, stats, candidates)
+
+
+#: one lookup run at once: (what, the ``by`` field or None, limit) -> what it found
+LookupNow = Callable[[str, str | None, int], LookupResult]
+
+
+def retrieve_now(
+    lookup: LookupNow,
+    identifiers: Sequence[str],
+    *,
+    limit: int,
+    lookup_limit: int,
+    include_bookkeeping: bool = False,
+    threshold: float = DEFAULT_LINK_THRESHOLD,
+    text: str = "",
+    recent: Sequence[Entity] | None = None,
+) -> Retrieved:
+    """:func:`retrieve` without the event loop: each lookup of the same plan run in turn
+    by ``lookup`` (a store file read in the caller's thread: a hook opening a turn), with
+    ``recent`` already read, ranked the same way. No deadline and no retriever: for reads
+    that answer at once."""
+    started = time.perf_counter()
+    if limit <= 0 or (not identifiers and recent is None):
+        return Retrieved((), RetrievalStats(identifiers=len(identifiers)))
+    plan = lookup_plan(identifiers)
+    results: dict[int, Sequence[Entity]] = {}
+    failures = 0
+    for slot, (served, what, by) in enumerate(plan):
+        try:
+            results[slot] = lookup(what, by, lookup_limit).entities
+        except Exception as exc:
+            failures += 1
+            # As retrieve: the identifier's position, never its text.
+            logger.info(
+                "retrieval.lookup_failed",
+                identifier_index=served[0],
+                error_class=type(exc).__name__,
+                error=str(exc),
+            )
+    return rank_found(
+        identifiers,
+        plan,
+        results,
+        failures,
+        recent or (),
+        None,
+        limit=limit,
+        include_bookkeeping=include_bookkeeping,
+        threshold=threshold,
+        text=text,
+        started=started,
+    )

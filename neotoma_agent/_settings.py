@@ -18,16 +18,20 @@ from ._checks import (
     checked_by,
     validator,
 )
+from ._history import DEFAULT_HISTORY_TURNS
 from ._keys import validate_conversation_id
-from ._retrieval import DEFAULT_LINK_THRESHOLD, Extractor, Retriever
+from ._retrieval import (
+    DEFAULT_LINK_THRESHOLD,
+    DEFAULT_LOOKUP_LIMIT,
+    DEFAULT_MAX_IDENTIFIERS,
+    DEFAULT_RETRIEVAL_LIMIT,
+    Extractor,
+    Retriever,
+)
 from ._tool_payload import DEFAULT_TOOL_PAYLOAD_CHARS, ToolPayloadMode, ToolRedactor
 from .transport._base import Transport
 
 __all__ = ["DEFAULT_HISTORY_TURNS", "MemorySettings"]
-
-#: earlier turns a turn reads by default (``history_turns``): read beside retrieval and the
-#: user store, so they add no round trip (``benchmarks/`` measures what they cost)
-DEFAULT_HISTORY_TURNS = 5
 
 
 @attrs.frozen
@@ -39,10 +43,10 @@ class MemorySettings:
     platform: str | None = attrs.field(default=None, kw_only=True)
     conversation_title: str | None = attrs.field(default=None, kw_only=True)
     retrieval_limit: int = attrs.field(
-        default=8, kw_only=True, validator=validator(check_positive_int)
+        default=DEFAULT_RETRIEVAL_LIMIT, kw_only=True, validator=validator(check_positive_int)
     )
     max_identifiers: int = attrs.field(
-        default=16, kw_only=True, validator=validator(check_positive_int)
+        default=DEFAULT_MAX_IDENTIFIERS, kw_only=True, validator=validator(check_positive_int)
     )
     # As many as identifiers by default: over a network, all lookups then share one round
     # trip with the user store (the 2-round-trip turn); lower it to spare a busy server.
@@ -53,7 +57,7 @@ class MemorySettings:
         default=3.0, kw_only=True, validator=validator(check_seconds, optional=True)
     )
     lookup_limit: int = attrs.field(
-        default=25, kw_only=True, validator=validator(check_positive_int)
+        default=DEFAULT_LOOKUP_LIMIT, kw_only=True, validator=validator(check_positive_int)
     )
     # Finite: the closing store runs shielded; without a deadline it could hang shutdown.
     close_timeout: float = attrs.field(

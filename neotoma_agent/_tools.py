@@ -41,6 +41,8 @@ from typing import Any, Final, Literal, cast, get_args
 
 import attrs
 
+from ._clock import iso_ms as iso_ms
+from ._clock import now_ms as now_ms
 from ._log import get_logger
 from ._text import check_plain
 from .exceptions import ToolCallConflictError, TurnStateError, error_class_name
@@ -71,31 +73,9 @@ TOOL_STATUSES: Final[tuple[ToolStatus, ...]] = get_args(ToolStatus)
 # ------------------------------------------------------------------ time
 
 
-def now_ms() -> int:
-    """The wall clock in Unix milliseconds (UTC)."""
-    return time.time_ns() // 1_000_000
-
-
 _EPOCH: Final = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
 # The form iso_ms writes, read back without datetime (a turn reads its calls' times often).
 _ISO_MS_RE: Final = re.compile(r"(\d{4})-(\d\d)-(\d\d)T(\d\d):(\d\d):(\d\d)\.(\d{3})Z\Z")
-# Seconds formatted lately (a turn's calls fall in few seconds; strftime is the cost), and
-# how many are kept: calls moved past a busy millisecond can run ahead of the clock.
-_seconds: dict[int, str] = {}
-_KEPT_SECONDS: Final = 64
-
-
-def iso_ms(ms: int) -> str:
-    """Unix milliseconds as ISO 8601 UTC with milliseconds: ``2026-12-01T22:18:05.123Z``."""
-    second, milli = divmod(ms, 1000)
-    text = _seconds.get(second)
-    if text is None:
-        if len(_seconds) >= _KEPT_SECONDS:
-            _seconds.clear()
-        text = _seconds[second] = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))
-    return f"{text}.{milli:03d}Z"
-
-
 # The last second stored_ms read: (its text, its Unix milliseconds).
 _last_parsed: tuple[str, int] = ("", 0)
 

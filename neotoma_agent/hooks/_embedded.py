@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .._closing import (
     abandoned_builder,
@@ -33,8 +33,6 @@ from .._keys import TurnKeys, turn_keys, turn_record_entity_id, validate_entity_
 from .._payloads import ConversationSettings, RunFields, StorePayload
 from .._phase_records import Opened
 from .._text import check_text
-from .._tool_payload import DEFAULT_PAYLOADS
-from .._tools import ToolCall, check_tools, merge_tools
 from ..exceptions import IdempotencyMismatchError
 from ..transport._bodies import store_body
 from ..transport.embedded import _connect
@@ -42,7 +40,18 @@ from ..transport.embedded._read import list_observations, retrieve_entity_by_ide
 from ..transport.embedded._write import store
 from ._state import PendingTurn
 
-__all__ = ["EmbeddedFile", "close"]
+if TYPE_CHECKING:
+    from .._tools import ToolCall
+
+__all__ = ["EmbeddedFile", "Stored", "close", "store_phase"]
+
+
+class Stored(NamedTuple):
+    """A store's answer as the store file gave it, and the entities of the body it got
+    (what ``StoreResult.from_json`` aligns it with: a closing store never parses it)."""
+
+    raw: dict[str, Any]
+    request_entities: list[Any]
 
 
 class EmbeddedFile:
@@ -57,10 +66,14 @@ class EmbeddedFile:
         self._busy_ms = max(0, min(10_000, int(busy_timeout * 1000)))
         self._conn: sqlite3.Connection | None = None
 
+    def open(self) -> None:
+        """Open the file now (``EmbeddedStore.open`` does): what keeps it from opening
+        raises here."""
+        _ = self.conn
+
     @property
     def conn(self) -> sqlite3.Connection:
-        """The connection, opened on first use: a file that cannot be opened fails the
-        first store, as the store's thread fails its first job."""
+        """The connection, opened on first use."""
         if self._conn is None:
             self._conn = _connect.connect(self._path, "NORMAL")()
             self._conn.execute(f"PRAGMA busy_timeout = {self._busy_ms}")
@@ -73,17 +86,18 @@ class EmbeddedFile:
         if self._conn is not None:
             self._conn.close()
 
-    def store(self, payload: StorePayload, keys: TurnKeys, phase: str) -> None:
-        """One phase's store, as ``Phases.store`` sends it (the same body)."""
+    def store(self, payload: StorePayload, keys: TurnKeys, phase: str) -> Stored:
+        """One phase's store, as ``Phases.store`` sends it (the same body); its answer."""
         body = store_body(
             payload.entities,
             idempotency_key=payload.idempotency_key,
             relationships=payload.relationships,
         )
         try:
-            _connect.run(self.conn, store, body, writes=True)
+            raw = _connect.run(self.conn, store, body, writes=True)
         except IdempotencyMismatchError as exc:
             raise mismatch(keys, payload, phase, exc) from exc
+        return Stored(raw, body["entities"])
 
     def find(self, key: str, entity_type: str) -> str | None:
         """``Phases.find``: the id of the ``entity_type`` named ``{entity_type}:{key}``."""
@@ -136,13 +150,20 @@ def close(file: EmbeddedFile, harness: str, row: PendingTurn, tools: Sequence[To
         prior_status=None,
     )
     conversation = ConversationSettings(conv, harness)
-    calls = merge_tools(keys.user_turn_key, (), check_tools(tools))
-    entities = tool_entities(conversation, DEFAULT_PAYLOADS, keys, calls)
+    entities: list[dict[str, Any]] = []
+    if tools:
+        # Only then: a turn without calls (most) loads neither the tool-call API's classes
+        # nor the tool payloads.
+        from .._tool_payload import DEFAULT_PAYLOADS
+        from .._tools import check_tools, merge_tools
+
+        calls = merge_tools(keys.user_turn_key, (), check_tools(tools))
+        entities = tool_entities(conversation, DEFAULT_PAYLOADS, keys, calls)
     try:
         if row.ending == "completed":
             reply = check_text("assistant_message", row.reply or "")
             build = completed_builder(conversation, opened, reply, ids, (), (), entities, model)
-            _store_phase(file, build, closing_run(opened, ids, None), keys, "assistant")
+            store_phase(file, build, closing_run(opened, ids, None), keys, "assistant")
             return
         partial = check_text("partial_reply", row.reply or "")
         error_class = row.error_class or "Abandoned"
@@ -151,27 +172,28 @@ def close(file: EmbeddedFile, harness: str, row: PendingTurn, tools: Sequence[To
         )
         run = closing_run(opened, ids, None)
         try:
-            _store_phase(file, lambda fields: abandon(fields, None), run, keys, "abandoned")
+            store_phase(file, lambda fields: abandon(fields, None), run, keys, "abandoned")
         except IdempotencyMismatchError:
             # As Phases.abandon: an earlier, different abandonment of this turn id stays too.
             key = content_key(keys, abandon)
-            _store_phase(file, lambda fields: abandon(fields, key), run, keys, "abandoned")
+            store_phase(file, lambda fields: abandon(fields, key), run, keys, "abandoned")
     except Exception as exc:
         # As close_turn / abandon_turn raise a failed closing store (chained to its cause).
         raise close_failure(keys, exc)  # noqa: B904
 
 
-def _store_phase(
+def store_phase(
     file: EmbeddedFile,
     build: Callable[[RunFields], StorePayload],
     run: RunFields,
     keys: TurnKeys,
     phase: str,
-) -> None:
-    # Phases.store_turn_phase: a re-run that differs only in its run fields replays.
+) -> tuple[Stored, StorePayload]:
+    """``Phases.store_turn_phase``: a re-run that differs only in its run fields replays;
+    the store's answer and the payload that got it."""
+    payload = build(run)
     try:
-        file.store(build(run), keys, phase)
-        return
+        return file.store(payload, keys, phase), payload
     except IdempotencyMismatchError as refused:
         try:
             record_id = turn_record_entity_id(keys.conversation_id, keys.turn_id)
@@ -179,9 +201,9 @@ def _store_phase(
         except Exception:  # as Phases: the mismatch is what the caller sees
             earlier = []
         for fields in earlier:
+            again = build(fields)
             try:
-                file.store(build(fields), keys, phase)
-                return
+                return file.store(again, keys, phase), again
             except IdempotencyMismatchError:
                 continue
         raise refused from None

@@ -202,10 +202,10 @@ def _handle(
                 batches[-1][1].append(pending)
         context: str | None = None
         failure: str | None = None
-        if _closes_only(store, batches):
-            # Only closing stores, on a store file (a Stop, a session's end): done here,
-            # without the event loop or the turn engine (_embedded).
-            failure = _close_here(module.NAME, batches, state, store, budget)
+        if _here(store, batches):
+            # Closing stores and openings, on a store file (a prompt, a Stop, a session's
+            # end): done here, without the event loop or the turn engine (_embedded).
+            failure = _deliver_here(module.NAME, batches, state, store, budget, context_chars)
         elif any(rows for _, rows in batches) or _outbox_waiting(store):
             # Only now the event loop and the store are loaded: an event with nothing to
             # deliver (most tool uses) costs a state write and no more.
@@ -268,12 +268,18 @@ def _new_turn_id() -> str:
     return uuid.uuid4().hex
 
 
-def _closes_only(spec: StoreSpec, batches: list[tuple[str, list[PendingTurn]]]) -> bool:
-    """Whether all that is due is closing stores of opened turns, on a store file."""
+def _here(spec: StoreSpec, batches: list[tuple[str, list[PendingTurn]]]) -> bool:
+    """Whether all that is due, on a store file, is closing stores of opened turns and
+    openings of turns not yet ended (``_embedded`` does those; a turn to open and close in
+    one go is the engine's: its close reads what its open returned)."""
     rows = [row for _, due in batches for row in due]
     if not rows or spec.url or spec.db is None or os.environ.get(_ENGINE_ENV):
         return False
-    return all(row.phase == "open" and row.ending is not None for row in rows)
+    return all(
+        (row.phase == "open" and row.ending is not None)
+        or (row.phase == "pending" and row.ending is None)
+        for row in rows
+    )
 
 
 #: set (to anything) to deliver every store through the turn engine, as before
@@ -281,14 +287,15 @@ def _closes_only(spec: StoreSpec, batches: list[tuple[str, list[PendingTurn]]]) 
 _ENGINE_ENV: Final = "NEOTOMA_AGENT_HOOK_ENGINE"
 
 
-def _close_here(
+def _deliver_here(
     harness: str,
     batches: list[tuple[str, list[PendingTurn]]],
     state: HookState,
     spec: StoreSpec,
     budget: float,
+    context_chars: int,
 ) -> str | None:
-    """:func:`_deliver` for closing stores only, on the store file, synchronously.
+    """:func:`_deliver` for what :func:`_here` accepts, on the store file, synchronously.
 
     The store file's lock is waited for at most ``budget`` seconds: a store locked longer
     is kept for a later event, as a store that does not answer in time is.
@@ -298,12 +305,17 @@ def _close_here(
     assert spec.db is not None
     first: str | None = None
     with EmbeddedFile(os.fspath(spec.db), busy_timeout=budget) as file:
+        # Opened before any store, as the engine opens its store: a file that cannot be
+        # opened (not a store) fails the event, and is no failed delivery of a turn.
+        file.open()
         for conv, due in batches:
             left_out = 0
             problem: str | None = None
             for row in due:
-                assert row.ending is not None
                 try:
+                    if row.ending is None:
+                        _open_here(file, harness, row, state, context_chars)
+                        continue
                     tools, refused = _tool_calls(state.tools(conv, row.turn_id))
                     close(file, harness, row, tools)
                     state.closed(conv, row.turn_id, row.ending)
@@ -315,6 +327,22 @@ def _close_here(
             if problem is not None:
                 break  # the store failed: the next sessions wait for a later event
     return first
+
+
+def _open_here(
+    file: Any, harness: str, row: PendingTurn, state: HookState, context_chars: int
+) -> None:
+    """Open ``row``'s turn on the store file; keep what its close needs, and its context."""
+    from ._embedded_open import open_turn
+
+    opened = open_turn(file, harness, row, context_chars)
+    state.opened(
+        row.conversation_id,
+        row.turn_id,
+        user_message_id=opened.user_message_id,
+        retrieved_ids=opened.retrieved_ids,
+        context=opened.context,
+    )
 
 
 async def _deliver(
@@ -474,6 +502,8 @@ def _tool_calls(records: list[dict[str, Any]]) -> tuple[list[Any], int]:
     A call the API refuses (a value that is not plain JSON, a name with outer whitespace)
     is left out: the turn and its other calls are stored all the same.
     """
+    if not records:
+        return [], 0  # most turns: the tool-call API is not loaded
     from neotoma_agent import ToolCall, ValidationError
 
     calls, refused = [], 0

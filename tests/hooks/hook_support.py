@@ -85,9 +85,9 @@ class Hooks:
         raw = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
         return run_hook(self.harness, event, raw, store=self.store, state_path=self.state, **kw)
 
-    def replay(self, inputs: list[tuple[str, dict[str, Any]]]) -> list[HookOutcome]:
+    def replay(self, inputs: list[tuple[str, dict[str, Any]]], **kw: Any) -> list[HookOutcome]:
         """Run recorded inputs in order; every one must go through without a problem."""
-        outcomes = [self.send(event, payload) for event, payload in inputs]
+        outcomes = [self.send(event, payload, **kw) for event, payload in inputs]
         for (event, _), outcome in zip(inputs, outcomes, strict=True):
             assert outcome.problem is None, (event, outcome.problem)
         return outcomes

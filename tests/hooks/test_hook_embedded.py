@@ -1,6 +1,8 @@
-"""The hook's own closing stores on a store file (``hooks._embedded``) write what the turn
-engine writes: the recorded sessions of the real programs, replayed both ways on a frozen
-clock, leave the same rows in every table of the store file."""
+"""The hook's own stores on a store file (``hooks._embedded``: closing a turn;
+``hooks._embedded_open``: opening one) write what the turn engine writes and answer what it
+answers: the recorded sessions of the real programs, replayed both ways on a frozen clock,
+leave the same rows in every table of the store file, and every event's answer (a prompt's
+context block) is the same text."""
 
 from __future__ import annotations
 
@@ -11,10 +13,12 @@ import types
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 from hook_support import DATA, Hooks, recorded, summary
 
-from neotoma_agent.hooks import _embedded, _event, _run
+from neotoma_agent import EmbeddedStore
+from neotoma_agent.hooks import _embedded, _embedded_open, _event, _run
 from neotoma_agent.transport.embedded import _edges, _write
 
 SCENARIOS = [
@@ -62,10 +66,31 @@ def rows(db: Path) -> dict[str, list[tuple[Any, ...]]]:
         }
 
 
-def replay(tmp: Path, harness: str, scenario: str) -> dict[str, list[tuple[Any, ...]]]:
+def replay(
+    tmp: Path, harness: str, scenario: str, **kw: Any
+) -> tuple[dict[str, list[tuple[Any, ...]]], list[str | None]]:
+    """The store file's rows after the session, and what each event answered (on a store
+    that knows what the recorded prompts name, so retrieval finds and ranks something)."""
     tmp.mkdir()
-    Hooks(tmp, harness).replay(recorded(harness, scenario))
-    return rows(tmp / "memory.db")
+    anyio.run(seed, tmp / "memory.db")
+    outcomes = Hooks(tmp, harness).replay(recorded(harness, scenario), **kw)
+    return rows(tmp / "memory.db"), [outcome.stdout for outcome in outcomes]
+
+
+#: what the store knows before the session: exact matches for names the recorded prompts
+#: use ("Acme Corp", "Bob", "Alice"), and partial ones ranked below or above the threshold
+KNOWN = [
+    {"entity_type": "company", "name": "Acme Corp", "website": "acme.com", "status": "customer"},
+    {"entity_type": "company", "name": "Acme Corp Holdings", "status": "parent"},
+    {"entity_type": "person", "name": "Bob", "email": "bob@example.com"},
+    {"entity_type": "person", "name": "Alice Lidell", "role": "support"},
+    {"entity_type": "note", "name": "Alice there", "text": "ask on Mondays"},
+]
+
+
+async def seed(db: Path) -> None:
+    async with EmbeddedStore.open(db) as store:
+        await store.store(KNOWN, idempotency_key="seed")
 
 
 def spy(monkeypatch: pytest.MonkeyPatch) -> list[str]:
@@ -81,20 +106,62 @@ def spy(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     return closed
 
 
+def spy_open(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The turns ``_embedded_open.open_turn`` opens (the hook's own path)."""
+    opened: list[str] = []
+    real = _embedded_open.open_turn
+
+    def open_turn(file: Any, harness: str, row: Any, context_chars: int) -> Any:
+        opened.append(row.turn_id)
+        return real(file, harness, row, context_chars)
+
+    monkeypatch.setattr(_embedded_open, "open_turn", open_turn)
+    return opened
+
+
 @pytest.mark.parametrize(("harness", "scenario"), SCENARIOS)
 def test_a_recorded_session_stores_the_same_rows_both_ways(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, frozen: None, harness: str, scenario: str
 ) -> None:
     monkeypatch.setenv(_run._ENGINE_ENV, "1")
-    engine = replay(tmp_path / "engine", harness, scenario)
+    engine, engine_answers = replay(tmp_path / "engine", harness, scenario)
     monkeypatch.delenv(_run._ENGINE_ENV)
-    closed = spy(monkeypatch)
-    here = replay(tmp_path / "here", harness, scenario)
+    closed, opened = spy(monkeypatch), spy_open(monkeypatch)
+    here, answers = replay(tmp_path / "here", harness, scenario)
     assert closed, "every recorded session closes a turn: the hook's own path ran"
+    assert opened, "every recorded session opens a turn: the hook's own path ran"
     assert here.keys() == engine.keys()
     for table, engine_rows in engine.items():
         assert here[table] == engine_rows, table
     assert engine["observations"], "the sessions stored something"
+    assert answers == engine_answers
+
+
+@pytest.mark.parametrize("harness", ["claude-code", "codex"])
+def test_a_context_block_cut_to_its_budget_is_cut_alike(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, frozen: None, harness: str
+) -> None:
+    """A budget that cuts the block (entities and history both): the same text both ways."""
+    monkeypatch.setenv(_run._ENGINE_ENV, "1")
+    _, engine = replay(tmp_path / "engine", harness, "session", context_chars=120)
+    monkeypatch.delenv(_run._ENGINE_ENV)
+    opened = spy_open(monkeypatch)
+    _, here = replay(tmp_path / "here", harness, "session", context_chars=120)
+    assert opened
+    assert here == engine
+    assert any(answer and "context cut to 120 chars" in answer for answer in here)
+
+
+def test_a_prompt_opened_here_finds_and_shows_what_the_engine_does(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, frozen: None
+) -> None:
+    """The seeded store gives the recorded prompts something to retrieve: the context block
+    shows it, and so does the turn's REFERS_TO edge (compared row by row above)."""
+    opened = spy_open(monkeypatch)
+    _, answers = replay(tmp_path / "here", "claude-code", "completed")
+    assert opened
+    assert answers[0] is not None
+    assert 'company \\"Acme Corp\\"' in answers[0]
 
 
 def test_a_repeated_close_the_state_forgot_replays_on_the_store(

@@ -4,9 +4,9 @@ A coding agent starts ``neotoma-agent hook`` as a fresh process for every event,
 the process imports is its latency. A tool use only appends to the hook's SQLite state: no
 event loop, no store, no turn engine, no attrs (the tool-call API checks the call when the
 turn's closing store is built). A Stop (a closing store) writes the store file from the
-hook's own thread: no event loop, no turn engine, no store thread (``hooks._embedded``). A
-prompt loads the embedded store and the turn engine, never the HTTP client, structlog, the
-installer or the transcript import. Speed itself is
+hook's own thread: no event loop, no turn engine, no store thread (``hooks._embedded``), and
+so does a prompt opening its turn (``hooks._embedded_open``). No hook loads the HTTP client,
+structlog, the installer or the transcript import. Speed itself is
 measured by ``benchmarks/hook_latency.py``, not asserted here.
 """
 
@@ -144,13 +144,44 @@ def test_a_stop_writes_the_store_file_without_the_engine(tmp_path: Path) -> None
     assert [t["tool_name"] for t in tool_invocations(hooks.db)] == ["Bash"]
 
 
-def test_a_prompt_loads_the_store_and_nothing_else_heavy(tmp_path: Path) -> None:
-    inputs = dict(recorded("claude-code", "tool"))
+#: what opening a turn on the store file must not load: its reads and its store run in the
+#: hook's own thread, through the store's own functions
+NOT_FOR_A_PROMPT = (
+    *NEVER,
+    "asyncio",
+    "anyio",
+    "neotoma_agent._memory",
+    "neotoma_agent._turn",
+    "neotoma_agent._phases",
+    "neotoma_agent._open_turn",
+    "neotoma_agent._settings",
+    "neotoma_agent.transport.embedded._store",
+    "neotoma_agent.transport.embedded._db_thread",
+    # a turn without tool calls (the recorded one): neither the API nor the payloads
+    "neotoma_agent._tools",
+    "neotoma_agent._tool_payload",
+    "neotoma_agent._tool_reads",
+)
 
-    modules = hook_modules(tmp_path, "UserPromptSubmit", inputs["UserPromptSubmit"])
 
-    assert loaded(modules, NEVER) == set()
-    assert {"neotoma_agent.transport.embedded", "neotoma_agent._memory"} <= modules
+def test_a_prompt_opens_its_turn_without_the_engine(tmp_path: Path) -> None:
+    inputs = recorded("claude-code", "session")
+    hooks = Hooks(tmp_path, "claude-code")
+    hooks.replay(inputs[:2])  # a first turn, stored in-process: the next prompt reads it
+
+    modules = hook_modules(tmp_path, "UserPromptSubmit", inputs[2][1])
+
+    assert loaded(modules, NOT_FOR_A_PROMPT) == set()
+    assert "neotoma_agent.hooks._embedded_open" in modules
+    conv = hooks.conversation(inputs[2][1]["session_id"])
+    with HookState(hooks.state) as state:
+        turn = state.latest_turn(conv)
+        assert turn is not None
+        row = state.get(conv, turn)
+    assert row is not None
+    assert row.phase == "open"
+    assert row.context is not None
+    assert "Earlier in this conversation" in row.context
 
 
 def test_bad_input_loads_no_attrs_and_no_store(tmp_path: Path) -> None:
