@@ -137,6 +137,28 @@ def tool_entities(
     return [tool_entity(c, keys.user_turn_key, platform, payloads) for c in tools]
 
 
+def _closing_fields(
+    opened: Opened,
+    retrieved_ids: Sequence[str],
+    cited_ids: Sequence[str],
+    produced: Sequence[Produced],
+    tools: Sequence[Mapping[str, Any]],
+    model: str | None,
+) -> dict[str, Any]:
+    # What both closing payloads (completed, abandoned) take alike from the opened turn.
+    return {
+        "conversation_entity_id": opened.conversation_entity_id or None,
+        "user_message_id": opened.user_message_id or None,
+        "retrieved_ids": retrieved_ids,
+        "cited_ids": cited_ids,
+        "turn_number": opened.turn_number,
+        "produced": produced,
+        "tools": tools,
+        "model": model,
+        "started_at": opened.started_at,
+    }
+
+
 def completed_builder(
     conversation: ConversationSettings,
     opened: Opened,
@@ -149,22 +171,10 @@ def completed_builder(
 ) -> Callable[[RunFields], StorePayload]:
     """The completed turn's closing payload, as a function of the run fields."""
 
+    shared = _closing_fields(opened, retrieved_ids, cited_ids, produced, tools, model)
+
     def build(fields: RunFields) -> StorePayload:
-        return closing_payload(
-            conversation,
-            opened.keys,
-            reply,
-            conversation_entity_id=opened.conversation_entity_id or None,
-            user_message_id=opened.user_message_id or None,
-            retrieved_ids=retrieved_ids,
-            cited_ids=cited_ids,
-            turn_number=opened.turn_number,
-            produced=produced,
-            tools=tools,
-            model=model,
-            run=fields,
-            started_at=opened.started_at,
-        )
+        return closing_payload(conversation, opened.keys, reply, run=fields, **shared)
 
     return build
 
@@ -183,23 +193,17 @@ def abandoned_builder(
     """The abandoned turn's closing payload, as a function of the run fields and the key
     (``None``: the phase's own key; see :func:`content_key`)."""
 
+    shared = _closing_fields(opened, retrieved_ids, cited_ids, produced, tools, model)
+
     def build(fields: RunFields, key: str | None = None) -> StorePayload:
         return abandoned_payload(
             conversation,
             opened.keys,
             partial_reply,
             error_class,
-            conversation_entity_id=opened.conversation_entity_id or None,
-            user_message_id=opened.user_message_id or None,
-            retrieved_ids=retrieved_ids,
-            cited_ids=cited_ids,
-            turn_number=opened.turn_number,
             idempotency_key=key,
-            produced=produced,
-            tools=tools,
-            model=model,
             run=fields,
-            started_at=opened.started_at,
+            **shared,
         )
 
     return build
