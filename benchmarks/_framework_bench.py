@@ -14,12 +14,23 @@ same machine. CPU is the process's (``time.process_time``: the store's SQLite th
 included), per turn, the median over rounds; ``added`` = integrated - framework - turn,
 ``glue`` = integrated - seams - turn and, with ``manual``, ``over manual`` = integrated -
 manual.
+
+The collector: by default (``--gc normal``) Python's, as an application runs it. A run
+nested in a turn allocates past the young generation's threshold, so young collections
+come about once per turn, and their promotions bring, now and then, a full collection that
+walks every object of the process (the frameworks' imports: about 110,000) for tens of ms;
+which loop it lands on is chance, so it moves one loop's median round by several tenths of
+a ms. ``--gc frozen`` calls ``gc.collect(); gc.freeze()`` after the warm-up (what servers
+that fork workers do): the objects of the imports are left out of every collection, the
+collections that remain are those of the loops' own objects, so the figures repeat. The
+table says which it was.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import gc
 import importlib.util
 import statistics
 import tempfile
@@ -75,10 +86,16 @@ async def measure(name: str, make: Maker, args: argparse.Namespace) -> dict[str,
 
                 loops["turn"] = turn_only
                 await one_round(loops, max(1, args.turns // 10), "warm")  # imports, caches
+                if args.gc == "frozen":
+                    gc.collect()
+                    gc.freeze()
                 samples: dict[str, list[float]] = {label: [] for label in loops}
-                for r in range(args.rounds):
-                    for label, ms in (await one_round(loops, args.turns, f"r{r}")).items():
-                        samples[label].append(ms)
+                try:
+                    for r in range(args.rounds):
+                        for label, ms in (await one_round(loops, args.turns, f"r{r}")).items():
+                            samples[label].append(ms)
+                finally:
+                    gc.unfreeze()
     med = {label: statistics.median(values) for label, values in samples.items()}
     manual = (
         {"manual_ms": med["manual"], "over_manual_ms": med["integrated"] - med["manual"]}
@@ -107,13 +124,19 @@ async def run_all(frameworks: Frameworks, args: argparse.Namespace) -> dict[str,
             rows[name] = {"skipped": f"{module} is not installed"}
             continue
         rows[name] = await measure(name, make, args)
-    return {"turns": args.turns, "rounds": args.rounds, "frameworks": rows}
+    return {"turns": args.turns, "rounds": args.rounds, "gc": args.gc, "frameworks": rows}
 
 
 def render(result: dict[str, Any], width: int, footer: str) -> str:
     """The table: a row per framework (``width``: its name column), then ``footer``."""
+    collector = (
+        "frozen after the warm-up: gc.collect(); gc.freeze()"
+        if result.get("gc") == "frozen"
+        else "normal"
+    )
     lines = [
-        f"CPU per turn, ms (median of {result['rounds']} rounds of {result['turns']} turns)",
+        f"CPU per turn, ms (median of {result['rounds']} rounds of {result['turns']} turns;"
+        f" gc: {collector})",
         f"{'framework':<{width}}{'alone':>9}{'seams':>9}{'turn':>9}{'integrated':>12}"
         f"{'added':>9}{'glue':>9}{'manual':>9}{'over manual':>13}",
     ]
@@ -138,10 +161,16 @@ def render(result: dict[str, Any], width: int, footer: str) -> str:
 def parse(
     doc: str | None, frameworks: Frameworks, argv: list[str] | None = None
 ) -> argparse.Namespace:
-    """``--turns``, ``--rounds``, ``--only NAME`` and ``--json PATH``."""
+    """``--turns``, ``--rounds``, ``--gc normal|frozen``, ``--only NAME`` and ``--json PATH``."""
     parser = argparse.ArgumentParser(description=doc.splitlines()[0] if doc else None)
     parser.add_argument("--turns", type=int, default=200)
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument(
+        "--gc",
+        choices=["normal", "frozen"],
+        default="normal",
+        help="frozen: gc.collect(); gc.freeze() after the warm-up (see the module docstring)",
+    )
     parser.add_argument("--only", choices=sorted(frameworks))
     parser.add_argument("--json", type=Path)
     return parser.parse_args(argv)

@@ -1,5 +1,6 @@
 """The framework benchmarks still run and measure every loop they name (each framework that
-is installed; the others are reported as skipped)."""
+is installed; the others are reported as skipped), here with the collector frozen after
+the warm-up (``--gc frozen``), which the table and the JSON say."""
 
 from __future__ import annotations
 
@@ -26,6 +27,7 @@ def test_the_benchmark_reports_each_installed_framework_with_its_manual_loop(
 ) -> None:
     out = tmp_path / "bench.json"
     argv = [sys.executable, str(ROOT / "benchmarks" / script), "--turns", "2", "--rounds", "1"]
+    argv += ["--gc", "frozen"]
     proc = subprocess.run(
         [*argv, "--json", str(out)],
         capture_output=True,
@@ -35,7 +37,9 @@ def test_the_benchmark_reports_each_installed_framework_with_its_manual_loop(
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "over manual" in proc.stdout
+    assert "gc: frozen" in proc.stdout
     report = json.loads(out.read_text())
+    assert report["gc"] == "frozen"
     assert set(report["frameworks"]) == frameworks
     for row in report["frameworks"].values():
         if "skipped" in row:
