@@ -138,6 +138,7 @@ class DBThread:
                 if first is None:
                     return
                 group: list[Job[Any]] = [first]
+                nxt: Job[Any] | None = None
                 stopping = False
                 while len(group) < _MAX_GROUP:
                     try:
@@ -149,6 +150,11 @@ class DBThread:
                         break
                     group.append(nxt)
                 self._run_group(conn, group)
+                # Let go of the group before waiting for the next: its jobs hold their
+                # results (a history read's rows), which would otherwise stay alive, and be
+                # walked by the collector, for as long as the store is idle.
+                first = nxt = None
+                group = []
                 if stopping:
                     return
         finally:

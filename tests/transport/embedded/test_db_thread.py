@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import sqlite3
 import threading
+import weakref
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -229,5 +230,25 @@ async def test_a_job_that_fails_after_writing_reruns_the_group_carefully(tmp_pat
         assert [j.error is None for j in jobs] == [True, False, True]
         assert _rows(path) == {"a", "b"}  # the half write is gone, the others are stored once
         assert runs == ["a", "a", "b"]  # "a" ran again in the careful pass
+    finally:
+        thread.stop()
+
+
+async def test_an_idle_thread_holds_no_result_of_its_last_group(tmp_path: Path) -> None:
+    # A result (a history page's rows) must not stay alive while the store is idle: the
+    # caller's turn runs for seconds, and the collector would walk it all that time.
+    class Rows:
+        pass
+
+    thread = DBThread(_connect(tmp_path / "t.db"), "test")
+    try:
+        freed = threading.Event()  # set where the last reference goes: the DB thread
+        job: Job[Rows] = Job(lambda conn: Rows(), writes=False)
+        thread.submit(job)
+        result = weakref.ref(await job.wait(), lambda _: freed.set())
+        del job
+        # The thread lets go once it has woken the group; before the fix it never did.
+        assert await anyio.to_thread.run_sync(freed.wait, 5)
+        assert result() is None
     finally:
         thread.stop()
