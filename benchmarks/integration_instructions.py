@@ -1,0 +1,162 @@
+"""Benchmark: instructions per turn of each loop of ``integration_overhead``, by callgrind.
+
+    python benchmarks/integration_instructions.py [--turns 20] [--warm 10]
+                                                  [--only pydantic-ai|openai-agents]
+                                                  [--gc frozen|normal] [--baseline SRC]
+
+The CPU figures of ``benchmarks/integration_overhead.py`` move by a few tenths of a ms from
+run to run on a loaded machine, as much as the integrations cost; an instruction count
+does not. For each framework, each of its loops (``framework``, ``turn``, ``manual``,
+``integrated``: the loops of ``integration_overhead``, built by its own makers) runs in a
+child process under ``valgrind --tool=callgrind``, alone: ``--warm`` turns, then the
+collector as ``--gc`` says (``frozen``, the default: ``gc.collect(); gc.freeze()``, so a
+full collection over the imports, which lands in one turn in hundreds, does not decide the
+figure; ``normal``: left as it is), then ``--turns`` counted turns (the child calls
+``getppid()`` just before them, where callgrind zeroes its counts, and ``getpgrp()`` just
+after, where it dumps them). Counted: the whole process (the store's SQLite thread too).
+Printed: instructions per turn of each loop, ``added`` = integrated - framework - turn and
+``over manual`` = integrated - manual, in millions; with ``--baseline SRC`` the same for the
+package in that source tree, beside. Needs valgrind; a loop takes a minute or two.
+
+Each loop runs alone, so the collections a loop causes are its own (in the timed
+benchmark the loops take turns and a collection counts to whichever loop set it off).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+LOOPS = ("framework", "turn", "manual", "integrated")
+
+
+async def _child(framework: str, loop_name: str, turns: int, warm: int, collector: str) -> None:
+    sys.path.insert(0, str(HERE))
+    import logging
+
+    import integration_overhead as bench
+    import structlog
+    from _framework_bench import REPLY, _loops_of
+
+    from neotoma_agent import EmbeddedStore, NeotomaMemory
+
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
+    with tempfile.TemporaryDirectory() as tmp:
+        async with EmbeddedStore.open(Path(tmp) / "bench.db") as store:
+            memory = NeotomaMemory(store, conversation_id=f"bench-{framework}")
+            await memory.remember("company", name="Acme Corp", website="acme.com")
+            async with _loops_of(bench.FRAMEWORKS[framework][1], memory) as loops:
+
+                async def turn_only(text: str) -> None:
+                    async with memory.turn(text) as t:
+                        t.reply = REPLY
+
+                loops["turn"] = turn_only
+                loop = loops[loop_name]
+                for i in range(warm):
+                    await loop(f"What about Acme Corp? (warm {i})")
+                if collector == "frozen":
+                    gc.collect()
+                    gc.freeze()
+                os.getppid()  # callgrind zeroes its counts here
+                for i in range(turns):
+                    await loop(f"What about Acme Corp? ({i})")
+                os.getpgrp()  # and dumps them here
+
+
+def count(tree: Path, framework: str, loop: str, args: argparse.Namespace) -> int:
+    """Instructions per counted turn of ``loop``, with ``tree``'s package."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "callgrind.out"
+        child = [sys.executable, str(Path(__file__).resolve()), "--child", framework, loop]
+        sizes = ["--turns", str(args.turns), "--warm", str(args.warm), "--gc", args.gc]
+        subprocess.run(
+            [
+                "valgrind",
+                "--tool=callgrind",
+                "--zero-before=getppid",
+                "--dump-before=getpgrp",
+                f"--callgrind-out-file={out}",
+                *child,
+                *sizes,
+            ],
+            env={**os.environ, "PYTHONPATH": str(tree)},
+            check=True,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        dumps = sorted(Path(tmp).glob("callgrind.out.*"))  # the dump before getpgrp
+        if not dumps:
+            raise RuntimeError("callgrind wrote no dump at getpgrp")
+        found = re.search(r"^summary: (\d+)", dumps[0].read_text(), re.MULTILINE)
+        if found is None:
+            raise RuntimeError("no summary in the callgrind dump")
+        return int(found.group(1)) // args.turns
+
+
+def row(tree: Path, framework: str, args: argparse.Namespace) -> dict[str, int]:
+    ir = {loop: count(tree, framework, loop, args) for loop in LOOPS}
+    return {
+        **ir,
+        "added": ir["integrated"] - ir["framework"] - ir["turn"],
+        "over_manual": ir["integrated"] - ir["manual"],
+    }
+
+
+def render(result: dict[str, Any]) -> str:
+    lines = [
+        f"instructions per turn, millions (callgrind, {result['turns']} turns after"
+        f" {result['warm']}; gc: {result['gc']})",
+        f"{'framework':<16}{'tree':<11}"
+        + "".join(f"{name:>11}" for name in (*LOOPS, "added", "over manual")),
+    ]
+    for framework, trees in result["frameworks"].items():
+        for tree, figures in trees.items():
+            cells = "".join(f"{figures[k] / 1e6:>11.3f}" for k in (*LOOPS, "added", "over_manual"))
+            lines.append(f"{framework:<16}{tree:<11}{cells}")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
+    parser.add_argument("--turns", type=int, default=20)
+    parser.add_argument("--warm", type=int, default=10)
+    parser.add_argument("--only", choices=["pydantic-ai", "openai-agents"])
+    parser.add_argument("--gc", choices=["frozen", "normal"], default="frozen")
+    parser.add_argument("--baseline", type=Path, default=None)
+    parser.add_argument("--child", nargs=2, default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--json", type=Path, default=None)
+    args = parser.parse_args()
+    if args.child is not None:
+        asyncio.run(_child(*args.child, args.turns, args.warm, args.gc))
+        return
+    trees = {"this tree": ROOT}
+    if args.baseline is not None:
+        trees["baseline"] = args.baseline.resolve()
+    frameworks = [args.only] if args.only else ["pydantic-ai", "openai-agents"]
+    result = {
+        "turns": args.turns,
+        "warm": args.warm,
+        "gc": args.gc,
+        "frameworks": {
+            fw: {name: row(tree, fw, args) for name, tree in trees.items()} for fw in frameworks
+        },
+    }
+    print(render(result))
+    if args.json is not None:
+        args.json.write_text(json.dumps(result, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
