@@ -195,6 +195,29 @@ async def test_asyncio_timeout_inside_a_tool_ends_it_cancelled(db_path: Any) -> 
         assert t2.result.stored_status == "abandoned"
 
 
+async def test_invoked_at_is_read_when_the_call_starts_and_duration_times_the_body(
+    store: Transport, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from neotoma_agent import _tools
+
+    start = 1_796_000_000_000  # the clock on enter; the body moves it on a minute
+    monkeypatch.setattr(_tools, "now_ms", lambda: start)
+    async with memory(store).turn("go", turn_id="t1") as t:
+        async with t.tool("slow", {"n": 1}) as call:
+            monkeypatch.setattr(_tools, "now_ms", lambda: start + 60_000)
+            await anyio.sleep(0.03)
+            call.result = 1
+        monkeypatch.setattr(_tools, "now_ms", lambda: start)
+        with t.tool("slow_sync", {"n": 2}):
+            monkeypatch.setattr(_tools, "now_ms", lambda: start + 60_000)
+            await anyio.sleep(0.03)  # a sync with block, awaited inside
+        t.reply = "ok"
+    for rec in t.result.tools:
+        assert rec.invoked_at == _tools.iso_ms(start), rec.name  # read once, on enter
+        assert rec.duration_ms is not None
+        assert rec.duration_ms >= 25, rec.name  # the body's time (it slept 30 ms)
+
+
 async def test_record_tool_keeps_a_call_a_framework_made(store: Transport) -> None:
     at = datetime.datetime(2026, 12, 1, 10, 0, 0, 123456, tzinfo=datetime.timezone.utc)
     async with memory(store).turn("go", turn_id="t1") as t:
@@ -214,6 +237,7 @@ async def test_record_tool_keeps_a_call_a_framework_made(store: Transport) -> No
     snap = (await store.get_entity_snapshot(tool_id)).snapshot
     assert snap["duration_ms"] == 312.5
     assert snap["invoked_at"] == "2026-12-01T10:00:00.123Z"
+    assert set(snap) == DECLARED  # the call id and error class stay on the observation
     fields = await _observation(store, tool_id)
     assert (fields["call_id"], fields["error_class"]) == ("toolu_01", "HTTPError")
 
@@ -489,7 +513,9 @@ def test_bad_payload_settings_fail_when_the_memory_is_made() -> None:
 async def test_history_and_memory_tools_read_the_calls_back(store: Transport) -> None:
     m = memory(store, history_turns=3)
     async with m.turn("first", turn_id="t1") as t:
-        t.record_tool("search", args={"q": "LIS"}, result=[1, 2], invoked_at=_iso(1))
+        t.record_tool(
+            "search", args={"q": "LIS"}, result=[1, 2], invoked_at=_iso(1), duration_ms=12.5
+        )
         t.record_tool(
             "book", args={"id": 1}, status="error", error_class="Full", invoked_at=_iso(2)
         )
@@ -499,6 +525,7 @@ async def test_history_and_memory_tools_read_the_calls_back(store: Transport) ->
         t2.reply = "ok"
     assert [(c.name, c.status) for c in earlier.tools] == [("search", "ok"), ("book", "error")]
     assert [c.entity_id for c in earlier.tools] == list(t.result.tool_ids)
+    assert [c.duration_ms for c in earlier.tools] == [12.5, None]
     assert earlier.tools[0].args is None  # the snapshot only: arguments need memory.tools
     [h1, h2] = await m.history()
     assert h1.tools == earlier.tools
