@@ -223,6 +223,34 @@ async def test_a_tool_error_that_escapes_abandons_the_turn(memory: NeotomaMemory
     assert await stored(memory) == [("Look", None, "abandoned")]
 
 
+async def test_an_output_validation_failure_abandons_the_turn(memory: NeotomaMemory) -> None:
+    from agents import ModelBehaviorError
+
+    model = ScriptedModel([[assistant_message("not json")]])
+    with pytest.raises(ModelBehaviorError):
+        await run(
+            agent_with(model, output_type=Company),
+            "Acme?",
+            memory=memory,
+            run_config=NO_TRACE,
+        )
+    assert await stored(memory) == [("Acme?", None, "abandoned")]
+
+
+async def test_a_tripped_output_guardrail_never_stores_the_reply(memory: NeotomaMemory) -> None:
+    from agents import GuardrailFunctionOutput, OutputGuardrailTripwireTriggered, output_guardrail
+
+    @output_guardrail
+    async def no_secrets(context: Any, agent: Any, output: Any) -> GuardrailFunctionOutput:
+        return GuardrailFunctionOutput(output_info=None, tripwire_triggered="secret" in output)
+
+    model = ScriptedModel([[assistant_message("The secret is 42.")]])
+    agent = agent_with(model, output_guardrails=[no_secrets])
+    with pytest.raises(OutputGuardrailTripwireTriggered):
+        await run(agent, "Tell me", memory=memory, run_config=NO_TRACE)
+    assert await stored(memory) == [("Tell me", None, "abandoned")]
+
+
 # --- cancelled ------------------------------------------------------------------------------
 
 
@@ -553,6 +581,25 @@ async def test_a_tool_reaches_the_turn_its_call_is_recorded_and_the_callers_hook
     [call] = ran.turn.result.tools
     assert (call.name, call.status, call.call_id, call.args) == ("book", "ok", "c1", {"party": 2})
     assert call.result == h.reply_refers_to[0]
+
+
+async def test_a_tool_cites_an_entity_through_the_current_turn(memory: NeotomaMemory) -> None:
+    beta = await memory.remember("company", name="Beta Ltd")
+
+    @function_tool
+    def find() -> str:
+        turn = current_turn()
+        assert turn is not None
+        turn.cite(beta)
+        return beta
+
+    model = ScriptedModel(
+        [[function_call("find", {}, call_id="c1")], [assistant_message("Found it.")]]
+    )
+    await run(agent_with(model, tools=[find]), "Find it", memory=memory, run_config=NO_TRACE)
+    [h] = await memory.history(limit=None)
+    assert (h.reply, h.status) == ("Found it.", "completed")
+    assert beta in h.reply_refers_to
 
 
 async def test_a_streamed_runs_tool_call_is_recorded(memory: NeotomaMemory) -> None:

@@ -505,6 +505,24 @@ async def test_a_tool_reaches_the_turn_to_remember_and_its_call_is_recorded(
     assert snapshot.snapshot["tool_name"] == "book"
 
 
+async def test_a_tool_cites_an_entity_through_the_current_turn(memory: NeotomaMemory) -> None:
+    beta = await memory.remember("company", name="Beta Ltd")
+    script = Script(memory, chunks=("Found it.",), tool="find")
+    agent = agent_for(memory, script)
+
+    @agent.tool_plain
+    def find() -> str:
+        turn = current_turn()
+        assert turn is not None
+        turn.cite(beta)
+        return beta
+
+    await agent.run("Find it")
+    [h] = await memory.history(limit=None)
+    assert (h.reply, h.status) == ("Found it.", "completed")
+    assert beta in h.reply_refers_to
+
+
 async def test_a_failing_tool_is_recorded_as_an_error_on_the_abandoned_turn(
     memory: NeotomaMemory,
 ) -> None:
