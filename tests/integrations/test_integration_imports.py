@@ -42,6 +42,21 @@ def test_each_integration_without_its_framework_names_the_extra_and_the_core_imp
         name, message = errors[module]
         assert name == module
         assert f"pip install 'neotoma-agent[{extra}]'" in message
+    # Pydantic AI's floor is above the core's: the message says so, and so does the extra.
+    assert "(Python >= 3.11)" in errors["neotoma_agent.integrations.pydantic_ai"][1]
+
+
+def test_the_pydantic_ai_extra_installs_only_where_pydantic_ai_runs() -> None:
+    import importlib.metadata
+
+    from packaging.requirements import Requirement
+
+    wanted = [Requirement(r) for r in importlib.metadata.requires("neotoma-agent") or []]
+    [pydantic_ai] = [r for r in wanted if r.name == "pydantic-ai-slim"]
+    assert pydantic_ai.marker is not None
+    for python, installs in (("3.10", False), ("3.11", True), ("3.13", True)):
+        env = {"python_version": python, "extra": "pydantic-ai"}
+        assert pydantic_ai.marker.evaluate(env) is installs, python
 
 
 def test_each_integration_imports_only_public_names() -> None:
