@@ -197,3 +197,18 @@ async def test_the_conversation_gets_harness_and_started_at_once(store: Transpor
     rerun = await run("first")  # a re-run of the first turn: its user store replays
     assert rerun.replayed
     assert len(await _observations(store, record["id"])) == 2
+
+
+async def test_the_explicit_api_names_the_model_on_the_turn_record(store: Transport) -> None:
+    m = memory(store)
+    await m.open_turn("go", turn_id="opened", model="m-open")
+    await memory(store).close_turn("opened", "done")  # another process: knows no model
+    assert (await turn_record(store, "chat-1", "opened"))["model"] == "m-open"
+    await m.open_turn("go", turn_id="closed")
+    await memory(store).close_turn("closed", "done", model="m-close")
+    assert (await turn_record(store, "chat-1", "closed"))["model"] == "m-close"
+    await m.open_turn("go", turn_id="abandoned")
+    await memory(store).abandon_turn("abandoned", error="Stop", model="m-abandon")
+    assert (await turn_record(store, "chat-1", "abandoned"))["model"] == "m-abandon"
+    await m.record_turn("q", "a", turn_id="recorded", retrieve=False, model="m-record")
+    assert (await turn_record(store, "chat-1", "recorded"))["model"] == "m-record"
