@@ -402,6 +402,25 @@ async def test_the_explicit_api_writes_calls_made_anywhere(store: Transport) -> 
     assert set(result.tool_ids) <= linked
 
 
+async def test_a_conflicting_call_id_handed_to_close_turn_is_refused_before_any_io(
+    store: Transport,
+) -> None:
+    recorder = RecordingTransport(store)
+    m = memory(recorder)
+    opened = await m.open_turn("go", turn_id="t1")
+    opened.record_tool("search", args={"q": 1}, call_id="c1")
+    recorder.reset()
+    other = ToolCall.create("search", args={"q": 2}, call_id="c1")
+    with pytest.raises(ToolCallConflictError):
+        await m.close_turn(opened, "done", tools=[other])
+    twice = [ToolCall.create("x", args={"n": n}, call_id="c2") for n in (1, 2)]
+    with pytest.raises(ToolCallConflictError):
+        await m.abandon_turn("t1", error="Stop", tools=twice)
+    assert recorder.calls == []
+    result = await m.close_turn(opened, "done")
+    assert [c.args for c in result.tools] == [{"q": 1}]
+
+
 async def test_a_turn_opened_elsewhere_is_closed_with_its_calls(store: Transport) -> None:
     await memory(store).open_turn("go", turn_id="t1")
     other = memory(store)  # a second process: knows only the turn id
