@@ -14,6 +14,7 @@ import pytest
 from turn_support import db_path, edges, memory, store, turn_record
 
 from neotoma_agent import (
+    IdempotencyMismatchError,
     NeotomaMemory,
     ToolCall,
     ToolCallConflictError,
@@ -342,6 +343,87 @@ async def test_a_rerun_with_the_same_calls_writes_nothing_new(store: Transport) 
     assert second.tool_ids == first.tool_ids
     for tool_id in first.tool_ids:
         assert len((await store.list_observations(tool_id)).observations) == 1
+
+
+async def test_a_rerun_of_calls_the_turn_timed_itself_replays(store: Transport) -> None:
+    # t.tool reads the clock: a re-run's calls start later and last longer, and that alone
+    # must not make the re-run a mismatch (the stored calls' readings are replayed).
+    m = memory(store)
+    delays = iter([0.0, 0.02])
+
+    async def run(status: str = "ok") -> Any:
+        async with m.turn("go", turn_id="t1") as t:
+            async with t.tool("search", {"q": 1}) as call:
+                await anyio.sleep(next(delays, 0.0))
+                call.result = [1]
+            t.record_tool("book", args={"id": 1}, result="ok", status=status)
+            t.reply = "Booked."
+        return t.result
+
+    first = await run()
+    second = await run()
+    assert second.replayed
+    assert second.tool_ids == first.tool_ids
+    assert [c.invoked_at for c in second.tools] == [c.invoked_at for c in first.tools]
+    for tool_id in first.tool_ids:
+        assert len((await store.list_observations(tool_id)).observations) == 1
+    # ... but a call whose content differs is still a different turn
+    with pytest.raises(IdempotencyMismatchError):
+        await run(status="error")
+
+
+async def test_a_rerun_of_an_abandoned_turn_with_timed_calls_writes_nothing_new(
+    store: Transport,
+) -> None:
+    m = memory(store)
+
+    async def failed() -> Any:
+        try:
+            async with m.turn("go", turn_id="t1") as t:
+                async with t.tool("search", {"q": 1}) as call:
+                    call.result = [1]
+                raise Boom
+        except Boom:
+            return t.result
+        raise AssertionError("the body's error was swallowed")
+
+    first = await failed()
+    await anyio.sleep(0.01)  # a later clock reading for the re-run's call
+    second = await failed()
+    assert second.tool_ids == first.tool_ids
+    assert len((await store.list_observations(first.turn_record_id)).observations) == 2
+
+
+async def test_a_turn_abandoned_two_ways_then_retried_writes_nothing_new(
+    store: Transport,
+) -> None:
+    # Two abandonments of one turn id are both kept (the second under a content key); a
+    # retry of the second, whose call runs again later, collapses into it.
+    m = memory(store)
+
+    class Other(Exception):
+        pass
+
+    async def failed(error: type[Exception]) -> Any:
+        try:
+            async with m.turn("go", turn_id="t1") as t:
+                async with t.tool("search", {"q": 1}) as call:
+                    call.result = [1]
+                async with t.tool("search", {"q": 1}) as call:  # the same call twice
+                    call.result = [1]
+                raise error
+        except error:
+            return t.result
+        raise AssertionError("the body's error was swallowed")
+
+    await failed(Boom)
+    await anyio.sleep(0.01)
+    second = await failed(Other)
+    await anyio.sleep(0.01)
+    third = await failed(Other)
+    assert third.tool_ids == second.tool_ids
+    assert [c.invoked_at for c in third.tools] == [c.invoked_at for c in second.tools]
+    assert len((await store.list_observations(second.turn_record_id)).observations) == 3
 
 
 async def test_current_turn_is_the_turn_whose_body_runs(store: Transport) -> None:
