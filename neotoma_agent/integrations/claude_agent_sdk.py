@@ -106,7 +106,8 @@ class ClaudeTurn(StreamedTurn):
     Read it with :meth:`text` (the reply's text deltas, each appended to the reply before it
     is handed on) or :meth:`messages` (every SDK message, in order). If the caller stops
     reading, the block's exit reads on to the ``ResultMessage``; leaving :meth:`text` or
-    :meth:`messages` early stops the prompt (``client.interrupt()``) and abandons the turn.
+    :meth:`messages` early stops the prompt (``client.interrupt()``) and abandons the turn
+    with the text the reader was shown.
     After the block: :attr:`result_message`, :attr:`reply`, :attr:`result`.
 
     Deltas are the top-level ``text_delta`` stream events (``include_partial_messages=True``;
@@ -234,9 +235,19 @@ class ClaudeTurn(StreamedTurn):
         try:
             with anyio.fail_after(self._owner.memory.close_timeout):
                 await self._client.interrupt()
-                await self._read_rest()
+                await self._drain()
         except Exception as stopped:
             _logger.warning("claude.interrupt_failed reason=%s", type(stopped).__name__)
+
+    async def _drain(self) -> None:
+        # The rest of a prompt whose reader left: nothing of it was shown, so none of its
+        # text joins the partial reply (the turn keeps what the reader saw); its result is
+        # kept, for result_message to say how the prompt ended.
+        async for message in self._require_source():
+            if isinstance(message, ResultMessage):
+                self._result_message = message
+                break
+        self._done = True
 
     def _settle(self) -> BaseException | None:
         message = self._result_message

@@ -12,6 +12,8 @@ asyncio and trio, as the SDK runs on both.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -26,7 +28,7 @@ from claude_support import SESSION, FakeCLI, success
 from turn_support import seed, turn_record
 
 from neotoma_agent import EmbeddedStore, NeotomaMemory, TurnState, current_turn
-from neotoma_agent.integrations.claude_agent_sdk import NeotomaClaude
+from neotoma_agent.integrations.claude_agent_sdk import ClaudeTurn, NeotomaClaude
 
 pytestmark = [
     pytest.mark.anyio,
@@ -62,6 +64,28 @@ async def error_class(store: EmbeddedStore, turn_id: str) -> str:
 
 def client_for(nc: NeotomaClaude, cli: FakeCLI) -> ClaudeSDKClient:
     return ClaudeSDKClient(ClaudeAgentOptions(hooks=nc.hooks()), transport=cli)  # type: ignore[arg-type]
+
+
+class Died(Exception):
+    """The command line's own failure (its output broke off)."""
+
+
+ENTRIES = ["turn", "query"]
+
+
+@contextlib.asynccontextmanager
+async def entered(
+    nc: NeotomaClaude, entry: str, cli: FakeCLI, prompt: str, **kw: Any
+) -> AsyncIterator[ClaudeTurn]:
+    """``nc.turn`` on a client over ``cli``, or ``nc.query`` over it: the same block."""
+    if entry == "turn":
+        async with client_for(nc, cli) as client:
+            async with nc.turn(client, prompt, **kw) as s:
+                yield s
+    else:
+        options = ClaudeAgentOptions(hooks=nc.hooks(), include_partial_messages=True)  # type: ignore[arg-type]
+        async with nc.query(prompt, options, transport=cli, **kw) as s:
+            yield s
 
 
 # ------------------------------------------------------------------ completed
@@ -287,6 +311,73 @@ async def test_a_caller_error_propagates_unchanged(memory: NeotomaMemory) -> Non
                 raise error
     assert caught.value is error
     assert await stored(memory) == [("abandoned", "Caller fails", None)]
+
+
+@pytest.mark.parametrize("entry", ENTRIES)
+async def test_each_entry_point_keeps_the_rules_on_every_ending(
+    store: EmbeddedStore, memory: NeotomaMemory, entry: str
+) -> None:
+    # nc.turn and nc.query alike: a success, an error result, a stream without a result, a
+    # cancel, a reader that leaves early (the partial kept, nothing raised that is not the
+    # caller's), then the transport failing (its exception propagates unchanged).
+    nc = NeotomaClaude(memory)
+    api_error = "API Error: 529 overloaded"
+    async with FakeCLI([("delta", "All "), ("delta", "good."), success("All good.")]) as cli:
+        async with entered(nc, entry, cli, "Fine", turn_id="ok") as s:
+            assert "".join([d async for d in s.text()]) == "All good."
+    assert s.reply == "All good."
+    errored = [("delta", "half "), ("error_assistant", api_error)]
+    errored.append(("result", "error_during_execution", True, api_error, "api_error"))
+    async with FakeCLI(errored) as cli:
+        async with entered(nc, entry, cli, "Errored", turn_id="err") as s:
+            pass
+    assert s.reply is None
+    async with FakeCLI([("delta", "cut "), ("end",)]) as cli:
+        async with entered(nc, entry, cli, "No result", turn_id="end") as s:
+            async for _ in s.text():
+                pass
+    async with FakeCLI([("delta", "shown "), ("wait",)]) as cli:
+        with anyio.CancelScope() as scope:
+            async with entered(nc, entry, cli, "Cancelled", turn_id="cancel") as s:
+                async for _ in s.text():
+                    scope.cancel()
+    assert scope.cancelled_caught
+    async with FakeCLI([("delta", "one "), ("delta", "two "), ("wait",)]) as cli:
+        async with entered(nc, entry, cli, "Left", turn_id="left") as s:
+            async for _ in s.text():
+                break
+    died = Died("the program's output broke off")
+    async with FakeCLI([("delta", "before "), ("raise", died)]) as cli:
+        with pytest.raises(Died) as caught:  # noqa: PT012
+            async with entered(nc, entry, cli, "Died", turn_id="died") as s:
+                async for _ in s.text():
+                    pass
+    assert caught.value is died
+    assert await stored(memory) == [
+        ("completed", "Fine", "All good."),
+        ("abandoned", "Errored", "half "),
+        ("abandoned", "No result", "cut "),
+        ("abandoned", "Cancelled", "shown "),
+        ("abandoned", "Left", "one "),
+        ("abandoned", "Died", "before "),
+    ]
+    for turn_id in ("err", "end"):
+        assert await error_class(store, turn_id) == "neotoma_agent.integrations.NoFinalReply"
+    assert await error_class(store, "left") == "neotoma_agent.StoppedEarly"
+    assert (await error_class(store, "died")).endswith("Died")
+
+
+@pytest.mark.parametrize("entry", ENTRIES)
+async def test_a_structured_output_is_stored_as_its_json(memory: NeotomaMemory, entry: str) -> None:
+    nc = NeotomaClaude(memory)
+    answer = {"name": "Acme Corp", "customer": True}
+    script = [("delta", "{...}"), ("result", "success", False, None, "completed", answer)]
+    async with FakeCLI(script) as cli:
+        async with entered(nc, entry, cli, "Who?") as s:
+            pass
+    assert s.reply is not None
+    assert json.loads(s.reply) == answer
+    assert await stored(memory) == [("completed", "Who?", s.reply)]
 
 
 # ------------------------------------------------------------------ hooks
