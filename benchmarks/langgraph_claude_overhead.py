@@ -18,7 +18,8 @@ fake model, five loops take turns one run at a time (rotating the order), round 
   as the caller reads it: LangGraph, the same context block as a system message ahead of
   the same earlier turns (the model is called with the same messages as ``integrated``),
   the streamed text as ``t.reply``; Claude, the same block as ``additionalContext`` from a
-  ``UserPromptSubmit`` hook of its own, the text deltas picked out, the result's text as
+  ``UserPromptSubmit`` hook of its own (the earlier turns in it only on the client's first
+  prompt, as ``nc.hooks()`` does), the text deltas picked out, the result's text as
   ``t.reply``. The obvious glue, keeping none of the rules the integration keeps;
 - ``integrated``: the run through the integration (``astream_turn`` + ``NeotomaMiddleware``;
   ``nc.turn``).
@@ -147,13 +148,15 @@ async def claude_loops(memory: NeotomaMemory) -> AsyncIterator[dict[str, Loop]]:
         for event in ("UserPromptSubmit", "PostToolUse", "PostToolUseFailure", "PreCompact")
     }
     # The hand-written loop's own UserPromptSubmit hook: the context block, the same one
-    # nc.hooks() sends (t.context(max_chars=4000)), reaches the model by the SDK's context
-    # seam (additionalContext), as the integration's does. The client's reader runs
-    # outside the turn, so the hook finds it where the loop put it.
+    # nc.hooks() sends (t.context(max_chars=4000), the earlier turns only on the client's
+    # first prompt: its session carries them after), reaches the model by the SDK's
+    # context seam (additionalContext), as the integration's does. The client's reader
+    # runs outside the turn, so the hook finds it where the loop put it.
     held: list[Turn] = []
+    prompted: list[bool] = []
 
     async def context_hook(data: Any, tool_use_id: Any, context: Any) -> Any:
-        block = held[-1].context(max_chars=4000)
+        block = held[-1].context(max_chars=4000, history=not prompted)
         return {
             "hookSpecificOutput": {"hookEventName": "UserPromptSubmit", "additionalContext": block}
         }
@@ -192,6 +195,7 @@ async def claude_loops(memory: NeotomaMemory) -> AsyncIterator[dict[str, Loop]]:
                 held.append(t)
                 try:
                     await client.query(text)
+                    prompted[:] = [True]
                     shown = []
                     async for message in client.receive_response():
                         if isinstance(message, StreamEvent):

@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import weakref
 from collections.abc import AsyncIterator, Mapping
 from datetime import datetime, timedelta, timezone
 from typing import Any, Final
@@ -214,9 +215,12 @@ class ClaudeTurn(StreamedTurn):
         await turn.__aenter__()
         self._owner._active.append(turn)
         try:
+            if self._owner._carries_history(self._client, self._options):
+                self._owner._carried.add(id(turn))
             prompt = self._prompt if isinstance(self._prompt, str) else _one(self._prompt)
             if self._client is not None:
                 await self._client.query(prompt, session_id=self._session_id)
+                self._owner._prompted.add(self._client)
                 self._source = aiter(self._client.receive_response())
             else:
                 self._source = aiter(
@@ -279,8 +283,11 @@ class NeotomaClaude:
     ``memory``: the :class:`~neotoma_agent.NeotomaMemory` every turn is stored in.
     ``context`` (default on) and ``context_chars`` (default 4000): what the
     ``UserPromptSubmit`` hook returns as ``additionalContext`` (``t.context(max_chars=)``).
-    History: the SDK's session already carries the conversation, so ``t.history`` is not
-    sent again (it is in ``t.context()`` within its budget).
+    History: ``t.context()`` shows the conversation's earlier turns only where the prompt's
+    session does not already carry them: on a client's first prompt (its session then holds
+    that block), and on each one-shot ``query()``; not on a client's later prompts, nor in a
+    session resumed (``resume=``, ``continue_conversation=True``). ``t.history`` is never
+    sent as messages.
     """
 
     memory: NeotomaMemory
@@ -288,6 +295,12 @@ class NeotomaClaude:
     context_chars: int = 4000
     _active: list[Turn] = dataclasses.field(default_factory=list, init=False, repr=False)
     _sessions: dict[str, Turn] = dataclasses.field(default_factory=dict, init=False, repr=False)
+    #: ids of the open turns whose session already carries the earlier turns
+    _carried: set[int] = dataclasses.field(default_factory=set, init=False, repr=False)
+    #: the clients a prompt was sent on: their session holds it, and its context block
+    _prompted: weakref.WeakSet[Any] = dataclasses.field(
+        default_factory=weakref.WeakSet, init=False, repr=False
+    )
 
     def __post_init__(self) -> None:
         if not isinstance(self.memory, NeotomaMemory):
@@ -343,7 +356,18 @@ class NeotomaClaude:
         """The one open turn of this object (``None`` when there is none, or several)."""
         return self._active[0] if len(self._active) == 1 else None
 
+    def _carries_history(self, client: Any, options: Any) -> bool:
+        # Whether the prompt's session already holds the conversation's earlier turns: a
+        # resumed or continued session, or a client that was prompted before (its session
+        # holds those prompts, and the first one's context block with the turns before).
+        if client is not None:
+            options = getattr(client, "options", None)
+        if getattr(options, "resume", None) or getattr(options, "continue_conversation", False):
+            return True
+        return client is not None and client in self._prompted
+
     def _release(self, turn: Turn) -> None:
+        self._carried.discard(id(turn))
         if turn in self._active:
             self._active.remove(turn)
         for session, held in list(self._sessions.items()):
@@ -393,7 +417,7 @@ class NeotomaClaude:
         turn = self._turn_for(data)
         if turn is None or not self.context or turn.state is not TurnState.OPEN:
             return {}
-        block = turn.context(max_chars=self.context_chars)
+        block = turn.context(max_chars=self.context_chars, history=id(turn) not in self._carried)
         if not block:
             return {}
         return {

@@ -464,6 +464,45 @@ async def test_context_off_sends_no_additional_context(
     assert cli.hook_answers == [("UserPromptSubmit", {})]
 
 
+async def test_the_context_shows_earlier_turns_only_where_the_session_lacks_them(
+    store: EmbeddedStore, memory: NeotomaMemory
+) -> None:
+    # A client's first prompt gets them (its session then holds that block), its later
+    # prompts do not; a one-shot query() does, unless it resumes a session. The entities
+    # are in every block.
+    await seed(store, "Acme Corp")
+    async with memory.turn("Before any client") as t:
+        t.reply = "Noted."
+    nc = NeotomaClaude(memory)
+
+    def script(prompt: str) -> list[tuple[Any, ...]]:
+        return [("hook", "UserPromptSubmit", {"prompt": prompt}), success("ok")]
+
+    def blocks(cli: FakeCLI) -> list[str]:
+        return [a["hookSpecificOutput"]["additionalContext"] for _, a in cli.hook_answers]
+
+    one, two = "Acme Corp, one", "Acme Corp, two"
+    async with FakeCLI(script(one), script(two)) as cli, client_for(nc, cli) as client:
+        async with nc.turn(client, one):
+            pass
+        async with nc.turn(client, two):
+            pass
+    first, later = blocks(cli)
+    assert "user: Before any client" in first
+    assert 'company "Acme Corp"' in later
+    assert "user:" not in later  # the session holds "one" and the block before it
+    shown = []
+    for resume in (None, "an-earlier-session"):
+        async with FakeCLI(script("Acme Corp, three")) as cli:
+            options = ClaudeAgentOptions(hooks=nc.hooks(), resume=resume)  # type: ignore[arg-type]
+            async with nc.query("Acme Corp, three", options, transport=cli):
+                pass
+        shown += blocks(cli)
+    assert "user: Acme Corp, two" in shown[0]
+    assert 'company "Acme Corp"' in shown[1]
+    assert "user:" not in shown[1]
+
+
 def test_bad_settings_are_refused(memory: NeotomaMemory) -> None:
     with pytest.raises(ValueError, match="context_chars"):
         NeotomaClaude(memory, context_chars=-1)
