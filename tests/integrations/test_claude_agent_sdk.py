@@ -118,8 +118,9 @@ async def test_a_successful_result_stores_the_reply_once(
     assert 'company "Acme Corp"' in context
 
 
+@pytest.mark.parametrize("entry", ENTRIES)
 async def test_the_user_message_is_stored_before_the_prompt_is_sent(
-    memory: NeotomaMemory,
+    memory: NeotomaMemory, entry: str
 ) -> None:
     nc = NeotomaClaude(memory)
     seen: list[Any] = []
@@ -127,8 +128,8 @@ async def test_the_user_message_is_stored_before_the_prompt_is_sent(
     async def look() -> None:
         seen.extend(await stored(memory))
 
-    async with FakeCLI([("call", look), success("ok")]) as cli, client_for(nc, cli) as client:
-        async with nc.turn(client, "first things first"):
+    async with FakeCLI([("call", look), success("ok")]) as cli:
+        async with entered(nc, entry, cli, "first things first"):
             pass
     assert seen == [("open", "first things first", None)]
 
