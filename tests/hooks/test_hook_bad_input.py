@@ -11,7 +11,15 @@ from typing import Any
 
 import pytest
 import structlog
-from hook_support import Hooks, finish, hook_process, observations, recorded, summary
+from hook_support import (
+    Hooks,
+    finish,
+    hook_process,
+    observations,
+    recorded,
+    stored_tools,
+    summary,
+)
 
 from neotoma_agent.cli import main
 from neotoma_agent.hooks import StoreSpec, run_hook
@@ -62,6 +70,32 @@ def test_bad_input_is_ignored_and_loses_nothing(tmp_path: Path, raw: bytes) -> N
     assert outcome.stdout is None  # Claude Code's neutral answer: nothing
     assert observations(hooks.db) == before
     assert summary(hooks.db, conv) == stored
+
+
+def test_bad_input_mid_turn_keeps_the_open_turn_and_its_calls(tmp_path: Path) -> None:
+    hooks = Hooks(tmp_path, "claude-code")
+    prompt, used, stop, end = recorded("claude-code", "tool")
+    hooks.replay([prompt, used])
+    wrong_tool = json.dumps({**used[1], "tool_name": 7}).encode()
+    wrong_stop = json.dumps({**stop[1], "last_assistant_message": [SECRET]}).encode()
+    for event, raw in [
+        ("PostToolUse", b""),
+        ("PostToolUse", b"{not json"),
+        ("PostToolUse", wrong_tool),
+        ("Stop", b""),
+        ("Stop", b"{not json"),
+        ("Stop", wrong_stop),
+    ]:
+        outcome = hooks.send(event, raw)
+        assert outcome.problem is not None
+        assert outcome.problem.startswith("input ignored: ")
+        assert SECRET not in outcome.problem
+    conv = hooks.conversation(prompt[1]["session_id"])
+    assert summary(hooks.db, conv) == [("Run echo hi", None, "open")]  # not ended by them
+    hooks.replay([stop, end])  # the real Stop still completes the turn, with its one call
+    assert summary(hooks.db, conv) == [("Run echo hi", "The answer is hi.", "completed")]
+    [call] = stored_tools(hooks.db, conv)
+    assert call.call_id == used[1]["tool_use_id"]
 
 
 def test_an_unknown_event_is_ignored(tmp_path: Path) -> None:
