@@ -180,6 +180,20 @@ def test_a_url_store_is_named_and_a_token_from_the_environment_is_not_written(
     assert "token from $NEOTOMA_TOKEN" in out
 
 
+def test_a_store_file_from_the_environment_is_named_and_written(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # As elsewhere, $NEOTOMA_AGENT_DB names the store when --db is not given; the hooks get
+    # it fixed now, since the harness runs them in an environment of its own.
+    db = tmp_path / "env.db"
+    monkeypatch.setenv("NEOTOMA_AGENT_DB", str(db))
+    status, out = run(capsys, "hooks", "install", "claude-code")
+    assert status == 0
+    assert f"store: {db}" in out
+    settings = json.loads((tmp_path / "home" / ".claude" / "settings.json").read_text())
+    assert shlex.split(commands(settings, "Stop")[0])[-2:] == ["--db", str(db)]
+
+
 def test_a_settings_file_that_is_not_json_is_left_alone(tmp_path: Path) -> None:
     settings = tmp_path / "settings.json"
     settings.write_text("{ // a comment\n}")
