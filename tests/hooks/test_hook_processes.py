@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import os
 import signal
+import socket
 import sqlite3
 import subprocess
 import sys
@@ -165,4 +166,25 @@ def test_an_unreachable_store_gets_every_turn_once_it_is_back(tmp_path: Path) ->
     assert summary(db, conv) == [
         ("Hello, I am Bob", "Hello Bob.", "completed"),
         ("Is Alice there?", "Alice is here too.", "completed"),
+    ]
+
+
+def test_a_store_that_never_answers_is_given_up_at_the_budget_and_kept(tmp_path: Path) -> None:
+    # A server that takes the connection and never answers (hung, not down): the hook gives
+    # up at its --timeout and keeps the event; nothing is lost once the store answers.
+    port = free_port()
+    db, home = tmp_path / "server.db", tmp_path / "home"
+    home.mkdir()
+    spec = StoreSpec(url=f"http://127.0.0.1:{port}", outbox=tmp_path / "outbox.db")
+    hooks = Hooks(tmp_path, "claude-code", store=spec)
+    prompt, stop, end = recorded("claude-code", "completed")
+    conv = hooks.conversation(prompt[1]["session_id"])
+    with socket.create_server(("127.0.0.1", port)):  # listens, never accepts or replies
+        outcome = hooks.send(*prompt, timeout=0.5)
+    assert outcome.problem == "the store did not answer within 0.5 s; kept for later"
+    with dev_server(db, port, home):
+        assert hooks.send(*stop).problem is None
+        assert hooks.send(*end).problem is None
+    assert summary(db, conv) == [
+        ("What about Acme Corp?", "Acme Corp is a customer of ours.", "completed")
     ]
