@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import json
 import re
@@ -20,6 +21,7 @@ from hook_support import (
     tool_invocations,
 )
 
+from neotoma_agent import EmbeddedStore, NeotomaMemory
 from neotoma_agent.cli import main
 from neotoma_agent.hooks import HookState
 
@@ -177,6 +179,29 @@ def test_a_late_stop_completes_an_abandoned_turn(tmp_path: Path) -> None:
         ("Hello, I am Bob", "Hello Bob.", "completed"),
         ("Is Alice there?", "Alice is here too.", "completed"),
     ]
+
+
+def test_a_stop_for_a_prompt_the_store_refused_stores_nothing(tmp_path: Path) -> None:
+    # The store already holds this turn id with another prompt (a harness that reused
+    # it): the prompt is refused for good, and its Stop must not pair with that prompt.
+    hooks = Hooks(tmp_path, "claude-code")
+    prompt, stop, end = recorded("claude-code", "completed")
+    conv = hooks.conversation(prompt[1]["session_id"])
+
+    async def store_other_prompt() -> None:
+        async with EmbeddedStore.open(hooks.db) as store:
+            memory = NeotomaMemory(store, conversation_id=conv, platform="claude-code")
+            await memory.open_turn("Another prompt", turn_id=prompt[1]["prompt_id"])
+
+    asyncio.run(store_other_prompt())
+    before = observations(hooks.db)
+    refused = hooks.send(*prompt).problem
+    assert refused is not None
+    assert refused.startswith("refused by the store, dropped: IdempotencyMismatchError")
+    assert hooks.send(*stop).problem is None
+    assert hooks.send(*end).problem is None
+    assert observations(hooks.db) == before
+    assert summary(hooks.db, conv) == [("Another prompt", None, "open")]
 
 
 def test_a_repeated_stop_writes_nothing_new(tmp_path: Path) -> None:
