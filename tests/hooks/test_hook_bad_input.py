@@ -5,6 +5,8 @@ from __future__ import annotations
 import copy
 import io
 import json
+import os
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -148,6 +150,41 @@ def test_the_command_exits_0_with_one_line_on_stderr(tmp_path: Path) -> None:
     lines = err.decode().splitlines()
     assert lines == [
         "neotoma-agent hook claude-code UserPromptSubmit: input ignored: stdin is not JSON"
+    ]
+
+
+def test_a_command_line_mistake_exits_0_with_one_line_on_stderr(tmp_path: Path) -> None:
+    # An installed command an upgrade made wrong: argparse's status 2 would block the
+    # prompt in Claude Code and Codex.
+    for extra in [("--no-such-option",), ("--timeout", "soon")]:
+        proc = hook_process(
+            "claude-code",
+            "UserPromptSubmit",
+            json.dumps(PROMPT[1]).encode(),
+            db=tmp_path / "memory.db",
+            state=tmp_path / "state.db",
+            extra=extra,
+        )
+        status, out, err = finish(proc)
+        assert (status, out) == (0, b"")
+        [line] = err.decode().splitlines()
+        assert line.startswith("neotoma-agent hook: command line ignored: ")
+        assert extra[-1] in line
+    assert not (tmp_path / "memory.db").exists()
+
+
+def test_no_stdin_at_all_reads_as_empty(tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "neotoma_agent", "hook", "claude-code", "Stop",
+         "--db", str(tmp_path / "memory.db"), "--state", str(tmp_path / "state.db")],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        preexec_fn=lambda: os.close(0),  # the descriptor closed, not an empty pipe
+        check=False,
+    )  # fmt: skip
+    assert (proc.returncode, proc.stdout) == (0, b"")
+    assert proc.stderr.decode().splitlines() == [
+        "neotoma-agent hook claude-code Stop: input ignored: stdin is empty"
     ]
 
 
