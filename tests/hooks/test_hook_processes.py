@@ -16,6 +16,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import structlog
+import structlog.testing
 from cli_support import clean_env, free_port
 from hook_support import (
     Hooks,
@@ -179,9 +181,17 @@ def test_a_store_that_never_answers_is_given_up_at_the_budget_and_kept(tmp_path:
     hooks = Hooks(tmp_path, "claude-code", store=spec)
     prompt, stop, end = recorded("claude-code", "completed")
     conv = hooks.conversation(prompt[1]["session_id"])
-    with socket.create_server(("127.0.0.1", port)):  # listens, never accepts or replies
+    with (
+        socket.create_server(("127.0.0.1", port)),  # listens, never accepts or replies
+        structlog.testing.capture_logs() as logs,
+    ):
         outcome = hooks.send(*prompt, timeout=0.5)
     assert outcome.problem == "the store did not answer within 0.5 s; kept for later"
+    # The engine answers the failed opening with a closing store, which the cancel at the
+    # budget does not stop (it is shielded): each call is bounded by half the budget, so
+    # that one ends within it too, not at the transport's own 4 s.
+    [closing] = [e for e in logs if e["event"] == "turn.close_failed"]
+    assert closing["close_error"] == "POST /store: no answer within 0.25s"
     with dev_server(db, port, home):
         assert hooks.send(*stop).problem is None
         assert hooks.send(*end).problem is None
