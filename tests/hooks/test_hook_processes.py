@@ -16,11 +16,12 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-import structlog
+import pytest
 import structlog.testing
 from cli_support import clean_env, free_port
 from hook_support import (
     Hooks,
+    cli_logging,
     finish,
     hook_process,
     recorded,
@@ -29,6 +30,8 @@ from hook_support import (
 )
 
 from neotoma_agent.hooks import HookState, StoreSpec
+
+__all__ = ["cli_logging"]
 
 SESSION = recorded("claude-code", "session")
 TOOL = recorded("claude-code", "tool")
@@ -171,6 +174,7 @@ def test_an_unreachable_store_gets_every_turn_once_it_is_back(tmp_path: Path) ->
     ]
 
 
+@pytest.mark.usefixtures("cli_logging")  # capture_logs leaves structlog configured
 def test_a_store_that_never_answers_is_given_up_at_the_budget_and_kept(tmp_path: Path) -> None:
     # A server that takes the connection and never answers (hung, not down): the hook gives
     # up at its --timeout and keeps the event; nothing is lost once the store answers.
