@@ -29,9 +29,7 @@ import hashlib
 import re
 from collections.abc import Iterable, Mapping
 from types import MappingProxyType
-from typing import Any, Final, Literal
-
-import attrs
+from typing import Any, Final, Literal, NamedTuple
 
 from ._js import (
     JS_WS_CLASS,
@@ -154,8 +152,12 @@ def entity_id_for(entity_type: str, canonical_name: str) -> str:
 # --------------------------------------------------------------------------
 
 
-@attrs.frozen
-class MergePolicy:
+# The records of this module are plain classes, not attrs: every process that stores an
+# entity imports it (a coding-agent hook among them, a fresh process per event, where each
+# attrs class costs its generated methods), and none of them validates anything.
+
+
+class MergePolicy(NamedTuple):
     """How a snapshot field is reduced across observations."""
 
     strategy: Strategy
@@ -167,19 +169,10 @@ class MergePolicy:
 LAST_WRITE: Final = MergePolicy("last_write")
 
 
-def _freeze_policies(value: Mapping[str, MergePolicy]) -> Mapping[str, MergePolicy]:
-    return MappingProxyType(dict(value))
-
-
-def _frozen_fields(value: Iterable[str] | None) -> frozenset[str] | None:
-    return None if value is None else frozenset(value)
-
-
 #: Payload keys that are never a schema field, so never "unknown" (``NON_SCHEMA_META_KEYS``).
 META_FIELDS: Final = frozenset({"canonical_name", "schema_version", "_deleted"})
 
 
-@attrs.frozen
 class TypeSchema:
     """Identity and reduction rules of a built-in entity type.
 
@@ -190,23 +183,61 @@ class TypeSchema:
     present rule wins.
     """
 
+    __slots__ = (
+        "aliases",
+        "canonical_name_fields",
+        "content_field",
+        "entity_type",
+        "fields",
+        "merge_policies",
+        "name_collision_policy",
+        "required",
+        "strict",
+        "version",
+    )
+
     entity_type: str
     canonical_name_fields: tuple[CanonicalNameRule, ...]
-    name_collision_policy: CollisionPolicy = "merge"
-    merge_policies: Mapping[str, MergePolicy] = attrs.field(
-        factory=dict, converter=_freeze_policies
-    )
-    aliases: tuple[str, ...] = ()
+    name_collision_policy: CollisionPolicy
+    merge_policies: Mapping[str, MergePolicy]
+    aliases: tuple[str, ...]
     #: the fields the schema declares; ``None`` where this port does not list them (every
     #: field is then kept in snapshots, as for a type without a schema)
-    fields: frozenset[str] | None = attrs.field(default=None, converter=_frozen_fields)
+    fields: frozenset[str] | None
     #: declared ``required`` fields (a store without one is accepted, with a warning)
-    required: tuple[str, ...] = ()
-    version: str = "1.0"
+    required: tuple[str, ...]
+    version: str
     #: the field holding the entity's prose (a store without it gets a warning)
-    content_field: str | None = None
+    content_field: str | None
     #: ``canonical_name_strict``: when no rule matches, refuse instead of using heuristics
-    strict: bool = False
+    strict: bool
+
+    def __init__(
+        self,
+        entity_type: str,
+        canonical_name_fields: tuple[CanonicalNameRule, ...],
+        name_collision_policy: CollisionPolicy = "merge",
+        merge_policies: Mapping[str, MergePolicy] | None = None,
+        aliases: tuple[str, ...] = (),
+        fields: Iterable[str] | None = None,
+        required: tuple[str, ...] = (),
+        version: str = "1.0",
+        content_field: str | None = None,
+        strict: bool = False,
+    ) -> None:
+        self.entity_type = entity_type
+        self.canonical_name_fields = canonical_name_fields
+        self.name_collision_policy = name_collision_policy
+        self.merge_policies = MappingProxyType(dict(merge_policies or {}))
+        self.aliases = aliases
+        self.fields = None if fields is None else frozenset(fields)
+        self.required = required
+        self.version = version
+        self.content_field = content_field
+        self.strict = strict
+
+    def __repr__(self) -> str:
+        return f"TypeSchema({self.entity_type!r}, version={self.version!r})"
 
     def declares(self, field: str) -> bool:
         """True when a snapshot keeps ``field`` (undeclared ones stay on observations)."""
@@ -247,11 +278,22 @@ def _schema(row: SchemaRow) -> TypeSchema:
 
 # Every type a 0.22.0 server declares, in its registry's order (see ``_schema_table``): the
 # server resolves identities with the registry row, and only their fields reach snapshots.
-_BUILTIN_SCHEMAS: Final[tuple[TypeSchema, ...]] = tuple(_schema(row) for row in SCHEMA_ROWS)
+# A row becomes its TypeSchema on first use: a process stores a few of the 88 types.
+_ROWS: Final[Mapping[str, SchemaRow]] = MappingProxyType({row[0]: row for row in SCHEMA_ROWS})
+_BUILT: Final[dict[str, TypeSchema]] = {}
 
-_SCHEMAS: Final[Mapping[str, TypeSchema]] = MappingProxyType(
-    {schema.entity_type: schema for schema in _BUILTIN_SCHEMAS}
-)
+
+def _declared(entity_type: str) -> TypeSchema | None:
+    """The built-in schema declared under exactly ``entity_type`` (one object per type), or
+    None."""
+    schema = _BUILT.get(entity_type)
+    if schema is None:
+        row = _ROWS.get(entity_type)
+        if row is None:
+            return None
+        schema = _BUILT.setdefault(entity_type, _schema(row))
+    return schema
+
 
 # entity_type_guard.ts: words ending in "s" that are not plurals.
 _IRREGULAR_SINGULAR: Final = frozenset(
@@ -281,8 +323,11 @@ def _singular_form(name: str) -> str:
     return name
 
 
-#: (lowercase name, singular form) of each declared type, in registry order
-_EQUIVALENCE: Final = tuple((name, _singular_form(name)) for name in _SCHEMAS)
+@functools.lru_cache(maxsize=1)
+def _equivalence() -> tuple[tuple[str, str], ...]:
+    """(lowercase name, singular form) of each declared type, in registry order (read only
+    for a type that is not declared)."""
+    return tuple((name, _singular_form(name)) for name in _ROWS)
 
 
 @functools.lru_cache(maxsize=1024)
@@ -296,13 +341,13 @@ def resolve_entity_type(entity_type: str) -> str:
     not rewrite (the registry rows carry none): ``todo`` and ``turn_compliance`` stay types
     of their own on a 0.22.0 server.
     """
-    if entity_type in _SCHEMAS:
+    if entity_type in _ROWS:
         return entity_type
     key = js_trim(entity_type).lower()
     if not key:
         return entity_type
     singular = _singular_form(key)
-    for name, name_singular in _EQUIVALENCE:
+    for name, name_singular in _equivalence():
         if key == name or singular == name_singular:
             return name
     return entity_type
@@ -311,17 +356,17 @@ def resolve_entity_type(entity_type: str) -> str:
 def schema_for(entity_type: str) -> TypeSchema | None:
     """Built-in schema of ``entity_type`` (after :func:`resolve_entity_type`), or None."""
     resolved = resolve_entity_type(entity_type)
-    schema = _SCHEMAS.get(resolved)
+    schema = _declared(resolved)
     if schema is None:
         # The server's code-default lookup also tries lower_snake_case.
-        schema = _SCHEMAS.get(_WS_RUN_RE.sub("_", js_trim(resolved).lower()))
+        schema = _declared(_WS_RUN_RE.sub("_", js_trim(resolved).lower()))
     return schema
 
 
 def schema_version(entity_type: str) -> str:
     """The ``schema_version`` a snapshot of ``entity_type`` reports (``1.0`` without a schema)."""
-    schema = _SCHEMAS.get(entity_type)
-    return schema.version if schema is not None else "1.0"
+    row = _ROWS.get(entity_type)
+    return row[1] if row is not None else "1.0"
 
 
 # --------------------------------------------------------------------------
@@ -398,8 +443,7 @@ class IdentityError(Exception):
         return (type(self), (self.entity_type, details["seen_fields"], details["attempted_value"]))
 
 
-@attrs.frozen
-class Identity:
+class Identity(NamedTuple):
     """Where a stored entity lands, and which rule put it there."""
 
     entity_type: str
