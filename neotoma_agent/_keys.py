@@ -37,9 +37,7 @@ import os
 import re
 import threading
 import time
-from typing import Final, Literal, cast
-
-import attrs
+from typing import Final, Literal, NamedTuple, cast
 
 from ._identity import ENTITY_ID_RE, normalize, resolve_identity, resolve_identity_cached
 from ._js import js_trim
@@ -160,8 +158,9 @@ def validate_entity_id(entity_id: object) -> str:
     return entity_id
 
 
-@attrs.frozen
-class TurnKeys:
+# A NamedTuple, not attrs: every process that stores a turn builds it (a coding-agent hook,
+# a fresh process per event, among them), and it validates nothing.
+class TurnKeys(NamedTuple):
     """Every key of one turn, derived from the conversation id, turn id and revision."""
 
     conversation_id: str
