@@ -34,7 +34,7 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Callable, Generator, Iterable, Sequence
-from typing import TYPE_CHECKING, Any, Final, Literal, cast
+from typing import TYPE_CHECKING, Any, Final, Literal, NamedTuple, cast
 
 import attrs
 
@@ -130,8 +130,12 @@ class HistoryTurn(Deferring):
     entities: tuple[RelatedEntity, ...] = attrs.field(default=(), eq=False, repr=False)
 
 
-@attrs.frozen
-class StoredMessage:
+# The records below HistoryTurn (public: it stays what it is) are NamedTuples and a slots
+# class, not attrs: a coding-agent hook reads history in a fresh process per prompt, and
+# they validate nothing.
+
+
+class StoredMessage(NamedTuple):
     """One stored message of a turn, with the entities it REFERS_TO (names included)."""
 
     role: str
@@ -142,8 +146,7 @@ class StoredMessage:
     turn_number: int | None = None
 
 
-@attrs.frozen
-class StoredTurn:
+class StoredTurn(NamedTuple):
     """One turn as the store holds it: its messages (user first) and its turn record.
 
     ``status`` is the record's (``completed``, ``abandoned``, ``open``) or ``unknown`` when
@@ -185,8 +188,7 @@ class StoredTurn:
         )
 
 
-@attrs.frozen
-class StoredConversation:
+class StoredConversation(NamedTuple):
     """A conversation's turns in order, and what its entity says about it."""
 
     conversation_id: str
@@ -239,13 +241,16 @@ def _turn_of(conversation_id: str, turn_key: str) -> tuple[str, str]:
     return (tid if cid == conversation_id else f"{cid}:{tid}"), role
 
 
-@attrs.define
 class _Group:
-    turn_id: str
-    first: int
-    #: ``(role, message)`` in the order the store gave them; the records a reader wants
-    #: (StoredMessage for ``show``, HistoryTurn for an agent) are built from the kept turns
-    messages: list[tuple[str, ConversationMessage]] = attrs.Factory(list)
+    # ``messages``: ``(role, message)`` in the order the store gave them; the records a
+    # reader wants (StoredMessage for ``show``, HistoryTurn for an agent) are built from the
+    # kept turns.
+    __slots__ = ("first", "messages", "turn_id")
+
+    def __init__(self, turn_id: str, first: int) -> None:
+        self.turn_id = turn_id
+        self.first = first
+        self.messages: list[tuple[str, ConversationMessage]] = []
 
 
 def _group(conversation_id: str, messages: Sequence[ConversationMessage]) -> list[_Group]:
@@ -401,8 +406,7 @@ class _SentCalls:
         return by_key.get(turn_key, ())
 
 
-@attrs.frozen
-class _Paged:
+class _Paged(NamedTuple):
     """What a store that pages sent: the turns, their records, and the pages that sent
     their tool calls (``None``: not sent, so they are read per turn)."""
 
@@ -710,6 +714,6 @@ async def read_conversation(
     records = [_record(record)[0] for _, record in turns]
     calls = await read_tools_of(transport, records, details=tool_details)
     stored = tuple(
-        attrs.evolve(_turn(g, record), tools=c) for (g, record), c in zip(turns, calls, strict=True)
+        _turn(g, record)._replace(tools=c) for (g, record), c in zip(turns, calls, strict=True)
     )
     return StoredConversation(conversation_id, entity_id, snapshot, stored)

@@ -40,7 +40,7 @@ import functools
 import re
 import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, NamedTuple
 
 import attrs
 
@@ -260,9 +260,9 @@ def message_words(text: str) -> frozenset[str]:
 # ------------------------------------------------------------------ the ranking
 
 
-@attrs.frozen
-class Scored:
-    """One way a candidate was found, before candidates are merged."""
+class Scored(NamedTuple):
+    """One way a candidate was found, before candidates are merged (a NamedTuple: a
+    coding-agent hook ranks in a fresh process per prompt)."""
 
     entity: Entity
     reason: MatchReason
