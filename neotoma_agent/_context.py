@@ -39,7 +39,7 @@ from typing import Any, Final
 
 from ._checks import check_count
 from ._history import HistoryTurn
-from .transport._base import Entity
+from .transport._results import Entity
 
 __all__ = ["MAX_FIELDS", "MAX_MESSAGE_CHARS", "MAX_VALUE_CHARS", "render_context"]
 

@@ -49,19 +49,19 @@ from ._keys import (
 )
 from ._reads import gather_bounded, snapshot_or_none
 from .exceptions import NotFoundError
-from .transport._base import (
-    ConversationMessage,
-    ConversationReader,
-    EntitySnapshot,
-    RecentConversation,
-    RelatedEntities,
-    RelatedEntity,
-    Transport,
-)
 from .transport._packed_calls import sends_tool_calls
+from .transport._results import ConversationMessage
 
 if TYPE_CHECKING:
     from ._tool_reads import StoredToolCall
+    from .transport._base import (
+        ConversationReader,
+        EntitySnapshot,
+        RecentConversation,
+        RelatedEntities,
+        RelatedEntity,
+        Transport,
+    )
 
 __all__ = [
     "DEFAULT_HISTORY_TURNS",
@@ -87,10 +87,6 @@ _MESSAGES_PER_TURN: Final = 2
 _SLACK: Final = 2
 #: messages per page when every turn is wanted
 _WHOLE_PAGE: Final = 1000
-#: the methods that make a transport a ConversationReader (read off the protocol once)
-_READER_METHODS: Final = tuple(
-    sorted(n for n, v in vars(ConversationReader).items() if callable(v) and n[0] != "_")
-)
 # The library's own turn ids (``new_turn_id``): a UUIDv7 layout, time-ordered.
 _TIME_ORDERED_ID: Final = re.compile(
     r"[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}"
@@ -556,10 +552,21 @@ def _as_reader(transport: Transport) -> ConversationReader | None:
     """``transport`` if it is a :class:`ConversationReader`: the test ``isinstance`` makes
     against the runtime protocol (each method present, not ``None``), without its cost
     (a runtime-protocol check inspects every member, on every turn)."""
-    for name in _READER_METHODS:
+    for name in _reader_methods():
         if getattr(transport, name, None) is None:
             return None
-    return cast(ConversationReader, transport)
+    return cast("ConversationReader", transport)
+
+
+@functools.cache
+def _reader_methods() -> tuple[str, ...]:
+    """The methods that make a transport a ConversationReader (read off the protocol once,
+    on the first read through a transport: a hook's read of a store file needs none)."""
+    from .transport._base import ConversationReader
+
+    return tuple(
+        sorted(n for n, v in vars(ConversationReader).items() if callable(v) and n[0] != "_")
+    )
 
 
 async def _read_turns(

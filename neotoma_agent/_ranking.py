@@ -46,7 +46,7 @@ import attrs
 
 from ._identity import IdentityError, entity_id_for, resolve_identity_cached
 from ._payloads import BOOKKEEPING_TYPES
-from .transport._base import Entity
+from .transport._results import Entity
 
 __all__ = [
     "DEFAULT_LINK_THRESHOLD",

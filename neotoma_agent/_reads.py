@@ -17,10 +17,11 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, Final, NamedTuple, TypeVar
 
 from .exceptions import NotFoundError, ValidationError
-from .transport._base import EntitySnapshot, Transport
 
 if TYPE_CHECKING:
     import anyio
+
+    from .transport._base import EntitySnapshot, Transport
 
 __all__ = [
     "PAGE_SIZE",
