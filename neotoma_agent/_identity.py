@@ -74,22 +74,32 @@ ENTITY_ID_RE: Final[re.Pattern[str]] = re.compile(r"^ent_[0-9a-f]{24}\Z")
 # `\S+@\S+` anywhere in the string is equivalent to one non-space on each side of an "@".
 _EMAIL_RE: Final = re.compile(f"[^{JS_WS_CLASS}]@[^{JS_WS_CLASS}]")
 _ID_DERIVED_RE: Final = re.compile(r"\w+:", re.ASCII)
-# `sa`/`ag` are deliberately absent: the server (5a50ea965) does not strip them.
-_COMPANY_SUFFIX_RE: Final = re.compile(
-    f"[{JS_WS_CLASS}]+"
-    r"(?:inc|llc|ltd|corp|corporation|co|company|limited|plc|gmbh|pty|pvt)\.?\Z",
-    re.ASCII | re.IGNORECASE,
-)
-# `\.?\b` backtracks to drop only the word when the dot is followed by a space or
-# the end ("Dr. Ana" -> ". Ana"): a server quirk we must keep for identical ids.
-_HONORIFIC_RE: Final = re.compile(
-    r"\b(?:mr|mrs|ms|dr|prof|sir|jr|sr|ii|iii|iv)\.?\b", re.ASCII | re.IGNORECASE
-)
 _PUNCT_RE: Final = re.compile(r"""[-.,;:!?'"()\[\]{}_/\\]+""")
 _WS_RUN_RE: Final = re.compile(f"[{JS_WS_CLASS}]+")
 
 _COMPANY_TYPES: Final = frozenset({"company", "organization"})
 _PERSON_TYPES: Final = frozenset({"person", "contact"})
+
+# The patterns only some names need are compiled on first use (each compile costs a
+# process that never meets them, a coding-agent hook's among them, tens of microseconds).
+
+
+@functools.cache
+def _company_suffix_re() -> re.Pattern[str]:
+    # `sa`/`ag` are deliberately absent: the server (5a50ea965) does not strip them.
+    return re.compile(
+        f"[{JS_WS_CLASS}]+"
+        r"(?:inc|llc|ltd|corp|corporation|co|company|limited|plc|gmbh|pty|pvt)\.?\Z",
+        re.ASCII | re.IGNORECASE,
+    )
+
+
+@functools.cache
+def _honorific_re() -> re.Pattern[str]:
+    # `\.?\b` backtracks to drop only the word when the dot is followed by a space or
+    # the end ("Dr. Ana" -> ". Ana"): a server quirk we must keep for identical ids.
+    return re.compile(r"\b(?:mr|mrs|ms|dr|prof|sir|jr|sr|ii|iii|iv)\.?\b", re.ASCII | re.IGNORECASE)
+
 
 # --------------------------------------------------------------------------
 # Normalization and entity ids
@@ -128,9 +138,9 @@ def _name_rules(entity_type: str, text: str) -> str:
         return probe
     id_derived = probe.startswith("id:") or _ID_DERIVED_RE.match(probe) is not None
     if entity_type in _COMPANY_TYPES:
-        text = js_trim(_COMPANY_SUFFIX_RE.sub("", text, count=1))
+        text = js_trim(_company_suffix_re().sub("", text, count=1))
     elif entity_type in _PERSON_TYPES:
-        text = js_trim(_HONORIFIC_RE.sub("", text))
+        text = js_trim(_honorific_re().sub("", text))
     if not id_derived:
         text = _PUNCT_RE.sub(" ", text)
     return js_trim(_WS_RUN_RE.sub(" ", text))
@@ -305,20 +315,24 @@ _IRREGULAR_SINGULAR: Final = frozenset(
         "cosmos", "virus", "sinus", "census", "bias",
     }
 )  # fmt: skip
-_IES_RE: Final = re.compile(r"[^aeiou]ies\Z")
-_SIBILANT_ES_RE: Final = re.compile(r"(?:s|x|z|ch|sh)es\Z")
-_PLURAL_S_RE: Final = re.compile(r"[a-z]s\Z")
+
+
+@functools.cache
+def _plural_res() -> tuple[re.Pattern[str], re.Pattern[str], re.Pattern[str]]:
+    # -ies, a sibilant's -es, a plain -s (read only for a type that is not declared).
+    return re.compile(r"[^aeiou]ies\Z"), re.compile(r"(?:s|x|z|ch|sh)es\Z"), re.compile(r"[a-z]s\Z")
 
 
 def _singular_form(name: str) -> str:
     """The server's ``suggestSingular`` heuristic, or ``name`` when it has none."""
     if name in _IRREGULAR_SINGULAR:
         return name
-    if _IES_RE.search(name):
+    ies, sibilant_es, plural_s = _plural_res()
+    if ies.search(name):
         return name[:-3] + "y"
-    if _SIBILANT_ES_RE.search(name):
+    if sibilant_es.search(name):
         return name[:-2]
-    if _PLURAL_S_RE.search(name) and not name.endswith("ss"):
+    if plural_s.search(name) and not name.endswith("ss"):
         return name[:-1]
     return name
 
@@ -387,8 +401,15 @@ _FALLBACK_REJECT_KEYS: Final = frozenset(
         "currency_code", "category",
     }
 )  # fmt: skip
-# Dates, "1.0"-style versions and plain numbers are not names.
-_FALLBACK_REJECT_VALUE_RE: Final = re.compile(r"\d{4}-\d{2}-\d{2}|\d+\.\d+\Z|\d+\Z", re.ASCII)
+
+
+@functools.cache
+def _fallback_reject_value_re() -> re.Pattern[str]:
+    # Dates, "1.0"-style versions and plain numbers are not names (read only by the
+    # last-resort heuristic).
+    return re.compile(r"\d{4}-\d{2}-\d{2}|\d+\.\d+\Z|\d+\Z", re.ASCII)
+
+
 # Generic tokens that would collapse unrelated entities into one.
 _REJECTED_VALUES: Final = frozenset(
     {
@@ -618,7 +639,7 @@ def resolve_identity(entity_type: str, fields: Mapping[str, Any]) -> Identity:
             if key in _FALLBACK_REJECT_KEYS or not isinstance(value, str):
                 continue
             text = js_trim(value)
-            if not text or _FALLBACK_REJECT_VALUE_RE.match(text) or _is_rejected_value(text):
+            if not text or _fallback_reject_value_re().match(text) or _is_rejected_value(text):
                 continue
             raw, basis = text, "heuristic_fallback"
             rule, step = f"first_string_field:{key}", f"heuristic:{key}"
