@@ -223,3 +223,37 @@ def test_bad_input_loads_no_attrs_and_no_store(tmp_path: Path) -> None:
     modules = hook_modules(tmp_path, "Stop", b"{not json", quiet=False)
 
     assert loaded(modules, NOT_FOR_A_TOOL_USE) == set()
+
+
+_MAIN = """
+import atexit, gc, runpy, sys
+report = sys.argv.pop(1)
+atexit.register(lambda: open(report, "w").write(str(gc.isenabled())))
+sys.argv[0] = "neotoma_agent"
+runpy.run_module("neotoma_agent", run_name="__main__", alter_sys=True)
+"""
+
+
+def collecting(tmp_path: Path, *argv: str) -> bool:
+    """Whether ``python -m neotoma_agent ARGV`` ran with the cyclic garbage collector on."""
+    report = tmp_path / "gc.txt"
+    subprocess.run(
+        [sys.executable, "-c", _MAIN, str(report), *argv],
+        input=b"{not json",
+        capture_output=True,
+        env=clean_env(tmp_path),
+        cwd=tmp_path,
+        timeout=120,
+        check=False,
+    )
+    return {"True": True, "False": False}[report.read_text()]
+
+
+def test_only_a_hook_process_runs_without_the_cyclic_collector(tmp_path: Path) -> None:
+    # What `hooks install` registers (`python -m neotoma_agent hook ...`): its work is its
+    # imports, whose objects live until the exit. Any other command (a server among them)
+    # keeps the collector.
+    db = str(tmp_path / "memory.db")
+    assert not collecting(tmp_path, "hook", "claude-code", "Stop", "--db", db)
+    assert collecting(tmp_path, "--version")
+    assert collecting(tmp_path, "stats", "--db", db)
