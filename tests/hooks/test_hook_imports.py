@@ -145,7 +145,9 @@ NOT_FOR_A_CLOSE = (
     "neotoma_agent._history",
     "neotoma_agent.transport.embedded._store",
     "neotoma_agent.transport.embedded._db_thread",
+    "neotoma_agent.transport._base",
     "neotoma_agent.transport._results",
+    "neotoma_agent.transport._query_results",
 )
 
 
