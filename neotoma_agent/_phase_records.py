@@ -13,6 +13,7 @@ from ._keys import TurnKeys
 
 if TYPE_CHECKING:
     from ._retrieval import Retrieved
+    from ._tools import ToolCall
 
 __all__ = ["CloseOutcome", "EnterAttempt", "Opened", "unopened"]
 
@@ -56,6 +57,9 @@ class CloseOutcome(NamedTuple):
     #: which of ``produced_ids`` this store created (the rest existed and were updated;
     #: a replay or a queued store created nothing this time)
     created_ids: tuple[str, ...] = ()
+    #: the calls with the clock readings the store keeps, when a re-run took an earlier
+    #: run's (``None``: as the turn recorded them)
+    stored_tools: tuple[ToolCall, ...] | None = None
 
 
 class EnterAttempt:

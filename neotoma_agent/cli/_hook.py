@@ -46,7 +46,8 @@ def run_hook_command(args: argparse.Namespace) -> int:
 
     label = f"neotoma-agent hook {printable(args.harness)} {printable(args.event)}"
     try:
-        raw = sys.stdin.buffer.read(32 * 1024 * 1024 + 1)
+        # No stdin at all (its descriptor closed: ``sys.stdin`` is None) reads as empty.
+        raw = b"" if sys.stdin is None else sys.stdin.buffer.read(32 * 1024 * 1024 + 1)
     except (OSError, ValueError):
         raw = b""
     if args.harness not in HARNESSES:

@@ -255,8 +255,11 @@ class HookState:
 
         The first ending wins, with one exception: a completion that arrives after the
         turn was abandoned (its Stop came late, after the next prompt) is recorded, since
-        the turn did complete. A repeated Stop changes nothing. ``reply=None`` keeps the
-        reply already recorded (Cursor's ``stop`` carries none).
+        the turn did complete; but not for a turn whose prompt the store refused (dropped
+        before its user message was stored): its reply would be stored with no user
+        message, or beside another prompt stored under the same turn id. A repeated Stop
+        changes nothing. ``reply=None`` keeps the reply already recorded (Cursor's
+        ``stop`` carries none).
         """
         now = time.time()
         with self._write() as db:
@@ -265,7 +268,8 @@ class HookState:
                     "UPDATE turns SET ending = 'completed', reply = coalesce(?, reply, ''), "
                     "error_class = NULL, phase = CASE phase WHEN 'done' THEN 'open' "
                     "ELSE phase END, updated_at = ? WHERE conversation_id = ? AND turn_id = ? "
-                    "AND (ending IS NULL OR ending = 'abandoned')",
+                    "AND (ending IS NULL OR (ending = 'abandoned' "
+                    "AND (phase != 'done' OR user_message_id IS NOT NULL)))",
                     (reply, now, conversation_id, turn_id),
                 ).rowcount
             else:

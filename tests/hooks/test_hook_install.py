@@ -138,6 +138,36 @@ def test_codex_and_cursor_files(tmp_path: Path, capsys: pytest.CaptureFixture[st
     assert "hook cursor afterAgentResponse" in cursor["hooks"]["afterAgentResponse"][0]["command"]
 
 
+@pytest.mark.parametrize(
+    ("harness", "original"),
+    [
+        ("codex", {"hooks": {"Stop": [{"hooks": [OTHER]}]}}),
+        ("cursor", {"version": 1, "hooks": {"stop": [{"command": "x.sh"}]}}),
+    ],
+)
+def test_codex_and_cursor_uninstall_in_project_scope_keeps_the_rest(
+    harness: str, original: dict[str, Any], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    project = tmp_path / "repo"
+    settings = project / f".{harness}" / "hooks.json"
+    settings.parent.mkdir(parents=True)
+    settings.write_text(json.dumps(original))
+    scope = ("--scope", "project", "--project", str(project))
+    status, out = run(capsys, "hooks", "install", harness, *scope, "--db", str(tmp_path / "m.db"))
+    assert status == 0
+    assert f"wrote {settings}" in out
+    assert json.loads(settings.read_text()) != original
+    status, out = run(capsys, "hooks", "status", harness, *scope, "--json")
+    assert json.loads(out)["missing"] == []
+    status, out = run(capsys, "hooks", "uninstall", harness, *scope)
+    assert status == 0
+    assert "removed" in out
+    assert json.loads(settings.read_text()) == original
+    assert not (tmp_path / "home" / f".{harness}").exists()  # the user's file untouched
+    _, out = run(capsys, "hooks", "uninstall", harness, *scope)
+    assert "nothing changed" in out
+
+
 def test_a_url_store_is_named_and_a_token_from_the_environment_is_not_written(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -148,6 +178,20 @@ def test_a_url_store_is_named_and_a_token_from_the_environment_is_not_written(
     assert "--url http://127.0.0.1:3080" in text
     assert "tok-secret" not in text + out
     assert "token from $NEOTOMA_TOKEN" in out
+
+
+def test_a_store_file_from_the_environment_is_named_and_written(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # As elsewhere, $NEOTOMA_AGENT_DB names the store when --db is not given; the hooks get
+    # it fixed now, since the harness runs them in an environment of its own.
+    db = tmp_path / "env.db"
+    monkeypatch.setenv("NEOTOMA_AGENT_DB", str(db))
+    status, out = run(capsys, "hooks", "install", "claude-code")
+    assert status == 0
+    assert f"store: {db}" in out
+    settings = json.loads((tmp_path / "home" / ".claude" / "settings.json").read_text())
+    assert shlex.split(commands(settings, "Stop")[0])[-2:] == ["--db", str(db)]
 
 
 def test_a_settings_file_that_is_not_json_is_left_alone(tmp_path: Path) -> None:
