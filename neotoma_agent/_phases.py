@@ -353,8 +353,7 @@ class Phases:
             opened = self.opened(keys, turn_number, stored, request)
             if not opened.user_message_id or not opened.conversation_entity_id:
                 # An answer we could not align to the request: ask the store by name instead.
-                opened = attrs.evolve(
-                    opened,
+                opened = opened._replace(
                     user_message_id=opened.user_message_id
                     or await self.find(keys.user_turn_key, "conversation_message")
                     or "",

@@ -6,7 +6,6 @@ from __future__ import annotations
 import datetime
 from typing import Any
 
-import attrs
 import pytest
 from turn_support import db_path, memory, seed, store, turn_record
 
@@ -75,7 +74,7 @@ async def test_a_rerun_over_a_close_written_without_started_at_replays(
     monkeypatch.setattr(
         _phases,
         "closing_run",
-        lambda *args: attrs.evolve(new_run(*args), started_at=None),
+        lambda *args: new_run(*args)._replace(started_at=None),
     )
     m = memory(store)
     async with m.turn("q", turn_id="t1") as t:
