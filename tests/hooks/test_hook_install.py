@@ -221,3 +221,21 @@ def test_status_says_what_is_installed_and_when_it_fired(
     assert "hooks installed" in out
     assert "PostToolUse" in out
     assert "never fired" in out
+
+
+def test_a_codex_project_install_says_codex_reads_it_only_in_a_trusted_project(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    project = tmp_path / "repo"
+    db = str(tmp_path / "m.db")
+    scope = ("--scope", "project", "--project", str(project))
+    status, out = run(capsys, "hooks", "install", "codex", *scope, "--db", db)
+    assert status == 0
+    trust = [line for line in out.splitlines() if "trusted project" in line]
+    assert len(trust) == 1
+    assert "config.toml" in trust[0]
+    # Not for the user's file (read in every project), nor for another harness's project.
+    _, out = run(capsys, "hooks", "install", "codex", "--db", db)
+    assert "trusted project" not in out
+    _, out = run(capsys, "hooks", "install", "cursor", *scope, "--db", db)
+    assert "trusted project" not in out
