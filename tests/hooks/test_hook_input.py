@@ -54,7 +54,7 @@ def test_claude_code_failure_twin_and_interrupt() -> None:
     failed = parse("claude-code", "PostToolUseFailure", payload)
     assert failed.tool is not None
     assert (failed.tool["status"], failed.tool["error_class"]) == ("error", "ToolError")
-    assert failed.tool.get("result") is None
+    assert failed.tool["result"] == payload["error"]  # the error text is the result
 
     interrupted = parse("claude-code", "PostToolUseFailure", {**payload, "is_interrupt": True})
     assert interrupted.tool is not None
