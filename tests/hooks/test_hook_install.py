@@ -98,6 +98,29 @@ def test_uninstall_keeps_every_other_hook(
     assert "nothing changed" in out
 
 
+def test_no_backup_overwrites_an_earlier_one(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    settings = tmp_path / "home" / ".claude" / "settings.json"
+    settings.parent.mkdir(parents=True)
+    original = {"hooks": {"Stop": [{"hooks": [OTHER]}]}, "theme": "dark"}
+    settings.write_text(json.dumps(original))
+    run(capsys, "hooks", "install", "claude-code", "--db", str(tmp_path / "m.db"))
+    installed = settings.read_text()
+    _, out = run(capsys, "hooks", "uninstall", "claude-code")
+    first = settings.with_name("settings.json.neotoma-agent.bak")
+    second = settings.with_name("settings.json.neotoma-agent.1.bak")
+    # The file as it was before neotoma-agent first touched it is kept; each later change
+    # gets the next number, named in what the command prints.
+    assert json.loads(first.read_text()) == original
+    assert second.read_text() == installed
+    assert f"(backup: {second})" in out
+    run(capsys, "hooks", "install", "claude-code", "--db", str(tmp_path / "m.db"))
+    third = settings.with_name("settings.json.neotoma-agent.2.bak")
+    assert json.loads(third.read_text()) == original
+    assert json.loads(first.read_text()) == original
+
+
 def test_project_scope_writes_the_per_person_settings_file(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
