@@ -13,9 +13,12 @@ from hook_support import (
     Hooks,
     cli_logging,
     history,
+    import_sessions,
     observations,
     recorded,
     seed,
+    session_files,
+    session_of,
     stored_tools,
     summary,
     tool_invocations,
@@ -110,6 +113,29 @@ def test_a_failed_tool_is_recorded_as_an_error(tmp_path: Path) -> None:
     assert (call["tool_name"], call["result_status"]) == ("Bash", "error")
     conv = hooks.conversation(inputs[0][1]["session_id"])
     assert summary(hooks.db, conv) == [("Run exit 3", "It failed.", "completed")]
+    # The error text the failure twin sends is the call's result (not None).
+    [stored] = stored_tools(hooks.db, conv)
+    assert (stored.status, stored.error_class) == ("error", "ToolError")
+    assert stored.result == inputs[1][1]["error"] == "Exit code 3"
+
+
+def test_a_failed_tool_is_stored_as_import_stores_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], cli_logging: None
+) -> None:
+    # The same session captured by the hooks, and imported from its transcript into
+    # another store: the failed call is the same call either way.
+    hooks = Hooks(tmp_path, "claude-code")
+    hooks.replay(recorded("claude-code", "tool_failure"))
+    imported = tmp_path / "imported.db"
+    transcript = session_files("claude-code") / "tool_failure" / "transcript.jsonl"
+    assert import_sessions("claude-code", capsys, imported, transcript)[0] == 0
+    conv = session_of("claude-code", "tool_failure")
+
+    def call(db: Path) -> tuple[object, ...]:
+        [c] = stored_tools(db, conv)
+        return (c.name, c.call_id, c.status, c.error_class, c.args, c.result)
+
+    assert call(hooks.db) == call(imported)
 
 
 def test_an_interrupted_turn_is_abandoned_by_the_session_end(tmp_path: Path) -> None:

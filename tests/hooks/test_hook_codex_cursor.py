@@ -172,6 +172,7 @@ def test_cursor_failed_tool_is_an_error_call_and_the_next_prompt_abandons_its_tu
     ]
     [call] = stored_tools(hooks.db, CONV["cursor"])
     assert (call.name, call.status, call.call_id) == ("Shell", "error", "tu-1")
+    assert call.result == "exit 1"  # the failure's error_message
 
 
 @pytest.mark.parametrize("harness", ["codex", "cursor"])
@@ -196,3 +197,22 @@ def test_a_repeated_stop_writes_nothing_new(harness: str, tmp_path: Path) -> Non
     assert hooks.send(*again).problem is None
     assert observations(hooks.db) == before
     assert summary(hooks.db, CONV[harness]) == [("Hi", "Hello.", "completed")]
+
+
+def test_a_failed_tools_error_text_is_capped_as_a_result_is(tmp_path: Path) -> None:
+    from neotoma_agent._tool_payload import DEFAULT_TOOL_PAYLOAD_CHARS
+
+    hooks = Hooks(tmp_path, "cursor")
+    hooks.send("beforeSubmitPrompt", cursor("beforeSubmitPrompt", "g-1", prompt="One"))
+    long_error = "E" * (DEFAULT_TOOL_PAYLOAD_CHARS * 2)
+    failed = cursor(
+        "postToolUseFailure", "g-1", tool_name="Shell", tool_input={}, error_message=long_error
+    )
+    assert hooks.send("postToolUseFailure", failed).problem is None
+    hooks.send("stop", cursor("stop", "g-1", status="completed", loop_count=0))
+    [call] = stored_tools(hooks.db, CONV["cursor"])
+    assert call.status == "error"
+    assert call.result_chars == len(json.dumps(long_error))  # counted as JSON text
+    assert isinstance(call.result, str)
+    assert call.result.startswith('"EEE')
+    assert call.result.endswith("…[+4098 chars]")

@@ -98,6 +98,29 @@ def test_uninstall_keeps_every_other_hook(
     assert "nothing changed" in out
 
 
+def test_no_backup_overwrites_an_earlier_one(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    settings = tmp_path / "home" / ".claude" / "settings.json"
+    settings.parent.mkdir(parents=True)
+    original = {"hooks": {"Stop": [{"hooks": [OTHER]}]}, "theme": "dark"}
+    settings.write_text(json.dumps(original))
+    run(capsys, "hooks", "install", "claude-code", "--db", str(tmp_path / "m.db"))
+    installed = settings.read_text()
+    _, out = run(capsys, "hooks", "uninstall", "claude-code")
+    first = settings.with_name("settings.json.neotoma-agent.bak")
+    second = settings.with_name("settings.json.neotoma-agent.1.bak")
+    # The file as it was before neotoma-agent first touched it is kept; each later change
+    # gets the next number, named in what the command prints.
+    assert json.loads(first.read_text()) == original
+    assert second.read_text() == installed
+    assert f"(backup: {second})" in out
+    run(capsys, "hooks", "install", "claude-code", "--db", str(tmp_path / "m.db"))
+    third = settings.with_name("settings.json.neotoma-agent.2.bak")
+    assert json.loads(third.read_text()) == original
+    assert json.loads(first.read_text()) == original
+
+
 def test_project_scope_writes_the_per_person_settings_file(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -221,3 +244,21 @@ def test_status_says_what_is_installed_and_when_it_fired(
     assert "hooks installed" in out
     assert "PostToolUse" in out
     assert "never fired" in out
+
+
+def test_a_codex_project_install_says_codex_reads_it_only_in_a_trusted_project(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    project = tmp_path / "repo"
+    db = str(tmp_path / "m.db")
+    scope = ("--scope", "project", "--project", str(project))
+    status, out = run(capsys, "hooks", "install", "codex", *scope, "--db", db)
+    assert status == 0
+    trust = [line for line in out.splitlines() if "trusted project" in line]
+    assert len(trust) == 1
+    assert "config.toml" in trust[0]
+    # Not for the user's file (read in every project), nor for another harness's project.
+    _, out = run(capsys, "hooks", "install", "codex", "--db", db)
+    assert "trusted project" not in out
+    _, out = run(capsys, "hooks", "install", "cursor", *scope, "--db", db)
+    assert "trusted project" not in out
