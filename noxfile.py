@@ -149,8 +149,9 @@ def integrations(session: nox.Session) -> None:
     """The framework integrations against their real packages (every framework extra):
     mypy --strict with the frameworks installed, then tests/integrations, slow ones too.
 
-    Not in CI's default run: installing the frameworks adds minutes, not seconds (their
-    tests skip there, saying so). Pydantic AI and LangChain need Python >= 3.11; the Claude
+    CI's run installs the same extras, so their offline tests run there too; this session
+    adds the slow ones (the real ``claude`` program, a LangGraph resume in another process)
+    and the durable checkpointer. Pydantic AI and LangChain need Python >= 3.11; the Claude
     Agent SDK's wheel bundles a 385 MB program.
     """
     session.install(

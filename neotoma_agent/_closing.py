@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from ._clock import iso_ms, now_ms
 from ._keys import TurnKeys
@@ -33,6 +33,10 @@ if TYPE_CHECKING:
     from ._tools import ToolCall
 
 __all__ = [
+    "META_FIELDS",
+    "TOOL_CLOCK_FIELDS",
+    "AbandonedBuild",
+    "ClosingBuild",
     "abandoned_builder",
     "check_model",
     "close_failure",
@@ -49,8 +53,16 @@ __all__ = [
 # How many earlier runs a re-run tries (one per revision of the turn that wrote the phase).
 MAX_RERUN_TRIES = 8
 
-# Keys a store may add to an observation's fields that no payload sets.
-_META = frozenset({"schema_version", "canonical_name"})
+#: A closing store's payload as a function of its run fields.
+ClosingBuild = Callable[[RunFields], StorePayload]
+#: An abandonment's payload as a function of its run fields and key (see :func:`content_key`).
+AbandonedBuild = Callable[[RunFields, str | None], StorePayload]
+
+#: Keys a store may add to an observation's fields that no payload sets.
+META_FIELDS: Final = frozenset({"schema_version", "canonical_name"})
+#: What a tool call's clock gave (``t.tool`` reads both when the call runs): a re-run of
+#: the turn reads them again, so they never tell two runs of one turn apart.
+TOOL_CLOCK_FIELDS: Final = frozenset({"invoked_at", "duration_ms"})
 
 
 def check_model(model: object) -> str | None:
@@ -84,7 +96,7 @@ def mismatch(
     keys: TurnKeys, payload: StorePayload, phase: str, exc: IdempotencyMismatchError
 ) -> IdempotencyMismatchError:
     """The error of a phase's store refused because its key holds other content."""
-    what = "user message" if phase == "user" else "reply"
+    what = "user message" if phase == "user" else "reply or tool calls"
     # Keys fold ids as entity ids do, so the earlier turn may have had other ids.
     folded_cid, folded_tid = keys.folded
     return IdempotencyMismatchError(
@@ -168,7 +180,7 @@ def completed_builder(
     produced: Sequence[Produced],
     tools: Sequence[Mapping[str, Any]],
     model: str | None,
-) -> Callable[[RunFields], StorePayload]:
+) -> ClosingBuild:
     """The completed turn's closing payload, as a function of the run fields."""
 
     shared = _closing_fields(opened, retrieved_ids, cited_ids, produced, tools, model)
@@ -189,7 +201,7 @@ def abandoned_builder(
     produced: Sequence[Produced],
     tools: Sequence[Mapping[str, Any]],
     model: str | None,
-) -> Callable[[RunFields, str | None], StorePayload]:
+) -> AbandonedBuild:
     """The abandoned turn's closing payload, as a function of the run fields and the key
     (``None``: the phase's own key; see :func:`content_key`)."""
 
@@ -209,14 +221,17 @@ def abandoned_builder(
     return build
 
 
-def content_key(keys: TurnKeys, build: Callable[[RunFields, str | None], StorePayload]) -> str:
+def content_key(keys: TurnKeys, build: AbandonedBuild) -> str:
     """The key of an abandonment that differs from an earlier one of the same turn id.
 
-    Derived from its own content (the run fields left out), so an identical retry still
-    collapses into one store.
+    Derived from its own content (the run fields and the calls' clock readings left out),
+    so an identical retry still collapses into one store.
     """
     payload = build(RunFields(), None)
-    blob = json.dumps(list(payload.entities), separators=(",", ":"), ensure_ascii=False)
+    entities = list(payload.entities)
+    for index in payload.tool_indexes:  # a retry's calls run again, at other times
+        entities[index] = {k: v for k, v in entities[index].items() if k not in TOOL_CLOCK_FIELDS}
+    blob = json.dumps(entities, separators=(",", ":"), ensure_ascii=False)
     return f"{keys.idempotency_key('abandoned')}-{hashlib.sha256(blob.encode()).hexdigest()[:12]}"
 
 
@@ -228,7 +243,7 @@ def named(canonical_name: str | None, key: str, entity_type: str) -> bool:
 
 def matching_runs(
     observations: Iterable[Mapping[str, Any]],
-    build: Callable[[RunFields], StorePayload],
+    build: ClosingBuild,
     run: RunFields,
 ) -> list[RunFields]:
     """The run fields of the turn record's ``observations`` (their fields, newest first)
@@ -241,7 +256,7 @@ def matching_runs(
         rebuilt = build(earlier)
         record = dict(rebuilt.entities[rebuilt.turn_record_index])
         record.pop("entity_type", None)
-        stored = {k: v for k, v in fields.items() if k not in _META}
+        stored = {k: v for k, v in fields.items() if k not in META_FIELDS}
         if record == stored:
             found.append(earlier)
     return found[:MAX_RERUN_TRIES]

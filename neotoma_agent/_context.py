@@ -37,11 +37,9 @@ import json
 from collections.abc import Callable, Sequence
 from typing import Any, Final
 
-import attrs
-
 from ._checks import check_count
 from ._history import HistoryTurn
-from .transport._base import Entity
+from .transport._results import Entity
 
 __all__ = ["MAX_FIELDS", "MAX_MESSAGE_CHARS", "MAX_VALUE_CHARS", "render_context"]
 
@@ -105,12 +103,17 @@ def turn_lines(turn: HistoryTurn, limit: int = MAX_MESSAGE_CHARS) -> list[str]:
     return lines
 
 
-@attrs.frozen
 class _Budget:
-    # What a block may hold: characters, and tokens as the caller counts them.
-    chars: int
-    tokens: int | None = None
-    count: Callable[[str], int] | None = None
+    # What a block may hold: characters, and tokens as the caller counts them. A plain
+    # class: a coding-agent hook renders a block in a fresh process per prompt.
+    __slots__ = ("chars", "count", "tokens")
+
+    def __init__(
+        self, chars: int, tokens: int | None = None, count: Callable[[str], int] | None = None
+    ) -> None:
+        self.chars = chars
+        self.tokens = tokens
+        self.count = count
 
     def fits(self, lines: Sequence[str]) -> bool:
         if sum(len(line) + 1 for line in lines) > self.chars:
@@ -124,7 +127,7 @@ class _Budget:
         tokens = None
         if self.tokens is not None and self.count is not None:
             tokens = self.tokens - self.count(line)
-        return attrs.evolve(self, chars=self.chars - len(line) - 1, tokens=tokens)
+        return _Budget(self.chars - len(line) - 1, tokens, self.count)
 
 
 def _note(limits: str, left_entities: int, left_turns: int) -> str:

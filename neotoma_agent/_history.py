@@ -34,7 +34,7 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Callable, Generator, Iterable, Sequence
-from typing import TYPE_CHECKING, Any, Final, Literal, cast
+from typing import TYPE_CHECKING, Any, Final, Literal, NamedTuple, cast
 
 import attrs
 
@@ -49,19 +49,19 @@ from ._keys import (
 )
 from ._reads import gather_bounded, snapshot_or_none
 from .exceptions import NotFoundError
-from .transport._base import (
-    ConversationMessage,
-    ConversationReader,
-    EntitySnapshot,
-    RecentConversation,
-    RelatedEntities,
-    RelatedEntity,
-    Transport,
-)
 from .transport._packed_calls import sends_tool_calls
+from .transport._results import ConversationMessage
 
 if TYPE_CHECKING:
     from ._tool_reads import StoredToolCall
+    from .transport._base import (
+        ConversationReader,
+        EntitySnapshot,
+        RecentConversation,
+        RelatedEntities,
+        RelatedEntity,
+        Transport,
+    )
 
 __all__ = [
     "DEFAULT_HISTORY_TURNS",
@@ -87,10 +87,6 @@ _MESSAGES_PER_TURN: Final = 2
 _SLACK: Final = 2
 #: messages per page when every turn is wanted
 _WHOLE_PAGE: Final = 1000
-#: the methods that make a transport a ConversationReader (read off the protocol once)
-_READER_METHODS: Final = tuple(
-    sorted(n for n, v in vars(ConversationReader).items() if callable(v) and n[0] != "_")
-)
 # The library's own turn ids (``new_turn_id``): a UUIDv7 layout, time-ordered.
 _TIME_ORDERED_ID: Final = re.compile(
     r"[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}"
@@ -130,8 +126,12 @@ class HistoryTurn(Deferring):
     entities: tuple[RelatedEntity, ...] = attrs.field(default=(), eq=False, repr=False)
 
 
-@attrs.frozen
-class StoredMessage:
+# The records below HistoryTurn (public: it stays what it is) are NamedTuples and a slots
+# class, not attrs: a coding-agent hook reads history in a fresh process per prompt, and
+# they validate nothing.
+
+
+class StoredMessage(NamedTuple):
     """One stored message of a turn, with the entities it REFERS_TO (names included)."""
 
     role: str
@@ -142,8 +142,7 @@ class StoredMessage:
     turn_number: int | None = None
 
 
-@attrs.frozen
-class StoredTurn:
+class StoredTurn(NamedTuple):
     """One turn as the store holds it: its messages (user first) and its turn record.
 
     ``status`` is the record's (``completed``, ``abandoned``, ``open``) or ``unknown`` when
@@ -185,8 +184,7 @@ class StoredTurn:
         )
 
 
-@attrs.frozen
-class StoredConversation:
+class StoredConversation(NamedTuple):
     """A conversation's turns in order, and what its entity says about it."""
 
     conversation_id: str
@@ -239,13 +237,16 @@ def _turn_of(conversation_id: str, turn_key: str) -> tuple[str, str]:
     return (tid if cid == conversation_id else f"{cid}:{tid}"), role
 
 
-@attrs.define
 class _Group:
-    turn_id: str
-    first: int
-    #: ``(role, message)`` in the order the store gave them; the records a reader wants
-    #: (StoredMessage for ``show``, HistoryTurn for an agent) are built from the kept turns
-    messages: list[tuple[str, ConversationMessage]] = attrs.Factory(list)
+    # ``messages``: ``(role, message)`` in the order the store gave them; the records a
+    # reader wants (StoredMessage for ``show``, HistoryTurn for an agent) are built from the
+    # kept turns.
+    __slots__ = ("first", "messages", "turn_id")
+
+    def __init__(self, turn_id: str, first: int) -> None:
+        self.turn_id = turn_id
+        self.first = first
+        self.messages: list[tuple[str, ConversationMessage]] = []
 
 
 def _group(conversation_id: str, messages: Sequence[ConversationMessage]) -> list[_Group]:
@@ -401,8 +402,7 @@ class _SentCalls:
         return by_key.get(turn_key, ())
 
 
-@attrs.frozen
-class _Paged:
+class _Paged(NamedTuple):
     """What a store that pages sent: the turns, their records, and the pages that sent
     their tool calls (``None``: not sent, so they are read per turn)."""
 
@@ -552,10 +552,21 @@ def _as_reader(transport: Transport) -> ConversationReader | None:
     """``transport`` if it is a :class:`ConversationReader`: the test ``isinstance`` makes
     against the runtime protocol (each method present, not ``None``), without its cost
     (a runtime-protocol check inspects every member, on every turn)."""
-    for name in _READER_METHODS:
+    for name in _reader_methods():
         if getattr(transport, name, None) is None:
             return None
-    return cast(ConversationReader, transport)
+    return cast("ConversationReader", transport)
+
+
+@functools.cache
+def _reader_methods() -> tuple[str, ...]:
+    """The methods that make a transport a ConversationReader (read off the protocol once,
+    on the first read through a transport: a hook's read of a store file needs none)."""
+    from .transport._base import ConversationReader
+
+    return tuple(
+        sorted(n for n, v in vars(ConversationReader).items() if callable(v) and n[0] != "_")
+    )
 
 
 async def _read_turns(
@@ -710,6 +721,6 @@ async def read_conversation(
     records = [_record(record)[0] for _, record in turns]
     calls = await read_tools_of(transport, records, details=tool_details)
     stored = tuple(
-        attrs.evolve(_turn(g, record), tools=c) for (g, record), c in zip(turns, calls, strict=True)
+        _turn(g, record)._replace(tools=c) for (g, record), c in zip(turns, calls, strict=True)
     )
     return StoredConversation(conversation_id, entity_id, snapshot, stored)

@@ -29,9 +29,7 @@ import hashlib
 import re
 from collections.abc import Iterable, Mapping
 from types import MappingProxyType
-from typing import Any, Final, Literal
-
-import attrs
+from typing import Any, Final, Literal, NamedTuple
 
 from ._js import (
     JS_WS_CLASS,
@@ -76,22 +74,32 @@ ENTITY_ID_RE: Final[re.Pattern[str]] = re.compile(r"^ent_[0-9a-f]{24}\Z")
 # `\S+@\S+` anywhere in the string is equivalent to one non-space on each side of an "@".
 _EMAIL_RE: Final = re.compile(f"[^{JS_WS_CLASS}]@[^{JS_WS_CLASS}]")
 _ID_DERIVED_RE: Final = re.compile(r"\w+:", re.ASCII)
-# `sa`/`ag` are deliberately absent: the server (5a50ea965) does not strip them.
-_COMPANY_SUFFIX_RE: Final = re.compile(
-    f"[{JS_WS_CLASS}]+"
-    r"(?:inc|llc|ltd|corp|corporation|co|company|limited|plc|gmbh|pty|pvt)\.?\Z",
-    re.ASCII | re.IGNORECASE,
-)
-# `\.?\b` backtracks to drop only the word when the dot is followed by a space or
-# the end ("Dr. Ana" -> ". Ana"): a server quirk we must keep for identical ids.
-_HONORIFIC_RE: Final = re.compile(
-    r"\b(?:mr|mrs|ms|dr|prof|sir|jr|sr|ii|iii|iv)\.?\b", re.ASCII | re.IGNORECASE
-)
 _PUNCT_RE: Final = re.compile(r"""[-.,;:!?'"()\[\]{}_/\\]+""")
 _WS_RUN_RE: Final = re.compile(f"[{JS_WS_CLASS}]+")
 
 _COMPANY_TYPES: Final = frozenset({"company", "organization"})
 _PERSON_TYPES: Final = frozenset({"person", "contact"})
+
+# The patterns only some names need are compiled on first use (each compile costs a
+# process that never meets them, a coding-agent hook's among them, tens of microseconds).
+
+
+@functools.cache
+def _company_suffix_re() -> re.Pattern[str]:
+    # `sa`/`ag` are deliberately absent: the server (5a50ea965) does not strip them.
+    return re.compile(
+        f"[{JS_WS_CLASS}]+"
+        r"(?:inc|llc|ltd|corp|corporation|co|company|limited|plc|gmbh|pty|pvt)\.?\Z",
+        re.ASCII | re.IGNORECASE,
+    )
+
+
+@functools.cache
+def _honorific_re() -> re.Pattern[str]:
+    # `\.?\b` backtracks to drop only the word when the dot is followed by a space or
+    # the end ("Dr. Ana" -> ". Ana"): a server quirk we must keep for identical ids.
+    return re.compile(r"\b(?:mr|mrs|ms|dr|prof|sir|jr|sr|ii|iii|iv)\.?\b", re.ASCII | re.IGNORECASE)
+
 
 # --------------------------------------------------------------------------
 # Normalization and entity ids
@@ -130,9 +138,9 @@ def _name_rules(entity_type: str, text: str) -> str:
         return probe
     id_derived = probe.startswith("id:") or _ID_DERIVED_RE.match(probe) is not None
     if entity_type in _COMPANY_TYPES:
-        text = js_trim(_COMPANY_SUFFIX_RE.sub("", text, count=1))
+        text = js_trim(_company_suffix_re().sub("", text, count=1))
     elif entity_type in _PERSON_TYPES:
-        text = js_trim(_HONORIFIC_RE.sub("", text))
+        text = js_trim(_honorific_re().sub("", text))
     if not id_derived:
         text = _PUNCT_RE.sub(" ", text)
     return js_trim(_WS_RUN_RE.sub(" ", text))
@@ -154,8 +162,12 @@ def entity_id_for(entity_type: str, canonical_name: str) -> str:
 # --------------------------------------------------------------------------
 
 
-@attrs.frozen
-class MergePolicy:
+# The records of this module are plain classes, not attrs: every process that stores an
+# entity imports it (a coding-agent hook among them, a fresh process per event, where each
+# attrs class costs its generated methods), and none of them validates anything.
+
+
+class MergePolicy(NamedTuple):
     """How a snapshot field is reduced across observations."""
 
     strategy: Strategy
@@ -167,19 +179,10 @@ class MergePolicy:
 LAST_WRITE: Final = MergePolicy("last_write")
 
 
-def _freeze_policies(value: Mapping[str, MergePolicy]) -> Mapping[str, MergePolicy]:
-    return MappingProxyType(dict(value))
-
-
-def _frozen_fields(value: Iterable[str] | None) -> frozenset[str] | None:
-    return None if value is None else frozenset(value)
-
-
 #: Payload keys that are never a schema field, so never "unknown" (``NON_SCHEMA_META_KEYS``).
 META_FIELDS: Final = frozenset({"canonical_name", "schema_version", "_deleted"})
 
 
-@attrs.frozen
 class TypeSchema:
     """Identity and reduction rules of a built-in entity type.
 
@@ -190,23 +193,61 @@ class TypeSchema:
     present rule wins.
     """
 
+    __slots__ = (
+        "aliases",
+        "canonical_name_fields",
+        "content_field",
+        "entity_type",
+        "fields",
+        "merge_policies",
+        "name_collision_policy",
+        "required",
+        "strict",
+        "version",
+    )
+
     entity_type: str
     canonical_name_fields: tuple[CanonicalNameRule, ...]
-    name_collision_policy: CollisionPolicy = "merge"
-    merge_policies: Mapping[str, MergePolicy] = attrs.field(
-        factory=dict, converter=_freeze_policies
-    )
-    aliases: tuple[str, ...] = ()
+    name_collision_policy: CollisionPolicy
+    merge_policies: Mapping[str, MergePolicy]
+    aliases: tuple[str, ...]
     #: the fields the schema declares; ``None`` where this port does not list them (every
     #: field is then kept in snapshots, as for a type without a schema)
-    fields: frozenset[str] | None = attrs.field(default=None, converter=_frozen_fields)
+    fields: frozenset[str] | None
     #: declared ``required`` fields (a store without one is accepted, with a warning)
-    required: tuple[str, ...] = ()
-    version: str = "1.0"
+    required: tuple[str, ...]
+    version: str
     #: the field holding the entity's prose (a store without it gets a warning)
-    content_field: str | None = None
+    content_field: str | None
     #: ``canonical_name_strict``: when no rule matches, refuse instead of using heuristics
-    strict: bool = False
+    strict: bool
+
+    def __init__(
+        self,
+        entity_type: str,
+        canonical_name_fields: tuple[CanonicalNameRule, ...],
+        name_collision_policy: CollisionPolicy = "merge",
+        merge_policies: Mapping[str, MergePolicy] | None = None,
+        aliases: tuple[str, ...] = (),
+        fields: Iterable[str] | None = None,
+        required: tuple[str, ...] = (),
+        version: str = "1.0",
+        content_field: str | None = None,
+        strict: bool = False,
+    ) -> None:
+        self.entity_type = entity_type
+        self.canonical_name_fields = canonical_name_fields
+        self.name_collision_policy = name_collision_policy
+        self.merge_policies = MappingProxyType(dict(merge_policies or {}))
+        self.aliases = aliases
+        self.fields = None if fields is None else frozenset(fields)
+        self.required = required
+        self.version = version
+        self.content_field = content_field
+        self.strict = strict
+
+    def __repr__(self) -> str:
+        return f"TypeSchema({self.entity_type!r}, version={self.version!r})"
 
     def declares(self, field: str) -> bool:
         """True when a snapshot keeps ``field`` (undeclared ones stay on observations)."""
@@ -247,11 +288,22 @@ def _schema(row: SchemaRow) -> TypeSchema:
 
 # Every type a 0.22.0 server declares, in its registry's order (see ``_schema_table``): the
 # server resolves identities with the registry row, and only their fields reach snapshots.
-_BUILTIN_SCHEMAS: Final[tuple[TypeSchema, ...]] = tuple(_schema(row) for row in SCHEMA_ROWS)
+# A row becomes its TypeSchema on first use: a process stores a few of the 88 types.
+_ROWS: Final[Mapping[str, SchemaRow]] = MappingProxyType({row[0]: row for row in SCHEMA_ROWS})
+_BUILT: Final[dict[str, TypeSchema]] = {}
 
-_SCHEMAS: Final[Mapping[str, TypeSchema]] = MappingProxyType(
-    {schema.entity_type: schema for schema in _BUILTIN_SCHEMAS}
-)
+
+def _declared(entity_type: str) -> TypeSchema | None:
+    """The built-in schema declared under exactly ``entity_type`` (one object per type), or
+    None."""
+    schema = _BUILT.get(entity_type)
+    if schema is None:
+        row = _ROWS.get(entity_type)
+        if row is None:
+            return None
+        schema = _BUILT.setdefault(entity_type, _schema(row))
+    return schema
+
 
 # entity_type_guard.ts: words ending in "s" that are not plurals.
 _IRREGULAR_SINGULAR: Final = frozenset(
@@ -263,26 +315,33 @@ _IRREGULAR_SINGULAR: Final = frozenset(
         "cosmos", "virus", "sinus", "census", "bias",
     }
 )  # fmt: skip
-_IES_RE: Final = re.compile(r"[^aeiou]ies\Z")
-_SIBILANT_ES_RE: Final = re.compile(r"(?:s|x|z|ch|sh)es\Z")
-_PLURAL_S_RE: Final = re.compile(r"[a-z]s\Z")
+
+
+@functools.cache
+def _plural_res() -> tuple[re.Pattern[str], re.Pattern[str], re.Pattern[str]]:
+    # -ies, a sibilant's -es, a plain -s (read only for a type that is not declared).
+    return re.compile(r"[^aeiou]ies\Z"), re.compile(r"(?:s|x|z|ch|sh)es\Z"), re.compile(r"[a-z]s\Z")
 
 
 def _singular_form(name: str) -> str:
     """The server's ``suggestSingular`` heuristic, or ``name`` when it has none."""
     if name in _IRREGULAR_SINGULAR:
         return name
-    if _IES_RE.search(name):
+    ies, sibilant_es, plural_s = _plural_res()
+    if ies.search(name):
         return name[:-3] + "y"
-    if _SIBILANT_ES_RE.search(name):
+    if sibilant_es.search(name):
         return name[:-2]
-    if _PLURAL_S_RE.search(name) and not name.endswith("ss"):
+    if plural_s.search(name) and not name.endswith("ss"):
         return name[:-1]
     return name
 
 
-#: (lowercase name, singular form) of each declared type, in registry order
-_EQUIVALENCE: Final = tuple((name, _singular_form(name)) for name in _SCHEMAS)
+@functools.lru_cache(maxsize=1)
+def _equivalence() -> tuple[tuple[str, str], ...]:
+    """(lowercase name, singular form) of each declared type, in registry order (read only
+    for a type that is not declared)."""
+    return tuple((name, _singular_form(name)) for name in _ROWS)
 
 
 @functools.lru_cache(maxsize=1024)
@@ -296,13 +355,13 @@ def resolve_entity_type(entity_type: str) -> str:
     not rewrite (the registry rows carry none): ``todo`` and ``turn_compliance`` stay types
     of their own on a 0.22.0 server.
     """
-    if entity_type in _SCHEMAS:
+    if entity_type in _ROWS:
         return entity_type
     key = js_trim(entity_type).lower()
     if not key:
         return entity_type
     singular = _singular_form(key)
-    for name, name_singular in _EQUIVALENCE:
+    for name, name_singular in _equivalence():
         if key == name or singular == name_singular:
             return name
     return entity_type
@@ -311,17 +370,17 @@ def resolve_entity_type(entity_type: str) -> str:
 def schema_for(entity_type: str) -> TypeSchema | None:
     """Built-in schema of ``entity_type`` (after :func:`resolve_entity_type`), or None."""
     resolved = resolve_entity_type(entity_type)
-    schema = _SCHEMAS.get(resolved)
+    schema = _declared(resolved)
     if schema is None:
         # The server's code-default lookup also tries lower_snake_case.
-        schema = _SCHEMAS.get(_WS_RUN_RE.sub("_", js_trim(resolved).lower()))
+        schema = _declared(_WS_RUN_RE.sub("_", js_trim(resolved).lower()))
     return schema
 
 
 def schema_version(entity_type: str) -> str:
     """The ``schema_version`` a snapshot of ``entity_type`` reports (``1.0`` without a schema)."""
-    schema = _SCHEMAS.get(entity_type)
-    return schema.version if schema is not None else "1.0"
+    row = _ROWS.get(entity_type)
+    return row[1] if row is not None else "1.0"
 
 
 # --------------------------------------------------------------------------
@@ -342,8 +401,15 @@ _FALLBACK_REJECT_KEYS: Final = frozenset(
         "currency_code", "category",
     }
 )  # fmt: skip
-# Dates, "1.0"-style versions and plain numbers are not names.
-_FALLBACK_REJECT_VALUE_RE: Final = re.compile(r"\d{4}-\d{2}-\d{2}|\d+\.\d+\Z|\d+\Z", re.ASCII)
+
+
+@functools.cache
+def _fallback_reject_value_re() -> re.Pattern[str]:
+    # Dates, "1.0"-style versions and plain numbers are not names (read only by the
+    # last-resort heuristic).
+    return re.compile(r"\d{4}-\d{2}-\d{2}|\d+\.\d+\Z|\d+\Z", re.ASCII)
+
+
 # Generic tokens that would collapse unrelated entities into one.
 _REJECTED_VALUES: Final = frozenset(
     {
@@ -398,8 +464,7 @@ class IdentityError(Exception):
         return (type(self), (self.entity_type, details["seen_fields"], details["attempted_value"]))
 
 
-@attrs.frozen
-class Identity:
+class Identity(NamedTuple):
     """Where a stored entity lands, and which rule put it there."""
 
     entity_type: str
@@ -574,7 +639,7 @@ def resolve_identity(entity_type: str, fields: Mapping[str, Any]) -> Identity:
             if key in _FALLBACK_REJECT_KEYS or not isinstance(value, str):
                 continue
             text = js_trim(value)
-            if not text or _FALLBACK_REJECT_VALUE_RE.match(text) or _is_rejected_value(text):
+            if not text or _fallback_reject_value_re().match(text) or _is_rejected_value(text):
                 continue
             raw, basis = text, "heuristic_fallback"
             rule, step = f"first_string_field:{key}", f"heuristic:{key}"

@@ -37,9 +37,7 @@ import os
 import re
 import threading
 import time
-from typing import Final, Literal, cast
-
-import attrs
+from typing import Final, Literal, NamedTuple, cast
 
 from ._identity import ENTITY_ID_RE, normalize, resolve_identity, resolve_identity_cached
 from ._js import js_trim
@@ -78,13 +76,19 @@ _PHASES: Final[tuple[Phase, ...]] = ("user", "assistant", "abandoned", "recorded
 #: Hex digits of the id-pair digest: 64 bits, so distinct turns do not collide in practice.
 _DIGEST_CHARS: Final = 16
 
-# Read from the end, where the shape is fixed: ids may themselves contain "-user-" and the
-# like. The optional last group is the content digest of the abandoned phase's fallback key
-# (NeotomaMemory appends it when an earlier run was abandoned differently).
-_KEY_TAIL_RE: Final = re.compile(
-    f"-(?P<phase>{'|'.join(_PHASES)})-[0-9a-f]{{{_DIGEST_CHARS}}}"
-    r"(?:-r[1-9][0-9]*)?(?:-[0-9a-f]+)?\Z"
-)
+
+@functools.cache
+def _key_tail_re() -> re.Pattern[str]:
+    # Read from the end, where the shape is fixed: ids may themselves contain "-user-" and
+    # the like. The optional last group is the content digest of the abandoned phase's
+    # fallback key (NeotomaMemory appends it when an earlier run was abandoned differently).
+    # Compiled on first use: only a reader of stored keys (the audit, the outbox) needs it.
+    return re.compile(
+        f"-(?P<phase>{'|'.join(_PHASES)})-[0-9a-f]{{{_DIGEST_CHARS}}}"
+        r"(?:-r[1-9][0-9]*)?(?:-[0-9a-f]+)?\Z"
+    )
+
+
 _KEY_PREFIX: Final = "conversation-"
 
 #: The entity type whose canonical name the folding is taken from (the user message's).
@@ -160,8 +164,9 @@ def validate_entity_id(entity_id: object) -> str:
     return entity_id
 
 
-@attrs.frozen
-class TurnKeys:
+# A NamedTuple, not attrs: every process that stores a turn builds it (a coding-agent hook,
+# a fresh process per event, among them), and it validates nothing.
+class TurnKeys(NamedTuple):
     """Every key of one turn, derived from the conversation id, turn id and revision."""
 
     conversation_id: str
@@ -236,7 +241,7 @@ def key_phase(idempotency_key: str) -> Phase | None:
     """
     if not idempotency_key.startswith(_KEY_PREFIX):
         return None
-    match = _KEY_TAIL_RE.search(idempotency_key)
+    match = _key_tail_re().search(idempotency_key)
     return None if match is None else cast(Phase, match["phase"])
 
 

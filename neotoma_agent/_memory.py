@@ -582,8 +582,7 @@ class NeotomaMemory(MemorySettings):
             # The server is unreachable: use the id a store derives for this conversation,
             # so that the closing store still reaches the transport (and its outbox).
             conversation_entity_id = derive_conversation_entity_id(self.conversation_id)
-        opened = attrs.evolve(
-            unopened(keys, turn_number),
+        opened = unopened(keys, turn_number)._replace(
             user_message_id=user_message_id or "",
             conversation_entity_id=conversation_entity_id or "",
         )

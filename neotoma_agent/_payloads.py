@@ -21,7 +21,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, NamedTuple
 
 import attrs
 
@@ -158,8 +158,10 @@ def remembered_payload(produced: Produced) -> StorePayload:
     )
 
 
-@attrs.frozen
-class ConversationSettings:
+# The private records below are NamedTuples, not attrs: every process that stores a turn
+# builds them (a coding-agent hook, a fresh process per event, among them), and they
+# validate nothing. Produced is public: it stays what it is.
+class ConversationSettings(NamedTuple):
     """What every payload of one conversation shares."""
 
     conversation_id: str
@@ -167,8 +169,7 @@ class ConversationSettings:
     title: str | None = None
 
 
-@attrs.frozen
-class StorePayload:
+class StorePayload(NamedTuple):
     """One ``store`` request: entities, relationships, key, and where each entity sits."""
 
     entities: tuple[Mapping[str, Any], ...]
@@ -262,8 +263,7 @@ def validate_user_extra(extra: Mapping[str, Any] | None) -> Mapping[str, Any] | 
 RUN_FIELDS: Final = ("started_at", "ended_at", "retrieved_entity_ids", "injected_context_chars")
 
 
-@attrs.frozen
-class RunFields:
+class RunFields(NamedTuple):
     """The values of :data:`RUN_FIELDS` one run of a phase writes (``None``: not written)."""
 
     started_at: str | None = None

@@ -7,20 +7,22 @@ explicit API (``_memory``) and the results (``_turn_result``) read them.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-import attrs
+from typing import TYPE_CHECKING, NamedTuple
 
 from ._keys import TurnKeys
 
 if TYPE_CHECKING:
     from ._retrieval import Retrieved
+    from ._tools import ToolCall
 
 __all__ = ["CloseOutcome", "EnterAttempt", "Opened", "unopened"]
 
 
-@attrs.frozen
-class Opened:
+# Plain records, not attrs: a coding-agent hook (a fresh process per event) builds Opened to
+# open a turn, and none of them validates anything.
+
+
+class Opened(NamedTuple):
     """What the enter store wrote (:class:`~neotoma_agent.OpenTurn` is the public view)."""
 
     keys: TurnKeys
@@ -38,8 +40,7 @@ class Opened:
     started_conversation: bool = False
 
 
-@attrs.frozen
-class CloseOutcome:
+class CloseOutcome(NamedTuple):
     """What a closing store (completed or abandoned) wrote."""
 
     stored_status: str | None
@@ -56,9 +57,11 @@ class CloseOutcome:
     #: which of ``produced_ids`` this store created (the rest existed and were updated;
     #: a replay or a queued store created nothing this time)
     created_ids: tuple[str, ...] = ()
+    #: the calls with the clock readings the store keeps, when a re-run took an earlier
+    #: run's (``None``: as the turn recorded them)
+    stored_tools: tuple[ToolCall, ...] | None = None
 
 
-@attrs.define
 class EnterAttempt:
     """What an enter phase that did not open left in the store.
 
@@ -66,12 +69,29 @@ class EnterAttempt:
     abandoned (or that failed too): the caller builds the turn's result from it.
     """
 
-    closed: bool = False
-    opened: Opened | None = None
-    outcome: CloseOutcome | None = None
-    retrieved: Retrieved = attrs.field(factory=lambda: _empty_retrieval())
-    error_class: str | None = None
-    close_error: Exception | None = None
+    __slots__ = ("close_error", "closed", "error_class", "opened", "outcome", "retrieved")
+
+    def __init__(
+        self,
+        closed: bool = False,
+        opened: Opened | None = None,
+        outcome: CloseOutcome | None = None,
+        retrieved: Retrieved | None = None,
+        error_class: str | None = None,
+        close_error: Exception | None = None,
+    ) -> None:
+        self.closed = closed
+        self.opened = opened
+        self.outcome = outcome
+        self.retrieved: Retrieved = _empty_retrieval() if retrieved is None else retrieved
+        self.error_class = error_class
+        self.close_error = close_error
+
+    def __repr__(self) -> str:
+        return (
+            f"EnterAttempt(closed={self.closed!r}, opened={self.opened!r}, "
+            f"outcome={self.outcome!r}, error_class={self.error_class!r})"
+        )
 
 
 def _empty_retrieval() -> Retrieved:

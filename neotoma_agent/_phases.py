@@ -28,6 +28,9 @@ import anyio.to_thread
 import attrs
 
 from ._closing import (
+    MAX_RERUN_TRIES,
+    AbandonedBuild,
+    ClosingBuild,
     abandoned_builder,
     closing_run,
     completed_builder,
@@ -350,8 +353,7 @@ class Phases:
             opened = self.opened(keys, turn_number, stored, request)
             if not opened.user_message_id or not opened.conversation_entity_id:
                 # An answer we could not align to the request: ask the store by name instead.
-                opened = attrs.evolve(
-                    opened,
+                opened = opened._replace(
                     user_message_id=opened.user_message_id
                     or await self.find(keys.user_turn_key, "conversation_message")
                     or "",
@@ -440,20 +442,23 @@ class Phases:
         context_chars: int | None = None,
     ) -> CloseOutcome:
         run = closing_run(opened, retrieved_ids, context_chars)
-        build = completed_builder(
-            self.conversation,
-            opened,
-            reply,
-            retrieved_ids,
-            cited_ids,
-            produced,
-            self.tool_entities(opened.keys, tools),
-            model,
+
+        def build_with(elements: Sequence[Mapping[str, Any]]) -> ClosingBuild:
+            return completed_builder(
+                self.conversation,
+                opened,
+                reply,
+                retrieved_ids,
+                cited_ids,
+                produced,
+                elements,
+                model,
+            )
+
+        stored, payload, retimed = await self.store_closing(
+            opened.keys, "assistant", run, tools, build_with
         )
-        stored, payload = await self.store_turn_phase(
-            build(run), build, run, opened.keys, "assistant"
-        )
-        return self._closed("completed", stored, payload, produced, tools)
+        return self._closed("completed", stored, payload, produced, retimed)
 
     async def abandon(
         self,
@@ -478,31 +483,89 @@ class Phases:
             return CloseOutcome("completed", None, opened.turn_record_id, replayed=True)
 
         run = closing_run(opened, retrieved_ids, context_chars)
-        build = abandoned_builder(
-            self.conversation,
-            opened,
-            partial_reply,
-            error_class,
-            retrieved_ids,
-            cited_ids,
-            produced,
-            self.tool_entities(opened.keys, tools),
-            model,
-        )
         keys = opened.keys
+
+        def builder(elements: Sequence[Mapping[str, Any]]) -> AbandonedBuild:
+            return abandoned_builder(
+                self.conversation,
+                opened,
+                partial_reply,
+                error_class,
+                retrieved_ids,
+                cited_ids,
+                produced,
+                elements,
+                model,
+            )
+
+        def keyed(key: str | None) -> Callable[[Sequence[Mapping[str, Any]]], ClosingBuild]:
+            def build_with(elements: Sequence[Mapping[str, Any]]) -> ClosingBuild:
+                build = builder(elements)
+                return lambda fields: build(fields, key)
+
+            return build_with
+
         try:
-            stored, payload = await self.store_turn_phase(
-                build(run, None), lambda fields: build(fields, None), run, keys, "abandoned"
+            stored, payload, retimed = await self.store_closing(
+                keys, "abandoned", run, tools, keyed(None)
             )
         except IdempotencyMismatchError:
             # An earlier run of this turn id was abandoned differently (another error or
             # partial reply). Both happened: record this one under a key derived from its
             # own content (the run fields left out), which still collapses an identical retry.
-            key = content_key(keys, build)
-            stored, payload = await self.store_turn_phase(
-                build(run, key), lambda fields: build(fields, key), run, keys, "abandoned"
+            key = content_key(keys, builder(self.tool_entities(keys, tools)))
+            stored, payload, retimed = await self.store_closing(
+                keys, "abandoned", run, tools, keyed(key)
             )
-        return self._closed("abandoned", stored, payload, produced, tools)
+        return self._closed("abandoned", stored, payload, produced, retimed)
+
+    async def store_closing(
+        self,
+        keys: TurnKeys,
+        phase: str,
+        run: RunFields,
+        tools: Sequence[ToolCall],
+        build_with: Callable[[Sequence[Mapping[str, Any]]], ClosingBuild],
+    ) -> tuple[StoreResult, StorePayload, list[ToolCall] | None]:
+        """:meth:`store_turn_phase` for a closing store, whose calls' clock readings are
+        run values too; with the calls as stored when they took an earlier run's readings.
+
+        ``build_with(elements)`` is the phase's builder for the calls' request elements. A
+        re-run's calls ran again at other times: on a mismatch, the calls an earlier run
+        stored are read (only then), and if they are this run's but for their readings
+        (:func:`~neotoma_agent._tool_rerun.calls_as_stored`), their readings are sent.
+        """
+        elements = self.tool_entities(keys, tools)
+        build = build_with(elements)
+        try:
+            stored, payload = await self.store_turn_phase(build(run), build, run, keys, phase)
+            return stored, payload, None
+        except IdempotencyMismatchError as mismatch:
+            if not tools:
+                raise
+            refused = mismatch
+        for earlier in await self._calls_as_stored(keys, tools, elements):
+            build = build_with(self.tool_entities(keys, earlier))
+            try:
+                stored, payload = await self.store_turn_phase(build(run), build, run, keys, phase)
+            except IdempotencyMismatchError:
+                continue
+            return stored, payload, earlier
+        raise refused
+
+    async def _calls_as_stored(
+        self, keys: TurnKeys, tools: Sequence[ToolCall], elements: Sequence[Mapping[str, Any]]
+    ) -> list[list[ToolCall]]:
+        from ._tool_rerun import calls_as_stored  # only a re-run with calls gets here
+
+        record_id = turn_record_entity_id(keys.conversation_id, keys.turn_id)
+        try:
+            return await calls_as_stored(
+                self.config.transport, record_id, tools, elements, MAX_RERUN_TRIES
+            )
+        except Exception as exc:  # the mismatch is what the caller will see
+            logger.info("turn.rerun_read_failed", error=type(exc).__name__)
+            return []
 
     def tool_entities(self, keys: TurnKeys, tools: Sequence[ToolCall]) -> list[dict[str, Any]]:
         """The ``tool_invocation`` request elements of a turn's calls (capped, redacted)."""
@@ -514,7 +577,7 @@ class Phases:
         stored: StoreResult,
         payload: StorePayload,
         produced: Sequence[Produced],
-        tools: Sequence[ToolCall] = (),
+        retimed: Sequence[ToolCall] | None = None,
     ) -> CloseOutcome:
         # What a closing store wrote, read off its answer (or the ids a queued one will get).
         produced_ids = _produced_ids(stored, payload, produced)
@@ -531,6 +594,7 @@ class Phases:
                 for entity_id, index in zip(produced_ids, payload.produced_indexes, strict=True)
                 if _created(stored, index)
             ),
+            stored_tools=None if retimed is None else tuple(retimed),
         )
 
     async def shielded(

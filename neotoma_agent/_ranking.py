@@ -40,13 +40,13 @@ import functools
 import re
 import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, NamedTuple
 
 import attrs
 
 from ._identity import IdentityError, entity_id_for, resolve_identity_cached
 from ._payloads import BOOKKEEPING_TYPES
-from .transport._base import Entity
+from .transport._results import Entity
 
 __all__ = [
     "DEFAULT_LINK_THRESHOLD",
@@ -260,9 +260,9 @@ def message_words(text: str) -> frozenset[str]:
 # ------------------------------------------------------------------ the ranking
 
 
-@attrs.frozen
-class Scored:
-    """One way a candidate was found, before candidates are merged."""
+class Scored(NamedTuple):
+    """One way a candidate was found, before candidates are merged (a NamedTuple: a
+    coding-agent hook ranks in a fresh process per prompt)."""
 
     entity: Entity
     reason: MatchReason

@@ -14,15 +14,14 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Awaitable, Callable, Sequence
-from typing import TYPE_CHECKING, Any, Final, TypeVar
-
-import attrs
+from typing import TYPE_CHECKING, Any, Final, NamedTuple, TypeVar
 
 from .exceptions import NotFoundError, ValidationError
-from .transport._base import EntitySnapshot, Transport
 
 if TYPE_CHECKING:
     import anyio
+
+    from .transport._base import EntitySnapshot, Transport
 
 __all__ = [
     "PAGE_SIZE",
@@ -41,8 +40,7 @@ PAGE_SIZE: Final = 500
 READ_CONCURRENCY: Final = 16
 
 
-@attrs.frozen
-class Scan:
+class Scan(NamedTuple):
     """What :func:`scan_entities` read: the entities, and whether that was all of them."""
 
     entities: tuple[EntitySnapshot, ...]

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from typing import Final, Protocol
+from typing import TYPE_CHECKING, Final, Protocol
 
 import attrs
 
@@ -43,7 +43,10 @@ from ._ranking import (
     score_plugin,
     score_recent,
 )
-from .transport._base import Entity, LookupResult, Transport
+from .transport._results import Entity, LookupResult
+
+if TYPE_CHECKING:
+    from .transport._base import Transport
 
 __all__ = [
     "DEFAULT_LINK_THRESHOLD",

@@ -10,8 +10,6 @@ from __future__ import annotations
 import json
 from typing import Any, Final, Literal, Protocol, get_args
 
-import attrs
-
 from ._js import compact_encoder
 from ._log import get_logger
 from ._text import check_plain
@@ -65,22 +63,31 @@ class ToolRedactor(Protocol):
     def __call__(self, tool_name: str, field: Literal["args", "result"], value: Any) -> Any: ...
 
 
-@attrs.frozen
 class ToolPayloads:
     """What a stored call keeps of its arguments and result (the memory's settings)."""
 
-    mode: ToolPayloadMode = "full"
-    max_chars: int = DEFAULT_TOOL_PAYLOAD_CHARS
-    redact: ToolRedactor | None = None
+    # A plain class, not attrs: a coding-agent hook's Stop (a fresh process per event)
+    # builds one to store a turn's tool calls.
+    __slots__ = ("max_chars", "mode", "redact")
 
-    def __attrs_post_init__(self) -> None:
-        if self.mode not in _MODES:
-            raise ValueError(f"tool_payloads must be one of {list(_MODES)}, got {self.mode!r}")
-        max_chars = self.max_chars
+    def __init__(
+        self,
+        mode: ToolPayloadMode = "full",
+        max_chars: int = DEFAULT_TOOL_PAYLOAD_CHARS,
+        redact: ToolRedactor | None = None,
+    ) -> None:
+        if mode not in _MODES:
+            raise ValueError(f"tool_payloads must be one of {list(_MODES)}, got {mode!r}")
         if isinstance(max_chars, bool) or not isinstance(max_chars, int) or max_chars < 1:
             raise ValueError(f"tool_payload_chars must be an int >= 1, got {max_chars!r}")
-        if self.redact is not None and not callable(self.redact):
+        if redact is not None and not callable(redact):
             raise TypeError("redact_tool must be callable")
+        self.mode: ToolPayloadMode = mode
+        self.max_chars = max_chars
+        self.redact = redact
+
+    def __repr__(self) -> str:
+        return f"ToolPayloads(mode={self.mode!r}, max_chars={self.max_chars!r})"
 
 
 #: What the memory stores when nothing is configured.

@@ -31,6 +31,7 @@ __all__ = [
     "read_tools_of",
     "read_turn_tools",
     "recorded_tool_count",
+    "referred_tool_ids",
 ]
 
 #: the turn record's declared count of its calls
@@ -131,7 +132,8 @@ def calls_by_turn_key(
     }
 
 
-async def _tool_ids(transport: Transport, record_id: str) -> list[str]:
+async def referred_tool_ids(transport: Transport, record_id: str) -> list[str]:
+    """The ``tool_invocation`` ids a turn record REFERS_TO (none if it is not stored)."""
     try:
         related = await transport.retrieve_related_entities(
             record_id, relationship_types=["REFERS_TO"], direction="outbound"
@@ -158,7 +160,7 @@ async def read_turn_tools(transport: Transport, record_id: str) -> tuple[StoredT
         snap = await snapshot_or_none(transport, entity_id)
         return None if snap is None else _call(entity_id, snap.snapshot)
 
-    ids = await _tool_ids(transport, record_id)
+    ids = await referred_tool_ids(transport, record_id)
     return _ordered(await gather_bounded([functools.partial(one, i) for i in ids]))
 
 
@@ -209,5 +211,5 @@ async def read_tool_details(transport: Transport, record_id: str) -> tuple[Store
                 return _detailed(entity_id, observation.fields)
         return None
 
-    ids = await _tool_ids(transport, record_id)
+    ids = await referred_tool_ids(transport, record_id)
     return _ordered(await gather_bounded([functools.partial(one, i) for i in ids]))

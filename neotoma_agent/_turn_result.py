@@ -197,7 +197,7 @@ def finish(
         replayed=False if outcome is None else outcome.replayed,
         produced_ids=() if outcome is None else outcome.produced_ids,
         created_ids=() if outcome is None else outcome.created_ids,
-        tools=tools,
+        tools=tools if outcome is None or outcome.stored_tools is None else outcome.stored_tools,
         tool_ids=() if outcome is None else outcome.tool_ids,
         queued=False if outcome is None else outcome.queued,
         open_ms=open_ms,

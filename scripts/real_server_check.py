@@ -12,11 +12,11 @@ temporary file), once on the server at ``--url``. In conversation ``--conversati
 complete (one reply cites the seeded entity), one whose body raises, one cancelled with a
 partial reply, a replay (same turn id and text again), a mismatch and a revision (same turn
 id, new reply: refused, then ``revision=2``), turns with tool calls (ok, error, cancelled
-inside ``t.tool``, and a replayed turn with recorded calls; then ``memory.tools`` and the
-history read them back), and a turn left open, which ``neotoma-agent audit --repair
---min-age 0`` (a subprocess) then closes. Then it runs ``neotoma-agent show
-CONVERSATION --json``, ``stats --json`` and ``audit --json`` (subprocesses, ``--db PATH``
-on one side, ``--url URL --token T`` on the other).
+inside ``t.tool``, a replayed turn with recorded calls, one with calls ``t.tool`` timed;
+then ``memory.tools`` and the history read them back), and a turn left open, which
+``neotoma-agent audit --repair --min-age 0`` (a subprocess) then closes. Then it runs
+``neotoma-agent show CONVERSATION --json``, ``stats --json`` and ``audit --json``
+(subprocesses, ``--db PATH`` on one side, ``--url URL --token T`` on the other).
 
 It prints every field where the two sides differ, as ``path: embedded=... real=...``, with
 entity ids mapped to labels (``E1``, ``E2``, ... by order of first appearance on each side),
@@ -228,6 +228,15 @@ async def _tool_steps(memory: NeotomaMemory, steps: list[dict[str, Any]]) -> Non
                     call_id=f"toolu_1{n}",
                 )
             t.reply = "No seats left."
+        steps.append(_turn_outcome(attempt, t.result))
+
+    # calls t.tool timed: the re-run's run later, for longer, and still replay
+    for attempt in ("timed calls replayed, first run", "timed calls replayed, second run"):
+        async with memory.turn("Seats on the late flight?", turn_id="t9", turn_number=9) as t:
+            async with t.tool("search_flights", {"to": "LIS"}) as call:
+                await anyio.sleep(0.01)
+                call.result = []
+            t.reply = "None left."
         steps.append(_turn_outcome(attempt, t.result))
 
     read = await memory.tools("t6")

@@ -14,7 +14,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import attrs
 import pytest
 
 from neotoma_agent._keys import conversation_entity_id
@@ -93,9 +92,7 @@ async def test_a_cloned_store_answers_as_one_written_turn_by_turn(
     question, reply, settings = _synth.question, _synth.reply, _synth.settings
     monkeypatch.setattr(_synth, "question", lambda _i, t: question(0, t))
     monkeypatch.setattr(_synth, "reply", lambda _i, t: reply(0, t))
-    monkeypatch.setattr(
-        _synth, "settings", lambda i: attrs.evolve(settings(i), title=settings(0).title)
-    )
+    monkeypatch.setattr(_synth, "settings", lambda i: settings(i)._replace(title=settings(0).title))
     _synth.build_turns(exact, 3, 3)
     want, got = await _answers(exact, 3), await _answers(cloned, 3)
     assert list(got) == list(want)

@@ -14,6 +14,7 @@ import pytest
 from turn_support import db_path, edges, memory, store, turn_record
 
 from neotoma_agent import (
+    IdempotencyMismatchError,
     NeotomaMemory,
     ToolCall,
     ToolCallConflictError,
@@ -195,6 +196,29 @@ async def test_asyncio_timeout_inside_a_tool_ends_it_cancelled(db_path: Any) -> 
         assert t2.result.stored_status == "abandoned"
 
 
+async def test_invoked_at_is_read_when_the_call_starts_and_duration_times_the_body(
+    store: Transport, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from neotoma_agent import _tools
+
+    start = 1_796_000_000_000  # the clock on enter; the body moves it on a minute
+    monkeypatch.setattr(_tools, "now_ms", lambda: start)
+    async with memory(store).turn("go", turn_id="t1") as t:
+        async with t.tool("slow", {"n": 1}) as call:
+            monkeypatch.setattr(_tools, "now_ms", lambda: start + 60_000)
+            await anyio.sleep(0.03)
+            call.result = 1
+        monkeypatch.setattr(_tools, "now_ms", lambda: start)
+        with t.tool("slow_sync", {"n": 2}):
+            monkeypatch.setattr(_tools, "now_ms", lambda: start + 60_000)
+            await anyio.sleep(0.03)  # a sync with block, awaited inside
+        t.reply = "ok"
+    for rec in t.result.tools:
+        assert rec.invoked_at == _tools.iso_ms(start), rec.name  # read once, on enter
+        assert rec.duration_ms is not None
+        assert rec.duration_ms >= 25, rec.name  # the body's time (it slept 30 ms)
+
+
 async def test_record_tool_keeps_a_call_a_framework_made(store: Transport) -> None:
     at = datetime.datetime(2026, 12, 1, 10, 0, 0, 123456, tzinfo=datetime.timezone.utc)
     async with memory(store).turn("go", turn_id="t1") as t:
@@ -214,6 +238,7 @@ async def test_record_tool_keeps_a_call_a_framework_made(store: Transport) -> No
     snap = (await store.get_entity_snapshot(tool_id)).snapshot
     assert snap["duration_ms"] == 312.5
     assert snap["invoked_at"] == "2026-12-01T10:00:00.123Z"
+    assert set(snap) == DECLARED  # the call id and error class stay on the observation
     fields = await _observation(store, tool_id)
     assert (fields["call_id"], fields["error_class"]) == ("toolu_01", "HTTPError")
 
@@ -320,6 +345,87 @@ async def test_a_rerun_with_the_same_calls_writes_nothing_new(store: Transport) 
         assert len((await store.list_observations(tool_id)).observations) == 1
 
 
+async def test_a_rerun_of_calls_the_turn_timed_itself_replays(store: Transport) -> None:
+    # t.tool reads the clock: a re-run's calls start later and last longer, and that alone
+    # must not make the re-run a mismatch (the stored calls' readings are replayed).
+    m = memory(store)
+    delays = iter([0.0, 0.02])
+
+    async def run(status: str = "ok") -> Any:
+        async with m.turn("go", turn_id="t1") as t:
+            async with t.tool("search", {"q": 1}) as call:
+                await anyio.sleep(next(delays, 0.0))
+                call.result = [1]
+            t.record_tool("book", args={"id": 1}, result="ok", status=status)
+            t.reply = "Booked."
+        return t.result
+
+    first = await run()
+    second = await run()
+    assert second.replayed
+    assert second.tool_ids == first.tool_ids
+    assert [c.invoked_at for c in second.tools] == [c.invoked_at for c in first.tools]
+    for tool_id in first.tool_ids:
+        assert len((await store.list_observations(tool_id)).observations) == 1
+    # ... but a call whose content differs is still a different turn
+    with pytest.raises(IdempotencyMismatchError):
+        await run(status="error")
+
+
+async def test_a_rerun_of_an_abandoned_turn_with_timed_calls_writes_nothing_new(
+    store: Transport,
+) -> None:
+    m = memory(store)
+
+    async def failed() -> Any:
+        try:
+            async with m.turn("go", turn_id="t1") as t:
+                async with t.tool("search", {"q": 1}) as call:
+                    call.result = [1]
+                raise Boom
+        except Boom:
+            return t.result
+        raise AssertionError("the body's error was swallowed")
+
+    first = await failed()
+    await anyio.sleep(0.01)  # a later clock reading for the re-run's call
+    second = await failed()
+    assert second.tool_ids == first.tool_ids
+    assert len((await store.list_observations(first.turn_record_id)).observations) == 2
+
+
+async def test_a_turn_abandoned_two_ways_then_retried_writes_nothing_new(
+    store: Transport,
+) -> None:
+    # Two abandonments of one turn id are both kept (the second under a content key); a
+    # retry of the second, whose call runs again later, collapses into it.
+    m = memory(store)
+
+    class Other(Exception):
+        pass
+
+    async def failed(error: type[Exception]) -> Any:
+        try:
+            async with m.turn("go", turn_id="t1") as t:
+                async with t.tool("search", {"q": 1}) as call:
+                    call.result = [1]
+                async with t.tool("search", {"q": 1}) as call:  # the same call twice
+                    call.result = [1]
+                raise error
+        except error:
+            return t.result
+        raise AssertionError("the body's error was swallowed")
+
+    await failed(Boom)
+    await anyio.sleep(0.01)
+    second = await failed(Other)
+    await anyio.sleep(0.01)
+    third = await failed(Other)
+    assert third.tool_ids == second.tool_ids
+    assert [c.invoked_at for c in third.tools] == [c.invoked_at for c in second.tools]
+    assert len((await store.list_observations(second.turn_record_id)).observations) == 3
+
+
 async def test_current_turn_is_the_turn_whose_body_runs(store: Transport) -> None:
     m = memory(store)
     assert current_turn() is None
@@ -376,6 +482,25 @@ async def test_the_explicit_api_writes_calls_made_anywhere(store: Transport) -> 
     record = await turn_record(store, "chat-1", "t1")
     linked = {e.target_entity_id for e in await edges(store, record["id"], "REFERS_TO")}
     assert set(result.tool_ids) <= linked
+
+
+async def test_a_conflicting_call_id_handed_to_close_turn_is_refused_before_any_io(
+    store: Transport,
+) -> None:
+    recorder = RecordingTransport(store)
+    m = memory(recorder)
+    opened = await m.open_turn("go", turn_id="t1")
+    opened.record_tool("search", args={"q": 1}, call_id="c1")
+    recorder.reset()
+    other = ToolCall.create("search", args={"q": 2}, call_id="c1")
+    with pytest.raises(ToolCallConflictError):
+        await m.close_turn(opened, "done", tools=[other])
+    twice = [ToolCall.create("x", args={"n": n}, call_id="c2") for n in (1, 2)]
+    with pytest.raises(ToolCallConflictError):
+        await m.abandon_turn("t1", error="Stop", tools=twice)
+    assert recorder.calls == []
+    result = await m.close_turn(opened, "done")
+    assert [c.args for c in result.tools] == [{"q": 1}]
 
 
 async def test_a_turn_opened_elsewhere_is_closed_with_its_calls(store: Transport) -> None:
@@ -489,7 +614,9 @@ def test_bad_payload_settings_fail_when_the_memory_is_made() -> None:
 async def test_history_and_memory_tools_read_the_calls_back(store: Transport) -> None:
     m = memory(store, history_turns=3)
     async with m.turn("first", turn_id="t1") as t:
-        t.record_tool("search", args={"q": "LIS"}, result=[1, 2], invoked_at=_iso(1))
+        t.record_tool(
+            "search", args={"q": "LIS"}, result=[1, 2], invoked_at=_iso(1), duration_ms=12.5
+        )
         t.record_tool(
             "book", args={"id": 1}, status="error", error_class="Full", invoked_at=_iso(2)
         )
@@ -499,6 +626,7 @@ async def test_history_and_memory_tools_read_the_calls_back(store: Transport) ->
         t2.reply = "ok"
     assert [(c.name, c.status) for c in earlier.tools] == [("search", "ok"), ("book", "error")]
     assert [c.entity_id for c in earlier.tools] == list(t.result.tool_ids)
+    assert [c.duration_ms for c in earlier.tools] == [12.5, None]
     assert earlier.tools[0].args is None  # the snapshot only: arguments need memory.tools
     [h1, h2] = await m.history()
     assert h1.tools == earlier.tools

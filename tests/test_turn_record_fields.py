@@ -6,7 +6,6 @@ from __future__ import annotations
 import datetime
 from typing import Any
 
-import attrs
 import pytest
 from turn_support import db_path, memory, seed, store, turn_record
 
@@ -75,7 +74,7 @@ async def test_a_rerun_over_a_close_written_without_started_at_replays(
     monkeypatch.setattr(
         _phases,
         "closing_run",
-        lambda *args: attrs.evolve(new_run(*args), started_at=None),
+        lambda *args: new_run(*args)._replace(started_at=None),
     )
     m = memory(store)
     async with m.turn("q", turn_id="t1") as t:
@@ -197,3 +196,40 @@ async def test_the_conversation_gets_harness_and_started_at_once(store: Transpor
     rerun = await run("first")  # a re-run of the first turn: its user store replays
     assert rerun.replayed
     assert len(await _observations(store, record["id"])) == 2
+
+
+async def test_the_explicit_api_names_the_model_on_the_turn_record(store: Transport) -> None:
+    m = memory(store)
+    await m.open_turn("go", turn_id="opened", model="m-open")
+    await memory(store).close_turn("opened", "done")  # another process: knows no model
+    assert (await turn_record(store, "chat-1", "opened"))["model"] == "m-open"
+    await m.open_turn("go", turn_id="closed")
+    await memory(store).close_turn("closed", "done", model="m-close")
+    assert (await turn_record(store, "chat-1", "closed"))["model"] == "m-close"
+    await m.open_turn("go", turn_id="abandoned")
+    await memory(store).abandon_turn("abandoned", error="Stop", model="m-abandon")
+    assert (await turn_record(store, "chat-1", "abandoned"))["model"] == "m-abandon"
+    await m.record_turn("q", "a", turn_id="recorded", retrieve=False, model="m-record")
+    assert (await turn_record(store, "chat-1", "recorded"))["model"] == "m-record"
+
+
+async def test_started_at_is_the_time_a_uuid7_turn_id_carries_whenever_it_runs(
+    store: Transport,
+) -> None:
+    from neotoma_agent.testing import RecordingTransport
+
+    # A UUIDv7 minted on 2020-01-01T00:00:00.000Z: its turn started then, not when it runs.
+    ms = 1_577_836_800_000
+    turn_id = f"{ms:012x}"[:8] + "-" + f"{ms:012x}"[8:] + "-7000-8000-000000000001"
+    m = memory(store)
+    async with m.turn("q", turn_id=turn_id) as t:
+        t.reply = "a"
+    record = await turn_record(store, "chat-1", turn_id)
+    assert record["started_at"] == "2020-01-01T00:00:00.000Z"
+    # A re-run sends the same started_at: its user store replays at once; only the
+    # closing store (ended_at is a clock reading) reads the record's observations.
+    recorder = RecordingTransport(store)
+    async with memory(recorder).turn("q", turn_id=turn_id) as again:
+        again.reply = "a"
+    assert again.result.replayed
+    assert len(recorder.calls_to("list_observations")) <= 1

@@ -33,6 +33,26 @@ def _read_record(path: str) -> Forgotten:
         ) from None
 
 
+def _hook_state_path(args: argparse.Namespace) -> Path:
+    """The coding-agent hooks' state file ``forget --purge`` also clears."""
+    from ._hook import default_state_path
+
+    return Path(args.state).expanduser() if args.state else default_state_path()
+
+
+def _purge_hook_state(args: argparse.Namespace, conversation_id: str) -> int | None:
+    """Drop the conversation's turns from the hooks' state file; how many (``None``: no
+    file). The file may hold its texts (a turn not delivered, an abandoned turn's reply),
+    and a turn it still has to deliver would store the conversation again."""
+    path = _hook_state_path(args)
+    if not path.exists():
+        return None
+    from ..hooks._state import HookState
+
+    with HookState(path) as state:
+        return state.forget(conversation_id)
+
+
 async def run(args: argparse.Namespace) -> int:
     """Forget (or restore) one conversation; print what was done."""
     if args.restore is not None:
@@ -70,6 +90,9 @@ async def run(args: argparse.Namespace) -> int:
             f"{done}, then erased: {stats.observations} observations, "
             f"{stats.relationships} edges, free pages vacuumed)"
         )
+        dropped = _purge_hook_state(args, forgotten.conversation_id)
+        if dropped is not None:
+            print(f"hook state: {dropped} turns dropped from {_hook_state_path(args)}")
     else:
         hint = f"; `forget --restore {args.save}` undoes it" if args.save else ""
         print(f"{done}: reversible{hint})", file=sys.stdout)
@@ -85,7 +108,8 @@ COMMAND = Command(
         them (entities it only mentions stay). `show`, `export`, history, retrieval and the
         web view no longer see it. It is reversible: --save FILE keeps the record that
         `forget --restore FILE` reads. On a store file, --purge then erases the rows and
-        VACUUMs the file (irreversible), for a user who asked to be forgotten.
+        VACUUMs the file (irreversible), for a user who asked to be forgotten, and drops
+        the conversation from the coding-agent hooks' state file (--state).
     """,
     run=run,
     options=(
@@ -95,7 +119,14 @@ COMMAND = Command(
         option(
             "--purge",
             action="store_true",
-            help="store file only: also erase the rows and free pages (irreversible)",
+            help="store file only: also erase the rows and free pages (irreversible), and "
+            "the conversation's turns in the coding-agent hooks' state file",
+        ),
+        option(
+            "--state",
+            metavar="PATH",
+            help="with --purge: the hooks' state file to clear (default: the one `hook` "
+            "uses, $NEOTOMA_AGENT_HOOK_STATE or hooks-state.db in the data directory)",
         ),
     ),
 )

@@ -46,7 +46,8 @@ def run_hook_command(args: argparse.Namespace) -> int:
 
     label = f"neotoma-agent hook {printable(args.harness)} {printable(args.event)}"
     try:
-        raw = sys.stdin.buffer.read(32 * 1024 * 1024 + 1)
+        # No stdin at all (its descriptor closed: ``sys.stdin`` is None) reads as empty.
+        raw = b"" if sys.stdin is None else sys.stdin.buffer.read(32 * 1024 * 1024 + 1)
     except (OSError, ValueError):
         raw = b""
     if args.harness not in HARNESSES:
@@ -137,6 +138,14 @@ def run_hooks_command(args: argparse.Namespace) -> int:
                 if args.harness == "codex":
                     # Codex skips a hook from hooks.json until the person trusts it.
                     print("codex: review and trust these hooks in Codex (/hooks) to turn them on")
+                    if args.scope == "project":
+                        # And a project's .codex/hooks.json is read at all only in a
+                        # project Codex trusts: else the hooks never run, silently.
+                        print(
+                            "codex: Codex reads .codex/hooks.json only in a trusted project "
+                            '(trust_level = "trusted" for it in ~/.codex/config.toml; Codex '
+                            "asks when it first opens the folder)"
+                        )
             return 0
         if args.action == "uninstall":
             change = uninstall(args.harness, path)

@@ -307,14 +307,45 @@ def console_main() -> NoReturn:
     sys.exit(status)
 
 
+def _parse_hook_args(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespace | None:
+    """``hook``'s command line, or ``None`` after a mistake in it (reported in one line).
+
+    A hook exits 0 whatever is wrong, its command line included (an option a later release
+    renamed, a settings file edited by hand): argparse's exit status 2 is what Claude Code
+    and Codex read as "block this prompt".
+    """
+    import contextlib
+    import io
+
+    said = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(said):
+            return parser.parse_args(argv)
+    except SystemExit as exc:
+        if exc.code in (0, None):  # --help, printed on stdout
+            raise
+        lines = said.getvalue().strip().splitlines()
+        last = lines[-1] if lines else ""
+        detail = last.split(": error: ", 1)[-1] if ": error: " in last else last
+        print(f"neotoma-agent hook: command line ignored: {printable(detail)}", file=sys.stderr)
+        return None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one ``neotoma-agent`` command in this process; return its exit status.
 
     ``argv`` defaults to ``sys.argv[1:]``. The console script is :func:`console_main`.
     """
     argv = sys.argv[1:] if argv is None else list(argv)
-    parser = build_parser(_command_in(argv))
-    args = parser.parse_args(argv)
+    command = _command_in(argv)
+    parser = build_parser(command)
+    if command == "hook":
+        hook_args = _parse_hook_args(parser, argv)
+        if hook_args is None:
+            return 0
+        args = hook_args
+    else:
+        args = parser.parse_args(argv)
     if getattr(args, "func", None) is None:
         # No command: a short usage on stderr (stdout stays empty for a script), not the
         # whole --help.

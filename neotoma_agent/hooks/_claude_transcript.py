@@ -186,6 +186,10 @@ def _results(turn: _Turn, line: Mapping[str, Any], results: list[Mapping[str, An
         call.ended_at = _timestamp(line)
         if block.get("is_error") is True:
             call.status, call.error_class = "error", "ToolError"
+            if isinstance(block.get("content"), str):
+                # The error text, as PostToolUseFailure's ``error`` sends it (the
+                # structured result is Claude Code's display of it: "Error: " + text).
+                call.result = block["content"]
         turn.last = "tool_result"
 
 

@@ -91,11 +91,17 @@ def _well_formed(key: str, value: str) -> str:
     return value
 
 
+def _a(value: object) -> str:
+    """``value``'s type name with its article: "an int", "a list"."""
+    name = type(value).__name__
+    return f"{'an' if name[:1] in 'aeiou' else 'a'} {name}"
+
+
 def required_str(payload: Mapping[str, Any], key: str) -> str:
     """``payload[key]`` as a non-empty, well-formed string, or :class:`BadInput`."""
     value = payload.get(key)
     if not isinstance(value, str):
-        kind = "missing" if value is None else f"a {type(value).__name__}, not a string"
+        kind = "missing" if value is None else f"{_a(value)}, not a string"
         raise BadInput(f"field {key!r} is {kind}")
     if not value.strip():
         raise BadInput(f"field {key!r} is empty")
@@ -108,7 +114,7 @@ def optional_str(payload: Mapping[str, Any], key: str) -> str | None:
     if value is None:
         return None
     if not isinstance(value, str):
-        raise BadInput(f"field {key!r} is a {type(value).__name__}, not a string")
+        raise BadInput(f"field {key!r} is {_a(value)}, not a string")
     return _well_formed(key, value)
 
 
@@ -116,7 +122,7 @@ def text(payload: Mapping[str, Any], key: str) -> str:
     """``payload[key]`` as well-formed text (empty allowed), or :class:`BadInput`."""
     value = payload.get(key)
     if not isinstance(value, str):
-        kind = "missing" if value is None else f"a {type(value).__name__}, not a string"
+        kind = "missing" if value is None else f"{_a(value)}, not a string"
         raise BadInput(f"field {key!r} is {kind}")
     return _well_formed(key, value)
 

@@ -118,21 +118,25 @@ def prompt(field: str, *, model: str | None = None) -> Reader:
 def tool(
     *,
     result: str | None,
+    error: str | None = None,
     duration_ms: str | None = None,
     interrupt: str | None = None,
 ) -> Reader:
     """A tool ran: ``tool_name``, ``tool_input``, ``tool_use_id`` and the harness's
     ``result`` field; ``result=None``: the failure twin (status ``error``, or
-    ``cancelled`` when the boolean field ``interrupt`` is true); ``duration_ms``: the
-    field holding the call's milliseconds."""
+    ``cancelled`` when the boolean field ``interrupt`` is true), whose ``error`` field
+    (the error text) is the call's result, as ``import`` stores a failed call;
+    ``duration_ms``: the field holding the call's milliseconds."""
 
     def read(conv: str, turn: str | None, payload: Mapping[str, Any]) -> HookEvent:
         failed = result is None
         interrupted = failed and interrupt is not None and payload.get(interrupt) is True
+        given = result if result is not None else error
         record = tool_record(
             required_str(payload, "tool_name"),
             args=payload.get("tool_input"),
-            result=None if result is None else payload.get(result),
+            # Any JSON, as a result is: the tool-call API checks and caps it at the close.
+            result=None if given is None else payload.get(given),
             status="cancelled" if interrupted else "error" if failed else "ok",
             call_id=optional_str(payload, "tool_use_id"),
             duration_ms=None if duration_ms is None else duration(payload, duration_ms),

@@ -8,7 +8,8 @@ and Cursor has its own (``{"version": 1, "hooks": {"stop": [{"command": "..."}]}
 entry is ours when its command runs ``neotoma_agent hook`` / ``neotoma-agent hook``; nothing
 else in the file is touched, its key order included. A change is written atomically
 (a temporary file renamed over the old one) after a backup of the old file beside it
-(``*.neotoma-agent.bak``); an install that would change nothing writes nothing.
+(``*.neotoma-agent.bak``, then ``*.neotoma-agent.1.bak``, ...: none is overwritten); an
+install that would change nothing writes nothing.
 """
 
 from __future__ import annotations
@@ -152,11 +153,23 @@ def _entry(harness: str, command: str) -> dict[str, Any]:
     return {"hooks": [handler]}
 
 
+def _free_backup(path: Path) -> Path:
+    """Where the backup of ``path`` goes: ``*.neotoma-agent.bak``, or when that exists the
+    next ``*.neotoma-agent.N.bak``, so the file as it was before our first change is kept
+    (an uninstall must not overwrite the backup its install made)."""
+    backup = path.with_name(path.name + BACKUP_SUFFIX)
+    n = 0
+    while backup.exists():
+        n += 1
+        backup = path.with_name(f"{path.name}{BACKUP_SUFFIX.removesuffix('.bak')}.{n}.bak")
+    return backup
+
+
 def _write(path: Path, old: dict[str, Any] | None, new: dict[str, Any]) -> Path | None:
     path.parent.mkdir(parents=True, exist_ok=True)
     backup = None
     if old is not None and path.exists():
-        backup = path.with_name(path.name + BACKUP_SUFFIX)
+        backup = _free_backup(path)
         shutil.copy2(path, backup)
     fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
     try:

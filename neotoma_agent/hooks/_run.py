@@ -357,7 +357,7 @@ async def _deliver(
     import anyio
 
     with anyio.move_on_after(budget):
-        async with _open_store(spec) as transport:
+        async with _open_store(spec, budget) as transport:
             if spec.url and spec.outbox is not None:
                 # Closing stores an earlier event queued go first (the server may be back).
                 await transport.flush_outbox()
@@ -527,18 +527,23 @@ def _outbox_waiting(spec: StoreSpec) -> bool:
         return False
 
 
-def _open_store(spec: StoreSpec) -> Any:
+def _open_store(spec: StoreSpec, budget: float) -> Any:
     if spec.url:
         from neotoma_agent import HttpTransport, RetryPolicy
 
+        # Each call gets at most half the hook's budget: a store cancelled at the budget
+        # still makes its closing store (the engine shields it), and that one must end
+        # within the budget too; a server that hangs would otherwise keep the person
+        # waiting the transport's own timeout past --timeout.
+        call = max(min(4.0, budget / 2), 0.05)
         return HttpTransport(
             spec.url,
             token=spec.token,
-            timeout=5.0,
-            connect_timeout=1.0,
+            timeout=min(5.0, call),
+            connect_timeout=min(1.0, call),
             # A person is waiting: one quick retry, then the outbox (closing stores) or the
             # state file (the rest) keeps the store for a later event.
-            retry=RetryPolicy(attempts=2, timeout=4.0, wait_initial=0.1, wait_max=0.3),
+            retry=RetryPolicy(attempts=2, timeout=call, wait_initial=0.1, wait_max=0.3),
             outbox=None if spec.outbox is None else os.fspath(spec.outbox),
             outbox_background=False,
         )

@@ -15,7 +15,24 @@ is delivered by a later event; the idempotency keys turn a repeated delivery int
 
 Tables: ``turns`` (one row per harness turn), ``tools`` (tool calls waiting for their
 turn's closing store, as the tool-call API's plain JSON), ``fired`` (when each event last
-ran, for ``hooks status``).
+ran, for ``hooks status``), ``pruned`` (closed turns no longer kept, counted for status).
+
+What is kept, and for how long (each turn's closing store prunes, in its transaction):
+
+- a turn still to deliver keeps everything (it is the write-ahead log);
+- once a completed turn's closing store landed (or went to the outbox, which keeps its own
+  copy), its prompt, reply, context, retrieved ids and tool calls go: no later event reads
+  them. The row itself stays (ids, how it ended): it makes a repeated prompt or Stop a
+  no-op and counts in ``hooks status``;
+- an abandoned turn keeps, for :data:`LATE_STOP_WINDOW`, what a Stop that comes after the
+  next prompt needs to complete it (the reply so far, the ids, the tool calls); after
+  that a late Stop changes nothing;
+- the closed rows themselves: a session keeps its newest :data:`KEEP_PER_SESSION`, and none
+  older than :data:`KEEP_SECONDS` (a repeated event comes within seconds). Deleted rows are
+  counted in ``pruned``, so ``hooks status`` still says how many turns were stored.
+
+Freed space is zeroed (``secure_delete``): a pruned text is not left in the file's free
+pages. A file an earlier version wrote (everything kept) is pruned when first opened.
 """
 
 from __future__ import annotations
@@ -29,13 +46,29 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Final, Literal, NamedTuple
 
-__all__ = ["Ending", "HookState", "PendingTurn", "Phase"]
+__all__ = [
+    "KEEP_PER_SESSION",
+    "KEEP_SECONDS",
+    "LATE_STOP_WINDOW",
+    "Ending",
+    "HookState",
+    "PendingTurn",
+    "Phase",
+]
 
 Phase = Literal["pending", "open", "done"]
 Ending = Literal["completed", "abandoned"]
 
 #: seconds a hook waits for another hook's write lock before giving up
 BUSY_TIMEOUT_MS: Final = 5000
+#: seconds an abandoned turn keeps what a late Stop needs to complete it (a Stop that
+#: races the next prompt's hook comes within seconds)
+LATE_STOP_WINDOW: Final = 3600.0
+#: closed turns kept per session (the newest), and for how long at most
+KEEP_PER_SESSION: Final = 50
+KEEP_SECONDS: Final = 7 * 86400.0
+#: ``PRAGMA user_version`` of a file whose closed turns are pruned (0: an earlier version's)
+_VERSION: Final = 1
 
 _SCHEMA: Final = """
 CREATE TABLE IF NOT EXISTS turns (
@@ -63,6 +96,8 @@ CREATE INDEX IF NOT EXISTS turns_due ON turns (conversation_id, phase, seq);
 -- grows with every turn, so only the undelivered ones are indexed
 CREATE INDEX IF NOT EXISTS turns_undelivered ON turns (harness, seq)
     WHERE phase = 'pending' OR (phase = 'open' AND ending IS NOT NULL);
+-- the closed rows the pruning reads: by age, and those still holding a payload
+CREATE INDEX IF NOT EXISTS turns_done ON turns (updated_at) WHERE phase = 'done';
 CREATE TABLE IF NOT EXISTS tools (
     conversation_id TEXT NOT NULL,
     turn_id TEXT NOT NULL,
@@ -79,7 +114,27 @@ CREATE TABLE IF NOT EXISTS fired (
     problems INTEGER NOT NULL DEFAULT 0,
     PRIMARY KEY (harness, event)
 );
+CREATE TABLE IF NOT EXISTS pruned (
+    harness TEXT PRIMARY KEY,
+    turns INTEGER NOT NULL
+);
 """
+
+# What a closed turn no longer needs (a completed one: everything but its ids and ending).
+_SETTLE_COMPLETED: Final = (
+    "UPDATE turns SET user_message = '', reply = NULL, context = NULL, retrieved_ids = NULL, "
+    "user_message_id = NULL WHERE phase = 'done' AND ending = 'completed'"
+)
+# An abandoned one keeps what a late Stop needs (reply so far, ids, tool calls) for now.
+_SETTLE_ABANDONED: Final = (
+    "UPDATE turns SET user_message = '', context = NULL WHERE phase = 'done' "
+    "AND ending IS NOT 'completed'"
+)
+# The tool calls of closed turns that no Stop can reopen any more (``end``).
+_DEAD_TOOLS: Final = (
+    "DELETE FROM tools WHERE (conversation_id, turn_id) IN (SELECT conversation_id, turn_id "
+    "FROM turns WHERE phase = 'done' AND user_message_id IS NULL{})"
+)
 
 
 class PendingTurn(NamedTuple):
@@ -144,8 +199,23 @@ class HookState:
         if self._db.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
             self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")
+        # What a pruning frees is zeroed: a pruned text must not stay in a free page.
+        self._db.execute("PRAGMA secure_delete=ON")
         # IF NOT EXISTS throughout: a second process creating the file at once is harmless.
         self._db.executescript(_SCHEMA)
+        if self._db.execute("PRAGMA user_version").fetchone()[0] < _VERSION:
+            self._migrate()
+
+    def _migrate(self) -> None:
+        """Prune what an earlier version kept of every closed turn (once per file)."""
+        with self._write() as db:
+            if db.execute("PRAGMA user_version").fetchone()[0] >= _VERSION:
+                return  # another process did it first
+            db.execute(_SETTLE_COMPLETED)
+            db.execute(_SETTLE_ABANDONED)
+            db.execute(_DEAD_TOOLS.format(""))
+            _sweep(db, time.time())
+            db.execute(f"PRAGMA user_version={_VERSION}")
 
     def close(self) -> None:
         """Close the connection."""
@@ -255,8 +325,11 @@ class HookState:
 
         The first ending wins, with one exception: a completion that arrives after the
         turn was abandoned (its Stop came late, after the next prompt) is recorded, since
-        the turn did complete. A repeated Stop changes nothing. ``reply=None`` keeps the
-        reply already recorded (Cursor's ``stop`` carries none).
+        the turn did complete; but not for a turn whose prompt the store refused (dropped
+        before its user message was stored): its reply would be stored with no user
+        message, or beside another prompt stored under the same turn id. A repeated Stop
+        changes nothing. ``reply=None`` keeps the reply already recorded (Cursor's
+        ``stop`` carries none).
         """
         now = time.time()
         with self._write() as db:
@@ -265,7 +338,8 @@ class HookState:
                     "UPDATE turns SET ending = 'completed', reply = coalesce(?, reply, ''), "
                     "error_class = NULL, phase = CASE phase WHEN 'done' THEN 'open' "
                     "ELSE phase END, updated_at = ? WHERE conversation_id = ? AND turn_id = ? "
-                    "AND (ending IS NULL OR ending = 'abandoned')",
+                    "AND (ending IS NULL OR (ending = 'abandoned' "
+                    "AND (phase != 'done' OR user_message_id IS NOT NULL)))",
                     (reply, now, conversation_id, turn_id),
                 ).rowcount
             else:
@@ -297,10 +371,21 @@ class HookState:
         """Keep a tool call for its turn's closing store; a repeated call key is a no-op."""
         with self._write() as db:
             seq = db.execute("SELECT coalesce(max(seq), 0) + 1 FROM tools").fetchone()[0]
+            # Not for a closed turn no Stop can reopen (``end``): no store would read it.
             added = db.execute(
                 "INSERT OR IGNORE INTO tools (conversation_id, turn_id, call_key, seq, record) "
-                "VALUES (?, ?, ?, ?, ?)",
-                (conversation_id, turn_id, call_key, seq, json.dumps(record, sort_keys=True)),
+                "SELECT ?, ?, ?, ?, ? WHERE NOT EXISTS (SELECT 1 FROM turns WHERE "
+                "conversation_id = ? AND turn_id = ? AND phase = 'done' "
+                "AND user_message_id IS NULL)",
+                (
+                    conversation_id,
+                    turn_id,
+                    call_key,
+                    seq,
+                    json.dumps(record, sort_keys=True),
+                    conversation_id,
+                    turn_id,
+                ),
             ).rowcount
         return bool(added)
 
@@ -369,23 +454,42 @@ class HookState:
             )
 
     def closed(self, conversation_id: str, turn_id: str, ending: Ending) -> None:
-        """The closing store for ``ending`` landed (or was queued in the outbox)."""
+        """The closing store for ``ending`` landed (or was queued in the outbox): what the
+        turn kept for it goes, and the closed turns past their keep are pruned."""
+        now = time.time()
         with self._write() as db:
             db.execute(
                 "UPDATE turns SET phase = 'done', updated_at = ? WHERE conversation_id = ? "
                 "AND turn_id = ? AND ending = ?",
-                (time.time(), conversation_id, turn_id, ending),
+                (now, conversation_id, turn_id, ending),
             )
+            _settle(db, conversation_id, turn_id, now)
 
     def drop(self, conversation_id: str, turn_id: str) -> None:
         """The store refused this turn for good (its content): stop delivering it."""
+        now = time.time()
         with self._write() as db:
             db.execute(
                 "UPDATE turns SET phase = 'done', ending = coalesce(ending, 'abandoned'), "
                 "error_class = coalesce(error_class, 'Refused'), updated_at = ? "
                 "WHERE conversation_id = ? AND turn_id = ?",
-                (time.time(), conversation_id, turn_id),
+                (now, conversation_id, turn_id),
             )
+            _settle(db, conversation_id, turn_id, now)
+
+    def forget(self, conversation_id: str) -> int:
+        """Drop everything kept of a conversation (``forget --purge``); the turns dropped.
+
+        Its undelivered turns too: a later event would otherwise store the forgotten
+        conversation again. The WAL is truncated, so no copy of a page stays there.
+        """
+        with self._write() as db:
+            db.execute("DELETE FROM tools WHERE conversation_id = ?", (conversation_id,))
+            dropped = db.execute(
+                "DELETE FROM turns WHERE conversation_id = ?", (conversation_id,)
+            ).rowcount
+        self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        return int(dropped)
 
     def failed(self, conversation_id: str, turn_id: str) -> int:
         """A delivery failed (a later event tries again); the failures so far."""
@@ -427,11 +531,74 @@ class HookState:
         return {r[0]: (float(r[1]), int(r[2]), int(r[3])) for r in rows}
 
     def counts(self, harness: str) -> dict[str, int]:
-        """Turns by state: ``open`` (waiting for their end), ``undelivered``, ``done``."""
+        """Turns by state: ``open`` (waiting for their end), ``undelivered``, ``done``
+        (closed, the pruned ones included)."""
         row = self._db.execute(
             "SELECT sum(ending IS NULL AND phase = 'open'), "
             "sum(phase = 'pending' OR (phase = 'open' AND ending IS NOT NULL)), "
-            "sum(phase = 'done') FROM turns WHERE harness = ?",
-            (harness,),
+            "sum(phase = 'done'), (SELECT turns FROM pruned WHERE harness = ?) "
+            "FROM turns WHERE harness = ?",
+            (harness, harness),
         ).fetchone()
-        return {"open": row[0] or 0, "undelivered": row[1] or 0, "done": row[2] or 0}
+        done = (row[2] or 0) + (row[3] or 0)
+        return {"open": row[0] or 0, "undelivered": row[1] or 0, "done": done}
+
+
+def _settle(db: sqlite3.Connection, conversation_id: str, turn_id: str, now: float) -> None:
+    """A turn was closed (in ``db``'s open transaction): drop what it no longer needs,
+    then prune the closed turns past their keep."""
+    where = " AND conversation_id = ? AND turn_id = ?"
+    db.execute(_SETTLE_COMPLETED + where, (conversation_id, turn_id))
+    db.execute(_SETTLE_ABANDONED + where, (conversation_id, turn_id))
+    db.execute(_DEAD_TOOLS.format(where), (conversation_id, turn_id))
+    # The session's closed turns beyond its newest KEEP_PER_SESSION.
+    edge = db.execute(
+        "SELECT seq FROM turns WHERE conversation_id = ? AND phase = 'done' "
+        "ORDER BY seq DESC LIMIT 1 OFFSET ?",
+        (conversation_id, KEEP_PER_SESSION),
+    ).fetchone()
+    if edge is not None:
+        _delete(
+            db, "conversation_id = ? AND phase = 'done' AND seq <= ?", (conversation_id, edge[0])
+        )
+    _sweep(db, now)
+
+
+def _sweep(db: sqlite3.Connection, now: float) -> None:
+    """Every session's closed turns: an abandoned one's late-Stop payload past its window,
+    and the rows past :data:`KEEP_SECONDS` (both read from the ``turns_done`` index)."""
+    late = (
+        "phase = 'done' AND updated_at < ? AND "
+        "(user_message_id IS NOT NULL OR reply IS NOT NULL OR retrieved_ids IS NOT NULL)"
+    )
+    cutoff = now - LATE_STOP_WINDOW
+    db.execute(
+        "DELETE FROM tools WHERE (conversation_id, turn_id) IN (SELECT conversation_id, "
+        f"turn_id FROM turns WHERE {late})",
+        (cutoff,),
+    )
+    db.execute(
+        f"UPDATE turns SET reply = NULL, retrieved_ids = NULL, user_message_id = NULL WHERE {late}",
+        (cutoff,),
+    )
+    _delete(db, "phase = 'done' AND updated_at < ?", (now - KEEP_SECONDS,))
+
+
+def _delete(db: sqlite3.Connection, where: str, params: tuple[Any, ...]) -> None:
+    """Delete the closed turns ``where`` says (and their calls), counting them per harness."""
+    counted = db.execute(
+        f"SELECT harness, count(*) FROM turns WHERE {where} GROUP BY harness", params
+    ).fetchall()
+    if not counted:
+        return
+    db.execute(
+        "DELETE FROM tools WHERE (conversation_id, turn_id) IN "
+        f"(SELECT conversation_id, turn_id FROM turns WHERE {where})",
+        params,
+    )
+    db.execute(f"DELETE FROM turns WHERE {where}", params)
+    db.executemany(
+        "INSERT INTO pruned (harness, turns) VALUES (?, ?) "
+        "ON CONFLICT (harness) DO UPDATE SET turns = turns + excluded.turns",
+        counted,
+    )

@@ -44,7 +44,7 @@ INPUT: Final = HarnessInput(
         "UserPromptSubmit": prompt("prompt"),
         "PostToolUse": tool(result="tool_response", duration_ms="duration_ms"),
         "PostToolUseFailure": tool(
-            result=None, duration_ms="duration_ms", interrupt="is_interrupt"
+            result=None, error="error", duration_ms="duration_ms", interrupt="is_interrupt"
         ),
         "Stop": stop(reply="last_assistant_message"),
         "SessionEnd": session_end(),

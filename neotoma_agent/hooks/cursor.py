@@ -40,7 +40,7 @@ INPUT: Final = HarnessInput(
         "beforeSubmitPrompt": prompt("prompt", model="model"),
         "afterAgentResponse": reply("text"),
         "postToolUse": tool(result="tool_output", duration_ms="duration"),
-        "postToolUseFailure": tool(result=None, duration_ms="duration"),
+        "postToolUseFailure": tool(result=None, error="error_message", duration_ms="duration"),
         "stop": stop(
             reply=None, status="status", failures={"aborted": "Aborted", "error": "AgentError"}
         ),

@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import weakref
 from collections.abc import AsyncIterator, Mapping
 from datetime import datetime, timedelta, timezone
 from typing import Any, Final
@@ -106,7 +107,8 @@ class ClaudeTurn(StreamedTurn):
     Read it with :meth:`text` (the reply's text deltas, each appended to the reply before it
     is handed on) or :meth:`messages` (every SDK message, in order). If the caller stops
     reading, the block's exit reads on to the ``ResultMessage``; leaving :meth:`text` or
-    :meth:`messages` early stops the prompt (``client.interrupt()``) and abandons the turn.
+    :meth:`messages` early stops the prompt (``client.interrupt()``) and abandons the turn
+    with the text the reader was shown.
     After the block: :attr:`result_message`, :attr:`reply`, :attr:`result`.
 
     Deltas are the top-level ``text_delta`` stream events (``include_partial_messages=True``;
@@ -213,9 +215,12 @@ class ClaudeTurn(StreamedTurn):
         await turn.__aenter__()
         self._owner._active.append(turn)
         try:
+            if self._owner._carries_history(self._client, self._options):
+                self._owner._carried.add(id(turn))
             prompt = self._prompt if isinstance(self._prompt, str) else _one(self._prompt)
             if self._client is not None:
                 await self._client.query(prompt, session_id=self._session_id)
+                self._owner._prompted.add(self._client)
                 self._source = aiter(self._client.receive_response())
             else:
                 self._source = aiter(
@@ -234,9 +239,19 @@ class ClaudeTurn(StreamedTurn):
         try:
             with anyio.fail_after(self._owner.memory.close_timeout):
                 await self._client.interrupt()
-                await self._read_rest()
+                await self._drain()
         except Exception as stopped:
             _logger.warning("claude.interrupt_failed reason=%s", type(stopped).__name__)
+
+    async def _drain(self) -> None:
+        # The rest of a prompt whose reader left: nothing of it was shown, so none of its
+        # text joins the partial reply (the turn keeps what the reader saw); its result is
+        # kept, for result_message to say how the prompt ended.
+        async for message in self._require_source():
+            if isinstance(message, ResultMessage):
+                self._result_message = message
+                break
+        self._done = True
 
     def _settle(self) -> BaseException | None:
         message = self._result_message
@@ -268,8 +283,11 @@ class NeotomaClaude:
     ``memory``: the :class:`~neotoma_agent.NeotomaMemory` every turn is stored in.
     ``context`` (default on) and ``context_chars`` (default 4000): what the
     ``UserPromptSubmit`` hook returns as ``additionalContext`` (``t.context(max_chars=)``).
-    History: the SDK's session already carries the conversation, so ``t.history`` is not
-    sent again (it is in ``t.context()`` within its budget).
+    History: ``t.context()`` shows the conversation's earlier turns only where the prompt's
+    session does not already carry them: on a client's first prompt (its session then holds
+    that block), and on each one-shot ``query()``; not on a client's later prompts, nor in a
+    session resumed (``resume=``, ``continue_conversation=True``). ``t.history`` is never
+    sent as messages.
     """
 
     memory: NeotomaMemory
@@ -277,6 +295,12 @@ class NeotomaClaude:
     context_chars: int = 4000
     _active: list[Turn] = dataclasses.field(default_factory=list, init=False, repr=False)
     _sessions: dict[str, Turn] = dataclasses.field(default_factory=dict, init=False, repr=False)
+    #: ids of the open turns whose session already carries the earlier turns
+    _carried: set[int] = dataclasses.field(default_factory=set, init=False, repr=False)
+    #: the clients a prompt was sent on: their session holds it, and its context block
+    _prompted: weakref.WeakSet[Any] = dataclasses.field(
+        default_factory=weakref.WeakSet, init=False, repr=False
+    )
 
     def __post_init__(self) -> None:
         if not isinstance(self.memory, NeotomaMemory):
@@ -332,7 +356,18 @@ class NeotomaClaude:
         """The one open turn of this object (``None`` when there is none, or several)."""
         return self._active[0] if len(self._active) == 1 else None
 
+    def _carries_history(self, client: Any, options: Any) -> bool:
+        # Whether the prompt's session already holds the conversation's earlier turns: a
+        # resumed or continued session, or a client that was prompted before (its session
+        # holds those prompts, and the first one's context block with the turns before).
+        if client is not None:
+            options = getattr(client, "options", None)
+        if getattr(options, "resume", None) or getattr(options, "continue_conversation", False):
+            return True
+        return client is not None and client in self._prompted
+
     def _release(self, turn: Turn) -> None:
+        self._carried.discard(id(turn))
         if turn in self._active:
             self._active.remove(turn)
         for session, held in list(self._sessions.items()):
@@ -382,7 +417,7 @@ class NeotomaClaude:
         turn = self._turn_for(data)
         if turn is None or not self.context or turn.state is not TurnState.OPEN:
             return {}
-        block = turn.context(max_chars=self.context_chars)
+        block = turn.context(max_chars=self.context_chars, history=id(turn) not in self._carried)
         if not block:
             return {}
         return {

@@ -220,7 +220,7 @@ async def build_payload(action: RepairAction) -> StorePayload:
         payload = closing_payload(
             settings, keys, action.content, conversation_entity_id=None, user_message_id=None
         )
-        return attrs.evolve(payload, idempotency_key=_repair_key(keys, payload.idempotency_key, ""))
+        return payload._replace(idempotency_key=_repair_key(keys, payload.idempotency_key, ""))
     if isinstance(action, AbandonTurn | CompleteTurn):
         status: Literal["abandoned", "completed"] = (
             "abandoned" if isinstance(action, AbandonTurn) else "completed"

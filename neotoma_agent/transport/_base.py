@@ -1,7 +1,7 @@
 """The Transport protocol, the optional ConversationReader, and AsyncClosing.
 
-The typed results the methods return live in :mod:`._results`; they are re-exported here,
-where the package's modules import them from.
+The typed results the methods return live in :mod:`._results` and :mod:`._query_results`;
+they are re-exported here, where the package's modules import them from.
 """
 
 from __future__ import annotations
@@ -10,23 +10,24 @@ from collections.abc import Mapping, Sequence
 from types import TracebackType
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
-# `X as X`: explicit re-exports (mypy --strict); the package imports the results from here.
+# `X as X`: explicit re-exports (mypy --strict); the package imports the results from here
+# (except the modules a coding-agent hook's prompt loads: they import ._results itself).
+from ._query_results import ConversationPage as ConversationPage
+from ._query_results import ConversationSummaryItem as ConversationSummaryItem
+from ._query_results import ConversationSummaryPage as ConversationSummaryPage
+from ._query_results import CorrectionResult as CorrectionResult
+from ._query_results import CreateRelationshipsResult as CreateRelationshipsResult
+from ._query_results import EntityQueryResult as EntityQueryResult
+from ._query_results import Observation as Observation
+from ._query_results import ObservationList as ObservationList
+from ._query_results import RelatedEntities as RelatedEntities
+from ._query_results import RelationshipSnapshot as RelationshipSnapshot
 from ._results import ConversationMessage as ConversationMessage
-from ._results import ConversationPage as ConversationPage
-from ._results import ConversationSummaryItem as ConversationSummaryItem
-from ._results import ConversationSummaryPage as ConversationSummaryPage
-from ._results import CorrectionResult as CorrectionResult
-from ._results import CreateRelationshipsResult as CreateRelationshipsResult
 from ._results import Entity as Entity
-from ._results import EntityQueryResult as EntityQueryResult
 from ._results import EntitySnapshot as EntitySnapshot
 from ._results import LookupResult as LookupResult
-from ._results import Observation as Observation
-from ._results import ObservationList as ObservationList
 from ._results import RecentConversation as RecentConversation
-from ._results import RelatedEntities as RelatedEntities
 from ._results import RelatedEntity as RelatedEntity
-from ._results import RelationshipSnapshot as RelationshipSnapshot
 from ._results import StoredEntity as StoredEntity
 from ._results import StoreResult as StoreResult
 from ._wire import Direction

@@ -22,6 +22,7 @@ in plain text or an HTML page:
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import re
 from collections.abc import Mapping
 from typing import Any, Final, Literal, get_args
@@ -79,8 +80,6 @@ IDEMPOTENCY_CODES = frozenset({"ERR_IDEMPOTENCY_MISMATCH", "ERR_IDEMPOTENCY_COLL
 
 # Messages built from non-JSON bodies are cut short: an HTML page may carry a stack trace.
 _MAX_TEXT_MESSAGE = 200
-_PRE = re.compile(r"<pre>(.*?)</pre>", re.DOTALL | re.IGNORECASE)
-_TAG = re.compile(r"<[^>]+>")
 
 
 def timestamp(now: dt.datetime | None = None) -> str:
@@ -140,14 +139,22 @@ def _hint(body: Mapping[str, Any]) -> str | None:
     return None
 
 
+@functools.cache
+def _page_patterns() -> tuple[re.Pattern[str], re.Pattern[str]]:
+    # An Express page's ``<pre>`` block, and any tag (compiled on first use, as ``html`` is
+    # imported: only error pages need them).
+    return re.compile(r"<pre>(.*?)</pre>", re.DOTALL | re.IGNORECASE), re.compile(r"<[^>]+>")
+
+
 def _text_message(text: str) -> str:
     """The readable part of a non-JSON error body: an Express page's ``<pre>`` first line."""
-    match = _PRE.search(text)
+    pre, tag = _page_patterns()
+    match = pre.search(text)
     if match:
         text = match.group(1).split("<br>")[0]
     import html  # here, not at the top: only error pages need it (a fast start)
 
-    text = html.unescape(_TAG.sub(" ", text))
+    text = html.unescape(tag.sub(" ", text))
     text = " ".join(text.split())
     if len(text) > _MAX_TEXT_MESSAGE:
         text = text[: _MAX_TEXT_MESSAGE - 1] + "…"

@@ -5,13 +5,23 @@ from __future__ import annotations
 import copy
 import io
 import json
+import os
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 import structlog
-from hook_support import Hooks, finish, hook_process, observations, recorded, summary
+from hook_support import (
+    Hooks,
+    finish,
+    hook_process,
+    observations,
+    recorded,
+    stored_tools,
+    summary,
+)
 
 from neotoma_agent.cli import main
 from neotoma_agent.hooks import StoreSpec, run_hook
@@ -64,6 +74,32 @@ def test_bad_input_is_ignored_and_loses_nothing(tmp_path: Path, raw: bytes) -> N
     assert summary(hooks.db, conv) == stored
 
 
+def test_bad_input_mid_turn_keeps_the_open_turn_and_its_calls(tmp_path: Path) -> None:
+    hooks = Hooks(tmp_path, "claude-code")
+    prompt, used, stop, end = recorded("claude-code", "tool")
+    hooks.replay([prompt, used])
+    wrong_tool = json.dumps({**used[1], "tool_name": 7}).encode()
+    wrong_stop = json.dumps({**stop[1], "last_assistant_message": [SECRET]}).encode()
+    for event, raw in [
+        ("PostToolUse", b""),
+        ("PostToolUse", b"{not json"),
+        ("PostToolUse", wrong_tool),
+        ("Stop", b""),
+        ("Stop", b"{not json"),
+        ("Stop", wrong_stop),
+    ]:
+        outcome = hooks.send(event, raw)
+        assert outcome.problem is not None
+        assert outcome.problem.startswith("input ignored: ")
+        assert SECRET not in outcome.problem
+    conv = hooks.conversation(prompt[1]["session_id"])
+    assert summary(hooks.db, conv) == [("Run echo hi", None, "open")]  # not ended by them
+    hooks.replay([stop, end])  # the real Stop still completes the turn, with its one call
+    assert summary(hooks.db, conv) == [("Run echo hi", "The answer is hi.", "completed")]
+    [call] = stored_tools(hooks.db, conv)
+    assert call.call_id == used[1]["tool_use_id"]
+
+
 def test_an_unknown_event_is_ignored(tmp_path: Path) -> None:
     hooks = Hooks(tmp_path, "claude-code")
     outcome = hooks.send("PreCompact", PROMPT[1])
@@ -114,6 +150,41 @@ def test_the_command_exits_0_with_one_line_on_stderr(tmp_path: Path) -> None:
     lines = err.decode().splitlines()
     assert lines == [
         "neotoma-agent hook claude-code UserPromptSubmit: input ignored: stdin is not JSON"
+    ]
+
+
+def test_a_command_line_mistake_exits_0_with_one_line_on_stderr(tmp_path: Path) -> None:
+    # An installed command an upgrade made wrong: argparse's status 2 would block the
+    # prompt in Claude Code and Codex.
+    for extra in [("--no-such-option",), ("--timeout", "soon")]:
+        proc = hook_process(
+            "claude-code",
+            "UserPromptSubmit",
+            json.dumps(PROMPT[1]).encode(),
+            db=tmp_path / "memory.db",
+            state=tmp_path / "state.db",
+            extra=extra,
+        )
+        status, out, err = finish(proc)
+        assert (status, out) == (0, b"")
+        [line] = err.decode().splitlines()
+        assert line.startswith("neotoma-agent hook: command line ignored: ")
+        assert extra[-1] in line
+    assert not (tmp_path / "memory.db").exists()
+
+
+def test_no_stdin_at_all_reads_as_empty(tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "neotoma_agent", "hook", "claude-code", "Stop",
+         "--db", str(tmp_path / "memory.db"), "--state", str(tmp_path / "state.db")],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        preexec_fn=lambda: os.close(0),  # the descriptor closed, not an empty pipe
+        check=False,
+    )  # fmt: skip
+    assert (proc.returncode, proc.stdout) == (0, b"")
+    assert proc.stderr.decode().splitlines() == [
+        "neotoma-agent hook claude-code Stop: input ignored: stdin is empty"
     ]
 
 

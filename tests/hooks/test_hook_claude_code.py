@@ -2,14 +2,33 @@
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import json
 import re
 from pathlib import Path
 
-from hook_support import Hooks, history, observations, recorded, seed, summary, tool_invocations
+import pytest
+from hook_support import (
+    Hooks,
+    cli_logging,
+    history,
+    import_sessions,
+    observations,
+    recorded,
+    seed,
+    session_files,
+    session_of,
+    stored_tools,
+    summary,
+    tool_invocations,
+)
 
+from neotoma_agent import EmbeddedStore, NeotomaMemory
+from neotoma_agent.cli import main
 from neotoma_agent.hooks import HookState
+
+__all__ = ["cli_logging"]
 
 
 def test_a_completed_turn_is_paired_by_session_and_prompt_id(tmp_path: Path) -> None:
@@ -94,6 +113,29 @@ def test_a_failed_tool_is_recorded_as_an_error(tmp_path: Path) -> None:
     assert (call["tool_name"], call["result_status"]) == ("Bash", "error")
     conv = hooks.conversation(inputs[0][1]["session_id"])
     assert summary(hooks.db, conv) == [("Run exit 3", "It failed.", "completed")]
+    # The error text the failure twin sends is the call's result (not None).
+    [stored] = stored_tools(hooks.db, conv)
+    assert (stored.status, stored.error_class) == ("error", "ToolError")
+    assert stored.result == inputs[1][1]["error"] == "Exit code 3"
+
+
+def test_a_failed_tool_is_stored_as_import_stores_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], cli_logging: None
+) -> None:
+    # The same session captured by the hooks, and imported from its transcript into
+    # another store: the failed call is the same call either way.
+    hooks = Hooks(tmp_path, "claude-code")
+    hooks.replay(recorded("claude-code", "tool_failure"))
+    imported = tmp_path / "imported.db"
+    transcript = session_files("claude-code") / "tool_failure" / "transcript.jsonl"
+    assert import_sessions("claude-code", capsys, imported, transcript)[0] == 0
+    conv = session_of("claude-code", "tool_failure")
+
+    def call(db: Path) -> tuple[object, ...]:
+        [c] = stored_tools(db, conv)
+        return (c.name, c.call_id, c.status, c.error_class, c.args, c.result)
+
+    assert call(hooks.db) == call(imported)
 
 
 def test_an_interrupted_turn_is_abandoned_by_the_session_end(tmp_path: Path) -> None:
@@ -105,6 +147,37 @@ def test_an_interrupted_turn_is_abandoned_by_the_session_end(tmp_path: Path) -> 
     assert summary(hooks.db, conv) == [("Tell me a long story", None, "open")]
     hooks.replay(inputs[1:])
     assert summary(hooks.db, conv) == [("Tell me a long story", None, "abandoned")]
+
+
+def test_an_interrupted_tool_using_turn_is_abandoned_with_its_calls(tmp_path: Path) -> None:
+    # Interrupted after a tool ran: the call, kept in the state file by the PostToolUse
+    # process, rides on the abandoning store that the SessionEnd process makes.
+    hooks = Hooks(tmp_path, "claude-code")
+    inputs = recorded("claude-code", "interrupted_tool")
+    assert [e for e, _ in inputs] == ["UserPromptSubmit", "PostToolUse", "SessionEnd"]
+    hooks.replay(inputs)
+    conv = hooks.conversation(inputs[0][1]["session_id"])
+    assert summary(hooks.db, conv) == [("Check, then tell me a story", None, "abandoned")]
+    [call] = stored_tools(hooks.db, conv)
+    assert (call.name, call.status, call.call_id) == ("Bash", "ok", inputs[1][1]["tool_use_id"])
+
+
+@pytest.mark.usefixtures("cli_logging")  # main() configures its logging
+def test_audit_finds_a_turn_the_hooks_left_open(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The prompt was stored, then nothing: the harness died before any Stop or SessionEnd.
+    hooks = Hooks(tmp_path, "claude-code")
+    inputs = recorded("claude-code", "interrupted")
+    hooks.replay(inputs[:1])
+    audit = ["audit", "--db", str(hooks.db), "--min-age", "0", "--json"]
+    assert main(audit) == 1
+    [found] = json.loads(capsys.readouterr().out)["remaining"]
+    assert (found["kind"], found["turn_id"]) == ("orphan_turn", inputs[0][1]["prompt_id"])
+    # The session's end abandons it: nothing is left for the audit.
+    hooks.replay(inputs[1:])
+    assert main(audit) == 0
+    assert json.loads(capsys.readouterr().out)["remaining"] == []
 
 
 def test_a_turn_without_stop_is_abandoned_by_the_next_prompt(tmp_path: Path) -> None:
@@ -132,6 +205,29 @@ def test_a_late_stop_completes_an_abandoned_turn(tmp_path: Path) -> None:
         ("Hello, I am Bob", "Hello Bob.", "completed"),
         ("Is Alice there?", "Alice is here too.", "completed"),
     ]
+
+
+def test_a_stop_for_a_prompt_the_store_refused_stores_nothing(tmp_path: Path) -> None:
+    # The store already holds this turn id with another prompt (a harness that reused
+    # it): the prompt is refused for good, and its Stop must not pair with that prompt.
+    hooks = Hooks(tmp_path, "claude-code")
+    prompt, stop, end = recorded("claude-code", "completed")
+    conv = hooks.conversation(prompt[1]["session_id"])
+
+    async def store_other_prompt() -> None:
+        async with EmbeddedStore.open(hooks.db) as store:
+            memory = NeotomaMemory(store, conversation_id=conv, platform="claude-code")
+            await memory.open_turn("Another prompt", turn_id=prompt[1]["prompt_id"])
+
+    asyncio.run(store_other_prompt())
+    before = observations(hooks.db)
+    refused = hooks.send(*prompt).problem
+    assert refused is not None
+    assert refused.startswith("refused by the store, dropped: IdempotencyMismatchError")
+    assert hooks.send(*stop).problem is None
+    assert hooks.send(*end).problem is None
+    assert observations(hooks.db) == before
+    assert summary(hooks.db, conv) == [("Another prompt", None, "open")]
 
 
 def test_a_repeated_stop_writes_nothing_new(tmp_path: Path) -> None:

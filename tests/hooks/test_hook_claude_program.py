@@ -108,3 +108,24 @@ def test_a_session_of_two_prompts_is_two_paired_turns(tmp_path: Path) -> None:
         ("Hello, I am Bob", "Hello Bob.", "completed"),
         ("Is Alice there?", "Alice is here too.", "completed"),
     ]
+
+
+def test_a_hook_whose_command_line_went_wrong_does_not_block_the_prompt(tmp_path: Path) -> None:
+    # An installed command an upgrade broke (an option renamed): Claude Code blocks the
+    # prompt when a UserPromptSubmit hook exits 2, which is argparse's own status.
+    program = claude_program()
+    assert program is not None
+    db, state = tmp_path / "memory.db", tmp_path / "state.db"
+    with FakeAnthropic([Text("Hello.")]) as api:
+        project = ClaudeProject(tmp_path / "claude", api, program)
+        project.neotoma(
+            "hooks", "install", "claude-code", "--scope", "project",
+            "--db", str(db), "--state", str(state),
+        )  # fmt: skip
+        settings = project.settings()
+        [group] = settings["hooks"]["UserPromptSubmit"]
+        group["hooks"][0]["command"] += " --option-of-another-release"
+        project.write_settings(settings)
+        result = project.prompt("Hi")
+    assert result["result"] == "Hello."
+    assert len(api.turn_requests) == 1  # the prompt reached the model

@@ -102,3 +102,28 @@ def test_completed_tool_using_and_interrupted_turns_are_stored(
     structlog.reset_defaults()
     assert "0 turns stored, 0 stored as abandoned (no reply), 5 already" in capsys.readouterr().out
     assert observations(db) == before
+
+
+def test_project_hooks_run_only_in_a_project_codex_trusts(tmp_path: Path) -> None:
+    program = codex_program()
+    assert program is not None
+    db, state = tmp_path / "memory.db", tmp_path / "state.db"
+    with FakeResponses([Text("Hello."), Text("Hi again.")]) as api:
+        project = CodexProject(tmp_path / "codex", api, program)
+        project.neotoma(
+            "hooks", "install", "codex", "--scope", "project",
+            "--db", str(db), "--state", str(state),
+        )  # fmt: skip
+        assert (project.project / ".codex" / "hooks.json").exists()
+        assert not project.hooks_file().exists()
+        # Even with the hooks' own trust bypassed, Codex reads no layer of an untrusted
+        # project: the hooks in its .codex/hooks.json do not run.
+        untrusted = sessions(project.prompt("Hello"))
+        # Trusting the folder (what Codex asks when it first opens in it) turns them on.
+        with (project.codex_home / "config.toml").open("a") as config:
+            config.write(f'\n[projects."{project.project}"]\ntrust_level = "trusted"\n')
+        trusted = sessions(project.prompt("Hello again"))
+    assert history(db, untrusted) == []
+    assert [(t.user, t.reply, t.status) for t in history(db, trusted)] == [
+        ("Hello again", "Hi again.", "completed")
+    ]

@@ -172,11 +172,13 @@ def test_a_repeated_close_the_state_forgot_replays_on_the_store(
     run's fields are found), it adds nothing."""
     hooks = Hooks(tmp_path, "claude-code")
     inputs = recorded("claude-code", "completed")
-    hooks.replay(inputs[:2])
+    hooks.replay(inputs[:1])
+    with monkeypatch.context() as lost:
+        # The Stop's store lands; the state write after it (``closed``) never happens.
+        lost.setattr(_run.HookState, "closed", lambda *args, **kw: None)
+        assert hooks.send(*inputs[1]).problem is None
     with sqlite3.connect(hooks.db) as conn:
         before = conn.execute("SELECT count(*) FROM observations").fetchone()[0]
-    with sqlite3.connect(hooks.state) as conn:
-        conn.execute("UPDATE turns SET phase = 'open'")  # as if the state write was lost
     time.sleep(0.01)  # a later ended_at
     closed = spy(monkeypatch)
     outcome = hooks.send(*inputs[2])  # SessionEnd: delivers what is due

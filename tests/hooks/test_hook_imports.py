@@ -16,10 +16,12 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 from cli_support import clean_env
 from hook_support import Hooks, recorded, summary, tool_invocations
 
+import neotoma_agent
 from neotoma_agent import ToolCall
 from neotoma_agent.hooks import HookState
 
@@ -57,15 +59,24 @@ _RUN = """
 import json, sys
 from neotoma_agent.cli import main
 status = main(sys.argv[2:])
+# The attrs classes the package built (each one compiles its methods when it is defined).
+built = sorted(
+    f"{name}.{value.__qualname__}"
+    for name, module in list(sys.modules.items())
+    if name.startswith("neotoma_agent") and module is not None
+    for value in list(vars(module).values())
+    if isinstance(value, type) and value.__module__ == name and "__attrs_attrs__" in vars(value)
+)
 with open(sys.argv[1], "w") as out:
-    json.dump({"status": status, "modules": sorted(sys.modules)}, out)
+    json.dump({"status": status, "modules": sorted(sys.modules), "attrs": built}, out)
 """
 
 
-def hook_modules(
+def hook_run(
     tmp_path: Path, event: str, payload: dict[str, object] | bytes, *, quiet: bool = True
-) -> set[str]:
-    """The modules a fresh ``neotoma-agent hook claude-code EVENT`` process loaded."""
+) -> dict[str, Any]:
+    """What a fresh ``neotoma-agent hook claude-code EVENT`` process loaded: its modules
+    (``modules``) and the package's attrs classes it built (``attrs``)."""
     report = tmp_path / f"{event}-modules.json"
     argv = ["hook", "claude-code", event, "--db", str(tmp_path / "memory.db")]
     done = subprocess.run(
@@ -80,9 +91,22 @@ def hook_modules(
     assert done.returncode == 0, done.stderr.decode(errors="replace")
     if quiet:
         assert done.stderr == b"", done.stderr.decode(errors="replace")
-    result = json.loads(report.read_text())
+    result: dict[str, Any] = json.loads(report.read_text())
     assert result["status"] == 0
-    return set(result["modules"])
+    return result
+
+
+def hook_modules(
+    tmp_path: Path, event: str, payload: dict[str, object] | bytes, *, quiet: bool = True
+) -> set[str]:
+    """The modules a fresh ``neotoma-agent hook claude-code EVENT`` process loaded."""
+    return set(hook_run(tmp_path, event, payload, quiet=quiet)["modules"])
+
+
+def private(classes: list[str]) -> set[str]:
+    """The classes of ``classes`` (``module.Name``) that are no public name of the package:
+    its records a hook builds are plain classes (a public one keeps its attrs API)."""
+    return {c for c in classes if c.rsplit(".", 1)[1] not in neotoma_agent.__all__}
 
 
 def loaded(modules: set[str], names: tuple[str, ...]) -> set[str]:
@@ -121,7 +145,9 @@ NOT_FOR_A_CLOSE = (
     "neotoma_agent._history",
     "neotoma_agent.transport.embedded._store",
     "neotoma_agent.transport.embedded._db_thread",
+    "neotoma_agent.transport._base",
     "neotoma_agent.transport._results",
+    "neotoma_agent.transport._query_results",
 )
 
 
@@ -131,9 +157,11 @@ def test_a_stop_writes_the_store_file_without_the_engine(tmp_path: Path) -> None
     hooks.send("UserPromptSubmit", inputs["UserPromptSubmit"])  # the turn, opened in-process
     hooks.send("PostToolUse", inputs["PostToolUse"])
 
-    modules = hook_modules(tmp_path, "Stop", inputs["Stop"])
+    run = hook_run(tmp_path, "Stop", inputs["Stop"])
+    modules = set(run["modules"])
 
     assert loaded(modules, NOT_FOR_A_CLOSE) == set()
+    assert private(run["attrs"]) == set()
     assert "neotoma_agent.hooks._embedded" in modules
     [turn] = summary(hooks.db, hooks.conversation(inputs["Stop"]["session_id"]))
     assert turn == (
@@ -157,6 +185,10 @@ NOT_FOR_A_PROMPT = (
     "neotoma_agent._settings",
     "neotoma_agent.transport.embedded._store",
     "neotoma_agent.transport.embedded._db_thread",
+    # the protocols, and the answers of the calls a turn never makes (it parses the store's,
+    # the lookups' and the history pages' answers with ._results)
+    "neotoma_agent.transport._base",
+    "neotoma_agent.transport._query_results",
     # a turn without tool calls (the recorded one): neither the API nor the payloads
     "neotoma_agent._tools",
     "neotoma_agent._tool_payload",
@@ -169,9 +201,13 @@ def test_a_prompt_opens_its_turn_without_the_engine(tmp_path: Path) -> None:
     hooks = Hooks(tmp_path, "claude-code")
     hooks.replay(inputs[:2])  # a first turn, stored in-process: the next prompt reads it
 
-    modules = hook_modules(tmp_path, "UserPromptSubmit", inputs[2][1])
+    run = hook_run(tmp_path, "UserPromptSubmit", inputs[2][1])
+    modules = set(run["modules"])
 
     assert loaded(modules, NOT_FOR_A_PROMPT) == set()
+    # Its records are plain classes: the attrs classes it builds are the public ones only
+    # (each attrs class compiles its methods as the process defines it).
+    assert private(run["attrs"]) == set()
     assert "neotoma_agent.hooks._embedded_open" in modules
     conv = hooks.conversation(inputs[2][1]["session_id"])
     with HookState(hooks.state) as state:
@@ -189,3 +225,37 @@ def test_bad_input_loads_no_attrs_and_no_store(tmp_path: Path) -> None:
     modules = hook_modules(tmp_path, "Stop", b"{not json", quiet=False)
 
     assert loaded(modules, NOT_FOR_A_TOOL_USE) == set()
+
+
+_MAIN = """
+import atexit, gc, runpy, sys
+report = sys.argv.pop(1)
+atexit.register(lambda: open(report, "w").write(str(gc.isenabled())))
+sys.argv[0] = "neotoma_agent"
+runpy.run_module("neotoma_agent", run_name="__main__", alter_sys=True)
+"""
+
+
+def collecting(tmp_path: Path, *argv: str) -> bool:
+    """Whether ``python -m neotoma_agent ARGV`` ran with the cyclic garbage collector on."""
+    report = tmp_path / "gc.txt"
+    subprocess.run(
+        [sys.executable, "-c", _MAIN, str(report), *argv],
+        input=b"{not json",
+        capture_output=True,
+        env=clean_env(tmp_path),
+        cwd=tmp_path,
+        timeout=120,
+        check=False,
+    )
+    return {"True": True, "False": False}[report.read_text()]
+
+
+def test_only_a_hook_process_runs_without_the_cyclic_collector(tmp_path: Path) -> None:
+    # What `hooks install` registers (`python -m neotoma_agent hook ...`): its work is its
+    # imports, whose objects live until the exit. Any other command (a server among them)
+    # keeps the collector.
+    db = str(tmp_path / "memory.db")
+    assert not collecting(tmp_path, "hook", "claude-code", "Stop", "--db", db)
+    assert collecting(tmp_path, "--version")
+    assert collecting(tmp_path, "stats", "--db", db)

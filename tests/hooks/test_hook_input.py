@@ -54,7 +54,7 @@ def test_claude_code_failure_twin_and_interrupt() -> None:
     failed = parse("claude-code", "PostToolUseFailure", payload)
     assert failed.tool is not None
     assert (failed.tool["status"], failed.tool["error_class"]) == ("error", "ToolError")
-    assert failed.tool.get("result") is None
+    assert failed.tool["result"] == payload["error"]  # the error text is the result
 
     interrupted = parse("claude-code", "PostToolUseFailure", {**payload, "is_interrupt": True})
     assert interrupted.tool is not None
@@ -182,3 +182,14 @@ def test_every_table_names_its_events_in_firing_order() -> None:
     )
     with pytest.raises(BadInput, match="not one neotoma-agent handles"):
         parse("cursor", "Stop", cursor("Stop"))
+
+
+@pytest.mark.parametrize(
+    ("value", "said"),
+    [(3, "an int"), (["x"], "a list"), (1.5, "a float"), ({"a": 1}, "a dict"), (True, "a bool")],
+)
+def test_a_wrong_type_is_named_in_good_english(value: object, said: str) -> None:
+    # session_id (a required field) and prompt_id (an optional one) word it the same way.
+    for payload in ({"session_id": value, "prompt": "p"}, {"session_id": "s", "prompt_id": value}):
+        with pytest.raises(BadInput, match=f"is {said}, not a string"):
+            parse("claude-code", "UserPromptSubmit", {"prompt": "p", **payload})

@@ -98,6 +98,29 @@ def test_uninstall_keeps_every_other_hook(
     assert "nothing changed" in out
 
 
+def test_no_backup_overwrites_an_earlier_one(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    settings = tmp_path / "home" / ".claude" / "settings.json"
+    settings.parent.mkdir(parents=True)
+    original = {"hooks": {"Stop": [{"hooks": [OTHER]}]}, "theme": "dark"}
+    settings.write_text(json.dumps(original))
+    run(capsys, "hooks", "install", "claude-code", "--db", str(tmp_path / "m.db"))
+    installed = settings.read_text()
+    _, out = run(capsys, "hooks", "uninstall", "claude-code")
+    first = settings.with_name("settings.json.neotoma-agent.bak")
+    second = settings.with_name("settings.json.neotoma-agent.1.bak")
+    # The file as it was before neotoma-agent first touched it is kept; each later change
+    # gets the next number, named in what the command prints.
+    assert json.loads(first.read_text()) == original
+    assert second.read_text() == installed
+    assert f"(backup: {second})" in out
+    run(capsys, "hooks", "install", "claude-code", "--db", str(tmp_path / "m.db"))
+    third = settings.with_name("settings.json.neotoma-agent.2.bak")
+    assert json.loads(third.read_text()) == original
+    assert json.loads(first.read_text()) == original
+
+
 def test_project_scope_writes_the_per_person_settings_file(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -138,6 +161,36 @@ def test_codex_and_cursor_files(tmp_path: Path, capsys: pytest.CaptureFixture[st
     assert "hook cursor afterAgentResponse" in cursor["hooks"]["afterAgentResponse"][0]["command"]
 
 
+@pytest.mark.parametrize(
+    ("harness", "original"),
+    [
+        ("codex", {"hooks": {"Stop": [{"hooks": [OTHER]}]}}),
+        ("cursor", {"version": 1, "hooks": {"stop": [{"command": "x.sh"}]}}),
+    ],
+)
+def test_codex_and_cursor_uninstall_in_project_scope_keeps_the_rest(
+    harness: str, original: dict[str, Any], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    project = tmp_path / "repo"
+    settings = project / f".{harness}" / "hooks.json"
+    settings.parent.mkdir(parents=True)
+    settings.write_text(json.dumps(original))
+    scope = ("--scope", "project", "--project", str(project))
+    status, out = run(capsys, "hooks", "install", harness, *scope, "--db", str(tmp_path / "m.db"))
+    assert status == 0
+    assert f"wrote {settings}" in out
+    assert json.loads(settings.read_text()) != original
+    status, out = run(capsys, "hooks", "status", harness, *scope, "--json")
+    assert json.loads(out)["missing"] == []
+    status, out = run(capsys, "hooks", "uninstall", harness, *scope)
+    assert status == 0
+    assert "removed" in out
+    assert json.loads(settings.read_text()) == original
+    assert not (tmp_path / "home" / f".{harness}").exists()  # the user's file untouched
+    _, out = run(capsys, "hooks", "uninstall", harness, *scope)
+    assert "nothing changed" in out
+
+
 def test_a_url_store_is_named_and_a_token_from_the_environment_is_not_written(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -148,6 +201,20 @@ def test_a_url_store_is_named_and_a_token_from_the_environment_is_not_written(
     assert "--url http://127.0.0.1:3080" in text
     assert "tok-secret" not in text + out
     assert "token from $NEOTOMA_TOKEN" in out
+
+
+def test_a_store_file_from_the_environment_is_named_and_written(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # As elsewhere, $NEOTOMA_AGENT_DB names the store when --db is not given; the hooks get
+    # it fixed now, since the harness runs them in an environment of its own.
+    db = tmp_path / "env.db"
+    monkeypatch.setenv("NEOTOMA_AGENT_DB", str(db))
+    status, out = run(capsys, "hooks", "install", "claude-code")
+    assert status == 0
+    assert f"store: {db}" in out
+    settings = json.loads((tmp_path / "home" / ".claude" / "settings.json").read_text())
+    assert shlex.split(commands(settings, "Stop")[0])[-2:] == ["--db", str(db)]
 
 
 def test_a_settings_file_that_is_not_json_is_left_alone(tmp_path: Path) -> None:
@@ -177,3 +244,21 @@ def test_status_says_what_is_installed_and_when_it_fired(
     assert "hooks installed" in out
     assert "PostToolUse" in out
     assert "never fired" in out
+
+
+def test_a_codex_project_install_says_codex_reads_it_only_in_a_trusted_project(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    project = tmp_path / "repo"
+    db = str(tmp_path / "m.db")
+    scope = ("--scope", "project", "--project", str(project))
+    status, out = run(capsys, "hooks", "install", "codex", *scope, "--db", db)
+    assert status == 0
+    trust = [line for line in out.splitlines() if "trusted project" in line]
+    assert len(trust) == 1
+    assert "config.toml" in trust[0]
+    # Not for the user's file (read in every project), nor for another harness's project.
+    _, out = run(capsys, "hooks", "install", "codex", "--db", db)
+    assert "trusted project" not in out
+    _, out = run(capsys, "hooks", "install", "cursor", *scope, "--db", db)
+    assert "trusted project" not in out

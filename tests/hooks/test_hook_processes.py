@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import os
 import signal
+import socket
 import sqlite3
 import subprocess
 import sys
@@ -15,9 +16,12 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import pytest
+import structlog.testing
 from cli_support import clean_env, free_port
 from hook_support import (
     Hooks,
+    cli_logging,
     finish,
     hook_process,
     recorded,
@@ -26,6 +30,8 @@ from hook_support import (
 )
 
 from neotoma_agent.hooks import HookState, StoreSpec
+
+__all__ = ["cli_logging"]
 
 SESSION = recorded("claude-code", "session")
 TOOL = recorded("claude-code", "tool")
@@ -165,4 +171,34 @@ def test_an_unreachable_store_gets_every_turn_once_it_is_back(tmp_path: Path) ->
     assert summary(db, conv) == [
         ("Hello, I am Bob", "Hello Bob.", "completed"),
         ("Is Alice there?", "Alice is here too.", "completed"),
+    ]
+
+
+@pytest.mark.usefixtures("cli_logging")  # capture_logs leaves structlog configured
+def test_a_store_that_never_answers_is_given_up_at_the_budget_and_kept(tmp_path: Path) -> None:
+    # A server that takes the connection and never answers (hung, not down): the hook gives
+    # up at its --timeout and keeps the event; nothing is lost once the store answers.
+    port = free_port()
+    db, home = tmp_path / "server.db", tmp_path / "home"
+    home.mkdir()
+    spec = StoreSpec(url=f"http://127.0.0.1:{port}", outbox=tmp_path / "outbox.db")
+    hooks = Hooks(tmp_path, "claude-code", store=spec)
+    prompt, stop, end = recorded("claude-code", "completed")
+    conv = hooks.conversation(prompt[1]["session_id"])
+    with (
+        socket.create_server(("127.0.0.1", port)),  # listens, never accepts or replies
+        structlog.testing.capture_logs() as logs,
+    ):
+        outcome = hooks.send(*prompt, timeout=0.5)
+    assert outcome.problem == "the store did not answer within 0.5 s; kept for later"
+    # The engine answers the failed opening with a closing store, which the cancel at the
+    # budget does not stop (it is shielded): each call is bounded by half the budget, so
+    # that one ends within it too, not at the transport's own 4 s.
+    [closing] = [e for e in logs if e["event"] == "turn.close_failed"]
+    assert closing["close_error"] == "POST /store: no answer within 0.25s"
+    with dev_server(db, port, home):
+        assert hooks.send(*stop).problem is None
+        assert hooks.send(*end).problem is None
+    assert summary(db, conv) == [
+        ("What about Acme Corp?", "Acme Corp is a customer of ours.", "completed")
     ]

@@ -10,8 +10,8 @@ Steps (tuples): ``("hook", event, fields)``; ``("delta", text)``; ``("assistant"
 ``("error_assistant", text)`` (the CLI's stand-in for a failed API call);
 ``("call", async_fn)``; ``("wait",)`` (until interrupted, then an ``error_during_execution``
 result);
-``("result", subtype, is_error, result, terminal_reason)``; ``("end",)`` (close the stream
-with no result); ``("raise", exc)`` (the transport fails).
+``("result", subtype, is_error, result, terminal_reason[, structured_output])``;
+``("end",)`` (close the stream with no result); ``("raise", exc)`` (the transport fails).
 """
 
 from __future__ import annotations
@@ -225,8 +225,12 @@ class _Reader:
         return message  # type: ignore[no-any-return]
 
 
-def _result(subtype: str, is_error: bool, result: str | None, reason: str) -> dict[str, Any]:
+def _result(
+    subtype: str, is_error: bool, result: str | None, reason: str, structured: Any = None
+) -> dict[str, Any]:
+    extra = {} if structured is None else {"structured_output": structured}
     return {
+        **extra,
         "type": "result",
         "subtype": subtype,
         "duration_ms": 5,

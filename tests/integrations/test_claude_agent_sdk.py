@@ -12,6 +12,8 @@ asyncio and trio, as the SDK runs on both.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -26,7 +28,7 @@ from claude_support import SESSION, FakeCLI, success
 from turn_support import seed, turn_record
 
 from neotoma_agent import EmbeddedStore, NeotomaMemory, TurnState, current_turn
-from neotoma_agent.integrations.claude_agent_sdk import NeotomaClaude
+from neotoma_agent.integrations.claude_agent_sdk import ClaudeTurn, NeotomaClaude
 
 pytestmark = [
     pytest.mark.anyio,
@@ -64,6 +66,28 @@ def client_for(nc: NeotomaClaude, cli: FakeCLI) -> ClaudeSDKClient:
     return ClaudeSDKClient(ClaudeAgentOptions(hooks=nc.hooks()), transport=cli)  # type: ignore[arg-type]
 
 
+class Died(Exception):
+    """The command line's own failure (its output broke off)."""
+
+
+ENTRIES = ["turn", "query"]
+
+
+@contextlib.asynccontextmanager
+async def entered(
+    nc: NeotomaClaude, entry: str, cli: FakeCLI, prompt: str, **kw: Any
+) -> AsyncIterator[ClaudeTurn]:
+    """``nc.turn`` on a client over ``cli``, or ``nc.query`` over it: the same block."""
+    if entry == "turn":
+        async with client_for(nc, cli) as client:
+            async with nc.turn(client, prompt, **kw) as s:
+                yield s
+    else:
+        options = ClaudeAgentOptions(hooks=nc.hooks(), include_partial_messages=True)  # type: ignore[arg-type]
+        async with nc.query(prompt, options, transport=cli, **kw) as s:
+            yield s
+
+
 # ------------------------------------------------------------------ completed
 
 
@@ -94,8 +118,9 @@ async def test_a_successful_result_stores_the_reply_once(
     assert 'company "Acme Corp"' in context
 
 
+@pytest.mark.parametrize("entry", ENTRIES)
 async def test_the_user_message_is_stored_before_the_prompt_is_sent(
-    memory: NeotomaMemory,
+    memory: NeotomaMemory, entry: str
 ) -> None:
     nc = NeotomaClaude(memory)
     seen: list[Any] = []
@@ -103,8 +128,8 @@ async def test_the_user_message_is_stored_before_the_prompt_is_sent(
     async def look() -> None:
         seen.extend(await stored(memory))
 
-    async with FakeCLI([("call", look), success("ok")]) as cli, client_for(nc, cli) as client:
-        async with nc.turn(client, "first things first"):
+    async with FakeCLI([("call", look), success("ok")]) as cli:
+        async with entered(nc, entry, cli, "first things first"):
             pass
     assert seen == [("open", "first things first", None)]
 
@@ -289,6 +314,73 @@ async def test_a_caller_error_propagates_unchanged(memory: NeotomaMemory) -> Non
     assert await stored(memory) == [("abandoned", "Caller fails", None)]
 
 
+@pytest.mark.parametrize("entry", ENTRIES)
+async def test_each_entry_point_keeps_the_rules_on_every_ending(
+    store: EmbeddedStore, memory: NeotomaMemory, entry: str
+) -> None:
+    # nc.turn and nc.query alike: a success, an error result, a stream without a result, a
+    # cancel, a reader that leaves early (the partial kept, nothing raised that is not the
+    # caller's), then the transport failing (its exception propagates unchanged).
+    nc = NeotomaClaude(memory)
+    api_error = "API Error: 529 overloaded"
+    async with FakeCLI([("delta", "All "), ("delta", "good."), success("All good.")]) as cli:
+        async with entered(nc, entry, cli, "Fine", turn_id="ok") as s:
+            assert "".join([d async for d in s.text()]) == "All good."
+    assert s.reply == "All good."
+    errored = [("delta", "half "), ("error_assistant", api_error)]
+    errored.append(("result", "error_during_execution", True, api_error, "api_error"))
+    async with FakeCLI(errored) as cli:
+        async with entered(nc, entry, cli, "Errored", turn_id="err") as s:
+            pass
+    assert s.reply is None
+    async with FakeCLI([("delta", "cut "), ("end",)]) as cli:
+        async with entered(nc, entry, cli, "No result", turn_id="end") as s:
+            async for _ in s.text():
+                pass
+    async with FakeCLI([("delta", "shown "), ("wait",)]) as cli:
+        with anyio.CancelScope() as scope:
+            async with entered(nc, entry, cli, "Cancelled", turn_id="cancel") as s:
+                async for _ in s.text():
+                    scope.cancel()
+    assert scope.cancelled_caught
+    async with FakeCLI([("delta", "one "), ("delta", "two "), ("wait",)]) as cli:
+        async with entered(nc, entry, cli, "Left", turn_id="left") as s:
+            async for _ in s.text():
+                break
+    died = Died("the program's output broke off")
+    async with FakeCLI([("delta", "before "), ("raise", died)]) as cli:
+        with pytest.raises(Died) as caught:  # noqa: PT012
+            async with entered(nc, entry, cli, "Died", turn_id="died") as s:
+                async for _ in s.text():
+                    pass
+    assert caught.value is died
+    assert await stored(memory) == [
+        ("completed", "Fine", "All good."),
+        ("abandoned", "Errored", "half "),
+        ("abandoned", "No result", "cut "),
+        ("abandoned", "Cancelled", "shown "),
+        ("abandoned", "Left", "one "),
+        ("abandoned", "Died", "before "),
+    ]
+    for turn_id in ("err", "end"):
+        assert await error_class(store, turn_id) == "neotoma_agent.integrations.NoFinalReply"
+    assert await error_class(store, "left") == "neotoma_agent.StoppedEarly"
+    assert (await error_class(store, "died")).endswith("Died")
+
+
+@pytest.mark.parametrize("entry", ENTRIES)
+async def test_a_structured_output_is_stored_as_its_json(memory: NeotomaMemory, entry: str) -> None:
+    nc = NeotomaClaude(memory)
+    answer = {"name": "Acme Corp", "customer": True}
+    script = [("delta", "{...}"), ("result", "success", False, None, "completed", answer)]
+    async with FakeCLI(script) as cli:
+        async with entered(nc, entry, cli, "Who?") as s:
+            pass
+    assert s.reply is not None
+    assert json.loads(s.reply) == answer
+    assert await stored(memory) == [("completed", "Who?", s.reply)]
+
+
 # ------------------------------------------------------------------ hooks
 
 
@@ -371,6 +463,45 @@ async def test_context_off_sends_no_additional_context(
         async with nc.turn(client, "What about Acme Corp?"):
             pass
     assert cli.hook_answers == [("UserPromptSubmit", {})]
+
+
+async def test_the_context_shows_earlier_turns_only_where_the_session_lacks_them(
+    store: EmbeddedStore, memory: NeotomaMemory
+) -> None:
+    # A client's first prompt gets them (its session then holds that block), its later
+    # prompts do not; a one-shot query() does, unless it resumes a session. The entities
+    # are in every block.
+    await seed(store, "Acme Corp")
+    async with memory.turn("Before any client") as t:
+        t.reply = "Noted."
+    nc = NeotomaClaude(memory)
+
+    def script(prompt: str) -> list[tuple[Any, ...]]:
+        return [("hook", "UserPromptSubmit", {"prompt": prompt}), success("ok")]
+
+    def blocks(cli: FakeCLI) -> list[str]:
+        return [a["hookSpecificOutput"]["additionalContext"] for _, a in cli.hook_answers]
+
+    one, two = "Acme Corp, one", "Acme Corp, two"
+    async with FakeCLI(script(one), script(two)) as cli, client_for(nc, cli) as client:
+        async with nc.turn(client, one):
+            pass
+        async with nc.turn(client, two):
+            pass
+    first, later = blocks(cli)
+    assert "user: Before any client" in first
+    assert 'company "Acme Corp"' in later
+    assert "user:" not in later  # the session holds "one" and the block before it
+    shown = []
+    for resume in (None, "an-earlier-session"):
+        async with FakeCLI(script("Acme Corp, three")) as cli:
+            options = ClaudeAgentOptions(hooks=nc.hooks(), resume=resume)  # type: ignore[arg-type]
+            async with nc.query("Acme Corp, three", options, transport=cli):
+                pass
+        shown += blocks(cli)
+    assert "user: Acme Corp, two" in shown[0]
+    assert 'company "Acme Corp"' in shown[1]
+    assert "user:" not in shown[1]
 
 
 def test_bad_settings_are_refused(memory: NeotomaMemory) -> None:

@@ -38,8 +38,11 @@ def test_the_benchmark_reports_each_installed_framework_with_its_manual_loop(
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "over manual" in proc.stdout
     assert "gc: frozen" in proc.stdout
+    # The table says which column the goal is on ("beyond the turn's own cost").
+    assert "goal: over manual < 1 ms" in proc.stdout
     report = json.loads(out.read_text())
     assert report["gc"] == "frozen"
+    assert report["goal"].startswith("goal: over manual < 1 ms")
     assert set(report["frameworks"]) == frameworks
     for row in report["frameworks"].values():
         if "skipped" in row:

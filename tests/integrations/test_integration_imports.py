@@ -42,3 +42,49 @@ def test_each_integration_without_its_framework_names_the_extra_and_the_core_imp
         name, message = errors[module]
         assert name == module
         assert f"pip install 'neotoma-agent[{extra}]'" in message
+    # Pydantic AI's floor is above the core's: the message says so, and so does the extra.
+    assert "(Python >= 3.11)" in errors["neotoma_agent.integrations.pydantic_ai"][1]
+
+
+def test_the_pydantic_ai_extra_installs_only_where_pydantic_ai_runs() -> None:
+    import importlib.metadata
+
+    from packaging.requirements import Requirement
+
+    wanted = [Requirement(r) for r in importlib.metadata.requires("neotoma-agent") or []]
+    [pydantic_ai] = [r for r in wanted if r.name == "pydantic-ai-slim"]
+    assert pydantic_ai.marker is not None
+    for python, installs in (("3.10", False), ("3.11", True), ("3.13", True)):
+        env = {"python_version": python, "extra": "pydantic-ai"}
+        assert pydantic_ai.marker.evaluate(env) is installs, python
+
+
+def test_each_integration_imports_only_public_names() -> None:
+    """The integrations are built on the public API alone (of neotoma_agent and of each
+    framework): no private module, no private name; only ``._common``, their shared part."""
+    import ast
+    from pathlib import Path
+
+    import neotoma_agent
+
+    folder = Path(neotoma_agent.__file__).parent / "integrations"
+    public = set(neotoma_agent.__all__)
+    found: list[str] = []
+    for path in sorted(folder.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom):
+                module, names = node.module or "", [a.name for a in node.names]
+                if node.level == 1 and module == "_common":
+                    continue
+                private = [s for s in module.split(".") if s.startswith("_") and s != "__future__"]
+                if node.level or private or any(n.startswith("_") for n in names):
+                    found.append(f"{path.name}:{node.lineno} from {'.' * node.level}{module}")
+                elif module == "neotoma_agent":
+                    found += [f"{path.name}:{node.lineno} {n}" for n in names if n not in public]
+            elif isinstance(node, ast.Import):
+                found += [
+                    f"{path.name}:{node.lineno} import {a.name}"
+                    for a in node.names
+                    if any(s.startswith("_") for s in a.name.split("."))
+                ]
+    assert found == []

@@ -8,9 +8,10 @@ asyncio only, so these tests do too.
 from __future__ import annotations
 
 import asyncio
+import itertools
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import pytest
 
@@ -21,6 +22,8 @@ from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import START, MessagesState, StateGraph
+from langgraph.graph.message import add_messages
+from langgraph.types import interrupt
 from langgraph_support import BLOCK, ScriptedStream, Seen, words
 from turn_support import seed, turn_record
 
@@ -251,6 +254,95 @@ async def test_an_earlier_turns_ai_message_is_not_taken_as_this_runs_reply(
     assert s.result.status is TurnState.ABANDONED
 
 
+async def test_ainvoke_turn_without_a_final_reply_is_abandoned_quietly(
+    store: EmbeddedStore, memory: NeotomaMemory
+) -> None:
+    def no_answer(state: MessagesState) -> dict[str, Any]:
+        return {"messages": []}
+
+    builder = StateGraph(MessagesState)
+    builder.add_node("agent", no_answer)
+    builder.add_edge(START, "agent")
+    run = await ainvoke_turn(builder.compile(), "Anyone?", memory=memory, turn_id="t1")
+    assert run.result.status is TurnState.ABANDONED
+    assert await stored(memory) == [("abandoned", "Anyone?", None)]
+    assert await error_class(store, "t1") == "neotoma_agent.integrations.NoFinalReply"
+
+
+async def test_an_interrupt_without_a_checkpointer_is_no_final_reply(
+    store: EmbeddedStore, memory: NeotomaMemory
+) -> None:
+    # Without a checkpointer nothing can resume the run: the turn is not left open.
+    def ask(state: MessagesState) -> dict[str, Any]:
+        interrupt({"question": "go on?"})
+        return {"messages": [AIMessage("never")]}
+
+    builder = StateGraph(MessagesState)
+    builder.add_node("agent", ask)
+    builder.add_edge(START, "agent")
+    async with astream_turn(builder.compile(), "Ask me", memory=memory, turn_id="t1") as s:
+        pass
+    assert s.interrupted
+    assert s.result.status is TurnState.ABANDONED
+    assert await stored(memory) == [("abandoned", "Ask me", None)]
+    assert await error_class(store, "t1") == "neotoma_agent.integrations.NoFinalReply"
+
+
+# ------------------------------------------------------------------ which text is the reply
+
+
+async def test_a_subgraphs_model_text_is_not_the_reply(memory: NeotomaMemory) -> None:
+    # A node that runs a subgraph whose own model node talks, then the top-level model
+    # answers: only the answer is streamed as the reply, with or without subgraph parts.
+    inner_model = GenericFakeChatModel(messages=itertools.repeat("inner chatter"))
+    outer_model = GenericFakeChatModel(messages=itertools.repeat("The answer."))
+
+    async def inner_call(state: MessagesState) -> dict[str, Any]:
+        return {"messages": [await inner_model.ainvoke(state["messages"])]}
+
+    inner = StateGraph(MessagesState)
+    inner.add_node("model", inner_call)
+    inner.add_edge(START, "model")
+    research = inner.compile()
+
+    async def outer_call(state: MessagesState) -> dict[str, Any]:
+        return {"messages": [await outer_model.ainvoke(state["messages"])]}
+
+    builder = StateGraph(MessagesState)
+    builder.add_node("research", research)
+    builder.add_node("model", outer_call)
+    builder.add_edge(START, "research")
+    builder.add_edge("research", "model")
+    graph = builder.compile()
+    for subgraphs in (False, True):
+        async with astream_turn(graph, "Look it up", memory=memory, subgraphs=subgraphs) as s:
+            text = "".join([d async for d in s.text()])
+        assert text == "The answer."
+        assert s.reply == "The answer."
+    assert [r for _, _, r in await stored(memory)] == ["The answer.", "The answer."]
+
+
+async def test_a_structured_response_is_stored_as_its_json(memory: NeotomaMemory) -> None:
+    from typing_extensions import TypedDict
+
+    class State(TypedDict):
+        messages: Annotated[list[Any], add_messages]
+        structured_response: dict[str, Any]
+
+    def answer(state: State) -> dict[str, Any]:
+        return {
+            "messages": [AIMessage('{"name": "Acme Corp"}')],
+            "structured_response": {"name": "Acme Corp", "customer": True},
+        }
+
+    builder = StateGraph(State)
+    builder.add_node("model", answer)
+    builder.add_edge(START, "model")
+    run = await ainvoke_turn(builder.compile(), "Who?", memory=memory)
+    assert run.reply == '{"name": "Acme Corp", "customer": true}'
+    assert await stored(memory) == [("completed", "Who?", run.reply)]
+
+
 # ------------------------------------------------------------------ context and history
 
 
@@ -287,6 +379,23 @@ async def test_the_middleware_does_nothing_outside_a_turn(memory: NeotomaMemory)
     await graph.ainvoke({"messages": [HumanMessage("What about Acme Corp?")]})
     assert seen.systems == ["You help."]
     assert await stored(memory) == []
+
+
+async def test_the_middleware_serves_a_run_inside_a_plain_memory_turn(
+    store: EmbeddedStore, memory: NeotomaMemory
+) -> None:
+    # Under memory.turn() (not astream_turn) the middleware finds the turn by current_turn():
+    # the context reaches the model and the rules are the hand-written block's to keep.
+    await seed(store, "Acme Corp")
+    seen = Seen()
+    graph = agent(ScriptedStream(script=["ok"], seen=seen), system_prompt="You help.")
+    async with memory.turn("What about Acme Corp?") as t:
+        state = await graph.ainvoke({"messages": [HumanMessage(t.user_message)]})
+        t.reply = state["messages"][-1].text
+    [system] = seen.systems
+    assert system.startswith("You help.\n\n")
+    assert 'company "Acme Corp"' in system
+    assert await stored(memory) == [("completed", "What about Acme Corp?", "ok")]
 
 
 async def test_without_a_checkpointer_earlier_turns_are_given_to_the_model(

@@ -223,6 +223,34 @@ async def test_a_tool_error_that_escapes_abandons_the_turn(memory: NeotomaMemory
     assert await stored(memory) == [("Look", None, "abandoned")]
 
 
+async def test_an_output_validation_failure_abandons_the_turn(memory: NeotomaMemory) -> None:
+    from agents import ModelBehaviorError
+
+    model = ScriptedModel([[assistant_message("not json")]])
+    with pytest.raises(ModelBehaviorError):
+        await run(
+            agent_with(model, output_type=Company),
+            "Acme?",
+            memory=memory,
+            run_config=NO_TRACE,
+        )
+    assert await stored(memory) == [("Acme?", None, "abandoned")]
+
+
+async def test_a_tripped_output_guardrail_never_stores_the_reply(memory: NeotomaMemory) -> None:
+    from agents import GuardrailFunctionOutput, OutputGuardrailTripwireTriggered, output_guardrail
+
+    @output_guardrail
+    async def no_secrets(context: Any, agent: Any, output: Any) -> GuardrailFunctionOutput:
+        return GuardrailFunctionOutput(output_info=None, tripwire_triggered="secret" in output)
+
+    model = ScriptedModel([[assistant_message("The secret is 42.")]])
+    agent = agent_with(model, output_guardrails=[no_secrets])
+    with pytest.raises(OutputGuardrailTripwireTriggered):
+        await run(agent, "Tell me", memory=memory, run_config=NO_TRACE)
+    assert await stored(memory) == [("Tell me", None, "abandoned")]
+
+
 # --- cancelled ------------------------------------------------------------------------------
 
 
@@ -242,6 +270,33 @@ async def test_cancelling_the_task_of_run_abandons_the_turn(memory: NeotomaMemor
     with pytest.raises(asyncio.CancelledError):
         await task
     assert await stored(memory) == [("Cancel run", None, "abandoned")]
+
+
+async def test_an_asyncio_timeout_around_run_abandons_and_raises_timeout_error(
+    memory: NeotomaMemory,
+) -> None:
+    called = asyncio.Event()
+
+    async def hang(call: Any) -> Any:
+        called.set()
+        await asyncio.Event().wait()
+
+    model = ScriptedModel([ModelStep.respond(hang)])
+
+    async def attempt() -> None:
+        async with asyncio.timeout(None) as deadline:
+
+            async def expire_once_called() -> None:
+                await called.wait()
+                deadline.reschedule(asyncio.get_running_loop().time())
+
+            expiry = asyncio.ensure_future(expire_once_called())
+            await run(agent_with(model), "Timeout run", memory=memory, run_config=NO_TRACE)
+        await expiry
+
+    with pytest.raises(TimeoutError):
+        await attempt()
+    assert await stored(memory) == [("Timeout run", None, "abandoned")]
 
 
 async def test_cancelling_the_consumer_task_abandons_with_what_was_shown(
@@ -292,6 +347,38 @@ async def test_the_sdks_own_cancel_abandons_with_what_was_shown(memory: NeotomaM
     assert abandoned_error_classes(logs) == [NO_REPLY]
 
 
+async def test_cancel_after_turn_stores_the_final_output_the_turn_gave(
+    memory: NeotomaMemory,
+) -> None:
+    model = ScriptedModel([[assistant_message("The whole reply.")]])
+    async with run_streamed(agent_with(model), "Finish", memory=memory, run_config=NO_TRACE) as s:
+        async for _ in s.text():
+            s.cancel("after_turn")
+    assert s.result.final_output == "The whole reply."
+    assert await stored(memory) == [("Finish", "The whole reply.", "completed")]
+
+
+async def test_cancel_after_a_tool_turn_leaves_no_final_output_and_abandons(
+    memory: NeotomaMemory,
+) -> None:
+    @function_tool
+    def lookup() -> str:
+        return "found"
+
+    model = ScriptedModel(
+        [[function_call("lookup", {}, call_id="c1")], [assistant_message("Never asked.")]]
+    )
+    agent = agent_with(model, tools=[lookup])
+    with capture_logs() as logs:
+        async with run_streamed(agent, "Stop after", memory=memory, run_config=NO_TRACE) as s:
+            async for _ in s.events():
+                s.cancel("after_turn")
+    assert s.result.final_output is None
+    assert [(c.name, c.status) for c in s.turn.result.tools] == [("lookup", "ok")]
+    assert await stored(memory) == [("Stop after", None, "abandoned")]
+    assert abandoned_error_classes(logs) == [NO_REPLY]
+
+
 async def test_leaving_the_text_loop_early_still_stores_the_finished_run(
     memory: NeotomaMemory,
 ) -> None:
@@ -326,6 +413,23 @@ async def test_a_run_waiting_for_approval_is_abandoned_and_returned(memory: Neot
     resumed = await run(agent, state, memory=memory, turn_id=ran.turn.turn_id, run_config=NO_TRACE)
     assert resumed.final_output == "Email sent."
     assert await stored(memory) == [("Send the email", "Email sent.", "completed")]
+
+
+async def test_a_streamed_run_waiting_for_approval_is_abandoned(memory: NeotomaMemory) -> None:
+    @function_tool(needs_approval=True)
+    def send_email() -> str:
+        return "sent"
+
+    model = ScriptedModel([[function_call("send_email", {}, call_id="c1")]])
+    agent = agent_with(model, tools=[send_email])
+    with capture_logs() as logs:
+        async with run_streamed(agent, "Send it", memory=memory, run_config=NO_TRACE) as s:
+            async for _ in s.text():
+                pass
+    assert s.result.interruptions
+    assert s.turn.result.stored_status == "abandoned"
+    assert await stored(memory) == [("Send it", None, "abandoned")]
+    assert abandoned_error_classes(logs) == [NO_REPLY]
 
 
 async def test_max_turns_is_an_error_not_a_reply(memory: NeotomaMemory) -> None:
@@ -390,6 +494,41 @@ async def test_the_context_can_be_turned_off(memory: NeotomaMemory) -> None:
     assert model.calls[0].system_instructions == "You help."
 
 
+async def test_the_context_keeps_to_its_budget(memory: NeotomaMemory) -> None:
+    model = ScriptedModel([[assistant_message("ok")]])
+    await run(
+        agent_with(model),
+        "What about Acme Corp?",
+        memory=memory,
+        run_config=NO_TRACE,
+        context_chars=60,
+    )
+    instructions = model.calls[0].system_instructions
+    assert instructions is not None
+    assert instructions.startswith("You help.\n\n")
+    block = instructions.removeprefix("You help.\n\n")
+    assert block
+    assert len(block) <= 60
+
+
+async def test_a_session_carries_the_history_so_it_is_not_sent_again(
+    memory: NeotomaMemory,
+) -> None:
+    from agents import SQLiteSession
+
+    session = SQLiteSession("chat-1")  # in memory
+    model = ScriptedModel([[assistant_message("First.")], [assistant_message("Second.")]])
+    agent = agent_with(model)
+    await run(agent, "Hello", memory=memory, run_config=NO_TRACE, session=session)
+    await run(agent, "Again", memory=memory, run_config=NO_TRACE, session=session)
+    sent = [item for item in model.calls[1].input if item.get("role") == "user"]
+    assert [item["content"] for item in sent] == ["Hello", "Again"]  # each once: the session's
+    assert await stored(memory) == [
+        ("Hello", "First.", "completed"),
+        ("Again", "Second.", "completed"),
+    ]
+
+
 async def test_history_is_sent_once_and_not_when_the_caller_carries_it(
     memory: NeotomaMemory,
 ) -> None:
@@ -444,6 +583,25 @@ async def test_a_tool_reaches_the_turn_its_call_is_recorded_and_the_callers_hook
     assert call.result == h.reply_refers_to[0]
 
 
+async def test_a_tool_cites_an_entity_through_the_current_turn(memory: NeotomaMemory) -> None:
+    beta = await memory.remember("company", name="Beta Ltd")
+
+    @function_tool
+    def find() -> str:
+        turn = current_turn()
+        assert turn is not None
+        turn.cite(beta)
+        return beta
+
+    model = ScriptedModel(
+        [[function_call("find", {}, call_id="c1")], [assistant_message("Found it.")]]
+    )
+    await run(agent_with(model, tools=[find]), "Find it", memory=memory, run_config=NO_TRACE)
+    [h] = await memory.history(limit=None)
+    assert (h.reply, h.status) == ("Found it.", "completed")
+    assert beta in h.reply_refers_to
+
+
 async def test_a_streamed_runs_tool_call_is_recorded(memory: NeotomaMemory) -> None:
     @function_tool
     def lookup(name: str) -> str:
@@ -483,6 +641,40 @@ async def test_a_tool_that_fails_the_run_is_recorded_as_an_error(memory: Neotoma
     [call] = turns[0].result.tools
     assert (call.name, call.status, call.call_id) == ("lookup", "error", "c1")
     assert call.error_class == "agents.exceptions.UserError"
+
+
+async def test_a_tool_cancelled_with_its_run_is_recorded_cancelled(memory: NeotomaMemory) -> None:
+    started = asyncio.Event()
+
+    @function_tool
+    async def wait() -> str:
+        started.set()
+        await asyncio.Event().wait()
+        return "never"
+
+    turns: list[Any] = []
+
+    class Hooks(RunHooks[Any]):
+        async def on_tool_start(self, context: Any, agent: Any, tool: Any) -> None:
+            turns.append(current_turn())
+
+    model = ScriptedModel([[function_call("wait", {}, call_id="c1")]])
+    task = asyncio.ensure_future(
+        run(
+            agent_with(model, tools=[wait]),
+            "Wait",
+            memory=memory,
+            run_config=NO_TRACE,
+            hooks=Hooks(),
+        )
+    )
+    await started.wait()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    [call] = turns[0].result.tools
+    assert (call.name, call.status, call.call_id) == ("wait", "cancelled", "c1")
+    assert await stored(memory) == [("Wait", None, "abandoned")]
 
 
 async def test_a_handoff_stays_one_turn(memory: NeotomaMemory) -> None:

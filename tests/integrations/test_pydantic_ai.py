@@ -192,6 +192,30 @@ def test_run_sync_stores_the_turn(tmp_path: Path) -> None:
         loop.close()
 
 
+def test_run_sync_abandons_a_timed_out_run_and_one_waiting_for_approval(tmp_path: Path) -> None:
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+    try:
+        store = loop.run_until_complete(EmbeddedStore.open(tmp_path / "m.db").__aenter__())
+        mem = NeotomaMemory(store, conversation_id="chat-1")
+        # cancelled: the framework's own timeout, on a model that shows text, then blocks
+        script = Script(mem, chunks=("shown ",), block=True)
+        with pytest.raises(RunCancelled):  # RunTimedOut, a RunCancelled
+            agent_for(mem, script).run_sync("Run timeout", timeout=1.0)
+        [(user, reply, status)] = loop.run_until_complete(stored(mem))
+        assert (user, status) == ("Run timeout", "abandoned")
+        assert reply in ("shown ", None)  # the deadline may come before the first chunk
+        # no final output: a tool call waiting for approval
+        script = Script(mem, chunks=("Email sent.",), tool="send_email")
+        output = approval_agent(mem, script).run_sync("Send the email").output
+        assert isinstance(output, DeferredToolRequests)
+        assert loop.run_until_complete(stored(mem))[-1] == ("Send the email", None, "abandoned")
+        loop.run_until_complete(store.aclose())
+    finally:
+        asyncio.set_event_loop(None)
+        loop.close()
+
+
 async def test_the_test_model_path_is_recorded_too(memory: NeotomaMemory) -> None:
     agent = Agent(
         TestModel(custom_output_text="Plain answer."), capabilities=[NeotomaCapability(memory)]
@@ -446,6 +470,10 @@ async def test_the_stored_history_is_given_once(memory: NeotomaMemory) -> None:
     await agent.run("And Acme Corp again?", message_history=first.all_messages())
     assert "Hello there" not in script.seen[2]["instructions"]
     assert 'company "Acme Corp"' in script.seen[2]["instructions"]
+    # ...and so with a conversation= that carries them.
+    await agent.run("Once more about Acme Corp?", conversation=first.conversation)
+    assert "Hello there" not in script.seen[3]["instructions"]
+    assert 'company "Acme Corp"' in script.seen[3]["instructions"]
 
 
 # --- tools ----------------------------------------------------------------------------------
@@ -477,6 +505,24 @@ async def test_a_tool_reaches_the_turn_to_remember_and_its_call_is_recorded(
     assert snapshot.snapshot["tool_name"] == "book"
 
 
+async def test_a_tool_cites_an_entity_through_the_current_turn(memory: NeotomaMemory) -> None:
+    beta = await memory.remember("company", name="Beta Ltd")
+    script = Script(memory, chunks=("Found it.",), tool="find")
+    agent = agent_for(memory, script)
+
+    @agent.tool_plain
+    def find() -> str:
+        turn = current_turn()
+        assert turn is not None
+        turn.cite(beta)
+        return beta
+
+    await agent.run("Find it")
+    [h] = await memory.history(limit=None)
+    assert (h.reply, h.status) == ("Found it.", "completed")
+    assert beta in h.reply_refers_to
+
+
 async def test_a_failing_tool_is_recorded_as_an_error_on_the_abandoned_turn(
     memory: NeotomaMemory,
 ) -> None:
@@ -496,6 +542,32 @@ async def test_a_failing_tool_is_recorded_as_an_error_on_the_abandoned_turn(
     [call] = turns[0].result.tools
     assert (call.name, call.status, call.error_class) == ("lookup", "error", f"{__name__}.Boom")
     assert turns[0].result.status.value == "abandoned"
+
+
+async def test_a_tool_cancelled_with_its_run_is_recorded_cancelled(memory: NeotomaMemory) -> None:
+    script = Script(memory, tool="wait")
+    agent = agent_for(memory, script)
+    turns: list[Turn] = []
+    started = asyncio.Event()
+
+    @agent.tool_plain
+    async def wait() -> str:
+        turn = current_turn()
+        assert turn is not None
+        turns.append(turn)
+        started.set()
+        await asyncio.Event().wait()
+        return "never"
+
+    task = asyncio.ensure_future(agent.run("Wait for it"))
+    await started.wait()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    [call] = turns[0].result.tools
+    assert (call.name, call.status, call.call_id) == ("wait", "cancelled", "call-1")
+    assert call.error_class == "asyncio.exceptions.CancelledError"
+    assert await stored(memory) == [("Wait for it", None, "abandoned")]
 
 
 async def test_a_call_deferred_for_approval_is_recorded_once_when_it_runs(

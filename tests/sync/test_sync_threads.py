@@ -94,8 +94,12 @@ def test_closing_the_store_stops_its_loop_and_the_transport_threads(
         assert store.loop_thread in loop_threads()
     assert not store.loop_thread.is_alive()
     assert store.closed
-    left = [t for t in threading.enumerate() if t.ident not in before and t.is_alive()]
-    assert left == []
+    left = [t for t in threading.enumerate() if t.ident not in before]
+    # The loop's shutdown tells anyio's worker threads to stop without joining them: give
+    # them a moment (a thread nothing stopped would idle for anyio's 10 s first).
+    for thread in left:
+        thread.join(timeout=5)
+    assert [t for t in left if t.is_alive()] == []
     store.close()  # idempotent
     with pytest.raises(RuntimeError, match="closed"):
         sync_memory(store).remember("company", name="Acme")

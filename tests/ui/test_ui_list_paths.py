@@ -16,11 +16,10 @@ import pytest
 
 pytest.importorskip("jinja2", reason="the web view needs the ui extra (jinja2)")
 
-from neotoma_agent import EmbeddedStore, NeotomaMemory
+from neotoma_agent import ConversationSummaryPage, EmbeddedStore, NeotomaMemory
 from neotoma_agent.exceptions import NeotomaError, NotFoundError
 from neotoma_agent.server import create_app, serving
 from neotoma_agent.transport._forward import Forwarding
-from neotoma_agent.transport._results import ConversationSummaryPage
 from neotoma_agent.transport.http import HttpTransport, RetryPolicy
 from neotoma_agent.ui._views import conversations_view
 

@@ -12,9 +12,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import Any
-
-import attrs
+from typing import Any, NamedTuple
 
 from ..._identity import LAST_WRITE, MergePolicy, TypeSchema
 
@@ -36,8 +34,11 @@ def source_rank(observation_source: str | None) -> int:
     return _SOURCE_RANK.get(observation_source, len(_SOURCE_RANK))
 
 
-@attrs.frozen
-class ObservationMeta:
+# Plain records, not attrs: every process that writes the store file builds them (a
+# coding-agent hook, a fresh process per event, among them), and they validate nothing.
+
+
+class ObservationMeta(NamedTuple):
     """What the reducer needs to know about an observation to rank it."""
 
     id: str
@@ -107,21 +108,51 @@ def _union_newest_first(newer: list[Any], older: list[Any]) -> list[Any]:
     return out
 
 
-@attrs.define
 class SnapshotState:
-    """An entity's snapshot plus the per-field winners needed to update it incrementally."""
+    """An entity's snapshot plus the per-field winners needed to update it incrementally.
 
-    fields: dict[str, Any] = attrs.Factory(dict)
-    provenance: dict[str, str] = attrs.Factory(dict)
-    #: field -> winning observation meta (merge_array: the max priority and its observation ids)
-    winners: dict[str, Any] = attrs.Factory(dict)
-    #: the observation that decides deletion (priority, source rank, recency)
-    top: ObservationMeta | None = None
-    deleted: bool = False
-    observation_count: int = 0
-    last_observation_at: str | None = None
-    #: the seq of the observation stored without its fields, which are these (``_rows``)
-    shared: int | None = None
+    ``winners``: field -> winning observation meta (merge_array: the max priority and its
+    observation ids); ``top``: the observation that decides deletion (priority, source rank,
+    recency); ``shared``: the seq of the observation stored without its fields, which are
+    these (``_rows``).
+    """
+
+    __slots__ = (
+        "deleted",
+        "fields",
+        "last_observation_at",
+        "observation_count",
+        "provenance",
+        "shared",
+        "top",
+        "winners",
+    )
+
+    def __init__(
+        self,
+        fields: dict[str, Any] | None = None,
+        provenance: dict[str, str] | None = None,
+        winners: dict[str, Any] | None = None,
+        top: ObservationMeta | None = None,
+        deleted: bool = False,
+        observation_count: int = 0,
+        last_observation_at: str | None = None,
+        shared: int | None = None,
+    ) -> None:
+        self.fields: dict[str, Any] = {} if fields is None else fields
+        self.provenance: dict[str, str] = {} if provenance is None else provenance
+        self.winners: dict[str, Any] = {} if winners is None else winners
+        self.top = top
+        self.deleted = deleted
+        self.observation_count = observation_count
+        self.last_observation_at = last_observation_at
+        self.shared = shared
+
+    def __repr__(self) -> str:
+        return (
+            f"SnapshotState(fields={self.fields!r}, deleted={self.deleted!r}, "
+            f"observation_count={self.observation_count!r})"
+        )
 
     def to_json(self) -> dict[str, Any]:
         """The persistent form: fields, provenance and what the next fold needs."""

@@ -12,8 +12,6 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
-import attrs
-
 from ..._identity import META_FIELDS, TypeSchema
 
 __all__ = ["Advisories", "advise"]
@@ -69,13 +67,16 @@ def _escalation(entity_type: str, summary: str) -> str:
     )
 
 
-@attrs.define
 class Advisories:
     """What a store answer adds about its entities (empty when all is declared and present)."""
 
-    warnings: list[dict[str, Any]] = attrs.Factory(list)
-    unknown_fields: list[str] = attrs.Factory(list)
-    required_missing: list[dict[str, Any]] = attrs.Factory(list)
+    # A plain class: every store on the file makes one (a coding-agent hook's among them).
+    __slots__ = ("required_missing", "unknown_fields", "warnings")
+
+    def __init__(self) -> None:
+        self.warnings: list[dict[str, Any]] = []
+        self.unknown_fields: list[str] = []
+        self.required_missing: list[dict[str, Any]] = []
 
     def add_to(self, response: dict[str, Any]) -> None:
         """Set the answer's keys, each only when it has something to say (as the server)."""

@@ -13,8 +13,6 @@ import sqlite3
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import attrs
-
 from ..._identity import (
     ENTITY_ID_RE,
     Identity,
@@ -111,22 +109,50 @@ def _fields_json(element: Mapping[str, Any], element_json: str, fields: dict[str
     return js_json(fields)
 
 
-@attrs.define
 class _Planned:
-    """One request element after validation and identity resolution, before any write."""
+    """One request element after validation and identity resolution, before any write.
 
-    index: int
-    entity_type: str
-    fields: dict[str, Any]
-    #: the JSON of ``fields`` (hashed into the observation id, stored as it is)
-    fields_json: str
-    identity: Identity
-    exists: bool
-    action: str
-    #: the entity's snapshot state before this store (None: new, or first seen in this batch)
-    state: SnapshotState | None = None
-    #: the stored message count (conversations; 0 for a new entity)
-    message_count: int = 0
+    ``fields_json``: the JSON of ``fields`` (hashed into the observation id, stored as it
+    is); ``state``: the entity's snapshot state before this store (None: new, or first seen
+    in this batch); ``message_count``: the stored message count (conversations; 0 for a new
+    entity).
+    """
+
+    # A plain class, not attrs: every store on the file plans its elements (a coding-agent
+    # hook's among them, in a fresh process per event).
+    __slots__ = (
+        "action",
+        "entity_type",
+        "exists",
+        "fields",
+        "fields_json",
+        "identity",
+        "index",
+        "message_count",
+        "state",
+    )
+
+    def __init__(
+        self,
+        index: int,
+        entity_type: str,
+        fields: dict[str, Any],
+        fields_json: str,
+        identity: Identity,
+        exists: bool,
+        action: str,
+        state: SnapshotState | None = None,
+        message_count: int = 0,
+    ) -> None:
+        self.index = index
+        self.entity_type = entity_type
+        self.fields = fields
+        self.fields_json = fields_json
+        self.identity = identity
+        self.exists = exists
+        self.action = action
+        self.state = state
+        self.message_count = message_count
 
 
 def _plan(
