@@ -8,6 +8,7 @@ values redacted and capped as the memory's settings say. Pure: no I/O, no clock.
 from __future__ import annotations
 
 import json
+import json.encoder
 from typing import Any, Final, Literal, Protocol, get_args
 
 import attrs
@@ -16,6 +17,7 @@ from ._js import compact_encoder
 from ._log import get_logger
 from ._text import check_plain
 from ._tools import TOOL_TYPE, ToolCall
+from .transport._spliced import EncodedEntity
 
 __all__ = [
     "ARGS_FIELD",
@@ -98,6 +100,7 @@ _REDACTION_FAILED: Final = "[not stored: redact_tool raised]"
 # Built once (json.dumps with these options builds an encoder per call); what is stored was
 # checked plain (acyclic, finite) when recorded, so no cycle check.
 _dumps: Final = compact_encoder(allow_nan=False, check_circular=False)
+_encode_str: Final = json.encoder.encode_basestring  # what _dumps writes for a str
 
 
 def _compact(value: Any) -> str:
@@ -125,20 +128,23 @@ def _cut(text: str, max_chars: int) -> str:
     return f"{text[:max_chars]}…[+{len(text) - max_chars} chars]"
 
 
-def _kept(value: Any, payloads: ToolPayloads) -> tuple[Any, int | None]:
-    # (what to store, the original length when it is stored cut)
+def _kept(value: Any, payloads: ToolPayloads) -> tuple[Any, int | None, str]:
+    # (what to store, the original length when it is stored cut, the compact JSON of what
+    # is stored: the request splices it in rather than serialising the value again)
     if payloads.mode == "summary":
         text = _compact(value)
         limit = min(SUMMARY_CHARS, payloads.max_chars)
-        return _cut(text, limit), (len(text) if len(text) > limit else None)
+        cut = _cut(text, limit)
+        return cut, (len(text) if len(text) > limit else None), _encode_str(cut)
     if isinstance(value, str) and 6 * len(value) + 2 <= payloads.max_chars:
         # Short enough whatever JSON escapes (at most 6 characters each, and the quotes):
         # no need to serialise it to measure it.
-        return value, None
+        return value, None, _encode_str(value)
     text = _compact(value)
     if len(text) <= payloads.max_chars:
-        return value, None
-    return _cut(text, payloads.max_chars), len(text)
+        return value, None, text
+    cut = _cut(text, payloads.max_chars)
+    return cut, len(text), _encode_str(cut)
 
 
 def tool_entity(
@@ -168,7 +174,7 @@ def tool_entity(
     if call.error_class is not None:
         entity[ERROR_CLASS_FIELD] = call.error_class
     if payloads.mode == "none":
-        return entity
+        return EncodedEntity(entity, _dumps(entity))
     values: dict[Literal["args", "result"], Any] = {"args": call.args, "result": call.result}
     if payloads.redact is not None:
         redact = payloads.redact
@@ -184,13 +190,20 @@ def tool_entity(
                 "tool.redaction_failed", tool_status=call.status, error=type(exc).__name__
             )
             entity[ARGS_FIELD] = _REDACTION_FAILED
-            return entity
+            return EncodedEntity(entity, _dumps(entity))
+    # The element's JSON as the request encoder writes it (an object: "{", the items joined
+    # by ",", "}"), its values' texts reused from measuring them: the fixed fields first,
+    # then each stored value (and its original length), in the element's key order.
+    pieces = [_dumps(entity)[:-1]]
     for field, stored_as in _STORED_AS:
         value = values[field]
         if value is None:
             continue
-        kept, original = _kept(value, payloads)
+        kept, original, text = _kept(value, payloads)
         entity[stored_as] = kept
+        pieces.append(f',"{stored_as}":{text}')
         if original is not None:
             entity[stored_as + CHARS_SUFFIX] = original
-    return entity
+            pieces.append(f',"{stored_as}{CHARS_SUFFIX}":{original:d}')
+    pieces.append("}")
+    return EncodedEntity(entity, "".join(pieces))
