@@ -7,6 +7,7 @@ values redacted and capped as the memory's settings say. Pure: no I/O, no clock.
 
 from __future__ import annotations
 
+import functools
 import json
 import json.encoder
 from typing import Any, Final, Literal, Protocol, get_args
@@ -174,7 +175,7 @@ def tool_entity(
     if call.error_class is not None:
         entity[ERROR_CLASS_FIELD] = call.error_class
     if payloads.mode == "none":
-        return EncodedEntity(entity, _dumps(entity))
+        return EncodedEntity(entity, make=functools.partial(_dumps, entity))
     values: dict[Literal["args", "result"], Any] = {"args": call.args, "result": call.result}
     if payloads.redact is not None:
         redact = payloads.redact
@@ -190,20 +191,27 @@ def tool_entity(
                 "tool.redaction_failed", tool_status=call.status, error=type(exc).__name__
             )
             entity[ARGS_FIELD] = _REDACTION_FAILED
-            return EncodedEntity(entity, _dumps(entity))
-    # The element's JSON as the request encoder writes it (an object: "{", the items joined
-    # by ",", "}"), its values' texts reused from measuring them: the fixed fields first,
-    # then each stored value (and its original length), in the element's key order.
-    pieces = [_dumps(entity)[:-1]]
+            return EncodedEntity(entity, make=functools.partial(_dumps, entity))
+    stored = EncodedEntity(entity)
+    # The texts of the stored values (and their original lengths), in the element's key
+    # order: measuring the values made them, so the element's JSON reuses them.
+    tail: list[str] = []
     for field, stored_as in _STORED_AS:
         value = values[field]
         if value is None:
             continue
         kept, original, text = _kept(value, payloads)
-        entity[stored_as] = kept
-        pieces.append(f',"{stored_as}":{text}')
+        dict.__setitem__(stored, stored_as, kept)
+        tail.append(f',"{stored_as}":{text}')
         if original is not None:
-            entity[stored_as + CHARS_SUFFIX] = original
-            pieces.append(f',"{stored_as}{CHARS_SUFFIX}":{original:d}')
-    pieces.append("}")
-    return EncodedEntity(entity, "".join(pieces))
+            dict.__setitem__(stored, stored_as + CHARS_SUFFIX, original)
+            tail.append(f',"{stored_as}{CHARS_SUFFIX}":{original:d}')
+    stored._make = functools.partial(_element_json, entity, "".join(tail))
+    return stored
+
+
+def _element_json(fixed: dict[str, Any], tail: str) -> str:
+    # An object's JSON is "{", its items joined by ",", "}": the fixed fields' text (a
+    # dict of its own, never changed), then the stored values' texts. Put together when
+    # first read (by the request, or the embedded store's hash), not when the call is.
+    return _dumps(fixed)[:-1] + tail + "}"

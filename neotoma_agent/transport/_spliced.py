@@ -27,20 +27,39 @@ class EncodedEntity(dict[str, Any]):
 
     The text is what ``json.dumps(element, ensure_ascii=False, separators=(",", ":"))``
     writes for the element as built; its builder (``_tool_payload.tool_entity``) is the
-    one place that makes one, and a property test holds it to that.
+    one place that makes one, and a property test holds it to that. It is given, or put
+    together by ``make`` on first read, by whoever reads it: the HTTP request on the turn's
+    side, the embedded store's hash on its own thread, never both.
     """
 
-    __slots__ = ("json",)
+    __slots__ = ("_make", "_text")
 
-    json: str | None
-
-    def __init__(self, fields: Mapping[str, Any], text: str | None) -> None:
+    def __init__(
+        self,
+        fields: Mapping[str, Any],
+        text: str | None = None,
+        make: Callable[[], str] | None = None,
+    ) -> None:
         super().__init__(fields)
-        self.json = text
+        self._text = text
+        self._make = make
+
+    @property
+    def json(self) -> str | None:
+        """The element's compact JSON, or ``None`` if it changed since it was built."""
+        text = self._text
+        if text is None and self._make is not None:
+            text = self._text = self._make()
+            self._make = None
+        return text
+
+    def _drop(self) -> None:
+        self._text = None
+        self._make = None
 
     def copy(self) -> EncodedEntity:
         """A copy with the same text (``dict.copy`` would drop the type)."""
-        return EncodedEntity(self, self.json)
+        return EncodedEntity(self, self._text, self._make)
 
     def __reduce__(self) -> tuple[Any, ...]:
         # Pickles and deep-copies as the plain dict it stands for.
@@ -49,36 +68,36 @@ class EncodedEntity(dict[str, Any]):
     # Every mutator drops the text first: it no longer describes the element.
 
     def __setitem__(self, key: str, value: Any) -> None:
-        self.json = None
+        self._drop()
         super().__setitem__(key, value)
 
     def __delitem__(self, key: str) -> None:
-        self.json = None
+        self._drop()
         super().__delitem__(key)
 
     def __ior__(self, other: Any) -> EncodedEntity:  # type: ignore[override,misc]
-        self.json = None
+        self._drop()
         super().__ior__(other)
         return self
 
     def clear(self) -> None:
-        self.json = None
+        self._drop()
         super().clear()
 
     def pop(self, *args: Any) -> Any:
-        self.json = None
+        self._drop()
         return super().pop(*args)
 
     def popitem(self) -> tuple[str, Any]:
-        self.json = None
+        self._drop()
         return super().popitem()
 
     def setdefault(self, key: str, default: Any = None) -> Any:
-        self.json = None
+        self._drop()
         return super().setdefault(key, default)
 
     def update(self, *args: Any, **kwargs: Any) -> None:
-        self.json = None
+        self._drop()
         super().update(*args, **kwargs)
 
 
