@@ -7,7 +7,6 @@ values redacted and capped as the memory's settings say. Pure: no I/O, no clock.
 
 from __future__ import annotations
 
-import functools
 import json
 import json.encoder
 from typing import Any, Final, Literal, Protocol, get_args
@@ -102,6 +101,19 @@ _REDACTION_FAILED: Final = "[not stored: redact_tool raised]"
 # checked plain (acyclic, finite) when recorded, so no cycle check.
 _dumps: Final = compact_encoder(allow_nan=False, check_circular=False)
 _encode_str: Final = json.encoder.encode_basestring  # what _dumps writes for a str
+_TYPE_JSON: Final = '{"entity_type":' + _encode_str(TOOL_TYPE)
+# The JSON of the strings that repeat call after call (turn keys, tool names, harnesses).
+_ENCODED: dict[str, str] = {}
+_MAX_ENCODED: Final = 1024
+
+
+def _encoded(text: str) -> str:
+    found = _ENCODED.get(text)
+    if found is None:
+        if len(_ENCODED) >= _MAX_ENCODED:
+            _ENCODED.clear()  # a bound, not an LRU: a process sees few turn keys at once
+        found = _ENCODED[text] = _encode_str(text)
+    return found
 
 
 def _compact(value: Any) -> str:
@@ -159,23 +171,38 @@ def tool_entity(
     ``…[+N chars]`` marker, and ``arguments_chars`` / ``result_chars`` hold the original
     length).
     """
+    # The element and its JSON, side by side (an object's JSON is "{", "key":value items
+    # joined by ",", "}"; the values as the request's encoder writes them), so that the
+    # request need not encode it again: the stored values' texts come from measuring them.
+    name, invoked_at, status = call.name, call.invoked_at, call.status
     entity: dict[str, Any] = {
         "entity_type": TOOL_TYPE,
         "turn_key": turn_key,
-        "tool_name": call.name,
-        "invoked_at": call.invoked_at,
+        "tool_name": name,
+        "invoked_at": invoked_at,
     }
-    if call.duration_ms is not None:
-        entity["duration_ms"] = call.duration_ms
-    entity["result_status"] = call.status
-    if harness is not None:
-        entity["harness"] = harness
-    if call.call_id is not None:
-        entity[CALL_ID_FIELD] = call.call_id
+    # invoked_at is in the stored form (digits, "-", ":", ".", "T", "Z": nothing to
+    # escape); a turn's calls share its key and mostly a few tool names: encoded once.
+    text = [
+        f'{_TYPE_JSON},"turn_key":{_encoded(turn_key)},"tool_name":{_encoded(name)}'
+        f',"invoked_at":"{invoked_at}"'
+    ]
+    duration = call.duration_ms
+    if duration is not None:
+        entity["duration_ms"] = duration
+        number = float.__repr__ if type(duration) is float else int.__repr__
+        text.append(f',"duration_ms":{number(duration)}')  # as json's C encoder writes them
+    entity["result_status"] = status
+    text.append(f',"result_status":"{status}"')  # a word of the vocabulary
+    for field, value in (("harness", harness), (CALL_ID_FIELD, call.call_id)):
+        if value is not None:
+            entity[field] = value
+            text.append(f',"{field}":{_encoded(value)}')
     if call.error_class is not None:
         entity[ERROR_CLASS_FIELD] = call.error_class
+        text.append(f',"{ERROR_CLASS_FIELD}":{_encode_str(call.error_class)}')
     if payloads.mode == "none":
-        return EncodedEntity(entity, make=functools.partial(_dumps, entity))
+        return EncodedEntity(entity, "".join(text) + "}")
     values: dict[Literal["args", "result"], Any] = {"args": call.args, "result": call.result}
     if payloads.redact is not None:
         redact = payloads.redact
@@ -191,27 +218,16 @@ def tool_entity(
                 "tool.redaction_failed", tool_status=call.status, error=type(exc).__name__
             )
             entity[ARGS_FIELD] = _REDACTION_FAILED
-            return EncodedEntity(entity, make=functools.partial(_dumps, entity))
-    stored = EncodedEntity(entity)
-    # The texts of the stored values (and their original lengths), in the element's key
-    # order: measuring the values made them, so the element's JSON reuses them.
-    tail: list[str] = []
+            return EncodedEntity(entity, _dumps(entity))
     for field, stored_as in _STORED_AS:
         value = values[field]
         if value is None:
             continue
-        kept, original, text = _kept(value, payloads)
-        dict.__setitem__(stored, stored_as, kept)
-        tail.append(f',"{stored_as}":{text}')
+        kept, original, value_text = _kept(value, payloads)
+        entity[stored_as] = kept
+        text.append(f',"{stored_as}":{value_text}')
         if original is not None:
-            dict.__setitem__(stored, stored_as + CHARS_SUFFIX, original)
-            tail.append(f',"{stored_as}{CHARS_SUFFIX}":{original:d}')
-    stored._make = functools.partial(_element_json, entity, "".join(tail))
-    return stored
-
-
-def _element_json(fixed: dict[str, Any], tail: str) -> str:
-    # An object's JSON is "{", its items joined by ",", "}": the fixed fields' text (a
-    # dict of its own, never changed), then the stored values' texts. Put together when
-    # first read (by the request, or the embedded store's hash), not when the call is.
-    return _dumps(fixed)[:-1] + tail + "}"
+            entity[stored_as + CHARS_SUFFIX] = original
+            text.append(f',"{stored_as}{CHARS_SUFFIX}":{original:d}')
+    text.append("}")
+    return EncodedEntity(entity, "".join(text))

@@ -9,9 +9,9 @@ embedded store, the outbox and every reader see the same keys and values), plus
 once, not twice.
 
 The text is a cache of the element's content: any change to the element through its own
-methods drops it, and the body is then encoded as usual. A change made *inside* one of its
-values (a caller's own ``args`` dict, mutated after the call was recorded and while the
-closing store is being sent) is not seen, as it is not seen by a cap measured before it.
+methods drops it, and the body is then encoded as usual. Its values cannot change behind
+its back: a recorded call holds copies of the arguments and result the caller gave
+(``check_plain`` copies them), not the caller's own objects.
 """
 
 from __future__ import annotations
@@ -27,39 +27,25 @@ class EncodedEntity(dict[str, Any]):
 
     The text is what ``json.dumps(element, ensure_ascii=False, separators=(",", ":"))``
     writes for the element as built; its builder (``_tool_payload.tool_entity``) is the
-    one place that makes one, and a property test holds it to that. It is given, or put
-    together by ``make`` on first read, by whoever reads it: the HTTP request on the turn's
-    side, the embedded store's hash on its own thread, never both.
+    one place that makes one, and a property test holds it to that. The HTTP request
+    splices it in; the embedded store's hash of the element reuses it too, where its
+    JavaScript form is the same (``_js.js_json``).
     """
 
-    __slots__ = ("_make", "_text")
+    __slots__ = ("json",)
 
-    def __init__(
-        self,
-        fields: Mapping[str, Any],
-        text: str | None = None,
-        make: Callable[[], str] | None = None,
-    ) -> None:
-        super().__init__(fields)
-        self._text = text
-        self._make = make
+    json: str | None
 
-    @property
-    def json(self) -> str | None:
-        """The element's compact JSON, or ``None`` if it changed since it was built."""
-        text = self._text
-        if text is None and self._make is not None:
-            text = self._text = self._make()
-            self._make = None
-        return text
+    def __init__(self, fields: Mapping[str, Any], text: str | None) -> None:
+        dict.__init__(self, fields)
+        self.json = text
 
     def _drop(self) -> None:
-        self._text = None
-        self._make = None
+        self.json = None
 
     def copy(self) -> EncodedEntity:
         """A copy with the same text (``dict.copy`` would drop the type)."""
-        return EncodedEntity(self, self._text, self._make)
+        return EncodedEntity(self, self.json)
 
     def __reduce__(self) -> tuple[Any, ...]:
         # Pickles and deep-copies as the plain dict it stands for.

@@ -6,6 +6,7 @@ same as from a plain dict."""
 from __future__ import annotations
 
 import copy
+import enum
 import json
 import pickle
 from typing import Any, Literal
@@ -62,15 +63,49 @@ def _entity(args: Any, result: Any, how: ToolPayloads, **kw: Any) -> dict[str, A
     return tool_entity(call, "c:t\u2028é", "bench", how)
 
 
+names = st.text(min_size=1).filter(lambda s: s.strip() == s and bool(s))
+durations = st.none() | st.floats(0, 1e12) | st.integers(0, 2**64)
+
+
 @settings(max_examples=200)
-@given(args=json_values | huge, result=json_values | huge, how=payloads, seconds=st.floats(0, 1e9))
+@given(
+    args=json_values | huge,
+    result=json_values | huge,
+    how=payloads,
+    name=names,
+    turn_key=st.text(),
+    harness=st.none() | st.text(),
+    call_id=st.none() | names,
+    ended=st.sampled_from([("ok", None), ("error", "ValueError"), ("cancelled", None)]),
+    duration=durations,
+)
 def test_the_kept_text_is_json_dumps_of_the_element(
-    args: Any, result: Any, how: ToolPayloads, seconds: float
+    args: Any,
+    result: Any,
+    how: ToolPayloads,
+    name: str,
+    turn_key: str,
+    harness: str | None,
+    call_id: str | None,
+    ended: tuple[str, str | None],
+    duration: float | None,
 ) -> None:
-    entity = _entity(args, result, how, duration_ms=seconds, status="error", error_class="E")
+    status, error_class = ended
+    call = ToolCall.create(
+        name,
+        args=args,
+        result=result,
+        status=status,  # type: ignore[arg-type]
+        error_class=error_class,
+        call_id=call_id,
+        duration_ms=duration,
+        invoked_at="2026-12-01T10:00:00.000Z",
+    )
+    entity = tool_entity(call, turn_key, harness, how)
     assert type(entity) is EncodedEntity
     assert entity.json is not None
     assert entity.json.encode() == _reference(entity)
+    assert list(entity) == list(json.loads(entity.json))  # the same key order
 
 
 @settings(max_examples=100)
@@ -176,3 +211,13 @@ def test_positional_floats_at_the_edges(value: float) -> None:
     out: list[str] = []
     _js_json_parts({"x": [value]}, out, set())
     assert js_json({"x": [value]}) == "".join(out)
+
+
+def test_numbers_of_a_subclass_are_written_as_json_writes_them() -> None:
+    class Millis(enum.IntEnum):
+        THREE = 3
+
+    for duration in (Millis.THREE, 2.5, 7, 1e300):
+        entity = _entity({"to": "LIS"}, None, ToolPayloads(), duration_ms=duration)
+        assert entity.json is not None
+        assert entity.json.encode() == _reference(entity)
