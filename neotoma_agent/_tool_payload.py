@@ -194,13 +194,14 @@ def tool_entity(
         text.append(f',"duration_ms":{number(duration)}')  # as json's C encoder writes them
     entity["result_status"] = status
     text.append(f',"result_status":"{status}"')  # a word of the vocabulary
-    for field, value in (("harness", harness), (CALL_ID_FIELD, call.call_id)):
+    if harness is not None:
+        entity["harness"] = harness
+        text.append(f',"harness":{_encoded(harness)}')
+    # A call id is new with each call: not worth keeping.
+    for field, value in ((CALL_ID_FIELD, call.call_id), (ERROR_CLASS_FIELD, call.error_class)):
         if value is not None:
             entity[field] = value
-            text.append(f',"{field}":{_encoded(value)}')
-    if call.error_class is not None:
-        entity[ERROR_CLASS_FIELD] = call.error_class
-        text.append(f',"{ERROR_CLASS_FIELD}":{_encode_str(call.error_class)}')
+            text.append(f',"{field}":{_encode_str(value)}')
     if payloads.mode == "none":
         return EncodedEntity(entity, "".join(text) + "}")
     values: dict[Literal["args", "result"], Any] = {"args": call.args, "result": call.result}
