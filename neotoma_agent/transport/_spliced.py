@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
-__all__ = ["EncodedEntity", "encode_spliced"]
+__all__ = ["EncodedEntity", "encode_spliced", "encoded"]
 
 
 class EncodedEntity(dict[str, Any]):
@@ -27,25 +27,45 @@ class EncodedEntity(dict[str, Any]):
 
     The text is what ``json.dumps(element, ensure_ascii=False, separators=(",", ":"))``
     writes for the element as built; its builder (``_tool_payload.tool_entity``) is the
-    one place that makes one, and a property test holds it to that. The HTTP request
-    splices it in; the embedded store's hash of the element reuses it too, where its
-    JavaScript form is the same (``_js.js_json``).
+    one place that makes one (with :func:`encoded`), and a property test holds it to that.
+    It is written when first read, from what building the element kept (its values'
+    texts), by whoever reads it: the HTTP request (spliced into the body), or the embedded
+    store's hash of the element on its own thread (``_js.js_json``); never by the turn
+    that records the call.
     """
 
-    __slots__ = ("json",)
+    # Set by encoded(); an instance made otherwise (EncodedEntity(fields)) has no text.
+    __slots__ = ("_make", "_text")
 
-    json: str | None
+    _text: str | None
+    _make: tuple[Callable[[Mapping[str, Any], Any], str], Any] | None
 
-    def __init__(self, fields: Mapping[str, Any], text: str | None) -> None:
-        dict.__init__(self, fields)
-        self.json = text
+    @property
+    def json(self) -> str | None:
+        """The element's compact JSON, or ``None`` if it changed since it was built."""
+        try:
+            text, make = self._text, self._make
+        except AttributeError:
+            return None
+        if text is None and make is not None:
+            write, kept = make
+            text = self._text = write(self, kept)
+            self._make = None
+        return text
 
     def _drop(self) -> None:
-        self.json = None
+        self._text = None
+        self._make = None
 
     def copy(self) -> EncodedEntity:
-        """A copy with the same text (``dict.copy`` would drop the type)."""
-        return EncodedEntity(self, self.json)
+        """A copy with the same text, still unwritten if it is (``dict.copy`` would drop
+        the type): ``store_body`` copies each element on the turn's side."""
+        element = EncodedEntity(self)
+        try:
+            element._text, element._make = self._text, self._make
+        except AttributeError:  # not built by encoded(): no text
+            element._text = element._make = None
+        return element
 
     def __reduce__(self) -> tuple[Any, ...]:
         # Pickles and deep-copies as the plain dict it stands for.
@@ -85,6 +105,21 @@ class EncodedEntity(dict[str, Any]):
     def update(self, *args: Any, **kwargs: Any) -> None:
         self._drop()
         super().update(*args, **kwargs)
+
+
+def encoded(
+    fields: Mapping[str, Any],
+    *,
+    text: str | None = None,
+    write: Callable[[Mapping[str, Any], Any], str] | None = None,
+    kept: Any = None,
+) -> EncodedEntity:
+    """An :class:`EncodedEntity` of ``fields`` (copied) whose JSON is ``text``, or
+    ``write(element, kept)`` when first read (``kept``: what building it already made)."""
+    element = EncodedEntity(fields)  # dict's own copy, no Python __init__: built per call
+    element._text = text
+    element._make = None if write is None else (write, kept)
+    return element
 
 
 _ENTITIES: Final = "entities"

@@ -19,7 +19,7 @@ from neotoma_agent import ToolCall
 from neotoma_agent._js import _js_json_parts, _js_number, _positional, js_json
 from neotoma_agent._tool_payload import ToolPayloads, tool_entity
 from neotoma_agent.transport._bodies import store_body
-from neotoma_agent.transport._spliced import EncodedEntity, encode_spliced
+from neotoma_agent.transport._spliced import EncodedEntity, encode_spliced, encoded
 from neotoma_agent.transport.http import _encode_fast, encode_body
 
 _SAFE = 2**53 - 1
@@ -134,7 +134,7 @@ def test_a_spliced_body_is_json_dumps_of_the_body(args: list[Any], how: ToolPayl
 
 def test_the_request_reuses_the_text_instead_of_encoding_again() -> None:
     entity = _entity({"to": "LIS"}, [1, 2], ToolPayloads())
-    stand_in = EncodedEntity(entity, '{"spliced":true}')  # what only the kept text says
+    stand_in = encoded(entity, text='{"spliced":true}')  # what only the kept text says
     body = store_body([stand_in], idempotency_key="k")
     assert encode_body(body) == b'{"entities":[{"spliced":true}],"idempotency_key":"k"}'
 
@@ -221,3 +221,23 @@ def test_numbers_of_a_subclass_are_written_as_json_writes_them() -> None:
         entity = _entity({"to": "LIS"}, None, ToolPayloads(), duration_ms=duration)
         assert entity.json is not None
         assert entity.json.encode() == _reference(entity)
+
+
+def test_the_text_is_written_when_first_read_not_when_the_call_is_built() -> None:
+    entity = _entity({"to": "LIS"}, [1], ToolPayloads())
+    assert isinstance(entity, EncodedEntity)
+    assert entity._text is None  # recording the call wrote nothing yet
+    text = entity.json
+    assert text is not None
+    assert entity._text is text  # and only once
+    assert EncodedEntity({"entity_type": "x"}).json is None  # not built by encoded()
+
+
+def test_the_body_of_a_store_copies_the_elements_without_writing_their_text() -> None:
+    entity = _entity({"to": "LIS"}, [1], ToolPayloads())
+    body = store_body([entity], idempotency_key="k")
+    copied = body["entities"][0]
+    assert type(copied) is EncodedEntity
+    assert copied is not entity
+    assert copied._text is None  # the embedded store writes it on its own thread, if at all
+    assert encode_body(body) == _reference(body)
