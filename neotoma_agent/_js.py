@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final
 
 from ._text import SURROGATE_RE
+from .transport._spliced import EncodedEntity
 
 __all__ = [
     "JS_WS_CHARS",
@@ -249,9 +250,18 @@ _dumps_plain: Final = compact_encoder(allow_nan=False, check_circular=False)
 _LEAF_TYPES: Final = frozenset((str, bool, type(None)))
 
 
+def _positional(value: float) -> bool:
+    """Whether ``repr(value)`` is JavaScript's ``String(value)``: a finite float that is not
+    integral (``7.0`` is ``"7"`` there) and that both write without an exponent. Python's
+    ``repr`` uses one below 1e-4 and from 1e16 on, JavaScript below 1e-6 and from 1e21 on;
+    between, both write the shortest digits that round-trip, positionally."""
+    return 1e-4 <= abs(value) < 1e16 and not value.is_integer()
+
+
 def _is_plain(value: Any, depth: int) -> bool:
-    """True for strings, safe ints, bools, None, lists and dicts whose keys are no array
-    indexes: the values whose JSON is the same from Python and from JavaScript.
+    """True for strings, safe ints, bools, None, positional floats (see
+    :func:`_positional`), lists and dicts whose keys are no array indexes: the values whose
+    JSON is the same from Python and from JavaScript.
 
     Iterative (every stored payload goes through it): a stack of containers instead of a
     call per value.
@@ -266,9 +276,13 @@ def _is_plain(value: Any, depth: int) -> bool:
             if not -_MAX_SAFE_INT < item < _MAX_SAFE_INT:
                 return False
             continue
+        if kind is float:
+            if not _positional(item):
+                return False
+            continue
         if level > 64:  # deep or circular: let the careful path decide
             return False
-        if kind is dict:
+        if kind is dict or kind is EncodedEntity:
             for key, child in item.items():
                 if type(key) is not str or key[:1].isdigit():
                     return False
@@ -277,6 +291,10 @@ def _is_plain(value: Any, depth: int) -> bool:
                     continue
                 if child_kind is int:  # decided here: a turn number is in most payloads
                     if not -_MAX_SAFE_INT < child < _MAX_SAFE_INT:
+                        return False
+                    continue
+                if child_kind is float:  # and a duration in every tool call
+                    if not _positional(child):
                         return False
                     continue
                 stack.append((child, level + 1))
@@ -305,7 +323,9 @@ def js_json(value: Any) -> str:
     if _is_plain(value, 0):
         # Fast path: nothing here serialises differently in JavaScript, so the C encoder
         # gives the same text (stores hash every payload; this is on the hot path).
-        text = _dumps_plain(value)
+        kept = value.json if type(value) is EncodedEntity else None
+        # An element that kept its JSON (a tool call's): that text, by the same encoder.
+        text = _dumps_plain(value) if kept is None else kept
     else:
         out: list[str] = []
         _js_json_parts(value, out, set())

@@ -8,12 +8,15 @@ values redacted and capped as the memory's settings say. Pure: no I/O, no clock.
 from __future__ import annotations
 
 import json
+import json.encoder
+from collections.abc import Mapping, Sequence
 from typing import Any, Final, Literal, Protocol, get_args
 
 from ._js import compact_encoder
 from ._log import get_logger
 from ._text import check_plain
 from ._tools import TOOL_TYPE, ToolCall
+from .transport._spliced import encoded
 
 __all__ = [
     "ARGS_FIELD",
@@ -105,6 +108,20 @@ _REDACTION_FAILED: Final = "[not stored: redact_tool raised]"
 # Built once (json.dumps with these options builds an encoder per call); what is stored was
 # checked plain (acyclic, finite) when recorded, so no cycle check.
 _dumps: Final = compact_encoder(allow_nan=False, check_circular=False)
+_encode_str: Final = json.encoder.encode_basestring  # what _dumps writes for a str
+_TYPE_JSON: Final = '{"entity_type":' + _encode_str(TOOL_TYPE)
+# The JSON of the strings that repeat call after call (turn keys, tool names, harnesses).
+_ENCODED: dict[str, str] = {}
+_MAX_ENCODED: Final = 1024
+
+
+def _encoded(text: str) -> str:
+    found = _ENCODED.get(text)
+    if found is None:
+        if len(_ENCODED) >= _MAX_ENCODED:
+            _ENCODED.clear()  # a bound, not an LRU: a process sees few turn keys at once
+        found = _ENCODED[text] = _encode_str(text)
+    return found
 
 
 def _compact(value: Any) -> str:
@@ -132,20 +149,22 @@ def _cut(text: str, max_chars: int) -> str:
     return f"{text[:max_chars]}…[+{len(text) - max_chars} chars]"
 
 
-def _kept(value: Any, payloads: ToolPayloads) -> tuple[Any, int | None]:
-    # (what to store, the original length when it is stored cut)
+def _kept(value: Any, payloads: ToolPayloads) -> tuple[Any, int | None, str | None]:
+    # (what to store, the original length when it is stored cut, the compact JSON of what
+    # is stored when measuring made it: the request splices it in rather than serialising
+    # the value again)
     if payloads.mode == "summary":
         text = _compact(value)
         limit = min(SUMMARY_CHARS, payloads.max_chars)
-        return _cut(text, limit), (len(text) if len(text) > limit else None)
+        return _cut(text, limit), (len(text) if len(text) > limit else None), None
     if isinstance(value, str) and 6 * len(value) + 2 <= payloads.max_chars:
         # Short enough whatever JSON escapes (at most 6 characters each, and the quotes):
         # no need to serialise it to measure it.
-        return value, None
+        return value, None, None
     text = _compact(value)
     if len(text) <= payloads.max_chars:
-        return value, None
-    return _cut(text, payloads.max_chars), len(text)
+        return value, None, text
+    return _cut(text, payloads.max_chars), len(text), None
 
 
 def tool_entity(
@@ -175,7 +194,7 @@ def tool_entity(
     if call.error_class is not None:
         entity[ERROR_CLASS_FIELD] = call.error_class
     if payloads.mode == "none":
-        return entity
+        return encoded(entity, write=_element_json, kept=_NO_TEXTS)
     values: dict[Literal["args", "result"], Any] = {"args": call.args, "result": call.result}
     if payloads.redact is not None:
         redact = payloads.redact
@@ -191,13 +210,61 @@ def tool_entity(
                 "tool.redaction_failed", tool_status=call.status, error=type(exc).__name__
             )
             entity[ARGS_FIELD] = _REDACTION_FAILED
-            return entity
+            return encoded(entity, write=_element_json, kept=_NO_TEXTS)
+    texts: list[str | None] = []
     for field, stored_as in _STORED_AS:
         value = values[field]
         if value is None:
+            texts.append(None)
             continue
-        kept, original = _kept(value, payloads)
+        kept, original, text = _kept(value, payloads)
         entity[stored_as] = kept
+        texts.append(text)
         if original is not None:
             entity[stored_as + CHARS_SUFFIX] = original
-    return entity
+    # The element's JSON is written when first read (see EncodedEntity), from the texts
+    # measuring the stored values made.
+    return encoded(entity, write=_element_json, kept=texts)
+
+
+_NO_TEXTS: Final[tuple[None, None]] = (None, None)
+
+
+def _element_json(entity: Mapping[str, Any], texts: Sequence[str | None]) -> str:
+    """What ``json.dumps(entity, ensure_ascii=False, separators=(",", ":"))`` writes for an
+    element :func:`tool_entity` built: its keys in their fixed order ("{", the items
+    joined by ",", "}"), the values as json's C encoder writes them, and the stored
+    arguments' and result's own texts where measuring them made one."""
+    get = entity.get
+    invoked_at = entity["invoked_at"]
+    # invoked_at is in the stored form (digits, "-", ":", ".", "T", "Z": nothing to
+    # escape); a turn's calls share its key and mostly a few tool names: encoded once.
+    out = [
+        f'{_TYPE_JSON},"turn_key":{_encoded(entity["turn_key"])}'
+        f',"tool_name":{_encoded(entity["tool_name"])},"invoked_at":"{invoked_at}"'
+    ]
+    duration = get("duration_ms")
+    if duration is not None:
+        number = float.__repr__ if type(duration) is float else int.__repr__
+        out.append(f',"duration_ms":{number(duration)}')  # as json's C encoder writes them
+    out.append(f',"result_status":"{entity["result_status"]}"')  # a word of the vocabulary
+    harness = get("harness")
+    if harness is not None:
+        out.append(f',"harness":{_encoded(harness)}')
+    # A call id is new with each call: not worth keeping encoded.
+    for field in (CALL_ID_FIELD, ERROR_CLASS_FIELD):
+        value = get(field)
+        if value is not None:
+            out.append(f',"{field}":{_encode_str(value)}')
+    for (_, stored_as), text in zip(_STORED_AS, texts, strict=True):
+        if stored_as not in entity:
+            continue
+        value = entity[stored_as]
+        if text is None:
+            text = _encode_str(value) if type(value) is str else _dumps(value)
+        out.append(f',"{stored_as}":{text}')
+        original = get(stored_as + CHARS_SUFFIX)
+        if original is not None:
+            out.append(f',"{stored_as}{CHARS_SUFFIX}":{original:d}')
+    out.append("}")
+    return "".join(out)

@@ -9,6 +9,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ._spliced import EncodedEntity
+
 __all__ = ["present", "store_body"]
 
 
@@ -28,7 +30,8 @@ def store_body(
 ) -> dict[str, Any]:
     """The JSON body of ``POST /store`` (the outbox keeps exactly this body)."""
     return present(
-        entities=[dict(e) for e in entities],
+        # A copy of each element; one that kept its JSON text keeps it (see _spliced).
+        entities=[e.copy() if type(e) is EncodedEntity else dict(e) for e in entities],
         relationships=[dict(r) for r in relationships] or None,
         idempotency_key=idempotency_key,
         source_priority=source_priority,

@@ -21,6 +21,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
+from ._lazy_json import PartlyDecoded
+
 __all__ = ["TOOL_CALLS", "pack_tool_calls", "sends_tool_calls", "unpack_tool_calls"]
 
 #: the page's key for its tool calls
@@ -41,7 +43,13 @@ def pack_tool_calls(calls: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
 
 def sends_tool_calls(raw: Mapping[str, Any]) -> bool:
     """Whether a ``recent_conversation`` answer carries its turns' tool calls (packed or
-    as a list), without reading them."""
+    as a list), without reading them (nor decoding them, if the transport left them as
+    text: see ``_lazy_json``)."""
+    if type(raw) is PartlyDecoded:
+        text = raw.pending(TOOL_CALLS)
+        if text is not None:
+            # A list, or an object with rows (its shapes come first, and are short).
+            return text[:1] == "[" or (text[:1] == "{" and '"rows":' in text)
     calls = raw.get(TOOL_CALLS)
     return isinstance(calls, list) or (isinstance(calls, dict) and "rows" in calls)
 

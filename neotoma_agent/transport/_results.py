@@ -471,9 +471,10 @@ class RecentConversation(Deferring):
             raw=raw,
         )
         if sends_tool_calls(raw):
-            defer(page, "tool_calls", functools.partial(_snapshots, raw[TOOL_CALLS]))
+            defer(page, "tool_calls", functools.partial(_snapshots, raw))
         return page
 
 
-def _snapshots(calls: object) -> tuple[EntitySnapshot, ...]:
-    return tuple([EntitySnapshot.from_json(c) for c in unpack_tool_calls(calls)])
+def _snapshots(raw: Mapping[str, Any]) -> tuple[EntitySnapshot, ...]:
+    # raw[TOOL_CALLS] read here, when the calls are: an HTTP answer may decode it only then.
+    return tuple([EntitySnapshot.from_json(c) for c in unpack_tool_calls(raw[TOOL_CALLS])])

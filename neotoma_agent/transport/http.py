@@ -51,9 +51,11 @@ from neotoma_agent.exceptions import (
     TransportError,
 )
 from neotoma_agent.transport._base import StoreResult
+from neotoma_agent.transport._lazy_json import STORE_TAIL, TOOL_CALLS_TAIL, decode_object
 from neotoma_agent.transport._outbox import DEFAULT_MAX_ENTRIES, OutboxFlush
 from neotoma_agent.transport._rest import RestActions
 from neotoma_agent.transport._retry import RetryPolicy, is_transient
+from neotoma_agent.transport._spliced import encode_spliced
 from neotoma_agent.transport._warm import Warmer
 from neotoma_agent.transport._wire import error_from_response, parse_retry_after
 from neotoma_agent.transport.outbox import OutboxTransport, flush_outbox
@@ -61,6 +63,7 @@ from neotoma_agent.transport.outbox import OutboxTransport, flush_outbox
 __all__ = ["HttpTransport", "RetryPolicy", "flush_outbox"]
 
 _log = get_logger()
+_loads = json.loads
 
 #: bodies from this size on are sent as a stream (see _attempt)
 _STREAM_ABOVE = 2**20
@@ -407,7 +410,9 @@ class HttpTransport(RestActions):
             raise ConnectionLost(
                 f"{method} {path}: connection to {self._base_url} lost ({type(exc).__name__})"
             ) from exc
-        return _Answer(status=status, headers=resp_headers, body=_decode(raw, content_type))
+        # A 2xx answer's seldom-read end is decoded when read (see _lazy_json).
+        body = _decode(raw, content_type, path if 200 <= status < 300 else "", status)
+        return _Answer(status=status, headers=resp_headers, body=body)
 
 
 class _Unqueued(RestActions):
@@ -437,20 +442,32 @@ _encode_fast = compact_encoder(allow_nan=True, check_circular=False)
 
 def encode_body(body: Mapping[str, Any]) -> bytes:
     """``body`` as the UTF-8 JSON a request sends: ``json.dumps(body, ensure_ascii=False,
-    separators=(",", ":"))``, byte for byte, with its errors."""
+    separators=(",", ":"))``, byte for byte, with its errors. Elements that kept their own
+    JSON text (a closing store's tool calls: see ``_spliced``) are not encoded again."""
     try:
-        return _encode_fast(body).encode()
+        text = encode_spliced(body, _encode_fast)
+        return (_encode_fast(body) if text is None else text).encode()
     except RecursionError:
         return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
 
 
-def _decode(raw: bytes, content_type: str) -> object:
+def _tail_key(path: str) -> str | None:
+    # Where an answer's seldom-read part begins, by route (see _lazy_json).
+    if path == "/store":
+        return STORE_TAIL
+    if path.startswith("/recent_conversations/"):
+        return TOOL_CALLS_TAIL
+    return None
+
+
+def _decode(raw: bytes, content_type: str, path: str = "", status: int = 200) -> object:
     text = raw.decode("utf-8", errors="replace")
     # Trust the bytes over the header: the server labels its 429 text/html, and a proxy
     # may label JSON as text.
     if "json" in content_type or text.lstrip()[:1] in ("{", "["):
         try:
-            return json.loads(text)
+            tail_key = _tail_key(path)
+            return _loads(text) if tail_key is None else decode_object(text, tail_key, status)
         except ValueError:
             return text
     return text
