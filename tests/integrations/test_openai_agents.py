@@ -8,6 +8,7 @@ What a turn stored is read back with ``memory.history()``.
 from __future__ import annotations
 
 import asyncio
+import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -35,6 +36,11 @@ from neotoma_agent import EmbeddedStore, NeotomaMemory, current_turn
 from neotoma_agent.integrations.openai_agents import AgentsStream, run, run_streamed
 
 pytestmark = pytest.mark.anyio
+
+# asyncio.timeout is Python 3.11's; the Agents SDK runs on 3.10 too.
+needs_asyncio_timeout = pytest.mark.skipif(
+    sys.version_info < (3, 11), reason="asyncio.timeout needs Python >= 3.11"
+)
 set_tracing_disabled(True)
 NO_TRACE = RunConfig(tracing_disabled=True)
 NO_REPLY = "neotoma_agent.integrations.NoFinalReply"
@@ -272,6 +278,7 @@ async def test_cancelling_the_task_of_run_abandons_the_turn(memory: NeotomaMemor
     assert await stored(memory) == [("Cancel run", None, "abandoned")]
 
 
+@needs_asyncio_timeout
 async def test_an_asyncio_timeout_around_run_abandons_and_raises_timeout_error(
     memory: NeotomaMemory,
 ) -> None:
@@ -313,6 +320,7 @@ async def test_cancelling_the_consumer_task_abandons_with_what_was_shown(
     assert await stored(memory) == [("Task cancel", "partial shown", "abandoned")]
 
 
+@needs_asyncio_timeout
 async def test_an_asyncio_timeout_abandons_and_raises_timeout_error(memory: NeotomaMemory) -> None:
     stall = Stalled("partial shown")
     model = ScriptedModel([stall.step()])
