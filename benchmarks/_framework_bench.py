@@ -75,8 +75,10 @@ async def _loops_of(make: Maker, memory: NeotomaMemory) -> AsyncIterator[dict[st
             yield loops
 
 
-async def measure(name: str, make: Maker, args: argparse.Namespace) -> dict[str, Any]:
-    """One framework's row: the median CPU ms per turn of each loop, ``added`` and ``glue``."""
+@contextlib.asynccontextmanager
+async def bench_loops(name: str, make: Maker) -> AsyncIterator[dict[str, Loop]]:
+    """Framework ``name``'s loops over a fresh embedded store that holds the entity the
+    prompts name, with ``turn`` (the same turn, no framework run) beside them."""
     with tempfile.TemporaryDirectory() as tmp:
         async with EmbeddedStore.open(Path(tmp) / "bench.db") as store:
             memory = NeotomaMemory(store, conversation_id=f"bench-{name}")
@@ -88,17 +90,23 @@ async def measure(name: str, make: Maker, args: argparse.Namespace) -> dict[str,
                         t.reply = REPLY
 
                 loops["turn"] = turn_only
-                await one_round(loops, max(1, args.turns // 10), "warm")  # imports, caches
-                if args.gc == "frozen":
-                    gc.collect()
-                    gc.freeze()
-                samples: dict[str, list[float]] = {label: [] for label in loops}
-                try:
-                    for r in range(args.rounds):
-                        for label, ms in (await one_round(loops, args.turns, f"r{r}")).items():
-                            samples[label].append(ms)
-                finally:
-                    gc.unfreeze()
+                yield loops
+
+
+async def measure(name: str, make: Maker, args: argparse.Namespace) -> dict[str, Any]:
+    """One framework's row: the median CPU ms per turn of each loop, ``added`` and ``glue``."""
+    async with bench_loops(name, make) as loops:
+        await one_round(loops, max(1, args.turns // 10), "warm")  # imports, caches
+        if args.gc == "frozen":
+            gc.collect()
+            gc.freeze()
+        samples: dict[str, list[float]] = {label: [] for label in loops}
+        try:
+            for r in range(args.rounds):
+                for label, ms in (await one_round(loops, args.turns, f"r{r}")).items():
+                    samples[label].append(ms)
+        finally:
+            gc.unfreeze()
     med = {label: statistics.median(values) for label, values in samples.items()}
     manual = (
         {"manual_ms": med["manual"], "over_manual_ms": med["integrated"] - med["manual"]}

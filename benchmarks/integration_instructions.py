@@ -32,13 +32,11 @@ import argparse
 import asyncio
 import gc
 import json
-import os
-import re
-import subprocess
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
+
+from _callgrind import instructions
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -51,30 +49,18 @@ async def _child(framework: str, loop_name: str, turns: int, warm: int, collecto
 
     import integration_overhead as bench
     import structlog
-    from _framework_bench import REPLY, _loops_of
-
-    from neotoma_agent import EmbeddedStore, NeotomaMemory
+    from _framework_bench import bench_loops
 
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
-    with tempfile.TemporaryDirectory() as tmp:
-        async with EmbeddedStore.open(Path(tmp) / "bench.db") as store:
-            memory = NeotomaMemory(store, conversation_id=f"bench-{framework}")
-            await memory.remember("company", name="Acme Corp", website="acme.com")
-            async with _loops_of(bench.FRAMEWORKS[framework][1], memory) as loops:
-
-                async def turn_only(text: str) -> None:
-                    async with memory.turn(text) as t:
-                        t.reply = REPLY
-
-                loops["turn"] = turn_only
-                loop = loops[loop_name]
-                for i in range(warm):
-                    await loop(f"What about Acme Corp? (warm {i})")
-                if collector == "frozen":
-                    gc.collect()
-                    gc.freeze()
-                for i in range(turns):
-                    await loop(f"What about Acme Corp? ({i})")
+    async with bench_loops(framework, bench.FRAMEWORKS[framework][1]) as loops:
+        loop = loops[loop_name]
+        for i in range(warm):
+            await loop(f"What about Acme Corp? (warm {i})")
+        if collector == "frozen":
+            gc.collect()
+            gc.freeze()
+        for i in range(turns):
+            await loop(f"What about Acme Corp? ({i})")
 
 
 #: the counted turns of the shorter child (the longer one runs ``--turns`` more)
@@ -83,21 +69,10 @@ _BASE_TURNS = 5
 
 def _total(tree: Path, framework: str, loop: str, turns: int, args: argparse.Namespace) -> int:
     """Instructions of a whole child process that runs ``turns`` turns after the warm-up."""
-    with tempfile.TemporaryDirectory() as tmp:
-        out = Path(tmp) / "callgrind.out"
-        child = [sys.executable, str(Path(__file__).resolve()), "--child", framework, loop]
-        sizes = ["--turns", str(turns), "--warm", str(args.warm), "--gc", args.gc]
-        subprocess.run(
-            ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", *child, *sizes],
-            env={**os.environ, "PYTHONPATH": str(tree)},
-            check=True,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        found = re.search(r"^summary: (\d+)", out.read_text(), re.MULTILINE)
-        if found is None:
-            raise RuntimeError("no summary in the callgrind output")
-        return int(found.group(1))
+    child = [sys.executable, str(Path(__file__).resolve()), "--child", framework, loop]
+    sizes = ["--turns", str(turns), "--warm", str(args.warm), "--gc", args.gc]
+    [total] = instructions([*child, *sizes], tree=tree, marked=False)
+    return total
 
 
 def count(tree: Path, framework: str, loop: str, args: argparse.Namespace) -> int:
@@ -122,11 +97,11 @@ def render(result: dict[str, Any]) -> str:
         f"instructions per turn, millions (callgrind: {result['turns']} turns more in one child"
         f" than in another, after {result['warm']}; gc: {result['gc']})",
         f"{'framework':<16}{'tree':<11}"
-        + "".join(f"{name:>11}" for name in (*LOOPS, "added", "over manual")),
+        + "".join(f"{name:>12}" for name in (*LOOPS, "added", "over manual")),
     ]
     for framework, trees in result["frameworks"].items():
         for tree, figures in trees.items():
-            cells = "".join(f"{figures[k] / 1e6:>11.3f}" for k in (*LOOPS, "added", "over_manual"))
+            cells = "".join(f"{figures[k] / 1e6:>12.3f}" for k in (*LOOPS, "added", "over_manual"))
             lines.append(f"{framework:<16}{tree:<11}{cells}")
     return "\n".join(lines)
 

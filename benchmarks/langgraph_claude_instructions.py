@@ -23,13 +23,11 @@ from __future__ import annotations
 import argparse
 import gc
 import json
-import os
-import re
-import subprocess
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
+
+from _callgrind import instructions
 
 HERE = Path(__file__).resolve().parent
 ORDER = ("framework", "turn", "seams", "manual", "integrated")
@@ -37,76 +35,38 @@ ORDER = ("framework", "turn", "seams", "manual", "integrated")
 
 async def _child(name: str, turns: int) -> None:
     sys.path.insert(0, str(HERE))
+    import _callgrind
     import langgraph_claude_overhead as bench
-    from _framework_bench import REPLY, _loops_of, one_round
-
-    from neotoma_agent import EmbeddedStore, NeotomaMemory
+    from _framework_bench import bench_loops, one_round
 
     _, make = bench.FRAMEWORKS[name]
-    with tempfile.TemporaryDirectory() as tmp:
-        async with EmbeddedStore.open(Path(tmp) / "bench.db") as store:
-            memory = NeotomaMemory(store, conversation_id=f"bench-{name}")
-            await memory.remember("company", name="Acme Corp", website="acme.com")
-            async with _loops_of(make, memory) as loops:
-
-                async def turn_only(text: str) -> None:
-                    async with memory.turn(text) as t:
-                        t.reply = REPLY
-
-                loops["turn"] = turn_only
-                await one_round(loops, turns, "warm")
-                # The first dump after the warm-up carries a one-off of about 180 M
-                # instructions, whatever loop it counts: a turn in a dump of its own, dropped.
-                gc.collect()
-                os.getppid()
-                await loops["framework"]("What about Acme Corp? (settling)")
-                os.getpgrp()
-                for label in ORDER:
-                    # Each loop starts with the collector empty, so that it pays for its
-                    # own young collections and none of a full one another loop's garbage
-                    # brought on (tens of millions of instructions: it would swamp a loop).
-                    gc.collect()
-                    os.getppid()  # callgrind zeroes its counts here
-                    for i in range(turns):
-                        await loops[label](f"What about Acme Corp? (counted {label} {i})")
-                    os.getpgrp()  # and dumps them here
+    async with bench_loops(name, make) as loops:
+        await one_round(loops, turns, "warm")
+        # The first dump after the warm-up carries a one-off of about 180 M instructions,
+        # whatever loop it counts: a turn in a dump of its own, dropped.
+        gc.collect()
+        _callgrind.start()
+        await loops["framework"]("What about Acme Corp? (settling)")
+        _callgrind.stop()
+        for label in ORDER:
+            # Each loop starts with the collector empty, so that it pays for its own young
+            # collections and none of a full one another loop's garbage brought on (tens of
+            # millions of instructions: it would swamp a loop).
+            gc.collect()
+            _callgrind.start()
+            for i in range(turns):
+                await loops[label](f"What about Acme Corp? (counted {label} {i})")
+            _callgrind.stop()
 
 
 def count(name: str, turns: int) -> dict[str, int]:
     """Instructions per turn of each loop of framework ``name``."""
-    with tempfile.TemporaryDirectory() as tmp:
-        out = Path(tmp) / "callgrind.out"
-        subprocess.run(
-            [
-                "valgrind",
-                "--tool=callgrind",
-                "--zero-before=getppid",
-                "--dump-before=getpgrp",
-                f"--callgrind-out-file={out}",
-                sys.executable,
-                str(Path(__file__).resolve()),
-                "--child",
-                name,
-                "--turns",
-                str(turns),
-            ],
-            check=True,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        # The settling turn's dump, then one per loop, numbered in the order they ran.
-        dumps = sorted(
-            Path(tmp).glob("callgrind.out.*"), key=lambda p: int(p.name.rsplit(".", 1)[1])
-        )[1:]
-        if len(dumps) < len(ORDER):
-            raise RuntimeError(f"callgrind wrote {len(dumps)} dumps, not one per loop")
-        counts = {}
-        for label, dump in zip(ORDER, dumps, strict=False):
-            found = re.search(r"^summary: (\d+)", dump.read_text(), re.MULTILINE)
-            if found is None:
-                raise RuntimeError(f"no summary in the callgrind dump {dump.name}")
-            counts[label] = int(found.group(1)) // turns
-        return counts
+    child = [sys.executable, str(Path(__file__).resolve()), "--child", name]
+    # The settling turn's dump, then one per loop, in the order they ran.
+    totals = instructions([*child, "--turns", str(turns)], marked=True)[1:]
+    if len(totals) < len(ORDER):
+        raise RuntimeError(f"callgrind wrote {len(totals)} dumps, not one per loop")
+    return {label: total // turns for label, total in zip(ORDER, totals, strict=False)}
 
 
 def main() -> None:

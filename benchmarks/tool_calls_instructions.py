@@ -18,12 +18,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import re
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+from _callgrind import instructions
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -31,6 +30,7 @@ ROOT = HERE.parent
 
 async def _child(calls: int, turns: int) -> None:
     sys.path.insert(0, str(HERE))
+    import _callgrind
     import tool_calls as bench
 
     from neotoma_agent import HttpTransport, NeotomaMemory, RetryPolicy
@@ -45,42 +45,16 @@ async def _child(calls: int, turns: int) -> None:
             memory = NeotomaMemory(http, conversation_id="c", platform="bench", history_turns=5)
             for i in range(6):
                 await bench.one_turn(memory, calls, -1 - i)
-            os.getppid()  # callgrind zeroes its counts here
+            _callgrind.start()
             for i in range(turns):
                 await bench.one_turn(memory, calls, i)
-            os.getpgrp()  # and dumps them here
+            _callgrind.stop()
 
 
 def count(tree: Path, calls: int, turns: int) -> int:
     """Instructions of ``turns`` timed turns of ``calls`` calls, with ``tree``'s package."""
-    with tempfile.TemporaryDirectory() as tmp:
-        out = Path(tmp) / "callgrind.out"
-        subprocess.run(
-            [
-                "valgrind",
-                "--tool=callgrind",
-                "--zero-before=getppid",
-                "--dump-before=getpgrp",
-                f"--callgrind-out-file={out}",
-                sys.executable,
-                str(HERE / "tool_calls_instructions.py"),
-                "--child",
-                str(calls),
-                "--turns",
-                str(turns),
-            ],
-            env={**os.environ, "PYTHONPATH": str(tree)},
-            check=True,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        dumps = sorted(Path(tmp).glob("callgrind.out.*"))  # the dump before getpgrp
-        if not dumps:
-            raise RuntimeError("callgrind wrote no dump at getpgrp")
-        found = re.search(r"^summary: (\d+)", dumps[0].read_text(), re.MULTILINE)
-        if found is None:
-            raise RuntimeError("no summary in the callgrind dump")
-        return int(found.group(1))
+    child = [sys.executable, str(HERE / "tool_calls_instructions.py"), "--child", str(calls)]
+    return instructions([*child, "--turns", str(turns)], tree=tree, marked=True)[0]
 
 
 def main() -> None:

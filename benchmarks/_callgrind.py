@@ -1,0 +1,65 @@
+"""Counting instructions with callgrind: how a benchmark's child runs under it, and how its
+totals are read back (one place for the three instruction benchmarks).
+
+A marked child calls :func:`start` just before what is counted and :func:`stop` just after:
+callgrind zeroes its counts when ``getppid`` is entered and writes a dump when ``getpgrp``
+is (two system calls nothing else in a turn makes). Unmarked, the whole process is one
+total. Needs valgrind (``apt-get install valgrind``).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+_ZERO_AT = "getppid"
+_DUMP_AT = "getpgrp"
+_SUMMARY = re.compile(r"^summary: (\d+)", re.MULTILINE)
+
+
+def start() -> None:
+    """Where a marked child's count starts (callgrind zeroes its counts here)."""
+    os.getppid()
+
+
+def stop() -> None:
+    """Where a marked child's count ends (callgrind writes a dump here)."""
+    os.getpgrp()
+
+
+def instructions(argv: Sequence[str], *, tree: Path | None = None, marked: bool) -> list[int]:
+    """Run ``argv`` under callgrind (with ``tree``'s package first on the path, if given):
+    the instructions of each span between :func:`start` and :func:`stop`, in the order they
+    ran (``marked``), or the whole process's total, alone in the list."""
+    env = dict(os.environ)
+    if tree is not None:
+        env["PYTHONPATH"] = str(tree)
+    marks = [f"--zero-before={_ZERO_AT}", f"--dump-before={_DUMP_AT}"] if marked else []
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "callgrind.out"
+        subprocess.run(
+            ["valgrind", "--tool=callgrind", *marks, f"--callgrind-out-file={out}", *argv],
+            env=env,
+            check=True,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        # Marked: one numbered dump per stop(), and the process's rest at exit (unnumbered).
+        dumps = (
+            sorted(Path(tmp).glob("callgrind.out.*"), key=lambda p: int(p.suffix[1:]))
+            if marked
+            else [out]
+        )
+        if not dumps:
+            raise RuntimeError("callgrind wrote no dump at a stop()")
+        totals = []
+        for dump in dumps:
+            found = _SUMMARY.search(dump.read_text())
+            if found is None:
+                raise RuntimeError(f"no summary in the callgrind dump {dump.name}")
+            totals.append(int(found.group(1)))
+        return totals
