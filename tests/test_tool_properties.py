@@ -7,6 +7,7 @@ import json
 from typing import Any
 
 import anyio
+import json_support
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -17,25 +18,9 @@ from neotoma_agent._tools import ToolLog, merge_tools
 
 # Integers a JavaScript server keeps exactly; text is any Unicode hypothesis draws (it never
 # draws lone surrogates, which the library refuses: test_tool_calls checks that).
-_SAFE = 2**53 - 1
-scalars = (
-    st.none()
-    | st.booleans()
-    | st.integers(-_SAFE, _SAFE)
-    | st.floats(allow_nan=False, allow_infinity=False)
-    | st.text()
-)
-json_values = st.recursive(
-    scalars,
-    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
-    max_leaves=20,
-)
+json_values = json_support.json_values()
 # Small enough to be stored whole under the default cap (the cap has its own property).
-small_values = st.recursive(
-    scalars,
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(), inner, max_size=3),
-    max_leaves=8,
-)
+small_values = json_support.json_values(size=3, max_leaves=8)
 
 
 def _compact(value: Any) -> str:

@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import json_support
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -30,18 +31,15 @@ from neotoma_agent.transport.http import _decode
 KEY = STORE_TAIL
 NEEDLE = f',"{KEY}":'
 
-scalars = (
+keys = st.text() | st.just(KEY)
+values = json_support.json_values(
     st.none()
     | st.booleans()
     | st.integers()
     | st.floats(allow_nan=False, allow_infinity=False)
     | st.text()
-    | st.just(NEEDLE)  # the key's own text inside a string value
-)
-keys = st.text() | st.just(KEY)
-values = st.recursive(
-    scalars,
-    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(keys, inner, max_size=4),
+    | st.just(NEEDLE),  # the key's own text inside a string value
+    keys,
     max_leaves=12,
 )
 filler = st.text(min_size=1, max_size=8).map(lambda s: s * 5000)  # past the size to split

@@ -11,6 +11,7 @@ import json
 import pickle
 from typing import Any, Literal
 
+import json_support
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -22,19 +23,9 @@ from neotoma_agent.transport._bodies import store_body
 from neotoma_agent.transport._spliced import EncodedEntity, encode_spliced, encoded
 from neotoma_agent.transport.http import _encode_fast, encode_body
 
-_SAFE = 2**53 - 1
-scalars = (
-    st.none()
-    | st.booleans()
-    | st.integers(-_SAFE, _SAFE)
+json_values = json_support.json_values(
+    json_support.SCALARS
     | st.integers()  # beyond what JavaScript keeps: json.dumps writes them all the same
-    | st.floats(allow_nan=False, allow_infinity=False)
-    | st.text()
-)
-json_values = st.recursive(
-    scalars,
-    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
-    max_leaves=20,
 )
 # Longer than the default cap (4,096 characters), built by repetition (drawing them whole is
 # slow): a cut value, its marker and its length are then in the element.
