@@ -253,6 +253,7 @@ def test_startup_quick_run_times_every_row(tmp_path: Path) -> None:
         "neotoma-agent --version",
         "neotoma-agent show demo",
         "neotoma-agent stats",
+        "neotoma-agent serve: SIGTERM to exit",
     ]
     assert all(row["median_s"] > 0 for row in report["rows"])
 
