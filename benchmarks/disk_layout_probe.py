@@ -2,8 +2,9 @@
 
     python benchmarks/disk_layout_probe.py STORE.db [--turns N] [--json PATH]
 
-Reads a version-4 store file (never writes it) and copies its row tables into fresh files,
-in their key order, once in the file's own layout (``copy``) and once per layout probed:
+Reads a store file of the current schema version (never writes it) and copies its row
+tables into fresh files, in their key order, once in the file's own layout (``copy``) and
+once per layout probed:
 
 - ``numbers``: the entity number (the ``entities`` rowid) instead of the entity id in every
   secondary table: observations and their entity index, relationships and their target
@@ -32,6 +33,7 @@ from typing import Any
 
 from neotoma_agent._identity import IdentityError, resolve_identity
 from neotoma_agent.transport.embedded._rows import decode_state, encode_entity, encode_word
+from neotoma_agent.transport.embedded._schema import SCHEMA_VERSION
 
 LAYOUTS = ("copy", "numbers", "+type", "+name", "+meta")
 
@@ -170,8 +172,10 @@ def _turns(store: Path) -> int:
 def probe(store: Path, turns: int) -> dict[str, Any]:
     with sqlite3.connect(f"file:{store}?mode=ro", uri=True) as conn:
         (version,) = conn.execute("PRAGMA user_version").fetchone()
-        if version != 4:
-            raise SystemExit(f"{store}: schema version {version}, not 4 (open it once first)")
+        if version != SCHEMA_VERSION:
+            raise SystemExit(
+                f"{store}: schema version {version}, not {SCHEMA_VERSION} (open it once first)"
+            )
         live = _sizes(conn)
     sizes: dict[str, dict[str, int]] = {}
     with tempfile.TemporaryDirectory() as tmp:
