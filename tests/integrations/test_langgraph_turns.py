@@ -222,16 +222,22 @@ async def test_a_caller_error_in_the_block_propagates_unchanged(memory: NeotomaM
 # ------------------------------------------------------------------ no final reply
 
 
-async def test_a_run_without_a_final_ai_message_is_abandoned_quietly(
-    store: EmbeddedStore, memory: NeotomaMemory
-) -> None:
+def _silent_graph() -> Any:
+    """A graph whose one node answers nothing."""
+
     def no_answer(state: MessagesState) -> dict[str, Any]:
         return {"messages": []}
 
     builder = StateGraph(MessagesState)
     builder.add_node("agent", no_answer)
     builder.add_edge(START, "agent")
-    async with astream_turn(builder.compile(), "Anyone?", memory=memory, turn_id="t1") as s:
+    return builder.compile()
+
+
+async def test_a_run_without_a_final_ai_message_is_abandoned_quietly(
+    store: EmbeddedStore, memory: NeotomaMemory
+) -> None:
+    async with astream_turn(_silent_graph(), "Anyone?", memory=memory, turn_id="t1") as s:
         pass
     assert s.result.status is TurnState.ABANDONED
     assert s.reply is None
@@ -242,14 +248,8 @@ async def test_a_run_without_a_final_ai_message_is_abandoned_quietly(
 async def test_an_earlier_turns_ai_message_is_not_taken_as_this_runs_reply(
     memory: NeotomaMemory,
 ) -> None:
-    def no_answer(state: MessagesState) -> dict[str, Any]:
-        return {"messages": []}
-
-    builder = StateGraph(MessagesState)
-    builder.add_node("agent", no_answer)
-    builder.add_edge(START, "agent")
     old = {"messages": [HumanMessage("before"), AIMessage("old answer"), HumanMessage("now?")]}
-    async with astream_turn(builder.compile(), old, memory=memory, history=False) as s:
+    async with astream_turn(_silent_graph(), old, memory=memory, history=False) as s:
         pass
     assert s.result.status is TurnState.ABANDONED
 
@@ -257,13 +257,7 @@ async def test_an_earlier_turns_ai_message_is_not_taken_as_this_runs_reply(
 async def test_ainvoke_turn_without_a_final_reply_is_abandoned_quietly(
     store: EmbeddedStore, memory: NeotomaMemory
 ) -> None:
-    def no_answer(state: MessagesState) -> dict[str, Any]:
-        return {"messages": []}
-
-    builder = StateGraph(MessagesState)
-    builder.add_node("agent", no_answer)
-    builder.add_edge(START, "agent")
-    run = await ainvoke_turn(builder.compile(), "Anyone?", memory=memory, turn_id="t1")
+    run = await ainvoke_turn(_silent_graph(), "Anyone?", memory=memory, turn_id="t1")
     assert run.result.status is TurnState.ABANDONED
     assert await stored(memory) == [("abandoned", "Anyone?", None)]
     assert await error_class(store, "t1") == "neotoma_agent.integrations.NoFinalReply"
