@@ -103,6 +103,8 @@ class ImportStats:
     replayed: int = 0
     malformed: list[int] = attrs.field(factory=list)
     failed: list[int] = attrs.field(factory=list)
+    #: the conversations of the stored turns (written or already there): what the store
+    #: holds after the import, not what was read (a Ctrl-C stops between the two)
     conversations: set[str] = attrs.field(factory=set)
     ignored_keys: dict[str, int] = attrs.field(factory=dict)
     stopped_at: int | None = None
@@ -297,7 +299,6 @@ class _Importer:
                 if item is None:
                     continue
                 self.stats.turns += 1
-                self.stats.conversations.add(item.conversation_id)
                 batch.append(item)
                 if len(batch) >= self.batch_size:
                     await self._dispatch(tg, batch, slots)
@@ -366,6 +367,7 @@ class _Importer:
     def _count(self, item: ImportLine, outcome: BatchOutcome, scope: anyio.CancelScope) -> None:
         exc = outcome.error
         if exc is None:
+            self.stats.conversations.add(item.conversation_id)
             if outcome.replayed:
                 self.stats.replayed += 1
             else:
@@ -389,10 +391,12 @@ def _line_list(numbers: list[int]) -> str:
 
 
 def _summary(stats: ImportStats, source: str, seconds: float, out: TextIO) -> None:
+    # The head line counts what is stored (written now or before), never the lines read:
+    # an interrupted import has read turns it did not store.
     stored = stats.written + stats.replayed
     rate = f", {stored / seconds:,.0f} turns/s" if seconds > 0 and stored else ""
     out.write(
-        f"{source}: {_plural(stats.turns, 'turn')} in "
+        f"{source}: {_plural(stored, 'turn')} in "
         f"{_plural(len(stats.conversations), 'conversation')} ({seconds:.1f} s{rate})\n"
     )
     if stats.written == 0 and stats.replayed and stats.replayed == stats.turns:
