@@ -112,3 +112,53 @@ def test_forget_restore_and_purge(tmp_path: Path) -> None:
     again = cli("--db", str(db), "forget", "zeta", home=tmp_path)
     assert again.returncode == 1
     assert "no conversation" in again.stderr
+
+
+def test_forget_to_an_unwritable_save_path_forgets_nothing(tmp_path: Path) -> None:
+    """The undo record is written before anything is deleted: no record, no forget."""
+    db = tmp_path / "a.db"
+    anyio.run(_seed, db)
+    before = ok(cli("--db", str(db), "show", "zeta", home=tmp_path))
+    missing = tmp_path / "no-such-dir" / "forgot.json"
+    result = cli("--db", str(db), "forget", "zeta", "--save", str(missing), home=tmp_path)
+    assert result.returncode == 1
+    assert ok(cli("--db", str(db), "show", "zeta", home=tmp_path)) == before
+    assert result.stderr.count("\n") <= 2, result.stderr
+    assert "nothing was forgotten" in result.stderr
+    # the kept record is written first too: an unwritable data directory stops the forget
+    (tmp_path / "data" / "neotoma-agent").mkdir(parents=True)
+    (tmp_path / "data" / "neotoma-agent" / "forgotten").write_text("not a directory")
+    result = cli("--db", str(db), "forget", "zeta", home=tmp_path)
+    assert result.returncode == 1
+    assert "nothing was forgotten" in result.stderr
+    assert ok(cli("--db", str(db), "show", "zeta", home=tmp_path)) == before
+
+
+def test_a_plain_forget_is_undone_by_naming_the_conversation(tmp_path: Path) -> None:
+    """`forget CONV` keeps its record (0600) itself; `forget --restore CONV` brings the
+    conversation back, whole, with no file to pass, on the store it was forgotten in."""
+    db = tmp_path / "a.db"
+    anyio.run(_seed, db)
+    before = ok(cli("--db", str(db), "show", "zeta", "--json", home=tmp_path))
+    said = ok(cli("--db", str(db), "forget", "zeta", home=tmp_path))
+    assert "forget --restore zeta" in said
+    [kept] = (tmp_path / "data" / "neotoma-agent" / "forgotten").iterdir()
+    assert kept.stat().st_mode & 0o777 == 0o600
+    assert b"Monday" not in kept.read_bytes()  # ids only, never the text
+    assert cli("--db", str(db), "show", "zeta", home=tmp_path).returncode == 1
+
+    # the same conversation id in another store has no record there
+    other = tmp_path / "b.db"
+    anyio.run(_seed, other)
+    elsewhere = cli("--db", str(other), "forget", "--restore", "zeta", home=tmp_path)
+    assert elsewhere.returncode == 1
+    assert "no record of a forgotten conversation 'zeta'" in elsewhere.stderr
+
+    ok(cli("--db", str(db), "forget", "--restore", "zeta", home=tmp_path))
+    assert ok(cli("--db", str(db), "show", "zeta", "--json", home=tmp_path)) == before
+    assert not kept.exists()  # used up: the next forget keeps a new one
+
+    ok(cli("--db", str(db), "forget", "zeta", "--save", str(tmp_path / "r.json"), home=tmp_path))
+    assert (tmp_path / "r.json").stat().st_mode & 0o777 == 0o600
+    ok(cli("--db", str(db), "forget", "zeta", "--restore", home=tmp_path))
+    assert ok(cli("--db", str(db), "show", "zeta", "--json", home=tmp_path)) == before

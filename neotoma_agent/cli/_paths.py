@@ -6,7 +6,7 @@ import os
 import sys
 from pathlib import Path
 
-__all__ = ["default_db_path"]
+__all__ = ["data_dir", "default_db_path"]
 
 
 def default_db_path() -> Path:
@@ -14,10 +14,15 @@ def default_db_path() -> Path:
     env = os.environ.get("NEOTOMA_AGENT_DB")
     if env:
         return Path(env).expanduser()
+    return data_dir() / "memory.db"
+
+
+def data_dir() -> Path:
+    """The per-user data directory of the command line (``neotoma-agent`` in the platform's)."""
     if sys.platform == "win32":  # pragma: no cover - not exercised in CI
         base = Path(os.environ.get("LOCALAPPDATA", Path.home() / "AppData" / "Local"))
     elif sys.platform == "darwin":  # pragma: no cover
         base = Path.home() / "Library" / "Application Support"
     else:
         base = Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share")
-    return base / "neotoma-agent" / "memory.db"
+    return base / "neotoma-agent"
