@@ -372,7 +372,8 @@ def test_a_bad_db_path_is_a_one_line_error(tmp_path: Path) -> None:
     not_a_store = tmp_path / "notes.txt"
     not_a_store.write_text("hello\n" * 100)
     assert_one_line_error(
-        cli("stats", "--db", str(not_a_store), home=tmp_path), "file is not a database"
+        cli("stats", "--db", str(not_a_store), home=tmp_path),
+        f"{not_a_store} is not a neotoma-agent store (not a SQLite database)",
     )
     assert not_a_store.read_text() == "hello\n" * 100
 

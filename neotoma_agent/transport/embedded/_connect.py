@@ -13,7 +13,7 @@ import sqlite3
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
-from ..._file_kind import file_kind, outbox_not_store
+from ..._file_kind import check_store_file
 from ._errors import invalid_format
 from ._schema import migrate
 
@@ -32,12 +32,15 @@ def connect(path: str, synchronous: str) -> Callable[[], sqlite3.Connection]:
             os.close(fd)
         conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
         try:
+            conn.execute("PRAGMA busy_timeout = 10000")
             if path != ":memory:":
+                # Before anything changes a byte of it (WAL mode rewrites the header):
+                # another application's database or an outbox is refused as it is.
+                check_store_file(conn, path)
                 mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
                 if str(mode).lower() != "wal":
                     raise sqlite3.OperationalError(f"could not enable WAL mode (got {mode})")
             conn.execute(f"PRAGMA synchronous = {synchronous}")
-            conn.execute("PRAGMA busy_timeout = 10000")
             # Ids are hashes, so inserts land all over the B-trees: keep more pages hot.
             conn.execute("PRAGMA cache_size = -65536")
             # Each store runs in a savepoint, whose undo pages go to a temporary journal:
@@ -48,8 +51,6 @@ def connect(path: str, synchronous: str) -> Callable[[], sqlite3.Connection]:
             conn.execute("PRAGMA wal_autocheckpoint = 10000")
             conn.execute("PRAGMA journal_size_limit = 67108864")
             conn.execute("PRAGMA foreign_keys = OFF")
-            if path != ":memory:" and file_kind(conn) == "outbox":
-                raise outbox_not_store()  # before migrate, which would make it a store
             migrate(conn)
             # Connect the FTS5 tables now (each reads its config on first use), so the first
             # lookup does not pay for it.
