@@ -39,7 +39,7 @@ def file_kind(conn: sqlite3.Connection) -> FileKind:
     }
     if not tables:
         return "empty"
-    if STORE_TABLES <= tables:
+    if tables >= STORE_TABLES:
         return "store"
     if "entries" in tables:
         return "outbox"
