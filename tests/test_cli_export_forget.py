@@ -1,10 +1,11 @@
 """``neotoma-agent export`` and ``forget``, run as a user runs them (through ``cli_support``).
 
-What matters: export writes exactly the lines ``import`` reads, so export, import into a
-fresh store and export again give identical bytes; what the format cannot carry (abandoned
-and open turns, tool calls) is counted on stderr, never silently lost, and ``--json`` has
-it; ``forget`` hides a conversation from ``show`` and ``export``, ``--restore`` undoes it,
-and ``--purge`` erases its text from the file.
+What matters: ``export --turns`` writes exactly the lines a transcript ``import`` reads, so
+export, import into a fresh store and export again give identical bytes; what that form
+cannot carry (abandoned and open turns, tool calls) is counted on stderr, never silently
+lost, and ``--json`` has it (the complete backup, ``export``'s default, is tested in
+``test_export_backup.py``); ``forget`` hides a conversation from ``show`` and ``export``,
+``--restore`` undoes it, and ``--purge`` erases its text from the file.
 """
 
 from __future__ import annotations
@@ -41,11 +42,11 @@ async def _seed(db: Path) -> None:
             t.reply = ""
 
 
-def test_export_import_export_gives_identical_bytes(tmp_path: Path) -> None:
+def test_the_chat_log_export_round_trips_its_finished_turns(tmp_path: Path) -> None:
     db = tmp_path / "a.db"
     anyio.run(_seed, db)
 
-    first = cli("--db", str(db), "export", home=tmp_path)
+    first = cli("--db", str(db), "export", "--turns", home=tmp_path)
     lines = [json.loads(x) for x in ok(first).splitlines()]
     # conversations in id order, every key import reads, the abandoned turn left out
     assert [(x["conversation_id"], x["turn_number"]) for x in lines] == [("alpha", 1), ("zeta", 1)]
@@ -68,7 +69,7 @@ def test_export_import_export_gives_identical_bytes(tmp_path: Path) -> None:
     # the fresh store holds the entity the reply refers to, as a full copy would
     anyio.run(_remember_acme, fresh)
     ok(cli("--db", str(fresh), "import", str(exported), home=tmp_path))
-    second = cli("--db", str(fresh), "export", home=tmp_path)
+    second = cli("--db", str(fresh), "export", "--turns", home=tmp_path)
     assert ok(second) == first.stdout
     assert "left out" not in second.stderr
 

@@ -1,5 +1,8 @@
 """``neotoma-agent import FILE.jsonl``: store a transcript, one finished turn per line.
 
+(A file whose first line is a backup's header, what ``export`` writes, is restored whole
+instead: :mod:`neotoma_agent._backup`.)
+
 Each line is a JSON object::
 
     {"conversation_id": "support-42", "turn_id": "m-1001", "turn_number": 1,
@@ -30,6 +33,7 @@ instead, before anything from it (or any later line) is written.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import signal
 import sys
@@ -277,14 +281,14 @@ class _Importer:
     def _stopping(self) -> bool:
         return self.stats.stopped_at is not None or self.fatal is not None
 
-    async def run(self, stream: BinaryIO) -> None:
+    async def run(self, lines: Iterator[tuple[int, bytes]]) -> None:
         # Bounded work in flight: a batch being stored while the next one is read. A store
         # that takes a batch as one job gets two; any other transport writes one batch at
         # a time, --concurrency turns at once.
         slots = anyio.Semaphore(2 if isinstance(self.transport, BatchStore) else 1)
         async with anyio.create_task_group() as tg:
             batch: list[ImportLine] = []
-            for number, raw in _lines(stream):
+            for number, raw in lines:
                 if self._stopping():
                     break
                 self.stats.lines = number
@@ -481,9 +485,72 @@ async def _run(args: argparse.Namespace, stream: BinaryIO, total: int, source: s
     return status
 
 
+def _first_line(lines: Iterator[tuple[int, bytes]]) -> tuple[list[tuple[int, bytes]], bool]:
+    """The lines up to the first that is not blank, and whether that one is a backup's
+    header (``export`` writes one; a transcript's lines are turns)."""
+    from .._backup import is_backup_header
+
+    read: list[tuple[int, bytes]] = []
+    for number, raw in lines:
+        read.append((number, raw))
+        if raw.strip():
+            try:
+                return read, is_backup_header(json.loads(raw))
+            except ValueError:
+                return read, False
+    return read, False
+
+
+async def _restore(
+    args: argparse.Namespace,
+    lines: Iterator[tuple[int, bytes]],
+    source: str,
+    work: anyio.CancelScope,
+) -> int:
+    """Restore a backup ``export`` wrote; print what was written."""
+    from .._backup import BackupError, BackupStats, restore_backup
+
+    def decoded() -> Iterator[tuple[int, Mapping[str, Any]]]:
+        for number, raw in lines:
+            if not raw.strip():
+                continue
+            try:
+                obj = json.loads(raw)
+            except ValueError:
+                raise CLIError(f"{source}: line {number} is not JSON") from None
+            if not isinstance(obj, dict):
+                raise CLIError(f"{source}: line {number} is not a JSON object")
+            yield number, obj
+
+    stats = BackupStats()
+    started = time.monotonic()
+    async with open_transport(args) as transport:
+        try:
+            with work:
+                await restore_backup(transport, decoded(), stats)
+        except BackupError as exc:
+            raise CLIError(f"{source}: {exc}") from None
+    if work.cancel_called:
+        sys.stdout.write(
+            f"{source}: interrupted after {stats.observations:,} observations; run the same "
+            "import again to finish (what is stored is not rewritten)\n"
+        )
+        return 130
+    seconds = time.monotonic() - started
+    sys.stdout.write(f"{source}: restored {stats.note()} ({seconds:.1f} s)\n")
+    if stats.replayed:
+        sys.stdout.write(f"{stats.replayed:,} observations were already stored\n")
+    return 0
+
+
 async def _import(
     args: argparse.Namespace, stream: BinaryIO, total: int, source: str, work: anyio.CancelScope
 ) -> int:
+    rest = _lines(stream)
+    read, backup = _first_line(rest)
+    lines = itertools.chain(read, rest)
+    if backup:
+        return await _restore(args, lines, source, work)
     progress = Progress(total, label="importing", unit="lines")
     started = time.monotonic()
     async with open_transport(args) as transport:
@@ -498,7 +565,7 @@ async def _import(
         interrupted = True
         try:
             with work:
-                await importer.run(stream)
+                await importer.run(lines)
             interrupted = work.cancel_called
         finally:
             progress.finish(importer.stats.done)
@@ -525,9 +592,11 @@ async def _import(
 
 COMMAND = Command(
     "import",
-    help="store a transcript file (JSON lines, one turn per line)",
+    help="restore a backup `export` wrote, or store a transcript (one turn per line)",
     description="""
-        Store a transcript, one finished turn per line: {"conversation_id": ...,
+        Restore a backup `export` wrote (every entity, observation and relationship it
+        holds; recognised by its first line), or store a transcript, one finished turn
+        per line: {"conversation_id": ...,
         "user": ..., "assistant": ..., optional "turn_id", "turn_number", "refers_to":
         [entity ids]}. Running the same file again writes nothing. A line without turn_id
         is stored as turn import-N, N its line number in the file (blank lines count), so

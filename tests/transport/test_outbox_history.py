@@ -35,9 +35,7 @@ REPLY = "The reply the user already saw."
 #: next turn delivers, as when the outage outlasts the poll)
 Build = Callable[[str, Path], Transport]
 BUILDS: dict[str, Build] = {
-    "outbox=": lambda url, box: HttpTransport(
-        url, retry=FAST, outbox=box, outbox_background=False
-    ),
+    "outbox=": lambda url, box: HttpTransport(url, retry=FAST, outbox=box, outbox_background=False),
     "OutboxTransport": lambda url, box: OutboxTransport(
         HttpTransport(url, retry=FAST), box, background=False
     ),
@@ -77,7 +75,9 @@ async def test_the_turn_after_an_outage_sees_the_delivered_reply(
     assert (seen.turn_id, seen.status, seen.reply) == ("t1", TurnState.COMPLETED, REPLY)
 
 
-async def test_memory_history_after_an_outage_delivers_first(server: Server, tmp_path: Path) -> None:
+async def test_memory_history_after_an_outage_delivers_first(
+    server: Server, tmp_path: Path
+) -> None:
     async with BUILDS["outbox="](server.url, tmp_path / "outbox.db") as transport:
         memory = NeotomaMemory(transport, conversation_id="chat-1")
         async with memory.turn("Tell me about Acme Corp", turn_id="t1") as t:
