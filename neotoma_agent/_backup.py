@@ -297,8 +297,8 @@ async def restore_backup(
                 got = result.entities[0].entity_id if result.entities else None
                 if n == 0 and got != entity_id:
                     raise BackupError(
-                        f"line {line}: the store names entity {entity_id} {got} "
-                        "(is it a store of another kind?)"
+                        f"line {line}: entity {entity_id} was stored as {got}: this store "
+                        "derives ids from fields otherwise than the one backed up"
                     )
         pending.clear()
 

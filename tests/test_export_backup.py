@@ -12,6 +12,7 @@ same over random stores.
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,7 @@ from cli_support import cli, ok, serving
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from json_support import json_values
+from paths_support import TESTS
 
 from neotoma_agent import EmbeddedStore, NeotomaMemory, ToolCall
 from neotoma_agent._backup import BackupStats, read_backup, restore_backup
@@ -158,6 +160,24 @@ def test_a_backup_of_named_conversations_holds_them_and_what_they_refer_to(
     assert counted["task"] == 1
 
 
+@pytest.mark.parametrize("version", [1, 2, 3, 4])
+def test_a_store_written_by_an_earlier_release_round_trips(tmp_path: Path, version: int) -> None:
+    db = tmp_path / "old.db"
+    shutil.copy(TESTS / "data" / f"v{version}_store" / "store.db", db)
+    anyio.run(_upgrade, db)
+    backup = tmp_path / "backup.jsonl"
+    backup.write_text(ok(cli("--db", str(db), "export", home=tmp_path)), encoding="utf-8")
+    fresh = tmp_path / "new.db"
+    ok(cli("--db", str(fresh), "import", str(backup), home=tmp_path))
+    assert ok(cli("--db", str(fresh), "export", home=tmp_path)) == backup.read_text("utf-8")
+    assert _stats(fresh, tmp_path) == _stats(db, tmp_path)
+
+
+async def _upgrade(db: Path) -> None:
+    async with EmbeddedStore.open(db):  # export reads only: the file is upgraded first
+        pass
+
+
 def test_a_line_that_is_not_a_backups_stops_the_restore_with_its_number(tmp_path: Path) -> None:
     backup = tmp_path / "bad.jsonl"
     backup.write_text('{"format":"neotoma-agent-backup","version":1}\n\n{"entity_id": 3}\n')
@@ -184,7 +204,8 @@ _TURN = st.fixed_dictionaries(
 _STORES = st.fixed_dictionaries(
     {
         "conversations": st.dictionaries(_IDS, st.lists(_TURN, min_size=1, max_size=3), max_size=3),
-        "entities": st.lists(st.text(min_size=1, max_size=12), max_size=3),
+        # a name an identity can be derived from (a bare "TRUE" or "" cannot)
+        "entities": st.lists(st.text(max_size=12).map(lambda t: f"Org {t}"), max_size=3),
         "title": st.none() | st.text(min_size=1, max_size=12),
     }
 )
