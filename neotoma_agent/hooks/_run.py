@@ -135,6 +135,10 @@ def run_hook(
     except BadInput as exc:
         _note(state_path, harness, event, problem=True)
         return HookOutcome(neutral, f"input ignored: {exc}")
+    except Exception as exc:  # any input at all is answered (exit 0), whatever it holds
+        _note(state_path, harness, event, problem=True)
+        # The class alone: an error raised on the input's values may quote them.
+        return HookOutcome(neutral, f"input ignored: {type(exc).__name__}")
     try:
         return _handle(module, event, parsed, store, state_path, context_chars, timeout)
     except Exception as exc:  # the hook must answer whatever broke
