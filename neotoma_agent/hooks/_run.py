@@ -174,7 +174,15 @@ def _dump(answer: dict[str, Any] | None) -> str | None:
 
 
 def _describe(exc: BaseException) -> str:
-    # A class name and the library's own message (which never quotes content or tokens).
+    # An error the store answered with by class, status and code: its message is the
+    # server's text. Else a class name and the library's own message (which never quotes
+    # content or tokens).
+    from neotoma_agent import APIError
+
+    from .._error_label import error_label
+
+    if isinstance(exc, APIError):
+        return error_label(exc)
     text = str(exc).splitlines()[0] if str(exc) else ""
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 

@@ -45,8 +45,7 @@ _CHUNK: Final = 64 * 1024
 
 def _too_large(what: str, cap: int, status: int) -> ServerError:
     return ServerError(
-        f"{what}: the answer ({status}) is larger than max_response_size ({cap:,} bytes); "
-        "not read",
+        f"{what}: the answer ({status}) is larger than max_response_size ({cap:,} bytes); not read",
         status=_UNUSABLE,
         code=CODE_TOO_LARGE,
     )
