@@ -1,14 +1,19 @@
-"""HttpTransport against hostile servers on loopback: huge and deep answers, redirects.
+"""HttpTransport against hostile servers on loopback: huge, slow and deep answers,
+redirects, a certificate nobody vouches for.
 
 An answer is read up to ``max_response_size`` (a ``Content-Length`` above it refused before
 reading), JSON too deep to decode is a ``ServerError`` (retried and queued like any server
-failure), and no redirect is ever followed, for writes or reads.
+failure), no redirect is ever followed, for writes or reads, an answer dripped a byte at a
+time ends at the timeout, and TLS certificates are verified.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import shutil
+import ssl
+import subprocess
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -18,7 +23,7 @@ import pytest
 from aiohttp import web
 
 from neotoma_agent import NeotomaMemory
-from neotoma_agent.exceptions import APIError, ServerError
+from neotoma_agent.exceptions import APIError, ConnectionLost, ReadTimeout, ServerError
 from neotoma_agent.server import create_app, serving
 from neotoma_agent.transport.embedded import EmbeddedStore
 from neotoma_agent.transport.http import HttpTransport, RetryPolicy
@@ -210,3 +215,63 @@ async def test_a_deep_answer_to_a_closing_store_is_queued_in_the_outbox(tmp_path
             async with memory.turn("Tell me about Acme") as t:
                 t.reply = "Acme is a client"
     assert t.result.queued, t.result
+
+
+async def test_an_answer_dripped_a_byte_at_a_time_ends_at_the_timeout() -> None:
+    stop = asyncio.Event()
+
+    async def drip(request: web.Request) -> web.StreamResponse:
+        resp = web.StreamResponse(headers={"Content-Type": "application/json"})
+        await resp.prepare(request)
+        try:
+            while not stop.is_set():
+                await resp.write(b" ")
+                await asyncio.sleep(0.05)
+        except (ConnectionError, RuntimeError):
+            pass
+        return resp
+
+    async with _serve(drip) as url, HttpTransport(url, retry=ONCE, timeout=0.5) as transport:
+        with pytest.raises(ReadTimeout):
+            await transport.store(**STORE_ARGS)
+        stop.set()
+
+
+@pytest.fixture
+def self_signed(tmp_path: Path) -> ssl.SSLContext:
+    """A server's TLS context with a certificate it signed itself, for 127.0.0.1."""
+    if shutil.which("openssl") is None:
+        pytest.skip("needs the openssl program (to make a self-signed certificate)")
+    key, cert = tmp_path / "key.pem", tmp_path / "cert.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+         "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
+         "-keyout", str(key), "-out", str(cert)],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(cert, key)
+    return context
+
+
+async def test_a_self_signed_certificate_is_refused(self_signed: ssl.SSLContext) -> None:
+    reached: list[str] = []
+
+    async def handler(request: web.Request) -> web.StreamResponse:
+        reached.append(request.path)
+        return web.json_response({"ok": True})
+
+    app = web.Application()
+    app.router.add_route("*", "/{tail:.*}", handler)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0, ssl_context=self_signed)
+    await site.start()
+    try:
+        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        async with HttpTransport(f"https://127.0.0.1:{port}", retry=ONCE) as transport:
+            with pytest.raises(ConnectionLost):
+                await transport.store(**STORE_ARGS)
+    finally:
+        await runner.cleanup()
+    assert reached == []  # nothing sent to a server whose certificate nobody vouches for
