@@ -15,11 +15,12 @@ refused too. Each is a typed error, never a ``MemoryError`` or ``RecursionError`
 
 from __future__ import annotations
 
-from typing import Final
-
-import aiohttp
+from typing import TYPE_CHECKING, Final
 
 from ..exceptions import APIError, ServerError
+
+if TYPE_CHECKING:  # the embedded store's answers use too_deep: no aiohttp for them
+    import aiohttp
 
 __all__ = [
     "CODE_REDIRECT",
