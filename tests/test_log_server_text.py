@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 import structlog
-from aiohttp import web
+from echo_support import MARKER, echoing
 from turn_support import capture_logs
 
 from neotoma_agent import NeotomaMemory, TurnCloseError
@@ -24,9 +24,6 @@ from neotoma_agent.transport.embedded import EmbeddedStore
 from neotoma_agent.transport.http import HttpTransport, RetryPolicy
 
 pytestmark = pytest.mark.anyio
-
-MARKER = "ECHOED-7f3a"
-HOSTILE = f"{MARKER}\x1b[31m\nlevel=critical event=forged {MARKER}"
 
 
 @pytest.fixture
@@ -40,25 +37,6 @@ def _std_logs(caplog: pytest.LogCaptureFixture) -> Iterator[None]:
     caplog.set_level(logging.DEBUG, logger="neotoma_agent")
     yield
     structlog.reset_defaults()
-
-
-def echoing(stores_passed: int) -> Any:
-    """Every route fails with the marker, but the first ``stores_passed`` stores."""
-    stores: list[int] = []
-
-    @web.middleware
-    async def echo(request: web.Request, handler: Any) -> web.StreamResponse:
-        if request.path == "/store":
-            stores.append(1)
-            if len(stores) <= stores_passed:
-                result: web.StreamResponse = await handler(request)
-                return result
-        elif request.path == "/health":
-            return await handler(request)  # type: ignore[no-any-return]
-        error = {"code": "ERR_ECHO", "message": HOSTILE, "hint": HOSTILE}
-        return web.json_response({"error": error, "message": HOSTILE}, status=500)
-
-    return echo
 
 
 def _everything(logs: list[dict[str, Any]], caplog: pytest.LogCaptureFixture) -> str:

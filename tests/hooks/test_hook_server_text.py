@@ -7,8 +7,8 @@ from pathlib import Path
 
 import anyio
 import pytest
+from echo_support import MARKER, echoing
 from hook_support import Hooks, recorded
-from test_log_server_text import MARKER, echoing
 from turn_support import capture_logs
 
 from neotoma_agent.hooks import StoreSpec
