@@ -14,12 +14,11 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import os
 import sys
-import tempfile
 from pathlib import Path
 
 from .._forget import Forgotten, forget_planned, plan_forget, restore_conversation
+from .._private import private_dir, replace_private
 from ._common import CLIError, Command, db_path, open_transport, option, resolve_url
 from ._paths import data_dir
 
@@ -50,21 +49,6 @@ def _kept_path(args: argparse.Namespace, conversation_id: str) -> Path:
     return data_dir() / "forgotten" / f"{digest}.json"
 
 
-def _write_private(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` whole or not at all, owner-only (0600): a temporary file
-    in the same directory, flushed to disk, then renamed over ``path``."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def _keep(args: argparse.Namespace, record: Forgotten) -> Path:
     """Write the undo record before anything is forgotten: to ``--save``'s file, and
     (unless ``--purge`` will erase what it names) to the kept record, whose path is
@@ -78,8 +62,8 @@ def _keep(args: argparse.Namespace, record: Forgotten) -> Path:
     for path in paths:
         try:
             if path == kept:
-                path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-            _write_private(path, text)
+                private_dir(path.parent)
+            replace_private(path, text.encode())
         except OSError as exc:
             raise CLIError(
                 f"cannot write the undo record {path}: {exc.strerror or exc}; "

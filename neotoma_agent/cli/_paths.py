@@ -6,7 +6,7 @@ import os
 import sys
 from pathlib import Path
 
-__all__ = ["data_dir", "default_db_path"]
+__all__ = ["data_dir", "default_db_path", "private_parent"]
 
 
 def default_db_path() -> Path:
@@ -17,8 +17,25 @@ def default_db_path() -> Path:
     return data_dir() / "memory.db"
 
 
+def private_parent(path: Path) -> None:
+    """Create the directory of ``path`` 0700 if missing; the per-user data directory is set
+    0700 when it exists (an older version made it 0755). A directory the user named
+    elsewhere keeps its mode."""
+    from .._private import private_dir
+
+    parent = path.parent
+    private_dir(parent, tighten=parent in (data_dir(), _xdg_data_dir()))
+
+
+def _xdg_data_dir() -> Path:
+    return (
+        Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share") / "neotoma-agent"
+    )
+
+
 def data_dir() -> Path:
-    """The per-user data directory of the command line (``neotoma-agent`` in the platform's)."""
+    """The per-user data directory ``neotoma-agent`` (``$XDG_DATA_HOME`` or
+    ``~/.local/share`` on Linux)."""
     if sys.platform == "win32":  # pragma: no cover - not exercised in CI
         base = Path(os.environ.get("LOCALAPPDATA", Path.home() / "AppData" / "Local"))
     elif sys.platform == "darwin":  # pragma: no cover

@@ -35,9 +35,13 @@ def _application_db(path: Path) -> Path:
     return path
 
 
-def _fingerprint(folder: Path) -> dict[str, str]:
-    """Every file in ``folder`` and the hash of its bytes (a new -wal or -shm shows)."""
-    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(folder.iterdir())}
+def _fingerprint(folder: Path) -> dict[str, tuple[str, int]]:
+    """Every file in ``folder``, the hash of its bytes and its mode (a new -wal or -shm
+    shows, and so does a file set owner-only as if it were a store)."""
+    return {
+        p.name: (hashlib.sha256(p.read_bytes()).hexdigest(), p.stat().st_mode)
+        for p in sorted(folder.iterdir())
+    }
 
 
 @pytest.fixture(params=["application", "text"])
@@ -46,9 +50,11 @@ def foreign(request: pytest.FixtureRequest, tmp_path: Path) -> Path:
     folder = tmp_path / "app"
     folder.mkdir()
     if request.param == "application":
-        return _application_db(folder / "app.db")
-    path = folder / "notes.db"
-    path.write_text("a text file\n" * 50)
+        path = _application_db(folder / "app.db")
+    else:
+        path = folder / "notes.db"
+        path.write_text("a text file\n" * 50)
+    path.chmod(0o644)  # an application's file, readable by its group
     return path
 
 

@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 from ..._file_kind import check_store_file
+from ..._private import private_file
 from ._errors import invalid_format
 from ._schema import migrate
 
@@ -26,17 +27,20 @@ def connect(path: str, synchronous: str) -> Callable[[], sqlite3.Connection]:
     """A function opening (creating, upgrading) the store file at ``path`` for writing."""
 
     def connect() -> sqlite3.Connection:
-        if path != ":memory:":
-            # Create the file owner-only before SQLite opens it: it holds conversations.
-            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
-            os.close(fd)
+        existed = path != ":memory:" and os.path.exists(path)
+        if path != ":memory:" and not existed:
+            # Owner-only before SQLite opens it: it holds conversations.
+            private_file(path)
         conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
         try:
             conn.execute("PRAGMA busy_timeout = 10000")
             if path != ":memory:":
-                # Before anything changes a byte of it (WAL mode rewrites the header):
-                # another application's database or an outbox is refused as it is.
+                # Before anything changes a byte (WAL mode rewrites the header) or the mode
+                # of the file: another application's database or an outbox is refused as
+                # it is.
                 check_store_file(conn, path)
+                if existed:
+                    private_file(path)  # ours: an older version's 0644 file is set 0600
                 mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
                 if str(mode).lower() != "wal":
                     raise sqlite3.OperationalError(f"could not enable WAL mode (got {mode})")
