@@ -184,6 +184,12 @@ def test_a_line_that_is_not_a_backups_stops_the_restore_with_its_number(tmp_path
     result = cli("--db", str(tmp_path / "b.db"), "import", str(backup), home=tmp_path)
     assert result.returncode == 1
     assert "line 3: not an entity line of a backup" in result.stderr
+    deep = tmp_path / "deep.jsonl"
+    deep.write_text('{"format":"neotoma-agent-backup","version":1}\n' + "[" * 100_000 + "\n")
+    result = cli("--db", str(tmp_path / "b.db"), "import", str(deep), home=tmp_path)
+    assert result.returncode == 1
+    assert "line 2 is not JSON a backup holds" in result.stderr
+    assert "Traceback" not in result.stderr
 
 
 # --- random stores ---------------------------------------------------------------------------

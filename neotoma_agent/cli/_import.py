@@ -498,7 +498,7 @@ def _first_line(lines: Iterator[tuple[int, bytes]]) -> tuple[list[tuple[int, byt
         if raw.strip():
             try:
                 return read, is_backup_header(json.loads(raw))
-            except ValueError:
+            except (ValueError, RecursionError):  # a bad turn line: parse_line says why
                 return read, False
     return read, False
 
@@ -518,8 +518,8 @@ async def _restore(
                 continue
             try:
                 obj = json.loads(raw)
-            except ValueError:
-                raise CLIError(f"{source}: line {number} is not JSON") from None
+            except (ValueError, RecursionError):
+                raise CLIError(f"{source}: line {number} is not JSON a backup holds") from None
             if not isinstance(obj, dict):
                 raise CLIError(f"{source}: line {number} is not a JSON object")
             yield number, obj
