@@ -108,21 +108,26 @@ async def _observations(transport: Transport, entity_id: str) -> list[dict[str, 
         found.extend(page.observations)
         if len(page.observations) < _OBSERVATIONS_PAGE:
             break
-    # An observation whose fields a later one repeats is kept once, at its last place: a
-    # store keeps one observation per content (its id hashes the fields and the store's
-    # entities), so a restore could not write both, and the last one is what decides the
-    # snapshot (the newest observation wins among equal priorities).
-    last: dict[str, dict[str, Any]] = {}
-    for o in reversed(found):
-        fields = dict(o.fields)
-        text = _dumps(fields)
-        last.pop(text, None)
-        last[text] = {
-            "fields": fields,
+    kept = [
+        {
+            "fields": dict(o.fields),
             "source_priority": o.source_priority,
             "observation_source": o.observation_source,
         }
-    return list(last.values())
+        for o in reversed(found)
+    ]
+    # A store keeps one observation per content (its id hashes the fields and the request's
+    # entities), so a restore cannot write two later observations with the same fields
+    # (each names its entity the same way, by id): such a pair is kept once, at its later
+    # place, which is what decides the snapshot (the newest observation wins among equal
+    # priorities). The first observation is kept whatever follows: it creates the entity
+    # (by its identifying fields, so it differs from a later one naming it by id).
+    later: dict[str, dict[str, Any]] = {}
+    for observation in kept[1:]:
+        text = _dumps(observation["fields"])
+        later.pop(text, None)
+        later[text] = observation
+    return kept[:1] + list(later.values())
 
 
 async def _edges(transport: Transport, entity_id: str) -> list[tuple[str, str, str, Any]]:

@@ -69,9 +69,13 @@ async def _seed(db: Path) -> None:
                 t.reply = f"answer {turn_id}"
 
         back = NeotomaMemory(store, conversation_id="back")
-        async with back.turn("remember me") as t:
+        async with back.turn("remember me", turn_id="t1") as t:
             t.reply = "I will"
         await back.restore(await back.forget())
+        # The same messages again after both (a revision that changed nothing): each entity's
+        # last observation repeats its first, with the deletion's two between them.
+        async with back.turn("remember me", turn_id="t1", revision=2) as t:
+            t.reply = "I will"
         gone = NeotomaMemory(store, conversation_id="gone")
         async with gone.turn("forget me") as t:
             t.reply = "Forgotten"
@@ -194,7 +198,7 @@ def test_a_line_that_is_not_a_backups_stops_the_restore_with_its_number(tmp_path
 
 # --- random stores ---------------------------------------------------------------------------
 
-_IDS = st.text("abcxyz-_.", min_size=1, max_size=6)
+_IDS = st.text("abcxyz-_.", min_size=1, max_size=3)
 _TURN = st.fixed_dictionaries(
     {
         "user": st.text(max_size=30),
@@ -213,6 +217,8 @@ _STORES = st.fixed_dictionaries(
         # a name an identity can be derived from (a bare "TRUE" or "" cannot)
         "entities": st.lists(st.text(max_size=12).map(lambda t: f"Org {t}"), max_size=3),
         "title": st.none() | st.text(min_size=1, max_size=12),
+        # then forget and restore a conversation, and store its first turn again unchanged
+        "again": st.booleans(),
     }
 )
 
@@ -238,6 +244,14 @@ async def _build(db: Path, spec: dict[str, Any]) -> None:
                     continue
                 with pytest.raises(RuntimeError):
                     await _abandoned(memory, turn["user"], turn["reply"], turn_id=turn_id)
+        if spec["again"] and spec["conversations"]:
+            memory = NeotomaMemory(store, conversation_id=next(iter(spec["conversations"])))
+            await memory.restore(await memory.forget())
+            done = [t for t in await memory.history(None) if t.status == "completed"]
+            if done:
+                first = done[0]
+                assert first.reply is not None
+                await memory.record_turn(first.user, first.reply, turn_id=first.turn_id, revision=2)
 
 
 async def _round_trip(source: Path, target: Path) -> tuple[list[str], list[str]]:
