@@ -27,6 +27,7 @@ again give identical bytes.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
@@ -35,7 +36,7 @@ from typing import Any, Final
 import attrs
 
 from ._history import read_conversation
-from ._reads import gather_bounded, scan_entities
+from ._reads import gather_bounded, scan_entities, snapshot_or_none
 from .transport._base import StoreResult, Transport
 from .transport._bodies import store_body
 from .transport._rest import store_arguments
@@ -181,19 +182,23 @@ async def read_backup(
         # reads do not reach (a turn record whose messages are gone).
         others = {e.entity_id: e.entity_type for e in scan.entities if e.entity_id not in owned}
     ids = [entity_id for entity_id, _ in order] + list(others)
-    edge_lists = await gather_bounded([_bound(_edges, transport, i) for i in ids])
+    edge_lists = await gather_bounded([functools.partial(_edges, transport, i) for i in ids])
     edges = {e[:3]: e for found in edge_lists for e in found}
     if not everything:
         # The far ends of the conversations' edges: the entities their turns refer to.
         ends = {end for e in edges.values() for end in e[1:3]} - owned
-        types = await gather_bounded([_bound(_entity_type, transport, i) for i in sorted(ends)])
+        types = await gather_bounded(
+            [functools.partial(_entity_type, transport, i) for i in sorted(ends)]
+        )
         others = {i: t for i, t in zip(sorted(ends), types, strict=True) if t is not None}
     entities = sorted(others.items()) + order
     place = {entity_id: n for n, (entity_id, _) in enumerate(entities)}
     yield _dumps({"format": BACKUP_FORMAT, "version": _VERSION})
     for start in range(0, len(entities), _BATCH):
         chunk = entities[start : start + _BATCH]
-        observed = await gather_bounded([_bound(_observations, transport, i) for i, _ in chunk])
+        observed = await gather_bounded(
+            [functools.partial(_observations, transport, i) for i, _ in chunk]
+        )
         for (entity_id, entity_type), observations in zip(chunk, observed, strict=True):
             if not observations:
                 continue  # deleted meanwhile
@@ -221,16 +226,7 @@ async def read_backup(
         )
 
 
-def _bound(fn: Any, *args: Any) -> Any:
-    async def call() -> Any:
-        return await fn(*args)
-
-    return call
-
-
 async def _entity_type(transport: Transport, entity_id: str) -> str | None:
-    from ._reads import snapshot_or_none
-
     snapshot = await snapshot_or_none(transport, entity_id)
     return None if snapshot is None else snapshot.entity_type
 
