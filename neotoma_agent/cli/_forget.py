@@ -68,7 +68,9 @@ def _keep(args: argparse.Namespace, record: Forgotten) -> Path:
             raise CLIError(
                 f"cannot write the undo record {path}: {exc.strerror or exc}; "
                 "nothing was forgotten",
-                "pass --save a path in a directory you can write",
+                f"make {path.parent} writable (the data directory: $XDG_DATA_HOME)"
+                if path == kept
+                else "pass --save a path in a directory you can write",
             ) from None
     return kept
 
