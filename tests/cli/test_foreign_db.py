@@ -22,6 +22,7 @@ from paths_support import TESTS
 
 from neotoma_agent import EmbeddedStore, Forgotten, OutboxTransport, purge_forgotten
 from neotoma_agent._file_kind import WrongFileKind
+from neotoma_agent.exceptions import OutboxError
 from neotoma_agent.transport.http import HttpTransport
 
 
@@ -56,6 +57,11 @@ def foreign(request: pytest.FixtureRequest, tmp_path: Path) -> Path:
         path.write_text("a text file\n" * 50)
     path.chmod(0o644)  # an application's file, readable by its group
     return path
+
+
+async def _make_store(path: Path) -> None:
+    async with EmbeddedStore.open(path):
+        pass
 
 
 async def _make_outbox(path: Path) -> None:
@@ -148,3 +154,16 @@ def test_stores_of_every_version_an_empty_file_and_no_file_still_open(
     assert old_total > 0
     assert (empty_total, new_total) == (0, 0)
     assert "0 conversations" not in ok(cli("stats", "--db", str(old), home=tmp_path))
+
+
+def test_an_outbox_refuses_a_file_that_is_not_an_outbox(foreign: Path, tmp_path: Path) -> None:
+    """The same for the outbox file (``HttpTransport(outbox=...)``, ``outbox --outbox``)."""
+    before = _fingerprint(foreign.parent)
+    with pytest.raises(OutboxError, match=f"{foreign} is not an outbox"):
+        anyio.run(_make_outbox, foreign)
+    store = tmp_path / "store.db"
+    anyio.run(_make_store, store)
+    for action in (("status",), ("flush", "--db", str(store))):
+        result = cli("outbox", *action, "--outbox", str(foreign), home=tmp_path)
+        assert_one_line_error(result, f"{foreign} is not an outbox")
+    assert _fingerprint(foreign.parent) == before
