@@ -250,8 +250,12 @@ class TypeSchema:
         return f"TypeSchema({self.entity_type!r}, version={self.version!r})"
 
     def declares(self, field: str) -> bool:
-        """True when a snapshot keeps ``field`` (undeclared ones stay on observations)."""
-        return self.fields is None or field in self.fields or field in META_FIELDS
+        """True when a snapshot keeps ``field`` (undeclared ones stay on observations).
+
+        Only the schema's own fields: a ``canonical_name`` sent with an entity is never
+        "unknown" (see :data:`META_FIELDS`), but a declared type's snapshot drops it.
+        """
+        return self.fields is None or field in self.fields
 
     @property
     def is_legacy_composite(self) -> bool:
