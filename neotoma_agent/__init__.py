@@ -67,6 +67,7 @@ with lazy_exports(globals(), moved=dict.fromkeys(_MOVED_TO_QA, "neotoma_agent.qa
     from .exceptions import TransportError as TransportError
     from .exceptions import TurnCloseError as TurnCloseError
     from .exceptions import TurnStateError as TurnStateError
+    from .exceptions import UndeclaredFieldWarning as UndeclaredFieldWarning
     from .exceptions import ValidationError as ValidationError
     from .exceptions import error_class_name as error_class_name
     from .transport._base import ConversationMessage as ConversationMessage
