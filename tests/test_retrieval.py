@@ -348,8 +348,10 @@ async def test_memory_retrieve_iterates_as_t_retrieved_does(store: Any) -> None:
     await seed(store, "Acme Corp", "Acme Labs")
     m = memory(store)
     found = await m.retrieve("What do we know about Acme Corp?")
-    assert [e.id for e in found] == list(found.ids) and len(found) == len(found.ids) > 0
-    assert found[0].id == found.ids[0] and tuple(found[:1]) == found.entities[:1]
+    assert [e.id for e in found] == list(found.ids)
+    assert len(found) == len(found.ids) > 0
+    assert found[0].id == found.ids[0]
+    assert tuple(found[:1]) == found.entities[:1]
     assert tuple(found) == found.entities
     async with memory(store, history_turns=0).turn("What do we know about Acme Corp?") as t:
         t.reply = "ok"

@@ -31,8 +31,10 @@ async def test_remember_warns_of_each_undeclared_field_and_never_its_value(
     assert warning.message.entity_type == "person"
     assert warning.message.fields == (("note", "notes"), ("favourite_color", None))
     text = str(warning.message)
-    assert "'note' (did you mean 'notes'?)" in text and "'favourite_color'" in text
-    assert SECRET not in text and "blue" not in text
+    assert "'note' (did you mean 'notes'?)" in text
+    assert "'favourite_color'" in text
+    assert SECRET not in text
+    assert "blue" not in text
     # What the warning is about: the store kept only the declared field.
     assert dict((await store.get_entity_snapshot(alice)).snapshot) == {"name": "Alice"}
 
