@@ -17,7 +17,7 @@ import sqlite3
 from collections.abc import Mapping
 from typing import Any
 
-from ..._identity import IdentityError, entity_id_for, identity_keys, resolve_identity
+from ..._identity import IdentityError, entity_id_for, identity_keys, resolve_identity_cached
 from ._name_index import BOOKKEEPING, rename, substring_ids
 from ._rows import dumps, encode_time, entity_exists
 
@@ -50,7 +50,7 @@ def rederive_name(
                 # e.g. a turn record's status: the snapshot names the entity as it did.
                 return
     try:
-        derived = resolve_identity(entity_type, new).canonical_name
+        derived = resolve_identity_cached(entity_type, new).canonical_name
     except IdentityError:
         return  # not enough in the snapshot yet: the name stays
     if created_as is not None:
