@@ -563,6 +563,18 @@ def identity_keys(entity_type: str) -> frozenset[str] | None:
     return frozenset(keys)
 
 
+@functools.lru_cache(maxsize=256)
+def undeclared_identity_keys(entity_type: str) -> frozenset[str]:
+    """The fields that can decide ``entity_type``'s identity but that its snapshot drops (the
+    schema does not declare them): a write naming the entity by one of them is renamed by
+    its snapshot. Empty for a type without a schema (its snapshot keeps every field)."""
+    keys = identity_keys(entity_type)
+    schema = schema_for(entity_type)
+    if keys is None or schema is None or schema.fields is None:
+        return frozenset()
+    return keys - schema.fields
+
+
 _HASHABLE_SCALARS: Final = (str, int, float, bool, type(None))
 
 

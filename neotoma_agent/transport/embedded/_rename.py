@@ -17,7 +17,14 @@ import sqlite3
 from collections.abc import Mapping
 from typing import Any
 
-from ..._identity import IdentityError, entity_id_for, identity_keys, resolve_identity_cached
+from ..._identity import (
+    Identity,
+    IdentityError,
+    entity_id_for,
+    identity_keys,
+    resolve_identity_cached,
+    undeclared_identity_keys,
+)
 from ._name_index import BOOKKEEPING, rename, substring_ids
 from ._rows import dumps, encode_time, entity_exists
 
@@ -33,16 +40,23 @@ def rederive_name(
     old: Mapping[str, Any],
     new: Mapping[str, Any],
     now: str,
-    created_as: str | None = None,
+    created: Identity | None = None,
+    written: Mapping[str, Any] | None = None,
 ) -> None:
     """Rename ``entity_id`` after its snapshot went from ``old`` to ``new``, as a server does.
 
-    ``created_as`` is the name the entity's row was inserted with by this write (its row is
-    then not read again).
+    ``created`` is the identity this write inserted the entity's row with (the row is then
+    not read again), ``written`` the fields it wrote.
     """
     if not new or old == new:
         return
-    if old:
+    if created is not None and written is not None:
+        if created.identity_basis != "heuristic_fallback" and undeclared_identity_keys(
+            entity_type
+        ).isdisjoint(written):
+            # Every field that named it is in its snapshot: the snapshot names it the same.
+            return
+    elif old:
         keys = identity_keys(entity_type)
         if keys is not None and any(k in old for k in keys):
             changed = {k for k in old.keys() | new.keys() if old.get(k) != new.get(k)}
@@ -53,8 +67,8 @@ def rederive_name(
         derived = resolve_identity_cached(entity_type, new).canonical_name
     except IdentityError:
         return  # not enough in the snapshot yet: the name stays
-    if created_as is not None:
-        current, aliases = created_as, []
+    if created is not None:
+        current, aliases = created.canonical_name, []
     else:
         row = conn.execute(
             "SELECT canonical_name, aliases FROM entities WHERE id = ?", (entity_id,)

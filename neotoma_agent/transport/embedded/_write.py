@@ -574,7 +574,8 @@ def _observe(
         old_fields,
         state.fields,
         now,
-        create.canonical_name if create is not None else None,
+        create,
+        fields,
     )
     if entity_type in SUMMARIZED_TYPES:
         summarize(
