@@ -101,6 +101,7 @@ EXPECTED = {
     "ToolCallConflictError",
     "OutboxError",
     "OutboxFullError",
+    "UndeclaredFieldWarning",
     "error_class_name",
     "__version__",
 }
