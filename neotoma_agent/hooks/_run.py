@@ -203,7 +203,7 @@ def _handle(
         context: str | None = None
         failure: str | None = None
         if _here(store, batches):
-            # Closing stores and openings, on a store file (a prompt, a Stop, a session's
+            # Openings and closing stores on a store file (a prompt, a Stop, a session's
             # end): done here, without the event loop or the turn engine (_embedded).
             failure = _deliver_here(module.NAME, batches, state, store, budget, context_chars)
         elif any(rows for _, rows in batches) or _outbox_waiting(store):
@@ -269,17 +269,11 @@ def _new_turn_id() -> str:
 
 
 def _here(spec: StoreSpec, batches: list[tuple[str, list[PendingTurn]]]) -> bool:
-    """Whether all that is due, on a store file, is closing stores of opened turns and
-    openings of turns not yet ended (``_embedded`` does those; a turn to open and close in
-    one go is the engine's: its close reads what its open returned)."""
-    rows = [row for _, due in batches for row in due]
-    if not rows or spec.url or spec.db is None or os.environ.get(_ENGINE_ENV):
+    """Whether something is due on a store file (``_embedded`` does it all: openings,
+    closing stores, and a turn to open and close in one go)."""
+    if spec.url or spec.db is None or os.environ.get(_ENGINE_ENV):
         return False
-    return all(
-        (row.phase == "open" and row.ending is not None)
-        or (row.phase == "pending" and row.ending is None)
-        for row in rows
-    )
+    return any(due for _, due in batches)
 
 
 #: set (to anything) to deliver every store through the turn engine, as before
@@ -297,8 +291,9 @@ def _deliver_here(
 ) -> str | None:
     """:func:`_deliver` for what :func:`_here` accepts, on the store file, synchronously.
 
-    The store file's lock is waited for at most ``budget`` seconds: a store locked longer
-    is kept for a later event, as a store that does not answer in time is.
+    The store file's lock is waited for at most ``budget`` seconds in all (each store
+    waits what is left of it): a store locked longer is kept for a later event, as a store
+    that does not answer in time is.
     """
     from ._embedded import EmbeddedFile, close
 
@@ -313,8 +308,12 @@ def _deliver_here(
             problem: str | None = None
             for row in due:
                 try:
-                    if row.ending is None:
+                    if row.phase == "pending":
                         _open_here(file, harness, row, state, context_chars)
+                        # Ended too (opened and closed in one go): the close needs the
+                        # ids the opening kept.
+                        row = state.get(conv, row.turn_id) or row
+                    if row.ending is None:
                         continue
                     tools, refused = _tool_calls(state.tools(conv, row.turn_id))
                     close(file, harness, row, tools)
@@ -550,4 +549,7 @@ def _open_store(spec: StoreSpec, budget: float) -> Any:
     from neotoma_agent import EmbeddedStore
 
     assert spec.db is not None
-    return EmbeddedStore.open(spec.db)
+    # Each store waits at most half the budget for another process's lock on the file,
+    # for the reason an HTTP call gets half of it above: the shielded closing store after
+    # a cancel at the budget waits too.
+    return EmbeddedStore.open(spec.db, busy_timeout=max(min(10.0, budget / 2), 0.05))
