@@ -103,14 +103,16 @@ class HarnessInput:
         return reader(conv, turn, payload)
 
 
-def prompt(field: str, *, model: str | None = None) -> Reader:
+def prompt(field: str, *, model: str | None = None, transcript: str | None = None) -> Reader:
     """The person submitted a prompt (``field``; empty allowed); ``model``: the field
-    naming the model, if the harness sends one."""
+    naming the model, if the harness sends one; ``transcript``: the field naming the
+    session file, if the hooks can read it (:func:`session_end`)."""
 
     def read(conv: str, turn: str | None, payload: Mapping[str, Any]) -> HookEvent:
         prompt_text = text(payload, field)
         named = None if model is None else optional_str(payload, model)
-        return HookEvent(Kind.PROMPT, conv, turn, prompt=prompt_text, model=named)
+        file = None if transcript is None else optional_str(payload, transcript)
+        return HookEvent(Kind.PROMPT, conv, turn, prompt=prompt_text, model=named, transcript=file)
 
     return read
 
@@ -193,10 +195,16 @@ def failed(*, reply: str, error: str, prefix: str) -> Reader:
     return read
 
 
-def session_end() -> Reader:
-    """The session ended: what is still open is abandoned (``SessionEnded``)."""
+def session_end(*, transcript: str | None = None) -> Reader:
+    """The session ended: what is still open is abandoned (``SessionEnded``).
+
+    ``transcript``: the field naming the session file (Claude Code's transcript, Codex's
+    rollout): a turn abandoned here takes what the file says of its end (the partial reply
+    the person saw, ``Interrupted`` or the API error), as ``import --from`` reads it.
+    """
 
     def read(conv: str, turn: str | None, payload: Mapping[str, Any]) -> HookEvent:
-        return HookEvent(Kind.SESSION_END, conv, None, error_class="SessionEnded")
+        file = None if transcript is None else optional_str(payload, transcript)
+        return HookEvent(Kind.SESSION_END, conv, None, error_class="SessionEnded", transcript=file)
 
     return read

@@ -229,7 +229,7 @@ def _record(module: Harness, event: HookEvent, state: HookState) -> tuple[str | 
     if event.kind is Kind.PROMPT:
         assert event.prompt is not None
         turn = event.turn_id or _new_turn_id()
-        state.prompt(
+        abandoned = state.prompt(
             conv,
             turn,
             module.NAME,
@@ -237,9 +237,11 @@ def _record(module: Harness, event: HookEvent, state: HookState) -> tuple[str | 
             model=event.model,
             abandon_others_as=NO_STOP,
         )
+        _read_ends(module.NAME, event, abandoned, state)
         return turn, None
     if event.kind is Kind.SESSION_END:
-        state.end_session(conv, event.error_class or "SessionEnded")
+        abandoned = state.end_session(conv, event.error_class or "SessionEnded")
+        _read_ends(module.NAME, event, abandoned, state)
         return None, None
     if event.kind is Kind.NOTHING:
         return None, None
@@ -260,6 +262,36 @@ def _record(module: Harness, event: HookEvent, state: HookState) -> tuple[str | 
     elif event.kind is Kind.FAILED:
         state.end(conv, turn, "abandoned", reply=event.reply, error_class=event.error_class)
     return turn, None
+
+
+def _read_ends(harness: str, event: HookEvent, turns: list[str], state: HookState) -> None:
+    """Turns just abandoned with no word from the harness on their end take what its
+    session file says of it, as ``import --from`` reads it (one answer on both paths): the
+    partial reply the person saw and why it ended (``Interrupted``, the API error), or the
+    reply of a turn that did complete (its Stop was lost). Best-effort: a file that cannot
+    be read leaves the turns as they were abandoned."""
+    if not turns or not event.transcript:
+        return  # most prompts: nothing was left unended
+    from ._backfill import SOURCES, read_turns
+    from ._transcript import ReadCounts
+
+    if harness not in SOURCES:
+        return
+    wanted = set(turns)
+    conv = event.conversation_id
+    path = Path(event.transcript)
+    try:
+        if not path.is_file():
+            return  # gone, or not a file (a pipe would never end)
+        for told in read_turns(harness, path, ReadCounts()):
+            if told.conversation_id != conv or told.turn_id not in wanted:
+                continue
+            if told.ending == "completed":
+                state.end(conv, told.turn_id, "completed", reply=told.reply)
+            else:
+                state.explain(conv, told.turn_id, reply=told.reply, error_class=told.error_class)
+    except Exception:  # unreadable, or not the harness's file: they stay as abandoned
+        return
 
 
 def _new_turn_id() -> str:

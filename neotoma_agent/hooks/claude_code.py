@@ -41,13 +41,13 @@ INPUT: Final = HarnessInput(
     session="session_id",
     turn="prompt_id",
     events={
-        "UserPromptSubmit": prompt("prompt"),
+        "UserPromptSubmit": prompt("prompt", transcript="transcript_path"),
         "PostToolUse": tool(result="tool_response", duration_ms="duration_ms"),
         "PostToolUseFailure": tool(
             result=None, error="error", duration_ms="duration_ms", interrupt="is_interrupt"
         ),
         "Stop": stop(reply="last_assistant_message"),
-        "SessionEnd": session_end(),
+        "SessionEnd": session_end(transcript="transcript_path"),
     },
 )
 

@@ -13,6 +13,7 @@ from hook_support import (
     history,
     import_sessions,
     observations,
+    reading_session_file,
     recorded,
     scenarios_with_files,
     session_files,
@@ -56,7 +57,8 @@ def test_a_session_the_hooks_captured_writes_nothing_new(
     scenario: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     hooks = Hooks(tmp_path, "claude-code")
-    hooks.replay(recorded("claude-code", scenario))
+    # The hooks read the transcript their input names, as the real program's do.
+    hooks.replay(reading_session_file("claude-code", scenario))
     before = observations(hooks.db)
     turns = len(history(hooks.db, session_of(scenario)))
     assert before

@@ -1,0 +1,112 @@
+"""An abandoned turn keeps the partial reply the person saw, on every path.
+
+No hook event carries the text a turn streamed before it was interrupted (or before the
+model API failed): Claude Code and Codex send no Stop then. The hook that abandons the
+turn (the session's end, or its next prompt) reads it from the harness's session file
+(Claude Code's transcript, Codex's rollout), with the same reader ``import --from`` uses,
+so both paths give one answer: the same reply, the same error class. An import completes
+a turn the hooks stored without it, on the same keys. The fixtures are the real programs'
+recordings (``tests/data/hooks/``).
+"""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import pytest
+from hook_support import (
+    Hooks,
+    cli_logging,
+    import_sessions,
+    observations,
+    reading_session_file,
+    recorded,
+    scenarios_with_files,
+    session_file,
+    session_of,
+)
+
+from neotoma_agent.cli._show import load_transcript
+from neotoma_agent.transport.embedded import EmbeddedStore
+
+__all__ = ["cli_logging"]
+
+pytestmark = pytest.mark.usefixtures("cli_logging")  # main() configures its logging
+
+HARNESSES = ("claude-code", "codex")
+#: Claude Code 2.1.332 interrupted after one tool call and a few streamed words
+INTERRUPTED = ("claude-code", "interrupted_tool")
+PROMPT = "Check, then tell me a story"
+
+
+def shown(db: Path, conversation_id: str) -> list[tuple[str, str | None, list[str]]]:
+    """Each turn as ``show --json`` prints it: status, error class, message texts."""
+    import asyncio
+
+    async def read() -> list[tuple[str, str | None, list[str]]]:
+        async with EmbeddedStore.open(db) as store:
+            transcript = await load_transcript(store, conversation_id)
+        return [
+            (t.status, t.error_class, [m.content for m in t.messages]) for t in transcript.turns
+        ]
+
+    return asyncio.run(read())
+
+
+def test_session_end_keeps_the_partial_reply_of_an_interrupted_turn(tmp_path: Path) -> None:
+    hooks = Hooks(tmp_path, INTERRUPTED[0])
+    hooks.replay(reading_session_file(*INTERRUPTED))
+    assert shown(hooks.db, session_of(*INTERRUPTED)) == [
+        ("abandoned", "Interrupted", [PROMPT, "partial "])
+    ]
+
+
+def test_the_next_prompt_keeps_the_partial_reply_of_an_interrupted_turn(tmp_path: Path) -> None:
+    hooks = Hooks(tmp_path, INTERRUPTED[0])
+    inputs = reading_session_file(*INTERRUPTED)
+    assert inputs[-1][0] == "SessionEnd"
+    hooks.replay(inputs[:-1])  # the session goes on: no SessionEnd
+    (event, first), *_ = inputs
+    following = copy.deepcopy(first)
+    following["prompt_id"] = first["prompt_id"][:-4] + "beef"
+    following["prompt"] = "Go on"
+    hooks.replay([(event, following)])
+    status, error, messages = shown(hooks.db, session_of(*INTERRUPTED))[0]
+    assert (status, error, messages) == ("abandoned", "Interrupted", [PROMPT, "partial "])
+
+
+@pytest.mark.parametrize(
+    ("harness", "scenario"),
+    [(h, s) for h in HARNESSES for s in scenarios_with_files(h)],
+)
+def test_the_hooks_and_import_give_one_answer(
+    harness: str, scenario: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Interrupted, a model API error, tool calls, completed: every recorded session.
+    hooks = Hooks(tmp_path, harness)
+    hooks.replay(reading_session_file(harness, scenario))
+    imported = tmp_path / "imported.db"
+    status, _ = import_sessions(harness, capsys, imported, session_file(harness, scenario))
+    assert status == 0
+    conv = session_of(harness, scenario)
+    assert shown(hooks.db, conv) == shown(imported, conv)
+
+
+def test_import_completes_the_partial_a_hook_could_not_read(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    hooks = Hooks(tmp_path, INTERRUPTED[0])
+    hooks.replay(recorded(*INTERRUPTED))  # the transcript it names is not on this machine
+    conv = session_of(*INTERRUPTED)
+    assert shown(hooks.db, conv) == [("abandoned", "SessionEnded", [PROMPT])]
+    transcript = session_file(*INTERRUPTED)
+    status, out = import_sessions(INTERRUPTED[0], capsys, hooks.db, transcript)
+    assert status == 0
+    assert "1 abandoned turns given the partial reply the file holds" in out
+    # The same turn, on the same keys, now with what the person saw.
+    assert shown(hooks.db, conv) == [("abandoned", "Interrupted", [PROMPT, "partial "])]
+    before = observations(hooks.db)
+    status, out = import_sessions(INTERRUPTED[0], capsys, hooks.db, transcript)
+    assert "0 turns stored, 0 stored as abandoned (no reply), 1 already stored" in out
+    assert observations(hooks.db) == before
