@@ -32,6 +32,7 @@ sys.path[:0] = [str(ROOT / "tests"), str(ROOT / "tests" / "hooks")]
 from _recording import install_ours, keep_inputs, recorder_hooks, scrub  # noqa: E402
 from claude_program import ClaudeProject, claude_program  # noqa: E402
 from fake_model_api import Call, Fail, FakeAnthropic, Hang, Text  # noqa: E402
+from netns_support import NetworkNamespace  # noqa: E402
 
 OUT = ROOT / "tests" / "data" / "hooks" / "claude_code"
 RUN = "/tmp/claude-run"
@@ -57,7 +58,9 @@ def main() -> int:
     if program is None:
         print("claude-agent-sdk is not installed", file=sys.stderr)
         return 1
-    version = subprocess.run([program, "--version"], capture_output=True, text=True).stdout
+    with NetworkNamespace() as ns:  # a third-party program: never on the network
+        argv = ns.command([str(program), "--version"])
+        version = subprocess.run(argv, capture_output=True, text=True).stdout
     scenarios = {
         "completed": ([Text("Acme Corp is a customer of ours.")], "What about Acme Corp?"),
         "tool": (
@@ -92,7 +95,7 @@ def main() -> int:
         if only and name not in only:
             continue
         shutil.rmtree(OUT / name, ignore_errors=True)
-        with tempfile.TemporaryDirectory() as tmp, FakeAnthropic(script) as api:
+        with tempfile.TemporaryDirectory() as tmp, FakeAnthropic(script, isolated=True) as api:
             project = ClaudeProject(Path(tmp), api, program)
             inbox = Path(tmp) / "inbox"
             project.write_settings(recorder_hooks(inbox, EVENTS))

@@ -75,15 +75,9 @@ class ClaudeProject(ProgramSandbox):
     def session(self, *texts: str, timeout: float = 120) -> list[dict[str, Any]]:
         """Several prompts in one session (``--input-format stream-json``); the results."""
         proc = subprocess.Popen(
-            [
-                str(self.program),
-                "-p",
-                "--input-format",
-                "stream-json",
-                "--output-format",
-                "stream-json",
-                "--verbose",
-            ],
+            self.command(
+                "-p", "--input-format", "stream-json", "--output-format", "stream-json", "--verbose"
+            ),
             cwd=self.project,
             env=self.env(),
             stdin=subprocess.PIPE,

@@ -1,7 +1,8 @@
 """What running a real coding-agent program offline takes, whichever it is.
 
 A :class:`ProgramSandbox` is a temporary home and project the program runs in, against a
-fake model API (``fake_model_api``) on 127.0.0.1, so nothing leaves the machine and no real
+fake model API (``fake_model_api``) on 127.0.0.1 inside a network namespace of its own
+(``unshare -n``: the fake must be ``isolated``), so nothing leaves the machine and no real
 settings are read. Each harness's sandbox (``claude_program.ClaudeProject``,
 ``codex_program.CodexProject``) says where its settings live, what its environment adds
 and how its prompts are spelled; running the program, interrupting it and running our
@@ -32,6 +33,8 @@ class ProgramSandbox:
     STDIN: ClassVar[int | None] = None
 
     def __init__(self, root: Path, api: FakeModelAPI, program: Path) -> None:
+        if api.netns is None:
+            raise ValueError("run a third-party program only against an isolated fake API")
         self.root = root
         self.api = api
         self.program = program
@@ -53,6 +56,10 @@ class ProgramSandbox:
         keep = {k: v for k, v in os.environ.items() if k in self.KEEP}
         return {**keep, "HOME": str(self.home), **self.program_env()}
 
+    def command(self, *argv: str) -> list[str]:
+        """The program with ``argv``, run inside the fake API's network namespace."""
+        return self.api.command([str(self.program), *argv])
+
     def neotoma(self, *args: str) -> subprocess.CompletedProcess[str]:
         """Run ``python -m neotoma_agent ARGS`` in the project (e.g. ``hooks install``)."""
         return subprocess.run(
@@ -68,7 +75,7 @@ class ProgramSandbox:
     def run(self, argv: list[str], timeout: float) -> str:
         """Run the program with ``argv`` to its end, which must be a success; its stdout."""
         done = subprocess.run(
-            [str(self.program), *argv],
+            self.command(*argv),
             cwd=self.project,
             env=self.env(),
             stdin=self.STDIN,
@@ -83,7 +90,7 @@ class ProgramSandbox:
         """Run the program with ``argv`` and interrupt it (SIGINT) once its reply streams;
         the exit status. The fake must hold a :class:`fake_model_api.Hang` reply for it."""
         proc = subprocess.Popen(
-            [str(self.program), *argv],
+            self.command(*argv),
             cwd=self.project,
             env=self.env(),
             stdin=self.STDIN,

@@ -14,6 +14,7 @@ import pytest
 from claude_program import ClaudeProject, claude_program
 from fake_model_api import Call, FakeAnthropic, Hang, Text
 from hook_support import tool_invocations
+from netns_support import available
 
 from neotoma_agent import EmbeddedStore, NeotomaMemory
 
@@ -22,6 +23,14 @@ pytestmark = [
     pytest.mark.timeout(600),
     pytest.mark.skipif(claude_program() is None, reason="claude-agent-sdk is not installed"),
 ]
+
+
+@pytest.fixture(autouse=True)
+def _network_namespace() -> None:
+    # The program runs in a network namespace of its own (unshare -n), or not at all.
+    reason = available()
+    if reason is not None:
+        pytest.skip(reason)
 
 
 def history(db: Path, conversation_id: str) -> list[tuple[str, str | None, object]]:
@@ -59,7 +68,7 @@ def test_completed_tool_using_and_interrupted_turns_are_stored(tmp_path: Path) -
         Text("The answer is hi."),
         Hang("partial "),
     ]
-    with FakeAnthropic(script) as api:
+    with FakeAnthropic(script, isolated=True) as api:
         project = ClaudeProject(tmp_path / "claude", api, program)
         installed = project.neotoma(
             "hooks", "install", "claude-code", "--scope", "project",
@@ -95,7 +104,7 @@ def test_a_session_of_two_prompts_is_two_paired_turns(tmp_path: Path) -> None:
     program = claude_program()
     assert program is not None
     db, state = tmp_path / "memory.db", tmp_path / "state.db"
-    with FakeAnthropic([Text("Hello Bob."), Text("Alice is here too.")]) as api:
+    with FakeAnthropic([Text("Hello Bob."), Text("Alice is here too.")], isolated=True) as api:
         project = ClaudeProject(tmp_path / "claude", api, program)
         project.neotoma(
             "hooks", "install", "claude-code", "--scope", "project",
@@ -116,7 +125,7 @@ def test_a_hook_whose_command_line_went_wrong_does_not_block_the_prompt(tmp_path
     program = claude_program()
     assert program is not None
     db, state = tmp_path / "memory.db", tmp_path / "state.db"
-    with FakeAnthropic([Text("Hello.")]) as api:
+    with FakeAnthropic([Text("Hello.")], isolated=True) as api:
         project = ClaudeProject(tmp_path / "claude", api, program)
         project.neotoma(
             "hooks", "install", "claude-code", "--scope", "project",
