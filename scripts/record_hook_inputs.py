@@ -5,7 +5,9 @@ claude-agent-sdk``) against the fake Anthropic API in ``tests/fake_model_api.py`
 hooks installed by ``neotoma-agent hooks install claude-code --scope project`` next to a
 recorder hook (another tool's hook, which the install keeps), in seven scenarios: a plain
 turn, a tool-using turn, a failing tool, an interrupted turn, a turn interrupted after it
-said something and ran a tool, a turn the model API refused, two prompts in one session.
+said something and ran a tool, a turn the model API refused, two prompts in one session,
+and a session whose first turn is interrupted as an app interrupts it (which fires
+``Interrupt``; a ``claude -p`` killed by SIGINT exits without it) before a second prompt.
 Each input lands in ``tests/data/hooks/claude_code/SCENARIO/NN-EVENT.json``, with the
 temporary directory replaced by ``/tmp/claude-run``; ``program.json`` notes the version.
 Each scenario's session transcript is kept as ``transcript.jsonl`` (without the lines that
@@ -40,7 +42,15 @@ RUN = "/tmp/claude-run"
 #: transcript line kinds left out of the fixtures (the program's prompts, request shapes)
 DROPPED = ("api-request-blob", "api-request-shape")
 
-EVENTS = ("UserPromptSubmit", "PostToolUse", "PostToolUseFailure", "Stop", "SessionEnd")
+EVENTS = (
+    "UserPromptSubmit",
+    "PostToolUse",
+    "PostToolUseFailure",
+    "Stop",
+    "StopFailure",
+    "Interrupt",
+    "SessionEnd",
+)
 
 
 def slim(line: str) -> str:
@@ -84,6 +94,10 @@ def main() -> int:
         ),
         "api_error": ([Fail(400, "fake refusal")] * 12, "Say something"),
         "session": ([Text("Hello Bob."), Text("Alice is here too.")], None),
+        "interrupted_session": (
+            [Hang("Once upon a time word1 word2 word3 "), Text("Fine, the end.")],
+            None,
+        ),
     }
     only = set(sys.argv[1:])
     if only - set(scenarios):
@@ -100,7 +114,9 @@ def main() -> int:
             inbox = Path(tmp) / "inbox"
             project.write_settings(recorder_hooks(inbox, EVENTS))
             install_ours(project, tmp, "claude-code", "--scope", "project")
-            if name.startswith("interrupted"):
+            if name == "interrupted_session":
+                project.session("Tell me a long story", "Just end it", interrupt_first=True)
+            elif name.startswith("interrupted"):
                 project.interrupted(prompt or "")
             elif name == "session":
                 project.session("Hello, I am Bob", "Is Alice there?")

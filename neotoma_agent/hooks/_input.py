@@ -44,6 +44,7 @@ __all__ = [
     "HarnessInput",
     "Reader",
     "failed",
+    "interrupted",
     "prompt",
     "reply",
     "session_end",
@@ -177,20 +178,36 @@ def stop(
     return read
 
 
-def failed(*, reply: str, error: str, prefix: str) -> Reader:
-    """The turn ended on an error: what the person saw in field ``reply``, the error's
+def failed(*, reply: str | None, error: str, prefix: str, transcript: str | None = None) -> Reader:
+    """The turn ended on an error: what the person saw in field ``reply`` (``None``: the
+    harness sends no reply of the model's, only its own error text), the error's
     kind in field ``error`` (the error class is ``{prefix}.{kind}``, or ``prefix`` when
-    the kind is not a plain name)."""
+    the kind is not a plain name or is ``unknown``); ``transcript``: the field naming the
+    session file, whose account of the turn's end, when it has one, is the one kept (as
+    ``import --from`` reads it: one answer on both paths)."""
 
     def read(conv: str, turn: str | None, payload: Mapping[str, Any]) -> HookEvent:
         kind = optional_str(payload, error) or "unknown"
+        plain = kind.isidentifier() and kind != "unknown"
         return HookEvent(
             Kind.FAILED,
             conv,
             turn,
-            reply=optional_str(payload, reply) or "",
-            error_class=f"{prefix}.{kind}" if kind.isidentifier() else prefix,
+            reply=None if reply is None else optional_str(payload, reply) or "",
+            error_class=f"{prefix}.{kind}" if plain else prefix,
+            transcript=None if transcript is None else optional_str(payload, transcript),
         )
+
+    return read
+
+
+def interrupted(*, transcript: str | None = None) -> Reader:
+    """The person interrupted the turn (``Interrupted``); no reply field: what it had
+    streamed is read from the session file named in field ``transcript``."""
+
+    def read(conv: str, turn: str | None, payload: Mapping[str, Any]) -> HookEvent:
+        file = None if transcript is None else optional_str(payload, transcript)
+        return HookEvent(Kind.FAILED, conv, turn, error_class="Interrupted", transcript=file)
 
     return read
 

@@ -259,17 +259,24 @@ def _record(module: Harness, event: HookEvent, state: HookState) -> tuple[str | 
         state.reply(conv, turn, event.reply or "")
     elif event.kind is Kind.STOP:
         state.end(conv, turn, "completed", reply=event.reply)
-    elif event.kind is Kind.FAILED:
-        state.end(conv, turn, "abandoned", reply=event.reply, error_class=event.error_class)
+    elif event.kind is Kind.FAILED and state.end(
+        conv, turn, "abandoned", reply=event.reply, error_class=event.error_class
+    ):
+        # Abandoned now (an ending recorded before, e.g. by the next prompt, stands).
+        _read_ends(module.NAME, event, [turn], state, failed=True)
     return turn, None
 
 
-def _read_ends(harness: str, event: HookEvent, turns: list[str], state: HookState) -> None:
-    """Turns just abandoned with no word from the harness on their end take what its
-    session file says of it, as ``import --from`` reads it (one answer on both paths): the
-    partial reply the person saw and why it ended (``Interrupted``, the API error), or the
-    reply of a turn that did complete (its Stop was lost). Best-effort: a file that cannot
-    be read leaves the turns as they were abandoned."""
+def _read_ends(
+    harness: str, event: HookEvent, turns: list[str], state: HookState, *, failed: bool = False
+) -> None:
+    """Turns just abandoned take what the harness's session file says of their end, as
+    ``import --from`` reads it (one answer on both paths): the partial reply the person saw
+    and why it ended (``Interrupted``, the API error); a turn abandoned with no word from
+    the harness (a session's end, the next prompt) that the file shows completed takes
+    its reply (its Stop was lost). ``failed``: the harness said the turn failed (an
+    interrupt, an API error): a file that does not show the end yet gives only the text
+    streamed so far. Best-effort: a file that cannot be read changes nothing."""
     if not turns or not event.transcript:
         return  # most prompts: nothing was left unended
     from ._backfill import SOURCES, read_turns
@@ -286,10 +293,11 @@ def _read_ends(harness: str, event: HookEvent, turns: list[str], state: HookStat
         for told in read_turns(harness, path, ReadCounts()):
             if told.conversation_id != conv or told.turn_id not in wanted:
                 continue
-            if told.ending == "completed":
+            if told.ending == "completed" and not failed:
                 state.end(conv, told.turn_id, "completed", reply=told.reply)
             else:
-                state.explain(conv, told.turn_id, reply=told.reply, error_class=told.error_class)
+                why = None if told.ending == "completed" else told.error_class
+                state.explain(conv, told.turn_id, reply=told.reply, error_class=why)
     except Exception:  # unreadable, or not the harness's file: they stay as abandoned
         return
 

@@ -49,7 +49,12 @@ INPUT: Final = HarnessInput(
         "UserPromptSubmit": prompt("prompt", model="model", transcript="transcript_path"),
         "PostToolUse": tool(result="tool_response"),
         "Stop": stop(reply="last_assistant_message"),
-        "StopFailure": failed(reply="last_assistant_message", error="error", prefix="StopFailure"),
+        "StopFailure": failed(
+            reply="last_assistant_message",
+            error="error",
+            prefix="StopFailure",
+            transcript="transcript_path",
+        ),
         "SessionEnd": session_end(transcript="transcript_path"),
     },
 )

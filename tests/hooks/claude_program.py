@@ -72,8 +72,15 @@ class ClaudeProject(ProgramSandbox):
         """
         return self.run_interrupted(["-p", text], timeout)
 
-    def session(self, *texts: str, timeout: float = 120) -> list[dict[str, Any]]:
-        """Several prompts in one session (``--input-format stream-json``); the results."""
+    def session(
+        self, *texts: str, interrupt_first: bool = False, timeout: float = 120
+    ) -> list[dict[str, Any]]:
+        """Several prompts in one session (``--input-format stream-json``); the results.
+
+        ``interrupt_first``: the first prompt's reply is interrupted mid-stream as an app or
+        the SDK interrupts it (a ``control_request`` of subtype ``interrupt``; the fake
+        must hold a :class:`fake_model_api.Hang` reply for it); the session goes on.
+        """
         proc = subprocess.Popen(
             self.command(
                 "-p", "--input-format", "stream-json", "--output-format", "stream-json", "--verbose"
@@ -89,15 +96,22 @@ class ClaudeProject(ProgramSandbox):
         assert proc.stdout is not None
         results = []
         try:
-            for text in texts:
+            for n, text in enumerate(texts):
                 message = {"type": "user", "message": {"role": "user", "content": text}}
                 proc.stdin.write(json.dumps(message) + "\n")
                 proc.stdin.flush()
+                if n == 0 and interrupt_first:
+                    assert self.api.wait_hanging(timeout), "the program never reached the model"
+                    request = {"subtype": "interrupt"}
+                    stop = {"type": "control_request", "request_id": "stop", "request": request}
+                    proc.stdin.write(json.dumps(stop) + "\n")
+                    proc.stdin.flush()
                 for line in proc.stdout:
                     event = json.loads(line)
                     if event.get("type") == "result":
                         results.append(event)
                         break
+                self.api.release()  # an interrupted stream: the fake lets it go
             proc.stdin.close()
             proc.wait(timeout)
         finally:

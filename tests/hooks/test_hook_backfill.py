@@ -183,10 +183,10 @@ def test_a_folder_imports_every_session_once(
     status, out = run_import(capsys, db, TRANSCRIPTS)
     assert status == 0
     files = len(SCENARIOS)
-    assert out.startswith(f"claude-code: {files} session files: 5 turns stored, 3 stored as ")
+    assert out.startswith(f"claude-code: {files} session files: 6 turns stored, 4 stored as ")
     before = observations(db)
     _, again = run_import(capsys, db, TRANSCRIPTS)
-    assert f"{files} session files: 0 turns stored, 0 stored as abandoned (no reply), 8 " in again
+    assert f"{files} session files: 0 turns stored, 0 stored as abandoned (no reply), 10 " in again
     assert observations(db) == before
 
 

@@ -110,3 +110,49 @@ def test_import_completes_the_partial_a_hook_could_not_read(
     status, out = import_sessions(INTERRUPTED[0], capsys, hooks.db, transcript)
     assert "0 turns stored, 0 stored as abandoned (no reply), 1 already stored" in out
     assert observations(hooks.db) == before
+
+
+#: Claude Code 2.1.337: a session whose first turn an app interrupted (Interrupt fires),
+#: then a second prompt
+APP_INTERRUPTED = ("claude-code", "interrupted_session")
+STORY = "Once upon a time word1 word2 word3 "
+
+
+def test_interrupt_abandons_the_turn_at_once_with_what_it_streamed(tmp_path: Path) -> None:
+    hooks = Hooks(tmp_path, APP_INTERRUPTED[0])
+    inputs = reading_session_file(*APP_INTERRUPTED)
+    assert [event for event, _ in inputs[:2]] == ["UserPromptSubmit", "Interrupt"]
+    hooks.replay(inputs[:2])  # no next prompt needed to close it
+    assert shown(hooks.db, session_of(*APP_INTERRUPTED)) == [
+        ("abandoned", "Interrupted", ["Tell me a long story", STORY])
+    ]
+
+
+def test_an_interrupt_that_comes_after_the_next_prompt_changes_nothing(tmp_path: Path) -> None:
+    # Claude Code runs the Interrupt hook without waiting for it: the next prompt's hook
+    # may run first, and has abandoned the turn (from the transcript) by then.
+    inputs = reading_session_file(*APP_INTERRUPTED)
+    in_order = Hooks(tmp_path / "in-order", APP_INTERRUPTED[0])
+    (tmp_path / "in-order").mkdir()
+    in_order.replay(inputs)
+    late = Hooks(tmp_path / "late", APP_INTERRUPTED[0])
+    (tmp_path / "late").mkdir()
+    late.replay([inputs[0], inputs[2], inputs[1], *inputs[3:]])
+    conv = session_of(*APP_INTERRUPTED)
+    assert shown(late.db, conv) == shown(in_order.db, conv)
+    assert shown(late.db, conv) == [
+        ("abandoned", "Interrupted", ["Tell me a long story", STORY]),
+        ("completed", None, ["Just end it", "Fine, the end."]),
+    ]
+
+
+def test_stop_failure_abandons_the_turn_without_the_program_error_text(tmp_path: Path) -> None:
+    hooks = Hooks(tmp_path, "claude-code")
+    inputs = reading_session_file("claude-code", "api_error")
+    assert [event for event, _ in inputs[:2]] == ["UserPromptSubmit", "StopFailure"]
+    assert inputs[1][1]["last_assistant_message"].startswith("API Error: 400")
+    hooks.replay(inputs[:2])
+    # The program's own "API Error: ..." is no reply of the model's (import agrees).
+    assert shown(hooks.db, session_of("claude-code", "api_error")) == [
+        ("abandoned", "APIError", ["Say something"])
+    ]
