@@ -59,10 +59,14 @@ class ClaudeProject(ProgramSandbox):
         path = self.project / ".claude" / "settings.local.json"
         path.write_text(json.dumps(data, indent=2))
 
-    def prompt(self, text: str, *, tools: str = "Bash", timeout: float = 120) -> dict[str, Any]:
-        """One prompt in a new session (``claude -p``); the program's JSON result."""
+    def prompt(
+        self, text: str, *, tools: str = "Bash", timeout: float = 120, check: bool = True
+    ) -> dict[str, Any]:
+        """One prompt in a new session (``claude -p``); the program's JSON result.
+
+        ``check=False``: the program may fail (exit 1 on a model API error)."""
         argv = ["-p", text, "--output-format", "json", "--allowedTools", tools]
-        result: dict[str, Any] = json.loads(self.run(argv, timeout))
+        result: dict[str, Any] = json.loads(self.run(argv, timeout, check=check))
         return result
 
     def interrupted(self, text: str, *, timeout: float = 120) -> int:

@@ -35,7 +35,7 @@ __all__ = ["cli_logging"]
 pytestmark = pytest.mark.usefixtures("cli_logging")  # main() configures its logging
 
 HARNESSES = ("claude-code", "codex")
-#: Claude Code 2.1.332 interrupted after one tool call and a few streamed words
+#: Claude Code 2.1.337 interrupted after one tool call and a few streamed words
 INTERRUPTED = ("claude-code", "interrupted_tool")
 PROMPT = "Check, then tell me a story"
 
