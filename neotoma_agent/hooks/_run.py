@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Final, NamedTuple, Protocol
@@ -51,6 +52,10 @@ DEFAULT_CONTEXT_CHARS: Final = 4000
 MAX_ATTEMPTS: Final = 3
 #: seconds retrieval may take on a prompt (the person is waiting for the model)
 RETRIEVAL_TIMEOUT: Final = 1.5
+#: seconds a failure event (Claude Code's Interrupt, StopFailure) waits for the session file
+#: to show its turn's end: the harness runs it without waiting for it, at times before it
+#: has written the text it streamed (nobody waits for that hook)
+FILE_WAIT: Final = 1.0
 #: seconds another session's due store waits before a prompt delivers it, and how many
 STALE_AFTER: Final = 30.0
 STALE_MAX: Final = 20
@@ -188,7 +193,7 @@ def _handle(
     with HookState(state_path) as state:
         state.fired(module.NAME, event_name)
         conv = event.conversation_id
-        turn, problem = _record(module, event, state)
+        turn, problem = _record(module, event, state, budget)
         if problem is not None:
             return HookOutcome(neutral, problem)
         batches = [(conv, state.due(conv))]
@@ -223,7 +228,9 @@ def _handle(
         return HookOutcome(_dump(module.answer(event_name, context or None)), failure)
 
 
-def _record(module: Harness, event: HookEvent, state: HookState) -> tuple[str | None, str | None]:
+def _record(
+    module: Harness, event: HookEvent, state: HookState, budget: float
+) -> tuple[str | None, str | None]:
     """Write what the event says into the state; the turn it concerns, or a problem."""
     conv = event.conversation_id
     if event.kind is Kind.PROMPT:
@@ -263,20 +270,28 @@ def _record(module: Harness, event: HookEvent, state: HookState) -> tuple[str | 
         conv, turn, "abandoned", reply=event.reply, error_class=event.error_class
     ):
         # Abandoned now (an ending recorded before, e.g. by the next prompt, stands).
-        _read_ends(module.NAME, event, [turn], state, failed=True)
+        wait = min(FILE_WAIT, budget / 4)
+        _read_ends(module.NAME, event, [turn], state, failed=True, wait=wait)
     return turn, None
 
 
 def _read_ends(
-    harness: str, event: HookEvent, turns: list[str], state: HookState, *, failed: bool = False
+    harness: str,
+    event: HookEvent,
+    turns: list[str],
+    state: HookState,
+    *,
+    failed: bool = False,
+    wait: float = 0.0,
 ) -> None:
     """Turns just abandoned take what the harness's session file says of their end, as
     ``import --from`` reads it (one answer on both paths): the partial reply the person saw
     and why it ended (``Interrupted``, the API error); a turn abandoned with no word from
     the harness (a session's end, the next prompt) that the file shows completed takes
     its reply (its Stop was lost). ``failed``: the harness said the turn failed (an
-    interrupt, an API error): a file that does not show the end yet gives only the text
-    streamed so far. Best-effort: a file that cannot be read changes nothing."""
+    interrupt, an API error): the file is read again for up to ``wait`` seconds until it
+    shows the end; one that does not yet gives only the text streamed so far.
+    Best-effort: a file that cannot be read changes nothing."""
     if not turns or not event.transcript:
         return  # most prompts: nothing was left unended
     from ._backfill import SOURCES, read_turns
@@ -284,22 +299,30 @@ def _read_ends(
 
     if harness not in SOURCES:
         return
-    wanted = set(turns)
     conv = event.conversation_id
     path = Path(event.transcript)
+    deadline = time.monotonic() + wait
     try:
-        if not path.is_file():
-            return  # gone, or not a file (a pipe would never end)
-        for told in read_turns(harness, path, ReadCounts()):
-            if told.conversation_id != conv or told.turn_id not in wanted:
-                continue
-            if told.ending == "completed" and not failed:
-                state.end(conv, told.turn_id, "completed", reply=told.reply)
-            else:
-                why = None if told.ending == "completed" else told.error_class
-                state.explain(conv, told.turn_id, reply=told.reply, error_class=why)
+        while True:
+            told = {}
+            if path.is_file():  # else gone, or not a file (a pipe would never end)
+                told = {
+                    t.turn_id: t
+                    for t in read_turns(harness, path, ReadCounts())
+                    if t.conversation_id == conv and t.turn_id in turns
+                }
+            ended = all(t in told and told[t].ending == "abandoned" for t in turns)
+            if not failed or ended or time.monotonic() >= deadline:
+                break
+            time.sleep(0.05)
     except Exception:  # unreadable, or not the harness's file: they stay as abandoned
         return
+    for each in told.values():
+        if each.ending == "completed" and not failed:
+            state.end(conv, each.turn_id, "completed", reply=each.reply)
+        else:
+            why = None if each.ending == "completed" else each.error_class
+            state.explain(conv, each.turn_id, reply=each.reply, error_class=why)
 
 
 def _new_turn_id() -> str:

@@ -40,6 +40,8 @@ class ProgramSandbox:
         self.program = program
         self.home = root / "home"
         self.project = root / "project"
+        #: variables a test adds to the program's environment
+        self.extra_env: dict[str, str] = {}
         self.home.mkdir(parents=True, exist_ok=True)
         self.project.mkdir(parents=True, exist_ok=True)
 
@@ -54,7 +56,7 @@ class ProgramSandbox:
     def env(self) -> dict[str, str]:
         """The program's environment: only the fake API, a private home."""
         keep = {k: v for k, v in os.environ.items() if k in self.KEEP}
-        return {**keep, "HOME": str(self.home), **self.program_env()}
+        return {**keep, "HOME": str(self.home), **self.program_env(), **self.extra_env}
 
     def command(self, *argv: str) -> list[str]:
         """The program with ``argv``, run inside the fake API's network namespace."""

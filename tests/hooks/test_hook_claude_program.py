@@ -126,7 +126,8 @@ def test_an_interrupted_turn_keeps_the_partial_reply_the_person_saw(tmp_path: Pa
             "--db", str(db), "--state", str(state),
         )  # fmt: skip
         results = project.session("Tell me a long story", "Just end it", interrupt_first=True)
-        api.add(*[Fail(500, "boom")] * 12)
+        api.add(*[Fail(500, "boom")] * 3)
+        project.extra_env["CLAUDE_CODE_MAX_RETRIES"] = "0"  # fail now, not after minutes
         failed = project.prompt("Say something", check=False)
     assert results[1]["result"] == "Fine, the end."
     (conv, conv_failed) = sessions(state)

@@ -156,3 +156,38 @@ def test_stop_failure_abandons_the_turn_without_the_program_error_text(tmp_path:
     assert shown(hooks.db, session_of("claude-code", "api_error")) == [
         ("abandoned", "APIError", ["Say something"])
     ]
+
+
+def test_interrupt_waits_for_the_transcript_to_show_what_it_streamed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Claude Code runs the Interrupt hook without waiting for it, at times before it has
+    # written the streamed text: the hook reads the transcript again until it shows the
+    # turn's end. Here the program writes it while the hook waits (its first pause).
+    import json
+    import time
+
+    from neotoma_agent.hooks import _run
+
+    full = session_file(*APP_INTERRUPTED).read_text().splitlines(keepends=True)
+    first = next(i for i, line in enumerate(full) if json.loads(line).get("type") == "user")
+    live = tmp_path / "transcript.jsonl"
+    live.write_text("".join(full[: first + 1]))  # the prompt only, as yet
+
+    class Clock:
+        monotonic = staticmethod(time.monotonic)
+
+        @staticmethod
+        def sleep(seconds: float) -> None:
+            live.write_text("".join(full))  # the program catches up
+
+    monkeypatch.setattr(_run, "time", Clock)
+    hooks = Hooks(tmp_path, APP_INTERRUPTED[0])
+    inputs = [
+        (event, {**payload, "transcript_path": str(live)})
+        for event, payload in recorded(*APP_INTERRUPTED)
+    ]
+    hooks.replay(inputs[:2])
+    assert shown(hooks.db, session_of(*APP_INTERRUPTED)) == [
+        ("abandoned", "Interrupted", ["Tell me a long story", STORY])
+    ]
