@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Final, Protocol
 
 import attrs
 
+from ._error_label import error_label
 from ._extract import Extractor, default_extractor, extract
 from ._history import HistoryTurn
 from ._identity import format_canonical_name, normalize
@@ -301,7 +302,7 @@ async def retrieve(
                 "retrieval.lookup_failed",
                 identifier_index=plan[slot][0][0],
                 error_class=type(exc).__name__,
-                error=str(exc),
+                error=error_label(exc),
             )
             return
         finally:
@@ -327,7 +328,7 @@ async def retrieve(
             # WARNING, unlike a failed lookup: the application's own retriever raised (a bug
             # to fix, not a store that was away); the turn goes on without what it found.
             logger.warning(
-                "retrieval.plugin_failed", error_class=type(exc).__name__, error=str(exc)
+                "retrieval.plugin_failed", error_class=type(exc).__name__, error=error_label(exc)
             )
 
     with anyio.move_on_after(deadline_s) as deadline:
@@ -448,7 +449,7 @@ def retrieve_now(
                 "retrieval.lookup_failed",
                 identifier_index=served[0],
                 error_class=type(exc).__name__,
-                error=str(exc),
+                error=error_label(exc),
             )
     return rank_found(
         identifiers,
