@@ -191,3 +191,17 @@ def test_interrupt_waits_for_the_transcript_to_show_what_it_streamed(
     assert shown(hooks.db, session_of(*APP_INTERRUPTED)) == [
         ("abandoned", "Interrupted", ["Tell me a long story", STORY])
     ]
+
+
+def test_a_turn_whose_stop_was_lost_is_stored_completed_from_the_transcript(
+    tmp_path: Path,
+) -> None:
+    # The Stop hook killed (or failing) before it recorded anything: the session's end
+    # finds the turn completed in the transcript, with its reply.
+    hooks = Hooks(tmp_path, "claude-code")
+    inputs = reading_session_file("claude-code", "completed")
+    assert [event for event, _ in inputs] == ["UserPromptSubmit", "Stop", "SessionEnd"]
+    hooks.replay([inputs[0], inputs[2]])
+    assert shown(hooks.db, session_of("claude-code", "completed")) == [
+        ("completed", None, ["What about Acme Corp?", "Acme Corp is a customer of ours."])
+    ]
