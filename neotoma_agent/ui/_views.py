@@ -236,8 +236,10 @@ async def conversation_view(
 
     ``older`` is the ``before`` of the previous page (``None`` on the first turn).
     """
+    # With each call's details (arguments, result, call id, turn), as `show --json` reads
+    # them: one observation read per call, which a page of a few turns affords.
     stored = await read_conversation(
-        transport, conversation_id, limit=TURNS_PER_PAGE + 1, before=before
+        transport, conversation_id, limit=TURNS_PER_PAGE + 1, before=before, tool_details=True
     )
     if stored.snapshot is None:
         return None

@@ -109,6 +109,25 @@ async def test_conversation_json_twin_has_show_json_turn_shape(store: Any) -> No
     assert data["platform"] == shown["platform"] == "helpdesk"
 
 
+async def test_conversation_json_twin_gives_tool_calls_as_show_json_does(store: Any) -> None:
+    memory = NeotomaMemory(store, conversation_id="tools-2", platform="t")
+    async with memory.turn("Find flights to Lisbon") as t:
+        async with t.tool("search_flights", {"to": "LIS"}, call_id="c-1") as call:
+            call.result = {"flights": 3}
+        t.reply = "Found 3 flights."
+    client = await _client(store)
+    async with client:
+        data = await (await client.get("/ui/api/conversation", params={"id": "tools-2"})).json()
+    shown = (await load_transcript(store, "tools-2")).to_json()
+    [page_call] = data["turns"][0]["tools"]
+    assert page_call == shown["turns"][0]["tools"][0]
+    assert (page_call["args"], page_call["result"], page_call["call_id"]) == (
+        {"to": "LIS"},
+        {"flights": 3},
+        "c-1",
+    )
+
+
 async def test_long_conversation_pages_from_the_latest_turns(store: Any) -> None:
     memory = NeotomaMemory(store, conversation_id="long", platform="t")
     for n in range(1, 58):

@@ -17,26 +17,36 @@ from ..._private import private_file
 from ._errors import invalid_format
 from ._schema import migrate
 
-__all__ = ["connect", "encodable", "run"]
+__all__ = ["DEFAULT_BUSY_TIMEOUT", "busy_ms_of", "connect", "encodable", "run"]
 
 T = TypeVar("T")
 
+#: seconds a store waits for another process's write lock on the file before it fails
+#: with "database is locked"
+DEFAULT_BUSY_TIMEOUT = 10.0
 
-def connect(path: str, synchronous: str) -> Callable[[], sqlite3.Connection]:
-    """A function opening (creating, upgrading) the store file at ``path`` for writing."""
+
+def connect(
+    path: str, synchronous: str, busy_timeout: float = DEFAULT_BUSY_TIMEOUT
+) -> Callable[[], sqlite3.Connection]:
+    """A function opening (creating, upgrading) the store file at ``path`` for writing;
+    ``busy_timeout``: the seconds it waits for another process's lock, opening included."""
+    busy_ms = busy_ms_of(busy_timeout)
 
     def connect() -> sqlite3.Connection:
         if path != ":memory:":
             # Owner-only before SQLite opens it: it holds conversations.
             private_file(path)
-        conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        conn = sqlite3.connect(
+            path, timeout=busy_ms / 1000, isolation_level=None, check_same_thread=False
+        )
         try:
             if path != ":memory:":
                 mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
                 if str(mode).lower() != "wal":
                     raise sqlite3.OperationalError(f"could not enable WAL mode (got {mode})")
             conn.execute(f"PRAGMA synchronous = {synchronous}")
-            conn.execute("PRAGMA busy_timeout = 10000")
+            conn.execute(f"PRAGMA busy_timeout = {busy_ms}")
             # Ids are hashes, so inserts land all over the B-trees: keep more pages hot.
             conn.execute("PRAGMA cache_size = -65536")
             # Each store runs in a savepoint, whose undo pages go to a temporary journal:
@@ -60,6 +70,11 @@ def connect(path: str, synchronous: str) -> Callable[[], sqlite3.Connection]:
         return conn
 
     return connect
+
+
+def busy_ms_of(seconds: float) -> int:
+    """``seconds`` as SQLite's ``busy_timeout`` (whole milliseconds, never negative)."""
+    return max(0, int(seconds * 1000))
 
 
 def encodable(

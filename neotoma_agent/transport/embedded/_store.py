@@ -19,6 +19,7 @@ from .._base import StoreResult
 from .._rest import RestActions
 from ._batch import replay_statuses, store_each
 from ._bulk import FileReads
+from ._connect import DEFAULT_BUSY_TIMEOUT
 from ._connect import connect as _connect
 from ._connect import encodable as _encodable
 from ._conversations import READS as _CONVERSATION_READS
@@ -115,6 +116,7 @@ class EmbeddedStore(RestActions):
         *,
         synchronous: str = "NORMAL",
         read_only: bool = False,
+        busy_timeout: float = DEFAULT_BUSY_TIMEOUT,
     ) -> None:
         """Open (creating if needed) the store at ``path``.
 
@@ -123,7 +125,11 @@ class EmbeddedStore(RestActions):
         ``read_only=True`` opens an existing file for reading only (it works on a file or
         directory without write access, and never creates or upgrades anything); every
         write then raises :class:`PermissionError` before touching the file.
+        ``busy_timeout`` is how many seconds a store waits for another process's write
+        lock on the file (10 by default) before it fails with "database is locked".
         """
+        if not busy_timeout >= 0 or busy_timeout == float("inf"):
+            raise ValueError(f"busy_timeout must be a finite number >= 0, not {busy_timeout!r}")
         if synchronous.upper() not in ("OFF", "NORMAL", "FULL", "EXTRA"):
             raise ValueError(f"synchronous must be OFF, NORMAL, FULL or EXTRA, not {synchronous!r}")
         self.path = os.fspath(path)
@@ -134,7 +140,9 @@ class EmbeddedStore(RestActions):
             raise FileNotFoundError(f"no store file to open read-only: {self.path}")
         self._state = _State.OPEN
         connect = (
-            _connect_read_only(self.path) if read_only else _connect(self.path, synchronous.upper())
+            _connect_read_only(self.path)
+            if read_only
+            else _connect(self.path, synchronous.upper(), busy_timeout)
         )
         self._thread = DBThread(connect, name=f"neotoma-store:{Path(self.path).name}")
 
@@ -145,9 +153,10 @@ class EmbeddedStore(RestActions):
         *,
         synchronous: str = "NORMAL",
         read_only: bool = False,
+        busy_timeout: float = DEFAULT_BUSY_TIMEOUT,
     ) -> EmbeddedStore:
         """Open (creating if needed) the store at ``path``; see :class:`EmbeddedStore`."""
-        return cls(path, synchronous=synchronous, read_only=read_only)
+        return cls(path, synchronous=synchronous, read_only=read_only, busy_timeout=busy_timeout)
 
     def __repr__(self) -> str:
         # A closing store already refuses work, so it reads as closed.
