@@ -96,14 +96,20 @@ def _check(query: object) -> str:
 MAX_HITS: Final = 100
 
 
-def check_search(query: object, limit: object) -> None:
+_SURROGATE: Final = re.compile("[\ud800-\udfff]")
+
+
+def check_search(query: object, limit: object) -> str:
     """Refuse a search's arguments before any I/O: a query that is no text or is blank
-    (:class:`EmptySearchQueryError`), a ``limit`` outside 1–:data:`MAX_HITS`."""
-    _check(query)
+    (:class:`EmptySearchQueryError`), a ``limit`` outside 1–:data:`MAX_HITS`. The query to
+    send: a lone surrogate (which separates words, and which no request can carry) as a
+    space."""
+    text = _check(query)
     if isinstance(limit, bool) or not isinstance(limit, int):
         raise TypeError(f"limit must be an int, not {type(limit).__name__}")
     if not 1 <= limit <= MAX_HITS:
         raise ValueError(f"limit must be between 1 and {MAX_HITS}, not {limit}")
+    return _SURROGATE.sub(" ", text)
 
 
 def parse_query(query: str) -> tuple[Phrase, ...]:

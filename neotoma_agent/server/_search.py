@@ -37,7 +37,8 @@ async def _post_search(request: web.Request) -> web.StreamResponse:
     if scope is not None and not isinstance(scope, str):
         issues.type_error(["conversation_id"], "string", scope)
     issues.raise_if_any()
-    assert isinstance(q, str) and isinstance(limit, int)  # checked above
+    assert isinstance(q, str)  # checked above
+    assert isinstance(limit, int)
     try:
         result = await search(store, q, limit=limit, conversation_id=scope)
     except EmptySearchQueryError:

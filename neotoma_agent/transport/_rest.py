@@ -237,6 +237,5 @@ class RestActions(AsyncClosing):
     ) -> SearchResult:
         """``POST /text_search``: the extension the embedded store and the dev server serve
         (see ``SearchReader``); a real server answers 404."""
-        check_search(query, limit)
-        body = present(q=query, limit=limit, conversation_id=conversation_id)
+        body = present(q=check_search(query, limit), limit=limit, conversation_id=conversation_id)
         return SearchResult.from_json(await self.request(SEARCH_ACTION, body))

@@ -185,7 +185,7 @@ async def search(
 ) -> SearchResult:
     """Search through the transport's :class:`SearchReader` method when it has one (a
     wrapper over a transport without it says so), else through its generic reads."""
-    check_search(query, limit)
+    query = check_search(query, limit)
     if conversation_id is not None and not isinstance(conversation_id, str):
         raise TypeError(f"conversation_id must be a str, not {type(conversation_id).__name__}")
     if isinstance(transport, SearchReader):
