@@ -44,8 +44,7 @@ def _expected(path: Path) -> dict[str, str]:
     """What the index must hold: each live entity's text, from its row."""
     with sqlite3.connect(path) as conn:
         rows = conn.execute(
-            "SELECT id, entity_type, snapshot, observation_count, last_observation_at "
-            "FROM entities"
+            "SELECT id, entity_type, snapshot, observation_count, last_observation_at FROM entities"
         ).fetchall()
     expected = {}
     for entity_id, entity_type, doc, count, observed in rows:
