@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import random
+import sqlite3
 import statistics
 import sys
 import tempfile
@@ -74,7 +75,8 @@ class Corpus:
         self._cum = list(_accumulate(weights))
         self.turns = messages // 2
         self.special: dict[tuple[int, str], str] = {}
-        self.facts: list[tuple[str, str]] = []  # (query, the fact's exact text)
+        #: (query, the fact's exact text, the conversation it was said in)
+        self.facts: list[tuple[str, str, str]] = []
         slots = self.rng.sample(range(self.turns), min(self.turns, facts * 6))
         pairs = [(c, t) for c in CITIES for t in THINGS]
         self.rng.shuffle(pairs)
@@ -98,7 +100,8 @@ class Corpus:
             ]
             for (text, role), slot in zip(texts, slots[n * 6 : n * 6 + 6], strict=True):
                 self.special[(slot, role)] = text
-            self.facts.append((f"{city} {thing} code", fact))
+            said = slots[n * 6] // TURNS_PER_CONVERSATION
+            self.facts.append((f"{city} {thing} code", fact, conversation(said)))
 
     def filler(self, n: int) -> str:
         return " ".join(self.rng.choices(self._words, cum_weights=self._cum, k=n))
@@ -108,6 +111,10 @@ class Corpus:
         if special is not None:
             return special
         return self.filler(self.rng.randint(6, 30)).capitalize() + "."
+
+
+def conversation(index: int) -> str:
+    return f"conv-{index:05d}"
 
 
 def _accumulate(values: list[float]) -> Iterator[float]:
@@ -120,7 +127,7 @@ def _accumulate(values: list[float]) -> Iterator[float]:
 def _bodies(corpus: Corpus) -> Iterator[dict[str, Any]]:
     for turn in range(corpus.turns):
         c, t = divmod(turn, TURNS_PER_CONVERSATION)
-        cid = f"conv-{c:05d}"
+        cid = conversation(c)
         conv = ConversationSettings(cid, platform="benchmark")
         keys = turn_keys(cid, f"t{t}")
         for p in (
@@ -137,6 +144,18 @@ def _bodies(corpus: Corpus) -> Iterator[dict[str, Any]]:
             yield store_body(
                 p.entities, idempotency_key=p.idempotency_key, relationships=p.relationships
             )
+
+
+def _index_bytes(path: Path) -> int:
+    """The bytes of the search index's tables (SQLite's dbstat, where it is built in)."""
+    with sqlite3.connect(path) as conn:
+        try:
+            row = conn.execute(
+                "SELECT sum(pgsize) FROM dbstat WHERE name LIKE 'search_%'"
+            ).fetchone()
+        except sqlite3.OperationalError:
+            return 0
+    return int(row[0] or 0)
 
 
 def _percentiles(times: list[float]) -> dict[str, float]:
@@ -162,7 +181,7 @@ async def _timed(transport: Transport, queries: list[tuple[str, str | None]]) ->
 async def _recall(transport: Transport, corpus: Corpus) -> dict[str, float]:
     memory = NeotomaMemory(transport, conversation_id="bench")
     top3 = top1 = 0
-    for query, fact in corpus.facts:
+    for query, fact, _ in corpus.facts:
         texts = [h.text for h in (await memory.search(query, limit=3)).hits]
         top3 += fact in texts
         top1 += bool(texts) and texts[0] == fact
@@ -172,7 +191,7 @@ async def _recall(transport: Transport, corpus: Corpus) -> dict[str, float]:
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
     corpus = Corpus(args.messages, args.facts)
-    facts = [(q, None) for q, _ in corpus.facts]
+    facts: list[tuple[str, str | None]] = [(q, None) for q, _, _ in corpus.facts]
     rows: dict[str, Any] = {}
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "search.db"
@@ -180,12 +199,14 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             pass  # the schema, as a first open makes it
         build_s = _write_all(path, _bodies(corpus), None, 4000)
         size = sum(p.stat().st_size for p in path.parent.glob(path.name + "*"))
+        index = _index_bytes(path)
         async with EmbeddedStore.open(path) as store:
             rows["facts"] = await _timed(store, facts)
-            phrases = [(f'"{q.split()[0]} office"', None) for q, _ in facts]
+            phrases: list[tuple[str, str | None]] = [
+                (f'"{q.split()[0]} office"', None) for q, _ in facts
+            ]
             rows["phrase"] = await _timed(store, phrases)
-            conversations = max(1, corpus.turns // TURNS_PER_CONVERSATION)
-            scoped = [(q, f"conv-{n % conversations:05d}") for n, (q, _) in enumerate(facts)]
+            scoped: list[tuple[str, str | None]] = [(q, c) for q, _, c in corpus.facts]
             rows["one conversation"] = await _timed(store, scoped)
             rows["common words"] = await _timed(store, [("the budget", None)] * 20)
             recall = await _recall(store, corpus)
@@ -198,6 +219,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         "facts": len(corpus.facts),
         "build_s": build_s,
         "file_mb": size / 1e6,
+        "index_mb": index / 1e6,
         "rows": rows,
         **recall,
         "top3_recall_http": recall_http["top3_recall"],
@@ -207,7 +229,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
 def render(result: dict[str, Any]) -> str:
     lines = [
         f"search over {result['messages']:,} messages ({result['facts']} planted facts), "
-        f"built in {result['build_s']:.0f} s, {result['file_mb']:.0f} MB",
+        f"built in {result['build_s']:.0f} s, {result['file_mb']:.0f} MB "
+        f"(the search index {result['index_mb']:.0f} MB)",
         "",
         f"{'query':<20} {'searches':>8} {'p50 ms':>8} {'p95 ms':>8} {'mean hits':>10}",
     ]
