@@ -24,7 +24,9 @@ from ._payloads import BOOKKEEPING_TYPES
 from .exceptions import EmptySearchQueryError
 
 __all__ = [
+    "ENTITY_KIND",
     "MAX_HITS",
+    "MESSAGE_KIND",
     "MESSAGE_TYPE",
     "Phrase",
     "check_search",
@@ -38,6 +40,9 @@ __all__ = [
 
 #: the entity type whose text is a message's
 MESSAGE_TYPE: Final = "conversation_message"
+#: the two kinds of hit, as a search's JSON names them (``SearchHitKind``'s values)
+MESSAGE_KIND: Final = "message"
+ENTITY_KIND: Final = "entity"
 
 
 def doc_text(entity_type: str, fields: Mapping[str, Any]) -> str | None:

@@ -12,6 +12,8 @@ from typing import Any
 
 import attrs
 
+from .._search_text import ENTITY_KIND, MESSAGE_KIND
+
 __all__ = ["SEARCH_ACTION", "SearchHit", "SearchHitKind", "SearchResult"]
 
 #: the REST action, ``POST /text_search`` (an extension: a real Neotoma server answers it 404;
@@ -22,8 +24,8 @@ SEARCH_ACTION = "text_search"
 class SearchHitKind(str, enum.Enum):
     """What a hit is: a stored message, or an entity whose fields hold the words."""
 
-    MESSAGE = "message"
-    ENTITY = "entity"
+    MESSAGE = MESSAGE_KIND
+    ENTITY = ENTITY_KIND
 
 
 def _opt(value: object) -> str | None:
@@ -76,7 +78,7 @@ class SearchHit:
         """A hit from its JSON form."""
         score = raw.get("score")
         return cls(
-            kind=SearchHitKind(raw.get("kind", "message")),
+            kind=SearchHitKind(raw.get("kind", MESSAGE_KIND)),
             entity_id=str(raw.get("entity_id", "")),
             entity_type=str(raw.get("entity_type", "")),
             text=str(raw.get("text", "")),

@@ -23,10 +23,9 @@ from typing import Any, Final
 
 from ..._keys import conversation_entity_id, parse_turn_key
 from ..._payloads import BOOKKEEPING_TYPES
-from ..._search_text import MAX_HITS, doc_text, fts_query, parse_query
+from ..._search_text import ENTITY_KIND, MAX_HITS, MESSAGE_KIND, doc_text, fts_query, parse_query
 from ..._search_text import MESSAGE_TYPE as _MESSAGE
 from ...exceptions import EmptySearchQueryError, ValidationError
-from .._search_results import SearchHitKind
 from ._errors import flat_error, invalid_format
 from ._page_rows import decode_fields
 from ._rows import decode_entity, decode_state, encode_entity, entity_text
@@ -139,7 +138,7 @@ def _hit(
         return None
     entity_type, name, fields_text = row
     hit: dict[str, Any] = {
-        "kind": SearchHitKind.ENTITY.value,
+        "kind": ENTITY_KIND,
         "entity_id": entity_id,
         "entity_type": entity_type,
         "message_id": None,
@@ -158,7 +157,7 @@ def _hit(
     parsed = parse_turn_key(turn_key, conversation) if isinstance(turn_key, str) else None
     role = fields.get("role")
     hit.update(
-        kind=SearchHitKind.MESSAGE.value,
+        kind=MESSAGE_KIND,
         message_id=entity_id,
         conversation_id=conversation or (parsed[0] if parsed else None),
         turn_id=parsed[1] if parsed else None,
