@@ -78,14 +78,13 @@ def _split(text: str) -> list[str]:
         return _ASCII_WORD.findall(text)
     found: list[str] = []
     current: list[str] = []
-    for char in text:
+    for char in (*text, " "):
         if char.isalnum() or unicodedata.category(char)[0] == "M":
             current.append(char)
         elif current:
-            found.append("".join(current))
+            if any(c.isalnum() for c in current):  # marks alone are no word
+                found.append("".join(current))
             current.clear()
-    if current:
-        found.append("".join(current))
     return found
 
 
