@@ -8,7 +8,7 @@ of letters and digits; matching is whole-word, case- and accent-insensitive.
 
 :func:`parse_query` gives the phrases (a lone word is a phrase of one word);
 :func:`fts_query` writes them as an SQLite FTS5 query that can hold no operator (each
-phrase in double quotes, made only of letters and digits); :func:`words` and
+phrase in double quotes, made only of letters, digits and their marks); :func:`words` and
 :func:`matches` are the same rule in Python, for a store that has no such index (a real
 Neotoma server's substring search is narrowed to whole words with them).
 """

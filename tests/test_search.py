@@ -9,6 +9,7 @@ error before any I/O; a forgotten conversation is never found, and a restored on
 
 from __future__ import annotations
 
+import random
 from pathlib import Path
 from typing import Any
 
@@ -239,3 +240,23 @@ def test_any_text_is_a_query(corpus: Path, query: str) -> None:
                 assert all(isinstance(h, SearchHit) for h in result.hits)
 
     anyio.run(run)
+
+
+async def test_random_text_is_a_query_on_every_backend(store: Any) -> None:
+    """The property above, over HTTP too: a fixed-seed fuzz of 300 texts (lone surrogates,
+    controls, quotes, every plane), each searched through the backend under test."""
+    deal, _ = await _said(store)
+    rng = random.Random(38)
+    alphabet = [*'"*-:()^{}\x00\n\t NEARANDOR', "\ud800", "\udfff", "é", "\u0301", "\u3000"]
+    for _ in range(300):
+        query = "".join(
+            rng.choice(alphabet) if rng.random() < 0.7 else chr(rng.randrange(0x110000))
+            for _ in range(rng.randrange(0, 40))
+        )
+        try:
+            result = await deal.search(query)
+        except EmptySearchQueryError:
+            assert not query.strip()
+        else:
+            assert query.strip()
+            assert all(isinstance(h, SearchHit) for h in result.hits)
