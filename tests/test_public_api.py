@@ -106,6 +106,7 @@ EXPECTED = {
     "EmptySearchQueryError",
     "OutboxError",
     "OutboxFullError",
+    "UndeclaredFieldWarning",
     "error_class_name",
     "__version__",
 }

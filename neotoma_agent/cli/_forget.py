@@ -76,8 +76,11 @@ async def run(args: argparse.Namespace) -> int:
             "`neotoma-agent show` lists the conversations",
         )
     if args.save:
-        text = json.dumps(forgotten.to_json()) + "\n"
-        await anyio.Path(args.save).write_text(text, encoding="utf-8")
+        from .._private import write_private
+
+        # 0600: the saved record holds the conversation's whole text.
+        data = (json.dumps(forgotten.to_json()) + "\n").encode()
+        await anyio.to_thread.run_sync(write_private, args.save, data)
     done = (
         f"forgot conversation {forgotten.conversation_id}: {len(forgotten.entities)} entities, "
         f"{len(forgotten.relationships)} edges (soft-deleted"

@@ -148,6 +148,8 @@ def parse_line(raw: bytes, line_number: int, stats: ImportStats) -> ImportLine |
         obj = json.loads(text)
     except json.JSONDecodeError as exc:
         raise LineError(f"not valid JSON: {exc.msg} (column {exc.colno})") from None
+    except RecursionError:
+        raise LineError("JSON nested too deeply to read") from None
     if not isinstance(obj, dict):
         raise LineError(f"expected a JSON object, got {_json_type(obj)}")
     conversation_id = _string(obj, "conversation_id", required=True)

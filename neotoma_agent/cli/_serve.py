@@ -9,6 +9,7 @@ import socket
 import sys
 
 from ._common import CLIError, Command, db_path, option, resolve_token
+from ._paths import private_parent
 
 __all__ = ["register"]
 
@@ -56,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
         )
     db = db_path(args)
     if not args.db:
-        db.parent.mkdir(parents=True, exist_ok=True)
+        private_parent(db)
     if not db.parent.is_dir():
         raise CLIError(
             f"cannot open the store {db}: directory {db.parent} does not exist",

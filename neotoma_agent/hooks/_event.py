@@ -35,6 +35,8 @@ _KEY_JOINERS: Final = (":", "|")
 
 #: the error class of a turn that got no Stop (abandoned by the next prompt)
 NO_STOP: Final = "NoStopHook"
+# A century in milliseconds: a longer duration is no real call's.
+_MAX_DURATION_MS: Final = 100 * 365.25 * 86_400_000
 
 
 class BadInput(ValueError):
@@ -184,7 +186,8 @@ def duration(payload: Mapping[str, Any], key: str) -> float | None:
     value = payload.get(key)
     if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 0:
         return None  # `not value >= 0` also refuses NaN
-    return float(value) if value != float("inf") else None
+    # Above a century is no tool call's (1e300 would overflow the start instant).
+    return float(value) if value <= _MAX_DURATION_MS else None
 
 
 def additional_context(event: str, context: str) -> dict[str, Any]:

@@ -135,6 +135,10 @@ def run_hook(
     except BadInput as exc:
         _note(state_path, harness, event, problem=True)
         return HookOutcome(neutral, f"input ignored: {exc}")
+    except Exception as exc:  # any input at all is answered (exit 0), whatever it holds
+        _note(state_path, harness, event, problem=True)
+        # The class alone: an error raised on the input's values may quote them.
+        return HookOutcome(neutral, f"input ignored: {type(exc).__name__}")
     try:
         return _handle(module, event, parsed, store, state_path, context_chars, timeout)
     except Exception as exc:  # the hook must answer whatever broke
@@ -170,7 +174,15 @@ def _dump(answer: dict[str, Any] | None) -> str | None:
 
 
 def _describe(exc: BaseException) -> str:
-    # A class name and the library's own message (which never quotes content or tokens).
+    # An error the store answered with by class, status and code: its message is the
+    # server's text. Else a class name and the library's own message (which never quotes
+    # content or tokens).
+    from neotoma_agent import APIError
+
+    from .._error_label import error_label
+
+    if isinstance(exc, APIError):
+        return error_label(exc)
     text = str(exc).splitlines()[0] if str(exc) else ""
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 

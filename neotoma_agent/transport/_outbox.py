@@ -37,6 +37,7 @@ from typing import Any
 import attrs
 
 from .._file_kind import file_kind
+from .._private import private_file
 from ..exceptions import OutboxError, OutboxFullError
 from ._base import StoreResult
 from ._results import expected_entity
@@ -358,11 +359,8 @@ def outbox_status(
 
 
 def _connect(path: Path) -> sqlite3.Connection:
-    if not path.exists():
-        # Created 0600 before SQLite opens it: the bodies hold message content.
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
-        os.close(fd)
-    os.chmod(path, 0o600)
+    # Owner-only before SQLite opens it: the bodies hold message content.
+    private_file(path)
     db = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=30.0)
     try:
         db.execute("PRAGMA busy_timeout = 30000")

@@ -53,6 +53,12 @@ from neotoma_agent.exceptions import (
 )
 from neotoma_agent.transport._base import StoreResult
 from neotoma_agent.transport._lazy_json import STORE_TAIL, TOOL_CALLS_TAIL, decode_object
+from neotoma_agent.transport._limits import (
+    DEFAULT_MAX_RESPONSE_SIZE,
+    read_capped,
+    redirect_refused,
+    too_deep,
+)
 from neotoma_agent.transport._outbox import DEFAULT_MAX_ENTRIES, OutboxFlush
 from neotoma_agent.transport._rest import RestActions
 from neotoma_agent.transport._retry import RetryPolicy, is_transient
@@ -99,6 +105,15 @@ class HttpTransport(RestActions):
     attempt (connect, send, answer), ``connect_timeout`` the TCP connect alone, and ``retry``
     the retries (see :class:`RetryPolicy`).
 
+    An answer is read in chunks up to ``max_response_size`` bytes (64 MiB by default); a
+    larger one (or a ``Content-Length`` announcing one, refused before reading) raises
+    :class:`~neotoma_agent.ServerError` with status 502 and code
+    ``ERR_RESPONSE_TOO_LARGE``, as does JSON nested too deep to decode
+    (``ERR_RESPONSE_TOO_DEEP``). Redirects are never followed: a 3xx answer raises
+    :class:`~neotoma_agent.APIError` with its status and code ``ERR_REDIRECT_NOT_FOLLOWED``
+    (a request re-sent elsewhere would carry the conversation and the token there). TLS
+    certificates are verified (aiohttp's default, never turned off).
+
     ``outbox`` (a file path) is a shorthand for ``OutboxTransport(transport, outbox,
     max_entries=outbox_max_entries, poll=outbox_poll, background=outbox_background)`` (see
     :class:`~neotoma_agent.OutboxTransport`) built into this transport: a closing store
@@ -117,6 +132,7 @@ class HttpTransport(RestActions):
         timeout: float = 30.0,
         connect_timeout: float = 5.0,
         max_connections: int = 32,
+        max_response_size: int = DEFAULT_MAX_RESPONSE_SIZE,
         retry: RetryPolicy | None = None,
         outbox: str | os.PathLike[str] | None = None,
         outbox_max_entries: int = DEFAULT_MAX_ENTRIES,
@@ -134,11 +150,13 @@ class HttpTransport(RestActions):
         check_seconds(timeout, "timeout")
         check_seconds(connect_timeout, "connect_timeout")
         check_positive_int(max_connections, "max_connections")
+        check_positive_int(max_response_size, "max_response_size")
         self._base_url = base_url.rstrip("/")
         self._token = token
         self._timeout = float(timeout)
         self._connect_timeout = float(connect_timeout)
         self._max_connections = max_connections
+        self._max_response_size = max_response_size
         self._retry = retry if retry is not None else RetryPolicy()
         self._state = _State.IDLE
         self._session: aiohttp.ClientSession | None = None
@@ -406,8 +424,9 @@ class HttpTransport(RestActions):
                 data=data if method == "POST" else None,
                 headers=headers,
                 timeout=timeout,
+                allow_redirects=False,
             ) as resp:
-                raw = await resp.read()
+                raw = await read_capped(resp, self._max_response_size, f"{method} {path}")
                 status = resp.status
                 resp_headers = resp.headers  # case-insensitive, as HTTP headers are
                 content_type = resp.content_type
@@ -426,8 +445,15 @@ class HttpTransport(RestActions):
             raise ConnectionLost(
                 f"{method} {path}: connection to {self._base_url} lost ({type(exc).__name__})"
             ) from exc
+        if 300 <= status < 400:
+            raise redirect_refused(f"{method} {path}", status)
         # A 2xx answer's seldom-read end is decoded when read (see _lazy_json).
-        body = _decode(raw, content_type, path if 200 <= status < 300 else "", status)
+        try:
+            body = _decode(raw, content_type, path if 200 <= status < 300 else "", status)
+        except RecursionError:
+            if 200 <= status < 300:
+                raise too_deep(f"{method} {path}", status) from None
+            body = ""  # an error answer is typed by its status alone
         return _Answer(status=status, headers=resp_headers, body=body)
 
 

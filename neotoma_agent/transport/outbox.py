@@ -33,9 +33,10 @@ from typing import Any
 import anyio
 import anyio.to_thread
 
+from .._error_label import error_label
 from .._log import get_logger
 from .._otel import record_outbox_depth, wants_outbox_depth
-from ..exceptions import APIError, NeotomaError, OutboxError
+from ..exceptions import NeotomaError, OutboxError
 from ._base import StoreResult, Transport
 from ._forward import Forwarding
 from ._outbox import (
@@ -243,7 +244,7 @@ class OutboxTransport(Forwarding):
         entry_id = await anyio.to_thread.run_sync(outbox.append, lane, "store", key, body)
         # Queued is kept safe on disk and delivered later: INFO. The entry going dead (the
         # server refused it for good) is what risks the data, and that is an ERROR.
-        _log.info("outbox.queued", entry_id=entry_id, idempotency_key=key, error=_describe(cause))
+        _log.info("outbox.queued", entry_id=entry_id, idempotency_key=key, error=error_label(cause))
         if self._wake is not None:
             self._wake.set()
         await self._record_depth(outbox)
@@ -280,7 +281,7 @@ class OutboxTransport(Forwarding):
                 await self._send(entry)
             except NeotomaError as exc:
                 transient = is_transient(exc)
-                what = _describe(exc)
+                what = error_label(exc)
                 await anyio.to_thread.run_sync(
                     functools.partial(outbox.failed, entry.id, what, dead=not transient)
                 )
@@ -372,13 +373,6 @@ def _spawn(task: Callable[[], Awaitable[None]]) -> None:
         await task()
 
     asyncio.get_running_loop().create_task(run(), name="neotoma-agent outbox delivery")
-
-
-def _describe(error: NeotomaError) -> str:
-    """An error by class, status and code: never its message (it may quote content)."""
-    if isinstance(error, APIError):
-        return f"{type(error).__name__} {error.status}" + (f" {error.code}" if error.code else "")
-    return type(error).__name__
 
 
 async def flush_outbox(

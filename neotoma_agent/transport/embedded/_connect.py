@@ -8,12 +8,12 @@ event loop. Both open the file here, so they cannot differ in how.
 
 from __future__ import annotations
 
-import os
 import sqlite3
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 from ..._file_kind import file_kind, outbox_not_store
+from ..._private import private_file
 from ._errors import invalid_format
 from ._schema import migrate
 
@@ -27,9 +27,8 @@ def connect(path: str, synchronous: str) -> Callable[[], sqlite3.Connection]:
 
     def connect() -> sqlite3.Connection:
         if path != ":memory:":
-            # Create the file owner-only before SQLite opens it: it holds conversations.
-            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
-            os.close(fd)
+            # Owner-only before SQLite opens it: it holds conversations.
+            private_file(path)
         conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
         try:
             if path != ":memory:":
