@@ -61,6 +61,7 @@ with lazy_exports(globals(), moved=dict.fromkeys(_MOVED_TO_QA, "neotoma_agent.qa
     from .exceptions import AuthenticationError as AuthenticationError
     from .exceptions import ConnectionLost as ConnectionLost
     from .exceptions import ConnectTimeout as ConnectTimeout
+    from .exceptions import EmptySearchQueryError as EmptySearchQueryError
     from .exceptions import IdempotencyMismatchError as IdempotencyMismatchError
     from .exceptions import NeotomaError as NeotomaError
     from .exceptions import NotFoundError as NotFoundError
@@ -93,6 +94,7 @@ with lazy_exports(globals(), moved=dict.fromkeys(_MOVED_TO_QA, "neotoma_agent.qa
     from .transport._base import RelatedEntities as RelatedEntities
     from .transport._base import RelatedEntity as RelatedEntity
     from .transport._base import RelationshipSnapshot as RelationshipSnapshot
+    from .transport._base import SearchReader as SearchReader
     from .transport._base import StoredEntity as StoredEntity
     from .transport._base import StoreResult as StoreResult
     from .transport._base import SummaryReader as SummaryReader
@@ -101,6 +103,9 @@ with lazy_exports(globals(), moved=dict.fromkeys(_MOVED_TO_QA, "neotoma_agent.qa
     from .transport._outbox import OutboxFlush as OutboxFlush
     from .transport._outbox import OutboxStatus as OutboxStatus
     from .transport._outbox import outbox_status as outbox_status
+    from .transport._search_results import SearchHit as SearchHit
+    from .transport._search_results import SearchHitKind as SearchHitKind
+    from .transport._search_results import SearchResult as SearchResult
     from .transport.embedded import PurgeStats as PurgeStats
     from .transport.embedded import purge_forgotten as purge_forgotten
     from .transport.http import RetryPolicy as RetryPolicy

@@ -17,6 +17,7 @@ Every error this library raises on purpose derives from :class:`NeotomaError`::
     ├── TurnStateError                 a Turn used out of order (entered twice, closed)
     ├── TurnCloseError                 the closing store of a turn failed
     ├── ToolCallConflictError          a tool call id recorded again with other content
+    ├── EmptySearchQueryError          a search for an empty or blank query
     └── OutboxError                    the outbox file cannot be used (a newer schema)
         └── OutboxFullError            the outbox holds its maximum of entries
 
@@ -41,6 +42,7 @@ __all__ = [
     "AuthenticationError",
     "ConnectTimeout",
     "ConnectionLost",
+    "EmptySearchQueryError",
     "IdempotencyMismatchError",
     "NeotomaError",
     "NotFoundError",
@@ -181,6 +183,15 @@ class ToolCallConflictError(NeotomaError, ValueError):
     A call id (a framework's ``tool_use_id``) names one call: recording it again with the
     same content is a no-op, with other content it is refused, before any I/O. Also a
     ``ValueError``, as the other refusals of bad input are.
+    """
+
+
+class EmptySearchQueryError(NeotomaError, ValueError):
+    """A search was given an empty or blank query (nothing to look for).
+
+    Raised before any I/O. Any other text is a valid query, even one that holds no word
+    (``"***"``: it finds nothing). Also a ``ValueError``, as the other refusals of bad
+    input are.
     """
 
 

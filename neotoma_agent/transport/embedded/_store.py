@@ -17,6 +17,7 @@ import attrs
 from ..._file_kind import file_kind, outbox_not_store
 from .._base import StoreResult
 from .._rest import RestActions
+from .._search_results import SEARCH_ACTION
 from ._batch import replay_statuses, store_each
 from ._bulk import FileReads
 from ._connect import DEFAULT_BUSY_TIMEOUT
@@ -41,6 +42,7 @@ from ._read import (
     retrieve_entity_by_identifier,
 )
 from ._schema import SCHEMA_VERSION
+from ._search import text_search
 from ._write import correct, store
 
 __all__ = ["EmbeddedStore"]
@@ -250,6 +252,7 @@ _ACTIONS: dict[str, Callable[[sqlite3.Connection, Mapping[str, Any]], dict[str, 
     "retrieve_related_entities": retrieve_related_entities,
     "entities/query": query_entities,
     "correct": correct,
+    SEARCH_ACTION: text_search,
     # The reads behind a server's GET routes (the dev server's GET handlers forward here).
     "get_entity": get_entity,
     "get_entity_observations": get_entity_observations,
@@ -273,5 +276,6 @@ _READS = frozenset(
         get_entity_relationships,
         get_relationship,
         get_relationships,
+        text_search,
     )
 )

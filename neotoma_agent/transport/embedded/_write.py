@@ -55,6 +55,7 @@ from ._rows import (
     replayed_observations,
     settle_fields,
 )
+from ._search import index_search
 from ._summaries import SUMMARIZED_TYPES, summarize
 from ._validate import check_entities, check_relationships
 from ._warnings import Advisories, advise
@@ -567,6 +568,7 @@ def _observe(
             ),
         )
     index_fields(conn, entity_id, old_fields, state.fields)
+    index_search(conn, entity_id, entity_type, old_fields, old_deleted, state.fields, state.deleted)
     rederive_name(
         conn,
         entity_id,
