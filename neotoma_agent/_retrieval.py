@@ -22,8 +22,8 @@ as the server computes it: see :func:`lookup_plan`), and exactness is decided lo
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Final, Protocol
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Final, Protocol, overload
 
 import attrs
 
@@ -106,8 +106,14 @@ class RetrievalStats:
 
 
 @attrs.frozen
-class Retrieved:
-    """The bounded set, the candidates below the linking threshold, and how they were found."""
+class Retrieved(Sequence[Entity]):
+    """The bounded set, the candidates below the linking threshold, and how they were found.
+
+    A sequence of the bounded set, best match first, like ``t.retrieved``::
+
+        for entity in await memory.retrieve("Acme Corp"):
+            print(entity.id, entity.canonical_name)
+    """
 
     #: at or above the linking threshold, best first (these get REFERS_TO edges); each a
     #: :class:`RetrievedEntity` (why, score) when retrieval found it, a plain ``Entity``
@@ -121,6 +127,21 @@ class Retrieved:
     def ids(self) -> tuple[str, ...]:
         """The entity ids of the bounded set, best match first."""
         return tuple(e.id for e in self.entities)
+
+    def __iter__(self) -> Iterator[Entity]:
+        return iter(self.entities)
+
+    def __len__(self) -> int:
+        return len(self.entities)
+
+    @overload
+    def __getitem__(self, index: int) -> Entity: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> tuple[Entity, ...]: ...
+
+    def __getitem__(self, index: int | slice) -> Entity | tuple[Entity, ...]:
+        return self.entities[index]
 
 
 EMPTY_RETRIEVAL: Final = Retrieved((), RetrievalStats())

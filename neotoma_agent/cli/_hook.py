@@ -261,6 +261,8 @@ def run_backfill(args: argparse.Namespace) -> int:
             f"{report.abandoned} stored as abandoned (no reply), {report.already} already "
             f"stored, {report.in_progress} still running (not stored)"
         )
+        if report.partials:
+            print(f"{report.partials} abandoned turns given the partial reply the file holds")
         if report.refused or report.bad_lines:
             print(
                 f"{report.refused} turns refused by the store, {report.bad_lines} unreadable lines"

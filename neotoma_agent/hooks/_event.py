@@ -82,6 +82,9 @@ class HookEvent(NamedTuple):
     tool: Mapping[str, Any] | None = None
     #: the model the harness names, if any (stored on the turn record)
     model: str | None = None
+    #: PROMPT / SESSION_END: the harness's session file (Claude Code's transcript, Codex's
+    #: rollout), read when the event abandons a turn no harness event said the end of
+    transcript: str | None = None
 
 
 def _well_formed(key: str, value: str) -> str:

@@ -369,6 +369,21 @@ class HookState:
             )
         return [r[0] for r in rows]
 
+    def explain(
+        self, conversation_id: str, turn_id: str, *, reply: str, error_class: str | None
+    ) -> bool:
+        """What the session file says of an abandoned turn still to deliver: the reply the
+        person saw (an empty one keeps what was recorded) and why it ended."""
+        with self._write() as db:
+            changed = db.execute(
+                "UPDATE turns SET reply = coalesce(nullif(?, ''), reply), "
+                "error_class = coalesce(?, error_class), updated_at = ? "
+                "WHERE conversation_id = ? AND turn_id = ? AND ending = 'abandoned' "
+                "AND phase != 'done'",
+                (reply, error_class, time.time(), conversation_id, turn_id),
+            ).rowcount
+        return bool(changed)
+
     def add_tool(
         self, conversation_id: str, turn_id: str, call_key: str, record: Mapping[str, Any]
     ) -> bool:

@@ -46,6 +46,7 @@ from neotoma_agent.exceptions import (
     ConnectionLost,
     ConnectTimeout,
     NeotomaError,
+    NotFoundError,
     ReadTimeout,
     ServerError,
     TransportError,
@@ -61,6 +62,8 @@ from neotoma_agent.transport._limits import (
 from neotoma_agent.transport._outbox import DEFAULT_MAX_ENTRIES, OutboxFlush
 from neotoma_agent.transport._rest import RestActions
 from neotoma_agent.transport._retry import RetryPolicy, is_transient
+from neotoma_agent.transport._search_fallback import search_without_index
+from neotoma_agent.transport._search_results import SearchResult
 from neotoma_agent.transport._spliced import encode_spliced
 from neotoma_agent.transport._warm import Warmer
 from neotoma_agent.transport._wire import error_from_response, parse_retry_after
@@ -267,6 +270,19 @@ class HttpTransport(RestActions):
     async def request(self, action: str, body: Mapping[str, Any]) -> Mapping[str, Any]:
         """POST a raw REST body to ``/{action}`` (with retries); the decoded JSON answer."""
         return await self._call(f"/{action}", body)
+
+    async def search(
+        self, query: str, *, limit: int = 10, conversation_id: str | None = None
+    ) -> SearchResult:
+        """``POST /text_search`` (the dev server's full-text index); from a real Neotoma
+        server, which answers it 404, the search runs over its own reads instead (see
+        :class:`~neotoma_agent.SearchReader` and the search guide for what that finds)."""
+        try:
+            return await super().search(query, limit=limit, conversation_id=conversation_id)
+        except NotFoundError:
+            return await search_without_index(
+                self, query, limit=limit, conversation_id=conversation_id
+            )
 
     async def get_route(self, path: str, query: Mapping[str, Any]) -> Mapping[str, Any]:
         """``GET {path}?{query}`` (with retries: a read); the decoded JSON answer."""

@@ -18,22 +18,32 @@ from ..._private import private_file
 from ._errors import invalid_format
 from ._schema import migrate
 
-__all__ = ["connect", "encodable", "run"]
+__all__ = ["DEFAULT_BUSY_TIMEOUT", "busy_ms_of", "connect", "encodable", "run"]
 
 T = TypeVar("T")
 
+#: seconds a store waits for another process's write lock on the file before it fails
+#: with "database is locked"
+DEFAULT_BUSY_TIMEOUT = 10.0
 
-def connect(path: str, synchronous: str) -> Callable[[], sqlite3.Connection]:
-    """A function opening (creating, upgrading) the store file at ``path`` for writing."""
+
+def connect(
+    path: str, synchronous: str, busy_timeout: float = DEFAULT_BUSY_TIMEOUT
+) -> Callable[[], sqlite3.Connection]:
+    """A function opening (creating, upgrading) the store file at ``path`` for writing;
+    ``busy_timeout``: the seconds it waits for another process's lock, opening included."""
+    busy_ms = busy_ms_of(busy_timeout)
 
     def connect() -> sqlite3.Connection:
         existed = path != ":memory:" and os.path.exists(path)
         if path != ":memory:" and not existed:
             # Owner-only before SQLite opens it: it holds conversations.
             private_file(path)
-        conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        conn = sqlite3.connect(
+            path, timeout=busy_ms / 1000, isolation_level=None, check_same_thread=False
+        )
         try:
-            conn.execute("PRAGMA busy_timeout = 10000")
+            conn.execute(f"PRAGMA busy_timeout = {busy_ms}")
             if path != ":memory:":
                 # Before anything changes a byte (WAL mode rewrites the header) or the mode
                 # of the file: another application's database or an outbox is refused as
@@ -58,7 +68,7 @@ def connect(path: str, synchronous: str) -> Callable[[], sqlite3.Connection]:
             migrate(conn)
             # Connect the FTS5 tables now (each reads its config on first use), so the first
             # lookup does not pay for it.
-            for table in ("name_index", "bookkeeping_names"):
+            for table in ("name_index", "bookkeeping_names", "search_text"):
                 conn.execute(f"SELECT 1 FROM {table} WHERE rowid = 0").fetchall()
         except BaseException:
             conn.close()
@@ -66,6 +76,11 @@ def connect(path: str, synchronous: str) -> Callable[[], sqlite3.Connection]:
         return conn
 
     return connect
+
+
+def busy_ms_of(seconds: float) -> int:
+    """``seconds`` as SQLite's ``busy_timeout`` (whole milliseconds, never negative)."""
+    return max(0, int(seconds * 1000))
 
 
 def encodable(
