@@ -13,10 +13,18 @@ from __future__ import annotations
 import contextlib
 import os
 import stat
+import tempfile
 from pathlib import Path
 from typing import Final
 
-__all__ = ["DIR_MODE", "FILE_MODE", "private_dir", "private_file", "write_private"]
+__all__ = [
+    "DIR_MODE",
+    "FILE_MODE",
+    "private_dir",
+    "private_file",
+    "replace_private",
+    "write_private",
+]
 
 #: the mode of every file written
 FILE_MODE: Final = 0o600
@@ -72,3 +80,21 @@ def write_private(path: str | os.PathLike[str], data: bytes, *, exclusive: bool 
             view = view[os.write(fd, view) :]
     finally:
         os.close(fd)
+
+
+def replace_private(path: str | os.PathLike[str], data: bytes) -> None:
+    """Write ``data`` to ``path`` whole or not at all, 0600: a temporary file (0600) in the
+    same directory, flushed to disk, then renamed over ``path``. A reader never sees half
+    of it, and a failure (a full disk, a directory that cannot be written) leaves ``path``
+    as it was."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

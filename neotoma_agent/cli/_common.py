@@ -281,7 +281,7 @@ def store_error(path: Path, exc: BaseException) -> CLIError:
     from .._file_kind import WrongFileKind
 
     if isinstance(exc, WrongFileKind):
-        return CLIError(f"cannot open the store {path}: {exc}", exc.hint)
+        return CLIError(str(exc), exc.hint)  # it names the file
     if isinstance(exc, sqlite3.DatabaseError):
         return CLIError(
             f"cannot open the store {path}: {exc}",

@@ -51,7 +51,7 @@ from neotoma_agent.exceptions import (
     ServerError,
     TransportError,
 )
-from neotoma_agent.transport._base import StoreResult
+from neotoma_agent.transport._base import RecentConversation, StoreResult
 from neotoma_agent.transport._lazy_json import STORE_TAIL, TOOL_CALLS_TAIL, decode_object
 from neotoma_agent.transport._limits import (
     DEFAULT_MAX_RESPONSE_SIZE,
@@ -245,6 +245,20 @@ class HttpTransport(RestActions):
             lane=lane,
             deferrable=deferrable,
         )
+
+    async def recent_conversation(
+        self,
+        conversation_entity_id: str,
+        *,
+        limit: int | None = None,
+        before: str | None = None,
+    ) -> RecentConversation:
+        """``GET /recent_conversations/{entity_id}``; with an outbox, once the stores it
+        queued for that conversation are delivered (see
+        :meth:`OutboxTransport.recent_conversation`)."""
+        if self._outbox is not None:
+            await self._outbox.deliver_conversation(conversation_entity_id)
+        return await super().recent_conversation(conversation_entity_id, limit=limit, before=before)
 
     async def flush_outbox(self) -> OutboxFlush:
         """Deliver every queued entry now (:meth:`OutboxTransport.flush`); without an outbox

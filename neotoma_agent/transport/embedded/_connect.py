@@ -8,11 +8,12 @@ event loop. Both open the file here, so they cannot differ in how.
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
-from ..._file_kind import file_kind, outbox_not_store
+from ..._file_kind import check_store_file
 from ..._private import private_file
 from ._errors import invalid_format
 from ._schema import migrate
@@ -34,19 +35,26 @@ def connect(
     busy_ms = busy_ms_of(busy_timeout)
 
     def connect() -> sqlite3.Connection:
-        if path != ":memory:":
+        existed = path != ":memory:" and os.path.exists(path)
+        if path != ":memory:" and not existed:
             # Owner-only before SQLite opens it: it holds conversations.
             private_file(path)
         conn = sqlite3.connect(
             path, timeout=busy_ms / 1000, isolation_level=None, check_same_thread=False
         )
         try:
+            conn.execute(f"PRAGMA busy_timeout = {busy_ms}")
             if path != ":memory:":
+                # Before anything changes a byte (WAL mode rewrites the header) or the mode
+                # of the file: another application's database or an outbox is refused as
+                # it is.
+                check_store_file(conn, path)
+                if existed:
+                    private_file(path)  # ours: an older version's 0644 file is set 0600
                 mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
                 if str(mode).lower() != "wal":
                     raise sqlite3.OperationalError(f"could not enable WAL mode (got {mode})")
             conn.execute(f"PRAGMA synchronous = {synchronous}")
-            conn.execute(f"PRAGMA busy_timeout = {busy_ms}")
             # Ids are hashes, so inserts land all over the B-trees: keep more pages hot.
             conn.execute("PRAGMA cache_size = -65536")
             # Each store runs in a savepoint, whose undo pages go to a temporary journal:
@@ -57,8 +65,6 @@ def connect(
             conn.execute("PRAGMA wal_autocheckpoint = 10000")
             conn.execute("PRAGMA journal_size_limit = 67108864")
             conn.execute("PRAGMA foreign_keys = OFF")
-            if path != ":memory:" and file_kind(conn) == "outbox":
-                raise outbox_not_store()  # before migrate, which would make it a store
             migrate(conn)
             # Connect the FTS5 tables now (each reads its config on first use), so the first
             # lookup does not pay for it.

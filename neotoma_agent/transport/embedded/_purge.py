@@ -24,6 +24,7 @@ from typing import TypeVar
 
 import attrs
 
+from ..._file_kind import check_store_file
 from ..._forget import Forgotten
 from ._rows import encode_entity
 
@@ -124,6 +125,8 @@ def purge_forgotten(path: str | os.PathLike[str], forgotten: Forgotten) -> Purge
     ids = list(forgotten.entity_ids)
     conn = sqlite3.connect(os.fspath(path), isolation_level=None, timeout=_BUSY_MS / 1000)
     try:
+        if check_store_file(conn, os.fspath(path)) != "store":
+            return PurgeStats(0, 0, 0, 0)  # an empty file holds nothing to erase
         conn.execute("BEGIN IMMEDIATE")
         try:
             stats = _rows(conn, ids)

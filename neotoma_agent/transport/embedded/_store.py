@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 import anyio
 import attrs
 
-from ..._file_kind import file_kind, outbox_not_store
+from ..._file_kind import check_store_file, not_a_store
 from .._base import StoreResult
 from .._rest import RestActions
 from .._search_results import SEARCH_ACTION
@@ -71,9 +71,17 @@ def _connect_read_only(path: str) -> Callable[[], sqlite3.Connection]:
                 f"{uri}&immutable=1", uri=True, isolation_level=None, check_same_thread=False
             )
             version = _readable_version(conn)
-        if file_kind(conn) == "outbox":
+        except sqlite3.DatabaseError:
             conn.close()
-            raise outbox_not_store()
+            raise not_a_store(path, "not a SQLite database") from None
+        try:
+            kind = check_store_file(conn, path)
+        except BaseException:
+            conn.close()
+            raise
+        if kind == "empty":
+            conn.close()
+            raise sqlite3.OperationalError(f"{path} holds no store yet (an empty file)")
         if version != SCHEMA_VERSION:
             conn.close()
             raise sqlite3.OperationalError(
