@@ -45,36 +45,56 @@ from pathlib import Path
 from typing import Any
 
 CORPUS = Path(__file__).resolve().parent / "retrieval_corpus.json"
+HELDOUT = Path(__file__).resolve().parent / "retrieval_heldout.json"
 PRECISION_GOAL = 0.98
 RECALL_GOAL = 0.95
-CPU_GOAL = 1.2
+RECENCY_GOAL = 0.8
+WRONG_TURNS_GOAL = 0.02
+CPU_GOAL = 1.5
 
 
-def load_corpus() -> dict[str, Any]:
-    corpus: dict[str, Any] = json.loads(CORPUS.read_text("utf-8"))
+def load_corpus(path: Path = CORPUS) -> dict[str, Any]:
+    corpus: dict[str, Any] = json.loads(path.read_text("utf-8"))
     return corpus
 
 
 # ------------------------------------------------------------------ quality
 
 
-async def run_quality(transport: Any, tag: str) -> dict[str, Any]:
+def _rates(c: dict[str, int]) -> dict[str, Any]:
+    return {
+        "turns": c["turns"],
+        "named": c["tp"] + c["fn"],
+        "linked": c["tp"] + c["fp"],
+        "precision": round(c["tp"] / (c["tp"] + c["fp"]), 4) if c["tp"] + c["fp"] else 1.0,
+        "recall": round(c["tp"] / (c["tp"] + c["fn"]), 4) if c["tp"] + c["fn"] else 1.0,
+        "referred": c["referred"],
+        "recency": round(c["seen"] / c["referred"], 4) if c["referred"] else None,
+        "wrong_turns": round(c["wrong_turns"] / c["turns"], 4) if c["turns"] else 0.0,
+        "wrong_edges_per_turn": round(c["wrong_edges"] / c["turns"], 4) if c["turns"] else 0.0,
+    }
+
+
+async def run_quality(transport: Any, tag: str, corpus: dict[str, Any]) -> dict[str, Any]:
     from neotoma_agent import NeotomaMemory
 
-    corpus = load_corpus()
     seed = NeotomaMemory(transport, conversation_id=f"seed-{tag}")
     ids: dict[str, str] = {}
     for key, spec in corpus["entities"].items():
         fields = {k: v for k, v in spec.items() if k != "entity_type"}
         ids[key] = await seed.remember(spec["entity_type"], **fields)
     names = {v: k for k, v in ids.items()}
-    tp = fp = fn = wrong_edges = turns = 0
+    zero = dict.fromkeys(
+        ("turns", "tp", "fp", "fn", "referred", "seen", "wrong_turns", "wrong_edges"), 0
+    )
+    counts: dict[str, dict[str, int]] = {"all": dict(zero)}
     failures: list[dict[str, Any]] = []
     for conversation in corpus["conversations"]:
         memory = NeotomaMemory(transport, conversation_id=f"{conversation['id']}-{tag}")
         for spec in conversation["turns"]:
             async with memory.turn(spec["text"]) as t:
-                got = set(t.retrieved_ids)
+                linked = set(t.retrieved_ids)
+                shown = {e.id for e in t.retrieved}
                 made = spec.get("made")
                 if made is not None:
                     fields = {k: v for k, v in made.items() if k not in ("key", "entity_type")}
@@ -82,49 +102,55 @@ async def run_quality(transport: Any, tag: str) -> dict[str, Any]:
                     names[ids[made["key"]]] = made["key"]
                 t.reply = "Noted."
             truth = {ids[k] for k in spec["names"]}
+            referred = {ids[k] for k in spec.get("refers", ())}
+            allowed = truth | referred
             related = await transport.retrieve_related_entities(
                 t.user_message_id, relationship_types=["REFERS_TO"], direction="outbound"
             )
             edges = {r.target_entity_id for r in related.relationships}
-            turns += 1
-            tp += len(got & truth)
-            fp += len(got - truth)
-            fn += len(truth - got)
-            wrong_edges += len(edges - truth)
-            if got != truth or edges - truth:
+            wrong = (linked | edges) - allowed
+            for key in ("all", spec.get("category", "other")):
+                c = counts.setdefault(key, dict(zero))
+                c["turns"] += 1
+                c["tp"] += len(linked & truth)
+                c["fp"] += len(linked - allowed)
+                c["fn"] += len(truth - linked)
+                c["referred"] += len(referred)
+                c["seen"] += len(referred & shown)
+                c["wrong_turns"] += bool(wrong)
+                c["wrong_edges"] += len(edges - allowed)
+            if wrong or truth - linked or referred - shown:
                 failures.append(
                     {
                         "conversation": conversation["id"],
+                        "category": spec.get("category", "other"),
                         "text": spec["text"],
-                        "wrong": sorted(names.get(i, i) for i in got - truth),
-                        "missed": sorted(names.get(i, i) for i in truth - got),
-                        "wrong_edges": sorted(names.get(i, i) for i in edges - truth),
+                        "wrong": sorted(names.get(i, i) for i in linked - allowed),
+                        "missed": sorted(names.get(i, i) for i in truth - linked),
+                        "unseen": sorted(names.get(i, i) for i in referred - shown),
+                        "wrong_edges": sorted(names.get(i, i) for i in edges - allowed),
                     }
                 )
     return {
-        "turns": turns,
-        "named": tp + fn,
-        "retrieved": tp + fp,
-        "precision": round(tp / (tp + fp), 4) if tp + fp else 1.0,
-        "recall": round(tp / (tp + fn), 4) if tp + fn else 1.0,
-        "wrong_edges_per_turn": round(wrong_edges / turns, 4),
+        **_rates(counts.pop("all")),
+        "categories": {k: _rates(v) for k, v in counts.items()},
         "failures": failures,
     }
 
 
-async def quality_embedded() -> dict[str, Any]:
+async def quality_embedded(corpus: dict[str, Any]) -> dict[str, Any]:
     from neotoma_agent import EmbeddedStore
 
     with tempfile.TemporaryDirectory() as tmp:
         async with EmbeddedStore.open(Path(tmp) / "quality.db") as store:
-            return await run_quality(store, "embedded")
+            return await run_quality(store, "embedded", corpus)
 
 
-async def quality_http(url: str, token: str | None) -> dict[str, Any]:
+async def quality_http(url: str, token: str | None, corpus: dict[str, Any]) -> dict[str, Any]:
     from neotoma_agent import HttpTransport
 
     async with HttpTransport(url, token=token) as transport:
-        return await run_quality(transport, f"http-{uuid.uuid4().hex[:8]}")
+        return await run_quality(transport, f"http-{uuid.uuid4().hex[:8]}", corpus)
 
 
 # ------------------------------------------------------------------ CPU, side by side
@@ -198,21 +224,29 @@ def cpu_side_by_side(baseline: Path, rounds: int, repeats: int) -> dict[str, Any
 # ------------------------------------------------------------------ report
 
 
+def _fmt(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.3f}"
+
+
 def render(report: dict[str, Any]) -> str:
     lines = [
-        "| backend | turns | named | retrieved | precision | recall | wrong edges / turn |",
-        "|---|---|---|---|---|---|---|",
+        "| backend | corpus | category | turns | named | linked | precision | recall "
+        "| referred | recency | wrong turns |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
-    for name, row in report["backends"].items():
-        lines.append(
-            f"| {name} | {row['turns']} | {row['named']} | {row['retrieved']} | "
-            f"{row['precision']:.3f} | {row['recall']:.3f} | {row['wrong_edges_per_turn']:.3f} |"
-        )
-    for name, row in report["backends"].items():
+    for key, row in report["backends"].items():
+        backend, corpus = key.split(" / ")
+        for category, r in [("all", row), *sorted(row["categories"].items())]:
+            lines.append(
+                f"| {backend} | {corpus} | {category} | {r['turns']} | {r['named']} | "
+                f"{r['linked']} | {r['precision']:.3f} | {r['recall']:.3f} | {r['referred']} | "
+                f"{_fmt(r['recency'])} | {r['wrong_turns']:.3f} |"
+            )
+    for key, row in report["backends"].items():
         for f in row["failures"]:
             lines.append(
-                f"  {name}: {f['text']!r}: wrong {f['wrong']} missed {f['missed']}"
-                f" wrong edges {f['wrong_edges']}"
+                f"  {key}: [{f['category']}] {f['text']!r}: wrong {f['wrong']} missed "
+                f"{f['missed']} unseen {f['unseen']} wrong edges {f['wrong_edges']}"
             )
     cpu = report.get("cpu")
     if cpu:
@@ -231,10 +265,26 @@ def render(report: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _missed(row: dict[str, Any]) -> bool:
+    return (
+        row["precision"] < PRECISION_GOAL
+        or row["recall"] < RECALL_GOAL
+        or (row["recency"] is not None and row["recency"] < RECENCY_GOAL)
+        or row["wrong_turns"] > WRONG_TURNS_GOAL
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--url", help="also run on this Neotoma server (a fresh instance)")
     parser.add_argument("--token", default=None)
+    parser.add_argument(
+        "--corpus",
+        action="append",
+        choices=("main", "heldout"),
+        help="the corpora to run (repeatable; default: both)",
+    )
+    parser.add_argument("--no-embedded", action="store_true", help="only the --url server")
     parser.add_argument("--baseline", type=Path, help="another source tree, for CPU")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--repeats", type=int, default=20)
@@ -247,19 +297,23 @@ def main(argv: list[str] | None = None) -> int:
     # The application (this script) decides logging: per-turn INFO events would dominate.
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
     started = time.perf_counter()
-    report: dict[str, Any] = {"backends": {"embedded": asyncio.run(quality_embedded())}}
-    if args.url:
-        report["backends"]["real server"] = asyncio.run(quality_http(args.url, args.token))
+    corpora = {"main": CORPUS, "heldout": HELDOUT}
+    report: dict[str, Any] = {"backends": {}}
+    for name in args.corpus or ("main", "heldout"):
+        corpus = load_corpus(corpora[name])
+        if not args.no_embedded:
+            report["backends"][f"embedded / {name}"] = asyncio.run(quality_embedded(corpus))
+        if args.url:
+            report["backends"][f"real server / {name}"] = asyncio.run(
+                quality_http(args.url, args.token, corpus)
+            )
     if args.baseline:
         report["cpu"] = cpu_side_by_side(args.baseline, args.rounds, args.repeats)
     report["seconds"] = round(time.perf_counter() - started, 1)
     print(render(report))
     if args.json:
         args.json.write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n")
-    missed = any(
-        row["precision"] < PRECISION_GOAL or row["recall"] < RECALL_GOAL
-        for row in report["backends"].values()
-    )
+    missed = any(_missed(row) for row in report["backends"].values())
     if args.baseline:
         missed = missed or report["cpu"]["retrieve_ms"]["ratio"] > CPU_GOAL
     return 1 if args.check and missed else 0
