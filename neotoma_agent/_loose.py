@@ -23,6 +23,7 @@ from ._identity import format_canonical_name
 
 __all__ = [
     "MAX_LOOSE_LOOKUPS",
+    "MAX_LOOSE_PEOPLE",
     "LooseWords",
     "loose_words",
     "ngram_spans",
@@ -32,6 +33,8 @@ __all__ = [
 
 #: At most this many of a message's words are looked up (the longest first).
 MAX_LOOSE_LOOKUPS: Final = 4
+#: At most this many runs of a message's words are looked up among people.
+MAX_LOOSE_PEOPLE: Final = 2
 #: The words of a message read for loose names.
 MAX_LOOSE_CHARS: Final = 2000
 
@@ -114,6 +117,9 @@ class LooseWords(NamedTuple):
     #: the identifiers' words: a name equal to one of them is matched too (the identifier
     #: "Maria de la Cruz" names "María de la Cruz", whose lookup could not find her)
     named: frozenset[tuple[str, ...]] = frozenset()
+    #: runs of two or three such words (with particles) to look up among people: "lena
+    #: fischer" (a person stored with an email is found by name only among people)
+    people: tuple[str, ...] = ()
 
 
 def _fold(word: str) -> str:
@@ -138,25 +144,37 @@ def loose_words(text: str, identifiers: Sequence[str]) -> LooseWords:
     tokens: list[str] = []
     covered: list[bool] = []
     accents = len(wanted)
-    for m in _TOKEN.finditer(text[:MAX_LOOSE_CHARS]):
+    runs: list[list[str]] = [[]]
+    end = 0
+    prose = text[:MAX_LOOSE_CHARS]
+    for m in _TOKEN.finditer(prose):
         folded = _fold(m.group(0))
         if not folded:
             continue
         tokens.append(folded)
         is_covered = folded in covered_words
         covered.append(is_covered)
-        if (
-            not is_covered
-            and len(folded) >= 4
-            and not folded.isdigit()
-            and folded not in _SKIP
-            and m.group(0).lower() not in _SKIP
-        ):
-            wanted[m.group(0).lower()] = None
+        lower = m.group(0).lower()
+        content = not is_covered and not folded.isdigit() and lower not in _SKIP
+        if content and len(folded) >= 4 and folded not in _SKIP:
+            wanted[lower] = None
+        if not prose[end : m.start()].isspace() and runs[-1]:
+            runs.append([])  # punctuation between the words: no name spans it
+        if content or (runs[-1] and lower in CONNECTORS):
+            runs[-1].append(lower)
+        elif runs[-1]:
+            runs.append([])
+        end = m.end()
     others = list(wanted)[accents:]
     longest = sorted(others, key=len, reverse=True)[:MAX_LOOSE_LOOKUPS]
     lookups = (*list(wanted)[:accents], *(w for w in others if w in longest))
-    return LooseWords(tuple(tokens), tuple(covered), lookups, frozenset(named))
+    people: list[str] = []
+    for run in runs:
+        while run and run[-1] in CONNECTORS:
+            run.pop()
+        if 2 <= sum(w not in CONNECTORS for w in run) <= 3 and len(people) < MAX_LOOSE_PEOPLE:
+            people.append(" ".join(run))
+    return LooseWords(tuple(tokens), tuple(covered), lookups, frozenset(named), tuple(people))
 
 
 def person_like(identifier: str) -> bool:

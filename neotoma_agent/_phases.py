@@ -73,6 +73,13 @@ from .transport._results import expected_entity
 
 __all__ = ["Phases", "tool_ids"]
 
+
+def _loose(text: str, identifiers: Sequence[str]) -> bool:
+    """True when ``text`` has words to look up beside ``identifiers`` (:mod:`._loose`)."""
+    words = loose_words(text, identifiers)
+    return bool(words.lookups or words.people)
+
+
 logger = get_logger()
 
 # The closing phases: a transport with an outbox may queue these on a transient failure.
@@ -327,10 +334,7 @@ class Phases:
             not identifiers
             and not with_recent
             and self.config.retriever is None
-            and (
-                self.config.extractor is not None
-                or not loose_words(user_message, identifiers).lookups
-            )
+            and (self.config.extractor is not None or not _loose(user_message, identifiers))
         )
         sequential = self.config.refers_to_on_enter or idle
         try:

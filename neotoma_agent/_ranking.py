@@ -10,25 +10,33 @@ exact     the identifier is the entity's id; or the entity's id is the id an    
           entity of its type named so gets (computed as the server computes
           it: "Acme Corp" names the company ``Acme``); or a name of the entity
           (canonical name, ``name``, ``title``, ``full_name``, ``legal_name``,
-          an alias) equals the identifier, ignoring case, accents, punctuation
+          an alias) equals the identifier, ignoring case, accents, punctuation;
+          or (:func:`score_loose`) a name is, word for word, a run of the
+          message's words that no longer match holds ("is taskflow down?")
 field     an identity field equals the identifier: ``email``, ``website`` /      0.95
           ``url`` / ``domain`` (as a host: no scheme, ``www.`` or path),
-          ``handle`` / ``username`` (without ``@``), ``external_id``
+          ``handle`` / ``username`` (without ``@``), ``external_id``; or the
+          ticket id leading a name or title, whole ("OPS-412: Rotate TLS" for
+          ``OPS-412``, never for ``OPS-41``)
+field     an email's domain is the entity's website, and no entity has that       0.8
+          email ("sales@acme.com" and Acme's ``acme.com``)
 partial   the identifier's words are a run of whole words of a name, or a name's  0.9 × words
           words a run of the identifier's ("Acme" in "Acme Logistics": 0.45;     matched /
           "Set" is never in "Seth" or "Asset"); an email at the identifier's     words of the
           domain scores 0.5                                                      longer
 recent    a message of the last turns (``history_turns``) referred to it, or their     0.5; 0.8
-          replies produced it. Named by the last two turns: 0.8 when a word of    or partial
-          the message names its type ("What did I book?" and a ``booking``:       + 0.3 when
-          equal, or a prefix by at most three letters); a partial match gets      named by
-          +0.3 (at most 0.9), so "Ana" alone links the Ana Lopez just talked      the last
-          about. Otherwise 0.5 (a candidate)                                      two turns
+          replies produced it. Named by the last two turns: 0.8 when the message  or partial
+          plainly refers to it: a word of it names its type ("What did I book?"   + 0.3 when
+          and a ``booking``: equal, or a prefix by at most three letters), or a   named by
+          personal pronoun stands for it (:func:`_pronoun_referents`); a partial  the last
+          match gets +0.3 (at most 0.9), so "Ana" alone links the Ana Lopez just  two turns
+          talked about. Otherwise 0.5 (shown, not linked)
 plugin    the application's retriever returned it, with the score it gave        its own
 ========  =====================================================================  ==========
 
 Only entities scoring at least the linking threshold (``link_threshold``, default
-:data:`DEFAULT_LINK_THRESHOLD`) are retrieved and linked (REFERS_TO); the others are kept as
+:data:`DEFAULT_LINK_THRESHOLD`) are linked (REFERS_TO); the last two turns' entities below
+it are shown beside them (``t.retrieved``, reason ``recent``), the others kept as
 candidates. Order: score descending, then reason (exact, field, partial, recent, plugin),
 then the first identifier that found the entity (in message order; recent entities by
 recency, newest first), then the store's order, then the id.
@@ -333,6 +341,28 @@ def score_loose(
     return out
 
 
+def _boosted_partials(recent: Sequence[Entity], lookups: Sequence[Scored]) -> dict[str, float]:
+    """The partial matches a recent entity's boost applies to: an identifier's, when it
+    names no entity exactly ("Lena Fischer" is Lena Fischer, not "Lena Fischer Design" the
+    last turn named) and partly matches exactly one of the last two turns' entities ("Lena"
+    after a turn about Lena Meyer and Lena Fischer is either)."""
+    window = {
+        e.id
+        for e in recent
+        if isinstance(age := e.raw.get("turns_ago", 0), int) and age < RECENT_WINDOW
+    }
+    named = {s.source for s in lookups if s.score >= FIELD_SCORE}
+    hits: dict[int, set[str]] = {}
+    for s in lookups:
+        if s.reason == "partial" and s.entity.id in window and s.source not in named:
+            hits.setdefault(s.source, set()).add(s.entity.id)
+    partial: dict[str, float] = {}
+    for s in lookups:
+        if s.reason == "partial" and hits.get(s.source) == {s.entity.id}:
+            partial[s.entity.id] = max(s.score, partial.get(s.entity.id, 0.0))
+    return partial
+
+
 def score_recent(
     recent: Sequence[Entity], text: str, lookups: Sequence[Scored], include_bookkeeping: bool
 ) -> list[Scored]:
@@ -340,10 +370,7 @@ def score_recent(
     if not recent:
         return []
     said = message_words(text)
-    partial: dict[str, float] = {}
-    for s in lookups:
-        if s.reason == "partial":
-            partial[s.entity.id] = max(s.score, partial.get(s.entity.id, 0.0))
+    partial = _boosted_partials(recent, lookups)
     referred = _pronoun_referents(recent, text, lookups)
     out: list[Scored] = []
     for rank_, entity in enumerate(recent):

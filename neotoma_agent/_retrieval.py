@@ -216,8 +216,11 @@ def _domain_name(identifier: str) -> str | None:
 Lookup = tuple[tuple[int, ...], str, str | None, str | None]
 
 
-def lookup_plan(identifiers: Sequence[str], loose: Sequence[str] = ()) -> list[Lookup]:
-    """The lookups for ``identifiers`` (deduplicated), then one per ``loose`` word.
+def lookup_plan(
+    identifiers: Sequence[str], loose: Sequence[str] = (), people: Sequence[str] = ()
+) -> list[Lookup]:
+    """The lookups for ``identifiers`` (deduplicated), then one per ``loose`` word and one
+    among people per run of ``people`` (:mod:`._loose`).
 
     A server's lookup returns the canonical names that contain the text, ordered by name,
     and stops there (its field pass, over ``name, full_name, title, email, domain,
@@ -270,6 +273,8 @@ def lookup_plan(identifiers: Sequence[str], loose: Sequence[str] = ()) -> list[L
                 add(index, identifier, None, "person")
     for word in loose:
         add(None, word)
+    for run in people:
+        add(None, run, None, "person")
     return [(tuple(served), what, by, kind) for (_, by, kind), (what, served) in planned.items()]
 
 
@@ -303,10 +308,14 @@ async def retrieve(
     started = time.perf_counter()
     words = loose_words(text if loose else "", identifiers)
     if limit <= 0 or (
-        not identifiers and not words.lookups and recent is None and retriever is None
+        not identifiers
+        and not words.lookups
+        and not words.people
+        and recent is None
+        and retriever is None
     ):
         return Retrieved((), RetrievalStats(identifiers=len(identifiers)))
-    plan = lookup_plan(identifiers, words.lookups)
+    plan = lookup_plan(identifiers, words.lookups, words.people)
     results: dict[int, Sequence[Entity]] = {}
     failures = 0
     recent_found: Sequence[Entity] = ()
@@ -433,7 +442,7 @@ def rank_found(
         for index in plan[slot][0]
     ]
     scored: list[Scored] = score_lookups(answered, include_bookkeeping)
-    if loose is not None and loose.lookups:
+    if loose is not None and (loose.lookups or loose.people):
         found = [e for slot in sorted(results) if not plan[slot][0] for e in results[slot]]
         scored += score_loose(loose, found, include_bookkeeping)
     scored += score_recent(recent_found, text, scored, include_bookkeeping)
@@ -484,9 +493,11 @@ def retrieve_now(
     that answer at once."""
     started = time.perf_counter()
     loose = loose_words(text, identifiers)
-    if limit <= 0 or (not identifiers and not loose.lookups and recent is None):
+    if limit <= 0 or (
+        not identifiers and not loose.lookups and not loose.people and recent is None
+    ):
         return Retrieved((), RetrievalStats(identifiers=len(identifiers)))
-    plan = lookup_plan(identifiers, loose.lookups)
+    plan = lookup_plan(identifiers, loose.lookups, loose.people)
     results: dict[int, Sequence[Entity]] = {}
     failures = 0
     for slot, (served, what, by, kind) in enumerate(plan):
