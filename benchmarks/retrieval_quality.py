@@ -98,6 +98,8 @@ async def run_quality(transport: Any, tag: str, corpus: dict[str, Any]) -> dict[
     )
     counts: dict[str, dict[str, int]] = {"all": dict(zero)}
     failures: list[dict[str, Any]] = []
+    open_ms: list[float] = []
+    lookups: list[int] = []
     for conversation in corpus["conversations"]:
         memory = NeotomaMemory(transport, conversation_id=f"{conversation['id']}-{tag}")
         for spec in conversation["turns"]:
@@ -110,6 +112,8 @@ async def run_quality(transport: Any, tag: str, corpus: dict[str, Any]) -> dict[
                     ids[made["key"]] = t.remember(made["entity_type"], **fields)
                     names[ids[made["key"]]] = made["key"]
                 t.reply = "Noted."
+            open_ms.append(t.result.open_ms)
+            lookups.append(t.retrieval.lookups + t.retrieval.failures + t.retrieval.timeouts)
             truth = {ids[k] for k in spec["names"]}
             referred = {ids[k] for k in spec.get("refers", ())}
             allowed = truth | referred
@@ -144,6 +148,10 @@ async def run_quality(transport: Any, tag: str, corpus: dict[str, Any]) -> dict[
         **_rates(counts.pop("all")),
         "categories": {k: _rates(v) for k, v in counts.items()},
         "failures": failures,
+        # What a turn's enter costs here (wall time, a machine shared with other jobs) and
+        # the lookups it sends (all in one round, beside the user store).
+        "open_ms_p50": round(statistics.median(open_ms), 2),
+        "lookups_per_turn": round(sum(lookups) / len(lookups), 2),
     }
 
 
@@ -251,6 +259,9 @@ def render(report: dict[str, Any]) -> str:
                 f"{r['linked']} | {r['precision']:.3f} | {r['recall']:.3f} | {r['referred']} | "
                 f"{_fmt(r['recency'])} | {r['wrong_turns']:.3f} |"
             )
+    lines += ["", "| backend / corpus | lookups per turn | enter p50 |", "|---|---|---|"]
+    for key, row in report["backends"].items():
+        lines.append(f"| {key} | {row['lookups_per_turn']:.2f} | {row['open_ms_p50']:.1f} ms |")
     for key, row in report["backends"].items():
         for f in row["failures"]:
             lines.append(

@@ -222,6 +222,13 @@ class Turn(TurnTools):
         return self._retrieved.shown
 
     @property
+    def linked(self) -> tuple[Entity, ...]:
+        """The entities of :attr:`retrieved` the message names or plainly refers to: those
+        scoring at least ``link_threshold``, which get REFERS_TO edges (ids:
+        :attr:`retrieved_ids`)."""
+        return self._retrieved.entities
+
+    @property
     def candidates(self) -> tuple[RetrievedEntity, ...]:
         """What retrieval found but scored below ``link_threshold``, best first: neither in
         :attr:`retrieved` nor linked (a first name shared by several people, an entity

@@ -58,19 +58,13 @@ def entity_label(entity: Entity) -> str:
     return f"{entity.name} ({entity.entity_type})" if entity.entity_type else entity.name
 
 
-def _named(turn: Turn) -> list[Entity]:
-    """What the message names (the linked entities), not the last turns' shown beside."""
-    linked = set(turn.retrieved_ids)
-    return [e for e in turn.retrieved if e.id in linked]
-
-
 async def echo_agent(user_message: str, turn: Turn) -> AsyncIterator[str]:
     """The default chat agent: says back what it heard and cites what memory found.
 
     It streams its reply word by word and cites every linked entity, so each turn shows
     the whole protocol (retrieval, a streamed reply, REFERS_TO edges) without any LLM.
     """
-    named = _named(turn)
+    named = turn.linked
     if named:
         turn.cite(*named)
         found = ", ".join(entity_label(e) for e in named)
@@ -193,7 +187,7 @@ class _Chat:
                         # Which earlier turns the agent was given (oldest first).
                         turns = ", ".join(_history_label(h) for h in earlier)
                         self.write(f"  history: {turns}\n")
-                    found = _named(stream.turn)
+                    found = stream.turn.linked
                     if found:
                         self.write(f"  memory: {', '.join(entity_label(e) for e in found)}\n")
                     else:
