@@ -299,6 +299,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--url", help="also run on this Neotoma server (a fresh instance)")
     parser.add_argument("--token", default=None)
     parser.add_argument(
+        "--label", default="real server", help="what to call the --url backend in the table"
+    )
+    parser.add_argument(
         "--corpus",
         action="append",
         choices=("main", "heldout"),
@@ -324,7 +327,7 @@ def main(argv: list[str] | None = None) -> int:
         if not args.no_embedded:
             report["backends"][f"embedded / {name}"] = asyncio.run(quality_embedded(corpus))
         if args.url:
-            report["backends"][f"real server / {name}"] = asyncio.run(
+            report["backends"][f"{args.label} / {name}"] = asyncio.run(
                 quality_http(args.url, args.token, corpus)
             )
     if args.baseline:
