@@ -218,6 +218,7 @@ def _probe(src: Path, repeats: int) -> dict[str, float]:
         env=env,
         check=True,
         timeout=600,
+        cwd=src,  # `-c` puts the working directory first on sys.path: make it the tree's
     )
     figures: dict[str, float] = json.loads(proc.stdout.strip().splitlines()[-1])
     return figures

@@ -39,6 +39,7 @@ MAX_LOOSE_PEOPLE: Final = 2
 MAX_LOOSE_CHARS: Final = 2000
 
 _TOKEN: Final = re.compile(r"[^\W_]+")
+_SENTENCE_GAP: Final = re.compile(r"[.!?:;\n]")
 
 
 @functools.lru_cache(maxsize=8192)
@@ -94,6 +95,8 @@ _EVERYDAY: Final = frozenset(
     visit wait walk wall want wanted warm watch water way week well went were what while
     white whole why wide will win window wish within without word work worked working world
     worry would write wrong year yes yet young everyone everybody someone somebody weather
+    http https www monday tuesday wednesday thursday friday saturday sunday january
+    february march april june july august september october november december
     calendar onboarding agenda contract pricing release reviewer review offsite laptop badge
     status update updates meeting call calls email emails message messages reply
     replied replies replied sync synced ready late early fast faster slower mail mailbox
@@ -103,6 +106,22 @@ _EVERYDAY: Final = frozenset(
 )
 
 _SKIP: Final = _EVERYDAY | COMMON_WORDS | FUNCTION_WORDS | CONNECTORS
+
+# Words that make a name an organisation's, a product's, a project's or a place's, not a
+# person's: such a name is not looked up among people ("Kestrel Robotics", "Acme Labs").
+_NOT_PEOPLE: Final = frozenset(
+    """
+    labs lab logistics studio studios partners holdings group bank industries consulting
+    design photography robotics aerospace analytics health healthcare traders trading
+    systems technologies technology tech solutions capital ventures media software
+    services service foods pharma pharmaceuticals bio biologics biotech energy motors
+    airlines insurance university college school institute foundation association club
+    agency network networks digital cloud data ai security finance financial
+    migration project rollout platform app api release office hotel cafe restaurant
+    street road avenue station airport center centre hospital clinic museum park
+    scheduling point points market markets shop store stores company inc corp
+    """.split()
+)
 
 
 class LooseWords(NamedTuple):
@@ -137,46 +156,60 @@ def loose_words(text: str, identifiers: Sequence[str]) -> LooseWords:
         covered_words.update(folded_words)
         if identifier.isascii() and person_like(identifier):
             # Written without accents, a stored name with them is not a substring: look
-            # up its two longest words too ("cruz" finds "María de la Cruz").
+            # up its last word too ("cruz" finds "María de la Cruz").
             named.add(folded_words)
             plain = [w for w in folded_words if len(w) >= 4 and w not in CONNECTORS]
-            wanted.update(dict.fromkeys(sorted(plain, key=len, reverse=True)[:2]))
+            if plain:
+                wanted[plain[-1]] = None
+    accents = len(wanted)
     tokens: list[str] = []
     covered: list[bool] = []
-    accents = len(wanted)
     runs: list[list[str]] = [[]]
+    cased = False  # a capital inside a sentence: the writer capitalises names
     end = 0
     prose = text[:MAX_LOOSE_CHARS]
     for m in _TOKEN.finditer(prose):
-        folded = _fold(m.group(0))
+        word = m.group(0)
+        folded = _fold(word)
         if not folded:
             continue
+        gap = prose[end : m.start()]
+        if word[0].isupper() and word != "I" and end and not _SENTENCE_GAP.search(gap):
+            cased = True
         tokens.append(folded)
         is_covered = folded in covered_words
         covered.append(is_covered)
-        lower = m.group(0).lower()
+        lower = word.lower()
         content = not is_covered and not folded.isdigit() and lower not in _SKIP
-        if content and len(folded) >= 4 and folded not in _SKIP:
-            wanted[lower] = None
-        if not prose[end : m.start()].isspace() and runs[-1]:
+        if runs[-1] and not gap.isspace():
             runs.append([])  # punctuation between the words: no name spans it
         if content or (runs[-1] and lower in CONNECTORS):
             runs[-1].append(lower)
         elif runs[-1]:
             runs.append([])
         end = m.end()
-    others = list(wanted)[accents:]
-    longest = sorted(others, key=len, reverse=True)[:MAX_LOOSE_LOOKUPS]
-    lookups = (*list(wanted)[:accents], *(w for w in others if w in longest))
     people: list[str] = []
     for run in runs:
         while run and run[-1] in CONNECTORS:
             run.pop()
-        if 2 <= sum(w not in CONNECTORS for w in run) <= 3 and len(people) < MAX_LOOSE_PEOPLE:
+        names = [w for w in run if w not in CONNECTORS]
+        # In a cased message a lone lowercase word is rarely a name; two in a row may be
+        # ("loop in jan van der berg"). In an uncased one any word may be.
+        if not cased or len(names) >= 2:
+            wanted.update((w, None) for w in names if len(w) >= 4 and _fold(w) not in _SKIP)
+        if (
+            2 <= len(names) <= 3
+            and not any(w in _NOT_PEOPLE for w in run)
+            and len(people) < MAX_LOOSE_PEOPLE
+        ):
             people.append(" ".join(run))
+    others = list(wanted)[accents:]
+    longest = sorted(others, key=len, reverse=True)[:MAX_LOOSE_LOOKUPS]
+    lookups = (*list(wanted)[:accents], *(w for w in others if w in longest))
     return LooseWords(tuple(tokens), tuple(covered), lookups, frozenset(named), tuple(people))
 
 
+@functools.lru_cache(maxsize=4096)
 def person_like(identifier: str) -> bool:
     """A capitalised name of two to five words that could be a person's ("Lena Fischer",
     "Jan van der Berg"): no digits, no company suffix, not an address."""
@@ -184,6 +217,7 @@ def person_like(identifier: str) -> bool:
     return (
         2 <= len(tokens) <= 5
         and all(t[:1].isupper() or t.lower() in CONNECTORS for t in tokens)
+        and not any(w in _NOT_PEOPLE for w in words(identifier))
         and not any(c.isdigit() or c in "@/" for c in identifier)
         and format_canonical_name("company", identifier) == identifier.strip()
     )

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Final, Protocol
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 import attrs
 
@@ -46,6 +46,7 @@ from ._ranking import (
     score_plugin,
     score_recent,
 )
+from .transport._bodies import present
 from .transport._results import Entity, LookupResult
 
 if TYPE_CHECKING:
@@ -367,13 +368,44 @@ async def retrieve(
                 "retrieval.plugin_failed", error_class=type(exc).__name__, error=str(exc)
             )
 
+    many = _many(transport) if len(plan) > 1 else None
+
+    async def lookup_all() -> None:
+        # One job for all of them (the embedded store): each answer or failure in its slot.
+        nonlocal failures
+        assert many is not None
+        bodies = [
+            present(identifier=what, entity_type=kind, by=by, limit=lookup_limit)
+            for _, what, by, kind in plan
+        ]
+        try:
+            answers = await many(bodies)
+        except Exception as exc:
+            answers = [exc] * len(plan)
+        for slot, answer in enumerate(answers):
+            if isinstance(answer, Exception):
+                failures += 1
+                logger.info(
+                    "retrieval.lookup_failed",
+                    identifier_index=plan[slot][0][0] if plan[slot][0] else -1,
+                    error_class=type(answer).__name__,
+                    error=str(answer),
+                )
+            else:
+                results[slot] = answer.entities
+
     with anyio.move_on_after(deadline_s) as deadline:
         if len(plan) == 1 and recent is None and retriever is None:
             await lookup(0)
+        elif many is not None and recent is None and retriever is None:
+            await lookup_all()
         else:
             async with anyio.create_task_group() as tg:
-                for slot in range(len(plan)):
-                    tg.start_soon(lookup, slot)
+                if many is not None:
+                    tg.start_soon(lookup_all)
+                else:
+                    for slot in range(len(plan)):
+                        tg.start_soon(lookup, slot)
                 if recent is not None:
                     tg.start_soon(read_recent)
                 if retriever is not None:
@@ -399,6 +431,19 @@ async def retrieve(
         plugin_asked=retriever is not None,
         loose=words,
     )
+
+
+#: A store that runs many lookups as one job (:meth:`EmbeddedStore.retrieve_many`).
+ManyLookups = Callable[[Sequence[Mapping[str, Any]]], Awaitable[Sequence[LookupResult | Exception]]]
+
+
+def _many(transport: Transport) -> ManyLookups | None:
+    # Looked up on the class: a wrapper that forwards unknown attributes (a recording or
+    # faulty transport, an import's shared lookups) sends its lookups one by one, as before.
+    if getattr(type(transport), "retrieve_many", None) is None:
+        return None
+    many: ManyLookups = getattr(transport, "retrieve_many")  # noqa: B009
+    return many
 
 
 def _lookup(

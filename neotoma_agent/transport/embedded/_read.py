@@ -378,9 +378,15 @@ def query_entities(conn: sqlite3.Connection, body: Mapping[str, Any]) -> dict[st
 
 
 def retrieve_entity_by_identifier(
-    conn: sqlite3.Connection, body: Mapping[str, Any]
+    conn: sqlite3.Connection,
+    body: Mapping[str, Any],
+    memo: dict[str, list[tuple[str, str]]] | None = None,
 ) -> dict[str, Any]:
-    """``POST /retrieve_entity_by_identifier``: by id, then name substring, then fields."""
+    """``POST /retrieve_entity_by_identifier``: by id, then name substring, then fields.
+
+    ``memo``: the name-index searches of needles already made in the same transaction
+    (lookups run as one job share them: a name looked up as written and among people
+    searches its text once)."""
     identifier = body.get("identifier")
     if not isinstance(identifier, str):
         raise invalid_format("identifier is required and must be a string", ["identifier"])
@@ -415,7 +421,7 @@ def retrieve_entity_by_identifier(
 
     # Pass 2: case-insensitive substring of canonical names and aliases.
     needle = (normalize(etype, text) if etype else text.lower()).replace(",", "")
-    memo: dict[str, list[tuple[str, str]]] = {}
+    memo = {} if memo is None else memo
     ids = substring_ids(conn, needle, NAME_KINDS, memo=memo) if needle else []
     rows: list[Any] = []
     if ids:
