@@ -112,6 +112,19 @@ async def test_names_with_particles_are_found_with_or_without_their_accents(
     assert await linked(mem, "Maria de la Cruz called back") == (maria,)
     assert await linked(mem, "did maria de la cruz sign?") == (maria,)
     assert await linked(mem, "Set a time with Jan van der Berg") == (jan,)
+    # Lowercase in a message that capitalises other names: two words in a row are looked up.
+    assert await linked(mem, "loop in jan van der berg on the Kestrel bid") == (jan,)
+
+
+def test_a_message_that_capitalises_names_looks_up_only_runs_of_lowercase_words() -> None:
+    assert loose_words("is taskflow down?", []).lookups == ("taskflow",)
+    # "Lena" inside the sentence: the writer capitalises names, "taskflow" alone is a word.
+    assert loose_words("Ask Lena whether taskflow is down", ["Lena"]).lookups == ()
+    found = loose_words("loop in jan van der berg on the Kestrel bid", ["Kestrel"])
+    assert found.lookups == ("berg",)
+    assert found.people == ("jan van der berg",)
+    # Never an everyday word, a weekday or a URL's scheme.
+    assert loose_words("see https://x.io on friday, the slides are ready", ["x.io"]).lookups == ()
 
 
 def test_a_possessive_ends_the_name() -> None:
