@@ -26,14 +26,15 @@ QUESTIONS = ("What do we know about Acme Corp?", "Have we met Globex yet?")
 async def answer(user_message: str, turn: Turn) -> str:
     """The agent: any ``(user_message, turn) -> str`` function (sync ones work too)."""
     earlier = f" (Earlier you asked: {turn.history[-1].user})" if turn.history else ""
-    if not turn.retrieved:
+    # turn.linked: what the message names (turn.retrieved also holds the last turns').
+    if not turn.linked:
         # Something the reply produces: its id now, the entity stored with the reply.
         task = turn.remember("task", title=f"Find out: {user_message}", status="open")
         return f"I don't know anything about that yet; I noted task {task}.{earlier}"
     # The retrieved entities are REFERS_TO from the reply already; t.cite adds others.
     facts = "; ".join(
         f"{e.name} ({e.entity_type}, {e.snapshot.get('website', 'no website')})"
-        for e in turn.retrieved
+        for e in turn.linked
     )
     return f"From memory: {facts}.{earlier}"
 

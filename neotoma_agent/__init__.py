@@ -56,6 +56,7 @@ with lazy_exports(globals(), moved=dict.fromkeys(_MOVED_TO_QA, "neotoma_agent.qa
     from ._tools import ToolCall as ToolCall
     from ._turn_result import TurnResult as TurnResult
     from ._turn_result import TurnState as TurnState
+    from ._undeclared import expect_undeclared_fields as expect_undeclared_fields
     from ._version import __version__ as __version__
     from .exceptions import APIError as APIError
     from .exceptions import AuthenticationError as AuthenticationError

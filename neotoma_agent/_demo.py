@@ -85,7 +85,7 @@ async def _introduce(t: Turn, out: TextIO, store: Transport) -> None:
 
 
 async def _recall(t: Turn, out: TextIO, store: Transport) -> None:
-    company = next((e for e in t.retrieved if e.entity_type == "company"), None)
+    company = next((e for e in t.linked if e.entity_type == "company"), None)
     if company is None:
         t.reply = "I don't have anything on Acme Corp yet."
         return
@@ -94,7 +94,7 @@ async def _recall(t: Turn, out: TextIO, store: Transport) -> None:
 
 
 async def _stream_welcome(t: Turn, out: TextIO, store: Transport) -> None:
-    person = next((e for e in t.retrieved if e.entity_type == "person"), None)
+    person = next((e for e in t.linked if e.entity_type == "person"), None)
     email = person.snapshot.get("email", "her work address") if person else "her work address"
     text = (
         f"Here is a draft for {email}: Dear Ana, welcome aboard! We are delighted to start "
@@ -114,10 +114,10 @@ async def _fail_mid_stream(t: Turn, out: TextIO, store: Transport) -> None:
 
 
 async def _who_to_contact(t: Turn, out: TextIO, store: Transport) -> None:
-    names = [e.name for e in t.retrieved if e.entity_type == "person"]
+    names = [e.name for e in t.linked if e.entity_type == "person"]
     if not names:
         # Not named in the question: follow the company's works_at edges instead.
-        for company in (e for e in t.retrieved if e.entity_type == "company"):
+        for company in (e for e in t.linked if e.entity_type == "company"):
             related = await store.retrieve_related_entities(
                 company.id, relationship_types=["works_at"], direction="inbound"
             )
@@ -269,7 +269,7 @@ async def run_demo_on(store: Transport, where: str, *, out: TextIO | None = None
         error: str | None = None
         try:
             async with t:
-                out.write(f"  retrieved: {_names(t.retrieved)}\n")
+                out.write(f"  retrieved: {_names(t.linked)}\n")
                 if script.streams:
                     out.write("  assistant: ")
                 await script.agent(t, out, store)

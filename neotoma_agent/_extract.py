@@ -12,6 +12,9 @@ from collections.abc import Callable, Sequence
 from typing import Final
 
 __all__ = [
+    "COMMON_WORDS",
+    "CONNECTORS",
+    "FUNCTION_WORDS",
     "MAX_EXTRACT_CHARS",
     "MAX_IDENTIFIER_CHARS",
     "Extractor",
@@ -153,6 +156,7 @@ _FUNCTION_WORDS: Final = frozenset(
     arrange organise organize confirm cancel reschedule postpone follow assign close finish
     complete fix change edit delete remove rename merge link file submit approve reject
     log track print copy paste translate dear whats where's who's how's there's
+    introduce connect thank loop discuss mention welcome ping nudge chase invite
     met saw called told asked sent spoke talked emailed visited booked paid heard
     """.split()
 )
@@ -218,6 +222,11 @@ _CONNECTORS: Final = frozenset(
     """.split()
 )
 
+#: the word lists other modules read (loose matching, :mod:`._loose`)
+FUNCTION_WORDS: Final = _FUNCTION_WORDS
+COMMON_WORDS: Final = _COMMON_WORDS
+CONNECTORS: Final = _CONNECTORS
+
 _SENTENCE_END: Final = re.compile(r"[.!?…:;]|\n")
 _PLAIN_GAP: Final = re.compile(r"[ \t]{1,2}|[ \t]&[ \t]")
 
@@ -234,6 +243,9 @@ def _mask(text: str, spans: list[tuple[int, int]]) -> str:
         pos = end
     parts.append(text[pos:])
     return "".join(parts)
+
+
+_POSSESSIVES: Final = ("'s", "’s")
 
 
 def _strip_token(word: str) -> str:
@@ -253,6 +265,16 @@ def _clean_run(tokens: list[tuple[int, str]], sentence_initial: bool) -> tuple[i
         start += 1
     while start < end and tokens[end - 1][1].lower() in _CONNECTORS:
         end -= 1
+    if sentence_initial:
+        # "Status of the Halcyon Bio deal": a common word capitalised by position, joined
+        # to the name by connectors, is not part of it.
+        skip = start
+        while skip < end and tokens[skip][1].lower() in _COMMON_WORDS:
+            skip += 1
+        if skip > start and skip < end and tokens[skip][1].lower() in _CONNECTORS:
+            while skip < end and tokens[skip][1].lower() in _CONNECTORS:
+                skip += 1
+            start = skip
     kept = tokens[start:end]
     if not kept or (len(kept) == 1 and len(kept[0][1]) < 2):
         return None
@@ -320,8 +342,8 @@ def _capitalised_runs(text: str) -> list[tuple[int, str]]:
         else:
             flush()
         ends_sentence = raw.endswith(".") and raw.lower().rstrip(".") not in _HONORIFICS
-        if ends_sentence:
-            flush()
+        if ends_sentence or (token is not raw and raw.endswith(_POSSESSIVES)):
+            flush()  # a possessive ends a name: "Acme Corp's CTO" names Acme Corp
         sentence_start = ends_sentence
         prev_end = m.end()
     flush()

@@ -43,6 +43,7 @@ from ._closing import tool_entities as _tool_entities
 from ._history import HistoryTurn, read_history
 from ._keys import TurnKeys, turn_record_entity_id
 from ._log import get_logger
+from ._loose import loose_words
 from ._opening import created as _created
 from ._opening import entry_id as _entry_id
 from ._opening import opened_from, started_at, user_builder
@@ -71,6 +72,13 @@ from .transport._base import Entity, StoreResult
 from .transport._results import expected_entity
 
 __all__ = ["Phases", "tool_ids"]
+
+
+def _loose(text: str, identifiers: Sequence[str]) -> bool:
+    """True when ``text`` has words to look up beside ``identifiers`` (:mod:`._loose`)."""
+    words = loose_words(text, identifiers)
+    return bool(words.lookups or words.people)
+
 
 logger = get_logger()
 
@@ -140,6 +148,7 @@ class Phases:
             recent=recent,
             retriever=config.retriever,
             conversation_id=config.conversation_id,
+            loose=config.extractor is None,
         )
         s = retrieved.stats
         logger.info("retrieval.done", **{**attrs.asdict(s), "ms": round(s.ms, 3)})
@@ -321,7 +330,12 @@ class Phases:
             return payload(ids) if ids else built
 
         # With nothing to look up and no recency or retriever, retrieval is instant.
-        idle = not identifiers and not with_recent and self.config.retriever is None
+        idle = (
+            not identifiers
+            and not with_recent
+            and self.config.retriever is None
+            and (self.config.extractor is not None or not _loose(user_message, identifiers))
+        )
         sequential = self.config.refers_to_on_enter or idle
         try:
             if sequential and self.config.history_turns == 0:

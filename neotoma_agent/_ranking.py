@@ -10,25 +10,33 @@ exact     the identifier is the entity's id; or the entity's id is the id an    
           entity of its type named so gets (computed as the server computes
           it: "Acme Corp" names the company ``Acme``); or a name of the entity
           (canonical name, ``name``, ``title``, ``full_name``, ``legal_name``,
-          an alias) equals the identifier, ignoring case, accents, punctuation
+          an alias) equals the identifier, ignoring case, accents, punctuation;
+          or (:func:`score_loose`) a name is, word for word, a run of the
+          message's words that no longer match holds ("is taskflow down?")
 field     an identity field equals the identifier: ``email``, ``website`` /      0.95
           ``url`` / ``domain`` (as a host: no scheme, ``www.`` or path),
-          ``handle`` / ``username`` (without ``@``), ``external_id``
+          ``handle`` / ``username`` (without ``@``), ``external_id``; or the
+          ticket id leading a name or title, whole ("OPS-412: Rotate TLS" for
+          ``OPS-412``, never for ``OPS-41``)
+field     an email's domain is the entity's website, and no entity has that       0.8
+          email ("sales@acme.com" and Acme's ``acme.com``)
 partial   the identifier's words are a run of whole words of a name, or a name's  0.9 × words
           words a run of the identifier's ("Acme" in "Acme Logistics": 0.45;     matched /
           "Set" is never in "Seth" or "Asset"); an email at the identifier's     words of the
           domain scores 0.5                                                      longer
 recent    a message of the last turns (``history_turns``) referred to it, or their     0.5; 0.8
-          replies produced it. Named by the last two turns: 0.8 when a word of    or partial
-          the message names its type ("What did I book?" and a ``booking``:       + 0.3 when
-          equal, or a prefix by at most three letters); a partial match gets      named by
-          +0.3 (at most 0.9), so "Ana" alone links the Ana Lopez just talked      the last
-          about. Otherwise 0.5 (a candidate)                                      two turns
+          replies produced it. Named by the last two turns: 0.8 when the message  or partial
+          plainly refers to it: a word of it names its type ("What did I book?"   + 0.3 when
+          and a ``booking``: equal, or a prefix by at most three letters), or a   named by
+          personal pronoun stands for it (:func:`_pronoun_referents`); a partial  the last
+          match gets +0.3 (at most 0.9), so "Ana" alone links the Ana Lopez just  two turns
+          talked about. Otherwise 0.5 (shown, not linked)
 plugin    the application's retriever returned it, with the score it gave        its own
 ========  =====================================================================  ==========
 
 Only entities scoring at least the linking threshold (``link_threshold``, default
-:data:`DEFAULT_LINK_THRESHOLD`) are retrieved and linked (REFERS_TO); the others are kept as
+:data:`DEFAULT_LINK_THRESHOLD`) are linked (REFERS_TO); the last two turns' entities below
+it are shown beside them (``t.retrieved``, reason ``recent``), the others kept as
 candidates. Order: score descending, then reason (exact, field, partial, recent, plugin),
 then the first identifier that found the entity (in message order; recent entities by
 recency, newest first), then the store's order, then the id.
@@ -38,13 +46,13 @@ from __future__ import annotations
 
 import functools
 import re
-import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final, Literal, NamedTuple
 
 import attrs
 
 from ._identity import IdentityError, entity_id_for, resolve_identity_cached
+from ._loose import LooseWords, ngram_spans, words
 from ._payloads import BOOKKEEPING_TYPES
 from .transport._results import Entity
 
@@ -63,6 +71,9 @@ EXACT_SCORE: Final = 1.0
 FIELD_SCORE: Final = 0.95
 PARTIAL_MAX: Final = 0.9
 EMAIL_DOMAIN_SCORE: Final = 0.5
+#: an email at the domain of the entity's website (``sales@acme.com`` and Acme's site),
+#: when no entity has that email
+EMAIL_SITE_SCORE: Final = 0.8
 RECENT_SCORE: Final = 0.5
 RECENT_NAMED_SCORE: Final = 0.8
 RECENT_BOOST: Final = 0.3
@@ -97,24 +108,17 @@ class RetrievedEntity(Entity):
 
 # ------------------------------------------------------------------ normal forms
 
-_WORDS_RE: Final = re.compile(r"[^\W_]+")
 _RULE_PREFIX: Final = re.compile(r"^\w+:")
 _EMAIL_LIKE: Final = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
 _HOST_LIKE: Final = re.compile(r"^(?:[a-z0-9-]+\.)+[a-z]{2,}$")
+_TICKET_ID: Final = re.compile(r"^[a-z][a-z0-9]{1,9}-\d{1,7}$")
+# A ticket id leading a title or name: "OPS-412: Rotate", "[OPS-412] Rotate", "OPS-412 - x".
+_LEADING_ID: Final = re.compile(r"^\s*[\[(]?([A-Za-z][A-Za-z0-9]{1,9}-\d{1,7})(?![\w-])")
 _NAME_FIELDS: Final = ("name", "title", "full_name", "legal_name")
 _EMAIL_FIELDS: Final = ("email",)
 _HOST_FIELDS: Final = ("website", "url", "domain")
 _HANDLE_FIELDS: Final = ("handle", "username")
 _ID_FIELDS: Final = ("external_id",)
-
-
-@functools.lru_cache(maxsize=8192)
-def words(value: str) -> tuple[str, ...]:
-    """``value``'s words: case-folded, accents removed, split at anything not a letter or
-    digit (memoised: the same names come back turn after turn)."""
-    folded = unicodedata.normalize("NFKD", value.casefold())
-    plain = "".join(c for c in folded if not unicodedata.combining(c))
-    return tuple(_WORDS_RE.findall(plain))
 
 
 def host(value: str) -> str:
@@ -182,6 +186,16 @@ def _run_in(needle: tuple[str, ...], hay: tuple[str, ...]) -> bool:
     return any(hay[i] == first and hay[i : i + n] == needle for i in range(len(hay) - n + 1))
 
 
+def _leading_ids(entity: Entity) -> Iterable[str]:
+    """The ticket ids the entity's names start with ("OPS-412: Rotate TLS" -> ``ops-412``)."""
+    name = entity.canonical_name or ""
+    while _RULE_PREFIX.match(name):
+        name = name.split(":", 1)[1]
+    for value in (name, *_field_values(entity, _NAME_FIELDS)):
+        if (m := _LEADING_ID.match(value)) is not None:
+            yield m.group(1).casefold()
+
+
 def match(identifier: str, entity: Entity) -> tuple[MatchReason, float] | None:
     """How ``identifier`` names ``entity``: (reason, score), or ``None`` when it does not."""
     if identifier == entity.id or identifier.casefold() == entity.id:
@@ -193,9 +207,14 @@ def match(identifier: str, entity: Entity) -> tuple[MatchReason, float] | None:
     if needle and needle in names:
         return "exact", EXACT_SCORE
     folded = identifier.strip().casefold()
+    if _TICKET_ID.match(folded) and folded in _leading_ids(entity):
+        return "field", FIELD_SCORE  # whole token: "OPS-41" never leads "OPS-412: ..."
     if _EMAIL_LIKE.match(folded):
         if any(v.strip().casefold() == folded for v in _field_values(entity, _EMAIL_FIELDS)):
             return "field", FIELD_SCORE
+        domain = folded.rsplit("@", 1)[1]
+        if any(host(v) == domain for v in _field_values(entity, _HOST_FIELDS)):
+            return "field", EMAIL_SITE_SCORE
     elif _HOST_LIKE.match(folded):
         bare = folded.removeprefix("www.")
         if any(host(v) == bare for v in _field_values(entity, _HOST_FIELDS)):
@@ -295,7 +314,53 @@ def score_lookups(
             found = match(identifier, entity)
             if found is not None:
                 out.append(Scored(entity, found[0], found[1], index, pos, identifier))
+    # An email that is someone's names them, not their company's site too.
+    named = {s.source for s in out if s.score >= FIELD_SCORE and "@" in (s.identifier or "")}
+    if named:
+        out = [s for s in out if s.score != EMAIL_SITE_SCORE or s.source not in named]
     return out
+
+
+def score_loose(
+    loose: LooseWords, found: Sequence[Entity], include_bookkeeping: bool
+) -> list[Scored]:
+    """The entities the loose lookups found whose name is a run of the message's words,
+    longest runs first: a match inside another's run is dropped ("taskflow" inside
+    "taskflow migration")."""
+    spans: list[tuple[int, int, int, Entity]] = []
+    for pos, entity in enumerate(found):
+        if _eligible(entity, include_bookkeeping):
+            for start, end in ngram_spans(loose, _names(entity)):
+                spans.append((start, end, pos, entity))
+    out: list[Scored] = []
+    for start, end, pos, entity in spans:
+        inside = any(s <= start and end <= e and (s, e) != (start, end) for s, e, _, _ in spans)
+        if not inside:
+            identifier = " ".join(loose.tokens[start:end])
+            out.append(Scored(entity, "exact", EXACT_SCORE, 500 + start, pos, identifier))
+    return out
+
+
+def _boosted_partials(recent: Sequence[Entity], lookups: Sequence[Scored]) -> dict[str, float]:
+    """The partial matches a recent entity's boost applies to: an identifier's, when it
+    names no entity exactly ("Lena Fischer" is Lena Fischer, not "Lena Fischer Design" the
+    last turn named) and partly matches exactly one of the last two turns' entities ("Lena"
+    after a turn about Lena Meyer and Lena Fischer is either)."""
+    window = {
+        e.id
+        for e in recent
+        if isinstance(age := e.raw.get("turns_ago", 0), int) and age < RECENT_WINDOW
+    }
+    named = {s.source for s in lookups if s.score >= FIELD_SCORE}
+    hits: dict[int, set[str]] = {}
+    for s in lookups:
+        if s.reason == "partial" and s.entity.id in window and s.source not in named:
+            hits.setdefault(s.source, set()).add(s.entity.id)
+    partial: dict[str, float] = {}
+    for s in lookups:
+        if s.reason == "partial" and hits.get(s.source) == {s.entity.id}:
+            partial[s.entity.id] = max(s.score, partial.get(s.entity.id, 0.0))
+    return partial
 
 
 def score_recent(
@@ -305,10 +370,8 @@ def score_recent(
     if not recent:
         return []
     said = message_words(text)
-    partial: dict[str, float] = {}
-    for s in lookups:
-        if s.reason == "partial":
-            partial[s.entity.id] = max(s.score, partial.get(s.entity.id, 0.0))
+    partial = _boosted_partials(recent, lookups)
+    referred = _pronoun_referents(recent, text, lookups)
     out: list[Scored] = []
     for rank_, entity in enumerate(recent):
         if not _eligible(entity, include_bookkeeping):
@@ -316,12 +379,51 @@ def score_recent(
         score = RECENT_SCORE
         age = entity.raw.get("turns_ago", 0)
         if isinstance(age, int) and age < RECENT_WINDOW:
-            if _type_named(said, entity):
+            if entity.id in referred or _type_named(said, entity):
                 score = RECENT_NAMED_SCORE
             if entity.id in partial:
                 score = max(score, min(PARTIAL_MAX, partial[entity.id] + RECENT_BOOST))
         out.append(Scored(entity, "recent", round(score, 4), 1000 + rank_, 0))
     return out
+
+
+#: Entity types a personal pronoun can stand for.
+PERSON_TYPES: Final = frozenset({"person", "contact"})
+_SINGULAR: Final = frozenset("he him his himself she her hers herself".split())
+_PLURAL: Final = frozenset("they them their theirs themselves both".split())
+#: A plural pronoun stands for at most this many people.
+_MAX_PLURAL: Final = 4
+
+
+def _pronoun_referents(
+    recent: Sequence[Entity], text: str, lookups: Sequence[Scored]
+) -> frozenset[str]:
+    """The recent people a personal pronoun of ``text`` plainly refers to.
+
+    The people (``person``, ``contact``) of the newest of the last two turns that named
+    any: "him", "her", "his" (...) refer to the one it named, if it named exactly one;
+    "them", "they", "both" (...) to all it named, if it named two to four. Never when the
+    message names a person itself ("Ask Lena Meyer about her trip": "her" is Lena Meyer).
+    """
+    said = frozenset(words(text[:2000]))
+    singular, plural = bool(said & _SINGULAR), bool(said & _PLURAL)
+    if not (singular or plural):
+        return frozenset()
+    if any(s.entity.entity_type in PERSON_TYPES and s.score >= FIELD_SCORE for s in lookups):
+        return frozenset()
+    people: dict[int, list[str]] = {}
+    for entity in recent:
+        age = entity.raw.get("turns_ago", 0)
+        if entity.entity_type in PERSON_TYPES and isinstance(age, int) and age < RECENT_WINDOW:
+            people.setdefault(age, []).append(entity.id)
+    if not people:
+        return frozenset()
+    newest = people[min(people)]
+    if singular and len(newest) == 1:
+        return frozenset(newest)
+    if plural and 2 <= len(newest) <= _MAX_PLURAL:
+        return frozenset(newest)
+    return frozenset()
 
 
 def score_plugin(found: Iterable[tuple[Entity, float]], include_bookkeeping: bool) -> list[Scored]:

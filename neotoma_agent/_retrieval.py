@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Final, Protocol, overload
+from typing import TYPE_CHECKING, Any, Final, Protocol, overload
 
 import attrs
 
@@ -32,8 +32,10 @@ from ._extract import Extractor, default_extractor, extract
 from ._history import HistoryTurn
 from ._identity import format_canonical_name, normalize
 from ._log import get_logger
+from ._loose import LooseWords, loose_words, person_like
 from ._ranking import (
     DEFAULT_LINK_THRESHOLD,
+    RECENT_WINDOW,
     MatchReason,
     RetrievedEntity,
     Scored,
@@ -41,9 +43,11 @@ from ._ranking import (
     ranked,
     recent_entity,
     score_lookups,
+    score_loose,
     score_plugin,
     score_recent,
 )
+from .transport._bodies import present
 from .transport._results import Entity, LookupResult
 
 if TYPE_CHECKING:
@@ -122,10 +126,13 @@ class Retrieved(Sequence[Entity]):
     stats: RetrievalStats
     #: found but below the threshold, best first (neither retrieved nor linked)
     candidates: tuple[RetrievedEntity, ...] = ()
+    #: what the last turns referred to and this message does not name: retrieved
+    #: (``t.retrieved``, after the bounded set) but not linked, reason ``recent``
+    recent: tuple[RetrievedEntity, ...] = ()
 
     @property
     def ids(self) -> tuple[str, ...]:
-        """The entity ids of the bounded set, best match first."""
+        """The entity ids of the bounded set (the linked ones), best match first."""
         return tuple(e.id for e in self.entities)
 
     def __iter__(self) -> Iterator[Entity]:
@@ -142,6 +149,11 @@ class Retrieved(Sequence[Entity]):
 
     def __getitem__(self, index: int | slice) -> Entity | tuple[Entity, ...]:
         return self.entities[index]
+
+    @property
+    def shown(self) -> tuple[Entity, ...]:
+        """The bounded set, then the recent entities it does not hold (``t.retrieved``)."""
+        return self.entities + self.recent if self.recent else self.entities
 
 
 EMPTY_RETRIEVAL: Final = Retrieved((), RetrievalStats())
@@ -223,12 +235,15 @@ def _domain_name(identifier: str) -> str | None:
 
 
 #: One lookup: (the indexes of the identifiers it serves, what to look up, the ``by``
-#: field or None).
-Lookup = tuple[tuple[int, ...], str, str | None]
+#: field or None, the entity type or None). A loose word's lookup serves no identifier.
+Lookup = tuple[tuple[int, ...], str, str | None, str | None]
 
 
-def lookup_plan(identifiers: Sequence[str]) -> list[Lookup]:
-    """The lookups for ``identifiers``: one each, deduplicated (two for a handle).
+def lookup_plan(
+    identifiers: Sequence[str], loose: Sequence[str] = (), people: Sequence[str] = ()
+) -> list[Lookup]:
+    """The lookups for ``identifiers`` (deduplicated), then one per ``loose`` word and one
+    among people per run of ``people`` (:mod:`._loose`).
 
     A server's lookup returns the canonical names that contain the text, ordered by name,
     and stops there (its field pass, over ``name, full_name, title, email, domain,
@@ -239,34 +254,51 @@ def lookup_plan(identifiers: Sequence[str]) -> list[Lookup]:
     - a name with a company legal suffix ("Acme Corp") as the company's canonical name
       ("Acme"): that finds the company, and every name containing "Acme Corp" too (after
       it: a name sorts before its extensions);
-    - a domain (``acme.com``) as its name (``acme``): that finds the company whose
-      ``website`` it is, and every canonical name containing the domain (emails);
+    - a name that could be a person's ("Lena Fischer") also among people only: a person
+      stored with an email has the email as canonical name, so while anything else's
+      canonical name contains the name, only this lookup reaches her ``name`` field;
+    - a domain (``acme.com``) as its name (``acme``): that finds every canonical name
+      containing the domain (emails); and among companies by ``website`` (the server's
+      field pass compares it whole, then scans for it inside a URL);
+    - an email as written, and its domain among companies by ``website``;
     - a handle (``@ana_l``) in the ``handle`` field, with and without its ``@``;
     - anything else as written.
     """
-    # (what, by) -> [the first spelling, the identifiers it serves], in first-use order
-    planned: dict[tuple[str, str | None], tuple[str, list[int]]] = {}
+    # (what, by, type) -> [the first spelling, the identifiers it serves], in first-use order
+    planned: dict[tuple[str, str | None, str | None], tuple[str, list[int]]] = {}
 
-    def add(index: int, what: str, by: str | None = None) -> None:
-        _, served = planned.setdefault((what.casefold(), by), (what, []))
-        if index not in served:
+    def add(index: int | None, what: str, by: str | None = None, kind: str | None = None) -> None:
+        _, served = planned.setdefault((what.casefold(), by, kind), (what, []))
+        if index is not None and index not in served:
             served.append(index)
 
     for index, identifier in enumerate(identifiers):
         if identifier.startswith("@") and len(identifier) > 2:
             add(index, identifier, "handle")  # stored as written, or without the "@"
             add(index, identifier[1:], "handle")
-        elif identifier.startswith("ent_") or "@" in identifier:
+        elif identifier.startswith("ent_"):
             add(index, identifier)
+        elif "@" in identifier:
+            add(index, identifier)
+            domain = identifier.rsplit("@", 1)[1]
+            if is_host(domain):
+                add(index, domain.casefold(), "website", "company")
         elif (label := _domain_name(identifier)) is not None:
             add(index, label)
+            add(index, identifier.casefold().removeprefix("www."), "website", "company")
         elif (short := format_canonical_name("company", identifier)) != identifier.strip() and (
             normalize("company", identifier) != normalize("note", identifier)
         ):
             add(index, short)
         else:
             add(index, identifier)
-    return [(tuple(served), what, by) for (_, by), (what, served) in planned.items()]
+            if person_like(identifier):
+                add(index, identifier, None, "person")
+    for word in loose:
+        add(None, word)
+    for run in people:
+        add(None, run, None, "person")
+    return [(tuple(served), what, by, kind) for (_, by, kind), (what, served) in planned.items()]
 
 
 async def retrieve(
@@ -283,6 +315,7 @@ async def retrieve(
     recent: RecentSource | None = None,
     retriever: Retriever | None = None,
     conversation_id: str = "",
+    loose: bool = True,
 ) -> Retrieved:
     """Look every identifier up concurrently and rank the answers (never raises but cancel).
 
@@ -290,13 +323,22 @@ async def retrieve(
     recent entities) and ``retriever`` share one deadline, ``deadline_s`` seconds from now
     (``None``: no deadline). ``text`` is the user message (recency and the retriever read
     it). At most ``limit`` entities are retrieved, and as many candidates kept.
+    ``loose``: also look up the message's other uncommon words and match names the store
+    has against its word n-grams (:mod:`._loose`; off with an application's extractor).
     """
     import anyio  # here: retrieve_now ranks without the event loop
 
     started = time.perf_counter()
-    if limit <= 0 or (not identifiers and recent is None and retriever is None):
+    words = loose_words(text if loose else "", identifiers)
+    if limit <= 0 or (
+        not identifiers
+        and not words.lookups
+        and not words.people
+        and recent is None
+        and retriever is None
+    ):
         return Retrieved((), RetrievalStats(identifiers=len(identifiers)))
-    plan = lookup_plan(identifiers)
+    plan = lookup_plan(identifiers, words.lookups, words.people)
     results: dict[int, Sequence[Entity]] = {}
     failures = 0
     recent_found: Sequence[Entity] = ()
@@ -306,22 +348,18 @@ async def retrieve(
 
     async def lookup(slot: int) -> None:
         nonlocal failures
-        _, what, by = plan[slot]
+        _, what, by, kind = plan[slot]
         if limiter is not None:
             await limiter.acquire()
         try:
-            answer: LookupResult = await (
-                transport.retrieve_entity_by_identifier(what, limit=lookup_limit)
-                if by is None
-                else transport.retrieve_entity_by_identifier(what, by=by, limit=lookup_limit)
-            )
+            answer: LookupResult = await _lookup(transport, what, by, kind, lookup_limit)
         except Exception as exc:
             failures += 1
             # The identifier is user content: log its position, never its text. INFO: a read
             # loses nothing, the turn goes on, and RetrievalStats.failures says it happened.
             logger.info(
                 "retrieval.lookup_failed",
-                identifier_index=plan[slot][0][0],
+                identifier_index=plan[slot][0][0] if plan[slot][0] else -1,
                 error_class=type(exc).__name__,
                 error=error_label(exc),
             )
@@ -352,13 +390,44 @@ async def retrieve(
                 "retrieval.plugin_failed", error_class=type(exc).__name__, error=error_label(exc)
             )
 
+    many = _many(transport) if len(plan) > 1 else None
+
+    async def lookup_all() -> None:
+        # One job for all of them (the embedded store): each answer or failure in its slot.
+        nonlocal failures
+        assert many is not None
+        bodies = [
+            present(identifier=what, entity_type=kind, by=by, limit=lookup_limit)
+            for _, what, by, kind in plan
+        ]
+        try:
+            answers = await many(bodies)
+        except Exception as exc:
+            answers = [exc] * len(plan)
+        for slot, answer in enumerate(answers):
+            if isinstance(answer, Exception):
+                failures += 1
+                logger.info(
+                    "retrieval.lookup_failed",
+                    identifier_index=plan[slot][0][0] if plan[slot][0] else -1,
+                    error_class=type(answer).__name__,
+                    error=error_label(answer),
+                )
+            else:
+                results[slot] = answer.entities
+
     with anyio.move_on_after(deadline_s) as deadline:
         if len(plan) == 1 and recent is None and retriever is None:
             await lookup(0)
+        elif many is not None and recent is None and retriever is None:
+            await lookup_all()
         else:
             async with anyio.create_task_group() as tg:
-                for slot in range(len(plan)):
-                    tg.start_soon(lookup, slot)
+                if many is not None:
+                    tg.start_soon(lookup_all)
+                else:
+                    for slot in range(len(plan)):
+                        tg.start_soon(lookup, slot)
                 if recent is not None:
                     tg.start_soon(read_recent)
                 if retriever is not None:
@@ -382,7 +451,32 @@ async def retrieve(
         text=text,
         started=started,
         plugin_asked=retriever is not None,
+        loose=words,
     )
+
+
+#: A store that runs many lookups as one job (:meth:`EmbeddedStore.retrieve_many`).
+ManyLookups = Callable[[Sequence[Mapping[str, Any]]], Awaitable[Sequence[LookupResult | Exception]]]
+
+
+def _many(transport: Transport) -> ManyLookups | None:
+    # Looked up on the class: a wrapper that forwards unknown attributes (a recording or
+    # faulty transport, an import's shared lookups) sends its lookups one by one, as before.
+    if getattr(type(transport), "retrieve_many", None) is None:
+        return None
+    many: ManyLookups = getattr(transport, "retrieve_many")  # noqa: B009
+    return many
+
+
+def _lookup(
+    transport: Transport, what: str, by: str | None, kind: str | None, limit: int
+) -> Awaitable[LookupResult]:
+    # Only the options a lookup uses: a transport (or a test double) may take no others.
+    if by is None and kind is None:
+        return transport.retrieve_entity_by_identifier(what, limit=limit)
+    if kind is None:
+        return transport.retrieve_entity_by_identifier(what, by=by, limit=limit)
+    return transport.retrieve_entity_by_identifier(what, entity_type=kind, by=by, limit=limit)
 
 
 def rank_found(
@@ -399,6 +493,7 @@ def rank_found(
     text: str,
     started: float,
     plugin_asked: bool = False,
+    loose: LooseWords | None = None,
 ) -> Retrieved:
     """What the lookups found (``results``: each answered slot of ``plan``), the recent
     entities and the retriever's, scored and ranked: the bounded set and the candidates.
@@ -414,12 +509,20 @@ def rank_found(
         for index in plan[slot][0]
     ]
     scored: list[Scored] = score_lookups(answered, include_bookkeeping)
+    if loose is not None and (loose.lookups or loose.people):
+        found = [e for slot in sorted(results) if not plan[slot][0] for e in results[slot]]
+        scored += score_loose(loose, found, include_bookkeeping)
     scored += score_recent(recent_found, text, scored, include_bookkeeping)
     if plugin_found:
         scored += score_plugin(plugin_found, include_bookkeeping)
     everything = ranked(scored)
     linked = tuple(e for e in everything if e.score >= threshold)[:limit]
-    candidates = tuple(e for e in everything if e.score < threshold)[:limit]
+    # The last turns' entities the message does not name are shown (reason "recent"), not
+    # linked: the agent sees who "him" is.
+    window = {e.id for e in recent_found if e.raw.get("turns_ago", 0) < RECENT_WINDOW}
+    shown = tuple(e for e in everything if e.score < threshold and e.id in window)
+    shown = shown[: max(0, limit - len(linked))]
+    candidates = tuple(e for e in everything if e.score < threshold and e not in shown)[:limit]
     stats = RetrievalStats(
         identifiers=len(identifiers),
         lookups=len(results),
@@ -432,11 +535,12 @@ def rank_found(
         recent=len(recent_found),
         plugin=None if plugin_asked and plugin_found is None else len(plugin_found or ()),
     )
-    return Retrieved(linked, stats, candidates)
+    return Retrieved(linked, stats, candidates, shown)
 
 
-#: one lookup run at once: (what, the ``by`` field or None, limit) -> what it found
-LookupNow = Callable[[str, str | None, int], LookupResult]
+#: one lookup run at once: (what, the ``by`` field or None, the entity type or None,
+#: limit) -> what it found
+LookupNow = Callable[[str, str | None, str | None, int], LookupResult]
 
 
 def retrieve_now(
@@ -455,20 +559,23 @@ def retrieve_now(
     ``recent`` already read, ranked the same way. No deadline and no retriever: for reads
     that answer at once."""
     started = time.perf_counter()
-    if limit <= 0 or (not identifiers and recent is None):
+    loose = loose_words(text, identifiers)
+    if limit <= 0 or (
+        not identifiers and not loose.lookups and not loose.people and recent is None
+    ):
         return Retrieved((), RetrievalStats(identifiers=len(identifiers)))
-    plan = lookup_plan(identifiers)
+    plan = lookup_plan(identifiers, loose.lookups, loose.people)
     results: dict[int, Sequence[Entity]] = {}
     failures = 0
-    for slot, (served, what, by) in enumerate(plan):
+    for slot, (served, what, by, kind) in enumerate(plan):
         try:
-            results[slot] = lookup(what, by, lookup_limit).entities
+            results[slot] = lookup(what, by, kind, lookup_limit).entities
         except Exception as exc:
             failures += 1
             # As retrieve: the identifier's position, never its text.
             logger.info(
                 "retrieval.lookup_failed",
-                identifier_index=served[0],
+                identifier_index=served[0] if served else -1,
                 error_class=type(exc).__name__,
                 error=error_label(exc),
             )
@@ -484,4 +591,5 @@ def retrieve_now(
         threshold=threshold,
         text=text,
         started=started,
+        loose=loose,
     )

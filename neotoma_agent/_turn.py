@@ -210,12 +210,22 @@ class Turn(TurnTools):
 
     @property
     def retrieved(self) -> tuple[Entity, ...]:
-        """The bounded set of entities retrieval found, best match first.
+        """The entities retrieval found, best match first: the bounded set, then the last
+        turns' entities this message does not name.
 
         Each is a :class:`~neotoma_agent.RetrievedEntity`: ``reason`` (``exact``, ``field``,
-        ``partial``, ``recent``, ``plugin``) and ``score``, at least the memory's
-        ``link_threshold``. These, and only these, get REFERS_TO edges.
+        ``partial``, ``recent``, ``plugin``) and ``score``. Those scoring at least the
+        memory's ``link_threshold`` (:attr:`retrieved_ids`), and only those, get REFERS_TO
+        edges; the last turns' entities below it (reason ``recent``) are there so the agent
+        knows who "him" is, and are not linked.
         """
+        return self._retrieved.shown
+
+    @property
+    def linked(self) -> tuple[Entity, ...]:
+        """The entities of :attr:`retrieved` the message names or plainly refers to: those
+        scoring at least ``link_threshold``, which get REFERS_TO edges (ids:
+        :attr:`retrieved_ids`)."""
         return self._retrieved.entities
 
     @property
@@ -227,7 +237,8 @@ class Turn(TurnTools):
 
     @property
     def retrieved_ids(self) -> tuple[str, ...]:
-        """The entity ids of :attr:`retrieved`."""
+        """The ids of the entities of :attr:`retrieved` that are linked (REFERS_TO): those
+        scoring at least ``link_threshold``."""
         return self._retrieved.ids
 
     @property

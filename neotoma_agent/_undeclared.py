@@ -10,15 +10,22 @@ from __future__ import annotations
 import os
 import sys
 import warnings
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from types import FrameType
 
 from ._identity import schema_for
 from .exceptions import UndeclaredFieldWarning
 
-__all__ = ["undeclared_fields", "warn_undeclared"]
+__all__ = ["expect_undeclared_fields", "undeclared_fields", "warn_undeclared"]
 
 _PACKAGE = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+# Set while the library itself remembers fields it keeps on the observation on purpose (an
+# integration's record of an event): the warning is for an application's mistakes. A
+# context variable, so one task's call never silences another's.
+_ON_PURPOSE: ContextVar[bool] = ContextVar("neotoma_undeclared_on_purpose", default=False)
 
 # How close a declared field must be to be offered as the one meant (`note` -> `notes`).
 _CUTOFF = 0.7
@@ -49,6 +56,8 @@ def undeclared_fields(
 def warn_undeclared(entity_type: str, fields: Iterable[str]) -> None:
     """Warn (:class:`UndeclaredFieldWarning`, at the application's line) when ``fields``
     hold any that ``entity_type`` does not declare."""
+    if _ON_PURPOSE.get():
+        return
     missing = undeclared_fields(entity_type, fields)
     if not missing:
         return
@@ -60,3 +69,22 @@ def warn_undeclared(entity_type: str, fields: Iterable[str]) -> None:
         caller = caller.f_back
         level += 1
     warnings.warn(UndeclaredFieldWarning(entity_type, missing), stacklevel=level)
+
+
+@contextmanager
+def expect_undeclared_fields() -> Iterator[None]:
+    """Within this block, ``remember`` stores fields its type does not declare without an
+    :class:`~neotoma_agent.UndeclaredFieldWarning`.
+
+    For fields kept on the observation on purpose (no store puts them in the snapshot).
+    Unlike ``warnings.catch_warnings()``, it is safe with tasks and threads: it silences
+    only the calls made inside the block (and in tasks started there), not other tasks'::
+
+        with expect_undeclared_fields():
+            await memory.remember("context_event", event="compact", trigger="auto", ...)
+    """
+    token = _ON_PURPOSE.set(True)
+    try:
+        yield
+    finally:
+        _ON_PURPOSE.reset(token)

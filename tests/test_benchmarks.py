@@ -211,14 +211,23 @@ def test_disk_layout_probe_copies_every_row_into_each_layout(tmp_path: Path) -> 
 
 def test_retrieval_quality_scores_every_labelled_turn(tmp_path: Path) -> None:
     report = run_benchmark("retrieval_quality", tmp_path=tmp_path)
-    (row,) = report["backends"].values()
-    corpus = json.loads((BENCHMARKS / "retrieval_corpus.json").read_text("utf-8"))
-    assert row["turns"] == sum(len(c["turns"]) for c in corpus["conversations"])
-    assert row["named"] == sum(len(t["names"]) for c in corpus["conversations"] for t in c["turns"])
-    assert 0 <= row["precision"] <= 1
-    assert 0 <= row["recall"] <= 1
-    # Every failure names the turn and what went wrong.
-    assert all(f["wrong"] or f["missed"] or f["wrong_edges"] for f in row["failures"])
+    assert sorted(report["backends"]) == ["embedded / heldout", "embedded / main"]
+    for name, path in (("main", "retrieval_corpus.json"), ("heldout", "retrieval_heldout.json")):
+        row = report["backends"][f"embedded / {name}"]
+        corpus = json.loads((BENCHMARKS / path).read_text("utf-8"))
+        turns = [t for c in corpus["conversations"] for t in c["turns"]]
+        assert row["turns"] == len(turns)
+        assert row["named"] == sum(len(t["names"]) for t in turns)
+        assert row["referred"] == sum(len(t.get("refers", ())) for t in turns)
+        # Every turn is counted in its category, once.
+        assert sum(c["turns"] for c in row["categories"].values()) == len(turns)
+        assert set(row["categories"]) == {t["category"] for t in turns}
+        for key in ("precision", "recall", "recency", "wrong_turns"):
+            assert row[key] is None or 0 <= row[key] <= 1
+        # Every failure names the turn and what went wrong.
+        assert all(
+            f["wrong"] or f["missed"] or f["unseen"] or f["wrong_edges"] for f in row["failures"]
+        )
 
 
 def test_tool_calls_keep_a_turn_at_two_stores_and_two_rounds(tmp_path: Path) -> None:

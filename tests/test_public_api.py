@@ -107,6 +107,7 @@ EXPECTED = {
     "OutboxError",
     "OutboxFullError",
     "UndeclaredFieldWarning",
+    "expect_undeclared_fields",
     "error_class_name",
     "__version__",
 }

@@ -120,7 +120,8 @@ async def test_the_tour_stores_a_complete_loop(
 
     out = capsys.readouterr().out
     assert "[0 earlier turns, 1 entities]" in out
-    assert "[1 earlier turns, 1 entities]" in out
+    # Ana Lopez, then what the last turn named and produced (shown, not linked).
+    assert "[1 earlier turns, 3 entities]" in out
     assert out.count("completed: reply ent_") == 2
 
 
@@ -162,7 +163,9 @@ async def test_the_tour_run_twice_retrieves_the_company_and_links_nothing_wrong(
     again = model.prompts[2]
     assert f'company "Acme Corp" [{acme}]: website=acme.com' in again
     assert "Known entities (best match first):\n- company" in again
-    assert 'task "Follow up' not in again
+    # The last turns' follow-up tasks are shown (recent), after the company, never linked.
+    known = again.split("Earlier in this conversation")[0]
+    assert known.index('company "Acme Corp"') < known.index('task "Follow up')
 
 
 def test_the_tour_runs_as_a_script(tmp_path: Path) -> None:

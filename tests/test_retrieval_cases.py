@@ -51,7 +51,12 @@ async def test_a_word_inside_another_word_is_never_linked(store: Transport) -> N
     assert await targets(store, t.user_message_id, "REFERS_TO") == {ana}
     assert await targets(store, t.result.assistant_message_id, "REFERS_TO") == {ana}
     async with mem.turn("Question 3 about Acme Corp?") as t:
-        assert [e.name for e in t.retrieved] == ["Acme Corp"]
+        # Ana Lopez, named by the last turn, is shown (recent) but not linked.
+        assert [(e.name, e.reason) for e in t.retrieved] == [
+            ("Acme Corp", "exact"),
+            ("Ana Lopez", "recent"),
+        ]
+        assert [e.name for e in t.retrieved if e.id in t.retrieved_ids] == ["Acme Corp"]
         assert t.retrieval.identifiers == 1  # "Question" is not looked up
 
 
@@ -68,10 +73,12 @@ async def test_what_the_conversation_just_made_is_found(store: Transport) -> Non
         assert found.entity_type == "booking"
         t.reply = "A table for two."
     assert booking in await targets(store, t.user_message_id, "REFERS_TO")
-    # A message that names neither the booking nor its type keeps it as a candidate only.
+    # A message that names neither the booking nor its type shows it (the last turn's)
+    # without linking it.
     async with mem.turn("Thanks, that is all") as t:
-        assert t.retrieved == ()
-        assert [c.id for c in t.candidates] == [booking]
+        assert [(e.id, e.reason) for e in t.retrieved] == [(booking, "recent")]
+        assert t.retrieved_ids == ()
+        assert t.candidates == ()
         t.reply = "You're welcome."
     assert await targets(store, t.user_message_id, "REFERS_TO") == set()
 

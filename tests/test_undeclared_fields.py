@@ -58,3 +58,32 @@ async def test_declared_fields_and_types_without_a_schema_do_not_warn(store: Tra
 def test_the_warning_is_public_and_a_user_warning() -> None:
     assert neotoma_agent.UndeclaredFieldWarning is UndeclaredFieldWarning
     assert issubclass(UndeclaredFieldWarning, UserWarning)
+
+
+async def test_fields_expected_inside_the_block_are_stored_silently_and_only_there(
+    store: Transport,
+) -> None:
+    import anyio
+
+    m = memory(store)
+    block_open, elsewhere_done = anyio.Event(), anyio.Event()
+
+    async def elsewhere() -> None:
+        # A task started before the block, running while it is open, still gets its warning.
+        await block_open.wait()
+        with pytest.warns(UndeclaredFieldWarning):
+            await m.remember("person", name="Bo", nickname="B")
+        elsewhere_done.set()
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(elsewhere)
+            with neotoma_agent.expect_undeclared_fields():
+                block_open.set()
+                kept = await m.remember("person", name="Cy", trigger="auto")
+                await elsewhere_done.wait()
+    observation = (await store.list_observations(kept)).observations[0]
+    assert observation.fields["trigger"] == "auto"  # kept on the observation
+    with pytest.warns(UndeclaredFieldWarning):  # and the block is over
+        await m.remember("person", name="Di", trigger="auto")

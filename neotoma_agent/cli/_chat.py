@@ -61,12 +61,13 @@ def entity_label(entity: Entity) -> str:
 async def echo_agent(user_message: str, turn: Turn) -> AsyncIterator[str]:
     """The default chat agent: says back what it heard and cites what memory found.
 
-    It streams its reply word by word and cites every retrieved entity, so each turn shows
+    It streams its reply word by word and cites every linked entity, so each turn shows
     the whole protocol (retrieval, a streamed reply, REFERS_TO edges) without any LLM.
     """
-    if turn.retrieved:
-        turn.cite(*turn.retrieved)
-        found = ", ".join(entity_label(e) for e in turn.retrieved)
+    named = turn.linked
+    if named:
+        turn.cite(*named)
+        found = ", ".join(entity_label(e) for e in named)
         text = f'You said: "{user_message}". In memory I found: {found}.'
     else:
         text = f'You said: "{user_message}". I found nothing in memory about it yet.'
@@ -186,7 +187,7 @@ class _Chat:
                         # Which earlier turns the agent was given (oldest first).
                         turns = ", ".join(_history_label(h) for h in earlier)
                         self.write(f"  history: {turns}\n")
-                    found = stream.turn.retrieved
+                    found = stream.turn.linked
                     if found:
                         self.write(f"  memory: {', '.join(entity_label(e) for e in found)}\n")
                     else:

@@ -88,7 +88,7 @@ def open_turn(file: EmbeddedFile, harness: str, row: PendingTurn, context_chars:
     )
     history = _history(file, conv, row.turn_id)
     retrieved = retrieve_now(
-        lambda what, by, limit: _lookup(file, what, by, limit),
+        lambda what, by, kind, limit: _lookup(file, what, by, kind, limit),
         identifiers,
         limit=DEFAULT_RETRIEVAL_LIMIT,
         lookup_limit=DEFAULT_LOOKUP_LIMIT,
@@ -115,9 +115,11 @@ def _history(file: EmbeddedFile, conv: str, before: str) -> tuple[HistoryTurn, .
     return turns or ()
 
 
-def _lookup(file: EmbeddedFile, what: str, by: str | None, limit: int) -> LookupResult:
+def _lookup(
+    file: EmbeddedFile, what: str, by: str | None, kind: str | None, limit: int
+) -> LookupResult:
     # The body RestActions.retrieve_entity_by_identifier sends.
-    body = present(identifier=what, by=by, limit=limit)
+    body = present(identifier=what, entity_type=kind, by=by, limit=limit)
     return LookupResult.from_json(
         _connect.run(file.conn, retrieve_entity_by_identifier, body, writes=False)
     )

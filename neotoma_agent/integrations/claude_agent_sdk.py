@@ -53,7 +53,13 @@ from typing import Any, Final
 
 import anyio
 
-from neotoma_agent import NeotomaMemory, Turn, TurnState, current_turn
+from neotoma_agent import (
+    NeotomaMemory,
+    Turn,
+    TurnState,
+    current_turn,
+    expect_undeclared_fields,
+)
 
 from ._common import NoFinalReply, StreamedTurn, content_text, missing_framework, reply_text
 
@@ -476,10 +482,11 @@ class NeotomaClaude:
         if self.memory.platform:
             fields["harness"] = self.memory.platform
         try:
-            if turn is not None and turn.state is TurnState.OPEN:
-                turn.remember(CONTEXT_EVENT_TYPE, **fields)
-            else:
-                await self.memory.remember(CONTEXT_EVENT_TYPE, **fields)
+            with expect_undeclared_fields():
+                if turn is not None and turn.state is TurnState.OPEN:
+                    turn.remember(CONTEXT_EVENT_TYPE, **fields)
+                else:
+                    await self.memory.remember(CONTEXT_EVENT_TYPE, **fields)
         except Exception as exc:
             _logger.warning("context_event.not_recorded reason=%s", type(exc).__name__)
         return {}

@@ -378,9 +378,15 @@ def query_entities(conn: sqlite3.Connection, body: Mapping[str, Any]) -> dict[st
 
 
 def retrieve_entity_by_identifier(
-    conn: sqlite3.Connection, body: Mapping[str, Any]
+    conn: sqlite3.Connection,
+    body: Mapping[str, Any],
+    memo: dict[str, list[tuple[str, str]]] | None = None,
 ) -> dict[str, Any]:
-    """``POST /retrieve_entity_by_identifier``: by id, then name substring, then fields."""
+    """``POST /retrieve_entity_by_identifier``: by id, then name substring, then fields.
+
+    ``memo``: the name-index searches of needles already made in the same transaction
+    (lookups run as one job share them: a name looked up as written and among people
+    searches its text once)."""
     identifier = body.get("identifier")
     if not isinstance(identifier, str):
         raise invalid_format("identifier is required and must be a string", ["identifier"])
@@ -415,7 +421,7 @@ def retrieve_entity_by_identifier(
 
     # Pass 2: case-insensitive substring of canonical names and aliases.
     needle = (normalize(etype, text) if etype else text.lower()).replace(",", "")
-    memo: dict[str, list[tuple[str, str]]] = {}
+    memo = {} if memo is None else memo
     ids = substring_ids(conn, needle, NAME_KINDS, memo=memo) if needle else []
     rows: list[Any] = []
     if ids:
@@ -459,12 +465,28 @@ def retrieve_entity_by_identifier(
     found = dict.fromkeys(r[1] for r in rows)  # an ordered set
     if by and by not in SEARCH_FIELDS:
         # An arbitrary field has no index: compare it on the snapshots (bounded, like the
-        # server's scan of at most 500 snapshots).
+        # server's scan of at most 500 snapshots), equal first, then, as the server's scan
+        # does, on the first 500 snapshots (of the type): containing it ("halcyon.com" in
+        # "https://www.halcyon.com/"), or a leading token equal either way.
+        path = f"$.f.{by}"
+        of_type, type_args = (" AND entity_type = ?", (etype,)) if etype else ("", ())
         for (eid,) in conn.execute(
-            "SELECT id FROM entities WHERE lower(json_extract(snapshot, ?)) = ? LIMIT 500",
-            (f"$.f.{by}", lowered),
+            "SELECT id FROM entities WHERE lower(json_extract(snapshot, ?)) = ?"
+            f"{of_type} LIMIT 500",
+            (path, lowered, *type_args),
         ).fetchall():
             found.setdefault(eid)
+        scan = (
+            "SELECT id, json_extract(snapshot, ?) FROM (SELECT id, snapshot FROM entities"
+            f" WHERE 1{of_type} LIMIT 500)"
+        )
+        lead = first_token(lowered)
+        for eid, value in conn.execute(scan, (path, *type_args)).fetchall():
+            if value is None or isinstance(value, (bytes, bytearray)):
+                continue
+            folded = str(value).strip().lower()
+            if folded and (lowered in folded or folded == lead or first_token(folded) == lowered):
+                found.setdefault(eid)
     elif len(lowered) >= 3:
         kinds = frozenset(f"field:{f}" for f in fields) if by else FIELD_KINDS
         for eid in substring_ids(conn, lowered, kinds, bookkeeping=False, memo=memo):

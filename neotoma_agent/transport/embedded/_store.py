@@ -15,7 +15,7 @@ import anyio
 import attrs
 
 from ..._file_kind import check_store_file, not_a_store
-from .._base import StoreResult
+from .._base import LookupResult, StoreResult
 from .._rest import RestActions
 from .._search_results import SEARCH_ACTION
 from ._batch import replay_statuses, store_each
@@ -244,10 +244,33 @@ class EmbeddedStore(RestActions):
             for raw, body in zip(raws, bodies, strict=True)
         ]
 
+    async def retrieve_many(
+        self, bodies: Sequence[Mapping[str, Any]]
+    ) -> list[LookupResult | Exception]:
+        """Run many ``retrieve_entity_by_identifier`` bodies as one job, in order: one
+        turn's lookups cost one trip to the store's thread, not one each. Each answer, or
+        the error its lookup raised, takes its place in the list."""
+        raws = await self._run(lookup_each, {"lookups": list(bodies)})
+        return [raw if isinstance(raw, Exception) else LookupResult.from_json(raw) for raw in raws]
+
     async def replay_status(self, bodies: Sequence[Mapping[str, Any]]) -> list[bool | None]:
         """Per store body: True if storing it would only replay, False if its key is stored
         with other entities, None if a store must decide (one read for them all)."""
         return await self._run(replay_statuses, {"stores": list(bodies)})
+
+
+def lookup_each(conn: sqlite3.Connection, body: Mapping[str, Any]) -> list[Any]:
+    """``retrieve_entity_by_identifier`` on every body of ``body["lookups"]``: each answer,
+    or the error it raised."""
+    out: list[Any] = []
+    memo: dict[str, list[tuple[str, str]]] = {}  # one transaction: the searches are shared
+    lookup = functools.partial(retrieve_entity_by_identifier, memo=memo)
+    for item in body["lookups"]:
+        try:
+            out.append(_encodable(lookup, conn, item))
+        except Exception as exc:  # that lookup's own failure, as a lone one would raise it
+            out.append(exc)
+    return out
 
 
 _ACTIONS: dict[str, Callable[[sqlite3.Connection, Mapping[str, Any]], dict[str, Any]]] = {
@@ -273,6 +296,7 @@ _ACTIONS: dict[str, Callable[[sqlite3.Connection, Mapping[str, Any]], dict[str, 
 _READS = frozenset(
     (
         replay_statuses,
+        lookup_each,
         retrieve_entity_by_identifier,
         get_entity_snapshot,
         list_observations,

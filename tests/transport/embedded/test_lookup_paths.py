@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from neotoma_agent.exceptions import ValidationError
 from neotoma_agent.transport.embedded import EmbeddedStore
 
 pytestmark = [pytest.mark.anyio, pytest.mark.one_backend]
@@ -167,3 +168,44 @@ async def test_a_pass_two_item_carries_the_entity_row(store: EmbeddedStore) -> N
         {"id": ACME, "entity_type": "company", "canonical_name": "Acme",
          "snapshot": {"name": "Acme Inc", "website": "acme.com"}}
     ]  # fmt: skip
+
+
+async def test_many_lookups_run_as_one_job_and_answer_as_each_alone(
+    store: EmbeddedStore,
+) -> None:
+    await store.store(
+        [{"entity_type": "company", "name": "Halcyon", "website": "https://www.halcyon.io/"}],
+        idempotency_key="halcyon",
+    )
+    bodies: list[dict[str, Any]] = [
+        {"identifier": "Acme", "limit": 25},
+        {"identifier": "ana lopez", "entity_type": "person", "limit": 25},
+        {"identifier": "acme", "limit": 25},  # the same search again: shared, same answer
+        {"identifier": "halcyon.io", "entity_type": "company", "by": "website", "limit": 25},
+        {"identifier": 7},  # refused: its error takes its place
+        {"identifier": "nothing like it", "limit": 25},
+    ]
+    jobs = 0
+    submit = store._thread.submit
+
+    def counting(job: Any) -> None:
+        nonlocal jobs
+        jobs += 1
+        submit(job)
+
+    store._thread.submit = counting  # type: ignore[method-assign]
+    answers = await store.retrieve_many(bodies)
+    assert jobs == 1
+    store._thread.submit = submit  # type: ignore[method-assign]
+    for body, answer in zip(bodies, answers, strict=True):
+        if body["identifier"] == 7:
+            assert isinstance(answer, ValidationError)
+            continue
+        assert not isinstance(answer, Exception)
+        alone = await store.retrieve_entity_by_identifier(
+            body["identifier"], entity_type=body.get("entity_type"), by=body.get("by"), limit=25
+        )
+        assert answer == alone
+    # The website inside a URL, among companies only (as a server's field scan finds it).
+    assert [e.name for e in answers[3].entities] == ["Halcyon"]  # type: ignore[union-attr]
+    assert answers[5].entities == ()  # type: ignore[union-attr]
