@@ -81,7 +81,7 @@ def expect_undeclared_fields() -> Iterator[None]:
     only the calls made inside the block (and in tasks started there), not other tasks'::
 
         with expect_undeclared_fields():
-            await memory.remember("context_event", event="compact", trigger="auto", ...)
+            await memory.remember("context_event", event="compact", trigger="auto")
     """
     token = _ON_PURPOSE.set(True)
     try:
