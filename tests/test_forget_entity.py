@@ -9,6 +9,7 @@ their deleted end is skipped); nothing else changes; a bad id is refused before 
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,6 +18,7 @@ from hypothesis import strategies as st
 from turn_support import db_path, store
 
 from neotoma_agent import (
+    EmbeddedStore,
     EntityDeleter,
     InvalidEntityIdError,
     NeotomaMemory,
@@ -155,3 +157,32 @@ def test_an_entity_id_is_ent_and_24_lowercase_hex_digits(text: str) -> None:
     else:
         with pytest.raises(InvalidEntityIdError):
             check_entity_id(text)
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])  # aiohttp
+async def test_the_web_view_no_longer_shows_it(tmp_path: Path, anyio_backend: str) -> None:
+    pytest.importorskip("jinja2", reason="the web view needs the ui extra (jinja2)")
+    from aiohttp import web
+    from aiohttp.test_utils import TestClient, TestServer
+
+    from neotoma_agent.ui import create_ui_app, mount_ui
+
+    async def pages(store: EmbeddedStore) -> str:
+        app = web.Application()
+        mount_ui(app, create_ui_app(store))
+        client: TestClient[web.Request, web.Application] = TestClient(TestServer(app))
+        async with client:
+            parts = [
+                await (await client.get(path)).text()
+                for path in ("/ui/conversation?id=clinic", "/ui/api/conversation?id=clinic")
+            ]
+        return "\n".join(parts)
+
+    async with EmbeddedStore.open(tmp_path / "memory.db") as store:
+        memory, maria, acme = await _seed(store)
+        assert maria in await pages(store)
+        await memory.forget_entity(maria)
+        text = await pages(store)
+        assert maria not in text and acme in text
+        await memory.restore_entity(maria)
+        assert maria in await pages(store)
