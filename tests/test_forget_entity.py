@@ -76,7 +76,8 @@ async def test_a_deleted_entity_leaves_every_reader_and_a_restore_brings_it_back
 
     deleted = await memory.forget_entity(maria)
 
-    assert deleted.entity_id == maria and deleted.observation_id
+    assert deleted.entity_id == maria
+    assert deleted.observation_id
     after = await _seen(memory, store, maria, 3)
     assert not any(after.values()), after
     with pytest.raises(NotFoundError):
@@ -86,7 +87,8 @@ async def test_a_deleted_entity_leaves_every_reader_and_a_restore_brings_it_back
     # As on a real server, its edges stay (only the deleted end is skipped by readers):
     # the messages that named it still REFERS_TO it, undeleted.
     edges = (await store.retrieve_related_entities(maria, direction="inbound")).relationships
-    assert edges and all(r.relationship_type == "REFERS_TO" for r in edges)
+    assert edges
+    assert all(r.relationship_type == "REFERS_TO" for r in edges)
     assert all(r.metadata.get("_deleted") is not True for r in edges)
     # the other entity is untouched
     assert (await store.get_entity_snapshot(acme)).snapshot["name"] == "Acme Corp"
@@ -106,7 +108,8 @@ async def test_the_transports_speak_the_delete_entity_route(store: Any) -> None:
     assert isinstance(store, EntityDeleter)
     _, maria, _ = await _seed(store)
     answer = await store.delete_entity(maria, "person", reason="asked to")
-    assert answer.raw["success"] is True and answer.raw["entity_id"] == maria
+    assert answer.raw["success"] is True
+    assert answer.raw["entity_id"] == maria
     observations = (await store.list_observations(maria)).observations
     newest = observations[0]
     assert (newest.source_priority, newest.fields["_deleted"]) == (1000, True)
@@ -114,7 +117,8 @@ async def test_the_transports_speak_the_delete_entity_route(store: Any) -> None:
     with pytest.raises(NotFoundError):
         await store.delete_entity("ent_" + "0" * 24, "person")
     restored = await store.restore_entity(maria, "person")
-    assert restored.observation_id and restored.observation_id != answer.observation_id
+    assert restored.observation_id
+    assert restored.observation_id != answer.observation_id
     assert (await store.get_entity_snapshot(maria)).snapshot["name"] == "Maria Gomez"
 
 
@@ -183,6 +187,7 @@ async def test_the_web_view_no_longer_shows_it(tmp_path: Path, anyio_backend: st
         assert maria in await pages(store)
         await memory.forget_entity(maria)
         text = await pages(store)
-        assert maria not in text and acme in text
+        assert maria not in text
+        assert acme in text
         await memory.restore_entity(maria)
         assert maria in await pages(store)

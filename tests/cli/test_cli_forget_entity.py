@@ -29,7 +29,9 @@ async def _seed(db: Path) -> str:
             "person", name="Maria Gomez", notes=f"{MARKER.decode()} treats her diabetes"
         )
         await clinic.remember("company", name="Acme Corp")
-        async with clinic.turn("Do you know Maria Gomez? She works at Acme Corp.", turn_number=1) as t:
+        async with clinic.turn(
+            "Do you know Maria Gomez? She works at Acme Corp.", turn_number=1
+        ) as t:
             t.reply = "Yes, the doctor."
         assert maria in [e.id for e in t.linked]
         other = NeotomaMemory(store, conversation_id="other")
@@ -72,7 +74,9 @@ def test_forget_an_entity_then_restore_then_purge(tmp_path: Path) -> None:
     rest = _rest(db, tmp_path)
 
     out = ok(cli("--db", str(db), "forget", "--entity", maria, home=tmp_path))
-    assert out.count("\n") == 1 and f"deleted entity {maria}" in out and "--restore" in out
+    assert out.count("\n") == 1
+    assert f"deleted entity {maria}" in out
+    assert "--restore" in out
     assert maria not in _refers(db, tmp_path)
     assert "Maria" not in ok(cli("--db", str(db), "search", MARKER.decode(), home=tmp_path))
     assert _rest(db, tmp_path) == rest
@@ -84,7 +88,8 @@ def test_forget_an_entity_then_restore_then_purge(tmp_path: Path) -> None:
 
     assert _files_hold(db, MARKER)  # soft deletion and restore keep every byte
     out = ok(cli("--db", str(db), "forget", "--entity", maria, "--purge", home=tmp_path))
-    assert out.count("\n") == 1 and f"erased entity {maria}" in out
+    assert out.count("\n") == 1
+    assert f"erased entity {maria}" in out
 
     assert not _files_hold(db, MARKER)
     assert not _files_hold(db, b"treats her diabetes")
@@ -96,7 +101,8 @@ def test_forget_an_entity_then_restore_then_purge(tmp_path: Path) -> None:
     # purged is unknown, not deleted: nothing to restore, nothing to delete
     for extra in (["--restore"], []):
         gone = cli("--db", str(db), "forget", "--entity", maria, *extra, home=tmp_path)
-        assert gone.returncode == 1 and f"no entity {maria}" in gone.stderr
+        assert gone.returncode == 1
+        assert f"no entity {maria}" in gone.stderr
 
 
 def test_purge_erases_an_entity_deleted_earlier(tmp_path: Path) -> None:
