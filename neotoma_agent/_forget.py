@@ -218,14 +218,34 @@ async def _entity_type(transport: Transport, entity_id: str) -> str:
     return listed.observations[0].entity_type
 
 
+async def _in_state(transport: Transport, entity_id: str, *, deleted: bool) -> bool:
+    """Whether the entity reads as ``deleted`` (404) or not."""
+    try:
+        await transport.get_entity_snapshot(entity_id)
+    except NotFoundError:
+        return deleted
+    return not deleted
+
+
 async def _mark_entity(
     transport: Transport, entity_id: str, entity_type: str, *, deleted: bool
 ) -> EntityDeletion:
+    """Delete (or restore) through the routes, checked by a read; else through ``store``.
+
+    A real Neotoma server restores at ``source_priority`` 1001, above its deletions (1000),
+    so after a restore its ``/delete_entity`` no longer hides the entity. When the read
+    shows that the route's observation did not decide (or the transport has no routes),
+    the same observation goes through ``store`` at 1001: a tie with the server's restore
+    that it wins (a server's own deletions carry no ``observation_source``, which ranks
+    last), and among such writes the newest decides.
+    """
     if isinstance(transport, EntityDeleter):
         if deleted:
-            return await transport.delete_entity(entity_id, entity_type)
-        return await transport.restore_entity(entity_id, entity_type)
-    # A transport without the routes (a wrapper): the same observation, through store.
+            answer = await transport.delete_entity(entity_id, entity_type)
+        else:
+            answer = await transport.restore_entity(entity_id, entity_type)
+        if await _in_state(transport, entity_id, deleted=deleted):
+            return answer
     at = _now()
     result = await transport.store(
         [
@@ -237,7 +257,7 @@ async def _mark_entity(
             }
         ],
         idempotency_key=f"{'delete' if deleted else 'restore'}-entity-{uuid.uuid4().hex}",
-        source_priority=DELETION_PRIORITY,
+        source_priority=DELETION_PRIORITY + 1,
     )
     stored = result.entities[0] if result.entities else None
     observation = stored.observation_id if stored is not None else None

@@ -9,6 +9,7 @@ their deleted end is skipped); nothing else changes; a bad id is refused before 
 
 from __future__ import annotations
 
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -20,12 +21,14 @@ from turn_support import db_path, store
 from neotoma_agent import (
     EmbeddedStore,
     EntityDeleter,
+    EntityDeletion,
     InvalidEntityIdError,
     NeotomaMemory,
     NotFoundError,
 )
 from neotoma_agent._forget import check_entity_id
 from neotoma_agent._history import read_conversation
+from neotoma_agent.testing import RecordingTransport
 
 __all__ = ["db_path", "store"]  # fixtures
 
@@ -191,3 +194,40 @@ async def test_the_web_view_no_longer_shows_it(tmp_path: Path, anyio_backend: st
         assert acme in text
         await memory.restore_entity(maria)
         assert maria in await pages(store)
+
+
+class _ServerPriorities(RecordingTransport):
+    """A real Neotoma server's priorities: its restore (1001) outranks its deletions (1000),
+    so after a restore its ``/delete_entity`` no longer hides the entity (seen on 0.22.0)."""
+
+    async def delete_entity(
+        self, entity_id: str, entity_type: str, *, reason: str | None = None
+    ) -> EntityDeletion:
+        inner = self.inner
+        assert isinstance(inner, EntityDeleter)
+        return await inner.delete_entity(entity_id, entity_type)
+
+    async def restore_entity(
+        self, entity_id: str, entity_type: str, *, reason: str | None = None
+    ) -> EntityDeletion:
+        await self.inner.store(
+            [{"entity_type": entity_type, "target_id": entity_id, "_deleted": False}],
+            idempotency_key=f"server-restore-{uuid.uuid4().hex}",
+            source_priority=1001,
+        )
+        return EntityDeletion(entity_id, None, raw={})
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_forget_restore_forget_holds_where_a_restore_outranks_deletions(
+    tmp_path: Path, anyio_backend: str
+) -> None:
+    async with EmbeddedStore.open(tmp_path / "memory.db") as embedded:
+        store = _ServerPriorities(embedded)
+        memory, maria, _ = await _seed(store)
+        for _ in range(2):
+            await memory.forget_entity(maria)
+            with pytest.raises(NotFoundError):
+                await store.get_entity_snapshot(maria)
+            await memory.restore_entity(maria)
+            assert (await store.get_entity_snapshot(maria)).snapshot["name"] == "Maria Gomez"
