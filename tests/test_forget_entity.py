@@ -23,6 +23,7 @@ from neotoma_agent import (
     EntityDeleter,
     EntityDeletion,
     InvalidEntityIdError,
+    LookupResult,
     NeotomaMemory,
     NotFoundError,
 )
@@ -231,3 +232,24 @@ async def test_forget_restore_forget_holds_where_a_restore_outranks_deletions(
                 await store.get_entity_snapshot(maria)
             await memory.restore_entity(maria)
             assert (await store.get_entity_snapshot(maria)).snapshot["name"] == "Maria Gomez"
+
+
+def test_a_real_servers_answer_for_a_deleted_entity_finds_nothing() -> None:
+    """Neotoma 0.22.0's ``/retrieve_entity_by_identifier`` still answers a soft-deleted
+    entity, with ``"snapshot": null`` (recorded on a real server after ``/delete_entity``):
+    the transports' result leaves it out, so retrieval over HTTP does not bring it back."""
+    deleted = {
+        "id": "ent_fb9d414d9b1af5630e72d6e6",
+        "entity_type": "person",
+        "canonical_name": "person:Maria Gomez",
+        "aliases": [],
+        "merged_to_entity_id": None,
+        "snapshot": None,
+    }
+    live = {**deleted, "id": "ent_18dbab85f498fbd4a1164f53", "snapshot": {"name": "Ana"}}
+    found = LookupResult.from_json(
+        {"entities": [deleted, live], "total": 2, "match_mode": "direct"}
+    )
+    assert [e.id for e in found.entities] == [live["id"]]
+    assert found.total == 1
+    assert LookupResult.from_json({"entities": [deleted], "total": 1}).entities == ()
