@@ -305,7 +305,7 @@ class EntityDeleter(Protocol):
     1000 on the entity: it wins the entity's deletion order, so no read returns the entity
     (its observations and its edges stay, and a restore brings it back).
     :class:`~neotoma_agent.EmbeddedStore` and :class:`~neotoma_agent.HttpTransport` have
-    them (the dev server serves both routes); :func:`neotoma_agent.NeotomaMemory.forget_entity`
+    them (the dev server serves both routes); :meth:`~neotoma_agent.NeotomaMemory.forget_entity`
     writes the same observation through ``store`` on a transport without them.
     """
 
