@@ -64,6 +64,7 @@ with lazy_exports(globals(), moved=dict.fromkeys(_MOVED_TO_QA, "neotoma_agent.qa
     from .exceptions import ConnectTimeout as ConnectTimeout
     from .exceptions import EmptySearchQueryError as EmptySearchQueryError
     from .exceptions import IdempotencyMismatchError as IdempotencyMismatchError
+    from .exceptions import InvalidEntityIdError as InvalidEntityIdError
     from .exceptions import NeotomaError as NeotomaError
     from .exceptions import NotFoundError as NotFoundError
     from .exceptions import OutboxError as OutboxError
@@ -86,6 +87,8 @@ with lazy_exports(globals(), moved=dict.fromkeys(_MOVED_TO_QA, "neotoma_agent.qa
     from .transport._base import CorrectionResult as CorrectionResult
     from .transport._base import CreateRelationshipsResult as CreateRelationshipsResult
     from .transport._base import Entity as Entity
+    from .transport._base import EntityDeleter as EntityDeleter
+    from .transport._base import EntityDeletion as EntityDeletion
     from .transport._base import EntityQueryResult as EntityQueryResult
     from .transport._base import EntitySnapshot as EntitySnapshot
     from .transport._base import LookupResult as LookupResult
@@ -108,6 +111,7 @@ with lazy_exports(globals(), moved=dict.fromkeys(_MOVED_TO_QA, "neotoma_agent.qa
     from .transport._search_results import SearchHitKind as SearchHitKind
     from .transport._search_results import SearchResult as SearchResult
     from .transport.embedded import PurgeStats as PurgeStats
+    from .transport.embedded import purge_entities as purge_entities
     from .transport.embedded import purge_forgotten as purge_forgotten
     from .transport.http import RetryPolicy as RetryPolicy
     from .transport.outbox import OutboxTransport as OutboxTransport

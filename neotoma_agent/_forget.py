@@ -14,7 +14,13 @@ conversation only refers to (a company, a produced note) stay; their edges to it
 :func:`restore_conversation` undoes it from the :class:`Forgotten` record ``forget`` returns
 (deleted entities cannot be found by reading any more: the record is the map back).
 
-Erasing the bytes is the embedded store's :meth:`~neotoma_agent.EmbeddedStore.purge`.
+:func:`forget_entity` deletes one entity the way ``/delete_entity`` does (through the
+transport's ``delete_entity`` when it has one, :class:`~neotoma_agent.EntityDeleter`; else
+the same observation through ``store``); its edges stay, as on a server, and readers skip
+the deleted end. :func:`restore_entity` undoes it.
+
+Erasing the bytes is the embedded store's :func:`~neotoma_agent.purge_forgotten` (a
+conversation) and :func:`~neotoma_agent.purge_entities` (entities).
 """
 
 from __future__ import annotations
@@ -27,16 +33,21 @@ from typing import Any, Final
 import attrs
 
 from ._history import read_conversation
+from ._identity import ENTITY_ID_RE
 from ._keys import conversation_entity_id
-from .transport._base import Transport
+from .exceptions import InvalidEntityIdError, NotFoundError
+from .transport._base import EntityDeleter, EntityDeletion, Transport
 
 __all__ = [
     "DELETION_PRIORITY",
     "Forgotten",
+    "check_entity_id",
     "forget_conversation",
+    "forget_entity",
     "forget_planned",
     "plan_forget",
     "restore_conversation",
+    "restore_entity",
 ]
 
 #: the ``source_priority`` of Neotoma's deletion observations (``services/deletion.ts``);
@@ -184,3 +195,93 @@ async def forget_conversation(transport: Transport, conversation_id: str) -> For
 async def restore_conversation(transport: Transport, forgotten: Forgotten) -> None:
     """Undo :func:`forget_conversation`: the same entities and edges, readable again."""
     await _mark(transport, forgotten, deleted=False)
+
+
+def check_entity_id(entity_id: object) -> str:
+    """``entity_id`` if it is an entity id (``ent_`` + 24 lowercase hex digits);
+    :class:`~neotoma_agent.InvalidEntityIdError` (never quoting it) otherwise."""
+    if not isinstance(entity_id, str):
+        raise InvalidEntityIdError(f"an entity id is a str, not {type(entity_id).__name__}")
+    if not ENTITY_ID_RE.match(entity_id):
+        raise InvalidEntityIdError(
+            f"not an entity id ({len(entity_id)} characters): an entity id is "
+            "'ent_' and 24 lowercase hex digits"
+        )
+    return entity_id
+
+
+async def _entity_type(transport: Transport, entity_id: str) -> str:
+    """The type of an entity, deleted or not (its newest observation says it)."""
+    listed = await transport.list_observations(entity_id, limit=1)
+    if not listed.observations:
+        raise NotFoundError("Entity not found", status=404, code="RESOURCE_NOT_FOUND")
+    return listed.observations[0].entity_type
+
+
+async def _in_state(transport: Transport, entity_id: str, *, deleted: bool) -> bool:
+    """Whether the entity reads as ``deleted`` (404) or not."""
+    try:
+        await transport.get_entity_snapshot(entity_id)
+    except NotFoundError:
+        return deleted
+    return not deleted
+
+
+async def _mark_entity(
+    transport: Transport, entity_id: str, entity_type: str, *, deleted: bool
+) -> EntityDeletion:
+    """Delete (or restore) through the routes, checked by a read; else through ``store``.
+
+    A real Neotoma server restores at ``source_priority`` 1001, above its deletions (1000),
+    so after a restore its ``/delete_entity`` no longer hides the entity. When the read
+    shows that the route's observation did not decide (or the transport has no routes),
+    the same observation goes through ``store`` at 1001: a tie with the server's restore
+    that it wins (a server's own deletions carry no ``observation_source``, which ranks
+    last), and among such writes the newest decides.
+    """
+    if isinstance(transport, EntityDeleter):
+        if deleted:
+            answer = await transport.delete_entity(entity_id, entity_type)
+        else:
+            answer = await transport.restore_entity(entity_id, entity_type)
+        if await _in_state(transport, entity_id, deleted=deleted):
+            return answer
+    at = _now()
+    result = await transport.store(
+        [
+            {
+                "entity_type": entity_type,
+                "target_id": entity_id,
+                "_deleted": deleted,
+                ("deleted_at" if deleted else "restored_at"): at,
+            }
+        ],
+        idempotency_key=f"{'delete' if deleted else 'restore'}-entity-{uuid.uuid4().hex}",
+        source_priority=DELETION_PRIORITY + 1,
+    )
+    stored = result.entities[0] if result.entities else None
+    observation = stored.observation_id if stored is not None else None
+    return EntityDeletion(entity_id, observation, raw={"success": True, "entity_id": entity_id})
+
+
+async def forget_entity(transport: Transport, entity_id: str) -> EntityDeletion:
+    """Soft-delete one entity as Neotoma's ``/delete_entity`` does.
+
+    The entity leaves every read (lookups and retrieval, search, snapshots, the messages'
+    REFERS_TO lists, ``show``, the context block); its observations and edges stay, so
+    :func:`restore_entity` brings it back. A malformed id raises
+    :class:`~neotoma_agent.InvalidEntityIdError` before any I/O; an unknown (or already
+    deleted) entity :class:`~neotoma_agent.NotFoundError`, writing nothing.
+    """
+    check_entity_id(entity_id)
+    snapshot = await transport.get_entity_snapshot(entity_id)  # 404: unknown or deleted
+    return await _mark_entity(transport, entity_id, snapshot.entity_type, deleted=True)
+
+
+async def restore_entity(transport: Transport, entity_id: str) -> EntityDeletion:
+    """Undo :func:`forget_entity`: the entity is readable again (restoring an entity that
+    is not deleted writes an observation that changes nothing). Errors as
+    :func:`forget_entity`'s (an entity a purge erased is unknown)."""
+    check_entity_id(entity_id)
+    entity_type = await _entity_type(transport, entity_id)
+    return await _mark_entity(transport, entity_id, entity_type, deleted=False)

@@ -17,7 +17,13 @@ import attrs
 
 from ._checks import check_optional_count
 from ._closing import check_model as _check_model
-from ._forget import Forgotten, forget_conversation, restore_conversation
+from ._forget import (
+    Forgotten,
+    forget_conversation,
+    forget_entity,
+    restore_conversation,
+    restore_entity,
+)
 from ._history import HistoryTurn, read_history
 from ._keys import (
     TurnKeys,
@@ -53,7 +59,7 @@ from ._tools import ToolCall, check_tools, iso_ms, merge_tools
 from ._turn import Turn
 from ._turn_result import TurnResult, TurnState, close_failure, finish, finish_attempt
 from .exceptions import TransportError, error_class_name
-from .transport._base import Entity
+from .transport._base import Entity, EntityDeletion
 from .transport._search_fallback import search as search_store
 from .transport._search_results import SearchResult
 
@@ -222,6 +228,25 @@ class NeotomaMemory(MemorySettings):
     async def restore(self, forgotten: Forgotten) -> None:
         """Undo :meth:`forget`: the entities and edges ``forgotten`` names are readable again."""
         await restore_conversation(self.transport, forgotten)
+
+    async def forget_entity(self, entity_id: str) -> EntityDeletion:
+        """Delete one entity (a person, a company, a note) as Neotoma's ``/delete_entity``
+        does: a deletion observation, so that no lookup, retrieval, search, context block,
+        ``show`` or web view finds it any more, on every backend. Its observations and its
+        edges stay (a message still REFERS_TO it; readers skip it), so
+        :meth:`restore_entity` undoes it; to erase its bytes from an embedded store, pass
+        its id to :func:`~neotoma_agent.purge_entities`. A malformed id raises
+        :class:`~neotoma_agent.InvalidEntityIdError` before any I/O, an unknown or already
+        deleted one :class:`~neotoma_agent.NotFoundError`::
+
+            await memory.forget_entity(maria_id)
+            await memory.restore_entity(maria_id)   # changed your mind
+        """
+        return await forget_entity(self.transport, entity_id)
+
+    async def restore_entity(self, entity_id: str) -> EntityDeletion:
+        """Undo :meth:`forget_entity`: the entity is found and read again."""
+        return await restore_entity(self.transport, entity_id)
 
     async def tools(self, turn_id: str) -> tuple[StoredToolCall, ...]:
         """The tool calls stored with turn ``turn_id``, with their arguments and results.

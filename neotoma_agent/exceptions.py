@@ -18,6 +18,7 @@ Every error this library raises on purpose derives from :class:`NeotomaError`::
     ├── TurnCloseError                 the closing store of a turn failed
     ├── ToolCallConflictError          a tool call id recorded again with other content
     ├── EmptySearchQueryError          a search for an empty or blank query
+    ├── InvalidEntityIdError           an entity id that is not ``ent_`` + 24 hex digits
     └── OutboxError                    the outbox file cannot be used (a newer schema)
         └── OutboxFullError            the outbox holds its maximum of entries
 
@@ -44,6 +45,7 @@ __all__ = [
     "ConnectionLost",
     "EmptySearchQueryError",
     "IdempotencyMismatchError",
+    "InvalidEntityIdError",
     "NeotomaError",
     "NotFoundError",
     "OutboxError",
@@ -193,6 +195,11 @@ class EmptySearchQueryError(NeotomaError, ValueError):
     (``"***"``: it finds nothing). Also a ``ValueError``, as the other refusals of bad
     input are.
     """
+
+
+class InvalidEntityIdError(NeotomaError, ValueError):
+    """An entity id that is not Neotoma's ``ent_`` + 24 lowercase hex digits (or not a
+    str), refused before any I/O. The message never quotes the id."""
 
 
 class OutboxError(NeotomaError):

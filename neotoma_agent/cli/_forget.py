@@ -7,6 +7,9 @@ before anything is deleted, so that a forget either has its record or did not ha
 in the data directory under ``forgotten/`` (one file per store and conversation, so that
 ``forget --restore CONVERSATION`` finds it), and also at ``--save FILE`` when given.
 ``--purge`` (the embedded store only) then erases the rows and the file's free pages.
+
+``forget --entity ID`` deletes one entity as Neotoma's ``/delete_entity`` does (reversible
+with ``--restore``; its id is the record); with ``--purge`` its observations are erased.
 """
 
 from __future__ import annotations
@@ -17,8 +20,17 @@ import json
 import sys
 from pathlib import Path
 
-from .._forget import Forgotten, forget_planned, plan_forget, restore_conversation
+from .._forget import (
+    Forgotten,
+    check_entity_id,
+    forget_entity,
+    forget_planned,
+    plan_forget,
+    restore_conversation,
+    restore_entity,
+)
 from .._private import private_dir, replace_private
+from ..exceptions import InvalidEntityIdError, NotFoundError
 from ._common import CLIError, Command, db_path, open_transport, option, resolve_url
 from ._paths import data_dir
 
@@ -115,8 +127,75 @@ def _restore_source(args: argparse.Namespace) -> tuple[Path, bool]:
     return kept, True
 
 
+def _entity_arguments(args: argparse.Namespace) -> str:
+    """The checked ``--entity`` id, and the options that go with it; a :class:`CLIError`
+    before anything is opened or written otherwise."""
+    try:
+        entity_id = check_entity_id(args.entity)
+    except InvalidEntityIdError as exc:
+        raise CLIError(f"--entity: {exc}", "`neotoma-agent show --json` lists entity ids") from None
+    if args.conversation is not None:
+        raise CLIError("give a CONVERSATION or --entity ID, not both")
+    if args.restore not in (None, ""):
+        raise CLIError("with --entity, --restore takes no value: the entity id is the record")
+    if args.save or args.state:
+        raise CLIError("--save and --state go with a CONVERSATION, not --entity")
+    if args.purge and args.restore is not None:
+        raise CLIError("--purge erases for good: it cannot go with --restore")
+    if args.purge and resolve_url(args):
+        raise CLIError(
+            "--purge erases rows of a store file; a server keeps its own",
+            "drop --purge: the entity is then soft-deleted on the server",
+        )
+    return entity_id
+
+
+def _no_entity(entity_id: str, deleted_too: bool) -> CLIError:
+    return CLIError(
+        f"no entity {entity_id} in this store"
+        + (" (or it is deleted already)" if deleted_too else ""),
+        "`neotoma-agent show --json` lists entity ids",
+    )
+
+
+async def _run_entity(args: argparse.Namespace) -> int:
+    """``forget --entity ID`` (``--restore``, ``--purge``): one entity; one line said."""
+    entity_id = _entity_arguments(args)
+    async with open_transport(args, must_exist=True) as transport:
+        if args.restore is not None:
+            try:
+                await restore_entity(transport, entity_id)
+            except NotFoundError:
+                raise _no_entity(entity_id, False) from None
+            print(f"restored entity {entity_id}")
+            return 0
+        try:
+            await forget_entity(transport, entity_id)
+        except NotFoundError:
+            # --purge also erases an entity deleted earlier (its observations remain)
+            listed = await transport.list_observations(entity_id, limit=1)
+            if not (args.purge and listed.observations):
+                raise _no_entity(entity_id, True) from None
+    if args.purge:
+        from ..transport.embedded import purge_entities
+
+        stats = purge_entities(db_path(args), [entity_id])
+        print(
+            f"erased entity {entity_id}: {stats.observations} observations, "
+            f"{stats.relationships} edges, free pages vacuumed (irreversible)"
+        )
+    else:
+        print(
+            f"deleted entity {entity_id} (reversible: `neotoma-agent forget --entity "
+            f"{entity_id} --restore` on this store undoes it)"
+        )
+    return 0
+
+
 async def run(args: argparse.Namespace) -> int:
-    """Forget (or restore) one conversation; print what was done."""
+    """Forget (or restore) one conversation or one entity; print what was done."""
+    if args.entity is not None:
+        return await _run_entity(args)
     if args.restore is not None:
         source, from_kept = _restore_source(args)
         record = _read_record(source)
@@ -170,7 +249,7 @@ async def run(args: argparse.Namespace) -> int:
 
 COMMAND = Command(
     "forget",
-    help="soft-delete a conversation (reversible); --purge also erases its bytes",
+    help="soft-delete a conversation or an entity (reversible); --purge also erases its bytes",
     description="""
         Forget a conversation the way Neotoma deletes: a deletion observation on the
         conversation, its messages, turn records and tool calls, and on every edge touching
@@ -180,12 +259,21 @@ COMMAND = Command(
         when given); if it cannot be written, nothing is forgotten. `forget --restore
         CONVERSATION` (same --db or --url) or `forget --restore FILE` undoes it. On a store
         file, --purge then erases the rows and VACUUMs the file (irreversible: no record is
-        kept), for a user who asked to be forgotten, and drops the conversation from the
-        coding-agent hooks' state file (--state).
+        kept) and drops the conversation from the coding-agent hooks' state file (--state);
+        the entities the conversation only mentions keep their text. `forget --entity ID`
+        deletes one entity the way Neotoma's /delete_entity does (retrieval, search, show,
+        the context block and the web view no longer see it; its edges stay), `--restore`
+        brings it back, and --purge erases its observations, index entries and edges from
+        the store file.
     """,
     run=run,
     options=(
         option("conversation", nargs="?", metavar="CONVERSATION", help="conversation id"),
+        option(
+            "--entity",
+            metavar="ID",
+            help="forget one entity (ent_ + 24 hex digits) instead of a conversation",
+        ),
         option("--save", metavar="FILE", help="also write the undo record to FILE (0600)"),
         option(
             "--restore",

@@ -16,7 +16,7 @@ from neotoma_agent._version import __version__
 from neotoma_agent.server import _validate
 from neotoma_agent.server._replies import json_response, refusal
 from neotoma_agent.server._validate import read_body
-from neotoma_agent.transport._base import Transport
+from neotoma_agent.transport._base import EntityDeleter, Transport
 from neotoma_agent.transport._rest import RestActions
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -110,7 +110,19 @@ _TYPED_CALLS: dict[str, Callable[[Transport, Mapping[str, Any]], Awaitable[Any]]
         b["value"],
         idempotency_key=b["idempotency_key"],
     ),
+    "delete_entity": lambda t, b: _deleter(t).delete_entity(
+        b["entity_id"], b["entity_type"], reason=b.get("reason")
+    ),
+    "restore_entity": lambda t, b: _deleter(t).restore_entity(
+        b["entity_id"], b["entity_type"], reason=b.get("reason")
+    ),
 }
+
+
+def _deleter(t: Transport) -> EntityDeleter:
+    if not isinstance(t, EntityDeleter):
+        raise refusal(501, "NOT_IMPLEMENTED", "This dev server's store cannot delete entities.")
+    return t
 
 
 def _forwarding(action: str, check: Callable[[dict[str, Any]], dict[str, Any]]) -> Handler:
@@ -167,6 +179,8 @@ POST_ROUTES: dict[str, Handler] = {
     "/retrieve_related_entities": _post_retrieve_related_entities,
     "/entities/query": _forwarding("entities/query", _validate.entities_query),
     "/correct": _forwarding("correct", _validate.correct),
+    "/delete_entity": _forwarding("delete_entity", _validate.entity_deletion),
+    "/restore_entity": _forwarding("restore_entity", _validate.entity_deletion),
 }
 #: the GET routes, by path
 GET_ROUTES: dict[str, Handler] = {"/health": _get_health}

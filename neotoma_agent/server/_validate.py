@@ -63,6 +63,7 @@ _CREATE_RELATIONSHIP_FIELDS = frozenset(
     }
 )
 _CREATE_RELATIONSHIPS_FIELDS = frozenset({"relationships", "source_id", "user_id"})
+_DELETION_FIELDS = frozenset({"entity_id", "entity_type", "reason", "user_id"})
 _CORRECT_FIELDS = frozenset(
     {"entity_id", "entity_type", "field", "idempotency_key", "user_id", "value"}
 )
@@ -499,3 +500,17 @@ def correct(body: Mapping[str, Any]) -> dict[str, Any]:
         "value": body["value"],
         "idempotency_key": body["idempotency_key"],
     }
+
+
+def entity_deletion(body: Mapping[str, Any]) -> dict[str, Any]:
+    """``POST /delete_entity`` and ``/restore_entity``: ``entity_id`` and ``entity_type``
+    required, ``reason`` optional (the real server's ``DeleteEntityRequestSchema``)."""
+    _closed(body, _DELETION_FIELDS, "POST /delete_entity")
+    issues = Issues()
+    _string(body, "entity_id", issues, required=True)
+    _string(body, "entity_type", issues, required=True)
+    _string(body, "reason", issues)
+    issues.raise_if_any()
+    return present(
+        entity_id=body["entity_id"], entity_type=body["entity_type"], reason=body.get("reason")
+    )

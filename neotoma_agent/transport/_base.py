@@ -17,6 +17,7 @@ from ._query_results import ConversationSummaryItem as ConversationSummaryItem
 from ._query_results import ConversationSummaryPage as ConversationSummaryPage
 from ._query_results import CorrectionResult as CorrectionResult
 from ._query_results import CreateRelationshipsResult as CreateRelationshipsResult
+from ._query_results import EntityDeletion as EntityDeletion
 from ._query_results import EntityQueryResult as EntityQueryResult
 from ._query_results import Observation as Observation
 from ._query_results import ObservationList as ObservationList
@@ -37,6 +38,7 @@ __all__ = [
     "AsyncClosing",
     "ConversationReader",
     "Direction",
+    "EntityDeleter",
     "SearchReader",
     "SummaryReader",
     "Transport",
@@ -291,4 +293,30 @@ class SearchReader(Protocol):
         ``query`` (plain text; ``"..."`` marks a phrase), best first; with
         ``conversation_id``, that conversation's messages only. An empty or blank query
         raises :class:`~neotoma_agent.EmptySearchQueryError` before any I/O."""
+        ...
+
+
+@runtime_checkable
+class EntityDeleter(Protocol):
+    """The optional Transport methods that delete one entity as Neotoma does
+    (``POST /delete_entity``, ``POST /restore_entity``).
+
+    A deletion is an observation ``{_deleted: true, deleted_at}`` at ``source_priority``
+    1000 on the entity: it wins the entity's deletion order, so no read returns the entity
+    (its observations and its edges stay, and a restore brings it back).
+    :class:`~neotoma_agent.EmbeddedStore` and :class:`~neotoma_agent.HttpTransport` have
+    them (the dev server serves both routes); :meth:`~neotoma_agent.NeotomaMemory.forget_entity`
+    writes the same observation through ``store`` on a transport without them.
+    """
+
+    async def delete_entity(
+        self, entity_id: str, entity_type: str, *, reason: str | None = None
+    ) -> EntityDeletion:
+        """Soft-delete the entity; 404 :class:`NotFoundError` if there is no such entity."""
+        ...
+
+    async def restore_entity(
+        self, entity_id: str, entity_type: str, *, reason: str | None = None
+    ) -> EntityDeletion:
+        """Undo :meth:`delete_entity`: the entity is readable again."""
         ...

@@ -200,6 +200,24 @@ class CorrectionResult:
 
 
 @attrs.frozen
+class EntityDeletion:
+    """The answer to ``delete_entity`` / ``restore_entity``: Neotoma's ``{success,
+    entity_id, observation_id}``, the id of the deletion (or restoring) observation."""
+
+    entity_id: str
+    observation_id: str | None
+    raw: Mapping[str, Any] = attrs.field(repr=False, eq=False)
+
+    @classmethod
+    def from_json(cls, raw: Mapping[str, Any]) -> EntityDeletion:
+        return cls(
+            entity_id=str(raw.get("entity_id", "")),
+            observation_id=_opt_str(raw.get("observation_id")),
+            raw=raw,
+        )
+
+
+@attrs.frozen
 class ConversationPage:
     """The answer to ``recent_conversations``: conversations, most recently active first."""
 

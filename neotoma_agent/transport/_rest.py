@@ -20,6 +20,7 @@ from ._base import (
     CorrectionResult,
     CreateRelationshipsResult,
     Direction,
+    EntityDeletion,
     EntityQueryResult,
     EntitySnapshot,
     LookupResult,
@@ -191,6 +192,20 @@ class RestActions(AsyncClosing):
             "idempotency_key": idempotency_key,
         }
         return CorrectionResult.from_json(await self.request("correct", body))
+
+    async def delete_entity(
+        self, entity_id: str, entity_type: str, *, reason: str | None = None
+    ) -> EntityDeletion:
+        """``POST /delete_entity``: soft-delete one entity (see ``EntityDeleter``)."""
+        body = present(entity_id=entity_id, entity_type=entity_type, reason=reason)
+        return EntityDeletion.from_json(await self.request("delete_entity", body))
+
+    async def restore_entity(
+        self, entity_id: str, entity_type: str, *, reason: str | None = None
+    ) -> EntityDeletion:
+        """``POST /restore_entity``: undo ``delete_entity``."""
+        body = present(entity_id=entity_id, entity_type=entity_type, reason=reason)
+        return EntityDeletion.from_json(await self.request("restore_entity", body))
 
     async def recent_conversation(
         self,

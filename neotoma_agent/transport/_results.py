@@ -305,6 +305,10 @@ class Entity:
         )
 
 
+def _deleted_item(item: Mapping[str, Any]) -> bool:
+    return "snapshot" in item and item["snapshot"] is None
+
+
 @attrs.frozen
 class LookupResult:
     """The answer to ``retrieve_entity_by_identifier``."""
@@ -317,10 +321,16 @@ class LookupResult:
 
     @classmethod
     def from_json(cls, raw: Mapping[str, Any]) -> LookupResult:
-        entities = tuple(Entity.from_json(e) for e in _items(raw.get("entities")))
+        items = _items(raw.get("entities"))
+        # A real server (0.22.0) still answers a soft-deleted entity here, with
+        # ``"snapshot": null`` (a live entity always has one): it is not found.
+        live = [e for e in items if not _deleted_item(e)]
+        entities = tuple(Entity.from_json(e) for e in live)
         return cls(
             entities=entities,
-            total=_opt_int(raw.get("total")) or len(entities),
+            total=len(entities)
+            if len(live) < len(items)
+            else (_opt_int(raw.get("total")) or len(entities)),
             match_mode=str(raw.get("match_mode", "none")),
             raw=raw,
         )

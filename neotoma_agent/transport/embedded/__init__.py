@@ -18,5 +18,6 @@ from ..._lazy import lazy_exports
 # through ._write alone loads neither the store's event-loop machinery nor the purge.
 with lazy_exports(globals()):
     from ._purge import PurgeStats as PurgeStats
+    from ._purge import purge_entities as purge_entities
     from ._purge import purge_forgotten as purge_forgotten
     from ._store import EmbeddedStore as EmbeddedStore

@@ -35,7 +35,7 @@ from ..._js import js_trim
 from .._packed_calls import TOOL_CALLS, pack_tool_calls
 from ._errors import invalid_format, not_found
 from ._page_rows import decode_fields, message_fields, turn_record
-from ._rows import decode_entity, decode_time, encode_entity
+from ._rows import LIVE, decode_entity, decode_time, encode_entity
 from ._summaries import SUMMARIES_ROUTE, conversation_summaries
 from ._validate import bounded_int
 
@@ -75,7 +75,7 @@ def _related(conn: sqlite3.Connection, ids: Sequence[str]) -> dict[str, list[dic
         "e.canonical_name, json_extract(e.snapshot, '$.f') FROM relationships r "
         "JOIN entities e ON e.id = r.target_entity_id "
         "WHERE r.source_entity_id IN (SELECT value FROM json_each(?)) "
-        "AND r.relationship_type != 'PART_OF' "
+        f"AND r.relationship_type != 'PART_OF' AND {LIVE} "  # a deleted end is not listed
         "ORDER BY r.source_entity_id, r.relationship_type, r.target_entity_id",
         (json.dumps(list(ids)),),
     ).fetchall()

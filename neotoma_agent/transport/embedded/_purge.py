@@ -1,4 +1,4 @@
-"""Erasing a forgotten conversation's bytes from a store file (``forget --purge``).
+"""Erasing a forgotten conversation's (or entity's) bytes from a store file (``forget --purge``).
 
 A soft deletion (:mod:`neotoma_agent._forget`) keeps every observation, as Neotoma does; a
 user who asked to be forgotten needs the bytes gone. :func:`purge_forgotten` deletes the
@@ -28,7 +28,7 @@ from ..._file_kind import check_store_file
 from ..._forget import Forgotten
 from ._rows import encode_entity
 
-__all__ = ["PurgeStats", "purge_forgotten"]
+__all__ = ["PurgeStats", "purge_entities", "purge_forgotten"]
 
 _BUSY_MS = 5000
 _Id = TypeVar("_Id", str, bytes, str | bytes)
@@ -120,13 +120,29 @@ def purge_forgotten(path: str | os.PathLike[str], forgotten: Forgotten) -> Purge
     ``forgotten``: what :meth:`~neotoma_agent.NeotomaMemory.forget` returned. Irreversible;
     the store must be closed (``sqlite3.OperationalError`` "database is locked" otherwise).
     """
+    return purge_entities(path, forgotten.entity_ids)
+
+
+def purge_entities(path: str | os.PathLike[str], entity_ids: Sequence[str]) -> PurgeStats:
+    """Erase the bytes of entities from the store file at ``path``: their rows,
+    observations (every field's text), index entries, every edge touching them and the
+    idempotency keys of the stores that wrote their observations; then the file is
+    ``VACUUM``\\ ed and its write-ahead log truncated.
+
+    What other entities hold is kept: a message that named the entity keeps its text.
+    Irreversible (a purged entity is unknown, not deleted: nothing restores it); the store
+    must be closed (``sqlite3.OperationalError`` "database is locked" otherwise).
+    """
     if not Path(path).is_file():
         raise FileNotFoundError(f"no store file: {os.fspath(path)}")
-    ids = list(forgotten.entity_ids)
+    ids = list(entity_ids)
     conn = sqlite3.connect(os.fspath(path), isolation_level=None, timeout=_BUSY_MS / 1000)
     try:
         if check_store_file(conn, os.fspath(path)) != "store":
             return PurgeStats(0, 0, 0, 0)  # an empty file holds nothing to erase
+        # Deleted cells are zeroed as they go, whatever the SQLite build's default (many
+        # builds leave them in place until the VACUUM below rewrites the file).
+        conn.execute("PRAGMA secure_delete = ON")
         conn.execute("BEGIN IMMEDIATE")
         try:
             stats = _rows(conn, ids)

@@ -32,6 +32,7 @@ from ._name_index import (
 )
 from ._rows import (
     DIRECT_COLUMNS,
+    LIVE,
     OBSERVATION_FIELDS,
     direct_item,
     dumps,
@@ -303,10 +304,7 @@ def query_entities(conn: sqlite3.Connection, body: Mapping[str, Any]) -> dict[st
 
     # A soft-deleted entity is in no query, as on a server. ``instr`` first: the JSON is
     # parsed only for the rare row whose text holds the deletion mark.
-    where: list[str] = [
-        "NOT (instr(snapshot, '\"d\":1') > 0 AND json_extract(snapshot, '$.d') = 1)",
-        "NOT (instr(snapshot, '\"del\":true') > 0 AND json_extract(snapshot, '$.del') = 1)",
-    ]
+    where: list[str] = [LIVE]
     params: list[Any] = []
     if types:
         where.append(f"entity_type IN ({','.join('?' * len(types))})")
@@ -406,7 +404,7 @@ def retrieve_entity_by_identifier(
     # Pass 1: an entity id is a primary-key lookup and nothing else.
     if _ENT_LIKE_RE.match(text):
         row = conn.execute(
-            f"SELECT {DIRECT_COLUMNS} FROM entities WHERE id = ?", (text.lower(),)
+            f"SELECT {DIRECT_COLUMNS} FROM entities WHERE id = ? AND {LIVE}", (text.lower(),)
         ).fetchone()
         if row is None:
             none["hint"] = (
@@ -431,13 +429,13 @@ def retrieve_entity_by_identifier(
         else:
             id_list, id_args = "(SELECT value FROM json_each(?))", [json.dumps(ids)]
         rows = conn.execute(
-            f"SELECT {DIRECT_COLUMNS} FROM entities WHERE id IN {id_list}"
+            f"SELECT {DIRECT_COLUMNS} FROM entities WHERE id IN {id_list} AND {LIVE}"
             f"{type_clause} ORDER BY canonical_name, id LIMIT ?",
             (*id_args, *((etype,) if etype else ()), limit),
         ).fetchall()
     if not rows and etype:
         rows = conn.execute(
-            f"SELECT {DIRECT_COLUMNS} FROM entities WHERE id = ?",
+            f"SELECT {DIRECT_COLUMNS} FROM entities WHERE id = ? AND {LIVE}",
             (entity_id_for(etype, text),),
         ).fetchall()
     if rows:
@@ -494,7 +492,9 @@ def retrieve_entity_by_identifier(
     items = []
     for eid in found:
         row = conn.execute(
-            "SELECT id, entity_type, canonical_name, snapshot FROM entities WHERE id = ?", (eid,)
+            "SELECT id, entity_type, canonical_name, snapshot FROM entities "
+            f"WHERE id = ? AND {LIVE}",
+            (eid,),
         ).fetchone()
         if row is None or (etype and row[1] != etype):
             continue

@@ -22,6 +22,7 @@ from ._reducer import ObservationMeta, SnapshotState
 
 __all__ = [
     "DIRECT_COLUMNS",
+    "LIVE",
     "OBSERVATION_FIELDS",
     "REL_COLUMNS",
     "decode_entity",
@@ -556,6 +557,15 @@ def _snapshot_json(
 
 # An entity row and what its snapshot record needs, read together: a direct hit costs one
 # statement, not an entity read plus a snapshot read.
+#: the SQL condition of an entity row that is not soft-deleted (the snapshot's deletion mark,
+#: ``"d":1``, or ``"del":true`` in a file an older release wrote). ``instr`` first: the JSON
+#: is parsed only for the rare row whose text holds the mark.
+LIVE = (
+    "NOT (instr(snapshot, '\"d\":1') > 0 AND json_extract(snapshot, '$.d') = 1) AND "
+    "NOT (instr(snapshot, '\"del\":true') > 0 AND json_extract(snapshot, '$.del') = 1)"
+)
+
+
 DIRECT_COLUMNS = (
     "id, entity_type, canonical_name, aliases, created_at, updated_at, "
     "snapshot, observation_count, last_observation_at"

@@ -26,6 +26,7 @@ from ._connect import encodable as _encodable
 from ._conversations import READS as _CONVERSATION_READS
 from ._conversations import route
 from ._db_thread import DBThread, Job
+from ._delete import delete_entity, restore_entity
 from ._edges import create_relationship, create_relationships, retrieve_related_entities
 from ._get_reads import (
     get_entity,
@@ -283,6 +284,8 @@ _ACTIONS: dict[str, Callable[[sqlite3.Connection, Mapping[str, Any]], dict[str, 
     "retrieve_related_entities": retrieve_related_entities,
     "entities/query": query_entities,
     "correct": correct,
+    "delete_entity": delete_entity,
+    "restore_entity": restore_entity,
     SEARCH_ACTION: text_search,
     # The reads behind a server's GET routes (the dev server's GET handlers forward here).
     "get_entity": get_entity,
