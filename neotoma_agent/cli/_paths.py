@@ -1,4 +1,4 @@
-"""Where the command line keeps its store by default (light: read before any command runs)."""
+"""Where the command line keeps its files by default (light: read before any command runs)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,18 @@ import os
 import sys
 from pathlib import Path
 
-__all__ = ["default_db_path"]
+__all__ = ["default_data_dir", "default_db_path"]
+
+
+def default_data_dir() -> Path:
+    """``neotoma-agent`` in the per-user data directory (``$XDG_DATA_HOME`` on Linux)."""
+    if sys.platform == "win32":  # pragma: no cover - not exercised in CI
+        base = Path(os.environ.get("LOCALAPPDATA", Path.home() / "AppData" / "Local"))
+    elif sys.platform == "darwin":  # pragma: no cover
+        base = Path.home() / "Library" / "Application Support"
+    else:
+        base = Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share")
+    return base / "neotoma-agent"
 
 
 def default_db_path() -> Path:
@@ -14,10 +25,4 @@ def default_db_path() -> Path:
     env = os.environ.get("NEOTOMA_AGENT_DB")
     if env:
         return Path(env).expanduser()
-    if sys.platform == "win32":  # pragma: no cover - not exercised in CI
-        base = Path(os.environ.get("LOCALAPPDATA", Path.home() / "AppData" / "Local"))
-    elif sys.platform == "darwin":  # pragma: no cover
-        base = Path.home() / "Library" / "Application Support"
-    else:
-        base = Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share")
-    return base / "neotoma-agent" / "memory.db"
+    return default_data_dir() / "memory.db"
