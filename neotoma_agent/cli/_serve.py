@@ -63,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
 
     def ready(host: str, port: int) -> None:
         shown = f"[{host}]" if ":" in host else host
-        print(f"serving {db} on http://{shown}:{port}; Ctrl-C to stop", flush=True)
+        print(f"serving {db} on http://{shown}:{port} (token required); Ctrl-C to stop", flush=True)
         announce_token(token, port, generated=given is None, written=written)
         print(f"web view: {login_link(f'http://{shown}:{port}/ui/', token, given)}", flush=True)
 

@@ -13,9 +13,11 @@ of both, static files and ``/health`` included):
   ``cross-site`` or ``same-site`` is refused with 403 (a page on another port of
   localhost is ``same-site`` and still another program).
 
-:func:`is_local` is the one place that says whether a request comes from this machine:
-any forwarding header (``Forwarded``, ``X-Forwarded-*``, ``X-Real-IP``, ...) means a proxy
-relayed it, so it is not local whatever address the connection came from.
+No request is trusted for where it comes from: loopback is not a user boundary (another
+account on the machine connects from it too) and a proxy on this machine relays the world
+from it, with ``Forwarded`` / ``X-Forwarded-For`` / ``X-Real-IP`` saying so or not. So
+neither app grants anything to a loopback peer, forwarding headers or not: every route but
+``/health`` needs the token.
 """
 
 from __future__ import annotations
@@ -27,27 +29,10 @@ from typing import Final
 
 from aiohttp import web
 
-__all__ = ["FORWARDING_HEADERS", "allowed_hosts", "is_local", "is_loopback_address", "local_guard"]
+__all__ = ["allowed_hosts", "is_loopback_address", "local_guard"]
 
 #: names that always mean this machine (a browser sends them as they are in the address bar)
 _LOOPBACK_NAMES: Final = frozenset({"localhost", "127.0.0.1", "[::1]"})
-
-#: headers a proxy adds; their presence makes a request non-local
-FORWARDING_HEADERS: Final = (
-    "Forwarded",
-    "X-Forwarded-For",
-    "X-Forwarded-Host",
-    "X-Forwarded-Proto",
-    "X-Forwarded-Port",
-    "X-Forwarded-Server",
-    "X-Real-IP",
-    "X-Client-IP",
-    "X-Cluster-Client-IP",
-    "True-Client-IP",
-    "CF-Connecting-IP",
-    "Fastly-Client-IP",
-    "Via",
-)
 
 _WRITES: Final = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 _ALLOWED_HOSTS: Final = web.AppKey("neotoma_allowed_hosts", frozenset)
@@ -66,13 +51,6 @@ def is_loopback_address(address: str | None) -> bool:
     if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
         return ip.ipv4_mapped.is_loopback
     return ip.is_loopback
-
-
-def is_local(request: web.Request) -> bool:
-    """Whether ``request`` came straight from this machine: a loopback peer, no proxy."""
-    if any(name in request.headers for name in FORWARDING_HEADERS):
-        return False
-    return is_loopback_address(request.remote)
 
 
 def allowed_hosts(app: web.Application, hosts: Iterable[str]) -> None:

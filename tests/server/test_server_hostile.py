@@ -60,14 +60,21 @@ def _request(
     headers: dict[str, bytes] | None = None,
     content_length: int | None = None,
 ) -> bytes:
-    """The raw bytes of ``POST path`` with a JSON ``body``, any header bytes as given."""
+    """The raw bytes of ``POST path`` with a JSON ``body``, any header bytes as given.
+
+    The server's token goes with it unless ``headers`` has an ``Authorization`` of its own;
+    :func:`_raw` puts the server's port in the ``Host``.
+    """
+    headers = headers or {}
     lines = [
         f"POST {path} HTTP/1.1".encode(),
-        b"Host: 127.0.0.1",
+        _HOST,
         b"Content-Type: application/json",
         b"Content-Length: %d" % (len(body) if content_length is None else content_length),
     ]
-    lines += [name.encode() + b": " + value for name, value in (headers or {}).items()]
+    if "Authorization" not in headers:
+        lines.append(b"Authorization: Bearer " + TOKEN.encode())
+    lines += [name.encode() + b": " + value for name, value in headers.items()]
     return b"\r\n".join(lines) + b"\r\n\r\n" + body
 
 
@@ -83,13 +90,18 @@ async def _read_answer(reader: asyncio.StreamReader) -> Answer:
     return Answer(int(status_line.split()[1]), headers, body)
 
 
+_HOST = b"Host: 127.0.0.1:PORT"
+
+
 async def _raw(url: str, *chunks: bytes, timeout: float = 5.0) -> Answer:
     """Write ``chunks`` on a fresh connection and read one answer (within ``timeout``)."""
     parts = urllib.parse.urlsplit(url)
     assert parts.hostname == "127.0.0.1"
     reader, writer = await asyncio.open_connection(parts.hostname, parts.port)
+    host = b"Host: 127.0.0.1:%d" % (parts.port or 80)
     try:
         for chunk in chunks:
+            chunk = chunk.replace(_HOST, host, 1)
             writer.write(chunk)
             await writer.drain()
         return await asyncio.wait_for(_read_answer(reader), timeout)
@@ -110,29 +122,29 @@ class Server:
     url: str
     store: EmbeddedStore
     session: aiohttp.ClientSession
-    token: str | None
+    token: str
 
     async def still_serves_and_stored_nothing(self) -> None:
-        headers = {"Authorization": f"Bearer {self.token}"} if self.token else {}
         async with self.session.post(
-            self.url + "/retrieve_entity_by_identifier",
-            json={"identifier": "x"},
-            headers=headers,
+            self.url + "/retrieve_entity_by_identifier", json={"identifier": "x"}
         ) as response:
             assert response.status == 200
         assert (await self.store.query_entities()).total == 0
 
 
-async def _server(token: str | None, max_body_size: int = LIMIT) -> AsyncIterator[Server]:
+async def _server(token: str = TOKEN, max_body_size: int = LIMIT) -> AsyncIterator[Server]:
     async with EmbeddedStore.open(":memory:") as store:
         app = create_app(store, token=token, max_body_size=max_body_size)
-        async with serving(app, shutdown_timeout=2.0) as url, aiohttp.ClientSession() as session:
+        async with (
+            serving(app, shutdown_timeout=2.0) as url,
+            aiohttp.ClientSession(headers={"Authorization": f"Bearer {token}"}) as session,
+        ):
             yield Server(url, store, session, token)
 
 
 @pytest.fixture
 async def server() -> AsyncIterator[Server]:
-    async for s in _server(None):
+    async for s in _server():
         yield s
 
 
@@ -145,7 +157,7 @@ async def token_server() -> AsyncIterator[Server]:
 @pytest.fixture
 async def big_server() -> AsyncIterator[Server]:
     """A server whose body limit lets deeply nested JSON through to the parser."""
-    async for s in _server(None, max_body_size=2**20):
+    async for s in _server(max_body_size=2**20):
         yield s
 
 
@@ -304,8 +316,9 @@ async def test_a_chunked_body_growing_past_the_limit_is_refused(
     reader, writer = await asyncio.open_connection(parts.hostname, parts.port)
     try:
         writer.write(
-            b"POST /store HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
-            b"Transfer-Encoding: chunked\r\n\r\n"
+            b"POST /store HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nContent-Type: application/json\r\n"
+            b"Authorization: Bearer %s\r\nTransfer-Encoding: chunked\r\n\r\n"
+            % (parts.port or 80, TOKEN.encode())
         )
         chunk = b"%x\r\n%s\r\n" % (1024, b" " * 1024)
         answer = asyncio.ensure_future(_read_answer(reader))
@@ -391,7 +404,7 @@ async def test_an_unexpected_failure_is_a_500_that_logs_no_content(
 
     async with EmbeddedStore.open(":memory:") as store:
         faulty = FaultyTransport(store).fail("store", RuntimeError(f"cannot store {CONTENT}"))
-        async with serving(create_app(faulty), shutdown_timeout=2.0) as url:
+        async with serving(create_app(faulty, token=TOKEN), shutdown_timeout=2.0) as url:
             answer = await _raw(url, _request(_store_body("fine")))
     assert answer.status == 500
     assert CONTENT.encode() not in answer.body

@@ -23,6 +23,7 @@ import pytest
 pytest.importorskip("jinja2", reason="the web view needs the ui extra (jinja2)")
 
 from aiohttp import web
+from server_support import TOKEN
 
 from neotoma_agent import EmbeddedStore, NeotomaMemory
 from neotoma_agent.server import serving
@@ -79,7 +80,7 @@ async def site(tmp_path: Path) -> AsyncIterator[str]:
         with pytest.raises(RuntimeError):
             await failing_turn()
         app = web.Application()
-        mount_ui(app, create_ui_app(store))
+        mount_ui(app, create_ui_app(store, token=TOKEN))
         async with serving(app) as url:
             yield url
 

@@ -20,6 +20,7 @@ pytest.importorskip("jinja2", reason="the web view needs the ui extra (jinja2)")
 
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
+from server_support import TOKEN
 from turn_support import db_path, store
 
 from neotoma_agent import NeotomaMemory
@@ -38,7 +39,7 @@ def anyio_backend() -> str:
 
 async def _client(transport: Any, **kw: Any) -> TestClient[web.Request, web.Application]:
     app = web.Application()
-    mount_ui(app, create_ui_app(transport, **kw))
+    mount_ui(app, create_ui_app(transport, token=TOKEN, **kw))
     client: TestClient[web.Request, web.Application] = TestClient(TestServer(app))
     await client.start_server()
     return client
