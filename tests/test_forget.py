@@ -104,7 +104,9 @@ async def test_the_web_view_no_longer_lists_or_shows_it(store: Any) -> None:
     await memory.forget()
     app = web.Application()
     mount_ui(app, create_ui_app(store, token=TOKEN))
-    client: TestClient[web.Request, web.Application] = TestClient(TestServer(app))
+    client: TestClient[web.Request, web.Application] = TestClient(
+        TestServer(app), headers={"Authorization": f"Bearer {TOKEN}"}
+    )
     async with client:
         listed = await (await client.get("/ui/api/conversations")).json()
         page = await client.get("/ui/conversation?id=forget-me")

@@ -85,7 +85,7 @@ async def client(tmp_path: Path) -> AsyncIterator[TestClient[web.Request, web.Ap
         await memory.record_turn("big", "x" * 10_000_000, turn_id="big", retrieve=False)
         app = web.Application()
         mount_ui(app, create_ui_app(store, token=TOKEN))
-        async with TestClient(TestServer(app)) as c:
+        async with TestClient(TestServer(app), headers={"Authorization": f"Bearer {TOKEN}"}) as c:
             yield c
 
 
