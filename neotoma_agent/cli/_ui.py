@@ -25,12 +25,10 @@ def _check(args: argparse.Namespace) -> None:
 
 
 async def _serve(args: argparse.Namespace, token: str, given: str | None) -> None:
-    from aiohttp import web
-
     from ..server import serving
     from ..server._app import bind_socket
-    from ..server._guard import allowed_hosts, local_guard
-    from ..ui import UI_PREFIX, create_ui_app, mount_ui
+    from ..ui import UI_PREFIX
+    from ..ui._app import standalone_app
 
     sock = bind_socket(args.host, args.port)
     stop = asyncio.Event()
@@ -40,15 +38,7 @@ async def _serve(args: argparse.Namespace, token: str, given: str | None) -> Non
             loop.add_signal_handler(sig, stop.set)
     try:
         async with open_transport(args, must_exist=True, read_only=True) as transport:
-            # The guard on the root too: "/" must not answer a rebound name either.
-            app = web.Application(middlewares=[local_guard])
-            allowed_hosts(app, [args.host])
-            mount_ui(app, create_ui_app(transport, token=token, outbox=args.outbox))
-
-            async def root(request: web.Request) -> web.StreamResponse:
-                raise web.HTTPFound(f"{UI_PREFIX}/")
-
-            app.router.add_get("/", root)
+            app = standalone_app(transport, token=token, outbox=args.outbox, hosts=[args.host])
             written: list[Path] = []
             try:
                 async with serving(app, sock=sock, shutdown_timeout=5.0) as url:

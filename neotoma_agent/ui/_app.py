@@ -15,14 +15,14 @@ from __future__ import annotations
 import hmac
 import importlib.resources
 import os
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Final
 
 from aiohttp import web
 
 from .._log import get_logger
 from ..exceptions import NeotomaError
-from ..server._guard import local_guard
+from ..server._guard import allowed_hosts, local_guard
 from ..transport._base import Transport
 from . import _views
 from ._html import render
@@ -233,6 +233,29 @@ def create_ui_app(
         app.router.add_get(f"/{path}", _handler(view, as_json=False))
         app.router.add_get(f"/api/{path or 'conversations'}", _handler(view, as_json=True))
     app.router.add_get("/static/ui.css", _css)
+    return app
+
+
+def standalone_app(
+    transport: Transport,
+    *,
+    token: str,
+    outbox: str | os.PathLike[str] | None = None,
+    hosts: Sequence[str] = (),
+) -> web.Application:
+    """The whole of ``neotoma-agent ui``: the view at :data:`UI_PREFIX`, ``/`` leading there.
+
+    The ``Host`` guard runs on the root application too, so that no path (``/`` and
+    unrouted ones included) answers a rebound name; ``hosts`` are the names it was bound to.
+    """
+    app = web.Application(middlewares=[local_guard])
+    allowed_hosts(app, hosts)
+    mount_ui(app, create_ui_app(transport, token=token, outbox=outbox))
+
+    async def root(request: web.Request) -> web.StreamResponse:
+        raise web.HTTPFound(f"{UI_PREFIX}/")
+
+    app.router.add_get("/", root)
     return app
 
 
