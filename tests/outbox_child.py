@@ -62,7 +62,7 @@ async def queue(url: str, outbox: str, tag: str, n: int) -> None:
 
 
 async def flush(url: str, outbox: str) -> None:
-    done = await flush_outbox(outbox, url, retry=FAST)
+    done = await flush_outbox(outbox, url, TOKEN, retry=FAST)
     print(json.dumps({"delivered": done.delivered, "remaining": done.remaining}), flush=True)
 
 

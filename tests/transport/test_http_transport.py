@@ -114,7 +114,7 @@ async def replayer() -> AsyncIterator[tuple[Replayer, str]]:
 
 @pytest.fixture
 async def transport(replayer: tuple[Replayer, str]) -> AsyncIterator[HttpTransport]:
-    async with HttpTransport(replayer[1], token=TOKEN, retry=NO_RETRY_WAITS) as t:
+    async with HttpTransport(replayer[1], retry=NO_RETRY_WAITS) as t:
         yield t
 
 

@@ -395,7 +395,7 @@ async def test_flush_function_delivers_a_file(server: Server, tmp_path: Path) ->
     ) as transport:
         await turn_with_server_stopping(server, transport)
     await server.start()
-    done = await flush_outbox(box, server.url, retry=FAST)
+    done = await flush_outbox(box, server.url, TOKEN, retry=FAST)
     assert (done.delivered, done.remaining) == (1, 0)
     with pytest.raises(FileNotFoundError):
         await flush_outbox(tmp_path / "missing.db", server.url)
@@ -461,7 +461,7 @@ async def test_kill9_during_delivery_writes_no_duplicate(server: Server, tmp_pat
     )
     assert code == -signal.SIGKILL, (out, err)
     assert outbox_status(box).queued == 1
-    done = await flush_outbox(box, server.url, retry=FAST)
+    done = await flush_outbox(box, server.url, TOKEN, retry=FAST)
     assert done.delivered == 1
     assert result.assistant_message_id is not None
     assert await observations(server.store, result.assistant_message_id) == 1
@@ -510,7 +510,8 @@ async def test_two_processes_share_one_outbox_without_loss_or_duplicates(
 async def _cli(*args: str, home: Path) -> subprocess.CompletedProcess[str]:
     # In a worker thread: the command runs its own event loop, and the test's server keeps
     # serving in this one.
-    return await anyio.to_thread.run_sync(functools.partial(cli, *args, home=home))
+    env = {"NEOTOMA_TOKEN": TOKEN}
+    return await anyio.to_thread.run_sync(functools.partial(cli, *args, home=home, env=env))
 
 
 async def test_outbox_status_and_flush_on_the_command_line(server: Server, tmp_path: Path) -> None:

@@ -112,7 +112,7 @@ async def main():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]  # closed again: nothing listens there
-    async with HttpTransport(f"http://127.0.0.1:{port}", token=TOKEN) as transport:
+    async with HttpTransport(f"http://127.0.0.1:{port}") as transport:
         transport.warm(2)
         while transport._warmer.in_flight:
             await asyncio.sleep(0.01)
