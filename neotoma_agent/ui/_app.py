@@ -74,8 +74,13 @@ async def _conversations(request: web.Request, transport: Transport) -> tuple[st
 
 
 async def _conversation(request: web.Request, transport: Transport) -> tuple[str, Any] | None:
+    from .._identity import IdentityError
+
     before = request.query.get("before") or None
-    data = await _views.conversation_view(transport, _required(request, "id"), before=before)
+    try:
+        data = await _views.conversation_view(transport, _required(request, "id"), before=before)
+    except IdentityError:
+        return None  # an id no conversation can have (blank, a rejected value): not found
     return None if data is None else ("conversation.html", data)
 
 
@@ -85,7 +90,10 @@ async def _entity(request: web.Request, transport: Transport) -> tuple[str, Any]
 
 
 async def _search(request: web.Request, transport: Transport) -> tuple[str, Any]:
-    return "search.html", await _views.search_view(transport, request.query.get("q", ""))
+    query = request.query.get("q", "")
+    if "\x00" in query:
+        raise web.HTTPBadRequest(text="q must not contain a NUL character")
+    return "search.html", await _views.search_view(transport, query)
 
 
 async def _health(request: web.Request, transport: Transport) -> tuple[str, Any]:

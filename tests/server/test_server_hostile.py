@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import re
 import signal
 import sys
 import urllib.parse
@@ -411,3 +412,138 @@ async def test_an_unexpected_failure_is_a_500_that_logs_no_content(
     [event] = [e for e in logs if e.get("event") == "server.error"]
     assert event["error"] == "RuntimeError"
     assert any("testing.py" in frame for frame in event["where"])
+
+
+# --- every route of serve (REST and the web view) on hostile values -----------------------------
+
+#: values no client should send but anyone can: a NUL, blank, a lone surrogate's escape,
+#: an id-shaped nothing, a huge number, a path climb
+_HOSTILE_VALUES = ["\x00", "a\x00b", " ", "", "\t\n", "ent_" + "0" * 24, "9" * 40, "../../x"]
+#: query parameters any route reads
+_PARAMS = ["id", "q", "search", "before", "after", "cursor", "entity_type", "limit", "offset"]
+#: body keys any write or query route reads
+_BODY_KEYS = ["search", "query", "search_query", "identifier", "entity_type", "entity_id"]
+
+
+@pytest.fixture
+async def full_server(tmp_path: Path) -> AsyncIterator[tuple[str, list[tuple[str, str]]]]:
+    """``serve``'s whole application (REST and /ui/) over a store with a conversation."""
+    pytest.importorskip("jinja2", reason="the web view needs the ui extra (jinja2)")
+    from neotoma_agent import NeotomaMemory
+    from neotoma_agent.server._app import _mount_ui
+
+    async with EmbeddedStore.open(tmp_path / "memory.db") as store:
+        memory = NeotomaMemory(store, conversation_id="c1")
+        await memory.record_turn("About Acme Corp?", "A company.", turn_id="t1", retrieve=False)
+        app = create_app(store, token=TOKEN)
+        _mount_ui(app, store, TOKEN)
+        routes = sorted(
+            {
+                (route.method, route.resource.canonical)
+                for route in app.router.routes()
+                if route.method in ("GET", "POST") and route.resource is not None
+            }
+            | {
+                ("GET", "/ui" + route.resource.canonical)
+                for sub in _subapps(app)
+                for route in sub.router.routes()
+                if route.method == "GET" and route.resource is not None
+            }
+        )
+        async with serving(app, shutdown_timeout=2.0) as url:
+            yield url, routes
+
+
+def _subapps(app: aiohttp.web.Application) -> list[aiohttp.web.Application]:
+    return [r._app for r in app.router.resources() if hasattr(r, "_app")]
+
+
+async def test_no_hostile_value_is_a_500_on_any_route(
+    full_server: tuple[str, list[tuple[str, str]]], logs: list[structlog.typing.EventDict]
+) -> None:
+    url, routes = full_server
+    assert len(routes) >= 15, routes  # REST reads and writes, and the view's pages
+    failures = []
+    auth = {"Authorization": f"Bearer {TOKEN}"}
+    async with aiohttp.ClientSession(headers=auth) as session:
+        for method, path in routes:
+            for value in _HOSTILE_VALUES:
+                concrete = path.replace("{entity_id}", urllib.parse.quote(value, safe="") or "x")
+                concrete = re.sub(r"\{[^}]+\}", urllib.parse.quote(value, safe="") or "x", concrete)
+                if method == "GET":
+                    for param in _PARAMS:
+                        async with session.get(url + concrete, params={param: value}) as answer:
+                            if answer.status >= 500:
+                                failures.append((method, path, param, value, answer.status))
+                else:
+                    for key in _BODY_KEYS:
+                        async with session.post(url + concrete, json={key: value}) as answer:
+                            if answer.status >= 500:
+                                failures.append((method, path, key, value, answer.status))
+    assert not failures
+    assert not [e for e in logs if e.get("event") in ("server.error", "ui.error")]
+
+
+@pytest.mark.parametrize(
+    ("path", "value"),
+    [
+        ("/ui/api/conversation", {"id": " "}),
+        ("/ui/conversation", {"id": "\t"}),
+        ("/ui/api/search", {"q": "a\x00b"}),
+        ("/ui/search", {"q": "\x00"}),
+        ("/entities", {"search": "a\x00b"}),
+    ],
+)
+async def test_what_cannot_exist_is_404_and_a_nul_is_400(
+    full_server: tuple[str, list[tuple[str, str]]], path: str, value: dict[str, str]
+) -> None:
+    url, _ = full_server
+    async with (
+        aiohttp.ClientSession(headers={"Authorization": f"Bearer {TOKEN}"}) as session,
+        session.get(url + path, params=value) as answer,
+    ):
+        expected = 400 if "\x00" in next(iter(value.values())) else 404
+        assert answer.status == expected, await answer.text()
+
+
+@pytest.mark.parametrize(
+    ("route", "body"),
+    [
+        ("/entities/query", {"search": "a\x00b"}),
+        ("/entities/query", {"query": "\x00"}),
+        ("/retrieve_entity_by_identifier", {"identifier": "Acme\x00"}),
+    ],
+)
+async def test_a_nul_in_a_search_term_is_a_validation_error(
+    server: Server, route: str, body: dict[str, str]
+) -> None:
+    async with server.session.post(server.url + route, json=body) as answer:
+        assert answer.status == 400
+        assert (await answer.json())["error_code"] == "VALIDATION_INVALID_FORMAT"
+
+
+def _raw_get(path: str, *headers: bytes) -> bytes:
+    lines = [f"GET {path} HTTP/1.1".encode(), _HOST, *headers]
+    return b"\r\n".join(lines) + b"\r\n\r\n"
+
+
+@pytest.mark.parametrize(
+    "credential",
+    [
+        b"Authorization: Bearer \xff\xfe" + PRESENTED.encode(),
+        b"Cookie: neotoma_ui_token=\xff" + PRESENTED.encode(),
+        b"Cookie: neotoma_ui_token=" + PRESENTED.encode() + b"\xc3",
+    ],
+)
+@pytest.mark.parametrize("path", ["/ui/", "/ui/api/conversations", "/ui/?token=%FF%FE"])
+async def test_the_web_view_answers_a_non_utf8_credential_with_401(
+    full_server: tuple[str, list[tuple[str, str]]],
+    logs: list[structlog.typing.EventDict],
+    credential: bytes,
+    path: str,
+) -> None:
+    url, _ = full_server
+    answer = await _raw(url, _raw_get(path, credential))
+    assert answer.status == 401
+    assert PRESENTED.encode() not in answer.body
+    assert PRESENTED not in repr(logs)
