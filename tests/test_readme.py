@@ -185,7 +185,9 @@ def test_the_tour_runs_as_a_script(tmp_path: Path) -> None:
 
 COMMANDS = ("demo", "chat", "show", "import", "stats", "audit", "outbox", "serve", "hook", "hooks")
 # Options every command takes, described once under "Global options".
-GLOBAL_OPTIONS = frozenset(("--db", "--url", "--token", "--log-level", "--log-json", "--help"))
+GLOBAL_OPTIONS = frozenset(
+    ("--db", "--url", "--token", "--token-file", "--log-level", "--log-json", "--help")
+)
 
 
 @pytest.mark.parametrize("command", COMMANDS)
