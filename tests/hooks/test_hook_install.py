@@ -342,3 +342,33 @@ def test_reinstalling_moves_an_old_token_out_of_the_command(
     assert token_file.read_text().strip() == SECRET
     for command in _all_commands(settings):
         assert "--token-file" in shlex.split(command)
+
+
+def test_an_installed_command_reaches_a_served_store_through_its_token_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The command `hooks install --token` wrote, run as the harness runs it, against a
+    # real `serve` that requires the token: the turn is stored, the token never in argv.
+    from cli_support import cli, serving
+
+    served = tmp_path / "served.db"
+    home = tmp_path / "home"
+    home.mkdir()
+    with serving(served, home, token=SECRET) as url:
+        installed = run(capsys, "hooks", "install", "claude-code", "--url", url, "--token", SECRET)
+        assert installed[0] == 0
+        settings = home / ".claude" / "settings.json"
+        commands = json.loads(settings.read_text())["hooks"]
+        state = str(tmp_path / "state.db")
+        for event, payload in recorded("claude-code", "completed"):
+            [group] = commands[event]
+            argv = shlex.split(group["hooks"][0]["command"])
+            assert SECRET not in argv
+            hook_args = argv[argv.index("hook") :]
+            result = cli(*hook_args, "--state", state, home=home, stdin=json.dumps(payload))
+            assert result.returncode == 0
+            assert result.stderr == "", result.stderr
+        session = recorded("claude-code", "completed")[0][1]["session_id"]
+        shown = cli("show", f"claude-code-{session}", "--json", "--url", url, home=home)
+        assert shown.returncode == 0, shown.stderr
+        assert json.loads(shown.stdout)["turns"][0]["status"] == "completed"
