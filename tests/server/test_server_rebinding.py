@@ -17,6 +17,8 @@ from pathlib import Path
 
 import aiohttp
 import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 from server_support import TOKEN
 
 from neotoma_agent.server import create_app, serving
@@ -230,3 +232,38 @@ async def test_a_cross_site_read_of_the_view_is_not_a_write(ui_url: str) -> None
     # A link from another site to a page is fine (the cookie is SameSite=Strict anyway).
     status, _ = await _call(ui_url, "GET", "/ui/", None, {"Sec-Fetch-Site": "cross-site"})
     assert status == 200
+
+
+class _Socket:
+    """The transport of a connection that arrived on 127.0.0.1:3080."""
+
+    def get_extra_info(self, name: str, default: object = None) -> object:
+        return ("127.0.0.1", 3080) if name == "sockname" else default
+
+    def is_closing(self) -> bool:
+        return False
+
+
+def _host_allowed(host: str) -> bool:
+    from aiohttp import web
+    from aiohttp.test_utils import make_mocked_request
+
+    from neotoma_agent.server._guard import _host_ok
+
+    app = web.Application()
+    request = make_mocked_request("GET", "/", headers={"Host": host}, app=app, transport=_Socket())
+    return _host_ok(request)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    name=st.from_regex(r"[A-Za-z0-9.\-\[\]@_%]{0,40}", fullmatch=True)
+    | st.sampled_from(["localhost", "LocalHost", "127.0.0.1", "[::1]", "[::2]", "::1"]),
+    port=st.one_of(st.none(), st.integers(0, 65535)),
+)
+@example(name="localhost", port=3080)
+@example(name="evil.example", port=3080)
+def test_only_a_loopback_name_with_the_port_is_allowed(name: str, port: int | None) -> None:
+    host = name if port is None else f"{name}:{port}"
+    expected = name.lower() in ("localhost", "127.0.0.1", "[::1]") and port == 3080
+    assert _host_allowed(host) is expected, host
