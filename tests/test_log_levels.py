@@ -19,13 +19,15 @@ from cli_support import clean_env
 PROGRAM = r"""
 import asyncio, sys
 from aiohttp import web
-from server_support import TOKEN
 
 from neotoma_agent import EmbeddedStore, NeotomaMemory, OutboxTransport, TurnCloseError
 from neotoma_agent.exceptions import ConnectionLost, ValidationError
 from neotoma_agent.server import create_app, serving
 from neotoma_agent.testing import FaultyTransport, key_phase
 from neotoma_agent.transport.http import HttpTransport, RetryPolicy
+
+
+TOKEN = "tok-tests"
 
 
 def closing(method, args, kwargs):
