@@ -140,7 +140,7 @@ def bench(session: nox.Session) -> None:
     """Run the benchmarks and write their figures under benchmarks/results/."""
     session.install("-e", ".[test]")
     session.run("mkdir", "-p", "benchmarks/results", external=True)
-    for name in ("embedded_store", "turn_protocol", "turn_overhead", "audit", "outbox"):
+    for name in ("embedded_store", "turn_protocol", "turn_overhead", "audit", "outbox", "search"):
         session.run("python", f"benchmarks/{name}.py", "--json", f"benchmarks/results/{name}.json")
 
 

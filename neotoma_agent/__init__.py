@@ -29,11 +29,18 @@ _MOVED_TO_QA = (
 # when first used, so `import neotoma_agent` loads no part the program does not use (see
 # _lazy); type checkers and readers see the ordinary imports. Add a name as one more line.
 with lazy_exports(globals(), moved=dict.fromkeys(_MOVED_TO_QA, "neotoma_agent.qa")):
+    # The four names a reader starts with come first: the API reference renders the names
+    # in this order (docs/reference/index.md; tests/test_docs_reference.py).
+    from ._memory import NeotomaMemory as NeotomaMemory
+    from ._turn import Turn as Turn
+    from .transport.embedded import EmbeddedStore as EmbeddedStore
+    from .transport.http import HttpTransport as HttpTransport
+
+    # isort: split
     from ._chat_messages import chat_messages as chat_messages
     from ._current import current_turn as current_turn
     from ._forget import Forgotten as Forgotten
     from ._history import HistoryTurn as HistoryTurn
-    from ._memory import NeotomaMemory as NeotomaMemory
     from ._open_turn import OpenTurn as OpenTurn
     from ._payloads import Produced as Produced
     from ._retrieval import Extractor as Extractor
@@ -47,7 +54,6 @@ with lazy_exports(globals(), moved=dict.fromkeys(_MOVED_TO_QA, "neotoma_agent.qa
     from ._tool_reads import StoredToolCall as StoredToolCall
     from ._tools import ActiveToolCall as ActiveToolCall
     from ._tools import ToolCall as ToolCall
-    from ._turn import Turn as Turn
     from ._turn_result import TurnResult as TurnResult
     from ._turn_result import TurnState as TurnState
     from ._version import __version__ as __version__
@@ -55,6 +61,7 @@ with lazy_exports(globals(), moved=dict.fromkeys(_MOVED_TO_QA, "neotoma_agent.qa
     from .exceptions import AuthenticationError as AuthenticationError
     from .exceptions import ConnectionLost as ConnectionLost
     from .exceptions import ConnectTimeout as ConnectTimeout
+    from .exceptions import EmptySearchQueryError as EmptySearchQueryError
     from .exceptions import IdempotencyMismatchError as IdempotencyMismatchError
     from .exceptions import NeotomaError as NeotomaError
     from .exceptions import NotFoundError as NotFoundError
@@ -67,6 +74,7 @@ with lazy_exports(globals(), moved=dict.fromkeys(_MOVED_TO_QA, "neotoma_agent.qa
     from .exceptions import TransportError as TransportError
     from .exceptions import TurnCloseError as TurnCloseError
     from .exceptions import TurnStateError as TurnStateError
+    from .exceptions import UndeclaredFieldWarning as UndeclaredFieldWarning
     from .exceptions import ValidationError as ValidationError
     from .exceptions import error_class_name as error_class_name
     from .transport._base import ConversationMessage as ConversationMessage
@@ -86,6 +94,7 @@ with lazy_exports(globals(), moved=dict.fromkeys(_MOVED_TO_QA, "neotoma_agent.qa
     from .transport._base import RelatedEntities as RelatedEntities
     from .transport._base import RelatedEntity as RelatedEntity
     from .transport._base import RelationshipSnapshot as RelationshipSnapshot
+    from .transport._base import SearchReader as SearchReader
     from .transport._base import StoredEntity as StoredEntity
     from .transport._base import StoreResult as StoreResult
     from .transport._base import SummaryReader as SummaryReader
@@ -94,10 +103,11 @@ with lazy_exports(globals(), moved=dict.fromkeys(_MOVED_TO_QA, "neotoma_agent.qa
     from .transport._outbox import OutboxFlush as OutboxFlush
     from .transport._outbox import OutboxStatus as OutboxStatus
     from .transport._outbox import outbox_status as outbox_status
-    from .transport.embedded import EmbeddedStore as EmbeddedStore
+    from .transport._search_results import SearchHit as SearchHit
+    from .transport._search_results import SearchHitKind as SearchHitKind
+    from .transport._search_results import SearchResult as SearchResult
     from .transport.embedded import PurgeStats as PurgeStats
     from .transport.embedded import purge_forgotten as purge_forgotten
-    from .transport.http import HttpTransport as HttpTransport
     from .transport.http import RetryPolicy as RetryPolicy
     from .transport.outbox import OutboxTransport as OutboxTransport
     from .transport.outbox import flush_outbox as flush_outbox

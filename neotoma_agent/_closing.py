@@ -26,7 +26,7 @@ from ._payloads import (
 )
 from ._phase_records import Opened
 from ._text import check_text
-from .exceptions import IdempotencyMismatchError, TurnCloseError
+from .exceptions import IdempotencyMismatchError, NeotomaError, TurnCloseError
 
 if TYPE_CHECKING:
     from ._tool_payload import ToolPayloads
@@ -81,13 +81,23 @@ def close_failure(keys: TurnKeys, error: BaseException) -> Exception:
 
     A refused rewrite (:class:`IdempotencyMismatchError`, already carrying a ``revision=``
     hint) is raised as it is: it asks the caller for a decision, it is not an outage.
-    Anything else becomes :class:`TurnCloseError`, chained to its cause.
+    Anything else becomes :class:`TurnCloseError`, chained to its cause; when the store
+    was unreachable (a transient failure no outbox queued) its message says how an
+    outbox keeps the reply.
     """
     if isinstance(error, IdempotencyMismatchError):
         return error
-    failure = TurnCloseError(
-        f"the closing store of turn {keys.turn_id!r} failed: {type(error).__name__}: {error}"
-    )
+    message = f"the closing store of turn {keys.turn_id!r} failed: {type(error).__name__}: {error}"
+    from .transport._retry import is_transient  # only a failed close reads it
+
+    if isinstance(error, NeotomaError) and is_transient(error):
+        # With an outbox a transient failure is queued, never raised: there is none here.
+        message += (
+            "; the reply was not stored. To keep a reply the store cannot take now and "
+            "deliver it when the store is back, give the transport an outbox: "
+            "HttpTransport(url, outbox=PATH), or wrap any transport in OutboxTransport"
+        )
+    failure = TurnCloseError(message)
     failure.__cause__ = error
     return failure
 

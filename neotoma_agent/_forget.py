@@ -30,7 +30,14 @@ from ._history import read_conversation
 from ._keys import conversation_entity_id
 from .transport._base import Transport
 
-__all__ = ["DELETION_PRIORITY", "Forgotten", "forget_conversation", "restore_conversation"]
+__all__ = [
+    "DELETION_PRIORITY",
+    "Forgotten",
+    "forget_conversation",
+    "forget_planned",
+    "plan_forget",
+    "restore_conversation",
+]
 
 #: the ``source_priority`` of Neotoma's deletion observations (``services/deletion.ts``);
 #: a restore writes at the same priority, so the newer of the two decides, and a
@@ -146,17 +153,31 @@ async def _mark(transport: Transport, forgotten: Forgotten, *, deleted: bool) ->
         )
 
 
+async def plan_forget(transport: Transport, conversation_id: str) -> Forgotten:
+    """What :func:`forget_conversation` would delete, read without writing anything.
+
+    A caller that must keep the record before anything is deleted (the CLI's undo record)
+    reads it here, keeps it, then passes it to :func:`forget_planned`.
+    """
+    owned = await _owned(transport, conversation_id)
+    edges = await _edges(transport, (i for i, _ in owned))
+    return Forgotten(conversation_id, tuple(owned), tuple(edges))
+
+
+async def forget_planned(transport: Transport, forgotten: Forgotten) -> None:
+    """Soft-delete what :func:`plan_forget` returned (nothing, if it names nothing)."""
+    if forgotten.entities:
+        await _mark(transport, forgotten, deleted=True)
+
+
 async def forget_conversation(transport: Transport, conversation_id: str) -> Forgotten:
     """Soft-delete a conversation: its entity, messages, turn records, tool calls and edges.
 
     Returns what was deleted (nothing when there is no such conversation, or it is
     forgotten already). Reversible with :func:`restore_conversation`.
     """
-    owned = await _owned(transport, conversation_id)
-    edges = await _edges(transport, (i for i, _ in owned))
-    forgotten = Forgotten(conversation_id, tuple(owned), tuple(edges))
-    if owned:
-        await _mark(transport, forgotten, deleted=True)
+    forgotten = await plan_forget(transport, conversation_id)
+    await forget_planned(transport, forgotten)
     return forgotten
 
 

@@ -250,8 +250,12 @@ class TypeSchema:
         return f"TypeSchema({self.entity_type!r}, version={self.version!r})"
 
     def declares(self, field: str) -> bool:
-        """True when a snapshot keeps ``field`` (undeclared ones stay on observations)."""
-        return self.fields is None or field in self.fields or field in META_FIELDS
+        """True when a snapshot keeps ``field`` (undeclared ones stay on observations).
+
+        Only the schema's own fields: a ``canonical_name`` sent with an entity is never
+        "unknown" (see :data:`META_FIELDS`), but a declared type's snapshot drops it.
+        """
+        return self.fields is None or field in self.fields
 
     @property
     def is_legacy_composite(self) -> bool:
@@ -557,6 +561,18 @@ def identity_keys(entity_type: str) -> frozenset[str] | None:
     for rule in schema.canonical_name_fields:
         keys.update((rule,) if isinstance(rule, str) else rule)
     return frozenset(keys)
+
+
+@functools.lru_cache(maxsize=256)
+def undeclared_identity_keys(entity_type: str) -> frozenset[str]:
+    """The fields that can decide ``entity_type``'s identity but that its snapshot drops (the
+    schema does not declare them): a write naming the entity by one of them is renamed by
+    its snapshot. Empty for a type without a schema (its snapshot keeps every field)."""
+    keys = identity_keys(entity_type)
+    schema = schema_for(entity_type)
+    if keys is None or schema is None or schema.fields is None:
+        return frozenset()
+    return keys - schema.fields
 
 
 _HASHABLE_SCALARS: Final = (str, int, float, bool, type(None))

@@ -54,6 +54,8 @@ from ._turn import Turn
 from ._turn_result import TurnResult, TurnState, close_failure, finish, finish_attempt
 from .exceptions import TransportError, error_class_name
 from .transport._base import Entity
+from .transport._search_fallback import search as search_store
+from .transport._search_results import SearchResult
 
 __all__ = ["DEFAULT_HISTORY_TURNS", "NeotomaMemory"]
 
@@ -236,6 +238,31 @@ class NeotomaMemory(MemorySettings):
         keys = turn_keys(self.conversation_id, turn_id)
         record_id = turn_record_entity_id(keys.conversation_id, keys.turn_id)
         return await read_tool_details(self.transport, record_id)
+
+    async def search(
+        self, query: str, limit: int = 10, conversation_id: str | None = None
+    ) -> SearchResult:
+        """Search what was said: every stored message, and the text fields of the entities.
+
+        ``query`` is plain text, never a query language: whole words, case and accents
+        ignored, every word must be there; ``"..."`` marks a phrase. Hits come best first
+        (BM25), at most ``limit`` (1–100), each a :class:`~neotoma_agent.SearchHit`
+        (``conversation_id``, ``turn_id``, ``role``, ``text``, ``message_id``, ``score``).
+        ``conversation_id=None`` searches every conversation of the store (and the
+        entities); pass one (``memory.conversation_id``) for its messages only. Forgotten
+        conversations are never found. An empty or blank query raises
+        :class:`~neotoma_agent.EmptySearchQueryError` before any I/O::
+
+            for hit in (await memory.search('"rotate the certificates"')).hits:
+                print(hit.conversation_id, hit.turn_id, hit.role, hit.text)
+
+        The embedded store and the dev server keep a full-text index; a real Neotoma
+        server is searched through its own reads (``SearchResult.partial`` says when
+        those could not look at everything; see the search guide).
+        """
+        return await search_store(
+            self.transport, query, limit=limit, conversation_id=conversation_id
+        )
 
     async def retrieve(self, text: str) -> Retrieved:
         """Bounded retrieval for ``text`` alone (a turn's enter phase also ranks the

@@ -28,6 +28,7 @@ import attrs
 from ._identity import IdentityError, resolve_identity
 from ._keys import TurnKeys
 from ._text import check_plain
+from ._undeclared import warn_undeclared
 
 __all__ = [
     "BOOKKEEPING_TYPES",
@@ -116,7 +117,9 @@ def produced_entity(
     (``entity_type``, ``intent``, ``target_id``), values that are not plain JSON, and
     fields from which no identity can be derived (give it a ``name`` or ``title``). When the
     id is one of ``extends`` (what retrieval found) the entity is written onto that id, so
-    it is extended, never duplicated.
+    it is extended, never duplicated. Fields the type does not declare are kept in the
+    request but warned of (:class:`~neotoma_agent.UndeclaredFieldWarning`): no store keeps
+    them in the entity's snapshot.
     """
     if not isinstance(entity_type, str):
         raise TypeError(f"entity_type must be a str, not {type(entity_type).__name__}")
@@ -139,6 +142,7 @@ def produced_entity(
             f"no identity can be derived for this {entity_type!r}: give it a name, title or "
             "another identifying field"
         ) from exc
+    warn_undeclared(identity.entity_type, plain)
     entity: dict[str, Any] = {"entity_type": entity_type, **plain}
     if identity.entity_id in set(extends):
         # Name the entity retrieval found explicitly: the store then appends to it even if

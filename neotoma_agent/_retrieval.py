@@ -22,11 +22,12 @@ as the server computes it: see :func:`lookup_plan`), and exactness is decided lo
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Final, Protocol
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Final, Protocol, overload
 
 import attrs
 
+from ._error_label import error_label
 from ._extract import Extractor, default_extractor, extract
 from ._history import HistoryTurn
 from ._identity import format_canonical_name, normalize
@@ -105,8 +106,14 @@ class RetrievalStats:
 
 
 @attrs.frozen
-class Retrieved:
-    """The bounded set, the candidates below the linking threshold, and how they were found."""
+class Retrieved(Sequence[Entity]):
+    """The bounded set, the candidates below the linking threshold, and how they were found.
+
+    A sequence of the bounded set, best match first, like ``t.retrieved``::
+
+        for entity in await memory.retrieve("Acme Corp"):
+            print(entity.id, entity.canonical_name)
+    """
 
     #: at or above the linking threshold, best first (these get REFERS_TO edges); each a
     #: :class:`RetrievedEntity` (why, score) when retrieval found it, a plain ``Entity``
@@ -120,6 +127,21 @@ class Retrieved:
     def ids(self) -> tuple[str, ...]:
         """The entity ids of the bounded set, best match first."""
         return tuple(e.id for e in self.entities)
+
+    def __iter__(self) -> Iterator[Entity]:
+        return iter(self.entities)
+
+    def __len__(self) -> int:
+        return len(self.entities)
+
+    @overload
+    def __getitem__(self, index: int) -> Entity: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> tuple[Entity, ...]: ...
+
+    def __getitem__(self, index: int | slice) -> Entity | tuple[Entity, ...]:
+        return self.entities[index]
 
 
 EMPTY_RETRIEVAL: Final = Retrieved((), RetrievalStats())
@@ -301,7 +323,7 @@ async def retrieve(
                 "retrieval.lookup_failed",
                 identifier_index=plan[slot][0][0],
                 error_class=type(exc).__name__,
-                error=str(exc),
+                error=error_label(exc),
             )
             return
         finally:
@@ -327,7 +349,7 @@ async def retrieve(
             # WARNING, unlike a failed lookup: the application's own retriever raised (a bug
             # to fix, not a store that was away); the turn goes on without what it found.
             logger.warning(
-                "retrieval.plugin_failed", error_class=type(exc).__name__, error=str(exc)
+                "retrieval.plugin_failed", error_class=type(exc).__name__, error=error_label(exc)
             )
 
     with anyio.move_on_after(deadline_s) as deadline:
@@ -448,7 +470,7 @@ def retrieve_now(
                 "retrieval.lookup_failed",
                 identifier_index=served[0],
                 error_class=type(exc).__name__,
-                error=str(exc),
+                error=error_label(exc),
             )
     return rank_found(
         identifiers,

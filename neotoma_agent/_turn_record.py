@@ -19,10 +19,17 @@ import attrs
 from ._payloads import ERROR_CLASS_FIELD, REASON_FIELD, REPAIRED_FIELD
 from .transport._base import EntitySnapshot, Transport
 
-__all__ = ["AUDIT_REPAIR_REASON", "TurnEnding", "ending_of", "read_ending"]
+__all__ = ["AUDIT_REPAIR_REASON", "TurnEnding", "ending_of", "read_ending", "short_class"]
 
 #: The ``reason`` an audit writes on the turn records of the orphans it closes.
 AUDIT_REPAIR_REASON: Final = "orphan_found_by_audit"
+
+
+def short_class(error_class: str | None) -> str | None:
+    """The name an error class is shown by: ``DemoModelError`` for
+    ``neotoma_agent._demo.DemoModelError`` (``show`` and the web view alike; the JSON
+    twins keep the qualified name a turn records)."""
+    return error_class.rsplit(".", 1)[-1] if error_class else None
 
 
 def _text(value: object) -> str | None:

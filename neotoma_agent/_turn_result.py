@@ -14,6 +14,7 @@ from typing import Any
 import attrs
 
 from ._closing import close_failure as close_failure
+from ._error_label import error_label
 from ._log import get_logger
 from ._phase_records import CloseOutcome, EnterAttempt, Opened
 from ._retrieval import RetrievalStats, Retrieved
@@ -249,6 +250,6 @@ def _log_close(result: TurnResult) -> None:
             "turn.close_failed",
             error_class=result.error_class,
             close_error_class=type(result.close_error).__name__,
-            close_error=str(result.close_error),
+            close_error=error_label(result.close_error) if result.close_error else None,
             **fields,
         )

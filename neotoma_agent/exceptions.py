@@ -17,8 +17,12 @@ Every error this library raises on purpose derives from :class:`NeotomaError`::
     ├── TurnStateError                 a Turn used out of order (entered twice, closed)
     ├── TurnCloseError                 the closing store of a turn failed
     ├── ToolCallConflictError          a tool call id recorded again with other content
+    ├── EmptySearchQueryError          a search for an empty or blank query
     └── OutboxError                    the outbox file cannot be used (a newer schema)
         └── OutboxFullError            the outbox holds its maximum of entries
+
+One warning, :class:`UndeclaredFieldWarning` (a ``UserWarning``): an entity given fields
+its type does not declare, which a store keeps off the entity's snapshot.
 
 ``TransportError`` and ``RateLimitedError`` / ``ServerError`` are the transient kinds that a
 transport may retry (a store carries an idempotency key, so its retry is safe). Error messages
@@ -38,6 +42,7 @@ __all__ = [
     "AuthenticationError",
     "ConnectTimeout",
     "ConnectionLost",
+    "EmptySearchQueryError",
     "IdempotencyMismatchError",
     "NeotomaError",
     "NotFoundError",
@@ -50,6 +55,7 @@ __all__ = [
     "TransportError",
     "TurnCloseError",
     "TurnStateError",
+    "UndeclaredFieldWarning",
     "ValidationError",
     "error_class_name",
 ]
@@ -180,6 +186,15 @@ class ToolCallConflictError(NeotomaError, ValueError):
     """
 
 
+class EmptySearchQueryError(NeotomaError, ValueError):
+    """A search was given an empty or blank query (nothing to look for).
+
+    Raised before any I/O. Any other text is a valid query, even one that holds no word
+    (``"***"``: it finds nothing). Also a ``ValueError``, as the other refusals of bad
+    input are.
+    """
+
+
 class OutboxError(NeotomaError):
     """The outbox file cannot be used: its schema is newer than this library's."""
 
@@ -190,3 +205,36 @@ class OutboxFullError(OutboxError):
     Raised rather than dropping an entry: the closing store then fails as it would without
     an outbox (``TurnCloseError``), loudly.
     """
+
+
+class UndeclaredFieldWarning(UserWarning):
+    """An entity was given fields its type does not declare (``remember`` and
+    ``t.remember``).
+
+    A store keeps such a field on the entity's observation but leaves it out of the
+    snapshot, so retrieval and ``t.context()`` never see it, on every backend (a real
+    Neotoma server does the same). The message names each field and, when one is close,
+    the declared field it may have meant (``note`` -> ``notes``); never a value. Filter it
+    as any warning: ``warnings.filterwarnings("ignore", category=UndeclaredFieldWarning)``.
+    """
+
+    #: the entity type, and each undeclared field with the declared one it may mean
+    entity_type: str
+    fields: tuple[tuple[str, str | None], ...]
+
+    def __init__(self, entity_type: str, fields: tuple[tuple[str, str | None], ...]) -> None:
+        self.entity_type = entity_type
+        self.fields = fields
+        named = ", ".join(
+            repr(field) + (f" (did you mean {near!r}?)" if near else "") for field, near in fields
+        )
+        plural = "s" if len(fields) > 1 else ""
+        super().__init__(
+            f"{entity_type!r} does not declare the field{plural} {named}: kept on the "
+            "observation but left out of the entity's snapshot, so retrieval and the context "
+            "block never see it"
+        )
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Pickling replays __init__ with self.args, which is the message here.
+        return (type(self), (self.entity_type, self.fields))

@@ -8,7 +8,9 @@ Neotoma server"), then, from a checkout with the package installed (``pip instal
 
 The same scenario runs twice, through the public API only: once on a fresh embedded store (a
 temporary file), once on the server at ``--url``. In conversation ``--conversation``
-(default ``peer-check``) it seeds an entity (``memory.remember``), then runs turns that
+(default ``peer-check``) it seeds an entity (``memory.remember``) and two that a server
+names from their snapshot (an event stored by an undeclared ``name``, a company with a
+``canonical_name`` field: their names and snapshots read back), then runs turns that
 complete (one reply cites the seeded entity), one whose body raises, one cancelled with a
 partial reply, a replay (same turn id and text again), a mismatch and a revision (same turn
 id, new reply: refused, then ``revision=2``), turns with tool calls (ok, error, cancelled
@@ -37,6 +39,7 @@ import re
 import subprocess
 import sys
 import tempfile
+import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -121,6 +124,7 @@ async def _scenario(transport: Transport, conversation_id: str) -> list[dict[str
 
     acme = await memory.remember("company", name="Acme Corp", website="acme.com")
     steps.append({"step": "seed", "entity_id": acme})
+    await _named_by_snapshot(memory, transport, steps)
 
     async with memory.turn("What do we know about Acme Corp?", turn_id="t1", turn_number=1) as t:
         t.cite(acme)
@@ -187,6 +191,37 @@ async def _scenario(transport: Transport, conversation_id: str) -> list[dict[str
     # both sides order these turns by when they were written.
     await _tool_steps(memory, steps)
     return steps
+
+
+async def _named_by_snapshot(
+    memory: NeotomaMemory, transport: Transport, steps: list[dict[str, Any]]
+) -> None:
+    """Entities a server names from their snapshot, not from the field they were stored by:
+    an identifying field the type does not declare, and a ``canonical_name`` field."""
+    cases = {
+        "undeclared identifying field": (
+            "event",
+            {"name": "Globex board meeting", "notes": "Quarterly review with the board"},
+        ),
+        "canonical_name field": (
+            "company",
+            {"canonical_name": "INITECH-X", "name": "Initech", "website": "initech.example"},
+        ),
+    }
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # remember() warns of the undeclared field, by design
+        for step, (entity_type, fields) in cases.items():
+            entity_id = await memory.remember(entity_type, **fields)
+            found = await transport.retrieve_entity_by_identifier(entity_id)
+            snapshot = await transport.get_entity_snapshot(entity_id)
+            steps.append(
+                {
+                    "step": step,
+                    "entity_id": entity_id,
+                    "canonical_name": [e.canonical_name for e in found.entities],
+                    "snapshot": dict(snapshot.snapshot),
+                }
+            )
 
 
 async def _tool_steps(memory: NeotomaMemory, steps: list[dict[str, Any]]) -> None:

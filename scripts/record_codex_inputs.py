@@ -31,6 +31,7 @@ sys.path[:0] = [str(ROOT / "tests"), str(ROOT / "tests" / "hooks")]
 from _recording import install_ours, keep_inputs, recorder_hooks, scrub  # noqa: E402
 from codex_program import CodexProject, codex_program  # noqa: E402
 from fake_model_api import Call, Fail, FakeResponses, Hang, Text  # noqa: E402
+from netns_support import NetworkNamespace  # noqa: E402
 
 OUT = ROOT / "tests" / "data" / "hooks" / "codex"
 RUN = "/tmp/codex-run"
@@ -57,7 +58,9 @@ def main() -> int:
     if program is None:
         print("no Codex program: set CODEX_PROGRAM or put codex on PATH", file=sys.stderr)
         return 1
-    version = subprocess.run([program, "--version"], capture_output=True, text=True).stdout
+    with NetworkNamespace() as ns:  # a third-party program: never on the network
+        argv = ns.command([str(program), "--version"])
+        version = subprocess.run(argv, capture_output=True, text=True).stdout
     shutil.rmtree(OUT, ignore_errors=True)
     scenarios: dict[str, tuple[list[Any], tuple[str, ...]]] = {
         "completed": ([Text("Acme Corp is a customer of ours.")], ("What about Acme Corp?",)),
@@ -77,7 +80,7 @@ def main() -> int:
         ),
     }
     for name, (script, prompts) in scenarios.items():
-        with tempfile.TemporaryDirectory() as tmp, FakeResponses(script) as api:
+        with tempfile.TemporaryDirectory() as tmp, FakeResponses(script, isolated=True) as api:
             project = CodexProject(Path(tmp), api, program)
             inbox = Path(tmp) / "inbox"
             project.hooks_file().write_text(json.dumps(recorder_hooks(inbox, EVENTS), indent=2))

@@ -5,7 +5,9 @@ claude-agent-sdk``) against the fake Anthropic API in ``tests/fake_model_api.py`
 hooks installed by ``neotoma-agent hooks install claude-code --scope project`` next to a
 recorder hook (another tool's hook, which the install keeps), in seven scenarios: a plain
 turn, a tool-using turn, a failing tool, an interrupted turn, a turn interrupted after it
-said something and ran a tool, a turn the model API refused, two prompts in one session.
+said something and ran a tool, a turn the model API refused, two prompts in one session,
+and a session whose first turn is interrupted as an app interrupts it (which fires
+``Interrupt``; a ``claude -p`` killed by SIGINT exits without it) before a second prompt.
 Each input lands in ``tests/data/hooks/claude_code/SCENARIO/NN-EVENT.json``, with the
 temporary directory replaced by ``/tmp/claude-run``; ``program.json`` notes the version.
 Each scenario's session transcript is kept as ``transcript.jsonl`` (without the lines that
@@ -32,6 +34,7 @@ sys.path[:0] = [str(ROOT / "tests"), str(ROOT / "tests" / "hooks")]
 from _recording import install_ours, keep_inputs, recorder_hooks, scrub  # noqa: E402
 from claude_program import ClaudeProject, claude_program  # noqa: E402
 from fake_model_api import Call, Fail, FakeAnthropic, Hang, Text  # noqa: E402
+from netns_support import NetworkNamespace  # noqa: E402
 
 OUT = ROOT / "tests" / "data" / "hooks" / "claude_code"
 RUN = "/tmp/claude-run"
@@ -39,7 +42,15 @@ RUN = "/tmp/claude-run"
 #: transcript line kinds left out of the fixtures (the program's prompts, request shapes)
 DROPPED = ("api-request-blob", "api-request-shape")
 
-EVENTS = ("UserPromptSubmit", "PostToolUse", "PostToolUseFailure", "Stop", "SessionEnd")
+EVENTS = (
+    "UserPromptSubmit",
+    "PostToolUse",
+    "PostToolUseFailure",
+    "Stop",
+    "StopFailure",
+    "Interrupt",
+    "SessionEnd",
+)
 
 
 def slim(line: str) -> str:
@@ -57,7 +68,9 @@ def main() -> int:
     if program is None:
         print("claude-agent-sdk is not installed", file=sys.stderr)
         return 1
-    version = subprocess.run([program, "--version"], capture_output=True, text=True).stdout
+    with NetworkNamespace() as ns:  # a third-party program: never on the network
+        argv = ns.command([str(program), "--version"])
+        version = subprocess.run(argv, capture_output=True, text=True).stdout
     scenarios = {
         "completed": ([Text("Acme Corp is a customer of ours.")], "What about Acme Corp?"),
         "tool": (
@@ -81,6 +94,10 @@ def main() -> int:
         ),
         "api_error": ([Fail(400, "fake refusal")] * 12, "Say something"),
         "session": ([Text("Hello Bob."), Text("Alice is here too.")], None),
+        "interrupted_session": (
+            [Hang("Once upon a time word1 word2 word3 "), Text("Fine, the end.")],
+            None,
+        ),
     }
     only = set(sys.argv[1:])
     if only - set(scenarios):
@@ -92,12 +109,14 @@ def main() -> int:
         if only and name not in only:
             continue
         shutil.rmtree(OUT / name, ignore_errors=True)
-        with tempfile.TemporaryDirectory() as tmp, FakeAnthropic(script) as api:
+        with tempfile.TemporaryDirectory() as tmp, FakeAnthropic(script, isolated=True) as api:
             project = ClaudeProject(Path(tmp), api, program)
             inbox = Path(tmp) / "inbox"
             project.write_settings(recorder_hooks(inbox, EVENTS))
             install_ours(project, tmp, "claude-code", "--scope", "project")
-            if name.startswith("interrupted"):
+            if name == "interrupted_session":
+                project.session("Tell me a long story", "Just end it", interrupt_first=True)
+            elif name.startswith("interrupted"):
                 project.interrupted(prompt or "")
             elif name == "session":
                 project.session("Hello, I am Bob", "Is Alice there?")

@@ -31,6 +31,11 @@ empty script answers ``Text("ok")``. Kinds of reply, the same for every API:
 - :class:`Fail`: an HTTP error in the API's error envelope.
 
 Any other route answers 404 and is recorded in :attr:`FakeModelAPI.unknown`.
+
+``isolated=True`` serves from a network namespace of its own (``netns_support``): a
+program started with :meth:`FakeModelAPI.command` runs inside it, reaches the fake on
+127.0.0.1, and nothing else (``ProgramSandbox`` requires it: every third-party program
+runs so).
 """
 
 from __future__ import annotations
@@ -44,6 +49,7 @@ from typing import Any, ClassVar, TypeVar
 
 import attrs
 from aiohttp import web
+from netns_support import NetworkNamespace
 
 __all__ = [
     "Call",
@@ -119,10 +125,18 @@ class FakeModelAPI:
     SIDE_REPLY: ClassVar[Reply] = Text("Fake title")
 
     def __init__(
-        self, script: Iterable[Reply] = (), *, port: int = 0, side_reply: Reply | None = None
+        self,
+        script: Iterable[Reply] = (),
+        *,
+        port: int = 0,
+        side_reply: Reply | None = None,
+        isolated: bool = False,
     ) -> None:
         self._script: list[Reply] = list(script)
         self._port = port
+        self._isolated = isolated
+        #: the network namespace it serves in (``isolated=True``, once started)
+        self.netns: NetworkNamespace | None = None
         self.side_reply = side_reply if side_reply is not None else self.SIDE_REPLY
         #: every request body, in arrival order (turn and side requests)
         self.requests: list[dict[str, Any]] = []
@@ -161,6 +175,8 @@ class FakeModelAPI:
 
     def start(self) -> str:
         """Start serving on 127.0.0.1; returns the base URL."""
+        if self._isolated:
+            self.netns = NetworkNamespace()
         self._thread = threading.Thread(target=self._serve, name=self.NAME, daemon=True)
         self._thread.start()
         if not self._ready.wait(10):
@@ -178,6 +194,12 @@ class FakeModelAPI:
         if self._thread is not None:
             self._thread.join(10)
         self._loop = None
+        if self.netns is not None:
+            self.netns.close()
+
+    def command(self, argv: list[str]) -> list[str]:
+        """``argv`` run where this fake serves: inside its network namespace if isolated."""
+        return argv if self.netns is None else self.netns.command(argv)
 
     # ---------------------------------------------------------------- script
 
@@ -220,6 +242,8 @@ class FakeModelAPI:
     # ---------------------------------------------------------------- server
 
     def _serve(self) -> None:
+        if self.netns is not None:
+            self.netns.enter()  # this thread binds, and serves, inside the namespace
         loop = asyncio.new_event_loop()
         self._loop = loop
         asyncio.set_event_loop(loop)

@@ -286,3 +286,17 @@ def test_hook_latency_times_every_event_beside_its_baseline(tmp_path: Path) -> N
         assert rows[event]["cpu_vs_baseline"] > 0
         assert rows[f"{event} (baseline)"]["cpu_vs_baseline"] is None
     assert rows["python -c pass"]["cpu_vs_baseline"] is None
+
+
+def test_search_benchmark_finds_the_planted_facts(tmp_path: Path) -> None:
+    report = run_benchmark("search", "--messages", "2000", "--facts", "20", tmp_path=tmp_path)
+    assert (report["messages"], report["facts"]) == (2000, 20)
+    rows = report["rows"]
+    assert sorted(rows) == sorted(
+        ("facts", "phrase", "one conversation", "common words", "facts over HTTP")
+    )
+    assert rows["facts"]["searches"] == 20
+    # Each fact's query matches the fact and the distractors that hold every word.
+    assert rows["facts"]["mean_hits"] >= 3
+    assert report["top3_recall"] >= 0.9
+    assert report["top3_recall_http"] == report["top3_recall"]

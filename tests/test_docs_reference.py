@@ -109,3 +109,26 @@ def test_the_docstrings_python_examples_compile() -> None:
                 except SyntaxError as exc:
                     raise AssertionError(f"{where}: {exc.msg}\n{block}") from None
     assert checked > 30
+
+
+#: what a reader of the API reference needs first, in this order
+FIRST_NAMES = ["NeotomaMemory", "Turn", "EmbeddedStore", "HttpTransport"]
+
+
+def test_the_api_reference_opens_with_the_names_a_reader_starts_with() -> None:
+    # mkdocstrings renders the package's names in the order of its import lines (members
+    # in source order, classes first): the reference must open with NeotomaMemory, not
+    # with whichever class sorts first.
+    config = (ROOT / "mkdocs.yml").read_text("utf-8")
+    assert re.search(r"^\s+members_order: source$", config, re.M)
+    assert "::: neotoma_agent\n" in (ROOT / "docs" / "reference" / "index.md").read_text("utf-8")
+    tree = ast.parse((PACKAGE / "__init__.py").read_text("utf-8"))
+    names = [
+        alias.asname or alias.name
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom) and node.level == 1
+        for alias in node.names
+        if alias.asname == alias.name
+    ]
+    classes = [n for n in names if inspect.isclass(getattr(neotoma_agent, n))]
+    assert classes[: len(FIRST_NAMES)] == FIRST_NAMES

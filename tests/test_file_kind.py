@@ -47,7 +47,7 @@ def test_a_store_refuses_an_outbox_file_and_leaves_it_an_outbox(tmp_path: Path) 
             await s.query_entities(limit=1)
 
     for read_only in (False, True):
-        with pytest.raises(WrongFileKind, match=r"this is an outbox.*not a store"):
+        with pytest.raises(WrongFileKind, match=r"outbox\.db is an outbox.*not a store"):
             anyio.run(open_it, read_only)
     assert _version(outbox) == before  # not migrated into a store
 
@@ -66,7 +66,7 @@ def test_an_outbox_refuses_a_store_file_by_name(tmp_path: Path) -> None:
 def test_the_command_line_names_the_file_for_what_it_is(tmp_path: Path) -> None:
     store, outbox = anyio.run(_make_both, tmp_path)
     result = cli("show", "--db", str(outbox), home=tmp_path)
-    assert_one_line_error(result, "this is an outbox", "not a store")
+    assert_one_line_error(result, f"{outbox} is an outbox", "not a store")
     assert "newer" not in result.stderr
     result = cli("outbox", "status", "--outbox", str(store), home=tmp_path)
     assert "not an outbox" in result.stderr

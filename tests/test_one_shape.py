@@ -53,8 +53,8 @@ async def test_opened_remember_is_written_when_closed_by_id_or_abandoned(
 ) -> None:
     m = memory(store)
     opened = await m.open_turn("draft a plan", turn_id="t1")
-    plan = opened.remember("plan", name="Offsite plan")
-    older = opened.produce("note", name="Older form")  # the documented alias
+    plan = opened.remember("plan", title="Offsite plan")
+    older = opened.produce("note", title="Older form")  # the documented alias
     result = await m.abandon_turn("t1", error="Stopped", partial_reply="Day", produced=[older])
     assert result.status is TurnState.ABANDONED
     assert result.produced_ids == (plan, older.entity_id)

@@ -53,6 +53,7 @@ EXPECTED = {
     "Transport",
     "ConversationReader",
     "SummaryReader",
+    "SearchReader",
     "EmbeddedStore",
     "purge_forgotten",
     "PurgeStats",
@@ -83,6 +84,9 @@ EXPECTED = {
     "ConversationPage",
     "ConversationSummaryPage",
     "ConversationSummaryItem",
+    "SearchResult",
+    "SearchHit",
+    "SearchHitKind",
     # errors
     "NeotomaError",
     "TransportError",
@@ -99,8 +103,10 @@ EXPECTED = {
     "TurnStateError",
     "TurnCloseError",
     "ToolCallConflictError",
+    "EmptySearchQueryError",
     "OutboxError",
     "OutboxFullError",
+    "UndeclaredFieldWarning",
     "error_class_name",
     "__version__",
 }

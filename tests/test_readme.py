@@ -183,7 +183,19 @@ def test_the_tour_runs_as_a_script(tmp_path: Path) -> None:
     assert (tmp_path / "memory.db").is_file()
 
 
-COMMANDS = ("demo", "chat", "show", "import", "stats", "audit", "outbox", "serve", "hook", "hooks")
+COMMANDS = (
+    "demo",
+    "chat",
+    "show",
+    "search",
+    "import",
+    "stats",
+    "audit",
+    "outbox",
+    "serve",
+    "hook",
+    "hooks",
+)
 # Options every command takes, described once under "Global options".
 GLOBAL_OPTIONS = frozenset(
     ("--db", "--url", "--token", "--token-file", "--log-level", "--log-json", "--help")

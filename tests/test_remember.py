@@ -172,7 +172,7 @@ async def test_the_explicit_api_writes_produced_entities_in_the_closing_store(
 async def test_an_explicitly_abandoned_turn_keeps_what_it_produced(store: Transport) -> None:
     m = memory(store)
     opened = await m.open_turn("draft a plan", turn_id="t1")
-    plan = opened.produce("plan", name="Offsite plan")
+    plan = opened.produce("plan", title="Offsite plan")
     result = await m.abandon_turn(opened, error="Stopped", partial_reply="Day one", produced=[plan])
     assert result.status is TurnState.ABANDONED
     assert result.produced_ids == (plan.entity_id,)

@@ -339,3 +339,20 @@ async def test_a_custom_extractor_replaces_the_default(store: EmbeddedStore) -> 
     # Looked up as the company's canonical name ("acme": its legal suffix stripped), which
     # every longer name containing "acme corp" contains too.
     assert looked_up == ["acme"]
+
+
+@pytest.mark.anyio
+async def test_memory_retrieve_iterates_as_t_retrieved_does(store: Any) -> None:
+    # `for e in await memory.retrieve(...)` reads the bounded set, best first: the same
+    # entities, in the same order, as a turn's `t.retrieved` for the same text alone.
+    await seed(store, "Acme Corp", "Acme Labs")
+    m = memory(store)
+    found = await m.retrieve("What do we know about Acme Corp?")
+    assert [e.id for e in found] == list(found.ids)
+    assert len(found) == len(found.ids) > 0
+    assert found[0].id == found.ids[0]
+    assert tuple(found[:1]) == found.entities[:1]
+    assert tuple(found) == found.entities
+    async with memory(store, history_turns=0).turn("What do we know about Acme Corp?") as t:
+        t.reply = "ok"
+    assert [e.id for e in t.retrieved] == [e.id for e in found]

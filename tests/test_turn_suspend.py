@@ -85,7 +85,7 @@ async def test_what_a_suspended_exit_drops_is_counted_in_a_warning(store: Embedd
     with capture_logs() as logs:
         async with memory(store).turn("Email Acme Corp", turn_id="t1") as t:
             t.reply = "shown"
-            t.remember("task", name="Email Acme")
+            t.remember("task", title="Email Acme")
             t.suspend()
     [event] = [e for e in logs if e["event"] == "turn.suspended"]
     assert event["log_level"] == "warning"

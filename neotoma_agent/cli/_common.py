@@ -24,7 +24,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TextIO, TypeGuard, TypeVar
 
-from ._paths import default_db_path
+from ._paths import default_db_path, private_parent
 
 if TYPE_CHECKING:
     from ..transport._base import Transport
@@ -261,7 +261,7 @@ async def open_transport(
             "check --db (or NEOTOMA_AGENT_DB); `chat`, `import` and `demo --db` create one",
         )
     if _is_default_db(args):
-        path.parent.mkdir(parents=True, exist_ok=True)
+        private_parent(path)
     try:
         store = EmbeddedStore.open(path, read_only=read_only)
     except (OSError, sqlite3.Error) as exc:
@@ -301,7 +301,7 @@ def store_error(path: Path, exc: BaseException) -> CLIError:
     from .._file_kind import WrongFileKind
 
     if isinstance(exc, WrongFileKind):
-        return CLIError(f"cannot open the store {path}: {exc}", exc.hint)
+        return CLIError(str(exc), exc.hint)  # it names the file
     if isinstance(exc, sqlite3.DatabaseError):
         return CLIError(
             f"cannot open the store {path}: {exc}",

@@ -1,8 +1,15 @@
-"""``neotoma-agent export [CONVERSATION...]``: turns as JSON lines, in the format ``import`` reads.
+"""``neotoma-agent export [CONVERSATION...]``: a backup of the store, as JSON lines.
 
-Each finished turn is one line with exactly the keys :mod:`._import` reads, always all of
-them and in one order, so that exporting, importing the file into a fresh store and
-exporting again gives the same bytes::
+By default a backup (:mod:`neotoma_agent._backup`): every live entity with every
+observation, every edge, which ``import`` restores whole: abandoned and open turns, tool
+calls with their arguments and results, the entities memories remembered, conversation
+titles and platforms. Export, import into an empty store and export again give identical
+bytes; ``show --json`` and ``stats --json`` read the same from both stores. With
+conversation ids, the backup holds those conversations and the entities their turns refer
+to.
+
+``--turns`` writes the chat-log form instead: each finished turn one line with exactly the
+keys :mod:`._import` reads, always all of them and in one order::
 
     {"conversation_id":"support-42","turn_id":"m-1001","turn_number":1,
      "user":"Where is my Acme Corp order?","assistant":"It shipped on Monday.",
@@ -13,13 +20,11 @@ order ``show`` prints them. ``turn_number`` is the stored one, or the turn's pos
 conversation when it has none (an import then stores that number). ``refers_to`` lists the
 entity ids the reply REFERS_TO, as stored: a fresh store that lacks those entities still
 records the edges (Neotoma does not check an edge's ends), so the ids survive a round trip,
-but the entities themselves are not exported.
-
-What the import format cannot carry is left out and counted on stderr, never silently
-dropped: abandoned and open turns (a line is a finished turn), and tool calls. ``--json``
-prints everything instead: one line per conversation, ``show --json``'s record (statuses,
-entity ids, the turn records and the tool calls with their arguments and results); that
-form is for reading and archiving, not for ``import``.
+but the entities themselves are not in that form. What it cannot carry is left out and
+counted on stderr, never silently dropped: abandoned and open turns (a line is a finished
+turn), and tool calls. ``--json`` prints one line per conversation, ``show --json``'s record
+(statuses, entity ids, the turn records and the tool calls with their arguments and
+results), for reading, not for ``import``.
 """
 
 from __future__ import annotations
@@ -115,6 +120,22 @@ async def _conversation_ids(transport: Transport, wanted: Sequence[str]) -> list
     return sorted(c.conversation_id for c in listing.conversations)
 
 
+async def _backup(args: argparse.Namespace, out: TextIO) -> str:
+    """Write the backup; the stderr line saying what it holds."""
+    from .._backup import BackupError, BackupStats, read_backup
+
+    stats = BackupStats()
+    async with open_transport(args, must_exist=True, read_only=True) as transport:
+        cids = await _conversation_ids(transport, args.conversations)
+        lines = read_backup(transport, cids, everything=not args.conversations, stats=stats)
+        try:
+            async for line in lines:
+                out.write(line + "\n")
+        except BackupError as exc:
+            raise CLIError(f"cannot export: {exc}", "name the conversations to export") from None
+    return f"exported a backup of {stats.note()}"
+
+
 async def _export(args: argparse.Namespace, out: TextIO) -> ExportStats:
     stats = ExportStats()
     async with open_transport(args, must_exist=True, read_only=True) as transport:
@@ -137,7 +158,12 @@ async def _export(args: argparse.Namespace, out: TextIO) -> ExportStats:
 
 
 async def run(args: argparse.Namespace) -> int:
-    """Write the turns to stdout, then say on stderr what was written and left out."""
+    """Write the backup (or the turns) to stdout, then say on stderr what was written."""
+    if not args.turns and not args.json:
+        note = await _backup(args, sys.stdout)
+        sys.stdout.flush()
+        print(f"neotoma-agent: {note}", file=sys.stderr)
+        return 0
     stats = await _export(args, sys.stdout)
     sys.stdout.flush()
     if not args.json or stats.conversations:
@@ -147,18 +173,26 @@ async def run(args: argparse.Namespace) -> int:
 
 COMMAND = Command(
     "export",
-    help="write conversations as JSON lines, in the format `import` reads",
+    help="back up the store (or conversations) as JSON lines that `import` restores",
     description="""
-        Write the finished turns of the named conversations (default: all of them) to
-        stdout, one JSON line per turn with exactly the keys `import` reads, so that
-        `export > f.jsonl`, `import f.jsonl` into a fresh store and `export` again give the
-        same bytes. Abandoned and open turns and tool calls cannot be carried by that
-        format: they are left out and counted on stderr. --json writes one line per
-        conversation with everything (statuses, entity ids, tool calls), as `show --json`.
+        Write a backup of the store to stdout (default: all of it; with conversation ids,
+        those conversations and the entities their turns refer to): every entity with its
+        observations and every relationship, as JSON lines that `import` restores whole
+        (abandoned and open turns, tool calls, remembered entities, titles and platforms
+        included). Export, import into an empty store and export again give the same
+        bytes. --turns writes the chat-log form instead: one line per finished turn with
+        the keys a transcript import reads (abandoned and open turns and tool calls are
+        left out and counted on stderr). --json writes one line per conversation with
+        everything, as `show --json` (for reading, not for import).
     """,
     run=run,
     options=(
         option("conversations", nargs="*", metavar="CONVERSATION", help="conversation ids"),
+        option(
+            "--turns",
+            action="store_true",
+            help="the chat-log form: one line per finished turn (a transcript)",
+        ),
         option(
             "--json",
             action="store_true",

@@ -8,6 +8,7 @@ stdout, a problem to stderr as one line.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -17,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from .._terminal import printable
 from ._common import CLIError, Command, db_path, option, resolve_token, resolve_url
+from ._paths import private_parent
 
 if TYPE_CHECKING:
     from ..hooks import Change
@@ -69,6 +71,9 @@ def run_hook_command(args: argparse.Namespace) -> int:
     except CLIError as exc:
         print(f"{label}: {exc.message}", file=sys.stderr)
         return 0
+    # The state holds prompts and replies: the data directory it is in is owner-only.
+    with contextlib.suppress(OSError):
+        private_parent(state)
     outcome = run_hook(
         args.harness,
         args.event,
@@ -134,10 +139,15 @@ def run_hooks_command(args: argparse.Namespace) -> int:
 
     module = harness_module(args.harness)
     path = module.settings_path(args.scope, _project(args))
+    # A project's file must stay in the project (a clone may hold planted symbolic links).
+    project = _project(args) if args.scope == "project" else None
     try:
         if args.action == "install":
-            store_args = _store_args(args, installed(args.harness, path))
-            change = install(args.harness, path, store_args, python=sys.executable)
+            # An older install's --token is moved out of the user's file (never a project's:
+            # it is not read through links there).
+            existing = installed(args.harness, path) if args.scope == "user" else {}
+            store_args = _store_args(args, existing)
+            change = install(args.harness, path, store_args, python=sys.executable, project=project)
             if _print_change(args.harness, change, "hooks already installed in"):
                 print(f"store: {_store_label(store_args)}")
                 if args.harness == "codex":
@@ -153,7 +163,7 @@ def run_hooks_command(args: argparse.Namespace) -> int:
                         )
             return 0
         if args.action == "uninstall":
-            change = uninstall(args.harness, path)
+            change = uninstall(args.harness, path, project=project)
             _print_change(args.harness, change, "no neotoma-agent hooks in")
             return 0
         ours = installed(args.harness, path)
@@ -303,6 +313,8 @@ def run_backfill(args: argparse.Namespace) -> int:
             f"{report.abandoned} stored as abandoned (no reply), {report.already} already "
             f"stored, {report.in_progress} still running (not stored)"
         )
+        if report.partials:
+            print(f"{report.partials} abandoned turns given the partial reply the file holds")
         if report.refused or report.bad_lines:
             print(
                 f"{report.refused} turns refused by the store, {report.bad_lines} unreadable lines"

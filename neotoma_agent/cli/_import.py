@@ -1,5 +1,8 @@
 """``neotoma-agent import FILE.jsonl``: store a transcript, one finished turn per line.
 
+(A file whose first line is a backup's header, what ``export`` writes, is restored whole
+instead: :mod:`neotoma_agent._backup`.)
+
 Each line is a JSON object::
 
     {"conversation_id": "support-42", "turn_id": "m-1001", "turn_number": 1,
@@ -30,6 +33,7 @@ instead, before anything from it (or any later line) is written.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import signal
 import sys
@@ -103,6 +107,8 @@ class ImportStats:
     replayed: int = 0
     malformed: list[int] = attrs.field(factory=list)
     failed: list[int] = attrs.field(factory=list)
+    #: the conversations of the stored turns (written or already there): what the store
+    #: holds after the import, not what was read (a Ctrl-C stops between the two)
     conversations: set[str] = attrs.field(factory=set)
     ignored_keys: dict[str, int] = attrs.field(factory=dict)
     stopped_at: int | None = None
@@ -148,6 +154,8 @@ def parse_line(raw: bytes, line_number: int, stats: ImportStats) -> ImportLine |
         obj = json.loads(text)
     except json.JSONDecodeError as exc:
         raise LineError(f"not valid JSON: {exc.msg} (column {exc.colno})") from None
+    except RecursionError:
+        raise LineError("JSON nested too deeply to read") from None
     if not isinstance(obj, dict):
         raise LineError(f"expected a JSON object, got {_json_type(obj)}")
     conversation_id = _string(obj, "conversation_id", required=True)
@@ -275,14 +283,14 @@ class _Importer:
     def _stopping(self) -> bool:
         return self.stats.stopped_at is not None or self.fatal is not None
 
-    async def run(self, stream: BinaryIO) -> None:
+    async def run(self, lines: Iterator[tuple[int, bytes]]) -> None:
         # Bounded work in flight: a batch being stored while the next one is read. A store
         # that takes a batch as one job gets two; any other transport writes one batch at
         # a time, --concurrency turns at once.
         slots = anyio.Semaphore(2 if isinstance(self.transport, BatchStore) else 1)
         async with anyio.create_task_group() as tg:
             batch: list[ImportLine] = []
-            for number, raw in _lines(stream):
+            for number, raw in lines:
                 if self._stopping():
                     break
                 self.stats.lines = number
@@ -297,7 +305,6 @@ class _Importer:
                 if item is None:
                     continue
                 self.stats.turns += 1
-                self.stats.conversations.add(item.conversation_id)
                 batch.append(item)
                 if len(batch) >= self.batch_size:
                     await self._dispatch(tg, batch, slots)
@@ -366,6 +373,7 @@ class _Importer:
     def _count(self, item: ImportLine, outcome: BatchOutcome, scope: anyio.CancelScope) -> None:
         exc = outcome.error
         if exc is None:
+            self.stats.conversations.add(item.conversation_id)
             if outcome.replayed:
                 self.stats.replayed += 1
             else:
@@ -389,10 +397,12 @@ def _line_list(numbers: list[int]) -> str:
 
 
 def _summary(stats: ImportStats, source: str, seconds: float, out: TextIO) -> None:
+    # The head line counts what is stored (written now or before), never the lines read:
+    # an interrupted import has read turns it did not store.
     stored = stats.written + stats.replayed
     rate = f", {stored / seconds:,.0f} turns/s" if seconds > 0 and stored else ""
     out.write(
-        f"{source}: {_plural(stats.turns, 'turn')} in "
+        f"{source}: {_plural(stored, 'turn')} in "
         f"{_plural(len(stats.conversations), 'conversation')} ({seconds:.1f} s{rate})\n"
     )
     if stats.written == 0 and stats.replayed and stats.replayed == stats.turns:
@@ -477,9 +487,72 @@ async def _run(args: argparse.Namespace, stream: BinaryIO, total: int, source: s
     return status
 
 
+def _first_line(lines: Iterator[tuple[int, bytes]]) -> tuple[list[tuple[int, bytes]], bool]:
+    """The lines up to the first that is not blank, and whether that one is a backup's
+    header (``export`` writes one; a transcript's lines are turns)."""
+    from .._backup import is_backup_header
+
+    read: list[tuple[int, bytes]] = []
+    for number, raw in lines:
+        read.append((number, raw))
+        if raw.strip():
+            try:
+                return read, is_backup_header(json.loads(raw))
+            except (ValueError, RecursionError):  # a bad turn line: parse_line says why
+                return read, False
+    return read, False
+
+
+async def _restore(
+    args: argparse.Namespace,
+    lines: Iterator[tuple[int, bytes]],
+    source: str,
+    work: anyio.CancelScope,
+) -> int:
+    """Restore a backup ``export`` wrote; print what was written."""
+    from .._backup import BackupError, BackupStats, restore_backup
+
+    def decoded() -> Iterator[tuple[int, Mapping[str, Any]]]:
+        for number, raw in lines:
+            if not raw.strip():
+                continue
+            try:
+                obj = json.loads(raw)
+            except (ValueError, RecursionError):
+                raise CLIError(f"{source}: line {number} is not JSON a backup holds") from None
+            if not isinstance(obj, dict):
+                raise CLIError(f"{source}: line {number} is not a JSON object")
+            yield number, obj
+
+    stats = BackupStats()
+    started = time.monotonic()
+    async with open_transport(args) as transport:
+        try:
+            with work:
+                await restore_backup(transport, decoded(), stats)
+        except BackupError as exc:
+            raise CLIError(f"{source}: {exc}") from None
+    if work.cancel_called:
+        sys.stdout.write(
+            f"{source}: interrupted after {stats.observations:,} observations; run the same "
+            "import again to finish (what is stored is not rewritten)\n"
+        )
+        return 130
+    seconds = time.monotonic() - started
+    sys.stdout.write(f"{source}: restored {stats.note()} ({seconds:.1f} s)\n")
+    if stats.replayed:
+        sys.stdout.write(f"{stats.replayed:,} observations were already stored\n")
+    return 0
+
+
 async def _import(
     args: argparse.Namespace, stream: BinaryIO, total: int, source: str, work: anyio.CancelScope
 ) -> int:
+    rest = _lines(stream)
+    read, backup = _first_line(rest)
+    lines = itertools.chain(read, rest)
+    if backup:
+        return await _restore(args, lines, source, work)
     progress = Progress(total, label="importing", unit="lines")
     started = time.monotonic()
     async with open_transport(args) as transport:
@@ -494,7 +567,7 @@ async def _import(
         interrupted = True
         try:
             with work:
-                await importer.run(stream)
+                await importer.run(lines)
             interrupted = work.cancel_called
         finally:
             progress.finish(importer.stats.done)
@@ -521,9 +594,11 @@ async def _import(
 
 COMMAND = Command(
     "import",
-    help="store a transcript file (JSON lines, one turn per line)",
+    help="restore a backup `export` wrote, or store a transcript (one turn per line)",
     description="""
-        Store a transcript, one finished turn per line: {"conversation_id": ...,
+        Restore a backup `export` wrote (every entity, observation and relationship it
+        holds; recognised by its first line), or store a transcript, one finished turn
+        per line: {"conversation_id": ...,
         "user": ..., "assistant": ..., optional "turn_id", "turn_number", "refers_to":
         [entity ids]}. Running the same file again writes nothing. A line without turn_id
         is stored as turn import-N, N its line number in the file (blank lines count), so

@@ -40,6 +40,7 @@ _COMMANDS = {
     "demo": "._demo",
     "chat": "._chat",
     "show": "._show",
+    "search": "._search",
     "import": "._import",
     "export": "._export",
     "forget": "._forget",

@@ -1,4 +1,4 @@
-"""Where the command line keeps its files by default (light: read before any command runs)."""
+"""Where the command line keeps its store by default (light: read before any command runs)."""
 
 from __future__ import annotations
 
@@ -6,18 +6,7 @@ import os
 import sys
 from pathlib import Path
 
-__all__ = ["default_data_dir", "default_db_path"]
-
-
-def default_data_dir() -> Path:
-    """``neotoma-agent`` in the per-user data directory (``$XDG_DATA_HOME`` on Linux)."""
-    if sys.platform == "win32":  # pragma: no cover - not exercised in CI
-        base = Path(os.environ.get("LOCALAPPDATA", Path.home() / "AppData" / "Local"))
-    elif sys.platform == "darwin":  # pragma: no cover
-        base = Path.home() / "Library" / "Application Support"
-    else:
-        base = Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share")
-    return base / "neotoma-agent"
+__all__ = ["data_dir", "default_db_path", "private_parent"]
 
 
 def default_db_path() -> Path:
@@ -25,4 +14,32 @@ def default_db_path() -> Path:
     env = os.environ.get("NEOTOMA_AGENT_DB")
     if env:
         return Path(env).expanduser()
-    return default_data_dir() / "memory.db"
+    return data_dir() / "memory.db"
+
+
+def private_parent(path: Path) -> None:
+    """Create the directory of ``path`` 0700 if missing; the per-user data directory is set
+    0700 when it exists (an older version made it 0755). A directory the user named
+    elsewhere keeps its mode."""
+    from .._private import private_dir
+
+    parent = path.parent
+    private_dir(parent, tighten=parent in (data_dir(), _xdg_data_dir()))
+
+
+def _xdg_data_dir() -> Path:
+    return (
+        Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share") / "neotoma-agent"
+    )
+
+
+def data_dir() -> Path:
+    """The per-user data directory ``neotoma-agent`` (``$XDG_DATA_HOME`` or
+    ``~/.local/share`` on Linux)."""
+    if sys.platform == "win32":  # pragma: no cover - not exercised in CI
+        base = Path(os.environ.get("LOCALAPPDATA", Path.home() / "AppData" / "Local"))
+    elif sys.platform == "darwin":  # pragma: no cover
+        base = Path.home() / "Library" / "Application Support"
+    else:
+        base = Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share")
+    return base / "neotoma-agent"

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 from ._common import CLIError, Command, db_path, option, resolve_token
+from ._paths import private_parent
 from ._tokens import announce_token, login_link, new_token, remove_token_file
 
 __all__ = ["register"]
@@ -53,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
     token = given or new_token()
     db = db_path(args)
     if not args.db:
-        db.parent.mkdir(parents=True, exist_ok=True)
+        private_parent(db)
     if not db.parent.is_dir():
         raise CLIError(
             f"cannot open the store {db}: directory {db.parent} does not exist",

@@ -23,7 +23,7 @@ from .._reads import Scan, gather_bounded, scan_entities
 from .._terminal import printer
 from .._tool_payload import summarize
 from .._tool_reads import StoredToolCall
-from .._turn_record import TurnEnding, read_ending
+from .._turn_record import TurnEnding, read_ending, short_class
 from ..transport._base import RelatedEntity, Transport
 from ._common import (
     CLIError,
@@ -231,7 +231,7 @@ def _status_text(turn: TurnView) -> str:
         return "ABANDONED (repaired by audit: the reply was never stored)"
     if turn.status == "abandoned":
         # The short class name here; `show --json` has the qualified one.
-        short = turn.error_class.rsplit(".", 1)[-1] if turn.error_class else None
+        short = short_class(turn.error_class)
         return f"ABANDONED ({short})" if short else "ABANDONED"
     if turn.status == "open":
         return "OPEN (in flight, or left open by a crash: see `neotoma-agent audit`)"
@@ -246,7 +246,7 @@ def _tool_line(call: StoredToolCall) -> str:
     if call.duration_ms is not None:
         parts.append(f"{call.duration_ms:g} ms")
     if call.error_class:
-        parts.append(call.error_class.rsplit(".", 1)[-1])
+        parts.append(short_class(call.error_class) or "")
     if call.args is not None:
         parts.append(f"args {summarize(call.args)}")
     return f"tool {call.name}: {', '.join(parts)}"

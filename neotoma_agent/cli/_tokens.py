@@ -16,7 +16,7 @@ import stat
 import urllib.parse
 from pathlib import Path
 
-from ._paths import default_data_dir
+from ._paths import data_dir
 
 __all__ = [
     "new_token",
@@ -42,7 +42,7 @@ def new_token() -> str:
 
 def token_dir() -> Path:
     """``tokens`` in the per-user data directory."""
-    return default_data_dir() / "tokens"
+    return data_dir() / "tokens"
 
 
 def server_token_file(port: int) -> Path:

@@ -11,9 +11,11 @@ Code ``session_id`` + ``prompt_id``, Codex ``session_id`` + ``turn_id``), writte
 API failed: with the partial reply the file holds), the tool uses as tool calls of the
 tool-call API. A turn the store already holds as completed or abandoned (captured by the
 hooks, or imported before) is left alone, so importing a session the hooks captured
-writes nothing new; one the hooks opened but never closed is closed from the file. A turn
-still running (the file's last, with no end yet) is not stored. Unknown line kinds are
-skipped and counted.
+writes nothing new; one the hooks opened but never closed is closed from the file; one
+stored abandoned without the partial reply the file holds (a hook that could not read the
+file) gets it, as one more observation of the same turn (its closing store again, same
+keys: never a second turn). A turn still running (the file's last, with no end yet) is
+not stored. Unknown line kinds are skipped and counted.
 """
 
 from __future__ import annotations
@@ -44,6 +46,8 @@ class BackfillReport:
     abandoned: int = 0
     #: turns the store already held closed (nothing written for them)
     already: int = 0
+    #: abandoned turns the store held without the partial reply the file has: added
+    partials: int = 0
     #: turns still running when the file was written (not stored)
     in_progress: int = 0
     #: turns the store refused (e.g. the same turn id stored with another prompt)
@@ -91,19 +95,27 @@ async def backfill(transport: Any, source: str, path: Path) -> BackfillReport:
     """
     read = _reader(source)
     report = BackfillReport()
-    closed: dict[str, dict[str, str]] = {}
+    closed: dict[str, dict[str, tuple[str, str | None]]] = {}
     for file in transcript_files(path):
         report.files += 1
         counts = ReadCounts()
         for turn in read(file, counts):
             if turn.conversation_id not in closed:
                 closed[turn.conversation_id] = await _statuses(transport, turn.conversation_id)
-            status = closed[turn.conversation_id].get(turn.turn_id)
+            status, reply = closed[turn.conversation_id].get(turn.turn_id, (None, None))
+            if status == "abandoned" and not reply and turn.ending == "abandoned" and turn.reply:
+                # Stored without the partial the person saw: its closing store again, with it.
+                if await _store(transport, source, turn, opened=True):
+                    closed[turn.conversation_id][turn.turn_id] = ("abandoned", turn.reply)
+                    report.partials += 1
+                else:
+                    report.refused += 1
+                continue
             if status in ("completed", "abandoned"):
                 report.already += 1
                 continue
             if await _store(transport, source, turn, opened=status == "open"):
-                closed[turn.conversation_id][turn.turn_id] = turn.ending
+                closed[turn.conversation_id][turn.turn_id] = (turn.ending, turn.reply)
                 if turn.ending == "completed":
                     report.stored += 1
                 else:
@@ -116,11 +128,12 @@ async def backfill(transport: Any, source: str, path: Path) -> BackfillReport:
     return report
 
 
-async def _statuses(transport: Any, conversation: str) -> dict[str, str]:
+async def _statuses(transport: Any, conversation: str) -> dict[str, tuple[str, str | None]]:
+    """Each stored turn's status and reply (``None``: none stored)."""
     from neotoma_agent import NeotomaMemory
 
     memory = NeotomaMemory(transport, conversation_id=conversation)
-    return {h.turn_id: h.status for h in await memory.history(None)}
+    return {h.turn_id: (h.status, h.reply) for h in await memory.history(None)}
 
 
 async def _store(transport: Any, source: str, turn: TranscriptTurn, *, opened: bool) -> bool:

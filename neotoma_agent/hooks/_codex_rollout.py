@@ -71,7 +71,7 @@ def _arguments(raw: object) -> Any:
         return raw
     try:
         return json.loads(raw)
-    except ValueError:
+    except (ValueError, RecursionError):
         return raw
 
 

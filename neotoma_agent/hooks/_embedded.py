@@ -14,6 +14,7 @@ read, the context block) stays on the engine.
 from __future__ import annotations
 
 import sqlite3
+import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -57,13 +58,17 @@ class Stored(NamedTuple):
 class EmbeddedFile:
     """The store file, opened as ``EmbeddedStore`` opens it (a context manager).
 
-    ``busy_timeout``: the seconds a store waits for another writer's lock (at most the
-    store's own 10 s).
+    ``busy_timeout``: the seconds, from now, that all its work together may wait for
+    another writer's lock (at most the store's own 10 s). Each action waits what is left
+    of it: a file locked past it fails with "database is locked" (once the time is spent,
+    an action still runs when the lock is free), so a hook never waits out SQLite's own
+    timeout once per store.
     """
 
-    def __init__(self, path: str, *, busy_timeout: float = 10.0) -> None:
+    def __init__(self, path: str, *, busy_timeout: float = _connect.DEFAULT_BUSY_TIMEOUT) -> None:
         self._path = path
-        self._busy_ms = max(0, min(10_000, int(busy_timeout * 1000)))
+        self._deadline = time.monotonic() + min(busy_timeout, _connect.DEFAULT_BUSY_TIMEOUT)
+        self._busy_ms = -1  # what the connection has set
         self._conn: sqlite3.Connection | None = None
 
     def open(self) -> None:
@@ -73,10 +78,15 @@ class EmbeddedFile:
 
     @property
     def conn(self) -> sqlite3.Connection:
-        """The connection, opened on first use."""
+        """The connection, opened on first use, waiting for a lock what is left of the time."""
+        left = self._deadline - time.monotonic()
         if self._conn is None:
-            self._conn = _connect.connect(self._path, "NORMAL")()
-            self._conn.execute(f"PRAGMA busy_timeout = {self._busy_ms}")
+            self._conn = _connect.connect(self._path, "NORMAL", left)()
+            self._busy_ms = _connect.busy_ms_of(left)
+        busy_ms = _connect.busy_ms_of(self._deadline - time.monotonic())
+        if busy_ms != self._busy_ms:
+            self._conn.execute(f"PRAGMA busy_timeout = {busy_ms}")
+            self._busy_ms = busy_ms
         return self._conn
 
     def __enter__(self) -> EmbeddedFile:

@@ -35,6 +35,8 @@ _KEY_JOINERS: Final = (":", "|")
 
 #: the error class of a turn that got no Stop (abandoned by the next prompt)
 NO_STOP: Final = "NoStopHook"
+# A century in milliseconds: a longer duration is no real call's.
+_MAX_DURATION_MS: Final = 100 * 365.25 * 86_400_000
 
 
 class BadInput(ValueError):
@@ -80,6 +82,9 @@ class HookEvent(NamedTuple):
     tool: Mapping[str, Any] | None = None
     #: the model the harness names, if any (stored on the turn record)
     model: str | None = None
+    #: PROMPT / SESSION_END: the harness's session file (Claude Code's transcript, Codex's
+    #: rollout), read when the event abandons a turn no harness event said the end of
+    transcript: str | None = None
 
 
 def _well_formed(key: str, value: str) -> str:
@@ -184,7 +189,8 @@ def duration(payload: Mapping[str, Any], key: str) -> float | None:
     value = payload.get(key)
     if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 0:
         return None  # `not value >= 0` also refuses NaN
-    return float(value) if value != float("inf") else None
+    # Above a century is no tool call's (1e300 would overflow the start instant).
+    return float(value) if value <= _MAX_DURATION_MS else None
 
 
 def additional_context(event: str, context: str) -> dict[str, Any]:

@@ -44,6 +44,7 @@ __all__ = [
     "HarnessInput",
     "Reader",
     "failed",
+    "interrupted",
     "prompt",
     "reply",
     "session_end",
@@ -103,14 +104,16 @@ class HarnessInput:
         return reader(conv, turn, payload)
 
 
-def prompt(field: str, *, model: str | None = None) -> Reader:
+def prompt(field: str, *, model: str | None = None, transcript: str | None = None) -> Reader:
     """The person submitted a prompt (``field``; empty allowed); ``model``: the field
-    naming the model, if the harness sends one."""
+    naming the model, if the harness sends one; ``transcript``: the field naming the
+    session file, if the hooks can read it (:func:`session_end`)."""
 
     def read(conv: str, turn: str | None, payload: Mapping[str, Any]) -> HookEvent:
         prompt_text = text(payload, field)
         named = None if model is None else optional_str(payload, model)
-        return HookEvent(Kind.PROMPT, conv, turn, prompt=prompt_text, model=named)
+        file = None if transcript is None else optional_str(payload, transcript)
+        return HookEvent(Kind.PROMPT, conv, turn, prompt=prompt_text, model=named, transcript=file)
 
     return read
 
@@ -175,28 +178,50 @@ def stop(
     return read
 
 
-def failed(*, reply: str, error: str, prefix: str) -> Reader:
-    """The turn ended on an error: what the person saw in field ``reply``, the error's
+def failed(*, reply: str | None, error: str, prefix: str, transcript: str | None = None) -> Reader:
+    """The turn ended on an error: what the person saw in field ``reply`` (``None``: the
+    harness sends no reply of the model's, only its own error text), the error's
     kind in field ``error`` (the error class is ``{prefix}.{kind}``, or ``prefix`` when
-    the kind is not a plain name)."""
+    the kind is not a plain name or is ``unknown``); ``transcript``: the field naming the
+    session file, whose account of the turn's end, when it has one, is the one kept (as
+    ``import --from`` reads it: one answer on both paths)."""
 
     def read(conv: str, turn: str | None, payload: Mapping[str, Any]) -> HookEvent:
         kind = optional_str(payload, error) or "unknown"
+        plain = kind.isidentifier() and kind != "unknown"
         return HookEvent(
             Kind.FAILED,
             conv,
             turn,
-            reply=optional_str(payload, reply) or "",
-            error_class=f"{prefix}.{kind}" if kind.isidentifier() else prefix,
+            reply=None if reply is None else optional_str(payload, reply) or "",
+            error_class=f"{prefix}.{kind}" if plain else prefix,
+            transcript=None if transcript is None else optional_str(payload, transcript),
         )
 
     return read
 
 
-def session_end() -> Reader:
-    """The session ended: what is still open is abandoned (``SessionEnded``)."""
+def interrupted(*, transcript: str | None = None) -> Reader:
+    """The person interrupted the turn (``Interrupted``); no reply field: what it had
+    streamed is read from the session file named in field ``transcript``."""
 
     def read(conv: str, turn: str | None, payload: Mapping[str, Any]) -> HookEvent:
-        return HookEvent(Kind.SESSION_END, conv, None, error_class="SessionEnded")
+        file = None if transcript is None else optional_str(payload, transcript)
+        return HookEvent(Kind.FAILED, conv, turn, error_class="Interrupted", transcript=file)
+
+    return read
+
+
+def session_end(*, transcript: str | None = None) -> Reader:
+    """The session ended: what is still open is abandoned (``SessionEnded``).
+
+    ``transcript``: the field naming the session file (Claude Code's transcript, Codex's
+    rollout): a turn abandoned here takes what the file says of its end (the partial reply
+    the person saw, ``Interrupted`` or the API error), as ``import --from`` reads it.
+    """
+
+    def read(conv: str, turn: str | None, payload: Mapping[str, Any]) -> HookEvent:
+        file = None if transcript is None else optional_str(payload, transcript)
+        return HookEvent(Kind.SESSION_END, conv, None, error_class="SessionEnded", transcript=file)
 
     return read

@@ -8,8 +8,14 @@ and Cursor has its own (``{"version": 1, "hooks": {"stop": [{"command": "..."}]}
 entry is ours when its command runs ``neotoma_agent hook`` / ``neotoma-agent hook``; nothing
 else in the file is touched, its key order included. A change is written atomically
 (a temporary file renamed over the old one) after a backup of the old file beside it
-(``*.neotoma-agent.bak``, then ``*.neotoma-agent.1.bak``, ...: none is overwritten); an
-install that would change nothing writes nothing.
+(``*.neotoma-agent.bak``, then ``*.neotoma-agent.1.bak``, ...: none is overwritten, each
+0600: a settings file may hold secrets); an install that would change nothing writes nothing.
+
+A project's settings file is refused when it, or a directory between the project and it,
+is a symbolic link, or when it resolves outside the project: a cloned repository could
+otherwise point ``.codex/hooks.json`` at ``~/.codex/auth.json`` and have the secret copied
+into the project (and its backup), ready to be committed. A user's settings file that is a
+symbolic link (dotfiles kept elsewhere) is written through, at its target.
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ from typing import Any, Final
 
 import attrs
 
+from .._private import write_private
 from ._run import harness_module
 
 __all__ = ["Change", "InstallError", "hook_command", "install", "installed", "uninstall"]
@@ -83,7 +90,7 @@ def _load(path: Path) -> dict[str, Any]:
         return {}
     try:
         data = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):
         raise InstallError(f"{path} is not JSON; fix or move it, then run this again") from None
     if not isinstance(data, dict):
         raise InstallError(f"{path} holds a JSON {type(data).__name__}, not an object")
@@ -159,10 +166,37 @@ def _free_backup(path: Path) -> Path:
     (an uninstall must not overwrite the backup its install made)."""
     backup = path.with_name(path.name + BACKUP_SUFFIX)
     n = 0
-    while backup.exists():
+    while os.path.lexists(backup):  # a dangling symbolic link is taken too
         n += 1
         backup = path.with_name(f"{path.name}{BACKUP_SUFFIX.removesuffix('.bak')}.{n}.bak")
     return backup
+
+
+def _writable(path: Path, project: Path | None) -> Path:
+    """The file to read and write for ``path``: checked against ``project`` when it is a
+    project's, else through a symbolic link to its target."""
+    if project is None:
+        return Path(os.path.realpath(path)) if path.is_symlink() else path
+    root = Path(os.path.realpath(project))
+    absolute = Path(os.path.abspath(path))
+    try:
+        parts = absolute.relative_to(os.path.abspath(project)).parts
+    except ValueError:
+        raise InstallError(f"{path} is not inside the project {project}") from None
+    step = Path(os.path.abspath(project))
+    for part in parts:
+        step = step / part
+        if step.is_symlink():
+            raise InstallError(
+                f"{step} is a symbolic link: refusing to follow it out of a project's settings "
+                "(remove the link, or install with --scope user)"
+            )
+    resolved = Path(os.path.realpath(absolute))
+    if resolved != root and root not in resolved.parents:
+        raise InstallError(f"{path} resolves to {resolved}, outside the project {root}")
+    if absolute.exists() and not absolute.is_file():
+        raise InstallError(f"{path} is not a regular file; not changing it")
+    return absolute
 
 
 def _write(path: Path, old: dict[str, Any] | None, new: dict[str, Any]) -> Path | None:
@@ -170,7 +204,8 @@ def _write(path: Path, old: dict[str, Any] | None, new: dict[str, Any]) -> Path 
     backup = None
     if old is not None and path.exists():
         backup = _free_backup(path)
-        shutil.copy2(path, backup)
+        # Exclusive: never through a link planted at the backup's name, never over a backup.
+        write_private(backup, path.read_bytes(), exclusive=True)
     fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
@@ -191,9 +226,16 @@ def install(
     store_args: Sequence[str],
     *,
     python: str,
+    project: Path | None = None,
 ) -> Change:
-    """Add (or update) our hook for every event the harness handles, in ``path``."""
+    """Add (or update) our hook for every event the harness handles, in ``path``.
+
+    With ``project`` (a project's settings), ``path`` must be a plain file (or missing)
+    inside it, reached through no symbolic link: else :class:`InstallError`. Without it,
+    a symbolic link at ``path`` is written through, at its target.
+    """
     module = harness_module(harness)
+    path = _writable(path, project)
     existed = path.exists()
     old = _load(path)
     before = _ours_by_event(harness, old)
@@ -216,8 +258,10 @@ def install(
     return Change(path, events, backup)
 
 
-def uninstall(harness: str, path: Path) -> Change:
-    """Remove our hooks from ``path`` (other hooks and settings kept)."""
+def uninstall(harness: str, path: Path, *, project: Path | None = None) -> Change:
+    """Remove our hooks from ``path`` (other hooks and settings kept); ``project`` as for
+    :func:`install`."""
+    path = _writable(path, project)
     old = _load(path)
     before = _ours_by_event(harness, old)
     if not before:

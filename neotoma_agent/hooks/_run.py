@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Final, NamedTuple, Protocol
@@ -51,6 +52,10 @@ DEFAULT_CONTEXT_CHARS: Final = 4000
 MAX_ATTEMPTS: Final = 3
 #: seconds retrieval may take on a prompt (the person is waiting for the model)
 RETRIEVAL_TIMEOUT: Final = 1.5
+#: seconds a failure event (Claude Code's Interrupt, StopFailure) waits for the session file
+#: to show its turn's end: the harness runs it without waiting for it, at times before it
+#: has written the text it streamed (nobody waits for that hook)
+FILE_WAIT: Final = 1.0
 #: seconds another session's due store waits before a prompt delivers it, and how many
 STALE_AFTER: Final = 30.0
 STALE_MAX: Final = 20
@@ -135,6 +140,10 @@ def run_hook(
     except BadInput as exc:
         _note(state_path, harness, event, problem=True)
         return HookOutcome(neutral, f"input ignored: {exc}")
+    except Exception as exc:  # any input at all is answered (exit 0), whatever it holds
+        _note(state_path, harness, event, problem=True)
+        # The class alone: an error raised on the input's values may quote them.
+        return HookOutcome(neutral, f"input ignored: {type(exc).__name__}")
     try:
         return _handle(module, event, parsed, store, state_path, context_chars, timeout)
     except Exception as exc:  # the hook must answer whatever broke
@@ -170,7 +179,15 @@ def _dump(answer: dict[str, Any] | None) -> str | None:
 
 
 def _describe(exc: BaseException) -> str:
-    # A class name and the library's own message (which never quotes content or tokens).
+    # An error the store answered with by class, status and code: its message is the
+    # server's text. Else a class name and the library's own message (which never quotes
+    # content or tokens).
+    from neotoma_agent import APIError
+
+    from .._error_label import error_label
+
+    if isinstance(exc, APIError):
+        return error_label(exc)
     text = str(exc).splitlines()[0] if str(exc) else ""
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
@@ -188,7 +205,7 @@ def _handle(
     with HookState(state_path) as state:
         state.fired(module.NAME, event_name)
         conv = event.conversation_id
-        turn, problem = _record(module, event, state)
+        turn, problem = _record(module, event, state, budget)
         if problem is not None:
             return HookOutcome(neutral, problem)
         batches = [(conv, state.due(conv))]
@@ -203,7 +220,7 @@ def _handle(
         context: str | None = None
         failure: str | None = None
         if _here(store, batches):
-            # Closing stores and openings, on a store file (a prompt, a Stop, a session's
+            # Openings and closing stores on a store file (a prompt, a Stop, a session's
             # end): done here, without the event loop or the turn engine (_embedded).
             failure = _deliver_here(module.NAME, batches, state, store, budget, context_chars)
         elif any(rows for _, rows in batches) or _outbox_waiting(store):
@@ -223,13 +240,15 @@ def _handle(
         return HookOutcome(_dump(module.answer(event_name, context or None)), failure)
 
 
-def _record(module: Harness, event: HookEvent, state: HookState) -> tuple[str | None, str | None]:
+def _record(
+    module: Harness, event: HookEvent, state: HookState, budget: float
+) -> tuple[str | None, str | None]:
     """Write what the event says into the state; the turn it concerns, or a problem."""
     conv = event.conversation_id
     if event.kind is Kind.PROMPT:
         assert event.prompt is not None
         turn = event.turn_id or _new_turn_id()
-        state.prompt(
+        abandoned = state.prompt(
             conv,
             turn,
             module.NAME,
@@ -237,9 +256,11 @@ def _record(module: Harness, event: HookEvent, state: HookState) -> tuple[str | 
             model=event.model,
             abandon_others_as=NO_STOP,
         )
+        _read_ends(module.NAME, event, abandoned, state)
         return turn, None
     if event.kind is Kind.SESSION_END:
-        state.end_session(conv, event.error_class or "SessionEnded")
+        abandoned = state.end_session(conv, event.error_class or "SessionEnded")
+        _read_ends(module.NAME, event, abandoned, state)
         return None, None
     if event.kind is Kind.NOTHING:
         return None, None
@@ -257,9 +278,63 @@ def _record(module: Harness, event: HookEvent, state: HookState) -> tuple[str | 
         state.reply(conv, turn, event.reply or "")
     elif event.kind is Kind.STOP:
         state.end(conv, turn, "completed", reply=event.reply)
-    elif event.kind is Kind.FAILED:
-        state.end(conv, turn, "abandoned", reply=event.reply, error_class=event.error_class)
+    elif event.kind is Kind.FAILED and state.end(
+        conv, turn, "abandoned", reply=event.reply, error_class=event.error_class
+    ):
+        # Abandoned now (an ending recorded before, e.g. by the next prompt, stands).
+        wait = min(FILE_WAIT, budget / 4)
+        _read_ends(module.NAME, event, [turn], state, failed=True, wait=wait)
     return turn, None
+
+
+def _read_ends(
+    harness: str,
+    event: HookEvent,
+    turns: list[str],
+    state: HookState,
+    *,
+    failed: bool = False,
+    wait: float = 0.0,
+) -> None:
+    """Turns just abandoned take what the harness's session file says of their end, as
+    ``import --from`` reads it (one answer on both paths): the partial reply the person saw
+    and why it ended (``Interrupted``, the API error); a turn abandoned with no word from
+    the harness (a session's end, the next prompt) that the file shows completed takes
+    its reply (its Stop was lost). ``failed``: the harness said the turn failed (an
+    interrupt, an API error): the file is read again for up to ``wait`` seconds until it
+    shows the end; one that does not yet gives only the text streamed so far.
+    Best-effort: a file that cannot be read changes nothing."""
+    if not turns or not event.transcript:
+        return  # most prompts: nothing was left unended
+    from ._backfill import SOURCES, read_turns
+    from ._transcript import ReadCounts
+
+    if harness not in SOURCES:
+        return
+    conv = event.conversation_id
+    path = Path(event.transcript)
+    deadline = time.monotonic() + wait
+    try:
+        while True:
+            told = {}
+            if path.is_file():  # else gone, or not a file (a pipe would never end)
+                told = {
+                    t.turn_id: t
+                    for t in read_turns(harness, path, ReadCounts())
+                    if t.conversation_id == conv and t.turn_id in turns
+                }
+            ended = all(t in told and told[t].ending == "abandoned" for t in turns)
+            if not failed or ended or time.monotonic() >= deadline:
+                break
+            time.sleep(0.05)
+    except Exception:  # unreadable, or not the harness's file: they stay as abandoned
+        return
+    for each in told.values():
+        if each.ending == "completed" and not failed:
+            state.end(conv, each.turn_id, "completed", reply=each.reply)
+        else:
+            why = None if each.ending == "completed" else each.error_class
+            state.explain(conv, each.turn_id, reply=each.reply, error_class=why)
 
 
 def _new_turn_id() -> str:
@@ -269,17 +344,11 @@ def _new_turn_id() -> str:
 
 
 def _here(spec: StoreSpec, batches: list[tuple[str, list[PendingTurn]]]) -> bool:
-    """Whether all that is due, on a store file, is closing stores of opened turns and
-    openings of turns not yet ended (``_embedded`` does those; a turn to open and close in
-    one go is the engine's: its close reads what its open returned)."""
-    rows = [row for _, due in batches for row in due]
-    if not rows or spec.url or spec.db is None or os.environ.get(_ENGINE_ENV):
+    """Whether something is due on a store file (``_embedded`` does it all: openings,
+    closing stores, and a turn to open and close in one go)."""
+    if spec.url or spec.db is None or os.environ.get(_ENGINE_ENV):
         return False
-    return all(
-        (row.phase == "open" and row.ending is not None)
-        or (row.phase == "pending" and row.ending is None)
-        for row in rows
-    )
+    return any(due for _, due in batches)
 
 
 #: set (to anything) to deliver every store through the turn engine, as before
@@ -297,8 +366,9 @@ def _deliver_here(
 ) -> str | None:
     """:func:`_deliver` for what :func:`_here` accepts, on the store file, synchronously.
 
-    The store file's lock is waited for at most ``budget`` seconds: a store locked longer
-    is kept for a later event, as a store that does not answer in time is.
+    The store file's lock is waited for at most ``budget`` seconds in all (each store
+    waits what is left of it): a store locked longer is kept for a later event, as a store
+    that does not answer in time is.
     """
     from ._embedded import EmbeddedFile, close
 
@@ -313,8 +383,12 @@ def _deliver_here(
             problem: str | None = None
             for row in due:
                 try:
-                    if row.ending is None:
+                    if row.phase == "pending":
                         _open_here(file, harness, row, state, context_chars)
+                        # Ended too (opened and closed in one go): the close needs the
+                        # ids the opening kept.
+                        row = state.get(conv, row.turn_id) or row
+                    if row.ending is None:
                         continue
                     tools, refused = _tool_calls(state.tools(conv, row.turn_id))
                     close(file, harness, row, tools)
@@ -550,4 +624,7 @@ def _open_store(spec: StoreSpec, budget: float) -> Any:
     from neotoma_agent import EmbeddedStore
 
     assert spec.db is not None
-    return EmbeddedStore.open(spec.db)
+    # Each store waits at most half the budget for another process's lock on the file,
+    # for the reason an HTTP call gets half of it above: the shielded closing store after
+    # a cancel at the budget waits too.
+    return EmbeddedStore.open(spec.db, busy_timeout=max(min(10.0, budget / 2), 0.05))

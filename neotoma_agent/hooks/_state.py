@@ -46,6 +46,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Final, Literal, NamedTuple
 
+from .._private import private_dir, private_file
+
 __all__ = [
     "KEEP_PER_SESSION",
     "KEEP_SECONDS",
@@ -193,7 +195,9 @@ class HookState:
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        # Owner-only: it holds prompts, replies and tool calls until they are delivered.
+        private_dir(self.path.parent)
+        private_file(self.path)
         self._db = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
         self._db.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
         if self._db.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
@@ -364,6 +368,21 @@ class HookState:
                 (error_class, time.time(), conversation_id),
             )
         return [r[0] for r in rows]
+
+    def explain(
+        self, conversation_id: str, turn_id: str, *, reply: str, error_class: str | None
+    ) -> bool:
+        """What the session file says of an abandoned turn still to deliver: the reply the
+        person saw (an empty one keeps what was recorded) and why it ended."""
+        with self._write() as db:
+            changed = db.execute(
+                "UPDATE turns SET reply = coalesce(nullif(?, ''), reply), "
+                "error_class = coalesce(?, error_class), updated_at = ? "
+                "WHERE conversation_id = ? AND turn_id = ? AND ending = 'abandoned' "
+                "AND phase != 'done'",
+                (reply, error_class, time.time(), conversation_id, turn_id),
+            ).rowcount
+        return bool(changed)
 
     def add_tool(
         self, conversation_id: str, turn_id: str, call_key: str, record: Mapping[str, Any]

@@ -85,7 +85,7 @@ def json_lines(path: Path, counts: ReadCounts) -> Iterator[dict[str, Any]]:
                 continue
             try:
                 line = json.loads(raw)
-            except ValueError:
+            except (ValueError, RecursionError):  # not JSON, or nested too deeply to read
                 counts.bad_lines += 1
                 continue
             if not isinstance(line, dict):

@@ -46,11 +46,16 @@ INPUT: Final = HarnessInput(
     turn="turn_id",
     turn_required=("UserPromptSubmit", "PostToolUse", "Stop", "StopFailure"),
     events={
-        "UserPromptSubmit": prompt("prompt", model="model"),
+        "UserPromptSubmit": prompt("prompt", model="model", transcript="transcript_path"),
         "PostToolUse": tool(result="tool_response"),
         "Stop": stop(reply="last_assistant_message"),
-        "StopFailure": failed(reply="last_assistant_message", error="error", prefix="StopFailure"),
-        "SessionEnd": session_end(),
+        "StopFailure": failed(
+            reply="last_assistant_message",
+            error="error",
+            prefix="StopFailure",
+            transcript="transcript_path",
+        ),
+        "SessionEnd": session_end(transcript="transcript_path"),
     },
 )
 

@@ -17,6 +17,7 @@ from typing import Any
 
 import attrs
 
+from .._error_label import error_label
 from .._keys import ENTITY_ID_RE, turn_keys
 from .._log import get_logger
 from ..transport._base import Transport
@@ -119,8 +120,8 @@ class RepairResult:
 
 
 def _warn_failed(event: str, exc: Exception, **ids: str) -> None:
-    # The library's errors never quote stored content or tokens, so their text may be logged.
-    logger.warning(event, **ids, error_class=type(exc).__name__, error=str(exc))
+    # Class, status and code: a server's message is its own text, never logged.
+    logger.warning(event, **ids, error_class=type(exc).__name__, error=error_label(exc))
 
 
 async def _run(transport: Transport, diagnosis: Diagnosis) -> RepairOutcome:

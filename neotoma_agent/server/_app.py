@@ -34,6 +34,7 @@ from neotoma_agent.server._replies import (
     too_large,
 )
 from neotoma_agent.server._routes import GET_ROUTES, POST_ROUTES, STORE_KEY, Handler
+from neotoma_agent.server._search import SEARCH_ROUTES
 from neotoma_agent.transport._base import Transport
 from neotoma_agent.transport._wire import envelope_of, flat_envelope
 from neotoma_agent.transport.embedded import EmbeddedStore
@@ -167,7 +168,7 @@ def create_app(
     app[STORE_KEY] = store
     app[_TOKEN_KEY] = token
     allowed_hosts(app, hosts)
-    for path, handler in POST_ROUTES.items():
+    for path, handler in {**POST_ROUTES, **SEARCH_ROUTES}.items():
         app.router.add_post(path, handler)
     for path, handler in {**GET_ROUTES, **CONVERSATION_ROUTES, **READ_ROUTES}.items():
         app.router.add_get(path, handler)

@@ -122,6 +122,7 @@ class SyncMemory:
     remember = _blocking(NeotomaMemory.remember)
     history = _blocking(NeotomaMemory.history)
     retrieve = _blocking(NeotomaMemory.retrieve)
+    search = _blocking(NeotomaMemory.search)
     open_turn = _blocking(NeotomaMemory.open_turn)
     close_turn = _blocking(NeotomaMemory.close_turn)
     abandon_turn = _blocking(NeotomaMemory.abandon_turn)

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
 
+from .._error_label import error_label
 from ._loop import Job, LoopThread
 
 if TYPE_CHECKING:
@@ -290,7 +291,7 @@ def _close_left_open() -> None:
         try:
             store.close()
         except Exception as exc:  # pragma: no cover - reported, the next store still closes
-            _logger.warning("sync.store_close_failed store=%r error=%r", store, exc)
+            _logger.warning("sync.store_close_failed store=%r error=%s", store, error_label(exc))
 
 
 atexit.register(_close_left_open)

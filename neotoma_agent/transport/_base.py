@@ -30,9 +30,17 @@ from ._results import RecentConversation as RecentConversation
 from ._results import RelatedEntity as RelatedEntity
 from ._results import StoredEntity as StoredEntity
 from ._results import StoreResult as StoreResult
+from ._search_results import SearchResult as SearchResult
 from ._wire import Direction
 
-__all__ = ["AsyncClosing", "ConversationReader", "Direction", "SummaryReader", "Transport"]
+__all__ = [
+    "AsyncClosing",
+    "ConversationReader",
+    "Direction",
+    "SearchReader",
+    "SummaryReader",
+    "Transport",
+]
 
 
 _Closing = TypeVar("_Closing", bound="AsyncClosing")
@@ -259,4 +267,28 @@ class SummaryReader(Protocol):
         """``limit`` (1–100) conversations, most recent activity first (ties: the larger
         ``conversation_id`` first), after the cursor ``after`` (a page's ``next``): keyset
         paging, so a deep page costs what the first one does."""
+        ...
+
+
+@runtime_checkable
+class SearchReader(Protocol):
+    """The optional Transport method that searches what was said: the text of every stored
+    message and the text fields of every entity (``GET /text_search``).
+
+    :class:`~neotoma_agent.EmbeddedStore` keeps a full-text index (in the same transaction
+    as each store that changes it) and the dev server serves it;
+    :class:`~neotoma_agent.HttpTransport` asks for it and, from a real Neotoma server (which
+    answers the route 404), falls back to the server's own reads (``/entities/query`` with
+    ``search``, a conversation's messages), ranking what they return: see the search guide
+    for what that finds. :meth:`~neotoma_agent.NeotomaMemory.search` uses the same fallback
+    over a transport without this method.
+    """
+
+    async def search(
+        self, query: str, *, limit: int = 10, conversation_id: str | None = None
+    ) -> SearchResult:
+        """At most ``limit`` (1–100) messages and entities holding every word and phrase of
+        ``query`` (plain text; ``"..."`` marks a phrase), best first; with
+        ``conversation_id``, that conversation's messages only. An empty or blank query
+        raises :class:`~neotoma_agent.EmptySearchQueryError` before any I/O."""
         ...

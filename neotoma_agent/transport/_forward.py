@@ -14,7 +14,7 @@ import inspect
 from collections.abc import Callable, Coroutine
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
-from ._base import AsyncClosing, ConversationReader, SummaryReader, Transport
+from ._base import AsyncClosing, ConversationReader, SearchReader, SummaryReader, Transport
 
 __all__ = ["Forwarding"]
 
@@ -32,8 +32,8 @@ def _forward(
 
     The call goes on as the protocol spells it: parameters before ``*`` positionally, the
     rest by keyword, defaults filled in. ``optional``: a method of the optional ``protocol``
-    (:class:`ConversationReader`, :class:`SummaryReader`), :class:`NotImplementedError`
-    when the wrapped transport lacks it.
+    (:class:`ConversationReader`, :class:`SummaryReader`, :class:`SearchReader`),
+    :class:`NotImplementedError` when the wrapped transport lacks it.
     """
     name = method.__name__
     signature = inspect.signature(method)
@@ -77,6 +77,7 @@ class Forwarding(AsyncClosing):
     conversation_summaries = _forward(
         SummaryReader.conversation_summaries, optional=True, protocol=SummaryReader
     )
+    search = _forward(SearchReader.search, optional=True, protocol=SearchReader)
 
     async def aclose(self) -> None:
         """Closes the wrapped transport."""

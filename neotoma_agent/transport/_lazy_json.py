@@ -28,6 +28,7 @@ from collections.abc import Iterator
 from typing import Any, Final
 
 from ..exceptions import ServerError
+from ._limits import too_deep
 
 __all__ = ["STORE_TAIL", "TOOL_CALLS_TAIL", "PartlyDecoded", "decode_object"]
 
@@ -80,6 +81,8 @@ class PartlyDecoded(dict[str, Any]):
         self._tail = None
         try:
             rest = _loads(tail)
+        except RecursionError:
+            raise too_deep("the end of the server's answer", self._status) from None
         except ValueError as exc:
             raise ServerError(
                 f"the end of the server's answer is not JSON: {exc}", status=self._status

@@ -37,6 +37,7 @@ from typing import Any
 import attrs
 
 from .._file_kind import file_kind
+from .._private import private_file
 from ..exceptions import OutboxError, OutboxFullError
 from ._base import StoreResult
 from ._results import expected_entity
@@ -357,21 +358,40 @@ def outbox_status(
         outbox.close()
 
 
+def _kind(db: sqlite3.Connection, path: Path) -> str:
+    """What the file holds; :class:`OutboxError` for anything but an outbox or nothing."""
+    kind: str
+    try:
+        kind = file_kind(db)
+    except sqlite3.DatabaseError as exc:
+        if "not a database" not in str(exc):
+            raise
+        kind = "not a SQLite database"
+    if kind == "store":
+        raise OutboxError(
+            f"{path} is a neotoma-agent store, not an outbox: pass it as --db (an "
+            "outbox is the file given to HttpTransport(outbox=...))"
+        )
+    if kind not in ("outbox", "empty"):
+        what = kind if kind != "other" else "a SQLite database with other tables"
+        raise OutboxError(f"{path} is not an outbox ({what}); it was left as it is")
+    return kind
+
+
 def _connect(path: Path) -> sqlite3.Connection:
-    if not path.exists():
-        # Created 0600 before SQLite opens it: the bodies hold message content.
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
-        os.close(fd)
-    os.chmod(path, 0o600)
+    existed = path.exists()
+    if not existed:
+        # Owner-only before SQLite opens it: the bodies hold message content.
+        private_file(path)
     db = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=30.0)
     try:
         db.execute("PRAGMA busy_timeout = 30000")
+        # Before anything changes a byte or the mode of the file: another application's
+        # database (or a store) is refused as it is.
+        _kind(db, path)
+        if existed:
+            private_file(path)  # ours: an older version's 0644 file is set 0600
         version = int(db.execute("PRAGMA user_version").fetchone()[0])
-        if file_kind(db) == "store":
-            raise OutboxError(
-                f"{path} is a neotoma-agent store, not an outbox: pass it as --db (an "
-                "outbox is the file given to HttpTransport(outbox=...))"
-            )
         if version > SCHEMA_VERSION:
             raise OutboxError(
                 f"the outbox {path} has schema version {version}, newer than this library's "

@@ -12,6 +12,7 @@ import urllib.parse
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from .._search_text import check_search
 from ._base import (
     AsyncClosing,
     ConversationPage,
@@ -29,6 +30,7 @@ from ._base import (
     StoreResult,
 )
 from ._bodies import present, store_body
+from ._search_results import SEARCH_ACTION, SearchResult
 
 __all__ = ["RestActions", "present", "store_arguments", "store_body"]
 
@@ -229,3 +231,11 @@ class RestActions(AsyncClosing):
         return ConversationSummaryPage.from_json(
             await self.get_route("/conversation_summaries", query)
         )
+
+    async def search(
+        self, query: str, *, limit: int = 10, conversation_id: str | None = None
+    ) -> SearchResult:
+        """``POST /text_search``: the extension the embedded store and the dev server serve
+        (see ``SearchReader``); a real server answers 404."""
+        body = present(q=check_search(query, limit), limit=limit, conversation_id=conversation_id)
+        return SearchResult.from_json(await self.request(SEARCH_ACTION, body))

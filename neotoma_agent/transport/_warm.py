@@ -24,6 +24,7 @@ import aiohttp
 
 from .._checks import check_positive_int
 from .._log import get_logger
+from ._limits import read_capped
 
 __all__ = ["Warmer"]
 
@@ -33,6 +34,8 @@ _log = get_logger()
 _COALESCE_S = 1.0
 #: a warming request that has not been answered by then is given up
 _TIMEOUT_S = 30.0
+# A health answer is a few hundred bytes: a warming request reads no more than this.
+_MAX_ANSWER = 1024 * 1024
 
 
 class Warmer:
@@ -72,8 +75,8 @@ class Warmer:
 
         async def one() -> None:
             try:
-                async with session.get(url, timeout=limit) as resp:
-                    await resp.read()
+                async with session.get(url, timeout=limit, allow_redirects=False) as resp:
+                    await read_capped(resp, _MAX_ANSWER, "warm")
             except Exception as exc:  # a warming request never fails anything
                 _log.debug("transport.warm_failed", error=type(exc).__name__)
 

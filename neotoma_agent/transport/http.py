@@ -46,15 +46,24 @@ from neotoma_agent.exceptions import (
     ConnectionLost,
     ConnectTimeout,
     NeotomaError,
+    NotFoundError,
     ReadTimeout,
     ServerError,
     TransportError,
 )
-from neotoma_agent.transport._base import StoreResult
+from neotoma_agent.transport._base import RecentConversation, StoreResult
 from neotoma_agent.transport._lazy_json import STORE_TAIL, TOOL_CALLS_TAIL, decode_object
+from neotoma_agent.transport._limits import (
+    DEFAULT_MAX_RESPONSE_SIZE,
+    read_capped,
+    redirect_refused,
+    too_deep,
+)
 from neotoma_agent.transport._outbox import DEFAULT_MAX_ENTRIES, OutboxFlush
 from neotoma_agent.transport._rest import RestActions
 from neotoma_agent.transport._retry import RetryPolicy, is_transient
+from neotoma_agent.transport._search_fallback import search_without_index
+from neotoma_agent.transport._search_results import SearchResult
 from neotoma_agent.transport._spliced import encode_spliced
 from neotoma_agent.transport._warm import Warmer
 from neotoma_agent.transport._wire import error_from_response, parse_retry_after
@@ -96,6 +105,15 @@ class HttpTransport(RestActions):
     attempt (connect, send, answer), ``connect_timeout`` the TCP connect alone, and ``retry``
     the retries (see :class:`RetryPolicy`).
 
+    An answer is read in chunks up to ``max_response_size`` bytes (64 MiB by default); a
+    larger one (or a ``Content-Length`` announcing one, refused before reading) raises
+    :class:`~neotoma_agent.ServerError` with status 502 and code
+    ``ERR_RESPONSE_TOO_LARGE``, as does JSON nested too deep to decode
+    (``ERR_RESPONSE_TOO_DEEP``). Redirects are never followed: a 3xx answer raises
+    :class:`~neotoma_agent.APIError` with its status and code ``ERR_REDIRECT_NOT_FOLLOWED``
+    (a request re-sent elsewhere would carry the conversation and the token there). TLS
+    certificates are verified (aiohttp's default, never turned off).
+
     ``outbox`` (a file path) is a shorthand for ``OutboxTransport(transport, outbox,
     max_entries=outbox_max_entries, poll=outbox_poll, background=outbox_background)`` (see
     :class:`~neotoma_agent.OutboxTransport`) built into this transport: a closing store
@@ -114,6 +132,7 @@ class HttpTransport(RestActions):
         timeout: float = 30.0,
         connect_timeout: float = 5.0,
         max_connections: int = 32,
+        max_response_size: int = DEFAULT_MAX_RESPONSE_SIZE,
         retry: RetryPolicy | None = None,
         outbox: str | os.PathLike[str] | None = None,
         outbox_max_entries: int = DEFAULT_MAX_ENTRIES,
@@ -131,11 +150,13 @@ class HttpTransport(RestActions):
         check_seconds(timeout, "timeout")
         check_seconds(connect_timeout, "connect_timeout")
         check_positive_int(max_connections, "max_connections")
+        check_positive_int(max_response_size, "max_response_size")
         self._base_url = base_url.rstrip("/")
         self._token = token
         self._timeout = float(timeout)
         self._connect_timeout = float(connect_timeout)
         self._max_connections = max_connections
+        self._max_response_size = max_response_size
         self._retry = retry if retry is not None else RetryPolicy()
         self._state = _State.IDLE
         self._session: aiohttp.ClientSession | None = None
@@ -225,6 +246,20 @@ class HttpTransport(RestActions):
             deferrable=deferrable,
         )
 
+    async def recent_conversation(
+        self,
+        conversation_entity_id: str,
+        *,
+        limit: int | None = None,
+        before: str | None = None,
+    ) -> RecentConversation:
+        """``GET /recent_conversations/{entity_id}``; with an outbox, once the stores it
+        queued for that conversation are delivered (see
+        :meth:`OutboxTransport.recent_conversation`)."""
+        if self._outbox is not None:
+            await self._outbox.deliver_conversation(conversation_entity_id)
+        return await super().recent_conversation(conversation_entity_id, limit=limit, before=before)
+
     async def flush_outbox(self) -> OutboxFlush:
         """Deliver every queued entry now (:meth:`OutboxTransport.flush`); without an outbox
         there is nothing to do."""
@@ -235,6 +270,19 @@ class HttpTransport(RestActions):
     async def request(self, action: str, body: Mapping[str, Any]) -> Mapping[str, Any]:
         """POST a raw REST body to ``/{action}`` (with retries); the decoded JSON answer."""
         return await self._call(f"/{action}", body)
+
+    async def search(
+        self, query: str, *, limit: int = 10, conversation_id: str | None = None
+    ) -> SearchResult:
+        """``POST /text_search`` (the dev server's full-text index); from a real Neotoma
+        server, which answers it 404, the search runs over its own reads instead (see
+        :class:`~neotoma_agent.SearchReader` and the search guide for what that finds)."""
+        try:
+            return await super().search(query, limit=limit, conversation_id=conversation_id)
+        except NotFoundError:
+            return await search_without_index(
+                self, query, limit=limit, conversation_id=conversation_id
+            )
 
     async def get_route(self, path: str, query: Mapping[str, Any]) -> Mapping[str, Any]:
         """``GET {path}?{query}`` (with retries: a read); the decoded JSON answer."""
@@ -390,8 +438,9 @@ class HttpTransport(RestActions):
                 data=data if method == "POST" else None,
                 headers=headers,
                 timeout=timeout,
+                allow_redirects=False,
             ) as resp:
-                raw = await resp.read()
+                raw = await read_capped(resp, self._max_response_size, f"{method} {path}")
                 status = resp.status
                 resp_headers = resp.headers  # case-insensitive, as HTTP headers are
                 content_type = resp.content_type
@@ -410,8 +459,15 @@ class HttpTransport(RestActions):
             raise ConnectionLost(
                 f"{method} {path}: connection to {self._base_url} lost ({type(exc).__name__})"
             ) from exc
+        if 300 <= status < 400:
+            raise redirect_refused(f"{method} {path}", status)
         # A 2xx answer's seldom-read end is decoded when read (see _lazy_json).
-        body = _decode(raw, content_type, path if 200 <= status < 300 else "", status)
+        try:
+            body = _decode(raw, content_type, path if 200 <= status < 300 else "", status)
+        except RecursionError:
+            if 200 <= status < 300:
+                raise too_deep(f"{method} {path}", status) from None
+            body = ""  # an error answer is typed by its status alone
         return _Answer(status=status, headers=resp_headers, body=body)
 
 

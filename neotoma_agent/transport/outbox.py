@@ -13,7 +13,9 @@ and answered at once with ``queued=True`` and the ids the server will give. Queu
 are sent again, in order per lane, by a background task while the transport is open (every
 ``poll`` seconds when idle, backing off up to a minute while the inner transport stays
 down), by :meth:`OutboxTransport.flush`, and at the next open of the same file; a lane's
-later stores wait behind its queued ones. Any other failure raises, as without an outbox.
+later stores wait behind its queued ones, and so does a read of the lane's conversation
+(``recent_conversation``, what a turn's history reads), so that it sees the turns the queue
+held. Any other failure raises, as without an outbox.
 
 Runs on asyncio and trio (as far as its inner transport does).
 """
@@ -33,10 +35,11 @@ from typing import Any
 import anyio
 import anyio.to_thread
 
+from .._error_label import error_label
 from .._log import get_logger
 from .._otel import record_outbox_depth, wants_outbox_depth
-from ..exceptions import APIError, NeotomaError, OutboxError
-from ._base import StoreResult, Transport
+from ..exceptions import NeotomaError, OutboxError
+from ._base import RecentConversation, StoreResult, Transport
 from ._forward import Forwarding
 from ._outbox import (
     DEFAULT_MAX_ENTRIES,
@@ -188,6 +191,39 @@ class OutboxTransport(Forwarding):
                     return await self._enqueue(outbox, lane, body, exc)
                 raise
 
+    async def recent_conversation(
+        self,
+        conversation_entity_id: str,
+        *,
+        limit: int | None = None,
+        before: str | None = None,
+    ) -> RecentConversation:
+        """``inner.recent_conversation``, once the conversation's queued stores are sent.
+
+        A turn's history read runs beside its user store, which sends the lane's queue
+        first: read before that, the turn a queued close finished would read ``open``, with
+        no reply. With nothing queued for the conversation this costs one read of the
+        local file, no request.
+        """
+        await self.deliver_conversation(conversation_entity_id)
+        return await super().recent_conversation(conversation_entity_id, limit=limit, before=before)
+
+    async def deliver_conversation(self, conversation_entity_id: str) -> None:
+        """Send the queued stores of the conversation whose entity id is given, in order
+        (nothing queued: a read of the local file, no request).
+
+        Stops at a transient failure, as a lane's store does (the entries stay queued);
+        the caller's read then goes to ``inner`` as it would have.
+        """
+        outbox = await self._open()
+        for lane in await anyio.to_thread.run_sync(outbox.lanes):
+            # The turn engine's lanes are conversation ids (folded as its keys are); a
+            # lane whose entity id is not the read's is another conversation's.
+            if _lane_entity_id(lane) != conversation_entity_id:
+                continue
+            async with self._lane(lane):
+                await self._drain(outbox, lane)
+
     async def flush(self) -> OutboxFlush:
         """Send every queued entry now, in order per lane; what was done.
 
@@ -243,7 +279,7 @@ class OutboxTransport(Forwarding):
         entry_id = await anyio.to_thread.run_sync(outbox.append, lane, "store", key, body)
         # Queued is kept safe on disk and delivered later: INFO. The entry going dead (the
         # server refused it for good) is what risks the data, and that is an ERROR.
-        _log.info("outbox.queued", entry_id=entry_id, idempotency_key=key, error=_describe(cause))
+        _log.info("outbox.queued", entry_id=entry_id, idempotency_key=key, error=error_label(cause))
         if self._wake is not None:
             self._wake.set()
         await self._record_depth(outbox)
@@ -280,7 +316,7 @@ class OutboxTransport(Forwarding):
                 await self._send(entry)
             except NeotomaError as exc:
                 transient = is_transient(exc)
-                what = _describe(exc)
+                what = error_label(exc)
                 await anyio.to_thread.run_sync(
                     functools.partial(outbox.failed, entry.id, what, dead=not transient)
                 )
@@ -354,6 +390,13 @@ class OutboxTransport(Forwarding):
             done.set()
 
 
+def _lane_entity_id(lane: str) -> str:
+    """The entity id of the conversation a lane of the turn engine keeps in order."""
+    from .._keys import conversation_entity_id  # the turn engine's naming, used here only
+
+    return conversation_entity_id(lane)
+
+
 def _spawn(task: Callable[[], Awaitable[None]]) -> None:
     """Start ``task`` beside the caller, for as long as the event loop runs (it is stopped
     through its own cancel scope): an asyncio task, or a trio system task."""
@@ -372,13 +415,6 @@ def _spawn(task: Callable[[], Awaitable[None]]) -> None:
         await task()
 
     asyncio.get_running_loop().create_task(run(), name="neotoma-agent outbox delivery")
-
-
-def _describe(error: NeotomaError) -> str:
-    """An error by class, status and code: never its message (it may quote content)."""
-    if isinstance(error, APIError):
-        return f"{type(error).__name__} {error.status}" + (f" {error.code}" if error.code else "")
-    return type(error).__name__
 
 
 async def flush_outbox(

@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 from .._terminal import printable
+from .._turn_record import short_class
 
 try:
     import jinja2
@@ -80,6 +81,7 @@ def _environment() -> jinja2.Environment:
     env.filters["visible"] = visible
     env.filters["href"] = href
     env.filters["pretty_json"] = pretty_json
+    env.filters["short_class"] = short_class
     env.filters["short_time"] = lambda s: visible(s)[:19].replace("T", " ") if s else ""
     return env
 

@@ -24,13 +24,13 @@ import attrs
 
 from .._history import StoredTurn, read_conversation
 from .._keys import conversation_entity_id, parse_turn_key
-from .._payloads import stored_platform
+from .._payloads import BOOKKEEPING_TYPES, stored_platform
 from .._reads import gather_bounded, scan_entities, snapshot_or_none
 from ..cli._show import list_conversations, turn_ending, turn_view
 from ..cli._stats import collect_stats
 from ..exceptions import NeotomaError, NotFoundError
 from ..qa import audit
-from ..transport._base import SummaryReader, Transport
+from ..transport._base import Entity, SummaryReader, Transport
 from ..transport._outbox import outbox_status
 
 __all__ = [
@@ -236,8 +236,10 @@ async def conversation_view(
 
     ``older`` is the ``before`` of the previous page (``None`` on the first turn).
     """
+    # With each call's details (arguments, result, call id, turn), as `show --json` reads
+    # them: one observation read per call, which a page of a few turns affords.
     stored = await read_conversation(
-        transport, conversation_id, limit=TURNS_PER_PAGE + 1, before=before
+        transport, conversation_id, limit=TURNS_PER_PAGE + 1, before=before, tool_details=True
     )
     if stored.snapshot is None:
         return None
@@ -289,6 +291,29 @@ def _edge_json(edge: Any) -> dict[str, Any]:
     }
 
 
+async def _related_names(
+    transport: Transport, related: Sequence[Entity], shown: Sequence[Any]
+) -> dict[str, dict[str, str]]:
+    """Each related entity's type and display name (``Ana Lopez``, ``Acme Corp``).
+
+    A relationship read names its entities by canonical name only (``ana.lopez@acme.com``,
+    ``Acme``): the snapshots of the ones the page shows give their display names, as
+    everywhere else. A turn's own entities (messages, turn records) show their canonical
+    names, which hold their turn keys.
+    """
+    ends = {end for r in shown for end in (r.source_entity_id, r.target_entity_id)}
+    wanted = [e for e in related if e.id in ends and e.entity_type not in BOOKKEEPING_TYPES]
+    snapshots = await gather_bounded(
+        [functools.partial(snapshot_or_none, transport, e.id) for e in wanted]
+    )
+    named = {
+        e.id: attrs.evolve(e, snapshot=s.snapshot)
+        for e, s in zip(wanted, snapshots, strict=True)
+        if s is not None
+    }
+    return {e.id: {"entity_type": e.entity_type, "name": named.get(e.id, e).name} for e in related}
+
+
 async def entity_view(transport: Transport, entity_id: str) -> dict[str, Any] | None:
     """An entity: its snapshot, observations, relationships, and the turns that referred to
     it (the REFERS_TO edges from conversation messages); ``None``: no such entity."""
@@ -319,6 +344,7 @@ async def entity_view(transport: Transport, entity_id: str) -> dict[str, Any] | 
         roles = referred.setdefault((cid, tid), [])
         if role not in roles:
             roles.append(role)
+    shown = related.relationships[:_ENTITY_ROWS]
     return {
         "entity_id": snapshot.entity_id,
         "entity_type": snapshot.entity_type,
@@ -337,8 +363,8 @@ async def entity_view(transport: Transport, entity_id: str) -> dict[str, Any] | 
             }
             for o in observations.observations
         ],
-        "relationships": [_edge_json(r) for r in related.relationships[:_ENTITY_ROWS]],
-        "related": {e.id: {"entity_type": e.entity_type, "name": e.name} for e in related.entities},
+        "relationships": [_edge_json(r) for r in shown],
+        "related": await _related_names(transport, related.entities, shown),
         "referred_by": [
             {"conversation_id": cid, "turn_id": tid, "roles": sorted(roles, reverse=True)}
             for (cid, tid), roles in sorted(referred.items())
@@ -427,14 +453,22 @@ async def health_view(
     }
 
 
+#: a day label every this many bars, counted back from the last day (a label is wider than
+#: two bars: labels closer than this would overlap)
+_LABEL_EVERY: Final = 7
+
+
 def chart_bars(days: Sequence[Mapping[str, Any]], *, height: int = 120) -> list[dict[str, Any]]:
-    """The health chart's bars: each day's turns and abandoned turns scaled to ``height``."""
+    """The health chart's bars: each day's turns and abandoned turns scaled to ``height``,
+    and its label (``MM-DD``) on the last day and every week before it, else ``None``."""
     top = max((d["turns"] for d in days), default=0) or 1
+    last = len(days) - 1
     return [
         {
             **d,
             "total_h": round(d["turns"] * height / top),
             "abandoned_h": round(d["abandoned"] * height / top),
+            "label": d["day"][5:] if (last - i) % _LABEL_EVERY == 0 else None,
         }
-        for d in days
+        for i, d in enumerate(days)
     ]

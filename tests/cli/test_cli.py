@@ -372,7 +372,8 @@ def test_a_bad_db_path_is_a_one_line_error(tmp_path: Path) -> None:
     not_a_store = tmp_path / "notes.txt"
     not_a_store.write_text("hello\n" * 100)
     assert_one_line_error(
-        cli("stats", "--db", str(not_a_store), home=tmp_path), "file is not a database"
+        cli("stats", "--db", str(not_a_store), home=tmp_path),
+        f"{not_a_store} is not a neotoma-agent store (not a SQLite database)",
     )
     assert not_a_store.read_text() == "hello\n" * 100
 
@@ -720,7 +721,9 @@ def test_an_interrupted_import_reports_exactly_what_is_stored(tmp_path: Path, pr
     source = write_jsonl(
         tmp_path / "big.jsonl",
         *(
-            {"conversation_id": f"c{i % 50}", "user": f"question {i}", "assistant": f"answer {i}"}
+            # a new conversation every 100 turns: the conversations read run ahead of
+            # the ones stored when the Ctrl-C comes
+            {"conversation_id": f"c{i // 100}", "user": f"question {i}", "assistant": f"answer {i}"}
             for i in range(20_000)
         ),
     )
@@ -763,13 +766,22 @@ def test_an_interrupted_import_reports_exactly_what_is_stored(tmp_path: Path, pr
     assert "interrupted" in out, (out, err)
     assert (FINISHING in err) == (presses == 2), err
     reported = int(re.search(r"stored ([\d,]+) new turn", out).group(1).replace(",", ""))  # type: ignore[union-attr]
+    head = re.search(r"([\d,]+) turns? in ([\d,]+) conversation", out)
+    assert head is not None, out
+    turns, conversations = (int(g.replace(",", "")) for g in head.groups())
 
-    async def stored() -> int:
+    async def stored() -> tuple[int, int]:
         async with EmbeddedStore.open(db) as store:
-            return (await store.query_entities(entity_type="conversation_turn", limit=1)).total
+            counts = [
+                (await store.query_entities(entity_type=kind, limit=1)).total
+                for kind in ("conversation_turn", "conversation")
+            ]
+        return counts[0], counts[1]
 
     assert 0 < reported < 20_000
-    assert anyio.run(stored) == reported
+    # the head line says what is stored, as `stats` does, not how many lines were read
+    assert anyio.run(stored) == (reported, conversations)
+    assert turns == reported
 
 
 def test_a_url_that_is_not_a_neotoma_server_is_refused(tmp_path: Path) -> None:

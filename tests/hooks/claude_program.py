@@ -59,10 +59,14 @@ class ClaudeProject(ProgramSandbox):
         path = self.project / ".claude" / "settings.local.json"
         path.write_text(json.dumps(data, indent=2))
 
-    def prompt(self, text: str, *, tools: str = "Bash", timeout: float = 120) -> dict[str, Any]:
-        """One prompt in a new session (``claude -p``); the program's JSON result."""
+    def prompt(
+        self, text: str, *, tools: str = "Bash", timeout: float = 120, check: bool = True
+    ) -> dict[str, Any]:
+        """One prompt in a new session (``claude -p``); the program's JSON result.
+
+        ``check=False``: the program may fail (exit 1 on a model API error)."""
         argv = ["-p", text, "--output-format", "json", "--allowedTools", tools]
-        result: dict[str, Any] = json.loads(self.run(argv, timeout))
+        result: dict[str, Any] = json.loads(self.run(argv, timeout, check=check))
         return result
 
     def interrupted(self, text: str, *, timeout: float = 120) -> int:
@@ -72,18 +76,19 @@ class ClaudeProject(ProgramSandbox):
         """
         return self.run_interrupted(["-p", text], timeout)
 
-    def session(self, *texts: str, timeout: float = 120) -> list[dict[str, Any]]:
-        """Several prompts in one session (``--input-format stream-json``); the results."""
+    def session(
+        self, *texts: str, interrupt_first: bool = False, timeout: float = 120
+    ) -> list[dict[str, Any]]:
+        """Several prompts in one session (``--input-format stream-json``); the results.
+
+        ``interrupt_first``: the first prompt's reply is interrupted mid-stream as an app or
+        the SDK interrupts it (a ``control_request`` of subtype ``interrupt``; the fake
+        must hold a :class:`fake_model_api.Hang` reply for it); the session goes on.
+        """
         proc = subprocess.Popen(
-            [
-                str(self.program),
-                "-p",
-                "--input-format",
-                "stream-json",
-                "--output-format",
-                "stream-json",
-                "--verbose",
-            ],
+            self.command(
+                "-p", "--input-format", "stream-json", "--output-format", "stream-json", "--verbose"
+            ),
             cwd=self.project,
             env=self.env(),
             stdin=subprocess.PIPE,
@@ -95,15 +100,22 @@ class ClaudeProject(ProgramSandbox):
         assert proc.stdout is not None
         results = []
         try:
-            for text in texts:
+            for n, text in enumerate(texts):
                 message = {"type": "user", "message": {"role": "user", "content": text}}
                 proc.stdin.write(json.dumps(message) + "\n")
                 proc.stdin.flush()
+                if n == 0 and interrupt_first:
+                    assert self.api.wait_hanging(timeout), "the program never reached the model"
+                    request = {"subtype": "interrupt"}
+                    stop = {"type": "control_request", "request_id": "stop", "request": request}
+                    proc.stdin.write(json.dumps(stop) + "\n")
+                    proc.stdin.flush()
                 for line in proc.stdout:
                     event = json.loads(line)
                     if event.get("type") == "result":
                         results.append(event)
                         break
+                self.api.release()  # an interrupted stream: the fake lets it go
             proc.stdin.close()
             proc.wait(timeout)
         finally:

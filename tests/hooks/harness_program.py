@@ -1,7 +1,8 @@
 """What running a real coding-agent program offline takes, whichever it is.
 
 A :class:`ProgramSandbox` is a temporary home and project the program runs in, against a
-fake model API (``fake_model_api``) on 127.0.0.1, so nothing leaves the machine and no real
+fake model API (``fake_model_api``) on 127.0.0.1 inside a network namespace of its own
+(``unshare -n``: the fake must be ``isolated``), so nothing leaves the machine and no real
 settings are read. Each harness's sandbox (``claude_program.ClaudeProject``,
 ``codex_program.CodexProject``) says where its settings live, what its environment adds
 and how its prompts are spelled; running the program, interrupting it and running our
@@ -32,11 +33,15 @@ class ProgramSandbox:
     STDIN: ClassVar[int | None] = None
 
     def __init__(self, root: Path, api: FakeModelAPI, program: Path) -> None:
+        if api.netns is None:
+            raise ValueError("run a third-party program only against an isolated fake API")
         self.root = root
         self.api = api
         self.program = program
         self.home = root / "home"
         self.project = root / "project"
+        #: variables a test adds to the program's environment
+        self.extra_env: dict[str, str] = {}
         self.home.mkdir(parents=True, exist_ok=True)
         self.project.mkdir(parents=True, exist_ok=True)
 
@@ -51,7 +56,11 @@ class ProgramSandbox:
     def env(self) -> dict[str, str]:
         """The program's environment: only the fake API, a private home."""
         keep = {k: v for k, v in os.environ.items() if k in self.KEEP}
-        return {**keep, "HOME": str(self.home), **self.program_env()}
+        return {**keep, "HOME": str(self.home), **self.program_env(), **self.extra_env}
+
+    def command(self, *argv: str) -> list[str]:
+        """The program with ``argv``, run inside the fake API's network namespace."""
+        return self.api.command([str(self.program), *argv])
 
     def neotoma(self, *args: str) -> subprocess.CompletedProcess[str]:
         """Run ``python -m neotoma_agent ARGS`` in the project (e.g. ``hooks install``)."""
@@ -65,10 +74,11 @@ class ProgramSandbox:
             check=True,
         )
 
-    def run(self, argv: list[str], timeout: float) -> str:
-        """Run the program with ``argv`` to its end, which must be a success; its stdout."""
+    def run(self, argv: list[str], timeout: float, *, check: bool = True) -> str:
+        """Run the program with ``argv`` to its end, which must be a success (unless not
+        ``check``); its stdout."""
         done = subprocess.run(
-            [str(self.program), *argv],
+            self.command(*argv),
             cwd=self.project,
             env=self.env(),
             stdin=self.STDIN,
@@ -76,14 +86,14 @@ class ProgramSandbox:
             text=True,
             timeout=timeout,
         )
-        assert done.returncode == 0, done.stderr[-2000:]
+        assert done.returncode == 0 or not check, done.stderr[-2000:]
         return done.stdout
 
     def run_interrupted(self, argv: list[str], timeout: float) -> int:
         """Run the program with ``argv`` and interrupt it (SIGINT) once its reply streams;
         the exit status. The fake must hold a :class:`fake_model_api.Hang` reply for it."""
         proc = subprocess.Popen(
-            [str(self.program), *argv],
+            self.command(*argv),
             cwd=self.project,
             env=self.env(),
             stdin=self.STDIN,

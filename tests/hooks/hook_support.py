@@ -30,6 +30,16 @@ def recorded(harness: str, scenario: str) -> list[tuple[str, dict[str, Any]]]:
     ]
 
 
+def reading_session_file(harness: str, scenario: str) -> list[tuple[str, dict[str, Any]]]:
+    """A recorded scenario's inputs naming the session file recorded beside them (as the
+    harness names its own, in ``transcript_path``), so the hooks can read it."""
+    path = str(session_file(harness, scenario))
+    return [
+        (event, {**payload, "transcript_path": path} if "transcript_path" in payload else payload)
+        for event, payload in recorded(harness, scenario)
+    ]
+
+
 def session_of(harness: str, scenario: str) -> str:
     """Our conversation id for a recorded scenario's session (as the hooks name it)."""
     return f"{harness}-{recorded(harness, scenario)[0][1]['session_id']}"

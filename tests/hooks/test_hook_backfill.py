@@ -13,6 +13,7 @@ from hook_support import (
     history,
     import_sessions,
     observations,
+    reading_session_file,
     recorded,
     scenarios_with_files,
     session_files,
@@ -56,7 +57,8 @@ def test_a_session_the_hooks_captured_writes_nothing_new(
     scenario: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     hooks = Hooks(tmp_path, "claude-code")
-    hooks.replay(recorded("claude-code", scenario))
+    # The hooks read the transcript their input names, as the real program's do.
+    hooks.replay(reading_session_file("claude-code", scenario))
     before = observations(hooks.db)
     turns = len(history(hooks.db, session_of(scenario)))
     assert before
@@ -181,10 +183,10 @@ def test_a_folder_imports_every_session_once(
     status, out = run_import(capsys, db, TRANSCRIPTS)
     assert status == 0
     files = len(SCENARIOS)
-    assert out.startswith(f"claude-code: {files} session files: 5 turns stored, 3 stored as ")
+    assert out.startswith(f"claude-code: {files} session files: 6 turns stored, 4 stored as ")
     before = observations(db)
     _, again = run_import(capsys, db, TRANSCRIPTS)
-    assert f"{files} session files: 0 turns stored, 0 stored as abandoned (no reply), 8 " in again
+    assert f"{files} session files: 0 turns stored, 0 stored as abandoned (no reply), 10 " in again
     assert observations(db) == before
 
 

@@ -206,7 +206,10 @@ def test_a_broken_store_file_keeps_the_turns_until_it_is_fixed(tmp_path: Path) -
     hooks.db.write_text("not a database")
     for event in recorded("claude-code", "completed")[:2]:
         outcome = hooks.send(*event)
-        assert outcome.problem == "failed: DatabaseError: file is not a database"
+        assert outcome.problem == (
+            f"failed: WrongFileKind: {hooks.db} is not a neotoma-agent store "
+            "(not a SQLite database); it was left as it is"
+        )
     hooks.db.unlink()  # the person fixes the store: the next event delivers everything
     assert hooks.send(*recorded("claude-code", "completed")[2]).problem is None
     conv = hooks.conversation(PROMPT[1]["session_id"])

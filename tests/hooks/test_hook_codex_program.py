@@ -16,6 +16,7 @@ import structlog
 from codex_program import CodexProject, codex_program
 from fake_model_api import Call, FakeResponses, Hang, Text
 from hook_support import history, observations, seed, stored_tools
+from netns_support import available
 
 from neotoma_agent.cli import main
 
@@ -24,6 +25,14 @@ pytestmark = [
     pytest.mark.timeout(600),
     pytest.mark.skipif(codex_program() is None, reason="no Codex program (npm @openai/codex)"),
 ]
+
+
+@pytest.fixture(autouse=True)
+def _network_namespace() -> None:
+    # The program runs in a network namespace of its own (unshare -n), or not at all.
+    reason = available()
+    if reason is not None:
+        pytest.skip(reason)
 
 
 def sessions(events: list[dict[str, object]]) -> str:
@@ -46,7 +55,7 @@ def test_completed_tool_using_and_interrupted_turns_are_stored(
         Hang("partial "),
         Text("Hi again."),
     ]
-    with FakeResponses(script) as api:
+    with FakeResponses(script, isolated=True) as api:
         project = CodexProject(tmp_path / "codex", api, program)
         installed = project.neotoma(
             "hooks", "install", "codex", "--db", str(db), "--state", str(state)
@@ -108,7 +117,7 @@ def test_project_hooks_run_only_in_a_project_codex_trusts(tmp_path: Path) -> Non
     program = codex_program()
     assert program is not None
     db, state = tmp_path / "memory.db", tmp_path / "state.db"
-    with FakeResponses([Text("Hello."), Text("Hi again.")]) as api:
+    with FakeResponses([Text("Hello."), Text("Hi again.")], isolated=True) as api:
         project = CodexProject(tmp_path / "codex", api, program)
         project.neotoma(
             "hooks", "install", "codex", "--scope", "project",

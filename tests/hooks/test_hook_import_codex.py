@@ -13,6 +13,7 @@ from hook_support import (
     history,
     import_sessions,
     observations,
+    reading_session_file,
     recorded,
     scenarios_with_files,
     session_files,
@@ -120,7 +121,8 @@ def test_a_session_the_hooks_captured_writes_nothing_new(
     for scenario in SCENARIOS:
         hooks = Hooks(tmp_path / scenario, "codex")
         (tmp_path / scenario).mkdir()
-        hooks.replay(recorded("codex", scenario))
+        # The hooks read the rollout their input names, as the real program's do.
+        hooks.replay(reading_session_file("codex", scenario))
         before = observations(hooks.db)
         turns = len(history(hooks.db, session_of(scenario)))
         assert before, scenario

@@ -171,6 +171,8 @@ def test_every_table_names_its_events_in_firing_order() -> None:
         "PostToolUse",
         "PostToolUseFailure",
         "Stop",
+        "StopFailure",
+        "Interrupt",
         "SessionEnd",
     )
     assert harness_module("codex").EVENTS == (

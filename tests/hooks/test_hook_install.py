@@ -133,7 +133,9 @@ def test_project_scope_writes_the_per_person_settings_file(
     assert status == 0
     data = json.loads((project / ".claude" / "settings.local.json").read_text())
     assert set(data["hooks"]) == {
-        "UserPromptSubmit", "PostToolUse", "PostToolUseFailure", "Stop", "SessionEnd"
+        "UserPromptSubmit", "PostToolUse", "PostToolUseFailure", "Stop", "StopFailure",
+            "Interrupt",
+        "SessionEnd",
     }  # fmt: skip
     assert not (tmp_path / "home" / ".claude").exists()
 

@@ -1,11 +1,17 @@
 """End to end: the real ``claude`` program bundled in the SDK's wheel, a fake Anthropic API on
 127.0.0.1 (``tests/fake_model_api.py``), NeotomaClaude, the store: completed, interrupted and
 failed turns. Slow (the program takes seconds a turn); ``nox -s integrations`` runs it.
+
+The SDK starts the program itself: through a wrapper (``cli_path``) that runs it inside
+the fake API's network namespace (``unshare -n``), so nothing it sends leaves the machine.
 """
 
 from __future__ import annotations
 
+import glob
 import importlib.util
+import os
+import shlex
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -32,6 +38,28 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
+@pytest.fixture(autouse=True)
+def _network_namespace() -> None:
+    from netns_support import available
+
+    reason = available()
+    if reason is not None:
+        pytest.skip(reason)
+
+
+def in_namespace(api: Any, folder: Path) -> str:
+    """A ``cli_path`` for the SDK: the bundled program, run inside ``api``'s namespace."""
+    import claude_agent_sdk
+
+    [program] = glob.glob(
+        os.path.join(os.path.dirname(claude_agent_sdk.__file__), "_bundled", "claude")
+    )
+    wrapper = folder / "claude"
+    wrapper.write_text(f'#!/bin/sh\nexec {shlex.join(api.command([program]))} "$@"\n')
+    wrapper.chmod(0o700)
+    return str(wrapper)
+
+
 @pytest.fixture
 async def store(tmp_path: Path) -> AsyncIterator[Any]:
     from neotoma_agent import EmbeddedStore
@@ -55,9 +83,10 @@ async def test_the_real_program_completed_interrupted_and_failed(
     home = tmp_path / "home"
     home.mkdir()
     script = [Text("Acme Corp is a customer of ours."), Hang("partial ")]
-    with FakeAnthropic(script) as api:
+    with FakeAnthropic(script, isolated=True) as api:
         env = {**api.env(), "HOME": str(home), "CLAUDE_CONFIG_DIR": str(home / ".claude")}
         options = ClaudeAgentOptions(
+            cli_path=in_namespace(api, tmp_path),
             hooks=nc.hooks(),  # type: ignore[arg-type]
             include_partial_messages=True,
             setting_sources=[],

@@ -90,8 +90,12 @@ async def abandon_with_server_stopping(server: Server, turn: Any) -> None:
 async def test_without_an_outbox_the_reply_is_lost(server: Server) -> None:
     # What issue 16 is about: the closing store fails, the reply the user saw is not stored.
     async with HttpTransport(server.url, token=TOKEN, retry=FAST) as transport:
-        with pytest.raises(TurnCloseError):
+        with pytest.raises(TurnCloseError) as caught:
             await turn_with_server_stopping(server, transport)
+    # The error says how not to lose it next time, and never quotes it.
+    assert "HttpTransport(url, outbox=PATH)" in str(caught.value)
+    assert "OutboxTransport" in str(caught.value)
+    assert REPLY not in str(caught.value)
 
 
 async def test_stopped_server_queues_the_reply_and_the_turn_ends_normally(
@@ -208,6 +212,7 @@ async def test_a_4xx_is_never_queued(server: Server, tmp_path: Path) -> None:
             async with memory(transport).turn("Tell me about Acme Corp", turn_id="t1") as t:
                 t.reply = REPLY
     assert isinstance(caught.value.__cause__, ValidationError)
+    assert "outbox" not in str(caught.value)  # an outbox would not have kept it either
     assert not t.result.queued
     assert t.result.status is TurnState.FAILED
     assert outbox_status(box).queued == 0

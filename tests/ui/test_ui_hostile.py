@@ -80,7 +80,7 @@ async def client(tmp_path: Path) -> AsyncIterator[TestClient[web.Request, web.Ap
     async with EmbeddedStore.open(tmp_path / "memory.db") as store:
         memory = NeotomaMemory(store, conversation_id="<script>c</script>", platform="<b>p</b>")
         for n, text in enumerate(HOSTILE, 1):
-            await memory.remember("company", name=f"Evil {n}", website=text, note=text)
+            await memory.remember("company", name=f"Evil {n}", website=text, notes=text)
             await memory.record_turn(text, text, turn_id=f"t{n}", turn_number=n, retrieve=False)
         await memory.record_turn("big", "x" * 10_000_000, turn_id="big", retrieve=False)
         app = web.Application()

@@ -8,6 +8,8 @@ conversations, and require the token when one is set.
 
 from __future__ import annotations
 
+import io
+import itertools
 import json
 import re
 import urllib.parse
@@ -24,7 +26,7 @@ from server_support import TOKEN
 from turn_support import db_path, store
 
 from neotoma_agent import NeotomaMemory
-from neotoma_agent.cli._show import load_transcript
+from neotoma_agent.cli._show import load_transcript, render_transcript
 from neotoma_agent.ui import create_ui_app, mount_ui
 
 __all__ = ["db_path", "store"]
@@ -112,6 +114,25 @@ async def test_conversation_json_twin_has_show_json_turn_shape(store: Any) -> No
     assert data["platform"] == shown["platform"] == "helpdesk"
 
 
+async def test_conversation_json_twin_gives_tool_calls_as_show_json_does(store: Any) -> None:
+    memory = NeotomaMemory(store, conversation_id="tools-2", platform="t")
+    async with memory.turn("Find flights to Lisbon") as t:
+        async with t.tool("search_flights", {"to": "LIS"}, call_id="c-1") as call:
+            call.result = {"flights": 3}
+        t.reply = "Found 3 flights."
+    client = await _client(store)
+    async with client:
+        data = await (await client.get("/ui/api/conversation", params={"id": "tools-2"})).json()
+    shown = (await load_transcript(store, "tools-2")).to_json()
+    [page_call] = data["turns"][0]["tools"]
+    assert page_call == shown["turns"][0]["tools"][0]
+    assert (page_call["args"], page_call["result"], page_call["call_id"]) == (
+        {"to": "LIS"},
+        {"flights": 3},
+        "c-1",
+    )
+
+
 async def test_long_conversation_pages_from_the_latest_turns(store: Any) -> None:
     memory = NeotomaMemory(store, conversation_id="long", platform="t")
     for n in range(1, 58):
@@ -151,6 +172,55 @@ async def test_entity_page_lists_fields_observations_and_turns_that_referred_to_
     assert "/ui/conversation?id=support-7#turn-" in html
 
 
+async def test_entity_page_names_related_entities_by_their_display_names(store: Any) -> None:
+    # A relationship read gives canonical names ("person:ana.lopez@acme.com", "Acme"); the
+    # page shows the names a user knows them by, as every other page does.
+    stored = await store.store(
+        [
+            {"entity_type": "person", "name": "Ana Lopez", "email": "ana.lopez@acme.com"},
+            {"entity_type": "company", "name": "Acme Corp", "website": "acme.com"},
+        ],
+        idempotency_key="ana-works-at-acme",
+        relationships=[{"relationship_type": "works_at", "source_index": 0, "target_index": 1}],
+    )
+    ana, acme = (e.entity_id for e in stored.entities)
+    client = await _client(store)
+    async with client:
+        of_ana = await (await client.get("/ui/api/entity", params={"id": ana})).json()
+        of_acme = await (await client.get("/ui/api/entity", params={"id": acme})).json()
+        html = await (await client.get("/ui/entity", params={"id": acme})).text()
+    assert of_ana["related"][acme] == {"entity_type": "company", "name": "Acme Corp"}
+    assert of_acme["related"][ana] == {"entity_type": "person", "name": "Ana Lopez"}
+    assert f'<a href="/ui/entity?id={ana}">Ana Lopez</a>' in html
+    assert "ana.lopez@acme.com</a>" not in html
+
+
+class ModelDown(Exception):
+    """An application's own error class (recorded qualified: ``test_ui_pages.ModelDown``)."""
+
+
+async def test_an_abandoned_turns_error_class_reads_as_show_prints_it(store: Any) -> None:
+    memory = NeotomaMemory(store, conversation_id="support-8")
+
+    async def failing_turn() -> None:
+        async with memory.turn("Hello?", turn_number=1) as t:
+            t.reply = "Hel"
+            raise ModelDown
+
+    with pytest.raises(ModelDown):
+        await failing_turn()
+    transcript = await load_transcript(store, "support-8")
+    out = io.StringIO()
+    render_transcript(transcript, out)
+    assert f"{__name__}.ModelDown" in json.dumps(transcript.to_json())  # JSON: qualified
+    assert "ABANDONED (ModelDown)" in out.getvalue()
+    client = await _client(store)
+    async with client:
+        html = await (await client.get("/ui/conversation", params={"id": "support-8"})).text()
+    assert '<span class="muted">ModelDown</span>' in html
+    assert f"{__name__}.ModelDown" not in html
+
+
 async def test_search_finds_entities_and_conversations(store: Any) -> None:
     await _seed(store)
     client = await _client(store)
@@ -176,6 +246,21 @@ async def test_health_counts_charts_and_audits_on_demand(store: Any, tmp_path: P
     assert plain["outbox"] == {"missing": True, "path": str(tmp_path / "no-outbox.db")}
     assert "<svg" in html
     assert "Run the audit now" in html
+
+
+async def test_health_chart_day_labels_never_overlap(store: Any) -> None:
+    # 30 bars 22 px apart; a "MM-DD" label is wider than one bar, so labels stand a week
+    # apart, counted back from the last day (which is always labelled).
+    await _seed(store)
+    client = await _client(store)
+    async with client:
+        data = await (await client.get("/ui/api/health")).json()
+        html = await (await client.get("/ui/health")).text()
+    labels = re.findall(r'<text x="(\d+)"[^>]*>(\d\d-\d\d)</text>', html)
+    xs = [int(x) for x, _ in labels]
+    assert len(xs) >= 4
+    assert min(b - a for a, b in itertools.pairwise(xs)) >= 3 * 22
+    assert labels[-1][1] == data["turns_per_day"][-1]["day"][5:]
 
 
 async def test_missing_things_are_404_and_bad_parameters_400(store: Any) -> None:

@@ -13,31 +13,48 @@ import sqlite3
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
-from ..._file_kind import file_kind, outbox_not_store
+from ..._file_kind import check_store_file
+from ..._private import private_file
 from ._errors import invalid_format
 from ._schema import migrate
 
-__all__ = ["connect", "encodable", "run"]
+__all__ = ["DEFAULT_BUSY_TIMEOUT", "busy_ms_of", "connect", "encodable", "run"]
 
 T = TypeVar("T")
 
+#: seconds a store waits for another process's write lock on the file before it fails
+#: with "database is locked"
+DEFAULT_BUSY_TIMEOUT = 10.0
 
-def connect(path: str, synchronous: str) -> Callable[[], sqlite3.Connection]:
-    """A function opening (creating, upgrading) the store file at ``path`` for writing."""
+
+def connect(
+    path: str, synchronous: str, busy_timeout: float = DEFAULT_BUSY_TIMEOUT
+) -> Callable[[], sqlite3.Connection]:
+    """A function opening (creating, upgrading) the store file at ``path`` for writing;
+    ``busy_timeout``: the seconds it waits for another process's lock, opening included."""
+    busy_ms = busy_ms_of(busy_timeout)
 
     def connect() -> sqlite3.Connection:
-        if path != ":memory:":
-            # Create the file owner-only before SQLite opens it: it holds conversations.
-            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
-            os.close(fd)
-        conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        existed = path != ":memory:" and os.path.exists(path)
+        if path != ":memory:" and not existed:
+            # Owner-only before SQLite opens it: it holds conversations.
+            private_file(path)
+        conn = sqlite3.connect(
+            path, timeout=busy_ms / 1000, isolation_level=None, check_same_thread=False
+        )
         try:
+            conn.execute(f"PRAGMA busy_timeout = {busy_ms}")
             if path != ":memory:":
+                # Before anything changes a byte (WAL mode rewrites the header) or the mode
+                # of the file: another application's database or an outbox is refused as
+                # it is.
+                check_store_file(conn, path)
+                if existed:
+                    private_file(path)  # ours: an older version's 0644 file is set 0600
                 mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
                 if str(mode).lower() != "wal":
                     raise sqlite3.OperationalError(f"could not enable WAL mode (got {mode})")
             conn.execute(f"PRAGMA synchronous = {synchronous}")
-            conn.execute("PRAGMA busy_timeout = 10000")
             # Ids are hashes, so inserts land all over the B-trees: keep more pages hot.
             conn.execute("PRAGMA cache_size = -65536")
             # Each store runs in a savepoint, whose undo pages go to a temporary journal:
@@ -48,12 +65,10 @@ def connect(path: str, synchronous: str) -> Callable[[], sqlite3.Connection]:
             conn.execute("PRAGMA wal_autocheckpoint = 10000")
             conn.execute("PRAGMA journal_size_limit = 67108864")
             conn.execute("PRAGMA foreign_keys = OFF")
-            if path != ":memory:" and file_kind(conn) == "outbox":
-                raise outbox_not_store()  # before migrate, which would make it a store
             migrate(conn)
             # Connect the FTS5 tables now (each reads its config on first use), so the first
             # lookup does not pay for it.
-            for table in ("name_index", "bookkeeping_names"):
+            for table in ("name_index", "bookkeeping_names", "search_text"):
                 conn.execute(f"SELECT 1 FROM {table} WHERE rowid = 0").fetchall()
         except BaseException:
             conn.close()
@@ -61,6 +76,11 @@ def connect(path: str, synchronous: str) -> Callable[[], sqlite3.Connection]:
         return conn
 
     return connect
+
+
+def busy_ms_of(seconds: float) -> int:
+    """``seconds`` as SQLite's ``busy_timeout`` (whole milliseconds, never negative)."""
+    return max(0, int(seconds * 1000))
 
 
 def encodable(

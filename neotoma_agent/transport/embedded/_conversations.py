@@ -3,8 +3,11 @@
 The real server's shapes (reference/neotoma-semantics.md §10, recordings m1–m4): the path
 parameter is the conversation's **entity id** (its ``conversation_id`` field, a message id or
 an unknown id answer 404); the messages PART_OF it come back ordered by activity time
-ascending (the latest of last observation, update and creation; ties by message id), each
-with its non-PART_OF edges under ``related_entities``.
+ascending (the latest of last observation, update and creation), each with its non-PART_OF
+edges under ``related_entities``. Messages of the same millisecond come by turn (the order
+the turns' first messages were written) and role (the prompt before its reply): a real
+server breaks that tie by message id, a hash, so a turn's two stores landing in one
+millisecond could put the reply before its prompt.
 
 An extension a real server ignores: ``limit`` (1–1000) and ``before`` (a message id of the
 conversation) read only the last ``limit`` messages in the order their PART_OF edge was
@@ -167,9 +170,29 @@ def _all_messages(conn: sqlite3.Connection, conversation_id: str) -> list[dict[s
             (encode_entity(conversation_id),),
         )
     ]
-    messages = _messages(conn, ids, extended=False)
-    messages.sort(key=lambda m: (m["activity_at"], m["message_id"]))
-    return messages
+    return _in_activity_order(_messages(conn, ids, extended=False), ids)
+
+
+def _in_activity_order(messages: list[dict[str, Any]], written: list[str]) -> list[dict[str, Any]]:
+    """``messages`` by activity time; within a millisecond by turn, then the prompt first.
+
+    ``written``: the message ids in the order their PART_OF edges were written; a turn's
+    place is its first message's.
+    """
+    place = {mid: n for n, mid in enumerate(written)}
+    turns: dict[str, int] = {}
+
+    def key(m: dict[str, Any]) -> tuple[str, int, bool, int]:
+        at = place.get(m["message_id"], len(place))
+        turn_key = m["turn_key"]
+        turn = turn_key.removesuffix(_ASSISTANT_SUFFIX) if isinstance(turn_key, str) else None
+        first = at if turn is None else turns.setdefault(turn, at)
+        return (m["activity_at"], first, m["role"] != "user", at)
+
+    # Each turn's place is set by its first message in write order, before any key is read.
+    by_place = sorted(messages, key=lambda m: place.get(m["message_id"], len(place)))
+    keys = {id(m): key(m) for m in by_place}
+    return sorted(by_place, key=lambda m: keys[id(m)])
 
 
 @functools.lru_cache(maxsize=4096)

@@ -22,6 +22,7 @@ from typing import Any, Generic, TypeVar
 
 import anyio
 
+from ..._error_label import error_label
 from ..._log import get_logger
 
 __all__ = ["DBThread", "Job"]
@@ -164,7 +165,7 @@ class DBThread:
         try:
             self._commit_group(conn, group)
         except BaseException as exc:  # the thread must outlive any one group
-            _log.error("embedded.group_failed", error=repr(exc), jobs=len(group))
+            _log.error("embedded.group_failed", error=error_label(exc), jobs=len(group))
             if conn.in_transaction:
                 with contextlib.suppress(sqlite3.Error):
                     conn.execute("ROLLBACK")

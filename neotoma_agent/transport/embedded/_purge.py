@@ -3,11 +3,11 @@
 A soft deletion (:mod:`neotoma_agent._forget`) keeps every observation, as Neotoma does; a
 user who asked to be forgotten needs the bytes gone. :func:`purge_forgotten` deletes the
 rows of the forgotten entities (their entity rows, observations, field values, name-index
-entries, conversation index and summary row), every edge touching them, and the idempotency
-keys of the stores that wrote their observations; then it merges the full-text indexes
-(deleted terms otherwise linger in old segments), ``VACUUM``\\ s the file (SQLite's free
-pages keep deleted bytes) and truncates the write-ahead log. Unlike a soft deletion this
-cannot be undone.
+entries, conversation index, summary row, full-text search rows), every edge touching them,
+and the idempotency keys of the stores that wrote their observations; then it merges the
+full-text indexes (deleted terms otherwise linger in old segments), ``VACUUM``\\ s the file
+(SQLite's free pages keep deleted bytes) and truncates the write-ahead log. Unlike a soft
+deletion this cannot be undone.
 
 It opens the file itself (``VACUUM`` cannot run inside the store thread's transactions) and
 needs it to itself for the ``VACUUM``: close the :class:`EmbeddedStore` first.
@@ -24,6 +24,7 @@ from typing import TypeVar
 
 import attrs
 
+from ..._file_kind import check_store_file
 from ..._forget import Forgotten
 from ._rows import encode_entity
 
@@ -77,10 +78,12 @@ def _rows(conn: sqlite3.Connection, ids: Sequence[str]) -> PurgeStats:
         _delete(conn, f"DELETE FROM {table} WHERE entity_id IN ({{marks}})", ids)
     _delete(conn, "DELETE FROM conversation_messages WHERE message_id IN ({marks})", packed)
     _delete(conn, "DELETE FROM conversation_messages WHERE conversation_id IN ({marks})", packed)
-    if conn.execute(
-        "SELECT 1 FROM sqlite_master WHERE name = 'conversation_summaries'"
-    ).fetchone():  # a file no release with summaries (schema 5) has opened has none
+    if _has(conn, "conversation_summaries"):  # none in a file no schema-5 release opened
         _delete(conn, "DELETE FROM conversation_summaries WHERE entity_id IN ({marks})", ids)
+    if _has(conn, "search_text"):  # schema 6: a forgotten entity's row went with its deletion,
+        # but a row of one deleted before the index was kept is gone only now
+        _delete(conn, "DELETE FROM search_text WHERE entity_id IN ({marks})", packed)
+        _delete(conn, "DELETE FROM search_docs WHERE entity_id IN ({marks})", packed)
     relationships = _delete(
         conn,
         "DELETE FROM relationships WHERE source_entity_id IN ({marks}) "
@@ -96,6 +99,11 @@ def _rows(conn: sqlite3.Connection, ids: Sequence[str]) -> PurgeStats:
     ]
     keys = _delete(conn, "DELETE FROM idempotency_keys WHERE key IN ({marks})", stale)
     return PurgeStats(entities, observations, relationships, keys)
+
+
+def _has(conn: sqlite3.Connection, table: str) -> bool:
+    found = conn.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (table,)).fetchone()
+    return found is not None
 
 
 def _seqs(raw: object) -> list[int]:
@@ -117,11 +125,14 @@ def purge_forgotten(path: str | os.PathLike[str], forgotten: Forgotten) -> Purge
     ids = list(forgotten.entity_ids)
     conn = sqlite3.connect(os.fspath(path), isolation_level=None, timeout=_BUSY_MS / 1000)
     try:
+        if check_store_file(conn, os.fspath(path)) != "store":
+            return PurgeStats(0, 0, 0, 0)  # an empty file holds nothing to erase
         conn.execute("BEGIN IMMEDIATE")
         try:
             stats = _rows(conn, ids)
-            for table in ("name_index", "bookkeeping_names"):
-                conn.execute(f"INSERT INTO {table}({table}) VALUES ('optimize')")
+            for table in ("name_index", "bookkeeping_names", "search_text"):
+                if _has(conn, table):
+                    conn.execute(f"INSERT INTO {table}({table}) VALUES ('optimize')")
         except BaseException:
             conn.execute("ROLLBACK")
             raise

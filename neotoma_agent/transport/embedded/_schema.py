@@ -22,6 +22,7 @@ from ._rows import (
     encode_state,
     encode_word,
 )
+from ._search import backfill as backfill_search
 from ._summaries import backfill
 
 __all__ = ["SCHEMA_VERSION", "migrate"]
@@ -415,12 +416,29 @@ CREATE INDEX conversation_summaries_by_activity
 CREATE INDEX conversation_messages_by_message ON conversation_messages (message_id);
 """
 
+# Version 6: full-text search over what was said (``_search``): one FTS5 row per live
+# message (its text) and per live entity of a type the turn protocol does not write (its
+# text fields), whole words with case and accents folded, kept by every store that changes
+# them; ``search_docs`` finds an entity's row (to replace or drop it) by the entity's id, in
+# its 12 bytes as ``conversation_messages`` holds it. The rows of an older file are built by
+# ``_search.backfill`` right after the script; nothing else changes.
+_SEARCH = """
+CREATE VIRTUAL TABLE search_text USING fts5 (
+    text, entity_id UNINDEXED, tokenize = 'unicode61 remove_diacritics 2'
+);
+CREATE TABLE search_docs (
+    entity_id PRIMARY KEY,
+    doc INTEGER NOT NULL
+) WITHOUT ROWID;
+"""
+
 MIGRATIONS: tuple[str, ...] = (
     _V1,
     _CONVERSATION_MESSAGES,
     _COMPACT_ROWS,
     _SHARED_FIELDS,
     _SUMMARIES,
+    _SEARCH,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -429,6 +447,7 @@ _AFTER: dict[str, Callable[[sqlite3.Connection], None]] = {
     _COMPACT_ROWS: _compact_rewrite,
     _SHARED_FIELDS: _share_fields,
     _SUMMARIES: backfill,
+    _SEARCH: backfill_search,
 }
 
 

@@ -14,11 +14,13 @@ from typing import Any, TypeVar
 import anyio
 import attrs
 
-from ..._file_kind import file_kind, outbox_not_store
+from ..._file_kind import check_store_file, not_a_store
 from .._base import StoreResult
 from .._rest import RestActions
+from .._search_results import SEARCH_ACTION
 from ._batch import replay_statuses, store_each
 from ._bulk import FileReads
+from ._connect import DEFAULT_BUSY_TIMEOUT
 from ._connect import connect as _connect
 from ._connect import encodable as _encodable
 from ._conversations import READS as _CONVERSATION_READS
@@ -40,6 +42,7 @@ from ._read import (
     retrieve_entity_by_identifier,
 )
 from ._schema import SCHEMA_VERSION
+from ._search import text_search
 from ._write import correct, store
 
 __all__ = ["EmbeddedStore"]
@@ -68,9 +71,17 @@ def _connect_read_only(path: str) -> Callable[[], sqlite3.Connection]:
                 f"{uri}&immutable=1", uri=True, isolation_level=None, check_same_thread=False
             )
             version = _readable_version(conn)
-        if file_kind(conn) == "outbox":
+        except sqlite3.DatabaseError:
             conn.close()
-            raise outbox_not_store()
+            raise not_a_store(path, "not a SQLite database") from None
+        try:
+            kind = check_store_file(conn, path)
+        except BaseException:
+            conn.close()
+            raise
+        if kind == "empty":
+            conn.close()
+            raise sqlite3.OperationalError(f"{path} holds no store yet (an empty file)")
         if version != SCHEMA_VERSION:
             conn.close()
             raise sqlite3.OperationalError(
@@ -115,6 +126,7 @@ class EmbeddedStore(RestActions):
         *,
         synchronous: str = "NORMAL",
         read_only: bool = False,
+        busy_timeout: float = DEFAULT_BUSY_TIMEOUT,
     ) -> None:
         """Open (creating if needed) the store at ``path``.
 
@@ -123,7 +135,11 @@ class EmbeddedStore(RestActions):
         ``read_only=True`` opens an existing file for reading only (it works on a file or
         directory without write access, and never creates or upgrades anything); every
         write then raises :class:`PermissionError` before touching the file.
+        ``busy_timeout`` is how many seconds a store waits for another process's write
+        lock on the file (10 by default) before it fails with "database is locked".
         """
+        if not busy_timeout >= 0 or busy_timeout == float("inf"):
+            raise ValueError(f"busy_timeout must be a finite number >= 0, not {busy_timeout!r}")
         if synchronous.upper() not in ("OFF", "NORMAL", "FULL", "EXTRA"):
             raise ValueError(f"synchronous must be OFF, NORMAL, FULL or EXTRA, not {synchronous!r}")
         self.path = os.fspath(path)
@@ -134,7 +150,9 @@ class EmbeddedStore(RestActions):
             raise FileNotFoundError(f"no store file to open read-only: {self.path}")
         self._state = _State.OPEN
         connect = (
-            _connect_read_only(self.path) if read_only else _connect(self.path, synchronous.upper())
+            _connect_read_only(self.path)
+            if read_only
+            else _connect(self.path, synchronous.upper(), busy_timeout)
         )
         self._thread = DBThread(connect, name=f"neotoma-store:{Path(self.path).name}")
 
@@ -145,9 +163,10 @@ class EmbeddedStore(RestActions):
         *,
         synchronous: str = "NORMAL",
         read_only: bool = False,
+        busy_timeout: float = DEFAULT_BUSY_TIMEOUT,
     ) -> EmbeddedStore:
         """Open (creating if needed) the store at ``path``; see :class:`EmbeddedStore`."""
-        return cls(path, synchronous=synchronous, read_only=read_only)
+        return cls(path, synchronous=synchronous, read_only=read_only, busy_timeout=busy_timeout)
 
     def __repr__(self) -> str:
         # A closing store already refuses work, so it reads as closed.
@@ -241,6 +260,7 @@ _ACTIONS: dict[str, Callable[[sqlite3.Connection, Mapping[str, Any]], dict[str, 
     "retrieve_related_entities": retrieve_related_entities,
     "entities/query": query_entities,
     "correct": correct,
+    SEARCH_ACTION: text_search,
     # The reads behind a server's GET routes (the dev server's GET handlers forward here).
     "get_entity": get_entity,
     "get_entity_observations": get_entity_observations,
@@ -264,5 +284,6 @@ _READS = frozenset(
         get_entity_relationships,
         get_relationship,
         get_relationships,
+        text_search,
     )
 )

@@ -7,7 +7,6 @@ late failure left behind, so a store is atomic: all of it or nothing, not even i
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 import sqlite3
 from collections.abc import Mapping, Sequence
@@ -19,10 +18,8 @@ from ..._identity import (
     IdentityError,
     TypeSchema,
     hash_uuid,
-    identity_keys,
     js_json,
     resolve_entity_type,
-    resolve_identity,
     resolve_identity_cached,
     schema_for,
 )
@@ -37,8 +34,9 @@ from ._errors import (
     now_iso,
     resolution_failed,
 )
-from ._name_index import index_fields, index_name, rename
+from ._name_index import index_fields, index_name
 from ._reducer import ObservationMeta, SnapshotState, fold, source_rank
+from ._rename import rederive_name
 from ._rows import (
     dumps,
     encode_entity,
@@ -47,7 +45,6 @@ from ._rows import (
     encode_state,
     encode_time,
     encode_word,
-    entity_exists,
     entity_row,
     fields_column,
     key_seen,
@@ -58,6 +55,7 @@ from ._rows import (
     replayed_observations,
     settle_fields,
 )
+from ._search import index_search
 from ._summaries import SUMMARIZED_TYPES, summarize
 from ._validate import check_entities, check_relationships
 from ._warnings import Advisories, advise
@@ -570,7 +568,17 @@ def _observe(
             ),
         )
     index_fields(conn, entity_id, old_fields, state.fields)
-    _rederive_name(conn, entity_id, entity_type, old_fields, state.fields, now)
+    index_search(conn, entity_id, entity_type, old_fields, old_deleted, state.fields, state.deleted)
+    rederive_name(
+        conn,
+        entity_id,
+        entity_type,
+        old_fields,
+        state.fields,
+        now,
+        create,
+        fields,
+    )
     if entity_type in SUMMARIZED_TYPES:
         summarize(
             conn,
@@ -583,45 +591,6 @@ def _observe(
             state.last_observation_at,
         )
     return obs_id, dict(state.fields)
-
-
-def _rederive_name(
-    conn: sqlite3.Connection,
-    entity_id: str,
-    entity_type: str,
-    old: Mapping[str, Any],
-    new: Mapping[str, Any],
-    now: str,
-) -> None:
-    """As on a server: a merged snapshot whose identity names something else renames the
-    entity (old name kept as an alias) when nobody owns the new name. The id never changes."""
-    if old == new or not old:
-        return
-    keys = identity_keys(entity_type)
-    if keys is not None and any(k in old for k in keys):
-        changed = {k for k in old.keys() | new.keys() if old.get(k) != new.get(k)}
-        if changed.isdisjoint(keys):
-            return  # e.g. a turn record's status: identity cannot have moved
-    try:
-        before = resolve_identity(entity_type, old)
-        after = resolve_identity(entity_type, new)
-    except IdentityError:
-        return
-    if before.entity_id == after.entity_id or entity_exists(conn, after.entity_id):
-        return
-    row = conn.execute(
-        "SELECT canonical_name, aliases FROM entities WHERE id = ?", (entity_id,)
-    ).fetchone()
-    if row is None or row[0] == after.canonical_name:
-        return
-    aliases = json.loads(row[1])
-    if row[0] not in aliases:
-        aliases.append(row[0])
-    conn.execute(
-        "UPDATE entities SET canonical_name = ?, aliases = ?, updated_at = ? WHERE id = ?",
-        (after.canonical_name, dumps(aliases), encode_time(now), entity_id),
-    )
-    rename(conn, after.canonical_name.lower(), entity_id, entity_type)
 
 
 def _conversation_message_count(

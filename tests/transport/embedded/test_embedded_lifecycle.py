@@ -309,3 +309,23 @@ async def test_unknown_request_action_is_refused(tmp_path: Path) -> None:
     async with EmbeddedStore.open(tmp_path / "store.db") as store:
         with pytest.raises(ValueError, match="unknown action"):
             await store.request("timeline", {})
+
+
+async def test_busy_timeout_bounds_the_wait_for_another_process_lock(tmp_path: Path) -> None:
+    db = tmp_path / "memory.db"
+    async with EmbeddedStore.open(db):
+        pass
+    other = sqlite3.connect(db, isolation_level=None)
+    other.execute("BEGIN EXCLUSIVE")
+    try:
+        async with EmbeddedStore.open(db, busy_timeout=0) as store:
+            with pytest.raises(sqlite3.OperationalError, match="locked"):
+                await store.store(
+                    entities=[{"entity_type": "note", "title": "x"}], idempotency_key="k"
+                )
+    finally:
+        other.execute("ROLLBACK")
+        other.close()
+    for bad in (-1.0, float("nan"), float("inf")):
+        with pytest.raises(ValueError, match="busy_timeout"):
+            EmbeddedStore.open(db, busy_timeout=bad)

@@ -330,6 +330,73 @@ async def test_no_rename_when_another_entity_owns_the_new_name(store: EmbeddedSt
     assert (await store.get_entity_snapshot(sprocket)).snapshot["name"] == "Gear"
 
 
+# What a 0.22.0 server answered for each entity (recorded 2026-12-06 from a fresh instance):
+# the store answer's name (the write's), then the entity's name, its aliases and snapshot
+# after the store, when the server has re-derived the name from the snapshot.
+REVIEW = "Quarterly review with the board"
+RENAMED_BY_SNAPSHOT = [
+    pytest.param(
+        {"entity_type": "event", "name": "Acme board meeting", "notes": REVIEW},
+        ("ent_841948467066957c61afb313", "Acme board meeting"),
+        (REVIEW, ["Acme board meeting"], {"notes": REVIEW}),
+        id="undeclared-name",
+    ),
+    pytest.param(
+        {"entity_type": "company", "canonical_name": "ACME-X", "name": "Acme Corp",
+         "website": "acme.com"},
+        ("ent_f9733c4ed67aadd5c283c690", "ACME-X"),
+        ("Acme", ["ACME-X"], {"name": "Acme Corp", "website": "acme.com"}),
+        id="canonical-name-field",
+    ),
+    pytest.param(
+        {"entity_type": "event", "canonical_name": "Board 2026", "title": "Board meeting"},
+        ("ent_cc020ab113b8012dca803a9a", "Board 2026"),
+        ("Board meeting", ["Board 2026"], {"title": "Board meeting"}),
+        id="canonical-name-field-and-a-declared-title",
+    ),
+    pytest.param(
+        {"entity_type": "recipe", "canonical_name": "My-Pancakes_v2", "flour": "200g"},
+        ("ent_90acf70f0a002ec8705811b5", "My-Pancakes_v2"),
+        ("My-Pancakes_v2", [], {"canonical_name": "My-Pancakes_v2", "flour": "200g"}),
+        id="no-schema-keeps-every-field",
+    ),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("entity", "answered", "after"), RENAMED_BY_SNAPSHOT)
+async def test_an_entity_is_named_by_its_snapshot_as_on_a_real_server(
+    store: EmbeddedStore,
+    entity: dict[str, Any],
+    answered: tuple[str, str],
+    after: tuple[str, list[str], dict[str, Any]],
+) -> None:
+    # A declared type's snapshot holds only declared fields (never a canonical_name field),
+    # and the entity takes the name that snapshot gives; the id stays the write's.
+    result = await store.store([entity], idempotency_key="k1")
+    stored = result.entities[0]
+    assert (stored.entity_id, stored.canonical_name) == answered
+    name, aliases, snapshot = after
+    found = await store.retrieve_entity_by_identifier(name)
+    (row,) = [e for e in found.raw["entities"] if e["id"] == stored.entity_id]
+    assert (row["canonical_name"], row["aliases"]) == (name, aliases)
+    assert (await store.get_entity_snapshot(stored.entity_id)).snapshot == snapshot
+    assert stored.snapshot == snapshot
+
+
+async def test_no_rename_by_snapshot_onto_a_name_another_entity_holds(
+    store: EmbeddedStore,
+) -> None:
+    # "Quarterly review" already names another event (by its title): the new one keeps the
+    # name it was stored under.
+    (review,) = await put(store, "k1", {"entity_type": "event", "title": "Quarterly review"})
+    (meeting,) = await put(
+        store, "k2", {"entity_type": "event", "name": "Board", "notes": "Quarterly review"}
+    )
+    found = await store.retrieve_entity_by_identifier(meeting)
+    assert found.entities[0].canonical_name == "Board"
+    assert review != meeting
+
+
 async def test_substring_lookup_uses_the_trigram_index(store: EmbeddedStore, db_path: Path) -> None:
     await zeta_labs(store)
     statements: list[str] = []

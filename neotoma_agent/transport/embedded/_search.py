@@ -1,0 +1,191 @@
+"""Full-text search over what was said: every message's text and every entity's text fields.
+
+``search_text`` (schema version 6, :mod:`._schema`) is an FTS5 table with the
+``unicode61 remove_diacritics 2`` tokenizer (whole words, case and accents folded), one row
+per live ``conversation_message`` (its ``content``) and per live entity of a type the turn
+protocol does not write itself (its text fields, one a line); ``search_docs`` maps an entity
+to its row. :func:`index_search` keeps both: ``_write._observe`` calls it for every
+observation folded into a snapshot, inside the store's own transaction, so the index changes
+with the snapshot or not at all. A soft deletion (``forget``) takes the row out, a restore
+puts it back; ``purge_forgotten`` deletes what is left and merges the index. :func:`backfill`
+builds the rows of a file written before version 6 (the migration runs it).
+
+:func:`text_search` is the read behind ``POST /text_search``, an extension of this store and
+the dev server (a real Neotoma server answers 404): BM25 order (FTS5's ``rank``), at most
+``limit`` hits, optionally the messages of one conversation only (by its PART_OF index).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Mapping
+from typing import Any, Final
+
+from ..._keys import conversation_entity_id, parse_turn_key
+from ..._payloads import BOOKKEEPING_TYPES
+from ..._search_text import ENTITY_KIND, MAX_HITS, MESSAGE_KIND, doc_text, fts_query, parse_query
+from ..._search_text import MESSAGE_TYPE as _MESSAGE
+from ...exceptions import EmptySearchQueryError, ValidationError
+from ._errors import flat_error, invalid_format
+from ._page_rows import decode_fields
+from ._rows import decode_entity, decode_state, encode_entity, entity_text
+from ._validate import bounded_int
+
+__all__ = ["backfill", "index_search", "text_search"]
+
+
+def _insert(conn: sqlite3.Connection, packed: str | bytes, text: str) -> None:
+    cur = conn.execute("INSERT INTO search_text (text, entity_id) VALUES (?, ?)", (text, packed))
+    conn.execute(
+        "INSERT INTO search_docs (entity_id, doc) VALUES (?, ?) "
+        "ON CONFLICT (entity_id) DO UPDATE SET doc = excluded.doc",
+        (packed, cur.lastrowid),
+    )
+
+
+def index_search(
+    conn: sqlite3.Connection,
+    entity_id: str,
+    entity_type: str,
+    old_fields: Mapping[str, Any],
+    old_deleted: bool,
+    fields: Mapping[str, Any],
+    deleted: bool,
+) -> None:
+    """Move the entity's row as one observation moved its snapshot (from ``old_*`` to
+    ``fields`` / ``deleted``): nothing to do unless its text or its deletion changed."""
+    before = None if old_deleted or not old_fields else doc_text(entity_type, old_fields)
+    after = None if deleted else doc_text(entity_type, fields)
+    if before == after:
+        return
+    packed = encode_entity(entity_id)
+    if before is not None:
+        row = conn.execute("SELECT doc FROM search_docs WHERE entity_id = ?", (packed,)).fetchone()
+        if row is not None:
+            conn.execute("DELETE FROM search_text WHERE rowid = ?", row)
+            if after is None:
+                conn.execute("DELETE FROM search_docs WHERE entity_id = ?", (packed,))
+    if after is not None:
+        _insert(conn, packed, after)
+
+
+_BATCH: Final = 1000
+
+
+def backfill(conn: sqlite3.Connection) -> None:
+    """The rows of a store written before them (the version-6 migration)."""
+    last = ""
+    while True:
+        rows = conn.execute(
+            "SELECT id, entity_type, snapshot, observation_count, last_observation_at "
+            "FROM entities WHERE id > ? ORDER BY id LIMIT ?",
+            (last, _BATCH),
+        ).fetchall()
+        if not rows:
+            return
+        for entity_id, entity_type, doc, count, observed in rows:
+            if entity_type != _MESSAGE and entity_type in BOOKKEEPING_TYPES:
+                continue
+            state = decode_state(doc, count, observed)
+            text = None if state.deleted else doc_text(entity_type, state.fields)
+            if text is not None:
+                _insert(conn, encode_entity(entity_id), text)
+        last = rows[-1][0]
+
+
+def _query(body: Mapping[str, Any]) -> str | None:
+    """The FTS5 query of the body's ``q``; ``None`` when it holds no word."""
+    q = body.get("q")
+    if not isinstance(q, str):
+        raise invalid_format("q (the text to search for) is required", ["q"])
+    try:
+        phrases = parse_query(q)
+    except EmptySearchQueryError:
+        raise flat_error(ValidationError, 400, "VALIDATION_ERROR", "q is empty") from None
+    return fts_query(phrases) if phrases else None
+
+
+def _conversation_of(
+    conn: sqlite3.Connection, packed: str | bytes, cache: dict[str | bytes, str | None]
+) -> str | None:
+    """The ``conversation_id`` of the conversation a message is PART_OF."""
+    if packed not in cache:
+        row = conn.execute(
+            "SELECT json_extract(e.snapshot, '$.f.conversation_id') FROM conversation_messages m "
+            f"JOIN entities e ON e.id = {entity_text('m.conversation_id')} "
+            "WHERE m.message_id = ? LIMIT 1",
+            (packed,),
+        ).fetchone()
+        cache[packed] = row[0] if row is not None and isinstance(row[0], str) else None
+    return cache[packed]
+
+
+def _hit(
+    conn: sqlite3.Connection,
+    packed: str | bytes,
+    text: str,
+    rank: float,
+    scope: str | None,
+    cache: dict[str | bytes, str | None],
+) -> dict[str, Any] | None:
+    entity_id = decode_entity(packed)
+    row = conn.execute(
+        "SELECT entity_type, canonical_name, json_extract(snapshot, '$.f') FROM entities "
+        "WHERE id = ?",
+        (entity_id,),
+    ).fetchone()
+    if row is None:
+        return None
+    entity_type, name, fields_text = row
+    hit: dict[str, Any] = {
+        "kind": ENTITY_KIND,
+        "entity_id": entity_id,
+        "entity_type": entity_type,
+        "message_id": None,
+        "conversation_id": None,
+        "turn_id": None,
+        "role": None,
+        "name": name,
+        "text": text,
+        "score": -rank,
+    }
+    if entity_type != _MESSAGE:
+        return hit
+    fields = decode_fields(fields_text)
+    conversation = scope or _conversation_of(conn, packed, cache)
+    turn_key = fields.get("turn_key")
+    parsed = parse_turn_key(turn_key, conversation) if isinstance(turn_key, str) else None
+    role = fields.get("role")
+    hit.update(
+        kind=MESSAGE_KIND,
+        message_id=entity_id,
+        conversation_id=conversation or (parsed[0] if parsed else None),
+        turn_id=parsed[1] if parsed else None,
+        role=role if isinstance(role, str) else (parsed[2] if parsed else None),
+        name=None,
+    )
+    return hit
+
+
+def text_search(conn: sqlite3.Connection, body: Mapping[str, Any]) -> dict[str, Any]:
+    """``POST /text_search``: ``q`` (plain text), ``limit`` (1–100, default 10) hits, best
+    first; ``conversation_id``: that conversation's messages only."""
+    limit = bounded_int(body.get("limit", 10), "limit", 1, MAX_HITS)
+    scope = body.get("conversation_id")
+    if scope is not None and not isinstance(scope, str):
+        raise invalid_format("conversation_id must be a string", ["conversation_id"])
+    match = _query(body)
+    if match is None:
+        return {"hits": [], "partial": False}
+    sql = "SELECT entity_id, text, rank FROM search_text WHERE search_text MATCH ?"
+    params: list[Any] = [match]
+    if scope is not None:
+        sql += (
+            " AND entity_id IN (SELECT message_id FROM conversation_messages "
+            "WHERE conversation_id = ?)"
+        )
+        params.append(encode_entity(conversation_entity_id(scope)))
+    rows = conn.execute(sql + " ORDER BY rank LIMIT ?", (*params, limit)).fetchall()
+    cache: dict[str | bytes, str | None] = {}
+    hits = [_hit(conn, packed, text, rank, scope, cache) for packed, text, rank in rows]
+    return {"hits": [h for h in hits if h is not None], "partial": False}
