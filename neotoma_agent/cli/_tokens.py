@@ -51,29 +51,23 @@ def server_token_file(port: int) -> Path:
 
 
 def _private_dir(path: Path) -> None:
-    """Create ``path`` (and its parents) and make ``path`` itself 0700, owned by us."""
-    path.mkdir(parents=True, exist_ok=True, mode=0o700)
+    """Create ``path`` 0700 (set so if it exists); refuse one that is not ours."""
+    from .._private import private_dir
+
+    private_dir(path, tighten=True)
     info = os.lstat(path)
     if not stat.S_ISDIR(info.st_mode):
         raise TokenFileError(f"{path} is not a directory")
     if hasattr(os, "getuid") and info.st_uid != os.getuid():
         raise TokenFileError(f"{path} belongs to another account")
-    if stat.S_IMODE(info.st_mode) != 0o700:
-        os.chmod(path, 0o700)
 
 
 def write_token_file(path: Path, token: str) -> Path:
-    """Write ``token`` to ``path``, mode 0600, in a 0700 directory (atomically)."""
+    """Write ``token`` to ``path``, mode 0600, in a 0700 directory (whole or not at all)."""
+    from .._private import replace_private
+
     _private_dir(path.parent)
-    tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(token + "\n")
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+    replace_private(path, (token + "\n").encode())
     return path
 
 
