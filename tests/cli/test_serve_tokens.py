@@ -170,3 +170,24 @@ def test_another_account_can_neither_call_serve_nor_read_its_token(
             assert read_token_file(token_file)
     finally:
         shutil.rmtree(home, ignore_errors=True)
+
+
+def _raw_status(url: str, request: bytes) -> int:
+    import socket
+
+    host, port = url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=10) as conn:
+        conn.sendall(request)
+        return int(conn.recv(64).split()[1])
+
+
+def test_the_serve_process_answers_only_its_own_host(tmp_path: Path) -> None:
+    # The whole process as `serve` builds it (REST, the view under /ui/, /health): a page
+    # that rebinds evil.example to 127.0.0.1 gets 421 even with the token.
+    with serving(tmp_path / "memory.db", tmp_path) as url:
+        port = url.rsplit(":", 1)[1]
+        auth = f"Authorization: Bearer {server_token(url, tmp_path)}\r\n"
+        for path in ("/health", "/entities", "/ui/", "/ui/static/ui.css"):
+            for host, status in ((f"evil.example:{port}", 421), (f"127.0.0.1:{port}", 200)):
+                request = f"GET {path} HTTP/1.1\r\nHost: {host}\r\n{auth}Connection: close\r\n\r\n"
+                assert _raw_status(url, request.encode()) == status, (path, host)
