@@ -255,7 +255,7 @@ def _store_args(args: argparse.Namespace, existing: dict[str, str]) -> list[str]
     if token_file:
         return ["--url", url, "--token-file", str(Path(token_file).expanduser().resolve()), *extra]
     if not token and args.scope == "user":
-        token = _token_in(existing.values())  # an older install's --token, moved out
+        token = _token_in(existing.values(), url)  # an older install's --token, moved out
     if token:
         from ._tokens import TokenFileError, token_dir, write_token_file
 
@@ -267,8 +267,10 @@ def _store_args(args: argparse.Namespace, existing: dict[str, str]) -> list[str]
     return ["--url", url, *extra]
 
 
-def _token_in(commands: Iterable[str]) -> str | None:
-    """The value of ``--token`` in the first of ``commands`` that has one."""
+def _token_in(commands: Iterable[str], url: str) -> str | None:
+    """The value of ``--token`` in the first of ``commands`` that has one for ``url`` (a
+    token is never carried over to another server)."""
+    import itertools
     import shlex
 
     for command in commands:
@@ -276,11 +278,9 @@ def _token_in(commands: Iterable[str]) -> str | None:
             words = shlex.split(command)
         except ValueError:
             continue
-        for i, word in enumerate(words):
-            if word == "--token" and i + 1 < len(words):
-                return words[i + 1]
-            if word.startswith("--token="):
-                return word.partition("=")[2]
+        found = dict(itertools.pairwise(words))
+        if found.get("--url") == url and found.get("--token"):
+            return found["--token"]
     return None
 
 

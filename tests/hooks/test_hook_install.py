@@ -374,3 +374,17 @@ def test_an_installed_command_reaches_a_served_store_through_its_token_file(
         shown = cli("show", f"claude-code-{session}", "--json", "--url", url, home=home)
         assert shown.returncode == 0, shown.stderr
         assert json.loads(shown.stdout)["turns"][0]["status"] == "completed"
+
+
+def test_an_old_token_is_not_carried_over_to_another_server(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    settings = tmp_path / "home" / ".claude" / "settings.json"
+    install("claude-code", settings, ["--url", URL, "--token", SECRET], python=sys.executable)
+    other = "http://127.0.0.1:4000"
+    status, _ = run(capsys, "hooks", "install", "claude-code", "--url", other)
+    assert status == 0
+    assert SECRET not in settings.read_text()
+    assert not (tmp_path / "data" / "neotoma-agent" / "tokens" / "hooks-claude-code").exists()
+    for command in _all_commands(settings):
+        assert "--token-file" not in shlex.split(command)
