@@ -42,6 +42,9 @@ from neotoma_agent.qa import AuditReport, audit
 from neotoma_agent.transport._base import Transport
 from neotoma_agent.transport.embedded import EmbeddedStore
 
+#: the dev server always requires a token
+TOKEN = "bench-token"
+
 TARGET_S = 10.0
 
 
@@ -66,9 +69,9 @@ async def timed_http_audit(path: Path) -> tuple[float, AuditReport]:
     from neotoma_agent.server import create_app, serving
     from neotoma_agent.transport.http import HttpTransport
 
-    async with EmbeddedStore.open(path) as store, serving(create_app(store)) as url:
+    async with EmbeddedStore.open(path) as store, serving(create_app(store, token=TOKEN)) as url:
         transport: Transport
-        async with HttpTransport(url) as transport:
+        async with HttpTransport(url, token=TOKEN) as transport:
             started = time.perf_counter()
             report = await audit(transport, min_age=0)
             return time.perf_counter() - started, report

@@ -35,6 +35,9 @@ from neotoma_agent.transport._base import Transport
 from neotoma_agent.transport.embedded import EmbeddedStore
 from neotoma_agent.transport.http import HttpTransport
 
+#: the dev server always requires a token
+TOKEN = "bench-token"
+
 #: turns written together (the store commits a batch at once)
 BATCH = 200
 
@@ -75,7 +78,10 @@ async def run(lengths: Sequence[int], last: int, reads: int) -> dict[str, Any]:
         async with EmbeddedStore.open(Path(tmp) / "history.db") as store:
             for n in lengths:
                 await write(store, f"conv-{n}", n)
-            async with serving(create_app(store)) as url, HttpTransport(url) as http:
+            async with (
+                serving(create_app(store, token=TOKEN)) as url,
+                HttpTransport(url, token=TOKEN) as http,
+            ):
                 for n in lengths:
                     rows.append(
                         {

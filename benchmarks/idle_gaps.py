@@ -49,6 +49,9 @@ from neotoma_agent.server import create_app
 from neotoma_agent.transport.embedded import EmbeddedStore
 from neotoma_agent.transport.http import HttpTransport
 
+#: the dev server always requires a token
+TOKEN = "bench-token"
+
 NAMES = "Acme Globex Initech Umbrella Hooli Stark Wayne Tyrell".split()
 STRATEGIES = ("none", "warm", "warm+keep")
 
@@ -59,7 +62,9 @@ def _server_process(db: str, idle: float, k: int, port_out: Any, stop: Any) -> N
             seeder = NeotomaMemory(store, conversation_id="seed")
             for name in NAMES[:k]:
                 await seeder.remember("company", name=f"{name} Corp")
-            runner = web.AppRunner(create_app(store), access_log=None, keepalive_timeout=idle)
+            runner = web.AppRunner(
+                create_app(store, token=TOKEN), access_log=None, keepalive_timeout=idle
+            )
             await runner.setup()
             site = web.TCPSite(runner, "127.0.0.1", 0)
             await site.start()
@@ -113,7 +118,7 @@ async def run_strategy(
 ) -> dict[str, Any]:
     counts = Counts()
     message = "What changed at " + ", ".join(NAMES[: args.k]) + "?"
-    async with HttpTransport(url) as transport:
+    async with HttpTransport(url, token=TOKEN) as transport:
         # Benchmark only: count on the transport's own session (trace configs are fixed
         # when a session is made, so this reaches into it once).
         session = transport._session_for_loop()

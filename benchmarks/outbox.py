@@ -25,6 +25,9 @@ from neotoma_agent.server import create_app, serving
 from neotoma_agent.transport.embedded import EmbeddedStore
 from neotoma_agent.transport.http import HttpTransport, RetryPolicy
 
+#: the dev server always requires a token
+TOKEN = "bench-token"
+
 DOWN = "http://127.0.0.1:9"  # the discard port: nothing listens there
 
 
@@ -57,7 +60,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
         box = Path(tmp) / "outbox.db"
         no_retry = RetryPolicy.no_retries()
         async with HttpTransport(
-            DOWN, retry=no_retry, outbox=box, outbox_background=False
+            DOWN, token=TOKEN, retry=no_retry, outbox=box, outbox_background=False
         ) as transport:
             started = time.perf_counter()
             for i in range(n):
@@ -70,8 +73,8 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
             queue_s = time.perf_counter() - started
         async with (
             EmbeddedStore.open(":memory:") as store,
-            serving(create_app(store)) as url,
-            HttpTransport(url, outbox=box, outbox_background=False) as transport,
+            serving(create_app(store, token=TOKEN)) as url,
+            HttpTransport(url, token=TOKEN, outbox=box, outbox_background=False) as transport,
         ):
             started = time.perf_counter()
             done = await transport.flush_outbox()

@@ -45,6 +45,9 @@ from neotoma_agent.transport._rest import store_body
 from neotoma_agent.transport.embedded import EmbeddedStore
 from neotoma_agent.transport.http import HttpTransport
 
+#: the dev server always requires a token
+TOKEN = "bench-token"
+
 TURNS_PER_CONVERSATION = 50
 CITIES = (
     "Lisbon Porto Madrid Seville Valencia Bilbao Lyon Marseille Nantes Lille Bordeaux Geneva "
@@ -210,7 +213,10 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             rows["one conversation"] = await _timed(store, scoped)
             rows["common words"] = await _timed(store, [("the budget", None)] * 20)
             recall = await _recall(store, corpus)
-            async with serving(create_app(store)) as url, HttpTransport(url) as http:
+            async with (
+                serving(create_app(store, token=TOKEN)) as url,
+                HttpTransport(url, token=TOKEN) as http,
+            ):
                 rows["facts over HTTP"] = await _timed(http, facts)
                 recall_http = await _recall(http, corpus)
     return {

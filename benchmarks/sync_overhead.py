@@ -48,6 +48,9 @@ import structlog
 from neotoma_agent import EmbeddedStore, HttpTransport, NeotomaMemory, Transport, __version__
 from neotoma_agent.sync import SyncMemory, SyncStore
 
+#: the dev server always requires a token
+TOKEN = "bench-token"
+
 QUESTION = "What do we know about Acme Corp?"
 
 
@@ -65,6 +68,7 @@ def dev_server(db: Path) -> Iterator[str]:
         [sys.executable, "-m", "neotoma_agent.cli", "serve", "--db", str(db), "--port", str(port)],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
+        env={**os.environ, "NEOTOMA_TOKEN": TOKEN},
     )
     url = f"http://127.0.0.1:{port}"
     try:
@@ -202,7 +206,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             )
             if not args.no_http:
                 with dev_server(root / "server.db") as url:
-                    rows += compare("http", lambda: HttpTransport(url), args, loop)
+                    rows += compare("http", lambda: HttpTransport(url, token=TOKEN), args, loop)
     finally:
         loop.close()
     return {

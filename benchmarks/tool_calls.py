@@ -50,6 +50,9 @@ from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
+#: the dev server always requires a token
+TOKEN = "bench-token"
+
 ROOT = Path(__file__).resolve().parent.parent
 CALLS = (0, 5, 50)
 ARGS = {"origin": "LHR", "destination": "LIS", "date": "2026-12-24", "passengers": 2}
@@ -129,7 +132,7 @@ def _serve(db: Path, port: int) -> subprocess.Popen[bytes]:
         [sys.executable, "-m", "neotoma_agent", "serve", "--db", str(db), "--port", str(port)],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
-        env=os.environ.copy(),
+        env={**os.environ, "NEOTOMA_TOKEN": TOKEN},
         # -m puts the working directory first on sys.path: not a checkout's package.
         cwd=db.parent,
     )
@@ -276,7 +279,7 @@ async def work(turns: int, history: int) -> dict[str, Any]:
         db = Path(tmp) / "served.db"
         async with (
             dev_server(db) as (url, pid),
-            HttpTransport(url, retry=RetryPolicy(backoff=False)) as http,
+            HttpTransport(url, token=TOKEN, retry=RetryPolicy(backoff=False)) as http,
         ):
             cpu = functools.partial(_proc_cpu, pid)
             out["dev server"] = await measure(http, turns, calls, db, cpu, history)

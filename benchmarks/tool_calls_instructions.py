@@ -40,7 +40,7 @@ async def _child(calls: int, turns: int) -> None:
         db = Path(tmp) / "served.db"
         async with (
             bench.dev_server(db) as (url, _),
-            HttpTransport(url, retry=RetryPolicy(backoff=False)) as http,
+            HttpTransport(url, token=bench.TOKEN, retry=RetryPolicy(backoff=False)) as http,
         ):
             memory = NeotomaMemory(http, conversation_id="c", platform="bench", history_turns=5)
             for i in range(6):

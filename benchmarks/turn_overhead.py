@@ -69,6 +69,9 @@ NAMES = (
     "Acme Globex Initech Umbrella Hooli Stark Wayne Tyrell "
     "Cyberdyne Soylent Wonka Gringotts Vandelay Dunder Oscorp Aperture"
 ).split()
+
+#: the dev server always requires a token
+TOKEN = "bench-token"
 #: the reference SDK's bounded retrieval: its first ``retrievalLimit`` identifiers
 REFERENCE_LIMIT = 8
 
@@ -186,7 +189,7 @@ def _server_process(
 
     async def serve_until_stopped() -> None:
         async with EmbeddedStore.open(db_path) as store:
-            app = create_app(store, middlewares=[Latency(seconds, counter, lateness)])
+            app = create_app(store, token=TOKEN, middlewares=[Latency(seconds, counter, lateness)])
             async with serving(app) as url:
                 ready.put(url)
                 await asyncio.get_running_loop().run_in_executor(None, stop.wait)
@@ -296,7 +299,7 @@ async def _measure(
     url: str, seconds: float, counter: Any, turns: int, ks: Sequence[int], history_turns: int
 ) -> list[dict[str, Any]]:
     health_url = url.rstrip("/") + "/health"
-    async with HttpTransport(url) as http, aiohttp.ClientSession() as bare:
+    async with HttpTransport(url, token=TOKEN) as http, aiohttp.ClientSession() as bare:
         await http.store(
             [{"entity_type": "company", "name": name} for name in NAMES],
             idempotency_key="benchmark-seed",

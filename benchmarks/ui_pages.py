@@ -47,6 +47,9 @@ from neotoma_agent.transport._results import ConversationSummaryPage, EntityQuer
 from neotoma_agent.transport.embedded._schema import SCHEMA_VERSION
 from neotoma_agent.ui import create_ui_app, mount_ui
 
+#: the dev server always requires a token
+TOKEN = "bench-token"
+
 #: (conversations, turns each, the long conversation's turns): 20,000 and 1,000,000 turns
 PRESETS: Final = {"20k": (100, 100, 10_000), "1m": (9_900, 100, 10_000)}
 _CACHE: Final = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
@@ -169,8 +172,10 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         clients = {}
         for kind, transport in apps.items():
             app = web.Application()
-            mount_ui(app, create_ui_app(transport))
-            clients[kind] = TestClient(TestServer(app))
+            mount_ui(app, create_ui_app(transport, token=TOKEN))
+            clients[kind] = TestClient(
+                TestServer(app), headers={"Authorization": f"Bearer {TOKEN}"}
+            )
             await clients[kind].start_server()
         client = clients["new"]
         middle = turn_id(long // 2)

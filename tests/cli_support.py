@@ -155,11 +155,21 @@ def default_sigint() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
+def server_token(url: str, home: Path) -> str:
+    """The token ``serve`` (run by :func:`serving` with ``home``) keeps for ``url``'s port."""
+    port = url.rsplit(":", 1)[1]
+    return (home / "data" / "neotoma-agent" / "tokens" / port).read_text().strip()
+
+
 @contextmanager
 def serving(
     db: Path, home: Path, *, token: str | None = None, extra: Sequence[str] = ()
 ) -> Iterator[str]:
-    """``neotoma-agent serve`` on a free loopback port until the block ends; yields its URL."""
+    """``neotoma-agent serve`` on a free loopback port until the block ends; yields its URL.
+
+    Without ``token`` the server makes one (:func:`server_token` reads it; the CLI run with
+    the same ``home`` finds it by itself).
+    """
     port = free_port()
     args = [sys.executable, "-m", "neotoma_agent.cli", "serve", "--db", str(db)]
     args += ["--port", str(port), *extra]

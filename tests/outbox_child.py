@@ -17,6 +17,8 @@ import signal
 import sys
 from typing import Any
 
+from server_support import TOKEN
+
 from neotoma_agent._memory import NeotomaMemory
 from neotoma_agent.transport.http import HttpTransport, RetryPolicy, flush_outbox
 
@@ -39,7 +41,7 @@ def entry(tag: str, i: int) -> tuple[str, dict[str, Any], str]:
 
 
 async def turn(url: str, outbox: str) -> None:
-    transport = HttpTransport(url, retry=FAST, outbox=outbox)
+    transport = HttpTransport(url, token=TOKEN, retry=FAST, outbox=outbox)
     memory = NeotomaMemory(transport, conversation_id=CONVERSATION, platform="outbox-test")
     async with memory.turn("Tell me about Acme Corp", turn_id="t1") as t:
         t.reply = REPLY
@@ -49,7 +51,7 @@ async def turn(url: str, outbox: str) -> None:
 
 
 async def queue(url: str, outbox: str, tag: str, n: int) -> None:
-    async with HttpTransport(url, retry=FAST, outbox=outbox) as transport:
+    async with HttpTransport(url, token=TOKEN, retry=FAST, outbox=outbox) as transport:
         for i in range(n):
             lane, entity, key = entry(tag, i)
             outcome = await transport.store(
@@ -60,7 +62,7 @@ async def queue(url: str, outbox: str, tag: str, n: int) -> None:
 
 
 async def flush(url: str, outbox: str) -> None:
-    done = await flush_outbox(outbox, url, retry=FAST)
+    done = await flush_outbox(outbox, url, TOKEN, retry=FAST)
     print(json.dumps({"delivered": done.delivered, "remaining": done.remaining}), flush=True)
 
 

@@ -8,6 +8,7 @@ from typing import Any
 
 import attrs
 from aiohttp import web
+from server_support import TOKEN
 
 from neotoma_agent.server import Handler, create_app, serving
 from neotoma_agent.transport.embedded import EmbeddedStore
@@ -49,7 +50,7 @@ class Server:
 
     async def start(self) -> None:
         stack = contextlib.AsyncExitStack()
-        app = create_app(self.store, middlewares=[self.middleware])
+        app = create_app(self.store, token=TOKEN, middlewares=[self.middleware])
         url = await stack.enter_async_context(serving(app, port=self.port, shutdown_timeout=0.5))
         self.port = int(url.rsplit(":", 1)[1])
         self._stack = stack

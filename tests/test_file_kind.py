@@ -13,6 +13,7 @@ from pathlib import Path
 import anyio
 import pytest
 from cli_support import assert_one_line_error, cli
+from server_support import TOKEN
 
 from neotoma_agent import EmbeddedStore, NeotomaMemory, OutboxTransport
 from neotoma_agent._file_kind import WrongFileKind
@@ -27,7 +28,7 @@ async def _make_both(tmp_path: Path) -> tuple[Path, Path]:
         NeotomaMemory(s, conversation_id="c").turn("hi") as t,
     ):
         t.reply = "hello"
-    async with OutboxTransport(HttpTransport("http://127.0.0.1:9"), outbox):
+    async with OutboxTransport(HttpTransport("http://127.0.0.1:9", token=TOKEN), outbox):
         pass
     return store, outbox
 
@@ -55,7 +56,7 @@ def test_an_outbox_refuses_a_store_file_by_name(tmp_path: Path) -> None:
     store, _ = anyio.run(_make_both, tmp_path)
 
     async def open_it() -> None:
-        async with OutboxTransport(HttpTransport("http://127.0.0.1:9"), store):
+        async with OutboxTransport(HttpTransport("http://127.0.0.1:9", token=TOKEN), store):
             pass
 
     with pytest.raises(OutboxError, match="is a neotoma-agent store, not an outbox"):

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from server_support import TOKEN
 from turn_support import db_path, store
 
 from neotoma_agent import EmbeddedStore, Forgotten, NeotomaMemory, purge_forgotten
@@ -102,8 +103,10 @@ async def test_the_web_view_no_longer_lists_or_shows_it(store: Any) -> None:
     memory, _, _ = await _seed(store)
     await memory.forget()
     app = web.Application()
-    mount_ui(app, create_ui_app(store))
-    client: TestClient[web.Request, web.Application] = TestClient(TestServer(app))
+    mount_ui(app, create_ui_app(store, token=TOKEN))
+    client: TestClient[web.Request, web.Application] = TestClient(
+        TestServer(app), headers={"Authorization": f"Bearer {TOKEN}"}
+    )
     async with client:
         listed = await (await client.get("/ui/api/conversations")).json()
         page = await client.get("/ui/conversation?id=forget-me")

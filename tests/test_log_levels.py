@@ -19,11 +19,15 @@ from cli_support import clean_env
 PROGRAM = r"""
 import asyncio, sys
 from aiohttp import web
+
 from neotoma_agent import EmbeddedStore, NeotomaMemory, OutboxTransport, TurnCloseError
 from neotoma_agent.exceptions import ConnectionLost, ValidationError
 from neotoma_agent.server import create_app, serving
 from neotoma_agent.testing import FaultyTransport, key_phase
 from neotoma_agent.transport.http import HttpTransport, RetryPolicy
+
+
+TOKEN = "tok-tests"
 
 
 def closing(method, args, kwargs):
@@ -85,8 +89,9 @@ async def retried(store):
             return web.json_response({"error": "busy"}, status=503)
         return await handler(request)
 
-    app = create_app(store, middlewares=[flaky])
-    async with serving(app) as url, HttpTransport(url, retry=RetryPolicy(backoff=False)) as http:
+    app = create_app(store, token=TOKEN, middlewares=[flaky])
+    retry = RetryPolicy(backoff=False)
+    async with serving(app) as url, HttpTransport(url, token=TOKEN, retry=retry) as http:
         memory = NeotomaMemory(http, conversation_id="retried")
         async with memory.turn("Umbrella?") as t:
             t.reply = "Umbrella is a prospect"

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 import structlog
 from echo_support import MARKER, echoing
+from server_support import TOKEN
 from turn_support import capture_logs
 
 from neotoma_agent import NeotomaMemory, TurnCloseError
@@ -45,9 +46,9 @@ def _everything(logs: list[dict[str, Any]], caplog: pytest.LogCaptureFixture) ->
 
 async def test_a_turn_logs_no_server_text(caplog: pytest.LogCaptureFixture) -> None:
     async with EmbeddedStore.open(":memory:") as store:
-        app = create_app(store, middlewares=[echoing(stores_passed=1)])
+        app = create_app(store, token=TOKEN, middlewares=[echoing(stores_passed=1)])
         async with serving(app, shutdown_timeout=2.0) as url:
-            http = HttpTransport(url, retry=RetryPolicy(attempts=1, backoff=False))
+            http = HttpTransport(url, token=TOKEN, retry=RetryPolicy(attempts=1, backoff=False))
             async with http:
                 memory = NeotomaMemory(http, conversation_id="echo")
                 with capture_logs() as logs, pytest.raises(TurnCloseError):
@@ -63,10 +64,11 @@ async def test_an_outbox_logs_no_server_text(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     async with EmbeddedStore.open(":memory:") as store:
-        app = create_app(store, middlewares=[echoing(stores_passed=1)])
+        app = create_app(store, token=TOKEN, middlewares=[echoing(stores_passed=1)])
         async with serving(app, shutdown_timeout=2.0) as url:
             http = HttpTransport(
                 url,
+                token=TOKEN,
                 retry=RetryPolicy(attempts=1, backoff=False),
                 outbox=tmp_path / "outbox.db",
                 outbox_background=False,

@@ -7,6 +7,7 @@ from pathlib import Path
 import anyio
 import anyio.lowlevel
 import pytest
+from server_support import TOKEN
 from turn_support import (
     capture_logs,
     conversations,
@@ -388,7 +389,10 @@ async def test_the_same_protocol_over_http_against_the_dev_server(store: Embedde
     from neotoma_agent.transport.http import HttpTransport
 
     (acme,) = await seed(store, "Acme Corp")
-    async with serving(create_app(store)) as url, HttpTransport(url) as http:
+    async with (
+        serving(create_app(store, token=TOKEN)) as url,
+        HttpTransport(url, token=TOKEN) as http,
+    ):
         mem = memory(http, conversation_id="over-http")
         async with mem.turn("Tell me about Acme Corp", turn_id="t1") as t:
             t.reply = "A client."

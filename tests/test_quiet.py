@@ -20,6 +20,8 @@ from neotoma_agent import EmbeddedStore, NeotomaMemory
 from neotoma_agent.server import create_app, serving
 from neotoma_agent.transport.http import HttpTransport
 
+TOKEN = "tok-tests"
+
 async def turns(transport):
     memory = NeotomaMemory(transport, conversation_id="quiet")
     for i in range(3):
@@ -30,7 +32,8 @@ async def turns(transport):
 async def main():
     async with EmbeddedStore.open(sys.argv[1]) as store:
         await turns(store)
-        async with serving(create_app(store)) as url, HttpTransport(url) as http:
+        app = create_app(store, token=TOKEN)
+        async with serving(app) as url, HttpTransport(url, token=TOKEN) as http:
             await turns(http)
 
 asyncio.run(main())

@@ -200,7 +200,9 @@ COMMANDS = (
     "hooks",
 )
 # Options every command takes, described once under "Global options".
-GLOBAL_OPTIONS = frozenset(("--db", "--url", "--token", "--log-level", "--log-json", "--help"))
+GLOBAL_OPTIONS = frozenset(
+    ("--db", "--url", "--token", "--token-file", "--log-level", "--log-json", "--help")
+)
 
 
 @pytest.mark.parametrize("command", COMMANDS)

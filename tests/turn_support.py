@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 import structlog
+from server_support import TOKEN
 from structlog.testing import LogCapture
 
 from neotoma_agent._memory import NeotomaMemory
@@ -66,8 +67,8 @@ async def store(
         from neotoma_agent.transport.http import HttpTransport, RetryPolicy
 
         async with (
-            serving(create_app(embedded)) as url,
-            HttpTransport(url, retry=RetryPolicy(backoff=False)) as http,
+            serving(create_app(embedded, token=TOKEN)) as url,
+            HttpTransport(url, token=TOKEN, retry=RetryPolicy(backoff=False)) as http,
         ):
             yield http
 

@@ -192,9 +192,29 @@ def resolve_url(args: argparse.Namespace) -> str | None:
     return env_url
 
 
-def resolve_token(args: argparse.Namespace) -> str | None:
-    """``--token``, else ``$NEOTOMA_TOKEN``, else none."""
-    return getattr(args, "token", None) or os.environ.get("NEOTOMA_TOKEN") or None
+def resolve_token(args: argparse.Namespace, *, url: str | None = None) -> str | None:
+    """The token to send or serve with: the one place every command reads it from.
+
+    ``--token`` (visible to every account in the process list: prefer the others), else
+    the file ``--token-file`` names, else ``$NEOTOMA_TOKEN``; else, for a ``url`` on
+    loopback, the token a server this account started there wrote (``tokens/PORT`` in the
+    per-user data directory); else none.
+    """
+    from ._tokens import TokenFileError, read_token_file, token_for_url
+
+    token = getattr(args, "token", None)
+    if token:
+        return str(token)
+    path = getattr(args, "token_file", None)
+    if path:
+        try:
+            return read_token_file(Path(path).expanduser())
+        except TokenFileError as exc:
+            raise CLIError(str(exc), "pass --token-file with a file holding the token") from None
+    env = os.environ.get("NEOTOMA_TOKEN")
+    if env:
+        return env
+    return token_for_url(url) if url else None
 
 
 def store_label(args: argparse.Namespace) -> str:
@@ -210,7 +230,7 @@ async def open_transport(
     """The transport the global options name, closed when the block ends.
 
     With ``--url`` (or ``$NEOTOMA_URL``): an :class:`~neotoma_agent.transport.http.HttpTransport`
-    with the ``--token`` (or ``$NEOTOMA_TOKEN``), if any. Otherwise the embedded store in
+    with the token :func:`resolve_token` finds, if any. Otherwise the embedded store in
     ``--db`` (or ``$NEOTOMA_AGENT_DB``, or the per-user data directory, which is created).
     ``must_exist`` refuses to create a new, empty store file: reading one is a mistake;
     ``read_only`` opens the file for reading only (a read-only file or directory works).
@@ -220,7 +240,7 @@ async def open_transport(
         from ..transport.http import HttpTransport
 
         try:
-            transport = HttpTransport(url, token=resolve_token(args))
+            transport = HttpTransport(url, token=resolve_token(args, url=url))
         except ValueError as exc:
             raise CLIError(
                 f"bad --url: {exc}", "pass the server root, e.g. http://127.0.0.1:3080"
@@ -324,12 +344,15 @@ def explain(exc: BaseException, args: argparse.Namespace | None = None) -> CLIEr
     if isinstance(exc, ReadTimeout):
         return CLIError(f"{where} did not answer in time", "try again, or check the server")
     if isinstance(exc, AuthenticationError):
-        has_token = args is not None and resolve_token(args) is not None
+        try:
+            has_token = args is not None and resolve_token(args, url=url) is not None
+        except CLIError:
+            has_token = False
         return CLIError(
             f"{where} refused the credentials ({exc.status} {exc.code or 'unauthorized'})",
-            "check the token in --token / NEOTOMA_TOKEN"
+            "check the token in --token-file / NEOTOMA_TOKEN"
             if has_token
-            else "pass the server's token with --token or NEOTOMA_TOKEN",
+            else "pass the server's token with --token-file or NEOTOMA_TOKEN",
         )
     if isinstance(exc, NotFoundError):
         return CLIError(f"not found: {exc.message}")

@@ -12,6 +12,7 @@ import contextlib
 import json
 import os
 import sys
+from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -59,7 +60,11 @@ def run_hook_command(args: argparse.Namespace) -> int:
         url = resolve_url(args)
         state = _state_path(args)
         spec = (
-            StoreSpec(url=url, token=resolve_token(args), outbox=state.with_name("hooks-outbox.db"))
+            StoreSpec(
+                url=url,
+                token=resolve_token(args, url=url),
+                outbox=state.with_name("hooks-outbox.db"),
+            )
             if url
             else StoreSpec(db=db_path(args))
         )
@@ -138,7 +143,10 @@ def run_hooks_command(args: argparse.Namespace) -> int:
     project = _project(args) if args.scope == "project" else None
     try:
         if args.action == "install":
-            store_args = _store_args(args)
+            # An older install's --token is moved out of the user's file (never a project's:
+            # it is not read through links there).
+            existing = installed(args.harness, path) if args.scope == "user" else {}
+            store_args = _store_args(args, existing)
             change = install(args.harness, path, store_args, python=sys.executable, project=project)
             if _print_change(args.harness, change, "hooks already installed in"):
                 print(f"store: {_store_label(store_args)}")
@@ -219,27 +227,71 @@ def _print_change(harness: str, change: Change, unchanged: str) -> bool:
     return True
 
 
-def _store_args(args: argparse.Namespace) -> list[str]:
-    """The store the installed hooks name, fixed now (the harness's environment may differ)."""
+def _store_args(args: argparse.Namespace, existing: dict[str, str]) -> list[str]:
+    """The store the installed hooks name, fixed now (the harness's environment may differ).
+
+    A token never goes into the command (argv is readable by every account, the settings
+    file may be shared): ``--token`` is kept in a 0600 token file the command names, a
+    ``--token-file`` is named as it is; else the hook reads ``$NEOTOMA_TOKEN`` or the
+    token file of a server this account started on loopback. An install whose command
+    still carries ``--token`` (made by an older version) is upgraded the same way.
+    """
     url = resolve_url(args)
     extra: list[str] = []
     if args.state:
         extra += ["--state", str(Path(args.state).expanduser().resolve())]
     if args.context_chars is not None:
         extra += ["--context-chars", str(args.context_chars)]
-    if url:
-        # A token given on the command line is written; one from the environment is read
-        # by the hook from its own environment at run time.
-        token = getattr(args, "token", None)
-        return ["--url", url, *(["--token", token] if token else []), *extra]
-    return ["--db", str(db_path(args).resolve()), *extra]
+    if not url:
+        return ["--db", str(db_path(args).resolve()), *extra]
+    token = getattr(args, "token", None)
+    token_file = getattr(args, "token_file", None)
+    if token and args.scope == "project":
+        raise CLIError(
+            "refusing to write a token into the project's hook settings: they are shared "
+            "(committed, read by everyone who clones the project)",
+            "drop --token: set $NEOTOMA_TOKEN where the agent runs, or pass --token-file",
+        )
+    if token_file:
+        return ["--url", url, "--token-file", str(Path(token_file).expanduser().resolve()), *extra]
+    if not token and args.scope == "user":
+        token = _token_in(existing.values(), url)  # an older install's --token, moved out
+    if token:
+        from ._tokens import TokenFileError, token_dir, write_token_file
+
+        try:
+            path = write_token_file(token_dir() / f"hooks-{args.harness}", token)
+        except (OSError, TokenFileError) as exc:
+            raise CLIError(f"cannot keep the token in a file: {exc}") from None
+        return ["--url", url, "--token-file", str(path), *extra]
+    return ["--url", url, *extra]
+
+
+def _token_in(commands: Iterable[str], url: str) -> str | None:
+    """The value of ``--token`` in the first of ``commands`` that has one for ``url`` (a
+    token is never carried over to another server)."""
+    import itertools
+    import shlex
+
+    for command in commands:
+        try:
+            words = shlex.split(command)
+        except ValueError:
+            continue
+        found = dict(itertools.pairwise(words))
+        if found.get("--url") == url and found.get("--token"):
+            return found["--token"]
+    return None
 
 
 def _store_label(store_args: list[str]) -> str:
     if "--url" in store_args:
         url = store_args[store_args.index("--url") + 1]
-        token = "--token" in store_args
-        return f"{url} (token {'written in the settings file' if token else 'from $NEOTOMA_TOKEN'})"
+        if "--token-file" in store_args:
+            where = f"token in {store_args[store_args.index('--token-file') + 1]}"
+        else:
+            where = "token from $NEOTOMA_TOKEN or the local server's token file"
+        return f"{url} ({where})"
     return store_args[store_args.index("--db") + 1]
 
 
@@ -279,7 +331,9 @@ HOOKS = Command(
     description="""
         install: add `neotoma-agent hook` for every event the harness needs to its settings
         (other hooks kept, a backup of the old file made, a second install changes
-        nothing), naming the store (--db, or --url/--token). uninstall: remove them.
+        nothing), naming the store (--db, or --url; a --token is kept in a 0600 file the
+        command names, never in the command; refused with --scope project). uninstall:
+        remove them.
         status: whether they are installed and when each last fired.
     """,
     run=run_hooks_command,

@@ -57,8 +57,9 @@ _LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
 
 _EPILOG = """\
 The store is the SQLite file in --db (default: $NEOTOMA_AGENT_DB, else a per-user data
-directory), or a Neotoma server with --url (default: $NEOTOMA_URL) and --token (default:
-$NEOTOMA_TOKEN). Global options may come before or after the command.
+directory), or a Neotoma server with --url (default: $NEOTOMA_URL) and its token: from
+--token-file or $NEOTOMA_TOKEN, or found by itself for a server `serve` started on this
+machine. Global options may come before or after the command.
 
 Start with:  neotoma-agent demo
 """
@@ -152,8 +153,8 @@ def _configure_logging(level: str, as_json: bool) -> Callable[[], None]:
 _GLOBAL_HELP: dict[str, dict[str, str | None]] = {
     "serve": {
         "--url": None,
-        "--token": "the bearer token clients must send (default: $NEOTOMA_TOKEN); "
-        "required to listen beyond loopback",
+        "--token": "the bearer token clients must send (default: --token-file, else "
+        "$NEOTOMA_TOKEN, else a new one each start, kept in the per-user data directory)",
     },
 }
 
@@ -196,8 +197,17 @@ def _add_global_options(
             {
                 "metavar": "TOKEN",
                 "default": default(None),
-                "help": "bearer token for --url (default: $NEOTOMA_TOKEN); "
-                "for `serve`, the token clients must send",
+                "help": "bearer token for --url (default: $NEOTOMA_TOKEN); other accounts "
+                "see argv: prefer --token-file or $NEOTOMA_TOKEN",
+            },
+        ),
+        (
+            "--token-file",
+            {
+                "metavar": "PATH",
+                "default": default(None),
+                "help": "read the token from this file (kept out of the process list); "
+                "a loopback server started by `serve` is found without it",
             },
         ),
         (
@@ -226,7 +236,11 @@ def _add_global_options(
             meaning = meanings[flag]
             kwargs = {**kwargs, "help": argparse.SUPPRESS if meaning is None else meaning}
         elif command is not None and flag == "--token":
-            kwargs = {**kwargs, "help": "bearer token for --url (default: $NEOTOMA_TOKEN)"}
+            kwargs = {
+                **kwargs,
+                "help": "bearer token for --url (default: $NEOTOMA_TOKEN); other accounts "
+                "see argv: prefer --token-file or $NEOTOMA_TOKEN",
+            }
         if flag not in existing:
             group.add_argument(flag, **kwargs)  # type: ignore[arg-type]
 

@@ -39,7 +39,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
     url = resolve_url(args)
     if url is not None:
-        done = run_async(flush_outbox, path, url, resolve_token(args))
+        done = run_async(flush_outbox, path, url, resolve_token(args, url=url))
     elif args.db:
         done = run_async(_flush_into_store, args, path)
     else:

@@ -7,9 +7,11 @@ import errno
 import os
 import socket
 import sys
+from pathlib import Path
 
 from ._common import CLIError, Command, db_path, option, resolve_token
 from ._paths import private_parent
+from ._tokens import announce_token, login_link, new_token, remove_token_file
 
 __all__ = ["register"]
 
@@ -37,7 +39,7 @@ def _bind_error(host: str, port: int, exc: OSError) -> CLIError:
 
 def run(args: argparse.Namespace) -> int:
     """Serve until SIGINT or SIGTERM."""
-    from ..server import is_loopback_host, run_server
+    from ..server import run_server
 
     if not 0 <= args.port <= 65535:
         raise CLIError(
@@ -48,13 +50,8 @@ def run(args: argparse.Namespace) -> int:
             "serve runs the store file, not a server at --url",
             "drop --url (or unset NEOTOMA_URL) and pass --db",
         )
-    token = resolve_token(args)
-    if token is None and not is_loopback_host(args.host):
-        raise CLIError(
-            f"refusing to listen on {args.host} without a token: anyone who can reach it "
-            "could read and write the store",
-            "pass --token (or set NEOTOMA_TOKEN), or bind 127.0.0.1",
-        )
+    given = resolve_token(args)
+    token = given or new_token()
     db = db_path(args)
     if not args.db:
         private_parent(db)
@@ -63,17 +60,22 @@ def run(args: argparse.Namespace) -> int:
             f"cannot open the store {db}: directory {db.parent} does not exist",
             "create the directory, or pass --db with a file in an existing directory",
         )
+    written: list[Path] = []
 
     def ready(host: str, port: int) -> None:
         shown = f"[{host}]" if ":" in host else host
-        auth = "bearer token required" if token else "loopback callers, no token"
-        print(f"serving {db} on http://{shown}:{port} ({auth}); Ctrl-C to stop", flush=True)
+        print(f"serving {db} on http://{shown}:{port} (token required); Ctrl-C to stop", flush=True)
+        announce_token(token, port, generated=given is None, written=written)
+        print(f"web view: {login_link(f'http://{shown}:{port}/ui/', token, given)}", flush=True)
 
     try:
         run_server(str(db), host=args.host, port=args.port, token=token, on_ready=ready)
     except OSError as exc:
         # Raised by the bind, before the store file is created.
         raise _bind_error(args.host, args.port, exc) from None
+    finally:
+        for path in written:
+            remove_token_file(path, token)
     print("stopped", file=sys.stderr)
     return 0
 
@@ -84,7 +86,10 @@ COMMAND = Command(
     description="""
         Serve the store file (--db) over the subset of Neotoma's REST API this library uses,
         so that several processes, or `--url`, can share one store. Binds 127.0.0.1 unless
-        --host says otherwise, which needs --token. Stop with Ctrl-C.
+        --host says otherwise. Every caller needs the token: --token-file or $NEOTOMA_TOKEN,
+        else a new one each start, kept 0600 in the per-user data directory where clients
+        on this machine find it. The web view is at /ui/ (the printed link logs in). Stop
+        with Ctrl-C.
     """,
     run=run,
     options=(

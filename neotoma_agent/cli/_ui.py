@@ -9,33 +9,26 @@ import os
 import signal
 import sys
 import urllib.parse
+from pathlib import Path
 
 from ._common import CLIError, Command, open_transport, option
+from ._tokens import announce_token, login_link, new_token, remove_token_file
 
 __all__ = ["register"]
 
 
-def _check(args: argparse.Namespace, token: str | None) -> None:
-    from ..server import is_loopback_host
-
+def _check(args: argparse.Namespace) -> None:
     if not 0 <= args.port <= 65535:
         raise CLIError(
             f"--port {args.port} is out of range", "pass 0 to 65535 (0 picks a free one)"
         )
-    if token is None and not is_loopback_host(args.host):
-        raise CLIError(
-            f"refusing to show the store on {args.host} without --ui-token: anyone who can "
-            "reach it could read every message",
-            "pass --ui-token (or set NEOTOMA_UI_TOKEN), or bind 127.0.0.1",
-        )
 
 
-async def _serve(args: argparse.Namespace, token: str | None) -> None:
-    from aiohttp import web
-
+async def _serve(args: argparse.Namespace, token: str, given: str | None) -> None:
     from ..server import serving
     from ..server._app import bind_socket
-    from ..ui import UI_PREFIX, create_ui_app, mount_ui
+    from ..ui import UI_PREFIX
+    from ..ui._app import standalone_app
 
     sock = bind_socket(args.host, args.port)
     stop = asyncio.Event()
@@ -45,24 +38,23 @@ async def _serve(args: argparse.Namespace, token: str | None) -> None:
             loop.add_signal_handler(sig, stop.set)
     try:
         async with open_transport(args, must_exist=True, read_only=True) as transport:
-            app = web.Application()
-            mount_ui(app, create_ui_app(transport, token=token, outbox=args.outbox))
+            app = standalone_app(transport, token=token, outbox=args.outbox, hosts=[args.host])
+            written: list[Path] = []
+            try:
+                async with serving(app, sock=sock, shutdown_timeout=5.0) as url:
+                    page = f"{url}{UI_PREFIX}/"
+                    print(f"web view on {page}; Ctrl-C to stop", flush=True)
+                    port = urllib.parse.urlsplit(url).port or args.port
+                    announce_token(token, port, generated=given is None, written=written)
+                    print(f"log in: {login_link(page, token, given)}", flush=True)
+                    if args.open:
+                        import webbrowser
 
-            async def root(request: web.Request) -> web.StreamResponse:
-                raise web.HTTPFound(f"{UI_PREFIX}/")
-
-            app.router.add_get("/", root)
-            async with serving(app, sock=sock, shutdown_timeout=5.0) as url:
-                page = f"{url}{UI_PREFIX}/"
-                login = page + ("?" + urllib.parse.urlencode({"token": token}) if token else "")
-                print(f"web view on {page}; Ctrl-C to stop", flush=True)
-                if args.open:
-                    import webbrowser
-
-                    webbrowser.open(login)
-                elif token:
-                    print(f"open {page}?token=... (the --ui-token) once to log in", flush=True)
-                await stop.wait()
+                        webbrowser.open(page + "?" + urllib.parse.urlencode({"token": token}))
+                    await stop.wait()
+            finally:
+                for path in written:
+                    remove_token_file(path, token)
     finally:
         sock.close()
         for sig in (signal.SIGINT, signal.SIGTERM):
@@ -76,10 +68,10 @@ def run(args: argparse.Namespace) -> int:
         import jinja2  # noqa: F401
     except ImportError:
         raise CLIError("the web view needs Jinja2", "pip install 'neotoma-agent[ui]'") from None
-    token = args.ui_token or os.environ.get("NEOTOMA_UI_TOKEN") or None
-    _check(args, token)
+    given = args.ui_token or os.environ.get("NEOTOMA_UI_TOKEN") or None
+    _check(args)
     try:
-        asyncio.run(_serve(args, token))
+        asyncio.run(_serve(args, given or new_token(), given))
     except OSError as exc:
         reason = os.strerror(exc.errno) if exc.errno else str(exc)
         raise CLIError(
@@ -97,8 +89,10 @@ COMMAND = Command(
         Serve a read-only web view of the store (--db, or a Neotoma server with --url):
         conversations, each conversation's turns with their exact texts and statuses,
         entities and the turns that referred to them, and the store's health. Binds
-        127.0.0.1 unless --host says otherwise, which needs --ui-token. Needs the `ui`
-        extra (pip install 'neotoma-agent[ui]'). Stop with Ctrl-C.
+        127.0.0.1 unless --host says otherwise. Every page needs a token: --ui-token or
+        $NEOTOMA_UI_TOKEN, else a new one each start (the printed link logs in; kept 0600 in
+        the per-user data directory). Needs the `ui` extra (pip install
+        'neotoma-agent[ui]'). Stop with Ctrl-C.
     """,
     run=run,
     options=(
@@ -109,7 +103,8 @@ COMMAND = Command(
             "--ui-token",
             metavar="TOKEN",
             default=None,
-            help="token every page requires (default: $NEOTOMA_UI_TOKEN; none on loopback)",
+            help="token every page requires (default: $NEOTOMA_UI_TOKEN, else a new one "
+            "each start)",
         ),
         option("--outbox", metavar="PATH", default=None, help="outbox file the health page shows"),
     ),

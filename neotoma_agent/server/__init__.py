@@ -9,13 +9,15 @@ routes, and the same request validation (closed top-level keys on the write rout
 issues). Features outside the subset (file uploads, dry runs, time travel) are refused with
 ``501 NOT_IMPLEMENTED`` rather than silently ignored.
 
-Auth: without a token the server binds loopback only and serves the local user, refusing any
-``Authorization: Bearer`` it cannot validate (as a default Neotoma refuses ``dev-local``);
-with a token every route but ``GET /health`` requires ``Authorization: Bearer <token>``.
+Auth: every route but ``GET /health`` requires ``Authorization: Bearer <token>``, loopback
+callers included (another account on the machine connects from loopback too). Before any
+route, ``_guard`` refuses a ``Host`` that is not this server's (DNS rebinding) and a
+cross-origin write.
 
 The package: ``_replies`` (how a refusal is shaped: envelopes, HTML pages, Zod issues),
 ``_validate`` (request bodies decoded and checked per route), ``_routes`` (one handler per
-route, forwarding to the store), ``_app`` (auth, the middlewares, the app factory, running it).
+route, forwarding to the store), ``_guard`` (Host, Origin, proxies), ``_app`` (auth, the
+middlewares, the app factory, running it).
 """
 
 from neotoma_agent.server._app import (

@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hmac
-import ipaddress
 import os
 import signal
 import socket
@@ -26,6 +25,7 @@ from neotoma_agent._log import get_logger
 from neotoma_agent.exceptions import APIError, RateLimitedError
 from neotoma_agent.server._conversations import CONVERSATION_ROUTES
 from neotoma_agent.server._get_routes import READ_ROUTES
+from neotoma_agent.server._guard import allowed_hosts, is_loopback_address, local_guard
 from neotoma_agent.server._replies import (
     Reply,
     html_response,
@@ -92,18 +92,6 @@ def _raised_at(exc: BaseException) -> list[str]:
     return [f"{Path(f.filename).name}:{f.lineno} in {f.name}" for f in frames]
 
 
-def _is_loopback_address(address: str | None) -> bool:
-    if not address:
-        return False
-    try:
-        ip = ipaddress.ip_address(address.split("%", 1)[0])
-    except ValueError:
-        return False
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        return ip.ipv4_mapped.is_loopback
-    return ip.is_loopback
-
-
 def _bearer(request: web.Request) -> bytes | None:
     """The credential of ``Authorization: Bearer <credential>``, as the bytes sent."""
     header = request.headers.get("Authorization", "")
@@ -121,25 +109,20 @@ _AUTH_REQUIRED_HINT = "Send Authorization: Bearer <token>, the token the server 
 
 @web.middleware
 async def _auth(request: web.Request, handler: Handler) -> web.StreamResponse:
-    """Who may call: the local user from loopback, or any caller with the server's token."""
+    """Who may call: a caller with the server's token, wherever it connects from.
+
+    Loopback is not a user boundary (another account on the machine connects from it
+    too), so no address is exempt. The web view, mounted as a sub-application, checks the
+    same token itself (a browser sends a cookie, not a header).
+    """
     if (
         request.match_info.http_exception is not None
         or request.path == "/health"
-        or request.app.get(SELF_AUTHENTICATED, False)
+        or any(app.get(SELF_AUTHENTICATED, False) for app in request.match_info.apps)
     ):
         return await handler(request)
-    token = request.app.get(_TOKEN_KEY)
+    token = request.app[_TOKEN_KEY]
     bearer = _bearer(request)
-    if token is None:
-        if bearer is not None:
-            # Like a default Neotoma: a token it cannot validate is refused, not ignored, so
-            # a client configured with a made-up token finds out here rather than in prod.
-            raise _invalid_token()
-        if "X-Forwarded-For" in request.headers or not _is_loopback_address(request.remote):
-            raise refusal(
-                401, "AUTH_REQUIRED", "Missing Bearer token", {"hint": _AUTH_REQUIRED_HINT}
-            )
-        return await handler(request)
     if bearer is None:
         raise refusal(401, "AUTH_REQUIRED", "Missing Bearer token", {"hint": _AUTH_REQUIRED_HINT})
     if not hmac.compare_digest(bearer, token.encode()):
@@ -162,25 +145,29 @@ def _as_middleware(inner: Middleware) -> Middleware:
 def create_app(
     store: Transport,
     *,
-    token: str | None = None,
+    token: str,
     max_body_size: int = DEFAULT_MAX_BODY_SIZE,
     middlewares: Sequence[Middleware] = (),
+    hosts: Sequence[str] = (),
 ) -> web.Application:
     """An ``aiohttp.web`` application serving ``store`` over Neotoma's REST subset.
 
-    The caller owns ``store`` (the app never closes it). With ``token``, every route but
-    ``GET /health`` requires ``Authorization: Bearer <token>``. Bodies larger than
-    ``max_body_size`` bytes are refused with 413. ``middlewares`` run innermost, after
-    authentication and just around the route handler (tests inject faults and latency there).
+    The caller owns ``store`` (the app never closes it). Every route but ``GET /health``
+    requires ``Authorization: Bearer <token>`` (``secrets.token_urlsafe()`` makes a good
+    one); there is no tokenless mode, loopback included. Every route refuses a ``Host``
+    that is not a loopback name or the address the request arrived on (421: DNS
+    rebinding), plus ``hosts`` (other names the server is reached by), and a cross-origin
+    write (403). Bodies larger than ``max_body_size`` bytes are refused with 413.
+    ``middlewares`` run innermost, after authentication and just around the route handler
+    (tests inject faults and latency there).
     """
-    if token is not None and not token:
-        raise ValueError("token must be a non-empty string or None")
-    chain: list[Middleware] = [_answers, _auth]
+    _check_token(token)
+    chain: list[Middleware] = [local_guard, _answers, _auth]
     chain.extend(_as_middleware(m) for m in middlewares)
     app = web.Application(client_max_size=max_body_size, middlewares=chain)
     app[STORE_KEY] = store
-    if token is not None:
-        app[_TOKEN_KEY] = token
+    app[_TOKEN_KEY] = token
+    allowed_hosts(app, hosts)
     for path, handler in {**POST_ROUTES, **SEARCH_ROUTES}.items():
         app.router.add_post(path, handler)
     for path, handler in {**GET_ROUTES, **CONVERSATION_ROUTES, **READ_ROUTES}.items():
@@ -192,15 +179,12 @@ def is_loopback_host(host: str) -> bool:
     """Whether binding ``host`` exposes the server to this machine only."""
     if host == "localhost":
         return True
-    return _is_loopback_address(host)
+    return is_loopback_address(host)
 
 
-def _check_bind(host: str, token: str | None) -> None:
-    if token is None and not is_loopback_host(host):
-        raise ValueError(
-            f"refusing to listen on {host!r} without a token: anyone who can reach it could "
-            "read and write the store; pass a token or bind 127.0.0.1"
-        )
+def _check_token(token: object) -> None:
+    if not isinstance(token, str) or not token:
+        raise ValueError("token must be a non-empty string (e.g. secrets.token_urlsafe())")
 
 
 @contextlib.asynccontextmanager
@@ -283,8 +267,8 @@ async def serve(
     db_path: str | os.PathLike[str],
     host: str = "127.0.0.1",
     port: int = 3080,
-    token: str | None = None,
     *,
+    token: str,
     max_body_size: int = DEFAULT_MAX_BODY_SIZE,
     shutdown_timeout: float = 30.0,
     on_ready: Callable[[str, int], None] | None = None,
@@ -294,12 +278,12 @@ async def serve(
 
     ``with_ui``: also serve the web view under ``/ui/`` when the ``ui`` extra is installed.
 
-    Refuses (``ValueError``) to listen on a non-loopback ``host`` without ``token``. On a
-    signal it stops accepting connections, lets in-flight requests finish (at most
-    ``shutdown_timeout`` seconds) and closes the store. ``on_ready(host, port)`` is called
-    once listening (``port=0`` picks a free port).
+    Every caller must send ``token`` (``Authorization: Bearer``; the web view takes it once
+    as ``/ui/?token=``). On a signal it stops accepting connections, lets in-flight
+    requests finish (at most ``shutdown_timeout`` seconds) and closes the store.
+    ``on_ready(host, port)`` is called once listening (``port=0`` picks a free port).
     """
-    _check_bind(host, token)
+    _check_token(token)
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     installed: list[signal.Signals] = []
@@ -313,7 +297,7 @@ async def serve(
     sock = bind_socket(host, port)
     try:
         async with EmbeddedStore.open(os.fspath(db_path)) as store:
-            app = create_app(store, token=token, max_body_size=max_body_size)
+            app = create_app(store, token=token, max_body_size=max_body_size, hosts=[host])
             if with_ui:
                 _mount_ui(app, store, token)
             await _run_app(
@@ -331,7 +315,7 @@ async def serve(
             loop.remove_signal_handler(sig)
 
 
-def _mount_ui(app: web.Application, store: Transport, token: str | None) -> None:
+def _mount_ui(app: web.Application, store: Transport, token: str) -> None:
     try:
         from neotoma_agent.ui import create_ui_app, mount_ui
     except ImportError:
@@ -346,19 +330,19 @@ def run_server(
     db_path: str | os.PathLike[str],
     host: str = "127.0.0.1",
     port: int = 3080,
-    token: str | None = None,
     *,
+    token: str,
     max_body_size: int = DEFAULT_MAX_BODY_SIZE,
     on_ready: Callable[[str, int], None] | None = None,
 ) -> None:
     """Blocking entry point for ``neotoma-agent serve``: :func:`serve` on a new event loop."""
-    _check_bind(host, token)  # fail before creating a loop
+    _check_token(token)  # fail before creating a loop
     asyncio.run(
         serve(
             db_path,
             host,
             port,
-            token,
+            token=token,
             max_body_size=max_body_size,
             on_ready=on_ready,
         )

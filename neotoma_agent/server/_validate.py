@@ -96,6 +96,17 @@ def _string(
     return _typed(body, key, issues, "string", str, required=required)
 
 
+def _term(
+    body: Mapping[str, Any], key: str, issues: Issues, *, required: bool = False
+) -> str | None:
+    """A string the store searches for: no NUL (no stored name can hold one to match)."""
+    value = _string(body, key, issues, required=required)
+    if value is not None and "\x00" in value:
+        issues.custom([key], "must not contain a NUL character")
+        return None
+    return value
+
+
 def _integer(body: Mapping[str, Any], key: str, issues: Issues) -> int | None:
     value = body.get(key, MISSING)
     if value is MISSING:
@@ -316,7 +327,7 @@ def store(body: Mapping[str, Any]) -> dict[str, Any]:
 def retrieve_entity_by_identifier(body: Mapping[str, Any]) -> tuple[dict[str, Any], int | None]:
     """The body to forward, and how many observations to add to each hit (None: none)."""
     issues = Issues()
-    _string(body, "identifier", issues, required=True)
+    _term(body, "identifier", issues, required=True)
     entity_type = _string(body, "entity_type", issues)
     by = _string(body, "by", issues)
     limit = _integer(body, "limit", issues)
@@ -452,7 +463,7 @@ def entities_query(body: Mapping[str, Any]) -> dict[str, Any]:
         _string(body, key, issues)
     search: str | None = None
     for alias in ("search", "query", "search_query"):
-        search = search or _string(body, alias, issues)
+        search = search or _term(body, alias, issues)
     entity_types = _typed(body, "entity_types", issues, "array", list, required=False)
     for index, item in enumerate(entity_types or ()):
         if not isinstance(item, str):

@@ -15,13 +15,14 @@ from __future__ import annotations
 import hmac
 import importlib.resources
 import os
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Final
 
 from aiohttp import web
 
 from .._log import get_logger
 from ..exceptions import NeotomaError
+from ..server._guard import allowed_hosts, local_guard
 from ..transport._base import Transport
 from . import _views
 from ._html import render
@@ -73,8 +74,13 @@ async def _conversations(request: web.Request, transport: Transport) -> tuple[st
 
 
 async def _conversation(request: web.Request, transport: Transport) -> tuple[str, Any] | None:
+    from .._identity import IdentityError
+
     before = request.query.get("before") or None
-    data = await _views.conversation_view(transport, _required(request, "id"), before=before)
+    try:
+        data = await _views.conversation_view(transport, _required(request, "id"), before=before)
+    except IdentityError:
+        return None  # an id no conversation can have (blank, a rejected value): not found
     return None if data is None else ("conversation.html", data)
 
 
@@ -84,7 +90,10 @@ async def _entity(request: web.Request, transport: Transport) -> tuple[str, Any]
 
 
 async def _search(request: web.Request, transport: Transport) -> tuple[str, Any]:
-    return "search.html", await _views.search_view(transport, request.query.get("q", ""))
+    query = request.query.get("q", "")
+    if "\x00" in query:
+        raise web.HTTPBadRequest(text="q must not contain a NUL character")
+    return "search.html", await _views.search_view(transport, query)
 
 
 async def _health(request: web.Request, transport: Transport) -> tuple[str, Any]:
@@ -105,13 +114,22 @@ _PAGES: Final[Mapping[str, View]] = {
 }
 
 
+def _matches(offered: str, token: str) -> bool:
+    """Whether ``offered`` is the token, compared in constant time.
+
+    aiohttp decodes bytes that are not UTF-8 (in a header, a cookie, a query) as lone
+    surrogates: encoding them back the same way gives the bytes sent and cannot fail.
+    """
+    return bool(offered) and hmac.compare_digest(
+        offered.encode("utf-8", "surrogateescape"), token.encode()
+    )
+
+
 def _authorised(request: web.Request) -> bool:
-    token = request.app.get(_TOKEN)
-    if not token:
-        return True
+    token = request.app[_TOKEN]
     header = request.headers.get("Authorization", "")
     offered = header[7:] if header.startswith("Bearer ") else request.cookies.get(_COOKIE, "")
-    return bool(offered) and hmac.compare_digest(offered.encode(), token.encode())
+    return _matches(offered, token)
 
 
 def _error(request: web.Request, status: int, message: str, *, as_json: bool) -> web.Response:
@@ -126,12 +144,12 @@ async def _guard(
     request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
 ) -> web.StreamResponse:
     as_json = request.path.startswith(f"{request.app[_BASE]}/api/")
-    token = request.app.get(_TOKEN)
+    token = request.app[_TOKEN]
     offered = request.query.get("token")
-    if token and offered is not None:
-        # A link with ?token= (what `neotoma-agent ui` prints) logs the browser in once: the
+    if offered is not None:
+        # A link with ?token= (what `serve` and `ui` print) logs the browser in once: the
         # token moves to a cookie and the address bar loses it.
-        if not hmac.compare_digest(offered.encode(), token.encode()):
+        if not _matches(offered, token):
             response: web.StreamResponse = _error(request, 401, "wrong token", as_json=as_json)
         else:
             query = {k: v for k, v in request.query.items() if k != "token"}
@@ -197,28 +215,55 @@ async def _css(request: web.Request) -> web.Response:
 def create_ui_app(
     transport: Transport,
     *,
-    token: str | None = None,
+    token: str,
     outbox: str | os.PathLike[str] | None = None,
     prefix: str = UI_PREFIX,
 ) -> web.Application:
     """The read-only web view over ``transport``, to mount at ``prefix``.
 
-    ``token``: every request must carry it (``Authorization: Bearer``, or the cookie a
-    first visit with ``?token=`` sets). ``outbox``: the outbox file whose queue the health
-    page shows. The application never writes to the store. Mount it with
-    :func:`mount_ui` (or ``parent.add_subapp(prefix, app)``).
+    ``token`` (required, non-empty): every request must carry it (``Authorization:
+    Bearer``, or the HttpOnly ``SameSite=Strict`` cookie a first visit with ``?token=``
+    sets, the token then leaving the address bar by a redirect). A ``Host`` that is not a
+    loopback name or the address the request arrived on is refused (421), as on the
+    server. ``outbox``: the outbox file whose queue the health page shows. The
+    application never writes to the store. Mount it with :func:`mount_ui` (or
+    ``parent.add_subapp(prefix, app)``).
     """
-    app = web.Application(middlewares=[_guard])
+    if not isinstance(token, str) or not token:
+        raise ValueError("token must be a non-empty string (e.g. secrets.token_urlsafe())")
+    app = web.Application(middlewares=[local_guard, _guard])
     app[_TRANSPORT] = transport
     app[_BASE] = prefix.rstrip("/")
-    if token:
-        app[_TOKEN] = token
+    app[_TOKEN] = token
     if outbox is not None:
         app[_OUTBOX] = os.fspath(outbox)
     for path, view in _PAGES.items():
         app.router.add_get(f"/{path}", _handler(view, as_json=False))
         app.router.add_get(f"/api/{path or 'conversations'}", _handler(view, as_json=True))
     app.router.add_get("/static/ui.css", _css)
+    return app
+
+
+def standalone_app(
+    transport: Transport,
+    *,
+    token: str,
+    outbox: str | os.PathLike[str] | None = None,
+    hosts: Sequence[str] = (),
+) -> web.Application:
+    """The whole of ``neotoma-agent ui``: the view at :data:`UI_PREFIX`, ``/`` leading there.
+
+    The ``Host`` guard runs on the root application too, so that no path (``/`` and
+    unrouted ones included) answers a rebound name; ``hosts`` are the names it was bound to.
+    """
+    app = web.Application(middlewares=[local_guard])
+    allowed_hosts(app, hosts)
+    mount_ui(app, create_ui_app(transport, token=token, outbox=outbox))
+
+    async def root(request: web.Request) -> web.StreamResponse:
+        raise web.HTTPFound(f"{UI_PREFIX}/")
+
+    app.router.add_get("/", root)
     return app
 
 

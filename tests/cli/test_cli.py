@@ -393,7 +393,8 @@ def test_conflicting_and_malformed_options_are_one_line_errors(tmp_path: Path) -
     assert_one_line_error(cli("stats", "--url", "ftp://host", home=tmp_path), "bad --url")
     assert_one_line_error(cli("import", "missing.jsonl", home=tmp_path), "not found")
     assert_one_line_error(
-        cli("serve", "--host", "0.0.0.0", "--db", "x.db", home=tmp_path), "without a token"
+        cli("stats", "--url", "http://127.0.0.1:9", "--token-file", "nope", home=tmp_path),
+        "no token file at nope",
     )
     assert_one_line_error(
         cli("serve", "--url", "http://127.0.0.1:9", home=tmp_path), "not a server"
@@ -482,8 +483,11 @@ def test_every_command_runs_against_a_server_with_url(tmp_path: Path) -> None:
         over_http = json.loads(ok(cli("show", "web", "--json", *auth, home=tmp_path)))
         stats = json.loads(ok(cli("stats", "--json", *auth, home=tmp_path)))
 
-        refused = cli("stats", "--url", url, home=tmp_path)
-        assert_one_line_error(refused, "refused the credentials", "--token")
+        # Another account (another data directory) has no token file to find it in.
+        elsewhere = tmp_path / "elsewhere"
+        elsewhere.mkdir()
+        refused = cli("stats", "--url", url, home=elsewhere)
+        assert_one_line_error(refused, "refused the credentials", "--token-file")
         wrong = cli("stats", "--url", url, "--token", "not-the-token", home=tmp_path)
         assert_one_line_error(wrong, "refused the credentials")
         assert "not-the-token" not in wrong.stderr + wrong.stdout

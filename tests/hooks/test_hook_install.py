@@ -264,3 +264,127 @@ def test_a_codex_project_install_says_codex_reads_it_only_in_a_trusted_project(
     assert "trusted project" not in out
     _, out = run(capsys, "hooks", "install", "cursor", *scope, "--db", db)
     assert "trusted project" not in out
+
+
+# --- tokens stay out of argv and out of shared files --------------------------------------------
+
+SECRET = "tok-secret-not-in-argv"
+URL = "http://127.0.0.1:3080"
+
+
+def _all_commands(path: Path) -> list[str]:
+    data = json.loads(path.read_text())
+    return [h["command"] for groups in data["hooks"].values() for g in groups for h in g["hooks"]]
+
+
+def test_a_token_given_at_install_goes_to_a_0600_file_the_command_names(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    status, out = run(capsys, "hooks", "install", "codex", "--url", URL, "--token", SECRET)
+    assert status == 0
+    settings = tmp_path / "home" / ".codex" / "hooks.json"
+    assert SECRET not in settings.read_text() + out
+    token_file = tmp_path / "data" / "neotoma-agent" / "tokens" / "hooks-codex"
+    assert token_file.read_text().strip() == SECRET
+    assert token_file.stat().st_mode & 0o777 == 0o600
+    assert token_file.parent.stat().st_mode & 0o777 == 0o700
+    for command in _all_commands(settings):
+        argv = shlex.split(command)
+        assert "--token" not in argv
+        assert argv[argv.index("--token-file") + 1] == str(token_file)
+    assert f"token in {token_file}" in out
+
+
+def test_a_token_file_given_at_install_is_named_as_it_is(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    mine = tmp_path / "my.token"
+    mine.write_text(SECRET)
+    status, _ = run(capsys, "hooks", "install", "cursor", "--url", URL, "--token-file", str(mine))
+    assert status == 0
+    settings = tmp_path / "home" / ".cursor" / "hooks.json"
+    data = json.loads(settings.read_text())
+    commands = [e["command"] for entries in data["hooks"].values() for e in entries]
+    assert commands
+    for command in commands:
+        argv = shlex.split(command)
+        assert argv[argv.index("--token-file") + 1] == str(mine)
+        assert "--token" not in argv
+
+
+def test_project_scope_refuses_a_token(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    project = tmp_path / "project"
+    project.mkdir()
+    status = main(
+        ["hooks", "install", "cursor", "--scope", "project", "--project", str(project),
+         "--url", URL, "--token", SECRET]
+    )  # fmt: skip
+    captured = capsys.readouterr()
+    assert status == 1
+    assert "shared" in captured.err
+    assert SECRET not in captured.err + captured.out
+    assert not (project / ".cursor").exists()
+
+
+def test_reinstalling_moves_an_old_token_out_of_the_command(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # An install as the previous version wrote it: the token in every command's argv.
+    settings = tmp_path / "home" / ".claude" / "settings.json"
+    old = [sys.executable, "-m", "neotoma_agent", "hook", "claude-code"]
+    install("claude-code", settings, ["--url", URL, "--token", SECRET], python=sys.executable)
+    assert SECRET in settings.read_text()
+    assert shlex.join(old) in settings.read_text()
+    status, out = run(capsys, "hooks", "install", "claude-code", "--url", URL)
+    assert status == 0
+    text = settings.read_text()
+    assert SECRET not in text
+    assert "updated" in out
+    token_file = tmp_path / "data" / "neotoma-agent" / "tokens" / "hooks-claude-code"
+    assert token_file.read_text().strip() == SECRET
+    for command in _all_commands(settings):
+        assert "--token-file" in shlex.split(command)
+
+
+def test_an_installed_command_reaches_a_served_store_through_its_token_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The command `hooks install --token` wrote, run as the harness runs it, against a
+    # real `serve` that requires the token: the turn is stored, the token never in argv.
+    from cli_support import cli, serving
+
+    served = tmp_path / "served.db"
+    home = tmp_path / "home"
+    home.mkdir()
+    with serving(served, home, token=SECRET) as url:
+        installed = run(capsys, "hooks", "install", "claude-code", "--url", url, "--token", SECRET)
+        assert installed[0] == 0
+        settings = home / ".claude" / "settings.json"
+        commands = json.loads(settings.read_text())["hooks"]
+        state = str(tmp_path / "state.db")
+        for event, payload in recorded("claude-code", "completed"):
+            [group] = commands[event]
+            argv = shlex.split(group["hooks"][0]["command"])
+            assert SECRET not in argv
+            hook_args = argv[argv.index("hook") :]
+            result = cli(*hook_args, "--state", state, home=home, stdin=json.dumps(payload))
+            assert result.returncode == 0
+            assert result.stderr == "", result.stderr
+        session = recorded("claude-code", "completed")[0][1]["session_id"]
+        shown = cli("show", f"claude-code-{session}", "--json", "--url", url, home=home)
+        assert shown.returncode == 0, shown.stderr
+        assert json.loads(shown.stdout)["turns"][0]["status"] == "completed"
+
+
+def test_an_old_token_is_not_carried_over_to_another_server(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    settings = tmp_path / "home" / ".claude" / "settings.json"
+    install("claude-code", settings, ["--url", URL, "--token", SECRET], python=sys.executable)
+    other = "http://127.0.0.1:4000"
+    status, _ = run(capsys, "hooks", "install", "claude-code", "--url", other)
+    assert status == 0
+    assert SECRET not in settings.read_text()
+    assert not (tmp_path / "data" / "neotoma-agent" / "tokens" / "hooks-claude-code").exists()
+    for command in _all_commands(settings):
+        assert "--token-file" not in shlex.split(command)

@@ -28,6 +28,7 @@ from hook_support import (
     summary,
     tool_invocations,
 )
+from server_support import TOKEN
 
 from neotoma_agent.hooks import HookState, StoreSpec
 
@@ -117,7 +118,7 @@ def dev_server(db: Path, port: int, home: Path) -> Iterator[None]:
     """``neotoma-agent serve`` on ``port`` until the block ends."""
     proc = subprocess.Popen(
         [sys.executable, "-m", "neotoma_agent", "serve", "--db", str(db), "--port", str(port)],
-        env=clean_env(home),
+        env=clean_env(home, {"NEOTOMA_TOKEN": TOKEN}),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
@@ -141,7 +142,7 @@ def test_an_unreachable_store_gets_every_turn_once_it_is_back(tmp_path: Path) ->
     port = free_port()
     db, home = tmp_path / "server.db", tmp_path / "home"
     home.mkdir()
-    spec = StoreSpec(url=f"http://127.0.0.1:{port}", outbox=tmp_path / "outbox.db")
+    spec = StoreSpec(url=f"http://127.0.0.1:{port}", token=TOKEN, outbox=tmp_path / "outbox.db")
     hooks = Hooks(tmp_path, "claude-code", store=spec)
     (_, first), (_, first_stop), (_, second), (_, second_stop), (_, end) = SESSION
     conv = hooks.conversation(first["session_id"])
@@ -181,7 +182,7 @@ def test_a_store_that_never_answers_is_given_up_at_the_budget_and_kept(tmp_path:
     port = free_port()
     db, home = tmp_path / "server.db", tmp_path / "home"
     home.mkdir()
-    spec = StoreSpec(url=f"http://127.0.0.1:{port}", outbox=tmp_path / "outbox.db")
+    spec = StoreSpec(url=f"http://127.0.0.1:{port}", token=TOKEN, outbox=tmp_path / "outbox.db")
     hooks = Hooks(tmp_path, "claude-code", store=spec)
     prompt, stop, end = recorded("claude-code", "completed")
     conv = hooks.conversation(prompt[1]["session_id"])

@@ -9,6 +9,7 @@ import anyio
 import pytest
 from echo_support import MARKER, echoing
 from hook_support import Hooks, recorded
+from server_support import TOKEN
 from turn_support import capture_logs
 
 from neotoma_agent.hooks import StoreSpec
@@ -21,9 +22,9 @@ def test_a_hook_prints_no_server_text(tmp_path: Path, capsys: pytest.CaptureFixt
 
     async def go() -> None:
         async with EmbeddedStore.open(":memory:") as store:
-            app = create_app(store, middlewares=[echoing(stores_passed=0)])
+            app = create_app(store, token=TOKEN, middlewares=[echoing(stores_passed=0)])
             async with serving(app, shutdown_timeout=2.0) as url:
-                spec = StoreSpec(url=url, outbox=tmp_path / "outbox.db")
+                spec = StoreSpec(url=url, token=TOKEN, outbox=tmp_path / "outbox.db")
                 hooks = Hooks(tmp_path, "claude-code", store=spec)
 
                 def send() -> None:

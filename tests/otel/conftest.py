@@ -12,6 +12,7 @@ from aiohttp import web
 pytest.importorskip("opentelemetry.sdk", reason="the otel tests need opentelemetry-sdk")
 
 from otel_support import Served, Telemetry, install
+from server_support import TOKEN
 
 from neotoma_agent.server import create_app, serving
 from neotoma_agent.transport.embedded import EmbeddedStore
@@ -46,7 +47,7 @@ async def served(
             return await handler(request)
 
         async with (
-            serving(create_app(embedded, middlewares=[record])) as url,
-            HttpTransport(url, retry=RetryPolicy(backoff=False)) as http,
+            serving(create_app(embedded, token=TOKEN, middlewares=[record])) as url,
+            HttpTransport(url, token=TOKEN, retry=RetryPolicy(backoff=False)) as http,
         ):
             yield Served(http, seen)

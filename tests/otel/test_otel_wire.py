@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from aiohttp import web
 from otel_support import Served, Telemetry
+from server_support import TOKEN
 
 from neotoma_agent import NeotomaMemory
 from neotoma_agent.server import create_app, serving
@@ -63,8 +64,8 @@ async def test_no_traceparent_without_a_provider(tmp_path: Path, anyio_backend: 
 
     async with (
         EmbeddedStore.open(tmp_path / "m.db") as store,
-        serving(create_app(store, middlewares=[record])) as url,
-        HttpTransport(url) as http,
+        serving(create_app(store, token=TOKEN, middlewares=[record])) as url,
+        HttpTransport(url, token=TOKEN) as http,
         NeotomaMemory(http, conversation_id="c", platform="tests").turn("hi") as t,
     ):
         t.reply = "hello"
@@ -88,8 +89,8 @@ async def test_a_retry_is_an_event_and_counted(
 
     async with (
         EmbeddedStore.open(tmp_path / "m.db") as store,
-        serving(create_app(store, middlewares=[flaky])) as url,
-        HttpTransport(url, retry=RetryPolicy(backoff=False)) as http,
+        serving(create_app(store, token=TOKEN, middlewares=[flaky])) as url,
+        HttpTransport(url, token=TOKEN, retry=RetryPolicy(backoff=False)) as http,
         NeotomaMemory(http, conversation_id="c", platform="tests").turn("hi") as t,
     ):
         t.reply = "hello"

@@ -11,6 +11,7 @@ from typing import Any
 import anyio
 import attrs
 import pytest
+from server_support import TOKEN
 
 from neotoma_agent._keys import turn_keys
 from neotoma_agent._memory import NeotomaMemory
@@ -498,8 +499,8 @@ async def test_http_audit_finds_what_the_file_audit_finds(tmp_path: Path) -> Non
         on_file = await audit(store)
         scoped = await audit(store, conversation_id="chat-b", thorough=True)
         async with (
-            serving(create_app(store)) as url,
-            HttpTransport(url, retry=RetryPolicy(backoff=False)) as http,
+            serving(create_app(store, token=TOKEN)) as url,
+            HttpTransport(url, token=TOKEN, retry=RetryPolicy(backoff=False)) as http,
         ):
             over_http = await audit(http)
             assert over_http.findings == on_file.findings

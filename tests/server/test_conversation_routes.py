@@ -15,6 +15,7 @@ from typing import Any
 import aiohttp
 import pytest
 from paths_support import TESTS
+from server_support import TOKEN
 
 from neotoma_agent.server import create_app, serving
 from neotoma_agent.transport.embedded import EmbeddedStore, _edges, _write
@@ -72,8 +73,8 @@ def clock(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> st
 async def server(clock: str, tmp_path: Path) -> AsyncIterator[tuple[aiohttp.ClientSession, str]]:
     async with (
         EmbeddedStore.open(tmp_path / "fresh.db") as store,
-        serving(create_app(store)) as url,
-        aiohttp.ClientSession() as session,
+        serving(create_app(store, token=TOKEN)) as url,
+        aiohttp.ClientSession(headers={"Authorization": f"Bearer {TOKEN}"}) as session,
     ):
         for call in _calls(SETUP):
             request, response = _load(call["name"])

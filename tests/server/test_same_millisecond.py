@@ -14,6 +14,7 @@ import aiohttp
 import anyio
 import pytest
 from cli_support import show_json
+from server_support import TOKEN
 
 from neotoma_agent import EmbeddedStore, NeotomaMemory
 from neotoma_agent._keys import conversation_entity_id
@@ -39,7 +40,11 @@ async def _record_and_read(db: Path) -> tuple[list[str], list[str], list[str]]:
                 t.reply = f"answer {n}"
         history = [text for turn in await memory.history(None) for text in (turn.user, turn.reply)]
         entity = conversation_entity_id("tie")
-        async with serving(create_app(store)) as url, aiohttp.ClientSession() as session:
+        auth = {"Authorization": f"Bearer {TOKEN}"}
+        async with (
+            serving(create_app(store, token=TOKEN)) as url,
+            aiohttp.ClientSession(headers=auth) as session,
+        ):
             async with session.get(f"{url}/recent_conversations/{entity}") as answer:
                 one = [m["content"] for m in (await answer.json())["messages"]]
             async with session.get(f"{url}/recent_conversations") as answer:

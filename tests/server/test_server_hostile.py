@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import re
 import signal
 import sys
 import urllib.parse
@@ -60,14 +61,21 @@ def _request(
     headers: dict[str, bytes] | None = None,
     content_length: int | None = None,
 ) -> bytes:
-    """The raw bytes of ``POST path`` with a JSON ``body``, any header bytes as given."""
+    """The raw bytes of ``POST path`` with a JSON ``body``, any header bytes as given.
+
+    The server's token goes with it unless ``headers`` has an ``Authorization`` of its own;
+    :func:`_raw` puts the server's port in the ``Host``.
+    """
+    headers = headers or {}
     lines = [
         f"POST {path} HTTP/1.1".encode(),
-        b"Host: 127.0.0.1",
+        _HOST,
         b"Content-Type: application/json",
         b"Content-Length: %d" % (len(body) if content_length is None else content_length),
     ]
-    lines += [name.encode() + b": " + value for name, value in (headers or {}).items()]
+    if "Authorization" not in headers:
+        lines.append(b"Authorization: Bearer " + TOKEN.encode())
+    lines += [name.encode() + b": " + value for name, value in headers.items()]
     return b"\r\n".join(lines) + b"\r\n\r\n" + body
 
 
@@ -83,13 +91,18 @@ async def _read_answer(reader: asyncio.StreamReader) -> Answer:
     return Answer(int(status_line.split()[1]), headers, body)
 
 
+_HOST = b"Host: 127.0.0.1:PORT"
+
+
 async def _raw(url: str, *chunks: bytes, timeout: float = 5.0) -> Answer:
     """Write ``chunks`` on a fresh connection and read one answer (within ``timeout``)."""
     parts = urllib.parse.urlsplit(url)
     assert parts.hostname == "127.0.0.1"
     reader, writer = await asyncio.open_connection(parts.hostname, parts.port)
+    host = b"Host: 127.0.0.1:%d" % (parts.port or 80)
     try:
         for chunk in chunks:
+            chunk = chunk.replace(_HOST, host, 1)
             writer.write(chunk)
             await writer.drain()
         return await asyncio.wait_for(_read_answer(reader), timeout)
@@ -110,29 +123,29 @@ class Server:
     url: str
     store: EmbeddedStore
     session: aiohttp.ClientSession
-    token: str | None
+    token: str
 
     async def still_serves_and_stored_nothing(self) -> None:
-        headers = {"Authorization": f"Bearer {self.token}"} if self.token else {}
         async with self.session.post(
-            self.url + "/retrieve_entity_by_identifier",
-            json={"identifier": "x"},
-            headers=headers,
+            self.url + "/retrieve_entity_by_identifier", json={"identifier": "x"}
         ) as response:
             assert response.status == 200
         assert (await self.store.query_entities()).total == 0
 
 
-async def _server(token: str | None, max_body_size: int = LIMIT) -> AsyncIterator[Server]:
+async def _server(token: str = TOKEN, max_body_size: int = LIMIT) -> AsyncIterator[Server]:
     async with EmbeddedStore.open(":memory:") as store:
         app = create_app(store, token=token, max_body_size=max_body_size)
-        async with serving(app, shutdown_timeout=2.0) as url, aiohttp.ClientSession() as session:
+        async with (
+            serving(app, shutdown_timeout=2.0) as url,
+            aiohttp.ClientSession(headers={"Authorization": f"Bearer {token}"}) as session,
+        ):
             yield Server(url, store, session, token)
 
 
 @pytest.fixture
 async def server() -> AsyncIterator[Server]:
-    async for s in _server(None):
+    async for s in _server():
         yield s
 
 
@@ -145,7 +158,7 @@ async def token_server() -> AsyncIterator[Server]:
 @pytest.fixture
 async def big_server() -> AsyncIterator[Server]:
     """A server whose body limit lets deeply nested JSON through to the parser."""
-    async for s in _server(None, max_body_size=2**20):
+    async for s in _server(max_body_size=2**20):
         yield s
 
 
@@ -304,8 +317,9 @@ async def test_a_chunked_body_growing_past_the_limit_is_refused(
     reader, writer = await asyncio.open_connection(parts.hostname, parts.port)
     try:
         writer.write(
-            b"POST /store HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
-            b"Transfer-Encoding: chunked\r\n\r\n"
+            b"POST /store HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nContent-Type: application/json\r\n"
+            b"Authorization: Bearer %s\r\nTransfer-Encoding: chunked\r\n\r\n"
+            % (parts.port or 80, TOKEN.encode())
         )
         chunk = b"%x\r\n%s\r\n" % (1024, b" " * 1024)
         answer = asyncio.ensure_future(_read_answer(reader))
@@ -391,10 +405,145 @@ async def test_an_unexpected_failure_is_a_500_that_logs_no_content(
 
     async with EmbeddedStore.open(":memory:") as store:
         faulty = FaultyTransport(store).fail("store", RuntimeError(f"cannot store {CONTENT}"))
-        async with serving(create_app(faulty), shutdown_timeout=2.0) as url:
+        async with serving(create_app(faulty, token=TOKEN), shutdown_timeout=2.0) as url:
             answer = await _raw(url, _request(_store_body("fine")))
     assert answer.status == 500
     assert CONTENT.encode() not in answer.body
     [event] = [e for e in logs if e.get("event") == "server.error"]
     assert event["error"] == "RuntimeError"
     assert any("testing.py" in frame for frame in event["where"])
+
+
+# --- every route of serve (REST and the web view) on hostile values -----------------------------
+
+#: values no client should send but anyone can: a NUL, blank, a lone surrogate's escape,
+#: an id-shaped nothing, a huge number, a path climb
+_HOSTILE_VALUES = ["\x00", "a\x00b", " ", "", "\t\n", "ent_" + "0" * 24, "9" * 40, "../../x"]
+#: query parameters any route reads
+_PARAMS = ["id", "q", "search", "before", "after", "cursor", "entity_type", "limit", "offset"]
+#: body keys any write or query route reads
+_BODY_KEYS = ["search", "query", "search_query", "identifier", "entity_type", "entity_id"]
+
+
+@pytest.fixture
+async def full_server(tmp_path: Path) -> AsyncIterator[tuple[str, list[tuple[str, str]]]]:
+    """``serve``'s whole application (REST and /ui/) over a store with a conversation."""
+    pytest.importorskip("jinja2", reason="the web view needs the ui extra (jinja2)")
+    from neotoma_agent import NeotomaMemory
+    from neotoma_agent.server._app import _mount_ui
+
+    async with EmbeddedStore.open(tmp_path / "memory.db") as store:
+        memory = NeotomaMemory(store, conversation_id="c1")
+        await memory.record_turn("About Acme Corp?", "A company.", turn_id="t1", retrieve=False)
+        app = create_app(store, token=TOKEN)
+        _mount_ui(app, store, TOKEN)
+        routes = sorted(
+            {
+                (route.method, route.resource.canonical)
+                for route in app.router.routes()
+                if route.method in ("GET", "POST") and route.resource is not None
+            }
+            | {
+                ("GET", "/ui" + route.resource.canonical)
+                for sub in _subapps(app)
+                for route in sub.router.routes()
+                if route.method == "GET" and route.resource is not None
+            }
+        )
+        async with serving(app, shutdown_timeout=2.0) as url:
+            yield url, routes
+
+
+def _subapps(app: aiohttp.web.Application) -> list[aiohttp.web.Application]:
+    return [r._app for r in app.router.resources() if hasattr(r, "_app")]
+
+
+async def test_no_hostile_value_is_a_500_on_any_route(
+    full_server: tuple[str, list[tuple[str, str]]], logs: list[structlog.typing.EventDict]
+) -> None:
+    url, routes = full_server
+    assert len(routes) >= 15, routes  # REST reads and writes, and the view's pages
+    failures = []
+    auth = {"Authorization": f"Bearer {TOKEN}"}
+    async with aiohttp.ClientSession(headers=auth) as session:
+        for method, path in routes:
+            for value in _HOSTILE_VALUES:
+                concrete = path.replace("{entity_id}", urllib.parse.quote(value, safe="") or "x")
+                concrete = re.sub(r"\{[^}]+\}", urllib.parse.quote(value, safe="") or "x", concrete)
+                if method == "GET":
+                    for param in _PARAMS:
+                        async with session.get(url + concrete, params={param: value}) as answer:
+                            if answer.status >= 500:
+                                failures.append((method, path, param, value, answer.status))
+                else:
+                    for key in _BODY_KEYS:
+                        async with session.post(url + concrete, json={key: value}) as answer:
+                            if answer.status >= 500:
+                                failures.append((method, path, key, value, answer.status))
+    assert not failures
+    assert not [e for e in logs if e.get("event") in ("server.error", "ui.error")]
+
+
+@pytest.mark.parametrize(
+    ("path", "value"),
+    [
+        ("/ui/api/conversation", {"id": " "}),
+        ("/ui/conversation", {"id": "\t"}),
+        ("/ui/api/search", {"q": "a\x00b"}),
+        ("/ui/search", {"q": "\x00"}),
+        ("/entities", {"search": "a\x00b"}),
+    ],
+)
+async def test_what_cannot_exist_is_404_and_a_nul_is_400(
+    full_server: tuple[str, list[tuple[str, str]]], path: str, value: dict[str, str]
+) -> None:
+    url, _ = full_server
+    async with (
+        aiohttp.ClientSession(headers={"Authorization": f"Bearer {TOKEN}"}) as session,
+        session.get(url + path, params=value) as answer,
+    ):
+        expected = 400 if "\x00" in next(iter(value.values())) else 404
+        assert answer.status == expected, await answer.text()
+
+
+@pytest.mark.parametrize(
+    ("route", "body"),
+    [
+        ("/entities/query", {"search": "a\x00b"}),
+        ("/entities/query", {"query": "\x00"}),
+        ("/retrieve_entity_by_identifier", {"identifier": "Acme\x00"}),
+    ],
+)
+async def test_a_nul_in_a_search_term_is_a_validation_error(
+    server: Server, route: str, body: dict[str, str]
+) -> None:
+    async with server.session.post(server.url + route, json=body) as answer:
+        assert answer.status == 400
+        assert (await answer.json())["error_code"] == "VALIDATION_INVALID_FORMAT"
+
+
+def _raw_get(path: str, *headers: bytes) -> bytes:
+    lines = [f"GET {path} HTTP/1.1".encode(), _HOST, *headers]
+    return b"\r\n".join(lines) + b"\r\n\r\n"
+
+
+@pytest.mark.parametrize(
+    "credential",
+    [
+        b"Authorization: Bearer \xff\xfe" + PRESENTED.encode(),
+        b"Cookie: neotoma_ui_token=\xff" + PRESENTED.encode(),
+        b"Cookie: neotoma_ui_token=" + PRESENTED.encode() + b"\xc3",
+    ],
+)
+@pytest.mark.parametrize("path", ["/ui/", "/ui/api/conversations", "/ui/?token=%FF%FE"])
+async def test_the_web_view_answers_a_non_utf8_credential_with_401(
+    full_server: tuple[str, list[tuple[str, str]]],
+    logs: list[structlog.typing.EventDict],
+    credential: bytes,
+    path: str,
+) -> None:
+    url, _ = full_server
+    answer = await _raw(url, _raw_get(path, credential))
+    assert answer.status == 401
+    assert PRESENTED.encode() not in answer.body
+    assert PRESENTED not in repr(logs)

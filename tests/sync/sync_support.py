@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 from anyio.from_thread import start_blocking_portal
+from server_support import TOKEN
 
 from neotoma_agent import EmbeddedStore, HttpTransport, RetryPolicy, Transport
 from neotoma_agent.server import create_app, serving
@@ -34,7 +35,9 @@ def dev_server(path: Path, *, port: int = 0) -> Iterator[str]:
         embedded = EmbeddedStore.open(path)
         with (
             portal.wrap_async_context_manager(embedded),
-            portal.wrap_async_context_manager(serving(create_app(embedded), port=port)) as url,
+            portal.wrap_async_context_manager(
+                serving(create_app(embedded, token=TOKEN), port=port)
+            ) as url,
         ):
             yield url
 
@@ -47,7 +50,7 @@ def new_transport(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Ne
         yield lambda: EmbeddedStore.open(path)
         return
     with dev_server(path) as url:
-        yield lambda: HttpTransport(url, retry=RetryPolicy(backoff=False))
+        yield lambda: HttpTransport(url, token=TOKEN, retry=RetryPolicy(backoff=False))
 
 
 @pytest.fixture

@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import pytest
+from server_support import TOKEN
 
 from neotoma_agent.exceptions import (
     APIError,
@@ -53,8 +54,8 @@ async def _open(kind: str) -> AsyncIterator[Transport]:
             yield store
             return
         async with (
-            serving(create_app(store)) as url,
-            HttpTransport(url, retry=RetryPolicy(backoff=False)) as http,
+            serving(create_app(store, token=TOKEN)) as url,
+            HttpTransport(url, token=TOKEN, retry=RetryPolicy(backoff=False)) as http,
         ):
             yield http
 

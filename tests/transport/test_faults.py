@@ -19,6 +19,7 @@ import attrs
 import pytest
 import structlog
 from aiohttp import web
+from server_support import TOKEN
 
 from neotoma_agent._memory import NeotomaMemory
 from neotoma_agent.exceptions import (
@@ -128,14 +129,14 @@ class Rig:
 
     def transport(self, **kwargs: Any) -> HttpTransport:
         kwargs.setdefault("retry", FAST)
-        return HttpTransport(self.url, **kwargs)
+        return HttpTransport(self.url, token=TOKEN, **kwargs)
 
 
 @pytest.fixture
 async def rig() -> AsyncIterator[Rig]:
     faults = Faults()
     async with EmbeddedStore.open(":memory:") as store:
-        app = create_app(store, middlewares=[faults.middleware])
+        app = create_app(store, token=TOKEN, middlewares=[faults.middleware])
         async with serving(app, shutdown_timeout=2.0) as url:
             yield Rig(store, faults, url)
 
@@ -308,7 +309,7 @@ async def silent_server() -> AsyncIterator[str]:
 async def test_server_that_never_answers_times_out_within_the_bound(silent_server: str) -> None:
     started = time.monotonic()
     policy = RetryPolicy(attempts=2, backoff=False)
-    async with HttpTransport(silent_server, timeout=0.3, retry=policy) as transport:
+    async with HttpTransport(silent_server, token=TOKEN, timeout=0.3, retry=policy) as transport:
         with pytest.raises(ReadTimeout):
             await transport.get_entity_snapshot("ent_x")
     elapsed = time.monotonic() - started
@@ -318,7 +319,7 @@ async def test_server_that_never_answers_times_out_within_the_bound(silent_serve
 async def test_total_time_bound_cuts_a_long_attempt(silent_server: str) -> None:
     started = time.monotonic()
     policy = RetryPolicy(attempts=10, timeout=0.5, backoff=False)
-    async with HttpTransport(silent_server, timeout=30.0, retry=policy) as transport:
+    async with HttpTransport(silent_server, token=TOKEN, timeout=30.0, retry=policy) as transport:
         with pytest.raises(ReadTimeout):
             await transport.get_entity_snapshot("ent_x")
     assert time.monotonic() - started < 1.5
@@ -333,7 +334,9 @@ def _free_port() -> int:
 async def test_server_down_is_a_transport_error_after_bounded_retries() -> None:
     url = f"http://127.0.0.1:{_free_port()}"
     with structlog.testing.capture_logs() as logs:
-        async with HttpTransport(url, retry=RetryPolicy(attempts=3, backoff=False)) as transport:
+        async with HttpTransport(
+            url, token=TOKEN, retry=RetryPolicy(attempts=3, backoff=False)
+        ) as transport:
             with pytest.raises(ConnectionLost, match="cannot connect"):
                 await _store_turn(transport)
     assert len(_retries(logs)) == 2
@@ -356,7 +359,9 @@ async def test_connect_timeout_is_its_own_error() -> None:
         await asyncio.sleep(0.05)
         url = f"http://127.0.0.1:{port}"
         policy = RetryPolicy.no_retries()
-        async with HttpTransport(url, connect_timeout=0.2, timeout=5.0, retry=policy) as t:
+        async with HttpTransport(
+            url, token=TOKEN, connect_timeout=0.2, timeout=5.0, retry=policy
+        ) as t:
             started = time.monotonic()
             with pytest.raises(ConnectTimeout):
                 await t.get_entity_snapshot("ent_x")
@@ -375,14 +380,14 @@ async def test_every_transport_error_is_a_transport_error() -> None:
 
 async def test_nothing_is_written_when_the_server_is_down_for_the_whole_call() -> None:
     port = _free_port()
-    async with HttpTransport(f"http://127.0.0.1:{port}", retry=FAST) as transport:
+    async with HttpTransport(f"http://127.0.0.1:{port}", token=TOKEN, retry=FAST) as transport:
         with pytest.raises(TransportError):
             await _store_turn(transport)
     # The same store, served afterwards on that port, holds nothing from the failed call.
     async with (
         EmbeddedStore.open(":memory:") as store,
-        serving(create_app(store), port=port) as url,
-        HttpTransport(url, retry=FAST) as transport,
+        serving(create_app(store, token=TOKEN), port=port) as url,
+        HttpTransport(url, token=TOKEN, retry=FAST) as transport,
     ):
         found = await transport.query_entities()
     assert found.total == 0
@@ -451,7 +456,7 @@ async def test_turn_completes_and_every_message_is_stored_once(
 async def test_server_down_for_the_whole_turn_does_not_open_it() -> None:
     body_ran = False
     url = f"http://127.0.0.1:{_free_port()}"
-    async with HttpTransport(url, retry=FAST) as transport:
+    async with HttpTransport(url, token=TOKEN, retry=FAST) as transport:
         with pytest.raises(TransportError):
             async with _memory(transport).turn("Tell me about Acme Corp", turn_id="t1"):
                 body_ran = True

@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 from aiohttp import web
+from server_support import TOKEN
 
 from neotoma_agent import NeotomaMemory
 from neotoma_agent.exceptions import APIError, ConnectionLost, ReadTimeout, ServerError
@@ -99,7 +100,7 @@ async def test_a_huge_answer_is_refused_and_not_read(announce: int | None) -> No
     drip = Drip(400 * MB, announce=announce)
     async with _serve(drip) as url:
         before = _rss()
-        async with HttpTransport(url, retry=ONCE, max_response_size=MB) as transport:
+        async with HttpTransport(url, token=TOKEN, retry=ONCE, max_response_size=MB) as transport:
             with pytest.raises(ServerError) as caught:
                 await transport.store(**STORE_ARGS)
         grown = _rss() - before
@@ -114,7 +115,7 @@ async def test_a_huge_answer_is_refused_and_not_read(announce: int | None) -> No
 async def test_a_content_length_above_the_default_cap_is_refused_at_once() -> None:
     drip = Drip(400 * MB, announce=10 * GB)
     async with _serve(drip) as url:
-        async with HttpTransport(url, retry=ONCE) as transport:
+        async with HttpTransport(url, token=TOKEN, retry=ONCE) as transport:
             with pytest.raises(ServerError) as caught:
                 await transport.get_route("/health", {})
         await asyncio.wait_for(drip.done.wait(), 30)
@@ -131,7 +132,7 @@ async def test_an_answer_within_the_cap_is_read_whole() -> None:
 
     async with (
         _serve(handler) as url,
-        HttpTransport(url, retry=ONCE, max_response_size=MB) as transport,
+        HttpTransport(url, token=TOKEN, retry=ONCE, max_response_size=MB) as transport,
     ):
         answer = await transport.get_route("/health", {})
     assert answer["ok"] is True
@@ -139,7 +140,7 @@ async def test_an_answer_within_the_cap_is_read_whole() -> None:
 
 def test_max_response_size_must_be_a_positive_int() -> None:
     with pytest.raises(ValueError, match="max_response_size"):
-        HttpTransport("http://127.0.0.1:1", max_response_size=0)
+        HttpTransport("http://127.0.0.1:1", token=TOKEN, max_response_size=0)
 
 
 @pytest.mark.parametrize("code", [301, 302, 303, 307, 308])
@@ -174,7 +175,7 @@ async def test_a_deep_json_answer_is_a_server_error(tmp_path: Path) -> None:
     async def deep(request: web.Request) -> web.StreamResponse:
         return web.Response(text=DEEP, content_type="application/json")
 
-    async with _serve(deep) as url, HttpTransport(url, retry=ONCE) as transport:
+    async with _serve(deep) as url, HttpTransport(url, token=TOKEN, retry=ONCE) as transport:
         with pytest.raises(ServerError) as caught:
             await transport.store(**STORE_ARGS)
     assert caught.value.code == "ERR_RESPONSE_TOO_DEEP"
@@ -185,7 +186,7 @@ async def test_a_deep_error_answer_keeps_the_type_of_its_status() -> None:
     async def deep(request: web.Request) -> web.StreamResponse:
         return web.Response(text=DEEP, status=404, content_type="application/json")
 
-    async with _serve(deep) as url, HttpTransport(url, retry=ONCE) as transport:
+    async with _serve(deep) as url, HttpTransport(url, token=TOKEN, retry=ONCE) as transport:
         with pytest.raises(APIError) as caught:
             await transport.get_route("/entities/ent_x", {})
     assert caught.value.status == 404
@@ -204,11 +205,11 @@ async def test_a_deep_answer_to_a_closing_store_is_queued_in_the_outbox(tmp_path
         return result
 
     async with EmbeddedStore.open(":memory:") as store:
-        app = create_app(store, middlewares=[deep_closing])
+        app = create_app(store, token=TOKEN, middlewares=[deep_closing])
         async with (
             serving(app, shutdown_timeout=2.0) as url,
             HttpTransport(
-                url, retry=ONCE, outbox=tmp_path / "outbox.db", outbox_background=False
+                url, token=TOKEN, retry=ONCE, outbox=tmp_path / "outbox.db", outbox_background=False
             ) as transport,
         ):
             memory = NeotomaMemory(transport, conversation_id="deep")
@@ -231,7 +232,10 @@ async def test_an_answer_dripped_a_byte_at_a_time_ends_at_the_timeout() -> None:
             pass
         return resp
 
-    async with _serve(drip) as url, HttpTransport(url, retry=ONCE, timeout=0.5) as transport:
+    async with (
+        _serve(drip) as url,
+        HttpTransport(url, token=TOKEN, retry=ONCE, timeout=0.5) as transport,
+    ):
         with pytest.raises(ReadTimeout):
             await transport.store(**STORE_ARGS)
         stop.set()
@@ -269,7 +273,7 @@ async def test_a_self_signed_certificate_is_refused(self_signed: ssl.SSLContext)
     await site.start()
     try:
         port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-        async with HttpTransport(f"https://127.0.0.1:{port}", retry=ONCE) as transport:
+        async with HttpTransport(f"https://127.0.0.1:{port}", token=TOKEN, retry=ONCE) as transport:
             with pytest.raises(ConnectionLost):
                 await transport.store(**STORE_ARGS)
     finally:

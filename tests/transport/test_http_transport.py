@@ -420,7 +420,7 @@ async def test_plain_text_429_beyond_the_time_bound_is_raised_with_retry_after(
     replay, url = replayer
     replay.answer("v3_rate_limit_store_4")
     # Retry-After: 60 is beyond this call's 5 s bound: raise at once instead of sleeping.
-    async with HttpTransport(url, retry=RetryPolicy(timeout=5.0)) as transport:
+    async with HttpTransport(url, token=TOKEN, retry=RetryPolicy(timeout=5.0)) as transport:
         with structlog.testing.capture_logs() as logs, pytest.raises(RateLimitedError) as info:
             await transport.store([{"entity_type": "note"}], idempotency_key="rl-3")
     assert info.value.retry_after == 60
@@ -443,7 +443,7 @@ async def test_success_that_is_not_a_json_object_is_a_server_error(
 
 async def test_session_is_created_lazily_and_closed_once(replayer: tuple[Replayer, str]) -> None:
     replay, url = replayer
-    transport = HttpTransport(url, retry=NO_RETRY_WAITS)
+    transport = HttpTransport(url, token=TOKEN, retry=NO_RETRY_WAITS)
     assert "idle" in repr(transport)
     replay.answer("d3_retrieve_by_identifier_nonexistent")
     await transport.retrieve_entity_by_identifier("Nonexistent Thing")
@@ -454,7 +454,7 @@ async def test_session_is_created_lazily_and_closed_once(replayer: tuple[Replaye
 
 
 async def test_use_after_close_is_a_clear_error(replayer: tuple[Replayer, str]) -> None:
-    async with HttpTransport(replayer[1]) as transport:
+    async with HttpTransport(replayer[1], token=TOKEN) as transport:
         pass
     with pytest.raises(RuntimeError, match="HttpTransport is closed"):
         await transport.retrieve_entity_by_identifier("x")
@@ -482,7 +482,7 @@ def test_trio_is_refused_with_a_clear_error() -> None:
 )
 def test_bad_base_urls_are_refused(url: str) -> None:
     with pytest.raises(ValueError, match="base_url") as info:
-        HttpTransport(url)
+        HttpTransport(url, token=TOKEN)
     assert "pw" not in str(info.value)
 
 

@@ -15,6 +15,7 @@ import json_support
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from server_support import TOKEN
 
 from neotoma_agent import HttpTransport, NeotomaMemory, ServerError
 from neotoma_agent.server import create_app, serving
@@ -225,7 +226,10 @@ def anyio_backend() -> str:
 
 @pytest.fixture
 async def url(tmp_path: Path) -> AsyncIterator[str]:
-    async with EmbeddedStore.open(tmp_path / "s.db") as store, serving(create_app(store)) as url:
+    async with (
+        EmbeddedStore.open(tmp_path / "s.db") as store,
+        serving(create_app(store, token=TOKEN)) as url,
+    ):
         yield url
 
 
@@ -240,7 +244,7 @@ async def _turn(memory: NeotomaMemory, n: int, calls: int) -> Any:
 @pytest.mark.anyio
 async def test_a_turn_with_tool_calls_leaves_the_unread_ends_undecoded(url: str) -> None:
     answers: list[tuple[str, Any]] = []
-    async with HttpTransport(url) as http:
+    async with HttpTransport(url, token=TOKEN) as http:
         attempt = http._attempt
 
         async def spy(session: Any, path: str, *args: Any, **kwargs: Any) -> Any:

@@ -26,6 +26,7 @@ from cli_support import cli
 from outbox_child import entry
 from outbox_support import Server, running_server
 from paths_support import TESTS
+from server_support import TOKEN
 
 from neotoma_agent import (
     OutboxError,
@@ -88,7 +89,7 @@ async def abandon_with_server_stopping(server: Server, turn: Any) -> None:
 
 async def test_without_an_outbox_the_reply_is_lost(server: Server) -> None:
     # What issue 16 is about: the closing store fails, the reply the user saw is not stored.
-    async with HttpTransport(server.url, retry=FAST) as transport:
+    async with HttpTransport(server.url, token=TOKEN, retry=FAST) as transport:
         with pytest.raises(TurnCloseError) as caught:
             await turn_with_server_stopping(server, transport)
     # The error says how not to lose it next time, and never quotes it.
@@ -103,7 +104,7 @@ async def test_stopped_server_queues_the_reply_and_the_turn_ends_normally(
     box = tmp_path / "outbox.db"
     with structlog.testing.capture_logs() as logs:
         async with HttpTransport(
-            server.url, retry=FAST, outbox=box, outbox_background=False
+            server.url, token=TOKEN, retry=FAST, outbox=box, outbox_background=False
         ) as transport:
             result = await turn_with_server_stopping(server, transport)
     assert result.queued
@@ -125,7 +126,7 @@ async def test_restarted_server_gets_the_queued_reply_exactly_once(
 ) -> None:
     box = tmp_path / "outbox.db"
     async with HttpTransport(
-        server.url, retry=FAST, outbox=box, outbox_background=False
+        server.url, token=TOKEN, retry=FAST, outbox=box, outbox_background=False
     ) as transport:
         result = await turn_with_server_stopping(server, transport)
         await server.start()
@@ -145,7 +146,9 @@ async def test_background_task_delivers_once_the_server_is_back(
     server: Server, tmp_path: Path
 ) -> None:
     box = tmp_path / "outbox.db"
-    async with HttpTransport(server.url, retry=FAST, outbox=box, outbox_poll=0.02) as transport:
+    async with HttpTransport(
+        server.url, token=TOKEN, retry=FAST, outbox=box, outbox_poll=0.02
+    ) as transport:
         result = await turn_with_server_stopping(server, transport)
         await asyncio.sleep(0.1)  # a few failed rounds while it is down
         await server.start()
@@ -161,11 +164,11 @@ async def test_background_task_delivers_once_the_server_is_back(
 async def test_queued_close_is_delivered_at_the_next_open(server: Server, tmp_path: Path) -> None:
     box = tmp_path / "outbox.db"
     async with HttpTransport(
-        server.url, retry=FAST, outbox=box, outbox_background=False
+        server.url, token=TOKEN, retry=FAST, outbox=box, outbox_background=False
     ) as transport:
         result = await turn_with_server_stopping(server, transport)
     await server.start()
-    async with HttpTransport(server.url, retry=FAST, outbox=box, outbox_poll=0.02):
+    async with HttpTransport(server.url, token=TOKEN, retry=FAST, outbox=box, outbox_poll=0.02):
         for _ in range(200):
             if outbox_status(box).queued == 0:
                 break
@@ -180,7 +183,7 @@ async def test_abandoned_record_is_queued_and_the_error_goes_on(
 ) -> None:
     box = tmp_path / "outbox.db"
     async with HttpTransport(
-        server.url, retry=FAST, outbox=box, outbox_background=False
+        server.url, token=TOKEN, retry=FAST, outbox=box, outbox_background=False
     ) as transport:
         t = memory(transport).turn("Tell me about Acme Corp", turn_id="t1")
         with pytest.raises(KeyError):
@@ -203,7 +206,7 @@ async def test_a_4xx_is_never_queued(server: Server, tmp_path: Path) -> None:
     refusal = {"error_code": "VALIDATION_INVALID_FORMAT", "message": "no"}
     server.refuse["conversation-chat-1-t1-assistant"] = (400, refusal)
     async with HttpTransport(
-        server.url, retry=FAST, outbox=box, outbox_background=False
+        server.url, token=TOKEN, retry=FAST, outbox=box, outbox_background=False
     ) as transport:
         with pytest.raises(TurnCloseError) as caught:
             async with memory(transport).turn("Tell me about Acme Corp", turn_id="t1") as t:
@@ -218,7 +221,7 @@ async def test_a_4xx_is_never_queued(server: Server, tmp_path: Path) -> None:
 async def test_a_mismatch_is_never_queued(server: Server, tmp_path: Path) -> None:
     box = tmp_path / "outbox.db"
     async with HttpTransport(
-        server.url, retry=FAST, outbox=box, outbox_background=False
+        server.url, token=TOKEN, retry=FAST, outbox=box, outbox_background=False
     ) as transport:
         for reply in ("one reply", "another reply"):
             try:
@@ -234,7 +237,7 @@ async def test_enter_stays_store_first_while_the_server_is_down(
 ) -> None:
     box = tmp_path / "outbox.db"
     async with HttpTransport(
-        server.url, retry=FAST, outbox=box, outbox_background=False
+        server.url, token=TOKEN, retry=FAST, outbox=box, outbox_background=False
     ) as transport:
         await turn_with_server_stopping(server, transport)
         with pytest.raises(TransportError):
@@ -249,7 +252,7 @@ async def test_enter_stays_store_first_while_the_server_is_down(
 async def test_next_turn_waits_behind_the_queued_close(server: Server, tmp_path: Path) -> None:
     box = tmp_path / "outbox.db"
     async with HttpTransport(
-        server.url, retry=FAST, outbox=box, outbox_background=False
+        server.url, token=TOKEN, retry=FAST, outbox=box, outbox_background=False
     ) as transport:
         await turn_with_server_stopping(server, transport)
         await server.start()
@@ -271,7 +274,7 @@ async def test_a_close_queues_behind_its_conversations_queued_close(
     box = tmp_path / "outbox.db"
     reply2 = "the second reply"
     async with HttpTransport(
-        server.url, retry=FAST, outbox=box, outbox_background=False
+        server.url, token=TOKEN, retry=FAST, outbox=box, outbox_background=False
     ) as transport:
         mem = memory(transport)
         async with mem.turn("one", turn_id="t1") as t1:
@@ -296,7 +299,7 @@ async def test_a_refused_delivery_is_kept_dead_and_frees_its_lane(
 ) -> None:
     box = tmp_path / "outbox.db"
     async with HttpTransport(
-        server.url, retry=FAST, outbox=box, outbox_background=False
+        server.url, token=TOKEN, retry=FAST, outbox=box, outbox_background=False
     ) as transport:
         await turn_with_server_stopping(server, transport)
         await server.start()
@@ -351,7 +354,12 @@ def test_a_full_outbox_fails_loudly(tmp_path: Path) -> None:
 async def test_a_full_outbox_makes_the_close_fail(server: Server, tmp_path: Path) -> None:
     box = tmp_path / "outbox.db"
     async with HttpTransport(
-        server.url, retry=FAST, outbox=box, outbox_max_entries=1, outbox_background=False
+        server.url,
+        token=TOKEN,
+        retry=FAST,
+        outbox=box,
+        outbox_max_entries=1,
+        outbox_background=False,
     ) as tr:
         await turn_with_server_stopping(server, tr)
         await server.start()
@@ -388,11 +396,11 @@ def test_status_reports_counts_age_and_lanes_as_json(tmp_path: Path) -> None:
 async def test_flush_function_delivers_a_file(server: Server, tmp_path: Path) -> None:
     box = tmp_path / "outbox.db"
     async with HttpTransport(
-        server.url, retry=FAST, outbox=box, outbox_background=False
+        server.url, token=TOKEN, retry=FAST, outbox=box, outbox_background=False
     ) as transport:
         await turn_with_server_stopping(server, transport)
     await server.start()
-    done = await flush_outbox(box, server.url, retry=FAST)
+    done = await flush_outbox(box, server.url, TOKEN, retry=FAST)
     assert (done.delivered, done.remaining) == (1, 0)
     with pytest.raises(FileNotFoundError):
         await flush_outbox(tmp_path / "missing.db", server.url)
@@ -434,7 +442,7 @@ async def test_kill9_after_queueing_is_delivered_at_next_open(
     assert out.startswith("queued ")
     message_id = out.split()[1]
     del server.refuse["conversation-outbox-conv-t1-assistant"]
-    async with HttpTransport(server.url, retry=FAST, outbox=box, outbox_poll=0.02):
+    async with HttpTransport(server.url, token=TOKEN, retry=FAST, outbox=box, outbox_poll=0.02):
         for _ in range(200):
             if outbox_status(box).queued == 0:
                 break
@@ -448,7 +456,7 @@ async def test_kill9_after_queueing_is_delivered_at_next_open(
 async def test_kill9_during_delivery_writes_no_duplicate(server: Server, tmp_path: Path) -> None:
     box = tmp_path / "outbox.db"
     async with HttpTransport(
-        server.url, retry=FAST, outbox=box, outbox_background=False
+        server.url, token=TOKEN, retry=FAST, outbox=box, outbox_background=False
     ) as transport:
         result = await turn_with_server_stopping(server, transport)
     await server.start()
@@ -458,7 +466,7 @@ async def test_kill9_during_delivery_writes_no_duplicate(server: Server, tmp_pat
     )
     assert code == -signal.SIGKILL, (out, err)
     assert outbox_status(box).queued == 1
-    done = await flush_outbox(box, server.url, retry=FAST)
+    done = await flush_outbox(box, server.url, TOKEN, retry=FAST)
     assert done.delivered == 1
     assert result.assistant_message_id is not None
     assert await observations(server.store, result.assistant_message_id) == 1
@@ -507,13 +515,14 @@ async def test_two_processes_share_one_outbox_without_loss_or_duplicates(
 async def _cli(*args: str, home: Path) -> subprocess.CompletedProcess[str]:
     # In a worker thread: the command runs its own event loop, and the test's server keeps
     # serving in this one.
-    return await anyio.to_thread.run_sync(functools.partial(cli, *args, home=home))
+    env = {"NEOTOMA_TOKEN": TOKEN}
+    return await anyio.to_thread.run_sync(functools.partial(cli, *args, home=home, env=env))
 
 
 async def test_outbox_status_and_flush_on_the_command_line(server: Server, tmp_path: Path) -> None:
     box = tmp_path / "outbox.db"
     async with HttpTransport(
-        server.url, retry=FAST, outbox=box, outbox_background=False
+        server.url, token=TOKEN, retry=FAST, outbox=box, outbox_background=False
     ) as transport:
         assert (await turn_with_server_stopping(server, transport)).queued
     status = await _cli("outbox", "status", "--outbox", str(box), home=tmp_path)

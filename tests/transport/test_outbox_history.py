@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from outbox_support import Server, running_server
+from server_support import TOKEN
 
 from neotoma_agent import (
     HttpTransport,
@@ -35,12 +36,14 @@ REPLY = "The reply the user already saw."
 #: next turn delivers, as when the outage outlasts the poll)
 Build = Callable[[str, Path], Transport]
 BUILDS: dict[str, Build] = {
-    "outbox=": lambda url, box: HttpTransport(url, retry=FAST, outbox=box, outbox_background=False),
+    "outbox=": lambda url, box: HttpTransport(
+        url, token=TOKEN, retry=FAST, outbox=box, outbox_background=False
+    ),
     "OutboxTransport": lambda url, box: OutboxTransport(
-        HttpTransport(url, retry=FAST), box, background=False
+        HttpTransport(url, token=TOKEN, retry=FAST), box, background=False
     ),
     "wrapped": lambda url, box: RecordingTransport(
-        OutboxTransport(HttpTransport(url, retry=FAST), box, background=False)
+        OutboxTransport(HttpTransport(url, token=TOKEN, retry=FAST), box, background=False)
     ),
 }
 
@@ -92,7 +95,7 @@ async def test_with_nothing_queued_a_turn_makes_the_calls_it_makes_without_an_ou
     server: Server, tmp_path: Path
 ) -> None:
     async def calls(outbox: bool) -> list[str]:
-        recorded = RecordingTransport(HttpTransport(server.url, retry=FAST))
+        recorded = RecordingTransport(HttpTransport(server.url, token=TOKEN, retry=FAST))
         transport: Transport = (
             OutboxTransport(recorded, tmp_path / "outbox.db", background=False)
             if outbox

@@ -18,6 +18,7 @@ import anyio
 import pytest
 from cli_support import cli, ok
 from outbox_support import Server, running_server
+from server_support import TOKEN
 
 import neotoma_agent
 import neotoma_agent.testing
@@ -83,9 +84,9 @@ def outboxed(shape: str, url: str, box: Path) -> tuple[OutboxTransport | HttpTra
     """An outbox-backed HTTP transport, as the shorthand or as the wrapper; and what
     flushes it."""
     if shape == "shorthand":
-        http = HttpTransport(url, retry=FAST, outbox=box, outbox_background=False)
+        http = HttpTransport(url, token=TOKEN, retry=FAST, outbox=box, outbox_background=False)
         return http, http.flush_outbox
-    outbox = OutboxTransport(HttpTransport(url, retry=FAST), box, background=False)
+    outbox = OutboxTransport(HttpTransport(url, token=TOKEN, retry=FAST), box, background=False)
     return outbox, outbox.flush
 
 
@@ -126,7 +127,9 @@ async def test_a_wrapped_outbox_queues_the_abandoned_record(
     server: Server, tmp_path: Path, wrapper: str
 ) -> None:
     box = tmp_path / "outbox.db"
-    outbox = OutboxTransport(HttpTransport(server.url, retry=FAST), box, background=False)
+    outbox = OutboxTransport(
+        HttpTransport(server.url, token=TOKEN, retry=FAST), box, background=False
+    )
     async with WRAPPERS[wrapper](outbox) as transport:
         memory = NeotomaMemory(transport, conversation_id="chat-1", platform="wrapped")
         t = memory.turn("Tell me about Acme Corp", turn_id="t1")
@@ -143,7 +146,7 @@ async def test_a_wrapped_outbox_queues_the_abandoned_record(
 
 async def test_wrappers_below_the_outbox_see_the_hints(server: Server, tmp_path: Path) -> None:
     # The other way round: the outbox over a wrapper. The recording shows what travels down.
-    recorded = RecordingTransport(HttpTransport(server.url, retry=FAST))
+    recorded = RecordingTransport(HttpTransport(server.url, token=TOKEN, retry=FAST))
     async with OutboxTransport(recorded, tmp_path / "outbox.db", background=False) as transport:
         memory = NeotomaMemory(transport, conversation_id="Chat-1", platform="wrapped")
         async with memory.turn("Tell me about Acme Corp", turn_id="t1") as t:

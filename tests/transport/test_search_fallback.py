@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 from aiohttp import web
+from server_support import TOKEN
 
 from neotoma_agent import (
     EmbeddedStore,
@@ -73,10 +74,10 @@ async def embedded(tmp_path: Path) -> AsyncIterator[EmbeddedStore]:
 @pytest.fixture
 async def real_like(embedded: EmbeddedStore) -> AsyncIterator[HttpTransport]:
     """HttpTransport to a server without the route (a real server, as far as search goes)."""
-    app = create_app(embedded, middlewares=[_no_search_route])
+    app = create_app(embedded, token=TOKEN, middlewares=[_no_search_route])
     async with (
         serving(app) as url,
-        HttpTransport(url, retry=RetryPolicy(backoff=False)) as http,
+        HttpTransport(url, token=TOKEN, retry=RetryPolicy(backoff=False)) as http,
     ):
         yield http
 

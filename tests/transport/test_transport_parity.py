@@ -19,7 +19,7 @@ from typing import Any
 import anyio
 import anyio.lowlevel
 import pytest
-from cli_support import cli, ok, serving
+from cli_support import cli, ok, server_token, serving
 
 from neotoma_agent._memory import NeotomaMemory
 from neotoma_agent.qa import render_turn_report
@@ -122,7 +122,8 @@ async def test_show_stats_and_audit_agree_on_the_embedded_store_and_over_http(
     embedded = await anyio.to_thread.run_sync(_read_back, ["--db", str(db)], tmp_path)
 
     with serving(tmp_path / "served.db", tmp_path) as url:
-        async with HttpTransport(url, retry=RetryPolicy(backoff=False)) as http:
+        token = server_token(url, tmp_path)
+        async with HttpTransport(url, token=token, retry=RetryPolicy(backoff=False)) as http:
             http_reports = await scenario(http)
         served = await anyio.to_thread.run_sync(_read_back, ["--url", url], tmp_path)
 

@@ -16,6 +16,7 @@ import anyio
 import pytest
 from aiohttp import web
 from cli_support import clean_env
+from server_support import TOKEN
 
 from neotoma_agent._memory import NeotomaMemory
 from neotoma_agent.server import create_app, serving
@@ -55,7 +56,7 @@ class Server:
 async def served(tmp_path: Path) -> AsyncIterator[tuple[str, Server]]:
     server = Server()
     async with EmbeddedStore.open(tmp_path / "s.db") as store:
-        app = create_app(store, middlewares=[server.middleware])
+        app = create_app(store, token=TOKEN, middlewares=[server.middleware])
         async with serving(app) as url:
             yield url, server
             server.release.set()
@@ -73,7 +74,7 @@ async def test_warm_opens_the_connections_the_next_requests_reuse(
     served: tuple[str, Server],
 ) -> None:
     url, server = served
-    async with HttpTransport(url) as transport:
+    async with HttpTransport(url, token=TOKEN) as transport:
         transport.warm(3)
         await _until(lambda: len(server.connections) == 3 and not transport._warmer.in_flight)
         async with anyio.create_task_group() as tg:
@@ -89,7 +90,7 @@ async def test_hanging_warming_requests_never_delay_a_turn_and_end_with_the_tran
     url, server = served
     server.hang_health = True
     # A pool of two: warming takes at most one, so the turn always has a connection.
-    transport = HttpTransport(url, max_connections=2)
+    transport = HttpTransport(url, token=TOKEN, max_connections=2)
     async with transport:
         transport.warm(5)
         await _until(lambda: server.hanging == 1)
@@ -140,7 +141,7 @@ def test_warming_an_unreachable_server_prints_nothing(tmp_path: Path) -> None:
 @ASYNCIO
 async def test_warm_on_a_closed_transport_does_nothing(served: tuple[str, Server]) -> None:
     url, server = served
-    transport = HttpTransport(url)
+    transport = HttpTransport(url, token=TOKEN)
     await transport.aclose()
     transport.warm(2)
     assert transport._warmer.in_flight == 0
@@ -151,7 +152,7 @@ async def test_warm_on_a_closed_transport_does_nothing(served: tuple[str, Server
 @ASYNCIO
 @pytest.mark.parametrize("bad", [0, -1, True, 1.5])
 async def test_warm_refuses_a_count_that_is_not_a_positive_int(bad: Any) -> None:
-    async with HttpTransport("http://127.0.0.1:9") as transport:
+    async with HttpTransport("http://127.0.0.1:9", token=TOKEN) as transport:
         with pytest.raises(ValueError, match="connections must be an int >= 1"):
             transport.warm(bad)
 
@@ -160,7 +161,7 @@ async def test_warm_refuses_a_count_that_is_not_a_positive_int(bad: Any) -> None
 async def test_warm_under_trio_says_the_transport_is_asyncio_only() -> None:
     # HttpTransport is asyncio-only (conftest skips trio x HTTP for that reason): warm says
     # so at once rather than starting anything.
-    transport = HttpTransport("http://127.0.0.1:9")
+    transport = HttpTransport("http://127.0.0.1:9", token=TOKEN)
     with pytest.raises(RuntimeError, match="asyncio only"):
         transport.warm(1)
     assert transport._warmer.in_flight == 0
@@ -169,7 +170,7 @@ async def test_warm_under_trio_says_the_transport_is_asyncio_only() -> None:
 @ASYNCIO
 async def test_warm_called_on_every_keystroke_sends_one_batch(served: tuple[str, Server]) -> None:
     url, server = served
-    async with HttpTransport(url) as transport:
+    async with HttpTransport(url, token=TOKEN) as transport:
         for _ in range(20):
             transport.warm(2)
         await _until(lambda: not transport._warmer.in_flight)

@@ -23,6 +23,7 @@ import pytest
 pytest.importorskip("jinja2", reason="the web view needs the ui extra (jinja2)")
 
 from aiohttp import web
+from server_support import TOKEN
 
 from neotoma_agent import EmbeddedStore, NeotomaMemory
 from neotoma_agent.server import serving
@@ -79,9 +80,14 @@ async def site(tmp_path: Path) -> AsyncIterator[str]:
         with pytest.raises(RuntimeError):
             await failing_turn()
         app = web.Application()
-        mount_ui(app, create_ui_app(store))
+        mount_ui(app, create_ui_app(store, token=TOKEN))
         async with serving(app) as url:
             yield url
+
+
+def _page(url: str) -> str:
+    """``url`` as a login link: the view moves the token to a cookie and redirects back."""
+    return url + ("&" if "?" in url else "?") + urllib.parse.urlencode({"token": TOKEN})
 
 
 async def _browser(*args: str, profile: Path) -> str:
@@ -117,7 +123,7 @@ async def test_every_page_loads_in_chromium_and_no_stored_script_runs(
         if url in seen:
             continue
         seen.add(url)
-        dom = await _browser("--dump-dom", url, profile=tmp_path / "profile")
+        dom = await _browser("--dump-dom", _page(url), profile=tmp_path / "profile")
         parser = _Links()
         parser.feed(dom)
         assert not parser.pwned, url
@@ -140,7 +146,7 @@ def shots(tmp_path: Path) -> Path:
 
 async def test_screenshots_of_each_page(site: str, shots: Path, tmp_path: Path) -> None:
     out = shots
-    found = await _browser("--dump-dom", f"{site}/ui/search?q=Acme", profile=tmp_path / "p")
+    found = await _browser("--dump-dom", _page(f"{site}/ui/search?q=Acme"), profile=tmp_path / "p")
     parser = _Links()
     parser.feed(found)
     entity = next(link for link in parser.links if "/ui/entity?id=" in link)
@@ -155,7 +161,7 @@ async def test_screenshots_of_each_page(site: str, shots: Path, tmp_path: Path) 
         await _browser(
             f"--screenshot={shot}",
             "--window-size=1100,820",
-            f"{site}{path}",
+            _page(f"{site}{path}"),
             profile=tmp_path / "p",
         )
         assert shot.stat().st_size > 5_000, name

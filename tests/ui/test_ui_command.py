@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import http.cookiejar
 import signal
+import stat
 import subprocess
 import sys
 import urllib.error
@@ -14,7 +16,7 @@ import pytest
 
 pytest.importorskip("jinja2", reason="the web view needs the ui extra (jinja2)")
 
-from cli_support import assert_one_line_error, clean_env, cli, default_sigint, serving
+from cli_support import clean_env, default_sigint, serving
 
 from neotoma_agent import EmbeddedStore, NeotomaMemory
 
@@ -26,6 +28,11 @@ def _seed(db: Path) -> None:
             await memory.record_turn("hello", "hi there", turn_id="t1", retrieve=False)
 
     anyio.run(main)
+
+
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, *args: object, **kwargs: object) -> None:
+        return None
 
 
 def _get(url: str, token: str | None = None) -> tuple[int, str]:
@@ -40,7 +47,22 @@ def _get(url: str, token: str | None = None) -> tuple[int, str]:
             return exc.code, exc.read().decode()
 
 
-def test_ui_serves_the_store_read_only_and_stops_on_sigint(tmp_path: Path) -> None:
+def _login(link: str) -> urllib.request.OpenerDirector:
+    """A browser-like client logged in through ``link`` (a ``?token=`` link): it keeps the
+    cookie the view sets, and the redirect took the token out of the address."""
+    jar = http.cookiejar.CookieJar()
+    browser = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(jar))
+    with browser.open(link, timeout=10) as answer:
+        assert answer.status == 200
+        assert "token=" not in answer.url
+    [cookie] = list(jar)
+    assert cookie.has_nonstandard_attr("HttpOnly")
+    return browser
+
+
+def test_ui_serves_the_store_read_only_behind_a_new_token_and_stops_on_sigint(
+    tmp_path: Path,
+) -> None:
     db = tmp_path / "memory.db"
     _seed(db)
     before = db.stat().st_mtime_ns
@@ -57,9 +79,19 @@ def test_ui_serves_the_store_read_only_and_stops_on_sigint(tmp_path: Path) -> No
         line = proc.stdout.readline()
         assert line.startswith("web view on http://127.0.0.1:"), line
         page = line.split()[3].rstrip(";")
-        status, html = _get(page + "conversation?id=ui-chat")
-        assert status == 200
-        assert "hi there" in html
+        kept = proc.stdout.readline()
+        link = proc.stdout.readline().split()[-1]
+        assert link.startswith(page + "?token="), link
+        token = link.split("=", 1)[1]
+        # A token made for this start, kept 0600 in a 0700 directory of the data directory.
+        path = tmp_path / "data" / "neotoma-agent" / "tokens" / page.split(":")[2].split("/")[0]
+        assert str(path) in kept
+        assert path.read_text().strip() == token
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600
+        assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
+        assert _get(page + "conversation?id=ui-chat")[0] == 401  # loopback is no exemption
+        with _login(link).open(page + "conversation?id=ui-chat", timeout=10) as answer:
+            assert "hi there" in answer.read().decode()
         proc.send_signal(signal.SIGINT)
         _out, err = proc.communicate(timeout=15)
     finally:
@@ -67,14 +99,9 @@ def test_ui_serves_the_store_read_only_and_stops_on_sigint(tmp_path: Path) -> No
             proc.kill()
             proc.communicate()
     assert proc.returncode == 0, err
+    assert token not in err
+    assert not path.exists()  # removed on the way out
     assert db.stat().st_mtime_ns == before  # read-only
-
-
-def test_ui_refuses_a_public_address_without_a_token(tmp_path: Path) -> None:
-    db = tmp_path / "memory.db"
-    _seed(db)
-    result = cli("ui", "--db", str(db), "--host", "0.0.0.0", home=tmp_path)
-    assert_one_line_error(result, "--ui-token")
 
 
 def test_serve_mounts_the_view_under_ui_behind_the_same_token(tmp_path: Path) -> None:
@@ -85,6 +112,21 @@ def test_serve_mounts_the_view_under_ui_behind_the_same_token(tmp_path: Path) ->
         status, html = _get(f"{url}/ui/conversation?id=ui-chat", token="tok-123")
         assert status == 200
         assert "hi there" in html
+        # The login link works under serve too: a redirect without the token, which moved
+        # to an HttpOnly, SameSite=Strict cookie that later pages need alone.
+        login = urllib.request.Request(f"{url}/ui/conversation?id=ui-chat&token=tok-123")
+        with pytest.raises(urllib.error.HTTPError) as redirect:
+            urllib.request.build_opener(_NoRedirect).open(login, timeout=10)
+        with redirect.value as answer:
+            assert answer.code == 303
+            assert answer.headers["Location"] == "/ui/conversation?id=ui-chat"
+            cookie = answer.headers["Set-Cookie"]
+        assert "HttpOnly" in cookie
+        assert "SameSite=Strict" in cookie
+        assert _get(f"{url}/ui/?token=wrong")[0] == 401
+        browser = _login(f"{url}/ui/?token=tok-123")
+        with browser.open(f"{url}/ui/conversation?id=ui-chat", timeout=10) as answer:
+            assert "hi there" in answer.read().decode()
         # The REST routes keep their own rule (a bearer token, no cookie) beside it.
         request = urllib.request.Request(
             f"{url}/retrieve_entity_by_identifier", data=b'{"identifier": "x"}', method="POST"

@@ -18,6 +18,7 @@ pytest.importorskip("jinja2", reason="the web view needs the ui extra (jinja2)")
 
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
+from server_support import TOKEN
 
 from neotoma_agent import EmbeddedStore, NeotomaMemory
 from neotoma_agent.ui import create_ui_app, mount_ui
@@ -83,8 +84,8 @@ async def client(tmp_path: Path) -> AsyncIterator[TestClient[web.Request, web.Ap
             await memory.record_turn(text, text, turn_id=f"t{n}", turn_number=n, retrieve=False)
         await memory.record_turn("big", "x" * 10_000_000, turn_id="big", retrieve=False)
         app = web.Application()
-        mount_ui(app, create_ui_app(store))
-        async with TestClient(TestServer(app)) as c:
+        mount_ui(app, create_ui_app(store, token=TOKEN))
+        async with TestClient(TestServer(app), headers={"Authorization": f"Bearer {TOKEN}"}) as c:
             yield c
 
 

@@ -16,6 +16,8 @@ import pytest
 
 pytest.importorskip("jinja2", reason="the web view needs the ui extra (jinja2)")
 
+from server_support import TOKEN
+
 from neotoma_agent import ConversationSummaryPage, EmbeddedStore, NeotomaMemory
 from neotoma_agent.exceptions import NeotomaError, NotFoundError
 from neotoma_agent.server import create_app, serving
@@ -35,8 +37,8 @@ def anyio_backend() -> str:
 async def stores(tmp_path: Path) -> AsyncIterator[tuple[EmbeddedStore, HttpTransport]]:
     async with (
         EmbeddedStore.open(tmp_path / "memory.db") as embedded,
-        serving(create_app(embedded)) as url,
-        HttpTransport(url, retry=RetryPolicy(backoff=False)) as http,
+        serving(create_app(embedded, token=TOKEN)) as url,
+        HttpTransport(url, token=TOKEN, retry=RetryPolicy(backoff=False)) as http,
     ):
         yield embedded, http
 

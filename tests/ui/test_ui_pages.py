@@ -22,6 +22,7 @@ pytest.importorskip("jinja2", reason="the web view needs the ui extra (jinja2)")
 
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
+from server_support import TOKEN
 from turn_support import db_path, store
 
 from neotoma_agent import NeotomaMemory
@@ -38,10 +39,14 @@ def anyio_backend() -> str:
     return "asyncio"  # aiohttp's server and client
 
 
-async def _client(transport: Any, **kw: Any) -> TestClient[web.Request, web.Application]:
+async def _client(
+    transport: Any, *, token: str = TOKEN, send_token: bool = True, **kw: Any
+) -> TestClient[web.Request, web.Application]:
+    """A client of the view over ``transport``, sending its token unless told not to."""
     app = web.Application()
-    mount_ui(app, create_ui_app(transport, **kw))
-    client: TestClient[web.Request, web.Application] = TestClient(TestServer(app))
+    mount_ui(app, create_ui_app(transport, token=token, **kw))
+    headers = {"Authorization": f"Bearer {token}"} if send_token else {}
+    client: TestClient[web.Request, web.Application] = TestClient(TestServer(app), headers=headers)
     await client.start_server()
     return client
 
@@ -285,7 +290,7 @@ async def test_a_token_is_required_by_every_page_and_a_login_link_sets_a_cookie(
     store: Any,
 ) -> None:
     await _seed(store)
-    client = await _client(store, token="s3cret-token")
+    client = await _client(store, token="s3cret-token", send_token=False)
     async with client:
         for path in ("/ui/", "/ui/api/conversations", "/ui/health", "/ui/static/ui.css"):
             assert (await client.get(path)).status == 401, path
