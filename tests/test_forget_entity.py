@@ -172,13 +172,16 @@ async def test_the_web_view_no_longer_shows_it(tmp_path: Path, anyio_backend: st
     pytest.importorskip("jinja2", reason="the web view needs the ui extra (jinja2)")
     from aiohttp import web
     from aiohttp.test_utils import TestClient, TestServer
+    from server_support import TOKEN
 
     from neotoma_agent.ui import create_ui_app, mount_ui
 
     async def pages(store: EmbeddedStore) -> str:
         app = web.Application()
-        mount_ui(app, create_ui_app(store))
-        client: TestClient[web.Request, web.Application] = TestClient(TestServer(app))
+        mount_ui(app, create_ui_app(store, token=TOKEN))
+        client: TestClient[web.Request, web.Application] = TestClient(
+            TestServer(app), headers={"Authorization": f"Bearer {TOKEN}"}
+        )
         async with client:
             parts = [
                 await (await client.get(path)).text()
