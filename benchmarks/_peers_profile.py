@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+from peers import WARMUP
 
 #: turns counted (fewer than the store's WAL autocheckpoint allows: its pages all stay in the WAL)
 TURNS = 100
@@ -73,8 +74,6 @@ async def _counts(ours: Any, path: Path) -> dict[str, Any]:
     _store._connect = traced  # type: ignore[assignment]
     try:
         async with ours(path) as turn:
-            from peers import WARMUP
-
             for i in range(WARMUP):
                 await turn(0, i)
             with sqlite3.connect(path) as conn:
@@ -88,6 +87,16 @@ async def _counts(ours: Any, path: Path) -> dict[str, Any]:
             rows_after, frames_after = _rows(path), _wal_frames(path, page_size)
     finally:
         _store._connect = connect  # type: ignore[assignment]
+    with sqlite3.connect(path) as conn:
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        # Pages as they are, per table and index, over every turn the file holds.
+        tables = {
+            name: size / (WARMUP + TURNS)
+            for name, size in conn.execute(
+                "SELECT name, sum(pgsize) FROM dbstat GROUP BY name ORDER BY 2 DESC"
+            )
+        }
+    conn.close()
     # SQLite also reports the statements a virtual table (FTS5) runs inside one, as "-- ...".
     top = [s for s in statements if not s.startswith("--")]
     rows = {n: (rows_after[n] - rows_before[n]) / TURNS for n in rows_after}
@@ -100,6 +109,57 @@ async def _counts(ours: Any, path: Path) -> dict[str, Any]:
         "rows_written_per_turn": sum(rows.values()),
         "rows_by_table": {n: r for n, r in sorted(rows.items(), key=lambda x: -x[1]) if r},
         "wal_pages_per_turn": (frames_after - frames_before) / TURNS,
+        "file_bytes_by_table_per_turn": {n: round(b) for n, b in tables.items() if b >= 1},
+    }
+
+
+class _TimedConnection(sqlite3.Connection):
+    """Adds up the CPU of every ``execute`` (a write runs to its end in it; a read's first
+    step too, the rest is in its ``fetch``, not counted: its rows are few)."""
+
+    spent = 0.0
+
+    def execute(self, *args: Any, **kwargs: Any) -> sqlite3.Cursor:
+        started = time.thread_time()
+        try:
+            return super().execute(*args, **kwargs)
+        finally:
+            _TimedConnection.spent += time.thread_time() - started
+
+    def executemany(self, *args: Any, **kwargs: Any) -> sqlite3.Cursor:
+        started = time.thread_time()
+        try:
+            return super().executemany(*args, **kwargs)
+        finally:
+            _TimedConnection.spent += time.thread_time() - started
+
+
+async def _unprofiled_split(ours: Any, path: Path) -> dict[str, float]:
+    """CPU of ``TURNS`` turns: the event-loop thread's, the rest (the store's thread), and
+    the store's ``execute`` calls (SQLite itself)."""
+    connect = sqlite3.connect
+
+    def timed(*args: Any, **kwargs: Any) -> sqlite3.Connection:
+        return connect(*args, factory=_TimedConnection, **kwargs)
+
+    sqlite3.connect = timed  # type: ignore[assignment]
+    try:
+        async with ours(path) as turn:
+            for i in range(WARMUP):
+                await turn(0, i)
+            _TimedConnection.spent = 0.0
+            process, main = time.process_time(), time.thread_time()
+            for i in range(WARMUP, WARMUP + TURNS):
+                await turn(0, i)
+            process, main = time.process_time() - process, time.thread_time() - main
+            in_sqlite = _TimedConnection.spent
+    finally:
+        sqlite3.connect = connect  # type: ignore[assignment]
+    return {
+        "split_cpu_ms_per_turn": process / TURNS * 1e3,
+        "split_event_loop_thread_ms_per_turn": main / TURNS * 1e3,
+        "split_store_thread_ms_per_turn": (process - main) / TURNS * 1e3,
+        "split_sqlite_execute_ms_per_turn": in_sqlite / TURNS * 1e3,
     }
 
 
@@ -107,25 +167,25 @@ async def _cpu_split(ours: Any, path: Path, top: int) -> dict[str, Any]:
     """CPU of ``TURNS`` turns split by thread, and the top functions of a cProfile of both."""
     from neotoma_agent.transport.embedded import _db_thread
 
-    main_profile = cProfile.Profile()
-    db_profile = cProfile.Profile()
-    db_cpu: list[float] = []
+    # CPU, not wall time: a thread waiting for the GIL or the queue is not charged.
+    main_profile = cProfile.Profile(time.thread_time)
+    db_profile = cProfile.Profile(time.thread_time)
     counting = threading.Event()
-    original = _db_thread.DBThread._main
+    original = _db_thread.DBThread._run_group
 
-    def profiled_main(self: Any) -> None:
-        # The thread's CPU from its first counted job on (process_time counts all threads).
-        started = time.thread_time()
+    def profiled_group(self: Any, conn: sqlite3.Connection, group: list[Any]) -> None:
+        # A group of jobs (reads, or writes and their commit), the counted turns' only.
+        if not counting.is_set():
+            return original(self, conn, group)
+        db_profile.enable()
         try:
-            db_profile.runcall(original, self)
+            return original(self, conn, group)
         finally:
-            db_cpu.append(time.thread_time() - started)
+            db_profile.disable()
 
-    _db_thread.DBThread._main = profiled_main  # type: ignore[method-assign]
+    _db_thread.DBThread._run_group = profiled_group  # type: ignore[method-assign]
     try:
         async with ours(path) as turn:
-            from peers import WARMUP
-
             for i in range(WARMUP):
                 await turn(0, i)
             counting.set()
@@ -134,16 +194,17 @@ async def _cpu_split(ours: Any, path: Path, top: int) -> dict[str, Any]:
             for i in range(WARMUP, WARMUP + TURNS):
                 await turn(0, i)
             main_profile.disable()
+            counting.clear()
             process, main = time.process_time() - process, time.thread_time() - main
     finally:
-        _db_thread.DBThread._main = original  # type: ignore[method-assign]
-    stats = pstats.Stats(main_profile)
-    stats.add(db_profile)
+        _db_thread.DBThread._run_group = original  # type: ignore[method-assign]
+    db_stats = pstats.Stats(db_profile)
     sqlite_s = sum(
         tt
-        for (file, _, name), (_, _, tt, _, _) in stats.stats.items()  # type: ignore[attr-defined]
-        if file == "~" and "sqlite3.Connection" in name or "sqlite3.Cursor" in name
+        for (file, _, name), (_, _, tt, _, _) in db_stats.stats.items()  # type: ignore[attr-defined]
+        if file == "~" and ("sqlite3.Connection" in name or "sqlite3.Cursor" in name)
     )
+    db_total = db_stats.total_tt  # type: ignore[attr-defined]
     out = io.StringIO()
     pstats.Stats(main_profile, stream=out).sort_stats("tottime").print_stats(top)
     db_out = io.StringIO()
@@ -152,6 +213,7 @@ async def _cpu_split(ours: Any, path: Path, top: int) -> dict[str, Any]:
         # Unprofiled figures are in the table; these are under cProfile (slower, same split).
         "profiled_cpu_ms_per_turn": process / TURNS * 1e3,
         "profiled_event_loop_thread_ms_per_turn": main / TURNS * 1e3,
+        "profiled_db_thread_ms_per_turn": db_total / TURNS * 1e3,
         "profiled_sqlite_calls_ms_per_turn": sqlite_s / TURNS * 1e3,
         "cprofile_event_loop": out.getvalue(),
         "cprofile_db_thread": db_out.getvalue(),
@@ -166,9 +228,45 @@ async def profile(
         d = Path(tmp)
         result: dict[str, Any] = dict(await measure("ours", d / "plain.db", 1, TURNS, 0))
         result.update(await _counts(ours, d / "counts.db"))
+        result.update(await _unprofiled_split(ours, d / "split.db"))
         result.update(await _cpu_split(ours, d / "profile.db", args.profile_top))
         del file_bytes
     return result
 
 
-__all__ = ["profile", "anyio"]
+def render_profile(result: dict[str, Any]) -> str:
+    """The profile as text: the counts, the CPU split, then both cProfile tops."""
+    lines = [
+        f"our turn, 1 caller ({TURNS} turns after warm-up):",
+        f"  CPU                      {result['cpu_ms_per_turn']:8.3f} ms/turn (unprofiled)",
+        f"  on disk                  {result['bytes_per_turn']:8,.0f} B/turn",
+        f"  SQL statements           {result['sql_statements_per_turn']:8.2f} /turn"
+        f" (+ {result['fts_inner_statements_per_turn']:.2f} run inside FTS5)",
+        f"  rows written             {result['rows_written_per_turn']:8.2f} /turn",
+        f"  WAL pages                {result['wal_pages_per_turn']:8.2f} /turn",
+        "  where the CPU goes (unprofiled, process_time and thread_time):",
+        f"    whole process          {result['split_cpu_ms_per_turn']:8.3f} ms/turn",
+        f"    event-loop thread      {result['split_event_loop_thread_ms_per_turn']:8.3f}",
+        f"    store thread           {result['split_store_thread_ms_per_turn']:8.3f}",
+        f"      in SQLite (execute)  {result['split_sqlite_execute_ms_per_turn']:8.3f}",
+        "  under cProfile (CPU per thread; slower than unprofiled, the split is the point):",
+        f"    whole process          {result['profiled_cpu_ms_per_turn']:8.3f} ms/turn",
+        f"    event-loop thread      {result['profiled_event_loop_thread_ms_per_turn']:8.3f}",
+        f"    store thread, groups   {result['profiled_db_thread_ms_per_turn']:8.3f}",
+        f"      in sqlite3 calls     {result['profiled_sqlite_calls_ms_per_turn']:8.3f}",
+        "  statements by kind (/turn): "
+        + ", ".join(f"{k} {v:g}" for k, v in result["statements_by_kind"].items()),
+        "  rows by table (/turn): "
+        + ", ".join(f"{k} {v:g}" for k, v in result["rows_by_table"].items()),
+        "  file bytes by table and index (/turn, its schema included): "
+        + ", ".join(f"{k} {v:,}" for k, v in result["file_bytes_by_table_per_turn"].items()),
+        "",
+        "event-loop thread:",
+        result["cprofile_event_loop"],
+        "store thread:",
+        result["cprofile_db_thread"],
+    ]
+    return "\n".join(lines)
+
+
+__all__ = ["profile", "render_profile", "anyio"]

@@ -432,6 +432,10 @@ def _row_name(row: str) -> str:
 
 
 def render(result: dict[str, Any]) -> str:
+    if "cprofile_event_loop" in result:
+        from _peers_profile import render_profile
+
+        return render_profile(result)
     if "rows" not in result:  # a child's figures
         return json.dumps(result, indent=2)
     head = (
