@@ -48,6 +48,16 @@ def _wal_frames(path: Path, page_size: int) -> int:
     return max(0, (size - 32) // (page_size + 24))
 
 
+def _fts_index(sql: str) -> str:
+    """The FTS5 index an inner statement ("-- REPLACE INTO 'main'.'search_text_data'...")
+    works on, or what it is."""
+    for word in sql.replace("'", " ").replace(".", " ").replace("(", " ").split():
+        for suffix in ("_data", "_idx", "_content", "_docsize", "_config"):
+            if word.endswith(suffix):
+                return word[: -len(suffix)]
+    return " ".join(sql.split()[1:3])
+
+
 def _statement_kind(sql: str) -> str:
     words = sql.split()
     return " ".join(words[:2]).upper() if words else ""
@@ -87,16 +97,6 @@ async def _counts(ours: Any, path: Path) -> dict[str, Any]:
             rows_after, frames_after = _rows(path), _wal_frames(path, page_size)
     finally:
         _store._connect = connect  # type: ignore[assignment]
-    with sqlite3.connect(path) as conn:
-        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-        # Pages as they are, per table and index, over every turn the file holds.
-        tables = {
-            name: size / (WARMUP + TURNS)
-            for name, size in conn.execute(
-                "SELECT name, sum(pgsize) FROM dbstat GROUP BY name ORDER BY 2 DESC"
-            )
-        }
-    conn.close()
     # SQLite also reports the statements a virtual table (FTS5) runs inside one, as "-- ...".
     top = [s for s in statements if not s.startswith("--")]
     rows = {n: (rows_after[n] - rows_before[n]) / TURNS for n in rows_after}
@@ -109,7 +109,14 @@ async def _counts(ours: Any, path: Path) -> dict[str, Any]:
         "rows_written_per_turn": sum(rows.values()),
         "rows_by_table": {n: r for n, r in sorted(rows.items(), key=lambda x: -x[1]) if r},
         "wal_pages_per_turn": (frames_after - frames_before) / TURNS,
-        "file_bytes_by_table_per_turn": {n: round(b) for n, b in tables.items() if b >= 1},
+        "fts_inner_statements_by_index": {
+            k: v / TURNS
+            for k, v in Counter(
+                _fts_index(s)
+                for s in statements
+                if s.startswith("--")
+            ).most_common()
+        },
     }
 
 
@@ -132,6 +139,20 @@ class _TimedConnection(sqlite3.Connection):
             return super().executemany(*args, **kwargs)
         finally:
             _TimedConnection.spent += time.thread_time() - started
+
+
+def _bytes_by_table(path: Path, turns: int) -> dict[str, int]:
+    """Bytes per turn of each table and index (pages as they are, their slack included)."""
+    with sqlite3.connect(path) as conn:
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        tables = {
+            name: round(size / turns)
+            for name, size in conn.execute(
+                "SELECT name, sum(pgsize) FROM dbstat GROUP BY name ORDER BY 2 DESC"
+            )
+        }
+    conn.close()
+    return {n: b for n, b in tables.items() if b >= 1}
 
 
 async def _unprofiled_split(ours: Any, path: Path) -> dict[str, float]:
@@ -161,6 +182,40 @@ async def _unprofiled_split(ours: Any, path: Path) -> dict[str, float]:
         "split_store_thread_ms_per_turn": (process - main) / TURNS * 1e3,
         "split_sqlite_execute_ms_per_turn": in_sqlite / TURNS * 1e3,
     }
+
+
+#: (label, thread, file suffix, function name or None for every function of the file, how):
+#: ``cum`` adds a function's cumulative time (itself and what it calls), ``tot`` the time
+#: spent in the matched functions' own code.
+AREAS = (
+    ("the store action (POST /store)", "store", "embedded/_write.py", "store", "cum"),
+    ("  observations and snapshots", "store", "embedded/_write.py", "_observe", "cum"),
+    ("  name index (bookkeeping names)", "store", "embedded/_name_index.py", "index_name", "cum"),
+    ("  search index", "store", "embedded/_search.py", "index_search", "cum"),
+    ("  edges", "store", "embedded/_edges.py", "relate", "cum"),
+    ("  idempotency keys", "store", "embedded/_rows.py", "record_key", "cum"),
+    ("the history read", "store", "embedded/_conversations.py", "recent_conversation", "cum"),
+    ("JSON encode and decode (store thread)", "store", "json/", None, "tot"),
+    ("answers parsed (_results from_json)", "loop", "transport/_results.py", None, "tot"),
+    ("anyio (scopes, tasks)", "loop", "anyio/", None, "tot"),
+    ("asyncio (the loop, futures)", "loop", "asyncio/", None, "tot"),
+    ("identifier extraction", "loop", "neotoma_agent/_extract.py", None, "tot"),
+    ("log events", "loop", "neotoma_agent/_log.py", None, "tot"),
+)
+
+
+def _area_shares(stats: dict[str, pstats.Stats]) -> dict[str, float]:
+    """Each area's share of its thread's profiled CPU."""
+    shares: dict[str, float] = {}
+    for label, thread, suffix, function, how in AREAS:
+        st = stats[thread]
+        total = st.total_tt  # type: ignore[attr-defined]
+        spent = 0.0
+        for (file, _, name), (_, _, tt, ct, _) in st.stats.items():  # type: ignore[attr-defined]
+            if suffix in file and (function is None or name == function):
+                spent += ct if how == "cum" else tt
+        shares[f"{label} [{thread}]"] = spent / total if total else 0.0
+    return shares
 
 
 async def _cpu_split(ours: Any, path: Path, top: int) -> dict[str, Any]:
@@ -215,6 +270,9 @@ async def _cpu_split(ours: Any, path: Path, top: int) -> dict[str, Any]:
         "profiled_event_loop_thread_ms_per_turn": main / TURNS * 1e3,
         "profiled_db_thread_ms_per_turn": db_total / TURNS * 1e3,
         "profiled_sqlite_calls_ms_per_turn": sqlite_s / TURNS * 1e3,
+        "profiled_share_by_area": _area_shares(
+            {"loop": pstats.Stats(main_profile), "store": db_stats}
+        ),
         "cprofile_event_loop": out.getvalue(),
         "cprofile_db_thread": db_out.getvalue(),
     }
@@ -226,7 +284,10 @@ async def profile(
     """Our turn's counts, its unprofiled CPU and bytes, and its profile."""
     with tempfile.TemporaryDirectory() as tmp:
         d = Path(tmp)
-        result: dict[str, Any] = dict(await measure("ours", d / "plain.db", 1, TURNS, 0))
+        turns = args.profile_disk_turns
+        result: dict[str, Any] = dict(await measure("ours", d / "plain.db", 16, 1, turns, 0))
+        result["file_bytes_by_table_per_turn"] = _bytes_by_table(d / "plain.db", turns + 16 * WARMUP)
+        result["disk_turns"] = turns
         result.update(await _counts(ours, d / "counts.db"))
         result.update(await _unprofiled_split(ours, d / "split.db"))
         result.update(await _cpu_split(ours, d / "profile.db", args.profile_top))
@@ -237,11 +298,14 @@ async def profile(
 def render_profile(result: dict[str, Any]) -> str:
     """The profile as text: the counts, the CPU split, then both cProfile tops."""
     lines = [
-        f"our turn, 1 caller ({TURNS} turns after warm-up):",
+        f"our turn, 1 caller ({result['disk_turns']:,} turns over 16 conversations):",
         f"  CPU                      {result['cpu_ms_per_turn']:8.3f} ms/turn (unprofiled)",
         f"  on disk                  {result['bytes_per_turn']:8,.0f} B/turn",
+        f"one conversation, {TURNS} turns after warm-up:",
         f"  SQL statements           {result['sql_statements_per_turn']:8.2f} /turn"
-        f" (+ {result['fts_inner_statements_per_turn']:.2f} run inside FTS5)",
+        f" (+ {result['fts_inner_statements_per_turn']:.2f} run inside FTS5: "
+        + ", ".join(f"{k} {v:g}" for k, v in result["fts_inner_statements_by_index"].items())
+        + ")",
         f"  rows written             {result['rows_written_per_turn']:8.2f} /turn",
         f"  WAL pages                {result['wal_pages_per_turn']:8.2f} /turn",
         "  where the CPU goes (unprofiled, process_time and thread_time):",
@@ -254,11 +318,13 @@ def render_profile(result: dict[str, Any]) -> str:
         f"    event-loop thread      {result['profiled_event_loop_thread_ms_per_turn']:8.3f}",
         f"    store thread, groups   {result['profiled_db_thread_ms_per_turn']:8.3f}",
         f"      in sqlite3 calls     {result['profiled_sqlite_calls_ms_per_turn']:8.3f}",
+        "  shares of each thread's profiled CPU, by area:",
+        *(f"    {k:<50} {v:6.1%}" for k, v in result["profiled_share_by_area"].items()),
         "  statements by kind (/turn): "
         + ", ".join(f"{k} {v:g}" for k, v in result["statements_by_kind"].items()),
         "  rows by table (/turn): "
         + ", ".join(f"{k} {v:g}" for k, v in result["rows_by_table"].items()),
-        "  file bytes by table and index (/turn, its schema included): "
+        "  file bytes by table and index (/turn, the 16-conversation file): "
         + ", ".join(f"{k} {v:,}" for k, v in result["file_bytes_by_table_per_turn"].items()),
         "",
         "event-loop thread:",

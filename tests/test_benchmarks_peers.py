@@ -45,7 +45,7 @@ def test_peers_measures_every_peer_in_every_row_against_the_sdk(tmp_path: Path) 
         *("--langgraph-growth-turns", "2", "--rounds", "1"),
     )
     cells = {(e["row"], e["peer"]): e for e in report["rows"]}
-    rows = ["1 caller", "16 conversations", "length 40"]
+    rows = ["1 caller", "16 callers", "length 40"]
     assert set(cells) == {(r, p) for r in rows for p in ("floor", "sdk", "langgraph", "ours")}
     for (row, peer), e in cells.items():
         assert e["cpu_ms_per_turn"] > 0
