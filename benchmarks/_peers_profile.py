@@ -21,7 +21,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import anyio
 from peers import WARMUP
 
 #: turns counted (fewer than the store's WAL autocheckpoint allows: its pages all stay in the WAL)
@@ -37,7 +36,9 @@ def _rows(path: Path) -> Counter[str]:
                 "'CREATE VIRTUAL%'"
             )
         ]
-        counts = Counter({n: conn.execute(f'SELECT count(*) FROM "{n}"').fetchone()[0] for n in names})
+        counts = Counter(
+            {n: conn.execute(f'SELECT count(*) FROM "{n}"').fetchone()[0] for n in names}
+        )
     conn.close()
     return counts
 
@@ -112,9 +113,7 @@ async def _counts(ours: Any, path: Path) -> dict[str, Any]:
         "fts_inner_statements_by_index": {
             k: v / TURNS
             for k, v in Counter(
-                _fts_index(s)
-                for s in statements
-                if s.startswith("--")
+                _fts_index(s) for s in statements if s.startswith("--")
             ).most_common()
         },
     }
@@ -286,7 +285,8 @@ async def profile(
         d = Path(tmp)
         turns = args.profile_disk_turns
         result: dict[str, Any] = dict(await measure("ours", d / "plain.db", 16, 1, turns, 0))
-        result["file_bytes_by_table_per_turn"] = _bytes_by_table(d / "plain.db", turns + 16 * WARMUP)
+        written = turns + 16 * WARMUP
+        result["file_bytes_by_table_per_turn"] = _bytes_by_table(d / "plain.db", written)
         result["disk_turns"] = turns
         result.update(await _counts(ours, d / "counts.db"))
         result.update(await _unprofiled_split(ours, d / "split.db"))
@@ -335,4 +335,4 @@ def render_profile(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["profile", "render_profile", "anyio"]
+__all__ = ["profile", "render_profile"]

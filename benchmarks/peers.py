@@ -54,6 +54,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -364,6 +365,23 @@ def _child(args: argparse.Namespace, *extra: str) -> dict[str, Any]:
         return figures
 
 
+def _write_prefill(args: argparse.Namespace, d: Path, peer: str, length: int) -> None:
+    """``peer``'s file of one conversation ``length`` turns long, in its own process."""
+    path = d / f"{peer}-{length}.db"
+    _child(args, "--prefill", peer, str(length), "--file", str(path))
+
+
+def _measure_cell(args: argparse.Namespace, d: Path, peer: str, row: str) -> dict[str, Any]:
+    """One measurement of ``peer`` in ``row``, in a fresh process on a fresh file (or a
+    copy of the prefilled one)."""
+    path = d / f"run-{peer}.db"
+    for stale in d.glob(f"run-{peer}.db*"):
+        stale.unlink()
+    if row not in ("1", "16"):
+        shutil.copyfile(d / f"{peer}-{row}.db", path)
+    return _child(args, "--cell", peer, row, "--file", str(path))
+
+
 def _rows(args: argparse.Namespace) -> list[str]:
     return ["1", "16", *(str(n) for n in args.lengths)]
 
@@ -387,28 +405,18 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         for length in args.lengths:
             for peer in peers:
                 print(f"  writing {length:,} turns for {peer}", file=sys.stderr)
-                path = d / f"{peer}-{length}.db"
-                await anyio.to_thread.run_sync(
-                    lambda: _child(args, "--prefill", peer, str(length), "--file", str(path))
-                )
-        cells = [(peer, row) for row in rows for peer in peers]
+                await anyio.to_thread.run_sync(partial(_write_prefill, args, d, peer, length))
         for r in range(args.rounds):
             print(f"  round {r + 1} of {args.rounds}", file=sys.stderr)
             shift = r * len(peers) // max(args.rounds, 1)
             for row in rows:
                 for peer in peers[shift:] + peers[:shift]:
-                    path = d / f"run-{peer}.db"
-                    for stale in d.glob(f"run-{peer}.db*"):
-                        stale.unlink()
-                    if row not in ("1", "16"):
-                        shutil.copyfile(d / f"{peer}-{row}.db", path)
                     figures = await anyio.to_thread.run_sync(
-                        lambda: _child(args, "--cell", peer, row, "--file", str(path))
+                        partial(_measure_cell, args, d, peer, row)
                     )
                     was = best.get((peer, row))
                     if was is None or figures["cpu_ms_per_turn"] < was["cpu_ms_per_turn"]:
                         best[(peer, row)] = figures
-        del cells
     table = []
     for row in rows:
         base = best.get((BASELINE, row))
@@ -451,8 +459,7 @@ def render(result: dict[str, Any]) -> str:
     if "rows" not in result:  # a child's figures
         return json.dumps(result, indent=2)
     head = (
-        f"{'row':<18} {'peer':<10} {'CPU ms/turn':>12} {'x sdk':>7} "
-        f"{'bytes/turn':>12} {'x sdk':>7}"
+        f"{'row':<18} {'peer':<10} {'CPU ms/turn':>12} {'x sdk':>7} {'bytes/turn':>12} {'x sdk':>7}"
     )
     lines = [head, "-" * len(head)]
     for e in result["rows"]:

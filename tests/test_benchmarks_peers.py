@@ -58,7 +58,8 @@ def test_peers_measures_every_peer_in_every_row_against_the_sdk(tmp_path: Path) 
         cells[("length 40", "langgraph")]["bytes_per_turn"]
         > cells[("1 caller", "langgraph")]["bytes_per_turn"]
     )
-    assert report["rounds"] == 1 and len(report["load_average"]) == 3
+    assert report["rounds"] == 1
+    assert len(report["load_average"]) == 3
 
 
 def test_peers_profile_counts_the_statements_rows_and_pages_of_our_turn(
