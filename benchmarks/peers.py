@@ -1,7 +1,7 @@
 """Benchmark: a short turn against its peers: bare SQLite, the Agents SDK's session, LangGraph.
 
     python benchmarks/peers.py [--turns 400] [--lengths 1000 5000] [--growth-turns 100]
-                               [--rounds 2] [--peers ...] [--json PATH]
+                               [--rounds 2] [--peers ...] [--baseline TREE] [--json PATH]
     python benchmarks/peers.py --full        # the sizes of issue 42: 2,000 turns, 1k-20k long
     python benchmarks/peers.py --profile     # where our turn goes: statements, rows, WAL pages
 
@@ -36,6 +36,10 @@ bytes are the growth of the file's pages in use (the WAL checkpointed into it, b
 after; pages on the freelist left out) per turn written, warm-up included (a fresh row counts
 from the file with only its schema). Ratios are against ``sdk`` in the same row
 of the same run.
+
+``--baseline TREE`` adds a fifth peer, ``baseline``: our turn run with the package of
+another checkout (e.g. ``git worktree add /tmp/main main``), in the same rounds, for a
+before / after from one run.
 
 ``--profile`` measures our turn alone: SQL statements and rows written per turn (the
 store's own connection, traced), WAL pages per turn, and the top of a ``cProfile`` run
@@ -291,6 +295,12 @@ def file_bytes(path: Path) -> int:
     return int((pages - free) * size)
 
 
+def _package_tree() -> str:
+    import neotoma_agent
+
+    return str(Path(neotoma_agent.__file__).resolve().parent.parent)
+
+
 async def _open_and_close(peer: str, path: Path) -> None:
     async with _PEERS[peer](path) as turn:
         del turn
@@ -298,7 +308,7 @@ async def _open_and_close(peer: str, path: Path) -> None:
 
 async def measure(
     peer: str, path: Path, conversations: int, callers: int, turns: int, start: int
-) -> dict[str, float]:
+) -> dict[str, Any]:
     """``turns`` turns of ``peer`` on the file at ``path``, turn ``i`` in conversation ``i
     % conversations``, from ``callers`` concurrent callers (each its share of the
     conversations, one turn after another; turn numbers from ``start``), after ``WARMUP``
@@ -322,13 +332,16 @@ async def measure(
         cpu = time.process_time()
         await run(start + warmup, turns)
         cpu = time.process_time() - cpu
-    return {
+    figures: dict[str, Any] = {
         "cpu_ms_per_turn": cpu / turns * 1e3,
         "bytes_per_turn": (file_bytes(path) - before) / (warmup + turns),
     }
+    if peer == "ours":  # which tree's package ran it (``--baseline``)
+        figures["package"] = _package_tree()
+    return figures
 
 
-async def _cell(args: argparse.Namespace) -> dict[str, float]:
+async def _cell(args: argparse.Namespace) -> dict[str, Any]:
     peer, row = args.cell
     path = Path(args.file)
     if row == "1":
@@ -354,13 +367,19 @@ async def _prefill(peer: str, path: Path, length: int) -> None:
 # The run: prefilled files, then rounds of fresh processes.
 
 
-def _child(args: argparse.Namespace, *extra: str) -> dict[str, Any]:
+def _child(args: argparse.Namespace, peer: str, *extra: str) -> dict[str, Any]:
+    """This script in a fresh process for ``peer``; ``baseline`` is ``ours`` run with the
+    package of the ``--baseline`` tree first on the path."""
+    env = dict(os.environ)
+    if peer == "baseline":
+        peer = "ours"
+        env["PYTHONPATH"] = str(args.baseline)
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "cell.json"
-        cmd = [sys.executable, __file__, *extra, "--json", str(out)]
+        cmd = [sys.executable, __file__, *extra[:1], peer, *extra[1:], "--json", str(out)]
         cmd += ["--turns", str(args.turns), "--growth-turns", str(args.growth_turns)]
         cmd += ["--langgraph-growth-turns", str(args.langgraph_growth_turns)]
-        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, env=env)
         figures: dict[str, Any] = json.loads(out.read_text())
         return figures
 
@@ -368,7 +387,7 @@ def _child(args: argparse.Namespace, *extra: str) -> dict[str, Any]:
 def _write_prefill(args: argparse.Namespace, d: Path, peer: str, length: int) -> None:
     """``peer``'s file of one conversation ``length`` turns long, in its own process."""
     path = d / f"{peer}-{length}.db"
-    _child(args, "--prefill", peer, str(length), "--file", str(path))
+    _child(args, peer, "--prefill", str(length), "--file", str(path))
 
 
 def _measure_cell(args: argparse.Namespace, d: Path, peer: str, row: str) -> dict[str, Any]:
@@ -379,7 +398,7 @@ def _measure_cell(args: argparse.Namespace, d: Path, peer: str, row: str) -> dic
         stale.unlink()
     if row not in ("1", "16"):
         shutil.copyfile(d / f"{peer}-{row}.db", path)
-    return _child(args, "--cell", peer, row, "--file", str(path))
+    return _child(args, peer, "--cell", row, "--file", str(path))
 
 
 def _rows(args: argparse.Namespace) -> list[str]:
@@ -397,9 +416,9 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         from _peers_profile import profile
 
         return await profile(args, _Ours, measure, file_bytes)
-    peers = [p for p in PEERS if p in args.peers]
+    peers = [p for p in PEERS if p in args.peers] + (["baseline"] if args.baseline else [])
     rows = _rows(args)
-    best: dict[tuple[str, str], dict[str, float]] = {}
+    best: dict[tuple[str, str], dict[str, Any]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         d = Path(tmp)
         for length in args.lengths:
@@ -425,6 +444,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             entry: dict[str, Any] = {"row": _row_name(row), "peer": peer}
             entry["cpu_ms_per_turn"] = round(f["cpu_ms_per_turn"], 4)
             entry["bytes_per_turn"] = round(f["bytes_per_turn"], 1)
+            if "package" in f:
+                entry["package"] = f["package"]
             if base is not None:
                 entry["cpu_vs_sdk"] = round(f["cpu_ms_per_turn"] / base["cpu_ms_per_turn"], 3)
                 entry["bytes_vs_sdk"] = round(f["bytes_per_turn"] / base["bytes_per_turn"], 3)
@@ -437,6 +458,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         "growth_turns": args.growth_turns,
         "langgraph_growth_turns": args.langgraph_growth_turns,
         "rounds": args.rounds,
+        "baseline": str(args.baseline) if args.baseline else None,
         "load_average": [round(x, 2) for x in os.getloadavg()],
         "goals": {"cpu_vs_sdk": GOAL_CPU_RATIO, "bytes_per_turn": GOAL_BYTES},
         "rows": table,
@@ -499,6 +521,11 @@ def main() -> None:
     )
     parser.add_argument("--rounds", type=int, default=2, help="interleaved rounds")
     parser.add_argument("--peers", nargs="+", default=list(PEERS), choices=PEERS)
+    parser.add_argument(
+        "--baseline",
+        type=Path,
+        help="another checkout whose package runs our turn as one more peer, 'baseline'",
+    )
     parser.add_argument("--full", action="store_true", help="the issue's sizes (long)")
     parser.add_argument("--json", type=Path, help="also write the figures to this file")
     parser.add_argument("--profile", action="store_true", help="profile our turn instead")
@@ -510,6 +537,8 @@ def main() -> None:
     parser.add_argument("--prefill", nargs=2, help=argparse.SUPPRESS)
     parser.add_argument("--file", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.baseline is not None:
+        args.baseline = args.baseline.resolve()
     if args.full:
         for key, value in FULL.items():
             setattr(args, key, value)

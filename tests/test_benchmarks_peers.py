@@ -8,6 +8,7 @@ Timings are never asserted: only what was measured and counted.
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -76,3 +77,23 @@ def test_peers_profile_counts_the_statements_rows_and_pages_of_our_turn(
     assert split == pytest.approx(report["split_cpu_ms_per_turn"])
     assert 0 < report["split_sqlite_execute_ms_per_turn"] < report["split_store_thread_ms_per_turn"]
     assert "_write.py" in report["cprofile_db_thread"]
+
+
+def test_peers_runs_another_trees_turn_beside_ours(tmp_path: Path) -> None:
+    tree = tmp_path / "tree"
+    shutil.copytree(ROOT / "neotoma_agent", tree / "neotoma_agent")
+    report = _peers(
+        tmp_path,
+        *("--peers", "sdk", "ours", "--baseline", str(tree), "--turns", "16"),
+        *("--lengths", "--rounds", "1"),
+    )
+    cells = {(e["row"], e["peer"]): e for e in report["rows"]}
+    rows = ("1 caller", "16 callers")
+    assert set(cells) == {(r, p) for r in rows for p in ("sdk", "ours", "baseline")}
+    for row in rows:
+        ours, baseline = cells[(row, "ours")], cells[(row, "baseline")]
+        # Each ran its own tree's package...
+        assert Path(ours["package"]) == ROOT.resolve()
+        assert Path(baseline["package"]) == tree.resolve()
+        # ...the same code: the same turns write the same rows.
+        assert baseline["bytes_per_turn"] == pytest.approx(ours["bytes_per_turn"], rel=0.1)
