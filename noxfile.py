@@ -131,16 +131,17 @@ def slow(session: nox.Session) -> None:
 @nox.session
 def bench_smoke(session: nox.Session) -> None:
     """Every benchmark at its smallest size, checking what it counts (pytest -m bench)."""
-    session.install("-e", ".[test]")
+    session.install("-e", ".[test,bench]")
     session.run("pytest", "-m", "bench", *session.posargs)
 
 
 @nox.session
 def bench(session: nox.Session) -> None:
     """Run the benchmarks and write their figures under benchmarks/results/."""
-    session.install("-e", ".[test]")
+    session.install("-e", ".[test,bench]")
     session.run("mkdir", "-p", "benchmarks/results", external=True)
-    for name in ("embedded_store", "turn_protocol", "turn_overhead", "audit", "outbox", "search"):
+    names = ("embedded_store", "turn_protocol", "turn_overhead", "audit", "outbox", "search")
+    for name in (*names, "peers"):
         session.run("python", f"benchmarks/{name}.py", "--json", f"benchmarks/results/{name}.json")
 
 
