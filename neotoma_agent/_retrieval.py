@@ -346,23 +346,26 @@ async def retrieve(
     # Only needed when there are more lookups than may run at once (it costs checkpoints).
     limiter = anyio.Semaphore(max_concurrency) if len(plan) > max_concurrency else None
 
-    async def lookup(slot: int) -> None:
+    def failed(slot: int, exc: Exception) -> None:
         nonlocal failures
+        failures += 1
+        # The identifier is user content: log its position, never its text. INFO: a read
+        # loses nothing, the turn goes on, and RetrievalStats.failures says it happened.
+        logger.info(
+            "retrieval.lookup_failed",
+            identifier_index=plan[slot][0][0] if plan[slot][0] else -1,
+            error_class=type(exc).__name__,
+            error=error_label(exc),
+        )
+
+    async def lookup(slot: int) -> None:
         _, what, by, kind = plan[slot]
         if limiter is not None:
             await limiter.acquire()
         try:
             answer: LookupResult = await _lookup(transport, what, by, kind, lookup_limit)
         except Exception as exc:
-            failures += 1
-            # The identifier is user content: log its position, never its text. INFO: a read
-            # loses nothing, the turn goes on, and RetrievalStats.failures says it happened.
-            logger.info(
-                "retrieval.lookup_failed",
-                identifier_index=plan[slot][0][0] if plan[slot][0] else -1,
-                error_class=type(exc).__name__,
-                error=error_label(exc),
-            )
+            failed(slot, exc)
             return
         finally:
             if limiter is not None:
@@ -394,7 +397,6 @@ async def retrieve(
 
     async def lookup_all() -> None:
         # One job for all of them (the embedded store): each answer or failure in its slot.
-        nonlocal failures
         assert many is not None
         bodies = [
             present(identifier=what, entity_type=kind, by=by, limit=lookup_limit)
@@ -406,13 +408,7 @@ async def retrieve(
             answers = [exc] * len(plan)
         for slot, answer in enumerate(answers):
             if isinstance(answer, Exception):
-                failures += 1
-                logger.info(
-                    "retrieval.lookup_failed",
-                    identifier_index=plan[slot][0][0] if plan[slot][0] else -1,
-                    error_class=type(answer).__name__,
-                    error=error_label(answer),
-                )
+                failed(slot, answer)
             else:
                 results[slot] = answer.entities
 
