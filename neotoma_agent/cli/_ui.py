@@ -92,8 +92,8 @@ COMMAND = Command(
         conversations, each conversation's turns with their exact texts and statuses,
         entities and the turns that referred to them, and the store's health. Binds
         127.0.0.1 unless --host says otherwise. Every page needs a token: --ui-token-file
-        (a file holding it) or $NEOTOMA_UI_TOKEN, else a new one each start (the printed link logs in; kept 0600 in
-        the per-user data directory). Needs the `ui` extra (pip install
+        (a file holding it) or $NEOTOMA_UI_TOKEN, else a new one each start (the printed
+        link logs in; kept 0600 in the per-user data directory). Needs the `ui` extra (pip install
         'neotoma-agent[ui]'). Stop with Ctrl-C.
     """,
     run=run,

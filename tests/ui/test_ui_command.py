@@ -178,13 +178,15 @@ def test_ui_reads_its_token_from_a_file_never_from_argv(tmp_path: Path) -> None:
     assert token not in out + err
 
 
+_UI = [sys.executable, "-m", "neotoma_agent.cli", "ui"]
+
+
 def test_ui_with_a_missing_token_file_is_one_line_of_error(tmp_path: Path) -> None:
     db = tmp_path / "memory.db"
     _seed(db)
     missing = tmp_path / "nowhere"
     done = subprocess.run(
-        [sys.executable, "-m", "neotoma_agent.cli", "ui", "--db", str(db), "--port", "0"]
-        + ["--ui-token-file", str(missing)],
+        [*_UI, "--db", str(db), "--port", "0", "--ui-token-file", str(missing)],
         env=clean_env(tmp_path),
         capture_output=True,
         text=True,

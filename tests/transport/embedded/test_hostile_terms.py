@@ -53,7 +53,6 @@ async def _each_read(s: EmbeddedStore, term: str) -> list[ValidationError | None
         try:
             await read()
         except ValidationError as e:
-            assert e.status == 400
             outcomes.append(e)
         else:
             outcomes.append(None)
@@ -66,6 +65,7 @@ def test_any_text_is_an_answer_or_a_typed_400(corpus: Path, term: str) -> None:
     async def run() -> None:
         async with EmbeddedStore.open(corpus, read_only=True) as s:
             outcomes = await _each_read(s, term)
+            assert all(o is None or o.status == 400 for o in outcomes)
             if "\x00" in term:
                 assert all(
                     o is not None and o.code == "VALIDATION_INVALID_FORMAT" for o in outcomes
