@@ -95,3 +95,26 @@ def test_reinstalling_twice_changes_nothing_the_second_time(
     assert main(["hooks", "install", harness, "--url", URL]) == 0
     assert "nothing changed" in capsys.readouterr().out
     assert path.read_text() == text
+    token_file = tmp_path / "data" / "neotoma-agent" / "tokens" / f"hooks-{harness}"
+    assert token_file.read_text().strip() == SECRET  # still the token, untouched
+    for argv in _argvs(harness, path):
+        assert argv[argv.index("--token-file") + 1] == str(token_file)
+
+
+@pytest.mark.parametrize("harness", HARNESSES)
+def test_reinstalling_keeps_a_token_file_given_at_install(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], harness: str
+) -> None:
+    mine = tmp_path / "my.token"
+    mine.write_text(SECRET + "\n")
+    path = harness_module(harness).settings_path("user", tmp_path)
+    assert main(["hooks", "install", harness, "--url", URL, "--token-file", str(mine)]) == 0
+    assert main(["hooks", "install", harness, "--url", URL]) == 0
+    assert "nothing changed" in capsys.readouterr().out
+    assert mine.read_text() == SECRET + "\n"
+    for argv in _argvs(harness, path):
+        assert argv[argv.index("--token-file") + 1] == str(mine)
+    # Another server's install does not inherit it.
+    assert main(["hooks", "install", harness, "--url", "http://127.0.0.1:4000"]) == 0
+    for argv in _argvs(harness, path):
+        assert "--token-file" not in argv
