@@ -118,3 +118,20 @@ def test_reinstalling_keeps_a_token_file_given_at_install(
     assert main(["hooks", "install", harness, "--url", "http://127.0.0.1:4000"]) == 0
     for argv in _argvs(harness, path):
         assert "--token-file" not in argv
+
+
+@pytest.mark.parametrize("harness", HARNESSES)
+def test_uninstalling_an_old_install_leaves_no_token_behind(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], harness: str
+) -> None:
+    project = tmp_path / "project"
+    project.mkdir()
+    path = harness_module(harness).settings_path("project", project)
+    install(
+        harness, path, ["--url", URL, "--token", SECRET], python=sys.executable, project=project
+    )
+    where = ["--scope", "project", "--project", str(project)]
+    assert main(["hooks", "uninstall", harness, *where]) == 0
+    assert "removed" in capsys.readouterr().out
+    for near in path.parent.iterdir():
+        assert SECRET not in near.read_text(errors="replace"), near.name
