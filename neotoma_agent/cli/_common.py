@@ -40,6 +40,7 @@ __all__ = [
     "default_db_path",
     "display_name",
     "explain",
+    "given_token",
     "open_transport",
     "option",
     "print_json",
@@ -192,28 +193,40 @@ def resolve_url(args: argparse.Namespace) -> str | None:
     return env_url
 
 
-def resolve_token(args: argparse.Namespace, *, url: str | None = None) -> str | None:
-    """The token to send or serve with: the one place every command reads it from.
+def given_token(value: str | None, path: str | None, env: str, *, file_option: str) -> str | None:
+    """A token given to a command, in the one order every command reads it: ``value`` (an
+    option on argv, which every account sees in the process list: prefer the others), else
+    the file ``path`` names (its first line; ``file_option`` names the option in errors),
+    else the environment variable ``env``; else none."""
+    from ._tokens import TokenFileError, read_token_file
 
-    ``--token`` (visible to every account in the process list: prefer the others), else
-    the file ``--token-file`` names, else ``$NEOTOMA_TOKEN``; else, for a ``url`` on
-    loopback, the token a server this account started there wrote (``tokens/PORT`` in the
-    per-user data directory); else none.
-    """
-    from ._tokens import TokenFileError, read_token_file, token_for_url
-
-    token = getattr(args, "token", None)
-    if token:
-        return str(token)
-    path = getattr(args, "token_file", None)
+    if value:
+        return str(value)
     if path:
         try:
             return read_token_file(Path(path).expanduser())
         except TokenFileError as exc:
-            raise CLIError(str(exc), "pass --token-file with a file holding the token") from None
-    env = os.environ.get("NEOTOMA_TOKEN")
-    if env:
-        return env
+            raise CLIError(str(exc), f"pass {file_option} with a file holding the token") from None
+    return os.environ.get(env) or None
+
+
+def resolve_token(args: argparse.Namespace, *, url: str | None = None) -> str | None:
+    """The token to send or serve with: the one place every command reads it from.
+
+    ``--token``, else the file ``--token-file`` names, else ``$NEOTOMA_TOKEN``
+    (:func:`given_token`); else, for a ``url`` on loopback, the token a server this account
+    started there wrote (``tokens/PORT`` in the per-user data directory); else none.
+    """
+    from ._tokens import token_for_url
+
+    token = given_token(
+        getattr(args, "token", None),
+        getattr(args, "token_file", None),
+        "NEOTOMA_TOKEN",
+        file_option="--token-file",
+    )
+    if token:
+        return token
     return token_for_url(url) if url else None
 
 

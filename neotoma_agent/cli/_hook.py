@@ -233,8 +233,9 @@ def _store_args(args: argparse.Namespace, existing: dict[str, str]) -> list[str]
     A token never goes into the command (argv is readable by every account, the settings
     file may be shared): ``--token`` is kept in a 0600 token file the command names, a
     ``--token-file`` is named as it is; else the hook reads ``$NEOTOMA_TOKEN`` or the
-    token file of a server this account started on loopback. An install whose command
-    still carries ``--token`` (made by an older version) is upgraded the same way.
+    token file of a server this account started on loopback. Run again at user scope with
+    neither, for the same ``--url``: the token file the installed commands name stays
+    named, and a ``--token`` still in them (an older version's install) moves to a file.
     """
     url = resolve_url(args)
     extra: list[str] = []
@@ -252,10 +253,16 @@ def _store_args(args: argparse.Namespace, existing: dict[str, str]) -> list[str]
             "(committed, read by everyone who clones the project)",
             "drop --token: set $NEOTOMA_TOKEN where the agent runs, or pass --token-file",
         )
+    if not token and not token_file and args.scope == "user":
+        # What the install being replaced used for this url: its token file stays named,
+        # an older version's --token moves out of the command.
+        kept = _kept_token(existing.values(), url)
+        if kept and kept[0] == "--token-file":
+            token_file = kept[1]
+        elif kept:
+            token = kept[1]
     if token_file:
         return ["--url", url, "--token-file", str(Path(token_file).expanduser().resolve()), *extra]
-    if not token and args.scope == "user":
-        token = _token_in(existing.values(), url)  # an older install's --token, moved out
     if token:
         from ._tokens import TokenFileError, token_dir, write_token_file
 
@@ -267,9 +274,9 @@ def _store_args(args: argparse.Namespace, existing: dict[str, str]) -> list[str]
     return ["--url", url, *extra]
 
 
-def _token_in(commands: Iterable[str], url: str) -> str | None:
-    """The value of ``--token`` in the first of ``commands`` that has one for ``url`` (a
-    token is never carried over to another server)."""
+def _kept_token(commands: Iterable[str], url: str) -> tuple[str, str] | None:
+    """``("--token-file", PATH)`` or ``("--token", VALUE)``, as the first of ``commands``
+    that names one for ``url`` has it (a token is never carried over to another server)."""
     import itertools
     import shlex
 
@@ -279,8 +286,11 @@ def _token_in(commands: Iterable[str], url: str) -> str | None:
         except ValueError:
             continue
         found = dict(itertools.pairwise(words))
-        if found.get("--url") == url and found.get("--token"):
-            return found["--token"]
+        if found.get("--url") != url:
+            continue
+        for name in ("--token-file", "--token"):
+            if found.get(name):
+                return name, found[name]
     return None
 
 

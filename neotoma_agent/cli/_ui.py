@@ -11,7 +11,7 @@ import sys
 import urllib.parse
 from pathlib import Path
 
-from ._common import CLIError, Command, open_transport, option
+from ._common import CLIError, Command, given_token, open_transport, option
 from ._tokens import announce_token, login_link, new_token, remove_token_file
 
 __all__ = ["register"]
@@ -68,8 +68,10 @@ def run(args: argparse.Namespace) -> int:
         import jinja2  # noqa: F401
     except ImportError:
         raise CLIError("the web view needs Jinja2", "pip install 'neotoma-agent[ui]'") from None
-    given = args.ui_token or os.environ.get("NEOTOMA_UI_TOKEN") or None
     _check(args)
+    given = given_token(
+        args.ui_token, args.ui_token_file, "NEOTOMA_UI_TOKEN", file_option="--ui-token-file"
+    )
     try:
         asyncio.run(_serve(args, given or new_token(), given))
     except OSError as exc:
@@ -89,9 +91,9 @@ COMMAND = Command(
         Serve a read-only web view of the store (--db, or a Neotoma server with --url):
         conversations, each conversation's turns with their exact texts and statuses,
         entities and the turns that referred to them, and the store's health. Binds
-        127.0.0.1 unless --host says otherwise. Every page needs a token: --ui-token or
-        $NEOTOMA_UI_TOKEN, else a new one each start (the printed link logs in; kept 0600 in
-        the per-user data directory). Needs the `ui` extra (pip install
+        127.0.0.1 unless --host says otherwise. Every page needs a token: --ui-token-file
+        (a file holding it) or $NEOTOMA_UI_TOKEN, else a new one each start (the printed
+        link logs in; kept 0600 in the per-user data directory). Needs the `ui` extra (pip install
         'neotoma-agent[ui]'). Stop with Ctrl-C.
     """,
     run=run,
@@ -103,8 +105,14 @@ COMMAND = Command(
             "--ui-token",
             metavar="TOKEN",
             default=None,
-            help="token every page requires (default: $NEOTOMA_UI_TOKEN, else a new one "
-            "each start)",
+            help="token every page requires (visible to other accounts in the process "
+            "list: prefer --ui-token-file or $NEOTOMA_UI_TOKEN; default: a new one each start)",
+        ),
+        option(
+            "--ui-token-file",
+            metavar="PATH",
+            default=None,
+            help="file whose first line is the token every page requires (keep it 0600)",
         ),
         option("--outbox", metavar="PATH", default=None, help="outbox file the health page shows"),
     ),

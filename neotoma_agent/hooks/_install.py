@@ -10,6 +10,8 @@ else in the file is touched, its key order included. A change is written atomica
 (a temporary file renamed over the old one) after a backup of the old file beside it
 (``*.neotoma-agent.bak``, then ``*.neotoma-agent.1.bak``, ...: none is overwritten, each
 0600: a settings file may hold secrets); an install that would change nothing writes nothing.
+A backup is the old file byte for byte, except that ``--token VALUE`` in our own commands
+(an older version's install put it there) is left out of it.
 
 A project's settings file is refused when it, or a directory between the project and it,
 is a symbolic link, or when it resolves outside the project: a cloned repository could
@@ -199,18 +201,54 @@ def _writable(path: Path, project: Path | None) -> Path:
     return absolute
 
 
-def _write(path: Path, old: dict[str, Any] | None, new: dict[str, Any]) -> Path | None:
+def _without_tokens(harness: str, data: dict[str, Any]) -> dict[str, Any] | None:
+    """``data`` with ``--token VALUE`` taken out of our commands (an older version put it
+    there); None when none held one. A backup is written from this: the token must not
+    outlive its command in a file beside the settings (a project's would be committed)."""
+    data = copy.deepcopy(data)
+    found = False
+    for entries in data.get("hooks", {}).values():
+        for entry in entries:
+            for handler in _handlers(harness, entry):
+                command = handler.get("command")
+                if not _is_ours(command):
+                    continue
+                words = shlex.split(str(command))
+                kept = _drop_token(words)
+                if kept != words:
+                    handler["command"] = shlex.join(kept)
+                    found = True
+    return data if found else None
+
+
+def _drop_token(words: list[str]) -> list[str]:
+    kept: list[str] = []
+    skip = False
+    for word in words:
+        if skip:
+            skip = False
+        elif word == "--token":
+            skip = True
+        elif not word.startswith("--token="):
+            kept.append(word)
+    return kept
+
+
+def _write(
+    harness: str, path: Path, old: dict[str, Any] | None, new: dict[str, Any]
+) -> Path | None:
     path.parent.mkdir(parents=True, exist_ok=True)
     backup = None
     if old is not None and path.exists():
         backup = _free_backup(path)
+        scrubbed = _without_tokens(harness, old)
+        kept = path.read_bytes() if scrubbed is None else _dumps(scrubbed).encode()
         # Exclusive: never through a link planted at the backup's name, never over a backup.
-        write_private(backup, path.read_bytes(), exclusive=True)
+        write_private(backup, kept, exclusive=True)
     fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(new, f, indent=2, ensure_ascii=False)
-            f.write("\n")
+            f.write(_dumps(new))
         if path.exists():
             shutil.copymode(path, tmp)
         os.replace(tmp, path)
@@ -218,6 +256,10 @@ def _write(path: Path, old: dict[str, Any] | None, new: dict[str, Any]) -> Path 
         Path(tmp).unlink(missing_ok=True)
         raise
     return backup
+
+
+def _dumps(data: dict[str, Any]) -> str:
+    return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
 
 
 def install(
@@ -254,7 +296,7 @@ def install(
     events += tuple((e, "removed") for e in before if e not in module.EVENTS)
     if new == old:
         return Change(path, (), None)
-    backup = _write(path, old if existed else None, new)
+    backup = _write(harness, path, old if existed else None, new)
     return Change(path, events, backup)
 
 
@@ -267,7 +309,7 @@ def uninstall(harness: str, path: Path, *, project: Path | None = None) -> Chang
     if not before:
         return Change(path, (), None)
     new = _without_ours(harness, old)
-    backup = _write(path, old, new)
+    backup = _write(harness, path, old, new)
     return Change(path, tuple((e, "removed") for e in before), backup)
 
 

@@ -141,3 +141,31 @@ def test_an_absurd_duration_exits_0(
     assert result.returncode == 0, result.stderr
     assert "Traceback" not in result.stderr
     assert "OverflowError" not in result.stderr
+
+
+@pytest.mark.parametrize("harness", HARNESSES)
+def test_an_unforeseen_failure_reading_the_input_is_answered(
+    place: Path, harness: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The last line of defence: whatever reading an input raises (a fault no input above
+    provokes today, injected here), the harness gets its neutral answer and the problem
+    line names the class only (the exception's text may quote the input)."""
+    module = harness_module(harness)
+    event = module.EVENTS[0]
+
+    def broken(event: str, payload: dict[str, Any]) -> Any:
+        raise OverflowError(f"cannot convert {payload.get('prompt')}")
+
+    monkeypatch.setattr(module, "parse", broken)
+    payload = {**BASE, "prompt": "secret prompt text"}
+    outcome = run_hook(
+        harness,
+        event,
+        json.dumps(payload).encode(),
+        store=StoreSpec(db=place / "m.db"),
+        state_path=place / "s.db",
+    )
+    neutral = module.answer(event, None)
+    assert outcome.stdout == (None if neutral is None else json.dumps(neutral))
+    assert outcome.problem == "input ignored: OverflowError"
+    assert "secret" not in outcome.problem

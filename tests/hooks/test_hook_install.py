@@ -388,3 +388,31 @@ def test_an_old_token_is_not_carried_over_to_another_server(
     assert not (tmp_path / "data" / "neotoma-agent" / "tokens" / "hooks-claude-code").exists()
     for command in _all_commands(settings):
         assert "--token-file" not in shlex.split(command)
+
+
+def test_an_installed_command_with_no_token_finds_the_local_servers_token(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # `serve` made its own token (kept in the data directory); hooks installed with --url
+    # alone, no token anywhere in their commands or environment, still store the turn.
+    from cli_support import cli, serving
+
+    home = tmp_path / "home"
+    home.mkdir()
+    with serving(tmp_path / "served.db", home) as url:
+        assert run(capsys, "hooks", "install", "claude-code", "--url", url)[0] == 0
+        commands = json.loads((home / ".claude" / "settings.json").read_text())["hooks"]
+        state = str(tmp_path / "state.db")
+        for event, payload in recorded("claude-code", "completed"):
+            [group] = commands[event]
+            argv = shlex.split(group["hooks"][0]["command"])
+            assert "--token" not in argv
+            assert "--token-file" not in argv
+            hook_args = argv[argv.index("hook") :]
+            result = cli(*hook_args, "--state", state, home=home, stdin=json.dumps(payload))
+            assert result.returncode == 0
+            assert result.stderr == "", result.stderr
+        session = recorded("claude-code", "completed")[0][1]["session_id"]
+        shown = cli("show", f"claude-code-{session}", "--json", "--url", url, home=home)
+        assert shown.returncode == 0, shown.stderr
+        assert json.loads(shown.stdout)["turns"][0]["status"] == "completed"

@@ -136,3 +136,64 @@ def test_serve_mounts_the_view_under_ui_behind_the_same_token(tmp_path: Path) ->
             urllib.request.urlopen(request, timeout=10)
         refused.value.close()
         assert refused.value.code == 401
+
+
+def test_ui_reads_its_token_from_a_file_never_from_argv(tmp_path: Path) -> None:
+    """``--ui-token-file``: the token every page needs, out of the process list and output."""
+    db = tmp_path / "memory.db"
+    _seed(db)
+    token = "file-token-" + "x" * 30
+    secret = tmp_path / "ui-token"
+    secret.write_text(token + "\n")
+    secret.chmod(0o600)
+    argv = [sys.executable, "-m", "neotoma_agent.cli", "ui", "--db", str(db), "--port", "0"]
+    proc = subprocess.Popen(
+        [*argv, "--ui-token-file", str(secret)],
+        env=clean_env(tmp_path),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=default_sigint,
+    )
+    try:
+        assert proc.stdout is not None
+        page = proc.stdout.readline().split()[3].rstrip(";")
+        kept = proc.stdout.readline()
+        link_line = proc.stdout.readline()
+        assert "the token you gave" in kept
+        assert token not in kept + link_line  # the person has it: never printed
+        cmdline = Path(f"/proc/{proc.pid}/cmdline").read_bytes()
+        assert token.encode() not in cmdline
+        assert _get(page + "conversation?id=ui-chat")[0] == 401
+        assert _get(page + "conversation?id=ui-chat", "wrong")[0] == 401
+        status, body = _get(page + "conversation?id=ui-chat", token)
+        assert (status, "hi there" in body) == (200, True)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=15)
+    finally:
+        if proc.poll() is None:  # pragma: no cover - a hung server
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 0, err
+    assert token not in out + err
+
+
+_UI = [sys.executable, "-m", "neotoma_agent.cli", "ui"]
+
+
+def test_ui_with_a_missing_token_file_is_one_line_of_error(tmp_path: Path) -> None:
+    db = tmp_path / "memory.db"
+    _seed(db)
+    missing = tmp_path / "nowhere"
+    done = subprocess.run(
+        [*_UI, "--db", str(db), "--port", "0", "--ui-token-file", str(missing)],
+        env=clean_env(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert done.returncode != 0
+    assert str(missing) in done.stderr
+    assert "--ui-token-file" in done.stderr
+    assert "no token file" in done.stderr
+    assert "Traceback" not in done.stderr

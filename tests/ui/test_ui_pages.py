@@ -370,3 +370,16 @@ async def test_conversation_page_lists_tool_calls_and_links_their_arguments(stor
     fields = entity["observations"][0]["fields"]
     assert fields["tool_name"] == "search_flights"
     assert "LIS" in json.dumps(fields)
+
+
+@pytest.mark.parametrize(
+    "proxy", ["Forwarded", "X-Forwarded-For", "X-Forwarded-Host", "X-Real-IP", "Via"]
+)
+async def test_no_forwarding_header_stands_in_for_the_token(store: Any, proxy: str) -> None:
+    """The standalone view trusts no header for where a request comes from."""
+    await _seed(store)
+    client = await _client(store, token="s3cret-token", send_token=False)
+    async with client:
+        for value in ("127.0.0.1", "for=127.0.0.1", "203.0.113.9", "localhost"):
+            answer = await client.get("/ui/api/conversations", headers={proxy: value})
+            assert answer.status == 401, (proxy, value)

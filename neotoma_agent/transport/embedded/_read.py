@@ -44,7 +44,7 @@ from ._rows import (
     snapshot_record,
     time_text,
 )
-from ._validate import bounded_int, check_query_offset
+from ._validate import bounded_int, check_query_offset, check_term
 
 __all__ = [
     "get_entity_snapshot",
@@ -268,7 +268,7 @@ def query_entities(conn: sqlite3.Connection, body: Mapping[str, Any]) -> dict[st
     if isinstance(extra, list):
         types.extend(t for t in extra if isinstance(t, str))
     search = body.get("search") or body.get("query") or body.get("search_query")
-    searching = isinstance(search, str) and bool(search.strip())
+    searching = isinstance(search, str) and bool(check_term(search, "search").strip())
     include_snapshots = _flag(body, "include_snapshots", True)
     _flag(body, "include_merged", False)  # nothing is ever merged here
     high = MAX_PAGE_WITH_SNAPSHOTS if include_snapshots else _MAX_PAGE
@@ -388,6 +388,7 @@ def retrieve_entity_by_identifier(
     identifier = body.get("identifier")
     if not isinstance(identifier, str):
         raise invalid_format("identifier is required and must be a string", ["identifier"])
+    check_term(identifier, "identifier")
     entity_type = body.get("entity_type")
     if entity_type is not None and not isinstance(entity_type, str):
         raise invalid_format("entity_type must be a string", ["entity_type"])

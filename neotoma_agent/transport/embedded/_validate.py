@@ -27,6 +27,7 @@ __all__ = [
     "check_query_offset",
     "check_relationship",
     "check_relationships",
+    "check_term",
 ]
 
 
@@ -194,4 +195,12 @@ def check_query_offset(value: object) -> int:
 def bounded_int(value: object, name: str, low: int, high: int) -> int:
     if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
         raise invalid_format(f"{name} must be an integer between {low} and {high}", [name])
+    return value
+
+
+def check_term(value: str, name: str) -> str:
+    """``value``, a text searched for, or a 400 for a NUL in it: no stored name can hold one to
+    match, and SQLite's full-text query ends at one (the server's routes answer the same)."""
+    if "\x00" in value:
+        raise invalid_format(f"{name} must not contain a NUL character", [name])
     return value
