@@ -62,7 +62,6 @@ TARGETS: Mapping[str, int] = {
 CEILINGS: Mapping[str, object] = {
     # the import cycles there are today, each as its sorted modules
     "import_cycles": [
-        ["neotoma_agent._current", "neotoma_agent._turn"],
         ["neotoma_agent.transport.http", "neotoma_agent.transport.outbox"],
     ],
     # the modules over MAX_LINES today, with their length: none may grow, none may join

@@ -83,10 +83,18 @@ def test_no_ceiling_is_above_todays_figure(today: Any) -> None:
     )
 
 
-def test_the_report_sees_imports_in_functions_and_under_type_checking(today: Any) -> None:
-    # _current imports _turn only under TYPE_CHECKING, outbox imports http in a function
-    assert ["neotoma_agent._current", "neotoma_agent._turn"] in today.import_cycles
+def test_an_import_under_type_checking_is_a_cycle_too(package: Path, today: Any) -> None:
+    # outbox imports http inside a function: that counts
     assert ["neotoma_agent.transport.http", "neotoma_agent.transport.outbox"] in today.import_cycles
+    # a type-only import back ties the two modules together as well
+    _append(
+        package / "_clock.py",
+        "\nfrom typing import TYPE_CHECKING  # noqa: E402\n\n"
+        "if TYPE_CHECKING:\n    from ._tools import ToolLog  # noqa: F401\n",
+    )
+    found = layout.violations(layout.measure(package))
+    assert len(found) == 1
+    assert "new import cycle neotoma_agent._clock <-> neotoma_agent._tools" in found[0]
 
 
 def test_a_new_import_cycle_fails(package: Path) -> None:
@@ -163,7 +171,7 @@ def test_the_script_prints_the_table_and_json(
     assert layout.main(["--check"]) == 0
     table = capsys.readouterr().out
     assert f"| import cycles | {len(today.import_cycles)} | 0 |" in table
-    assert "neotoma_agent._current <-> neotoma_agent._turn" in table
+    assert "neotoma_agent.transport.http <-> neotoma_agent.transport.outbox" in table
     assert layout.main(["--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["counts"] == today.counts()
