@@ -38,7 +38,6 @@ from types import TracebackType
 from typing import Any
 
 from ._context import render_context
-from ._current import enter_current, exit_current
 from ._history import HistoryTurn
 from ._keys import TurnKeys, validate_entity_id
 from ._log import bound_context, get_logger
@@ -58,6 +57,12 @@ from .transport._base import Entity
 __all__ = ["Turn"]
 
 logger = get_logger()
+
+#: The turn whose ``async with`` body runs in this context (``current_turn()`` reads it).
+#: It lives beside the one thing that sets it, so ``_current`` imports this module, not back.
+CURRENT_TURN: contextvars.ContextVar[Turn | None] = contextvars.ContextVar(
+    "neotoma_agent_current_turn", default=None
+)
 
 
 def _cite_id(value: str | Entity) -> str:
@@ -166,7 +171,7 @@ class Turn(TurnTools):
         self._produced: dict[str, Produced] = {}
         self._cited: list[str] = []
         self._tools = ToolLog(keys.user_turn_key)
-        self._context_token: contextvars.Token[Any] | None = None
+        self._context_token: contextvars.Token[Turn | None] | None = None
         self._context_chars: int | None = None
         self._opened: Opened | None = None
         self._retrieved: Retrieved = EMPTY_RETRIEVAL
@@ -510,7 +515,7 @@ class Turn(TurnTools):
             self._unbind()
             raise
         self._state = TurnState.OPEN
-        self._context_token = enter_current(self)
+        self._context_token = CURRENT_TURN.set(self)
         self._body_started = time.perf_counter()
         self._open_ms = (self._body_started - self._entered_at) * 1000
         return self
@@ -531,8 +536,15 @@ class Turn(TurnTools):
 
     def _reset_current(self) -> None:
         token, self._context_token = self._context_token, None
-        if token is not None:
-            exit_current(self, token)
+        if token is None:
+            return
+        try:
+            CURRENT_TURN.reset(token)
+        except ValueError:
+            # Exited in another context than it was entered in (``__aexit__`` called by hand
+            # from another task): clear it there rather than fail the turn's exit.
+            if CURRENT_TURN.get() is self:
+                CURRENT_TURN.set(None)
 
     def _end_trace(self, error: BaseException | None) -> None:
         trace, self._trace = self._trace, None

@@ -1,0 +1,187 @@
+"""The package's layout holds the line: ``scripts/layout_report.py``'s ceilings, as a ratchet.
+
+No import cycle beyond the ones listed, no module over 700 lines beyond the ones listed (and
+those do not grow), no wing importing more private core modules than it does today, no core
+module importing a wing. A ceiling above today's figure fails too, so an improvement is
+locked in: lower the ceiling in ``CEILINGS`` in the same commit.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import shutil
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+from paths_support import ROOT
+
+
+def _load() -> ModuleType:
+    spec = importlib.util.spec_from_file_location(
+        "layout_report", ROOT / "scripts" / "layout_report.py"
+    )
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault("layout_report", module)
+    spec.loader.exec_module(module)
+    return module
+
+
+layout = _load()
+
+
+@pytest.fixture(scope="module")
+def today() -> Any:
+    return layout.measure()
+
+
+@pytest.fixture
+def package(tmp_path: Path) -> Path:
+    """A copy of the package to break, one way per test."""
+    copy = tmp_path / "neotoma_agent"
+    shutil.copytree(ROOT / "neotoma_agent", copy, ignore=shutil.ignore_patterns("__pycache__"))
+    return copy
+
+
+def _append(path: Path, text: str) -> None:
+    with path.open("a", encoding="utf-8") as f:
+        f.write(text)
+
+
+def test_the_layout_holds_the_line(today: Any) -> None:
+    found = layout.violations(today)
+    assert not found, "\n".join(found)
+
+
+def test_no_ceiling_is_above_todays_figure(today: Any) -> None:
+    """Lowering is welcome, and once done it stays: a ceiling above today's figure is lowered."""
+    ceilings = layout.CEILINGS
+    gone = [c for c in ceilings["import_cycles"] if c not in today.import_cycles]
+    assert not gone, (
+        f"import cycles are gone ({gone}): remove them from CEILINGS['import_cycles'] "
+        "in scripts/layout_report.py"
+    )
+    shorter = {
+        name: today.long_modules.get(name, "700 or fewer")
+        for name, lines in ceilings["long_modules"].items()
+        if today.long_modules.get(name, 0) < lines
+    }
+    assert not shorter, (
+        f"long modules got shorter ({shorter}): lower or remove their lines in "
+        "CEILINGS['long_modules'] in scripts/layout_report.py"
+    )
+    counts = {wing: len(pairs) for wing, pairs in today.wing_private_imports.items()}
+    fewer = {wing: n for wing, n in counts.items() if n < ceilings["wing_private_imports"][wing]}
+    assert not fewer, (
+        f"wings import fewer private core modules ({fewer}): lower their ceilings in "
+        "CEILINGS['wing_private_imports'] in scripts/layout_report.py"
+    )
+
+
+def test_an_import_under_type_checking_is_a_cycle_too(package: Path, today: Any) -> None:
+    # outbox imports http inside a function: that counts
+    assert ["neotoma_agent.transport.http", "neotoma_agent.transport.outbox"] in today.import_cycles
+    # a type-only import back ties the two modules together as well
+    _append(
+        package / "_clock.py",
+        "\nfrom typing import TYPE_CHECKING  # noqa: E402\n\n"
+        "if TYPE_CHECKING:\n    from ._tools import ToolLog  # noqa: F401\n",
+    )
+    found = layout.violations(layout.measure(package))
+    assert len(found) == 1
+    assert "new import cycle neotoma_agent._clock <-> neotoma_agent._tools" in found[0]
+
+
+def test_a_new_import_cycle_fails(package: Path) -> None:
+    # _tools imports _clock; an import back inside a function closes a cycle
+    _append(
+        package / "_clock.py",
+        "\n\ndef _back() -> None:\n    from ._tools import ToolLog  # noqa: F401\n",
+    )
+    found = layout.violations(layout.measure(package))
+    assert len(found) == 1
+    assert "new import cycle neotoma_agent._clock <-> neotoma_agent._tools" in found[0]
+    assert "move what they share" in found[0]
+
+
+def test_a_new_private_import_in_a_wing_fails(package: Path, today: Any) -> None:
+    before = len(today.wing_private_imports["ui"])
+    _append(
+        package / "ui" / "_html.py",
+        "\nfrom neotoma_agent._clock import now_ms  # noqa: E402,F401\n",
+    )
+    report = layout.measure(package)
+    assert len(report.wing_private_imports["ui"]) == before + 1
+    found = layout.violations(report)
+    assert len(found) == 1
+    assert (
+        f"the ui wing imports private core modules {before + 1} times (ceiling {before})"
+        in found[0]
+    )
+    assert "do not raise the ceiling" in found[0]
+
+
+def test_a_wing_importing_its_own_private_modules_and_the_public_api_is_not_counted(
+    package: Path, today: Any
+) -> None:
+    _append(
+        package / "ui" / "_html.py",
+        "\nfrom neotoma_agent import Turn  # noqa: E402,F401\n"
+        "from neotoma_agent.transport.http import HttpTransport  # noqa: E402,F401\n"
+        "from . import _views  # noqa: E402,F401\n",
+    )
+    assert layout.violations(layout.measure(package)) == []
+
+
+def test_a_long_module_that_grows_or_a_new_one_fails(package: Path) -> None:
+    history = package / "_history.py"
+    grown = len(history.read_text(encoding="utf-8").splitlines()) + 1
+    _append(history, "\n")
+    clock = package / "_clock.py"
+    padded = len(clock.read_text(encoding="utf-8").splitlines()) + 700
+    _append(clock, "\n" * 700)
+    found = layout.violations(layout.measure(package))
+    assert found == [
+        f"neotoma_agent._clock has {padded} lines (at most 700 lines): split it by concept "
+        "into modules of at most 700 lines",
+        f"neotoma_agent._history has {grown} lines ({grown - 1} lines today): split it by "
+        "concept into modules of at most 700 lines",
+    ]
+
+
+def test_the_core_importing_a_wing_fails(package: Path) -> None:
+    _append(
+        package / "_clock.py", "\n\ndef _cli() -> None:\n    from .cli import _main  # noqa: F401\n"
+    )
+    found = layout.violations(layout.measure(package))
+    assert (
+        "the core module neotoma_agent._clock imports the wing neotoma_agent.cli._main: "
+        "the core imports no wing"
+    ) in found
+
+
+def test_the_script_prints_the_table_and_json(
+    capsys: pytest.CaptureFixture[str], today: Any
+) -> None:
+    assert layout.main(["--check"]) == 0
+    table = capsys.readouterr().out
+    assert f"| import cycles | {len(today.import_cycles)} | 0 |" in table
+    assert "neotoma_agent.transport.http <-> neotoma_agent.transport.outbox" in table
+    assert layout.main(["--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["counts"] == today.counts()
+    assert data["targets"]["root_private_modules"] == 15
+
+
+def test_check_exits_1_and_says_why(package: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    _append(package / "_clock.py", "\nimport neotoma_agent._tools  # noqa: E402,F401\n")
+    assert layout.main(["--check", "--root", str(package)]) == 1
+    assert (
+        "layout: new import cycle neotoma_agent._clock <-> neotoma_agent._tools"
+        in capsys.readouterr().err
+    )
