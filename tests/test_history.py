@@ -236,12 +236,12 @@ async def test_the_context_block_includes_the_history(store: Transport) -> None:
     assert block.index("user: question 1") < block.index("assistant: answer 2")
 
 
-async def _next_millisecond() -> None:
-    """Return once the store's clock has moved on: a creation time is in milliseconds, and
-    two turns written within one keep no order between them (their ids are not ordered)."""
+def _next_millisecond() -> None:
+    """Return once the store's clock has moved on (within a millisecond): a creation time
+    is in milliseconds, and two turns written within one keep no order between them."""
     written = now_iso()
     while now_iso() == written:
-        await anyio.sleep(0)
+        pass
 
 
 class RealServerLike(RecordingTransport):
@@ -279,7 +279,7 @@ async def test_a_revised_turn_keeps_its_place_on_a_server_that_lists_by_activity
     m = memory(store, history_turns=0)
     for n in (1, 2, 3):
         await m.record_turn(f"question {n}", f"answer {n}", turn_id=f"t{n}", retrieve=False)
-        await _next_millisecond()
+        _next_millisecond()
     await m.record_turn("question 1", "answer 1, revised", turn_id="t1", revision=2, retrieve=False)
     real = RealServerLike(store)
     history = await read_history(real, "chat-1", limit=None)
