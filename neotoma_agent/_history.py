@@ -10,7 +10,8 @@ and orders turns by the turn itself, never by when a store happened to write the
    the order the turns began, whatever order concurrent turns were written in);
 3. else by when each turn's first message was written (on a real server, whose route lists
    messages by latest activity, that takes one more read: the conversation's PART_OF
-   edges, which carry each message's creation time).
+   edges, which carry each message's creation time). Creation times are in milliseconds:
+   turns first written within the same millisecond keep no order between them.
 
 Where the messages come from, cheapest first:
 

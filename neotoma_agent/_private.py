@@ -59,8 +59,17 @@ def private_file(path: str | os.PathLike[str], *, sqlite: bool = True) -> None:
     """Create ``path`` empty and 0600 if it does not exist; set an existing one (and, for
     an SQLite file, its ``-wal`` / ``-shm`` / ``-journal``) to 0600."""
     name = os.fspath(path)
-    fd = os.open(name, os.O_RDWR | os.O_CREAT, FILE_MODE)
-    os.close(fd)
+    # Only a missing file is opened (to create it). Closing any descriptor of a file drops
+    # every POSIX lock this process holds on it: an SQLite file open here (a store's own
+    # connection, say) would lose the shared lock that tells another process's connection,
+    # closing, that it is not the last one (which then checkpoints and deletes the WAL
+    # under this one's feet: "database disk image is malformed").
+    try:
+        fd = os.open(name, os.O_RDWR | os.O_CREAT | os.O_EXCL, FILE_MODE)
+    except FileExistsError:
+        pass
+    else:
+        os.close(fd)
     _tighten(name, FILE_MODE)
     if sqlite:
         for suffix in _SQLITE_SIDECARS:

@@ -126,11 +126,12 @@ def test_import_throughput_runs_every_row_and_the_reimport_writes_nothing(
 
 @pytest.mark.skipif(sys.platform != "linux", reason="the dev server process uses spawn")
 def test_idle_gaps_counts_the_handshakes_each_strategy_leaves(tmp_path: Path) -> None:
-    # A server dropping connections idle for 2 s, turns 4 s apart, bodies of 2.5 s; warming
-    # 0.5 s before a turn and every 0.5 s of a body, so a busy machine has 1.5 s to spare.
+    # A server dropping connections idle for 3 s, turns 5 s apart, bodies of 3.5 s; warming
+    # 0.5 s before a turn and every 0.5 s of a body, so a busy machine has 2.5 s to spare
+    # (load only lengthens the gaps and bodies, which must outlast the idle deadline).
     report = run_benchmark(
         "idle_gaps",
-        *("--gaps", "4", "--server-idle", "2", "--body-s", "2.5"),
+        *("--gaps", "5", "--server-idle", "3", "--body-s", "3.5"),
         *("--typing-s", "0.5", "--keep-every", "0.5", "--k", "2", "--turns", "1"),
         tmp_path=tmp_path,
     )

@@ -11,6 +11,8 @@ import json
 import os
 import sqlite3
 import stat
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -21,6 +23,7 @@ from cli_support import cli, ok
 from neotoma_agent import NeotomaMemory
 from neotoma_agent.hooks import HookState
 from neotoma_agent.transport.embedded import EmbeddedStore
+from neotoma_agent.transport.embedded._connect import connect
 from neotoma_agent.transport.outbox import Outbox
 
 pytestmark = pytest.mark.one_backend
@@ -158,3 +161,27 @@ def test_a_directory_the_user_named_keeps_its_mode(tmp_path: Path) -> None:
         pass
     assert mode(shared) == 0o755
     assert mode(shared / "state.db") == 0o600
+
+
+def test_opening_a_store_again_keeps_the_locks_of_its_open_connection(tmp_path: Path) -> None:
+    """A second opening in the same process (which sets the file 0600) must not drop the
+    first connection's locks: POSIX locks go with any descriptor of the file closed. Lost,
+    another process's connection, closing, takes itself for the last one and checkpoints
+    and deletes the WAL under the first (hooks at once on one store: "malformed")."""
+    path = tmp_path / "memory.db"
+    first = connect(str(path), "NORMAL")()
+    try:
+        first.execute("SELECT count(*) FROM entities").fetchall()
+        connect(str(path), "NORMAL")().close()  # the store opened again here
+        other = (
+            "import sqlite3, sys\n"
+            "c = sqlite3.connect(sys.argv[1], isolation_level=None)\n"
+            "c.execute(\"INSERT INTO trigram_df VALUES ('zzz', 1)\")\n"
+            "c.close()\n"
+        )
+        subprocess.run([sys.executable, "-c", other, str(path)], check=True, timeout=60)
+        # Still open here: the other process's close left the WAL alone.
+        assert Path(f"{path}-wal").exists()
+        assert first.execute("SELECT n FROM trigram_df WHERE gram = 'zzz'").fetchall() == [(1,)]
+    finally:
+        first.close()

@@ -20,6 +20,7 @@ from neotoma_agent._keys import conversation_entity_id, new_turn_id
 from neotoma_agent.testing import FaultyTransport, RecordingTransport
 from neotoma_agent.transport._base import ConversationReader, Transport
 from neotoma_agent.transport.embedded import EmbeddedStore, _page_rows
+from neotoma_agent.transport.embedded._errors import now_iso
 
 __all__ = ["db_path", "store"]
 
@@ -235,6 +236,14 @@ async def test_the_context_block_includes_the_history(store: Transport) -> None:
     assert block.index("user: question 1") < block.index("assistant: answer 2")
 
 
+def _next_millisecond() -> None:
+    """Return once the store's clock has moved on (within a millisecond): a creation time
+    is in milliseconds, and two turns written within one keep no order between them."""
+    written = now_iso()
+    while now_iso() == written:
+        pass
+
+
 class RealServerLike(RecordingTransport):
     """Answers the conversation route as a real server does: the extension is ignored."""
 
@@ -270,6 +279,7 @@ async def test_a_revised_turn_keeps_its_place_on_a_server_that_lists_by_activity
     m = memory(store, history_turns=0)
     for n in (1, 2, 3):
         await m.record_turn(f"question {n}", f"answer {n}", turn_id=f"t{n}", retrieve=False)
+        _next_millisecond()
     await m.record_turn("question 1", "answer 1, revised", turn_id="t1", revision=2, retrieve=False)
     real = RealServerLike(store)
     history = await read_history(real, "chat-1", limit=None)

@@ -753,13 +753,20 @@ def test_an_interrupted_import_reports_exactly_what_is_stored(tmp_path: Path, pr
     deadline = time.monotonic() + 60
     while _turns_written(db) == 0 and child.poll() is None and time.monotonic() < deadline:
         time.sleep(0.05)
-    child.send_signal(signal.SIGINT)
-    if presses == 2:
-        # Two signals sent while the child waits for a core arrive as one (the kernel keeps
-        # one pending SIGINT): press again until the import says it saw the second one.
-        while FINISHING not in errors.read_text() and child.poll() is None:
-            time.sleep(0.05)
-            child.send_signal(signal.SIGINT)
+    # Hold the store's write lock while pressing: the batches in flight wait for it (well
+    # within the store's 10 s busy timeout), so the import cannot finish them, print its
+    # summary and give Ctrl-C back to Python before the last press has arrived (a press
+    # after that ends the process by the signal, as it should).
+    with contextlib.closing(sqlite3.connect(db, timeout=60, isolation_level=None)) as lock:
+        lock.execute("BEGIN IMMEDIATE")
+        child.send_signal(signal.SIGINT)
+        if presses == 2:
+            # Two signals sent while the child waits for a core arrive as one (the kernel
+            # keeps one pending SIGINT): press again until the import says it saw the second.
+            while FINISHING not in errors.read_text() and child.poll() is None:
+                child.send_signal(signal.SIGINT)
+                time.sleep(0.05)
+        lock.execute("ROLLBACK")
     out, _ = child.communicate(timeout=120)
     err = errors.read_text()
     assert child.returncode == 130, (out, err)

@@ -129,11 +129,20 @@ def agent_with(model: ScriptedModel, **kw: Any) -> Agent[Any]:
     return Agent(name="assistant", instructions="You help.", model=model, **kw)
 
 
-async def streamed_text(agent: Agent[Any], prompt: Any, memory: NeotomaMemory, **kw: Any) -> str:
+async def streamed_text(
+    agent: Agent[Any],
+    prompt: Any,
+    memory: NeotomaMemory,
+    seen: asyncio.Event | None = None,
+    **kw: Any,
+) -> str:
+    """The text the consumer was shown; ``seen`` is set once it has received a piece."""
     shown = ""
     async with run_streamed(agent, prompt, memory=memory, run_config=NO_TRACE, **kw) as stream:
         async for piece in stream.text():
             shown += piece
+            if seen is not None:
+                seen.set()
     return shown
 
 
@@ -311,9 +320,9 @@ async def test_cancelling_the_consumer_task_abandons_with_what_was_shown(
 ) -> None:
     stall = Stalled("partial shown")
     model = ScriptedModel([stall.step()])
-    task = asyncio.ensure_future(streamed_text(agent_with(model), "Task cancel", memory))
-    await stall.shown.wait()
-    await asyncio.sleep(0.05)
+    seen = asyncio.Event()
+    task = asyncio.ensure_future(streamed_text(agent_with(model), "Task cancel", memory, seen))
+    await seen.wait()  # the delta reached the consumer
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
@@ -324,17 +333,17 @@ async def test_cancelling_the_consumer_task_abandons_with_what_was_shown(
 async def test_an_asyncio_timeout_abandons_and_raises_timeout_error(memory: NeotomaMemory) -> None:
     stall = Stalled("partial shown")
     model = ScriptedModel([stall.step()])
+    seen = asyncio.Event()
 
     async def attempt() -> None:
         async with asyncio.timeout(None) as deadline:
 
             async def expire_once_shown() -> None:
-                await stall.shown.wait()
-                await asyncio.sleep(0.05)  # the delta reaches the consumer
+                await seen.wait()  # the delta reached the consumer
                 deadline.reschedule(asyncio.get_running_loop().time())
 
             expiry = asyncio.ensure_future(expire_once_shown())
-            await streamed_text(agent_with(model), "Timeout turn", memory)
+            await streamed_text(agent_with(model), "Timeout turn", memory, seen)
         await expiry
 
     with pytest.raises(TimeoutError):
