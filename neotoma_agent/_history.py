@@ -8,10 +8,9 @@ and orders turns by the turn itself, never by when a store happened to write the
 1. by ``turn_number`` when every turn has one;
 2. else by turn id when every id is one of the library's time-ordered ids (their order is
    the order the turns began, whatever order concurrent turns were written in);
-3. else by when each turn's first message was written (on a real server, whose route lists
-   messages by latest activity, that takes one more read: the conversation's PART_OF
-   edges, which carry each message's creation time). Creation times are in milliseconds:
-   turns first written within the same millisecond keep no order between them.
+3. else by when each turn's first message was written, to the millisecond (turns begun in
+   one millisecond keep no order); on a real server, whose route lists messages by latest
+   activity, that takes one more read: the PART_OF edges carry each creation time.
 
 Where the messages come from, cheapest first:
 
