@@ -54,6 +54,8 @@ def _private_dir(path: Path) -> None:
     """Create ``path`` 0700 (set so if it exists); refuse one that is not ours."""
     from .._private import private_dir
 
+    # The data directory above it too: it also holds the hooks' state and forget records.
+    private_dir(data_dir(), tighten=True)
     private_dir(path, tighten=True)
     info = os.lstat(path)
     if not stat.S_ISDIR(info.st_mode):

@@ -35,6 +35,7 @@ def test_serve_makes_a_token_keeps_it_0600_and_clients_find_it(tmp_path: Path) -
         assert len(token) >= 40
         assert stat.S_IMODE(path.stat().st_mode) == 0o600
         assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
+        assert stat.S_IMODE(path.parent.parent.stat().st_mode) == 0o700  # the data directory
         # Found without being told: the same account, a loopback URL.
         assert json.loads(ok(cli("stats", "--json", "--url", url, home=tmp_path)))["turns"] == 0
         # Elsewhere (another data directory): the file, or the environment, not argv.
