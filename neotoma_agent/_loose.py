@@ -14,12 +14,12 @@ from __future__ import annotations
 
 import functools
 import re
-import unicodedata
 from collections.abc import Iterable, Sequence
 from typing import Final, NamedTuple
 
 from ._extract import COMMON_WORDS, CONNECTORS, FUNCTION_WORDS
 from ._identity import format_canonical_name
+from ._search_text import words as search_words
 
 __all__ = [
     "MAX_LOOSE_LOOKUPS",
@@ -44,11 +44,10 @@ _SENTENCE_GAP: Final = re.compile(r"[.!?:;\n]")
 
 @functools.lru_cache(maxsize=8192)
 def words(value: str) -> tuple[str, ...]:
-    """``value``'s words: case-folded, accents removed, split at anything not a letter or
-    digit (memoised: the same names come back turn after turn)."""
-    folded = unicodedata.normalize("NFKD", value.casefold())
-    plain = "".join(c for c in folded if not unicodedata.combining(c))
-    return tuple(_TOKEN.findall(plain))
+    """``value``'s words as a search matches them (lower case, accents removed, split at
+    anything not a letter or digit: one rule, :mod:`neotoma_agent._search_text`), memoised:
+    the same names come back turn after turn."""
+    return tuple(search_words(value))
 
 
 # Everyday words that are rarely a name on their own: looking them up costs a request and
