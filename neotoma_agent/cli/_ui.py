@@ -11,7 +11,7 @@ import sys
 import urllib.parse
 from pathlib import Path
 
-from ._common import CLIError, Command, given_token, open_transport, option
+from ._common import USER_OPTION, CLIError, Command, given_token, open_transport, option
 from ._tokens import announce_token, login_link, new_token, remove_token_file
 
 __all__ = ["register"]
@@ -98,6 +98,7 @@ COMMAND = Command(
     """,
     run=run,
     options=(
+        USER_OPTION,
         option("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)"),
         option("--port", type=int, default=3081, help="port (default 3081; 0 picks a free one)"),
         option("--open", action="store_true", help="open the view in a browser"),

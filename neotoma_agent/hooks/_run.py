@@ -21,11 +21,12 @@ tool calls.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sqlite3
 import time
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 from typing import Any, Final, NamedTuple, Protocol
 
@@ -101,9 +102,11 @@ class StoreSpec(NamedTuple):
     token: str | None = None
     #: the outbox for closing stores a server could not take (``url`` only)
     outbox: Path | None = None
+    #: the user whose memory the turns are (``hook --user``); ``None``: the default user
+    user: str | None = None
 
     def __repr__(self) -> str:
-        # Never the token.
+        # Never the token, nor the user id.
         return f"StoreSpec(db={self.db!r}, url={self.url!r}, outbox={self.outbox!r})"
 
 
@@ -346,7 +349,9 @@ def _new_turn_id() -> str:
 def _here(spec: StoreSpec, batches: list[tuple[str, list[PendingTurn]]]) -> bool:
     """Whether something is due on a store file (``_embedded`` does it all: openings,
     closing stores, and a turn to open and close in one go)."""
-    if spec.url or spec.db is None or os.environ.get(_ENGINE_ENV):
+    # A user's turns go through the store's scoped view (the engine): the direct writer
+    # knows the default user only.
+    if spec.url or spec.db is None or spec.user is not None or os.environ.get(_ENGINE_ENV):
         return False
     return any(due for _, due in batches)
 
@@ -620,6 +625,7 @@ def _open_store(spec: StoreSpec, budget: float) -> Any:
             retry=RetryPolicy(attempts=2, timeout=call, wait_initial=0.1, wait_max=0.3),
             outbox=None if spec.outbox is None else os.fspath(spec.outbox),
             outbox_background=False,
+            user_id=spec.user,
         )
     from neotoma_agent import EmbeddedStore
 
@@ -627,4 +633,12 @@ def _open_store(spec: StoreSpec, budget: float) -> Any:
     # Each store waits at most half the budget for another process's lock on the file,
     # for the reason an HTTP call gets half of it above: the shielded closing store after
     # a cancel at the budget waits too.
-    return EmbeddedStore.open(spec.db, busy_timeout=max(min(10.0, budget / 2), 0.05))
+    store = EmbeddedStore.open(spec.db, busy_timeout=max(min(10.0, budget / 2), 0.05))
+    return store if spec.user is None else _scoped(store, spec.user)
+
+
+@contextlib.asynccontextmanager
+async def _scoped(store: Any, user: str) -> AsyncIterator[Any]:
+    """``store`` open for the block, as ``user`` sees it (its ``for_user`` view)."""
+    async with store:
+        yield store.for_user(user)

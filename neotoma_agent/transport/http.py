@@ -40,6 +40,7 @@ from neotoma_agent._checks import check_positive_int, check_seconds
 from neotoma_agent._js import compact_encoder
 from neotoma_agent._log import get_logger
 from neotoma_agent._otel import record_retry, traceparent_into
+from neotoma_agent._user_id import check_user_id
 from neotoma_agent._version import __version__
 from neotoma_agent.exceptions import (
     APIError,
@@ -114,6 +115,18 @@ class HttpTransport(RestActions):
     (a request re-sent elsewhere would carry the conversation and the token there). TLS
     certificates are verified (aiohttp's default, never turned off).
 
+    ``user_id`` makes every request act for that user: it goes in each body (``POST``) and
+    query (``GET``) as Neotoma reads it. A server honours it when the token may act for any
+    user (an admin token; Neotoma's local dev user) or is that user's own token; any other
+    token gets 403 (:class:`~neotoma_agent.AuthenticationError`). Checked with
+    :func:`~neotoma_agent.check_user_id` (:class:`~neotoma_agent.InvalidUserIdError`);
+    never in ``repr`` or log events. Without it, requests act for the token's user: one
+    token per user is the way to scope a production server. ``tenant_scoped_ids=True`` says
+    the server derives entity ids under the user (Neotoma's
+    ``NEOTOMA_TENANT_SCOPED_ENTITY_IDS``, and ``neotoma-agent serve --users``): the ids this
+    library computes (a conversation's, a message's) are then derived the same way
+    (:attr:`tenant_id`); it needs ``user_id``.
+
     ``outbox`` (a file path) is a shorthand for ``OutboxTransport(transport, outbox,
     max_entries=outbox_max_entries, poll=outbox_poll, background=outbox_background)`` (see
     :class:`~neotoma_agent.OutboxTransport`) built into this transport: a closing store
@@ -138,6 +151,8 @@ class HttpTransport(RestActions):
         outbox_max_entries: int = DEFAULT_MAX_ENTRIES,
         outbox_poll: float = 5.0,
         outbox_background: bool = True,
+        user_id: str | None = None,
+        tenant_scoped_ids: bool = False,
     ) -> None:
         parsed = urllib.parse.urlsplit(base_url)
         if parsed.username is not None or parsed.password is not None:
@@ -147,12 +162,21 @@ class HttpTransport(RestActions):
             raise ValueError(f"base_url must be an http(s) URL, got {base_url!r}")
         if token is not None and not token:
             raise ValueError("token must be a non-empty string or None")
+        if user_id is not None:
+            check_user_id(user_id)
+        if tenant_scoped_ids and user_id is None:
+            raise ValueError(
+                "tenant_scoped_ids=True derives entity ids from the user: pass user_id= "
+                "(the token's user when the token is one user's)"
+            )
         check_seconds(timeout, "timeout")
         check_seconds(connect_timeout, "connect_timeout")
         check_positive_int(max_connections, "max_connections")
         check_positive_int(max_response_size, "max_response_size")
         self._base_url = base_url.rstrip("/")
         self._token = token
+        self._user_id = user_id
+        self._tenant_id = user_id if tenant_scoped_ids else None
         self._timeout = float(timeout)
         self._connect_timeout = float(connect_timeout)
         self._max_connections = max_connections
@@ -180,6 +204,17 @@ class HttpTransport(RestActions):
         return self._base_url
 
     @property
+    def user_id(self) -> str | None:
+        """The user every request acts for (sent as ``user_id``), or ``None``: the token's."""
+        return self._user_id
+
+    @property
+    def tenant_id(self) -> str | None:
+        """The user entity ids are derived under: ``user_id`` with ``tenant_scoped_ids=True``
+        (a server that salts its ids with the user), else ``None`` (ids ignore the user)."""
+        return self._tenant_id
+
+    @property
     def retry(self) -> RetryPolicy:
         """The retry policy in force."""
         return self._retry
@@ -192,8 +227,10 @@ class HttpTransport(RestActions):
     def __repr__(self) -> str:
         token = "'***'" if self._token is not None else "None"
         outbox = "" if self._outbox is None else f", outbox={self._outbox.path!r}"
+        # The user id is personal data: a repr lands in logs and tracebacks.
+        user = "" if self._user_id is None else ", user_id='***'"
         return (
-            f"HttpTransport(base_url={self._base_url!r}, token={token}{outbox}, "
+            f"HttpTransport(base_url={self._base_url!r}, token={token}{user}{outbox}, "
             f"state={self._state.value!r})"
         )
 
@@ -268,7 +305,11 @@ class HttpTransport(RestActions):
         return await self._outbox.flush()
 
     async def request(self, action: str, body: Mapping[str, Any]) -> Mapping[str, Any]:
-        """POST a raw REST body to ``/{action}`` (with retries); the decoded JSON answer."""
+        """POST a raw REST body to ``/{action}`` (with retries); the decoded JSON answer.
+
+        With ``user_id``, the body carries it (in place of any ``user_id`` it had)."""
+        if self._user_id is not None:
+            body = {**body, "user_id": self._user_id}
         return await self._call(f"/{action}", body)
 
     async def search(
@@ -285,7 +326,11 @@ class HttpTransport(RestActions):
             )
 
     async def get_route(self, path: str, query: Mapping[str, Any]) -> Mapping[str, Any]:
-        """``GET {path}?{query}`` (with retries: a read); the decoded JSON answer."""
+        """``GET {path}?{query}`` (with retries: a read); the decoded JSON answer.
+
+        With ``user_id``, the query carries it (in place of any ``user_id`` it had)."""
+        if self._user_id is not None:
+            query = {**query, "user_id": self._user_id}
         encoded = urllib.parse.urlencode({k: str(v) for k, v in query.items()})
         return await self._call(f"{path}?{encoded}" if encoded else path, None, "GET")
 

@@ -216,7 +216,8 @@ async def test_recorded_session_gets_the_same_statuses(token_client: Client) -> 
 async def test_health_needs_no_token(token_client: Client) -> None:
     answer = await token_client.call("GET", "/health")
     assert answer.status == 200
-    assert answer.json == {"ok": True, "version": __version__}
+    # A store with users derives their entity ids under each (tenant-scoped ids).
+    assert answer.json == {"ok": True, "version": __version__, "tenant_scoped_ids": False}
 
 
 @pytest.mark.parametrize(("method", "path"), [("GET", "/store"), ("POST", "/nope"), ("PUT", "/")])
