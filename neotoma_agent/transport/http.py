@@ -406,6 +406,9 @@ class HttpTransport(RestActions):
         """POST ``body`` to ``path`` (or GET it, with no body) with retries; the decoded JSON
         object of a 2xx answer."""
         session = self._session_for_loop()
+        # What logs, spans and error messages name: the route without its query, which
+        # may hold a user id or a search term.
+        route = path.partition("?")[0]
         payload = b"" if body is None else encode_body(body)
         policy = self._retry
         deadline = time.monotonic() + policy.timeout
@@ -422,7 +425,7 @@ class HttpTransport(RestActions):
                     if isinstance(answer.body, Mapping):
                         return answer.body
                     raise ServerError(
-                        f"{method} {path}: expected a JSON object, "
+                        f"{method} {route}: expected a JSON object, "
                         f"got {type(answer.body).__name__}",
                         status=answer.status,
                         body={"text": str(answer.body)[:2000]},
@@ -441,7 +444,7 @@ class HttpTransport(RestActions):
             _log.info(
                 "transport.retry",
                 method=method,
-                path=path,
+                path=route,
                 attempt=attempt,
                 max_attempts=policy.attempts,
                 wait_s=round(wait, 3),
@@ -449,7 +452,7 @@ class HttpTransport(RestActions):
                 status=error.status if isinstance(error, APIError) else None,
                 code=error.code if isinstance(error, APIError) else None,
             )
-            record_retry(method, path, attempt, type(error).__name__, wait)
+            record_retry(method, route, attempt, type(error).__name__, wait)
             if wait > 0:
                 await asyncio.sleep(wait)
             attempt += 1
@@ -462,8 +465,9 @@ class HttpTransport(RestActions):
         budget: float,
         method: str = "POST",
     ) -> _Answer:
+        route = path.partition("?")[0]  # never the query (see _call)
         if budget <= 0:
-            raise ReadTimeout(f"{method} {path}: no time left within the retry policy's timeout")
+            raise ReadTimeout(f"{method} {route}: no time left within the retry policy's timeout")
         timeout = aiohttp.ClientTimeout(
             total=budget, sock_connect=min(self._connect_timeout, budget)
         )
@@ -485,33 +489,34 @@ class HttpTransport(RestActions):
                 timeout=timeout,
                 allow_redirects=False,
             ) as resp:
-                raw = await read_capped(resp, self._max_response_size, f"{method} {path}")
+                raw = await read_capped(resp, self._max_response_size, f"{method} {route}")
                 status = resp.status
                 resp_headers = resp.headers  # case-insensitive, as HTTP headers are
                 content_type = resp.content_type
         except aiohttp.ConnectionTimeoutError as exc:
             raise ConnectTimeout(
-                f"{method} {path}: no connection to {self._base_url} "
+                f"{method} {route}: no connection to {self._base_url} "
                 f"within {self._connect_timeout:g}s"
             ) from exc
         except (asyncio.TimeoutError, aiohttp.ServerTimeoutError) as exc:
-            raise ReadTimeout(f"{method} {path}: no answer within {budget:.3g}s") from exc
+            raise ReadTimeout(f"{method} {route}: no answer within {budget:.3g}s") from exc
         except aiohttp.ClientConnectorError as exc:
             raise ConnectionLost(
-                f"{method} {path}: cannot connect to {self._base_url} ({exc.strerror or 'refused'})"
+                f"{method} {route}: cannot connect to {self._base_url} "
+                f"({exc.strerror or 'refused'})"
             ) from exc
         except (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError) as exc:
             raise ConnectionLost(
-                f"{method} {path}: connection to {self._base_url} lost ({type(exc).__name__})"
+                f"{method} {route}: connection to {self._base_url} lost ({type(exc).__name__})"
             ) from exc
         if 300 <= status < 400:
-            raise redirect_refused(f"{method} {path}", status)
+            raise redirect_refused(f"{method} {route}", status)
         # A 2xx answer's seldom-read end is decoded when read (see _lazy_json).
         try:
             body = _decode(raw, content_type, path if 200 <= status < 300 else "", status)
         except RecursionError:
             if 200 <= status < 300:
-                raise too_deep(f"{method} {path}", status) from None
+                raise too_deep(f"{method} {route}", status) from None
             body = ""  # an error answer is typed by its status alone
         return _Answer(status=status, headers=resp_headers, body=body)
 
