@@ -321,11 +321,12 @@ async def _http_transport(
         if user is None:
             yield transport
             return
-    from .._user_id import tenant_of
+    from ..transport._wire import LOCAL_USER_ID
+    from ..transport.http import tenant_scoped
 
     # A server that derives entity ids under the user says so (the dev server does): the
     # ids this side computes (a conversation's) must be derived the same way.
-    scoped = health.get("tenant_scoped_ids") is True and tenant_of(user) is not None
+    scoped = tenant_scoped(health) and user != LOCAL_USER_ID
     async with HttpTransport(url, token=token, user_id=user, tenant_scoped_ids=scoped) as mine:
         yield mine
 

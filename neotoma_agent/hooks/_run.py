@@ -615,18 +615,18 @@ def _open_store(spec: StoreSpec, budget: float) -> Any:
         # within the budget too; a server that hangs would otherwise keep the person
         # waiting the transport's own timeout past --timeout.
         call = max(min(4.0, budget / 2), 0.05)
-        return HttpTransport(
-            spec.url,
-            token=spec.token,
-            timeout=min(5.0, call),
-            connect_timeout=min(1.0, call),
+        settings: dict[str, Any] = {
+            "token": spec.token,
+            "timeout": min(5.0, call),
+            "connect_timeout": min(1.0, call),
             # A person is waiting: one quick retry, then the outbox (closing stores) or the
             # state file (the rest) keeps the store for a later event.
-            retry=RetryPolicy(attempts=2, timeout=call, wait_initial=0.1, wait_max=0.3),
-            outbox=None if spec.outbox is None else os.fspath(spec.outbox),
-            outbox_background=False,
-            user_id=spec.user,
-        )
+            "retry": RetryPolicy(attempts=2, timeout=call, wait_initial=0.1, wait_max=0.3),
+        }
+        outbox = None if spec.outbox is None else os.fspath(spec.outbox)
+        if spec.user is None:
+            return HttpTransport(spec.url, outbox=outbox, outbox_background=False, **settings)
+        return _http_for_user(spec.url, spec.user, outbox, settings)
     from neotoma_agent import EmbeddedStore
 
     assert spec.db is not None
@@ -635,6 +635,29 @@ def _open_store(spec: StoreSpec, budget: float) -> Any:
     # a cancel at the budget waits too.
     store = EmbeddedStore.open(spec.db, busy_timeout=max(min(10.0, budget / 2), 0.05))
     return store if spec.user is None else _scoped(store, spec.user)
+
+
+@contextlib.asynccontextmanager
+async def _http_for_user(
+    url: str, user: str, outbox: str | None, settings: dict[str, Any]
+) -> AsyncIterator[Any]:
+    """A transport acting for ``user`` on the server at ``url``, deriving entity ids as the
+    server says it does (its ``/health``)."""
+    from neotoma_agent import HttpTransport
+    from neotoma_agent.transport._wire import LOCAL_USER_ID
+    from neotoma_agent.transport.http import tenant_scoped
+
+    async with HttpTransport(url, **settings) as probe:
+        scoped = tenant_scoped(await probe.health()) and user != LOCAL_USER_ID
+    async with HttpTransport(
+        url,
+        outbox=outbox,
+        outbox_background=False,
+        user_id=user,
+        tenant_scoped_ids=scoped,
+        **settings,
+    ) as transport:
+        yield transport
 
 
 @contextlib.asynccontextmanager

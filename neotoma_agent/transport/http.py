@@ -70,7 +70,7 @@ from neotoma_agent.transport._warm import Warmer
 from neotoma_agent.transport._wire import error_from_response, parse_retry_after
 from neotoma_agent.transport.outbox import OutboxTransport, flush_outbox
 
-__all__ = ["HttpTransport", "RetryPolicy", "flush_outbox"]
+__all__ = ["HttpTransport", "RetryPolicy", "flush_outbox", "tenant_scoped"]
 
 _log = get_logger()
 _loads = json.loads
@@ -519,6 +519,13 @@ class HttpTransport(RestActions):
                 raise too_deep(f"{method} {route}", status) from None
             body = ""  # an error answer is typed by its status alone
         return _Answer(status=status, headers=resp_headers, body=body)
+
+
+def tenant_scoped(health: Mapping[str, Any]) -> bool:
+    """Whether a server's ``GET /health`` answer says it derives entity ids under the user
+    (``"tenant_scoped_ids": true``: ``neotoma-agent serve``). A Neotoma server says nothing
+    of it: its default is ids that ignore the user."""
+    return health.get("tenant_scoped_ids") is True
 
 
 class _Unqueued(RestActions):
