@@ -15,7 +15,7 @@ from typing import Final
 from .exceptions import InvalidUserIdError
 from .transport._wire import LOCAL_USER_ID
 
-__all__ = ["LOCAL_USER_ID", "MAX_USER_ID_CHARS", "check_user_id", "tenant_of"]
+__all__ = ["LOCAL_USER_ID", "MAX_USER_ID_CHARS", "check_user_id", "tenant_for", "tenant_of"]
 
 #: The longest user id accepted: ids are keys, not documents.
 MAX_USER_ID_CHARS: Final = 256
@@ -50,3 +50,10 @@ def tenant_of(user_id: str) -> str | None:
     """The tenant an entity id is scoped to for ``user_id``: None for the local dev user
     (ids ignore the user, as on a server without tenant-scoped ids), else the user id."""
     return None if user_id == LOCAL_USER_ID else user_id
+
+
+def tenant_for(transport: object) -> str | None:
+    """The tenant of the entity ids ``transport`` gives: its optional ``tenant_id``
+    attribute (a transport without one, a third party's, gives unscoped ids)."""
+    tenant = getattr(transport, "tenant_id", None)
+    return tenant if isinstance(tenant, str) else None

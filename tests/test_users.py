@@ -1,0 +1,149 @@
+"""``store.for_user(user_id)``: many users' memories in one embedded store, each its own.
+
+What matters: whatever user A stores, no read through user B's view (nor the unscoped
+store, the local dev user's) finds it, whichever read it is; the same name remembered by
+two users is two entities (tenant-scoped ids), the same ``conversation_id`` is two
+conversations; the unscoped store keeps its ids; a bad user id is refused before any
+write, and nothing stored is lost.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from neotoma_agent import (
+    LOCAL_USER_ID,
+    EmbeddedStore,
+    InvalidUserIdError,
+    NeotomaMemory,
+    NotFoundError,
+    UserStore,
+    check_user_id,
+)
+from neotoma_agent._identity import entity_id_for
+from neotoma_agent._keys import conversation_entity_id
+
+pytestmark = pytest.mark.anyio
+
+SECRET = "Qzv8841 treats her diabetes"
+
+
+async def _alice_turn(store: UserStore | EmbeddedStore) -> tuple[NeotomaMemory, str]:
+    memory = NeotomaMemory(store, conversation_id="clinic")
+    async with memory.turn("Do you know Maria Gomez? She works at Acme Corp.") as t:
+        maria = t.remember("person", name="Maria Gomez", notes=SECRET)
+        t.reply = f"Noted: {SECRET}."
+    return memory, maria
+
+
+async def test_a_user_sees_none_of_another_users_memory(tmp_path: Path) -> None:
+    async with EmbeddedStore.open(tmp_path / "memory.db") as store:
+        alice, bob = store.for_user("alice"), store.for_user("bob")
+        _, maria = await _alice_turn(alice)
+        for other in (bob, store):
+            memory = NeotomaMemory(other, conversation_id="clinic")
+            async with memory.turn("Do you know Maria Gomez?") as t:
+                assert t.retrieved == ()
+                assert "Qzv8841" not in t.context()
+                t.reply = "No."
+            assert len(await memory.history(limit=None)) == 1  # its own turn only
+            assert (await other.search("Qzv8841")).hits == ()
+            assert (await other.retrieve_entity_by_identifier("Maria Gomez")).entities == ()
+            assert (await other.retrieve_entity_by_identifier(maria)).entities == ()
+            with pytest.raises(NotFoundError):
+                await other.get_entity_snapshot(maria)
+            assert (await other.list_observations(maria)).observations == ()
+            assert (await other.query_entities(entity_type="person")).entities == ()
+        # Alice still has all of it.
+        assert (await alice.search("Qzv8841")).hits
+        assert (await alice.get_entity_snapshot(maria)).snapshot["notes"] == SECRET
+
+
+async def test_the_same_name_is_one_entity_per_user_with_a_tenant_scoped_id(
+    tmp_path: Path,
+) -> None:
+    async with EmbeddedStore.open(tmp_path / "memory.db") as store:
+        ids = {}
+        for user in ("alice", "bob", LOCAL_USER_ID):
+            memory = NeotomaMemory(store.for_user(user), conversation_id="c")
+            ids[user] = await memory.remember("company", name="Acme Corp")
+        assert len(set(ids.values())) == 3
+        assert ids[LOCAL_USER_ID] == entity_id_for("company", "Acme Corp")
+        assert ids["alice"] == entity_id_for("company", "Acme Corp", "alice")
+        # the unscoped store is the local dev user: the same entity, the same view
+        snap = await store.get_entity_snapshot(ids[LOCAL_USER_ID])
+        assert snap.entity_type == "company"
+        assert store.for_user(LOCAL_USER_ID).tenant_id is None
+        assert store.for_user("alice").tenant_id == "alice"
+        assert store.for_user("alice").user_id == "alice"
+        assert store.tenant_id is None
+
+
+async def test_two_users_may_use_the_same_conversation_id_and_turn_ids(tmp_path: Path) -> None:
+    async with EmbeddedStore.open(tmp_path / "memory.db") as store:
+        for user, words in (("alice", "alpha words"), ("bob", "bravo words")):
+            memory = NeotomaMemory(store.for_user(user), conversation_id="support")
+            async with memory.turn(words, turn_id="t1") as t:
+                t.reply = f"reply to {words}"
+        for user, words in (("alice", "alpha words"), ("bob", "bravo words")):
+            memory = NeotomaMemory(store.for_user(user), conversation_id="support")
+            [turn] = await memory.history(limit=None)
+            assert turn.user == words
+            page = await store.for_user(user).conversation_summaries()
+            assert [i.conversation_id for i in page.items] == ["support"]
+            entity_id = conversation_entity_id("support", user)
+            assert page.items[0].entity_id == entity_id
+        assert (await store.conversation_summaries()).items == ()
+
+
+async def test_views_share_the_store_and_closing_one_leaves_it_open(tmp_path: Path) -> None:
+    async with EmbeddedStore.open(tmp_path / "memory.db") as store:
+        async with store.for_user("alice") as alice:
+            await NeotomaMemory(alice, conversation_id="c").remember("company", name="Acme")
+        assert not store.closed
+        assert not alice.closed
+        again = store.for_user("alice")
+        assert (await again.query_entities(entity_type="company")).total == 1
+        assert "alice" not in repr(again)
+    assert alice.closed
+
+
+_BAD_IDS: list[Any] = ["", " alice", "alice\n", "a\x00b", "a\x1bb", "x" * 10_000, 7, None, b"alice"]
+
+
+@pytest.mark.parametrize("bad", _BAD_IDS, ids=repr)
+async def test_a_bad_user_id_is_refused_before_any_write(tmp_path: Path, bad: Any) -> None:
+    path = tmp_path / "memory.db"
+    async with EmbeddedStore.open(path) as store:
+        await NeotomaMemory(store.for_user("alice"), conversation_id="c").remember(
+            "company", name="Acme"
+        )
+        with pytest.raises(InvalidUserIdError) as caught:
+            store.for_user(bad)
+        with pytest.raises(InvalidUserIdError):
+            await store.forget_user(bad)
+        assert isinstance(caught.value, ValueError)
+        if isinstance(bad, str) and bad:
+            assert bad.strip() not in str(caught.value)
+        assert (await store.for_user("alice").query_entities(entity_type="company")).total == 1
+    with sqlite3.connect(path) as conn:  # no user was added for the bad id
+        assert conn.execute("SELECT user_id FROM users").fetchall() == [("alice",)]
+
+
+@given(st.text(min_size=1, max_size=256))
+def test_check_user_id_accepts_exactly_the_printable_trimmed_ids(text: str) -> None:
+    printable = text == text.strip() and all(
+        not ("\x00" <= c <= "\x1f" or "\x7f" <= c <= "\x9f" or "\ud800" <= c <= "\udfff")
+        for c in text
+    )
+    if printable:
+        assert check_user_id(text) == text
+    else:
+        with pytest.raises(InvalidUserIdError):
+            check_user_id(text)
