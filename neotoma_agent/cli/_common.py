@@ -112,7 +112,7 @@ def given_user(args: argparse.Namespace) -> str | None:
     user = getattr(args, "user", None)
     if user is None:
         return None
-    from .._user_id import check_user_id
+    from .. import check_user_id
     from ..exceptions import InvalidUserIdError
 
     try:
@@ -321,7 +321,7 @@ async def _http_transport(
         if user is None:
             yield transport
             return
-    from ..transport._wire import LOCAL_USER_ID
+    from .. import LOCAL_USER_ID
     from ..transport.http import tenant_scoped
 
     # A server that derives entity ids under the user says so (the dev server does): the

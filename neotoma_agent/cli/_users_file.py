@@ -26,7 +26,7 @@ class UsersFileError(Exception):
 
 def read_users_file(path: Path) -> dict[str, str]:
     """The token → user id map in ``path`` (:class:`UsersFileError` for any mistake)."""
-    from .._user_id import check_user_id
+    from .. import check_user_id
     from ..exceptions import InvalidUserIdError
 
     try:

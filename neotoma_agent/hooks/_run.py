@@ -643,8 +643,7 @@ async def _http_for_user(
 ) -> AsyncIterator[Any]:
     """A transport acting for ``user`` on the server at ``url``, deriving entity ids as the
     server says it does (its ``/health``)."""
-    from neotoma_agent import HttpTransport
-    from neotoma_agent.transport._wire import LOCAL_USER_ID
+    from neotoma_agent import LOCAL_USER_ID, HttpTransport
     from neotoma_agent.transport.http import tenant_scoped
 
     async with HttpTransport(url, **settings) as probe:

@@ -22,11 +22,9 @@ from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 from aiohttp import web
 
-from neotoma_agent._user_id import check_user_id
+from neotoma_agent import LOCAL_USER_ID, Transport, check_user_id
 from neotoma_agent.exceptions import InvalidUserIdError
 from neotoma_agent.server._replies import refusal
-from neotoma_agent.transport._base import Transport
-from neotoma_agent.transport._wire import LOCAL_USER_ID
 
 __all__ = ["CALLER", "Caller", "Callers", "claim_user", "store_for", "user_store"]
 

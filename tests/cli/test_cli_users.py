@@ -1,0 +1,176 @@
+"""``--user USER`` on the command line: each store command reads and writes one user's memory.
+
+On a store file (``store.for_user``) and through ``serve --users`` in a real process
+(``HttpTransport(user_id=)``, or a user's own token): ``show``, ``stats``, ``export``,
+``search``, ``audit``, ``import`` and ``forget`` under Alice never print Bob's marker, and
+under Bob never Alice's. A bad ``--user`` is a usage error (exit 2) that never quotes it.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import anyio
+import pytest
+from cli_support import assert_one_line_error, cli, ok, serving
+from users_support import ALICE, BOB, MARKERS, Planted, seed
+
+from neotoma_agent import EmbeddedStore
+
+pytestmark = pytest.mark.one_backend
+
+
+def _seeded(db: Path) -> dict[str, Planted]:
+    async def write() -> dict[str, Planted]:
+        async with EmbeddedStore.open(db) as store:
+            return {user: await seed(store.for_user(user), user) for user in (ALICE, BOB)}
+
+    return anyio.run(write)
+
+
+#: every reading command, with what it needs besides the store and the user
+def _reads(planted: Planted) -> list[list[str]]:
+    return [
+        ["show", "--json"],
+        ["show", planted.conversation_id, "--json"],
+        ["stats", "--json"],
+        ["export"],
+        ["export", "--turns"],
+        ["search", "Maria", "--json"],
+        ["search", MARKERS[ALICE], "--json"],
+        ["search", MARKERS[BOB], "--json"],
+        ["audit", "--json", "--min-age", "0"],
+    ]
+
+
+def test_every_read_command_sees_the_user_s_memory_alone(tmp_path: Path) -> None:
+    db = tmp_path / "m.db"
+    planted = _seeded(db)
+    for user, other in ((ALICE, BOB), (BOB, ALICE)):
+        mine = planted[user]
+        seen = ""
+        for command in _reads(mine):
+            run = cli(*command, "--db", str(db), "--user", user, home=tmp_path)
+            assert run.returncode in (0, 1), (command, run.stderr)  # audit: 1 = findings
+            if MARKERS[other] in command:  # the search echoes its query: it finds nothing
+                assert json.loads(run.stdout)["hits"] == []
+                continue
+            assert MARKERS[other] not in run.stdout + run.stderr, command
+            seen += run.stdout
+        assert MARKERS[user] in seen
+        # The other user's conversation is not this user's to show.
+        theirs = cli(
+            "show", planted[other].conversation_id, "--db", str(db), "--user", user, home=tmp_path
+        )
+        assert theirs.returncode != 0
+        assert MARKERS[other] not in theirs.stdout + theirs.stderr
+    # Without --user: the default user, who has neither.
+    everything = ok(cli("show", "--json", "--db", str(db), home=tmp_path))
+    assert MARKERS[ALICE] not in everything
+    assert MARKERS[BOB] not in everything
+
+
+def test_import_writes_for_the_user_given(tmp_path: Path) -> None:
+    db = tmp_path / "m.db"
+    _seeded(db)
+    line = {"conversation_id": "imported", "user": "zqimportedqz hello", "assistant": "hi"}
+    ok(
+        cli(
+            "import", "-", "--db", str(db), "--user", ALICE, home=tmp_path,
+            stdin=json.dumps(line) + "\n",
+        )
+    )  # fmt: skip
+    assert "zqimportedqz" in ok(cli("export", "--db", str(db), "--user", ALICE, home=tmp_path))
+    assert "zqimportedqz" not in ok(cli("export", "--db", str(db), "--user", BOB, home=tmp_path))
+    assert "zqimportedqz" not in ok(cli("export", "--db", str(db), home=tmp_path))
+
+
+@pytest.mark.parametrize("bad", ["", " zqspaceqz", "zq\x01qz", "zq" + "x" * 10_000])
+@pytest.mark.parametrize("command", ["show", "stats", "export", "search", "forget"])
+def test_a_bad_user_is_a_usage_error_that_never_quotes_it(
+    tmp_path: Path, bad: str, command: str
+) -> None:
+    db = tmp_path / "m.db"
+    extra = ["Maria"] if command == "search" else []
+    run = cli(command, *extra, "--db", str(db), "--user", bad, home=tmp_path)
+    assert run.returncode == 2
+    assert_one_line_error(run, "bad --user")
+    assert "zq" not in run.stderr
+    assert not db.exists()  # refused before the store was opened
+
+
+def test_forget_a_conversation_of_one_user_leaves_the_other_s(tmp_path: Path) -> None:
+    db = tmp_path / "m.db"
+    planted = _seeded(db)
+    alice, bob = planted[ALICE], planted[BOB]
+    before = ok(cli("show", "--json", "--db", str(db), "--user", BOB, home=tmp_path))
+    # Bob's conversation id named under Alice's user is not found.
+    missing = cli("forget", bob.conversation_id, "--db", str(db), "--user", ALICE, home=tmp_path)
+    assert missing.returncode != 0
+    ok(cli("forget", alice.conversation_id, "--db", str(db), "--user", ALICE, home=tmp_path))
+    listing = ok(cli("show", "--json", "--db", str(db), "--user", ALICE, home=tmp_path))
+    assert alice.conversation_id not in listing
+    assert ok(cli("show", "--json", "--db", str(db), "--user", BOB, home=tmp_path)) == before
+    ok(
+        cli(
+            "forget", "--restore", alice.conversation_id, "--db", str(db), "--user", ALICE,
+            home=tmp_path,
+        )
+    )  # fmt: skip
+    listing = ok(cli("show", "--json", "--db", str(db), "--user", ALICE, home=tmp_path))
+    assert alice.conversation_id in listing
+
+
+def test_through_serve_users_each_token_and_user_sees_its_own(tmp_path: Path) -> None:
+    db = tmp_path / "m.db"
+    planted = _seeded(db)
+    users = tmp_path / "users"
+    users.write_text(f"tok-alice-SECRET {ALICE}\ntok-bob-SECRET {BOB}\n")
+    users.chmod(0o600)
+    admin = tmp_path / "admin.token"
+    admin.write_text("tok-admin-SECRET\n")
+    with serving(db, tmp_path, token="tok-admin-SECRET", extra=["--users", str(users)]) as url:
+        for user, other in ((ALICE, BOB), (BOB, ALICE)):
+            token = tmp_path / f"{user}.token"
+            token.write_text(f"tok-{'alice' if user == ALICE else 'bob'}-SECRET\n")
+            mine = planted[user]
+            runs = [
+                # The admin token acting for the user, as --user says.
+                [
+                    "show",
+                    mine.conversation_id,
+                    "--json",
+                    "--user",
+                    user,
+                    "--token-file",
+                    str(admin),
+                ],
+                ["stats", "--json", "--user", user, "--token-file", str(admin)],
+                ["search", "Maria", "--json", "--user", user, "--token-file", str(admin)],
+                # The user's own token, with --user (its own) and without.
+                [
+                    "show",
+                    mine.conversation_id,
+                    "--json",
+                    "--user",
+                    user,
+                    "--token-file",
+                    str(token),
+                ],
+                ["search", "Maria", "--json", "--token-file", str(token)],
+                ["stats", "--json", "--token-file", str(token)],
+            ]
+            for command in runs:
+                out = ok(cli(*command, "--url", url, home=tmp_path))
+                assert MARKERS[other] not in out, command
+            shown = ok(cli(*runs[0], "--url", url, home=tmp_path))
+            assert MARKERS[user] in shown
+            # A user's token naming the other user: refused by the server (403).
+            refused = cli(
+                "stats", "--json", "--user", other, "--token-file", str(token), "--url", url,
+                home=tmp_path,
+            )  # fmt: skip
+            assert refused.returncode == 1
+            assert "403" in refused.stderr
+            assert MARKERS[other] not in refused.stdout + refused.stderr
