@@ -49,7 +49,6 @@ def test_every_read_command_sees_the_user_s_memory_alone(tmp_path: Path) -> None
     planted = _seeded(db)
     for user, other in ((ALICE, BOB), (BOB, ALICE)):
         mine = planted[user]
-        seen = ""
         for command in _reads(mine):
             run = cli(*command, "--db", str(db), "--user", user, home=tmp_path)
             assert run.returncode in (0, 1), (command, run.stderr)  # audit: 1 = findings
@@ -57,8 +56,23 @@ def test_every_read_command_sees_the_user_s_memory_alone(tmp_path: Path) -> None
                 assert json.loads(run.stdout)["hits"] == []
                 continue
             assert MARKERS[other] not in run.stdout + run.stderr, command
-            seen += run.stdout
-        assert MARKERS[user] in seen
+        own = ok(
+            cli(
+                "show",
+                mine.conversation_id,
+                "--json",
+                "--db",
+                str(db),
+                "--user",
+                user,
+                home=tmp_path,
+            )
+        )
+        assert MARKERS[user] in own
+        stats = json.loads(
+            ok(cli("stats", "--json", "--db", str(db), "--user", user, home=tmp_path))
+        )
+        assert stats["conversations"] == 1  # this user's own, not the other's
         # The other user's conversation is not this user's to show.
         theirs = cli(
             "show", planted[other].conversation_id, "--db", str(db), "--user", user, home=tmp_path
@@ -174,3 +188,35 @@ def test_through_serve_users_each_token_and_user_sees_its_own(tmp_path: Path) ->
             assert refused.returncode == 1
             assert "403" in refused.stderr
             assert MARKERS[other] not in refused.stdout + refused.stderr
+
+
+def test_hook_with_user_stores_through_serve_users_as_that_user(tmp_path: Path) -> None:
+    db = tmp_path / "m.db"
+    _seeded(db)
+    users = tmp_path / "users"
+    users.write_text(f"tok-alice-SECRET {ALICE}\n")
+    users.chmod(0o600)
+    alice_token = tmp_path / "alice.token"
+    alice_token.write_text("tok-alice-SECRET\n")
+    admin = tmp_path / "admin.token"
+    admin.write_text("tok-admin-SECRET\n")
+    marker = "zqhookoverurlqz"
+    with serving(db, tmp_path, token="tok-admin-SECRET", extra=["--users", str(users)]) as url:
+        store = ("--url", url, "--token-file", str(alice_token), "--user", ALICE)
+        for event, payload in (
+            ("UserPromptSubmit", {"prompt": f"hook {marker} prompt"}),
+            ("Stop", {"last_assistant_message": f"hook {marker} reply"}),
+        ):
+            body = {"session_id": "s1", "prompt_id": "p1", "cwd": "/tmp", **payload}
+            run = cli("hook", "claude-code", event, *store, home=tmp_path, stdin=json.dumps(body))
+            assert (run.returncode, run.stderr) == (0, "")
+        as_admin = ("--url", url, "--token-file", str(admin))
+        # Read back by its conversation id: derived under Alice, as the server derives it.
+        shown = ok(
+            cli("show", "claude-code-s1", "--json", *as_admin, "--user", ALICE, home=tmp_path)
+        )
+        assert f"hook {marker} reply" in shown
+        for user in (BOB, None):
+            who = ["--user", user] if user else []
+            found = ok(cli("search", marker, "--json", *as_admin, *who, home=tmp_path))
+            assert json.loads(found)["hits"] == [], user
