@@ -3,6 +3,7 @@ reading everything one user can read through every read path a store has."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 from typing import Any
 
@@ -84,15 +85,11 @@ async def everything_visible(view: Viewer, ids: list[str]) -> str:
             "list_observations",
             "retrieve_related_entities",
         ):
-            try:
+            with contextlib.suppress(NotFoundError):
                 out.append(_text(await view.request(action, {"entity_id": entity_id})))
-            except NotFoundError:
-                pass
         out.append(
             _text(await view.request("retrieve_entity_by_identifier", {"identifier": entity_id}))
         )
-        try:
+        with contextlib.suppress(NotFoundError):
             out.append(_text(await view.get_route(f"/recent_conversations/{entity_id}", {})))
-        except NotFoundError:
-            pass
     return "\n".join(out)
