@@ -42,6 +42,7 @@ from typing import Final, Literal, NamedTuple, cast
 from ._identity import ENTITY_ID_RE, normalize, resolve_identity, resolve_identity_cached
 from ._js import js_trim
 from ._text import SURROGATE_RE
+from ._user_id import tenant_for
 
 __all__ = [
     "ENTITY_ID_RE",
@@ -54,6 +55,7 @@ __all__ = [
     "message_entity_id",
     "new_turn_id",
     "parse_turn_key",
+    "tenant_for",
     "turn_id_ms",
     "turn_keys",
     "turn_record_entity_id",

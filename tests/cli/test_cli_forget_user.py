@@ -17,7 +17,7 @@ from typing import Any
 import anyio
 import pytest
 from cli_support import assert_one_line_error, cli, ok
-from users_support import ALICE, BOB, MARKERS, seed
+from two_users_support import ALICE, BOB, MARKERS, seed
 
 from neotoma_agent import EmbeddedStore, NeotomaMemory, OutboxTransport
 from neotoma_agent._keys import key_phase

@@ -14,7 +14,7 @@ from pathlib import Path
 import anyio
 import pytest
 from cli_support import assert_one_line_error, cli, ok, serving
-from users_support import ALICE, BOB, MARKERS, Planted, seed
+from two_users_support import ALICE, BOB, MARKERS, Planted, seed
 
 from neotoma_agent import EmbeddedStore
 

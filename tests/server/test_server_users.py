@@ -19,7 +19,7 @@ from typing import Any
 import aiohttp
 import attrs
 import pytest
-from users_support import ALICE, BOB, Planted, seed
+from two_users_support import ALICE, BOB, Planted, seed
 
 from neotoma_agent import EmbeddedStore, HttpTransport, RetryPolicy
 from neotoma_agent.server import create_app, serving

@@ -7,7 +7,8 @@ entries, conversation index, summary row, full-text search rows), every edge tou
 and the idempotency keys of the stores that wrote their observations; then it merges the
 full-text indexes (deleted terms otherwise linger in old segments), ``VACUUM``\\ s the file
 (SQLite's free pages keep deleted bytes) and truncates the write-ahead log. Unlike a soft
-deletion this cannot be undone.
+deletion this cannot be undone. :func:`purge_user` does the same to every row of one user
+(``EmbeddedStore.for_user``): all its entities, and what else it wrote (edges, keys).
 
 It opens the file itself (``VACUUM`` cannot run inside the store thread's transactions) and
 needs it to itself for the ``VACUUM``: close the :class:`EmbeddedStore` first.
@@ -116,16 +117,21 @@ def _seqs(raw: object) -> list[int]:
     return [v for v in value if isinstance(v, int)] if isinstance(value, list) else []
 
 
-def purge_forgotten(path: str | os.PathLike[str], forgotten: Forgotten) -> PurgeStats:
+def purge_forgotten(
+    path: str | os.PathLike[str], forgotten: Forgotten, *, user_id: str | None = None
+) -> PurgeStats:
     """Erase the bytes of a forgotten conversation from the store file at ``path``.
 
-    ``forgotten``: what :meth:`~neotoma_agent.NeotomaMemory.forget` returned. Irreversible;
-    the store must be closed (``sqlite3.OperationalError`` "database is locked" otherwise).
+    ``forgotten``: what :meth:`~neotoma_agent.NeotomaMemory.forget` returned; ``user_id``:
+    the user whose memory forgot it, as for :func:`purge_entities`. Irreversible; the store
+    must be closed (``sqlite3.OperationalError`` "database is locked" otherwise).
     """
-    return purge_entities(path, forgotten.entity_ids)
+    return purge_entities(path, forgotten.entity_ids, user_id=user_id)
 
 
-def purge_entities(path: str | os.PathLike[str], entity_ids: Sequence[str]) -> PurgeStats:
+def purge_entities(
+    path: str | os.PathLike[str], entity_ids: Sequence[str], *, user_id: str | None = None
+) -> PurgeStats:
     """Erase the bytes of entities from the store file at ``path``: their rows,
     observations (every field's text), index entries, every edge touching them and the
     idempotency keys of the stores that wrote their observations; then the file is
@@ -133,9 +139,28 @@ def purge_entities(path: str | os.PathLike[str], entity_ids: Sequence[str]) -> P
 
     What other entities hold is kept: a message that named the entity keeps its text.
     Irreversible (a purged entity is unknown, not deleted: nothing restores it); the store
-    must be closed (``sqlite3.OperationalError`` "database is locked" otherwise).
+    must be closed (``sqlite3.OperationalError`` "database is locked" otherwise). With
+    ``user_id``, only that user's entities among ``entity_ids`` are erased (what
+    ``store.for_user(user_id)`` can see); another user's are left as they are.
     """
-    return _purge(path, lambda conn: _rows(conn, list(entity_ids)))
+    user = None if user_id is None else check_user_id(user_id)
+    return _purge(path, lambda conn: _rows(conn, _owned(conn, list(entity_ids), user)))
+
+
+def _owned(conn: sqlite3.Connection, ids: list[str], user: str | None) -> list[str]:
+    """The ids among ``ids`` of entities ``user`` owns (None: every one)."""
+    if user is None:
+        return ids
+    if not _has(conn, "users"):
+        # A file from before users: all of it is the local dev user's.
+        return ids if user == LOCAL_USER_ID else []
+    uid = lookup_uid(conn, user, create=False)
+    mine: set[str] = set()
+    for chunk in _chunks(ids):
+        marks = ",".join("?" * len(chunk))
+        sql = f"SELECT id FROM entities WHERE id IN ({marks}) AND uid = ?"
+        mine.update(str(r[0]) for r in conn.execute(sql, (*chunk, uid)))
+    return [i for i in ids if i in mine]
 
 
 def purge_user(path: str | os.PathLike[str], user_id: str) -> PurgeStats:
