@@ -16,7 +16,7 @@ import pytest
 from cli_support import assert_one_line_error, cli, ok, serving
 from two_users_support import ALICE, BOB, MARKERS, Planted, seed
 
-from neotoma_agent import EmbeddedStore
+from neotoma_agent import EmbeddedStore, NeotomaMemory
 
 pytestmark = pytest.mark.one_backend
 
@@ -220,3 +220,35 @@ def test_hook_with_user_stores_through_serve_users_as_that_user(tmp_path: Path) 
             who = ["--user", user] if user else []
             found = ok(cli("search", marker, "--json", *as_admin, *who, home=tmp_path))
             assert json.loads(found)["hits"] == [], user
+
+
+def test_hook_with_user_reads_its_history_through_serve_users(tmp_path: Path) -> None:
+    """The second prompt's context holds the turn before it: the history, read by the
+    conversation's id, derived under the user as the server derives it."""
+    db = tmp_path / "m.db"
+
+    async def acme() -> str:
+        async with EmbeddedStore.open(db) as store:
+            memory = NeotomaMemory(store.for_user(ALICE), conversation_id="seed")
+            return await memory.remember("company", name="Acme Corp", website="acme.example")
+
+    acme_id = anyio.run(acme)
+    users = tmp_path / "users"
+    users.write_text(f"tok-alice-SECRET {ALICE}\n")
+    users.chmod(0o600)
+    token = tmp_path / "alice.token"
+    token.write_text("tok-alice-SECRET\n")
+    with serving(db, tmp_path, token="tok-admin-SECRET", extra=["--users", str(users)]) as url:
+        store = ("--url", url, "--token-file", str(token), "--user", ALICE)
+        answers = []
+        for event, payload in (
+            ("UserPromptSubmit", {"prompt_id": "p1", "prompt": "What about Acme Corp?"}),
+            ("Stop", {"prompt_id": "p1", "last_assistant_message": "A customer."}),
+            ("UserPromptSubmit", {"prompt_id": "p2", "prompt": "And since when?"}),
+        ):
+            body = {"session_id": "s1", "cwd": "/tmp", **payload}
+            run = cli("hook", "claude-code", event, *store, home=tmp_path, stdin=json.dumps(body))
+            assert (run.returncode, run.stderr) == (0, "")
+            answers.append(run.stdout)
+    assert acme_id in answers[0]  # named: found by retrieval
+    assert "What about Acme Corp?" in answers[2]  # the turn before it, from the history

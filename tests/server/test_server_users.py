@@ -19,6 +19,7 @@ from typing import Any
 import aiohttp
 import attrs
 import pytest
+import structlog
 from two_users_support import ALICE, BOB, Planted, seed
 
 from neotoma_agent import EmbeddedStore, HttpTransport, RetryPolicy
@@ -257,6 +258,12 @@ async def test_a_user_cannot_change_another_user_s_rows(world: World) -> None:
 
 async def test_naming_another_user_is_forbidden(world: World) -> None:
     bob = world.planted[BOB]
+    with structlog.testing.capture_logs() as events:
+        await _refused_everywhere(world, bob)
+    assert "bob" not in repr(events)  # the server logs no user id
+
+
+async def _refused_everywhere(world: World, bob: Planted) -> None:
     for method, path, body in _requests(bob):
         if method == "GET":
             sep = "&" if "?" in path else "?"
