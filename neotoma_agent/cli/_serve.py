@@ -12,6 +12,7 @@ from pathlib import Path
 from ._common import CLIError, Command, db_path, option, resolve_token
 from ._paths import private_parent
 from ._tokens import announce_token, login_link, new_token, remove_token_file
+from ._users_file import USERS_OPTION, given_users
 
 __all__ = ["register"]
 
@@ -37,18 +38,6 @@ def _bind_error(host: str, port: int, exc: OSError) -> CLIError:
     return CLIError(f"cannot listen on {host}:{port}: {reason}", hint)
 
 
-def _users(args: argparse.Namespace) -> dict[str, str] | None:
-    """The tokens ``--users`` binds to users, or ``None`` without it."""
-    if args.users is None:
-        return None
-    from ._users_file import UsersFileError, read_users_file
-
-    try:
-        return read_users_file(Path(args.users).expanduser())
-    except UsersFileError as exc:
-        raise CLIError(str(exc), "each line: TOKEN USER_ID; the file mode 0600") from None
-
-
 def run(args: argparse.Namespace) -> int:
     """Serve until SIGINT or SIGTERM."""
     from ..server import run_server
@@ -62,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
             "serve runs the store file, not a server at --url",
             "drop --url (or unset NEOTOMA_URL) and pass --db",
         )
-    users = _users(args)
+    users = given_users(args)
     given = resolve_token(args)
     token = given or new_token()
     if users is not None and token in users:
@@ -118,12 +107,7 @@ COMMAND = Command(
     options=(
         option("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)"),
         option("--port", type=int, default=3080, help="port (default 3080; 0 picks a free one)"),
-        option(
-            "--users",
-            metavar="FILE",
-            help="serve many users: FILE (mode 0600) has one `TOKEN USER_ID` a line; each "
-            "token acts for its user alone",
-        ),
+        USERS_OPTION,
     ),
 )
 register = COMMAND.register

@@ -10,14 +10,37 @@ never the token (nor the user id: it may be an email address).
 
 from __future__ import annotations
 
+import argparse
 import os
 import stat
 from pathlib import Path
 
-__all__ = ["UsersFileError", "read_users_file"]
+from ._common import CLIError, option
+
+__all__ = ["USERS_OPTION", "UsersFileError", "given_users", "read_users_file"]
 
 #: bytes read at most: a file of users, not a data set
 _MAX_BYTES = 4 * 2**20
+
+
+#: ``--users FILE``, on ``serve`` and ``ui``
+USERS_OPTION = option(
+    "--users",
+    metavar="FILE",
+    help="serve many users: FILE (mode 0600) has one `TOKEN USER_ID` a line; each token "
+    "sees and acts for its user alone",
+)
+
+
+def given_users(args: argparse.Namespace) -> dict[str, str] | None:
+    """The tokens ``--users`` binds to users, or ``None`` without it (a :class:`CLIError`
+    for a file that cannot be used)."""
+    if getattr(args, "users", None) is None:
+        return None
+    try:
+        return read_users_file(Path(args.users).expanduser())
+    except UsersFileError as exc:
+        raise CLIError(str(exc), "each line: TOKEN USER_ID; the file mode 0600") from None
 
 
 class UsersFileError(Exception):

@@ -259,6 +259,7 @@ def standalone_app(
     token: str,
     outbox: str | os.PathLike[str] | None = None,
     hosts: Sequence[str] = (),
+    users: Mapping[str, str] | None = None,
 ) -> web.Application:
     """The whole of ``neotoma-agent ui``: the view at :data:`UI_PREFIX`, ``/`` leading there.
 
@@ -267,7 +268,7 @@ def standalone_app(
     """
     app = web.Application(middlewares=[local_guard])
     allowed_hosts(app, hosts)
-    mount_ui(app, create_ui_app(transport, token=token, outbox=outbox))
+    mount_ui(app, create_ui_app(transport, token=token, outbox=outbox, users=users))
 
     async def root(request: web.Request) -> web.StreamResponse:
         raise web.HTTPFound(f"{UI_PREFIX}/")
