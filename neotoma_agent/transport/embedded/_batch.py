@@ -122,7 +122,7 @@ def replay_statuses(conn: sqlite3.Connection, body: Mapping[str, Any]) -> list[b
         chunk = keys[start : start + _KEYS_PER_QUERY]
         marks = ",".join("?" * len(chunk))
         rows = conn.execute(
-            f"SELECT key, source_id FROM idempotency_keys WHERE {_scope.owned()} "
+            f"SELECT key, source_id FROM idempotency_keys WHERE {_scope.owned(index=True)} "
             f"AND key IN ({marks})",
             chunk,
         )

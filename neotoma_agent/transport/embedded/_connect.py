@@ -18,6 +18,7 @@ from ..._file_kind import check_store_file
 from ..._private import private_file
 from ._errors import invalid_format
 from ._schema import migrate
+from ._scope import install as install_scope
 from ._scope import run_as
 
 __all__ = ["DEFAULT_BUSY_TIMEOUT", "busy_ms_of", "connect", "encodable", "run"]
@@ -68,6 +69,7 @@ def connect(
             conn.execute("PRAGMA journal_size_limit = 67108864")
             conn.execute("PRAGMA foreign_keys = OFF")
             migrate(conn)
+            install_scope(conn)
             # Connect the FTS5 tables now (each reads its config on first use), so the first
             # lookup does not pay for it.
             for table in ("name_index", "bookkeeping_names", "search_text"):

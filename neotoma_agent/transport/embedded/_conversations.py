@@ -101,7 +101,7 @@ def _messages(
 ) -> list[dict[str, Any]]:
     """The message items of ``ids`` (deleted or non-message entities left out), by id."""
     rows = conn.execute(
-        f"SELECT {_MESSAGE_COLUMNS} FROM entities WHERE {_scope.owned()} "
+        f"SELECT {_MESSAGE_COLUMNS} FROM entities WHERE {_scope.owned(index=True)} "
         "AND entity_type = 'conversation_message' AND id IN (SELECT value FROM json_each(?))",
         (json.dumps(list(ids)),),
     ).fetchall()
@@ -221,7 +221,7 @@ def _turn_records(
     wanted = {_turn_record_id(session, turn_id, tenant): None for turn_id in turn_ids if turn_id}
     rows = conn.execute(
         "SELECT id, entity_type, snapshot, observation_count, last_observation_at FROM entities "
-        f"WHERE {_scope.owned()} AND entity_type = 'conversation_turn' "
+        f"WHERE {_scope.owned(index=True)} AND entity_type = 'conversation_turn' "
         "AND id IN (SELECT value FROM json_each(?))",
         (json.dumps(list(wanted)),),
     ).fetchall()
@@ -301,7 +301,7 @@ def recent_conversations(conn: sqlite3.Connection, body: Mapping[str, Any]) -> d
     rows = conn.execute(
         "SELECT id, canonical_name, created_at, updated_at, last_observation_at, "
         "json_extract(snapshot, '$.f'), json_extract(snapshot, '$.d'), message_count "
-        f"FROM entities WHERE {_scope.owned()} AND entity_type = 'conversation'"
+        f"FROM entities WHERE {_scope.owned(index=True)} AND entity_type = 'conversation'"
     ).fetchall()
     items = []
     for row in rows:

@@ -38,7 +38,9 @@ def forget_user_rows(conn: sqlite3.Connection, body: Mapping[str, Any]) -> list[
     """Delete every live entity of the running user; their ids."""
     ids = [
         str(r[0])
-        for r in conn.execute(f"SELECT id FROM entities WHERE {_scope.owned()} AND {LIVE}")
+        for r in conn.execute(
+            f"SELECT id FROM entities WHERE {_scope.owned(index=True)} AND {LIVE}"
+        )
     ]
     ids.sort()
     for entity_id in ids:
@@ -50,7 +52,9 @@ def restore_user_rows(conn: sqlite3.Connection, body: Mapping[str, Any]) -> list
     """Restore the running user's deleted entities among ``body["ids"]`` (None: all)."""
     deleted = {
         str(r[0])
-        for r in conn.execute(f"SELECT id FROM entities WHERE {_scope.owned()} AND NOT ({LIVE})")
+        for r in conn.execute(
+            f"SELECT id FROM entities WHERE {_scope.owned(index=True)} AND NOT ({LIVE})"
+        )
     }
     wanted = deleted if body["ids"] is None else deleted.intersection(body["ids"])
     ids = sorted(wanted)

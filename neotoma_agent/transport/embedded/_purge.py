@@ -1,7 +1,7 @@
 """Erasing a forgotten conversation's (or entity's) bytes from a store file (``forget --purge``).
 
-A soft deletion (:mod:`neotoma_agent._forget`) keeps every observation, as Neotoma does; a
-user who asked to be forgotten needs the bytes gone. :func:`purge_forgotten` deletes the
+A soft deletion (:mod:`neotoma_agent._forget`) keeps every observation, as Neotoma does;
+erasing needs the bytes gone. :func:`purge_forgotten` deletes the
 rows of the forgotten entities (their entity rows, observations, field values, name-index
 entries, conversation index, summary row, full-text search rows), every edge touching them,
 and the idempotency keys of the stores that wrote their observations; then it merges the

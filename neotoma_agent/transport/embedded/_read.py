@@ -454,7 +454,8 @@ def retrieve_entity_by_identifier(
     marks = ",".join("?" * len(fields))
     # The three index probes in one statement, tagged so that a stable sort keeps their order.
     probes = " UNION ALL ".join(
-        f"SELECT {tag}, entity_id FROM field_values WHERE {_scope.owned()} AND {column} = ? "
+        f"SELECT {tag}, entity_id FROM field_values WHERE {_scope.owned(index=True)} "
+        f"AND {column} = ? "
         f"AND field IN ({marks})"
         for tag, column in enumerate(("value", "value", "first_token"))
     )
@@ -476,7 +477,7 @@ def retrieve_entity_by_identifier(
         path = f"$.f.{by}"
         of_type, type_args = (" AND entity_type = ?", (etype,)) if etype else ("", ())
         for (eid,) in conn.execute(
-            f"SELECT id FROM entities WHERE {_scope.owned()} "
+            f"SELECT id FROM entities WHERE {_scope.owned(index=True)} "
             "AND lower(json_extract(snapshot, ?)) = ?"
             f"{of_type} LIMIT 500",
             (path, lowered, *type_args),
@@ -484,7 +485,7 @@ def retrieve_entity_by_identifier(
             found.setdefault(eid)
         scan = (
             "SELECT id, json_extract(snapshot, ?) FROM (SELECT id, snapshot FROM entities"
-            f" WHERE {_scope.owned()}{of_type} LIMIT 500)"
+            f" WHERE {_scope.owned(index=True)}{of_type} LIMIT 500)"
         )
         lead = first_token(lowered)
         for eid, value in conn.execute(scan, (path, *type_args)).fetchall():

@@ -401,7 +401,8 @@ def settle_fields(
 def key_seen(conn: sqlite3.Connection, key: str) -> bytes | None:
     """The source id stored under ``key`` (as stored), or None for a new key."""
     row = conn.execute(
-        f"SELECT source_id FROM idempotency_keys WHERE {_scope.owned()} AND key = ?", (key,)
+        f"SELECT source_id FROM idempotency_keys WHERE {_scope.owned(index=True)} AND key = ?",
+        (key,),
     ).fetchone()
     return None if row is None else bytes(row[0])
 
@@ -428,7 +429,8 @@ def observation_seq(conn: sqlite3.Connection, entity_id: str, obs_id: str) -> in
 def replayed_observations(conn: sqlite3.Connection, key: str) -> list[tuple[str, str, str]]:
     """(entity id, entity type, observation id) of what ``key`` wrote, newest first."""
     row = conn.execute(
-        f"SELECT observations FROM idempotency_keys WHERE {_scope.owned()} AND key = ?", (key,)
+        f"SELECT observations FROM idempotency_keys WHERE {_scope.owned(index=True)} AND key = ?",
+        (key,),
     ).fetchone()
     seqs: list[int] = json.loads(row[0])
     found = {

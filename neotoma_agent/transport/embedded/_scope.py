@@ -10,9 +10,9 @@ conversation's message list) belong to its entity's user.
 An action runs on the store's thread as ``fn(conn, body)``; :func:`run_as` sets the user
 around it, and the actions read it here (:func:`uid`, :func:`tenant`, :func:`owned`)
 rather than from the body: a body comes from a client, the scope from the store object
-the client was given. The user's integer is inlined into the SQL (it is ours, never the
-caller's text), so that every statement stays one the planner can serve from an index
-led by ``uid``.
+the client was given. SQL reads the user's integer through the function ``current_uid()``
+(:func:`install`): every statement stays one text for all users, which the planner
+serves from an index led by ``uid``.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from ..._user_id import LOCAL_USER_ID
 __all__ = [
     "NOBODY",
     "alone",
+    "install",
     "lookup_uid",
     "owned",
     "run_as",
@@ -60,15 +61,30 @@ def tenant() -> str | None:
     return None if user == LOCAL_USER_ID else user
 
 
-def owned(alias: str = "", *, index: bool = True) -> str:
-    """The SQL condition that a row (of ``alias``) is the running user's: ``e.uid = 3``.
+def owned(alias: str = "", *, index: bool = False) -> str:
+    """The SQL condition that a row (of ``alias``) is the running user's.
 
-    ``index=False`` keeps the planner from serving it by an index led by ``uid`` (``+uid``):
-    for a walk of the local dev user's rows in another order (by id), where such an index
-    would read them all, then sort.
+    By default a check on a row found otherwise (by its id): ``+e.uid = current_uid()``,
+    which keeps
+    the planner from walking the user's rows through an index led by ``uid`` instead of
+    seeking the id. ``index=True`` (``uid = current_uid()``) is the lead of a scan of the
+    user's rows:
+    by type, by field value, by key, in a conversation list.
     """
     column = f"{alias}{'.' if alias else ''}uid"
-    return f"{'' if index else '+'}{column} = {_UID.get()}"
+    return f"{'' if index else '+'}{column} = current_uid()"
+
+
+def install(conn: sqlite3.Connection) -> None:
+    """Give ``conn`` the SQL function :func:`owned` names: the running user's integer.
+
+    A function, not the integer in the text: every user's statement is then the same
+    text, which the connection prepares once (a text per user would crowd its cache of
+    prepared statements and be prepared again on every turn of a store serving many
+    users). Not deterministic (it changes between jobs), so SQLite calls it once per
+    statement for an index seek and once per row for a check.
+    """
+    conn.create_function("current_uid", 0, _UID.get)
 
 
 def alone(conn: sqlite3.Connection) -> bool:

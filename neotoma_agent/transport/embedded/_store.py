@@ -45,6 +45,7 @@ from ._read import (
     retrieve_entity_by_identifier,
 )
 from ._schema import SCHEMA_VERSION
+from ._scope import install as install_scope
 from ._scope import run_as
 from ._search import text_search
 from ._write import correct, store
@@ -97,6 +98,7 @@ def _connect_read_only(path: str) -> Callable[[], sqlite3.Connection]:
             )
         conn.execute("PRAGMA query_only = ON")
         conn.execute("PRAGMA cache_size = -65536")
+        install_scope(conn)
         return conn
 
     return connect

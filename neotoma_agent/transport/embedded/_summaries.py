@@ -218,7 +218,8 @@ def conversation_summaries(conn: sqlite3.Connection, body: Mapping[str, Any]) ->
     limit = bounded_int(body.get("limit", 25), "limit", 1, MAX_SUMMARIES)
     cursor = body.get("after")
     # The partial index's order, walked from the cursor: one seek, ``limit`` rows.
-    sql = f"SELECT {_COLUMNS} FROM conversation_summaries WHERE {_scope.owned()} AND live = 1"
+    mine = _scope.owned(index=True)
+    sql = f"SELECT {_COLUMNS} FROM conversation_summaries WHERE {mine} AND live = 1"
     params: list[Any] = []
     if cursor is not None:
         sql += " AND (last_activity, conversation_id) < (?, ?)"
@@ -226,7 +227,7 @@ def conversation_summaries(conn: sqlite3.Connection, body: Mapping[str, Any]) ->
     sql += " ORDER BY last_activity DESC, conversation_id DESC LIMIT ?"
     rows = conn.execute(sql, (*params, limit + 1)).fetchall()
     total = conn.execute(
-        f"SELECT count(*) FROM conversation_summaries WHERE {_scope.owned()} AND live = 1"
+        f"SELECT count(*) FROM conversation_summaries WHERE {_scope.owned(index=True)} AND live = 1"
     ).fetchone()
     page = [tuple(r) for r in rows[:limit]]
     more = len(rows) > limit
