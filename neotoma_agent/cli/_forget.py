@@ -192,7 +192,7 @@ async def _run_entity(args: argparse.Namespace) -> int:
     if args.purge:
         from ..transport.embedded import purge_entities
 
-        stats = purge_entities(db_path(args), [entity_id])
+        stats = purge_entities(db_path(args), [entity_id], user_id=_owner(args))
         print(
             f"erased entity {entity_id}: {stats.observations} observations, "
             f"{stats.relationships} edges, free pages vacuumed (irreversible)"
@@ -203,6 +203,14 @@ async def _run_entity(args: argparse.Namespace) -> int:
             f"{entity_id} --restore` on this store undoes it)"
         )
     return 0
+
+
+def _owner(args: argparse.Namespace) -> str:
+    """Whose rows a ``--purge`` may erase: ``--user``'s, else the default user's (another
+    user's entity of the same id is never erased by a command acting for someone else)."""
+    from .. import LOCAL_USER_ID
+
+    return given_user(args) or LOCAL_USER_ID
 
 
 def _user_arguments(args: argparse.Namespace) -> str:
@@ -307,7 +315,7 @@ async def run(args: argparse.Namespace) -> int:
     if args.purge:
         from ..transport.embedded import purge_forgotten
 
-        stats = purge_forgotten(db_path(args), forgotten)
+        stats = purge_forgotten(db_path(args), forgotten, user_id=_owner(args))
         kept.unlink(missing_ok=True)  # an earlier forget's record: nothing left to restore
         print(
             f"{done}, then erased: {stats.observations} observations, "
