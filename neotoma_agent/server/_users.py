@@ -26,7 +26,7 @@ from neotoma_agent import LOCAL_USER_ID, Transport, check_user_id
 from neotoma_agent.exceptions import InvalidUserIdError
 from neotoma_agent.server._replies import refusal
 
-__all__ = ["CALLER", "Caller", "Callers", "claim_user", "store_for", "user_store"]
+__all__ = ["CALLER", "Caller", "Callers", "claim_user", "scoped_key", "store_for", "user_store"]
 
 
 class Caller(NamedTuple):
@@ -36,12 +36,12 @@ class Caller(NamedTuple):
     admin: bool
 
 
-if TYPE_CHECKING or hasattr(web, "RequestKey"):  # aiohttp 3.13 on: str keys warn
+if TYPE_CHECKING or hasattr(web, "RequestKey"):  # a newer aiohttp warns on str keys
     #: the request's :class:`Caller` (set by the authentication middleware)
     CALLER: Final = web.RequestKey("neotoma_caller", Caller)
     #: the user the request acts for, once decided (:func:`claim_user`)
     _ACTING: Final = web.RequestKey("neotoma_acting_user", str)
-else:  # pragma: no cover - aiohttp before 3.13
+else:  # pragma: no cover - an aiohttp without RequestKey
     CALLER = "neotoma_caller"
     _ACTING = "neotoma_acting_user"
 
@@ -133,4 +133,4 @@ def scoped_key(name: str) -> Any:
     """A request key for a transport (a ``RequestKey`` where aiohttp has them)."""
     if hasattr(web, "RequestKey"):
         return web.RequestKey(name, Transport)
-    return name  # pragma: no cover - aiohttp before 3.13
+    return name  # pragma: no cover - an aiohttp without RequestKey
