@@ -494,7 +494,14 @@ class Identity(NamedTuple):
         """This identity with its id scoped to ``tenant`` (itself when None)."""
         if tenant is None:
             return self
-        return self._replace(entity_id=entity_id_for(self.entity_type, self.canonical_name, tenant))
+        return self._replace(entity_id=_tenant_id(self.entity_type, self.canonical_name, tenant))
+
+
+# Memoised: a user's turn derives its conversation's, messages' and record's ids again and
+# again (the unscoped ones are memoised with their identities).
+@functools.lru_cache(maxsize=4096)
+def _tenant_id(entity_type: str, canonical_name: str, tenant: str) -> str:
+    return entity_id_for(entity_type, canonical_name, tenant)
 
 
 def _rule_value(fields: Mapping[str, Any], field: str) -> str | None:

@@ -147,3 +147,33 @@ def test_check_user_id_accepts_exactly_the_printable_trimmed_ids(text: str) -> N
     else:
         with pytest.raises(InvalidUserIdError):
             check_user_id(text)
+
+
+async def test_a_wrapped_view_derives_the_users_ids(tmp_path: Path) -> None:
+    from neotoma_agent.testing import RecordingTransport
+
+    async with EmbeddedStore.open(tmp_path / "memory.db") as store:
+        wrapped = RecordingTransport(store.for_user("alice"))
+        assert wrapped.tenant_id == "alice"
+        memory = NeotomaMemory(wrapped, conversation_id="c")
+        async with memory.turn("look it up", turn_id="t1") as t:
+            t.record_tool("lookup", args={"q": "acme"}, result="none")
+            acme = t.remember("company", name="Acme Corp")
+            t.reply = "done"
+        assert acme == entity_id_for("company", "Acme Corp", "alice")
+        [call] = await memory.tools("t1")
+        assert call.args == {"q": "acme"}
+        [turn] = await memory.history(limit=None)
+        assert turn.reply == "done"
+
+
+@given(st.sampled_from(["company", "person", "note"]), st.text(min_size=1, max_size=40))
+def test_a_tenant_scoped_id_hashes_neotomas_prefixed_basis(entity_type: str, name: str) -> None:
+    import hashlib
+
+    from neotoma_agent._identity import normalize
+
+    basis = f"tenant:alice:{entity_type}:{normalize(entity_type, name)}"
+    digest = hashlib.sha256(basis.encode("utf-8", "surrogatepass")).hexdigest()
+    assert entity_id_for(entity_type, name, "alice") == "ent_" + digest[:24]
+    assert entity_id_for(entity_type, name, None) == entity_id_for(entity_type, name)

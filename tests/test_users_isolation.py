@@ -104,3 +104,25 @@ async def test_another_users_many_matches_take_no_place_in_a_users_best_hits(
                 t.reply = "ok"
             found = await view.search("quarterly budget", limit=3)
             assert [h.text for h in found.hits] == ["the quarterly budget is mine"]
+
+
+async def test_the_audit_of_a_view_repairs_that_users_turns_alone(tmp_path: Path) -> None:
+    from neotoma_agent.qa import audit
+
+    async with EmbeddedStore.open(tmp_path / "memory.db") as store:
+        alice, bob = store.for_user("alice"), store.for_user("bob")
+        for view in (alice, bob):
+            await seed_user(view, MARKS["alice" if view is alice else "bob"])
+        before = await audit(alice, min_age=0)
+        assert [(f.conversation_id, f.kind.value) for f in before.findings] == [
+            ("open-Xalicemarkeight", "orphan_turn")
+        ]
+        repaired = await audit(alice, min_age=0, repair=True)
+        assert repaired.repairs
+        assert all(r.ok for r in repaired.repairs)
+        after = await audit(alice, min_age=0)
+        assert [f.kind.value for f in after.findings if f.severity.value != "info"] == []
+        still = await audit(bob, min_age=0)
+        assert [(f.conversation_id, f.kind.value) for f in still.findings] == [
+            ("open-Ybobmarkeight", "orphan_turn")
+        ]
