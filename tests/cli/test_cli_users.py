@@ -252,3 +252,34 @@ def test_hook_with_user_reads_its_history_through_serve_users(tmp_path: Path) ->
             answers.append(run.stdout)
     assert acme_id in answers[0]  # named: found by retrieval
     assert "What about Acme Corp?" in answers[2]  # the turn before it, from the history
+
+
+def test_a_user_s_hook_never_brings_another_user_s_entities_into_context(tmp_path: Path) -> None:
+    db = tmp_path / "m.db"
+    planted = _seeded(db)  # both remembered a Maria Gomez of their own
+    answers = {}
+    for user in (ALICE, BOB):
+        body = {"session_id": f"s-{user}", "prompt_id": "p1", "cwd": "/tmp"}
+        body["prompt"] = "Do you know Maria Gomez?"
+        run = cli(
+            "hook", "claude-code", "UserPromptSubmit", "--db", str(db), "--user", user,
+            home=tmp_path, stdin=json.dumps(body),
+        )  # fmt: skip
+        assert (run.returncode, run.stderr) == (0, "")
+        answers[user] = run.stdout
+    for user, other in ((ALICE, BOB), (BOB, ALICE)):
+        assert MARKERS[user] in answers[user]  # their own Maria's notes
+        assert MARKERS[other] not in answers[user]
+        assert not set(planted[other].entity_ids) & set(answers[user].split('"'))
+    states = list((tmp_path / "data" / "neotoma-agent").glob("hooks-state*.db"))
+    assert len(states) == 2  # one file per user, none shared
+    assert all(".user-" in p.name for p in states)
+
+
+def test_chat_with_user_stores_for_that_user(tmp_path: Path) -> None:
+    db = tmp_path / "m.db"
+    _seeded(db)
+    ok(cli("chat", "--db", str(db), "--user", BOB, "--conversation", "talk", home=tmp_path,
+           stdin="hello zqchattedqz\n"))  # fmt: skip
+    assert "zqchattedqz" in ok(cli("export", "--db", str(db), "--user", BOB, home=tmp_path))
+    assert "zqchattedqz" not in ok(cli("export", "--db", str(db), "--user", ALICE, home=tmp_path))
