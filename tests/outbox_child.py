@@ -21,6 +21,7 @@ from server_support import TOKEN
 
 from neotoma_agent._memory import NeotomaMemory
 from neotoma_agent.transport.http import HttpTransport, RetryPolicy, flush_outbox
+from neotoma_agent.transport.outbox import OutboxTransport
 
 FAST = RetryPolicy(attempts=2, backoff=False)
 CONVERSATION = "outbox-conv"
@@ -41,7 +42,7 @@ def entry(tag: str, i: int) -> tuple[str, dict[str, Any], str]:
 
 
 async def turn(url: str, outbox: str) -> None:
-    transport = HttpTransport(url, token=TOKEN, retry=FAST, outbox=outbox)
+    transport = OutboxTransport(HttpTransport(url, token=TOKEN, retry=FAST), outbox)
     memory = NeotomaMemory(transport, conversation_id=CONVERSATION, platform="outbox-test")
     async with memory.turn("Tell me about Acme Corp", turn_id="t1") as t:
         t.reply = REPLY
@@ -51,7 +52,7 @@ async def turn(url: str, outbox: str) -> None:
 
 
 async def queue(url: str, outbox: str, tag: str, n: int) -> None:
-    async with HttpTransport(url, token=TOKEN, retry=FAST, outbox=outbox) as transport:
+    async with OutboxTransport(HttpTransport(url, token=TOKEN, retry=FAST), outbox) as transport:
         for i in range(n):
             lane, entity, key = entry(tag, i)
             outcome = await transport.store(
