@@ -14,14 +14,13 @@ from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import pytest
-from outbox_support import Server, outbox_over_http, running_server
+from outbox_support import FAST, Server, outbox_over_http, running_server
 from server_support import TOKEN
 
 from neotoma_agent import (
     HttpTransport,
     NeotomaMemory,
     OutboxTransport,
-    RetryPolicy,
     Transport,
     TurnState,
 )
@@ -29,7 +28,6 @@ from neotoma_agent.testing import RecordingTransport
 
 pytestmark = pytest.mark.anyio
 
-FAST = RetryPolicy(attempts=2, backoff=False)
 REPLY = "The reply the user already saw."
 
 #: the ways an application puts an outbox under its memory (no background delivery: the

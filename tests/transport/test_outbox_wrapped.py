@@ -17,7 +17,7 @@ from typing import Any
 import anyio
 import pytest
 from cli_support import cli, ok
-from outbox_support import Server, outbox_over_http, running_server
+from outbox_support import FAST, Server, outbox_over_http, running_server
 from server_support import TOKEN
 
 import neotoma_agent
@@ -28,7 +28,6 @@ from neotoma_agent import (
     HttpTransport,
     NeotomaMemory,
     OutboxTransport,
-    RetryPolicy,
     Transport,
     TurnState,
     outbox_status,
@@ -38,7 +37,6 @@ from neotoma_agent.transport._forward import Forwarding
 
 pytestmark = pytest.mark.anyio
 
-FAST = RetryPolicy(attempts=2, backoff=False)
 REPLY = "The reply the user already saw."
 
 Wrap = Callable[[Transport], Transport]
