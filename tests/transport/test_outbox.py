@@ -82,6 +82,15 @@ def memory(transport: Transport, conversation: str = "chat-1") -> NeotomaMemory:
     return NeotomaMemory(transport, conversation_id=conversation, platform="outbox-test")
 
 
+async def until(condition: Callable[[], bool], what: str) -> None:
+    """Check ``condition`` every 20 ms until it holds; AssertionError naming ``what`` if it
+    does not within 10 s."""
+    deadline = anyio.current_time() + 10
+    while not condition():
+        assert anyio.current_time() < deadline, f"not seen within 10 s: {what}"
+        await anyio.sleep(0.02)
+
+
 async def observations(store: EmbeddedStore, entity_id: str) -> int:
     return len(await store.list_observations(entity_id))
 
@@ -157,12 +166,10 @@ async def test_background_task_delivers_once_the_server_is_back(
 ) -> None:
     async with outboxed(background=True, poll=0.02) as transport:
         result = await turn_with_server_stopping(server, transport)
-        await asyncio.sleep(0.1)  # a few failed rounds while it is down
+        # a delivery round fails while it is down (the queueing itself records no error)
+        await until(lambda: outbox_status(box).last_error is not None, "a failed delivery")
         await server.start()
-        for _ in range(200):
-            if outbox_status(box).queued == 0:
-                break
-            await asyncio.sleep(0.02)
+        await until(lambda: outbox_status(box).queued == 0, "the background delivery")
     assert outbox_status(box).queued == 0
     assert result.assistant_message_id is not None
     assert await observations(server.store, result.assistant_message_id) == 1
@@ -175,10 +182,7 @@ async def test_queued_close_is_delivered_at_the_next_open(
         result = await turn_with_server_stopping(server, transport)
     await server.start()
     async with outboxed(background=True, poll=0.02):
-        for _ in range(200):
-            if outbox_status(box).queued == 0:
-                break
-            await asyncio.sleep(0.02)
+        await until(lambda: outbox_status(box).queued == 0, "the background delivery")
     assert outbox_status(box).queued == 0
     assert result.assistant_message_id is not None
     assert await observations(server.store, result.assistant_message_id) == 1
@@ -442,10 +446,7 @@ async def test_kill9_after_queueing_is_delivered_at_next_open(
     message_id = out.split()[1]
     del server.refuse["conversation-outbox-conv-t1-assistant"]
     async with outboxed(background=True, poll=0.02):
-        for _ in range(200):
-            if outbox_status(box).queued == 0:
-                break
-            await asyncio.sleep(0.02)
+        await until(lambda: outbox_status(box).queued == 0, "the background delivery")
     assert outbox_status(box).queued == 0
     snapshot = await server.store.get_entity_snapshot(message_id)
     assert snapshot.snapshot["content"] == "The reply the user already saw."
