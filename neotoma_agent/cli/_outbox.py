@@ -7,8 +7,8 @@ import json
 import sys
 from pathlib import Path
 
+from .. import OutboxFlush, outbox_status
 from .._terminal import printable
-from ..transport._outbox import OutboxFlush, outbox_status
 from ..transport.outbox import OutboxTransport
 from ._common import (
     CLIError,
