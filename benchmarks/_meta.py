@@ -19,6 +19,8 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
+#: the paths whose uncommitted changes make a run's commit ``+dirty``
+_MEASURED = ("neotoma_agent", "benchmarks", "pyproject.toml")
 
 
 def _git(*args: str) -> str | None:
@@ -32,14 +34,17 @@ def _git(*args: str) -> str | None:
 
 
 def environment(argv: list[str] | None = None) -> dict[str, Any]:
-    """The run's metadata: date (UTC), command, git commit (``+dirty`` when the tree had
-    uncommitted changes), Python, platform, CPU count, load average and niceness at start."""
+    """The run's metadata: date (UTC), command, git commit (``+dirty`` when the package or
+    the benchmarks had uncommitted changes), Python, platform, CPU count, load average and
+    niceness at start."""
     argv = sys.argv if argv is None else argv
     script = Path(argv[0])
     with contextlib.suppress(ValueError):  # a script outside this tree: as given
         script = script.resolve().relative_to(ROOT)
     commit = _git("rev-parse", "--short=12", "HEAD")
-    if commit is not None and _git("status", "--porcelain", "--untracked-files=no"):
+    # Changes to what runs (the package, the benchmarks), not to the docs, make it dirty.
+    changed = _git("status", "--porcelain", "--untracked-files=no", "--", *_MEASURED)
+    if commit is not None and changed:
         commit += "+dirty"
     return {
         "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
