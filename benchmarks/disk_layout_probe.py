@@ -283,7 +283,9 @@ def _sizes(conn: sqlite3.Connection, schema: str = "main") -> dict[str, int]:
     return {name: int(size) for name, size in rows}
 
 
-def build(store: Path, out: Path, layout: str) -> dict[str, int]:
+def build(store: Path, out: Path, layout: str) -> tuple[dict[str, int], dict[str, int]]:
+    """The bytes of each table and index of ``store`` copied in ``layout``, and the rows of
+    each table it copies."""
     conn = sqlite3.connect(out, isolation_level=None, uri=True)
     try:
         conn.execute("PRAGMA journal_mode = OFF")
@@ -318,7 +320,8 @@ def build(store: Path, out: Path, layout: str) -> dict[str, int]:
             for table, lost in _LOST.items():
                 if conn.execute(lost).fetchone()[0] != conn.execute(_HAD[table]).fetchone()[0]:
                     raise SystemExit(f"{layout}: {table} lost an idempotency key")
-        return _sizes(conn)
+        rows = {t: int(conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0]) for t in _COPIED}
+        return _sizes(conn), rows
     finally:
         conn.close()
 
@@ -340,9 +343,11 @@ def probe(store: Path, turns: int) -> dict[str, Any]:
             )
         live = _sizes(conn)
     sizes: dict[str, dict[str, int]] = {}
+    rows: dict[str, dict[str, float]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         for layout in LAYOUTS:
-            sizes[layout] = build(store, Path(tmp) / f"{layout}.db", layout)
+            sizes[layout], counted = build(store, Path(tmp) / f"{layout}.db", layout)
+            rows[layout] = {t: n / turns for t, n in counted.items()}
     copied = sizes["copy"]
     # The live file's tables, then any a layout adds (an index of its own).
     names = sorted(live, key=lambda n: -live[n])
@@ -374,6 +379,7 @@ def probe(store: Path, turns: int) -> dict[str, Any]:
         "compact": COMPACT,
         "tables": table,
         "totals": totals,
+        "rows_per_turn": rows,
     }
 
 
