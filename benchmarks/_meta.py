@@ -19,8 +19,9 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-#: the paths whose uncommitted changes make a run's commit ``+dirty``
-_MEASURED = ("neotoma_agent", "benchmarks", "pyproject.toml")
+#: the paths whose uncommitted changes make a run's commit ``+dirty`` (not the figures the
+#: benchmarks write: ``nox -s bench`` rewrites them one after another)
+_MEASURED = ("neotoma_agent", "benchmarks", "pyproject.toml", ":(exclude)benchmarks/results")
 
 
 def _git(*args: str) -> str | None:
