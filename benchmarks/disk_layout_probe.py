@@ -37,7 +37,12 @@ once per layout probed:
 - ``+user``: and a per-user integer column on entities, leading the type index (what
   schema version 7 adds: the figure says what it costs the compact rows) — ``compact``;
 - ``+search``: and the search index without its own copy of the texts (FTS5 external
-  content: the texts are read from the entity rows).
+  content: the texts are read from the entity rows);
+- ``+codec``: and the fields of the protocol's own records (messages, turn records) in a
+  per-type positional codec: the values in the type's field order (no names), times as
+  integer milliseconds, the role as a code, and the fields the others derive (a message's
+  ``sender_kind`` equal to its role, a turn record's ``turn_key`` of its session and turn
+  ids) as 0. A model of how dense such a codec gets, not its design.
 
 A copy packs pages fuller than writes in random key order do, so each layout's figure for
 the live file is estimated table by table as live x layout / copy (``est``). The FTS5 name
@@ -59,7 +64,12 @@ import anyio
 from _meta import environment
 
 from neotoma_agent._identity import IdentityError, resolve_identity
-from neotoma_agent.transport.embedded._rows import decode_state, encode_entity, encode_word
+from neotoma_agent.transport.embedded._rows import (
+    decode_state,
+    encode_entity,
+    encode_time,
+    encode_word,
+)
 from neotoma_agent.transport.embedded._schema import SCHEMA_VERSION
 
 LAYOUTS = (
@@ -75,6 +85,7 @@ LAYOUTS = (
     "+ids",
     "+user",
     "+search",
+    "+codec",
 )
 #: the compact format's design (docs/performance.md): every step up to this one
 COMPACT = "+user"
@@ -169,6 +180,49 @@ def _digest(key: str | None) -> int | None:
     return int.from_bytes(hashlib.sha256(key.encode()).digest()[:8], "big", signed=True)
 
 
+#: ``+codec``: each protocol record type's fields in order; the roles as codes
+_CODEC_FIELDS = {
+    "conversation_message": ("role", "sender_kind", "content", "turn_key"),
+    "conversation_turn": (
+        "session_id",
+        "turn_id",
+        "turn_key",
+        "status",
+        "started_at",
+        "ended_at",
+        "tool_invocation_count",
+        "retrieved_entity_ids",
+        "stored_entity_ids",
+    ),
+}
+_ROLES = {"user": 1, "assistant": 2}
+_TIMES = ("started_at", "ended_at")
+
+
+def _codec(entity_type: str, doc: str) -> str:
+    """``doc`` with a protocol record's fields positional (see ``+codec``)."""
+    order = _CODEC_FIELDS.get(entity_type)
+    state = json.loads(doc)
+    fields = state.get("f")
+    if order is None or not isinstance(fields, dict):
+        return doc
+    values: list[Any] = []
+    for name in order:
+        value = fields.get(name)
+        if (name == "sender_kind" and value == fields.get("role")) or (
+            name == "turn_key" and value == f"{fields.get('session_id')}:{fields.get('turn_id')}"
+        ):
+            value = 0
+        elif name == "role":
+            value = _ROLES.get(value, value)
+        elif name in _TIMES and isinstance(value, str):
+            value = encode_time(value)
+        values.append(value)
+    extra = {k: v for k, v in fields.items() if k not in order}
+    state["f"] = [values, extra] if extra else values
+    return json.dumps(state, separators=(",", ":"), ensure_ascii=False)
+
+
 def _fill(conn: sqlite3.Connection, layout: str) -> None:
     """Copy the rows of ``src`` into ``main`` in ``layout``."""
     numbered = layout != "copy"
@@ -183,6 +237,8 @@ def _fill(conn: sqlite3.Connection, layout: str) -> None:
             "json_set(e.snapshot, '$.o', (SELECT json_group_array(json_extract(value, '$[1]')) "
             "FROM json_each(e.snapshot, '$.o')))"
         )
+    if _has(layout, "+codec"):
+        snapshot = f"codec(e.entity_type, {snapshot})"
     # The number of each key (``+keys``), by its text.
     key = "o.idempotency_key"
     if _has(layout, "+keys"):
@@ -294,6 +350,7 @@ def build(store: Path, out: Path, layout: str) -> tuple[dict[str, int], dict[str
         conn.create_function("word", 1, encode_word, deterministic=True)
         conn.create_function("derived_name", 3, _derived_name, deterministic=True)
         conn.create_function("digest", 1, _digest, deterministic=True)
+        conn.create_function("codec", 2, _codec, deterministic=True)
         conn.execute("BEGIN")
         entities = _ENTITIES.format(
             merged=_MERGED if _has(layout, "+merge") else "",

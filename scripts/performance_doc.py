@@ -391,6 +391,10 @@ STEPS: dict[str, tuple[str, str | None]] = {
         "(beyond the compact format) the search index without its copy of the texts",
         "  search index",
     ),
+    "+codec": (
+        "(beyond the compact format) messages' and turn records' fields in a positional codec",
+        None,
+    ),
 }
 
 
@@ -532,6 +536,12 @@ def roadmap_verdict(results: Results) -> str:
 def compact_bytes(results: Results) -> str:
     probe = results["disk_layout_probe"]
     return size(probe["totals"][f"est {probe['compact']}"])
+
+
+@figure("beyond-bytes")
+def beyond_bytes(results: Results) -> str:
+    probe = results["disk_layout_probe"]
+    return size(probe["totals"]["est " + probe["layouts"][-1]])
 
 
 @figure("compact-saving")

@@ -220,6 +220,9 @@ def test_disk_layout_probe_copies_every_row_into_each_layout(tmp_path: Path) -> 
     # The keys are numbered and found by a digest: an index of its own, counted.
     assert tables["idempotency_keys_by_digest"]["est +keys"] > 0
     assert report["totals"]["est +user"] < report["totals"]["live"]
+    # The positional codec shrinks the protocol records' rows, nothing else.
+    assert tables["entities"]["est +codec"] < tables["entities"]["est +search"]
+    assert rows["+codec"] == rows["+search"]
     assert report["meta"]["command"].startswith("python benchmarks/disk_layout_probe.py")
 
 
