@@ -21,6 +21,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from _meta import environment
+
 from neotoma_agent.server import create_app, serving
 from neotoma_agent.transport.embedded import EmbeddedStore
 from neotoma_agent.transport.http import HttpTransport, RetryPolicy
@@ -106,9 +108,10 @@ if __name__ == "__main__":
     parser.add_argument("--quick", action="store_true", help="smaller sizes (a smoke run)")
     # Every queued store logs a WARNING by design; the table is the output here.
     logging.getLogger("neotoma_agent").setLevel(logging.ERROR)
+    meta = environment()
     res = asyncio.run(main(parser.parse_args()))
     print(render(res))
     args = parser.parse_args()
     if args.json:
-        args.json.write_text(json.dumps(res, indent=2) + "\n")
+        args.json.write_text(json.dumps({**res, "meta": meta}, indent=2) + "\n")
     sys.exit(0)
