@@ -439,7 +439,7 @@ async def _deliver(
         async with _open_store(spec, budget) as transport:
             if spec.url and spec.outbox is not None:
                 # Closing stores an earlier event queued go first (the server may be back).
-                await transport.flush_outbox()
+                await transport.flush()
             first: str | None = None
             for conv, due in batches:
                 problem, failed = await _deliver_all(
@@ -623,10 +623,9 @@ def _open_store(spec: StoreSpec, budget: float) -> Any:
             # state file (the rest) keeps the store for a later event.
             "retry": RetryPolicy(attempts=2, timeout=call, wait_initial=0.1, wait_max=0.3),
         }
-        outbox = None if spec.outbox is None else os.fspath(spec.outbox)
         if spec.user is None:
-            return HttpTransport(spec.url, outbox=outbox, outbox_background=False, **settings)
-        return _http_for_user(spec.url, spec.user, outbox, settings)
+            return _with_outbox(HttpTransport(spec.url, **settings), spec.outbox)
+        return _http_for_user(spec.url, spec.user, spec.outbox, settings)
     from neotoma_agent import EmbeddedStore
 
     assert spec.db is not None
@@ -639,7 +638,7 @@ def _open_store(spec: StoreSpec, budget: float) -> Any:
 
 @contextlib.asynccontextmanager
 async def _http_for_user(
-    url: str, user: str, outbox: str | None, settings: dict[str, Any]
+    url: str, user: str, outbox: Path | None, settings: dict[str, Any]
 ) -> AsyncIterator[Any]:
     """A transport acting for ``user`` on the server at ``url``, deriving entity ids as the
     server says it does (its ``/health``)."""
@@ -648,15 +647,19 @@ async def _http_for_user(
 
     async with HttpTransport(url, **settings) as probe:
         scoped = tenant_scoped(await probe.health()) and user != LOCAL_USER_ID
-    async with HttpTransport(
-        url,
-        outbox=outbox,
-        outbox_background=False,
-        user_id=user,
-        tenant_scoped_ids=scoped,
-        **settings,
-    ) as transport:
+    http = HttpTransport(url, user_id=user, tenant_scoped_ids=scoped, **settings)
+    async with _with_outbox(http, outbox) as transport:
         yield transport
+
+
+def _with_outbox(http: Any, outbox: Path | None) -> Any:
+    """``http``, behind the outbox file ``outbox`` when there is one (delivered by the
+    events, not in the background: a hook process ends with its event)."""
+    if outbox is None:
+        return http
+    from neotoma_agent import OutboxTransport
+
+    return OutboxTransport(http, outbox, background=False)
 
 
 @contextlib.asynccontextmanager
