@@ -201,3 +201,20 @@ async def test_a_users_retrieval_ranks_as_the_unscoped_stores(tmp_path: Path) ->
             ]
     assert ranked["alice"] == ranked[LOCAL_USER_ID]
     assert all(ranked["alice"])
+
+
+async def test_a_view_of_a_read_only_store_reads_and_refuses_writes(tmp_path: Path) -> None:
+    path = tmp_path / "memory.db"
+    async with EmbeddedStore.open(path) as store:
+        await NeotomaMemory(store.for_user("alice"), conversation_id="c").remember(
+            "company", name="Acme Corp"
+        )
+    async with EmbeddedStore.open(path, read_only=True) as store:
+        alice, bob = store.for_user("alice"), store.for_user("bob")
+        assert alice.read_only
+        assert (await alice.query_entities(entity_type="company")).total == 1
+        assert (await bob.query_entities(entity_type="company")).total == 0
+        with pytest.raises(PermissionError):
+            await NeotomaMemory(bob, conversation_id="c").remember("company", name="Globex")
+        with pytest.raises(PermissionError):
+            await store.forget_user("alice")
