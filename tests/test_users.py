@@ -177,3 +177,44 @@ def test_a_tenant_scoped_id_hashes_neotomas_prefixed_basis(entity_type: str, nam
     digest = hashlib.sha256(basis.encode("utf-8", "surrogatepass")).hexdigest()
     assert entity_id_for(entity_type, name, "alice") == "ent_" + digest[:24]
     assert entity_id_for(entity_type, name, None) == entity_id_for(entity_type, name)
+
+
+async def test_a_users_retrieval_ranks_as_the_unscoped_stores(tmp_path: Path) -> None:
+    queries = (
+        "Tell me about Acme Corp Inc.",
+        "What about Acme Inc?",
+        "email maria@acme.test",
+        "Did Dr. Maria Gomez call Globex, Ltd?",
+        "OPS-412 and the Q3 plan",
+    )
+    ranked = {}
+    async with EmbeddedStore.open(tmp_path / "memory.db") as store:
+        for view in (store, store.for_user("alice")):
+            memory = NeotomaMemory(view, conversation_id="c")
+            await memory.remember("company", name="Acme Corp", website="https://acme.test")
+            await memory.remember("company", name="Globex Ltd")
+            await memory.remember("person", name="Dr. Maria Gomez", email="maria@acme.test")
+            await memory.remember("task", title="OPS-412: Rotate TLS", notes="Q3 plan")
+            ranked[view.user_id] = [
+                [(e.entity_type, e.canonical_name, e.reason, e.score) for e in found.entities]
+                for found in [await memory.retrieve(q) for q in queries]
+            ]
+    assert ranked["alice"] == ranked[LOCAL_USER_ID]
+    assert all(ranked["alice"])
+
+
+async def test_a_view_of_a_read_only_store_reads_and_refuses_writes(tmp_path: Path) -> None:
+    path = tmp_path / "memory.db"
+    async with EmbeddedStore.open(path) as store:
+        await NeotomaMemory(store.for_user("alice"), conversation_id="c").remember(
+            "company", name="Acme Corp"
+        )
+    async with EmbeddedStore.open(path, read_only=True) as store:
+        alice, bob = store.for_user("alice"), store.for_user("bob")
+        assert alice.read_only
+        assert (await alice.query_entities(entity_type="company")).total == 1
+        assert (await bob.query_entities(entity_type="company")).total == 0
+        with pytest.raises(PermissionError):
+            await NeotomaMemory(bob, conversation_id="c").remember("company", name="Globex")
+        with pytest.raises(PermissionError):
+            await store.forget_user("alice")

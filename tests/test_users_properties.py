@@ -10,7 +10,6 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-import pytest
 from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
@@ -122,6 +121,4 @@ class Users(RuleBasedStateMachine):
 
 
 TestUsers = Users.TestCase
-TestUsers.settings = settings(max_examples=12, stateful_step_count=10, deadline=None)
-# Each example opens, writes and reads a store file: a few seconds in all.
-TestUsers = pytest.mark.budget(60)(TestUsers)
+TestUsers.settings = settings(max_examples=25, stateful_step_count=10, deadline=None)
