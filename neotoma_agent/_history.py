@@ -48,6 +48,7 @@ from ._keys import (
     turn_record_entity_id,
 )
 from ._reads import gather_bounded, snapshot_or_none
+from ._user_id import tenant_for
 from .exceptions import NotFoundError
 from .transport._packed_calls import sends_tool_calls
 from .transport._results import ConversationMessage
@@ -127,8 +128,7 @@ class HistoryTurn(Deferring):
 
 
 # The records below HistoryTurn (public: it stays what it is) are NamedTuples and a slots
-# class, not attrs: a coding-agent hook reads history in a fresh process per prompt, and
-# they validate nothing.
+# class, not attrs: a hook reads history in a fresh process per prompt; they check nothing.
 
 
 class StoredMessage(NamedTuple):
@@ -417,7 +417,7 @@ PageRequest = tuple[str, int, str | None]
 
 
 def _page_reads(
-    conversation_id: str, entity_id: str, limit: int | None, before: str | None
+    conversation_id: str, entity_id: str, limit: int | None, before: str | None, tenant: str | None
 ) -> Generator[PageRequest, RecentConversation, _Paged | list[ConversationMessage]]:
     """The pages a history read asks a store that pages for, as a generator (sans I/O):
     it yields each page request and is sent the page; it returns the last ``limit`` turns
@@ -426,7 +426,7 @@ def _page_reads(
 
     :func:`_from_reader` drives it on a transport, :func:`read_history_now` on a store
     file's own reads: one reading of the pages, two drivers."""
-    bound = None if before is None else message_entity_id(conversation_id, before, "user")
+    bound = None if before is None else message_entity_id(conversation_id, before, "user", tenant)
     size = _WHOLE_PAGE if limit is None else _MESSAGES_PER_TURN * limit + _SLACK
     messages: list[ConversationMessage] = []
     seen: set[str] = set()
@@ -470,7 +470,7 @@ async def _from_reader(
     before: str | None,
 ) -> _Paged | list[ConversationMessage]:
     """:func:`_page_reads` on a transport that pages."""
-    steps = _page_reads(conversation_id, entity_id, limit, before)
+    steps = _page_reads(conversation_id, entity_id, limit, before, tenant_for(reader))
     request = next(steps)
     while True:
         eid, size, bound = request
@@ -536,7 +536,7 @@ async def _records(
     """The kept turns' records; with ``exact``, also each message's exact text (in place):
     a real server's route trims the content it lists, so the snapshots say what was stored.
     """
-    ids = [turn_record_entity_id(conversation_id, g.turn_id) for g in groups]
+    ids = [turn_record_entity_id(conversation_id, g.turn_id, tenant_for(transport)) for g in groups]
     messages = [(g, n) for g in groups for n in range(len(g.messages))] if exact else []
     ids += [g.messages[n][1].message_id for g, n in messages]
     snaps = await gather_bounded([functools.partial(snapshot_or_none, transport, i) for i in ids])
@@ -581,9 +581,8 @@ async def _read_paged(
 ) -> tuple[list[tuple[_Group, EntitySnapshot | None]], list[RecentConversation] | None]:
     """:func:`_read_turns`, and the pages of a paging store that sent the turns' tool calls
     (``None``: not sent)."""
-    entity_id = conversation_entity_id(conversation_id)
-    answer: _Paged | list[ConversationMessage] | None
-    answer = None
+    entity_id = conversation_entity_id(conversation_id, tenant_for(transport))
+    answer: _Paged | list[ConversationMessage] | None = None
     reader = _as_reader(transport)
     if reader is not None:
         try:
@@ -640,18 +639,19 @@ def read_history_now(
     *,
     limit: int | None,
     before: str | None,
+    tenant: str | None = None,
 ) -> tuple[HistoryTurn, ...] | None:
     """:func:`read_history` without the event loop, on a store that pages whose
     ``recent_conversation(entity_id, limit, before)`` answers at once (a store file read
     in the caller's thread: a hook opening a turn). ``None`` when the store does not page.
 
     The turns carry no tool calls (``tools`` is empty): what reads them here (retrieval's
-    recency, the context block) does not show them.
+    recency, the context block) does not show them. ``tenant``: the store's (its ids').
     """
-    limit = _check_limit(limit)
-    if limit == 0:
+    if (limit := _check_limit(limit)) == 0:
         return ()
-    steps = _page_reads(conversation_id, conversation_entity_id(conversation_id), limit, before)
+    eid = conversation_entity_id(conversation_id, tenant)
+    steps = _page_reads(conversation_id, eid, limit, before, tenant)
     request = next(steps)
     try:
         while True:
@@ -709,7 +709,7 @@ async def read_conversation(
     reads each tool call's arguments and result too.
     """
     limit = _check_limit(limit)
-    entity_id = conversation_entity_id(conversation_id)
+    entity_id = conversation_entity_id(conversation_id, tenant_for(transport))
     snapshot = await snapshot_or_none(transport, entity_id)
     if snapshot is None or snapshot.entity_type != "conversation":
         return StoredConversation(conversation_id, entity_id, None, ())

@@ -67,6 +67,7 @@ from ._settings import MemorySettings
 from ._shield import Completion, raise_deferred, run_to_completion
 from ._tool_payload import ToolPayloads
 from ._tools import ToolCall
+from ._user_id import tenant_for
 from .exceptions import APIError, IdempotencyMismatchError, ServerError, error_class_name
 from .transport._base import Entity, StoreResult
 from .transport._results import expected_entity
@@ -242,7 +243,8 @@ class Phases:
     ) -> list[RunFields]:
         # The run fields of the observations this phase's earlier runs left on the turn
         # record: those equal to what this run sends but for them.
-        record_id = turn_record_entity_id(keys.conversation_id, keys.turn_id)
+        tenant = tenant_for(self.config.transport)
+        record_id = turn_record_entity_id(keys.conversation_id, keys.turn_id, tenant)
         try:
             observations = await self.config.transport.list_observations(record_id)
         except Exception as exc:  # the mismatch is what the caller will see
@@ -572,7 +574,8 @@ class Phases:
     ) -> list[list[ToolCall]]:
         from ._tool_rerun import calls_as_stored  # only a re-run with calls gets here
 
-        record_id = turn_record_entity_id(keys.conversation_id, keys.turn_id)
+        tenant = tenant_for(self.config.transport)
+        record_id = turn_record_entity_id(keys.conversation_id, keys.turn_id, tenant)
         try:
             return await calls_as_stored(
                 self.config.transport, record_id, tools, elements, MAX_RERUN_TRIES

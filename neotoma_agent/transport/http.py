@@ -44,6 +44,7 @@ from neotoma_agent._checks import check_positive_int, check_seconds
 from neotoma_agent._js import compact_encoder
 from neotoma_agent._log import get_logger
 from neotoma_agent._otel import record_retry, traceparent_into
+from neotoma_agent._user_id import check_user_id
 from neotoma_agent._version import __version__
 from neotoma_agent.exceptions import (
     APIError,
@@ -73,7 +74,7 @@ from neotoma_agent.transport._warm import Warmer
 from neotoma_agent.transport._wire import error_from_response, parse_retry_after
 from neotoma_agent.transport.outbox import OutboxTransport
 
-__all__ = ["HttpTransport", "RetryPolicy", "flush_outbox"]
+__all__ = ["HttpTransport", "RetryPolicy", "flush_outbox", "tenant_scoped"]
 
 _log = get_logger()
 _loads = json.loads
@@ -118,6 +119,18 @@ class HttpTransport(RestActions):
     (a request re-sent elsewhere would carry the conversation and the token there). TLS
     certificates are verified (aiohttp's default, never turned off).
 
+    ``user_id`` makes every request act for that user: it goes in each body (``POST``) and
+    query (``GET``) as Neotoma reads it. A server honours it when the token may act for any
+    user (an admin token; Neotoma's local dev user) or is that user's own token; any other
+    token gets 403 (:class:`~neotoma_agent.AuthenticationError`). Checked with
+    :func:`~neotoma_agent.check_user_id` (:class:`~neotoma_agent.InvalidUserIdError`);
+    never in ``repr`` or log events. Without it, requests act for the token's user: one
+    token per user is the way to scope a production server. ``tenant_scoped_ids=True`` says
+    the server derives entity ids under the user (Neotoma's
+    ``NEOTOMA_TENANT_SCOPED_ENTITY_IDS``, and ``neotoma-agent serve --users``): the ids this
+    library computes (a conversation's, a message's) are then derived the same way
+    (:attr:`tenant_id`); it needs ``user_id``.
+
     For an outbox, wrap it: ``OutboxTransport(HttpTransport(url), "outbox.db")`` (see
     :class:`~neotoma_agent.OutboxTransport`). ``outbox`` (a file path, with
     ``outbox_max_entries`` and ``outbox_poll``) is the deprecated 0.2 spelling of that
@@ -138,6 +151,8 @@ class HttpTransport(RestActions):
         outbox: str | os.PathLike[str] | None = None,
         outbox_max_entries: int = DEFAULT_MAX_ENTRIES,
         outbox_poll: float = 5.0,
+        user_id: str | None = None,
+        tenant_scoped_ids: bool = False,
     ) -> None:
         parsed = urllib.parse.urlsplit(base_url)
         if parsed.username is not None or parsed.password is not None:
@@ -147,12 +162,21 @@ class HttpTransport(RestActions):
             raise ValueError(f"base_url must be an http(s) URL, got {base_url!r}")
         if token is not None and not token:
             raise ValueError("token must be a non-empty string or None")
+        if user_id is not None:
+            check_user_id(user_id)
+        if tenant_scoped_ids and user_id is None:
+            raise ValueError(
+                "tenant_scoped_ids=True derives entity ids from the user: pass user_id= "
+                "(the token's user when the token is one user's)"
+            )
         check_seconds(timeout, "timeout")
         check_seconds(connect_timeout, "connect_timeout")
         check_positive_int(max_connections, "max_connections")
         check_positive_int(max_response_size, "max_response_size")
         self._base_url = base_url.rstrip("/")
         self._token = token
+        self._user_id = user_id
+        self._tenant_id = user_id if tenant_scoped_ids else None
         self._timeout = float(timeout)
         self._connect_timeout = float(connect_timeout)
         self._max_connections = max_connections
@@ -180,6 +204,17 @@ class HttpTransport(RestActions):
         return self._base_url
 
     @property
+    def user_id(self) -> str | None:
+        """The user every request acts for (sent as ``user_id``), or ``None``: the token's."""
+        return self._user_id
+
+    @property
+    def tenant_id(self) -> str | None:
+        """The user entity ids are derived under: ``user_id`` with ``tenant_scoped_ids=True``
+        (a server that salts its ids with the user), else ``None`` (ids ignore the user)."""
+        return self._tenant_id
+
+    @property
     def retry(self) -> RetryPolicy:
         """The retry policy in force."""
         return self._retry
@@ -199,8 +234,10 @@ class HttpTransport(RestActions):
     def __repr__(self) -> str:
         token = "'***'" if self._token is not None else "None"
         outbox = "" if self._outbox is None else f", outbox={self._outbox.path!r}"
+        # The user id is personal data: a repr lands in logs and tracebacks.
+        user = "" if self._user_id is None else ", user_id='***'"
         return (
-            f"HttpTransport(base_url={self._base_url!r}, token={token}{outbox}, "
+            f"HttpTransport(base_url={self._base_url!r}, token={token}{user}{outbox}, "
             f"state={self._state.value!r})"
         )
 
@@ -282,7 +319,11 @@ class HttpTransport(RestActions):
         return await self._outbox.flush()
 
     async def request(self, action: str, body: Mapping[str, Any]) -> Mapping[str, Any]:
-        """POST a raw REST body to ``/{action}`` (with retries); the decoded JSON answer."""
+        """POST a raw REST body to ``/{action}`` (with retries); the decoded JSON answer.
+
+        With ``user_id``, the body carries it (in place of any ``user_id`` it had)."""
+        if self._user_id is not None:
+            body = {**body, "user_id": self._user_id}
         return await self._call(f"/{action}", body)
 
     async def search(
@@ -299,7 +340,11 @@ class HttpTransport(RestActions):
             )
 
     async def get_route(self, path: str, query: Mapping[str, Any]) -> Mapping[str, Any]:
-        """``GET {path}?{query}`` (with retries: a read); the decoded JSON answer."""
+        """``GET {path}?{query}`` (with retries: a read); the decoded JSON answer.
+
+        With ``user_id``, the query carries it (in place of any ``user_id`` it had)."""
+        if self._user_id is not None:
+            query = {**query, "user_id": self._user_id}
         encoded = urllib.parse.urlencode({k: str(v) for k, v in query.items()})
         return await self._call(f"{path}?{encoded}" if encoded else path, None, "GET")
 
@@ -375,6 +420,9 @@ class HttpTransport(RestActions):
         """POST ``body`` to ``path`` (or GET it, with no body) with retries; the decoded JSON
         object of a 2xx answer."""
         session = self._session_for_loop()
+        # What logs, spans and error messages name: the route without its query, which
+        # may hold a user id or a search term.
+        route = path.partition("?")[0]
         payload = b"" if body is None else encode_body(body)
         policy = self._retry
         deadline = time.monotonic() + policy.timeout
@@ -391,7 +439,7 @@ class HttpTransport(RestActions):
                     if isinstance(answer.body, Mapping):
                         return answer.body
                     raise ServerError(
-                        f"{method} {path}: expected a JSON object, "
+                        f"{method} {route}: expected a JSON object, "
                         f"got {type(answer.body).__name__}",
                         status=answer.status,
                         body={"text": str(answer.body)[:2000]},
@@ -410,7 +458,7 @@ class HttpTransport(RestActions):
             _log.info(
                 "transport.retry",
                 method=method,
-                path=path,
+                path=route,
                 attempt=attempt,
                 max_attempts=policy.attempts,
                 wait_s=round(wait, 3),
@@ -418,7 +466,7 @@ class HttpTransport(RestActions):
                 status=error.status if isinstance(error, APIError) else None,
                 code=error.code if isinstance(error, APIError) else None,
             )
-            record_retry(method, path, attempt, type(error).__name__, wait)
+            record_retry(method, route, attempt, type(error).__name__, wait)
             if wait > 0:
                 await asyncio.sleep(wait)
             attempt += 1
@@ -431,8 +479,9 @@ class HttpTransport(RestActions):
         budget: float,
         method: str = "POST",
     ) -> _Answer:
+        route = path.partition("?")[0]  # never the query (see _call)
         if budget <= 0:
-            raise ReadTimeout(f"{method} {path}: no time left within the retry policy's timeout")
+            raise ReadTimeout(f"{method} {route}: no time left within the retry policy's timeout")
         timeout = aiohttp.ClientTimeout(
             total=budget, sock_connect=min(self._connect_timeout, budget)
         )
@@ -454,35 +503,43 @@ class HttpTransport(RestActions):
                 timeout=timeout,
                 allow_redirects=False,
             ) as resp:
-                raw = await read_capped(resp, self._max_response_size, f"{method} {path}")
+                raw = await read_capped(resp, self._max_response_size, f"{method} {route}")
                 status = resp.status
                 resp_headers = resp.headers  # case-insensitive, as HTTP headers are
                 content_type = resp.content_type
         except aiohttp.ConnectionTimeoutError as exc:
             raise ConnectTimeout(
-                f"{method} {path}: no connection to {self._base_url} "
+                f"{method} {route}: no connection to {self._base_url} "
                 f"within {self._connect_timeout:g}s"
             ) from exc
         except (asyncio.TimeoutError, aiohttp.ServerTimeoutError) as exc:
-            raise ReadTimeout(f"{method} {path}: no answer within {budget:.3g}s") from exc
+            raise ReadTimeout(f"{method} {route}: no answer within {budget:.3g}s") from exc
         except aiohttp.ClientConnectorError as exc:
             raise ConnectionLost(
-                f"{method} {path}: cannot connect to {self._base_url} ({exc.strerror or 'refused'})"
+                f"{method} {route}: cannot connect to {self._base_url} "
+                f"({exc.strerror or 'refused'})"
             ) from exc
         except (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError) as exc:
             raise ConnectionLost(
-                f"{method} {path}: connection to {self._base_url} lost ({type(exc).__name__})"
+                f"{method} {route}: connection to {self._base_url} lost ({type(exc).__name__})"
             ) from exc
         if 300 <= status < 400:
-            raise redirect_refused(f"{method} {path}", status)
+            raise redirect_refused(f"{method} {route}", status)
         # A 2xx answer's seldom-read end is decoded when read (see _lazy_json).
         try:
             body = _decode(raw, content_type, path if 200 <= status < 300 else "", status)
         except RecursionError:
             if 200 <= status < 300:
-                raise too_deep(f"{method} {path}", status) from None
+                raise too_deep(f"{method} {route}", status) from None
             body = ""  # an error answer is typed by its status alone
         return _Answer(status=status, headers=resp_headers, body=body)
+
+
+def tenant_scoped(health: Mapping[str, Any]) -> bool:
+    """Whether a server's ``GET /health`` answer says it derives entity ids under the user
+    (``"tenant_scoped_ids": true``: ``neotoma-agent serve``). A Neotoma server says nothing
+    of it: its default is ids that ignore the user."""
+    return health.get("tenant_scoped_ids") is True
 
 
 class _Unqueued(RestActions):
