@@ -120,8 +120,8 @@ with lazy_exports(globals(), moved=dict.fromkeys(_MOVED_TO_QA, "neotoma_agent.qa
     from .transport.embedded import purge_forgotten as purge_forgotten
     from .transport.embedded import purge_user as purge_user
     from .transport.http import RetryPolicy as RetryPolicy
+    from .transport.http import flush_outbox as flush_outbox
     from .transport.outbox import OutboxTransport as OutboxTransport
-    from .transport.outbox import flush_outbox as flush_outbox
     from .wrap import AgentReply as AgentReply
     from .wrap import AgentStream as AgentStream
     from .wrap import MemoryAgent as MemoryAgent

@@ -434,7 +434,7 @@ async def _deliver(
         async with _open_store(spec, budget) as transport:
             if spec.url and spec.outbox is not None:
                 # Closing stores an earlier event queued go first (the server may be back).
-                await transport.flush_outbox()
+                await transport.flush()
             first: str | None = None
             for conv, due in batches:
                 problem, failed = await _deliver_all(
@@ -610,7 +610,7 @@ def _open_store(spec: StoreSpec, budget: float) -> Any:
         # within the budget too; a server that hangs would otherwise keep the person
         # waiting the transport's own timeout past --timeout.
         call = max(min(4.0, budget / 2), 0.05)
-        return HttpTransport(
+        http = HttpTransport(
             spec.url,
             token=spec.token,
             timeout=min(5.0, call),
@@ -618,9 +618,12 @@ def _open_store(spec: StoreSpec, budget: float) -> Any:
             # A person is waiting: one quick retry, then the outbox (closing stores) or the
             # state file (the rest) keeps the store for a later event.
             retry=RetryPolicy(attempts=2, timeout=call, wait_initial=0.1, wait_max=0.3),
-            outbox=None if spec.outbox is None else os.fspath(spec.outbox),
-            outbox_background=False,
         )
+        if spec.outbox is None:
+            return http
+        from neotoma_agent import OutboxTransport
+
+        return OutboxTransport(http, spec.outbox, background=False)
     from neotoma_agent import EmbeddedStore
 
     assert spec.db is not None

@@ -16,9 +16,11 @@ failures (connection errors, timeouts, 429, 502/503/504 and envelopes that say
 ``retryable: true``) are retried with exponential backoff and full jitter, within a bounded
 number of attempts and a bounded total time; other 4xx never are.
 
-``outbox=PATH`` is a shorthand for wrapping the transport in an
-:class:`~neotoma_agent.OutboxTransport` over that file (see :mod:`.outbox`): closing stores
-that still fail transiently after their retries are queued there and delivered later.
+An outbox (closing stores that still fail transiently after their retries, kept in a file
+and delivered later) is a transport of its own that wraps this one:
+``OutboxTransport(HttpTransport(url), "outbox.db")`` (see :mod:`.outbox`).
+:func:`flush_outbox` delivers an outbox file to a server now. The ``outbox=`` arguments of
+0.2 still work, deprecated (a :class:`DeprecationWarning`), until 0.4.
 """
 
 from __future__ import annotations
@@ -30,10 +32,12 @@ import json
 import os
 import time
 import urllib.parse
+import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import aiohttp
+import anyio
 import attrs
 
 from neotoma_agent._checks import check_positive_int, check_seconds
@@ -67,7 +71,7 @@ from neotoma_agent.transport._search_results import SearchResult
 from neotoma_agent.transport._spliced import encode_spliced
 from neotoma_agent.transport._warm import Warmer
 from neotoma_agent.transport._wire import error_from_response, parse_retry_after
-from neotoma_agent.transport.outbox import OutboxTransport, flush_outbox
+from neotoma_agent.transport.outbox import OutboxTransport
 
 __all__ = ["HttpTransport", "RetryPolicy", "flush_outbox"]
 
@@ -114,14 +118,11 @@ class HttpTransport(RestActions):
     (a request re-sent elsewhere would carry the conversation and the token there). TLS
     certificates are verified (aiohttp's default, never turned off).
 
-    ``outbox`` (a file path) is a shorthand for ``OutboxTransport(transport, outbox,
-    max_entries=outbox_max_entries, poll=outbox_poll, background=outbox_background)`` (see
-    :class:`~neotoma_agent.OutboxTransport`) built into this transport: a closing store
-    (reply or abandoned record) that still fails after its retries with a transient failure
-    is queued in that file and the turn ends normally with ``t.result.queued``;
-    :meth:`flush_outbox` delivers now, ``async with`` (or the first store) starts the
-    background delivery, and :meth:`aclose` stops it. Wrapping this transport (without
-    ``outbox``) in an ``OutboxTransport`` does the same.
+    For an outbox, wrap it: ``OutboxTransport(HttpTransport(url), "outbox.db")`` (see
+    :class:`~neotoma_agent.OutboxTransport`). ``outbox`` (a file path, with
+    ``outbox_max_entries`` and ``outbox_poll``) is the deprecated 0.2 spelling of that
+    wrapper, built into this transport: it warns (:class:`DeprecationWarning`) and goes in
+    0.4.
     """
 
     def __init__(
@@ -137,7 +138,6 @@ class HttpTransport(RestActions):
         outbox: str | os.PathLike[str] | None = None,
         outbox_max_entries: int = DEFAULT_MAX_ENTRIES,
         outbox_poll: float = 5.0,
-        outbox_background: bool = True,
     ) -> None:
         parsed = urllib.parse.urlsplit(base_url)
         if parsed.username is not None or parsed.password is not None:
@@ -162,17 +162,17 @@ class HttpTransport(RestActions):
         self._session: aiohttp.ClientSession | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._warmer = Warmer()
-        self._outbox = (
-            None
-            if outbox is None
-            else OutboxTransport(
-                _Unqueued(self),
-                outbox,
-                max_entries=outbox_max_entries,
-                poll=outbox_poll,
-                background=outbox_background,
+        self._outbox: OutboxTransport | None = None
+        if outbox is not None:
+            warnings.warn(
+                "HttpTransport(outbox=...) is deprecated and goes in 0.4: wrap the transport, "
+                "OutboxTransport(HttpTransport(url), path, max_entries=..., poll=...)",
+                DeprecationWarning,
+                stacklevel=2,
             )
-        )
+            self._outbox = OutboxTransport(
+                _Unqueued(self), outbox, max_entries=outbox_max_entries, poll=outbox_poll
+            )
 
     @property
     def base_url(self) -> str:
@@ -186,7 +186,14 @@ class HttpTransport(RestActions):
 
     @property
     def outbox(self) -> str | None:
-        """The outbox file's path, or ``None`` without an outbox."""
+        """The outbox file's path given as ``outbox=``, or ``None`` (deprecated with
+        ``outbox=``, and warns: an :class:`~neotoma_agent.OutboxTransport` has ``path``)."""
+        warnings.warn(
+            "HttpTransport.outbox is deprecated and goes in 0.4 with outbox=: "
+            "read path on the OutboxTransport that wraps the transport",
+            DeprecationWarning,
+            stacklevel=2,
+        )
         return None if self._outbox is None else self._outbox.path
 
     def __repr__(self) -> str:
@@ -233,7 +240,7 @@ class HttpTransport(RestActions):
         lane: str | None = None,
         deferrable: bool = False,
     ) -> StoreResult:
-        """``POST /store``, through the outbox when one was given (``outbox=``)."""
+        """``POST /store`` (through the outbox of the deprecated ``outbox=``, if given)."""
         send = super().store if self._outbox is None else self._outbox.store
         return await send(
             entities,
@@ -253,16 +260,23 @@ class HttpTransport(RestActions):
         limit: int | None = None,
         before: str | None = None,
     ) -> RecentConversation:
-        """``GET /recent_conversations/{entity_id}``; with an outbox, once the stores it
-        queued for that conversation are delivered (see
-        :meth:`OutboxTransport.recent_conversation`)."""
+        """``GET /recent_conversations/{entity_id}`` (with the deprecated ``outbox=``, once the
+        stores it queued for that conversation are delivered)."""
         if self._outbox is not None:
             await self._outbox.deliver_conversation(conversation_entity_id)
         return await super().recent_conversation(conversation_entity_id, limit=limit, before=before)
 
     async def flush_outbox(self) -> OutboxFlush:
-        """Deliver every queued entry now (:meth:`OutboxTransport.flush`); without an outbox
-        there is nothing to do."""
+        """Deliver every entry the deprecated ``outbox=`` queued now; without one there is
+        nothing to do. Deprecated with ``outbox=`` (it warns): wrap the transport in an
+        :class:`~neotoma_agent.OutboxTransport` and call its
+        :meth:`~neotoma_agent.OutboxTransport.flush`."""
+        warnings.warn(
+            "HttpTransport.flush_outbox() is deprecated and goes in 0.4 with outbox=: "
+            "call flush() on the OutboxTransport that wraps the transport",
+            DeprecationWarning,
+            stacklevel=2,
+        )
         if self._outbox is None:
             return OutboxFlush(delivered=0, remaining=0, dead=0)
         return await self._outbox.flush()
@@ -472,7 +486,7 @@ class HttpTransport(RestActions):
 
 
 class _Unqueued(RestActions):
-    """An HttpTransport's own requests, for the outbox of its ``outbox=`` shorthand: the
+    """An HttpTransport's own requests, for the outbox of the deprecated ``outbox=``: the
     outbox's inner transport, which must not go through that outbox again."""
 
     __slots__ = ("_http",)
@@ -527,3 +541,26 @@ def _decode(raw: bytes, content_type: str, path: str = "", status: int = 200) ->
         except ValueError:
             return text
     return text
+
+
+async def flush_outbox(
+    outbox: str | os.PathLike[str],
+    base_url: str = "http://127.0.0.1:3080",
+    token: str | None = None,
+    *,
+    retry: RetryPolicy | None = None,
+) -> OutboxFlush:
+    """Deliver the outbox file at ``outbox`` to the Neotoma server at ``base_url`` now
+    (asyncio: it is sent over an :class:`HttpTransport`).
+
+    What ``neotoma-agent outbox flush --url`` runs: one :meth:`OutboxTransport.flush
+    <neotoma_agent.OutboxTransport.flush>` over a new ``HttpTransport``, then closed. For
+    another transport, ``async with OutboxTransport(inner, path, background=False) as t:
+    await t.flush()``. Raises :class:`FileNotFoundError` if there is no such file (a flush
+    never creates one).
+    """
+    if not await anyio.Path(outbox).exists():
+        raise FileNotFoundError(f"no outbox file at {os.fspath(outbox)}")
+    inner = HttpTransport(base_url, token, retry=retry)
+    async with OutboxTransport(inner, outbox, background=False) as transport:
+        return await transport.flush()

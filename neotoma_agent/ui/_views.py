@@ -22,6 +22,7 @@ from typing import Any, Final, TypeVar
 import anyio
 import attrs
 
+from .. import outbox_status
 from .._history import StoredTurn, read_conversation
 from .._keys import conversation_entity_id, parse_turn_key, tenant_for
 from .._payloads import BOOKKEEPING_TYPES, stored_platform
@@ -31,7 +32,6 @@ from ..cli._stats import collect_stats
 from ..exceptions import NeotomaError, NotFoundError
 from ..qa import audit
 from ..transport._base import Entity, SummaryReader, Transport
-from ..transport._outbox import outbox_status
 
 __all__ = [
     "CONVERSATIONS_PER_PAGE",
