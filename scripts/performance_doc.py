@@ -188,6 +188,7 @@ PEER_NAMES = {
     "sdk": "Agents SDK `SQLiteSession`",
     "langgraph": "LangGraph + `AsyncSqliteSaver`",
     "ours": "**neotoma-agent turn**",
+    "scoped": "our turn through a user's view (`store.for_user`)",
     "baseline": "our turn, the `--baseline` tree",
 }
 
