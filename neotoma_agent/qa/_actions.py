@@ -23,16 +23,17 @@ import anyio
 import anyio.to_thread
 import attrs
 
-from .._keys import TurnKeys, message_entity_id, turn_keys, validate_entity_id
-from .._payloads import (
+from ..reads import AUDIT_REPAIR_REASON, message_entity_id, validate_entity_id
+from ._core import (
     ConversationSettings,
     StorePayload,
+    TurnKeys,
     closing_payload,
     conversation_entity,
     message_entity,
+    turn_keys,
     turn_record,
 )
-from .._turn_record import AUDIT_REPAIR_REASON
 
 __all__ = [
     "AUDIT_REPAIR_REASON",
@@ -181,7 +182,7 @@ RepairAction = (
 def message_id_for(conversation_id: str, turn_id: str, role: Literal["user", "assistant"]) -> str:
     """The entity id a store gives the ``role`` message of a turn (derived, no I/O).
 
-    Unlike :func:`~neotoma_agent._keys.message_entity_id`, the ids are validated first: a
+    Unlike :func:`~neotoma_agent.reads.message_entity_id`, the ids are validated first: a
     repair writes, and writes only what the turn protocol could have written.
     """
     keys = turn_keys(conversation_id, turn_id)

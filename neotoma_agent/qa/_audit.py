@@ -33,11 +33,15 @@ from typing import Any, Final
 
 import attrs
 
-from .._keys import message_entity_id, turn_record_entity_id, validate_conversation_id
-from .._log import get_logger
-from .._memory import NeotomaMemory
-from .._reads import gather_bounded, snapshot_or_none
-from ..transport._base import EntitySnapshot, Transport
+from .. import EntitySnapshot, NeotomaMemory, Transport
+from ..reads import (
+    gather_bounded,
+    message_entity_id,
+    snapshot_or_none,
+    turn_record_entity_id,
+    validate_conversation_id,
+)
+from ._core import get_logger
 from ._findings import Finding, FindingKind, classify, sort_key
 from ._repair import RepairResult, apply_repairs
 from ._scan import Auditor, TurnState, parse_timestamp, read_scoped, timestamp

@@ -15,18 +15,23 @@ from typing import Any, Final
 
 import attrs
 
-from .._keys import (
+from .. import EntitySnapshot, Transport
+from ..reads import (
+    PAGE_SIZE,
+    Scan,
+    TurnEnding,
     TurnRole,
     conversation_entity_id,
+    gather_bounded,
     message_entity_id,
     parse_turn_key,
-    turn_keys,
+    read_ending,
+    scan_entities,
+    snapshot_or_none,
+    turn_key,
     turn_record_entity_id,
 )
-from .._log import get_logger
-from .._reads import PAGE_SIZE, Scan, gather_bounded, scan_entities, snapshot_or_none
-from .._turn_record import TurnEnding, read_ending
-from ..transport._base import EntitySnapshot, Transport
+from ._core import get_logger
 
 __all__ = [
     "Auditor",
@@ -49,7 +54,7 @@ _MESSAGE_PREFIX_LEN: Final = len(_MESSAGE_PREFIX)
 _RECORD_PREFIX: Final = "conversation_turn:"
 # What an assistant message's turn_key adds to its turn's pair (read from the keys
 # themselves, which own it).
-_ASSISTANT_SUFFIX: Final = turn_keys("c", "t").assistant_turn_key.removeprefix("c:t")
+_ASSISTANT_SUFFIX: Final = turn_key("c", "t", "assistant").removeprefix("c:t")
 
 
 @attrs.define

@@ -30,10 +30,15 @@ from typing import Any, Protocol
 import anyio
 import attrs
 
-from .._keys import conversation_entity_id, turn_record_entity_id
-from .._reads import gather_bounded, snapshot_or_none
-from ..transport._base import EntityQueryResult, EntitySnapshot, Transport
-from ..transport._bulk import BulkReadable, BulkReader
+from .. import EntityQueryResult, EntitySnapshot, Transport
+from ..reads import (
+    BulkReader,
+    bulk_reader,
+    conversation_entity_id,
+    gather_bounded,
+    snapshot_or_none,
+    turn_record_entity_id,
+)
 from ._scan import (
     Auditor,
     TurnState,
@@ -434,7 +439,7 @@ class TransportReads:
 
 @attrs.frozen
 class StoreReads:
-    """The bulk reads through a store's own :class:`~neotoma_agent.transport._bulk.BulkReader`
+    """The bulk reads through a store's own :class:`~neotoma_agent.reads.BulkReader`
     (the embedded store's file): the same answers as :class:`TransportReads`, sooner."""
 
     auditor: StreamingAuditor
@@ -463,10 +468,9 @@ class StoreReads:
 
 
 def store_reads(transport: Transport, auditor: StreamingAuditor) -> StoreReads | None:
-    """The bulk reads of a store that has them (:class:`BulkReadable`), else ``None``."""
-    if not isinstance(transport, BulkReadable):
-        return None
-    reader = transport._bulk_reader()
+    """The bulk reads of a store that has them (:func:`~neotoma_agent.reads.bulk_reader`),
+    else ``None``."""
+    reader = bulk_reader(transport)
     return None if reader is None else StoreReads(auditor, reader)
 
 

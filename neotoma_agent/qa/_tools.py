@@ -12,10 +12,15 @@ from __future__ import annotations
 import functools
 from collections.abc import Sequence
 
-from .._keys import parse_turn_key, turn_record_entity_id
-from .._reads import gather_bounded, scan_entities, snapshot_or_none
-from .._tools import TOOL_TYPE
-from ..transport._base import Transport
+from .. import Transport
+from ..reads import (
+    TOOL_TYPE,
+    gather_bounded,
+    parse_turn_key,
+    scan_entities,
+    snapshot_or_none,
+    turn_record_entity_id,
+)
 from ._findings import Finding, FindingKind
 from ._scan import timestamp
 from ._severity import Severity

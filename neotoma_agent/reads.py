@@ -1,0 +1,254 @@
+"""Reading a store: conversations, entities, how turns ended, and the ids a store derives.
+
+What a tool over a Neotoma store needs to read it without the library's private modules (the
+command line, the web view, the audit in :mod:`neotoma_agent.qa` and the coding-agent hooks
+read through these names). Every function takes any :class:`~neotoma_agent.Transport`
+(an :class:`~neotoma_agent.EmbeddedStore` file, an :class:`~neotoma_agent.HttpTransport`
+to a server) and reads only::
+
+    from neotoma_agent import EmbeddedStore
+    from neotoma_agent.reads import read_conversation, read_ending, scan_entities
+
+    async with EmbeddedStore("memory.db") as store:
+        conversation = await read_conversation(store, "support-42")
+        for turn in conversation.turns:
+            print(turn.turn_id, turn.status, turn.message("user"))
+        records = await scan_entities(store, entity_type="conversation_turn")
+        endings = [await read_ending(store, record) for record in records.entities]
+
+Four groups of names:
+
+- **conversations**: :func:`read_conversation` gives a conversation's turns in order
+  (:class:`StoredConversation`, :class:`StoredTurn`, :class:`StoredMessage`).
+- **entities**: :func:`scan_entities` pages through every entity of a type (a
+  :class:`Scan`, which says when a server stopped the paging early);
+  :func:`snapshot_or_none` reads one; :func:`gather_bounded` runs many reads at most a few
+  at a time; :func:`bulk_reader` gives the whole-type reads a store keeps tables for.
+- **turn endings**: :func:`ending_of` and :func:`read_ending` say how a turn ended
+  (:class:`TurnEnding`) from its ``conversation_turn`` record.
+- **ids**: :func:`conversation_entity_id`, :func:`message_entity_id` and
+  :func:`turn_record_entity_id` derive, with no I/O, the entity ids a store gives a
+  conversation, a turn's messages and its record; :func:`turn_key` and
+  :func:`parse_turn_key` go between a turn and its messages' ``turn_key``; the
+  ``validate_*`` functions check ids before anything is read or written.
+
+Stored text is whatever a writer stored: :func:`printable` escapes it for a terminal.
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Final, Literal
+
+from ._history import StoredConversation as StoredConversation
+from ._history import StoredMessage as StoredMessage
+from ._history import StoredTurn as StoredTurn
+from ._history import read_conversation as read_conversation
+from ._identity import ENTITY_ID_RE
+from ._keys import TurnKeys
+from ._keys import conversation_entity_id as _conversation_entity_id
+from ._keys import message_entity_id as _message_entity_id
+from ._keys import parse_turn_key as _parse_turn_key
+from ._keys import turn_record_entity_id as _turn_record_entity_id
+from ._keys import validate_conversation_id as _validate_conversation_id
+from ._keys import validate_entity_id as _validate_entity_id
+from ._keys import validate_turn_id as _validate_turn_id
+from ._payloads import BOOKKEEPING_TYPES as _BOOKKEEPING_TYPES
+from ._payloads import stored_platform as stored_platform
+from ._reads import PAGE_SIZE as PAGE_SIZE
+from ._reads import READ_CONCURRENCY as READ_CONCURRENCY
+from ._reads import Scan as Scan
+from ._reads import gather_bounded as gather_bounded
+from ._reads import scan_entities as scan_entities
+from ._reads import snapshot_or_none as snapshot_or_none
+from ._terminal import printable as printable
+from ._tools import TOOL_TYPE as _TOOL_TYPE
+from ._turn_record import AUDIT_REPAIR_REASON as _AUDIT_REPAIR_REASON
+from ._turn_record import TurnEnding as TurnEnding
+from ._turn_record import ending_of as ending_of
+from ._turn_record import read_ending as read_ending
+from ._turn_record import short_class as short_class
+from .transport._base import Transport
+from .transport._bulk import BulkReadable
+from .transport._bulk import BulkReader as BulkReader
+from .transport._bulk import MessageRows as MessageRows
+from .transport._bulk import RecordSink as RecordSink
+
+__all__ = [
+    "AUDIT_REPAIR_REASON",
+    "BOOKKEEPING_TYPES",
+    "PAGE_SIZE",
+    "READ_CONCURRENCY",
+    "TOOL_TYPE",
+    "BulkReader",
+    "MessageRows",
+    "RecordSink",
+    "Scan",
+    "StoredConversation",
+    "StoredMessage",
+    "StoredTurn",
+    "TurnEnding",
+    "TurnRole",
+    "bulk_reader",
+    "conversation_entity_id",
+    "ending_of",
+    "gather_bounded",
+    "is_entity_id",
+    "message_entity_id",
+    "parse_turn_key",
+    "printable",
+    "read_conversation",
+    "read_ending",
+    "scan_entities",
+    "short_class",
+    "snapshot_or_none",
+    "stored_platform",
+    "turn_key",
+    "turn_record_entity_id",
+    "validate_conversation_id",
+    "validate_entity_id",
+    "validate_turn_id",
+]
+
+#: A message's role in its turn.
+TurnRole = Literal["user", "assistant"]
+
+#: The entity types the turn protocol itself writes (conversations, messages, turn records,
+#: tool calls and their bookkeeping); a listing of what an agent *learned* leaves them out.
+BOOKKEEPING_TYPES: Final[frozenset[str]] = _BOOKKEEPING_TYPES
+
+#: The entity type of a recorded tool call.
+TOOL_TYPE: Final[str] = _TOOL_TYPE
+
+#: The ``reason`` on the turn record of a turn the audit closed as abandoned
+#: (``neotoma-agent audit --repair``, :func:`neotoma_agent.qa.apply_repairs`).
+AUDIT_REPAIR_REASON: Final[str] = _AUDIT_REPAIR_REASON
+
+
+def _text_arg(name: str, value: object) -> str:
+    # The derivations hash what they are given: a wrong type must fail here, by name, not
+    # as an id of something else.
+    if not isinstance(value, str):
+        raise TypeError(f"{name} must be a str, not {type(value).__name__}")
+    return value
+
+
+def _role_arg(role: object) -> TurnRole:
+    if role == "user":
+        return "user"
+    if role == "assistant":
+        return "assistant"
+    raise ValueError(f"role must be 'user' or 'assistant', got {role!r}")
+
+
+# ------------------------------------------------------------------------------------- ids
+#
+# Derived, not validated: a reader names what another writer stored, including ids this
+# library's turns would refuse (validate them first with the validate_* functions when you
+# are about to write).
+
+
+def conversation_entity_id(conversation_id: str) -> str:
+    """The entity id a store gives the ``conversation`` entity of ``conversation_id``.
+
+    Derived with no I/O, by the identity rules a Neotoma server applies, so the id is the
+    same on every store. ``TypeError`` when ``conversation_id`` is not a ``str``.
+    """
+    return _conversation_entity_id(_text_arg("conversation_id", conversation_id))
+
+
+def message_entity_id(conversation_id: str, turn_id: str, role: TurnRole) -> str:
+    """The entity id a store gives the ``role`` message (``"user"`` or ``"assistant"``)
+    of turn ``turn_id`` in ``conversation_id``, derived from its :func:`turn_key`.
+
+    ``TypeError`` for an id that is not a ``str``, ``ValueError`` for another role.
+    """
+    cid = _text_arg("conversation_id", conversation_id)
+    tid = _text_arg("turn_id", turn_id)
+    return _message_entity_id(cid, tid, _role_arg(role))
+
+
+def turn_record_entity_id(conversation_id: str, turn_id: str) -> str:
+    """The entity id a store gives the ``conversation_turn`` record of a turn (the entity
+    that says whether the turn is open, completed or abandoned: :func:`read_ending`).
+
+    ``TypeError`` for an id that is not a ``str``.
+    """
+    cid = _text_arg("conversation_id", conversation_id)
+    return _turn_record_entity_id(cid, _text_arg("turn_id", turn_id))
+
+
+def turn_key(conversation_id: str, turn_id: str, role: TurnRole) -> str:
+    """The ``turn_key`` field of a turn's ``role`` message: ``{conversation_id}:{turn_id}``
+    for the user message, ``{conversation_id}:{turn_id}:assistant`` for the reply.
+
+    :func:`parse_turn_key` is its inverse. ``TypeError`` for an id that is not a ``str``,
+    ``ValueError`` for another role.
+    """
+    keys = TurnKeys(_text_arg("conversation_id", conversation_id), _text_arg("turn_id", turn_id))
+    return keys.assistant_turn_key if _role_arg(role) == "assistant" else keys.user_turn_key
+
+
+def parse_turn_key(
+    turn_key: str, conversation_id: str | None = None
+) -> tuple[str, str, TurnRole] | None:
+    """``(conversation_id, turn_id, role)`` of a message's ``turn_key``; ``None`` when the
+    key has another shape.
+
+    Pass the ``conversation_id`` when you know it: a key that starts with it is split right
+    after it, so turn ids another writer chose with ``:`` in them read back whole.
+    """
+    key = _text_arg("turn_key", turn_key)
+    if conversation_id is not None:
+        _text_arg("conversation_id", conversation_id)
+    return _parse_turn_key(key, conversation_id)
+
+
+def is_entity_id(value: object) -> bool:
+    """Whether ``value`` is a Neotoma entity id (``ent_`` and 24 lowercase hex digits)."""
+    return isinstance(value, str) and ENTITY_ID_RE.fullmatch(value) is not None
+
+
+def validate_conversation_id(conversation_id: object) -> str:
+    """``conversation_id`` when a turn can be stored under it, else ``TypeError`` (not a
+    ``str``) or ``ValueError`` (empty, padded with whitespace, control characters, a lone
+    surrogate)."""
+    return _validate_conversation_id(conversation_id)
+
+
+def validate_turn_id(turn_id: object) -> str:
+    """``turn_id`` when a turn can be stored under it, else ``TypeError`` or ``ValueError``.
+
+    Besides the checks of :func:`validate_conversation_id`, a turn id holds no ``:`` or
+    ``|`` (its keys are joined with them) and is not ``assistant`` (the reply's suffix).
+    """
+    return _validate_turn_id(turn_id)
+
+
+def validate_entity_id(entity_id: object) -> str:
+    """``entity_id`` when it is a Neotoma entity id (:func:`is_entity_id`), else
+    ``ValueError``."""
+    return _validate_entity_id(entity_id)
+
+
+# ---------------------------------------------------------------------------- bulk reads
+
+
+def bulk_reader(transport: Transport) -> BulkReader | None:
+    """A :class:`BulkReader` for one pass over the store's whole entity types, or ``None``
+    when ``transport`` cannot read in bulk (then page with :func:`scan_entities`).
+
+    The embedded store answers from its own tables; its answers are those the Transport
+    reads give, sooner. Use one reader for one pass.
+    """
+    if not isinstance(transport, BulkReadable):
+        return None
+    return transport._bulk_reader()
+
+
+for _name in __all__:
+    _value = globals()[_name]
+    if isinstance(_value, type) or inspect.isfunction(_value):
+        # Reprs and help() name the namespace users import from, not the private module.
+        _value.__module__ = __name__
+del _name, _value
