@@ -16,7 +16,7 @@ to a server) and reads only::
         records = await scan_entities(store, entity_type="conversation_turn")
         endings = [await read_ending(store, record) for record in records.entities]
 
-Four groups of names:
+Five groups of names:
 
 - **conversations**: :func:`read_conversation` gives a conversation's turns in order
   (:class:`StoredConversation`, :class:`StoredTurn`, :class:`StoredMessage`).
@@ -26,6 +26,8 @@ Four groups of names:
   at a time; :func:`bulk_reader` gives the whole-type reads a store keeps tables for.
 - **turn endings**: :func:`ending_of` and :func:`read_ending` say how a turn ended
   (:class:`TurnEnding`) from its ``conversation_turn`` record.
+- **counts**: :func:`collect_stats` counts what a store holds (:class:`StoreStats`:
+  entities by type, turns by status, tool calls by tool).
 - **ids**: :func:`conversation_entity_id`, :func:`message_entity_id` and
   :func:`turn_record_entity_id` derive, with no I/O, the entity ids a store gives a
   conversation, a turn's messages and its record; :func:`turn_key` and
@@ -38,7 +40,10 @@ Stored text is whatever a writer stored: :func:`printable` escapes it for a term
 from __future__ import annotations
 
 import inspect
-from typing import Final, Literal
+from collections import Counter
+from typing import Any, Final, Literal
+
+import attrs
 
 from ._history import StoredConversation as StoredConversation
 from ._history import StoredMessage as StoredMessage
@@ -84,12 +89,14 @@ __all__ = [
     "MessageRows",
     "RecordSink",
     "Scan",
+    "StoreStats",
     "StoredConversation",
     "StoredMessage",
     "StoredTurn",
     "TurnEnding",
     "TurnRole",
     "bulk_reader",
+    "collect_stats",
     "conversation_entity_id",
     "ending_of",
     "gather_bounded",
@@ -244,6 +251,80 @@ def bulk_reader(transport: Transport) -> BulkReader | None:
     if not isinstance(transport, BulkReadable):
         return None
     return transport._bulk_reader()
+
+
+# ----------------------------------------------------------------------------------- counts
+#
+# From snapshots alone (no observation read per turn: a count needs no detail); a server
+# that caps how deep offsets go gets counts of what it gave, marked partial.
+
+
+@attrs.define
+class StoreStats:
+    """Entity counts by type, turn counts by status and tool calls by tool and status."""
+
+    #: every entity the store holds (what the server said match, when it said)
+    entities: int = 0
+    #: entities by ``entity_type``
+    by_type: Counter[str] = attrs.field(factory=Counter)
+    #: turn records by ``status`` (``completed``, ``abandoned``, ``open``, ``unknown``)
+    turn_status: Counter[str] = attrs.field(factory=Counter)
+    #: abandoned turns a repair closed (``audit --repair``)
+    repaired: int = 0
+    #: tool calls by (tool name, result status)
+    tool_calls: Counter[tuple[str, str]] = attrs.field(factory=Counter)
+    #: the server stopped paging before every entity was seen (counts are a lower bound)
+    partial: bool = False
+
+    @property
+    def conversations(self) -> int:
+        """Conversation entities."""
+        return self.by_type["conversation"]
+
+    @property
+    def turns(self) -> int:
+        """Turn records (one per turn the protocol stored)."""
+        return self.by_type["conversation_turn"]
+
+    def calls_by_tool(self) -> dict[str, dict[str, int]]:
+        """``{tool: {status: count}}``, sorted by name."""
+        by_tool: dict[str, dict[str, int]] = {}
+        for (name, status), count in sorted(self.tool_calls.items()):
+            by_tool.setdefault(name, {})[status] = count
+        return by_tool
+
+    def to_json(self) -> dict[str, Any]:
+        """The counts as plain JSON (what ``neotoma-agent stats --json`` prints)."""
+        return {
+            "entities": self.entities,
+            "entities_by_type": dict(sorted(self.by_type.items())),
+            "conversations": self.conversations,
+            "turns": self.turns,
+            "turns_by_status": dict(sorted(self.turn_status.items())),
+            "abandoned_turns": self.turn_status["abandoned"],
+            "repaired_turns": self.repaired,
+            "open_turns": self.turn_status["open"],
+            "tool_calls": sum(self.tool_calls.values()),
+            "tool_calls_by_tool": self.calls_by_tool(),
+            "partial": self.partial,
+        }
+
+
+async def collect_stats(transport: Transport) -> StoreStats:
+    """Read every entity of the store once and count them (:class:`StoreStats`)."""
+    scan = await scan_entities(transport)
+    stats = StoreStats(entities=max(scan.total, len(scan.entities)), partial=scan.partial)
+    for entity in scan.entities:
+        fields = entity.snapshot
+        stats.by_type[entity.entity_type] += 1
+        if entity.entity_type == "conversation_turn":
+            status = fields.get("status")
+            stats.turn_status[str(status) if status else "unknown"] += 1
+            stats.repaired += ending_of(fields).repaired
+        elif entity.entity_type == TOOL_TYPE:
+            name, status = fields.get("tool_name"), fields.get("result_status")
+            stats.tool_calls[(str(name or ""), str(status or "unknown"))] += 1
+    return stats
 
 
 for _name in __all__:

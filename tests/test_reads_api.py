@@ -18,6 +18,7 @@ from neotoma_agent import EmbeddedStore, HttpTransport, Transport
 from neotoma_agent.reads import (
     TOOL_TYPE,
     bulk_reader,
+    collect_stats,
     conversation_entity_id,
     is_entity_id,
     message_entity_id,
@@ -222,3 +223,26 @@ def test_the_checks_refuse_ids_a_turn_cannot_be_stored_under() -> None:
 def test_stored_text_is_escaped_for_a_terminal() -> None:
     assert printable("ok\tline\n\x1b[31mred\u202e") == "ok\tline\n\\x1b[31mred\\u202e"
     assert TOOL_TYPE == "tool_invocation"
+
+
+async def test_stats_count_entities_turns_and_tool_calls(store: Transport) -> None:
+    m = memory(store, "trip", history_turns=0)
+    async with m.turn("Flights to Lisbon?", turn_id="t1") as t:
+        t.record_tool("search_flights", args={"to": "LIS"}, result=[{"id": 1}])
+        t.record_tool("book", args={"id": 1}, status="error", error_class="app.Full")
+        t.reply = "Could not book."
+    with pytest.raises(RuntimeError):
+        async with m.turn("Try again", turn_id="t2"):
+            raise RuntimeError("the model stopped")
+    stats = await collect_stats(store)
+    assert (stats.conversations, stats.turns) == (1, 2)
+    assert stats.turn_status == {"completed": 1, "abandoned": 1}
+    assert stats.calls_by_tool() == {"book": {"error": 1}, "search_flights": {"ok": 1}}
+    assert stats.entities == sum(stats.by_type.values())
+    assert not stats.partial
+    data = stats.to_json()
+    assert (data["abandoned_turns"], data["repaired_turns"], data["tool_calls"]) == (1, 0, 2)
+    # the command line counts the same (its copy goes when it reads through this module)
+    from neotoma_agent.cli._stats import collect_stats as cli_stats
+
+    assert (await cli_stats(store)).to_json() == data
