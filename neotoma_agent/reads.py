@@ -18,8 +18,10 @@ to a server) and reads only::
 
 Five groups of names:
 
-- **conversations**: :func:`read_conversation` gives a conversation's turns in order
-  (:class:`StoredConversation`, :class:`StoredTurn`, :class:`StoredMessage`).
+- **conversations**: :func:`list_conversations` lists a store's conversations (a
+  :class:`ConversationList`); :func:`read_conversation` gives one's turns in order
+  (:class:`StoredConversation`, :class:`StoredTurn`, :class:`StoredMessage`), and
+  :func:`turn_ending` how each ended.
 - **entities**: :func:`scan_entities` pages through every entity of a type (a
   :class:`Scan`, which says when a server stopped the paging early);
   :func:`snapshot_or_none` reads one; :func:`gather_bounded` runs many reads at most a few
@@ -86,6 +88,8 @@ __all__ = [
     "READ_CONCURRENCY",
     "TOOL_TYPE",
     "BulkReader",
+    "ConversationList",
+    "ConversationSummary",
     "MessageRows",
     "RecordSink",
     "Scan",
@@ -101,6 +105,7 @@ __all__ = [
     "ending_of",
     "gather_bounded",
     "is_entity_id",
+    "list_conversations",
     "message_entity_id",
     "parse_turn_key",
     "printable",
@@ -110,6 +115,7 @@ __all__ = [
     "short_class",
     "snapshot_or_none",
     "stored_platform",
+    "turn_ending",
     "turn_key",
     "turn_record_entity_id",
     "validate_conversation_id",
@@ -325,6 +331,75 @@ async def collect_stats(transport: Transport) -> StoreStats:
             name, status = fields.get("tool_name"), fields.get("result_status")
             stats.tool_calls[(str(name or ""), str(status or "unknown"))] += 1
     return stats
+
+
+# ---------------------------------------------------------------------------- listings
+
+
+@attrs.frozen
+class ConversationSummary:
+    """One conversation of a store, as :func:`list_conversations` lists it."""
+
+    #: the ``conversation_id`` it was stored under (its entity id when the snapshot has none)
+    conversation_id: str
+    entity_id: str
+    title: str | None
+    #: when the conversation entity last got an observation (ISO 8601), if known
+    last_activity: str | None
+
+
+@attrs.frozen
+class ConversationList:
+    """The conversations of a store, and whether the server let every one be read."""
+
+    conversations: tuple[ConversationSummary, ...]
+    #: the read they came from (how many the server holds; the offset it refused, if any)
+    scan: Scan = attrs.field(repr=False)
+
+    @property
+    def total(self) -> int:
+        """How many conversations the server says it holds."""
+        return max(self.scan.total, len(self.conversations))
+
+    @property
+    def partial(self) -> bool:
+        """True when some conversations could not be read (the list is the ones that were)."""
+        return self.scan.partial
+
+    def note(self) -> str:
+        """Why the list is partial, in one sentence for people (empty when it is not)."""
+        if self.scan.refused_offset is None:
+            return ""
+        return (
+            f"(partial: the server caps offsets below {self.scan.refused_offset:,}; "
+            f"{len(self.conversations):,} of {self.total:,} conversations listed)"
+        )
+
+
+async def list_conversations(transport: Transport) -> ConversationList:
+    """Every conversation of the store, most recently active first (partial past a server's
+    offset cap: :attr:`ConversationList.partial`)."""
+    scan = await scan_entities(transport, entity_type="conversation")
+    found: list[ConversationSummary] = []
+    for e in scan.entities:
+        cid = e.snapshot.get("conversation_id") or e.snapshot.get("session_id")
+        title = e.snapshot.get("title")
+        found.append(
+            ConversationSummary(
+                conversation_id=str(cid) if cid is not None else e.entity_id,
+                entity_id=e.entity_id,
+                title=title if isinstance(title, str) else None,
+                last_activity=e.last_observation_at,
+            )
+        )
+    found.sort(key=lambda c: (c.last_activity or "", c.conversation_id), reverse=True)
+    return ConversationList(tuple(found), scan)
+
+
+async def turn_ending(transport: Transport, turn: StoredTurn) -> TurnEnding | None:
+    """How a turn of :func:`read_conversation` ended (:func:`read_ending` on its record);
+    ``None`` when the turn has no record (messages another client wrote)."""
+    return None if turn.record is None else await read_ending(transport, turn.record)
 
 
 for _name in __all__:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -21,13 +22,16 @@ from neotoma_agent.reads import (
     collect_stats,
     conversation_entity_id,
     is_entity_id,
+    list_conversations,
     message_entity_id,
     parse_turn_key,
     printable,
     read_conversation,
     read_ending,
     scan_entities,
+    short_class,
     snapshot_or_none,
+    turn_ending,
     turn_key,
     turn_record_entity_id,
     validate_conversation_id,
@@ -246,3 +250,39 @@ async def test_stats_count_entities_turns_and_tool_calls(store: Transport) -> No
     from neotoma_agent.cli._stats import collect_stats as cli_stats
 
     assert (await cli_stats(store)).to_json() == data
+
+
+async def test_conversations_list_most_recently_active_first(store: Transport) -> None:
+    for cid in ("first", "second", "third"):
+        m = memory(store, cid, history_turns=0)
+        await m.record_turn("q", "a", turn_id="t1", retrieve=False)
+    # "first" is active again, last
+    await memory(store, "first", history_turns=0).record_turn("q", "a", turn_id="t2")
+    listing = await list_conversations(store)
+    order = [(c.last_activity or "", c.conversation_id) for c in listing.conversations]
+    assert order == sorted(order, reverse=True)
+    first = next(c for c in listing.conversations if c.conversation_id == "first")
+    assert first.last_activity == max(o[0] for o in order)
+    assert {c.conversation_id for c in listing.conversations} == {"first", "second", "third"}
+    assert [c.entity_id for c in listing.conversations if c.conversation_id == "second"] == [
+        conversation_entity_id("second")
+    ]
+    assert (listing.total, listing.partial, listing.note()) == (3, False, "")
+    # the command line lists the same (its copy goes when it reads through this module)
+    from neotoma_agent.cli._show import list_conversations as cli_list
+
+    assert [attrs.asdict(c) for c in (await cli_list(store)).conversations] == [
+        attrs.asdict(c) for c in listing.conversations
+    ]
+
+
+async def test_a_stored_turns_ending_comes_from_its_record(store: Transport) -> None:
+    await _two_turns(store)
+    conversation = await read_conversation(store, "support-42")
+    endings = [await turn_ending(store, t) for t in conversation.turns]
+    assert [e.status if e else None for e in endings] == ["completed", "abandoned"]
+    assert endings[1] is not None
+    assert short_class(endings[1].error_class) == "RuntimeError"
+    # a turn without a record (messages another client wrote) has no ending to read
+    bare = conversation.turns[0]._replace(record=None)
+    assert await turn_ending(store, bare) is None
