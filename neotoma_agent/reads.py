@@ -1,15 +1,14 @@
 """Reading a store: conversations, entities, how turns ended, and the ids a store derives.
 
-What a tool over a Neotoma store needs to read it without the library's private modules (the
-command line, the web view, the audit in :mod:`neotoma_agent.qa` and the coding-agent hooks
-read through these names). Every function takes any :class:`~neotoma_agent.Transport`
-(an :class:`~neotoma_agent.EmbeddedStore` file, an :class:`~neotoma_agent.HttpTransport`
-to a server) and reads only::
+What a tool over a Neotoma store reads it with, outside any turn (the audit in
+:mod:`neotoma_agent.qa` reads through these names). Every function takes any
+:class:`~neotoma_agent.Transport` (an :class:`~neotoma_agent.EmbeddedStore` file, an
+:class:`~neotoma_agent.HttpTransport` to a server) and only reads::
 
     from neotoma_agent import EmbeddedStore
     from neotoma_agent.reads import read_conversation, read_ending, scan_entities
 
-    async with EmbeddedStore("memory.db") as store:
+    async with EmbeddedStore.open("memory.db") as store:
         conversation = await read_conversation(store, "support-42")
         for turn in conversation.turns:
             print(turn.turn_id, turn.status, turn.message("user"))
