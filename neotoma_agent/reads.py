@@ -35,7 +35,8 @@ Five groups of names:
   :func:`parse_turn_key` go between a turn and its messages' ``turn_key``; the
   ``validate_*`` functions check ids before anything is read or written.
 
-Stored text is whatever a writer stored: :func:`printable` escapes it for a terminal.
+Stored text is whatever a writer stored: :func:`printable` escapes it for a terminal, and
+:func:`printer` gives a ``write`` that escapes everything written through it.
 """
 
 from __future__ import annotations
@@ -68,6 +69,7 @@ from ._reads import gather_bounded as gather_bounded
 from ._reads import scan_entities as scan_entities
 from ._reads import snapshot_or_none as snapshot_or_none
 from ._terminal import printable as printable
+from ._terminal import printer as printer
 from ._tools import TOOL_TYPE as _TOOL_TYPE
 from ._turn_record import AUDIT_REPAIR_REASON as _AUDIT_REPAIR_REASON
 from ._turn_record import TurnEnding as TurnEnding
@@ -108,6 +110,7 @@ __all__ = [
     "message_entity_id",
     "parse_turn_key",
     "printable",
+    "printer",
     "read_conversation",
     "read_ending",
     "scan_entities",

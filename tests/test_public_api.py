@@ -180,6 +180,7 @@ EXPECTED_READS = {
     "message_entity_id",
     "parse_turn_key",
     "printable",
+    "printer",
     "read_conversation",
     "read_ending",
     "scan_entities",

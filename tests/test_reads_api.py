@@ -6,6 +6,7 @@ behind the dev server over HttpTransport), every read against turns a real memor
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,7 @@ from neotoma_agent.reads import (
     message_entity_id,
     parse_turn_key,
     printable,
+    printer,
     read_conversation,
     read_ending,
     scan_entities,
@@ -226,6 +228,11 @@ def test_the_checks_refuse_ids_a_turn_cannot_be_stored_under() -> None:
 
 def test_stored_text_is_escaped_for_a_terminal() -> None:
     assert printable("ok\tline\n\x1b[31mred\u202e") == "ok\tline\n\\x1b[31mred\\u202e"
+    out = io.StringIO()
+    write = printer(out)
+    write("title \x1b]0;owned\x07")
+    write("\rnext\n")
+    assert out.getvalue() == "title \\x1b]0;owned\\x07\\x0dnext\n"
     assert TOOL_TYPE == "tool_invocation"
 
 
