@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
 import shutil
 import sys
 from pathlib import Path
@@ -137,6 +138,34 @@ def test_a_new_private_import_in_a_wing_fails(package: Path, today: Any) -> None
         in found[0]
     )
     assert "do not raise the ceiling" in found[0]
+
+
+def test_a_qa_module_importing_a_private_core_module_fails(package: Path, today: Any) -> None:
+    # the audit reads through neotoma_agent.reads; a private read module is one more import
+    held = len(today.wing_private_imports["qa"])
+    _append(
+        package / "qa" / "_scan.py",
+        "\nfrom neotoma_agent._reads import scan_entities  # noqa: E402,F401,F811\n",
+    )
+    report = layout.measure(package)
+    assert ["neotoma_agent.qa._scan", "neotoma_agent._reads"] in report.wing_private_imports["qa"]
+    found = layout.violations(report)
+    assert len(found) == 1
+    assert f"the qa wing imports private core modules {held + 1} times (ceiling {held})" in found[0]
+
+
+def _kept_paragraph() -> str:
+    text = (ROOT / "CONTRIBUTING.md").read_text(encoding="utf-8")
+    start = text.index("- **Private imports a wing keeps**")
+    return " ".join(text[start : text.index("\n\n", start)].split())
+
+
+def test_the_qa_wing_keeps_only_the_private_imports_contributing_names(today: Any) -> None:
+    pairs = today.wing_private_imports["qa"]
+    assert {wing_module for wing_module, _ in pairs} == {"neotoma_agent.qa._core"}
+    kept = _kept_paragraph()
+    named = set(re.findall(r"`(_[a-z_]+)`", kept.split("`qa/_core` takes", 1)[1]))
+    assert {private.rsplit(".", 1)[1] for _, private in pairs} == named
 
 
 def test_a_wing_importing_its_own_private_modules_and_the_public_api_is_not_counted(

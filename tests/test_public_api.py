@@ -158,6 +158,50 @@ EXPECTED_QA = {
 
 EXPECTED_TESTING = {"Call", "FaultyTransport", "RecordingTransport", "key_phase"}
 EXPECTED_SYNC = {"SyncMemory", "SyncStore", "SyncTurn", "current_turn"}
+# neotoma_agent.reads: reading a store (conversations, entities, turn endings, derived ids).
+EXPECTED_READS = {
+    "AUDIT_REPAIR_REASON",
+    "BOOKKEEPING_TYPES",
+    "PAGE_SIZE",
+    "READ_CONCURRENCY",
+    "TOOL_TYPE",
+    "BulkReader",
+    "ConversationList",
+    "ConversationSummary",
+    "MessageRows",
+    "RecordSink",
+    "Scan",
+    "StoreStats",
+    "StoredConversation",
+    "StoredMessage",
+    "StoredTurn",
+    "TurnEnding",
+    "TurnRole",
+    "bulk_reader",
+    "collect_stats",
+    "conversation_entity_id",
+    "ending_of",
+    "gather_bounded",
+    "is_entity_id",
+    "list_conversations",
+    "message_entity_id",
+    "parse_turn_key",
+    "printable",
+    "printer",
+    "read_conversation",
+    "read_ending",
+    "scan_entities",
+    "short_class",
+    "snapshot_or_none",
+    "stored_platform",
+    "tenant_for",
+    "turn_ending",
+    "turn_key",
+    "turn_record_entity_id",
+    "validate_conversation_id",
+    "validate_entity_id",
+    "validate_turn_id",
+}
 
 # The names the top level had before the audit got its own namespace: they resolve, warning.
 MOVED_TO_QA = {
@@ -190,6 +234,7 @@ def test_all_is_pinned() -> None:
         ("neotoma_agent.qa", EXPECTED_QA),
         ("neotoma_agent.testing", EXPECTED_TESTING),
         ("neotoma_agent.sync", EXPECTED_SYNC),
+        ("neotoma_agent.reads", EXPECTED_READS),
     ],
 )
 def test_each_namespace_is_pinned(module: str, expected: set[str]) -> None:
@@ -299,6 +344,7 @@ WALKED = (
     "neotoma_agent.qa",
     "neotoma_agent.testing",
     "neotoma_agent.sync",
+    "neotoma_agent.reads",
     "neotoma_agent.integrations",
     "neotoma_agent.ui",
     "neotoma_agent.server",

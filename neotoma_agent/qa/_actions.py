@@ -23,16 +23,17 @@ import anyio
 import anyio.to_thread
 import attrs
 
-from .._keys import TurnKeys, message_entity_id, turn_keys, validate_entity_id
-from .._payloads import (
+from ..reads import AUDIT_REPAIR_REASON, message_entity_id, validate_entity_id
+from ._core import (
     ConversationSettings,
     StorePayload,
+    TurnKeys,
     closing_payload,
     conversation_entity,
     message_entity,
+    turn_keys,
     turn_record,
 )
-from .._turn_record import AUDIT_REPAIR_REASON
 
 __all__ = [
     "AUDIT_REPAIR_REASON",
@@ -187,11 +188,11 @@ def message_id_for(
     """The entity id a store gives the ``role`` message of a turn (derived, no I/O;
     ``tenant``: the store's, as its ``tenant_id`` says).
 
-    Unlike :func:`~neotoma_agent._keys.message_entity_id`, the ids are validated first: a
+    Unlike :func:`~neotoma_agent.reads.message_entity_id`, the ids are validated first: a
     repair writes, and writes only what the turn protocol could have written.
     """
     keys = turn_keys(conversation_id, turn_id)
-    return message_entity_id(keys.conversation_id, keys.turn_id, role, tenant)
+    return message_entity_id(keys.conversation_id, keys.turn_id, role, tenant=tenant)
 
 
 def _repair_key(keys: TurnKeys, base: str, suffix: str) -> str:

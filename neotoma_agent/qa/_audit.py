@@ -33,16 +33,16 @@ from typing import Any, Final
 
 import attrs
 
-from .._keys import (
+from .. import EntitySnapshot, NeotomaMemory, Transport
+from ..reads import (
+    gather_bounded,
     message_entity_id,
+    snapshot_or_none,
     tenant_for,
     turn_record_entity_id,
     validate_conversation_id,
 )
-from .._log import get_logger
-from .._memory import NeotomaMemory
-from .._reads import gather_bounded, snapshot_or_none
-from ..transport._base import EntitySnapshot, Transport
+from ._core import get_logger
 from ._findings import Finding, FindingKind, classify, sort_key
 from ._repair import RepairResult, apply_repairs
 from ._scan import Auditor, TurnState, parse_timestamp, read_scoped, timestamp
@@ -315,7 +315,8 @@ async def _still_broken(transport: Transport, finding: Finding) -> bool:
     if finding.kind is FindingKind.MESSAGE_NOT_IN_CONVERSATION:
         return True  # adding an edge that appeared meanwhile is harmless
     record = await snapshot_or_none(
-        transport, finding.turn_record_id or turn_record_entity_id(cid, tid, tenant_for(transport))
+        transport,
+        finding.turn_record_id or turn_record_entity_id(cid, tid, tenant=tenant_for(transport)),
     )
     status = record.snapshot.get("status") if record is not None else None
     if status != finding.record_status:
@@ -323,7 +324,7 @@ async def _still_broken(transport: Transport, finding: Finding) -> bool:
     if finding.kind is FindingKind.UNCLOSED_TURN:
         return True
     # An orphan stays one only while no reply exists.
-    reply = message_entity_id(cid, tid, "assistant", tenant_for(transport))
+    reply = message_entity_id(cid, tid, "assistant", tenant=tenant_for(transport))
     return await snapshot_or_none(transport, reply) is None
 
 

@@ -15,8 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from .._checks import checked_by
-from .._keys import validate_conversation_id, validate_turn_id
+from ..reads import validate_conversation_id, validate_turn_id
 from ._actions import (
     AbandonTurn,
     RepairAction,
@@ -28,8 +27,7 @@ from ._actions import (
 from ._severity import Severity, as_severity
 
 if TYPE_CHECKING:
-    from .._turn import Turn
-    from .._turn_result import TurnResult
+    from .. import Turn, TurnResult
 
 __all__ = [
     "AttachmentObservation",
@@ -65,6 +63,14 @@ def _names(value: Iterable[str]) -> tuple[str, ...]:
     return tuple(value)
 
 
+def _conversation_id(_: Any, __: Any, value: str) -> None:
+    validate_conversation_id(value)
+
+
+def _turn_id(_: Any, __: Any, value: str) -> None:
+    validate_turn_id(value)
+
+
 @attrs.frozen
 class TurnObservation:
     """What was observed about one turn; every field but the ids is optional.
@@ -74,8 +80,8 @@ class TurnObservation:
     ``tools_invoked`` ran before the user store.
     """
 
-    conversation_id: str = attrs.field(validator=checked_by(validate_conversation_id))
-    turn_id: str = attrs.field(validator=checked_by(validate_turn_id))
+    conversation_id: str = attrs.field(validator=_conversation_id)
+    turn_id: str = attrs.field(validator=_turn_id)
     user_message: MessageObservation | None = None
     assistant_message: MessageObservation | None = None
     #: the user saw a reply (even an empty one) or part of one
@@ -98,7 +104,7 @@ class TurnObservation:
         ``reply`` / ``user_message`` are the exact texts, if the caller still has them: a
         result keeps only ids and lengths, and a repair never invents text.
         """
-        from .._turn_result import TurnState
+        from .. import TurnState
 
         user = MessageObservation(result.user_message_id is not None, user_message)
         status = result.status
@@ -314,8 +320,7 @@ def diagnose_turn(observation: TurnObservation | TurnResult | Turn) -> list[Diag
 def _as_observation(value: TurnObservation | TurnResult | Turn) -> TurnObservation:
     if isinstance(value, TurnObservation):
         return value
-    from .._turn import Turn
-    from .._turn_result import TurnResult
+    from .. import Turn, TurnResult
 
     if isinstance(value, Turn):
         return TurnObservation.from_result(

@@ -10,8 +10,13 @@ from typing import Any, Final
 
 import attrs
 
-from .._keys import TurnRole, conversation_entity_id, turn_keys
-from .._turn_record import ending_of
+from ..reads import (
+    TurnRole,
+    conversation_entity_id,
+    ending_of,
+    validate_conversation_id,
+    validate_turn_id,
+)
 from ._actions import (
     AUDIT_REPAIR_REASON,
     AbandonTurn,
@@ -157,7 +162,8 @@ class Finding:
 def _repairable(action: Callable[[], RepairAction]) -> RepairAction | None:
     try:
         made = action()
-        turn_keys(made.conversation_id, made.turn_id)
+        validate_conversation_id(made.conversation_id)
+        validate_turn_id(made.turn_id)
     except (ValueError, TypeError):
         return None  # ids another writer chose that our keys cannot carry
     return made
@@ -181,7 +187,7 @@ def classify(
         reason: str | None = None,
     ) -> Finding:
         conv = conv_entity_id
-        if conv is None and (derived := conversation_entity_id(cid, tenant)) in loaded:
+        if conv is None and (derived := conversation_entity_id(cid, tenant=tenant)) in loaded:
             conv = derived
         return Finding(
             kind,

@@ -17,11 +17,10 @@ from typing import Any
 
 import attrs
 
-from .._error_label import error_label
-from .._keys import ENTITY_ID_RE, tenant_for, turn_keys
-from .._log import get_logger
-from ..transport._base import Transport
+from .. import Transport
+from ..reads import is_entity_id, tenant_for
 from ._actions import RepairAction, build_payload
+from ._core import error_label, get_logger, turn_keys
 from ._diagnose import Diagnosis
 
 __all__ = ["RepairOutcome", "RepairResult", "RepairStatus", "apply_repairs"]
@@ -202,7 +201,7 @@ async def apply_repairs(
     entity = _summary_entity(keys.conversation_id, keys.turn_id, issues, outcomes)
     blob = json.dumps(entity, separators=(",", ":"), ensure_ascii=False)
     digest = hashlib.sha256(blob.encode("utf-8")).hexdigest()[:16]
-    touched = dict.fromkeys(i for o in outcomes for i in o.entity_ids if ENTITY_ID_RE.fullmatch(i))
+    touched = dict.fromkeys(i for o in outcomes for i in o.entity_ids if is_entity_id(i))
     relationships = [
         {"relationship_type": "REFERS_TO", "source_index": 0, "target_entity_id": i}
         for i in touched

@@ -32,15 +32,14 @@ from urllib.parse import quote
 
 import attrs
 
-from .._terminal import printable
-from ..transport._base import Entity, EntitySnapshot
+from .. import Entity, EntitySnapshot
+from ..reads import printable
 from ._diagnose import Diagnosis, diagnose_turn
 from ._repair import RepairResult, RepairStatus
 from ._severity import Severity, as_severity
 
 if TYPE_CHECKING:
-    from .._turn import Turn
-    from .._turn_result import TurnResult
+    from .. import Turn, TurnResult
 
 __all__ = [
     "ReportEntity",
@@ -400,8 +399,7 @@ def _as_input(
 ) -> TurnReportInput:
     if isinstance(source, TurnReportInput):
         return source
-    from .._turn import Turn
-    from .._turn_result import TurnResult
+    from .. import Turn, TurnResult
 
     if isinstance(source, Turn):
         return TurnReportInput.from_turn(source, diagnoses=diagnoses)

@@ -15,19 +15,24 @@ from typing import Any, Final
 
 import attrs
 
-from .._keys import (
+from .. import EntitySnapshot, Transport
+from ..reads import (
+    PAGE_SIZE,
+    Scan,
+    TurnEnding,
     TurnRole,
     conversation_entity_id,
+    gather_bounded,
     message_entity_id,
     parse_turn_key,
+    read_ending,
+    scan_entities,
+    snapshot_or_none,
     tenant_for,
-    turn_keys,
+    turn_key,
     turn_record_entity_id,
 )
-from .._log import get_logger
-from .._reads import PAGE_SIZE, Scan, gather_bounded, scan_entities, snapshot_or_none
-from .._turn_record import TurnEnding, read_ending
-from ..transport._base import EntitySnapshot, Transport
+from ._core import get_logger
 
 __all__ = [
     "Auditor",
@@ -50,7 +55,7 @@ _MESSAGE_PREFIX_LEN: Final = len(_MESSAGE_PREFIX)
 _RECORD_PREFIX: Final = "conversation_turn:"
 # What an assistant message's turn_key adds to its turn's pair (read from the keys
 # themselves, which own it).
-_ASSISTANT_SUFFIX: Final = turn_keys("c", "t").assistant_turn_key.removeprefix("c:t")
+_ASSISTANT_SUFFIX: Final = turn_key("c", "t", "assistant").removeprefix("c:t")
 
 
 @attrs.define
@@ -334,12 +339,12 @@ class Auditor:
         cid, tid = state.conversation_id, state.turn_id
         if state.record is None and self.conversation_id is not None:
             # A scoped audit found records by search; look this one up by its id too.
-            rid = turn_record_entity_id(cid, tid, tenant_for(self.transport))
+            rid = turn_record_entity_id(cid, tid, tenant=tenant_for(self.transport))
             state.record = await snapshot_or_none(self.transport, rid)
         for role in ("user", "assistant"):
             if state.message(role) is not None:
                 continue
-            mid = message_entity_id(cid, tid, role, tenant_for(self.transport))
+            mid = message_entity_id(cid, tid, role, tenant=tenant_for(self.transport))
             snap = await snapshot_or_none(self.transport, mid)
             if snap is not None:
                 # It exists, but no conversation we read has it as PART_OF.
@@ -356,7 +361,7 @@ async def read_scoped(
 ) -> None:
     """One conversation: its entity by id, its records by name search, its messages."""
     transport = auditor.transport
-    conv_entity_id = conversation_entity_id(scope, tenant_for(transport))
+    conv_entity_id = conversation_entity_id(scope, tenant=tenant_for(transport))
     records: list[EntitySnapshot] = []
 
     async def conversation_and_messages() -> None:

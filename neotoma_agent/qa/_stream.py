@@ -30,10 +30,16 @@ from typing import Any, Protocol
 import anyio
 import attrs
 
-from .._keys import conversation_entity_id, tenant_for, turn_record_entity_id
-from .._reads import gather_bounded, snapshot_or_none
-from ..transport._base import EntityQueryResult, EntitySnapshot, Transport
-from ..transport._bulk import BulkReadable, BulkReader
+from .. import EntityQueryResult, EntitySnapshot, Transport
+from ..reads import (
+    BulkReader,
+    bulk_reader,
+    conversation_entity_id,
+    gather_bounded,
+    snapshot_or_none,
+    tenant_for,
+    turn_record_entity_id,
+)
 from ._scan import (
     Auditor,
     TurnState,
@@ -174,7 +180,7 @@ class StreamingAuditor(Auditor):
         norm = norm_key(key)
         if self.since_at is not None and timestamp(at or "") >= self.since_at:
             cid = record_conversation_id(fields, key)
-            self.recent.add(conversation_entity_id(cid, tenant_for(self.transport)))
+            self.recent.add(conversation_entity_id(cid, tenant=tenant_for(self.transport)))
         if fields.get("status") == "completed":
             self._keys.append(hash(norm))
             # A completed record's time matters only to ``since`` (:func:`_activity`).
@@ -266,7 +272,7 @@ class StreamingAuditor(Auditor):
 
         async def by_id(norm: str, state: TurnState) -> None:
             tenant = tenant_for(self.transport)
-            rid = turn_record_entity_id(state.conversation_id, state.turn_id, tenant)
+            rid = turn_record_entity_id(state.conversation_id, state.turn_id, tenant=tenant)
             record = await snapshot_or_none(self.transport, rid)
             key = record_key(record.canonical_name) if record is not None else None
             if record is not None and key is not None and norm_key(key) == norm:
@@ -436,7 +442,7 @@ class TransportReads:
 
 @attrs.frozen
 class StoreReads:
-    """The bulk reads through a store's own :class:`~neotoma_agent.transport._bulk.BulkReader`
+    """The bulk reads through a store's own :class:`~neotoma_agent.reads.BulkReader`
     (the embedded store's file): the same answers as :class:`TransportReads`, sooner."""
 
     auditor: StreamingAuditor
@@ -465,10 +471,9 @@ class StoreReads:
 
 
 def store_reads(transport: Transport, auditor: StreamingAuditor) -> StoreReads | None:
-    """The bulk reads of a store that has them (:class:`BulkReadable`), else ``None``."""
-    if not isinstance(transport, BulkReadable):
-        return None
-    reader = transport._bulk_reader()
+    """The bulk reads of a store that has them (:func:`~neotoma_agent.reads.bulk_reader`),
+    else ``None``."""
+    reader = bulk_reader(transport)
     return None if reader is None else StoreReads(auditor, reader)
 
 

@@ -12,10 +12,16 @@ from __future__ import annotations
 import functools
 from collections.abc import Sequence
 
-from .._keys import parse_turn_key, tenant_for, turn_record_entity_id
-from .._reads import gather_bounded, scan_entities, snapshot_or_none
-from .._tools import TOOL_TYPE
-from ..transport._base import Transport
+from .. import Transport
+from ..reads import (
+    TOOL_TYPE,
+    gather_bounded,
+    parse_turn_key,
+    scan_entities,
+    snapshot_or_none,
+    tenant_for,
+    turn_record_entity_id,
+)
 from ._findings import Finding, FindingKind
 from ._scan import timestamp
 from ._severity import Severity
@@ -54,7 +60,7 @@ async def tool_findings(
         cid, tid = turn
         if not cid:
             return True
-        rid = turn_record_entity_id(cid, tid, tenant_for(transport))
+        rid = turn_record_entity_id(cid, tid, tenant=tenant_for(transport))
         record = await snapshot_or_none(transport, rid)
         return record is None or record.entity_type != "conversation_turn"
 
