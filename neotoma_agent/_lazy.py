@@ -11,9 +11,13 @@ Names that moved to another public module stay importable from here for a while:
 ``moved={"audit": "neotoma_agent.qa", ...}`` resolves each from its new home with a
 ``DeprecationWarning`` (outside ``__all__`` and ``dir()``).
 
+A wing's private door to the core (``cli/_core.py``) uses it the same way, with imports from
+the package above (``from .._backup import ...``): a name costs nothing until it is used, so
+a hook process that never uses it never loads it.
+
 The recording replaces ``builtins.__import__`` for the block's duration and records only the
-block's own relative imports (its globals, level 1); any other import, in any thread, goes
-to the original unchanged. No source file is read, so it works where only bytecode ships.
+block's own relative imports (its globals); any other import, in any thread, goes to the
+original unchanged. No source file is read, so it works where only bytecode ships.
 """
 
 from __future__ import annotations
@@ -49,6 +53,8 @@ def lazy_exports(
     ``moved`` maps deprecated names to the public module that now has them.
     """
     package = str(namespace["__name__"])
+    # what a relative import starts from: the package itself, or a module's package
+    here = str(namespace.get("__package__") or package).split(".")
     table: dict[str, str] = {}
     original = builtins.__import__
 
@@ -59,10 +65,11 @@ def lazy_exports(
         fromlist: Sequence[str] | None = (),
         level: int = 0,
     ) -> Any:
-        if globals is not namespace or level != 1 or not name or not fromlist:
+        if globals is not namespace or level < 1 or level > len(here) or not name or not fromlist:
             return original(name, globals, locals, fromlist or (), level)
+        home = ".".join(here[: len(here) - level + 1])
         for item in fromlist:
-            table[item] = f"{package}.{name}"
+            table[item] = f"{home}.{name}"
         return _RECORDED
 
     builtins.__import__ = record

@@ -19,7 +19,7 @@ from turn_support import db_path, store
 
 from neotoma_agent import EmbeddedStore, Forgotten, NeotomaMemory, purge_forgotten
 from neotoma_agent._history import read_conversation
-from neotoma_agent.cli._show import list_conversations
+from neotoma_agent.reads import list_conversations
 
 __all__ = ["db_path", "store"]  # fixtures
 

@@ -124,20 +124,61 @@ def test_a_new_import_cycle_fails(package: Path) -> None:
 
 
 def test_a_new_private_import_in_a_wing_fails(package: Path, today: Any) -> None:
-    before = len(today.wing_private_imports["ui"])
+    before = len(today.wing_private_imports["hooks"])
     _append(
-        package / "ui" / "_html.py",
+        package / "hooks" / "_state.py",
         "\nfrom neotoma_agent._clock import now_ms  # noqa: E402,F401\n",
     )
     report = layout.measure(package)
-    assert len(report.wing_private_imports["ui"]) == before + 1
+    assert len(report.wing_private_imports["hooks"]) == before + 1
     found = layout.violations(report)
     assert len(found) == 1
     assert (
-        f"the ui wing imports private core modules {before + 1} times (ceiling {before})"
+        f"the hooks wing imports private core modules {before + 1} times (ceiling {before})"
         in found[0]
     )
     assert "do not raise the ceiling" in found[0]
+
+
+@pytest.mark.parametrize(
+    ("wing", "module"), [("cli", "_show"), ("cli", "_hook"), ("ui", "_html"), ("qa", "_scan")]
+)
+def test_a_private_import_outside_a_wings_core_module_fails(
+    package: Path, today: Any, wing: str, module: str
+) -> None:
+    """cli, qa and ui import private core modules through their ``_core.py`` only: one
+    anywhere else fails, even one ``_core.py`` already imports (the count stays the same)."""
+    held = today.wing_private_imports[wing]
+    kept = held[0][1].removeprefix("neotoma_agent.")  # a module the wing's _core imports
+    _append(
+        package / wing / f"{module}.py",
+        f"\nimport neotoma_agent.{kept}  # noqa: E402,F401\n",
+    )
+    report = layout.measure(package)
+    src = f"neotoma_agent.{wing}.{module}"
+    assert [src, f"neotoma_agent.{kept}"] in report.wing_private_imports[wing]
+    # with room under the ceiling, the door alone fails it
+    ceilings = {**layout.CEILINGS["wing_private_imports"], wing: len(held) + 1}
+    found = layout.violations(report, {**layout.CEILINGS, "wing_private_imports": ceilings})
+    assert found == [
+        f"{src} imports the private core module neotoma_agent.{kept} outside "
+        f"{wing}/_core.py: use the public API (neotoma_agent, neotoma_agent.reads, its "
+        f"public modules); a name the {wing} wing genuinely needs privately goes through "
+        f"{wing}/_core.py, named with its reason in CONTRIBUTING"
+    ]
+
+
+def test_a_new_private_import_in_a_wings_core_module_still_counts(
+    package: Path, today: Any
+) -> None:
+    held = len(today.wing_private_imports["ui"])
+    _append(
+        package / "ui" / "_core.py",
+        "\nfrom neotoma_agent._clock import now_ms  # noqa: E402,F401\n",
+    )
+    found = layout.violations(layout.measure(package))
+    assert len(found) == 1
+    assert f"the ui wing imports private core modules {held + 1} times (ceiling {held})" in found[0]
 
 
 def test_a_qa_module_importing_a_private_core_module_fails(package: Path, today: Any) -> None:
@@ -150,8 +191,9 @@ def test_a_qa_module_importing_a_private_core_module_fails(package: Path, today:
     report = layout.measure(package)
     assert ["neotoma_agent.qa._scan", "neotoma_agent._reads"] in report.wing_private_imports["qa"]
     found = layout.violations(report)
-    assert len(found) == 1
+    assert len(found) == 2
     assert f"the qa wing imports private core modules {held + 1} times (ceiling {held})" in found[0]
+    assert "outside qa/_core.py" in found[1]
 
 
 def _kept_paragraph() -> str:
@@ -160,12 +202,26 @@ def _kept_paragraph() -> str:
     return " ".join(text[start : text.index("\n\n", start)].split())
 
 
-def test_the_qa_wing_keeps_only_the_private_imports_contributing_names(today: Any) -> None:
-    pairs = today.wing_private_imports["qa"]
-    assert {wing_module for wing_module, _ in pairs} == {"neotoma_agent.qa._core"}
-    kept = _kept_paragraph()
-    named = set(re.findall(r"`(_[a-z_]+)`", kept.split("`qa/_core` takes", 1)[1]))
-    assert {private.rsplit(".", 1)[1] for _, private in pairs} == named
+def _kept_by_wing() -> dict[str, set[str]]:
+    """Per wing, the private core modules the paragraph names (``_log``,
+    ``transport._search_fallback``) after "`<wing>/_core` takes"."""
+    parts = re.split(r"`(\w+)/_core` takes", _kept_paragraph())
+    return {
+        wing: set(re.findall(r"`((?:[a-z]+\.)*_[a-z_]+)`", text))
+        for wing, text in zip(parts[1::2], parts[2::2], strict=True)
+    }
+
+
+def test_contributing_names_the_private_imports_of_each_wing_with_a_core_module() -> None:
+    assert set(_kept_by_wing()) == set(layout.DOORS)
+
+
+@pytest.mark.parametrize("wing", layout.DOORS)
+def test_a_wing_keeps_only_the_private_imports_contributing_names(today: Any, wing: str) -> None:
+    pairs = today.wing_private_imports[wing]
+    assert {wing_module for wing_module, _ in pairs} == {f"neotoma_agent.{wing}._core"}
+    named = _kept_by_wing()[wing]
+    assert {private.removeprefix("neotoma_agent.") for _, private in pairs} == named
 
 
 def test_a_wing_importing_its_own_private_modules_and_the_public_api_is_not_counted(

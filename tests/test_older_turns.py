@@ -17,8 +17,8 @@ from paths_support import TESTS
 
 from neotoma_agent import EmbeddedStore, IdempotencyMismatchError, NeotomaMemory
 from neotoma_agent.cli._show import load_transcript, render_transcript
-from neotoma_agent.cli._stats import collect_stats
 from neotoma_agent.qa import audit
+from neotoma_agent.reads import collect_stats
 
 pytestmark = [pytest.mark.anyio, pytest.mark.one_backend]
 

@@ -16,8 +16,8 @@ import pytest
 
 from neotoma_agent._memory import NeotomaMemory
 from neotoma_agent.cli._show import load_transcript
-from neotoma_agent.cli._stats import collect_stats
 from neotoma_agent.qa import audit
+from neotoma_agent.reads import collect_stats
 from neotoma_agent.transport.embedded import EmbeddedStore
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))

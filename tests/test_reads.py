@@ -12,9 +12,9 @@ import anyio.lowlevel
 import pytest
 
 from neotoma_agent._reads import gather_bounded, scan_entities, snapshot_or_none
-from neotoma_agent.cli._show import _render_list, list_conversations
-from neotoma_agent.cli._stats import collect_stats
+from neotoma_agent.cli._show import _render_list
 from neotoma_agent.exceptions import ConnectionLost, ValidationError
+from neotoma_agent.reads import collect_stats, list_conversations
 from neotoma_agent.transport._base import EntityQueryResult, Transport
 from neotoma_agent.transport._wire import error_from_response, flat_envelope
 from neotoma_agent.transport.embedded import EmbeddedStore

@@ -10,9 +10,9 @@ import argparse
 import functools
 from typing import TextIO
 
-from .._terminal import printer
 from ..qa import AUDIT_DEFAULT_MIN_AGE, AuditReport, Finding, audit
 from ..qa._audit import _CLOSE_TIMEOUT, _REPLY_MARGIN, skipped_reason
+from ..reads import printer
 from ._common import USER_OPTION, CLIError, Command, option, print_report
 
 __all__ = ["register", "render_audit", "run"]

@@ -35,15 +35,11 @@ import anyio
 import anyio.from_thread
 import attrs
 
-from .._history import HistoryTurn
-from .._keys import validate_conversation_id
-from .._memory import DEFAULT_HISTORY_TURNS, NeotomaMemory
-from .._terminal import printable
-from .._turn import Turn
-from .._turn_result import TurnResult, TurnState
-from ..transport._base import Entity
+from .. import Entity, HistoryTurn, NeotomaMemory, Turn, TurnResult, TurnState
+from ..reads import printable, validate_conversation_id
 from ..wrap import AgentStream, MemoryAgent, with_memory
 from ._common import USER_OPTION, CLIError, Command, explain, open_transport, option, store_label
+from ._core import DEFAULT_HISTORY_TURNS
 
 __all__ = ["echo_agent", "load_agent", "register"]
 

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TextIO, TypeGuard, TypeVar
 from ._paths import default_db_path, private_parent
 
 if TYPE_CHECKING:
-    from ..transport._base import Transport
+    from .. import Transport
 
 # Every command imports this module (``main`` explains errors with it), the hook command
 # as a fresh process per coding-agent event: so the event loop (anyio), the transports,
@@ -360,7 +360,7 @@ def store_error(path: Path, exc: BaseException) -> CLIError:
         )
     if isinstance(exc, PermissionError):
         return CLIError(f"cannot open the store {path}: permission denied")
-    from .._file_kind import WrongFileKind
+    from ._core import WrongFileKind
 
     if isinstance(exc, WrongFileKind):
         return CLIError(str(exc), exc.hint)  # it names the file

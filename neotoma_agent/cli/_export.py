@@ -37,10 +37,10 @@ from typing import TextIO
 
 import attrs
 
-from .._history import StoredTurn, read_conversation
-from ..transport._base import Transport
+from .. import Transport
+from ..reads import StoredTurn, list_conversations, read_conversation
 from ._common import USER_OPTION, CLIError, Command, open_transport, option
-from ._show import list_conversations, load_transcript
+from ._show import load_transcript
 
 __all__ = ["ExportStats", "export_lines", "register"]
 
@@ -122,7 +122,7 @@ async def _conversation_ids(transport: Transport, wanted: Sequence[str]) -> list
 
 async def _backup(args: argparse.Namespace, out: TextIO) -> str:
     """Write the backup; the stderr line saying what it holds."""
-    from .._backup import BackupError, BackupStats, read_backup
+    from ._core import BackupError, BackupStats, read_backup
 
     stats = BackupStats()
     async with open_transport(args, must_exist=True, read_only=True) as transport:

@@ -20,16 +20,7 @@ import json
 import sys
 from pathlib import Path
 
-from .._forget import (
-    Forgotten,
-    check_entity_id,
-    forget_entity,
-    forget_planned,
-    plan_forget,
-    restore_conversation,
-    restore_entity,
-)
-from .._private import private_dir, replace_private
+from .. import Forgotten
 from ..exceptions import InvalidEntityIdError, NotFoundError
 from ._common import (
     USER_OPTION,
@@ -40,6 +31,16 @@ from ._common import (
     open_transport,
     option,
     resolve_url,
+)
+from ._core import (
+    check_entity_id,
+    forget_entity,
+    forget_planned,
+    plan_forget,
+    private_dir,
+    replace_private,
+    restore_conversation,
+    restore_entity,
 )
 from ._paths import data_dir
 

@@ -16,7 +16,6 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .._terminal import printable
 from ._common import (
     USER_OPTION,
     CLIError,
@@ -27,6 +26,7 @@ from ._common import (
     resolve_token,
     resolve_url,
 )
+from ._core import printable
 from ._paths import private_parent
 
 if TYPE_CHECKING:

@@ -46,13 +46,7 @@ import anyio
 import anyio.abc
 import attrs
 
-from .._batch import BatchOutcome, BatchStore, BatchTurn, record_batch
-from .._json_type import json_type
-from .._keys import validate_conversation_id, validate_entity_id, validate_turn_id
-from .._memory import NeotomaMemory
-from .._shield import raise_deferred, run_to_completion
-from .._terminal import printable
-from .._text import check_text
+from .. import NeotomaMemory, Transport
 from ..exceptions import (
     APIError,
     AuthenticationError,
@@ -62,8 +56,18 @@ from ..exceptions import (
     ValidationError,
 )
 from ..hooks._backfill import SOURCES as BACKFILL_SOURCES
-from ..transport._base import Transport
+from ..reads import printable, validate_conversation_id, validate_entity_id, validate_turn_id
 from ._common import USER_OPTION, CLIError, Command, Progress, open_transport, option, run_async
+from ._core import (
+    BatchOutcome,
+    BatchStore,
+    BatchTurn,
+    check_text,
+    json_type,
+    raise_deferred,
+    record_batch,
+    run_to_completion,
+)
 
 __all__ = ["ImportLine", "ImportStats", "LineError", "parse_line", "register"]
 
@@ -490,7 +494,7 @@ async def _run(args: argparse.Namespace, stream: BinaryIO, total: int, source: s
 def _first_line(lines: Iterator[tuple[int, bytes]]) -> tuple[list[tuple[int, bytes]], bool]:
     """The lines up to the first that is not blank, and whether that one is a backup's
     header (``export`` writes one; a transcript's lines are turns)."""
-    from .._backup import is_backup_header
+    from ._core import is_backup_header
 
     read: list[tuple[int, bytes]] = []
     for number, raw in lines:
@@ -510,7 +514,7 @@ async def _restore(
     work: anyio.CancelScope,
 ) -> int:
     """Restore a backup ``export`` wrote; print what was written."""
-    from .._backup import BackupError, BackupStats, restore_backup
+    from ._core import BackupError, BackupStats, restore_backup
 
     def decoded() -> Iterator[tuple[int, Mapping[str, Any]]]:
         for number, raw in lines:

@@ -24,9 +24,8 @@ import traceback
 from collections.abc import Callable, MutableMapping, Sequence
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from .._log import LOGGER_NAME
-from .._terminal import printable
-from .._version import __version__
+from .. import __version__
+from ._core import LOGGER_NAME, printable
 from ._paths import default_db_path
 
 if TYPE_CHECKING:

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from .. import OutboxFlush, outbox_status
-from .._terminal import printable
+from ..reads import printable
 from ..transport.outbox import OutboxTransport
 from ._common import (
     CLIError,

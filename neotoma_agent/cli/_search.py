@@ -12,8 +12,8 @@ import argparse
 import sys
 from typing import TextIO
 
-from .._terminal import printer
-from ..transport._search_results import SearchHit, SearchHitKind, SearchResult
+from .. import SearchHit, SearchHitKind, SearchResult
+from ..reads import printer
 from ._common import USER_OPTION, CLIError, Command, open_transport, option, print_json, store_label
 
 __all__ = ["register", "render_hits"]
@@ -52,7 +52,7 @@ def render_hits(result: SearchResult, out: TextIO, where: str, query: str) -> No
 async def run(args: argparse.Namespace) -> int:
     """Print the hits."""
     from ..exceptions import EmptySearchQueryError
-    from ..transport._search_fallback import search
+    from ._core import search
 
     async with open_transport(args, must_exist=True, read_only=True) as transport:
         try:

@@ -1,11 +1,11 @@
 """``neotoma-agent show``: a conversation's transcript, read back from the store.
 
-Read through the library's history reader (:mod:`neotoma_agent._history`, the same code as
-``t.history``), so it works on a store file and on a Neotoma server alike: the messages of
-the conversation with the entities they REFER_TO, grouped by turn and in the turn's order,
-and each turn's ``conversation_turn`` record, whose ``status`` says whether the turn
-completed, was abandoned, is still open (in flight, or an orphan a crash left), or was
-closed by ``audit --repair``.
+Read through the library's history reader (:func:`neotoma_agent.reads.read_conversation`,
+the same code as ``t.history``), so it works on a store file and on a Neotoma server
+alike: the messages of the conversation with the entities they REFER_TO, grouped by turn
+and in the turn's order, and each turn's ``conversation_turn`` record, whose ``status``
+says whether the turn completed, was abandoned, is still open (in flight, or an orphan a
+crash left), or was closed by ``audit --repair``.
 """
 
 from __future__ import annotations
@@ -17,14 +17,20 @@ from typing import Any, TextIO
 
 import attrs
 
-from .._history import StoredMessage, StoredTurn, read_conversation
-from .._payloads import stored_platform
-from .._reads import Scan, gather_bounded, scan_entities
-from .._terminal import printer
-from .._tool_payload import summarize
-from .._tool_reads import StoredToolCall
-from .._turn_record import TurnEnding, read_ending, short_class
-from ..transport._base import RelatedEntity, Transport
+from .. import RelatedEntity, StoredToolCall, Transport
+from ..reads import (
+    ConversationList,
+    StoredMessage,
+    StoredTurn,
+    TurnEnding,
+    gather_bounded,
+    list_conversations,
+    printer,
+    read_conversation,
+    short_class,
+    stored_platform,
+    turn_ending,
+)
 from ._common import (
     USER_OPTION,
     CLIError,
@@ -34,17 +40,14 @@ from ._common import (
     print_json,
     store_label,
 )
+from ._core import summarize
 
 __all__ = [
-    "ConversationList",
-    "ConversationSummary",
     "Transcript",
     "TurnView",
-    "list_conversations",
     "load_transcript",
     "register",
     "render_transcript",
-    "turn_ending",
     "turn_view",
 ]
 
@@ -100,16 +103,6 @@ class Transcript:
         return {**attrs.asdict(self, recurse=False), "turns": [t.to_json() for t in self.turns]}
 
 
-@attrs.frozen
-class ConversationSummary:
-    """One line of ``show`` without a conversation id (its fields: ``show --json``'s keys)."""
-
-    conversation_id: str
-    entity_id: str
-    title: str | None
-    last_activity: str | None
-
-
 def _label(entity: RelatedEntity) -> str:
     """``Acme Corp (company)``."""
     return f"{entity.name} ({entity.entity_type})" if entity.entity_type else entity.name
@@ -127,10 +120,6 @@ def _message_json(message: StoredMessage) -> dict[str, Any]:
             for r in message.refers_to
         ],
     }
-
-
-async def turn_ending(transport: Transport, turn: StoredTurn) -> TurnEnding | None:
-    return None if turn.record is None else await read_ending(transport, turn.record)
 
 
 def turn_view(position: int, turn: StoredTurn, ending: TurnEnding | None) -> TurnView:
@@ -154,7 +143,7 @@ def turn_view(position: int, turn: StoredTurn, ending: TurnEnding | None) -> Tur
 async def load_transcript(transport: Transport, conversation_id: str) -> Transcript:
     """Read one conversation back from the store; :class:`CLIError` if there is none.
 
-    The library's reader (:func:`neotoma_agent._history.read_conversation`, which
+    The library's reader (:func:`neotoma_agent.reads.read_conversation`, which
     ``t.history`` uses too) does the reading; this only shapes it for printing.
     """
     stored = await read_conversation(transport, conversation_id, tool_details=True)
@@ -178,53 +167,6 @@ async def load_transcript(transport: Transport, conversation_id: str) -> Transcr
             for n, (t, e) in enumerate(zip(stored.turns, endings, strict=True), 1)
         ),
     )
-
-
-@attrs.frozen
-class ConversationList:
-    """The conversations ``show`` lists, and whether the server let it read them all."""
-
-    conversations: tuple[ConversationSummary, ...]
-    #: the read they came from (how many the server holds; the offset it refused, if any)
-    scan: Scan = attrs.field(repr=False)
-
-    @property
-    def total(self) -> int:
-        """How many conversations the server says it holds."""
-        return max(self.scan.total, len(self.conversations))
-
-    @property
-    def partial(self) -> bool:
-        """True when some conversations could not be read (the list is the ones that were)."""
-        return self.scan.partial
-
-    def note(self) -> str:
-        """Why the list is partial, for humans (empty when it is not)."""
-        if self.scan.refused_offset is None:
-            return ""
-        return (
-            f"(partial: the server caps offsets below {self.scan.refused_offset:,}; "
-            f"{len(self.conversations):,} of {self.total:,} conversations listed)"
-        )
-
-
-async def list_conversations(transport: Transport) -> ConversationList:
-    """Every conversation in the store, most recently active first (partial past a cap)."""
-    scan = await scan_entities(transport, entity_type="conversation")
-    found: list[ConversationSummary] = []
-    for e in scan.entities:
-        cid = e.snapshot.get("conversation_id") or e.snapshot.get("session_id")
-        title = e.snapshot.get("title")
-        found.append(
-            ConversationSummary(
-                conversation_id=str(cid) if cid is not None else e.entity_id,
-                entity_id=e.entity_id,
-                title=title if isinstance(title, str) else None,
-                last_activity=e.last_observation_at,
-            )
-        )
-    found.sort(key=lambda c: (c.last_activity or "", c.conversation_id), reverse=True)
-    return ConversationList(tuple(found), scan)
 
 
 def _status_text(turn: TurnView) -> str:

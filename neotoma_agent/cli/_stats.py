@@ -1,88 +1,14 @@
-"""``neotoma-agent stats``: what the store holds, counted through the Transport."""
+"""``neotoma-agent stats``: what the store holds (:func:`neotoma_agent.reads.collect_stats`)."""
 
 from __future__ import annotations
 
 import argparse
-from collections import Counter
-from typing import Any, TextIO
+from typing import TextIO
 
-import attrs
-
-from .._reads import scan_entities
-from .._terminal import printer
-from .._tools import TOOL_TYPE
-from .._turn_record import ending_of
-from ..transport._base import Transport
+from ..reads import StoreStats, collect_stats, printer
 from ._common import USER_OPTION, Command, option, print_report
 
-__all__ = ["StoreStats", "collect_stats", "register"]
-
-
-@attrs.define
-class StoreStats:
-    """Entity counts by type and turn counts by status."""
-
-    entities: int = 0
-    by_type: Counter[str] = attrs.field(factory=Counter)
-    turn_status: Counter[str] = attrs.field(factory=Counter)
-    repaired: int = 0
-    #: tool calls by (tool name, result status)
-    tool_calls: Counter[tuple[str, str]] = attrs.field(factory=Counter)
-    #: the server stopped paging before every entity was seen (counts are a lower bound)
-    partial: bool = False
-
-    @property
-    def conversations(self) -> int:
-        """Conversation entities."""
-        return self.by_type["conversation"]
-
-    @property
-    def turns(self) -> int:
-        """Turn records (one per turn the protocol stored)."""
-        return self.by_type["conversation_turn"]
-
-    def to_json(self) -> dict[str, Any]:
-        """The JSON form ``stats --json`` prints."""
-        return {
-            "entities": self.entities,
-            "entities_by_type": dict(sorted(self.by_type.items())),
-            "conversations": self.conversations,
-            "turns": self.turns,
-            "turns_by_status": dict(sorted(self.turn_status.items())),
-            "abandoned_turns": self.turn_status["abandoned"],
-            "repaired_turns": self.repaired,
-            "open_turns": self.turn_status["open"],
-            "tool_calls": sum(self.tool_calls.values()),
-            "tool_calls_by_tool": self.calls_by_tool(),
-            "partial": self.partial,
-        }
-
-    def calls_by_tool(self) -> dict[str, dict[str, int]]:
-        """``{tool: {status: count}}``, sorted by name."""
-        by_tool: dict[str, dict[str, int]] = {}
-        for (name, status), count in sorted(self.tool_calls.items()):
-            by_tool.setdefault(name, {})[status] = count
-        return by_tool
-
-
-async def collect_stats(transport: Transport) -> StoreStats:
-    """Page through every entity once and count.
-
-    A server that caps how deep offsets go gets counts of what it gave, marked as partial.
-    """
-    scan = await scan_entities(transport)
-    stats = StoreStats(entities=max(scan.total, len(scan.entities)), partial=scan.partial)
-    for entity in scan.entities:
-        stats.by_type[entity.entity_type] += 1
-        if entity.entity_type == "conversation_turn":
-            status = entity.snapshot.get("status")
-            stats.turn_status[str(status) if status else "unknown"] += 1
-            # Declared fields only: no observation read per turn (a count needs no detail).
-            stats.repaired += ending_of(entity.snapshot).repaired
-        elif entity.entity_type == TOOL_TYPE:
-            name, status = entity.snapshot.get("tool_name"), entity.snapshot.get("result_status")
-            stats.tool_calls[(str(name or ""), str(status or "unknown"))] += 1
-    return stats
+__all__ = ["register", "render_stats"]
 
 
 def render_stats(stats: StoreStats, out: TextIO, where: str) -> None:

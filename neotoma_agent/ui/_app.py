@@ -19,12 +19,12 @@ from typing import Any, Final
 
 from aiohttp import web
 
-from .._log import get_logger
+from .. import Transport
 from ..exceptions import NeotomaError
 from ..server._guard import allowed_hosts, local_guard
 from ..server._users import Caller, Callers, scoped_key, store_for
-from ..transport._base import Transport
 from . import _views
+from ._core import IdentityError, get_logger
 from ._html import render
 
 __all__ = ["UI_PREFIX", "create_ui_app", "mount_ui"]
@@ -74,8 +74,6 @@ async def _conversations(request: web.Request, transport: Transport) -> tuple[st
 
 
 async def _conversation(request: web.Request, transport: Transport) -> tuple[str, Any] | None:
-    from .._identity import IdentityError
-
     before = request.query.get("before") or None
     try:
         data = await _views.conversation_view(transport, _required(request, "id"), before=before)

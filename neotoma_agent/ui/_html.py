@@ -18,8 +18,7 @@ import urllib.parse
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
-from .._terminal import printable
-from .._turn_record import short_class
+from ..reads import printable, short_class
 
 try:
     import jinja2

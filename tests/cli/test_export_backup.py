@@ -26,8 +26,8 @@ from paths_support import TESTS
 
 from neotoma_agent import EmbeddedStore, NeotomaMemory, ToolCall
 from neotoma_agent._backup import BackupStats, read_backup, restore_backup
-from neotoma_agent.cli._show import list_conversations, load_transcript
-from neotoma_agent.cli._stats import collect_stats
+from neotoma_agent.cli._show import load_transcript
+from neotoma_agent.reads import collect_stats, list_conversations
 
 pytestmark = pytest.mark.one_backend
 

@@ -12,8 +12,9 @@ from turn_support import db_path, memory, store
 
 from neotoma_agent import EmbeddedStore
 from neotoma_agent.cli._show import load_transcript, render_transcript
-from neotoma_agent.cli._stats import collect_stats, render_stats
+from neotoma_agent.cli._stats import render_stats
 from neotoma_agent.qa import FindingKind, audit
+from neotoma_agent.reads import collect_stats
 from neotoma_agent.transport._base import Transport
 
 __all__ = ["db_path", "store"]
