@@ -5,7 +5,7 @@ the answer carries. On an embedded store each is a store action on the file; thi
 runs them in the hook's own thread (``hooks._embedded``'s :class:`EmbeddedFile`), loading
 neither the turn engine nor asyncio, anyio or the store's thread. Everything it decides
 comes from the functions the engine's enter (``Phases.enter``) decides with, for a memory
-with default settings: the user payload and what it wrote (``_opening``), the history
+with default settings: the user payload and what it wrote (``_engine.machine``), the history
 pages (``_history.read_history_now``), the lookups and their ranking
 (``_retrieval.retrieve_now``), and the block (``_context.render_context``). So the file ends
 up the same and the answer says the same (tests/hooks/test_hook_embedded.py replays
@@ -22,12 +22,12 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from .._closing import check_model
+from .._closing import check_model, started_at
 from .._context import render_context
+from .._engine.machine import opened_from, user_builder
 from .._extract import extract
 from .._history import DEFAULT_HISTORY_TURNS, HistoryTurn, read_history_now
 from .._keys import turn_keys
-from .._opening import opened_from, started_at, user_builder
 from .._payloads import ConversationSettings, RunFields
 from .._ranking import DEFAULT_LINK_THRESHOLD
 from .._retrieval import (

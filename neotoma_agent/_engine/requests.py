@@ -1,0 +1,60 @@
+"""The requests the turn machine yields, each answered by one read or write of a store.
+
+A step of the machine is a :data:`Machine`: a generator that yields a request, is sent its
+answer (or has the error it raised thrown in), and returns what it decided. The driver maps
+each request to a :class:`~neotoma_agent.Transport` call; the answer is what that call
+returns. Plain records: a hook, a fresh process per event, builds them too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
+
+if TYPE_CHECKING:
+    from .._payloads import StorePayload
+
+__all__ = ["Lookup", "Machine", "Observations", "Request", "Store", "ToolObservations"]
+
+T = TypeVar("T")
+
+
+class Store(NamedTuple):
+    """Store ``payload`` (answer: ``StoreResult``), with the hints a queueing transport
+    (an outbox) reads: ``lane``, the folded conversation id its stores keep order in, and
+    ``deferrable``, whether the phase may wait in the queue (a closing store may; the enter
+    and a whole recorded turn never do)."""
+
+    payload: StorePayload
+    #: ``user``, ``assistant``, ``abandoned`` or ``recorded`` (a trace's span names it)
+    phase: str
+    lane: str
+    deferrable: bool
+
+
+class Lookup(NamedTuple):
+    """The entities whose names hold ``identifier`` (answer: ``LookupResult``, from
+    ``retrieve_entity_by_identifier(identifier, limit=limit)``)."""
+
+    identifier: str
+    limit: int
+
+
+class Observations(NamedTuple):
+    """An entity's observations, newest first (answer: ``ObservationList``)."""
+
+    entity_id: str
+
+
+class ToolObservations(NamedTuple):
+    """The stored fields of the tool calls turn record ``record_id`` REFERS_TO (answer:
+    one list per call, of the fields of its observations that hold an ``invoked_at``;
+    none for a record that is not stored)."""
+
+    record_id: str
+
+
+Request = Store | Lookup | Observations | ToolObservations
+
+#: A step of the machine: yields requests, is sent their answers, returns a ``T``.
+Machine = Generator[Request, Any, T]
