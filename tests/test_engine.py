@@ -19,8 +19,10 @@ from hypothesis import strategies as st
 
 from neotoma_agent import ToolCall
 from neotoma_agent._closing import MAX_RERUN_TRIES, closing_run, completed_builder, started_at
+from neotoma_agent._engine.history import page_reads
 from neotoma_agent._engine.machine import Entering, TurnMachine
 from neotoma_agent._engine.requests import (
+    HistoryPage,
     Lookup,
     Machine,
     Observations,
@@ -28,7 +30,7 @@ from neotoma_agent._engine.requests import (
     Store,
     ToolObservations,
 )
-from neotoma_agent._keys import turn_keys, turn_record_entity_id
+from neotoma_agent._keys import message_entity_id, turn_keys, turn_record_entity_id
 from neotoma_agent._payloads import ConversationSettings, RunFields, StorePayload
 from neotoma_agent._phase_records import Opened
 from neotoma_agent._retrieval import EMPTY_RETRIEVAL, RetrievalStats, Retrieved
@@ -41,7 +43,12 @@ from neotoma_agent.exceptions import (
 )
 from neotoma_agent.transport._bodies import store_body
 from neotoma_agent.transport._query_results import ObservationList, RelatedEntities
-from neotoma_agent.transport._results import Entity, LookupResult, StoreResult
+from neotoma_agent.transport._results import (
+    Entity,
+    LookupResult,
+    RecentConversation,
+    StoreResult,
+)
 from neotoma_agent.transport.embedded import _connect
 from neotoma_agent.transport.embedded._edges import retrieve_related_entities
 from neotoma_agent.transport.embedded._read import (
@@ -532,3 +539,53 @@ def test_started_at_is_the_time_a_time_ordered_id_carries() -> None:
     keys = turn_keys("chat-1", "0192f1d2-7a3b-7c4d-8e5f-0123456789ab")
     assert started_at(keys) == started_at(keys)  # no clock: a re-run sends the same value
     assert started_at(keys).startswith("2024-")
+
+
+# ------------------------------------------------------------------ the history pages
+
+
+def _message(message_id: str, turn_id: str, role: str) -> dict[str, Any]:
+    suffix = ":assistant" if role == "assistant" else ""
+    return {
+        "message_id": message_id,
+        "role": role,
+        "content": f"{role} of {turn_id}",
+        "turn_key": f"chat-1:{turn_id}{suffix}",
+    }
+
+
+def test_a_history_read_asks_for_the_last_turns_before_the_turn_then_the_page_before() -> None:
+    steps = page_reads("chat-1", "ent_c", 2, "t9")
+    bound = message_entity_id("chat-1", "t9", "user")
+    # two turns wanted: two messages each, two more for turns interleaved at the edge
+    assert next(steps) == HistoryPage("ent_c", 6, bound)
+    # the page holds two turns and says there is more: one more turn is needed to know
+    # the oldest one is whole, so the page before the oldest message is asked for
+    page = {
+        "messages": [
+            _message("m3", "t3", "user"),
+            _message("m4", "t3", "assistant"),
+            _message("m5", "t4", "user"),
+        ],
+        "has_more": True,
+        "turn_records": [],
+    }
+    assert steps.send(RecentConversation.from_json(page)) == HistoryPage("ent_c", 6, "m3")
+    older = {
+        "messages": [_message("m1", "t2", "user"), _message("m2", "t2", "assistant")],
+        "has_more": True,
+        "turn_records": [],
+    }
+    with pytest.raises(StopIteration) as done:
+        steps.send(RecentConversation.from_json(older))
+    # three turns now, the oldest cut off (there is more before it): the last two kept
+    assert [g.turn_id for g in done.value.value.groups] == ["t3", "t4"]
+
+
+def test_a_store_that_does_not_page_answers_every_message_in_one_page() -> None:
+    steps = page_reads("chat-1", "ent_c", None, None)
+    assert next(steps) == HistoryPage("ent_c", 1000, None)
+    page = RecentConversation.from_json({"messages": [_message("m1", "t1", "user")]})
+    with pytest.raises(StopIteration) as done:
+        steps.send(page)
+    assert [m.message_id for m in done.value.value] == ["m1"]

@@ -14,7 +14,15 @@ from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 if TYPE_CHECKING:
     from .._payloads import StorePayload
 
-__all__ = ["Lookup", "Machine", "Observations", "Request", "Store", "ToolObservations"]
+__all__ = [
+    "HistoryPage",
+    "Lookup",
+    "Machine",
+    "Observations",
+    "Request",
+    "Store",
+    "ToolObservations",
+]
 
 T = TypeVar("T")
 
@@ -46,6 +54,16 @@ class Observations(NamedTuple):
     entity_id: str
 
 
+class HistoryPage(NamedTuple):
+    """The last ``limit`` messages of a conversation before message ``before`` (``None``:
+    its last), with their turns' records (answer: ``RecentConversation``, from
+    ``recent_conversation(entity_id, limit=limit, before=before)``)."""
+
+    entity_id: str
+    limit: int
+    before: str | None
+
+
 class ToolObservations(NamedTuple):
     """The stored fields of the tool calls turn record ``record_id`` REFERS_TO (answer:
     one list per call, of the fields of its observations that hold an ``invoked_at``;
@@ -54,7 +72,7 @@ class ToolObservations(NamedTuple):
     record_id: str
 
 
-Request = Store | Lookup | Observations | ToolObservations
+Request = Store | Lookup | Observations | HistoryPage | ToolObservations
 
 #: A step of the machine: yields requests, is sent their answers, returns a ``T``.
 Machine = Generator[Request, Any, T]
