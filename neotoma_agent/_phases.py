@@ -124,11 +124,13 @@ class Phases:
                 call, request.phase, len(payload.entities), payload.turn_record_index
             )
         if isinstance(request, Lookup):
-            return await transport.retrieve_entity_by_identifier(
+            found = await transport.retrieve_entity_by_identifier(
                 request.identifier, limit=request.limit
             )
+            return [(e.id, e.canonical_name) for e in found.entities]
         if isinstance(request, Observations):
-            return await transport.list_observations(request.entity_id)
+            listed = await transport.list_observations(request.entity_id)
+            return [o.fields for o in listed.observations]
         assert isinstance(request, ToolObservations)
         from ._tool_rerun import stored_tool_fields  # only a re-run with calls gets here
 

@@ -9,7 +9,7 @@ give by itself (a lost answer, a failed read) is thrown in where the request sto
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +29,7 @@ from neotoma_agent._engine.requests import (
     Request,
     Store,
     ToolObservations,
+    run,
 )
 from neotoma_agent._keys import message_entity_id, turn_keys, turn_record_entity_id
 from neotoma_agent._payloads import ConversationSettings, RunFields, StorePayload
@@ -84,11 +85,11 @@ class Loop:
         if isinstance(request, Lookup):
             body = {"identifier": request.identifier, "limit": request.limit}
             raw = _connect.run(conn, retrieve_entity_by_identifier, body, writes=False)
-            return LookupResult.from_json(raw)
+            return [(e.id, e.canonical_name) for e in LookupResult.from_json(raw).entities]
         if isinstance(request, Observations):
             body = {"entity_id": request.entity_id, "limit": 100, "offset": 0}
             raw = _connect.run(conn, list_observations, body, writes=False)
-            return ObservationList.from_json(raw)
+            return [o.fields for o in ObservationList.from_json(raw).observations]
         assert isinstance(request, ToolObservations)
         # as the async driver reads them: the record's REFERS_TO edges, each call's fields
         body = {
@@ -102,27 +103,18 @@ class Loop:
         )
         calls = [e.id for e in related.entities if e.entity_type == "tool_invocation"]
         return [
-            [
-                o.fields
-                for o in self.answer(Observations(i)).observations
-                if "invoked_at" in o.fields
-            ]
+            [fields for fields in self.answer(Observations(i)) if "invoked_at" in fields]
             for i in calls
         ]
 
     def run(self, machine: Machine[Any]) -> Any:
-        try:
-            request = next(machine)
-            while True:
-                self.requests.append(request)
-                try:
-                    answer = self.answer(request)
-                except Exception as exc:
-                    request = machine.throw(exc)
-                else:
-                    request = machine.send(answer)
-        except StopIteration as done:
-            return done.value
+        """The step to its end, through the machine's own synchronous driver."""
+
+        def answer(request: Request) -> Any:
+            self.requests.append(request)
+            return self.answer(request)
+
+        return run(machine, answer)
 
     def kinds(self) -> list[tuple[str, str]]:
         """Each request as (its kind, its phase or the entity it names)."""
@@ -494,31 +486,20 @@ def test_a_rerun_tries_the_matching_earlier_runs_newest_first_and_no_more(
     opened = Opened(KEYS, None, "ent_" + "1" * 24, "ent_" + "2" * 24, None, False, None)
     build = completed_builder(MACHINE.conversation, opened, "reply", (), (), (), (), None)
     runs = [RunFields(started_at=None, ended_at=e) for e in ended]
-    observations = ObservationList.from_json(
-        {
-            "observations": [
-                {
-                    "id": f"obs-{i}",
-                    "entity_id": "x",
-                    "entity_type": "conversation_turn",
-                    "observed_at": "",
-                    "source_priority": 0,
-                    "fields": {
-                        k: v
-                        for k, v in build(run).entities[build(run).turn_record_index].items()
-                        if k != "entity_type"
-                    },
-                }
-                for i, run in enumerate(runs)
-            ]
-        }
-    )
+    # the record's observations as a store keeps them: each run's fields, newest first
+    observations = [
+        {k: v for k, v in _record(build(run)).items() if k != "entity_type"} for run in runs
+    ]
     now = RunFields(ended_at="now")
     steps = MACHINE.complete(opened, "reply", (), (), (), (), model=None, run=now)
     assert isinstance(next(steps), Store)
     request = steps.throw(mismatch())
     assert request == Observations(turn_record_entity_id("chat-1", "t1"))
     assert refused_stores(steps, observations) == [build(run) for run in runs[:MAX_RERUN_TRIES]]
+
+
+def _record(payload: StorePayload) -> Mapping[str, Any]:
+    return payload.entities[payload.turn_record_index]
 
 
 def refused_stores(steps: Machine[Any], answer: Any) -> list[StorePayload]:

@@ -53,11 +53,11 @@ if TYPE_CHECKING:
     from .._retrieval import Retrieved
     from .._tool_payload import ToolPayloads
     from .._tools import ToolCall
-    from ..transport._query_results import ObservationList
-    from ..transport._results import LookupResult, StoreResult
+    from ..transport._results import StoreResult
 
 __all__ = [
     "DEFERRABLE",
+    "Closing",
     "Entering",
     "TurnMachine",
     "assistant_id",
@@ -75,6 +75,10 @@ logger = get_logger()
 #: The enter stays store-first (never queued), and so does a whole-turn import.
 DEFERRABLE: Final = frozenset({"assistant", "abandoned"})
 
+#: What a closing store got: the store's answer, the payload that got it, and the calls
+#: with the clock readings an earlier run stored (``None``: as the turn recorded them).
+Closing = tuple["StoreResult", StorePayload, "list[ToolCall] | None"]
+
 #: A closing phase's builder, given its calls' request elements.
 BuildWith = Callable[[Sequence[Mapping[str, Any]]], ClosingBuild]
 
@@ -84,8 +88,9 @@ class TurnMachine(NamedTuple):
 
     #: what every payload of the conversation shares
     conversation: ConversationSettings
-    #: what a stored tool call keeps (built, and so checked, once)
-    tool_payloads: ToolPayloads
+    #: what a stored tool call keeps (built, and so checked, once); ``None`` for a turn
+    #: without calls (a hook's, which then loads no tool payloads)
+    tool_payloads: ToolPayloads | None
 
     def store(self, payload: StorePayload, keys: TurnKeys, phase: str) -> Machine[StoreResult]:
         """One store; a mismatch is raised as this turn's (what differs, the revision hint).
@@ -124,6 +129,9 @@ class TurnMachine(NamedTuple):
 
     def tool_entities(self, keys: TurnKeys, tools: Sequence[ToolCall]) -> list[dict[str, Any]]:
         """The ``tool_invocation`` request elements of a turn's calls (capped, redacted)."""
+        if not tools:
+            return []
+        assert self.tool_payloads is not None, "a turn with tool calls needs tool_payloads"
         return tool_entities(self.conversation, self.tool_payloads, keys, tools)
 
     def closing(
@@ -133,7 +141,7 @@ class TurnMachine(NamedTuple):
         run: RunFields,
         tools: Sequence[ToolCall],
         build_with: BuildWith,
-    ) -> Machine[tuple[StoreResult, StorePayload, list[ToolCall] | None]]:
+    ) -> Machine[Closing]:
         """:meth:`store_phase` for a closing store, whose calls' clock readings are run
         values too; with the calls as stored when they took an earlier run's readings.
 
@@ -177,7 +185,27 @@ class TurnMachine(NamedTuple):
         model: str | None,
         run: RunFields,
     ) -> Machine[CloseOutcome]:
-        """The completed turn's closing store (reply, its edges, the record ``completed``)."""
+        """The completed turn's closing store (reply, its edges, the record ``completed``),
+        and what it wrote."""
+        stored, payload, retimed = yield from self.complete_store(
+            opened, reply, retrieved_ids, cited_ids, produced, tools, model=model, run=run
+        )
+        return closed("completed", stored, payload, produced, retimed)
+
+    def complete_store(
+        self,
+        opened: Opened,
+        reply: str,
+        retrieved_ids: Sequence[str],
+        cited_ids: Sequence[str],
+        produced: Sequence[Produced],
+        tools: Sequence[ToolCall],
+        *,
+        model: str | None,
+        run: RunFields,
+    ) -> Machine[Closing]:
+        """:meth:`complete`'s store: the store's answer, the payload that got it, and the
+        calls with the readings an earlier run stored (``None``: as given)."""
 
         def build_with(elements: Sequence[Mapping[str, Any]]) -> ClosingBuild:
             return completed_builder(
@@ -191,10 +219,7 @@ class TurnMachine(NamedTuple):
                 model,
             )
 
-        stored, payload, retimed = yield from self.closing(
-            opened.keys, "assistant", run, tools, build_with
-        )
-        return closed("completed", stored, payload, produced, retimed)
+        return (yield from self.closing(opened.keys, "assistant", run, tools, build_with))
 
     def abandon(
         self,
@@ -210,7 +235,8 @@ class TurnMachine(NamedTuple):
         run: RunFields,
     ) -> Machine[CloseOutcome]:
         """The abandoned turn's closing store (the record ``abandoned``, the partial reply
-        the user saw, what the turn produced and called), but never over a completed one."""
+        the user saw, what the turn produced and called), but never over a completed one;
+        and what it wrote."""
         if opened.prior_status == "completed":
             # This turn id was completed by an earlier run; a failed re-run must not overwrite
             # the stored reply with a partial one or flip the record back to abandoned.
@@ -219,6 +245,34 @@ class TurnMachine(NamedTuple):
                 "turn.abandon_skipped", reason="turn already completed", error_class=error_class
             )
             return CloseOutcome("completed", None, opened.turn_record_id, replayed=True)
+        stored, payload, retimed = yield from self.abandon_store(
+            opened,
+            partial_reply,
+            error_class,
+            retrieved_ids,
+            cited_ids,
+            produced,
+            tools,
+            model=model,
+            run=run,
+        )
+        return closed("abandoned", stored, payload, produced, retimed)
+
+    def abandon_store(
+        self,
+        opened: Opened,
+        partial_reply: str,
+        error_class: str,
+        retrieved_ids: Sequence[str],
+        cited_ids: Sequence[str],
+        produced: Sequence[Produced],
+        tools: Sequence[ToolCall],
+        *,
+        model: str | None,
+        run: RunFields,
+    ) -> Machine[Closing]:
+        """:meth:`abandon`'s store (as :meth:`complete_store`): under the phase's key, or,
+        when an earlier run of the turn was abandoned differently, under its content key."""
         keys = opened.keys
 
         def builder(elements: Sequence[Mapping[str, Any]]) -> AbandonedBuild:
@@ -242,18 +296,13 @@ class TurnMachine(NamedTuple):
             return build_with
 
         try:
-            stored, payload, retimed = yield from self.closing(
-                keys, "abandoned", run, tools, keyed(None)
-            )
+            return (yield from self.closing(keys, "abandoned", run, tools, keyed(None)))
         except IdempotencyMismatchError:
             # An earlier run of this turn id was abandoned differently (another error or
             # partial reply). Both happened: record this one under a key derived from its
             # own content (the run fields left out), which still collapses an identical retry.
             key = content_key(keys, builder(self.tool_entities(keys, tools)))
-            stored, payload, retimed = yield from self.closing(
-                keys, "abandoned", run, tools, keyed(key)
-            )
-        return closed("abandoned", stored, payload, produced, retimed)
+            return (yield from self.closing(keys, "abandoned", run, tools, keyed(key)))
 
     def find(self, key: str, entity_type: str) -> Machine[str | None]:
         """The id of the ``entity_type`` whose schema-rule name is ``{entity_type}:{key}``.
@@ -261,10 +310,10 @@ class TurnMachine(NamedTuple):
         Without an entity_type the server matches the raw key as a substring of canonical
         names (with one it would strip the key's punctuation first); keep the exact name.
         """
-        found: LookupResult = yield Lookup(key, 100)
-        for entity in found.entities:
-            if named(entity.canonical_name, key, entity_type):
-                return entity.id
+        found: Sequence[tuple[str, str | None]] = yield Lookup(key, 100)
+        for entity_id, canonical_name in found:
+            if named(canonical_name, key, entity_type):
+                return entity_id
         return None
 
 
@@ -273,12 +322,12 @@ def _earlier_runs(keys: TurnKeys, build: ClosingBuild, run: RunFields) -> Machin
     # record: those equal to what this run sends but for them.
     record_id = turn_record_entity_id(keys.conversation_id, keys.turn_id)
     try:
-        observations: ObservationList = yield Observations(record_id)
+        observations: Sequence[Mapping[str, Any]] = yield Observations(record_id)
     except Exception as exc:  # the mismatch is what the caller will see
         # The caller gets the mismatch error; logging it at WARNING too would say it twice.
         logger.info("turn.rerun_read_failed", error=type(exc).__name__)
         return []
-    return matching_runs((o.fields for o in observations.observations), build, run)
+    return matching_runs(observations, build, run)
 
 
 # ------------------------------------------------------------------ what a store wrote

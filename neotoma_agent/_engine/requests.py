@@ -8,7 +8,7 @@ returns. Plain records: a hook, a fresh process per event, builds them too.
 
 from __future__ import annotations
 
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 if TYPE_CHECKING:
@@ -22,6 +22,7 @@ __all__ = [
     "Request",
     "Store",
     "ToolObservations",
+    "run",
 ]
 
 T = TypeVar("T")
@@ -41,15 +42,17 @@ class Store(NamedTuple):
 
 
 class Lookup(NamedTuple):
-    """The entities whose names hold ``identifier`` (answer: ``LookupResult``, from
-    ``retrieve_entity_by_identifier(identifier, limit=limit)``)."""
+    """The entities whose names hold ``identifier`` (answer: their ``(id,
+    canonical_name)`` pairs, from ``retrieve_entity_by_identifier(identifier,
+    limit=limit)``)."""
 
     identifier: str
     limit: int
 
 
 class Observations(NamedTuple):
-    """An entity's observations, newest first (answer: ``ObservationList``)."""
+    """The fields of an entity's observations, newest first (answer: a list of mappings,
+    from ``list_observations``)."""
 
     entity_id: str
 
@@ -76,3 +79,22 @@ Request = Store | Lookup | Observations | HistoryPage | ToolObservations
 
 #: A step of the machine: yields requests, is sent their answers, returns a ``T``.
 Machine = Generator[Request, Any, T]
+
+
+def run(machine: Machine[T], answer: Callable[[Request], Any]) -> T:
+    """Run a step of the machine to its end in this thread: ``answer(request)`` for each
+    request it yields, the error ``answer`` raises thrown in (the synchronous driver; the
+    async one is ``Phases.drive``)."""
+    try:
+        request = next(machine)
+        while True:
+            try:
+                reply = answer(request)
+            except Exception as exc:
+                request = machine.throw(exc)
+            else:
+                request = machine.send(reply)
+    except StopIteration as done:
+        return done.value  # type: ignore[no-any-return]
+    finally:
+        machine.close()
