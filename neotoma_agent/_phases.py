@@ -1,4 +1,4 @@
-"""The three store phases of a turn (the records they return: ``_phase_records``).
+"""The three store phases of a turn, driven over a transport: the turn machine's async driver.
 
 Every way of recording a turn goes through the same phases, so they leave the same graph in
 the store:
@@ -12,7 +12,11 @@ the store:
   partial reply if the user saw one);
 
 and :meth:`Phases.shielded` runs a closing phase to its end whatever cancels the caller,
-within ``close_timeout``. :class:`~neotoma_agent.Turn` and
+within ``close_timeout``. What each store holds, when a re-run replays and how a failed
+enter is closed is decided by the turn machine (``_engine``, no I/O);
+:meth:`Phases.drive` answers its requests with transport calls, and the rest here is what
+needs an event loop: the enter's task group and deadlines, retrieval, the history read,
+the shield, the clock and OpenTelemetry's spans. :class:`~neotoma_agent.Turn` and
 :class:`~neotoma_agent.NeotomaMemory` both drive these; neither knows the other's insides.
 """
 

@@ -46,7 +46,6 @@ from .._payloads import (
 from .._phase_records import CloseOutcome, Opened
 from ..exceptions import APIError, IdempotencyMismatchError, ServerError
 from .requests import Lookup, Machine, Observations, Store, ToolObservations
-from .rerun import calls_as_stored
 
 if TYPE_CHECKING:
     from .._history import HistoryTurn
@@ -164,6 +163,8 @@ class TurnMachine(NamedTuple):
         except Exception as exc:  # the mismatch is what the caller will see
             logger.info("turn.rerun_read_failed", error=type(exc).__name__)
             found = []
+        from .rerun import calls_as_stored  # only a re-run whose calls ran again gets here
+
         for earlier in calls_as_stored(found, tools, elements, MAX_RERUN_TRIES):
             build = build_with(self.tool_entities(keys, earlier))
             try:
