@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from neotoma_agent import ToolCall
 from neotoma_agent._closing import MAX_RERUN_TRIES, closing_run, completed_builder, started_at
 from neotoma_agent._engine.history import page_reads
-from neotoma_agent._engine.machine import Entering, TurnMachine
+from neotoma_agent._engine.machine import Entering, EnterState, TurnMachine
 from neotoma_agent._engine.requests import (
     HistoryPage,
     Lookup,
@@ -312,6 +312,28 @@ def test_a_failed_enter_is_abandoned_only_when_its_store_may_have_written(
     assert not enter.must_abandon(error)  # not issued yet: nothing can have been written
     next(enter.store())
     assert enter.must_abandon(error) is abandon
+
+
+def test_an_enter_sends_its_user_store_once_and_opens_only_on_its_answer(loop: Loop) -> None:
+    enter = entering()
+    assert enter.state is EnterState.NEW
+    with pytest.raises(RuntimeError, match="cannot open the turn: the enter's user store is new"):
+        next(enter.open())
+    with pytest.raises(RuntimeError, match="never sent"):
+        next(enter.reopen())  # nothing to abandon: nothing was sent
+    steps = enter.store()
+    next(steps)
+    assert enter.state is EnterState.ISSUED
+    issued = "the enter's user store is issued"
+    with pytest.raises(RuntimeError, match=f"cannot send the user store: {issued}"):
+        next(enter.store())
+    with pytest.raises(RuntimeError, match=f"cannot open the turn: {issued}"):
+        next(enter.open())
+    steps.close()
+    enter = entering()
+    loop.run(enter.store())
+    assert enter.state is EnterState.STORED
+    assert loop.run(enter.open()).user_message_id.startswith("ent_")
 
 
 def test_a_failed_enter_without_an_answer_sends_its_store_again_before_abandoning(

@@ -24,6 +24,7 @@ from .._phase_records import CloseOutcome as CloseOutcome
 from .._phase_records import EnterAttempt as EnterAttempt
 from .._phase_records import Opened as Opened
 from .machine import Entering as Entering
+from .machine import EnterState as EnterState
 from .machine import TurnMachine as TurnMachine
 from .requests import HistoryPage as HistoryPage
 from .requests import Lookup as Lookup

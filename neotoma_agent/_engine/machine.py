@@ -19,6 +19,7 @@ builds the user store and reads its answer with the same functions (:func:`user_
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
@@ -57,6 +58,7 @@ if TYPE_CHECKING:
 __all__ = [
     "DEFERRABLE",
     "Closing",
+    "EnterState",
     "Entering",
     "TurnMachine",
     "assistant_id",
@@ -490,12 +492,31 @@ def opened_from(
     )
 
 
+class EnterState(enum.Enum):
+    """Where an enter's user store is::
+
+        NEW ──store()──► ISSUED ──answer──► STORED ──open()──► (the turn is open)
+                            │                  │
+                            └──── reopen() ◄───┘  (a failure: what to abandon)
+
+    From ``ISSUED`` on, the store may have been written whatever happens next.
+    """
+
+    #: not sent yet: retrieval's ids may still ride on it, a failure wrote nothing
+    NEW = "new"
+    #: sent; its answer may never come (a lost answer, a cancellation)
+    ISSUED = "issued"
+    #: answered: :attr:`Entering.stored` holds the answer
+    STORED = "stored"
+
+
 class Entering:
     """One turn's enter: what it decides and what it learns (see the module).
 
     The driver sets :attr:`retrieved` (through :meth:`found`) and :attr:`history` as its
     reads answer, and runs :meth:`store`, :meth:`open` and, on a failure after the store
-    was issued (:meth:`must_abandon`), :meth:`reopen`.
+    was issued (:meth:`must_abandon`), :meth:`reopen`. Its :attr:`state` says where the
+    user store is (:class:`EnterState`); a step taken out of turn raises ``RuntimeError``.
     """
 
     __slots__ = (
@@ -504,11 +525,11 @@ class Entering:
         "_run",
         "_user_message",
         "history",
-        "issued",
         "keys",
         "request",
         "retrieved",
         "sequential",
+        "state",
         "stored",
         "turn_number",
     )
@@ -547,8 +568,7 @@ class Entering:
         self.history: tuple[HistoryTurn, ...] = ()
         #: retrieval runs before the store, not beside it (see :meth:`plan`)
         self.sequential = False
-        #: the user store was issued: from here a failure may leave it written
-        self.issued = False
+        self.state = EnterState.NEW
         #: the store's answer, once it came
         self.stored: StoreResult | None = None
 
@@ -577,22 +597,26 @@ class Entering:
     def found(self, retrieved: Retrieved) -> None:
         """Retrieval answered: before the store (sequential), its ids ride on it."""
         self.retrieved = retrieved
-        if self.sequential and not self.issued and retrieved.ids:
+        if self.sequential and self.state is EnterState.NEW and retrieved.ids:
             self.request = self._build(retrieved.ids, self._run)
 
     def store(self) -> Machine[StoreResult]:
-        """The user store; a re-run whose only difference is its run fields replays."""
-        self.issued = True
+        """The user store (``NEW`` → ``ISSUED`` → ``STORED``); a re-run whose only
+        difference is its run fields replays."""
+        self._expect(EnterState.NEW, "send the user store")
+        self.state = EnterState.ISSUED
         refers_to = self.retrieved.ids if self.sequential else ()
         build = self._build
-        self.stored, self.request = yield from self._machine.store_phase(
+        stored, self.request = yield from self._machine.store_phase(
             self.request, lambda fields: build(refers_to, fields), self._run, self.keys, "user"
         )
-        return self.stored
+        self.stored, self.state = stored, EnterState.STORED
+        return stored
 
     def open(self) -> Machine[Opened]:
-        """What the user store wrote; ids the answer could not be aligned to are asked of
-        the store by name."""
+        """What the user store wrote (``STORED`` only); ids the answer could not be aligned
+        to are asked of the store by name."""
+        self._expect(EnterState.STORED, "open the turn")
         assert self.stored is not None
         opened = opened_from(self.keys, self.turn_number, self.stored, self.request)
         if not opened.user_message_id or not opened.conversation_entity_id:
@@ -610,7 +634,7 @@ class Entering:
     def must_abandon(self, error: BaseException) -> bool:
         """Whether an enter that failed with ``error`` may have written the user message,
         so that the turn is closed as abandoned before the error goes on."""
-        return self.issued and may_have_written(error)
+        return self.state is not EnterState.NEW and may_have_written(error)
 
     def reopen(self) -> Machine[Opened]:
         """What the user store wrote, for the abandoned store of a failed enter.
@@ -619,7 +643,13 @@ class Entering:
         replay if it had committed (no second observation), else it writes the message now,
         and either way the abandoned record cannot be overtaken by a late original.
         """
+        if self.state is EnterState.NEW:
+            raise RuntimeError("cannot reopen an enter whose user store was never sent")
         stored = self.stored
         if stored is None:
             stored = yield from self._machine.store(self.request, self.keys, "user")
         return opened_from(self.keys, self.turn_number, stored, self.request)
+
+    def _expect(self, state: EnterState, action: str) -> None:
+        if self.state is not state:
+            raise RuntimeError(f"cannot {action}: the enter's user store is {self.state.value}")
