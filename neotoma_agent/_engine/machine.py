@@ -222,7 +222,8 @@ class TurnMachine(NamedTuple):
                 model,
             )
 
-        return (yield from self.closing(opened.keys, "assistant", run, tools, build_with))
+        # The closing step itself (no generator of its own: one frame less per request).
+        return self.closing(opened.keys, "assistant", run, tools, build_with)
 
     def abandon(
         self,
