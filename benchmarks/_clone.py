@@ -153,7 +153,7 @@ class _Copier:
 
         r = self.rows
         conn.executemany(
-            "INSERT INTO entities VALUES (?,?,?,?,?,?,?,?,?,?)",
+            "INSERT INTO entities VALUES (?,?,?,?,?,?,?,?,?,?,?)",
             [
                 (
                     id_map[e[0]],
@@ -166,6 +166,7 @@ class _Copier:
                     e[7],
                     e[8] + dt,
                     e[9],
+                    e[10],
                 )
                 for e in r["entities"]
             ],
@@ -188,9 +189,9 @@ class _Copier:
             ],
         )
         conn.executemany(
-            "INSERT INTO relationships VALUES (?,?,?,?,?,?,?,?,?)",
+            "INSERT INTO relationships VALUES (?,?,?,?,?,?,?,?,?,?)",
             [
-                (id_map[x[0]], x[1], id_map[x[2]], *x[3:7], x[7] + dt, x[8])
+                (id_map[x[0]], x[1], id_map[x[2]], *x[3:7], x[7] + dt, *x[8:])
                 for x in r["relationships"]
             ],
         )
@@ -199,18 +200,18 @@ class _Copier:
             [(bytes_map[m[0]], m[1], bytes_map[m[2]]) for m in r["conversation_messages"]],
         )
         conn.executemany(
-            "INSERT INTO field_values VALUES (?,?,?,?)",
+            "INSERT INTO field_values VALUES (?,?,?,?,?)",
             [(id_map[f[0]], *f[1:]) for f in r["field_values"]],
         )
         conn.executemany(
-            "INSERT INTO idempotency_keys VALUES (?,?,?,?)",
+            "INSERT INTO idempotency_keys VALUES (?,?,?,?,?)",
             [
-                (keys[self.key_roles[k[0]]], k[1], _offset_seqs(k[2], seq), k[3] + dt)
+                (k[0], keys[self.key_roles[k[1]]], k[2], _offset_seqs(k[3], seq), k[4] + dt)
                 for k in r["idempotency_keys"]
             ],
         )
         conn.executemany(
-            "INSERT INTO conversation_summaries VALUES (?,?,?,?,?,?,?,?,?,?)",
+            "INSERT INTO conversation_summaries VALUES (?,?,?,?,?,?,?,?,?,?,?)",
             [
                 (id_map[s[0]], s[1], text(s[2]), s[3] + dt, *s[4:])
                 for s in r["conversation_summaries"]

@@ -11,6 +11,7 @@ from typing import Any
 
 import anyio
 import structlog
+from _meta import environment
 
 
 def run_and_report(
@@ -21,7 +22,8 @@ def run_and_report(
     """Run ``run(args)``, print ``render`` of its figures, write them to ``args.json``."""
     # The application (this script) decides logging: per-turn INFO events would dominate.
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
+    meta = environment()
     result = anyio.run(run, args)
     print(render(result))
     if args.json:
-        args.json.write_text(json.dumps(result, indent=2) + "\n")
+        args.json.write_text(json.dumps({**result, "meta": meta}, indent=2) + "\n")

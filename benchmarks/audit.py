@@ -37,6 +37,7 @@ import structlog
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _synth
+from _meta import environment
 
 from neotoma_agent.qa import AuditReport, audit
 from neotoma_agent.transport._base import Transport
@@ -169,6 +170,7 @@ def main() -> None:
     parser.add_argument("--http", action="store_true", help="also audit over the dev server")
     parser.add_argument("--json", metavar="PATH", help="also write the figures as JSON")
     args = parser.parse_args()
+    meta = environment()
     # An application decides what the library logs: here, only warnings.
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
 
@@ -191,7 +193,7 @@ def main() -> None:
     verdict = "meets" if whole < TARGET_S else "misses"
     print(f"\nwhole-store audit: {whole:.2f} s ({verdict} the {TARGET_S:.0f} s target)")
     if args.json:
-        Path(args.json).write_text(json.dumps(result, indent=2) + "\n")
+        Path(args.json).write_text(json.dumps({**result, "meta": meta}, indent=2) + "\n")
 
 
 if __name__ == "__main__":

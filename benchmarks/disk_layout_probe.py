@@ -1,6 +1,10 @@
 """Probe: bytes per turn of a store file in layouts not built yet (a measured ceiling).
 
     python benchmarks/disk_layout_probe.py STORE.db [--turns N] [--json PATH]
+    python benchmarks/disk_layout_probe.py --write-turns 1000 [--json PATH]
+
+``--write-turns N`` first writes N short turns of ``peers.py`` (16 conversations, 1 caller,
+``memory.turn`` on an ``EmbeddedStore``) into a fresh file and probes that.
 
 Reads a store file of the current schema version (never writes it) and copies its row
 tables into fresh files, in their key order, once in the file's own layout (``copy``) and
@@ -14,7 +18,31 @@ once per layout probed:
 - ``+name``: and no canonical name where the identity rules derive it from the entity's
   type and fields (NULL; a read would derive it again);
 - ``+meta``: and each winning observation in the snapshot doc as its seq alone (its id,
-  time, priority and source rank read from its row), instead of about 53 bytes of metas.
+  time, priority and source rank read from its row), instead of about 53 bytes of metas;
+- ``+merge``: and each entity's first observation in its entity row (its seq, id, source,
+  key, priority, source word, specificity, identity basis and rule, and its fields when
+  they are not the snapshot's; its time is the entity's ``created_at``), not in
+  ``observations`` and its index: a message, written once, keeps no observation row;
+- ``+keys``: and the idempotency keys in a rowid table (key text once, found by an index
+  on an 8-byte digest of it), every other reference to a key (observations, the entity
+  row's first observation) by its row number, the index by source holding the number
+  instead of the key's text (an observation's ``source`` is read back as the first key
+  that wrote its source, so the text stays, once);
+- ``+partof``: and no PART_OF edge of a message to its conversation (the conversation
+  index holds the pair; an edge read derives it from there);
+- ``+nobook``: and no trigram index over bookkeeping names (conversations, messages,
+  turn records: found by their exact name, whose entity id the identity rules derive);
+- ``+ids``: and the entity id in its row and its unique index as its 12 bytes
+  (``encode_entity``) instead of 28 characters of text;
+- ``+user``: and a per-user integer column on entities, leading the type index (what
+  schema version 7 adds: the figure says what it costs the compact rows) — ``compact``;
+- ``+search``: and the search index without its own copy of the texts (FTS5 external
+  content: the texts are read from the entity rows);
+- ``+codec``: and the fields of the protocol's own records (messages, turn records) in a
+  per-type positional codec: the values in the type's field order (no names), times as
+  integer milliseconds, the role as a code, and the fields the others derive (a message's
+  ``sender_kind`` equal to its role, a turn record's ``turn_key`` of its session and turn
+  ids) as 0. A model of how dense such a codec gets, not its design.
 
 A copy packs pages fuller than writes in random key order do, so each layout's figure for
 the live file is estimated table by table as live x layout / copy (``est``). The FTS5 name
@@ -24,6 +52,7 @@ indexes and the small tables are left as they are (counted as in the live file).
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import sqlite3
 import sys
@@ -31,21 +60,69 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import anyio
+from _meta import environment
+
 from neotoma_agent._identity import IdentityError, resolve_identity
-from neotoma_agent.transport.embedded._rows import decode_state, encode_entity, encode_word
+from neotoma_agent.transport.embedded._rows import (
+    decode_state,
+    encode_entity,
+    encode_time,
+    encode_word,
+)
 from neotoma_agent.transport.embedded._schema import SCHEMA_VERSION
 
-LAYOUTS = ("copy", "numbers", "+type", "+name", "+meta")
+LAYOUTS = (
+    "copy",
+    "numbers",
+    "+type",
+    "+name",
+    "+meta",
+    "+merge",
+    "+keys",
+    "+partof",
+    "+nobook",
+    "+ids",
+    "+user",
+    "+search",
+    "+codec",
+)
+#: the compact format's design (docs/performance.md): every step up to this one
+COMPACT = "+user"
 
-# (name, columns) of the tables and indexes each layout writes; rows come from ``_FILL``.
-_ENTITIES = """CREATE TABLE entities (num INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE,
+
+def _has(layout: str, step: str) -> bool:
+    """Whether ``layout`` includes ``step`` (each layout adds its change to those before)."""
+    return LAYOUTS.index(layout) >= LAYOUTS.index(step)
+
+
+#: the tables and indexes a layout no longer has, by the step that drops them
+_DROPPED = {
+    "+nobook": ("bookkeeping_names",),
+    "+search": ("search_text_content",),
+}
+
+
+def _dropped(layout: str, name: str) -> bool:
+    return any(
+        _has(layout, step) and any(name.startswith(p) for p in prefixes)
+        for step, prefixes in _DROPPED.items()
+    )
+
+
+# (name, columns) of the tables and indexes each layout writes; rows come from ``_fill``.
+_ENTITIES = """CREATE TABLE entities (num INTEGER PRIMARY KEY, id NOT NULL UNIQUE,
     entity_type NOT NULL, canonical_name, aliases TEXT NOT NULL, created_at NOT NULL,
     updated_at NOT NULL, snapshot TEXT NOT NULL, observation_count INTEGER NOT NULL,
-    last_observation_at, message_count INTEGER NOT NULL)"""
+    last_observation_at, message_count INTEGER NOT NULL{merged}{user})"""
+# ``+merge``: the entity's first observation, in its row.
+_MERGED = """, first_seq INTEGER, first_id, first_source, first_key, first_priority INTEGER,
+    first_osource, first_specificity REAL, first_basis, first_rule, first_fields TEXT"""
+_USER = ", user INTEGER NOT NULL"
 _OBSERVATIONS = """CREATE TABLE observations (seq INTEGER PRIMARY KEY, id NOT NULL,
     entity_id NOT NULL, entity_type NOT NULL, source_id, observed_at NOT NULL,
     source_priority INTEGER NOT NULL, observation_source, specificity_score REAL NOT NULL,
-    fields TEXT, idempotency_key TEXT, identity_basis, identity_rule)"""
+    fields TEXT, idempotency_key, identity_basis, identity_rule)"""
 _RELATIONSHIPS = """CREATE TABLE relationships (source_entity_id NOT NULL,
     relationship_type TEXT NOT NULL, target_entity_id NOT NULL, metadata TEXT NOT NULL,
     provenance TEXT NOT NULL, seen NOT NULL, observation_count INTEGER NOT NULL,
@@ -58,8 +135,15 @@ _INDEXES = """
 CREATE UNIQUE INDEX observations_by_entity ON observations (entity_id, id);
 CREATE INDEX relationships_by_target ON relationships (target_entity_id, relationship_type);
 """
-# No layout changes the keys: they are copied in the file's own layout.
+# Until ``+keys`` the keys are copied in the file's own layout.
 _KEYS = "SELECT sql FROM src.sqlite_master WHERE tbl_name = 'idempotency_keys' AND sql NOT NULL"
+# ``+keys``: numbered, the text once, found by its digest.
+_NUMBERED_KEYS = """
+CREATE TABLE idempotency_keys (num INTEGER PRIMARY KEY, digest INTEGER NOT NULL,
+    key TEXT NOT NULL, source_id NOT NULL, observations TEXT NOT NULL, created_at NOT NULL);
+CREATE INDEX idempotency_keys_by_digest ON idempotency_keys (digest);
+CREATE INDEX idempotency_keys_by_source ON idempotency_keys (source_id)
+"""
 _COPIED = ("entities", "observations", "relationships", "conversation_messages", "idempotency_keys")
 # A reference that found no entity number.
 _REFS = {
@@ -71,52 +155,173 @@ _REFS = {
 }
 _BY_ID = "CREATE INDEX entities_by_type ON entities (entity_type, id);"
 _BY_NUM = "CREATE INDEX entities_by_type ON entities (entity_type);"
+_BY_USER = "CREATE INDEX entities_by_type ON entities (user, entity_type);"
 
 _ENTITY_COLUMNS = (
-    "rowid, id, {type}, {name}, aliases, created_at, updated_at, {snapshot}, "
-    "observation_count, last_observation_at, message_count"
+    "e.rowid, {id}, {type}, {name}, e.aliases, e.created_at, e.updated_at, {snapshot}, "
+    "e.observation_count, e.last_observation_at, e.message_count"
 )
+_FIRST_COLUMNS = (
+    ", o.seq, o.id, o.source_id, {key}, o.source_priority, o.observation_source, "
+    "o.specificity_score, o.identity_basis, o.identity_rule, o.fields"
+)
+# A message's PART_OF edge to its conversation, which the conversation index holds.
+_ORDERED_EDGE = (
+    "r.relationship_type = 'PART_OF' AND EXISTS (SELECT 1 FROM src.conversation_messages m "
+    "WHERE m.message_id = entity_key(r.source_entity_id) "
+    "AND m.conversation_id = entity_key(r.target_entity_id))"
+)
+
+
+def _digest(key: str | None) -> int | None:
+    """An idempotency key's 8-byte digest, as a signed SQLite integer."""
+    if key is None:
+        return None
+    return int.from_bytes(hashlib.sha256(key.encode()).digest()[:8], "big", signed=True)
+
+
+#: ``+codec``: each protocol record type's fields in order; the roles as codes
+_CODEC_FIELDS = {
+    "conversation_message": ("role", "sender_kind", "content", "turn_key"),
+    "conversation_turn": (
+        "session_id",
+        "turn_id",
+        "turn_key",
+        "status",
+        "started_at",
+        "ended_at",
+        "tool_invocation_count",
+        "retrieved_entity_ids",
+        "stored_entity_ids",
+    ),
+}
+_ROLES = {"user": 1, "assistant": 2}
+_TIMES = ("started_at", "ended_at")
+
+
+def _codec(entity_type: str, doc: str) -> str:
+    """``doc`` with a protocol record's fields positional (see ``+codec``)."""
+    order = _CODEC_FIELDS.get(entity_type)
+    state = json.loads(doc)
+    fields = state.get("f")
+    if order is None or not isinstance(fields, dict):
+        return doc
+    values: list[Any] = []
+    for name in order:
+        value = fields.get(name)
+        if (name == "sender_kind" and value == fields.get("role")) or (
+            name == "turn_key" and value == f"{fields.get('session_id')}:{fields.get('turn_id')}"
+        ):
+            value = 0
+        elif name == "role":
+            value = _ROLES.get(value, value)
+        elif name in _TIMES and isinstance(value, str):
+            value = encode_time(value)
+        values.append(value)
+    extra = {k: v for k, v in fields.items() if k not in order}
+    state["f"] = [values, extra] if extra else values
+    return json.dumps(state, separators=(",", ":"), ensure_ascii=False)
 
 
 def _fill(conn: sqlite3.Connection, layout: str) -> None:
     """Copy the rows of ``src`` into ``main`` in ``layout``."""
     numbered = layout != "copy"
-    # Each layout adds its change to the ones before it.
-    etype = "word(entity_type)" if layout in LAYOUTS[2:] else "entity_type"
-    name = "canonical_name"
-    if layout in LAYOUTS[3:]:
-        name = "derived_name(entity_type, canonical_name, snapshot)"
-    snapshot = "snapshot"
-    if layout in LAYOUTS[4:]:
+    merged = _has(layout, "+merge")
+    etype = "word(e.entity_type)" if _has(layout, "+type") else "e.entity_type"
+    name = "e.canonical_name"
+    if _has(layout, "+name"):
+        name = "derived_name(e.entity_type, e.canonical_name, e.snapshot)"
+    snapshot = "e.snapshot"
+    if _has(layout, "+meta"):
         snapshot = (
-            "json_set(snapshot, '$.o', (SELECT json_group_array(json_extract(value, '$[1]')) "
-            "FROM json_each(snapshot, '$.o')))"
+            "json_set(e.snapshot, '$.o', (SELECT json_group_array(json_extract(value, '$[1]')) "
+            "FROM json_each(e.snapshot, '$.o')))"
         )
-    cols = _ENTITY_COLUMNS.format(type=etype, name=name, snapshot=snapshot)
-    conn.execute(f"INSERT INTO entities SELECT {cols} FROM src.entities ORDER BY rowid")
+    if _has(layout, "+codec"):
+        snapshot = f"codec(e.entity_type, {snapshot})"
+    # The number of each key (``+keys``), by its text.
+    key = "o.idempotency_key"
+    if _has(layout, "+keys"):
+        conn.execute(
+            "INSERT INTO idempotency_keys SELECT NULL, digest(key), key, source_id, "
+            "observations, created_at FROM src.idempotency_keys ORDER BY created_at, key"
+        )
+        key = "(SELECT num FROM idempotency_keys k WHERE k.digest = digest({0}) AND k.key = {0})"
+        key = key.format("o.idempotency_key")
+    else:
+        conn.execute("INSERT INTO idempotency_keys SELECT * FROM src.idempotency_keys")
+    # Each entity's first observation (``+merge``).
+    conn.execute("CREATE TEMP TABLE first (entity_id PRIMARY KEY, seq) WITHOUT ROWID")
+    if merged:
+        conn.execute(
+            "INSERT INTO first SELECT entity_id, min(seq) FROM src.observations GROUP BY 1"
+        )
+    cols = _ENTITY_COLUMNS.format(
+        id="entity_key(e.id)" if _has(layout, "+ids") else "e.id",
+        type=etype,
+        name=name,
+        snapshot=snapshot,
+    )
+    if merged:
+        cols += _FIRST_COLUMNS.format(key=key)
+    if _has(layout, "+user"):
+        cols += ", 1"
+    conn.execute(
+        f"INSERT INTO entities SELECT {cols} FROM src.entities e "
+        "LEFT JOIN first f ON f.entity_id = entity_key(e.id) "
+        "LEFT JOIN src.observations o ON o.seq = f.seq ORDER BY e.rowid"
+    )
     # The number of each entity, by its id as observations hold it (12 bytes) and as text.
     conn.execute("CREATE TEMP TABLE by_key (k PRIMARY KEY, num) WITHOUT ROWID")
     conn.execute("INSERT INTO by_key SELECT entity_key(id), rowid FROM src.entities")
     conn.execute("INSERT OR IGNORE INTO by_key SELECT id, rowid FROM src.entities")
     ref = "(SELECT num FROM by_key WHERE k = {})" if numbered else "{}"
     conn.execute(
-        f"INSERT INTO observations SELECT seq, id, {ref.format('entity_id')}, entity_type, "
-        "source_id, observed_at, source_priority, observation_source, specificity_score, "
-        "fields, idempotency_key, identity_basis, identity_rule FROM src.observations "
-        "ORDER BY seq"
+        f"INSERT INTO observations SELECT o.seq, o.id, {ref.format('o.entity_id')}, "
+        "o.entity_type, o.source_id, o.observed_at, o.source_priority, o.observation_source, "
+        f"o.specificity_score, o.fields, {key}, o.identity_basis, o.identity_rule "
+        "FROM src.observations o WHERE o.seq NOT IN (SELECT seq FROM first) ORDER BY o.seq"
     )
+    ordered = f"NOT ({_ORDERED_EDGE})" if _has(layout, "+partof") else "1"
     conn.execute(
-        f"INSERT INTO relationships SELECT {ref.format('source_entity_id')}, "
-        f"relationship_type, {ref.format('target_entity_id')}, metadata, provenance, seen, "
-        "observation_count, last_observation_at, computed_at FROM src.relationships "
-        "ORDER BY source_entity_id, relationship_type, target_entity_id"
+        f"INSERT INTO relationships SELECT {ref.format('r.source_entity_id')}, "
+        f"r.relationship_type, {ref.format('r.target_entity_id')}, r.metadata, r.provenance, "
+        "r.seen, r.observation_count, r.last_observation_at, r.computed_at "
+        f"FROM src.relationships r WHERE {ordered} "
+        "ORDER BY r.source_entity_id, r.relationship_type, r.target_entity_id"
     )
     conn.execute(
         f"INSERT INTO conversation_messages SELECT {ref.format('conversation_id')}, seq, "
         f"{ref.format('message_id')} FROM src.conversation_messages "
         "ORDER BY conversation_id, seq"
     )
-    conn.execute("INSERT INTO idempotency_keys SELECT * FROM src.idempotency_keys")
+
+
+def _expected(conn: sqlite3.Connection, layout: str, table: str) -> int:
+    """The rows ``table`` holds in ``layout``: the source's, less what the layout moved."""
+
+    def count(sql: str) -> int:
+        return int(conn.execute(sql).fetchone()[0])
+
+    n = count(f"SELECT count(*) FROM src.{table}")
+    if table == "observations":
+        n -= count("SELECT count(*) FROM first")
+    if table == "relationships" and _has(layout, "+partof"):
+        n -= count(f"SELECT count(*) FROM src.relationships r WHERE {_ORDERED_EDGE}")
+    return n
+
+
+#: what a layout must still hold: every key an observation had, every merged observation
+_LOST = {
+    "observations": "SELECT count(*) FROM observations WHERE idempotency_key IS NULL",
+    "entities": "SELECT count(*) FROM entities WHERE first_seq IS NOT NULL AND first_key IS NULL",
+}
+_HAD = {
+    "observations": "SELECT count(*) FROM src.observations o WHERE idempotency_key IS NULL "
+    "AND seq NOT IN (SELECT seq FROM first)",
+    "entities": "SELECT count(*) FROM src.observations WHERE idempotency_key IS NULL "
+    "AND seq IN (SELECT seq FROM first)",
+}
 
 
 def _derived_name(entity_type: str, canonical_name: str, snapshot: str) -> str | None:
@@ -134,7 +339,9 @@ def _sizes(conn: sqlite3.Connection, schema: str = "main") -> dict[str, int]:
     return {name: int(size) for name, size in rows}
 
 
-def build(store: Path, out: Path, layout: str) -> dict[str, int]:
+def build(store: Path, out: Path, layout: str) -> tuple[dict[str, int], dict[str, int]]:
+    """The bytes of each table and index of ``store`` copied in ``layout``, and the rows of
+    each table it copies."""
     conn = sqlite3.connect(out, isolation_level=None, uri=True)
     try:
         conn.execute("PRAGMA journal_mode = OFF")
@@ -142,21 +349,36 @@ def build(store: Path, out: Path, layout: str) -> dict[str, int]:
         conn.create_function("entity_key", 1, encode_entity, deterministic=True)
         conn.create_function("word", 1, encode_word, deterministic=True)
         conn.create_function("derived_name", 3, _derived_name, deterministic=True)
+        conn.create_function("digest", 1, _digest, deterministic=True)
+        conn.create_function("codec", 2, _codec, deterministic=True)
         conn.execute("BEGIN")
-        keys = [sql for (sql,) in conn.execute(_KEYS)]
-        for ddl in (_ENTITIES, _OBSERVATIONS, _RELATIONSHIPS, _MESSAGES, *keys):
+        entities = _ENTITIES.format(
+            merged=_MERGED if _has(layout, "+merge") else "",
+            user=_USER if _has(layout, "+user") else "",
+        )
+        if _has(layout, "+keys"):
+            keys = _NUMBERED_KEYS.strip().split(";\n")
+        else:
+            keys = [sql for (sql,) in conn.execute(_KEYS)]
+        for ddl in (entities, _OBSERVATIONS, _RELATIONSHIPS, _MESSAGES, *keys):
             conn.execute(ddl)
         for ddl in _INDEXES.strip().split(";\n"):
             conn.execute(ddl)
-        conn.execute(_BY_NUM if layout in LAYOUTS[2:] else _BY_ID)
+        by_type = _BY_NUM if _has(layout, "+type") else _BY_ID
+        conn.execute(_BY_USER if _has(layout, "+user") else by_type)
         _fill(conn, layout)
         conn.execute("COMMIT")
         for table in _COPIED:
             (a,) = conn.execute(f"SELECT count(*) FROM {table}").fetchone()
-            (b,) = conn.execute(f"SELECT count(*) FROM src.{table}").fetchone()
+            b = _expected(conn, layout, table)
             if a != b or conn.execute(f"SELECT 1 FROM {table} WHERE {_REFS[table]}").fetchone():
                 raise SystemExit(f"{layout}: {table} not copied whole ({a} of {b} rows)")
-        return _sizes(conn)
+        if _has(layout, "+merge"):
+            for table, lost in _LOST.items():
+                if conn.execute(lost).fetchone()[0] != conn.execute(_HAD[table]).fetchone()[0]:
+                    raise SystemExit(f"{layout}: {table} lost an idempotency key")
+        rows = {t: int(conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0]) for t in _COPIED}
+        return _sizes(conn), rows
     finally:
         conn.close()
 
@@ -178,56 +400,107 @@ def probe(store: Path, turns: int) -> dict[str, Any]:
             )
         live = _sizes(conn)
     sizes: dict[str, dict[str, int]] = {}
+    rows: dict[str, dict[str, float]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         for layout in LAYOUTS:
-            sizes[layout] = build(store, Path(tmp) / f"{layout}.db", layout)
+            sizes[layout], counted = build(store, Path(tmp) / f"{layout}.db", layout)
+            rows[layout] = {t: n / turns for t, n in counted.items()}
     copied = sizes["copy"]
+    # The live file's tables, then any a layout adds (an index of its own).
     names = sorted(live, key=lambda n: -live[n])
+    names += sorted({n for got in sizes.values() for n in got} - set(live))
     table: dict[str, dict[str, float]] = {}
     for name in names:
-        row: dict[str, float] = {"live": live[name] / turns}
+        row: dict[str, float] = {"live": live.get(name, 0) / turns}
         for layout in LAYOUTS:
             got = sizes[layout].get(name)
-            # Tables no layout copies (FTS5, small ones) count as they are.
-            scale = 1.0 if got is None or not copied.get(name) else got / copied[name]
-            row[layout] = (got if got is not None else live[name]) / turns
-            row[f"est {layout}"] = live[name] * scale / turns
+            if _dropped(layout, name):
+                row[layout] = row[f"est {layout}"] = 0.0
+            elif name not in live:  # new in this layout: as written
+                row[layout] = row[f"est {layout}"] = (got or 0) / turns
+            else:
+                # Tables no layout copies (FTS5, small ones) count as they are.
+                scale = 1.0 if got is None or not copied.get(name) else got / copied[name]
+                row[layout] = (got if got is not None else live[name]) / turns
+                row[f"est {layout}"] = live[name] * scale / turns
         table[name] = row
     totals = {
         k: sum(r[k] for r in table.values())
         for k in ("live", *LAYOUTS, *(f"est {x}" for x in LAYOUTS))
     }
-    return {"store": str(store), "turns": turns, "tables": table, "totals": totals}
+    return {
+        "store": str(store),
+        "turns": turns,
+        "schema_version": version,
+        "layouts": list(LAYOUTS),
+        "compact": COMPACT,
+        "tables": table,
+        "totals": totals,
+        "rows_per_turn": rows,
+    }
 
 
 def render(result: dict[str, Any]) -> str:
-    heads = ("live", *(f"est {x}" for x in LAYOUTS[1:]))
+    heads = ("live", "est copy", f"est {COMPACT}", f"est {LAYOUTS[-1]}")
     lines = [
-        f"bytes per turn ({result['turns']:,} turns); est = live x layout / copy, per table",
-        f"{'table or index':<32}" + "".join(f"{h:>13}" for h in heads),
+        f"bytes per turn ({result['turns']:,} turns, schema version {result['schema_version']}); "
+        "est = live x layout / copy, per table",
+        f"{'table or index':<36}" + "".join(f"{h:>14}" for h in heads),
     ]
     lines.append("-" * len(lines[1]))
     for name, row in result["tables"].items():
-        if row["live"] >= 1:
-            lines.append(f"{name:<32}" + "".join(f"{row[h]:>13,.0f}" for h in heads))
+        if max(row[h] for h in heads) >= 1:
+            lines.append(f"{name:<36}" + "".join(f"{row[h]:>14,.0f}" for h in heads))
     totals = result["totals"]
-    lines.append(f"{'total':<32}" + "".join(f"{totals[h]:>13,.0f}" for h in heads))
+    lines.append(f"{'total':<36}" + "".join(f"{totals[h]:>14,.0f}" for h in heads))
+    lines.append("\neach layout adds its step to those before (est B/turn, and what it saves):")
+    before = totals["live"]
+    for layout in LAYOUTS[1:]:
+        est = totals[f"est {layout}"]
+        mark = "   <- the compact format" if layout == COMPACT else ""
+        lines.append(f"  {layout:<10} {est:>8,.0f}  {est - before:>+7,.0f}{mark}")
+        before = est
     lines.append(
         "copies as written: " + ", ".join(f"{x} {totals[x]:,.0f}" for x in LAYOUTS) + " B/turn"
     )
     return "\n".join(lines)
 
 
+def _write_turns(path: Path, turns: int) -> None:
+    """``turns`` short turns of ``peers.py``, 16 conversations, one caller."""
+    from peers import CONVERSATIONS, _Ours
+
+    async def write() -> None:
+        async with _Ours(path) as turn:
+            for i in range(turns):
+                await turn(i % CONVERSATIONS, i)
+
+    anyio.run(write)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("store", type=Path)
+    parser.add_argument("store", type=Path, nargs="?")
     parser.add_argument("--turns", type=int, help="default: the file's turn records")
+    parser.add_argument(
+        "--write-turns", type=int, help="probe a fresh file of this many short turns"
+    )
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
-    result = probe(args.store.resolve(), args.turns or _turns(args.store))
+    meta = environment()
+    with tempfile.TemporaryDirectory() as tmp:
+        store = args.store
+        if args.write_turns:
+            store = Path(tmp) / "turns.db"
+            _write_turns(store, args.write_turns)
+        elif store is None:
+            parser.error("give a STORE file or --write-turns N")
+        result = probe(store.resolve(), args.turns or _turns(store))
+    if args.write_turns:
+        result["store"] = f"{args.write_turns:,} short turns (peers.py), 16 conversations"
     print(render(result))
     if args.json:
-        args.json.write_text(json.dumps(result, indent=2))
+        args.json.write_text(json.dumps({**result, "meta": meta}, indent=2) + "\n")
     sys.stdout.flush()
 
 

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+from _meta import environment
 
 from neotoma_agent.transport.embedded import EmbeddedStore
 
@@ -156,8 +157,9 @@ if __name__ == "__main__":
     parser.add_argument("--json", type=Path, help="also write the figures to this file")
     parser.add_argument("--quick", action="store_true", help="smaller sizes (a smoke run)")
     ns = parser.parse_args()
+    meta = environment()
     res = anyio.run(main, ns)
     print(render(res))
     if ns.json:
-        ns.json.write_text(json.dumps(res, indent=2) + "\n")
+        ns.json.write_text(json.dumps({**res, "meta": meta}, indent=2) + "\n")
     sys.exit(0)

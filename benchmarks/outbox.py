@@ -21,9 +21,12 @@ import time
 from pathlib import Path
 from typing import Any
 
+from _meta import environment
+
 from neotoma_agent.server import create_app, serving
 from neotoma_agent.transport.embedded import EmbeddedStore
 from neotoma_agent.transport.http import HttpTransport, RetryPolicy
+from neotoma_agent.transport.outbox import OutboxTransport
 
 #: the dev server always requires a token
 TOKEN = "bench-token"
@@ -59,8 +62,8 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp:
         box = Path(tmp) / "outbox.db"
         no_retry = RetryPolicy.no_retries()
-        async with HttpTransport(
-            DOWN, token=TOKEN, retry=no_retry, outbox=box, outbox_background=False
+        async with OutboxTransport(
+            HttpTransport(DOWN, token=TOKEN, retry=no_retry), box, background=False
         ) as transport:
             started = time.perf_counter()
             for i in range(n):
@@ -74,10 +77,10 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
         async with (
             EmbeddedStore.open(":memory:") as store,
             serving(create_app(store, token=TOKEN)) as url,
-            HttpTransport(url, token=TOKEN, outbox=box, outbox_background=False) as transport,
+            OutboxTransport(HttpTransport(url, token=TOKEN), box, background=False) as transport,
         ):
             started = time.perf_counter()
-            done = await transport.flush_outbox()
+            done = await transport.flush()
             deliver_s = time.perf_counter() - started
         assert done.delivered == n, done
     return {
@@ -105,9 +108,10 @@ if __name__ == "__main__":
     parser.add_argument("--quick", action="store_true", help="smaller sizes (a smoke run)")
     # Every queued store logs a WARNING by design; the table is the output here.
     logging.getLogger("neotoma_agent").setLevel(logging.ERROR)
+    meta = environment()
     res = asyncio.run(main(parser.parse_args()))
     print(render(res))
     args = parser.parse_args()
     if args.json:
-        args.json.write_text(json.dumps(res, indent=2) + "\n")
+        args.json.write_text(json.dumps({**res, "meta": meta}, indent=2) + "\n")
     sys.exit(0)

@@ -16,7 +16,11 @@ One turn is a 64-character prompt and a 210-character reply, written by four pee
   ``AsyncSqliteSaver`` (package ``langgraph-checkpoint-sqlite``), one ``ainvoke`` per turn
   on the conversation's thread, the node answering the reply;
 - ``ours``: ``async with memory.turn(prompt) as t: t.reply = reply`` on an
-  ``EmbeddedStore`` (default settings: the last 5 turns read, retrieval on).
+  ``EmbeddedStore`` (default settings: the last 5 turns read, retrieval on);
+- ``scoped``: the same turn through ``store.for_user(user)``, each conversation its own
+  user's (an application serving many people), beside ``ours`` in the same rounds: what
+  scoping a store per user costs a turn (goal: at most 1.05 times ``ours``). Rows
+  ``1 caller`` and ``16 callers`` only (the long conversations are written unscoped).
 
 Rows: ``1 caller`` (16 conversations, their turns in rotation, one after another, from a
 fresh file), ``16 callers`` (the same 16 conversations and turns, a concurrent caller
@@ -67,7 +71,7 @@ import anyio
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _report import run_and_report
 
-PEERS = ("floor", "sdk", "langgraph", "ours")
+PEERS = ("floor", "sdk", "langgraph", "ours", "scoped")
 BASELINE = "sdk"
 PROMPT_CHARS = 64
 REPLY_CHARS = 210
@@ -77,6 +81,8 @@ CONVERSATIONS = 16
 #: the issue's goals against ``sdk``: CPU ratio, and bytes per short turn
 GOAL_CPU_RATIO = 1.5
 GOAL_BYTES = 1500
+#: a turn through ``store.for_user`` against the same turn on the unscoped store
+GOAL_SCOPED_RATIO = 1.05
 #: what ``--full`` sets (issue 42's sizes)
 FULL = {"turns": 2_000, "lengths": [1_000, 5_000, 20_000], "growth_turns": 200, "rounds": 3}
 
@@ -250,7 +256,8 @@ class _Ours:
 
         async def turn(c: int, i: int) -> None:
             if c not in memories:
-                memories[c] = NeotomaMemory(store, conversation_id=conversation(c))
+                view = self.view(store, c)
+                memories[c] = NeotomaMemory(view, conversation_id=conversation(c))
             async with memories[c].turn(prompt(i), turn_id=f"t{i}") as t:
                 t.reply = reply(i)
 
@@ -258,6 +265,9 @@ class _Ours:
 
     async def __aexit__(self, *exc: object) -> None:
         await self._store_cm.__aexit__(None, None, None)
+
+    def view(self, store: Any, c: int) -> Any:
+        return store
 
     @staticmethod
     def prefill(path: Path, c: int, turns: int) -> None:
@@ -272,7 +282,22 @@ class _Ours:
         _synth.build_turns(path, 1, turns)
 
 
-_PEERS: dict[str, Any] = {"floor": _Floor, "sdk": _Sdk, "langgraph": _LangGraph, "ours": _Ours}
+class _Scoped(_Ours):
+    """``ours``, each conversation through its own user's view of the store."""
+
+    def view(self, store: Any, c: int) -> Any:
+        return store.for_user(f"user-{c:04d}@example.test")
+
+
+_PEERS: dict[str, Any] = {
+    "floor": _Floor,
+    "sdk": _Sdk,
+    "langgraph": _LangGraph,
+    "ours": _Ours,
+    "scoped": _Scoped,
+}
+#: the peers measured on the fresh-file rows only
+_FRESH_ONLY = frozenset({"scoped"})
 
 
 # ---------------------------------------------------------------------------------------
@@ -336,7 +361,7 @@ async def measure(
         "cpu_ms_per_turn": cpu / turns * 1e3,
         "bytes_per_turn": (file_bytes(path) - before) / (warmup + turns),
     }
-    if peer == "ours":  # which tree's package ran it (``--baseline``)
+    if peer in ("ours", "scoped"):  # which tree's package ran it (``--baseline``)
         figures["package"] = _package_tree()
     return figures
 
@@ -422,7 +447,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp:
         d = Path(tmp)
         for length in args.lengths:
-            for peer in peers:
+            for peer in [p for p in peers if p not in _FRESH_ONLY]:
                 print(f"  writing {length:,} turns for {peer}", file=sys.stderr)
                 await anyio.to_thread.run_sync(partial(_write_prefill, args, d, peer, length))
         for r in range(args.rounds):
@@ -430,6 +455,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             shift = r * len(peers) // max(args.rounds, 1)
             for row in rows:
                 for peer in peers[shift:] + peers[:shift]:
+                    if peer in _FRESH_ONLY and row not in ("1", "16"):
+                        continue
                     figures = await anyio.to_thread.run_sync(
                         partial(_measure_cell, args, d, peer, row)
                     )
@@ -440,6 +467,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     for row in rows:
         base = best.get((BASELINE, row))
         for peer in peers:
+            if (peer, row) not in best:
+                continue
             f = best[(peer, row)]
             entry: dict[str, Any] = {"row": _row_name(row), "peer": peer}
             entry["cpu_ms_per_turn"] = round(f["cpu_ms_per_turn"], 4)
@@ -449,6 +478,10 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             if base is not None:
                 entry["cpu_vs_sdk"] = round(f["cpu_ms_per_turn"] / base["cpu_ms_per_turn"], 3)
                 entry["bytes_vs_sdk"] = round(f["bytes_per_turn"] / base["bytes_per_turn"], 3)
+            unscoped = best.get(("ours", row))
+            if peer == "scoped" and unscoped is not None:
+                ratio = f["cpu_ms_per_turn"] / unscoped["cpu_ms_per_turn"]
+                entry["cpu_vs_ours"] = round(ratio, 3)
             table.append(entry)
     return {
         "prompt_chars": PROMPT_CHARS,
@@ -460,7 +493,11 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         "rounds": args.rounds,
         "baseline": str(args.baseline) if args.baseline else None,
         "load_average": [round(x, 2) for x in os.getloadavg()],
-        "goals": {"cpu_vs_sdk": GOAL_CPU_RATIO, "bytes_per_turn": GOAL_BYTES},
+        "goals": {
+            "cpu_vs_sdk": GOAL_CPU_RATIO,
+            "bytes_per_turn": GOAL_BYTES,
+            "scoped_cpu_vs_ours": GOAL_SCOPED_RATIO,
+        },
         "rows": table,
     }
 
@@ -499,6 +536,13 @@ def render(result: dict[str, Any]) -> str:
             f"({'met' if worst_cpu <= GOAL_CPU_RATIO else 'MISSED'}, worst {worst_cpu:.2f}x), "
             f"<= {GOAL_BYTES:,} B/turn "
             f"({'met' if worst_bytes <= GOAL_BYTES else 'MISSED'}, worst {worst_bytes:,.0f})"
+        )
+    scoped = [e for e in result["rows"] if "cpu_vs_ours" in e]
+    if scoped:
+        worst = max(e["cpu_vs_ours"] for e in scoped)
+        lines.append(
+            f"scoped (store.for_user) <= {GOAL_SCOPED_RATIO:g}x ours' CPU "
+            f"({'met' if worst <= GOAL_SCOPED_RATIO else 'MISSED'}, worst {worst:.3f}x)"
         )
     load = ", ".join(f"{x:.2f}" for x in result["load_average"])
     lines.append(

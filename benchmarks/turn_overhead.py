@@ -52,6 +52,7 @@ from typing import Any
 
 import aiohttp
 import structlog
+from _meta import environment
 from aiohttp import web
 
 from neotoma_agent._memory import DEFAULT_HISTORY_TURNS, NeotomaMemory
@@ -429,6 +430,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--no-pin", action="store_true", help="let client and server share every core"
     )
     args = parser.parse_args(argv)
+    meta = environment(None if argv is None else ["benchmarks/turn_overhead.py", *argv])
     # This script is the application, so it decides logging: keep warnings, drop the
     # per-turn info events (rendering them to the console would be timed as overhead).
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
@@ -439,7 +441,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     print(table(report))
     if args.json:
-        args.json.write_text(json.dumps(report, indent=2) + "\n")
+        args.json.write_text(json.dumps({**report, "meta": meta}, indent=2) + "\n")
     return 1 if args.check and not report["meets_target"] else 0
 
 

@@ -36,6 +36,7 @@ from typing import Any
 
 import anyio
 import structlog
+from _meta import environment
 
 from neotoma_agent._keys import conversation_entity_id, turn_record_entity_id
 from neotoma_agent._memory import NeotomaMemory
@@ -247,6 +248,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, help="also write the figures to this file")
     parser.add_argument("--check", action="store_true", help="exit 1 if a target is missed")
     args = parser.parse_args(argv)
+    meta = environment(None if argv is None else ["benchmarks/turn_protocol.py", *argv])
     # The application (this script) decides logging: per-turn INFO events would dominate.
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
 
@@ -276,7 +278,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"conversations: {'met' if met else 'MISSED'} (worst {worst:,.0f})"
             )
     if args.json:
-        args.json.write_text(json.dumps(results, indent=2) + "\n")
+        args.json.write_text(json.dumps({**results, "meta": meta}, indent=2) + "\n")
     return 0 if ok or not args.check else 1
 
 

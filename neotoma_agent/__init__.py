@@ -57,6 +57,8 @@ with lazy_exports(globals(), moved=dict.fromkeys(_MOVED_TO_QA, "neotoma_agent.qa
     from ._turn_result import TurnResult as TurnResult
     from ._turn_result import TurnState as TurnState
     from ._undeclared import expect_undeclared_fields as expect_undeclared_fields
+    from ._user_id import LOCAL_USER_ID as LOCAL_USER_ID
+    from ._user_id import check_user_id as check_user_id
     from ._version import __version__ as __version__
     from .exceptions import APIError as APIError
     from .exceptions import AuthenticationError as AuthenticationError
@@ -65,6 +67,7 @@ with lazy_exports(globals(), moved=dict.fromkeys(_MOVED_TO_QA, "neotoma_agent.qa
     from .exceptions import EmptySearchQueryError as EmptySearchQueryError
     from .exceptions import IdempotencyMismatchError as IdempotencyMismatchError
     from .exceptions import InvalidEntityIdError as InvalidEntityIdError
+    from .exceptions import InvalidUserIdError as InvalidUserIdError
     from .exceptions import NeotomaError as NeotomaError
     from .exceptions import NotFoundError as NotFoundError
     from .exceptions import OutboxError as OutboxError
@@ -110,12 +113,15 @@ with lazy_exports(globals(), moved=dict.fromkeys(_MOVED_TO_QA, "neotoma_agent.qa
     from .transport._search_results import SearchHit as SearchHit
     from .transport._search_results import SearchHitKind as SearchHitKind
     from .transport._search_results import SearchResult as SearchResult
+    from .transport.embedded import ForgottenUser as ForgottenUser
     from .transport.embedded import PurgeStats as PurgeStats
+    from .transport.embedded import UserStore as UserStore
     from .transport.embedded import purge_entities as purge_entities
     from .transport.embedded import purge_forgotten as purge_forgotten
+    from .transport.embedded import purge_user as purge_user
     from .transport.http import RetryPolicy as RetryPolicy
+    from .transport.http import flush_outbox as flush_outbox
     from .transport.outbox import OutboxTransport as OutboxTransport
-    from .transport.outbox import flush_outbox as flush_outbox
     from .wrap import AgentReply as AgentReply
     from .wrap import AgentStream as AgentStream
     from .wrap import MemoryAgent as MemoryAgent

@@ -95,8 +95,8 @@ def close_failure(keys: TurnKeys, error: BaseException) -> Exception:
         # With an outbox a transient failure is queued, never raised: there is none here.
         message += (
             "; the reply was not stored. To keep a reply the store cannot take now and "
-            "deliver it when the store is back, give the transport an outbox: "
-            "HttpTransport(url, outbox=PATH), or wrap any transport in OutboxTransport"
+            "deliver it when the store is back, wrap the transport in an outbox: "
+            "OutboxTransport(transport, PATH)"
         )
     failure = TurnCloseError(message)
     failure.__cause__ = error

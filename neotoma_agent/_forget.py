@@ -35,6 +35,7 @@ import attrs
 from ._history import read_conversation
 from ._identity import ENTITY_ID_RE
 from ._keys import conversation_entity_id
+from ._user_id import tenant_for
 from .exceptions import InvalidEntityIdError, NotFoundError
 from .transport._base import EntityDeleter, EntityDeletion, Transport
 
@@ -153,7 +154,7 @@ async def _mark(transport: Transport, forgotten: Forgotten, *, deleted: bool) ->
                 for rtype, src, dst in chunk
             ]
         )
-    head = conversation_entity_id(forgotten.conversation_id)
+    head = conversation_entity_id(forgotten.conversation_id, tenant_for(transport))
     ordered = [e for e in forgotten.entities if e[0] != head]
     ordered += [e for e in forgotten.entities if e[0] == head]
     for n, chunk in enumerate(_chunks(ordered)):

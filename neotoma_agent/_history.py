@@ -43,6 +43,7 @@ from ._deferred import Deferring, defer
 from ._engine.history import Group, Paged, group_turns, page_reads
 from ._keys import conversation_entity_id, turn_record_entity_id
 from ._reads import gather_bounded, snapshot_or_none
+from ._user_id import tenant_for
 from .exceptions import NotFoundError
 from .transport._results import ConversationMessage
 
@@ -115,8 +116,7 @@ class HistoryTurn(Deferring):
 
 
 # The records below HistoryTurn (public: it stays what it is) are NamedTuples and a slots
-# class, not attrs: a coding-agent hook reads history in a fresh process per prompt, and
-# they validate nothing.
+# class, not attrs: a hook reads history in a fresh process per prompt; they check nothing.
 
 
 class StoredMessage(NamedTuple):
@@ -348,7 +348,7 @@ async def _from_reader(
     before: str | None,
 ) -> Paged | list[ConversationMessage]:
     """:func:`~._engine.history.page_reads` on a transport that pages."""
-    steps = page_reads(conversation_id, entity_id, limit, before)
+    steps = page_reads(conversation_id, entity_id, limit, before, tenant_for(reader))
     request = next(steps)
     while True:
         page = await reader.recent_conversation(
@@ -415,7 +415,7 @@ async def _records(
     """The kept turns' records; with ``exact``, also each message's exact text (in place):
     a real server's route trims the content it lists, so the snapshots say what was stored.
     """
-    ids = [turn_record_entity_id(conversation_id, g.turn_id) for g in groups]
+    ids = [turn_record_entity_id(conversation_id, g.turn_id, tenant_for(transport)) for g in groups]
     messages = [(g, n) for g in groups for n in range(len(g.messages))] if exact else []
     ids += [g.messages[n][1].message_id for g, n in messages]
     snaps = await gather_bounded([functools.partial(snapshot_or_none, transport, i) for i in ids])
@@ -460,9 +460,8 @@ async def _read_paged(
 ) -> tuple[list[tuple[Group, EntitySnapshot | None]], list[RecentConversation] | None]:
     """:func:`_read_turns`, and the pages of a paging store that sent the turns' tool calls
     (``None``: not sent)."""
-    entity_id = conversation_entity_id(conversation_id)
-    answer: Paged | list[ConversationMessage] | None
-    answer = None
+    entity_id = conversation_entity_id(conversation_id, tenant_for(transport))
+    answer: Paged | list[ConversationMessage] | None = None
     reader = _as_reader(transport)
     if reader is not None:
         try:
@@ -519,18 +518,19 @@ def read_history_now(
     *,
     limit: int | None,
     before: str | None,
+    tenant: str | None = None,
 ) -> tuple[HistoryTurn, ...] | None:
     """:func:`read_history` without the event loop, on a store that pages whose
     ``recent_conversation(entity_id, limit, before)`` answers at once (a store file read
     in the caller's thread: a hook opening a turn). ``None`` when the store does not page.
 
     The turns carry no tool calls (``tools`` is empty): what reads them here (retrieval's
-    recency, the context block) does not show them.
+    recency, the context block) does not show them. ``tenant``: the store's (its ids').
     """
-    limit = _check_limit(limit)
-    if limit == 0:
+    if (limit := _check_limit(limit)) == 0:
         return ()
-    steps = page_reads(conversation_id, conversation_entity_id(conversation_id), limit, before)
+    eid = conversation_entity_id(conversation_id, tenant)
+    steps = page_reads(conversation_id, eid, limit, before, tenant)
     request = next(steps)
     try:
         while True:
@@ -587,7 +587,7 @@ async def read_conversation(
     reads each tool call's arguments and result too.
     """
     limit = _check_limit(limit)
-    entity_id = conversation_entity_id(conversation_id)
+    entity_id = conversation_entity_id(conversation_id, tenant_for(transport))
     snapshot = await snapshot_or_none(transport, entity_id)
     if snapshot is None or snapshot.entity_type != "conversation":
         return StoredConversation(conversation_id, entity_id, None, ())

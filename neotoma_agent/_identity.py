@@ -146,14 +146,16 @@ def _name_rules(entity_type: str, text: str) -> str:
     return js_trim(_WS_RUN_RE.sub(" ", text))
 
 
-def entity_id_for(entity_type: str, canonical_name: str) -> str:
+def entity_id_for(entity_type: str, canonical_name: str, tenant: str | None = None) -> str:
     """``"ent_" + sha256(entity_type + ":" + normalize(entity_type, name))[:24]``.
 
     ``entity_type`` is used verbatim (pass the resolved type); the name is
-    re-normalized, so ids are case-insensitive. Ids are not user-scoped
-    (tenant-scoped ids are a sandbox-only server option).
+    re-normalized, so ids are case-insensitive. With a ``tenant`` (a user id) the basis
+    is prefixed ``"tenant:<tenant>:"``: Neotoma's tenant-scoped ids, one entity per user.
     """
     basis = f"{entity_type}:{normalize(entity_type, canonical_name)}"
+    if tenant is not None:
+        basis = f"tenant:{tenant}:{basis}"
     return "ent_" + hashlib.sha256(basis.encode("utf-8", "surrogatepass")).hexdigest()[:24]
 
 
@@ -487,6 +489,19 @@ class Identity(NamedTuple):
         ``strict`` never refuse them.
         """
         return self.identity_basis == "schema_rule"
+
+    def in_tenant(self, tenant: str | None) -> Identity:
+        """This identity with its id scoped to ``tenant`` (itself when None)."""
+        if tenant is None:
+            return self
+        return self._replace(entity_id=_tenant_id(self.entity_type, self.canonical_name, tenant))
+
+
+# Memoised: a user's turn derives its conversation's, messages' and record's ids again and
+# again (the unscoped ones are memoised with their identities).
+@functools.lru_cache(maxsize=4096)
+def _tenant_id(entity_type: str, canonical_name: str, tenant: str) -> str:
+    return entity_id_for(entity_type, canonical_name, tenant)
 
 
 def _rule_value(fields: Mapping[str, Any], field: str) -> str | None:

@@ -42,6 +42,7 @@ from typing import Final, Literal, NamedTuple, cast
 from ._identity import ENTITY_ID_RE, normalize, resolve_identity, resolve_identity_cached
 from ._js import js_trim
 from ._text import SURROGATE_RE
+from ._user_id import tenant_for
 
 __all__ = [
     "ENTITY_ID_RE",
@@ -54,6 +55,7 @@ __all__ = [
     "message_entity_id",
     "new_turn_id",
     "parse_turn_key",
+    "tenant_for",
     "turn_id_ms",
     "turn_keys",
     "turn_record_entity_id",
@@ -331,20 +333,24 @@ def parse_turn_key(
 
 # Memoised (exactly: see resolve_identity_cached): a turn's history read derives the
 # conversation's id and its bound message's id on every turn, each a run of the identity rules.
-def conversation_entity_id(conversation_id: str) -> str:
-    """The ``conversation`` entity's id, derived from its ``conversation_id`` as a store does."""
+def conversation_entity_id(conversation_id: str, tenant: str | None = None) -> str:
+    """The ``conversation`` entity's id, derived from its ``conversation_id`` as a store does
+    (``tenant``: the user its ids are scoped to, ``None`` for unscoped ids)."""
     fields = {"conversation_id": conversation_id}
-    return resolve_identity_cached("conversation", fields).entity_id
+    return resolve_identity_cached("conversation", fields).in_tenant(tenant).entity_id
 
 
-def message_entity_id(conversation_id: str, turn_id: str, role: TurnRole) -> str:
+def message_entity_id(
+    conversation_id: str, turn_id: str, role: TurnRole, tenant: str | None = None
+) -> str:
     """The id a store gives the ``role`` message of a turn (derived from its ``turn_key``)."""
     suffix = _ASSISTANT_SUFFIX if role == "assistant" else ""
     turn_key = f"{conversation_id}:{turn_id}{suffix}"
-    return resolve_identity_cached(_MESSAGE_TYPE, {"turn_key": turn_key}).entity_id
+    identity = resolve_identity_cached(_MESSAGE_TYPE, {"turn_key": turn_key})
+    return identity.in_tenant(tenant).entity_id
 
 
-def turn_record_entity_id(conversation_id: str, turn_id: str) -> str:
+def turn_record_entity_id(conversation_id: str, turn_id: str, tenant: str | None = None) -> str:
     """The ``conversation_turn`` record's id, derived from ``(session_id, turn_id)``."""
     fields = {"session_id": conversation_id, "turn_id": turn_id}
-    return resolve_identity_cached("conversation_turn", fields).entity_id
+    return resolve_identity_cached("conversation_turn", fields).in_tenant(tenant).entity_id

@@ -59,6 +59,7 @@ from ._tool_reads import StoredToolCall, read_tool_details
 from ._tools import ToolCall, check_tools, iso_ms, merge_tools
 from ._turn import Turn
 from ._turn_result import TurnResult, TurnState, close_failure, finish, finish_attempt
+from ._user_id import tenant_for
 from .exceptions import TransportError, error_class_name
 from .transport._base import Entity, EntityDeletion
 from .transport._search_fallback import search as search_store
@@ -177,7 +178,7 @@ class NeotomaMemory(MemorySettings):
 
             acme = await memory.remember("company", name="Acme Corp", website="acme.com")
         """
-        item = produced_entity(entity_type, fields)
+        item = produced_entity(entity_type, fields, tenant=tenant_for(self.transport))
         return MustAwait(self._remember(item), "memory.remember", entity_type=entity_type)
 
     async def _remember(self, item: Produced) -> str:
@@ -262,7 +263,8 @@ class NeotomaMemory(MemorySettings):
                 print(call.name, call.status, call.duration_ms, call.args, call.result)
         """
         keys = turn_keys(self.conversation_id, turn_id)
-        record_id = turn_record_entity_id(keys.conversation_id, keys.turn_id)
+        tenant = tenant_for(self.transport)
+        record_id = turn_record_entity_id(keys.conversation_id, keys.turn_id, tenant)
         return await read_tool_details(self.transport, record_id)
 
     async def search(
@@ -355,6 +357,7 @@ class NeotomaMemory(MemorySettings):
             opened=opened,
             history=history,
             model=model,
+            tenant=tenant_for(self.transport),
         )
         self._open_turns[keys.turn_id] = handle
         return handle
@@ -634,7 +637,9 @@ class NeotomaMemory(MemorySettings):
         except TransportError:
             # The server is unreachable: use the id a store derives for this conversation,
             # so that the closing store still reaches the transport (and its outbox).
-            conversation_entity_id = derive_conversation_entity_id(self.conversation_id)
+            conversation_entity_id = derive_conversation_entity_id(
+                self.conversation_id, tenant_for(self.transport)
+            )
         opened = unopened(keys, turn_number)._replace(
             user_message_id=user_message_id or "",
             conversation_entity_id=conversation_entity_id or "",

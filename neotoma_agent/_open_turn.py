@@ -55,6 +55,8 @@ class OpenTurn:
     # What remember() recorded, by entity id (a frozen record holding a mutable log, as
     # _tools is: the close reads it).
     _produced: dict[str, Produced] = attrs.field(factory=dict, repr=False, eq=False)
+    #: the user the store scopes entity ids to (its ``tenant_id``): what remember() derives
+    _tenant: str | None = attrs.field(default=None, repr=False, eq=False)
 
     @property
     def retrieved_ids(self) -> tuple[str, ...]:
@@ -113,7 +115,7 @@ class OpenTurn:
             booking = opened.remember("booking", name="Table for two", party=2)
             await memory.close_turn(opened, f"Booked ({booking}).")
         """
-        item = produced_entity(entity_type, fields, extends=self.retrieved_ids)
+        item = produced_entity(entity_type, fields, extends=self.retrieved_ids, tenant=self._tenant)
         merged = merge_produced((*self._produced.values(), item))
         self._produced.clear()
         self._produced.update((p.entity_id, p) for p in merged)
@@ -135,7 +137,7 @@ class OpenTurn:
             booking = opened.produce("booking", name="Table for two", party=2)
             await memory.close_turn(opened, f"Booked ({booking.entity_id}).", produced=[booking])
         """
-        return produced_entity(entity_type, fields, extends=self.retrieved_ids)
+        return produced_entity(entity_type, fields, extends=self.retrieved_ids, tenant=self._tenant)
 
     def context(
         self,

@@ -70,6 +70,9 @@ INPUT_MESSAGES: Final = "gen_ai.input.messages"
 OUTPUT_MESSAGES: Final = "gen_ai.output.messages"
 ERROR_TYPE: Final = "error.type"
 SERVER_ADDRESS: Final = "server.address"
+#: The user a scoped store acts for (``store.for_user``): personal data, so only with
+#: content capture on.
+USER_ID: Final = "user.id"
 SEARCH_MEMORY: Final = "search_memory"
 UPSERT_MEMORY: Final = "upsert_memory"
 #: The opt-in to message content the GenAI instrumentations share.
@@ -264,6 +267,11 @@ class TurnTrace:
                 attributes[TURN_NUMBER] = turn_number
             if self.capture and user_message:
                 attributes[INPUT_MESSAGES] = _messages("user", user_message)
+            from ._user_id import tenant_for  # a traced turn only
+
+            user = tenant_for(transport)
+            if self.capture and user is not None:
+                attributes[USER_ID] = user
             self.span = tracer.start_span(
                 name, kind=api.trace.SpanKind.INTERNAL, attributes=attributes
             )

@@ -108,7 +108,11 @@ def merge_produced(items: Iterable[Produced]) -> tuple[Produced, ...]:
 
 
 def produced_entity(
-    entity_type: object, fields: Mapping[str, Any], *, extends: Iterable[str] = ()
+    entity_type: object,
+    fields: Mapping[str, Any],
+    *,
+    extends: Iterable[str] = (),
+    tenant: str | None = None,
 ) -> Produced:
     """Validate an entity an agent produces and compute its id, before any I/O.
 
@@ -119,7 +123,8 @@ def produced_entity(
     id is one of ``extends`` (what retrieval found) the entity is written onto that id, so
     it is extended, never duplicated. Fields the type does not declare are kept in the
     request but warned of (:class:`~neotoma_agent.UndeclaredFieldWarning`): no store keeps
-    them in the entity's snapshot.
+    them in the entity's snapshot. ``tenant``: the user the store scopes ids to (its
+    ``tenant_id``), None for unscoped ids.
     """
     if not isinstance(entity_type, str):
         raise TypeError(f"entity_type must be a str, not {type(entity_type).__name__}")
@@ -136,7 +141,7 @@ def produced_entity(
         raise ValueError("an entity needs at least one field (e.g. name=...)")
     plain = check_plain("an entity field", dict(fields))
     try:
-        identity = resolve_identity(entity_type, plain)
+        identity = resolve_identity(entity_type, plain).in_tenant(tenant)
     except IdentityError as exc:
         raise ValueError(
             f"no identity can be derived for this {entity_type!r}: give it a name, title or "

@@ -52,6 +52,7 @@ from ._settings import MemorySettings
 from ._shield import Completion, raise_deferred, run_to_completion
 from ._tool_payload import ToolPayloads
 from ._tools import ToolCall
+from ._user_id import tenant_for
 from .exceptions import error_class_name
 from .transport._base import Entity, StoreResult
 
@@ -80,7 +81,8 @@ class Phases:
             config.conversation_id, config.platform, config.conversation_title
         )
         payloads = ToolPayloads(config.tool_payloads, config.tool_payload_chars, config.redact_tool)
-        object.__setattr__(self, "machine", TurnMachine(conversation, payloads))
+        machine = TurnMachine(conversation, payloads, tenant_for(config.transport))
+        object.__setattr__(self, "machine", machine)
 
     @property
     def conversation(self) -> ConversationSettings:

@@ -51,7 +51,7 @@ from typing import Any, Final, Literal, NamedTuple
 
 import attrs
 
-from ._identity import IdentityError, entity_id_for, resolve_identity_cached
+from ._identity import IdentityError, entity_id_for, normalize, resolve_identity_cached
 from ._loose import LooseWords, ngram_spans, words
 from ._payloads import BOOKKEEPING_TYPES
 from .transport._results import Entity
@@ -178,6 +178,41 @@ def ids_for(entity_type: str, identifier: str) -> frozenset[str]:
     return frozenset(ids)
 
 
+@functools.lru_cache(maxsize=4096)
+def _bases_for(entity_type: str, identifier: str) -> frozenset[str]:
+    """What :func:`ids_for` hashes, without the tenant: the normalized names an entity of
+    ``entity_type`` gets when ``identifier`` is its name, title or email."""
+    candidates = {"name": identifier, "title": identifier}
+    if "@" in identifier:
+        candidates["email"] = identifier
+    bases = {normalize(entity_type, identifier)}
+    for key, value in candidates.items():
+        try:
+            bases.add(
+                normalize(
+                    entity_type, resolve_identity_cached(entity_type, {key: value}).canonical_name
+                )
+            )
+        except IdentityError:
+            continue
+    return frozenset(bases)
+
+
+def _same_tenant_identity(identifier: str, entity: Entity) -> bool:
+    """Whether ``identifier`` names ``entity`` as :func:`ids_for` would, for an entity whose
+    id is not the one its name gives unscoped (a user's, ``store.for_user``: its id hashes
+    the user too; or one renamed since): by the normalized name itself."""
+    name = entity.canonical_name
+    if not name or entity.id == _unscoped_id(entity.entity_type, name):
+        return False
+    return normalize(entity.entity_type, name) in _bases_for(entity.entity_type, identifier)
+
+
+@functools.lru_cache(maxsize=4096)
+def _unscoped_id(entity_type: str, canonical_name: str) -> str:
+    return entity_id_for(entity_type, canonical_name)
+
+
 def _run_in(needle: tuple[str, ...], hay: tuple[str, ...]) -> bool:
     n = len(needle)
     if n == 0 or n > len(hay):
@@ -200,7 +235,9 @@ def match(identifier: str, entity: Entity) -> tuple[MatchReason, float] | None:
     """How ``identifier`` names ``entity``: (reason, score), or ``None`` when it does not."""
     if identifier == entity.id or identifier.casefold() == entity.id:
         return "exact", EXACT_SCORE
-    if entity.id in ids_for(entity.entity_type, identifier):
+    if entity.id in ids_for(entity.entity_type, identifier) or _same_tenant_identity(
+        identifier, entity
+    ):
         return "exact", EXACT_SCORE
     needle = words(identifier)
     names = _names(entity)

@@ -106,14 +106,15 @@ _SURROGATE: Final = re.compile("[\ud800-\udfff]")
 def check_search(query: object, limit: object) -> str:
     """Refuse a search's arguments before any I/O: a query that is no text or is blank
     (:class:`EmptySearchQueryError`), a ``limit`` outside 1–:data:`MAX_HITS`. The query to
-    send: a lone surrogate (which separates words, and which no request can carry) as a
-    space."""
+    send: a lone surrogate (which separates words, and which no request can carry) as
+    U+FFFD, a separator too, so a query of surrogates alone stays a query of no words (it
+    finds nothing) rather than turning blank."""
     text = _check(query)
     if isinstance(limit, bool) or not isinstance(limit, int):
         raise TypeError(f"limit must be an int, not {type(limit).__name__}")
     if not 1 <= limit <= MAX_HITS:
         raise ValueError(f"limit must be between 1 and {MAX_HITS}, not {limit}")
-    return _SURROGATE.sub(" ", text)
+    return _SURROGATE.sub("\ufffd", text)
 
 
 def parse_query(query: str) -> tuple[Phrase, ...]:

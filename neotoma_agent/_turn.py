@@ -51,6 +51,7 @@ from ._text import split_pending
 from ._tools import ToolLog
 from ._turn_result import TurnResult, TurnState, close_failure, finish, finish_attempt
 from ._turn_tools import TurnTools
+from ._user_id import tenant_for
 from .exceptions import TurnStateError, ValidationError, error_class_name
 from .transport._base import Entity
 
@@ -387,7 +388,8 @@ class Turn(TurnTools):
             t.reply += f" Booked ({booking})."
         """
         self._require_open("remember an entity")
-        item = produced_entity(entity_type, fields, extends=self.retrieved_ids)
+        tenant = tenant_for(self._phases.config.transport)
+        item = produced_entity(entity_type, fields, extends=self.retrieved_ids, tenant=tenant)
         merged = merge_produced((*self._produced.values(), item))
         self._produced = {p.entity_id: p for p in merged}
         return item.entity_id

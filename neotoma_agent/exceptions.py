@@ -19,6 +19,7 @@ Every error this library raises on purpose derives from :class:`NeotomaError`::
     ├── ToolCallConflictError          a tool call id recorded again with other content
     ├── EmptySearchQueryError          a search for an empty or blank query
     ├── InvalidEntityIdError           an entity id that is not ``ent_`` + 24 hex digits
+    ├── InvalidUserIdError             a user id that is not a short, printable string
     └── OutboxError                    the outbox file cannot be used (a newer schema)
         └── OutboxFullError            the outbox holds its maximum of entries
 
@@ -46,6 +47,7 @@ __all__ = [
     "EmptySearchQueryError",
     "IdempotencyMismatchError",
     "InvalidEntityIdError",
+    "InvalidUserIdError",
     "NeotomaError",
     "NotFoundError",
     "OutboxError",
@@ -200,6 +202,12 @@ class EmptySearchQueryError(NeotomaError, ValueError):
 class InvalidEntityIdError(NeotomaError, ValueError):
     """An entity id that is not Neotoma's ``ent_`` + 24 lowercase hex digits (or not a
     str), refused before any I/O. The message never quotes the id."""
+
+
+class InvalidUserIdError(NeotomaError, ValueError):
+    """A user id that cannot scope a store: not a str, empty, longer than 256 characters,
+    holding a control character or a lone surrogate, or starting or ending with
+    whitespace. Raised before any I/O; the message never quotes the id."""
 
 
 class OutboxError(NeotomaError):

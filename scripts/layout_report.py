@@ -61,9 +61,7 @@ TARGETS: Mapping[str, int] = {
 #: gets better (and say so in the commit); never raise one.
 CEILINGS: Mapping[str, object] = {
     # the import cycles there are today, each as its sorted modules
-    "import_cycles": [
-        ["neotoma_agent.transport.http", "neotoma_agent.transport.outbox"],
-    ],
+    "import_cycles": [],
     # the modules over MAX_LINES today, with their length: none may grow, none may join
     "long_modules": {
         "neotoma_agent.integrations.langgraph": 850,
@@ -73,13 +71,13 @@ CEILINGS: Mapping[str, object] = {
     "core_nonlocal": 2,
     # per wing, the (wing module, private core module) pairs today
     "wing_private_imports": {
-        "cli": 49,
+        "cli": 48,
         "hooks": 29,
         "integrations": 0,
         "qa": 35,
         "server": 15,
         "sync": 1,
-        "ui": 11,
+        "ui": 10,
     },
 }
 

@@ -17,12 +17,12 @@ import signal
 import sys
 from typing import Any
 
+from outbox_support import FAST, outbox_over_http
 from server_support import TOKEN
 
 from neotoma_agent._memory import NeotomaMemory
-from neotoma_agent.transport.http import HttpTransport, RetryPolicy, flush_outbox
+from neotoma_agent.transport.http import flush_outbox
 
-FAST = RetryPolicy(attempts=2, backoff=False)
 CONVERSATION = "outbox-conv"
 REPLY = "The reply the user already saw."
 
@@ -41,7 +41,7 @@ def entry(tag: str, i: int) -> tuple[str, dict[str, Any], str]:
 
 
 async def turn(url: str, outbox: str) -> None:
-    transport = HttpTransport(url, token=TOKEN, retry=FAST, outbox=outbox)
+    transport = outbox_over_http(url, outbox, background=True)
     memory = NeotomaMemory(transport, conversation_id=CONVERSATION, platform="outbox-test")
     async with memory.turn("Tell me about Acme Corp", turn_id="t1") as t:
         t.reply = REPLY
@@ -51,7 +51,7 @@ async def turn(url: str, outbox: str) -> None:
 
 
 async def queue(url: str, outbox: str, tag: str, n: int) -> None:
-    async with HttpTransport(url, token=TOKEN, retry=FAST, outbox=outbox) as transport:
+    async with outbox_over_http(url, outbox, background=True) as transport:
         for i in range(n):
             lane, entity, key = entry(tag, i)
             outcome = await transport.store(

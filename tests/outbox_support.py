@@ -1,8 +1,10 @@
-"""A dev server for the outbox tests that can be stopped and started again on its port."""
+"""The outbox tests' set-up: a dev server that can be stopped and started again on its port,
+and the transport they put in front of it (an outbox over HTTP)."""
 
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -10,10 +12,29 @@ import attrs
 from aiohttp import web
 from server_support import TOKEN
 
+from neotoma_agent import HttpTransport, OutboxTransport, RetryPolicy
 from neotoma_agent.server import Handler, create_app, serving
 from neotoma_agent.transport.embedded import EmbeddedStore
 
-__all__ = ["Server", "running_server"]
+__all__ = ["FAST", "Server", "outbox_over_http", "running_server"]
+
+#: one quick retry, no wait: a stopped server fails a store at once
+FAST = RetryPolicy(attempts=2, backoff=False)
+
+
+def outbox_over_http(
+    url: str,
+    box: str | os.PathLike[str],
+    *,
+    retry: RetryPolicy = FAST,
+    background: bool = False,
+    **options: Any,
+) -> OutboxTransport:
+    """An outbox at ``box`` over an HttpTransport to ``url`` (the tests' token, ``retry``);
+    no background delivery unless asked (the test delivers: ``flush()``, the next store).
+    ``options`` go to :class:`OutboxTransport` (``poll``, ``max_entries``)."""
+    http = HttpTransport(url, token=TOKEN, retry=retry)
+    return OutboxTransport(http, box, background=background, **options)
 
 
 @attrs.define

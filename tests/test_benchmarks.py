@@ -207,7 +207,23 @@ def test_disk_layout_probe_copies_every_row_into_each_layout(tmp_path: Path) -> 
     # Numbers instead of ids shrink the edges; a copy keeps the file's own layout.
     assert tables["relationships"]["numbers"] < tables["relationships"]["copy"]
     assert tables["entities_by_type"]["+type"] < tables["entities_by_type"]["numbers"]
-    assert set(report["totals"]) >= {"live", "copy", "est +meta"}
+    assert set(report["totals"]) >= {"live", "copy", "est +meta", f"est {report['compact']}"}
+    rows = report["rows_per_turn"]
+    # A turn writes 5 observations: the messages' and the turn record's first move into
+    # their entity rows, the closing one and the conversation's stay.
+    assert rows["+meta"]["observations"] > rows["+merge"]["observations"] > 0
+    # A message's PART_OF edge is the conversation index's pair; nothing else is dropped.
+    assert rows["+merge"]["relationships"] > 0 == rows["+partof"]["relationships"]
+    assert rows["+partof"]["conversation_messages"] == rows["copy"]["conversation_messages"]
+    assert tables["bookkeeping_names_content"]["est +partof"] > 0
+    assert tables["bookkeeping_names_content"]["est +nobook"] == 0
+    # The keys are numbered and found by a digest: an index of its own, counted.
+    assert tables["idempotency_keys_by_digest"]["est +keys"] > 0
+    assert report["totals"]["est +user"] < report["totals"]["live"]
+    # The positional codec shrinks the protocol records' rows, nothing else.
+    assert tables["entities"]["est +codec"] < tables["entities"]["est +search"]
+    assert rows["+codec"] == rows["+search"]
+    assert report["meta"]["command"].startswith("python benchmarks/disk_layout_probe.py")
 
 
 def test_retrieval_quality_scores_every_labelled_turn(tmp_path: Path) -> None:

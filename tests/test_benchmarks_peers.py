@@ -47,7 +47,11 @@ def test_peers_measures_every_peer_in_every_row_against_the_sdk(tmp_path: Path) 
     )
     cells = {(e["row"], e["peer"]): e for e in report["rows"]}
     rows = ["1 caller", "16 callers", "length 40"]
-    assert set(cells) == {(r, p) for r in rows for p in ("floor", "sdk", "langgraph", "ours")}
+    expected = {(r, p) for r in rows for p in ("floor", "sdk", "langgraph", "ours")}
+    expected |= {(r, "scoped") for r in rows[:2]}  # a user's view: on fresh files
+    assert set(cells) == expected
+    for row in rows[:2]:
+        assert cells[(row, "scoped")]["cpu_vs_ours"] > 0
     for (row, peer), e in cells.items():
         assert e["cpu_ms_per_turn"] > 0
         # A fresh file grows by every turn; a long one may take a few turns in its last pages.

@@ -17,7 +17,9 @@ DEVELOPER_TALK = re.compile(
     r"load average|\bload \d|this machine|\d-core machine|shared with other (jobs|work)"
     r"|\bas before\b|as it was before|\bmain job\b|python benchmarks/|\bbenchmarks/\w+\.py"
     r"|\(\d+(\.\d+)? here\)|\bthis (release|branch)\b|\bsession \d+\b|\bs\d+ \("
-    r"|`tests/|\bthe tests' fixtures\b|\bnox -s\b",
+    r"|`tests/|\bthe tests' fixtures\b|\bnox -s\b"
+    # a measured time (figures live on the measured-figures page, with their command)
+    r"|\b\d+(\.\d+)?([–-]\d+(\.\d+)?)? ?(ms|µs|s) of CPU\b|\bquarter of a second at\b",
     re.IGNORECASE,
 )
 

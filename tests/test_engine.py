@@ -558,7 +558,7 @@ def _message(message_id: str, turn_id: str, role: str) -> dict[str, Any]:
 
 
 def test_a_history_read_asks_for_the_last_turns_before_the_turn_then_the_page_before() -> None:
-    steps = page_reads("chat-1", "ent_c", 2, "t9")
+    steps = page_reads("chat-1", "ent_c", 2, "t9", None)
     bound = message_entity_id("chat-1", "t9", "user")
     # two turns wanted: two messages each, two more for turns interleaved at the edge
     assert next(steps) == HistoryPage("ent_c", 6, bound)
@@ -586,7 +586,7 @@ def test_a_history_read_asks_for_the_last_turns_before_the_turn_then_the_page_be
 
 
 def test_a_store_that_does_not_page_answers_every_message_in_one_page() -> None:
-    steps = page_reads("chat-1", "ent_c", None, None)
+    steps = page_reads("chat-1", "ent_c", None, None, None)
     assert next(steps) == HistoryPage("ent_c", 1000, None)
     page = RecentConversation.from_json({"messages": [_message("m1", "t1", "user")]})
     with pytest.raises(StopIteration) as done:

@@ -19,7 +19,7 @@ from echo_support import MARKER, echoing
 from server_support import TOKEN
 from turn_support import capture_logs
 
-from neotoma_agent import NeotomaMemory, TurnCloseError
+from neotoma_agent import NeotomaMemory, OutboxTransport, TurnCloseError
 from neotoma_agent.server import create_app, serving
 from neotoma_agent.transport.embedded import EmbeddedStore
 from neotoma_agent.transport.http import HttpTransport, RetryPolicy
@@ -66,12 +66,10 @@ async def test_an_outbox_logs_no_server_text(
     async with EmbeddedStore.open(":memory:") as store:
         app = create_app(store, token=TOKEN, middlewares=[echoing(stores_passed=1)])
         async with serving(app, shutdown_timeout=2.0) as url:
-            http = HttpTransport(
-                url,
-                token=TOKEN,
-                retry=RetryPolicy(attempts=1, backoff=False),
-                outbox=tmp_path / "outbox.db",
-                outbox_background=False,
+            http = OutboxTransport(
+                HttpTransport(url, token=TOKEN, retry=RetryPolicy(attempts=1, backoff=False)),
+                tmp_path / "outbox.db",
+                background=False,
             )
             async with http:
                 memory = NeotomaMemory(http, conversation_id="echo")
@@ -81,5 +79,5 @@ async def test_an_outbox_logs_no_server_text(
                             t.reply = "A client"
                     except TurnCloseError:
                         pass  # a 500 is not transient: not queued, the close fails
-                    await http.flush_outbox()
+                    await http.flush()
     assert MARKER not in _everything(logs, caplog)

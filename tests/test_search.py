@@ -15,7 +15,7 @@ from typing import Any
 
 import anyio
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from turn_support import db_path, memory, store
 
@@ -228,6 +228,7 @@ _ANY_TEXT = st.text(st.characters(exclude_categories=()), max_size=300)
 
 @settings(max_examples=150, deadline=None)
 @given(query=_ANY_TEXT)
+@example(query="\ud800")  # a surrogate alone: no words, but no blank query either
 def test_any_text_is_a_query(corpus: Path, query: str) -> None:
     async def run() -> None:
         async with EmbeddedStore.open(corpus, read_only=True) as s:

@@ -92,7 +92,7 @@ class Paged(NamedTuple):
 
 
 def page_reads(
-    conversation_id: str, entity_id: str, limit: int | None, before: str | None
+    conversation_id: str, entity_id: str, limit: int | None, before: str | None, tenant: str | None
 ) -> Generator[HistoryPage, RecentConversation, Paged | list[ConversationMessage]]:
     """The pages a history read asks a store that pages for, as a generator (sans I/O):
     it yields each page request and is sent the page; it returns the last ``limit`` turns
@@ -101,7 +101,7 @@ def page_reads(
 
     ``_history._from_reader`` drives it on a transport, ``_history.read_history_now`` on a
     store file's own reads: one reading of the pages, two drivers."""
-    bound = None if before is None else message_entity_id(conversation_id, before, "user")
+    bound = None if before is None else message_entity_id(conversation_id, before, "user", tenant)
     size = WHOLE_PAGE if limit is None else MESSAGES_PER_TURN * limit + SLACK
     messages: list[ConversationMessage] = []
     seen: set[str] = set()

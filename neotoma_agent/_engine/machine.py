@@ -92,6 +92,8 @@ class TurnMachine(NamedTuple):
     #: what a stored tool call keeps (built, and so checked, once); ``None`` for a turn
     #: without calls (a hook's, which then loads no tool payloads)
     tool_payloads: ToolPayloads | None
+    #: the store's tenant, which the ids it derives carry (``None``: none)
+    tenant: str | None = None
 
     def store(self, payload: StorePayload, keys: TurnKeys, phase: str) -> Machine[StoreResult]:
         """One store; a mismatch is raised as this turn's (what differs, the revision hint).
@@ -120,7 +122,7 @@ class TurnMachine(NamedTuple):
         try:
             return (yield from self.store(payload, keys, phase)), payload
         except IdempotencyMismatchError as refused:
-            for earlier in (yield from _earlier_runs(keys, build, run)):
+            for earlier in (yield from _earlier_runs(keys, build, run, self.tenant)):
                 again = build(earlier)
                 try:
                     return (yield from self.store(again, keys, phase)), again
@@ -159,7 +161,7 @@ class TurnMachine(NamedTuple):
             if not tools:
                 raise
             refused = mismatch
-        record_id = turn_record_entity_id(keys.conversation_id, keys.turn_id)
+        record_id = turn_record_entity_id(keys.conversation_id, keys.turn_id, self.tenant)
         try:
             found = yield ToolObservations(record_id)
         except Exception as exc:  # the mismatch is what the caller will see
@@ -321,10 +323,12 @@ class TurnMachine(NamedTuple):
         return None
 
 
-def _earlier_runs(keys: TurnKeys, build: ClosingBuild, run: RunFields) -> Machine[list[RunFields]]:
+def _earlier_runs(
+    keys: TurnKeys, build: ClosingBuild, run: RunFields, tenant: str | None
+) -> Machine[list[RunFields]]:
     # The run fields of the observations this phase's earlier runs left on the turn
     # record: those equal to what this run sends but for them.
-    record_id = turn_record_entity_id(keys.conversation_id, keys.turn_id)
+    record_id = turn_record_entity_id(keys.conversation_id, keys.turn_id, tenant)
     try:
         observations: Sequence[Mapping[str, Any]] = yield Observations(record_id)
     except Exception as exc:  # the mismatch is what the caller will see

@@ -13,7 +13,7 @@ from typing import TextIO
 from .._terminal import printer
 from ..qa import AUDIT_DEFAULT_MIN_AGE, AuditReport, Finding, audit
 from ..qa._audit import _CLOSE_TIMEOUT, _REPLY_MARGIN, skipped_reason
-from ._common import CLIError, Command, option, print_report
+from ._common import USER_OPTION, CLIError, Command, option, print_report
 
 __all__ = ["register", "render_audit", "run"]
 
@@ -129,6 +129,7 @@ COMMAND = Command(
     """,
     run=run,
     options=(
+        USER_OPTION,
         option("--conversation", metavar="ID", help="audit one conversation only"),
         option("--since", metavar="TIME", help="only turns written at or after this ISO 8601 time"),
         option("--repair", action="store_true", help="close what can be closed"),

@@ -43,7 +43,7 @@ from .._turn import Turn
 from .._turn_result import TurnResult, TurnState
 from ..transport._base import Entity
 from ..wrap import AgentStream, MemoryAgent, with_memory
-from ._common import CLIError, Command, explain, open_transport, option, store_label
+from ._common import USER_OPTION, CLIError, Command, explain, open_transport, option, store_label
 
 __all__ = ["echo_agent", "load_agent", "register"]
 
@@ -439,6 +439,7 @@ COMMAND = Command(
     run=run,
     default_log_level="error",
     options=(
+        USER_OPTION,
         option(
             "--agent",
             metavar="MODULE:FUNCTION",

@@ -34,6 +34,7 @@ if TYPE_CHECKING:
 # sqlite3, attrs and the exceptions are imported where they are used, not here.
 
 __all__ = [
+    "USER_OPTION",
     "CLIError",
     "Command",
     "Progress",
@@ -41,6 +42,7 @@ __all__ = [
     "display_name",
     "explain",
     "given_token",
+    "given_user",
     "open_transport",
     "option",
     "print_json",
@@ -93,6 +95,30 @@ Option = tuple[tuple[str, ...], Mapping[str, Any]]
 def option(*flags: str, **settings: Any) -> Option:
     """An option (or positional argument) of a :class:`Command`, as ``add_argument`` takes it."""
     return flags, settings
+
+
+#: ``--user USER``, on every command that reads or writes a store: its rows are that user's
+USER_OPTION: Option = option(
+    "--user",
+    metavar="USER",
+    help="act for this user only: read and write that user's memory (an id your "
+    "application gives its users; default: the store's default user)",
+)
+
+
+def given_user(args: argparse.Namespace) -> str | None:
+    """The ``--user`` given, checked (``None``: none); a bad one is a usage error (exit 2)
+    whose message never quotes it."""
+    user = getattr(args, "user", None)
+    if user is None:
+        return None
+    from .. import check_user_id
+    from ..exceptions import InvalidUserIdError
+
+    try:
+        return check_user_id(user)
+    except InvalidUserIdError as exc:
+        raise CLIError(f"bad --user: {exc}", exit_code=2) from None
 
 
 class Command:
@@ -247,19 +273,13 @@ async def open_transport(
     ``--db`` (or ``$NEOTOMA_AGENT_DB``, or the per-user data directory, which is created).
     ``must_exist`` refuses to create a new, empty store file: reading one is a mistake;
     ``read_only`` opens the file for reading only (a read-only file or directory works).
+    With ``--user``, the transport acts for that user alone: the store's ``for_user`` view,
+    or the server's requests carrying ``user_id``.
     """
+    user = given_user(args)
     url = resolve_url(args)
     if url:
-        from ..transport.http import HttpTransport
-
-        try:
-            transport = HttpTransport(url, token=resolve_token(args, url=url))
-        except ValueError as exc:
-            raise CLIError(
-                f"bad --url: {exc}", "pass the server root, e.g. http://127.0.0.1:3080"
-            ) from None
-        async with transport:
-            await _check_neotoma(transport, url)
+        async with _http_transport(args, url, user) as transport:
             yield transport
         return
 
@@ -280,16 +300,45 @@ async def open_transport(
     except (OSError, sqlite3.Error) as exc:
         raise store_error(path, exc) from exc
     async with store:
-        yield store
+        yield store if user is None else store.for_user(user)
 
 
-async def _check_neotoma(transport: Any, url: str) -> None:
+@contextlib.asynccontextmanager
+async def _http_transport(
+    args: argparse.Namespace, url: str, user: str | None
+) -> AsyncIterator[Transport]:
+    from ..transport.http import HttpTransport
+
+    token = resolve_token(args, url=url)
+    try:
+        transport = HttpTransport(url, token=token)
+    except ValueError as exc:
+        raise CLIError(
+            f"bad --url: {exc}", "pass the server root, e.g. http://127.0.0.1:3080"
+        ) from None
+    async with transport:
+        health = await _check_neotoma(transport, url)
+        if user is None:
+            yield transport
+            return
+    from .. import LOCAL_USER_ID
+    from ..transport.http import tenant_scoped
+
+    # A server that derives entity ids under the user says so (the dev server does): the
+    # ids this side computes (a conversation's) must be derived the same way.
+    scoped = tenant_scoped(health) and user != LOCAL_USER_ID
+    async with HttpTransport(url, token=token, user_id=user, tenant_scoped_ids=scoped) as mine:
+        yield mine
+
+
+async def _check_neotoma(transport: Any, url: str) -> Mapping[str, Any]:
     from ..exceptions import NotFoundError, ServerError, ValidationError
 
     # Anything may listen at a URL; without this, a command against an unrelated server
     # would seem to work and store nothing.
     try:
-        await transport.health()
+        health: Mapping[str, Any] = await transport.health()
+        return health
     except (ServerError, NotFoundError, ValidationError) as exc:
         raise CLIError(
             f"{url} is not a Neotoma server ({exc.message})",

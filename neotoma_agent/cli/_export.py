@@ -39,7 +39,7 @@ import attrs
 
 from .._history import StoredTurn, read_conversation
 from ..transport._base import Transport
-from ._common import CLIError, Command, open_transport, option
+from ._common import USER_OPTION, CLIError, Command, open_transport, option
 from ._show import list_conversations, load_transcript
 
 __all__ = ["ExportStats", "export_lines", "register"]
@@ -187,6 +187,7 @@ COMMAND = Command(
     """,
     run=run,
     options=(
+        USER_OPTION,
         option("conversations", nargs="*", metavar="CONVERSATION", help="conversation ids"),
         option(
             "--turns",

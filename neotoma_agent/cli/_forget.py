@@ -31,7 +31,16 @@ from .._forget import (
 )
 from .._private import private_dir, replace_private
 from ..exceptions import InvalidEntityIdError, NotFoundError
-from ._common import CLIError, Command, db_path, open_transport, option, resolve_url
+from ._common import (
+    USER_OPTION,
+    CLIError,
+    Command,
+    db_path,
+    given_user,
+    open_transport,
+    option,
+    resolve_url,
+)
 from ._paths import data_dir
 
 __all__ = ["register"]
@@ -57,7 +66,11 @@ def _kept_path(args: argparse.Namespace, conversation_id: str) -> Path:
     """
     url = resolve_url(args)
     store = url if url else str(db_path(args).resolve())
-    digest = hashlib.sha256(f"{store}\0{conversation_id}".encode()).hexdigest()[:32]
+    user = given_user(args)
+    # The default user's records keep the name they always had; another user's conversation
+    # of the same id has its own.
+    scope = "" if user is None else f"{user}\0"
+    digest = hashlib.sha256(f"{store}\0{scope}{conversation_id}".encode()).hexdigest()[:32]
     return data_dir() / "forgotten" / f"{digest}.json"
 
 
@@ -88,10 +101,10 @@ def _keep(args: argparse.Namespace, record: Forgotten) -> Path:
 
 
 def _hook_state_path(args: argparse.Namespace) -> Path:
-    """The coding-agent hooks' state file ``forget --purge`` also clears."""
-    from ._hook import default_state_path
+    """The coding-agent hooks' state file ``forget --purge`` also clears (``--user``'s)."""
+    from ._hook import hook_files
 
-    return Path(args.state).expanduser() if args.state else default_state_path()
+    return hook_files(args)[0]
 
 
 def _purge_hook_state(args: argparse.Namespace, conversation_id: str) -> int | None:
@@ -179,7 +192,7 @@ async def _run_entity(args: argparse.Namespace) -> int:
     if args.purge:
         from ..transport.embedded import purge_entities
 
-        stats = purge_entities(db_path(args), [entity_id])
+        stats = purge_entities(db_path(args), [entity_id], user_id=_owner(args))
         print(
             f"erased entity {entity_id}: {stats.observations} observations, "
             f"{stats.relationships} edges, free pages vacuumed (irreversible)"
@@ -192,10 +205,83 @@ async def _run_entity(args: argparse.Namespace) -> int:
     return 0
 
 
+def _owner(args: argparse.Namespace) -> str:
+    """Whose rows a ``--purge`` may erase: ``--user``'s, else the default user's (another
+    user's entity of the same id is never erased by a command acting for someone else)."""
+    from .. import LOCAL_USER_ID
+
+    return given_user(args) or LOCAL_USER_ID
+
+
+def _user_arguments(args: argparse.Namespace) -> str:
+    """The user ``forget --user USER`` (no CONVERSATION, no --entity) forgets, and the
+    options that go with it checked; a :class:`CLIError` before anything is opened."""
+    user = given_user(args)
+    assert user is not None
+    if args.save:
+        raise CLIError("--save goes with a CONVERSATION: a user's forget is undone by --restore")
+    if args.restore not in (None, ""):
+        raise CLIError("with --user alone, --restore takes no value: the user is the record")
+    if args.purge and args.restore is not None:
+        raise CLIError("--purge erases for good: it cannot go with --restore")
+    if resolve_url(args):
+        raise CLIError(
+            "forget --user forgets a user of a store file; a server keeps its own users",
+            "pass --db, or forget the user's conversations one by one with --url",
+        )
+    return user
+
+
+def _erase_hook_files(args: argparse.Namespace) -> list[Path]:
+    """Remove the user's own hook state and hook outbox files (and their WAL); the removed.
+
+    ``hook --user`` keeps a user's prompts, replies, tool calls and queued closing stores in
+    files of that user's alone, so erasing the user removes them whole."""
+    from ._hook import hook_files
+
+    removed: list[Path] = []
+    for base in hook_files(args):
+        for path in (base, *(base.with_name(base.name + end) for end in ("-wal", "-shm"))):
+            if path.exists():
+                path.unlink()
+                removed.append(path)
+    return removed
+
+
+async def _run_user(args: argparse.Namespace) -> int:
+    """``forget --user USER`` (``--restore``, ``--purge``): every row of one user."""
+    from ..transport.embedded import EmbeddedStore, purge_user
+
+    user = _user_arguments(args)
+    path = db_path(args)
+    if not path.exists():
+        raise CLIError(f"no store at {path}", "check --db (or NEOTOMA_AGENT_DB)")
+    async with EmbeddedStore.open(path) as store:
+        if args.restore is not None:
+            await store.restore_user(user)
+            print("restored the user's memory")
+            return 0
+        await store.forget_user(user)
+    if not args.purge:
+        print(
+            "forgot the user's memory: reversible; `neotoma-agent forget --user USER "
+            "--restore` on this store undoes it (--purge erases it)"
+        )
+        return 0
+    purge_user(path, user)
+    removed = _erase_hook_files(args)
+    print("erased the user's memory from the store file, free pages vacuumed (irreversible)")
+    if removed:
+        print(f"hook files removed: {', '.join(str(p) for p in removed)}")
+    return 0
+
+
 async def run(args: argparse.Namespace) -> int:
-    """Forget (or restore) one conversation or one entity; print what was done."""
+    """Forget (or restore) one conversation, one entity or one user; print what was done."""
     if args.entity is not None:
         return await _run_entity(args)
+    if args.conversation is None and given_user(args) is not None and not args.restore:
+        return await _run_user(args)
     if args.restore is not None:
         source, from_kept = _restore_source(args)
         record = _read_record(source)
@@ -229,7 +315,7 @@ async def run(args: argparse.Namespace) -> int:
     if args.purge:
         from ..transport.embedded import purge_forgotten
 
-        stats = purge_forgotten(db_path(args), forgotten)
+        stats = purge_forgotten(db_path(args), forgotten, user_id=_owner(args))
         kept.unlink(missing_ok=True)  # an earlier forget's record: nothing left to restore
         print(
             f"{done}, then erased: {stats.observations} observations, "
@@ -264,10 +350,14 @@ COMMAND = Command(
         deletes one entity the way Neotoma's /delete_entity does (retrieval, search, show,
         the context block and the web view no longer see it; its edges stay), `--restore`
         brings it back, and --purge erases its observations, index entries and edges from
-        the store file.
+        the store file. `forget --user USER` (no CONVERSATION) forgets every row of one
+        user of a store file (reversible with `--restore`); with --purge it erases them,
+        VACUUMs the file and removes that user's coding-agent hook files (`hook --user`'s
+        state and outbox). With a CONVERSATION or --entity, --user says whose it is.
     """,
     run=run,
     options=(
+        USER_OPTION,
         option("conversation", nargs="?", metavar="CONVERSATION", help="conversation id"),
         option(
             "--entity",

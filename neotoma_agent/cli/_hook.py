@@ -17,13 +17,22 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .._terminal import printable
-from ._common import CLIError, Command, db_path, option, resolve_token, resolve_url
+from ._common import (
+    USER_OPTION,
+    CLIError,
+    Command,
+    db_path,
+    given_user,
+    option,
+    resolve_token,
+    resolve_url,
+)
 from ._paths import private_parent
 
 if TYPE_CHECKING:
     from ..hooks import Change
 
-__all__ = ["HOOK", "HOOKS", "default_state_path", "register"]
+__all__ = ["HOOK", "HOOKS", "default_state_path", "hook_files", "register"]
 
 _HARNESSES = ("claude-code", "codex", "cursor")
 
@@ -37,9 +46,30 @@ def default_state_path() -> Path:
     return base / "neotoma-agent" / "hooks-state.db"
 
 
+def _user_tag(user: str | None) -> str:
+    """The part of a hook file's name that says whose it is: a digest of the user id (a
+    file name never holds the id itself), or nothing for the default user."""
+    if user is None:
+        return ""
+    import hashlib
+
+    return ".user-" + hashlib.sha256(user.encode()).hexdigest()[:16]
+
+
 def _state_path(args: argparse.Namespace) -> Path:
+    """The hooks' state file: ``--state`` (else :func:`default_state_path`), or with
+    ``--user`` that user's own file beside it, so that one user's prompts, replies and tool
+    calls never share a file with another's (``forget --user --purge`` removes it)."""
     state = getattr(args, "state", None)
-    return Path(state).expanduser() if state else default_state_path()
+    path = Path(state).expanduser() if state else default_state_path()
+    tag = _user_tag(given_user(args))
+    return path.with_name(f"{path.stem}{tag}{path.suffix}") if tag else path
+
+
+def hook_files(args: argparse.Namespace) -> tuple[Path, Path]:
+    """The hooks' state file and outbox file for ``args`` (``--state``, ``--user``)."""
+    state = _state_path(args)
+    return state, state.with_name(f"hooks-outbox{_user_tag(given_user(args))}.db")
 
 
 def run_hook_command(args: argparse.Namespace) -> int:
@@ -58,15 +88,12 @@ def run_hook_command(args: argparse.Namespace) -> int:
         return 0
     try:
         url = resolve_url(args)
-        state = _state_path(args)
+        state, outbox = hook_files(args)
+        user = given_user(args)
         spec = (
-            StoreSpec(
-                url=url,
-                token=resolve_token(args, url=url),
-                outbox=state.with_name("hooks-outbox.db"),
-            )
+            StoreSpec(url=url, token=resolve_token(args, url=url), outbox=outbox, user=user)
             if url
-            else StoreSpec(db=db_path(args))
+            else StoreSpec(db=db_path(args), user=user)
         )
     except CLIError as exc:
         print(f"{label}: {exc.message}", file=sys.stderr)
@@ -103,6 +130,7 @@ HOOK = Command(
     run=run_hook_command,
     default_log_level="critical",
     options=(
+        USER_OPTION,
         option("harness", metavar="HARNESS", help="claude-code, codex or cursor"),
         option("event", metavar="EVENT", help="the harness's event name, e.g. Stop"),
         option(
@@ -239,6 +267,9 @@ def _store_args(args: argparse.Namespace, existing: dict[str, str]) -> list[str]
     """
     url = resolve_url(args)
     extra: list[str] = []
+    user = given_user(args)
+    if user is not None:
+        extra += ["--user", user]
     if args.state:
         extra += ["--state", str(Path(args.state).expanduser().resolve())]
     if args.context_chars is not None:
@@ -348,6 +379,7 @@ HOOKS = Command(
     """,
     run=run_hooks_command,
     options=(
+        USER_OPTION,
         option("action", choices=("install", "uninstall", "status")),
         option("harness", choices=_HARNESSES),
         option(

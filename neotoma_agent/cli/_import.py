@@ -63,7 +63,7 @@ from ..exceptions import (
 )
 from ..hooks._backfill import SOURCES as BACKFILL_SOURCES
 from ..transport._base import Transport
-from ._common import CLIError, Command, Progress, open_transport, option, run_async
+from ._common import USER_OPTION, CLIError, Command, Progress, open_transport, option, run_async
 
 __all__ = ["ImportLine", "ImportStats", "LineError", "parse_line", "register"]
 
@@ -608,6 +608,7 @@ COMMAND = Command(
     """,
     run=run,
     options=(
+        USER_OPTION,
         option("file", metavar="FILE.jsonl", help="the transcript (- for stdin)"),
         option(
             "--from",

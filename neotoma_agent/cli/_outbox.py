@@ -7,9 +7,9 @@ import json
 import sys
 from pathlib import Path
 
+from .. import OutboxFlush, outbox_status
 from .._terminal import printable
-from ..transport._outbox import OutboxFlush, outbox_status
-from ..transport.outbox import OutboxTransport, flush_outbox
+from ..transport.outbox import OutboxTransport
 from ._common import (
     CLIError,
     Command,
@@ -27,9 +27,7 @@ def run(args: argparse.Namespace) -> int:
     """``status`` or ``flush``; 1 when a flush leaves entries queued."""
     path = Path(args.outbox).expanduser()
     if not path.is_file():
-        raise CLIError(
-            f"no outbox file at {path}", "pass the path given to OutboxTransport (or outbox=)"
-        )
+        raise CLIError(f"no outbox file at {path}", "pass the path given to OutboxTransport")
     if args.action == "status":
         status = outbox_status(path)
         if args.json:
@@ -39,6 +37,8 @@ def run(args: argparse.Namespace) -> int:
         return 0
     url = resolve_url(args)
     if url is not None:
+        from ..transport.http import flush_outbox  # aiohttp only for a flush to a server
+
         done = run_async(flush_outbox, path, url, resolve_token(args, url=url))
     elif args.db:
         done = run_async(_flush_into_store, args, path)

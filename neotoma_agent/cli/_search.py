@@ -14,7 +14,7 @@ from typing import TextIO
 
 from .._terminal import printer
 from ..transport._search_results import SearchHit, SearchHitKind, SearchResult
-from ._common import CLIError, Command, open_transport, option, print_json, store_label
+from ._common import USER_OPTION, CLIError, Command, open_transport, option, print_json, store_label
 
 __all__ = ["register", "render_hits"]
 
@@ -81,6 +81,7 @@ COMMAND = Command(
     """,
     run=run,
     options=(
+        USER_OPTION,
         option("query", metavar="QUERY", help="the words to find (quote a phrase)"),
         option("--conversation", metavar="ID", help="search this conversation's messages only"),
         option(

@@ -12,6 +12,7 @@ from pathlib import Path
 from ._common import CLIError, Command, db_path, option, resolve_token
 from ._paths import private_parent
 from ._tokens import announce_token, login_link, new_token, remove_token_file
+from ._users_file import USERS_OPTION, given_users
 
 __all__ = ["register"]
 
@@ -50,8 +51,14 @@ def run(args: argparse.Namespace) -> int:
             "serve runs the store file, not a server at --url",
             "drop --url (or unset NEOTOMA_URL) and pass --db",
         )
+    users = given_users(args)
     given = resolve_token(args)
     token = given or new_token()
+    if users is not None and token in users:
+        raise CLIError(
+            "a token in --users is the server's own (--token): the admin's token must be no user's",
+            "give the admin another token, or drop that line from the users file",
+        )
     db = db_path(args)
     if not args.db:
         private_parent(db)
@@ -69,7 +76,9 @@ def run(args: argparse.Namespace) -> int:
         print(f"web view: {login_link(f'http://{shown}:{port}/ui/', token, given)}", flush=True)
 
     try:
-        run_server(str(db), host=args.host, port=args.port, token=token, on_ready=ready)
+        run_server(
+            str(db), host=args.host, port=args.port, token=token, on_ready=ready, users=users
+        )
     except OSError as exc:
         # Raised by the bind, before the store file is created.
         raise _bind_error(args.host, args.port, exc) from None
@@ -89,12 +98,16 @@ COMMAND = Command(
         --host says otherwise. Every caller needs the token: --token-file or $NEOTOMA_TOKEN,
         else a new one each start, kept 0600 in the per-user data directory where clients
         on this machine find it. The web view is at /ui/ (the printed link logs in). Stop
-        with Ctrl-C.
+        with Ctrl-C. --users FILE serves many users: each line `TOKEN USER_ID` binds a
+        token to the user it acts for (its requests, and the web view it logs in to, see
+        that user's memory alone); the server's own token is the admin's, which may act
+        for any user with a body or query user_id.
     """,
     run=run,
     options=(
         option("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)"),
         option("--port", type=int, default=3080, help="port (default 3080; 0 picks a free one)"),
+        USERS_OPTION,
     ),
 )
 register = COMMAND.register

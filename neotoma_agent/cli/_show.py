@@ -26,6 +26,7 @@ from .._tool_reads import StoredToolCall
 from .._turn_record import TurnEnding, read_ending, short_class
 from ..transport._base import RelatedEntity, Transport
 from ._common import (
+    USER_OPTION,
     CLIError,
     Command,
     open_transport,
@@ -335,6 +336,7 @@ COMMAND = Command(
     """,
     run=run,
     options=(
+        USER_OPTION,
         option("conversation", nargs="?", metavar="CONVERSATION", help="conversation id"),
         option("--json", action="store_true", help="print JSON (exact content)"),
     ),

@@ -13,7 +13,7 @@ from .._terminal import printer
 from .._tools import TOOL_TYPE
 from .._turn_record import ending_of
 from ..transport._base import Transport
-from ._common import Command, option, print_report
+from ._common import USER_OPTION, Command, option, print_report
 
 __all__ = ["StoreStats", "collect_stats", "register"]
 
@@ -132,6 +132,6 @@ COMMAND = Command(
         (completed, abandoned, open), abandoned turns, and tool calls by tool and status.
     """,
     run=run,
-    options=(option("--json", action="store_true", help="print JSON"),),
+    options=(option("--json", action="store_true", help="print JSON"), USER_OPTION),
 )
 register = COMMAND.register

@@ -11,8 +11,9 @@ import sys
 import urllib.parse
 from pathlib import Path
 
-from ._common import CLIError, Command, given_token, open_transport, option
+from ._common import USER_OPTION, CLIError, Command, given_token, open_transport, option
 from ._tokens import announce_token, login_link, new_token, remove_token_file
+from ._users_file import USERS_OPTION, given_users
 
 __all__ = ["register"]
 
@@ -24,7 +25,9 @@ def _check(args: argparse.Namespace) -> None:
         )
 
 
-async def _serve(args: argparse.Namespace, token: str, given: str | None) -> None:
+async def _serve(
+    args: argparse.Namespace, token: str, given: str | None, users: dict[str, str] | None
+) -> None:
     from ..server import serving
     from ..server._app import bind_socket
     from ..ui import UI_PREFIX
@@ -38,7 +41,14 @@ async def _serve(args: argparse.Namespace, token: str, given: str | None) -> Non
             loop.add_signal_handler(sig, stop.set)
     try:
         async with open_transport(args, must_exist=True, read_only=True) as transport:
-            app = standalone_app(transport, token=token, outbox=args.outbox, hosts=[args.host])
+            if users is not None and not hasattr(transport, "for_user"):
+                raise CLIError(
+                    "--users shows each user's memory of a store file; a server keeps its own",
+                    "drop --url and pass --db, or drop --users",
+                )
+            app = standalone_app(
+                transport, token=token, outbox=args.outbox, hosts=[args.host], users=users
+            )
             written: list[Path] = []
             try:
                 async with serving(app, sock=sock, shutdown_timeout=5.0) as url:
@@ -69,11 +79,18 @@ def run(args: argparse.Namespace) -> int:
     except ImportError:
         raise CLIError("the web view needs Jinja2", "pip install 'neotoma-agent[ui]'") from None
     _check(args)
+    users = given_users(args)
     given = given_token(
         args.ui_token, args.ui_token_file, "NEOTOMA_UI_TOKEN", file_option="--ui-token-file"
     )
+    token = given or new_token()
+    if users is not None and token in users:
+        raise CLIError(
+            "a token in --users is the view's own (--ui-token): it must be no user's",
+            "give the view another token, or drop that line from the users file",
+        )
     try:
-        asyncio.run(_serve(args, given or new_token(), given))
+        asyncio.run(_serve(args, token, given, users))
     except OSError as exc:
         reason = os.strerror(exc.errno) if exc.errno else str(exc)
         raise CLIError(
@@ -93,11 +110,14 @@ COMMAND = Command(
         entities and the turns that referred to them, and the store's health. Binds
         127.0.0.1 unless --host says otherwise. Every page needs a token: --ui-token-file
         (a file holding it) or $NEOTOMA_UI_TOKEN, else a new one each start (the printed
-        link logs in; kept 0600 in the per-user data directory). Needs the `ui` extra (pip install
+        link logs in; kept 0600 in the per-user data directory). --users FILE (one
+        `TOKEN USER_ID` a line, mode 0600) lets each user log in with a token of their
+        own and see their memory alone. Needs the `ui` extra (pip install
         'neotoma-agent[ui]'). Stop with Ctrl-C.
     """,
     run=run,
     options=(
+        USER_OPTION,
         option("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)"),
         option("--port", type=int, default=3081, help="port (default 3081; 0 picks a free one)"),
         option("--open", action="store_true", help="open the view in a browser"),
@@ -115,6 +135,7 @@ COMMAND = Command(
             help="file whose first line is the token every page requires (keep it 0600)",
         ),
         option("--outbox", metavar="PATH", default=None, help="outbox file the health page shows"),
+        USERS_OPTION,
     ),
 )
 register = COMMAND.register

@@ -21,11 +21,12 @@ tool calls.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sqlite3
 import time
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 from typing import Any, Final, NamedTuple, Protocol
 
@@ -101,9 +102,11 @@ class StoreSpec(NamedTuple):
     token: str | None = None
     #: the outbox for closing stores a server could not take (``url`` only)
     outbox: Path | None = None
+    #: the user whose memory the turns are (``hook --user``); ``None``: the default user
+    user: str | None = None
 
     def __repr__(self) -> str:
-        # Never the token.
+        # Never the token, nor the user id.
         return f"StoreSpec(db={self.db!r}, url={self.url!r}, outbox={self.outbox!r})"
 
 
@@ -346,7 +349,9 @@ def _new_turn_id() -> str:
 def _here(spec: StoreSpec, batches: list[tuple[str, list[PendingTurn]]]) -> bool:
     """Whether something is due on a store file (``_embedded`` does it all: openings,
     closing stores, and a turn to open and close in one go)."""
-    if spec.url or spec.db is None or os.environ.get(_ENGINE_ENV):
+    # A user's turns go through the store's scoped view (the engine): the direct writer
+    # knows the default user only.
+    if spec.url or spec.db is None or spec.user is not None or os.environ.get(_ENGINE_ENV):
         return False
     return any(due for _, due in batches)
 
@@ -434,7 +439,7 @@ async def _deliver(
         async with _open_store(spec, budget) as transport:
             if spec.url and spec.outbox is not None:
                 # Closing stores an earlier event queued go first (the server may be back).
-                await transport.flush_outbox()
+                await transport.flush()
             first: str | None = None
             for conv, due in batches:
                 problem, failed = await _deliver_all(
@@ -610,21 +615,55 @@ def _open_store(spec: StoreSpec, budget: float) -> Any:
         # within the budget too; a server that hangs would otherwise keep the person
         # waiting the transport's own timeout past --timeout.
         call = max(min(4.0, budget / 2), 0.05)
-        return HttpTransport(
-            spec.url,
-            token=spec.token,
-            timeout=min(5.0, call),
-            connect_timeout=min(1.0, call),
+        settings: dict[str, Any] = {
+            "token": spec.token,
+            "timeout": min(5.0, call),
+            "connect_timeout": min(1.0, call),
             # A person is waiting: one quick retry, then the outbox (closing stores) or the
             # state file (the rest) keeps the store for a later event.
-            retry=RetryPolicy(attempts=2, timeout=call, wait_initial=0.1, wait_max=0.3),
-            outbox=None if spec.outbox is None else os.fspath(spec.outbox),
-            outbox_background=False,
-        )
+            "retry": RetryPolicy(attempts=2, timeout=call, wait_initial=0.1, wait_max=0.3),
+        }
+        if spec.user is None:
+            return _with_outbox(HttpTransport(spec.url, **settings), spec.outbox)
+        return _http_for_user(spec.url, spec.user, spec.outbox, settings)
     from neotoma_agent import EmbeddedStore
 
     assert spec.db is not None
     # Each store waits at most half the budget for another process's lock on the file,
     # for the reason an HTTP call gets half of it above: the shielded closing store after
     # a cancel at the budget waits too.
-    return EmbeddedStore.open(spec.db, busy_timeout=max(min(10.0, budget / 2), 0.05))
+    store = EmbeddedStore.open(spec.db, busy_timeout=max(min(10.0, budget / 2), 0.05))
+    return store if spec.user is None else _scoped(store, spec.user)
+
+
+@contextlib.asynccontextmanager
+async def _http_for_user(
+    url: str, user: str, outbox: Path | None, settings: dict[str, Any]
+) -> AsyncIterator[Any]:
+    """A transport acting for ``user`` on the server at ``url``, deriving entity ids as the
+    server says it does (its ``/health``)."""
+    from neotoma_agent import LOCAL_USER_ID, HttpTransport
+    from neotoma_agent.transport.http import tenant_scoped
+
+    async with HttpTransport(url, **settings) as probe:
+        scoped = tenant_scoped(await probe.health()) and user != LOCAL_USER_ID
+    http = HttpTransport(url, user_id=user, tenant_scoped_ids=scoped, **settings)
+    async with _with_outbox(http, outbox) as transport:
+        yield transport
+
+
+def _with_outbox(http: Any, outbox: Path | None) -> Any:
+    """``http``, behind the outbox file ``outbox`` when there is one (delivered by the
+    events, not in the background: a hook process ends with its event)."""
+    if outbox is None:
+        return http
+    from neotoma_agent import OutboxTransport
+
+    return OutboxTransport(http, outbox, background=False)
+
+
+@contextlib.asynccontextmanager
+async def _scoped(store: Any, user: str) -> AsyncIterator[Any]:
+    """``store`` open for the block, as ``user`` sees it (its ``for_user`` view)."""
+    async with store:
+        yield store.for_user(user)

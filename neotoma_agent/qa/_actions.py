@@ -178,14 +178,20 @@ RepairAction = (
 )
 
 
-def message_id_for(conversation_id: str, turn_id: str, role: Literal["user", "assistant"]) -> str:
-    """The entity id a store gives the ``role`` message of a turn (derived, no I/O).
+def message_id_for(
+    conversation_id: str,
+    turn_id: str,
+    role: Literal["user", "assistant"],
+    tenant: str | None = None,
+) -> str:
+    """The entity id a store gives the ``role`` message of a turn (derived, no I/O;
+    ``tenant``: the store's, as its ``tenant_id`` says).
 
     Unlike :func:`~neotoma_agent._keys.message_entity_id`, the ids are validated first: a
     repair writes, and writes only what the turn protocol could have written.
     """
     keys = turn_keys(conversation_id, turn_id)
-    return message_entity_id(keys.conversation_id, keys.turn_id, role)
+    return message_entity_id(keys.conversation_id, keys.turn_id, role, tenant)
 
 
 def _repair_key(keys: TurnKeys, base: str, suffix: str) -> str:
@@ -200,8 +206,9 @@ def _settings(action: RepairAction) -> ConversationSettings:
     return ConversationSettings(action.conversation_id)
 
 
-async def build_payload(action: RepairAction) -> StorePayload:
-    """The one store request that carries out ``action`` (reads the file of an attachment)."""
+async def build_payload(action: RepairAction, tenant: str | None = None) -> StorePayload:
+    """The one store request that carries out ``action`` (reads the file of an attachment)
+    on a store whose entity ids are scoped to ``tenant`` (its ``tenant_id``)."""
     keys = turn_keys(action.conversation_id, action.turn_id)
     settings = _settings(action)
     if isinstance(action, StoreUserMessage):
@@ -248,10 +255,12 @@ async def build_payload(action: RepairAction) -> StorePayload:
             conversation_index=0,
             turn_record_index=0,
         )
-    return await _attachment_payload(action, keys)
+    return await _attachment_payload(action, keys, tenant)
 
 
-async def _attachment_payload(action: StoreAttachment, keys: TurnKeys) -> StorePayload:
+async def _attachment_payload(
+    action: StoreAttachment, keys: TurnKeys, tenant: str | None
+) -> StorePayload:
     path = anyio.Path(action.file_path)
     data = await path.read_bytes()
     digest = await anyio.to_thread.run_sync(lambda: hashlib.sha256(data).hexdigest())
@@ -267,7 +276,7 @@ async def _attachment_payload(action: StoreAttachment, keys: TurnKeys) -> StoreP
     }
     if mime is not None:
         asset["mime_type"] = mime
-    user_id = message_id_for(action.conversation_id, action.turn_id, "user")
+    user_id = message_id_for(action.conversation_id, action.turn_id, "user", tenant)
     return StorePayload(
         entities=(asset,),
         relationships=(

@@ -33,7 +33,12 @@ from typing import Any, Final
 
 import attrs
 
-from .._keys import message_entity_id, turn_record_entity_id, validate_conversation_id
+from .._keys import (
+    message_entity_id,
+    tenant_for,
+    turn_record_entity_id,
+    validate_conversation_id,
+)
 from .._log import get_logger
 from .._memory import NeotomaMemory
 from .._reads import gather_bounded, snapshot_or_none
@@ -245,7 +250,7 @@ async def audit(
             ),
             None,
         )
-        turn_findings = classify(state, conv_entity, conversations)
+        turn_findings = classify(state, conv_entity, conversations, tenant_for(transport))
         if min_age > 0 and any(f.kind is not FindingKind.ABANDONED_TURN for f in turn_findings):
             activity = state.activity
             if activity is not None and timestamp(activity) > now - min_age:
@@ -310,7 +315,7 @@ async def _still_broken(transport: Transport, finding: Finding) -> bool:
     if finding.kind is FindingKind.MESSAGE_NOT_IN_CONVERSATION:
         return True  # adding an edge that appeared meanwhile is harmless
     record = await snapshot_or_none(
-        transport, finding.turn_record_id or turn_record_entity_id(cid, tid)
+        transport, finding.turn_record_id or turn_record_entity_id(cid, tid, tenant_for(transport))
     )
     status = record.snapshot.get("status") if record is not None else None
     if status != finding.record_status:
@@ -318,7 +323,8 @@ async def _still_broken(transport: Transport, finding: Finding) -> bool:
     if finding.kind is FindingKind.UNCLOSED_TURN:
         return True
     # An orphan stays one only while no reply exists.
-    return await snapshot_or_none(transport, message_entity_id(cid, tid, "assistant")) is None
+    reply = message_entity_id(cid, tid, "assistant", tenant_for(transport))
+    return await snapshot_or_none(transport, reply) is None
 
 
 async def _repair(

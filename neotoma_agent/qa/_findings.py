@@ -163,7 +163,12 @@ def _repairable(action: Callable[[], RepairAction]) -> RepairAction | None:
     return made
 
 
-def classify(state: TurnState, conv_entity_id: str | None, loaded: Container[str]) -> list[Finding]:
+def classify(
+    state: TurnState,
+    conv_entity_id: str | None,
+    loaded: Container[str],
+    tenant: str | None = None,
+) -> list[Finding]:
     cid, tid = state.conversation_id, state.turn_id
     user, assistant, status = state.user, state.assistant, state.status
     exact = state.exact
@@ -176,7 +181,7 @@ def classify(state: TurnState, conv_entity_id: str | None, loaded: Container[str
         reason: str | None = None,
     ) -> Finding:
         conv = conv_entity_id
-        if conv is None and (derived := conversation_entity_id(cid)) in loaded:
+        if conv is None and (derived := conversation_entity_id(cid, tenant)) in loaded:
             conv = derived
         return Finding(
             kind,

@@ -18,7 +18,7 @@ from typing import Any
 import attrs
 
 from .._error_label import error_label
-from .._keys import ENTITY_ID_RE, turn_keys
+from .._keys import ENTITY_ID_RE, tenant_for, turn_keys
 from .._log import get_logger
 from ..transport._base import Transport
 from ._actions import RepairAction, build_payload
@@ -129,7 +129,7 @@ async def _run(transport: Transport, diagnosis: Diagnosis) -> RepairOutcome:
     if action is None:
         return RepairOutcome(diagnosis, RepairStatus.SKIPPED)
     try:
-        payload = await build_payload(action)
+        payload = await build_payload(action, tenant_for(transport))
         stored = await transport.store(
             payload.entities,
             idempotency_key=payload.idempotency_key,

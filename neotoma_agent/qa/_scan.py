@@ -20,6 +20,7 @@ from .._keys import (
     conversation_entity_id,
     message_entity_id,
     parse_turn_key,
+    tenant_for,
     turn_keys,
     turn_record_entity_id,
 )
@@ -333,11 +334,13 @@ class Auditor:
         cid, tid = state.conversation_id, state.turn_id
         if state.record is None and self.conversation_id is not None:
             # A scoped audit found records by search; look this one up by its id too.
-            state.record = await snapshot_or_none(self.transport, turn_record_entity_id(cid, tid))
+            rid = turn_record_entity_id(cid, tid, tenant_for(self.transport))
+            state.record = await snapshot_or_none(self.transport, rid)
         for role in ("user", "assistant"):
             if state.message(role) is not None:
                 continue
-            snap = await snapshot_or_none(self.transport, message_entity_id(cid, tid, role))
+            mid = message_entity_id(cid, tid, role, tenant_for(self.transport))
+            snap = await snapshot_or_none(self.transport, mid)
             if snap is not None:
                 # It exists, but no conversation we read has it as PART_OF.
                 state.set_message(
@@ -353,7 +356,7 @@ async def read_scoped(
 ) -> None:
     """One conversation: its entity by id, its records by name search, its messages."""
     transport = auditor.transport
-    conv_entity_id = conversation_entity_id(scope)
+    conv_entity_id = conversation_entity_id(scope, tenant_for(transport))
     records: list[EntitySnapshot] = []
 
     async def conversation_and_messages() -> None:

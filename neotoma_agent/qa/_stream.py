@@ -30,7 +30,7 @@ from typing import Any, Protocol
 import anyio
 import attrs
 
-from .._keys import conversation_entity_id, turn_record_entity_id
+from .._keys import conversation_entity_id, tenant_for, turn_record_entity_id
 from .._reads import gather_bounded, snapshot_or_none
 from ..transport._base import EntityQueryResult, EntitySnapshot, Transport
 from ..transport._bulk import BulkReadable, BulkReader
@@ -173,7 +173,8 @@ class StreamingAuditor(Auditor):
             return
         norm = norm_key(key)
         if self.since_at is not None and timestamp(at or "") >= self.since_at:
-            self.recent.add(conversation_entity_id(record_conversation_id(fields, key)))
+            cid = record_conversation_id(fields, key)
+            self.recent.add(conversation_entity_id(cid, tenant_for(self.transport)))
         if fields.get("status") == "completed":
             self._keys.append(hash(norm))
             # A completed record's time matters only to ``since`` (:func:`_activity`).
@@ -264,7 +265,8 @@ class StreamingAuditor(Auditor):
         }
 
         async def by_id(norm: str, state: TurnState) -> None:
-            rid = turn_record_entity_id(state.conversation_id, state.turn_id)
+            tenant = tenant_for(self.transport)
+            rid = turn_record_entity_id(state.conversation_id, state.turn_id, tenant)
             record = await snapshot_or_none(self.transport, rid)
             key = record_key(record.canonical_name) if record is not None else None
             if record is not None and key is not None and norm_key(key) == norm:

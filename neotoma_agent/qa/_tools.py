@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Sequence
 
-from .._keys import parse_turn_key, turn_record_entity_id
+from .._keys import parse_turn_key, tenant_for, turn_record_entity_id
 from .._reads import gather_bounded, scan_entities, snapshot_or_none
 from .._tools import TOOL_TYPE
 from ..transport._base import Transport
@@ -54,7 +54,8 @@ async def tool_findings(
         cid, tid = turn
         if not cid:
             return True
-        record = await snapshot_or_none(transport, turn_record_entity_id(cid, tid))
+        rid = turn_record_entity_id(cid, tid, tenant_for(transport))
+        record = await snapshot_or_none(transport, rid)
         return record is None or record.entity_type != "conversation_turn"
 
     gone = await gather_bounded([functools.partial(missing, t) for t in turns], concurrency)

@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hmac
 import os
 import signal
 import socket
 import traceback
 import urllib.parse
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from pathlib import Path
 
 import aiohttp.typedefs
@@ -35,6 +34,7 @@ from neotoma_agent.server._replies import (
 )
 from neotoma_agent.server._routes import GET_ROUTES, POST_ROUTES, STORE_KEY, Handler
 from neotoma_agent.server._search import SEARCH_ROUTES
+from neotoma_agent.server._users import CALLER, Callers
 from neotoma_agent.transport._base import Transport
 from neotoma_agent.transport._wire import envelope_of, flat_envelope
 from neotoma_agent.transport.embedded import EmbeddedStore
@@ -46,7 +46,7 @@ DEFAULT_MAX_BODY_SIZE = 32 * 2**20
 #: an aiohttp middleware: ``async def m(request, handler) -> response``
 Middleware = aiohttp.typedefs.Middleware
 
-_TOKEN_KEY = web.AppKey("neotoma_token", str)
+_CALLERS_KEY = web.AppKey("neotoma_callers", Callers)
 #: set on a sub-application that checks the token itself (the web view: browsers send a
 #: cookie, not a bearer header)
 SELF_AUTHENTICATED = web.AppKey("neotoma_self_authenticated", bool)
@@ -109,11 +109,12 @@ _AUTH_REQUIRED_HINT = "Send Authorization: Bearer <token>, the token the server 
 
 @web.middleware
 async def _auth(request: web.Request, handler: Handler) -> web.StreamResponse:
-    """Who may call: a caller with the server's token, wherever it connects from.
+    """Who may call: a caller with the server's token or a user's, wherever it connects
+    from; the request then acts for that token's user (:mod:`._users`).
 
     Loopback is not a user boundary (another account on the machine connects from it
     too), so no address is exempt. The web view, mounted as a sub-application, checks the
-    same token itself (a browser sends a cookie, not a header).
+    same tokens itself (a browser sends a cookie, not a header).
     """
     if (
         request.match_info.http_exception is not None
@@ -121,12 +122,13 @@ async def _auth(request: web.Request, handler: Handler) -> web.StreamResponse:
         or any(app.get(SELF_AUTHENTICATED, False) for app in request.match_info.apps)
     ):
         return await handler(request)
-    token = request.app[_TOKEN_KEY]
     bearer = _bearer(request)
     if bearer is None:
         raise refusal(401, "AUTH_REQUIRED", "Missing Bearer token", {"hint": _AUTH_REQUIRED_HINT})
-    if not hmac.compare_digest(bearer, token.encode()):
+    caller = request.app[_CALLERS_KEY].match(bearer)
+    if caller is None:
         raise _invalid_token()
+    request[CALLER] = caller
     return await handler(request)
 
 
@@ -149,6 +151,7 @@ def create_app(
     max_body_size: int = DEFAULT_MAX_BODY_SIZE,
     middlewares: Sequence[Middleware] = (),
     hosts: Sequence[str] = (),
+    users: Mapping[str, str] | None = None,
 ) -> web.Application:
     """An ``aiohttp.web`` application serving ``store`` over Neotoma's REST subset.
 
@@ -160,13 +163,22 @@ def create_app(
     write (403). Bodies larger than ``max_body_size`` bytes are refused with 413.
     ``middlewares`` run innermost, after authentication and just around the route handler
     (tests inject faults and latency there).
+
+    ``users`` maps more tokens to the user each acts for (``serve --users``): a request
+    with one of them reads and writes that user's rows alone (``store.for_user``), and
+    naming another user (a body or query ``user_id``) is refused with 403 ``FORBIDDEN``.
+    ``token`` is the admin's: it acts for the default user
+    (:data:`~neotoma_agent.LOCAL_USER_ID`) and may name any user, as Neotoma's local dev
+    user may. :class:`ValueError` for ``users`` over a store without ``for_user``.
     """
-    _check_token(token)
+    callers = Callers(token, users)
+    if callers.scoped and not hasattr(store, "for_user"):
+        raise ValueError("users= needs a store with for_user (an EmbeddedStore)")
     chain: list[Middleware] = [local_guard, _answers, _auth]
     chain.extend(_as_middleware(m) for m in middlewares)
     app = web.Application(client_max_size=max_body_size, middlewares=chain)
     app[STORE_KEY] = store
-    app[_TOKEN_KEY] = token
+    app[_CALLERS_KEY] = callers
     allowed_hosts(app, hosts)
     for path, handler in {**POST_ROUTES, **SEARCH_ROUTES}.items():
         app.router.add_post(path, handler)
@@ -180,11 +192,6 @@ def is_loopback_host(host: str) -> bool:
     if host == "localhost":
         return True
     return is_loopback_address(host)
-
-
-def _check_token(token: object) -> None:
-    if not isinstance(token, str) or not token:
-        raise ValueError("token must be a non-empty string (e.g. secrets.token_urlsafe())")
 
 
 @contextlib.asynccontextmanager
@@ -273,6 +280,7 @@ async def serve(
     shutdown_timeout: float = 30.0,
     on_ready: Callable[[str, int], None] | None = None,
     with_ui: bool = True,
+    users: Mapping[str, str] | None = None,
 ) -> None:
     """Serve the EmbeddedStore at ``db_path`` until SIGINT or SIGTERM (asyncio only).
 
@@ -282,8 +290,9 @@ async def serve(
     as ``/ui/?token=``). On a signal it stops accepting connections, lets in-flight
     requests finish (at most ``shutdown_timeout`` seconds) and closes the store.
     ``on_ready(host, port)`` is called once listening (``port=0`` picks a free port).
+    ``users``: more tokens, each bound to the user it acts for (see :func:`create_app`).
     """
-    _check_token(token)
+    Callers(token, users)  # refused before anything is bound or opened
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     installed: list[signal.Signals] = []
@@ -297,9 +306,11 @@ async def serve(
     sock = bind_socket(host, port)
     try:
         async with EmbeddedStore.open(os.fspath(db_path)) as store:
-            app = create_app(store, token=token, max_body_size=max_body_size, hosts=[host])
+            app = create_app(
+                store, token=token, max_body_size=max_body_size, hosts=[host], users=users
+            )
             if with_ui:
-                _mount_ui(app, store, token)
+                _mount_ui(app, store, token, users)
             await _run_app(
                 app,
                 host,
@@ -315,13 +326,15 @@ async def serve(
             loop.remove_signal_handler(sig)
 
 
-def _mount_ui(app: web.Application, store: Transport, token: str) -> None:
+def _mount_ui(
+    app: web.Application, store: Transport, token: str, users: Mapping[str, str] | None = None
+) -> None:
     try:
         from neotoma_agent.ui import create_ui_app, mount_ui
     except ImportError:
         _log.info("server.ui_unavailable", hint="pip install 'neotoma-agent[ui]'")
         return
-    ui = create_ui_app(store, token=token)
+    ui = create_ui_app(store, token=token, users=users)
     ui[SELF_AUTHENTICATED] = True
     mount_ui(app, ui)
 
@@ -334,9 +347,10 @@ def run_server(
     token: str,
     max_body_size: int = DEFAULT_MAX_BODY_SIZE,
     on_ready: Callable[[str, int], None] | None = None,
+    users: Mapping[str, str] | None = None,
 ) -> None:
     """Blocking entry point for ``neotoma-agent serve``: :func:`serve` on a new event loop."""
-    _check_token(token)  # fail before creating a loop
+    Callers(token, users)  # fail before creating a loop
     asyncio.run(
         serve(
             db_path,
@@ -345,5 +359,6 @@ def run_server(
             token=token,
             max_body_size=max_body_size,
             on_ready=on_ready,
+            users=users,
         )
     )

@@ -15,14 +15,14 @@ from typing import Any
 from aiohttp import web
 
 from neotoma_agent.server._replies import json_response, refusal
-from neotoma_agent.server._routes import STORE_KEY, Handler
+from neotoma_agent.server._routes import Handler, store_of
 from neotoma_agent.transport._base import ConversationReader, SummaryReader
 
 __all__ = ["CONVERSATION_ROUTES"]
 
 
 def _reader(request: web.Request) -> ConversationReader:
-    store = request.app[STORE_KEY]
+    store = store_of(request)
     if not isinstance(store, ConversationReader):
         raise refusal(501, "NOT_IMPLEMENTED", "this store cannot list conversations")
     return store
@@ -67,7 +67,7 @@ async def _get_conversation(request: web.Request) -> web.StreamResponse:
 
 
 async def _get_summaries(request: web.Request) -> web.StreamResponse:
-    store = request.app[STORE_KEY]
+    store = store_of(request)
     if not isinstance(store, SummaryReader):
         raise refusal(501, "NOT_IMPLEMENTED", "this store keeps no conversation summaries")
     page = await store.conversation_summaries(

@@ -19,7 +19,7 @@ from aiohttp import web
 
 from neotoma_agent.server import _validate
 from neotoma_agent.server._replies import Issues, json_response, refusal
-from neotoma_agent.server._routes import STORE_KEY, Handler, forward
+from neotoma_agent.server._routes import STORE_KEY, Handler, forward, store_of
 from neotoma_agent.transport.embedded import EmbeddedStore
 
 __all__ = ["READ_ROUTES"]
@@ -80,14 +80,16 @@ def _page(body: Mapping[str, Any]) -> dict[str, Any]:
 
 
 async def _read(request: web.Request, action: str, body: dict[str, Any]) -> web.StreamResponse:
-    store = request.app[STORE_KEY]
-    if not isinstance(store, EmbeddedStore):
-        # Only the EmbeddedStore has these reads; a typed Transport has no method for them.
+    if not isinstance(request.app[STORE_KEY], EmbeddedStore):
+        # Only the EmbeddedStore (and its users' views) has these reads; a typed Transport
+        # has no method for them.
         raise refusal(
             501,
             "NOT_IMPLEMENTED",
             f"The neotoma-agent dev server answers GET {request.path} over an EmbeddedStore only.",
         )
+    # The store, or its view of one user: the same reads.
+    store: Any = store_of(request)
     return json_response(await store.request(action, body))
 
 

@@ -15,6 +15,7 @@ from aiohttp import web
 from neotoma_agent._version import __version__
 from neotoma_agent.server import _validate
 from neotoma_agent.server._replies import json_response, refusal
+from neotoma_agent.server._users import user_store
 from neotoma_agent.server._validate import read_body
 from neotoma_agent.transport._base import EntityDeleter, Transport
 from neotoma_agent.transport._rest import RestActions
@@ -24,8 +25,9 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 STORE_KEY = web.AppKey("neotoma_store", Transport)
 
 
-def _store_of(request: web.Request) -> Transport:
-    return request.app[STORE_KEY]
+def store_of(request: web.Request) -> Transport:
+    """The app's store as the user ``request`` acts for sees it (:mod:`._users`)."""
+    return user_store(request, request.app[STORE_KEY])
 
 
 async def forward(request: web.Request, action: str, body: dict[str, Any]) -> Mapping[str, Any]:
@@ -37,7 +39,7 @@ async def forward(request: web.Request, action: str, body: dict[str, Any]) -> Ma
     again cost an eighth of the server's time per lookup. Any other Transport is called
     through its typed method.
     """
-    store = _store_of(request)
+    store = store_of(request)
     if isinstance(store, RestActions):
         return await store.request(action, body)
     result = await _TYPED_CALLS[action](store, body)
@@ -165,7 +167,10 @@ async def _post_retrieve_related_entities(request: web.Request) -> web.StreamRes
 
 
 async def _get_health(request: web.Request) -> web.StreamResponse:
-    return json_response({"ok": True, "version": __version__})
+    # A store with users derives each user's entity ids under that user (Neotoma's
+    # tenant-scoped ids): a client acting for a user must derive its ids the same way.
+    scoped = hasattr(request.app[STORE_KEY], "for_user")
+    return json_response({"ok": True, "version": __version__, "tenant_scoped_ids": scoped})
 
 
 #: the POST routes, by path; the two with their own handler reshape the store's answer

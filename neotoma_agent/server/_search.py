@@ -14,7 +14,7 @@ from aiohttp import web
 
 from neotoma_agent.exceptions import EmptySearchQueryError
 from neotoma_agent.server._replies import MISSING, Issues, json_response, refusal
-from neotoma_agent.server._routes import STORE_KEY, Handler
+from neotoma_agent.server._routes import Handler, store_of
 from neotoma_agent.server._validate import read_body
 from neotoma_agent.transport._rest import RestActions
 from neotoma_agent.transport._search_fallback import search
@@ -25,7 +25,7 @@ __all__ = ["SEARCH_ROUTES"]
 
 async def _post_search(request: web.Request) -> web.StreamResponse:
     body = await read_body(request)
-    store = request.app[STORE_KEY]
+    store = store_of(request)
     if isinstance(store, RestActions):
         return json_response(await store.request(SEARCH_ACTION, body))
     q, limit, scope = body.get("q", MISSING), body.get("limit", 10), body.get("conversation_id")

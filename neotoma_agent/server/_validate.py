@@ -24,8 +24,9 @@ from neotoma_agent.server._replies import (
     refusal,
     too_large,
 )
+from neotoma_agent.server._users import claim_user
 from neotoma_agent.transport._rest import present
-from neotoma_agent.transport._wire import DIRECTIONS, LOCAL_USER_ID, OBSERVATION_SOURCES
+from neotoma_agent.transport._wire import DIRECTIONS, OBSERVATION_SOURCES
 
 T = TypeVar("T")
 
@@ -165,14 +166,6 @@ def _not_implemented(body: Mapping[str, Any], keys: Iterable[str], route: str) -
         )
 
 
-def _check_user(body: Mapping[str, Any]) -> None:
-    # The dev server has one user, the local dev user; a real server honours another
-    # user_id only for an admin, and refuses it otherwise.
-    user_id = body.get("user_id")
-    if user_id is not None and user_id != LOCAL_USER_ID:
-        raise refusal(403, "FORBIDDEN", "user_id does not match the authenticated user")
-
-
 # Deeper request JSON is refused: Python's decoder (and any recursive walk after it) stops
 # with RecursionError near the interpreter's limit of about 1000, and no turn needs more.
 _TOO_DEEP = f"Request body is nested deeper than {MAX_DEPTH} levels"
@@ -265,8 +258,11 @@ async def read_body(request: web.Request) -> dict[str, Any]:
     elif not isinstance(body, dict):
         issues.type_error([], "object", body)
     issues.raise_if_any()
-    _check_user(body)
-    return dict(body)
+    body = dict(body)
+    # The user it acts for is decided here, once (the store scoped to that user does the
+    # rest): no route forwards a user_id.
+    claim_user(request, body.pop("user_id", None))
+    return body
 
 
 # --- per-route validation: each takes the decoded body and returns the body to forward ----

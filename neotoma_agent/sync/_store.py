@@ -65,7 +65,7 @@ class SyncStore:
             ...
 
     ``SyncStore(transport)`` wraps any transport not yet used on another event loop (an
-    :class:`~neotoma_agent.HttpTransport` with an outbox, a
+    :class:`~neotoma_agent.OutboxTransport` over an ``HttpTransport``, a
     :class:`~neotoma_agent.testing.FaultyTransport`, ...); the store owns it from then on.
 
     The loop starts here and stops at :meth:`close` (or the end of the ``with`` block),
@@ -127,7 +127,7 @@ class SyncStore:
     ) -> SyncStore:
         """A Neotoma server at ``base_url``; ``options`` are
         :class:`~neotoma_agent.HttpTransport`'s keyword arguments (``timeout``, ``retry``,
-        ``outbox``, ...)."""
+        ...); for an outbox, ``SyncStore(OutboxTransport(HttpTransport(url), path))``."""
         from neotoma_agent import HttpTransport  # aiohttp only for those who use it
 
         return cls(HttpTransport(base_url, token, **options), close_timeout=close_timeout)

@@ -14,6 +14,7 @@ import inspect
 from collections.abc import Callable, Coroutine
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
+from .._user_id import tenant_for
 from ._base import AsyncClosing, ConversationReader, SearchReader, SummaryReader, Transport
 
 __all__ = ["Forwarding"]
@@ -78,6 +79,11 @@ class Forwarding(AsyncClosing):
         SummaryReader.conversation_summaries, optional=True, protocol=SummaryReader
     )
     search = _forward(SearchReader.search, optional=True, protocol=SearchReader)
+
+    @property
+    def tenant_id(self) -> str | None:
+        """The wrapped transport's: the user its entity ids are scoped to (or None)."""
+        return tenant_for(self.inner)
 
     async def aclose(self) -> None:
         """Closes the wrapped transport."""

@@ -370,7 +370,7 @@ def _kind(db: sqlite3.Connection, path: Path) -> str:
     if kind == "store":
         raise OutboxError(
             f"{path} is a neotoma-agent store, not an outbox: pass it as --db (an "
-            "outbox is the file given to HttpTransport(outbox=...))"
+            "outbox is the file given to OutboxTransport)"
         )
     if kind not in ("outbox", "empty"):
         what = kind if kind != "other" else "a SQLite database with other tables"

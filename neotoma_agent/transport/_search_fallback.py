@@ -28,6 +28,7 @@ from typing import Any, Final
 from .._keys import conversation_entity_id, parse_turn_key
 from .._search_text import MESSAGE_TYPE as _MESSAGE
 from .._search_text import Phrase, check_search, doc_text, matches, parse_query, words
+from .._user_id import tenant_for
 from ..exceptions import NotFoundError
 from ._base import ConversationReader, SearchReader, Transport
 from ._search_results import SearchHit, SearchHitKind, SearchResult
@@ -107,7 +108,8 @@ def _hit(score: float, doc: _Doc, scope: str | None) -> SearchHit:
 
 async def _conversation(reader: ConversationReader, conversation_id: str) -> list[_Doc]:
     try:
-        found = await reader.recent_conversation(conversation_entity_id(conversation_id))
+        entity_id = conversation_entity_id(conversation_id, tenant_for(reader))
+        found = await reader.recent_conversation(entity_id)
     except NotFoundError:
         return []  # no such conversation (or forgotten)
     return [

@@ -16,9 +16,11 @@ failures (connection errors, timeouts, 429, 502/503/504 and envelopes that say
 ``retryable: true``) are retried with exponential backoff and full jitter, within a bounded
 number of attempts and a bounded total time; other 4xx never are.
 
-``outbox=PATH`` is a shorthand for wrapping the transport in an
-:class:`~neotoma_agent.OutboxTransport` over that file (see :mod:`.outbox`): closing stores
-that still fail transiently after their retries are queued there and delivered later.
+An outbox (closing stores that still fail transiently after their retries, kept in a file
+and delivered later) is a transport of its own that wraps this one:
+``OutboxTransport(HttpTransport(url), "outbox.db")`` (see :mod:`.outbox`).
+:func:`flush_outbox` delivers an outbox file to a server now. The ``outbox=`` arguments of
+0.2 still work, deprecated (a :class:`DeprecationWarning`), until 0.4.
 """
 
 from __future__ import annotations
@@ -30,16 +32,19 @@ import json
 import os
 import time
 import urllib.parse
+import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import aiohttp
+import anyio
 import attrs
 
 from neotoma_agent._checks import check_positive_int, check_seconds
 from neotoma_agent._js import compact_encoder
 from neotoma_agent._log import get_logger
 from neotoma_agent._otel import record_retry, traceparent_into
+from neotoma_agent._user_id import check_user_id
 from neotoma_agent._version import __version__
 from neotoma_agent.exceptions import (
     APIError,
@@ -67,9 +72,9 @@ from neotoma_agent.transport._search_results import SearchResult
 from neotoma_agent.transport._spliced import encode_spliced
 from neotoma_agent.transport._warm import Warmer
 from neotoma_agent.transport._wire import error_from_response, parse_retry_after
-from neotoma_agent.transport.outbox import OutboxTransport, flush_outbox
+from neotoma_agent.transport.outbox import OutboxTransport
 
-__all__ = ["HttpTransport", "RetryPolicy", "flush_outbox"]
+__all__ = ["HttpTransport", "RetryPolicy", "flush_outbox", "tenant_scoped"]
 
 _log = get_logger()
 _loads = json.loads
@@ -114,14 +119,23 @@ class HttpTransport(RestActions):
     (a request re-sent elsewhere would carry the conversation and the token there). TLS
     certificates are verified (aiohttp's default, never turned off).
 
-    ``outbox`` (a file path) is a shorthand for ``OutboxTransport(transport, outbox,
-    max_entries=outbox_max_entries, poll=outbox_poll, background=outbox_background)`` (see
-    :class:`~neotoma_agent.OutboxTransport`) built into this transport: a closing store
-    (reply or abandoned record) that still fails after its retries with a transient failure
-    is queued in that file and the turn ends normally with ``t.result.queued``;
-    :meth:`flush_outbox` delivers now, ``async with`` (or the first store) starts the
-    background delivery, and :meth:`aclose` stops it. Wrapping this transport (without
-    ``outbox``) in an ``OutboxTransport`` does the same.
+    ``user_id`` makes every request act for that user: it goes in each body (``POST``) and
+    query (``GET``) as Neotoma reads it. A server honours it when the token may act for any
+    user (an admin token; Neotoma's local dev user) or is that user's own token; any other
+    token gets 403 (:class:`~neotoma_agent.AuthenticationError`). Checked with
+    :func:`~neotoma_agent.check_user_id` (:class:`~neotoma_agent.InvalidUserIdError`);
+    never in ``repr`` or log events. Without it, requests act for the token's user: one
+    token per user is the way to scope a production server. ``tenant_scoped_ids=True`` says
+    the server derives entity ids under the user (Neotoma's
+    ``NEOTOMA_TENANT_SCOPED_ENTITY_IDS``, and ``neotoma-agent serve --users``): the ids this
+    library computes (a conversation's, a message's) are then derived the same way
+    (:attr:`tenant_id`); it needs ``user_id``.
+
+    For an outbox, wrap it: ``OutboxTransport(HttpTransport(url), "outbox.db")`` (see
+    :class:`~neotoma_agent.OutboxTransport`). ``outbox`` (a file path, with
+    ``outbox_max_entries`` and ``outbox_poll``) is the deprecated 0.2 spelling of that
+    wrapper, built into this transport: it warns (:class:`DeprecationWarning`) and goes in
+    0.4.
     """
 
     def __init__(
@@ -137,7 +151,8 @@ class HttpTransport(RestActions):
         outbox: str | os.PathLike[str] | None = None,
         outbox_max_entries: int = DEFAULT_MAX_ENTRIES,
         outbox_poll: float = 5.0,
-        outbox_background: bool = True,
+        user_id: str | None = None,
+        tenant_scoped_ids: bool = False,
     ) -> None:
         parsed = urllib.parse.urlsplit(base_url)
         if parsed.username is not None or parsed.password is not None:
@@ -147,12 +162,21 @@ class HttpTransport(RestActions):
             raise ValueError(f"base_url must be an http(s) URL, got {base_url!r}")
         if token is not None and not token:
             raise ValueError("token must be a non-empty string or None")
+        if user_id is not None:
+            check_user_id(user_id)
+        if tenant_scoped_ids and user_id is None:
+            raise ValueError(
+                "tenant_scoped_ids=True derives entity ids from the user: pass user_id= "
+                "(the token's user when the token is one user's)"
+            )
         check_seconds(timeout, "timeout")
         check_seconds(connect_timeout, "connect_timeout")
         check_positive_int(max_connections, "max_connections")
         check_positive_int(max_response_size, "max_response_size")
         self._base_url = base_url.rstrip("/")
         self._token = token
+        self._user_id = user_id
+        self._tenant_id = user_id if tenant_scoped_ids else None
         self._timeout = float(timeout)
         self._connect_timeout = float(connect_timeout)
         self._max_connections = max_connections
@@ -162,22 +186,33 @@ class HttpTransport(RestActions):
         self._session: aiohttp.ClientSession | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._warmer = Warmer()
-        self._outbox = (
-            None
-            if outbox is None
-            else OutboxTransport(
-                _Unqueued(self),
-                outbox,
-                max_entries=outbox_max_entries,
-                poll=outbox_poll,
-                background=outbox_background,
+        self._outbox: OutboxTransport | None = None
+        if outbox is not None:
+            warnings.warn(
+                "HttpTransport(outbox=...) is deprecated and goes in 0.4: wrap the transport, "
+                "OutboxTransport(HttpTransport(url), path, max_entries=..., poll=...)",
+                DeprecationWarning,
+                stacklevel=2,
             )
-        )
+            self._outbox = OutboxTransport(
+                _Unqueued(self), outbox, max_entries=outbox_max_entries, poll=outbox_poll
+            )
 
     @property
     def base_url(self) -> str:
         """The server root this transport talks to."""
         return self._base_url
+
+    @property
+    def user_id(self) -> str | None:
+        """The user every request acts for (sent as ``user_id``), or ``None``: the token's."""
+        return self._user_id
+
+    @property
+    def tenant_id(self) -> str | None:
+        """The user entity ids are derived under: ``user_id`` with ``tenant_scoped_ids=True``
+        (a server that salts its ids with the user), else ``None`` (ids ignore the user)."""
+        return self._tenant_id
 
     @property
     def retry(self) -> RetryPolicy:
@@ -186,14 +221,23 @@ class HttpTransport(RestActions):
 
     @property
     def outbox(self) -> str | None:
-        """The outbox file's path, or ``None`` without an outbox."""
+        """The outbox file's path given as ``outbox=``, or ``None`` (deprecated with
+        ``outbox=``, and warns: an :class:`~neotoma_agent.OutboxTransport` has ``path``)."""
+        warnings.warn(
+            "HttpTransport.outbox is deprecated and goes in 0.4 with outbox=: "
+            "read path on the OutboxTransport that wraps the transport",
+            DeprecationWarning,
+            stacklevel=2,
+        )
         return None if self._outbox is None else self._outbox.path
 
     def __repr__(self) -> str:
         token = "'***'" if self._token is not None else "None"
         outbox = "" if self._outbox is None else f", outbox={self._outbox.path!r}"
+        # The user id is personal data: a repr lands in logs and tracebacks.
+        user = "" if self._user_id is None else ", user_id='***'"
         return (
-            f"HttpTransport(base_url={self._base_url!r}, token={token}{outbox}, "
+            f"HttpTransport(base_url={self._base_url!r}, token={token}{user}{outbox}, "
             f"state={self._state.value!r})"
         )
 
@@ -233,7 +277,7 @@ class HttpTransport(RestActions):
         lane: str | None = None,
         deferrable: bool = False,
     ) -> StoreResult:
-        """``POST /store``, through the outbox when one was given (``outbox=``)."""
+        """``POST /store`` (through the outbox of the deprecated ``outbox=``, if given)."""
         send = super().store if self._outbox is None else self._outbox.store
         return await send(
             entities,
@@ -253,22 +297,33 @@ class HttpTransport(RestActions):
         limit: int | None = None,
         before: str | None = None,
     ) -> RecentConversation:
-        """``GET /recent_conversations/{entity_id}``; with an outbox, once the stores it
-        queued for that conversation are delivered (see
-        :meth:`OutboxTransport.recent_conversation`)."""
+        """``GET /recent_conversations/{entity_id}`` (with the deprecated ``outbox=``, once the
+        stores it queued for that conversation are delivered)."""
         if self._outbox is not None:
             await self._outbox.deliver_conversation(conversation_entity_id)
         return await super().recent_conversation(conversation_entity_id, limit=limit, before=before)
 
     async def flush_outbox(self) -> OutboxFlush:
-        """Deliver every queued entry now (:meth:`OutboxTransport.flush`); without an outbox
-        there is nothing to do."""
+        """Deliver every entry the deprecated ``outbox=`` queued now; without one there is
+        nothing to do. Deprecated with ``outbox=`` (it warns): wrap the transport in an
+        :class:`~neotoma_agent.OutboxTransport` and call its
+        :meth:`~neotoma_agent.OutboxTransport.flush`."""
+        warnings.warn(
+            "HttpTransport.flush_outbox() is deprecated and goes in 0.4 with outbox=: "
+            "call flush() on the OutboxTransport that wraps the transport",
+            DeprecationWarning,
+            stacklevel=2,
+        )
         if self._outbox is None:
             return OutboxFlush(delivered=0, remaining=0, dead=0)
         return await self._outbox.flush()
 
     async def request(self, action: str, body: Mapping[str, Any]) -> Mapping[str, Any]:
-        """POST a raw REST body to ``/{action}`` (with retries); the decoded JSON answer."""
+        """POST a raw REST body to ``/{action}`` (with retries); the decoded JSON answer.
+
+        With ``user_id``, the body carries it (in place of any ``user_id`` it had)."""
+        if self._user_id is not None:
+            body = {**body, "user_id": self._user_id}
         return await self._call(f"/{action}", body)
 
     async def search(
@@ -285,7 +340,11 @@ class HttpTransport(RestActions):
             )
 
     async def get_route(self, path: str, query: Mapping[str, Any]) -> Mapping[str, Any]:
-        """``GET {path}?{query}`` (with retries: a read); the decoded JSON answer."""
+        """``GET {path}?{query}`` (with retries: a read); the decoded JSON answer.
+
+        With ``user_id``, the query carries it (in place of any ``user_id`` it had)."""
+        if self._user_id is not None:
+            query = {**query, "user_id": self._user_id}
         encoded = urllib.parse.urlencode({k: str(v) for k, v in query.items()})
         return await self._call(f"{path}?{encoded}" if encoded else path, None, "GET")
 
@@ -361,6 +420,9 @@ class HttpTransport(RestActions):
         """POST ``body`` to ``path`` (or GET it, with no body) with retries; the decoded JSON
         object of a 2xx answer."""
         session = self._session_for_loop()
+        # What logs, spans and error messages name: the route without its query, which
+        # may hold a user id or a search term.
+        route = path.partition("?")[0]
         payload = b"" if body is None else encode_body(body)
         policy = self._retry
         deadline = time.monotonic() + policy.timeout
@@ -377,7 +439,7 @@ class HttpTransport(RestActions):
                     if isinstance(answer.body, Mapping):
                         return answer.body
                     raise ServerError(
-                        f"{method} {path}: expected a JSON object, "
+                        f"{method} {route}: expected a JSON object, "
                         f"got {type(answer.body).__name__}",
                         status=answer.status,
                         body={"text": str(answer.body)[:2000]},
@@ -396,7 +458,7 @@ class HttpTransport(RestActions):
             _log.info(
                 "transport.retry",
                 method=method,
-                path=path,
+                path=route,
                 attempt=attempt,
                 max_attempts=policy.attempts,
                 wait_s=round(wait, 3),
@@ -404,7 +466,7 @@ class HttpTransport(RestActions):
                 status=error.status if isinstance(error, APIError) else None,
                 code=error.code if isinstance(error, APIError) else None,
             )
-            record_retry(method, path, attempt, type(error).__name__, wait)
+            record_retry(method, route, attempt, type(error).__name__, wait)
             if wait > 0:
                 await asyncio.sleep(wait)
             attempt += 1
@@ -417,8 +479,9 @@ class HttpTransport(RestActions):
         budget: float,
         method: str = "POST",
     ) -> _Answer:
+        route = path.partition("?")[0]  # never the query (see _call)
         if budget <= 0:
-            raise ReadTimeout(f"{method} {path}: no time left within the retry policy's timeout")
+            raise ReadTimeout(f"{method} {route}: no time left within the retry policy's timeout")
         timeout = aiohttp.ClientTimeout(
             total=budget, sock_connect=min(self._connect_timeout, budget)
         )
@@ -440,39 +503,47 @@ class HttpTransport(RestActions):
                 timeout=timeout,
                 allow_redirects=False,
             ) as resp:
-                raw = await read_capped(resp, self._max_response_size, f"{method} {path}")
+                raw = await read_capped(resp, self._max_response_size, f"{method} {route}")
                 status = resp.status
                 resp_headers = resp.headers  # case-insensitive, as HTTP headers are
                 content_type = resp.content_type
         except aiohttp.ConnectionTimeoutError as exc:
             raise ConnectTimeout(
-                f"{method} {path}: no connection to {self._base_url} "
+                f"{method} {route}: no connection to {self._base_url} "
                 f"within {self._connect_timeout:g}s"
             ) from exc
         except (asyncio.TimeoutError, aiohttp.ServerTimeoutError) as exc:
-            raise ReadTimeout(f"{method} {path}: no answer within {budget:.3g}s") from exc
+            raise ReadTimeout(f"{method} {route}: no answer within {budget:.3g}s") from exc
         except aiohttp.ClientConnectorError as exc:
             raise ConnectionLost(
-                f"{method} {path}: cannot connect to {self._base_url} ({exc.strerror or 'refused'})"
+                f"{method} {route}: cannot connect to {self._base_url} "
+                f"({exc.strerror or 'refused'})"
             ) from exc
         except (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError) as exc:
             raise ConnectionLost(
-                f"{method} {path}: connection to {self._base_url} lost ({type(exc).__name__})"
+                f"{method} {route}: connection to {self._base_url} lost ({type(exc).__name__})"
             ) from exc
         if 300 <= status < 400:
-            raise redirect_refused(f"{method} {path}", status)
+            raise redirect_refused(f"{method} {route}", status)
         # A 2xx answer's seldom-read end is decoded when read (see _lazy_json).
         try:
             body = _decode(raw, content_type, path if 200 <= status < 300 else "", status)
         except RecursionError:
             if 200 <= status < 300:
-                raise too_deep(f"{method} {path}", status) from None
+                raise too_deep(f"{method} {route}", status) from None
             body = ""  # an error answer is typed by its status alone
         return _Answer(status=status, headers=resp_headers, body=body)
 
 
+def tenant_scoped(health: Mapping[str, Any]) -> bool:
+    """Whether a server's ``GET /health`` answer says it derives entity ids under the user
+    (``"tenant_scoped_ids": true``: ``neotoma-agent serve``). A Neotoma server says nothing
+    of it: its default is ids that ignore the user."""
+    return health.get("tenant_scoped_ids") is True
+
+
 class _Unqueued(RestActions):
-    """An HttpTransport's own requests, for the outbox of its ``outbox=`` shorthand: the
+    """An HttpTransport's own requests, for the outbox of the deprecated ``outbox=``: the
     outbox's inner transport, which must not go through that outbox again."""
 
     __slots__ = ("_http",)
@@ -527,3 +598,26 @@ def _decode(raw: bytes, content_type: str, path: str = "", status: int = 200) ->
         except ValueError:
             return text
     return text
+
+
+async def flush_outbox(
+    outbox: str | os.PathLike[str],
+    base_url: str = "http://127.0.0.1:3080",
+    token: str | None = None,
+    *,
+    retry: RetryPolicy | None = None,
+) -> OutboxFlush:
+    """Deliver the outbox file at ``outbox`` to the Neotoma server at ``base_url`` now
+    (asyncio: it is sent over an :class:`HttpTransport`).
+
+    What ``neotoma-agent outbox flush --url`` runs: one :meth:`OutboxTransport.flush
+    <neotoma_agent.OutboxTransport.flush>` over a new ``HttpTransport``, then closed. For
+    another transport, ``async with OutboxTransport(inner, path, background=False) as t:
+    await t.flush()``. Raises :class:`FileNotFoundError` if there is no such file (a flush
+    never creates one).
+    """
+    if not await anyio.Path(outbox).exists():
+        raise FileNotFoundError(f"no outbox file at {os.fspath(outbox)}")
+    inner = HttpTransport(base_url, token, retry=retry)
+    async with OutboxTransport(inner, outbox, background=False) as transport:
+        return await transport.flush()

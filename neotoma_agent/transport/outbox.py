@@ -50,9 +50,9 @@ from ._outbox import (
     expected_result,
 )
 from ._rest import store_arguments, store_body
-from ._retry import RetryPolicy, is_transient
+from ._retry import is_transient
 
-__all__ = ["OutboxTransport", "flush_outbox"]
+__all__ = ["OutboxTransport"]
 
 _log = get_logger()
 
@@ -415,27 +415,3 @@ def _spawn(task: Callable[[], Awaitable[None]]) -> None:
         await task()
 
     asyncio.get_running_loop().create_task(run(), name="neotoma-agent outbox delivery")
-
-
-async def flush_outbox(
-    outbox: str | os.PathLike[str],
-    base_url: str = "http://127.0.0.1:3080",
-    token: str | None = None,
-    *,
-    retry: RetryPolicy | None = None,
-) -> OutboxFlush:
-    """Deliver the outbox file at ``outbox`` to the Neotoma server at ``base_url`` now
-    (asyncio: it is sent over an :class:`~neotoma_agent.HttpTransport`).
-
-    What ``neotoma-agent outbox flush --url`` runs: one :meth:`OutboxTransport.flush`, then
-    closed. For another transport, ``async with OutboxTransport(inner, path,
-    background=False) as t: await t.flush()``. Raises :class:`FileNotFoundError` if there is
-    no such file (a flush never creates one).
-    """
-    from .http import HttpTransport
-
-    if not await anyio.Path(outbox).exists():
-        raise FileNotFoundError(f"no outbox file at {os.fspath(outbox)}")
-    inner = HttpTransport(base_url, token, retry=retry)
-    async with OutboxTransport(inner, outbox, background=False) as transport:
-        return await transport.flush()

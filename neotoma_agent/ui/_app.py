@@ -12,7 +12,6 @@ run), framing, referrers and caching (a page holds message content).
 
 from __future__ import annotations
 
-import hmac
 import importlib.resources
 import os
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -23,6 +22,7 @@ from aiohttp import web
 from .._log import get_logger
 from ..exceptions import NeotomaError
 from ..server._guard import allowed_hosts, local_guard
+from ..server._users import Caller, Callers, scoped_key, store_for
 from ..transport._base import Transport
 from . import _views
 from ._html import render
@@ -50,7 +50,7 @@ _HEADERS: Final = {
 _COOKIE: Final = "neotoma_ui_token"
 
 _TRANSPORT: Final = web.AppKey("ui_transport", Transport)
-_TOKEN: Final = web.AppKey("ui_token", str)
+_CALLERS: Final = web.AppKey("ui_callers", Callers)
 _OUTBOX: Final = web.AppKey("ui_outbox", str)
 _BASE: Final = web.AppKey("ui_base", str)
 
@@ -114,22 +114,25 @@ _PAGES: Final[Mapping[str, View]] = {
 }
 
 
-def _matches(offered: str, token: str) -> bool:
-    """Whether ``offered`` is the token, compared in constant time.
+#: the request's transport: the view's, as the caller's token's user sees it
+_SCOPED: Final = scoped_key("ui_scoped_transport")
+
+
+def _caller(request: web.Request, offered: str) -> Caller | None:
+    """Who ``offered`` (a token) is: the admin, a user, or no one.
 
     aiohttp decodes bytes that are not UTF-8 (in a header, a cookie, a query) as lone
     surrogates: encoding them back the same way gives the bytes sent and cannot fail.
     """
-    return bool(offered) and hmac.compare_digest(
-        offered.encode("utf-8", "surrogateescape"), token.encode()
-    )
+    if not offered:
+        return None
+    return request.app[_CALLERS].match(offered.encode("utf-8", "surrogateescape"))
 
 
-def _authorised(request: web.Request) -> bool:
-    token = request.app[_TOKEN]
+def _authorised(request: web.Request) -> Caller | None:
     header = request.headers.get("Authorization", "")
     offered = header[7:] if header.startswith("Bearer ") else request.cookies.get(_COOKIE, "")
-    return _matches(offered, token)
+    return _caller(request, offered)
 
 
 def _error(request: web.Request, status: int, message: str, *, as_json: bool) -> web.Response:
@@ -144,12 +147,12 @@ async def _guard(
     request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
 ) -> web.StreamResponse:
     as_json = request.path.startswith(f"{request.app[_BASE]}/api/")
-    token = request.app[_TOKEN]
     offered = request.query.get("token")
+    caller = None if offered is not None else _authorised(request)
     if offered is not None:
         # A link with ?token= (what `serve` and `ui` print) logs the browser in once: the
         # token moves to a cookie and the address bar loses it.
-        if not _matches(offered, token):
+        if _caller(request, offered) is None:
             response: web.StreamResponse = _error(request, 401, "wrong token", as_json=as_json)
         else:
             query = {k: v for k, v in request.query.items() if k != "token"}
@@ -157,15 +160,17 @@ async def _guard(
             response = web.Response(status=303, headers={"Location": location})
             response.set_cookie(
                 _COOKIE,
-                token,
+                offered,
                 httponly=True,
                 samesite="Strict",
                 path=request.app[_BASE] or "/",
             )
-    elif not _authorised(request):
+    elif caller is None:
         response = _error(request, 401, "this view needs the server's token", as_json=as_json)
     else:
         try:
+            # A user's token shows that user's memory alone; the admin's, the default user's.
+            request[_SCOPED] = store_for(request.app[_TRANSPORT], caller.user_id)
             response = await handler(request)
         except web.HTTPException as exc:
             if exc.status < 400:
@@ -187,7 +192,7 @@ async def _guard(
 
 def _handler(view: View, *, as_json: bool) -> Callable[[web.Request], Awaitable[web.Response]]:
     async def handle(request: web.Request) -> web.Response:
-        answer = await view(request, request.app[_TRANSPORT])
+        answer = await view(request, request[_SCOPED])
         if answer is None:
             raise web.HTTPNotFound(text="not in this store")
         template, data = answer
@@ -218,6 +223,7 @@ def create_ui_app(
     token: str,
     outbox: str | os.PathLike[str] | None = None,
     prefix: str = UI_PREFIX,
+    users: Mapping[str, str] | None = None,
 ) -> web.Application:
     """The read-only web view over ``transport``, to mount at ``prefix``.
 
@@ -227,14 +233,17 @@ def create_ui_app(
     loopback name or the address the request arrived on is refused (421), as on the
     server. ``outbox``: the outbox file whose queue the health page shows. The
     application never writes to the store. Mount it with :func:`mount_ui` (or
-    ``parent.add_subapp(prefix, app)``).
+    ``parent.add_subapp(prefix, app)``). ``users`` maps more tokens to a user each (as
+    ``serve --users``): such a token shows that user's memory alone (``transport.for_user``),
+    ``token`` the default user's.
     """
-    if not isinstance(token, str) or not token:
-        raise ValueError("token must be a non-empty string (e.g. secrets.token_urlsafe())")
+    callers = Callers(token, users)
+    if callers.scoped and not hasattr(transport, "for_user"):
+        raise ValueError("users= needs a store with for_user (an EmbeddedStore)")
     app = web.Application(middlewares=[local_guard, _guard])
     app[_TRANSPORT] = transport
     app[_BASE] = prefix.rstrip("/")
-    app[_TOKEN] = token
+    app[_CALLERS] = callers
     if outbox is not None:
         app[_OUTBOX] = os.fspath(outbox)
     for path, view in _PAGES.items():
@@ -250,6 +259,7 @@ def standalone_app(
     token: str,
     outbox: str | os.PathLike[str] | None = None,
     hosts: Sequence[str] = (),
+    users: Mapping[str, str] | None = None,
 ) -> web.Application:
     """The whole of ``neotoma-agent ui``: the view at :data:`UI_PREFIX`, ``/`` leading there.
 
@@ -258,7 +268,7 @@ def standalone_app(
     """
     app = web.Application(middlewares=[local_guard])
     allowed_hosts(app, hosts)
-    mount_ui(app, create_ui_app(transport, token=token, outbox=outbox))
+    mount_ui(app, create_ui_app(transport, token=token, outbox=outbox, users=users))
 
     async def root(request: web.Request) -> web.StreamResponse:
         raise web.HTTPFound(f"{UI_PREFIX}/")

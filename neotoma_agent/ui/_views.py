@@ -22,8 +22,9 @@ from typing import Any, Final, TypeVar
 import anyio
 import attrs
 
+from .. import outbox_status
 from .._history import StoredTurn, read_conversation
-from .._keys import conversation_entity_id, parse_turn_key
+from .._keys import conversation_entity_id, parse_turn_key, tenant_for
 from .._payloads import BOOKKEEPING_TYPES, stored_platform
 from .._reads import gather_bounded, scan_entities, snapshot_or_none
 from ..cli._show import list_conversations, turn_ending, turn_view
@@ -31,7 +32,6 @@ from ..cli._stats import collect_stats
 from ..exceptions import NeotomaError, NotFoundError
 from ..qa import audit
 from ..transport._base import Entity, SummaryReader, Transport
-from ..transport._outbox import outbox_status
 
 __all__ = [
     "CONVERSATIONS_PER_PAGE",
@@ -379,7 +379,8 @@ async def search_view(transport: Transport, query: str, *, limit: int = 25) -> d
     if not query:
         return {"query": query, "entities": [], "conversation_id": None}
     found = await transport.retrieve_entity_by_identifier(query, limit=limit)
-    conversation = await snapshot_or_none(transport, conversation_entity_id(query))
+    entity_id = conversation_entity_id(query, tenant_for(transport))
+    conversation = await snapshot_or_none(transport, entity_id)
     return {
         "query": query,
         "entities": [

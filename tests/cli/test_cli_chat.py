@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from cli_support import TESTS, assert_one_line_error, clean_env, cli, default_sigint, ok, show_json
+from proc_support import PROC, until, waits_in
 
 SLOW_AGENT = f"{TESTS / 'cli_agents.py'}:slow_agent"
 
@@ -175,6 +176,15 @@ class Terminal:
     def send(self, data: bytes) -> None:
         os.write(self.fd, data)
 
+    def await_key_wait(self) -> None:
+        """Wait until the child blocks waiting for a key (in ``select`` on the terminal, as
+        readline does once its prompt is drawn).
+
+        CPython's readline acts on a signal that arrives while it still draws the prompt
+        only once Enter is pressed, and a key sent then may be lost; once it waits, at once.
+        """
+        until(lambda: waits_in(self.pid, "select", "poll_schedule"), "chat waiting for a key")
+
     def wait(self, timeout: float = 15) -> int:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -191,6 +201,7 @@ class Terminal:
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="needs a POSIX pseudo-terminal")
+@pytest.mark.skipif(not PROC, reason="reads whether the child waits for a key from /proc")
 def test_ctrl_c_mid_reply_records_the_turn_abandoned_and_the_loop_goes_on(tmp_path: Path) -> None:
     db = tmp_path / "memory.db"
     term = Terminal(
@@ -204,9 +215,7 @@ def test_ctrl_c_mid_reply_records_the_turn_abandoned_and_the_loop_goes_on(tmp_pa
     assert "[stopped: turn recorded as abandoned; the partial reply" in footer
     assert "^C" not in footer  # the terminal does not echo it into the reply
     term.expect("you> ")  # the loop goes on
-    # Let readline start waiting for a key: CPython's readline loop acts on a signal that
-    # arrives while it is still drawing the prompt only once Enter is pressed.
-    time.sleep(1.0)  # generous: a loaded machine draws the prompt slowly
+    term.await_key_wait()  # a Ctrl-C while readline still draws the prompt waits for Enter
     term.send(b"\x03")  # Ctrl-C at the prompt only discards the line
     term.expect("(Ctrl-D quits)")
     term.expect("you> ")
@@ -231,13 +240,14 @@ def test_ctrl_c_mid_reply_records_the_turn_abandoned_and_the_loop_goes_on(tmp_pa
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="needs a POSIX pseudo-terminal")
+@pytest.mark.skipif(not PROC, reason="reads whether the child waits for a key from /proc")
 def test_chat_edits_lines_with_arrow_keys_and_keeps_history(tmp_path: Path) -> None:
     db = tmp_path / "memory.db"
     term = Terminal(["chat", "--conversation", "e", "--db", str(db)], tmp_path)
     term.expect("you> ")
     term.send(b"abc\x1b[D\x1b[DX\r")  # type abc, left twice, X: the line is aXbc
     term.expect("you> ")
-    time.sleep(0.3)  # let readline wait for a key (see the Ctrl-C test)
+    term.await_key_wait()  # an arrow key sent while readline still draws the prompt is lost
     term.send(b"\x1b[A\r")  # up: the previous line again
     term.expect("you> ")
     term.send(b"\x04")

@@ -416,3 +416,23 @@ def test_an_installed_command_with_no_token_finds_the_local_servers_token(
         shown = cli("show", f"claude-code-{session}", "--json", "--url", url, home=home)
         assert shown.returncode == 0, shown.stderr
         assert json.loads(shown.stdout)["turns"][0]["status"] == "completed"
+
+
+def test_install_with_a_user_names_the_user_in_every_command(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = tmp_path / "memory.db"
+    user = "alice smith@example.com"
+    status, _ = run(capsys, "hooks", "install", "claude-code", "--db", str(db), "--user", user)
+    assert status == 0
+    settings = tmp_path / "home" / ".claude" / "settings.json"
+    data = json.loads(settings.read_text())
+    installed = [c for event in data["hooks"] for c in commands(data, event)]
+    assert installed
+    for command in installed:
+        words = shlex.split(command)
+        assert words[words.index("--user") + 1] == user
+    # status reads that user's own state file
+    status, out = run(capsys, "hooks", "status", "claude-code", "--user", user, "--json")
+    assert status == 0
+    assert ".user-" in json.loads(out)["state"]

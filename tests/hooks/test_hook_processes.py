@@ -9,7 +9,6 @@ import socket
 import sqlite3
 import subprocess
 import sys
-import time
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -28,6 +27,7 @@ from hook_support import (
     summary,
     tool_invocations,
 )
+from proc_support import PROC, until, waits_in
 from server_support import TOKEN
 
 from neotoma_agent.hooks import HookState, StoreSpec
@@ -87,6 +87,7 @@ def test_ten_hook_processes_at_once_on_one_store(tmp_path: Path) -> None:
         ]
 
 
+@pytest.mark.skipif(not PROC, reason="reads from /proc whether the hook waits for the lock")
 def test_a_hook_killed_mid_store_is_delivered_by_the_next_event(tmp_path: Path) -> None:
     hooks = Hooks(tmp_path, "claude-code")
     prompt, stop, end = (payload for _, payload in recorded("claude-code", "completed"))
@@ -96,11 +97,10 @@ def test_a_hook_killed_mid_store_is_delivered_by_the_next_event(tmp_path: Path) 
     blocker = sqlite3.connect(hooks.db, isolation_level=None)
     blocker.execute("BEGIN IMMEDIATE")
     proc = hook_process("claude-code", "Stop", as_bytes(stop), db=hooks.db, state=hooks.state)
-    deadline = time.monotonic() + 60
     with HookState(hooks.state) as state:
-        while "Stop" not in state.last_fired("claude-code") and time.monotonic() < deadline:
-            time.sleep(0.05)
-    time.sleep(0.3)
+        until(lambda: "Stop" in state.last_fired("claude-code"), "the Stop hook fired")
+    # SQLite's busy handler sleeps between its tries for the lock: the store is under way.
+    until(lambda: waits_in(proc.pid, "nanosleep"), "the Stop hook waiting for the lock")
     assert proc.poll() is None, "the hook finished before it could be killed"
     proc.send_signal(signal.SIGKILL)
     finish(proc)
@@ -122,16 +122,17 @@ def dev_server(db: Path, port: int, home: Path) -> Iterator[None]:
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
+
+    def answers() -> bool:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=1):
+                return True
+        except OSError:
+            assert proc.poll() is None, "serve exited"
+            return False
+
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=1):
-                    break
-            except OSError:
-                assert proc.poll() is None, "serve exited"
-                assert time.monotonic() < deadline, "serve did not start"
-                time.sleep(0.1)
+        until(answers, "serve answering /health")
         yield
     finally:
         proc.terminate()

@@ -6,7 +6,6 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -92,10 +91,12 @@ def test_ctrl_c_twice_during_the_closing_store_lets_it_finish_then_interrupts(
     proc.stdin.write("go\n")
     proc.stdin.flush()
     wait_for(proc, "closing")
-    time.sleep(0.2)  # the closing store (1 s) is running
-    proc.send_signal(signal.SIGINT)
-    time.sleep(0.1)
-    proc.send_signal(signal.SIGINT)
+    wait_for(proc, "closing-store")  # it waits for our line; the main thread waits for it
+    for _ in range(2):  # two presses, the second once the first reached the child
+        proc.send_signal(signal.SIGINT)
+        wait_for(proc, "sigint")
+    proc.stdin.write("store it\n")  # the closing store goes on
+    proc.stdin.flush()
     out, err = proc.communicate(timeout=30)
     assert proc.returncode == -signal.SIGINT, err
     assert "finished" not in out

@@ -16,7 +16,14 @@ from cli_support import free_port
 from server_support import TOKEN
 from sync_support import dev_server, loop_threads, new_transport, sync_memory, sync_store
 
-from neotoma_agent import RetryPolicy, Transport, TurnStateError, outbox_status
+from neotoma_agent import (
+    HttpTransport,
+    OutboxTransport,
+    RetryPolicy,
+    Transport,
+    TurnStateError,
+    outbox_status,
+)
 from neotoma_agent.sync import SyncStore, SyncTurn
 from neotoma_agent.testing import FaultyTransport
 
@@ -188,7 +195,8 @@ def test_an_outbox_delivers_from_the_stores_loop(tmp_path: Path) -> None:
     db, outbox, port = tmp_path / "server.db", tmp_path / "outbox.db", free_port()
     url = f"http://127.0.0.1:{port}"
     retry = RetryPolicy(attempts=1, backoff=False)
-    with SyncStore.connect(url, TOKEN, outbox=outbox, outbox_poll=0.05, retry=retry) as store:
+    http = HttpTransport(url, TOKEN, retry=retry)
+    with SyncStore(OutboxTransport(http, outbox, poll=0.05)) as store:
         memory = sync_memory(store)
         server = contextlib.ExitStack()
         server.enter_context(dev_server(db, port=port))

@@ -23,7 +23,7 @@ import pytest
 from aiohttp import web
 from server_support import TOKEN
 
-from neotoma_agent import NeotomaMemory
+from neotoma_agent import NeotomaMemory, OutboxTransport
 from neotoma_agent.exceptions import APIError, ConnectionLost, ReadTimeout, ServerError
 from neotoma_agent.server import create_app, serving
 from neotoma_agent.transport.embedded import EmbeddedStore
@@ -208,8 +208,10 @@ async def test_a_deep_answer_to_a_closing_store_is_queued_in_the_outbox(tmp_path
         app = create_app(store, token=TOKEN, middlewares=[deep_closing])
         async with (
             serving(app, shutdown_timeout=2.0) as url,
-            HttpTransport(
-                url, token=TOKEN, retry=ONCE, outbox=tmp_path / "outbox.db", outbox_background=False
+            OutboxTransport(
+                HttpTransport(url, token=TOKEN, retry=ONCE),
+                tmp_path / "outbox.db",
+                background=False,
             ) as transport,
         ):
             memory = NeotomaMemory(transport, conversation_id="deep")

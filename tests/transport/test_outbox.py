@@ -15,7 +15,7 @@ import sqlite3
 import stat
 import subprocess
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -24,13 +24,14 @@ import pytest
 import structlog
 from cli_support import cli
 from outbox_child import entry
-from outbox_support import Server, running_server
+from outbox_support import FAST, Server, outbox_over_http, running_server
 from paths_support import TESTS
 from server_support import TOKEN
 
 from neotoma_agent import (
     OutboxError,
     OutboxFullError,
+    Transport,
     TurnCloseError,
     TurnState,
     ValidationError,
@@ -40,11 +41,11 @@ from neotoma_agent._memory import NeotomaMemory
 from neotoma_agent.exceptions import IdempotencyMismatchError, TransportError
 from neotoma_agent.transport._outbox import SCHEMA_VERSION, Outbox, expected_result
 from neotoma_agent.transport.embedded import EmbeddedStore
-from neotoma_agent.transport.http import HttpTransport, RetryPolicy, flush_outbox
+from neotoma_agent.transport.http import HttpTransport, flush_outbox
+from neotoma_agent.transport.outbox import OutboxTransport
 
 pytestmark = pytest.mark.anyio
 
-FAST = RetryPolicy(attempts=2, backoff=False)
 CHILD = TESTS / "outbox_child.py"
 REPLY = "The reply the user already saw."
 
@@ -61,15 +62,40 @@ async def server() -> AsyncIterator[Server]:
         yield srv
 
 
-def memory(transport: HttpTransport, conversation: str = "chat-1") -> NeotomaMemory:
+@pytest.fixture
+def box(tmp_path: Path) -> Path:
+    """The outbox file."""
+    return tmp_path / "outbox.db"
+
+
+Outboxed = Callable[..., OutboxTransport]
+
+
+@pytest.fixture
+def outboxed(server: Server, box: Path) -> Outboxed:
+    """The transport of these tests: an outbox at ``box`` over HTTP to ``server``, no
+    background delivery unless asked (``background=True, poll=...``; ``max_entries=...``)."""
+    return functools.partial(outbox_over_http, server.url, box)
+
+
+def memory(transport: Transport, conversation: str = "chat-1") -> NeotomaMemory:
     return NeotomaMemory(transport, conversation_id=conversation, platform="outbox-test")
+
+
+async def until(condition: Callable[[], bool], what: str) -> None:
+    """Check ``condition`` every 20 ms until it holds; AssertionError naming ``what`` if it
+    does not within 10 s."""
+    deadline = anyio.current_time() + 10
+    while not condition():
+        assert anyio.current_time() < deadline, f"not seen within 10 s: {what}"
+        await anyio.sleep(0.02)
 
 
 async def observations(store: EmbeddedStore, entity_id: str) -> int:
     return len(await store.list_observations(entity_id))
 
 
-async def turn_with_server_stopping(server: Server, transport: HttpTransport) -> Any:
+async def turn_with_server_stopping(server: Server, transport: Transport) -> Any:
     """One turn whose server goes away while the body runs; its result."""
     async with memory(transport).turn("Tell me about Acme Corp", turn_id="t1") as t:
         await server.stop()
@@ -93,19 +119,15 @@ async def test_without_an_outbox_the_reply_is_lost(server: Server) -> None:
         with pytest.raises(TurnCloseError) as caught:
             await turn_with_server_stopping(server, transport)
     # The error says how not to lose it next time, and never quotes it.
-    assert "HttpTransport(url, outbox=PATH)" in str(caught.value)
-    assert "OutboxTransport" in str(caught.value)
+    assert "OutboxTransport(transport, PATH)" in str(caught.value)
     assert REPLY not in str(caught.value)
 
 
 async def test_stopped_server_queues_the_reply_and_the_turn_ends_normally(
-    server: Server, tmp_path: Path
+    server: Server, box: Path, outboxed: Outboxed
 ) -> None:
-    box = tmp_path / "outbox.db"
     with structlog.testing.capture_logs() as logs:
-        async with HttpTransport(
-            server.url, token=TOKEN, retry=FAST, outbox=box, outbox_background=False
-        ) as transport:
+        async with outboxed() as transport:
             result = await turn_with_server_stopping(server, transport)
     assert result.queued
     assert result.status is TurnState.COMPLETED
@@ -122,16 +144,13 @@ async def test_stopped_server_queues_the_reply_and_the_turn_ends_normally(
 
 
 async def test_restarted_server_gets_the_queued_reply_exactly_once(
-    server: Server, tmp_path: Path
+    server: Server, box: Path, outboxed: Outboxed
 ) -> None:
-    box = tmp_path / "outbox.db"
-    async with HttpTransport(
-        server.url, token=TOKEN, retry=FAST, outbox=box, outbox_background=False
-    ) as transport:
+    async with outboxed() as transport:
         result = await turn_with_server_stopping(server, transport)
         await server.start()
-        first = await transport.flush_outbox()
-        again = await transport.flush_outbox()
+        first = await transport.flush()
+        again = await transport.flush()
     assert (first.delivered, first.remaining) == (1, 0)
     assert (again.delivered, again.remaining) == (0, 0)
     assert result.assistant_message_id is not None
@@ -143,53 +162,41 @@ async def test_restarted_server_gets_the_queued_reply_exactly_once(
 
 
 async def test_background_task_delivers_once_the_server_is_back(
-    server: Server, tmp_path: Path
+    server: Server, box: Path, outboxed: Outboxed
 ) -> None:
-    box = tmp_path / "outbox.db"
-    async with HttpTransport(
-        server.url, token=TOKEN, retry=FAST, outbox=box, outbox_poll=0.02
-    ) as transport:
+    async with outboxed(background=True, poll=0.02) as transport:
         result = await turn_with_server_stopping(server, transport)
-        await asyncio.sleep(0.1)  # a few failed rounds while it is down
+        # a delivery round fails while it is down (the queueing itself records no error)
+        await until(lambda: outbox_status(box).last_error is not None, "a failed delivery")
         await server.start()
-        for _ in range(200):
-            if outbox_status(box).queued == 0:
-                break
-            await asyncio.sleep(0.02)
+        await until(lambda: outbox_status(box).queued == 0, "the background delivery")
     assert outbox_status(box).queued == 0
     assert result.assistant_message_id is not None
     assert await observations(server.store, result.assistant_message_id) == 1
 
 
-async def test_queued_close_is_delivered_at_the_next_open(server: Server, tmp_path: Path) -> None:
-    box = tmp_path / "outbox.db"
-    async with HttpTransport(
-        server.url, token=TOKEN, retry=FAST, outbox=box, outbox_background=False
-    ) as transport:
+async def test_queued_close_is_delivered_at_the_next_open(
+    server: Server, box: Path, outboxed: Outboxed
+) -> None:
+    async with outboxed() as transport:
         result = await turn_with_server_stopping(server, transport)
     await server.start()
-    async with HttpTransport(server.url, token=TOKEN, retry=FAST, outbox=box, outbox_poll=0.02):
-        for _ in range(200):
-            if outbox_status(box).queued == 0:
-                break
-            await asyncio.sleep(0.02)
+    async with outboxed(background=True, poll=0.02):
+        await until(lambda: outbox_status(box).queued == 0, "the background delivery")
     assert outbox_status(box).queued == 0
     assert result.assistant_message_id is not None
     assert await observations(server.store, result.assistant_message_id) == 1
 
 
 async def test_abandoned_record_is_queued_and_the_error_goes_on(
-    server: Server, tmp_path: Path
+    server: Server, box: Path, outboxed: Outboxed
 ) -> None:
-    box = tmp_path / "outbox.db"
-    async with HttpTransport(
-        server.url, token=TOKEN, retry=FAST, outbox=box, outbox_background=False
-    ) as transport:
+    async with outboxed() as transport:
         t = memory(transport).turn("Tell me about Acme Corp", turn_id="t1")
         with pytest.raises(KeyError):
             await abandon_with_server_stopping(server, t)
         await server.start()
-        assert (await transport.flush_outbox()).delivered == 1
+        assert (await transport.flush()).delivered == 1
     assert t.result.queued
     assert t.result.status is TurnState.ABANDONED
     assert t.result.stored_status == "abandoned"
@@ -198,16 +205,36 @@ async def test_abandoned_record_is_queued_and_the_error_goes_on(
     assert record.snapshot["status"] == "abandoned"
 
 
+async def test_the_deprecated_outbox_argument_still_queues_and_delivers(
+    server: Server, box: Path
+) -> None:
+    # HttpTransport(outbox=...) was 0.2's spelling of the wrapper: kept until 0.4, warning.
+    with pytest.warns(DeprecationWarning, match=r"OutboxTransport\(HttpTransport\(url\), path"):
+        transport = HttpTransport(
+            server.url, token=TOKEN, retry=FAST, outbox=box, outbox_max_entries=5, outbox_poll=60
+        )
+    with pytest.warns(DeprecationWarning, match="path on the OutboxTransport"):
+        assert transport.outbox == str(box)
+    async with transport:
+        result = await turn_with_server_stopping(server, transport)
+        assert result.queued
+        assert outbox_status(box).queued == 1
+        await server.start()
+        with pytest.warns(DeprecationWarning, match=r"flush\(\) on the OutboxTransport"):
+            done = await transport.flush_outbox()
+    # delivered by this flush or by the background delivery its wake-up started: once
+    assert (done.remaining, outbox_status(box).queued) == (0, 0)
+    assert result.assistant_message_id is not None
+    assert await observations(server.store, result.assistant_message_id) == 1
+
+
 # --- never queued ---------------------------------------------------------------------------
 
 
-async def test_a_4xx_is_never_queued(server: Server, tmp_path: Path) -> None:
-    box = tmp_path / "outbox.db"
+async def test_a_4xx_is_never_queued(server: Server, box: Path, outboxed: Outboxed) -> None:
     refusal = {"error_code": "VALIDATION_INVALID_FORMAT", "message": "no"}
     server.refuse["conversation-chat-1-t1-assistant"] = (400, refusal)
-    async with HttpTransport(
-        server.url, token=TOKEN, retry=FAST, outbox=box, outbox_background=False
-    ) as transport:
+    async with outboxed() as transport:
         with pytest.raises(TurnCloseError) as caught:
             async with memory(transport).turn("Tell me about Acme Corp", turn_id="t1") as t:
                 t.reply = REPLY
@@ -218,11 +245,8 @@ async def test_a_4xx_is_never_queued(server: Server, tmp_path: Path) -> None:
     assert outbox_status(box).queued == 0
 
 
-async def test_a_mismatch_is_never_queued(server: Server, tmp_path: Path) -> None:
-    box = tmp_path / "outbox.db"
-    async with HttpTransport(
-        server.url, token=TOKEN, retry=FAST, outbox=box, outbox_background=False
-    ) as transport:
+async def test_a_mismatch_is_never_queued(server: Server, box: Path, outboxed: Outboxed) -> None:
+    async with outboxed() as transport:
         for reply in ("one reply", "another reply"):
             try:
                 async with memory(transport).turn("Tell me", turn_id="t1") as t:
@@ -233,12 +257,9 @@ async def test_a_mismatch_is_never_queued(server: Server, tmp_path: Path) -> Non
 
 
 async def test_enter_stays_store_first_while_the_server_is_down(
-    server: Server, tmp_path: Path
+    server: Server, box: Path, outboxed: Outboxed
 ) -> None:
-    box = tmp_path / "outbox.db"
-    async with HttpTransport(
-        server.url, token=TOKEN, retry=FAST, outbox=box, outbox_background=False
-    ) as transport:
+    async with outboxed() as transport:
         await turn_with_server_stopping(server, transport)
         with pytest.raises(TransportError):
             async with memory(transport).turn("And Globex?", turn_id="t2"):
@@ -249,11 +270,10 @@ async def test_enter_stays_store_first_while_the_server_is_down(
 # --- order per conversation -----------------------------------------------------------------
 
 
-async def test_next_turn_waits_behind_the_queued_close(server: Server, tmp_path: Path) -> None:
-    box = tmp_path / "outbox.db"
-    async with HttpTransport(
-        server.url, token=TOKEN, retry=FAST, outbox=box, outbox_background=False
-    ) as transport:
+async def test_next_turn_waits_behind_the_queued_close(
+    server: Server, box: Path, outboxed: Outboxed
+) -> None:
+    async with outboxed() as transport:
         await turn_with_server_stopping(server, transport)
         await server.start()
         server.keys.clear()
@@ -269,13 +289,10 @@ async def test_next_turn_waits_behind_the_queued_close(server: Server, tmp_path:
 
 
 async def test_a_close_queues_behind_its_conversations_queued_close(
-    server: Server, tmp_path: Path
+    server: Server, box: Path, outboxed: Outboxed
 ) -> None:
-    box = tmp_path / "outbox.db"
     reply2 = "the second reply"
-    async with HttpTransport(
-        server.url, token=TOKEN, retry=FAST, outbox=box, outbox_background=False
-    ) as transport:
+    async with outboxed() as transport:
         mem = memory(transport)
         async with mem.turn("one", turn_id="t1") as t1:
             async with mem.turn("two", turn_id="t2") as t2:
@@ -287,7 +304,7 @@ async def test_a_close_queues_behind_its_conversations_queued_close(
         assert t2.result.queued
         await server.start()
         server.keys.clear()
-        assert (await transport.flush_outbox()).delivered == 2
+        assert (await transport.flush()).delivered == 2
     assert [k.rsplit("-", 1)[0] for k in server.keys] == [
         "conversation-chat-1-t2-assistant",
         "conversation-chat-1-t1-assistant",
@@ -295,19 +312,16 @@ async def test_a_close_queues_behind_its_conversations_queued_close(
 
 
 async def test_a_refused_delivery_is_kept_dead_and_frees_its_lane(
-    server: Server, tmp_path: Path
+    server: Server, box: Path, outboxed: Outboxed
 ) -> None:
-    box = tmp_path / "outbox.db"
-    async with HttpTransport(
-        server.url, token=TOKEN, retry=FAST, outbox=box, outbox_background=False
-    ) as transport:
+    async with outboxed() as transport:
         await turn_with_server_stopping(server, transport)
         await server.start()
         server.refuse["conversation-chat-1-t1-assistant"] = (
             400,
             {"error_code": "VALIDATION_INVALID_FORMAT", "message": "no"},
         )
-        done = await transport.flush_outbox()
+        done = await transport.flush()
         async with memory(transport).turn("And Globex?", turn_id="t2") as t:
             t.reply = "fine"
     assert (done.delivered, done.dead, done.remaining) == (0, 1, 0)
@@ -321,14 +335,12 @@ async def test_a_refused_delivery_is_kept_dead_and_frees_its_lane(
 # --- the file -----------------------------------------------------------------------------
 
 
-def test_outbox_file_is_private(tmp_path: Path) -> None:
-    box = tmp_path / "outbox.db"
+def test_outbox_file_is_private(box: Path) -> None:
     Outbox(box).close()
     assert stat.S_IMODE(box.stat().st_mode) == 0o600
 
 
-def test_newer_schema_is_refused(tmp_path: Path) -> None:
-    box = tmp_path / "outbox.db"
+def test_newer_schema_is_refused(box: Path) -> None:
     Outbox(box).close()
     with sqlite3.connect(box) as db:
         db.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
@@ -351,16 +363,10 @@ def test_a_full_outbox_fails_loudly(tmp_path: Path) -> None:
         outbox.close()
 
 
-async def test_a_full_outbox_makes_the_close_fail(server: Server, tmp_path: Path) -> None:
-    box = tmp_path / "outbox.db"
-    async with HttpTransport(
-        server.url,
-        token=TOKEN,
-        retry=FAST,
-        outbox=box,
-        outbox_max_entries=1,
-        outbox_background=False,
-    ) as tr:
+async def test_a_full_outbox_makes_the_close_fail(
+    server: Server, box: Path, outboxed: Outboxed
+) -> None:
+    async with outboxed(max_entries=1) as tr:
         await turn_with_server_stopping(server, tr)
         await server.start()
         busy = (503, {"error": {"code": "X", "message": "down"}})
@@ -371,8 +377,7 @@ async def test_a_full_outbox_makes_the_close_fail(server: Server, tmp_path: Path
     assert isinstance(caught.value.__cause__, OutboxFullError)
 
 
-def test_status_reports_counts_age_and_lanes_as_json(tmp_path: Path) -> None:
-    box = tmp_path / "outbox.db"
+def test_status_reports_counts_age_and_lanes_as_json(box: Path) -> None:
     with pytest.raises(FileNotFoundError):
         outbox_status(box)
     outbox = Outbox(box)
@@ -393,11 +398,10 @@ def test_status_reports_counts_age_and_lanes_as_json(tmp_path: Path) -> None:
     assert "3 queued" in outbox_status(box).render()
 
 
-async def test_flush_function_delivers_a_file(server: Server, tmp_path: Path) -> None:
-    box = tmp_path / "outbox.db"
-    async with HttpTransport(
-        server.url, token=TOKEN, retry=FAST, outbox=box, outbox_background=False
-    ) as transport:
+async def test_flush_function_delivers_a_file(
+    server: Server, tmp_path: Path, box: Path, outboxed: Outboxed
+) -> None:
+    async with outboxed() as transport:
         await turn_with_server_stopping(server, transport)
     await server.start()
     done = await flush_outbox(box, server.url, TOKEN, retry=FAST)
@@ -432,9 +436,8 @@ async def run_child(*args: str, kill_on: str | None = None, server: Server | Non
 
 
 async def test_kill9_after_queueing_is_delivered_at_next_open(
-    server: Server, tmp_path: Path
+    server: Server, box: Path, outboxed: Outboxed
 ) -> None:
-    box = tmp_path / "outbox.db"
     busy = (503, {"error": {"code": "ERR_UNAVAILABLE", "message": "down"}})
     server.refuse["conversation-outbox-conv-t1-assistant"] = busy
     code, out, err = await run_child("turn", server.url, str(box))
@@ -442,22 +445,18 @@ async def test_kill9_after_queueing_is_delivered_at_next_open(
     assert out.startswith("queued ")
     message_id = out.split()[1]
     del server.refuse["conversation-outbox-conv-t1-assistant"]
-    async with HttpTransport(server.url, token=TOKEN, retry=FAST, outbox=box, outbox_poll=0.02):
-        for _ in range(200):
-            if outbox_status(box).queued == 0:
-                break
-            await asyncio.sleep(0.02)
+    async with outboxed(background=True, poll=0.02):
+        await until(lambda: outbox_status(box).queued == 0, "the background delivery")
     assert outbox_status(box).queued == 0
     snapshot = await server.store.get_entity_snapshot(message_id)
     assert snapshot.snapshot["content"] == "The reply the user already saw."
     assert await observations(server.store, message_id) == 1
 
 
-async def test_kill9_during_delivery_writes_no_duplicate(server: Server, tmp_path: Path) -> None:
-    box = tmp_path / "outbox.db"
-    async with HttpTransport(
-        server.url, token=TOKEN, retry=FAST, outbox=box, outbox_background=False
-    ) as transport:
+async def test_kill9_during_delivery_writes_no_duplicate(
+    server: Server, box: Path, outboxed: Outboxed
+) -> None:
+    async with outboxed() as transport:
         result = await turn_with_server_stopping(server, transport)
     await server.start()
     # The server commits the delivered store, then the client dies before removing it.
@@ -477,9 +476,8 @@ async def test_kill9_during_delivery_writes_no_duplicate(server: Server, tmp_pat
 
 @pytest.mark.slow  # about 5 s: four child processes
 async def test_two_processes_share_one_outbox_without_loss_or_duplicates(
-    server: Server, tmp_path: Path
+    server: Server, box: Path
 ) -> None:
-    box = tmp_path / "outbox.db"
     down = "http://127.0.0.1:9"  # discard port: nothing listens, connections are refused
     n = 12
     queued = await asyncio.gather(
@@ -519,11 +517,10 @@ async def _cli(*args: str, home: Path) -> subprocess.CompletedProcess[str]:
     return await anyio.to_thread.run_sync(functools.partial(cli, *args, home=home, env=env))
 
 
-async def test_outbox_status_and_flush_on_the_command_line(server: Server, tmp_path: Path) -> None:
-    box = tmp_path / "outbox.db"
-    async with HttpTransport(
-        server.url, token=TOKEN, retry=FAST, outbox=box, outbox_background=False
-    ) as transport:
+async def test_outbox_status_and_flush_on_the_command_line(
+    server: Server, tmp_path: Path, box: Path, outboxed: Outboxed
+) -> None:
+    async with outboxed() as transport:
         assert (await turn_with_server_stopping(server, transport)).queued
     status = await _cli("outbox", "status", "--outbox", str(box), home=tmp_path)
     assert status.returncode == 0, status.stderr

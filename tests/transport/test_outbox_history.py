@@ -14,14 +14,13 @@ from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import pytest
-from outbox_support import Server, running_server
+from outbox_support import FAST, Server, outbox_over_http, running_server
 from server_support import TOKEN
 
 from neotoma_agent import (
     HttpTransport,
     NeotomaMemory,
     OutboxTransport,
-    RetryPolicy,
     Transport,
     TurnState,
 )
@@ -29,22 +28,14 @@ from neotoma_agent.testing import RecordingTransport
 
 pytestmark = pytest.mark.anyio
 
-FAST = RetryPolicy(attempts=2, backoff=False)
 REPLY = "The reply the user already saw."
 
 #: the ways an application puts an outbox under its memory (no background delivery: the
 #: next turn delivers, as when the outage outlasts the poll)
 Build = Callable[[str, Path], Transport]
 BUILDS: dict[str, Build] = {
-    "outbox=": lambda url, box: HttpTransport(
-        url, token=TOKEN, retry=FAST, outbox=box, outbox_background=False
-    ),
-    "OutboxTransport": lambda url, box: OutboxTransport(
-        HttpTransport(url, token=TOKEN, retry=FAST), box, background=False
-    ),
-    "wrapped": lambda url, box: RecordingTransport(
-        OutboxTransport(HttpTransport(url, token=TOKEN, retry=FAST), box, background=False)
-    ),
+    "OutboxTransport": outbox_over_http,
+    "wrapped": lambda url, box: RecordingTransport(outbox_over_http(url, box)),
 }
 
 
@@ -81,7 +72,7 @@ async def test_the_turn_after_an_outage_sees_the_delivered_reply(
 async def test_memory_history_after_an_outage_delivers_first(
     server: Server, tmp_path: Path
 ) -> None:
-    async with BUILDS["outbox="](server.url, tmp_path / "outbox.db") as transport:
+    async with BUILDS["OutboxTransport"](server.url, tmp_path / "outbox.db") as transport:
         memory = NeotomaMemory(transport, conversation_id="chat-1")
         async with memory.turn("Tell me about Acme Corp", turn_id="t1") as t:
             await server.stop()

@@ -17,7 +17,7 @@ from typing import Any
 import anyio
 import pytest
 from cli_support import cli, ok
-from outbox_support import Server, running_server
+from outbox_support import FAST, Server, outbox_over_http, running_server
 from server_support import TOKEN
 
 import neotoma_agent
@@ -28,7 +28,6 @@ from neotoma_agent import (
     HttpTransport,
     NeotomaMemory,
     OutboxTransport,
-    RetryPolicy,
     Transport,
     TurnState,
     outbox_status,
@@ -38,7 +37,6 @@ from neotoma_agent.transport._forward import Forwarding
 
 pytestmark = pytest.mark.anyio
 
-FAST = RetryPolicy(attempts=2, backoff=False)
 REPLY = "The reply the user already saw."
 
 Wrap = Callable[[Transport], Transport]
@@ -80,23 +78,13 @@ async def server() -> AsyncIterator[Server]:
         yield srv
 
 
-def outboxed(shape: str, url: str, box: Path) -> tuple[OutboxTransport | HttpTransport, Any]:
-    """An outbox-backed HTTP transport, as the shorthand or as the wrapper; and what
-    flushes it."""
-    if shape == "shorthand":
-        http = HttpTransport(url, token=TOKEN, retry=FAST, outbox=box, outbox_background=False)
-        return http, http.flush_outbox
-    outbox = OutboxTransport(HttpTransport(url, token=TOKEN, retry=FAST), box, background=False)
-    return outbox, outbox.flush
-
-
-@pytest.mark.parametrize("shape", ["shorthand", "wrapper"])
 @pytest.mark.parametrize("wrapper", sorted(WRAPPERS))
 async def test_a_wrapped_outbox_keeps_the_reply_when_the_server_goes_away(
-    server: Server, tmp_path: Path, wrapper: str, shape: str
+    server: Server, tmp_path: Path, wrapper: str
 ) -> None:
     box = tmp_path / "outbox.db"
-    outbox, flush = outboxed(shape, server.url, box)
+    outbox = outbox_over_http(server.url, box)
+    flush = outbox.flush
     transport = WRAPPERS[wrapper](outbox)
     async with transport:
         memory = NeotomaMemory(transport, conversation_id="chat-1", platform="wrapped")
@@ -127,9 +115,7 @@ async def test_a_wrapped_outbox_queues_the_abandoned_record(
     server: Server, tmp_path: Path, wrapper: str
 ) -> None:
     box = tmp_path / "outbox.db"
-    outbox = OutboxTransport(
-        HttpTransport(server.url, token=TOKEN, retry=FAST), box, background=False
-    )
+    outbox = outbox_over_http(server.url, box)
     async with WRAPPERS[wrapper](outbox) as transport:
         memory = NeotomaMemory(transport, conversation_id="chat-1", platform="wrapped")
         t = memory.turn("Tell me about Acme Corp", turn_id="t1")

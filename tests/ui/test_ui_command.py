@@ -197,3 +197,53 @@ def test_ui_with_a_missing_token_file_is_one_line_of_error(tmp_path: Path) -> No
     assert "--ui-token-file" in done.stderr
     assert "no token file" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_ui_with_users_shows_each_token_its_user_s_memory(tmp_path: Path) -> None:
+    db = tmp_path / "memory.db"
+
+    async def main() -> None:
+        async with EmbeddedStore.open(db) as store:
+            for user, words in (("alice", "zqaliceqz"), ("bob", "zqbobqz")):
+                memory = NeotomaMemory(store.for_user(user), conversation_id=f"chat-{user}")
+                await memory.record_turn(f"hello {words}", "hi", turn_id="t1", retrieve=False)
+
+    anyio.run(main)
+    users = tmp_path / "users"
+    users.write_text("tok-alice-SECRET alice\ntok-bob-SECRET bob\n")
+    users.chmod(0o600)
+    args = ["ui", "--db", str(db), "--port", "0", "--users", str(users)]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "neotoma_agent.cli", *args],
+        env=clean_env(tmp_path),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=default_sigint,
+    )
+    try:
+        assert proc.stdout is not None
+        page = proc.stdout.readline().split()[3].rstrip(";")
+        for token, mine, theirs in (
+            ("tok-alice-SECRET", "zqaliceqz", "zqbobqz"),
+            ("tok-bob-SECRET", "zqbobqz", "zqaliceqz"),
+        ):
+            status, listing = _get(page + "api/conversations", token)
+            assert status == 200
+            own = "chat-alice" if mine == "zqaliceqz" else "chat-bob"
+            other = "chat-bob" if own == "chat-alice" else "chat-alice"
+            assert own in listing
+            assert other not in listing
+            status, text = _get(page + f"conversation?id={own}", token)
+            assert (status, mine in text) == (200, True)
+            status, text = _get(page + f"conversation?id={other}", token)
+            assert status == 404
+            assert theirs not in text
+        proc.send_signal(signal.SIGINT)
+        _out, err = proc.communicate(timeout=15)
+    finally:
+        if proc.poll() is None:  # pragma: no cover - a hung server
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 0, err
+    assert "SECRET" not in err

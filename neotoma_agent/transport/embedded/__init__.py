@@ -17,7 +17,10 @@ from ..._lazy import lazy_exports
 # Imported on first use (see neotoma_agent._lazy): a hook process that writes the file
 # through ._write alone loads neither the store's event-loop machinery nor the purge.
 with lazy_exports(globals()):
+    from ._forget_user import ForgottenUser as ForgottenUser
     from ._purge import PurgeStats as PurgeStats
     from ._purge import purge_entities as purge_entities
     from ._purge import purge_forgotten as purge_forgotten
+    from ._purge import purge_user as purge_user
     from ._store import EmbeddedStore as EmbeddedStore
+    from ._store import UserStore as UserStore

@@ -19,6 +19,7 @@ import sqlite3
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from . import _scope
 from ._rows import encode_id
 from ._validate import check_entities
 from ._write import source_id_of
@@ -121,7 +122,9 @@ def replay_statuses(conn: sqlite3.Connection, body: Mapping[str, Any]) -> list[b
         chunk = keys[start : start + _KEYS_PER_QUERY]
         marks = ",".join("?" * len(chunk))
         rows = conn.execute(
-            f"SELECT key, source_id FROM idempotency_keys WHERE key IN ({marks})", chunk
+            f"SELECT key, source_id FROM idempotency_keys WHERE {_scope.owned(index=True)} "
+            f"AND key IN ({marks})",
+            chunk,
         )
         stored.update(rows.fetchall())
     statuses: list[bool | None] = []

@@ -19,9 +19,11 @@ from typing import Any, Final
 import anyio
 import attrs
 
+from ..._user_id import LOCAL_USER_ID
 from .._bulk import MessageRows, RecordSink
 from .._results import EntitySnapshot
 from ._rows import decode_opt_time, query_item
+from ._scope import lookup_uid
 
 __all__ = ["FileReads"]
 
@@ -35,7 +37,7 @@ _CONVERSATIONS_PER_READ: Final = 500
 # Every turn record, whole (its fields and time).
 _RECORDS: Final = (
     "SELECT id, entity_type, canonical_name, snapshot, observation_count, last_observation_at "
-    "FROM entities WHERE entity_type = 'conversation_turn' ORDER BY id"
+    "FROM entities WHERE uid = {uid} AND entity_type = 'conversation_turn' ORDER BY id"
 )
 # With ``completed``: each turn record's name, whether it is ``completed`` (its name is then
 # all the caller needs), and its rowid, in one pass over the table (in rowid order each page
@@ -45,7 +47,14 @@ _RECORDS: Final = (
 _COMPLETED: Final = (
     "SELECT canonical_name, CASE WHEN json_valid(snapshot) "
     "THEN json_extract(snapshot, '$.f.status') = 'completed' END, rowid "
-    "FROM entities NOT INDEXED WHERE entity_type = 'conversation_turn'"
+    "FROM entities NOT INDEXED WHERE entity_type = 'conversation_turn' AND uid = {uid}"
+)
+# Another user's records are read through the type index (led by the user): a walk of the
+# whole table would read every user's.
+_COMPLETED_OF_USER: Final = (
+    "SELECT canonical_name, CASE WHEN json_valid(snapshot) "
+    "THEN json_extract(snapshot, '$.f.status') = 'completed' END, rowid "
+    "FROM entities WHERE uid = {uid} AND entity_type = 'conversation_turn'"
 )
 # The other records, whole, by the rowids ``_COMPLETED`` gave (in the same transaction).
 _RECORDS_AT: Final = (
@@ -54,11 +63,12 @@ _RECORDS_AT: Final = (
     "AND entity_type = 'conversation_turn' ORDER BY id"
 )
 _CONVERSATIONS: Final = (
-    "SELECT id, last_observation_at FROM entities WHERE entity_type = 'conversation' ORDER BY id"
+    "SELECT id, last_observation_at FROM entities WHERE uid = {uid} "
+    "AND entity_type = 'conversation' ORDER BY id"
 )
 # Without times the type index alone answers.
 _CONVERSATION_IDS: Final = (
-    "SELECT id, NULL FROM entities WHERE entity_type = 'conversation' ORDER BY id"
+    "SELECT id, NULL FROM entities WHERE uid = {uid} AND entity_type = 'conversation' ORDER BY id"
 )
 # What retrieve_related_entities(conversation, PART_OF, inbound) gives the audit: the
 # conversation_message at the source of each PART_OF edge, in the order of its edges; the
@@ -71,7 +81,7 @@ _MESSAGES: Final = (
     "FROM json_each(?) c CROSS JOIN relationships r CROSS JOIN entities e "
     "WHERE r.target_entity_id = c.value AND r.relationship_type = 'PART_OF' "
     "AND e.id = r.source_entity_id AND +e.entity_type = 'conversation_message' "
-    "ORDER BY r.target_entity_id, r.source_entity_id"
+    "AND r.uid = {uid} AND e.uid = {uid} ORDER BY r.target_entity_id, r.source_entity_id"
 )
 
 
@@ -86,6 +96,10 @@ class FileReads:
     """
 
     connect: Callable[[], sqlite3.Connection]
+    #: whose rows are read: the user's id (the local dev user's by default)
+    user: str = LOCAL_USER_ID
+    #: the user's integer in the file, looked up by the first connection
+    _uid: int | None = None
     #: message rows read ahead, by the conversation ids they are for
     _ahead: dict[tuple[str, ...], list[Any]] = attrs.Factory(dict)
     #: while :meth:`conversations` runs, the message reads' connections not in use: each
@@ -96,14 +110,20 @@ class FileReads:
         conn = self.connect()
         # One pass over each table: a big page cache would only hold pages read once.
         conn.execute(f"PRAGMA cache_size = -{_CACHE_KIB}")
+        if self._uid is None:
+            self._uid = lookup_uid(conn, self.user, create=False)
         return conn
+
+    def _sql(self, sql: str) -> str:
+        # The user's integer, ours (never a caller's text), inlined as _scope does.
+        return sql.format(uid=self._uid)
 
     async def _rows(
         self, sql: str, params: Sequence[Any], handle: Callable[[list[Any]], Awaitable[None]]
     ) -> None:
         conn = await anyio.to_thread.run_sync(self._connect)
         try:
-            await _stream(conn, sql, params, handle)
+            await _stream(conn, self._sql(sql), params, handle)
         finally:
             conn.close()
 
@@ -111,7 +131,9 @@ class FileReads:
         idle = self._idle
         conn = idle.pop() if idle else self._connect()
         try:
-            return conn.execute(_MESSAGES, (json.dumps(list(conversation_ids)),)).fetchall()
+            return conn.execute(
+                self._sql(_MESSAGES), (json.dumps(list(conversation_ids)),)
+            ).fetchall()
         finally:
             if idle is None:
                 conn.close()
@@ -150,7 +172,8 @@ class FileReads:
             # One read transaction: the rowids of the first statement name the same rows
             # in the second, whatever a writer does meanwhile.
             await anyio.to_thread.run_sync(conn.execute, "BEGIN")
-            await _stream(conn, _COMPLETED, (), names)
+            walk = _COMPLETED if self._uid == 0 else _COMPLETED_OF_USER
+            await _stream(conn, self._sql(walk), (), names)
             if others:
                 await _stream(conn, _RECORDS_AT, (json.dumps(others),), whole)
         finally:

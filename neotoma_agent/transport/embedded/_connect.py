@@ -8,6 +8,7 @@ event loop. Both open the file here, so they cannot differ in how.
 
 from __future__ import annotations
 
+import functools
 import os
 import sqlite3
 from collections.abc import Callable, Mapping
@@ -17,6 +18,8 @@ from ..._file_kind import check_store_file
 from ..._private import private_file
 from ._errors import invalid_format
 from ._schema import migrate
+from ._scope import install as install_scope
+from ._scope import run_as
 
 __all__ = ["DEFAULT_BUSY_TIMEOUT", "busy_ms_of", "connect", "encodable", "run"]
 
@@ -66,6 +69,7 @@ def connect(
             conn.execute("PRAGMA journal_size_limit = 67108864")
             conn.execute("PRAGMA foreign_keys = OFF")
             migrate(conn)
+            install_scope(conn)
             # Connect the FTS5 tables now (each reads its config on first use), so the first
             # lookup does not pay for it.
             for table in ("name_index", "bookkeeping_names", "search_text"):
@@ -107,12 +111,17 @@ def run(
     body: Mapping[str, Any],
     *,
     writes: bool,
+    user: str | None = None,
 ) -> T:
     """One action in a transaction of its own, as the store's thread runs a lone job: all
-    of it committed, or (it failed) none of it."""
+    of it committed, or (it failed) none of it. ``user``: the (checked) user it acts for,
+    as ``EmbeddedStore.for_user(user)`` would (None: the local dev user)."""
     conn.execute("BEGIN IMMEDIATE" if writes else "BEGIN")
     try:
-        result = encodable(fn, conn, body)
+        if user is None:
+            result = encodable(fn, conn, body)
+        else:
+            result = run_as(user, functools.partial(encodable, fn), conn, body, writes=writes)
     except BaseException:
         if conn.in_transaction:
             conn.execute("ROLLBACK")

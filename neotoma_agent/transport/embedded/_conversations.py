@@ -33,6 +33,7 @@ from typing import Any
 from ..._identity import resolve_identity_cached
 from ..._js import js_trim
 from .._packed_calls import TOOL_CALLS, pack_tool_calls
+from . import _scope
 from ._errors import invalid_format, not_found
 from ._page_rows import decode_fields, message_fields, turn_record
 from ._rows import LIVE, decode_entity, decode_time, encode_entity
@@ -76,6 +77,7 @@ def _related(conn: sqlite3.Connection, ids: Sequence[str]) -> dict[str, list[dic
         "JOIN entities e ON e.id = r.target_entity_id "
         "WHERE r.source_entity_id IN (SELECT value FROM json_each(?)) "
         f"AND r.relationship_type != 'PART_OF' AND {LIVE} "  # a deleted end is not listed
+        f"AND {_scope.owned('e')} AND {_scope.owned('r')} "
         "ORDER BY r.source_entity_id, r.relationship_type, r.target_entity_id",
         (json.dumps(list(ids)),),
     ).fetchall()
@@ -99,8 +101,8 @@ def _messages(
 ) -> list[dict[str, Any]]:
     """The message items of ``ids`` (deleted or non-message entities left out), by id."""
     rows = conn.execute(
-        f"SELECT {_MESSAGE_COLUMNS} FROM entities WHERE entity_type = 'conversation_message' "
-        "AND id IN (SELECT value FROM json_each(?))",
+        f"SELECT {_MESSAGE_COLUMNS} FROM entities WHERE {_scope.owned(index=True)} "
+        "AND entity_type = 'conversation_message' AND id IN (SELECT value FROM json_each(?))",
         (json.dumps(list(ids)),),
     ).fetchall()
     related = _related(conn, [r[0] for r in rows])
@@ -134,7 +136,7 @@ def _conversation(conn: sqlite3.Connection, entity_id: object) -> tuple[Any, ...
     row = conn.execute(
         "SELECT id, canonical_name, created_at, updated_at, last_observation_at, "
         "json_extract(snapshot, '$.f'), json_extract(snapshot, '$.d'), message_count "
-        "FROM entities WHERE id = ? AND entity_type = 'conversation'",
+        f"FROM entities WHERE id = ? AND entity_type = 'conversation' AND {_scope.owned()}",
         (entity_id,),
     ).fetchone()
     if row is None or row[6]:
@@ -196,10 +198,10 @@ def _in_activity_order(messages: list[dict[str, Any]], written: list[str]) -> li
 
 
 @functools.lru_cache(maxsize=4096)
-def _turn_record_id(session: str, turn_id: str) -> str:
+def _turn_record_id(session: str, turn_id: str, tenant: str | None) -> str:
     # Memoised: a turn's record is on the history page of each of the next few turns.
     fields = {"session_id": session, "turn_id": turn_id}
-    return resolve_identity_cached("conversation_turn", fields).entity_id
+    return resolve_identity_cached("conversation_turn", fields).in_tenant(tenant).entity_id
 
 
 def _turn_records(
@@ -215,10 +217,12 @@ def _turn_records(
         key = message.get("turn_key")
         if isinstance(key, str) and key.startswith(prefix):
             turn_ids[key[len(prefix) :].removesuffix(_ASSISTANT_SUFFIX)] = None
-    wanted = {_turn_record_id(session, turn_id): None for turn_id in turn_ids if turn_id}
+    tenant = _scope.tenant()
+    wanted = {_turn_record_id(session, turn_id, tenant): None for turn_id in turn_ids if turn_id}
     rows = conn.execute(
         "SELECT id, entity_type, snapshot, observation_count, last_observation_at FROM entities "
-        "WHERE id IN (SELECT value FROM json_each(?)) AND entity_type = 'conversation_turn'",
+        f"WHERE {_scope.owned(index=True)} AND entity_type = 'conversation_turn' "
+        "AND id IN (SELECT value FROM json_each(?))",
         (json.dumps(list(wanted)),),
     ).fetchall()
     found = {}
@@ -241,7 +245,7 @@ def _tool_calls(conn: sqlite3.Connection, records: list[dict[str, Any]]) -> list
         "FROM relationships r JOIN entities e ON e.id = r.target_entity_id "
         "WHERE r.source_entity_id IN (SELECT value FROM json_each(?)) "
         "AND r.relationship_type = 'REFERS_TO' AND e.entity_type = 'tool_invocation' "
-        "ORDER BY e.id",
+        f"AND {_scope.owned('e')} AND {_scope.owned('r')} ORDER BY e.id",
         (json.dumps(ids),),
     ).fetchall()
     calls = (
@@ -297,7 +301,7 @@ def recent_conversations(conn: sqlite3.Connection, body: Mapping[str, Any]) -> d
     rows = conn.execute(
         "SELECT id, canonical_name, created_at, updated_at, last_observation_at, "
         "json_extract(snapshot, '$.f'), json_extract(snapshot, '$.d'), message_count "
-        "FROM entities WHERE entity_type = 'conversation'"
+        f"FROM entities WHERE {_scope.owned(index=True)} AND entity_type = 'conversation'"
     ).fetchall()
     items = []
     for row in rows:

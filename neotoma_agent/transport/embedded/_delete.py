@@ -22,7 +22,7 @@ from typing import Any
 
 from ..._identity import ENTITY_ID_RE
 from ..._js import hash_uuid
-from .._wire import LOCAL_USER_ID
+from . import _scope
 from ._errors import invalid_format, not_found, now_iso
 from ._write import _observe
 
@@ -39,7 +39,9 @@ def _mark(conn: sqlite3.Connection, body: Mapping[str, Any], *, deleted: bool) -
     for name in ("entity_type", "reason"):
         if body.get(name) is not None and not isinstance(body[name], str):
             raise invalid_format(f"{name} must be a string", [name])
-    row = conn.execute("SELECT entity_type FROM entities WHERE id = ?", (entity_id,)).fetchone()
+    row = conn.execute(
+        f"SELECT entity_type FROM entities WHERE id = ? AND {_scope.owned()}", (entity_id,)
+    ).fetchone()
     if row is None:
         raise not_found()
     at = now_iso()
@@ -47,7 +49,7 @@ def _mark(conn: sqlite3.Connection, body: Mapping[str, Any], *, deleted: bool) -
     fields: dict[str, Any] = {
         "_deleted": deleted,
         f"{verb}_at": at,
-        f"{verb}_by": LOCAL_USER_ID,
+        f"{verb}_by": _scope.user_id(),
     }
     if body.get("reason"):
         fields["deletion_reason" if deleted else "restoration_reason"] = body["reason"]

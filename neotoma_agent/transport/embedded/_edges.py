@@ -11,9 +11,10 @@ from ..._identity import (
     hash_uuid,
     js_json,
 )
-from .._wire import LOCAL_USER_ID
+from . import _scope
 from ._errors import (
     invalid_format,
+    not_found,
     now_iso,
 )
 from ._rows import (
@@ -39,7 +40,9 @@ def _entity_type_of(
 ) -> str | None:
     if entity_id in known:
         return known[entity_id]
-    row = conn.execute("SELECT entity_type FROM entities WHERE id = ?", (entity_id,)).fetchone()
+    row = conn.execute(
+        f"SELECT entity_type FROM entities WHERE id = ? AND {_scope.owned()}", (entity_id,)
+    ).fetchone()
     return str(row[0]) if row else None
 
 
@@ -62,15 +65,15 @@ def relate(
     meta_json = js_json(dict(sorted(metadata.items()))) if metadata else "{}"
     if source_id is None:
         # No source: the server hashes a synthetic one from key, user and sorted metadata.
-        source_id = hash_uuid(f"relationship:{LOCAL_USER_ID}:{key}:{meta_json}")
+        source_id = hash_uuid(f"relationship:{_scope.user_id()}:{key}:{meta_json}")
     rel_obs_id = hash_uuid(f"{source_id}:{key}:{meta_json}")
     merged = {k: v for k, v in metadata.items() if v is not None}
     provenance = dict.fromkeys(merged, rel_obs_id)
     # Most edges are new: try the insert first, and read the row only when it exists.
     cur = conn.execute(
         "INSERT INTO relationships (source_entity_id, relationship_type, target_entity_id, "
-        "metadata, provenance, seen, observation_count, last_observation_at, computed_at) "
-        "VALUES (?, ?, ?, ?, ?, ?, 1, ?, NULL) ON CONFLICT DO NOTHING",
+        "metadata, provenance, seen, observation_count, last_observation_at, computed_at, uid) "
+        "VALUES (?, ?, ?, ?, ?, ?, 1, ?, NULL, ?) ON CONFLICT DO NOTHING",
         (
             src,
             rtype,
@@ -79,6 +82,7 @@ def relate(
             dumps_acyclic(provenance) if provenance else "{}",
             encode_seen([rel_obs_id]),
             encode_time(now),
+            _scope.uid(),
         ),
     )
     if cur.rowcount:
@@ -91,7 +95,7 @@ def relate(
             # (RETURNING here costs several times a plain UPDATE plus a later SELECT.)
             counted = conn.execute(
                 "UPDATE entities SET message_count = message_count + 1 "
-                "WHERE id = ? AND entity_type = 'conversation'",
+                f"WHERE id = ? AND entity_type = 'conversation' AND {_scope.owned()}",
                 (dst,),
             )
             if counted.rowcount:
@@ -108,11 +112,14 @@ def relate(
                     counts[dst] = counts.get(dst, 0) + 1
         return relationship_json(key, rtype, src, dst, merged, provenance, 1, now, now)
     row = conn.execute(
-        "SELECT metadata, provenance, seen, observation_count, last_observation_at "
+        "SELECT metadata, provenance, seen, observation_count, last_observation_at, uid "
         "FROM relationships WHERE source_entity_id = ? AND relationship_type = ? "
         "AND target_entity_id = ?",
         (src, rtype, dst),
     ).fetchone()
+    if row[5] != _scope.uid():
+        # Another user's edge between the same ids: as if its ends were unknown here.
+        raise not_found()
     merged = json.loads(row[0])
     provenance = json.loads(row[1])
     seen = decode_seen(row[2])
@@ -219,7 +226,8 @@ def retrieve_related_entities(conn: sqlite3.Connection, body: Mapping[str, Any])
                     continue
                 other_end = "target_entity_id" if near == "source_entity_id" else "source_entity_id"
                 rows = conn.execute(
-                    f"SELECT {REL_COLUMNS} FROM relationships WHERE {column} = ?{type_filter} "
+                    f"SELECT {REL_COLUMNS} FROM relationships WHERE {column} = ? "
+                    f"AND {_scope.owned()}{type_filter} "
                     f"ORDER BY relationship_type, {other_end}",
                     (node, *params),
                 ).fetchall()
@@ -234,7 +242,8 @@ def retrieve_related_entities(conn: sqlite3.Connection, body: Mapping[str, Any])
     visited.discard(start)
     rows = conn.execute(
         "SELECT id, entity_type, canonical_name, aliases, created_at, updated_at FROM entities "
-        "WHERE id IN (SELECT value FROM json_each(?)) ORDER BY canonical_name, id",
+        f"WHERE id IN (SELECT value FROM json_each(?)) AND {_scope.owned()} "
+        "ORDER BY canonical_name, id",
         (dumps(sorted(visited)),),
     ).fetchall()
     entities = [entity_json(row) for row in rows]

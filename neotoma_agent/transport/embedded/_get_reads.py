@@ -13,6 +13,7 @@ import sqlite3
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from . import _scope
 from ._errors import invalid_format, not_found
 from ._read import observations_page
 from ._rows import (
@@ -81,7 +82,7 @@ def get_entity(conn: sqlite3.Connection, body: Mapping[str, Any]) -> dict[str, A
         raise not_found()
     row = conn.execute(
         "SELECT id, entity_type, canonical_name, snapshot, observation_count, "
-        "last_observation_at, created_at FROM entities WHERE id = ?",
+        f"last_observation_at, created_at FROM entities WHERE id = ? AND {_scope.owned()}",
         (entity_id,),
     ).fetchone()
     item = query_item(row)
@@ -116,7 +117,8 @@ def _keys_of_sources(conn: sqlite3.Connection, source_ids: set[str]) -> dict[str
     for source_id in sorted(source_ids):
         # The first key of a source (the oldest); by the index on source ids.
         row = conn.execute(
-            "SELECT key FROM idempotency_keys WHERE source_id = ? ORDER BY created_at, key LIMIT 1",
+            f"SELECT key FROM idempotency_keys WHERE source_id = ? AND {_scope.owned()} "
+            "ORDER BY created_at, key LIMIT 1",
             (encode_id(source_id),),
         ).fetchone()
         if row is not None:
@@ -153,7 +155,7 @@ def get_entity_relationships(conn: sqlite3.Connection, body: Mapping[str, Any]) 
     sides: dict[str, list[dict[str, Any]]] = {}
     for side, column in (("outgoing", "source_entity_id"), ("incoming", "target_entity_id")):
         rows = conn.execute(
-            f"SELECT {REL_COLUMNS} FROM relationships WHERE {column} = ? "
+            f"SELECT {REL_COLUMNS} FROM relationships WHERE {column} = ? AND {_scope.owned()} "
             "ORDER BY last_observation_at, relationship_type, source_entity_id, "
             "target_entity_id",
             (entity_id,),
@@ -184,7 +186,7 @@ def _decorated(conn: sqlite3.Connection, row: Sequence[Any]) -> dict[str, Any]:
     edge = _edge(row)
     for end in ("source", "target"):
         found = conn.execute(
-            "SELECT canonical_name, entity_type FROM entities WHERE id = ?",
+            f"SELECT canonical_name, entity_type FROM entities WHERE id = ? AND {_scope.owned()}",
             (edge[f"{end}_entity_id"],),
         ).fetchone()
         edge[f"{end}_canonical_name"] = found[0] if found else None
@@ -202,7 +204,7 @@ def get_relationship(conn: sqlite3.Connection, body: Mapping[str, Any]) -> dict[
     src, _, dst = rest.partition(":")
     row = conn.execute(
         f"SELECT {REL_COLUMNS} FROM relationships WHERE source_entity_id = ? "
-        "AND relationship_type = ? AND target_entity_id = ?",
+        f"AND relationship_type = ? AND target_entity_id = ? AND {_scope.owned()}",
         (src, rtype, dst),
     ).fetchone()
     if row is None:
@@ -213,7 +215,7 @@ def get_relationship(conn: sqlite3.Connection, body: Mapping[str, Any]) -> dict[
 
 def get_relationships(conn: sqlite3.Connection, body: Mapping[str, Any]) -> dict[str, Any]:
     """``GET /relationships``: edges by source, target and/or type, newest first."""
-    where: list[str] = []
+    where: list[str] = [_scope.owned()]
     params: list[Any] = []
     for name in ("source_entity_id", "target_entity_id", "relationship_type"):
         value = body.get(name)

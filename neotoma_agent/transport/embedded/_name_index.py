@@ -11,6 +11,8 @@ import sqlite3
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from . import _scope
+
 __all__ = [
     "BOOKKEEPING",
     "FIELD_KINDS",
@@ -97,9 +99,9 @@ def index_fields(
         if isinstance(after, str) and after.strip():
             value = after.strip().lower()
             conn.execute(
-                "INSERT INTO field_values (entity_id, field, value, first_token) "
-                "VALUES (?, ?, ?, ?)",
-                (entity_id, name, value, first_token(value)),
+                "INSERT INTO field_values (entity_id, field, value, first_token, uid) "
+                "VALUES (?, ?, ?, ?, ?)",
+                (entity_id, name, value, first_token(value), _scope.uid()),
             )
             _index_text(conn, value, entity_id, f"field:{name}")
 

@@ -1,13 +1,14 @@
 """Erasing a forgotten conversation's (or entity's) bytes from a store file (``forget --purge``).
 
-A soft deletion (:mod:`neotoma_agent._forget`) keeps every observation, as Neotoma does; a
-user who asked to be forgotten needs the bytes gone. :func:`purge_forgotten` deletes the
+A soft deletion (:mod:`neotoma_agent._forget`) keeps every observation, as Neotoma does;
+erasing needs the bytes gone. :func:`purge_forgotten` deletes the
 rows of the forgotten entities (their entity rows, observations, field values, name-index
 entries, conversation index, summary row, full-text search rows), every edge touching them,
 and the idempotency keys of the stores that wrote their observations; then it merges the
 full-text indexes (deleted terms otherwise linger in old segments), ``VACUUM``\\ s the file
 (SQLite's free pages keep deleted bytes) and truncates the write-ahead log. Unlike a soft
-deletion this cannot be undone.
+deletion this cannot be undone. :func:`purge_user` does the same to every row of one user
+(``EmbeddedStore.for_user``): all its entities, and what else it wrote (edges, keys).
 
 It opens the file itself (``VACUUM`` cannot run inside the store thread's transactions) and
 needs it to itself for the ``VACUUM``: close the :class:`EmbeddedStore` first.
@@ -18,7 +19,7 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TypeVar
 
@@ -26,9 +27,11 @@ import attrs
 
 from ..._file_kind import check_store_file
 from ..._forget import Forgotten
+from ..._user_id import LOCAL_USER_ID, check_user_id
 from ._rows import encode_entity
+from ._scope import NOBODY, lookup_uid
 
-__all__ = ["PurgeStats", "purge_entities", "purge_forgotten"]
+__all__ = ["PurgeStats", "purge_entities", "purge_forgotten", "purge_user"]
 
 _BUSY_MS = 5000
 _Id = TypeVar("_Id", str, bytes, str | bytes)
@@ -114,16 +117,21 @@ def _seqs(raw: object) -> list[int]:
     return [v for v in value if isinstance(v, int)] if isinstance(value, list) else []
 
 
-def purge_forgotten(path: str | os.PathLike[str], forgotten: Forgotten) -> PurgeStats:
+def purge_forgotten(
+    path: str | os.PathLike[str], forgotten: Forgotten, *, user_id: str | None = None
+) -> PurgeStats:
     """Erase the bytes of a forgotten conversation from the store file at ``path``.
 
-    ``forgotten``: what :meth:`~neotoma_agent.NeotomaMemory.forget` returned. Irreversible;
-    the store must be closed (``sqlite3.OperationalError`` "database is locked" otherwise).
+    ``forgotten``: what :meth:`~neotoma_agent.NeotomaMemory.forget` returned; ``user_id``:
+    the user whose memory forgot it, as for :func:`purge_entities`. Irreversible; the store
+    must be closed (``sqlite3.OperationalError`` "database is locked" otherwise).
     """
-    return purge_entities(path, forgotten.entity_ids)
+    return purge_entities(path, forgotten.entity_ids, user_id=user_id)
 
 
-def purge_entities(path: str | os.PathLike[str], entity_ids: Sequence[str]) -> PurgeStats:
+def purge_entities(
+    path: str | os.PathLike[str], entity_ids: Sequence[str], *, user_id: str | None = None
+) -> PurgeStats:
     """Erase the bytes of entities from the store file at ``path``: their rows,
     observations (every field's text), index entries, every edge touching them and the
     idempotency keys of the stores that wrote their observations; then the file is
@@ -131,11 +139,79 @@ def purge_entities(path: str | os.PathLike[str], entity_ids: Sequence[str]) -> P
 
     What other entities hold is kept: a message that named the entity keeps its text.
     Irreversible (a purged entity is unknown, not deleted: nothing restores it); the store
-    must be closed (``sqlite3.OperationalError`` "database is locked" otherwise).
+    must be closed (``sqlite3.OperationalError`` "database is locked" otherwise). With
+    ``user_id``, only that user's entities among ``entity_ids`` are erased (what
+    ``store.for_user(user_id)`` can see); another user's are left as they are.
     """
+    user = None if user_id is None else check_user_id(user_id)
+    return _purge(path, lambda conn: _rows(conn, _owned(conn, list(entity_ids), user)))
+
+
+def _owned(conn: sqlite3.Connection, ids: list[str], user: str | None) -> list[str]:
+    """The ids among ``ids`` of entities ``user`` owns (None: every one)."""
+    if user is None:
+        return ids
+    if not _has(conn, "users"):
+        # A file from before users: all of it is the local dev user's.
+        return ids if user == LOCAL_USER_ID else []
+    uid = lookup_uid(conn, user, create=False)
+    mine: set[str] = set()
+    for chunk in _chunks(ids):
+        marks = ",".join("?" * len(chunk))
+        sql = f"SELECT id FROM entities WHERE id IN ({marks}) AND uid = ?"
+        mine.update(str(r[0]) for r in conn.execute(sql, (*chunk, uid)))
+    return [i for i in ids if i in mine]
+
+
+def purge_user(path: str | os.PathLike[str], user_id: str) -> PurgeStats:
+    """Erase every row of one user from the store file at ``path``: the entities its
+    conversations, turns, tool calls and ``remember`` calls wrote (their observations,
+    name, field and full-text index entries, conversation lists and summaries), every
+    edge it wrote or that touches them, its idempotency keys and its own id; then the file
+    is ``VACUUM``\\ ed and its write-ahead log truncated, so that none of its text is left
+    in either. Every other user's rows are kept as they are.
+
+    Irreversible; the store must be closed (``sqlite3.OperationalError`` "database is
+    locked" otherwise). :class:`~neotoma_agent.InvalidUserIdError` for a bad user id,
+    before the file is opened; a user the file does not know erases nothing.
+    """
+    user = check_user_id(user_id)
+    return _purge(path, lambda conn: _user_rows(conn, user))
+
+
+def _user_rows(conn: sqlite3.Connection, user: str) -> PurgeStats:
+    if not _has(conn, "users"):
+        # A file no release with users has opened: all of it is the local dev user's.
+        if user == LOCAL_USER_ID:
+            raise sqlite3.OperationalError(
+                "the store file predates users: open it once with EmbeddedStore to upgrade it"
+            )
+        return PurgeStats(0, 0, 0, 0)
+    uid = lookup_uid(conn, user, create=False)
+    if uid == NOBODY:
+        return PurgeStats(0, 0, 0, 0)
+    ids = [str(r[0]) for r in conn.execute("SELECT id FROM entities WHERE uid = ?", (uid,))]
+    stats = _rows(conn, ids)
+    # What the user wrote beyond its entities: edges to others' entities, keys of stores
+    # that wrote no observation of its own entities, summary and field rows of entities
+    # it never created.
+    edges = conn.execute("DELETE FROM relationships WHERE uid = ?", (uid,)).rowcount
+    keys = conn.execute("DELETE FROM idempotency_keys WHERE uid = ?", (uid,)).rowcount
+    conn.execute("DELETE FROM conversation_summaries WHERE uid = ?", (uid,))
+    conn.execute("DELETE FROM field_values WHERE uid = ?", (uid,))
+    conn.execute("DELETE FROM users WHERE uid = ?", (uid,))
+    return attrs.evolve(
+        stats,
+        relationships=stats.relationships + edges,
+        idempotency_keys=stats.idempotency_keys + keys,
+    )
+
+
+def _purge(
+    path: str | os.PathLike[str], erase: Callable[[sqlite3.Connection], PurgeStats]
+) -> PurgeStats:
     if not Path(path).is_file():
         raise FileNotFoundError(f"no store file: {os.fspath(path)}")
-    ids = list(entity_ids)
     conn = sqlite3.connect(os.fspath(path), isolation_level=None, timeout=_BUSY_MS / 1000)
     try:
         if check_store_file(conn, os.fspath(path)) != "store":
@@ -145,7 +221,7 @@ def purge_entities(path: str | os.PathLike[str], entity_ids: Sequence[str]) -> P
         conn.execute("PRAGMA secure_delete = ON")
         conn.execute("BEGIN IMMEDIATE")
         try:
-            stats = _rows(conn, ids)
+            stats = erase(conn)
             for table in ("name_index", "bookkeeping_names", "search_text"):
                 if _has(conn, table):
                     conn.execute(f"INSERT INTO {table}({table}) VALUES ('optimize')")

@@ -17,6 +17,7 @@ from ..._identity import (
     resolve_entity_type,
 )
 from ...exceptions import APIError, ValidationError
+from . import _scope
 from ._errors import (
     flat_error,
     invalid_format,
@@ -93,8 +94,9 @@ def observations_page(
         "SELECT id, entity_id, entity_type, source_id, observed_at, source_priority, "
         f"observation_source, specificity_score, {OBSERVATION_FIELDS}, idempotency_key, "
         "identity_basis, identity_rule FROM observations WHERE entity_id = ? "
+        f"AND EXISTS (SELECT 1 FROM entities WHERE id = ? AND {_scope.owned()}) "
         "ORDER BY observed_at DESC, seq DESC LIMIT ? OFFSET ?",
-        (encode_entity(entity_id), limit, offset),
+        (encode_entity(entity_id), entity_id, limit, offset),
     ).fetchall()
     return [observation_json(r) for r in rows]
 
@@ -304,7 +306,8 @@ def query_entities(conn: sqlite3.Connection, body: Mapping[str, Any]) -> dict[st
 
     # A soft-deleted entity is in no query, as on a server. ``instr`` first: the JSON is
     # parsed only for the rare row whose text holds the deletion mark.
-    where: list[str] = [LIVE]
+    # The local dev user's untyped walk keeps the id order of the table itself.
+    where: list[str] = [_scope.owned(index=bool(types) or _scope.uid() != 0), LIVE]
     params: list[Any] = []
     if types:
         where.append(f"entity_type IN ({','.join('?' * len(types))})")
@@ -405,7 +408,8 @@ def retrieve_entity_by_identifier(
     # Pass 1: an entity id is a primary-key lookup and nothing else.
     if _ENT_LIKE_RE.match(text):
         row = conn.execute(
-            f"SELECT {DIRECT_COLUMNS} FROM entities WHERE id = ? AND {LIVE}", (text.lower(),)
+            f"SELECT {DIRECT_COLUMNS} FROM entities WHERE id = ? AND {_scope.owned()} AND {LIVE}",
+            (text.lower(),),
         ).fetchone()
         if row is None:
             none["hint"] = (
@@ -430,14 +434,15 @@ def retrieve_entity_by_identifier(
         else:
             id_list, id_args = "(SELECT value FROM json_each(?))", [json.dumps(ids)]
         rows = conn.execute(
-            f"SELECT {DIRECT_COLUMNS} FROM entities WHERE id IN {id_list} AND {LIVE}"
+            f"SELECT {DIRECT_COLUMNS} FROM entities WHERE id IN {id_list} AND {_scope.owned()} "
+            f"AND {LIVE}"
             f"{type_clause} ORDER BY canonical_name, id LIMIT ?",
             (*id_args, *((etype,) if etype else ()), limit),
         ).fetchall()
     if not rows and etype:
         rows = conn.execute(
-            f"SELECT {DIRECT_COLUMNS} FROM entities WHERE id = ? AND {LIVE}",
-            (entity_id_for(etype, text),),
+            f"SELECT {DIRECT_COLUMNS} FROM entities WHERE id = ? AND {_scope.owned()} AND {LIVE}",
+            (entity_id_for(etype, text, _scope.tenant()),),
         ).fetchall()
     if rows:
         items = [direct_item(r) for r in rows]
@@ -449,7 +454,9 @@ def retrieve_entity_by_identifier(
     marks = ",".join("?" * len(fields))
     # The three index probes in one statement, tagged so that a stable sort keeps their order.
     probes = " UNION ALL ".join(
-        f"SELECT {tag}, entity_id FROM field_values WHERE {column} = ? AND field IN ({marks})"
+        f"SELECT {tag}, entity_id FROM field_values WHERE {_scope.owned(index=True)} "
+        f"AND {column} = ? "
+        f"AND field IN ({marks})"
         for tag, column in enumerate(("value", "value", "first_token"))
     )
     rows = conn.execute(
@@ -470,14 +477,15 @@ def retrieve_entity_by_identifier(
         path = f"$.f.{by}"
         of_type, type_args = (" AND entity_type = ?", (etype,)) if etype else ("", ())
         for (eid,) in conn.execute(
-            "SELECT id FROM entities WHERE lower(json_extract(snapshot, ?)) = ?"
+            f"SELECT id FROM entities WHERE {_scope.owned(index=True)} "
+            "AND lower(json_extract(snapshot, ?)) = ?"
             f"{of_type} LIMIT 500",
             (path, lowered, *type_args),
         ).fetchall():
             found.setdefault(eid)
         scan = (
             "SELECT id, json_extract(snapshot, ?) FROM (SELECT id, snapshot FROM entities"
-            f" WHERE 1{of_type} LIMIT 500)"
+            f" WHERE {_scope.owned(index=True)}{of_type} LIMIT 500)"
         )
         lead = first_token(lowered)
         for eid, value in conn.execute(scan, (path, *type_args)).fetchall():
@@ -494,7 +502,7 @@ def retrieve_entity_by_identifier(
     for eid in found:
         row = conn.execute(
             "SELECT id, entity_type, canonical_name, snapshot FROM entities "
-            f"WHERE id = ? AND {LIVE}",
+            f"WHERE id = ? AND {_scope.owned()} AND {LIVE}",
             (eid,),
         ).fetchone()
         if row is None or (etype and row[1] != etype):

@@ -25,6 +25,7 @@ from ..._identity import (
     resolve_identity_cached,
     undeclared_identity_keys,
 )
+from . import _scope
 from ._name_index import BOOKKEEPING, rename, substring_ids
 from ._rows import dumps, encode_time, entity_exists
 
@@ -89,7 +90,7 @@ def rederive_name(
 
 def _taken(conn: sqlite3.Connection, entity_id: str, entity_type: str, name: str) -> bool:
     """Whether another entity holds ``name``: the id it hashes to, or the name itself."""
-    other = entity_id_for(entity_type, name)
+    other = entity_id_for(entity_type, name, _scope.tenant())
     if other != entity_id and entity_exists(conn, other):
         return True
     candidates = [
@@ -102,7 +103,7 @@ def _taken(conn: sqlite3.Connection, entity_id: str, entity_type: str, name: str
     marks = ",".join("?" * len(candidates))
     row = conn.execute(
         f"SELECT 1 FROM entities WHERE id IN ({marks}) AND entity_type = ? "
-        "AND canonical_name = ? LIMIT 1",
+        f"AND canonical_name = ? AND {_scope.owned()} LIMIT 1",
         (*candidates, entity_type, name),
     ).fetchone()
     return row is not None

@@ -17,7 +17,7 @@ from typing import Any
 
 from ..._identity import ENTITY_ID_RE, schema_version
 from ..._js import compact_encoder
-from .._wire import LOCAL_USER_ID
+from . import _scope
 from ._reducer import ObservationMeta, SnapshotState
 
 __all__ = [
@@ -400,7 +400,10 @@ def settle_fields(
 
 def key_seen(conn: sqlite3.Connection, key: str) -> bytes | None:
     """The source id stored under ``key`` (as stored), or None for a new key."""
-    row = conn.execute("SELECT source_id FROM idempotency_keys WHERE key = ?", (key,)).fetchone()
+    row = conn.execute(
+        f"SELECT source_id FROM idempotency_keys WHERE {_scope.owned(index=True)} AND key = ?",
+        (key,),
+    ).fetchone()
     return None if row is None else bytes(row[0])
 
 
@@ -408,9 +411,9 @@ def record_key(
     conn: sqlite3.Connection, key: str, source_id: str, seqs: Sequence[int], now: str
 ) -> None:
     conn.execute(
-        "INSERT INTO idempotency_keys (key, source_id, observations, created_at) "
-        "VALUES (?, ?, ?, ?)",
-        (key, encode_id(source_id), dumps_acyclic(list(seqs)), encode_time(now)),
+        "INSERT INTO idempotency_keys (uid, key, source_id, observations, created_at) "
+        "VALUES (?, ?, ?, ?, ?)",
+        (_scope.uid(), key, encode_id(source_id), dumps_acyclic(list(seqs)), encode_time(now)),
     )
 
 
@@ -425,7 +428,10 @@ def observation_seq(conn: sqlite3.Connection, entity_id: str, obs_id: str) -> in
 
 def replayed_observations(conn: sqlite3.Connection, key: str) -> list[tuple[str, str, str]]:
     """(entity id, entity type, observation id) of what ``key`` wrote, newest first."""
-    row = conn.execute("SELECT observations FROM idempotency_keys WHERE key = ?", (key,)).fetchone()
+    row = conn.execute(
+        f"SELECT observations FROM idempotency_keys WHERE {_scope.owned(index=True)} AND key = ?",
+        (key,),
+    ).fetchone()
     seqs: list[int] = json.loads(row[0])
     found = {
         r[0]: (decode_entity(r[1]), str(decode_word(r[2])), str(decode_id(r[3])))
@@ -441,7 +447,7 @@ def replayed_observations(conn: sqlite3.Connection, key: str) -> list[tuple[str,
 def entity_row(conn: sqlite3.Connection, entity_id: str) -> dict[str, Any] | None:
     row = conn.execute(
         "SELECT id, entity_type, canonical_name, aliases, created_at, updated_at "
-        "FROM entities WHERE id = ?",
+        f"FROM entities WHERE id = ? AND {_scope.owned()}",
         (entity_id,),
     ).fetchone()
     return entity_json(row) if row else None
@@ -455,7 +461,7 @@ def entity_json(row: Sequence[Any]) -> dict[str, Any]:
         "aliases": [] if row[3] == "[]" else json.loads(row[3]),  # most have none
         "created_at": decode_time(row[4]),
         "updated_at": decode_time(row[5]),
-        "user_id": LOCAL_USER_ID,
+        "user_id": _scope.user_id(),
         "first_seen_at": None,
         "last_seen_at": None,
         "merged_to_entity_id": None,
@@ -468,7 +474,7 @@ def load_row(conn: sqlite3.Connection, entity_id: str) -> tuple[SnapshotState, i
     """An entity's snapshot state and message count, or None if there is no such entity."""
     row = conn.execute(
         "SELECT snapshot, observation_count, last_observation_at, message_count "
-        "FROM entities WHERE id = ?",
+        f"FROM entities WHERE id = ? AND {_scope.owned()}",
         (entity_id,),
     ).fetchone()
     if row is None:
@@ -485,7 +491,7 @@ def load_rows(
     marks = ",".join("?" * len(entity_ids))
     rows = conn.execute(
         "SELECT id, snapshot, observation_count, last_observation_at, message_count "
-        f"FROM entities WHERE id IN ({marks})",
+        f"FROM entities WHERE id IN ({marks}) AND {_scope.owned()}",
         entity_ids,
     )
     return {row[0]: (decode_state(row[1], row[2], row[3]), int(row[4])) for row in rows}
@@ -501,7 +507,7 @@ def live_state(conn: sqlite3.Connection, entity_id: str) -> tuple[str, SnapshotS
     """An entity's type and snapshot state; None when it is unknown or deleted (a 404)."""
     row = conn.execute(
         "SELECT entity_type, snapshot, observation_count, last_observation_at "
-        "FROM entities WHERE id = ?",
+        f"FROM entities WHERE id = ? AND {_scope.owned()}",
         (entity_id,),
     ).fetchone()
     if row is None:
@@ -511,7 +517,8 @@ def live_state(conn: sqlite3.Connection, entity_id: str) -> tuple[str, SnapshotS
 
 
 def entity_exists(conn: sqlite3.Connection, entity_id: str) -> bool:
-    return conn.execute("SELECT 1 FROM entities WHERE id = ?", (entity_id,)).fetchone() is not None
+    sql = f"SELECT 1 FROM entities WHERE id = ? AND {_scope.owned()}"
+    return conn.execute(sql, (entity_id,)).fetchone() is not None
 
 
 def _display_name(fields: Mapping[str, Any]) -> str | None:
@@ -551,7 +558,7 @@ def _snapshot_json(
         "observation_count": observation_count,
         "last_observation_at": last_observation_at,
         "provenance": provenance,
-        "user_id": LOCAL_USER_ID,
+        "user_id": _scope.user_id(),
     }
 
 
@@ -622,7 +629,7 @@ def relationship_json(
         "observation_count": count,
         "last_observation_at": last,
         "provenance": dict(provenance),
-        "user_id": LOCAL_USER_ID,
+        "user_id": _scope.user_id(),
         "is_live": 1,
     }
 
@@ -663,7 +670,7 @@ def observation_json(row: Sequence[Any]) -> dict[str, Any]:
         "observation_source": decode_word(row[6]),
         "fields": json.loads(row[8]),
         "created_at": observed_at,
-        "user_id": LOCAL_USER_ID,
+        "user_id": _scope.user_id(),
         "idempotency_key": row[9],
         "canonical_hash": None,
         "identity_basis": decode_word(row[10]),

@@ -432,6 +432,44 @@ CREATE TABLE search_docs (
 ) WITHOUT ROWID;
 """
 
+# Version 7: every row belongs to a user (``_scope``). ``users`` maps a user id to a small
+# integer (never reused: AUTOINCREMENT), and ``uid`` on the rows a scan starts from holds it;
+# 0 is the local dev user, so every row of an older file stays the unscoped store's. The
+# indexes that serve scans lead with it (a user's reads never walk another's rows), and an
+# idempotency key is a user's own (two users may store the same conversation id).
+_USERS = """
+CREATE TABLE users (
+    uid INTEGER PRIMARY KEY AUTOINCREMENT,
+    user_id TEXT NOT NULL UNIQUE
+);
+ALTER TABLE entities ADD COLUMN uid INTEGER NOT NULL DEFAULT 0;
+DROP INDEX entities_by_type;
+CREATE INDEX entities_by_type ON entities (uid, entity_type, id);
+ALTER TABLE conversation_summaries ADD COLUMN uid INTEGER NOT NULL DEFAULT 0;
+DROP INDEX conversation_summaries_by_activity;
+CREATE INDEX conversation_summaries_by_activity
+    ON conversation_summaries (uid, last_activity, conversation_id) WHERE live = 1;
+ALTER TABLE relationships ADD COLUMN uid INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE field_values ADD COLUMN uid INTEGER NOT NULL DEFAULT 0;
+DROP INDEX field_values_by_value;
+DROP INDEX field_values_by_first_token;
+CREATE INDEX field_values_by_value ON field_values (uid, value);
+CREATE INDEX field_values_by_first_token ON field_values (uid, first_token);
+CREATE TABLE idempotency_keys_v7 (
+    uid INTEGER NOT NULL DEFAULT 0,
+    key TEXT NOT NULL,
+    source_id BLOB NOT NULL,
+    observations TEXT NOT NULL,
+    created_at NOT NULL,
+    PRIMARY KEY (uid, key)
+) WITHOUT ROWID;
+INSERT INTO idempotency_keys_v7 (uid, key, source_id, observations, created_at)
+    SELECT 0, key, source_id, observations, created_at FROM idempotency_keys;
+DROP TABLE idempotency_keys;
+ALTER TABLE idempotency_keys_v7 RENAME TO idempotency_keys;
+CREATE INDEX idempotency_keys_by_source ON idempotency_keys (source_id);
+"""
+
 MIGRATIONS: tuple[str, ...] = (
     _V1,
     _CONVERSATION_MESSAGES,
@@ -439,6 +477,7 @@ MIGRATIONS: tuple[str, ...] = (
     _SHARED_FIELDS,
     _SUMMARIES,
     _SEARCH,
+    _USERS,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -26,6 +26,7 @@ from ..._payloads import BOOKKEEPING_TYPES
 from ..._search_text import ENTITY_KIND, MAX_HITS, MESSAGE_KIND, doc_text, fts_query, parse_query
 from ..._search_text import MESSAGE_TYPE as _MESSAGE
 from ...exceptions import EmptySearchQueryError, ValidationError
+from . import _scope
 from ._errors import flat_error, invalid_format
 from ._page_rows import decode_fields
 from ._rows import decode_entity, decode_state, encode_entity, entity_text
@@ -113,7 +114,7 @@ def _conversation_of(
         row = conn.execute(
             "SELECT json_extract(e.snapshot, '$.f.conversation_id') FROM conversation_messages m "
             f"JOIN entities e ON e.id = {entity_text('m.conversation_id')} "
-            "WHERE m.message_id = ? LIMIT 1",
+            f"WHERE m.message_id = ? AND {_scope.owned('e')} LIMIT 1",
             (packed,),
         ).fetchone()
         cache[packed] = row[0] if row is not None and isinstance(row[0], str) else None
@@ -131,7 +132,7 @@ def _hit(
     entity_id = decode_entity(packed)
     row = conn.execute(
         "SELECT entity_type, canonical_name, json_extract(snapshot, '$.f') FROM entities "
-        "WHERE id = ?",
+        f"WHERE id = ? AND {_scope.owned()}",
         (entity_id,),
     ).fetchone()
     if row is None:
@@ -184,7 +185,13 @@ def text_search(conn: sqlite3.Connection, body: Mapping[str, Any]) -> dict[str, 
             " AND entity_id IN (SELECT message_id FROM conversation_messages "
             "WHERE conversation_id = ?)"
         )
-        params.append(encode_entity(conversation_entity_id(scope)))
+        params.append(encode_entity(conversation_entity_id(scope, _scope.tenant())))
+    if not _scope.alone(conn):
+        # Each match's owner, before the ranking's LIMIT: another user's rows take no place.
+        sql += (
+            " AND EXISTS (SELECT 1 FROM entities WHERE id = "
+            f"{entity_text('search_text.entity_id')} AND {_scope.owned()})"
+        )
     rows = conn.execute(sql + " ORDER BY rank LIMIT ?", (*params, limit)).fetchall()
     cache: dict[str | bytes, str | None] = {}
     hits = [_hit(conn, packed, text, rank, scope, cache) for packed, text, rank in rows]

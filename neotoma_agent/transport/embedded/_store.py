@@ -15,6 +15,7 @@ import anyio
 import attrs
 
 from ..._file_kind import check_store_file, not_a_store
+from ..._user_id import LOCAL_USER_ID, check_user_id, tenant_of
 from .._base import LookupResult, StoreResult
 from .._rest import RestActions
 from .._search_results import SEARCH_ACTION
@@ -28,6 +29,7 @@ from ._conversations import route
 from ._db_thread import DBThread, Job
 from ._delete import delete_entity, restore_entity
 from ._edges import create_relationship, create_relationships, retrieve_related_entities
+from ._forget_user import ForgottenUser, forget_user_rows, restore_user_rows
 from ._get_reads import (
     get_entity,
     get_entity_observations,
@@ -43,10 +45,12 @@ from ._read import (
     retrieve_entity_by_identifier,
 )
 from ._schema import SCHEMA_VERSION
+from ._scope import install as install_scope
+from ._scope import run_as
 from ._search import text_search
 from ._write import correct, store
 
-__all__ = ["EmbeddedStore"]
+__all__ = ["EmbeddedStore", "UserStore"]
 
 T = TypeVar("T")
 
@@ -94,6 +98,7 @@ def _connect_read_only(path: str) -> Callable[[], sqlite3.Connection]:
             )
         conn.execute("PRAGMA query_only = ON")
         conn.execute("PRAGMA cache_size = -65536")
+        install_scope(conn)
         return conn
 
     return connect
@@ -103,8 +108,69 @@ def _readable_version(conn: sqlite3.Connection) -> int:
     return int(conn.execute("PRAGMA user_version").fetchone()[0])
 
 
+class _Actions(RestActions):
+    """The actions of a store and of its views, on top of ``_run`` (the store's thread)."""
+
+    __slots__ = ()
+
+    async def _run(
+        self, fn: Callable[[sqlite3.Connection, Mapping[str, Any]], T], body: Mapping[str, Any]
+    ) -> T:
+        raise NotImplementedError
+
+    async def request(self, action: str, body: Mapping[str, Any]) -> dict[str, Any]:
+        """Run one REST action (``"store"``, ``"entities/query"``, ...) on a raw body.
+
+        Returns the server-shaped JSON; the dev server is built on this.
+        """
+        try:
+            fn = _ACTIONS[action]
+        except KeyError:
+            raise ValueError(f"unknown action {action!r}") from None
+        return await self._run(fn, body)
+
+    async def get_route(self, path: str, query: Mapping[str, Any]) -> dict[str, Any]:
+        """Run a read-only GET route (``/recent_conversations[/{id}]``) on typed query values."""
+        fn, body = route(path, query)
+        return await self._run(fn, body)
+
+    async def store_many(
+        self, bodies: Sequence[Mapping[str, Any]]
+    ) -> list[StoreResult | Exception]:
+        """Run many ``store`` bodies (as built by ``store_body``) as one job, in order.
+
+        Each keeps its own idempotency key and its own atomicity: one that is refused
+        rolls back alone, and its error takes its place in the list; the others are
+        committed together. See :mod:`._batch`.
+        """
+        raws = await self._run(
+            functools.partial(store_each, functools.partial(_encodable, store)),
+            {"stores": list(bodies)},
+        )
+        return [
+            raw
+            if isinstance(raw, Exception)
+            else StoreResult.from_json(raw, request_entities=body["entities"])
+            for raw, body in zip(raws, bodies, strict=True)
+        ]
+
+    async def retrieve_many(
+        self, bodies: Sequence[Mapping[str, Any]]
+    ) -> list[LookupResult | Exception]:
+        """Run many ``retrieve_entity_by_identifier`` bodies as one job, in order: one
+        turn's lookups cost one trip to the store's thread, not one each. Each answer, or
+        the error its lookup raised, takes its place in the list."""
+        raws = await self._run(lookup_each, {"lookups": list(bodies)})
+        return [raw if isinstance(raw, Exception) else LookupResult.from_json(raw) for raw in raws]
+
+    async def replay_status(self, bodies: Sequence[Mapping[str, Any]]) -> list[bool | None]:
+        """Per store body: True if storing it would only replay, False if its key is stored
+        with other entities, None if a store must decide (one read for them all)."""
+        return await self._run(replay_statuses, {"stores": list(bodies)})
+
+
 @attrs.define(init=False, repr=False)
-class EmbeddedStore(RestActions):
+class EmbeddedStore(_Actions):
     """A Neotoma-compatible store in one SQLite file (or ``":memory:"``).
 
     Open it with :meth:`open` and close it with :meth:`aclose` or ``async with``::
@@ -186,17 +252,83 @@ class EmbeddedStore(RestActions):
             return None
         return FileReads(_connect_read_only(self.path))
 
+    @property
+    def tenant_id(self) -> str | None:
+        """The user entity ids are scoped to: None, the unscoped store's ids ignore the user
+        (see :meth:`for_user`)."""
+        return None
+
+    @property
+    def user_id(self) -> str:
+        """The user this store reads and writes as: the local dev user."""
+        return LOCAL_USER_ID
+
     async def _run(
         self, fn: Callable[[sqlite3.Connection, Mapping[str, Any]], T], body: Mapping[str, Any]
     ) -> T:
+        return await self._submit(fn, body, None)
+
+    async def _submit(
+        self,
+        fn: Callable[[sqlite3.Connection, Mapping[str, Any]], T],
+        body: Mapping[str, Any],
+        user: str | None,
+        *,
+        writes: bool | None = None,
+    ) -> T:
+        """Run ``fn(conn, body)`` on the store's thread, for ``user`` (a checked user id;
+        None: the local dev user, the unscoped store's)."""
         if self._state is not _State.OPEN:
             raise RuntimeError("EmbeddedStore is closed")
-        writes = fn not in _READS
+        if writes is None:
+            writes = fn not in _READS
         if writes and self.read_only:
             raise PermissionError("this EmbeddedStore was opened read-only")
-        job: Job[T] = Job(lambda conn: _encodable(fn, conn, body), writes=writes)
+        if user is None or user == LOCAL_USER_ID:
+            job: Job[T] = Job(lambda conn: _encodable(fn, conn, body), writes=writes)
+        else:
+            scoped = functools.partial(_encodable, fn)
+            job = Job(lambda conn: run_as(user, scoped, conn, body, writes=writes), writes=writes)
         self._thread.submit(job)
         return await job.wait()
+
+    def for_user(self, user_id: str) -> UserStore:
+        """A view of this store that reads and writes ``user_id``'s memory alone.
+
+        It is a :class:`~neotoma_agent.Transport` (and everything else this store
+        implements) on the same open file, connection and thread: make as many as there
+        are users, and close the store, not the views (a view's ``aclose`` leaves the store
+        open). Every entity a user stores gets a tenant-scoped id (the same company
+        remembered by two users is two entities), and every read through the view sees
+        that user's rows only: another user's entity id is "not found". The unscoped
+        store is the local dev user (:data:`~neotoma_agent.LOCAL_USER_ID`):
+        ``store.for_user(LOCAL_USER_ID)`` reads and writes what the store itself does.
+
+        Raises :class:`~neotoma_agent.InvalidUserIdError` for a user id that is not a
+        str of 1 to 256 printable characters, before anything is read or written.
+        """
+        return UserStore(self, check_user_id(user_id))
+
+    async def forget_user(self, user_id: str, *, reason: str | None = None) -> ForgottenUser:
+        """Soft-delete everything ``user_id`` owns (every entity its conversations, turns,
+        tool calls and ``remember`` calls stored), the way ``/delete_entity`` deletes one:
+        no read through any view finds them afterwards. Reversible with
+        :meth:`restore_user`; :func:`~neotoma_agent.purge_user` erases the bytes."""
+        user = check_user_id(user_id)
+        body = {"reason": reason}
+        ids = await self._submit(forget_user_rows, body, user, writes=True)
+        return ForgottenUser(user_id=user, entity_ids=tuple(ids))
+
+    async def restore_user(self, forgotten: ForgottenUser | str) -> ForgottenUser:
+        """Undo :meth:`forget_user`: the entities of its record come back (given a user id,
+        every deleted entity of that user, those deleted one by one included)."""
+        body: dict[str, Any]
+        if isinstance(forgotten, ForgottenUser):
+            user, body = check_user_id(forgotten.user_id), {"ids": list(forgotten.entity_ids)}
+        else:
+            user, body = check_user_id(forgotten), {"ids": None}
+        ids = await self._submit(restore_user_rows, body, user, writes=True)
+        return ForgottenUser(user_id=user, entity_ids=tuple(ids))
 
     async def aclose(self) -> None:
         """Finish queued work and close the file. Idempotent."""
@@ -208,56 +340,6 @@ class EmbeddedStore(RestActions):
         finally:
             self._state = _State.CLOSED
             _forget_page_rows()
-
-    async def request(self, action: str, body: Mapping[str, Any]) -> dict[str, Any]:
-        """Run one REST action (``"store"``, ``"entities/query"``, ...) on a raw body.
-
-        Returns the server-shaped JSON; the dev server is built on this.
-        """
-        try:
-            fn = _ACTIONS[action]
-        except KeyError:
-            raise ValueError(f"unknown action {action!r}") from None
-        return await self._run(fn, body)
-
-    async def get_route(self, path: str, query: Mapping[str, Any]) -> dict[str, Any]:
-        """Run a read-only GET route (``/recent_conversations[/{id}]``) on typed query values."""
-        fn, body = route(path, query)
-        return await self._run(fn, body)
-
-    async def store_many(
-        self, bodies: Sequence[Mapping[str, Any]]
-    ) -> list[StoreResult | Exception]:
-        """Run many ``store`` bodies (as built by ``store_body``) as one job, in order.
-
-        Each keeps its own idempotency key and its own atomicity: one that is refused
-        rolls back alone, and its error takes its place in the list; the others are
-        committed together. See :mod:`._batch`.
-        """
-        raws = await self._run(
-            functools.partial(store_each, functools.partial(_encodable, store)),
-            {"stores": list(bodies)},
-        )
-        return [
-            raw
-            if isinstance(raw, Exception)
-            else StoreResult.from_json(raw, request_entities=body["entities"])
-            for raw, body in zip(raws, bodies, strict=True)
-        ]
-
-    async def retrieve_many(
-        self, bodies: Sequence[Mapping[str, Any]]
-    ) -> list[LookupResult | Exception]:
-        """Run many ``retrieve_entity_by_identifier`` bodies as one job, in order: one
-        turn's lookups cost one trip to the store's thread, not one each. Each answer, or
-        the error its lookup raised, takes its place in the list."""
-        raws = await self._run(lookup_each, {"lookups": list(bodies)})
-        return [raw if isinstance(raw, Exception) else LookupResult.from_json(raw) for raw in raws]
-
-    async def replay_status(self, bodies: Sequence[Mapping[str, Any]]) -> list[bool | None]:
-        """Per store body: True if storing it would only replay, False if its key is stored
-        with other entities, None if a store must decide (one read for them all)."""
-        return await self._run(replay_statuses, {"stores": list(bodies)})
 
 
 def lookup_each(conn: sqlite3.Connection, body: Mapping[str, Any]) -> list[Any]:
@@ -314,3 +396,74 @@ _READS = frozenset(
         text_search,
     )
 )
+
+
+@attrs.define(init=False, repr=False)
+class UserStore(_Actions):
+    """One user's view of an open :class:`EmbeddedStore` (:meth:`EmbeddedStore.for_user`).
+
+    A :class:`~neotoma_agent.Transport` like the store itself, whose every read and write
+    is that user's alone; it shares the store's file, connection and thread, so views cost
+    nothing to make. ``aclose()`` (and ``async with``) leaves the store open: close the
+    store when every view is done.
+    """
+
+    _store: EmbeddedStore
+    _user: str
+
+    def __init__(self, store: EmbeddedStore, user_id: str) -> None:
+        """Use :meth:`EmbeddedStore.for_user` (it checks the user id)."""
+        self._store = store
+        self._user = user_id
+
+    def __repr__(self) -> str:
+        # The user id is left out: a repr lands in logs and tracebacks.
+        return f"<UserStore of {self._store!r}>"
+
+    @property
+    def user_id(self) -> str:
+        """The user this view reads and writes as."""
+        return self._user
+
+    @property
+    def tenant_id(self) -> str | None:
+        """The user its entity ids are scoped to: its user id (None for the local dev
+        user, whose ids ignore the user, as the unscoped store's do)."""
+        return tenant_of(self._user)
+
+    @property
+    def unscoped(self) -> EmbeddedStore:
+        """The store this is a view of (itself the local dev user's)."""
+        return self._store
+
+    @property
+    def path(self) -> str:
+        """The store's file (``":memory:"`` for an in-memory store)."""
+        return self._store.path
+
+    @property
+    def read_only(self) -> bool:
+        """Whether the store was opened read-only."""
+        return self._store.read_only
+
+    @property
+    def closed(self) -> bool:
+        """True once the store is closed."""
+        return self._store.closed
+
+    async def aclose(self) -> None:
+        """Nothing to release: the store stays open (close it with its own ``aclose``)."""
+
+    def for_user(self, user_id: str) -> UserStore:
+        """Another user's view of the same store (see :meth:`EmbeddedStore.for_user`)."""
+        return self._store.for_user(user_id)
+
+    def _bulk_reader(self) -> FileReads | None:
+        if self._store.path == ":memory:" or self._store.closed:
+            return None
+        return FileReads(_connect_read_only(self._store.path), user=self._user)
+
+    async def _run(
+        self, fn: Callable[[sqlite3.Connection, Mapping[str, Any]], T], body: Mapping[str, Any]
+    ) -> T:
+        return await self._store._submit(fn, body, self._user)

@@ -30,6 +30,7 @@ from typing import Any, Final
 
 from ..._identity import resolve_identity_cached
 from ..._payloads import stored_platform
+from . import _scope
 from ._errors import invalid_format
 from ._rows import decode_state, decode_time, encode_opt_time, encode_time
 from ._validate import bounded_int
@@ -73,10 +74,22 @@ _COLUMNS = (
 
 
 def _conversation_of(session_id: object) -> str | None:
-    """The entity id of the conversation a turn record's ``session_id`` names."""
+    """The entity id of the conversation a turn record's ``session_id`` names (the running
+    user's)."""
     if not isinstance(session_id, str) or not session_id:
         return None
-    return resolve_identity_cached("conversation", {"conversation_id": session_id}).entity_id
+    identity = resolve_identity_cached("conversation", {"conversation_id": session_id})
+    return identity.in_tenant(_scope.tenant()).entity_id
+
+
+def _upsert(conn: sqlite3.Connection, sql: str, params: tuple[Any, ...]) -> None:
+    """Run one of the upserts for the running user: a row of another user than the local
+    dev user (the column's default, and all a file had before users) names it."""
+    uid = _scope.uid()
+    if uid:
+        sql = sql.replace("conversation_summaries (", "conversation_summaries (uid, ", 1)
+        sql, params = sql.replace("VALUES (", "VALUES (?, ", 1), (uid, *params)
+    conn.execute(sql, params)
 
 
 def _turn_place(fields: Mapping[str, Any], deleted: bool) -> tuple[str, object] | None:
@@ -89,7 +102,7 @@ def _turn_place(fields: Mapping[str, Any], deleted: bool) -> tuple[str, object] 
 
 def _add_turn(conn: sqlite3.Connection, conversation: str, status: object, step: int) -> None:
     counts = [step if status == s else 0 for s in _STATUSES]
-    conn.execute(_ADD_TURNS, (conversation, step, *counts))
+    _upsert(conn, _ADD_TURNS, (conversation, step, *counts))
 
 
 def _conversation_row(
@@ -120,7 +133,8 @@ def summarize(
     """Move the summary as one observation moved an entity's snapshot (from ``old_*`` to
     ``fields`` / ``deleted``): a conversation's own row, or a turn's count."""
     if entity_type == "conversation":
-        conn.execute(
+        _upsert(
+            conn,
             _UPSERT_CONVERSATION,
             _conversation_row(entity_id, fields, deleted, encode_opt_time(last_observation_at)),
         )
@@ -204,14 +218,17 @@ def conversation_summaries(conn: sqlite3.Connection, body: Mapping[str, Any]) ->
     limit = bounded_int(body.get("limit", 25), "limit", 1, MAX_SUMMARIES)
     cursor = body.get("after")
     # The partial index's order, walked from the cursor: one seek, ``limit`` rows.
-    sql = f"SELECT {_COLUMNS} FROM conversation_summaries WHERE live = 1"
+    mine = _scope.owned(index=True)
+    sql = f"SELECT {_COLUMNS} FROM conversation_summaries WHERE {mine} AND live = 1"
     params: list[Any] = []
     if cursor is not None:
         sql += " AND (last_activity, conversation_id) < (?, ?)"
         params.extend(_after(cursor))
     sql += " ORDER BY last_activity DESC, conversation_id DESC LIMIT ?"
     rows = conn.execute(sql, (*params, limit + 1)).fetchall()
-    total = conn.execute("SELECT count(*) FROM conversation_summaries WHERE live = 1").fetchone()
+    total = conn.execute(
+        f"SELECT count(*) FROM conversation_summaries WHERE {_scope.owned(index=True)} AND live = 1"
+    ).fetchone()
     page = [tuple(r) for r in rows[:limit]]
     more = len(rows) > limit
     return {

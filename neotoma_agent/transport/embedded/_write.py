@@ -24,7 +24,8 @@ from ..._identity import (
     schema_for,
 )
 from ...exceptions import ValidationError
-from .._wire import LOCAL_USER_ID, OBSERVATION_SOURCES
+from .._wire import OBSERVATION_SOURCES
+from . import _scope
 from ._edges import relate
 from ._errors import (
     flat_error,
@@ -79,7 +80,7 @@ def _source_id(parts: Sequence[str]) -> str:
     # serialised once, for this hash and (sliced) for its observation's fields.
     text = "[" + ",".join(parts) + "]"
     content_hash = hashlib.sha256(text.encode()).hexdigest()
-    return hash_uuid(f"source:{LOCAL_USER_ID}:{content_hash}")
+    return hash_uuid(f"source:{_scope.user_id()}:{content_hash}")
 
 
 def _element_jsons(entities: Sequence[Mapping[str, Any]]) -> list[str]:
@@ -164,6 +165,7 @@ def _plan(
     batch_roles: dict[str, object] = {}
     # Resolve every identity first, so that all the rows are read with one statement.
     resolved: list[tuple[str, dict[str, Any], Identity | IdentityError | None]] = []
+    tenant = _scope.tenant()
     for element in entities:
         etype = resolve_entity_type(str(element["entity_type"]).strip())
         fields = {
@@ -172,7 +174,7 @@ def _plan(
         outcome: Identity | IdentityError | None = None
         if not isinstance(element.get("target_id"), str):
             try:
-                outcome = resolve_identity_cached(etype, fields)
+                outcome = resolve_identity_cached(etype, fields).in_tenant(tenant)
             except IdentityError as exc:
                 outcome = exc
         resolved.append((etype, fields, outcome))
@@ -542,8 +544,8 @@ def _observe(
     if create is not None:
         conn.execute(
             "INSERT INTO entities (id, entity_type, canonical_name, aliases, created_at, "
-            "updated_at, snapshot, observation_count, last_observation_at) "
-            "VALUES (?, ?, ?, '[]', ?, ?, ?, ?, ?)",
+            "updated_at, snapshot, observation_count, last_observation_at, uid) "
+            "VALUES (?, ?, ?, '[]', ?, ?, ?, ?, ?, ?)",
             (
                 entity_id,
                 create.entity_type,
@@ -553,6 +555,7 @@ def _observe(
                 doc,
                 state.observation_count,
                 encode_opt_time(state.last_observation_at),
+                _scope.uid(),
             ),
         )
     else:
@@ -614,14 +617,15 @@ def _conversation_message_count(
         row = conn.execute(
             "SELECT r.target_entity_id FROM relationships r JOIN entities e "
             "ON e.id = r.target_entity_id WHERE r.source_entity_id = ? "
-            "AND r.relationship_type = 'PART_OF' AND e.entity_type = 'conversation' LIMIT 1",
+            "AND r.relationship_type = 'PART_OF' AND e.entity_type = 'conversation' "
+            f"AND {_scope.owned('e')} LIMIT 1",
             (message.identity.entity_id,),
         ).fetchone()
         if row is None:
             return None
         conversation = str(row[0])
     row = conn.execute(
-        "SELECT message_count FROM entities WHERE id = ?", (conversation,)
+        f"SELECT message_count FROM entities WHERE id = ? AND {_scope.owned()}", (conversation,)
     ).fetchone()
     return int(row[0]) if row else 0
 
@@ -641,7 +645,9 @@ def correct(conn: sqlite3.Connection, body: Mapping[str, Any]) -> dict[str, Any]
     if not isinstance(entity_type, str):
         raise invalid_format("entity_type must be a string", ["entity_type"])
     etype = resolve_entity_type(entity_type)
-    row = conn.execute("SELECT entity_type FROM entities WHERE id = ?", (entity_id,)).fetchone()
+    row = conn.execute(
+        f"SELECT entity_type FROM entities WHERE id = ? AND {_scope.owned()}", (entity_id,)
+    ).fetchone()
     if row is None:
         raise not_found()
     if schema_for(etype) is None:

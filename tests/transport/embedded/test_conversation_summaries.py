@@ -182,7 +182,8 @@ async def test_the_list_reads_an_index_not_the_table(tmp_path: Path) -> None:
         pass
     with sqlite3.connect(path) as conn:
         plan = conn.execute(
-            "EXPLAIN QUERY PLAN SELECT entity_id FROM conversation_summaries WHERE live = 1 "
+            "EXPLAIN QUERY PLAN SELECT entity_id FROM conversation_summaries WHERE uid = 0 "
+            "AND live = 1 "
             "AND (last_activity, conversation_id) < (?, ?) "
             "ORDER BY last_activity DESC, conversation_id DESC LIMIT 26",
             (0, ""),

@@ -104,7 +104,9 @@ def _recorder() -> Any:
     return module
 
 
-@pytest.mark.parametrize("fixture", ["v1_store", "v2_store", "v3_store", "v4_store", "v5_store"])
+@pytest.mark.parametrize(
+    "fixture", ["v1_store", "v2_store", "v3_store", "v4_store", "v5_store", "v6_store"]
+)
 async def test_an_older_file_answers_every_read_as_the_code_that_recorded_it(
     fixture: str, tmp_path: Path
 ) -> None:
@@ -112,7 +114,8 @@ async def test_an_older_file_answers_every_read_as_the_code_that_recorded_it(
     compact rows: a conversation index, turns, one source under two keys), recorded by the
     release before the compact rows; version 3 (the same content, written and recorded by
     the compact-rows release), version 4 (the same, by the shared-fields release) and
-    version 5 (the same, by the summaries release, main at 05f47bf):
+    version 5 (the same, by the summaries release, main at 05f47bf), version 6 (the same,
+    by the search-index release, main at 484633c):
     snapshots, observations, queries (sorted, filtered), lookups, replays, the GET routes
     (an observation's ``source``), recent conversations."""
     recorded = json.loads((DATA.parent / fixture / "answers.json").read_text())

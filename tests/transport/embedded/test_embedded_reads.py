@@ -411,6 +411,7 @@ async def test_substring_lookup_uses_the_trigram_index(store: EmbeddedStore, db_
 
     plans: list[str] = []
     with sqlite3.connect(db_path) as conn:
+        conn.create_function("current_uid", 0, lambda: 0)  # the store's user (_scope)
         for sql in statements:
             if sql.startswith(("SELECT", "WITH")):
                 plans += [row[3] for row in conn.execute(f"EXPLAIN QUERY PLAN {sql}")]
