@@ -72,8 +72,11 @@ class Phases:
     ``config.transport``."""
 
     config: MemorySettings
-    #: the decisions (built once, from ``config``)
-    machine: TurnMachine = attrs.field(init=False)
+    #: what every payload of the conversation shares (built once, from ``config``)
+    conversation: ConversationSettings = attrs.field(init=False)
+    #: what a stored tool call keeps (built, and so checked, once)
+    tool_payloads: ToolPayloads = attrs.field(init=False)
+    _machine: TurnMachine | None = attrs.field(init=False, default=None)
 
     def __attrs_post_init__(self) -> None:
         config = self.config
@@ -81,13 +84,19 @@ class Phases:
             config.conversation_id, config.platform, config.conversation_title
         )
         payloads = ToolPayloads(config.tool_payloads, config.tool_payload_chars, config.redact_tool)
-        machine = TurnMachine(conversation, payloads, tenant_for(config.transport))
-        object.__setattr__(self, "machine", machine)
+        object.__setattr__(self, "conversation", conversation)
+        object.__setattr__(self, "tool_payloads", payloads)
 
     @property
-    def conversation(self) -> ConversationSettings:
-        """What every payload of the conversation shares."""
-        return self.machine.conversation
+    def machine(self) -> TurnMachine:
+        """The decisions: built on first use, when the transport's tenant is read (asking
+        the transport nothing before a turn's ids are checked)."""
+        machine = self._machine
+        if machine is None:
+            tenant = tenant_for(self.config.transport)
+            machine = TurnMachine(self.conversation, self.tool_payloads, tenant)
+            object.__setattr__(self, "_machine", machine)
+        return machine
 
     # ------------------------------------------------------------------ the driver
 
