@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 from ._clock import iso_ms, now_ms
-from ._keys import TurnKeys
+from ._keys import TurnKeys, turn_id_ms
 from ._payloads import (
     ConversationSettings,
     Produced,
@@ -47,6 +47,7 @@ __all__ = [
     "matching_runs",
     "mismatch",
     "named",
+    "started_at",
     "tool_entities",
 ]
 
@@ -120,6 +121,18 @@ def mismatch(
         hint="pass revision=2 (3, ...) to record a regenerated reply or edited message "
         "under the same turn_id, or use a new turn_id for a new turn",
     )
+
+
+def started_at(keys: TurnKeys) -> str:
+    """When the turn started, as the user store's run fields hold it: the time its id
+    carries (a UUIDv7, the default), else now.
+
+    Derived from the id where it can be, so a re-run sends the same value (and replays
+    without a read); for other ids, a re-run's store recovers it
+    (``TurnMachine.store_phase``).
+    """
+    ms = turn_id_ms(keys.turn_id)
+    return iso_ms(now_ms() if ms is None else ms)
 
 
 def ended_at() -> str:

@@ -33,24 +33,18 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Callable, Generator, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Final, Literal, NamedTuple, cast
 
 import attrs
 
 from ._checks import check_optional_count
 from ._deferred import Deferring, defer
-from ._keys import (
-    _ASSISTANT_SUFFIX,
-    conversation_entity_id,
-    message_entity_id,
-    parse_turn_key,
-    turn_record_entity_id,
-)
+from ._engine.history import Group, Paged, group_turns, page_reads
+from ._keys import conversation_entity_id, turn_record_entity_id
 from ._reads import gather_bounded, snapshot_or_none
 from ._user_id import tenant_for
 from .exceptions import NotFoundError
-from .transport._packed_calls import sends_tool_calls
 from .transport._results import ConversationMessage
 
 if TYPE_CHECKING:
@@ -82,12 +76,6 @@ HistoryStatus = Literal["completed", "abandoned", "open"]
 #: user store, so they add no round trip (``benchmarks/`` measures what they cost)
 DEFAULT_HISTORY_TURNS: Final = 5
 
-#: messages asked for per turn wanted: a turn is at most two messages, plus slack for
-#: concurrent turns whose messages interleave at the page's edge
-_MESSAGES_PER_TURN: Final = 2
-_SLACK: Final = 2
-#: messages per page when every turn is wanted
-_WHOLE_PAGE: Final = 1000
 # The library's own turn ids (``new_turn_id``): a UUIDv7 layout, time-ordered.
 _TIME_ORDERED_ID: Final = re.compile(
     r"[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}"
@@ -227,70 +215,20 @@ def _refers_to(*messages: ConversationMessage | None) -> tuple[RelatedEntity, ..
     )
 
 
-def _turn_of(conversation_id: str, turn_key: str) -> tuple[str, str]:
-    """``(turn_id, role by key)`` of a message's turn key, grouped by turn."""
-    parsed = parse_turn_key(turn_key, conversation_id)
-    if parsed is None:
-        return turn_key, "user"  # another writer's key: the whole key names its turn
-    cid, tid, role = parsed
-    # A key of another conversation keeps its conversation part, so it groups apart.
-    return (tid if cid == conversation_id else f"{cid}:{tid}"), role
-
-
-class _Group:
-    # ``messages``: ``(role, message)`` in the order the store gave them; the records a
-    # reader wants (StoredMessage for ``show``, HistoryTurn for an agent) are built from the
-    # kept turns.
-    __slots__ = ("first", "messages", "turn_id")
-
-    def __init__(self, turn_id: str, first: int) -> None:
-        self.turn_id = turn_id
-        self.first = first
-        self.messages: list[tuple[str, ConversationMessage]] = []
-
-
-def _group(conversation_id: str, messages: Sequence[ConversationMessage]) -> list[_Group]:
-    """Messages (in the order a store gave them) grouped by turn, in first-seen order."""
-    groups: dict[str, _Group] = {}
-    prefix = f"{conversation_id}:"
-    start, cut = len(prefix), -len(_ASSISTANT_SUFFIX)
-    for position, m in enumerate(messages):
-        if m.turn_key is None and m.content is None and m.role is None:
-            # A soft-deleted message (``memory.forget()``): a real server still lists it,
-            # with no snapshot; it is no turn.
-            continue
-        turn_key = m.turn_key or ""
-        # The library's own keys (``{cid}:{tid}[:assistant]``), as _turn_of reads them, without
-        # its calls: this runs for every message of every history page.
-        tid = turn_key[start:] if turn_key.startswith(prefix) else ""
-        base = tid[:cut] if tid.endswith(_ASSISTANT_SUFFIX) else None
-        if base and ":" not in base:
-            turn_id, key_role = base, "assistant"
-        elif tid and base is None and ":" not in tid and tid != _ASSISTANT_SUFFIX[1:]:
-            turn_id, key_role = tid, "user"
-        else:
-            turn_id, key_role = _turn_of(conversation_id, turn_key)
-        group = groups.get(turn_id)
-        if group is None:
-            group = groups[turn_id] = _Group(turn_id, position)
-        group.messages.append((m.role or key_role, m))
-    return list(groups.values())
-
-
-def _numbered(groups: list[_Group], numbers: dict[str, int | None]) -> bool:
+def _numbered(groups: list[Group], numbers: dict[str, int | None]) -> bool:
     return bool(groups) and all(numbers.get(g.turn_id) is not None for g in groups)
 
 
-def _time_ordered(groups: list[_Group]) -> bool:
+def _time_ordered(groups: list[Group]) -> bool:
     return all(_TIME_ORDERED_ID.fullmatch(g.turn_id) for g in groups)
 
 
-def _ordered_by_turn(groups: list[_Group], numbers: dict[str, int | None]) -> bool:
+def _ordered_by_turn(groups: list[Group], numbers: dict[str, int | None]) -> bool:
     """Whether the turns themselves say their order (numbers, or time-ordered ids)."""
     return _numbered(groups, numbers) or _time_ordered(groups)
 
 
-def _order(groups: list[_Group], numbers: dict[str, int | None]) -> list[_Group]:
+def _order(groups: list[Group], numbers: dict[str, int | None]) -> list[Group]:
     """Turns in the turn's own order (see the module docstring)."""
     if _numbered(groups, numbers):
         return sorted(groups, key=lambda g: (numbers[g.turn_id], g.first))
@@ -317,18 +255,18 @@ async def _in_creation_order(
     return sorted(messages, key=lambda m: (created.get(m.message_id, ""), m.message_id))
 
 
-def _bounded(groups: list[_Group], limit: int | None, before: str | None) -> list[_Group]:
+def _bounded(groups: list[Group], limit: int | None, before: str | None) -> list[Group]:
     if before is not None:
         ids = [g.turn_id for g in groups]
         groups = groups[: ids.index(before)] if before in ids else groups
     return groups if limit is None else groups[max(0, len(groups) - limit) :]
 
 
-def _numbers(groups: list[_Group]) -> dict[str, int | None]:
+def _numbers(groups: list[Group]) -> dict[str, int | None]:
     return {g.turn_id: _group_number(g) for g in groups}
 
 
-def _group_number(group: _Group) -> int | None:
+def _group_number(group: Group) -> int | None:
     """The smallest turn number the group's messages carry."""
     return _first_number([m.turn_number for _, m in group.messages])
 
@@ -348,14 +286,14 @@ def _stored_message(role: str, m: ConversationMessage) -> StoredMessage:
     )
 
 
-def _turn(group: _Group, record: EntitySnapshot | None) -> StoredTurn:
+def _turn(group: Group, record: EntitySnapshot | None) -> StoredTurn:
     record, status = _record(record)
     messages = sorted(group.messages, key=lambda rm: rm[0] != "user")
     stored = tuple(_stored_message(role, m) for role, m in messages)
     return StoredTurn(group.turn_id, status, stored, record)
 
 
-def _history_turn(group: _Group, record: EntitySnapshot | None) -> HistoryTurn:
+def _history_turn(group: Group, record: EntitySnapshot | None) -> HistoryTurn:
     """``_turn(group, record).to_history()``, without the StoredTurn and its messages."""
     _, status = _record(record)
     user: ConversationMessage | None = None
@@ -402,79 +340,20 @@ class _SentCalls:
         return by_key.get(turn_key, ())
 
 
-class _Paged(NamedTuple):
-    """What a store that pages sent: the turns, their records, and the pages that sent
-    their tool calls (``None``: not sent, so they are read per turn)."""
-
-    groups: list[_Group]
-    records: dict[str, EntitySnapshot]
-    calls: list[RecentConversation] | None
-
-
-#: one page request of a history read: (the conversation's entity id, the page size, the
-#: message id the page ends before)
-PageRequest = tuple[str, int, str | None]
-
-
-def _page_reads(
-    conversation_id: str, entity_id: str, limit: int | None, before: str | None, tenant: str | None
-) -> Generator[PageRequest, RecentConversation, _Paged | list[ConversationMessage]]:
-    """The pages a history read asks a store that pages for, as a generator (sans I/O):
-    it yields each page request and is sent the page; it returns the last ``limit`` turns
-    (``None``: all) and their records (by turn id), or, from a store that does not page (a
-    real server), every message, from the same one request.
-
-    :func:`_from_reader` drives it on a transport, :func:`read_history_now` on a store
-    file's own reads: one reading of the pages, two drivers."""
-    bound = None if before is None else message_entity_id(conversation_id, before, "user", tenant)
-    size = _WHOLE_PAGE if limit is None else _MESSAGES_PER_TURN * limit + _SLACK
-    messages: list[ConversationMessage] = []
-    seen: set[str] = set()
-    records: dict[str, EntitySnapshot] = {}
-    calls: list[RecentConversation] | None = []
-    while True:
-        page = yield entity_id, size, bound
-        if page.has_more is None or page.turn_records is None:
-            # The route without the extension: the whole conversation, in activity order.
-            return list(page.messages)
-        fresh = [m for m in page.messages if m.message_id not in seen]
-        seen.update(m.message_id for m in fresh)
-        messages[:0] = fresh
-        records.update(
-            (str(r.snapshot.get("turn_id")), r)
-            for r in page.turn_records
-            if r.snapshot.get("session_id") == conversation_id
-        )
-        # A page without tool calls (none, or a store that does not send them): the turns
-        # whose records count calls are read per turn instead. The calls themselves are
-        # parsed only if a turn's ``tools`` is read.
-        calls = None if calls is None or not sends_tool_calls(page.raw) else [*calls, page]
-        groups = [g for g in _group(conversation_id, messages) if g.turn_id != before]
-        # The oldest turn of a page may be cut (its other message is older): read on until
-        # there is one more turn than wanted, or nothing more.
-        enough = limit is not None and len(groups) > limit
-        # A page with nothing new ends the read whatever ``has_more`` says: a store that
-        # keeps answering the same page must not hold the turn forever.
-        if not page.has_more or not fresh or enough:
-            if page.has_more and groups:
-                groups.remove(min(groups, key=lambda g: g.first))
-            return _Paged(groups, records, calls)
-        bound = page.messages[0].message_id
-
-
 async def _from_reader(
     reader: ConversationReader,
     conversation_id: str,
     entity_id: str,
     limit: int | None,
     before: str | None,
-) -> _Paged | list[ConversationMessage]:
-    """:func:`_page_reads` on a transport that pages."""
-    steps = _page_reads(conversation_id, entity_id, limit, before, tenant_for(reader))
+) -> Paged | list[ConversationMessage]:
+    """:func:`~._engine.history.page_reads` on a transport that pages."""
+    steps = page_reads(conversation_id, entity_id, limit, before, tenant_for(reader))
     request = next(steps)
     while True:
-        eid, size, bound = request
-        page = await reader.recent_conversation(eid, limit=size, before=bound)
+        page = await reader.recent_conversation(
+            request.entity_id, limit=request.limit, before=request.before
+        )
         try:
             request = steps.send(page)
         except StopIteration as done:
@@ -531,7 +410,7 @@ async def _generic_messages(transport: Transport, entity_id: str) -> list[Conver
 
 
 async def _records(
-    transport: Transport, conversation_id: str, groups: Sequence[_Group], *, exact: bool
+    transport: Transport, conversation_id: str, groups: Sequence[Group], *, exact: bool
 ) -> dict[str, EntitySnapshot]:
     """The kept turns' records; with ``exact``, also each message's exact text (in place):
     a real server's route trims the content it lists, so the snapshots say what was stored.
@@ -571,18 +450,18 @@ def _reader_methods() -> tuple[str, ...]:
 
 async def _read_turns(
     transport: Transport, conversation_id: str, limit: int | None, before: str | None
-) -> list[tuple[_Group, EntitySnapshot | None]]:
+) -> list[tuple[Group, EntitySnapshot | None]]:
     """The kept turns, in order, each with its record (as the store gave it, or ``None``)."""
     return (await _read_paged(transport, conversation_id, limit, before))[0]
 
 
 async def _read_paged(
     transport: Transport, conversation_id: str, limit: int | None, before: str | None
-) -> tuple[list[tuple[_Group, EntitySnapshot | None]], list[RecentConversation] | None]:
+) -> tuple[list[tuple[Group, EntitySnapshot | None]], list[RecentConversation] | None]:
     """:func:`_read_turns`, and the pages of a paging store that sent the turns' tool calls
     (``None``: not sent)."""
     entity_id = conversation_entity_id(conversation_id, tenant_for(transport))
-    answer: _Paged | list[ConversationMessage] | None = None
+    answer: Paged | list[ConversationMessage] | None = None
     reader = _as_reader(transport)
     if reader is not None:
         try:
@@ -590,16 +469,16 @@ async def _read_paged(
         except NotImplementedError:
             answer = None  # a wrapper around a transport without the route
     calls: list[RecentConversation] | None = None
-    if isinstance(answer, _Paged):
+    if isinstance(answer, Paged):
         groups, records, calls = answer.groups, answer.records, answer.calls
         chosen = _chosen(answer, limit, before)
     else:
         messages = answer if answer is not None else await _generic_messages(transport, entity_id)
-        groups = _group(conversation_id, messages)
+        groups = group_turns(conversation_id, messages)
         if answer is not None and not _ordered_by_turn(groups, _numbers(groups)):
             # A real server's route: one more read, only when the turns do not say their order.
             messages = await _in_creation_order(transport, entity_id, messages)
-            groups = _group(conversation_id, messages)
+            groups = group_turns(conversation_id, messages)
         chosen = _bounded(_order(groups, _numbers(groups)), limit, before)
         records = await _records(transport, conversation_id, chosen, exact=answer is not None)
     return [(g, records.get(g.turn_id)) for g in chosen], calls
@@ -608,7 +487,7 @@ async def _read_paged(
 async def _with_tools(
     transport: Transport,
     conversation_id: str,
-    turns: Sequence[tuple[_Group, EntitySnapshot | None]],
+    turns: Sequence[tuple[Group, EntitySnapshot | None]],
     sent: list[RecentConversation] | None,
 ) -> tuple[HistoryTurn, ...]:
     """Each turn, with its tool calls: from what the pages sent (built when read), else
@@ -628,7 +507,7 @@ async def _with_tools(
     return tuple(attrs.evolve(h, tools=c) if c else h for h, c in zip(history, read, strict=True))
 
 
-def _chosen(answer: _Paged, limit: int | None, before: str | None) -> list[_Group]:
+def _chosen(answer: Paged, limit: int | None, before: str | None) -> list[Group]:
     """The turns kept of what a store that pages sent, in order."""
     return _bounded(_order(answer.groups, _numbers(answer.groups)), limit, before)
 
@@ -651,17 +530,16 @@ def read_history_now(
     if (limit := _check_limit(limit)) == 0:
         return ()
     eid = conversation_entity_id(conversation_id, tenant)
-    steps = _page_reads(conversation_id, eid, limit, before, tenant)
+    steps = page_reads(conversation_id, eid, limit, before, tenant)
     request = next(steps)
     try:
         while True:
-            eid, size, bound = request
-            request = steps.send(recent_conversation(eid, size, bound))
+            request = steps.send(recent_conversation(*request))
     except StopIteration as done:
         answer = done.value
     except NotFoundError:
         return ()
-    if not isinstance(answer, _Paged):
+    if not isinstance(answer, Paged):
         return None
     return tuple(
         _history_turn(g, answer.records.get(g.turn_id)) for g in _chosen(answer, limit, before)

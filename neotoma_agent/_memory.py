@@ -17,6 +17,7 @@ import attrs
 
 from ._checks import check_optional_count
 from ._closing import check_model as _check_model
+from ._engine.machine import tool_ids
 from ._forget import (
     Forgotten,
     forget_conversation,
@@ -49,7 +50,7 @@ from ._payloads import (
     validate_user_extra,
 )
 from ._phase_records import CloseOutcome, EnterAttempt, Opened, unopened
-from ._phases import Phases, tool_ids
+from ._phases import Phases
 from ._retrieval import EMPTY_RETRIEVAL, Retrieved
 from ._settings import DEFAULT_HISTORY_TURNS, MemorySettings
 from ._shield import raise_deferred

@@ -59,6 +59,7 @@ __all__ = [
     "DEFAULT_MAX_IDENTIFIERS",
     "DEFAULT_RETRIEVAL_LIMIT",
     "Extractor",
+    "Found",
     "MatchReason",
     "RetrievalQuery",
     "RetrievalStats",
@@ -68,6 +69,7 @@ __all__ = [
     "default_extractor",
     "extract",
     "lookup_plan",
+    "plan_retrieval",
     "rank_found",
     "recent_entities",
     "retrieve",
@@ -301,6 +303,62 @@ def lookup_plan(
     return [(tuple(served), what, by, kind) for (_, by, kind), (what, served) in planned.items()]
 
 
+class Found:
+    """What the reads of one retrieval answered: each lookup's entities (by its slot of
+    the plan), how many failed, the recent entities and the application retriever's.
+
+    The async :func:`retrieve` (concurrent, under a deadline) and :func:`retrieve_now` (in
+    the caller's thread) both fill one in as the answers come, and rank it the same way
+    (:func:`rank_found`).
+    """
+
+    __slots__ = ("failures", "plan", "plugin", "recent", "results")
+
+    def __init__(self, plan: Sequence[Lookup]) -> None:
+        self.plan = plan
+        #: the entities each answered lookup found, by its slot of ``plan``
+        self.results: dict[int, Sequence[Entity]] = {}
+        self.failures = 0
+        #: the conversation's recent entities, newest first
+        self.recent: Sequence[Entity] = ()
+        #: what the application's retriever returned (``None``: not asked, or it failed)
+        self.plugin: list[tuple[Entity, float]] | None = None
+
+    def answered(self, slot: int, entities: Sequence[Entity]) -> None:
+        """Lookup ``slot`` answered."""
+        self.results[slot] = entities
+
+    def failed(self, slot: int, exc: Exception) -> None:
+        """Lookup ``slot`` raised: skipped and counted (retrieval never fails a turn)."""
+        self.failures += 1
+        # The identifier is user content: log its position, never its text. INFO: a read
+        # loses nothing, the turn goes on, and RetrievalStats.failures says it happened.
+        served = self.plan[slot][0]
+        logger.info(
+            "retrieval.lookup_failed",
+            identifier_index=served[0] if served else -1,
+            error_class=type(exc).__name__,
+            error=error_label(exc),
+        )
+
+    @property
+    def unfinished(self) -> int:
+        """Lookups that neither answered nor failed (still running at the deadline)."""
+        return len(self.plan) - len(self.results) - self.failures
+
+
+def plan_retrieval(
+    identifiers: Sequence[str], text: str, *, limit: int, others: bool
+) -> tuple[LooseWords, list[Lookup]] | None:
+    """The loose words of ``text`` and the lookups of a retrieval (:func:`lookup_plan`);
+    ``None`` when there is nothing to do: no room (``limit``), nothing to look up and
+    nothing ``others`` (recency, a retriever) would read."""
+    words = loose_words(text, identifiers)
+    if limit <= 0 or (not identifiers and not words.lookups and not words.people and not others):
+        return None
+    return words, lookup_plan(identifiers, words.lookups, words.people)
+
+
 async def retrieve(
     transport: Transport,
     identifiers: Sequence[str],
@@ -329,34 +387,14 @@ async def retrieve(
     import anyio  # here: retrieve_now ranks without the event loop
 
     started = time.perf_counter()
-    words = loose_words(text if loose else "", identifiers)
-    if limit <= 0 or (
-        not identifiers
-        and not words.lookups
-        and not words.people
-        and recent is None
-        and retriever is None
-    ):
+    others = recent is not None or retriever is not None
+    planned = plan_retrieval(identifiers, text if loose else "", limit=limit, others=others)
+    if planned is None:
         return Retrieved((), RetrievalStats(identifiers=len(identifiers)))
-    plan = lookup_plan(identifiers, words.lookups, words.people)
-    results: dict[int, Sequence[Entity]] = {}
-    failures = 0
-    recent_found: Sequence[Entity] = ()
-    plugin_found: list[tuple[Entity, float]] | None = None
+    words, plan = planned
+    found = Found(plan)
     # Only needed when there are more lookups than may run at once (it costs checkpoints).
     limiter = anyio.Semaphore(max_concurrency) if len(plan) > max_concurrency else None
-
-    def failed(slot: int, exc: Exception) -> None:
-        nonlocal failures
-        failures += 1
-        # The identifier is user content: log its position, never its text. INFO: a read
-        # loses nothing, the turn goes on, and RetrievalStats.failures says it happened.
-        logger.info(
-            "retrieval.lookup_failed",
-            identifier_index=plan[slot][0][0] if plan[slot][0] else -1,
-            error_class=type(exc).__name__,
-            error=error_label(exc),
-        )
 
     async def lookup(slot: int) -> None:
         _, what, by, kind = plan[slot]
@@ -365,27 +403,25 @@ async def retrieve(
         try:
             answer: LookupResult = await _lookup(transport, what, by, kind, lookup_limit)
         except Exception as exc:
-            failed(slot, exc)
+            found.failed(slot, exc)
             return
         finally:
             if limiter is not None:
                 limiter.release()
-        results[slot] = answer.entities
+        found.answered(slot, answer.entities)
 
     async def read_recent() -> None:
-        nonlocal recent_found
         assert recent is not None
         try:
-            recent_found = await recent()
+            found.recent = await recent()
         except Exception as exc:  # the history read logs its own failures
             logger.info("retrieval.recent_failed", error_class=type(exc).__name__)
 
     async def run_plugin() -> None:
-        nonlocal plugin_found
         assert retriever is not None
         query = RetrievalQuery(text, tuple(identifiers), conversation_id, limit)
         try:
-            plugin_found = list(await retriever(query))
+            found.plugin = list(await retriever(query))
         except Exception as exc:
             # WARNING, unlike a failed lookup: the application's own retriever raised (a bug
             # to fix, not a store that was away); the turn goes on without what it found.
@@ -408,14 +444,14 @@ async def retrieve(
             answers = [exc] * len(plan)
         for slot, answer in enumerate(answers):
             if isinstance(answer, Exception):
-                failed(slot, answer)
+                found.failed(slot, answer)
             else:
-                results[slot] = answer.entities
+                found.answered(slot, answer.entities)
 
     with anyio.move_on_after(deadline_s) as deadline:
-        if len(plan) == 1 and recent is None and retriever is None:
+        if len(plan) == 1 and not others:
             await lookup(0)
-        elif many is not None and recent is None and retriever is None:
+        elif many is not None and not others:
             await lookup_all()
         else:
             async with anyio.create_task_group() as tg:
@@ -429,18 +465,10 @@ async def retrieve(
                 if retriever is not None:
                     tg.start_soon(run_plugin)
     if deadline.cancelled_caught:
-        logger.info(
-            "retrieval.timeout",
-            deadline_s=deadline_s,
-            unfinished=len(plan) - len(results) - failures,
-        )
+        logger.info("retrieval.timeout", deadline_s=deadline_s, unfinished=found.unfinished)
     return rank_found(
         identifiers,
-        plan,
-        results,
-        failures,
-        recent_found,
-        plugin_found,
+        found,
         limit=limit,
         include_bookkeeping=include_bookkeeping,
         threshold=threshold,
@@ -477,11 +505,7 @@ def _lookup(
 
 def rank_found(
     identifiers: Sequence[str],
-    plan: Sequence[Lookup],
-    results: Mapping[int, Sequence[Entity]],
-    failures: int,
-    recent_found: Sequence[Entity],
-    plugin_found: Sequence[tuple[Entity, float]] | None,
+    found: Found,
     *,
     limit: int,
     include_bookkeeping: bool,
@@ -491,14 +515,19 @@ def rank_found(
     plugin_asked: bool = False,
     loose: LooseWords | None = None,
 ) -> Retrieved:
-    """What the lookups found (``results``: each answered slot of ``plan``), the recent
-    entities and the retriever's, scored and ranked: the bounded set and the candidates.
+    """What the reads of a retrieval ``found`` (:class:`Found`), scored and ranked: the
+    bounded set and the candidates.
 
     Pure: :func:`retrieve` (concurrent, on a transport) and :func:`retrieve_now` (in the
     caller's thread, on a store file) both rank here. ``started``: the
     ``time.perf_counter()`` the retrieval began at.
     """
-    timeouts = len(plan) - len(results) - failures
+    plan, results, recent_found, plugin_found = (
+        found.plan,
+        found.results,
+        found.recent,
+        found.plugin,
+    )
     answered = [
         (index, identifiers[index], results[slot])
         for slot in sorted(results)
@@ -506,8 +535,8 @@ def rank_found(
     ]
     scored: list[Scored] = score_lookups(answered, include_bookkeeping)
     if loose is not None and (loose.lookups or loose.people):
-        found = [e for slot in sorted(results) if not plan[slot][0] for e in results[slot]]
-        scored += score_loose(loose, found, include_bookkeeping)
+        by_word = [e for slot in sorted(results) if not plan[slot][0] for e in results[slot]]
+        scored += score_loose(loose, by_word, include_bookkeeping)
     scored += score_recent(recent_found, text, scored, include_bookkeeping)
     if plugin_found:
         scored += score_plugin(plugin_found, include_bookkeeping)
@@ -522,9 +551,9 @@ def rank_found(
     stats = RetrievalStats(
         identifiers=len(identifiers),
         lookups=len(results),
-        misses=sum(1 for found in results.values() if not found),
-        failures=failures,
-        timeouts=timeouts,
+        misses=sum(1 for entities in results.values() if not entities),
+        failures=found.failures,
+        timeouts=found.unfinished,
         retrieved=len(linked),
         ms=(time.perf_counter() - started) * 1000,
         candidates=len(candidates),
@@ -555,37 +584,24 @@ def retrieve_now(
     ``recent`` already read, ranked the same way. No deadline and no retriever: for reads
     that answer at once."""
     started = time.perf_counter()
-    loose = loose_words(text, identifiers)
-    if limit <= 0 or (
-        not identifiers and not loose.lookups and not loose.people and recent is None
-    ):
+    planned = plan_retrieval(identifiers, text, limit=limit, others=recent is not None)
+    if planned is None:
         return Retrieved((), RetrievalStats(identifiers=len(identifiers)))
-    plan = lookup_plan(identifiers, loose.lookups, loose.people)
-    results: dict[int, Sequence[Entity]] = {}
-    failures = 0
-    for slot, (served, what, by, kind) in enumerate(plan):
+    words, plan = planned
+    found = Found(plan)
+    found.recent = recent or ()
+    for slot, (_, what, by, kind) in enumerate(plan):
         try:
-            results[slot] = lookup(what, by, kind, lookup_limit).entities
+            found.answered(slot, lookup(what, by, kind, lookup_limit).entities)
         except Exception as exc:
-            failures += 1
-            # As retrieve: the identifier's position, never its text.
-            logger.info(
-                "retrieval.lookup_failed",
-                identifier_index=served[0] if served else -1,
-                error_class=type(exc).__name__,
-                error=error_label(exc),
-            )
+            found.failed(slot, exc)
     return rank_found(
         identifiers,
-        plan,
-        results,
-        failures,
-        recent or (),
-        None,
+        found,
         limit=limit,
         include_bookkeeping=include_bookkeeping,
         threshold=threshold,
         text=text,
         started=started,
-        loose=loose,
+        loose=words,
     )

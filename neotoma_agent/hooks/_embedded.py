@@ -1,14 +1,16 @@
-"""A hook's closing stores on an embedded store file, without the event loop.
+"""The turn machine driven on an embedded store file, without the event loop; a hook's closing.
 
-A Stop closes a turn another process opened (so does a session's end, abandoning a turn that
-got no Stop). On an embedded store that is one store on the file: this module does it in the
-hook's own thread, loading only the payload builders (``_closing``) and the store's write
-path (``transport.embedded._write``), not the turn engine, asyncio, anyio or the store's
-thread. It builds the same payloads from the same functions as ``NeotomaMemory.close_turn``
-/ ``abandon_turn`` with the ids the state file kept, and runs the same store action in one
-transaction, so the file ends up the same (tests/hooks/test_hook_embedded.py replays
-recorded sessions both ways and compares every row). Opening a turn (retrieval, the history
-read, the context block) stays on the engine.
+A hook is a fresh process that must answer at once, so on an embedded store it runs the turn
+machine (``_engine``) in its own thread: :func:`drive` answers each request the machine
+yields with the store's own action on the file (:class:`EmbeddedFile`), each in one
+transaction, loading neither asyncio, anyio, the store's thread nor the async driver
+(``_phases``). The decisions are the machine's, so a turn closed here writes what
+``NeotomaMemory.close_turn`` / ``abandon_turn`` write with the ids the state file kept
+(tests/hooks/test_hook_embedded.py replays recorded sessions both ways and compares every
+row).
+
+A Stop closes a turn another process opened (so does a session's end, abandoning a turn
+that got no Stop): :func:`close`. A prompt opens one: ``hooks._embedded_open``.
 """
 
 from __future__ import annotations
@@ -16,25 +18,13 @@ from __future__ import annotations
 import sqlite3
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
-from .._closing import (
-    abandoned_builder,
-    check_model,
-    close_failure,
-    closing_run,
-    completed_builder,
-    content_key,
-    matching_runs,
-    mismatch,
-    named,
-    tool_entities,
-)
-from .._keys import TurnKeys, turn_keys, turn_record_entity_id, validate_entity_id
-from .._payloads import ConversationSettings, RunFields, StorePayload
-from .._phase_records import Opened
+from .._closing import check_model, close_failure, closing_run
+from .._engine import Lookup, Machine, Observations, Opened, Request, Store, TurnMachine, run
+from .._keys import turn_keys, validate_entity_id
+from .._payloads import ConversationSettings
 from .._text import check_text
-from ..exceptions import IdempotencyMismatchError
 from ..transport._bodies import store_body
 from ..transport.embedded import _connect
 from ..transport.embedded._read import list_observations, retrieve_entity_by_identifier
@@ -42,9 +32,12 @@ from ..transport.embedded._write import store
 from ._state import PendingTurn
 
 if TYPE_CHECKING:
+    from .._tool_payload import ToolPayloads
     from .._tools import ToolCall
 
-__all__ = ["EmbeddedFile", "Stored", "close", "store_phase"]
+__all__ = ["EmbeddedFile", "Stored", "close", "drive"]
+
+T = TypeVar("T")
 
 
 class Stored(NamedTuple):
@@ -96,38 +89,53 @@ class EmbeddedFile:
         if self._conn is not None:
             self._conn.close()
 
-    def store(self, payload: StorePayload, keys: TurnKeys, phase: str) -> Stored:
-        """One phase's store, as ``Phases.store`` sends it (the same body); its answer."""
-        body = store_body(
-            payload.entities,
-            idempotency_key=payload.idempotency_key,
-            relationships=payload.relationships,
-        )
-        try:
-            raw = _connect.run(self.conn, store, body, writes=True)
-        except IdempotencyMismatchError as exc:
-            raise mismatch(keys, payload, phase, exc) from exc
-        return Stored(raw, body["entities"])
+    def answer(self, request: Request, parse: Callable[[Stored], Any] | None = None) -> Any:
+        """The answer to one request of the turn machine: the store's own action on the
+        file, the body as ``RestActions`` sends it. A store answers :class:`Stored` (a
+        closing store never parses it), or what ``parse`` makes of it.
 
-    def find(self, key: str, entity_type: str) -> str | None:
-        """``Phases.find``: the id of the ``entity_type`` named ``{entity_type}:{key}``."""
-        body = {"identifier": key, "limit": 100}
-        found = _connect.run(self.conn, retrieve_entity_by_identifier, body, writes=False)
-        for entity in _items(found.get("entities")):
+        A re-run's tool calls are not read here (``ToolObservations``): its closing store
+        stays refused, as the engine's would be without that read.
+        """
+        conn = self.conn
+        if isinstance(request, Store):
+            payload = request.payload
+            body = store_body(
+                payload.entities,
+                idempotency_key=payload.idempotency_key,
+                relationships=payload.relationships,
+            )
+            stored = Stored(_connect.run(conn, store, body, writes=True), body["entities"])
+            return stored if parse is None else parse(stored)
+        if isinstance(request, Lookup):
+            body = {"identifier": request.identifier, "limit": request.limit}
+            found = _connect.run(conn, retrieve_entity_by_identifier, body, writes=False)
             # As Entity.from_json reads a lookup's entity.
-            name = entity.get("canonical_name")
-            if named(name if isinstance(name, str) else None, key, entity_type):
-                return str(entity.get("id") or entity.get("entity_id") or "")
-        return None
+            return [
+                (str(e.get("id") or e.get("entity_id") or ""), _name(e.get("canonical_name")))
+                for e in _items(found.get("entities"))
+            ]
+        if isinstance(request, Observations):
+            # The fields of the entity's observations, newest first (the first page).
+            body = {"entity_id": request.entity_id, "limit": 100, "offset": 0}
+            listed = _connect.run(conn, list_observations, body, writes=False)
+            return [
+                fields if isinstance(fields, Mapping) else {}
+                for fields in (o.get("fields") for o in _items(listed.get("observations")))
+            ]
+        raise NotImplementedError(f"a hook does not answer {type(request).__name__}")
 
-    def observation_fields(self, entity_id: str) -> list[Mapping[str, Any]]:
-        """The fields of the entity's observations, newest first (the first page)."""
-        body = {"entity_id": entity_id, "limit": 100, "offset": 0}
-        listed = _connect.run(self.conn, list_observations, body, writes=False)
-        return [
-            fields if isinstance(fields, Mapping) else {}
-            for fields in (o.get("fields") for o in _items(listed.get("observations")))
-        ]
+
+def drive(
+    file: EmbeddedFile, machine: Machine[T], parse: Callable[[Stored], Any] | None = None
+) -> T:
+    """Run a step of the turn machine to its end on ``file``, in this thread (``parse``:
+    what a store's answer is sent in as, :meth:`EmbeddedFile.answer`)."""
+    return run(machine, lambda request: file.answer(request, parse))
+
+
+def _name(value: object) -> str | None:
+    return value if isinstance(value, str) else None
 
 
 def _items(value: object) -> list[Mapping[str, Any]]:
@@ -145,22 +153,8 @@ def close(file: EmbeddedFile, harness: str, row: PendingTurn, tools: Sequence[To
     keys = turn_keys(conv, row.turn_id)
     ids = tuple(validate_entity_id(i) for i in (row.retrieved_ids or ()))
     model = check_model(row.model)
-    user_message_id = row.user_message_id or None
-    if user_message_id is not None:
-        validate_entity_id(user_message_id)
-    elif ids:
-        user_message_id = file.find(keys.user_turn_key, "conversation_message")
-    opened = Opened(
-        keys=keys,
-        turn_number=None,
-        user_message_id=user_message_id or "",
-        conversation_entity_id=file.find(conv, "conversation") or "",
-        turn_record_id=None,
-        replayed=False,
-        prior_status=None,
-    )
-    conversation = ConversationSettings(conv, harness)
-    entities: list[dict[str, Any]] = []
+    calls: Sequence[ToolCall] = ()
+    payloads: ToolPayloads | None = None
     if tools:
         # Only then: a turn without calls (most) loads neither the tool-call API's classes
         # nor the tool payloads.
@@ -168,52 +162,41 @@ def close(file: EmbeddedFile, harness: str, row: PendingTurn, tools: Sequence[To
         from .._tools import check_tools, merge_tools
 
         calls = merge_tools(keys.user_turn_key, (), check_tools(tools))
-        entities = tool_entities(conversation, DEFAULT_PAYLOADS, keys, calls)
+        payloads = DEFAULT_PAYLOADS
+    machine = TurnMachine(ConversationSettings(conv, harness), payloads)
+    user_message_id = row.user_message_id or None
+    if user_message_id is not None:
+        validate_entity_id(user_message_id)
+    elif ids:
+        user_message_id = drive(file, machine.find(keys.user_turn_key, "conversation_message"))
+    opened = Opened(
+        keys=keys,
+        turn_number=None,
+        user_message_id=user_message_id or "",
+        conversation_entity_id=drive(file, machine.find(conv, "conversation")) or "",
+        turn_record_id=None,
+        replayed=False,
+        prior_status=None,
+    )
     try:
+        run_fields = closing_run(opened, ids, None)
         if row.ending == "completed":
             reply = check_text("assistant_message", row.reply or "")
-            build = completed_builder(conversation, opened, reply, ids, (), (), entities, model)
-            store_phase(file, build, closing_run(opened, ids, None), keys, "assistant")
+            drive(
+                file,
+                machine.complete_store(
+                    opened, reply, ids, (), (), calls, model=model, run=run_fields
+                ),
+            )
             return
         partial = check_text("partial_reply", row.reply or "")
         error_class = row.error_class or "Abandoned"
-        abandon = abandoned_builder(
-            conversation, opened, partial, error_class, ids, (), (), entities, model
+        drive(
+            file,
+            machine.abandon_store(
+                opened, partial, error_class, ids, (), (), calls, model=model, run=run_fields
+            ),
         )
-        run = closing_run(opened, ids, None)
-        try:
-            store_phase(file, lambda fields: abandon(fields, None), run, keys, "abandoned")
-        except IdempotencyMismatchError:
-            # As Phases.abandon: an earlier, different abandonment of this turn id stays too.
-            key = content_key(keys, abandon)
-            store_phase(file, lambda fields: abandon(fields, key), run, keys, "abandoned")
     except Exception as exc:
         # As close_turn / abandon_turn raise a failed closing store (chained to its cause).
         raise close_failure(keys, exc)  # noqa: B904
-
-
-def store_phase(
-    file: EmbeddedFile,
-    build: Callable[[RunFields], StorePayload],
-    run: RunFields,
-    keys: TurnKeys,
-    phase: str,
-) -> tuple[Stored, StorePayload]:
-    """``Phases.store_turn_phase``: a re-run that differs only in its run fields replays;
-    the store's answer and the payload that got it."""
-    payload = build(run)
-    try:
-        return file.store(payload, keys, phase), payload
-    except IdempotencyMismatchError as refused:
-        try:
-            record_id = turn_record_entity_id(keys.conversation_id, keys.turn_id)
-            earlier = matching_runs(file.observation_fields(record_id), build, run)
-        except Exception:  # as Phases: the mismatch is what the caller sees
-            earlier = []
-        for fields in earlier:
-            again = build(fields)
-            try:
-                return file.store(again, keys, phase), again
-            except IdempotencyMismatchError:
-                continue
-        raise refused from None

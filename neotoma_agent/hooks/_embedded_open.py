@@ -3,9 +3,10 @@
 A prompt opens its turn: the user store, the history read, retrieval, and the context block
 the answer carries. On an embedded store each is a store action on the file; this module
 runs them in the hook's own thread (``hooks._embedded``'s :class:`EmbeddedFile`), loading
-neither the turn engine nor asyncio, anyio or the store's thread. Everything it decides
-comes from the functions the engine's enter (``Phases.enter``) decides with, for a memory
-with default settings: the user payload and what it wrote (``_opening``), the history
+neither the async driver nor asyncio, anyio or the store's thread. Everything it decides
+comes from what the engine's enter (``Phases.enter``) decides with, for a memory with
+default settings: the user store and what it wrote (the turn machine's ``Entering``,
+driven on the file by ``hooks._embedded.drive``), the history
 pages (``_history.read_history_now``), the lookups and their ranking
 (``_retrieval.retrieve_now``), and the block (``_context.render_context``). So the file ends
 up the same and the answer says the same (tests/hooks/test_hook_embedded.py replays
@@ -22,18 +23,19 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from .._closing import check_model
+from .._closing import check_model, started_at
 from .._context import render_context
+from .._engine import Entering, TurnMachine
 from .._extract import extract
 from .._history import DEFAULT_HISTORY_TURNS, HistoryTurn, read_history_now
 from .._keys import turn_keys
-from .._opening import opened_from, started_at, user_builder
 from .._payloads import ConversationSettings, RunFields
 from .._ranking import DEFAULT_LINK_THRESHOLD
 from .._retrieval import (
     DEFAULT_LOOKUP_LIMIT,
     DEFAULT_MAX_IDENTIFIERS,
     DEFAULT_RETRIEVAL_LIMIT,
+    EMPTY_RETRIEVAL,
     recent_entities,
     retrieve_now,
 )
@@ -43,7 +45,7 @@ from ..transport._results import LookupResult, RecentConversation, StoreResult
 from ..transport.embedded import _connect
 from ..transport.embedded._conversations import recent_conversation
 from ..transport.embedded._read import retrieve_entity_by_identifier
-from ._embedded import EmbeddedFile, store_phase
+from ._embedded import EmbeddedFile, Stored, drive
 from ._state import PendingTurn
 
 __all__ = ["Opening", "open_turn"]
@@ -70,22 +72,19 @@ def open_turn(file: EmbeddedFile, harness: str, row: PendingTurn, context_chars:
     keys = turn_keys(conv, row.turn_id)
     model = check_model(row.model)
     identifiers = extract(text, None, DEFAULT_MAX_IDENTIFIERS)
-    build = user_builder(
-        ConversationSettings(conv, harness),
+    entering = Entering(
+        TurnMachine(ConversationSettings(conv, harness), None),
         keys,
         text,
         turn_number=None,
         user_extra=None,
         model=model,
+        run=RunFields(started_at=started_at(keys)),
+        retrieved=EMPTY_RETRIEVAL,
     )
-    run = RunFields(started_at=started_at(keys))
-    stored, request = store_phase(file, lambda fields: build((), fields), run, keys, "user")
-    answer = StoreResult.from_json(stored.raw, request_entities=stored.request_entities)
-    opened = opened_from(keys, None, answer, request)
+    drive(file, entering.store(), _store_result)
     # As Phases.enter: an answer it could not align is asked by name instead.
-    user_message_id = opened.user_message_id or (
-        file.find(keys.user_turn_key, "conversation_message") or ""
-    )
+    user_message_id = drive(file, entering.open()).user_message_id
     history = _history(file, conv, row.turn_id)
     retrieved = retrieve_now(
         lambda what, by, kind, limit: _lookup(file, what, by, kind, limit),
@@ -98,6 +97,12 @@ def open_turn(file: EmbeddedFile, harness: str, row: PendingTurn, context_chars:
     )
     context = render_context(retrieved.entities, history, max_chars=context_chars)
     return Opening(user_message_id, retrieved.ids, context)
+
+
+def _store_result(stored: Stored) -> StoreResult:
+    # The user store's answer, read as the engine reads it (what it wrote, and whether the
+    # turn was open before).
+    return StoreResult.from_json(stored.raw, request_entities=stored.request_entities)
 
 
 def _history(file: EmbeddedFile, conv: str, before: str) -> tuple[HistoryTurn, ...]:
