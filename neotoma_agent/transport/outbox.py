@@ -271,8 +271,15 @@ class OutboxTransport(Forwarding):
     def _user(self) -> str | None:
         """The user ``inner`` acts for, as far as it says (its ``user_id``, else the user
         its ids are scoped to): whose stores the file queues."""
-        user = getattr(self.inner, "user_id", None)
-        return user if isinstance(user, str) else tenant_for(self.inner)
+        layer: object = self.inner
+        for _ in range(16):  # down the wrappers (a fault injector, a recorder) to the one
+            user = getattr(layer, "user_id", None)
+            if isinstance(user, str):
+                return user
+            layer = getattr(layer, "inner", None)
+            if layer is None:
+                break
+        return tenant_for(self.inner)
 
     @contextlib.asynccontextmanager
     async def _lane(self, lane: str) -> AsyncIterator[None]:

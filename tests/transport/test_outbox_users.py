@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from neotoma_agent import EmbeddedStore, NeotomaMemory, OutboxTransport
+from neotoma_agent import EmbeddedStore, HttpTransport, NeotomaMemory, OutboxTransport
 from neotoma_agent._keys import key_phase
 from neotoma_agent.exceptions import ConnectionLost, OutboxError
 from neotoma_agent.testing import FaultyTransport
@@ -69,3 +69,22 @@ async def test_a_default_user_s_outbox_stays_the_default_user_s(tmp_path: Path) 
         with pytest.raises(OutboxError, match="another user's"):
             async with OutboxTransport(store.for_user(BOB), outbox, background=False):
                 pass
+
+
+@pytest.mark.one_backend
+async def test_an_http_transport_s_user_binds_its_outbox(tmp_path: Path) -> None:
+    """``HttpTransport(user_id=)`` with unscoped ids, behind a wrapper: the file is that
+    user's; the default user's transport (no ``user_id``) refuses it, and Alice's opens it."""
+    outbox = tmp_path / "outbox.db"
+    url = "http://127.0.0.1:9"  # nothing is sent: opening the outbox is local
+
+    def alice() -> FaultyTransport:
+        return FaultyTransport(HttpTransport(url, token="t", user_id=ALICE))
+
+    async with OutboxTransport(alice(), outbox, background=False):
+        pass
+    with pytest.raises(OutboxError, match="another user's"):
+        async with OutboxTransport(HttpTransport(url, token="t"), outbox, background=False):
+            pass
+    async with OutboxTransport(alice(), outbox, background=False):
+        pass
