@@ -326,32 +326,29 @@ def _schema_version(path: Path) -> int | None:
 
 
 async def _upgraded(path: Path) -> bool:
-    """Upgrade the store file at ``path`` if an earlier release wrote it (its schema is
-    older than this release's); whether it was. Says so on stderr: that release can no
-    longer open the file. A file that cannot be written is left as it is (``CLIError``)."""
+    """Upgrade the store file at ``path`` if an earlier release wrote it (a read-only open
+    cannot): whether it is now this release's. Says so on stderr, since that release can
+    no longer open the file. A file this release cannot upgrade (a newer release's, one
+    it may not write) is left as it is: ``False``."""
     import sqlite3
 
     from ..transport.embedded import EmbeddedStore
-    from ..transport.embedded._schema import SCHEMA_VERSION
 
     version = _schema_version(path)
-    if version is None or not 0 < version < SCHEMA_VERSION:
+    if not version:  # not SQLite, or empty: nothing to upgrade (and nothing to create)
         return False
     try:
-        async with EmbeddedStore.open(path):
+        async with EmbeddedStore.open(path):  # refuses a newer schema, upgrades an older
             pass
-    except (OSError, sqlite3.Error) as exc:
-        raise CLIError(
-            f"cannot open the store {path}: an earlier release wrote it (schema version "
-            f"{version}) and upgrading it to this release's ({SCHEMA_VERSION}) failed: {exc}",
-            "give this user write access to the file (and its directory) once, or run the "
-            "command on a writable copy",
-        ) from None
-    print(
-        f"neotoma-agent: upgraded the store file {path} from schema version {version} to "
-        f"{SCHEMA_VERSION} (the release that wrote it can no longer open it)",
-        file=sys.stderr,
-    )
+    except (OSError, sqlite3.Error):
+        return False
+    now = _schema_version(path)
+    if now is not None and now > version:
+        print(
+            f"neotoma-agent: upgraded the store file {path} from schema version {version} "
+            f"to {now} (the release that wrote it can no longer open it)",
+            file=sys.stderr,
+        )
     return True
 
 
