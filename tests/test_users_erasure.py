@@ -132,3 +132,23 @@ async def test_forget_user_hides_everything_and_restore_brings_it_back(tmp_path:
         assert set(restored.entity_ids) == set(forgotten.entity_ids)
         assert await _content(gone) == gone_before
         assert await _reads(kept) == kept_before
+
+
+async def test_forgetting_a_user_the_file_never_saw_writes_no_trace_of_its_id(
+    tmp_path: Path,
+) -> None:
+    """A mistyped user id handed to ``forget_user`` or ``restore_user`` finds nothing and
+    leaves nothing: the id is personal data, and no row of ``users`` is made for it."""
+    path = tmp_path / "memory.db"
+    typo = "user-Typo7xq"
+    async with EmbeddedStore.open(path) as store:
+        await seed_user(store.for_user(KEPT), KEPT_MARK)
+        before = await _reads(store.for_user(KEPT))
+        assert (await store.forget_user(typo)).entity_ids == ()
+        assert (await store.restore_user(typo)).entity_ids == ()
+        assert (await store.restore_user(ForgottenUser(typo, ()))).entity_ids == ()
+        assert await _reads(store.for_user(KEPT)) == before
+    with sqlite3.connect(path) as conn:
+        users = [r[0] for r in conn.execute("SELECT user_id FROM users")]
+    assert users == [KEPT]
+    assert typo.encode() not in _bytes(path)

@@ -297,10 +297,59 @@ async def open_transport(
         private_parent(path)
     try:
         store = EmbeddedStore.open(path, read_only=read_only)
+    except sqlite3.OperationalError as exc:
+        # A file an earlier release wrote: a read-only open cannot upgrade it, so a read
+        # command upgrades it first (as any writing command would), then reads it.
+        if not read_only or not await _upgraded(path):
+            raise store_error(path, exc) from exc
+        try:
+            store = EmbeddedStore.open(path, read_only=True)
+        except (OSError, sqlite3.Error) as again:
+            raise store_error(path, again) from again
     except (OSError, sqlite3.Error) as exc:
         raise store_error(path, exc) from exc
     async with store:
         yield store if user is None else store.for_user(user)
+
+
+def _schema_version(path: Path) -> int | None:
+    """The schema version of the SQLite file at ``path`` (None: it cannot be read)."""
+    import sqlite3
+
+    try:
+        with contextlib.closing(
+            sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+        ) as conn:
+            return int(conn.execute("PRAGMA user_version").fetchone()[0])
+    except (OSError, sqlite3.Error):
+        return None
+
+
+async def _upgraded(path: Path) -> bool:
+    """Upgrade the store file at ``path`` if an earlier release wrote it (a read-only open
+    cannot): whether it is now this release's. Says so on stderr, since that release can
+    no longer open the file. A file this release cannot upgrade (a newer release's, one
+    it may not write) is left as it is: ``False``."""
+    import sqlite3
+
+    from ..transport.embedded import EmbeddedStore
+
+    version = _schema_version(path)
+    if not version:  # not SQLite, or empty: nothing to upgrade (and nothing to create)
+        return False
+    try:
+        async with EmbeddedStore.open(path):  # refuses a newer schema, upgrades an older
+            pass
+    except (OSError, sqlite3.Error):
+        return False
+    now = _schema_version(path)
+    if now is not None and now > version:
+        print(
+            f"neotoma-agent: upgraded the store file {path} from schema version {version} "
+            f"to {now} (the release that wrote it can no longer open it)",
+            file=sys.stderr,
+        )
+    return True
 
 
 @contextlib.asynccontextmanager

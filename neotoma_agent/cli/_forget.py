@@ -249,6 +249,14 @@ def _erase_hook_files(args: argparse.Namespace) -> list[Path]:
     return removed
 
 
+def _nothing_of_the_user(what: str) -> CLIError:
+    # A mistyped user id must not read as done (the id itself is never quoted).
+    return CLIError(
+        f"nothing of that user {what} in this store",
+        "check the user id (`neotoma-agent stats --user USER` shows a user's memory) and --db",
+    )
+
+
 async def _run_user(args: argparse.Namespace) -> int:
     """``forget --user USER`` (``--restore``, ``--purge``): every row of one user."""
     from ..transport.embedded import EmbeddedStore, purge_user
@@ -259,19 +267,30 @@ async def _run_user(args: argparse.Namespace) -> int:
         raise CLIError(f"no store at {path}", "check --db (or NEOTOMA_AGENT_DB)")
     async with EmbeddedStore.open(path) as store:
         if args.restore is not None:
-            await store.restore_user(user)
-            print("restored the user's memory")
+            restored = (await store.restore_user(user)).entity_ids
+            if not restored:
+                raise _nothing_of_the_user("to restore (never stored, or not forgotten)")
+            print(f"restored the user's memory ({len(restored)} entities)")
             return 0
-        await store.forget_user(user)
+        forgotten = (await store.forget_user(user)).entity_ids
     if not args.purge:
+        if not forgotten:
+            raise _nothing_of_the_user("to forget (never stored, or forgotten already)")
         print(
-            "forgot the user's memory: reversible; `neotoma-agent forget --user USER "
-            "--restore` on this store undoes it (--purge erases it)"
+            f"forgot the user's memory ({len(forgotten)} entities): reversible; "
+            "`neotoma-agent forget --user USER --restore` on this store undoes it "
+            "(--purge erases it)"
         )
         return 0
-    purge_user(path, user)
+    stats = purge_user(path, user)
     removed = _erase_hook_files(args)
-    print("erased the user's memory from the store file, free pages vacuumed (irreversible)")
+    erased = stats.entities + stats.observations + stats.relationships + stats.idempotency_keys
+    if not erased and not removed:
+        raise _nothing_of_the_user("to erase (never stored, or erased already)")
+    print(
+        f"erased the user's memory from the store file ({stats.entities} entities), "
+        "free pages vacuumed (irreversible)"
+    )
     if removed:
         print(f"hook files removed: {', '.join(str(p) for p in removed)}")
     return 0

@@ -11,8 +11,10 @@ from .. import OutboxFlush, outbox_status
 from ..reads import printable
 from ..transport.outbox import OutboxTransport
 from ._common import (
+    USER_OPTION,
     CLIError,
     Command,
+    given_user,
     open_transport,
     option,
     resolve_token,
@@ -36,7 +38,10 @@ def run(args: argparse.Namespace) -> int:
             sys.stdout.write(printable(status.render()) + "\n")
         return 0
     url = resolve_url(args)
-    if url is not None:
+    if given_user(args) is not None:
+        # A user's outbox (``hook --user``'s): delivered as that user, to --url or --db.
+        done = run_async(_flush_into_store, args, path)
+    elif url is not None:
         from ..transport.http import flush_outbox  # aiohttp only for a flush to a server
 
         done = run_async(flush_outbox, path, url, resolve_token(args, url=url))
@@ -85,10 +90,12 @@ COMMAND = Command(
         in that file and delivers it later. `status` shows what is queued (counts, oldest
         entry's age, last error, per conversation); `flush` delivers it now to --url (or
         $NEOTOMA_URL), or into the store file --db, in order per conversation, and exits 1
-        while entries remain.
+        while entries remain. An outbox file is one user's: flush a user's (`hook --user`
+        keeps one per user) with --user USER.
     """,
     run=run,
     options=(
+        USER_OPTION,
         option("action", choices=("status", "flush"), help="what to do"),
         option("--outbox", required=True, metavar="PATH", help="the outbox file"),
         option("--json", action="store_true", help="print the result as JSON"),

@@ -19,8 +19,8 @@ from aiohttp import web
 
 from neotoma_agent.server import _validate
 from neotoma_agent.server._replies import Issues, json_response, refusal
-from neotoma_agent.server._routes import STORE_KEY, Handler, forward, store_of
-from neotoma_agent.transport.embedded import EmbeddedStore
+from neotoma_agent.server._routes import Handler, forward, store_of
+from neotoma_agent.transport.embedded import EmbeddedStore, UserStore
 
 __all__ = ["READ_ROUTES"]
 
@@ -80,16 +80,15 @@ def _page(body: Mapping[str, Any]) -> dict[str, Any]:
 
 
 async def _read(request: web.Request, action: str, body: dict[str, Any]) -> web.StreamResponse:
-    if not isinstance(request.app[STORE_KEY], EmbeddedStore):
-        # Only the EmbeddedStore (and its users' views) has these reads; a typed Transport
-        # has no method for them.
+    # The store, or its view of one user (the app's own store may be a view): the same
+    # reads. A typed Transport has no method for them.
+    store = store_of(request)
+    if not isinstance(store, (EmbeddedStore, UserStore)):
         raise refusal(
             501,
             "NOT_IMPLEMENTED",
             f"The neotoma-agent dev server answers GET {request.path} over an EmbeddedStore only.",
         )
-    # The store, or its view of one user: the same reads.
-    store: Any = store_of(request)
     return json_response(await store.request(action, body))
 
 

@@ -25,6 +25,8 @@ Everything here is blocking SQLite: callers run it off the event loop (``anyio.t
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
 import os
 import sqlite3
@@ -38,6 +40,7 @@ import attrs
 
 from .._file_kind import file_kind
 from .._private import private_file
+from .._user_id import LOCAL_USER_ID
 from ..exceptions import OutboxError, OutboxFullError
 from ._base import StoreResult
 from ._results import expected_entity
@@ -52,6 +55,7 @@ __all__ = [
     "OutboxStatus",
     "expected_result",
     "outbox_status",
+    "owner_of",
 ]
 
 #: the outbox schema this library writes (``PRAGMA user_version``)
@@ -209,6 +213,29 @@ class Outbox:
         with self._lock:
             self._db.close()
 
+    def claim(self, owner: str) -> None:
+        """Bind the file to ``owner`` (an :func:`owner_of` value) if nothing else has been;
+        :class:`~neotoma_agent.OutboxError` if it is another user's. Its entries are sent
+        through the transport that opens it, so one user's queued turns must never be
+        delivered through another user's transport (into that user's memory)."""
+        with self._lock:
+            db = self._db
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                db.execute("CREATE TABLE IF NOT EXISTS owner (user TEXT NOT NULL)")
+                row = db.execute("SELECT user FROM owner LIMIT 1").fetchone()
+                if row is None:
+                    db.execute("INSERT INTO owner (user) VALUES (?)", (owner,))
+                db.execute("COMMIT")
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+        if row is not None and not hmac.compare_digest(str(row[0]), owner):
+            raise OutboxError(
+                f"the outbox {self.path} keeps another user's queued stores: give each "
+                "user's transport an outbox file of its own"
+            )
+
     def append(self, lane: str, action: str, idempotency_key: str, body: Mapping[str, Any]) -> int:
         """Append one request durably; its entry id. An identical queued one is not repeated.
 
@@ -356,6 +383,15 @@ def outbox_status(
         return outbox.status()
     finally:
         outbox.close()
+
+
+def owner_of(user_id: str | None) -> str:
+    """What an outbox file keeps of the user whose stores it queues: ``""`` for the default
+    user (None, or :data:`~neotoma_agent.LOCAL_USER_ID`), else a digest of the user id (the
+    id itself, personal data, is never written to the file)."""
+    if user_id is None or user_id == LOCAL_USER_ID:
+        return ""
+    return hashlib.sha256(b"neotoma-agent outbox owner\0" + user_id.encode()).hexdigest()
 
 
 def _kind(db: sqlite3.Connection, path: Path) -> str:

@@ -38,6 +38,7 @@ import anyio.to_thread
 from .._error_label import error_label
 from .._log import get_logger
 from .._otel import record_outbox_depth, wants_outbox_depth
+from .._user_id import tenant_for
 from ..exceptions import NeotomaError, OutboxError
 from ._base import RecentConversation, StoreResult, Transport
 from ._forward import Forwarding
@@ -48,6 +49,7 @@ from ._outbox import (
     OutboxFlush,
     OutboxStatus,
     expected_result,
+    owner_of,
 )
 from ._rest import store_arguments, store_body
 from ._retry import is_transient
@@ -82,7 +84,11 @@ class OutboxTransport(Forwarding):
     off up to a minute while ``inner`` stays down; ``background=False`` leaves delivery to
     :meth:`flush` and to each lane's next store (a one-shot flush, a test). An entry is
     removed only once ``inner`` confirmed it, so a crash re-delivers and the idempotency key
-    makes that a replay; several processes may share one file.
+    makes that a replay; several processes may share one file. A file is one user's:
+    the first transport to open it binds it to ``inner``'s user (its ``user_id``, else
+    its ``tenant_id``; the default user when it has neither), and one acting for another
+    user raises :class:`~neotoma_agent.OutboxError` on opening it, since its entries
+    would be delivered into that user's memory.
 
     ``async with`` enters ``inner`` and opens the file (which starts delivering what an
     earlier run left); :meth:`aclose` stops delivery, closes the file, then ``inner``.
@@ -247,7 +253,13 @@ class OutboxTransport(Forwarding):
             async with self._opening:
                 if self._outbox is None:
                     opened = functools.partial(Outbox, self._path, max_entries=self._max_entries)
-                    self._outbox = await anyio.to_thread.run_sync(opened)
+                    outbox = await anyio.to_thread.run_sync(opened)
+                    try:
+                        await anyio.to_thread.run_sync(outbox.claim, owner_of(self._user()))
+                    except BaseException:
+                        outbox.close()
+                        raise
+                    self._outbox = outbox
                     self._state = _State.OPEN
         if self._background and self._delivery is None and self._state is _State.OPEN:
             scope, done = anyio.CancelScope(), anyio.Event()
@@ -255,6 +267,19 @@ class OutboxTransport(Forwarding):
             self._wake = anyio.Event()
             _spawn(functools.partial(self._deliver_forever, self._outbox, scope, done))
         return self._outbox
+
+    def _user(self) -> str | None:
+        """The user ``inner`` acts for, as far as it says (its ``user_id``, else the user
+        its ids are scoped to): whose stores the file queues."""
+        layer: object = self.inner
+        for _ in range(16):  # down the wrappers (a fault injector, a recorder) to the one
+            user = getattr(layer, "user_id", None)
+            if isinstance(user, str):
+                return user
+            layer = getattr(layer, "inner", None)
+            if layer is None:
+                break
+        return tenant_for(self.inner)
 
     @contextlib.asynccontextmanager
     async def _lane(self, lane: str) -> AsyncIterator[None]:

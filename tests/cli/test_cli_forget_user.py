@@ -165,3 +165,38 @@ def test_forget_user_refuses_options_that_do_not_apply(
     run = cli("forget", "--user", ALICE, *extra, *store_args, home=tmp_path)
     assert_one_line_error(run, needle)
     assert ALICE not in run.stderr
+
+
+def test_a_user_the_store_does_not_hold_is_an_error_not_a_success(tmp_path: Path) -> None:
+    """A mistyped user id must not read as forgotten or erased: each form says nothing of
+    that user was found (exit 1, the id never quoted), and another user's memory stays."""
+    db = tmp_path / "m.db"
+
+    async def write() -> None:
+        async with EmbeddedStore.open(db) as store:
+            await seed(store.for_user(BOB), BOB)
+
+    anyio.run(write)
+    bob_before = _views(db, tmp_path, BOB)
+    typo = "bob@exmaple.com"
+    for extra, needle in (
+        ([], "nothing of that user to forget"),
+        (["--restore"], "nothing of that user to restore"),
+        (["--purge"], "nothing of that user to erase"),
+    ):
+        run = cli("forget", "--user", typo, *extra, "--db", str(db), home=tmp_path)
+        assert_one_line_error(run, needle)
+        assert typo not in run.stderr + run.stdout
+    assert _views(db, tmp_path, BOB) == bob_before
+
+    # A user it holds: the counts say what was done.
+    out = ok(cli("forget", "--user", BOB, "--db", str(db), home=tmp_path))
+    assert "entities)" in out
+    assert (
+        "nothing of that user to forget"
+        in cli("forget", "--user", BOB, "--db", str(db), home=tmp_path).stderr
+    )  # forgotten already
+    out = ok(cli("forget", "--user", BOB, "--purge", "--db", str(db), home=tmp_path))
+    assert "erased the user's memory" in out
+    again = cli("forget", "--user", BOB, "--purge", "--db", str(db), home=tmp_path)
+    assert_one_line_error(again, "nothing of that user to erase")

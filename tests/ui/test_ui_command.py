@@ -247,3 +247,60 @@ def test_ui_with_users_shows_each_token_its_user_s_memory(tmp_path: Path) -> Non
             proc.communicate()
     assert proc.returncode == 0, err
     assert "SECRET" not in err
+
+
+def test_ui_with_user_shows_that_user_s_memory_alone(tmp_path: Path) -> None:
+    """``ui --user USER``: the view's own token shows that user's memory, no other's (and
+    not the default user's): listing, pages, search, health."""
+    db = tmp_path / "memory.db"
+
+    async def main() -> None:
+        async with EmbeddedStore.open(db) as store:
+            for user, words in (("alice", "zqaliceqz"), ("bob", "zqbobqz"), (None, "zqlocalqz")):
+                view = store if user is None else store.for_user(user)
+                memory = NeotomaMemory(view, conversation_id=f"chat-{user}")
+                await memory.record_turn(f"hello {words}", "hi", turn_id="t1", retrieve=False)
+
+    anyio.run(main)
+    token = "ui-user-token-" + "y" * 30
+    secret = tmp_path / "ui-token"
+    secret.write_text(token + "\n")
+    secret.chmod(0o600)
+    args = ["--db", str(db), "--port", "0", "--ui-token-file", str(secret), "--user", "alice"]
+    proc = subprocess.Popen(
+        [*_UI, *args],
+        env=clean_env(tmp_path),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=default_sigint,
+    )
+    try:
+        assert proc.stdout is not None
+        page = proc.stdout.readline().split()[3].rstrip(";")
+        status, listing = _get(page + "api/conversations", token)
+        assert status == 200
+        assert "chat-alice" in listing
+        assert "chat-bob" not in listing
+        assert "chat-None" not in listing
+        status, text = _get(page + "conversation?id=chat-alice", token)
+        assert (status, "zqaliceqz" in text) == (200, True)
+        for other, words in (("chat-bob", "zqbobqz"), ("chat-None", "zqlocalqz")):
+            status, text = _get(page + f"conversation?id={other}", token)
+            assert status == 404
+            assert words not in text
+            status, text = _get(page + f"api/search?q={other}", token)
+            assert status == 200
+            assert '"conversation_id": null' in text
+        status, text = _get(page + "api/search?q=chat-alice", token)
+        assert '"conversation_id": "chat-alice"' in text
+        status, text = _get(page + "api/health", token)
+        assert '"conversations": 1' in text
+        proc.send_signal(signal.SIGINT)
+        _out, err = proc.communicate(timeout=15)
+    finally:
+        if proc.poll() is None:  # pragma: no cover - a hung server
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 0, err
+    assert "alice" not in err

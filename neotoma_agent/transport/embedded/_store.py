@@ -288,7 +288,10 @@ class EmbeddedStore(_Actions):
             job: Job[T] = Job(lambda conn: _encodable(fn, conn, body), writes=writes)
         else:
             scoped = functools.partial(_encodable, fn)
-            job = Job(lambda conn: run_as(user, scoped, conn, body, writes=writes), writes=writes)
+            # A write gives a user new to the file its row of ``users``, but forgetting or
+            # restoring one never does: a mistyped user id is not written into the file.
+            new = writes and fn not in _NO_NEW_USER
+            job = Job(lambda conn: run_as(user, scoped, conn, body, writes=new), writes=writes)
         self._thread.submit(job)
         return await job.wait()
 
@@ -396,6 +399,10 @@ _READS = frozenset(
         text_search,
     )
 )
+
+
+# Writes that act on a user's existing rows only: a user the file does not know has none.
+_NO_NEW_USER = frozenset((forget_user_rows, restore_user_rows))
 
 
 @attrs.define(init=False, repr=False)
