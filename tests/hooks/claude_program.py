@@ -85,9 +85,19 @@ class ClaudeProject(ProgramSandbox):
         the SDK interrupts it (a ``control_request`` of subtype ``interrupt``; the fake
         must hold a :class:`fake_model_api.Hang` reply for it); the session goes on.
         """
+        # With partial messages the program says on stdout when the streamed text reached
+        # it: the interrupt is sent only then (the fake having sent it is not enough; an
+        # interrupt racing the stream leaves no partial reply to keep).
+        partial = ("--include-partial-messages",) if interrupt_first else ()
         proc = subprocess.Popen(
             self.command(
-                "-p", "--input-format", "stream-json", "--output-format", "stream-json", "--verbose"
+                "-p",
+                "--input-format",
+                "stream-json",
+                "--output-format",
+                "stream-json",
+                "--verbose",
+                *partial,
             ),
             cwd=self.project,
             env=self.env(),
@@ -106,6 +116,9 @@ class ClaudeProject(ProgramSandbox):
                 proc.stdin.flush()
                 if n == 0 and interrupt_first:
                     assert self.api.wait_hanging(timeout), "the program never reached the model"
+                    for line in proc.stdout:
+                        if _streamed_text(json.loads(line)):
+                            break
                     request = {"subtype": "interrupt"}
                     stop = {"type": "control_request", "request_id": "stop", "request": request}
                     proc.stdin.write(json.dumps(stop) + "\n")
@@ -126,3 +139,10 @@ class ClaudeProject(ProgramSandbox):
                 if stream is not None and not stream.closed:
                     stream.close()
         return results
+
+
+def _streamed_text(event: dict[str, Any]) -> bool:
+    """Whether a stream-json line says a piece of the reply's text reached the program."""
+    inner = event.get("event") if event.get("type") == "stream_event" else None
+    delta = inner.get("delta") if isinstance(inner, dict) else None
+    return isinstance(delta, dict) and bool(delta.get("text"))
