@@ -27,7 +27,6 @@ from typing import TYPE_CHECKING, Any, Final, Protocol, overload
 
 import attrs
 
-from ._error_label import error_label
 from ._extract import Extractor, default_extractor, extract
 from ._history import HistoryTurn
 from ._identity import format_canonical_name, normalize
@@ -47,6 +46,7 @@ from ._ranking import (
     score_plugin,
     score_recent,
 )
+from .exceptions import error_label
 from .transport._bodies import present
 from .transport._results import Entity, LookupResult
 

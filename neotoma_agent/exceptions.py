@@ -31,7 +31,8 @@ transport may retry (a store carries an idempotency key, so its retry is safe). 
 never carry bearer tokens or message content.
 
 :func:`error_class_name` is the name a turn records for any exception (a turn's or a tool
-call's ``error_class``).
+call's ``error_class``); :func:`error_label` is how a log event or a problem report names one
+without quoting its message.
 """
 
 from __future__ import annotations
@@ -62,6 +63,7 @@ __all__ = [
     "UndeclaredFieldWarning",
     "ValidationError",
     "error_class_name",
+    "error_label",
 ]
 
 
@@ -78,6 +80,25 @@ def error_class_name(exc: BaseException) -> str:
     if cls.__module__ == "builtins":
         return cls.__qualname__
     return f"{cls.__module__}.{cls.__qualname__}"
+
+
+def error_label(exc: BaseException) -> str:
+    """A short name for ``exc`` that is safe to log: ``"ServerError 500 ERR_STORE_FAILED"``,
+    ``"ConnectionLost"``, ``"KeyError"``.
+
+    Its class, and for an error the store answered with (an :class:`APIError`), its status
+    and code: never its message. A server's message is whatever the server sent (a hostile
+    or echoing one puts anything there: content, a terminal escape, a forged log line), and
+    an exception raised by application code may quote the text it was handling. The
+    library's own log events, the outbox and the command line name errors this way; use it
+    where your code logs an error raised through this library::
+
+        except NeotomaError as exc:
+            log.warning("turn not stored: %s", error_label(exc))
+    """
+    if isinstance(exc, APIError):
+        return f"{type(exc).__name__} {exc.status}" + (f" {exc.code}" if exc.code else "")
+    return type(exc).__name__
 
 
 class NeotomaError(Exception):

@@ -158,6 +158,8 @@ EXPECTED_QA = {
 
 EXPECTED_TESTING = {"Call", "FaultyTransport", "RecordingTransport", "key_phase"}
 EXPECTED_SYNC = {"SyncMemory", "SyncStore", "SyncTurn", "current_turn"}
+# neotoma_agent.log: the library's one event logger, for tools that log alongside it.
+EXPECTED_LOG = {"LOGGER_NAME", "EventLogger", "get_logger"}
 # neotoma_agent.reads: reading a store (conversations, entities, turn endings, derived ids).
 EXPECTED_READS = {
     "AUDIT_REPAIR_REASON",
@@ -235,6 +237,7 @@ def test_all_is_pinned() -> None:
         ("neotoma_agent.testing", EXPECTED_TESTING),
         ("neotoma_agent.sync", EXPECTED_SYNC),
         ("neotoma_agent.reads", EXPECTED_READS),
+        ("neotoma_agent.log", EXPECTED_LOG),
     ],
 )
 def test_each_namespace_is_pinned(module: str, expected: set[str]) -> None:
@@ -355,6 +358,7 @@ WALKED = (
 PUBLIC_MODULES = (
     *WALKED,
     "neotoma_agent.exceptions",
+    "neotoma_agent.log",
     "neotoma_agent.wrap",
     "neotoma_agent.transport.embedded",
     "neotoma_agent.transport.http",

@@ -49,7 +49,6 @@ with lazy_exports(globals()):
     from .._forget import restore_conversation as restore_conversation
     from .._forget import restore_entity as restore_entity
     from .._json_type import json_type as json_type
-    from .._log import LOGGER_NAME as LOGGER_NAME
     from .._memory import DEFAULT_HISTORY_TURNS as DEFAULT_HISTORY_TURNS
     from .._private import private_dir as private_dir
     from .._private import replace_private as replace_private

@@ -15,10 +15,8 @@ makes to its users (CONTRIBUTING names the same four):
 
 from __future__ import annotations
 
-from .._error_label import error_label as error_label
 from .._keys import TurnKeys as TurnKeys
 from .._keys import turn_keys as turn_keys
-from .._log import get_logger as get_logger
 from .._payloads import ConversationSettings as ConversationSettings
 from .._payloads import StorePayload as StorePayload
 from .._payloads import closing_payload as closing_payload
@@ -32,8 +30,6 @@ __all__ = [
     "TurnKeys",
     "closing_payload",
     "conversation_entity",
-    "error_label",
-    "get_logger",
     "message_entity",
     "turn_keys",
     "turn_record",

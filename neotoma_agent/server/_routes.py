@@ -12,12 +12,11 @@ from typing import Any
 
 from aiohttp import web
 
-from neotoma_agent._version import __version__
+from neotoma_agent import EntityDeleter, Transport, __version__
 from neotoma_agent.server import _validate
 from neotoma_agent.server._replies import json_response, refusal
 from neotoma_agent.server._users import user_store
 from neotoma_agent.server._validate import read_body
-from neotoma_agent.transport._base import EntityDeleter, Transport
 from neotoma_agent.transport._rest import RestActions
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]

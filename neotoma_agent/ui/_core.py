@@ -13,6 +13,5 @@ its users (CONTRIBUTING names the same two):
 from __future__ import annotations
 
 from .._identity import IdentityError as IdentityError
-from .._log import get_logger as get_logger
 
-__all__ = ["IdentityError", "get_logger"]
+__all__ = ["IdentityError"]
