@@ -15,7 +15,7 @@ What a tool over a Neotoma store reads it with, outside any turn (the audit in
         records = await scan_entities(store, entity_type="conversation_turn")
         endings = [await read_ending(store, record) for record in records.entities]
 
-Five groups of names:
+Six groups of names:
 
 - **conversations**: :func:`list_conversations` lists a store's conversations (a
   :class:`ConversationList`); :func:`read_conversation` gives one's turns in order
@@ -29,6 +29,8 @@ Five groups of names:
   (:class:`TurnEnding`) from its ``conversation_turn`` record.
 - **counts**: :func:`collect_stats` counts what a store holds (:class:`StoreStats`:
   entities by type, turns by status, tool calls by tool).
+- **search**: :func:`search` finds what was said, in every conversation or one, as
+  :meth:`NeotomaMemory.search <neotoma_agent.NeotomaMemory.search>` does.
 - **ids**: :func:`conversation_entity_id`, :func:`message_entity_id` and
   :func:`turn_record_entity_id` derive, with no I/O, the entity ids a store gives a
   conversation, a turn's messages and its record; :func:`turn_key` and
@@ -82,6 +84,8 @@ from .transport._bulk import BulkReadable
 from .transport._bulk import BulkReader as BulkReader
 from .transport._bulk import MessageRows as MessageRows
 from .transport._bulk import RecordSink as RecordSink
+from .transport._search_fallback import search as _search
+from .transport._search_results import SearchResult
 
 __all__ = [
     "AUDIT_REPAIR_REASON",
@@ -115,6 +119,7 @@ __all__ = [
     "read_conversation",
     "read_ending",
     "scan_entities",
+    "search",
     "short_class",
     "snapshot_or_none",
     "stored_platform",
@@ -417,6 +422,28 @@ async def list_conversations(transport: Transport) -> ConversationList:
         )
     found.sort(key=lambda c: (c.last_activity or "", c.conversation_id), reverse=True)
     return ConversationList(tuple(found), scan)
+
+
+async def search(
+    transport: Transport, query: str, *, limit: int = 10, conversation_id: str | None = None
+) -> SearchResult:
+    """Search what was said in ``transport``'s store, outside any turn: every stored message
+    and the text fields of the entities, best first, at most ``limit`` (1-100) hits.
+
+    The same search as :meth:`NeotomaMemory.search <neotoma_agent.NeotomaMemory.search>`
+    (plain words, ``"..."`` for a phrase; ``conversation_id`` for one conversation's
+    messages only), for a tool that holds a transport and no memory::
+
+        result = await search(store, '"rotate the certificates"', limit=5)
+        for hit in result.hits:
+            print(hit.conversation_id, hit.turn_id, hit.role, hit.text)
+
+    An empty or blank query raises :class:`~neotoma_agent.EmptySearchQueryError` and a
+    ``limit`` out of range ``ValueError``, before any I/O. A store without a search of its
+    own (a real Neotoma server) is searched through its generic reads
+    (``SearchResult.partial`` says when those could not look at everything).
+    """
+    return await _search(transport, query, limit=limit, conversation_id=conversation_id)
 
 
 async def turn_ending(transport: Transport, turn: StoredTurn) -> TurnEnding | None:

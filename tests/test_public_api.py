@@ -160,6 +160,20 @@ EXPECTED_TESTING = {"Call", "FaultyTransport", "RecordingTransport", "key_phase"
 EXPECTED_SYNC = {"SyncMemory", "SyncStore", "SyncTurn", "current_turn"}
 # neotoma_agent.log: the library's one event logger, for tools that log alongside it.
 EXPECTED_LOG = {"LOGGER_NAME", "EventLogger", "get_logger"}
+# neotoma_agent.transport.rest: the REST shapes HttpTransport and the dev server share.
+EXPECTED_REST = {
+    "DIRECTIONS",
+    "MAX_DEPTH",
+    "OBSERVATION_SOURCES",
+    "SEARCH_ACTION",
+    "envelope_of",
+    "flat_envelope",
+    "html_error_page",
+    "is_storable",
+    "json_type",
+    "present",
+    "rest_request",
+}
 # neotoma_agent.reads: reading a store (conversations, entities, turn endings, derived ids).
 EXPECTED_READS = {
     "AUDIT_REPAIR_REASON",
@@ -193,6 +207,7 @@ EXPECTED_READS = {
     "read_conversation",
     "read_ending",
     "scan_entities",
+    "search",
     "short_class",
     "snapshot_or_none",
     "stored_platform",
@@ -238,6 +253,7 @@ def test_all_is_pinned() -> None:
         ("neotoma_agent.sync", EXPECTED_SYNC),
         ("neotoma_agent.reads", EXPECTED_READS),
         ("neotoma_agent.log", EXPECTED_LOG),
+        ("neotoma_agent.transport.rest", EXPECTED_REST),
     ],
 )
 def test_each_namespace_is_pinned(module: str, expected: set[str]) -> None:
@@ -363,6 +379,7 @@ PUBLIC_MODULES = (
     "neotoma_agent.transport.embedded",
     "neotoma_agent.transport.http",
     "neotoma_agent.transport.outbox",
+    "neotoma_agent.transport.rest",
 )
 
 

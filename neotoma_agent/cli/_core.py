@@ -48,7 +48,6 @@ with lazy_exports(globals()):
     from .._forget import plan_forget as plan_forget
     from .._forget import restore_conversation as restore_conversation
     from .._forget import restore_entity as restore_entity
-    from .._json_type import json_type as json_type
     from .._memory import DEFAULT_HISTORY_TURNS as DEFAULT_HISTORY_TURNS
     from .._private import private_dir as private_dir
     from .._private import replace_private as replace_private
@@ -57,4 +56,3 @@ with lazy_exports(globals()):
     from .._terminal import printable as printable
     from .._text import check_text as check_text
     from .._tool_payload import summarize as summarize
-    from ..transport._search_fallback import search as search

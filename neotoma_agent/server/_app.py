@@ -36,8 +36,8 @@ from neotoma_agent.server._replies import (
 from neotoma_agent.server._routes import GET_ROUTES, POST_ROUTES, STORE_KEY, Handler
 from neotoma_agent.server._search import SEARCH_ROUTES
 from neotoma_agent.server._users import CALLER, Callers
-from neotoma_agent.transport._wire import envelope_of, flat_envelope
 from neotoma_agent.transport.embedded import EmbeddedStore
+from neotoma_agent.transport.rest import envelope_of, flat_envelope
 
 _log = get_logger()
 
