@@ -38,7 +38,13 @@ Six groups of names:
   ``validate_*`` functions check ids before anything is read or written.
 
 Stored text is whatever a writer stored: :func:`printable` escapes it for a terminal, and
-:func:`printer` gives a ``write`` that escapes everything written through it.
+:func:`printer` gives a ``write`` that escapes everything written through it;
+:func:`summarize_payload` shows a tool call's arguments or result on one line, as
+``tool_payloads="summary"`` stores them.
+
+A conversation id no entity id can be derived from (blank, or a generic token such as
+``unknown``) raises :class:`IdentityError` from the reads and the id functions: no
+conversation can have it.
 """
 
 from __future__ import annotations
@@ -54,6 +60,7 @@ from ._history import StoredMessage as StoredMessage
 from ._history import StoredTurn as StoredTurn
 from ._history import read_conversation as read_conversation
 from ._identity import ENTITY_ID_RE
+from ._identity import IdentityError as IdentityError
 from ._keys import TurnKeys
 from ._keys import conversation_entity_id as _conversation_entity_id
 from ._keys import message_entity_id as _message_entity_id
@@ -72,6 +79,8 @@ from ._reads import scan_entities as scan_entities
 from ._reads import snapshot_or_none as snapshot_or_none
 from ._terminal import printable as printable
 from ._terminal import printer as printer
+from ._tool_payload import SUMMARY_CHARS as _SUMMARY_CHARS
+from ._tool_payload import summarize as _summarize
 from ._tools import TOOL_TYPE as _TOOL_TYPE
 from ._turn_record import AUDIT_REPAIR_REASON as _AUDIT_REPAIR_REASON
 from ._turn_record import TurnEnding as TurnEnding
@@ -96,6 +105,7 @@ __all__ = [
     "BulkReader",
     "ConversationList",
     "ConversationSummary",
+    "IdentityError",
     "MessageRows",
     "RecordSink",
     "Scan",
@@ -123,6 +133,7 @@ __all__ = [
     "short_class",
     "snapshot_or_none",
     "stored_platform",
+    "summarize_payload",
     "tenant_for",
     "turn_ending",
     "turn_key",
@@ -145,6 +156,19 @@ TOOL_TYPE: Final[str] = _TOOL_TYPE
 #: The ``reason`` on the turn record of a turn the audit closed as abandoned
 #: (``neotoma-agent audit --repair``, :func:`neotoma_agent.qa.apply_repairs`).
 AUDIT_REPAIR_REASON: Final[str] = _AUDIT_REPAIR_REASON
+
+
+def summarize_payload(value: object, max_chars: int = _SUMMARY_CHARS) -> str:
+    """``value`` (a tool call's arguments or result) as one line of compact JSON, cut to
+    ``max_chars`` characters with ``…[+N chars]`` saying how many were left out.
+
+    The form a call is stored in under ``NeotomaMemory(tool_payloads="summary")``, and the
+    one ``neotoma-agent show`` prints a call's arguments in; a text already cut this way is
+    kept as it is::
+
+        summarize_payload({"city": "Paris", "days": 3})  # '{"city":"Paris","days":3}'
+    """
+    return _summarize(value, max_chars)
 
 
 def _text_arg(name: str, value: object) -> str:

@@ -46,7 +46,7 @@ WINGS = ("cli", "qa", "hooks", "server", "ui", "integrations", "sync")
 #: The wings whose private core imports all go through one module of their own,
 #: ``<wing>/_core.py`` (each import named, with its reason, in CONTRIBUTING's paragraph
 #: "Private imports a wing keeps"): a private import anywhere else in them fails.
-DOORS = ("cli", "qa", "ui")
+DOORS = ("cli", "qa")
 
 #: Entry points that start a wing (``python -m neotoma_agent`` runs the command line).
 ENTRY_POINTS = (f"{PACKAGE}.__main__",)
@@ -78,13 +78,13 @@ CEILINGS: Mapping[str, object] = {
     "core_nonlocal": 2,
     # per wing, the (wing module, private core module) pairs today
     "wing_private_imports": {
-        "cli": 15,
+        "cli": 7,
         "hooks": 29,
         "integrations": 0,
-        "qa": 4,
-        "server": 15,
-        "sync": 1,
-        "ui": 2,
+        "qa": 2,
+        "server": 0,
+        "sync": 0,
+        "ui": 0,
     },
 }
 

@@ -173,10 +173,14 @@ EXPECTED_REST = {
     "json_type",
     "present",
     "rest_request",
+    "store_arguments",
+    "store_body",
 }
 # neotoma_agent.reads: reading a store (conversations, entities, turn endings, derived ids).
 EXPECTED_READS = {
     "AUDIT_REPAIR_REASON",
+    "IdentityError",
+    "summarize_payload",
     "BOOKKEEPING_TYPES",
     "PAGE_SIZE",
     "READ_CONCURRENCY",

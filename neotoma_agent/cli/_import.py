@@ -1,7 +1,7 @@
 """``neotoma-agent import FILE.jsonl``: store a transcript, one finished turn per line.
 
 (A file whose first line is a backup's header, what ``export`` writes, is restored whole
-instead: :mod:`neotoma_agent._backup`.)
+instead: :mod:`._backup`.)
 
 Each line is a JSON object::
 
@@ -494,7 +494,7 @@ async def _run(args: argparse.Namespace, stream: BinaryIO, total: int, source: s
 def _first_line(lines: Iterator[tuple[int, bytes]]) -> tuple[list[tuple[int, bytes]], bool]:
     """The lines up to the first that is not blank, and whether that one is a backup's
     header (``export`` writes one; a transcript's lines are turns)."""
-    from ._core import is_backup_header
+    from ._backup import is_backup_header
 
     read: list[tuple[int, bytes]] = []
     for number, raw in lines:
@@ -514,7 +514,7 @@ async def _restore(
     work: anyio.CancelScope,
 ) -> int:
     """Restore a backup ``export`` wrote; print what was written."""
-    from ._core import BackupError, BackupStats, restore_backup
+    from ._backup import BackupError, BackupStats, restore_backup
 
     def decoded() -> Iterator[tuple[int, Mapping[str, Any]]]:
         for number, raw in lines:

@@ -1,13 +1,10 @@
-"""The qa wing's only door to private core modules: four names, each kept for a reason.
+"""The qa wing's only door to private core modules: two, each kept for a reason.
 
-Everything else the audit reads goes through the public API (:mod:`neotoma_agent.reads`
-and the package's names). What stays here is not a read, and is not a promise the library
-makes to its users (CONTRIBUTING names the same four):
+Everything else the audit uses is public (:mod:`neotoma_agent.reads`,
+:mod:`neotoma_agent.log`, :func:`neotoma_agent.exceptions.error_label` and the package's
+names). What stays here is not a read, and is not a promise the library makes to its users
+(CONTRIBUTING names the same two):
 
-- ``get_logger`` (``_log``): the audit logs as the rest of the library does, one event
-  format under the ``neotoma_agent`` logger, silent below WARNING;
-- ``error_label`` (``_error_label``): a failed repair is logged by its error's class and
-  status, never its message (which may quote stored content);
 - ``TurnKeys`` / ``turn_keys`` (``_keys``) and the record builders (``_payloads``): a repair
   writes the turn protocol's own records under the protocol's own idempotency keys, so a
   repaired turn is stored exactly as the turn engine would have stored it, and replays.

@@ -25,7 +25,10 @@ Four groups of names:
   :func:`json_type` names a value's type in a validation issue as the server's validators
   do (``"string"``, ``"array"``, ...);
 - **requests**: :func:`present` builds a request body of the fields given (``None`` means
-  absent), and :func:`rest_request` runs a REST action with its body as is on a transport
+  absent); :func:`store_body` is the body of ``POST /store`` that
+  :meth:`Transport.store <neotoma_agent.Transport.store>` sends, and
+  :func:`store_arguments` the keyword arguments that send a kept body again through any
+  transport; :func:`rest_request` runs a REST action with its body as is on a transport
   that speaks them (the embedded store, the HTTP transport).
 """
 
@@ -40,7 +43,9 @@ from .._text import MAX_DEPTH as _MAX_DEPTH
 from .._text import is_storable as is_storable
 from ._base import Transport
 from ._bodies import present as present
+from ._bodies import store_body as store_body
 from ._rest import RestActions
+from ._rest import store_arguments as store_arguments
 from ._search_results import SEARCH_ACTION as _SEARCH_ACTION
 from ._wire import DIRECTIONS as _DIRECTIONS
 from ._wire import OBSERVATION_SOURCES as _OBSERVATION_SOURCES
@@ -60,6 +65,8 @@ __all__ = [
     "json_type",
     "present",
     "rest_request",
+    "store_arguments",
+    "store_body",
 ]
 
 #: The observation sources a store accepts (``observation_source`` of ``POST /store``), in
