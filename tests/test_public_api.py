@@ -160,6 +160,16 @@ EXPECTED_TESTING = {"Call", "FaultyTransport", "RecordingTransport", "key_phase"
 EXPECTED_SYNC = {"SyncMemory", "SyncStore", "SyncTurn", "current_turn"}
 # neotoma_agent.log: the library's one event logger, for tools that log alongside it.
 EXPECTED_LOG = {"LOGGER_NAME", "EventLogger", "get_logger"}
+# neotoma_agent.forget: forgetting over any transport (what NeotomaMemory.forget runs).
+EXPECTED_FORGET = {
+    "check_entity_id",
+    "forget_conversation",
+    "forget_entity",
+    "forget_planned",
+    "plan_forget",
+    "restore_conversation",
+    "restore_entity",
+}
 # neotoma_agent.transport.rest: the REST shapes HttpTransport and the dev server share.
 EXPECTED_REST = {
     "DIRECTIONS",
@@ -257,6 +267,7 @@ def test_all_is_pinned() -> None:
         ("neotoma_agent.sync", EXPECTED_SYNC),
         ("neotoma_agent.reads", EXPECTED_READS),
         ("neotoma_agent.log", EXPECTED_LOG),
+        ("neotoma_agent.forget", EXPECTED_FORGET),
         ("neotoma_agent.transport.rest", EXPECTED_REST),
     ],
 )
@@ -379,6 +390,7 @@ PUBLIC_MODULES = (
     *WALKED,
     "neotoma_agent.exceptions",
     "neotoma_agent.log",
+    "neotoma_agent.forget",
     "neotoma_agent.wrap",
     "neotoma_agent.transport.embedded",
     "neotoma_agent.transport.http",

@@ -13,8 +13,6 @@ makes to its users (CONTRIBUTING names the same modules):
   directories, written as the library writes its own;
 - ``_batch``, ``_text``, ``_shield``: ``import`` writes turns in bulk as the turn protocol
   writes them (its records, its text checks, its shield against a cancel mid-batch);
-- ``_forget``: ``forget`` keeps its undo record before it deletes exactly what the record
-  names, and restores from it.
 """
 
 from __future__ import annotations
@@ -26,12 +24,6 @@ with lazy_exports(globals()):
     from .._batch import BatchStore as BatchStore
     from .._batch import BatchTurn as BatchTurn
     from .._batch import record_batch as record_batch
-    from .._forget import check_entity_id as check_entity_id
-    from .._forget import forget_entity as forget_entity
-    from .._forget import forget_planned as forget_planned
-    from .._forget import plan_forget as plan_forget
-    from .._forget import restore_conversation as restore_conversation
-    from .._forget import restore_entity as restore_entity
     from .._private import private_dir as private_dir
     from .._private import replace_private as replace_private
     from .._shield import raise_deferred as raise_deferred

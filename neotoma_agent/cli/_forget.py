@@ -22,6 +22,14 @@ from pathlib import Path
 
 from .. import Forgotten
 from ..exceptions import InvalidEntityIdError, NotFoundError
+from ..forget import (
+    check_entity_id,
+    forget_entity,
+    forget_planned,
+    plan_forget,
+    restore_conversation,
+    restore_entity,
+)
 from ._common import (
     USER_OPTION,
     CLIError,
@@ -32,16 +40,7 @@ from ._common import (
     option,
     resolve_url,
 )
-from ._core import (
-    check_entity_id,
-    forget_entity,
-    forget_planned,
-    plan_forget,
-    private_dir,
-    replace_private,
-    restore_conversation,
-    restore_entity,
-)
+from ._core import private_dir, replace_private
 from ._paths import data_dir
 
 __all__ = ["register"]
