@@ -176,6 +176,7 @@ EXPECTED_REST = {
     "MAX_DEPTH",
     "OBSERVATION_SOURCES",
     "SEARCH_ACTION",
+    "check_text",
     "envelope_of",
     "flat_envelope",
     "html_error_page",

@@ -11,8 +11,8 @@ makes to its users (CONTRIBUTING names the same modules):
   imports a turn in bulk never loads that code;
 - ``_private``: the tokens, paths and forget receipts it writes are 0600 files in 0700
   directories, written as the library writes its own;
-- ``_batch``, ``_text``, ``_shield``: ``import`` writes turns in bulk as the turn protocol
-  writes them (its records, its text checks, its shield against a cancel mid-batch);
+- ``_batch``, ``_shield``: ``import`` writes turns in bulk as the turn protocol writes
+  them (its records, its shield against a cancel mid-batch);
 """
 
 from __future__ import annotations
@@ -29,4 +29,3 @@ with lazy_exports(globals()):
     from .._shield import raise_deferred as raise_deferred
     from .._shield import run_to_completion as run_to_completion
     from .._terminal import printable as printable
-    from .._text import check_text as check_text

@@ -57,13 +57,12 @@ from ..exceptions import (
 )
 from ..hooks._backfill import SOURCES as BACKFILL_SOURCES
 from ..reads import printable, validate_conversation_id, validate_entity_id, validate_turn_id
-from ..transport.rest import json_type
+from ..transport.rest import check_text, json_type
 from ._common import USER_OPTION, CLIError, Command, Progress, open_transport, option, run_async
 from ._core import (
     BatchOutcome,
     BatchStore,
     BatchTurn,
-    check_text,
     raise_deferred,
     record_batch,
     run_to_completion,

@@ -18,8 +18,9 @@ Four groups of names:
 
 - **vocabularies**: :data:`OBSERVATION_SOURCES` and :data:`DIRECTIONS`, the closed sets a
   server validates; :data:`SEARCH_ACTION`, the route of the full-text search;
-- **what a store accepts**: :data:`MAX_DEPTH`, how deep a value may nest, and
-  :func:`is_storable`, whether a text can be stored (no lone surrogate);
+- **what a store accepts**: :data:`MAX_DEPTH`, how deep a value may nest,
+  :func:`is_storable`, whether a text can be stored (no lone surrogate), and
+  :func:`check_text`, the check a turn runs on its texts before any I/O;
 - **error answers**: :func:`flat_envelope`, :func:`envelope_of` and
   :func:`html_error_page` build the bodies a Neotoma server answers errors with, and
   :func:`json_type` names a value's type in a validation issue as the server's validators
@@ -40,6 +41,7 @@ from typing import Any, Final
 
 from .._json_type import json_type as json_type
 from .._text import MAX_DEPTH as _MAX_DEPTH
+from .._text import check_text as check_text
 from .._text import is_storable as is_storable
 from ._base import Transport
 from ._bodies import present as present
@@ -58,6 +60,7 @@ __all__ = [
     "MAX_DEPTH",
     "OBSERVATION_SOURCES",
     "SEARCH_ACTION",
+    "check_text",
     "envelope_of",
     "flat_envelope",
     "html_error_page",

@@ -22,6 +22,7 @@ from neotoma_agent.transport._wire import error_from_response
 from neotoma_agent.transport.rest import (
     MAX_DEPTH,
     SEARCH_ACTION,
+    check_text,
     envelope_of,
     flat_envelope,
     html_error_page,
@@ -116,3 +117,14 @@ def test_a_text_is_storable_unless_it_holds_a_lone_surrogate(text: str) -> None:
 
 def test_max_depth_is_the_depth_a_store_refuses_beyond() -> None:
     assert MAX_DEPTH == 100
+
+
+def test_check_text_refuses_a_lone_surrogate_without_quoting_the_text() -> None:
+    with pytest.raises(ValidationError) as info:
+        check_text("'user'", "my secret \ud800 text")
+    assert info.value.code == "INVALID_TEXT"
+    assert "U+D800 at index 10" in info.value.message
+    assert "secret" not in str(info.value)
+    with pytest.raises(TypeError, match="'user' must be a str"):
+        check_text("'user'", 7)
+    assert check_text("'user'", "\ud83d\ude00 ok") == "\U0001f600 ok"  # a pair is joined
