@@ -102,20 +102,20 @@ _NAMES = {"_demo", "_chat", "_show", "_import", "_stats", "_audit", "_serve", "_
 def test_the_command_lines_private_door_loads_a_core_module_when_a_name_is_used(
     tmp_path: Path,
 ) -> None:
-    """``cli/_core.py`` imports from the package above it (``from .._batch import ...``),
+    """``cli/_core.py`` imports from the package above it (``from .._shield import ...``),
     lazily like the package's own names: a command that uses none of them loads none."""
     code = "from neotoma_agent.cli import _core; from neotoma_agent.cli._core import printable"
     loaded = loaded_after(code, tmp_path)
     assert "neotoma_agent._terminal" in loaded
-    assert {"neotoma_agent._batch", "anyio", "attrs"}.isdisjoint(loaded)
-    used = loaded_after(code + "; _core.record_batch", tmp_path)
-    assert "neotoma_agent._batch" in used
+    assert {"neotoma_agent._shield", "anyio", "attrs"}.isdisjoint(loaded)
+    used = loaded_after(code + "; _core.run_to_completion", tmp_path)
+    assert "neotoma_agent._shield" in used
 
-    from neotoma_agent._batch import record_batch
+    from neotoma_agent._shield import run_to_completion
     from neotoma_agent.cli import _core
 
-    assert _core.record_batch is record_batch
-    assert "record_batch" in dir(_core)
+    assert _core.run_to_completion is run_to_completion
+    assert "run_to_completion" in dir(_core)
     with pytest.raises(AttributeError, match="no attribute 'nothing_here'"):
         _core.nothing_here  # noqa: B018
 

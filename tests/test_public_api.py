@@ -160,6 +160,8 @@ EXPECTED_TESTING = {"Call", "FaultyTransport", "RecordingTransport", "key_phase"
 EXPECTED_SYNC = {"SyncMemory", "SyncStore", "SyncTurn", "current_turn"}
 # neotoma_agent.log: the library's one event logger, for tools that log alongside it.
 EXPECTED_LOG = {"LOGGER_NAME", "EventLogger", "get_logger"}
+# neotoma_agent.batch: recording many finished turns at once (a transcript import).
+EXPECTED_BATCH = {"BatchOutcome", "BatchStore", "BatchTurn", "record_batch"}
 # neotoma_agent.forget: forgetting over any transport (what NeotomaMemory.forget runs).
 EXPECTED_FORGET = {
     "check_entity_id",
@@ -269,6 +271,7 @@ def test_all_is_pinned() -> None:
         ("neotoma_agent.reads", EXPECTED_READS),
         ("neotoma_agent.log", EXPECTED_LOG),
         ("neotoma_agent.forget", EXPECTED_FORGET),
+        ("neotoma_agent.batch", EXPECTED_BATCH),
         ("neotoma_agent.transport.rest", EXPECTED_REST),
     ],
 )
@@ -392,6 +395,7 @@ PUBLIC_MODULES = (
     "neotoma_agent.exceptions",
     "neotoma_agent.log",
     "neotoma_agent.forget",
+    "neotoma_agent.batch",
     "neotoma_agent.wrap",
     "neotoma_agent.transport.embedded",
     "neotoma_agent.transport.http",

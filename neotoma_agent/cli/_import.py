@@ -23,7 +23,7 @@ Every turn is written as ``NeotomaMemory.record_turn`` writes it (one store: bot
 the turn record and every edge, under the turn's idempotency key), so a second run replays
 each line and writes nothing; the summary says so. The file is read as a stream, in
 batches of 256 lines, two batches in flight at most (memory stays flat whatever the file's
-size); each batch goes through :func:`neotoma_agent._batch.record_batch`: on the embedded
+size); each batch goes through :func:`neotoma_agent.batch.record_batch`: on the embedded
 store one read finds the turns already stored and one job stores the others (each in its
 own savepoint, all committed together), elsewhere ``--concurrency`` turns are written at
 once. A malformed line is reported with its number and skipped; ``--strict`` stops at it
@@ -47,6 +47,7 @@ import anyio.abc
 import attrs
 
 from .. import NeotomaMemory, Transport
+from ..batch import BatchOutcome, BatchStore, BatchTurn, record_batch
 from ..exceptions import (
     APIError,
     AuthenticationError,
@@ -59,14 +60,7 @@ from ..hooks._backfill import SOURCES as BACKFILL_SOURCES
 from ..reads import printable, validate_conversation_id, validate_entity_id, validate_turn_id
 from ..transport.rest import check_text, json_type
 from ._common import USER_OPTION, CLIError, Command, Progress, open_transport, option, run_async
-from ._core import (
-    BatchOutcome,
-    BatchStore,
-    BatchTurn,
-    raise_deferred,
-    record_batch,
-    run_to_completion,
-)
+from ._core import raise_deferred, run_to_completion
 
 __all__ = ["ImportLine", "ImportStats", "LineError", "parse_line", "register"]
 
