@@ -223,10 +223,10 @@ def _kept_paragraph() -> str:
 
 def _kept_by_wing() -> dict[str, set[str]]:
     """Per wing, the private core modules the paragraph names (``_log``,
-    ``transport._search_fallback``) after "`<wing>/_core` takes"."""
+    ``transport._search_fallback``, ``_engine.repair``) after "`<wing>/_core` takes"."""
     parts = re.split(r"`(\w+)/_core` takes", _kept_paragraph())
     return {
-        wing: set(re.findall(r"`((?:[a-z]+\.)*_[a-z_]+)`", text))
+        wing: set(re.findall(r"`((?:[a-z]+\.)*_[a-z_]+(?:\.[a-z_]+)*)`", text))
         for wing, text in zip(parts[1::2], parts[2::2], strict=True)
     }
 
