@@ -102,22 +102,15 @@ _NAMES = {"_demo", "_chat", "_show", "_import", "_stats", "_audit", "_serve", "_
 def test_the_command_lines_private_door_loads_a_core_module_when_a_name_is_used(
     tmp_path: Path,
 ) -> None:
-    """``cli/_core.py`` imports from the package above it (``from .._shield import ...``),
-    lazily like the package's own names: a command that uses none of them loads none."""
+    """``cli/_core.py`` imports the shield and the file helpers inside the functions that use
+    them: a command that only escapes text (the parser, a hook) loads neither, nor anyio."""
     code = "from neotoma_agent.cli import _core; from neotoma_agent.cli._core import printable"
     loaded = loaded_after(code, tmp_path)
     assert "neotoma_agent._terminal" in loaded
-    assert {"neotoma_agent._shield", "anyio", "attrs"}.isdisjoint(loaded)
-    used = loaded_after(code + "; _core.run_to_completion", tmp_path)
-    assert "neotoma_agent._shield" in used
-
-    from neotoma_agent._shield import run_to_completion
-    from neotoma_agent.cli import _core
-
-    assert _core.run_to_completion is run_to_completion
-    assert "run_to_completion" in dir(_core)
-    with pytest.raises(AttributeError, match="no attribute 'nothing_here'"):
-        _core.nothing_here  # noqa: B018
+    assert {"neotoma_agent._shield", "neotoma_agent._private", "anyio"}.isdisjoint(loaded)
+    used = loaded_after(code + f"; _core.private_dir({str(tmp_path / 'new')!r})", tmp_path)
+    assert "neotoma_agent._private" in used
+    assert (tmp_path / "new").stat().st_mode & 0o777 == 0o700
 
 
 def test_dir_and_all_list_every_public_name() -> None:
