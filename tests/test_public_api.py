@@ -162,6 +162,15 @@ EXPECTED_SYNC = {"SyncMemory", "SyncStore", "SyncTurn", "current_turn"}
 EXPECTED_LOG = {"LOGGER_NAME", "EventLogger", "get_logger"}
 # neotoma_agent.batch: recording many finished turns at once (a transcript import).
 EXPECTED_BATCH = {"BatchOutcome", "BatchStore", "BatchTurn", "record_batch"}
+# neotoma_agent.files: owner-only files, written as the library writes its own.
+EXPECTED_FILES = {
+    "DIR_MODE",
+    "FILE_MODE",
+    "private_dir",
+    "private_file",
+    "replace_private",
+    "write_private",
+}
 # neotoma_agent.forget: forgetting over any transport (what NeotomaMemory.forget runs).
 EXPECTED_FORGET = {
     "check_entity_id",
@@ -272,6 +281,7 @@ def test_all_is_pinned() -> None:
         ("neotoma_agent.log", EXPECTED_LOG),
         ("neotoma_agent.forget", EXPECTED_FORGET),
         ("neotoma_agent.batch", EXPECTED_BATCH),
+        ("neotoma_agent.files", EXPECTED_FILES),
         ("neotoma_agent.transport.rest", EXPECTED_REST),
     ],
 )
@@ -396,6 +406,7 @@ PUBLIC_MODULES = (
     "neotoma_agent.log",
     "neotoma_agent.forget",
     "neotoma_agent.batch",
+    "neotoma_agent.files",
     "neotoma_agent.wrap",
     "neotoma_agent.transport.embedded",
     "neotoma_agent.transport.http",

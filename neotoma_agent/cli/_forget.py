@@ -22,6 +22,7 @@ from pathlib import Path
 
 from .. import Forgotten
 from ..exceptions import InvalidEntityIdError, NotFoundError
+from ..files import private_dir, replace_private
 from ..forget import (
     check_entity_id,
     forget_entity,
@@ -40,7 +41,6 @@ from ._common import (
     option,
     resolve_url,
 )
-from ._core import private_dir, replace_private
 from ._paths import data_dir
 
 __all__ = ["register"]
