@@ -378,7 +378,7 @@ def test_retrieval_as_a_machine_step_asks_for_its_plan_once_and_ranks_the_answer
     request = next(step)
     assert isinstance(request, Lookups)
     assert request.limit == 25
-    assert [what for _, what, _, _ in request.plan][0] == "Acme"  # the company's name form
+    assert request.plan[0][1] == "Acme"  # the company's name form
     found = Found(request.plan)
     acme_id = entity_id_for("company", "Acme Corp")
     acme = Entity(acme_id, "company", "acme", {"name": "Acme Corp"}, {})
