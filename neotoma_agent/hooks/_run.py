@@ -28,10 +28,13 @@ import sqlite3
 import time
 from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
-from typing import Any, Final, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Any, Final, NamedTuple, Protocol
 
 from ._event import NO_STOP, BadInput, HookEvent, Kind
 from ._state import HookState, PendingTurn
+
+if TYPE_CHECKING:
+    from ._core import TurnFile
 
 __all__ = [
     "DEFAULT_CONTEXT_CHARS",
@@ -408,7 +411,7 @@ def _deliver_here(
 
 
 def _open_here(
-    file: Any, harness: str, row: PendingTurn, state: HookState, context_chars: int
+    file: TurnFile, harness: str, row: PendingTurn, state: HookState, context_chars: int
 ) -> None:
     """Open ``row``'s turn on the store file; keep what its close needs, and its context."""
     from ._embedded_open import open_turn
