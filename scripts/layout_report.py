@@ -46,7 +46,7 @@ WINGS = ("cli", "qa", "hooks", "server", "ui", "integrations", "sync")
 #: The wings whose private core imports all go through one module of their own,
 #: ``<wing>/_core.py`` (each import named, with its reason, in CONTRIBUTING's paragraph
 #: "Private imports a wing keeps"): a private import anywhere else in them fails.
-DOORS = ("cli", "qa", "ui")
+DOORS = ("cli", "qa", "ui", "hooks")
 
 #: Entry points that start a wing (``python -m neotoma_agent`` runs the command line).
 ENTRY_POINTS = (f"{PACKAGE}.__main__",)
@@ -79,7 +79,7 @@ CEILINGS: Mapping[str, object] = {
     # per wing, the (wing module, private core module) pairs today
     "wing_private_imports": {
         "cli": 15,
-        "hooks": 29,
+        "hooks": 2,
         "integrations": 0,
         "qa": 4,
         "server": 15,
