@@ -1,9 +1,9 @@
 """A turn's closing store as pure functions, the one source of its payloads.
 
-The async turn engine (``_phases.Phases.complete`` / ``abandon``) and the hook's synchronous
-path on an embedded store (``hooks._embedded``) both build the closing store from here: its
-run fields, its payload for a given run, the content key of a second abandonment, and the
-earlier runs a re-run replays. So a turn closed either way writes the same store, byte for
+The async turn engine (``_phases.Phases.complete`` / ``abandon``) and the synchronous driver
+on a store file (``transport.embedded._turns``, a hook's) both build the closing store from
+here: its run fields, its payload for a given run, the content key of a second abandonment,
+and the earlier runs a re-run replays. So a turn closed either way writes the same store, byte for
 byte. No I/O and no event loop here: a hook process imports this without them.
 """
 

@@ -31,8 +31,7 @@ transport may retry (a store carries an idempotency key, so its retry is safe). 
 never carry bearer tokens or message content.
 
 :func:`error_class_name` is the name a turn records for any exception (a turn's or a tool
-call's ``error_class``); :func:`error_label` is how a log event or a problem report names one
-without quoting its message.
+call's ``error_class``); :func:`error_label` names one safely in a log line or a report.
 """
 
 from __future__ import annotations
@@ -83,18 +82,14 @@ def error_class_name(exc: BaseException) -> str:
 
 
 def error_label(exc: BaseException) -> str:
-    """A short name for ``exc`` that is safe to log: ``"ServerError 500 ERR_STORE_FAILED"``,
-    ``"ConnectionLost"``, ``"KeyError"``.
+    """How to name ``exc`` in a log line, a report or a problem shown to a user:
+    ``"ServerError 500 ERR_STORE_FAILED"``, ``"ConnectionLost"``, ``"KeyError"``.
 
-    Its class, and for an error the store answered with (an :class:`APIError`), its status
-    and code: never its message. A server's message is whatever the server sent (a hostile
-    or echoing one puts anything there: content, a terminal escape, a forged log line), and
-    an exception raised by application code may quote the text it was handling. The
-    library's own log events, the outbox and the command line name errors this way; use it
-    where your code logs an error raised through this library::
-
-        except NeotomaError as exc:
-            log.warning("turn not stored: %s", error_label(exc))
+    By class, and for an error the store answered with (:class:`APIError`), its status and
+    code: never the error's message. A server's message is whatever the server sent (a
+    hostile or echoing one puts anything there: content, a terminal escape, a forged log
+    line), and an exception raised by application code may quote the text it was handling.
+    The library's own log events, outbox entries and hooks name errors this way.
     """
     if isinstance(exc, APIError):
         return f"{type(exc).__name__} {exc.status}" + (f" {exc.code}" if exc.code else "")

@@ -20,7 +20,6 @@ an existing one, and an SQLite file's ``-wal`` / ``-shm`` / ``-journal``) to ``0
 
 from __future__ import annotations
 
-import inspect
 from typing import Final
 
 from ._private import DIR_MODE as _DIR_MODE
@@ -45,9 +44,7 @@ FILE_MODE: Final[int] = _FILE_MODE
 #: The mode of a directory created for one: owner only (``0o700``).
 DIR_MODE: Final[int] = _DIR_MODE
 
-for _name in __all__:
-    _value = globals()[_name]
-    if inspect.isfunction(_value):
-        # Reprs and help() name the namespace users import from, not the private module.
-        _value.__module__ = __name__
-del _name, _value
+for _function in (private_dir, private_file, replace_private, write_private):
+    # Reprs and help() name the namespace users import from, not the private module.
+    _function.__module__ = __name__
+del _function
