@@ -2,30 +2,53 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import subprocess
 import sys
 from pathlib import Path
 
-import pytest
 from cli_support import clean_env
 
 import neotoma_agent.log
 from neotoma_agent.log import LOGGER_NAME, EventLogger, get_logger
 
 
-def test_an_event_reaches_the_standard_logger_named_logger_name(
-    caplog: pytest.LogCaptureFixture,
-) -> None:
+def test_an_event_reaches_the_standard_logger_named_logger_name(tmp_path: Path) -> None:
+    # A fresh interpreter: in this one an earlier test may have configured structlog (the
+    # command line does, run in process), which then receives the events instead.
+    program = (
+        "import json, logging\n"
+        "from neotoma_agent.log import LOGGER_NAME, get_logger\n"
+        "seen = []\n"
+        "class Keep(logging.Handler):\n"
+        "    def emit(self, record):\n"
+        "        seen.append([record.name, record.levelno, record.getMessage(),\n"
+        "                     record.neotoma_event, record.neotoma_fields])\n"
+        "logger = logging.getLogger(LOGGER_NAME)\n"
+        "logger.addHandler(Keep())\n"
+        "logger.setLevel(logging.INFO)\n"
+        "get_logger().info('import.batch_done', turns=256, source='claude')\n"
+        "print(json.dumps(seen))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", program],
+        capture_output=True,
+        text=True,
+        env=clean_env(tmp_path),
+        timeout=60,
+        check=True,
+    )
     assert LOGGER_NAME == "neotoma_agent"
-    with caplog.at_level(logging.INFO, logger=LOGGER_NAME):
-        get_logger().info("import.batch_done", turns=256, source="claude")
-    [record] = caplog.records
-    assert record.name == LOGGER_NAME
-    assert record.levelno == logging.INFO
-    assert record.getMessage() == "import.batch_done turns=256 source='claude'"
-    assert record.neotoma_event == "import.batch_done"  # type: ignore[attr-defined]
-    assert record.neotoma_fields == {"turns": 256, "source": "claude"}  # type: ignore[attr-defined]
+    assert json.loads(done.stdout) == [
+        [
+            "neotoma_agent",
+            logging.INFO,
+            "import.batch_done turns=256 source='claude'",
+            "import.batch_done",
+            {"turns": 256, "source": "claude"},
+        ]
+    ]
 
 
 def test_it_is_the_logger_the_library_logs_its_own_events_with() -> None:
