@@ -26,7 +26,7 @@ try:  # the middleware needs the `langchain` package itself; the wrappers need o
 except ImportError:  # pragma: no cover - langgraph installed without langchain
     AgentMiddleware = object  # type: ignore[assignment,misc,unused-ignore]
 
-__all__ = ["RUN", "NeotomaMiddleware", "Run", "record_tool"]
+__all__ = ["RUN", "NeotomaMiddleware", "Run", "check_context_chars", "record_ended", "record_tool"]
 
 _logger = logging.getLogger("neotoma_agent.integrations.langgraph")
 
@@ -162,8 +162,8 @@ class NeotomaMiddleware(AgentMiddleware):  # type: ignore[misc,unused-ignore]
         run, turn = _turn_here()
         if turn is None or turn.state is not TurnState.OPEN:
             return await handler(request)
-        call = request.tool_call
-        name, args, call_id = call.get("name") or "tool", call.get("args"), call.get("id")
+        asked = request.tool_call
+        call = (asked.get("id"), asked.get("name") or "tool", asked.get("args"))
         invoked_at = datetime.now(timezone.utc)
         started = time.perf_counter()
         try:
@@ -171,36 +171,40 @@ class NeotomaMiddleware(AgentMiddleware):  # type: ignore[misc,unused-ignore]
         except GraphBubbleUp:
             raise  # interrupt() or a parent command: not a finished call
         except BaseException as exc:
-            _record_ended(run, turn, call_id, name, args, invoked_at, started, exc=exc)
+            record_ended(run, turn, call, invoked_at, failure=exc, duration_ms=_ms(started))
             raise
-        _record_ended(run, turn, call_id, name, args, invoked_at, started, outcome=outcome)
+        message = outcome if isinstance(outcome, ToolMessage) else None
+        record_ended(run, turn, call, invoked_at, message=message, duration_ms=_ms(started))
         return outcome
 
 
-def _record_ended(
+def _ms(started: float) -> float:
+    return round((time.perf_counter() - started) * 1000, 3)
+
+
+def record_ended(
     run: Run | None,
     turn: Turn,
-    call_id: str | None,
-    name: str,
-    args: Any,
+    call: tuple[str | None, str, Any],
     invoked_at: datetime,
-    started: float,
     *,
-    outcome: Any = None,
-    exc: BaseException | None = None,
+    message: ToolMessage | None = None,
+    failure: BaseException | None = None,
+    duration_ms: float | None = None,
 ) -> None:
-    # A tool call the middleware ran, ended by its outcome or by an exception.
+    """Record the tool call ``call`` (its id, name and args) that ended: by ``failure``
+    (``error``, or ``cancelled`` for what is no ``Exception``), else by the tool's
+    ``message`` (``error`` when it says so; no message: ``ok`` without a result)."""
+    call_id, name, args = call
     fields: dict[str, Any]
-    if exc is not None:
-        status = "error" if isinstance(exc, Exception) else "cancelled"
-        fields = {"status": status, "error_class": error_class_name(exc)}
+    if failure is not None:
+        status = "error" if isinstance(failure, Exception) else "cancelled"
+        fields = {"status": status, "error_class": error_class_name(failure)}
+    elif message is not None:
+        failed = message.status == "error"
+        fields = {"result": message.content, "status": "error" if failed else "ok"}
     else:
-        failed = isinstance(outcome, ToolMessage) and outcome.status == "error"
-        fields = {
-            "result": outcome.content if isinstance(outcome, ToolMessage) else None,
-            "status": "error" if failed else "ok",
-        }
-    duration_ms = round((time.perf_counter() - started) * 1000, 3)
+        fields = {"result": None, "status": "ok"}
     record_tool(
         run,
         turn,

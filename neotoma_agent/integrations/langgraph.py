@@ -55,7 +55,6 @@ from neotoma_agent import (
     Turn,
     TurnResult,
     TurnState,
-    error_class_name,
 )
 
 from ._common import NoFinalReply, StreamedTurn, content_text, missing_framework, reply_text
@@ -83,7 +82,14 @@ from ._langgraph_checkpoint import (
     saved_state,
     with_turn_metadata,
 )
-from ._langgraph_middleware import RUN, NeotomaMiddleware, Run, check_context_chars, record_tool
+from ._langgraph_middleware import (
+    RUN,
+    NeotomaMiddleware,
+    Run,
+    check_context_chars,
+    record_ended,
+    record_tool,
+)
 
 __all__ = [
     "META_KEY",
@@ -295,15 +301,12 @@ class TurnStream(StreamedTurn):
         if call_id is None or call_id in run.recorded:
             return
         name, args, asked_at = run.asked.get(call_id, (message.name or "tool", None, time.time()))
-        record_tool(
+        record_ended(
             run,
             run.turn,
-            call_id,
-            name=name,
-            args=args,
-            result=message.content,
-            status="error" if message.status == "error" else "ok",
-            invoked_at=datetime.fromtimestamp(asked_at, timezone.utc),
+            (call_id, name, args),
+            datetime.fromtimestamp(asked_at, timezone.utc),
+            message=message,
             duration_ms=round((time.time() - asked_at) * 1000, 3),
         )
 
@@ -409,16 +412,8 @@ class TurnStream(StreamedTurn):
         if failure is not None and run is not None:
             # Calls the model asked for whose result never came: stopped with the run.
             for call_id, (name, args, asked_at) in list(run.asked.items()):
-                record_tool(
-                    run,
-                    turn,
-                    call_id,
-                    name=name,
-                    args=args,
-                    status="error" if isinstance(failure, Exception) else "cancelled",
-                    invoked_at=datetime.fromtimestamp(asked_at, timezone.utc),
-                    error_class=error_class_name(failure),
-                )
+                when = datetime.fromtimestamp(asked_at, timezone.utc)
+                record_ended(run, turn, (call_id, name, args), when, failure=failure)
         await super()._close_turn(failure)
         if turn.state is TurnState.SUSPENDED and turn.result.tools:
             await keep_calls(self._graph, self._config, turn.turn_id, turn.result.tools)
