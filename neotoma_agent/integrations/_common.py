@@ -11,7 +11,7 @@
 - :func:`missing_framework`: the ``ImportError`` a module raises when its framework is absent.
 - :func:`record_call`: record one tool call the framework ran on the turn, never failing it.
 - :class:`TurnBlock`: ``async with`` over one turn (one exit signature, one way to close
-  the turn with a failure): the base of `StreamedTurn` and of the OpenAI Agents stream.
+  the turn with a failure): the base of :class:`StreamedTurn` and of the OpenAI Agents stream.
 - :class:`StreamedTurn`: the exit steps of a run read as a stream inside one turn (the
   reader left early, the rest read, the run stopped, the reply settled, the turn closed),
   shared by LangGraph's ``TurnStream`` and the Claude Agent SDK's ``ClaudeTurn``.
