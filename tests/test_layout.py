@@ -242,13 +242,18 @@ def test_a_wing_importing_its_own_private_modules_and_the_public_api_is_not_coun
 
 
 def test_a_long_module_that_grows_or_a_new_one_fails(package: Path) -> None:
-    langgraph = package / "integrations" / "langgraph.py"
-    grown = len(langgraph.read_text(encoding="utf-8").splitlines()) + 1
-    _append(langgraph, "\n")
     clock = package / "_clock.py"
     padded = len(clock.read_text(encoding="utf-8").splitlines()) + 700
     _append(clock, "\n" * 700)
-    found = layout.violations(layout.measure(package))
+    # A module over the line that has a ceiling (none has today) may not grow past it.
+    langgraph = package / "integrations" / "langgraph.py"
+    grown = len(langgraph.read_text(encoding="utf-8").splitlines()) + 700
+    _append(langgraph, "\n" * 700)
+    ceilings = {
+        **layout.CEILINGS,
+        "long_modules": {"neotoma_agent.integrations.langgraph": grown - 1},
+    }
+    found = layout.violations(layout.measure(package), ceilings)
     assert found == [
         f"neotoma_agent._clock has {padded} lines (at most 700 lines): split it by concept "
         "into modules of at most 700 lines",
