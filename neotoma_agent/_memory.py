@@ -10,8 +10,8 @@ store holds, the shielded close) live in ``_phases``; results are built in
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
-from typing import Any
+from collections.abc import Coroutine, Mapping, Sequence
+from typing import Any, Literal
 
 import attrs
 
@@ -49,7 +49,7 @@ from ._payloads import (
     remembered_payload,
     validate_user_extra,
 )
-from ._phase_records import CloseOutcome, EnterAttempt, Opened, unopened
+from ._phase_records import CloseOutcome, Ending, EnterAttempt, Opened, unopened
 from ._phases import Phases
 from ._retrieval import EMPTY_RETRIEVAL, Retrieved
 from ._settings import DEFAULT_HISTORY_TURNS, MemorySettings
@@ -58,7 +58,7 @@ from ._text import check_text
 from ._tool_reads import StoredToolCall, read_tool_details
 from ._tools import ToolCall, check_tools, iso_ms, merge_tools
 from ._turn import Turn
-from ._turn_result import TurnResult, TurnState, close_failure, finish, finish_attempt
+from ._turn_result import TurnResult, close_failure, finish, finish_attempt
 from ._user_id import tenant_for
 from .exceptions import TransportError, error_class_name
 from .transport._base import Entity, EntityDeletion
@@ -388,27 +388,12 @@ class NeotomaMemory(MemorySettings):
         names the model, when ``open_turn`` did not. Raises :class:`TurnCloseError` if the
         store fails.
         """
-        cited = tuple(validate_entity_id(e.id if isinstance(e, Entity) else e) for e in refers_to)
         reply = check_text("assistant_message", assistant_message)
-        products = _check_produced(produced)
-        given = check_tools(tools)
-        model = _check_model(model)
-        opened, retrieved, handle = await self._resume(
-            turn_id, user_message_id, retrieved_ids, revision, turn_number
-        )
-        calls = _turn_tools(opened, handle, given)
-        products = _turn_produced(handle, products)
-        return await self._finish_explicit(
-            opened,
-            retrieved,
-            handle,
-            lambda: self._phases.complete(
-                opened, reply, retrieved.ids, cited, products, calls, model=model
-            ),
-            TurnState.COMPLETED,
-            reply,
-            cited,
-            tools=calls,
+        return await self._end_turn(
+            turn_id,
+            ("completed", reply, None),
+            (refers_to, produced, tools, model),
+            (user_message_id, retrieved_ids, revision, turn_number),
         )
 
     async def abandon_turn(
@@ -433,45 +418,46 @@ class NeotomaMemory(MemorySettings):
         ``produced`` entities and the tool calls (recorded on the :class:`OpenTurn`, and
         ``tools``) are still written (they happened), as ``t.remember`` and ``t.tool`` do.
         """
-        cited = tuple(validate_entity_id(e.id if isinstance(e, Entity) else e) for e in refers_to)
         partial = check_text("partial_reply", partial_reply)
-        products = _check_produced(produced)
-        given = check_tools(tools)
-        model = _check_model(model)
         error_class = error if isinstance(error, str) else error_class_name(error)
-        opened, retrieved, handle = await self._resume(
-            turn_id, user_message_id, retrieved_ids, revision, turn_number
-        )
-        calls = _turn_tools(opened, handle, given)
-        products = _turn_produced(handle, products)
-        return await self._finish_explicit(
-            opened,
-            retrieved,
-            handle,
-            lambda: self._phases.abandon(
-                opened, partial, error_class, retrieved.ids, cited, products, calls, model=model
-            ),
-            TurnState.ABANDONED,
-            partial,
-            cited,
-            error_class=error_class,
-            tools=calls,
+        return await self._end_turn(
+            turn_id,
+            ("abandoned", partial, error_class),
+            (refers_to, produced, tools, model),
+            (user_message_id, retrieved_ids, revision, turn_number),
         )
 
-    async def _finish_explicit(
+    async def _end_turn(
         self,
-        opened: Opened,
-        retrieved: Retrieved,
-        handle: OpenTurn | None,
-        phase: Callable[[], Awaitable[CloseOutcome]],
-        state: TurnState,
-        text: str,
-        cited: tuple[str, ...],
-        *,
-        error_class: str | None = None,
-        tools: tuple[ToolCall, ...] = (),
+        turn: str | OpenTurn,
+        how: tuple[Literal["completed", "abandoned"], str, str | None],
+        given: tuple[
+            Sequence[str | Entity], Sequence[Produced], Sequence[ToolCall], str | None
+        ],
+        resume: tuple[str | None, Sequence[str] | None, int | None, int | None],
     ) -> TurnResult:
-        """The closing phase of ``close_turn`` / ``abandon_turn``: one shielded store."""
+        """``close_turn`` / ``abandon_turn`` once their text is checked: ``how`` the turn
+        ends (status, text, error class), what the caller ``given`` (refers_to, produced,
+        tools, model: checked here, before any I/O), what ``resume`` needs for a turn
+        opened elsewhere; then the turn's :class:`Ending`, stored by one shielded store."""
+        refers_to, produced, tools, model = given
+        cited = tuple(validate_entity_id(e.id if isinstance(e, Entity) else e) for e in refers_to)
+        products = _check_produced(produced)
+        calls = check_tools(tools)
+        model = _check_model(model)
+        opened, retrieved, handle = await self._resume(turn, *resume)
+        status, text, error_class = how
+        ending = Ending(
+            opened,
+            status,
+            text,
+            retrieved.ids,
+            cited,
+            _turn_produced(handle, products),
+            _turn_tools(opened, handle, calls),
+            error_class,
+            model,
+        )
         started = time.perf_counter()
         keys = opened.keys
         with (
@@ -485,24 +471,19 @@ class NeotomaMemory(MemorySettings):
                 CLOSE_TURN_SPAN,
             ) as traced,
         ):
-            completion = await self._phases.shielded(phase)
+            completion = await self._phases.shielded(lambda: self._phases.close(ending))
             close_error = completion.error
             result = finish(
-                opened,
+                ending,
                 retrieved,
                 completion.value,
-                state,
-                text,
-                cited,
-                error_class=error_class,
                 close_error=close_error,
                 close_ms=(time.perf_counter() - started) * 1000,
-                tools=tools,
             )
             traced.done(result, text)
         await raise_deferred(completion, None)
         if close_error is not None:
-            raise close_failure(opened.keys, close_error)
+            raise close_failure(keys, close_error)
         if handle is not None:
             handle._tools.close()  # a call recorded on it now would never be stored
             self._open_turns.pop(handle.turn_id, None)
@@ -575,15 +556,9 @@ class NeotomaMemory(MemorySettings):
                 replayed=stored.replayed,
                 tool_ids=tool_ids(stored, payload),
             )
+            ending = Ending(opened, "completed", reply, retrieved.ids, cited, tools=calls)
             result = finish(
-                opened,
-                retrieved,
-                outcome,
-                TurnState.COMPLETED,
-                reply,
-                cited,
-                close_ms=(time.perf_counter() - started) * 1000,
-                tools=calls,
+                ending, retrieved, outcome, close_ms=(time.perf_counter() - started) * 1000
             )
             traced.done(result, reply)
             return result

@@ -43,7 +43,7 @@ from ._keys import TurnKeys, validate_entity_id
 from ._log import bound_context, get_logger
 from ._otel import TurnTrace, start_turn
 from ._payloads import Produced, merge_produced, produced_entity
-from ._phase_records import EnterAttempt, Opened
+from ._phase_records import Ending, EnterAttempt, Opened
 from ._phases import Phases
 from ._retrieval import EMPTY_RETRIEVAL, RetrievalStats, Retrieved, RetrievedEntity
 from ._shield import raise_deferred
@@ -585,44 +585,29 @@ class Turn(TurnTools):
         phases = self._phases
         # Shielded so a cancelled body still gets its closing store, however it is cancelled;
         # bounded so a hung store cannot hang the caller's shutdown.
-        produced = tuple(self._produced.values())
-        tools = self._tools.calls
-        cited = tuple(self._cited)
-        chars = self._context_chars
-        if error_class is None:
-            completion = await phases.shielded(
-                lambda: phases.complete(
-                    opened, reply, self.retrieved_ids, cited, produced, tools, context_chars=chars
-                )
-            )
-        else:
-            completion = await phases.shielded(
-                lambda: phases.abandon(
-                    opened,
-                    reply,
-                    error_class,
-                    self.retrieved_ids,
-                    cited,
-                    produced,
-                    tools,
-                    context_chars=chars,
-                )
-            )
-        close_ms = (time.perf_counter() - closing_started) * 1000
-        state = TurnState.COMPLETED if failure is None else TurnState.ABANDONED
-        self._result = finish(
+        ending = Ending(
             opened,
+            "completed" if error_class is None else "abandoned",
+            reply,
+            self.retrieved_ids,
+            tuple(self._cited),
+            tuple(self._produced.values()),
+            self._tools.calls,
+            error_class,
+            # The model rides on the enter's record only (a closing store that named it
+            # would no longer replay a turn stored before).
+            context_chars=self._context_chars,
+        )
+        completion = await phases.shielded(lambda: phases.close(ending))
+        close_ms = (time.perf_counter() - closing_started) * 1000
+        self._result = finish(
+            ending,
             self._retrieved,
             completion.value,
-            state,
-            reply,
-            tuple(self._cited),
-            error_class=error_class,
             close_error=completion.error,
             open_ms=self._open_ms,
             body_ms=body_ms,
             close_ms=close_ms,
-            tools=tools,
         )
         self._state = self._result.status
         close_error = completion.error

@@ -18,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from neotoma_agent import ToolCall
-from neotoma_agent._closing import MAX_RERUN_TRIES, closing_run, completed_builder, started_at
+from neotoma_agent._closing import MAX_RERUN_TRIES, closing_builder, closing_run, started_at
 from neotoma_agent._engine.history import page_reads
 from neotoma_agent._engine.machine import Entering, EnterState, TurnMachine
 from neotoma_agent._engine.requests import (
@@ -33,7 +33,7 @@ from neotoma_agent._engine.requests import (
 )
 from neotoma_agent._keys import message_entity_id, turn_keys, turn_record_entity_id
 from neotoma_agent._payloads import ConversationSettings, RunFields, StorePayload
-from neotoma_agent._phase_records import Opened
+from neotoma_agent._phase_records import Ending, Opened
 from neotoma_agent._retrieval import EMPTY_RETRIEVAL, RetrievalStats, Retrieved
 from neotoma_agent._tool_payload import DEFAULT_PAYLOADS
 from neotoma_agent.exceptions import (
@@ -353,10 +353,8 @@ def test_a_failed_enter_without_an_answer_sends_its_store_again_before_abandonin
 
 
 def close(loop: Loop, opened: Opened, reply: str, **kw: Any) -> Any:
-    run = kw.pop("run", None) or closing_run(opened, (), None)
-    return loop.run(
-        MACHINE.complete(opened, reply, (), (), (), kw.pop("tools", ()), model=None, run=run)
-    )
+    ending = Ending(opened, "completed", reply, tools=tuple(kw.pop("tools", ())))
+    return loop.run(MACHINE.close(ending, kw.pop("run", None) or closing_run(ending)))
 
 
 def test_a_completed_close_is_one_store_request_that_may_wait(loop: Loop) -> None:
@@ -405,7 +403,7 @@ def test_a_close_with_another_reply_is_refused_with_the_revision_hint(loop: Loop
 
 def test_a_failed_read_of_earlier_runs_leaves_the_mismatch_standing() -> None:
     opened = Opened(KEYS, None, "ent_" + "1" * 24, "ent_" + "2" * 24, None, False, None)
-    steps = MACHINE.complete(opened, "reply", (), (), (), (), model=None, run=RUN)
+    steps = MACHINE.close(Ending(opened, "completed", "reply"), RUN)
     assert isinstance(next(steps), Store)
     read = steps.throw(mismatch())
     assert read == Observations(turn_record_entity_id("chat-1", "t1"))
@@ -415,7 +413,7 @@ def test_a_failed_read_of_earlier_runs_leaves_the_mismatch_standing() -> None:
 
 def test_an_abandon_never_overwrites_a_completed_turn() -> None:
     opened = Opened(KEYS, None, "ent_" + "1" * 24, "", "ent_" + "3" * 24, True, "completed")
-    steps = MACHINE.abandon(opened, "partial", "RuntimeError", (), (), (), (), model=None, run=RUN)
+    steps = MACHINE.close(Ending(opened, "abandoned", "partial", error_class="RuntimeError"), RUN)
     with pytest.raises(StopIteration) as done:
         next(steps)  # no request at all
     outcome = done.value.value
@@ -427,10 +425,8 @@ def test_a_second_different_abandonment_is_stored_under_its_content_key(loop: Lo
     opened = open_turn(loop)
 
     def abandon(error_class: str) -> Any:
-        run = closing_run(opened, (), None)
-        return loop.run(
-            MACHINE.abandon(opened, "", error_class, (), (), (), (), model=None, run=run)
-        )
+        ending = Ending(opened, "abandoned", "", error_class=error_class)
+        return loop.run(MACHINE.close(ending, closing_run(ending)))
 
     abandon("RuntimeError")
     loop.requests.clear()
@@ -506,14 +502,19 @@ def test_a_rerun_tries_the_matching_earlier_runs_newest_first_and_no_more(
     ended: list[str],
 ) -> None:
     opened = Opened(KEYS, None, "ent_" + "1" * 24, "ent_" + "2" * 24, None, False, None)
-    build = completed_builder(MACHINE.conversation, opened, "reply", (), (), (), (), None)
+    ending = Ending(opened, "completed", "reply")
+    keyed = closing_builder(MACHINE.conversation, ending, ())
+
+    def build(run: RunFields) -> StorePayload:
+        return keyed(run, None)
+
     runs = [RunFields(started_at=None, ended_at=e) for e in ended]
     # the record's observations as a store keeps them: each run's fields, newest first
     observations = [
         {k: v for k, v in _record(build(run)).items() if k != "entity_type"} for run in runs
     ]
     now = RunFields(ended_at="now")
-    steps = MACHINE.complete(opened, "reply", (), (), (), (), model=None, run=now)
+    steps = MACHINE.close(ending, now)
     assert isinstance(next(steps), Store)
     request = steps.throw(mismatch())
     assert request == Observations(turn_record_entity_id("chat-1", "t1"))

@@ -21,7 +21,17 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from .._closing import check_model, close_failure, closing_run
-from .._engine import Lookup, Machine, Observations, Opened, Request, Store, TurnMachine, run
+from .._engine import (
+    Ending,
+    Lookup,
+    Machine,
+    Observations,
+    Opened,
+    Request,
+    Store,
+    TurnMachine,
+    run,
+)
 from .._keys import turn_keys, validate_entity_id
 from .._payloads import ConversationSettings
 from .._text import check_text
@@ -179,24 +189,17 @@ def close(file: EmbeddedFile, harness: str, row: PendingTurn, tools: Sequence[To
         prior_status=None,
     )
     try:
-        run_fields = closing_run(opened, ids, None)
-        if row.ending == "completed":
-            reply = check_text("assistant_message", row.reply or "")
-            drive(
-                file,
-                machine.complete_store(
-                    opened, reply, ids, (), (), calls, model=model, run=run_fields
-                ),
-            )
-            return
-        partial = check_text("partial_reply", row.reply or "")
-        error_class = row.error_class or "Abandoned"
-        drive(
-            file,
-            machine.abandon_store(
-                opened, partial, error_class, ids, (), (), calls, model=model, run=run_fields
-            ),
+        completed = row.ending == "completed"
+        ending = Ending(
+            opened,
+            "completed" if completed else "abandoned",
+            check_text("assistant_message" if completed else "partial_reply", row.reply or ""),
+            ids,
+            tools=tuple(calls),
+            error_class=None if completed else row.error_class or "Abandoned",
+            model=model,
         )
+        drive(file, machine.close_store(ending, closing_run(ending)))
     except Exception as exc:
         # As close_turn / abandon_turn raise a failed closing store (chained to its cause).
         raise close_failure(keys, exc)  # noqa: B904
