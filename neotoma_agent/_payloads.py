@@ -32,6 +32,7 @@ from ._undeclared import warn_undeclared
 
 __all__ = [
     "BOOKKEEPING_TYPES",
+    "NO_SETTINGS",
     "RUN_FIELDS",
     "ConversationSettings",
     "Produced",
@@ -171,11 +172,15 @@ def remembered_payload(produced: Produced) -> StorePayload:
 # builds them (a coding-agent hook, a fresh process per event, among them), and they
 # validate nothing. Produced is public: it stays what it is.
 class ConversationSettings(NamedTuple):
-    """What every payload of one conversation shares."""
+    """What every payload of one conversation shares but its id (which the turn's
+    :class:`~neotoma_agent._keys.TurnKeys` carry): pass them by name."""
 
-    conversation_id: str
     platform: str | None = None
     title: str | None = None
+
+
+#: A conversation whose platform and title are not known (or not to be written).
+NO_SETTINGS: Final = ConversationSettings()
 
 
 class StorePayload(NamedTuple):
@@ -195,7 +200,9 @@ class StorePayload(NamedTuple):
 
 
 def conversation_entity(
-    settings: ConversationSettings, started_at: str | None = None
+    conversation_id: str,
+    settings: ConversationSettings = NO_SETTINGS,
+    started_at: str | None = None,
 ) -> dict[str, Any]:
     """The ``conversation`` entity, keyed by ``conversation_id`` (a schema rule).
 
@@ -205,7 +212,7 @@ def conversation_entity(
     """
     entity: dict[str, Any] = {
         "entity_type": "conversation",
-        "conversation_id": settings.conversation_id,
+        "conversation_id": conversation_id,
     }
     if settings.title is not None:
         entity["title"] = settings.title
@@ -401,7 +408,7 @@ def user_payload(
     harness, the ``model`` and ``run.started_at``.
     """
     entities = (
-        conversation_entity(settings),
+        conversation_entity(keys.conversation_id, settings),
         message_entity(
             "user", user_message, keys.user_turn_key, turn_number=turn_number, extra=user_extra
         ),
@@ -436,7 +443,9 @@ def _reply_part(
     conversation: int | str
     if conversation_entity_id is None or conversation_started_at is not None:
         indexes["conversation_index"] = len(entities)
-        entities.append(conversation_entity(settings, conversation_started_at))
+        entities.append(
+            conversation_entity(keys.conversation_id, settings, conversation_started_at)
+        )
         conversation = indexes["conversation_index"]
     else:
         conversation = conversation_entity_id
@@ -539,7 +548,10 @@ def abandoned_payload(
             conversation_started_at,
         )
     elif conversation_started_at is not None:
-        entities = [conversation_entity(settings, conversation_started_at), record]
+        entities = [
+            conversation_entity(keys.conversation_id, settings, conversation_started_at),
+            record,
+        ]
         relationships, indexes = [], {"conversation_index": 0, "turn_record_index": 1}
     else:
         entities, relationships, indexes = [record], [], {"turn_record_index": 0}
@@ -631,7 +643,7 @@ def recorded_payload(
     turn's, and a re-import must replay): only a ``started_at`` the turn id carries.
     """
     entities: list[Mapping[str, Any]] = [
-        conversation_entity(settings),
+        conversation_entity(keys.conversation_id, settings),
         message_entity(
             "user", user_message, keys.user_turn_key, turn_number=turn_number, extra=user_extra
         ),

@@ -81,7 +81,7 @@ class Phases:
     def __attrs_post_init__(self) -> None:
         config = self.config
         conversation = ConversationSettings(
-            config.conversation_id, config.platform, config.conversation_title
+            platform=config.platform, title=config.conversation_title
         )
         payloads = ToolPayloads(config.tool_payloads, config.tool_payload_chars, config.redact_tool)
         object.__setattr__(self, "conversation", conversation)

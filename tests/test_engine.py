@@ -58,7 +58,7 @@ from neotoma_agent.transport.embedded._read import (
 )
 from neotoma_agent.transport.embedded._write import store
 
-MACHINE = TurnMachine(ConversationSettings("chat-1", "tests"), DEFAULT_PAYLOADS)
+MACHINE = TurnMachine(ConversationSettings(platform="tests"), DEFAULT_PAYLOADS)
 KEYS = turn_keys("chat-1", "t1")
 RUN = RunFields(started_at="2026-12-01T10:00:00.000Z")
 

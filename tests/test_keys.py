@@ -215,7 +215,7 @@ async def test_a_non_str_message_raises_before_any_io(store: EmbeddedStore) -> N
 
 # Payloads are pure: the store hashes entities to tell a replay from a mismatch.
 
-SETTINGS = ConversationSettings("chat-42", platform="tests", title="Trip")
+SETTINGS = ConversationSettings(platform="tests", title="Trip")
 KEYS = TurnKeys("chat-42", "7")
 CONV = "ent_f15284c1f078e824e4e9bb3b"
 

@@ -544,7 +544,7 @@ class Entering:
                 or (yield from find(self.keys.user_turn_key, "conversation_message"))
                 or "",
                 conversation_entity_id=opened.conversation_entity_id
-                or (yield from find(self._machine.conversation.conversation_id, "conversation"))
+                or (yield from find(self.keys.conversation_id, "conversation"))
                 or "",
             )
         return opened

@@ -173,7 +173,7 @@ def close(file: EmbeddedFile, harness: str, row: PendingTurn, tools: Sequence[To
 
         calls = merge_tools(keys.user_turn_key, (), check_tools(tools))
         payloads = DEFAULT_PAYLOADS
-    machine = TurnMachine(ConversationSettings(conv, harness), payloads)
+    machine = TurnMachine(ConversationSettings(platform=harness), payloads)
     user_message_id = row.user_message_id or None
     if user_message_id is not None:
         validate_entity_id(user_message_id)

@@ -73,7 +73,7 @@ def open_turn(file: EmbeddedFile, harness: str, row: PendingTurn, context_chars:
     model = check_model(row.model)
     identifiers = extract(text, None, DEFAULT_MAX_IDENTIFIERS)
     entering = Entering(
-        TurnMachine(ConversationSettings(conv, harness), None),
+        TurnMachine(ConversationSettings(platform=harness), None),
         keys,
         text,
         turn_number=None,
