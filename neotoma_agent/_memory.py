@@ -49,7 +49,7 @@ from ._payloads import (
     remembered_payload,
     validate_user_extra,
 )
-from ._phase_records import CloseOutcome, Ending, EnterAttempt, Opened, unopened
+from ._phase_records import CloseOutcome, Ending, EnterAttempt, Opened, Prompt, unopened
 from ._phases import Phases
 from ._retrieval import EMPTY_RETRIEVAL, Retrieved
 from ._settings import DEFAULT_HISTORY_TURNS, MemorySettings
@@ -148,17 +148,8 @@ class NeotomaMemory(MemorySettings):
         that answers (stored on the turn record). Bad ids raise ``ValueError`` here, before
         any I/O.
         """
-        keys, text, turn_number, extra = self._prepare(
-            user_message, turn_id, turn_number, user_extra, revision
-        )
-        return Turn._create(
-            self._phases,
-            keys,
-            text,
-            turn_number=turn_number,
-            user_extra=extra,
-            model=_check_model(model),
-        )
+        prompt = self._prepare(user_message, turn_id, turn_number, user_extra, revision, model)
+        return Turn._create(self._phases, prompt)
 
     def remember(self, entity_type: str, /, **fields: Any) -> Coroutine[Any, Any, str]:
         """Store one entity now (a fact to seed, a tool's result); await it for its id.
@@ -313,10 +304,8 @@ class NeotomaMemory(MemorySettings):
         the :class:`OpenTurn` so that the closing store can write the user message's edges
         and the tool calls recorded on it (:meth:`OpenTurn.record_tool`).
         """
-        keys, user_message, turn_number, extra = self._prepare(
-            user_message, turn_id, turn_number, user_extra, revision
-        )
-        model = _check_model(model)
+        prompt = self._prepare(user_message, turn_id, turn_number, user_extra, revision, model)
+        keys, user_message, turn_number = prompt.keys, prompt.user_message, prompt.turn_number
         with (
             bound_context(conversation_id=self.conversation_id, turn_id=keys.turn_id),
             explicit(
@@ -330,14 +319,7 @@ class NeotomaMemory(MemorySettings):
         ):
             attempt = EnterAttempt()
             try:
-                opened, retrieved, history = await self._phases.enter(
-                    keys,
-                    user_message,
-                    turn_number=turn_number,
-                    user_extra=extra,
-                    attempt=attempt,
-                    model=model,
-                )
+                opened, retrieved, history = await self._phases.enter(prompt, attempt)
             except BaseException:
                 if attempt.closed:
                     finish_attempt(attempt, 0.0)  # logs what the failed enter left stored
@@ -356,7 +338,7 @@ class NeotomaMemory(MemorySettings):
             replayed=opened.replayed,
             opened=opened,
             history=history,
-            model=model,
+            model=prompt.model,
             tenant=tenant_for(self.transport),
         )
         self._open_turns[keys.turn_id] = handle
@@ -431,9 +413,7 @@ class NeotomaMemory(MemorySettings):
         self,
         turn: str | OpenTurn,
         how: tuple[Literal["completed", "abandoned"], str, str | None],
-        given: tuple[
-            Sequence[str | Entity], Sequence[Produced], Sequence[ToolCall], str | None
-        ],
+        given: tuple[Sequence[str | Entity], Sequence[Produced], Sequence[ToolCall], str | None],
         resume: tuple[str | None, Sequence[str] | None, int | None, int | None],
     ) -> TurnResult:
         """``close_turn`` / ``abandon_turn`` once their text is checked: ``how`` the turn
@@ -510,13 +490,11 @@ class NeotomaMemory(MemorySettings):
         ``retrieve=False``, and to ``refers_to``), the turn record ``completed``, and one
         ``tool_invocation`` per call in ``tools`` (:class:`ToolCall` records).
         """
-        keys, user_message, turn_number, extra = self._prepare(
-            user_message, turn_id, turn_number, user_extra, revision
-        )
+        prompt = self._prepare(user_message, turn_id, turn_number, user_extra, revision, model)
+        keys, user_message, turn_number = prompt.keys, prompt.user_message, prompt.turn_number
         reply = check_text("assistant_message", assistant_message)
         cited = tuple(validate_entity_id(e.id if isinstance(e, Entity) else e) for e in refers_to)
         calls = merge_tools(keys.user_turn_key, check_tools(tools))
-        model = _check_model(model)
         started = time.perf_counter()
         with (
             bound_context(conversation_id=self.conversation_id, turn_id=keys.turn_id),
@@ -542,9 +520,9 @@ class NeotomaMemory(MemorySettings):
                 retrieved_ids=retrieved.ids,
                 cited_ids=cited,
                 turn_number=turn_number,
-                user_extra=extra,
+                user_extra=prompt.user_extra,
                 tools=self._phases.tool_entities(keys, calls),
-                model=model,
+                model=prompt.model,
                 started_at=_id_time(keys),
             )
             stored = await self._phases.store(payload, keys, "recorded")
@@ -572,7 +550,8 @@ class NeotomaMemory(MemorySettings):
         turn_number: object,
         user_extra: Mapping[str, Any] | None,
         revision: int | None,
-    ) -> tuple[TurnKeys, str, int | None, Mapping[str, Any] | None]:
+        model: str | None,
+    ) -> Prompt:
         # Everything that can be refused is refused here, before any I/O.
         text = check_text("user_message", user_message)
         keys = turn_keys(
@@ -580,7 +559,13 @@ class NeotomaMemory(MemorySettings):
             new_turn_id() if turn_id is None else turn_id,
             revision,
         )
-        return keys, text, _check_turn_number(turn_number), validate_user_extra(user_extra)
+        return Prompt(
+            keys,
+            text,
+            _check_turn_number(turn_number),
+            validate_user_extra(user_extra),
+            _check_model(model),
+        )
 
     async def _resume(
         self,

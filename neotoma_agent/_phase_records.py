@@ -1,16 +1,19 @@
-"""What the store phases of a turn take and return (``_phases``), and what a failed enter
+"""The records of a turn's phases, in the order a turn meets them, and what a failed enter
 leaves.
 
-:class:`Opened` (what the enter store wrote), :class:`Ending` (how the turn ends: what its
-closing store is to write), :class:`CloseOutcome` (what a closing store wrote) and
-:class:`EnterAttempt` (an enter that did not open); the turn (``_turn``), the explicit API
-(``_memory``), the hooks' closing (``hooks._embedded``) and the results (``_turn_result``)
-read them.
+:class:`Prompt` (what a turn opens with), :class:`Opened` (what the enter store wrote),
+:class:`Ending` (how the turn ends: what its closing store is to write),
+:class:`CloseOutcome` (what a closing store wrote) and :class:`EnterAttempt` (an enter that
+did not open). Each is built once, where its phase decides it, and passed whole: the turn
+(``_turn``), the explicit API (``_memory``), the async driver (``_phases``), the turn
+machine (``_engine``), the hooks' driver (``hooks._embedded*``) and the results
+(``_turn_result``) read them.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Literal, NamedTuple
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 from ._keys import TurnKeys
 
@@ -19,11 +22,29 @@ if TYPE_CHECKING:
     from ._retrieval import Retrieved
     from ._tools import ToolCall
 
-__all__ = ["CloseOutcome", "Ending", "EnterAttempt", "Opened", "unopened"]
+__all__ = ["CloseOutcome", "Ending", "EnterAttempt", "Opened", "Prompt", "unopened"]
 
 
 # Plain records, not attrs: a coding-agent hook (a fresh process per event) builds Opened to
 # open a turn and Ending to close one, and none of them validates anything.
+
+
+class Prompt(NamedTuple):
+    """What a turn opens with: the user message and what its user store writes beside it.
+
+    Checked and built once, before any I/O (``NeotomaMemory._prepare``, a hook's prompt),
+    and passed whole to the turn, the enter (``Phases.enter``), the machine's ``Entering``
+    and the user store's payload.
+    """
+
+    keys: TurnKeys
+    #: the exact user text
+    user_message: str
+    turn_number: int | None = None
+    #: extra fields of the user message (checked: none of the protocol's own)
+    user_extra: Mapping[str, Any] | None = None
+    #: the model that answers (stored on the turn record)
+    model: str | None = None
 
 
 class Opened(NamedTuple):

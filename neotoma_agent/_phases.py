@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
 import anyio
@@ -39,7 +39,7 @@ from ._keys import TurnKeys
 from ._log import get_logger
 from ._otel import ACTIVE
 from ._payloads import ConversationSettings, RunFields, StorePayload
-from ._phase_records import CloseOutcome, Ending, EnterAttempt, Opened, unopened
+from ._phase_records import CloseOutcome, Ending, EnterAttempt, Opened, Prompt, unopened
 from ._retrieval import (
     EMPTY_RETRIEVAL,
     RecentSource,
@@ -225,14 +225,7 @@ class Phases:
         return await self.drive(self.machine.store(payload, keys, phase))
 
     async def enter(
-        self,
-        keys: TurnKeys,
-        user_message: str,
-        *,
-        turn_number: int | None,
-        user_extra: Mapping[str, Any] | None,
-        attempt: EnterAttempt,
-        model: str | None = None,
+        self, prompt: Prompt, attempt: EnterAttempt
     ) -> tuple[Opened, Retrieved, tuple[HistoryTurn, ...]]:
         """Retrieval, the history read and the user store, concurrently; the turn is open
         when all are done.
@@ -244,13 +237,10 @@ class Phases:
         """
         started = time.perf_counter()
         config = self.config
+        keys, user_message = prompt.keys, prompt.user_message
         entering = Entering(
             self.machine,
-            keys,
-            user_message,
-            turn_number=turn_number,
-            user_extra=user_extra,
-            model=model,
+            prompt,
             run=RunFields(started_at=started_at(keys)),
             retrieved=EMPTY_RETRIEVAL,
         )

@@ -211,9 +211,7 @@ def finish_attempt(attempt: EnterAttempt, open_ms: float) -> TurnResult:
     """The result of an enter that did not open but closed the turn as abandoned."""
     assert attempt.opened is not None
     retrieved = attempt.retrieved
-    ending = Ending(
-        attempt.opened, "abandoned", "", retrieved.ids, error_class=attempt.error_class
-    )
+    ending = Ending(attempt.opened, "abandoned", "", retrieved.ids, error_class=attempt.error_class)
     return finish(
         ending, retrieved, attempt.outcome, close_error=attempt.close_error, open_ms=open_ms
     )

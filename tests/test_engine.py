@@ -33,7 +33,7 @@ from neotoma_agent._engine.requests import (
 )
 from neotoma_agent._keys import message_entity_id, turn_keys, turn_record_entity_id
 from neotoma_agent._payloads import ConversationSettings, RunFields, StorePayload
-from neotoma_agent._phase_records import Ending, Opened
+from neotoma_agent._phase_records import Ending, Opened, Prompt
 from neotoma_agent._retrieval import EMPTY_RETRIEVAL, RetrievalStats, Retrieved
 from neotoma_agent._tool_payload import DEFAULT_PAYLOADS
 from neotoma_agent.exceptions import (
@@ -136,11 +136,7 @@ def loop(tmp_path: Path) -> Iterator[Loop]:
 def entering(**kw: Any) -> Entering:
     return Entering(
         MACHINE,
-        KEYS,
-        "What about Acme Corp?",
-        turn_number=None,
-        user_extra=None,
-        model=None,
+        Prompt(KEYS, "What about Acme Corp?"),
         run=kw.pop("run", RUN),
         retrieved=EMPTY_RETRIEVAL,
         **kw,
@@ -220,16 +216,7 @@ def test_retrieval_runs_before_the_store_only_when_it_must_or_is_instant(
     refers_to_on_enter: bool,
     sequential: bool,
 ) -> None:
-    enter = Entering(
-        MACHINE,
-        KEYS,
-        text,
-        turn_number=None,
-        user_extra=None,
-        model=None,
-        run=RUN,
-        retrieved=EMPTY_RETRIEVAL,
-    )
+    enter = Entering(MACHINE, Prompt(KEYS, text), run=RUN, retrieved=EMPTY_RETRIEVAL)
     enter.plan(
         identifiers,
         recency=recency,
@@ -242,14 +229,7 @@ def test_retrieval_runs_before_the_store_only_when_it_must_or_is_instant(
 
 def test_an_application_extractor_looks_up_no_loose_word() -> None:
     enter = Entering(
-        MACHINE,
-        KEYS,
-        "tell me about zanzibar",
-        turn_number=None,
-        user_extra=None,
-        model=None,
-        run=RUN,
-        retrieved=EMPTY_RETRIEVAL,
+        MACHINE, Prompt(KEYS, "tell me about zanzibar"), run=RUN, retrieved=EMPTY_RETRIEVAL
     )
     enter.plan([], recency=False, retriever=False, loose=False, refers_to_on_enter=False)
     assert enter.sequential

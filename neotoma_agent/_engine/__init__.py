@@ -25,6 +25,7 @@ from .._phase_records import CloseOutcome as CloseOutcome
 from .._phase_records import Ending as Ending
 from .._phase_records import EnterAttempt as EnterAttempt
 from .._phase_records import Opened as Opened
+from .._phase_records import Prompt as Prompt
 from .machine import Entering as Entering
 from .machine import EnterState as EnterState
 from .machine import TurnMachine as TurnMachine

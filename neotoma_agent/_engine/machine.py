@@ -12,10 +12,10 @@ closing store whose tool calls ran again takes the readings the earlier run stor
 user store, builds the store, and reads what it wrote off the answer; an
 enter that fails once its store may have been issued is closed as abandoned.
 
-Payloads come from the pure builders of ``_payloads`` and ``_closing``; the run fields
-come in as arguments (the driver reads the clock). A hook opening a turn on a store file
-builds the user store and reads its answer with the same functions (:func:`user_builder`,
-:func:`opened_from`).
+Payloads come from the pure builders of ``_payloads`` and ``_closing``, of the turn's
+records (``_phase_records``: the :class:`~neotoma_agent._phase_records.Prompt` it opens
+with, the ``Ending`` it closes with); the run fields come in as arguments (the driver reads
+the clock). A hook opening a turn on a store file runs the same :class:`Entering`.
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ from .._payloads import (
     StorePayload,
     user_payload,
 )
-from .._phase_records import CloseOutcome, Ending, Opened
+from .._phase_records import CloseOutcome, Ending, Opened, Prompt
 from ..exceptions import APIError, IdempotencyMismatchError, ServerError
 from .requests import Lookup, Machine, Observations, Store, ToolObservations
 
@@ -66,7 +66,6 @@ __all__ = [
     "may_have_written",
     "opened_from",
     "tool_ids",
-    "user_builder",
 ]
 
 logger = get_logger()
@@ -355,32 +354,6 @@ def may_have_written(error: BaseException) -> bool:
     return not isinstance(error, APIError) or isinstance(error, ServerError)
 
 
-def user_builder(
-    conversation: ConversationSettings,
-    keys: TurnKeys,
-    user_message: str,
-    *,
-    turn_number: int | None,
-    user_extra: Mapping[str, Any] | None,
-    model: str | None,
-) -> Callable[[Sequence[str], RunFields], StorePayload]:
-    """The user store's payload, as a function of the ids it REFERS_TO and the run fields."""
-
-    def build(refers_to: Sequence[str], fields: RunFields) -> StorePayload:
-        return user_payload(
-            conversation,
-            keys,
-            user_message,
-            turn_number=turn_number,
-            user_extra=user_extra,
-            refers_to=refers_to,
-            model=model,
-            run=fields,
-        )
-
-    return build
-
-
 def _entry_snapshot(result: StoreResult, index: int, entity_type: str) -> Mapping[str, Any]:
     for e in result.entities:
         if e.observation_index == index or (
@@ -438,48 +411,27 @@ class Entering:
     """
 
     __slots__ = (
-        "_build",
         "_machine",
         "_run",
-        "_user_message",
         "history",
-        "keys",
+        "prompt",
         "request",
         "retrieved",
         "sequential",
         "state",
         "stored",
-        "turn_number",
     )
 
     def __init__(
-        self,
-        machine: TurnMachine,
-        keys: TurnKeys,
-        user_message: str,
-        *,
-        turn_number: int | None,
-        user_extra: Mapping[str, Any] | None,
-        model: str | None,
-        run: RunFields,
-        retrieved: Retrieved,
+        self, machine: TurnMachine, prompt: Prompt, *, run: RunFields, retrieved: Retrieved
     ) -> None:
         self._machine = machine
         self._run = run
-        self._user_message = user_message
-        self._build = user_builder(
-            machine.conversation,
-            keys,
-            user_message,
-            turn_number=turn_number,
-            user_extra=user_extra,
-            model=model,
-        )
-        self.keys = keys
-        self.turn_number = turn_number
+        #: what the turn opens with
+        self.prompt = prompt
         #: the user store's payload: REFERS_TO nothing until retrieval says otherwise, and
         #: an earlier run's when the store replayed one
-        self.request = self._build((), run)
+        self.request = self._payload((), run)
         #: what retrieval found (empty until it answers, or if it never does)
         self.retrieved = retrieved
         #: the history read's turns (none until it answers)
@@ -489,6 +441,30 @@ class Entering:
         self.state = EnterState.NEW
         #: the store's answer, once it came
         self.stored: StoreResult | None = None
+
+    @property
+    def keys(self) -> TurnKeys:
+        """The turn's keys."""
+        return self.prompt.keys
+
+    @property
+    def turn_number(self) -> int | None:
+        """The turn's number, if the caller gave one."""
+        return self.prompt.turn_number
+
+    def _payload(self, refers_to: Sequence[str], fields: RunFields) -> StorePayload:
+        # The user store's payload, given the ids it REFERS_TO and the run fields.
+        prompt = self.prompt
+        return user_payload(
+            self._machine.conversation,
+            prompt.keys,
+            prompt.user_message,
+            turn_number=prompt.turn_number,
+            user_extra=prompt.user_extra,
+            refers_to=refers_to,
+            model=prompt.model,
+            run=fields,
+        )
 
     def plan(
         self,
@@ -508,7 +484,7 @@ class Entering:
         if idle and loose:
             from .._loose import loose_words  # here: a closing step never plans
 
-            words = loose_words(self._user_message, identifiers)
+            words = loose_words(self.prompt.user_message, identifiers)
             idle = not words.lookups and not words.people
         self.sequential = refers_to_on_enter or idle
 
@@ -516,7 +492,7 @@ class Entering:
         """Retrieval answered: before the store (sequential), its ids ride on it."""
         self.retrieved = retrieved
         if self.sequential and self.state is EnterState.NEW and retrieved.ids:
-            self.request = self._build(retrieved.ids, self._run)
+            self.request = self._payload(retrieved.ids, self._run)
 
     def store(self) -> Machine[StoreResult]:
         """The user store (``NEW`` → ``ISSUED`` → ``STORED``); a re-run whose only
@@ -524,9 +500,9 @@ class Entering:
         self._expect(EnterState.NEW, "send the user store")
         self.state = EnterState.ISSUED
         refers_to = self.retrieved.ids if self.sequential else ()
-        build = self._build
+        payload = self._payload
         stored, self.request = yield from self._machine.store_phase(
-            self.request, lambda fields: build(refers_to, fields), self._run, self.keys, "user"
+            self.request, lambda fields: payload(refers_to, fields), self._run, self.keys, "user"
         )
         self.stored, self.state = stored, EnterState.STORED
         return stored

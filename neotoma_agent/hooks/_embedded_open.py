@@ -25,7 +25,7 @@ from typing import NamedTuple
 
 from .._closing import check_model, started_at
 from .._context import render_context
-from .._engine import Entering, TurnMachine
+from .._engine import Entering, Prompt, TurnMachine
 from .._extract import extract
 from .._history import DEFAULT_HISTORY_TURNS, HistoryTurn, read_history_now
 from .._keys import turn_keys
@@ -74,11 +74,7 @@ def open_turn(file: EmbeddedFile, harness: str, row: PendingTurn, context_chars:
     identifiers = extract(text, None, DEFAULT_MAX_IDENTIFIERS)
     entering = Entering(
         TurnMachine(ConversationSettings(platform=harness), None),
-        keys,
-        text,
-        turn_number=None,
-        user_extra=None,
-        model=model,
+        Prompt(keys, text, model=model),
         run=RunFields(started_at=started_at(keys)),
         retrieved=EMPTY_RETRIEVAL,
     )
