@@ -21,7 +21,6 @@ from ._payloads import (
     ConversationSettings,
     RunFields,
     StorePayload,
-    abandoned_payload,
     closing_payload,
 )
 from ._phase_records import Ending
@@ -176,33 +175,28 @@ def closing_builder(
     """``ending``'s closing payload (``tools``: its calls' request elements), as a function
     of the run fields and the key (``None``: the phase's own; see :func:`content_key`)."""
     opened = ending.opened
-    keys, reply = opened.keys, ending.reply
-    shared: dict[str, Any] = {
-        "conversation_entity_id": opened.conversation_entity_id or None,
-        "user_message_id": opened.user_message_id or None,
-        "retrieved_ids": ending.retrieved_ids,
-        "cited_ids": ending.cited_ids,
-        "turn_number": opened.turn_number,
-        "produced": ending.produced,
-        "tools": tools,
-        "model": ending.model,
-        "started_at": opened.started_at,
-    }
-    if ending.status == "completed":
+    error_class = None if ending.status == "completed" else ending.error_class or ""
 
-        def completed(fields: RunFields, key: str | None = None) -> StorePayload:
-            # Never keyed otherwise: a completed turn's store is its reply, one per revision.
-            return closing_payload(conversation, keys, reply, run=fields, **shared)
-
-        return completed
-    error_class = ending.error_class or ""
-
-    def abandoned(fields: RunFields, key: str | None = None) -> StorePayload:
-        return abandoned_payload(
-            conversation, keys, reply, error_class, idempotency_key=key, run=fields, **shared
+    def build(fields: RunFields, key: str | None = None) -> StorePayload:
+        return closing_payload(
+            conversation,
+            opened.keys,
+            ending.reply,
+            conversation_entity_id=opened.conversation_entity_id or None,
+            user_message_id=opened.user_message_id or None,
+            retrieved_ids=ending.retrieved_ids,
+            cited_ids=ending.cited_ids,
+            turn_number=opened.turn_number,
+            produced=ending.produced,
+            tools=tools,
+            model=ending.model,
+            run=fields,
+            started_at=opened.started_at,
+            error_class=error_class,
+            idempotency_key=key,
         )
 
-    return abandoned
+    return build
 
 
 def content_key(keys: TurnKeys, build: KeyedBuild) -> str:

@@ -68,6 +68,10 @@ from .transport._search_results import SearchResult
 __all__ = ["DEFAULT_HISTORY_TURNS", "NeotomaMemory"]
 
 
+#: How a turn the explicit API closes ends: its status, its text, its error class.
+_How = tuple[Literal["completed", "abandoned"], str, str | None]
+
+
 def _check_produced(produced: Sequence[Produced]) -> tuple[Produced, ...]:
     if isinstance(produced, (str, Produced)) or not all(isinstance(p, Produced) for p in produced):
         raise TypeError("produced takes a sequence of OpenTurn.produce() records")
@@ -370,13 +374,9 @@ class NeotomaMemory(MemorySettings):
         names the model, when ``open_turn`` did not. Raises :class:`TurnCloseError` if the
         store fails.
         """
-        reply = check_text("assistant_message", assistant_message)
-        return await self._end_turn(
-            turn_id,
-            ("completed", reply, None),
-            (refers_to, produced, tools, model),
-            (user_message_id, retrieved_ids, revision, turn_number),
-        )
+        how: _How = ("completed", check_text("assistant_message", assistant_message), None)
+        resume = (user_message_id, retrieved_ids, revision, turn_number)
+        return await self._end_turn(turn_id, how, (refers_to, produced, tools, model), resume)
 
     async def abandon_turn(
         self,
@@ -402,17 +402,14 @@ class NeotomaMemory(MemorySettings):
         """
         partial = check_text("partial_reply", partial_reply)
         error_class = error if isinstance(error, str) else error_class_name(error)
-        return await self._end_turn(
-            turn_id,
-            ("abandoned", partial, error_class),
-            (refers_to, produced, tools, model),
-            (user_message_id, retrieved_ids, revision, turn_number),
-        )
+        how: _How = ("abandoned", partial, error_class)
+        resume = (user_message_id, retrieved_ids, revision, turn_number)
+        return await self._end_turn(turn_id, how, (refers_to, produced, tools, model), resume)
 
     async def _end_turn(
         self,
         turn: str | OpenTurn,
-        how: tuple[Literal["completed", "abandoned"], str, str | None],
+        how: _How,
         given: tuple[Sequence[str | Entity], Sequence[Produced], Sequence[ToolCall], str | None],
         resume: tuple[str | None, Sequence[str] | None, int | None, int | None],
     ) -> TurnResult:

@@ -38,7 +38,6 @@ __all__ = [
     "Produced",
     "RunFields",
     "StorePayload",
-    "abandoned_payload",
     "closing_payload",
     "merge_produced",
     "produced_entity",
@@ -474,73 +473,33 @@ def closing_payload(
     model: str | None = None,
     run: RunFields = _NO_RUN_FIELDS,
     started_at: str | None = None,
-) -> StorePayload:
-    """The closing store of a completed turn.
-
-    The assistant message (exact reply) PART_OF the conversation and REFERS_TO the retrieved
-    and cited entities and to each ``produced`` entity (written in this same store); the
-    user message (named by id) REFERS_TO the retrieved entities; the turn record becomes
-    ``completed`` and REFERS_TO each of ``tools`` (``tool_invocation`` elements, see
-    :func:`neotoma_agent._tools.tool_entity`), written here too.
-    """
-    entities, relationships, indexes = _reply_part(
-        settings,
-        keys,
-        reply,
-        _closing_record(keys, "completed", None, settings, model, run, tools, produced),
-        conversation_entity_id,
-        turn_number,
-        [*retrieved_ids, *cited_ids],
-        started_at if run.started_conversation else None,
-    )
-    if user_message_id is not None:
-        relationships += _refers_to(user_message_id, retrieved_ids)
-    produced_indexes = _add_produced(entities, relationships, indexes["assistant_index"], produced)
-    tool_indexes = _add_tools(entities, relationships, indexes["turn_record_index"], tools)
-    return StorePayload(
-        entities=tuple(entities),
-        relationships=tuple(relationships),
-        idempotency_key=keys.idempotency_key("assistant"),
-        produced_indexes=produced_indexes,
-        tool_indexes=tool_indexes,
-        **indexes,
-    )
-
-
-def abandoned_payload(
-    settings: ConversationSettings,
-    keys: TurnKeys,
-    partial_reply: str,
-    error_class: str,
-    *,
-    conversation_entity_id: str | None,
-    user_message_id: str | None,
-    retrieved_ids: Sequence[str] = (),
-    cited_ids: Sequence[str] = (),
-    turn_number: int | None = None,
+    error_class: str | None = None,
     idempotency_key: str | None = None,
-    produced: Sequence[Produced] = (),
-    tools: Sequence[Mapping[str, Any]] = (),
-    model: str | None = None,
-    run: RunFields = _NO_RUN_FIELDS,
-    started_at: str | None = None,
 ) -> StorePayload:
-    """The closing store of an abandoned turn.
+    """The closing store of a turn: completed, or abandoned with ``error_class``.
 
-    The turn record becomes ``abandoned`` with the error class, the user message keeps its
-    REFERS_TO edges, and when the user already saw part of a reply (``partial_reply`` is
+    Completed: the assistant message (exact reply) PART_OF the conversation and REFERS_TO
+    the retrieved and cited entities and to each ``produced`` entity (written in this same
+    store); the user message (named by id) REFERS_TO the retrieved entities; the turn
+    record becomes ``completed`` and REFERS_TO each of ``tools`` (``tool_invocation``
+    elements, see :func:`neotoma_agent._tools.tool_entity`), written here too.
+
+    Abandoned: the turn record becomes ``abandoned`` with the error class, the user message
+    keeps its REFERS_TO edges, and when the user already saw part of a reply (``reply`` is
     non-empty) the assistant message holds exactly that text: both halves or neither.
     What the turn produced before it failed (a tool's result) happened, so it is stored
     too, REFERS_TO from the partial reply, or from the turn record when there is none; so
-    are the tool calls it made, REFERS_TO from the turn record.
+    are the tool calls it made, REFERS_TO from the turn record. ``idempotency_key``: the
+    content key of a second, different abandonment (``None``: the phase's own).
     """
-    record = _closing_record(keys, "abandoned", error_class, settings, model, run, tools, produced)
+    status: TurnStatus = "completed" if error_class is None else "abandoned"
+    record = _closing_record(keys, status, error_class, settings, model, run, tools, produced)
     conversation_started_at = started_at if run.started_conversation else None
-    if partial_reply:
+    if error_class is None or reply:
         entities, relationships, indexes = _reply_part(
             settings,
             keys,
-            partial_reply,
+            reply,
             record,
             conversation_entity_id,
             turn_number,
@@ -563,7 +522,8 @@ def abandoned_payload(
     return StorePayload(
         entities=tuple(entities),
         relationships=tuple(relationships),
-        idempotency_key=idempotency_key or keys.idempotency_key("abandoned"),
+        idempotency_key=idempotency_key
+        or keys.idempotency_key("assistant" if error_class is None else "abandoned"),
         produced_indexes=produced_indexes,
         tool_indexes=tool_indexes,
         **indexes,

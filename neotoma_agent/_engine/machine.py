@@ -414,12 +414,14 @@ class Entering:
         "_machine",
         "_run",
         "history",
+        "keys",
         "prompt",
         "request",
         "retrieved",
         "sequential",
         "state",
         "stored",
+        "turn_number",
     )
 
     def __init__(
@@ -429,6 +431,8 @@ class Entering:
         self._run = run
         #: what the turn opens with
         self.prompt = prompt
+        self.keys = prompt.keys
+        self.turn_number = prompt.turn_number
         #: the user store's payload: REFERS_TO nothing until retrieval says otherwise, and
         #: an earlier run's when the store replayed one
         self.request = self._payload((), run)
@@ -441,16 +445,6 @@ class Entering:
         self.state = EnterState.NEW
         #: the store's answer, once it came
         self.stored: StoreResult | None = None
-
-    @property
-    def keys(self) -> TurnKeys:
-        """The turn's keys."""
-        return self.prompt.keys
-
-    @property
-    def turn_number(self) -> int | None:
-        """The turn's number, if the caller gave one."""
-        return self.prompt.turn_number
 
     def _payload(self, refers_to: Sequence[str], fields: RunFields) -> StorePayload:
         # The user store's payload, given the ids it REFERS_TO and the run fields.
