@@ -175,26 +175,23 @@ def closing_builder(
     """``ending``'s closing payload (``tools``: its calls' request elements), as a function
     of the run fields and the key (``None``: the phase's own; see :func:`content_key`)."""
     opened = ending.opened
-    error_class = None if ending.status == "completed" else ending.error_class or ""
+    keys, reply = opened.keys, ending.reply
+    # What every run of the store sends alike (the run fields and the key aside).
+    same: dict[str, Any] = {
+        "conversation_entity_id": opened.conversation_entity_id or None,
+        "user_message_id": opened.user_message_id or None,
+        "retrieved_ids": ending.retrieved_ids,
+        "cited_ids": ending.cited_ids,
+        "turn_number": opened.turn_number,
+        "produced": ending.produced,
+        "tools": tools,
+        "model": ending.model,
+        "started_at": opened.started_at,
+        "error_class": None if ending.status == "completed" else ending.error_class or "",
+    }
 
     def build(fields: RunFields, key: str | None = None) -> StorePayload:
-        return closing_payload(
-            conversation,
-            opened.keys,
-            ending.reply,
-            conversation_entity_id=opened.conversation_entity_id or None,
-            user_message_id=opened.user_message_id or None,
-            retrieved_ids=ending.retrieved_ids,
-            cited_ids=ending.cited_ids,
-            turn_number=opened.turn_number,
-            produced=ending.produced,
-            tools=tools,
-            model=ending.model,
-            run=fields,
-            started_at=opened.started_at,
-            error_class=error_class,
-            idempotency_key=key,
-        )
+        return closing_payload(conversation, keys, reply, run=fields, idempotency_key=key, **same)
 
     return build
 
