@@ -11,7 +11,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 from hypothesis import given, settings
@@ -32,7 +32,14 @@ from neotoma_agent._engine.requests import (
     run,
 )
 from neotoma_agent._keys import message_entity_id, turn_keys, turn_record_entity_id
-from neotoma_agent._payloads import ConversationSettings, RunFields, StorePayload
+from neotoma_agent._payloads import (
+    ConversationSettings,
+    RunFields,
+    StorePayload,
+    closing_payload,
+    recorded_payload,
+    user_payload,
+)
 from neotoma_agent._phase_records import Ending, Opened, Prompt
 from neotoma_agent._retrieval import EMPTY_RETRIEVAL, RetrievalStats, Retrieved
 from neotoma_agent._tool_payload import DEFAULT_PAYLOADS
@@ -420,6 +427,64 @@ def test_a_second_different_abandonment_is_stored_under_its_content_key(loop: Lo
     # the same abandonment again collapses into the one under the content key
     loop.requests.clear()
     assert abandon("TimeoutError").replayed
+
+
+@pytest.mark.parametrize(
+    ("status", "reply", "error_class", "phase", "messages"),
+    [
+        ("completed", "Acme is a customer.", None, "assistant", ["Acme is a customer."]),
+        ("abandoned", "Acme is", "CancelledError", "abandoned", ["Acme is"]),
+        ("abandoned", "", "CancelledError", "abandoned", []),
+    ],
+)
+def test_a_turns_ending_is_one_store_of_what_it_says(
+    loop: Loop,
+    status: Literal["completed", "abandoned"],
+    reply: str,
+    error_class: str | None,
+    phase: str,
+    messages: list[str],
+) -> None:
+    opened = open_turn(loop)
+    loop.requests.clear()
+    ending = Ending(
+        opened, status, reply, ("ent_" + "9" * 24,), error_class=error_class, model="m-1"
+    )
+    outcome = loop.run(MACHINE.close(ending, closing_run(ending)))
+    [request] = loop.requests
+    assert isinstance(request, Store)
+    assert (request.phase, request.deferrable) == (phase, True)
+    payload = request.payload
+    assert payload.idempotency_key == KEYS.idempotency_key(ending.phase)
+    record = payload.entities[payload.turn_record_index]
+    assert (record["status"], record.get("error_class"), record["model"]) == (
+        status,
+        error_class,
+        "m-1",
+    )
+    assert record["retrieved_entity_ids"] == ["ent_" + "9" * 24]
+    texts = [e["content"] for e in payload.entities if e["entity_type"] == "conversation_message"]
+    assert texts == messages
+    assert outcome.stored_status == status
+    assert (outcome.assistant_message_id is not None) == bool(messages)
+
+
+def test_the_conversation_id_is_carried_by_the_turn_keys_alone() -> None:
+    # One record carries it: the settings a conversation's payloads share hold no id.
+    assert "conversation_id" not in ConversationSettings._fields
+    keys = turn_keys("chat-9", "t1")
+    settings = ConversationSettings(platform="tests", title="Trip")
+    built = [
+        user_payload(settings, keys, "hi"),
+        recorded_payload(settings, keys, "hi", "yo"),
+        closing_payload(settings, keys, "yo", conversation_entity_id=None, user_message_id=None),
+    ]
+    for payload in built:
+        assert payload.conversation_index is not None
+        conversation = payload.entities[payload.conversation_index]
+        assert (conversation["conversation_id"], conversation["title"]) == ("chat-9", "Trip")
+        record = payload.entities[payload.turn_record_index]
+        assert record["session_id"] == "chat-9"
 
 
 def test_a_rerun_whose_calls_ran_again_takes_the_stored_clock_readings(loop: Loop) -> None:
