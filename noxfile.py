@@ -33,6 +33,9 @@ PYPROJECT = tomllib.loads((Path(__file__).parent / "pyproject.toml").read_text("
 
 #: What CI's test run adds: the 25 slowest tests, so a slow newcomer shows in every log.
 DURATIONS = "--durations=25"
+#: the default run on every core (pytest-xdist; `-n 0` in the arguments after `--` runs it in
+#: one process, e.g. for --pdb); work stealing, since a few tests take seconds and most ms
+PARALLEL = ("-n", "auto", "--dist", "worksteal")
 
 
 def dev_pin(name: str) -> str:
@@ -83,7 +86,7 @@ def tests(session: nox.Session) -> None:
     Arguments after ``--`` go to pytest (``nox -s tests -- tests/test_turn.py -x``).
     """
     session.install("-e", ".[test]")
-    session.run("pytest", DURATIONS, *session.posargs)
+    session.run("pytest", DURATIONS, *PARALLEL, *session.posargs)
 
 
 @nox.session
@@ -93,7 +96,8 @@ def coverage(session: nox.Session) -> None:
     """
     session.install("-e", ".[test]", dev_pin("coverage"))
     session.run("coverage", "erase")
-    session.run("coverage", "run", "-m", "pytest", DURATIONS, *session.posargs)
+    session.run("coverage", "run", "-m", "pytest", DURATIONS, *PARALLEL, *session.posargs)
+    session.run("coverage", "combine", "--quiet")
     session.run("coverage", "report")
 
 
@@ -118,7 +122,7 @@ def lowest(session: nox.Session) -> None:
     constraints.write_text("\n".join(lowest_constraints()) + "\n", encoding="utf-8")
     session.install("-c", str(constraints), "-e", ".[test]")
     session.run("python", "-m", "pip", "list", "--format=freeze", silent=False)
-    session.run("pytest", DURATIONS, *session.posargs)
+    session.run("pytest", DURATIONS, *PARALLEL, *session.posargs)
 
 
 @nox.session

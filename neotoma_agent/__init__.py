@@ -82,6 +82,7 @@ with lazy_exports(globals(), moved=dict.fromkeys(_MOVED_TO_QA, "neotoma_agent.qa
     from .exceptions import UndeclaredFieldWarning as UndeclaredFieldWarning
     from .exceptions import ValidationError as ValidationError
     from .exceptions import error_class_name as error_class_name
+    from .exceptions import error_label as error_label
     from .transport._base import ConversationMessage as ConversationMessage
     from .transport._base import ConversationPage as ConversationPage
     from .transport._base import ConversationReader as ConversationReader

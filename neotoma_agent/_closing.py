@@ -1,10 +1,10 @@
 """A turn's closing store as pure functions, the one source of its payloads.
 
 The turn machine (``_engine``), whichever driver runs it (the async ``_phases.Phases.close``,
-the hook's synchronous path on an embedded store, ``hooks._embedded``), builds the closing
-store of a turn's :class:`~neotoma_agent._phase_records.Ending` from here: its run fields,
-its payload for a given run, the content key of a second abandonment, and the earlier runs
-a re-run replays. So a turn closed either way writes the same store, byte for
+the synchronous one on a store file, ``transport.embedded._turns``, a hook's), builds the
+closing store of a turn's :class:`~neotoma_agent._phase_records.Ending` from here: its run
+fields, its payload for a given run, the content key of a second abandonment, and the
+earlier runs a re-run replays. So a turn closed either way writes the same store, byte for
 byte. No I/O and no event loop here: a hook process imports this without them.
 """
 

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Final, Literal, NamedTuple, cast
 
 import attrs
@@ -41,6 +41,7 @@ import attrs
 from ._checks import check_optional_count
 from ._deferred import Deferring, defer
 from ._engine.history import Group, Paged, group_turns, page_reads
+from ._engine.requests import Machine
 from ._keys import conversation_entity_id, turn_record_entity_id
 from ._reads import gather_bounded, snapshot_or_none
 from ._user_id import tenant_for
@@ -65,9 +66,9 @@ __all__ = [
     "StoredConversation",
     "StoredMessage",
     "StoredTurn",
+    "paged_history",
     "read_conversation",
     "read_history",
-    "read_history_now",
 ]
 
 HistoryStatus = Literal["completed", "abandoned", "open"]
@@ -500,7 +501,7 @@ async def _with_tools(
             defer(h, "tools", functools.partial(calls.of, key))
             for h, key in zip(history, keys, strict=True)
         )
-    # Here: a hook reading history for its context block (read_history_now) shows no calls.
+    # Here: a hook reading history for its context block (paged_history) shows no calls.
     from ._tool_reads import read_tools_of
 
     read = await read_tools_of(transport, [_record(record)[0] for _, record in turns])
@@ -512,31 +513,23 @@ def _chosen(answer: Paged, limit: int | None, before: str | None) -> list[Group]
     return _bounded(_order(answer.groups, _numbers(answer.groups)), limit, before)
 
 
-def read_history_now(
-    recent_conversation: Callable[[str, int, str | None], RecentConversation],
-    conversation_id: str,
-    *,
-    limit: int | None,
-    before: str | None,
-    tenant: str | None = None,
-) -> tuple[HistoryTurn, ...] | None:
-    """:func:`read_history` without the event loop, on a store that pages whose
-    ``recent_conversation(entity_id, limit, before)`` answers at once (a store file read
-    in the caller's thread: a hook opening a turn). ``None`` when the store does not page.
+def paged_history(
+    conversation_id: str, *, limit: int | None, before: str | None, tenant: str | None = None
+) -> Machine[tuple[HistoryTurn, ...] | None]:
+    """:func:`read_history` as a step of the turn machine, on a store that pages: the
+    :class:`~._engine.requests.HistoryPage` requests of :func:`~._engine.history.page_reads`,
+    each answered with the page (``RecentConversation``); ``None`` when the store does not
+    page. A conversation the store does not hold (``NotFoundError`` thrown in) has none.
 
-    The turns carry no tool calls (``tools`` is empty): what reads them here (retrieval's
-    recency, the context block) does not show them. ``tenant``: the store's (its ids').
+    The turns carry no tool calls (``tools`` is empty): what reads them this way (a hook
+    opening a turn on a store file, in its own thread: retrieval's recency, the context
+    block) does not show them. ``tenant``: the store's (its ids').
     """
     if (limit := _check_limit(limit)) == 0:
         return ()
     eid = conversation_entity_id(conversation_id, tenant)
-    steps = page_reads(conversation_id, eid, limit, before, tenant)
-    request = next(steps)
     try:
-        while True:
-            request = steps.send(recent_conversation(*request))
-    except StopIteration as done:
-        answer = done.value
+        answer = yield from page_reads(conversation_id, eid, limit, before, tenant)
     except NotFoundError:
         return ()
     if not isinstance(answer, Paged):

@@ -121,7 +121,7 @@ async def gather_bounded(
     so that the caller can explain it.
     """
     # Imported here: a hook opening a turn on a store file reads history through this
-    # module without an event loop (``_history.read_history_now``).
+    # module without an event loop (``_history.paged_history``).
     import anyio
 
     if limit < 1:

@@ -22,11 +22,20 @@ as the server computes it: see :func:`lookup_plan`), and exactness is decided lo
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import (
+    Awaitable,
+    Callable,
+    Generator,
+    Iterable,
+    Iterator,
+    Mapping,
+    Sequence,
+)
 from typing import TYPE_CHECKING, Any, Final, Protocol, overload
 
 import attrs
 
+from ._engine.requests import Lookups
 from ._error_label import error_label
 from ._extract import Extractor, default_extractor, extract
 from ._history import HistoryTurn
@@ -72,8 +81,8 @@ __all__ = [
     "plan_retrieval",
     "rank_found",
     "recent_entities",
+    "retrieval",
     "retrieve",
-    "retrieve_now",
 ]
 
 logger = get_logger()
@@ -307,9 +316,10 @@ class Found:
     """What the reads of one retrieval answered: each lookup's entities (by its slot of
     the plan), how many failed, the recent entities and the application retriever's.
 
-    The async :func:`retrieve` (concurrent, under a deadline) and :func:`retrieve_now` (in
-    the caller's thread) both fill one in as the answers come, and rank it the same way
-    (:func:`rank_found`).
+    The answer to a retrieval's :class:`~._engine.requests.Lookups` request: the async
+    :func:`retrieve` (concurrent, under a deadline) and the hooks' driver on a store file
+    (in the caller's thread) both fill one in as the answers come, and the step
+    (:func:`retrieval`) ranks it (:func:`rank_found`).
     """
 
     __slots__ = ("failures", "plan", "plugin", "recent", "results")
@@ -359,6 +369,48 @@ def plan_retrieval(
     return words, lookup_plan(identifiers, words.lookups, words.people)
 
 
+def retrieval(
+    identifiers: Sequence[str],
+    text: str,
+    *,
+    limit: int,
+    lookup_limit: int,
+    include_bookkeeping: bool = False,
+    threshold: float = DEFAULT_LINK_THRESHOLD,
+    others: bool = False,
+    plugin_asked: bool = False,
+    loose: bool = True,
+    started: float,
+) -> Generator[Lookups, Found, Retrieved]:
+    """A retrieval as a step of the turn machine: its plan (:func:`plan_retrieval`), one
+    :class:`~._engine.requests.Lookups` request for it, answered with the :class:`Found`
+    its reads filled in, and the ranking of what they found (:func:`rank_found`).
+
+    ``others``: the driver reads more beside the lookups (the recent entities, an
+    application's retriever: ``plugin_asked``), so a plan with no lookup still asks.
+    ``loose``: also look up the message's other uncommon words (:mod:`._loose`).
+    ``started``: the ``time.perf_counter()`` the retrieval began at (the driver's clock).
+    Two drivers: :func:`retrieve` (concurrent, under a deadline, on a transport) and the
+    hooks' on a store file (``transport.embedded._turns``, in turn).
+    """
+    planned = plan_retrieval(identifiers, text if loose else "", limit=limit, others=others)
+    if planned is None:
+        return Retrieved((), RetrievalStats(identifiers=len(identifiers)))
+    words, plan = planned
+    found: Found = yield Lookups(plan, lookup_limit)
+    return rank_found(
+        identifiers,
+        found,
+        limit=limit,
+        include_bookkeeping=include_bookkeeping,
+        threshold=threshold,
+        text=text,
+        started=started,
+        plugin_asked=plugin_asked,
+        loose=words,
+    )
+
+
 async def retrieve(
     transport: Transport,
     identifiers: Sequence[str],
@@ -384,14 +436,25 @@ async def retrieve(
     ``loose``: also look up the message's other uncommon words and match names the store
     has against its word n-grams (:mod:`._loose`; off with an application's extractor).
     """
-    import anyio  # here: retrieve_now ranks without the event loop
+    import anyio  # here: a hook's retrieval on a store file runs without the event loop
 
-    started = time.perf_counter()
     others = recent is not None or retriever is not None
-    planned = plan_retrieval(identifiers, text if loose else "", limit=limit, others=others)
-    if planned is None:
-        return Retrieved((), RetrievalStats(identifiers=len(identifiers)))
-    words, plan = planned
+    step = retrieval(
+        identifiers,
+        text,
+        limit=limit,
+        lookup_limit=lookup_limit,
+        include_bookkeeping=include_bookkeeping,
+        threshold=threshold,
+        others=others,
+        plugin_asked=retriever is not None,
+        loose=loose,
+        started=time.perf_counter(),
+    )
+    try:
+        plan = next(step).plan
+    except StopIteration as nothing:
+        return nothing.value  # type: ignore[no-any-return]
     found = Found(plan)
     # Only needed when there are more lookups than may run at once (it costs checkpoints).
     limiter = anyio.Semaphore(max_concurrency) if len(plan) > max_concurrency else None
@@ -466,17 +529,11 @@ async def retrieve(
                     tg.start_soon(run_plugin)
     if deadline.cancelled_caught:
         logger.info("retrieval.timeout", deadline_s=deadline_s, unfinished=found.unfinished)
-    return rank_found(
-        identifiers,
-        found,
-        limit=limit,
-        include_bookkeeping=include_bookkeeping,
-        threshold=threshold,
-        text=text,
-        started=started,
-        plugin_asked=retriever is not None,
-        loose=words,
-    )
+    try:
+        step.send(found)
+    except StopIteration as ranked_found:
+        return ranked_found.value  # type: ignore[no-any-return]
+    raise RuntimeError("a retrieval asks for its lookups once")
 
 
 #: A store that runs many lookups as one job (:meth:`EmbeddedStore.retrieve_many`).
@@ -518,8 +575,8 @@ def rank_found(
     """What the reads of a retrieval ``found`` (:class:`Found`), scored and ranked: the
     bounded set and the candidates.
 
-    Pure: :func:`retrieve` (concurrent, on a transport) and :func:`retrieve_now` (in the
-    caller's thread, on a store file) both rank here. ``started``: the
+    Pure but for the clock the stats read: every retrieval ranks here (the last of
+    :func:`retrieval`'s step). ``started``: the
     ``time.perf_counter()`` the retrieval began at.
     """
     plan, results, recent_found, plugin_found = (
@@ -561,47 +618,3 @@ def rank_found(
         plugin=None if plugin_asked and plugin_found is None else len(plugin_found or ()),
     )
     return Retrieved(linked, stats, candidates, shown)
-
-
-#: one lookup run at once: (what, the ``by`` field or None, the entity type or None,
-#: limit) -> what it found
-LookupNow = Callable[[str, str | None, str | None, int], LookupResult]
-
-
-def retrieve_now(
-    lookup: LookupNow,
-    identifiers: Sequence[str],
-    *,
-    limit: int,
-    lookup_limit: int,
-    include_bookkeeping: bool = False,
-    threshold: float = DEFAULT_LINK_THRESHOLD,
-    text: str = "",
-    recent: Sequence[Entity] | None = None,
-) -> Retrieved:
-    """:func:`retrieve` without the event loop: each lookup of the same plan run in turn
-    by ``lookup`` (a store file read in the caller's thread: a hook opening a turn), with
-    ``recent`` already read, ranked the same way. No deadline and no retriever: for reads
-    that answer at once."""
-    started = time.perf_counter()
-    planned = plan_retrieval(identifiers, text, limit=limit, others=recent is not None)
-    if planned is None:
-        return Retrieved((), RetrievalStats(identifiers=len(identifiers)))
-    words, plan = planned
-    found = Found(plan)
-    found.recent = recent or ()
-    for slot, (_, what, by, kind) in enumerate(plan):
-        try:
-            found.answered(slot, lookup(what, by, kind, lookup_limit).entities)
-        except Exception as exc:
-            found.failed(slot, exc)
-    return rank_found(
-        identifiers,
-        found,
-        limit=limit,
-        include_bookkeeping=include_bookkeeping,
-        threshold=threshold,
-        text=text,
-        started=started,
-        loose=words,
-    )

@@ -31,7 +31,7 @@ transport may retry (a store carries an idempotency key, so its retry is safe). 
 never carry bearer tokens or message content.
 
 :func:`error_class_name` is the name a turn records for any exception (a turn's or a tool
-call's ``error_class``).
+call's ``error_class``); :func:`error_label` names one safely in a log line or a report.
 """
 
 from __future__ import annotations
@@ -62,6 +62,7 @@ __all__ = [
     "UndeclaredFieldWarning",
     "ValidationError",
     "error_class_name",
+    "error_label",
 ]
 
 
@@ -78,6 +79,21 @@ def error_class_name(exc: BaseException) -> str:
     if cls.__module__ == "builtins":
         return cls.__qualname__
     return f"{cls.__module__}.{cls.__qualname__}"
+
+
+def error_label(exc: BaseException) -> str:
+    """How to name ``exc`` in a log line, a report or a problem shown to a user:
+    ``"ServerError 500 ERR_STORE_FAILED"``, ``"ConnectionLost"``, ``"KeyError"``.
+
+    By class, and for an error the store answered with (:class:`APIError`), its status and
+    code: never the error's message. A server's message is whatever the server sent (a
+    hostile or echoing one puts anything there: content, a terminal escape, a forged log
+    line), and an exception raised by application code may quote the text it was handling.
+    The library's own log events, outbox entries and hooks name errors this way.
+    """
+    if isinstance(exc, APIError):
+        return f"{type(exc).__name__} {exc.status}" + (f" {exc.code}" if exc.code else "")
+    return type(exc).__name__
 
 
 class NeotomaError(Exception):

@@ -391,13 +391,12 @@ async def test_a_closed_store_keeps_none_of_the_texts_it_read(tmp_path: Path) ->
 async def test_a_history_read_in_the_callers_thread_reads_the_same_turns(
     tmp_path: Path, limit: int | None, before: str | None
 ) -> None:
-    """``read_history_now`` (a hook opening a turn, on the store file's own reads) reads
-    the turns ``read_history`` reads, over the same pages (several, for a small limit),
-    but for the tool calls it leaves out."""
-    from neotoma_agent._history import read_history_now
-    from neotoma_agent.transport._results import RecentConversation
-    from neotoma_agent.transport.embedded import _connect
-    from neotoma_agent.transport.embedded._conversations import recent_conversation
+    """``paged_history`` (a hook opening a turn, its pages answered by the store file's own
+    reads in the caller's thread) reads the turns ``read_history`` reads, over the same
+    pages (several, for a small limit), but for the tool calls it leaves out."""
+    from neotoma_agent._engine.requests import HistoryPage, Request, run
+    from neotoma_agent._history import paged_history
+    from neotoma_agent.transport.embedded._turns import TurnFile
 
     db = tmp_path / "memory.db"
     async with EmbeddedStore.open(db) as store:
@@ -405,20 +404,16 @@ async def test_a_history_read_in_the_callers_thread_reads_the_same_turns(
         m = memory(store, "chat-1")
         await _abandon(m, "question 9", "t9", partial="Part")
         wanted = await read_history(store, "chat-1", limit=limit, before=before)
-    conn = _connect.connect(str(db), "NORMAL")()
     pages: list[int] = []
+    with TurnFile(str(db)) as file:
 
-    def page(entity_id: str, size: int, bound: str | None) -> RecentConversation:
-        pages.append(size)
-        body = {"entity_id": entity_id, "limit": size, **({"before": bound} if bound else {})}
-        raw = _connect.run(conn, recent_conversation, body, writes=False)
-        return RecentConversation.from_json(raw)
+        def page(request: Request) -> Any:
+            assert isinstance(request, HistoryPage)
+            pages.append(request.limit)
+            return file.answer(request)
 
-    try:
-        got = read_history_now(page, "chat-1", limit=limit, before=before)
-        assert read_history_now(page, "chat-never", limit=limit, before=None) == ()
-    finally:
-        conn.close()
+        got = run(paged_history("chat-1", limit=limit, before=before), page)
+        assert run(paged_history("chat-never", limit=limit, before=None), page) == ()
     assert got == tuple(attrs.evolve(h, tools=()) for h in wanted)
     assert [h.entities for h in got] == [h.entities for h in wanted]  # eq=False: compared here
     assert got

@@ -128,29 +128,30 @@ def test_a_new_import_cycle_fails(package: Path) -> None:
 
 
 def test_a_new_private_import_in_a_wing_fails(package: Path, today: Any) -> None:
-    before = len(today.wing_private_imports["hooks"])
+    before = len(today.wing_private_imports["integrations"])
     _append(
-        package / "hooks" / "_state.py",
+        package / "integrations" / "_common.py",
         "\nfrom neotoma_agent._clock import now_ms  # noqa: E402,F401\n",
     )
     report = layout.measure(package)
-    assert len(report.wing_private_imports["hooks"]) == before + 1
+    assert len(report.wing_private_imports["integrations"]) == before + 1
     found = layout.violations(report)
     assert len(found) == 1
     assert (
-        f"the hooks wing imports private core modules {before + 1} times (ceiling {before})"
-        in found[0]
+        f"the integrations wing imports private core modules {before + 1} times "
+        f"(ceiling {before})" in found[0]
     )
     assert "do not raise the ceiling" in found[0]
 
 
 @pytest.mark.parametrize(
-    ("wing", "module"), [("cli", "_show"), ("cli", "_hook"), ("ui", "_html"), ("qa", "_scan")]
+    ("wing", "module"),
+    [("cli", "_show"), ("cli", "_hook"), ("ui", "_html"), ("qa", "_scan"), ("hooks", "_run")],
 )
 def test_a_private_import_outside_a_wings_core_module_fails(
     package: Path, today: Any, wing: str, module: str
 ) -> None:
-    """cli, qa and ui import private core modules through their ``_core.py`` only: one
+    """cli, qa, ui and hooks import private core modules through their ``_core.py`` only: one
     anywhere else fails, even one ``_core.py`` already imports (the count stays the same)."""
     held = today.wing_private_imports[wing]
     kept = held[0][1].removeprefix("neotoma_agent.")  # a module the wing's _core imports

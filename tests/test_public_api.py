@@ -120,6 +120,7 @@ EXPECTED = {
     "UndeclaredFieldWarning",
     "expect_undeclared_fields",
     "error_class_name",
+    "error_label",
     "__version__",
 }
 

@@ -356,3 +356,35 @@ async def test_memory_retrieve_iterates_as_t_retrieved_does(store: Any) -> None:
     async with memory(store, history_turns=0).turn("What do we know about Acme Corp?") as t:
         t.reply = "ok"
     assert [e.id for e in t.retrieved] == [e.id for e in found]
+
+
+# ------------------------------------------------------------------ the step both drivers run
+
+
+def test_retrieval_as_a_machine_step_asks_for_its_plan_once_and_ranks_the_answer() -> None:
+    """``_retrieval.retrieval`` (sans I/O): one ``Lookups`` request for the plan, answered
+    with the ``Found`` its reads filled in; what it returns is that answer ranked. A plan
+    with nothing to look up asks nothing."""
+    from neotoma_agent._engine.requests import Lookups
+    from neotoma_agent._retrieval import Found, retrieval
+
+    kw: dict[str, Any] = {"limit": 8, "lookup_limit": 25, "started": time.perf_counter()}
+    idle = retrieval([], "ok", **kw)
+    with pytest.raises(StopIteration) as nothing:
+        next(idle)
+    assert nothing.value.value.entities == ()
+
+    step = retrieval(["Acme Corp"], "Tell me about Acme Corp", **kw)
+    request = next(step)
+    assert isinstance(request, Lookups)
+    assert request.limit == 25
+    assert request.plan[0][1] == "Acme"  # the company's name form
+    found = Found(request.plan)
+    acme_id = entity_id_for("company", "Acme Corp")
+    acme = Entity(acme_id, "company", "acme", {"name": "Acme Corp"}, {})
+    found.answered(0, [acme])
+    with pytest.raises(StopIteration) as ranked_found:
+        step.send(found)
+    retrieved = ranked_found.value.value
+    assert retrieved.ids == (acme_id,)
+    assert (retrieved.stats.lookups, retrieved.stats.failures) == (1, 0)

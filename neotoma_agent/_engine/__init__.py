@@ -2,13 +2,14 @@
 
 Sans I/O, as h11's and hyper-h2's connections are: each step of a turn (the enter's user
 store, a closing store, the replay of a re-run) is a generator that yields requests
-(:mod:`.requests`: a store, a lookup, an entity's observations) and is sent their answers,
+(:mod:`.requests`: a store, a lookup, a retrieval's lookups, an entity's observations, a
+history page) and is sent their answers,
 or has their errors thrown in; it returns what the step wrote. It never touches a
 transport, an event loop, a thread or the clock: the clock's readings (the run fields)
 come in as arguments. A driver answers the requests: ``_phases.Phases`` on any
 :class:`~neotoma_agent.Transport` (anyio: task groups, deadlines, the shield,
 OpenTelemetry), :func:`.requests.run` in the caller's thread (a hook, on a store file:
-``hooks._embedded.drive``). The tests drive it by hand and over a store file
+``transport.embedded._turns``). The tests drive it by hand and over a store file
 (tests/test_engine.py).
 
 - :mod:`.requests`: the requests a step yields, and what answers each;
@@ -31,6 +32,7 @@ from .machine import EnterState as EnterState
 from .machine import TurnMachine as TurnMachine
 from .requests import HistoryPage as HistoryPage
 from .requests import Lookup as Lookup
+from .requests import Lookups as Lookups
 from .requests import Machine as Machine
 from .requests import Observations as Observations
 from .requests import Request as Request

@@ -99,8 +99,8 @@ def page_reads(
     (``None``: all) and their records (by turn id), or, from a store that does not page (a
     real server), every message, from the same one request.
 
-    ``_history._from_reader`` drives it on a transport, ``_history.read_history_now`` on a
-    store file's own reads: one reading of the pages, two drivers."""
+    ``_history._from_reader`` drives it on a transport; ``_history.paged_history`` makes it
+    a step whose requests a store file's driver answers: one reading of the pages."""
     bound = None if before is None else message_entity_id(conversation_id, before, "user", tenant)
     size = WHOLE_PAGE if limit is None else MESSAGES_PER_TURN * limit + SLACK
     messages: list[ConversationMessage] = []

@@ -8,7 +8,7 @@ returns. Plain records: a hook, a fresh process per event, builds them too.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 if TYPE_CHECKING:
@@ -17,6 +17,7 @@ if TYPE_CHECKING:
 __all__ = [
     "HistoryPage",
     "Lookup",
+    "Lookups",
     "Machine",
     "Observations",
     "Request",
@@ -50,6 +51,19 @@ class Lookup(NamedTuple):
     limit: int
 
 
+class Lookups(NamedTuple):
+    """The lookups of a retrieval's plan, each ``(the identifiers it serves, what, by,
+    entity type)`` (``_retrieval.lookup_plan``), at most ``limit`` entities each (answer:
+    a ``_retrieval.Found`` of the plan, filled in as its reads answered: each lookup's
+    entities or failure by its slot, and what was read beside them).
+
+    The async driver runs them concurrently under the retrieval's deadline (beside the
+    recent entities and an application's retriever); the synchronous one in turn."""
+
+    plan: Sequence[tuple[tuple[int, ...], str, str | None, str | None]]
+    limit: int
+
+
 class Observations(NamedTuple):
     """The fields of an entity's observations, newest first (answer: a list of mappings,
     from ``list_observations``)."""
@@ -75,7 +89,7 @@ class ToolObservations(NamedTuple):
     record_id: str
 
 
-Request = Store | Lookup | Observations | HistoryPage | ToolObservations
+Request = Store | Lookup | Lookups | Observations | HistoryPage | ToolObservations
 
 #: A step of the machine: yields requests, is sent their answers, returns a ``T``.
 Machine = Generator[Request, Any, T]

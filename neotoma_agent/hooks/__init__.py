@@ -13,12 +13,15 @@ State shared between the processes lives in one SQLite file (:mod:`._state`).
 harness's settings. The modules: one per harness (``claude_code``, ``codex``, ``cursor``:
 its fields, its answers, its settings file), ``_event`` (what an input means), ``_input``
 (the one reader the harnesses' field tables drive), ``_state``,
-``_run`` (one event, start to end) and ``_install``; ``import --from`` is ``_backfill``,
-with a reader per harness's session files (``_claude_transcript``, ``_codex_rollout``,
-both giving ``_transcript``'s turns).
+``_run`` (one event, start to end), ``_embedded_open`` and ``_embedded`` (a turn opened
+and closed on a store file, in the hook's own thread) and ``_install``; ``import --from``
+is ``_backfill``, with a reader per harness's session files (``_claude_transcript``,
+``_codex_rollout``, both giving ``_transcript``'s turns).
 
-This package imports only the public API of ``neotoma_agent``, and that lazily: a hook
-process loads the store it uses when it has something to deliver.
+This package imports the public API of ``neotoma_agent``, and that lazily: a hook process
+loads the store it uses when it has something to deliver. Two private core modules come in
+through ``_core`` alone, each for its reason there: the owner-only files, and the turn
+machine's synchronous driver on a store file.
 """
 
 from __future__ import annotations

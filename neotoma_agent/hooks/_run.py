@@ -28,10 +28,13 @@ import sqlite3
 import time
 from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
-from typing import Any, Final, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Any, Final, NamedTuple, Protocol
 
 from ._event import NO_STOP, BadInput, HookEvent, Kind
 from ._state import HookState, PendingTurn
+
+if TYPE_CHECKING:
+    from ._core import TurnFile
 
 __all__ = [
     "DEFAULT_CONTEXT_CHARS",
@@ -185,9 +188,7 @@ def _describe(exc: BaseException) -> str:
     # An error the store answered with by class, status and code: its message is the
     # server's text. Else a class name and the library's own message (which never quotes
     # content or tokens).
-    from neotoma_agent import APIError
-
-    from .._error_label import error_label
+    from neotoma_agent.exceptions import APIError, error_label
 
     if isinstance(exc, APIError):
         return error_label(exc)
@@ -224,7 +225,7 @@ def _handle(
         failure: str | None = None
         if _here(store, batches):
             # Openings and closing stores on a store file (a prompt, a Stop, a session's
-            # end): done here, without the event loop or the turn engine (_embedded).
+            # end): done here, in this thread, by the turn machine's synchronous driver.
             failure = _deliver_here(module.NAME, batches, state, store, budget, context_chars)
         elif any(rows for _, rows in batches) or _outbox_waiting(store):
             # Only now the event loop and the store are loaded: an event with nothing to
@@ -375,11 +376,12 @@ def _deliver_here(
     waits what is left of it): a store locked longer is kept for a later event, as a store
     that does not answer in time is.
     """
-    from ._embedded import EmbeddedFile, close
+    from ._core import turn_file
+    from ._embedded import close
 
     assert spec.db is not None
     first: str | None = None
-    with EmbeddedFile(os.fspath(spec.db), busy_timeout=budget) as file:
+    with turn_file(os.fspath(spec.db), busy_timeout=budget) as file:
         # Opened before any store, as the engine opens its store: a file that cannot be
         # opened (not a store) fails the event, and is no failed delivery of a turn.
         file.open()
@@ -409,7 +411,7 @@ def _deliver_here(
 
 
 def _open_here(
-    file: Any, harness: str, row: PendingTurn, state: HookState, context_chars: int
+    file: TurnFile, harness: str, row: PendingTurn, state: HookState, context_chars: int
 ) -> None:
     """Open ``row``'s turn on the store file; keep what its close needs, and its context."""
     from ._embedded_open import open_turn

@@ -1,7 +1,7 @@
 """REST request bodies that are plain data: built without the typed results.
 
-The transports (``_rest``) and a hook on an embedded store (``hooks._embedded``) send the
-same ``POST /store`` body, built here.
+The transports (``_rest``) and the synchronous driver on a store file (``embedded._turns``)
+send the same ``POST /store`` body, built here.
 """
 
 from __future__ import annotations
