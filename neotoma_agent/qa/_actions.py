@@ -25,7 +25,7 @@ import attrs
 
 from ..reads import AUDIT_REPAIR_REASON, message_entity_id, validate_entity_id
 from ._core import (
-    ConversationSettings,
+    NO_SETTINGS,
     StorePayload,
     TurnKeys,
     closing_payload,
@@ -201,21 +201,14 @@ def _repair_key(keys: TurnKeys, base: str, suffix: str) -> str:
     return f"{base}-repair{suffix}"
 
 
-def _settings(action: RepairAction) -> ConversationSettings:
-    # Only the conversation id: a repair does not know the platform or title, and a store
-    # that omits them leaves the stored values untouched.
-    return ConversationSettings(action.conversation_id)
-
-
 async def build_payload(action: RepairAction, tenant: str | None = None) -> StorePayload:
     """The one store request that carries out ``action`` (reads the file of an attachment)
     on a store whose entity ids are scoped to ``tenant`` (its ``tenant_id``)."""
     keys = turn_keys(action.conversation_id, action.turn_id)
-    settings = _settings(action)
     if isinstance(action, StoreUserMessage):
         return StorePayload(
             entities=(
-                conversation_entity(settings),
+                conversation_entity(keys.conversation_id),
                 message_entity("user", action.content, keys.user_turn_key),
             ),
             relationships=({"relationship_type": "PART_OF", "source_index": 1, "target_index": 0},),
@@ -226,7 +219,13 @@ async def build_payload(action: RepairAction, tenant: str | None = None) -> Stor
         )
     if isinstance(action, StoreAssistantMessage):
         payload = closing_payload(
-            settings, keys, action.content, conversation_entity_id=None, user_message_id=None
+            # No settings: a repair does not know the platform or title, and a store that
+            # omits them leaves the stored values untouched.
+            NO_SETTINGS,
+            keys,
+            action.content,
+            conversation_entity_id=None,
+            user_message_id=None,
         )
         return payload._replace(idempotency_key=_repair_key(keys, payload.idempotency_key, ""))
     if isinstance(action, AbandonTurn | CompleteTurn):
@@ -244,7 +243,7 @@ async def build_payload(action: RepairAction, tenant: str | None = None) -> Stor
     if isinstance(action, LinkToConversation):
         phase_key = keys.idempotency_key("user" if action.role == "user" else "assistant")
         return StorePayload(
-            entities=(conversation_entity(settings),),
+            entities=(conversation_entity(keys.conversation_id),),
             relationships=(
                 {
                     "relationship_type": "PART_OF",

@@ -19,7 +19,7 @@ from .._error_label import error_label as error_label
 from .._keys import TurnKeys as TurnKeys
 from .._keys import turn_keys as turn_keys
 from .._log import get_logger as get_logger
-from .._payloads import ConversationSettings as ConversationSettings
+from .._payloads import NO_SETTINGS as NO_SETTINGS
 from .._payloads import StorePayload as StorePayload
 from .._payloads import closing_payload as closing_payload
 from .._payloads import conversation_entity as conversation_entity
@@ -27,7 +27,7 @@ from .._payloads import message_entity as message_entity
 from .._payloads import turn_record as turn_record
 
 __all__ = [
-    "ConversationSettings",
+    "NO_SETTINGS",
     "StorePayload",
     "TurnKeys",
     "closing_payload",
