@@ -105,7 +105,8 @@ def _recorder() -> Any:
 
 
 @pytest.mark.parametrize(
-    "fixture", ["v1_store", "v2_store", "v3_store", "v4_store", "v5_store", "v6_store"]
+    "fixture",
+    ["v1_store", "v2_store", "v3_store", "v4_store", "v5_store", "v6_store", "v7_store"],
 )
 async def test_an_older_file_answers_every_read_as_the_code_that_recorded_it(
     fixture: str, tmp_path: Path
@@ -115,7 +116,9 @@ async def test_an_older_file_answers_every_read_as_the_code_that_recorded_it(
     release before the compact rows; version 3 (the same content, written and recorded by
     the compact-rows release), version 4 (the same, by the shared-fields release) and
     version 5 (the same, by the summaries release, main at 05f47bf), version 6 (the same,
-    by the search-index release, main at 484633c):
+    by the search-index release, main at 484633c), version 7 (the same plus another user's
+    turn and key, by the users release, main at dac9c07: the unscoped reads must not see
+    them):
     snapshots, observations, queries (sorted, filtered), lookups, replays, the GET routes
     (an observation's ``source``), recent conversations."""
     recorded = json.loads((DATA.parent / fixture / "answers.json").read_text())
