@@ -17,7 +17,9 @@ from typing import Any
 import pytest
 from paths_support import TESTS
 
+from neotoma_agent.exceptions import IdempotencyMismatchError
 from neotoma_agent.transport.embedded import EmbeddedStore
+from neotoma_agent.transport.embedded._rows import key_digest
 from neotoma_agent.transport.embedded._schema import SCHEMA_VERSION
 
 pytestmark = [pytest.mark.anyio, pytest.mark.one_backend]
@@ -59,7 +61,7 @@ async def test_a_version_1_key_replays_and_a_changed_body_is_refused(v1_file: Pa
             assert got["replayed"] is True
         with pytest.raises(Exception, match="idempotency"):
             await store.store(
-                [{"entity_type": "company", "name": "Other"}], idempotency_key="company-1"
+                [{"entity_type": "company", "name": "Globex"}], idempotency_key="company-1"
             )
 
 
@@ -130,3 +132,35 @@ async def test_an_older_file_answers_every_read_as_the_code_that_recorded_it(
         assert got[category] == answer, category
     with sqlite3.connect(path) as conn:
         assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+
+
+async def test_a_version_7_files_keys_are_found_by_digest_for_each_user(tmp_path: Path) -> None:
+    """The users release's file: each user's keys replay for that user alone after the
+    upgrade, and the key's text is no longer part of any index entry (only its digest)."""
+    path = tmp_path / "store.db"
+    shutil.copyfile(TESTS / "data" / "v7_store" / "store.db", path)
+    company = answer_entities("company-1")
+    async with EmbeddedStore.open(path) as store:
+        mine = await store.store(company, idempotency_key="company-1")
+        theirs = await store.for_user("other@example.test").store(
+            company, idempotency_key="company-1"
+        )
+        fresh = await store.for_user("third@example.test").store(
+            [{"entity_type": "company", "name": "Globex"}], idempotency_key="company-1"
+        )
+        with pytest.raises(IdempotencyMismatchError):
+            await store.store(
+                [{"entity_type": "company", "name": "Globex"}], idempotency_key="company-1"
+            )
+    assert (mine.replayed, theirs.replayed, fresh.replayed) == (True, True, False)
+    with sqlite3.connect(path) as conn:
+        rows = conn.execute("SELECT uid, digest, key FROM idempotency_keys").fetchall()
+        # the key of the table's B-tree, and every column of an index by source's entries
+        indexed = {
+            r[2] for r in conn.execute("PRAGMA index_info(sqlite_autoindex_idempotency_keys_1)")
+        }
+        indexed |= {r[2] for r in conn.execute("PRAGMA index_xinfo(idempotency_keys_by_source)")}
+    assert len(rows) == 18  # the file's 17 keys and the third user's (replays add none)
+    assert all(bytes(d) == key_digest(k) and len(d) == 16 for _, d, k in rows)
+    assert "key" not in indexed
+    assert {"uid", "digest", "source_id"} <= indexed
