@@ -18,7 +18,7 @@ import pytest
 from paths_support import TESTS
 
 from neotoma_agent.exceptions import IdempotencyMismatchError
-from neotoma_agent.transport.embedded import EmbeddedStore
+from neotoma_agent.transport.embedded import EmbeddedStore, _schema
 from neotoma_agent.transport.embedded._rows import key_digest
 from neotoma_agent.transport.embedded._schema import SCHEMA_VERSION
 
@@ -164,3 +164,32 @@ async def test_a_version_7_files_keys_are_found_by_digest_for_each_user(tmp_path
     assert all(bytes(d) == key_digest(k) and len(d) == 16 for _, d, k in rows)
     assert "key" not in indexed
     assert {"uid", "digest", "source_id"} <= indexed
+
+
+async def test_an_upgrade_that_fails_midway_leaves_the_older_file_as_it_was(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The upgrade to version 8 is one transaction: a failure after its script dropped and
+    rebuilt tables (here, in the step that writes the digests and builds the search index)
+    leaves the version-7 file whole, and the next open upgrades it and answers as recorded."""
+    path = tmp_path / "store.db"
+    shutil.copyfile(TESTS / "data" / "v7_store" / "store.db", path)
+
+    def fail(conn: sqlite3.Connection) -> None:
+        raise OSError("the disk went away")
+
+    monkeypatch.setitem(_schema._AFTER, _schema._COMPACT_FORMAT, fail)
+    with pytest.raises(OSError, match="the disk went away"):
+        async with EmbeddedStore.open(path):
+            pass
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == 7
+        columns = {r[1] for r in conn.execute("PRAGMA table_info(idempotency_keys)")}
+        assert "digest" not in columns
+        assert conn.execute("SELECT count(*) FROM search_text").fetchone()[0] > 0
+        assert conn.execute("SELECT count(*) FROM idempotency_keys").fetchone()[0] == 17
+    monkeypatch.undo()
+    recorded = json.loads((TESTS / "data" / "v7_store" / "answers.json").read_text())
+    assert await _recorder()._record(path) == recorded
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
