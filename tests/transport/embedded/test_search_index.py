@@ -187,3 +187,20 @@ async def test_a_purge_leaves_no_word_of_the_conversation(tmp_path: Path) -> Non
     assert _indexed(path) == _expected(path)
     async with EmbeddedStore.open(path) as store:
         assert len((await store.search("kept")).hits) == 1
+
+
+async def test_the_index_keeps_no_copy_of_the_texts(tmp_path: Path) -> None:
+    """Schema 8: a turn's words are stored once, in the snapshots; a hit's text is read
+    from its entity's snapshot."""
+    path = tmp_path / "memory.db"
+    async with EmbeddedStore.open(path) as store:
+        memory = NeotomaMemory(store, conversation_id="deal")
+        async with memory.turn("Where is the Lisbon offsite?", turn_id="t1") as t:
+            t.reply = "In the Alfama, near the castle."
+        [hit] = (await memory.search("alfama")).hits
+    assert hit.text == "In the Alfama, near the castle."
+    with sqlite3.connect(path) as conn:
+        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
+        stored = conn.execute("SELECT * FROM search_text").fetchall()
+    assert "search_text_content" not in tables
+    assert stored and all(value is None for row in stored for value in row)
