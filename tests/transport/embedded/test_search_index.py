@@ -203,4 +203,5 @@ async def test_the_index_keeps_no_copy_of_the_texts(tmp_path: Path) -> None:
         tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
         stored = conn.execute("SELECT * FROM search_text").fetchall()
     assert "search_text_content" not in tables
-    assert stored and all(value is None for row in stored for value in row)
+    assert stored
+    assert all(value is None for row in stored for value in row)
