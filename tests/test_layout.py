@@ -50,8 +50,8 @@ def package(tmp_path: Path) -> Path:
 
 
 def _file(package: Path, module: str) -> Path:
-    """The file of the module named ``module`` (dotted, ``neotoma_agent._clock``) in ``package``:
-    the tests name modules as imports do, so a module that moves is renamed in one way."""
+    """The file of the module ``module`` (dotted, as an import names it) in ``package``: the
+    tests name modules as imports do, so a module that moves is renamed in one way."""
     return package.joinpath(*module.split(".")[1:]).with_suffix(".py")
 
 
@@ -118,7 +118,8 @@ def test_an_import_under_type_checking_is_a_cycle_too(package: Path) -> None:
     _append(
         _file(package, "neotoma_agent._clock"),
         "\nfrom typing import TYPE_CHECKING  # noqa: E402\n\n"
-        "if TYPE_CHECKING:\n    from neotoma_agent._tools import ToolLog  # noqa: F401\n",
+        "if TYPE_CHECKING:\n"
+        "    from neotoma_agent._tools import ToolLog  # noqa: F401\n",
     )
     found = layout.violations(layout.measure(package))
     assert len(found) == 1
@@ -129,7 +130,7 @@ def test_a_new_import_cycle_fails(package: Path) -> None:
     # _tools imports _clock; an import back inside a function closes a cycle
     _append(
         _file(package, "neotoma_agent._clock"),
-        "\n\ndef _back() -> None:\n    from neotoma_agent._tools import ToolLog  # noqa: F401\n",
+        "\n\ndef _back() -> None:\n    from neotoma_agent._tools import ToolLog\n",
     )
     found = layout.violations(layout.measure(package))
     assert len(found) == 1
@@ -217,8 +218,8 @@ def _kept_paragraph() -> str:
 
 
 def _kept_by_wing() -> dict[str, set[str]]:
-    """Per wing, the private core modules the paragraph names (``_log``, ``_util.log``,
-    ``transport._search_fallback``) after "`<wing>/_core` takes"."""
+    """Per wing, the private core modules the paragraph names after "`<wing>/_core` takes":
+    the names in backticks below the package with a ``_``-prefixed part."""
     parts = re.split(r"`(\w+)/_core` takes", _kept_paragraph())
     return {
         wing: {
