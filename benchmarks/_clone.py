@@ -38,7 +38,7 @@ from _synth import build_turns, conversation_id, turn_id
 
 from neotoma_agent._identity import entity_id_for
 from neotoma_agent._keys import _key_base, conversation_entity_id, turn_record_entity_id
-from neotoma_agent.transport.embedded._rows import encode_entity
+from neotoma_agent.transport.embedded._rows import encode_entity, key_digest
 from neotoma_agent.transport.embedded._store import _connect
 
 __all__ = ["build_cloned"]
@@ -203,10 +203,18 @@ class _Copier:
             "INSERT INTO field_values VALUES (?,?,?,?,?)",
             [(id_map[f[0]], *f[1:]) for f in r["field_values"]],
         )
+        # (uid, digest, key, source_id, observations, created_at): found by the digest
         conn.executemany(
-            "INSERT INTO idempotency_keys VALUES (?,?,?,?,?)",
+            "INSERT INTO idempotency_keys VALUES (?,?,?,?,?,?)",
             [
-                (k[0], keys[self.key_roles[k[1]]], k[2], _offset_seqs(k[3], seq), k[4] + dt)
+                (
+                    k[0],
+                    key_digest(keys[self.key_roles[k[2]]]),
+                    keys[self.key_roles[k[2]]],
+                    k[3],
+                    _offset_seqs(k[4], seq),
+                    k[5] + dt,
+                )
                 for k in r["idempotency_keys"]
             ],
         )

@@ -73,9 +73,7 @@ def company_name(index: int) -> str:
 
 
 def settings(index: int) -> ConversationSettings:
-    return ConversationSettings(
-        conversation_id(index), platform="benchmark", title=f"Benchmark {index}"
-    )
+    return ConversationSettings(platform="benchmark", title=f"Benchmark {index}")
 
 
 def turn_payloads(
@@ -88,8 +86,7 @@ def turn_payloads(
     the first conversation (a build resumed; stores already there only replay).
     """
     for c in range(start, conversations):
-        conv = settings(c)
-        cid = conv.conversation_id
+        conv, cid = settings(c), conversation_id(c)
         for t in range(turns):
             keys = turn_keys(cid, turn_id(t))
             yield user_payload(conv, keys, question(c, t), turn_number=t)

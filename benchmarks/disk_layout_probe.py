@@ -6,15 +6,16 @@
 ``--write-turns N`` first writes N short turns of ``peers.py`` (16 conversations, 1 caller,
 ``memory.turn`` on an ``EmbeddedStore``) into a fresh file and probes that.
 
-Reads a store file of the current schema version (never writes it) and copies its row
-tables into fresh files, in their key order, once in the file's own layout (``copy``) and
-once per layout probed:
+Reads a store file of the current schema version (never writes it: the ``live`` column is
+this release's own format, schema version 8, as the store writes it) and copies its row
+tables into fresh files, in their key order, once in the file's own layout (``copy``: its
+columns, the per-user ones included) and once per layout probed:
 
 - ``numbers``: the entity number (the ``entities`` rowid) instead of the entity id in every
   secondary table: observations and their entity index, relationships and their target
   index, the conversation index;
-- ``+type``: and the entity type as a small code, indexed as (type, number) instead of
-  (type, id) (a type's entities by number: a query sorted by id would sort them);
+- ``+type``: and the entity type as a small code, indexed as (user, type, number) instead
+  of (user, type, id) (a type's entities by number: a query sorted by id would sort them);
 - ``+name``: and no canonical name where the identity rules derive it from the entity's
   type and fields (NULL; a read would derive it again);
 - ``+meta``: and each winning observation in the snapshot doc as its seq alone (its id,
@@ -26,18 +27,14 @@ once per layout probed:
 - ``+keys``: and the idempotency keys in a rowid table (key text once, found by an index
   on an 8-byte digest of it), every other reference to a key (observations, the entity
   row's first observation) by its row number, the index by source holding the number
-  instead of the key's text (an observation's ``source`` is read back as the first key
-  that wrote its source, so the text stays, once);
+  instead of the key's 16-byte digest (schema version 8 already finds a key by that digest
+  and keeps its text once, in its row: this step numbers the rows);
 - ``+partof``: and no PART_OF edge of a message to its conversation (the conversation
   index holds the pair; an edge read derives it from there);
 - ``+nobook``: and no trigram index over bookkeeping names (conversations, messages,
   turn records: found by their exact name, whose entity id the identity rules derive);
 - ``+ids``: and the entity id in its row and its unique index as its 12 bytes
-  (``encode_entity``) instead of 28 characters of text;
-- ``+user``: and a per-user integer column on entities, leading the type index (what
-  schema version 7 adds: the figure says what it costs the compact rows) — ``compact``;
-- ``+search``: and the search index without its own copy of the texts (FTS5 external
-  content: the texts are read from the entity rows);
+  (``encode_entity``) instead of 28 characters of text — ``compact``, the format designed;
 - ``+codec``: and the fields of the protocol's own records (messages, turn records) in a
   per-type positional codec: the values in the type's field order (no names), times as
   integer milliseconds, the role as a code, and the fields the others derive (a message's
@@ -46,7 +43,8 @@ once per layout probed:
 
 A copy packs pages fuller than writes in random key order do, so each layout's figure for
 the live file is estimated table by table as live x layout / copy (``est``). The FTS5 name
-indexes and the small tables are left as they are (counted as in the live file).
+and search indexes and the small tables are left as they are (counted as in the live file:
+schema version 8's search index already keeps no copy of the texts).
 """
 
 from __future__ import annotations
@@ -83,12 +81,10 @@ LAYOUTS = (
     "+partof",
     "+nobook",
     "+ids",
-    "+user",
-    "+search",
     "+codec",
 )
 #: the compact format's design (docs/performance.md): every step up to this one
-COMPACT = "+user"
+COMPACT = "+ids"
 
 
 def _has(layout: str, step: str) -> bool:
@@ -99,7 +95,6 @@ def _has(layout: str, step: str) -> bool:
 #: the tables and indexes a layout no longer has, by the step that drops them
 _DROPPED = {
     "+nobook": ("bookkeeping_names",),
-    "+search": ("search_text_content",),
 }
 
 
@@ -114,11 +109,10 @@ def _dropped(layout: str, name: str) -> bool:
 _ENTITIES = """CREATE TABLE entities (num INTEGER PRIMARY KEY, id NOT NULL UNIQUE,
     entity_type NOT NULL, canonical_name, aliases TEXT NOT NULL, created_at NOT NULL,
     updated_at NOT NULL, snapshot TEXT NOT NULL, observation_count INTEGER NOT NULL,
-    last_observation_at, message_count INTEGER NOT NULL{merged}{user})"""
+    last_observation_at, message_count INTEGER NOT NULL, uid INTEGER NOT NULL{merged})"""
 # ``+merge``: the entity's first observation, in its row.
 _MERGED = """, first_seq INTEGER, first_id, first_source, first_key, first_priority INTEGER,
     first_osource, first_specificity REAL, first_basis, first_rule, first_fields TEXT"""
-_USER = ", user INTEGER NOT NULL"
 _OBSERVATIONS = """CREATE TABLE observations (seq INTEGER PRIMARY KEY, id NOT NULL,
     entity_id NOT NULL, entity_type NOT NULL, source_id, observed_at NOT NULL,
     source_priority INTEGER NOT NULL, observation_source, specificity_score REAL NOT NULL,
@@ -126,7 +120,7 @@ _OBSERVATIONS = """CREATE TABLE observations (seq INTEGER PRIMARY KEY, id NOT NU
 _RELATIONSHIPS = """CREATE TABLE relationships (source_entity_id NOT NULL,
     relationship_type TEXT NOT NULL, target_entity_id NOT NULL, metadata TEXT NOT NULL,
     provenance TEXT NOT NULL, seen NOT NULL, observation_count INTEGER NOT NULL,
-    last_observation_at NOT NULL, computed_at,
+    last_observation_at NOT NULL, computed_at, uid INTEGER NOT NULL,
     PRIMARY KEY (source_entity_id, relationship_type, target_entity_id)) WITHOUT ROWID"""
 _MESSAGES = """CREATE TABLE conversation_messages (conversation_id NOT NULL,
     seq INTEGER NOT NULL, message_id NOT NULL, PRIMARY KEY (conversation_id, seq))
@@ -139,9 +133,10 @@ CREATE INDEX relationships_by_target ON relationships (target_entity_id, relatio
 _KEYS = "SELECT sql FROM src.sqlite_master WHERE tbl_name = 'idempotency_keys' AND sql NOT NULL"
 # ``+keys``: numbered, the text once, found by its digest.
 _NUMBERED_KEYS = """
-CREATE TABLE idempotency_keys (num INTEGER PRIMARY KEY, digest INTEGER NOT NULL,
+CREATE TABLE idempotency_keys (num INTEGER PRIMARY KEY, uid INTEGER NOT NULL,
+    digest INTEGER NOT NULL,
     key TEXT NOT NULL, source_id NOT NULL, observations TEXT NOT NULL, created_at NOT NULL);
-CREATE INDEX idempotency_keys_by_digest ON idempotency_keys (digest);
+CREATE INDEX idempotency_keys_by_digest ON idempotency_keys (uid, digest);
 CREATE INDEX idempotency_keys_by_source ON idempotency_keys (source_id)
 """
 _COPIED = ("entities", "observations", "relationships", "conversation_messages", "idempotency_keys")
@@ -153,13 +148,12 @@ _REFS = {
     "conversation_messages": "conversation_id IS NULL OR message_id IS NULL",
     "idempotency_keys": "key IS NULL",
 }
-_BY_ID = "CREATE INDEX entities_by_type ON entities (entity_type, id);"
-_BY_NUM = "CREATE INDEX entities_by_type ON entities (entity_type);"
-_BY_USER = "CREATE INDEX entities_by_type ON entities (user, entity_type);"
+_BY_ID = "CREATE INDEX entities_by_type ON entities (uid, entity_type, id);"
+_BY_NUM = "CREATE INDEX entities_by_type ON entities (uid, entity_type);"
 
 _ENTITY_COLUMNS = (
     "e.rowid, {id}, {type}, {name}, e.aliases, e.created_at, e.updated_at, {snapshot}, "
-    "e.observation_count, e.last_observation_at, e.message_count"
+    "e.observation_count, e.last_observation_at, e.message_count, e.uid"
 )
 _FIRST_COLUMNS = (
     ", o.seq, o.id, o.source_id, {key}, o.source_priority, o.observation_source, "
@@ -243,7 +237,7 @@ def _fill(conn: sqlite3.Connection, layout: str) -> None:
     key = "o.idempotency_key"
     if _has(layout, "+keys"):
         conn.execute(
-            "INSERT INTO idempotency_keys SELECT NULL, digest(key), key, source_id, "
+            "INSERT INTO idempotency_keys SELECT NULL, uid, digest(key), key, source_id, "
             "observations, created_at FROM src.idempotency_keys ORDER BY created_at, key"
         )
         key = "(SELECT num FROM idempotency_keys k WHERE k.digest = digest({0}) AND k.key = {0})"
@@ -264,8 +258,6 @@ def _fill(conn: sqlite3.Connection, layout: str) -> None:
     )
     if merged:
         cols += _FIRST_COLUMNS.format(key=key)
-    if _has(layout, "+user"):
-        cols += ", 1"
     conn.execute(
         f"INSERT INTO entities SELECT {cols} FROM src.entities e "
         "LEFT JOIN first f ON f.entity_id = entity_key(e.id) "
@@ -286,7 +278,7 @@ def _fill(conn: sqlite3.Connection, layout: str) -> None:
     conn.execute(
         f"INSERT INTO relationships SELECT {ref.format('r.source_entity_id')}, "
         f"r.relationship_type, {ref.format('r.target_entity_id')}, r.metadata, r.provenance, "
-        "r.seen, r.observation_count, r.last_observation_at, r.computed_at "
+        "r.seen, r.observation_count, r.last_observation_at, r.computed_at, r.uid "
         f"FROM src.relationships r WHERE {ordered} "
         "ORDER BY r.source_entity_id, r.relationship_type, r.target_entity_id"
     )
@@ -352,10 +344,7 @@ def build(store: Path, out: Path, layout: str) -> tuple[dict[str, int], dict[str
         conn.create_function("digest", 1, _digest, deterministic=True)
         conn.create_function("codec", 2, _codec, deterministic=True)
         conn.execute("BEGIN")
-        entities = _ENTITIES.format(
-            merged=_MERGED if _has(layout, "+merge") else "",
-            user=_USER if _has(layout, "+user") else "",
-        )
+        entities = _ENTITIES.format(merged=_MERGED if _has(layout, "+merge") else "")
         if _has(layout, "+keys"):
             keys = _NUMBERED_KEYS.strip().split(";\n")
         else:
@@ -364,8 +353,7 @@ def build(store: Path, out: Path, layout: str) -> tuple[dict[str, int], dict[str
             conn.execute(ddl)
         for ddl in _INDEXES.strip().split(";\n"):
             conn.execute(ddl)
-        by_type = _BY_NUM if _has(layout, "+type") else _BY_ID
-        conn.execute(_BY_USER if _has(layout, "+user") else by_type)
+        conn.execute(_BY_NUM if _has(layout, "+type") else _BY_ID)
         _fill(conn, layout)
         conn.execute("COMMIT")
         for table in _COPIED:

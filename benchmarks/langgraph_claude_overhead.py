@@ -221,7 +221,9 @@ async def claude_loops(memory: NeotomaMemory) -> AsyncIterator[dict[str, Loop]]:
 
 
 FRAMEWORKS: Frameworks = {
-    "langgraph": ("langgraph", langgraph_loops),
+    # create_agent and the middleware are the `langchain` package's (it brings langgraph);
+    # langgraph alone (the `bench` extra) runs none of these loops.
+    "langgraph": ("langchain", langgraph_loops),
     "claude-agent-sdk": ("claude_agent_sdk", claude_loops),
 }
 

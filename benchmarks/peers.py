@@ -274,9 +274,10 @@ class _Ours:
         # The store's own write action on the turns' payloads (what those turns leave).
         import _synth
 
-        from neotoma_agent._payloads import ConversationSettings
+        from neotoma_agent._payloads import NO_SETTINGS
 
-        _synth.settings = lambda index: ConversationSettings(conversation(c))
+        _synth.settings = lambda index: NO_SETTINGS
+        _synth.conversation_id = lambda index: conversation(c)
         _synth.question = lambda index, turn: prompt(turn)
         _synth.reply = lambda index, turn: reply(turn)
         _synth.build_turns(path, 1, turns)

@@ -131,7 +131,7 @@ def _bodies(corpus: Corpus) -> Iterator[dict[str, Any]]:
     for turn in range(corpus.turns):
         c, t = divmod(turn, TURNS_PER_CONVERSATION)
         cid = conversation(c)
-        conv = ConversationSettings(cid, platform="benchmark")
+        conv = ConversationSettings(platform="benchmark")
         keys = turn_keys(cid, f"t{t}")
         for p in (
             user_payload(conv, keys, corpus.text(turn, "user"), turn_number=t),

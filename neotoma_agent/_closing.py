@@ -1,9 +1,10 @@
 """A turn's closing store as pure functions, the one source of its payloads.
 
-The async turn engine (``_phases.Phases.complete`` / ``abandon``) and the synchronous driver
-on a store file (``transport.embedded._turns``, a hook's) both build the closing store from
-here: its run fields, its payload for a given run, the content key of a second abandonment,
-and the earlier runs a re-run replays. So a turn closed either way writes the same store, byte for
+The turn machine (``_engine``), whichever driver runs it (the async ``_phases.Phases.close``,
+the synchronous one on a store file, ``transport.embedded._turns``, a hook's), builds the
+closing store of a turn's :class:`~neotoma_agent._phase_records.Ending` from here: its run
+fields, its payload for a given run, the content key of a second abandonment, and the
+earlier runs a re-run replays. So a turn closed either way writes the same store, byte for
 byte. No I/O and no event loop here: a hook process imports this without them.
 """
 
@@ -18,13 +19,11 @@ from ._clock import iso_ms, now_ms
 from ._keys import TurnKeys, turn_id_ms
 from ._payloads import (
     ConversationSettings,
-    Produced,
     RunFields,
     StorePayload,
-    abandoned_payload,
     closing_payload,
 )
-from ._phase_records import Opened
+from ._phase_records import Ending
 from ._text import check_text
 from .exceptions import IdempotencyMismatchError, NeotomaError, TurnCloseError
 
@@ -35,13 +34,12 @@ if TYPE_CHECKING:
 __all__ = [
     "META_FIELDS",
     "TOOL_CLOCK_FIELDS",
-    "AbandonedBuild",
     "ClosingBuild",
-    "abandoned_builder",
+    "KeyedBuild",
     "check_model",
     "close_failure",
+    "closing_builder",
     "closing_run",
-    "completed_builder",
     "content_key",
     "ended_at",
     "matching_runs",
@@ -56,8 +54,8 @@ MAX_RERUN_TRIES = 8
 
 #: A closing store's payload as a function of its run fields.
 ClosingBuild = Callable[[RunFields], StorePayload]
-#: An abandonment's payload as a function of its run fields and key (see :func:`content_key`).
-AbandonedBuild = Callable[[RunFields, str | None], StorePayload]
+#: A closing store's payload as a function of its run fields and key (see :func:`content_key`).
+KeyedBuild = Callable[[RunFields, str | None], StorePayload]
 
 #: Keys a store may add to an observation's fields that no payload sets.
 META_FIELDS: Final = frozenset({"schema_version", "canonical_name"})
@@ -140,19 +138,18 @@ def ended_at() -> str:
     return iso_ms(now_ms())
 
 
-def closing_run(
-    opened: Opened, retrieved_ids: Sequence[str], context_chars: int | None
-) -> RunFields:
-    """The run fields of a closing store (``ended_at`` read now)."""
+def closing_run(ending: Ending) -> RunFields:
+    """The run fields of ``ending``'s closing store (``ended_at`` read now)."""
     # started_at again (the value the user store wrote or replayed, never a new reading):
     # the closing observation then holds every field the record's snapshot does, so a
     # store keeps one copy (the embedded store writes no fields for an observation equal to
     # its snapshot), and a real server's last_write keeps the same value.
+    opened = ending.opened
     return RunFields(
         started_at=opened.started_at,
         ended_at=ended_at(),
-        retrieved_entity_ids=tuple(retrieved_ids),
-        injected_context_chars=context_chars,
+        retrieved_entity_ids=ending.retrieved_ids,
+        injected_context_chars=ending.context_chars,
         started_conversation=opened.started_conversation and opened.started_at is not None,
     )
 
@@ -172,79 +169,34 @@ def tool_entities(
     return [tool_entity(c, keys.user_turn_key, platform, payloads) for c in tools]
 
 
-def _closing_fields(
-    opened: Opened,
-    retrieved_ids: Sequence[str],
-    cited_ids: Sequence[str],
-    produced: Sequence[Produced],
-    tools: Sequence[Mapping[str, Any]],
-    model: str | None,
-) -> dict[str, Any]:
-    # What both closing payloads (completed, abandoned) take alike from the opened turn.
-    return {
+def closing_builder(
+    conversation: ConversationSettings, ending: Ending, tools: Sequence[Mapping[str, Any]]
+) -> KeyedBuild:
+    """``ending``'s closing payload (``tools``: its calls' request elements), as a function
+    of the run fields and the key (``None``: the phase's own; see :func:`content_key`)."""
+    opened = ending.opened
+    keys, reply = opened.keys, ending.reply
+    # What every run of the store sends alike (the run fields and the key aside).
+    same: dict[str, Any] = {
         "conversation_entity_id": opened.conversation_entity_id or None,
         "user_message_id": opened.user_message_id or None,
-        "retrieved_ids": retrieved_ids,
-        "cited_ids": cited_ids,
+        "retrieved_ids": ending.retrieved_ids,
+        "cited_ids": ending.cited_ids,
         "turn_number": opened.turn_number,
-        "produced": produced,
+        "produced": ending.produced,
         "tools": tools,
-        "model": model,
+        "model": ending.model,
         "started_at": opened.started_at,
+        "error_class": None if ending.status == "completed" else ending.error_class or "",
     }
 
-
-def completed_builder(
-    conversation: ConversationSettings,
-    opened: Opened,
-    reply: str,
-    retrieved_ids: Sequence[str],
-    cited_ids: Sequence[str],
-    produced: Sequence[Produced],
-    tools: Sequence[Mapping[str, Any]],
-    model: str | None,
-) -> ClosingBuild:
-    """The completed turn's closing payload, as a function of the run fields."""
-
-    shared = _closing_fields(opened, retrieved_ids, cited_ids, produced, tools, model)
-
-    def build(fields: RunFields) -> StorePayload:
-        return closing_payload(conversation, opened.keys, reply, run=fields, **shared)
-
-    return build
-
-
-def abandoned_builder(
-    conversation: ConversationSettings,
-    opened: Opened,
-    partial_reply: str,
-    error_class: str,
-    retrieved_ids: Sequence[str],
-    cited_ids: Sequence[str],
-    produced: Sequence[Produced],
-    tools: Sequence[Mapping[str, Any]],
-    model: str | None,
-) -> AbandonedBuild:
-    """The abandoned turn's closing payload, as a function of the run fields and the key
-    (``None``: the phase's own key; see :func:`content_key`)."""
-
-    shared = _closing_fields(opened, retrieved_ids, cited_ids, produced, tools, model)
-
     def build(fields: RunFields, key: str | None = None) -> StorePayload:
-        return abandoned_payload(
-            conversation,
-            opened.keys,
-            partial_reply,
-            error_class,
-            idempotency_key=key,
-            run=fields,
-            **shared,
-        )
+        return closing_payload(conversation, keys, reply, run=fields, idempotency_key=key, **same)
 
     return build
 
 
-def content_key(keys: TurnKeys, build: AbandonedBuild) -> str:
+def content_key(keys: TurnKeys, build: KeyedBuild) -> str:
     """The key of an abandonment that differs from an earlier one of the same turn id.
 
     Derived from its own content (the run fields and the calls' clock readings left out),

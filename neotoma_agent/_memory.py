@@ -10,8 +10,8 @@ store holds, the shielded close) live in ``_phases``; results are built in
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
-from typing import Any
+from collections.abc import Coroutine, Mapping, Sequence
+from typing import Any, Literal
 
 import attrs
 
@@ -49,7 +49,7 @@ from ._payloads import (
     remembered_payload,
     validate_user_extra,
 )
-from ._phase_records import CloseOutcome, EnterAttempt, Opened, unopened
+from ._phase_records import CloseOutcome, Ending, EnterAttempt, Opened, Prompt, unopened
 from ._phases import Phases
 from ._retrieval import EMPTY_RETRIEVAL, Retrieved
 from ._settings import DEFAULT_HISTORY_TURNS, MemorySettings
@@ -58,7 +58,7 @@ from ._text import check_text
 from ._tool_reads import StoredToolCall, read_tool_details
 from ._tools import ToolCall, check_tools, iso_ms, merge_tools
 from ._turn import Turn
-from ._turn_result import TurnResult, TurnState, close_failure, finish, finish_attempt
+from ._turn_result import TurnResult, close_failure, finish, finish_attempt
 from ._user_id import tenant_for
 from .exceptions import TransportError, error_class_name
 from .transport._base import Entity, EntityDeletion
@@ -66,6 +66,10 @@ from .transport._search_fallback import search as search_store
 from .transport._search_results import SearchResult
 
 __all__ = ["DEFAULT_HISTORY_TURNS", "NeotomaMemory"]
+
+
+#: How a turn the explicit API closes ends: its status, its text, its error class.
+_How = tuple[Literal["completed", "abandoned"], str, str | None]
 
 
 def _check_produced(produced: Sequence[Produced]) -> tuple[Produced, ...]:
@@ -148,17 +152,8 @@ class NeotomaMemory(MemorySettings):
         that answers (stored on the turn record). Bad ids raise ``ValueError`` here, before
         any I/O.
         """
-        keys, text, turn_number, extra = self._prepare(
-            user_message, turn_id, turn_number, user_extra, revision
-        )
-        return Turn._create(
-            self._phases,
-            keys,
-            text,
-            turn_number=turn_number,
-            user_extra=extra,
-            model=_check_model(model),
-        )
+        prompt = self._prepare(user_message, turn_id, turn_number, user_extra, revision, model)
+        return Turn._create(self._phases, prompt)
 
     def remember(self, entity_type: str, /, **fields: Any) -> Coroutine[Any, Any, str]:
         """Store one entity now (a fact to seed, a tool's result); await it for its id.
@@ -313,10 +308,8 @@ class NeotomaMemory(MemorySettings):
         the :class:`OpenTurn` so that the closing store can write the user message's edges
         and the tool calls recorded on it (:meth:`OpenTurn.record_tool`).
         """
-        keys, user_message, turn_number, extra = self._prepare(
-            user_message, turn_id, turn_number, user_extra, revision
-        )
-        model = _check_model(model)
+        prompt = self._prepare(user_message, turn_id, turn_number, user_extra, revision, model)
+        keys, user_message, turn_number = prompt.keys, prompt.user_message, prompt.turn_number
         with (
             bound_context(conversation_id=self.conversation_id, turn_id=keys.turn_id),
             explicit(
@@ -330,14 +323,7 @@ class NeotomaMemory(MemorySettings):
         ):
             attempt = EnterAttempt()
             try:
-                opened, retrieved, history = await self._phases.enter(
-                    keys,
-                    user_message,
-                    turn_number=turn_number,
-                    user_extra=extra,
-                    attempt=attempt,
-                    model=model,
-                )
+                opened, retrieved, history = await self._phases.enter(prompt, attempt)
             except BaseException:
                 if attempt.closed:
                     finish_attempt(attempt, 0.0)  # logs what the failed enter left stored
@@ -356,7 +342,7 @@ class NeotomaMemory(MemorySettings):
             replayed=opened.replayed,
             opened=opened,
             history=history,
-            model=model,
+            model=prompt.model,
             tenant=tenant_for(self.transport),
         )
         self._open_turns[keys.turn_id] = handle
@@ -388,28 +374,9 @@ class NeotomaMemory(MemorySettings):
         names the model, when ``open_turn`` did not. Raises :class:`TurnCloseError` if the
         store fails.
         """
-        cited = tuple(validate_entity_id(e.id if isinstance(e, Entity) else e) for e in refers_to)
-        reply = check_text("assistant_message", assistant_message)
-        products = _check_produced(produced)
-        given = check_tools(tools)
-        model = _check_model(model)
-        opened, retrieved, handle = await self._resume(
-            turn_id, user_message_id, retrieved_ids, revision, turn_number
-        )
-        calls = _turn_tools(opened, handle, given)
-        products = _turn_produced(handle, products)
-        return await self._finish_explicit(
-            opened,
-            retrieved,
-            handle,
-            lambda: self._phases.complete(
-                opened, reply, retrieved.ids, cited, products, calls, model=model
-            ),
-            TurnState.COMPLETED,
-            reply,
-            cited,
-            tools=calls,
-        )
+        how: _How = ("completed", check_text("assistant_message", assistant_message), None)
+        resume = (user_message_id, retrieved_ids, revision, turn_number)
+        return await self._end_turn(turn_id, how, (refers_to, produced, tools, model), resume)
 
     async def abandon_turn(
         self,
@@ -433,45 +400,41 @@ class NeotomaMemory(MemorySettings):
         ``produced`` entities and the tool calls (recorded on the :class:`OpenTurn`, and
         ``tools``) are still written (they happened), as ``t.remember`` and ``t.tool`` do.
         """
-        cited = tuple(validate_entity_id(e.id if isinstance(e, Entity) else e) for e in refers_to)
         partial = check_text("partial_reply", partial_reply)
-        products = _check_produced(produced)
-        given = check_tools(tools)
-        model = _check_model(model)
         error_class = error if isinstance(error, str) else error_class_name(error)
-        opened, retrieved, handle = await self._resume(
-            turn_id, user_message_id, retrieved_ids, revision, turn_number
-        )
-        calls = _turn_tools(opened, handle, given)
-        products = _turn_produced(handle, products)
-        return await self._finish_explicit(
-            opened,
-            retrieved,
-            handle,
-            lambda: self._phases.abandon(
-                opened, partial, error_class, retrieved.ids, cited, products, calls, model=model
-            ),
-            TurnState.ABANDONED,
-            partial,
-            cited,
-            error_class=error_class,
-            tools=calls,
-        )
+        how: _How = ("abandoned", partial, error_class)
+        resume = (user_message_id, retrieved_ids, revision, turn_number)
+        return await self._end_turn(turn_id, how, (refers_to, produced, tools, model), resume)
 
-    async def _finish_explicit(
+    async def _end_turn(
         self,
-        opened: Opened,
-        retrieved: Retrieved,
-        handle: OpenTurn | None,
-        phase: Callable[[], Awaitable[CloseOutcome]],
-        state: TurnState,
-        text: str,
-        cited: tuple[str, ...],
-        *,
-        error_class: str | None = None,
-        tools: tuple[ToolCall, ...] = (),
+        turn: str | OpenTurn,
+        how: _How,
+        given: tuple[Sequence[str | Entity], Sequence[Produced], Sequence[ToolCall], str | None],
+        resume: tuple[str | None, Sequence[str] | None, int | None, int | None],
     ) -> TurnResult:
-        """The closing phase of ``close_turn`` / ``abandon_turn``: one shielded store."""
+        """``close_turn`` / ``abandon_turn`` once their text is checked: ``how`` the turn
+        ends (status, text, error class), what the caller ``given`` (refers_to, produced,
+        tools, model: checked here, before any I/O), what ``resume`` needs for a turn
+        opened elsewhere; then the turn's :class:`Ending`, stored by one shielded store."""
+        refers_to, produced, tools, model = given
+        cited = tuple(validate_entity_id(e.id if isinstance(e, Entity) else e) for e in refers_to)
+        products = _check_produced(produced)
+        calls = check_tools(tools)
+        model = _check_model(model)
+        opened, retrieved, handle = await self._resume(turn, *resume)
+        status, text, error_class = how
+        ending = Ending(
+            opened,
+            status,
+            text,
+            retrieved.ids,
+            cited,
+            _turn_produced(handle, products),
+            _turn_tools(opened, handle, calls),
+            error_class,
+            model,
+        )
         started = time.perf_counter()
         keys = opened.keys
         with (
@@ -485,24 +448,19 @@ class NeotomaMemory(MemorySettings):
                 CLOSE_TURN_SPAN,
             ) as traced,
         ):
-            completion = await self._phases.shielded(phase)
+            completion = await self._phases.shielded(lambda: self._phases.close(ending))
             close_error = completion.error
             result = finish(
-                opened,
+                ending,
                 retrieved,
                 completion.value,
-                state,
-                text,
-                cited,
-                error_class=error_class,
                 close_error=close_error,
                 close_ms=(time.perf_counter() - started) * 1000,
-                tools=tools,
             )
             traced.done(result, text)
         await raise_deferred(completion, None)
         if close_error is not None:
-            raise close_failure(opened.keys, close_error)
+            raise close_failure(keys, close_error)
         if handle is not None:
             handle._tools.close()  # a call recorded on it now would never be stored
             self._open_turns.pop(handle.turn_id, None)
@@ -529,13 +487,11 @@ class NeotomaMemory(MemorySettings):
         ``retrieve=False``, and to ``refers_to``), the turn record ``completed``, and one
         ``tool_invocation`` per call in ``tools`` (:class:`ToolCall` records).
         """
-        keys, user_message, turn_number, extra = self._prepare(
-            user_message, turn_id, turn_number, user_extra, revision
-        )
+        prompt = self._prepare(user_message, turn_id, turn_number, user_extra, revision, model)
+        keys, user_message, turn_number = prompt.keys, prompt.user_message, prompt.turn_number
         reply = check_text("assistant_message", assistant_message)
         cited = tuple(validate_entity_id(e.id if isinstance(e, Entity) else e) for e in refers_to)
         calls = merge_tools(keys.user_turn_key, check_tools(tools))
-        model = _check_model(model)
         started = time.perf_counter()
         with (
             bound_context(conversation_id=self.conversation_id, turn_id=keys.turn_id),
@@ -561,9 +517,9 @@ class NeotomaMemory(MemorySettings):
                 retrieved_ids=retrieved.ids,
                 cited_ids=cited,
                 turn_number=turn_number,
-                user_extra=extra,
+                user_extra=prompt.user_extra,
                 tools=self._phases.tool_entities(keys, calls),
-                model=model,
+                model=prompt.model,
                 started_at=_id_time(keys),
             )
             stored = await self._phases.store(payload, keys, "recorded")
@@ -575,15 +531,9 @@ class NeotomaMemory(MemorySettings):
                 replayed=stored.replayed,
                 tool_ids=tool_ids(stored, payload),
             )
+            ending = Ending(opened, "completed", reply, retrieved.ids, cited, tools=calls)
             result = finish(
-                opened,
-                retrieved,
-                outcome,
-                TurnState.COMPLETED,
-                reply,
-                cited,
-                close_ms=(time.perf_counter() - started) * 1000,
-                tools=calls,
+                ending, retrieved, outcome, close_ms=(time.perf_counter() - started) * 1000
             )
             traced.done(result, reply)
             return result
@@ -597,7 +547,8 @@ class NeotomaMemory(MemorySettings):
         turn_number: object,
         user_extra: Mapping[str, Any] | None,
         revision: int | None,
-    ) -> tuple[TurnKeys, str, int | None, Mapping[str, Any] | None]:
+        model: str | None,
+    ) -> Prompt:
         # Everything that can be refused is refused here, before any I/O.
         text = check_text("user_message", user_message)
         keys = turn_keys(
@@ -605,7 +556,13 @@ class NeotomaMemory(MemorySettings):
             new_turn_id() if turn_id is None else turn_id,
             revision,
         )
-        return keys, text, _check_turn_number(turn_number), validate_user_extra(user_extra)
+        return Prompt(
+            keys,
+            text,
+            _check_turn_number(turn_number),
+            validate_user_extra(user_extra),
+            _check_model(model),
+        )
 
     async def _resume(
         self,

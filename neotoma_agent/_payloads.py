@@ -32,12 +32,12 @@ from ._undeclared import warn_undeclared
 
 __all__ = [
     "BOOKKEEPING_TYPES",
+    "NO_SETTINGS",
     "RUN_FIELDS",
     "ConversationSettings",
     "Produced",
     "RunFields",
     "StorePayload",
-    "abandoned_payload",
     "closing_payload",
     "merge_produced",
     "produced_entity",
@@ -171,11 +171,15 @@ def remembered_payload(produced: Produced) -> StorePayload:
 # builds them (a coding-agent hook, a fresh process per event, among them), and they
 # validate nothing. Produced is public: it stays what it is.
 class ConversationSettings(NamedTuple):
-    """What every payload of one conversation shares."""
+    """What every payload of one conversation shares but its id (which the turn's
+    :class:`~neotoma_agent._keys.TurnKeys` carry): pass them by name."""
 
-    conversation_id: str
     platform: str | None = None
     title: str | None = None
+
+
+#: A conversation whose platform and title are not known (or not to be written).
+NO_SETTINGS: Final = ConversationSettings()
 
 
 class StorePayload(NamedTuple):
@@ -195,7 +199,9 @@ class StorePayload(NamedTuple):
 
 
 def conversation_entity(
-    settings: ConversationSettings, started_at: str | None = None
+    conversation_id: str,
+    settings: ConversationSettings = NO_SETTINGS,
+    started_at: str | None = None,
 ) -> dict[str, Any]:
     """The ``conversation`` entity, keyed by ``conversation_id`` (a schema rule).
 
@@ -205,7 +211,7 @@ def conversation_entity(
     """
     entity: dict[str, Any] = {
         "entity_type": "conversation",
-        "conversation_id": settings.conversation_id,
+        "conversation_id": conversation_id,
     }
     if settings.title is not None:
         entity["title"] = settings.title
@@ -401,7 +407,7 @@ def user_payload(
     harness, the ``model`` and ``run.started_at``.
     """
     entities = (
-        conversation_entity(settings),
+        conversation_entity(keys.conversation_id, settings),
         message_entity(
             "user", user_message, keys.user_turn_key, turn_number=turn_number, extra=user_extra
         ),
@@ -436,7 +442,9 @@ def _reply_part(
     conversation: int | str
     if conversation_entity_id is None or conversation_started_at is not None:
         indexes["conversation_index"] = len(entities)
-        entities.append(conversation_entity(settings, conversation_started_at))
+        entities.append(
+            conversation_entity(keys.conversation_id, settings, conversation_started_at)
+        )
         conversation = indexes["conversation_index"]
     else:
         conversation = conversation_entity_id
@@ -465,73 +473,33 @@ def closing_payload(
     model: str | None = None,
     run: RunFields = _NO_RUN_FIELDS,
     started_at: str | None = None,
-) -> StorePayload:
-    """The closing store of a completed turn.
-
-    The assistant message (exact reply) PART_OF the conversation and REFERS_TO the retrieved
-    and cited entities and to each ``produced`` entity (written in this same store); the
-    user message (named by id) REFERS_TO the retrieved entities; the turn record becomes
-    ``completed`` and REFERS_TO each of ``tools`` (``tool_invocation`` elements, see
-    :func:`neotoma_agent._tools.tool_entity`), written here too.
-    """
-    entities, relationships, indexes = _reply_part(
-        settings,
-        keys,
-        reply,
-        _closing_record(keys, "completed", None, settings, model, run, tools, produced),
-        conversation_entity_id,
-        turn_number,
-        [*retrieved_ids, *cited_ids],
-        started_at if run.started_conversation else None,
-    )
-    if user_message_id is not None:
-        relationships += _refers_to(user_message_id, retrieved_ids)
-    produced_indexes = _add_produced(entities, relationships, indexes["assistant_index"], produced)
-    tool_indexes = _add_tools(entities, relationships, indexes["turn_record_index"], tools)
-    return StorePayload(
-        entities=tuple(entities),
-        relationships=tuple(relationships),
-        idempotency_key=keys.idempotency_key("assistant"),
-        produced_indexes=produced_indexes,
-        tool_indexes=tool_indexes,
-        **indexes,
-    )
-
-
-def abandoned_payload(
-    settings: ConversationSettings,
-    keys: TurnKeys,
-    partial_reply: str,
-    error_class: str,
-    *,
-    conversation_entity_id: str | None,
-    user_message_id: str | None,
-    retrieved_ids: Sequence[str] = (),
-    cited_ids: Sequence[str] = (),
-    turn_number: int | None = None,
+    error_class: str | None = None,
     idempotency_key: str | None = None,
-    produced: Sequence[Produced] = (),
-    tools: Sequence[Mapping[str, Any]] = (),
-    model: str | None = None,
-    run: RunFields = _NO_RUN_FIELDS,
-    started_at: str | None = None,
 ) -> StorePayload:
-    """The closing store of an abandoned turn.
+    """The closing store of a turn: completed, or abandoned with ``error_class``.
 
-    The turn record becomes ``abandoned`` with the error class, the user message keeps its
-    REFERS_TO edges, and when the user already saw part of a reply (``partial_reply`` is
+    Completed: the assistant message (exact reply) PART_OF the conversation and REFERS_TO
+    the retrieved and cited entities and to each ``produced`` entity (written in this same
+    store); the user message (named by id) REFERS_TO the retrieved entities; the turn
+    record becomes ``completed`` and REFERS_TO each of ``tools`` (``tool_invocation``
+    elements, see :func:`neotoma_agent._tools.tool_entity`), written here too.
+
+    Abandoned: the turn record becomes ``abandoned`` with the error class, the user message
+    keeps its REFERS_TO edges, and when the user already saw part of a reply (``reply`` is
     non-empty) the assistant message holds exactly that text: both halves or neither.
     What the turn produced before it failed (a tool's result) happened, so it is stored
     too, REFERS_TO from the partial reply, or from the turn record when there is none; so
-    are the tool calls it made, REFERS_TO from the turn record.
+    are the tool calls it made, REFERS_TO from the turn record. ``idempotency_key``: the
+    content key of a second, different abandonment (``None``: the phase's own).
     """
-    record = _closing_record(keys, "abandoned", error_class, settings, model, run, tools, produced)
+    status: TurnStatus = "completed" if error_class is None else "abandoned"
+    record = _closing_record(keys, status, error_class, settings, model, run, tools, produced)
     conversation_started_at = started_at if run.started_conversation else None
-    if partial_reply:
+    if error_class is None or reply:
         entities, relationships, indexes = _reply_part(
             settings,
             keys,
-            partial_reply,
+            reply,
             record,
             conversation_entity_id,
             turn_number,
@@ -539,7 +507,10 @@ def abandoned_payload(
             conversation_started_at,
         )
     elif conversation_started_at is not None:
-        entities = [conversation_entity(settings, conversation_started_at), record]
+        entities = [
+            conversation_entity(keys.conversation_id, settings, conversation_started_at),
+            record,
+        ]
         relationships, indexes = [], {"conversation_index": 0, "turn_record_index": 1}
     else:
         entities, relationships, indexes = [record], [], {"turn_record_index": 0}
@@ -551,7 +522,8 @@ def abandoned_payload(
     return StorePayload(
         entities=tuple(entities),
         relationships=tuple(relationships),
-        idempotency_key=idempotency_key or keys.idempotency_key("abandoned"),
+        idempotency_key=idempotency_key
+        or keys.idempotency_key("assistant" if error_class is None else "abandoned"),
         produced_indexes=produced_indexes,
         tool_indexes=tool_indexes,
         **indexes,
@@ -631,7 +603,7 @@ def recorded_payload(
     turn's, and a re-import must replay): only a ``started_at`` the turn id carries.
     """
     entities: list[Mapping[str, Any]] = [
-        conversation_entity(settings),
+        conversation_entity(keys.conversation_id, settings),
         message_entity(
             "user", user_message, keys.user_turn_key, turn_number=turn_number, extra=user_extra
         ),

@@ -1,25 +1,50 @@
-"""What the store phases of a turn return (``_phases``), and what a failed enter leaves.
+"""The records of a turn's phases, in the order a turn meets them, and what a failed enter
+leaves.
 
-:class:`Opened` (what the enter store wrote), :class:`CloseOutcome` (what a closing store
-wrote) and :class:`EnterAttempt` (an enter that did not open); the turn (``_turn``), the
-explicit API (``_memory``) and the results (``_turn_result``) read them.
+:class:`Prompt` (what a turn opens with), :class:`Opened` (what the enter store wrote),
+:class:`Ending` (how the turn ends: what its closing store is to write),
+:class:`CloseOutcome` (what a closing store wrote) and :class:`EnterAttempt` (an enter that
+did not open). Each is built once, where its phase decides it, and passed whole: the turn
+(``_turn``), the explicit API (``_memory``), the async driver (``_phases``), the turn
+machine (``_engine``), the hooks' driver (``hooks._embedded*``) and the results
+(``_turn_result``) read them.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, NamedTuple
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 from ._keys import TurnKeys
 
 if TYPE_CHECKING:
+    from ._payloads import Produced
     from ._retrieval import Retrieved
     from ._tools import ToolCall
 
-__all__ = ["CloseOutcome", "EnterAttempt", "Opened", "unopened"]
+__all__ = ["CloseOutcome", "Ending", "EnterAttempt", "Opened", "Prompt", "unopened"]
 
 
 # Plain records, not attrs: a coding-agent hook (a fresh process per event) builds Opened to
-# open a turn, and none of them validates anything.
+# open a turn and Ending to close one, and none of them validates anything.
+
+
+class Prompt(NamedTuple):
+    """What a turn opens with: the user message and what its user store writes beside it.
+
+    Checked and built once, before any I/O (``NeotomaMemory._prepare``, a hook's prompt),
+    and passed whole to the turn, the enter (``Phases.enter``), the machine's ``Entering``
+    and the user store's payload.
+    """
+
+    keys: TurnKeys
+    #: the exact user text
+    user_message: str
+    turn_number: int | None = None
+    #: extra fields of the user message (checked: none of the protocol's own)
+    user_extra: Mapping[str, Any] | None = None
+    #: the model that answers (stored on the turn record)
+    model: str | None = None
 
 
 class Opened(NamedTuple):
@@ -38,6 +63,48 @@ class Opened(NamedTuple):
     started_at: str | None = None
     #: the user store created the conversation entity: this turn started the conversation
     started_conversation: bool = False
+
+
+class Ending(NamedTuple):
+    """How a turn ends: everything its closing store writes but the run fields (the clock's
+    readings, which the driver takes when it stores).
+
+    Built once, where the turn ends (``Turn``'s exit, ``close_turn`` / ``abandon_turn``, a
+    failed enter, a hook's stop), and passed whole to the closing phase, the turn machine,
+    the payload builders and the result. Immutable, and a plain record as the others here
+    (a hook's process builds it, and an attrs class costs it ~3 ms to define).
+    """
+
+    #: what the enter store wrote (or, for a turn opened elsewhere, what is known of it)
+    opened: Opened
+    #: ``completed`` (the reply is whole) or ``abandoned``
+    status: Literal["completed", "abandoned"]
+    #: the exact reply; for an abandoned turn, what the user saw of it (may be empty)
+    reply: str
+    #: the ids retrieval linked (the user message's and the reply's REFERS_TO)
+    retrieved_ids: tuple[str, ...] = ()
+    #: the ids the reply cites
+    cited_ids: tuple[str, ...] = ()
+    #: the entities the reply produced (``t.remember``), written in the closing store
+    produced: tuple[Produced, ...] = ()
+    #: the tool calls the turn made, written in the closing store
+    tools: tuple[ToolCall, ...] = ()
+    #: the exception class of an abandoned turn
+    error_class: str | None = None
+    #: the model that answered (stored on the turn record)
+    model: str | None = None
+    #: the characters of the context the turn rendered (a run field)
+    context_chars: int | None = None
+
+    @property
+    def keys(self) -> TurnKeys:
+        """The turn's keys."""
+        return self.opened.keys
+
+    @property
+    def phase(self) -> Literal["assistant", "abandoned"]:
+        """The closing store's phase (its idempotency key's)."""
+        return "assistant" if self.status == "completed" else "abandoned"
 
 
 class CloseOutcome(NamedTuple):

@@ -6,10 +6,10 @@ the store:
 - enter: bounded retrieval and one user store (conversation, user message, turn record
   ``open``, PART_OF), concurrently; a failed enter that may have written closes the turn
   as abandoned (:meth:`Phases.enter`);
-- complete: one closing store (assistant message, PART_OF, REFERS_TO, turn record
-  ``completed``);
-- abandon: one closing store (turn record ``abandoned``, the user message's edges, and the
-  partial reply if the user saw one);
+- close, as the turn's :class:`~neotoma_agent._phase_records.Ending` says: one closing
+  store, completed (assistant message, PART_OF, REFERS_TO, turn record ``completed``) or
+  abandoned (turn record ``abandoned``, the user message's edges, and the partial reply if
+  the user saw one) (:meth:`Phases.close`);
 
 and :meth:`Phases.shielded` runs a closing phase to its end whatever cancels the caller,
 within ``close_timeout``. What each store holds, when a re-run replays and how a failed
@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
 import anyio
@@ -38,8 +38,8 @@ from ._history import HistoryTurn, read_history
 from ._keys import TurnKeys
 from ._log import get_logger
 from ._otel import ACTIVE
-from ._payloads import ConversationSettings, Produced, RunFields, StorePayload
-from ._phase_records import CloseOutcome, EnterAttempt, Opened, unopened
+from ._payloads import ConversationSettings, RunFields, StorePayload
+from ._phase_records import CloseOutcome, Ending, EnterAttempt, Opened, Prompt, unopened
 from ._retrieval import (
     EMPTY_RETRIEVAL,
     RecentSource,
@@ -81,7 +81,7 @@ class Phases:
     def __attrs_post_init__(self) -> None:
         config = self.config
         conversation = ConversationSettings(
-            config.conversation_id, config.platform, config.conversation_title
+            platform=config.platform, title=config.conversation_title
         )
         payloads = ToolPayloads(config.tool_payloads, config.tool_payload_chars, config.redact_tool)
         object.__setattr__(self, "conversation", conversation)
@@ -225,14 +225,7 @@ class Phases:
         return await self.drive(self.machine.store(payload, keys, phase))
 
     async def enter(
-        self,
-        keys: TurnKeys,
-        user_message: str,
-        *,
-        turn_number: int | None,
-        user_extra: Mapping[str, Any] | None,
-        attempt: EnterAttempt,
-        model: str | None = None,
+        self, prompt: Prompt, attempt: EnterAttempt
     ) -> tuple[Opened, Retrieved, tuple[HistoryTurn, ...]]:
         """Retrieval, the history read and the user store, concurrently; the turn is open
         when all are done.
@@ -244,13 +237,10 @@ class Phases:
         """
         started = time.perf_counter()
         config = self.config
+        keys, user_message = prompt.keys, prompt.user_message
         entering = Entering(
             self.machine,
-            keys,
-            user_message,
-            turn_number=turn_number,
-            user_extra=user_extra,
-            model=model,
+            prompt,
             run=RunFields(started_at=started_at(keys)),
             retrieved=EMPTY_RETRIEVAL,
         )
@@ -334,7 +324,8 @@ class Phases:
 
         async def close() -> tuple[Opened, CloseOutcome]:
             opened = await self.drive(entering.reopen())
-            return opened, await self.abandon(opened, "", error_class, retrieved.ids, ())
+            ending = Ending(opened, "abandoned", "", retrieved.ids, error_class=error_class)
+            return opened, await self.close(ending)
 
         completion = await run_to_completion(close, self.config.close_timeout)
         attempt.closed = True
@@ -355,52 +346,9 @@ class Phases:
     def assistant_id(self, stored: StoreResult, payload: StorePayload) -> str | None:
         return assistant_id(stored, payload)
 
-    async def complete(
-        self,
-        opened: Opened,
-        reply: str,
-        retrieved_ids: Sequence[str],
-        cited_ids: Sequence[str],
-        produced: Sequence[Produced] = (),
-        tools: Sequence[ToolCall] = (),
-        *,
-        model: str | None = None,
-        context_chars: int | None = None,
-    ) -> CloseOutcome:
-        run = closing_run(opened, retrieved_ids, context_chars)
-        return await self.drive(
-            self.machine.complete(
-                opened, reply, retrieved_ids, cited_ids, produced, tools, model=model, run=run
-            )
-        )
-
-    async def abandon(
-        self,
-        opened: Opened,
-        partial_reply: str,
-        error_class: str,
-        retrieved_ids: Sequence[str],
-        cited_ids: Sequence[str],
-        produced: Sequence[Produced] = (),
-        tools: Sequence[ToolCall] = (),
-        *,
-        model: str | None = None,
-        context_chars: int | None = None,
-    ) -> CloseOutcome:
-        run = closing_run(opened, retrieved_ids, context_chars)
-        return await self.drive(
-            self.machine.abandon(
-                opened,
-                partial_reply,
-                error_class,
-                retrieved_ids,
-                cited_ids,
-                produced,
-                tools,
-                model=model,
-                run=run,
-            )
-        )
+    async def close(self, ending: Ending) -> CloseOutcome:
+        """The closing store of ``ending`` (``TurnMachine.close``), its run fields read now."""
+        return await self.drive(self.machine.close(ending, closing_run(ending)))
 
     def tool_entities(self, keys: TurnKeys, tools: Sequence[ToolCall]) -> list[dict[str, Any]]:
         """The ``tool_invocation`` request elements of a turn's calls (capped, redacted)."""

@@ -32,18 +32,18 @@ from __future__ import annotations
 import contextvars
 import sys
 import time
-from collections.abc import AsyncGenerator, AsyncIterable, Callable, Mapping
+from collections.abc import AsyncGenerator, AsyncIterable, Callable
 from contextlib import AbstractContextManager
 from types import TracebackType
 from typing import Any
 
 from ._context import render_context
 from ._history import HistoryTurn
-from ._keys import TurnKeys, validate_entity_id
+from ._keys import validate_entity_id
 from ._log import bound_context, get_logger
 from ._otel import TurnTrace, start_turn
 from ._payloads import Produced, merge_produced, produced_entity
-from ._phase_records import EnterAttempt, Opened
+from ._phase_records import Ending, EnterAttempt, Opened, Prompt
 from ._phases import Phases
 from ._retrieval import EMPTY_RETRIEVAL, RetrievalStats, Retrieved, RetrievedEntity
 from ._shield import raise_deferred
@@ -105,6 +105,7 @@ class Turn(TurnTools):
         "_pending",
         "_phases",
         "_produced",
+        "_prompt",
         "_reply_cache",
         "_result",
         "_retrieved",
@@ -113,9 +114,6 @@ class Turn(TurnTools):
         "_tools",
         "_tools_kept",
         "_trace",
-        "_turn_number",
-        "_user_extra",
-        "_user_message",
     )
 
     def __init__(self, *args: object, **kwargs: object) -> None:
@@ -123,45 +121,19 @@ class Turn(TurnTools):
         raise TypeError("Turn objects come from NeotomaMemory.turn(); it validates the ids")
 
     @classmethod
-    def _create(
-        cls,
-        phases: Phases,
-        keys: TurnKeys,
-        user_message: str,
-        *,
-        turn_number: int | None,
-        user_extra: Mapping[str, Any] | None,
-        model: str | None = None,
-    ) -> Turn:
+    def _create(cls, phases: Phases, prompt: Prompt) -> Turn:
         """The private constructor: NeotomaMemory.turn() calls it once it has checked the
         ids (the public one refuses, and help(Turn) shows no private type)."""
         turn = object.__new__(cls)
-        turn._init(
-            phases,
-            keys,
-            user_message,
-            turn_number=turn_number,
-            user_extra=user_extra,
-            model=model,
-        )
+        turn._init(phases, prompt)
         return turn
 
-    def _init(
-        self,
-        phases: Phases,
-        keys: TurnKeys,
-        user_message: str,
-        *,
-        turn_number: int | None,
-        user_extra: Mapping[str, Any] | None,
-        model: str | None,
-    ) -> None:
+    def _init(self, phases: Phases, prompt: Prompt) -> None:
+        keys = prompt.keys
         self._phases = phases
+        self._prompt = prompt
         self._keys = keys
-        self._user_message = user_message
-        self._turn_number = turn_number
-        self._user_extra = user_extra
-        self._model = model
+        self._model = prompt.model
         self._state = TurnState.NEW
         self._suspended = False
         self._tools_kept = False
@@ -212,7 +184,7 @@ class Turn(TurnTools):
     @property
     def user_message(self) -> str:
         """The exact user text."""
-        return self._user_message
+        return self._prompt.user_message
 
     @property
     def retrieved(self) -> tuple[Entity, ...]:
@@ -487,24 +459,18 @@ class Turn(TurnTools):
         self._log_binding.__enter__()
         attempt = EnterAttempt()
         keys, phases = self._keys, self._phases
+        prompt = self._prompt
         trace = self._trace = start_turn(
             phases.config.transport,
             keys.conversation_id,
             keys.turn_id,
-            self._turn_number,
-            self._user_message,
+            prompt.turn_number,
+            prompt.user_message,
         )
         if trace is not None:
             trace.attach()
         try:
-            self._opened, self._retrieved, self._history = await self._phases.enter(
-                self._keys,
-                self._user_message,
-                turn_number=self._turn_number,
-                user_extra=self._user_extra,
-                attempt=attempt,
-                model=self._model,
-            )
+            self._opened, self._retrieved, self._history = await phases.enter(prompt, attempt)
         except BaseException:
             self._state = TurnState.FAILED
             if attempt.closed:
@@ -585,44 +551,29 @@ class Turn(TurnTools):
         phases = self._phases
         # Shielded so a cancelled body still gets its closing store, however it is cancelled;
         # bounded so a hung store cannot hang the caller's shutdown.
-        produced = tuple(self._produced.values())
-        tools = self._tools.calls
-        cited = tuple(self._cited)
-        chars = self._context_chars
-        if error_class is None:
-            completion = await phases.shielded(
-                lambda: phases.complete(
-                    opened, reply, self.retrieved_ids, cited, produced, tools, context_chars=chars
-                )
-            )
-        else:
-            completion = await phases.shielded(
-                lambda: phases.abandon(
-                    opened,
-                    reply,
-                    error_class,
-                    self.retrieved_ids,
-                    cited,
-                    produced,
-                    tools,
-                    context_chars=chars,
-                )
-            )
-        close_ms = (time.perf_counter() - closing_started) * 1000
-        state = TurnState.COMPLETED if failure is None else TurnState.ABANDONED
-        self._result = finish(
+        ending = Ending(
             opened,
+            "completed" if error_class is None else "abandoned",
+            reply,
+            self.retrieved_ids,
+            tuple(self._cited),
+            tuple(self._produced.values()),
+            self._tools.calls,
+            error_class,
+            # The model rides on the enter's record only (a closing store that named it
+            # would no longer replay a turn stored before).
+            context_chars=self._context_chars,
+        )
+        completion = await phases.shielded(lambda: phases.close(ending))
+        close_ms = (time.perf_counter() - closing_started) * 1000
+        self._result = finish(
+            ending,
             self._retrieved,
             completion.value,
-            state,
-            reply,
-            tuple(self._cited),
-            error_class=error_class,
             close_error=completion.error,
             open_ms=self._open_ms,
             body_ms=body_ms,
             close_ms=close_ms,
-            tools=tools,
         )
         self._state = self._result.status
         close_error = completion.error

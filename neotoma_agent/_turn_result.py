@@ -15,7 +15,7 @@ import attrs
 
 from ._closing import close_failure as close_failure
 from ._log import get_logger
-from ._phase_records import CloseOutcome, EnterAttempt, Opened
+from ._phase_records import CloseOutcome, Ending, EnterAttempt
 from ._retrieval import RetrievalStats, Retrieved
 from ._tools import ToolCall
 from .exceptions import error_label
@@ -157,27 +157,25 @@ class TurnResult:
 
 
 def finish(
-    opened: Opened,
+    ending: Ending,
     retrieved: Retrieved,
     outcome: CloseOutcome | None,
-    state: TurnState,
-    reply: str,
-    cited: tuple[str, ...],
     *,
-    error_class: str | None = None,
     close_error: BaseException | None = None,
     open_ms: float = 0.0,
     body_ms: float = 0.0,
     close_ms: float = 0.0,
-    tools: tuple[ToolCall, ...] = (),
 ) -> TurnResult:
     """The one place a :class:`TurnResult` is built, and its ``turn.*`` event logged.
 
-    ``state`` is what the turn meant to end as (``COMPLETED`` or ``ABANDONED``); without an
+    ``ending`` says what the turn meant to end as (completed or abandoned); without an
     ``outcome`` (the closing store failed) it is ``FAILED``. Ids the store did not give are
     ``None``.
     """
+    opened = ending.opened
     keys = opened.keys
+    state = TurnState.COMPLETED if ending.status == "completed" else TurnState.ABANDONED
+    tools = ending.tools
     result = TurnResult(
         conversation_id=keys.conversation_id,
         turn_id=keys.turn_id,
@@ -190,10 +188,10 @@ def finish(
         turn_record_id=(outcome.turn_record_id if outcome else None) or opened.turn_record_id,
         retrieved_ids=retrieved.ids,
         retrieved=retrieved.entities,
-        cited_ids=cited,
+        cited_ids=ending.cited_ids,
         retrieval=retrieved.stats,
-        reply_chars=len(reply),
-        error_class=error_class,
+        reply_chars=len(ending.reply),
+        error_class=ending.error_class,
         close_error=close_error,
         replayed=False if outcome is None else outcome.replayed,
         produced_ids=() if outcome is None else outcome.produced_ids,
@@ -212,16 +210,10 @@ def finish(
 def finish_attempt(attempt: EnterAttempt, open_ms: float) -> TurnResult:
     """The result of an enter that did not open but closed the turn as abandoned."""
     assert attempt.opened is not None
+    retrieved = attempt.retrieved
+    ending = Ending(attempt.opened, "abandoned", "", retrieved.ids, error_class=attempt.error_class)
     return finish(
-        attempt.opened,
-        attempt.retrieved,
-        attempt.outcome,
-        TurnState.ABANDONED,
-        "",
-        (),
-        error_class=attempt.error_class,
-        close_error=attempt.close_error,
-        open_ms=open_ms,
+        ending, retrieved, attempt.outcome, close_error=attempt.close_error, open_ms=open_ms
     )
 
 

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
-from types import TracebackType
 from typing import Any, Literal
 
 import anyio
@@ -30,7 +29,7 @@ from ._memory import NeotomaMemory
 from ._turn import Turn
 from ._turn_result import TurnResult
 from .exceptions import TurnStateError
-from .transport._base import Transport
+from .transport._base import ExitWith, Transport
 
 __all__ = ["AgentReply", "AgentStream", "MemoryAgent", "StoppedEarly", "with_memory"]
 
@@ -88,7 +87,7 @@ def _reply_value(value: object, turn: Turn) -> None:
     turn.reply = value
 
 
-class AgentStream:
+class AgentStream(ExitWith):
     """One streamed turn; use ``async with wrapped.stream(msg) as s: async for c in s:``.
 
     After the block, :attr:`reply` and :attr:`result` hold what was stored. Leaving the block
@@ -144,23 +143,20 @@ class AgentStream:
         self._turn.append(chunk)
         return chunk
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def _exit(self, exc: BaseException | None) -> None:
         source, self._source = self._source, None
         if exc is None and not self._done:
             exc = StoppedEarly("the stream was left before the agent finished")
-            exc_type, tb = StoppedEarly, None
         try:
             aclose = getattr(source, "aclose", None)
             if aclose is not None:
                 with anyio.CancelScope(shield=True):
                     await aclose()
         finally:
-            await self._turn.__aexit__(exc_type, exc, tb)
+            if exc is None:
+                await self._turn.__aexit__(None, None, None)
+            else:
+                await self._turn.__aexit__(type(exc), exc, exc.__traceback__)
 
 
 class MemoryAgent:

@@ -379,19 +379,17 @@ def profile_shares(results: Results) -> str:
 #: each layout step of the probe: what it is, and the profile's area it takes work from
 STEPS: dict[str, tuple[str, str | None]] = {
     "numbers": ("integer row numbers in observations, edges, the conversation index", None),
-    "+type": ("the entity type as a code, indexed as (type, number)", None),
+    "+type": ("the entity type as a code, indexed as (user, type, number)", None),
     "+name": ("no stored canonical name where the identity rules derive it", None),
     "+meta": ("snapshot metas as the winning observation's number", None),
     "+merge": ("an entity's first observation in its entity row", None),
-    "+keys": ("idempotency keys numbered, found by an 8-byte digest", "  idempotency keys"),
+    "+keys": (
+        "idempotency keys numbered (version 8 finds them by a 16-byte digest already)",
+        "  idempotency keys",
+    ),
     "+partof": ("PART_OF derived from the conversation index", "  edges"),
     "+nobook": ("no trigram index over bookkeeping names", "  name index (bookkeeping names)"),
     "+ids": ("entity ids as their 12 bytes in the entity row and its index", None),
-    "+user": ("the per-user integer column (schema version 7)", None),
-    "+search": (
-        "(beyond the compact format) the search index without its copy of the texts",
-        "  search index",
-    ),
     "+codec": (
         "(beyond the compact format) messages' and turn records' fields in a positional codec",
         None,
@@ -419,7 +417,6 @@ def compact_steps(results: Results) -> str:
     extra = {
         "+nobook": f"{written.get('bookkeeping_names_content', 0):g} FTS5 rows, "
         f"{inner.get('bookkeeping_names', 0):.0f} FTS5 statements",
-        "+search": f"{written.get('search_text_content', 0):g} FTS5 content rows",
     }
     rows = [["today's file (est. as written: live)", "", size(totals["live"]), "", "", ""]]
     before, layouts = "copy", probe["layouts"][1:]

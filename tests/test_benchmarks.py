@@ -219,10 +219,12 @@ def test_disk_layout_probe_copies_every_row_into_each_layout(tmp_path: Path) -> 
     assert tables["bookkeeping_names_content"]["est +nobook"] == 0
     # The keys are numbered and found by a digest: an index of its own, counted.
     assert tables["idempotency_keys_by_digest"]["est +keys"] > 0
-    assert report["totals"]["est +user"] < report["totals"]["live"]
+    assert report["totals"][f"est {report['compact']}"] < report["totals"]["live"]
     # The positional codec shrinks the protocol records' rows, nothing else.
-    assert tables["entities"]["est +codec"] < tables["entities"]["est +search"]
-    assert rows["+codec"] == rows["+search"]
+    assert tables["entities"]["est +codec"] < tables["entities"]["est +ids"]
+    assert rows["+codec"] == rows["+ids"]
+    # The live file is this release's: no copy of the texts in its search index.
+    assert "search_text_content" not in tables
     assert report["meta"]["command"].startswith("python benchmarks/disk_layout_probe.py")
 
 
@@ -326,3 +328,18 @@ def test_search_benchmark_finds_the_planted_facts(tmp_path: Path) -> None:
     assert rows["facts"]["mean_hits"] >= 3
     assert report["top3_recall"] >= 0.9
     assert report["top3_recall_http"] == report["top3_recall"]
+
+
+def test_user_message_path_reaches_the_insert_through_the_turn_machine(tmp_path: Path) -> None:
+    report = run_benchmark("user_message_path", tmp_path=tmp_path)
+    assert report["reached_insert"]
+    path = list(report["path"])
+    # The core's part, in the order the text takes it; then the store's.
+    core = [m for m in path if not m.startswith("neotoma_agent.transport")]
+    assert core[:3] == ["neotoma_agent._memory", "neotoma_agent._text", "neotoma_agent._turn"]
+    assert {"neotoma_agent._phases", "neotoma_agent._engine.machine"} <= set(core)
+    assert "neotoma_agent.transport.embedded._write" in path
+    # A ratchet: the path may get shorter, never longer (lower it when it does).
+    assert len(path) <= 14
+    # Retrieval reads the text beside the store, not on its way.
+    assert "neotoma_agent._extract" in report["beside"]

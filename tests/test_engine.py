@@ -11,14 +11,14 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from neotoma_agent import ToolCall
-from neotoma_agent._closing import MAX_RERUN_TRIES, closing_run, completed_builder, started_at
+from neotoma_agent._closing import MAX_RERUN_TRIES, closing_builder, closing_run, started_at
 from neotoma_agent._engine.history import page_reads
 from neotoma_agent._engine.machine import Entering, EnterState, TurnMachine
 from neotoma_agent._engine.requests import (
@@ -32,8 +32,15 @@ from neotoma_agent._engine.requests import (
     run,
 )
 from neotoma_agent._keys import message_entity_id, turn_keys, turn_record_entity_id
-from neotoma_agent._payloads import ConversationSettings, RunFields, StorePayload
-from neotoma_agent._phase_records import Opened
+from neotoma_agent._payloads import (
+    ConversationSettings,
+    RunFields,
+    StorePayload,
+    closing_payload,
+    recorded_payload,
+    user_payload,
+)
+from neotoma_agent._phase_records import Ending, Opened, Prompt
 from neotoma_agent._retrieval import EMPTY_RETRIEVAL, RetrievalStats, Retrieved
 from neotoma_agent._tool_payload import DEFAULT_PAYLOADS
 from neotoma_agent.exceptions import (
@@ -58,7 +65,7 @@ from neotoma_agent.transport.embedded._read import (
 )
 from neotoma_agent.transport.embedded._write import store
 
-MACHINE = TurnMachine(ConversationSettings("chat-1", "tests"), DEFAULT_PAYLOADS)
+MACHINE = TurnMachine(ConversationSettings(platform="tests"), DEFAULT_PAYLOADS)
 KEYS = turn_keys("chat-1", "t1")
 RUN = RunFields(started_at="2026-12-01T10:00:00.000Z")
 
@@ -136,11 +143,7 @@ def loop(tmp_path: Path) -> Iterator[Loop]:
 def entering(**kw: Any) -> Entering:
     return Entering(
         MACHINE,
-        KEYS,
-        "What about Acme Corp?",
-        turn_number=None,
-        user_extra=None,
-        model=None,
+        Prompt(KEYS, "What about Acme Corp?"),
         run=kw.pop("run", RUN),
         retrieved=EMPTY_RETRIEVAL,
         **kw,
@@ -220,16 +223,7 @@ def test_retrieval_runs_before_the_store_only_when_it_must_or_is_instant(
     refers_to_on_enter: bool,
     sequential: bool,
 ) -> None:
-    enter = Entering(
-        MACHINE,
-        KEYS,
-        text,
-        turn_number=None,
-        user_extra=None,
-        model=None,
-        run=RUN,
-        retrieved=EMPTY_RETRIEVAL,
-    )
+    enter = Entering(MACHINE, Prompt(KEYS, text), run=RUN, retrieved=EMPTY_RETRIEVAL)
     enter.plan(
         identifiers,
         recency=recency,
@@ -242,14 +236,7 @@ def test_retrieval_runs_before_the_store_only_when_it_must_or_is_instant(
 
 def test_an_application_extractor_looks_up_no_loose_word() -> None:
     enter = Entering(
-        MACHINE,
-        KEYS,
-        "tell me about zanzibar",
-        turn_number=None,
-        user_extra=None,
-        model=None,
-        run=RUN,
-        retrieved=EMPTY_RETRIEVAL,
+        MACHINE, Prompt(KEYS, "tell me about zanzibar"), run=RUN, retrieved=EMPTY_RETRIEVAL
     )
     enter.plan([], recency=False, retriever=False, loose=False, refers_to_on_enter=False)
     assert enter.sequential
@@ -353,10 +340,8 @@ def test_a_failed_enter_without_an_answer_sends_its_store_again_before_abandonin
 
 
 def close(loop: Loop, opened: Opened, reply: str, **kw: Any) -> Any:
-    run = kw.pop("run", None) or closing_run(opened, (), None)
-    return loop.run(
-        MACHINE.complete(opened, reply, (), (), (), kw.pop("tools", ()), model=None, run=run)
-    )
+    ending = Ending(opened, "completed", reply, tools=tuple(kw.pop("tools", ())))
+    return loop.run(MACHINE.close(ending, kw.pop("run", None) or closing_run(ending)))
 
 
 def test_a_completed_close_is_one_store_request_that_may_wait(loop: Loop) -> None:
@@ -405,7 +390,7 @@ def test_a_close_with_another_reply_is_refused_with_the_revision_hint(loop: Loop
 
 def test_a_failed_read_of_earlier_runs_leaves_the_mismatch_standing() -> None:
     opened = Opened(KEYS, None, "ent_" + "1" * 24, "ent_" + "2" * 24, None, False, None)
-    steps = MACHINE.complete(opened, "reply", (), (), (), (), model=None, run=RUN)
+    steps = MACHINE.close(Ending(opened, "completed", "reply"), RUN)
     assert isinstance(next(steps), Store)
     read = steps.throw(mismatch())
     assert read == Observations(turn_record_entity_id("chat-1", "t1"))
@@ -415,7 +400,7 @@ def test_a_failed_read_of_earlier_runs_leaves_the_mismatch_standing() -> None:
 
 def test_an_abandon_never_overwrites_a_completed_turn() -> None:
     opened = Opened(KEYS, None, "ent_" + "1" * 24, "", "ent_" + "3" * 24, True, "completed")
-    steps = MACHINE.abandon(opened, "partial", "RuntimeError", (), (), (), (), model=None, run=RUN)
+    steps = MACHINE.close(Ending(opened, "abandoned", "partial", error_class="RuntimeError"), RUN)
     with pytest.raises(StopIteration) as done:
         next(steps)  # no request at all
     outcome = done.value.value
@@ -427,10 +412,8 @@ def test_a_second_different_abandonment_is_stored_under_its_content_key(loop: Lo
     opened = open_turn(loop)
 
     def abandon(error_class: str) -> Any:
-        run = closing_run(opened, (), None)
-        return loop.run(
-            MACHINE.abandon(opened, "", error_class, (), (), (), (), model=None, run=run)
-        )
+        ending = Ending(opened, "abandoned", "", error_class=error_class)
+        return loop.run(MACHINE.close(ending, closing_run(ending)))
 
     abandon("RuntimeError")
     loop.requests.clear()
@@ -444,6 +427,64 @@ def test_a_second_different_abandonment_is_stored_under_its_content_key(loop: Lo
     # the same abandonment again collapses into the one under the content key
     loop.requests.clear()
     assert abandon("TimeoutError").replayed
+
+
+@pytest.mark.parametrize(
+    ("status", "reply", "error_class", "phase", "messages"),
+    [
+        ("completed", "Acme is a customer.", None, "assistant", ["Acme is a customer."]),
+        ("abandoned", "Acme is", "CancelledError", "abandoned", ["Acme is"]),
+        ("abandoned", "", "CancelledError", "abandoned", []),
+    ],
+)
+def test_a_turns_ending_is_one_store_of_what_it_says(
+    loop: Loop,
+    status: Literal["completed", "abandoned"],
+    reply: str,
+    error_class: str | None,
+    phase: str,
+    messages: list[str],
+) -> None:
+    opened = open_turn(loop)
+    loop.requests.clear()
+    ending = Ending(
+        opened, status, reply, ("ent_" + "9" * 24,), error_class=error_class, model="m-1"
+    )
+    outcome = loop.run(MACHINE.close(ending, closing_run(ending)))
+    [request] = loop.requests
+    assert isinstance(request, Store)
+    assert (request.phase, request.deferrable) == (phase, True)
+    payload = request.payload
+    assert payload.idempotency_key == KEYS.idempotency_key(ending.phase)
+    record = payload.entities[payload.turn_record_index]
+    assert (record["status"], record.get("error_class"), record["model"]) == (
+        status,
+        error_class,
+        "m-1",
+    )
+    assert record["retrieved_entity_ids"] == ["ent_" + "9" * 24]
+    texts = [e["content"] for e in payload.entities if e["entity_type"] == "conversation_message"]
+    assert texts == messages
+    assert outcome.stored_status == status
+    assert (outcome.assistant_message_id is not None) == bool(messages)
+
+
+def test_the_conversation_id_is_carried_by_the_turn_keys_alone() -> None:
+    # One record carries it: the settings a conversation's payloads share hold no id.
+    assert "conversation_id" not in ConversationSettings._fields
+    keys = turn_keys("chat-9", "t1")
+    settings = ConversationSettings(platform="tests", title="Trip")
+    built = [
+        user_payload(settings, keys, "hi"),
+        recorded_payload(settings, keys, "hi", "yo"),
+        closing_payload(settings, keys, "yo", conversation_entity_id=None, user_message_id=None),
+    ]
+    for payload in built:
+        assert payload.conversation_index is not None
+        conversation = payload.entities[payload.conversation_index]
+        assert (conversation["conversation_id"], conversation["title"]) == ("chat-9", "Trip")
+        record = payload.entities[payload.turn_record_index]
+        assert record["session_id"] == "chat-9"
 
 
 def test_a_rerun_whose_calls_ran_again_takes_the_stored_clock_readings(loop: Loop) -> None:
@@ -506,14 +547,19 @@ def test_a_rerun_tries_the_matching_earlier_runs_newest_first_and_no_more(
     ended: list[str],
 ) -> None:
     opened = Opened(KEYS, None, "ent_" + "1" * 24, "ent_" + "2" * 24, None, False, None)
-    build = completed_builder(MACHINE.conversation, opened, "reply", (), (), (), (), None)
+    ending = Ending(opened, "completed", "reply")
+    keyed = closing_builder(MACHINE.conversation, ending, ())
+
+    def build(run: RunFields) -> StorePayload:
+        return keyed(run, None)
+
     runs = [RunFields(started_at=None, ended_at=e) for e in ended]
     # the record's observations as a store keeps them: each run's fields, newest first
     observations = [
         {k: v for k, v in _record(build(run)).items() if k != "entity_type"} for run in runs
     ]
     now = RunFields(ended_at="now")
-    steps = MACHINE.complete(opened, "reply", (), (), (), (), model=None, run=now)
+    steps = MACHINE.close(ending, now)
     assert isinstance(next(steps), Store)
     request = steps.throw(mismatch())
     assert request == Observations(turn_record_entity_id("chat-1", "t1"))

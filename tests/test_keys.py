@@ -24,7 +24,7 @@ from neotoma_agent._keys import (
 )
 from neotoma_agent._payloads import (
     ConversationSettings,
-    abandoned_payload,
+    StorePayload,
     closing_payload,
     recorded_payload,
     user_payload,
@@ -215,7 +215,7 @@ async def test_a_non_str_message_raises_before_any_io(store: EmbeddedStore) -> N
 
 # Payloads are pure: the store hashes entities to tell a replay from a mismatch.
 
-SETTINGS = ConversationSettings("chat-42", platform="tests", title="Trip")
+SETTINGS = ConversationSettings(platform="tests", title="Trip")
 KEYS = TurnKeys("chat-42", "7")
 CONV = "ent_f15284c1f078e824e4e9bb3b"
 
@@ -248,11 +248,11 @@ def test_payloads_are_a_pure_function_of_their_inputs() -> None:
                 ).entities
             ),
             json.dumps(
-                abandoned_payload(
+                closing_payload(
                     SETTINGS,
                     KEYS,
                     "y",
-                    "ValueError",
+                    error_class="ValueError",
                     conversation_entity_id=CONV,
                     user_message_id=None,
                 ).entities
@@ -266,13 +266,19 @@ def test_payloads_are_a_pure_function_of_their_inputs() -> None:
 
 
 def test_abandoned_payload_holds_the_partial_reply_only_when_there_is_one() -> None:
-    empty = abandoned_payload(
-        SETTINGS, KEYS, "", "trio.Cancelled", conversation_entity_id=CONV, user_message_id=None
-    )
+    def abandoned(partial_reply: str) -> StorePayload:
+        return closing_payload(
+            SETTINGS,
+            KEYS,
+            partial_reply,
+            error_class="trio.Cancelled",
+            conversation_entity_id=CONV,
+            user_message_id=None,
+        )
+
+    empty = abandoned("")
     assert [e["entity_type"] for e in empty.entities] == ["conversation_turn"]
-    partial = abandoned_payload(
-        SETTINGS, KEYS, "Hel", "trio.Cancelled", conversation_entity_id=CONV, user_message_id=None
-    )
+    partial = abandoned("Hel")
     assert [e["entity_type"] for e in partial.entities] == [
         "conversation_message",
         "conversation_turn",

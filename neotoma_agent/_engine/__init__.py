@@ -13,8 +13,9 @@ OpenTelemetry), :func:`.requests.run` in the caller's thread (a hook, on a store
 (tests/test_engine.py).
 
 - :mod:`.requests`: the requests a step yields, and what answers each;
-- :mod:`.machine`: the steps: one store, a phase that replays a re-run, the closings
-  (completed, abandoned) and the enter (its plan, its user store, what it wrote);
+- :mod:`.machine`: the steps: one store, a phase that replays a re-run, the closing (of
+  a turn's ``Ending``: completed or abandoned) and the enter (its plan, its user store,
+  what it wrote);
 - :mod:`.rerun`: the clock readings a re-run's tool calls take from the earlier run's;
 - :mod:`.history`: the history read's pages (``HistoryPage``), grouped by turn.
 
@@ -22,8 +23,10 @@ The drivers import what they drive from here: the steps, their records and the r
 """
 
 from .._phase_records import CloseOutcome as CloseOutcome
+from .._phase_records import Ending as Ending
 from .._phase_records import EnterAttempt as EnterAttempt
 from .._phase_records import Opened as Opened
+from .._phase_records import Prompt as Prompt
 from .machine import Entering as Entering
 from .machine import EnterState as EnterState
 from .machine import TurnMachine as TurnMachine

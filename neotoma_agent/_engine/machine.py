@@ -5,16 +5,17 @@ mismatch reworded for the turn), and every phase through :meth:`TurnMachine.stor
 a store refused as a mismatch may be a re-run of a phase that landed, whose run fields
 (clock readings, what retrieval found) differ; then the turn record's observations are read
 (one request, only then), and the payload is sent again with an earlier run's fields: a
-replay. The closings (:meth:`TurnMachine.complete`, :meth:`TurnMachine.abandon`) write the
-reply or the abandonment; a closing store whose tool calls ran again takes the readings the
-earlier run stored (:mod:`.rerun`). The enter (:class:`Entering`) decides whether retrieval
-runs before its user store, builds the store, and reads what it wrote off the answer; an
+replay. The closing (:meth:`TurnMachine.close`, of a turn's
+:class:`~neotoma_agent._phase_records.Ending`) writes the reply or the abandonment; a
+closing store whose tool calls ran again takes the readings the earlier run stored
+(:mod:`.rerun`). The enter (:class:`Entering`) decides whether retrieval runs before its
+user store, builds the store, and reads what it wrote off the answer; an
 enter that fails once its store may have been issued is closed as abandoned.
 
-Payloads come from the pure builders of ``_payloads`` and ``_closing``; the run fields
-come in as arguments (the driver reads the clock). A hook opening a turn on a store file
-builds the user store and reads its answer with the same functions (:func:`user_builder`,
-:func:`opened_from`).
+Payloads come from the pure builders of ``_payloads`` and ``_closing``, of the turn's
+records (``_phase_records``: the :class:`~neotoma_agent._phase_records.Prompt` it opens
+with, the ``Ending`` it closes with); the run fields come in as arguments (the driver reads
+the clock). A hook opening a turn on a store file runs the same :class:`Entering`.
 """
 
 from __future__ import annotations
@@ -25,10 +26,8 @@ from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 from .._closing import (
     MAX_RERUN_TRIES,
-    AbandonedBuild,
     ClosingBuild,
-    abandoned_builder,
-    completed_builder,
+    closing_builder,
     content_key,
     matching_runs,
     mismatch,
@@ -44,7 +43,7 @@ from .._payloads import (
     StorePayload,
     user_payload,
 )
-from .._phase_records import CloseOutcome, Opened
+from .._phase_records import CloseOutcome, Ending, Opened, Prompt
 from ..exceptions import APIError, IdempotencyMismatchError, ServerError
 from .requests import Lookup, Machine, Observations, Store, ToolObservations
 
@@ -67,7 +66,6 @@ __all__ = [
     "may_have_written",
     "opened_from",
     "tool_ids",
-    "user_builder",
 ]
 
 logger = get_logger()
@@ -178,137 +176,51 @@ class TurnMachine(NamedTuple):
             return stored, payload, earlier
         raise refused
 
-    def complete(
-        self,
-        opened: Opened,
-        reply: str,
-        retrieved_ids: Sequence[str],
-        cited_ids: Sequence[str],
-        produced: Sequence[Produced],
-        tools: Sequence[ToolCall],
-        *,
-        model: str | None,
-        run: RunFields,
-    ) -> Machine[CloseOutcome]:
-        """The completed turn's closing store (reply, its edges, the record ``completed``),
-        and what it wrote."""
-        stored, payload, retimed = yield from self.complete_store(
-            opened, reply, retrieved_ids, cited_ids, produced, tools, model=model, run=run
-        )
-        return closed("completed", stored, payload, produced, retimed)
-
-    def complete_store(
-        self,
-        opened: Opened,
-        reply: str,
-        retrieved_ids: Sequence[str],
-        cited_ids: Sequence[str],
-        produced: Sequence[Produced],
-        tools: Sequence[ToolCall],
-        *,
-        model: str | None,
-        run: RunFields,
-    ) -> Machine[Closing]:
-        """:meth:`complete`'s store: the store's answer, the payload that got it, and the
-        calls with the readings an earlier run stored (``None``: as given)."""
-
-        def build_with(elements: Sequence[Mapping[str, Any]]) -> ClosingBuild:
-            return completed_builder(
-                self.conversation,
-                opened,
-                reply,
-                retrieved_ids,
-                cited_ids,
-                produced,
-                elements,
-                model,
-            )
-
-        # The closing step itself (no generator of its own: one frame less per request).
-        return self.closing(opened.keys, "assistant", run, tools, build_with)
-
-    def abandon(
-        self,
-        opened: Opened,
-        partial_reply: str,
-        error_class: str,
-        retrieved_ids: Sequence[str],
-        cited_ids: Sequence[str],
-        produced: Sequence[Produced],
-        tools: Sequence[ToolCall],
-        *,
-        model: str | None,
-        run: RunFields,
-    ) -> Machine[CloseOutcome]:
-        """The abandoned turn's closing store (the record ``abandoned``, the partial reply
-        the user saw, what the turn produced and called), but never over a completed one;
-        and what it wrote."""
-        if opened.prior_status == "completed":
+    def close(self, ending: Ending, run: RunFields) -> Machine[CloseOutcome]:
+        """The closing store of ``ending`` and what it wrote: a completed turn's reply, its
+        edges and the record ``completed``; or the record ``abandoned``, the partial reply
+        the user saw and what the turn produced and called, but never over a completed
+        turn."""
+        opened = ending.opened
+        if ending.status == "abandoned" and opened.prior_status == "completed":
             # This turn id was completed by an earlier run; a failed re-run must not overwrite
             # the stored reply with a partial one or flip the record back to abandoned.
             # Nothing is lost: the stored completed turn stays as it was.
             logger.info(
-                "turn.abandon_skipped", reason="turn already completed", error_class=error_class
+                "turn.abandon_skipped",
+                reason="turn already completed",
+                error_class=ending.error_class,
             )
             return CloseOutcome("completed", None, opened.turn_record_id, replayed=True)
-        stored, payload, retimed = yield from self.abandon_store(
-            opened,
-            partial_reply,
-            error_class,
-            retrieved_ids,
-            cited_ids,
-            produced,
-            tools,
-            model=model,
-            run=run,
-        )
-        return closed("abandoned", stored, payload, produced, retimed)
+        stored, payload, retimed = yield from self.close_store(ending, run)
+        return closed(ending.status, stored, payload, ending.produced, retimed)
 
-    def abandon_store(
-        self,
-        opened: Opened,
-        partial_reply: str,
-        error_class: str,
-        retrieved_ids: Sequence[str],
-        cited_ids: Sequence[str],
-        produced: Sequence[Produced],
-        tools: Sequence[ToolCall],
-        *,
-        model: str | None,
-        run: RunFields,
-    ) -> Machine[Closing]:
-        """:meth:`abandon`'s store (as :meth:`complete_store`): under the phase's key, or,
-        when an earlier run of the turn was abandoned differently, under its content key."""
-        keys = opened.keys
-
-        def builder(elements: Sequence[Mapping[str, Any]]) -> AbandonedBuild:
-            return abandoned_builder(
-                self.conversation,
-                opened,
-                partial_reply,
-                error_class,
-                retrieved_ids,
-                cited_ids,
-                produced,
-                elements,
-                model,
-            )
+    def close_store(self, ending: Ending, run: RunFields) -> Machine[Closing]:
+        """:meth:`close`'s store: the store's answer, the payload that got it, and the calls
+        with the readings an earlier run stored (``None``: as given). An abandonment goes
+        under the phase's key, or, when an earlier run of the turn was abandoned
+        differently, under its content key."""
+        keys, tools, conversation = ending.keys, ending.tools, self.conversation
+        phase = ending.phase
 
         def keyed(key: str | None) -> BuildWith:
             def build_with(elements: Sequence[Mapping[str, Any]]) -> ClosingBuild:
-                build = builder(elements)
+                build = closing_builder(conversation, ending, elements)
                 return lambda fields: build(fields, key)
 
             return build_with
 
         try:
-            return (yield from self.closing(keys, "abandoned", run, tools, keyed(None)))
+            return (yield from self.closing(keys, phase, run, tools, keyed(None)))
         except IdempotencyMismatchError:
+            if ending.status == "completed":
+                raise
             # An earlier run of this turn id was abandoned differently (another error or
             # partial reply). Both happened: record this one under a key derived from its
             # own content (the run fields left out), which still collapses an identical retry.
-            key = content_key(keys, builder(self.tool_entities(keys, tools)))
-            return (yield from self.closing(keys, "abandoned", run, tools, keyed(key)))
+            elements = self.tool_entities(keys, tools)
+            key = content_key(keys, closing_builder(conversation, ending, elements))
+            return (yield from self.closing(keys, phase, run, tools, keyed(key)))
 
     def find(self, key: str, entity_type: str) -> Machine[str | None]:
         """The id of the ``entity_type`` whose schema-rule name is ``{entity_type}:{key}``.
@@ -442,32 +354,6 @@ def may_have_written(error: BaseException) -> bool:
     return not isinstance(error, APIError) or isinstance(error, ServerError)
 
 
-def user_builder(
-    conversation: ConversationSettings,
-    keys: TurnKeys,
-    user_message: str,
-    *,
-    turn_number: int | None,
-    user_extra: Mapping[str, Any] | None,
-    model: str | None,
-) -> Callable[[Sequence[str], RunFields], StorePayload]:
-    """The user store's payload, as a function of the ids it REFERS_TO and the run fields."""
-
-    def build(refers_to: Sequence[str], fields: RunFields) -> StorePayload:
-        return user_payload(
-            conversation,
-            keys,
-            user_message,
-            turn_number=turn_number,
-            user_extra=user_extra,
-            refers_to=refers_to,
-            model=model,
-            run=fields,
-        )
-
-    return build
-
-
 def _entry_snapshot(result: StoreResult, index: int, entity_type: str) -> Mapping[str, Any]:
     for e in result.entities:
         if e.observation_index == index or (
@@ -525,12 +411,11 @@ class Entering:
     """
 
     __slots__ = (
-        "_build",
         "_machine",
         "_run",
-        "_user_message",
         "history",
         "keys",
+        "prompt",
         "request",
         "retrieved",
         "sequential",
@@ -540,33 +425,17 @@ class Entering:
     )
 
     def __init__(
-        self,
-        machine: TurnMachine,
-        keys: TurnKeys,
-        user_message: str,
-        *,
-        turn_number: int | None,
-        user_extra: Mapping[str, Any] | None,
-        model: str | None,
-        run: RunFields,
-        retrieved: Retrieved,
+        self, machine: TurnMachine, prompt: Prompt, *, run: RunFields, retrieved: Retrieved
     ) -> None:
         self._machine = machine
         self._run = run
-        self._user_message = user_message
-        self._build = user_builder(
-            machine.conversation,
-            keys,
-            user_message,
-            turn_number=turn_number,
-            user_extra=user_extra,
-            model=model,
-        )
-        self.keys = keys
-        self.turn_number = turn_number
+        #: what the turn opens with
+        self.prompt = prompt
+        self.keys = prompt.keys
+        self.turn_number = prompt.turn_number
         #: the user store's payload: REFERS_TO nothing until retrieval says otherwise, and
         #: an earlier run's when the store replayed one
-        self.request = self._build((), run)
+        self.request = self._payload((), run)
         #: what retrieval found (empty until it answers, or if it never does)
         self.retrieved = retrieved
         #: the history read's turns (none until it answers)
@@ -576,6 +445,20 @@ class Entering:
         self.state = EnterState.NEW
         #: the store's answer, once it came
         self.stored: StoreResult | None = None
+
+    def _payload(self, refers_to: Sequence[str], fields: RunFields) -> StorePayload:
+        # The user store's payload, given the ids it REFERS_TO and the run fields.
+        prompt = self.prompt
+        return user_payload(
+            self._machine.conversation,
+            prompt.keys,
+            prompt.user_message,
+            turn_number=prompt.turn_number,
+            user_extra=prompt.user_extra,
+            refers_to=refers_to,
+            model=prompt.model,
+            run=fields,
+        )
 
     def plan(
         self,
@@ -595,7 +478,7 @@ class Entering:
         if idle and loose:
             from .._loose import loose_words  # here: a closing step never plans
 
-            words = loose_words(self._user_message, identifiers)
+            words = loose_words(self.prompt.user_message, identifiers)
             idle = not words.lookups and not words.people
         self.sequential = refers_to_on_enter or idle
 
@@ -603,7 +486,7 @@ class Entering:
         """Retrieval answered: before the store (sequential), its ids ride on it."""
         self.retrieved = retrieved
         if self.sequential and self.state is EnterState.NEW and retrieved.ids:
-            self.request = self._build(retrieved.ids, self._run)
+            self.request = self._payload(retrieved.ids, self._run)
 
     def store(self) -> Machine[StoreResult]:
         """The user store (``NEW`` → ``ISSUED`` → ``STORED``); a re-run whose only
@@ -611,9 +494,9 @@ class Entering:
         self._expect(EnterState.NEW, "send the user store")
         self.state = EnterState.ISSUED
         refers_to = self.retrieved.ids if self.sequential else ()
-        build = self._build
+        payload = self._payload
         stored, self.request = yield from self._machine.store_phase(
-            self.request, lambda fields: build(refers_to, fields), self._run, self.keys, "user"
+            self.request, lambda fields: payload(refers_to, fields), self._run, self.keys, "user"
         )
         self.stored, self.state = stored, EnterState.STORED
         return stored
@@ -631,7 +514,7 @@ class Entering:
                 or (yield from find(self.keys.user_turn_key, "conversation_message"))
                 or "",
                 conversation_entity_id=opened.conversation_entity_id
-                or (yield from find(self._machine.conversation.conversation_id, "conversation"))
+                or (yield from find(self.keys.conversation_id, "conversation"))
                 or "",
             )
         return opened

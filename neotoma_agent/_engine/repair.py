@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 from .._keys import TurnKeys, turn_keys
 from .._payloads import (
-    ConversationSettings,
+    NO_SETTINGS,
     StorePayload,
     closing_payload,
     conversation_entity,
@@ -41,17 +41,11 @@ def _repair_key(base: str, suffix: str) -> str:
     return f"{base}-repair{suffix}"
 
 
-def _settings(keys: TurnKeys) -> ConversationSettings:
-    # Only the conversation id: a repair does not know the platform or title, and a store
-    # that omits them leaves the stored values untouched.
-    return ConversationSettings(keys.conversation_id)
-
-
 def repair_user_message(keys: TurnKeys, content: str) -> StorePayload:
     """Store a turn's missing user message (its exact text), part of its conversation."""
     return StorePayload(
         entities=(
-            conversation_entity(_settings(keys)),
+            conversation_entity(keys.conversation_id),
             message_entity("user", content, keys.user_turn_key),
         ),
         relationships=({"relationship_type": "PART_OF", "source_index": 1, "target_index": 0},),
@@ -65,7 +59,13 @@ def repair_user_message(keys: TurnKeys, content: str) -> StorePayload:
 def repair_assistant_message(keys: TurnKeys, content: str) -> StorePayload:
     """Store a turn's missing reply (its exact text) as the turn's closing store does."""
     payload = closing_payload(
-        _settings(keys), keys, content, conversation_entity_id=None, user_message_id=None
+        # No settings: a repair does not know the platform or title, and a store that
+        # omits them leaves the stored values untouched.
+        NO_SETTINGS,
+        keys,
+        content,
+        conversation_entity_id=None,
+        user_message_id=None,
     )
     return payload._replace(idempotency_key=_repair_key(payload.idempotency_key, ""))
 
@@ -90,7 +90,7 @@ def repair_link(
     """Link the turn's ``role`` message (entity ``message_id``) to its conversation."""
     phase_key = keys.idempotency_key("user" if role == "user" else "assistant")
     return StorePayload(
-        entities=(conversation_entity(_settings(keys)),),
+        entities=(conversation_entity(keys.conversation_id),),
         relationships=(
             {
                 "relationship_type": "PART_OF",

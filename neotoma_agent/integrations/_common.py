@@ -10,6 +10,8 @@
   blocks (LangChain messages, the Claude Agent SDK's user messages).
 - :func:`missing_framework`: the ``ImportError`` a module raises when its framework is absent.
 - :func:`record_call`: record one tool call the framework ran on the turn, never failing it.
+- :class:`TurnBlock`: ``async with`` over one turn (one exit signature, one way to close
+  the turn with a failure): the base of :class:`StreamedTurn` and of the OpenAI Agents stream.
 - :class:`StreamedTurn`: the exit steps of a run read as a stream inside one turn (the
   reader left early, the rest read, the run stopped, the reply settled, the turn closed),
   shared by LangGraph's ``TurnStream`` and the Claude Agent SDK's ``ClaudeTurn``.
@@ -23,7 +25,6 @@ import datetime
 import json
 import logging
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable, Mapping
-from types import TracebackType
 from typing import Any, Literal
 
 from neotoma_agent import (
@@ -38,6 +39,7 @@ from neotoma_agent import (
 __all__ = [
     "NoFinalReply",
     "StreamedTurn",
+    "TurnBlock",
     "block_text",
     "content_text",
     "missing_framework",
@@ -182,7 +184,34 @@ def planned(failure: BaseException) -> bool:
     return isinstance(failure, NoFinalReply | StoppedEarly)
 
 
-class StreamedTurn:
+class TurnBlock:
+    """``async with`` over one turn: one exit signature, and one way to close the turn.
+
+    A subclass gives its :attr:`turn` and writes ``_exit(exc)`` (``None`` after a block
+    that raised nothing); returning lets the block's exception propagate unchanged.
+    """
+
+    @property
+    def turn(self) -> Turn:
+        """The :class:`~neotoma_agent.Turn` of this block."""
+        raise NotImplementedError
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        exc = exc_info[1] if len(exc_info) > 1 else None
+        await self._exit(exc if isinstance(exc, BaseException) else None)
+
+    async def _exit(self, exc: BaseException | None) -> None:
+        raise NotImplementedError
+
+    async def _close_turn(self, failure: BaseException | None) -> None:
+        # Also what a subclass's __aenter__ calls when starting the run fails.
+        if failure is None:
+            await self.turn.__aexit__(None, None, None)
+        else:
+            await self.turn.__aexit__(type(failure), failure, failure.__traceback__)
+
+
+class StreamedTurn(TurnBlock):
     """A framework run read as a stream inside one turn: its readers and its exit steps.
 
     A subclass enters the turn and starts the run in ``__aenter__`` (setting ``_turn`` and
@@ -192,7 +221,7 @@ class StreamedTurn:
     framework needs them, :meth:`_is_last`, :meth:`_left_early`, :meth:`_stop` and
     :meth:`_close_turn` (calling this one).
 
-    The exit (:meth:`__aexit__`) runs every step whatever the one before did, as the turn
+    The exit (``__aexit__``) runs every step whatever the one before did, as the turn
     must be closed: close the readers; a reader that left before the end is
     :class:`~neotoma_agent.StoppedEarly` (the partial reply is what it showed), else the
     rest of the stream is read; the run is stopped; the reply is settled; the turn is
@@ -298,19 +327,7 @@ class StreamedTurn:
 
     # -------------------------------------------------------------- the exit
 
-    async def _close_turn(self, failure: BaseException | None) -> None:
-        # Also what a subclass's __aenter__ calls when starting the run fails.
-        if failure is None:
-            await self.turn.__aexit__(None, None, None)
-        else:
-            await self.turn.__aexit__(type(failure), failure, failure.__traceback__)
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def _exit(self, exc: BaseException | None) -> None:
         failure = exc
         readers, self._readers = self._readers, []
         for reader in readers:

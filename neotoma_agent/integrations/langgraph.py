@@ -44,12 +44,8 @@ as langchain-core does; the core library stays on 3.10).
 from __future__ import annotations
 
 import contextlib
-import dataclasses
-import json
-import logging
 import time
-from collections.abc import AsyncIterator, Callable, Coroutine, Mapping, Sequence
-from contextvars import ContextVar
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from datetime import datetime, timezone
 from typing import Any, Final, Literal
 
@@ -59,8 +55,6 @@ from neotoma_agent import (
     Turn,
     TurnResult,
     TurnState,
-    current_turn,
-    error_class_name,
 )
 
 from ._common import NoFinalReply, StreamedTurn, content_text, missing_framework, reply_text
@@ -71,23 +65,31 @@ try:
         AIMessageChunk,
         BaseMessage,
         HumanMessage,
-        SystemMessage,
         ToolMessage,
         convert_to_messages,
     )
-    from langgraph.checkpoint.base import BaseCheckpointSaver
-    from langgraph.errors import GraphBubbleUp
     from langgraph.types import Command
 except ImportError as _missing:  # pragma: no cover - exercised by the missing-extra test
     raise missing_framework(
         __name__, "LangGraph and LangChain", "langchain", " (Python >= 3.11)"
     ) from _missing
 
-try:  # the middleware needs the `langchain` package itself; the wrappers need only langgraph
-    from langchain.agents.middleware import AgentMiddleware, ModelRequest
-    from langgraph.prebuilt.tool_node import ToolCallRequest
-except ImportError:  # pragma: no cover - langgraph installed without langchain
-    AgentMiddleware = object  # type: ignore[assignment,misc,unused-ignore]
+from ._langgraph_checkpoint import (
+    META_KEY,
+    has_checkpointer,
+    keep_calls,
+    pending_turn,
+    saved_state,
+    with_turn_metadata,
+)
+from ._langgraph_middleware import (
+    RUN,
+    NeotomaMiddleware,
+    Run,
+    check_context_chars,
+    record_ended,
+    record_tool,
+)
 
 __all__ = [
     "META_KEY",
@@ -98,14 +100,6 @@ __all__ = [
     "astream_turn",
 ]
 
-#: The checkpoint-metadata key that holds an interrupted turn's id; its conversation id and
-#: user text sit beside it (checkpoint metadata keeps only flat str/number values).
-META_KEY: Final = "neotoma_turn_id"
-_META_CONVERSATION: Final = "neotoma_conversation_id"
-_META_USER: Final = "neotoma_user_message"
-#: the tool calls the turn made before the interrupt: a JSON list of ``ToolCall.to_json()``
-_META_TOOLS: Final = "neotoma_tool_calls"
-
 #: The nodes whose model output is the reply: ``create_agent``'s, and the prebuilt
 #: ``create_react_agent``'s.
 DEFAULT_MODEL_NODES: Final = ("model", "agent")
@@ -113,70 +107,6 @@ DEFAULT_MODEL_NODES: Final = ("model", "agent")
 _STREAM_MODES: Final = ("messages", "updates", "values")
 
 HistoryMode = Literal["auto"] | bool
-
-_logger = logging.getLogger(__name__)
-
-
-# ------------------------------------------------------------------ the run in progress
-
-
-@dataclasses.dataclass(eq=False)
-class _Run:
-    """What one wrapped run shares with the middleware running inside it."""
-
-    turn: Turn
-    context: bool
-    context_chars: int
-    #: whether the context block shows the earlier turns: only when the run's messages
-    #: carry none (no checkpointer and ``history=False``), so they are never fed twice
-    context_history: bool = True
-    #: ids of the tool calls already recorded in this turn
-    recorded: set[str] = dataclasses.field(default_factory=set)
-    #: tool calls the model asked for and no result came back for yet: id -> (name, args,
-    #: when it was asked, as a Unix time)
-    asked: dict[str, tuple[str, Any, float]] = dataclasses.field(default_factory=dict)
-    #: the context block, rendered at the run's first model call: what it shows (the
-    #: retrieved entities, the history) is fixed for the turn, and an agent calls its
-    #: model once per tool round
-    block: str | None = None
-
-    def context_block(self) -> str:
-        if self.block is None:
-            self.block = (
-                self.turn.context(max_chars=self.context_chars, history=self.context_history)
-                if self.context
-                else ""
-            )
-        return self.block
-
-
-_RUN: ContextVar[_Run | None] = ContextVar("neotoma_langgraph_run", default=None)
-
-
-def _record_tool(run: _Run | None, turn: Turn, call_id: str | None, **fields: Any) -> None:
-    # Recording must never break the agent: a value the store cannot hold, a conflicting
-    # call id, a turn already closed are logged, and the tool's own outcome stands.
-    if call_id is not None and run is not None:
-        if call_id in run.recorded:
-            return
-        run.recorded.add(call_id)
-        run.asked.pop(call_id, None)
-    try:
-        turn.record_tool(call_id=call_id, **fields)
-    except Exception as exc:
-        _log_unrecorded(fields.get("status"), exc)
-
-
-def _log_unrecorded(status: object, exc: BaseException) -> None:
-    # The reason is the exception's class only: its text may quote the tool's arguments.
-    _logger.warning("tool.not_recorded tool_status=%s reason=%s", status, type(exc).__name__)
-
-
-def _turn_here() -> tuple[_Run | None, Turn | None]:
-    run = _RUN.get()
-    if run is not None:
-        return run, run.turn
-    return None, current_turn()
 
 
 # ------------------------------------------------------------------ text of messages
@@ -228,10 +158,7 @@ class TurnStream(StreamedTurn):
             raise TypeError(f"memory must be a NeotomaMemory, not {type(memory).__name__}")
         if history not in ("auto", True, False):
             raise ValueError("history must be 'auto', True or False")
-        if isinstance(context_chars, bool) or not isinstance(context_chars, int):
-            raise ValueError("context_chars must be an int >= 0")
-        if context_chars < 0:
-            raise ValueError("context_chars must be an int >= 0")
+        check_context_chars(context_chars)
         for reserved in ("stream_mode", "version", "config"):
             if reserved in astream_kwargs:
                 raise TypeError(f"astream_turn sets {reserved}= itself")
@@ -248,7 +175,7 @@ class TurnStream(StreamedTurn):
         self._model_nodes = tuple(model_nodes)
         self._reply_of = reply
         self._kwargs = dict(astream_kwargs)
-        self._run: _Run | None = None
+        self._run: Run | None = None
         self._token: Any = None
         self._checkpointed = False
         self._start_len = 0
@@ -369,20 +296,17 @@ class TurnStream(StreamedTurn):
                 elif isinstance(message, ToolMessage) and run is not None:
                     self._record_tool_message(run, message)
 
-    def _record_tool_message(self, run: _Run, message: ToolMessage) -> None:
+    def _record_tool_message(self, run: Run, message: ToolMessage) -> None:
         call_id = message.tool_call_id or None
         if call_id is None or call_id in run.recorded:
             return
         name, args, asked_at = run.asked.get(call_id, (message.name or "tool", None, time.time()))
-        _record_tool(
+        record_ended(
             run,
             run.turn,
-            call_id,
-            name=name,
-            args=args,
-            result=message.content,
-            status="error" if message.status == "error" else "ok",
-            invoked_at=datetime.fromtimestamp(asked_at, timezone.utc),
+            (call_id, name, args),
+            datetime.fromtimestamp(asked_at, timezone.utc),
+            message=message,
             duration_ms=round((time.time() - asked_at) * 1000, 3),
         )
 
@@ -391,13 +315,13 @@ class TurnStream(StreamedTurn):
     async def __aenter__(self) -> TurnStream:
         self._enter_once()
         graph, memory = self._graph, self._memory
-        checkpointed = _has_checkpointer(graph, self._config)
-        state = await self._saved_state() if checkpointed else None
+        checkpointed = has_checkpointer(graph, self._config)
+        state = await saved_state(graph, self._config) if checkpointed else None
         continuation = self._input is None or isinstance(self._input, Command)
         carried: tuple[ToolCall, ...] = ()
         turn_id: str | None
         if continuation:
-            pending = _pending_turn(state, memory)
+            pending = pending_turn(state, memory)
             if pending is not None:
                 turn_id, text, carried = pending
             elif self._user_message is not None:
@@ -419,9 +343,9 @@ class TurnStream(StreamedTurn):
             inject = not continuation and (
                 self._history is True or (self._history == "auto" and not checkpointed)
             )
-            run = _Run(turn, self._context, self._context_chars, not (inject or checkpointed))
+            run = Run(turn, self._context, self._context_chars, not (inject or checkpointed))
             for call in carried:
-                _record_tool(run, turn, call.call_id, **_fields_of(call))
+                record_tool(run, turn, call.call_id, **_fields_of(call))
             self._run = run
             graph_input = self._input
             if not continuation:
@@ -429,16 +353,9 @@ class TurnStream(StreamedTurn):
             self._start_len = _message_count(state) + (
                 0 if continuation else _message_count(graph_input)
             )
-            config = self._config  # LangGraph copies the config it is given
-            if checkpointed:
-                # Only a checkpointed thread can be resumed: the turn to resume rides in its
-                # checkpoints' metadata (LangChain copies metadata into every run it starts).
-                metadata = dict(config.get("metadata") or {})
-                metadata[META_KEY] = turn.turn_id
-                metadata[_META_CONVERSATION] = turn.conversation_id
-                metadata[_META_USER] = turn.user_message
-                config = {**config, "metadata": metadata}
-            self._token = _RUN.set(run)
+            # LangGraph copies the config it is given.
+            config = with_turn_metadata(self._config, turn) if checkpointed else self._config
+            self._token = RUN.set(run)
             self._checkpointed = checkpointed
             extra_modes = self._kwargs.pop("stream_modes", ())
             modes = list(dict.fromkeys((*_STREAM_MODES, *extra_modes)))
@@ -454,7 +371,7 @@ class TurnStream(StreamedTurn):
         token, self._token = self._token, None
         if token is not None:
             with contextlib.suppress(ValueError):  # exited in another context than entered
-                _RUN.reset(token)
+                RUN.reset(token)
         await super()._stop()
 
     def _settle(self) -> BaseException | None:
@@ -462,7 +379,7 @@ class TurnStream(StreamedTurn):
         turn = self.turn
         if self._interrupts:
             if self._checkpointed:
-                turn.suspend(tools_kept=True)  # in the checkpoint: see _keep_calls
+                turn.suspend(tools_kept=True)  # in the checkpoint: see keep_calls
                 return None
             return NoFinalReply("the run stopped at interrupt() without a checkpointer")
         reply = self._final_reply()
@@ -495,108 +412,17 @@ class TurnStream(StreamedTurn):
         if failure is not None and run is not None:
             # Calls the model asked for whose result never came: stopped with the run.
             for call_id, (name, args, asked_at) in list(run.asked.items()):
-                _record_tool(
-                    run,
-                    turn,
-                    call_id,
-                    name=name,
-                    args=args,
-                    status="error" if isinstance(failure, Exception) else "cancelled",
-                    invoked_at=datetime.fromtimestamp(asked_at, timezone.utc),
-                    error_class=error_class_name(failure),
-                )
+                when = datetime.fromtimestamp(asked_at, timezone.utc)
+                record_ended(run, turn, (call_id, name, args), when, failure=failure)
         await super()._close_turn(failure)
         if turn.state is TurnState.SUSPENDED and turn.result.tools:
-            await self._keep_calls(turn.result.tools)
-
-    async def _keep_calls(self, calls: tuple[ToolCall, ...]) -> None:
-        # The tool calls of a turn waiting at interrupt() ride in the thread's checkpoint,
-        # beside its turn id, so that the resumed run finds them wherever it runs (another
-        # process, after a restart). Checkpoint metadata is fixed when a run starts, so the
-        # interrupted checkpoint is put again as it was with one more key: a checkpointer
-        # stores a put of a checkpoint id it holds in that checkpoint's place.
-        saver = _saver(self._graph, self._config)
-        configurable = dict(self._config.get("configurable") or {})
-        configurable.pop("checkpoint_id", None)  # the thread's head: this run's last checkpoint
-        configurable.setdefault("checkpoint_ns", "")
-        try:
-            saved = await saver.aget_tuple({"configurable": configurable})
-            if saved is None or saved.metadata.get(META_KEY) != self.turn.turn_id:
-                raise LookupError("the interrupted checkpoint is not this turn's")
-            metadata = dict(saved.metadata)
-            metadata[_META_TOOLS] = json.dumps([c.to_json() for c in calls], ensure_ascii=False)
-            parent = saved.parent_config or {
-                "configurable": {
-                    key: value
-                    for key, value in saved.config["configurable"].items()
-                    if key != "checkpoint_id"
-                }
-            }
-            await saver.aput(parent, saved.checkpoint, metadata, {})  # type: ignore[arg-type,unused-ignore]
-        except Exception as exc:
-            # The run's own outcome stands (it stopped at interrupt()); the resumed turn
-            # will lack these calls, which is said here without their content.
-            _logger.warning("tool.not_kept calls=%d reason=%s", len(calls), type(exc).__name__)
-
-    async def _saved_state(self) -> Any:
-        try:
-            return await self._graph.aget_state(self._config)
-        except ValueError:
-            return None  # no thread id in the config: nothing saved to continue
+            await keep_calls(self._graph, self._config, turn.turn_id, turn.result.tools)
 
 
 def _fields_of(call: ToolCall) -> dict[str, Any]:
     data = call.to_json()
     data.pop("call_id", None)
     return data
-
-
-def _kept_calls(meta: Mapping[str, Any]) -> tuple[ToolCall, ...]:
-    # The calls an interrupted run kept in its checkpoint (see TurnStream._keep_calls).
-    kept = meta.get(_META_TOOLS)
-    if not isinstance(kept, str):
-        return ()
-    try:
-        return tuple(ToolCall.from_json(data) for data in json.loads(kept))
-    except (TypeError, ValueError) as exc:  # not what _keep_calls wrote: left out, said so
-        _logger.warning("tool.not_carried reason=%s", type(exc).__name__)
-        return ()
-
-
-def _has_checkpointer(graph: Any, config: Mapping[str, Any]) -> bool:
-    saver = getattr(graph, "checkpointer", None)
-    if saver is not None and saver is not False:
-        return True
-    configurable = config.get("configurable") or {}
-    return bool(configurable.get("__pregel_checkpointer"))
-
-
-def _saver(graph: Any, config: Mapping[str, Any]) -> BaseCheckpointSaver[Any]:
-    # The checkpointer a checkpointed run wrote to: the graph's own, or its parent's.
-    saver = getattr(graph, "checkpointer", None)
-    if not isinstance(saver, BaseCheckpointSaver):
-        saver = (config.get("configurable") or {}).get("__pregel_checkpointer")
-    if not isinstance(saver, BaseCheckpointSaver):
-        raise LookupError("no checkpointer to keep the tool calls in")
-    return saver
-
-
-def _pending_turn(
-    state: Any, memory: NeotomaMemory
-) -> tuple[str, str, tuple[ToolCall, ...]] | None:
-    # The turn an interrupted run left open on this thread, from the checkpoint metadata:
-    # its id, its user text and the tool calls it made before the interrupt.
-    if state is None or not getattr(state, "interrupts", ()):
-        return None
-    meta = getattr(state, "metadata", None) or {}
-    turn_id, text = meta.get(META_KEY), meta.get(_META_USER)
-    if not isinstance(turn_id, str) or not isinstance(text, str):
-        return None
-    if meta.get(_META_CONVERSATION) != memory.conversation_id:
-        raise ValueError(
-            "the turn waiting on this thread belongs to another conversation than this memory's"
-        )
-    return turn_id, text, _kept_calls(meta)
 
 
 def _input_text(graph_input: Any) -> str:
@@ -733,118 +559,3 @@ async def ainvoke_turn(
     async with stream:
         pass
     return stream
-
-
-# ------------------------------------------------------------------ the middleware
-
-
-class NeotomaMiddleware(AgentMiddleware):  # type: ignore[misc,unused-ignore]
-    """``create_agent(..., middleware=[NeotomaMiddleware()])``: the turn inside the agent.
-
-    In a turn (one run under :func:`astream_turn` / :func:`ainvoke_turn`, or any run inside
-    ``async with memory.turn(...)``), each model call gets ``t.context()`` appended to its
-    system message, and each tool call is recorded in the turn with the tool-call API (name,
-    arguments, result, ``ok`` / ``error`` / ``cancelled``, duration, the model's call id). A
-    tool stopped by ``interrupt()`` is not recorded: it runs again when the thread resumes.
-    Outside a turn it does nothing. ``context_chars`` (default 4000) and ``context=False``
-    apply when the run is not under :func:`astream_turn` (which passes its own).
-
-    It cannot keep the turn's rules by itself (LangChain runs no middleware on an error or
-    a cancellation): run the agent under :func:`astream_turn` or inside ``memory.turn()``.
-    """
-
-    def __init__(self, *, context: bool = True, context_chars: int = 4000) -> None:
-        if isinstance(context_chars, bool) or not isinstance(context_chars, int):
-            raise ValueError("context_chars must be an int >= 0")
-        if context_chars < 0:
-            raise ValueError("context_chars must be an int >= 0")
-        super().__init__()
-        self._context = context
-        self._context_chars = context_chars
-
-    @property
-    def name(self) -> str:
-        """The middleware's node-name prefix in the agent graph."""
-        return "NeotomaMiddleware"
-
-    def awrap_model_call(
-        self,
-        request: ModelRequest[Any],
-        handler: Callable[[ModelRequest[Any]], Any],
-    ) -> Coroutine[Any, Any, Any]:
-        """Add the turn's context to the system message of this model call."""
-        # A plain method returning the coroutine, not an ``async def``: ``create_agent``
-        # wraps every model-call hook in LangSmith's ``traceable``, whose async wrapper runs
-        # its span set-up and tear-down in worker threads and the hook in a new task even
-        # with tracing off (about 0.3 ms a model call); its plain wrapper does neither.
-        # With LangSmith tracing on, this hook's span then covers only the hand-off.
-        return self._model_call(request, handler)
-
-    async def _model_call(
-        self,
-        request: ModelRequest[Any],
-        handler: Callable[[ModelRequest[Any]], Any],
-    ) -> Any:
-        run, turn = _turn_here()
-        if turn is None or turn.state is not TurnState.OPEN:
-            return await handler(request)
-        if run is not None:
-            block = run.context_block()
-        else:
-            block = turn.context(max_chars=self._context_chars) if self._context else ""
-        if block:
-            request = request.override(system_message=_with_block(request.system_message, block))
-        return await handler(request)
-
-    async def awrap_tool_call(
-        self,
-        request: ToolCallRequest,
-        handler: Callable[[ToolCallRequest], Any],
-    ) -> Any:
-        """Run the tool and record the call in the current turn."""
-        run, turn = _turn_here()
-        if turn is None or turn.state is not TurnState.OPEN:
-            return await handler(request)
-        call = request.tool_call
-        name, args, call_id = call.get("name") or "tool", call.get("args"), call.get("id")
-        invoked_at = datetime.now(timezone.utc)
-        started = time.perf_counter()
-        try:
-            outcome = await handler(request)
-        except GraphBubbleUp:
-            raise  # interrupt() or a parent command: not a finished call
-        except BaseException as exc:
-            _record_tool(
-                run,
-                turn,
-                call_id,
-                name=name,
-                args=args,
-                status="error" if isinstance(exc, Exception) else "cancelled",
-                invoked_at=invoked_at,
-                duration_ms=round((time.perf_counter() - started) * 1000, 3),
-                error_class=error_class_name(exc),
-            )
-            raise
-        failed = isinstance(outcome, ToolMessage) and outcome.status == "error"
-        _record_tool(
-            run,
-            turn,
-            call_id,
-            name=name,
-            args=args,
-            result=outcome.content if isinstance(outcome, ToolMessage) else None,
-            status="error" if failed else "ok",
-            invoked_at=invoked_at,
-            duration_ms=round((time.perf_counter() - started) * 1000, 3),
-        )
-        return outcome
-
-
-def _with_block(system: SystemMessage | None, block: str) -> SystemMessage:
-    if system is None:
-        return SystemMessage(block)
-    content = system.content
-    if isinstance(content, str):
-        return SystemMessage(f"{content}\n\n{block}" if content else block)
-    return SystemMessage([*content, {"type": "text", "text": block}])

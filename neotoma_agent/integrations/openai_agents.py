@@ -64,12 +64,18 @@ import inspect
 import json
 import time
 from collections.abc import AsyncIterator, Mapping, Sequence
-from types import TracebackType
 from typing import Any, Literal
 
 import attrs
 
-from ._common import NoFinalReply, missing_framework, parts_text, record_call, reply_text
+from ._common import (
+    NoFinalReply,
+    TurnBlock,
+    missing_framework,
+    parts_text,
+    record_call,
+    reply_text,
+)
 
 try:
     from agents import (
@@ -186,7 +192,7 @@ def run_streamed(
     return AgentsStream(agent, plan, run_config, hooks)
 
 
-class AgentsStream:
+class AgentsStream(TurnBlock):
     """One streamed run as a turn; from :func:`run_streamed`."""
 
     def __init__(
@@ -261,16 +267,11 @@ class AgentsStream:
                 **self._plan.kwargs,
             )
         except BaseException as exc:
-            await self._turn.__aexit__(type(exc), exc, exc.__traceback__)
+            await self._close_turn(exc)
             raise
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def _exit(self, exc: BaseException | None) -> None:
         result = self.result
         failure = exc
         no_reply: NoFinalReply | None = None
@@ -288,7 +289,7 @@ class AgentsStream:
             result.cancel()
         self._recorder.flush(failure)
         ending = failure if failure is not None else no_reply
-        await self._turn.__aexit__(None if ending is None else type(ending), ending, tb)
+        await self._close_turn(ending)
         if failure is not None and failure is not exc:
             raise failure
         # None: the block's own exception (or cancellation) propagates unchanged.

@@ -39,6 +39,7 @@ __all__ = [
     "ConversationReader",
     "Direction",
     "EntityDeleter",
+    "ExitWith",
     "SearchReader",
     "SummaryReader",
     "Transport",
@@ -48,7 +49,24 @@ __all__ = [
 _Closing = TypeVar("_Closing", bound="AsyncClosing")
 
 
-class AsyncClosing:
+class ExitWith:
+    """The exit of ``async with x:`` for an object whose exit needs only the exception.
+
+    One signature for every such exit: a subclass writes ``_exit(exc)`` (``None`` after a
+    body that raised nothing); returning lets the body's exception propagate unchanged.
+    """
+
+    __slots__ = ()
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        exc = exc_info[1] if len(exc_info) > 1 else None
+        await self._exit(exc if isinstance(exc, BaseException) else None)
+
+    async def _exit(self, exc: BaseException | None) -> None:
+        raise NotImplementedError
+
+
+class AsyncClosing(ExitWith):
     """``async with x:`` for an object with ``aclose()``: enter gives it, exit closes it."""
 
     __slots__ = ()
@@ -60,12 +78,7 @@ class AsyncClosing:
     async def __aenter__(self: _Closing) -> _Closing:
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def _exit(self, exc: BaseException | None) -> None:
         await self.aclose()
 
 

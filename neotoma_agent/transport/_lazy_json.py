@@ -23,12 +23,15 @@ tried). An answer without the key, or of another shape, is decoded whole as befo
 
 from __future__ import annotations
 
+import functools
 import json
-from collections.abc import Iterator
-from typing import Any, Final
+from collections.abc import Callable
+from typing import Any, Final, TypeVar
 
 from ..exceptions import ServerError
 from ._limits import too_deep
+
+T = TypeVar("T")
 
 __all__ = ["STORE_TAIL", "TOOL_CALLS_TAIL", "PartlyDecoded", "decode_object"]
 
@@ -43,6 +46,17 @@ _MIN_SPLIT: Final = 4096
 _TRIES: Final = 3
 
 _loads: Final = json.loads
+
+
+def _whole(method: Callable[..., T]) -> Callable[..., T]:
+    """``dict``'s ``method`` run once the tail is decoded: for what reads or writes the whole."""
+
+    @functools.wraps(method)
+    def loaded(self: PartlyDecoded, *args: Any, **kwargs: Any) -> T:
+        self._load()
+        return method(self, *args, **kwargs)
+
+    return loaded
 
 
 class PartlyDecoded(dict[str, Any]):
@@ -111,29 +125,13 @@ class PartlyDecoded(dict[str, Any]):
         self._load()
         return dict.__contains__(self, key)
 
-    def __iter__(self) -> Iterator[str]:
-        self._load()
-        return dict.__iter__(self)
-
-    def __reversed__(self) -> Iterator[str]:
-        self._load()
-        return dict.__reversed__(self)
-
-    def __len__(self) -> int:
-        self._load()
-        return dict.__len__(self)
-
-    def keys(self) -> Any:
-        self._load()
-        return dict.keys(self)
-
-    def values(self) -> Any:
-        self._load()
-        return dict.values(self)
-
-    def items(self) -> Any:
-        self._load()
-        return dict.items(self)
+    __iter__ = _whole(dict.__iter__)
+    __reversed__ = _whole(dict.__reversed__)
+    __len__ = _whole(dict.__len__)
+    keys = _whole(dict.keys)
+    values = _whole(dict.values)
+    items = _whole(dict.items)
+    __repr__ = _whole(dict.__repr__)
 
     def __eq__(self, other: object) -> bool:
         self._load()
@@ -145,10 +143,6 @@ class PartlyDecoded(dict[str, Any]):
         return not self.__eq__(other)
 
     __hash__ = None
-
-    def __repr__(self) -> str:
-        self._load()
-        return dict.__repr__(self)
 
     def copy(self) -> dict[str, Any]:
         """A plain ``dict`` of every key."""
@@ -167,13 +161,12 @@ class PartlyDecoded(dict[str, Any]):
 
     # --- writes: the tail first, so that it cannot overwrite them later ----------------
 
-    def __setitem__(self, key: str, value: Any) -> None:
-        self._load()
-        dict.__setitem__(self, key, value)
-
-    def __delitem__(self, key: str) -> None:
-        self._load()
-        dict.__delitem__(self, key)
+    __setitem__ = _whole(dict.__setitem__)
+    __delitem__ = _whole(dict.__delitem__)
+    pop = _whole(dict.pop)
+    popitem = _whole(dict.popitem)
+    setdefault = _whole(dict.setdefault)
+    update = _whole(dict.update)
 
     def __ior__(self, other: Any) -> PartlyDecoded:  # type: ignore[override]
         self._load()
@@ -183,22 +176,6 @@ class PartlyDecoded(dict[str, Any]):
     def clear(self) -> None:
         self._tail = None
         dict.clear(self)
-
-    def pop(self, *args: Any) -> Any:
-        self._load()
-        return dict.pop(self, *args)
-
-    def popitem(self) -> tuple[str, Any]:
-        self._load()
-        return dict.popitem(self)
-
-    def setdefault(self, key: str, default: Any = None) -> Any:
-        self._load()
-        return dict.setdefault(self, key, default)
-
-    def update(self, *args: Any, **kwargs: Any) -> None:
-        self._load()
-        dict.update(self, *args, **kwargs)
 
 
 def decode_object(text: str, tail_key: str, status: int = 200) -> Any:

@@ -1,4 +1,5 @@
-"""The read commands on a store file an earlier release wrote (0.3: schema 6).
+"""The read commands on a store file an earlier release wrote (0.2: schema 4, 0.3: schema
+6, and schema 7, the users release).
 
 A read command opens its file read-only, which cannot upgrade it: it upgrades the file
 first, says so once on stderr, and reads it, for the default user (the file's own memory)
@@ -27,10 +28,13 @@ def _version(db: Path) -> int:
         return int(conn.execute("PRAGMA user_version").fetchone()[0])
 
 
-def test_read_commands_upgrade_a_file_of_0_3_and_read_it_for_any_user(tmp_path: Path) -> None:
+@pytest.mark.parametrize("version", [4, 6, 7])
+def test_read_commands_upgrade_an_older_file_and_read_it_for_any_user(
+    tmp_path: Path, version: int
+) -> None:
     db = tmp_path / "old.db"
-    shutil.copyfile(DATA / "v6_store" / "store.db", db)
-    assert _version(db) == 6
+    shutil.copyfile(DATA / f"v{version}_store" / "store.db", db)
+    assert _version(db) == version
 
     first = cli("stats", "--json", "--db", str(db), "--user", "alice", home=tmp_path)
     assert json.loads(ok(first))["conversations"] == 0  # alice: nothing of the file's

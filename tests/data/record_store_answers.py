@@ -6,11 +6,14 @@
     PYTHONPATH=/path/to/v4 python tests/data/record_store_answers.py v4_store --build
     PYTHONPATH=/path/to/v5 python tests/data/record_store_answers.py v5_store --build
     PYTHONPATH=/path/to/v6 python tests/data/record_store_answers.py v6_store --build
+    PYTHONPATH=/path/to/v7 python tests/data/record_store_answers.py v7_store --build
 
 Reads ``DIR/store.db`` (a copy: the file itself is never opened for writing) and writes
 ``DIR/answers.json``. With ``--build``, first writes ``DIR/store.db``: the version-1 file
 opened (so migrated) by that code, plus two turns of a conversation and a second key
-storing the same entities as an earlier one (so one source has two keys).
+storing the same entities as an earlier one (so one source has two keys); from version 7
+on, also a turn and a store of another user's (``for_user``), which the unscoped reads
+recorded here must not see.
 """
 
 from __future__ import annotations
@@ -43,11 +46,19 @@ async def _build(path: Path) -> None:
             async with memory.turn(question, turn_id=f"v2-turn-{n}") as t:
                 t.reply += f"Reply {n}."
         await store.store(REPLAYS["company-1"], idempotency_key="company-1-again")
+        if hasattr(store, "for_user"):  # version 7: rows of another user's
+            other = store.for_user("other@example.test")
+            theirs = NeotomaMemory(other, conversation_id="chat-v2", platform="fixture")
+            async with theirs.turn("What about Acme Corp?", turn_id="v2-turn-1") as t:
+                t.reply += "Their reply."
+            await other.store(REPLAYS["company-1"], idempotency_key="company-1")
 
 
 async def _record(path: Path) -> dict[str, Any]:
     with sqlite3.connect(path) as conn:
-        rows = conn.execute("SELECT id, entity_type FROM entities ORDER BY id").fetchall()
+        columns = [r[1] for r in conn.execute("PRAGMA table_info(entities)")]
+        mine = "WHERE uid = 0" if "uid" in columns else ""  # the unscoped store's own
+        rows = conn.execute(f"SELECT id, entity_type FROM entities {mine} ORDER BY id").fetchall()
     ids = [str(r[0]) for r in rows]
     conversations = [str(r[0]) for r in rows if r[1] == "conversation"]
     out: dict[str, Any] = {}

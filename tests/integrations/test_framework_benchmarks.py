@@ -44,6 +44,10 @@ def test_the_benchmark_reports_each_installed_framework_with_its_manual_loop(
     assert report["gc"] == "frozen"
     assert report["goal"].startswith("goal: over manual < 1 ms")
     assert set(report["frameworks"]) == frameworks
+    if all("skipped" in row for row in report["frameworks"].values()):
+        # e.g. the `bench` extra alone: langgraph without langchain runs none of the loops
+        reasons = "; ".join(row["skipped"] for row in report["frameworks"].values())
+        pytest.skip(f"{script}: none of its frameworks is installed ({reasons})")
     for row in report["frameworks"].values():
         if "skipped" in row:
             continue

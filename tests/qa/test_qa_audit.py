@@ -105,14 +105,17 @@ async def build_scenarios(t: Transport) -> None:
     # A conversation whose id contains another's, with its own orphan.
     await NeotomaMemory(t, conversation_id="chat-a-2").open_turn("x", turn_id="x1")
 
-    b = ConversationSettings("chat-b")
+    b = ConversationSettings()
     part_of = {"relationship_type": "PART_OF", "source_index": 1, "target_index": 0}
     # b1: a reply whose question was lost (written by a partial closing store).
     k = turn_keys("chat-b", "b1")
     await _raw(
         t,
         "b1",
-        [conversation_entity(b), message_entity("assistant", "lonely", k.assistant_turn_key)],
+        [
+            conversation_entity("chat-b"),
+            message_entity("assistant", "lonely", k.assistant_turn_key),
+        ],
         [part_of],
     )
     # b2: a turn record with no message at all.
@@ -136,7 +139,10 @@ async def build_scenarios(t: Transport) -> None:
     # b5: a reference client's turn (no record) cut off before its reply.
     k = turn_keys("chat-b", "b5")
     await _raw(
-        t, "b5", [conversation_entity(b), message_entity("user", "q5", k.user_turn_key)], [part_of]
+        t,
+        "b5",
+        [conversation_entity("chat-b"), message_entity("user", "q5", k.user_turn_key)],
+        [part_of],
     )
     # b6: a reference client's complete turn (no record): consistent.
     k = turn_keys("chat-b", "b6")
@@ -144,7 +150,7 @@ async def build_scenarios(t: Transport) -> None:
         t,
         "b6",
         [
-            conversation_entity(b),
+            conversation_entity("chat-b"),
             message_entity("user", "q6", k.user_turn_key),
             message_entity("assistant", "a6", k.assistant_turn_key),
         ],

@@ -17,7 +17,7 @@ from qa_support import audit_both_ways, spy_on_fast_path
 
 from neotoma_agent._keys import turn_keys, turn_record_entity_id
 from neotoma_agent._memory import NeotomaMemory
-from neotoma_agent._payloads import ConversationSettings, conversation_entity, message_entity
+from neotoma_agent._payloads import conversation_entity, message_entity
 from neotoma_agent.qa import AuditReport, FindingKind, audit
 from neotoma_agent.testing import RecordingTransport
 from neotoma_agent.transport.embedded import EmbeddedStore, _bulk
@@ -51,7 +51,7 @@ async def build_odd_store(path: Path, *, second_home: bool = True) -> datetime.d
         ):
             await store.store(
                 [
-                    conversation_entity(ConversationSettings(conv)),
+                    conversation_entity(conv),
                     message_entity(role, "x", key),  # type: ignore[arg-type]
                 ],
                 idempotency_key=f"split-{role}",
@@ -61,7 +61,7 @@ async def build_odd_store(path: Path, *, second_home: bool = True) -> datetime.d
         for i, key in enumerate(("nocolon", ":t", "chat-2:", "x:assistant")):
             await store.store(
                 [
-                    conversation_entity(ConversationSettings("chat-2")),
+                    conversation_entity("chat-2"),
                     message_entity("user", "odd", key),
                 ],
                 idempotency_key=f"odd-{i}",
@@ -94,7 +94,7 @@ async def add_second_home(store: EmbeddedStore) -> None:
     k = turn_keys("chat-1", "t1")
     await store.store(
         [
-            conversation_entity(ConversationSettings("chat-3")),
+            conversation_entity("chat-3"),
             message_entity("user", "q1", k.user_turn_key, turn_number=1),
         ],
         idempotency_key="second-home",

@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from . import _scope
-from ._rows import encode_id
+from ._rows import encode_id, key_digest
 from ._validate import check_entities
 from ._write import source_id_of
 
@@ -123,8 +123,8 @@ def replay_statuses(conn: sqlite3.Connection, body: Mapping[str, Any]) -> list[b
         marks = ",".join("?" * len(chunk))
         rows = conn.execute(
             f"SELECT key, source_id FROM idempotency_keys WHERE {_scope.owned(index=True)} "
-            f"AND key IN ({marks})",
-            chunk,
+            f"AND digest IN ({marks})",
+            [key_digest(k) for k in chunk],
         )
         stored.update(rows.fetchall())
     statuses: list[bool | None] = []

@@ -30,10 +30,13 @@ from ..._forget import Forgotten
 from ..._user_id import LOCAL_USER_ID, check_user_id
 from ._rows import encode_entity
 from ._scope import NOBODY, lookup_uid
+from ._search import rebuild as rebuild_search
 
 __all__ = ["PurgeStats", "purge_entities", "purge_forgotten", "purge_user"]
 
 _BUSY_MS = 5000
+#: the schema version whose search index keeps no texts (``_schema``)
+_CONTENTLESS_SEARCH = 8
 _Id = TypeVar("_Id", str, bytes, str | bytes)
 # Bound parameters per statement (SQLite's default limit is 32766; stay far below).
 _CHUNK = 500
@@ -83,8 +86,12 @@ def _rows(conn: sqlite3.Connection, ids: Sequence[str]) -> PurgeStats:
     _delete(conn, "DELETE FROM conversation_messages WHERE conversation_id IN ({marks})", packed)
     if _has(conn, "conversation_summaries"):  # none in a file no schema-5 release opened
         _delete(conn, "DELETE FROM conversation_summaries WHERE entity_id IN ({marks})", ids)
-    if _has(conn, "search_text"):  # schema 6: a forgotten entity's row went with its deletion,
-        # but a row of one deleted before the index was kept is gone only now
+    if _version(conn) >= _CONTENTLESS_SEARCH:
+        # A forgotten entity's row went with its deletion; the index is built again from
+        # the live rows all the same, so that no row of a purged entity can stay.
+        rebuild_search(conn)
+    elif _has(conn, "search_text"):  # schema 6 and 7: a forgotten entity's row went with
+        # its deletion, but a row of one deleted before the index was kept is gone only now
         _delete(conn, "DELETE FROM search_text WHERE entity_id IN ({marks})", packed)
         _delete(conn, "DELETE FROM search_docs WHERE entity_id IN ({marks})", packed)
     relationships = _delete(
@@ -102,6 +109,10 @@ def _rows(conn: sqlite3.Connection, ids: Sequence[str]) -> PurgeStats:
     ]
     keys = _delete(conn, "DELETE FROM idempotency_keys WHERE key IN ({marks})", stale)
     return PurgeStats(entities, observations, relationships, keys)
+
+
+def _version(conn: sqlite3.Connection) -> int:
+    return int(conn.execute("PRAGMA user_version").fetchone()[0])
 
 
 def _has(conn: sqlite3.Connection, table: str) -> bool:

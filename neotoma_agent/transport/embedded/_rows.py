@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import binascii
 import functools
+import hashlib
 import json
 import re
 import sqlite3
@@ -47,6 +48,7 @@ __all__ = [
     "entity_row",
     "entity_text",
     "fields_column",
+    "key_digest",
     "key_seen",
     "live_state",
     "load_row",
@@ -395,14 +397,21 @@ def settle_fields(
 #
 # A key's row holds its source id (16 bytes: a digest of the hash of the entities it stored,
 # so an equal id is an equal hash) and the seqs of the observations it wrote, newest first;
-# a replay reads each observation's entity, type and id from its row.
+# a replay reads each observation's entity, type and id from its row. The row is found by
+# the key's digest (``key_digest``, schema version 8), so the key's text is stored once, in
+# its row (an observation's ``source`` reads it back), not again in every index entry.
+
+
+def key_digest(key: str) -> bytes:
+    """The 16 bytes an idempotency key is found by: the start of its SHA-256."""
+    return hashlib.sha256(key.encode()).digest()[:16]
 
 
 def key_seen(conn: sqlite3.Connection, key: str) -> bytes | None:
     """The source id stored under ``key`` (as stored), or None for a new key."""
     row = conn.execute(
-        f"SELECT source_id FROM idempotency_keys WHERE {_scope.owned(index=True)} AND key = ?",
-        (key,),
+        f"SELECT source_id FROM idempotency_keys WHERE {_scope.owned(index=True)} AND digest = ?",
+        (key_digest(key),),
     ).fetchone()
     return None if row is None else bytes(row[0])
 
@@ -411,9 +420,16 @@ def record_key(
     conn: sqlite3.Connection, key: str, source_id: str, seqs: Sequence[int], now: str
 ) -> None:
     conn.execute(
-        "INSERT INTO idempotency_keys (uid, key, source_id, observations, created_at) "
-        "VALUES (?, ?, ?, ?, ?)",
-        (_scope.uid(), key, encode_id(source_id), dumps_acyclic(list(seqs)), encode_time(now)),
+        "INSERT INTO idempotency_keys (uid, digest, key, source_id, observations, created_at) "
+        "VALUES (?, ?, ?, ?, ?, ?)",
+        (
+            _scope.uid(),
+            key_digest(key),
+            key,
+            encode_id(source_id),
+            dumps_acyclic(list(seqs)),
+            encode_time(now),
+        ),
     )
 
 
@@ -429,8 +445,9 @@ def observation_seq(conn: sqlite3.Connection, entity_id: str, obs_id: str) -> in
 def replayed_observations(conn: sqlite3.Connection, key: str) -> list[tuple[str, str, str]]:
     """(entity id, entity type, observation id) of what ``key`` wrote, newest first."""
     row = conn.execute(
-        f"SELECT observations FROM idempotency_keys WHERE {_scope.owned(index=True)} AND key = ?",
-        (key,),
+        f"SELECT observations FROM idempotency_keys WHERE {_scope.owned(index=True)} "
+        "AND digest = ?",
+        (key_digest(key),),
     ).fetchone()
     seqs: list[int] = json.loads(row[0])
     found = {

@@ -21,6 +21,7 @@ from ._rows import (
     encode_seen,
     encode_state,
     encode_word,
+    key_digest,
 )
 from ._search import backfill as backfill_search
 from ._summaries import backfill
@@ -420,8 +421,8 @@ CREATE INDEX conversation_messages_by_message ON conversation_messages (message_
 # message (its text) and per live entity of a type the turn protocol does not write (its
 # text fields), whole words with case and accents folded, kept by every store that changes
 # them; ``search_docs`` finds an entity's row (to replace or drop it) by the entity's id, in
-# its 12 bytes as ``conversation_messages`` holds it. The rows of an older file are built by
-# ``_search.backfill`` right after the script; nothing else changes.
+# its 12 bytes as ``conversation_messages`` holds it. Version 8 replaces both tables and
+# builds their rows (``_search.backfill``); nothing else changes.
 _SEARCH = """
 CREATE VIRTUAL TABLE search_text USING fts5 (
     text, entity_id UNINDEXED, tokenize = 'unicode61 remove_diacritics 2'
@@ -470,6 +471,54 @@ ALTER TABLE idempotency_keys_v7 RENAME TO idempotency_keys;
 CREATE INDEX idempotency_keys_by_source ON idempotency_keys (source_id);
 """
 
+# Version 8: the compact format's first steps (docs/storage.md).
+#
+# - ``search_text`` keeps no copy of the texts it indexes (FTS5 ``content = ''``): a hit's
+#   text is read from its entity's snapshot, which holds it anyway (a third of a short
+#   turn's bytes were that copy). ``search_docs`` numbers the indexed entities (its rowid
+#   is the entity's ``search_text`` rowid; found by entity through its unique index, by
+#   number through its key). The index is built again from the entity rows right after the
+#   script (``_search.backfill``), so a file of any earlier version gets it whole;
+# - ``idempotency_keys``: keyed by (user, the key's 16-byte digest: ``key_digest``), the
+#   key's text once, in its row (an observation's ``source`` reads it back), not again in
+#   the key's B-tree pages and in every entry of the index by source (about 100 bytes less
+#   per key). The script moves the rows with a stand-in digest (unique as the key is);
+#   ``_compact_format`` writes the digests right after it.
+_COMPACT_FORMAT = """
+CREATE TABLE idempotency_keys_v8 (
+    uid INTEGER NOT NULL DEFAULT 0,
+    digest BLOB NOT NULL,
+    key TEXT NOT NULL,
+    source_id BLOB NOT NULL,
+    observations TEXT NOT NULL,
+    created_at NOT NULL,
+    PRIMARY KEY (uid, digest)
+) WITHOUT ROWID;
+INSERT INTO idempotency_keys_v8 (uid, digest, key, source_id, observations, created_at)
+    SELECT uid, x'00' || CAST(key AS BLOB), key, source_id, observations, created_at
+    FROM idempotency_keys;
+DROP TABLE idempotency_keys;
+ALTER TABLE idempotency_keys_v8 RENAME TO idempotency_keys;
+CREATE INDEX idempotency_keys_by_source ON idempotency_keys (source_id);
+DROP TABLE search_text;
+DROP TABLE search_docs;
+CREATE VIRTUAL TABLE search_text USING fts5 (
+    text, content = '', tokenize = 'unicode61 remove_diacritics 2'
+);
+CREATE TABLE search_docs (
+    doc INTEGER PRIMARY KEY,
+    entity_id NOT NULL UNIQUE
+);
+"""
+
+
+def _compact_format(conn: sqlite3.Connection) -> None:
+    """The keys' digests, and the search index built from the entity rows."""
+    conn.create_function("key_digest", 1, key_digest, deterministic=True)
+    conn.execute("UPDATE idempotency_keys SET digest = key_digest(key)")
+    backfill_search(conn)
+
+
 MIGRATIONS: tuple[str, ...] = (
     _V1,
     _CONVERSATION_MESSAGES,
@@ -478,6 +527,7 @@ MIGRATIONS: tuple[str, ...] = (
     _SUMMARIES,
     _SEARCH,
     _USERS,
+    _COMPACT_FORMAT,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -486,7 +536,8 @@ _AFTER: dict[str, Callable[[sqlite3.Connection], None]] = {
     _COMPACT_ROWS: _compact_rewrite,
     _SHARED_FIELDS: _share_fields,
     _SUMMARIES: backfill,
-    _SEARCH: backfill_search,
+    # (version 6's index is built by version 8's step, which replaces its tables)
+    _COMPACT_FORMAT: _compact_format,
 }
 
 

@@ -1,18 +1,23 @@
 """Full-text search over what was said: every message's text and every entity's text fields.
 
-``search_text`` (schema version 6, :mod:`._schema`) is an FTS5 table with the
+``search_text`` (:mod:`._schema`) is a contentless FTS5 table (schema version 8: it keeps
+the words' postings, not a copy of the texts, which the entity rows already hold) with the
 ``unicode61 remove_diacritics 2`` tokenizer (whole words, case and accents folded), one row
 per live ``conversation_message`` (its ``content``) and per live entity of a type the turn
-protocol does not write itself (its text fields, one a line); ``search_docs`` maps an entity
-to its row. :func:`index_search` keeps both: ``_write._observe`` calls it for every
-observation folded into a snapshot, inside the store's own transaction, so the index changes
-with the snapshot or not at all. A soft deletion (``forget``) takes the row out, a restore
-puts it back; ``purge_forgotten`` deletes what is left and merges the index. :func:`backfill`
-builds the rows of a file written before version 6 (the migration runs it).
+protocol does not write itself (its text fields, one a line); ``search_docs`` numbers those
+entities, and a row's number is its ``search_text`` rowid. :func:`index_search` keeps both:
+``_write._observe`` calls it for every observation folded into a snapshot, inside the
+store's own transaction, so the index changes with the snapshot or not at all. A contentless
+row is taken out by naming the text it was given, which is the snapshot's text before the
+observation (every change of a snapshot passes here). A soft deletion (``forget``) takes the
+row out, a restore puts it back; ``purge_forgotten`` builds the index again from the live
+rows (:func:`rebuild`). :func:`backfill` builds the rows of an older file (the migration
+runs it).
 
 :func:`text_search` is the read behind ``POST /text_search``, an extension of this store and
 the dev server (a real Neotoma server answers 404): BM25 order (FTS5's ``rank``), at most
-``limit`` hits, optionally the messages of one conversation only (by its PART_OF index).
+``limit`` hits, each hit's text read from its entity's snapshot, optionally the messages of
+one conversation only (by its conversation index).
 """
 
 from __future__ import annotations
@@ -32,16 +37,12 @@ from ._page_rows import decode_fields
 from ._rows import decode_entity, decode_state, encode_entity, entity_text
 from ._validate import bounded_int
 
-__all__ = ["backfill", "index_search", "text_search"]
+__all__ = ["backfill", "index_search", "rebuild", "text_search"]
 
 
 def _insert(conn: sqlite3.Connection, packed: str | bytes, text: str) -> None:
-    cur = conn.execute("INSERT INTO search_text (text, entity_id) VALUES (?, ?)", (text, packed))
-    conn.execute(
-        "INSERT INTO search_docs (entity_id, doc) VALUES (?, ?) "
-        "ON CONFLICT (entity_id) DO UPDATE SET doc = excluded.doc",
-        (packed, cur.lastrowid),
-    )
+    cur = conn.execute("INSERT INTO search_docs (entity_id) VALUES (?)", (packed,))
+    conn.execute("INSERT INTO search_text (rowid, text) VALUES (?, ?)", (cur.lastrowid, text))
 
 
 def index_search(
@@ -60,21 +61,32 @@ def index_search(
     if before == after:
         return
     packed = encode_entity(entity_id)
-    if before is not None:
-        row = conn.execute("SELECT doc FROM search_docs WHERE entity_id = ?", (packed,)).fetchone()
-        if row is not None:
-            conn.execute("DELETE FROM search_text WHERE rowid = ?", row)
-            if after is None:
-                conn.execute("DELETE FROM search_docs WHERE entity_id = ?", (packed,))
-    if after is not None:
-        _insert(conn, packed, after)
+    if before is None:
+        if after is not None:
+            _insert(conn, packed, after)
+        return
+    row = conn.execute("SELECT doc FROM search_docs WHERE entity_id = ?", (packed,)).fetchone()
+    if row is None:  # not indexed (cannot happen while every change passes here)
+        if after is not None:
+            _insert(conn, packed, after)
+        return
+    (doc,) = row
+    # A contentless row goes by its text: the one it was given, the snapshot's before.
+    conn.execute(
+        "INSERT INTO search_text (search_text, rowid, text) VALUES ('delete', ?, ?)",
+        (doc, before),
+    )
+    if after is None:
+        conn.execute("DELETE FROM search_docs WHERE doc = ?", (doc,))
+    else:
+        conn.execute("INSERT INTO search_text (rowid, text) VALUES (?, ?)", (doc, after))
 
 
 _BATCH: Final = 1000
 
 
 def backfill(conn: sqlite3.Connection) -> None:
-    """The rows of a store written before them (the version-6 migration)."""
+    """The rows of every live entity, into an empty index (the version-8 migration)."""
     last = ""
     while True:
         rows = conn.execute(
@@ -92,6 +104,14 @@ def backfill(conn: sqlite3.Connection) -> None:
             if text is not None:
                 _insert(conn, encode_entity(entity_id), text)
         last = rows[-1][0]
+
+
+def rebuild(conn: sqlite3.Connection) -> None:
+    """The index emptied and built again from the live rows (a purge: a contentless row of
+    an entity no longer live cannot be named by its text, and none of its words may stay)."""
+    conn.execute("INSERT INTO search_text (search_text) VALUES ('delete-all')")
+    conn.execute("DELETE FROM search_docs")
+    backfill(conn)
 
 
 def _query(body: Mapping[str, Any]) -> str | None:
@@ -124,7 +144,6 @@ def _conversation_of(
 def _hit(
     conn: sqlite3.Connection,
     packed: str | bytes,
-    text: str,
     rank: float,
     scope: str | None,
     cache: dict[str | bytes, str | None],
@@ -138,6 +157,7 @@ def _hit(
     if row is None:
         return None
     entity_type, name, fields_text = row
+    fields = decode_fields(fields_text)
     hit: dict[str, Any] = {
         "kind": ENTITY_KIND,
         "entity_id": entity_id,
@@ -147,12 +167,11 @@ def _hit(
         "turn_id": None,
         "role": None,
         "name": name,
-        "text": text,
+        "text": doc_text(entity_type, fields),
         "score": -rank,
     }
     if entity_type != _MESSAGE:
         return hit
-    fields = decode_fields(fields_text)
     conversation = scope or _conversation_of(conn, packed, cache)
     turn_key = fields.get("turn_key")
     parsed = parse_turn_key(turn_key, conversation) if isinstance(turn_key, str) else None
@@ -178,21 +197,27 @@ def text_search(conn: sqlite3.Connection, body: Mapping[str, Any]) -> dict[str, 
     match = _query(body)
     if match is None:
         return {"hits": [], "partial": False}
-    sql = "SELECT entity_id, text, rank FROM search_text WHERE search_text MATCH ?"
+    # The entity of each row by its number, in the select list: the FTS5 table stays the
+    # only one the query walks, so it answers the rank order and the LIMIT itself.
+    sql = (
+        "SELECT (SELECT entity_id FROM search_docs WHERE doc = search_text.rowid), rank "
+        "FROM search_text WHERE search_text MATCH ?"
+    )
     params: list[Any] = [match]
     if scope is not None:
         sql += (
-            " AND entity_id IN (SELECT message_id FROM conversation_messages "
-            "WHERE conversation_id = ?)"
+            " AND rowid IN (SELECT d.doc FROM conversation_messages m JOIN search_docs d "
+            "ON d.entity_id = m.message_id WHERE m.conversation_id = ?)"
         )
         params.append(encode_entity(conversation_entity_id(scope, _scope.tenant())))
     if not _scope.alone(conn):
         # Each match's owner, before the ranking's LIMIT: another user's rows take no place.
         sql += (
-            " AND EXISTS (SELECT 1 FROM entities WHERE id = "
-            f"{entity_text('search_text.entity_id')} AND {_scope.owned()})"
+            " AND EXISTS (SELECT 1 FROM search_docs d JOIN entities e ON e.id = "
+            f"{entity_text('d.entity_id')} WHERE d.doc = search_text.rowid "
+            f"AND {_scope.owned('e')})"
         )
     rows = conn.execute(sql + " ORDER BY rank LIMIT ?", (*params, limit)).fetchall()
     cache: dict[str | bytes, str | None] = {}
-    hits = [_hit(conn, packed, text, rank, scope, cache) for packed, text, rank in rows]
+    hits = [_hit(conn, packed, rank, scope, cache) for packed, rank in rows if packed is not None]
     return {"hits": [h for h in hits if h is not None], "partial": False}

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from ..._closing import check_model, close_failure, closing_run, started_at
 from ..._engine import (
+    Ending,
     HistoryPage,
     Lookup,
     Lookups,
@@ -246,7 +247,7 @@ class TurnFile:
         """
         # Here: a closing (most events that store) needs none of the enter's reads.
         from ..._context import render_context
-        from ..._engine import Entering
+        from ..._engine import Entering, Prompt
         from ..._extract import extract
         from ..._history import DEFAULT_HISTORY_TURNS, paged_history
         from ..._payloads import RunFields
@@ -264,12 +265,8 @@ class TurnFile:
         keys = turn_keys(conversation_id, turn_id)
         identifiers = extract(text, None, DEFAULT_MAX_IDENTIFIERS)
         entering = Entering(
-            TurnMachine(ConversationSettings(conversation_id, platform), None),
-            keys,
-            text,
-            turn_number=None,
-            user_extra=None,
-            model=check_model(model),
+            TurnMachine(ConversationSettings(platform=platform), None),
+            Prompt(keys, text, model=check_model(model)),
             run=RunFields(started_at=started_at(keys)),
             retrieved=EMPTY_RETRIEVAL,
         )
@@ -341,7 +338,7 @@ class TurnFile:
 
             calls = merge_tools(keys.user_turn_key, (), check_tools(tools))
             payloads = DEFAULT_PAYLOADS
-        machine = TurnMachine(ConversationSettings(conversation_id, platform), payloads)
+        machine = TurnMachine(ConversationSettings(platform=platform), payloads)
         if user_message_id:
             validate_entity_id(user_message_id)
         elif ids:
@@ -356,29 +353,17 @@ class TurnFile:
             prior_status=None,
         )
         try:
-            run_fields = closing_run(opened, ids, None)
-            if ending == "completed":
-                text = check_text("assistant_message", reply or "")
-                self.drive(
-                    machine.complete_store(
-                        opened, text, ids, (), (), calls, model=checked_model, run=run_fields
-                    )
-                )
-                return
-            partial = check_text("partial_reply", reply or "")
-            self.drive(
-                machine.abandon_store(
-                    opened,
-                    partial,
-                    error_class or "Abandoned",
-                    ids,
-                    (),
-                    (),
-                    calls,
-                    model=checked_model,
-                    run=run_fields,
-                )
+            completed = ending == "completed"
+            end = Ending(
+                opened,
+                "completed" if completed else "abandoned",
+                check_text("assistant_message" if completed else "partial_reply", reply or ""),
+                ids,
+                tools=tuple(calls),
+                error_class=None if completed else error_class or "Abandoned",
+                model=checked_model,
             )
+            self.drive(machine.close_store(end, closing_run(end)))
         except Exception as exc:
             # As close_turn / abandon_turn raise a failed closing store (chained to its cause).
             raise close_failure(keys, exc)  # noqa: B904

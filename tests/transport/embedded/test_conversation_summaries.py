@@ -59,7 +59,7 @@ async def _summaries(store: EmbeddedStore) -> dict[str, dict[str, Any]]:
 
 async def _orphan(store: EmbeddedStore, conversation_id: str, turn_id: str) -> None:
     # The enter store alone: what a crash between a turn's two stores leaves.
-    conv = ConversationSettings(conversation_id, platform="t")
+    conv = ConversationSettings(platform="t")
     p = user_payload(conv, turn_keys(conversation_id, turn_id), "never answered")
     await store.store(p.entities, idempotency_key=p.idempotency_key, relationships=p.relationships)
 
@@ -140,7 +140,7 @@ async def test_a_refused_store_moves_no_count(tmp_path: Path) -> None:
         memory = NeotomaMemory(store, conversation_id="a", platform="t")
         await memory.record_turn("q", "r", turn_id="t0", retrieve=False)
         before = await _summaries(store)
-        conv = ConversationSettings("a", platform="t")
+        conv = ConversationSettings(platform="t")
         p = user_payload(conv, turn_keys("a", "t1"), "q1")
         # A valid turn plus an element no identity resolves: the whole store is refused.
         with pytest.raises(NeotomaError):

@@ -17,7 +17,9 @@ from typing import Any
 import pytest
 from paths_support import TESTS
 
-from neotoma_agent.transport.embedded import EmbeddedStore
+from neotoma_agent.exceptions import IdempotencyMismatchError
+from neotoma_agent.transport.embedded import EmbeddedStore, _schema
+from neotoma_agent.transport.embedded._rows import key_digest
 from neotoma_agent.transport.embedded._schema import SCHEMA_VERSION
 
 pytestmark = [pytest.mark.anyio, pytest.mark.one_backend]
@@ -59,7 +61,7 @@ async def test_a_version_1_key_replays_and_a_changed_body_is_refused(v1_file: Pa
             assert got["replayed"] is True
         with pytest.raises(Exception, match="idempotency"):
             await store.store(
-                [{"entity_type": "company", "name": "Other"}], idempotency_key="company-1"
+                [{"entity_type": "company", "name": "Globex"}], idempotency_key="company-1"
             )
 
 
@@ -105,7 +107,8 @@ def _recorder() -> Any:
 
 
 @pytest.mark.parametrize(
-    "fixture", ["v1_store", "v2_store", "v3_store", "v4_store", "v5_store", "v6_store"]
+    "fixture",
+    ["v1_store", "v2_store", "v3_store", "v4_store", "v5_store", "v6_store", "v7_store"],
 )
 async def test_an_older_file_answers_every_read_as_the_code_that_recorded_it(
     fixture: str, tmp_path: Path
@@ -115,7 +118,9 @@ async def test_an_older_file_answers_every_read_as_the_code_that_recorded_it(
     release before the compact rows; version 3 (the same content, written and recorded by
     the compact-rows release), version 4 (the same, by the shared-fields release) and
     version 5 (the same, by the summaries release, main at 05f47bf), version 6 (the same,
-    by the search-index release, main at 484633c):
+    by the search-index release, main at 484633c), version 7 (the same plus another user's
+    turn and key, by the users release, main at dac9c07: the unscoped reads must not see
+    them):
     snapshots, observations, queries (sorted, filtered), lookups, replays, the GET routes
     (an observation's ``source``), recent conversations."""
     recorded = json.loads((DATA.parent / fixture / "answers.json").read_text())
@@ -125,5 +130,66 @@ async def test_an_older_file_answers_every_read_as_the_code_that_recorded_it(
     assert list(got) == list(recorded)
     for category, answer in recorded.items():
         assert got[category] == answer, category
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+
+
+async def test_a_version_7_files_keys_are_found_by_digest_for_each_user(tmp_path: Path) -> None:
+    """The users release's file: each user's keys replay for that user alone after the
+    upgrade, and the key's text is no longer part of any index entry (only its digest)."""
+    path = tmp_path / "store.db"
+    shutil.copyfile(TESTS / "data" / "v7_store" / "store.db", path)
+    company = answer_entities("company-1")
+    async with EmbeddedStore.open(path) as store:
+        mine = await store.store(company, idempotency_key="company-1")
+        theirs = await store.for_user("other@example.test").store(
+            company, idempotency_key="company-1"
+        )
+        fresh = await store.for_user("third@example.test").store(
+            [{"entity_type": "company", "name": "Globex"}], idempotency_key="company-1"
+        )
+        with pytest.raises(IdempotencyMismatchError):
+            await store.store(
+                [{"entity_type": "company", "name": "Globex"}], idempotency_key="company-1"
+            )
+    assert (mine.replayed, theirs.replayed, fresh.replayed) == (True, True, False)
+    with sqlite3.connect(path) as conn:
+        rows = conn.execute("SELECT uid, digest, key FROM idempotency_keys").fetchall()
+        # the key of the table's B-tree, and every column of an index by source's entries
+        indexed = {
+            r[2] for r in conn.execute("PRAGMA index_info(sqlite_autoindex_idempotency_keys_1)")
+        }
+        indexed |= {r[2] for r in conn.execute("PRAGMA index_xinfo(idempotency_keys_by_source)")}
+    assert len(rows) == 18  # the file's 17 keys and the third user's (replays add none)
+    assert all(bytes(d) == key_digest(k) and len(d) == 16 for _, d, k in rows)
+    assert "key" not in indexed
+    assert {"uid", "digest", "source_id"} <= indexed
+
+
+async def test_an_upgrade_that_fails_midway_leaves_the_older_file_as_it_was(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The upgrade to version 8 is one transaction: a failure after its script dropped and
+    rebuilt tables (here, in the step that writes the digests and builds the search index)
+    leaves the version-7 file whole, and the next open upgrades it and answers as recorded."""
+    path = tmp_path / "store.db"
+    shutil.copyfile(TESTS / "data" / "v7_store" / "store.db", path)
+
+    def fail(conn: sqlite3.Connection) -> None:
+        raise OSError("the disk went away")
+
+    monkeypatch.setitem(_schema._AFTER, _schema._COMPACT_FORMAT, fail)
+    with pytest.raises(OSError, match="the disk went away"):
+        async with EmbeddedStore.open(path):
+            pass
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == 7
+        columns = {r[1] for r in conn.execute("PRAGMA table_info(idempotency_keys)")}
+        assert "digest" not in columns
+        assert conn.execute("SELECT count(*) FROM search_text").fetchone()[0] > 0
+        assert conn.execute("SELECT count(*) FROM idempotency_keys").fetchone()[0] == 17
+    monkeypatch.undo()
+    recorded = json.loads((TESTS / "data" / "v7_store" / "answers.json").read_text())
+    assert await _recorder()._record(path) == recorded
     with sqlite3.connect(path) as conn:
         assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION

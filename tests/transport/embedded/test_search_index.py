@@ -29,18 +29,47 @@ pytestmark = [pytest.mark.anyio, pytest.mark.one_backend]
 DATA = TESTS / "data"
 
 
-def _indexed(path: Path) -> dict[str, str]:
-    """The index's rows, by entity id; every row found through ``search_docs`` and back."""
+#: the words of each indexed row: (word, position), in order
+Words = tuple[tuple[str, int], ...]
+
+
+def _instances(conn: sqlite3.Connection, table: str) -> dict[int, Words]:
+    """Every row's words in an FTS5 table, by rowid (its ``instance`` vocabulary)."""
+    conn.execute(f"CREATE VIRTUAL TABLE temp.v_{table} USING fts5vocab(main, {table}, instance)")
+    rows: dict[int, list[tuple[str, int]]] = {}
+    for term, doc, offset in conn.execute(f"SELECT term, doc, offset FROM v_{table}"):
+        rows.setdefault(int(doc), []).append((str(term), int(offset)))
+    return {doc: tuple(sorted(found, key=lambda w: w[1])) for doc, found in rows.items()}
+
+
+def _words(text: str) -> Words:
+    """The words the index gives ``text`` (its own tokenizer, on a table of its own)."""
+    conn = sqlite3.connect(":memory:")
+    try:
+        conn.execute(
+            "CREATE VIRTUAL TABLE t USING fts5 (text, tokenize = 'unicode61 remove_diacritics 2')"
+        )
+        conn.execute("INSERT INTO t (rowid, text) VALUES (1, ?)", (text,))
+        return _instances(conn, "t").get(1, ())
+    finally:
+        conn.close()
+
+
+def _indexed(path: Path) -> dict[str, Words]:
+    """The index's rows (their words), by entity id: every row numbered in ``search_docs``
+    and every number a row (the index keeps no texts: a row is its words)."""
     with sqlite3.connect(path) as conn:
-        rows = conn.execute("SELECT rowid, entity_id, text FROM search_text").fetchall()
         docs = dict(conn.execute("SELECT doc, entity_id FROM search_docs").fetchall())
-    assert {rowid: eid for rowid, eid, _ in rows} == docs, "search_docs and search_text differ"
-    found = {decode_entity(eid): text for _, eid, text in rows}
-    assert len(found) == len(rows), "an entity holds two rows"
+        rows = _instances(conn, "search_text")
+        (count,) = conn.execute("SELECT count(*) FROM search_text_docsize").fetchone()
+    assert set(rows) <= set(docs), "a row no entity's"
+    assert count == len(docs), "search_docs and search_text differ"
+    found = {decode_entity(docs[doc]): rows.get(doc, ()) for doc in docs}
+    assert len(found) == len(docs), "an entity holds two rows"
     return found
 
 
-def _expected(path: Path) -> dict[str, str]:
+def _expected(path: Path) -> dict[str, Words]:
     """What the index must hold: each live entity's text, from its row."""
     with sqlite3.connect(path) as conn:
         rows = conn.execute(
@@ -51,7 +80,7 @@ def _expected(path: Path) -> dict[str, str]:
         state = decode_state(doc, count, observed)
         text = None if state.deleted else doc_text(entity_type, state.fields)
         if text is not None:
-            expected[entity_id] = text
+            expected[entity_id] = _words(text)
     return expected
 
 
@@ -72,14 +101,14 @@ async def test_the_index_follows_every_store(tmp_path: Path) -> None:
             t.reply = "Forgettable."
         forgotten = await other.forget()
         assert _indexed(path) == _expected(path)
-        assert "Forgettable." not in _indexed(path).values()
+        assert _words("Forgettable.") not in _indexed(path).values()
         await other.restore(forgotten)
     indexed = _indexed(path)
     assert indexed == _expected(path)
-    assert indexed[acme] == "Acme Corp\nacme.example\nchurned"
-    assert "Second answer." in indexed.values()
-    assert "First answer." not in indexed.values()
-    assert "Forgettable." in indexed.values()
+    assert indexed[acme] == _words("Acme Corp\nacme.example\nchurned")
+    assert _words("Second answer.") in indexed.values()
+    assert _words("First answer.") not in indexed.values()
+    assert _words("Forgettable.") in indexed.values()
     # The conversation, turn records and tool calls are the protocol's own: not searched.
     assert len(indexed) == 2 + 2 + 2  # two entities, a revised turn's two messages, two restored
 
@@ -109,7 +138,9 @@ async def test_a_store_killed_before_its_commit_leaves_no_index_entry(
         assert len((await memory.search('"when do you want to go"')).hits) == replies
 
 
-@pytest.mark.parametrize("fixture", ["v1_store", "v2_store", "v3_store", "v4_store", "v5_store"])
+@pytest.mark.parametrize(
+    "fixture", ["v1_store", "v2_store", "v3_store", "v4_store", "v5_store", "v6_store", "v7_store"]
+)
 async def test_an_older_file_gets_the_index_its_rows_give(tmp_path: Path, fixture: str) -> None:
     path = tmp_path / "store.db"
     shutil.copyfile(DATA / fixture / "store.db", path)
@@ -156,3 +187,21 @@ async def test_a_purge_leaves_no_word_of_the_conversation(tmp_path: Path) -> Non
     assert _indexed(path) == _expected(path)
     async with EmbeddedStore.open(path) as store:
         assert len((await store.search("kept")).hits) == 1
+
+
+async def test_the_index_keeps_no_copy_of_the_texts(tmp_path: Path) -> None:
+    """Schema 8: a turn's words are stored once, in the snapshots; a hit's text is read
+    from its entity's snapshot."""
+    path = tmp_path / "memory.db"
+    async with EmbeddedStore.open(path) as store:
+        memory = NeotomaMemory(store, conversation_id="deal")
+        async with memory.turn("Where is the Lisbon offsite?", turn_id="t1") as t:
+            t.reply = "In the Alfama, near the castle."
+        [hit] = (await memory.search("alfama")).hits
+    assert hit.text == "In the Alfama, near the castle."
+    with sqlite3.connect(path) as conn:
+        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
+        stored = conn.execute("SELECT * FROM search_text").fetchall()
+    assert "search_text_content" not in tables
+    assert stored
+    assert all(value is None for row in stored for value in row)
