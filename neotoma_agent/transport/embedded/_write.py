@@ -61,7 +61,7 @@ from ._summaries import SUMMARIZED_TYPES, summarize
 from ._validate import check_entities, check_relationships
 from ._warnings import Advisories, advise
 
-__all__ = ["correct", "store", "write"]
+__all__ = ["correct", "store"]
 
 
 #: A name whose JSON is itself in quotes (nothing to escape).
@@ -323,30 +323,6 @@ def store(conn: sqlite3.Connection, body: Mapping[str, Any]) -> dict[str, Any]:
             f"observation_source must be one of {sorted(OBSERVATION_SOURCES)}",
             ["observation_source"],
         )
-    return write(
-        conn,
-        entities,
-        key,
-        body.get("relationships"),
-        priority=priority,
-        obs_source=obs_source,
-        strict=bool(body.get("strict", False)),
-    )
-
-
-def write(
-    conn: sqlite3.Connection,
-    entities: list[Mapping[str, Any]],
-    key: str,
-    relationships_in: object,
-    *,
-    priority: int = 100,
-    obs_source: str = "llm_summary",
-    strict: bool = False,
-) -> dict[str, Any]:
-    """The store of checked ``entities`` (``check_entities``) under ``key`` (a non-empty
-    str): what ``store`` runs once its body is read, and a turn's records run directly
-    (``_turn_write``). ``relationships_in`` is checked here."""
     element_jsons = _element_jsons(entities)
     source_id = _source_id(element_jsons)
 
@@ -356,8 +332,8 @@ def write(
             raise idempotency_mismatch(key)
         return _replay(conn, source_id, key)
 
-    relationships = check_relationships(relationships_in, len(entities))
-    planned = _plan(conn, entities, element_jsons, strict)
+    relationships = check_relationships(body.get("relationships"), len(entities))
+    planned = _plan(conn, entities, element_jsons, bool(body.get("strict", False)))
 
     now = now_iso()
 
