@@ -152,7 +152,7 @@ QUOTED = {
 #: more benchmarks that write their figures, run when named (``nox -s bench -- outbox``)
 UNQUOTED = {
     name: [f"benchmarks/{name}.py"]
-    for name in ("turn_protocol", "turn_overhead", "audit", "outbox", "search")
+    for name in ("turn_protocol", "turn_overhead", "audit", "outbox", "search", "turn_instructions")
 }
 
 

@@ -55,6 +55,7 @@ from ._tools import ToolCall
 from ._user_id import tenant_for
 from .exceptions import error_class_name
 from .transport._base import Entity, StoreResult
+from .transport._records import RecordsStore, records_store
 
 __all__ = ["Phases"]
 
@@ -77,6 +78,8 @@ class Phases:
     #: what a stored tool call keeps (built, and so checked, once)
     tool_payloads: ToolPayloads = attrs.field(init=False)
     _machine: TurnMachine | None = attrs.field(init=False, default=None)
+    #: the transport's ``_store_records``, if it takes a turn's records directly
+    _records_store: RecordsStore | None = attrs.field(init=False, default=None)
 
     def __attrs_post_init__(self) -> None:
         config = self.config
@@ -86,6 +89,7 @@ class Phases:
         payloads = ToolPayloads(config.tool_payloads, config.tool_payload_chars, config.redact_tool)
         object.__setattr__(self, "conversation", conversation)
         object.__setattr__(self, "tool_payloads", payloads)
+        object.__setattr__(self, "_records_store", records_store(config.transport))
 
     @property
     def machine(self) -> TurnMachine:
@@ -125,12 +129,22 @@ class Phases:
         transport = self.config.transport
         if isinstance(request, Store):
             payload = request.payload
-            call = transport.store(
-                payload.entities,
-                idempotency_key=payload.idempotency_key,
-                relationships=payload.relationships,
-                lane=request.lane,
-                deferrable=request.deferrable,
+            records = self._records_store
+            call = (
+                transport.store(
+                    payload.entities,
+                    idempotency_key=payload.idempotency_key,
+                    relationships=payload.relationships,
+                    lane=request.lane,
+                    deferrable=request.deferrable,
+                )
+                if records is None
+                # A store in this process takes the records as they are (transport._records).
+                else records(
+                    payload.entities,
+                    idempotency_key=payload.idempotency_key,
+                    relationships=payload.relationships,
+                )
             )
             trace = ACTIVE.get()
             if trace is None:

@@ -202,7 +202,8 @@ class Retriever(Protocol):
         ...
 
 
-#: The conversation's recent entities, newest first (awaited beside the lookups).
+#: The conversation's recent entities, newest first: a wait for the history read that runs
+#: beside the retrieval (no I/O of its own), awaited once the lookups answered.
 RecentSource = Callable[[], Awaitable[Sequence[Entity]]]
 
 #: At most this many recent entities are candidates (the newest).
@@ -512,10 +513,15 @@ async def retrieve(
                 found.answered(slot, answer.entities)
 
     with anyio.move_on_after(deadline_s) as deadline:
-        if len(plan) == 1 and not others:
-            await lookup(0)
-        elif many is not None and not others:
-            await lookup_all()
+        if retriever is None and (len(plan) <= 1 or many is not None):
+            # The lookups are one call, and recency only waits for the history read already
+            # under way beside the retrieval: nothing to run at once, so no task group.
+            if many is not None:
+                await lookup_all()
+            elif plan:
+                await lookup(0)
+            if recent is not None:
+                await read_recent()
         else:
             async with anyio.create_task_group() as tg:
                 if many is not None:

@@ -455,7 +455,7 @@ ROADMAP: tuple[tuple[str, tuple[str, ...]], ...] = (
         ("  name index (bookkeeping names)", "  edges", "  idempotency keys"),
     ),
     (
-        "2. a turn-write path: no JSON round trip",
+        "2. the enter as one job, ids answered",
         ("JSON encode and decode (store thread)", "answers parsed (_results from_json)"),
     ),
     ("3. the history read as one statement", ("the history read",)),

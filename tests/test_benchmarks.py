@@ -37,6 +37,19 @@ def run_benchmark(name: str, *args: str, tmp_path: Path) -> dict[str, Any]:
     return report
 
 
+def test_turn_instructions_child_runs_its_turns_without_valgrind(tmp_path: Path) -> None:
+    # The child counted under callgrind: its marks are plain system calls outside it.
+    proc = subprocess.run(
+        [sys.executable, str(BENCHMARKS / "turn_instructions.py"), "--child", "--turns", "1"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout == ""
+
+
 @pytest.mark.skipif(sys.platform == "win32", reason="the dev server process uses spawn + fork")
 def test_turn_overhead_counts_two_rounds_of_requests_for_ours(tmp_path: Path) -> None:
     report = run_benchmark(

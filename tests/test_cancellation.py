@@ -27,6 +27,7 @@ from neotoma_agent import NeotomaMemory, TurnState
 from neotoma_agent.testing import FaultyTransport
 from neotoma_agent.transport._base import Transport
 from neotoma_agent.transport._forward import Forwarding
+from neotoma_agent.transport._records import records_store
 
 __all__ = ["db_path", "store"]
 
@@ -101,6 +102,14 @@ class CancelAtCall(Forwarding):
         return result
 
 
+class CancelAtRecords(CancelAtCall):
+    """``CancelAtCall`` on a store that takes a turn's records directly (the embedded
+    store's ``_store_records``): its stores are counted and cancelled on that path."""
+
+    async def _store_records(self, entities: Any, **kwargs: Any) -> Any:
+        return await self._call("_store_records", entities, **kwargs)
+
+
 async def body(t: Any, trigger: Trigger, at: int | None) -> None:
     for i in range(BODY_CHECKPOINTS):
         if i == at:
@@ -115,9 +124,8 @@ async def run_turn(
 ) -> tuple[Any, bool]:
     """Run one turn under ``how``; return it and whether the caller saw the cancellation."""
     trigger = Trigger(how)
-    wrapped: Transport = (
-        CancelAtCall(transport, trigger, call, when) if call is not None else transport
-    )
+    wrapper = CancelAtRecords if records_store(transport) is not None else CancelAtCall
+    wrapped: Transport = wrapper(transport, trigger, call, when) if call is not None else transport
     m = memory(wrapped, "c-cancel", close_timeout=5.0)
     t = m.turn("Tell me about Acme Corp", turn_id="t1")
 

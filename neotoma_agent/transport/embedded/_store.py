@@ -48,6 +48,7 @@ from ._schema import SCHEMA_VERSION
 from ._scope import install as install_scope
 from ._scope import run_as
 from ._search import text_search
+from ._turn_write import store_records
 from ._write import correct, store
 
 __all__ = ["EmbeddedStore", "UserStore"]
@@ -153,6 +154,22 @@ class _Actions(RestActions):
             else StoreResult.from_json(raw, request_entities=body["entities"])
             for raw, body in zip(raws, bodies, strict=True)
         ]
+
+    async def _store_records(
+        self,
+        entities: Sequence[Mapping[str, Any]],
+        *,
+        idempotency_key: str,
+        relationships: Sequence[Mapping[str, Any]] = (),
+    ) -> StoreResult:
+        """``store`` of a turn's records as they are: no request body, no answer parsed
+        (:mod:`neotoma_agent.transport._records`); what is stored is the same."""
+        records = {
+            "entities": entities,
+            "idempotency_key": idempotency_key,
+            "relationships": relationships,
+        }
+        return await self._run(store_records, records)
 
     async def retrieve_many(
         self, bodies: Sequence[Mapping[str, Any]]
