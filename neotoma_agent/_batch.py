@@ -29,9 +29,11 @@ from typing import Any, Protocol, cast, runtime_checkable
 import anyio
 import attrs
 
-from ._keys import TurnKeys
+from ._checks import check_optional_count
+from ._keys import TurnKeys, validate_entity_id, validate_turn_id
 from ._memory import NeotomaMemory
 from ._payloads import StorePayload, recorded_payload
+from ._text import check_text
 from .transport._base import LookupResult, StoreResult, Transport
 from .transport._rest import store_body
 
@@ -49,17 +51,43 @@ class BatchStore(Protocol):
     async def replay_status(self, bodies: Sequence[Mapping[str, Any]]) -> list[bool | None]: ...
 
 
+def _user_text(value: object) -> str:
+    return check_text("user_message", value)
+
+
+def _assistant_text(value: object) -> str:
+    return check_text("assistant_message", value)
+
+
+def _turn_id(value: object) -> str:
+    return validate_turn_id(value)
+
+
+def _turn_number(value: object) -> int | None:
+    return check_optional_count(value, "turn_number")
+
+
+def _refers_to(value: Sequence[str]) -> tuple[str, ...]:
+    if isinstance(value, str):
+        raise TypeError("refers_to must be a sequence of entity ids, not a str")
+    return tuple(validate_entity_id(e) for e in value)
+
+
 @attrs.frozen
 class BatchTurn:
-    """One finished turn to record (the arguments of ``record_turn``, already checked:
-    ids with ``validate_turn_id``, texts with ``check_text``, ``refers_to`` entity ids)."""
+    """One finished turn to record: the arguments of
+    :meth:`NeotomaMemory.record_turn <neotoma_agent.NeotomaMemory.record_turn>` for the
+    conversation of ``memory``, checked as it checks them when the turn is built
+    (``TypeError``, ``ValueError`` or :class:`~neotoma_agent.ValidationError`, before any
+    I/O): the texts storable, ``turn_id`` usable in keys, ``turn_number`` a count,
+    ``refers_to`` entity ids."""
 
     memory: NeotomaMemory
-    user: str
-    assistant: str
-    turn_id: str
-    turn_number: int | None = None
-    refers_to: tuple[str, ...] = ()
+    user: str = attrs.field(converter=_user_text)
+    assistant: str = attrs.field(converter=_assistant_text)
+    turn_id: str = attrs.field(converter=_turn_id)
+    turn_number: int | None = attrs.field(default=None, converter=_turn_number)
+    refers_to: tuple[str, ...] = attrs.field(default=(), converter=_refers_to)
 
 
 @attrs.frozen

@@ -25,7 +25,13 @@ FileKind = Literal["store", "outbox", "empty", "other"]
 
 
 class WrongFileKind(sqlite3.DatabaseError):
-    """The file is the package's other kind of SQLite file; ``hint`` says what to do."""
+    """The file is not a store: an outbox file, or another program's SQLite database.
+
+    Raised by :meth:`EmbeddedStore.open <neotoma_agent.EmbeddedStore.open>` (and by the
+    outbox for a store file) before a byte of the file changes. The message names the
+    file and what it holds; ``hint`` says what to do instead. Also a
+    ``sqlite3.DatabaseError``, as the error for a file that is no database at all is.
+    """
 
     def __init__(self, message: str, hint: str) -> None:
         super().__init__(message)

@@ -27,7 +27,7 @@ AUDIT_REPAIR_REASON: Final = "orphan_found_by_audit"
 
 def short_class(error_class: str | None) -> str | None:
     """The name an error class is shown by: ``DemoModelError`` for
-    ``neotoma_agent._demo.DemoModelError`` (``show`` and the web view alike; the JSON
+    ``neotoma_agent.cli._demo_script.DemoModelError`` (``show`` and the web view alike; the JSON
     twins keep the qualified name a turn records)."""
     return error_class.rsplit(".", 1)[-1] if error_class else None
 

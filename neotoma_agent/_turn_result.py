@@ -14,11 +14,11 @@ from typing import Any
 import attrs
 
 from ._closing import close_failure as close_failure
-from ._error_label import error_label
 from ._log import get_logger
 from ._phase_records import CloseOutcome, Ending, EnterAttempt
 from ._retrieval import RetrievalStats, Retrieved
 from ._tools import ToolCall
+from .exceptions import error_label
 from .transport._base import Entity
 
 __all__ = ["TurnResult", "TurnState", "close_failure", "finish", "finish_attempt"]

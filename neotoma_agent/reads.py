@@ -15,7 +15,7 @@ What a tool over a Neotoma store reads it with, outside any turn (the audit in
         records = await scan_entities(store, entity_type="conversation_turn")
         endings = [await read_ending(store, record) for record in records.entities]
 
-Five groups of names:
+Six groups of names:
 
 - **conversations**: :func:`list_conversations` lists a store's conversations (a
   :class:`ConversationList`); :func:`read_conversation` gives one's turns in order
@@ -29,6 +29,8 @@ Five groups of names:
   (:class:`TurnEnding`) from its ``conversation_turn`` record.
 - **counts**: :func:`collect_stats` counts what a store holds (:class:`StoreStats`:
   entities by type, turns by status, tool calls by tool).
+- **search**: :func:`search` finds what was said, in every conversation or one, as
+  :meth:`NeotomaMemory.search <neotoma_agent.NeotomaMemory.search>` does.
 - **ids**: :func:`conversation_entity_id`, :func:`message_entity_id` and
   :func:`turn_record_entity_id` derive, with no I/O, the entity ids a store gives a
   conversation, a turn's messages and its record; :func:`turn_key` and
@@ -36,7 +38,13 @@ Five groups of names:
   ``validate_*`` functions check ids before anything is read or written.
 
 Stored text is whatever a writer stored: :func:`printable` escapes it for a terminal, and
-:func:`printer` gives a ``write`` that escapes everything written through it.
+:func:`printer` gives a ``write`` that escapes everything written through it;
+:func:`summarize_payload` shows a tool call's arguments or result on one line, as
+``tool_payloads="summary"`` stores them.
+
+A conversation id no entity id can be derived from (blank, or a generic token such as
+``unknown``) raises :class:`IdentityError` from the reads and the id functions: no
+conversation can have it.
 """
 
 from __future__ import annotations
@@ -52,6 +60,7 @@ from ._history import StoredMessage as StoredMessage
 from ._history import StoredTurn as StoredTurn
 from ._history import read_conversation as read_conversation
 from ._identity import ENTITY_ID_RE
+from ._identity import IdentityError as IdentityError
 from ._keys import TurnKeys
 from ._keys import conversation_entity_id as _conversation_entity_id
 from ._keys import message_entity_id as _message_entity_id
@@ -70,6 +79,8 @@ from ._reads import scan_entities as scan_entities
 from ._reads import snapshot_or_none as snapshot_or_none
 from ._terminal import printable as printable
 from ._terminal import printer as printer
+from ._tool_payload import SUMMARY_CHARS as _SUMMARY_CHARS
+from ._tool_payload import summarize as _summarize
 from ._tools import TOOL_TYPE as _TOOL_TYPE
 from ._turn_record import AUDIT_REPAIR_REASON as _AUDIT_REPAIR_REASON
 from ._turn_record import TurnEnding as TurnEnding
@@ -82,6 +93,8 @@ from .transport._bulk import BulkReadable
 from .transport._bulk import BulkReader as BulkReader
 from .transport._bulk import MessageRows as MessageRows
 from .transport._bulk import RecordSink as RecordSink
+from .transport._search_fallback import search as _search
+from .transport._search_results import SearchResult
 
 __all__ = [
     "AUDIT_REPAIR_REASON",
@@ -92,6 +105,7 @@ __all__ = [
     "BulkReader",
     "ConversationList",
     "ConversationSummary",
+    "IdentityError",
     "MessageRows",
     "RecordSink",
     "Scan",
@@ -115,9 +129,11 @@ __all__ = [
     "read_conversation",
     "read_ending",
     "scan_entities",
+    "search",
     "short_class",
     "snapshot_or_none",
     "stored_platform",
+    "summarize_payload",
     "tenant_for",
     "turn_ending",
     "turn_key",
@@ -140,6 +156,19 @@ TOOL_TYPE: Final[str] = _TOOL_TYPE
 #: The ``reason`` on the turn record of a turn the audit closed as abandoned
 #: (``neotoma-agent audit --repair``, :func:`neotoma_agent.qa.apply_repairs`).
 AUDIT_REPAIR_REASON: Final[str] = _AUDIT_REPAIR_REASON
+
+
+def summarize_payload(value: object, max_chars: int = _SUMMARY_CHARS) -> str:
+    """``value`` (a tool call's arguments or result) as one line of compact JSON, cut to
+    ``max_chars`` characters with ``…[+N chars]`` saying how many were left out.
+
+    The form a call is stored in under ``NeotomaMemory(tool_payloads="summary")``, and the
+    one ``neotoma-agent show`` prints a call's arguments in; a text already cut this way is
+    kept as it is::
+
+        summarize_payload({"city": "Paris", "days": 3})  # '{"city":"Paris","days":3}'
+    """
+    return _summarize(value, max_chars)
 
 
 def _text_arg(name: str, value: object) -> str:
@@ -417,6 +446,28 @@ async def list_conversations(transport: Transport) -> ConversationList:
         )
     found.sort(key=lambda c: (c.last_activity or "", c.conversation_id), reverse=True)
     return ConversationList(tuple(found), scan)
+
+
+async def search(
+    transport: Transport, query: str, *, limit: int = 10, conversation_id: str | None = None
+) -> SearchResult:
+    """Search what was said in ``transport``'s store, outside any turn: every stored message
+    and the text fields of the entities, best first, at most ``limit`` (1-100) hits.
+
+    The same search as :meth:`NeotomaMemory.search <neotoma_agent.NeotomaMemory.search>`
+    (plain words, ``"..."`` for a phrase; ``conversation_id`` for one conversation's
+    messages only), for a tool that holds a transport and no memory::
+
+        result = await search(store, '"rotate the certificates"', limit=5)
+        for hit in result.hits:
+            print(hit.conversation_id, hit.turn_id, hit.role, hit.text)
+
+    An empty or blank query raises :class:`~neotoma_agent.EmptySearchQueryError` and a
+    ``limit`` out of range ``ValueError``, before any I/O. A store without a search of its
+    own (a real Neotoma server) is searched through its generic reads
+    (``SearchResult.partial`` says when those could not look at everything).
+    """
+    return await _search(transport, query, limit=limit, conversation_id=conversation_id)
 
 
 async def turn_ending(transport: Transport, turn: StoredTurn) -> TurnEnding | None:

@@ -46,7 +46,7 @@ WINGS = ("cli", "qa", "hooks", "server", "ui", "integrations", "sync")
 #: The wings whose private core imports all go through one module of their own,
 #: ``<wing>/_core.py`` (each import named, with its reason, in CONTRIBUTING's paragraph
 #: "Private imports a wing keeps"): a private import anywhere else in them fails.
-DOORS = ("cli", "qa", "ui", "hooks")
+DOORS = ("cli", "qa", "hooks")
 
 #: Entry points that start a wing (``python -m neotoma_agent`` runs the command line).
 ENTRY_POINTS = (f"{PACKAGE}.__main__",)
@@ -73,19 +73,19 @@ CEILINGS: Mapping[str, object] = {
     "long_modules": {},
     # the private modules at the package root today: a new module goes into the package of
     # its concept (CONTRIBUTING's "Where each concept lives"), not beside the drivers
-    "root_private_modules": 50,
+    "root_private_modules": 48,
     # the `nonlocal` statements in the core today (closures that assign state belong in a
     # record of their own, as the turn machine's steps keep theirs)
     "core_nonlocal": 2,
     # per wing, the (wing module, private core module) pairs today
     "wing_private_imports": {
-        "cli": 15,
-        "hooks": 2,
+        "cli": 2,
+        "hooks": 1,
         "integrations": 0,
-        "qa": 4,
-        "server": 15,
-        "sync": 1,
-        "ui": 2,
+        "qa": 1,
+        "server": 0,
+        "sync": 0,
+        "ui": 0,
     },
 }
 

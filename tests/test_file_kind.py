@@ -16,8 +16,8 @@ from cli_support import assert_one_line_error, cli
 from server_support import TOKEN
 
 from neotoma_agent import EmbeddedStore, NeotomaMemory, OutboxTransport
-from neotoma_agent._file_kind import WrongFileKind
 from neotoma_agent.exceptions import OutboxError
+from neotoma_agent.transport.embedded import WrongFileKind
 from neotoma_agent.transport.http import HttpTransport
 
 
@@ -47,8 +47,10 @@ def test_a_store_refuses_an_outbox_file_and_leaves_it_an_outbox(tmp_path: Path) 
             await s.query_entities(limit=1)
 
     for read_only in (False, True):
-        with pytest.raises(WrongFileKind, match=r"outbox\.db is an outbox.*not a store"):
+        with pytest.raises(WrongFileKind, match=r"outbox\.db is an outbox.*not a store") as info:
             anyio.run(open_it, read_only)
+        assert "neotoma-agent outbox status" in info.value.hint
+        assert isinstance(info.value, sqlite3.DatabaseError)
     assert _version(outbox) == before  # not migrated into a store
 
 
@@ -71,3 +73,19 @@ def test_the_command_line_names_the_file_for_what_it_is(tmp_path: Path) -> None:
     result = cli("outbox", "status", "--outbox", str(store), home=tmp_path)
     assert "not an outbox" in result.stderr
     assert "newer" not in result.stderr
+
+
+def test_another_programs_database_is_refused_by_the_public_error(tmp_path: Path) -> None:
+    foreign = tmp_path / "app.db"
+    with sqlite3.connect(foreign) as conn:
+        conn.execute("CREATE TABLE orders (id INTEGER PRIMARY KEY)")
+    before = foreign.read_bytes()
+
+    async def open_it() -> None:
+        async with EmbeddedStore.open(foreign):
+            pass
+
+    with pytest.raises(WrongFileKind, match=r"app\.db is not a neotoma-agent store") as info:
+        anyio.run(open_it)
+    assert "--db takes a store file" in info.value.hint
+    assert foreign.read_bytes() == before

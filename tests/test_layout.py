@@ -162,12 +162,12 @@ def test_a_new_private_import_in_a_wing_fails(package: Path, today: Any) -> None
 
 @pytest.mark.parametrize(
     ("wing", "module"),
-    [("cli", "_show"), ("cli", "_hook"), ("ui", "_html"), ("qa", "_scan"), ("hooks", "_run")],
+    [("cli", "_show"), ("cli", "_hook"), ("qa", "_scan"), ("hooks", "_run")],
 )
 def test_a_private_import_outside_a_wings_core_module_fails(
     package: Path, today: Any, wing: str, module: str
 ) -> None:
-    """cli, qa, ui and hooks import private core modules through their ``_core.py`` only: one
+    """cli, qa and hooks import private core modules through their ``_core.py`` only: one
     anywhere else fails, even one ``_core.py`` already imports (the count stays the same)."""
     held = today.wing_private_imports[wing]
     kept = held[0][1].removeprefix("neotoma_agent.")  # a module the wing's _core imports
@@ -192,14 +192,31 @@ def test_a_private_import_outside_a_wings_core_module_fails(
 def test_a_new_private_import_in_a_wings_core_module_still_counts(
     package: Path, today: Any
 ) -> None:
-    held = len(today.wing_private_imports["ui"])
+    held = len(today.wing_private_imports["qa"])
     _append(
-        package / "ui" / "_core.py",
+        package / "qa" / "_core.py",
         "\nfrom neotoma_agent._clock import now_ms  # noqa: E402,F401\n",
     )
     found = layout.violations(layout.measure(package))
     assert len(found) == 1
-    assert f"the ui wing imports private core modules {held + 1} times (ceiling {held})" in found[0]
+    assert f"the qa wing imports private core modules {held + 1} times (ceiling {held})" in found[0]
+
+
+@pytest.mark.parametrize(
+    ("wing", "module"), [("ui", "_html"), ("server", "_app"), ("sync", "_store")]
+)
+def test_a_wing_on_public_names_only_fails_on_any_private_import(
+    package: Path, today: Any, wing: str, module: str
+) -> None:
+    """server, ui and sync import no private core module: the first one fails, wherever it is."""
+    assert today.wing_private_imports[wing] == []
+    _append(
+        package / wing / f"{module}.py",
+        "\nfrom neotoma_agent._clock import now_ms  # noqa: E402,F401\n",
+    )
+    found = layout.violations(layout.measure(package))
+    assert len(found) == 1
+    assert f"the {wing} wing imports private core modules 1 times (ceiling 0)" in found[0]
 
 
 def test_a_qa_module_importing_a_private_core_module_fails(package: Path, today: Any) -> None:

@@ -159,9 +159,51 @@ EXPECTED_QA = {
 
 EXPECTED_TESTING = {"Call", "FaultyTransport", "RecordingTransport", "key_phase"}
 EXPECTED_SYNC = {"SyncMemory", "SyncStore", "SyncTurn", "current_turn"}
+# neotoma_agent.log: the library's one event logger, for tools that log alongside it.
+EXPECTED_LOG = {"LOGGER_NAME", "EventLogger", "get_logger"}
+# neotoma_agent.batch: recording many finished turns at once (a transcript import).
+EXPECTED_BATCH = {"BatchOutcome", "BatchStore", "BatchTurn", "record_batch"}
+# neotoma_agent.files: owner-only files, written as the library writes its own.
+EXPECTED_FILES = {
+    "DIR_MODE",
+    "FILE_MODE",
+    "private_dir",
+    "private_file",
+    "replace_private",
+    "write_private",
+}
+# neotoma_agent.forget: forgetting over any transport (what NeotomaMemory.forget runs).
+EXPECTED_FORGET = {
+    "check_entity_id",
+    "forget_conversation",
+    "forget_entity",
+    "forget_planned",
+    "plan_forget",
+    "restore_conversation",
+    "restore_entity",
+}
+# neotoma_agent.transport.rest: the REST shapes HttpTransport and the dev server share.
+EXPECTED_REST = {
+    "DIRECTIONS",
+    "MAX_DEPTH",
+    "OBSERVATION_SOURCES",
+    "SEARCH_ACTION",
+    "check_text",
+    "envelope_of",
+    "flat_envelope",
+    "html_error_page",
+    "is_storable",
+    "json_type",
+    "present",
+    "rest_request",
+    "store_arguments",
+    "store_body",
+}
 # neotoma_agent.reads: reading a store (conversations, entities, turn endings, derived ids).
 EXPECTED_READS = {
     "AUDIT_REPAIR_REASON",
+    "IdentityError",
+    "summarize_payload",
     "BOOKKEEPING_TYPES",
     "PAGE_SIZE",
     "READ_CONCURRENCY",
@@ -192,6 +234,7 @@ EXPECTED_READS = {
     "read_conversation",
     "read_ending",
     "scan_entities",
+    "search",
     "short_class",
     "snapshot_or_none",
     "stored_platform",
@@ -236,6 +279,11 @@ def test_all_is_pinned() -> None:
         ("neotoma_agent.testing", EXPECTED_TESTING),
         ("neotoma_agent.sync", EXPECTED_SYNC),
         ("neotoma_agent.reads", EXPECTED_READS),
+        ("neotoma_agent.log", EXPECTED_LOG),
+        ("neotoma_agent.forget", EXPECTED_FORGET),
+        ("neotoma_agent.batch", EXPECTED_BATCH),
+        ("neotoma_agent.files", EXPECTED_FILES),
+        ("neotoma_agent.transport.rest", EXPECTED_REST),
     ],
 )
 def test_each_namespace_is_pinned(module: str, expected: set[str]) -> None:
@@ -356,10 +404,15 @@ WALKED = (
 PUBLIC_MODULES = (
     *WALKED,
     "neotoma_agent.exceptions",
+    "neotoma_agent.log",
+    "neotoma_agent.forget",
+    "neotoma_agent.batch",
+    "neotoma_agent.files",
     "neotoma_agent.wrap",
     "neotoma_agent.transport.embedded",
     "neotoma_agent.transport.http",
     "neotoma_agent.transport.outbox",
+    "neotoma_agent.transport.rest",
 )
 
 

@@ -23,7 +23,7 @@ from neotoma_agent import (
     UserStore,
     purge_user,
 )
-from neotoma_agent._backup import BackupStats, read_backup
+from neotoma_agent.cli._backup import BackupStats, read_backup
 
 pytestmark = pytest.mark.anyio
 

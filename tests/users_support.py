@@ -8,8 +8,8 @@ import json
 from typing import Any
 
 from neotoma_agent import EmbeddedStore, NeotomaMemory, NotFoundError, UserStore
-from neotoma_agent._backup import BackupStats, read_backup
 from neotoma_agent._history import read_conversation
+from neotoma_agent.cli._backup import BackupStats, read_backup
 from neotoma_agent.qa import audit
 
 __all__ = ["MARKS", "everything_visible", "seed_user"]

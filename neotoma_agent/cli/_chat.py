@@ -19,6 +19,7 @@ import concurrent.futures
 import contextlib
 import importlib
 import importlib.util
+import inspect
 import os
 import re
 import shlex
@@ -39,9 +40,12 @@ from .. import Entity, HistoryTurn, NeotomaMemory, Turn, TurnResult, TurnState
 from ..reads import printable, validate_conversation_id
 from ..wrap import AgentStream, MemoryAgent, with_memory
 from ._common import USER_OPTION, CLIError, Command, explain, open_transport, option, store_label
-from ._core import DEFAULT_HISTORY_TURNS
 
 __all__ = ["echo_agent", "load_agent", "register"]
+
+#: How many earlier turns each turn reads when --history is not given: NeotomaMemory's own
+#: default, read from its public signature so that the two cannot differ.
+DEFAULT_HISTORY_TURNS: int = inspect.signature(NeotomaMemory).parameters["history_turns"].default
 
 PLATFORM = "neotoma-agent chat"
 

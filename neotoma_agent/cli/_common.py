@@ -409,7 +409,7 @@ def store_error(path: Path, exc: BaseException) -> CLIError:
         )
     if isinstance(exc, PermissionError):
         return CLIError(f"cannot open the store {path}: permission denied")
-    from ._core import WrongFileKind
+    from ..transport.embedded import WrongFileKind
 
     if isinstance(exc, WrongFileKind):
         return CLIError(str(exc), exc.hint)  # it names the file

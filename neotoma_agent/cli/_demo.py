@@ -1,4 +1,4 @@
-"""``neotoma-agent demo``: the scripted conversation of :mod:`neotoma_agent._demo`."""
+"""``neotoma-agent demo``: the scripted conversation of :mod:`._demo_script`."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ __all__ = ["register"]
 
 
 async def _demo_on_server(args: argparse.Namespace, url: str) -> None:
-    from ._core import run_demo_on
+    from ._demo_script import run_demo_on
 
     async with open_transport(args) as transport:
         await run_demo_on(transport, url)
@@ -22,7 +22,7 @@ async def _demo_on_server(args: argparse.Namespace, url: str) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run the demo; with ``--db``, say how to read the conversation back."""
-    from ._core import CONVERSATION_ID, run_demo
+    from ._demo_script import CONVERSATION_ID, run_demo
 
     url = resolve_url(args) if args.url else None
     if url is not None:

@@ -1,6 +1,6 @@
 """``neotoma-agent export [CONVERSATION...]``: a backup of the store, as JSON lines.
 
-By default a backup (:mod:`neotoma_agent._backup`): every live entity with every
+By default a backup (:mod:`._backup`): every live entity with every
 observation, every edge, which ``import`` restores whole: abandoned and open turns, tool
 calls with their arguments and results, the entities memories remembered, conversation
 titles and platforms. Export, import into an empty store and export again give identical
@@ -122,7 +122,7 @@ async def _conversation_ids(transport: Transport, wanted: Sequence[str]) -> list
 
 async def _backup(args: argparse.Namespace, out: TextIO) -> str:
     """Write the backup; the stderr line saying what it holds."""
-    from ._core import BackupError, BackupStats, read_backup
+    from ._backup import BackupError, BackupStats, read_backup
 
     stats = BackupStats()
     async with open_transport(args, must_exist=True, read_only=True) as transport:

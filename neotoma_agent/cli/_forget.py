@@ -22,6 +22,15 @@ from pathlib import Path
 
 from .. import Forgotten
 from ..exceptions import InvalidEntityIdError, NotFoundError
+from ..files import private_dir, replace_private
+from ..forget import (
+    check_entity_id,
+    forget_entity,
+    forget_planned,
+    plan_forget,
+    restore_conversation,
+    restore_entity,
+)
 from ._common import (
     USER_OPTION,
     CLIError,
@@ -31,16 +40,6 @@ from ._common import (
     open_transport,
     option,
     resolve_url,
-)
-from ._core import (
-    check_entity_id,
-    forget_entity,
-    forget_planned,
-    plan_forget,
-    private_dir,
-    replace_private,
-    restore_conversation,
-    restore_entity,
 )
 from ._paths import data_dir
 

@@ -1,7 +1,7 @@
 """``neotoma-agent import FILE.jsonl``: store a transcript, one finished turn per line.
 
 (A file whose first line is a backup's header, what ``export`` writes, is restored whole
-instead: :mod:`neotoma_agent._backup`.)
+instead: :mod:`._backup`.)
 
 Each line is a JSON object::
 
@@ -23,7 +23,7 @@ Every turn is written as ``NeotomaMemory.record_turn`` writes it (one store: bot
 the turn record and every edge, under the turn's idempotency key), so a second run replays
 each line and writes nothing; the summary says so. The file is read as a stream, in
 batches of 256 lines, two batches in flight at most (memory stays flat whatever the file's
-size); each batch goes through :func:`neotoma_agent._batch.record_batch`: on the embedded
+size); each batch goes through :func:`neotoma_agent.batch.record_batch`: on the embedded
 store one read finds the turns already stored and one job stores the others (each in its
 own savepoint, all committed together), elsewhere ``--concurrency`` turns are written at
 once. A malformed line is reported with its number and skipped; ``--strict`` stops at it
@@ -47,6 +47,7 @@ import anyio.abc
 import attrs
 
 from .. import NeotomaMemory, Transport
+from ..batch import BatchOutcome, BatchStore, BatchTurn, record_batch
 from ..exceptions import (
     APIError,
     AuthenticationError,
@@ -57,17 +58,9 @@ from ..exceptions import (
 )
 from ..hooks._backfill import SOURCES as BACKFILL_SOURCES
 from ..reads import printable, validate_conversation_id, validate_entity_id, validate_turn_id
+from ..transport.rest import check_text, json_type
 from ._common import USER_OPTION, CLIError, Command, Progress, open_transport, option, run_async
-from ._core import (
-    BatchOutcome,
-    BatchStore,
-    BatchTurn,
-    check_text,
-    json_type,
-    raise_deferred,
-    record_batch,
-    run_to_completion,
-)
+from ._core import raise_deferred, run_to_completion
 
 __all__ = ["ImportLine", "ImportStats", "LineError", "parse_line", "register"]
 
@@ -494,7 +487,7 @@ async def _run(args: argparse.Namespace, stream: BinaryIO, total: int, source: s
 def _first_line(lines: Iterator[tuple[int, bytes]]) -> tuple[list[tuple[int, bytes]], bool]:
     """The lines up to the first that is not blank, and whether that one is a backup's
     header (``export`` writes one; a transcript's lines are turns)."""
-    from ._core import is_backup_header
+    from ._backup import is_backup_header
 
     read: list[tuple[int, bytes]] = []
     for number, raw in lines:
@@ -514,7 +507,7 @@ async def _restore(
     work: anyio.CancelScope,
 ) -> int:
     """Restore a backup ``export`` wrote; print what was written."""
-    from ._core import BackupError, BackupStats, restore_backup
+    from ._backup import BackupError, BackupStats, restore_backup
 
     def decoded() -> Iterator[tuple[int, Mapping[str, Any]]]:
         for number, raw in lines:

@@ -25,7 +25,8 @@ from collections.abc import Callable, MutableMapping, Sequence
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from .. import __version__
-from ._core import LOGGER_NAME, printable
+from ..log import LOGGER_NAME
+from ._core import printable
 from ._paths import default_db_path
 
 if TYPE_CHECKING:

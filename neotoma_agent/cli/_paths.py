@@ -21,7 +21,7 @@ def private_parent(path: Path) -> None:
     """Create the directory of ``path`` 0700 if missing; the per-user data directory is set
     0700 when it exists (an older version made it 0755). A directory the user named
     elsewhere keeps its mode."""
-    from ._core import private_dir
+    from ..files import private_dir
 
     parent = path.parent
     private_dir(parent, tighten=parent in (data_dir(), _xdg_data_dir()))

@@ -52,7 +52,7 @@ def render_hits(result: SearchResult, out: TextIO, where: str, query: str) -> No
 async def run(args: argparse.Namespace) -> int:
     """Print the hits."""
     from ..exceptions import EmptySearchQueryError
-    from ._core import search
+    from ..reads import search
 
     async with open_transport(args, must_exist=True, read_only=True) as transport:
         try:

@@ -29,6 +29,7 @@ from ..reads import (
     read_conversation,
     short_class,
     stored_platform,
+    summarize_payload,
     turn_ending,
 )
 from ._common import (
@@ -40,7 +41,6 @@ from ._common import (
     print_json,
     store_label,
 )
-from ._core import summarize
 
 __all__ = [
     "Transcript",
@@ -191,7 +191,7 @@ def _tool_line(call: StoredToolCall) -> str:
     if call.error_class:
         parts.append(short_class(call.error_class) or "")
     if call.args is not None:
-        parts.append(f"args {summarize(call.args)}")
+        parts.append(f"args {summarize_payload(call.args)}")
     return f"tool {call.name}: {', '.join(parts)}"
 
 

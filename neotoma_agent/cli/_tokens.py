@@ -52,7 +52,7 @@ def server_token_file(port: int) -> Path:
 
 def _private_dir(path: Path) -> None:
     """Create ``path`` 0700 (set so if it exists); refuse one that is not ours."""
-    from ._core import private_dir
+    from ..files import private_dir
 
     # The data directory above it too: it also holds the hooks' state and forget records.
     private_dir(data_dir(), tighten=True)
@@ -66,7 +66,7 @@ def _private_dir(path: Path) -> None:
 
 def write_token_file(path: Path, token: str) -> Path:
     """Write ``token`` to ``path``, mode 0600, in a 0700 directory (whole or not at all)."""
-    from ._core import replace_private
+    from ..files import replace_private
 
     _private_dir(path.parent)
     replace_private(path, (token + "\n").encode())

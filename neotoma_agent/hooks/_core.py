@@ -2,8 +2,6 @@
 which they come (CONTRIBUTING, "Private imports a wing keeps"; ``tests/test_layout.py``
 fails a private core import anywhere else in the wing).
 
-- ``_private``: the state file and the settings backups hold conversations and a
-  harness's settings, so they are 0600 files, written as the library writes its own.
 - ``transport.embedded._turns``: on a store file a hook opens and closes its turns in its
   own thread, by the turn machine's synchronous driver (:func:`turn_file`): a fresh
   process that must answer at once loads neither the event loop nor the async driver.
@@ -13,12 +11,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .._private import private_dir, private_file, write_private
-
 if TYPE_CHECKING:
     from ..transport.embedded._turns import Opening, TurnFile
 
-__all__ = ["Opening", "TurnFile", "private_dir", "private_file", "turn_file", "write_private"]
+__all__ = ["Opening", "TurnFile", "turn_file"]
 
 
 def turn_file(path: str, *, busy_timeout: float) -> TurnFile:

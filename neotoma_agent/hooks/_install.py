@@ -34,7 +34,7 @@ from typing import Any, Final
 
 import attrs
 
-from ._core import write_private
+from ..files import write_private
 from ._run import harness_module
 
 __all__ = ["Change", "InstallError", "hook_command", "install", "installed", "uninstall"]

@@ -46,7 +46,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Final, Literal, NamedTuple
 
-from ._core import private_dir, private_file
+from ..files import private_dir, private_file
 
 __all__ = [
     "KEEP_PER_SESSION",

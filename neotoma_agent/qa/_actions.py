@@ -4,10 +4,9 @@ Every action is a frozen value built from facts (ids and exact texts already kno
 from a guess: a missing message is only stored when its exact text is known, and closing a
 turn that nobody finished records it as ``abandoned`` rather than inventing a reply.
 
-Each action's store is a pure function of the action (payloads come from the turn
-protocol's own builders in :mod:`neotoma_agent._payloads`, keys from
-:mod:`neotoma_agent._keys` plus a ``-repair`` suffix), so running a repair twice replays one
-store and writes nothing new.
+Each action's store is a pure function of the action (the records and keys a repair
+writes are the turn protocol's own, built in the core beside them: ``_engine.repair``),
+so running a repair twice replays one store and writes nothing new.
 """
 
 from __future__ import annotations
@@ -25,14 +24,14 @@ import attrs
 
 from ..reads import AUDIT_REPAIR_REASON, message_entity_id, validate_entity_id
 from ._core import (
-    NO_SETTINGS,
     StorePayload,
     TurnKeys,
-    closing_payload,
-    conversation_entity,
-    message_entity,
+    repair_assistant_message,
+    repair_attachment,
+    repair_close,
+    repair_link,
+    repair_user_message,
     turn_keys,
-    turn_record,
 )
 
 __all__ = [
@@ -195,66 +194,21 @@ def message_id_for(
     return message_entity_id(keys.conversation_id, keys.turn_id, role, tenant=tenant)
 
 
-def _repair_key(keys: TurnKeys, base: str, suffix: str) -> str:
-    # Built on the protocol's own key so one grep finds every write of a turn; the suffix
-    # keeps a repair from colliding with (or being refused as) the phase it stands in for.
-    return f"{base}-repair{suffix}"
-
-
 async def build_payload(action: RepairAction, tenant: str | None = None) -> StorePayload:
     """The one store request that carries out ``action`` (reads the file of an attachment)
     on a store whose entity ids are scoped to ``tenant`` (its ``tenant_id``)."""
     keys = turn_keys(action.conversation_id, action.turn_id)
     if isinstance(action, StoreUserMessage):
-        return StorePayload(
-            entities=(
-                conversation_entity(keys.conversation_id),
-                message_entity("user", action.content, keys.user_turn_key),
-            ),
-            relationships=({"relationship_type": "PART_OF", "source_index": 1, "target_index": 0},),
-            idempotency_key=_repair_key(keys, keys.idempotency_key("user"), ""),
-            conversation_index=0,
-            user_index=1,
-            turn_record_index=0,
-        )
+        return repair_user_message(keys, action.content)
     if isinstance(action, StoreAssistantMessage):
-        payload = closing_payload(
-            # No settings: a repair does not know the platform or title, and a store that
-            # omits them leaves the stored values untouched.
-            NO_SETTINGS,
-            keys,
-            action.content,
-            conversation_entity_id=None,
-            user_message_id=None,
-        )
-        return payload._replace(idempotency_key=_repair_key(keys, payload.idempotency_key, ""))
+        return repair_assistant_message(keys, action.content)
     if isinstance(action, AbandonTurn | CompleteTurn):
         status: Literal["abandoned", "completed"] = (
             "abandoned" if isinstance(action, AbandonTurn) else "completed"
         )
-        record = turn_record(keys, status, repair_reason=action.reason)
-        phase = keys.idempotency_key("abandoned" if status == "abandoned" else "assistant")
-        return StorePayload(
-            entities=(record,),
-            relationships=(),
-            idempotency_key=_repair_key(keys, phase, f"-{action.reason}"),
-            turn_record_index=0,
-        )
+        return repair_close(keys, status, action.reason)
     if isinstance(action, LinkToConversation):
-        phase_key = keys.idempotency_key("user" if action.role == "user" else "assistant")
-        return StorePayload(
-            entities=(conversation_entity(keys.conversation_id),),
-            relationships=(
-                {
-                    "relationship_type": "PART_OF",
-                    "source_entity_id": action.message_id,
-                    "target_index": 0,
-                },
-            ),
-            idempotency_key=_repair_key(keys, phase_key, "-part-of"),
-            conversation_index=0,
-            turn_record_index=0,
-        )
+        return repair_link(keys, action.role, action.message_id)
     return await _attachment_payload(action, keys, tenant)
 
 
@@ -277,14 +231,7 @@ async def _attachment_payload(
     if mime is not None:
         asset["mime_type"] = mime
     user_id = message_id_for(action.conversation_id, action.turn_id, "user", tenant)
-    return StorePayload(
-        entities=(asset,),
-        relationships=(
-            {"relationship_type": "EMBEDS", "source_entity_id": user_id, "target_index": 0},
-        ),
-        idempotency_key=_repair_key(keys, keys.idempotency_key("user"), f"-file-{digest[:16]}"),
-        turn_record_index=0,
-    )
+    return repair_attachment(keys, asset, user_id, digest)
 
 
 def action_json(action: RepairAction) -> Mapping[str, Any]:

@@ -34,6 +34,7 @@ from typing import Any, Final
 import attrs
 
 from .. import EntitySnapshot, NeotomaMemory, Transport
+from ..log import get_logger
 from ..reads import (
     gather_bounded,
     message_entity_id,
@@ -42,7 +43,6 @@ from ..reads import (
     turn_record_entity_id,
     validate_conversation_id,
 )
-from ._core import get_logger
 from ._findings import Finding, FindingKind, classify, sort_key
 from ._repair import RepairResult, apply_repairs
 from ._scan import Auditor, TurnState, parse_timestamp, read_scoped, timestamp

@@ -1,40 +1,35 @@
-"""The qa wing's only door to private core modules: four names, each kept for a reason.
+"""The qa wing's only door to private core modules: one, kept for a reason.
 
-Everything else the audit reads goes through the public API (:mod:`neotoma_agent.reads`
-and the package's names). What stays here is not a read, and is not a promise the library
-makes to its users (CONTRIBUTING names the same four):
+Everything else the audit uses is public (:mod:`neotoma_agent.reads`,
+:mod:`neotoma_agent.log`, :func:`neotoma_agent.exceptions.error_label` and the package's
+names). What stays here is not a read, and is not a promise the library makes to its users
+(CONTRIBUTING names the same one):
 
-- ``get_logger`` (``_log``): the audit logs as the rest of the library does, one event
-  format under the ``neotoma_agent`` logger, silent below WARNING;
-- ``error_label`` (``_error_label``): a failed repair is logged by its error's class and
-  status, never its message (which may quote stored content);
-- ``TurnKeys`` / ``turn_keys`` (``_keys``) and the record builders (``_payloads``): a repair
-  writes the turn protocol's own records under the protocol's own idempotency keys, so a
-  repaired turn is stored exactly as the turn engine would have stored it, and replays.
+- ``_engine.repair``: the records a repair writes (a missing message, a turn closed, a
+  message linked to its conversation, an attachment) are the turn protocol's own, under
+  the protocol's own idempotency keys (validated by ``turn_keys``), built in the core
+  beside the builders the turn engine uses: a repaired turn is stored exactly as the
+  engine would have stored it, and replays.
 """
 
 from __future__ import annotations
 
-from .._error_label import error_label as error_label
-from .._keys import TurnKeys as TurnKeys
-from .._keys import turn_keys as turn_keys
-from .._log import get_logger as get_logger
-from .._payloads import NO_SETTINGS as NO_SETTINGS
-from .._payloads import StorePayload as StorePayload
-from .._payloads import closing_payload as closing_payload
-from .._payloads import conversation_entity as conversation_entity
-from .._payloads import message_entity as message_entity
-from .._payloads import turn_record as turn_record
+from .._engine.repair import StorePayload as StorePayload
+from .._engine.repair import TurnKeys as TurnKeys
+from .._engine.repair import repair_assistant_message as repair_assistant_message
+from .._engine.repair import repair_attachment as repair_attachment
+from .._engine.repair import repair_close as repair_close
+from .._engine.repair import repair_link as repair_link
+from .._engine.repair import repair_user_message as repair_user_message
+from .._engine.repair import turn_keys as turn_keys
 
 __all__ = [
-    "NO_SETTINGS",
     "StorePayload",
     "TurnKeys",
-    "closing_payload",
-    "conversation_entity",
-    "error_label",
-    "get_logger",
-    "message_entity",
+    "repair_assistant_message",
+    "repair_attachment",
+    "repair_close",
+    "repair_link",
+    "repair_user_message",
     "turn_keys",
-    "turn_record",
 ]

@@ -18,9 +18,11 @@ from typing import Any
 import attrs
 
 from .. import Transport
+from ..exceptions import error_label
+from ..log import get_logger
 from ..reads import is_entity_id, tenant_for
 from ._actions import RepairAction, build_payload
-from ._core import error_label, get_logger, turn_keys
+from ._core import turn_keys
 from ._diagnose import Diagnosis
 
 __all__ = ["RepairOutcome", "RepairResult", "RepairStatus", "apply_repairs"]

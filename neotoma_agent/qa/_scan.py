@@ -16,6 +16,7 @@ from typing import Any, Final
 import attrs
 
 from .. import EntitySnapshot, Transport
+from ..log import get_logger
 from ..reads import (
     PAGE_SIZE,
     Scan,
@@ -32,7 +33,6 @@ from ..reads import (
     turn_key,
     turn_record_entity_id,
 )
-from ._core import get_logger
 
 __all__ = [
     "Auditor",

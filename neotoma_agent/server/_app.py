@@ -20,8 +20,9 @@ from pathlib import Path
 import aiohttp.typedefs
 from aiohttp import web
 
-from neotoma_agent._log import get_logger
+from neotoma_agent import Transport
 from neotoma_agent.exceptions import APIError, RateLimitedError
+from neotoma_agent.log import get_logger
 from neotoma_agent.server._conversations import CONVERSATION_ROUTES
 from neotoma_agent.server._get_routes import READ_ROUTES
 from neotoma_agent.server._guard import allowed_hosts, is_loopback_address, local_guard
@@ -35,9 +36,8 @@ from neotoma_agent.server._replies import (
 from neotoma_agent.server._routes import GET_ROUTES, POST_ROUTES, STORE_KEY, Handler
 from neotoma_agent.server._search import SEARCH_ROUTES
 from neotoma_agent.server._users import CALLER, Callers
-from neotoma_agent.transport._base import Transport
-from neotoma_agent.transport._wire import envelope_of, flat_envelope
 from neotoma_agent.transport.embedded import EmbeddedStore
+from neotoma_agent.transport.rest import envelope_of, flat_envelope
 
 _log = get_logger()
 

@@ -14,9 +14,9 @@ from typing import Any
 
 from aiohttp import web
 
+from neotoma_agent import ConversationReader, SummaryReader
 from neotoma_agent.server._replies import json_response, refusal
 from neotoma_agent.server._routes import Handler, store_of
-from neotoma_agent.transport._base import ConversationReader, SummaryReader
 
 __all__ = ["CONVERSATION_ROUTES"]
 

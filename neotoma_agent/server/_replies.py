@@ -14,8 +14,7 @@ from typing import Any
 import attrs
 from aiohttp import web
 
-from neotoma_agent._json_type import json_type
-from neotoma_agent.transport._wire import flat_envelope, html_error_page
+from neotoma_agent.transport.rest import flat_envelope, html_error_page, json_type
 
 _dumps = functools.partial(json.dumps, ensure_ascii=False, separators=(",", ":"))
 

@@ -12,13 +12,12 @@ from typing import Any
 
 from aiohttp import web
 
-from neotoma_agent._version import __version__
+from neotoma_agent import EntityDeleter, Transport, __version__
 from neotoma_agent.server import _validate
 from neotoma_agent.server._replies import json_response, refusal
 from neotoma_agent.server._users import user_store
 from neotoma_agent.server._validate import read_body
-from neotoma_agent.transport._base import EntityDeleter, Transport
-from neotoma_agent.transport._rest import RestActions
+from neotoma_agent.transport.rest import rest_request
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -34,14 +33,15 @@ async def forward(request: web.Request, action: str, body: dict[str, Any]) -> Ma
     """Run REST ``action`` with a validated ``body`` on the app's store; its JSON answer.
 
     The built-in transports (the EmbeddedStore, an HttpTransport to another server) speak
-    these bodies natively through their public ``request(action, body)``, so the answer is
+    these bodies natively (:func:`neotoma_agent.transport.rest.rest_request`), so the answer is
     passed through as is: parsing it into a typed result only to serialise its ``.raw``
     again cost an eighth of the server's time per lookup. Any other Transport is called
     through its typed method.
     """
     store = store_of(request)
-    if isinstance(store, RestActions):
-        return await store.request(action, body)
+    answer = await rest_request(store, action, body)
+    if answer is not None:
+        return answer
     result = await _TYPED_CALLS[action](store, body)
     raw: Mapping[str, Any] = result.raw
     return raw

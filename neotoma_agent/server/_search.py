@@ -13,12 +13,11 @@ from __future__ import annotations
 from aiohttp import web
 
 from neotoma_agent.exceptions import EmptySearchQueryError
+from neotoma_agent.reads import search
 from neotoma_agent.server._replies import MISSING, Issues, json_response, refusal
 from neotoma_agent.server._routes import Handler, store_of
 from neotoma_agent.server._validate import read_body
-from neotoma_agent.transport._rest import RestActions
-from neotoma_agent.transport._search_fallback import search
-from neotoma_agent.transport._search_results import SEARCH_ACTION
+from neotoma_agent.transport.rest import SEARCH_ACTION, rest_request
 
 __all__ = ["SEARCH_ROUTES"]
 
@@ -26,8 +25,9 @@ __all__ = ["SEARCH_ROUTES"]
 async def _post_search(request: web.Request) -> web.StreamResponse:
     body = await read_body(request)
     store = store_of(request)
-    if isinstance(store, RestActions):
-        return json_response(await store.request(SEARCH_ACTION, body))
+    answer = await rest_request(store, SEARCH_ACTION, body)
+    if answer is not None:
+        return json_response(answer)
     q, limit, scope = body.get("q", MISSING), body.get("limit", 10), body.get("conversation_id")
     issues = Issues()
     if not isinstance(q, str):

@@ -15,7 +15,6 @@ from typing import Any, TypeVar
 
 from aiohttp import web
 
-from neotoma_agent._text import MAX_DEPTH, is_storable
 from neotoma_agent.server._replies import (
     MISSING,
     Issues,
@@ -25,8 +24,13 @@ from neotoma_agent.server._replies import (
     too_large,
 )
 from neotoma_agent.server._users import claim_user
-from neotoma_agent.transport._rest import present
-from neotoma_agent.transport._wire import DIRECTIONS, OBSERVATION_SOURCES
+from neotoma_agent.transport.rest import (
+    DIRECTIONS,
+    MAX_DEPTH,
+    OBSERVATION_SOURCES,
+    is_storable,
+    present,
+)
 
 T = TypeVar("T")
 

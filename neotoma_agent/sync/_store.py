@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
 
-from .._error_label import error_label
+from ..exceptions import error_label
 from ._loop import Job, LoopThread
 
 if TYPE_CHECKING:

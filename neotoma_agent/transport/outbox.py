@@ -35,11 +35,10 @@ from typing import Any
 import anyio
 import anyio.to_thread
 
-from .._error_label import error_label
 from .._log import get_logger
 from .._otel import record_outbox_depth, wants_outbox_depth
 from .._user_id import tenant_for
-from ..exceptions import NeotomaError, OutboxError
+from ..exceptions import NeotomaError, OutboxError, error_label
 from ._base import RecentConversation, StoreResult, Transport
 from ._forward import Forwarding
 from ._outbox import (

@@ -21,10 +21,11 @@ from aiohttp import web
 
 from .. import Transport
 from ..exceptions import NeotomaError
+from ..log import get_logger
+from ..reads import IdentityError
 from ..server._guard import allowed_hosts, local_guard
 from ..server._users import Caller, Callers, scoped_key, store_for
 from . import _views
-from ._core import IdentityError, get_logger
 from ._html import render
 
 __all__ = ["UI_PREFIX", "create_ui_app", "mount_ui"]

@@ -83,7 +83,7 @@ def test_show_json_has_every_turn_with_exact_content_and_references(
     abandoned = turns[3]
     assert abandoned["abandoned"] is True
     assert abandoned["repaired"] is False
-    assert abandoned["error_class"] == "neotoma_agent._demo.DemoModelError"
+    assert abandoned["error_class"] == "neotoma_agent.cli._demo_script.DemoModelError"
     user, partial = abandoned["messages"]
     assert (user["role"], partial["role"]) == ("user", "assistant")
     assert partial["content"] == "The Lisbon offsite for Acme Corp: day "

@@ -10,7 +10,7 @@ import pytest
 from cli_support import cli, ok, serving
 from turn_support import messages, targets, turn_record
 
-from neotoma_agent._demo import CONVERSATION_ID, run_demo
+from neotoma_agent.cli._demo_script import CONVERSATION_ID, run_demo
 from neotoma_agent.transport.embedded import EmbeddedStore
 
 pytestmark = [pytest.mark.anyio, pytest.mark.one_backend]

@@ -25,7 +25,7 @@ from json_support import json_values
 from paths_support import TESTS
 
 from neotoma_agent import EmbeddedStore, NeotomaMemory, ToolCall
-from neotoma_agent._backup import BackupStats, read_backup, restore_backup
+from neotoma_agent.cli._backup import BackupStats, read_backup, restore_backup
 from neotoma_agent.cli._show import load_transcript
 from neotoma_agent.reads import collect_stats, list_conversations
 

@@ -10,6 +10,9 @@ bodies), with three deliberate differences, all in the direction of losing less:
   (a server silently skips the edge);
 * snapshots are maintained incrementally, so a write costs the same on the thousandth
   observation of an entity as on the first.
+
+Opening a file that holds something else (an outbox file, another program's SQLite
+database) raises :class:`WrongFileKind` and leaves the file as it was.
 """
 
 from ..._lazy import lazy_exports
@@ -17,6 +20,7 @@ from ..._lazy import lazy_exports
 # Imported on first use (see neotoma_agent._lazy): a hook process that writes the file
 # through ._write alone loads neither the store's event-loop machinery nor the purge.
 with lazy_exports(globals()):
+    from ..._file_kind import WrongFileKind as WrongFileKind
     from ._forget_user import ForgottenUser as ForgottenUser
     from ._purge import PurgeStats as PurgeStats
     from ._purge import purge_entities as purge_entities

@@ -22,8 +22,8 @@ from typing import Any, Generic, TypeVar
 
 import anyio
 
-from ..._error_label import error_label
 from ..._log import get_logger
+from ...exceptions import error_label
 
 __all__ = ["DBThread", "Job"]
 

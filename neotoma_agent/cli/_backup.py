@@ -35,11 +35,9 @@ from typing import Any, Final
 
 import attrs
 
-from ._history import read_conversation
-from ._reads import gather_bounded, scan_entities, snapshot_or_none
-from .transport._base import StoreResult, Transport
-from .transport._bodies import store_body
-from .transport._rest import store_arguments
+from .. import StoreResult, Transport
+from ..reads import gather_bounded, read_conversation, scan_entities, snapshot_or_none
+from ..transport.rest import store_arguments, store_body
 
 __all__ = [
     "BACKUP_FORMAT",

@@ -23,13 +23,9 @@ import anyio
 import anyio.lowlevel
 import attrs
 
-from ._memory import NeotomaMemory
-from ._turn import Turn
-from ._turn_record import read_ending
-from ._turn_result import TurnResult
-from .exceptions import IdempotencyMismatchError
-from .transport._base import Entity, Transport
-from .transport.embedded import EmbeddedStore
+from .. import EmbeddedStore, Entity, NeotomaMemory, Transport, Turn, TurnResult
+from ..exceptions import IdempotencyMismatchError
+from ..reads import read_ending
 
 __all__ = ["run_demo"]
 
