@@ -36,8 +36,8 @@ from typing import Any, Final
 
 from _synth import build_turns, conversation_id, turn_id
 
-from neotoma_agent._identity import entity_id_for
-from neotoma_agent._keys import _key_base, conversation_entity_id, turn_record_entity_id
+from neotoma_agent._neotoma.identity import entity_id_for
+from neotoma_agent._records.keys import _key_base, conversation_entity_id, turn_record_entity_id
 from neotoma_agent.transport.embedded._rows import encode_entity, key_digest
 from neotoma_agent.transport.embedded._store import _connect
 

@@ -199,8 +199,8 @@ AREAS = (
     ("answers parsed (_results from_json)", "loop", "transport/_results.py", None, "tot"),
     ("anyio (scopes, tasks)", "loop", "anyio/", None, "tot"),
     ("asyncio (the loop, futures)", "loop", "asyncio/", None, "tot"),
-    ("identifier extraction", "loop", "neotoma_agent/_extract.py", None, "tot"),
-    ("log events", "loop", "neotoma_agent/_log.py", None, "tot"),
+    ("identifier extraction", "loop", "neotoma_agent/_recall/extract.py", None, "tot"),
+    ("log events", "loop", "neotoma_agent/_util/log.py", None, "tot"),
 )
 
 

@@ -24,8 +24,8 @@ from collections.abc import Callable, Container, Iterator
 from pathlib import Path
 from typing import Any, Final
 
-from neotoma_agent._keys import conversation_entity_id, message_entity_id, turn_keys
-from neotoma_agent._payloads import (
+from neotoma_agent._records.keys import conversation_entity_id, message_entity_id, turn_keys
+from neotoma_agent._records.payloads import (
     ConversationSettings,
     StorePayload,
     closing_payload,

@@ -61,7 +61,7 @@ from typing import Any
 import anyio
 from _meta import environment
 
-from neotoma_agent._identity import IdentityError, resolve_identity
+from neotoma_agent._neotoma.identity import IdentityError, resolve_identity
 from neotoma_agent.transport.embedded._rows import (
     decode_state,
     encode_entity,

@@ -36,7 +36,8 @@ from typing import Any
 import anyio
 import structlog
 
-from neotoma_agent import EmbeddedStore, NeotomaMemory, __version__, _otel
+from neotoma_agent import EmbeddedStore, NeotomaMemory, __version__
+from neotoma_agent._util import otel as _otel
 
 QUESTION = "What do we know about Acme Corp?"
 WAYS = ("absent", "no-provider", "traced")

@@ -274,7 +274,7 @@ class _Ours:
         # The store's own write action on the turns' payloads (what those turns leave).
         import _synth
 
-        from neotoma_agent._payloads import NO_SETTINGS
+        from neotoma_agent._records.payloads import NO_SETTINGS
 
         _synth.settings = lambda index: NO_SETTINGS
         _synth.conversation_id = lambda index: conversation(c)

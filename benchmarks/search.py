@@ -35,9 +35,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _report import run_and_report
 from _synth import _write_all
 
-from neotoma_agent._keys import conversation_entity_id, message_entity_id, turn_keys
 from neotoma_agent._memory import NeotomaMemory
-from neotoma_agent._payloads import ConversationSettings, closing_payload, user_payload
+from neotoma_agent._records.keys import conversation_entity_id, message_entity_id, turn_keys
+from neotoma_agent._records.payloads import ConversationSettings, closing_payload, user_payload
 from neotoma_agent._version import __version__
 from neotoma_agent.server import create_app, serving
 from neotoma_agent.transport._base import Transport

@@ -86,8 +86,8 @@ def record_cost(n: int = 1000, repeats: int = 5) -> float | None:
     ``repeats``); ``None`` for a tree without tool calls."""
     try:
         from neotoma_agent import ToolCall
-        from neotoma_agent._tool_payload import tool_entity
-        from neotoma_agent._tools import ToolLog
+        from neotoma_agent._records.tool_payload import tool_entity
+        from neotoma_agent._records.tools import ToolLog
     except ImportError:
         return None
     best = float("inf")

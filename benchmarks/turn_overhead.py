@@ -56,7 +56,7 @@ from _meta import environment
 from aiohttp import web
 
 from neotoma_agent._memory import DEFAULT_HISTORY_TURNS, NeotomaMemory
-from neotoma_agent._retrieval import extract
+from neotoma_agent._recall.retrieval import extract
 from neotoma_agent._version import __version__
 from neotoma_agent.exceptions import NeotomaError
 from neotoma_agent.server import Handler, create_app, serving

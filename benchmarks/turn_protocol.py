@@ -38,8 +38,8 @@ import anyio
 import structlog
 from _meta import environment
 
-from neotoma_agent._keys import conversation_entity_id, turn_record_entity_id
 from neotoma_agent._memory import NeotomaMemory
+from neotoma_agent._records.keys import conversation_entity_id, turn_record_entity_id
 from neotoma_agent._version import __version__
 from neotoma_agent.transport._base import (
     LookupResult,

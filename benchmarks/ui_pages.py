@@ -41,7 +41,7 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
 from neotoma_agent import EmbeddedStore
-from neotoma_agent._keys import conversation_entity_id
+from neotoma_agent._records.keys import conversation_entity_id
 from neotoma_agent.transport._forward import Forwarding
 from neotoma_agent.transport._results import ConversationSummaryPage, EntityQueryResult
 from neotoma_agent.transport.embedded._schema import SCHEMA_VERSION

@@ -33,11 +33,11 @@ _INSERT = "_observe"
 #: modules whose calls run beside the user store, not on its way (reads, the trace)
 _BESIDE = frozenset(
     {
-        "neotoma_agent._extract",
-        "neotoma_agent._loose",
-        "neotoma_agent._ranking",
-        "neotoma_agent._retrieval",
-        "neotoma_agent._otel",
+        "neotoma_agent._recall.extract",
+        "neotoma_agent._recall.loose",
+        "neotoma_agent._recall.ranking",
+        "neotoma_agent._recall.retrieval",
+        "neotoma_agent._util.otel",
     }
 )
 #: the enter's reads, run beside its user store

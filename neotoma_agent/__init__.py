@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ._lazy import lazy_exports
+from ._util.lazy import lazy_exports
 
 # The audit and its records live in neotoma_agent.qa; these names were also here before,
 # and still resolve (with a DeprecationWarning) until the next minor release.
@@ -37,28 +37,28 @@ with lazy_exports(globals(), moved=dict.fromkeys(_MOVED_TO_QA, "neotoma_agent.qa
     from .transport.http import HttpTransport as HttpTransport
 
     # isort: split
-    from ._chat_messages import chat_messages as chat_messages
     from ._current import current_turn as current_turn
-    from ._forget import Forgotten as Forgotten
-    from ._history import HistoryTurn as HistoryTurn
+    from ._neotoma.forget import Forgotten as Forgotten
+    from ._neotoma.undeclared import expect_undeclared_fields as expect_undeclared_fields
     from ._open_turn import OpenTurn as OpenTurn
-    from ._payloads import Produced as Produced
-    from ._retrieval import Extractor as Extractor
-    from ._retrieval import RetrievalQuery as RetrievalQuery
-    from ._retrieval import RetrievalStats as RetrievalStats
-    from ._retrieval import Retrieved as Retrieved
-    from ._retrieval import RetrievedEntity as RetrievedEntity
-    from ._retrieval import Retriever as Retriever
-    from ._retrieval import default_extractor as default_extractor
-    from ._tool_payload import ToolRedactor as ToolRedactor
-    from ._tool_reads import StoredToolCall as StoredToolCall
-    from ._tools import ActiveToolCall as ActiveToolCall
-    from ._tools import ToolCall as ToolCall
+    from ._recall.chat_messages import chat_messages as chat_messages
+    from ._recall.history import HistoryTurn as HistoryTurn
+    from ._recall.retrieval import Extractor as Extractor
+    from ._recall.retrieval import RetrievalQuery as RetrievalQuery
+    from ._recall.retrieval import RetrievalStats as RetrievalStats
+    from ._recall.retrieval import Retrieved as Retrieved
+    from ._recall.retrieval import RetrievedEntity as RetrievedEntity
+    from ._recall.retrieval import Retriever as Retriever
+    from ._recall.retrieval import default_extractor as default_extractor
+    from ._recall.tool_reads import StoredToolCall as StoredToolCall
+    from ._records.payloads import Produced as Produced
+    from ._records.tool_payload import ToolRedactor as ToolRedactor
+    from ._records.tools import ActiveToolCall as ActiveToolCall
+    from ._records.tools import ToolCall as ToolCall
+    from ._records.user_id import LOCAL_USER_ID as LOCAL_USER_ID
+    from ._records.user_id import check_user_id as check_user_id
     from ._turn_result import TurnResult as TurnResult
     from ._turn_result import TurnState as TurnState
-    from ._undeclared import expect_undeclared_fields as expect_undeclared_fields
-    from ._user_id import LOCAL_USER_ID as LOCAL_USER_ID
-    from ._user_id import check_user_id as check_user_id
     from ._version import __version__ as __version__
     from .exceptions import APIError as APIError
     from .exceptions import AuthenticationError as AuthenticationError

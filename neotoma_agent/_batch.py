@@ -29,11 +29,11 @@ from typing import Any, Protocol, cast, runtime_checkable
 import anyio
 import attrs
 
-from ._checks import check_optional_count
-from ._keys import TurnKeys, validate_entity_id, validate_turn_id
 from ._memory import NeotomaMemory
-from ._payloads import StorePayload, recorded_payload
-from ._text import check_text
+from ._records.checks import check_optional_count
+from ._records.keys import TurnKeys, validate_entity_id, validate_turn_id
+from ._records.payloads import StorePayload, recorded_payload
+from ._records.text import check_text
 from .transport._base import LookupResult, StoreResult, Transport
 from .transport._rest import store_body
 

@@ -15,18 +15,23 @@ from typing import Any, Literal
 
 import attrs
 
-from ._checks import check_optional_count
-from ._closing import check_model as _check_model
+from ._engine.closing import check_model as _check_model
 from ._engine.machine import tool_ids
-from ._forget import (
+from ._engine.phase_records import CloseOutcome, Ending, EnterAttempt, Opened, Prompt, unopened
+from ._neotoma.forget import (
     Forgotten,
     forget_conversation,
     forget_entity,
     restore_conversation,
     restore_entity,
 )
-from ._history import HistoryTurn, read_history
-from ._keys import (
+from ._open_turn import OpenTurn
+from ._phases import Phases
+from ._recall.history import HistoryTurn, read_history
+from ._recall.retrieval import EMPTY_RETRIEVAL, Retrieved
+from ._recall.tool_reads import StoredToolCall, read_tool_details
+from ._records.checks import check_optional_count
+from ._records.keys import (
     TurnKeys,
     new_turn_id,
     turn_id_ms,
@@ -34,14 +39,10 @@ from ._keys import (
     turn_record_entity_id,
     validate_entity_id,
 )
-from ._keys import (
+from ._records.keys import (
     conversation_entity_id as derive_conversation_entity_id,
 )
-from ._log import bound_context
-from ._must_await import MustAwait
-from ._open_turn import OpenTurn
-from ._otel import CLOSE_TURN_SPAN, OPEN_TURN_SPAN, TURN_SPAN, explicit
-from ._payloads import (
+from ._records.payloads import (
     Produced,
     merge_produced,
     produced_entity,
@@ -49,17 +50,16 @@ from ._payloads import (
     remembered_payload,
     validate_user_extra,
 )
-from ._phase_records import CloseOutcome, Ending, EnterAttempt, Opened, Prompt, unopened
-from ._phases import Phases
-from ._retrieval import EMPTY_RETRIEVAL, Retrieved
+from ._records.text import check_text
+from ._records.tools import ToolCall, check_tools, iso_ms, merge_tools
+from ._records.user_id import tenant_for
 from ._settings import DEFAULT_HISTORY_TURNS, MemorySettings
-from ._shield import raise_deferred
-from ._text import check_text
-from ._tool_reads import StoredToolCall, read_tool_details
-from ._tools import ToolCall, check_tools, iso_ms, merge_tools
 from ._turn import Turn
 from ._turn_result import TurnResult, close_failure, finish, finish_attempt
-from ._user_id import tenant_for
+from ._util.log import bound_context
+from ._util.must_await import MustAwait
+from ._util.otel import CLOSE_TURN_SPAN, OPEN_TURN_SPAN, TURN_SPAN, explicit
+from ._util.shield import raise_deferred
 from .exceptions import TransportError, error_class_name
 from .transport._base import Entity, EntityDeletion
 from .transport._search_fallback import search as search_store
@@ -117,7 +117,8 @@ class NeotomaMemory(MemorySettings):
     retrieval scores below it are candidates only (``Retrieved.candidates``), never
     retrieved or linked. ``retriever``: an application's own :class:`~neotoma_agent.Retriever`
     (an embedding search), merged into the ranking under the same deadline. How entities
-    are scored and ordered: ``neotoma_agent._ranking`` and the retrieval guide (docs/retrieval.md).
+    are scored and ordered: ``neotoma_agent._recall.ranking`` and the retrieval guide
+    (docs/retrieval.md).
 
     Tool calls (``t.tool``, ``t.record_tool``) are stored with their arguments and result on
     the ``tool_invocation`` observation: ``tool_payloads="full"`` (the default) keeps each
@@ -197,8 +198,9 @@ class NeotomaMemory(MemorySettings):
         ``open``) and the entity ids each message REFERS_TO; revisions and replays show once,
         with their latest text. Unlike ``t.history``, errors propagate. On the embedded
         store and the dev server the cost does not grow with the conversation's length; on
-        a real Neotoma server it reads the whole conversation (see ``neotoma_agent._history``).
-        A conversation that does not exist has no history (``()``)::
+        a real Neotoma server it reads the whole conversation (see
+        ``neotoma_agent._recall.history``). A conversation that does not exist has no history
+        (``()``)::
 
             for h in await memory.history(limit=20):
                 print(h.turn_number, h.status, h.user, h.reply)

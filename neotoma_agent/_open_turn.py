@@ -13,12 +13,12 @@ from typing import Any
 
 import attrs
 
-from ._context import render_context
-from ._history import HistoryTurn
-from ._payloads import Produced, merge_produced, produced_entity
-from ._phase_records import Opened
-from ._retrieval import RetrievalStats
-from ._tools import ToolCall, ToolLog, ToolStatus
+from ._engine.phase_records import Opened
+from ._recall.context import render_context
+from ._recall.history import HistoryTurn
+from ._recall.retrieval import RetrievalStats
+from ._records.payloads import Produced, merge_produced, produced_entity
+from ._records.tools import ToolCall, ToolLog, ToolStatus
 from .transport._base import Entity
 
 __all__ = ["OpenTurn"]

@@ -6,7 +6,7 @@ the store:
 - enter: bounded retrieval and one user store (conversation, user message, turn record
   ``open``, PART_OF), concurrently; a failed enter that may have written closes the turn
   as abandoned (:meth:`Phases.enter`);
-- close, as the turn's :class:`~neotoma_agent._phase_records.Ending` says: one closing
+- close, as the turn's :class:`~neotoma_agent._engine.phase_records.Ending` says: one closing
   store, completed (assistant message, PART_OF, REFERS_TO, turn record ``completed``) or
   abandoned (turn record ``abandoned``, the user message's edges, and the partial reply if
   the user saw one) (:meth:`Phases.close`);
@@ -31,16 +31,12 @@ import anyio
 import anyio.to_thread
 import attrs
 
-from ._closing import closing_run, started_at
+from ._engine.closing import closing_run, started_at
 from ._engine.machine import Entering, TurnMachine, assistant_id, opened_from
+from ._engine.phase_records import CloseOutcome, Ending, EnterAttempt, Opened, Prompt, unopened
 from ._engine.requests import Lookup, Machine, Observations, Request, Store, ToolObservations
-from ._history import HistoryTurn, read_history
-from ._keys import TurnKeys
-from ._log import get_logger
-from ._otel import ACTIVE
-from ._payloads import ConversationSettings, RunFields, StorePayload
-from ._phase_records import CloseOutcome, Ending, EnterAttempt, Opened, Prompt, unopened
-from ._retrieval import (
+from ._recall.history import HistoryTurn, read_history
+from ._recall.retrieval import (
     EMPTY_RETRIEVAL,
     RecentSource,
     Retrieved,
@@ -48,11 +44,15 @@ from ._retrieval import (
     recent_entities,
     retrieve,
 )
+from ._records.keys import TurnKeys
+from ._records.payloads import ConversationSettings, RunFields, StorePayload
+from ._records.tool_payload import ToolPayloads
+from ._records.tools import ToolCall
+from ._records.user_id import tenant_for
 from ._settings import MemorySettings
-from ._shield import Completion, raise_deferred, run_to_completion
-from ._tool_payload import ToolPayloads
-from ._tools import ToolCall
-from ._user_id import tenant_for
+from ._util.log import get_logger
+from ._util.otel import ACTIVE
+from ._util.shield import Completion, raise_deferred, run_to_completion
 from .exceptions import error_class_name
 from .transport._base import Entity, StoreResult
 from .transport._records import RecordsStore, records_store
@@ -161,7 +161,7 @@ class Phases:
             listed = await transport.list_observations(request.entity_id)
             return [o.fields for o in listed.observations]
         assert isinstance(request, ToolObservations)
-        from ._tool_rerun import stored_tool_fields  # only a re-run with calls gets here
+        from ._recall.tool_rerun import stored_tool_fields  # only a re-run with calls gets here
 
         return await stored_tool_fields(transport, request.record_id)
 

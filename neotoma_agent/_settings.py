@@ -10,17 +10,8 @@ from __future__ import annotations
 
 import attrs
 
-from ._checks import (
-    check_count,
-    check_fraction,
-    check_positive_int,
-    check_seconds,
-    checked_by,
-    validator,
-)
-from ._history import DEFAULT_HISTORY_TURNS
-from ._keys import validate_conversation_id
-from ._retrieval import (
+from ._recall.history import DEFAULT_HISTORY_TURNS
+from ._recall.retrieval import (
     DEFAULT_LINK_THRESHOLD,
     DEFAULT_LOOKUP_LIMIT,
     DEFAULT_MAX_IDENTIFIERS,
@@ -28,7 +19,16 @@ from ._retrieval import (
     Extractor,
     Retriever,
 )
-from ._tool_payload import DEFAULT_TOOL_PAYLOAD_CHARS, ToolPayloadMode, ToolRedactor
+from ._records.checks import (
+    check_count,
+    check_fraction,
+    check_positive_int,
+    check_seconds,
+    checked_by,
+    validator,
+)
+from ._records.keys import validate_conversation_id
+from ._records.tool_payload import DEFAULT_TOOL_PAYLOAD_CHARS, ToolPayloadMode, ToolRedactor
 from .transport._base import Transport
 
 __all__ = ["DEFAULT_HISTORY_TURNS", "MemorySettings"]

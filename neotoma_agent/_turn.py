@@ -37,21 +37,21 @@ from contextlib import AbstractContextManager
 from types import TracebackType
 from typing import Any
 
-from ._context import render_context
-from ._history import HistoryTurn
-from ._keys import validate_entity_id
-from ._log import bound_context, get_logger
-from ._otel import TurnTrace, start_turn
-from ._payloads import Produced, merge_produced, produced_entity
-from ._phase_records import Ending, EnterAttempt, Opened, Prompt
+from ._engine.phase_records import Ending, EnterAttempt, Opened, Prompt
 from ._phases import Phases
-from ._retrieval import EMPTY_RETRIEVAL, RetrievalStats, Retrieved, RetrievedEntity
-from ._shield import raise_deferred
-from ._text import split_pending
-from ._tools import ToolLog
+from ._recall.context import render_context
+from ._recall.history import HistoryTurn
+from ._recall.retrieval import EMPTY_RETRIEVAL, RetrievalStats, Retrieved, RetrievedEntity
+from ._records.keys import validate_entity_id
+from ._records.payloads import Produced, merge_produced, produced_entity
+from ._records.text import split_pending
+from ._records.tools import ToolLog
+from ._records.user_id import tenant_for
 from ._turn_result import TurnResult, TurnState, close_failure, finish, finish_attempt
 from ._turn_tools import TurnTools
-from ._user_id import tenant_for
+from ._util.log import bound_context, get_logger
+from ._util.otel import TurnTrace, start_turn
+from ._util.shield import raise_deferred
 from .exceptions import TurnStateError, ValidationError, error_class_name
 from .transport._base import Entity
 
@@ -408,7 +408,7 @@ class Turn(TurnTools):
 
         The retrieved entities (type, name, id, their telling fields) in rank order, then
         :attr:`history`, within ``max_chars`` characters by the rules documented in
-        ``neotoma_agent._context`` (entities in rank order; newest history kept first, shown
+        ``neotoma_agent._recall.context`` (entities in rank order; newest history kept first, shown
         oldest first; long values cut with a ``…[+N chars]`` marker; lines that do not fit
         left out and counted). Only stored content, never a token. An empty string when
         there is nothing to show. For example::

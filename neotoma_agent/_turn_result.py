@@ -13,11 +13,11 @@ from typing import Any
 
 import attrs
 
-from ._closing import close_failure as close_failure
-from ._log import get_logger
-from ._phase_records import CloseOutcome, Ending, EnterAttempt
-from ._retrieval import RetrievalStats, Retrieved
-from ._tools import ToolCall
+from ._engine.closing import close_failure as close_failure
+from ._engine.phase_records import CloseOutcome, Ending, EnterAttempt
+from ._recall.retrieval import RetrievalStats, Retrieved
+from ._records.tools import ToolCall
+from ._util.log import get_logger
 from .exceptions import error_label
 from .transport._base import Entity
 

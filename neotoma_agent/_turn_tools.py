@@ -1,7 +1,7 @@
 """The tool-call part of :class:`~neotoma_agent.Turn` (a mixin: ``Turn`` holds the state).
 
 Kept apart so that ``_turn`` stays the turn's life cycle; the records, their checks and what
-is stored are in :mod:`neotoma_agent._tools`.
+is stored are in :mod:`neotoma_agent._records.tools`.
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from __future__ import annotations
 import datetime
 from typing import Any
 
-from ._tools import ActiveToolCall, ToolCall, ToolLog, ToolStatus
+from ._records.tools import ActiveToolCall, ToolCall, ToolLog, ToolStatus
 
 __all__ = ["TurnTools"]
 

@@ -22,12 +22,12 @@ from __future__ import annotations
 
 from typing import Final
 
-from ._private import DIR_MODE as _DIR_MODE
-from ._private import FILE_MODE as _FILE_MODE
-from ._private import private_dir as private_dir
-from ._private import private_file as private_file
-from ._private import replace_private as replace_private
-from ._private import write_private as write_private
+from ._util.private import DIR_MODE as _DIR_MODE
+from ._util.private import FILE_MODE as _FILE_MODE
+from ._util.private import private_dir as private_dir
+from ._util.private import private_file as private_file
+from ._util.private import replace_private as replace_private
+from ._util.private import write_private as write_private
 
 __all__ = [
     "DIR_MODE",

@@ -30,13 +30,13 @@ from __future__ import annotations
 
 import inspect
 
-from ._forget import check_entity_id as check_entity_id
-from ._forget import forget_conversation as forget_conversation
-from ._forget import forget_entity as forget_entity
-from ._forget import forget_planned as forget_planned
-from ._forget import plan_forget as plan_forget
-from ._forget import restore_conversation as restore_conversation
-from ._forget import restore_entity as restore_entity
+from ._neotoma.forget import check_entity_id as check_entity_id
+from ._neotoma.forget import forget_conversation as forget_conversation
+from ._neotoma.forget import forget_entity as forget_entity
+from ._neotoma.forget import forget_planned as forget_planned
+from ._neotoma.forget import plan_forget as plan_forget
+from ._neotoma.forget import restore_conversation as restore_conversation
+from ._neotoma.forget import restore_entity as restore_entity
 
 __all__ = [
     "check_entity_id",

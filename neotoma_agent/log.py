@@ -23,9 +23,9 @@ from __future__ import annotations
 
 from typing import Final
 
-from ._log import LOGGER_NAME as _LOGGER_NAME
-from ._log import EventLogger as EventLogger
-from ._log import get_logger as get_logger
+from ._util.log import LOGGER_NAME as _LOGGER_NAME
+from ._util.log import EventLogger as EventLogger
+from ._util.log import get_logger as get_logger
 
 __all__ = ["LOGGER_NAME", "EventLogger", "get_logger"]
 

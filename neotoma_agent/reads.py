@@ -55,39 +55,39 @@ from typing import Any, Final, Literal
 
 import attrs
 
-from ._history import StoredConversation as StoredConversation
-from ._history import StoredMessage as StoredMessage
-from ._history import StoredTurn as StoredTurn
-from ._history import read_conversation as read_conversation
-from ._identity import ENTITY_ID_RE
-from ._identity import IdentityError as IdentityError
-from ._keys import TurnKeys
-from ._keys import conversation_entity_id as _conversation_entity_id
-from ._keys import message_entity_id as _message_entity_id
-from ._keys import parse_turn_key as _parse_turn_key
-from ._keys import turn_record_entity_id as _turn_record_entity_id
-from ._keys import validate_conversation_id as _validate_conversation_id
-from ._keys import validate_entity_id as _validate_entity_id
-from ._keys import validate_turn_id as _validate_turn_id
-from ._payloads import BOOKKEEPING_TYPES as _BOOKKEEPING_TYPES
-from ._payloads import stored_platform as stored_platform
-from ._reads import PAGE_SIZE as PAGE_SIZE
-from ._reads import READ_CONCURRENCY as READ_CONCURRENCY
-from ._reads import Scan as Scan
-from ._reads import gather_bounded as gather_bounded
-from ._reads import scan_entities as scan_entities
-from ._reads import snapshot_or_none as snapshot_or_none
-from ._terminal import printable as printable
-from ._terminal import printer as printer
-from ._tool_payload import SUMMARY_CHARS as _SUMMARY_CHARS
-from ._tool_payload import summarize as _summarize
-from ._tools import TOOL_TYPE as _TOOL_TYPE
-from ._turn_record import AUDIT_REPAIR_REASON as _AUDIT_REPAIR_REASON
-from ._turn_record import TurnEnding as TurnEnding
-from ._turn_record import ending_of as ending_of
-from ._turn_record import read_ending as read_ending
-from ._turn_record import short_class as short_class
-from ._user_id import tenant_for as _tenant_for
+from ._neotoma.identity import ENTITY_ID_RE
+from ._neotoma.identity import IdentityError as IdentityError
+from ._recall.history import StoredConversation as StoredConversation
+from ._recall.history import StoredMessage as StoredMessage
+from ._recall.history import StoredTurn as StoredTurn
+from ._recall.history import read_conversation as read_conversation
+from ._recall.paged import PAGE_SIZE as PAGE_SIZE
+from ._recall.paged import READ_CONCURRENCY as READ_CONCURRENCY
+from ._recall.paged import Scan as Scan
+from ._recall.paged import gather_bounded as gather_bounded
+from ._recall.paged import scan_entities as scan_entities
+from ._recall.paged import snapshot_or_none as snapshot_or_none
+from ._recall.turn_record import AUDIT_REPAIR_REASON as _AUDIT_REPAIR_REASON
+from ._recall.turn_record import TurnEnding as TurnEnding
+from ._recall.turn_record import ending_of as ending_of
+from ._recall.turn_record import read_ending as read_ending
+from ._recall.turn_record import short_class as short_class
+from ._records.keys import TurnKeys
+from ._records.keys import conversation_entity_id as _conversation_entity_id
+from ._records.keys import message_entity_id as _message_entity_id
+from ._records.keys import parse_turn_key as _parse_turn_key
+from ._records.keys import turn_record_entity_id as _turn_record_entity_id
+from ._records.keys import validate_conversation_id as _validate_conversation_id
+from ._records.keys import validate_entity_id as _validate_entity_id
+from ._records.keys import validate_turn_id as _validate_turn_id
+from ._records.payloads import BOOKKEEPING_TYPES as _BOOKKEEPING_TYPES
+from ._records.payloads import stored_platform as stored_platform
+from ._records.tool_payload import SUMMARY_CHARS as _SUMMARY_CHARS
+from ._records.tool_payload import summarize as _summarize
+from ._records.tools import TOOL_TYPE as _TOOL_TYPE
+from ._records.user_id import tenant_for as _tenant_for
+from ._util.terminal import printable as printable
+from ._util.terminal import printer as printer
 from .transport._base import Transport
 from .transport._bulk import BulkReadable
 from .transport._bulk import BulkReader as BulkReader

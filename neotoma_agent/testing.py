@@ -26,7 +26,7 @@ import anyio
 import attrs
 
 # Re-exported so fault rules can select a turn's store by phase instead of by key suffix.
-from ._keys import key_phase
+from ._records.keys import key_phase
 from .transport._base import Transport
 from .transport._forward import Forwarding
 

@@ -1,4 +1,5 @@
-"""Write ``neotoma_agent/_schema_table.py``: every entity type a Neotoma 0.22.0 server declares.
+"""Write ``neotoma_agent/_neotoma/schema_table.py``: every entity type a Neotoma 0.22.0 server
+declares.
 
     python scripts/gen_schema_table.py --db DATA_DIR/data/neotoma.db [--check]
 

@@ -4,7 +4,7 @@
                                           [--out tests/data/type-vectors.json]
 
 Use a fresh instance (``/work/shared/tools/neotoma-peer/start-peer.sh PORT``). For each type
-of ``neotoma_agent._schema_table`` it stores, one entity per store:
+of ``neotoma_agent._neotoma.schema_table`` it stores, one entity per store:
 
 - ``rule``: a value for every field of the type's first identity rule (or ``name`` when it
   has none), plus a field no schema declares (``zz_undeclared``);
@@ -26,7 +26,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from neotoma_agent._schema_table import SCHEMA_ROWS
+from neotoma_agent._neotoma.schema_table import SCHEMA_ROWS
 from neotoma_agent.exceptions import APIError
 from neotoma_agent.transport.http import HttpTransport
 

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from neotoma_agent._keys import conversation_entity_id
+from neotoma_agent._records.keys import conversation_entity_id
 from neotoma_agent.cli._show import load_transcript
 from neotoma_agent.transport.embedded import EmbeddedStore
 

@@ -349,10 +349,14 @@ def test_user_message_path_reaches_the_insert_through_the_turn_machine(tmp_path:
     path = list(report["path"])
     # The core's part, in the order the text takes it; then the store's.
     core = [m for m in path if not m.startswith("neotoma_agent.transport")]
-    assert core[:3] == ["neotoma_agent._memory", "neotoma_agent._text", "neotoma_agent._turn"]
+    assert core[:3] == [
+        "neotoma_agent._memory",
+        "neotoma_agent._records.text",
+        "neotoma_agent._turn",
+    ]
     assert {"neotoma_agent._phases", "neotoma_agent._engine.machine"} <= set(core)
     assert "neotoma_agent.transport.embedded._write" in path
     # A ratchet: the path may get shorter, never longer (lower it when it does).
     assert len(path) <= 14
     # Retrieval reads the text beside the store, not on its way.
-    assert "neotoma_agent._extract" in report["beside"]
+    assert "neotoma_agent._recall.extract" in report["beside"]

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from neotoma_agent._js import compact_encoder
+from neotoma_agent._neotoma.js import compact_encoder
 
 VALUES: list[Any] = [
     {"f": {"a": 1, "b": [1, 2.5, None, True, 'é \u2028 "q" \\']}, "o": [["id", 3, "t", 100, 2]]},

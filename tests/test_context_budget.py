@@ -10,8 +10,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from turn_support import db_path, memory, store
 
-from neotoma_agent._context import MIN_CUT_CHARS, render_context, turn_tag
-from neotoma_agent._history import HistoryTurn
+from neotoma_agent._recall.context import MIN_CUT_CHARS, render_context, turn_tag
+from neotoma_agent._recall.history import HistoryTurn
 from neotoma_agent.transport._base import Transport
 
 __all__ = ["db_path", "store"]

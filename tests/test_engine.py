@@ -18,9 +18,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from neotoma_agent import ToolCall
-from neotoma_agent._closing import MAX_RERUN_TRIES, closing_builder, closing_run, started_at
+from neotoma_agent._engine.closing import MAX_RERUN_TRIES, closing_builder, closing_run, started_at
 from neotoma_agent._engine.history import page_reads
 from neotoma_agent._engine.machine import Entering, EnterState, TurnMachine
+from neotoma_agent._engine.phase_records import Ending, Opened, Prompt
 from neotoma_agent._engine.requests import (
     HistoryPage,
     Lookup,
@@ -31,8 +32,9 @@ from neotoma_agent._engine.requests import (
     ToolObservations,
     run,
 )
-from neotoma_agent._keys import message_entity_id, turn_keys, turn_record_entity_id
-from neotoma_agent._payloads import (
+from neotoma_agent._recall.retrieval import EMPTY_RETRIEVAL, RetrievalStats, Retrieved
+from neotoma_agent._records.keys import message_entity_id, turn_keys, turn_record_entity_id
+from neotoma_agent._records.payloads import (
     ConversationSettings,
     RunFields,
     StorePayload,
@@ -40,9 +42,7 @@ from neotoma_agent._payloads import (
     recorded_payload,
     user_payload,
 )
-from neotoma_agent._phase_records import Ending, Opened, Prompt
-from neotoma_agent._retrieval import EMPTY_RETRIEVAL, RetrievalStats, Retrieved
-from neotoma_agent._tool_payload import DEFAULT_PAYLOADS
+from neotoma_agent._records.tool_payload import DEFAULT_PAYLOADS
 from neotoma_agent.exceptions import (
     IdempotencyMismatchError,
     ServerError,

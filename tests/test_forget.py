@@ -18,7 +18,7 @@ from server_support import TOKEN
 from turn_support import db_path, store
 
 from neotoma_agent import EmbeddedStore, Forgotten, NeotomaMemory, purge_forgotten
-from neotoma_agent._history import read_conversation
+from neotoma_agent._recall.history import read_conversation
 from neotoma_agent.reads import list_conversations
 
 __all__ = ["db_path", "store"]  # fixtures

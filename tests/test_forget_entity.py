@@ -27,8 +27,8 @@ from neotoma_agent import (
     NeotomaMemory,
     NotFoundError,
 )
-from neotoma_agent._forget import check_entity_id
-from neotoma_agent._history import read_conversation
+from neotoma_agent._neotoma.forget import check_entity_id
+from neotoma_agent._recall.history import read_conversation
 from neotoma_agent.testing import RecordingTransport
 
 __all__ = ["db_path", "store"]  # fixtures

@@ -15,8 +15,8 @@ import pytest
 from turn_support import capture_logs, db_path, memory, seed, store
 
 from neotoma_agent import ConnectionLost
-from neotoma_agent._history import read_conversation, read_history
-from neotoma_agent._keys import conversation_entity_id, new_turn_id
+from neotoma_agent._recall.history import read_conversation, read_history
+from neotoma_agent._records.keys import conversation_entity_id, new_turn_id
 from neotoma_agent.testing import FaultyTransport, RecordingTransport
 from neotoma_agent.transport._base import ConversationReader, Transport
 from neotoma_agent.transport.embedded import EmbeddedStore, _page_rows
@@ -395,7 +395,7 @@ async def test_a_history_read_in_the_callers_thread_reads_the_same_turns(
     reads in the caller's thread) reads the turns ``read_history`` reads, over the same
     pages (several, for a small limit), but for the tool calls it leaves out."""
     from neotoma_agent._engine.requests import HistoryPage, Request, run
-    from neotoma_agent._history import paged_history
+    from neotoma_agent._recall.history import paged_history
     from neotoma_agent.transport.embedded._turns import TurnFile
 
     db = tmp_path / "memory.db"

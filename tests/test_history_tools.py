@@ -19,9 +19,9 @@ from test_history import NoReader
 from turn_support import db_path, memory, store
 
 from neotoma_agent import HistoryTurn, NeotomaMemory
-from neotoma_agent._deferred import Deferring, defer
-from neotoma_agent._history import read_history
-from neotoma_agent._keys import conversation_entity_id
+from neotoma_agent._recall.history import read_history
+from neotoma_agent._records.keys import conversation_entity_id
+from neotoma_agent._util.deferred import Deferring, defer
 from neotoma_agent.transport._base import RecentConversation, Transport
 
 __all__ = ["db_path", "store"]

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from neotoma_agent._identity import (
+from neotoma_agent._neotoma.identity import (
     ENTITY_ID_RE,
     Identity,
     IdentityError,
@@ -714,6 +714,6 @@ def test_identity_error_pickles() -> None:
 def test_the_memoised_resolution_equals_the_plain_one(
     entity_type: str, fields: dict[str, Any]
 ) -> None:
-    from neotoma_agent._identity import resolve_identity_cached
+    from neotoma_agent._neotoma.identity import resolve_identity_cached
 
     assert resolve_identity_cached(entity_type, fields) == resolve_identity(entity_type, fields)

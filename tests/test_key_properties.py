@@ -18,9 +18,9 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from neotoma_agent._identity import resolve_identity
-from neotoma_agent._keys import Phase, TurnKeys, key_phase, turn_keys
 from neotoma_agent._memory import NeotomaMemory
+from neotoma_agent._neotoma.identity import resolve_identity
+from neotoma_agent._records.keys import Phase, TurnKeys, key_phase, turn_keys
 from neotoma_agent.testing import RecordingTransport
 
 PHASES: tuple[Phase, ...] = ("user", "assistant", "abandoned", "recorded")
@@ -171,7 +171,7 @@ def test_refused_ids_raise_a_typed_error_before_any_io(conversation_id: str, tur
 
 def slow_fold(conversation_id: str, turn_id: str) -> tuple[str, str]:
     """The fold spelled out through identity resolution (what the fast path must equal)."""
-    from neotoma_agent._identity import normalize
+    from neotoma_agent._neotoma.identity import normalize
 
     name = resolve_identity("conversation_message", {"turn_key": f"{conversation_id}:{turn_id}"})
     folded = normalize("conversation_message", name.canonical_name)
@@ -187,7 +187,7 @@ printable_ids = st.text(st.characters(min_codepoint=0x20, max_codepoint=0x7F), m
 @example("a@b.c", "x")
 @example("A@B", "x")
 def test_fold_fast_path_equals_identity_resolution(conversation_id: str, turn_id: str) -> None:
-    from neotoma_agent._keys import fold_turn_ids
+    from neotoma_agent._records.keys import fold_turn_ids
 
     try:
         expected = slow_fold(conversation_id, turn_id)

@@ -12,8 +12,8 @@ import pytest
 from cli_support import cli, show_json
 from turn_support import db_path, memory, messages, store, turn_record
 
-from neotoma_agent._identity import resolve_identity
-from neotoma_agent._keys import (
+from neotoma_agent._neotoma.identity import resolve_identity
+from neotoma_agent._records.keys import (
     Phase,
     TurnKeys,
     key_phase,
@@ -22,7 +22,7 @@ from neotoma_agent._keys import (
     validate_entity_id,
     validate_turn_id,
 )
-from neotoma_agent._payloads import (
+from neotoma_agent._records.payloads import (
     ConversationSettings,
     StorePayload,
     closing_payload,

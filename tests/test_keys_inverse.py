@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from neotoma_agent._identity import resolve_identity
-from neotoma_agent._keys import (
+from neotoma_agent._neotoma.identity import resolve_identity
+from neotoma_agent._records.keys import (
     conversation_entity_id,
     message_entity_id,
     parse_turn_key,

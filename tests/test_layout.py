@@ -121,25 +121,25 @@ def test_an_import_inside_a_function_is_a_cycle_too(package: Path) -> None:
 def test_an_import_under_type_checking_is_a_cycle_too(package: Path) -> None:
     # a type-only import back ties the two modules together
     _append(
-        _file(package, "neotoma_agent._clock"),
+        _file(package, "neotoma_agent._util.clock"),
         "\nfrom typing import TYPE_CHECKING  # noqa: E402\n\n"
         "if TYPE_CHECKING:\n"
-        "    from neotoma_agent._tools import ToolLog  # noqa: F401\n",
+        "    from neotoma_agent._records.tools import ToolLog  # noqa: F401\n",
     )
     found = layout.violations(layout.measure(package))
     assert len(found) == 1
-    assert _cycle("neotoma_agent._clock", "neotoma_agent._tools") in found[0]
+    assert _cycle("neotoma_agent._util.clock", "neotoma_agent._records.tools") in found[0]
 
 
 def test_a_new_import_cycle_fails(package: Path) -> None:
     # _tools imports _clock; an import back inside a function closes a cycle
     _append(
-        _file(package, "neotoma_agent._clock"),
-        "\n\ndef _back() -> None:\n    from neotoma_agent._tools import ToolLog\n",
+        _file(package, "neotoma_agent._util.clock"),
+        "\n\ndef _back() -> None:\n    from neotoma_agent._records.tools import ToolLog\n",
     )
     found = layout.violations(layout.measure(package))
     assert len(found) == 1
-    assert _cycle("neotoma_agent._clock", "neotoma_agent._tools") in found[0]
+    assert _cycle("neotoma_agent._util.clock", "neotoma_agent._records.tools") in found[0]
     assert "move what they share" in found[0]
 
 
@@ -147,7 +147,7 @@ def test_a_new_private_import_in_a_wing_fails(package: Path, today: Any) -> None
     before = len(today.wing_private_imports["integrations"])
     _append(
         package / "integrations" / "_common.py",
-        "\nfrom neotoma_agent._clock import now_ms  # noqa: E402,F401\n",
+        "\nfrom neotoma_agent._util.clock import now_ms  # noqa: E402,F401\n",
     )
     report = layout.measure(package)
     assert len(report.wing_private_imports["integrations"]) == before + 1
@@ -195,7 +195,7 @@ def test_a_new_private_import_in_a_wings_core_module_still_counts(
     held = len(today.wing_private_imports["qa"])
     _append(
         package / "qa" / "_core.py",
-        "\nfrom neotoma_agent._clock import now_ms  # noqa: E402,F401\n",
+        "\nfrom neotoma_agent._util.clock import now_ms  # noqa: E402,F401\n",
     )
     found = layout.violations(layout.measure(package))
     assert len(found) == 1
@@ -212,7 +212,7 @@ def test_a_wing_on_public_names_only_fails_on_any_private_import(
     assert today.wing_private_imports[wing] == []
     _append(
         package / wing / f"{module}.py",
-        "\nfrom neotoma_agent._clock import now_ms  # noqa: E402,F401\n",
+        "\nfrom neotoma_agent._util.clock import now_ms  # noqa: E402,F401\n",
     )
     found = layout.violations(layout.measure(package))
     assert len(found) == 1
@@ -224,10 +224,12 @@ def test_a_qa_module_importing_a_private_core_module_fails(package: Path, today:
     held = len(today.wing_private_imports["qa"])
     _append(
         package / "qa" / "_scan.py",
-        "\nfrom neotoma_agent._reads import scan_entities  # noqa: E402,F401,F811\n",
+        "\nfrom neotoma_agent._recall.paged import scan_entities  # noqa: E402,F401,F811\n",
     )
     report = layout.measure(package)
-    assert ["neotoma_agent.qa._scan", "neotoma_agent._reads"] in report.wing_private_imports["qa"]
+    assert ["neotoma_agent.qa._scan", "neotoma_agent._recall.paged"] in report.wing_private_imports[
+        "qa"
+    ]
     found = layout.violations(report)
     assert len(found) == 2
     assert f"the qa wing imports private core modules {held + 1} times (ceiling {held})" in found[0]
@@ -279,7 +281,7 @@ def test_a_wing_importing_its_own_private_modules_and_the_public_api_is_not_coun
 
 
 def test_a_long_module_that_grows_or_a_new_one_fails(package: Path) -> None:
-    clock = _file(package, "neotoma_agent._clock")
+    clock = _file(package, "neotoma_agent._util.clock")
     padded = len(clock.read_text(encoding="utf-8").splitlines()) + 700
     _append(clock, "\n" * 700)
     # A module over the line that has a ceiling (none has today) may not grow past it.
@@ -292,7 +294,7 @@ def test_a_long_module_that_grows_or_a_new_one_fails(package: Path) -> None:
     }
     found = layout.violations(layout.measure(package), ceilings)
     assert found == [
-        f"neotoma_agent._clock has {padded} lines (at most 700 lines): split it by concept "
+        f"neotoma_agent._util.clock has {padded} lines (at most 700 lines): split it by concept "
         "into modules of at most 700 lines",
         f"neotoma_agent.integrations.langgraph has {grown} lines ({grown - 1} lines today): "
         "split it by concept into modules of at most 700 lines",
@@ -314,7 +316,7 @@ def test_a_new_private_module_at_the_package_root_fails(package: Path, today: An
 def test_a_new_nonlocal_in_the_core_fails(package: Path, today: Any) -> None:
     before = today.counts()["core_nonlocal"]
     _append(
-        _file(package, "neotoma_agent._clock"),
+        _file(package, "neotoma_agent._util.clock"),
         "\n\ndef _count() -> None:\n    n = 0\n\n    def up() -> None:\n"
         "        nonlocal n\n        n += 1\n",
     )
@@ -333,12 +335,12 @@ def test_a_new_nonlocal_in_the_core_fails(package: Path, today: Any) -> None:
 
 def test_the_core_importing_a_wing_fails(package: Path) -> None:
     _append(
-        _file(package, "neotoma_agent._clock"),
+        _file(package, "neotoma_agent._util.clock"),
         "\n\ndef _cli() -> None:\n    from neotoma_agent.cli import _main  # noqa: F401\n",
     )
     found = layout.violations(layout.measure(package))
     assert (
-        "the core module neotoma_agent._clock imports the wing neotoma_agent.cli._main: "
+        "the core module neotoma_agent._util.clock imports the wing neotoma_agent.cli._main: "
         "the core imports no wing"
     ) in found
 
@@ -358,10 +360,11 @@ def test_the_script_prints_the_table_and_json(
 
 def test_check_exits_1_and_says_why(package: Path, capsys: pytest.CaptureFixture[str]) -> None:
     _append(
-        _file(package, "neotoma_agent._clock"), "\nimport neotoma_agent._tools  # noqa: E402,F401\n"
+        _file(package, "neotoma_agent._util.clock"),
+        "\nimport neotoma_agent._records.tools  # noqa: E402,F401\n",
     )
     assert layout.main(["--check", "--root", str(package)]) == 1
     assert (
-        "layout: " + _cycle("neotoma_agent._clock", "neotoma_agent._tools")
+        "layout: " + _cycle("neotoma_agent._util.clock", "neotoma_agent._records.tools")
         in capsys.readouterr().err
     )

@@ -106,13 +106,13 @@ def test_the_command_lines_private_door_loads_a_core_module_when_a_name_is_used(
     only escapes text (the parser, a hook) does not load it, nor anyio."""
     code = "from neotoma_agent.cli import _core; from neotoma_agent.cli._core import printable"
     loaded = loaded_after(code, tmp_path)
-    assert "neotoma_agent._terminal" in loaded
-    assert {"neotoma_agent._shield", "anyio"}.isdisjoint(loaded)
+    assert "neotoma_agent._util.terminal" in loaded
+    assert {"neotoma_agent._util.shield", "anyio"}.isdisjoint(loaded)
     used = loaded_after(
         code + "; import anyio; anyio.run(_core.run_to_completion, lambda: anyio.sleep(0), 5)",
         tmp_path,
     )
-    assert "neotoma_agent._shield" in used
+    assert "neotoma_agent._util.shield" in used
 
 
 def test_dir_and_all_list_every_public_name() -> None:

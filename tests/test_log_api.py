@@ -52,7 +52,7 @@ def test_an_event_reaches_the_standard_logger_named_logger_name(tmp_path: Path) 
 
 
 def test_it_is_the_logger_the_library_logs_its_own_events_with() -> None:
-    from neotoma_agent import _log
+    from neotoma_agent._util import log as _log
 
     assert isinstance(get_logger(), EventLogger)
     assert get_logger() is _log.get_logger()

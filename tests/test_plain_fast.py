@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from neotoma_agent._text import MAX_DEPTH, _plain, check_plain
+from neotoma_agent._records.text import MAX_DEPTH, _plain, check_plain
 
 
 class Colour(enum.IntEnum):

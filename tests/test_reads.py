@@ -1,4 +1,4 @@
-"""Paged reads (neotoma_agent._reads) and the readers on them: a server's offset cap degrades
+"""Paged reads (neotoma_agent._recall.paged) and the readers on them: a server's offset cap degrades
 every listing to an explicit ``partial`` instead of failing it."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import anyio
 import anyio.lowlevel
 import pytest
 
-from neotoma_agent._reads import gather_bounded, scan_entities, snapshot_or_none
+from neotoma_agent._recall.paged import gather_bounded, scan_entities, snapshot_or_none
 from neotoma_agent.cli._show import _render_list
 from neotoma_agent.exceptions import ConnectionLost, ValidationError
 from neotoma_agent.reads import collect_stats, list_conversations

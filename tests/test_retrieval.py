@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 from turn_support import capture_logs, db_path, memory, seed, store, targets
 
-from neotoma_agent._identity import entity_id_for
-from neotoma_agent._ranking import RetrievedEntity, ranked, score_lookups
-from neotoma_agent._retrieval import default_extractor, extract
+from neotoma_agent._neotoma.identity import entity_id_for
+from neotoma_agent._recall.ranking import RetrievedEntity, ranked, score_lookups
+from neotoma_agent._recall.retrieval import default_extractor, extract
 from neotoma_agent.exceptions import ServerError
 from neotoma_agent.testing import FaultyTransport, RecordingTransport
 from neotoma_agent.transport._base import Entity, LookupResult
@@ -362,11 +362,11 @@ async def test_memory_retrieve_iterates_as_t_retrieved_does(store: Any) -> None:
 
 
 def test_retrieval_as_a_machine_step_asks_for_its_plan_once_and_ranks_the_answer() -> None:
-    """``_retrieval.retrieval`` (sans I/O): one ``Lookups`` request for the plan, answered
+    """``_recall.retrieval.retrieval`` (sans I/O): one ``Lookups`` request for the plan, answered
     with the ``Found`` its reads filled in; what it returns is that answer ranked. A plan
     with nothing to look up asks nothing."""
     from neotoma_agent._engine.requests import Lookups
-    from neotoma_agent._retrieval import Found, retrieval
+    from neotoma_agent._recall.retrieval import Found, retrieval
 
     kw: dict[str, Any] = {"limit": 8, "lookup_limit": 25, "started": time.perf_counter()}
     idle = retrieval([], "ok", **kw)

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from turn_support import db_path, memory, store, targets
 
 from neotoma_agent import NeotomaMemory, default_extractor
-from neotoma_agent._loose import loose_words
+from neotoma_agent._recall.loose import loose_words
 from neotoma_agent.testing import RecordingTransport
 from neotoma_agent.transport._base import Transport
 

@@ -1,4 +1,4 @@
-"""A search query as plain text (``_search_text``): no text is an operator, and the Python
+"""A search query as plain text (``_recall.search_text``): no text is an operator, and the Python
 matcher (a store without an index) agrees with the FTS5 index on what matches."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from neotoma_agent import EmptySearchQueryError
-from neotoma_agent._search_text import fts_query, matches, parse_query, words
+from neotoma_agent._recall.search_text import fts_query, matches, parse_query, words
 
 #: what ``fts_query`` may write: phrases in double quotes, of words and single spaces
 PHRASE = re.compile(r'"([^"\s]+(?: [^"\s]+)*)"')

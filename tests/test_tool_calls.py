@@ -199,7 +199,7 @@ async def test_asyncio_timeout_inside_a_tool_ends_it_cancelled(db_path: Any) -> 
 async def test_invoked_at_is_read_when_the_call_starts_and_duration_times_the_body(
     store: Transport, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from neotoma_agent import _tools
+    from neotoma_agent._records import tools as _tools
 
     start = 1_796_000_000_000  # the clock on enter; the body moves it on a minute
     monkeypatch.setattr(_tools, "now_ms", lambda: start)
@@ -703,7 +703,7 @@ async def test_an_open_turn_refuses_calls_once_it_is_closed(store: Transport) ->
 async def test_calls_timed_on_one_millisecond_get_distinct_times(
     store: Transport, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from neotoma_agent import _tools
+    from neotoma_agent._records import tools as _tools
 
     monkeypatch.setattr(_tools, "now_ms", lambda: 1_796_000_000_000)  # a frozen clock
     async with memory(store).turn("go", turn_id="t1") as t:

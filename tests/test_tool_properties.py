@@ -12,9 +12,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from neotoma_agent import EmbeddedStore, NeotomaMemory, ToolCall
-from neotoma_agent._js import js_json
-from neotoma_agent._tool_payload import ToolPayloads, summarize, tool_entity
-from neotoma_agent._tools import ToolLog, merge_tools
+from neotoma_agent._neotoma.js import js_json
+from neotoma_agent._records.tool_payload import ToolPayloads, summarize, tool_entity
+from neotoma_agent._records.tools import ToolLog, merge_tools
 
 # Integers a JavaScript server keeps exactly; text is any Unicode hypothesis draws (it never
 # draws lone surrogates, which the library refuses: test_tool_calls checks that).

@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from neotoma_agent._identity import IdentityError, resolve_identity, schema_for
-from neotoma_agent._schema_table import SCHEMA_ROWS
+from neotoma_agent._neotoma.identity import IdentityError, resolve_identity, schema_for
+from neotoma_agent._neotoma.schema_table import SCHEMA_ROWS
 from neotoma_agent.exceptions import APIError
 from neotoma_agent.transport.embedded import EmbeddedStore
 

@@ -26,8 +26,8 @@ from neotoma_agent import (
     UserStore,
     check_user_id,
 )
-from neotoma_agent._identity import entity_id_for
-from neotoma_agent._keys import conversation_entity_id
+from neotoma_agent._neotoma.identity import entity_id_for
+from neotoma_agent._records.keys import conversation_entity_id
 
 pytestmark = pytest.mark.anyio
 
@@ -171,7 +171,7 @@ async def test_a_wrapped_view_derives_the_users_ids(tmp_path: Path) -> None:
 def test_a_tenant_scoped_id_hashes_neotomas_prefixed_basis(entity_type: str, name: str) -> None:
     import hashlib
 
-    from neotoma_agent._identity import normalize
+    from neotoma_agent._neotoma.identity import normalize
 
     basis = f"tenant:alice:{entity_type}:{normalize(entity_type, name)}"
     digest = hashlib.sha256(basis.encode("utf-8", "surrogatepass")).hexdigest()

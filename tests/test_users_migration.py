@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from neotoma_agent import EmbeddedStore, NeotomaMemory, purge_user
-from neotoma_agent._identity import entity_id_for
+from neotoma_agent._neotoma.identity import entity_id_for
 
 pytestmark = pytest.mark.anyio
 

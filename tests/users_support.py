@@ -8,7 +8,7 @@ import json
 from typing import Any
 
 from neotoma_agent import EmbeddedStore, NeotomaMemory, NotFoundError, UserStore
-from neotoma_agent._history import read_conversation
+from neotoma_agent._recall.history import read_conversation
 from neotoma_agent.cli._backup import BackupStats, read_backup
 from neotoma_agent.qa import audit
 

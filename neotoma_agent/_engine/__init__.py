@@ -22,14 +22,14 @@ OpenTelemetry), :func:`.requests.run` in the caller's thread (a hook, on a store
 The drivers import what they drive from here: the steps, their records and the requests.
 """
 
-from .._phase_records import CloseOutcome as CloseOutcome
-from .._phase_records import Ending as Ending
-from .._phase_records import EnterAttempt as EnterAttempt
-from .._phase_records import Opened as Opened
-from .._phase_records import Prompt as Prompt
 from .machine import Entering as Entering
 from .machine import EnterState as EnterState
 from .machine import TurnMachine as TurnMachine
+from .phase_records import CloseOutcome as CloseOutcome
+from .phase_records import Ending as Ending
+from .phase_records import EnterAttempt as EnterAttempt
+from .phase_records import Opened as Opened
+from .phase_records import Prompt as Prompt
 from .requests import HistoryPage as HistoryPage
 from .requests import Lookup as Lookup
 from .requests import Lookups as Lookups

@@ -5,7 +5,7 @@ A store that pages (the embedded store, the dev server: ``recent_conversation`` 
 records of their turns; :func:`page_reads` yields each :class:`~.requests.HistoryPage` it
 needs and is sent the page, until it holds one more turn than wanted (the oldest turn of a
 page may be cut), or the store has nothing more. :func:`group_turns` groups messages by the
-turn their ``turn_key`` names, in the order the store gave them. ``_history`` drives the
+turn their ``turn_key`` names, in the order the store gave them. ``_recall.history`` drives the
 pager on a transport and on a store file's own reads, and orders and reads the turns.
 """
 
@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Generator, Sequence
 from typing import TYPE_CHECKING, Final, NamedTuple
 
-from .._keys import _ASSISTANT_SUFFIX, message_entity_id, parse_turn_key
+from .._records.keys import _ASSISTANT_SUFFIX, message_entity_id, parse_turn_key
 from ..transport._packed_calls import sends_tool_calls
 from .requests import HistoryPage
 
@@ -99,8 +99,8 @@ def page_reads(
     (``None``: all) and their records (by turn id), or, from a store that does not page (a
     real server), every message, from the same one request.
 
-    ``_history._from_reader`` drives it on a transport; ``_history.paged_history`` makes it
-    a step whose requests a store file's driver answers: one reading of the pages."""
+    ``_recall.history._from_reader`` drives it on a transport; ``_recall.history.paged_history``
+    makes it a step whose requests a store file's driver answers: one reading of the pages."""
     bound = None if before is None else message_entity_id(conversation_id, before, "user", tenant)
     size = WHOLE_PAGE if limit is None else MESSAGES_PER_TURN * limit + SLACK
     messages: list[ConversationMessage] = []

@@ -6,15 +6,15 @@ a store refused as a mismatch may be a re-run of a phase that landed, whose run 
 (clock readings, what retrieval found) differ; then the turn record's observations are read
 (one request, only then), and the payload is sent again with an earlier run's fields: a
 replay. The closing (:meth:`TurnMachine.close`, of a turn's
-:class:`~neotoma_agent._phase_records.Ending`) writes the reply or the abandonment; a
+:class:`~neotoma_agent._engine.phase_records.Ending`) writes the reply or the abandonment; a
 closing store whose tool calls ran again takes the readings the earlier run stored
 (:mod:`.rerun`). The enter (:class:`Entering`) decides whether retrieval runs before its
 user store, builds the store, and reads what it wrote off the answer; an
 enter that fails once its store may have been issued is closed as abandoned.
 
-Payloads come from the pure builders of ``_payloads`` and ``_closing``, of the turn's
-records (``_phase_records``: the :class:`~neotoma_agent._phase_records.Prompt` it opens
-with, the ``Ending`` it closes with); the run fields come in as arguments (the driver reads
+Payloads come from the pure builders of ``_records.payloads`` and ``_engine.closing``, of the turn's
+records (``_engine.phase_records``: the :class:`~neotoma_agent._engine.phase_records.Prompt` it
+opens with, the ``Ending`` it closes with); the run fields come in as arguments (the driver reads
 the clock). A hook opening a turn on a store file runs the same :class:`Entering`.
 """
 
@@ -24,7 +24,17 @@ import enum
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
-from .._closing import (
+from .._records.keys import TurnKeys, turn_record_entity_id
+from .._records.payloads import (
+    ConversationSettings,
+    Produced,
+    RunFields,
+    StorePayload,
+    user_payload,
+)
+from .._util.log import get_logger
+from ..exceptions import APIError, IdempotencyMismatchError, ServerError
+from .closing import (
     MAX_RERUN_TRIES,
     ClosingBuild,
     closing_builder,
@@ -34,24 +44,14 @@ from .._closing import (
     named,
     tool_entities,
 )
-from .._keys import TurnKeys, turn_record_entity_id
-from .._log import get_logger
-from .._payloads import (
-    ConversationSettings,
-    Produced,
-    RunFields,
-    StorePayload,
-    user_payload,
-)
-from .._phase_records import CloseOutcome, Ending, Opened, Prompt
-from ..exceptions import APIError, IdempotencyMismatchError, ServerError
+from .phase_records import CloseOutcome, Ending, Opened, Prompt
 from .requests import Lookup, Machine, Observations, Store, ToolObservations
 
 if TYPE_CHECKING:
-    from .._history import HistoryTurn
-    from .._retrieval import Retrieved
-    from .._tool_payload import ToolPayloads
-    from .._tools import ToolCall
+    from .._recall.history import HistoryTurn
+    from .._recall.retrieval import Retrieved
+    from .._records.tool_payload import ToolPayloads
+    from .._records.tools import ToolCall
     from ..transport._results import StoreResult
 
 __all__ = [
@@ -476,7 +476,7 @@ class Entering:
         (``loose``: the default extractor's) no other word to look up."""
         idle = not identifiers and not recency and not retriever
         if idle and loose:
-            from .._loose import loose_words  # here: a closing step never plans
+            from .._recall.loose import loose_words  # here: a closing step never plans
 
             words = loose_words(self.prompt.user_message, identifiers)
             idle = not words.lookups and not words.people

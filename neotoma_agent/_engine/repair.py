@@ -15,8 +15,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from .._keys import TurnKeys, turn_keys
-from .._payloads import (
+from .._records.keys import TurnKeys, turn_keys
+from .._records.payloads import (
     NO_SETTINGS,
     StorePayload,
     closing_payload,

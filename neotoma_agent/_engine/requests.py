@@ -12,7 +12,7 @@ from collections.abc import Callable, Generator, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 if TYPE_CHECKING:
-    from .._payloads import StorePayload
+    from .._records.payloads import StorePayload
 
 __all__ = [
     "HistoryPage",
@@ -53,8 +53,8 @@ class Lookup(NamedTuple):
 
 class Lookups(NamedTuple):
     """The lookups of a retrieval's plan, each ``(the identifiers it serves, what, by,
-    entity type)`` (``_retrieval.lookup_plan``), at most ``limit`` entities each (answer:
-    a ``_retrieval.Found`` of the plan, filled in as its reads answered: each lookup's
+    entity type)`` (``_recall.retrieval.lookup_plan``), at most ``limit`` entities each (answer:
+    a ``_recall.retrieval.Found`` of the plan, filled in as its reads answered: each lookup's
     entities or failure by its slot, and what was read beside them).
 
     The async driver runs them concurrently under the retrieval's deadline (beside the

@@ -17,10 +17,10 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
-from .._closing import META_FIELDS, TOOL_CLOCK_FIELDS
+from .closing import META_FIELDS, TOOL_CLOCK_FIELDS
 
 if TYPE_CHECKING:
-    from .._tools import ToolCall
+    from .._records.tools import ToolCall
 
 __all__ = ["calls_as_stored"]
 

@@ -4,14 +4,14 @@ Everything the commands read goes through the public API (:mod:`neotoma_agent.re
 the package's names). What stays here is not a read, and is not a promise the library
 makes to its users (CONTRIBUTING names the same modules):
 
-- ``_terminal``: the parser and the hook command escape what they print without loading
+- ``_util.terminal``: the parser and the hook command escape what they print without loading
   :mod:`neotoma_agent.reads` (whose ``printable`` is the same function): a hook is a fresh
   process per event;
-- ``_shield``: a batch ``import`` is writing when the user presses Ctrl-C finishes
+- ``_util.shield``: a batch ``import`` is writing when the user presses Ctrl-C finishes
   (bounded) under the turn protocol's own shield, so that its summary counts exactly what
   is stored.
 
-``_shield`` is imported when a function of it is first called, so a hook process (or the
+``_util.shield`` is imported when a function of it is first called, so a hook process (or the
 parser), which only escapes text, does not load it (nor anyio).
 """
 
@@ -20,10 +20,10 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from .._terminal import printable as printable
+from .._util.terminal import printable as printable
 
 if TYPE_CHECKING:
-    from .._shield import Completion
+    from .._util.shield import Completion
 
 __all__ = ["printable", "raise_deferred", "run_to_completion"]
 
@@ -33,13 +33,13 @@ T = TypeVar("T")
 async def run_to_completion(fn: Callable[[], Awaitable[T]], deadline_s: float) -> Completion[T]:
     """Await ``fn()`` to its end or to ``deadline_s``, shielded from every cancellation (the
     turn protocol's shield); its outcome, and a cancellation to re-raise after."""
-    from .._shield import run_to_completion as run
+    from .._util.shield import run_to_completion as run
 
     return await run(fn, deadline_s)
 
 
 async def raise_deferred(completion: Completion[Any], pending: BaseException | None) -> None:
     """Re-raise a cancellation that arrived while :func:`run_to_completion` ran."""
-    from .._shield import raise_deferred as deferred
+    from .._util.shield import raise_deferred as deferred
 
     await deferred(completion, pending)

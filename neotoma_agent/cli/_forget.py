@@ -1,6 +1,6 @@
 """``neotoma-agent forget CONVERSATION``: soft-delete a conversation, as Neotoma deletes.
 
-See :mod:`neotoma_agent._forget`: deletion observations on the conversation, its messages,
+See :mod:`neotoma_agent._neotoma.forget`: deletion observations on the conversation, its messages,
 turn records and tool calls and every edge touching them, on any backend; nothing is
 erased. The undo record (what ``forget --restore`` reads: ids only, never text) is written
 before anything is deleted, so that a forget either has its record or did not happen: kept

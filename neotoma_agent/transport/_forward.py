@@ -14,7 +14,7 @@ import inspect
 from collections.abc import Callable, Coroutine
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
-from .._user_id import tenant_for
+from .._records.user_id import tenant_for
 from ._base import AsyncClosing, ConversationReader, SearchReader, SummaryReader, Transport
 
 __all__ = ["Forwarding"]

@@ -38,9 +38,9 @@ from typing import Any
 
 import attrs
 
-from .._file_kind import file_kind
-from .._private import private_file
-from .._user_id import LOCAL_USER_ID
+from .._records.user_id import LOCAL_USER_ID
+from .._util.file_kind import file_kind
+from .._util.private import private_file
 from ..exceptions import OutboxError, OutboxFullError
 from ._base import StoreResult
 from ._results import expected_entity

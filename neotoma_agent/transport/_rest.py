@@ -12,7 +12,7 @@ import urllib.parse
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .._search_text import check_search
+from .._recall.search_text import check_search
 from ._base import (
     AsyncClosing,
     ConversationPage,

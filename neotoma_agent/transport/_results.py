@@ -19,8 +19,8 @@ from typing import Any, cast
 
 import attrs
 
-from .._deferred import Deferring, defer
-from .._identity import IdentityError, resolve_identity
+from .._neotoma.identity import IdentityError, resolve_identity
+from .._util.deferred import Deferring, defer
 from ._packed_calls import TOOL_CALLS, sends_tool_calls, unpack_tool_calls
 
 _EMPTY: Mapping[str, Any] = {}

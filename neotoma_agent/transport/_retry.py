@@ -10,7 +10,12 @@ import random
 
 import attrs
 
-from neotoma_agent._checks import check_non_negative, check_positive, check_positive_int, validator
+from neotoma_agent._records.checks import (
+    check_non_negative,
+    check_positive,
+    check_positive_int,
+    validator,
+)
 from neotoma_agent.exceptions import APIError, NeotomaError, RateLimitedError, TransportError
 
 __all__ = ["RetryPolicy", "is_transient"]

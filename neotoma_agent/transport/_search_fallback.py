@@ -10,7 +10,7 @@ A real Neotoma 0.22.0 server has no ``GET /text_search``. What it has:
   every conversation asks it for messages (``entity_type: conversation_message``: every
   message is a candidate) and for other entities (no type: the server looks at its first
   5,000 entities by id only), reads at most :data:`MAX_CANDIDATES` answers of each, and keeps
-  those that hold every word and phrase as whole words (:mod:`neotoma_agent._search_text`),
+  those that hold every word and phrase as whole words (:mod:`neotoma_agent._recall.search_text`),
   ranked by BM25 over the candidates read.
 
 A word with a letter outside ASCII is sent as its ASCII pieces (``María`` as ``Mar`` and ``a``),
@@ -25,10 +25,10 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final
 
-from .._keys import conversation_entity_id, parse_turn_key
-from .._search_text import MESSAGE_TYPE as _MESSAGE
-from .._search_text import Phrase, check_search, doc_text, matches, parse_query, words
-from .._user_id import tenant_for
+from .._recall.search_text import MESSAGE_TYPE as _MESSAGE
+from .._recall.search_text import Phrase, check_search, doc_text, matches, parse_query, words
+from .._records.keys import conversation_entity_id, parse_turn_key
+from .._records.user_id import tenant_for
 from ..exceptions import NotFoundError
 from ._base import ConversationReader, SearchReader, Transport
 from ._search_results import SearchHit, SearchHitKind, SearchResult

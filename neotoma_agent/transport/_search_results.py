@@ -12,7 +12,7 @@ from typing import Any
 
 import attrs
 
-from .._search_text import ENTITY_KIND, MESSAGE_KIND
+from .._recall.search_text import ENTITY_KIND, MESSAGE_KIND
 
 __all__ = ["SEARCH_ACTION", "SearchHit", "SearchHitKind", "SearchResult"]
 

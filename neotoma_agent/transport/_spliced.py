@@ -26,11 +26,11 @@ class EncodedEntity(dict[str, Any]):
     """A request element and its compact JSON text (``None`` once the element changed).
 
     The text is what ``json.dumps(element, ensure_ascii=False, separators=(",", ":"))``
-    writes for the element as built; its builder (``_tool_payload.tool_entity``) is the
+    writes for the element as built; its builder (``_records.tool_payload.tool_entity``) is the
     one place that makes one (with :func:`encoded`), and a property test holds it to that.
     It is written when first read, from what building the element kept (its values'
     texts), by whoever reads it: the HTTP request (spliced into the body), or the embedded
-    store's hash of the element on its own thread (``_js.js_json``); never by the turn
+    store's hash of the element on its own thread (``_neotoma.js.js_json``); never by the turn
     that records the call.
     """
 
@@ -130,7 +130,7 @@ def encode_spliced(body: Mapping[str, Any], encode: Callable[[Any], str]) -> str
     written as its kept text; ``None`` when the body has none to splice (or is not the
     plain shape this writes: a ``dict`` with ``str`` keys and an ``entities`` list).
 
-    ``encode`` is a compact encoder (``_js.compact_encoder``: ``ensure_ascii=False``,
+    ``encode`` is a compact encoder (``_neotoma.js.compact_encoder``: ``ensure_ascii=False``,
     ``","`` and ``":"``): it writes an object as ``{`` + ``"key":value`` items joined by
     ``,`` + ``}`` and a list as ``[`` + items joined by ``,`` + ``]``, which is how the
     pieces are put together here; the kept texts were written by the same encoder.

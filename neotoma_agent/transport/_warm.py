@@ -22,8 +22,8 @@ import asyncio
 
 import aiohttp
 
-from .._checks import check_positive_int
-from .._log import get_logger
+from .._records.checks import check_positive_int
+from .._util.log import get_logger
 from ._limits import read_capped
 
 __all__ = ["Warmer"]

@@ -40,11 +40,11 @@ import aiohttp
 import anyio
 import attrs
 
-from neotoma_agent._checks import check_positive_int, check_seconds
-from neotoma_agent._js import compact_encoder
-from neotoma_agent._log import get_logger
-from neotoma_agent._otel import record_retry, traceparent_into
-from neotoma_agent._user_id import check_user_id
+from neotoma_agent._neotoma.js import compact_encoder
+from neotoma_agent._records.checks import check_positive_int, check_seconds
+from neotoma_agent._records.user_id import check_user_id
+from neotoma_agent._util.log import get_logger
+from neotoma_agent._util.otel import record_retry, traceparent_into
 from neotoma_agent._version import __version__
 from neotoma_agent.exceptions import (
     APIError,

@@ -35,9 +35,9 @@ from typing import Any
 import anyio
 import anyio.to_thread
 
-from .._log import get_logger
-from .._otel import record_outbox_depth, wants_outbox_depth
-from .._user_id import tenant_for
+from .._records.user_id import tenant_for
+from .._util.log import get_logger
+from .._util.otel import record_outbox_depth, wants_outbox_depth
 from ..exceptions import NeotomaError, OutboxError, error_label
 from ._base import RecentConversation, StoreResult, Transport
 from ._forward import Forwarding
@@ -416,7 +416,7 @@ class OutboxTransport(Forwarding):
 
 def _lane_entity_id(lane: str) -> str:
     """The entity id of the conversation a lane of the turn engine keeps in order."""
-    from .._keys import conversation_entity_id  # the turn engine's naming, used here only
+    from .._records.keys import conversation_entity_id  # the turn engine's naming, used here only
 
     return conversation_entity_id(lane)
 

@@ -39,10 +39,10 @@ import inspect
 from collections.abc import Mapping
 from typing import Any, Final
 
-from .._json_type import json_type as json_type
-from .._text import MAX_DEPTH as _MAX_DEPTH
-from .._text import check_text as check_text
-from .._text import is_storable as is_storable
+from .._neotoma.json_type import json_type as json_type
+from .._records.text import MAX_DEPTH as _MAX_DEPTH
+from .._records.text import check_text as check_text
+from .._records.text import is_storable as is_storable
 from ._base import Transport
 from ._bodies import present as present
 from ._bodies import store_body as store_body

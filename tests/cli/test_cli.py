@@ -30,7 +30,7 @@ from cli_support import (
 )
 
 from neotoma_agent._memory import NeotomaMemory
-from neotoma_agent._terminal import printable
+from neotoma_agent._util.terminal import printable
 from neotoma_agent.cli._common import Progress
 from neotoma_agent.cli._import import ImportLine, ImportStats, LineError, parse_line
 from neotoma_agent.qa import ReportEntity, ReportRepair, TurnReportInput, render_turn_report

@@ -15,7 +15,7 @@ import pytest
 from cli_support import assert_one_line_error, cli, ok
 
 from neotoma_agent import EmbeddedStore, NeotomaMemory, OutboxTransport
-from neotoma_agent._keys import key_phase
+from neotoma_agent._records.keys import key_phase
 from neotoma_agent.exceptions import ConnectionLost
 from neotoma_agent.testing import FaultyTransport
 

@@ -21,7 +21,7 @@ from cli_support import assert_one_line_error, clean_env, cli, free_port, ok
 from paths_support import TESTS
 
 from neotoma_agent import EmbeddedStore, Forgotten, OutboxTransport, purge_forgotten
-from neotoma_agent._file_kind import WrongFileKind
+from neotoma_agent._util.file_kind import WrongFileKind
 from neotoma_agent.exceptions import OutboxError
 from neotoma_agent.transport.http import HttpTransport
 

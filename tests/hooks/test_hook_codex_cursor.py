@@ -200,7 +200,7 @@ def test_a_repeated_stop_writes_nothing_new(harness: str, tmp_path: Path) -> Non
 
 
 def test_a_failed_tools_error_text_is_capped_as_a_result_is(tmp_path: Path) -> None:
-    from neotoma_agent._tool_payload import DEFAULT_TOOL_PAYLOAD_CHARS
+    from neotoma_agent._records.tool_payload import DEFAULT_TOOL_PAYLOAD_CHARS
 
     hooks = Hooks(tmp_path, "cursor")
     hooks.send("beforeSubmitPrompt", cursor("beforeSubmitPrompt", "g-1", prompt="One"))

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from neotoma_agent import NeotomaMemory, _otel
+from neotoma_agent import NeotomaMemory
+from neotoma_agent._util import otel as _otel
 from neotoma_agent.transport.embedded import EmbeddedStore
 
 pytestmark = pytest.mark.anyio
@@ -50,7 +51,8 @@ def test_a_turn_without_opentelemetry_installed(tmp_path: Path) -> None:
         import sys
         sys.modules["opentelemetry"] = None
         import anyio
-        from neotoma_agent import NeotomaMemory, _otel
+        from neotoma_agent import NeotomaMemory
+        from neotoma_agent._util import otel as _otel
         from neotoma_agent.transport.embedded import EmbeddedStore
 
         async def main():

@@ -13,9 +13,9 @@ import attrs
 import pytest
 from server_support import TOKEN
 
-from neotoma_agent._keys import turn_keys
 from neotoma_agent._memory import NeotomaMemory
-from neotoma_agent._payloads import (
+from neotoma_agent._records.keys import turn_keys
+from neotoma_agent._records.payloads import (
     ConversationSettings,
     closing_payload,
     conversation_entity,

@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 from qa_support import audit_both_ways, spy_on_fast_path
 
-from neotoma_agent._keys import turn_keys, turn_record_entity_id
 from neotoma_agent._memory import NeotomaMemory
-from neotoma_agent._payloads import conversation_entity, message_entity
+from neotoma_agent._records.keys import turn_keys, turn_record_entity_id
+from neotoma_agent._records.payloads import conversation_entity, message_entity
 from neotoma_agent.qa import AuditReport, FindingKind, audit
 from neotoma_agent.testing import RecordingTransport
 from neotoma_agent.transport.embedded import EmbeddedStore, _bulk

@@ -11,9 +11,9 @@ import pytest
 from qa_support import audit_both_ways, spy_on_fast_path
 from test_qa_audit import build_scenarios
 
-from neotoma_agent._keys import turn_keys
 from neotoma_agent._memory import NeotomaMemory
-from neotoma_agent._payloads import message_entity, turn_record
+from neotoma_agent._records.keys import turn_keys
+from neotoma_agent._records.payloads import message_entity, turn_record
 from neotoma_agent.qa import FindingKind, audit
 from neotoma_agent.qa._stream import StreamingAuditor, read_all
 from neotoma_agent.transport.embedded import EmbeddedStore

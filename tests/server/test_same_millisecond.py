@@ -17,7 +17,7 @@ from cli_support import show_json
 from server_support import TOKEN
 
 from neotoma_agent import EmbeddedStore, NeotomaMemory
-from neotoma_agent._keys import conversation_entity_id
+from neotoma_agent._records.keys import conversation_entity_id
 from neotoma_agent.server import create_app, serving
 from neotoma_agent.transport.embedded import _edges, _write
 

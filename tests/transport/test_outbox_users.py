@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from neotoma_agent import EmbeddedStore, HttpTransport, NeotomaMemory, OutboxTransport
-from neotoma_agent._keys import key_phase
+from neotoma_agent._records.keys import key_phase
 from neotoma_agent.exceptions import ConnectionLost, OutboxError
 from neotoma_agent.testing import FaultyTransport
 

@@ -17,8 +17,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from neotoma_agent import ToolCall
-from neotoma_agent._js import _js_json_parts, _js_number, _positional, js_json
-from neotoma_agent._tool_payload import ToolPayloads, tool_entity
+from neotoma_agent._neotoma.js import _js_json_parts, _js_number, _positional, js_json
+from neotoma_agent._records.tool_payload import ToolPayloads, tool_entity
 from neotoma_agent.transport._bodies import store_body
 from neotoma_agent.transport._spliced import EncodedEntity, encode_spliced, encoded
 from neotoma_agent.transport.http import _encode_fast, encode_body

@@ -15,12 +15,12 @@ Opening a file that holds something else (an outbox file, another program's SQLi
 database) raises :class:`WrongFileKind` and leaves the file as it was.
 """
 
-from ..._lazy import lazy_exports
+from ..._util.lazy import lazy_exports
 
-# Imported on first use (see neotoma_agent._lazy): a hook process that writes the file
+# Imported on first use (see neotoma_agent._util.lazy): a hook process that writes the file
 # through ._write alone loads neither the store's event-loop machinery nor the purge.
 with lazy_exports(globals()):
-    from ..._file_kind import WrongFileKind as WrongFileKind
+    from ..._util.file_kind import WrongFileKind as WrongFileKind
     from ._forget_user import ForgottenUser as ForgottenUser
     from ._purge import PurgeStats as PurgeStats
     from ._purge import purge_entities as purge_entities

@@ -19,7 +19,7 @@ from typing import Any, Final
 import anyio
 import attrs
 
-from ..._user_id import LOCAL_USER_ID
+from ..._records.user_id import LOCAL_USER_ID
 from .._bulk import MessageRows, RecordSink
 from .._results import EntitySnapshot
 from ._rows import decode_opt_time, query_item

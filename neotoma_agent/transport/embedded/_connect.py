@@ -14,8 +14,8 @@ import sqlite3
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
-from ..._file_kind import check_store_file
-from ..._private import private_file
+from ..._util.file_kind import check_store_file
+from ..._util.private import private_file
 from ._errors import invalid_format
 from ._schema import migrate
 from ._scope import install as install_scope

@@ -30,8 +30,8 @@ import urllib.parse
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from ..._identity import resolve_identity_cached
-from ..._js import js_trim
+from ..._neotoma.identity import resolve_identity_cached
+from ..._neotoma.js import js_trim
 from .._packed_calls import TOOL_CALLS, pack_tool_calls
 from . import _scope
 from ._errors import invalid_format, not_found

@@ -22,7 +22,7 @@ from typing import Any, Generic, TypeVar
 
 import anyio
 
-from ..._log import get_logger
+from ..._util.log import get_logger
 from ...exceptions import error_label
 
 __all__ = ["DBThread", "Job"]

@@ -11,7 +11,7 @@ it; readers skip the deleted end), so :func:`restore_entity`, an observation wit
 One difference from a real server, on purpose: the restoring observation is written at
 priority 1000 too, not 1001, so the newer of a deletion and a restore decides and an entity
 can be deleted again after a restore (on the server a restore outranks every later
-deletion). It is the priority :mod:`neotoma_agent._forget` writes at.
+deletion). It is the priority :mod:`neotoma_agent._neotoma.forget` writes at.
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ import sqlite3
 from collections.abc import Mapping
 from typing import Any
 
-from ..._identity import ENTITY_ID_RE
-from ..._js import hash_uuid
+from ..._neotoma.identity import ENTITY_ID_RE
+from ..._neotoma.js import hash_uuid
 from . import _scope
 from ._errors import invalid_format, not_found, now_iso
 from ._write import _observe

@@ -7,7 +7,7 @@ import sqlite3
 from collections.abc import Mapping
 from typing import Any
 
-from ..._identity import (
+from ..._neotoma.identity import (
     hash_uuid,
     js_json,
 )

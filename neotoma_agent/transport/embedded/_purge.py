@@ -1,6 +1,6 @@
 """Erasing a forgotten conversation's (or entity's) bytes from a store file (``forget --purge``).
 
-A soft deletion (:mod:`neotoma_agent._forget`) keeps every observation, as Neotoma does;
+A soft deletion (:mod:`neotoma_agent._neotoma.forget`) keeps every observation, as Neotoma does;
 erasing needs the bytes gone. :func:`purge_forgotten` deletes the
 rows of the forgotten entities (their entity rows, observations, field values, name-index
 entries, conversation index, summary row, full-text search rows), every edge touching them,
@@ -25,9 +25,9 @@ from typing import TypeVar
 
 import attrs
 
-from ..._file_kind import check_store_file
-from ..._forget import Forgotten
-from ..._user_id import LOCAL_USER_ID, check_user_id
+from ..._neotoma.forget import Forgotten
+from ..._records.user_id import LOCAL_USER_ID, check_user_id
+from ..._util.file_kind import check_store_file
 from ._rows import encode_entity
 from ._scope import NOBODY, lookup_uid
 from ._search import rebuild as rebuild_search

@@ -10,7 +10,7 @@ import sqlite3
 from collections.abc import Mapping
 from typing import Any
 
-from ..._identity import (
+from ..._neotoma.identity import (
     ENTITY_ID_RE,
     entity_id_for,
     normalize,

@@ -14,7 +14,7 @@ import json
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
-from ..._identity import LAST_WRITE, MergePolicy, TypeSchema
+from ..._neotoma.identity import LAST_WRITE, MergePolicy, TypeSchema
 
 __all__ = ["ObservationMeta", "SnapshotState", "fold", "source_rank"]
 

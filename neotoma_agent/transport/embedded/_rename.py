@@ -17,7 +17,7 @@ import sqlite3
 from collections.abc import Mapping
 from typing import Any
 
-from ..._identity import (
+from ..._neotoma.identity import (
     Identity,
     IdentityError,
     entity_id_for,

@@ -16,8 +16,8 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
 from typing import Any
 
-from ..._identity import ENTITY_ID_RE, schema_version
-from ..._js import compact_encoder
+from ..._neotoma.identity import ENTITY_ID_RE, schema_version
+from ..._neotoma.js import compact_encoder
 from . import _scope
 from ._reducer import ObservationMeta, SnapshotState
 

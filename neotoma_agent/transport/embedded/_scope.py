@@ -22,7 +22,7 @@ import sqlite3
 from collections.abc import Callable, Mapping
 from typing import Any, Final, TypeVar
 
-from ..._user_id import LOCAL_USER_ID
+from ..._records.user_id import LOCAL_USER_ID
 
 __all__ = [
     "NOBODY",

@@ -26,10 +26,17 @@ import sqlite3
 from collections.abc import Mapping
 from typing import Any, Final
 
-from ..._keys import conversation_entity_id, parse_turn_key
-from ..._payloads import BOOKKEEPING_TYPES
-from ..._search_text import ENTITY_KIND, MAX_HITS, MESSAGE_KIND, doc_text, fts_query, parse_query
-from ..._search_text import MESSAGE_TYPE as _MESSAGE
+from ..._recall.search_text import (
+    ENTITY_KIND,
+    MAX_HITS,
+    MESSAGE_KIND,
+    doc_text,
+    fts_query,
+    parse_query,
+)
+from ..._recall.search_text import MESSAGE_TYPE as _MESSAGE
+from ..._records.keys import conversation_entity_id, parse_turn_key
+from ..._records.payloads import BOOKKEEPING_TYPES
 from ...exceptions import EmptySearchQueryError, ValidationError
 from . import _scope
 from ._errors import flat_error, invalid_format

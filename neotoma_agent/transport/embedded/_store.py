@@ -14,8 +14,8 @@ from typing import Any, TypeVar
 import anyio
 import attrs
 
-from ..._file_kind import check_store_file, not_a_store
-from ..._user_id import LOCAL_USER_ID, check_user_id, tenant_of
+from ..._records.user_id import LOCAL_USER_ID, check_user_id, tenant_of
+from ..._util.file_kind import check_store_file, not_a_store
 from .._base import LookupResult, StoreResult
 from .._rest import RestActions
 from .._search_results import SEARCH_ACTION

@@ -28,8 +28,8 @@ import sqlite3
 from collections.abc import Mapping
 from typing import Any, Final
 
-from ..._identity import resolve_identity_cached
-from ..._payloads import stored_platform
+from ..._neotoma.identity import resolve_identity_cached
+from ..._records.payloads import stored_platform
 from . import _scope
 from ._errors import invalid_format
 from ._rows import decode_state, decode_time, encode_opt_time, encode_time

@@ -5,8 +5,8 @@ opens and closes its turns here: :class:`TurnFile` runs the steps of the turn ma
 (``_engine``) and answers each request they yield with the store's own action on the file
 (:meth:`TurnFile.answer`), each in one transaction, loading neither asyncio, anyio, the
 store's thread nor the async driver (``_phases``). The steps are the ones the async driver
-runs: the enter's user store (``Entering``), the history pages (``_history.paged_history``),
-the retrieval plan and its ranking (``_retrieval.retrieval``), the closings and a re-run's
+runs: the enter's user store (``Entering``), the history pages (``_recall.history.paged_history``),
+the retrieval plan and its ranking (``_recall.retrieval.retrieval``), the closings and a re-run's
 replays (``TurnMachine``: its tool calls too, ``ToolObservations``). So a turn opened and
 closed here writes what ``NeotomaMemory.open_turn`` / ``close_turn`` / ``abandon_turn`` of a
 memory with default settings write, and renders the same context block
@@ -30,7 +30,6 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
-from ..._closing import check_model, close_failure, closing_run, started_at
 from ..._engine import (
     Ending,
     HistoryPage,
@@ -45,19 +44,20 @@ from ..._engine import (
     TurnMachine,
     run,
 )
-from ..._keys import turn_keys, validate_entity_id
-from ..._payloads import ConversationSettings
-from ..._text import check_text
+from ..._engine.closing import check_model, close_failure, closing_run, started_at
+from ..._records.keys import turn_keys, validate_entity_id
+from ..._records.payloads import ConversationSettings
+from ..._records.text import check_text
 from .._bodies import present, store_body
 from . import _connect
 from ._read import list_observations, retrieve_entity_by_identifier
 from ._write import store
 
 if TYPE_CHECKING:
-    from ..._history import HistoryTurn
-    from ..._retrieval import Found
-    from ..._tool_payload import ToolPayloads
-    from ..._tools import ToolCall
+    from ..._recall.history import HistoryTurn
+    from ..._recall.retrieval import Found
+    from ..._records.tool_payload import ToolPayloads
+    from ..._records.tools import ToolCall
     from .._results import StoreResult
 
 __all__ = ["Opening", "Stored", "TurnFile"]
@@ -176,7 +176,7 @@ class TurnFile:
 
     def _lookups(self, request: Lookups) -> Found:
         # Each lookup of the plan in turn, its failure in its slot (as retrieve's).
-        from ..._retrieval import Found  # only an enter retrieves
+        from ..._recall.retrieval import Found  # only an enter retrieves
         from .._results import LookupResult
 
         found = Found(request.plan)
@@ -246,13 +246,12 @@ class TurnFile:
         before with another message); the reads after it are best-effort, as the engine's.
         """
         # Here: a closing (most events that store) needs none of the enter's reads.
-        from ..._context import render_context
         from ..._engine import Entering, Prompt
-        from ..._extract import extract
-        from ..._history import DEFAULT_HISTORY_TURNS, paged_history
-        from ..._payloads import RunFields
-        from ..._ranking import DEFAULT_LINK_THRESHOLD
-        from ..._retrieval import (
+        from ..._recall.context import render_context
+        from ..._recall.extract import extract
+        from ..._recall.history import DEFAULT_HISTORY_TURNS, paged_history
+        from ..._recall.ranking import DEFAULT_LINK_THRESHOLD
+        from ..._recall.retrieval import (
             DEFAULT_LOOKUP_LIMIT,
             DEFAULT_MAX_IDENTIFIERS,
             DEFAULT_RETRIEVAL_LIMIT,
@@ -260,6 +259,7 @@ class TurnFile:
             recent_entities,
             retrieval,
         )
+        from ..._records.payloads import RunFields
 
         text = check_text("user_message", user_message)
         keys = turn_keys(conversation_id, turn_id)
@@ -333,8 +333,8 @@ class TurnFile:
         if tools:
             # Only then: a turn without calls (most) loads neither the tool-call API's
             # classes nor the tool payloads.
-            from ..._tool_payload import DEFAULT_PAYLOADS
-            from ..._tools import check_tools, merge_tools
+            from ..._records.tool_payload import DEFAULT_PAYLOADS
+            from ..._records.tools import check_tools, merge_tools
 
             calls = merge_tools(keys.user_turn_key, (), check_tools(tools))
             payloads = DEFAULT_PAYLOADS

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final, overload
 
-from ..._identity import (
+from ..._neotoma.identity import (
     ENTITY_ID_RE,
     js_json,
 )

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
-from ..._identity import META_FIELDS, TypeSchema
+from ..._neotoma.identity import META_FIELDS, TypeSchema
 
 __all__ = ["Advisories", "advise"]
 

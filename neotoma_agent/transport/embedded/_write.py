@@ -12,7 +12,7 @@ import sqlite3
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..._identity import (
+from ..._neotoma.identity import (
     ENTITY_ID_RE,
     Identity,
     IdentityError,

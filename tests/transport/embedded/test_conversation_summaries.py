@@ -19,10 +19,10 @@ import pytest
 from paths_support import TESTS
 
 from neotoma_agent import EmbeddedStore, NeotomaMemory
-from neotoma_agent._forget import DELETION_PRIORITY
-from neotoma_agent._history import read_conversation
-from neotoma_agent._keys import turn_keys
-from neotoma_agent._payloads import ConversationSettings, user_payload
+from neotoma_agent._neotoma.forget import DELETION_PRIORITY
+from neotoma_agent._recall.history import read_conversation
+from neotoma_agent._records.keys import turn_keys
+from neotoma_agent._records.payloads import ConversationSettings, user_payload
 from neotoma_agent.exceptions import NeotomaError
 from neotoma_agent.qa import audit
 from neotoma_agent.transport.embedded._purge import purge_forgotten

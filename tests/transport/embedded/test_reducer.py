@@ -21,7 +21,7 @@ from typing import Any
 import attrs
 import pytest
 
-from neotoma_agent._identity import MergePolicy, TypeSchema
+from neotoma_agent._neotoma.identity import MergePolicy, TypeSchema
 from neotoma_agent.transport.embedded._reducer import (
     ObservationMeta,
     SnapshotState,

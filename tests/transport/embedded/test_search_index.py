@@ -20,7 +20,7 @@ import pytest
 from paths_support import TESTS
 
 from neotoma_agent import EmbeddedStore, NeotomaMemory, SearchHitKind, purge_forgotten
-from neotoma_agent._search_text import doc_text
+from neotoma_agent._recall.search_text import doc_text
 from neotoma_agent.transport.embedded._rows import decode_entity, decode_state
 from neotoma_agent.transport.embedded._schema import SCHEMA_VERSION
 
