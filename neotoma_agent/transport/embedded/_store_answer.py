@@ -9,16 +9,50 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, NamedTuple, Protocol
 
-from ..._neotoma.identity import schema_for
+from ..._neotoma.identity import Identity, schema_for
 from . import _scope
+from ._reducer import SnapshotState
 from ._warnings import Advisories, advise
 
-if TYPE_CHECKING:
-    from ._write import Written, _Planned
+__all__ = ["Planned", "Written", "answer"]
 
-__all__ = ["answer"]
+
+class Planned(Protocol):
+    """One request element as the write planned it (``_write``'s plan of it)."""
+
+    @property
+    def index(self) -> int: ...
+    @property
+    def entity_type(self) -> str: ...
+    @property
+    def fields(self) -> dict[str, Any]: ...
+    @property
+    def identity(self) -> Identity: ...
+    @property
+    def exists(self) -> bool: ...
+    @property
+    def action(self) -> str: ...
+    @property
+    def state(self) -> SnapshotState | None: ...
+    @property
+    def message_count(self) -> int: ...
+
+
+class Written(NamedTuple):
+    """What a fresh ``store`` wrote, before any answer is made of it."""
+
+    source_id: str
+    priority: int
+    #: entities created (or extended)
+    created: int
+    #: each planned element, in plan order: its plan, observation id and snapshot after
+    entries: Sequence[tuple[Planned, str, dict[str, Any] | None]]
+    #: the relationships created, as the answer lists them
+    edges: list[dict[str, Any]]
+    #: new PART_OF edges per conversation (what the message count adds)
+    counts: dict[str, int]
 
 
 def answer(conn: sqlite3.Connection, written: Written) -> dict[str, Any]:
@@ -70,7 +104,7 @@ def answer(conn: sqlite3.Connection, written: Written) -> dict[str, Any]:
 
 
 def _conversation_message_count(
-    conn: sqlite3.Connection, planned: Sequence[_Planned], counts: Mapping[str, int]
+    conn: sqlite3.Connection, planned: Sequence[Planned], counts: Mapping[str, int]
 ) -> int | None:
     # Like the server, only a store that carries a message reports the count (samples f3, f5).
     if not any(p.entity_type == "conversation_message" for p in planned):

@@ -10,7 +10,7 @@ import hashlib
 import re
 import sqlite3
 from collections.abc import Mapping, Sequence
-from typing import Any, NamedTuple
+from typing import Any
 
 from ..._neotoma.identity import (
     ENTITY_ID_RE,
@@ -57,11 +57,11 @@ from ._rows import (
     settle_fields,
 )
 from ._search import index_search
-from ._store_answer import answer
+from ._store_answer import Written, answer
 from ._summaries import SUMMARIZED_TYPES, summarize
 from ._validate import check_entities, check_relationships
 
-__all__ = ["Written", "correct", "store", "write"]
+__all__ = ["correct", "store", "write"]
 
 
 #: A name whose JSON is itself in quotes (nothing to escape).
@@ -304,21 +304,6 @@ def store(conn: sqlite3.Connection, body: Mapping[str, Any]) -> dict[str, Any]:
     """``POST /store``: entities and relationships under an idempotency key, atomically."""
     written = write(conn, body)
     return written if isinstance(written, dict) else answer(conn, written)  # dict: a replay
-
-
-class Written(NamedTuple):
-    """What a fresh ``store`` wrote, before any answer is made of it."""
-
-    source_id: str
-    priority: int
-    #: entities created (or extended)
-    created: int
-    #: each planned element, in plan order: its plan, observation id and snapshot after
-    entries: list[tuple[_Planned, str, dict[str, Any] | None]]
-    #: the relationships created, as the answer lists them
-    edges: list[dict[str, Any]]
-    #: new PART_OF edges per conversation (what the message count adds)
-    counts: dict[str, int]
 
 
 def write(conn: sqlite3.Connection, body: Mapping[str, Any]) -> Written | dict[str, Any]:
