@@ -21,6 +21,9 @@ from ._write import write
 
 __all__ = ["store_records"]
 
+#: an entry's ``raw``: the typed fields are all a records store answers
+_NO_RAW: Mapping[str, Any] = {}
+
 
 def store_records(conn: sqlite3.Connection, records: Mapping[str, Any]) -> StoreResult:
     """Store ``records`` (``entities``, ``relationships``: sequences of mappings, and
@@ -82,6 +85,3 @@ def store_records(conn: sqlite3.Connection, records: Mapping[str, Any]) -> Store
     )
     object.__setattr__(result, "_by_index", by_index)
     return result
-
-
-_NO_RAW: Mapping[str, Any] = {}
