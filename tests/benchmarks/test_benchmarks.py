@@ -17,10 +17,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from paths_support import ROOT
 
 pytestmark = pytest.mark.bench
 
-BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
+BENCHMARKS = ROOT / "benchmarks"
 
 
 def run_benchmark(name: str, *args: str, tmp_path: Path) -> dict[str, Any]:
