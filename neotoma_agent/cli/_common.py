@@ -22,7 +22,7 @@ import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, TextIO, TypeGuard, TypeVar
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, TextIO, TypeGuard, TypeVar
 
 from ._paths import default_db_path, private_parent
 
@@ -121,32 +121,20 @@ def given_user(args: argparse.Namespace) -> str | None:
         raise CLIError(f"bad --user: {exc}", exit_code=2) from None
 
 
-class Command:
+class Command(NamedTuple):
     """A subcommand as data: ``register`` adds its parser and its options, in order.
 
     ``description`` may be an indented triple-quoted string: ``--help`` refills it anyway.
-    A plain class, not attrs: building an attrs class at import costs a hook process time.
+    A named tuple, not attrs: building an attrs class at import costs a hook process time.
     """
 
-    __slots__ = ("default_log_level", "description", "help", "name", "options", "run")
-
-    def __init__(
-        self,
-        name: str,
-        *,
-        help: str,
-        description: str,
-        run: Runner,
-        options: tuple[Option, ...] = (),
-        default_log_level: str | None = None,
-    ) -> None:
-        self.name = name
-        self.help = help
-        self.description = description
-        self.run = run
-        self.options = options
-        #: replaces ``warning`` for a command that reports failures itself
-        self.default_log_level = default_log_level
+    name: str
+    help: str
+    description: str
+    run: Runner
+    options: tuple[Option, ...] = ()
+    #: replaces ``warning`` for a command that reports failures itself
+    default_log_level: str | None = None
 
     def __repr__(self) -> str:
         return f"Command({self.name!r})"

@@ -238,28 +238,18 @@ def _refusal(item: ImportLine, exc: Exception) -> str:
     return str(exc)
 
 
+@attrs.define
 class _Importer:
-    def __init__(
-        self,
-        transport: Transport,
-        *,
-        concurrency: int,
-        strict: bool,
-        retrieve: bool,
-        progress: Progress,
-        err: TextIO,
-        batch_size: int = _BATCH_LINES,
-    ) -> None:
-        self.transport = transport
-        self.concurrency = concurrency
-        self.strict = strict
-        self.retrieve = retrieve
-        self.progress = progress
-        self.err = err
-        self.batch_size = batch_size
-        self.stats = ImportStats()
-        self.fatal: Exception | None = None
-        self._memories: dict[str, NeotomaMemory] = {}
+    transport: Transport
+    concurrency: int = attrs.field(kw_only=True)
+    strict: bool = attrs.field(kw_only=True)
+    retrieve: bool = attrs.field(kw_only=True)
+    progress: Progress = attrs.field(kw_only=True)
+    err: TextIO = attrs.field(kw_only=True)
+    batch_size: int = attrs.field(default=_BATCH_LINES, kw_only=True)
+    stats: ImportStats = attrs.field(init=False, factory=ImportStats)
+    fatal: Exception | None = attrs.field(init=False, default=None)
+    _memories: dict[str, NeotomaMemory] = attrs.field(init=False, factory=dict)
 
     def report(self, line_number: int, message: str) -> None:
         self.progress.finish(self.stats.done)
