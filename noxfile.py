@@ -83,7 +83,7 @@ def typecheck(session: nox.Session) -> None:
 def tests(session: nox.Session) -> None:
     """The default run: both anyio backends, warnings as errors, the slowest tests listed.
 
-    Arguments after ``--`` go to pytest (``nox -s tests -- tests/test_turn.py -x``).
+    Arguments after ``--`` go to pytest (``nox -s tests -- tests/turns/test_turn.py -x``).
     """
     session.install("-e", ".[test]")
     session.run("pytest", DURATIONS, *PARALLEL, *session.posargs)

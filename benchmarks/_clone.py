@@ -20,8 +20,8 @@ Everything else is the template's: the texts (a copy's messages and title say
 "conversation 0") and the source ids (content hashes): a copy's turn stored again is refused
 as an idempotency mismatch instead of replayed. These stores are for reading.
 
-``tests/test_bench_clone.py`` checks that a cloned store answers ``show``, the summary, and
-the entity reads exactly as a store built through the store's action, times aside.
+``tests/benchmarks/test_bench_clone.py`` checks that a cloned store answers ``show``, the
+summary, and the entity reads exactly as a store built through the store's action, times aside.
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ bare SQLite).
 
 The turns are what ``NeotomaMemory`` writes for a turn: the enter store (``user_payload``)
 and, unless the turn is an orphan, the closing store (``closing_payload``, naming the
-conversation and the user message by id, as an opened turn does). ``tests/test_qa_synth``
+conversation and the user message by id, as an opened turn does). ``tests/benchmarks/test_qa_synth``
 checks that a store built here answers ``audit``, ``stats``, ``show`` and lookups exactly
 as one written by real turns.
 """

@@ -13,7 +13,7 @@ of ``neotoma_agent._neotoma.schema_table`` it stores, one entity per store:
 
 and writes what the server answered: the resolved type, canonical name, entity id and
 identity basis (or the refusal's code), and the snapshot's field names and
-``schema_version``. ``tests/test_type_vectors.py`` checks the library against the file:
+``schema_version``. ``tests/neotoma/test_type_vectors.py`` checks the library against the file:
 the identity it computes, and what the embedded store keeps.
 """
 

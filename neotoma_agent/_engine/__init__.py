@@ -10,7 +10,7 @@ come in as arguments. A driver answers the requests: ``_phases.Phases`` on any
 :class:`~neotoma_agent.Transport` (anyio: task groups, deadlines, the shield,
 OpenTelemetry), :func:`.requests.run` in the caller's thread (a hook, on a store file:
 ``transport.embedded._turns``). The tests drive it by hand and over a store file
-(tests/test_engine.py).
+(tests/engine/test_engine.py).
 
 - :mod:`.requests`: the requests a step yields, and what answers each;
 - :mod:`.machine`: the steps: one store, a phase that replays a re-run, the closing (of

@@ -4,5 +4,5 @@ schema table a server declares, undeclared fields, and the soft deletion of what
 conversation owns.
 
 What lives here changes when the server changes, and is checked against recorded
-vectors of a real server (tests/test_identity*.py, tests/test_type_vectors.py).
+vectors of a real server (tests/neotoma/test_identity*.py, tests/neotoma/test_type_vectors.py).
 """

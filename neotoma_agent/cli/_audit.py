@@ -13,15 +13,11 @@ from typing import TextIO
 from ..qa import AUDIT_DEFAULT_MIN_AGE, AuditReport, Finding, audit
 from ..qa._audit import _CLOSE_TIMEOUT, _REPLY_MARGIN, skipped_reason
 from ..reads import printer
-from ._common import USER_OPTION, CLIError, Command, option, print_report
+from ._common import USER_OPTION, CLIError, Command, option, plural, print_report
 
 __all__ = ["register", "render_audit", "run"]
 
 _SEVERITY_LABEL = {"error": "ERROR", "warn": "WARN ", "info": "info "}
-
-
-def _count(n: int, noun: str) -> str:
-    return f"{n:,} {noun}{'' if n == 1 else 's'}"
 
 
 def _ids(finding: Finding) -> str:
@@ -42,8 +38,8 @@ def render_audit(report: AuditReport, out: TextIO, where: str) -> None:
     scope = f" (conversation {report.conversation_id})" if report.conversation_id else ""
     since = f", since {report.since}" if report.since else ""
     write(
-        f"audited {where}{scope}{since}: {_count(report.conversations, 'conversation')}, "
-        f"{_count(report.turns, 'turn')}, {_count(report.messages, 'message')} "
+        f"audited {where}{scope}{since}: {plural(report.conversations, 'conversation')}, "
+        f"{plural(report.turns, 'turn')}, {plural(report.messages, 'message')} "
         f"in {report.duration_ms / 1000:.2f} s\n"
     )
     for f in report.problems:
@@ -55,10 +51,10 @@ def render_audit(report: AuditReport, out: TextIO, where: str) -> None:
     if abandoned:
         repaired = sum(1 for f in abandoned if f.repaired)
         note = f" ({repaired:,} closed by audit --repair)" if repaired else ""
-        write(f"  info   {_count(len(abandoned), 'abandoned turn')}{note}\n")
+        write(f"  info   {plural(len(abandoned), 'abandoned turn')}{note}\n")
     if report.skipped_recent:
         write(
-            f"  info   {_count(report.skipped_recent, 'open turn')} skipped: "
+            f"  info   {plural(report.skipped_recent, 'open turn')} skipped: "
             f"{skipped_reason(report.min_age)} (audit again later, or pass --min-age 0 if "
             "no agent is running)\n"
         )
@@ -94,7 +90,7 @@ def render_audit(report: AuditReport, out: TextIO, where: str) -> None:
     hint = ""
     if repairable and not report.repairs:
         hint = f" ({repairable:,} repairable: run again with --repair)"
-    write(f"{_count(n, 'problem')} remain{'s' if n == 1 else ''}{hint}\n")
+    write(f"{plural(n, 'problem')} remain{'s' if n == 1 else ''}{hint}\n")
 
 
 async def run(args: argparse.Namespace) -> int:

@@ -38,6 +38,7 @@ import attrs
 from .. import StoreResult, Transport
 from ..reads import gather_bounded, read_conversation, scan_entities, snapshot_or_none
 from ..transport.rest import store_arguments, store_body
+from ._common import plural
 
 __all__ = [
     "BACKUP_FORMAT",
@@ -76,15 +77,11 @@ class BackupStats:
     def note(self) -> str:
         """One line: the counts."""
         return (
-            f"{_plural(self.entities, 'entity', 'entities')} "
-            f"({_plural(self.observations, 'observation')}) and "
-            f"{_plural(self.relationships, 'relationship')}, "
-            f"{_plural(self.conversations, 'conversation')}"
+            f"{plural(self.entities, 'entity', 'entities')} "
+            f"({plural(self.observations, 'observation')}) and "
+            f"{plural(self.relationships, 'relationship')}, "
+            f"{plural(self.conversations, 'conversation')}"
         )
-
-
-def _plural(n: int, word: str, words: str | None = None) -> str:
-    return f"{n:,} {word if n == 1 else words or word + 's'}"
 
 
 def is_backup_header(obj: object) -> bool:

@@ -20,9 +20,9 @@ import json
 import os
 import sys
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, TextIO, TypeGuard, TypeVar
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, TextIO, TypeGuard, TypeVar
 
 from ._paths import default_db_path, private_parent
 
@@ -121,32 +121,60 @@ def given_user(args: argparse.Namespace) -> str | None:
         raise CLIError(f"bad --user: {exc}", exit_code=2) from None
 
 
-class Command:
+def plural(n: int, word: str, words: str | None = None) -> str:
+    """``n`` and its noun, as the commands print counts: ``1 turn``, ``1,024 turns``."""
+    return f"{n:,} {word if n == 1 else words or word + 's'}"
+
+
+@contextlib.contextmanager
+def listening(host: str, port: int) -> Iterator[None]:
+    """Run a server (``serve``, ``ui``) in the block: a failed bind is a :class:`CLIError`
+    saying why; ``stopped`` on stderr once it ends."""
+    try:
+        yield
+    except OSError as exc:
+        raise _bind_error(host, port, exc) from None
+    print("stopped", file=sys.stderr)
+
+
+def _bind_error(host: str, port: int, exc: OSError) -> CLIError:
+    """What went wrong with the bind, in words: only a port in use suggests another server."""
+    import errno  # only a server that failed to start needs them
+    import socket
+
+    if isinstance(exc, socket.gaierror) or (exc.errno is not None and exc.errno < 0):
+        # getaddrinfo's codes are negative (socket.create_server re-raises them as a plain
+        # OSError): os.strerror() would say "Unknown error -2".
+        return CLIError(
+            f"cannot listen on {host}:{port}: no such host or address",
+            "pass an address of this machine, e.g. --host 127.0.0.1",
+        )
+    reason = os.strerror(exc.errno) if exc.errno else str(exc)
+    if exc.errno == errno.EADDRINUSE:
+        hint = "is another server running there? pass another --port (0 picks a free one)"
+    elif exc.errno == errno.EADDRNOTAVAIL:
+        hint = f"{host} is not an address of this machine: pass one that is, e.g. 127.0.0.1"
+    elif exc.errno == errno.EACCES:
+        hint = "ports below 1024 need privileges: pass --port 1024 or above (0 picks one)"
+    else:
+        hint = "pass another --host or --port"
+    return CLIError(f"cannot listen on {host}:{port}: {reason}", hint)
+
+
+class Command(NamedTuple):
     """A subcommand as data: ``register`` adds its parser and its options, in order.
 
     ``description`` may be an indented triple-quoted string: ``--help`` refills it anyway.
-    A plain class, not attrs: building an attrs class at import costs a hook process time.
+    A named tuple, not attrs: building an attrs class at import costs a hook process time.
     """
 
-    __slots__ = ("default_log_level", "description", "help", "name", "options", "run")
-
-    def __init__(
-        self,
-        name: str,
-        *,
-        help: str,
-        description: str,
-        run: Runner,
-        options: tuple[Option, ...] = (),
-        default_log_level: str | None = None,
-    ) -> None:
-        self.name = name
-        self.help = help
-        self.description = description
-        self.run = run
-        self.options = options
-        #: replaces ``warning`` for a command that reports failures itself
-        self.default_log_level = default_log_level
+    name: str
+    help: str
+    description: str
+    run: Runner
+    options: tuple[Option, ...] = ()
+    #: replaces ``warning`` for a command that reports failures itself
+    default_log_level: str | None = None
 
     def __repr__(self) -> str:
         return f"Command({self.name!r})"

@@ -39,7 +39,7 @@ import attrs
 
 from .. import Transport
 from ..reads import StoredTurn, list_conversations, read_conversation
-from ._common import USER_OPTION, CLIError, Command, open_transport, option
+from ._common import USER_OPTION, CLIError, Command, open_transport, option, plural
 from ._show import load_transcript
 
 __all__ = ["ExportStats", "export_lines", "register"]
@@ -58,16 +58,17 @@ class ExportStats:
     def note(self) -> str:
         """The stderr line: what was written and what was left out (and where it is)."""
         text = (
-            f"exported {self.turns:,} turn{'s' if self.turns != 1 else ''} "
-            f"of {self.conversations:,} conversation{'s' if self.conversations != 1 else ''}"
+            f"exported {plural(self.turns, 'turn')} of {plural(self.conversations, 'conversation')}"
         )
-        left = []
-        if self.abandoned:
-            left.append(f"{self.abandoned:,} abandoned turn{'s' if self.abandoned != 1 else ''}")
-        if self.open:
-            left.append(f"{self.open:,} open turn{'s' if self.open != 1 else ''}")
-        if self.tool_calls:
-            left.append(f"{self.tool_calls:,} tool call{'s' if self.tool_calls != 1 else ''}")
+        left = [
+            plural(n, noun)
+            for n, noun in (
+                (self.abandoned, "abandoned turn"),
+                (self.open, "open turn"),
+                (self.tool_calls, "tool call"),
+            )
+            if n
+        ]
         if left:
             text += (
                 f"; left out (the import format cannot carry them): {', '.join(left)}; "

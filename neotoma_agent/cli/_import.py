@@ -59,7 +59,16 @@ from ..exceptions import (
 from ..hooks._backfill import SOURCES as BACKFILL_SOURCES
 from ..reads import printable, validate_conversation_id, validate_entity_id, validate_turn_id
 from ..transport.rest import check_text, json_type
-from ._common import USER_OPTION, CLIError, Command, Progress, open_transport, option, run_async
+from ._common import (
+    USER_OPTION,
+    CLIError,
+    Command,
+    Progress,
+    open_transport,
+    option,
+    plural,
+    run_async,
+)
 from ._core import raise_deferred, run_to_completion
 
 __all__ = ["ImportLine", "ImportStats", "LineError", "parse_line", "register"]
@@ -238,28 +247,18 @@ def _refusal(item: ImportLine, exc: Exception) -> str:
     return str(exc)
 
 
+@attrs.define
 class _Importer:
-    def __init__(
-        self,
-        transport: Transport,
-        *,
-        concurrency: int,
-        strict: bool,
-        retrieve: bool,
-        progress: Progress,
-        err: TextIO,
-        batch_size: int = _BATCH_LINES,
-    ) -> None:
-        self.transport = transport
-        self.concurrency = concurrency
-        self.strict = strict
-        self.retrieve = retrieve
-        self.progress = progress
-        self.err = err
-        self.batch_size = batch_size
-        self.stats = ImportStats()
-        self.fatal: Exception | None = None
-        self._memories: dict[str, NeotomaMemory] = {}
+    transport: Transport
+    concurrency: int = attrs.field(kw_only=True)
+    strict: bool = attrs.field(kw_only=True)
+    retrieve: bool = attrs.field(kw_only=True)
+    progress: Progress = attrs.field(kw_only=True)
+    err: TextIO = attrs.field(kw_only=True)
+    batch_size: int = attrs.field(default=_BATCH_LINES, kw_only=True)
+    stats: ImportStats = attrs.field(init=False, factory=ImportStats)
+    fatal: Exception | None = attrs.field(init=False, default=None)
+    _memories: dict[str, NeotomaMemory] = attrs.field(init=False, factory=dict)
 
     def report(self, line_number: int, message: str) -> None:
         self.progress.finish(self.stats.done)
@@ -384,10 +383,6 @@ class _Importer:
                 self.stats.stopped_at = item.line_number
 
 
-def _plural(n: int, word: str) -> str:
-    return f"{n:,} {word}{'' if n == 1 else 's'}"
-
-
 def _line_list(numbers: list[int]) -> str:
     shown = ", ".join(str(n) for n in sorted(numbers)[:10])
     return shown + (", ..." if len(numbers) > 10 else "")
@@ -399,34 +394,34 @@ def _summary(stats: ImportStats, source: str, seconds: float, out: TextIO) -> No
     stored = stats.written + stats.replayed
     rate = f", {stored / seconds:,.0f} turns/s" if seconds > 0 and stored else ""
     out.write(
-        f"{source}: {_plural(stored, 'turn')} in "
-        f"{_plural(len(stats.conversations), 'conversation')} ({seconds:.1f} s{rate})\n"
+        f"{source}: {plural(stored, 'turn')} in "
+        f"{plural(len(stats.conversations), 'conversation')} ({seconds:.1f} s{rate})\n"
     )
     if stats.written == 0 and stats.replayed and stats.replayed == stats.turns:
         out.write(
-            f"nothing new to write: all {_plural(stats.replayed, 'turn')} were already stored\n"
+            f"nothing new to write: all {plural(stats.replayed, 'turn')} were already stored\n"
         )
     elif stats.replayed:
         were = "was" if stats.replayed == 1 else "were"
         out.write(
-            f"stored {_plural(stats.written, 'new turn')}; {stats.replayed:,} {were} already "
+            f"stored {plural(stats.written, 'new turn')}; {stats.replayed:,} {were} already "
             "stored (nothing written for them)\n"
         )
     else:
-        out.write(f"stored {_plural(stats.written, 'new turn')}\n")
+        out.write(f"stored {plural(stats.written, 'new turn')}\n")
     if stats.malformed:
         out.write(
-            f"skipped {_plural(len(stats.malformed), 'malformed line')}: "
+            f"skipped {plural(len(stats.malformed), 'malformed line')}: "
             f"{_line_list(stats.malformed)}\n"
         )
     if stats.failed:
         out.write(
-            f"{_plural(len(stats.failed), 'line')} not stored (refused by the store): "
+            f"{plural(len(stats.failed), 'line')} not stored (refused by the store): "
             f"{_line_list(stats.failed)}\n"
         )
     if stats.ignored_keys:
         keys = ", ".join(
-            f"{k!r} ({_plural(n, 'line')})" for k, n in sorted(stats.ignored_keys.items())
+            f"{k!r} ({plural(n, 'line')})" for k, n in sorted(stats.ignored_keys.items())
         )
         out.write(f"ignored unknown keys: {keys}\n")
     if stats.stopped_at is not None:
@@ -581,7 +576,7 @@ async def _import(
     if importer.fatal is not None:
         done = stats.written + stats.replayed
         sys.stderr.write(
-            f"import stopped after {_plural(done, 'stored turn')}; running it again "
+            f"import stopped after {plural(done, 'stored turn')}; running it again "
             "continues where it stopped (stored turns are not rewritten)\n"
         )
         raise importer.fatal

@@ -3,39 +3,14 @@
 from __future__ import annotations
 
 import argparse
-import errno
-import os
-import socket
-import sys
 from pathlib import Path
 
-from ._common import CLIError, Command, db_path, option, resolve_token
+from ._common import CLIError, Command, db_path, listening, option, resolve_token
 from ._paths import private_parent
 from ._tokens import announce_token, login_link, new_token, remove_token_file
 from ._users_file import USERS_OPTION, given_users
 
 __all__ = ["register"]
-
-
-def _bind_error(host: str, port: int, exc: OSError) -> CLIError:
-    """What went wrong with the bind, in words: only a port in use suggests another server."""
-    if isinstance(exc, socket.gaierror) or (exc.errno is not None and exc.errno < 0):
-        # getaddrinfo's codes are negative (socket.create_server re-raises them as a plain
-        # OSError): os.strerror() would say "Unknown error -2".
-        return CLIError(
-            f"cannot listen on {host}:{port}: no such host or address",
-            "pass an address of this machine, e.g. --host 127.0.0.1",
-        )
-    reason = os.strerror(exc.errno) if exc.errno else str(exc)
-    if exc.errno == errno.EADDRINUSE:
-        hint = "is another server running there? pass another --port (0 picks a free one)"
-    elif exc.errno == errno.EADDRNOTAVAIL:
-        hint = f"{host} is not an address of this machine: pass one that is, e.g. 127.0.0.1"
-    elif exc.errno == errno.EACCES:
-        hint = "ports below 1024 need privileges: pass --port 1024 or above (0 picks one)"
-    else:
-        hint = "pass another --host or --port"
-    return CLIError(f"cannot listen on {host}:{port}: {reason}", hint)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -75,17 +50,15 @@ def run(args: argparse.Namespace) -> int:
         announce_token(token, port, generated=given is None, written=written)
         print(f"web view: {login_link(f'http://{shown}:{port}/ui/', token, given)}", flush=True)
 
-    try:
-        run_server(
-            str(db), host=args.host, port=args.port, token=token, on_ready=ready, users=users
-        )
-    except OSError as exc:
-        # Raised by the bind, before the store file is created.
-        raise _bind_error(args.host, args.port, exc) from None
-    finally:
-        for path in written:
-            remove_token_file(path, token)
-    print("stopped", file=sys.stderr)
+    # A failed bind raises before the store file is created.
+    with listening(args.host, args.port):
+        try:
+            run_server(
+                str(db), host=args.host, port=args.port, token=token, on_ready=ready, users=users
+            )
+        finally:
+            for path in written:
+                remove_token_file(path, token)
     return 0
 
 

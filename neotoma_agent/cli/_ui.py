@@ -5,13 +5,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import os
 import signal
-import sys
 import urllib.parse
 from pathlib import Path
 
-from ._common import USER_OPTION, CLIError, Command, given_token, open_transport, option
+from ._common import USER_OPTION, CLIError, Command, given_token, listening, open_transport, option
 from ._tokens import announce_token, login_link, new_token, remove_token_file
 from ._users_file import USERS_OPTION, given_users
 
@@ -89,15 +87,8 @@ def run(args: argparse.Namespace) -> int:
             "a token in --users is the view's own (--ui-token): it must be no user's",
             "give the view another token, or drop that line from the users file",
         )
-    try:
+    with listening(args.host, args.port):
         asyncio.run(_serve(args, token, given, users))
-    except OSError as exc:
-        reason = os.strerror(exc.errno) if exc.errno else str(exc)
-        raise CLIError(
-            f"cannot listen on {args.host}:{args.port}: {reason}",
-            "pass another --port (0 picks a free one)",
-        ) from None
-    print("stopped", file=sys.stderr)
     return 0
 
 

@@ -193,6 +193,16 @@ def duration(payload: Mapping[str, Any], key: str) -> float | None:
     return float(value) if value <= _MAX_DURATION_MS else None
 
 
+def context_on_prompt(
+    event: str, context: str | None, *, otherwise: dict[str, Any] | None
+) -> dict[str, Any] | None:
+    """Claude Code's and Codex's answer: the context on ``UserPromptSubmit``, else
+    ``otherwise`` (what the harness takes for "nothing to add")."""
+    if event == "UserPromptSubmit" and context:
+        return additional_context(event, context)
+    return otherwise
+
+
 def additional_context(event: str, context: str) -> dict[str, Any]:
     """The answer that hands ``context`` to the model, for Claude Code and Codex alike.
 

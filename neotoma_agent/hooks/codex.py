@@ -32,7 +32,7 @@ import os
 from pathlib import Path
 from typing import Any, Final
 
-from ._event import additional_context
+from ._event import context_on_prompt
 from ._input import HarnessInput, failed, prompt, session_end, stop, tool
 
 __all__ = ["EVENTS", "INPUT", "NAME", "answer", "parse", "settings_path"]
@@ -67,9 +67,7 @@ parse: Final = INPUT.parse
 
 def answer(event: str, context: str | None) -> dict[str, Any] | None:
     """What to print: the context on ``UserPromptSubmit``, else ``{}`` (an acknowledgement)."""
-    if event == "UserPromptSubmit" and context:
-        return additional_context(event, context)
-    return {}
+    return context_on_prompt(event, context, otherwise={})
 
 
 def settings_path(scope: str, project: Path) -> Path:

@@ -22,14 +22,3 @@ from .._engine.repair import repair_close as repair_close
 from .._engine.repair import repair_link as repair_link
 from .._engine.repair import repair_user_message as repair_user_message
 from .._engine.repair import turn_keys as turn_keys
-
-__all__ = [
-    "StorePayload",
-    "TurnKeys",
-    "repair_assistant_message",
-    "repair_attachment",
-    "repair_close",
-    "repair_link",
-    "repair_user_message",
-    "turn_keys",
-]

@@ -9,7 +9,6 @@ identical second run replays that store too and writes nothing new.
 
 from __future__ import annotations
 
-import enum
 import hashlib
 import json
 from collections.abc import Iterator, Mapping, Sequence
@@ -24,13 +23,14 @@ from ..reads import is_entity_id, tenant_for
 from ._actions import RepairAction, build_payload
 from ._core import turn_keys
 from ._diagnose import Diagnosis
+from ._severity import Word
 
 __all__ = ["RepairOutcome", "RepairResult", "RepairStatus", "apply_repairs"]
 
 logger = get_logger()
 
 
-class RepairStatus(str, enum.Enum):
+class RepairStatus(Word):
     """What became of one repair (:attr:`RepairOutcome.status`).
 
     A ``str`` enum whose values are the words ``to_json()`` writes:
@@ -45,9 +45,6 @@ class RepairStatus(str, enum.Enum):
     SKIPPED = "skipped"
     #: the store raised (:attr:`RepairOutcome.error` says why)
     FAILED = "failed"
-
-    def __str__(self) -> str:
-        return str(self.value)
 
 
 @attrs.frozen

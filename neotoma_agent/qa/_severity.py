@@ -10,10 +10,18 @@ from __future__ import annotations
 import enum
 import warnings
 
-__all__ = ["Severity", "as_severity"]
+__all__ = ["Severity", "Word", "as_severity"]
 
 
-class Severity(str, enum.Enum):
+class Word(str, enum.Enum):
+    """A ``str`` enum that prints as its word: the base of ``qa``'s vocabularies."""
+
+    def __str__(self) -> str:
+        # The word itself, on every Python (3.12 changed what format() of a str enum gives).
+        return str(self.value)
+
+
+class Severity(Word):
     """How much a diagnosis or a finding matters.
 
     A ``str`` enum whose values are the words ``audit --json`` and ``to_json()`` write:
@@ -26,10 +34,6 @@ class Severity(str, enum.Enum):
     WARN = "warn"
     #: the turn broke "both halves or neither", or lost part of what it stored
     ERROR = "error"
-
-    def __str__(self) -> str:
-        # The word itself, on every Python (3.12 changed what format() of a str enum gives).
-        return str(self.value)
 
 
 def as_severity(value: Severity | str) -> Severity:

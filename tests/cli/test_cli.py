@@ -711,15 +711,12 @@ def _turns_written(db: Path) -> int:
 FINISHING = "finishing the writes in flight"
 
 
-@pytest.mark.parametrize("presses", [1, 2])
-# Two batches of 256 turns finish after the Ctrl-C: about 11 s on a lightly loaded machine,
-# close to the default 15 s, and the load average lags a burst of load (not what this checks).
-@pytest.mark.budget(40)
-def test_an_interrupted_import_reports_exactly_what_is_stored(tmp_path: Path, presses: int) -> None:
-    """Ctrl-C (SIGINT) mid-import: writes in flight finish, and the summary counts them;
-    a second Ctrl-C while they finish does not lose the summary."""
+def _interrupt_import(folder: Path, presses: int) -> tuple[int, str, str, Path]:
+    """Run a big import in ``folder``, press Ctrl-C ``presses`` times once turns are being
+    written; its exit status, stdout, stderr and store file."""
+    folder.mkdir()
     source = write_jsonl(
-        tmp_path / "big.jsonl",
+        folder / "big.jsonl",
         *(
             # a new conversation every 100 turns: the conversations read run ahead of
             # the ones stored when the Ctrl-C comes
@@ -727,8 +724,8 @@ def test_an_interrupted_import_reports_exactly_what_is_stored(tmp_path: Path, pr
             for i in range(20_000)
         ),
     )
-    db = tmp_path / "memory.db"
-    errors = tmp_path / "stderr.txt"
+    db = folder / "memory.db"
+    errors = folder / "stderr.txt"
     with errors.open("w") as err_file:
         child = subprocess.Popen(
             [
@@ -744,8 +741,8 @@ def test_an_interrupted_import_reports_exactly_what_is_stored(tmp_path: Path, pr
             stdout=subprocess.PIPE,
             stderr=err_file,
             text=True,
-            env=clean_env(tmp_path),
-            cwd=tmp_path,
+            env=clean_env(folder),
+            cwd=folder,
             preexec_fn=default_sigint,
         )
     # Interrupt once turns are being written (not during start-up, which a loaded machine
@@ -768,8 +765,25 @@ def test_an_interrupted_import_reports_exactly_what_is_stored(tmp_path: Path, pr
                 time.sleep(0.05)
         lock.execute("ROLLBACK")
     out, _ = child.communicate(timeout=120)
-    err = errors.read_text()
-    assert child.returncode == 130, (out, err)
+    return child.returncode, out, errors.read_text(), db
+
+
+@pytest.mark.parametrize("presses", [1, 2])
+# Two batches of 256 turns finish after the Ctrl-C: about 11 s on a lightly loaded machine,
+# close to the default 15 s, and the load average lags a burst of load (not what this checks).
+@pytest.mark.budget(60)
+def test_an_interrupted_import_reports_exactly_what_is_stored(tmp_path: Path, presses: int) -> None:
+    """Ctrl-C (SIGINT) mid-import: writes in flight finish, and the summary counts them;
+    a second Ctrl-C while they finish does not lose the summary."""
+    for attempt in range(3):
+        returncode, out, err, db = _interrupt_import(tmp_path / f"run{attempt}", presses)
+        # A first press that came between two batches finds no write in flight: the import
+        # ends at once, and the next press meets Python's own handler (the process ends by
+        # the signal, its summary printed). That run cannot show a press while writes
+        # finish: run it again.
+        if not (presses == 2 and returncode == -signal.SIGINT and FINISHING not in err):
+            break
+    assert returncode == 130, (out, err)
     assert "interrupted" in out, (out, err)
     assert (FINISHING in err) == (presses == 2), err
     reported = int(re.search(r"stored ([\d,]+) new turn", out).group(1).replace(",", ""))  # type: ignore[union-attr]

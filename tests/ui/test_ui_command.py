@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import http.cookiejar
 import signal
+import socket
 import stat
 import subprocess
 import sys
@@ -196,6 +197,29 @@ def test_ui_with_a_missing_token_file_is_one_line_of_error(tmp_path: Path) -> No
     assert str(missing) in done.stderr
     assert "--ui-token-file" in done.stderr
     assert "no token file" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_ui_on_a_port_in_use_says_why_as_serve_does(tmp_path: Path) -> None:
+    """``ui`` and ``serve`` read a failed bind alike: the reason and a hint that fits it."""
+    db = tmp_path / "memory.db"
+    _seed(db)
+    taken = socket.create_server(("127.0.0.1", 0))
+    try:
+        port = taken.getsockname()[1]
+        done = subprocess.run(
+            [*_UI, "--db", str(db), "--port", str(port)],
+            env=clean_env(tmp_path),
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+    finally:
+        taken.close()
+    assert done.returncode != 0
+    assert f"cannot listen on 127.0.0.1:{port}: Address already in use" in done.stderr
+    assert "hint: is another server running there?" in done.stderr
+    assert "stopped" not in done.stderr
     assert "Traceback" not in done.stderr
 
 

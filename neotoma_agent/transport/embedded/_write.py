@@ -57,11 +57,11 @@ from ._rows import (
     settle_fields,
 )
 from ._search import index_search
+from ._store_answer import Written, answer
 from ._summaries import SUMMARIZED_TYPES, summarize
 from ._validate import check_entities, check_relationships
-from ._warnings import Advisories, advise
 
-__all__ = ["correct", "store"]
+__all__ = ["correct", "store", "write"]
 
 
 #: A name whose JSON is itself in quotes (nothing to escape).
@@ -302,6 +302,12 @@ def _refusal(
 
 def store(conn: sqlite3.Connection, body: Mapping[str, Any]) -> dict[str, Any]:
     """``POST /store``: entities and relationships under an idempotency key, atomically."""
+    written = write(conn, body)
+    return written if isinstance(written, dict) else answer(conn, written)  # dict: a replay
+
+
+def write(conn: sqlite3.Connection, body: Mapping[str, Any]) -> Written | dict[str, Any]:
+    """``store``'s checks and writes: what a fresh store wrote, or a replay's answer."""
     entities = check_entities(body.get("entities"))
     key = body.get("idempotency_key")
     if not isinstance(key, str) or not key:
@@ -337,14 +343,13 @@ def store(conn: sqlite3.Connection, body: Mapping[str, Any]) -> dict[str, Any]:
 
     now = now_iso()
 
-    out_entities: list[dict[str, Any]] = []
     ids_by_index: dict[int, str] = {}
     types_by_id: dict[str, str] = {}
     created = 0
     states: dict[str, SnapshotState] = {}
     new_ids: set[str] = set()
     written: list[int] = []  # the seqs of the observations this store wrote or found
-    advisories = Advisories()
+    entries: list[tuple[_Planned, str, dict[str, Any] | None]] = []
     for item in planned:
         ident = item.identity
         if not item.exists:
@@ -372,32 +377,9 @@ def store(conn: sqlite3.Connection, body: Mapping[str, Any]) -> dict[str, Any]:
             seqs=written,
         )
         new_ids.discard(ident.entity_id)
-        advise(
-            advisories,
-            index=item.index,
-            entity_type=item.entity_type,
-            entity_id=ident.entity_id,
-            fields=item.fields,
-            schema=schema_for(item.entity_type),
-            priority=priority,
-        )
         ids_by_index[item.index] = ident.entity_id
         types_by_id[ident.entity_id] = item.entity_type
-        existing = "existing_row:matched" if item.exists else "existing_row:none"
-        out_entities.append(
-            {
-                "entity_id": ident.entity_id,
-                "entity_type": item.entity_type,
-                "observation_id": obs_id,
-                "observation_index": item.index,
-                "action": item.action,
-                "canonical_name": ident.canonical_name,
-                "resolver_path": [*ident.resolver_path, existing],
-                "identity_basis": ident.identity_basis,
-                "identity_rule": ident.identity_rule,
-                "entity_snapshot_after": snapshot,
-            }
-        )
+        entries.append((item, obs_id, snapshot))
 
     written.reverse()  # a replay lists a source's observations newest first
     record_key(conn, key, source_id, written, now)
@@ -411,22 +393,7 @@ def store(conn: sqlite3.Connection, body: Mapping[str, Any]) -> dict[str, Any]:
         created_edges.append(
             {"relationship_type": rtype, "source_entity_id": src, "target_entity_id": dst}
         )
-
-    response: dict[str, Any] = {
-        "success": True,
-        "replayed": False,
-        "commit": True,
-        "source_id": source_id,
-        "entities_created": created,
-        "observations_created": len(planned),
-        "entities": out_entities,
-        "relationships_created": created_edges,
-    }
-    advisories.add_to(response)
-    count = _conversation_message_count(conn, planned, counts)
-    if count is not None:
-        response["conversation_message_count"] = count
-    return response
+    return Written(source_id, priority, created, entries, created_edges, counts)
 
 
 def _replay(conn: sqlite3.Connection, source_id: str, key: str) -> dict[str, Any]:
@@ -594,40 +561,6 @@ def _observe(
             state.last_observation_at,
         )
     return obs_id, dict(state.fields)
-
-
-def _conversation_message_count(
-    conn: sqlite3.Connection, planned: Sequence[_Planned], counts: Mapping[str, int]
-) -> int | None:
-    # Like the server, only a store that carries a message reports the count (samples f3, f5).
-    if not any(p.entity_type == "conversation_message" for p in planned):
-        return None
-    conversation: str | None = None
-    for item in planned:
-        if item.entity_type == "conversation":
-            # Its count was read with its row: add this store's new messages, no read.
-            if not item.exists or item.state is not None:
-                return item.message_count + counts.get(item.identity.entity_id, 0)
-            conversation = item.identity.entity_id
-            break
-    if conversation is None and counts:
-        conversation = next(iter(counts))
-    if conversation is None:
-        message = next(p for p in planned if p.entity_type == "conversation_message")
-        row = conn.execute(
-            "SELECT r.target_entity_id FROM relationships r JOIN entities e "
-            "ON e.id = r.target_entity_id WHERE r.source_entity_id = ? "
-            "AND r.relationship_type = 'PART_OF' AND e.entity_type = 'conversation' "
-            f"AND {_scope.owned('e')} LIMIT 1",
-            (message.identity.entity_id,),
-        ).fetchone()
-        if row is None:
-            return None
-        conversation = str(row[0])
-    row = conn.execute(
-        f"SELECT message_count FROM entities WHERE id = ? AND {_scope.owned()}", (conversation,)
-    ).fetchone()
-    return int(row[0]) if row else 0
 
 
 def correct(conn: sqlite3.Connection, body: Mapping[str, Any]) -> dict[str, Any]:

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from paths_support import ROOT
 
 from neotoma_agent._memory import NeotomaMemory
 from neotoma_agent.cli._show import load_transcript
@@ -20,7 +21,7 @@ from neotoma_agent.qa import audit
 from neotoma_agent.reads import collect_stats
 from neotoma_agent.transport.embedded import EmbeddedStore
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+sys.path.insert(0, str(ROOT / "benchmarks"))
 import _synth
 
 pytestmark = [pytest.mark.anyio, pytest.mark.one_backend]

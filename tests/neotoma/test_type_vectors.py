@@ -12,13 +12,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from paths_support import TESTS
 
 from neotoma_agent._neotoma.identity import IdentityError, resolve_identity, schema_for
 from neotoma_agent._neotoma.schema_table import SCHEMA_ROWS
 from neotoma_agent.exceptions import APIError
 from neotoma_agent.transport.embedded import EmbeddedStore
 
-_DOC = json.loads((Path(__file__).parent / "data" / "type-vectors.json").read_text("utf-8"))
+_DOC = json.loads((TESTS / "data" / "type-vectors.json").read_text("utf-8"))
 VECTORS: list[dict[str, Any]] = _DOC["vectors"]
 
 

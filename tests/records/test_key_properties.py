@@ -5,7 +5,7 @@ folded differently would let two ids naming one message be stored as two turns (
 overwriting the first), and keys that did not separate ``-`` would refuse a distinct turn.
 
 Examples per test come from the hypothesis profile (tests/conftest.py): a few hundred by
-default, ``pytest --hypothesis-profile=thorough tests/test_key_properties.py`` for more.
+default, ``pytest --hypothesis-profile=thorough tests/records/test_key_properties.py`` for more.
 """
 
 from __future__ import annotations

@@ -6,10 +6,10 @@ import hashlib
 import json
 import math
 import re
-from pathlib import Path
 from typing import Any
 
 import pytest
+from paths_support import ROOT, TESTS
 
 from neotoma_agent._neotoma.identity import (
     ENTITY_ID_RE,
@@ -32,8 +32,8 @@ from neotoma_agent._neotoma.identity import (
 
 _VECTOR_FILE = "identity-vectors.json"
 _VECTOR_CANDIDATES = (
-    Path(__file__).parent / "data" / _VECTOR_FILE,  # preferred: travels with the tests
-    Path(__file__).parents[2] / "shared" / "reference" / _VECTOR_FILE,
+    TESTS / "data" / _VECTOR_FILE,  # preferred: travels with the tests
+    ROOT.parent / "shared" / "reference" / _VECTOR_FILE,
 )
 
 

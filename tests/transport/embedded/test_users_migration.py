@@ -13,13 +13,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from paths_support import TESTS
 
 from neotoma_agent import EmbeddedStore, NeotomaMemory, purge_user
 from neotoma_agent._neotoma.identity import entity_id_for
 
 pytestmark = pytest.mark.anyio
 
-DATA = Path(__file__).parent / "data"
+DATA = TESTS / "data"
 
 
 def _recorder() -> Any:

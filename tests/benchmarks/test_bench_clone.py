@@ -15,12 +15,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from paths_support import ROOT
 
 from neotoma_agent._records.keys import conversation_entity_id
 from neotoma_agent.cli._show import load_transcript
 from neotoma_agent.transport.embedded import EmbeddedStore
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+sys.path.insert(0, str(ROOT / "benchmarks"))
 import _clone
 import _synth
 

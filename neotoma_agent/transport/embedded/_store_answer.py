@@ -1,0 +1,137 @@
+"""A fresh ``store``'s answer, the server's JSON: made from what the store wrote.
+
+:func:`._write.write` writes; this makes ``POST /store``'s answer of it (each entry with
+its resolver path and snapshot, the advisories, the conversation's message count). A
+turn's records path (:mod:`._turn_write`) answers from the same write without it.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Mapping, Sequence
+from typing import Any, NamedTuple, Protocol
+
+from ..._neotoma.identity import Identity, schema_for
+from . import _scope
+from ._reducer import SnapshotState
+from ._warnings import Advisories, advise
+
+__all__ = ["Planned", "Written", "answer"]
+
+
+class Planned(Protocol):
+    """One request element as the write planned it (``_write``'s plan of it)."""
+
+    @property
+    def index(self) -> int: ...
+    @property
+    def entity_type(self) -> str: ...
+    @property
+    def fields(self) -> dict[str, Any]: ...
+    @property
+    def identity(self) -> Identity: ...
+    @property
+    def exists(self) -> bool: ...
+    @property
+    def action(self) -> str: ...
+    @property
+    def state(self) -> SnapshotState | None: ...
+    @property
+    def message_count(self) -> int: ...
+
+
+class Written(NamedTuple):
+    """What a fresh ``store`` wrote, before any answer is made of it."""
+
+    source_id: str
+    priority: int
+    #: entities created (or extended)
+    created: int
+    #: each planned element, in plan order: its plan, observation id and snapshot after
+    entries: Sequence[tuple[Planned, str, dict[str, Any] | None]]
+    #: the relationships created, as the answer lists them
+    edges: list[dict[str, Any]]
+    #: new PART_OF edges per conversation (what the message count adds)
+    counts: dict[str, int]
+
+
+def answer(conn: sqlite3.Connection, written: Written) -> dict[str, Any]:
+    """``POST /store``'s answer to the fresh store ``written`` (read in its transaction)."""
+    priority, advisories = written.priority, Advisories()
+    out_entities: list[dict[str, Any]] = []
+    for item, obs_id, snapshot in written.entries:
+        ident = item.identity
+        advise(
+            advisories,
+            index=item.index,
+            entity_type=item.entity_type,
+            entity_id=ident.entity_id,
+            fields=item.fields,
+            schema=schema_for(item.entity_type),
+            priority=priority,
+        )
+        existing = "existing_row:matched" if item.exists else "existing_row:none"
+        out_entities.append(
+            {
+                "entity_id": ident.entity_id,
+                "entity_type": item.entity_type,
+                "observation_id": obs_id,
+                "observation_index": item.index,
+                "action": item.action,
+                "canonical_name": ident.canonical_name,
+                "resolver_path": [*ident.resolver_path, existing],
+                "identity_basis": ident.identity_basis,
+                "identity_rule": ident.identity_rule,
+                "entity_snapshot_after": snapshot,
+            }
+        )
+    response: dict[str, Any] = {
+        "success": True,
+        "replayed": False,
+        "commit": True,
+        "source_id": written.source_id,
+        "entities_created": written.created,
+        "observations_created": len(written.entries),
+        "entities": out_entities,
+        "relationships_created": written.edges,
+    }
+    advisories.add_to(response)
+    planned = [item for item, _, _ in written.entries]
+    count = _conversation_message_count(conn, planned, written.counts)
+    if count is not None:
+        response["conversation_message_count"] = count
+    return response
+
+
+def _conversation_message_count(
+    conn: sqlite3.Connection, planned: Sequence[Planned], counts: Mapping[str, int]
+) -> int | None:
+    # Like the server, only a store that carries a message reports the count (samples f3, f5).
+    if not any(p.entity_type == "conversation_message" for p in planned):
+        return None
+    conversation: str | None = None
+    for item in planned:
+        if item.entity_type == "conversation":
+            # Its count was read with its row: add this store's new messages, no read.
+            if not item.exists or item.state is not None:
+                return item.message_count + counts.get(item.identity.entity_id, 0)
+            conversation = item.identity.entity_id
+            break
+    if conversation is None and counts:
+        conversation = next(iter(counts))
+    if conversation is None:
+        message = next(p for p in planned if p.entity_type == "conversation_message")
+        row = conn.execute(
+            "SELECT r.target_entity_id FROM relationships r JOIN entities e "
+            "ON e.id = r.target_entity_id WHERE r.source_entity_id = ? "
+            "AND r.relationship_type = 'PART_OF' AND e.entity_type = 'conversation' "
+            f"AND {_scope.owned('e')} LIMIT 1",
+            (message.identity.entity_id,),
+        ).fetchone()
+        if row is None:
+            return None
+        conversation = str(row[0])
+    row = conn.execute(
+        f"SELECT message_count FROM entities WHERE id = ? AND {_scope.owned()}", (conversation,)
+    ).fetchone()
+    return int(row[0]) if row else 0
