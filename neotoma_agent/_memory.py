@@ -9,8 +9,9 @@ store holds, the shielded close) live in ``_phases``; results are built in
 
 from __future__ import annotations
 
+import contextlib
 import time
-from collections.abc import Coroutine, Mapping, Sequence
+from collections.abc import Coroutine, Iterator, Mapping, Sequence
 from typing import Any, Literal
 
 import attrs
@@ -58,7 +59,7 @@ from ._turn import Turn
 from ._turn_result import TurnResult, close_failure, finish, finish_attempt
 from ._util.log import bound_context
 from ._util.must_await import MustAwait
-from ._util.otel import CLOSE_TURN_SPAN, OPEN_TURN_SPAN, TURN_SPAN, explicit
+from ._util.otel import CLOSE_TURN_SPAN, OPEN_TURN_SPAN, TURN_SPAN, Explicit, explicit
 from ._util.shield import raise_deferred
 from .exceptions import TransportError, error_class_name
 from .transport._base import Entity, EntityDeletion
@@ -312,17 +313,7 @@ class NeotomaMemory(MemorySettings):
         """
         prompt = self._prepare(user_message, turn_id, turn_number, user_extra, revision, model)
         keys, user_message, turn_number = prompt.keys, prompt.user_message, prompt.turn_number
-        with (
-            bound_context(conversation_id=self.conversation_id, turn_id=keys.turn_id),
-            explicit(
-                self.transport,
-                self.conversation_id,
-                keys.turn_id,
-                turn_number,
-                user_message,
-                OPEN_TURN_SPAN,
-            ),
-        ):
+        with self._explicit(keys, turn_number, user_message, OPEN_TURN_SPAN):
             attempt = EnterAttempt()
             try:
                 opened, retrieved, history = await self._phases.enter(prompt, attempt)
@@ -408,6 +399,19 @@ class NeotomaMemory(MemorySettings):
         resume = (user_message_id, retrieved_ids, revision, turn_number)
         return await self._end_turn(turn_id, how, (refers_to, produced, tools, model), resume)
 
+    @contextlib.contextmanager
+    def _explicit(
+        self, keys: TurnKeys, turn_number: int | None, user_message: str, span: str
+    ) -> Iterator[Explicit]:
+        """One call of the explicit API: its log events bound to the turn, its trace."""
+        with (
+            bound_context(conversation_id=self.conversation_id, turn_id=keys.turn_id),
+            explicit(
+                self.transport, keys.conversation_id, keys.turn_id, turn_number, user_message, span
+            ) as traced,
+        ):
+            yield traced
+
     async def _end_turn(
         self,
         turn: str | OpenTurn,
@@ -439,17 +443,7 @@ class NeotomaMemory(MemorySettings):
         )
         started = time.perf_counter()
         keys = opened.keys
-        with (
-            bound_context(conversation_id=self.conversation_id, turn_id=keys.turn_id),
-            explicit(
-                self.transport,
-                keys.conversation_id,
-                keys.turn_id,
-                opened.turn_number,
-                "",
-                CLOSE_TURN_SPAN,
-            ) as traced,
-        ):
+        with self._explicit(keys, opened.turn_number, "", CLOSE_TURN_SPAN) as traced:
             completion = await self._phases.shielded(lambda: self._phases.close(ending))
             close_error = completion.error
             result = finish(
@@ -495,17 +489,7 @@ class NeotomaMemory(MemorySettings):
         cited = tuple(validate_entity_id(e.id if isinstance(e, Entity) else e) for e in refers_to)
         calls = merge_tools(keys.user_turn_key, check_tools(tools))
         started = time.perf_counter()
-        with (
-            bound_context(conversation_id=self.conversation_id, turn_id=keys.turn_id),
-            explicit(
-                self.transport,
-                self.conversation_id,
-                keys.turn_id,
-                turn_number,
-                user_message,
-                TURN_SPAN,
-            ) as traced,
-        ):
+        with self._explicit(keys, turn_number, user_message, TURN_SPAN) as traced:
             retrieved = EMPTY_RETRIEVAL
             if retrieve:
                 call = self._phases.retrieve(user_message)

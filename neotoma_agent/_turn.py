@@ -34,7 +34,6 @@ import sys
 import time
 from collections.abc import AsyncGenerator, AsyncIterable, Callable
 from contextlib import AbstractContextManager
-from types import TracebackType
 from typing import Any
 
 from ._engine.phase_records import Ending, EnterAttempt, Opened, Prompt
@@ -49,6 +48,7 @@ from ._records.tools import ToolLog
 from ._records.user_id import tenant_for
 from ._turn_result import TurnResult, TurnState, close_failure, finish, finish_attempt
 from ._turn_tools import TurnTools
+from ._util.exits import ExitWith
 from ._util.log import bound_context, get_logger
 from ._util.otel import TurnTrace, start_turn
 from ._util.shield import raise_deferred
@@ -70,7 +70,7 @@ def _cite_id(value: str | Entity) -> str:
     return validate_entity_id(value.id if isinstance(value, Entity) else value)
 
 
-class Turn(TurnTools):
+class Turn(TurnTools, ExitWith):
     """One turn of a conversation, as an async context manager (``memory.turn(...)``).
 
     In the body, read what memory holds (``t.retrieved``: the entities the user message
@@ -488,12 +488,7 @@ class Turn(TurnTools):
         self._open_ms = (self._body_started - self._entered_at) * 1000
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def _exit(self, exc: BaseException | None) -> None:
         try:
             await self._close(exc)
         finally:

@@ -39,17 +39,7 @@ from ..exceptions import InvalidEntityIdError, NotFoundError
 from ..transport._base import EntityDeleter, EntityDeletion, Transport
 from .identity import ENTITY_ID_RE
 
-__all__ = [
-    "DELETION_PRIORITY",
-    "Forgotten",
-    "check_entity_id",
-    "forget_conversation",
-    "forget_entity",
-    "forget_planned",
-    "plan_forget",
-    "restore_conversation",
-    "restore_entity",
-]
+# No __all__: neotoma_agent.forget lists the public names (each list in one place).
 
 #: the ``source_priority`` of Neotoma's deletion observations (``services/deletion.ts``);
 #: a restore writes at the same priority, so the newer of the two decides, and a

@@ -36,13 +36,13 @@ import re
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
-from types import TracebackType
 from typing import Any, Final, Literal, cast, get_args
 
 import attrs
 
 from .._util.clock import iso_ms as iso_ms
 from .._util.clock import now_ms as now_ms
+from .._util.exits import ExitWith, raised
 from .._util.log import get_logger
 from ..exceptions import ToolCallConflictError, TurnStateError, error_class_name
 from .text import check_plain
@@ -507,7 +507,7 @@ def check_tools(tools: object) -> tuple[ToolCall, ...]:
 # ------------------------------------------------------------------ a call in progress
 
 
-class ActiveToolCall:
+class ActiveToolCall(ExitWith):
     """A tool call in progress: ``async with t.tool(name, args) as call:`` (or ``with``).
 
     Set :attr:`result` in the body. On exit the call is recorded on its turn: ``ok`` after
@@ -616,21 +616,11 @@ class ActiveToolCall:
     async def __aenter__(self) -> ActiveToolCall:
         return self._start()
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def _exit(self, exc: BaseException | None) -> None:
         self._finish(exc)
 
     def __enter__(self) -> ActiveToolCall:
         return self._start()
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self._finish(exc)
+    def __exit__(self, *exc_info: object) -> None:
+        self._finish(raised(exc_info))

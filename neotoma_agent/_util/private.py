@@ -17,14 +17,7 @@ import tempfile
 from pathlib import Path
 from typing import Final
 
-__all__ = [
-    "DIR_MODE",
-    "FILE_MODE",
-    "private_dir",
-    "private_file",
-    "replace_private",
-    "write_private",
-]
+# No __all__: neotoma_agent.files lists the public names (each list in one place).
 
 #: the mode of every file written
 FILE_MODE: Final = 0o600

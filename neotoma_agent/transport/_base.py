@@ -12,6 +12,7 @@ from typing import Any, Protocol, TypeVar, runtime_checkable
 
 # `X as X`: explicit re-exports (mypy --strict); the package imports the results from here
 # (except the modules a coding-agent hook's prompt loads: they import ._results itself).
+from .._util.exits import ExitWith as ExitWith
 from ._query_results import ConversationPage as ConversationPage
 from ._query_results import ConversationSummaryItem as ConversationSummaryItem
 from ._query_results import ConversationSummaryPage as ConversationSummaryPage
@@ -47,23 +48,6 @@ __all__ = [
 
 
 _Closing = TypeVar("_Closing", bound="AsyncClosing")
-
-
-class ExitWith:
-    """The exit of ``async with x:`` for an object whose exit needs only the exception.
-
-    One signature for every such exit: a subclass writes ``_exit(exc)`` (``None`` after a
-    body that raised nothing); returning lets the body's exception propagate unchanged.
-    """
-
-    __slots__ = ()
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        exc = exc_info[1] if len(exc_info) > 1 else None
-        await self._exit(exc if isinstance(exc, BaseException) else None)
-
-    async def _exit(self, exc: BaseException | None) -> None:
-        raise NotImplementedError
 
 
 class AsyncClosing(ExitWith):
