@@ -187,8 +187,8 @@ async def _unprofiled_split(ours: Any, path: Path) -> dict[str, float]:
 #: ``cum`` adds a function's cumulative time (itself and what it calls), ``tot`` the time
 #: spent in the matched functions' own code.
 AREAS = (
-    # ``store``: what a turn's records run (``_store_records``), as ``POST /store`` does.
-    ("the store action (the write)", "store", "embedded/_write.py", "store", "cum"),
+    # ``write``: what a turn's records run (``_store_records``), and under ``POST /store`` too.
+    ("the store action (the write)", "store", "embedded/_write.py", "write", "cum"),
     ("  observations and snapshots", "store", "embedded/_write.py", "_observe", "cum"),
     ("  name index (bookkeeping names)", "store", "embedded/_name_index.py", "index_name", "cum"),
     ("  search index", "store", "embedded/_search.py", "index_search", "cum"),
