@@ -66,11 +66,6 @@ def current_turn() -> SyncTurn | None:
     return _CURRENT.get()
 
 
-def _of_turn() -> Any:
-    """A read-only attribute of :class:`SyncTurn` that reads its ``Turn``'s own."""
-    return forward("_turn", Turn)
-
-
 def _on_turn(method: Callable[Concatenate[Turn, P], T]) -> Callable[Concatenate[SyncTurn, P], T]:
     """A method with the signature and docstring of ``Turn.method``, called on the turn."""
 
@@ -267,47 +262,47 @@ class SyncTurn:
         """The underlying async :class:`~neotoma_agent.Turn` (its sync methods work here)."""
         return self._turn
 
-    state: TurnState = _of_turn()
+    state: TurnState = forward("_turn", Turn)
     """The turn's current :class:`~neotoma_agent.TurnState`."""
 
-    conversation_id: str = _of_turn()
+    conversation_id: str = forward("_turn", Turn)
     """The conversation id this turn belongs to."""
 
-    turn_id: str = _of_turn()
+    turn_id: str = forward("_turn", Turn)
     """This turn's id (given, or a fresh time-ordered one)."""
 
-    turn_key: str = _of_turn()
+    turn_key: str = forward("_turn", Turn)
     """The user message's ``turn_key`` (``{conversation_id}:{turn_id}``)."""
 
-    user_message: str = _of_turn()
+    user_message: str = forward("_turn", Turn)
     """The exact user text."""
 
-    user_message_id: str = _of_turn()
+    user_message_id: str = forward("_turn", Turn)
     """The stored user message's entity id (once the turn is open)."""
 
-    conversation_entity_id: str = _of_turn()
+    conversation_entity_id: str = forward("_turn", Turn)
     """The conversation's entity id (once the turn is open)."""
 
-    retrieved: tuple[Entity, ...] = _of_turn()
+    retrieved: tuple[Entity, ...] = forward("_turn", Turn)
     """The entities the user message names, best match first (bounded retrieval)."""
 
-    retrieved_ids: tuple[str, ...] = _of_turn()
+    retrieved_ids: tuple[str, ...] = forward("_turn", Turn)
     """The entity ids of :attr:`retrieved`."""
 
-    retrieval: RetrievalStats = _of_turn()
+    retrieval: RetrievalStats = forward("_turn", Turn)
     """Counts and timing of this turn's retrieval."""
 
-    history: tuple[HistoryTurn, ...] = _of_turn()
+    history: tuple[HistoryTurn, ...] = forward("_turn", Turn)
     """The conversation's last ``history_turns`` turns before this one, oldest first
     (see :attr:`neotoma_agent.Turn.history`)."""
 
-    cited_ids: tuple[str, ...] = _of_turn()
+    cited_ids: tuple[str, ...] = forward("_turn", Turn)
     """Entity ids cited so far with :meth:`cite`."""
 
-    produced_ids: tuple[str, ...] = _of_turn()
+    produced_ids: tuple[str, ...] = forward("_turn", Turn)
     """Ids of the entities :meth:`remember` recorded so far."""
 
-    result: TurnResult = _of_turn()
+    result: TurnResult = forward("_turn", Turn)
     """What the turn stored (after the ``with`` block); see
     :class:`~neotoma_agent.TurnResult`."""
 
@@ -351,7 +346,7 @@ class SyncTurn:
         the closing store (see :meth:`neotoma_agent.Turn.remember`)."""
         return self._turn.remember(entity_type, **fields)
 
-    tools: tuple[ToolCall, ...] = _of_turn()
+    tools: tuple[ToolCall, ...] = forward("_turn", Turn)
     """The tool calls recorded so far, ordered by ``invoked_at``."""
 
     def tool(self, name: str, args: Any = None, *, call_id: str | None = None) -> ActiveToolCall:
