@@ -8,6 +8,7 @@ from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from neotoma_agent import NeotomaMemory
 
+from ._forward import forward
 from ._store import GRACE_S, SyncStore
 from ._turn import SyncTurn
 
@@ -89,10 +90,8 @@ class SyncMemory:
         """The async memory underneath (for ``store.call(memory.memory.X, ...)``)."""
         return self._memory
 
-    @property
-    def conversation_id(self) -> str:
-        """The conversation this memory stores turns in."""
-        return self._memory.conversation_id
+    conversation_id: str = forward("_memory", NeotomaMemory)
+    """The conversation this memory stores turns in."""
 
     def turn(
         self,

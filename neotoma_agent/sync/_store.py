@@ -10,7 +10,6 @@ import math
 import os
 import threading
 from collections.abc import Awaitable, Callable, Coroutine
-from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
@@ -211,12 +210,7 @@ class SyncStore:
         self._require_open()
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.close()
 
     def close(self) -> None:

@@ -37,6 +37,7 @@ from neotoma_agent import (
     TurnStateError,
 )
 
+from ._forward import forward
 from ._loop import INTERRUPTS, Job, hold_interrupts, wait_event
 from ._store import GRACE_S, SyncStore
 
@@ -261,77 +262,49 @@ class SyncTurn:
         """The underlying async :class:`~neotoma_agent.Turn` (its sync methods work here)."""
         return self._turn
 
-    @property
-    def state(self) -> TurnState:
-        """The turn's current :class:`~neotoma_agent.TurnState`."""
-        return self._turn.state
+    state: TurnState = forward("_turn", Turn)
+    """The turn's current :class:`~neotoma_agent.TurnState`."""
 
-    @property
-    def conversation_id(self) -> str:
-        """The conversation id this turn belongs to."""
-        return self._turn.conversation_id
+    conversation_id: str = forward("_turn", Turn)
+    """The conversation id this turn belongs to."""
 
-    @property
-    def turn_id(self) -> str:
-        """This turn's id (given, or a fresh time-ordered one)."""
-        return self._turn.turn_id
+    turn_id: str = forward("_turn", Turn)
+    """This turn's id (given, or a fresh time-ordered one)."""
 
-    @property
-    def turn_key(self) -> str:
-        """The user message's ``turn_key`` (``{conversation_id}:{turn_id}``)."""
-        return self._turn.turn_key
+    turn_key: str = forward("_turn", Turn)
+    """The user message's ``turn_key`` (``{conversation_id}:{turn_id}``)."""
 
-    @property
-    def user_message(self) -> str:
-        """The exact user text."""
-        return self._turn.user_message
+    user_message: str = forward("_turn", Turn)
+    """The exact user text."""
 
-    @property
-    def user_message_id(self) -> str:
-        """The stored user message's entity id (once the turn is open)."""
-        return self._turn.user_message_id
+    user_message_id: str = forward("_turn", Turn)
+    """The stored user message's entity id (once the turn is open)."""
 
-    @property
-    def conversation_entity_id(self) -> str:
-        """The conversation's entity id (once the turn is open)."""
-        return self._turn.conversation_entity_id
+    conversation_entity_id: str = forward("_turn", Turn)
+    """The conversation's entity id (once the turn is open)."""
 
-    @property
-    def retrieved(self) -> tuple[Entity, ...]:
-        """The entities the user message names, best match first (bounded retrieval)."""
-        return self._turn.retrieved
+    retrieved: tuple[Entity, ...] = forward("_turn", Turn)
+    """The entities the user message names, best match first (bounded retrieval)."""
 
-    @property
-    def retrieved_ids(self) -> tuple[str, ...]:
-        """The entity ids of :attr:`retrieved`."""
-        return self._turn.retrieved_ids
+    retrieved_ids: tuple[str, ...] = forward("_turn", Turn)
+    """The entity ids of :attr:`retrieved`."""
 
-    @property
-    def retrieval(self) -> RetrievalStats:
-        """Counts and timing of this turn's retrieval."""
-        return self._turn.retrieval
+    retrieval: RetrievalStats = forward("_turn", Turn)
+    """Counts and timing of this turn's retrieval."""
 
-    @property
-    def history(self) -> tuple[HistoryTurn, ...]:
-        """The conversation's last ``history_turns`` turns before this one, oldest first
-        (see :attr:`neotoma_agent.Turn.history`)."""
-        return self._turn.history
+    history: tuple[HistoryTurn, ...] = forward("_turn", Turn)
+    """The conversation's last ``history_turns`` turns before this one, oldest first
+    (see :attr:`neotoma_agent.Turn.history`)."""
 
-    @property
-    def cited_ids(self) -> tuple[str, ...]:
-        """Entity ids cited so far with :meth:`cite`."""
-        return self._turn.cited_ids
+    cited_ids: tuple[str, ...] = forward("_turn", Turn)
+    """Entity ids cited so far with :meth:`cite`."""
 
-    @property
-    def produced_ids(self) -> tuple[str, ...]:
-        """Ids of the entities :meth:`remember` recorded so far."""
-        return self._turn.produced_ids
+    produced_ids: tuple[str, ...] = forward("_turn", Turn)
+    """Ids of the entities :meth:`remember` recorded so far."""
 
-    @property
-    def result(self) -> TurnResult:
-        """What the turn stored (after the ``with`` block); see
-        :class:`~neotoma_agent.TurnResult`."""
-        return self._turn.result
+    result: TurnResult = forward("_turn", Turn)
+    """What the turn stored (after the ``with`` block); see
+    :class:`~neotoma_agent.TurnResult`."""
 
     @property
     def reply(self) -> str:
@@ -373,10 +346,8 @@ class SyncTurn:
         the closing store (see :meth:`neotoma_agent.Turn.remember`)."""
         return self._turn.remember(entity_type, **fields)
 
-    @property
-    def tools(self) -> tuple[ToolCall, ...]:
-        """The tool calls recorded so far, ordered by ``invoked_at``."""
-        return self._turn.tools
+    tools: tuple[ToolCall, ...] = forward("_turn", Turn)
+    """The tool calls recorded so far, ordered by ``invoked_at``."""
 
     def tool(self, name: str, args: Any = None, *, call_id: str | None = None) -> ActiveToolCall:
         """Time and record one tool call: ``with t.tool(name, args) as call:``.

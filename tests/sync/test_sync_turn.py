@@ -17,7 +17,7 @@ import structlog
 from sync_support import ctrl_c, new_transport, sync_memory, sync_store
 from turn_support import capture_logs, messages, turn_record
 
-from neotoma_agent import TurnCloseError, TurnState, TurnStateError
+from neotoma_agent import TurnCloseError, TurnResult, TurnState, TurnStateError
 from neotoma_agent.sync import SyncStore, SyncTurn
 from neotoma_agent.testing import FaultyTransport, key_phase
 
@@ -95,6 +95,53 @@ def test_the_body_sees_history_and_remembers(sync_store: SyncStore) -> None:
         t.reply = f"noted {task}"
     assert t.result.produced_ids == (task,)
     assert [h.reply for h in memory.history()] == ["one", f"noted {task}"]
+
+
+#: SyncTurn's read-only attributes: each reads its async Turn's own
+FORWARDED = (
+    "state",
+    "conversation_id",
+    "turn_id",
+    "turn_key",
+    "user_message",
+    "user_message_id",
+    "conversation_entity_id",
+    "retrieved",
+    "retrieved_ids",
+    "retrieval",
+    "history",
+    "cited_ids",
+    "produced_ids",
+    "tools",
+)
+
+
+def test_the_turns_read_only_attributes_are_its_async_turns_own(sync_store: SyncStore) -> None:
+    memory = sync_memory(sync_store)
+    acme = memory.remember("company", name="Acme Corp")
+    with memory.turn("first", turn_id="t1") as t:
+        t.reply = "one"
+    with memory.turn("What about Acme Corp?", turn_id="t2") as t:
+        t.cite(acme)
+        t.record_tool("search", args={"q": "Acme"}, result="found")
+        t.remember("task", title="Call Acme")
+        # typed as the async Turn's own (mypy --strict reads these lines)
+        state: TurnState = t.state
+        ids: tuple[str, ...] = t.retrieved_ids
+        reply: str = t.reply
+        assert (state, ids, reply) == (TurnState.OPEN, (acme,), "")
+        assert {name: getattr(t, name) for name in FORWARDED} == {
+            name: getattr(t.turn, name) for name in FORWARDED
+        }
+        assert t.cited_ids == (acme,)
+        assert [h.turn_id for h in t.history] == ["t1"]
+        with pytest.raises(AttributeError, match=r"SyncTurn\.state is read-only"):
+            t.state = TurnState.COMPLETED  # type: ignore[misc]  # mypy refuses it too
+    result: TurnResult = t.result
+    assert (result, t.state) == (t.turn.result, TurnState.COMPLETED)
+    assert memory.conversation_id == memory.memory.conversation_id == "chat-1"
+    for name in FORWARDED:  # help() shows each with the async Turn's docstring
+        assert f"Turn.{name}" in (getattr(SyncTurn, name).__doc__ or "")
 
 
 def test_a_raising_body_is_abandoned_with_its_partial_reply_and_the_error_unchanged(
