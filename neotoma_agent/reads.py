@@ -26,7 +26,8 @@ Six groups of names:
   :func:`snapshot_or_none` reads one; :func:`gather_bounded` runs many reads at most a few
   at a time; :func:`bulk_reader` gives the whole-type reads a store keeps tables for.
 - **turn endings**: :func:`ending_of` and :func:`read_ending` say how a turn ended
-  (:class:`TurnEnding`) from its ``conversation_turn`` record.
+  (:class:`TurnEnding`) from its ``conversation_turn`` record; :class:`TurnView` puts a
+  turn and its ending together as ``neotoma-agent show`` prints them.
 - **counts**: :func:`collect_stats` counts what a store holds (:class:`StoreStats`:
   entities by type, turns by status, tool calls by tool).
 - **search**: :func:`search` finds what was said, in every conversation or one, as
@@ -67,6 +68,7 @@ from ._recall.paged import Scan as Scan
 from ._recall.paged import gather_bounded as gather_bounded
 from ._recall.paged import scan_entities as scan_entities
 from ._recall.paged import snapshot_or_none as snapshot_or_none
+from ._recall.tool_reads import StoredToolCall
 from ._recall.turn_record import AUDIT_REPAIR_REASON as _AUDIT_REPAIR_REASON
 from ._recall.turn_record import TurnEnding as TurnEnding
 from ._recall.turn_record import ending_of as ending_of
@@ -115,6 +117,7 @@ __all__ = [
     "StoredTurn",
     "TurnEnding",
     "TurnRole",
+    "TurnView",
     "bulk_reader",
     "collect_stats",
     "conversation_entity_id",
@@ -474,6 +477,75 @@ async def turn_ending(transport: Transport, turn: StoredTurn) -> TurnEnding | No
     """How a turn of :func:`read_conversation` ended (:func:`read_ending` on its record);
     ``None`` when the turn has no record (messages another client wrote)."""
     return None if turn.record is None else await read_ending(transport, turn.record)
+
+
+@attrs.frozen
+class TurnView:
+    """One turn: its messages (user first) and how it ended.
+
+    ``status`` is the turn record's: ``completed``, ``abandoned`` or ``open`` (in flight,
+    or orphaned by a crash), or ``unknown`` when no turn record exists (messages written by
+    another client). ``repaired`` marks a turn ``audit --repair`` closed as abandoned.
+    """
+
+    #: the stored ``turn_number`` (as ``memory.history()`` reports it) where the turn has
+    #: one, else the turn's position in the conversation (1-based)
+    number: int
+    turn_id: str
+    status: str
+    messages: tuple[StoredMessage, ...]
+    error_class: str | None = None
+    repaired: bool = False
+    turn_record_id: str | None = None
+    #: the tool calls the turn made, with their arguments and results as stored
+    tools: tuple[StoredToolCall, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON form ``neotoma-agent show --json`` prints (and the web view serves)."""
+        return {
+            "turn": self.number,
+            "turn_id": self.turn_id,
+            "status": self.status,
+            "abandoned": self.status == "abandoned",
+            "repaired": self.repaired,
+            "error_class": self.error_class,
+            "turn_record_id": self.turn_record_id,
+            "messages": [_message_json(m) for m in self.messages],
+            "tools": [c.to_json() for c in self.tools],
+        }
+
+    @classmethod
+    def of(cls, turn: StoredTurn, ending: TurnEnding | None, *, position: int) -> TurnView:
+        """The view of a stored turn and its ending (:func:`turn_ending`); ``position`` is
+        its place in the conversation (1-based), the number a turn without a stored
+        ``turn_number`` shows."""
+        stored = turn.turn_number
+        return cls(
+            number=stored if stored is not None else position,
+            turn_id=turn.turn_id,
+            status=turn.status,
+            messages=turn.messages,
+            error_class=ending.error_class
+            if ending is not None and turn.status == "abandoned"
+            else None,
+            repaired=ending is not None and ending.repaired,
+            turn_record_id=turn.record.entity_id if turn.record is not None else None,
+            tools=turn.tools,
+        )
+
+
+def _message_json(message: StoredMessage) -> dict[str, Any]:
+    """A message as ``show --json`` prints it."""
+    return {
+        "role": message.role,
+        "entity_id": message.entity_id,
+        "turn_key": message.turn_key,
+        "content": message.content,
+        "refers_to": [
+            {"entity_id": r.entity_id, "entity_type": r.entity_type, "name": r.name}
+            for r in message.refers_to
+        ],
+    }
 
 
 for _name in __all__:

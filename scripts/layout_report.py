@@ -21,6 +21,10 @@ prints today's figures beside issue 40's targets:
   A wing importing its own private modules is not counted. The wings of ``DOORS`` keep
   theirs in one module, ``<wing>/_core.py``: an import of a private core module from any
   other of their modules is a violation, whatever the ceiling.
+- **wing → other wing private imports**: per wing, the distinct (module of the wing, private
+  module of another wing) pairs (``ui`` importing ``server._guard``): a wing uses another
+  wing through its public names, as a user would. The entry points (``ENTRY_POINTS``)
+  belong to no wing and are not counted.
 
 ``tests/test_layout.py`` runs :func:`measure` and holds the line against the ceilings in
 ``CEILINGS`` (:func:`violations`; ``--check`` prints them and exits 1 when there are any):
@@ -62,6 +66,7 @@ TARGETS: Mapping[str, int] = {
     "core_nonlocal": 4,
     "wing_private_imports": 5,
     "core_wing_imports": 0,
+    "wing_cross_imports": 0,
 }
 
 #: The ratchet tests/test_layout.py holds: today's figures. Lower a ceiling when the code
@@ -83,6 +88,17 @@ CEILINGS: Mapping[str, object] = {
         "hooks": 1,
         "integrations": 0,
         "qa": 1,
+        "server": 0,
+        "sync": 0,
+        "ui": 0,
+    },
+    # per wing, the (wing module, another wing's private module) pairs today: the cli is
+    # each wing's command front-end (CONTRIBUTING's "Private imports a wing keeps" names them)
+    "wing_cross_imports": {
+        "cli": 6,
+        "hooks": 0,
+        "integrations": 0,
+        "qa": 0,
         "server": 0,
         "sync": 0,
         "ui": 0,
@@ -124,6 +140,7 @@ class Report:
     core_nonlocal: dict[str, int]
     wing_private_imports: dict[str, list[list[str]]] = field(default_factory=dict)
     core_wing_imports: list[list[str]] = field(default_factory=list)
+    wing_cross_imports: dict[str, list[list[str]]] = field(default_factory=dict)
 
     def counts(self) -> dict[str, int]:
         """One number per figure, the issue's targets' keys."""
@@ -134,6 +151,7 @@ class Report:
             "core_nonlocal": sum(self.core_nonlocal.values()),
             "wing_private_imports": sum(len(v) for v in self.wing_private_imports.values()),
             "core_wing_imports": len(self.core_wing_imports),
+            "wing_cross_imports": sum(len(v) for v in self.wing_cross_imports.values()),
         }
 
 
@@ -285,14 +303,19 @@ def measure(root: Path = ROOT) -> Report:
         if not m.is_package
     }
     wing_imports: dict[str, list[list[str]]] = {wing: [] for wing in WINGS}
+    cross_imports: dict[str, list[list[str]]] = {wing: [] for wing in WINGS}
     core_wing: list[list[str]] = []
     for m in modules.values():
         if m.wing is None and m.name not in ENTRY_POINTS:
             core_wing.extend([m.name, t] for t in sorted(m.imports) if modules[t].wing)
             continue
         for target in sorted(m.imports):
-            if modules[target].wing is None and is_private(target):
+            if not is_private(target):
+                continue
+            if modules[target].wing is None:
                 wing_imports[m.wing].append([m.name, target])
+            elif m.wing is not None and modules[target].wing != m.wing:
+                cross_imports[m.wing].append([m.name, target])
     root_private = sorted(
         m.name
         for m in modules.values()
@@ -317,6 +340,7 @@ def measure(root: Path = ROOT) -> Report:
         },
         wing_private_imports=dict(sorted(wing_imports.items())),
         core_wing_imports=sorted(core_wing),
+        wing_cross_imports=dict(sorted(cross_imports.items())),
     )
 
 
@@ -363,6 +387,17 @@ def violations(report: Report, ceilings: Mapping[str, object] = CEILINGS) -> lis
                     f"modules); a name the {wing} wing genuinely needs privately goes "
                     f"through {wing}/_core.py, named with its reason in CONTRIBUTING"
                 )
+    cross_ceilings = ceilings["wing_cross_imports"]
+    assert isinstance(cross_ceilings, Mapping)
+    for wing, pairs in report.wing_cross_imports.items():
+        ceiling = cross_ceilings.get(wing, 0)
+        if len(pairs) > ceiling:
+            found.append(
+                f"the {wing} wing imports private modules of other wings {len(pairs)} times "
+                f"(ceiling {ceiling}): use the other wing's public names (its package's "
+                "__all__), or add what is needed there, documented; do not raise the "
+                "ceiling in scripts/layout_report.py"
+            )
     root_ceiling = ceilings["root_private_modules"]
     assert isinstance(root_ceiling, int)
     if len(report.root_private_modules) > root_ceiling:
@@ -395,6 +430,7 @@ def render(report: Report) -> str:
         "core_nonlocal": "`nonlocal` statements in the core",
         "wing_private_imports": "wing -> private core imports",
         "core_wing_imports": "core -> wing imports",
+        "wing_cross_imports": "wing -> other wing private imports",
     }
     rows = [(label, counts[key], TARGETS[key]) for key, label in labels.items()]
     out = [
@@ -418,6 +454,10 @@ def render(report: Report) -> str:
         "wing -> private core imports:",
     ]
     for wing, pairs in report.wing_private_imports.items():
+        out.append(f"  {wing} {len(pairs)}")
+        out.extend(f"    {src} -> {dst}" for src, dst in pairs)
+    out.append("wing -> other wing private imports:")
+    for wing, pairs in report.wing_cross_imports.items():
         out.append(f"  {wing} {len(pairs)}")
         out.extend(f"    {src} -> {dst}" for src, dst in pairs)
     return "\n".join(out)

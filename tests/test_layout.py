@@ -2,7 +2,8 @@
 
 No import cycle beyond the ones listed, no module over 700 lines beyond the ones listed (and
 those do not grow), no more ``nonlocal`` in the core and no wing importing more private core
-modules than today, no core module importing a wing. A ceiling above today's figure fails
+modules than today, no wing importing another wing's private modules beyond today's, no core
+module importing a wing. A ceiling above today's figure fails
 too, so an improvement is locked in: lower the ceiling in ``CEILINGS`` in the same commit.
 """
 
@@ -100,6 +101,12 @@ def test_no_ceiling_is_above_todays_figure(today: Any) -> None:
     assert not fewer, (
         f"wings import fewer private core modules ({fewer}): lower their ceilings in "
         "CEILINGS['wing_private_imports'] in scripts/layout_report.py"
+    )
+    cross = {wing: len(pairs) for wing, pairs in today.wing_cross_imports.items()}
+    fewer = {wing: n for wing, n in cross.items() if n < ceilings["wing_cross_imports"][wing]}
+    assert not fewer, (
+        f"wings import fewer private modules of other wings ({fewer}): lower their ceilings "
+        "in CEILINGS['wing_cross_imports'] in scripts/layout_report.py"
     )
 
 
@@ -234,6 +241,58 @@ def test_a_qa_module_importing_a_private_core_module_fails(package: Path, today:
     assert len(found) == 2
     assert f"the qa wing imports private core modules {held + 1} times (ceiling {held})" in found[0]
     assert "outside qa/_core.py" in found[1]
+
+
+@pytest.mark.parametrize(
+    ("wing", "module", "other"),
+    [
+        ("ui", "_app", "neotoma_agent.server._guard"),
+        ("ui", "_views", "neotoma_agent.cli._show"),
+        ("qa", "_scan", "neotoma_agent.hooks._state"),
+        ("server", "_app", "neotoma_agent.ui._views"),
+    ],
+)
+def test_a_wing_importing_another_wings_private_module_fails(
+    package: Path, today: Any, wing: str, module: str, other: str
+) -> None:
+    """A wing uses another wing by its public names (the web view reaching into the server's
+    guard or the cli's printing is one wing leaning on another's internals)."""
+    held = len(today.wing_cross_imports[wing])
+    _append(package / wing / f"{module}.py", f"\nimport {other}  # noqa: E402,F401\n")
+    report = layout.measure(package)
+    assert [f"neotoma_agent.{wing}.{module}", other] in report.wing_cross_imports[wing]
+    # not a private *core* import: the core figure does not move
+    assert report.wing_private_imports == today.wing_private_imports
+    found = layout.violations(report)
+    assert found == [
+        f"the {wing} wing imports private modules of other wings {held + 1} times "
+        f"(ceiling {held}): use the other wing's public names (its package's __all__), or "
+        "add what is needed there, documented; do not raise the ceiling in "
+        "scripts/layout_report.py"
+    ]
+
+
+def test_a_wing_importing_another_wings_public_names_is_not_counted(package: Path) -> None:
+    _append(
+        package / "ui" / "_html.py",
+        "\nfrom neotoma_agent.server import local_guard  # noqa: E402,F401\n"
+        "from neotoma_agent.qa import audit  # noqa: E402,F401\n",
+    )
+    report = layout.measure(package)
+    assert report.wing_cross_imports["ui"] == []
+    assert layout.violations(report) == []
+
+
+def test_contributing_names_the_cli_front_ends_imports_of_other_wings(today: Any) -> None:
+    """The cli is each wing's command front-end: every private module of another wing it
+    imports is named, with its reason, in CONTRIBUTING (and nothing more is)."""
+    text = (ROOT / "CONTRIBUTING.md").read_text(encoding="utf-8")
+    start = text.index("- **Other wings' private modules the cli takes**")
+    paragraph = " ".join(text[start : text.index("\n\n", start)].split())
+    named = set(re.findall(r"`((?:qa|hooks|server|ui|sync|integrations)\._[a-z_]+)`", paragraph))
+    taken = {dst.removeprefix("neotoma_agent.") for _, dst in today.wing_cross_imports["cli"]}
+    assert taken == named
+    assert all(today.wing_cross_imports[w] == [] for w in layout.WINGS if w != "cli")
 
 
 def _kept_paragraph() -> str:

@@ -219,6 +219,7 @@ EXPECTED_READS = {
     "StoredMessage",
     "StoredTurn",
     "TurnEnding",
+    "TurnView",
     "TurnRole",
     "bulk_reader",
     "collect_stats",

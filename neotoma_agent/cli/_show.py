@@ -20,9 +20,7 @@ import attrs
 from .. import RelatedEntity, StoredToolCall, Transport
 from ..reads import (
     ConversationList,
-    StoredMessage,
-    StoredTurn,
-    TurnEnding,
+    TurnView,
     gather_bounded,
     list_conversations,
     printer,
@@ -44,48 +42,10 @@ from ._common import (
 
 __all__ = [
     "Transcript",
-    "TurnView",
     "load_transcript",
     "register",
     "render_transcript",
-    "turn_view",
 ]
-
-
-@attrs.frozen
-class TurnView:
-    """One turn: its messages (user first) and how it ended.
-
-    ``status`` is the turn record's: ``completed``, ``abandoned`` or ``open`` (in flight,
-    or orphaned by a crash), or ``unknown`` when no turn record exists (messages written by
-    another client). ``repaired`` marks a turn ``audit --repair`` closed as abandoned.
-    """
-
-    #: the stored ``turn_number`` (as ``memory.history()`` reports it) where the turn has
-    #: one, else the turn's position in the conversation (1-based)
-    number: int
-    turn_id: str
-    status: str
-    messages: tuple[StoredMessage, ...]
-    error_class: str | None = None
-    repaired: bool = False
-    turn_record_id: str | None = None
-    #: the tool calls the turn made, with their arguments and results as stored
-    tools: tuple[StoredToolCall, ...] = ()
-
-    def to_json(self) -> dict[str, Any]:
-        """The JSON form ``show --json`` prints."""
-        return {
-            "turn": self.number,
-            "turn_id": self.turn_id,
-            "status": self.status,
-            "abandoned": self.status == "abandoned",
-            "repaired": self.repaired,
-            "error_class": self.error_class,
-            "turn_record_id": self.turn_record_id,
-            "messages": [_message_json(m) for m in self.messages],
-            "tools": [c.to_json() for c in self.tools],
-        }
 
 
 @attrs.frozen
@@ -106,38 +66,6 @@ class Transcript:
 def _label(entity: RelatedEntity) -> str:
     """``Acme Corp (company)``."""
     return f"{entity.name} ({entity.entity_type})" if entity.entity_type else entity.name
-
-
-def _message_json(message: StoredMessage) -> dict[str, Any]:
-    """A message as ``show --json`` prints it."""
-    return {
-        "role": message.role,
-        "entity_id": message.entity_id,
-        "turn_key": message.turn_key,
-        "content": message.content,
-        "refers_to": [
-            {"entity_id": r.entity_id, "entity_type": r.entity_type, "name": r.name}
-            for r in message.refers_to
-        ],
-    }
-
-
-def turn_view(position: int, turn: StoredTurn, ending: TurnEnding | None) -> TurnView:
-    # The stored turn number where the turn has one (what ``memory.history()`` reports),
-    # else its position in the conversation.
-    stored = turn.turn_number
-    return TurnView(
-        number=stored if stored is not None else position,
-        turn_id=turn.turn_id,
-        status=turn.status,
-        messages=turn.messages,
-        error_class=ending.error_class
-        if ending is not None and turn.status == "abandoned"
-        else None,
-        repaired=ending is not None and ending.repaired,
-        turn_record_id=turn.record.entity_id if turn.record is not None else None,
-        tools=turn.tools,
-    )
 
 
 async def load_transcript(transport: Transport, conversation_id: str) -> Transcript:
@@ -163,7 +91,7 @@ async def load_transcript(transport: Transport, conversation_id: str) -> Transcr
         title=title if isinstance(title, str) else None,
         platform=stored_platform(fields),
         turns=tuple(
-            turn_view(n, t, e)
+            TurnView.of(t, e, position=n)
             for n, (t, e) in enumerate(zip(stored.turns, endings, strict=True), 1)
         ),
     )

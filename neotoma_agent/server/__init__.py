@@ -18,6 +18,12 @@ The package: ``_replies`` (how a refusal is shaped: envelopes, HTML pages, Zod i
 ``_validate`` (request bodies decoded and checked per route), ``_routes`` (one handler per
 route, forwarding to the store), ``_guard`` (Host, Origin, proxies), ``_app`` (auth, the
 middlewares, the app factory, running it).
+
+Another local web app on a store (``neotoma-agent ui`` is one) guards itself with the same
+parts: :func:`local_guard` as its first middleware with :func:`allowed_hosts` for the names
+it is bound to, :class:`Callers` for the tokens it accepts (each a :class:`Caller`), and
+:func:`store_for` for the store as a caller's user sees it (kept on the request under a
+:func:`scoped_key`).
 """
 
 from neotoma_agent.server._app import (
@@ -29,15 +35,23 @@ from neotoma_agent.server._app import (
     serve,
     serving,
 )
+from neotoma_agent.server._guard import allowed_hosts, local_guard
 from neotoma_agent.server._routes import Handler
+from neotoma_agent.server._users import Caller, Callers, scoped_key, store_for
 
 __all__ = [
     "DEFAULT_MAX_BODY_SIZE",
+    "Caller",
+    "Callers",
     "Handler",
     "Middleware",
+    "allowed_hosts",
     "create_app",
     "is_loopback_host",
+    "local_guard",
     "run_server",
+    "scoped_key",
     "serve",
     "serving",
+    "store_for",
 ]

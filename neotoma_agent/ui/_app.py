@@ -23,8 +23,7 @@ from .. import Transport
 from ..exceptions import NeotomaError
 from ..log import get_logger
 from ..reads import IdentityError
-from ..server._guard import allowed_hosts, local_guard
-from ..server._users import Caller, Callers, scoped_key, store_for
+from ..server import Caller, Callers, allowed_hosts, local_guard, scoped_key, store_for
 from . import _views
 from ._html import render
 

@@ -23,12 +23,12 @@ import anyio
 import attrs
 
 from .. import Entity, SummaryReader, Transport, outbox_status
-from ..cli._show import turn_view
 from ..exceptions import NeotomaError, NotFoundError
 from ..qa import audit
 from ..reads import (
     BOOKKEEPING_TYPES,
     StoredTurn,
+    TurnView,
     collect_stats,
     conversation_entity_id,
     gather_bounded,
@@ -260,7 +260,7 @@ async def conversation_view(
     endings = await gather_bounded([functools.partial(turn_ending, transport, t) for t in turns])
     views = []
     for turn, ending in zip(turns, endings, strict=True):
-        view = turn_view(0, turn, ending).to_json()
+        view = TurnView.of(turn, ending, position=0).to_json()
         # One numbering: the stored turn number, or none (a page does not know positions).
         view["turn"] = turn.turn_number
         view["reason"] = ending.reason if ending is not None else None
