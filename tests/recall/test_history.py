@@ -346,17 +346,28 @@ async def test_a_route_that_never_ends_its_pages_still_ends_the_read(store: Tran
 async def test_a_page_changed_by_its_reader_reads_back_as_stored(store: Transport) -> None:
     # A store that keeps decoded rows between reads (the embedded store does) must hand
     # each reader its own: one caller's changes never reach the next answer.
-    await _turns(store, 3)
+    m = memory(store, "chat-1", history_turns=0)
+    for i in range(1, 4):  # the records list the entity ids they retrieved and stored
+        async with m.turn(f"question {i}", turn_id=f"t{i}") as t:
+            t.reply = f"answer {i}"
     reader = cast(ConversationReader, store)
     entity_id = conversation_entity_id("chat-1")
     first = await reader.recent_conversation(entity_id, limit=6)
     assert first.turn_records
+    lists = 0
     for record in first.turn_records:
+        for value in record.snapshot.values():
+            if isinstance(value, list):  # a record's entity-id lists, kept decoded too
+                value.append("tampered")
+                lists += 1
         cast(dict[str, Any], record.snapshot)["status"] = "tampered"
         cast(dict[str, Any], record.provenance).clear()
+    assert lists
     again = await reader.recent_conversation(entity_id, limit=6)
     assert again.turn_records
     assert {r.snapshot["status"] for r in again.turn_records} == {"completed"}
+    for record in again.turn_records:
+        assert not [v for v in record.snapshot.values() if isinstance(v, list) and "tampered" in v]
     assert all(r.provenance for r in again.turn_records)
     assert [m.content for m in again.messages] == [m.content for m in first.messages]
 

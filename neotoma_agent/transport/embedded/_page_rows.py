@@ -7,7 +7,8 @@ text itself (and the row's other columns that the decode reads), so a row that c
 a new key: a hit is exactly what decoding would give.
 
 Only what cannot be changed through an answer is kept: messages whose page fields are all
-scalars, and turn records whose fields and provenance are; each answer gets its own dicts.
+scalars, and turn records whose fields are scalars or lists of scalars (a record's entity-id
+lists) and whose provenance is text; each answer gets its own dicts and lists.
 Texts past :data:`_MAX_TEXT` characters (a long message) are decoded every time, so the
 memos stay small (at most :data:`_MAX_ENTRIES` each, emptied when full).
 """
@@ -79,11 +80,18 @@ def turn_record(
         record = snapshot_record(entity_id, entity_type, state)
         if not (
             len(snapshot) <= _MAX_TEXT
-            and all(type(v) in _SCALARS for v in state.fields.values())
+            and all(_kept(v) for v in state.fields.values())
             and all(type(v) is str for v in state.provenance.values())
         ):
             return record
         _remember(_records, key, record)
-    # The memo's dicts are never handed out: a caller may change what it was given.
-    fields, provenance = dict(record["snapshot"]), dict(record["provenance"])
-    return {**record, "snapshot": fields, "provenance": provenance}
+    # The memo's dicts and lists are never handed out: a caller may change what it was given.
+    fields = {k: v[:] if type(v) is list else v for k, v in record["snapshot"].items()}
+    return {**record, "snapshot": fields, "provenance": dict(record["provenance"])}
+
+
+def _kept(value: Any) -> bool:
+    # A scalar, or a list of scalars: copied on the way out, a caller cannot change the memo's.
+    if type(value) is list:
+        return all(type(v) in _SCALARS for v in value)
+    return type(value) in _SCALARS
