@@ -21,6 +21,21 @@ from cli_support import clean_env, default_sigint, serving
 
 from neotoma_agent import EmbeddedStore, NeotomaMemory
 
+#: the command, as a person types it
+_UI = [sys.executable, "-m", "neotoma_agent.cli", "ui"]
+
+
+def _start(tmp_path: Path, argv: list[str]) -> subprocess.Popen[str]:
+    """The command running as a person starts it: its own environment, Ctrl-C delivered."""
+    return subprocess.Popen(
+        argv,
+        env=clean_env(tmp_path),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=default_sigint,
+    )
+
 
 def _seed(db: Path) -> None:
     async def main() -> None:
@@ -67,14 +82,7 @@ def test_ui_serves_the_store_read_only_behind_a_new_token_and_stops_on_sigint(
     db = tmp_path / "memory.db"
     _seed(db)
     before = db.stat().st_mtime_ns
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "neotoma_agent.cli", "ui", "--db", str(db), "--port", "0"],
-        env=clean_env(tmp_path),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        preexec_fn=default_sigint,
-    )
+    proc = _start(tmp_path, [*_UI, "--db", str(db), "--port", "0"])
     try:
         assert proc.stdout is not None
         line = proc.stdout.readline()
@@ -148,14 +156,7 @@ def test_ui_reads_its_token_from_a_file_never_from_argv(tmp_path: Path) -> None:
     secret.write_text(token + "\n")
     secret.chmod(0o600)
     argv = [sys.executable, "-m", "neotoma_agent.cli", "ui", "--db", str(db), "--port", "0"]
-    proc = subprocess.Popen(
-        [*argv, "--ui-token-file", str(secret)],
-        env=clean_env(tmp_path),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        preexec_fn=default_sigint,
-    )
+    proc = _start(tmp_path, [*argv, "--ui-token-file", str(secret)])
     try:
         assert proc.stdout is not None
         page = proc.stdout.readline().split()[3].rstrip(";")
@@ -177,9 +178,6 @@ def test_ui_reads_its_token_from_a_file_never_from_argv(tmp_path: Path) -> None:
             proc.communicate()
     assert proc.returncode == 0, err
     assert token not in out + err
-
-
-_UI = [sys.executable, "-m", "neotoma_agent.cli", "ui"]
 
 
 def test_ui_with_a_missing_token_file_is_one_line_of_error(tmp_path: Path) -> None:
@@ -237,14 +235,7 @@ def test_ui_with_users_shows_each_token_its_user_s_memory(tmp_path: Path) -> Non
     users.write_text("tok-alice-SECRET alice\ntok-bob-SECRET bob\n")
     users.chmod(0o600)
     args = ["ui", "--db", str(db), "--port", "0", "--users", str(users)]
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "neotoma_agent.cli", *args],
-        env=clean_env(tmp_path),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        preexec_fn=default_sigint,
-    )
+    proc = _start(tmp_path, [sys.executable, "-m", "neotoma_agent.cli", *args])
     try:
         assert proc.stdout is not None
         page = proc.stdout.readline().split()[3].rstrip(";")
@@ -291,14 +282,7 @@ def test_ui_with_user_shows_that_user_s_memory_alone(tmp_path: Path) -> None:
     secret.write_text(token + "\n")
     secret.chmod(0o600)
     args = ["--db", str(db), "--port", "0", "--ui-token-file", str(secret), "--user", "alice"]
-    proc = subprocess.Popen(
-        [*_UI, *args],
-        env=clean_env(tmp_path),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        preexec_fn=default_sigint,
-    )
+    proc = _start(tmp_path, [*_UI, *args])
     try:
         assert proc.stdout is not None
         page = proc.stdout.readline().split()[3].rstrip(";")
