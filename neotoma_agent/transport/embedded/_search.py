@@ -41,7 +41,7 @@ from ...exceptions import EmptySearchQueryError, ValidationError
 from . import _scope
 from ._errors import flat_error, invalid_format
 from ._page_rows import decode_fields
-from ._rows import decode_entity, decode_state, encode_entity, entity_text
+from ._rows import decode_entity, decode_state, encode_entity, entity_text, owned_entity
 from ._validate import bounded_int
 
 __all__ = ["backfill", "index_search", "rebuild", "text_search"]
@@ -156,11 +156,8 @@ def _hit(
     cache: dict[str | bytes, str | None],
 ) -> dict[str, Any] | None:
     entity_id = decode_entity(packed)
-    row = conn.execute(
-        "SELECT entity_type, canonical_name, json_extract(snapshot, '$.f') FROM entities "
-        f"WHERE id = ? AND {_scope.owned()}",
-        (entity_id,),
-    ).fetchone()
+    columns = "entity_type, canonical_name, json_extract(snapshot, '$.f')"
+    row = owned_entity(conn, columns, entity_id)
     if row is None:
         return None
     entity_type, name, fields_text = row
