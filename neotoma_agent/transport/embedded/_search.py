@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Mapping
-from typing import Any, Final
+from typing import Any
 
 from ..._recall.search_text import (
     ENTITY_KIND,
@@ -89,28 +89,23 @@ def index_search(
         conn.execute("INSERT INTO search_text (rowid, text) VALUES (?, ?)", (doc, after))
 
 
-_BATCH: Final = 1000
-
-
 def backfill(conn: sqlite3.Connection) -> None:
     """The rows of every live entity, into an empty index (the version-8 migration)."""
-    last = ""
-    while True:
-        rows = conn.execute(
-            "SELECT id, entity_type, snapshot, observation_count, last_observation_at "
-            "FROM entities WHERE id > ? ORDER BY id LIMIT ?",
-            (last, _BATCH),
-        ).fetchall()
-        if not rows:
-            return
-        for entity_id, entity_type, doc, count, observed in rows:
-            if entity_type != _MESSAGE and entity_type in BOOKKEEPING_TYPES:
-                continue
-            state = decode_state(doc, count, observed)
-            text = None if state.deleted else doc_text(entity_type, state.fields)
-            if text is not None:
-                _insert(conn, encode_entity(entity_id), text)
-        last = rows[-1][0]
+    from ._scan import keyset_rows  # a migration's or a purge's: never a hook's (see there)
+
+    rows = keyset_rows(
+        conn,
+        "SELECT id, entity_type, snapshot, observation_count, last_observation_at "
+        "FROM entities WHERE id > ? ORDER BY id LIMIT ?",
+        "",
+    )
+    for entity_id, entity_type, doc, count, observed in rows:
+        if entity_type != _MESSAGE and entity_type in BOOKKEEPING_TYPES:
+            continue
+        state = decode_state(doc, count, observed)
+        text = None if state.deleted else doc_text(entity_type, state.fields)
+        if text is not None:
+            _insert(conn, encode_entity(entity_id), text)
 
 
 def rebuild(conn: sqlite3.Connection) -> None:

@@ -149,31 +149,26 @@ def summarize(
         _add_turn(conn, after[0], after[1], 1)
 
 
-_BATCH: Final = 1000
-
-
 def backfill(conn: sqlite3.Connection) -> None:
     """The summary rows of a store written before them (the version-5 migration).
 
     Conversations are decoded row by row (few); turn records are counted by SQL, grouped by
     the two fields that place them, and placed as :func:`summarize` places one.
     """
-    last = ""
-    while True:
-        rows = conn.execute(
-            "SELECT id, snapshot, observation_count, last_observation_at FROM entities "
-            "WHERE entity_type = 'conversation' AND id > ? ORDER BY id LIMIT ?",
-            (last, _BATCH),
-        ).fetchall()
-        if not rows:
-            break
-        for entity_id, doc, count, observed in rows:
-            state = decode_state(doc, count, observed)
-            conn.execute(
-                _UPSERT_CONVERSATION,
-                _conversation_row(entity_id, state.fields, state.deleted, observed),
-            )
-        last = rows[-1][0]
+    from ._scan import keyset_rows  # a migration's: never a hook's (see there)
+
+    conversations = keyset_rows(
+        conn,
+        "SELECT id, snapshot, observation_count, last_observation_at FROM entities "
+        "WHERE entity_type = 'conversation' AND id > ? ORDER BY id LIMIT ?",
+        "",
+    )
+    for entity_id, doc, count, observed in conversations:
+        state = decode_state(doc, count, observed)
+        conn.execute(
+            _UPSERT_CONVERSATION,
+            _conversation_row(entity_id, state.fields, state.deleted, observed),
+        )
     groups = conn.execute(
         "SELECT json_extract(snapshot, '$.f.session_id'), json_extract(snapshot, '$.f.status'), "
         "count(*) FROM entities WHERE entity_type = 'conversation_turn' "
