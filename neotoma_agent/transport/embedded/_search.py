@@ -41,6 +41,7 @@ from ...exceptions import EmptySearchQueryError, ValidationError
 from . import _scope
 from ._errors import flat_error, invalid_format
 from ._page_rows import decode_fields
+from ._reducer import SnapshotChange
 from ._rows import decode_entity, decode_state, encode_entity, entity_text, owned_entity
 from ._validate import bounded_int
 
@@ -52,22 +53,15 @@ def _insert(conn: sqlite3.Connection, packed: str | bytes, text: str) -> None:
     conn.execute("INSERT INTO search_text (rowid, text) VALUES (?, ?)", (cur.lastrowid, text))
 
 
-def index_search(
-    conn: sqlite3.Connection,
-    entity_id: str,
-    entity_type: str,
-    old_fields: Mapping[str, Any],
-    old_deleted: bool,
-    fields: Mapping[str, Any],
-    deleted: bool,
-) -> None:
-    """Move the entity's row as one observation moved its snapshot (from ``old_*`` to
-    ``fields`` / ``deleted``): nothing to do unless its text or its deletion changed."""
-    before = None if old_deleted or not old_fields else doc_text(entity_type, old_fields)
-    after = None if deleted else doc_text(entity_type, fields)
+def index_search(conn: sqlite3.Connection, change: SnapshotChange) -> None:
+    """Move the entity's row as one observation moved its snapshot (``change``): nothing to
+    do unless its text or its deletion changed."""
+    kind, old = change.entity_type, change.old_fields
+    before = None if change.old_deleted or not old else doc_text(kind, old)
+    after = None if change.deleted else doc_text(kind, change.fields)
     if before == after:
         return
-    packed = encode_entity(entity_id)
+    packed = encode_entity(change.entity_id)
     if before is None:
         if after is not None:
             _insert(conn, packed, after)
