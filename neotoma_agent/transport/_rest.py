@@ -8,6 +8,7 @@ same bodies, and a difference between them can only be in the store.
 
 from __future__ import annotations
 
+import sys
 import urllib.parse
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -30,8 +31,13 @@ from ._base import (
     RelationshipSnapshot,
     StoreResult,
 )
-from ._bodies import present, store_body
+from ._bodies import StoreOptions, present, store_body
 from ._search_results import SEARCH_ACTION, SearchResult
+
+if sys.version_info >= (3, 11):
+    from typing import Unpack
+else:
+    from typing_extensions import Unpack
 
 __all__ = ["RestActions", "present", "store_arguments", "store_body"]
 
@@ -63,29 +69,13 @@ class RestActions(AsyncClosing):
         raise NotImplementedError
 
     async def store(
-        self,
-        entities: Sequence[Mapping[str, Any]],
-        *,
-        idempotency_key: str,
-        relationships: Sequence[Mapping[str, Any]] = (),
-        source_priority: int | None = None,
-        observation_source: str | None = None,
-        strict: bool = False,
-        lane: str | None = None,
-        deferrable: bool = False,
+        self, entities: Sequence[Mapping[str, Any]], **options: Unpack[StoreOptions]
     ) -> StoreResult:
         """``POST /store``; entries come back aligned to ``entities``, fresh or replayed.
 
         ``lane`` and ``deferrable`` are hints for a queueing wrapper: a store ignores them.
         """
-        body = store_body(
-            entities,
-            idempotency_key=idempotency_key,
-            relationships=relationships,
-            source_priority=source_priority,
-            observation_source=observation_source,
-            strict=strict,
-        )
+        body = store_body(entities, **options)
         raw = await self.request("store", body)
         return StoreResult.from_json(raw, request_entities=body["entities"])
 
