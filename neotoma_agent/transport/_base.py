@@ -14,7 +14,7 @@ from typing import Any, Protocol, TypeVar, runtime_checkable
 # `X as X`: explicit re-exports (mypy --strict); the package imports the results from here
 # (except the modules a coding-agent hook's prompt loads: they import ._results itself).
 from .._util.exits import ExitWith as ExitWith
-from ._bodies import StoreOptions
+from ._bodies import ConversationWindow, StoreOptions
 
 if sys.version_info >= (3, 11):
     from typing import Unpack
@@ -205,11 +205,7 @@ class ConversationReader(Protocol):
     """
 
     async def recent_conversation(
-        self,
-        conversation_entity_id: str,
-        *,
-        limit: int | None = None,
-        before: str | None = None,
+        self, conversation_entity_id: str, **window: Unpack[ConversationWindow]
     ) -> RecentConversation:
         """A conversation (by **entity id**) and its messages; 404 :class:`NotFoundError` if
         that id is no conversation.

@@ -3,7 +3,8 @@
 The transports (``_rest``) and the synchronous driver on a store file (``embedded._turns``)
 send the same ``POST /store`` body, built here. :class:`StoreOptions` states the keyword
 arguments of ``Transport.store`` once: the protocol, every implementation and
-:func:`store_body` take them as ``**options: Unpack[StoreOptions]``.
+:func:`store_body` take them as ``**options: Unpack[StoreOptions]``; likewise
+:class:`ConversationWindow` for ``recent_conversation``.
 """
 
 from __future__ import annotations
@@ -20,7 +21,15 @@ if sys.version_info >= (3, 11):
 else:
     from typing_extensions import Required, Unpack
 
-__all__ = ["STORE_DEFAULTS", "StoreOptions", "present", "store_body"]
+__all__ = [
+    "STORE_DEFAULTS",
+    "WINDOW_DEFAULTS",
+    "ConversationWindow",
+    "StoreOptions",
+    "present",
+    "store_body",
+    "window_query",
+]
 
 
 class StoreOptions(TypedDict, total=False):
@@ -67,8 +76,27 @@ STORE_DEFAULTS: Final[Mapping[str, object]] = MappingProxyType(
 )
 
 
-#: Every keyword of :class:`StoreOptions`.
-_STORE_KEYS: Final = frozenset(StoreOptions.__annotations__)
+class ConversationWindow(TypedDict, total=False):
+    """The keyword arguments of ``ConversationReader.recent_conversation``: which of the
+    conversation's messages to read, an extension the embedded store and the dev server
+    honour (the answer's ``has_more`` is then set) and a real server ignores (it sends
+    every message, in activity order)."""
+
+    limit: int | None
+    """The last ``limit`` messages in write order (default: every message)."""
+    before: str | None
+    """A message id: the messages written before it (default: up to the newest)."""
+
+
+#: What each keyword of :class:`ConversationWindow` is when a call leaves it out.
+WINDOW_DEFAULTS: Final[Mapping[str, object]] = MappingProxyType({"limit": None, "before": None})
+
+
+def _check_keywords(call: str, given: Mapping[str, object], keywords: type) -> None:
+    # What an explicit signature refused on its own: a keyword it does not name.
+    unknown = given.keys() - keywords.__annotations__.keys()
+    if unknown:
+        raise TypeError(f"{call}() got an unexpected keyword argument {min(unknown)!r}")
 
 
 def present(**fields: Any) -> dict[str, Any]:
@@ -86,9 +114,7 @@ def store_body(
     Raises :class:`TypeError` for a keyword it does not take, or without
     ``idempotency_key``, as a call to an explicit signature would.
     """
-    unknown = options.keys() - _STORE_KEYS
-    if unknown:
-        raise TypeError(f"store() got an unexpected keyword argument {min(unknown)!r}")
+    _check_keywords("store", options, StoreOptions)
     if "idempotency_key" not in options:
         raise TypeError("store() missing required keyword argument: 'idempotency_key'")
     return present(
@@ -100,3 +126,11 @@ def store_body(
         observation_source=options.get("observation_source"),
         strict=options.get("strict") or None,
     )
+
+
+def window_query(**window: Unpack[ConversationWindow]) -> dict[str, Any]:
+    """The query of ``GET /recent_conversations/{entity_id}`` that
+    ``recent_conversation(entity_id, **window)`` sends; :class:`TypeError` for a keyword it
+    does not take."""
+    _check_keywords("recent_conversation", window, ConversationWindow)
+    return present(limit=window.get("limit"), before=window.get("before"))

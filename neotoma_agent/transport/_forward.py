@@ -17,7 +17,7 @@ from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from .._records.user_id import tenant_for
 from ._base import AsyncClosing, ConversationReader, SearchReader, SummaryReader, Transport
-from ._bodies import STORE_DEFAULTS
+from ._bodies import STORE_DEFAULTS, WINDOW_DEFAULTS
 
 __all__ = ["Forwarding"]
 
@@ -80,7 +80,9 @@ class Forwarding(AsyncClosing):
     retrieve_related_entities = _forward(Transport.retrieve_related_entities)
     query_entities = _forward(Transport.query_entities)
     correct = _forward(Transport.correct)
-    recent_conversation = _forward(ConversationReader.recent_conversation, optional=True)
+    recent_conversation = _forward(
+        ConversationReader.recent_conversation, optional=True, defaults=WINDOW_DEFAULTS
+    )
     recent_conversations = _forward(ConversationReader.recent_conversations, optional=True)
     conversation_summaries = _forward(
         SummaryReader.conversation_summaries, optional=True, protocol=SummaryReader

@@ -31,7 +31,7 @@ from ._base import (
     RelationshipSnapshot,
     StoreResult,
 )
-from ._bodies import StoreOptions, present, store_body
+from ._bodies import ConversationWindow, StoreOptions, present, store_body, window_query
 from ._search_results import SEARCH_ACTION, SearchResult
 
 if sys.version_info >= (3, 11):
@@ -198,17 +198,12 @@ class RestActions(AsyncClosing):
         return EntityDeletion.from_json(await self.request("restore_entity", body))
 
     async def recent_conversation(
-        self,
-        conversation_entity_id: str,
-        *,
-        limit: int | None = None,
-        before: str | None = None,
+        self, conversation_entity_id: str, **window: Unpack[ConversationWindow]
     ) -> RecentConversation:
         """``GET /recent_conversations/{entity_id}``; ``limit`` / ``before``: the extension
         that the embedded store and the dev server honour (see ``ConversationReader``)."""
         path = "/recent_conversations/" + urllib.parse.quote(conversation_entity_id, safe="")
-        raw = await self.get_route(path, present(limit=limit, before=before))
-        return RecentConversation.from_json(raw)
+        return RecentConversation.from_json(await self.get_route(path, window_query(**window)))
 
     async def recent_conversations(
         self,

@@ -58,7 +58,7 @@ from neotoma_agent.exceptions import (
     TransportError,
 )
 from neotoma_agent.transport._base import RecentConversation, StoreResult
-from neotoma_agent.transport._bodies import StoreOptions
+from neotoma_agent.transport._bodies import ConversationWindow, StoreOptions
 
 if sys.version_info >= (3, 11):
     from typing import Unpack
@@ -280,17 +280,13 @@ class HttpTransport(RestActions):
         return await send(entities, **options)
 
     async def recent_conversation(
-        self,
-        conversation_entity_id: str,
-        *,
-        limit: int | None = None,
-        before: str | None = None,
+        self, conversation_entity_id: str, **window: Unpack[ConversationWindow]
     ) -> RecentConversation:
         """``GET /recent_conversations/{entity_id}`` (with the deprecated ``outbox=``, once the
         stores it queued for that conversation are delivered)."""
         if self._outbox is not None:
             await self._outbox.deliver_conversation(conversation_entity_id)
-        return await super().recent_conversation(conversation_entity_id, limit=limit, before=before)
+        return await super().recent_conversation(conversation_entity_id, **window)
 
     async def flush_outbox(self) -> OutboxFlush:
         """Deliver every entry the deprecated ``outbox=`` queued now; without one there is

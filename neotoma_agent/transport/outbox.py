@@ -40,7 +40,7 @@ from .._util.log import get_logger
 from .._util.otel import record_outbox_depth, wants_outbox_depth
 from ..exceptions import NeotomaError, OutboxError, error_label
 from ._base import RecentConversation, StoreResult, Transport
-from ._bodies import StoreOptions
+from ._bodies import ConversationWindow, StoreOptions
 from ._forward import Forwarding
 from ._outbox import (
     DEFAULT_MAX_ENTRIES,
@@ -188,11 +188,7 @@ class OutboxTransport(Forwarding):
                 raise
 
     async def recent_conversation(
-        self,
-        conversation_entity_id: str,
-        *,
-        limit: int | None = None,
-        before: str | None = None,
+        self, conversation_entity_id: str, **window: Unpack[ConversationWindow]
     ) -> RecentConversation:
         """``inner.recent_conversation``, once the conversation's queued stores are sent.
 
@@ -202,7 +198,7 @@ class OutboxTransport(Forwarding):
         local file, no request.
         """
         await self.deliver_conversation(conversation_entity_id)
-        return await super().recent_conversation(conversation_entity_id, limit=limit, before=before)
+        return await super().recent_conversation(conversation_entity_id, **window)
 
     async def deliver_conversation(self, conversation_entity_id: str) -> None:
         """Send the queued stores of the conversation whose entity id is given, in order

@@ -1,11 +1,10 @@
-"""``Transport.store``'s keywords, stated once (``StoreOptions``), behave as a signature.
+"""The keywords of ``Transport.store`` and ``recent_conversation``, each stated once (a
+TypedDict taken as ``**options: Unpack[...]``), behave as a signature.
 
-The protocol, every transport and ``store_body`` take them as
-``**options: Unpack[StoreOptions]``: a keyword none of them names, or a store without its
-idempotency key, must still raise :class:`TypeError` before any I/O (as an explicit
-signature did), whichever transport or wrapper the call goes through; a wrapper passes the
-defaults on as it does every other method's; mypy still checks implementations and calls
-against the protocol.
+A keyword none of them names, or a store without its idempotency key, must still raise
+:class:`TypeError` before any I/O (as an explicit signature did), whichever transport or
+wrapper the call goes through; a wrapper passes the defaults on as it does every other
+method's; mypy still checks implementations and calls against the protocol.
 """
 
 from __future__ import annotations
@@ -19,9 +18,21 @@ from typing import Any
 
 import pytest
 
-from neotoma_agent import EmbeddedStore, HttpTransport, OutboxTransport, Transport
+from neotoma_agent import (
+    ConversationReader,
+    EmbeddedStore,
+    HttpTransport,
+    NotFoundError,
+    OutboxTransport,
+    Transport,
+)
 from neotoma_agent.testing import RecordingTransport
-from neotoma_agent.transport._bodies import STORE_DEFAULTS, StoreOptions
+from neotoma_agent.transport._bodies import (
+    STORE_DEFAULTS,
+    WINDOW_DEFAULTS,
+    ConversationWindow,
+    StoreOptions,
+)
 from neotoma_agent.transport.rest import store_body
 
 pytestmark = pytest.mark.anyio
@@ -81,15 +92,29 @@ async def test_a_store_without_its_key_raises_type_error(transport: Transport) -
         await store([ENTITY], relationships=())
 
 
+async def test_a_keyword_a_conversation_read_does_not_take_raises_type_error(
+    transport: Transport,
+) -> None:
+    assert isinstance(transport, ConversationReader)
+    read: Any = transport.recent_conversation
+    with pytest.raises(TypeError, match="unexpected keyword argument 'limt'"):
+        await read("ent_0123456789abcdef01234567", limt=5)
+
+
 async def test_a_wrapper_passes_every_default_on() -> None:
     async with RecordingTransport(EmbeddedStore.open(":memory:")) as recorded:
-        await recorded.store([ENTITY], idempotency_key="k1", strict=True)
-    [call] = recorded.calls_to("store")
-    assert call.kwargs == {**STORE_DEFAULTS, "idempotency_key": "k1", "strict": True}
+        stored = await recorded.store([ENTITY], idempotency_key="k1", strict=True)
+        with pytest.raises(NotFoundError):
+            await recorded.recent_conversation(stored.entities[0].entity_id, limit=3)
+    [store] = recorded.calls_to("store")
+    assert store.kwargs == {**STORE_DEFAULTS, "idempotency_key": "k1", "strict": True}
+    [read] = recorded.calls_to("recent_conversation")
+    assert read.kwargs == {"limit": 3, "before": None}
 
 
 def test_the_defaults_name_every_optional_keyword() -> None:
     assert set(STORE_DEFAULTS) == set(StoreOptions.__annotations__) - {"idempotency_key"}
+    assert set(WINDOW_DEFAULTS) == set(ConversationWindow.__annotations__)
 
 
 def test_the_body_leaves_the_hints_out() -> None:
@@ -133,6 +158,9 @@ async def use(t: Transport, store: EmbeddedStore) -> None:
     await t.store([], idempotency_key="k", stirct=True)  # E: unexpected keyword
     await store.store([], strict=True)  # E: missing idempotency_key
     await store.store([], idempotency_key="k", strict="yes")  # E: a str for a bool
+    await t.store([], idempotency_key="k", lane=None, deferrable=False)
+    await store.recent_conversation("ent_x", limit=5, before="ent_y")
+    await store.recent_conversation("ent_x", limt=5)  # E: unexpected keyword
 
 
 def as_transport(explicit: Explicit) -> Transport:
