@@ -15,11 +15,6 @@ from typing import Any, Protocol, TypeVar, runtime_checkable
 # (except the modules a coding-agent hook's prompt loads: they import ._results itself).
 from .._util.exits import ExitWith as ExitWith
 from ._bodies import ConversationWindow, StoreOptions
-
-if sys.version_info >= (3, 11):
-    from typing import Unpack
-else:
-    from typing_extensions import Unpack
 from ._query_results import ConversationPage as ConversationPage
 from ._query_results import ConversationSummaryItem as ConversationSummaryItem
 from ._query_results import ConversationSummaryPage as ConversationSummaryPage
@@ -41,6 +36,11 @@ from ._results import StoredEntity as StoredEntity
 from ._results import StoreResult as StoreResult
 from ._search_results import SearchResult as SearchResult
 from ._wire import Direction
+
+if sys.version_info >= (3, 11):
+    from typing import Unpack
+else:
+    from typing_extensions import Unpack
 
 __all__ = [
     "AsyncClosing",

@@ -12,14 +12,14 @@ from __future__ import annotations
 import sys
 from collections.abc import Mapping, Sequence
 from types import MappingProxyType
-from typing import Any, Final, TypedDict
+from typing import Any, Final
 
 from ._spliced import EncodedEntity
 
 if sys.version_info >= (3, 11):
-    from typing import Required, Unpack
-else:
-    from typing_extensions import Required, Unpack
+    from typing import Required, TypedDict, Unpack
+else:  # the TypedDict that reads Required
+    from typing_extensions import Required, TypedDict, Unpack
 
 __all__ = [
     "STORE_DEFAULTS",
