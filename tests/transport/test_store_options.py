@@ -2,7 +2,7 @@
 TypedDict taken as ``**options: Unpack[...]``), behave as a signature.
 
 A keyword none of them names, or a store without its idempotency key, must still raise
-:class:`TypeError` before any I/O (as an explicit signature did), whichever transport or
+:class:`TypeError` before any request (as an explicit signature did), whichever transport or
 wrapper the call goes through; a wrapper passes the defaults on as it does every other
 method's; mypy still checks implementations and calls against the protocol.
 """
