@@ -73,7 +73,7 @@ def connect(
             # Connect the FTS5 tables now (each reads its config on first use), so the first
             # lookup does not pay for it.
             for table in ("name_index", "bookkeeping_names", "search_text"):
-                conn.execute(f"SELECT 1 FROM {table} WHERE rowid = 0").fetchall()
+                conn.execute(f"SELECT 1 FROM {table} WHERE {table} MATCH 'zzz'").fetchall()
         except BaseException:
             conn.close()
             raise
