@@ -81,7 +81,7 @@ def _rows(conn: sqlite3.Connection, ids: Sequence[str]) -> PurgeStats:
             )
         )
     observations = _delete(conn, "DELETE FROM observations WHERE entity_id IN ({marks})", packed)
-    names = ("name_index", "bookkeeping_names")
+    names: tuple[str, ...] = ("name_index", "bookkeeping_names")
     if _version(conn) >= _CONTENTLESS_NAMES:
         unindex_book_names(conn, ids)  # named by their text, read from the rows going now
         names = ("name_index",)
