@@ -233,7 +233,8 @@ class _Copier:
             )
         # The bookkeeping names' rows are numbered as the entity rows just written.
         conn.executemany(
-            "INSERT INTO bookkeeping_names (rowid, text) SELECT rowid, ? FROM entities WHERE id = ?",
+            "INSERT INTO bookkeeping_names (rowid, text) "
+            "SELECT rowid, ? FROM entities WHERE id = ?",
             [
                 (book_text(text(e[2]), json.loads(e[3])), id_map[e[0]])
                 for e in r["entities"]
