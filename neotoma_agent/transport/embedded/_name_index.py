@@ -47,8 +47,10 @@ FIELD_KINDS = frozenset(f"field:{f}" for f in SEARCH_FIELDS)  # their name_index
 
 def book_text(name: str, aliases: Sequence[str]) -> str:
     """The text of a bookkeeping entity's ``bookkeeping_names`` row: its name and aliases,
-    lowercased, one a line (a contentless row is taken out by naming this text again)."""
-    return "\n".join(n.lower() for n in (name, *aliases))
+    lowercased, one a line, and a blank line after them, so that every occurrence of a
+    needle of one or two characters begins a trigram (see ``_short_book_rows``). A
+    contentless row is taken out by naming this text again."""
+    return "\n".join(n.lower() for n in (name, *aliases)) + "\n\n"
 
 
 def _aliases(raw: str) -> list[str]:
@@ -227,11 +229,29 @@ _NAME_INDEX_SQL = (
 
 _BOTH_NAMES_SQL = f"{_BOOKKEEPING_NAMES_SQL} UNION ALL {_NAME_INDEX_SQL}"
 
-# A needle shorter than a trigram: every bookkeeping name is read (as the index's texts were).
+# A needle shorter than a trigram: the rows of the trigrams that begin with it, through the
+# index's vocabulary (a range of its terms); a needle the tokenizer might fold otherwise
+# (not ASCII) reads every bookkeeping name.
+_BOOK_TERMS_TABLE = (
+    "CREATE VIRTUAL TABLE IF NOT EXISTS temp.bookkeeping_terms "
+    "USING fts5vocab(main, bookkeeping_names, 'instance')"
+)
+_SHORT_BOOK_NAMES_SQL = (
+    "SELECT 0, id, canonical_name, aliases FROM entities WHERE rowid IN "
+    "(SELECT doc FROM temp.bookkeeping_terms WHERE term >= ? AND term < ?) ORDER BY rowid"
+)
 _ALL_BOOK_NAMES_SQL = (
     "SELECT 0, id, canonical_name, aliases FROM entities "
     f"WHERE entity_type IN ({','.join('?' * len(_BOOK_TYPES))}) ORDER BY rowid"
 )
+
+
+def _short_book_rows(conn: sqlite3.Connection, needle: str) -> list[Any]:
+    """Candidate rows for a needle of fewer than three characters (checked by the caller)."""
+    if not needle or not needle.isascii():
+        return conn.execute(_ALL_BOOK_NAMES_SQL, _BOOK_TYPES).fetchall()
+    conn.execute(_BOOK_TERMS_TABLE)
+    return conn.execute(_SHORT_BOOK_NAMES_SQL, (needle, needle + "\U0010ffff")).fetchall()
 
 
 def _book_kinds(needle: str, name: str, aliases: str) -> Iterator[str]:
@@ -280,9 +300,7 @@ def substring_ids(
             ).fetchall()
         ]
         if bookkeeping:
-            found += _book_hits(
-                needle, kinds, conn.execute(_ALL_BOOK_NAMES_SQL, _BOOK_TYPES).fetchall()
-            )
+            found += _book_hits(needle, kinds, _short_book_rows(conn, needle))
         return list(dict.fromkeys(found))
     hits = memo.get(needle) if memo is not None else None
     match = _trigram_match(conn, needle) if hits is None else None

@@ -59,8 +59,8 @@ def named_terms(path: Path) -> set[str]:
             "SELECT canonical_name, aliases FROM entities WHERE entity_type IN (?, ?, ?)",
             BOOKKEEPING,
         ).fetchall()
-    # one text per entity: its name and aliases, one a line
-    texts = ["\n".join([name, *json.loads(aliases)]).lower() for name, aliases in rows]
+    # one text per entity: its name and aliases, one a line, then a blank line
+    texts = ["\n".join([name, *json.loads(aliases)]).lower() + "\n\n" for name, aliases in rows]
     return {t[i : i + 3] for t in texts for i in range(len(t) - 2)}
 
 
@@ -100,7 +100,12 @@ async def test_every_substring_of_their_names_finds_them_and_the_index_holds_no_
     await _turns(path, "zq-room-77")
     await _turns(path, "other-room")
     async with EmbeddedStore.open(path) as store:
-        for needle in NEEDLES:
+        # named by their titles: a name shorter than a trigram, one not in ASCII
+        for n, title in enumerate(("Q", "Café")):
+            await store.store(
+                [{"entity_type": "conversation", "title": title}], idempotency_key=f"k{n}"
+            )
+        for needle in (*NEEDLES, "q", "é", "fé", "caf"):
             assert await found(store, needle) == scan(path, needle), needle
         assert len(await found(store, "zq-room-77")) == 1 + 6 + 3
     with sqlite3.connect(path) as conn:
