@@ -29,6 +29,7 @@ __all__ = [
     "first_token",
     "index_fields",
     "index_name",
+    "install",
     "rename",
     "substring_ids",
     "unindex_book_names",
@@ -43,6 +44,15 @@ NAME_KINDS = frozenset(("name", "alias"))
 SEARCH_FIELDS = ("name", "full_name", "title", "email", "domain", "company")
 
 FIELD_KINDS = frozenset(f"field:{f}" for f in SEARCH_FIELDS)  # their name_index kinds
+
+
+def install(conn: sqlite3.Connection) -> None:
+    """Make the vocabulary of ``bookkeeping_names`` readable on ``conn`` (a temporary
+    table: nothing is written to the file; before ``query_only`` on a read-only one)."""
+    conn.execute(
+        "CREATE VIRTUAL TABLE IF NOT EXISTS temp.bookkeeping_terms "
+        "USING fts5vocab(main, bookkeeping_names, 'instance')"
+    )
 
 
 def book_text(name: str, aliases: Sequence[str]) -> str:
@@ -230,12 +240,8 @@ _NAME_INDEX_SQL = (
 _BOTH_NAMES_SQL = f"{_BOOKKEEPING_NAMES_SQL} UNION ALL {_NAME_INDEX_SQL}"
 
 # A needle shorter than a trigram: the rows of the trigrams that begin with it, through the
-# index's vocabulary (a range of its terms); a needle the tokenizer might fold otherwise
-# (not ASCII) reads every bookkeeping name.
-_BOOK_TERMS_TABLE = (
-    "CREATE VIRTUAL TABLE IF NOT EXISTS temp.bookkeeping_terms "
-    "USING fts5vocab(main, bookkeeping_names, 'instance')"
-)
+# index's vocabulary (a range of its terms: ``install`` makes the table on each connection);
+# a needle the tokenizer might fold otherwise (not ASCII) reads every bookkeeping name.
 _SHORT_BOOK_NAMES_SQL = (
     "SELECT 0, id, canonical_name, aliases FROM entities WHERE rowid IN "
     "(SELECT doc FROM temp.bookkeeping_terms WHERE term >= ? AND term < ?) ORDER BY rowid"
@@ -250,7 +256,6 @@ def _short_book_rows(conn: sqlite3.Connection, needle: str) -> list[Any]:
     """Candidate rows for a needle of fewer than three characters (checked by the caller)."""
     if not needle or not needle.isascii():
         return conn.execute(_ALL_BOOK_NAMES_SQL, _BOOK_TYPES).fetchall()
-    conn.execute(_BOOK_TERMS_TABLE)
     return conn.execute(_SHORT_BOOK_NAMES_SQL, (needle, needle + "\U0010ffff")).fetchall()
 
 

@@ -527,11 +527,13 @@ def _compact_format(conn: sqlite3.Connection) -> None:
 #   text the entity's name and aliases (``_name_index.book_text``); a search checks its
 #   candidates' names on their entity rows, which it reads anyway. (A real server finds
 #   these names by any substring, as any other name: the index stays.) Built again from
-#   the entity rows right after the script (``_name_index.backfill_book_names``).
+#   the entity rows right after the script (``_name_index.backfill_book_names``). It keeps
+#   its rows' sizes (``columnsize``, a few bytes a row), as ``search_text`` does: a
+#   contentless table without them cannot be scanned, which ``iterdump`` does.
 _COMPACT_NEXT = """
 DROP TABLE bookkeeping_names;
 CREATE VIRTUAL TABLE bookkeeping_names USING fts5 (
-    text, content = '', tokenize = 'trigram', detail = none, columnsize = 0
+    text, content = '', tokenize = 'trigram', detail = none
 );
 """
 

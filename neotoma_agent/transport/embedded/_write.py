@@ -506,7 +506,7 @@ def _observe(
         states[entity_id] = state
     doc = encode_state(state, fields_text)
     if create is not None:
-        cur = conn.execute(
+        inserted = conn.execute(
             "INSERT INTO entities (id, entity_type, canonical_name, aliases, created_at, "
             "updated_at, snapshot, observation_count, last_observation_at, uid) "
             "VALUES (?, ?, ?, '[]', ?, ?, ?, ?, ?, ?)",
@@ -523,7 +523,11 @@ def _observe(
             ),
         )
         index_name(
-            conn, create.canonical_name, entity_id, create.entity_type, int(cur.lastrowid or 0)
+            conn,
+            create.canonical_name,
+            entity_id,
+            create.entity_type,
+            int(inserted.lastrowid or 0),
         )
     else:
         conn.execute(

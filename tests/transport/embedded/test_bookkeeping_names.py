@@ -113,6 +113,9 @@ async def test_every_substring_of_their_names_finds_them_and_the_index_holds_no_
         (rows,) = conn.execute("SELECT count(*) FROM bookkeeping_names_data").fetchone()
     assert "bookkeeping_names_content" not in tables  # the names are in the entity rows only
     assert rows > 0
+    with sqlite3.connect(path) as conn:
+        dumped = list(conn.iterdump())  # every table can be read whole, as ever
+    assert any("bookkeeping_names" in line for line in dumped)
 
 
 async def test_a_renamed_conversation_is_found_by_its_old_name_and_its_new_one(

@@ -71,9 +71,7 @@ def _tables(path: Path) -> dict[str, list[tuple[Any, ...]]]:
         names = [
             n
             for (n,) in conn.execute(
-                # a virtual table's rows are its shadow tables' (a contentless one has no scan)
-                "SELECT name FROM sqlite_master WHERE type = 'table' "
-                "AND sql NOT LIKE 'CREATE VIRTUAL TABLE%' ORDER BY name"
+                "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name"
             )
         ]
         rows = {n: sorted(conn.execute(f'SELECT * FROM "{n}"'), key=repr) for n in names}
