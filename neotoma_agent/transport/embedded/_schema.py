@@ -11,6 +11,7 @@ import json
 import sqlite3
 from collections.abc import Callable
 
+from ._name_index import backfill_book_names
 from ._rows import (
     decode_seen,
     decode_state,
@@ -514,6 +515,29 @@ def _compact_format(conn: sqlite3.Connection) -> None:
     backfill_search(conn)
 
 
+# Version 9: the compact format's next steps (docs/performance.md).
+#
+# - ``bookkeeping_names`` keeps no copy of the names it indexes (FTS5 ``content = ''``):
+#   one row per conversation, message and turn record, its rowid the entity row's, its
+#   text the entity's name and aliases (``_name_index.book_text``); a search checks its
+#   candidates' names on their entity rows, which it reads anyway. (A real server finds
+#   these names by any substring, as any other name: the index stays.) Built again from
+#   the entity rows right after the script (``_name_index.backfill_book_names``). It keeps
+#   its rows' sizes (``columnsize``, a few bytes a row), as ``search_text`` does: a
+#   contentless table without them cannot be scanned, which ``iterdump`` does.
+_COMPACT_NEXT = """
+DROP TABLE bookkeeping_names;
+CREATE VIRTUAL TABLE bookkeeping_names USING fts5 (
+    text, content = '', tokenize = 'trigram', detail = none
+);
+"""
+
+
+def _compact_next(conn: sqlite3.Connection) -> None:
+    """The bookkeeping names' index built from the entity rows."""
+    backfill_book_names(conn)
+
+
 MIGRATIONS: tuple[str, ...] = (
     _V1,
     _CONVERSATION_MESSAGES,
@@ -523,6 +547,7 @@ MIGRATIONS: tuple[str, ...] = (
     _SEARCH,
     _USERS,
     _COMPACT_FORMAT,
+    _COMPACT_NEXT,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -533,6 +558,7 @@ _AFTER: dict[str, Callable[[sqlite3.Connection], None]] = {
     _SUMMARIES: backfill,
     # (version 6's index is built by version 8's step, which replaces its tables)
     _COMPACT_FORMAT: _compact_format,
+    _COMPACT_NEXT: _compact_next,
 }
 
 

@@ -37,6 +37,7 @@ from ._get_reads import (
     get_relationship,
     get_relationships,
 )
+from ._name_index import install as install_names
 from ._page_rows import forget as _forget_page_rows
 from ._read import (
     get_entity_snapshot,
@@ -97,6 +98,7 @@ def _connect_read_only(path: str) -> Callable[[], sqlite3.Connection]:
                 else f"the store file has schema version {version}, newer than this release "
                 f"reads ({SCHEMA_VERSION}): upgrade neotoma-agent"
             )
+        install_names(conn)  # a temporary table: before query_only
         conn.execute("PRAGMA query_only = ON")
         conn.execute("PRAGMA cache_size = -65536")
         install_scope(conn)

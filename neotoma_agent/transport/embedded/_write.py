@@ -354,9 +354,6 @@ def write(conn: sqlite3.Connection, body: Mapping[str, Any]) -> Written | dict[s
         ident = item.identity
         if not item.exists:
             new_ids.add(ident.entity_id)
-            index_name(
-                conn, ident.canonical_name.lower(), ident.entity_id, ident.entity_type, "name"
-            )
             created += 1
         elif item.action == "extended":
             created += 1
@@ -509,7 +506,7 @@ def _observe(
         states[entity_id] = state
     doc = encode_state(state, fields_text)
     if create is not None:
-        conn.execute(
+        inserted = conn.execute(
             "INSERT INTO entities (id, entity_type, canonical_name, aliases, created_at, "
             "updated_at, snapshot, observation_count, last_observation_at, uid) "
             "VALUES (?, ?, ?, '[]', ?, ?, ?, ?, ?, ?)",
@@ -524,6 +521,13 @@ def _observe(
                 encode_opt_time(state.last_observation_at),
                 _scope.uid(),
             ),
+        )
+        index_name(
+            conn,
+            create.canonical_name,
+            entity_id,
+            create.entity_type,
+            int(inserted.lastrowid or 0),
         )
     else:
         conn.execute(
