@@ -35,15 +35,20 @@ from ._engine.closing import closing_run, started_at
 from ._engine.machine import Entering, TurnMachine, assistant_id, opened_from
 from ._engine.phase_records import CloseOutcome, Ending, EnterAttempt, Opened, Prompt, unopened
 from ._engine.requests import Lookup, Machine, Observations, Request, Store, ToolObservations
-from ._recall.history import HistoryTurn, read_history
+from ._recall.history import FirstPage, HistoryTurn, first_page, read_history
 from ._recall.retrieval import (
     EMPTY_RETRIEVAL,
+    Found,
     RecentSource,
     Retrieved,
     extract,
+    lookup_bodies,
+    ranked_step,
     recent_entities,
+    retrieval,
     retrieve,
 )
+from ._recall.retrieval import Lookup as PlannedLookup
 from ._records.keys import TurnKeys
 from ._records.payloads import ConversationSettings, RunFields, StorePayload
 from ._records.tool_payload import ToolPayloads
@@ -55,7 +60,15 @@ from ._util.otel import ACTIVE
 from ._util.shield import Completion, raise_deferred, run_to_completion
 from .exceptions import error_class_name
 from .transport._base import Entity, StoreResult
-from .transport._records import RecordsStore, records_store
+from .transport._bodies import present
+from .transport._records import (
+    Entered,
+    EnterJob,
+    RecordsStore,
+    TimedOut,
+    enter_job,
+    records_store,
+)
 
 __all__ = ["Phases"]
 
@@ -80,6 +93,8 @@ class Phases:
     _machine: TurnMachine | None = attrs.field(init=False, default=None)
     #: the transport's ``_store_records``, if it takes a turn's records directly
     _records_store: RecordsStore | None = attrs.field(init=False, default=None)
+    #: the transport's ``_enter_records``, if it runs a turn's enter as one job
+    _enter_job: EnterJob | None = attrs.field(init=False, default=None)
 
     def __attrs_post_init__(self) -> None:
         config = self.config
@@ -90,6 +105,7 @@ class Phases:
         object.__setattr__(self, "conversation", conversation)
         object.__setattr__(self, "tool_payloads", payloads)
         object.__setattr__(self, "_records_store", records_store(config.transport))
+        object.__setattr__(self, "_enter_job", enter_job(config.transport))
 
     @property
     def machine(self) -> TurnMachine:
@@ -104,22 +120,27 @@ class Phases:
 
     # ------------------------------------------------------------------ the driver
 
-    async def drive(self, machine: Machine[T]) -> T:
+    async def drive(
+        self, machine: Machine[T], first: Callable[[Request], Awaitable[Any]] | None = None
+    ) -> T:
         """Run a step of the turn machine to its end: answer each request it yields with
-        the transport call it names, and throw in the error a call raises.
+        the transport call it names (the first with ``first``, if given), and throw in the
+        error a call raises.
 
         A cancellation (or any ``BaseException``) is not thrown in: it closes the step and
         goes on, as it would through any other await.
         """
         try:
             request = next(machine)
+            answer_with = first or self._answer
             while True:
                 try:
-                    answer = await self._answer(request)
+                    answer = await answer_with(request)
                 except Exception as exc:
                     request = machine.throw(exc)
                 else:
                     request = machine.send(answer)
+                answer_with = self._answer
         except StopIteration as done:
             return done.value  # type: ignore[no-any-return]
         finally:
@@ -199,12 +220,11 @@ class Phases:
             conversation_id=config.conversation_id,
             loose=config.extractor is None,
         )
-        s = retrieved.stats
-        logger.info("retrieval.done", **{**attrs.asdict(s), "ms": round(s.ms, 3)})
-        return retrieved
+        return _logged(retrieved)
 
-    async def history(self, before: str) -> tuple[HistoryTurn, ...]:
-        """The last ``history_turns`` turns before turn ``before``, for a turn's enter.
+    async def history(self, before: str, first: FirstPage = None) -> tuple[HistoryTurn, ...]:
+        """The last ``history_turns`` turns before turn ``before``, for a turn's enter
+        (``first``: the answer to its first page, read already by the enter's job).
 
         Best-effort, as retrieval is: a failed or slow read (past ``retrieval_timeout``) is
         logged at WARNING and the turn goes on with no history.
@@ -214,13 +234,18 @@ class Phases:
             return ()
         started = time.perf_counter()
         turns: tuple[HistoryTurn, ...] = ()
-        failure: str | None = None
+        failure: str | None = "timeout" if isinstance(first, TimedOut) else None
         deadline = self.config.retrieval_timeout
         with anyio.move_on_after(math.inf if deadline is None else deadline) as scope:
             try:
-                turns = await read_history(
-                    self.config.transport, self.config.conversation_id, limit=wanted, before=before
-                )
+                if failure is None:
+                    turns = await read_history(
+                        self.config.transport,
+                        self.config.conversation_id,
+                        limit=wanted,
+                        before=before,
+                        first=first,
+                    )
             except Exception as exc:
                 failure = type(exc).__name__
         ms = round((time.perf_counter() - started) * 1000, 3)
@@ -288,9 +313,16 @@ class Phases:
             finally:
                 history_read.set()
 
+        joint = self._enter_job
+        if entering.sequential or config.retriever is not None or ACTIVE.get() is not None:
+            # Retrieval before the store, an application's retriever beside it, or a span
+            # for each part: the store and the reads are calls of their own.
+            joint = None
         store_error: Exception | None = None
         try:
-            if entering.sequential and not recency:
+            if joint is not None:
+                await self._enter_as_one(entering, joint, identifiers, recency)
+            elif entering.sequential and not recency:
                 # Nothing to overlap (or the edges must ride on this store): no task group.
                 await run_retrieval()
                 await self.drive(entering.store())
@@ -327,6 +359,84 @@ class Phases:
             ms=round((time.perf_counter() - started) * 1000, 3),
         )
         return opened, entering.retrieved, entering.history
+
+    async def _enter_as_one(
+        self, entering: Entering, joint: EnterJob, identifiers: list[str], recency: bool
+    ) -> None:
+        """The enter on a store that runs it as one job (``_enter_records``): the user
+        store, then the history read's first page and the retrieval's lookups, on the
+        store's thread within the retrieval's deadline; then the history and the ranking
+        made of what they answered. A failed store (a re-run's mismatch, which then
+        replays) leaves the reads to be made apart, after it."""
+        config = self.config
+        keys, text = entering.keys, entering.prompt.user_message
+        timeout = config.retrieval_timeout
+        deadline = None if timeout is None else time.monotonic() + timeout
+        step = retrieval(
+            identifiers,
+            text,
+            limit=config.retrieval_limit,
+            lookup_limit=config.lookup_limit,
+            include_bookkeeping=config.include_bookkeeping,
+            threshold=config.link_threshold,
+            others=recency,
+            loose=config.extractor is None,
+            started=time.perf_counter(),
+        )
+        plan: Sequence[PlannedLookup] | None = None
+        try:
+            plan = next(step).plan
+        except StopIteration as nothing:
+            entering.found(_logged(nothing.value))
+        history = None
+        if recency:
+            page = first_page(
+                config.conversation_id,
+                limit=config.history_turns,
+                before=keys.turn_id,
+                tenant=self.machine.tenant,
+            )
+            history = present(entity_id=page.entity_id, limit=page.limit, before=page.before)
+        lookups = lookup_bodies(plan, config.lookup_limit) if plan else None
+        answered: list[Entered] = []
+
+        async def together(request: Request) -> StoreResult:
+            assert isinstance(request, Store)
+            payload = request.payload
+            entered = await joint(
+                payload.entities,
+                idempotency_key=payload.idempotency_key,
+                relationships=payload.relationships,
+                history=history,
+                lookups=lookups,
+                deadline=deadline,
+            )
+            answered.append(entered)
+            return entered.stored
+
+        await self.drive(entering.store(), together)
+        if not answered:
+            # The job's store failed and a replay stored it: the reads, apart.
+            step.close()
+            if recency:
+                entering.history = await self.history(keys.turn_id)
+            if plan is not None:
+
+                async def recent() -> Sequence[Entity]:
+                    return recent_entities(entering.history)
+
+                entering.found(await self.retrieve(text, identifiers, recent if recency else None))
+            return
+        entered = answered[0]
+        if recency:
+            entering.history = await self.history(keys.turn_id, entered.page)
+        if plan is not None:
+            found = Found(plan)
+            if recency:
+                found.recent = recent_entities(entering.history)
+            found.fill(entered.lookups or ())
+            cut = found.unfinished or isinstance(entered.page, TimedOut)
+            entering.found(_logged(ranked_step(step, found, timeout if cut else None)))
 
     async def _abandon_entered(
         self, entering: Entering, error: BaseException, attempt: EnterAttempt
@@ -383,3 +493,9 @@ class Phases:
     async def find(self, key: str, entity_type: str) -> str | None:
         """The id of the ``entity_type`` named ``{entity_type}:{key}`` (``TurnMachine.find``)."""
         return await self.drive(self.machine.find(key, entity_type))
+
+
+def _logged(retrieved: Retrieved) -> Retrieved:
+    s = retrieved.stats
+    logger.info("retrieval.done", **{**attrs.asdict(s), "ms": round(s.ms, 3)})
+    return retrieved

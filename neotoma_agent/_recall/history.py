@@ -34,12 +34,12 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Any, Final, Literal, NamedTuple, cast
+from typing import TYPE_CHECKING, Any, Final, Literal, NamedTuple, TypeAlias, cast
 
 import attrs
 
 from .._engine.history import Group, Paged, group_turns, page_reads
-from .._engine.requests import Machine
+from .._engine.requests import HistoryPage, Machine
 from .._records.checks import check_optional_count
 from .._records.keys import conversation_entity_id, turn_record_entity_id
 from .._records.user_id import tenant_for
@@ -66,6 +66,7 @@ __all__ = [
     "StoredConversation",
     "StoredMessage",
     "StoredTurn",
+    "first_page",
     "paged_history",
     "read_conversation",
     "read_history",
@@ -341,20 +342,41 @@ class _SentCalls:
         return by_key.get(turn_key, ())
 
 
+#: the first page of a history read, read already (an enter's job read it beside its
+#: store), or the error its read raised
+FirstPage: TypeAlias = "RecentConversation | Exception | None"
+
+
+def first_page(
+    conversation_id: str, *, limit: int, before: str | None, tenant: str | None
+) -> HistoryPage:
+    """The first page :func:`read_history` asks a store that pages for (``limit`` > 0),
+    for a caller that reads it apart and hands it over (``first``)."""
+    eid = conversation_entity_id(conversation_id, tenant)
+    return next(page_reads(conversation_id, eid, limit, before, tenant))
+
+
 async def _from_reader(
     reader: ConversationReader,
     conversation_id: str,
     entity_id: str,
     limit: int | None,
     before: str | None,
+    first: FirstPage = None,
 ) -> Paged | list[ConversationMessage]:
-    """:func:`~._engine.history.page_reads` on a transport that pages."""
+    """:func:`~._engine.history.page_reads` on a transport that pages (``first``: the
+    answer to its first request, read already)."""
     steps = page_reads(conversation_id, entity_id, limit, before, tenant_for(reader))
     request = next(steps)
     while True:
-        page = await reader.recent_conversation(
-            request.entity_id, limit=request.limit, before=request.before
-        )
+        if first is not None:
+            page, first = first, None
+            if isinstance(page, Exception):
+                raise page
+        else:
+            page = await reader.recent_conversation(
+                request.entity_id, limit=request.limit, before=request.before
+            )
         try:
             request = steps.send(page)
         except StopIteration as done:
@@ -457,7 +479,11 @@ async def _read_turns(
 
 
 async def _read_paged(
-    transport: Transport, conversation_id: str, limit: int | None, before: str | None
+    transport: Transport,
+    conversation_id: str,
+    limit: int | None,
+    before: str | None,
+    first: FirstPage = None,
 ) -> tuple[list[tuple[Group, EntitySnapshot | None]], list[RecentConversation] | None]:
     """:func:`_read_turns`, and the pages of a paging store that sent the turns' tool calls
     (``None``: not sent)."""
@@ -466,7 +492,7 @@ async def _read_paged(
     reader = _as_reader(transport)
     if reader is not None:
         try:
-            answer = await _from_reader(reader, conversation_id, entity_id, limit, before)
+            answer = await _from_reader(reader, conversation_id, entity_id, limit, before, first)
         except NotImplementedError:
             answer = None  # a wrapper around a transport without the route
     calls: list[RecentConversation] | None = None
@@ -549,17 +575,20 @@ async def read_history(
     *,
     limit: int | None = 20,
     before: str | None = None,
+    first: FirstPage = None,
 ) -> tuple[HistoryTurn, ...]:
     """The last ``limit`` turns (``None``: all) before turn ``before``, oldest first.
 
     A ``before`` turn id the conversation does not hold (yet) counts as after every turn. A
-    conversation that does not exist has no history.
+    conversation that does not exist has no history. ``first``: the answer to the read's
+    first page request (:func:`first_page`), read already by the caller, on a store that
+    pages.
     """
     limit = _check_limit(limit)
     if limit == 0:
         return ()
     try:
-        turns, sent = await _read_paged(transport, conversation_id, limit, before)
+        turns, sent = await _read_paged(transport, conversation_id, limit, before, first)
     except NotFoundError:
         return ()
     return await _with_tools(transport, conversation_id, turns, sent)
