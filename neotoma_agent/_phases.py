@@ -35,7 +35,7 @@ from ._engine.closing import closing_run, started_at
 from ._engine.machine import Entering, TurnMachine, assistant_id, opened_from
 from ._engine.phase_records import CloseOutcome, Ending, EnterAttempt, Opened, Prompt, unopened
 from ._engine.requests import Lookup, Machine, Observations, Request, Store, ToolObservations
-from ._recall.history import FirstPage, HistoryTurn, first_page, read_history
+from ._recall.history import HistoryTurn, PagesRead, read_already, read_history
 from ._recall.retrieval import (
     EMPTY_RETRIEVAL,
     Found,
@@ -60,7 +60,6 @@ from ._util.otel import ACTIVE
 from ._util.shield import Completion, raise_deferred, run_to_completion
 from .exceptions import error_class_name
 from .transport._base import Entity, StoreResult
-from .transport._bodies import present
 from .transport._records import (
     Entered,
     EnterJob,
@@ -222,9 +221,9 @@ class Phases:
         )
         return _logged(retrieved)
 
-    async def history(self, before: str, first: FirstPage = None) -> tuple[HistoryTurn, ...]:
+    async def history(self, before: str, pages: PagesRead | None = None) -> tuple[HistoryTurn, ...]:
         """The last ``history_turns`` turns before turn ``before``, for a turn's enter
-        (``first``: the answer to its first page, read already by the enter's job).
+        (``pages``: what its pages answered, read already by the enter's job).
 
         Best-effort, as retrieval is: a failed or slow read (past ``retrieval_timeout``) is
         logged at WARNING and the turn goes on with no history.
@@ -233,23 +232,34 @@ class Phases:
         if wanted == 0:
             return ()
         started = time.perf_counter()
+        read = read_history(
+            self.config.transport,
+            self.config.conversation_id,
+            limit=wanted,
+            before=before,
+            pages=pages,
+        )
         turns: tuple[HistoryTurn, ...] = ()
-        failure: str | None = "timeout" if isinstance(first, TimedOut) else None
-        deadline = self.config.retrieval_timeout
-        with anyio.move_on_after(math.inf if deadline is None else deadline) as scope:
+        failure: str | None = None
+        timed_out = isinstance(pages, TimedOut)
+        if timed_out:
+            read.close()
+        elif read_already(pages):
+            # Read already (the enter's job, within the deadline): no deadline to keep.
             try:
-                if failure is None:
-                    turns = await read_history(
-                        self.config.transport,
-                        self.config.conversation_id,
-                        limit=wanted,
-                        before=before,
-                        first=first,
-                    )
+                turns = await read
             except Exception as exc:
                 failure = type(exc).__name__
+        else:
+            deadline = self.config.retrieval_timeout
+            with anyio.move_on_after(math.inf if deadline is None else deadline) as scope:
+                try:
+                    turns = await read
+                except Exception as exc:
+                    failure = type(exc).__name__
+            timed_out = scope.cancelled_caught
         ms = round((time.perf_counter() - started) * 1000, 3)
-        if failure is not None or scope.cancelled_caught:
+        if failure is not None or timed_out:
             # Best-effort read (INFO, as a failed retrieval): the turn goes on without it.
             logger.info("history.failed", error=failure or "timeout", ms=ms, wanted=wanted)
             return ()
@@ -390,13 +400,12 @@ class Phases:
             entering.found(_logged(nothing.value))
         history = None
         if recency:
-            page = first_page(
-                config.conversation_id,
-                limit=config.history_turns,
-                before=keys.turn_id,
-                tenant=self.machine.tenant,
-            )
-            history = present(entity_id=page.entity_id, limit=page.limit, before=page.before)
+            history = {
+                "conversation_id": config.conversation_id,
+                "limit": config.history_turns,
+                "before": keys.turn_id,
+                "tenant": self.machine.tenant,
+            }
         lookups = lookup_bodies(plan, config.lookup_limit) if plan else None
         answered: list[Entered] = []
 
@@ -429,13 +438,13 @@ class Phases:
             return
         entered = answered[0]
         if recency:
-            entering.history = await self.history(keys.turn_id, entered.page)
+            entering.history = await self.history(keys.turn_id, entered.history)
         if plan is not None:
             found = Found(plan)
             if recency:
                 found.recent = recent_entities(entering.history)
             found.fill(entered.lookups or ())
-            cut = found.unfinished or isinstance(entered.page, TimedOut)
+            cut = found.unfinished or isinstance(entered.history, TimedOut)
             entering.found(_logged(ranked_step(step, found, timeout if cut else None)))
 
     async def _abandon_entered(

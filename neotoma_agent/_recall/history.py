@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any, Final, Literal, NamedTuple, TypeAlias, ca
 import attrs
 
 from .._engine.history import Group, Paged, group_turns, page_reads
-from .._engine.requests import HistoryPage, Machine
+from .._engine.requests import Machine
 from .._records.checks import check_optional_count
 from .._records.keys import conversation_entity_id, turn_record_entity_id
 from .._records.user_id import tenant_for
@@ -63,11 +63,12 @@ __all__ = [
     "DEFAULT_HISTORY_TURNS",
     "HistoryStatus",
     "HistoryTurn",
+    "PagesRead",
     "StoredConversation",
     "StoredMessage",
     "StoredTurn",
-    "first_page",
     "paged_history",
+    "read_already",
     "read_conversation",
     "read_history",
 ]
@@ -342,41 +343,20 @@ class _SentCalls:
         return by_key.get(turn_key, ())
 
 
-#: the first page of a history read, read already (an enter's job read it beside its
-#: store), or the error its read raised
-FirstPage: TypeAlias = "RecentConversation | Exception | None"
-
-
-def first_page(
-    conversation_id: str, *, limit: int, before: str | None, tenant: str | None
-) -> HistoryPage:
-    """The first page :func:`read_history` asks a store that pages for (``limit`` > 0),
-    for a caller that reads it apart and hands it over (``first``)."""
-    eid = conversation_entity_id(conversation_id, tenant)
-    return next(page_reads(conversation_id, eid, limit, before, tenant))
-
-
 async def _from_reader(
     reader: ConversationReader,
     conversation_id: str,
     entity_id: str,
     limit: int | None,
     before: str | None,
-    first: FirstPage = None,
 ) -> Paged | list[ConversationMessage]:
-    """:func:`~._engine.history.page_reads` on a transport that pages (``first``: the
-    answer to its first request, read already)."""
+    """:func:`~._engine.history.page_reads` on a transport that pages."""
     steps = page_reads(conversation_id, entity_id, limit, before, tenant_for(reader))
     request = next(steps)
     while True:
-        if first is not None:
-            page, first = first, None
-            if isinstance(page, Exception):
-                raise page
-        else:
-            page = await reader.recent_conversation(
-                request.entity_id, limit=request.limit, before=request.before
-            )
+        page = await reader.recent_conversation(
+            request.entity_id, limit=request.limit, before=request.before
+        )
         try:
             request = steps.send(page)
         except StopIteration as done:
@@ -478,21 +458,43 @@ async def _read_turns(
     return (await _read_paged(transport, conversation_id, limit, before))[0]
 
 
+#: what a store's pages answered a history read (:func:`~._engine.history.page_reads`),
+#: read already (an enter's job read them beside its store), or the error a read raised
+PagesRead: TypeAlias = "Paged | list[ConversationMessage] | Exception"
+
+
+def read_already(pages: PagesRead | None) -> bool:
+    """Whether a history read handed ``pages`` has nothing more to read: the pages of a
+    store that pages, which sent the turns' tool calls, or whose turn records count none
+    (so that it needs no deadline)."""
+    if not isinstance(pages, Paged):
+        return False
+    if pages.calls is not None:
+        return True
+    from .tool_reads import recorded_tool_count  # as _with_tools reads them
+
+    return not any(recorded_tool_count(r) > 0 for r in pages.records.values())
+
+
 async def _read_paged(
     transport: Transport,
     conversation_id: str,
     limit: int | None,
     before: str | None,
-    first: FirstPage = None,
+    pages: PagesRead | None = None,
 ) -> tuple[list[tuple[Group, EntitySnapshot | None]], list[RecentConversation] | None]:
     """:func:`_read_turns`, and the pages of a paging store that sent the turns' tool calls
     (``None``: not sent)."""
     entity_id = conversation_entity_id(conversation_id, tenant_for(transport))
     answer: Paged | list[ConversationMessage] | None = None
     reader = _as_reader(transport)
-    if reader is not None:
+    if isinstance(pages, Exception):
+        raise pages
+    if pages is not None:
+        answer = pages
+    elif reader is not None:
         try:
-            answer = await _from_reader(reader, conversation_id, entity_id, limit, before, first)
+            answer = await _from_reader(reader, conversation_id, entity_id, limit, before)
         except NotImplementedError:
             answer = None  # a wrapper around a transport without the route
     calls: list[RecentConversation] | None = None
@@ -575,20 +577,20 @@ async def read_history(
     *,
     limit: int | None = 20,
     before: str | None = None,
-    first: FirstPage = None,
+    pages: PagesRead | None = None,
 ) -> tuple[HistoryTurn, ...]:
     """The last ``limit`` turns (``None``: all) before turn ``before``, oldest first.
 
     A ``before`` turn id the conversation does not hold (yet) counts as after every turn. A
-    conversation that does not exist has no history. ``first``: the answer to the read's
-    first page request (:func:`first_page`), read already by the caller, on a store that
-    pages.
+    conversation that does not exist has no history. ``pages``: what the store's pages
+    answered :func:`~._engine.history.page_reads` for this read, read already by the caller
+    (then a page that sent the turns' tool calls leaves nothing more to read).
     """
     limit = _check_limit(limit)
     if limit == 0:
         return ()
     try:
-        turns, sent = await _read_paged(transport, conversation_id, limit, before, first)
+        turns, sent = await _read_paged(transport, conversation_id, limit, before, pages)
     except NotFoundError:
         return ()
     return await _with_tools(transport, conversation_id, turns, sent)

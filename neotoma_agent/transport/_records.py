@@ -9,7 +9,7 @@ which way its transport takes a store; every wrapper (the outbox, the test wrapp
 every other transport is a plain ``store``, so a wrapper sees each store it wraps.
 
 The embedded store also takes a turn's whole enter as one job (``_enter_records``,
-:func:`enter_job`): the user store's records, then the history read's first page and the
+:func:`enter_job`): the user store's records, then the history read's pages and the
 retrieval's lookups, read on the store's thread after the store and within the
 retrieval's deadline, answered together: one trip to the store's thread a turn's enter.
 """
@@ -22,7 +22,8 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 from ._results import StoreResult
 
 if TYPE_CHECKING:
-    from ._results import LookupResult, RecentConversation
+    from .._engine.history import Paged
+    from ._results import ConversationMessage, LookupResult
 
 __all__ = ["EnterJob", "Entered", "RecordsStore", "TimedOut", "enter_job", "records_store"]
 
@@ -56,8 +57,8 @@ class Entered(NamedTuple):
     or the error it raised (``TimedOut``: past the deadline), or ``None`` (not asked)."""
 
     stored: StoreResult
-    #: the history read's first page
-    page: RecentConversation | Exception | None
+    #: what the history read's pages answered (``_engine.history.page_reads``)
+    history: Paged | list[ConversationMessage] | Exception | None
     #: each lookup's answer by its place in the bodies (``None`` in a slot: the deadline
     #: came first)
     lookups: list[LookupResult | Exception | None] | None

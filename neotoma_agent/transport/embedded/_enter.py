@@ -1,7 +1,8 @@
 """A turn's enter as one job on the store's thread: the user store, then its reads.
 
-A turn's enter is a user store (:mod:`._turn_write`), the history read's first page
-(``recent_conversation``) and the retrieval's lookups (``retrieve_entity_by_identifier``,
+A turn's enter is a user store (:mod:`._turn_write`), the history read's pages
+(``recent_conversation``, as ``_engine.history.page_reads`` asks for them) and the
+retrieval's lookups (``retrieve_entity_by_identifier``,
 as :func:`lookup_each` runs many). Sent as three jobs they share a trip to the store's
 thread only when they arrive together; :func:`enter_records` runs them as one job, in the
 order a lone caller's jobs run in (the store first, then the reads), so a turn's enter
@@ -22,8 +23,11 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from ..._engine.history import Paged, page_reads
+from ..._records.keys import conversation_entity_id
+from .._bodies import present
 from .._records import Entered, TimedOut
-from .._results import LookupResult, RecentConversation
+from .._results import ConversationMessage, LookupResult, RecentConversation
 from ._connect import encodable
 from ._conversations import recent_conversation
 from ._read import retrieve_entity_by_identifier
@@ -56,8 +60,9 @@ def lookup_each(
 
 def enter_records(conn: sqlite3.Connection, body: Mapping[str, Any]) -> Entered:
     """Store ``body``'s records (``entities``, ``relationships``, ``idempotency_key``, as
-    :func:`~._turn_write.store_records`), then read the history page ``body["history"]``
-    (a ``recent_conversation`` body, or ``None``) and the lookups ``body["lookups"]``
+    :func:`~._turn_write.store_records`), then read the history ``body["history"]`` (its
+    ``conversation_id``, ``limit``, ``before`` turn and ``tenant``: the pages
+    ``page_reads`` asks for, or ``None``) and the lookups ``body["lookups"]``
     (``retrieve_entity_by_identifier`` bodies, or ``None``) until ``body["deadline"]`` (a
     ``time.monotonic()`` reading, or ``None``)."""
     stored = store_records(conn, body)
@@ -73,9 +78,9 @@ def enter_records(conn: sqlite3.Connection, body: Mapping[str, Any]) -> Entered:
 
         conn.set_progress_handler(past, _CLOCK_EVERY)
     try:
-        page: RecentConversation | Exception | None = None
+        read: Paged | list[ConversationMessage] | Exception | None = None
         if history is not None:
-            page = _page(conn, history, past)
+            read = _history(conn, history, past)
         found: list[LookupResult | Exception | None] | None = None
         if lookups is not None:
             found = [
@@ -89,15 +94,28 @@ def enter_records(conn: sqlite3.Connection, body: Mapping[str, Any]) -> Entered:
         # Never seen (a read's interruption rolls nothing back), but then the store's rows
         # are gone: fail the job, and the store's thread runs the group again.
         raise sqlite3.OperationalError("the enter's transaction was rolled back")
-    return Entered(stored, page, found)
+    return Entered(stored, read, found)
 
 
-def _page(
+def _history(
     conn: sqlite3.Connection, body: Mapping[str, Any], past: Callable[[], bool] | None
-) -> RecentConversation | Exception:
-    if past is not None and past():
-        return TimedOut()
-    try:
-        return RecentConversation.from_json(encodable(recent_conversation, conn, body))
-    except Exception as exc:  # the history read's own failure: the turn goes on without it
-        return TimedOut() if past is not None and past() else exc
+) -> Paged | list[ConversationMessage] | Exception:
+    # The pages page_reads asks for (_recall.history's read on a store that pages), each
+    # read with the store's own history read.
+    conversation_id, tenant = body["conversation_id"], body["tenant"]
+    entity_id = conversation_entity_id(conversation_id, tenant)
+    steps = page_reads(conversation_id, entity_id, body["limit"], body["before"], tenant)
+    request = next(steps)
+    while True:
+        if past is not None and past():
+            return TimedOut()
+        query = present(entity_id=request.entity_id, limit=request.limit, before=request.before)
+        try:
+            page = RecentConversation.from_json(encodable(recent_conversation, conn, query))
+        except Exception as exc:  # the history read's own failure: the turn goes on without it
+            return TimedOut() if past is not None and past() else exc
+        try:
+            request = steps.send(page)
+        except StopIteration as done:
+            answer: Paged | list[ConversationMessage] = done.value
+            return answer
