@@ -3,9 +3,11 @@
 Every way of recording a turn goes through the same phases, so they leave the same graph in
 the store:
 
-- enter: bounded retrieval and one user store (conversation, user message, turn record
-  ``open``, PART_OF), concurrently; a failed enter that may have written closes the turn
-  as abandoned (:meth:`Phases.enter`);
+- enter: bounded retrieval, the history read and one user store (conversation, user
+  message, turn record ``open``, PART_OF), concurrently; or, on a store that runs it as
+  one job (the embedded store's ``_enter_records``), the user store and then the reads in
+  one job on its thread, within the retrieval's deadline; a failed enter that may have
+  written closes the turn as abandoned (:meth:`Phases.enter`);
 - close, as the turn's :class:`~neotoma_agent._engine.phase_records.Ending` says: one closing
   store, completed (assistant message, PART_OF, REFERS_TO, turn record ``completed``) or
   abandoned (turn record ``abandoned``, the user message's edges, and the partial reply if
@@ -232,18 +234,15 @@ class Phases:
         if wanted == 0:
             return ()
         started = time.perf_counter()
+        config = self.config
         read = read_history(
-            self.config.transport,
-            self.config.conversation_id,
-            limit=wanted,
-            before=before,
-            pages=pages,
+            config.transport, config.conversation_id, limit=wanted, before=before, pages=pages
         )
         turns: tuple[HistoryTurn, ...] = ()
         failure: str | None = None
         timed_out = isinstance(pages, TimedOut)
         if timed_out:
-            read.close()
+            read.close()  # the enter's job read past the deadline
         elif read_already(pages):
             # Read already (the enter's job, within the deadline): no deadline to keep.
             try:
@@ -251,7 +250,7 @@ class Phases:
             except Exception as exc:
                 failure = type(exc).__name__
         else:
-            deadline = self.config.retrieval_timeout
+            deadline = config.retrieval_timeout
             with anyio.move_on_after(math.inf if deadline is None else deadline) as scope:
                 try:
                     turns = await read
@@ -302,6 +301,37 @@ class Phases:
             loose=config.extractor is None,
             refers_to_on_enter=config.refers_to_on_enter,
         )
+        joint = self._enter_job
+        if entering.sequential or config.retriever is not None or ACTIVE.get() is not None:
+            # Retrieval before the store, an application's retriever beside it, or a span
+            # for each part: the store and the reads are calls of their own.
+            joint = None
+        try:
+            if joint is not None:
+                await self._enter_as_one(entering, joint, identifiers, recency)
+            else:
+                await self._enter_apart(entering, identifiers, recency)
+            opened = await self.drive(entering.open())
+        except BaseException as exc:
+            if entering.must_abandon(exc):
+                completion = await self._abandon_entered(entering, exc, attempt)
+                await raise_deferred(completion, exc)
+            raise
+        logger.info(
+            "turn.opened",
+            user_message_id=opened.user_message_id,
+            conversation_entity_id=opened.conversation_entity_id,
+            replayed=opened.replayed,
+            retrieved=len(entering.retrieved.entities),
+            history=len(entering.history),
+            ms=round((time.perf_counter() - started) * 1000, 3),
+        )
+        return opened, entering.retrieved, entering.history
+
+    async def _enter_apart(self, entering: Entering, identifiers: list[str], recency: bool) -> None:
+        """The enter as a store and two reads: retrieval, the history read and the user
+        store, concurrently (retrieval first when ``entering.sequential``)."""
+        keys, user_message = entering.keys, entering.prompt.user_message
         history_read = anyio.Event()
 
         async def recent() -> Sequence[Entity]:
@@ -323,58 +353,34 @@ class Phases:
             finally:
                 history_read.set()
 
-        joint = self._enter_job
-        if entering.sequential or config.retriever is not None or ACTIVE.get() is not None:
-            # Retrieval before the store, an application's retriever beside it, or a span
-            # for each part: the store and the reads are calls of their own.
-            joint = None
+        if entering.sequential and not recency:
+            # Nothing to overlap (or the edges must ride on this store): no task group.
+            await run_retrieval()
+            await self.drive(entering.store())
+            return
         store_error: Exception | None = None
-        try:
-            if joint is not None:
-                await self._enter_as_one(entering, joint, identifiers, recency)
-            elif entering.sequential and not recency:
-                # Nothing to overlap (or the edges must ride on this store): no task group.
+        async with anyio.create_task_group() as tg:
+            if recency:
+                tg.start_soon(run_history)
+            if entering.sequential:
                 await run_retrieval()
-                await self.drive(entering.store())
             else:
-                async with anyio.create_task_group() as tg:
-                    if recency:
-                        tg.start_soon(run_history)
-                    if entering.sequential:
-                        await run_retrieval()
-                    else:
-                        tg.start_soon(run_retrieval)
-                    try:
-                        await self.drive(entering.store())
-                    except Exception as exc:
-                        # Raised after the group, unwrapped: a task group would turn it into
-                        # an ExceptionGroup. Retrieval is pointless now.
-                        store_error = exc
-                        tg.cancel_scope.cancel()
-            if store_error is not None:
-                raise store_error
-            opened = await self.drive(entering.open())
-        except BaseException as exc:
-            if entering.must_abandon(exc):
-                completion = await self._abandon_entered(entering, exc, attempt)
-                await raise_deferred(completion, exc)
-            raise
-        logger.info(
-            "turn.opened",
-            user_message_id=opened.user_message_id,
-            conversation_entity_id=opened.conversation_entity_id,
-            replayed=opened.replayed,
-            retrieved=len(entering.retrieved.entities),
-            history=len(entering.history),
-            ms=round((time.perf_counter() - started) * 1000, 3),
-        )
-        return opened, entering.retrieved, entering.history
+                tg.start_soon(run_retrieval)
+            try:
+                await self.drive(entering.store())
+            except Exception as exc:
+                # Raised after the group, unwrapped: a task group would turn it into an
+                # ExceptionGroup. Retrieval is pointless now.
+                store_error = exc
+                tg.cancel_scope.cancel()
+        if store_error is not None:
+            raise store_error
 
     async def _enter_as_one(
         self, entering: Entering, joint: EnterJob, identifiers: list[str], recency: bool
     ) -> None:
         """The enter on a store that runs it as one job (``_enter_records``): the user
-        store, then the history read's first page and the retrieval's lookups, on the
+        store, then the history read's pages and the retrieval's lookups, on the
         store's thread within the retrieval's deadline; then the history and the ranking
         made of what they answered. A failed store (a re-run's mismatch, which then
         replays) leaves the reads to be made apart, after it."""
