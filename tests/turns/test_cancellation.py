@@ -336,7 +336,10 @@ async def test_asyncio_timeout_during_closing_store_completes_it(store: Transpor
     m = memory(faulty, "c-cancel")
     t = m.turn("hello", turn_id="t1")
     with pytest.raises(TimeoutError):
-        async with asyncio.timeout(0.1), t:
+        async with asyncio.timeout(None) as deadline, t:
+            # Armed once the turn is open (an enter on a loaded machine may take longer):
+            # it fires during the closing store.
+            deadline.reschedule(asyncio.get_running_loop().time() + 0.1)
             t.reply = "hi"
     assert t.result.status is TurnState.COMPLETED
     assert t.result.completed
