@@ -335,12 +335,16 @@ async def test_asyncio_timeout_during_closing_store_completes_it(store: Transpor
     faulty = FaultyTransport(store).delay("store", 0.2, when=closing_stores())
     m = memory(faulty, "c-cancel")
     t = m.turn("hello", turn_id="t1")
-    with pytest.raises(TimeoutError):
+
+    async def use() -> None:
         async with asyncio.timeout(None) as deadline, t:
             # Armed once the turn is open (an enter on a loaded machine may take longer):
             # it fires during the closing store.
             deadline.reschedule(asyncio.get_running_loop().time() + 0.1)
             t.reply = "hi"
+
+    with pytest.raises(TimeoutError):
+        await use()
     assert t.result.status is TurnState.COMPLETED
     assert t.result.completed
     record = await turn_record(store, "c-cancel", "t1")
