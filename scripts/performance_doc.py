@@ -449,12 +449,12 @@ ROADMAP: tuple[tuple[str, tuple[str, ...]], ...] = (
         ("  edges", "  idempotency keys"),
     ),
     (
-        "2. the enter as one job, ids answered",
+        "2. the enter as one job, ids answered (done: what is left)",
         ("JSON encode and decode (store thread)", "answers parsed (_results from_json)"),
     ),
     ("3. the history read as one statement", ("the history read",)),
     (
-        "4. one job per phase on the event loop",
+        "4. one job per phase on the event loop (the enter done: the close left)",
         ("anyio (scopes, tasks)", "asyncio (the loop, futures)"),
     ),
 )
