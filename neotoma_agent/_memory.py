@@ -174,8 +174,10 @@ class NeotomaMemory(MemorySettings):
         ``turn_id`` defaults to a fresh time-ordered id; pass a stable one (a harness message
         id) to make a retried turn replay instead of being stored twice. ``revision=2, 3, …``
         records a regenerated reply for a turn id already stored. ``model`` names the model
-        that answers (stored on the turn record). Bad ids raise ``ValueError`` here, before
-        any I/O.
+        that answers (stored on the turn record); ``turn_number`` and ``user_extra`` (fields
+        stored on the user message) are the caller's. Every option left out is ``None``.
+        Bad ids raise ``ValueError`` here, before any I/O, and so does a misspelt option
+        (``TypeError``).
         """
         return Turn._create(self._phases, self._prepare("turn", user_message, options))
 
@@ -370,8 +372,9 @@ class NeotomaMemory(MemorySettings):
         records, e.g. made in another process; a repeated call is written once). A turn
         opened by another process is closed too: pass ``retrieved_ids`` (and
         ``user_message_id`` if known) so the user message's edges are written. ``model``
-        names the model, when ``open_turn`` did not. Raises :class:`TurnCloseError` if the
-        store fails.
+        names the model, when ``open_turn`` did not. Left out, ``refers_to``, ``produced``
+        and ``tools`` are empty and the other options ``None``. Raises
+        :class:`TurnCloseError` if the store fails.
         """
         check_options(options, EndOptions, "close_turn")
         how: _How = ("completed", check_text("assistant_message", assistant_message), None)
