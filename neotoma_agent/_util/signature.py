@@ -38,12 +38,10 @@ P = ParamSpec("P")
 R = TypeVar("R")
 S = TypeVar("S")
 
-_Method = Callable[Concatenate[S, ...], R]
-
 
 def args_of(
     source: Callable[P, object],
-) -> Callable[[_Method[S, R]], Callable[Concatenate[S, P], R]]:
+) -> Callable[[Callable[Concatenate[S, ...], R]], Callable[Concatenate[S, P], R]]:
     """A method (after its ``self``) taking every parameter of ``source``: a function, or
     a method read from its class already bound (a classmethod such as ``ToolCall.create``)."""
     return lambda method: _takes(method, source, skip=0)
@@ -51,7 +49,7 @@ def args_of(
 
 def method_args_of(
     source: Callable[Concatenate[Any, P], object],
-) -> Callable[[_Method[S, R]], Callable[Concatenate[S, P], R]]:
+) -> Callable[[Callable[Concatenate[S, ...], R]], Callable[Concatenate[S, P], R]]:
     """A method (after its ``self``) taking the parameters of the method ``source`` after
     its own ``self``."""
     return lambda method: _takes(method, source, skip=1)
