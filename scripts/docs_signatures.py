@@ -151,7 +151,7 @@ def _made_method(
         return None
     elements = getattr(made.slice, "elements", ())
     returns: Any = elements[-1] if elements else None
-    if returns is None or str(returns) in factory_type_vars(factory):
+    if returns is None or str(returns) in _type_vars(factory):
         returns = source.returns
         if isinstance(returns, griffe.ExprSubscript) and str(returns.left) == "Coroutine":
             returns = returns.slice.elements[-1]  # type: ignore[union-attr]
@@ -162,14 +162,14 @@ def _made_method(
         lineno=attribute.lineno,
         endlineno=attribute.endlineno,
         docstring=attribute.docstring or source.docstring,
-        parameters=griffe.Parameters(*list(source.parameters)[:1], *_tail(source)),
+        parameters=griffe.Parameters(*source.parameters),
         returns=returns,
     )
     function.labels.add("method")
     return function
 
 
-def factory_type_vars(factory: griffe.Function) -> set[str]:
+def _type_vars(factory: griffe.Function) -> set[str]:
     # The type variables a factory's result is written with: its module's TypeVar names.
     module = factory.module
     return {
