@@ -10,6 +10,7 @@ store holds, the shielded close) live in ``_phases``; results are built in
 from __future__ import annotations
 
 import contextlib
+import sys
 import time
 from collections.abc import Coroutine, Iterator, Mapping, Sequence
 from typing import Any, Literal, TypedDict
@@ -61,11 +62,16 @@ from ._util.log import bound_context
 from ._util.must_await import MustAwait
 from ._util.otel import CLOSE_TURN_SPAN, OPEN_TURN_SPAN, TURN_SPAN, Explicit, explicit
 from ._util.shield import raise_deferred
-from ._util.signature import Unpack, check_options
+from ._util.signature import check_options
 from .exceptions import TransportError, error_class_name
 from .transport._base import Entity, EntityDeletion
 from .transport._search_fallback import search as search_store
 from .transport._search_results import SearchResult
+
+if sys.version_info >= (3, 11):
+    from typing import Unpack
+else:
+    from typing_extensions import Unpack
 
 __all__ = ["DEFAULT_HISTORY_TURNS", "EndOptions", "NeotomaMemory", "TurnIds", "TurnOptions"]
 
@@ -75,15 +81,22 @@ class TurnIds(TypedDict, total=False):
     ``with_memory``'s calls take them; each one left out is ``None``."""
 
     turn_id: str | None
+    """The turn's id; left out, a fresh time-ordered one. A stable one (a harness message
+    id) makes a retried turn replay instead of being stored twice."""
     turn_number: int | None
+    """The turn's number in the conversation, if the caller counts them (on the turn
+    record; a context block tags the turn ``turn N``)."""
     user_extra: Mapping[str, Any] | None
+    """Extra fields stored on the user message (plain JSON)."""
     revision: int | None
+    """``2, 3, …``: a regenerated reply for a turn id already stored."""
 
 
 class TurnOptions(TurnIds, total=False):
     """The keyword options of ``memory.turn(...)``, ``open_turn`` and ``record_turn``."""
 
     model: str | None
+    """The model that answers (stored on the turn record)."""
 
 
 class EndOptions(TypedDict, total=False):
@@ -92,13 +105,22 @@ class EndOptions(TypedDict, total=False):
     another process is resumed with (each ``None`` when left out)."""
 
     refers_to: Sequence[str | Entity]
+    """Entities (ids or entities) the reply REFERS_TO besides those retrieval linked."""
     user_message_id: str | None
+    """A turn opened in another process: its user message's id (else looked up)."""
     retrieved_ids: Sequence[str] | None
+    """A turn opened in another process: what its retrieval linked, so that the user
+    message's edges are written."""
     revision: int | None
+    """A turn opened in another process: the revision it was opened with."""
     turn_number: int | None
+    """A turn opened in another process: its number."""
     produced: Sequence[Produced]
+    """``OpenTurn.produce()`` records, written by the same store; the reply REFERS_TO them."""
     tools: Sequence[ToolCall]
+    """``ToolCall`` records (made here or in another process), written with the turn."""
     model: str | None
+    """The model that answered, when ``open_turn`` did not name it."""
 
 
 #: How a turn the explicit API closes ends: its status, its text, its error class.

@@ -18,6 +18,7 @@ the :class:`~neotoma_agent.TurnResult`); ``async with wrapped.stream(message) as
 from __future__ import annotations
 
 import inspect
+import sys
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from typing import Any, Literal
 
@@ -28,9 +29,14 @@ import attrs
 from ._memory import NeotomaMemory, TurnIds
 from ._turn import Turn
 from ._turn_result import TurnResult
-from ._util.signature import Unpack, check_options
+from ._util.signature import check_options
 from .exceptions import TurnStateError
 from .transport._base import ExitWith, Transport
+
+if sys.version_info >= (3, 11):
+    from typing import Unpack
+else:
+    from typing_extensions import Unpack
 
 __all__ = ["AgentReply", "AgentStream", "MemoryAgent", "StoppedEarly", "with_memory"]
 

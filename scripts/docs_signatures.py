@@ -5,18 +5,21 @@ A signature the package states once and other methods take over (see
 Unpack[TurnOptions]``, a ``*args, **kwargs`` method under ``@args_of(ToolCall.create)``,
 or a sync facade method made by a factory (``turn = _driven(NeotomaMemory.turn)``). Type
 checkers and editors see through each; griffe reads the text. mkdocs.yml loads this file
-as a griffe extension, so that the reference shows each such method with the parameters
-a caller passes:
+as a griffe extension after griffe's own ``unpack_typeddict`` (which lists the keys of
+``**options: Unpack[X]`` as keyword parameters, each with its docstring), so that the
+reference shows each such method with the parameters a caller passes:
 
-- ``**options: Unpack[X]`` (a ``TypedDict``): one keyword parameter per key of ``X`` (its
-  bases' first), shown with the default ``...`` (an option left out takes the method's
-  default, which its docstring states);
 - ``@args_of(source)`` / ``@method_args_of(source)``: the parameters of ``source`` after
   its first (``self`` or ``cls``), after the method's own ``self``;
 - a class attribute ``name = factory(Class.method)`` whose factory returns
   ``Callable[Concatenate[..., P], R]``: a method with the parameters of ``Class.method``,
   returning ``R`` (``Class.method``'s own result if ``R`` is a type variable: awaited, if
-  it was a coroutine), with the attribute's docstring (else ``Class.method``'s).
+  it was a coroutine), with the attribute's docstring (else ``Class.method``'s);
+- a ``TypedDict`` that extends another holds its base's keys too, first (``unpack_typeddict``
+  reads a class's own).
+
+It runs when the package is loaded, before the load events in which ``unpack_typeddict``
+expands ``**options``: so a copied ``**options`` is expanded where it is copied to.
 """
 
 from __future__ import annotations
@@ -35,17 +38,16 @@ class SharedSignatures(griffe.Extension):
     def on_package(self, *, pkg: griffe.Module, loader: griffe.GriffeLoader, **kwargs: Any) -> None:
         collection = loader.modules_collection
         classes = list(_classes(pkg))
-        for cls in classes:  # the factories' methods first: their sources may use Unpack
+        for cls in classes:
+            _inherit_keys(cls, collection)
+        for cls in classes:
             for name, member in list(cls.members.items()):
-                if isinstance(member, griffe.Attribute):
+                if isinstance(member, griffe.Function):
+                    _copy_decorated(member, collection)
+                elif isinstance(member, griffe.Attribute):
                     made = _made_method(member, collection)
                     if made is not None:
                         cls.set_member(name, made)
-        for cls in classes:
-            for member in list(cls.members.values()):
-                if isinstance(member, griffe.Function):
-                    _copy_decorated(member, collection)
-                    _expand_unpack(member, collection)
 
 
 def _classes(obj: griffe.Object) -> Any:
@@ -91,49 +93,38 @@ def _copy_decorated(function: griffe.Function, collection: griffe.ModulesCollect
         source = _resolve(call.arguments[0], collection)
         if not isinstance(source, griffe.Function):
             raise ValueError(f"{function.path}: cannot find the source of {call}")
-        _expand_unpack(source, collection)
         own = list(function.parameters)[:1]
         function.parameters = griffe.Parameters(*own, *_tail(source))
 
 
-def _expand_unpack(function: griffe.Function, collection: griffe.ModulesCollection) -> None:
-    params = list(function.parameters)
-    last = params[-1] if params else None
-    annotation = last.annotation if last is not None else None
-    if (
-        last is None
-        or last.kind is not griffe.ParameterKind.var_keyword
-        or not isinstance(annotation, griffe.ExprSubscript)
-        or str(annotation.left) != "Unpack"
-    ):
-        return
-    options = _resolve(annotation.slice, collection)
-    if not isinstance(options, griffe.Class):
-        raise ValueError(f"{function.path}: cannot find the TypedDict {annotation.slice}")
-    keywords = [
-        griffe.Parameter(
-            name,
-            annotation=attribute.annotation,
-            kind=griffe.ParameterKind.keyword_only,
-            default="...",
-        )
-        for name, attribute in _keys(options, collection)
-    ]
-    function.parameters = griffe.Parameters(*params[:-1], *keywords)
-
-
-def _keys(
-    typed_dict: griffe.Class, collection: griffe.ModulesCollection
-) -> list[tuple[str, griffe.Attribute]]:
-    keys: dict[str, griffe.Attribute] = {}
-    for base in typed_dict.bases:
+def _inherit_keys(cls: griffe.Class, collection: griffe.ModulesCollection) -> None:
+    # A TypedDict extending another (class TurnOptions(TurnIds)): its base's keys first.
+    inherited: dict[str, griffe.Object | griffe.Alias] = {}
+    for base in cls.bases:
         parent = _resolve(base, collection)
-        if isinstance(parent, griffe.Class):
-            keys.update(_keys(parent, collection))
-    for name, member in typed_dict.members.items():
-        if isinstance(member, griffe.Attribute) and member.annotation is not None:
-            keys[name] = member
-    return list(keys.items())
+        if isinstance(parent, griffe.Class) and _is_typed_dict(parent, collection):
+            _inherit_keys(parent, collection)
+            inherited.update(
+                (name, member)
+                for name, member in parent.members.items()
+                if isinstance(member, griffe.Attribute) and name not in cls.members
+            )
+    if inherited:
+        own = dict(cls.members)
+        for name in own:
+            cls.del_member(name)
+        for name, member in {**inherited, **own}.items():
+            cls.set_member(name, member)
+
+
+def _is_typed_dict(cls: griffe.Class, collection: griffe.ModulesCollection) -> bool:
+    for base in cls.bases:
+        if str(base) == "TypedDict":
+            return True
+        parent = _resolve(base, collection)
+        if isinstance(parent, griffe.Class) and _is_typed_dict(parent, collection):
+            return True
+    return False
 
 
 def _made_method(
@@ -156,17 +147,29 @@ def _made_method(
         if isinstance(returns, griffe.ExprSubscript) and str(returns.left) == "Coroutine":
             returns = returns.slice.elements[-1]  # type: ignore[union-attr]
     _copy_decorated(source, collection)
-    _expand_unpack(source, collection)
     function = griffe.Function(
         attribute.name,
         lineno=attribute.lineno,
         endlineno=attribute.endlineno,
-        docstring=attribute.docstring or source.docstring,
+        # A copy: unpack_typeddict adds its options' table to each method's own.
+        docstring=attribute.docstring or _copy(source.docstring),
         parameters=griffe.Parameters(*source.parameters),
         returns=returns,
     )
     function.labels.add("method")
     return function
+
+
+def _copy(docstring: griffe.Docstring | None) -> griffe.Docstring | None:
+    if docstring is None:
+        return None
+    return griffe.Docstring(
+        docstring.value,
+        lineno=docstring.lineno,
+        endlineno=docstring.endlineno,
+        parser=docstring.parser,
+        parser_options=docstring.parser_options,
+    )
 
 
 def _type_vars(factory: griffe.Function) -> set[str]:

@@ -23,16 +23,10 @@ name, as Python would, and the API reference lists the options as keyword parame
 from __future__ import annotations
 
 import inspect
-import sys
 from collections.abc import Callable, Mapping
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
-if sys.version_info >= (3, 11):
-    from typing import Unpack
-else:  # pragma: no cover - Python 3.10
-    from typing_extensions import Unpack
-
-__all__ = ["Unpack", "args_of", "check_options", "method_args_of"]
+__all__ = ["args_of", "check_options", "method_args_of"]
 
 P = ParamSpec("P")
 R = TypeVar("R")
