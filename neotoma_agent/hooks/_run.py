@@ -308,10 +308,10 @@ def _read_ends(
     Best-effort: a file that cannot be read changes nothing."""
     if not turns or not event.transcript:
         return  # most prompts: nothing was left unended
-    from ._backfill import SOURCES, read_turns
+    from ._backfill import BACKFILL_SOURCES, read_turns
     from ._transcript import ReadCounts
 
-    if harness not in SOURCES:
+    if harness not in BACKFILL_SOURCES:
         return
     conv = event.conversation_id
     path = Path(event.transcript)

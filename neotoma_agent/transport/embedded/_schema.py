@@ -338,13 +338,12 @@ def _compact_seen(value: str | bytes) -> str | bytes:
     return encode_seen(decode_seen(value))
 
 
-_BATCH = 1000
-
-
 def _share_fields(conn: sqlite3.Connection) -> None:
     """The words, edge ids and times in their version-4 form; every snapshot doc rewritten,
     and the newest observation whose fields are exactly its entity's snapshot fields
     sharing them (``_rows``)."""
+    from ._scan import keyset_rows  # a migration's: never a hook's (see there)
+
     conn.create_function("compact_word", 1, encode_word, deterministic=True)
     conn.create_function("compact_seen", 1, _compact_seen, deterministic=True)
     conn.create_function("compact_time", 1, encode_opt_time, deterministic=True)
@@ -368,27 +367,23 @@ def _share_fields(conn: sqlite3.Connection) -> None:
     find = (
         "SELECT seq FROM observations WHERE entity_id = ? AND fields = ? ORDER BY seq DESC LIMIT 1"
     )
-    last = -1
-    while True:
-        rows = conn.execute(
-            "SELECT rowid, id, snapshot, observation_count, last_observation_at FROM entities "
-            "WHERE rowid > ? ORDER BY rowid LIMIT ?",
-            (last, _BATCH),
-        ).fetchall()
-        if not rows:
-            return
-        for rowid, entity_id, doc, count, observed in rows:
-            state = decode_state(doc, count, observed)
-            if state.shared is None:
-                text = dumps(state.fields)
-                found = conn.execute(find, (encode_entity(entity_id), text)).fetchone()
-                if found is not None:
-                    state.shared = int(found[0])
-                    conn.execute("UPDATE observations SET fields = NULL WHERE seq = ?", found)
-            conn.execute(
-                "UPDATE entities SET snapshot = ? WHERE rowid = ?", (encode_state(state), rowid)
-            )
-        last = rows[-1][0]
+    entities = keyset_rows(
+        conn,
+        "SELECT rowid, id, snapshot, observation_count, last_observation_at FROM entities "
+        "WHERE rowid > ? ORDER BY rowid LIMIT ?",
+        -1,
+    )
+    for rowid, entity_id, doc, count, observed in entities:
+        state = decode_state(doc, count, observed)
+        if state.shared is None:
+            text = dumps(state.fields)
+            found = conn.execute(find, (encode_entity(entity_id), text)).fetchone()
+            if found is not None:
+                state.shared = int(found[0])
+                conn.execute("UPDATE observations SET fields = NULL WHERE seq = ?", found)
+        conn.execute(
+            "UPDATE entities SET snapshot = ? WHERE rowid = ?", (encode_state(state), rowid)
+        )
 
 
 # Version 5: one summary row per conversation (``_summaries``): what a list of conversations

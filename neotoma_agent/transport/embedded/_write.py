@@ -36,7 +36,7 @@ from ._errors import (
     resolution_failed,
 )
 from ._name_index import index_fields, index_name
-from ._reducer import ObservationMeta, SnapshotState, fold, source_rank
+from ._reducer import ObservationMeta, SnapshotChange, SnapshotState, fold, source_rank
 from ._rename import rederive_name
 from ._rows import (
     dumps,
@@ -538,7 +538,16 @@ def _observe(
             ),
         )
     index_fields(conn, entity_id, old_fields, state.fields)
-    index_search(conn, entity_id, entity_type, old_fields, old_deleted, state.fields, state.deleted)
+    change = SnapshotChange(
+        entity_id,
+        entity_type,
+        old_fields,
+        old_deleted,
+        state.fields,
+        state.deleted,
+        state.last_observation_at,
+    )
+    index_search(conn, change)
     rederive_name(
         conn,
         entity_id,
@@ -550,16 +559,7 @@ def _observe(
         fields,
     )
     if entity_type in SUMMARIZED_TYPES:
-        summarize(
-            conn,
-            entity_id,
-            entity_type,
-            old_fields,
-            old_deleted,
-            state.fields,
-            state.deleted,
-            state.last_observation_at,
-        )
+        summarize(conn, change)
     return obs_id, dict(state.fields)
 
 
