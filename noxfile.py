@@ -60,7 +60,9 @@ def lowest_constraints() -> list[str]:
         floors = [s.version for s in requirement.specifier if s.operator == ">="]
         if len(floors) != 1:
             raise ValueError(f"{spec!r}: every dependency needs one >= floor")
-        pins.append(f"{requirement.name}=={floors[0]}")
+        # A dependency of some Pythons only (its marker) is pinned on those only.
+        marker = f"; {requirement.marker}" if requirement.marker else ""
+        pins.append(f"{requirement.name}=={floors[0]}{marker}")
     return pins
 
 

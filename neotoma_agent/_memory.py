@@ -10,9 +10,10 @@ store holds, the shielded close) live in ``_phases``; results are built in
 from __future__ import annotations
 
 import contextlib
+import sys
 import time
 from collections.abc import Coroutine, Iterator, Mapping, Sequence
-from typing import Any, Literal
+from typing import Any, Literal, TypedDict
 
 import attrs
 
@@ -61,12 +62,65 @@ from ._util.log import bound_context
 from ._util.must_await import MustAwait
 from ._util.otel import CLOSE_TURN_SPAN, OPEN_TURN_SPAN, TURN_SPAN, Explicit, explicit
 from ._util.shield import raise_deferred
+from ._util.signature import check_options
 from .exceptions import TransportError, error_class_name
 from .transport._base import Entity, EntityDeletion
 from .transport._search_fallback import search as search_store
 from .transport._search_results import SearchResult
 
-__all__ = ["DEFAULT_HISTORY_TURNS", "NeotomaMemory"]
+if sys.version_info >= (3, 11):
+    from typing import Unpack
+else:
+    from typing_extensions import Unpack
+
+__all__ = ["DEFAULT_HISTORY_TURNS", "EndOptions", "NeotomaMemory", "TurnIds", "TurnOptions"]
+
+
+class TurnIds(TypedDict, total=False):
+    """The keyword options that name a turn, as ``memory.turn(...)`` and
+    ``with_memory``'s calls take them; each one left out is ``None``."""
+
+    turn_id: str | None
+    """The turn's id; left out, a fresh time-ordered one. A stable one (a harness message
+    id) makes a retried turn replay instead of being stored twice."""
+    turn_number: int | None
+    """The turn's number in the conversation, if the caller counts them (on the turn
+    record; a context block tags the turn ``turn N``)."""
+    user_extra: Mapping[str, Any] | None
+    """Extra fields stored on the user message (plain JSON)."""
+    revision: int | None
+    """``2, 3, …``: a regenerated reply for a turn id already stored."""
+
+
+class TurnOptions(TurnIds, total=False):
+    """The keyword options of ``memory.turn(...)``, ``open_turn`` and ``record_turn``."""
+
+    model: str | None
+    """The model that answers (stored on the turn record)."""
+
+
+class EndOptions(TypedDict, total=False):
+    """The keyword options of ``close_turn`` and ``abandon_turn``: what the turn's end
+    cites, produced and called (each empty when left out), and what a turn opened in
+    another process is resumed with (each ``None`` when left out)."""
+
+    refers_to: Sequence[str | Entity]
+    """Entities (ids or entities) the reply REFERS_TO besides those retrieval linked."""
+    user_message_id: str | None
+    """A turn opened in another process: its user message's id (else looked up)."""
+    retrieved_ids: Sequence[str] | None
+    """A turn opened in another process: what its retrieval linked, so that the user
+    message's edges are written."""
+    revision: int | None
+    """A turn opened in another process: the revision it was opened with."""
+    turn_number: int | None
+    """A turn opened in another process: its number."""
+    produced: Sequence[Produced]
+    """``OpenTurn.produce()`` records, written by the same store; the reply REFERS_TO them."""
+    tools: Sequence[ToolCall]
+    """``ToolCall`` records (made here or in another process), written with the turn."""
+    model: str | None
+    """The model that answered, when ``open_turn`` did not name it."""
 
 
 #: How a turn the explicit API closes ends: its status, its text, its error class.
@@ -136,26 +190,18 @@ class NeotomaMemory(MemorySettings):
 
     # ------------------------------------------------------------------ public API
 
-    def turn(
-        self,
-        user_message: str,
-        *,
-        turn_id: str | None = None,
-        turn_number: int | None = None,
-        user_extra: Mapping[str, Any] | None = None,
-        revision: int | None = None,
-        model: str | None = None,
-    ) -> Turn:
+    def turn(self, user_message: str, **options: Unpack[TurnOptions]) -> Turn:
         """A new turn for ``user_message``; use it as ``async with memory.turn(...) as t:``.
 
         ``turn_id`` defaults to a fresh time-ordered id; pass a stable one (a harness message
         id) to make a retried turn replay instead of being stored twice. ``revision=2, 3, …``
         records a regenerated reply for a turn id already stored. ``model`` names the model
-        that answers (stored on the turn record). Bad ids raise ``ValueError`` here, before
-        any I/O.
+        that answers (stored on the turn record); ``turn_number`` and ``user_extra`` (fields
+        stored on the user message) are the caller's. Every option left out is ``None``.
+        Bad ids raise ``ValueError`` here, before any I/O, and so does a misspelt option
+        (``TypeError``).
         """
-        prompt = self._prepare(user_message, turn_id, turn_number, user_extra, revision, model)
-        return Turn._create(self._phases, prompt)
+        return Turn._create(self._phases, self._prepare("turn", user_message, options))
 
     def remember(self, entity_type: str, /, **fields: Any) -> Coroutine[Any, Any, str]:
         """Store one entity now (a fact to seed, a tool's result); await it for its id.
@@ -295,23 +341,15 @@ class NeotomaMemory(MemorySettings):
         conversation's recent entities, which this does not read)."""
         return await self._phases.retrieve(check_text("text", text))
 
-    async def open_turn(
-        self,
-        user_message: str,
-        *,
-        turn_id: str | None = None,
-        turn_number: int | None = None,
-        user_extra: Mapping[str, Any] | None = None,
-        revision: int | None = None,
-        model: str | None = None,
-    ) -> OpenTurn:
+    async def open_turn(self, user_message: str, **options: Unpack[TurnOptions]) -> OpenTurn:
         """The enter phase alone: retrieval and the user store.
 
         Finish the turn with ``close_turn`` (or ``abandon_turn``): until then this memory keeps
         the :class:`OpenTurn` so that the closing store can write the user message's edges
-        and the tool calls recorded on it (:meth:`OpenTurn.record_tool`).
+        and the tool calls recorded on it (:meth:`OpenTurn.record_tool`). The options are
+        :meth:`turn`'s.
         """
-        prompt = self._prepare(user_message, turn_id, turn_number, user_extra, revision, model)
+        prompt = self._prepare("open_turn", user_message, options)
         keys, user_message, turn_number = prompt.keys, prompt.user_message, prompt.turn_number
         with self._explicit(keys, turn_number, user_message, OPEN_TURN_SPAN):
             attempt = EnterAttempt()
@@ -345,15 +383,7 @@ class NeotomaMemory(MemorySettings):
         self,
         turn_id: str | OpenTurn,
         assistant_message: str,
-        *,
-        refers_to: Sequence[str | Entity] = (),
-        user_message_id: str | None = None,
-        retrieved_ids: Sequence[str] | None = None,
-        revision: int | None = None,
-        turn_number: int | None = None,
-        produced: Sequence[Produced] = (),
-        tools: Sequence[ToolCall] = (),
-        model: str | None = None,
+        **options: Unpack[EndOptions],
     ) -> TurnResult:
         """The closing phase of an open turn: store the exact reply (one store call).
 
@@ -364,12 +394,13 @@ class NeotomaMemory(MemorySettings):
         records, e.g. made in another process; a repeated call is written once). A turn
         opened by another process is closed too: pass ``retrieved_ids`` (and
         ``user_message_id`` if known) so the user message's edges are written. ``model``
-        names the model, when ``open_turn`` did not. Raises :class:`TurnCloseError` if the
-        store fails.
+        names the model, when ``open_turn`` did not. Left out, ``refers_to``, ``produced``
+        and ``tools`` are empty and the other options ``None``. Raises
+        :class:`TurnCloseError` if the store fails.
         """
+        check_options(options, EndOptions, "close_turn")
         how: _How = ("completed", check_text("assistant_message", assistant_message), None)
-        resume = (user_message_id, retrieved_ids, revision, turn_number)
-        return await self._end_turn(turn_id, how, (refers_to, produced, tools, model), resume)
+        return await self._end_turn(turn_id, how, options)
 
     async def abandon_turn(
         self,
@@ -377,14 +408,7 @@ class NeotomaMemory(MemorySettings):
         *,
         error: BaseException | str,
         partial_reply: str = "",
-        refers_to: Sequence[str | Entity] = (),
-        user_message_id: str | None = None,
-        retrieved_ids: Sequence[str] | None = None,
-        revision: int | None = None,
-        turn_number: int | None = None,
-        produced: Sequence[Produced] = (),
-        tools: Sequence[ToolCall] = (),
-        model: str | None = None,
+        **options: Unpack[EndOptions],
     ) -> TurnResult:
         """Record an open turn as abandoned (what ``turn()`` does when the body fails).
 
@@ -392,12 +416,13 @@ class NeotomaMemory(MemorySettings):
         user was already shown, stored exactly as the assistant message when non-empty.
         ``produced`` entities and the tool calls (recorded on the :class:`OpenTurn`, and
         ``tools``) are still written (they happened), as ``t.remember`` and ``t.tool`` do.
+        The other options as :meth:`close_turn` takes them.
         """
+        check_options(options, EndOptions, "abandon_turn")
         partial = check_text("partial_reply", partial_reply)
         error_class = error if isinstance(error, str) else error_class_name(error)
         how: _How = ("abandoned", partial, error_class)
-        resume = (user_message_id, retrieved_ids, revision, turn_number)
-        return await self._end_turn(turn_id, how, (refers_to, produced, tools, model), resume)
+        return await self._end_turn(turn_id, how, options)
 
     @contextlib.contextmanager
     def _explicit(
@@ -416,19 +441,24 @@ class NeotomaMemory(MemorySettings):
         self,
         turn: str | OpenTurn,
         how: _How,
-        given: tuple[Sequence[str | Entity], Sequence[Produced], Sequence[ToolCall], str | None],
-        resume: tuple[str | None, Sequence[str] | None, int | None, int | None],
+        options: EndOptions,
     ) -> TurnResult:
         """``close_turn`` / ``abandon_turn`` once their text is checked: ``how`` the turn
-        ends (status, text, error class), what the caller ``given`` (refers_to, produced,
-        tools, model: checked here, before any I/O), what ``resume`` needs for a turn
-        opened elsewhere; then the turn's :class:`Ending`, stored by one shielded store."""
-        refers_to, produced, tools, model = given
+        ends (status, text, error class), what the caller gave (refers_to, produced, tools,
+        model: checked here, before any I/O), what a turn opened elsewhere is resumed with;
+        then the turn's :class:`Ending`, stored by one shielded store."""
+        refers_to = options.get("refers_to", ())
         cited = tuple(validate_entity_id(e.id if isinstance(e, Entity) else e) for e in refers_to)
-        products = _check_produced(produced)
-        calls = check_tools(tools)
-        model = _check_model(model)
-        opened, retrieved, handle = await self._resume(turn, *resume)
+        products = _check_produced(options.get("produced", ()))
+        calls = check_tools(options.get("tools", ()))
+        model = _check_model(options.get("model"))
+        opened, retrieved, handle = await self._resume(
+            turn,
+            options.get("user_message_id"),
+            options.get("retrieved_ids"),
+            options.get("revision"),
+            options.get("turn_number"),
+        )
         status, text, error_class = how
         ending = Ending(
             opened,
@@ -467,23 +497,20 @@ class NeotomaMemory(MemorySettings):
         user_message: str,
         assistant_message: str,
         *,
-        turn_id: str | None = None,
-        turn_number: int | None = None,
-        user_extra: Mapping[str, Any] | None = None,
         refers_to: Sequence[str | Entity] = (),
-        revision: int | None = None,
         retrieve: bool = True,
         tools: Sequence[ToolCall] = (),
-        model: str | None = None,
+        **options: Unpack[TurnOptions],
     ) -> TurnResult:
         """Store a whole finished turn in one store call (transcript import).
 
         Same graph as ``turn()``: conversation, both messages with their PART_OF and
         REFERS_TO edges (to the entities retrieval finds for the user message, unless
         ``retrieve=False``, and to ``refers_to``), the turn record ``completed``, and one
-        ``tool_invocation`` per call in ``tools`` (:class:`ToolCall` records).
+        ``tool_invocation`` per call in ``tools`` (:class:`ToolCall` records). ``turn_id``,
+        ``turn_number``, ``user_extra``, ``revision`` and ``model`` as :meth:`turn` takes them.
         """
-        prompt = self._prepare(user_message, turn_id, turn_number, user_extra, revision, model)
+        prompt = self._prepare("record_turn", user_message, options)
         keys, user_message, turn_number = prompt.keys, prompt.user_message, prompt.turn_number
         reply = check_text("assistant_message", assistant_message)
         cited = tuple(validate_entity_id(e.id if isinstance(e, Entity) else e) for e in refers_to)
@@ -526,28 +553,22 @@ class NeotomaMemory(MemorySettings):
 
     # ------------------------------------------------------------------ phases
 
-    def _prepare(
-        self,
-        user_message: object,
-        turn_id: str | None,
-        turn_number: object,
-        user_extra: Mapping[str, Any] | None,
-        revision: int | None,
-        model: str | None,
-    ) -> Prompt:
+    def _prepare(self, function: str, user_message: object, options: TurnOptions) -> Prompt:
         # Everything that can be refused is refused here, before any I/O.
+        check_options(options, TurnOptions, function)
         text = check_text("user_message", user_message)
+        turn_id = options.get("turn_id")
         keys = turn_keys(
             self.conversation_id,
             new_turn_id() if turn_id is None else turn_id,
-            revision,
+            options.get("revision"),
         )
         return Prompt(
             keys,
             text,
-            _check_turn_number(turn_number),
-            validate_user_extra(user_extra),
-            _check_model(model),
+            _check_turn_number(options.get("turn_number")),
+            validate_user_extra(options.get("user_extra")),
+            _check_model(options.get("model")),
         )
 
     async def _resume(

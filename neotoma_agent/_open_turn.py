@@ -7,8 +7,6 @@ caller records for the closing store (tool calls, produced entities), which
 
 from __future__ import annotations
 
-import datetime
-from collections.abc import Callable
 from typing import Any
 
 import attrs
@@ -18,7 +16,9 @@ from ._recall.context import render_context
 from ._recall.history import HistoryTurn
 from ._recall.retrieval import RetrievalStats
 from ._records.payloads import Produced, merge_produced, produced_entity
-from ._records.tools import ToolCall, ToolLog, ToolStatus
+from ._records.tools import ToolCall, ToolLog
+from ._turn import Turn
+from ._util.signature import args_of, method_args_of
 from .transport._base import Entity
 
 __all__ = ["OpenTurn"]
@@ -68,18 +68,8 @@ class OpenTurn:
         """The tool calls :meth:`record_tool` recorded so far, ordered by ``invoked_at``."""
         return self._tools.calls
 
-    def record_tool(
-        self,
-        name: str,
-        *,
-        args: Any = None,
-        result: Any = None,
-        status: ToolStatus = "ok",
-        invoked_at: datetime.datetime | str | None = None,
-        duration_ms: float | None = None,
-        call_id: str | None = None,
-        error_class: str | None = None,
-    ) -> ToolCall:
+    @args_of(ToolCall.create)
+    def record_tool(self, *args: Any, **kwargs: Any) -> ToolCall:
         """Record a tool call of this turn, written by ``close_turn`` / ``abandon_turn``.
 
         The explicit API's :meth:`Turn.record_tool` (same arguments, checks and call-id
@@ -90,17 +80,7 @@ class OpenTurn:
         Once this turn is closed (``close_turn`` / ``abandon_turn`` landed), recording
         raises :class:`~neotoma_agent.TurnStateError`: the call would never be stored.
         """
-        call = ToolCall.create(
-            name,
-            args=args,
-            result=result,
-            status=status,
-            invoked_at=invoked_at,
-            duration_ms=duration_ms,
-            call_id=call_id,
-            error_class=error_class,
-        )
-        return self._tools.add(call, clock_given=invoked_at is not None)
+        return self._tools.record(*args, **kwargs)
 
     def remember(self, entity_type: str, /, **fields: Any) -> str:
         """Record an entity the reply produces; return its id at once, to cite in the reply.
@@ -139,14 +119,8 @@ class OpenTurn:
         """
         return produced_entity(entity_type, fields, extends=self.retrieved_ids, tenant=self._tenant)
 
-    def context(
-        self,
-        *,
-        max_chars: int = 4000,
-        history: bool = True,
-        max_tokens: int | None = None,
-        count_tokens: Callable[[str], int] | None = None,
-    ) -> str:
+    @method_args_of(Turn.context)
+    def context(self, *, history: bool = True, **budget: Any) -> str:
         """The budgeted prompt block of what this turn knows: ``t.context()`` for the explicit API.
 
         The same text, by the same rules, as :meth:`Turn.context`: the :attr:`retrieved`
@@ -160,10 +134,4 @@ class OpenTurn:
         ``history``, ``max_tokens`` and ``count_tokens`` as :meth:`Turn.context` takes them;
         ``ValueError`` for a ``max_chars`` that is not an int >= 0.
         """
-        return render_context(
-            self.retrieved,
-            self.history if history else (),
-            max_chars=max_chars,
-            max_tokens=max_tokens,
-            count_tokens=count_tokens,
-        )
+        return render_context(self.retrieved, self.history if history else (), **budget)

@@ -6,10 +6,10 @@ is stored are in :mod:`neotoma_agent._records.tools`.
 
 from __future__ import annotations
 
-import datetime
 from typing import Any
 
-from ._records.tools import ActiveToolCall, ToolCall, ToolLog, ToolStatus
+from ._records.tools import ActiveToolCall, ToolCall, ToolLog
+from ._util.signature import args_of
 
 __all__ = ["TurnTools"]
 
@@ -56,18 +56,8 @@ class TurnTools:
         self._require_open("record a tool call")
         return ActiveToolCall(self._add_tool, name, args, call_id)
 
-    def record_tool(
-        self,
-        name: str,
-        *,
-        args: Any = None,
-        result: Any = None,
-        status: ToolStatus = "ok",
-        invoked_at: datetime.datetime | str | None = None,
-        duration_ms: float | None = None,
-        call_id: str | None = None,
-        error_class: str | None = None,
-    ) -> ToolCall:
+    @args_of(ToolCall.create)
+    def record_tool(self, *args: Any, **kwargs: Any) -> ToolCall:
         """Record a call a framework already made; return the record kept.
 
         ``status`` is ``"ok"``, ``"error"`` or ``"cancelled"``; ``invoked_at`` a timezone-
@@ -84,17 +74,7 @@ class TurnTools:
                           call_id=block.id, duration_ms=312.5)
         """
         self._require_open("record a tool call")
-        call = ToolCall.create(
-            name,
-            args=args,
-            result=result,
-            status=status,
-            invoked_at=invoked_at,
-            duration_ms=duration_ms,
-            call_id=call_id,
-            error_class=error_class,
-        )
-        return self._tools.add(call, clock_given=invoked_at is not None)
+        return self._tools.record(*args, **kwargs)
 
     def _add_tool(self, call: ToolCall) -> ToolCall:
         # Where an ActiveToolCall records itself when it ends (timed now, not given).

@@ -18,18 +18,25 @@ the :class:`~neotoma_agent.TurnResult`); ``async with wrapped.stream(message) as
 from __future__ import annotations
 
 import inspect
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
+import sys
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from typing import Any, Literal
 
 import anyio
 import anyio.to_thread
 import attrs
 
-from ._memory import NeotomaMemory
+from ._memory import NeotomaMemory, TurnIds
 from ._turn import Turn
 from ._turn_result import TurnResult
+from ._util.signature import check_options
 from .exceptions import TurnStateError
 from .transport._base import ExitWith, Transport
+
+if sys.version_info >= (3, 11):
+    from typing import Unpack
+else:
+    from typing_extensions import Unpack
 
 __all__ = ["AgentReply", "AgentStream", "MemoryAgent", "StoppedEarly", "with_memory"]
 
@@ -199,25 +206,17 @@ class MemoryAgent:
         self,
         user_message: str,
         *,
-        turn_id: str | None = None,
-        turn_number: int | None = None,
-        user_extra: Mapping[str, Any] | None = None,
-        revision: int | None = None,
         on_chunk: Callable[[str], object] | None = None,
+        **options: Unpack[TurnIds],
     ) -> AgentReply:
         """Run one turn: retrieval + user store, the agent, the closing store.
 
         ``on_chunk`` is called with each chunk of a streaming agent as it arrives. The
         agent's exception (or a cancellation) propagates after the turn is recorded as
-        abandoned.
+        abandoned. ``turn_id``, ``turn_number``, ``user_extra`` and ``revision`` as
+        :meth:`NeotomaMemory.turn` takes them.
         """
-        turn = self.memory.turn(
-            user_message,
-            turn_id=turn_id,
-            turn_number=turn_number,
-            user_extra=user_extra,
-            revision=revision,
-        )
+        turn = self._turn("__call__", user_message, options)
         async with turn:
             source = self._chunks(turn)
             try:
@@ -233,24 +232,14 @@ class MemoryAgent:
                 await source.aclose()
         return AgentReply(turn.reply, turn.result)
 
-    def stream(
-        self,
-        user_message: str,
-        *,
-        turn_id: str | None = None,
-        turn_number: int | None = None,
-        user_extra: Mapping[str, Any] | None = None,
-        revision: int | None = None,
-    ) -> AgentStream:
-        """One streamed turn: ``async with agent.stream(msg) as s: async for chunk in s:``."""
-        turn = self.memory.turn(
-            user_message,
-            turn_id=turn_id,
-            turn_number=turn_number,
-            user_extra=user_extra,
-            revision=revision,
-        )
-        return AgentStream(self, turn)
+    def stream(self, user_message: str, **options: Unpack[TurnIds]) -> AgentStream:
+        """One streamed turn: ``async with agent.stream(msg) as s: async for chunk in s:``
+        (the options as :meth:`__call__` takes them)."""
+        return AgentStream(self, self._turn("stream", user_message, options))
+
+    def _turn(self, function: str, user_message: str, options: TurnIds) -> Turn:
+        check_options(options, TurnIds, function)  # a turn's other options are not taken here
+        return self.memory.turn(user_message, **options)
 
 
 def with_memory(

@@ -16,6 +16,7 @@ import re
 import textwrap
 from collections.abc import Iterator
 
+import pytest
 from paths_support import ROOT
 
 import neotoma_agent
@@ -132,3 +133,53 @@ def test_the_api_reference_opens_with_the_names_a_reader_starts_with() -> None:
     ]
     classes = [n for n in names if inspect.isclass(getattr(neotoma_agent, n))]
     assert classes[: len(FIRST_NAMES)] == FIRST_NAMES
+
+
+def _loaded_with_the_reference_extensions() -> object:
+    """The package as mkdocs.yml's griffe extensions present it to the API reference."""
+    griffe = pytest.importorskip("griffe")  # the docs extra
+    config = (ROOT / "mkdocs.yml").read_text("utf-8")
+    # griffe's own unpack_typeddict lists a TypedDict's keys; ours runs before its events
+    names = ["unpack_typeddict", "scripts/docs_signatures.py:SharedSignatures"]
+    assert all(f"- {name}\n" in config for name in names)
+    extensions = griffe.load_extensions(
+        "unpack_typeddict", str(ROOT / "scripts" / "docs_signatures.py")
+    )
+    return griffe.load("neotoma_agent", search_paths=[str(ROOT)], extensions=extensions)
+
+
+def _shown(package: object, path: str) -> tuple[list[str], str]:
+    function = package[path]  # type: ignore[index]
+    return [p.name for p in function.parameters], str(function.returns)
+
+
+def test_the_reference_shows_every_parameter_of_a_signature_stated_once() -> None:
+    # A keyword signature stated once (a TypedDict of options, another method's arguments,
+    # a sync method made from an async one) is listed parameter by parameter, as type
+    # checkers and editors show it, never as **options or *args, **kwargs.
+    package = _loaded_with_the_reference_extensions()
+    options = ["turn_id", "turn_number", "user_extra", "revision"]
+    assert _shown(package, "NeotomaMemory.turn") == (
+        ["self", "user_message", *options, "model"],
+        "Turn",
+    )
+    assert _shown(package, "sync.SyncMemory.turn") == (
+        ["self", "user_message", *options, "model"],
+        "SyncTurn",
+    )
+    assert _shown(package, "MemoryAgent.stream") == (
+        ["self", "user_message", *options],
+        "AgentStream",
+    )
+    assert _shown(package, "sync.SyncMemory.open_turn")[1] == "OpenTurn"
+    assert "refers_to" in _shown(package, "NeotomaMemory.close_turn")[0]
+    tool = ["self", "name", "args", "result", "status", "invoked_at", "duration_ms", "call_id"]
+    for recorder in (
+        "OpenTurn.record_tool",
+        "_turn_tools.TurnTools.record_tool",
+        "sync.SyncTurn.record_tool",
+    ):
+        assert _shown(package, recorder) == ([*tool, "error_class"], "ToolCall")
+    context = ["self", "max_chars", "history", "max_tokens", "count_tokens"]
+    assert _shown(package, "OpenTurn.context") == (context, "str")
+    assert _shown(package, "sync.SyncTurn.context") == (context, "str")

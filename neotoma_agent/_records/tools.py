@@ -409,6 +409,12 @@ class ToolLog:
         with self._lock:
             self._closed = True
 
+    def record(self, *args: Any, **kwargs: Any) -> ToolCall:
+        """:meth:`add` the call ``ToolCall.create(*args, **kwargs)`` makes (what
+        ``record_tool`` does; its clock is given when ``invoked_at`` is)."""
+        call = ToolCall.create(*args, **kwargs)
+        return self.add(call, clock_given=kwargs.get("invoked_at") is not None)
+
     def add(self, call: ToolCall, *, clock_given: bool = True) -> ToolCall:
         """Record ``call``; return the record kept (an earlier one, or ``call`` moved on).
 

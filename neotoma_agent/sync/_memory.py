@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Callable, Coroutine
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
-from neotoma_agent import NeotomaMemory
+from neotoma_agent import NeotomaMemory, Turn
 
 from ._forward import forward
 from ._store import GRACE_S, SyncStore
@@ -41,6 +41,24 @@ def _blocking(
     call.__doc__ = (
         f"Blocking :meth:`neotoma_agent.NeotomaMemory.{name}` (same arguments, same result, "
         f"run on the store's loop; call it without ``await``).\n\n{method.__doc__ or ''}"
+    )
+    return call
+
+
+def _driven(
+    method: Callable[Concatenate[NeotomaMemory, P], Turn],
+) -> Callable[Concatenate[SyncMemory, P], SyncTurn]:
+    """A method with the signature of ``method`` (``NeotomaMemory.turn``): its turn, as a
+    :class:`SyncTurn` the calling thread drives."""
+
+    @functools.wraps(method)
+    def call(self: SyncMemory, /, *args: P.args, **kwargs: P.kwargs) -> SyncTurn:
+        memory = self._memory
+        return SyncTurn._create(self._store, method(memory, *args, **kwargs), memory.close_timeout)
+
+    call.__doc__ = (
+        f"As :meth:`neotoma_agent.NeotomaMemory.{method.__name__}` (same arguments), as a "
+        f":class:`SyncTurn`: ``with memory.turn(...) as t:``.\n\n{method.__doc__ or ''}"
     )
     return call
 
@@ -93,30 +111,12 @@ class SyncMemory:
     conversation_id: str = forward("_memory", NeotomaMemory)
     """The conversation this memory stores turns in."""
 
-    def turn(
-        self,
-        user_message: str,
-        *,
-        turn_id: str | None = None,
-        turn_number: int | None = None,
-        user_extra: Mapping[str, Any] | None = None,
-        revision: int | None = None,
-        model: str | None = None,
-    ) -> SyncTurn:
-        """A new turn for ``user_message``; use it as ``with memory.turn(...) as t:``.
+    turn = _driven(NeotomaMemory.turn)
+    """A new turn for ``user_message``; use it as ``with memory.turn(...) as t:``.
 
-        Arguments as :meth:`neotoma_agent.NeotomaMemory.turn` (bad ids raise ``ValueError``
-        here, before any I/O); see :class:`SyncTurn` for the body and the guarantee.
-        """
-        turn = self._memory.turn(
-            user_message,
-            turn_id=turn_id,
-            turn_number=turn_number,
-            user_extra=user_extra,
-            revision=revision,
-            model=model,
-        )
-        return SyncTurn._create(self._store, turn, self._memory.close_timeout)
+    Arguments as :meth:`neotoma_agent.NeotomaMemory.turn` (bad ids raise ``ValueError``
+    here, before any I/O); see :class:`SyncTurn` for the body and the guarantee.
+    """
 
     remember = _blocking(NeotomaMemory.remember)
     history = _blocking(NeotomaMemory.history)

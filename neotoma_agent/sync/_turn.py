@@ -364,22 +364,9 @@ class SyncTurn:
 
     record_tool = _on_turn(Turn.record_tool)
 
-    def context(
-        self,
-        *,
-        max_chars: int = 4000,
-        history: bool = True,
-        max_tokens: int | None = None,
-        count_tokens: Callable[[str], int] | None = None,
-    ) -> str:
-        """The retrieved entities and the history as one budgeted text block for a prompt
-        (see :meth:`neotoma_agent.Turn.context`: the same arguments)."""
-        return self._turn.context(
-            max_chars=max_chars,
-            history=history,
-            max_tokens=max_tokens,
-            count_tokens=count_tokens,
-        )
+    context = _on_turn(Turn.context)
+    """The retrieved entities and the history as one budgeted text block for a prompt
+    (see :meth:`neotoma_agent.Turn.context`: the same arguments)."""
 
 
 def _resume(resume: asyncio.Future[BaseException | None], exc: BaseException | None) -> None:

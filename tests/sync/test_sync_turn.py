@@ -321,8 +321,19 @@ def test_blocking_methods_keep_the_async_signatures_and_errors(sync_store: SyncS
             getattr(NeotomaMemory, name)
         )
         assert "Blocking" in (getattr(SyncMemory, name).__doc__ or "")
+    from neotoma_agent import Turn
+    from neotoma_agent.sync import SyncTurn
+
+    def parameters(function: object) -> list[inspect.Parameter]:
+        return list(inspect.signature(function).parameters.values())[1:]  # type: ignore[arg-type]
+
+    # turn() and t.context() take what the async ones take, stated there once.
+    assert parameters(SyncMemory.turn) == parameters(NeotomaMemory.turn)
+    assert parameters(SyncTurn.context) == parameters(Turn.context)
     memory = sync_memory(sync_store)
     with pytest.raises(ValueError, match="turn_id"):
         memory.turn("hi", turn_id="a:b")
+    with pytest.raises(TypeError, match="turnid"):
+        memory.turn("hi", turnid="t1")  # type: ignore[call-arg]
     with pytest.raises(TypeError, match="SyncStore"):
         SyncMemory(sync_store.transport, conversation_id="c")  # type: ignore[arg-type]
