@@ -351,7 +351,7 @@ class NeotomaMemory(MemorySettings):
         """
         prompt = self._prepare("open_turn", user_message, options)
         keys, user_message, turn_number = prompt.keys, prompt.user_message, prompt.turn_number
-        with self._explicit(keys, turn_number, user_message, OPEN_TURN_SPAN):
+        with self._explicit(prompt, OPEN_TURN_SPAN):
             attempt = EnterAttempt()
             try:
                 opened, retrieved, history = await self._phases.enter(prompt, attempt)
@@ -425,15 +425,12 @@ class NeotomaMemory(MemorySettings):
         return await self._end_turn(turn_id, how, options)
 
     @contextlib.contextmanager
-    def _explicit(
-        self, keys: TurnKeys, turn_number: int | None, user_message: str, span: str
-    ) -> Iterator[Explicit]:
-        """One call of the explicit API: its log events bound to the turn, its trace."""
+    def _explicit(self, prompt: Prompt, span: str) -> Iterator[Explicit]:
+        """One call of the explicit API on the turn ``prompt`` opens: its log events bound
+        to the turn, its trace."""
         with (
-            bound_context(conversation_id=self.conversation_id, turn_id=keys.turn_id),
-            explicit(
-                self.transport, keys.conversation_id, keys.turn_id, turn_number, user_message, span
-            ) as traced,
+            bound_context(conversation_id=self.conversation_id, turn_id=prompt.keys.turn_id),
+            explicit(self.transport, prompt, span) as traced,
         ):
             yield traced
 
@@ -473,7 +470,9 @@ class NeotomaMemory(MemorySettings):
         )
         started = time.perf_counter()
         keys = opened.keys
-        with self._explicit(keys, opened.turn_number, "", CLOSE_TURN_SPAN) as traced:
+        # The close span quotes no user message: the open span (or the turn's) did.
+        traced_turn = Prompt(keys, "", opened.turn_number)
+        with self._explicit(traced_turn, CLOSE_TURN_SPAN) as traced:
             completion = await self._phases.shielded(lambda: self._phases.close(ending))
             close_error = completion.error
             result = finish(
@@ -516,7 +515,7 @@ class NeotomaMemory(MemorySettings):
         cited = tuple(validate_entity_id(e.id if isinstance(e, Entity) else e) for e in refers_to)
         calls = merge_tools(keys.user_turn_key, check_tools(tools))
         started = time.perf_counter()
-        with self._explicit(keys, turn_number, user_message, TURN_SPAN) as traced:
+        with self._explicit(prompt, TURN_SPAN) as traced:
             retrieved = EMPTY_RETRIEVAL
             if retrieve:
                 call = self._phases.retrieve(user_message)

@@ -41,6 +41,7 @@ from ._recall.history import HistoryTurn, PagesRead, read_already, read_history
 from ._recall.retrieval import (
     EMPTY_RETRIEVAL,
     Found,
+    Ranking,
     RecentSource,
     Retrieved,
     extract,
@@ -91,6 +92,8 @@ class Phases:
     conversation: ConversationSettings = attrs.field(init=False)
     #: what a stored tool call keeps (built, and so checked, once)
     tool_payloads: ToolPayloads = attrs.field(init=False)
+    #: how retrieval looks up and ranks (from ``config``, once)
+    ranking: Ranking = attrs.field(init=False)
     _machine: TurnMachine | None = attrs.field(init=False, default=None)
     #: the transport's ``_store_records``, if it takes a turn's records directly
     _records_store: RecordsStore | None = attrs.field(init=False, default=None)
@@ -105,6 +108,14 @@ class Phases:
         payloads = ToolPayloads(config.tool_payloads, config.tool_payload_chars, config.redact_tool)
         object.__setattr__(self, "conversation", conversation)
         object.__setattr__(self, "tool_payloads", payloads)
+        ranking = Ranking(
+            limit=config.retrieval_limit,
+            lookup_limit=config.lookup_limit,
+            include_bookkeeping=config.include_bookkeeping,
+            threshold=config.link_threshold,
+            loose=config.extractor is None,
+        )
+        object.__setattr__(self, "ranking", ranking)
         object.__setattr__(self, "_records_store", records_store(config.transport))
         object.__setattr__(self, "_enter_job", enter_job(config.transport))
 
@@ -209,17 +220,13 @@ class Phases:
         retrieved = await retrieve(
             config.transport,
             identifiers,
-            limit=config.retrieval_limit,
             max_concurrency=config.max_concurrency,
             deadline_s=config.retrieval_timeout,
-            lookup_limit=config.lookup_limit,
-            include_bookkeeping=config.include_bookkeeping,
-            threshold=config.link_threshold,
             text=text,
             recent=recent,
             retriever=config.retriever,
             conversation_id=config.conversation_id,
-            loose=config.extractor is None,
+            **self.ranking,
         )
         return _logged(retrieved)
 
@@ -298,7 +305,7 @@ class Phases:
             identifiers,
             recency=recency,
             retriever=config.retriever is not None,
-            loose=config.extractor is None,
+            loose=self.ranking["loose"],
             refers_to_on_enter=config.refers_to_on_enter,
         )
         joint = self._enter_job
@@ -389,15 +396,7 @@ class Phases:
         timeout = config.retrieval_timeout
         deadline = None if timeout is None else time.monotonic() + timeout
         step = retrieval(
-            identifiers,
-            text,
-            limit=config.retrieval_limit,
-            lookup_limit=config.lookup_limit,
-            include_bookkeeping=config.include_bookkeeping,
-            threshold=config.link_threshold,
-            others=recency,
-            loose=config.extractor is None,
-            started=time.perf_counter(),
+            identifiers, text, others=recency, started=time.perf_counter(), **self.ranking
         )
         plan: Sequence[PlannedLookup] | None = None
         try:

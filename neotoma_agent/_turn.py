@@ -458,15 +458,9 @@ class Turn(TurnTools, ExitWith):
         )
         self._log_binding.__enter__()
         attempt = EnterAttempt()
-        keys, phases = self._keys, self._phases
+        phases = self._phases
         prompt = self._prompt
-        trace = self._trace = start_turn(
-            phases.config.transport,
-            keys.conversation_id,
-            keys.turn_id,
-            prompt.turn_number,
-            prompt.user_message,
-        )
+        trace = self._trace = start_turn(phases.config.transport, prompt)
         if trace is not None:
             trace.attach()
         try:

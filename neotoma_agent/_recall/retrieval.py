@@ -31,7 +31,7 @@ from collections.abc import (
     Mapping,
     Sequence,
 )
-from typing import TYPE_CHECKING, Any, Final, Protocol, overload
+from typing import TYPE_CHECKING, Any, Final, Protocol, TypedDict, overload
 
 import attrs
 
@@ -70,6 +70,7 @@ __all__ = [
     "Extractor",
     "Found",
     "MatchReason",
+    "Ranking",
     "RetrievalQuery",
     "RetrievalStats",
     "Retrieved",
@@ -94,6 +95,22 @@ logger = get_logger()
 DEFAULT_RETRIEVAL_LIMIT: Final = 8
 DEFAULT_MAX_IDENTIFIERS: Final = 16
 DEFAULT_LOOKUP_LIMIT: Final = 25
+
+
+class Ranking(TypedDict):
+    """How a retrieval looks up and ranks: the keywords :func:`retrieval` and
+    :func:`retrieve` take from a memory's settings (``_phases.Phases.ranking``)."""
+
+    #: at most this many entities retrieved (``retrieval_limit``)
+    limit: int
+    #: at most this many answers a lookup
+    lookup_limit: int
+    #: bookkeeping entities (conversations, messages, turns) may be retrieved
+    include_bookkeeping: bool
+    #: the score that gets a REFERS_TO edge (``link_threshold``)
+    threshold: float
+    #: also look up the message's other uncommon words (the default extractor's)
+    loose: bool
 
 
 @attrs.frozen

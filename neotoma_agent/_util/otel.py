@@ -42,6 +42,7 @@ from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 if TYPE_CHECKING:
+    from .._engine.phase_records import Prompt
     from .._recall.history import HistoryTurn
     from .._recall.retrieval import Retrieved
     from .._turn_result import TurnResult
@@ -234,10 +235,7 @@ class TurnTrace:
         api: _Api,
         telemetry: _Telemetry,
         transport: Transport,
-        conversation_id: str,
-        turn_id: str,
-        turn_number: int | None,
-        user_message: str,
+        prompt: Prompt,
         name: str = TURN_SPAN,
     ) -> None:
         self._api = api
@@ -259,14 +257,14 @@ class TurnTrace:
         if tracer is not None:
             attributes: dict[str, Any] = {
                 PROVIDER_NAME: PROVIDER,
-                CONVERSATION_ID: conversation_id,
-                TURN_ID: turn_id,
+                CONVERSATION_ID: prompt.keys.conversation_id,
+                TURN_ID: prompt.keys.turn_id,
                 MEMORY_STORE_ID: self._store_id,
             }
-            if turn_number is not None:
-                attributes[TURN_NUMBER] = turn_number
-            if self.capture and user_message:
-                attributes[INPUT_MESSAGES] = _messages("user", user_message)
+            if prompt.turn_number is not None:
+                attributes[TURN_NUMBER] = prompt.turn_number
+            if self.capture and prompt.user_message:
+                attributes[INPUT_MESSAGES] = _messages("user", prompt.user_message)
             from .._records.user_id import tenant_for  # a traced turn only
 
             user = tenant_for(transport)
@@ -431,15 +429,9 @@ def _fail(api: _Api, span: Any, exc: BaseException) -> None:
     span.set_status(api.trace.StatusCode.ERROR)
 
 
-def start_turn(
-    transport: Transport,
-    conversation_id: str,
-    turn_id: str,
-    turn_number: int | None,
-    user_message: str,
-    name: str = TURN_SPAN,
-) -> TurnTrace | None:
-    """The trace of a turn about to enter, or ``None`` when OpenTelemetry is off."""
+def start_turn(transport: Transport, prompt: Prompt, name: str = TURN_SPAN) -> TurnTrace | None:
+    """The trace of the turn ``prompt`` opens, about to enter, or ``None`` when
+    OpenTelemetry is off."""
     telemetry = _telemetry()
     if telemetry is None:
         return None
@@ -447,9 +439,7 @@ def start_turn(
     _seen = True
     api = _api
     assert isinstance(api, _Api)
-    return TurnTrace(
-        api, telemetry, transport, conversation_id, turn_id, turn_number, user_message, name
-    )
+    return TurnTrace(api, telemetry, transport, prompt, name)
 
 
 class Explicit:
@@ -482,16 +472,10 @@ class Explicit:
             trace.end(self._result, exc, self._reply if trace.capture else None)
 
 
-def explicit(
-    transport: Transport,
-    conversation_id: str,
-    turn_id: str,
-    turn_number: int | None,
-    user_message: str,
-    name: str,
-) -> Explicit:
-    """An :class:`Explicit` block for one call of the explicit API."""
-    trace = start_turn(transport, conversation_id, turn_id, turn_number, user_message, name)
+def explicit(transport: Transport, prompt: Prompt, name: str) -> Explicit:
+    """An :class:`Explicit` block for one call of the explicit API on the turn ``prompt``
+    opens."""
+    trace = start_turn(transport, prompt, name)
     return Explicit(trace, opening=name == OPEN_TURN_SPAN)
 
 

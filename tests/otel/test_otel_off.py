@@ -12,6 +12,8 @@ from pathlib import Path
 import pytest
 
 from neotoma_agent import NeotomaMemory
+from neotoma_agent._engine.phase_records import Prompt
+from neotoma_agent._records.keys import TurnKeys
 from neotoma_agent._util import otel as _otel
 from neotoma_agent.transport.embedded import EmbeddedStore
 
@@ -37,7 +39,7 @@ def run_ok(script: str) -> None:
 async def test_no_provider_no_trace(tmp_path: Path) -> None:
     async with EmbeddedStore.open(tmp_path / "m.db") as store:
         memory = NeotomaMemory(store, conversation_id="c", platform="tests")
-        assert _otel.start_turn(store, "c", "t", None, "hi") is None
+        assert _otel.start_turn(store, Prompt(TurnKeys("c", "t"), "hi")) is None
         async with memory.turn("hi") as t:
             assert _otel.ACTIVE.get() is None
             t.reply = "hello"
