@@ -37,7 +37,7 @@ from ._get_reads import (
     get_relationship,
     get_relationships,
 )
-from ._page_rows import forget as _forget_page_rows
+from ._history_page import forget as _forget_page_rows
 from ._read import (
     get_entity_snapshot,
     list_observations,
