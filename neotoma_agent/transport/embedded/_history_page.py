@@ -28,17 +28,17 @@ import functools
 import json
 import sqlite3
 from collections.abc import Mapping
+from operator import itemgetter
 from typing import Any, Final
 
 from .._packed_calls import TOOL_CALLS, pack_tool_calls
 from . import _scope
 from ._errors import invalid_format, not_found
 from ._page_rows import (
-    activity,
     conversation_item,
     decode_fields,
     display,
-    page_message,
+    page_item,
     turn_record,
 )
 from ._page_rows import forget as forget_rows
@@ -67,7 +67,7 @@ page AS (
     WHERE conversation_id = ?2 AND seq < coalesce(
         (SELECT seq FROM conversation_messages WHERE conversation_id = ?2 AND message_id = ?3),
         4611686018427387904)
-    ORDER BY seq DESC LIMIT ?4
+    ORDER BY seq DESC LIMIT ?4 - 1
 ),
 msgs AS (
     SELECT page.seq, m.id, m.canonical_name, m.created_at, m.updated_at,
@@ -75,10 +75,10 @@ msgs AS (
     FROM page
     CROSS JOIN entities m ON m.id = {entity_text("page.message_id")}
     WHERE m.entity_type = 'conversation_message' AND +m.uid = ?5
-        AND (page.seq > (SELECT min(seq) FROM page) OR (SELECT count(*) FROM page) < ?4)
 )
 SELECT {_CONVERSATION}, id, canonical_name, created_at, updated_at, last_observation_at, f, d,
-    message_count, (SELECT count(*) FROM page) FROM conv
+    message_count, EXISTS (SELECT 1 FROM conversation_messages
+        WHERE conversation_id = ?2 AND seq < (SELECT min(seq) FROM page)) FROM conv
 UNION ALL
 SELECT {_MESSAGE}, seq, id, canonical_name, created_at, updated_at, last_observation_at,
     snapshot, NULL, NULL FROM msgs
@@ -144,6 +144,7 @@ def _turn_id(session: str | None, turn_key: object) -> str | None:
 def forget() -> None:
     """Empty the page's memos (a store closing: its texts are not kept past it)."""
     _session.cache_clear()
+    _record_of.cache_clear()
     forget_rows()
 
 
@@ -159,7 +160,7 @@ def history_page(conn: sqlite3.Connection, body: Mapping[str, Any]) -> dict[str,
     uid = _scope.uid()
     rows = conn.execute(_PAGE_SQL, (entity_id, encode_entity(entity_id), bound, limit + 1, uid))
     conversation: tuple[Any, ...] | None = None
-    pages = 0
+    more = 0
     found: list[tuple[Any, ...]] = []
     edges: list[tuple[Any, ...]] = []
     for row in rows:
@@ -167,34 +168,21 @@ def history_page(conn: sqlite3.Connection, body: Mapping[str, Any]) -> dict[str,
         if kind == _MESSAGE:
             found.append(row)
         elif kind == _CONVERSATION:
-            conversation, pages = row[1:9], row[9]
+            conversation, more = row[1:9], row[9]
         else:
             edges.append(row)
     if conversation is None or conversation[6]:
         raise not_found("Conversation not found")
-    found.sort(key=lambda r: r[1])
+    found.sort(key=itemgetter(1))
     related = _related(edges) if edges else {}
     messages = []
     for _, _, mid, canonical, created, updated, observed, snapshot, _, _ in found:
-        role, sender_kind, content, turn_key, turn_number, deleted = page_message(snapshot)
-        if deleted:
-            continue
-        messages.append(
-            {
-                "message_id": mid,
-                "canonical_name": canonical,
-                "role": role,
-                "sender_kind": sender_kind,
-                "content": content,
-                "turn_key": turn_key,
-                "activity_at": activity(created, updated, observed),
-                "related_entities": related.get(mid, []),
-                "hook_summary": None,
-                "turn_number": turn_number,
-            }
-        )
+        message = page_item(mid, canonical, created, updated, observed, snapshot)
+        if message is not None:
+            message["related_entities"] = related.get(mid, [])
+            messages.append(message)
     item = conversation_item(conversation, messages, decode_fields(conversation[5]))
-    item["has_more"] = pages > limit
+    item["has_more"] = bool(more)
     records, tool_calls = _records(conn, uid, _wanted(conversation[5], messages))
     item["turn_records"] = records
     if tool_calls:  # only then: a page without calls answers as before tool calls were stored
@@ -228,10 +216,18 @@ def _wanted(fields: str | None, messages: list[dict[str, Any]]) -> list[str]:
     tenant = _scope.tenant()
     wanted: dict[str, None] = {}
     for message in messages:
-        turn_id = _turn_id(session, message["turn_key"])
-        if turn_id is not None:
-            wanted[turn_record_id(session, turn_id, tenant)] = None
+        key = message["turn_key"]
+        if isinstance(key, str) and (rid := _record_of(session, key, tenant)) is not None:
+            wanted[rid] = None
     return list(wanted)
+
+
+@functools.lru_cache(maxsize=4096)
+def _record_of(session: str, turn_key: str, tenant: str | None) -> str | None:
+    # The record id of the turn a message's key names (memoised whole: a message is on the
+    # page of the next few turns); ``None``: its key names no turn of this conversation.
+    turn_id = _turn_id(session, turn_key)
+    return None if turn_id is None else turn_record_id(session, turn_id, tenant)
 
 
 def _records(

@@ -29,7 +29,7 @@ __all__ = [
     "display",
     "forget",
     "message_fields",
-    "page_message",
+    "page_item",
     "turn_record",
 ]
 
@@ -42,9 +42,9 @@ _MAX_ENTRIES: Final = 4096
 # json.loads without its trailing-whitespace check: SQLite's JSON text has none.
 _decode_json = json.JSONDecoder().raw_decode
 
-# Keyed by a message's ``$.f`` text (message_fields), or by its whole snapshot text in a
-# 1-tuple (page_message): the two kinds of key never meet.
-_messages: dict[str | tuple[str], tuple[Any, ...]] = {}
+# Keyed by a message's ``$.f`` text (message_fields: its values), or by its row's columns
+# in a tuple (page_item: its item): the two kinds of key never meet.
+_messages: dict[Any, Any] = {}
 _records: dict[tuple[str, str, int, Any], dict[str, Any]] = {}
 
 
@@ -79,20 +79,41 @@ def message_fields(text: str | None) -> tuple[Any, ...]:
     return values
 
 
-def page_message(snapshot: str) -> tuple[Any, ...]:
-    """:func:`message_fields` of a message row's whole ``snapshot`` text (its ``f``), and
-    last whether it is deleted (its ``d``): a page reads the row as it is stored, with no
-    JSON taken apart in SQL."""
-    key = (snapshot,)
-    values = _messages.get(key)
-    if values is None:
+def page_item(
+    message_id: str,
+    canonical_name: str,
+    created: str | int,
+    updated: str | int,
+    observed: str | int | None,
+    snapshot: str,
+) -> dict[str, Any] | None:
+    """A message row as a history page lists it (``related_entities`` left ``None`` for the
+    caller to fill), read from the row's whole ``snapshot`` text: no JSON taken apart in SQL;
+    ``None`` when the message is deleted. A fresh dict each time."""
+    key = (message_id, canonical_name, created, updated, observed, snapshot)
+    item = _messages.get(key)
+    if item is None:
         doc = _decode_json(snapshot)[0]
+        if doc.get("d"):
+            return None
         fields = doc.get("f")
         get = fields.get if isinstance(fields, dict) else {}.get
-        values = (*[get(k) for k in MESSAGE_KEYS], doc.get("d"))
-        if len(snapshot) <= _MAX_TEXT and all(type(v) in _SCALARS for v in values):
-            _remember(_messages, key, values)
-    return values
+        role, sender_kind, content, turn_key, turn_number = [get(k) for k in MESSAGE_KEYS]
+        item = {
+            "message_id": message_id,
+            "canonical_name": canonical_name,
+            "role": role,
+            "sender_kind": sender_kind,
+            "content": content,
+            "turn_key": turn_key,
+            "activity_at": activity(created, updated, observed),
+            "related_entities": None,
+            "hook_summary": None,
+            "turn_number": turn_number,
+        }
+        if len(snapshot) <= _MAX_TEXT and all(type(v) in _SCALARS for v in item.values()):
+            _remember(_messages, key, item)
+    return item.copy()
 
 
 def turn_record(
