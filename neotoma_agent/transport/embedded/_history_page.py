@@ -1,25 +1,26 @@
-"""A history page on the embedded store: one SQL statement.
+"""A history page on the embedded store: two SQL statements, whatever the length.
 
 ``GET /recent_conversations/{id}?limit=&before=`` (the paging extension that
 :mod:`._conversations` describes) is what every turn's enter reads: the last ``limit``
 messages of a conversation before a message, each with its edges, the records of their
-turns and the tool calls those records REFER_TO. :func:`history_page` reads all of it in
-**one** statement, every part a seek of an index whatever the conversation's length:
+turns and the tool calls those records REFER_TO. :func:`history_page` reads it in two
+statements, every part a seek of an index:
 
-- the conversation's row, by id (with the count of the page's rows, for ``has_more``);
-- the page: ``limit + 1`` rows of the conversation index before ``before``'s place (a
-  range scan of its primary key), and each message's row by id;
-- each message's edges but PART_OF (the edges' primary key, led by the source);
-- each turn record by the id the identity rules derive from the conversation's id and the
-  turn id in a message's ``turn_key`` (:func:`install` gives SQL that function, memoised:
-  a record is on the page of the next few turns);
-- the ``tool_invocation`` entities those records REFER_TO.
+1. the page (``_PAGE_SQL``): the conversation's row by id; the last ``limit`` rows of the
+   conversation index before ``before``'s place (a range of its primary key) and whether
+   one more precedes them (``has_more``); each message's row by id, its snapshot as
+   stored (decoded in Python once per stored state, :func:`._page_rows.page_item`); each
+   message's edges but PART_OF (the edges' primary key, led by the source);
+2. the records (``_RECORDS_SQL``): each turn record of the page's turns, by the id the
+   identity rules derive from the conversation's id and the turn id in a message's
+   ``turn_key`` (memoised: a record is on the page of the next few turns), and the
+   ``tool_invocation`` entities those records REFER_TO.
 
-Rows of each kind come back tagged, in one result; the answer is the one the statements
-before this one built, field for field (``tests/transport/embedded/test_history_page.py``
-checks it against the generic reads). :func:`history_page` is a function of the connection
-(``fn(conn, body)``, as every action): a job of the store's thread may call it beside
-others.
+Rows of each kind come back tagged, in one result per statement; the answer is the one
+the seven statements before these built, field for field
+(``tests/transport/embedded/test_history_page.py`` checks it against the generic reads).
+:func:`history_page` is a function of the connection (``fn(conn, body)``, as every
+action): a job of the store's thread may call it beside others.
 """
 
 from __future__ import annotations
@@ -48,12 +49,12 @@ __all__ = ["forget", "history_page", "turn_record_id"]
 
 _ASSISTANT_SUFFIX: Final = ":assistant"
 
-# The kinds of the rows the statement answers (its first column).
+# The kinds of the rows the statements answer (their first column).
 _CONVERSATION, _MESSAGE, _EDGE, _RECORD, _CALL = range(5)
 
-# Eight columns after the kind; each part pads with NULLs. ``?1`` the conversation's entity
+# Nine columns after the kind; each part pads with NULLs. ``?1`` the conversation's entity
 # id, ``?2`` it as the conversation index stores it, ``?3`` the ``before`` message as the
-# index stores it (NULL: the last message), ``?4`` the rows to read (``limit + 1``), ``?5``
+# index stores it (NULL: the last message), ``?4`` the messages to read (``limit``), ``?5``
 # the running user's number (``_scope.uid``: a parameter, not ``current_uid()``, which SQLite
 # would call back into Python for on every row it checks).
 _PAGE_SQL: Final = f"""
@@ -67,7 +68,7 @@ page AS (
     WHERE conversation_id = ?2 AND seq < coalesce(
         (SELECT seq FROM conversation_messages WHERE conversation_id = ?2 AND message_id = ?3),
         4611686018427387904)
-    ORDER BY seq DESC LIMIT ?4 - 1
+    ORDER BY seq DESC LIMIT ?4
 ),
 msgs AS (
     SELECT page.seq, m.id, m.canonical_name, m.created_at, m.updated_at,
@@ -150,7 +151,10 @@ def forget() -> None:
 
 def history_page(conn: sqlite3.Connection, body: Mapping[str, Any]) -> dict[str, Any]:
     """``GET /recent_conversations/{entity_id}`` with ``limit`` (1-1000, checked by the
-    caller) and ``before`` (a message id or ``None``): the page, in two statements."""
+    caller) and ``before`` (a message id or ``None``): the page, in two statements.
+
+    Raises the route's errors: 404 for an id that is no conversation of the running user,
+    400 for a ``before`` that is not a text."""
     entity_id, limit, before = body.get("entity_id"), body["limit"], body.get("before")
     if not isinstance(entity_id, str) or not entity_id:
         raise not_found("Conversation not found")
@@ -158,7 +162,7 @@ def history_page(conn: sqlite3.Connection, body: Mapping[str, Any]) -> dict[str,
         raise invalid_format("before must be a message id", ["before"])
     bound = None if before is None else encode_entity(before)
     uid = _scope.uid()
-    rows = conn.execute(_PAGE_SQL, (entity_id, encode_entity(entity_id), bound, limit + 1, uid))
+    rows = conn.execute(_PAGE_SQL, (entity_id, encode_entity(entity_id), bound, limit, uid))
     conversation: tuple[Any, ...] | None = None
     more = 0
     found: list[tuple[Any, ...]] = []
