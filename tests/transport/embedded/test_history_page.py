@@ -7,17 +7,28 @@ abandoned turn, a forgotten message and more turns than a page holds."""
 from __future__ import annotations
 
 import contextlib
+import json
 import sqlite3
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from turn_support import memory
 
 from neotoma_agent import EmbeddedStore, NeotomaMemory
 from neotoma_agent._recall.history import read_history
-from neotoma_agent._records.keys import conversation_entity_id, message_entity_id
+from neotoma_agent._records.keys import (
+    conversation_entity_id,
+    message_entity_id,
+    turn_keys,
+    turn_record_entity_id,
+    validate_conversation_id,
+    validate_turn_id,
+)
 from neotoma_agent.transport._base import Transport
+from neotoma_agent.transport.embedded import _history_page
 from neotoma_agent.transport.embedded._db_thread import Job
 
 pytestmark = pytest.mark.anyio
@@ -128,3 +139,27 @@ async def test_a_page_is_read_in_two_statements_however_long_the_conversation(
                         ), detail
             conn.close()
     assert counts == {"short": 2, "long": 2}
+
+
+_IDS = st.text(st.characters(blacklist_categories=("Cs", "Cc")), min_size=1, max_size=20)
+
+
+@settings(max_examples=200, deadline=None)
+@given(_IDS, _IDS, st.booleans(), st.sampled_from([None, "alice"]))
+def test_a_page_finds_the_record_of_any_turn_by_its_message_key(
+    conversation_id: str, turn_id: str, reply: bool, tenant: str | None
+) -> None:
+    # The page derives each record's id from a message's turn key, as the turn wrote it.
+    try:
+        validate_conversation_id(conversation_id)
+        validate_turn_id(turn_id)
+    except ValueError:
+        return
+    key = turn_keys(conversation_id, turn_id)
+    message_key = key.assistant_turn_key if reply else key.user_turn_key
+    session = _history_page._session(json.dumps({"conversation_id": conversation_id}))
+    assert session == conversation_id
+    found = _history_page._record_of(session, message_key, tenant)
+    assert found == turn_record_entity_id(conversation_id, turn_id, tenant)
+    # A key of another conversation names none of this one's turns.
+    assert _history_page._record_of(session + "x", message_key, tenant) is None
