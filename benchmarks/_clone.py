@@ -38,6 +38,7 @@ from _synth import build_turns, conversation_id, turn_id
 
 from neotoma_agent._neotoma.identity import entity_id_for
 from neotoma_agent._records.keys import _key_base, conversation_entity_id, turn_record_entity_id
+from neotoma_agent.transport.embedded._name_index import BOOKKEEPING, book_text
 from neotoma_agent.transport.embedded._rows import encode_entity, key_digest
 from neotoma_agent.transport.embedded._store import _connect
 
@@ -46,7 +47,7 @@ __all__ = ["build_cloned"]
 _TEMPLATE: Final = conversation_id(0)
 #: copies per transaction
 _PER_COMMIT: Final = 50
-_FTS: Final = ("name_index", "bookkeeping_names")
+_FTS: Final = ("name_index",)
 #: the build connection's page cache (KiB): the indexes of a million turns fit
 _CACHE_KIB: Final = 3_000_000
 
@@ -230,6 +231,16 @@ class _Copier:
                 f"INSERT INTO {table} (text, entity_id, kind) VALUES (?,?,?)",
                 [(text(t), id_map[e], k) for t, e, k in self.fts[table]],
             )
+        # The bookkeeping names' rows are numbered as the entity rows just written.
+        conn.executemany(
+            "INSERT INTO bookkeeping_names (rowid, text) "
+            "SELECT rowid, ? FROM entities WHERE id = ?",
+            [
+                (book_text(text(e[2]), json.loads(e[3])), id_map[e[0]])
+                for e in r["entities"]
+                if e[1] in BOOKKEEPING
+            ],
+        )
 
 
 def _copied(conn: sqlite3.Connection, conversations: int) -> int:

@@ -7,7 +7,7 @@
 ``memory.turn`` on an ``EmbeddedStore``) into a fresh file and probes that.
 
 Reads a store file of the current schema version (never writes it: the ``live`` column is
-this release's own format, schema version 8, as the store writes it) and copies its row
+this release's own format, schema version 9, as the store writes it) and copies its row
 tables into fresh files, in their key order, once in the file's own layout (``copy``: its
 columns, the per-user ones included) and once per layout probed:
 
@@ -31,8 +31,6 @@ columns, the per-user ones included) and once per layout probed:
   and keeps its text once, in its row: this step numbers the rows);
 - ``+partof``: and no PART_OF edge of a message to its conversation (the conversation
   index holds the pair; an edge read derives it from there);
-- ``+nobook``: and no trigram index over bookkeeping names (conversations, messages,
-  turn records: found by their exact name, whose entity id the identity rules derive);
 - ``+ids``: and the entity id in its row and its unique index as its 12 bytes
   (``encode_entity``) instead of 28 characters of text — ``compact``, the format designed;
 - ``+codec``: and the fields of the protocol's own records (messages, turn records) in a
@@ -44,7 +42,9 @@ columns, the per-user ones included) and once per layout probed:
 A copy packs pages fuller than writes in random key order do, so each layout's figure for
 the live file is estimated table by table as live x layout / copy (``est``). The FTS5 name
 and search indexes and the small tables are left as they are (counted as in the live file:
-schema version 8's search index already keeps no copy of the texts).
+schema version 8's search index and version 9's index of bookkeeping names keep no copy of
+the texts). The bookkeeping names' index stays in every layout: a real server finds
+conversations, messages and turn records by any substring of their names, as any entity.
 """
 
 from __future__ import annotations
@@ -79,7 +79,6 @@ LAYOUTS = (
     "+merge",
     "+keys",
     "+partof",
-    "+nobook",
     "+ids",
     "+codec",
 )
@@ -90,19 +89,6 @@ COMPACT = "+ids"
 def _has(layout: str, step: str) -> bool:
     """Whether ``layout`` includes ``step`` (each layout adds its change to those before)."""
     return LAYOUTS.index(layout) >= LAYOUTS.index(step)
-
-
-#: the tables and indexes a layout no longer has, by the step that drops them
-_DROPPED = {
-    "+nobook": ("bookkeeping_names",),
-}
-
-
-def _dropped(layout: str, name: str) -> bool:
-    return any(
-        _has(layout, step) and any(name.startswith(p) for p in prefixes)
-        for step, prefixes in _DROPPED.items()
-    )
 
 
 # (name, columns) of the tables and indexes each layout writes; rows come from ``_fill``.
@@ -402,9 +388,7 @@ def probe(store: Path, turns: int) -> dict[str, Any]:
         row: dict[str, float] = {"live": live.get(name, 0) / turns}
         for layout in LAYOUTS:
             got = sizes[layout].get(name)
-            if _dropped(layout, name):
-                row[layout] = row[f"est {layout}"] = 0.0
-            elif name not in live:  # new in this layout: as written
+            if name not in live:  # new in this layout: as written
                 row[layout] = row[f"est {layout}"] = (got or 0) / turns
             else:
                 # Tables no layout copies (FTS5, small ones) count as they are.

@@ -3,9 +3,11 @@
 Every way of recording a turn goes through the same phases, so they leave the same graph in
 the store:
 
-- enter: bounded retrieval and one user store (conversation, user message, turn record
-  ``open``, PART_OF), concurrently; a failed enter that may have written closes the turn
-  as abandoned (:meth:`Phases.enter`);
+- enter: bounded retrieval, the history read and one user store (conversation, user
+  message, turn record ``open``, PART_OF), concurrently; or, on a store that runs it as
+  one job (the embedded store's ``_enter_records``), the user store and then the reads in
+  one job on its thread, within the retrieval's deadline; a failed enter that may have
+  written closes the turn as abandoned (:meth:`Phases.enter`);
 - close, as the turn's :class:`~neotoma_agent._engine.phase_records.Ending` says: one closing
   store, completed (assistant message, PART_OF, REFERS_TO, turn record ``completed``) or
   abandoned (turn record ``abandoned``, the user message's edges, and the partial reply if
@@ -35,15 +37,20 @@ from ._engine.closing import closing_run, started_at
 from ._engine.machine import Entering, TurnMachine, assistant_id, opened_from
 from ._engine.phase_records import CloseOutcome, Ending, EnterAttempt, Opened, Prompt, unopened
 from ._engine.requests import Lookup, Machine, Observations, Request, Store, ToolObservations
-from ._recall.history import HistoryTurn, read_history
+from ._recall.history import HistoryTurn, PagesRead, read_already, read_history
 from ._recall.retrieval import (
     EMPTY_RETRIEVAL,
+    Found,
     RecentSource,
     Retrieved,
     extract,
+    lookup_bodies,
+    ranked_step,
     recent_entities,
+    retrieval,
     retrieve,
 )
+from ._recall.retrieval import Lookup as PlannedLookup
 from ._records.keys import TurnKeys
 from ._records.payloads import ConversationSettings, RunFields, StorePayload
 from ._records.tool_payload import ToolPayloads
@@ -55,7 +62,14 @@ from ._util.otel import ACTIVE
 from ._util.shield import Completion, raise_deferred, run_to_completion
 from .exceptions import error_class_name
 from .transport._base import Entity, StoreResult
-from .transport._records import RecordsStore, records_store
+from .transport._records import (
+    Entered,
+    EnterJob,
+    RecordsStore,
+    TimedOut,
+    enter_job,
+    records_store,
+)
 
 __all__ = ["Phases"]
 
@@ -80,6 +94,8 @@ class Phases:
     _machine: TurnMachine | None = attrs.field(init=False, default=None)
     #: the transport's ``_store_records``, if it takes a turn's records directly
     _records_store: RecordsStore | None = attrs.field(init=False, default=None)
+    #: the transport's ``_enter_records``, if it runs a turn's enter as one job
+    _enter_job: EnterJob | None = attrs.field(init=False, default=None)
 
     def __attrs_post_init__(self) -> None:
         config = self.config
@@ -90,6 +106,7 @@ class Phases:
         object.__setattr__(self, "conversation", conversation)
         object.__setattr__(self, "tool_payloads", payloads)
         object.__setattr__(self, "_records_store", records_store(config.transport))
+        object.__setattr__(self, "_enter_job", enter_job(config.transport))
 
     @property
     def machine(self) -> TurnMachine:
@@ -104,22 +121,27 @@ class Phases:
 
     # ------------------------------------------------------------------ the driver
 
-    async def drive(self, machine: Machine[T]) -> T:
+    async def drive(
+        self, machine: Machine[T], first: Callable[[Request], Awaitable[Any]] | None = None
+    ) -> T:
         """Run a step of the turn machine to its end: answer each request it yields with
-        the transport call it names, and throw in the error a call raises.
+        the transport call it names (the first with ``first``, if given), and throw in the
+        error a call raises.
 
         A cancellation (or any ``BaseException``) is not thrown in: it closes the step and
         goes on, as it would through any other await.
         """
         try:
             request = next(machine)
+            answer_with = first or self._answer
             while True:
                 try:
-                    answer = await self._answer(request)
+                    answer = await answer_with(request)
                 except Exception as exc:
                     request = machine.throw(exc)
                 else:
                     request = machine.send(answer)
+                answer_with = self._answer
         except StopIteration as done:
             return done.value  # type: ignore[no-any-return]
         finally:
@@ -199,12 +221,11 @@ class Phases:
             conversation_id=config.conversation_id,
             loose=config.extractor is None,
         )
-        s = retrieved.stats
-        logger.info("retrieval.done", **{**attrs.asdict(s), "ms": round(s.ms, 3)})
-        return retrieved
+        return _logged(retrieved)
 
-    async def history(self, before: str) -> tuple[HistoryTurn, ...]:
-        """The last ``history_turns`` turns before turn ``before``, for a turn's enter.
+    async def history(self, before: str, pages: PagesRead | None = None) -> tuple[HistoryTurn, ...]:
+        """The last ``history_turns`` turns before turn ``before``, for a turn's enter
+        (``pages``: what its pages answered, read already by the enter's job).
 
         Best-effort, as retrieval is: a failed or slow read (past ``retrieval_timeout``) is
         logged at WARNING and the turn goes on with no history.
@@ -213,18 +234,31 @@ class Phases:
         if wanted == 0:
             return ()
         started = time.perf_counter()
+        config = self.config
+        read = read_history(
+            config.transport, config.conversation_id, limit=wanted, before=before, pages=pages
+        )
         turns: tuple[HistoryTurn, ...] = ()
         failure: str | None = None
-        deadline = self.config.retrieval_timeout
-        with anyio.move_on_after(math.inf if deadline is None else deadline) as scope:
+        timed_out = isinstance(pages, TimedOut)
+        if timed_out:
+            read.close()  # the enter's job read past the deadline
+        elif read_already(pages):
+            # Read already (the enter's job, within the deadline): no deadline to keep.
             try:
-                turns = await read_history(
-                    self.config.transport, self.config.conversation_id, limit=wanted, before=before
-                )
+                turns = await read
             except Exception as exc:
                 failure = type(exc).__name__
+        else:
+            deadline = config.retrieval_timeout
+            with anyio.move_on_after(math.inf if deadline is None else deadline) as scope:
+                try:
+                    turns = await read
+                except Exception as exc:
+                    failure = type(exc).__name__
+            timed_out = scope.cancelled_caught
         ms = round((time.perf_counter() - started) * 1000, 3)
-        if failure is not None or scope.cancelled_caught:
+        if failure is not None or timed_out:
             # Best-effort read (INFO, as a failed retrieval): the turn goes on without it.
             logger.info("history.failed", error=failure or "timeout", ms=ms, wanted=wanted)
             return ()
@@ -267,6 +301,37 @@ class Phases:
             loose=config.extractor is None,
             refers_to_on_enter=config.refers_to_on_enter,
         )
+        joint = self._enter_job
+        if entering.sequential or config.retriever is not None or ACTIVE.get() is not None:
+            # Retrieval before the store, an application's retriever beside it, or a span
+            # for each part: the store and the reads are calls of their own.
+            joint = None
+        try:
+            if joint is not None:
+                await self._enter_as_one(entering, joint, identifiers, recency)
+            else:
+                await self._enter_apart(entering, identifiers, recency)
+            opened = await self.drive(entering.open())
+        except BaseException as exc:
+            if entering.must_abandon(exc):
+                completion = await self._abandon_entered(entering, exc, attempt)
+                await raise_deferred(completion, exc)
+            raise
+        logger.info(
+            "turn.opened",
+            user_message_id=opened.user_message_id,
+            conversation_entity_id=opened.conversation_entity_id,
+            replayed=opened.replayed,
+            retrieved=len(entering.retrieved.entities),
+            history=len(entering.history),
+            ms=round((time.perf_counter() - started) * 1000, 3),
+        )
+        return opened, entering.retrieved, entering.history
+
+    async def _enter_apart(self, entering: Entering, identifiers: list[str], recency: bool) -> None:
+        """The enter as a store and two reads: retrieval, the history read and the user
+        store, concurrently (retrieval first when ``entering.sequential``)."""
+        keys, user_message = entering.keys, entering.prompt.user_message
         history_read = anyio.Event()
 
         async def recent() -> Sequence[Entity]:
@@ -288,45 +353,105 @@ class Phases:
             finally:
                 history_read.set()
 
+        if entering.sequential and not recency:
+            # Nothing to overlap (or the edges must ride on this store): no task group.
+            await run_retrieval()
+            await self.drive(entering.store())
+            return
         store_error: Exception | None = None
-        try:
-            if entering.sequential and not recency:
-                # Nothing to overlap (or the edges must ride on this store): no task group.
+        async with anyio.create_task_group() as tg:
+            if recency:
+                tg.start_soon(run_history)
+            if entering.sequential:
                 await run_retrieval()
-                await self.drive(entering.store())
             else:
-                async with anyio.create_task_group() as tg:
-                    if recency:
-                        tg.start_soon(run_history)
-                    if entering.sequential:
-                        await run_retrieval()
-                    else:
-                        tg.start_soon(run_retrieval)
-                    try:
-                        await self.drive(entering.store())
-                    except Exception as exc:
-                        # Raised after the group, unwrapped: a task group would turn it into
-                        # an ExceptionGroup. Retrieval is pointless now.
-                        store_error = exc
-                        tg.cancel_scope.cancel()
-            if store_error is not None:
-                raise store_error
-            opened = await self.drive(entering.open())
-        except BaseException as exc:
-            if entering.must_abandon(exc):
-                completion = await self._abandon_entered(entering, exc, attempt)
-                await raise_deferred(completion, exc)
-            raise
-        logger.info(
-            "turn.opened",
-            user_message_id=opened.user_message_id,
-            conversation_entity_id=opened.conversation_entity_id,
-            replayed=opened.replayed,
-            retrieved=len(entering.retrieved.entities),
-            history=len(entering.history),
-            ms=round((time.perf_counter() - started) * 1000, 3),
+                tg.start_soon(run_retrieval)
+            try:
+                await self.drive(entering.store())
+            except Exception as exc:
+                # Raised after the group, unwrapped: a task group would turn it into an
+                # ExceptionGroup. Retrieval is pointless now.
+                store_error = exc
+                tg.cancel_scope.cancel()
+        if store_error is not None:
+            raise store_error
+
+    async def _enter_as_one(
+        self, entering: Entering, joint: EnterJob, identifiers: list[str], recency: bool
+    ) -> None:
+        """The enter on a store that runs it as one job (``_enter_records``): the user
+        store, then the history read's pages and the retrieval's lookups, on the
+        store's thread within the retrieval's deadline; then the history and the ranking
+        made of what they answered. A failed store (a re-run's mismatch, which then
+        replays) leaves the reads to be made apart, after it."""
+        config = self.config
+        keys, text = entering.keys, entering.prompt.user_message
+        timeout = config.retrieval_timeout
+        deadline = None if timeout is None else time.monotonic() + timeout
+        step = retrieval(
+            identifiers,
+            text,
+            limit=config.retrieval_limit,
+            lookup_limit=config.lookup_limit,
+            include_bookkeeping=config.include_bookkeeping,
+            threshold=config.link_threshold,
+            others=recency,
+            loose=config.extractor is None,
+            started=time.perf_counter(),
         )
-        return opened, entering.retrieved, entering.history
+        plan: Sequence[PlannedLookup] | None = None
+        try:
+            plan = next(step).plan
+        except StopIteration as nothing:
+            entering.found(_logged(nothing.value))
+        history = None
+        if recency:
+            history = {
+                "conversation_id": config.conversation_id,
+                "limit": config.history_turns,
+                "before": keys.turn_id,
+                "tenant": self.machine.tenant,
+            }
+        lookups = lookup_bodies(plan, config.lookup_limit) if plan else None
+        answered: list[Entered] = []
+
+        async def together(request: Request) -> StoreResult:
+            assert isinstance(request, Store)
+            payload = request.payload
+            entered = await joint(
+                payload.entities,
+                idempotency_key=payload.idempotency_key,
+                relationships=payload.relationships,
+                history=history,
+                lookups=lookups,
+                deadline=deadline,
+            )
+            answered.append(entered)
+            return entered.stored
+
+        await self.drive(entering.store(), together)
+        if not answered:
+            # The job's store failed and a replay stored it: the reads, apart.
+            step.close()
+            if recency:
+                entering.history = await self.history(keys.turn_id)
+            if plan is not None:
+
+                async def recent() -> Sequence[Entity]:
+                    return recent_entities(entering.history)
+
+                entering.found(await self.retrieve(text, identifiers, recent if recency else None))
+            return
+        entered = answered[0]
+        if recency:
+            entering.history = await self.history(keys.turn_id, entered.history)
+        if plan is not None:
+            found = Found(plan)
+            if recency:
+                found.recent = recent_entities(entering.history)
+            found.fill(entered.lookups or ())
+            cut = found.unfinished or isinstance(entered.history, TimedOut)
+            entering.found(_logged(ranked_step(step, found, timeout if cut else None)))
 
     async def _abandon_entered(
         self, entering: Entering, error: BaseException, attempt: EnterAttempt
@@ -383,3 +508,9 @@ class Phases:
     async def find(self, key: str, entity_type: str) -> str | None:
         """The id of the ``entity_type`` named ``{entity_type}:{key}`` (``TurnMachine.find``)."""
         return await self.drive(self.machine.find(key, entity_type))
+
+
+def _logged(retrieved: Retrieved) -> Retrieved:
+    s = retrieved.stats
+    logger.info("retrieval.done", **{**attrs.asdict(s), "ms": round(s.ms, 3)})
+    return retrieved

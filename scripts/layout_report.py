@@ -92,10 +92,11 @@ CEILINGS: Mapping[str, object] = {
         "sync": 0,
         "ui": 0,
     },
-    # per wing, the (wing module, another wing's private module) pairs today: the cli is
-    # each wing's command front-end (CONTRIBUTING's "Private imports a wing keeps" names them)
+    # per wing, the (wing module, another wing's private module) pairs today: none, the
+    # cli (each wing's command front-end) included: what a command needs of a wing is
+    # public there
     "wing_cross_imports": {
-        "cli": 6,
+        "cli": 0,
         "hooks": 0,
         "integrations": 0,
         "qa": 0,

@@ -388,7 +388,6 @@ STEPS: dict[str, tuple[str, str | None]] = {
         "  idempotency keys",
     ),
     "+partof": ("PART_OF derived from the conversation index", "  edges"),
-    "+nobook": ("no trigram index over bookkeeping names", "  name index (bookkeeping names)"),
     "+ids": ("entity ids as their 12 bytes in the entity row and its index", None),
     "+codec": (
         "(beyond the compact format) messages' and turn records' fields in a positional codec",
@@ -413,17 +412,12 @@ def compact_steps(results: Results) -> str:
     totals = probe["totals"]
     shares = {k.rsplit(" [", 1)[0]: v for k, v in profile["profiled_share_by_area"].items()}
     store_ms = profile["profiled_db_thread_ms_per_turn"]
-    written, inner = profile["rows_by_table"], profile["fts_inner_statements_by_index"]
-    extra = {
-        "+nobook": f"{written.get('bookkeeping_names_content', 0):g} FTS5 rows, "
-        f"{inner.get('bookkeeping_names', 0):.0f} FTS5 statements",
-    }
     rows = [["today's file (est. as written: live)", "", size(totals["live"]), "", "", ""]]
     before, layouts = "copy", probe["layouts"][1:]
     for layout in layouts:
         what, area = STEPS[layout]
         est = totals[f"est {layout}"]
-        moved = _rows_moved(probe, before, layout) or extra.get(layout, "")
+        moved = _rows_moved(probe, before, layout)
         cpu = f"{shares[area] * store_ms:.2f} ms" if area in shares else ""
         mark = " (**the compact format**)" if layout == probe["compact"] else ""
         rows.append(
@@ -452,15 +446,15 @@ def compact_steps(results: Results) -> str:
 ROADMAP: tuple[tuple[str, tuple[str, ...]], ...] = (
     (
         "1. the compact format's statements",
-        ("  name index (bookkeeping names)", "  edges", "  idempotency keys"),
+        ("  edges", "  idempotency keys"),
     ),
     (
-        "2. the enter as one job, ids answered",
+        "2. the enter as one job, ids answered (done: what is left)",
         ("JSON encode and decode (store thread)", "answers parsed (_results from_json)"),
     ),
     ("3. the history read (two statements: what is left)", ("the history read",)),
     (
-        "4. one job per phase on the event loop",
+        "4. one job per phase on the event loop (the enter done: the close left)",
         ("anyio (scopes, tasks)", "asyncio (the loop, futures)"),
     ),
 )

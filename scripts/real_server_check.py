@@ -15,7 +15,8 @@ complete (one reply cites the seeded entity), one whose body raises, one cancell
 partial reply, a replay (same turn id and text again), a mismatch and a revision (same turn
 id, new reply: refused, then ``revision=2``), turns with tool calls (ok, error, cancelled
 inside ``t.tool``, a replayed turn with recorded calls, one with calls ``t.tool`` timed;
-then ``memory.tools`` and the history read them back), and a turn left open, which
+then ``memory.tools`` and the history read them back), lookups of the conversation's,
+its messages' and its turn records' names by substrings, and a turn left open, which
 ``neotoma-agent audit --repair --min-age 0`` (a subprocess) then closes. Then it runs
 ``neotoma-agent show CONVERSATION --json``, ``stats --json`` and ``audit --json``
 (subprocesses, ``--db PATH`` on one side, ``--url URL --token T`` on the other).
@@ -190,7 +191,37 @@ async def _scenario(transport: Transport, conversation_id: str) -> list[dict[str
     # After t5 in time as in number: a real server's route does not say turn numbers, so
     # both sides order these turns by when they were written.
     await _tool_steps(memory, steps)
+    await _bookkeeping_lookups(transport, conversation_id, steps)
     return steps
+
+
+async def _bookkeeping_lookups(
+    transport: Transport, conversation_id: str, steps: list[dict[str, Any]]
+) -> None:
+    """The names of conversations, messages and turn records, looked up by substrings: a
+    server finds them by any part of their names (``conversation_message:<turn key>``,
+    ``conversation_turn:<session>|<turn>``), with or without the type."""
+    short = conversation_id[2:]
+    needles: list[tuple[str, str | None]] = [
+        (short, None),
+        (f"{conversation_id}:t2", None),
+        (f"{short}:t6:assistant", None),
+        (f"message:{conversation_id}:t", None),
+        (f"{conversation_id}|t1", None),
+        (f"conversation:{conversation_id}", "conversation"),
+        ("t8", "conversation_turn"),
+        (f"{conversation_id}:t1", "conversation_message"),
+        ("k-c", None),
+    ]
+    for needle, entity_type in needles:
+        found = await transport.retrieve_entity_by_identifier(needle, entity_type=entity_type)
+        steps.append(
+            {
+                "step": f"lookup of {needle!r}" + (f" ({entity_type})" if entity_type else ""),
+                "match_mode": found.match_mode,
+                "found": [[e.entity_type, e.canonical_name, e.entity_id] for e in found.entities],
+            }
+        )
 
 
 async def _named_by_snapshot(

@@ -128,8 +128,10 @@ EXPECTED = {
 EXPECTED_QA = {
     "audit",
     "AuditReport",
+    "AUDIT_CLOSE_TIMEOUT",
     "AUDIT_DEFAULT_MIN_AGE",
     "AUDIT_REPAIR_REASON",
+    "AUDIT_REPLY_MARGIN",
     "Finding",
     "FindingKind",
     "Severity",
@@ -247,6 +249,48 @@ EXPECTED_READS = {
     "validate_entity_id",
     "validate_turn_id",
 }
+
+# The wings' own namespaces: what another wing (the cli, each wing's command front-end) and
+# users take from them.
+EXPECTED_HOOKS = {
+    "BACKFILL_SOURCES",
+    "HARNESSES",
+    "BackfillReport",
+    "BadInput",
+    "Change",
+    "Harness",
+    "HookEvent",
+    "HookOutcome",
+    "HookState",
+    "InstallError",
+    "Kind",
+    "PendingTurn",
+    "StoreSpec",
+    "backfill",
+    "harness_module",
+    "install",
+    "installed",
+    "run_hook",
+    "uninstall",
+}
+EXPECTED_SERVER = {
+    "DEFAULT_MAX_BODY_SIZE",
+    "Caller",
+    "Callers",
+    "Handler",
+    "Middleware",
+    "allowed_hosts",
+    "bind_socket",
+    "create_app",
+    "is_loopback_host",
+    "local_guard",
+    "run_server",
+    "scoped_key",
+    "serve",
+    "serving",
+    "store_for",
+}
+EXPECTED_UI = {"UI_PREFIX", "create_ui_app", "mount_ui", "standalone_app"}
 
 # The names the top level had before the audit got its own namespace: they resolve, warning.
 MOVED_TO_QA = {
@@ -376,6 +420,23 @@ def test_the_distribution_states_its_licence_and_pythons() -> None:
         assert f"Programming Language :: Python :: {version}" in classifiers
     assert meta["Requires-Python"] == ">=3.10"
     assert (Path(__file__).resolve().parents[1] / "LICENSE").read_text().startswith("MIT License")
+
+
+@pytest.mark.parametrize(
+    ("module", "expected"),
+    [
+        ("neotoma_agent.hooks", EXPECTED_HOOKS),
+        ("neotoma_agent.server", EXPECTED_SERVER),
+        ("neotoma_agent.ui", EXPECTED_UI),
+    ],
+)
+def test_each_wing_namespace_is_pinned(module: str, expected: set[str]) -> None:
+    namespace = importlib.import_module(module)
+    assert set(namespace.__all__) == expected
+    for name in namespace.__all__:
+        obj = getattr(namespace, name)
+        if callable(obj) and obj.__module__.startswith("neotoma_agent"):
+            assert obj.__doc__, f"{name} has no docstring"
 
 
 def test_help_of_a_turn_names_no_private_type_and_a_direct_build_is_refused() -> None:

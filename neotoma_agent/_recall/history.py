@@ -34,7 +34,7 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Any, Final, Literal, NamedTuple, cast
+from typing import TYPE_CHECKING, Any, Final, Literal, NamedTuple, TypeAlias, cast
 
 import attrs
 
@@ -63,10 +63,12 @@ __all__ = [
     "DEFAULT_HISTORY_TURNS",
     "HistoryStatus",
     "HistoryTurn",
+    "PagesRead",
     "StoredConversation",
     "StoredMessage",
     "StoredTurn",
     "paged_history",
+    "read_already",
     "read_conversation",
     "read_history",
 ]
@@ -456,15 +458,41 @@ async def _read_turns(
     return (await _read_paged(transport, conversation_id, limit, before))[0]
 
 
+#: what a store's pages answered a history read (:func:`~._engine.history.page_reads`),
+#: read already (an enter's job read them beside its store), or the error a read raised
+PagesRead: TypeAlias = "Paged | list[ConversationMessage] | Exception"
+
+
+def read_already(pages: PagesRead | None) -> bool:
+    """Whether a history read handed ``pages`` has nothing more to read: the pages of a
+    store that pages, which sent the turns' tool calls, or whose turn records count none
+    (so that it needs no deadline)."""
+    if not isinstance(pages, Paged):
+        return False
+    if pages.calls is not None:
+        return True
+    from .tool_reads import recorded_tool_count  # as _with_tools reads them
+
+    return not any(recorded_tool_count(r) > 0 for r in pages.records.values())
+
+
 async def _read_paged(
-    transport: Transport, conversation_id: str, limit: int | None, before: str | None
+    transport: Transport,
+    conversation_id: str,
+    limit: int | None,
+    before: str | None,
+    pages: PagesRead | None = None,
 ) -> tuple[list[tuple[Group, EntitySnapshot | None]], list[RecentConversation] | None]:
     """:func:`_read_turns`, and the pages of a paging store that sent the turns' tool calls
     (``None``: not sent)."""
     entity_id = conversation_entity_id(conversation_id, tenant_for(transport))
     answer: Paged | list[ConversationMessage] | None = None
     reader = _as_reader(transport)
-    if reader is not None:
+    if isinstance(pages, Exception):
+        raise pages
+    if pages is not None:
+        answer = pages
+    elif reader is not None:
         try:
             answer = await _from_reader(reader, conversation_id, entity_id, limit, before)
         except NotImplementedError:
@@ -549,17 +577,20 @@ async def read_history(
     *,
     limit: int | None = 20,
     before: str | None = None,
+    pages: PagesRead | None = None,
 ) -> tuple[HistoryTurn, ...]:
     """The last ``limit`` turns (``None``: all) before turn ``before``, oldest first.
 
     A ``before`` turn id the conversation does not hold (yet) counts as after every turn. A
-    conversation that does not exist has no history.
+    conversation that does not exist has no history. ``pages``: what the store's pages
+    answered :func:`~._engine.history.page_reads` for this read, read already by the caller
+    (then a page that sent the turns' tool calls leaves nothing more to read).
     """
     limit = _check_limit(limit)
     if limit == 0:
         return ()
     try:
-        turns, sent = await _read_paged(transport, conversation_id, limit, before)
+        turns, sent = await _read_paged(transport, conversation_id, limit, before, pages)
     except NotFoundError:
         return ()
     return await _with_tools(transport, conversation_id, turns, sent)

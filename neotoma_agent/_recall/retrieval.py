@@ -77,9 +77,11 @@ __all__ = [
     "Retriever",
     "default_extractor",
     "extract",
+    "lookup_bodies",
     "lookup_plan",
     "plan_retrieval",
     "rank_found",
+    "ranked_step",
     "recent_entities",
     "retrieval",
     "retrieve",
@@ -352,6 +354,14 @@ class Found:
             error=error_label(exc),
         )
 
+    def fill(self, answers: Sequence[LookupResult | Exception | None]) -> None:
+        """Each lookup's answer or failure, by its slot (``None``: it never answered)."""
+        for slot, answer in enumerate(answers):
+            if isinstance(answer, Exception):
+                self.failed(slot, answer)
+            elif answer is not None:
+                self.answered(slot, answer.entities)
+
     @property
     def unfinished(self) -> int:
         """Lookups that neither answered nor failed (still running at the deadline)."""
@@ -498,19 +508,12 @@ async def retrieve(
     async def lookup_all() -> None:
         # One job for all of them (the embedded store): each answer or failure in its slot.
         assert many is not None
-        bodies = [
-            present(identifier=what, entity_type=kind, by=by, limit=lookup_limit)
-            for _, what, by, kind in plan
-        ]
+        answers: Sequence[LookupResult | Exception]
         try:
-            answers = await many(bodies)
+            answers = await many(lookup_bodies(plan, lookup_limit))
         except Exception as exc:
             answers = [exc] * len(plan)
-        for slot, answer in enumerate(answers):
-            if isinstance(answer, Exception):
-                found.failed(slot, answer)
-            else:
-                found.answered(slot, answer.entities)
+        found.fill(answers)
 
     with anyio.move_on_after(deadline_s) as deadline:
         if retriever is None and (len(plan) <= 1 or many is not None):
@@ -533,8 +536,24 @@ async def retrieve(
                     tg.start_soon(read_recent)
                 if retriever is not None:
                     tg.start_soon(run_plugin)
-    if deadline.cancelled_caught:
-        logger.info("retrieval.timeout", deadline_s=deadline_s, unfinished=found.unfinished)
+    return ranked_step(step, found, deadline_s if deadline.cancelled_caught else None)
+
+
+def lookup_bodies(plan: Sequence[Lookup], lookup_limit: int) -> list[dict[str, Any]]:
+    """The ``retrieve_entity_by_identifier`` body of each lookup of ``plan``."""
+    return [
+        present(identifier=what, entity_type=kind, by=by, limit=lookup_limit)
+        for _, what, by, kind in plan
+    ]
+
+
+def ranked_step(
+    step: Generator[Lookups, Found, Retrieved], found: Found, timed_out: float | None
+) -> Retrieved:
+    """The end of a :func:`retrieval` step that asked for its lookups: ``found`` ranked.
+    ``timed_out``: the deadline (seconds) that cut the reads short, or ``None``."""
+    if timed_out is not None:
+        logger.info("retrieval.timeout", deadline_s=timed_out, unfinished=found.unfinished)
     try:
         step.send(found)
     except StopIteration as ranked_found:

@@ -10,8 +10,14 @@ import argparse
 import functools
 from typing import TextIO
 
-from ..qa import AUDIT_DEFAULT_MIN_AGE, AuditReport, Finding, audit
-from ..qa._audit import _CLOSE_TIMEOUT, _REPLY_MARGIN, skipped_reason
+from ..qa import (
+    AUDIT_CLOSE_TIMEOUT,
+    AUDIT_DEFAULT_MIN_AGE,
+    AUDIT_REPLY_MARGIN,
+    AuditReport,
+    Finding,
+    audit,
+)
 from ..reads import printer
 from ._common import USER_OPTION, CLIError, Command, option, plural, print_report
 
@@ -55,7 +61,7 @@ def render_audit(report: AuditReport, out: TextIO, where: str) -> None:
     if report.skipped_recent:
         write(
             f"  info   {plural(report.skipped_recent, 'open turn')} skipped: "
-            f"{skipped_reason(report.min_age)} (audit again later, or pass --min-age 0 if "
+            f"{report.skipped_reason} (audit again later, or pass --min-age 0 if "
             "no agent is running)\n"
         )
     for result in report.repairs:
@@ -136,8 +142,8 @@ COMMAND = Command(
             metavar="SECONDS",
             help="leave open turns younger than this alone and report them as skipped: they "
             f"may still be running (default {AUDIT_DEFAULT_MIN_AGE:g}: the library's "
-            f"{_CLOSE_TIMEOUT:g} s close_timeout for the closing store, plus "
-            f"{_REPLY_MARGIN / 60:g} minutes for an agent still writing its reply, during "
+            f"{AUDIT_CLOSE_TIMEOUT:g} s close_timeout for the closing store, plus "
+            f"{AUDIT_REPLY_MARGIN / 60:g} minutes for an agent still writing its reply, during "
             "which a turn writes nothing); 0 audits "
             "every turn, for a store no agent is writing to",
         ),

@@ -114,7 +114,7 @@ def _purge_hook_state(args: argparse.Namespace, conversation_id: str) -> int | N
     path = _hook_state_path(args)
     if not path.exists():
         return None
-    from ..hooks._state import HookState
+    from ..hooks import HookState
 
     with HookState(path) as state:
         return state.forget(conversation_id)

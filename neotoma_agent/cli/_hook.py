@@ -74,8 +74,9 @@ def hook_files(args: argparse.Namespace) -> tuple[Path, Path]:
 
 def run_hook_command(args: argparse.Namespace) -> int:
     """One hook event: stdin in, the harness's answer out; exit status 0 whatever happens."""
-    # A fresh process per event: only the module that runs one (not install, backfill).
-    from ..hooks._run import HARNESSES, StoreSpec, run_hook
+    # A fresh process per event: only the module that runs one (not install, backfill);
+    # the hooks package resolves these three from it on first use.
+    from ..hooks import HARNESSES, StoreSpec, run_hook
 
     label = f"neotoma-agent hook {printable(args.harness)} {printable(args.event)}"
     try:

@@ -56,7 +56,7 @@ from ..exceptions import (
     ServerError,
     ValidationError,
 )
-from ..hooks._backfill import SOURCES as BACKFILL_SOURCES
+from ..hooks import BACKFILL_SOURCES
 from ..reads import printable, validate_conversation_id, validate_entity_id, validate_turn_id
 from ..transport.rest import check_text, json_type
 from ._common import (

@@ -26,10 +26,8 @@ def _check(args: argparse.Namespace) -> None:
 async def _serve(
     args: argparse.Namespace, token: str, given: str | None, users: dict[str, str] | None
 ) -> None:
-    from ..server import serving
-    from ..server._app import bind_socket
-    from ..ui import UI_PREFIX
-    from ..ui._app import standalone_app
+    from ..server import bind_socket, serving
+    from ..ui import UI_PREFIX, standalone_app
 
     sock = bind_socket(args.host, args.port)
     stop = asyncio.Event()

@@ -15,8 +15,13 @@ its fields, its answers, its settings file), ``_event`` (what an input means), `
 (the one reader the harnesses' field tables drive), ``_state``,
 ``_run`` (one event, start to end), ``_embedded_open`` and ``_embedded`` (a turn opened
 and closed on a store file, in the hook's own thread) and ``_install``; ``import --from``
-is ``_backfill``, with a reader per harness's session files (``_claude_transcript``,
-``_codex_rollout``, both giving ``_transcript``'s turns).
+is ``_backfill`` (:func:`backfill`, for the harnesses of :data:`BACKFILL_SOURCES`), with a
+reader per harness's session files (``_claude_transcript``, ``_codex_rollout``, both giving
+``_transcript``'s turns).
+
+The command line is a user of these names like any other: ``hook`` runs :func:`run_hook`
+(:data:`HARNESSES`, :class:`StoreSpec`), ``forget --purge`` drops a conversation from the
+:class:`HookState` file, ``import --from`` offers :data:`BACKFILL_SOURCES`.
 
 This package imports the public API of ``neotoma_agent``, and that lazily: a hook process
 loads the store it uses when it has something to deliver. Two private core modules come in
@@ -29,7 +34,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ._backfill import BackfillReport, backfill
+    from ._backfill import BACKFILL_SOURCES, BackfillReport, backfill
     from ._event import BadInput, HookEvent, Kind
     from ._install import Change, InstallError, install, installed, uninstall
     from ._run import HARNESSES, Harness, HookOutcome, StoreSpec, harness_module, run_hook
@@ -38,6 +43,7 @@ if TYPE_CHECKING:
 #: each public name -> the module that defines it, imported on first use (PEP 562): a hook
 #: process runs one event and needs neither the installer nor the transcript import
 _WHERE = {
+    "BACKFILL_SOURCES": "_backfill",
     "BackfillReport": "_backfill",
     "backfill": "_backfill",
     "BadInput": "_event",
@@ -75,6 +81,7 @@ def __dir__() -> list[str]:
 
 
 __all__ = [
+    "BACKFILL_SOURCES",
     "HARNESSES",
     "BackfillReport",
     "BadInput",

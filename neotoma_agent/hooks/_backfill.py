@@ -29,10 +29,10 @@ import attrs
 
 from ._transcript import ReadCounts, TranscriptTurn
 
-__all__ = ["SOURCES", "BackfillReport", "backfill", "read_turns", "transcript_files"]
+__all__ = ["BACKFILL_SOURCES", "BackfillReport", "backfill", "read_turns", "transcript_files"]
 
-#: the harnesses whose files ``import --from`` reads
-SOURCES: Final = ("claude-code", "codex")
+#: the harnesses whose session files :func:`backfill` reads (``import --from``'s choices)
+BACKFILL_SOURCES: Final = ("claude-code", "codex")
 
 
 @attrs.define
@@ -79,7 +79,7 @@ def _reader(source: str) -> Callable[[Path, ReadCounts], Iterator[TranscriptTurn
         from ._codex_rollout import read_codex
 
         return read_codex
-    raise ValueError(f"cannot import from {source!r} (known: {', '.join(SOURCES)})")
+    raise ValueError(f"cannot import from {source!r} (known: {', '.join(BACKFILL_SOURCES)})")
 
 
 def read_turns(source: str, path: Path, counts: ReadCounts) -> Iterator[TranscriptTurn]:

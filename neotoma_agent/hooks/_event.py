@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import enum
+import json
 from collections.abc import Mapping
 from typing import Any, Final, NamedTuple
 
@@ -21,6 +22,7 @@ __all__ = [
     "Kind",
     "additional_context",
     "conversation_id",
+    "json_object",
     "optional_str",
     "required_str",
     "text",
@@ -41,6 +43,18 @@ _MAX_DURATION_MS: Final = 100 * 365.25 * 86_400_000
 
 class BadInput(ValueError):
     """The hook input cannot be used (its message names fields, never their content)."""
+
+
+def json_object(raw: str | bytes) -> dict[str, Any]:
+    """The JSON object ``raw`` holds; ``ValueError`` when it holds none, its message saying
+    what it is instead (``not JSON``, ``a JSON list, not an object``), never quoting it."""
+    try:
+        value = json.loads(raw)
+    except (ValueError, RecursionError):  # not JSON, or nested too deeply to read
+        raise ValueError("not JSON") from None
+    if not isinstance(value, dict):
+        raise ValueError(f"a JSON {type(value).__name__}, not an object")
+    return value
 
 
 class Kind(enum.Enum):

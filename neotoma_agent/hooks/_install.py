@@ -35,6 +35,7 @@ from typing import Any, Final
 import attrs
 
 from ..files import write_private
+from ._event import json_object
 from ._run import harness_module
 
 __all__ = ["Change", "InstallError", "hook_command", "install", "installed", "uninstall"]
@@ -91,11 +92,9 @@ def _load(path: Path) -> dict[str, Any]:
     if not text.strip():
         return {}
     try:
-        data = json.loads(text)
-    except (ValueError, RecursionError):
-        raise InstallError(f"{path} is not JSON; fix or move it, then run this again") from None
-    if not isinstance(data, dict):
-        raise InstallError(f"{path} holds a JSON {type(data).__name__}, not an object")
+        data = json_object(text)
+    except ValueError as exc:
+        raise InstallError(f"{path} is {exc}; fix or move it, then run this again") from None
     hooks = data.get("hooks", {})
     if not isinstance(hooks, dict) or any(not isinstance(v, list) for v in hooks.values()):
         raise InstallError(f"{path}: 'hooks' is not an object of lists; not changing it")

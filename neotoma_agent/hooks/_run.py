@@ -30,7 +30,7 @@ from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, NamedTuple, Protocol
 
-from ._event import NO_STOP, BadInput, HookEvent, Kind
+from ._event import NO_STOP, BadInput, HookEvent, Kind, json_object
 from ._state import HookState, PendingTurn
 
 if TYPE_CHECKING:
@@ -164,11 +164,9 @@ def _read(module: Harness, event: str, raw: bytes) -> HookEvent:
     if not raw.strip():
         raise BadInput("stdin is empty")
     try:
-        payload = json.loads(raw)
-    except (ValueError, RecursionError):
-        raise BadInput("stdin is not JSON") from None
-    if not isinstance(payload, dict):
-        raise BadInput(f"stdin is a JSON {type(payload).__name__}, not an object")
+        payload = json_object(raw)
+    except ValueError as exc:
+        raise BadInput(f"stdin is {exc}") from None
     return module.parse(event, payload)
 
 
@@ -310,10 +308,10 @@ def _read_ends(
     Best-effort: a file that cannot be read changes nothing."""
     if not turns or not event.transcript:
         return  # most prompts: nothing was left unended
-    from ._backfill import SOURCES, read_turns
+    from ._backfill import BACKFILL_SOURCES, read_turns
     from ._transcript import ReadCounts
 
-    if harness not in SOURCES:
+    if harness not in BACKFILL_SOURCES:
         return
     conv = event.conversation_id
     path = Path(event.transcript)

@@ -272,23 +272,14 @@ class HookState:
         """
         now = time.time()
         with self._write() as db:
-            rows = db.execute(
-                "SELECT turn_id FROM turns WHERE conversation_id = ? AND ending IS NULL "
-                "AND turn_id != ?",
-                (conversation_id, turn_id),
-            ).fetchall()
-            db.execute(
-                "UPDATE turns SET ending = 'abandoned', error_class = ?, updated_at = ? "
-                "WHERE conversation_id = ? AND ending IS NULL AND turn_id != ?",
-                (abandon_others_as, now, conversation_id, turn_id),
-            )
+            abandoned = _abandon_unended(db, conversation_id, abandon_others_as, now, turn_id)
             seq = db.execute("SELECT coalesce(max(seq), 0) + 1 FROM turns").fetchone()[0]
             db.execute(
                 "INSERT OR IGNORE INTO turns (conversation_id, turn_id, harness, seq, "
                 "user_message, model, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                 (conversation_id, turn_id, harness, seq, user_message, model, now, now),
             )
-        return [r[0] for r in rows]
+        return abandoned
 
     def latest_turn(self, conversation_id: str) -> str | None:
         """The session's newest turn id (for a harness event that names no turn)."""
@@ -358,16 +349,7 @@ class HookState:
     def end_session(self, conversation_id: str, error_class: str) -> list[str]:
         """Abandon every unended turn of a session that ended; returns their ids."""
         with self._write() as db:
-            rows = db.execute(
-                "SELECT turn_id FROM turns WHERE conversation_id = ? AND ending IS NULL",
-                (conversation_id,),
-            ).fetchall()
-            db.execute(
-                "UPDATE turns SET ending = 'abandoned', error_class = ?, updated_at = ? "
-                "WHERE conversation_id = ? AND ending IS NULL",
-                (error_class, time.time(), conversation_id),
-            )
-        return [r[0] for r in rows]
+            return _abandon_unended(db, conversation_id, error_class, time.time())
 
     def explain(
         self, conversation_id: str, turn_id: str, *, reply: str, error_class: str | None
@@ -561,6 +543,25 @@ class HookState:
         ).fetchone()
         done = (row[2] or 0) + (row[3] or 0)
         return {"open": row[0] or 0, "undelivered": row[1] or 0, "done": done}
+
+
+def _abandon_unended(
+    db: sqlite3.Connection,
+    conversation_id: str,
+    error_class: str,
+    now: float,
+    besides: str | None = None,
+) -> list[str]:
+    """Mark the session's unended turns (all but ``besides``) abandoned with
+    ``error_class``, in ``db``'s open transaction; returns their ids."""
+    where = "conversation_id = ? AND ending IS NULL AND turn_id IS NOT ?"
+    rows = db.execute(f"SELECT turn_id FROM turns WHERE {where}", (conversation_id, besides))
+    abandoned = [str(r[0]) for r in rows]
+    db.execute(
+        f"UPDATE turns SET ending = 'abandoned', error_class = ?, updated_at = ? WHERE {where}",
+        (error_class, now, conversation_id, besides),
+    )
+    return abandoned
 
 
 def _settle(db: sqlite3.Connection, conversation_id: str, turn_id: str, now: float) -> None:

@@ -9,13 +9,14 @@ values, each with the ids the hooks use for the same turn, and count in a
 from __future__ import annotations
 
 import datetime as _dt
-import json
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, Literal
 
 import attrs
+
+from ._event import json_object
 
 __all__ = ["Ending", "ReadCounts", "TranscriptCall", "TranscriptTurn", "elapsed_ms", "records"]
 
@@ -84,11 +85,8 @@ def json_lines(path: Path, counts: ReadCounts) -> Iterator[dict[str, Any]]:
             if not raw.strip():
                 continue
             try:
-                line = json.loads(raw)
-            except (ValueError, RecursionError):  # not JSON, or nested too deeply to read
-                counts.bad_lines += 1
-                continue
-            if not isinstance(line, dict):
+                line = json_object(raw)
+            except ValueError:
                 counts.bad_lines += 1
                 continue
             yield line

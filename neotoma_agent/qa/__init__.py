@@ -7,7 +7,11 @@
   (``render_turn_report(t.result)`` works as is);
 - :func:`audit` reads a store back (embedded or a server, through the Transport) and finds
   every turn that broke "both halves or neither", e.g. the orphans a crash leaves; with
-  ``repair=True`` it closes them as abandoned (reason ``orphan_found_by_audit``).
+  ``repair=True`` it closes them as abandoned (reason ``orphan_found_by_audit``). An open
+  turn younger than its ``min_age`` may still be running and is left alone
+  (:attr:`AuditReport.skipped_reason`); the default, :data:`AUDIT_DEFAULT_MIN_AGE`, is
+  :data:`AUDIT_CLOSE_TIMEOUT` (``NeotomaMemory``'s ``close_timeout``) plus
+  :data:`AUDIT_REPLY_MARGIN` (an agent still writing its reply).
 
 One vocabulary grades them all: :class:`Severity` (``info``: nothing to fix; ``warn``;
 ``error``) on a :class:`Diagnosis`, a :class:`Finding` and a report line. A whole run is a
@@ -28,7 +32,9 @@ from ._actions import (
     StoreUserMessage,
 )
 from ._audit import (
+    AUDIT_CLOSE_TIMEOUT,
     AUDIT_DEFAULT_MIN_AGE,
+    AUDIT_REPLY_MARGIN,
     AuditReport,
     Finding,
     FindingKind,
@@ -53,8 +59,10 @@ from ._report import (
 from ._severity import Severity
 
 __all__ = [  # sorted
+    "AUDIT_CLOSE_TIMEOUT",
     "AUDIT_DEFAULT_MIN_AGE",
     "AUDIT_REPAIR_REASON",
+    "AUDIT_REPLY_MARGIN",
     "AbandonTurn",
     "AttachmentObservation",
     "AuditReport",

@@ -128,7 +128,20 @@ class StoreAttachment(_TurnRepair):
 
 
 @attrs.frozen
-class AbandonTurn(_TurnRepair):
+class _CloseTurn(_TurnRepair):
+    """Close a turn's record with ``status`` and ``reason`` (a subclass gives both)."""
+
+    #: the status the turn's record gets
+    status: ClassVar[Literal["abandoned", "completed"]]
+
+    reason: str
+
+    def describe(self) -> str:
+        return f"Recorded turn {self.turn_id} as {self.status} ({self.reason})"
+
+
+@attrs.frozen
+class AbandonTurn(_CloseTurn):
     """Close a turn nobody finished: its record becomes ``abandoned`` with ``reason``.
 
     This is the honest end of an orphan: the user message stays, no reply is invented, and
@@ -136,23 +149,19 @@ class AbandonTurn(_TurnRepair):
     """
 
     kind: ClassVar[str] = "abandon_turn"
+    status: ClassVar[Literal["abandoned", "completed"]] = "abandoned"
 
     reason: str = attrs.field(default=AUDIT_REPAIR_REASON, validator=_check_reason)
 
-    def describe(self) -> str:
-        return f"Recorded turn {self.turn_id} as abandoned ({self.reason})"
-
 
 @attrs.frozen
-class CompleteTurn(_TurnRepair):
+class CompleteTurn(_CloseTurn):
     """Mark a turn ``completed`` whose two messages are both stored but whose record is not."""
 
     kind: ClassVar[str] = "complete_turn"
+    status: ClassVar[Literal["abandoned", "completed"]] = "completed"
 
     reason: str = attrs.field(default="both_messages_found_by_audit", validator=_check_reason)
-
-    def describe(self) -> str:
-        return f"Recorded turn {self.turn_id} as completed ({self.reason})"
 
 
 @attrs.frozen
@@ -202,11 +211,8 @@ async def build_payload(action: RepairAction, tenant: str | None = None) -> Stor
         return repair_user_message(keys, action.content)
     if isinstance(action, StoreAssistantMessage):
         return repair_assistant_message(keys, action.content)
-    if isinstance(action, AbandonTurn | CompleteTurn):
-        status: Literal["abandoned", "completed"] = (
-            "abandoned" if isinstance(action, AbandonTurn) else "completed"
-        )
-        return repair_close(keys, status, action.reason)
+    if isinstance(action, _CloseTurn):
+        return repair_close(keys, action.status, action.reason)
     if isinstance(action, LinkToConversation):
         return repair_link(keys, action.role, action.message_id)
     return await _attachment_payload(action, keys, tenant)
@@ -241,7 +247,7 @@ def action_json(action: RepairAction) -> Mapping[str, Any]:
         out["content_chars"] = len(action.content)
     elif isinstance(action, StoreAttachment):
         out["file_path"] = action.file_path
-    elif isinstance(action, AbandonTurn | CompleteTurn):
+    elif isinstance(action, _CloseTurn):
         out["reason"] = action.reason
     else:
         out["message_id"] = action.message_id

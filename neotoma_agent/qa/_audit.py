@@ -50,7 +50,9 @@ from ._stream import StreamingAuditor, read_all, store_reads
 from ._tools import tool_findings
 
 __all__ = [
+    "AUDIT_CLOSE_TIMEOUT",
     "AUDIT_DEFAULT_MIN_AGE",
+    "AUDIT_REPLY_MARGIN",
     "AuditReport",
     "Finding",
     "FindingKind",
@@ -71,20 +73,17 @@ def _default_close_timeout() -> float:
     return float(default)
 
 
-#: how long ``NeotomaMemory`` lets a closing store run by default (``close_timeout``)
-_CLOSE_TIMEOUT: Final = _default_close_timeout()
-#: how long an agent may still be writing its reply: a turn writes nothing between its
-#: opening store and its closing one, however long the model streams or tools run
-_REPLY_MARGIN: Final = 300.0
+#: seconds ``NeotomaMemory`` lets a closing store run by default (its ``close_timeout``):
+#: one of the two parts of :data:`AUDIT_DEFAULT_MIN_AGE`
+AUDIT_CLOSE_TIMEOUT: Final[float] = _default_close_timeout()
+#: seconds an agent may still be writing its reply: a turn writes nothing between its
+#: opening store and its closing one, however long the model streams or tools run; the
+#: other part of :data:`AUDIT_DEFAULT_MIN_AGE`
+AUDIT_REPLY_MARGIN: Final[float] = 300.0
 #: the default ``min_age``: an open turn younger than this may still be running (its agent
 #: writing the reply, then up to ``close_timeout`` closing it), so it is never repaired as
 #: abandoned unless asked with an explicit ``min_age``
-AUDIT_DEFAULT_MIN_AGE: Final[float] = _CLOSE_TIMEOUT + _REPLY_MARGIN
-
-
-def skipped_reason(min_age: float) -> str:
-    """Why an audit left a turn alone (as the report and ``neotoma-agent audit`` say it)."""
-    return f"younger than --min-age {min_age:g}s: may still be running"
+AUDIT_DEFAULT_MIN_AGE: Final[float] = AUDIT_CLOSE_TIMEOUT + AUDIT_REPLY_MARGIN
 
 
 @attrs.frozen
@@ -114,6 +113,12 @@ class AuditReport:
     conversation_id: str | None = None
     since: str | None = None
     duration_ms: float = attrs.field(default=0.0, eq=False)
+
+    @property
+    def skipped_reason(self) -> str:
+        """Why the :attr:`skipped_turns` were left alone, as ``to_json()`` and
+        ``neotoma-agent audit`` word it."""
+        return f"younger than --min-age {self.min_age:g}s: may still be running"
 
     @property
     def problems(self) -> tuple[Finding, ...]:
@@ -148,7 +153,7 @@ class AuditReport:
             "skipped": {
                 "count": self.skipped_recent,
                 "min_age": self.min_age,
-                "reason": skipped_reason(self.min_age),
+                "reason": self.skipped_reason,
                 "turns": [{"conversation_id": c, "turn_id": t} for c, t in self.skipped_turns],
             },
             "partial": self.partial,

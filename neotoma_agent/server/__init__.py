@@ -23,12 +23,15 @@ Another local web app on a store (``neotoma-agent ui`` is one) guards itself wit
 parts: :func:`local_guard` as its first middleware with :func:`allowed_hosts` for the names
 it is bound to, :class:`Callers` for the tokens it accepts (each a :class:`Caller`), and
 :func:`store_for` for the store as a caller's user sees it (kept on the request under a
-:func:`scoped_key`).
+:func:`scoped_key`). To have its port before it starts (and fail early when the port is
+taken), it binds with :func:`bind_socket` and serves on that socket
+(``serving(app, sock=...)``).
 """
 
 from neotoma_agent.server._app import (
     DEFAULT_MAX_BODY_SIZE,
     Middleware,
+    bind_socket,
     create_app,
     is_loopback_host,
     run_server,
@@ -46,6 +49,7 @@ __all__ = [
     "Handler",
     "Middleware",
     "allowed_hosts",
+    "bind_socket",
     "create_app",
     "is_loopback_host",
     "local_guard",

@@ -252,15 +252,19 @@ async def _run_app(
 
 
 def bind_socket(host: str, port: int) -> socket.socket:
-    """A listening TCP socket on ``host:port`` (``OSError`` if it cannot be had).
+    """A listening TCP socket on ``host:port`` (``OSError`` if it cannot be had: the port
+    taken, out of range, the address not this machine's).
 
-    ``OverflowError`` (a port over 65535) is reported as the ``OSError`` it means.
+    Bind before building the application, then serve on the socket (``serving(app,
+    sock=...)``): a port already in use fails at once, before a store is opened, and
+    ``port=0`` has its free port known before the server starts. The caller closes it.
     """
+    if not 0 <= port <= 65535:
+        # Checked first: socket.create_server would leave its socket open on the
+        # OverflowError bind() raises for such a port.
+        raise OSError(f"port {port} is out of range (0 to 65535)")
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    try:
-        return socket.create_server((host, port), family=family, backlog=128)
-    except OverflowError:
-        raise OSError(f"port {port} is out of range (0 to 65535)") from None
+    return socket.create_server((host, port), family=family, backlog=128)
 
 
 def _bound_address(runner: web.AppRunner, host: str, port: int) -> tuple[str, int]:

@@ -6,6 +6,7 @@ they are re-exported here, where the package's modules import them from.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping, Sequence
 from types import TracebackType
 from typing import Any, Protocol, TypeVar, runtime_checkable
@@ -13,6 +14,7 @@ from typing import Any, Protocol, TypeVar, runtime_checkable
 # `X as X`: explicit re-exports (mypy --strict); the package imports the results from here
 # (except the modules a coding-agent hook's prompt loads: they import ._results itself).
 from .._util.exits import ExitWith as ExitWith
+from ._bodies import ConversationWindow, StoreOptions
 from ._query_results import ConversationPage as ConversationPage
 from ._query_results import ConversationSummaryItem as ConversationSummaryItem
 from ._query_results import ConversationSummaryPage as ConversationSummaryPage
@@ -34,6 +36,11 @@ from ._results import StoredEntity as StoredEntity
 from ._results import StoreResult as StoreResult
 from ._search_results import SearchResult as SearchResult
 from ._wire import Direction
+
+if sys.version_info >= (3, 11):
+    from typing import Unpack
+else:
+    from typing_extensions import Unpack
 
 __all__ = [
     "AsyncClosing",
@@ -80,16 +87,7 @@ class Transport(Protocol):
     """
 
     async def store(
-        self,
-        entities: Sequence[Mapping[str, Any]],
-        *,
-        idempotency_key: str,
-        relationships: Sequence[Mapping[str, Any]] = (),
-        source_priority: int | None = None,
-        observation_source: str | None = None,
-        strict: bool = False,
-        lane: str | None = None,
-        deferrable: bool = False,
+        self, entities: Sequence[Mapping[str, Any]], **options: Unpack[StoreOptions]
     ) -> StoreResult:
         """Write entities (one observation each) and relationships under an idempotency key.
 
@@ -98,23 +96,10 @@ class Transport(Protocol):
         "acme.com"}``. The store derives the entity id from the type's identity fields
         (``name`` for most types), so storing the same name again adds an observation to
         the same entity; ``target_id`` (an ``ent_…`` id) names the entity explicitly.
-        Relationships are ``{"relationship_type": "REFERS_TO", "source_index": 0,
-        "target_index": 1}``, where an end is ``*_index`` (an entity of this request) or
-        ``*_entity_id`` (an existing id). The same key with the same body is a replay (the
-        result has ``replayed=True``, nothing is written); with a different body it raises
-        :class:`~neotoma_agent.IdempotencyMismatchError`. ``source_priority`` and
-        ``observation_source`` tag the observations (merge order, provenance); ``strict``
-        refuses to merge into an existing entity matched by a heuristic name rule
-        (``ERR_MERGE_REFUSED``) instead of extending it.
 
         ``lane`` and ``deferrable`` are hints for a transport that may queue a store (an
         :class:`~neotoma_agent.OutboxTransport`); a store ignores them, and a wrapper passes
-        them on unchanged. ``lane`` names an order (the turn engine passes the conversation
-        id): stores of one lane are made in the order they were issued, and one waits behind
-        the lane's queued stores. ``deferrable`` says a transient failure may queue this
-        store instead of raising (the turn engine sets it on closing stores, never on the
-        user store that opens a turn); the answer then has ``queued=True`` and the ids the
-        server will give.
+        them on unchanged.
         """
         ...
 
@@ -220,11 +205,7 @@ class ConversationReader(Protocol):
     """
 
     async def recent_conversation(
-        self,
-        conversation_entity_id: str,
-        *,
-        limit: int | None = None,
-        before: str | None = None,
+        self, conversation_entity_id: str, **window: Unpack[ConversationWindow]
     ) -> RecentConversation:
         """A conversation (by **entity id**) and its messages; 404 :class:`NotFoundError` if
         that id is no conversation.

@@ -11,16 +11,20 @@ from __future__ import annotations
 
 import functools
 import inspect
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Mapping
+from types import MappingProxyType
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from .._records.user_id import tenant_for
 from ._base import AsyncClosing, ConversationReader, SearchReader, SummaryReader, Transport
+from ._bodies import STORE_DEFAULTS, WINDOW_DEFAULTS
 
 __all__ = ["Forwarding"]
 
 P = ParamSpec("P")
 T = TypeVar("T")
+
+_NONE: Mapping[str, object] = MappingProxyType({})
 
 
 def _forward(
@@ -28,13 +32,16 @@ def _forward(
     *,
     optional: bool = False,
     protocol: type[Any] = ConversationReader,
+    defaults: Mapping[str, object] = _NONE,
 ) -> Callable[Concatenate[Forwarding, P], Coroutine[Any, Any, T]]:
     """A wrapper method with the signature of the protocol's ``method``, calling ``_call``.
 
     The call goes on as the protocol spells it: parameters before ``*`` positionally, the
     rest by keyword, defaults filled in. ``optional``: a method of the optional ``protocol``
     (:class:`ConversationReader`, :class:`SummaryReader`, :class:`SearchReader`),
-    :class:`NotImplementedError` when the wrapped transport lacks it.
+    :class:`NotImplementedError` when the wrapped transport lacks it. ``defaults``: the
+    keywords a ``**options: Unpack[...]`` parameter takes, filled in as the signature's own
+    defaults are.
     """
     name = method.__name__
     signature = inspect.signature(method)
@@ -45,7 +52,7 @@ def _forward(
             raise NotImplementedError(f"the wrapped transport has no {name}")
         bound = signature.bind(self.inner, *args, **kwargs)
         bound.apply_defaults()
-        result: T = await self._call(name, *bound.args[1:], **bound.kwargs)
+        result: T = await self._call(name, *bound.args[1:], **{**defaults, **bound.kwargs})
         return result
 
     forward.__doc__ = f"Delegates ``{name}``."
@@ -64,7 +71,7 @@ class Forwarding(AsyncClosing):
     async def _call(self, method: str, *args: Any, **kwargs: Any) -> Any:
         return await getattr(self.inner, method)(*args, **kwargs)
 
-    store = _forward(Transport.store)
+    store = _forward(Transport.store, defaults=STORE_DEFAULTS)
     retrieve_entity_by_identifier = _forward(Transport.retrieve_entity_by_identifier)
     create_relationship = _forward(Transport.create_relationship)
     create_relationships = _forward(Transport.create_relationships)
@@ -73,7 +80,9 @@ class Forwarding(AsyncClosing):
     retrieve_related_entities = _forward(Transport.retrieve_related_entities)
     query_entities = _forward(Transport.query_entities)
     correct = _forward(Transport.correct)
-    recent_conversation = _forward(ConversationReader.recent_conversation, optional=True)
+    recent_conversation = _forward(
+        ConversationReader.recent_conversation, optional=True, defaults=WINDOW_DEFAULTS
+    )
     recent_conversations = _forward(ConversationReader.recent_conversations, optional=True)
     conversation_summaries = _forward(
         SummaryReader.conversation_summaries, optional=True, protocol=SummaryReader

@@ -9,8 +9,8 @@ records. Re-exported by :mod:`._base` with the others.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
 
 import attrs
 
@@ -37,6 +37,15 @@ __all__ = [
     "RelationshipSnapshot",
 ]
 
+_T = TypeVar("_T")
+
+
+def _parsed(
+    raw: Mapping[str, Any], key: str, parse: Callable[[Mapping[str, Any]], _T]
+) -> tuple[_T, ...]:
+    """The answer's list ``key``, each object parsed (anything else in it skipped)."""
+    return tuple(parse(item) for item in _items(raw.get(key)))
+
 
 @attrs.frozen
 class EntityQueryResult:
@@ -52,7 +61,7 @@ class EntityQueryResult:
 
     @classmethod
     def from_json(cls, raw: Mapping[str, Any]) -> EntityQueryResult:
-        entities = tuple(EntitySnapshot.from_json(e) for e in _items(raw.get("entities")))
+        entities = _parsed(raw, "entities", EntitySnapshot.from_json)
         return cls(
             entities=entities,
             total=_opt_int(raw.get("total")) or len(entities),
@@ -104,7 +113,7 @@ class ObservationList:
 
     @classmethod
     def from_json(cls, raw: Mapping[str, Any]) -> ObservationList:
-        obs = tuple(Observation.from_json(o) for o in _items(raw.get("observations")))
+        obs = _parsed(raw, "observations", Observation.from_json)
         return cls(observations=obs, raw=raw)
 
 
@@ -147,9 +156,7 @@ class CreateRelationshipsResult:
     @classmethod
     def from_json(cls, raw: Mapping[str, Any]) -> CreateRelationshipsResult:
         return cls(
-            relationships=tuple(
-                RelationshipSnapshot.from_json(r) for r in _items(raw.get("relationships"))
-            ),
+            relationships=_parsed(raw, "relationships", RelationshipSnapshot.from_json),
             errors=tuple(_items(raw.get("errors"))),
             raw=raw,
         )
@@ -166,10 +173,8 @@ class RelatedEntities:
     @classmethod
     def from_json(cls, raw: Mapping[str, Any]) -> RelatedEntities:
         return cls(
-            relationships=tuple(
-                RelationshipSnapshot.from_json(r) for r in _items(raw.get("relationships"))
-            ),
-            entities=tuple(Entity.from_json(e) for e in _items(raw.get("entities"))),
+            relationships=_parsed(raw, "relationships", RelationshipSnapshot.from_json),
+            entities=_parsed(raw, "entities", Entity.from_json),
             raw=raw,
         )
 
@@ -230,7 +235,7 @@ class ConversationPage:
     @classmethod
     def from_json(cls, raw: Mapping[str, Any]) -> ConversationPage:
         return cls(
-            items=tuple(RecentConversation.from_json(i) for i in _items(raw.get("items"))),
+            items=_parsed(raw, "items", RecentConversation.from_json),
             has_more=bool(raw.get("has_more", False)),
             limit=_opt_int(raw.get("limit")) or 0,
             offset=_opt_int(raw.get("offset")) or 0,
@@ -285,7 +290,7 @@ class ConversationSummaryPage:
     @classmethod
     def from_json(cls, raw: Mapping[str, Any]) -> ConversationSummaryPage:
         return cls(
-            items=tuple(ConversationSummaryItem.from_json(i) for i in _items(raw.get("items"))),
+            items=_parsed(raw, "items", ConversationSummaryItem.from_json),
             total=_opt_int(raw.get("total")) or 0,
             next=_opt_str(raw.get("next")),
             raw=raw,

@@ -8,6 +8,7 @@ same bodies, and a difference between them can only be in the store.
 
 from __future__ import annotations
 
+import sys
 import urllib.parse
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -30,8 +31,13 @@ from ._base import (
     RelationshipSnapshot,
     StoreResult,
 )
-from ._bodies import present, store_body
+from ._bodies import ConversationWindow, StoreOptions, present, store_body, window_query
 from ._search_results import SEARCH_ACTION, SearchResult
+
+if sys.version_info >= (3, 11):
+    from typing import Unpack
+else:
+    from typing_extensions import Unpack
 
 __all__ = ["RestActions", "present", "store_arguments", "store_body"]
 
@@ -63,29 +69,13 @@ class RestActions(AsyncClosing):
         raise NotImplementedError
 
     async def store(
-        self,
-        entities: Sequence[Mapping[str, Any]],
-        *,
-        idempotency_key: str,
-        relationships: Sequence[Mapping[str, Any]] = (),
-        source_priority: int | None = None,
-        observation_source: str | None = None,
-        strict: bool = False,
-        lane: str | None = None,
-        deferrable: bool = False,
+        self, entities: Sequence[Mapping[str, Any]], **options: Unpack[StoreOptions]
     ) -> StoreResult:
         """``POST /store``; entries come back aligned to ``entities``, fresh or replayed.
 
         ``lane`` and ``deferrable`` are hints for a queueing wrapper: a store ignores them.
         """
-        body = store_body(
-            entities,
-            idempotency_key=idempotency_key,
-            relationships=relationships,
-            source_priority=source_priority,
-            observation_source=observation_source,
-            strict=strict,
-        )
+        body = store_body(entities, **options)
         raw = await self.request("store", body)
         return StoreResult.from_json(raw, request_entities=body["entities"])
 
@@ -208,17 +198,12 @@ class RestActions(AsyncClosing):
         return EntityDeletion.from_json(await self.request("restore_entity", body))
 
     async def recent_conversation(
-        self,
-        conversation_entity_id: str,
-        *,
-        limit: int | None = None,
-        before: str | None = None,
+        self, conversation_entity_id: str, **window: Unpack[ConversationWindow]
     ) -> RecentConversation:
         """``GET /recent_conversations/{entity_id}``; ``limit`` / ``before``: the extension
         that the embedded store and the dev server honour (see ``ConversationReader``)."""
         path = "/recent_conversations/" + urllib.parse.quote(conversation_entity_id, safe="")
-        raw = await self.get_route(path, present(limit=limit, before=before))
-        return RecentConversation.from_json(raw)
+        return RecentConversation.from_json(await self.get_route(path, window_query(**window)))
 
     async def recent_conversations(
         self,

@@ -30,6 +30,7 @@ import enum
 import io
 import json
 import os
+import sys
 import time
 import urllib.parse
 import warnings
@@ -57,6 +58,12 @@ from neotoma_agent.exceptions import (
     TransportError,
 )
 from neotoma_agent.transport._base import RecentConversation, StoreResult
+from neotoma_agent.transport._bodies import ConversationWindow, StoreOptions
+
+if sys.version_info >= (3, 11):
+    from typing import Unpack
+else:
+    from typing_extensions import Unpack
 from neotoma_agent.transport._lazy_json import STORE_TAIL, TOOL_CALLS_TAIL, decode_object
 from neotoma_agent.transport._limits import (
     DEFAULT_MAX_RESPONSE_SIZE,
@@ -266,42 +273,20 @@ class HttpTransport(RestActions):
             await session.close()
 
     async def store(
-        self,
-        entities: Sequence[Mapping[str, Any]],
-        *,
-        idempotency_key: str,
-        relationships: Sequence[Mapping[str, Any]] = (),
-        source_priority: int | None = None,
-        observation_source: str | None = None,
-        strict: bool = False,
-        lane: str | None = None,
-        deferrable: bool = False,
+        self, entities: Sequence[Mapping[str, Any]], **options: Unpack[StoreOptions]
     ) -> StoreResult:
         """``POST /store`` (through the outbox of the deprecated ``outbox=``, if given)."""
         send = super().store if self._outbox is None else self._outbox.store
-        return await send(
-            entities,
-            idempotency_key=idempotency_key,
-            relationships=relationships,
-            source_priority=source_priority,
-            observation_source=observation_source,
-            strict=strict,
-            lane=lane,
-            deferrable=deferrable,
-        )
+        return await send(entities, **options)
 
     async def recent_conversation(
-        self,
-        conversation_entity_id: str,
-        *,
-        limit: int | None = None,
-        before: str | None = None,
+        self, conversation_entity_id: str, **window: Unpack[ConversationWindow]
     ) -> RecentConversation:
         """``GET /recent_conversations/{entity_id}`` (with the deprecated ``outbox=``, once the
         stores it queued for that conversation are delivered)."""
         if self._outbox is not None:
             await self._outbox.deliver_conversation(conversation_entity_id)
-        return await super().recent_conversation(conversation_entity_id, limit=limit, before=before)
+        return await super().recent_conversation(conversation_entity_id, **window)
 
     async def flush_outbox(self) -> OutboxFlush:
         """Deliver every entry the deprecated ``outbox=`` queued now; without one there is

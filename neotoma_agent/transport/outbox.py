@@ -40,6 +40,7 @@ from .._util.log import get_logger
 from .._util.otel import record_outbox_depth, wants_outbox_depth
 from ..exceptions import NeotomaError, OutboxError, error_label
 from ._base import RecentConversation, StoreResult, Transport
+from ._bodies import ConversationWindow, StoreOptions
 from ._forward import Forwarding
 from ._outbox import (
     DEFAULT_MAX_ENTRIES,
@@ -52,6 +53,11 @@ from ._outbox import (
 )
 from ._rest import store_arguments, store_body
 from ._retry import is_transient
+
+if sys.version_info >= (3, 11):
+    from typing import Unpack
+else:
+    from typing_extensions import Unpack
 
 __all__ = ["OutboxTransport"]
 
@@ -150,16 +156,7 @@ class OutboxTransport(Forwarding):
         await self.inner.aclose()
 
     async def store(
-        self,
-        entities: Sequence[Mapping[str, Any]],
-        *,
-        idempotency_key: str,
-        relationships: Sequence[Mapping[str, Any]] = (),
-        source_priority: int | None = None,
-        observation_source: str | None = None,
-        strict: bool = False,
-        lane: str | None = None,
-        deferrable: bool = False,
+        self, entities: Sequence[Mapping[str, Any]], **options: Unpack[StoreOptions]
     ) -> StoreResult:
         """``inner.store``, kept in order within ``lane``, queued if it must be (see the class).
 
@@ -168,16 +165,10 @@ class OutboxTransport(Forwarding):
         """
         if self._state is _State.CLOSED:
             raise RuntimeError("OutboxTransport is closed; create a new one")
+        lane, deferrable = options.get("lane"), options.get("deferrable", False)
         if lane is None and deferrable:
             raise ValueError("a deferrable store needs a lane: the order its queue keeps")
-        body = store_body(
-            entities,
-            idempotency_key=idempotency_key,
-            relationships=relationships,
-            source_priority=source_priority,
-            observation_source=observation_source,
-            strict=strict,
-        )
+        body = store_body(entities, **options)
         if lane is None:  # no order to keep, nothing to queue
             return await self.inner.store(**store_arguments(body))
         outbox = await self._open()
@@ -197,11 +188,7 @@ class OutboxTransport(Forwarding):
                 raise
 
     async def recent_conversation(
-        self,
-        conversation_entity_id: str,
-        *,
-        limit: int | None = None,
-        before: str | None = None,
+        self, conversation_entity_id: str, **window: Unpack[ConversationWindow]
     ) -> RecentConversation:
         """``inner.recent_conversation``, once the conversation's queued stores are sent.
 
@@ -211,7 +198,7 @@ class OutboxTransport(Forwarding):
         local file, no request.
         """
         await self.deliver_conversation(conversation_entity_id)
-        return await super().recent_conversation(conversation_entity_id, limit=limit, before=before)
+        return await super().recent_conversation(conversation_entity_id, **window)
 
     async def deliver_conversation(self, conversation_entity_id: str) -> None:
         """Send the queued stores of the conversation whose entity id is given, in order

@@ -261,8 +261,10 @@ def standalone_app(
 ) -> web.Application:
     """The whole of ``neotoma-agent ui``: the view at :data:`UI_PREFIX`, ``/`` leading there.
 
-    The ``Host`` guard runs on the root application too, so that no path (``/`` and
-    unrouted ones included) answers a rebound name; ``hosts`` are the names it was bound to.
+    ``token``, ``outbox`` and ``users`` are :func:`create_ui_app`'s. The ``Host`` guard
+    runs on the root application too, so that no path (``/`` and unrouted ones included)
+    answers a rebound name; ``hosts`` are the names it was bound to (beside the loopback
+    names). Serve it with :func:`neotoma_agent.server.serving`, or any aiohttp runner.
     """
     app = web.Application(middlewares=[local_guard])
     allowed_hosts(app, hosts)

@@ -59,6 +59,20 @@ BAD: dict[str, bytes] = {
 }
 
 
+@pytest.mark.parametrize(
+    ("name", "says"),
+    [
+        ("not JSON", "stdin is not JSON"),
+        ("deep nesting", "stdin is not JSON"),
+        ("a list", "stdin is a JSON list, not an object"),
+        ("a string", "stdin is a JSON str, not an object"),
+    ],
+)
+def test_input_that_is_no_json_object_says_what_it_is(tmp_path: Path, name: str, says: str) -> None:
+    outcome = Hooks(tmp_path, "claude-code").send("UserPromptSubmit", BAD[name])
+    assert outcome.problem == f"input ignored: {says}"
+
+
 @pytest.mark.parametrize("raw", BAD.values(), ids=BAD.keys())
 def test_bad_input_is_ignored_and_loses_nothing(tmp_path: Path, raw: bytes) -> None:
     hooks = Hooks(tmp_path, "claude-code")

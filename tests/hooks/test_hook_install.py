@@ -227,6 +227,16 @@ def test_a_settings_file_that_is_not_json_is_left_alone(tmp_path: Path) -> None:
     assert settings.read_text() == "{ // a comment\n}"
 
 
+def test_a_settings_file_that_is_no_json_object_is_left_alone(tmp_path: Path) -> None:
+    settings = tmp_path / "settings.json"
+    settings.write_text('["hooks"]')
+    with pytest.raises(
+        InstallError, match=r"is a JSON list, not an object; fix or move it, then run this again"
+    ):
+        install("claude-code", settings, ["--db", "m.db"], python=sys.executable)
+    assert settings.read_text() == '["hooks"]'
+
+
 def test_status_says_what_is_installed_and_when_it_fired(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

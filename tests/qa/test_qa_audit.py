@@ -25,8 +25,10 @@ from neotoma_agent._records.payloads import (
 )
 from neotoma_agent.exceptions import ConnectionLost, ValidationError
 from neotoma_agent.qa import (
+    AUDIT_CLOSE_TIMEOUT,
     AUDIT_DEFAULT_MIN_AGE,
     AUDIT_REPAIR_REASON,
+    AUDIT_REPLY_MARGIN,
     AbandonTurn,
     AuditReport,
     CompleteTurn,
@@ -366,14 +368,19 @@ async def test_by_default_a_turn_that_may_still_be_running_is_left_alone(
     await memory.open_turn("in flight", turn_id="t1")
     report = await qa_audit(store, repair=True)
     assert 2 * attrs.fields(NeotomaMemory).close_timeout.default <= AUDIT_DEFAULT_MIN_AGE
+    # the default is the library's close_timeout plus a margin for a reply still written
+    assert attrs.fields(NeotomaMemory).close_timeout.default == AUDIT_CLOSE_TIMEOUT
+    assert AUDIT_DEFAULT_MIN_AGE == AUDIT_CLOSE_TIMEOUT + AUDIT_REPLY_MARGIN
     assert report.min_age == AUDIT_DEFAULT_MIN_AGE
     assert report.skipped_recent == 1
     assert report.skipped_turns == (("chat-a", "t1"),)
     assert not report.repairs
+    reason = f"younger than --min-age {AUDIT_DEFAULT_MIN_AGE:g}s: may still be running"
+    assert report.skipped_reason == reason
     assert report.to_json()["skipped"] == {
         "count": 1,
         "min_age": AUDIT_DEFAULT_MIN_AGE,
-        "reason": f"younger than --min-age {AUDIT_DEFAULT_MIN_AGE:g}s: may still be running",
+        "reason": reason,
         "turns": [{"conversation_id": "chat-a", "turn_id": "t1"}],
     }
     assert [f.turn_id for f in (await qa_audit(store, min_age=0)).orphans] == ["t1"]

@@ -1,15 +1,21 @@
 """The name index: substring search over canonical names, aliases and identity fields.
 
-Names live in two FTS5 trigram tables (``name_index`` and, for conversations, messages and
-turn records, ``bookkeeping_names``); ``trigram_df`` counts the texts each trigram is in, so
-a search reads only the rarest trigrams' posting lists (see :func:`substring_ids`).
+Names live in two FTS5 trigram tables. ``name_index`` holds each text with its entity id
+and kind; ``trigram_df`` counts the texts each trigram is in, so a search reads only the
+rarest trigrams' posting lists (see :func:`substring_ids`). ``bookkeeping_names`` indexes
+the names of conversations, messages and turn records, which a real server finds by any
+substring too (``POST /retrieve_entity_by_identifier``'s second pass): it is contentless
+(schema version 9), one row per entity whose rowid is the entity row's, its text the
+entity's name and aliases (:func:`book_text`), so the name is stored once, in the entity
+row, which a search reads anyway and checks the whole needle against.
 """
 
 from __future__ import annotations
 
+import json
 import sqlite3
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any, Final
 
 from . import _scope
 
@@ -18,11 +24,15 @@ __all__ = [
     "FIELD_KINDS",
     "NAME_KINDS",
     "SEARCH_FIELDS",
+    "backfill_book_names",
+    "book_text",
     "first_token",
     "index_fields",
     "index_name",
+    "install",
     "rename",
     "substring_ids",
+    "unindex_book_names",
 ]
 
 
@@ -36,25 +46,105 @@ SEARCH_FIELDS = ("name", "full_name", "title", "email", "domain", "company")
 FIELD_KINDS = frozenset(f"field:{f}" for f in SEARCH_FIELDS)  # their name_index kinds
 
 
+def install(conn: sqlite3.Connection) -> None:
+    """Make the vocabulary of ``bookkeeping_names`` readable on ``conn`` (a temporary
+    table: nothing is written to the file; before ``query_only`` on a read-only one)."""
+    conn.execute(
+        "CREATE VIRTUAL TABLE IF NOT EXISTS temp.bookkeeping_terms "
+        "USING fts5vocab(main, bookkeeping_names, 'instance')"
+    )
+
+
+def book_text(name: str, aliases: Sequence[str]) -> str:
+    """The text of a bookkeeping entity's ``bookkeeping_names`` row: its name and aliases,
+    lowercased, one a line, and a blank line after them, so that every occurrence of a
+    needle of one or two characters begins a trigram (see ``_short_book_rows``). A
+    contentless row is taken out by naming this text again."""
+    return "\n".join(n.lower() for n in (name, *aliases)) + "\n\n"
+
+
+def _aliases(raw: str) -> list[str]:
+    return [] if raw == "[]" else [str(a) for a in json.loads(raw)]
+
+
 def index_name(
-    conn: sqlite3.Connection, text: str, entity_id: str, entity_type: str, kind: str
+    conn: sqlite3.Connection, name: str, entity_id: str, entity_type: str, rowid: int
 ) -> None:
+    """Make a new entity's canonical ``name`` findable by substring (``rowid``: its row's)."""
     if entity_type in BOOKKEEPING:
         conn.execute(
-            "INSERT INTO bookkeeping_names (text, entity_id, kind) VALUES (?, ?, ?)",
-            (text, entity_id, kind),
+            "INSERT INTO bookkeeping_names (rowid, text) VALUES (?, ?)",
+            (rowid, book_text(name, ())),
         )
     else:
-        _index_text(conn, text, entity_id, kind)
+        _index_text(conn, name.lower(), entity_id, "name")
 
 
-def rename(conn: sqlite3.Connection, text: str, entity_id: str, entity_type: str) -> None:
-    """Index ``text`` as the entity's name; its old name stays findable, as an alias."""
-    table = "bookkeeping_names" if entity_type in BOOKKEEPING else "name_index"
+def rename(
+    conn: sqlite3.Connection,
+    entity_id: str,
+    entity_type: str,
+    old: tuple[str, Sequence[str]],
+    new: tuple[str, Sequence[str]],
+) -> None:
+    """Index the entity's new name (``new``: its name and aliases; ``old``: before); its
+    old name stays findable, as an alias."""
+    if entity_type in BOOKKEEPING:
+        (rowid,) = conn.execute("SELECT rowid FROM entities WHERE id = ?", (entity_id,)).fetchone()
+        conn.execute(
+            "INSERT INTO bookkeeping_names (bookkeeping_names, rowid, text) "
+            "VALUES ('delete', ?, ?)",
+            (rowid, book_text(*old)),
+        )
+        conn.execute(
+            "INSERT INTO bookkeeping_names (rowid, text) VALUES (?, ?)", (rowid, book_text(*new))
+        )
+        return
     conn.execute(
-        f"UPDATE {table} SET kind = 'alias' WHERE entity_id = ? AND kind = 'name'", (entity_id,)
+        "UPDATE name_index SET kind = 'alias' WHERE entity_id = ? AND kind = 'name'", (entity_id,)
     )
-    index_name(conn, text, entity_id, entity_type, "name")
+    _index_text(conn, new[0].lower(), entity_id, "name")
+
+
+_BOOK_TYPES: Final = tuple(sorted(BOOKKEEPING))
+_BATCH: Final = 1000
+
+
+def backfill_book_names(conn: sqlite3.Connection) -> None:
+    """The row of every bookkeeping entity, into an empty ``bookkeeping_names`` (the
+    version-9 migration)."""
+    marks = ",".join("?" * len(_BOOK_TYPES))
+    last = 0
+    while True:
+        rows = conn.execute(
+            "SELECT rowid, canonical_name, aliases FROM entities "
+            f"WHERE rowid > ? AND entity_type IN ({marks}) ORDER BY rowid LIMIT ?",
+            (last, *_BOOK_TYPES, _BATCH),
+        ).fetchall()
+        if not rows:
+            return
+        conn.executemany(
+            "INSERT INTO bookkeeping_names (rowid, text) VALUES (?, ?)",
+            ((rowid, book_text(name, _aliases(aliases))) for rowid, name, aliases in rows),
+        )
+        last = rows[-1][0]
+
+
+def unindex_book_names(conn: sqlite3.Connection, ids: Sequence[str]) -> None:
+    """Take the rows of these entities (about to be erased) out of ``bookkeeping_names``."""
+    marks = ",".join("?" * len(_BOOK_TYPES))
+    for entity_id in ids:
+        row = conn.execute(
+            "SELECT rowid, canonical_name, aliases FROM entities "
+            f"WHERE id = ? AND entity_type IN ({marks})",
+            (entity_id, *_BOOK_TYPES),
+        ).fetchone()
+        if row is not None:
+            conn.execute(
+                "INSERT INTO bookkeeping_names (bookkeeping_names, rowid, text) "
+                "VALUES ('delete', ?, ?)",
+                (row[0], book_text(row[1], _aliases(row[2]))),
+            )
 
 
 def _trigrams(text: str) -> set[str]:
@@ -133,18 +223,57 @@ def _kind_sql(kinds: frozenset[str] | None) -> tuple[str, tuple[str, ...]]:
 # when both tables are searched it is one statement; the first column says which table a
 # row came from, and rows come in rowid order within each table, as from two statements.
 # Neither table keeps token positions (``detail = none``), so neither answers a phrase: a
-# needle is matched as the AND of its trigrams, then checked whole with ``instr`` (texts and
-# needles are lowercased alike), which finds the rows the trigram phrase found, in order.
+# needle is matched as the AND of its trigrams, then checked whole (texts and needles are
+# lowercased alike): by ``instr`` in ``name_index``, on the entity row's name and aliases
+# for ``bookkeeping_names`` (contentless: its rowid is the entity row's).
 _BOOKKEEPING_NAMES_SQL = (
-    "SELECT 0, entity_id, kind FROM bookkeeping_names WHERE bookkeeping_names MATCH ? "
-    "AND instr(text, ?) > 0"
+    "SELECT 0, e.id, e.canonical_name, e.aliases FROM bookkeeping_names "
+    "CROSS JOIN entities e ON e.rowid = bookkeeping_names.rowid "
+    "WHERE bookkeeping_names MATCH ?"
 )
 
 _NAME_INDEX_SQL = (
-    "SELECT 1, entity_id, kind FROM name_index WHERE name_index MATCH ? AND instr(text, ?) > 0"
+    "SELECT 1, entity_id, kind, NULL FROM name_index WHERE name_index MATCH ? "
+    "AND instr(text, ?) > 0"
 )
 
 _BOTH_NAMES_SQL = f"{_BOOKKEEPING_NAMES_SQL} UNION ALL {_NAME_INDEX_SQL}"
+
+# A needle shorter than a trigram: the rows of the trigrams that begin with it, through the
+# index's vocabulary (a range of its terms: ``install`` makes the table on each connection);
+# a needle the tokenizer might fold otherwise (not ASCII) reads every bookkeeping name.
+_SHORT_BOOK_NAMES_SQL = (
+    "SELECT 0, id, canonical_name, aliases FROM entities WHERE rowid IN "
+    "(SELECT doc FROM temp.bookkeeping_terms WHERE term >= ? AND term < ?) ORDER BY rowid"
+)
+_ALL_BOOK_NAMES_SQL = (
+    "SELECT 0, id, canonical_name, aliases FROM entities "
+    f"WHERE entity_type IN ({','.join('?' * len(_BOOK_TYPES))}) ORDER BY rowid"
+)
+
+
+def _short_book_rows(conn: sqlite3.Connection, needle: str) -> list[Any]:
+    """Candidate rows for a needle of fewer than three characters (checked by the caller)."""
+    if not needle or not needle.isascii():
+        return conn.execute(_ALL_BOOK_NAMES_SQL, _BOOK_TYPES).fetchall()
+    return conn.execute(_SHORT_BOOK_NAMES_SQL, (needle, needle + "\U0010ffff")).fetchall()
+
+
+def _book_kinds(needle: str, name: str, aliases: str) -> Iterator[str]:
+    """The kinds of a bookkeeping entity's names that hold ``needle``."""
+    if needle in name.lower():
+        yield "name"
+    if any(needle in a.lower() for a in _aliases(aliases)):
+        yield "alias"
+
+
+def _book_hits(needle: str, kinds: frozenset[str] | None, rows: Sequence[Any]) -> list[str]:
+    return [
+        str(r[1])
+        for r in rows
+        if not r[0]
+        and any(kinds is None or k in kinds for k in _book_kinds(needle, str(r[2]), str(r[3])))
+    ]
 
 
 def substring_ids(
@@ -168,16 +297,15 @@ def substring_ids(
     """
     if len(needle) < 3:
         where, params = _kind_sql(kinds)
-        found: list[str] = []
-        tables = ("name_index", "bookkeeping_names") if bookkeeping else ("name_index",)
-        for table in tables:
-            found += [
-                str(r[0])
-                for r in conn.execute(
-                    f"SELECT DISTINCT entity_id FROM {table} WHERE instr(text, ?) > 0 AND {where}",
-                    (needle, *params),
-                ).fetchall()
-            ]
+        found = [
+            str(r[0])
+            for r in conn.execute(
+                f"SELECT DISTINCT entity_id FROM name_index WHERE instr(text, ?) > 0 AND {where}",
+                (needle, *params),
+            ).fetchall()
+        ]
+        if bookkeeping:
+            found += _book_hits(needle, kinds, _short_book_rows(conn, needle))
         return list(dict.fromkeys(found))
     hits = memo.get(needle) if memo is not None else None
     match = _trigram_match(conn, needle) if hits is None else None
@@ -185,19 +313,19 @@ def substring_ids(
         hits = []  # a trigram no indexed text has: nothing can contain the needle
     rows: list[Any] = []
     if bookkeeping and match is not None:
-        params = (_covering_trigrams(needle), needle, match, needle)
+        params = (_covering_trigrams(needle), match, needle)
         rows = conn.execute(_BOTH_NAMES_SQL, params).fetchall()
     elif bookkeeping:
-        rows = conn.execute(_BOOKKEEPING_NAMES_SQL, (_covering_trigrams(needle), needle)).fetchall()
+        rows = conn.execute(_BOOKKEEPING_NAMES_SQL, (_covering_trigrams(needle),)).fetchall()
     elif match is not None:
         rows = conn.execute(_NAME_INDEX_SQL, (match, needle)).fetchall()
     if hits is None:
         hits = [(str(r[1]), str(r[2])) for r in rows if r[0]]
     if memo is not None:
         memo[needle] = hits
-    # The kind filter and the de-duplication of bookkeeping rows happen here rather than
-    # in SQL (DISTINCT, kind IN): the same first-seen order, one cheaper statement.
-    found = [str(r[1]) for r in rows if not r[0] and (kinds is None or r[2] in kinds)]
+    # The kind filter and the de-duplication of rows happen here rather than in SQL
+    # (DISTINCT, kind IN): the same first-seen order, one cheaper statement.
+    found = _book_hits(needle, kinds, rows)
     found.extend(eid for eid, kind in hits if kinds is None or kind in kinds)
     return list(dict.fromkeys(found))
 

@@ -28,6 +28,7 @@ import attrs
 from ..._neotoma.forget import Forgotten
 from ..._records.user_id import LOCAL_USER_ID, check_user_id
 from ..._util.file_kind import check_store_file
+from ._name_index import unindex_book_names
 from ._rows import encode_entity
 from ._scope import NOBODY, lookup_uid
 from ._search import rebuild as rebuild_search
@@ -37,6 +38,8 @@ __all__ = ["PurgeStats", "purge_entities", "purge_forgotten", "purge_user"]
 _BUSY_MS = 5000
 #: the schema version whose search index keeps no texts (``_schema``)
 _CONTENTLESS_SEARCH = 8
+#: the schema version whose bookkeeping names' index keeps no texts (``_schema``)
+_CONTENTLESS_NAMES = 9
 _Id = TypeVar("_Id", str, bytes, str | bytes)
 # Bound parameters per statement (SQLite's default limit is 32766; stay far below).
 _CHUNK = 500
@@ -78,9 +81,13 @@ def _rows(conn: sqlite3.Connection, ids: Sequence[str]) -> PurgeStats:
             )
         )
     observations = _delete(conn, "DELETE FROM observations WHERE entity_id IN ({marks})", packed)
+    names: tuple[str, ...] = ("name_index", "bookkeeping_names")
+    if _version(conn) >= _CONTENTLESS_NAMES:
+        unindex_book_names(conn, ids)  # named by their text, read from the rows going now
+        names = ("name_index",)
     entities = _delete(conn, "DELETE FROM entities WHERE id IN ({marks})", ids)
     _delete(conn, "DELETE FROM field_values WHERE entity_id IN ({marks})", ids)
-    for table in ("name_index", "bookkeeping_names"):
+    for table in names:
         _delete(conn, f"DELETE FROM {table} WHERE entity_id IN ({{marks}})", ids)
     _delete(conn, "DELETE FROM conversation_messages WHERE message_id IN ({marks})", packed)
     _delete(conn, "DELETE FROM conversation_messages WHERE conversation_id IN ({marks})", packed)

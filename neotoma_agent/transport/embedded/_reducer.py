@@ -16,7 +16,7 @@ from typing import Any, NamedTuple
 
 from ..._neotoma.identity import LAST_WRITE, MergePolicy, TypeSchema
 
-__all__ = ["ObservationMeta", "SnapshotState", "fold", "source_rank"]
+__all__ = ["ObservationMeta", "SnapshotChange", "SnapshotState", "fold", "source_rank"]
 
 # Observation-source rank for highest_priority ties: lower is more trusted; missing last.
 _SOURCE_RANK = {
@@ -106,6 +106,20 @@ def _union_newest_first(newer: list[Any], older: list[Any]) -> list[Any]:
             seen.add(key)
             out.append(item)
     return out
+
+
+class SnapshotChange(NamedTuple):
+    """What one folded observation did to an entity's snapshot, as the tables derived from
+    snapshots (the search index, the conversation summaries) follow it: the fields and the
+    deletion before and after."""
+
+    entity_id: str
+    entity_type: str
+    old_fields: Mapping[str, Any]
+    old_deleted: bool
+    fields: Mapping[str, Any]
+    deleted: bool
+    last_observation_at: str | None
 
 
 class SnapshotState:

@@ -79,13 +79,14 @@ def rederive_name(
         current, aliases = row[0], json.loads(row[1])
     if not current or current == derived or _taken(conn, entity_id, entity_type, derived):
         return
+    before = (current, tuple(aliases))
     if current not in aliases:
         aliases.append(current)
     conn.execute(
         "UPDATE entities SET canonical_name = ?, aliases = ?, updated_at = ? WHERE id = ?",
         (derived, dumps(aliases), encode_time(now), entity_id),
     )
-    rename(conn, derived.lower(), entity_id, entity_type)
+    rename(conn, entity_id, entity_type, before, (derived, aliases))
 
 
 def _taken(conn: sqlite3.Connection, entity_id: str, entity_type: str, name: str) -> bool:

@@ -56,6 +56,7 @@ __all__ = [
     "load_state",
     "observation_json",
     "observation_seq",
+    "owned_entity",
     "query_item",
     "record_key",
     "relationship_json",
@@ -461,12 +462,16 @@ def replayed_observations(conn: sqlite3.Connection, key: str) -> list[tuple[str,
     return [found[seq] for seq in seqs]
 
 
+def owned_entity(conn: sqlite3.Connection, columns: str, entity_id: str) -> tuple[Any, ...] | None:
+    """The ``columns`` (SQL) of entity ``entity_id`` if the running user's, else None."""
+    sql = f"SELECT {columns} FROM entities WHERE id = ? AND {_scope.owned()}"
+    row: tuple[Any, ...] | None = conn.execute(sql, (entity_id,)).fetchone()
+    return row
+
+
 def entity_row(conn: sqlite3.Connection, entity_id: str) -> dict[str, Any] | None:
-    row = conn.execute(
-        "SELECT id, entity_type, canonical_name, aliases, created_at, updated_at "
-        f"FROM entities WHERE id = ? AND {_scope.owned()}",
-        (entity_id,),
-    ).fetchone()
+    columns = "id, entity_type, canonical_name, aliases, created_at, updated_at"
+    row = owned_entity(conn, columns, entity_id)
     return entity_json(row) if row else None
 
 
@@ -489,11 +494,8 @@ def entity_json(row: Sequence[Any]) -> dict[str, Any]:
 
 def load_row(conn: sqlite3.Connection, entity_id: str) -> tuple[SnapshotState, int] | None:
     """An entity's snapshot state and message count, or None if there is no such entity."""
-    row = conn.execute(
-        "SELECT snapshot, observation_count, last_observation_at, message_count "
-        f"FROM entities WHERE id = ? AND {_scope.owned()}",
-        (entity_id,),
-    ).fetchone()
+    columns = "snapshot, observation_count, last_observation_at, message_count"
+    row = owned_entity(conn, columns, entity_id)
     if row is None:
         return None
     return decode_state(row[0], row[1], row[2]), int(row[3])
@@ -522,11 +524,8 @@ def load_state(conn: sqlite3.Connection, entity_id: str) -> SnapshotState | None
 
 def live_state(conn: sqlite3.Connection, entity_id: str) -> tuple[str, SnapshotState] | None:
     """An entity's type and snapshot state; None when it is unknown or deleted (a 404)."""
-    row = conn.execute(
-        "SELECT entity_type, snapshot, observation_count, last_observation_at "
-        f"FROM entities WHERE id = ? AND {_scope.owned()}",
-        (entity_id,),
-    ).fetchone()
+    columns = "entity_type, snapshot, observation_count, last_observation_at"
+    row = owned_entity(conn, columns, entity_id)
     if row is None:
         return None
     state = decode_state(row[1], row[2], row[3])
@@ -534,8 +533,7 @@ def live_state(conn: sqlite3.Connection, entity_id: str) -> tuple[str, SnapshotS
 
 
 def entity_exists(conn: sqlite3.Connection, entity_id: str) -> bool:
-    sql = f"SELECT 1 FROM entities WHERE id = ? AND {_scope.owned()}"
-    return conn.execute(sql, (entity_id,)).fetchone() is not None
+    return owned_entity(conn, "1", entity_id) is not None
 
 
 def _display_name(fields: Mapping[str, Any]) -> str | None:

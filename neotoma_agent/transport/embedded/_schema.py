@@ -11,6 +11,7 @@ import json
 import sqlite3
 from collections.abc import Callable
 
+from ._name_index import backfill_book_names
 from ._rows import (
     decode_seen,
     decode_state,
@@ -338,13 +339,12 @@ def _compact_seen(value: str | bytes) -> str | bytes:
     return encode_seen(decode_seen(value))
 
 
-_BATCH = 1000
-
-
 def _share_fields(conn: sqlite3.Connection) -> None:
     """The words, edge ids and times in their version-4 form; every snapshot doc rewritten,
     and the newest observation whose fields are exactly its entity's snapshot fields
     sharing them (``_rows``)."""
+    from ._scan import keyset_rows  # a migration's: never a hook's (see there)
+
     conn.create_function("compact_word", 1, encode_word, deterministic=True)
     conn.create_function("compact_seen", 1, _compact_seen, deterministic=True)
     conn.create_function("compact_time", 1, encode_opt_time, deterministic=True)
@@ -368,27 +368,23 @@ def _share_fields(conn: sqlite3.Connection) -> None:
     find = (
         "SELECT seq FROM observations WHERE entity_id = ? AND fields = ? ORDER BY seq DESC LIMIT 1"
     )
-    last = -1
-    while True:
-        rows = conn.execute(
-            "SELECT rowid, id, snapshot, observation_count, last_observation_at FROM entities "
-            "WHERE rowid > ? ORDER BY rowid LIMIT ?",
-            (last, _BATCH),
-        ).fetchall()
-        if not rows:
-            return
-        for rowid, entity_id, doc, count, observed in rows:
-            state = decode_state(doc, count, observed)
-            if state.shared is None:
-                text = dumps(state.fields)
-                found = conn.execute(find, (encode_entity(entity_id), text)).fetchone()
-                if found is not None:
-                    state.shared = int(found[0])
-                    conn.execute("UPDATE observations SET fields = NULL WHERE seq = ?", found)
-            conn.execute(
-                "UPDATE entities SET snapshot = ? WHERE rowid = ?", (encode_state(state), rowid)
-            )
-        last = rows[-1][0]
+    entities = keyset_rows(
+        conn,
+        "SELECT rowid, id, snapshot, observation_count, last_observation_at FROM entities "
+        "WHERE rowid > ? ORDER BY rowid LIMIT ?",
+        -1,
+    )
+    for rowid, entity_id, doc, count, observed in entities:
+        state = decode_state(doc, count, observed)
+        if state.shared is None:
+            text = dumps(state.fields)
+            found = conn.execute(find, (encode_entity(entity_id), text)).fetchone()
+            if found is not None:
+                state.shared = int(found[0])
+                conn.execute("UPDATE observations SET fields = NULL WHERE seq = ?", found)
+        conn.execute(
+            "UPDATE entities SET snapshot = ? WHERE rowid = ?", (encode_state(state), rowid)
+        )
 
 
 # Version 5: one summary row per conversation (``_summaries``): what a list of conversations
@@ -519,6 +515,29 @@ def _compact_format(conn: sqlite3.Connection) -> None:
     backfill_search(conn)
 
 
+# Version 9: the compact format's next steps (docs/performance.md).
+#
+# - ``bookkeeping_names`` keeps no copy of the names it indexes (FTS5 ``content = ''``):
+#   one row per conversation, message and turn record, its rowid the entity row's, its
+#   text the entity's name and aliases (``_name_index.book_text``); a search checks its
+#   candidates' names on their entity rows, which it reads anyway. (A real server finds
+#   these names by any substring, as any other name: the index stays.) Built again from
+#   the entity rows right after the script (``_name_index.backfill_book_names``). It keeps
+#   its rows' sizes (``columnsize``, a few bytes a row), as ``search_text`` does: a
+#   contentless table without them cannot be scanned, which ``iterdump`` does.
+_COMPACT_NEXT = """
+DROP TABLE bookkeeping_names;
+CREATE VIRTUAL TABLE bookkeeping_names USING fts5 (
+    text, content = '', tokenize = 'trigram', detail = none
+);
+"""
+
+
+def _compact_next(conn: sqlite3.Connection) -> None:
+    """The bookkeeping names' index built from the entity rows."""
+    backfill_book_names(conn)
+
+
 MIGRATIONS: tuple[str, ...] = (
     _V1,
     _CONVERSATION_MESSAGES,
@@ -528,6 +547,7 @@ MIGRATIONS: tuple[str, ...] = (
     _SEARCH,
     _USERS,
     _COMPACT_FORMAT,
+    _COMPACT_NEXT,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -538,6 +558,7 @@ _AFTER: dict[str, Callable[[sqlite3.Connection], None]] = {
     _SUMMARIES: backfill,
     # (version 6's index is built by version 8's step, which replaces its tables)
     _COMPACT_FORMAT: _compact_format,
+    _COMPACT_NEXT: _compact_next,
 }
 
 

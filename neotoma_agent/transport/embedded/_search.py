@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Mapping
-from typing import Any, Final
+from typing import Any
 
 from ..._recall.search_text import (
     ENTITY_KIND,
@@ -41,7 +41,8 @@ from ...exceptions import EmptySearchQueryError, ValidationError
 from . import _scope
 from ._errors import flat_error, invalid_format
 from ._page_rows import decode_fields
-from ._rows import decode_entity, decode_state, encode_entity, entity_text
+from ._reducer import SnapshotChange
+from ._rows import decode_entity, decode_state, encode_entity, entity_text, owned_entity
 from ._validate import bounded_int
 
 __all__ = ["backfill", "index_search", "rebuild", "text_search"]
@@ -52,22 +53,15 @@ def _insert(conn: sqlite3.Connection, packed: str | bytes, text: str) -> None:
     conn.execute("INSERT INTO search_text (rowid, text) VALUES (?, ?)", (cur.lastrowid, text))
 
 
-def index_search(
-    conn: sqlite3.Connection,
-    entity_id: str,
-    entity_type: str,
-    old_fields: Mapping[str, Any],
-    old_deleted: bool,
-    fields: Mapping[str, Any],
-    deleted: bool,
-) -> None:
-    """Move the entity's row as one observation moved its snapshot (from ``old_*`` to
-    ``fields`` / ``deleted``): nothing to do unless its text or its deletion changed."""
-    before = None if old_deleted or not old_fields else doc_text(entity_type, old_fields)
-    after = None if deleted else doc_text(entity_type, fields)
+def index_search(conn: sqlite3.Connection, change: SnapshotChange) -> None:
+    """Move the entity's row as one observation moved its snapshot (``change``): nothing to
+    do unless its text or its deletion changed."""
+    kind, old = change.entity_type, change.old_fields
+    before = None if change.old_deleted or not old else doc_text(kind, old)
+    after = None if change.deleted else doc_text(kind, change.fields)
     if before == after:
         return
-    packed = encode_entity(entity_id)
+    packed = encode_entity(change.entity_id)
     if before is None:
         if after is not None:
             _insert(conn, packed, after)
@@ -89,28 +83,23 @@ def index_search(
         conn.execute("INSERT INTO search_text (rowid, text) VALUES (?, ?)", (doc, after))
 
 
-_BATCH: Final = 1000
-
-
 def backfill(conn: sqlite3.Connection) -> None:
     """The rows of every live entity, into an empty index (the version-8 migration)."""
-    last = ""
-    while True:
-        rows = conn.execute(
-            "SELECT id, entity_type, snapshot, observation_count, last_observation_at "
-            "FROM entities WHERE id > ? ORDER BY id LIMIT ?",
-            (last, _BATCH),
-        ).fetchall()
-        if not rows:
-            return
-        for entity_id, entity_type, doc, count, observed in rows:
-            if entity_type != _MESSAGE and entity_type in BOOKKEEPING_TYPES:
-                continue
-            state = decode_state(doc, count, observed)
-            text = None if state.deleted else doc_text(entity_type, state.fields)
-            if text is not None:
-                _insert(conn, encode_entity(entity_id), text)
-        last = rows[-1][0]
+    from ._scan import keyset_rows  # a migration's or a purge's: never a hook's (see there)
+
+    rows = keyset_rows(
+        conn,
+        "SELECT id, entity_type, snapshot, observation_count, last_observation_at "
+        "FROM entities WHERE id > ? ORDER BY id LIMIT ?",
+        "",
+    )
+    for entity_id, entity_type, doc, count, observed in rows:
+        if entity_type != _MESSAGE and entity_type in BOOKKEEPING_TYPES:
+            continue
+        state = decode_state(doc, count, observed)
+        text = None if state.deleted else doc_text(entity_type, state.fields)
+        if text is not None:
+            _insert(conn, encode_entity(entity_id), text)
 
 
 def rebuild(conn: sqlite3.Connection) -> None:
@@ -156,11 +145,8 @@ def _hit(
     cache: dict[str | bytes, str | None],
 ) -> dict[str, Any] | None:
     entity_id = decode_entity(packed)
-    row = conn.execute(
-        "SELECT entity_type, canonical_name, json_extract(snapshot, '$.f') FROM entities "
-        f"WHERE id = ? AND {_scope.owned()}",
-        (entity_id,),
-    ).fetchone()
+    columns = "entity_type, canonical_name, json_extract(snapshot, '$.f')"
+    row = owned_entity(conn, columns, entity_id)
     if row is None:
         return None
     entity_type, name, fields_text = row

@@ -17,6 +17,7 @@ import attrs
 from ..._records.user_id import LOCAL_USER_ID, check_user_id, tenant_of
 from ..._util.file_kind import check_store_file, not_a_store
 from .._base import LookupResult, StoreResult
+from .._records import Entered
 from .._rest import RestActions
 from .._search_results import SEARCH_ACTION
 from ._batch import replay_statuses, store_each
@@ -29,6 +30,7 @@ from ._conversations import route
 from ._db_thread import DBThread, Job
 from ._delete import delete_entity, restore_entity
 from ._edges import create_relationship, create_relationships, retrieve_related_entities
+from ._enter import enter_records, lookup_each
 from ._forget_user import ForgottenUser, forget_user_rows, restore_user_rows
 from ._get_reads import (
     get_entity,
@@ -38,6 +40,7 @@ from ._get_reads import (
     get_relationships,
 )
 from ._history_page import forget as _forget_page_rows
+from ._name_index import install as install_names
 from ._read import (
     get_entity_snapshot,
     list_observations,
@@ -97,6 +100,7 @@ def _connect_read_only(path: str) -> Callable[[], sqlite3.Connection]:
                 else f"the store file has schema version {version}, newer than this release "
                 f"reads ({SCHEMA_VERSION}): upgrade neotoma-agent"
             )
+        install_names(conn)  # a temporary table: before query_only
         conn.execute("PRAGMA query_only = ON")
         conn.execute("PRAGMA cache_size = -65536")
         install_scope(conn)
@@ -170,6 +174,28 @@ class _Actions(RestActions):
             "relationships": relationships,
         }
         return await self._run(store_records, records)
+
+    async def _enter_records(
+        self,
+        entities: Sequence[Mapping[str, Any]],
+        *,
+        idempotency_key: str,
+        relationships: Sequence[Mapping[str, Any]],
+        history: Mapping[str, Any] | None,
+        lookups: Sequence[Mapping[str, Any]] | None,
+        deadline: float | None,
+    ) -> Entered:
+        """A turn's enter as one job (:mod:`._enter`): ``_store_records``, then the
+        history page and the lookups, within ``deadline`` (``time.monotonic()``)."""
+        body = {
+            "entities": entities,
+            "idempotency_key": idempotency_key,
+            "relationships": relationships,
+            "history": history,
+            "lookups": lookups,
+            "deadline": deadline,
+        }
+        return await self._run(enter_records, body)
 
     async def retrieve_many(
         self, bodies: Sequence[Mapping[str, Any]]
@@ -360,20 +386,6 @@ class EmbeddedStore(_Actions):
         finally:
             self._state = _State.CLOSED
             _forget_page_rows()
-
-
-def lookup_each(conn: sqlite3.Connection, body: Mapping[str, Any]) -> list[Any]:
-    """``retrieve_entity_by_identifier`` on every body of ``body["lookups"]``: each answer,
-    or the error it raised."""
-    out: list[Any] = []
-    memo: dict[str, list[tuple[str, str]]] = {}  # one transaction: the searches are shared
-    lookup = functools.partial(retrieve_entity_by_identifier, memo=memo)
-    for item in body["lookups"]:
-        try:
-            out.append(_encodable(lookup, conn, item))
-        except Exception as exc:  # that lookup's own failure, as a lone one would raise it
-            out.append(exc)
-    return out
 
 
 _ACTIONS: dict[str, Callable[[sqlite3.Connection, Mapping[str, Any]], dict[str, Any]]] = {

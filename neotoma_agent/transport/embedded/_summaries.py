@@ -32,6 +32,7 @@ from ..._neotoma.identity import resolve_identity_cached
 from ..._records.payloads import stored_platform
 from . import _scope
 from ._errors import invalid_format
+from ._reducer import SnapshotChange
 from ._rows import decode_state, decode_time, encode_opt_time, encode_time
 from ._validate import bounded_int
 
@@ -120,27 +121,16 @@ def _conversation_row(
     )
 
 
-def summarize(
-    conn: sqlite3.Connection,
-    entity_id: str,
-    entity_type: str,
-    old_fields: Mapping[str, Any],
-    old_deleted: bool,
-    fields: Mapping[str, Any],
-    deleted: bool,
-    last_observation_at: str | None,
-) -> None:
-    """Move the summary as one observation moved an entity's snapshot (from ``old_*`` to
-    ``fields`` / ``deleted``): a conversation's own row, or a turn's count."""
-    if entity_type == "conversation":
-        _upsert(
-            conn,
-            _UPSERT_CONVERSATION,
-            _conversation_row(entity_id, fields, deleted, encode_opt_time(last_observation_at)),
-        )
+def summarize(conn: sqlite3.Connection, change: SnapshotChange) -> None:
+    """Move the summary as one observation moved an entity's snapshot (``change``): a
+    conversation's own row, or a turn's count."""
+    if change.entity_type == "conversation":
+        last = encode_opt_time(change.last_observation_at)
+        row = _conversation_row(change.entity_id, change.fields, change.deleted, last)
+        _upsert(conn, _UPSERT_CONVERSATION, row)
         return
-    before = _turn_place(old_fields, old_deleted) if old_fields else None
-    after = _turn_place(fields, deleted)
+    before = _turn_place(change.old_fields, change.old_deleted) if change.old_fields else None
+    after = _turn_place(change.fields, change.deleted)
     if before == after:
         return
     if before is not None:
@@ -149,31 +139,26 @@ def summarize(
         _add_turn(conn, after[0], after[1], 1)
 
 
-_BATCH: Final = 1000
-
-
 def backfill(conn: sqlite3.Connection) -> None:
     """The summary rows of a store written before them (the version-5 migration).
 
     Conversations are decoded row by row (few); turn records are counted by SQL, grouped by
     the two fields that place them, and placed as :func:`summarize` places one.
     """
-    last = ""
-    while True:
-        rows = conn.execute(
-            "SELECT id, snapshot, observation_count, last_observation_at FROM entities "
-            "WHERE entity_type = 'conversation' AND id > ? ORDER BY id LIMIT ?",
-            (last, _BATCH),
-        ).fetchall()
-        if not rows:
-            break
-        for entity_id, doc, count, observed in rows:
-            state = decode_state(doc, count, observed)
-            conn.execute(
-                _UPSERT_CONVERSATION,
-                _conversation_row(entity_id, state.fields, state.deleted, observed),
-            )
-        last = rows[-1][0]
+    from ._scan import keyset_rows  # a migration's: never a hook's (see there)
+
+    conversations = keyset_rows(
+        conn,
+        "SELECT id, snapshot, observation_count, last_observation_at FROM entities "
+        "WHERE entity_type = 'conversation' AND id > ? ORDER BY id LIMIT ?",
+        "",
+    )
+    for entity_id, doc, count, observed in conversations:
+        state = decode_state(doc, count, observed)
+        conn.execute(
+            _UPSERT_CONVERSATION,
+            _conversation_row(entity_id, state.fields, state.deleted, observed),
+        )
     groups = conn.execute(
         "SELECT json_extract(snapshot, '$.f.session_id'), json_extract(snapshot, '$.f.status'), "
         "count(*) FROM entities WHERE entity_type = 'conversation_turn' "

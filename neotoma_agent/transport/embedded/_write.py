@@ -36,7 +36,7 @@ from ._errors import (
     resolution_failed,
 )
 from ._name_index import index_fields, index_name
-from ._reducer import ObservationMeta, SnapshotState, fold, source_rank
+from ._reducer import ObservationMeta, SnapshotChange, SnapshotState, fold, source_rank
 from ._rename import rederive_name
 from ._rows import (
     dumps,
@@ -354,9 +354,6 @@ def write(conn: sqlite3.Connection, body: Mapping[str, Any]) -> Written | dict[s
         ident = item.identity
         if not item.exists:
             new_ids.add(ident.entity_id)
-            index_name(
-                conn, ident.canonical_name.lower(), ident.entity_id, ident.entity_type, "name"
-            )
             created += 1
         elif item.action == "extended":
             created += 1
@@ -509,7 +506,7 @@ def _observe(
         states[entity_id] = state
     doc = encode_state(state, fields_text)
     if create is not None:
-        conn.execute(
+        inserted = conn.execute(
             "INSERT INTO entities (id, entity_type, canonical_name, aliases, created_at, "
             "updated_at, snapshot, observation_count, last_observation_at, uid) "
             "VALUES (?, ?, ?, '[]', ?, ?, ?, ?, ?, ?)",
@@ -525,6 +522,13 @@ def _observe(
                 _scope.uid(),
             ),
         )
+        index_name(
+            conn,
+            create.canonical_name,
+            entity_id,
+            create.entity_type,
+            int(inserted.lastrowid or 0),
+        )
     else:
         conn.execute(
             "UPDATE entities SET snapshot = ?, observation_count = ?, last_observation_at = ?, "
@@ -538,7 +542,16 @@ def _observe(
             ),
         )
     index_fields(conn, entity_id, old_fields, state.fields)
-    index_search(conn, entity_id, entity_type, old_fields, old_deleted, state.fields, state.deleted)
+    change = SnapshotChange(
+        entity_id,
+        entity_type,
+        old_fields,
+        old_deleted,
+        state.fields,
+        state.deleted,
+        state.last_observation_at,
+    )
+    index_search(conn, change)
     rederive_name(
         conn,
         entity_id,
@@ -550,16 +563,7 @@ def _observe(
         fields,
     )
     if entity_type in SUMMARIZED_TYPES:
-        summarize(
-            conn,
-            entity_id,
-            entity_type,
-            old_fields,
-            old_deleted,
-            state.fields,
-            state.deleted,
-            state.last_observation_at,
-        )
+        summarize(conn, change)
     return obs_id, dict(state.fields)
 
 

@@ -108,7 +108,16 @@ def _recorder() -> Any:
 
 @pytest.mark.parametrize(
     "fixture",
-    ["v1_store", "v2_store", "v3_store", "v4_store", "v5_store", "v6_store", "v7_store"],
+    [
+        "v1_store",
+        "v2_store",
+        "v3_store",
+        "v4_store",
+        "v5_store",
+        "v6_store",
+        "v7_store",
+        "v8_store",
+    ],
 )
 async def test_an_older_file_answers_every_read_as_the_code_that_recorded_it(
     fixture: str, tmp_path: Path
@@ -120,7 +129,7 @@ async def test_an_older_file_answers_every_read_as_the_code_that_recorded_it(
     version 5 (the same, by the summaries release, main at 05f47bf), version 6 (the same,
     by the search-index release, main at 484633c), version 7 (the same plus another user's
     turn and key, by the users release, main at dac9c07: the unscoped reads must not see
-    them):
+    them), version 8 (the same, by the compact format's first steps, main at ea5ef87):
     snapshots, observations, queries (sorted, filtered), lookups, replays, the GET routes
     (an observation's ``source``), recent conversations."""
     recorded = json.loads((DATA.parent / fixture / "answers.json").read_text())

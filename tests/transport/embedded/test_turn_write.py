@@ -20,7 +20,7 @@ import pytest
 
 from neotoma_agent import IdempotencyMismatchError, NeotomaMemory, ValidationError
 from neotoma_agent.transport._forward import Forwarding
-from neotoma_agent.transport._records import records_store
+from neotoma_agent.transport._records import Entered, enter_job, records_store
 from neotoma_agent.transport._results import StoreResult
 from neotoma_agent.transport.embedded import EmbeddedStore, _write
 from neotoma_agent.transport.embedded._store import _Actions
@@ -58,7 +58,28 @@ def recorded(monkeypatch: pytest.MonkeyPatch) -> list[Records]:
         ANSWERED[len(into) - 1] = answer
         return answer
 
+    inner_enter = _Actions._enter_records
+
+    async def kept_enter(
+        self: _Actions,
+        entities: Sequence[Mapping[str, Any]],
+        *,
+        idempotency_key: str,
+        relationships: Sequence[Mapping[str, Any]],
+        **reads: Any,
+    ) -> Entered:
+        # An enter's job: its store is kept as a lone one's (its reads are the enter's).
+        into.append((tuple(entities), idempotency_key, tuple(relationships)))
+        at = len(into) - 1
+        ANSWERED.append(None)
+        entered = await inner_enter(
+            self, entities, idempotency_key=idempotency_key, relationships=relationships, **reads
+        )
+        ANSWERED[at] = entered.stored
+        return entered
+
     monkeypatch.setattr(_Actions, "_store_records", kept)
+    monkeypatch.setattr(_Actions, "_enter_records", kept_enter)
     return into
 
 
@@ -233,6 +254,7 @@ async def test_a_turn_hands_the_embedded_store_its_records_and_a_wrapper_its_bod
     calls: list[str] = []
     store_body = EmbeddedStore.store
     store_records = EmbeddedStore._store_records
+    enter_records = EmbeddedStore._enter_records
 
     async def body(self: EmbeddedStore, *args: Any, **kw: Any) -> StoreResult:
         calls.append("store")
@@ -242,15 +264,22 @@ async def test_a_turn_hands_the_embedded_store_its_records_and_a_wrapper_its_bod
         calls.append("records")
         return await store_records(self, *args, **kw)
 
+    async def enter(self: EmbeddedStore, *args: Any, **kw: Any) -> Entered:
+        calls.append("enter")
+        return await enter_records(self, *args, **kw)
+
     monkeypatch.setattr(EmbeddedStore, "store", body)
     monkeypatch.setattr(EmbeddedStore, "_store_records", records)
+    monkeypatch.setattr(EmbeddedStore, "_enter_records", enter)
     async with EmbeddedStore.open(tmp_path / "a.db") as store:
         async with NeotomaMemory(store, conversation_id="c1").turn("hi", turn_id="t1") as t:
             t.reply = "hello"
-        assert calls == ["records", "records"]
+        # The enter's store as one job with its reads, the closing store on its own.
+        assert calls == ["enter", "records"]
         # A wrapper sees every store it wraps: a body, whatever it wraps.
         wrapped = Forwarding(store)
         assert records_store(wrapped) is None
+        assert enter_job(wrapped) is None
         calls.clear()
         async with NeotomaMemory(wrapped, conversation_id="c1").turn("hi", turn_id="t2") as t:
             t.reply = "hello"
