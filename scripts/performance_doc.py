@@ -452,7 +452,7 @@ ROADMAP: tuple[tuple[str, tuple[str, ...]], ...] = (
         "2. the enter as one job, ids answered (done: what is left)",
         ("JSON encode and decode (store thread)", "answers parsed (_results from_json)"),
     ),
-    ("3. the history read as one statement", ("the history read",)),
+    ("3. the history read (two statements: what is left)", ("the history read",)),
     (
         "4. one job per phase on the event loop (the enter done: the close left)",
         ("anyio (scopes, tasks)", "asyncio (the loop, futures)"),

@@ -16,11 +16,22 @@ memos stay small (at most :data:`_MAX_ENTRIES` each, emptied when full).
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
-from ._rows import decode_state, snapshot_record
+from ._rows import decode_state, decode_time, snapshot_record
 
-__all__ = ["MESSAGE_KEYS", "decode_fields", "forget", "message_fields", "turn_record"]
+__all__ = [
+    "MESSAGE_KEYS",
+    "activity",
+    "conversation_item",
+    "decode_fields",
+    "display",
+    "forget",
+    "message_fields",
+    "page_item",
+    "turn_record",
+]
 
 #: a message's fields that a page lists, in this order
 MESSAGE_KEYS: Final = ("role", "sender_kind", "content", "turn_key", "turn_number")
@@ -31,7 +42,9 @@ _MAX_ENTRIES: Final = 4096
 # json.loads without its trailing-whitespace check: SQLite's JSON text has none.
 _decode_json = json.JSONDecoder().raw_decode
 
-_messages: dict[str, tuple[Any, ...]] = {}
+# Keyed by a message's ``$.f`` text (message_fields: its values), or by its row's columns
+# in a tuple (page_item: its item): the two kinds of key never meet.
+_messages: dict[Any, Any] = {}
 _records: dict[tuple[str, str, int, Any], dict[str, Any]] = {}
 
 
@@ -66,6 +79,43 @@ def message_fields(text: str | None) -> tuple[Any, ...]:
     return values
 
 
+def page_item(
+    message_id: str,
+    canonical_name: str,
+    created: str | int,
+    updated: str | int,
+    observed: str | int | None,
+    snapshot: str,
+) -> dict[str, Any] | None:
+    """A message row as a history page lists it (``related_entities`` left ``None`` for the
+    caller to fill), read from the row's whole ``snapshot`` text: no JSON taken apart in SQL;
+    ``None`` when the message is deleted. A fresh dict each time."""
+    key = (message_id, canonical_name, created, updated, observed, snapshot)
+    item = _messages.get(key)
+    if item is None:
+        doc = _decode_json(snapshot)[0]
+        if doc.get("d"):
+            return None
+        fields = doc.get("f")
+        get = fields.get if isinstance(fields, dict) else {}.get
+        role, sender_kind, content, turn_key, turn_number = [get(k) for k in MESSAGE_KEYS]
+        item = {
+            "message_id": message_id,
+            "canonical_name": canonical_name,
+            "role": role,
+            "sender_kind": sender_kind,
+            "content": content,
+            "turn_key": turn_key,
+            "activity_at": activity(created, updated, observed),
+            "related_entities": None,
+            "hook_summary": None,
+            "turn_number": turn_number,
+        }
+        if len(snapshot) <= _MAX_TEXT and all(type(v) in _SCALARS for v in item.values()):
+            _remember(_messages, key, item)
+    return item.copy()
+
+
 def turn_record(
     entity_id: str, entity_type: str, snapshot: str, count: int, observed: str | int | None
 ) -> dict[str, Any] | None:
@@ -95,3 +145,41 @@ def _kept(value: Any) -> bool:
     if type(value) is list:
         return all(type(v) in _SCALARS for v in value)
     return type(value) in _SCALARS
+
+
+def activity(
+    created: str | int | None, updated: str | int | None, observed: str | int | None
+) -> str:
+    """The latest of an entity row's times (as stored: ``_rows.encode_time``), as text."""
+    if type(created) is int and type(updated) is int and type(observed) in (int, type(None)):
+        # Times stored as epoch milliseconds order as their text does: decode one of them.
+        return decode_time(max(created, updated, observed or created))
+    return max(decode_time(t) for t in (created, updated, observed, "") if t is not None)
+
+
+def display(fields: Mapping[str, Any], fallback: str | None) -> str | None:
+    for key in ("title", "name", "full_name"):
+        value = fields.get(key)
+        if isinstance(value, str) and value:
+            return value
+    return fallback
+
+
+def conversation_item(
+    row: Sequence[Any], messages: list[dict[str, Any]], snapshot: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """The conversation's item (``snapshot``: its fields, when the caller decoded them)."""
+    cid, canonical, created, updated, observed, fields, _deleted, count = row
+    if snapshot is None:
+        snapshot = decode_fields(fields)
+    latest = max((m["activity_at"] for m in messages), default="")
+    title = snapshot.get("title")
+    return {
+        "conversation_id": cid,
+        "canonical_name": canonical,
+        "title": title if isinstance(title, str) else None,
+        "activity_at": latest or activity(created, updated, observed),
+        "message_count": count,
+        "latest_write_provenance": None,
+        "messages": messages,
+    }

@@ -39,8 +39,8 @@ from ._get_reads import (
     get_relationship,
     get_relationships,
 )
+from ._history_page import forget as _forget_page_rows
 from ._name_index import install as install_names
-from ._page_rows import forget as _forget_page_rows
 from ._read import (
     get_entity_snapshot,
     list_observations,

@@ -1,0 +1,263 @@
+"""A history page on the embedded store: two SQL statements, whatever the length.
+
+``GET /recent_conversations/{id}?limit=&before=`` (the paging extension that
+:mod:`._conversations` describes) is what every turn's enter reads: the last ``limit``
+messages of a conversation before a message, each with its edges, the records of their
+turns and the tool calls those records REFER_TO. :func:`history_page` reads it in two
+statements, every part a seek of an index:
+
+1. the page (``_PAGE_SQL``): the conversation's row by id; the last ``limit`` rows of the
+   conversation index before ``before``'s place (a range of its primary key) and whether
+   one more precedes them (``has_more``); each message's row by id, its snapshot as
+   stored (decoded in Python once per stored state, :func:`._page_rows.page_item`); each
+   message's edges but PART_OF (the edges' primary key, led by the source);
+2. the records (``_RECORDS_SQL``): each turn record of the page's turns, by the id the
+   identity rules derive from the conversation's id and the turn id in a message's
+   ``turn_key`` (memoised: a record is on the page of the next few turns), and the
+   ``tool_invocation`` entities those records REFER_TO.
+
+Rows of each kind come back tagged, in one result per statement; the answer is the one
+the seven statements before these built, field for field
+(``tests/transport/embedded/test_history_page.py`` checks it against the generic reads).
+:func:`history_page` is a function of the connection (``fn(conn, body)``, as every
+action): a job of the store's thread may call it beside others.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import sqlite3
+from collections.abc import Mapping
+from operator import itemgetter
+from typing import Any, Final
+
+from .._packed_calls import TOOL_CALLS, pack_tool_calls
+from . import _scope
+from ._errors import invalid_format, not_found
+from ._page_rows import (
+    conversation_item,
+    decode_fields,
+    display,
+    page_item,
+    turn_record,
+)
+from ._page_rows import forget as forget_rows
+from ._rows import LIVE, encode_entity, entity_text
+
+__all__ = ["forget", "history_page", "turn_record_id"]
+
+_ASSISTANT_SUFFIX: Final = ":assistant"
+
+# The kinds of the rows the statements answer (their first column).
+_CONVERSATION, _MESSAGE, _EDGE, _RECORD, _CALL = range(5)
+
+# Nine columns after the kind; each part pads with NULLs. ``?1`` the conversation's entity
+# id, ``?2`` it as the conversation index stores it, ``?3`` the ``before`` message as the
+# index stores it (NULL: the last message), ``?4`` the messages to read (``limit``), ``?5``
+# the running user's number (``_scope.uid``: a parameter, not ``current_uid()``, which SQLite
+# would call back into Python for on every row it checks).
+_PAGE_SQL: Final = f"""
+WITH conv AS (
+    SELECT id, canonical_name, created_at, updated_at, last_observation_at,
+        json_extract(snapshot, '$.f') AS f, json_extract(snapshot, '$.d') AS d, message_count
+    FROM entities WHERE id = ?1 AND entity_type = 'conversation' AND +uid = ?5
+),
+page AS (
+    SELECT seq, message_id FROM conversation_messages
+    WHERE conversation_id = ?2 AND seq < coalesce(
+        (SELECT seq FROM conversation_messages WHERE conversation_id = ?2 AND message_id = ?3),
+        4611686018427387904)
+    ORDER BY seq DESC LIMIT ?4
+),
+msgs AS (
+    SELECT page.seq, m.id, m.canonical_name, m.created_at, m.updated_at,
+        m.last_observation_at, m.snapshot
+    FROM page
+    CROSS JOIN entities m ON m.id = {entity_text("page.message_id")}
+    WHERE m.entity_type = 'conversation_message' AND +m.uid = ?5
+)
+SELECT {_CONVERSATION}, id, canonical_name, created_at, updated_at, last_observation_at, f, d,
+    message_count, EXISTS (SELECT 1 FROM conversation_messages
+        WHERE conversation_id = ?2 AND seq < (SELECT min(seq) FROM page)) FROM conv
+UNION ALL
+SELECT {_MESSAGE}, seq, id, canonical_name, created_at, updated_at, last_observation_at,
+    snapshot, NULL, NULL FROM msgs
+UNION ALL
+SELECT {_EDGE}, r.source_entity_id, r.relationship_type, r.target_entity_id, e.entity_type,
+    e.canonical_name, json_extract(e.snapshot, '$.f'), NULL, NULL, NULL
+FROM msgs CROSS JOIN relationships r ON r.source_entity_id = msgs.id
+CROSS JOIN entities e ON e.id = r.target_entity_id
+WHERE r.relationship_type != 'PART_OF' AND {LIVE.replace("snapshot", "e.snapshot")}
+    AND +e.uid = ?5 AND +r.uid = ?5
+"""
+
+# The turn records of a page (``?1``: their ids, a JSON array; ``?2`` the user's number), and
+# the ``tool_invocation`` entities they REFER_TO: the second statement, when the page holds
+# turns (a record's id is derived from its turn's id, which the first one reads).
+_RECORDS_SQL: Final = f"""
+WITH records AS (
+    SELECT t.id, t.entity_type, t.snapshot, t.observation_count, t.last_observation_at
+    FROM json_each(?1) AS wanted CROSS JOIN entities t ON t.id = wanted.value
+    WHERE t.entity_type = 'conversation_turn' AND +t.uid = ?2
+)
+SELECT {_RECORD}, id, entity_type, snapshot, observation_count, last_observation_at, NULL
+FROM records
+UNION ALL
+SELECT {_CALL}, records.id, e.id, e.entity_type, e.snapshot, e.observation_count,
+    e.last_observation_at
+FROM records CROSS JOIN relationships r
+    ON r.source_entity_id = records.id AND r.relationship_type = 'REFERS_TO'
+CROSS JOIN entities e ON e.id = r.target_entity_id
+WHERE e.entity_type = 'tool_invocation' AND +e.uid = ?2 AND +r.uid = ?2
+"""
+
+
+@functools.lru_cache(maxsize=256)
+def _session(fields: str | None) -> str | None:
+    """The conversation's id as its turns' keys and records name it (its ``conversation_id``,
+    else its ``session_id``), from its ``$.f`` text; ``None`` when it has none."""
+    decoded = decode_fields(fields)
+    session = decoded.get("conversation_id") or decoded.get("session_id")
+    return session if isinstance(session, str) and session else None
+
+
+@functools.lru_cache(maxsize=4096)
+def turn_record_id(session: str, turn_id: str, tenant: str | None) -> str:
+    """The id of the ``conversation_turn`` record of turn ``turn_id`` (memoised: a turn's
+    record is on the page of each of the next few turns)."""
+    from ..._neotoma.identity import resolve_identity_cached
+
+    fields = {"session_id": session, "turn_id": turn_id}
+    return resolve_identity_cached("conversation_turn", fields).in_tenant(tenant).entity_id
+
+
+def _turn_id(session: str | None, turn_key: object) -> str | None:
+    """The turn a message's key names in the conversation ``session`` (``None``: none)."""
+    if session is None or not isinstance(turn_key, str) or not turn_key.startswith(session):
+        return None
+    rest = turn_key[len(session) :]
+    if rest[:1] != ":":
+        return None
+    return rest[1:].removesuffix(_ASSISTANT_SUFFIX) or None
+
+
+def forget() -> None:
+    """Empty the page's memos (a store closing: its texts are not kept past it)."""
+    _session.cache_clear()
+    _record_of.cache_clear()
+    forget_rows()
+
+
+def history_page(conn: sqlite3.Connection, body: Mapping[str, Any]) -> dict[str, Any]:
+    """``GET /recent_conversations/{entity_id}`` with ``limit`` (1-1000, checked by the
+    caller) and ``before`` (a message id or ``None``): the page, in two statements.
+
+    Raises the route's errors: 404 for an id that is no conversation of the running user,
+    400 for a ``before`` that is not a text."""
+    entity_id, limit, before = body.get("entity_id"), body["limit"], body.get("before")
+    if not isinstance(entity_id, str) or not entity_id:
+        raise not_found("Conversation not found")
+    if before is not None and not isinstance(before, str):
+        raise invalid_format("before must be a message id", ["before"])
+    bound = None if before is None else encode_entity(before)
+    uid = _scope.uid()
+    rows = conn.execute(_PAGE_SQL, (entity_id, encode_entity(entity_id), bound, limit, uid))
+    conversation: tuple[Any, ...] | None = None
+    more = 0
+    found: list[tuple[Any, ...]] = []
+    edges: list[tuple[Any, ...]] = []
+    for row in rows:
+        kind = row[0]
+        if kind == _MESSAGE:
+            found.append(row)
+        elif kind == _CONVERSATION:
+            conversation, more = row[1:9], row[9]
+        else:
+            edges.append(row)
+    if conversation is None or conversation[6]:
+        raise not_found("Conversation not found")
+    found.sort(key=itemgetter(1))
+    related = _related(edges) if edges else {}
+    messages = []
+    for _, _, mid, canonical, created, updated, observed, snapshot, _, _ in found:
+        message = page_item(mid, canonical, created, updated, observed, snapshot)
+        if message is not None:
+            message["related_entities"] = related.get(mid, [])
+            messages.append(message)
+    item = conversation_item(conversation, messages, decode_fields(conversation[5]))
+    item["has_more"] = bool(more)
+    records, tool_calls = _records(conn, uid, _wanted(conversation[5], messages))
+    item["turn_records"] = records
+    if tool_calls:  # only then: a page without calls answers as before tool calls were stored
+        # Packed (one row per call): each call rides on the next few turns' pages.
+        item[TOOL_CALLS] = pack_tool_calls(tool_calls)
+    return item
+
+
+def _related(edges: list[tuple[Any, ...]]) -> dict[str, list[dict[str, Any]]]:
+    """Each message's edges but PART_OF, with the far end's type and names."""
+    out: dict[str, list[dict[str, Any]]] = {}
+    for _, src, rtype, dst, etype, canonical, fields, *_ in sorted(edges, key=lambda r: r[1:4]):
+        snapshot = decode_fields(fields)
+        out.setdefault(src, []).append(
+            {
+                "entity_id": dst,
+                "entity_type": etype,
+                "canonical_name": canonical,
+                "title": display(snapshot, canonical),
+                "relationship_type": rtype,
+            }
+        )
+    return out
+
+
+def _wanted(fields: str | None, messages: list[dict[str, Any]]) -> list[str]:
+    """The ids of the turn records of ``messages``' turns, in message order."""
+    session = _session(fields)
+    if session is None:
+        return []
+    tenant = _scope.tenant()
+    wanted: dict[str, None] = {}
+    for message in messages:
+        key = message["turn_key"]
+        if isinstance(key, str) and (rid := _record_of(session, key, tenant)) is not None:
+            wanted[rid] = None
+    return list(wanted)
+
+
+@functools.lru_cache(maxsize=4096)
+def _record_of(session: str, turn_key: str, tenant: str | None) -> str | None:
+    # The record id of the turn a message's key names (memoised whole: a message is on the
+    # page of the next few turns); ``None``: its key names no turn of this conversation.
+    turn_id = _turn_id(session, turn_key)
+    return None if turn_id is None else turn_record_id(session, turn_id, tenant)
+
+
+def _records(
+    conn: sqlite3.Connection, uid: int, wanted: list[str]
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The snapshots of the turn records ``wanted`` (in that order), and of the
+    ``tool_invocation`` entities those that count calls REFER_TO (by id)."""
+    if not wanted:
+        return [], []
+    found: dict[str, tuple[Any, ...]] = {}
+    calls: list[tuple[Any, ...]] = []
+    for row in conn.execute(_RECORDS_SQL, (json.dumps(wanted), uid)):
+        if row[0] == _RECORD:
+            found[row[1]] = row
+        else:
+            calls.append(row)
+    records = []
+    for rid in wanted:
+        row = found.get(rid)
+        if row is not None:
+            record = turn_record(rid, row[2], row[3], row[4], row[5])
+            if record is not None:
+                records.append(record)
+    if not calls:
+        return records, []
+    counting = {r["entity_id"] for r in records if r["snapshot"].get("tool_invocation_count")}
+    kept = sorted((r for r in calls if r[1] in counting), key=lambda r: r[2])
+    snapshots = (turn_record(r[2], r[3], r[4], r[5], r[6]) for r in kept)
+    return records, [c for c in snapshots if c is not None]
