@@ -30,7 +30,6 @@ from ._conversations import route
 from ._db_thread import DBThread, Job
 from ._delete import delete_entity, restore_entity
 from ._edges import create_relationship, create_relationships, retrieve_related_entities
-from ._enter import enter_records, lookup_each
 from ._forget_user import ForgottenUser, forget_user_rows, restore_user_rows
 from ._get_reads import (
     get_entity,
@@ -51,7 +50,7 @@ from ._schema import SCHEMA_VERSION
 from ._scope import install as install_scope
 from ._scope import run_as
 from ._search import text_search
-from ._turn_write import store_records
+from ._turn_write import enter_records, lookup_each, store_records
 from ._write import correct, store
 
 __all__ = ["EmbeddedStore", "UserStore"]
@@ -185,8 +184,9 @@ class _Actions(RestActions):
         lookups: Sequence[Mapping[str, Any]] | None,
         deadline: float | None,
     ) -> Entered:
-        """A turn's enter as one job (:mod:`._enter`): ``_store_records``, then the
-        history page and the lookups, within ``deadline`` (``time.monotonic()``)."""
+        """A turn's enter as one job (:func:`~._turn_write.enter_records`):
+        ``_store_records``, then the history page and the lookups, within ``deadline``
+        (``time.monotonic()``)."""
         body = {
             "entities": entities,
             "idempotency_key": idempotency_key,

@@ -21,7 +21,8 @@ import pytest
 from neotoma_agent import NeotomaMemory
 from neotoma_agent.transport._forward import Forwarding
 from neotoma_agent.transport._records import enter_job
-from neotoma_agent.transport.embedded import EmbeddedStore, _enter
+from neotoma_agent.transport.embedded import EmbeddedStore
+from neotoma_agent.transport.embedded import _turn_write as _enter
 from neotoma_agent.transport.embedded._db_thread import DBThread
 
 pytestmark = pytest.mark.anyio
