@@ -34,7 +34,7 @@ from ...exceptions import ValidationError
 from . import _scope
 from ._errors import invalid_format, not_found
 from ._history_page import history_page
-from ._page_rows import activity, conversation_item, decode_fields, display, message_fields
+from ._page_rows import activity, conversation_item, message_fields, related_entry
 from ._rows import LIVE, decode_entity, encode_entity
 from ._summaries import SUMMARIES_ROUTE, conversation_summaries
 from ._validate import bounded_int
@@ -64,16 +64,7 @@ def _related(conn: sqlite3.Connection, ids: Sequence[str]) -> dict[str, list[dic
     ).fetchall()
     out: dict[str, list[dict[str, Any]]] = {}
     for src, rtype, dst, etype, canonical, fields in rows:
-        snapshot = decode_fields(fields)
-        out.setdefault(src, []).append(
-            {
-                "entity_id": dst,
-                "entity_type": etype,
-                "canonical_name": canonical,
-                "title": display(snapshot, canonical),
-                "relationship_type": rtype,
-            }
-        )
+        out.setdefault(src, []).append(related_entry(rtype, dst, etype, canonical, fields))
     return out
 
 

@@ -38,8 +38,8 @@ from ._errors import invalid_format, not_found
 from ._page_rows import (
     conversation_item,
     decode_fields,
-    display,
     page_item,
+    related_entry,
     turn_record,
 )
 from ._page_rows import forget as forget_rows
@@ -199,16 +199,7 @@ def _related(edges: list[tuple[Any, ...]]) -> dict[str, list[dict[str, Any]]]:
     """Each message's edges but PART_OF, with the far end's type and names."""
     out: dict[str, list[dict[str, Any]]] = {}
     for _, src, rtype, dst, etype, canonical, fields, *_ in sorted(edges, key=lambda r: r[1:4]):
-        snapshot = decode_fields(fields)
-        out.setdefault(src, []).append(
-            {
-                "entity_id": dst,
-                "entity_type": etype,
-                "canonical_name": canonical,
-                "title": display(snapshot, canonical),
-                "relationship_type": rtype,
-            }
-        )
+        out.setdefault(src, []).append(related_entry(rtype, dst, etype, canonical, fields))
     return out
 
 

@@ -30,6 +30,7 @@ __all__ = [
     "forget",
     "message_fields",
     "page_item",
+    "related_entry",
     "turn_record",
 ]
 
@@ -163,6 +164,20 @@ def display(fields: Mapping[str, Any], fallback: str | None) -> str | None:
         if isinstance(value, str) and value:
             return value
     return fallback
+
+
+def related_entry(
+    relationship_type: str, entity_id: str, entity_type: str, canonical: str | None, fields: Any
+) -> dict[str, Any]:
+    """A message's related entity as a page lists it: the far end of one of its edges
+    (``fields``: the far end's stored fields, undecoded)."""
+    return {
+        "entity_id": entity_id,
+        "entity_type": entity_type,
+        "canonical_name": canonical,
+        "title": display(decode_fields(fields), canonical),
+        "relationship_type": relationship_type,
+    }
 
 
 def conversation_item(
