@@ -353,16 +353,22 @@ async def test_asyncio_timeout_during_closing_store_completes_it(store: Transpor
 
 @pytest.mark.parametrize("anyio_backend", ["asyncio"])
 async def test_wait_for_during_closing_store_completes_it(store: Transport) -> None:
-    faulty = FaultyTransport(store).delay("store", 0.2, when=closing_stores())
+    # wait_for's clock starts before the enter, which a loaded machine may take a few
+    # hundred ms over: the timeout leaves it 0.5 s, and the closing store outlasts that.
+    faulty = FaultyTransport(store).delay("store", 1.0, when=closing_stores())
     m = memory(faulty, "c-cancel")
     t = m.turn("hello", turn_id="t1")
+    closing = False
 
     async def use() -> None:
+        nonlocal closing
         async with t:
             t.reply = "hi"
+            closing = True
 
     with pytest.raises(asyncio.TimeoutError):
-        await asyncio.wait_for(use(), 0.1)
+        await asyncio.wait_for(use(), 0.5)
+    assert closing  # the timeout fired during the closing store, not the enter
     assert t.result.status is TurnState.COMPLETED
     assert (await turn_record(store, "c-cancel", "t1"))["status"] == "completed"
 
