@@ -10,7 +10,7 @@ of their own.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -18,11 +18,10 @@ import anyio
 import attrs
 import pytest
 
-from neotoma_agent import NeotomaMemory
+from neotoma_agent import NeotomaMemory, Turn
 from neotoma_agent.transport._forward import Forwarding
 from neotoma_agent.transport._records import enter_job
-from neotoma_agent.transport.embedded import EmbeddedStore
-from neotoma_agent.transport.embedded import _turn_write as _enter
+from neotoma_agent.transport.embedded import EmbeddedStore, _turn_write
 from neotoma_agent.transport.embedded._db_thread import DBThread
 
 pytestmark = pytest.mark.anyio
@@ -131,6 +130,28 @@ async def test_a_turns_enter_is_one_trip_to_the_store_thread(
         assert len(jobs) == 2  # and its closing store another
 
 
+async def _turn_past_a_stuck_read(
+    store: EmbeddedStore,
+    monkeypatch: pytest.MonkeyPatch,
+    read: str,
+    stuck: Callable[..., Any],
+    reply: str,
+) -> tuple[NeotomaMemory, Turn]:
+    """A seeded store's second turn (retrieval_timeout 0.2 s) while ``read``, a read the
+    enter job makes, never ends on its own: the memory, and that turn once closed."""
+    await _seed(store)
+    memory = _memory(store, retrieval_timeout=0.2)
+    async with memory.turn("Hello there", turn_id="t0") as t:
+        t.reply = "Hi."
+    monkeypatch.setattr(_turn_write, read, stuck)
+    # A liveness guard, not a timing assertion: without the deadline the read never ends.
+    with anyio.fail_after(60):
+        async with memory.turn(PROMPTS[0], turn_id="t1") as t:
+            t.reply = reply
+    monkeypatch.undo()
+    return memory, t
+
+
 async def test_a_lookup_past_the_deadline_is_cut_short_and_the_turn_opens(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -144,22 +165,15 @@ async def test_a_lookup_past_the_deadline_is_cut_short_and_the_turn_opens(
         raise AssertionError("an endless read ended")
 
     async with EmbeddedStore.open(tmp_path / "a.db") as store:
-        await _seed(store)
-        memory = _memory(store, retrieval_timeout=0.2)
-        async with memory.turn("Hello there", turn_id="t0") as t:
-            t.reply = "Hi."
-        monkeypatch.setattr(_enter, "retrieve_entity_by_identifier", endless)
-        # A liveness guard, not a timing assertion: without the deadline the read never ends.
-        with anyio.fail_after(60):
-            async with memory.turn(PROMPTS[0], turn_id="t1") as t:
-                t.reply = "Nothing found in time."
+        memory, t = await _turn_past_a_stuck_read(
+            store, monkeypatch, "retrieve_entity_by_identifier", endless, "Nothing found in time."
+        )
         assert looked_up  # the job got to the lookups, and they were cut short
         assert t.retrieval.timeouts >= 1
         assert t.retrieval.failures == 0
         assert t.retrieved_ids == ()
         assert [h.turn_id for h in t.history] == ["t0"]  # read before the deadline
         assert t.result.completed
-        monkeypatch.undo()
         # What the turn stored is there, the job's store committed with it.
         history = await memory.history()
         assert [(h.turn_id, h.status, h.reply) for h in history] == [
@@ -176,20 +190,14 @@ async def test_a_history_read_past_the_deadline_leaves_the_turn_without_history(
         raise AssertionError("an endless read ended")
 
     async with EmbeddedStore.open(tmp_path / "a.db") as store:
-        await _seed(store)
-        memory = _memory(store, retrieval_timeout=0.2)
-        async with memory.turn("Hello there", turn_id="t0") as t:
-            t.reply = "Hi."
-        monkeypatch.setattr(_enter, "recent_conversation", endless)
-        with anyio.fail_after(60):
-            async with memory.turn(PROMPTS[0], turn_id="t1") as t:
-                t.reply = "No history in time."
+        memory, t = await _turn_past_a_stuck_read(
+            store, monkeypatch, "recent_conversation", endless, "No history in time."
+        )
         assert t.history == ()
         # The lookups come after the history read: past the deadline, none is made.
         assert t.retrieval.timeouts >= 1
         assert t.retrieval.lookups == 0
         assert t.result.completed
-        monkeypatch.undo()
         assert [h.turn_id for h in await memory.history()] == ["t0", "t1"]
 
 
@@ -207,13 +215,13 @@ async def test_a_failing_read_in_the_job_is_not_fatal(
         memory = _memory(store)
         async with memory.turn("Hello there", turn_id="t0") as t:
             t.reply = "Hi."
-        monkeypatch.setattr(_enter, "retrieve_entity_by_identifier", broken)
+        monkeypatch.setattr(_turn_write, "retrieve_entity_by_identifier", broken)
         async with memory.turn(PROMPTS[0], turn_id="t1") as t:
             t.reply = "Lookups failed."
         assert t.retrieval.failures >= 1
         assert t.retrieved_ids == ()
         assert [h.turn_id for h in t.history] == ["t0"]
-        monkeypatch.setattr(_enter, "recent_conversation", broken_history)
+        monkeypatch.setattr(_turn_write, "recent_conversation", broken_history)
         async with memory.turn(PROMPTS[0], turn_id="t2") as t:
             t.reply = "History failed."
         assert t.history == ()
