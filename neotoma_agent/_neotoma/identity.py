@@ -106,6 +106,9 @@ def _honorific_re() -> re.Pattern[str]:
 # --------------------------------------------------------------------------
 
 
+# Memoised: a turn normalizes the same few names again and again (each id derived, its
+# tenant-scoped twin, the keys and history reads naming them).
+@functools.lru_cache(maxsize=1024)
 def normalize(entity_type: str, value: str) -> str:
     """Normalize a canonical name for hashing (the server's ``normalizeEntityValue``).
 
