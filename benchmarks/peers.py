@@ -91,6 +91,11 @@ def _fit(text: str, n: int) -> str:
     return (text * (n // len(text) + 1))[:n]
 
 
+def user(c: int) -> str:
+    """The user whose view of the store holds conversation ``c`` (the ``scoped`` peer)."""
+    return f"user-{c:04d}@example.test"
+
+
 def prompt(i: int) -> str:
     """Turn ``i``'s user message: 64 characters, no name for retrieval to look up."""
     return _fit(f"turn {i:06d}: how are things going with the plan we talked about? ", 64)
@@ -287,7 +292,7 @@ class _Scoped(_Ours):
     """``ours``, each conversation through its own user's view of the store."""
 
     def view(self, store: Any, c: int) -> Any:
-        return store.for_user(f"user-{c:04d}@example.test")
+        return store.for_user(user(c))
 
 
 _PEERS: dict[str, Any] = {

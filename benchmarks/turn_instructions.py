@@ -1,6 +1,6 @@
 """Benchmark: instructions per short turn on the embedded store, counted by callgrind.
 
-    python benchmarks/turn_instructions.py [--turns 40] [--baseline TREE] [--json PATH]
+    python benchmarks/turn_instructions.py [--turns 40] [--scoped] [--baseline TREE] [--json PATH]
 
 The CPU figures of ``benchmarks/peers.py`` move with the machine's load; an instruction
 count does not. For each source tree (this one, and ``--baseline`` if given: e.g.
@@ -11,8 +11,11 @@ over 16 conversations in rotation, ``WARMUP`` turns first, then ``--turns`` coun
 the child calls ``getppid()`` just before them and ``getpgrp()`` just after (see
 ``_callgrind``). Printed: instructions per counted turn, of the whole process (the event
 loop's thread and the store's), in user space: the kernel's part (thread wake-ups, the
-WAL's writes) is not counted. Needs valgrind (``apt-get install valgrind``); a tree
-takes about a minute.
+WAL's writes) is not counted. With ``--scoped``, the same turns are counted a second time
+through each conversation's own user's view (``store.for_user(...)``, as the peers
+benchmark's ``scoped`` peer builds it), and the ratio scoped / unscoped is printed beside
+them (the goal: at most ``GOAL_SCOPED_RATIO``). Needs valgrind (``apt-get install
+valgrind``); a tree takes about a minute (two with ``--scoped``).
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ import tempfile
 from pathlib import Path
 
 from _callgrind import instructions
+from peers import GOAL_SCOPED_RATIO
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -32,10 +36,10 @@ WARMUP = 80
 CONVERSATIONS = 16
 
 
-async def _child(turns: int) -> None:
+async def _child(turns: int, scoped: bool) -> None:
     sys.path.insert(0, str(HERE))
     import _callgrind
-    from peers import conversation, prompt, reply
+    from peers import conversation, prompt, reply, user
 
     from neotoma_agent import NeotomaMemory
     from neotoma_agent.transport.embedded import EmbeddedStore
@@ -43,7 +47,10 @@ async def _child(turns: int) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         async with EmbeddedStore.open(Path(tmp) / "turns.db") as store:
             memories = [
-                NeotomaMemory(store, conversation_id=conversation(c)) for c in range(CONVERSATIONS)
+                NeotomaMemory(
+                    store.for_user(user(c)) if scoped else store, conversation_id=conversation(c)
+                )
+                for c in range(CONVERSATIONS)
             ]
 
             async def turn(i: int) -> None:
@@ -58,9 +65,12 @@ async def _child(turns: int) -> None:
             _callgrind.stop()
 
 
-def count(tree: Path, turns: int) -> int:
-    """Instructions of ``turns`` counted turns, with ``tree``'s package."""
+def count(tree: Path, turns: int, *, scoped: bool = False) -> int:
+    """Instructions of ``turns`` counted turns, with ``tree``'s package (through each
+    conversation's user's view if ``scoped``)."""
     child = [sys.executable, str(HERE / "turn_instructions.py"), "--child", "--turns", str(turns)]
+    if scoped:
+        child.append("--scoped")
     return instructions(child, tree=tree, marked=True)[0]
 
 
@@ -68,26 +78,44 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
     parser.add_argument("--turns", type=int, default=40)
     parser.add_argument("--baseline", type=Path, default=None)
+    parser.add_argument(
+        "--scoped", action="store_true", help="also count the turn through store.for_user(...)"
+    )
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
     if args.child:
         import anyio
 
-        anyio.run(_child, args.turns)
+        anyio.run(_child, args.turns, args.scoped)
         return
     trees = {"this tree": ROOT}
     if args.baseline is not None:
         trees["baseline"] = args.baseline.resolve()
-    rows = [
-        {"tree": name, "instructions_per_turn": count(tree, args.turns) // args.turns}
-        for name, tree in trees.items()
-    ]
+    rows: list[dict[str, object]] = []
+    for name, tree in trees.items():
+        row: dict[str, object] = {
+            "tree": name,
+            "instructions_per_turn": count(tree, args.turns) // args.turns,
+        }
+        if args.scoped:
+            row["scoped_instructions_per_turn"] = count(tree, args.turns, scoped=True) // args.turns
+            row["scoped_vs_unscoped"] = round(
+                row["scoped_instructions_per_turn"] / row["instructions_per_turn"], 4
+            )
+        rows.append(row)
     print(f"embedded store, {args.turns} short turns after {WARMUP} (callgrind, user space)")
-    for row in rows:
-        print(f"  {row['tree']:<10} {row['instructions_per_turn']:>12,} instructions per turn")
+    for r in rows:
+        line = f"  {r['tree']:<10} {r['instructions_per_turn']:>12,} instructions per turn"
+        if args.scoped:
+            line += (
+                f"; scoped {r['scoped_instructions_per_turn']:>12,}"
+                f" ({r['scoped_vs_unscoped']:.3f}x, goal <= {GOAL_SCOPED_RATIO:g}x)"
+            )
+        print(line)
     if args.json is not None:
-        args.json.write_text(json.dumps({"turns": args.turns, "rows": rows}, indent=2))
+        report = {"turns": args.turns, "scoped": args.scoped, "rows": rows}
+        args.json.write_text(json.dumps(report, indent=2))
 
 
 if __name__ == "__main__":

@@ -106,6 +106,9 @@ def _honorific_re() -> re.Pattern[str]:
 # --------------------------------------------------------------------------
 
 
+# Memoised: a turn normalizes the same few names again and again (each id derived, its
+# tenant-scoped twin, the keys and history reads naming them).
+@functools.lru_cache(maxsize=1024)
 def normalize(entity_type: str, value: str) -> str:
     """Normalize a canonical name for hashing (the server's ``normalizeEntityValue``).
 
@@ -494,14 +497,16 @@ class Identity(NamedTuple):
         """This identity with its id scoped to ``tenant`` (itself when None)."""
         if tenant is None:
             return self
-        return self._replace(entity_id=_tenant_id(self.entity_type, self.canonical_name, tenant))
+        return _in_tenant(self, tenant)
 
 
-# Memoised: a user's turn derives its conversation's, messages' and record's ids again and
-# again (the unscoped ones are memoised with their identities).
+# Memoised whole: a user's turn scopes its conversation's, messages' and record's
+# identities again and again (the unscoped ones are memoised with their identities), and
+# a hit then costs one hash of the identity, not a new id nor a new tuple.
 @functools.lru_cache(maxsize=4096)
-def _tenant_id(entity_type: str, canonical_name: str, tenant: str) -> str:
-    return entity_id_for(entity_type, canonical_name, tenant)
+def _in_tenant(identity: Identity, tenant: str) -> Identity:
+    scoped = entity_id_for(identity.entity_type, identity.canonical_name, tenant)
+    return identity._replace(entity_id=scoped)
 
 
 def _rule_value(fields: Mapping[str, Any], field: str) -> str | None:

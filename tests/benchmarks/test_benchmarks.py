@@ -38,10 +38,15 @@ def run_benchmark(name: str, *args: str, tmp_path: Path) -> dict[str, Any]:
     return report
 
 
-def test_turn_instructions_child_runs_its_turns_without_valgrind(tmp_path: Path) -> None:
+@pytest.mark.parametrize("view", [[], ["--scoped"]], ids=["unscoped", "scoped"])
+def test_turn_instructions_child_runs_its_turns_without_valgrind(
+    tmp_path: Path, view: list[str]
+) -> None:
     # The child counted under callgrind: its marks are plain system calls outside it.
+    # ``--scoped``: the same turns, each conversation through its user's view.
+    script = str(BENCHMARKS / "turn_instructions.py")
     proc = subprocess.run(
-        [sys.executable, str(BENCHMARKS / "turn_instructions.py"), "--child", "--turns", "1"],
+        [sys.executable, script, "--child", "--turns", "1", *view],
         capture_output=True,
         text=True,
         timeout=120,
