@@ -22,7 +22,6 @@ name, as Python would, and the API reference lists the options as keyword parame
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Callable, Mapping
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
@@ -50,6 +49,8 @@ def method_args_of(
 
 
 def _takes(method: Callable[..., Any], source: Callable[..., object], *, skip: int) -> Any:
+    import inspect  # here: a hook process checks options, and decorates nothing
+
     own = inspect.signature(method)
     this = next(iter(own.parameters.values()))
     given = list(inspect.signature(source).parameters.values())[skip:]

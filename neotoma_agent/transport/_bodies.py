@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from types import MappingProxyType
 from typing import Any, Final
 
+from .._util.signature import check_options
 from ._spliced import EncodedEntity
 
 if sys.version_info >= (3, 11):
@@ -92,13 +93,6 @@ class ConversationWindow(TypedDict, total=False):
 WINDOW_DEFAULTS: Final[Mapping[str, object]] = MappingProxyType({"limit": None, "before": None})
 
 
-def _check_keywords(call: str, given: Mapping[str, object], keywords: type) -> None:
-    # What an explicit signature refused on its own: a keyword it does not name.
-    unknown = given.keys() - keywords.__annotations__.keys()
-    if unknown:
-        raise TypeError(f"{call}() got an unexpected keyword argument {min(unknown)!r}")
-
-
 def present(**fields: Any) -> dict[str, Any]:
     """A REST body of the fields that were given: ``None`` means absent, as a server reads it."""
     return {key: value for key, value in fields.items() if value is not None}
@@ -114,7 +108,7 @@ def store_body(
     Raises :class:`TypeError` for a keyword it does not take, or without
     ``idempotency_key``, as a call to an explicit signature would.
     """
-    _check_keywords("store", options, StoreOptions)
+    check_options(options, StoreOptions, "store")
     if "idempotency_key" not in options:
         raise TypeError("store() missing required keyword argument: 'idempotency_key'")
     return present(
@@ -132,5 +126,5 @@ def window_query(**window: Unpack[ConversationWindow]) -> dict[str, Any]:
     """The query of ``GET /recent_conversations/{entity_id}`` that
     ``recent_conversation(entity_id, **window)`` sends; :class:`TypeError` for a keyword it
     does not take."""
-    _check_keywords("recent_conversation", window, ConversationWindow)
+    check_options(window, ConversationWindow, "recent_conversation")
     return present(limit=window.get("limit"), before=window.get("before"))
