@@ -30,7 +30,7 @@ import random
 import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, Final
 
 import anyio
 import anyio.to_thread
@@ -68,6 +68,10 @@ class _State(enum.Enum):
     IDLE = "idle"  # the file is opened at the first store (or at `async with`)
     OPEN = "open"
     CLOSED = "closed"
+
+
+#: what a layer without a ``user_id`` attribute gives (``None`` is a token's user)
+_NO_USER: Final = object()
 
 
 class OutboxTransport(Forwarding):
@@ -259,9 +263,14 @@ class OutboxTransport(Forwarding):
         its ids are scoped to): whose stores the file queues."""
         layer: object = self.inner
         for _ in range(16):  # down the wrappers (a fault injector, a recorder) to the one
-            user = getattr(layer, "user_id", None)
+            user = getattr(layer, "user_id", _NO_USER)
             if isinstance(user, str):
                 return user
+            if user is None:
+                # An HttpTransport acting for its token's user, whoever the server says
+                # that is (its tenant_id once it asked): the same file whether or not it
+                # has asked yet.
+                return None
             layer = getattr(layer, "inner", None)
             if layer is None:
                 break

@@ -19,7 +19,7 @@ import attrs
 import pytest
 from two_users_support import ALICE, BOB, MARKERS
 
-from neotoma_agent import EmbeddedStore, HttpTransport, NeotomaMemory, RetryPolicy
+from neotoma_agent import EmbeddedStore, HttpTransport, NeotomaMemory, OutboxTransport, RetryPolicy
 from neotoma_agent.exceptions import NotFoundError
 from neotoma_agent.reads import search, tenant_for
 from neotoma_agent.server import create_app, serving
@@ -135,3 +135,24 @@ async def test_me_says_whose_the_token_is(server: Server) -> None:
                 assert answer.status == 403
         async with session.get(server.url + "/me") as answer:
             assert answer.status == 401
+
+
+async def test_an_outbox_over_a_token_alone_is_the_same_file_before_and_after_it_asked(
+    server: Server, tmp_path: Path
+) -> None:
+    """The file is bound to the transport's user when first opened: a token alone binds it
+    the same way whether its transport asked the server whose it is (a turn ran first) or
+    not yet (opened on entering), so the next run opens it."""
+    path = tmp_path / "outbox.db"
+    lazy = OutboxTransport(_token_alone(server.url, ALICE), path, background=False)
+    try:
+        async with _memory(lazy).turn("Anything new?") as t:  # asks /me, then opens the file
+            t.reply = "No."
+        assert tenant_for(lazy) == ALICE
+    finally:
+        await lazy.aclose()
+    async with OutboxTransport(_token_alone(server.url, ALICE), path, background=False) as again:
+        assert (await again.status()).queued == 0
+        async with _memory(again).turn("And now?") as t:
+            t.reply = "Still no."
+        assert [h.user for h in t.history][-1] == "Anything new?"
