@@ -95,7 +95,8 @@ class OutboxTransport(Forwarding):
     removed only once ``inner`` confirmed it, so a crash re-delivers and the idempotency key
     makes that a replay; several processes may share one file. A file is one user's:
     the first transport to open it binds it to ``inner``'s user (its ``user_id``, else
-    its ``tenant_id``; the default user when it has neither), and one acting for another
+    its ``tenant_id``; the default user when it has neither, or when it acts for its
+    token's user, an ``HttpTransport`` with no ``user_id``), and one acting for another
     user raises :class:`~neotoma_agent.OutboxError` on opening it, since its entries
     would be delivered into that user's memory.
 
