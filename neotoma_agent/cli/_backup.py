@@ -15,8 +15,8 @@ on the embedded store, the dev server and a real Neotoma server):
   calls). An entity deleted on its own (``forget --entity``) is there too, its deletion
   observation included, so a restore leaves it deleted and restorable: the ones an edge
   reaches on any store, every one on a store that lists them (the embedded store). A
-  forgotten conversation's records are not (its edges are deleted too), nor a purged
-  entity (nothing of it is left);
+  forgotten conversation's records are not (its edges are deleted too), nor a forgotten
+  user's (nothing of theirs is live), nor a purged entity (nothing of it is left);
 - one line per edge that is not deleted, ``{"relationship_type", "source_entity_id",
   "target_entity_id", "metadata"}``, in the order of their source entities (so a
   conversation's messages are linked to it in turn order, as ``history`` pages them).
@@ -187,7 +187,10 @@ async def read_backup(
         # Every other live entity: what memories remembered, and what a conversation's
         # reads do not reach (a turn record whose messages are gone).
         others = {e.entity_id: e.entity_type for e in scan.entities if e.entity_id not in owned}
-        others.update(await _deleted(transport))
+        if scan.entities:
+            # Nothing live: a forgotten user (`forget --user`), whose backup holds nothing
+            # of theirs, or an empty store.
+            others.update(await _deleted(transport))
     ids = [entity_id for entity_id, _ in order] + list(others)
     edge_lists = await gather_bounded([functools.partial(_edges, transport, i) for i in ids])
     edges = {e[:3]: e for found in edge_lists for e in found}

@@ -34,10 +34,10 @@ from typing import Any, Final
 import attrs
 
 from .. import EntitySnapshot, NeotomaMemory, Transport
-from .._records.user_id import identify
 from ..log import get_logger
 from ..reads import (
     gather_bounded,
+    identify,
     message_entity_id,
     snapshot_or_none,
     tenant_for,
