@@ -287,7 +287,8 @@ class Phases:
     async def store(self, payload: StorePayload, keys: TurnKeys, phase: str) -> StoreResult:
         """One store, with the hints a queueing transport (an outbox) reads (the
         conversation as its lane, whether the phase may wait): ``TurnMachine.store``."""
-        await self.identified()
+        if self._machine is None:  # the first id not derived yet
+            await self.identified()
         return await self.drive(self.machine.store(payload, keys, phase))
 
     async def enter(
@@ -302,7 +303,8 @@ class Phases:
         open turn record would be an orphan. ``attempt`` then says what was stored.
         """
         started = time.perf_counter()
-        await self.identified()
+        if self._machine is None:  # the first id not derived yet
+            await self.identified()
         config = self.config
         keys, user_message = prompt.keys, prompt.user_message
         entering = Entering(
@@ -518,7 +520,8 @@ class Phases:
 
     async def find(self, key: str, entity_type: str) -> str | None:
         """The id of the ``entity_type`` named ``{entity_type}:{key}`` (``TurnMachine.find``)."""
-        await self.identified()
+        if self._machine is None:  # the first id not derived yet
+            await self.identified()
         return await self.drive(self.machine.find(key, entity_type))
 
 
