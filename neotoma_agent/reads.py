@@ -210,7 +210,7 @@ def tenant_for(transport: object) -> str | None:
 async def identify(transport: object) -> None:
     """Let ``transport`` learn which user its token acts for, before you derive ids with
     :func:`tenant_for`: an ``HttpTransport`` given a token and no ``user_id`` asks its
-    server once (``GET /me``; it also does on ``async with`` and before a turn), so that on
+    server once (``GET /me``; a turn does this by itself), so that on
     a server deriving ids under the user (``neotoma-agent serve --users``) the ids are the
     server's. Any other transport knows already: nothing is asked."""
     await _identify(transport)

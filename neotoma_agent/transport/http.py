@@ -138,7 +138,7 @@ class HttpTransport(RestActions):
     ``NEOTOMA_TENANT_SCOPED_ENTITY_IDS``, and ``neotoma-agent serve --users``): the ids this
     library computes (a conversation's, a message's) are then derived the same way
     (:attr:`tenant_id`); it needs ``user_id``. With a token and no ``user_id``, the
-    transport asks the server once, on entering (``async with``) or else before a turn
+    transport asks the server once, before a turn (or :func:`neotoma_agent.reads.identify`)
     derives its first id, which user the token is (``GET /me``): on a server that says it
     derives ids under the user (``serve --users``), :attr:`tenant_id` becomes that user, so
     a token alone reads back what it stored.
@@ -259,9 +259,6 @@ class HttpTransport(RestActions):
     async def __aenter__(self) -> HttpTransport:
         if self._state is _State.CLOSED:
             raise RuntimeError("HttpTransport is closed; create a new one")
-        # A token alone: whose it is, asked now rather than inside the first turn (a turn
-        # that asks pays the round trip; a server that cannot answer is asked again then).
-        await self._identify()
         if self._outbox is not None:
             self._session_for_loop()  # refuses another event loop, as requests do
             # Opening the outbox starts delivering what an earlier run left queued.
