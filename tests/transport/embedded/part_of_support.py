@@ -18,7 +18,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
-from neotoma_agent import EmbeddedStore, LOCAL_USER_ID, NeotomaMemory
+from neotoma_agent import LOCAL_USER_ID, EmbeddedStore, NeotomaMemory
 from neotoma_agent.exceptions import NeotomaError
 from neotoma_agent.transport.embedded import _delete, _edges, _write
 from neotoma_agent.transport.embedded._part_of import derived_seen_of
@@ -124,7 +124,9 @@ async def edge_answers(store: Any, path: Path) -> dict[str, Any]:
     out["list"] = listing
     total = listing["total"] if isinstance(listing, dict) else 0
     for offset in range(0, total + 2, 2):
-        out[f"page {offset}"] = await _ask(store, "get_relationships", {"limit": 2, "offset": offset})
+        out[f"page {offset}"] = await _ask(
+            store, "get_relationships", {"limit": 2, "offset": offset}
+        )
     for rtype in ("PART_OF", "REFERS_TO", "EMBEDS"):
         out[f"list {rtype}"] = await _ask(store, "get_relationships", {"relationship_type": rtype})
     for entity_id, _ in ids:

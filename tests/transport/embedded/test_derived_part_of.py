@@ -10,8 +10,8 @@ from __future__ import annotations
 import asyncio
 import shutil
 import sqlite3
-from contextlib import closing
 import tempfile
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -20,8 +20,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from part_of_support import (
     apply,
-    edge_answers,
     clock,
+    edge_answers,
     edge_rows,
     keep_rows,
     kept_copy,
@@ -29,6 +29,7 @@ from part_of_support import (
 )
 
 from neotoma_agent import LOCAL_USER_ID, EmbeddedStore, purge_entities, purge_user
+from neotoma_agent.transport.embedded._rows import encode_seen
 
 pytestmark = [pytest.mark.anyio]
 
@@ -99,7 +100,7 @@ async def test_edges_written_otherwise_keep_their_rows(tmp_path: Path) -> None:
             "SELECT metadata, observation_count FROM relationships "
             "WHERE relationship_type = 'PART_OF' ORDER BY metadata"
         ).fetchall()
-    assert rows == [("{\"via\":\"import\"}", 1), ("{}", 1), ("{}", 1)]
+    assert rows == [('{"via":"import"}', 1), ("{}", 1), ("{}", 1)]
     assert answers[7]["success"] is True  # c3's store: its edge (twice) derived, no row
     kept = kept_copy(path, tmp_path / "kept.db")
     assert part_of_rows(kept) == 3 + 9  # the three rows and the nine derived edges
@@ -194,6 +195,39 @@ async def test_migration_drops_only_the_rows_the_index_derives(tmp_path: Path) -
         pass
     assert edge_rows(kept) == edge_rows(path)
     assert await _answers(kept) == before
+
+
+async def test_migration_keeps_a_row_whose_observation_or_time_is_not_the_derived_ones(
+    tmp_path: Path,
+) -> None:
+    """Rows that differ from the derived edge only by their observation (another source at
+    the message's time), their time, or a second observation stay rows."""
+    path = tmp_path / "derived.db"
+    await _run(path, SCENARIO[:3])
+    kept = kept_copy(path, tmp_path / "v9.db")
+    other = encode_seen(["0a0a0a0a-0000-4000-8000-000000000000"])
+    with closing(sqlite3.connect(kept, isolation_level=None)) as conn:
+        sources = [
+            r[0]
+            for r in conn.execute(
+                "SELECT source_entity_id FROM relationships ORDER BY source_entity_id"
+            )
+        ]
+        changes = (
+            ("seen = ?", (other,)),
+            ("last_observation_at = last_observation_at + 1", ()),
+            ("seen = seen || ?, observation_count = 2", (other,)),
+        )
+        for (change, values), source in zip(changes, sources, strict=False):
+            conn.execute(
+                f"UPDATE relationships SET {change} WHERE source_entity_id = ?", (*values, source)
+            )
+        conn.execute("PRAGMA user_version = 9")
+    async with EmbeddedStore.open(kept):
+        pass
+    with closing(sqlite3.connect(kept)) as conn:
+        left = [r[0] for r in conn.execute("SELECT source_entity_id FROM relationships")]
+    assert sorted(left) == sources[:3]
 
 
 def _fixture(name: str, to: Path) -> Path:
