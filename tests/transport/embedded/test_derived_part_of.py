@@ -29,6 +29,7 @@ from part_of_support import (
 )
 
 from neotoma_agent import LOCAL_USER_ID, EmbeddedStore, purge_entities, purge_user
+from neotoma_agent.transport.embedded import _schema
 from neotoma_agent.transport.embedded._rows import encode_seen
 
 pytestmark = [pytest.mark.anyio]
@@ -228,6 +229,33 @@ async def test_migration_keeps_a_row_whose_observation_or_time_is_not_the_derive
     with closing(sqlite3.connect(kept)) as conn:
         left = [r[0] for r in conn.execute("SELECT source_entity_id FROM relationships")]
     assert sorted(left) == sources[:3]
+
+
+async def test_an_upgrade_to_10_that_fails_after_the_drop_leaves_the_file_at_9(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The drop runs in the upgrade's one transaction: a failure after it leaves every
+    PART_OF row of the version-9 file, and the next open upgrades it."""
+    path = _fixture("v9_store", tmp_path / "store.db")
+    rows = part_of_rows(path)
+    assert rows == 12
+
+    def drop_then_fail(conn: sqlite3.Connection) -> None:
+        _schema._derive_part_of(conn)
+        assert conn.execute("SELECT count(*) FROM relationships").fetchone()[0] == 4
+        raise OSError("the disk went away")
+
+    monkeypatch.setitem(_schema._AFTER, _schema._DERIVED_PART_OF, drop_then_fail)
+    with pytest.raises(OSError, match="the disk went away"):
+        async with EmbeddedStore.open(path):
+            pass
+    with closing(sqlite3.connect(path)) as conn:
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == 9
+    assert part_of_rows(path) == rows
+    monkeypatch.undo()
+    async with EmbeddedStore.open(path):
+        pass
+    assert part_of_rows(path) == 0
 
 
 def _fixture(name: str, to: Path) -> Path:
