@@ -297,6 +297,10 @@ def _capitalised_runs(text: str) -> list[tuple[int, str]]:
     "of") join capitalised words: "María de la Cruz", "Bank of America".
     """
     found: list[tuple[int, str]] = []
+    if text.islower():
+        # No capital anywhere (every cased character is lowercase): no word starts a run,
+        # so there is none. A chat message typed in lower case skips the scan.
+        return found
     run: list[tuple[int, str]] = []
     pending: list[tuple[int, str]] = []  # connectors waiting for the next capitalised word
     run_initial = False

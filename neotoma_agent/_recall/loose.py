@@ -169,16 +169,18 @@ def loose_words(text: str, identifiers: Sequence[str]) -> LooseWords:
     prose = text[:MAX_LOOSE_CHARS]
     for m in _TOKEN.finditer(prose):
         word = m.group(0)
-        folded = _fold(word)
+        lower = word.lower()
+        # An ASCII token (letters and digits only) folds to its lower case: no lookup.
+        folded = lower if word.isascii() else _fold(word)
         if not folded:
             continue
-        gap = prose[end : m.start()]
-        if word[0].isupper() and word != "I" and end and not _SENTENCE_GAP.search(gap):
+        start = m.start()
+        gap = prose[end:start]
+        if end and word[0].isupper() and word != "I" and not _SENTENCE_GAP.search(gap):
             cased = True
         tokens.append(folded)
         is_covered = folded in covered_words
         covered.append(is_covered)
-        lower = word.lower()
         content = not is_covered and not folded.isdigit() and lower not in _SKIP
         if runs[-1] and not gap.isspace():
             runs.append([])  # punctuation between the words: no name spans it
