@@ -90,15 +90,26 @@ async def _run_in_own_task(fn: Callable[[], Awaitable[T]], deadline_s: float) ->
     # The work bounds itself; this only stops work that ignores its own deadline.
     guard = loop.call_later(deadline_s + _GRACE_S, work.cancel)
     cancelled: BaseException | None = None
+    # The caller waits on a future of its own that the work's end resolves, never on the
+    # task itself: a cancellation of the caller cancels that future (a new one is made for
+    # the next wait), not the work.
+    waiter = loop.create_future()
+
+    def wake(_: object) -> None:
+        if not waiter.done():
+            waiter.set_result(None)
+
+    work.add_done_callback(wake)
     # The shield keeps anyio from re-delivering its own cancellation on every loop iteration
     # while we wait; native cancellations still arrive, once per cancel(), and are absorbed.
     with anyio.CancelScope(shield=True):
         while not work.done():
             try:
-                await asyncio.wait((work,))
+                await waiter
             except asyncio.CancelledError as exc:
                 if cancelled is None:
                     cancelled = exc
+                waiter = loop.create_future()
     guard.cancel()
     if work.cancelled():
         return Completion(None, _timed_out(deadline_s), cancelled)
@@ -120,8 +131,7 @@ async def raise_deferred(completion: Completion[Any], pending: BaseException | N
     itself a cancellation it carries the news, so nothing more is raised. Otherwise the
     cancellation wins, so that ``asyncio.timeout``, task groups and cancel scopes see it.
     """
-    cancel_class = anyio.get_cancelled_exc_class()
-    if isinstance(pending, cancel_class):
+    if pending is not None and isinstance(pending, anyio.get_cancelled_exc_class()):
         return
     if completion.cancelled is not None:
         raise completion.cancelled
