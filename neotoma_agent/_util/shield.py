@@ -77,29 +77,34 @@ async def run_to_completion(fn: Callable[[], Awaitable[T]], deadline_s: float) -
 
 
 async def _run_in_own_task(fn: Callable[[], Awaitable[T]], deadline_s: float) -> Completion[T]:
-    async def bounded() -> tuple[bool, T | None]:
-        # (finished, value): a TimeoutError that fn raises itself stays its own error.
-        with anyio.move_on_after(deadline_s):
-            return True, await fn()
-        return False, None
-
     loop = asyncio.get_running_loop()
-    # A task of its own: a cancellation of the caller cannot reach into it. It copies the
-    # caller's context, so log context (conversation_id, turn_id) carries over.
-    work = loop.create_task(bounded())
-    # The work bounds itself; this only stops work that ignores its own deadline.
-    guard = loop.call_later(deadline_s + _GRACE_S, work.cancel)
-    cancelled: BaseException | None = None
-    # The caller waits on a future of its own that the work's end resolves, never on the
-    # task itself: a cancellation of the caller cancels that future (a new one is made for
-    # the next wait), not the work.
+    # The caller waits on a future of its own, never on the task itself: a cancellation of
+    # the caller cancels that future (a new one is made for the next wait), not the work.
     waiter = loop.create_future()
 
-    def wake(_: object) -> None:
+    def wake(_: object = None) -> None:
         if not waiter.done():
             waiter.set_result(None)
 
+    async def bounded() -> tuple[bool, T | None]:
+        # (finished, value): a TimeoutError that fn raises itself stays its own error.
+        try:
+            with anyio.move_on_after(deadline_s):
+                return True, await fn()
+            return False, None
+        finally:
+            # The work's last step wakes the caller, which runs after it, once the task is
+            # done (its done callback would wake it one loop iteration later).
+            wake()
+
+    # A task of its own: a cancellation of the caller cannot reach into it. It copies the
+    # caller's context, so log context (conversation_id, turn_id) carries over.
+    work = loop.create_task(bounded())
+    # A task cancelled before it ever ran runs no ``finally``: its end wakes the caller.
     work.add_done_callback(wake)
+    # The work bounds itself; this only stops work that ignores its own deadline.
+    guard = loop.call_later(deadline_s + _GRACE_S, work.cancel)
+    cancelled: BaseException | None = None
     # The shield keeps anyio from re-delivering its own cancellation on every loop iteration
     # while we wait; native cancellations still arrive, once per cancel(), and are absorbed.
     with anyio.CancelScope(shield=True):
@@ -109,7 +114,8 @@ async def _run_in_own_task(fn: Callable[[], Awaitable[T]], deadline_s: float) ->
             except asyncio.CancelledError as exc:
                 if cancelled is None:
                     cancelled = exc
-                waiter = loop.create_future()
+            if not work.done() and waiter.done():
+                waiter = loop.create_future()  # for the next wait (woken, but not done)
     guard.cancel()
     if work.cancelled():
         return Completion(None, _timed_out(deadline_s), cancelled)
