@@ -39,7 +39,7 @@ _context: ContextVar[Mapping[str, Any]] = ContextVar(
 )
 
 
-class bound_context:  # noqa: N801 - used as a function: ``with bound_context(...):``
+class bound_context:  # a lowercase name: used as a function, ``with bound_context(...):``
     """Bind ``fields`` (``conversation_id``, ``turn_id``) to every event logged within.
 
     Through ``structlog.contextvars`` when structlog is loaded, as applications that use
