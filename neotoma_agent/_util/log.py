@@ -42,9 +42,11 @@ _context: ContextVar[Mapping[str, Any]] = ContextVar(
 class bound_context:  # a lowercase name: used as a function, ``with bound_context(...):``
     """Bind ``fields`` (``conversation_id``, ``turn_id``) to every event logged within.
 
-    Through ``structlog.contextvars`` when structlog is loaded, as applications that use
-    it expect; else in the library's own context variable. A turn binds one each time it
-    is entered, so without structlog this is one context variable set and reset.
+    Through ``structlog.contextvars`` when the application has configured structlog, as
+    applications that use it expect (their own events within see the ids too); else in
+    the library's own context variable, which every library event carries (a turn binds
+    once each time it is entered: one context variable set and reset, not structlog's
+    binding, while structlog is merely imported).
     """
 
     __slots__ = ("_fields", "_structlog", "_token")
@@ -56,7 +58,7 @@ class bound_context:  # a lowercase name: used as a function, ``with bound_conte
 
     def __enter__(self) -> None:
         structlog = sys.modules.get("structlog")
-        if structlog is not None:
+        if structlog is not None and structlog.is_configured():
             self._structlog = structlog.contextvars.bound_contextvars(**self._fields)
             self._structlog.__enter__()
             return
