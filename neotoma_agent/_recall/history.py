@@ -531,8 +531,6 @@ async def _with_tools(
     """Each turn, with its tool calls: from what the pages sent (built when read), else
     read (only for turns whose record counts calls: one round trip for all of them)."""
     history = [_history_turn(g, record) for g, record in turns]
-    if sent is not None and not any(page.tool_calls for page in sent):
-        return tuple(history)  # the pages sent no call: every turn's ``tools`` is empty
     if sent is not None:
         keys = [f"{conversation_id}:{g.turn_id}" for g, _ in turns]
         calls = _SentCalls(sent, keys)
