@@ -300,6 +300,31 @@ def peers_full_table(results: Results) -> str:
 
 
 # ---------------------------------------------------------------------------------------
+# Instructions per turn (benchmarks/turn_instructions.py --loop --baseline CHECKOUT).
+
+
+def _instructions(results: Results, field: str) -> str:
+    rows = {r["tree"]: r for r in results["turn_instructions"]["rows"]}
+    ours = rows["this tree"][field]
+    base = rows.get("baseline", {}).get(field)
+    if base is None:
+        return f"{ours:,} instructions a turn"
+    return f"{ours:,} instructions a turn against {base:,} before ({(ours / base - 1) * 100:+.1f}%)"
+
+
+@figure("instructions-loop")
+def instructions_loop(results: Results) -> str:
+    """The event loop's thread alone, this tree against the ``--baseline`` one."""
+    return _instructions(results, "event_loop_instructions_per_turn")
+
+
+@figure("instructions-turn")
+def instructions_turn(results: Results) -> str:
+    """The whole turn (both threads), this tree against the ``--baseline`` one."""
+    return _instructions(results, "instructions_per_turn")
+
+
+# ---------------------------------------------------------------------------------------
 # Where our turn goes (benchmarks/peers.py --profile).
 
 
