@@ -244,6 +244,16 @@ def peers_cpu_by_caller(results: Results) -> str:
     return f"{times(many)}x with 16 callers, {times(one)}x with one"
 
 
+@figure("peers-ours-vs-baseline")
+def peers_ours_vs_baseline(results: Results) -> str:
+    """Our turn against the ``--baseline`` tree's, in the same run, by caller count."""
+    ours, base = _peer_rows(results["peers"], "ours"), _peer_rows(results["peers"], "baseline")
+    return ", ".join(
+        f"{ms(ours[row]['cpu_ms_per_turn'])} against {ms(base[row]['cpu_ms_per_turn'])} {label}"
+        for row, label in (("1 caller", "with one caller"), ("16 callers", "with 16"))
+    )
+
+
 @figure("peers-sdk-growth")
 def peers_sdk_growth(results: Results) -> str:
     result = results["peers"]
