@@ -25,6 +25,14 @@ requests (they go out together) plus, when it opens connections, one for the TCP
 (``rt_tcp``) or three with TLS 1.2 / two with TLS 1.3 (``rt_tls13``). ``warming_per_idle_min``
 is the warming requests sent per minute of pause. Counts, not times: on 127.0.0.1 a
 handshake is free, on a network it is a round trip.
+
+The counts are what the strategies leave on a server that keeps its deadline, whatever the
+machine's speed: a loaded machine runs the server's idle timer late (a connection past its
+deadline still open, so reused) and answers a warming request late (the turn then opens
+connections of its own). So before a turn and before its closing store the client waits
+until the server has closed every pooled connection idle past ``--server-idle``, and
+before a turn until its warming requests are answered (the user typed long enough);
+``settle_s`` is how long those waits took (0 on an idle machine).
 """
 
 from __future__ import annotations
@@ -103,6 +111,37 @@ class Counts:
         return config
 
 
+#: a wait for the server (its idle timer, a warming answer) gives up after this long
+_SETTLE_LIMIT_S = 60.0
+
+
+async def _server_dropped_idle(session: aiohttp.ClientSession, idle_s: float) -> float:
+    """Wait until the server has closed every pooled connection idle for ``idle_s`` or more
+    (a loaded machine runs its timers late); the seconds waited."""
+    connector = session.connector
+    pooled = getattr(connector, "_conns", None)  # aiohttp's pool: (protocol, released at)
+    started = time.monotonic()
+    while pooled and time.monotonic() - started < _SETTLE_LIMIT_S:
+        now = time.monotonic()
+        if not any(
+            now - released >= idle_s and proto.is_connected()
+            for idle in pooled.values()
+            for proto, released in idle
+        ):
+            break
+        await asyncio.sleep(0.02)
+    return time.monotonic() - started
+
+
+async def _warming_answered(transport: HttpTransport) -> float:
+    """Wait until the transport's warming requests are answered; the seconds waited."""
+    started = time.monotonic()
+    warming = set(transport._warmer._tasks)  # benchmark only: the batches in flight
+    if warming:
+        await asyncio.wait(warming, timeout=_SETTLE_LIMIT_S)
+    return time.monotonic() - started
+
+
 def _round_trips(row: dict[str, int], handshake_rtts: int) -> int:
     return (1 if row["requests"] else 0) + (handshake_rtts if row["new_connections"] else 0)
 
@@ -125,13 +164,20 @@ async def run_strategy(
         session._trace_configs.append(counts.trace())
         memory = NeotomaMemory(transport, conversation_id=f"idle-{strategy}-{gap:g}")
         per_turn: list[dict[str, dict[str, int]]] = []
+        idle = args.server_idle
+        settle = 0.0
         for n in range(args.turns + 1):  # turn 0 only opens the first connections
+            if n == 1:
+                retries[0] = 0  # the retries of the counted turns only
             if n:
                 typing_at = max(gap - args.typing_s, 0.0)
                 await asyncio.sleep(typing_at)
+                settle += await _server_dropped_idle(session, idle)
                 if strategy != "none":
                     transport.warm(warm_n)
                 await asyncio.sleep(gap - typing_at)
+                settle += await _warming_answered(transport)
+                settle += await _server_dropped_idle(session, idle)
             counts.rows = {k: v for k, v in counts.rows.items() if k == "warming"}
             counts.phase = "enter"
             async with memory.turn(message, turn_id=f"t{n}") as t:
@@ -142,6 +188,8 @@ async def run_strategy(
                     await asyncio.sleep(step)
                     if strategy == "warm+keep" and deadline - time.monotonic() > 0:
                         transport.warm(1)
+                if n:
+                    settle += await _server_dropped_idle(session, idle)
                 t.reply = "Here is what changed."
                 counts.phase = "exit"
             counts.phase = "idle"
@@ -160,14 +208,17 @@ async def run_strategy(
     row["turn_rt_tls13"] = row["enter_rt_tls13"] + row["exit_rt_tls13"]
     row["warming_requests"] = warming
     row["warming_per_idle_min"] = warming / idle_minutes if idle_minutes else 0.0
+    row["settle_s"] = round(settle, 3)
     row["retries"] = retries[0]
     retries[0] = 0
     return row
 
 
 class _RetryCounter(logging.Handler):
+    # A retry is an INFO event (the transport doing its job): the handler, the library's
+    # logger and structlog's filter (main) let INFO through, or no retry is ever counted.
     def __init__(self, counter: list[int]) -> None:
-        super().__init__(logging.WARNING)
+        super().__init__(logging.INFO)
         self.counter = counter
 
     def emit(self, record: logging.LogRecord) -> None:
@@ -177,7 +228,10 @@ class _RetryCounter(logging.Handler):
 
 async def run_all(url: str, args: argparse.Namespace) -> list[dict[str, Any]]:
     retries = [0]
-    logging.getLogger("neotoma_agent").addHandler(_RetryCounter(retries))
+    library = logging.getLogger("neotoma_agent")
+    library.setLevel(logging.INFO)
+    library.propagate = False  # its INFO events are counted here, never printed
+    library.addHandler(_RetryCounter(retries))
     # What turn_overhead.py sees: no pause anywhere.
     rows = [await run_strategy(url, "none", 0.0, args, retries, 0.0)]
     rows[0]["strategy"] = "back-to-back"
@@ -205,9 +259,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if not 0 < args.typing_s < args.server_idle or not 0 < args.keep_every < args.server_idle:
         parser.error("--typing-s and --keep-every must be between 0 and --server-idle")
-    # This script is the application, so it decides logging: warnings only, to stdlib.
+    # This script is the application, so it decides logging: to stdlib, where the library's
+    # INFO events are counted (retries) and warnings only of anything else would show.
     structlog.configure(
-        wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING),
+        wrapper_class=structlog.make_filtering_bound_logger(logging.INFO),
         logger_factory=structlog.stdlib.LoggerFactory(),
     )
     logging.basicConfig(level=logging.WARNING, handlers=[logging.NullHandler()])

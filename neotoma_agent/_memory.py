@@ -56,7 +56,7 @@ from ._records.payloads import (
 )
 from ._records.text import check_text
 from ._records.tools import ToolCall, check_tools, iso_ms, merge_tools
-from ._records.user_id import tenant_for
+from ._records.user_id import identify, tenant_for
 from ._settings import DEFAULT_HISTORY_TURNS, MemorySettings
 from ._turn import Turn
 from ._turn_result import TurnResult, close_failure, finish, finish_attempt
@@ -254,6 +254,7 @@ class NeotomaMemory(MemorySettings):
             for h in await memory.history(limit=20):
                 print(h.turn_number, h.status, h.user, h.reply)
         """
+        await identify(self.transport)
         return await read_history(self.transport, self.conversation_id, limit=limit, before=before)
 
     async def forget(self) -> Forgotten:
@@ -309,6 +310,7 @@ class NeotomaMemory(MemorySettings):
                 print(call.name, call.status, call.duration_ms, call.args, call.result)
         """
         keys = turn_keys(self.conversation_id, turn_id)
+        await identify(self.transport)
         tenant = tenant_for(self.transport)
         record_id = turn_record_entity_id(keys.conversation_id, keys.turn_id, tenant)
         return await read_tool_details(self.transport, record_id)
@@ -518,6 +520,7 @@ class NeotomaMemory(MemorySettings):
         calls = merge_tools(keys.user_turn_key, check_tools(tools))
         started = time.perf_counter()
         with self._explicit(prompt, TURN_SPAN) as traced:
+            await self._phases.identified()  # before tool_entities derives ids
             retrieved = EMPTY_RETRIEVAL
             if retrieve:
                 call = self._phases.retrieve(user_message)

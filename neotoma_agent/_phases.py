@@ -100,6 +100,9 @@ class Phases:
     #: the transport's ``_enter_records``, if it runs a turn's enter as one job
     _enter_job: EnterJob | None = attrs.field(init=False, default=None)
 
+    #: the transport's ``_identify``, if it learns its user from its server (a token alone)
+    _identify: Callable[[], Awaitable[None]] | None = attrs.field(init=False, default=None)
+
     def __attrs_post_init__(self) -> None:
         config = self.config
         conversation = ConversationSettings(
@@ -118,6 +121,13 @@ class Phases:
         object.__setattr__(self, "ranking", ranking)
         object.__setattr__(self, "_records_store", records_store(config.transport))
         object.__setattr__(self, "_enter_job", enter_job(config.transport))
+        object.__setattr__(self, "_identify", getattr(config.transport, "_identify", None))
+
+    async def identified(self) -> None:
+        """Before the first id is derived: let the transport learn its user (a token-only
+        ``HttpTransport`` asks its server), so that the machine's tenant is the server's."""
+        if self._machine is None and self._identify is not None:
+            await self._identify()
 
     @property
     def machine(self) -> TurnMachine:
@@ -279,6 +289,8 @@ class Phases:
     async def store(self, payload: StorePayload, keys: TurnKeys, phase: str) -> StoreResult:
         """One store, with the hints a queueing transport (an outbox) reads (the
         conversation as its lane, whether the phase may wait): ``TurnMachine.store``."""
+        if self._machine is None:  # the first id not derived yet
+            await self.identified()
         return await self.drive(self.machine.store(payload, keys, phase))
 
     async def enter(
@@ -293,6 +305,8 @@ class Phases:
         open turn record would be an orphan. ``attempt`` then says what was stored.
         """
         started = time.perf_counter()
+        if self._machine is None:  # the first id not derived yet
+            await self.identified()
         config = self.config
         keys, user_message = prompt.keys, prompt.user_message
         entering = Entering(
@@ -509,6 +523,8 @@ class Phases:
 
     async def find(self, key: str, entity_type: str) -> str | None:
         """The id of the ``entity_type`` named ``{entity_type}:{key}`` (``TurnMachine.find``)."""
+        if self._machine is None:  # the first id not derived yet
+            await self.identified()
         return await self.drive(self.machine.find(key, entity_type))
 
 

@@ -87,6 +87,7 @@ from ._records.payloads import stored_platform as stored_platform
 from ._records.tool_payload import SUMMARY_CHARS as _SUMMARY_CHARS
 from ._records.tool_payload import summarize as _summarize
 from ._records.tools import TOOL_TYPE as _TOOL_TYPE
+from ._records.user_id import identify as _identify
 from ._records.user_id import tenant_for as _tenant_for
 from ._util.terminal import printable as printable
 from ._util.terminal import printer as printer
@@ -123,6 +124,7 @@ __all__ = [
     "conversation_entity_id",
     "ending_of",
     "gather_bounded",
+    "identify",
     "is_entity_id",
     "list_conversations",
     "message_entity_id",
@@ -203,6 +205,15 @@ def tenant_for(transport: object) -> str | None:
     tenant-scoped ids), or ``None`` for unscoped ids; pass it as ``tenant`` to the id
     functions below to name what that transport stored."""
     return _tenant_for(transport)
+
+
+async def identify(transport: object) -> None:
+    """Let ``transport`` learn which user its token acts for, before you derive ids with
+    :func:`tenant_for`: an ``HttpTransport`` given a token and no ``user_id`` asks its
+    server once (``GET /me``; a turn does this by itself), so that on
+    a server deriving ids under the user (``neotoma-agent serve --users``) the ids are the
+    server's. Any other transport knows already: nothing is asked."""
+    await _identify(transport)
 
 
 def _tenant_arg(tenant: object) -> str | None:

@@ -228,6 +228,7 @@ EXPECTED_READS = {
     "conversation_entity_id",
     "ending_of",
     "gather_bounded",
+    "identify",
     "is_entity_id",
     "list_conversations",
     "message_entity_id",

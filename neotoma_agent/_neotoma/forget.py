@@ -34,7 +34,7 @@ import attrs
 
 from .._recall.history import read_conversation
 from .._records.keys import conversation_entity_id
-from .._records.user_id import tenant_for
+from .._records.user_id import identify, tenant_for
 from ..exceptions import InvalidEntityIdError, NotFoundError
 from ..transport._base import EntityDeleter, EntityDeletion, Transport
 from .identity import ENTITY_ID_RE
@@ -144,6 +144,7 @@ async def _mark(transport: Transport, forgotten: Forgotten, *, deleted: bool) ->
                 for rtype, src, dst in chunk
             ]
         )
+    await identify(transport)
     head = conversation_entity_id(forgotten.conversation_id, tenant_for(transport))
     ordered = [e for e in forgotten.entities if e[0] != head]
     ordered += [e for e in forgotten.entities if e[0] == head]

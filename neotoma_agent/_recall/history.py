@@ -42,7 +42,7 @@ from .._engine.history import Group, Paged, group_turns, page_reads
 from .._engine.requests import Machine
 from .._records.checks import check_optional_count
 from .._records.keys import conversation_entity_id, turn_record_entity_id
-from .._records.user_id import tenant_for
+from .._records.user_id import identify, tenant_for
 from .._util.deferred import Deferring, defer
 from ..exceptions import NotFoundError
 from ..transport._results import ConversationMessage
@@ -623,6 +623,7 @@ async def read_conversation(
     reads each tool call's arguments and result too.
     """
     limit = _check_limit(limit)
+    await identify(transport)
     entity_id = conversation_entity_id(conversation_id, tenant_for(transport))
     snapshot = await snapshot_or_none(transport, entity_id)
     if snapshot is None or snapshot.entity_type != "conversation":

@@ -66,6 +66,7 @@ __all__ = [
     "DEFAULT_LINK_THRESHOLD",
     "DEFAULT_LOOKUP_LIMIT",
     "DEFAULT_MAX_IDENTIFIERS",
+    "DEFAULT_RANKING",
     "DEFAULT_RETRIEVAL_LIMIT",
     "Extractor",
     "Found",
@@ -111,6 +112,17 @@ class Ranking(TypedDict):
     threshold: float
     #: also look up the message's other uncommon words (the default extractor's)
     loose: bool
+
+
+#: a default memory's :class:`Ranking` (``MemorySettings``' defaults, no extractor): what a
+#: hook opening a turn without a memory ranks by (``transport.embedded._turns``)
+DEFAULT_RANKING: Final[Ranking] = Ranking(
+    limit=DEFAULT_RETRIEVAL_LIMIT,
+    lookup_limit=DEFAULT_LOOKUP_LIMIT,
+    include_bookkeeping=False,
+    threshold=DEFAULT_LINK_THRESHOLD,
+    loose=True,
+)
 
 
 @attrs.frozen

@@ -15,7 +15,14 @@ from typing import Final
 from ..exceptions import InvalidUserIdError
 from ..transport._wire import LOCAL_USER_ID
 
-__all__ = ["LOCAL_USER_ID", "MAX_USER_ID_CHARS", "check_user_id", "tenant_for", "tenant_of"]
+__all__ = [
+    "LOCAL_USER_ID",
+    "MAX_USER_ID_CHARS",
+    "check_user_id",
+    "identify",
+    "tenant_for",
+    "tenant_of",
+]
 
 #: The longest user id accepted: ids are keys, not documents.
 MAX_USER_ID_CHARS: Final = 256
@@ -57,3 +64,12 @@ def tenant_for(transport: object) -> str | None:
     attribute (a transport without one, a third party's, gives unscoped ids)."""
     tenant = getattr(transport, "tenant_id", None)
     return tenant if isinstance(tenant, str) else None
+
+
+async def identify(transport: object) -> None:
+    """Let ``transport`` learn which user its token acts for, when it can (its optional
+    ``_identify``: a token-only ``HttpTransport`` asks its server once), so that
+    :func:`tenant_for` gives the server's tenant. Call it before deriving ids."""
+    learn = getattr(transport, "_identify", None)
+    if learn is not None:
+        await learn()

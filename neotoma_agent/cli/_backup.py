@@ -1,4 +1,4 @@
-"""A whole-store backup as JSON lines: every live entity with its observations, every edge.
+"""A whole-store backup as JSON lines: every entity with its observations, every edge.
 
 What ``neotoma-agent export`` writes by default and ``import`` restores. A store holds more
 than finished turns: abandoned and open turns, tool calls (their arguments and results
@@ -8,11 +8,15 @@ the backup keeps what the store keeps, through the Transport protocol alone (so 
 on the embedded store, the dev server and a real Neotoma server):
 
 - a header line, ``{"format": "neotoma-agent-backup", "version": 1}``;
-- one line per live entity, ``{"entity_id", "entity_type", "observations": [...]}``, each
+- one line per entity, ``{"entity_id", "entity_type", "observations": [...]}``, each
   observation ``{"fields", "source_priority", "observation_source"}``, oldest first: the
   entities no conversation owns first (by id), then each conversation (by id): its entity,
   then its turns in the order ``show`` prints them (user message, reply, turn record, tool
-  calls);
+  calls). An entity deleted on its own (``forget --entity``) is there too, its deletion
+  observation included, so a restore leaves it deleted and restorable: the ones an edge
+  reaches on any store, every one on a store that lists them (the embedded store). A
+  forgotten conversation's records are not (its edges are deleted too), nor a forgotten
+  user's (nothing of theirs is live), nor a purged entity (nothing of it is left);
 - one line per edge that is not deleted, ``{"relationship_type", "source_entity_id",
   "target_entity_id", "metadata"}``, in the order of their source entities (so a
   conversation's messages are linked to it in turn order, as ``history`` pages them).
@@ -36,7 +40,14 @@ from typing import Any, Final
 import attrs
 
 from .. import StoreResult, Transport
-from ..reads import gather_bounded, read_conversation, scan_entities, snapshot_or_none
+from ..exceptions import NotFoundError
+from ..reads import (
+    bulk_reader,
+    gather_bounded,
+    read_conversation,
+    scan_entities,
+    snapshot_or_none,
+)
 from ..transport.rest import store_arguments, store_body
 from ._common import plural
 
@@ -176,16 +187,22 @@ async def read_backup(
         # Every other live entity: what memories remembered, and what a conversation's
         # reads do not reach (a turn record whose messages are gone).
         others = {e.entity_id: e.entity_type for e in scan.entities if e.entity_id not in owned}
+        if scan.entities:
+            # Nothing live: a forgotten user (`forget --user`), whose backup holds nothing
+            # of theirs, or an empty store.
+            others.update(await _deleted(transport))
     ids = [entity_id for entity_id, _ in order] + list(others)
     edge_lists = await gather_bounded([functools.partial(_edges, transport, i) for i in ids])
     edges = {e[:3]: e for found in edge_lists for e in found}
-    if not everything:
-        # The far ends of the conversations' edges: the entities their turns refer to.
-        ends = {end for e in edges.values() for end in e[1:3]} - owned
-        types = await gather_bounded(
-            [functools.partial(_entity_type, transport, i) for i in sorted(ends)]
-        )
-        others = {i: t for i, t in zip(sorted(ends), types, strict=True) if t is not None}
+    # The far ends of the edges that are not listed yet: with conversation ids, the
+    # entities their turns refer to; and in any backup the entities deleted with
+    # `forget --entity`, which no listing names but whose edges stay (a message still
+    # REFERS_TO one). A deleted entity is kept with its deletion observation, so a
+    # restore leaves it deleted and as restorable as it was; a purged one has no
+    # observations left and stays out.
+    ends = sorted({end for e in edges.values() for end in e[1:3]} - owned - others.keys())
+    types = await gather_bounded([functools.partial(_entity_type, transport, i) for i in ends])
+    others.update((i, t) for i, t in zip(ends, types, strict=True) if t is not None)
     entities = sorted(others.items()) + order
     place = {entity_id: n for n, (entity_id, _) in enumerate(entities)}
     yield _dumps({"format": BACKUP_FORMAT, "version": _VERSION})
@@ -221,9 +238,35 @@ async def read_backup(
         )
 
 
+#: the records a conversation owns: deleted, they are a forgotten conversation's, which
+#: a backup leaves out (its edges are deleted too: it is restored whole or not at all)
+_CONVERSATION_TYPES: Final = frozenset(
+    ("conversation", "conversation_message", "conversation_turn", "tool_invocation")
+)
+
+
+async def _deleted(transport: Transport) -> dict[str, str]:
+    """The entities deleted one by one (``forget --entity``) that a store can list (the
+    embedded store's bulk reads): those no edge reaches too (remembered outside a turn).
+    Elsewhere the edges' far ends find them (:func:`read_backup`)."""
+    reader = bulk_reader(transport)
+    if reader is None:
+        return {}
+    found = await reader.deleted_entities()
+    return {i: t for i, t in found if t not in _CONVERSATION_TYPES}
+
+
 async def _entity_type(transport: Transport, entity_id: str) -> str | None:
+    """The entity's type: its snapshot's, or for a deleted entity (no snapshot, its
+    observations kept) its latest observation's; ``None`` for an unknown (purged) one."""
     snapshot = await snapshot_or_none(transport, entity_id)
-    return None if snapshot is None else snapshot.entity_type
+    if snapshot is not None:
+        return snapshot.entity_type
+    try:
+        page = await transport.list_observations(entity_id, limit=1, offset=0)
+    except NotFoundError:
+        return None
+    return page.observations[0].entity_type if page.observations else None
 
 
 # --- restoring ------------------------------------------------------------------------------

@@ -396,6 +396,11 @@ async def _http_transport(
     async with transport:
         health = await _check_neotoma(transport, url)
         if user is None:
+            from ..reads import identify
+
+            # A token alone may be one user's (serve --users): learn whose, so that the
+            # ids derived here (a conversation's, for show) are the server's.
+            await identify(transport)
             yield transport
             return
     from .. import LOCAL_USER_ID

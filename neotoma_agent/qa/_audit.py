@@ -37,6 +37,7 @@ from .. import EntitySnapshot, NeotomaMemory, Transport
 from ..log import get_logger
 from ..reads import (
     gather_bounded,
+    identify,
     message_entity_id,
     snapshot_or_none,
     tenant_for,
@@ -208,6 +209,7 @@ async def audit(
     scope = None if conversation_id is None else validate_conversation_id(conversation_id)
     since_at, since_text = _since(since)
     started = time.perf_counter()
+    await identify(transport)  # the ids derived below are the server's for a token's user
     timed = since_at is not None or min_age > 0
     auditor: Auditor
     # the conversations whose messages were read, by entity id

@@ -13,9 +13,10 @@ from typing import Any
 from aiohttp import web
 
 from neotoma_agent import EntityDeleter, Transport, __version__
+from neotoma_agent.reads import tenant_for
 from neotoma_agent.server import _validate
 from neotoma_agent.server._replies import json_response, refusal
-from neotoma_agent.server._users import user_store
+from neotoma_agent.server._users import claim_user, user_store
 from neotoma_agent.server._validate import read_body
 from neotoma_agent.transport.rest import rest_request
 
@@ -173,6 +174,16 @@ async def _get_health(request: web.Request) -> web.StreamResponse:
     return json_response({"ok": True, "version": __version__, "tenant_scoped_ids": scoped})
 
 
+async def _get_me(request: web.Request) -> web.StreamResponse:
+    # Neotoma's GET /me: the user the token acts for. A client that sent only its token
+    # learns here whose ids it must derive (tenant_scoped_ids: the store derives this
+    # user's entity ids under the user), so that what it reads by id is what it stored.
+    store = store_of(request)
+    user_id = getattr(store, "user_id", None) or claim_user(request, request.query.get("user_id"))
+    scoped = tenant_for(store) is not None
+    return json_response({"user_id": user_id, "tenant_scoped_ids": scoped})
+
+
 #: the POST routes, by path; the two with their own handler reshape the store's answer
 POST_ROUTES: dict[str, Handler] = {
     "/store": _forwarding("store", _validate.store),
@@ -188,4 +199,4 @@ POST_ROUTES: dict[str, Handler] = {
     "/restore_entity": _forwarding("restore_entity", _validate.entity_deletion),
 }
 #: the GET routes, by path
-GET_ROUTES: dict[str, Handler] = {"/health": _get_health}
+GET_ROUTES: dict[str, Handler] = {"/health": _get_health, "/me": _get_me}

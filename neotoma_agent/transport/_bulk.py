@@ -63,6 +63,11 @@ class BulkReader(Protocol):
         """The ``conversation_message`` entities ``PART_OF`` each of ``conversation_ids``,
         in the order of each conversation's edges."""
 
+    async def deleted_entities(self) -> Sequence[tuple[str, str]]:
+        """Every soft-deleted entity as ``(entity id, entity type)``, by id: what no query
+        lists, but whose observations a backup keeps (so that a restore leaves each one
+        deleted and restorable)."""
+
 
 @runtime_checkable
 class BulkReadable(Protocol):

@@ -15,7 +15,7 @@ from collections.abc import Callable, Coroutine, Mapping
 from types import MappingProxyType
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
-from .._records.user_id import tenant_for
+from .._records.user_id import identify, tenant_for
 from ._base import AsyncClosing, ConversationReader, SearchReader, SummaryReader, Transport
 from ._bodies import STORE_DEFAULTS, WINDOW_DEFAULTS
 
@@ -93,6 +93,11 @@ class Forwarding(AsyncClosing):
     def tenant_id(self) -> str | None:
         """The wrapped transport's: the user its entity ids are scoped to (or None)."""
         return tenant_for(self.inner)
+
+    async def _identify(self) -> None:
+        """The wrapped transport's, if it has one: learn which user its token acts for
+        (before ids are derived; see ``HttpTransport``)."""
+        await identify(self.inner)
 
     async def aclose(self) -> None:
         """Closes the wrapped transport."""

@@ -43,7 +43,7 @@ import attrs
 
 from neotoma_agent._neotoma.js import compact_encoder
 from neotoma_agent._records.checks import check_positive_int, check_seconds
-from neotoma_agent._records.user_id import check_user_id
+from neotoma_agent._records.user_id import check_user_id, tenant_of
 from neotoma_agent._util.log import get_logger
 from neotoma_agent._util.otel import record_retry, traceparent_into
 from neotoma_agent._version import __version__
@@ -51,6 +51,7 @@ from neotoma_agent.exceptions import (
     APIError,
     ConnectionLost,
     ConnectTimeout,
+    InvalidUserIdError,
     NeotomaError,
     NotFoundError,
     ReadTimeout,
@@ -136,7 +137,11 @@ class HttpTransport(RestActions):
     the server derives entity ids under the user (Neotoma's
     ``NEOTOMA_TENANT_SCOPED_ENTITY_IDS``, and ``neotoma-agent serve --users``): the ids this
     library computes (a conversation's, a message's) are then derived the same way
-    (:attr:`tenant_id`); it needs ``user_id``.
+    (:attr:`tenant_id`); it needs ``user_id``. With a token and no ``user_id``, the
+    transport asks the server once, before a turn (or :func:`neotoma_agent.reads.identify`)
+    derives its first id, which user the token is (``GET /me``): on a server that says it
+    derives ids under the user (``serve --users``), :attr:`tenant_id` becomes that user, so
+    a token alone reads back what it stored.
 
     For an outbox, wrap it: ``OutboxTransport(HttpTransport(url), "outbox.db")`` (see
     :class:`~neotoma_agent.OutboxTransport`). ``outbox`` (a file path, with
@@ -184,6 +189,9 @@ class HttpTransport(RestActions):
         self._token = token
         self._user_id = user_id
         self._tenant_id = user_id if tenant_scoped_ids else None
+        # A token may be one user's on a server that derives ids under its user: until
+        # the server said who (_identify), the ids are derived unscoped.
+        self._identified = token is None or user_id is not None
         self._timeout = float(timeout)
         self._connect_timeout = float(connect_timeout)
         self._max_connections = max_connections
@@ -354,6 +362,38 @@ class HttpTransport(RestActions):
             f"(status {status}, {type(body).__name__} body)",
             status=status,
         )
+
+    async def _identify(self) -> None:
+        """Learn which user the token acts for, once (``GET /me``, a single attempt).
+
+        On a server whose ``/me`` says it derives entity ids under the user
+        (``tenant_scoped_ids``, as ``neotoma-agent serve`` does), :attr:`tenant_id` becomes
+        that user's: the ids this side derives (a conversation's, for its history) are then
+        the server's. A server without the route (404) or one that does not scope its ids
+        leaves them unscoped. An unreachable server or another error leaves the question
+        open for the next turn: the turn's own requests then fail, or queue, as they would.
+        """
+        if self._identified:
+            return
+        try:
+            answer = await self._attempt(
+                self._session_for_loop(), "/me", b"", self._timeout, method="GET"
+            )
+        except TransportError:
+            return
+        status, body = answer.status, answer.body
+        if status in (404, 405):  # no such route: a server without users
+            self._identified = True
+            return
+        if not 200 <= status < 300 or not isinstance(body, Mapping):
+            return
+        user_id = body.get("user_id")
+        if body.get("tenant_scoped_ids") is True and isinstance(user_id, str):
+            try:
+                self._tenant_id = tenant_of(check_user_id(user_id))
+            except InvalidUserIdError:
+                return
+        self._identified = True
 
     def warm(self, connections: int = 1) -> None:
         """Open (or refresh) ``connections`` keep-alive connections, in the background.

@@ -30,7 +30,7 @@ import random
 import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, Final
 
 import anyio
 import anyio.to_thread
@@ -70,6 +70,10 @@ class _State(enum.Enum):
     CLOSED = "closed"
 
 
+#: what a layer without a ``user_id`` attribute gives (``None`` is a token's user)
+_NO_USER: Final = object()
+
+
 class OutboxTransport(Forwarding):
     """A :class:`~neotoma_agent.Transport` over ``inner`` that keeps closing stores it
     cannot make now in the SQLite file at ``path``, and makes them later.
@@ -91,7 +95,8 @@ class OutboxTransport(Forwarding):
     removed only once ``inner`` confirmed it, so a crash re-delivers and the idempotency key
     makes that a replay; several processes may share one file. A file is one user's:
     the first transport to open it binds it to ``inner``'s user (its ``user_id``, else
-    its ``tenant_id``; the default user when it has neither), and one acting for another
+    its ``tenant_id``; the default user when it has neither, or when it acts for its
+    token's user, an ``HttpTransport`` with no ``user_id``), and one acting for another
     user raises :class:`~neotoma_agent.OutboxError` on opening it, since its entries
     would be delivered into that user's memory.
 
@@ -259,9 +264,14 @@ class OutboxTransport(Forwarding):
         its ids are scoped to): whose stores the file queues."""
         layer: object = self.inner
         for _ in range(16):  # down the wrappers (a fault injector, a recorder) to the one
-            user = getattr(layer, "user_id", None)
+            user = getattr(layer, "user_id", _NO_USER)
             if isinstance(user, str):
                 return user
+            if user is None:
+                # An HttpTransport acting for its token's user, whoever the server says
+                # that is (its tenant_id once it asked): the same file whether or not it
+                # has asked yet.
+                return None
             layer = getattr(layer, "inner", None)
             if layer is None:
                 break

@@ -190,6 +190,32 @@ def test_through_serve_users_each_token_and_user_sees_its_own(tmp_path: Path) ->
             assert MARKERS[other] not in refused.stdout + refused.stderr
 
 
+def test_a_user_s_token_alone_shows_what_it_stored_through_serve_users(tmp_path: Path) -> None:
+    """``chat`` and ``show`` with ``--url --token-file`` and no ``--user``: the token's
+    user, on every command (the conversation's id derived under that user, as the server
+    derives it), and never the other user's conversation of the same name."""
+    db = tmp_path / "m.db"
+    users = tmp_path / "users"
+    users.write_text(f"tok-alice-SECRET {ALICE}\ntok-bob-SECRET {BOB}\n")
+    users.chmod(0o600)
+    with serving(db, tmp_path, token="tok-admin-SECRET", extra=["--users", str(users)]) as url:
+        for user in (ALICE, BOB):
+            token = tmp_path / f"{user}.token"
+            token.write_text(f"tok-{'alice' if user == ALICE else 'bob'}-SECRET\n")
+            alone = ("--url", url, "--token-file", str(token))
+            for n in (1, 2):
+                ok(cli("chat", *alone, "--conversation", "talk", home=tmp_path,
+                       stdin=f"turn {n} {MARKERS[user]}\n"))  # fmt: skip
+        for user, other in ((ALICE, BOB), (BOB, ALICE)):
+            alone = ("--url", url, "--token-file", str(tmp_path / f"{user}.token"))
+            shown = json.loads(ok(cli("show", "talk", "--json", *alone, home=tmp_path)))
+            said = [
+                m["content"] for t in shown["turns"] for m in t["messages"] if m["role"] == "user"
+            ]
+            assert said == [f"turn 1 {MARKERS[user]}", f"turn 2 {MARKERS[user]}"]
+            assert MARKERS[other] not in json.dumps(shown)
+
+
 def test_hook_with_user_stores_through_serve_users_as_that_user(tmp_path: Path) -> None:
     db = tmp_path / "m.db"
     _seeded(db)

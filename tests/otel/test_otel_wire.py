@@ -12,6 +12,7 @@ from otel_support import Served, Telemetry
 from server_support import TOKEN
 
 from neotoma_agent import NeotomaMemory
+from neotoma_agent.reads import identify
 from neotoma_agent.server import create_app, serving
 from neotoma_agent.transport.embedded import EmbeddedStore
 from neotoma_agent.transport.http import HttpTransport, RetryPolicy
@@ -32,6 +33,9 @@ async def test_every_request_carries_its_spans_traceparent(
 ) -> None:
     memory = NeotomaMemory(served.transport, conversation_id="chat-wire", platform="tests")
     await memory.remember("company", name="Acme Corp")
+    # The transport asks once whose its token is (GET /me) before it derives ids; asked
+    # here, the turn's requests are its stores' and reads' alone.
+    await identify(served.transport)
     served.headers.clear()
     async with memory.turn("Acme Corp?") as t:
         t.reply = "A customer."

@@ -388,3 +388,13 @@ def test_retrieval_as_a_machine_step_asks_for_its_plan_once_and_ranks_the_answer
     retrieved = ranked_found.value.value
     assert retrieved.ids == (acme_id,)
     assert (retrieved.stats.lookups, retrieved.stats.failures) == (1, 0)
+
+
+def test_a_hook_on_a_store_file_ranks_as_a_default_memory_does(tmp_path: Any) -> None:
+    """One record of a default memory's ranking: what a memory's settings give by default
+    and what a hook opening a turn on a store file (without a memory) ranks by."""
+    from neotoma_agent import NeotomaMemory
+    from neotoma_agent._recall.retrieval import DEFAULT_RANKING
+
+    default = NeotomaMemory(EmbeddedStore(str(tmp_path / "m.db")), conversation_id="c")
+    assert default._phases.ranking == DEFAULT_RANKING

@@ -103,6 +103,7 @@ def _requests(bob: Planted) -> list[tuple[str, str, dict[str, Any] | None]]:
     """Every route of the dev server, asked about Bob's rows (a request per route and id)."""
     requests: list[tuple[str, str, dict[str, Any] | None]] = [
         ("GET", "/recent_conversations", None),
+        ("GET", "/me", None),
         ("GET", f"/recent_conversations/{bob.conversation_entity_id}", None),
         ("GET", "/conversation_summaries", None),
         ("GET", "/entities?limit=100", None),
@@ -153,6 +154,7 @@ _COVERED = {
     "/delete_entity",
     "/restore_entity",
     "/health",
+    "/me",
 }
 
 

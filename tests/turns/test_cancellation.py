@@ -24,6 +24,7 @@ import pytest
 from turn_support import db_path, memory, messages, seed, store, turn_record
 
 from neotoma_agent import NeotomaMemory, TurnState
+from neotoma_agent.reads import identify
 from neotoma_agent.testing import FaultyTransport
 from neotoma_agent.transport._base import Transport
 from neotoma_agent.transport._forward import Forwarding
@@ -317,6 +318,9 @@ async def test_random_deadlines(store: Transport, anyio_backend: str, seed_value
 
 async def test_cancel_while_user_store_in_flight_abandons(store: Transport) -> None:
     """``move_on_after(0)`` around a turn: the user store was issued, so it is abandoned."""
+    # A token-only HttpTransport asks its server whose the token is before its first turn
+    # derives an id: asked here, the turn's first await is the user store.
+    await identify(store)
     m = memory(store, "c-cancel")
     t = m.turn("hello", turn_id="t1")
     with anyio.move_on_after(0) as scope:

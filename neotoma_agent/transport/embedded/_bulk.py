@@ -23,7 +23,7 @@ from ..._records.user_id import LOCAL_USER_ID
 from .._bulk import MessageRows, RecordSink
 from .._results import EntitySnapshot
 from ._part_of import install as install_part_of
-from ._rows import decode_opt_time, entity_text, query_item
+from ._rows import LIVE, decode_opt_time, entity_text, query_item
 from ._scope import lookup_uid
 
 __all__ = ["FileReads"]
@@ -70,6 +70,10 @@ _CONVERSATIONS: Final = (
 # Without times the type index alone answers.
 _CONVERSATION_IDS: Final = (
     "SELECT id, NULL FROM entities WHERE uid = {uid} AND entity_type = 'conversation' ORDER BY id"
+)
+# The soft-deleted entities (what no query lists), by id.
+_DELETED: Final = (
+    f"SELECT id, entity_type FROM entities WHERE uid = {{uid}} AND NOT ({LIVE}) ORDER BY id"
 )
 # What retrieve_related_entities(conversation, PART_OF, inbound) gives the audit: the
 # conversation_message at the source of each PART_OF edge, in the order of its edges; the
@@ -219,6 +223,15 @@ class FileReads:
             idle, self._idle = self._idle, None
             for conn in idle:
                 conn.close()
+
+    async def deleted_entities(self) -> Sequence[tuple[str, str]]:
+        found: list[tuple[str, str]] = []
+
+        async def page(rows: list[Any]) -> None:
+            found.extend((str(r[0]), str(r[1])) for r in rows)
+
+        await self._rows(_DELETED, (), page)
+        return found
 
     async def conversation_messages(self, conversation_ids: Sequence[str]) -> MessageRows:
         if not conversation_ids:

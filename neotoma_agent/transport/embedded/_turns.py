@@ -250,11 +250,9 @@ class TurnFile:
         from ..._recall.context import render_context
         from ..._recall.extract import extract
         from ..._recall.history import DEFAULT_HISTORY_TURNS, paged_history
-        from ..._recall.ranking import DEFAULT_LINK_THRESHOLD
         from ..._recall.retrieval import (
-            DEFAULT_LOOKUP_LIMIT,
             DEFAULT_MAX_IDENTIFIERS,
-            DEFAULT_RETRIEVAL_LIMIT,
+            DEFAULT_RANKING,
             EMPTY_RETRIEVAL,
             recent_entities,
             retrieval,
@@ -288,14 +286,9 @@ class TurnFile:
             found.recent = recent
             return found
 
+        # A default memory's ranking (Phases.ranking of default settings).
         lookups = retrieval(
-            identifiers,
-            text,
-            limit=DEFAULT_RETRIEVAL_LIMIT,
-            lookup_limit=DEFAULT_LOOKUP_LIMIT,
-            threshold=DEFAULT_LINK_THRESHOLD,
-            others=True,
-            started=time.perf_counter(),
+            identifiers, text, others=True, started=time.perf_counter(), **DEFAULT_RANKING
         )
         retrieved = run(lookups, answer)
         context = render_context(retrieved.entities, history, max_chars=context_chars)
