@@ -202,8 +202,14 @@ def fold(
     meta: ObservationMeta,
     fields: Mapping[str, Any],
     schema: TypeSchema | None,
-) -> None:
-    """Fold one observation into ``state`` in place."""
+) -> bool:
+    """Fold one observation into ``state`` in place.
+
+    Returns False only when ``state.fields`` is the same after as before, written as JSON
+    (every value it set was already there, of the same type: a string, an int or a bool),
+    so that the caller may skip what follows the fields (their indexes, their JSON again);
+    True when they may have changed."""
+    changed = False
     state.observation_count += 1
     if state.last_observation_at is None or meta.observed_at > state.last_observation_at:
         state.last_observation_at = meta.observed_at
@@ -221,6 +227,7 @@ def fold(
         policy = schema.policy(name) if schema is not None else LAST_WRITE
         if policy.strategy == "merge_array":
             _fold_array(state, meta, name, value)
+            changed = True
             continue
         current = winners.get(name)
         if current is not None and not _beats(row, current, policy):
@@ -229,9 +236,22 @@ def fold(
         state.provenance[name] = meta.id
         if value is None:
             # A winning null is an explicit clear.
-            state.fields.pop(name, None)
-        else:
+            changed = state.fields.pop(name, _ABSENT) is not _ABSENT or changed
+        elif changed or not _same(state.fields.get(name, _ABSENT), value):
             state.fields[name] = value
+            changed = True
+    return changed
+
+
+#: a field's value when the snapshot has no such field
+_ABSENT: Any = object()
+#: the types whose equal values are written as the same JSON (a float's is not: -0.0, 0.0)
+_EXACT = frozenset((str, int, bool))
+
+
+def _same(old: Any, new: Any) -> bool:
+    """Whether a snapshot's ``old`` value is ``new`` written as the same JSON."""
+    return type(old) is type(new) and type(new) in _EXACT and old == new
 
 
 def _fold_array(state: SnapshotState, meta: ObservationMeta, name: str, value: Any) -> None:

@@ -373,13 +373,15 @@ def settle_fields(
     seq: int,
     fields_json: str,
     stored: str | None,
+    changed: bool = True,
 ) -> str:
     """After folding observation ``seq`` (whose row holds ``stored``) into ``state``: give
     the old sharer its fields back if "f" changed, then share ``seq``'s or store them.
-    Returns ``dumps(state.fields)`` (for :func:`encode_state`)."""
-    text = dumps(state.fields)
-    if state.shared is not None:
-        old_text = dumps(old_fields)
+    Returns ``dumps(state.fields)`` (for :func:`encode_state`). ``changed=False``: the
+    fold left "f" as it was (``_reducer.fold``), so it is not compared as JSON."""
+    text = dumps_acyclic(state.fields)  # fields the store parsed or checked: never circular
+    if state.shared is not None and changed:
+        old_text = dumps_acyclic(old_fields)
         if old_text != text:
             conn.execute(
                 "UPDATE observations SET fields = ? WHERE seq = ?", (old_text, state.shared)

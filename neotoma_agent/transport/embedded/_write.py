@@ -83,6 +83,14 @@ def _source_id(parts: Sequence[str]) -> str:
     return hash_uuid(f"source:{_scope.user_id()}:{content_hash}")
 
 
+def _hash_id(text: str) -> tuple[str, bytes]:
+    """:func:`hash_uuid` of ``text`` and its 16 bytes (``encode_id`` of it), from one
+    digest."""
+    digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest()
+    h = digest[:16].hex()
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}", digest[:16]
+
+
 def _element_jsons(entities: Sequence[Mapping[str, Any]]) -> list[str]:
     try:
         return [js_json(element) for element in entities]
@@ -342,6 +350,7 @@ def write(conn: sqlite3.Connection, body: Mapping[str, Any]) -> Written | dict[s
     planned = _plan(conn, entities, element_jsons, bool(body.get("strict", False)))
 
     now = now_iso()
+    packed_source = encode_id(source_id)
 
     ids_by_index: dict[int, str] = {}
     types_by_id: dict[str, str] = {}
@@ -372,6 +381,7 @@ def write(conn: sqlite3.Connection, body: Mapping[str, Any]) -> Written | dict[s
             known_state=item.state if item.exists else SnapshotState(),
             create=ident if ident.entity_id in new_ids else None,
             seqs=written,
+            packed_source=packed_source,
         )
         new_ids.discard(ident.entity_id)
         ids_by_index[item.index] = ident.entity_id
@@ -434,6 +444,7 @@ def _observe(
     known_state: SnapshotState | None = None,
     create: Identity | None = None,
     seqs: list[int] | None = None,
+    packed_source: str | bytes | None = None,
 ) -> tuple[str, dict[str, Any] | None]:
     """Append one observation and fold it into the snapshot; return its id and the snapshot.
 
@@ -445,7 +456,7 @@ def _observe(
     if obs_id is None:
         # The server's observation id: a hash of this exact JSON (keys in this order).
         # Both ids are hex digests with fixed prefixes and dashes: quoting is their JSON.
-        obs_id = hash_uuid(
+        obs_id, packed_id = _hash_id(
             '{"source_id":'
             + ("null" if source_id is None else f'"{source_id}"')
             + ',"interpretation_id":"none","entity_id":"'
@@ -454,6 +465,8 @@ def _observe(
             + fields_json
             + "}"
         )
+    else:
+        packed_id = encode_id(obs_id)
     # Reuse the state this store already read or wrote instead of reading the row again.
     if states is not None and entity_id in states:
         state: SnapshotState | None = states[entity_id]
@@ -467,10 +480,10 @@ def _observe(
         "observed_at, source_priority, observation_source, specificity_score, fields, "
         "idempotency_key, identity_basis, identity_rule) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
         (
-            encode_id(obs_id),
+            packed_id,
             encode_entity(entity_id),
             encode_word(entity_type),
-            encode_id(source_id),
+            encode_id(source_id) if packed_source is None else packed_source,
             encode_time(now),
             priority,
             encode_word(obs_source),
@@ -500,8 +513,10 @@ def _observe(
         source_priority=priority,
         source_rank=source_rank(obs_source),
     )
-    fold(state, meta, fields, schema_for(entity_type))
-    fields_text = settle_fields(conn, state, old_fields, meta.seq, fields_json, stored_fields)
+    changed = fold(state, meta, fields, schema_for(entity_type))
+    fields_text = settle_fields(
+        conn, state, old_fields, meta.seq, fields_json, stored_fields, changed
+    )
     if states is not None:
         states[entity_id] = state
     doc = encode_state(state, fields_text)
@@ -541,7 +556,6 @@ def _observe(
                 entity_id,
             ),
         )
-    index_fields(conn, entity_id, old_fields, state.fields)
     change = SnapshotChange(
         entity_id,
         entity_type,
@@ -551,17 +565,11 @@ def _observe(
         state.deleted,
         state.last_observation_at,
     )
-    index_search(conn, change)
-    rederive_name(
-        conn,
-        entity_id,
-        entity_type,
-        old_fields,
-        state.fields,
-        now,
-        create,
-        fields,
-    )
+    if changed or state.deleted != old_deleted:
+        # (Unchanged, each of these finds nothing to do: e.g. a conversation restated.)
+        index_fields(conn, entity_id, old_fields, state.fields)
+        index_search(conn, change)
+        rederive_name(conn, entity_id, entity_type, old_fields, state.fields, now, create, fields)
     if entity_type in SUMMARIZED_TYPES:
         summarize(conn, change)
     return obs_id, dict(state.fields)
