@@ -10,6 +10,7 @@ Only the fields a type's schema declares reach its snapshot, as on the server.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Mapping
 from typing import Any, NamedTuple
@@ -210,6 +211,7 @@ def fold(
     so that the caller may skip what follows the fields (their indexes, their JSON again);
     True when they may have changed."""
     changed = False
+    first = state.top is None and not state.winners and not state.fields and not state.provenance
     state.observation_count += 1
     if state.last_observation_at is None or meta.observed_at > state.last_observation_at:
         state.last_observation_at = meta.observed_at
@@ -219,6 +221,13 @@ def fold(
         state.top = meta
         state.deleted = fields.get("_deleted") is True
 
+    if first and _sets_as_given(schema, fields):
+        # The entity's first observation, each of its fields declared, not null and not
+        # merged as an array: it wins every one as it is, with nothing to compare.
+        state.fields.update(fields)
+        state.winners.update(dict.fromkeys(fields, row))
+        state.provenance.update(dict.fromkeys(fields, meta.id))
+        return bool(fields)
     winners = state.winners
     for name, value in fields.items():
         if name == "_deleted" or (schema is not None and not schema.declares(name)):
@@ -241,6 +250,26 @@ def fold(
             state.fields[name] = value
             changed = True
     return changed
+
+
+def _sets_as_given(schema: TypeSchema | None, fields: Mapping[str, Any]) -> bool:
+    """Whether a first observation of ``fields`` sets each of them as it is (see ``fold``)."""
+    declared, merged = _first_rules(schema)
+    return (
+        merged.isdisjoint(fields)
+        and (declared is None or declared.issuperset(fields))
+        and None not in fields.values()
+    )
+
+
+@functools.lru_cache(maxsize=256)  # a schema is one object per type, for the process
+def _first_rules(schema: TypeSchema | None) -> tuple[frozenset[str] | None, frozenset[str]]:
+    """The fields ``schema`` keeps (None: any) and those a fold does not set as they are
+    (``_deleted``, and the fields merged as arrays)."""
+    if schema is None:
+        return None, frozenset(("_deleted",))
+    merged = {n for n, p in schema.merge_policies.items() if p.strategy == "merge_array"}
+    return schema.fields, frozenset((*merged, "_deleted"))
 
 
 #: a field's value when the snapshot has no such field

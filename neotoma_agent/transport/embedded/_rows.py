@@ -237,6 +237,9 @@ def _winner_id(winner: Any) -> str:
     return str(winner[0]) if isinstance(winner, list) else ",".join(winner["ids"])
 
 
+# Memoised: the observations that won an entity's fields are decoded from its snapshot and
+# encoded into it again on every write of the entity (a conversation's, every turn).
+@functools.lru_cache(maxsize=1024)
 def _encode_obs_id(value: str) -> str:
     packed = encode_id(value)
     if isinstance(packed, bytes):
@@ -245,6 +248,7 @@ def _encode_obs_id(value: str) -> str:
     return "~" + value  # "~" is not base64: an id that is not a UUID, as it is
 
 
+@functools.lru_cache(maxsize=1024)
 def _decode_obs_id(value: str) -> str:
     if value.startswith("~"):
         return value[1:]
@@ -269,6 +273,17 @@ def encode_state(state: SnapshotState, fields_text: str | None = None) -> str:
 
     ``fields_text``: ``dumps(state.fields)`` when the caller has it already.
     """
+    fields = dumps_acyclic(state.fields) if fields_text is None else fields_text
+    alone = _one_winner(state)
+    if alone is not None:
+        # The common case (a new entity): o[0] wins every field of "f", in its order,
+        # and is each field's provenance: the doc is "o" alone, with "d" and "s".
+        text = '{"f":' + fields + ',"o":[' + dumps_acyclic(_encode_meta(alone)) + "]"
+        if state.deleted:
+            text += ',"d":1'
+        if state.shared is not None:
+            text += ',"s":' + dumps_acyclic(state.shared)
+        return text + "}"
     top = state.top.to_json() if state.top is not None else None
     metas: list[list[Any]] = [] if top is None else [top]
     seen: dict[tuple[Any, Any], int] = {} if top is None else {(top[0], top[1]): 0}
@@ -307,8 +322,25 @@ def encode_state(state: SnapshotState, fields_text: str | None = None) -> str:
     if state.shared is not None:
         doc["s"] = state.shared
     # "f" first, then the rest: dumps({"f": ..., **doc}) without encoding the fields twice.
-    fields = dumps_acyclic(state.fields) if fields_text is None else fields_text
     return '{"f":' + fields + "," + dumps_acyclic(doc)[1:]
+
+
+def _one_winner(state: SnapshotState) -> list[Any] | None:
+    """The top observation's meta (``to_json``) when it wins every field of ``state.fields``,
+    in their order, and is each one's provenance, and nothing else is listed; else None
+    (:func:`encode_state` then builds its doc in full)."""
+    top = state.top
+    if top is None or list(state.winners) != list(state.fields):
+        return None
+    for winner in state.winners.values():
+        if type(winner) is not list or winner[0] != top.id or winner[1] != top.seq:
+            return None
+    if list(state.provenance) != list(state.fields):
+        return None
+    for source in state.provenance.values():
+        if source != top.id:
+            return None
+    return top.to_json()
 
 
 def decode_state(

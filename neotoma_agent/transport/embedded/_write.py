@@ -475,6 +475,7 @@ def _observe(
     else:
         state = load_state(conn, entity_id)
     stored_fields = fields_column(state, fields_json)
+    at = encode_time(now)
     cur = conn.execute(
         "INSERT OR IGNORE INTO observations (id, entity_id, entity_type, source_id, "
         "observed_at, source_priority, observation_source, specificity_score, fields, "
@@ -484,7 +485,7 @@ def _observe(
             encode_entity(entity_id),
             encode_word(entity_type),
             encode_id(source_id) if packed_source is None else packed_source,
-            encode_time(now),
+            at,
             priority,
             encode_word(obs_source),
             1.0,
@@ -500,19 +501,14 @@ def _observe(
         if seqs is not None and seq is not None:
             seqs.append(seq)
         return obs_id, dict(state.fields) if state else None
+    seq = int(cur.lastrowid or 0)
     if seqs is not None:
-        seqs.append(int(cur.lastrowid or 0))
+        seqs.append(seq)
     if state is None:
         state = SnapshotState()
     old_fields = dict(state.fields)
     old_deleted = state.deleted
-    meta = ObservationMeta(
-        id=obs_id,
-        seq=int(cur.lastrowid or 0),
-        observed_at=now,
-        source_priority=priority,
-        source_rank=source_rank(obs_source),
-    )
+    meta = ObservationMeta(obs_id, seq, now, priority, source_rank(obs_source))
     changed = fold(state, meta, fields, schema_for(entity_type))
     fields_text = settle_fields(
         conn, state, old_fields, meta.seq, fields_json, stored_fields, changed
@@ -529,8 +525,8 @@ def _observe(
                 entity_id,
                 create.entity_type,
                 create.canonical_name,
-                encode_time(now),
-                encode_time(now),
+                at,
+                at,
                 doc,
                 state.observation_count,
                 encode_opt_time(state.last_observation_at),
@@ -552,26 +548,30 @@ def _observe(
                 doc,
                 state.observation_count,
                 encode_opt_time(state.last_observation_at),
-                encode_time(now),
+                at,
                 entity_id,
             ),
         )
-    change = SnapshotChange(
-        entity_id,
-        entity_type,
-        old_fields,
-        old_deleted,
-        state.fields,
-        state.deleted,
-        state.last_observation_at,
-    )
-    if changed or state.deleted != old_deleted:
-        # (Unchanged, each of these finds nothing to do: e.g. a conversation restated.)
-        index_fields(conn, entity_id, old_fields, state.fields)
-        index_search(conn, change)
-        rederive_name(conn, entity_id, entity_type, old_fields, state.fields, now, create, fields)
-    if entity_type in SUMMARIZED_TYPES:
-        summarize(conn, change)
+    moved = changed or state.deleted != old_deleted
+    if moved or entity_type in SUMMARIZED_TYPES:
+        change = SnapshotChange(
+            entity_id,
+            entity_type,
+            old_fields,
+            old_deleted,
+            state.fields,
+            state.deleted,
+            state.last_observation_at,
+        )
+        if moved:
+            # (Unmoved, each of these finds nothing to do: e.g. a conversation restated.)
+            index_fields(conn, entity_id, old_fields, state.fields)
+            index_search(conn, change)
+            rederive_name(
+                conn, entity_id, entity_type, old_fields, state.fields, now, create, fields
+            )
+        if entity_type in SUMMARIZED_TYPES:
+            summarize(conn, change)
     return obs_id, dict(state.fields)
 
 
