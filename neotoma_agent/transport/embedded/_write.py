@@ -453,6 +453,7 @@ def _observe(
     """
     if fields_json is None:
         fields_json = js_json(fields)
+    packed_id: str | bytes | None
     if obs_id is None:
         # The server's observation id: a hash of this exact JSON (keys in this order).
         # Both ids are hex digests with fixed prefixes and dashes: quoting is their JSON.
