@@ -392,10 +392,20 @@ OBSERVATION_FIELDS = (
 )
 
 
-def fields_column(state: SnapshotState | None, fields_json: str) -> str | None:
-    """What a new observation's row holds in ``fields`` before the fold: NULL (it may share
-    the snapshot's) unless another observation already does, which a fold rarely undoes."""
-    return None if state is None or state.shared is None else fields_json
+def fields_column(
+    state: SnapshotState | None, fields_json: str, fields: Mapping[str, Any] | None = None
+) -> str | None:
+    """What a new observation's row holds in ``fields`` before the fold: NULL where it is
+    likely to share the snapshot's after it, else its fields (:func:`settle_fields` then
+    sets the row right either way, so a wrong guess costs an UPDATE, never a wrong row).
+
+    Likely: nothing shares yet; or ``fields`` (the observation's) restate every field of
+    the snapshot, changed (a turn record's close), so that it wins them all."""
+    if state is None or state.shared is None:
+        return None
+    if fields is not None and state.fields.keys() <= fields.keys() and fields != state.fields:
+        return None
+    return fields_json
 
 
 def settle_fields(

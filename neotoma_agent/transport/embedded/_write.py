@@ -475,7 +475,7 @@ def _observe(
         state = known_state
     else:
         state = load_state(conn, entity_id)
-    stored_fields = fields_column(state, fields_json)
+    stored_fields = fields_column(state, fields_json, fields)
     at = encode_time(now)
     cur = conn.execute(
         "INSERT OR IGNORE INTO observations (id, entity_id, entity_type, source_id, "

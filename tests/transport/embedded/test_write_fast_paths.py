@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import sqlite3
 from pathlib import Path
 from typing import Any
 from unittest.mock import ANY
@@ -18,6 +19,7 @@ import pytest
 
 from neotoma_agent import NeotomaMemory
 from neotoma_agent.transport.embedded import EmbeddedStore
+from neotoma_agent.transport.embedded._rows import encode_entity
 
 pytestmark = [pytest.mark.anyio, pytest.mark.one_backend]
 
@@ -130,3 +132,48 @@ async def test_a_restated_conversation_keeps_its_snapshot_and_its_summary(path: 
         assert fields == [restated, restated, {**restated, "started_at": ANY}, restated]
         assert snap.observation_count == 4
         assert snap.last_observation_at == item.last_activity
+
+
+def _stored(path: Path, entity_id: str) -> list[str | None]:
+    """The ``fields`` column of an entity's observation rows, newest first."""
+    with sqlite3.connect(path) as conn:
+        rows = conn.execute(
+            "SELECT fields FROM observations WHERE entity_id = ? ORDER BY seq DESC",
+            (encode_entity(entity_id),),
+        ).fetchall()
+    return [r[0] for r in rows]
+
+
+@pytest.mark.parametrize(
+    ("restated", "shares"),
+    [({"size": 2}, True), ({"size": None}, False), ({"size": 1}, False)],
+    ids=["changed", "cleared", "unchanged"],
+)
+async def test_an_observation_restating_every_field_is_stored_right_whatever_the_fold(
+    path: Path, restated: dict[str, Any], shares: bool
+) -> None:
+    # An observation that restates every field of the snapshot is written without its
+    # fields (it is likely to share them); where the fold says otherwise (a null clears
+    # a field; nothing changed, so the older one keeps sharing) the row gets them after.
+    first = {"entity_type": "widget", "name": "Sprocket", "size": 1}
+    again = {"entity_type": "widget", "name": "Sprocket", **restated}
+    async with EmbeddedStore.open(path) as store:
+        got = await store.store([first], idempotency_key="w-1")
+        entity_id = got.entities[0].entity_id
+        await store.store([again, {"entity_type": "widget", "name": "Gear"}], idempotency_key="w-2")
+        observed = await store.list_observations(entity_id)
+        assert [o.fields for o in observed.observations] == [
+            {"name": "Sprocket", **restated},
+            {"name": "Sprocket", "size": 1},
+        ]
+    newest, older = _stored(path, entity_id)
+    if shares:
+        assert (newest, older) == (None, '{"name":"Sprocket","size":1}')
+    elif restated["size"] is None:
+        assert (json.loads(newest or "null"), json.loads(older or "null")) == (
+            {"name": "Sprocket", "size": None},
+            {"name": "Sprocket", "size": 1},
+        )
+    else:  # the older one still shares the unchanged snapshot's fields
+        assert older is None
+        assert json.loads(newest or "null") == {"name": "Sprocket", "size": 1}
