@@ -47,16 +47,15 @@ from ._rows import (
     encode_time,
     encode_word,
     entity_row,
-    fields_column,
     key_seen,
     load_rows,
     load_state,
     observation_seq,
     record_key,
     replayed_observations,
-    settle_fields,
 )
 from ._search import index_search
+from ._shared_fields import fields_column, settle_fields
 from ._store_answer import Written, answer
 from ._summaries import SUMMARIZED_TYPES, summarize
 from ._validate import check_entities, check_relationships
