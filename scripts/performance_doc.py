@@ -387,7 +387,6 @@ STEPS: dict[str, tuple[str, str | None]] = {
         "idempotency keys numbered (version 8 finds them by a 16-byte digest already)",
         "  idempotency keys",
     ),
-    "+partof": ("PART_OF derived from the conversation index", "  edges"),
     "+ids": ("entity ids as their 12 bytes in the entity row and its index", None),
     "+codec": (
         "(beyond the compact format) messages' and turn records' fields in a positional codec",
