@@ -37,7 +37,7 @@ from typing import Any, Final
 from _synth import build_turns, conversation_id, turn_id
 
 from neotoma_agent._neotoma.identity import entity_id_for
-from neotoma_agent._records.keys import _key_base, conversation_entity_id, turn_record_entity_id
+from neotoma_agent._records.keys import TurnKeys, conversation_entity_id, turn_record_entity_id
 from neotoma_agent.transport.embedded._name_index import BOOKKEEPING, book_text
 from neotoma_agent.transport.embedded._rows import decode_entity, encode_entity, key_digest
 from neotoma_agent.transport.embedded._store import _connect
@@ -54,7 +54,7 @@ _CACHE_KIB: Final = 3_000_000
 
 def _keys(cid: str, turns: int) -> dict[str, str]:
     return {
-        f"{phase}:{t}": _key_base(cid, turn_id(t), phase)  # type: ignore[arg-type]
+        f"{phase}:{t}": TurnKeys(cid, turn_id(t)).idempotency_key(phase)  # type: ignore[arg-type]
         for t in range(turns)
         for phase in ("user", "assistant")
     }
