@@ -229,6 +229,7 @@ def _subprocess_rows(root: Path, args: argparse.Namespace) -> dict[str, float]:
         cmd += ["--stores", str(args.stores), "--turns", str(args.turns)]
         subprocess.run(cmd, env=env, check=True, stdout=subprocess.DEVNULL)
         rows: dict[str, float] = json.loads(out.read_text())
+        rows.pop("meta", None)  # the child's run: this run's own is the one kept
         return rows
 
 

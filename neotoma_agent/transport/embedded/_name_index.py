@@ -44,6 +44,7 @@ NAME_KINDS = frozenset(("name", "alias"))
 SEARCH_FIELDS = ("name", "full_name", "title", "email", "domain", "company")
 
 FIELD_KINDS = frozenset(f"field:{f}" for f in SEARCH_FIELDS)  # their name_index kinds
+_SEARCHED: Final = frozenset(SEARCH_FIELDS)
 
 
 def install(conn: sqlite3.Connection) -> None:
@@ -174,6 +175,8 @@ def index_fields(
     new: Mapping[str, Any],
 ) -> None:
     """Keep the lookup indexes of the searchable snapshot fields in step with the snapshot."""
+    if _SEARCHED.isdisjoint(old) and _SEARCHED.isdisjoint(new):
+        return  # (a message, a turn record: none of their fields is looked up so)
     for name in SEARCH_FIELDS:
         before, after = old.get(name), new.get(name)
         if before == after:

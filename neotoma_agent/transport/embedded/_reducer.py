@@ -10,6 +10,7 @@ Only the fields a type's schema declares reach its snapshot, as on the server.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Mapping
 from typing import Any, NamedTuple
@@ -202,8 +203,15 @@ def fold(
     meta: ObservationMeta,
     fields: Mapping[str, Any],
     schema: TypeSchema | None,
-) -> None:
-    """Fold one observation into ``state`` in place."""
+) -> bool:
+    """Fold one observation into ``state`` in place.
+
+    Returns False only when ``state.fields`` is the same after as before, written as JSON
+    (every value it set was already there, of the same type: a string, an int or a bool),
+    so that the caller may skip what follows the fields (their indexes, their JSON again);
+    True when they may have changed."""
+    changed = False
+    first = state.top is None and not state.winners and not state.fields and not state.provenance
     state.observation_count += 1
     if state.last_observation_at is None or meta.observed_at > state.last_observation_at:
         state.last_observation_at = meta.observed_at
@@ -213,6 +221,13 @@ def fold(
         state.top = meta
         state.deleted = fields.get("_deleted") is True
 
+    if first and _sets_as_given(schema, fields):
+        # The entity's first observation, each of its fields declared, not null and not
+        # merged as an array: it wins every one as it is, with nothing to compare.
+        state.fields.update(fields)
+        state.winners.update(dict.fromkeys(fields, row))
+        state.provenance.update(dict.fromkeys(fields, meta.id))
+        return bool(fields)
     winners = state.winners
     for name, value in fields.items():
         if name == "_deleted" or (schema is not None and not schema.declares(name)):
@@ -221,6 +236,7 @@ def fold(
         policy = schema.policy(name) if schema is not None else LAST_WRITE
         if policy.strategy == "merge_array":
             _fold_array(state, meta, name, value)
+            changed = True
             continue
         current = winners.get(name)
         if current is not None and not _beats(row, current, policy):
@@ -229,9 +245,42 @@ def fold(
         state.provenance[name] = meta.id
         if value is None:
             # A winning null is an explicit clear.
-            state.fields.pop(name, None)
-        else:
+            changed = state.fields.pop(name, _ABSENT) is not _ABSENT or changed
+        elif changed or not _same(state.fields.get(name, _ABSENT), value):
             state.fields[name] = value
+            changed = True
+    return changed
+
+
+def _sets_as_given(schema: TypeSchema | None, fields: Mapping[str, Any]) -> bool:
+    """Whether a first observation of ``fields`` sets each of them as it is (see ``fold``)."""
+    declared, merged = _first_rules(schema)
+    return (
+        merged.isdisjoint(fields)
+        and (declared is None or declared.issuperset(fields))
+        and None not in fields.values()
+    )
+
+
+@functools.lru_cache(maxsize=256)  # a schema is one object per type, for the process
+def _first_rules(schema: TypeSchema | None) -> tuple[frozenset[str] | None, frozenset[str]]:
+    """The fields ``schema`` keeps (None: any) and those a fold does not set as they are
+    (``_deleted``, and the fields merged as arrays)."""
+    if schema is None:
+        return None, frozenset(("_deleted",))
+    merged = {n for n, p in schema.merge_policies.items() if p.strategy == "merge_array"}
+    return schema.fields, frozenset((*merged, "_deleted"))
+
+
+#: a field's value when the snapshot has no such field
+_ABSENT: Any = object()
+#: the types whose equal values are written as the same JSON (a float's is not: -0.0, 0.0)
+_EXACT = frozenset((str, int, bool))
+
+
+def _same(old: Any, new: Any) -> bool:
+    """Whether a snapshot's ``old`` value is ``new`` written as the same JSON."""
+    return type(old) is type(new) and type(new) in _EXACT and old == new
 
 
 def _fold_array(state: SnapshotState, meta: ObservationMeta, name: str, value: Any) -> None:

@@ -47,7 +47,6 @@ __all__ = [
     "entity_json",
     "entity_row",
     "entity_text",
-    "fields_column",
     "key_digest",
     "key_seen",
     "live_state",
@@ -62,7 +61,6 @@ __all__ = [
     "relationship_json",
     "relationship_row_json",
     "replayed_observations",
-    "settle_fields",
     "snapshot_record",
     "time_text",
 ]
@@ -237,6 +235,9 @@ def _winner_id(winner: Any) -> str:
     return str(winner[0]) if isinstance(winner, list) else ",".join(winner["ids"])
 
 
+# Memoised: the observations that won an entity's fields are decoded from its snapshot and
+# encoded into it again on every write of the entity (a conversation's, every turn).
+@functools.lru_cache(maxsize=1024)
 def _encode_obs_id(value: str) -> str:
     packed = encode_id(value)
     if isinstance(packed, bytes):
@@ -245,6 +246,7 @@ def _encode_obs_id(value: str) -> str:
     return "~" + value  # "~" is not base64: an id that is not a UUID, as it is
 
 
+@functools.lru_cache(maxsize=1024)
 def _decode_obs_id(value: str) -> str:
     if value.startswith("~"):
         return value[1:]
@@ -269,6 +271,17 @@ def encode_state(state: SnapshotState, fields_text: str | None = None) -> str:
 
     ``fields_text``: ``dumps(state.fields)`` when the caller has it already.
     """
+    fields = dumps_acyclic(state.fields) if fields_text is None else fields_text
+    alone = _one_winner(state)
+    if alone is not None:
+        # The common case (a new entity): o[0] wins every field of "f", in its order,
+        # and is each field's provenance: the doc is "o" alone, with "d" and "s".
+        text = '{"f":' + fields + ',"o":[' + dumps_acyclic(_encode_meta(alone)) + "]"
+        if state.deleted:
+            text += ',"d":1'
+        if state.shared is not None:
+            text += ',"s":' + dumps_acyclic(state.shared)
+        return text + "}"
     top = state.top.to_json() if state.top is not None else None
     metas: list[list[Any]] = [] if top is None else [top]
     seen: dict[tuple[Any, Any], int] = {} if top is None else {(top[0], top[1]): 0}
@@ -307,8 +320,25 @@ def encode_state(state: SnapshotState, fields_text: str | None = None) -> str:
     if state.shared is not None:
         doc["s"] = state.shared
     # "f" first, then the rest: dumps({"f": ..., **doc}) without encoding the fields twice.
-    fields = dumps_acyclic(state.fields) if fields_text is None else fields_text
     return '{"f":' + fields + "," + dumps_acyclic(doc)[1:]
+
+
+def _one_winner(state: SnapshotState) -> list[Any] | None:
+    """The top observation's meta (``to_json``) when it wins every field of ``state.fields``,
+    in their order, and is each one's provenance, and nothing else is listed; else None
+    (:func:`encode_state` then builds its doc in full)."""
+    top = state.top
+    if top is None or list(state.winners) != list(state.fields):
+        return None
+    for winner in state.winners.values():
+        if type(winner) is not list or winner[0] != top.id or winner[1] != top.seq:
+            return None
+    if list(state.provenance) != list(state.fields):
+        return None
+    for source in state.provenance.values():
+        if source != top.id:
+            return None
+    return top.to_json()
 
 
 def decode_state(
@@ -352,46 +382,12 @@ def decode_state(
 # written once; a turn record's closing observation restates it whole), so one observation
 # per entity may be stored without its fields (NULL): they are the snapshot's "f", and the
 # snapshot names it ("s"). When a later fold changes "f", that observation gets its fields
-# back first. Readers select ``OBSERVATION_FIELDS`` instead of the column.
+# back first (``_shared_fields``). Readers select ``OBSERVATION_FIELDS`` instead of the column.
 
 OBSERVATION_FIELDS = (
     "coalesce(fields, (SELECT json_extract(e.snapshot, '$.f') FROM entities e "
     f"WHERE e.id = {entity_text('observations.entity_id')}))"
 )
-
-
-def fields_column(state: SnapshotState | None, fields_json: str) -> str | None:
-    """What a new observation's row holds in ``fields`` before the fold: NULL (it may share
-    the snapshot's) unless another observation already does, which a fold rarely undoes."""
-    return None if state is None or state.shared is None else fields_json
-
-
-def settle_fields(
-    conn: sqlite3.Connection,
-    state: SnapshotState,
-    old_fields: Mapping[str, Any],
-    seq: int,
-    fields_json: str,
-    stored: str | None,
-) -> str:
-    """After folding observation ``seq`` (whose row holds ``stored``) into ``state``: give
-    the old sharer its fields back if "f" changed, then share ``seq``'s or store them.
-    Returns ``dumps(state.fields)`` (for :func:`encode_state`)."""
-    text = dumps(state.fields)
-    if state.shared is not None:
-        old_text = dumps(old_fields)
-        if old_text != text:
-            conn.execute(
-                "UPDATE observations SET fields = ? WHERE seq = ?", (old_text, state.shared)
-            )
-            state.shared = None
-    if state.shared is None and fields_json == text:
-        state.shared = seq
-        if stored is not None:
-            conn.execute("UPDATE observations SET fields = NULL WHERE seq = ?", (seq,))
-    elif stored is None:
-        conn.execute("UPDATE observations SET fields = ? WHERE seq = ?", (fields_json, seq))
-    return text
 
 
 # -- idempotency keys ------------------------------------------------------------------------

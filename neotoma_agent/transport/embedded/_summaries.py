@@ -24,6 +24,7 @@ a partial index, so a deep page costs what the first one does.
 
 from __future__ import annotations
 
+import functools
 import sqlite3
 from collections.abc import Mapping
 from typing import Any, Final
@@ -79,8 +80,13 @@ def _conversation_of(session_id: object) -> str | None:
     user's)."""
     if not isinstance(session_id, str) or not session_id:
         return None
+    return _conversation_id(session_id, _scope.tenant())
+
+
+@functools.lru_cache(maxsize=1024)  # a turn record is placed twice a turn, by the same id
+def _conversation_id(session_id: str, tenant: str | None) -> str:
     identity = resolve_identity_cached("conversation", {"conversation_id": session_id})
-    return identity.in_tenant(_scope.tenant()).entity_id
+    return identity.in_tenant(tenant).entity_id
 
 
 def _upsert(conn: sqlite3.Connection, sql: str, params: tuple[Any, ...]) -> None:
@@ -104,6 +110,13 @@ def _turn_place(fields: Mapping[str, Any], deleted: bool) -> tuple[str, object] 
 def _add_turn(conn: sqlite3.Connection, conversation: str, status: object, step: int) -> None:
     counts = [step if status == s else 0 for s in _STATUSES]
     _upsert(conn, _ADD_TURNS, (conversation, step, *counts))
+
+
+def _move_turn(conn: sqlite3.Connection, conversation: str, before: object, after: object) -> None:
+    """A turn of ``conversation`` from status ``before`` to ``after``: one upsert, whose
+    row ends as the two of :func:`_add_turn` (-1, then +1) leave it."""
+    counts = [(after == s) - (before == s) for s in _STATUSES]
+    _upsert(conn, _ADD_TURNS, (conversation, 0, *counts))
 
 
 def _conversation_row(
@@ -132,6 +145,9 @@ def summarize(conn: sqlite3.Connection, change: SnapshotChange) -> None:
     before = _turn_place(change.old_fields, change.old_deleted) if change.old_fields else None
     after = _turn_place(change.fields, change.deleted)
     if before == after:
+        return
+    if before is not None and after is not None and before[0] == after[0]:
+        _move_turn(conn, before[0], before[1], after[1])  # a close: its status moves
         return
     if before is not None:
         _add_turn(conn, before[0], before[1], -1)

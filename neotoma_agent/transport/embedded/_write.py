@@ -47,16 +47,15 @@ from ._rows import (
     encode_time,
     encode_word,
     entity_row,
-    fields_column,
     key_seen,
     load_rows,
     load_state,
     observation_seq,
     record_key,
     replayed_observations,
-    settle_fields,
 )
 from ._search import index_search
+from ._shared_fields import fields_column, settle_fields
 from ._store_answer import Written, answer
 from ._summaries import SUMMARIZED_TYPES, summarize
 from ._validate import check_entities, check_relationships
@@ -81,6 +80,14 @@ def _source_id(parts: Sequence[str]) -> str:
     text = "[" + ",".join(parts) + "]"
     content_hash = hashlib.sha256(text.encode()).hexdigest()
     return hash_uuid(f"source:{_scope.user_id()}:{content_hash}")
+
+
+def _hash_id(text: str) -> tuple[str, bytes]:
+    """:func:`hash_uuid` of ``text`` and its 16 bytes (``encode_id`` of it), from one
+    digest."""
+    digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest()
+    h = digest[:16].hex()
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}", digest[:16]
 
 
 def _element_jsons(entities: Sequence[Mapping[str, Any]]) -> list[str]:
@@ -342,6 +349,7 @@ def write(conn: sqlite3.Connection, body: Mapping[str, Any]) -> Written | dict[s
     planned = _plan(conn, entities, element_jsons, bool(body.get("strict", False)))
 
     now = now_iso()
+    packed_source = encode_id(source_id)
 
     ids_by_index: dict[int, str] = {}
     types_by_id: dict[str, str] = {}
@@ -372,6 +380,7 @@ def write(conn: sqlite3.Connection, body: Mapping[str, Any]) -> Written | dict[s
             known_state=item.state if item.exists else SnapshotState(),
             create=ident if ident.entity_id in new_ids else None,
             seqs=written,
+            packed_source=packed_source,
         )
         new_ids.discard(ident.entity_id)
         ids_by_index[item.index] = ident.entity_id
@@ -435,6 +444,7 @@ def _observe(
     known_state: SnapshotState | None = None,
     create: Identity | None = None,
     seqs: list[int] | None = None,
+    packed_source: str | bytes | None = None,
 ) -> tuple[str, dict[str, Any] | None]:
     """Append one observation and fold it into the snapshot; return its id and the snapshot.
 
@@ -443,10 +453,11 @@ def _observe(
     """
     if fields_json is None:
         fields_json = js_json(fields)
+    packed_id: str | bytes | None
     if obs_id is None:
         # The server's observation id: a hash of this exact JSON (keys in this order).
         # Both ids are hex digests with fixed prefixes and dashes: quoting is their JSON.
-        obs_id = hash_uuid(
+        obs_id, packed_id = _hash_id(
             '{"source_id":'
             + ("null" if source_id is None else f'"{source_id}"')
             + ',"interpretation_id":"none","entity_id":"'
@@ -455,6 +466,8 @@ def _observe(
             + fields_json
             + "}"
         )
+    else:
+        packed_id = encode_id(obs_id)
     # Reuse the state this store already read or wrote instead of reading the row again.
     if states is not None and entity_id in states:
         state: SnapshotState | None = states[entity_id]
@@ -462,17 +475,18 @@ def _observe(
         state = known_state
     else:
         state = load_state(conn, entity_id)
-    stored_fields = fields_column(state, fields_json)
+    stored_fields = fields_column(state, fields_json, fields)
+    at = encode_time(now)
     cur = conn.execute(
         "INSERT OR IGNORE INTO observations (id, entity_id, entity_type, source_id, "
         "observed_at, source_priority, observation_source, specificity_score, fields, "
         "idempotency_key, identity_basis, identity_rule) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
         (
-            encode_id(obs_id),
+            packed_id,
             encode_entity(entity_id),
             encode_word(entity_type),
-            encode_id(source_id),
-            encode_time(now),
+            encode_id(source_id) if packed_source is None else packed_source,
+            at,
             priority,
             encode_word(obs_source),
             1.0,
@@ -488,21 +502,18 @@ def _observe(
         if seqs is not None and seq is not None:
             seqs.append(seq)
         return obs_id, dict(state.fields) if state else None
+    seq = int(cur.lastrowid or 0)
     if seqs is not None:
-        seqs.append(int(cur.lastrowid or 0))
+        seqs.append(seq)
     if state is None:
         state = SnapshotState()
     old_fields = dict(state.fields)
     old_deleted = state.deleted
-    meta = ObservationMeta(
-        id=obs_id,
-        seq=int(cur.lastrowid or 0),
-        observed_at=now,
-        source_priority=priority,
-        source_rank=source_rank(obs_source),
+    meta = ObservationMeta(obs_id, seq, now, priority, source_rank(obs_source))
+    changed = fold(state, meta, fields, schema_for(entity_type))
+    fields_text = settle_fields(
+        conn, state, old_fields, meta.seq, fields_json, stored_fields, changed
     )
-    fold(state, meta, fields, schema_for(entity_type))
-    fields_text = settle_fields(conn, state, old_fields, meta.seq, fields_json, stored_fields)
     if states is not None:
         states[entity_id] = state
     doc = encode_state(state, fields_text)
@@ -515,8 +526,8 @@ def _observe(
                 entity_id,
                 create.entity_type,
                 create.canonical_name,
-                encode_time(now),
-                encode_time(now),
+                at,
+                at,
                 doc,
                 state.observation_count,
                 encode_opt_time(state.last_observation_at),
@@ -538,33 +549,30 @@ def _observe(
                 doc,
                 state.observation_count,
                 encode_opt_time(state.last_observation_at),
-                encode_time(now),
+                at,
                 entity_id,
             ),
         )
-    index_fields(conn, entity_id, old_fields, state.fields)
-    change = SnapshotChange(
-        entity_id,
-        entity_type,
-        old_fields,
-        old_deleted,
-        state.fields,
-        state.deleted,
-        state.last_observation_at,
-    )
-    index_search(conn, change)
-    rederive_name(
-        conn,
-        entity_id,
-        entity_type,
-        old_fields,
-        state.fields,
-        now,
-        create,
-        fields,
-    )
-    if entity_type in SUMMARIZED_TYPES:
-        summarize(conn, change)
+    moved = changed or state.deleted != old_deleted
+    if moved or entity_type in SUMMARIZED_TYPES:
+        change = SnapshotChange(
+            entity_id,
+            entity_type,
+            old_fields,
+            old_deleted,
+            state.fields,
+            state.deleted,
+            state.last_observation_at,
+        )
+        if moved:
+            # (Unmoved, each of these finds nothing to do: e.g. a conversation restated.)
+            index_fields(conn, entity_id, old_fields, state.fields)
+            index_search(conn, change)
+            rederive_name(
+                conn, entity_id, entity_type, old_fields, state.fields, now, create, fields
+            )
+        if entity_type in SUMMARIZED_TYPES:
+            summarize(conn, change)
     return obs_id, dict(state.fields)
 
 

@@ -248,3 +248,39 @@ def test_state_keeps_one_winner_per_field_not_the_history() -> None:
     assert state.observation_count == 500
     assert state.fields == {"x": 500, "y": 500}
     assert len(encoded) < 400
+
+
+#: values equal in Python but written apart as JSON (and one float sign JSON keeps)
+EQUAL_UNLIKE: tuple[Any, ...] = (1, True, 1.0, 0, False, 0.0, -0.0, "1", None)
+
+
+def _as_written(fields: dict[str, Any], *, ordered: bool = True) -> str:
+    """``fields``' JSON (in their order, or by name), each value's type beside it (so that
+    ``0.0`` and ``0``, and a float's sign, tell apart)."""
+    items = list(fields.items()) if ordered else sorted(fields.items())
+    return json.dumps([(k, v, type(v).__name__, repr(v)) for k, v in items])
+
+
+@pytest.mark.parametrize("schema", [None, schema_with(f1=POLICIES["highest_priority"])])
+def test_fold_keeps_each_winning_value_as_it_was_written(schema: TypeSchema | None) -> None:
+    # The first fold of a new state sets its fields with nothing to compare, and a fold
+    # says "unchanged" only when the fields' JSON is the same: both must hold for values
+    # Python calls equal (1 and True, 0.0 and -0.0).
+    for seed in range(80):
+        rng = random.Random(seed)
+        state = SnapshotState()
+        history: list[Obs] = []
+        for seq in range(1, 25):
+            names = rng.sample(["f1", "f2"], rng.randint(1, 2))
+            fields = {name: rng.choice(EQUAL_UNLIKE) for name in names}
+            obs = Obs(meta(seq, priority=rng.choice(PRIORITIES)), fields)
+            history.append(obs)
+            before = _as_written(state.fields)
+            changed = fold(state, obs.meta, obs.fields, schema)
+            expected = reference(history, schema)
+            got, want = state.fields, expected["fields"]
+            assert _as_written(got, ordered=False) == _as_written(want, ordered=False), (seed, seq)
+            assert state.provenance == expected["provenance"], (seed, seq)
+            if not changed:
+                assert _as_written(state.fields) == before, (seed, seq)
+            state = round_trip(state)

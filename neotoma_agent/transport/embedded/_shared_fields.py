@@ -1,0 +1,64 @@
+"""Which observation row holds its fields, and which shares its entity's snapshot's.
+
+One observation per entity may be stored without its fields (NULL) while they are exactly
+its snapshot's "f" (``_rows``: the snapshot names it, "s"): a message written once, a turn
+record's close that restates it whole. :func:`fields_column` is what a new observation's row
+holds before its fold, :func:`settle_fields` sets the rows right after it.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Mapping
+from typing import Any
+
+from ._reducer import SnapshotState
+from ._rows import dumps_acyclic
+
+__all__ = ["fields_column", "settle_fields"]
+
+
+def fields_column(
+    state: SnapshotState | None, fields_json: str, fields: Mapping[str, Any] | None = None
+) -> str | None:
+    """What a new observation's row holds in ``fields`` before the fold: NULL where it is
+    likely to share the snapshot's after it, else its fields (:func:`settle_fields` then
+    sets the row right either way, so a wrong guess costs an UPDATE, never a wrong row).
+
+    Likely: nothing shares yet; or ``fields`` (the observation's) restate every field of
+    the snapshot, changed (a turn record's close), so that it wins them all."""
+    if state is None or state.shared is None:
+        return None
+    if fields is not None and state.fields.keys() <= fields.keys() and fields != state.fields:
+        return None
+    return fields_json
+
+
+def settle_fields(
+    conn: sqlite3.Connection,
+    state: SnapshotState,
+    old_fields: Mapping[str, Any],
+    seq: int,
+    fields_json: str,
+    stored: str | None,
+    changed: bool = True,
+) -> str:
+    """After folding observation ``seq`` (whose row holds ``stored``) into ``state``: give
+    the old sharer its fields back if "f" changed, then share ``seq``'s or store them.
+    Returns ``dumps(state.fields)`` (for :func:`encode_state`). ``changed=False``: the
+    fold left "f" as it was (``_reducer.fold``), so it is not compared as JSON."""
+    text = dumps_acyclic(state.fields)  # fields the store parsed or checked: never circular
+    if state.shared is not None and changed:
+        old_text = dumps_acyclic(old_fields)
+        if old_text != text:
+            conn.execute(
+                "UPDATE observations SET fields = ? WHERE seq = ?", (old_text, state.shared)
+            )
+            state.shared = None
+    if state.shared is None and fields_json == text:
+        state.shared = seq
+        if stored is not None:
+            conn.execute("UPDATE observations SET fields = NULL WHERE seq = ?", (seq,))
+    elif stored is None:
+        conn.execute("UPDATE observations SET fields = ? WHERE seq = ?", (fields_json, seq))
+    return text
