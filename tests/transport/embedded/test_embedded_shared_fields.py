@@ -38,11 +38,14 @@ async def _fields(store: EmbeddedStore, entity_id: str) -> list[dict[str, Any]]:
 
 
 def _stored(path: Path, entity_id: str) -> list[str | None]:
-    """The ``fields`` column of an entity's observation rows, newest first."""
+    """The stored ``fields`` of an entity's observations, newest first (its row's first
+    one last: ``first_fields``)."""
     with sqlite3.connect(path) as conn:
         rows = conn.execute(
-            "SELECT fields FROM observations WHERE entity_id = ? ORDER BY seq DESC",
-            (encode_entity(entity_id),),
+            "SELECT fields FROM (SELECT fields, seq FROM observations WHERE entity_id = ? "
+            "UNION ALL SELECT first_fields, 0 FROM entities WHERE id = ? "
+            "AND first_id IS NOT NULL) ORDER BY seq DESC",
+            (encode_entity(entity_id), entity_id),
         ).fetchall()
     return [r[0] for r in rows]
 
@@ -130,7 +133,10 @@ async def test_a_version_3_file_shares_fields_and_answers_the_same_after_opening
             got = await store.request("list_observations", {"entity_id": entity_id})
             assert got == recorded["observations"][entity_id]
     with sqlite3.connect(path) as conn:
-        shared = conn.execute("SELECT count(*) FROM observations WHERE fields IS NULL")
+        shared = conn.execute(
+            "SELECT (SELECT count(*) FROM observations WHERE fields IS NULL) + (SELECT "
+            "count(*) FROM entities WHERE first_id IS NOT NULL AND first_fields IS NULL)"
+        )
         assert shared.fetchone()[0] > 0
         # Each conversation's messages numbered from 1 in their first-written order.
         positions = conn.execute(

@@ -135,11 +135,14 @@ async def test_a_restated_conversation_keeps_its_snapshot_and_its_summary(path: 
 
 
 def _stored(path: Path, entity_id: str) -> list[str | None]:
-    """The ``fields`` column of an entity's observation rows, newest first."""
+    """The stored ``fields`` of an entity's observations, newest first (its row's first
+    one last: ``first_fields``)."""
     with sqlite3.connect(path) as conn:
         rows = conn.execute(
-            "SELECT fields FROM observations WHERE entity_id = ? ORDER BY seq DESC",
-            (encode_entity(entity_id),),
+            "SELECT fields FROM (SELECT fields, seq FROM observations WHERE entity_id = ? "
+            "UNION ALL SELECT first_fields, 0 FROM entities WHERE id = ? "
+            "AND first_id IS NOT NULL) ORDER BY seq DESC",
+            (encode_entity(entity_id), entity_id),
         ).fetchall()
     return [r[0] for r in rows]
 
