@@ -228,7 +228,9 @@ def _subprocess_rows(root: Path, args: argparse.Namespace) -> dict[str, float]:
         cmd = [sys.executable, __file__, "--embedded-only", "--json", str(out)]
         cmd += ["--stores", str(args.stores), "--turns", str(args.turns)]
         subprocess.run(cmd, env=env, check=True, stdout=subprocess.DEVNULL)
+        # Its figures, without the metadata every run's JSON carries.
         rows: dict[str, float] = json.loads(out.read_text())
+        rows.pop("meta", None)
         return rows
 
 
