@@ -31,14 +31,22 @@ def stop() -> None:
     os.getpgrp()
 
 
-def instructions(argv: Sequence[str], *, tree: Path | None = None, marked: bool) -> list[int]:
+def instructions(
+    argv: Sequence[str], *, tree: Path | None = None, marked: bool, main_thread: bool = False
+) -> list[int]:
     """Run ``argv`` under callgrind (with ``tree``'s package first on the path, if given):
     the instructions of each span between :func:`start` and :func:`stop`, in the order they
-    ran (``marked``), or the whole process's total, alone in the list."""
+    ran (``marked``), or the whole process's total, alone in the list. ``main_thread``
+    (marked only): the spans' instructions on the thread that marks them alone (the event
+    loop's, in an async child), not the other threads' (a store's SQLite thread)."""
     env = dict(os.environ)
     if tree is not None:
         env["PYTHONPATH"] = str(tree)
     marks = [f"--zero-before={_ZERO_AT}", f"--dump-before={_DUMP_AT}"] if marked else []
+    if main_thread:
+        # A dump per thread: the marking thread's counts are zeroed and dumped at the marks
+        # (``callgrind.out.N-01``, thread 1 being the main one).
+        marks.append("--separate-threads=yes")
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "callgrind.out"
         subprocess.run(
@@ -49,8 +57,9 @@ def instructions(argv: Sequence[str], *, tree: Path | None = None, marked: bool)
             stderr=subprocess.DEVNULL,
         )
         # Marked: one numbered dump per stop(), and the process's rest at exit (unnumbered).
+        pattern = "callgrind.out.*-01" if main_thread else "callgrind.out.*"
         dumps = (
-            sorted(Path(tmp).glob("callgrind.out.*"), key=lambda p: int(p.suffix[1:]))
+            sorted(Path(tmp).glob(pattern), key=lambda p: int(p.suffix[1:].split("-")[0]))
             if marked
             else [out]
         )

@@ -37,9 +37,9 @@ from typing import Any, Final
 from _synth import build_turns, conversation_id, turn_id
 
 from neotoma_agent._neotoma.identity import entity_id_for
-from neotoma_agent._records.keys import _key_base, conversation_entity_id, turn_record_entity_id
+from neotoma_agent._records.keys import TurnKeys, conversation_entity_id, turn_record_entity_id
 from neotoma_agent.transport.embedded._name_index import BOOKKEEPING, book_text
-from neotoma_agent.transport.embedded._rows import encode_entity, key_digest
+from neotoma_agent.transport.embedded._rows import decode_entity, encode_entity, key_digest
 from neotoma_agent.transport.embedded._store import _connect
 
 __all__ = ["build_cloned"]
@@ -54,7 +54,7 @@ _CACHE_KIB: Final = 3_000_000
 
 def _keys(cid: str, turns: int) -> dict[str, str]:
     return {
-        f"{phase}:{t}": _key_base(cid, turn_id(t), phase)  # type: ignore[arg-type]
+        f"{phase}:{t}": TurnKeys(cid, turn_id(t)).idempotency_key(phase)  # type: ignore[arg-type]
         for t in range(turns)
         for phase in ("user", "assistant")
     }
@@ -79,12 +79,12 @@ class _Copier:
     def __init__(self, conn: sqlite3.Connection, turns: int, copies: int) -> None:
         self.turns, self.copies = turns, copies
         head = conversation_entity_id(_TEMPLATE)
+        # The conversation's messages, by its index (their PART_OF edges are derived from it).
         ids = [head] + [
-            r[0]
+            decode_entity(r[0])
             for r in conn.execute(
-                "SELECT source_entity_id FROM relationships WHERE target_entity_id = ? "
-                "AND relationship_type = 'PART_OF'",
-                (head,),
+                "SELECT message_id FROM conversation_messages WHERE conversation_id = ?",
+                (encode_entity(head),),
             )
         ]
         ids += [turn_record_entity_id(_TEMPLATE, turn_id(t)) for t in range(turns)]

@@ -7,7 +7,7 @@
 ``memory.turn`` on an ``EmbeddedStore``) into a fresh file and probes that.
 
 Reads a store file of the current schema version (never writes it: the ``live`` column is
-this release's own format, schema version 9, as the store writes it) and copies its row
+this release's own format, schema version 10, as the store writes it) and copies its row
 tables into fresh files, in their key order, once in the file's own layout (``copy``: its
 columns, the per-user ones included) and once per layout probed:
 
@@ -29,8 +29,6 @@ columns, the per-user ones included) and once per layout probed:
   row's first observation) by its row number, the index by source holding the number
   instead of the key's 16-byte digest (schema version 8 already finds a key by that digest
   and keeps its text once, in its row: this step numbers the rows);
-- ``+partof``: and no PART_OF edge of a message to its conversation (the conversation
-  index holds the pair; an edge read derives it from there);
 - ``+ids``: and the entity id in its row and its unique index as its 12 bytes
   (``encode_entity``) instead of 28 characters of text — ``compact``, the format designed;
 - ``+codec``: and the fields of the protocol's own records (messages, turn records) in a
@@ -45,6 +43,8 @@ and search indexes and the small tables are left as they are (counted as in the 
 schema version 8's search index and version 9's index of bookkeeping names keep no copy of
 the texts). The bookkeeping names' index stays in every layout: a real server finds
 conversations, messages and turn records by any substring of their names, as any entity.
+No layout holds a message's PART_OF edge to its conversation: since schema version 10 the
+live file derives it from the conversation index, and every layout copies its rows.
 """
 
 from __future__ import annotations
@@ -78,7 +78,6 @@ LAYOUTS = (
     "+meta",
     "+merge",
     "+keys",
-    "+partof",
     "+ids",
     "+codec",
 )
@@ -144,12 +143,6 @@ _ENTITY_COLUMNS = (
 _FIRST_COLUMNS = (
     ", o.seq, o.id, o.source_id, {key}, o.source_priority, o.observation_source, "
     "o.specificity_score, o.identity_basis, o.identity_rule, o.fields"
-)
-# A message's PART_OF edge to its conversation, which the conversation index holds.
-_ORDERED_EDGE = (
-    "r.relationship_type = 'PART_OF' AND EXISTS (SELECT 1 FROM src.conversation_messages m "
-    "WHERE m.message_id = entity_key(r.source_entity_id) "
-    "AND m.conversation_id = entity_key(r.target_entity_id))"
 )
 
 
@@ -260,12 +253,11 @@ def _fill(conn: sqlite3.Connection, layout: str) -> None:
         f"o.specificity_score, o.fields, {key}, o.identity_basis, o.identity_rule "
         "FROM src.observations o WHERE o.seq NOT IN (SELECT seq FROM first) ORDER BY o.seq"
     )
-    ordered = f"NOT ({_ORDERED_EDGE})" if _has(layout, "+partof") else "1"
     conn.execute(
         f"INSERT INTO relationships SELECT {ref.format('r.source_entity_id')}, "
         f"r.relationship_type, {ref.format('r.target_entity_id')}, r.metadata, r.provenance, "
         "r.seen, r.observation_count, r.last_observation_at, r.computed_at, r.uid "
-        f"FROM src.relationships r WHERE {ordered} "
+        "FROM src.relationships r "
         "ORDER BY r.source_entity_id, r.relationship_type, r.target_entity_id"
     )
     conn.execute(
@@ -284,8 +276,6 @@ def _expected(conn: sqlite3.Connection, layout: str, table: str) -> int:
     n = count(f"SELECT count(*) FROM src.{table}")
     if table == "observations":
         n -= count("SELECT count(*) FROM first")
-    if table == "relationships" and _has(layout, "+partof"):
-        n -= count(f"SELECT count(*) FROM src.relationships r WHERE {_ORDERED_EDGE}")
     return n
 
 

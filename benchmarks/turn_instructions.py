@@ -1,6 +1,7 @@
 """Benchmark: instructions per short turn on the embedded store, counted by callgrind.
 
-    python benchmarks/turn_instructions.py [--turns 40] [--scoped] [--baseline TREE] [--json PATH]
+    python benchmarks/turn_instructions.py [--turns 40] [--scoped] [--loop] [--baseline TREE]
+        [--json PATH]
 
 The CPU figures of ``benchmarks/peers.py`` move with the machine's load; an instruction
 count does not. For each source tree (this one, and ``--baseline`` if given: e.g.
@@ -14,8 +15,11 @@ loop's thread and the store's), in user space: the kernel's part (thread wake-up
 WAL's writes) is not counted. With ``--scoped``, the same turns are counted a second time
 through each conversation's own user's view (``store.for_user(...)``, as the peers
 benchmark's ``scoped`` peer builds it), and the ratio scoped / unscoped is printed beside
-them (the goal: at most ``GOAL_SCOPED_RATIO``). Needs valgrind (``apt-get install
-valgrind``); a tree takes about a minute (two with ``--scoped``).
+them (the goal: at most ``GOAL_SCOPED_RATIO``). With ``--loop``, the same turns are
+counted a third time on the event loop's thread alone (callgrind's ``--separate-threads``):
+what a turn costs the caller's thread, the store's own thread left out. Needs valgrind
+(``apt-get install valgrind``); a tree takes about a minute (a minute more for each of
+``--scoped`` and ``--loop``).
 """
 
 from __future__ import annotations
@@ -65,13 +69,14 @@ async def _child(turns: int, scoped: bool) -> None:
             _callgrind.stop()
 
 
-def count(tree: Path, turns: int, *, scoped: bool = False) -> int:
+def count(tree: Path, turns: int, *, scoped: bool = False, loop: bool = False) -> int:
     """Instructions of ``turns`` counted turns, with ``tree``'s package (through each
-    conversation's user's view if ``scoped``)."""
+    conversation's user's view if ``scoped``; on the event loop's thread alone if
+    ``loop``)."""
     child = [sys.executable, str(HERE / "turn_instructions.py"), "--child", "--turns", str(turns)]
     if scoped:
         child.append("--scoped")
-    return instructions(child, tree=tree, marked=True)[0]
+    return instructions(child, tree=tree, marked=True, main_thread=loop)[0]
 
 
 def main() -> None:
@@ -80,6 +85,9 @@ def main() -> None:
     parser.add_argument("--baseline", type=Path, default=None)
     parser.add_argument(
         "--scoped", action="store_true", help="also count the turn through store.for_user(...)"
+    )
+    parser.add_argument(
+        "--loop", action="store_true", help="also count the event loop's thread alone"
     )
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--json", type=Path, default=None)
@@ -98,6 +106,10 @@ def main() -> None:
             "tree": name,
             "instructions_per_turn": count(tree, args.turns) // args.turns,
         }
+        if args.loop:
+            row["event_loop_instructions_per_turn"] = (
+                count(tree, args.turns, loop=True) // args.turns
+            )
         if args.scoped:
             row["scoped_instructions_per_turn"] = count(tree, args.turns, scoped=True) // args.turns
             row["scoped_vs_unscoped"] = round(
@@ -107,6 +119,8 @@ def main() -> None:
     print(f"embedded store, {args.turns} short turns after {WARMUP} (callgrind, user space)")
     for r in rows:
         line = f"  {r['tree']:<10} {r['instructions_per_turn']:>12,} instructions per turn"
+        if args.loop:
+            line += f"; the event loop's thread {r['event_loop_instructions_per_turn']:>11,}"
         if args.scoped:
             line += (
                 f"; scoped {r['scoped_instructions_per_turn']:>12,}"
@@ -114,7 +128,7 @@ def main() -> None:
             )
         print(line)
     if args.json is not None:
-        report = {"turns": args.turns, "scoped": args.scoped, "rows": rows}
+        report = {"turns": args.turns, "scoped": args.scoped, "loop": args.loop, "rows": rows}
         args.json.write_text(json.dumps(report, indent=2))
 
 

@@ -40,6 +40,8 @@ from ._records.keys import (
     turn_keys,
     turn_record_entity_id,
     validate_entity_id,
+    validate_revision,
+    validate_turn_id,
 )
 from ._records.keys import (
     conversation_entity_id as derive_conversation_entity_id,
@@ -557,10 +559,12 @@ class NeotomaMemory(MemorySettings):
         check_options(options, TurnOptions, function)
         text = check_text("user_message", user_message)
         turn_id = options.get("turn_id")
-        keys = turn_keys(
+        # The conversation id was checked when this memory was made (a frozen field): the
+        # turn's own ids are checked here.
+        keys = TurnKeys(
             self.conversation_id,
-            new_turn_id() if turn_id is None else turn_id,
-            options.get("revision"),
+            new_turn_id() if turn_id is None else validate_turn_id(turn_id),
+            validate_revision(options.get("revision")),
         )
         return Prompt(
             keys,

@@ -264,12 +264,14 @@ class Phases:
                 except Exception as exc:
                     failure = type(exc).__name__
             timed_out = scope.cancelled_caught
-        ms = round((time.perf_counter() - started) * 1000, 3)
         if failure is not None or timed_out:
             # Best-effort read (INFO, as a failed retrieval): the turn goes on without it.
+            ms = round((time.perf_counter() - started) * 1000, 3)
             logger.info("history.failed", error=failure or "timeout", ms=ms, wanted=wanted)
             return ()
-        logger.info("history.done", turns=len(turns), wanted=wanted, ms=ms)
+        if logger.enabled():
+            ms = round((time.perf_counter() - started) * 1000, 3)
+            logger.info("history.done", turns=len(turns), wanted=wanted, ms=ms)
         return turns
 
     # ------------------------------------------------------------------ stores
@@ -324,15 +326,16 @@ class Phases:
                 completion = await self._abandon_entered(entering, exc, attempt)
                 await raise_deferred(completion, exc)
             raise
-        logger.info(
-            "turn.opened",
-            user_message_id=opened.user_message_id,
-            conversation_entity_id=opened.conversation_entity_id,
-            replayed=opened.replayed,
-            retrieved=len(entering.retrieved.entities),
-            history=len(entering.history),
-            ms=round((time.perf_counter() - started) * 1000, 3),
-        )
+        if logger.enabled():
+            logger.info(
+                "turn.opened",
+                user_message_id=opened.user_message_id,
+                conversation_entity_id=opened.conversation_entity_id,
+                replayed=opened.replayed,
+                retrieved=len(entering.retrieved.entities),
+                history=len(entering.history),
+                ms=round((time.perf_counter() - started) * 1000, 3),
+            )
         return opened, entering.retrieved, entering.history
 
     async def _enter_apart(self, entering: Entering, identifiers: list[str], recency: bool) -> None:
@@ -510,6 +513,7 @@ class Phases:
 
 
 def _logged(retrieved: Retrieved) -> Retrieved:
-    s = retrieved.stats
-    logger.info("retrieval.done", **{**attrs.asdict(s), "ms": round(s.ms, 3)})
+    if logger.enabled():
+        s = retrieved.stats
+        logger.info("retrieval.done", **{**attrs.asdict(s), "ms": round(s.ms, 3)})
     return retrieved

@@ -218,6 +218,9 @@ def finish_attempt(attempt: EnterAttempt, open_ms: float) -> TurnResult:
 
 
 def _log_close(result: TurnResult) -> None:
+    completed = result.status is TurnState.COMPLETED
+    if completed and not logger.enabled():
+        return  # nothing would take the INFO event: its fields are not built
     fields = {
         "assistant_message_id": result.assistant_message_id,
         "reply_chars": result.reply_chars,
@@ -233,7 +236,7 @@ def _log_close(result: TurnResult) -> None:
     # The levels follow the documented rule ("Log levels"): a stop, a queued close and a
     # body's error (raised to the caller) are normal outcomes, INFO; only a close that
     # failed, so the turn is not stored as it ended, is above it.
-    if result.status is TurnState.COMPLETED:
+    if completed:
         logger.info("turn.closed", **fields)
     elif result.status is TurnState.ABANDONED:
         logger.info("turn.abandoned", error_class=result.error_class, **fields)

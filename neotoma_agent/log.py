@@ -14,6 +14,9 @@ the same way, so that one configuration shows or hides them all::
     log.info("import.batch_done", turns=256)  # an event name, then fields
     log.warning("import.line_refused", line=17, error="ValidationError 400")
 
+Fields whose values cost something to build can wait for :meth:`EventLogger.enabled`
+(``if log.enabled(): log.info(...)``), as the library's own per-turn events do.
+
 Fields are the event's data: ids, counts, error labels
 (:func:`neotoma_agent.exceptions.error_label`), never message content or tokens.
 :data:`LOGGER_NAME` is the name to configure (``logging.getLogger(LOGGER_NAME)``).

@@ -244,6 +244,16 @@ def peers_cpu_by_caller(results: Results) -> str:
     return f"{times(many)}x with 16 callers, {times(one)}x with one"
 
 
+@figure("peers-ours-vs-baseline")
+def peers_ours_vs_baseline(results: Results) -> str:
+    """Our turn against the ``--baseline`` tree's, in the same run, by caller count."""
+    ours, base = _peer_rows(results["peers"], "ours"), _peer_rows(results["peers"], "baseline")
+    return ", ".join(
+        f"{ms(ours[row]['cpu_ms_per_turn'])} against {ms(base[row]['cpu_ms_per_turn'])} {label}"
+        for row, label in (("1 caller", "with one caller"), ("16 callers", "with 16"))
+    )
+
+
 @figure("peers-sdk-growth")
 def peers_sdk_growth(results: Results) -> str:
     result = results["peers"]
@@ -297,6 +307,31 @@ def peers_full_table(results: Results) -> str:
         rows.append(line)
     head = ["row", "floor", "`SQLiteSession`", "LangGraph", "ours (× `SQLiteSession`)"]
     return table(head, rows)
+
+
+# ---------------------------------------------------------------------------------------
+# Instructions per turn (benchmarks/turn_instructions.py --loop --baseline CHECKOUT).
+
+
+def _instructions(results: Results, field: str) -> str:
+    rows = {r["tree"]: r for r in results["turn_instructions"]["rows"]}
+    ours = rows["this tree"][field]
+    base = rows.get("baseline", {}).get(field)
+    if base is None:
+        return f"{ours:,} instructions a turn"
+    return f"{ours:,} instructions a turn against {base:,} before ({(ours / base - 1) * 100:+.1f}%)"
+
+
+@figure("instructions-loop")
+def instructions_loop(results: Results) -> str:
+    """The event loop's thread alone, this tree against the ``--baseline`` one."""
+    return _instructions(results, "event_loop_instructions_per_turn")
+
+
+@figure("instructions-turn")
+def instructions_turn(results: Results) -> str:
+    """The whole turn (both threads), this tree against the ``--baseline`` one."""
+    return _instructions(results, "instructions_per_turn")
 
 
 # ---------------------------------------------------------------------------------------
@@ -407,7 +442,6 @@ STEPS: dict[str, tuple[str, str | None]] = {
         "idempotency keys numbered (version 8 finds them by a 16-byte digest already)",
         "  idempotency keys",
     ),
-    "+partof": ("PART_OF derived from the conversation index", "  edges"),
     "+ids": ("entity ids as their 12 bytes in the entity row and its index", None),
     "+codec": (
         "(beyond the compact format) messages' and turn records' fields in a positional codec",

@@ -296,6 +296,15 @@ def _capitalised_runs(text: str) -> list[tuple[int, str]]:
     dropped, because they are capitalised only by position. Connectors ("de la", "van",
     "of") join capitalised words: "María de la Cruz", "Bank of America".
     """
+    if text.islower():
+        # Every cased character is lowercase: no word holds a capital (upper or title
+        # case), so none starts a run. A message typed in lower case skips the scan.
+        return []
+    return _scan_runs(text)
+
+
+def _scan_runs(text: str) -> list[tuple[int, str]]:
+    """:func:`_capitalised_runs`, word by word."""
     found: list[tuple[int, str]] = []
     run: list[tuple[int, str]] = []
     pending: list[tuple[int, str]] = []  # connectors waiting for the next capitalised word

@@ -271,7 +271,13 @@ def _numbers(groups: list[Group]) -> dict[str, int | None]:
 
 def _group_number(group: Group) -> int | None:
     """The smallest turn number the group's messages carry."""
-    return _first_number([m.turn_number for _, m in group.messages])
+    # _first_number's loop inline: this runs twice per turn of every history page.
+    first: int | None = None
+    for _, m in group.messages:
+        n = m.turn_number
+        if n is not None and (first is None or n < first):
+            first = n
+    return first
 
 
 def _record(record: EntitySnapshot | None) -> tuple[EntitySnapshot | None, str]:
@@ -315,7 +321,10 @@ def _history_turn(group: Group, record: EntitySnapshot | None) -> HistoryTurn:
         _history_status(status, reply is not None),
         user.refers_to if user is not None else (),
         reply.refers_to if reply is not None else (),
-        entities=_refers_to(reply, user),
+        # Most messages name nothing: no generator for them.
+        entities=_refers_to(reply, user)
+        if (reply is not None and reply.related) or (user is not None and user.related)
+        else (),
     )
 
 
@@ -530,7 +539,10 @@ async def _with_tools(
             for h, key in zip(history, keys, strict=True)
         )
     # Here: a hook reading history for its context block (paged_history) shows no calls.
-    from .tool_reads import read_tools_of
+    from .tool_reads import read_tools_of, recorded_tool_count
+
+    if not any(recorded_tool_count(record) > 0 for _, record in turns):
+        return tuple(history)  # no turn's record counts a call: nothing to read
 
     read = await read_tools_of(transport, [_record(record)[0] for _, record in turns])
     return tuple(attrs.evolve(h, tools=c) if c else h for h, c in zip(history, read, strict=True))

@@ -39,6 +39,8 @@ MAX_LOOSE_PEOPLE: Final = 2
 MAX_LOOSE_CHARS: Final = 2000
 
 _TOKEN: Final = re.compile(r"[^\W_]+")
+#: the same words, kept by ``split`` between the text around them
+_TOKEN_PARTS: Final = re.compile(r"([^\W_]+)")
 _SENTENCE_GAP: Final = re.compile(r"[.!?:;\n]")
 
 
@@ -165,20 +167,25 @@ def loose_words(text: str, identifiers: Sequence[str]) -> LooseWords:
     covered: list[bool] = []
     runs: list[list[str]] = [[]]
     cased = False  # a capital inside a sentence: the writer capitalises names
-    end = 0
-    prose = text[:MAX_LOOSE_CHARS]
-    for m in _TOKEN.finditer(prose):
-        word = m.group(0)
-        folded = _fold(word)
+    kept = False  # a word was kept before this one
+    carry = ""  # what lies between the last word kept and the next gap (a word folded away)
+    # One split in C: the text between words and the words, alternately.
+    parts = _TOKEN_PARTS.split(text[:MAX_LOOSE_CHARS])
+    for i in range(1, len(parts), 2):
+        word = parts[i]
+        lower = word.lower()
+        # An ASCII token (letters and digits only) folds to its lower case: no lookup.
+        folded = lower if word.isascii() else _fold(word)
         if not folded:
+            carry += parts[i - 1] + word
             continue
-        gap = prose[end : m.start()]
-        if word[0].isupper() and word != "I" and end and not _SENTENCE_GAP.search(gap):
+        gap = carry + parts[i - 1] if carry else parts[i - 1]
+        carry = ""
+        if kept and word[0].isupper() and word != "I" and not _SENTENCE_GAP.search(gap):
             cased = True
         tokens.append(folded)
         is_covered = folded in covered_words
         covered.append(is_covered)
-        lower = word.lower()
         content = not is_covered and not folded.isdigit() and lower not in _SKIP
         if runs[-1] and not gap.isspace():
             runs.append([])  # punctuation between the words: no name spans it
@@ -186,7 +193,7 @@ def loose_words(text: str, identifiers: Sequence[str]) -> LooseWords:
             runs[-1].append(lower)
         elif runs[-1]:
             runs.append([])
-        end = m.end()
+        kept = True
     people: list[str] = []
     for run in runs:
         while run and run[-1] in CONNECTORS:

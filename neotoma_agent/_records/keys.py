@@ -192,7 +192,8 @@ class TurnKeys(NamedTuple):
 
     def idempotency_key(self, phase: Phase) -> str:
         """The idempotency key of one store phase of this turn."""
-        key = _key_base(self.conversation_id, self.turn_id, phase)
+        head, digest = _key_parts(self.conversation_id, self.turn_id)
+        key = f"{head}{phase}-{digest}"
         if self.revision is not None and self.revision > 1:
             key = f"{key}-r{self.revision}"
         return key
@@ -226,12 +227,14 @@ def fold_turn_ids(conversation_id: str, turn_id: str) -> tuple[str, str]:
 
 
 @functools.lru_cache(maxsize=1024)
-def _key_base(conversation_id: str, turn_id: str, phase: Phase) -> str:
+def _key_parts(conversation_id: str, turn_id: str) -> tuple[str, str]:
+    """What every phase's key of a turn shares: ``conversation-{cid}-{tid}-`` and the
+    pair's digest (computed once a turn, for its enter's key and its close's)."""
     cid, tid = fold_turn_ids(conversation_id, turn_id)
     # A JSON array is unambiguous where the readable "-" join is not.
     pair = json.dumps([cid, tid], ensure_ascii=False).encode("utf-8", "surrogatepass")
     digest = hashlib.sha256(pair).hexdigest()[:_DIGEST_CHARS]
-    return f"{_KEY_PREFIX}{cid}-{tid}-{phase}-{digest}"
+    return f"{_KEY_PREFIX}{cid}-{tid}-", digest
 
 
 def key_phase(idempotency_key: str) -> Phase | None:

@@ -20,8 +20,8 @@ from __future__ import annotations
 import contextlib
 import logging
 import sys
-from collections.abc import Iterator, Mapping
-from contextvars import ContextVar
+from collections.abc import Mapping
+from contextvars import ContextVar, Token
 from types import MappingProxyType
 from typing import Any, Final
 
@@ -39,29 +39,57 @@ _context: ContextVar[Mapping[str, Any]] = ContextVar(
 )
 
 
-@contextlib.contextmanager
-def bound_context(**fields: Any) -> Iterator[None]:
+class bound_context:  # a lowercase name: used as a function, ``with bound_context(...):``
     """Bind ``fields`` (``conversation_id``, ``turn_id``) to every event logged within.
 
-    Through ``structlog.contextvars`` when structlog is loaded, as applications that use
-    it expect; else in the library's own context variable.
+    Through ``structlog.contextvars`` when the application has configured structlog, as
+    applications that use it expect (their own events within see the ids too); else in
+    the library's own context variable, which every library event carries (a turn binds
+    once each time it is entered: one context variable set and reset, not structlog's
+    binding, while structlog is merely imported).
     """
-    structlog = sys.modules.get("structlog")
-    if structlog is not None:
-        with structlog.contextvars.bound_contextvars(**fields):
-            yield
-        return
-    token = _context.set(MappingProxyType({**_context.get(), **fields}))
-    try:
-        yield
-    finally:
-        _context.reset(token)
+
+    __slots__ = ("_fields", "_structlog", "_token")
+
+    def __init__(self, **fields: Any) -> None:
+        self._fields = fields
+        self._structlog: contextlib.AbstractContextManager[Any] | None = None
+        self._token: Token[Mapping[str, Any]] | None = None
+
+    def __enter__(self) -> None:
+        structlog = sys.modules.get("structlog")
+        if structlog is not None and structlog.is_configured():
+            self._structlog = structlog.contextvars.bound_contextvars(**self._fields)
+            self._structlog.__enter__()
+            return
+        outer = _context.get()
+        fields = self._fields
+        self._token = _context.set(MappingProxyType({**outer, **fields} if outer else fields))
+
+    def __exit__(self, *exc_info: object) -> None:
+        bound, self._structlog = self._structlog, None
+        if bound is not None:
+            bound.__exit__(None, None, None)
+            return
+        token, self._token = self._token, None
+        if token is not None:
+            _context.reset(token)
 
 
 class EventLogger:
     """``debug`` / ``info`` / ``warning`` / ``error``: one event name plus fields."""
 
     __slots__ = ()
+
+    def enabled(self, level: int = logging.INFO) -> bool:
+        """Whether an event at ``level`` goes anywhere: structlog is configured, or the
+        standard library logger takes ``level``. The events of every turn are built only
+        when it does (the library is silent by default, and a silent event costs nothing
+        to skip)."""
+        structlog = sys.modules.get("structlog")
+        if structlog is not None and structlog.is_configured():
+            return True
+        return _std.isEnabledFor(level)
 
     def debug(self, event: str, **fields: Any) -> None:
         """Log ``event`` at DEBUG."""

@@ -77,16 +77,31 @@ async def run_to_completion(fn: Callable[[], Awaitable[T]], deadline_s: float) -
 
 
 async def _run_in_own_task(fn: Callable[[], Awaitable[T]], deadline_s: float) -> Completion[T]:
+    loop = asyncio.get_running_loop()
+    # The caller waits on a future of its own, never on the task itself: a cancellation of
+    # the caller cancels that future (a new one is made for the next wait), not the work.
+    waiter = loop.create_future()
+
+    def wake(_: object = None) -> None:
+        if not waiter.done():
+            waiter.set_result(None)
+
     async def bounded() -> tuple[bool, T | None]:
         # (finished, value): a TimeoutError that fn raises itself stays its own error.
-        with anyio.move_on_after(deadline_s):
-            return True, await fn()
-        return False, None
+        try:
+            with anyio.move_on_after(deadline_s):
+                return True, await fn()
+            return False, None
+        finally:
+            # The work's last step wakes the caller, which runs after it, once the task is
+            # done (its done callback would wake it one loop iteration later).
+            wake()
 
-    loop = asyncio.get_running_loop()
     # A task of its own: a cancellation of the caller cannot reach into it. It copies the
     # caller's context, so log context (conversation_id, turn_id) carries over.
     work = loop.create_task(bounded())
+    # A task cancelled before it ever ran runs no ``finally``: its end wakes the caller.
+    work.add_done_callback(wake)
     # The work bounds itself; this only stops work that ignores its own deadline.
     guard = loop.call_later(deadline_s + _GRACE_S, work.cancel)
     cancelled: BaseException | None = None
@@ -95,10 +110,12 @@ async def _run_in_own_task(fn: Callable[[], Awaitable[T]], deadline_s: float) ->
     with anyio.CancelScope(shield=True):
         while not work.done():
             try:
-                await asyncio.wait((work,))
+                await waiter
             except asyncio.CancelledError as exc:
                 if cancelled is None:
                     cancelled = exc
+            if not work.done() and waiter.done():
+                waiter = loop.create_future()  # for the next wait (woken, but not done)
     guard.cancel()
     if work.cancelled():
         return Completion(None, _timed_out(deadline_s), cancelled)
@@ -120,8 +137,7 @@ async def raise_deferred(completion: Completion[Any], pending: BaseException | N
     itself a cancellation it carries the news, so nothing more is raised. Otherwise the
     cancellation wins, so that ``asyncio.timeout``, task groups and cancel scopes see it.
     """
-    cancel_class = anyio.get_cancelled_exc_class()
-    if isinstance(pending, cancel_class):
+    if pending is not None and isinstance(pending, anyio.get_cancelled_exc_class()):
         return
     if completion.cancelled is not None:
         raise completion.cancelled

@@ -22,7 +22,8 @@ import attrs
 from ..._records.user_id import LOCAL_USER_ID
 from .._bulk import MessageRows, RecordSink
 from .._results import EntitySnapshot
-from ._rows import decode_opt_time, query_item
+from ._part_of import install as install_part_of
+from ._rows import decode_opt_time, entity_text, query_item
 from ._scope import lookup_uid
 
 __all__ = ["FileReads"]
@@ -77,11 +78,20 @@ _MESSAGES: Final = (
     # CROSS JOIN fixes the order: each conversation's edges by index, then each message by
     # id (left to itself, SQLite would scan every message of the store for each page), by
     # the id's own index ("+" keeps SQLite off the type index, larger for the same seek).
-    "SELECT c.key, e.id, e.canonical_name, e.updated_at "
-    "FROM json_each(?) c CROSS JOIN relationships r CROSS JOIN entities e "
+    "SELECT key, id, canonical_name, updated_at FROM ("
+    "SELECT c.key, e.id, e.canonical_name, e.updated_at, c.value AS conversation "
+    "FROM json_each(?1) c CROSS JOIN relationships r CROSS JOIN entities e "
     "WHERE r.target_entity_id = c.value AND r.relationship_type = 'PART_OF' "
     "AND e.id = r.source_entity_id AND +e.entity_type = 'conversation_message' "
-    "AND r.uid = {uid} AND e.uid = {uid} ORDER BY r.target_entity_id, r.source_entity_id"
+    "AND r.uid = {uid} AND e.uid = {uid} "
+    # The edges derived from the conversation index (``_part_of``): those without a row.
+    "UNION ALL SELECT c.key, e.id, e.canonical_name, e.updated_at, c.value "
+    "FROM json_each(?1) c CROSS JOIN conversation_messages cm CROSS JOIN entities e "
+    f"WHERE cm.conversation_id = entity_key(c.value) AND e.id = {entity_text('cm.message_id')} "
+    "AND +e.entity_type = 'conversation_message' AND e.uid = {uid} "
+    "AND NOT EXISTS (SELECT 1 FROM relationships r WHERE r.source_entity_id = e.id "
+    "AND r.relationship_type = 'PART_OF' AND r.target_entity_id = c.value)"
+    ") ORDER BY conversation, id"
 )
 
 
@@ -110,6 +120,7 @@ class FileReads:
         conn = self.connect()
         # One pass over each table: a big page cache would only hold pages read once.
         conn.execute(f"PRAGMA cache_size = -{_CACHE_KIB}")
+        install_part_of(conn)
         if self._uid is None:
             self._uid = lookup_uid(conn, self.user, create=False)
         return conn

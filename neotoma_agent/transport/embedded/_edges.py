@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Mapping
+from collections.abc import Set as AbstractSet
 from typing import Any
 
 from ..._neotoma.identity import (
@@ -17,6 +18,8 @@ from ._errors import (
     not_found,
     now_iso,
 )
+from ._part_of import DERIVED, pair
+from ._part_of import edges as edge_rows
 from ._rows import (
     REL_COLUMNS,
     decode_seen,
@@ -56,10 +59,14 @@ def relate(
     now: str,
     known_types: Mapping[str, str],
     counts: dict[str, int] | None = None,
+    fresh: AbstractSet[str] = frozenset(),
 ) -> dict[str, Any]:
     """Observe one edge: one row per key, duplicates collapse, metadata last-write.
 
-    ``counts`` collects the new message count of a conversation gaining a message.
+    ``counts`` collects the new message count of a conversation gaining a message;
+    ``fresh``: the entities this store created (from ``source_id``, at ``now``), whose
+    PART_OF edge to their conversation is derived from the conversation index
+    (``_part_of``) rather than written as a row.
     """
     key = f"{rtype}:{src}:{dst}"
     meta_json = js_json(dict(sorted(metadata.items()))) if metadata else "{}"
@@ -67,6 +74,18 @@ def relate(
         # No source: the server hashes a synthetic one from key, user and sorted metadata.
         source_id = hash_uuid(f"relationship:{_scope.user_id()}:{key}:{meta_json}")
     rel_obs_id = hash_uuid(f"{source_id}:{key}:{meta_json}")
+    if rtype == DERIVED:
+        if (
+            not metadata
+            and src in fresh
+            and known_types.get(src) == "conversation_message"
+            and known_types.get(dst, "conversation") == "conversation"
+            and _index_new(conn, src, dst, counts)
+        ):
+            return relationship_json(key, rtype, src, dst, {}, {}, 1, now, now)
+        derived = pair(conn, src, dst)
+        if derived is not None:
+            return _observe_derived(conn, key, src, dst, metadata, rel_obs_id, now, derived)
     merged = {k: v for k, v in metadata.items() if v is not None}
     provenance = dict.fromkeys(merged, rel_obs_id)
     # Most edges are new: try the insert first, and read the row only when it exists.
@@ -99,17 +118,7 @@ def relate(
                 (dst,),
             )
             if counted.rowcount:
-                # The conversation's message index (_schema): the last N in one range scan.
-                # The next position in the conversation: one seek to its last row (a bare
-                # max(seq) over the range would read every message of the conversation).
-                conn.execute(
-                    "INSERT INTO conversation_messages (conversation_id, seq, message_id) "
-                    "VALUES (?1, coalesce((SELECT seq FROM conversation_messages "
-                    "WHERE conversation_id = ?1 ORDER BY seq DESC LIMIT 1), 0) + 1, ?2)",
-                    (encode_entity(dst), encode_entity(src)),
-                )
-                if counts is not None:
-                    counts[dst] = counts.get(dst, 0) + 1
+                _index(conn, src, dst, counts)
         return relationship_json(key, rtype, src, dst, merged, provenance, 1, now, now)
     row = conn.execute(
         "SELECT metadata, provenance, seen, observation_count, last_observation_at, uid "
@@ -152,6 +161,86 @@ def relate(
             ),
         )
     return relationship_json(key, rtype, src, dst, merged, provenance, count, last, now)
+
+
+def _index(conn: sqlite3.Connection, src: str, dst: str, counts: dict[str, int] | None) -> None:
+    """The message ``src`` as the next of conversation ``dst`` in the conversation index."""
+    # The conversation's message index (_schema): the last N in one range scan.
+    # The next position in the conversation: one seek to its last row (a bare
+    # max(seq) over the range would read every message of the conversation).
+    conn.execute(
+        "INSERT INTO conversation_messages (conversation_id, seq, message_id) "
+        "VALUES (?1, coalesce((SELECT seq FROM conversation_messages "
+        "WHERE conversation_id = ?1 ORDER BY seq DESC LIMIT 1), 0) + 1, ?2)",
+        (encode_entity(dst), encode_entity(src)),
+    )
+    if counts is not None:
+        counts[dst] = counts.get(dst, 0) + 1
+
+
+def _index_new(conn: sqlite3.Connection, src: str, dst: str, counts: dict[str, int] | None) -> bool:
+    """A new message's PART_OF edge as its index row alone; False when ``dst`` is not the
+    user's conversation, or the edge is there already (written earlier in the same store).
+
+    A message this store created has no edge but those this store wrote: to a conversation
+    they are in the index (a row or derived), to anything else a row.
+    """
+    there = conn.execute(
+        "SELECT 1 FROM conversation_messages WHERE message_id = ? AND conversation_id = ?",
+        (encode_entity(src), encode_entity(dst)),
+    ).fetchone()
+    if there is not None:
+        return False
+    counted = conn.execute(
+        "UPDATE entities SET message_count = message_count + 1 "
+        f"WHERE id = ? AND entity_type = 'conversation' AND {_scope.owned()}",
+        (dst,),
+    )
+    if not counted.rowcount:
+        return False
+    _index(conn, src, dst, counts)
+    return True
+
+
+def _observe_derived(
+    conn: sqlite3.Connection,
+    key: str,
+    src: str,
+    dst: str,
+    metadata: Mapping[str, Any],
+    rel_obs_id: str,
+    now: str,
+    derived: tuple[int, Any, str],
+) -> dict[str, Any]:
+    """Observe an edge that is derived (``_part_of``): a repeat of its one observation
+    changes nothing; any other writes its row, with both observations, which then wins."""
+    uid, created, derived_id = derived
+    if uid != _scope.uid():
+        raise not_found()  # another user's edge between the same ids (as for a row)
+    if rel_obs_id == derived_id:
+        return relationship_json(key, DERIVED, src, dst, {}, {}, 1, decode_time(created), now)
+    merged: dict[str, Any] = {}
+    provenance: dict[str, Any] = {}
+    for k, v in metadata.items():
+        if v is not None:
+            merged[k] = v
+        provenance[k] = rel_obs_id
+    conn.execute(
+        "INSERT INTO relationships (source_entity_id, relationship_type, target_entity_id, "
+        "metadata, provenance, seen, observation_count, last_observation_at, computed_at, uid) "
+        "VALUES (?, ?, ?, ?, ?, ?, 2, ?, NULL, ?)",
+        (
+            src,
+            DERIVED,
+            dst,
+            dumps(merged),
+            dumps(provenance),
+            encode_seen([derived_id, rel_obs_id]),
+            encode_time(now),
+            uid,
+        ),
+    )
+    return relationship_json(key, DERIVED, src, dst, merged, provenance, 2, now, now)
 
 
 def _source_id(body: Mapping[str, Any]) -> str | None:
@@ -203,12 +292,6 @@ def retrieve_related_entities(conn: sqlite3.Connection, body: Mapping[str, Any])
     max_hops = body.get("max_hops", 1)
     if not isinstance(max_hops, int) or isinstance(max_hops, bool) or max_hops < 1:
         raise invalid_format("max_hops must be a positive integer", ["max_hops"])
-    type_filter = ""
-    params: list[Any] = []
-    if types:
-        type_filter = f" AND relationship_type IN ({','.join('?' * len(types))})"
-        params = list(types)
-
     visited = {start}
     frontier = [start]
     edges: dict[str, dict[str, Any]] = {}
@@ -225,11 +308,13 @@ def retrieve_related_entities(conn: sqlite3.Connection, body: Mapping[str, Any])
                 ):
                     continue
                 other_end = "target_entity_id" if near == "source_entity_id" else "source_entity_id"
+                if column == "source_entity_id":
+                    sub, params = edge_rows(source=node, rtypes=types)
+                else:
+                    sub, params = edge_rows(target=node, rtypes=types)
                 rows = conn.execute(
-                    f"SELECT {REL_COLUMNS} FROM relationships WHERE {column} = ? "
-                    f"AND {_scope.owned()}{type_filter} "
-                    f"ORDER BY relationship_type, {other_end}",
-                    (node, *params),
+                    f"SELECT {REL_COLUMNS} FROM ({sub}) ORDER BY relationship_type, {other_end}",
+                    params,
                 ).fetchall()
                 for row in rows:
                     edge = relationship_row_json(row)

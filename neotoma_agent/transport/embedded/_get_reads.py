@@ -15,6 +15,7 @@ from typing import Any
 
 from . import _scope
 from ._errors import invalid_format, not_found
+from ._part_of import edges
 from ._read import observations_page
 from ._rows import (
     REL_COLUMNS,
@@ -153,12 +154,15 @@ def get_entity_relationships(conn: sqlite3.Connection, body: Mapping[str, Any]) 
     entity_id = _entity_id(body)
     _require_entity(conn, entity_id)
     sides: dict[str, list[dict[str, Any]]] = {}
-    for side, column in (("outgoing", "source_entity_id"), ("incoming", "target_entity_id")):
+    for side, (sub, params) in (
+        ("outgoing", edges(source=entity_id)),
+        ("incoming", edges(target=entity_id)),
+    ):
         rows = conn.execute(
-            f"SELECT {REL_COLUMNS} FROM relationships WHERE {column} = ? AND {_scope.owned()} "
+            f"SELECT {REL_COLUMNS} FROM ({sub}) "
             "ORDER BY last_observation_at, relationship_type, source_entity_id, "
             "target_entity_id",
-            (entity_id,),
+            params,
         ).fetchall()
         sides[side] = [_edge(r) for r in rows]
     result: dict[str, Any] = {**sides, "relationships": sides["outgoing"] + sides["incoming"]}
@@ -202,11 +206,8 @@ def get_relationship(conn: sqlite3.Connection, body: Mapping[str, Any]) -> dict[
         raise invalid_format("relationship_key is required", ["relationship_key"])
     rtype, _, rest = key.partition(":")
     src, _, dst = rest.partition(":")
-    row = conn.execute(
-        f"SELECT {REL_COLUMNS} FROM relationships WHERE source_entity_id = ? "
-        f"AND relationship_type = ? AND target_entity_id = ? AND {_scope.owned()}",
-        (src, rtype, dst),
-    ).fetchone()
+    sub, params = edges(source=src, target=dst, rtypes=[rtype])
+    row = conn.execute(f"SELECT {REL_COLUMNS} FROM ({sub})", params).fetchone()
     if row is None:
         # The server quotes the key it was given: ids and a type, never stored content.
         raise not_found(f"Relationship not found: {key}")
@@ -215,22 +216,25 @@ def get_relationship(conn: sqlite3.Connection, body: Mapping[str, Any]) -> dict[
 
 def get_relationships(conn: sqlite3.Connection, body: Mapping[str, Any]) -> dict[str, Any]:
     """``GET /relationships``: edges by source, target and/or type, newest first."""
-    where: list[str] = [_scope.owned()]
-    params: list[Any] = []
+    filters: dict[str, str] = {}
     for name in ("source_entity_id", "target_entity_id", "relationship_type"):
         value = body.get(name)
         if value is None:
             continue
         if not isinstance(value, str):
             raise invalid_format(f"{name} must be a string", [name])
-        where.append(f"{name} = ?")
-        params.append(value)
+        filters[name] = value
     limit = bounded_int(body.get("limit", 100), "limit", 1, _MAX_RELATIONSHIPS_PAGE)
     offset = bounded_int(body.get("offset", 0), "offset", 0, 2**31)
-    clause = f" WHERE {' AND '.join(where)}" if where else ""
-    total = conn.execute(f"SELECT count(*) FROM relationships{clause}", params).fetchone()[0]
+    rtype = filters.get("relationship_type")
+    sub, params = edges(
+        source=filters.get("source_entity_id"),
+        target=filters.get("target_entity_id"),
+        rtypes=None if rtype is None else [rtype],
+    )
+    total = conn.execute(f"SELECT count(*) FROM ({sub})", params).fetchone()[0]
     rows = conn.execute(
-        f"SELECT {REL_COLUMNS} FROM relationships{clause} ORDER BY last_observation_at DESC, "
+        f"SELECT {REL_COLUMNS} FROM ({sub}) ORDER BY last_observation_at DESC, "
         "relationship_type, source_entity_id, target_entity_id LIMIT ? OFFSET ?",
         (*params, limit, offset),
     ).fetchall()

@@ -29,7 +29,7 @@ from ..._neotoma.forget import Forgotten
 from ..._records.user_id import LOCAL_USER_ID, check_user_id
 from ..._util.file_kind import check_store_file
 from ._name_index import unindex_book_names
-from ._rows import encode_entity
+from ._rows import encode_entity, entity_text
 from ._scope import NOBODY, lookup_uid
 from ._search import rebuild as rebuild_search
 
@@ -40,6 +40,8 @@ _BUSY_MS = 5000
 _CONTENTLESS_SEARCH = 8
 #: the schema version whose bookkeeping names' index keeps no texts (``_schema``)
 _CONTENTLESS_NAMES = 9
+#: the schema version whose PART_OF edges the conversation index holds (``_part_of``)
+_DERIVED_PART_OF = 10
 _Id = TypeVar("_Id", str, bytes, str | bytes)
 # Bound parameters per statement (SQLite's default limit is 32766; stay far below).
 _CHUNK = 500
@@ -89,6 +91,7 @@ def _rows(conn: sqlite3.Connection, ids: Sequence[str]) -> PurgeStats:
     _delete(conn, "DELETE FROM field_values WHERE entity_id IN ({marks})", ids)
     for table in names:
         _delete(conn, f"DELETE FROM {table} WHERE entity_id IN ({{marks}})", ids)
+    derived = _derived_edges(conn, packed) if _version(conn) >= _DERIVED_PART_OF else 0
     _delete(conn, "DELETE FROM conversation_messages WHERE message_id IN ({marks})", packed)
     _delete(conn, "DELETE FROM conversation_messages WHERE conversation_id IN ({marks})", packed)
     if _has(conn, "conversation_summaries"):  # none in a file no schema-5 release opened
@@ -101,7 +104,7 @@ def _rows(conn: sqlite3.Connection, ids: Sequence[str]) -> PurgeStats:
         # its deletion, but a row of one deleted before the index was kept is gone only now
         _delete(conn, "DELETE FROM search_text WHERE entity_id IN ({marks})", packed)
         _delete(conn, "DELETE FROM search_docs WHERE entity_id IN ({marks})", packed)
-    relationships = _delete(
+    relationships = derived + _delete(
         conn,
         "DELETE FROM relationships WHERE source_entity_id IN ({marks}) "
         "OR target_entity_id IN ({marks})",
@@ -116,6 +119,24 @@ def _rows(conn: sqlite3.Connection, ids: Sequence[str]) -> PurgeStats:
     ]
     keys = _delete(conn, "DELETE FROM idempotency_keys WHERE key IN ({marks})", stale)
     return PurgeStats(entities, observations, relationships, keys)
+
+
+def _derived_edges(conn: sqlite3.Connection, packed: Sequence[str | bytes]) -> int:
+    """How many derived PART_OF edges (``_part_of``: an index row without an edge row)
+    touch the entities ``packed`` (as the conversation index holds their ids)."""
+    pairs: set[tuple[str | bytes, str | bytes]] = set()
+    for column in ("message_id", "conversation_id"):
+        for chunk in _chunks(packed):
+            marks = ",".join("?" * len(chunk))
+            sql = (
+                "SELECT cm.message_id, cm.conversation_id FROM conversation_messages cm "
+                f"WHERE cm.{column} IN ({marks}) AND NOT EXISTS (SELECT 1 FROM relationships r "
+                f"WHERE r.source_entity_id = {entity_text('cm.message_id')} "
+                "AND r.relationship_type = 'PART_OF' "
+                f"AND r.target_entity_id = {entity_text('cm.conversation_id')})"
+            )
+            pairs.update((r[0], r[1]) for r in conn.execute(sql, chunk))
+    return len(pairs)
 
 
 def _version(conn: sqlite3.Connection) -> int:

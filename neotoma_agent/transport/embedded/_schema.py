@@ -12,6 +12,7 @@ import sqlite3
 from collections.abc import Callable
 
 from ._name_index import backfill_book_names
+from ._part_of import derived_seen_of
 from ._rows import (
     decode_seen,
     decode_state,
@@ -538,6 +539,40 @@ def _compact_next(conn: sqlite3.Connection) -> None:
     backfill_book_names(conn)
 
 
+# Version 10: a message's PART_OF edge to its conversation, written by the store that
+# created the message (at its time, without metadata), is derived from the conversation
+# index (``_part_of``), not stored as a row. No table changes: ``_derive_part_of`` drops
+# the rows exactly derivable right after the script. Any other edge keeps its row, and
+# every read answers as before.
+_DERIVED_PART_OF = """
+-- version 10: PART_OF edges derived from conversation_messages (_part_of)
+"""
+
+# The rows ``_part_of`` derives: PART_OF, no metadata, one observation (the one it derives:
+# the hash of the message's first observation's source and the edge's key), at the
+# message's time, the message's user's, in the conversation index.
+_DERIVABLE = """
+DELETE FROM relationships
+WHERE relationship_type = 'PART_OF' AND metadata = '{}' AND provenance = '{}'
+    AND observation_count = 1 AND computed_at IS NULL
+    AND EXISTS (SELECT 1 FROM conversation_messages cm
+        WHERE cm.message_id = entity_key(relationships.source_entity_id)
+        AND cm.conversation_id = entity_key(relationships.target_entity_id))
+    AND last_observation_at = (SELECT m.created_at FROM entities m
+        WHERE m.id = relationships.source_entity_id AND m.uid = relationships.uid)
+    AND seen = derived_seen((SELECT o.source_id FROM observations o
+        WHERE o.entity_id = entity_key(relationships.source_entity_id)
+        ORDER BY o.seq LIMIT 1), source_entity_id, target_entity_id)
+"""
+
+
+def _derive_part_of(conn: sqlite3.Connection) -> None:
+    """The PART_OF rows the conversation index now holds, dropped."""
+    conn.create_function("entity_key", 1, encode_entity, deterministic=True)
+    conn.create_function("derived_seen", 3, derived_seen_of, deterministic=True)
+    conn.execute(_DERIVABLE)
+
+
 MIGRATIONS: tuple[str, ...] = (
     _V1,
     _CONVERSATION_MESSAGES,
@@ -548,6 +583,7 @@ MIGRATIONS: tuple[str, ...] = (
     _USERS,
     _COMPACT_FORMAT,
     _COMPACT_NEXT,
+    _DERIVED_PART_OF,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -559,6 +595,7 @@ _AFTER: dict[str, Callable[[sqlite3.Connection], None]] = {
     # (version 6's index is built by version 8's step, which replaces its tables)
     _COMPACT_FORMAT: _compact_format,
     _COMPACT_NEXT: _compact_next,
+    _DERIVED_PART_OF: _derive_part_of,
 }
 
 

@@ -13,6 +13,7 @@ from typing import Any, NamedTuple, Protocol
 
 from ..._neotoma.identity import Identity, schema_for
 from . import _scope
+from ._part_of import edges
 from ._reducer import SnapshotState
 from ._warnings import Advisories, advise
 
@@ -121,12 +122,12 @@ def _conversation_message_count(
         conversation = next(iter(counts))
     if conversation is None:
         message = next(p for p in planned if p.entity_type == "conversation_message")
+        sub, params = edges(source=message.identity.entity_id, rtypes=["PART_OF"], scoped=False)
         row = conn.execute(
-            "SELECT r.target_entity_id FROM relationships r JOIN entities e "
-            "ON e.id = r.target_entity_id WHERE r.source_entity_id = ? "
-            "AND r.relationship_type = 'PART_OF' AND e.entity_type = 'conversation' "
-            f"AND {_scope.owned('e')} LIMIT 1",
-            (message.identity.entity_id,),
+            f"SELECT r.target_entity_id FROM ({sub}) r JOIN entities e "
+            "ON e.id = r.target_entity_id WHERE e.entity_type = 'conversation' "
+            f"AND {_scope.owned('e')} ORDER BY r.target_entity_id LIMIT 1",
+            params,
         ).fetchone()
         if row is None:
             return None

@@ -383,10 +383,11 @@ def write(conn: sqlite3.Connection, body: Mapping[str, Any]) -> Written | dict[s
 
     counts: dict[str, int] = {}
     created_edges: list[dict[str, Any]] = []
+    fresh = {p.identity.entity_id for p in planned if not p.exists}  # created from source_id
     for rtype, src_end, dst_end, metadata in relationships:
         src = ids_by_index[src_end] if isinstance(src_end, int) else src_end
         dst = ids_by_index[dst_end] if isinstance(dst_end, int) else dst_end
-        relate(conn, rtype, src, dst, metadata, source_id, now, types_by_id, counts)
+        relate(conn, rtype, src, dst, metadata, source_id, now, types_by_id, counts, fresh)
         created_edges.append(
             {"relationship_type": rtype, "source_entity_id": src, "target_entity_id": dst}
         )

@@ -117,6 +117,7 @@ def _recorder() -> Any:
         "v6_store",
         "v7_store",
         "v8_store",
+        "v9_store",
     ],
 )
 async def test_an_older_file_answers_every_read_as_the_code_that_recorded_it(
@@ -129,7 +130,8 @@ async def test_an_older_file_answers_every_read_as_the_code_that_recorded_it(
     version 5 (the same, by the summaries release, main at 05f47bf), version 6 (the same,
     by the search-index release, main at 484633c), version 7 (the same plus another user's
     turn and key, by the users release, main at dac9c07: the unscoped reads must not see
-    them), version 8 (the same, by the compact format's first steps, main at ea5ef87):
+    them), version 8 (the same, by the compact format's first steps, main at ea5ef87),
+    version 9 (the same, by the bookkeeping names' contentless index, main at 8fbb155):
     snapshots, observations, queries (sorted, filtered), lookups, replays, the GET routes
     (an observation's ``source``), recent conversations."""
     recorded = json.loads((DATA.parent / fixture / "answers.json").read_text())

@@ -1,0 +1,96 @@
+"""A turn's log events cost nothing when nothing takes them, and carry the turn's ids when
+something does: its INFO events are not even built while the ``neotoma_agent`` logger is
+below INFO and structlog is not configured; shown, they carry ``conversation_id`` and
+``turn_id``; and a turn binds them through structlog only when the application configured
+structlog (merely imported, structlog's context is left alone)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import structlog
+from turn_support import capture_logs
+
+from neotoma_agent import EmbeddedStore, NeotomaMemory
+from neotoma_agent.log import LOGGER_NAME, EventLogger, get_logger
+
+anyio = pytest.mark.anyio
+
+#: the INFO events of a completed turn with a history read
+TURN_EVENTS = {"turn.opened", "history.done", "retrieval.done", "turn.closed"}
+
+
+@pytest.fixture
+def unconfigured() -> Iterator[None]:
+    """structlog imported but not configured (an earlier test may have configured it)."""
+    old = structlog.get_config() if structlog.is_configured() else None
+    structlog.reset_defaults()
+    try:
+        yield
+    finally:
+        if old is not None:
+            structlog.configure(**old)
+
+
+async def two_turns(path: Path, seen: list[dict[str, Any]] | None = None) -> None:
+    async with EmbeddedStore.open(path) as store:
+        memory = NeotomaMemory(store, conversation_id="chat-7")
+        for turn_id in ("t1", "t2"):
+            async with memory.turn("How is the plan going?", turn_id=turn_id) as t:
+                if seen is not None:
+                    seen.append(dict(structlog.contextvars.get_contextvars()))
+                t.reply = "Fine."
+
+
+@anyio
+async def test_a_turn_builds_no_info_event_nothing_would_take(
+    tmp_path: Path, unconfigured: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(logging.getLogger(LOGGER_NAME), "level", logging.WARNING)
+    built: list[str] = []
+    # A spy on the library's own INFO entry: every event a turn builds passes through it.
+    monkeypatch.setattr(EventLogger, "info", lambda self, event, **fields: built.append(event))
+    assert not get_logger().enabled()
+    await two_turns(tmp_path / "m.db")
+    assert built == []
+
+
+@anyio
+async def test_shown_the_turn_events_carry_the_turn_s_ids(
+    tmp_path: Path, unconfigured: None, caplog: pytest.LogCaptureFixture
+) -> None:
+    seen: list[dict[str, Any]] = []
+    with caplog.at_level(logging.INFO, logger=LOGGER_NAME):
+        assert get_logger().enabled()
+        await two_turns(tmp_path / "m.db", seen)
+    events = [r for r in caplog.records if getattr(r, "neotoma_event", None) in TURN_EVENTS]
+    assert {r.neotoma_event for r in events} == TURN_EVENTS  # type: ignore[attr-defined]
+    ids = [(r.neotoma_fields["conversation_id"], r.neotoma_fields["turn_id"]) for r in events]  # type: ignore[attr-defined]
+    assert set(ids) == {("chat-7", "t1"), ("chat-7", "t2")}
+    closed = [r.neotoma_fields for r in events if r.neotoma_event == "turn.closed"]  # type: ignore[attr-defined]
+    assert [c["reply_chars"] for c in closed] == [5, 5]
+    # structlog is imported but not configured: its context is not where the ids went.
+    assert seen == [{}, {}]
+
+
+@anyio
+async def test_a_configured_structlog_sees_the_turn_s_ids_in_its_context(
+    tmp_path: Path,
+) -> None:
+    seen: list[dict[str, Any]] = []
+    with capture_logs() as logs:
+        await two_turns(tmp_path / "m.db", seen)
+    assert seen == [
+        {"conversation_id": "chat-7", "turn_id": "t1"},
+        {"conversation_id": "chat-7", "turn_id": "t2"},
+    ]
+    closed = [e for e in logs if e["event"] == "turn.closed"]
+    assert [(e["conversation_id"], e["turn_id"]) for e in closed] == [
+        ("chat-7", "t1"),
+        ("chat-7", "t2"),
+    ]
+    assert not structlog.contextvars.get_contextvars()  # unbound after each turn
