@@ -13,6 +13,7 @@ import cProfile
 import io
 import pstats
 import sqlite3
+import struct
 import tempfile
 import threading
 import time
@@ -47,6 +48,35 @@ def _wal_frames(path: Path, page_size: int) -> int:
     wal = path.with_name(path.name + "-wal")
     size = wal.stat().st_size if wal.exists() else 0
     return max(0, (size - 32) // (page_size + 24))
+
+
+class _WalPages:
+    """The WAL frames each turn appends, by the B-tree (table or index) that owns each page
+    once the turn is written: SQLite's ``dbstat`` read after every turn, so a page freed by
+    one B-tree and reused by another is charged to the one that wrote it. A page no B-tree
+    owns is on the freelist; page 1 (``sqlite_schema``) also holds the file's header (its
+    size, its freelist), rewritten by any commit that grows the file or takes a free page."""
+
+    def __init__(self, path: Path, page_size: int) -> None:
+        self.wal = path.with_name(path.name + "-wal")
+        self.frame = page_size + 24
+        self.offset = self.wal.stat().st_size
+        self.counts: Counter[str] = Counter()
+        self.conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+
+    def after_turn(self) -> None:
+        owners = dict(self.conn.execute("SELECT pageno, name FROM dbstat"))
+        with self.wal.open("rb") as f:
+            f.seek(self.offset)
+            data = f.read()
+        whole = len(data) - len(data) % self.frame
+        for at in range(0, whole, self.frame):
+            (page,) = struct.unpack_from(">I", data, at)
+            self.counts[owners.get(page, "(freelist)")] += 1
+        self.offset += whole
+
+    def close(self) -> None:
+        self.conn.close()
 
 
 def _fts_index(sql: str) -> str:
@@ -91,10 +121,15 @@ async def _counts(ours: Any, path: Path) -> dict[str, Any]:
                 page_size = conn.execute("PRAGMA page_size").fetchone()[0]
             conn.close()
             rows_before, frames_before = _rows(path), _wal_frames(path, page_size)
-            tracing = True
-            for i in range(WARMUP, WARMUP + TURNS):
-                await turn(0, i)
-            tracing = False
+            wal_pages = _WalPages(path, page_size)
+            try:
+                for i in range(WARMUP, WARMUP + TURNS):
+                    tracing = True
+                    await turn(0, i)
+                    tracing = False
+                    wal_pages.after_turn()
+            finally:
+                wal_pages.close()
             rows_after, frames_after = _rows(path), _wal_frames(path, page_size)
     finally:
         _store._connect = connect  # type: ignore[assignment]
@@ -110,6 +145,9 @@ async def _counts(ours: Any, path: Path) -> dict[str, Any]:
         "rows_written_per_turn": sum(rows.values()),
         "rows_by_table": {n: r for n, r in sorted(rows.items(), key=lambda x: -x[1]) if r},
         "wal_pages_per_turn": (frames_after - frames_before) / TURNS,
+        "wal_bytes_per_turn": (frames_after - frames_before) * (page_size + 24) / TURNS,
+        "page_size": page_size,
+        "wal_pages_by_btree": {k: v / TURNS for k, v in wal_pages.counts.most_common()},
         "fts_inner_statements_by_index": {
             k: v / TURNS
             for k, v in Counter(
@@ -308,7 +346,10 @@ def render_profile(result: dict[str, Any]) -> str:
         + ", ".join(f"{k} {v:g}" for k, v in result["fts_inner_statements_by_index"].items())
         + ")",
         f"  rows written             {result['rows_written_per_turn']:8.2f} /turn",
-        f"  WAL pages                {result['wal_pages_per_turn']:8.2f} /turn",
+        f"  WAL pages                {result['wal_pages_per_turn']:8.2f} /turn"
+        f" ({result['wal_bytes_per_turn']:,.0f} B, pages of {result['page_size']:,} B)",
+        "  WAL pages by table and index (/turn): "
+        + ", ".join(f"{k} {v:.2f}" for k, v in result["wal_pages_by_btree"].items()),
         "  where the CPU goes (unprofiled, process_time and thread_time):",
         f"    whole process          {result['split_cpu_ms_per_turn']:8.3f} ms/turn",
         f"    event-loop thread      {result['split_event_loop_thread_ms_per_turn']:8.3f}",

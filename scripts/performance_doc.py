@@ -375,6 +375,26 @@ def profile_wal_pages(results: Results) -> str:
     return f"{results['peers_profile']['wal_pages_per_turn']:.0f}"
 
 
+@figure("profile-wal-btrees", source="peers_profile")
+def profile_wal_btrees(results: Results) -> str:
+    r = results["peers_profile"]
+    pages = r["wal_pages_by_btree"]
+    names = {
+        "sqlite_schema": "page 1 (the file's header: its size, its freelist)",
+        "(freelist)": "the freelist (pages freed and taken again)",
+    }
+    rows = [[names.get(k, f"`{k}`"), f"{v:.2f}"] for k, v in pages.items() if v >= 0.5]
+    rows.append(["everything else", f"{sum(v for v in pages.values() if v < 0.5):.2f}"])
+    rows.append(
+        [
+            f"**a turn** ({len(set(pages) - {'(freelist)'})} B-trees, pages of"
+            f" {r['page_size']:,} B)",
+            f"**{sum(pages.values()):.1f}** ({size(r['wal_bytes_per_turn'])})",
+        ]
+    )
+    return table(["table or index", "WAL pages per turn"], rows)
+
+
 _INDEX_NAMES = {
     "search_text": "the search index",
     "bookkeeping_names": "the bookkeeping names' trigram index",

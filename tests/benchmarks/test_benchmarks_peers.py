@@ -76,6 +76,10 @@ def test_peers_profile_counts_the_statements_rows_and_pages_of_our_turn(
     assert report["rows_by_table"]["conversation_messages"] == 2
     assert report["rows_written_per_turn"] >= 2
     assert report["wal_pages_per_turn"] >= 1
+    # Every WAL page is charged to a B-tree: the entity rows, and the WAL's pages in all.
+    by_btree = report["wal_pages_by_btree"]
+    assert by_btree["entities"] >= 1
+    assert sum(by_btree.values()) == pytest.approx(report["wal_pages_per_turn"])
     # The CPU split adds up: the two threads make the process.
     split = report["split_event_loop_thread_ms_per_turn"] + report["split_store_thread_ms_per_turn"]
     assert split == pytest.approx(report["split_cpu_ms_per_turn"])

@@ -30,11 +30,6 @@ pytestmark = [
 ]
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"  # the client is aiohttp
-
-
 def _calls(prefixes: tuple[str, ...]) -> list[dict[str, Any]]:
     calls = json.loads((SAMPLES / "INDEX.json").read_text("utf-8"))["calls"]
     return [c for c in calls if c["name"].split("_", 1)[0] in prefixes]

@@ -22,11 +22,6 @@ pytestmark = pytest.mark.anyio
 
 
 @pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"  # the client is aiohttp
-
-
-@pytest.fixture
 async def served(tmp_path: Path) -> AsyncIterator[tuple[str, str]]:
     async with EmbeddedStore.open(tmp_path / "memory.db") as store:
         maria = await NeotomaMemory(store, conversation_id="c").remember(

@@ -24,11 +24,6 @@ pytestmark = pytest.mark.anyio
 SECRET = "s3cret-query-words"
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"  # the client is aiohttp
-
-
 @pytest.fixture(params=["embedded", "typed"])
 async def server(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[str]:
     async with EmbeddedStore.open(tmp_path / "memory.db") as store:

@@ -50,12 +50,6 @@ _TIMESTAMP = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
 NOTE = {"entities": [{"entity_type": "note", "title": "n", "content": "c"}], "idempotency_key": "k"}
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    """aiohttp runs on asyncio only."""
-    return "asyncio"
-
-
 @attrs.frozen
 class Answer:
     status: int

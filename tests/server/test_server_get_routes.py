@@ -43,12 +43,6 @@ _FIELD_LISTS = frozenset(("primary_fields",))
 _NOT_OURS = ("/recent_conversations",)
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    """aiohttp runs on asyncio only."""
-    return "asyncio"
-
-
 @attrs.frozen
 class Answer:
     status: int

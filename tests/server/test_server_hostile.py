@@ -37,12 +37,6 @@ CONTENT = "private-message-text-do-not-log"
 LIMIT = 4096
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    """aiohttp runs on asyncio only."""
-    return "asyncio"
-
-
 @attrs.frozen
 class Answer:
     status: int

@@ -76,11 +76,6 @@ def _foreign_hosts(port: int) -> list[str]:
 
 
 @pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"  # aiohttp's server and client
-
-
-@pytest.fixture
 async def store(tmp_path: Path) -> AsyncIterator[EmbeddedStore]:
     async with EmbeddedStore.open(tmp_path / "memory.db") as s:
         yield s

@@ -33,12 +33,6 @@ TOKENS = {ALICE: "tok-alice-SECRET", BOB: "tok-bob-SECRET"}
 CONVERSATION = "same-name"
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    """aiohttp runs on asyncio only."""
-    return "asyncio"
-
-
 @attrs.frozen
 class Server:
     url: str

@@ -21,12 +21,6 @@ pytestmark = pytest.mark.anyio
 TOKEN = "tok-view-SECRET"
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    """aiohttp runs on asyncio only."""
-    return "asyncio"
-
-
 async def _get(url: str, path: str) -> tuple[int, str]:
     async with (
         aiohttp.ClientSession() as session,

@@ -36,12 +36,6 @@ ADMIN = "tok-admin-SECRET"
 TOKENS = {ALICE: "tok-alice-SECRET", BOB: "tok-bob-SECRET"}
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    """aiohttp runs on asyncio only."""
-    return "asyncio"
-
-
 @attrs.frozen
 class World:
     url: str

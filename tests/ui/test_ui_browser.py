@@ -55,11 +55,6 @@ PAYLOADS = (
 
 
 @pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
 async def site(tmp_path: Path) -> AsyncIterator[str]:
     if CHROMIUM is None:
         pytest.skip("no chromium here (Debian: apt-get install chromium)")

@@ -71,11 +71,6 @@ def _inspect(page: str) -> _Inspector:
 
 
 @pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
 async def client(tmp_path: Path) -> AsyncIterator[TestClient[web.Request, web.Application]]:
     async with EmbeddedStore.open(tmp_path / "memory.db") as store:
         memory = NeotomaMemory(store, conversation_id="<script>c</script>", platform="<b>p</b>")

@@ -29,11 +29,6 @@ pytestmark = pytest.mark.anyio
 
 
 @pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"  # aiohttp's server and client
-
-
-@pytest.fixture
 async def stores(tmp_path: Path) -> AsyncIterator[tuple[EmbeddedStore, HttpTransport]]:
     async with (
         EmbeddedStore.open(tmp_path / "memory.db") as embedded,

@@ -34,11 +34,6 @@ __all__ = ["db_path", "store"]
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"  # aiohttp's server and client
-
-
 async def _client(
     transport: Any, *, token: str = TOKEN, send_token: bool = True, **kw: Any
 ) -> TestClient[web.Request, web.Application]:

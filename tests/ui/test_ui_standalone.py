@@ -24,11 +24,6 @@ pytestmark = pytest.mark.anyio
 
 
 @pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"  # aiohttp's server and client
-
-
-@pytest.fixture
 async def store(tmp_path: Path) -> AsyncIterator[EmbeddedStore]:
     async with EmbeddedStore.open(tmp_path / "memory.db") as store:
         await NeotomaMemory(store, conversation_id="ui-chat").record_turn(

@@ -22,13 +22,30 @@ from ._schema import migrate
 from ._scope import install as install_scope
 from ._scope import run_as
 
-__all__ = ["DEFAULT_BUSY_TIMEOUT", "busy_ms_of", "connect", "encodable", "run"]
+__all__ = [
+    "DEFAULT_BUSY_TIMEOUT",
+    "TURN_INDEX_LEAF_BYTES",
+    "busy_ms_of",
+    "connect",
+    "encodable",
+    "run",
+]
 
 T = TypeVar("T")
 
 #: seconds a store waits for another process's write lock on the file before it fails
 #: with "database is locked"
 DEFAULT_BUSY_TIMEOUT = 10.0
+
+#: the largest leaf (bytes, FTS5's ``pgsz``) of the full-text indexes every turn writes
+#: (the search index and the bookkeeping names'): FTS5's default (4,050) fills a 4 KiB page
+#: with one leaf, so each leaf a commit writes or merges rebalances the B-tree pages around
+#: it; leaves half that size share pages, and a turn writes about 7% fewer WAL pages
+#: (docs/performance.md, "Where our turn goes today"). A setting of the file, kept in each
+#: index's config row: the leaves already written stay as they are, the ones merged or
+#: written from then on follow it.
+TURN_INDEX_LEAF_BYTES = 2000
+_TURN_INDEXES = ("search_text", "bookkeeping_names")
 
 
 def connect(
@@ -70,6 +87,7 @@ def connect(
             conn.execute("PRAGMA journal_size_limit = 67108864")
             conn.execute("PRAGMA foreign_keys = OFF")
             migrate(conn)
+            _set_leaf_size(conn)
             install_scope(conn)
             install_names(conn)
             # Connect the FTS5 tables now (each reads its config on first use), so the first
@@ -82,6 +100,29 @@ def connect(
         return conn
 
     return connect
+
+
+def _set_leaf_size(conn: sqlite3.Connection) -> None:
+    """Set ``TURN_INDEX_LEAF_BYTES`` on a file that does not hold it yet (a new file, an
+    older release's, an index a migration built again): one transaction of its own."""
+    stale = [
+        table
+        for table in _TURN_INDEXES
+        if conn.execute(f"SELECT v FROM {table}_config WHERE k = 'pgsz'").fetchone()
+        != (TURN_INDEX_LEAF_BYTES,)
+    ]
+    if not stale:
+        return
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        for table in stale:
+            conn.execute(
+                f"INSERT INTO {table} ({table}, rank) VALUES ('pgsz', ?)", (TURN_INDEX_LEAF_BYTES,)
+            )
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
 
 
 def busy_ms_of(seconds: float) -> int:

@@ -15,11 +15,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from observation_rows_support import stored_fields
 from paths_support import TESTS
 
 from neotoma_agent import NeotomaMemory
 from neotoma_agent.transport.embedded import EmbeddedStore
-from neotoma_agent.transport.embedded._rows import encode_entity
 
 pytestmark = [pytest.mark.anyio, pytest.mark.one_backend]
 
@@ -37,19 +37,6 @@ async def _fields(store: EmbeddedStore, entity_id: str) -> list[dict[str, Any]]:
     return [o["fields"] for o in page["observations"]]
 
 
-def _stored(path: Path, entity_id: str) -> list[str | None]:
-    """The stored ``fields`` of an entity's observations, newest first (its row's first
-    one last: ``first_fields``)."""
-    with sqlite3.connect(path) as conn:
-        rows = conn.execute(
-            "SELECT fields FROM (SELECT fields, seq FROM observations WHERE entity_id = ? "
-            "UNION ALL SELECT first_fields, 0 FROM entities WHERE id = ? "
-            "AND first_id IS NOT NULL) ORDER BY seq DESC",
-            (encode_entity(entity_id), entity_id),
-        ).fetchall()
-    return [r[0] for r in rows]
-
-
 async def test_a_new_entitys_only_observation_shares_the_snapshots_fields(path: Path) -> None:
     async with EmbeddedStore.open(path) as store:
         got = await store.store(
@@ -57,7 +44,7 @@ async def test_a_new_entitys_only_observation_shares_the_snapshots_fields(path: 
         )
         entity_id = got.entities[0].entity_id
         assert await _fields(store, entity_id) == [{"name": "Sprocket", "size": 1}]
-    assert _stored(path, entity_id) == [None]
+    assert stored_fields(path, entity_id) == [None]
 
 
 async def test_a_changed_snapshot_gives_the_sharing_observation_its_fields_back(
@@ -80,7 +67,7 @@ async def test_a_changed_snapshot_gives_the_sharing_observation_its_fields_back(
             {"name": "Sprocket", "size": 1},
         ]
     # The newest shares; each older one got its fields back when the snapshot moved on.
-    stored = _stored(path, entity_id)
+    stored = stored_fields(path, entity_id)
     assert stored[0] is None
     assert [json.loads(s) for s in stored[1:] if s is not None] == [
         {"name": "Sprocket", "size": 2},
@@ -97,7 +84,7 @@ async def test_fields_the_snapshot_does_not_hold_stay_on_their_observation(path:
         )
         entity_id = got.entities[0].entity_id
         assert await _fields(store, entity_id) == [{"name": "Sprocket", "colour": None}]
-    assert _stored(path, entity_id) == ['{"name":"Sprocket","colour":null}']
+    assert stored_fields(path, entity_id) == ['{"name":"Sprocket","colour":null}']
 
 
 async def test_a_turn_record_answers_both_its_observations_after_it_closes(path: Path) -> None:
@@ -115,7 +102,7 @@ async def test_a_turn_record_answers_both_its_observations_after_it_closes(path:
     assert snapshot["snapshot"]["status"] == "completed"
     # The closing observation no longer equals the snapshot (the snapshot also holds what
     # the user store wrote: started_at, the model), so it is stored with its own fields.
-    closing = _stored(path, turn_id)[0]
+    closing = stored_fields(path, turn_id)[0]
     assert closing is not None
     assert '"status":"completed"' in closing
 

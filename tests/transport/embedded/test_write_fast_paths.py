@@ -10,16 +10,15 @@ from __future__ import annotations
 
 import json
 import math
-import sqlite3
 from pathlib import Path
 from typing import Any
 from unittest.mock import ANY
 
 import pytest
+from observation_rows_support import stored_fields
 
 from neotoma_agent import NeotomaMemory
 from neotoma_agent.transport.embedded import EmbeddedStore
-from neotoma_agent.transport.embedded._rows import encode_entity
 
 pytestmark = [pytest.mark.anyio, pytest.mark.one_backend]
 
@@ -134,19 +133,6 @@ async def test_a_restated_conversation_keeps_its_snapshot_and_its_summary(path: 
         assert snap.last_observation_at == item.last_activity
 
 
-def _stored(path: Path, entity_id: str) -> list[str | None]:
-    """The stored ``fields`` of an entity's observations, newest first (its row's first
-    one last: ``first_fields``)."""
-    with sqlite3.connect(path) as conn:
-        rows = conn.execute(
-            "SELECT fields FROM (SELECT fields, seq FROM observations WHERE entity_id = ? "
-            "UNION ALL SELECT first_fields, 0 FROM entities WHERE id = ? "
-            "AND first_id IS NOT NULL) ORDER BY seq DESC",
-            (encode_entity(entity_id), entity_id),
-        ).fetchall()
-    return [r[0] for r in rows]
-
-
 @pytest.mark.parametrize(
     ("restated", "shares"),
     [({"size": 2}, True), ({"size": None}, False), ({"size": 1}, False)],
@@ -169,7 +155,7 @@ async def test_an_observation_restating_every_field_is_stored_right_whatever_the
             {"name": "Sprocket", **restated},
             {"name": "Sprocket", "size": 1},
         ]
-    newest, older = _stored(path, entity_id)
+    newest, older = stored_fields(path, entity_id)
     if shares:
         assert (newest, older) == (None, '{"name":"Sprocket","size":1}')
     elif restated["size"] is None:

@@ -1,0 +1,21 @@
+"""What a store file holds in its observation rows, read with plain ``sqlite3``."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+from neotoma_agent.transport.embedded._rows import encode_entity
+
+
+def stored_fields(path: Path, entity_id: str) -> list[str | None]:
+    """The stored ``fields`` of an entity's observations, newest first (its entity row's
+    first one last: ``first_fields``)."""
+    with sqlite3.connect(path) as conn:
+        rows = conn.execute(
+            "SELECT fields FROM (SELECT fields, seq FROM observations WHERE entity_id = ? "
+            "UNION ALL SELECT first_fields, 0 FROM entities WHERE id = ? "
+            "AND first_id IS NOT NULL) ORDER BY seq DESC",
+            (encode_entity(entity_id), entity_id),
+        ).fetchall()
+    return [r[0] for r in rows]
