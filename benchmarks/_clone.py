@@ -60,8 +60,16 @@ def _keys(cid: str, turns: int) -> dict[str, str]:
     }
 
 
-def _offset_seqs(written: str, offset: int) -> str:
-    return json.dumps([s + offset for s in json.loads(written)], separators=(",", ":"))
+def _offset_seqs(written: str, offset: int, rows: dict[int, int]) -> str:
+    """A key's list in a copy: a row's seq offset, an entity row's first observation (minus
+    its rowid, schema 11) as the copy's entity row."""
+    seqs = [s + offset if s > 0 else rows[s] for s in json.loads(written)]
+    return json.dumps(seqs, separators=(",", ":"))
+
+
+def _offset(value: int, offset: int) -> int:
+    """A seq in a snapshot doc, in a copy: 0 (the entity row's first observation) stays."""
+    return value + offset if value > 0 else value
 
 
 #: a winning observation's meta in a snapshot doc: [id, seq, time, ...] (``_rows``)
@@ -105,6 +113,13 @@ class _Copier:
             "idempotency_keys": (f"key IN {_in(keys)}", keys),
             "conversation_summaries": ("entity_id = ?", [head]),
         }
+        #: each template entity's rowid (a key's list names a row's first observation by it)
+        self.rowids = {
+            int(rowid): str(i)
+            for rowid, i in conn.execute(
+                f"SELECT rowid, id FROM entities WHERE id IN {_in(ids)}", ids
+            )
+        }
         self.rows = {
             table: conn.execute(f"SELECT * FROM {table} WHERE {cond}", args).fetchall()
             for table, (cond, args) in where.items()
@@ -143,18 +158,18 @@ class _Copier:
             return self.id_pattern.sub(lambda m: id_map[m.group(0)], value)
 
         def meta(m: re.Match[str]) -> str:
-            return f'["{m.group(1)}",{int(m.group(2)) + seq},{int(m.group(3)) + dt},'
+            return f'["{m.group(1)}",{_offset(int(m.group(2)), seq)},{int(m.group(3)) + dt},'
 
         def snapshot(doc: str) -> str:
             # The fields come first ("f"), the metas after them: only the tail is rewritten.
             fields, sep, tail = text(doc).rpartition(',"o":[')
             tail = _META.sub(meta, tail)
-            tail = _SHARED.sub(lambda m: f'"s":{int(m.group(1)) + seq}', tail)
+            tail = _SHARED.sub(lambda m: f'"s":{_offset(int(m.group(1)), seq)}', tail)
             return fields + sep + tail
 
         r = self.rows
         conn.executemany(
-            "INSERT INTO entities VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+            "INSERT INTO entities VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
             [
                 (
                     id_map[e[0]],
@@ -168,10 +183,19 @@ class _Copier:
                     e[8] + dt,
                     e[9],
                     e[10],
+                    *e[11:19],
+                    text(e[19]),
                 )
                 for e in r["entities"]
             ],
         )
+        copied = dict(
+            conn.execute(
+                f"SELECT id, rowid FROM entities WHERE id IN {_in(list(id_map.values()))}",
+                list(id_map.values()),
+            )
+        )
+        rows = {-old: -int(copied[id_map[i]]) for old, i in self.rowids.items()}
         conn.executemany(
             "INSERT INTO observations VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
             [
@@ -213,7 +237,7 @@ class _Copier:
                     key_digest(keys[self.key_roles[k[2]]]),
                     keys[self.key_roles[k[2]]],
                     k[3],
-                    _offset_seqs(k[4], seq),
+                    _offset_seqs(k[4], seq, rows),
                     k[5] + dt,
                 )
                 for k in r["idempotency_keys"]

@@ -20,10 +20,6 @@ columns, the per-user ones included) and once per layout probed:
   type and fields (NULL; a read would derive it again);
 - ``+meta``: and each winning observation in the snapshot doc as its seq alone (its id,
   time, priority and source rank read from its row), instead of about 53 bytes of metas;
-- ``+merge``: and each entity's first observation in its entity row (its seq, id, source,
-  key, priority, source word, specificity, identity basis and rule, and its fields when
-  they are not the snapshot's; its time is the entity's ``created_at``), not in
-  ``observations`` and its index: a message, written once, keeps no observation row;
 - ``+keys``: and the idempotency keys in a rowid table (key text once, found by an index
   on an 8-byte digest of it), every other reference to a key (observations, the entity
   row's first observation) by its row number, the index by source holding the number
@@ -44,7 +40,11 @@ schema version 8's search index and version 9's index of bookkeeping names keep 
 the texts). The bookkeeping names' index stays in every layout: a real server finds
 conversations, messages and turn records by any substring of their names, as any entity.
 No layout holds a message's PART_OF edge to its conversation: since schema version 10 the
-live file derives it from the conversation index, and every layout copies its rows.
+live file derives it from the conversation index, and every layout copies its rows. Nor
+does any layout hold an entity's first observation as a row of ``observations``: since
+schema version 11 the live file keeps it in the entity row (its id, source, key, priority,
+source word, specificity, identity basis and rule, and its fields when they are not the
+snapshot's), and every layout copies those columns.
 """
 
 from __future__ import annotations
@@ -76,7 +76,6 @@ LAYOUTS = (
     "+type",
     "+name",
     "+meta",
-    "+merge",
     "+keys",
     "+ids",
     "+codec",
@@ -95,8 +94,8 @@ _ENTITIES = """CREATE TABLE entities (num INTEGER PRIMARY KEY, id NOT NULL UNIQU
     entity_type NOT NULL, canonical_name, aliases TEXT NOT NULL, created_at NOT NULL,
     updated_at NOT NULL, snapshot TEXT NOT NULL, observation_count INTEGER NOT NULL,
     last_observation_at, message_count INTEGER NOT NULL, uid INTEGER NOT NULL{merged})"""
-# ``+merge``: the entity's first observation, in its row.
-_MERGED = """, first_seq INTEGER, first_id, first_source, first_key, first_priority INTEGER,
+# The entity's first observation, in its row (the live file holds it so since schema 11).
+_MERGED = """, first_id, first_source, first_key, first_priority INTEGER,
     first_osource, first_specificity REAL, first_basis, first_rule, first_fields TEXT"""
 _OBSERVATIONS = """CREATE TABLE observations (seq INTEGER PRIMARY KEY, id NOT NULL,
     entity_id NOT NULL, entity_type NOT NULL, source_id, observed_at NOT NULL,
@@ -141,8 +140,8 @@ _ENTITY_COLUMNS = (
     "e.observation_count, e.last_observation_at, e.message_count, e.uid"
 )
 _FIRST_COLUMNS = (
-    ", o.seq, o.id, o.source_id, {key}, o.source_priority, o.observation_source, "
-    "o.specificity_score, o.identity_basis, o.identity_rule, o.fields"
+    ", e.first_id, e.first_source, {key}, e.first_priority, e.first_osource, "
+    "e.first_specificity, e.first_basis, e.first_rule, e.first_fields"
 )
 
 
@@ -199,7 +198,6 @@ def _codec(entity_type: str, doc: str) -> str:
 def _fill(conn: sqlite3.Connection, layout: str) -> None:
     """Copy the rows of ``src`` into ``main`` in ``layout``."""
     numbered = layout != "copy"
-    merged = _has(layout, "+merge")
     etype = "word(e.entity_type)" if _has(layout, "+type") else "e.entity_type"
     name = "e.canonical_name"
     if _has(layout, "+name"):
@@ -213,35 +211,23 @@ def _fill(conn: sqlite3.Connection, layout: str) -> None:
     if _has(layout, "+codec"):
         snapshot = f"codec(e.entity_type, {snapshot})"
     # The number of each key (``+keys``), by its text.
-    key = "o.idempotency_key"
+    key = "{0}"
     if _has(layout, "+keys"):
         conn.execute(
             "INSERT INTO idempotency_keys SELECT NULL, uid, digest(key), key, source_id, "
             "observations, created_at FROM src.idempotency_keys ORDER BY created_at, key"
         )
         key = "(SELECT num FROM idempotency_keys k WHERE k.digest = digest({0}) AND k.key = {0})"
-        key = key.format("o.idempotency_key")
     else:
         conn.execute("INSERT INTO idempotency_keys SELECT * FROM src.idempotency_keys")
-    # Each entity's first observation (``+merge``).
-    conn.execute("CREATE TEMP TABLE first (entity_id PRIMARY KEY, seq) WITHOUT ROWID")
-    if merged:
-        conn.execute(
-            "INSERT INTO first SELECT entity_id, min(seq) FROM src.observations GROUP BY 1"
-        )
     cols = _ENTITY_COLUMNS.format(
         id="entity_key(e.id)" if _has(layout, "+ids") else "e.id",
         type=etype,
         name=name,
         snapshot=snapshot,
     )
-    if merged:
-        cols += _FIRST_COLUMNS.format(key=key)
-    conn.execute(
-        f"INSERT INTO entities SELECT {cols} FROM src.entities e "
-        "LEFT JOIN first f ON f.entity_id = entity_key(e.id) "
-        "LEFT JOIN src.observations o ON o.seq = f.seq ORDER BY e.rowid"
-    )
+    cols += _FIRST_COLUMNS.format(key=key.format("e.first_key"))
+    conn.execute(f"INSERT INTO entities SELECT {cols} FROM src.entities e ORDER BY e.rowid")
     # The number of each entity, by its id as observations hold it (12 bytes) and as text.
     conn.execute("CREATE TEMP TABLE by_key (k PRIMARY KEY, num) WITHOUT ROWID")
     conn.execute("INSERT INTO by_key SELECT entity_key(id), rowid FROM src.entities")
@@ -250,8 +236,8 @@ def _fill(conn: sqlite3.Connection, layout: str) -> None:
     conn.execute(
         f"INSERT INTO observations SELECT o.seq, o.id, {ref.format('o.entity_id')}, "
         "o.entity_type, o.source_id, o.observed_at, o.source_priority, o.observation_source, "
-        f"o.specificity_score, o.fields, {key}, o.identity_basis, o.identity_rule "
-        "FROM src.observations o WHERE o.seq NOT IN (SELECT seq FROM first) ORDER BY o.seq"
+        f"o.specificity_score, o.fields, {key.format('o.idempotency_key')}, o.identity_basis, "
+        "o.identity_rule FROM src.observations o ORDER BY o.seq"
     )
     conn.execute(
         f"INSERT INTO relationships SELECT {ref.format('r.source_entity_id')}, "
@@ -268,27 +254,23 @@ def _fill(conn: sqlite3.Connection, layout: str) -> None:
 
 
 def _expected(conn: sqlite3.Connection, layout: str, table: str) -> int:
-    """The rows ``table`` holds in ``layout``: the source's, less what the layout moved."""
+    """The rows ``table`` holds in ``layout``: the source's (no layout moves rows)."""
 
     def count(sql: str) -> int:
         return int(conn.execute(sql).fetchone()[0])
 
-    n = count(f"SELECT count(*) FROM src.{table}")
-    if table == "observations":
-        n -= count("SELECT count(*) FROM first")
-    return n
+    return count(f"SELECT count(*) FROM src.{table}")
 
 
 #: what a layout must still hold: every key an observation had, every merged observation
 _LOST = {
     "observations": "SELECT count(*) FROM observations WHERE idempotency_key IS NULL",
-    "entities": "SELECT count(*) FROM entities WHERE first_seq IS NOT NULL AND first_key IS NULL",
+    "entities": "SELECT count(*) FROM entities WHERE first_id IS NOT NULL AND first_key IS NULL",
 }
 _HAD = {
-    "observations": "SELECT count(*) FROM src.observations o WHERE idempotency_key IS NULL "
-    "AND seq NOT IN (SELECT seq FROM first)",
-    "entities": "SELECT count(*) FROM src.observations WHERE idempotency_key IS NULL "
-    "AND seq IN (SELECT seq FROM first)",
+    "observations": "SELECT count(*) FROM src.observations o WHERE idempotency_key IS NULL",
+    "entities": "SELECT count(*) FROM src.entities WHERE first_id IS NOT NULL "
+    "AND first_key IS NULL",
 }
 
 
@@ -320,7 +302,7 @@ def build(store: Path, out: Path, layout: str) -> tuple[dict[str, int], dict[str
         conn.create_function("digest", 1, _digest, deterministic=True)
         conn.create_function("codec", 2, _codec, deterministic=True)
         conn.execute("BEGIN")
-        entities = _ENTITIES.format(merged=_MERGED if _has(layout, "+merge") else "")
+        entities = _ENTITIES.format(merged=_MERGED)
         if _has(layout, "+keys"):
             keys = _NUMBERED_KEYS.strip().split(";\n")
         else:
@@ -337,10 +319,9 @@ def build(store: Path, out: Path, layout: str) -> tuple[dict[str, int], dict[str
             b = _expected(conn, layout, table)
             if a != b or conn.execute(f"SELECT 1 FROM {table} WHERE {_REFS[table]}").fetchone():
                 raise SystemExit(f"{layout}: {table} not copied whole ({a} of {b} rows)")
-        if _has(layout, "+merge"):
-            for table, lost in _LOST.items():
-                if conn.execute(lost).fetchone()[0] != conn.execute(_HAD[table]).fetchone()[0]:
-                    raise SystemExit(f"{layout}: {table} lost an idempotency key")
+        for table, lost in _LOST.items():
+            if conn.execute(lost).fetchone()[0] != conn.execute(_HAD[table]).fetchone()[0]:
+                raise SystemExit(f"{layout}: {table} lost an idempotency key")
         rows = {t: int(conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0]) for t in _COPIED}
         return _sizes(conn), rows
     finally:

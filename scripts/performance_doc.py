@@ -437,7 +437,6 @@ STEPS: dict[str, tuple[str, str | None]] = {
     "+type": ("the entity type as a code, indexed as (user, type, number)", None),
     "+name": ("no stored canonical name where the identity rules derive it", None),
     "+meta": ("snapshot metas as the winning observation's number", None),
-    "+merge": ("an entity's first observation in its entity row", None),
     "+keys": (
         "idempotency keys numbered (version 8 finds them by a 16-byte digest already)",
         "  idempotency keys",

@@ -140,7 +140,9 @@ def observations(db: Path) -> int:
     if not db.exists():
         return 0
     with sqlite3.connect(db) as conn:
-        return int(conn.execute("SELECT count(*) FROM observations").fetchone()[0])
+        rows = conn.execute("SELECT count(*) FROM observations").fetchone()[0]
+        firsts = conn.execute("SELECT count(first_id) FROM entities").fetchone()[0]
+        return int(rows) + int(firsts)  # an entity's first is in its row (schema 11)
 
 
 def tool_invocations(db: Path) -> list[dict[str, Any]]:

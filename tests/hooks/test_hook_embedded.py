@@ -15,7 +15,7 @@ from typing import Any
 
 import anyio
 import pytest
-from hook_support import DATA, Hooks, recorded, summary
+from hook_support import DATA, Hooks, observations, recorded, summary
 
 from neotoma_agent import EmbeddedStore
 from neotoma_agent.hooks import _embedded, _embedded_open, _event, _run
@@ -177,15 +177,13 @@ def test_a_repeated_close_the_state_forgot_replays_on_the_store(
         # The Stop's store lands; the state write after it (``closed``) never happens.
         lost.setattr(_run.HookState, "closed", lambda *args, **kw: None)
         assert hooks.send(*inputs[1]).problem is None
-    with sqlite3.connect(hooks.db) as conn:
-        before = conn.execute("SELECT count(*) FROM observations").fetchone()[0]
+    before = observations(hooks.db)
     time.sleep(0.01)  # a later ended_at
     closed = spy(monkeypatch)
     outcome = hooks.send(*inputs[2])  # SessionEnd: delivers what is due
     assert outcome.problem is None
     assert closed
-    with sqlite3.connect(hooks.db) as conn:
-        assert conn.execute("SELECT count(*) FROM observations").fetchone()[0] == before
+    assert observations(hooks.db) == before
 
 
 def test_a_store_file_locked_past_the_budget_is_kept_for_the_next_event(tmp_path: Path) -> None:

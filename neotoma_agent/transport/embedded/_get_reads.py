@@ -100,7 +100,9 @@ def get_entity_observations(conn: sqlite3.Connection, body: Mapping[str, Any]) -
     offset = bounded_int(body.get("offset", 0), "offset", 0, 2**31)
     _require_entity(conn, entity_id)
     total = conn.execute(
-        "SELECT count(*) FROM observations WHERE entity_id = ?", (encode_entity(entity_id),)
+        "SELECT (SELECT count(*) FROM observations WHERE entity_id = ?) + "
+        "(SELECT count(*) FROM entities WHERE id = ? AND first_id IS NOT NULL)",
+        (encode_entity(entity_id), entity_id),
     ).fetchone()[0]
     observations = observations_page(conn, entity_id, limit, offset)
     keys = _keys_of_sources(conn, {o["source_id"] for o in observations} - {None})

@@ -102,8 +102,9 @@ def pair(
     """The derived edge from ``message_id`` to ``conversation_id``, if the index holds it
     without a row: its user, its time as stored and its observation's id."""
     found = conn.execute(
-        f"SELECT m.uid, m.created_at, (SELECT o.source_id FROM observations o "
-        f"WHERE o.entity_id = cm.message_id ORDER BY o.seq LIMIT 1) "
+        f"SELECT m.uid, m.created_at, CASE WHEN m.first_id IS NOT NULL THEN m.first_source "
+        f"ELSE (SELECT o.source_id FROM observations o "
+        f"WHERE o.entity_id = cm.message_id ORDER BY o.seq LIMIT 1) END "
         f"FROM conversation_messages cm CROSS JOIN entities m ON m.id = ?1 "
         f"WHERE cm.message_id = ?2 AND cm.conversation_id = ?3 AND NOT EXISTS "
         f"(SELECT 1 FROM relationships r WHERE r.source_entity_id = ?1 "

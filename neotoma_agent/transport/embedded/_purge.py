@@ -42,6 +42,8 @@ _CONTENTLESS_SEARCH = 8
 _CONTENTLESS_NAMES = 9
 #: the schema version whose PART_OF edges the conversation index holds (``_part_of``)
 _DERIVED_PART_OF = 10
+#: the schema version whose entity rows hold their first observation (``_first``)
+_FIRST_IN_ROW = 11
 _Id = TypeVar("_Id", str, bytes, str | bytes)
 # Bound parameters per statement (SQLite's default limit is 32766; stay far below).
 _CHUNK = 500
@@ -83,6 +85,18 @@ def _rows(conn: sqlite3.Connection, ids: Sequence[str]) -> PurgeStats:
             )
         )
     observations = _delete(conn, "DELETE FROM observations WHERE entity_id IN ({marks})", packed)
+    if _version(conn) >= _FIRST_IN_ROW:  # a key's list names a row's first as -rowid
+        for chunk in _chunks(ids):
+            marks = ",".join("?" * len(chunk))
+            held = [
+                -int(r[0])
+                for r in conn.execute(
+                    f"SELECT rowid FROM entities WHERE id IN ({marks}) AND first_id IS NOT NULL",
+                    chunk,
+                )
+            ]
+            seqs.update(held)
+            observations += len(held)
     names: tuple[str, ...] = ("name_index", "bookkeeping_names")
     if _version(conn) >= _CONTENTLESS_NAMES:
         unindex_book_names(conn, ids)  # named by their text, read from the rows going now

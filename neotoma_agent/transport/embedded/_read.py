@@ -17,6 +17,7 @@ from ..._neotoma.identity import (
     resolve_entity_type,
 )
 from ...exceptions import APIError, ValidationError
+from . import _first as first
 from . import _scope
 from ._errors import (
     flat_error,
@@ -91,11 +92,9 @@ def observations_page(
 ) -> list[dict[str, Any]]:
     """An entity's observations, newest first, in their answer shape."""
     rows = conn.execute(
-        "SELECT id, entity_id, entity_type, source_id, observed_at, source_priority, "
-        f"observation_source, specificity_score, {OBSERVATION_FIELDS}, idempotency_key, "
-        "identity_basis, identity_rule FROM observations WHERE entity_id = ? "
-        f"AND EXISTS (SELECT 1 FROM entities WHERE id = ? AND {_scope.owned()}) "
-        "ORDER BY observed_at DESC, seq DESC LIMIT ? OFFSET ?",
+        f"SELECT * FROM ({first.OBSERVATIONS.format(fields=OBSERVATION_FIELDS)}) "
+        f"WHERE EXISTS (SELECT 1 FROM entities WHERE id = ?2 AND {_scope.owned()}) "
+        "ORDER BY observed_at DESC, seq DESC LIMIT ?3 OFFSET ?4",
         (encode_entity(entity_id), entity_id, limit, offset),
     ).fetchall()
     return [observation_json(r) for r in rows]
@@ -324,10 +323,10 @@ def query_entities(conn: sqlite3.Connection, body: Mapping[str, Any]) -> dict[st
         # The observation rows hold the entity's id as ``encode_entity`` does.
         conn.create_function("entity_key", 1, encode_entity, deterministic=True)
         where.append(
-            "EXISTS (SELECT 1 FROM observations o WHERE o.entity_id = entity_key(entities.id) "
-            "AND o.identity_basis = ?)"
+            "(EXISTS (SELECT 1 FROM observations o WHERE o.entity_id = entity_key(entities.id) "
+            "AND o.identity_basis = ?) OR first_basis = ?)"
         )
-        params.append(encode_word(basis))
+        params.extend([encode_word(basis)] * 2)
     if body.get("snapshot_filters") is not None:
         conditions, values = _filter_sql(conn, body["snapshot_filters"])
         where.extend(conditions)

@@ -431,10 +431,13 @@ def record_key(
 
 
 def observation_seq(conn: sqlite3.Connection, entity_id: str, obs_id: str) -> int | None:
-    """The seq of an entity's observation, or None when it has no such observation."""
+    """The seq of an entity's observation as a key's list names it (minus the entity's
+    rowid for the one its row holds), or None when it has no such observation."""
+    packed = encode_id(obs_id)
     row = conn.execute(
-        "SELECT seq FROM observations WHERE entity_id = ? AND id = ?",
-        (encode_entity(entity_id), encode_id(obs_id)),
+        "SELECT seq FROM observations WHERE entity_id = ? AND id = ? "
+        "UNION ALL SELECT -rowid FROM entities WHERE id = ? AND first_id = ?",
+        (encode_entity(entity_id), packed, entity_id, packed),
     ).fetchone()
     return None if row is None else int(row[0])
 
@@ -451,7 +454,10 @@ def replayed_observations(conn: sqlite3.Connection, key: str) -> list[tuple[str,
         r[0]: (decode_entity(r[1]), str(decode_word(r[2])), str(decode_id(r[3])))
         for r in conn.execute(
             "SELECT seq, entity_id, entity_type, id FROM observations "
-            "WHERE seq IN (SELECT value FROM json_each(?))",
+            "WHERE seq IN (SELECT value FROM json_each(?1)) "
+            "UNION ALL SELECT -rowid, id, entity_type, first_id FROM entities "
+            "WHERE rowid IN (SELECT -value FROM json_each(?1) WHERE value < 0) "
+            "AND first_id IS NOT NULL",
             (row[0],),
         )
     }

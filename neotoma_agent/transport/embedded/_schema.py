@@ -11,6 +11,7 @@ import json
 import sqlite3
 from collections.abc import Callable
 
+from ._first import merge_first
 from ._name_index import backfill_book_names
 from ._part_of import derived_seen_of
 from ._rows import (
@@ -573,6 +574,23 @@ def _derive_part_of(conn: sqlite3.Connection) -> None:
     conn.execute(_DERIVABLE)
 
 
+# Version 11: an entity's first observation in its entity row (``_first``): a message,
+# written once, is one row. ``_merge_first`` moves each entity's lowest-seq observation
+# into its row where the row gives its time (``created_at``) and type back exactly, and
+# renumbers it: seq 0 in its snapshot, minus the rowid in the key lists.
+_FIRST_IN_ROW = """
+ALTER TABLE entities ADD COLUMN first_id;
+ALTER TABLE entities ADD COLUMN first_source;
+ALTER TABLE entities ADD COLUMN first_key;
+ALTER TABLE entities ADD COLUMN first_priority INTEGER;
+ALTER TABLE entities ADD COLUMN first_osource;
+ALTER TABLE entities ADD COLUMN first_specificity REAL;
+ALTER TABLE entities ADD COLUMN first_basis;
+ALTER TABLE entities ADD COLUMN first_rule;
+ALTER TABLE entities ADD COLUMN first_fields TEXT;
+"""
+
+
 MIGRATIONS: tuple[str, ...] = (
     _V1,
     _CONVERSATION_MESSAGES,
@@ -584,6 +602,7 @@ MIGRATIONS: tuple[str, ...] = (
     _COMPACT_FORMAT,
     _COMPACT_NEXT,
     _DERIVED_PART_OF,
+    _FIRST_IN_ROW,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -596,6 +615,7 @@ _AFTER: dict[str, Callable[[sqlite3.Connection], None]] = {
     _COMPACT_FORMAT: _compact_format,
     _COMPACT_NEXT: _compact_next,
     _DERIVED_PART_OF: _derive_part_of,
+    _FIRST_IN_ROW: merge_first,
 }
 
 

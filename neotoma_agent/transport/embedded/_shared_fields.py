@@ -12,6 +12,7 @@ import sqlite3
 from collections.abc import Mapping
 from typing import Any
 
+from ._first import set_fields
 from ._reducer import SnapshotState
 from ._rows import dumps_acyclic
 
@@ -42,6 +43,7 @@ def settle_fields(
     fields_json: str,
     stored: str | None,
     changed: bool = True,
+    entity_id: str = "",
 ) -> str:
     """After folding observation ``seq`` (whose row holds ``stored``) into ``state``: give
     the old sharer its fields back if "f" changed, then share ``seq``'s or store them.
@@ -51,14 +53,12 @@ def settle_fields(
     if state.shared is not None and changed:
         old_text = dumps_acyclic(old_fields)
         if old_text != text:
-            conn.execute(
-                "UPDATE observations SET fields = ? WHERE seq = ?", (old_text, state.shared)
-            )
+            set_fields(conn, entity_id, state.shared, old_text)
             state.shared = None
     if state.shared is None and fields_json == text:
         state.shared = seq
         if stored is not None:
-            conn.execute("UPDATE observations SET fields = NULL WHERE seq = ?", (seq,))
+            set_fields(conn, entity_id, seq, None)
     elif stored is None:
-        conn.execute("UPDATE observations SET fields = ? WHERE seq = ?", (fields_json, seq))
+        set_fields(conn, entity_id, seq, fields_json)
     return text

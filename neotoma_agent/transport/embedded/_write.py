@@ -35,11 +35,14 @@ from ._errors import (
     now_iso,
     resolution_failed,
 )
+from ._first import COLUMNS as FIRST_COLUMNS
+from ._first import FIRST_SEQ, first_of
 from ._name_index import index_fields, index_name
 from ._reducer import ObservationMeta, SnapshotChange, SnapshotState, fold, source_rank
 from ._rename import rederive_name
 from ._rows import (
     dumps,
+    dumps_acyclic,
     encode_entity,
     encode_id,
     encode_opt_time,
@@ -477,51 +480,76 @@ def _observe(
         state = load_state(conn, entity_id)
     stored_fields = fields_column(state, fields_json, fields)
     at = encode_time(now)
-    cur = conn.execute(
-        "INSERT OR IGNORE INTO observations (id, entity_id, entity_type, source_id, "
-        "observed_at, source_priority, observation_source, specificity_score, fields, "
-        "idempotency_key, identity_basis, identity_rule) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
-        (
-            packed_id,
-            encode_entity(entity_id),
-            encode_word(entity_type),
-            encode_id(source_id) if packed_source is None else packed_source,
-            at,
-            priority,
-            encode_word(obs_source),
-            1.0,
-            stored_fields,
-            idempotency_key,
-            encode_word(identity.identity_basis if identity else None),
-            encode_word(identity.identity_rule if identity else None),
-        ),
-    )
-    if cur.rowcount == 0:
-        # The same fields from the same source are already recorded: nothing new to fold.
-        seq = observation_seq(conn, entity_id, obs_id) if seqs is not None else None
-        if seqs is not None and seq is not None:
+    source = encode_id(source_id) if packed_source is None else packed_source
+    basis = encode_word(identity.identity_basis if identity else None)
+    rule = encode_word(identity.identity_rule if identity else None)
+    if create is None:
+        # A new entity's first observation goes into its row (``_first``); any other is a
+        # row of its own, unless it repeats the first one or a row.
+        held = first_of(conn, entity_id, packed_id)
+        cur = (
+            None
+            if held is not None
+            else (
+                conn.execute(
+                    "INSERT OR IGNORE INTO observations (id, entity_id, entity_type, source_id, "
+                    "observed_at, source_priority, observation_source, specificity_score, "
+                    "fields, idempotency_key, identity_basis, identity_rule) "
+                    "VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+                    (
+                        packed_id,
+                        encode_entity(entity_id),
+                        encode_word(entity_type),
+                        source,
+                        at,
+                        priority,
+                        encode_word(obs_source),
+                        1.0,
+                        stored_fields,
+                        idempotency_key,
+                        basis,
+                        rule,
+                    ),
+                )
+            )
+        )
+        if cur is None or cur.rowcount == 0:
+            # The same fields from the same source are already recorded: nothing new to fold.
+            if seqs is not None:
+                seq = held if held is not None else observation_seq(conn, entity_id, obs_id)
+                if seq is not None:
+                    seqs.append(seq)
+            return obs_id, dict(state.fields) if state else None
+        seq = int(cur.lastrowid or 0)
+        if seqs is not None:
             seqs.append(seq)
-        return obs_id, dict(state.fields) if state else None
-    seq = int(cur.lastrowid or 0)
-    if seqs is not None:
-        seqs.append(seq)
+    else:
+        seq = FIRST_SEQ
     if state is None:
         state = SnapshotState()
     old_fields = dict(state.fields)
     old_deleted = state.deleted
     meta = ObservationMeta(obs_id, seq, now, priority, source_rank(obs_source))
     changed = fold(state, meta, fields, schema_for(entity_type))
-    fields_text = settle_fields(
-        conn, state, old_fields, meta.seq, fields_json, stored_fields, changed
-    )
+    first_fields: str | None = None
+    if create is None:
+        fields_text = settle_fields(
+            conn, state, old_fields, meta.seq, fields_json, stored_fields, changed, entity_id
+        )
+    else:
+        fields_text = dumps_acyclic(state.fields)
+        if fields_json == fields_text:
+            state.shared = FIRST_SEQ
+        else:
+            first_fields = fields_json
     if states is not None:
         states[entity_id] = state
     doc = encode_state(state, fields_text)
     if create is not None:
         inserted = conn.execute(
             "INSERT INTO entities (id, entity_type, canonical_name, aliases, created_at, "
-            "updated_at, snapshot, observation_count, last_observation_at, uid) "
-            "VALUES (?, ?, ?, '[]', ?, ?, ?, ?, ?, ?)",
+            "updated_at, snapshot, observation_count, last_observation_at, uid, "
+            f"{FIRST_COLUMNS}) VALUES (?, ?, ?, '[]', ?, ?, ?, ?, ?, ?, ?,?,?,?,?,?,?,?,?)",
             (
                 entity_id,
                 create.entity_type,
@@ -532,8 +560,19 @@ def _observe(
                 state.observation_count,
                 encode_opt_time(state.last_observation_at),
                 _scope.uid(),
+                packed_id,
+                source,
+                idempotency_key,
+                priority,
+                encode_word(obs_source),
+                1.0,
+                basis,
+                rule,
+                first_fields,
             ),
         )
+        if seqs is not None:
+            seqs.append(-int(inserted.lastrowid or 0))
         index_name(
             conn,
             create.canonical_name,

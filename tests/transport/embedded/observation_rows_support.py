@@ -9,10 +9,13 @@ from neotoma_agent.transport.embedded._rows import encode_entity
 
 
 def stored_fields(path: Path, entity_id: str) -> list[str | None]:
-    """The ``fields`` column of an entity's observation rows, newest first."""
+    """The stored ``fields`` of an entity's observations, newest first (its entity row's
+    first one last: ``first_fields``)."""
     with sqlite3.connect(path) as conn:
         rows = conn.execute(
-            "SELECT fields FROM observations WHERE entity_id = ? ORDER BY seq DESC",
-            (encode_entity(entity_id),),
+            "SELECT fields FROM (SELECT fields, seq FROM observations WHERE entity_id = ? "
+            "UNION ALL SELECT first_fields, 0 FROM entities WHERE id = ? "
+            "AND first_id IS NOT NULL) ORDER BY seq DESC",
+            (encode_entity(entity_id), entity_id),
         ).fetchall()
     return [r[0] for r in rows]

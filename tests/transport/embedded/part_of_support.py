@@ -28,8 +28,9 @@ _KEEP = f"""
 INSERT INTO relationships (source_entity_id, relationship_type, target_entity_id, metadata,
     provenance, seen, observation_count, last_observation_at, computed_at, uid)
 SELECT m.id, 'PART_OF', {entity_text("cm.conversation_id")}, '{{}}', '{{}}',
-    derived_seen((SELECT o.source_id FROM observations o WHERE o.entity_id = cm.message_id
-        ORDER BY o.seq LIMIT 1), m.id, {entity_text("cm.conversation_id")}),
+    derived_seen(CASE WHEN m.first_id IS NOT NULL THEN m.first_source ELSE
+        (SELECT o.source_id FROM observations o WHERE o.entity_id = cm.message_id
+        ORDER BY o.seq LIMIT 1) END, m.id, {entity_text("cm.conversation_id")}),
     1, m.created_at, NULL, m.uid
 FROM conversation_messages cm JOIN entities m ON m.id = {entity_text("cm.message_id")}
 WHERE NOT EXISTS (SELECT 1 FROM relationships r WHERE r.source_entity_id = m.id

@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from merge_support import as_version_9, unmerge
 from part_of_support import (
     apply,
     clock,
@@ -189,8 +190,8 @@ async def test_migration_drops_only_the_rows_the_index_derives(tmp_path: Path) -
     path = tmp_path / "derived.db"
     await _run(path, [*SCENARIO, *AFTER])
     kept = kept_copy(path, tmp_path / "v9.db")
-    with closing(sqlite3.connect(kept)) as conn:
-        conn.execute("PRAGMA user_version = 9")
+    unmerge(kept)
+    as_version_9(kept)
     before = await _answers(path)
     async with EmbeddedStore.open(kept):
         pass
@@ -223,7 +224,8 @@ async def test_migration_keeps_a_row_whose_observation_or_time_is_not_the_derive
             conn.execute(
                 f"UPDATE relationships SET {change} WHERE source_entity_id = ?", (*values, source)
             )
-        conn.execute("PRAGMA user_version = 9")
+    unmerge(kept)
+    as_version_9(kept)
     async with EmbeddedStore.open(kept):
         pass
     with closing(sqlite3.connect(kept)) as conn:

@@ -118,6 +118,7 @@ def _recorder() -> Any:
         "v7_store",
         "v8_store",
         "v9_store",
+        "v10_store",
     ],
 )
 async def test_an_older_file_answers_every_read_as_the_code_that_recorded_it(
@@ -131,9 +132,10 @@ async def test_an_older_file_answers_every_read_as_the_code_that_recorded_it(
     by the search-index release, main at 484633c), version 7 (the same plus another user's
     turn and key, by the users release, main at dac9c07: the unscoped reads must not see
     them), version 8 (the same, by the compact format's first steps, main at ea5ef87),
-    version 9 (the same, by the bookkeeping names' contentless index, main at 8fbb155):
-    snapshots, observations, queries (sorted, filtered), lookups, replays, the GET routes
-    (an observation's ``source``), recent conversations."""
+    version 9 (the same, by the bookkeeping names' contentless index, main at 8fbb155),
+    version 10 (the same, by the derived PART_OF edges, main at 01fb980): snapshots,
+    observations, queries (sorted, filtered), lookups, replays, the GET routes (an
+    observation's ``source``), recent conversations."""
     recorded = json.loads((DATA.parent / fixture / "answers.json").read_text())
     path = tmp_path / "store.db"
     shutil.copyfile(DATA.parent / fixture / "store.db", path)

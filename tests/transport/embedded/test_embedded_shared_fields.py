@@ -120,7 +120,10 @@ async def test_a_version_3_file_shares_fields_and_answers_the_same_after_opening
             got = await store.request("list_observations", {"entity_id": entity_id})
             assert got == recorded["observations"][entity_id]
     with sqlite3.connect(path) as conn:
-        shared = conn.execute("SELECT count(*) FROM observations WHERE fields IS NULL")
+        shared = conn.execute(
+            "SELECT (SELECT count(*) FROM observations WHERE fields IS NULL) + (SELECT "
+            "count(*) FROM entities WHERE first_id IS NOT NULL AND first_fields IS NULL)"
+        )
         assert shared.fetchone()[0] > 0
         # Each conversation's messages numbered from 1 in their first-written order.
         positions = conn.execute(

@@ -61,7 +61,9 @@ def _counts(db: Path) -> tuple[int, int, int]:
         turns = conn.execute(
             "SELECT count(*) FROM entities WHERE entity_type = 'conversation_turn'"
         ).fetchone()[0]
-        observations = conn.execute("SELECT count(*) FROM observations").fetchone()[0]
+        observations = conn.execute(
+            "SELECT (SELECT count(*) FROM observations) + (SELECT count(first_id) FROM entities)"
+        ).fetchone()[0]
     return keys, turns, observations
 
 

@@ -1,0 +1,119 @@
+"""An entity's first observation, held in its entity row (schema version 11).
+
+A message is written once: its one observation lives in its entity row's ``first_*``
+columns instead of a row of ``observations``. Within its entity that observation is seq 0
+(its snapshot's metas and shared-fields pointer say 0: below every row's seq, as the first
+one's always was); in an idempotency key's list it is minus its entity's rowid (a number no
+row holds). Its time is the row's ``created_at``; its fields are ``first_fields``, or the
+snapshot's "f" where it shares them (NULL). An entity whose row holds none keeps all its
+observations as rows, so every read handles both.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from typing import Any, Final
+
+from ._reducer import SnapshotState
+from ._rows import decode_state, decode_word, dumps_acyclic, encode_entity, encode_state
+
+__all__ = [
+    "COLUMNS",
+    "FIRST_SEQ",
+    "OBSERVATIONS",
+    "first_of",
+    "merge_first",
+    "renumber",
+    "set_fields",
+]
+
+#: the seq of the observation an entity row holds, within its entity
+FIRST_SEQ: Final = 0
+
+#: the entity row's columns of its first observation, in ``observation_json``'s order
+#: after the first five (id, entity, type, source, time)
+COLUMNS: Final = (
+    "first_id, first_source, first_key, first_priority, first_osource, first_specificity, "
+    "first_basis, first_rule, first_fields"
+)
+
+# An entity's observations as ``observation_json`` rows plus their seq, newest first: the
+# rows of ``observations`` and the row's first one. ``?1`` the packed id, ``?2`` the text.
+OBSERVATIONS: Final = (
+    "SELECT id, entity_id, entity_type, source_id, observed_at, source_priority, "
+    "observation_source, specificity_score, {fields}, idempotency_key, identity_basis, "
+    "identity_rule, seq FROM observations WHERE entity_id = ?1 "
+    "UNION ALL SELECT first_id, ?1, entity_type, first_source, created_at, first_priority, "
+    "first_osource, first_specificity, coalesce(first_fields, json_extract(snapshot, '$.f')), "
+    "first_key, first_basis, first_rule, 0 FROM entities WHERE id = ?2 "
+    "AND first_id IS NOT NULL"
+)
+
+
+def first_of(conn: sqlite3.Connection, entity_id: str, obs_id: Any) -> int | None:
+    """Minus the rowid of ``entity_id`` when its row holds observation ``obs_id`` (packed)."""
+    row = conn.execute(
+        "SELECT rowid FROM entities WHERE id = ? AND first_id = ?", (entity_id, obs_id)
+    ).fetchone()
+    return None if row is None else -int(row[0])
+
+
+def set_fields(conn: sqlite3.Connection, entity_id: str, seq: int, text: str | None) -> None:
+    """Observation ``seq`` of ``entity_id`` holds ``text`` as its fields (NULL: shared)."""
+    if seq == FIRST_SEQ:
+        conn.execute("UPDATE entities SET first_fields = ? WHERE id = ?", (text, entity_id))
+    else:
+        conn.execute("UPDATE observations SET fields = ? WHERE seq = ?", (text, seq))
+
+
+def renumber(state: SnapshotState, seq: int, to: int = FIRST_SEQ) -> None:
+    """Observation ``seq`` of ``state`` as seq ``to`` (0: ``_first.FIRST_SEQ``)."""
+    if state.shared == seq:
+        state.shared = to
+    if state.top is not None and state.top.seq == seq:
+        state.top = state.top._replace(seq=to)
+    for name, winner in list(state.winners.items()):
+        if isinstance(winner, list) and winner[1] == seq:
+            state.winners[name] = [winner[0], to, *winner[2:]]
+
+
+def merge_first(conn: sqlite3.Connection) -> None:
+    """Schema version 11's step: each entity's lowest-seq observation moved into its row
+    where the row gives it back exactly (its time ``created_at``, its type the row's),
+    renumbered to 0 in its snapshot and to minus the rowid in the key lists."""
+    from ._scan import keyset_rows  # a migration's: never a hook's (see there)
+
+    find = (
+        "SELECT seq, id, entity_type, source_id, observed_at, source_priority, "
+        "observation_source, specificity_score, fields, idempotency_key, identity_basis, "
+        "identity_rule FROM observations WHERE entity_id = ? ORDER BY seq LIMIT 1"
+    )
+    moved: dict[int, int] = {}
+    entities = keyset_rows(
+        conn,
+        "SELECT rowid, id, entity_type, created_at, snapshot, observation_count, "
+        "last_observation_at FROM entities WHERE rowid > ? ORDER BY rowid LIMIT ?",
+        -1,
+    )
+    for rowid, entity_id, entity_type, created, doc, count, observed in entities:
+        o = conn.execute(find, (encode_entity(entity_id),)).fetchone()
+        if o is None or o[4] != created or decode_word(o[2]) != entity_type:
+            continue
+        state = decode_state(doc, count, observed)
+        renumber(state, int(o[0]))
+        conn.execute(
+            "UPDATE entities SET first_id = ?, first_source = ?, first_key = ?, "
+            "first_priority = ?, first_osource = ?, first_specificity = ?, first_basis = ?, "
+            "first_rule = ?, first_fields = ?, snapshot = ? WHERE rowid = ?",
+            (o[1], o[3], o[9], o[5], o[6], o[7], o[10], o[11], o[8], encode_state(state), rowid),
+        )
+        conn.execute("DELETE FROM observations WHERE seq = ?", (o[0],))
+        moved[int(o[0])] = -int(rowid)
+    conn.create_function(
+        "first_seqs",
+        1,
+        lambda text: dumps_acyclic([moved.get(n, n) for n in json.loads(text)]),
+        deterministic=True,
+    )
+    conn.execute("UPDATE idempotency_keys SET observations = first_seqs(observations)")

@@ -1,0 +1,92 @@
+"""Stores whose entity rows hold their first observation, and the same stores without.
+
+``unmerge`` writes, into a (closed) schema-11 file, each entity row's first observation
+back as a row of ``observations``, as an entity the migration does not merge keeps it: seq
+minus the entity's rowid (below every other row's, as the first one's was; the number the
+key lists already name it by), its snapshot renumbered from 0 to it, the row's columns
+cleared. Every read must answer the same on both. ``as_version_9`` makes such a copy a
+file version 9 could have written (no ``first_*`` columns), for the migration tests.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sqlite3
+from contextlib import closing
+from pathlib import Path
+
+from neotoma_agent.transport.embedded._first import renumber
+from neotoma_agent.transport.embedded._rows import (
+    decode_state,
+    encode_entity,
+    encode_state,
+    encode_word,
+)
+
+_FIRST = (
+    "first_id",
+    "first_source",
+    "first_key",
+    "first_priority",
+    "first_osource",
+    "first_specificity",
+    "first_basis",
+    "first_rule",
+    "first_fields",
+)
+
+
+def unmerge(path: Path) -> int:
+    """Each entity row's first observation written back as a row; how many."""
+    with closing(sqlite3.connect(path, isolation_level=None)) as conn:
+        conn.execute("BEGIN IMMEDIATE")
+        rows = conn.execute(
+            "SELECT rowid, id, entity_type, created_at, snapshot, observation_count, "
+            f"last_observation_at, {', '.join(_FIRST)} FROM entities WHERE first_id IS NOT NULL"
+        ).fetchall()
+        for rowid, entity_id, entity_type, created, doc, count, observed, *first in rows:
+            seq = -int(rowid)
+            conn.execute(
+                "INSERT INTO observations (seq, id, entity_id, entity_type, source_id, "
+                "observed_at, source_priority, observation_source, specificity_score, fields, "
+                "idempotency_key, identity_basis, identity_rule) "
+                "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                (
+                    seq,
+                    first[0],
+                    encode_entity(entity_id),
+                    encode_word(entity_type),
+                    first[1],
+                    created,
+                    first[3],
+                    first[4],
+                    first[5],
+                    first[8],
+                    first[2],
+                    first[6],
+                    first[7],
+                ),
+            )
+            state = decode_state(doc, count, observed)
+            renumber(state, 0, seq)
+            conn.execute(
+                f"UPDATE entities SET snapshot = ?, {' = NULL, '.join(_FIRST)} = NULL "
+                "WHERE rowid = ?",
+                (encode_state(state), rowid),
+            )
+        conn.execute("COMMIT")
+        return len(rows)
+
+
+def unmerged_copy(path: Path, to: Path) -> Path:
+    shutil.copyfile(path, to)
+    unmerge(to)
+    return to
+
+
+def as_version_9(path: Path) -> None:
+    """The unmerged file at ``path`` without version 11's columns, at version 9."""
+    with closing(sqlite3.connect(path, isolation_level=None)) as conn:
+        for column in _FIRST:
+            conn.execute(f"ALTER TABLE entities DROP COLUMN {column}")
+        conn.execute("PRAGMA user_version = 9")
