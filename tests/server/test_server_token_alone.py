@@ -18,17 +18,14 @@ import aiohttp
 import attrs
 import pytest
 from two_users_support import ALICE, BOB, MARKERS
+from users_server_support import TOKENS, users_server
 
-from neotoma_agent import EmbeddedStore, HttpTransport, NeotomaMemory, OutboxTransport, RetryPolicy
+from neotoma_agent import HttpTransport, NeotomaMemory, OutboxTransport, RetryPolicy
 from neotoma_agent.exceptions import NotFoundError
 from neotoma_agent.reads import search, tenant_for
-from neotoma_agent.server import create_app, serving
-from neotoma_agent.server._app import _mount_ui
 
 pytestmark = pytest.mark.anyio
 
-ADMIN = "tok-admin-SECRET"
-TOKENS = {ALICE: "tok-alice-SECRET", BOB: "tok-bob-SECRET"}
 #: both users talk in a conversation of the same name: two conversations, one per user
 CONVERSATION = "same-name"
 
@@ -52,22 +49,18 @@ def _memory(transport: HttpTransport) -> NeotomaMemory:
 
 @pytest.fixture
 async def server(tmp_path: Path) -> AsyncIterator[Server]:
-    async with EmbeddedStore.open(tmp_path / "m.db") as store:
-        users = {token: user for user, token in TOKENS.items()}
-        app = create_app(store, token=ADMIN, users=users)
-        _mount_ui(app, store, ADMIN, users)
-        async with serving(app) as url:
-            conversations = {}
-            for user in TOKENS:
-                async with _token_alone(url, user) as transport:
-                    memory = _memory(transport)
-                    async with memory.turn(f"Note {MARKERS[user]} first prompt") as t:
-                        t.remember("person", name="Maria Gomez", notes=f"{MARKERS[user]} notes")
-                        t.reply = f"Noted {MARKERS[user]}."
-                    conversation = t.result.conversation_entity_id
-                    assert conversation is not None
-                    conversations[user] = conversation
-            yield Server(url, conversations)
+    async with users_server(tmp_path / "m.db") as (_store, url):
+        conversations = {}
+        for user in TOKENS:
+            async with _token_alone(url, user) as transport:
+                memory = _memory(transport)
+                async with memory.turn(f"Note {MARKERS[user]} first prompt") as t:
+                    t.remember("person", name="Maria Gomez", notes=f"{MARKERS[user]} notes")
+                    t.reply = f"Noted {MARKERS[user]}."
+                conversation = t.result.conversation_entity_id
+                assert conversation is not None
+                conversations[user] = conversation
+        yield Server(url, conversations)
 
 
 async def test_the_next_turn_reads_the_history_a_token_alone_stored(server: Server) -> None:

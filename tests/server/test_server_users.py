@@ -21,19 +21,15 @@ import attrs
 import pytest
 import structlog
 from two_users_support import ALICE, BOB, Planted, seed
+from users_server_support import ADMIN, TOKENS, users_server
 
 from neotoma_agent import EmbeddedStore, HttpTransport, RetryPolicy
-from neotoma_agent.server import create_app, serving
-from neotoma_agent.server._app import _mount_ui
 from neotoma_agent.server._conversations import CONVERSATION_ROUTES
 from neotoma_agent.server._get_routes import READ_ROUTES
 from neotoma_agent.server._routes import GET_ROUTES, POST_ROUTES
 from neotoma_agent.server._search import SEARCH_ROUTES
 
 pytestmark = pytest.mark.anyio
-
-ADMIN = "tok-admin-SECRET"
-TOKENS = {ALICE: "tok-alice-SECRET", BOB: "tok-bob-SECRET"}
 
 
 @attrs.frozen
@@ -45,16 +41,12 @@ class World:
 
 @pytest.fixture
 async def world(tmp_path: Path) -> AsyncIterator[World]:
-    async with EmbeddedStore.open(tmp_path / "m.db") as store:
-        users = {token: user for user, token in TOKENS.items()}
-        app = create_app(store, token=ADMIN, users=users)
-        _mount_ui(app, store, ADMIN, users)
-        async with serving(app) as url:
-            planted = {}
-            for user, token in TOKENS.items():
-                async with _transport(url, token, user) as transport:
-                    planted[user] = await seed(transport, user)
-            yield World(url, planted, store)
+    async with users_server(tmp_path / "m.db") as (store, url):
+        planted = {}
+        for user, token in TOKENS.items():
+            async with _transport(url, token, user) as transport:
+                planted[user] = await seed(transport, user)
+        yield World(url, planted, store)
 
 
 def _transport(url: str, token: str, user: str) -> HttpTransport:
