@@ -271,6 +271,7 @@ class StreamedTurn(TurnBlock):
         self._reading = False
         self._done = False
         self._entered = False
+        self._reply: str | None = None
 
     @property
     def turn(self) -> Turn:
@@ -283,6 +284,15 @@ class StreamedTurn(TurnBlock):
     def result(self) -> TurnResult:
         """What the turn stored (after the block)."""
         return self.turn.result
+
+    @property
+    def reply(self) -> str | None:
+        """The stored reply (after a run that ended with one), else ``None``."""
+        return self._reply
+
+    def text(self) -> AsyncIterator[str]:
+        """The reply's text deltas, each appended to the reply first."""
+        return self._reader(self._deltas())
 
     def _enter_once(self) -> None:
         if self._entered:

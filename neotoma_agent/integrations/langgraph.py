@@ -189,7 +189,6 @@ class TurnStream(StreamedTurn):
         self._final_state: Any = None
         self._interrupts: tuple[Any, ...] = ()
         self._tool_messages: set[str] = set()  # message ids that asked for tools
-        self._reply: str | None = None
 
     # -------------------------------------------------------------- read-only state
 
@@ -214,20 +213,11 @@ class TurnStream(StreamedTurn):
         """True when the run stopped at ``interrupt()``."""
         return bool(self._interrupts)
 
-    @property
-    def reply(self) -> str | None:
-        """The stored reply (after a completed run), else ``None``."""
-        return self._reply
-
     # -------------------------------------------------------------- reading
 
     def parts(self) -> AsyncIterator[Any]:
         """Every raw stream part (LangGraph ``version="v2"`` dicts), in order."""
         return self._reader(self._items())
-
-    def text(self) -> AsyncIterator[str]:
-        """The final answer's text deltas, each appended to the reply first."""
-        return self._reader(self._deltas())
 
     def _take(self, part: Any) -> str | None:
         # Everything the turn needs from one part; returns the reply delta it carries.
