@@ -230,22 +230,25 @@ def test_disk_layout_probe_copies_every_row_into_each_layout(tmp_path: Path) -> 
     # The live file keeps an entity's first observation in its entity row (schema 11), so
     # every layout does: a short turn writes 2 observation rows (the turn record's close and
     # the conversation's), its messages none.
-    assert rows["copy"]["observations"] == rows["+ids"]["observations"] == 2
+    assert rows["copy"]["observations"] == rows["+keys"]["observations"] == 2
     # A message's PART_OF edge is the conversation index's pair in the live file (schema
     # 10), so in every layout: a short turn writes no edge row.
     assert rows["copy"]["relationships"] == 0 < rows["copy"]["conversation_messages"]
-    assert rows["+ids"]["conversation_messages"] == rows["copy"]["conversation_messages"]
+    assert rows["+keys"]["conversation_messages"] == rows["copy"]["conversation_messages"]
     # The keys are numbered and found by a digest: an index of its own, counted.
     assert tables["idempotency_keys_by_digest"]["est +keys"] > 0
     assert report["totals"][f"est {report['compact']}"] < report["totals"]["live"]
     # The positional codec shrinks the protocol records' rows, nothing else.
-    assert tables["entities"]["est +codec"] < tables["entities"]["est +ids"]
-    assert rows["+codec"] == rows["+ids"]
+    assert tables["entities"]["est +codec"] < tables["entities"]["est +keys"]
+    assert rows["+codec"] == rows["+keys"]
     # The live file is this release's: no copy of the texts in its search index, nor of
     # the bookkeeping names in theirs (which every layout keeps).
     assert "search_text_content" not in tables
     assert "bookkeeping_names_content" not in tables
-    assert tables["bookkeeping_names_data"]["est +ids"] == tables["bookkeeping_names_data"]["live"]
+    assert tables["bookkeeping_names_data"]["est +keys"] == tables["bookkeeping_names_data"]["live"]
+    # An entity row holds its id packed (schema 12), so every layout does: the ids' index
+    # is the live file's in every layout.
+    assert "+ids" not in report["layouts"]
     assert report["meta"]["command"].startswith("python benchmarks/disk_layout_probe.py")
 
 

@@ -551,7 +551,7 @@ def _observe(
             "updated_at, snapshot, observation_count, last_observation_at, uid, "
             f"{FIRST_COLUMNS}) VALUES (?, ?, ?, '[]', ?, ?, ?, ?, ?, ?, ?,?,?,?,?,?,?,?,?)",
             (
-                entity_id,
+                encode_entity(entity_id),
                 create.entity_type,
                 create.canonical_name,
                 at,
@@ -589,7 +589,7 @@ def _observe(
                 state.observation_count,
                 encode_opt_time(state.last_observation_at),
                 at,
-                entity_id,
+                encode_entity(entity_id),
             ),
         )
     moved = changed or state.deleted != old_deleted
@@ -631,7 +631,8 @@ def correct(conn: sqlite3.Connection, body: Mapping[str, Any]) -> dict[str, Any]
         raise invalid_format("entity_type must be a string", ["entity_type"])
     etype = resolve_entity_type(entity_type)
     row = conn.execute(
-        f"SELECT entity_type FROM entities WHERE id = ? AND {_scope.owned()}", (entity_id,)
+        f"SELECT entity_type FROM entities WHERE id = ? AND {_scope.owned()}",
+        (encode_entity(entity_id),),
     ).fetchone()
     if row is None:
         raise not_found()
