@@ -111,13 +111,17 @@ class _Split:
         from neotoma_agent.transport.embedded import _connect, _db_thread
 
         self.ns: Counter[str] = Counter()
+        #: set by the event loop around the counted turns
         self.on = False
+        #: the store thread's group counts: ``on`` when it started (a group the counted
+        #: turns wait for ends after they do)
+        self.counting = False
         split = self
         clock = time.thread_time_ns
 
         class Timed(sqlite3.Connection):
             def execute(self, sql: str, *args: Any) -> sqlite3.Cursor:
-                if not split.on or sql not in ("BEGIN IMMEDIATE", "BEGIN", "COMMIT"):
+                if not split.counting or sql not in ("BEGIN IMMEDIATE", "BEGIN", "COMMIT"):
                     return super().execute(sql, *args)
                 start = clock()
                 try:
@@ -137,16 +141,18 @@ class _Split:
         run_group, wake = _db_thread.DBThread._run_group, _db_thread._wake
 
         def timed_group(thread: Any, conn: Any, group: Any) -> None:
+            split.counting = split.on
             start = clock()
             run_group(thread, conn, group)
-            if split.on:
+            if split.counting:
                 split.ns["group"] += clock() - start
                 split.ns["groups"] += 1
+            split.counting = False
 
         def timed_wake(jobs: Any) -> None:
             start = clock()
             wake(jobs)
-            if split.on:
+            if split.counting:
                 split.ns["wake"] += clock() - start
 
         _db_thread.DBThread._run_group = timed_group  # type: ignore[method-assign]
