@@ -1,7 +1,7 @@
 """Benchmark: instructions per short turn on the embedded store, counted by callgrind.
 
     python benchmarks/turn_instructions.py [--turns 40] [--scoped] [--loop] [--baseline TREE]
-        [--json PATH]
+        [--backend trio] [--json PATH]
 
 The CPU figures of ``benchmarks/peers.py`` move with the machine's load; an instruction
 count does not. For each source tree (this one, and ``--baseline`` if given: e.g.
@@ -17,7 +17,8 @@ through each conversation's own user's view (``store.for_user(...)``, as the pee
 benchmark's ``scoped`` peer builds it), and the ratio scoped / unscoped is printed beside
 them (the goal: at most ``GOAL_SCOPED_RATIO``). With ``--loop``, the same turns are
 counted a third time on the event loop's thread alone (callgrind's ``--separate-threads``):
-what a turn costs the caller's thread, the store's own thread left out. Needs valgrind
+what a turn costs the caller's thread, the store's own thread left out. ``--backend trio``
+runs every child on trio (asyncio by default, as the peers benchmark). Needs valgrind
 (``apt-get install valgrind``); a tree takes about a minute (a minute more for each of
 ``--scoped`` and ``--loop``).
 """
@@ -69,11 +70,14 @@ async def _child(turns: int, scoped: bool) -> None:
             _callgrind.stop()
 
 
-def count(tree: Path, turns: int, *, scoped: bool = False, loop: bool = False) -> int:
+def count(
+    tree: Path, turns: int, *, scoped: bool = False, loop: bool = False, backend: str = "asyncio"
+) -> int:
     """Instructions of ``turns`` counted turns, with ``tree``'s package (through each
     conversation's user's view if ``scoped``; on the event loop's thread alone if
-    ``loop``)."""
+    ``loop``), on ``backend``."""
     child = [sys.executable, str(HERE / "turn_instructions.py"), "--child", "--turns", str(turns)]
+    child += ["--backend", backend]
     if scoped:
         child.append("--scoped")
     return instructions(child, tree=tree, marked=True, main_thread=loop)[0]
@@ -89,13 +93,14 @@ def main() -> None:
     parser.add_argument(
         "--loop", action="store_true", help="also count the event loop's thread alone"
     )
+    parser.add_argument("--backend", choices=("asyncio", "trio"), default="asyncio")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
     if args.child:
         import anyio
 
-        anyio.run(_child, args.turns, args.scoped)
+        anyio.run(_child, args.turns, args.scoped, backend=args.backend)
         return
     trees = {"this tree": ROOT}
     if args.baseline is not None:
@@ -104,19 +109,24 @@ def main() -> None:
     for name, tree in trees.items():
         row: dict[str, object] = {
             "tree": name,
-            "instructions_per_turn": count(tree, args.turns) // args.turns,
+            "instructions_per_turn": count(tree, args.turns, backend=args.backend) // args.turns,
         }
         if args.loop:
             row["event_loop_instructions_per_turn"] = (
-                count(tree, args.turns, loop=True) // args.turns
+                count(tree, args.turns, loop=True, backend=args.backend) // args.turns
             )
         if args.scoped:
-            row["scoped_instructions_per_turn"] = count(tree, args.turns, scoped=True) // args.turns
+            row["scoped_instructions_per_turn"] = (
+                count(tree, args.turns, scoped=True, backend=args.backend) // args.turns
+            )
             row["scoped_vs_unscoped"] = round(
                 row["scoped_instructions_per_turn"] / row["instructions_per_turn"], 4
             )
         rows.append(row)
-    print(f"embedded store, {args.turns} short turns after {WARMUP} (callgrind, user space)")
+    print(
+        f"embedded store, {args.turns} short turns after {WARMUP} on {args.backend}"
+        " (callgrind, user space)"
+    )
     for r in rows:
         line = f"  {r['tree']:<10} {r['instructions_per_turn']:>12,} instructions per turn"
         if args.loop:
@@ -128,7 +138,13 @@ def main() -> None:
             )
         print(line)
     if args.json is not None:
-        report = {"turns": args.turns, "scoped": args.scoped, "loop": args.loop, "rows": rows}
+        report = {
+            "turns": args.turns,
+            "scoped": args.scoped,
+            "loop": args.loop,
+            "backend": args.backend,
+            "rows": rows,
+        }
         args.json.write_text(json.dumps(report, indent=2))
 
 

@@ -38,12 +38,17 @@ def run_benchmark(name: str, *args: str, tmp_path: Path) -> dict[str, Any]:
     return report
 
 
-@pytest.mark.parametrize("view", [[], ["--scoped"]], ids=["unscoped", "scoped"])
+@pytest.mark.parametrize(
+    "view",
+    [[], ["--scoped"], ["--backend", "trio"]],
+    ids=["unscoped", "scoped", "trio"],
+)
 def test_turn_instructions_child_runs_its_turns_without_valgrind(
     tmp_path: Path, view: list[str]
 ) -> None:
     # The child counted under callgrind: its marks are plain system calls outside it.
-    # ``--scoped``: the same turns, each conversation through its user's view.
+    # ``--scoped``: the same turns, each conversation through its user's view; ``--backend
+    # trio``: on trio.
     script = str(BENCHMARKS / "turn_instructions.py")
     proc = subprocess.run(
         [sys.executable, script, "--child", "--turns", "1", *view],
@@ -371,3 +376,21 @@ def test_user_message_path_reaches_the_insert_through_the_turn_machine(tmp_path:
     assert len(path) <= 13
     # Retrieval reads the text beside the store, not on its way.
     assert "neotoma_agent._recall.extract" in report["beside"]
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="reads /proc/self/task (Linux)")
+def test_turn_threads_splits_one_callers_turn_into_two_commits(tmp_path: Path) -> None:
+    report = run_benchmark(
+        "turn_threads", "--turns", "32", "--rounds", "1", "--inline", tmp_path=tmp_path
+    )
+    rows = {(r["callers"], r["variant"]): r for r in report["rows"]}
+    assert set(rows) == {(1, "thread"), (1, "inline"), (16, "thread")}
+    # One caller's turn is two trips to the store's thread, each a group of its own: two
+    # transactions a turn. Sixteen callers' stores share them.
+    assert rows[(1, "thread")]["split"]["groups"] == 2
+    assert rows[(16, "thread")]["split"]["groups"] < 2
+    for row in rows.values():
+        assert row["cpu_ms_per_turn"] > 0
+        assert row["threads"]["event loop"]["cpu_ms"] > 0
+    assert "store" in rows[(1, "thread")]["threads"]
+    assert "store" not in rows[(1, "inline")]["threads"]  # no store thread: no trip
