@@ -7,7 +7,7 @@
 ``memory.turn`` on an ``EmbeddedStore``) into a fresh file and probes that.
 
 Reads a store file of the current schema version (never writes it: the ``live`` column is
-this release's own format, schema version 12, as the store writes it) and copies its row
+this release's own format, schema version 13, as the store writes it) and copies its row
 tables into fresh files, in their key order, once in the file's own layout (``copy``: its
 columns, the per-user ones included) and once per layout probed:
 
@@ -19,7 +19,9 @@ columns, the per-user ones included) and once per layout probed:
 - ``+name``: and no canonical name where the identity rules derive it from the entity's
   type and fields (NULL; a read would derive it again);
 - ``+meta``: and each winning observation in the snapshot doc as its seq alone (its id,
-  time, priority and source rank read from its row), instead of about 53 bytes of metas;
+  time, priority and source rank read from its row), instead of about 53 bytes of metas
+  (the live file lists its entity row's first observation so since schema version 13: the
+  step models the other winners, observation rows);
 - ``+keys``: and the idempotency keys in a rowid table (key text once, found by an index
   on an 8-byte digest of it), every other reference to a key (observations, the entity
   row's first observation) by its row number, the index by source holding the number
@@ -64,7 +66,7 @@ from _meta import environment
 
 from neotoma_agent._neotoma.identity import IdentityError, resolve_identity
 from neotoma_agent.transport.embedded._rows import (
-    decode_state,
+    decode_doc_fields,
     encode_time,
     encode_word,
     entity_text,
@@ -205,8 +207,8 @@ def _fill(conn: sqlite3.Connection, layout: str) -> None:
     snapshot = "e.snapshot"
     if _has(layout, "+meta"):
         snapshot = (
-            "json_set(e.snapshot, '$.o', (SELECT json_group_array(json_extract(value, '$[1]')) "
-            "FROM json_each(e.snapshot, '$.o')))"
+            "json_set(e.snapshot, '$.o', (SELECT json_group_array(CASE type WHEN 'integer' "
+            "THEN value ELSE json_extract(value, '$[1]') END) FROM json_each(e.snapshot, '$.o')))"
         )
     if _has(layout, "+codec"):
         snapshot = f"codec(e.entity_type, {snapshot})"
@@ -279,7 +281,7 @@ _HAD = {
 
 def _derived_name(entity_type: str, canonical_name: str, snapshot: str) -> str | None:
     """NULL where the identity rules give the entity's type and fields this name."""
-    fields = decode_state(snapshot, 0, None).fields
+    fields = decode_doc_fields(snapshot)[0]
     try:
         found = resolve_identity(entity_type, fields).canonical_name
     except IdentityError:

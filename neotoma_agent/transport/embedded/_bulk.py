@@ -22,7 +22,7 @@ import attrs
 from ..._records.user_id import LOCAL_USER_ID
 from .._bulk import MessageRows, RecordSink
 from .._results import EntitySnapshot
-from ._rows import LIVE, decode_opt_time, entity_text, install, query_item
+from ._rows import FIRST_META, LIVE, decode_opt_time, entity_text, install, query_item
 from ._scope import lookup_uid
 
 __all__ = ["FileReads"]
@@ -41,7 +41,8 @@ _E_ID: Final = entity_text("e.id")
 # Every turn record, whole (its fields and time).
 _RECORDS: Final = (
     f"SELECT {_ID}, entity_type, canonical_name, snapshot, observation_count, "
-    "last_observation_at FROM entities WHERE uid = {uid} AND entity_type = 'conversation_turn' "
+    f"last_observation_at, {FIRST_META} FROM entities "
+    "WHERE uid = {uid} AND entity_type = 'conversation_turn' "
     "ORDER BY entities.id"
 )
 # With ``completed``: each turn record's name, whether it is ``completed`` (its name is then
@@ -64,7 +65,8 @@ _COMPLETED_OF_USER: Final = (
 # The other records, whole, by the rowids ``_COMPLETED`` gave (in the same transaction).
 _RECORDS_AT: Final = (
     f"SELECT {_ID}, entity_type, canonical_name, snapshot, observation_count, "
-    "last_observation_at FROM entities WHERE rowid IN (SELECT value FROM json_each(?)) "
+    f"last_observation_at, {FIRST_META} FROM entities "
+    "WHERE rowid IN (SELECT value FROM json_each(?)) "
     "AND entity_type = 'conversation_turn' ORDER BY entities.id"
 )
 _CONVERSATIONS: Final = (

@@ -17,6 +17,7 @@ from typing import Any, Final
 
 from ._reducer import SnapshotState
 from ._rows import (
+    FIRST_META,
     decode_entity,
     decode_state,
     decode_word,
@@ -31,6 +32,7 @@ __all__ = [
     "OBSERVATIONS",
     "first_of",
     "merge_first",
+    "number_first_metas",
     "renumber",
     "set_fields",
 ]
@@ -112,7 +114,7 @@ def merge_first(conn: sqlite3.Connection) -> None:
         o = conn.execute(find, (encode_entity(decode_entity(entity_id)),)).fetchone()
         if o is None or o[4] != created or decode_word(o[2]) != entity_type:
             continue
-        state = decode_state(doc, count, observed)
+        state = decode_state(doc, count, observed, None)  # a file before version 11's
         renumber(state, int(o[0]))
         conn.execute(
             "UPDATE entities SET first_id = ?, first_source = ?, first_key = ?, "
@@ -129,3 +131,21 @@ def merge_first(conn: sqlite3.Connection) -> None:
         deterministic=True,
     )
     conn.execute("UPDATE idempotency_keys SET observations = first_seqs(observations)")
+
+
+def number_first_metas(conn: sqlite3.Connection) -> None:
+    """Schema version 13's step: every snapshot that lists its row's first observation
+    written again (``encode_state`` writes its meta as 0)."""
+    from ._scan import keyset_rows  # a migration's: never a hook's (see there)
+
+    entities = keyset_rows(
+        conn,
+        f"SELECT rowid, snapshot, observation_count, last_observation_at, {FIRST_META} "
+        "FROM entities WHERE rowid > ? AND first_id IS NOT NULL ORDER BY rowid LIMIT ?",
+        -1,
+    )
+    for rowid, doc, count, observed, *first in entities:
+        state = decode_state(doc, count, observed, first)
+        text = encode_state(state)
+        if text != doc:
+            conn.execute("UPDATE entities SET snapshot = ? WHERE rowid = ?", (text, rowid))

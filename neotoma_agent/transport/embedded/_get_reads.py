@@ -19,6 +19,7 @@ from ._errors import invalid_format, not_found
 from ._part_of import edges
 from ._read import observations_page
 from ._rows import (
+    QUERY_COLUMNS,
     decode_time,
     encode_entity,
     encode_id,
@@ -81,14 +82,13 @@ def get_entity(conn: sqlite3.Connection, body: Mapping[str, Any]) -> dict[str, A
     if live_state(conn, entity_id) is None:
         raise not_found()
     row = conn.execute(
-        "SELECT id, entity_type, canonical_name, snapshot, observation_count, "
-        f"last_observation_at, created_at FROM entities WHERE id = ? AND {_scope.owned()}",
+        f"SELECT {QUERY_COLUMNS}, created_at FROM entities WHERE id = ? AND {_scope.owned()}",
         (encode_entity(entity_id),),
     ).fetchone()
     item = query_item(row)
     item["entity_type_label"] = type_label(item["entity_type"])
     item["primary_fields"] = _primary_fields(item["snapshot"])
-    item["created_at"] = decode_time(row[6])
+    item["created_at"] = decode_time(row[11])
     return item
 
 

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import functools
 import sqlite3
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from operator import itemgetter
 from typing import Any, Final
 
@@ -42,7 +42,7 @@ from ._page_rows import (
     turn_record,
 )
 from ._page_rows import forget as forget_rows
-from ._rows import LIVE, encode_entity, entity_text
+from ._rows import FIRST_META, LIVE, encode_entity, entity_text, owned_entity
 
 __all__ = ["forget", "history_page", "turn_record_id"]
 
@@ -104,11 +104,13 @@ WITH records AS (
     FROM (VALUES {{pairs}}) AS wanted CROSS JOIN entities t ON t.id = wanted.column2
     WHERE t.entity_type = 'conversation_turn' AND +t.uid = ?1
 )
-SELECT {_RECORD}, id, entity_type, snapshot, observation_count, last_observation_at, NULL
+SELECT {_RECORD}, id, entity_type, snapshot, observation_count, last_observation_at, NULL,
+    NULL, NULL, NULL, NULL, NULL
 FROM records
 UNION ALL
 SELECT {_CALL}, records.id, r.target_entity_id, e.entity_type, e.snapshot,
-    e.observation_count, e.last_observation_at
+    e.observation_count, e.last_observation_at, e.first_id, e.created_at, e.first_priority,
+    e.first_osource, e.first_specificity
 FROM records CROSS JOIN relationships r
     ON r.source_entity_id = records.id AND r.relationship_type = 'REFERS_TO'
 CROSS JOIN entities e ON e.id = entity_key(r.target_entity_id)
@@ -235,6 +237,13 @@ def _record_of(session: str, turn_key: str, tenant: str | None) -> str | None:
     return None if turn_id is None else turn_record_id(session, turn_id, tenant)
 
 
+def _first(conn: sqlite3.Connection, entity_id: str) -> Callable[[], tuple[Any, ...]]:
+    """What reads a turn record's ``FIRST_META`` columns, when its snapshot lists its first
+    observation (an open record: a closed one's close wins every field, so a page's
+    statement leaves those columns out)."""
+    return lambda: tuple(owned_entity(conn, FIRST_META, entity_id) or (None,) * 5)
+
+
 def _records(
     conn: sqlite3.Connection, uid: int, wanted: list[str]
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
@@ -256,12 +265,12 @@ def _records(
     for rid in wanted:
         row = found.get(rid)
         if row is not None:
-            record = turn_record(rid, row[2], row[3], row[4], row[5])
+            record = turn_record(rid, row[2], row[3], row[4], row[5], _first(conn, rid))
             if record is not None:
                 records.append(record)
     if not calls:
         return records, []
     counting = {r["entity_id"] for r in records if r["snapshot"].get("tool_invocation_count")}
     kept = sorted((r for r in calls if r[1] in counting), key=lambda r: r[2])
-    snapshots = (turn_record(r[2], r[3], r[4], r[5], r[6]) for r in kept)
+    snapshots = (turn_record(r[2], r[3], r[4], r[5], r[6], r[7:12]) for r in kept)
     return records, [c for c in snapshots if c is not None]

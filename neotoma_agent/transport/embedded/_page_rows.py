@@ -16,10 +16,10 @@ memos stay small (at most :data:`_MAX_ENTRIES` each, emptied when full).
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
-from ._rows import decode_state, decode_time, snapshot_record
+from ._rows import FirstMetaNeeded, decode_state, decode_time, snapshot_record
 
 __all__ = [
     "MESSAGE_KEYS",
@@ -46,7 +46,7 @@ _decode_json = json.JSONDecoder().raw_decode
 # Keyed by a message's ``$.f`` text (message_fields: its values), or by its row's columns
 # in a tuple (page_item: its item): the two kinds of key never meet.
 _messages: dict[Any, Any] = {}
-_records: dict[tuple[str, str, int, Any], dict[str, Any]] = {}
+_records: dict[tuple[str, str, int, Any, tuple[Any, ...] | None], dict[str, Any]] = {}
 
 
 def decode_fields(text: str | None) -> dict[str, Any]:
@@ -118,14 +118,27 @@ def page_item(
 
 
 def turn_record(
-    entity_id: str, entity_type: str, snapshot: str, count: int, observed: str | int | None
+    entity_id: str,
+    entity_type: str,
+    snapshot: str,
+    count: int,
+    observed: str | int | None,
+    first: tuple[Any, ...] | Callable[[], tuple[Any, ...]],
 ) -> dict[str, Any] | None:
-    """The snapshot record of a turn record's row (``_rows.snapshot_record``); ``None`` when
-    it is deleted."""
-    key = (entity_id, snapshot, count, observed)
+    """The snapshot record of a turn record's row (``_rows.snapshot_record``), with the
+    row's ``FIRST_META`` columns, or what reads them when its snapshot lists its first
+    observation (a closed turn record does not: its close restates every field);
+    ``None`` when it is deleted."""
+    given = first if isinstance(first, tuple) else None
+    key = (entity_id, snapshot, count, observed, given)
     record = _records.get(key)
     if record is None:
-        state = decode_state(snapshot, count, observed)
+        try:
+            state = decode_state(snapshot, count, observed, given)
+        except FirstMetaNeeded:
+            if given is not None or isinstance(first, tuple):
+                raise
+            return turn_record(entity_id, entity_type, snapshot, count, observed, first())
         if state.deleted:
             return None
         record = snapshot_record(entity_id, entity_type, state)

@@ -36,6 +36,7 @@ from ._rows import (
     DIRECT_COLUMNS,
     LIVE,
     OBSERVATION_FIELDS,
+    QUERY_COLUMNS,
     decode_entity,
     direct_item,
     dumps,
@@ -353,8 +354,7 @@ def query_entities(conn: sqlite3.Connection, body: Mapping[str, Any]) -> dict[st
         params.append(encode_entity(after))
     order = f"id {direction}" if order_column == "id" else f"{order_column} {direction}, id ASC"
     rows = conn.execute(
-        "SELECT id, entity_type, canonical_name, snapshot, observation_count, "
-        f"last_observation_at FROM entities{clause} ORDER BY {order} LIMIT ? OFFSET ?",
+        f"SELECT {QUERY_COLUMNS} FROM entities{clause} ORDER BY {order} LIMIT ? OFFSET ?",
         (*params, limit, offset),
     ).fetchall()
     items = [query_item(r) for r in rows]

@@ -19,12 +19,17 @@ from typing import Any
 from ..._neotoma.identity import ENTITY_ID_RE, schema_version
 from ..._neotoma.js import compact_encoder
 from . import _scope
-from ._reducer import ObservationMeta, SnapshotState
+from ._reducer import ObservationMeta, SnapshotState, source_rank
+from ._words import decode_word, encode_word
 
 __all__ = [
     "DIRECT_COLUMNS",
+    "FIRST_META",
     "LIVE",
     "OBSERVATION_FIELDS",
+    "QUERY_COLUMNS",
+    "FirstMetaNeeded",
+    "decode_doc_fields",
     "decode_entity",
     "decode_id",
     "decode_opt_time",
@@ -177,47 +182,6 @@ def _bind_bytes() -> None:
         sqlite3.register_adapter(bytes, bytes)
 
 
-# The words an observation row repeats (its entity type, observation source, identity basis
-# and rule) are stored as their index in this tuple, any other text as it is. It is part of
-# the file format: append only, never reorder.
-_WORDS = (
-    "conversation",
-    "conversation_message",
-    "conversation_turn",
-    "person",
-    "company",
-    "contact",
-    "task",
-    "note",
-    "human",
-    "import",
-    "llm_summary",
-    "sensor",
-    "sync",
-    "workflow_state",
-    "schema_rule",
-    "heuristic_name",
-    "heuristic_fallback",
-    "target_id",
-    "composite:conversation_id",
-    "composite:session_id",
-    "composite:turn_key",
-    "composite:session_id+turn_id",
-    "name_key:name",
-    "name_key:canonical_name",
-    "name_key:email",
-)
-_WORD_CODES = {word: code for code, word in enumerate(_WORDS)}
-
-
-def encode_word(value: str | None) -> str | int | None:
-    return None if value is None else _WORD_CODES.get(value, value)
-
-
-def decode_word(value: str | int | None) -> str | None:
-    return _WORDS[value] if isinstance(value, int) else value
-
-
 def encode_seen(ids: Sequence[str]) -> str | bytes:
     """An edge's observation ids: their 16 bytes each, end to end (else JSON text)."""
     packed = [encode_id(i) for i in ids]
@@ -238,7 +202,9 @@ def decode_seen(value: str | bytes) -> list[str]:
 # An entity's snapshot state is stored compactly: each observation that wins a field (or
 # decides deletion) is listed once in "o" ([id, seq, observed_at, priority, source rank,
 # specificity], the last dropped when 1.0; the id as the base64 of its 16 bytes, the time
-# as ``encode_time``), and per-field winners are indexes into it. The provenance map is
+# as ``encode_time``; since schema version 13 the entity row's own first observation, seq
+# 0, as the number 0 alone: its meta is the row's ``FIRST_META`` columns, read beside the
+# snapshot), and per-field winners are indexes into it. The provenance map is
 # rebuilt on read (a field's provenance is its winner's id, or a merged array's ids), so
 # the observation id is not repeated per field, twice:
 #
@@ -277,12 +243,39 @@ def _decode_obs_id(value: str) -> str:
     return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
-def _encode_meta(meta: list[Any]) -> list[Any]:
+class FirstMetaNeeded(ValueError):
+    """A snapshot lists its entity row's first observation (``0``) and its reader gave no
+    ``FIRST_META`` columns: a reader that leaves them out for the common case (history
+    pages' closed turn records) reads them then."""
+
+
+#: the entity row's columns that are its first observation's meta (seq 0: ``_first``), in
+#: the order :func:`decode_state` takes them; a reader selects them beside the snapshot
+FIRST_META = "first_id, created_at, first_priority, first_osource, first_specificity"
+
+
+def _encode_meta(meta: list[Any]) -> list[Any] | int:
+    if meta[1] == 0:
+        return 0  # the row's first observation (seq 0): its meta is the row's FIRST_META
     out = [_encode_obs_id(meta[0]), meta[1], encode_time(meta[2]), meta[3], meta[4]]
     return out if meta[5] == 1.0 else [*out, meta[5]]
 
 
-def _decode_meta(meta: list[Any]) -> list[Any]:
+# Memoised, as ``_decode_obs_id``: an entity is read again and again (a conversation's row
+# every turn), its first observation unchanged.
+@functools.lru_cache(maxsize=1024)
+def _first_meta(
+    first_id: bytes | str, created: str | int, priority: int, osource: str | int | None, spec: float
+) -> tuple[Any, ...]:
+    rank = source_rank(decode_word(osource))
+    return (decode_id(first_id), 0, decode_time(created), priority, rank, spec)
+
+
+def _decode_meta(meta: list[Any] | int, first: Sequence[Any] | None) -> list[Any]:
+    if isinstance(meta, int):
+        if first is None or first[0] is None:
+            raise FirstMetaNeeded("a snapshot lists its row's first observation: none given")
+        return list(_first_meta(*first))
     spec = meta[5] if len(meta) == 6 else 1.0
     return [_decode_obs_id(meta[0]), meta[1], decode_time(meta[2]), meta[3], meta[4], spec]
 
@@ -362,16 +355,30 @@ def _one_winner(state: SnapshotState) -> list[Any] | None:
     return top.to_json()
 
 
+def decode_doc_fields(text: str) -> tuple[dict[str, Any], bool]:
+    """A stored snapshot doc's fields and whether it is deleted, in every format, without
+    its metas (a reader of fields only: it needs no ``FIRST_META``)."""
+    doc = json.loads(text)
+    if "o" in doc:
+        return doc["f"], bool(doc.get("d", False))
+    state = SnapshotState.from_json(doc, 0, None)
+    return state.fields, state.deleted
+
+
 def decode_state(
-    text: str, observation_count: int, last_observation_at: str | int | None
+    text: str,
+    observation_count: int,
+    last_observation_at: str | int | None,
+    first: Sequence[Any] | None,
 ) -> SnapshotState:
     """The snapshot state stored by :func:`encode_state` (or in an older format), with the
-    entity row's count and last observation time (as stored: :func:`encode_time`)."""
+    entity row's count and last observation time (as stored: :func:`encode_time`) and its
+    ``FIRST_META`` columns (``None`` only where the row holds no first observation)."""
     doc = json.loads(text)
     last_observation_at = decode_opt_time(last_observation_at)
     if "o" not in doc:
         return SnapshotState.from_json(doc, observation_count, last_observation_at)
-    metas = [_decode_meta(m) for m in doc["o"]]
+    metas = [_decode_meta(m, first) for m in doc["o"]]
     fields = doc["f"]
     w = doc.get("w")
     winners: dict[str, Any] = (
@@ -518,11 +525,11 @@ def entity_json(row: Sequence[Any]) -> dict[str, Any]:
 
 def load_row(conn: sqlite3.Connection, entity_id: str) -> tuple[SnapshotState, int] | None:
     """An entity's snapshot state and message count, or None if there is no such entity."""
-    columns = "snapshot, observation_count, last_observation_at, message_count"
+    columns = f"snapshot, observation_count, last_observation_at, message_count, {FIRST_META}"
     row = owned_entity(conn, columns, entity_id)
     if row is None:
         return None
-    return decode_state(row[0], row[1], row[2]), int(row[3])
+    return decode_state(row[0], row[1], row[2], row[4:]), int(row[3])
 
 
 def load_rows(
@@ -533,12 +540,13 @@ def load_rows(
         return {}
     marks = ",".join("?" * len(entity_ids))
     rows = conn.execute(
-        "SELECT id, snapshot, observation_count, last_observation_at, message_count "
-        f"FROM entities WHERE id IN ({marks}) AND {_scope.owned()}",
+        "SELECT id, snapshot, observation_count, last_observation_at, message_count, "
+        f"{FIRST_META} FROM entities WHERE id IN ({marks}) AND {_scope.owned()}",
         [encode_entity(i) for i in entity_ids],
     )
     return {
-        decode_entity(row[0]): (decode_state(row[1], row[2], row[3]), int(row[4])) for row in rows
+        decode_entity(row[0]): (decode_state(row[1], row[2], row[3], row[5:]), int(row[4]))
+        for row in rows
     }
 
 
@@ -550,11 +558,11 @@ def load_state(conn: sqlite3.Connection, entity_id: str) -> SnapshotState | None
 
 def live_state(conn: sqlite3.Connection, entity_id: str) -> tuple[str, SnapshotState] | None:
     """An entity's type and snapshot state; None when it is unknown or deleted (a 404)."""
-    columns = "entity_type, snapshot, observation_count, last_observation_at"
+    columns = f"entity_type, snapshot, observation_count, last_observation_at, {FIRST_META}"
     row = owned_entity(conn, columns, entity_id)
     if row is None:
         return None
-    state = decode_state(row[1], row[2], row[3])
+    state = decode_state(row[1], row[2], row[3], row[4:])
     return None if state.deleted else (str(row[0]), state)
 
 
@@ -616,7 +624,13 @@ LIVE = (
 
 DIRECT_COLUMNS = (
     "id, entity_type, canonical_name, aliases, created_at, updated_at, "
-    "snapshot, observation_count, last_observation_at"
+    f"snapshot, observation_count, last_observation_at, {FIRST_META}"
+)
+
+#: the columns of a :func:`query_item` row
+QUERY_COLUMNS = (
+    f"id, entity_type, canonical_name, snapshot, observation_count, last_observation_at, "
+    f"{FIRST_META}"
 )
 
 
@@ -624,15 +638,16 @@ def direct_item(row: Sequence[Any]) -> dict[str, Any]:
     """A pass-1/2 item from a ``DIRECT_COLUMNS`` row: the entity and its snapshot record."""
     item = entity_json(row)
     # Only fields and provenance: the winners and deletion order are the store's business.
-    state = decode_state(row[6], row[7], row[8])
+    state = decode_state(row[6], row[7], row[8], row[9:14])
     item["snapshot"] = snapshot_record(item["id"], row[1], state)
     return item
 
 
 def query_item(row: Sequence[Any]) -> dict[str, Any]:
-    """An ``entities/query`` item from (id, type, canonical name, snapshot doc, count, last)."""
+    """An ``entities/query`` item from a ``QUERY_COLUMNS`` row (id, type, canonical name,
+    snapshot doc, count, last, ``FIRST_META``)."""
     entity_id, entity_type, canonical_name = decode_entity(row[0]), row[1], row[2]
-    state = decode_state(row[3], row[4], row[5])
+    state = decode_state(row[3], row[4], row[5], row[6:11])
     return {
         "entity_id": entity_id,
         "entity_type": entity_type,

@@ -42,7 +42,7 @@ from . import _scope
 from ._errors import flat_error, invalid_format
 from ._page_rows import decode_fields
 from ._reducer import SnapshotChange
-from ._rows import decode_entity, decode_state, encode_entity, owned_entity
+from ._rows import decode_doc_fields, decode_entity, encode_entity, owned_entity
 from ._validate import bounded_int
 
 __all__ = ["backfill", "index_search", "rebuild", "text_search"]
@@ -89,15 +89,14 @@ def backfill(conn: sqlite3.Connection) -> None:
 
     rows = keyset_rows(
         conn,
-        "SELECT id, entity_type, snapshot, observation_count, last_observation_at "
-        "FROM entities WHERE id > ? ORDER BY id LIMIT ?",
+        "SELECT id, entity_type, snapshot FROM entities WHERE id > ? ORDER BY id LIMIT ?",
         "",
     )
-    for entity_id, entity_type, doc, count, observed in rows:
+    for entity_id, entity_type, doc in rows:
         if entity_type != _MESSAGE and entity_type in BOOKKEEPING_TYPES:
             continue
-        state = decode_state(doc, count, observed)
-        text = None if state.deleted else doc_text(entity_type, state.fields)
+        fields, deleted = decode_doc_fields(doc)
+        text = None if deleted else doc_text(entity_type, fields)
         if text is not None:
             _insert(conn, encode_entity(decode_entity(entity_id)), text)
 

@@ -34,7 +34,7 @@ from ..._records.payloads import stored_platform
 from . import _scope
 from ._errors import invalid_format
 from ._reducer import SnapshotChange
-from ._rows import decode_entity, decode_state, decode_time, encode_opt_time, encode_time
+from ._rows import decode_doc_fields, decode_entity, decode_time, encode_opt_time, encode_time
 from ._validate import bounded_int
 
 __all__ = [
@@ -165,15 +165,15 @@ def backfill(conn: sqlite3.Connection) -> None:
 
     conversations = keyset_rows(
         conn,
-        "SELECT id, snapshot, observation_count, last_observation_at FROM entities "
+        "SELECT id, snapshot, last_observation_at FROM entities "
         "WHERE entity_type = 'conversation' AND id > ? ORDER BY id LIMIT ?",
         "",
     )
-    for entity_id, doc, count, observed in conversations:
-        state = decode_state(doc, count, observed)
+    for entity_id, doc, observed in conversations:
+        fields, deleted = decode_doc_fields(doc)
         conn.execute(
             _UPSERT_CONVERSATION,
-            _conversation_row(decode_entity(entity_id), state.fields, state.deleted, observed),
+            _conversation_row(decode_entity(entity_id), fields, deleted, observed),
         )
     groups = conn.execute(
         "SELECT json_extract(snapshot, '$.f.session_id'), json_extract(snapshot, '$.f.status'), "

@@ -67,7 +67,8 @@ def unmerge(path: Path) -> int:
                     first[7],
                 ),
             )
-            state = decode_state(doc, count, observed)
+            meta = (first[0], created, first[3], first[4], first[5])  # _rows.FIRST_META
+            state = decode_state(doc, count, observed, meta)
             renumber(state, 0, seq)
             conn.execute(
                 f"UPDATE entities SET snapshot = ?, {' = NULL, '.join(_FIRST)} = NULL "

@@ -189,6 +189,10 @@ async def traced(store: EmbeddedStore, body: dict[str, Any]) -> list[str]:
     return [_shape(s) for s in statements if not s.startswith("--")]
 
 
+#: the most one winner's meta in full adds to a snapshot doc: ``["<22>",seq,time,p,r],``
+_ONE_META = 50
+
+
 def state_sizes(db_path: Path, entity_id: str) -> tuple[int, ...]:
     with sqlite3.connect(db_path) as conn:
         row = conn.execute(
@@ -213,5 +217,9 @@ async def test_a_store_on_an_entity_with_a_thousand_observations_does_the_same_w
     # The same statements, and none of them reads the entity's observations back.
     assert late == early
     assert not [s for s in late if re.search(r"\bFROM\s+observations\b", s, re.IGNORECASE)]
-    # The snapshot row does not grow with the history (ids and counters gain a few digits).
-    assert all(late <= early + 12 for early, late in zip(early_sizes, late_sizes, strict=True))
+    # The snapshot row does not grow with the history (ids and counters gain a few digits;
+    # a field the first observation won, its meta the number 0 in the doc, may pass to a
+    # later one, listed in full: one meta more, never one per observation).
+    snapshot = 6  # the column of the snapshot doc
+    grown = [late - early for early, late in zip(early_sizes, late_sizes, strict=True)]
+    assert all(g <= (12 + _ONE_META if i == snapshot else 12) for i, g in enumerate(grown))

@@ -120,6 +120,7 @@ def _recorder() -> Any:
         "v9_store",
         "v10_store",
         "v11_store",
+        "v12_store",
     ],
 )
 async def test_an_older_file_answers_every_read_as_the_code_that_recorded_it(
@@ -135,7 +136,8 @@ async def test_an_older_file_answers_every_read_as_the_code_that_recorded_it(
     them), version 8 (the same, by the compact format's first steps, main at ea5ef87),
     version 9 (the same, by the bookkeeping names' contentless index, main at 8fbb155),
     version 10 (the same, by the derived PART_OF edges, main at 01fb980), version 11 (the
-    same, by the first observation in its entity row, main at f3f2306): snapshots,
+    same, by the first observation in its entity row, main at f3f2306), version 12 (the
+    same, by the packed entity ids, main at 642dc04): snapshots,
     observations, queries (sorted, filtered), lookups, replays, the GET routes (an
     observation's ``source``), recent conversations."""
     recorded = json.loads((DATA.parent / fixture / "answers.json").read_text())

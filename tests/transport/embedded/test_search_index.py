@@ -21,7 +21,7 @@ from paths_support import TESTS
 
 from neotoma_agent import EmbeddedStore, NeotomaMemory, SearchHitKind, purge_forgotten
 from neotoma_agent._recall.search_text import doc_text
-from neotoma_agent.transport.embedded._rows import decode_entity, decode_state, entity_text
+from neotoma_agent.transport.embedded._rows import decode_doc_fields, decode_entity, entity_text
 from neotoma_agent.transport.embedded._schema import SCHEMA_VERSION
 
 pytestmark = [pytest.mark.anyio, pytest.mark.one_backend]
@@ -73,13 +73,12 @@ def _expected(path: Path) -> dict[str, Words]:
     """What the index must hold: each live entity's text, from its row."""
     with sqlite3.connect(path) as conn:
         rows = conn.execute(
-            f"SELECT {entity_text('id')}, entity_type, snapshot, observation_count, "
-            "last_observation_at FROM entities"
+            f"SELECT {entity_text('id')}, entity_type, snapshot FROM entities"
         ).fetchall()
     expected = {}
-    for entity_id, entity_type, doc, count, observed in rows:
-        state = decode_state(doc, count, observed)
-        text = None if state.deleted else doc_text(entity_type, state.fields)
+    for entity_id, entity_type, doc in rows:
+        fields, deleted = decode_doc_fields(doc)
+        text = None if deleted else doc_text(entity_type, fields)
         if text is not None:
             expected[entity_id] = _words(text)
     return expected
