@@ -505,17 +505,21 @@ def load_row(conn: sqlite3.Connection, entity_id: str) -> tuple[SnapshotState, i
 
 def load_rows(
     conn: sqlite3.Connection, entity_ids: Sequence[str]
-) -> dict[str, tuple[SnapshotState, int]]:
-    """:func:`load_row` of several entities with one statement (missing ones left out)."""
+) -> dict[str, tuple[SnapshotState, int, int, Any]]:
+    """:func:`load_row` of several entities with one statement (missing ones left out),
+    each with its rowid and ``first_id`` (what ``_first.first_of`` would read again)."""
     if not entity_ids:
         return {}
     marks = ",".join("?" * len(entity_ids))
     rows = conn.execute(
-        "SELECT id, snapshot, observation_count, last_observation_at, message_count "
-        f"FROM entities WHERE id IN ({marks}) AND {_scope.owned()}",
+        "SELECT id, snapshot, observation_count, last_observation_at, message_count, rowid, "
+        f"first_id FROM entities WHERE id IN ({marks}) AND {_scope.owned()}",
         entity_ids,
     )
-    return {row[0]: (decode_state(row[1], row[2], row[3]), int(row[4])) for row in rows}
+    return {
+        row[0]: (decode_state(row[1], row[2], row[3]), int(row[4]), int(row[5]), row[6])
+        for row in rows
+    }
 
 
 def load_state(conn: sqlite3.Connection, entity_id: str) -> SnapshotState | None:

@@ -10,7 +10,8 @@ import hashlib
 import re
 import sqlite3
 from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Set as AbstractSet
+from typing import Any, Final
 
 from ..._neotoma.identity import (
     ENTITY_ID_RE,
@@ -26,7 +27,7 @@ from ..._neotoma.identity import (
 from ...exceptions import ValidationError
 from .._wire import OBSERVATION_SOURCES
 from . import _scope
-from ._edges import relate
+from ._edges import index_message, relate
 from ._errors import (
     flat_error,
     idempotency_mismatch,
@@ -38,6 +39,7 @@ from ._errors import (
 from ._first import COLUMNS as FIRST_COLUMNS
 from ._first import FIRST_SEQ, first_of
 from ._name_index import index_fields, index_name
+from ._part_of import DERIVED
 from ._reducer import ObservationMeta, SnapshotChange, SnapshotState, fold, source_rank
 from ._rename import rederive_name
 from ._rows import (
@@ -61,7 +63,7 @@ from ._search import index_search
 from ._shared_fields import fields_column, settle_fields
 from ._store_answer import Written, answer
 from ._summaries import SUMMARIZED_TYPES, summarize
-from ._validate import check_entities, check_relationships
+from ._validate import Edge, check_entities, check_relationships
 
 __all__ = ["correct", "store", "write"]
 
@@ -135,6 +137,7 @@ class _Planned:
         "exists",
         "fields",
         "fields_json",
+        "first",
         "identity",
         "index",
         "message_count",
@@ -152,6 +155,7 @@ class _Planned:
         action: str,
         state: SnapshotState | None = None,
         message_count: int = 0,
+        first: tuple[int, Any] | None = None,
     ) -> None:
         self.index = index
         self.entity_type = entity_type
@@ -162,6 +166,7 @@ class _Planned:
         self.action = action
         self.state = state
         self.message_count = message_count
+        self.first = first
 
 
 def _plan(
@@ -233,7 +238,7 @@ def _plan(
         eid = identity.entity_id
         in_batch = eid in batch_roles
         loaded = None if in_batch else rows.get(eid)
-        state, message_count = loaded if loaded is not None else (None, 0)
+        state, message_count, rowid, first_id = loaded if loaded is not None else (None, 0, 0, None)
         exists = in_batch or state is not None
         schema = schema_for(etype)
         refusal = _refusal(
@@ -277,7 +282,16 @@ def _plan(
         action = "matched_existing" if exists else "created"
         planned.append(
             _Planned(
-                index, etype, fields, fields_json, identity, exists, action, state, message_count
+                index,
+                etype,
+                fields,
+                fields_json,
+                identity,
+                exists,
+                action,
+                state,
+                message_count,
+                None if loaded is None else (rowid, first_id),
             )
         )
     if issues:
@@ -356,6 +370,15 @@ def write(conn: sqlite3.Connection, body: Mapping[str, Any]) -> Written | dict[s
 
     ids_by_index: dict[int, str] = {}
     types_by_id: dict[str, str] = {}
+    # What the edges' fast path needs before the writes: every planned element's id and
+    # type (the last one's, as the loop below would leave them).
+    for item in planned:
+        ids_by_index[item.index] = item.identity.entity_id
+        types_by_id[item.identity.entity_id] = item.entity_type
+    fresh = {p.identity.entity_id for p in planned if not p.exists}  # created from source_id
+    routes, counted = _edge_routes(relationships, ids_by_index, types_by_id, fresh, planned)
+    # Each entity's row's first observation, as loaded (or as created below).
+    firsts = {p.identity.entity_id: p.first for p in planned if p.first is not None}
     created = 0
     states: dict[str, SnapshotState] = {}
     new_ids: set[str] = set()
@@ -384,10 +407,10 @@ def write(conn: sqlite3.Connection, body: Mapping[str, Any]) -> Written | dict[s
             create=ident if ident.entity_id in new_ids else None,
             seqs=written,
             packed_source=packed_source,
+            firsts=firsts,
+            counted=counted,
         )
         new_ids.discard(ident.entity_id)
-        ids_by_index[item.index] = ident.entity_id
-        types_by_id[ident.entity_id] = item.entity_type
         entries.append((item, obs_id, snapshot))
 
     written.reverse()  # a replay lists a source's observations newest first
@@ -395,15 +418,93 @@ def write(conn: sqlite3.Connection, body: Mapping[str, Any]) -> Written | dict[s
 
     counts: dict[str, int] = {}
     created_edges: list[dict[str, Any]] = []
-    fresh = {p.identity.entity_id for p in planned if not p.exists}  # created from source_id
-    for rtype, src_end, dst_end, metadata in relationships:
+    for (rtype, src_end, dst_end, metadata), route in zip(relationships, routes, strict=True):
         src = ids_by_index[src_end] if isinstance(src_end, int) else src_end
         dst = ids_by_index[dst_end] if isinstance(dst_end, int) else dst_end
-        relate(conn, rtype, src, dst, metadata, source_id, now, types_by_id, counts, fresh)
+        if route is _FAST and index_message(conn, src, dst, counts, dst in counted.applied):
+            pass
+        else:
+            # A fast edge whose conversation was not counted (not this user's conversation)
+            # goes on as ``relate``'s own would after its index step: with no fresh ends.
+            ends = fresh if route is _RELATE else frozenset()
+            relate(conn, rtype, src, dst, metadata, source_id, now, types_by_id, counts, ends)
         created_edges.append(
             {"relationship_type": rtype, "source_entity_id": src, "target_entity_id": dst}
         )
     return Written(source_id, priority, created, entries, created_edges, counts)
+
+
+#: an edge's way in a store: a new message's PART_OF edge to a conversation, indexed with
+#: no read first (``_FAST``), or ``relate`` (``_RELATE``)
+_FAST: Final = "fast"
+_RELATE: Final = "relate"
+
+
+class _Counted:
+    """The messages a store's fast edges add to each conversation it writes (``by_id``),
+    added to the conversation's row by its own write (``applied``) rather than by an
+    UPDATE of their own."""
+
+    __slots__ = ("applied", "by_id")
+
+    def __init__(self) -> None:
+        self.by_id: dict[str, int] = {}
+        self.applied: set[str] = set()
+
+    def take(self, entity_id: str) -> int:
+        """The messages to add to ``entity_id``'s row as it is written now (once)."""
+        n = self.by_id.pop(entity_id, 0)
+        if n:
+            self.applied.add(entity_id)
+        return n
+
+
+def _edge_routes(
+    relationships: Sequence[Edge],
+    ids_by_index: Mapping[int, str],
+    types_by_id: Mapping[str, str],
+    fresh: AbstractSet[str],
+    planned: Sequence[_Planned],
+) -> tuple[list[str], _Counted]:
+    """Each edge's route, and the messages the fast ones add to each conversation.
+
+    A message this store creates has no edge but those this store writes, so its first
+    PART_OF edge (no metadata) to a conversation is new: it is indexed (``_edges``'s
+    ``index_message``) with no read for it first. An edge between the same two ends as an
+    earlier one of the store goes through ``relate`` as it is. A conversation this store
+    writes (resolved by identity: this user's, of type ``conversation``) counts its fast
+    edges' messages in its own row's write; any other is counted by an UPDATE, as
+    ``relate`` counts.
+    """
+    counted = _Counted()
+    routes: list[str] = []
+    if not relationships:
+        return routes, counted
+    mine = {
+        p.identity.entity_id
+        for p in planned
+        if p.entity_type == "conversation" and p.identity.identity_basis != "target_id"
+    }
+    seen: set[tuple[str, str]] = set()
+    for rtype, src_end, dst_end, metadata in relationships:
+        src = ids_by_index[src_end] if isinstance(src_end, int) else src_end
+        dst = ids_by_index[dst_end] if isinstance(dst_end, int) else dst_end
+        pair = (src, dst)
+        if (
+            rtype == DERIVED
+            and not metadata
+            and pair not in seen
+            and src in fresh
+            and types_by_id.get(src) == "conversation_message"
+            and types_by_id.get(dst, "conversation") == "conversation"
+        ):
+            routes.append(_FAST)
+            if dst in mine:
+                counted.by_id[dst] = counted.by_id.get(dst, 0) + 1
+        else:
+            routes.append(_RELATE)
+        seen.add(pair)
+    return routes, counted
 
 
 def _replay(conn: sqlite3.Connection, source_id: str, key: str) -> dict[str, Any]:
@@ -448,11 +549,16 @@ def _observe(
     create: Identity | None = None,
     seqs: list[int] | None = None,
     packed_source: str | bytes | None = None,
+    firsts: dict[str, tuple[int, Any]] | None = None,
+    counted: _Counted | None = None,
 ) -> tuple[str, dict[str, Any] | None]:
     """Append one observation and fold it into the snapshot; return its id and the snapshot.
 
     With ``create``, the entity is new: its row is inserted with the folded snapshot.
     ``seqs`` collects the seq of the observation (written now, or found already there).
+    ``firsts``: the rowid and ``first_id`` of the entity rows the store loaded or created
+    (an entity not in it is read); ``counted``: the messages to add to a conversation's
+    row as it is written.
     """
     if fields_json is None:
         fields_json = js_json(fields)
@@ -486,7 +592,11 @@ def _observe(
     if create is None:
         # A new entity's first observation goes into its row (``_first``); any other is a
         # row of its own, unless it repeats the first one or a row.
-        held = first_of(conn, entity_id, packed_id)
+        first = None if firsts is None else firsts.get(entity_id)
+        if first is None:
+            held = first_of(conn, entity_id, packed_id)
+        else:
+            held = -first[0] if first[1] == packed_id else None
         cur = (
             None
             if held is not None
@@ -545,11 +655,12 @@ def _observe(
     if states is not None:
         states[entity_id] = state
     doc = encode_state(state, fields_text)
+    messages = 0 if counted is None else counted.take(entity_id)
     if create is not None:
         inserted = conn.execute(
             "INSERT INTO entities (id, entity_type, canonical_name, aliases, created_at, "
-            "updated_at, snapshot, observation_count, last_observation_at, uid, "
-            f"{FIRST_COLUMNS}) VALUES (?, ?, ?, '[]', ?, ?, ?, ?, ?, ?, ?,?,?,?,?,?,?,?,?)",
+            "updated_at, snapshot, observation_count, last_observation_at, message_count, uid, "
+            f"{FIRST_COLUMNS}) VALUES (?, ?, ?, '[]', ?, ?, ?, ?, ?, ?, ?, ?,?,?,?,?,?,?,?,?)",
             (
                 entity_id,
                 create.entity_type,
@@ -559,6 +670,7 @@ def _observe(
                 doc,
                 state.observation_count,
                 encode_opt_time(state.last_observation_at),
+                messages,
                 _scope.uid(),
                 packed_id,
                 source,
@@ -571,14 +683,30 @@ def _observe(
                 first_fields,
             ),
         )
+        rowid = int(inserted.lastrowid or 0)
         if seqs is not None:
-            seqs.append(-int(inserted.lastrowid or 0))
+            seqs.append(-rowid)
+        if firsts is not None:
+            firsts[entity_id] = (rowid, packed_id)
         index_name(
             conn,
             create.canonical_name,
             entity_id,
             create.entity_type,
-            int(inserted.lastrowid or 0),
+            rowid,
+        )
+    elif messages:
+        conn.execute(
+            "UPDATE entities SET snapshot = ?, observation_count = ?, last_observation_at = ?, "
+            "updated_at = ?, message_count = message_count + ? WHERE id = ?",
+            (
+                doc,
+                state.observation_count,
+                encode_opt_time(state.last_observation_at),
+                at,
+                messages,
+                entity_id,
+            ),
         )
     else:
         conn.execute(
