@@ -10,11 +10,9 @@ import hashlib
 import re
 import sqlite3
 from collections.abc import Mapping, Sequence
-from collections.abc import Set as AbstractSet
-from typing import Any, Final
+from typing import Any
 
 from ..._neotoma.identity import (
-    ENTITY_ID_RE,
     Identity,
     IdentityError,
     TypeSchema,
@@ -27,19 +25,17 @@ from ..._neotoma.identity import (
 from ...exceptions import ValidationError
 from .._wire import OBSERVATION_SOURCES
 from . import _scope
-from ._edges import index_message, relate
 from ._errors import (
     flat_error,
     idempotency_mismatch,
     invalid_format,
-    not_found,
     now_iso,
     resolution_failed,
 )
 from ._first import COLUMNS as FIRST_COLUMNS
 from ._first import FIRST_SEQ, first_of
 from ._name_index import index_fields, index_name
-from ._part_of import DERIVED
+from ._new_edges import Counted, edge_routes, write_edges
 from ._reducer import ObservationMeta, SnapshotChange, SnapshotState, fold, source_rank
 from ._rename import rederive_name
 from ._rows import (
@@ -63,9 +59,9 @@ from ._search import index_search
 from ._shared_fields import fields_column, settle_fields
 from ._store_answer import Written, answer
 from ._summaries import SUMMARIZED_TYPES, summarize
-from ._validate import Edge, check_entities, check_relationships
+from ._validate import check_entities, check_relationships
 
-__all__ = ["correct", "store", "write"]
+__all__ = ["store", "write"]
 
 
 #: A name whose JSON is itself in quotes (nothing to escape).
@@ -376,7 +372,12 @@ def write(conn: sqlite3.Connection, body: Mapping[str, Any]) -> Written | dict[s
         ids_by_index[item.index] = item.identity.entity_id
         types_by_id[item.identity.entity_id] = item.entity_type
     fresh = {p.identity.entity_id for p in planned if not p.exists}  # created from source_id
-    routes, counted = _edge_routes(relationships, ids_by_index, types_by_id, fresh, planned)
+    mine = {  # the conversations this store writes, resolved by identity
+        p.identity.entity_id
+        for p in planned
+        if p.entity_type == "conversation" and p.identity.identity_basis != "target_id"
+    }
+    routes, counted = edge_routes(relationships, ids_by_index, types_by_id, fresh, mine)
     # Each entity's row's first observation, as loaded (or as created below).
     firsts = {p.identity.entity_id: p.first for p in planned if p.first is not None}
     created = 0
@@ -417,94 +418,19 @@ def write(conn: sqlite3.Connection, body: Mapping[str, Any]) -> Written | dict[s
     record_key(conn, key, source_id, written, now)
 
     counts: dict[str, int] = {}
-    created_edges: list[dict[str, Any]] = []
-    for (rtype, src_end, dst_end, metadata), route in zip(relationships, routes, strict=True):
-        src = ids_by_index[src_end] if isinstance(src_end, int) else src_end
-        dst = ids_by_index[dst_end] if isinstance(dst_end, int) else dst_end
-        if route is _FAST and index_message(conn, src, dst, counts, dst in counted.applied):
-            pass
-        else:
-            # A fast edge whose conversation was not counted (not this user's conversation)
-            # goes on as ``relate``'s own would after its index step: with no fresh ends.
-            ends = fresh if route is _RELATE else frozenset()
-            relate(conn, rtype, src, dst, metadata, source_id, now, types_by_id, counts, ends)
-        created_edges.append(
-            {"relationship_type": rtype, "source_entity_id": src, "target_entity_id": dst}
-        )
+    created_edges = write_edges(
+        conn,
+        relationships,
+        routes,
+        counted,
+        ids_by_index,
+        types_by_id,
+        fresh,
+        source_id,
+        now,
+        counts,
+    )
     return Written(source_id, priority, created, entries, created_edges, counts)
-
-
-#: an edge's way in a store: a new message's PART_OF edge to a conversation, indexed with
-#: no read first (``_FAST``), or ``relate`` (``_RELATE``)
-_FAST: Final = "fast"
-_RELATE: Final = "relate"
-
-
-class _Counted:
-    """The messages a store's fast edges add to each conversation it writes (``by_id``),
-    added to the conversation's row by its own write (``applied``) rather than by an
-    UPDATE of their own."""
-
-    __slots__ = ("applied", "by_id")
-
-    def __init__(self) -> None:
-        self.by_id: dict[str, int] = {}
-        self.applied: set[str] = set()
-
-    def take(self, entity_id: str) -> int:
-        """The messages to add to ``entity_id``'s row as it is written now (once)."""
-        n = self.by_id.pop(entity_id, 0)
-        if n:
-            self.applied.add(entity_id)
-        return n
-
-
-def _edge_routes(
-    relationships: Sequence[Edge],
-    ids_by_index: Mapping[int, str],
-    types_by_id: Mapping[str, str],
-    fresh: AbstractSet[str],
-    planned: Sequence[_Planned],
-) -> tuple[list[str], _Counted]:
-    """Each edge's route, and the messages the fast ones add to each conversation.
-
-    A message this store creates has no edge but those this store writes, so its first
-    PART_OF edge (no metadata) to a conversation is new: it is indexed (``_edges``'s
-    ``index_message``) with no read for it first. An edge between the same two ends as an
-    earlier one of the store goes through ``relate`` as it is. A conversation this store
-    writes (resolved by identity: this user's, of type ``conversation``) counts its fast
-    edges' messages in its own row's write; any other is counted by an UPDATE, as
-    ``relate`` counts.
-    """
-    counted = _Counted()
-    routes: list[str] = []
-    if not relationships:
-        return routes, counted
-    mine = {
-        p.identity.entity_id
-        for p in planned
-        if p.entity_type == "conversation" and p.identity.identity_basis != "target_id"
-    }
-    seen: set[tuple[str, str]] = set()
-    for rtype, src_end, dst_end, metadata in relationships:
-        src = ids_by_index[src_end] if isinstance(src_end, int) else src_end
-        dst = ids_by_index[dst_end] if isinstance(dst_end, int) else dst_end
-        pair = (src, dst)
-        if (
-            rtype == DERIVED
-            and not metadata
-            and pair not in seen
-            and src in fresh
-            and types_by_id.get(src) == "conversation_message"
-            and types_by_id.get(dst, "conversation") == "conversation"
-        ):
-            routes.append(_FAST)
-            if dst in mine:
-                counted.by_id[dst] = counted.by_id.get(dst, 0) + 1
-        else:
-            routes.append(_RELATE)
-        seen.add(pair)
-    return routes, counted
 
 
 def _replay(conn: sqlite3.Connection, source_id: str, key: str) -> dict[str, Any]:
@@ -550,7 +476,7 @@ def _observe(
     seqs: list[int] | None = None,
     packed_source: str | bytes | None = None,
     firsts: dict[str, tuple[int, Any]] | None = None,
-    counted: _Counted | None = None,
+    counted: Counted | None = None,
 ) -> tuple[str, dict[str, Any] | None]:
     """Append one observation and fold it into the snapshot; return its id and the snapshot.
 
@@ -741,61 +667,3 @@ def _observe(
         if entity_type in SUMMARIZED_TYPES:
             summarize(conn, change)
     return obs_id, dict(state.fields)
-
-
-def correct(conn: sqlite3.Connection, body: Mapping[str, Any]) -> dict[str, Any]:
-    """``POST /correct``: one high-priority observation of one field."""
-    entity_id = body.get("entity_id")
-    field = body.get("field")
-    key = body.get("idempotency_key")
-    entity_type = body.get("entity_type") or "unknown"
-    if not isinstance(entity_id, str) or not ENTITY_ID_RE.match(entity_id):
-        raise invalid_format("entity_id must be a Neotoma entity id", ["entity_id"])
-    if not isinstance(field, str) or not field:
-        raise invalid_format("field is required", ["field"])
-    if not isinstance(key, str) or not key:
-        raise invalid_format("idempotency_key is required", ["idempotency_key"])
-    if not isinstance(entity_type, str):
-        raise invalid_format("entity_type must be a string", ["entity_type"])
-    etype = resolve_entity_type(entity_type)
-    row = conn.execute(
-        f"SELECT entity_type FROM entities WHERE id = ? AND {_scope.owned()}", (entity_id,)
-    ).fetchone()
-    if row is None:
-        raise not_found()
-    if schema_for(etype) is None:
-        raise flat_error(
-            ValidationError,
-            400,
-            "ERR_NO_SCHEMA_FOR_ENTITY_TYPE",
-            f"No schema for entity_type {entity_type!r}",
-        )
-    value = body.get("value")
-    fields = {field: value}
-    try:
-        obs_id = hash_uuid(js_json([entity_id, fields, key]))
-    except ValueError as exc:
-        raise invalid_format(f"value is not JSON: {exc}", ["value"]) from None
-    before = observation_seq(conn, entity_id, obs_id) is not None
-    _, snapshot = _observe(
-        conn,
-        entity_id=entity_id,
-        entity_type=str(row[0]),
-        fields=fields,
-        source_id=None,
-        priority=1000,
-        obs_source="human",
-        identity=None,
-        now=now_iso(),
-        obs_id=obs_id,
-        idempotency_key=key,
-    )
-    return {
-        "success": True,
-        "snapshot": None if before else snapshot,
-        "observation_id": obs_id,
-        "entity_id": entity_id,
-        "field": field,
-        "value": value,
-        "message": "Correction recorded" if not before else "Correction already recorded",
-    }
