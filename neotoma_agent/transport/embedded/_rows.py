@@ -507,7 +507,7 @@ def load_rows(
     conn: sqlite3.Connection, entity_ids: Sequence[str]
 ) -> dict[str, tuple[SnapshotState, int, int, Any]]:
     """:func:`load_row` of several entities with one statement (missing ones left out),
-    each with its rowid and ``first_id`` (what ``_first.first_of`` would read again)."""
+    with each one's rowid and ``first_id`` (what ``_first.first_of`` reads)."""
     if not entity_ids:
         return {}
     marks = ",".join("?" * len(entity_ids))
@@ -516,10 +516,7 @@ def load_rows(
         f"first_id FROM entities WHERE id IN ({marks}) AND {_scope.owned()}",
         entity_ids,
     )
-    return {
-        row[0]: (decode_state(row[1], row[2], row[3]), int(row[4]), int(row[5]), row[6])
-        for row in rows
-    }
+    return {r[0]: (decode_state(r[1], r[2], r[3]), int(r[4]), r[5], r[6]) for r in rows}
 
 
 def load_state(conn: sqlite3.Connection, entity_id: str) -> SnapshotState | None:
