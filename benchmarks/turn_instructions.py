@@ -2,7 +2,8 @@
 
     python benchmarks/turn_instructions.py [--turns 40] [--scoped] [--loop] [--baseline TREE]
         [--json PATH]
-    python benchmarks/turn_instructions.py --turns 0 --stores 200 [--loop] [--baseline TREE]
+    python benchmarks/turn_instructions.py --turns 0 --stores 200 [--loop] [--store-callers 64]
+        [--baseline TREE]
 
 The CPU figures of ``benchmarks/peers.py`` move with the machine's load; an instruction
 count does not. For each source tree (this one, and ``--baseline`` if given: e.g.
@@ -22,8 +23,9 @@ what a turn costs the caller's thread, the store's own thread left out. With ``-
 ``N`` turn-shaped ``EmbeddedStore.store`` calls (``sqlite_floor.py``'s: a conversation, a
 message, a turn record and a PART_OF edge, as a body) from one caller are counted the same
 way, after ``STORE_WARMUP`` of them (and with ``--loop``, on the event loop's thread alone):
-the generic store path, HTTP's bodies and answers included; ``--turns 0`` counts stores
-alone. Needs valgrind
+the generic store path, HTTP's bodies and answers included; ``--store-callers C`` counts
+them again from ``C`` concurrent callers (whose stores the store's thread commits
+together); ``--turns 0`` counts stores alone. Needs valgrind
 (``apt-get install valgrind``); a tree takes about a minute (a minute more for each of
 ``--scoped`` and ``--loop``).
 """
@@ -78,9 +80,10 @@ async def _child(turns: int, scoped: bool) -> None:
             _callgrind.stop()
 
 
-async def _store_child(stores: int) -> None:
+async def _store_child(stores: int, callers: int) -> None:
     sys.path.insert(0, str(HERE))
     import _callgrind
+    import anyio
     from embedded_store import turn_payload
 
     from neotoma_agent.transport.embedded import EmbeddedStore
@@ -97,18 +100,29 @@ async def _store_child(stores: int) -> None:
                     relationships=p["relationships"],
                 )
 
-            for i in range(STORE_WARMUP):
-                await one(i)
+            async def caller(first: int, last: int) -> None:
+                for i in range(first, last, callers):
+                    await one(i)
+
+            async def run(first: int, last: int) -> None:
+                if callers == 1:
+                    await caller(first, last)
+                    return
+                async with anyio.create_task_group() as tg:
+                    for c in range(callers):
+                        tg.start_soon(caller, first + c, last)
+
+            await run(0, STORE_WARMUP)
             _callgrind.start()
-            for i in range(STORE_WARMUP, STORE_WARMUP + stores):
-                await one(i)
+            await run(STORE_WARMUP, STORE_WARMUP + stores)
             _callgrind.stop()
 
 
-def count_stores(tree: Path, stores: int, *, loop: bool = False) -> int:
-    """Instructions of ``stores`` counted turn-shaped stores from one caller, with
-    ``tree``'s package (on the event loop's thread alone if ``loop``)."""
+def count_stores(tree: Path, stores: int, *, loop: bool = False, callers: int = 1) -> int:
+    """Instructions of ``stores`` counted turn-shaped stores from ``callers`` concurrent
+    callers, with ``tree``'s package (on the event loop's thread alone if ``loop``)."""
     child = [sys.executable, str(HERE / "turn_instructions.py"), "--child", "--stores", str(stores)]
+    child += ["--store-callers", str(callers)]
     return instructions(child, tree=tree, marked=True, main_thread=loop)[0]
 
 
@@ -135,6 +149,12 @@ def main() -> None:
     parser.add_argument(
         "--stores", type=int, default=0, help="also count this many turn-shaped stores"
     )
+    parser.add_argument(
+        "--store-callers",
+        type=int,
+        default=1,
+        help="with --stores: also count them from this many concurrent callers",
+    )
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
@@ -142,7 +162,7 @@ def main() -> None:
         import anyio
 
         if args.stores:
-            anyio.run(_store_child, args.stores)
+            anyio.run(_store_child, args.stores, args.store_callers)
         else:
             anyio.run(_child, args.turns, args.scoped)
         return
@@ -157,6 +177,11 @@ def main() -> None:
             if args.loop:
                 row["event_loop_instructions_per_store"] = (
                     count_stores(tree, args.stores, loop=True) // args.stores
+                )
+            if args.store_callers > 1:
+                row["store_callers"] = args.store_callers
+                row["instructions_per_store_concurrent"] = (
+                    count_stores(tree, args.stores, callers=args.store_callers) // args.stores
                 )
         if not args.turns:
             rows.append(row)
@@ -181,6 +206,11 @@ def main() -> None:
             line = f"  {r['tree']:<10} {r['instructions_per_store']:>12,} instructions per store"
             if args.loop:
                 line += f"; the event loop's thread {r['event_loop_instructions_per_store']:>11,}"
+            if args.store_callers > 1:
+                line += (
+                    f"; from {args.store_callers} callers "
+                    f"{r['instructions_per_store_concurrent']:>11,}"
+                )
             print(line)
     if args.turns:
         print(f"embedded store, {args.turns} short turns after {WARMUP} (callgrind, user space)")

@@ -690,6 +690,41 @@ def instructions_store(results: Results) -> str:
     )
 
 
+@figure("instructions-store-concurrent")
+def instructions_store_concurrent(results: Results) -> str:
+    """A turn-shaped ``store`` from concurrent callers (``--store-callers``), both threads."""
+    rows = {r["tree"]: r for r in results["store_instructions"]["rows"]}
+    ours = rows["this tree"]["instructions_per_store_concurrent"]
+    base = rows.get("baseline", {}).get("instructions_per_store_concurrent")
+    if base is None:
+        return f"{ours:,} instructions a store"
+    return (
+        f"{ours:,} instructions a store against {base:,} before ({(ours / base - 1) * 100:+.1f}%)"
+    )
+
+
+@figure("floor-needed-1")
+def floor_needed_1(results: Results) -> str:
+    """The CPU a store may cost with one caller for 0.6x the floor (its CPU over 0.6)."""
+    r = results["sqlite_floor"]
+    return f"{r['floor_cpu_ms_per_store_one_by_one'] / 0.6:.3f} ms"
+
+
+@figure("floor-ours")
+def floor_ours(results: Results) -> str:
+    """Our store's CPU, one caller and 64, in the ``sqlite_floor.py`` run."""
+    r = results["sqlite_floor"]
+    one, many = r["embedded_cpu_ms_per_store_1_caller"], r["embedded_cpu_ms_per_store_64_callers"]
+    return f"{one:.3f} ms and {many:.3f} ms"
+
+
+@figure("floor-needed-64")
+def floor_needed_64(results: Results) -> str:
+    """The CPU a store may cost with 64 callers for 0.75x the floor (its CPU over 0.75)."""
+    r = results["sqlite_floor"]
+    return f"{r['floor_cpu_ms_per_store_groups_of_64'] / 0.75:.3f} ms"
+
+
 @figure("instructions-store-loop")
 def instructions_store_loop(results: Results) -> str:
     """A turn-shaped ``store`` on the event loop's thread alone, against ``--baseline``."""
