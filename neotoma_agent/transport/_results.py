@@ -127,12 +127,12 @@ class StoreResult(_ByIndex):
         """
         items = _items(raw.get("entities"))
         result = cls(
-            replayed=bool(raw.get("replayed", False)),
-            source_id=_opt_str(raw.get("source_id")),
-            entities=(),
-            entities_created=_opt_int(raw.get("entities_created")) or 0,
-            observations_created=_opt_int(raw.get("observations_created")) or 0,
-            raw=raw,
+            bool(raw.get("replayed", False)),
+            _opt_str(raw.get("source_id")),
+            (),
+            _opt_int(raw.get("entities_created")) or 0,
+            _opt_int(raw.get("observations_created")) or 0,
+            raw,
         )
         ids = _fresh_ids(items)
         if ids is not None:
@@ -155,14 +155,9 @@ class StoreResult(_ByIndex):
         :attr:`entities` is parsed from it then, as :meth:`from_json` parses it; the
         counts and the ids by request index (``entity_id``) are given. The same values as
         ``from_json(make_raw(), request_entities)``, whenever they are read."""
-        result = cls(
-            replayed=False,
-            source_id=source_id,
-            entities=(),
-            entities_created=created,
-            observations_created=observations,
-            raw=_EMPTY,
-        )
+        # Positional, in the fields' order (replayed, source_id, entities, the two counts,
+        # raw): keyword arguments cost their matching on every store.
+        result = cls(False, source_id, (), created, observations, _EMPTY)
         object.__setattr__(result, "_by_index", by_index)
         defer(result, "raw", make_raw)
 

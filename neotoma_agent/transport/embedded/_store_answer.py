@@ -78,14 +78,15 @@ def answer_json(written: Written, count: int | None) -> dict[str, Any]:
     for item, obs_id, snapshot in written.entries:
         ident = item.identity
         entity_type, entity_id, index = item.entity_type, ident.entity_id, item.index
+        # Positional: keyword arguments cost their matching on every entry of every store.
         advise(
             advisories,
-            index=index,
-            entity_type=entity_type,
-            entity_id=entity_id,
-            fields=item.fields,
-            schema=schema_for(entity_type),
-            priority=priority,
+            index,
+            entity_type,
+            entity_id,
+            item.fields,
+            schema_for(entity_type),
+            priority,
         )
         out_entities.append(
             {

@@ -96,7 +96,6 @@ def _missing_value(value: object) -> bool:
 
 def advise(
     advisories: Advisories,
-    *,
     index: int,
     entity_type: str,
     entity_id: str,

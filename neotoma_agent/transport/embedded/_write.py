@@ -392,24 +392,27 @@ def write(conn: sqlite3.Connection, body: Mapping[str, Any]) -> Written | dict[s
             created += 1
         elif item.action == "extended":
             created += 1
+        # Positional, in the signature's order: the one call made per element of a store.
         obs_id, snapshot = _observe(
             conn,
-            entity_id=ident.entity_id,
-            entity_type=item.entity_type,
-            fields=item.fields,
-            fields_json=item.fields_json,
-            source_id=source_id,
-            priority=priority,
-            obs_source=obs_source,
-            identity=ident,
-            now=now,
-            states=states,
-            known_state=item.state if item.exists else SnapshotState(),
-            create=ident if ident.entity_id in new_ids else None,
-            seqs=written,
-            packed_source=packed_source,
-            firsts=firsts,
-            counted=counted,
+            ident.entity_id,
+            item.entity_type,
+            item.fields,
+            source_id,
+            priority,
+            obs_source,
+            ident,
+            now,
+            item.fields_json,
+            None,
+            None,
+            states,
+            item.state if item.exists else SnapshotState(),
+            ident if ident.entity_id in new_ids else None,
+            written,
+            packed_source,
+            firsts,
+            counted,
         )
         new_ids.discard(ident.entity_id)
         entries.append((item, obs_id, snapshot))
@@ -458,7 +461,6 @@ def _replay(conn: sqlite3.Connection, source_id: str, key: str) -> dict[str, Any
 
 def _observe(
     conn: sqlite3.Connection,
-    *,
     entity_id: str,
     entity_type: str,
     fields: dict[str, Any],
