@@ -9,8 +9,9 @@ conversation 0 that way, then copies every row it left in every table to convers
 - the conversation id in every text (``bench-0000000`` -> ``bench-000000N``: the same
   length, so names, fields and snapshots keep their shape) and in the turns' idempotency
   keys (rebuilt as the library builds them);
-- every entity id (text and 12-byte forms), recomputed from the copy's identity fields as
-  the store computes it, so every reader finds the copy by the ids it derives;
+- every entity id (text and 12-byte forms: the entity rows hold the bytes), recomputed from
+  the copy's identity fields as the store computes it, so every reader finds the copy by
+  the ids it derives;
 - observation seqs (an offset per copy: snapshots name their winning observations by seq)
   and every time (an offset per copy: the copies follow each other, as real conversations
   do, so the list is ordered by activity and not by ties);
@@ -105,7 +106,7 @@ class _Copier:
             ).fetchone()[0]
         )
         where = {
-            "entities": (f"id IN {_in(ids)}", ids),
+            "entities": (f"id IN {_in(packed)}", packed),  # the rows hold ids packed
             "observations": ("seq <= ?", [self.seq_span]),
             "relationships": (f"source_entity_id IN {_in(ids)}", ids),
             "conversation_messages": ("conversation_id = ?", [encode_entity(head)]),
@@ -115,9 +116,9 @@ class _Copier:
         }
         #: each template entity's rowid (a key's list names a row's first observation by it)
         self.rowids = {
-            int(rowid): str(i)
+            int(rowid): decode_entity(i)
             for rowid, i in conn.execute(
-                f"SELECT rowid, id FROM entities WHERE id IN {_in(ids)}", ids
+                f"SELECT rowid, id FROM entities WHERE id IN {_in(packed)}", packed
             )
         }
         self.rows = {
@@ -131,7 +132,7 @@ class _Copier:
             for t in _FTS
         }
         # Each template entity's id in a copy: its name's, with the copy's conversation id.
-        self.names = [(e[0], e[1], e[2]) for e in self.rows["entities"]]
+        self.names = [(decode_entity(e[0]), e[1], e[2]) for e in self.rows["entities"]]
         first, last = conn.execute(
             "SELECT min(observed_at), max(observed_at) FROM observations WHERE seq <= ?",
             (self.seq_span,),
@@ -172,7 +173,7 @@ class _Copier:
             "INSERT INTO entities VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
             [
                 (
-                    id_map[e[0]],
+                    bytes_map[e[0]],
                     e[1],
                     text(e[2]),
                     e[3],
@@ -189,13 +190,11 @@ class _Copier:
                 for e in r["entities"]
             ],
         )
+        copies = list(bytes_map.values())
         copied = dict(
-            conn.execute(
-                f"SELECT id, rowid FROM entities WHERE id IN {_in(list(id_map.values()))}",
-                list(id_map.values()),
-            )
+            conn.execute(f"SELECT id, rowid FROM entities WHERE id IN {_in(copies)}", copies)
         )
-        rows = {-old: -int(copied[id_map[i]]) for old, i in self.rowids.items()}
+        rows = {-old: -int(copied[encode_entity(id_map[i])]) for old, i in self.rowids.items()}
         conn.executemany(
             "INSERT INTO observations VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
             [
@@ -260,7 +259,7 @@ class _Copier:
             "INSERT INTO bookkeeping_names (rowid, text) "
             "SELECT rowid, ? FROM entities WHERE id = ?",
             [
-                (book_text(text(e[2]), json.loads(e[3])), id_map[e[0]])
+                (book_text(text(e[2]), json.loads(e[3])), bytes_map[e[0]])
                 for e in r["entities"]
                 if e[1] in BOOKKEEPING
             ],

@@ -7,7 +7,7 @@
 ``memory.turn`` on an ``EmbeddedStore``) into a fresh file and probes that.
 
 Reads a store file of the current schema version (never writes it: the ``live`` column is
-this release's own format, schema version 10, as the store writes it) and copies its row
+this release's own format, schema version 12, as the store writes it) and copies its row
 tables into fresh files, in their key order, once in the file's own layout (``copy``: its
 columns, the per-user ones included) and once per layout probed:
 
@@ -24,9 +24,8 @@ columns, the per-user ones included) and once per layout probed:
   on an 8-byte digest of it), every other reference to a key (observations, the entity
   row's first observation) by its row number, the index by source holding the number
   instead of the key's 16-byte digest (schema version 8 already finds a key by that digest
-  and keeps its text once, in its row: this step numbers the rows);
-- ``+ids``: and the entity id in its row and its unique index as its 12 bytes
-  (``encode_entity``) instead of 28 characters of text — ``compact``, the format designed;
+  and keeps its text once, in its row: this step numbers the rows) — ``compact``, the last
+  step of the format designed;
 - ``+codec``: and the fields of the protocol's own records (messages, turn records) in a
   per-type positional codec: the values in the type's field order (no names), times as
   integer milliseconds, the role as a code, and the fields the others derive (a message's
@@ -44,7 +43,9 @@ live file derives it from the conversation index, and every layout copies its ro
 does any layout hold an entity's first observation as a row of ``observations``: since
 schema version 11 the live file keeps it in the entity row (its id, source, key, priority,
 source word, specificity, identity basis and rule, and its fields when they are not the
-snapshot's), and every layout copies those columns.
+snapshot's), and every layout copies those columns. And every layout holds an entity's id
+as its 12 bytes in its row and its unique index (``encode_entity``), as the live file does
+since schema version 12.
 """
 
 from __future__ import annotations
@@ -64,9 +65,9 @@ from _meta import environment
 from neotoma_agent._neotoma.identity import IdentityError, resolve_identity
 from neotoma_agent.transport.embedded._rows import (
     decode_state,
-    encode_entity,
     encode_time,
     encode_word,
+    entity_text,
 )
 from neotoma_agent.transport.embedded._schema import SCHEMA_VERSION
 
@@ -77,11 +78,10 @@ LAYOUTS = (
     "+name",
     "+meta",
     "+keys",
-    "+ids",
     "+codec",
 )
 #: the compact format's design (docs/performance.md): every step up to this one
-COMPACT = "+ids"
+COMPACT = "+keys"
 
 
 def _has(layout: str, step: str) -> bool:
@@ -221,17 +221,20 @@ def _fill(conn: sqlite3.Connection, layout: str) -> None:
     else:
         conn.execute("INSERT INTO idempotency_keys SELECT * FROM src.idempotency_keys")
     cols = _ENTITY_COLUMNS.format(
-        id="entity_key(e.id)" if _has(layout, "+ids") else "e.id",
+        id="e.id",  # packed, as the live file holds it (schema version 12)
         type=etype,
         name=name,
         snapshot=snapshot,
     )
     cols += _FIRST_COLUMNS.format(key=key.format("e.first_key"))
     conn.execute(f"INSERT INTO entities SELECT {cols} FROM src.entities e ORDER BY e.rowid")
-    # The number of each entity, by its id as observations hold it (12 bytes) and as text.
+    # The number of each entity, by its id as the entity rows and observations hold it (12
+    # bytes) and as text (edges).
     conn.execute("CREATE TEMP TABLE by_key (k PRIMARY KEY, num) WITHOUT ROWID")
-    conn.execute("INSERT INTO by_key SELECT entity_key(id), rowid FROM src.entities")
-    conn.execute("INSERT OR IGNORE INTO by_key SELECT id, rowid FROM src.entities")
+    conn.execute("INSERT INTO by_key SELECT id, rowid FROM src.entities")
+    conn.execute(
+        f"INSERT OR IGNORE INTO by_key SELECT {entity_text('id')}, rowid FROM src.entities"
+    )
     ref = "(SELECT num FROM by_key WHERE k = {})" if numbered else "{}"
     conn.execute(
         f"INSERT INTO observations SELECT o.seq, o.id, {ref.format('o.entity_id')}, "
@@ -296,7 +299,6 @@ def build(store: Path, out: Path, layout: str) -> tuple[dict[str, int], dict[str
     try:
         conn.execute("PRAGMA journal_mode = OFF")
         conn.execute(f"ATTACH 'file:{store}?mode=ro' AS src")
-        conn.create_function("entity_key", 1, encode_entity, deterministic=True)
         conn.create_function("word", 1, encode_word, deterministic=True)
         conn.create_function("derived_name", 3, _derived_name, deterministic=True)
         conn.create_function("digest", 1, _digest, deterministic=True)

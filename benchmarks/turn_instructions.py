@@ -1,7 +1,7 @@
 """Benchmark: instructions per short turn on the embedded store, counted by callgrind.
 
     python benchmarks/turn_instructions.py [--turns 40] [--scoped] [--loop] [--baseline TREE]
-        [--json PATH]
+        [--backend trio] [--json PATH]
     python benchmarks/turn_instructions.py --turns 0 --stores 200 [--loop] [--store-callers 64]
         [--baseline TREE]
 
@@ -19,7 +19,8 @@ through each conversation's own user's view (``store.for_user(...)``, as the pee
 benchmark's ``scoped`` peer builds it), and the ratio scoped / unscoped is printed beside
 them (the goal: at most ``GOAL_SCOPED_RATIO``). With ``--loop``, the same turns are
 counted a third time on the event loop's thread alone (callgrind's ``--separate-threads``):
-what a turn costs the caller's thread, the store's own thread left out. With ``--stores N``,
+what a turn costs the caller's thread, the store's own thread left out. ``--backend trio``
+runs every child on trio (asyncio by default, as the peers benchmark). With ``--stores N``,
 ``N`` turn-shaped ``EmbeddedStore.store`` calls (``sqlite_floor.py``'s: a conversation, a
 message, a turn record and a PART_OF edge, as a body) from one caller are counted the same
 way, after ``STORE_WARMUP`` of them (and with ``--loop``, on the event loop's thread alone):
@@ -118,19 +119,24 @@ async def _store_child(stores: int, callers: int) -> None:
             _callgrind.stop()
 
 
-def count_stores(tree: Path, stores: int, *, loop: bool = False, callers: int = 1) -> int:
+def count_stores(
+    tree: Path, stores: int, *, loop: bool = False, callers: int = 1, backend: str = "asyncio"
+) -> int:
     """Instructions of ``stores`` counted turn-shaped stores from ``callers`` concurrent
     callers, with ``tree``'s package (on the event loop's thread alone if ``loop``)."""
     child = [sys.executable, str(HERE / "turn_instructions.py"), "--child", "--stores", str(stores)]
-    child += ["--store-callers", str(callers)]
+    child += ["--store-callers", str(callers), "--backend", backend]
     return instructions(child, tree=tree, marked=True, main_thread=loop)[0]
 
 
-def count(tree: Path, turns: int, *, scoped: bool = False, loop: bool = False) -> int:
+def count(
+    tree: Path, turns: int, *, scoped: bool = False, loop: bool = False, backend: str = "asyncio"
+) -> int:
     """Instructions of ``turns`` counted turns, with ``tree``'s package (through each
     conversation's user's view if ``scoped``; on the event loop's thread alone if
-    ``loop``)."""
+    ``loop``), on ``backend``."""
     child = [sys.executable, str(HERE / "turn_instructions.py"), "--child", "--turns", str(turns)]
+    child += ["--backend", backend]
     if scoped:
         child.append("--scoped")
     return instructions(child, tree=tree, marked=True, main_thread=loop)[0]
@@ -146,6 +152,7 @@ def main() -> None:
     parser.add_argument(
         "--loop", action="store_true", help="also count the event loop's thread alone"
     )
+    parser.add_argument("--backend", choices=("asyncio", "trio"), default="asyncio")
     parser.add_argument(
         "--stores", type=int, default=0, help="also count this many turn-shaped stores"
     )
@@ -162,9 +169,9 @@ def main() -> None:
         import anyio
 
         if args.stores:
-            anyio.run(_store_child, args.stores, args.store_callers)
+            anyio.run(_store_child, args.stores, args.store_callers, backend=args.backend)
         else:
-            anyio.run(_child, args.turns, args.scoped)
+            anyio.run(_child, args.turns, args.scoped, backend=args.backend)
         return
     trees = {"this tree": ROOT}
     if args.baseline is not None:
@@ -173,26 +180,33 @@ def main() -> None:
     for name, tree in trees.items():
         row: dict[str, object] = {"tree": name}
         if args.stores:
-            row["instructions_per_store"] = count_stores(tree, args.stores) // args.stores
+            row["instructions_per_store"] = (
+                count_stores(tree, args.stores, backend=args.backend) // args.stores
+            )
             if args.loop:
                 row["event_loop_instructions_per_store"] = (
-                    count_stores(tree, args.stores, loop=True) // args.stores
+                    count_stores(tree, args.stores, loop=True, backend=args.backend) // args.stores
                 )
             if args.store_callers > 1:
                 row["store_callers"] = args.store_callers
                 row["instructions_per_store_concurrent"] = (
-                    count_stores(tree, args.stores, callers=args.store_callers) // args.stores
+                    count_stores(
+                        tree, args.stores, callers=args.store_callers, backend=args.backend
+                    )
+                    // args.stores
                 )
         if not args.turns:
             rows.append(row)
             continue
-        row["instructions_per_turn"] = count(tree, args.turns) // args.turns
+        row["instructions_per_turn"] = count(tree, args.turns, backend=args.backend) // args.turns
         if args.loop:
             row["event_loop_instructions_per_turn"] = (
-                count(tree, args.turns, loop=True) // args.turns
+                count(tree, args.turns, loop=True, backend=args.backend) // args.turns
             )
         if args.scoped:
-            row["scoped_instructions_per_turn"] = count(tree, args.turns, scoped=True) // args.turns
+            row["scoped_instructions_per_turn"] = (
+                count(tree, args.turns, scoped=True, backend=args.backend) // args.turns
+            )
             row["scoped_vs_unscoped"] = round(
                 row["scoped_instructions_per_turn"] / row["instructions_per_turn"], 4
             )
@@ -200,7 +214,7 @@ def main() -> None:
     if args.stores:
         print(
             f"embedded store, {args.stores} turn-shaped stores from one caller after "
-            f"{STORE_WARMUP} (callgrind, user space)"
+            f"{STORE_WARMUP} on {args.backend} (callgrind, user space)"
         )
         for r in rows:
             line = f"  {r['tree']:<10} {r['instructions_per_store']:>12,} instructions per store"
@@ -213,7 +227,10 @@ def main() -> None:
                 )
             print(line)
     if args.turns:
-        print(f"embedded store, {args.turns} short turns after {WARMUP} (callgrind, user space)")
+        print(
+            f"embedded store, {args.turns} short turns after {WARMUP} on {args.backend}"
+            " (callgrind, user space)"
+        )
         for r in rows:
             line = f"  {r['tree']:<10} {r['instructions_per_turn']:>12,} instructions per turn"
             if args.loop:
@@ -230,6 +247,7 @@ def main() -> None:
             "stores": args.stores,
             "scoped": args.scoped,
             "loop": args.loop,
+            "backend": args.backend,
             "rows": rows,
         }
         args.json.write_text(json.dumps(report, indent=2))

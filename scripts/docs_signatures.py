@@ -10,7 +10,9 @@ as a griffe extension after griffe's own ``unpack_typeddict`` (which lists the k
 reference shows each such method with the parameters a caller passes:
 
 - ``@args_of(source)`` / ``@method_args_of(source)``: the parameters of ``source`` after
-  its first (``self`` or ``cls``), after the method's own ``self``;
+  its first (``self`` or ``cls``), after the method's own ``self``; on a module's function
+  (``integrations._common.args_of``: an entry point taking another's arguments), every
+  parameter of ``source`` (after its first, if it is a method);
 - a class attribute ``name = factory(Class.method)`` whose factory returns
   ``Callable[Concatenate[..., P], R]``: a method with the parameters of ``Class.method``,
   returning ``R`` (``Class.method``'s own result if ``R`` is a type variable: awaited, if
@@ -28,7 +30,7 @@ from typing import Any
 
 import griffe
 
-#: the decorators of ``neotoma_agent._util.signature``
+#: the decorators of ``neotoma_agent._util.signature`` (and the integrations' ``args_of``)
 _DECORATORS = {"args_of", "method_args_of"}
 
 
@@ -38,6 +40,10 @@ class SharedSignatures(griffe.Extension):
     def on_package(self, *, pkg: griffe.Module, loader: griffe.GriffeLoader, **kwargs: Any) -> None:
         collection = loader.modules_collection
         classes = list(_classes(pkg))
+        for module in _modules(pkg):
+            for member in list(module.members.values()):
+                if isinstance(member, griffe.Function):
+                    _copy_decorated(member, collection)
         for cls in classes:
             _inherit_keys(cls, collection)
         for cls in classes:
@@ -58,6 +64,13 @@ def _classes(obj: griffe.Object) -> Any:
             if isinstance(member, griffe.Class):
                 yield member
             yield from _classes(member)
+
+
+def _modules(obj: griffe.Object) -> Any:
+    for member in obj.members.values():
+        if not member.is_alias and isinstance(member, griffe.Module):
+            yield member
+            yield from _modules(member)
 
 
 def _resolve(expr: object, collection: griffe.ModulesCollection) -> Any:
@@ -93,8 +106,12 @@ def _copy_decorated(function: griffe.Function, collection: griffe.ModulesCollect
         source = _resolve(call.arguments[0], collection)
         if not isinstance(source, griffe.Function):
             raise ValueError(f"{function.path}: cannot find the source of {call}")
-        own = list(function.parameters)[:1]
-        function.parameters = griffe.Parameters(*own, *_tail(source))
+        if isinstance(function.parent, griffe.Class):
+            own = list(function.parameters)[:1]
+            function.parameters = griffe.Parameters(*own, *_tail(source))
+        else:
+            given = _tail(source) if isinstance(source.parent, griffe.Class) else source.parameters
+            function.parameters = griffe.Parameters(*given)
 
 
 def _inherit_keys(cls: griffe.Class, collection: griffe.ModulesCollection) -> None:

@@ -441,7 +441,6 @@ STEPS: dict[str, tuple[str, str | None]] = {
         "idempotency keys numbered (version 8 finds them by a 16-byte digest already)",
         "  idempotency keys",
     ),
-    "+ids": ("entity ids as their 12 bytes in the entity row and its index", None),
     "+codec": (
         "(beyond the compact format) messages' and turn records' fields in a positional codec",
         None,
@@ -575,6 +574,11 @@ def roadmap_verdict(results: Results) -> str:
             else:
                 parts.append(f"{where} needs {ms(need - total)} more than their bound")
     return "; ".join(parts)
+
+
+@figure("compact-live")
+def compact_live(results: Results) -> str:
+    return size(results["disk_layout_probe"]["totals"]["live"])
 
 
 @figure("compact-bytes")

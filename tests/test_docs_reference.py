@@ -183,3 +183,29 @@ def test_the_reference_shows_every_parameter_of_a_signature_stated_once() -> Non
     context = ["self", "max_chars", "history", "max_tokens", "count_tokens"]
     assert _shown(package, "OpenTurn.context") == (context, "str")
     assert _shown(package, "sync.SyncTurn.context") == (context, "str")
+
+
+def test_an_entry_point_taking_anothers_arguments_shows_them_all() -> None:
+    # ainvoke_turn is astream_turn run to its end, run is run_streamed awaited: each pair's
+    # parameters are stated once (integrations._common.args_of), and shown whole by the
+    # reference, inspect.signature and help(), never as *args, **kwargs.
+    pytest.importorskip("langgraph")
+    pytest.importorskip("agents")
+    from neotoma_agent.integrations import langgraph, openai_agents
+
+    package = _loaded_with_the_reference_extensions()
+    pairs = (
+        ("integrations.langgraph.ainvoke_turn", "integrations.langgraph.astream_turn"),
+        ("integrations.openai_agents.run", "integrations.openai_agents.run_streamed"),
+    )
+    for entry, twin in pairs:
+        shown = _shown(package, entry)[0]
+        assert shown == _shown(package, twin)[0]
+        assert shown[:3] in (["graph", "input", "memory"], ["agent", "input", "memory"])
+    for entry, twin, returns in (
+        (langgraph.ainvoke_turn, langgraph.astream_turn, "TurnStream"),
+        (openai_agents.run, openai_agents.run_streamed, "AgentsRun"),
+    ):
+        signature = inspect.signature(entry)
+        assert signature.parameters == inspect.signature(twin).parameters
+        assert signature.return_annotation == returns

@@ -317,16 +317,7 @@ class ToolCall:
 
     def to_json(self) -> dict[str, Any]:
         """The record as plain JSON (every field, ``None`` included)."""
-        return {
-            "name": self.name,
-            "invoked_at": self.invoked_at,
-            "status": self.status,
-            "args": self.args,
-            "result": self.result,
-            "duration_ms": self.duration_ms,
-            "call_id": self.call_id,
-            "error_class": self.error_class,
-        }
+        return attrs.asdict(self, recurse=False)
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> ToolCall:

@@ -9,6 +9,8 @@
   :func:`content_text` that of a message content of ``{"type": "text", "text": ...}``
   blocks (LangChain messages, the Claude Agent SDK's user messages).
 - :func:`missing_framework`: the ``ImportError`` a module raises when its framework is absent.
+- :func:`args_of`: an entry point taking exactly another's parameters (``ainvoke_turn``
+  is ``astream_turn`` run to its end): the parameter list is stated once.
 - :func:`record_call`: record one tool call the framework ran on the turn, never failing it.
 - :class:`TurnBlock`: ``async with`` over one turn (one exit signature, one way to close
   the turn with a failure): the base of :class:`StreamedTurn` and of the OpenAI Agents stream.
@@ -22,10 +24,11 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import datetime
+import inspect
 import json
 import logging
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable, Mapping
-from typing import Any, Literal
+from typing import Any, Literal, ParamSpec, TypeVar
 
 from neotoma_agent import (
     NeotomaError,
@@ -40,6 +43,7 @@ __all__ = [
     "NoFinalReply",
     "StreamedTurn",
     "TurnBlock",
+    "args_of",
     "block_text",
     "content_text",
     "missing_framework",
@@ -51,6 +55,30 @@ __all__ = [
 ]
 
 _log = logging.getLogger("neotoma_agent.integrations")
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def args_of(source: Callable[P, object]) -> Callable[[Callable[..., R]], Callable[P, R]]:
+    """An entry point taking every parameter of ``source`` (a function, or a classmethod
+    read from its class), stated once, on ``source``.
+
+    The decorated function takes ``*args, **kwargs`` and hands them on; it keeps its own
+    name, docstring and return type, and shows ``source``'s parameters wherever a reader
+    looks: type checkers and editors (a ``ParamSpec``), ``inspect.signature`` and
+    ``help()`` (``__signature__``) and the API reference (``scripts/docs_signatures.py``).
+    The core's methods do the same with ``_util.signature.args_of``, which a wing does not
+    import.
+    """
+
+    def take(function: Callable[..., R]) -> Callable[P, R]:
+        own = inspect.signature(function)
+        given = inspect.signature(source).parameters.values()
+        function.__signature__ = own.replace(parameters=list(given))  # type: ignore[attr-defined]
+        return function
+
+    return take
 
 
 class NoFinalReply(Exception):
@@ -243,6 +271,7 @@ class StreamedTurn(TurnBlock):
         self._reading = False
         self._done = False
         self._entered = False
+        self._reply: str | None = None
 
     @property
     def turn(self) -> Turn:
@@ -255,6 +284,15 @@ class StreamedTurn(TurnBlock):
     def result(self) -> TurnResult:
         """What the turn stored (after the block)."""
         return self.turn.result
+
+    @property
+    def reply(self) -> str | None:
+        """The stored reply (after a run that ended with one), else ``None``."""
+        return self._reply
+
+    def text(self) -> AsyncIterator[str]:
+        """The reply's text deltas, each appended to the reply first."""
+        return self._reader(self._deltas())
 
     def _enter_once(self) -> None:
         if self._entered:

@@ -148,7 +148,6 @@ class ClaudeTurn(StreamedTurn):
         self._session_id = session_id
         self._result_message: ResultMessage | None = None
         self._streamed = False
-        self._reply: str | None = None
 
     # -------------------------------------------------------------- read-only state
 
@@ -157,20 +156,11 @@ class ClaudeTurn(StreamedTurn):
         """The SDK's ``ResultMessage`` for this prompt, once it has come."""
         return self._result_message
 
-    @property
-    def reply(self) -> str | None:
-        """The stored reply (after a successful result), else ``None``."""
-        return self._reply
-
     # -------------------------------------------------------------- reading
 
     def messages(self) -> AsyncIterator[Any]:
         """Every SDK message of this prompt, up to and including its ``ResultMessage``."""
         return self._reader(self._items())
-
-    def text(self) -> AsyncIterator[str]:
-        """The reply's text deltas, each appended to the reply first."""
-        return self._reader(self._deltas())
 
     async def interrupt(self) -> None:
         """Stop the prompt (``client.interrupt()``): the turn ends abandoned with the partial."""

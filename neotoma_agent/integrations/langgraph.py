@@ -57,7 +57,14 @@ from neotoma_agent import (
     TurnState,
 )
 
-from ._common import NoFinalReply, StreamedTurn, content_text, missing_framework, reply_text
+from ._common import (
+    NoFinalReply,
+    StreamedTurn,
+    args_of,
+    content_text,
+    missing_framework,
+    reply_text,
+)
 
 try:
     from langchain_core.messages import (
@@ -182,7 +189,6 @@ class TurnStream(StreamedTurn):
         self._final_state: Any = None
         self._interrupts: tuple[Any, ...] = ()
         self._tool_messages: set[str] = set()  # message ids that asked for tools
-        self._reply: str | None = None
 
     # -------------------------------------------------------------- read-only state
 
@@ -207,20 +213,11 @@ class TurnStream(StreamedTurn):
         """True when the run stopped at ``interrupt()``."""
         return bool(self._interrupts)
 
-    @property
-    def reply(self) -> str | None:
-        """The stored reply (after a completed run), else ``None``."""
-        return self._reply
-
     # -------------------------------------------------------------- reading
 
     def parts(self) -> AsyncIterator[Any]:
         """Every raw stream part (LangGraph ``version="v2"`` dicts), in order."""
         return self._reader(self._items())
-
-    def text(self) -> AsyncIterator[str]:
-        """The final answer's text deltas, each appended to the reply first."""
-        return self._reader(self._deltas())
 
     def _take(self, part: Any) -> str | None:
         # Everything the turn needs from one part; returns the reply delta it carries.
@@ -519,21 +516,8 @@ def astream_turn(
     )
 
 
-async def ainvoke_turn(
-    graph: Any,
-    input: Any,
-    *,
-    memory: NeotomaMemory,
-    config: Mapping[str, Any] | None = None,
-    turn_id: str | None = None,
-    user_message: str | None = None,
-    history: HistoryMode = "auto",
-    context: bool = True,
-    context_chars: int = 4000,
-    model_nodes: Sequence[str] = DEFAULT_MODEL_NODES,
-    reply: Callable[[Any], str | None] | None = None,
-    **astream_kwargs: Any,
-) -> TurnStream:
+@args_of(astream_turn)
+async def ainvoke_turn(*args: Any, **kwargs: Any) -> TurnStream:
     """Run the graph to its end as one turn, without streaming; return the finished stream.
 
     The same arguments and rules as :func:`astream_turn`; read ``.final_state``,
@@ -542,20 +526,7 @@ async def ainvoke_turn(
         run = await ainvoke_turn(agent, "What about Acme Corp?", memory=memory)
         print(run.reply, run.result.stored_status)
     """
-    stream = astream_turn(
-        graph,
-        input,
-        memory=memory,
-        config=config,
-        turn_id=turn_id,
-        user_message=user_message,
-        history=history,
-        context=context,
-        context_chars=context_chars,
-        model_nodes=model_nodes,
-        reply=reply,
-        **astream_kwargs,
-    )
+    stream = astream_turn(*args, **kwargs)
     async with stream:
         pass
     return stream

@@ -71,6 +71,7 @@ import attrs
 from ._common import (
     NoFinalReply,
     TurnBlock,
+    args_of,
     missing_framework,
     parts_text,
     record_call,
@@ -116,19 +117,110 @@ class AgentsRun:
         return self.result.final_output
 
 
-async def run(
-    agent: Agent[Any],
-    input: str | list[Any] | RunState[Any, Any],
-    *,
-    memory: NeotomaMemory,
-    turn_id: str | None = None,
-    context: bool = True,
-    context_chars: int = 4000,
-    history: bool = True,
-    run_config: RunConfig | Mapping[str, Any] | None = None,
-    hooks: RunHooks[Any] | None = None,
-    **runner_kwargs: Any,
-) -> AgentsRun:
+# ---------------------------------------------------------------------------- the plan
+
+
+@attrs.frozen
+class _Plan:
+    """One run's arguments, checked: the agent, the user text, the settings, the SDK's
+    ``run_config`` and ``hooks`` and the other ``Runner`` keywords."""
+
+    agent: Agent[Any]
+    memory: NeotomaMemory
+    raw_input: Any
+    user_text: str
+    turn_id: str | None
+    context: bool
+    context_chars: int
+    send_history: bool
+    run_config: RunConfig | Mapping[str, Any] | None
+    hooks: RunHooks[Any] | None
+    kwargs: dict[str, Any]
+
+    @classmethod
+    def make(
+        cls,
+        agent: Agent[Any],
+        input: str | list[Any] | RunState[Any, Any],
+        *,
+        memory: NeotomaMemory,
+        turn_id: str | None = None,
+        context: bool = True,
+        context_chars: int = 4000,
+        history: bool = True,
+        run_config: RunConfig | Mapping[str, Any] | None = None,
+        hooks: RunHooks[Any] | None = None,
+        **runner_kwargs: Any,
+    ) -> _Plan:
+        """The parameters of :func:`run` and :func:`run_streamed` (stated here, once)."""
+        if not isinstance(memory, NeotomaMemory):
+            raise TypeError(f"memory must be a NeotomaMemory, not {type(memory).__name__}")
+        if isinstance(context_chars, bool) or not isinstance(context_chars, int):
+            raise TypeError("context_chars must be an int")
+        if context_chars < 0:
+            raise ValueError("context_chars must be >= 0")
+        kwargs = dict(runner_kwargs)
+        if "run_context" in kwargs:
+            kwargs["context"] = kwargs.pop("run_context")
+        carried = any(kwargs.get(name) for name in _CARRIERS)
+        return cls(
+            agent,
+            memory,
+            input,
+            _user_text(input),
+            turn_id,
+            context,
+            context_chars,
+            history and isinstance(input, str) and not carried,
+            run_config,
+            hooks,
+            kwargs,
+        )
+
+    def turn(self) -> Turn:
+        model = _model_name(self.agent, self.run_config)
+        return self.memory.turn(self.user_text, turn_id=self.turn_id, model=model)
+
+    def input(self, turn: Turn) -> Any:
+        if not self.send_history or not turn.history:
+            return self.raw_input
+        items: list[dict[str, str]] = []
+        for earlier in turn.history:
+            items.append({"role": "user", "content": earlier.user})
+            if earlier.reply is not None:
+                items.append({"role": "assistant", "content": earlier.reply})
+        items.append({"role": "user", "content": self.user_text})
+        return items
+
+    def config(self, turn: Turn) -> RunConfig:
+        given = self.run_config
+        base = (
+            given
+            if isinstance(given, RunConfig)
+            else RunConfig(**dict(given))
+            if given is not None
+            else RunConfig()
+        )
+        # The SDK's own trace (not OpenTelemetry) names the turn it belongs to: grouped by
+        # conversation (unless the caller grouped it), the turn's ids in its metadata. One
+        # replace for every change: each copy of a RunConfig re-runs its validation.
+        changes: dict[str, Any] = {
+            "group_id": base.group_id or turn.conversation_id,
+            "trace_metadata": {
+                **(base.trace_metadata or {}),
+                TRACE_CONVERSATION_ID: turn.conversation_id,
+                TRACE_TURN_ID: turn.turn_id,
+            },
+        }
+        if self.context:
+            changes["call_model_input_filter"] = _with_context(
+                turn, base.call_model_input_filter, self.context_chars
+            )
+        return dataclasses.replace(base, **changes)
+
+
+@args_of(_Plan.make)
+async def run(*args: Any, **kwargs: Any) -> AgentsRun:
     """``Runner.run(agent, input, ...)`` as one turn of ``memory``'s conversation.
 
     The other keywords go to ``Runner.run`` unchanged (``context``, the SDK's run context,
@@ -136,18 +228,18 @@ async def run(
     :class:`AgentsRun`; a run that ended without a final output returns too (its turn
     abandoned), so an interrupted run can be approved and resumed.
     """
-    plan = _Plan.make(memory, input, turn_id, context, context_chars, history, runner_kwargs)
+    plan = _Plan.make(*args, **kwargs)
     no_reply: NoFinalReply | None = None
     result: RunResult | None = None
-    turn = plan.turn(_model_name(agent, run_config))
+    turn = plan.turn()
     try:
         async with turn:
-            recorder = _Recorder(turn, hooks)
+            recorder = _Recorder(turn, plan.hooks)
             try:
                 result = await Runner.run(
-                    agent,
+                    plan.agent,
                     plan.input(turn),
-                    run_config=plan.config(turn, run_config),
+                    run_config=plan.config(turn),
                     hooks=recorder,
                     **plan.kwargs,
                 )
@@ -166,19 +258,8 @@ async def run(
     return AgentsRun(result, turn)
 
 
-def run_streamed(
-    agent: Agent[Any],
-    input: str | list[Any] | RunState[Any, Any],
-    *,
-    memory: NeotomaMemory,
-    turn_id: str | None = None,
-    context: bool = True,
-    context_chars: int = 4000,
-    history: bool = True,
-    run_config: RunConfig | Mapping[str, Any] | None = None,
-    hooks: RunHooks[Any] | None = None,
-    **runner_kwargs: Any,
-) -> AgentsStream:
+@args_of(_Plan.make)
+def run_streamed(*args: Any, **kwargs: Any) -> AgentsStream:
     """``Runner.run_streamed(agent, input, ...)`` as one turn, used as ``async with``.
 
     The turn opens (the user message stored) on enter, before the SDK starts its run. In the
@@ -188,25 +269,16 @@ def run_streamed(
     stores its final output; leaving it by an exception cancels the run and abandons the
     turn. Afterwards ``stream.result`` is the SDK's ``RunResultStreaming``.
     """
-    plan = _Plan.make(memory, input, turn_id, context, context_chars, history, runner_kwargs)
-    return AgentsStream(agent, plan, run_config, hooks)
+    return AgentsStream(_Plan.make(*args, **kwargs))
 
 
 class AgentsStream(TurnBlock):
     """One streamed run as a turn; from :func:`run_streamed`."""
 
-    def __init__(
-        self,
-        agent: Agent[Any],
-        plan: _Plan,
-        run_config: RunConfig | Mapping[str, Any] | None,
-        hooks: RunHooks[Any] | None,
-    ) -> None:
-        self._agent = agent
+    def __init__(self, plan: _Plan) -> None:
         self._plan = plan
-        self._run_config = run_config
-        self._turn = plan.turn(_model_name(agent, run_config))
-        self._recorder = _Recorder(self._turn, hooks)
+        self._turn = plan.turn()
+        self._recorder = _Recorder(self._turn, plan.hooks)
         self._result: RunResultStreaming | None = None
         self._events: AsyncIterator[StreamEvent] | None = None
 
@@ -260,9 +332,9 @@ class AgentsStream(TurnBlock):
         turn = await self._turn.__aenter__()
         try:
             self._result = Runner.run_streamed(
-                self._agent,
+                self._plan.agent,
                 self._plan.input(turn),
-                run_config=self._plan.config(turn, self._run_config),
+                run_config=self._plan.config(turn),
                 hooks=self._recorder,
                 **self._plan.kwargs,
             )
@@ -293,94 +365,6 @@ class AgentsStream(TurnBlock):
         if failure is not None and failure is not exc:
             raise failure
         # None: the block's own exception (or cancellation) propagates unchanged.
-
-
-# ---------------------------------------------------------------------------- the plan
-
-
-@attrs.frozen
-class _Plan:
-    """What one run needs besides the agent: the user text, settings and Runner kwargs."""
-
-    memory: NeotomaMemory
-    raw_input: Any
-    user_text: str
-    turn_id: str | None
-    context: bool
-    context_chars: int
-    send_history: bool
-    kwargs: dict[str, Any]
-
-    @classmethod
-    def make(
-        cls,
-        memory: NeotomaMemory,
-        input: Any,
-        turn_id: str | None,
-        context: bool,
-        context_chars: int,
-        history: bool,
-        runner_kwargs: dict[str, Any],
-    ) -> _Plan:
-        if not isinstance(memory, NeotomaMemory):
-            raise TypeError(f"memory must be a NeotomaMemory, not {type(memory).__name__}")
-        if isinstance(context_chars, bool) or not isinstance(context_chars, int):
-            raise TypeError("context_chars must be an int")
-        if context_chars < 0:
-            raise ValueError("context_chars must be >= 0")
-        kwargs = dict(runner_kwargs)
-        if "run_context" in kwargs:
-            kwargs["context"] = kwargs.pop("run_context")
-        carried = any(kwargs.get(name) for name in _CARRIERS)
-        return cls(
-            memory,
-            input,
-            _user_text(input),
-            turn_id,
-            context,
-            context_chars,
-            history and isinstance(input, str) and not carried,
-            kwargs,
-        )
-
-    def turn(self, model: str | None) -> Turn:
-        return self.memory.turn(self.user_text, turn_id=self.turn_id, model=model)
-
-    def input(self, turn: Turn) -> Any:
-        if not self.send_history or not turn.history:
-            return self.raw_input
-        items: list[dict[str, str]] = []
-        for earlier in turn.history:
-            items.append({"role": "user", "content": earlier.user})
-            if earlier.reply is not None:
-                items.append({"role": "assistant", "content": earlier.reply})
-        items.append({"role": "user", "content": self.user_text})
-        return items
-
-    def config(self, turn: Turn, given: RunConfig | Mapping[str, Any] | None) -> RunConfig:
-        base = (
-            given
-            if isinstance(given, RunConfig)
-            else RunConfig(**dict(given))
-            if given is not None
-            else RunConfig()
-        )
-        # The SDK's own trace (not OpenTelemetry) names the turn it belongs to: grouped by
-        # conversation (unless the caller grouped it), the turn's ids in its metadata. One
-        # replace for every change: each copy of a RunConfig re-runs its validation.
-        changes: dict[str, Any] = {
-            "group_id": base.group_id or turn.conversation_id,
-            "trace_metadata": {
-                **(base.trace_metadata or {}),
-                TRACE_CONVERSATION_ID: turn.conversation_id,
-                TRACE_TURN_ID: turn.turn_id,
-            },
-        }
-        if self.context:
-            changes["call_model_input_filter"] = _with_context(
-                turn, base.call_model_input_filter, self.context_chars
-            )
-        return dataclasses.replace(base, **changes)
 
 
 def _with_context(

@@ -9,10 +9,18 @@ records. Re-exported by :mod:`._base` with the others.
 
 from __future__ import annotations
 
+import functools
+import sys
 from collections.abc import Callable, Mapping
-from typing import Any, TypeVar
+from typing import Any, Final, TypeVar, cast
 
 import attrs
+from attrs import AttrsInstance
+
+if sys.version_info >= (3, 11):
+    from typing import Self
+else:
+    from typing_extensions import Self
 
 from ._results import (
     Entity,
@@ -39,6 +47,48 @@ __all__ = [
 
 _T = TypeVar("_T")
 
+#: how a field is read from the answer's key of the same name, by the field's declared type
+_READERS: Final[Mapping[str, Callable[[Any], Any]]] = {
+    "str": lambda value: "" if value is None else str(value),
+    "str | None": _opt_str,
+    "int": lambda value: _opt_int(value) or 0,
+    "bool": bool,
+    "Mapping[str, Any]": _map,
+    "Any": lambda value: value,
+}
+
+
+@functools.cache
+def _readers(cls: type[AttrsInstance]) -> tuple[tuple[str, Callable[[Any], Any] | None], ...]:
+    # Each field the answer gives as it is, with its reader; ``raw`` (None) is the answer
+    # itself. A field of another type (the parsed lists) is given by its ``from_json``.
+    return tuple(
+        (f.name, None if f.name == "raw" else _READERS[str(f.type)])
+        for f in attrs.fields(cls)
+        if f.name == "raw" or str(f.type) in _READERS
+    )
+
+
+def _read(cls: type[_T], raw: Mapping[str, Any], **given: Any) -> _T:
+    """A result from its JSON answer: each field not ``given`` read from the key of its name
+    as its type says (a ``str`` absent is ``""``, an ``int`` 0, a ``str | None`` ``None``),
+    and the answer itself as ``raw`` where the result keeps it."""
+    for name, read in _readers(cast("type[AttrsInstance]", cls)):
+        if name not in given:
+            given[name] = raw if read is None else read(raw.get(name))
+    return cls(**given)
+
+
+class _ReadByType:
+    """A result every field of which its answer gives as it is: ``from_json`` reads each from
+    the key of its name, as its type says (:func:`_read`)."""
+
+    __slots__ = ()
+
+    @classmethod
+    def from_json(cls, raw: Mapping[str, Any]) -> Self:
+        return _read(cls, raw)
+
 
 def _parsed(
     raw: Mapping[str, Any], key: str, parse: Callable[[Mapping[str, Any]], _T]
@@ -62,18 +112,11 @@ class EntityQueryResult:
     @classmethod
     def from_json(cls, raw: Mapping[str, Any]) -> EntityQueryResult:
         entities = _parsed(raw, "entities", EntitySnapshot.from_json)
-        return cls(
-            entities=entities,
-            total=_opt_int(raw.get("total")) or len(entities),
-            limit=_opt_int(raw.get("limit")) or 0,
-            offset=_opt_int(raw.get("offset")) or 0,
-            next_cursor=_opt_str(raw.get("next_cursor")),
-            raw=raw,
-        )
+        return _read(cls, raw, entities=entities, total=_opt_int(raw.get("total")) or len(entities))
 
 
 @attrs.frozen
-class Observation:
+class Observation(_ReadByType):
     """One observation: the exact fields one write contributed to an entity."""
 
     id: str
@@ -85,20 +128,6 @@ class Observation:
     observation_source: str | None
     fields: Mapping[str, Any]
     raw: Mapping[str, Any] = attrs.field(repr=False, eq=False)
-
-    @classmethod
-    def from_json(cls, raw: Mapping[str, Any]) -> Observation:
-        return cls(
-            id=str(raw.get("id", "")),
-            entity_id=str(raw.get("entity_id", "")),
-            entity_type=str(raw.get("entity_type", "")),
-            source_id=_opt_str(raw.get("source_id")),
-            observed_at=str(raw.get("observed_at", "")),
-            source_priority=_opt_int(raw.get("source_priority")) or 0,
-            observation_source=_opt_str(raw.get("observation_source")),
-            fields=_map(raw.get("fields")),
-            raw=raw,
-        )
 
 
 @attrs.frozen
@@ -194,32 +223,17 @@ class CorrectionResult:
     @classmethod
     def from_json(cls, raw: Mapping[str, Any]) -> CorrectionResult:
         snap = raw.get("snapshot")
-        return cls(
-            entity_id=str(raw.get("entity_id", "")),
-            field=str(raw.get("field", "")),
-            value=raw.get("value"),
-            observation_id=_opt_str(raw.get("observation_id")),
-            snapshot=snap if isinstance(snap, Mapping) else None,
-            raw=raw,
-        )
+        return _read(cls, raw, snapshot=snap if isinstance(snap, Mapping) else None)
 
 
 @attrs.frozen
-class EntityDeletion:
+class EntityDeletion(_ReadByType):
     """The answer to ``delete_entity`` / ``restore_entity``: Neotoma's ``{success,
     entity_id, observation_id}``, the id of the deletion (or restoring) observation."""
 
     entity_id: str
     observation_id: str | None
     raw: Mapping[str, Any] = attrs.field(repr=False, eq=False)
-
-    @classmethod
-    def from_json(cls, raw: Mapping[str, Any]) -> EntityDeletion:
-        return cls(
-            entity_id=str(raw.get("entity_id", "")),
-            observation_id=_opt_str(raw.get("observation_id")),
-            raw=raw,
-        )
 
 
 @attrs.frozen
@@ -234,17 +248,11 @@ class ConversationPage:
 
     @classmethod
     def from_json(cls, raw: Mapping[str, Any]) -> ConversationPage:
-        return cls(
-            items=_parsed(raw, "items", RecentConversation.from_json),
-            has_more=bool(raw.get("has_more", False)),
-            limit=_opt_int(raw.get("limit")) or 0,
-            offset=_opt_int(raw.get("offset")) or 0,
-            raw=raw,
-        )
+        return _read(cls, raw, items=_parsed(raw, "items", RecentConversation.from_json))
 
 
 @attrs.frozen
-class ConversationSummaryItem:
+class ConversationSummaryItem(_ReadByType):
     """One conversation as a list shows it, with its turn records counted by status."""
 
     conversation_id: str
@@ -261,20 +269,6 @@ class ConversationSummaryItem:
     abandoned: int
     open: int
 
-    @classmethod
-    def from_json(cls, raw: Mapping[str, Any]) -> ConversationSummaryItem:
-        return cls(
-            conversation_id=str(raw.get("conversation_id") or ""),
-            entity_id=str(raw.get("entity_id") or ""),
-            title=_opt_str(raw.get("title")),
-            platform=_opt_str(raw.get("platform")),
-            last_activity=_opt_str(raw.get("last_activity")),
-            turns=_opt_int(raw.get("turns")) or 0,
-            completed=_opt_int(raw.get("completed")) or 0,
-            abandoned=_opt_int(raw.get("abandoned")) or 0,
-            open=_opt_int(raw.get("open")) or 0,
-        )
-
 
 @attrs.frozen
 class ConversationSummaryPage:
@@ -289,9 +283,4 @@ class ConversationSummaryPage:
 
     @classmethod
     def from_json(cls, raw: Mapping[str, Any]) -> ConversationSummaryPage:
-        return cls(
-            items=_parsed(raw, "items", ConversationSummaryItem.from_json),
-            total=_opt_int(raw.get("total")) or 0,
-            next=_opt_str(raw.get("next")),
-            raw=raw,
-        )
+        return _read(cls, raw, items=_parsed(raw, "items", ConversationSummaryItem.from_json))

@@ -496,6 +496,22 @@ class HttpTransport(RestActions):
                 await asyncio.sleep(wait)
             attempt += 1
 
+    def _failure(self, request: str, exc: BaseException, budget: float) -> TransportError:
+        """The exception tree's error for an aiohttp failure of ``request`` (``POST /store``)
+        that had ``budget`` seconds."""
+        if isinstance(exc, aiohttp.ConnectionTimeoutError):
+            return ConnectTimeout(
+                f"{request}: no connection to {self._base_url} within {self._connect_timeout:g}s"
+            )
+        if isinstance(exc, (asyncio.TimeoutError, aiohttp.ServerTimeoutError)):
+            return ReadTimeout(f"{request}: no answer within {budget:.3g}s")
+        if isinstance(exc, aiohttp.ClientConnectorError):
+            reason = exc.strerror or "refused"
+            return ConnectionLost(f"{request}: cannot connect to {self._base_url} ({reason})")
+        return ConnectionLost(
+            f"{request}: connection to {self._base_url} lost ({type(exc).__name__})"
+        )
+
     async def _attempt(
         self,
         session: aiohttp.ClientSession,
@@ -532,22 +548,12 @@ class HttpTransport(RestActions):
                 status = resp.status
                 resp_headers = resp.headers  # case-insensitive, as HTTP headers are
                 content_type = resp.content_type
-        except aiohttp.ConnectionTimeoutError as exc:
-            raise ConnectTimeout(
-                f"{method} {route}: no connection to {self._base_url} "
-                f"within {self._connect_timeout:g}s"
-            ) from exc
-        except (asyncio.TimeoutError, aiohttp.ServerTimeoutError) as exc:
-            raise ReadTimeout(f"{method} {route}: no answer within {budget:.3g}s") from exc
-        except aiohttp.ClientConnectorError as exc:
-            raise ConnectionLost(
-                f"{method} {route}: cannot connect to {self._base_url} "
-                f"({exc.strerror or 'refused'})"
-            ) from exc
-        except (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError) as exc:
-            raise ConnectionLost(
-                f"{method} {route}: connection to {self._base_url} lost ({type(exc).__name__})"
-            ) from exc
+        except (
+            asyncio.TimeoutError,
+            aiohttp.ClientConnectionError,
+            aiohttp.ClientPayloadError,
+        ) as exc:
+            raise self._failure(f"{method} {route}", exc, budget) from exc
         if 300 <= status < 400:
             raise redirect_refused(f"{method} {route}", status)
         # A 2xx answer's seldom-read end is decoded when read (see _lazy_json).

@@ -40,15 +40,15 @@ def run_benchmark(name: str, *args: str, tmp_path: Path) -> dict[str, Any]:
 
 @pytest.mark.parametrize(
     "view",
-    [[], ["--scoped"], ["--stores", "3", "--store-callers", "2"]],
-    ids=["unscoped", "scoped", "stores"],
+    [[], ["--scoped"], ["--backend", "trio"], ["--stores", "3", "--store-callers", "2"]],
+    ids=["unscoped", "scoped", "trio", "stores"],
 )
 def test_turn_instructions_child_runs_its_turns_without_valgrind(
     tmp_path: Path, view: list[str]
 ) -> None:
     # The child counted under callgrind: its marks are plain system calls outside it.
-    # ``--scoped``: the same turns, each conversation through its user's view; ``--stores``:
-    # turn-shaped stores instead, from concurrent callers.
+    # ``--scoped``: the same turns, each conversation through its user's view; ``--backend
+    # trio``: on trio; ``--stores``: turn-shaped stores instead, from concurrent callers.
     script = str(BENCHMARKS / "turn_instructions.py")
     proc = subprocess.run(
         [sys.executable, script, "--child", "--turns", "1", *view],
@@ -235,22 +235,25 @@ def test_disk_layout_probe_copies_every_row_into_each_layout(tmp_path: Path) -> 
     # The live file keeps an entity's first observation in its entity row (schema 11), so
     # every layout does: a short turn writes 2 observation rows (the turn record's close and
     # the conversation's), its messages none.
-    assert rows["copy"]["observations"] == rows["+ids"]["observations"] == 2
+    assert rows["copy"]["observations"] == rows["+keys"]["observations"] == 2
     # A message's PART_OF edge is the conversation index's pair in the live file (schema
     # 10), so in every layout: a short turn writes no edge row.
     assert rows["copy"]["relationships"] == 0 < rows["copy"]["conversation_messages"]
-    assert rows["+ids"]["conversation_messages"] == rows["copy"]["conversation_messages"]
+    assert rows["+keys"]["conversation_messages"] == rows["copy"]["conversation_messages"]
     # The keys are numbered and found by a digest: an index of its own, counted.
     assert tables["idempotency_keys_by_digest"]["est +keys"] > 0
     assert report["totals"][f"est {report['compact']}"] < report["totals"]["live"]
     # The positional codec shrinks the protocol records' rows, nothing else.
-    assert tables["entities"]["est +codec"] < tables["entities"]["est +ids"]
-    assert rows["+codec"] == rows["+ids"]
+    assert tables["entities"]["est +codec"] < tables["entities"]["est +keys"]
+    assert rows["+codec"] == rows["+keys"]
     # The live file is this release's: no copy of the texts in its search index, nor of
     # the bookkeeping names in theirs (which every layout keeps).
     assert "search_text_content" not in tables
     assert "bookkeeping_names_content" not in tables
-    assert tables["bookkeeping_names_data"]["est +ids"] == tables["bookkeeping_names_data"]["live"]
+    assert tables["bookkeeping_names_data"]["est +keys"] == tables["bookkeeping_names_data"]["live"]
+    # An entity row holds its id packed (schema 12), so every layout does: the ids' index
+    # is the live file's in every layout.
+    assert "+ids" not in report["layouts"]
     assert report["meta"]["command"].startswith("python benchmarks/disk_layout_probe.py")
 
 
@@ -373,3 +376,21 @@ def test_user_message_path_reaches_the_insert_through_the_turn_machine(tmp_path:
     assert len(path) <= 13
     # Retrieval reads the text beside the store, not on its way.
     assert "neotoma_agent._recall.extract" in report["beside"]
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="reads /proc/self/task (Linux)")
+def test_turn_threads_splits_one_callers_turn_into_two_commits(tmp_path: Path) -> None:
+    report = run_benchmark(
+        "turn_threads", "--turns", "32", "--rounds", "1", "--inline", tmp_path=tmp_path
+    )
+    rows = {(r["callers"], r["variant"]): r for r in report["rows"]}
+    assert set(rows) == {(1, "thread"), (1, "inline"), (16, "thread")}
+    # One caller's turn is two trips to the store's thread, each a group of its own: two
+    # transactions a turn. Sixteen callers' stores share them.
+    assert rows[(1, "thread")]["split"]["groups"] == 2
+    assert rows[(16, "thread")]["split"]["groups"] < 2
+    for row in rows.values():
+        assert row["cpu_ms_per_turn"] > 0
+        assert row["threads"]["event loop"]["cpu_ms"] > 0
+    assert "store" in rows[(1, "thread")]["threads"]
+    assert "store" not in rows[(1, "inline")]["threads"]  # no store thread: no trip

@@ -10,6 +10,7 @@
     PYTHONPATH=/path/to/v8 python tests/data/record_store_answers.py v8_store --build
     PYTHONPATH=/path/to/v9 python tests/data/record_store_answers.py v9_store --build
     PYTHONPATH=/path/to/v10 python tests/data/record_store_answers.py v10_store --build
+    PYTHONPATH=/path/to/v11 python tests/data/record_store_answers.py v11_store --build
 
 Reads ``DIR/store.db`` (a copy: the file itself is never opened for writing) and writes
 ``DIR/answers.json``. With ``--build``, first writes ``DIR/store.db``: the version-1 file
@@ -61,7 +62,11 @@ async def _record(path: Path) -> dict[str, Any]:
     with sqlite3.connect(path) as conn:
         columns = [r[1] for r in conn.execute("PRAGMA table_info(entities)")]
         mine = "WHERE uid = 0" if "uid" in columns else ""  # the unscoped store's own
-        rows = conn.execute(f"SELECT id, entity_type FROM entities {mine} ORDER BY id").fetchall()
+        # the id as text whether the row holds it so or packed (schema 12: 12 bytes)
+        text = "CASE typeof(id) WHEN 'blob' THEN 'ent_' || lower(hex(id)) ELSE id END"
+        rows = conn.execute(
+            f"SELECT {text}, entity_type FROM entities {mine} ORDER BY id"
+        ).fetchall()
     ids = [str(r[0]) for r in rows]
     conversations = [str(r[0]) for r in rows if r[1] == "conversation"]
     out: dict[str, Any] = {}

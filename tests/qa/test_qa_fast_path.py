@@ -21,6 +21,7 @@ from neotoma_agent._records.payloads import conversation_entity, message_entity
 from neotoma_agent.qa import AuditReport, FindingKind, audit
 from neotoma_agent.testing import RecordingTransport
 from neotoma_agent.transport.embedded import EmbeddedStore, _bulk
+from neotoma_agent.transport.embedded._rows import encode_entity
 
 pytestmark = [pytest.mark.anyio, pytest.mark.one_backend]
 
@@ -76,14 +77,14 @@ async def build_odd_store(path: Path, *, second_home: bool = True) -> datetime.d
             "UPDATE entities SET snapshot = "
             "json_object('f', json(json_extract(snapshot, '$.f')), 'p', json('{}'), "
             "'w', json('{}')) WHERE id = ?",
-            (old,),
+            (encode_entity(old),),
         )
         # NaN is JSON to Python's reader, not to SQLite's.
         for cid, tid in (("chat-1", "t2"), ("chat-3", "o1")):
             conn.execute(
                 "UPDATE entities SET snapshot = "
                 'replace(snapshot, \'"status":\', \'"n":NaN,"status":\') WHERE id = ?',
-                (turn_record_entity_id(cid, tid),),
+                (encode_entity(turn_record_entity_id(cid, tid)),),
             )
     conn.close()
     return cutoff

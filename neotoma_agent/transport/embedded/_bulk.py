@@ -22,8 +22,7 @@ import attrs
 from ..._records.user_id import LOCAL_USER_ID
 from .._bulk import MessageRows, RecordSink
 from .._results import EntitySnapshot
-from ._part_of import install as install_part_of
-from ._rows import LIVE, decode_opt_time, entity_text, query_item
+from ._rows import LIVE, decode_opt_time, entity_text, install, query_item
 from ._scope import lookup_uid
 
 __all__ = ["FileReads"]
@@ -35,10 +34,15 @@ _CACHE_KIB: Final = 8_192
 #: conversations whose messages one statement reads
 _CONVERSATIONS_PER_READ: Final = 500
 
+#: an entity row's id as text (the row holds it as ``encode_entity`` does)
+_ID: Final = entity_text("entities.id")
+_E_ID: Final = entity_text("e.id")
+
 # Every turn record, whole (its fields and time).
 _RECORDS: Final = (
-    "SELECT id, entity_type, canonical_name, snapshot, observation_count, last_observation_at "
-    "FROM entities WHERE uid = {uid} AND entity_type = 'conversation_turn' ORDER BY id"
+    f"SELECT {_ID}, entity_type, canonical_name, snapshot, observation_count, "
+    "last_observation_at FROM entities WHERE uid = {uid} AND entity_type = 'conversation_turn' "
+    "ORDER BY entities.id"
 )
 # With ``completed``: each turn record's name, whether it is ``completed`` (its name is then
 # all the caller needs), and its rowid, in one pass over the table (in rowid order each page
@@ -59,21 +63,23 @@ _COMPLETED_OF_USER: Final = (
 )
 # The other records, whole, by the rowids ``_COMPLETED`` gave (in the same transaction).
 _RECORDS_AT: Final = (
-    "SELECT id, entity_type, canonical_name, snapshot, observation_count, last_observation_at "
-    "FROM entities WHERE rowid IN (SELECT value FROM json_each(?)) "
-    "AND entity_type = 'conversation_turn' ORDER BY id"
+    f"SELECT {_ID}, entity_type, canonical_name, snapshot, observation_count, "
+    "last_observation_at FROM entities WHERE rowid IN (SELECT value FROM json_each(?)) "
+    "AND entity_type = 'conversation_turn' ORDER BY entities.id"
 )
 _CONVERSATIONS: Final = (
-    "SELECT id, last_observation_at FROM entities WHERE uid = {uid} "
-    "AND entity_type = 'conversation' ORDER BY id"
+    f"SELECT {_ID}, last_observation_at FROM entities WHERE uid = {{uid}} "
+    "AND entity_type = 'conversation' ORDER BY entities.id"
 )
 # Without times the type index alone answers.
 _CONVERSATION_IDS: Final = (
-    "SELECT id, NULL FROM entities WHERE uid = {uid} AND entity_type = 'conversation' ORDER BY id"
+    f"SELECT {_ID}, NULL FROM entities WHERE uid = {{uid}} AND entity_type = 'conversation' "
+    "ORDER BY entities.id"
 )
 # The soft-deleted entities (what no query lists), by id.
 _DELETED: Final = (
-    f"SELECT id, entity_type FROM entities WHERE uid = {{uid}} AND NOT ({LIVE}) ORDER BY id"
+    f"SELECT {_ID}, entity_type FROM entities WHERE uid = {{uid}} AND NOT ({LIVE}) "
+    "ORDER BY entities.id"
 )
 # What retrieve_related_entities(conversation, PART_OF, inbound) gives the audit: the
 # conversation_message at the source of each PART_OF edge, in the order of its edges; the
@@ -82,20 +88,23 @@ _MESSAGES: Final = (
     # CROSS JOIN fixes the order: each conversation's edges by index, then each message by
     # id (left to itself, SQLite would scan every message of the store for each page), by
     # the id's own index ("+" keeps SQLite off the type index, larger for the same seek).
-    "SELECT key, id, canonical_name, updated_at FROM ("
-    "SELECT c.key, e.id, e.canonical_name, e.updated_at, c.value AS conversation "
+    # (the entity rows hold their ids as ``encode_entity`` does: ``e.id`` is the message's
+    # 12 bytes, ``source`` its text for the edge rows, which hold it so)
+    "SELECT key, source, canonical_name, updated_at FROM ("
+    "SELECT c.key, r.source_entity_id AS source, e.canonical_name, e.updated_at, "
+    "c.value AS conversation, e.id AS packed "
     "FROM json_each(?1) c CROSS JOIN relationships r CROSS JOIN entities e "
     "WHERE r.target_entity_id = c.value AND r.relationship_type = 'PART_OF' "
-    "AND e.id = r.source_entity_id AND +e.entity_type = 'conversation_message' "
+    "AND e.id = entity_key(r.source_entity_id) AND +e.entity_type = 'conversation_message' "
     "AND r.uid = {uid} AND e.uid = {uid} "
     # The edges derived from the conversation index (``_part_of``): those without a row.
-    "UNION ALL SELECT c.key, e.id, e.canonical_name, e.updated_at, c.value "
+    f"UNION ALL SELECT c.key, {_E_ID}, e.canonical_name, e.updated_at, c.value, e.id "
     "FROM json_each(?1) c CROSS JOIN conversation_messages cm CROSS JOIN entities e "
-    f"WHERE cm.conversation_id = entity_key(c.value) AND e.id = {entity_text('cm.message_id')} "
+    "WHERE cm.conversation_id = entity_key(c.value) AND e.id = cm.message_id "
     "AND +e.entity_type = 'conversation_message' AND e.uid = {uid} "
-    "AND NOT EXISTS (SELECT 1 FROM relationships r WHERE r.source_entity_id = e.id "
+    f"AND NOT EXISTS (SELECT 1 FROM relationships r WHERE r.source_entity_id = {_E_ID} "
     "AND r.relationship_type = 'PART_OF' AND r.target_entity_id = c.value)"
-    ") ORDER BY conversation, id"
+    ") ORDER BY conversation, packed"
 )
 
 
@@ -124,7 +133,7 @@ class FileReads:
         conn = self.connect()
         # One pass over each table: a big page cache would only hold pages read once.
         conn.execute(f"PRAGMA cache_size = -{_CACHE_KIB}")
-        install_part_of(conn)
+        install(conn)
         if self._uid is None:
             self._uid = lookup_uid(conn, self.user, create=False)
         return conn

@@ -18,6 +18,7 @@ from ..._util.file_kind import check_store_file
 from ..._util.private import private_file
 from ._errors import invalid_format
 from ._name_index import install as install_names
+from ._rows import install as install_rows
 from ._schema import migrate
 from ._scope import install as install_scope
 from ._scope import run_as
@@ -90,6 +91,7 @@ def connect(
             _set_leaf_size(conn)
             install_scope(conn)
             install_names(conn)
+            install_rows(conn)
             # Connect the FTS5 tables now (each reads its config on first use), so the first
             # lookup does not pay for it.
             for table in ("name_index", "bookkeeping_names", "search_text"):

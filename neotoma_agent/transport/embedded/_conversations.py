@@ -35,7 +35,7 @@ from . import _scope
 from ._errors import invalid_format, not_found
 from ._history_page import history_page
 from ._page_rows import activity, conversation_item, message_fields, related_entry
-from ._rows import LIVE, decode_entity, encode_entity
+from ._rows import LIVE, decode_entity, encode_entity, entity_text
 from ._summaries import SUMMARIES_ROUTE, conversation_summaries
 from ._validate import bounded_int
 
@@ -45,7 +45,7 @@ __all__ = ["MAX_PAGE", "READS", "recent_conversation", "recent_conversations", "
 MAX_PAGE = 1000
 _ASSISTANT_SUFFIX = ":assistant"
 _MESSAGE_COLUMNS = (
-    "id, canonical_name, created_at, updated_at, last_observation_at, "
+    f"{entity_text('id')}, canonical_name, created_at, updated_at, last_observation_at, "
     "json_extract(snapshot, '$.f'), json_extract(snapshot, '$.d')"
 )
 
@@ -55,7 +55,7 @@ def _related(conn: sqlite3.Connection, ids: Sequence[str]) -> dict[str, list[dic
     rows = conn.execute(
         "SELECT r.source_entity_id, r.relationship_type, r.target_entity_id, e.entity_type, "
         "e.canonical_name, json_extract(e.snapshot, '$.f') FROM relationships r "
-        "JOIN entities e ON e.id = r.target_entity_id "
+        "JOIN entities e ON e.id = entity_key(r.target_entity_id) "
         "WHERE r.source_entity_id IN (SELECT value FROM json_each(?)) "
         f"AND r.relationship_type != 'PART_OF' AND {LIVE} "  # a deleted end is not listed
         f"AND {_scope.owned('e')} AND {_scope.owned('r')} "
@@ -74,7 +74,8 @@ def _messages(
     """The message items of ``ids`` (deleted or non-message entities left out), by id."""
     rows = conn.execute(
         f"SELECT {_MESSAGE_COLUMNS} FROM entities WHERE {_scope.owned(index=True)} "
-        "AND entity_type = 'conversation_message' AND id IN (SELECT value FROM json_each(?))",
+        "AND entity_type = 'conversation_message' "
+        "AND id IN (SELECT entity_key(value) FROM json_each(?))",
         (json.dumps(list(ids)),),
     ).fetchall()
     related = _related(conn, [r[0] for r in rows])
@@ -106,10 +107,11 @@ def _conversation(conn: sqlite3.Connection, entity_id: object) -> tuple[Any, ...
     if not isinstance(entity_id, str) or not entity_id:
         raise not_found("Conversation not found")
     row = conn.execute(
-        "SELECT id, canonical_name, created_at, updated_at, last_observation_at, "
-        "json_extract(snapshot, '$.f'), json_extract(snapshot, '$.d'), message_count "
+        f"SELECT {entity_text('id')}, canonical_name, created_at, updated_at, "
+        "last_observation_at, json_extract(snapshot, '$.f'), json_extract(snapshot, '$.d'), "
+        "message_count "
         f"FROM entities WHERE id = ? AND entity_type = 'conversation' AND {_scope.owned()}",
-        (entity_id,),
+        (encode_entity(entity_id),),
     ).fetchone()
     if row is None or row[6]:
         raise not_found("Conversation not found")
@@ -174,8 +176,9 @@ def recent_conversations(conn: sqlite3.Connection, body: Mapping[str, Any]) -> d
         if value is not None and not isinstance(value, str):
             raise invalid_format(f"{name} must be an ISO timestamp", [name])
     rows = conn.execute(
-        "SELECT id, canonical_name, created_at, updated_at, last_observation_at, "
-        "json_extract(snapshot, '$.f'), json_extract(snapshot, '$.d'), message_count "
+        f"SELECT {entity_text('id')}, canonical_name, created_at, updated_at, "
+        "last_observation_at, json_extract(snapshot, '$.f'), json_extract(snapshot, '$.d'), "
+        "message_count "
         f"FROM entities WHERE {_scope.owned(index=True)} AND entity_type = 'conversation'"
     ).fetchall()
     items = []

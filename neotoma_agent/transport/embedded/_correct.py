@@ -8,10 +8,9 @@ from typing import Any
 
 from ..._neotoma.identity import ENTITY_ID_RE, hash_uuid, js_json, resolve_entity_type, schema_for
 from ...exceptions import ValidationError
-from . import _scope
-from ._errors import flat_error, invalid_format, not_found, now_iso
-from ._rows import observation_seq
-from ._write import _observe
+from . import _scope, _write
+from ._errors import flat_error, invalid_format, not_found
+from ._rows import encode_entity, observation_seq
 
 __all__ = ["correct"]
 
@@ -32,7 +31,8 @@ def correct(conn: sqlite3.Connection, body: Mapping[str, Any]) -> dict[str, Any]
         raise invalid_format("entity_type must be a string", ["entity_type"])
     etype = resolve_entity_type(entity_type)
     row = conn.execute(
-        f"SELECT entity_type FROM entities WHERE id = ? AND {_scope.owned()}", (entity_id,)
+        f"SELECT entity_type FROM entities WHERE id = ? AND {_scope.owned()}",
+        (encode_entity(entity_id),),
     ).fetchone()
     if row is None:
         raise not_found()
@@ -50,7 +50,7 @@ def correct(conn: sqlite3.Connection, body: Mapping[str, Any]) -> dict[str, Any]
     except ValueError as exc:
         raise invalid_format(f"value is not JSON: {exc}", ["value"]) from None
     before = observation_seq(conn, entity_id, obs_id) is not None
-    _, snapshot = _observe(
+    _, snapshot = _write._observe(
         conn,
         entity_id=entity_id,
         entity_type=str(row[0]),
@@ -59,7 +59,7 @@ def correct(conn: sqlite3.Connection, body: Mapping[str, Any]) -> dict[str, Any]
         priority=1000,
         obs_source="human",
         identity=None,
-        now=now_iso(),
+        now=_write.write_time(),
         obs_id=obs_id,
         idempotency_key=key,
     )

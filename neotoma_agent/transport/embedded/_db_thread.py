@@ -6,8 +6,10 @@ queue jobs and await them. The thread drains whatever is queued, runs each job i
 SAVEPOINT (a failing job rolls back alone) and commits the group once, so one fsync pays for
 many stores. A job's caller is woken only after the commit that made its writes durable.
 
-Waking a task from a foreign thread is backend specific (asyncio's ``call_soon_threadsafe``,
-trio's ``run_sync_soon``); the rest is plain anyio.
+Waking a task from a foreign thread is backend specific: asyncio's ``call_soon_threadsafe``
+resolves a future the task awaits, trio's ``run_sync_soon`` reschedules the task it parked.
+A trip costs each thread a wake-up (docs/performance.md, "The pages a commit writes", says
+what one caller's two trips a turn cost and what was measured to cut them).
 """
 
 from __future__ import annotations
@@ -20,8 +22,6 @@ import threading
 from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
-import anyio
-
 from ..._util.log import get_logger
 from ...exceptions import error_label
 
@@ -30,12 +30,13 @@ __all__ = ["DBThread", "Job"]
 T = TypeVar("T")
 _log = get_logger()
 _MAX_GROUP = 512
+_TRIO: Any = None
 
 
 class Job(Generic[T]):
     """A unit of work for the DB thread, and the means to await its outcome."""
 
-    __slots__ = ("_call_soon", "_done", "_future", "error", "fn", "result", "writes")
+    __slots__ = ("_call_soon", "_future", "_task", "_woken", "error", "fn", "result", "writes")
 
     def __init__(self, fn: Callable[[sqlite3.Connection], T], *, writes: bool = True) -> None:
         self.fn = fn
@@ -45,17 +46,19 @@ class Job(Generic[T]):
         self.error: BaseException | None = None
         # Waking a task from a foreign thread is backend specific. On asyncio the caller
         # awaits a bare future (what an anyio Event wraps, without its backend lookup and
-        # its asyncio.Event: three a turn); on trio an anyio Event.
+        # its asyncio.Event); on trio its task is parked and rescheduled (what a trio
+        # Event does, without its set of waiting tasks and anyio's wrapper around it).
         self._future: asyncio.Future[None] | None = None
-        self._done: anyio.Event | None = None
+        #: trio: the task parked in ``wait``, None once it is woken or gave up
+        self._task: Any = None
+        #: trio: ``_wake`` ran (the job is done) before ``wait`` parked its task
+        self._woken = False
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:
-            import trio  # the only other anyio backend
-
-            self._done = anyio.Event()
+            trio = _trio_lowlevel()  # the only other anyio backend
             self._call_soon: Callable[[Callable[[], object]], object] = (
-                trio.lowlevel.current_trio_token().run_sync_soon
+                trio.current_trio_token().run_sync_soon
             )
         else:
             self._future = loop.create_future()
@@ -66,20 +69,46 @@ class Job(Generic[T]):
             # A cancellation of the caller cancels the future; the wake-up then skips it.
             await self._future
         else:
-            assert self._done is not None
-            await self._done.wait()
+            await self._park()
         if self.error is not None:
             raise self.error
         return self.result  # type: ignore[return-value]
+
+    async def _park(self) -> None:
+        # trio: the task sleeps until ``_wake`` reschedules it; a cancellation aborts the
+        # sleep (and the wake-up then skips it), as it does a trio Event's wait.
+        trio = _trio_lowlevel()
+        if self._woken:
+            await trio.checkpoint()
+            return
+        self._task = trio.current_task()
+
+        def abort(_: object) -> Any:
+            self._task = None
+            return trio.Abort.SUCCEEDED
+
+        await trio.wait_task_rescheduled(abort)
 
     def _wake(self) -> None:
         # On the caller's event loop: mark the job done unless its waiter gave up.
         future = self._future
         if future is None:
-            assert self._done is not None
-            self._done.set()
+            self._woken = True
+            task, self._task = self._task, None
+            if task is not None:
+                _trio_lowlevel().reschedule(task)
         elif not future.done():
             future.set_result(None)
+
+
+def _trio_lowlevel() -> Any:
+    """``trio.lowlevel``, imported on a trio job's first use (asyncio never imports it)."""
+    global _TRIO
+    if _TRIO is None:
+        import trio.lowlevel
+
+        _TRIO = trio.lowlevel
+    return _TRIO
 
 
 def _wake(jobs: list[Job[Any]]) -> None:
@@ -88,6 +117,9 @@ def _wake(jobs: list[Job[Any]]) -> None:
     Each call writes to the loop's wake-up pipe and contends for the GIL; a group of stores
     costs one such call for all of them.
     """
+    if len(jobs) == 1:  # one caller's job: its own wake-up, no group to build
+        _call(jobs[0]._call_soon, jobs[0]._wake)
+        return
     by_loop: dict[Callable[[Callable[[], object]], object], list[Job[Any]]] = {}
     for job in jobs:
         by_loop.setdefault(job._call_soon, []).append(job)
@@ -97,9 +129,15 @@ def _wake(jobs: list[Job[Any]]) -> None:
             for job in waiting:
                 job._wake()
 
-        # If the caller's event loop is gone, nobody is waiting for these jobs any more.
-        with contextlib.suppress(Exception):
-            call_soon(wake_all)
+        _call(call_soon, wake_all)
+
+
+def _call(call_soon: Callable[[Callable[[], object]], object], fn: Callable[[], object]) -> None:
+    # A plain try, not contextlib.suppress: this runs once per trip to the thread.
+    try:  # noqa: SIM105
+        call_soon(fn)
+    except Exception:  # the caller's event loop is gone: nobody waits for the job any more
+        pass
 
 
 class DBThread:
@@ -141,11 +179,10 @@ class DBThread:
                 group: list[Job[Any]] = [first]
                 nxt: Job[Any] | None = None
                 stopping = False
-                while len(group) < _MAX_GROUP:
-                    try:
-                        nxt = self._queue.get_nowait()
-                    except queue.Empty:
-                        break
+                # This thread alone takes from the queue: not empty, a job is there to take
+                # (a lone caller's group ends here without an exception raised and caught).
+                while len(group) < _MAX_GROUP and not self._queue.empty():
+                    nxt = self._queue.get_nowait()
                     if nxt is None:
                         stopping = True
                         break

@@ -24,6 +24,7 @@ from ..._neotoma.identity import ENTITY_ID_RE
 from ..._neotoma.js import hash_uuid
 from . import _scope
 from ._errors import invalid_format, not_found, now_iso
+from ._rows import encode_entity
 from ._write import _observe
 
 __all__ = ["DELETION_PRIORITY", "delete_entity", "restore_entity"]
@@ -40,7 +41,8 @@ def _mark(conn: sqlite3.Connection, body: Mapping[str, Any], *, deleted: bool) -
         if body.get(name) is not None and not isinstance(body[name], str):
             raise invalid_format(f"{name} must be a string", [name])
     row = conn.execute(
-        f"SELECT entity_type FROM entities WHERE id = ? AND {_scope.owned()}", (entity_id,)
+        f"SELECT entity_type FROM entities WHERE id = ? AND {_scope.owned()}",
+        (encode_entity(entity_id),),
     ).fetchone()
     if row is None:
         raise not_found()

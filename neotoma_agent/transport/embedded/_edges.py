@@ -13,6 +13,7 @@ from ..._neotoma.identity import (
     js_json,
 )
 from . import _scope
+from ._edge_json import REL_COLUMNS, relationship_json, relationship_row_json
 from ._errors import (
     invalid_format,
     not_found,
@@ -21,7 +22,6 @@ from ._errors import (
 from ._part_of import DERIVED, pair
 from ._part_of import edges as edge_rows
 from ._rows import (
-    REL_COLUMNS,
     decode_seen,
     decode_time,
     dumps,
@@ -30,8 +30,6 @@ from ._rows import (
     encode_seen,
     encode_time,
     entity_json,
-    relationship_json,
-    relationship_row_json,
 )
 from ._validate import check_relationship
 
@@ -50,7 +48,8 @@ def _entity_type_of(
     if entity_id in known:
         return known[entity_id]
     row = conn.execute(
-        f"SELECT entity_type FROM entities WHERE id = ? AND {_scope.owned()}", (entity_id,)
+        f"SELECT entity_type FROM entities WHERE id = ? AND {_scope.owned()}",
+        (encode_entity(entity_id),),
     ).fetchone()
     return str(row[0]) if row else None
 
@@ -121,7 +120,7 @@ def relate(
             counted = conn.execute(
                 "UPDATE entities SET message_count = message_count + 1 "
                 f"WHERE id = ? AND entity_type = 'conversation' AND {_scope.owned()}",
-                (dst,),
+                (encode_entity(dst),),
             )
             if counted.rowcount:
                 _index(conn, src, dst, counts)
@@ -212,7 +211,7 @@ def index_message(
         cur = conn.execute(
             "UPDATE entities SET message_count = message_count + 1 "
             f"WHERE id = ? AND entity_type = 'conversation' AND {_scope.owned()}",
-            (dst,),
+            (encode_entity(dst),),
         )
         if not cur.rowcount:
             return False
@@ -345,7 +344,7 @@ def retrieve_related_entities(conn: sqlite3.Connection, body: Mapping[str, Any])
     visited.discard(start)
     rows = conn.execute(
         "SELECT id, entity_type, canonical_name, aliases, created_at, updated_at FROM entities "
-        f"WHERE id IN (SELECT value FROM json_each(?)) AND {_scope.owned()} "
+        f"WHERE id IN (SELECT entity_key(value) FROM json_each(?)) AND {_scope.owned()} "
         "ORDER BY canonical_name, id",
         (dumps(sorted(visited)),),
     ).fetchall()

@@ -16,7 +16,14 @@ import sqlite3
 from typing import Any, Final
 
 from ._reducer import SnapshotState
-from ._rows import decode_state, decode_word, dumps_acyclic, encode_entity, encode_state
+from ._rows import (
+    decode_entity,
+    decode_state,
+    decode_word,
+    dumps_acyclic,
+    encode_entity,
+    encode_state,
+)
 
 __all__ = [
     "COLUMNS",
@@ -39,14 +46,16 @@ COLUMNS: Final = (
 )
 
 # An entity's observations as ``observation_json`` rows plus their seq, newest first: the
-# rows of ``observations`` and the row's first one. ``?1`` the packed id, ``?2`` the text.
+# rows of ``observations`` and the row's first one. ``?1`` the entity id as packed
+# (``encode_entity``: the observation rows and, since schema version 12, the entity row
+# hold it so).
 OBSERVATIONS: Final = (
     "SELECT id, entity_id, entity_type, source_id, observed_at, source_priority, "
     "observation_source, specificity_score, {fields}, idempotency_key, identity_basis, "
     "identity_rule, seq FROM observations WHERE entity_id = ?1 "
     "UNION ALL SELECT first_id, ?1, entity_type, first_source, created_at, first_priority, "
     "first_osource, first_specificity, coalesce(first_fields, json_extract(snapshot, '$.f')), "
-    "first_key, first_basis, first_rule, 0 FROM entities WHERE id = ?2 "
+    "first_key, first_basis, first_rule, 0 FROM entities WHERE id = ?1 "
     "AND first_id IS NOT NULL"
 )
 
@@ -54,7 +63,8 @@ OBSERVATIONS: Final = (
 def first_of(conn: sqlite3.Connection, entity_id: str, obs_id: Any) -> int | None:
     """Minus the rowid of ``entity_id`` when its row holds observation ``obs_id`` (packed)."""
     row = conn.execute(
-        "SELECT rowid FROM entities WHERE id = ? AND first_id = ?", (entity_id, obs_id)
+        "SELECT rowid FROM entities WHERE id = ? AND first_id = ?",
+        (encode_entity(entity_id), obs_id),
     ).fetchone()
     return None if row is None else -int(row[0])
 
@@ -62,7 +72,9 @@ def first_of(conn: sqlite3.Connection, entity_id: str, obs_id: Any) -> int | Non
 def set_fields(conn: sqlite3.Connection, entity_id: str, seq: int, text: str | None) -> None:
     """Observation ``seq`` of ``entity_id`` holds ``text`` as its fields (NULL: shared)."""
     if seq == FIRST_SEQ:
-        conn.execute("UPDATE entities SET first_fields = ? WHERE id = ?", (text, entity_id))
+        conn.execute(
+            "UPDATE entities SET first_fields = ? WHERE id = ?", (text, encode_entity(entity_id))
+        )
     else:
         conn.execute("UPDATE observations SET fields = ? WHERE seq = ?", (text, seq))
 
@@ -97,7 +109,7 @@ def merge_first(conn: sqlite3.Connection) -> None:
         -1,
     )
     for rowid, entity_id, entity_type, created, doc, count, observed in entities:
-        o = conn.execute(find, (encode_entity(entity_id),)).fetchone()
+        o = conn.execute(find, (encode_entity(decode_entity(entity_id)),)).fetchone()
         if o is None or o[4] != created or decode_word(o[2]) != entity_type:
             continue
         state = decode_state(doc, count, observed)

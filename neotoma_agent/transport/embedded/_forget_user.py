@@ -17,7 +17,7 @@ import attrs
 
 from . import _scope
 from ._delete import delete_entity, restore_entity
-from ._rows import LIVE
+from ._rows import LIVE, decode_entity
 
 __all__ = ["ForgottenUser", "forget_user_rows", "restore_user_rows"]
 
@@ -37,7 +37,7 @@ class ForgottenUser:
 def forget_user_rows(conn: sqlite3.Connection, body: Mapping[str, Any]) -> list[str]:
     """Delete every live entity of the running user; their ids."""
     ids = [
-        str(r[0])
+        decode_entity(r[0])
         for r in conn.execute(
             f"SELECT id FROM entities WHERE {_scope.owned(index=True)} AND {LIVE}"
         )
@@ -51,7 +51,7 @@ def forget_user_rows(conn: sqlite3.Connection, body: Mapping[str, Any]) -> list[
 def restore_user_rows(conn: sqlite3.Connection, body: Mapping[str, Any]) -> list[str]:
     """Restore the running user's deleted entities among ``body["ids"]`` (None: all)."""
     deleted = {
-        str(r[0])
+        decode_entity(r[0])
         for r in conn.execute(
             f"SELECT id FROM entities WHERE {_scope.owned(index=True)} AND NOT ({LIVE})"
         )

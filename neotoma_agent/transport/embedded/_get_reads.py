@@ -14,17 +14,16 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from . import _scope
+from ._edge_json import REL_COLUMNS, relationship_row_json
 from ._errors import invalid_format, not_found
 from ._part_of import edges
 from ._read import observations_page
 from ._rows import (
-    REL_COLUMNS,
     decode_time,
     encode_entity,
     encode_id,
     live_state,
     query_item,
-    relationship_row_json,
     snapshot_record,
 )
 from ._validate import bounded_int
@@ -84,7 +83,7 @@ def get_entity(conn: sqlite3.Connection, body: Mapping[str, Any]) -> dict[str, A
     row = conn.execute(
         "SELECT id, entity_type, canonical_name, snapshot, observation_count, "
         f"last_observation_at, created_at FROM entities WHERE id = ? AND {_scope.owned()}",
-        (entity_id,),
+        (encode_entity(entity_id),),
     ).fetchone()
     item = query_item(row)
     item["entity_type_label"] = type_label(item["entity_type"])
@@ -100,9 +99,9 @@ def get_entity_observations(conn: sqlite3.Connection, body: Mapping[str, Any]) -
     offset = bounded_int(body.get("offset", 0), "offset", 0, 2**31)
     _require_entity(conn, entity_id)
     total = conn.execute(
-        "SELECT (SELECT count(*) FROM observations WHERE entity_id = ?) + "
-        "(SELECT count(*) FROM entities WHERE id = ? AND first_id IS NOT NULL)",
-        (encode_entity(entity_id), entity_id),
+        "SELECT (SELECT count(*) FROM observations WHERE entity_id = ?1) + "
+        "(SELECT count(*) FROM entities WHERE id = ?1 AND first_id IS NOT NULL)",
+        (encode_entity(entity_id),),
     ).fetchone()[0]
     observations = observations_page(conn, entity_id, limit, offset)
     keys = _keys_of_sources(conn, {o["source_id"] for o in observations} - {None})
@@ -193,7 +192,7 @@ def _decorated(conn: sqlite3.Connection, row: Sequence[Any]) -> dict[str, Any]:
     for end in ("source", "target"):
         found = conn.execute(
             f"SELECT canonical_name, entity_type FROM entities WHERE id = ? AND {_scope.owned()}",
-            (edge[f"{end}_entity_id"],),
+            (encode_entity(edge[f"{end}_entity_id"]),),
         ).fetchone()
         edge[f"{end}_canonical_name"] = found[0] if found else None
         edge[f"{end}_entity_type"] = found[1] if found else None

@@ -26,7 +26,6 @@ action): a job of the store's thread may call it beside others.
 from __future__ import annotations
 
 import functools
-import json
 import sqlite3
 from collections.abc import Mapping
 from operator import itemgetter
@@ -53,15 +52,16 @@ _ASSISTANT_SUFFIX: Final = ":assistant"
 _CONVERSATION, _MESSAGE, _EDGE, _RECORD, _CALL = range(5)
 
 # Nine columns after the kind; each part pads with NULLs. ``?1`` the conversation's entity
-# id, ``?2`` it as the conversation index stores it, ``?3`` the ``before`` message as the
-# index stores it (NULL: the last message), ``?4`` the messages to read (``limit``), ``?5``
-# the running user's number (``_scope.uid``: a parameter, not ``current_uid()``, which SQLite
-# would call back into Python for on every row it checks).
+# id, ``?2`` it as the entity rows and the conversation index store it (``encode_entity``),
+# ``?3`` the ``before`` message as the index stores it (NULL: the last message), ``?4``
+# the messages to read (``limit``), ``?5`` the running user's number (``_scope.uid``: a
+# parameter, not ``current_uid()``, which SQLite would call back into Python for on every
+# row it checks).
 _PAGE_SQL: Final = f"""
 WITH conv AS (
-    SELECT id, canonical_name, created_at, updated_at, last_observation_at,
+    SELECT ?1 AS id, canonical_name, created_at, updated_at, last_observation_at,
         json_extract(snapshot, '$.f') AS f, json_extract(snapshot, '$.d') AS d, message_count
-    FROM entities WHERE id = ?1 AND entity_type = 'conversation' AND +uid = ?5
+    FROM entities WHERE id = ?2 AND entity_type = 'conversation' AND +uid = ?5
 ),
 page AS (
     SELECT seq, message_id FROM conversation_messages
@@ -71,10 +71,10 @@ page AS (
     ORDER BY seq DESC LIMIT ?4
 ),
 msgs AS (
-    SELECT page.seq, m.id, m.canonical_name, m.created_at, m.updated_at,
-        m.last_observation_at, m.snapshot
+    SELECT page.seq, {entity_text("page.message_id")} AS id, m.canonical_name, m.created_at,
+        m.updated_at, m.last_observation_at, m.snapshot
     FROM page
-    CROSS JOIN entities m ON m.id = {entity_text("page.message_id")}
+    CROSS JOIN entities m ON m.id = page.message_id
     WHERE m.entity_type = 'conversation_message' AND +m.uid = ?5
 )
 SELECT {_CONVERSATION}, id, canonical_name, created_at, updated_at, last_observation_at, f, d,
@@ -87,30 +87,40 @@ UNION ALL
 SELECT {_EDGE}, r.source_entity_id, r.relationship_type, r.target_entity_id, e.entity_type,
     e.canonical_name, json_extract(e.snapshot, '$.f'), NULL, NULL, NULL
 FROM msgs CROSS JOIN relationships r ON r.source_entity_id = msgs.id
-CROSS JOIN entities e ON e.id = r.target_entity_id
+CROSS JOIN entities e ON e.id = entity_key(r.target_entity_id)
 WHERE r.relationship_type != 'PART_OF' AND {LIVE.replace("snapshot", "e.snapshot")}
     AND +e.uid = ?5 AND +r.uid = ?5
 """
 
-# The turn records of a page (``?1``: their ids, a JSON array; ``?2`` the user's number), and
-# the ``tool_invocation`` entities they REFER_TO: the second statement, when the page holds
-# turns (a record's id is derived from its turn's id, which the first one reads).
+# The turn records of a page (``?1`` the user's number; then each record's id and its id as
+# the entity rows hold it, ``encode_entity``, in pairs: a list of values, so that no id is
+# packed by a call back into Python for each row), and the ``tool_invocation`` entities
+# they REFER_TO: the second statement, when the page holds turns (a record's id is derived
+# from its turn's id, which the first one reads).
 _RECORDS_SQL: Final = f"""
 WITH records AS (
-    SELECT t.id, t.entity_type, t.snapshot, t.observation_count, t.last_observation_at
-    FROM json_each(?1) AS wanted CROSS JOIN entities t ON t.id = wanted.value
-    WHERE t.entity_type = 'conversation_turn' AND +t.uid = ?2
+    SELECT wanted.column1 AS id, t.entity_type, t.snapshot, t.observation_count,
+        t.last_observation_at
+    FROM (VALUES {{pairs}}) AS wanted CROSS JOIN entities t ON t.id = wanted.column2
+    WHERE t.entity_type = 'conversation_turn' AND +t.uid = ?1
 )
 SELECT {_RECORD}, id, entity_type, snapshot, observation_count, last_observation_at, NULL
 FROM records
 UNION ALL
-SELECT {_CALL}, records.id, e.id, e.entity_type, e.snapshot, e.observation_count,
-    e.last_observation_at
+SELECT {_CALL}, records.id, r.target_entity_id, e.entity_type, e.snapshot,
+    e.observation_count, e.last_observation_at
 FROM records CROSS JOIN relationships r
     ON r.source_entity_id = records.id AND r.relationship_type = 'REFERS_TO'
-CROSS JOIN entities e ON e.id = r.target_entity_id
-WHERE e.entity_type = 'tool_invocation' AND +e.uid = ?2 AND +r.uid = ?2
+CROSS JOIN entities e ON e.id = entity_key(r.target_entity_id)
+WHERE e.entity_type = 'tool_invocation' AND +e.uid = ?1 AND +r.uid = ?1
 """
+
+
+@functools.lru_cache(maxsize=64)
+def _records_sql(count: int) -> str:
+    """``_RECORDS_SQL`` for ``count`` records (a page holds a few: a few statements)."""
+    pairs = ", ".join(f"(?{2 * i + 2}, ?{2 * i + 3})" for i in range(count))
+    return _RECORDS_SQL.replace("{pairs}", pairs)
 
 
 @functools.lru_cache(maxsize=256)
@@ -234,7 +244,10 @@ def _records(
         return [], []
     found: dict[str, tuple[Any, ...]] = {}
     calls: list[tuple[Any, ...]] = []
-    for row in conn.execute(_RECORDS_SQL, (json.dumps(wanted), uid)):
+    params: list[Any] = [uid]
+    for rid in wanted:
+        params += (rid, encode_entity(rid))
+    for row in conn.execute(_records_sql(len(wanted)), params):
         if row[0] == _RECORD:
             found[row[1]] = row
         else:

@@ -18,6 +18,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Final
 
 from . import _scope
+from ._rows import encode_entity, entity_text
 
 __all__ = [
     "BOOKKEEPING",
@@ -91,7 +92,9 @@ def rename(
     """Index the entity's new name (``new``: its name and aliases; ``old``: before); its
     old name stays findable, as an alias."""
     if entity_type in BOOKKEEPING:
-        (rowid,) = conn.execute("SELECT rowid FROM entities WHERE id = ?", (entity_id,)).fetchone()
+        (rowid,) = conn.execute(
+            "SELECT rowid FROM entities WHERE id = ?", (encode_entity(entity_id),)
+        ).fetchone()
         conn.execute(
             "INSERT INTO bookkeeping_names (bookkeeping_names, rowid, text) "
             "VALUES ('delete', ?, ?)",
@@ -131,8 +134,9 @@ def backfill_book_names(conn: sqlite3.Connection) -> None:
         last = rows[-1][0]
 
 
-def unindex_book_names(conn: sqlite3.Connection, ids: Sequence[str]) -> None:
-    """Take the rows of these entities (about to be erased) out of ``bookkeeping_names``."""
+def unindex_book_names(conn: sqlite3.Connection, ids: Sequence[str | bytes]) -> None:
+    """Take the rows of these entities (about to be erased) out of ``bookkeeping_names``;
+    ``ids`` as the entity rows hold them (``encode_entity`` since schema version 12)."""
     marks = ",".join("?" * len(_BOOK_TYPES))
     for entity_id in ids:
         row = conn.execute(
@@ -230,7 +234,7 @@ def _kind_sql(kinds: frozenset[str] | None) -> tuple[str, tuple[str, ...]]:
 # lowercased alike): by ``instr`` in ``name_index``, on the entity row's name and aliases
 # for ``bookkeeping_names`` (contentless: its rowid is the entity row's).
 _BOOKKEEPING_NAMES_SQL = (
-    "SELECT 0, e.id, e.canonical_name, e.aliases FROM bookkeeping_names "
+    f"SELECT 0, {entity_text('e.id')}, e.canonical_name, e.aliases FROM bookkeeping_names "
     "CROSS JOIN entities e ON e.rowid = bookkeeping_names.rowid "
     "WHERE bookkeeping_names MATCH ?"
 )
@@ -246,11 +250,11 @@ _BOTH_NAMES_SQL = f"{_BOOKKEEPING_NAMES_SQL} UNION ALL {_NAME_INDEX_SQL}"
 # index's vocabulary (a range of its terms: ``install`` makes the table on each connection);
 # a needle the tokenizer might fold otherwise (not ASCII) reads every bookkeeping name.
 _SHORT_BOOK_NAMES_SQL = (
-    "SELECT 0, id, canonical_name, aliases FROM entities WHERE rowid IN "
+    f"SELECT 0, {entity_text('id')}, canonical_name, aliases FROM entities WHERE rowid IN "
     "(SELECT doc FROM temp.bookkeeping_terms WHERE term >= ? AND term < ?) ORDER BY rowid"
 )
 _ALL_BOOK_NAMES_SQL = (
-    "SELECT 0, id, canonical_name, aliases FROM entities "
+    f"SELECT 0, {entity_text('id')}, canonical_name, aliases FROM entities "
     f"WHERE entity_type IN ({','.join('?' * len(_BOOK_TYPES))}) ORDER BY rowid"
 )
 

@@ -22,9 +22,10 @@ from typing import Any, Final
 
 from ..._neotoma.identity import hash_uuid
 from . import _scope
-from ._rows import REL_COLUMNS, decode_id, encode_entity, encode_seen, entity_text
+from ._edge_json import REL_COLUMNS
+from ._rows import decode_id, encode_entity, encode_seen, entity_text
 
-__all__ = ["DERIVED", "derived_seen_of", "edges", "install", "observation_id", "pair"]
+__all__ = ["DERIVED", "derived_seen_of", "edges", "observation_id", "pair"]
 
 _CONVERSATION: Final = entity_text("cm.conversation_id")
 _MESSAGE: Final = entity_text("cm.message_id")
@@ -35,10 +36,10 @@ DERIVED: Final = "PART_OF"
 # The derived edges of the index rows a WHERE picks (``cm``), as ``REL_COLUMNS, uid``: the
 # message's row gives its id, time and user; an edge with a row of its own is the row's.
 _DERIVED_SQL: Final = (
-    f"SELECT m.id, '{DERIVED}', {_CONVERSATION}, '{{}}', '{{}}', 1, m.created_at, NULL, m.uid "
-    f"FROM conversation_messages cm CROSS JOIN entities m ON m.id = {_MESSAGE} "
+    f"SELECT {_MESSAGE}, '{DERIVED}', {_CONVERSATION}, '{{}}', '{{}}', 1, m.created_at, NULL, "
+    "m.uid FROM conversation_messages cm CROSS JOIN entities m ON m.id = cm.message_id "
     "WHERE {where} AND NOT EXISTS (SELECT 1 FROM relationships r "
-    f"WHERE r.source_entity_id = m.id AND r.relationship_type = '{DERIVED}' "
+    f"WHERE r.source_entity_id = {_MESSAGE} AND r.relationship_type = '{DERIVED}' "
     f"AND r.target_entity_id = {_CONVERSATION})"
 )
 
@@ -105,7 +106,7 @@ def pair(
         f"SELECT m.uid, m.created_at, CASE WHEN m.first_id IS NOT NULL THEN m.first_source "
         f"ELSE (SELECT o.source_id FROM observations o "
         f"WHERE o.entity_id = cm.message_id ORDER BY o.seq LIMIT 1) END "
-        f"FROM conversation_messages cm CROSS JOIN entities m ON m.id = ?1 "
+        f"FROM conversation_messages cm CROSS JOIN entities m ON m.id = ?2 "
         f"WHERE cm.message_id = ?2 AND cm.conversation_id = ?3 AND NOT EXISTS "
         f"(SELECT 1 FROM relationships r WHERE r.source_entity_id = ?1 "
         f"AND r.relationship_type = '{DERIVED}' AND r.target_entity_id = ?4)",
@@ -115,9 +116,3 @@ def pair(
         return None
     obs = observation_id(decode_id(found[2]), message_id, conversation_id)
     return int(found[0]), found[1], obs
-
-
-def install(conn: sqlite3.Connection) -> None:
-    """Give ``conn`` the SQL function ``entity_key``: an entity id as the conversation index
-    holds it (``encode_entity``), for reads that join the index from ids in a parameter."""
-    conn.create_function("entity_key", 1, encode_entity, deterministic=True)

@@ -29,7 +29,7 @@ from ..._neotoma.forget import Forgotten
 from ..._records.user_id import LOCAL_USER_ID, check_user_id
 from ..._util.file_kind import check_store_file
 from ._name_index import unindex_book_names
-from ._rows import encode_entity, entity_text
+from ._rows import decode_entity, encode_entity, entity_text
 from ._scope import NOBODY, lookup_uid
 from ._search import rebuild as rebuild_search
 
@@ -44,6 +44,8 @@ _CONTENTLESS_NAMES = 9
 _DERIVED_PART_OF = 10
 #: the schema version whose entity rows hold their first observation (``_first``)
 _FIRST_IN_ROW = 11
+#: the schema version whose entity rows hold their ids as ``encode_entity`` does
+_PACKED_IDS = 12
 _Id = TypeVar("_Id", str, bytes, str | bytes)
 # Bound parameters per statement (SQLite's default limit is 32766; stay far below).
 _CHUNK = 500
@@ -85,8 +87,10 @@ def _rows(conn: sqlite3.Connection, ids: Sequence[str]) -> PurgeStats:
             )
         )
     observations = _delete(conn, "DELETE FROM observations WHERE entity_id IN ({marks})", packed)
+    # the ids as the entity rows hold them
+    own: Sequence[str | bytes] = packed if _version(conn) >= _PACKED_IDS else ids
     if _version(conn) >= _FIRST_IN_ROW:  # a key's list names a row's first as -rowid
-        for chunk in _chunks(ids):
+        for chunk in _chunks(own):
             marks = ",".join("?" * len(chunk))
             held = [
                 -int(r[0])
@@ -99,9 +103,9 @@ def _rows(conn: sqlite3.Connection, ids: Sequence[str]) -> PurgeStats:
             observations += len(held)
     names: tuple[str, ...] = ("name_index", "bookkeeping_names")
     if _version(conn) >= _CONTENTLESS_NAMES:
-        unindex_book_names(conn, ids)  # named by their text, read from the rows going now
+        unindex_book_names(conn, own)  # named by their text, read from the rows going now
         names = ("name_index",)
-    entities = _delete(conn, "DELETE FROM entities WHERE id IN ({marks})", ids)
+    entities = _delete(conn, "DELETE FROM entities WHERE id IN ({marks})", own)
     _delete(conn, "DELETE FROM field_values WHERE entity_id IN ({marks})", ids)
     for table in names:
         _delete(conn, f"DELETE FROM {table} WHERE entity_id IN ({{marks}})", ids)
@@ -209,10 +213,11 @@ def _owned(conn: sqlite3.Connection, ids: list[str], user: str | None) -> list[s
         return ids if user == LOCAL_USER_ID else []
     uid = lookup_uid(conn, user, create=False)
     mine: set[str] = set()
-    for chunk in _chunks(ids):
+    own = [encode_entity(i) for i in ids] if _version(conn) >= _PACKED_IDS else ids
+    for chunk in _chunks(own):
         marks = ",".join("?" * len(chunk))
         sql = f"SELECT id FROM entities WHERE id IN ({marks}) AND uid = ?"
-        mine.update(str(r[0]) for r in conn.execute(sql, (*chunk, uid)))
+        mine.update(decode_entity(r[0]) for r in conn.execute(sql, (*chunk, uid)))
     return [i for i in ids if i in mine]
 
 
@@ -243,7 +248,8 @@ def _user_rows(conn: sqlite3.Connection, user: str) -> PurgeStats:
     uid = lookup_uid(conn, user, create=False)
     if uid == NOBODY:
         return PurgeStats(0, 0, 0, 0)
-    ids = [str(r[0]) for r in conn.execute("SELECT id FROM entities WHERE uid = ?", (uid,))]
+    rows = conn.execute("SELECT id FROM entities WHERE uid = ?", (uid,))
+    ids = [decode_entity(r[0]) for r in rows]
     stats = _rows(conn, ids)
     # What the user wrote beyond its entities: edges to others' entities, keys of stores
     # that wrote no observation of its own entities, summary and field rows of entities

@@ -36,6 +36,7 @@ from ._rows import (
     DIRECT_COLUMNS,
     LIVE,
     OBSERVATION_FIELDS,
+    decode_entity,
     direct_item,
     dumps,
     encode_entity,
@@ -93,9 +94,9 @@ def observations_page(
     """An entity's observations, newest first, in their answer shape."""
     rows = conn.execute(
         f"SELECT * FROM ({first.OBSERVATIONS.format(fields=OBSERVATION_FIELDS)}) "
-        f"WHERE EXISTS (SELECT 1 FROM entities WHERE id = ?2 AND {_scope.owned()}) "
-        "ORDER BY observed_at DESC, seq DESC LIMIT ?3 OFFSET ?4",
-        (encode_entity(entity_id), entity_id, limit, offset),
+        f"WHERE EXISTS (SELECT 1 FROM entities WHERE id = ?1 AND {_scope.owned()}) "
+        "ORDER BY observed_at DESC, seq DESC LIMIT ?2 OFFSET ?3",
+        (encode_entity(entity_id), limit, offset),
     ).fetchall()
     return [observation_json(r) for r in rows]
 
@@ -320,10 +321,9 @@ def query_entities(conn: sqlite3.Connection, body: Mapping[str, Any]) -> dict[st
     if basis is not None:
         if not isinstance(basis, str):
             raise invalid_format("identity_basis must be a string", ["identity_basis"])
-        # The observation rows hold the entity's id as ``encode_entity`` does.
-        conn.create_function("entity_key", 1, encode_entity, deterministic=True)
+        # The observation rows hold the entity's id as the entity row does (packed).
         where.append(
-            "(EXISTS (SELECT 1 FROM observations o WHERE o.entity_id = entity_key(entities.id) "
+            "(EXISTS (SELECT 1 FROM observations o WHERE o.entity_id = entities.id "
             "AND o.identity_basis = ?) OR first_basis = ?)"
         )
         params.extend([encode_word(basis)] * 2)
@@ -339,7 +339,7 @@ def query_entities(conn: sqlite3.Connection, body: Mapping[str, Any]) -> dict[st
             where.append(f"entity_type NOT IN ({','.join('?' * len(BOOKKEEPING))})")
             params.extend(sorted(BOOKKEEPING))
         ids = substring_ids(conn, search.strip().lower(), None)
-        where.append("id IN (SELECT value FROM json_each(?))")
+        where.append("id IN (SELECT entity_key(value) FROM json_each(?))")
         params.append(json.dumps(ids))
         search_mode = "lexical_fallback"
     clause = f" WHERE {' AND '.join(where)}" if where else ""
@@ -350,7 +350,7 @@ def query_entities(conn: sqlite3.Connection, body: Mapping[str, Any]) -> dict[st
         after = _decode_cursor(cursor, sort_order)
         seek = "id < ?" if sort_order == "desc" else "id > ?"
         clause = f"{clause} AND {seek}" if clause else f" WHERE {seek}"
-        params.append(after)
+        params.append(encode_entity(after))
     order = f"id {direction}" if order_column == "id" else f"{order_column} {direction}, id ASC"
     rows = conn.execute(
         "SELECT id, entity_type, canonical_name, snapshot, observation_count, "
@@ -371,7 +371,7 @@ def query_entities(conn: sqlite3.Connection, body: Mapping[str, Any]) -> dict[st
     }
     if len(rows) == limit and sort_by == "entity_id" and not searching and not offset:
         # Like the server, a page shorter than `limit` (the last) carries no next_cursor.
-        result["next_cursor"] = encode_cursor(sort_order, rows[-1][0])
+        result["next_cursor"] = encode_cursor(sort_order, decode_entity(rows[-1][0]))
     if searching:
         result["applied_search_strategies"] = ["strict"]
     return result
@@ -408,7 +408,7 @@ def retrieve_entity_by_identifier(
     if _ENT_LIKE_RE.match(text):
         row = conn.execute(
             f"SELECT {DIRECT_COLUMNS} FROM entities WHERE id = ? AND {_scope.owned()} AND {LIVE}",
-            (text.lower(),),
+            (encode_entity(text.lower()),),
         ).fetchone()
         if row is None:
             none["hint"] = (
@@ -429,9 +429,9 @@ def retrieve_entity_by_identifier(
     if ids:
         type_clause = " AND entity_type = ?" if etype else ""
         if len(ids) <= _INLINE_IDS:
-            id_list, id_args = f"({','.join('?' * len(ids))})", ids
+            id_list, id_args = f"({','.join('?' * len(ids))})", [encode_entity(i) for i in ids]
         else:
-            id_list, id_args = "(SELECT value FROM json_each(?))", [json.dumps(ids)]
+            id_list, id_args = "(SELECT entity_key(value) FROM json_each(?))", [json.dumps(ids)]
         rows = conn.execute(
             f"SELECT {DIRECT_COLUMNS} FROM entities WHERE id IN {id_list} AND {_scope.owned()} "
             f"AND {LIVE}"
@@ -441,7 +441,7 @@ def retrieve_entity_by_identifier(
     if not rows and etype:
         rows = conn.execute(
             f"SELECT {DIRECT_COLUMNS} FROM entities WHERE id = ? AND {_scope.owned()} AND {LIVE}",
-            (entity_id_for(etype, text, _scope.tenant()),),
+            (encode_entity(entity_id_for(etype, text, _scope.tenant())),),
         ).fetchall()
     if rows:
         items = [direct_item(r) for r in rows]
@@ -481,7 +481,7 @@ def retrieve_entity_by_identifier(
             f"{of_type} LIMIT 500",
             (path, lowered, *type_args),
         ).fetchall():
-            found.setdefault(eid)
+            found.setdefault(decode_entity(eid))
         scan = (
             "SELECT id, json_extract(snapshot, ?) FROM (SELECT id, snapshot FROM entities"
             f" WHERE {_scope.owned(index=True)}{of_type} LIMIT 500)"
@@ -492,7 +492,7 @@ def retrieve_entity_by_identifier(
                 continue
             folded = str(value).strip().lower()
             if folded and (lowered in folded or folded == lead or first_token(folded) == lowered):
-                found.setdefault(eid)
+                found.setdefault(decode_entity(eid))
     elif len(lowered) >= 3:
         kinds = frozenset(f"field:{f}" for f in fields) if by else FIELD_KINDS
         for eid in substring_ids(conn, lowered, kinds, bookkeeping=False, memo=memo):
@@ -502,13 +502,13 @@ def retrieve_entity_by_identifier(
         row = conn.execute(
             "SELECT id, entity_type, canonical_name, snapshot FROM entities "
             f"WHERE id = ? AND {_scope.owned()} AND {LIVE}",
-            (eid,),
+            (encode_entity(eid),),
         ).fetchone()
         if row is None or (etype and row[1] != etype):
             continue
         items.append(
             {
-                "id": row[0],
+                "id": eid,
                 "entity_type": row[1],
                 "canonical_name": row[2],
                 "snapshot": json.loads(row[3]).get("f", {}),

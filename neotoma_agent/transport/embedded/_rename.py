@@ -27,7 +27,7 @@ from ..._neotoma.identity import (
 )
 from . import _scope
 from ._name_index import BOOKKEEPING, rename, substring_ids
-from ._rows import dumps, encode_time, entity_exists
+from ._rows import dumps, encode_entity, encode_time, entity_exists
 
 __all__ = ["rederive_name"]
 
@@ -72,7 +72,8 @@ def rederive_name(
         current, aliases = created.canonical_name, []
     else:
         row = conn.execute(
-            "SELECT canonical_name, aliases FROM entities WHERE id = ?", (entity_id,)
+            "SELECT canonical_name, aliases FROM entities WHERE id = ?",
+            (encode_entity(entity_id),),
         ).fetchone()
         if row is None:
             return
@@ -84,7 +85,7 @@ def rederive_name(
         aliases.append(current)
     conn.execute(
         "UPDATE entities SET canonical_name = ?, aliases = ?, updated_at = ? WHERE id = ?",
-        (derived, dumps(aliases), encode_time(now), entity_id),
+        (derived, dumps(aliases), encode_time(now), encode_entity(entity_id)),
     )
     rename(conn, entity_id, entity_type, before, (derived, aliases))
 
@@ -105,6 +106,6 @@ def _taken(conn: sqlite3.Connection, entity_id: str, entity_type: str, name: str
     row = conn.execute(
         f"SELECT 1 FROM entities WHERE id IN ({marks}) AND entity_type = ? "
         f"AND canonical_name = ? AND {_scope.owned()} LIMIT 1",
-        (*candidates, entity_type, name),
+        (*(encode_entity(c) for c in candidates), entity_type, name),
     ).fetchone()
     return row is not None

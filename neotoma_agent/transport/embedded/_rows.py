@@ -25,7 +25,6 @@ __all__ = [
     "DIRECT_COLUMNS",
     "LIVE",
     "OBSERVATION_FIELDS",
-    "REL_COLUMNS",
     "decode_entity",
     "decode_id",
     "decode_opt_time",
@@ -47,6 +46,7 @@ __all__ = [
     "entity_json",
     "entity_row",
     "entity_text",
+    "install",
     "key_digest",
     "key_seen",
     "live_state",
@@ -58,8 +58,6 @@ __all__ = [
     "owned_entity",
     "query_item",
     "record_key",
-    "relationship_json",
-    "relationship_row_json",
     "replayed_observations",
     "snapshot_record",
     "time_text",
@@ -136,11 +134,14 @@ def time_text(column: str) -> str:
     )
 
 
-# Entity ids ("ent_" and 24 hex digits) in the tables that hold one per row besides their
-# own key (observations, conversation_messages) are stored as their 12 bytes; any other id
-# as it is. ``entity_text`` is the SQL that turns such a column back into the id.
+# Entity ids ("ent_" and 24 hex digits) are stored as their 12 bytes in the entity rows and
+# their unique index (schema version 12) and in the tables that key rows by entity
+# (observations, conversation_messages, search_docs); any other id as it is. Edges, field
+# values, summaries and the name index hold the text. ``entity_text`` is the SQL that turns
+# such a column back into the id; the SQL function ``entity_key`` (``install``) packs one.
 
 
+@functools.lru_cache(maxsize=4096)  # a turn binds its entities' ids several times each
 def encode_entity(value: str) -> str | bytes:
     return bytes.fromhex(value[4:]) if ENTITY_ID_RE.match(value) else value
 
@@ -154,6 +155,26 @@ def entity_text(column: str) -> str:
     return (
         f"(CASE typeof({column}) WHEN 'blob' THEN 'ent_' || lower(hex({column})) ELSE {column} END)"
     )
+
+
+def install(conn: sqlite3.Connection) -> None:
+    """Give ``conn`` the SQL function ``entity_key`` (``encode_entity``), for statements
+    that find entity rows from ids held as text (edges, JSON lists, parameters); and bind
+    ``bytes`` parameters without a failed adaptation (below)."""
+    conn.create_function("entity_key", 1, encode_entity, deterministic=True)
+    _bind_bytes()
+
+
+def _bind_bytes() -> None:
+    """Python's ``sqlite3`` binds ``str``, ``int``, ``float`` and ``bytearray`` directly,
+    but looks a ``bytes`` parameter up as a type to adapt first, and its lookup fails by
+    raising and clearing two ``AttributeError``\\ s (about 1 µs a parameter: the ids,
+    digests and source ids this store binds as their bytes, dozens a turn). An adapter of
+    ``bytes`` to itself answers that lookup, and binds the same value: registered once per
+    process, unless the application registered one of its own (``sqlite3``'s adapters are
+    the process's)."""
+    if (bytes, sqlite3.PrepareProtocol) not in sqlite3.adapters:
+        sqlite3.register_adapter(bytes, bytes)
 
 
 # The words an observation row repeats (its entity type, observation source, identity basis
@@ -386,7 +407,7 @@ def decode_state(
 
 OBSERVATION_FIELDS = (
     "coalesce(fields, (SELECT json_extract(e.snapshot, '$.f') FROM entities e "
-    f"WHERE e.id = {entity_text('observations.entity_id')}))"
+    "WHERE e.id = observations.entity_id))"
 )
 
 
@@ -435,9 +456,9 @@ def observation_seq(conn: sqlite3.Connection, entity_id: str, obs_id: str) -> in
     rowid for the one its row holds), or None when it has no such observation."""
     packed = encode_id(obs_id)
     row = conn.execute(
-        "SELECT seq FROM observations WHERE entity_id = ? AND id = ? "
-        "UNION ALL SELECT -rowid FROM entities WHERE id = ? AND first_id = ?",
-        (encode_entity(entity_id), packed, entity_id, packed),
+        "SELECT seq FROM observations WHERE entity_id = ?1 AND id = ?2 "
+        "UNION ALL SELECT -rowid FROM entities WHERE id = ?1 AND first_id = ?2",
+        (encode_entity(entity_id), packed),
     ).fetchone()
     return None if row is None else int(row[0])
 
@@ -467,7 +488,7 @@ def replayed_observations(conn: sqlite3.Connection, key: str) -> list[tuple[str,
 def owned_entity(conn: sqlite3.Connection, columns: str, entity_id: str) -> tuple[Any, ...] | None:
     """The ``columns`` (SQL) of entity ``entity_id`` if the running user's, else None."""
     sql = f"SELECT {columns} FROM entities WHERE id = ? AND {_scope.owned()}"
-    row: tuple[Any, ...] | None = conn.execute(sql, (entity_id,)).fetchone()
+    row: tuple[Any, ...] | None = conn.execute(sql, (encode_entity(entity_id),)).fetchone()
     return row
 
 
@@ -478,8 +499,9 @@ def entity_row(conn: sqlite3.Connection, entity_id: str) -> dict[str, Any] | Non
 
 
 def entity_json(row: Sequence[Any]) -> dict[str, Any]:
+    """An entity's answer from its row's (id, type, name, aliases, created, updated)."""
     return {
-        "id": row[0],
+        "id": decode_entity(row[0]),
         "entity_type": row[1],
         "canonical_name": row[2],
         "aliases": [] if row[3] == "[]" else json.loads(row[3]),  # most have none
@@ -514,9 +536,11 @@ def load_rows(
     rows = conn.execute(
         "SELECT id, snapshot, observation_count, last_observation_at, message_count, rowid, "
         f"first_id FROM entities WHERE id IN ({marks}) AND {_scope.owned()}",
-        entity_ids,
+        [encode_entity(i) for i in entity_ids],
     )
-    return {r[0]: (decode_state(r[1], r[2], r[3]), int(r[4]), r[5], r[6]) for r in rows}
+    return {
+        decode_entity(r[0]): (decode_state(r[1], r[2], r[3]), int(r[4]), r[5], r[6]) for r in rows
+    }
 
 
 def load_state(conn: sqlite3.Connection, entity_id: str) -> SnapshotState | None:
@@ -602,13 +626,13 @@ def direct_item(row: Sequence[Any]) -> dict[str, Any]:
     item = entity_json(row)
     # Only fields and provenance: the winners and deletion order are the store's business.
     state = decode_state(row[6], row[7], row[8])
-    item["snapshot"] = snapshot_record(row[0], row[1], state)
+    item["snapshot"] = snapshot_record(item["id"], row[1], state)
     return item
 
 
 def query_item(row: Sequence[Any]) -> dict[str, Any]:
     """An ``entities/query`` item from (id, type, canonical name, snapshot doc, count, last)."""
-    entity_id, entity_type, canonical_name = row[0], row[1], row[2]
+    entity_id, entity_type, canonical_name = decode_entity(row[0]), row[1], row[2]
     state = decode_state(row[3], row[4], row[5])
     return {
         "entity_id": entity_id,
@@ -623,54 +647,6 @@ def query_item(row: Sequence[Any]) -> dict[str, Any]:
         "merged_to_entity_id": None,
         "merged_at": None,
     }
-
-
-def relationship_json(
-    key: str,
-    rtype: str,
-    src: str,
-    dst: str,
-    metadata: Mapping[str, Any],
-    provenance: Mapping[str, Any],
-    count: int,
-    last: str,
-    computed: str,
-) -> dict[str, Any]:
-    return {
-        "relationship_key": key,
-        "relationship_type": rtype,
-        "source_entity_id": src,
-        "target_entity_id": dst,
-        "schema_version": "1.0",
-        "snapshot": dict(metadata),
-        "computed_at": computed,
-        "observation_count": count,
-        "last_observation_at": last,
-        "provenance": dict(provenance),
-        "user_id": _scope.user_id(),
-        "is_live": 1,
-    }
-
-
-def relationship_row_json(row: Sequence[Any]) -> dict[str, Any]:
-    src, rtype, dst = row[0], row[1], row[2]
-    return relationship_json(
-        f"{rtype}:{src}:{dst}",
-        rtype,
-        src,
-        dst,
-        json.loads(row[3]),
-        json.loads(row[4]),
-        row[5],
-        decode_time(row[6]),
-        decode_time(row[6] if row[7] is None else row[7]),  # NULL: as last observed
-    )
-
-
-REL_COLUMNS = (
-    "source_entity_id, relationship_type, target_entity_id, metadata, provenance, "
-    "observation_count, last_observation_at, computed_at"
-)
 
 
 def observation_json(row: Sequence[Any]) -> dict[str, Any]:

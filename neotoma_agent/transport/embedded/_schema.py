@@ -590,6 +590,23 @@ ALTER TABLE entities ADD COLUMN first_rule;
 ALTER TABLE entities ADD COLUMN first_fields TEXT;
 """
 
+# Version 12: an entity's id as its 12 bytes in its row and its unique index, as the tables
+# keyed by entity hold it (``_rows.encode_entity``): 16 bytes less in the row, in the id's
+# index and in the type index (uid, type, id), for every entity. Every read binds the packed
+# id and reads the text back (``entity_text`` in SQL, ``decode_entity`` in Python); the
+# edges, field values, summaries and the name index keep the text. ``_pack_ids`` rewrites
+# the rows right after the script and rebuilds the two indexes packed.
+_PACKED_IDS = """
+-- version 12: entity ids packed in the entity rows (_rows.encode_entity)
+"""
+
+
+def _pack_ids(conn: sqlite3.Connection) -> None:
+    """Every entity row's id packed, then its indexes built again (fuller pages)."""
+    conn.create_function("entity_key", 1, encode_entity, deterministic=True)
+    conn.execute("UPDATE entities SET id = entity_key(id)")
+    conn.execute("REINDEX entities")
+
 
 MIGRATIONS: tuple[str, ...] = (
     _V1,
@@ -603,6 +620,7 @@ MIGRATIONS: tuple[str, ...] = (
     _COMPACT_NEXT,
     _DERIVED_PART_OF,
     _FIRST_IN_ROW,
+    _PACKED_IDS,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -616,6 +634,7 @@ _AFTER: dict[str, Callable[[sqlite3.Connection], None]] = {
     _COMPACT_NEXT: _compact_next,
     _DERIVED_PART_OF: _derive_part_of,
     _FIRST_IN_ROW: merge_first,
+    _PACKED_IDS: _pack_ids,
 }
 
 

@@ -42,7 +42,7 @@ from . import _scope
 from ._errors import flat_error, invalid_format
 from ._page_rows import decode_fields
 from ._reducer import SnapshotChange
-from ._rows import decode_entity, decode_state, encode_entity, entity_text, owned_entity
+from ._rows import decode_entity, decode_state, encode_entity, owned_entity
 from ._validate import bounded_int
 
 __all__ = ["backfill", "index_search", "rebuild", "text_search"]
@@ -99,7 +99,7 @@ def backfill(conn: sqlite3.Connection) -> None:
         state = decode_state(doc, count, observed)
         text = None if state.deleted else doc_text(entity_type, state.fields)
         if text is not None:
-            _insert(conn, encode_entity(entity_id), text)
+            _insert(conn, encode_entity(decode_entity(entity_id)), text)
 
 
 def rebuild(conn: sqlite3.Connection) -> None:
@@ -129,7 +129,7 @@ def _conversation_of(
     if packed not in cache:
         row = conn.execute(
             "SELECT json_extract(e.snapshot, '$.f.conversation_id') FROM conversation_messages m "
-            f"JOIN entities e ON e.id = {entity_text('m.conversation_id')} "
+            "JOIN entities e ON e.id = m.conversation_id "
             f"WHERE m.message_id = ? AND {_scope.owned('e')} LIMIT 1",
             (packed,),
         ).fetchone()
@@ -206,8 +206,8 @@ def text_search(conn: sqlite3.Connection, body: Mapping[str, Any]) -> dict[str, 
     if not _scope.alone(conn):
         # Each match's owner, before the ranking's LIMIT: another user's rows take no place.
         sql += (
-            " AND EXISTS (SELECT 1 FROM search_docs d JOIN entities e ON e.id = "
-            f"{entity_text('d.entity_id')} WHERE d.doc = search_text.rowid "
+            " AND EXISTS (SELECT 1 FROM search_docs d JOIN entities e ON e.id = d.entity_id "
+            "WHERE d.doc = search_text.rowid "
             f"AND {_scope.owned('e')})"
         )
     rows = conn.execute(sql + " ORDER BY rank LIMIT ?", (*params, limit)).fetchall()

@@ -49,6 +49,7 @@ from ._read import (
     query_entities,
     retrieve_entity_by_identifier,
 )
+from ._rows import install as install_rows
 from ._schema import SCHEMA_VERSION
 from ._scope import install as install_scope
 from ._scope import run_as
@@ -111,6 +112,7 @@ def _connect_read_only(path: str) -> Callable[[], sqlite3.Connection]:
         conn.execute("PRAGMA query_only = ON")
         conn.execute("PRAGMA cache_size = -65536")
         install_scope(conn)
+        install_rows(conn)
         return conn
 
     return connect

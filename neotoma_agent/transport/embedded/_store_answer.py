@@ -15,6 +15,7 @@ from ..._neotoma.identity import Identity, schema_for
 from . import _scope
 from ._part_of import edges
 from ._reducer import SnapshotState
+from ._rows import encode_entity
 from ._warnings import Advisories, advise
 
 __all__ = ["Planned", "Written", "answer", "answer_json", "message_count"]
@@ -148,7 +149,7 @@ def _conversation_message_count(
         sub, params = edges(source=message.identity.entity_id, rtypes=["PART_OF"], scoped=False)
         row = conn.execute(
             f"SELECT r.target_entity_id FROM ({sub}) r JOIN entities e "
-            "ON e.id = r.target_entity_id WHERE e.entity_type = 'conversation' "
+            "ON e.id = entity_key(r.target_entity_id) WHERE e.entity_type = 'conversation' "
             f"AND {_scope.owned('e')} ORDER BY r.target_entity_id LIMIT 1",
             params,
         ).fetchone()
@@ -156,6 +157,7 @@ def _conversation_message_count(
             return None
         conversation = str(row[0])
     row = conn.execute(
-        f"SELECT message_count FROM entities WHERE id = ? AND {_scope.owned()}", (conversation,)
+        f"SELECT message_count FROM entities WHERE id = ? AND {_scope.owned()}",
+        (encode_entity(conversation),),
     ).fetchone()
     return int(row[0]) if row else 0

@@ -34,7 +34,7 @@ from ..._records.payloads import stored_platform
 from . import _scope
 from ._errors import invalid_format
 from ._reducer import SnapshotChange
-from ._rows import decode_state, decode_time, encode_opt_time, encode_time
+from ._rows import decode_entity, decode_state, decode_time, encode_opt_time, encode_time
 from ._validate import bounded_int
 
 __all__ = [
@@ -173,7 +173,7 @@ def backfill(conn: sqlite3.Connection) -> None:
         state = decode_state(doc, count, observed)
         conn.execute(
             _UPSERT_CONVERSATION,
-            _conversation_row(entity_id, state.fields, state.deleted, observed),
+            _conversation_row(decode_entity(entity_id), state.fields, state.deleted, observed),
         )
     groups = conn.execute(
         "SELECT json_extract(snapshot, '$.f.session_id'), json_extract(snapshot, '$.f.status'), "

@@ -61,13 +61,19 @@ from ._store_answer import Written, answer
 from ._summaries import SUMMARIZED_TYPES, summarize
 from ._validate import check_entities, check_relationships
 
-__all__ = ["store", "write"]
+__all__ = ["store", "write", "write_time"]
 
 
 #: A name whose JSON is itself in quotes (nothing to escape).
 _PLAIN_NAME = re.compile(r"[A-Za-z0-9_:.-]*").fullmatch
 
 _STRICT_OK_RULES = ("name_key:canonical_name", "name_key:email", "id_key:")
+
+
+def write_time() -> str:
+    """The time a write stamps: this module's ``now_iso`` (the one clock every write action
+    reads, ``correct``'s too, so that fixing it here fixes them all)."""
+    return now_iso()
 
 
 def source_id_of(entities: Sequence[Mapping[str, Any]]) -> str:
@@ -590,7 +596,7 @@ def _observe(
             "updated_at, snapshot, observation_count, last_observation_at, message_count, uid, "
             f"{FIRST_COLUMNS}) VALUES (?, ?, ?, '[]', ?, ?, ?, ?, ?, ?, ?, ?,?,?,?,?,?,?,?,?)",
             (
-                entity_id,
+                encode_entity(entity_id),
                 create.entity_type,
                 create.canonical_name,
                 at,
@@ -633,7 +639,7 @@ def _observe(
                 encode_opt_time(state.last_observation_at),
                 at,
                 messages,
-                entity_id,
+                encode_entity(entity_id),
             ),
         )
     else:
@@ -645,7 +651,7 @@ def _observe(
                 state.observation_count,
                 encode_opt_time(state.last_observation_at),
                 at,
-                entity_id,
+                encode_entity(entity_id),
             ),
         )
     moved = changed or state.deleted != old_deleted

@@ -18,9 +18,9 @@ from pathlib import Path
 from neotoma_agent.transport.embedded._first import renumber
 from neotoma_agent.transport.embedded._rows import (
     decode_state,
-    encode_entity,
     encode_state,
     encode_word,
+    entity_text,
 )
 
 _FIRST = (
@@ -54,7 +54,7 @@ def unmerge(path: Path) -> int:
                 (
                     seq,
                     first[0],
-                    encode_entity(entity_id),
+                    entity_id,  # packed, as the entity row holds it (schema 12)
                     encode_word(entity_type),
                     first[1],
                     created,
@@ -85,8 +85,10 @@ def unmerged_copy(path: Path, to: Path) -> Path:
 
 
 def as_version_9(path: Path) -> None:
-    """The unmerged file at ``path`` without version 11's columns, at version 9."""
+    """The unmerged file at ``path`` without version 11's columns nor version 12's packed
+    ids, at version 9."""
     with closing(sqlite3.connect(path, isolation_level=None)) as conn:
+        conn.execute(f"UPDATE entities SET id = {entity_text('id')}")
         for column in _FIRST:
             conn.execute(f"ALTER TABLE entities DROP COLUMN {column}")
         conn.execute("PRAGMA user_version = 9")

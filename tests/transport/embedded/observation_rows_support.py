@@ -13,9 +13,9 @@ def stored_fields(path: Path, entity_id: str) -> list[str | None]:
     first one last: ``first_fields``)."""
     with sqlite3.connect(path) as conn:
         rows = conn.execute(
-            "SELECT fields FROM (SELECT fields, seq FROM observations WHERE entity_id = ? "
-            "UNION ALL SELECT first_fields, 0 FROM entities WHERE id = ? "
+            "SELECT fields FROM (SELECT fields, seq FROM observations WHERE entity_id = ?1 "
+            "UNION ALL SELECT first_fields, 0 FROM entities WHERE id = ?1 "
             "AND first_id IS NOT NULL) ORDER BY seq DESC",
-            (encode_entity(entity_id), entity_id),
+            (encode_entity(entity_id),),
         ).fetchall()
     return [r[0] for r in rows]

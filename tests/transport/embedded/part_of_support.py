@@ -27,13 +27,13 @@ from neotoma_agent.transport.embedded._rows import entity_text
 _KEEP = f"""
 INSERT INTO relationships (source_entity_id, relationship_type, target_entity_id, metadata,
     provenance, seen, observation_count, last_observation_at, computed_at, uid)
-SELECT m.id, 'PART_OF', {entity_text("cm.conversation_id")}, '{{}}', '{{}}',
+SELECT {entity_text("m.id")}, 'PART_OF', {entity_text("cm.conversation_id")}, '{{}}', '{{}}',
     derived_seen(CASE WHEN m.first_id IS NOT NULL THEN m.first_source ELSE
         (SELECT o.source_id FROM observations o WHERE o.entity_id = cm.message_id
-        ORDER BY o.seq LIMIT 1) END, m.id, {entity_text("cm.conversation_id")}),
+        ORDER BY o.seq LIMIT 1) END, {entity_text("m.id")}, {entity_text("cm.conversation_id")}),
     1, m.created_at, NULL, m.uid
-FROM conversation_messages cm JOIN entities m ON m.id = {entity_text("cm.message_id")}
-WHERE NOT EXISTS (SELECT 1 FROM relationships r WHERE r.source_entity_id = m.id
+FROM conversation_messages cm JOIN entities m ON m.id = cm.message_id
+WHERE NOT EXISTS (SELECT 1 FROM relationships r WHERE r.source_entity_id = {entity_text("m.id")}
     AND r.relationship_type = 'PART_OF'
     AND r.target_entity_id = {entity_text("cm.conversation_id")})
 """
@@ -90,7 +90,9 @@ def part_of_rows(path: Path) -> int:
 def _ids(path: Path) -> list[tuple[str, str]]:
     """Every entity of the file (every user's), in the order they were created."""
     with closing(sqlite3.connect(path)) as conn:
-        rows = conn.execute("SELECT id, entity_type FROM entities ORDER BY rowid").fetchall()
+        rows = conn.execute(
+            f"SELECT {entity_text('id')}, entity_type FROM entities ORDER BY rowid"
+        ).fetchall()
     return [(str(r[0]), str(r[1])) for r in rows]
 
 

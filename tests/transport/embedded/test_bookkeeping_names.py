@@ -20,6 +20,7 @@ import pytest
 from paths_support import TESTS
 
 from neotoma_agent import EmbeddedStore, NeotomaMemory, purge_entities
+from neotoma_agent.transport.embedded._rows import encode_entity, entity_text
 
 pytestmark = [pytest.mark.anyio, pytest.mark.one_backend]
 
@@ -31,7 +32,7 @@ def scan(path: Path, needle: str) -> list[str]:
     (lowercased, as the server compares), in the lookup's order (name, then id)."""
     with sqlite3.connect(path) as conn:
         rows = conn.execute(
-            "SELECT id, canonical_name, aliases FROM entities WHERE uid = 0 "
+            f"SELECT {entity_text('id')}, canonical_name, aliases FROM entities WHERE uid = 0 "
             "ORDER BY canonical_name, id"
         ).fetchall()
     return [
@@ -142,7 +143,7 @@ async def test_a_renamed_conversation_is_found_by_its_old_name_and_its_new_one(
             )
             with sqlite3.connect(path) as conn:
                 name = conn.execute(
-                    "SELECT canonical_name FROM entities WHERE id = ?", (entity_id,)
+                    "SELECT canonical_name FROM entities WHERE id = ?", (encode_entity(entity_id),)
                 ).fetchone()[0]
             assert name == f"conversation:{conversation_id}"
             for needle in ("zq planning", "conv-zq-9", "zq", "conversation:", conversation_id):

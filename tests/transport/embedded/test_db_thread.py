@@ -252,3 +252,49 @@ async def test_an_idle_thread_holds_no_result_of_its_last_group(tmp_path: Path) 
         assert result() is None
     finally:
         thread.stop()
+
+
+async def test_a_job_awaited_after_it_is_done_answers_at_once(tmp_path: Path) -> None:
+    # Its wake-up ran before anything waited: the waiter must not sleep for a second one.
+    thread = DBThread(_connect(tmp_path / "t.db"), "test")
+    try:
+        job = Job(_insert("early"))
+        thread.submit(job)
+        await anyio.sleep(0.2)  # the job runs, commits and is woken meanwhile
+        with anyio.fail_after(5):
+            assert await job.wait() == "early"
+    finally:
+        thread.stop()
+
+
+async def test_a_lone_job_whose_waiter_gave_up_still_commits(tmp_path: Path) -> None:
+    # One caller's job is woken alone (no group): its waiter, cancelled while the job
+    # runs, is not woken again, the job still commits, and the next caller is served.
+    path = tmp_path / "t.db"
+    thread = DBThread(_connect(path), "test")
+    release = threading.Event()
+    started = threading.Event()
+
+    def slow(conn: sqlite3.Connection) -> str:
+        started.set()
+        release.wait(5)
+        return _insert("lone")(conn)
+
+    async def give_up(job: Job[str]) -> None:
+        thread.submit(job)
+        await job.wait()  # cancelled while the job runs
+
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(give_up, Job(slow))
+            assert await anyio.to_thread.run_sync(started.wait, 5)
+            tg.cancel_scope.cancel()
+        release.set()
+        after = Job(_insert("after"))
+        thread.submit(after)
+        with anyio.fail_after(10):
+            assert await after.wait() == "after"
+        assert _rows(path) == {"lone", "after"}
+    finally:
+        release.set()
+        thread.stop()

@@ -31,7 +31,7 @@ from part_of_support import (
 
 from neotoma_agent import LOCAL_USER_ID, EmbeddedStore, purge_entities, purge_user
 from neotoma_agent.transport.embedded import _schema
-from neotoma_agent.transport.embedded._rows import encode_seen
+from neotoma_agent.transport.embedded._rows import encode_seen, entity_text
 
 pytestmark = [pytest.mark.anyio]
 
@@ -148,11 +148,13 @@ async def test_a_purge_erases_derived_edges_as_it_erased_their_rows(tmp_path: Pa
     kept = kept_copy(path, tmp_path / "kept.db")
     with closing(sqlite3.connect(path)) as conn:
         c1 = conn.execute(
-            "SELECT id FROM entities WHERE entity_type = 'conversation' AND uid = 0 "
+            f"SELECT {entity_text('id')} FROM entities WHERE entity_type = 'conversation' "
+            "AND uid = 0 "
             "AND json_extract(snapshot, '$.f.conversation_id') = 'c1'"
         ).fetchone()[0]
         message = conn.execute(
-            "SELECT id FROM entities WHERE entity_type = 'conversation_message' AND uid = 0 "
+            f"SELECT {entity_text('id')} FROM entities WHERE entity_type = 'conversation_message' "
+            "AND uid = 0 "
             "ORDER BY id LIMIT 1"
         ).fetchone()[0]
     for ids in ([message], [c1, message]):

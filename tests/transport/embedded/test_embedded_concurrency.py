@@ -19,6 +19,7 @@ import pytest
 
 from neotoma_agent.exceptions import ValidationError
 from neotoma_agent.transport.embedded import EmbeddedStore
+from neotoma_agent.transport.embedded._rows import encode_entity
 
 pytestmark = pytest.mark.anyio
 
@@ -190,7 +191,9 @@ async def traced(store: EmbeddedStore, body: dict[str, Any]) -> list[str]:
 
 def state_sizes(db_path: Path, entity_id: str) -> tuple[int, ...]:
     with sqlite3.connect(db_path) as conn:
-        row = conn.execute("SELECT * FROM entities WHERE id = ?", (entity_id,)).fetchone()
+        row = conn.execute(
+            "SELECT * FROM entities WHERE id = ?", (encode_entity(entity_id),)
+        ).fetchone()
     return tuple(len(v) if isinstance(v, str) else 0 for v in row)
 
 

@@ -15,6 +15,7 @@ import pytest
 
 from neotoma_agent.exceptions import NotFoundError
 from neotoma_agent.transport.embedded import EmbeddedStore, _schema
+from neotoma_agent.transport.embedded._rows import encode_entity
 from neotoma_agent.transport.embedded._schema import SCHEMA_VERSION, SchemaTooNewError
 
 pytestmark = pytest.mark.anyio
@@ -121,7 +122,8 @@ async def test_store_is_committed_when_the_call_returns(tmp_path: Path) -> None:
         result = await store.store([{"entity_type": "note", "title": "x"}], idempotency_key="k")
         with sqlite3.connect(path) as other:
             rows = other.execute(
-                "SELECT id FROM entities WHERE id = ?", (result.entities[0].entity_id,)
+                "SELECT id FROM entities WHERE id = ?",
+                (encode_entity(result.entities[0].entity_id),),
             ).fetchall()
         assert len(rows) == 1
 

@@ -119,6 +119,7 @@ def _recorder() -> Any:
         "v8_store",
         "v9_store",
         "v10_store",
+        "v11_store",
     ],
 )
 async def test_an_older_file_answers_every_read_as_the_code_that_recorded_it(
@@ -133,7 +134,8 @@ async def test_an_older_file_answers_every_read_as_the_code_that_recorded_it(
     turn and key, by the users release, main at dac9c07: the unscoped reads must not see
     them), version 8 (the same, by the compact format's first steps, main at ea5ef87),
     version 9 (the same, by the bookkeeping names' contentless index, main at 8fbb155),
-    version 10 (the same, by the derived PART_OF edges, main at 01fb980): snapshots,
+    version 10 (the same, by the derived PART_OF edges, main at 01fb980), version 11 (the
+    same, by the first observation in its entity row, main at f3f2306): snapshots,
     observations, queries (sorted, filtered), lookups, replays, the GET routes (an
     observation's ``source``), recent conversations."""
     recorded = json.loads((DATA.parent / fixture / "answers.json").read_text())

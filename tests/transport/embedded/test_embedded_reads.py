@@ -12,6 +12,7 @@ import pytest
 
 from neotoma_agent.exceptions import ValidationError
 from neotoma_agent.transport.embedded import EmbeddedStore
+from neotoma_agent.transport.embedded._rows import install
 
 pytestmark = [pytest.mark.anyio, pytest.mark.one_backend]
 
@@ -412,6 +413,7 @@ async def test_substring_lookup_uses_the_trigram_index(store: EmbeddedStore, db_
     plans: list[str] = []
     with sqlite3.connect(db_path) as conn:
         conn.create_function("current_uid", 0, lambda: 0)  # the store's user (_scope)
+        install(conn)  # entity_key, as the store's connections have it
         for sql in statements:
             if sql.startswith(("SELECT", "WITH")):
                 plans += [row[3] for row in conn.execute(f"EXPLAIN QUERY PLAN {sql}")]

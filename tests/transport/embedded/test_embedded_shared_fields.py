@@ -20,6 +20,7 @@ from paths_support import TESTS
 
 from neotoma_agent import NeotomaMemory
 from neotoma_agent.transport.embedded import EmbeddedStore
+from neotoma_agent.transport.embedded._rows import entity_text
 
 pytestmark = [pytest.mark.anyio, pytest.mark.one_backend]
 
@@ -94,7 +95,7 @@ async def test_a_turn_record_answers_both_its_observations_after_it_closes(path:
             t.reply = "Hi."
         with sqlite3.connect(path) as conn:
             (turn_id,) = conn.execute(
-                "SELECT id FROM entities WHERE entity_type = 'conversation_turn'"
+                f"SELECT {entity_text('id')} FROM entities WHERE entity_type = 'conversation_turn'"
             ).fetchone()
         statuses = [f["status"] for f in await _fields(store, turn_id)]
         snapshot = await store.request("get_entity_snapshot", {"entity_id": turn_id})
@@ -113,7 +114,7 @@ async def test_a_version_3_file_shares_fields_and_answers_the_same_after_opening
     path = tmp_path / "store.db"
     shutil.copyfile(DATA / "v3_store" / "store.db", path)
     with sqlite3.connect(path) as conn:
-        ids = [r[0] for r in conn.execute("SELECT id FROM entities ORDER BY id")]
+        ids = [r[0] for r in conn.execute(f"SELECT {entity_text('id')} FROM entities ORDER BY id")]
     recorded = json.loads((DATA / "v3_store" / "answers.json").read_text())
     async with EmbeddedStore.open(path) as store:
         for entity_id in ids:

@@ -15,6 +15,7 @@ from merge_support import unmerged_copy
 
 from neotoma_agent import EmbeddedStore, NeotomaMemory
 from neotoma_agent.exceptions import NeotomaError
+from neotoma_agent.transport.embedded._rows import entity_text
 
 pytestmark = pytest.mark.anyio
 
@@ -66,7 +67,7 @@ async def _answers(path: Path) -> dict[str, Any]:
     """Every read of observations, of every entity: pages, the GET route, the identity
     filter, and each key's replay."""
     with closing(sqlite3.connect(path)) as conn:
-        ids = [r[0] for r in conn.execute("SELECT id FROM entities ORDER BY id")]
+        ids = [r[0] for r in conn.execute(f"SELECT {entity_text('id')} FROM entities ORDER BY id")]
         keys = [r[0] for r in conn.execute("SELECT key FROM idempotency_keys ORDER BY key")]
     out: dict[str, Any] = {}
     async with EmbeddedStore.open(path) as store:

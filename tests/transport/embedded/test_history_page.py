@@ -30,6 +30,7 @@ from neotoma_agent._records.keys import (
 from neotoma_agent.transport._base import Transport
 from neotoma_agent.transport.embedded import _history_page
 from neotoma_agent.transport.embedded._db_thread import Job
+from neotoma_agent.transport.embedded._rows import install
 
 pytestmark = pytest.mark.anyio
 
@@ -130,6 +131,7 @@ async def test_a_page_is_read_in_two_statements_however_long_the_conversation(
             counts[cid] = len(reads)
             with sqlite3.connect(store.path) as conn:
                 conn.create_function("current_uid", 0, lambda: 0)
+                install(conn)  # entity_key, as the store's connections have it
                 for sql in reads:
                     for *_, detail in conn.execute(f"EXPLAIN QUERY PLAN {sql}"):
                         # every table is sought by an index: only the statement's own

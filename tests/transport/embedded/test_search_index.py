@@ -21,7 +21,7 @@ from paths_support import TESTS
 
 from neotoma_agent import EmbeddedStore, NeotomaMemory, SearchHitKind, purge_forgotten
 from neotoma_agent._recall.search_text import doc_text
-from neotoma_agent.transport.embedded._rows import decode_entity, decode_state
+from neotoma_agent.transport.embedded._rows import decode_entity, decode_state, entity_text
 from neotoma_agent.transport.embedded._schema import SCHEMA_VERSION
 
 pytestmark = [pytest.mark.anyio, pytest.mark.one_backend]
@@ -73,7 +73,8 @@ def _expected(path: Path) -> dict[str, Words]:
     """What the index must hold: each live entity's text, from its row."""
     with sqlite3.connect(path) as conn:
         rows = conn.execute(
-            "SELECT id, entity_type, snapshot, observation_count, last_observation_at FROM entities"
+            f"SELECT {entity_text('id')}, entity_type, snapshot, observation_count, "
+            "last_observation_at FROM entities"
         ).fetchall()
     expected = {}
     for entity_id, entity_type, doc, count, observed in rows:

@@ -201,7 +201,7 @@ def _count_of(path: Path, conversation_id: str) -> tuple[int, int]:
     """A conversation's message count, and its rows in the conversation index."""
     with sqlite3.connect(path) as conn:
         (count,) = conn.execute(
-            "SELECT message_count FROM entities WHERE id = ?", (conversation_id,)
+            "SELECT message_count FROM entities WHERE id = ?", (bytes.fromhex(conversation_id[4:]),)
         ).fetchone()
         (rows,) = conn.execute(
             "SELECT count(*) FROM conversation_messages WHERE conversation_id = ?",

@@ -15,6 +15,7 @@ from users_support import MARKS, everything_visible, seed_user
 
 from neotoma_agent import LOCAL_USER_ID, EmbeddedStore, UserStore
 from neotoma_agent.transport.embedded._db_thread import Job
+from neotoma_agent.transport.embedded._rows import entity_text, install
 
 pytestmark = [pytest.mark.anyio, pytest.mark.one_backend]
 
@@ -45,7 +46,7 @@ async def _statements(store: EmbeddedStore, view: UserStore | EmbeddedStore) -> 
     await job.wait()
     await seed_user(view, "Rviewmark")
     with sqlite3.connect(store.path) as conn:
-        ids = [r[0] for r in conn.execute("SELECT id FROM entities")]
+        ids = [r[0] for r in conn.execute(f"SELECT {entity_text('id')} FROM entities")]
     await everything_visible(view, ids)
     return statements
 
@@ -55,6 +56,7 @@ def _walks(path: Path, statements: list[str]) -> set[str]:
     found: set[str] = set()
     with sqlite3.connect(path) as conn:
         conn.create_function("current_uid", 0, lambda: 0)  # the store's: any value plans alike
+        install(conn)  # entity_key, as the store's connections have it
         for sql in statements:
             head = sql.lstrip().split(None, 1)[0].upper()
             if head not in ("SELECT", "UPDATE", "DELETE", "INSERT", "WITH"):

@@ -17,6 +17,7 @@ import pytest
 from users_support import MARKS, everything_visible, seed_user
 
 from neotoma_agent import LOCAL_USER_ID, EmbeddedStore, NeotomaMemory, UserStore
+from neotoma_agent.transport.embedded._rows import entity_text
 
 pytestmark = pytest.mark.anyio
 
@@ -25,7 +26,7 @@ _WORDS = ("one", "two", "three", "four", "five", "six", "seven", "eight")
 
 def _all_ids(path: Path) -> list[str]:
     with sqlite3.connect(path) as conn:
-        return [r[0] for r in conn.execute("SELECT id FROM entities ORDER BY id")]
+        return [r[0] for r in conn.execute(f"SELECT {entity_text('id')} FROM entities ORDER BY id")]
 
 
 async def test_no_read_path_shows_one_user_another_users_rows(tmp_path: Path) -> None:
