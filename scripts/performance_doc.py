@@ -637,7 +637,20 @@ def embedded_store(results: Results) -> str:
 @figure("sqlite-floor", source="sqlite_floor")
 def sqlite_floor(results: Results) -> str:
     r = results["sqlite_floor"]
-    rows = [
+    table_rows = _sqlite_floor_rows(r)
+    if "ratio_1_caller_before" not in r:
+        return table(["figure", "measured", "target"], table_rows)
+    # Measured with --before: the other tree's figure beside each of ours.
+    before = _sqlite_floor_rows(
+        {k[: -len("_before")]: v for k, v in r.items() if k.endswith("_before")}
+        | {k: v for k, v in r.items() if k.startswith("floor_")}
+    )
+    rows = [[row[0], was[1], row[1], row[2]] for row, was in zip(table_rows, before, strict=True)]
+    return table(["figure", "`--before` tree", "this tree", "target"], rows)
+
+
+def _sqlite_floor_rows(r: dict[str, Any]) -> list[list[str]]:
+    return [
         ["embedded / bare SQLite, 1 caller", f"{r['ratio_1_caller']:.3f}", "≥ 0.6"],
         [
             "embedded / bare SQLite, 64 callers vs groups of 64",
@@ -666,7 +679,67 @@ def sqlite_floor(results: Results) -> str:
         ],
         ["CPU ms per full turn", f"{r['cpu_ms_per_turn']:.2f}", ""],
     ]
-    return table(["figure", "measured", "target"], rows)
+
+
+@figure("instructions-store")
+def instructions_store(results: Results) -> str:
+    """A turn-shaped ``store`` (both threads), this tree against the ``--baseline`` one."""
+    rows = {r["tree"]: r for r in results["store_instructions"]["rows"]}
+    ours = rows["this tree"]["instructions_per_store"]
+    base = rows.get("baseline", {}).get("instructions_per_store")
+    if base is None:
+        return f"{ours:,} instructions a store"
+    return (
+        f"{ours:,} instructions a store against {base:,} before ({(ours / base - 1) * 100:+.1f}%)"
+    )
+
+
+@figure("instructions-store-concurrent")
+def instructions_store_concurrent(results: Results) -> str:
+    """A turn-shaped ``store`` from concurrent callers (``--store-callers``), both threads."""
+    rows = {r["tree"]: r for r in results["store_instructions"]["rows"]}
+    ours = rows["this tree"]["instructions_per_store_concurrent"]
+    base = rows.get("baseline", {}).get("instructions_per_store_concurrent")
+    if base is None:
+        return f"{ours:,} instructions a store"
+    return (
+        f"{ours:,} instructions a store against {base:,} before ({(ours / base - 1) * 100:+.1f}%)"
+    )
+
+
+@figure("floor-needed-1")
+def floor_needed_1(results: Results) -> str:
+    """The CPU a store may cost with one caller for 0.6x the floor (its CPU over 0.6)."""
+    r = results["sqlite_floor"]
+    return f"{r['floor_cpu_ms_per_store_one_by_one'] / 0.6:.3f} ms"
+
+
+@figure("floor-ours")
+def floor_ours(results: Results) -> str:
+    """Our store's CPU, one caller and 64, in the ``sqlite_floor.py`` run."""
+    r = results["sqlite_floor"]
+    one, many = r["embedded_cpu_ms_per_store_1_caller"], r["embedded_cpu_ms_per_store_64_callers"]
+    return f"{one:.3f} ms and {many:.3f} ms"
+
+
+@figure("floor-needed-64")
+def floor_needed_64(results: Results) -> str:
+    """The CPU a store may cost with 64 callers for 0.75x the floor (its CPU over 0.75)."""
+    r = results["sqlite_floor"]
+    return f"{r['floor_cpu_ms_per_store_groups_of_64'] / 0.75:.3f} ms"
+
+
+@figure("instructions-store-loop")
+def instructions_store_loop(results: Results) -> str:
+    """A turn-shaped ``store`` on the event loop's thread alone, against ``--baseline``."""
+    rows = {r["tree"]: r for r in results["store_instructions"]["rows"]}
+    ours = rows["this tree"]["event_loop_instructions_per_store"]
+    base = rows.get("baseline", {}).get("event_loop_instructions_per_store")
+    if base is None:
+        return f"{ours:,} instructions a store"
+    return (
+        f"{ours:,} instructions a store against {base:,} before ({(ours / base - 1) * 100:+.1f}%)"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -14,7 +14,7 @@ by :mod:`._base`, beside the protocols that return them.
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, cast
 
 import attrs
@@ -127,17 +127,44 @@ class StoreResult(_ByIndex):
         """
         items = _items(raw.get("entities"))
         result = cls(
-            replayed=bool(raw.get("replayed", False)),
-            source_id=_opt_str(raw.get("source_id")),
-            entities=(),
-            entities_created=_opt_int(raw.get("entities_created")) or 0,
-            observations_created=_opt_int(raw.get("observations_created")) or 0,
-            raw=raw,
+            bool(raw.get("replayed", False)),
+            _opt_str(raw.get("source_id")),
+            (),
+            _opt_int(raw.get("entities_created")) or 0,
+            _opt_int(raw.get("observations_created")) or 0,
+            raw,
         )
         ids = _fresh_ids(items)
         if ids is not None:
             object.__setattr__(result, "_by_index", ids)
         return defer(result, "entities", functools.partial(_entries, items, request_entities))
+
+    @classmethod
+    def _answered(
+        cls,
+        make_raw: Callable[[], Mapping[str, Any]],
+        request_entities: Sequence[Mapping[str, Any]],
+        *,
+        source_id: str,
+        created: int,
+        observations: int,
+        by_index: dict[int, str],
+    ) -> StoreResult:
+        """A fresh store's answer made where it was stored (the embedded store's thread):
+        ``make_raw()`` gives the answer's JSON, :attr:`raw`, on its first read, and
+        :attr:`entities` is parsed from it then, as :meth:`from_json` parses it; the
+        counts and the ids by request index (``entity_id``) are given. The same values as
+        ``from_json(make_raw(), request_entities)``, whenever they are read."""
+        # Positional, in the fields' order (replayed, source_id, entities, the two counts,
+        # raw): keyword arguments cost their matching on every store.
+        result = cls(False, source_id, (), created, observations, _EMPTY)
+        object.__setattr__(result, "_by_index", by_index)
+        defer(result, "raw", make_raw)
+
+        def entries() -> tuple[StoredEntity, ...]:
+            return _entries(_items(result.raw.get("entities")), request_entities)
+
+        return defer(result, "entities", entries)
 
     def entity_id(self, index: int) -> str:
         """The entity id stored for request element ``index``."""

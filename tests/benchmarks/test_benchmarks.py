@@ -40,15 +40,15 @@ def run_benchmark(name: str, *args: str, tmp_path: Path) -> dict[str, Any]:
 
 @pytest.mark.parametrize(
     "view",
-    [[], ["--scoped"], ["--backend", "trio"]],
-    ids=["unscoped", "scoped", "trio"],
+    [[], ["--scoped"], ["--backend", "trio"], ["--stores", "3", "--store-callers", "2"]],
+    ids=["unscoped", "scoped", "trio", "stores"],
 )
 def test_turn_instructions_child_runs_its_turns_without_valgrind(
     tmp_path: Path, view: list[str]
 ) -> None:
     # The child counted under callgrind: its marks are plain system calls outside it.
     # ``--scoped``: the same turns, each conversation through its user's view; ``--backend
-    # trio``: on trio.
+    # trio``: on trio; ``--stores``: turn-shaped stores instead, from concurrent callers.
     script = str(BENCHMARKS / "turn_instructions.py")
     proc = subprocess.run(
         [sys.executable, script, "--child", "--turns", "1", *view],

@@ -33,7 +33,13 @@ from ._rows import (
 )
 from ._validate import check_relationship
 
-__all__ = ["create_relationship", "create_relationships", "relate", "retrieve_related_entities"]
+__all__ = [
+    "create_relationship",
+    "create_relationships",
+    "index_message",
+    "relate",
+    "retrieve_related_entities",
+]
 
 
 def _entity_type_of(
@@ -190,13 +196,25 @@ def _index_new(conn: sqlite3.Connection, src: str, dst: str, counts: dict[str, i
     ).fetchone()
     if there is not None:
         return False
-    counted = conn.execute(
-        "UPDATE entities SET message_count = message_count + 1 "
-        f"WHERE id = ? AND entity_type = 'conversation' AND {_scope.owned()}",
-        (encode_entity(dst),),
-    )
-    if not counted.rowcount:
-        return False
+    return index_message(conn, src, dst, counts, False)
+
+
+def index_message(
+    conn: sqlite3.Connection, src: str, dst: str, counts: dict[str, int] | None, counted: bool
+) -> bool:
+    """The new message ``src`` as the next of conversation ``dst`` in the index, its edge
+    known to be new (a store's first edge from a message it created: ``_write``), and
+    ``dst``'s message count one more; False (nothing written) when ``dst`` is not the
+    user's conversation. ``counted``: the store added the message to the conversation's
+    count as it wrote its row (no UPDATE of its own)."""
+    if not counted:
+        cur = conn.execute(
+            "UPDATE entities SET message_count = message_count + 1 "
+            f"WHERE id = ? AND entity_type = 'conversation' AND {_scope.owned()}",
+            (encode_entity(dst),),
+        )
+        if not cur.rowcount:
+            return False
     _index(conn, src, dst, counts)
     return True
 

@@ -534,19 +534,21 @@ def load_row(conn: sqlite3.Connection, entity_id: str) -> tuple[SnapshotState, i
 
 def load_rows(
     conn: sqlite3.Connection, entity_ids: Sequence[str]
-) -> dict[str, tuple[SnapshotState, int]]:
-    """:func:`load_row` of several entities with one statement (missing ones left out)."""
+) -> dict[str, tuple[SnapshotState, int, int, Any]]:
+    """:func:`load_row` of several entities with one statement (missing ones left out),
+    with each one's rowid and ``first_id`` (what ``_first.first_of`` reads)."""
     if not entity_ids:
         return {}
     marks = ",".join("?" * len(entity_ids))
     rows = conn.execute(
-        "SELECT id, snapshot, observation_count, last_observation_at, message_count, "
+        "SELECT id, snapshot, observation_count, last_observation_at, message_count, rowid, "
         f"{FIRST_META} FROM entities WHERE id IN ({marks}) AND {_scope.owned()}",
         [encode_entity(i) for i in entity_ids],
     )
+    # FIRST_META leads with first_id, what ``_first.first_of`` reads.
     return {
-        decode_entity(row[0]): (decode_state(row[1], row[2], row[3], row[5:]), int(row[4]))
-        for row in rows
+        decode_entity(r[0]): (decode_state(r[1], r[2], r[3], r[6:]), int(r[4]), r[5], r[6])
+        for r in rows
     }
 
 

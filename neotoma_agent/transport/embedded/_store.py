@@ -6,6 +6,7 @@ import enum
 import functools
 import os
 import sqlite3
+import sys
 import urllib.parse
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -17,6 +18,7 @@ import attrs
 from ..._records.user_id import LOCAL_USER_ID, check_user_id, tenant_of
 from ..._util.file_kind import check_store_file, not_a_store
 from .._base import LookupResult, StoreResult
+from .._bodies import StoreOptions, store_body
 from .._records import Entered
 from .._rest import RestActions
 from .._search_results import SEARCH_ACTION
@@ -27,6 +29,7 @@ from ._connect import connect as _connect
 from ._connect import encodable as _encodable
 from ._conversations import READS as _CONVERSATION_READS
 from ._conversations import route
+from ._correct import correct
 from ._db_thread import DBThread, Job
 from ._delete import delete_entity, restore_entity
 from ._edges import create_relationship, create_relationships, retrieve_related_entities
@@ -51,8 +54,13 @@ from ._schema import SCHEMA_VERSION
 from ._scope import install as install_scope
 from ._scope import run_as
 from ._search import text_search
-from ._turn_write import enter_records, lookup_each, store_records
-from ._write import correct, store
+from ._turn_write import enter_records, lookup_each, store_answered, store_records
+from ._write import store
+
+if sys.version_info >= (3, 11):
+    from typing import Unpack
+else:
+    from typing_extensions import Unpack
 
 __all__ = ["EmbeddedStore", "UserStore"]
 
@@ -139,6 +147,17 @@ class _Actions(RestActions):
         """Run a read-only GET route (``/recent_conversations[/{id}]``) on typed query values."""
         fn, body = route(path, query)
         return await self._run(fn, body)
+
+    async def store(
+        self, entities: Sequence[Mapping[str, Any]], **options: Unpack[StoreOptions]
+    ) -> StoreResult:
+        """``POST /store``; entries come back aligned to ``entities``, fresh or replayed.
+
+        ``lane`` and ``deferrable`` are hints for a queueing wrapper: a store ignores them.
+        The body is the one ``request("store", ...)`` takes, and the answer the one it
+        gives, parsed: made on the store's thread (its JSON, ``raw``, when first read).
+        """
+        return await self._run(store_answered, store_body(entities, **options))
 
     async def store_many(
         self, bodies: Sequence[Mapping[str, Any]]

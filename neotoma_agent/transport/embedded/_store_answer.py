@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Mapping, Sequence
-from typing import Any, NamedTuple, Protocol
+from typing import Any, Final, NamedTuple, Protocol
 
 from ..._neotoma.identity import Identity, schema_for
 from . import _scope
@@ -18,7 +18,7 @@ from ._reducer import SnapshotState
 from ._rows import encode_entity
 from ._warnings import Advisories, advise
 
-__all__ = ["Planned", "Written", "answer"]
+__all__ = ["Planned", "Written", "answer", "answer_json", "message_count"]
 
 
 class Planned(Protocol):
@@ -59,29 +59,48 @@ class Written(NamedTuple):
 
 def answer(conn: sqlite3.Connection, written: Written) -> dict[str, Any]:
     """``POST /store``'s answer to the fresh store ``written`` (read in its transaction)."""
+    return answer_json(written, message_count(conn, written))
+
+
+def message_count(conn: sqlite3.Connection, written: Written) -> int | None:
+    """The ``conversation_message_count`` of the answer to ``written`` (``None``: the
+    answer has none), read in its transaction: what its answer needs of the file."""
+    if not any(item.entity_type == _MESSAGE for item, _, _ in written.entries):
+        return None  # only a store that carries a message reports the count
+    planned = [item for item, _, _ in written.entries]
+    return _conversation_message_count(conn, planned, written.counts)
+
+
+def answer_json(written: Written, count: int | None) -> dict[str, Any]:
+    """``POST /store``'s answer to the fresh store ``written``, whose message count is
+    ``count`` (:func:`message_count`): made of what the store wrote, with no read."""
     priority, advisories = written.priority, Advisories()
     out_entities: list[dict[str, Any]] = []
     for item, obs_id, snapshot in written.entries:
         ident = item.identity
+        entity_type, entity_id, index = item.entity_type, ident.entity_id, item.index
+        # Positional: keyword arguments cost their matching on every entry of every store.
         advise(
             advisories,
-            index=item.index,
-            entity_type=item.entity_type,
-            entity_id=ident.entity_id,
-            fields=item.fields,
-            schema=schema_for(item.entity_type),
-            priority=priority,
+            index,
+            entity_type,
+            entity_id,
+            item.fields,
+            schema_for(entity_type),
+            priority,
         )
-        existing = "existing_row:matched" if item.exists else "existing_row:none"
         out_entities.append(
             {
-                "entity_id": ident.entity_id,
-                "entity_type": item.entity_type,
+                "entity_id": entity_id,
+                "entity_type": entity_type,
                 "observation_id": obs_id,
-                "observation_index": item.index,
+                "observation_index": index,
                 "action": item.action,
                 "canonical_name": ident.canonical_name,
-                "resolver_path": [*ident.resolver_path, existing],
+                "resolver_path": [
+                    *ident.resolver_path,
+                    _MATCHED if item.exists else _NONE,
+                ],
                 "identity_basis": ident.identity_basis,
                 "identity_rule": ident.identity_rule,
                 "entity_snapshot_after": snapshot,
@@ -98,11 +117,15 @@ def answer(conn: sqlite3.Connection, written: Written) -> dict[str, Any]:
         "relationships_created": written.edges,
     }
     advisories.add_to(response)
-    planned = [item for item, _, _ in written.entries]
-    count = _conversation_message_count(conn, planned, written.counts)
     if count is not None:
         response["conversation_message_count"] = count
     return response
+
+
+#: the last step of an entry's resolver path
+_MATCHED: Final = "existing_row:matched"
+_NONE: Final = "existing_row:none"
+_MESSAGE: Final = "conversation_message"
 
 
 def _conversation_message_count(

@@ -46,9 +46,10 @@ from .._results import (
 from ._connect import encodable
 from ._conversations import recent_conversation
 from ._read import retrieve_entity_by_identifier
+from ._store_answer import answer_json, message_count
 from ._write import write
 
-__all__ = ["enter_records", "lookup_each", "store_records"]
+__all__ = ["enter_records", "lookup_each", "store_answered", "store_records"]
 
 #: an entry's ``raw``: the typed fields are all a records store answers
 _NO_RAW: Mapping[str, Any] = {}
@@ -114,6 +115,28 @@ def store_records(conn: sqlite3.Connection, records: Mapping[str, Any]) -> Store
     )
     object.__setattr__(result, "_by_index", by_index)
     return result
+
+
+def store_answered(conn: sqlite3.Connection, body: Mapping[str, Any]) -> StoreResult:
+    """``store`` of ``body`` (a ``POST /store`` body, ``store_body``'s), answered with the
+    :class:`StoreResult` that parsing its answer would give: a fresh store's answer JSON
+    (its ``raw``) is made from what the store wrote when first read, not made here and
+    parsed on the caller's side (``EmbeddedStore.store``); what is stored is ``store``'s."""
+    written = write(conn, body)
+    entities = body["entities"]
+    if isinstance(written, dict):
+        return StoreResult.from_json(written, request_entities=entities)
+    by_index: dict[int, str] = {}
+    for item, _, _ in written.entries:
+        by_index.setdefault(item.index, item.identity.entity_id)
+    return StoreResult._answered(
+        functools.partial(answer_json, written, message_count(conn, written)),
+        entities,
+        source_id=written.source_id,
+        created=written.created,
+        observations=len(written.entries),
+        by_index=by_index,
+    )
 
 
 #: SQLite virtual-machine steps between two looks at the clock while a read runs

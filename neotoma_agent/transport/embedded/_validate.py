@@ -79,6 +79,13 @@ def check_relationships(relationships: object, n_entities: int) -> list[Edge]:
     return checked
 
 
+#: each end of an edge: its name, and its two keys (a batch index, an entity id)
+_ENDS: Final = (
+    ("source", "source_index", "source_entity_id"),
+    ("target", "target_index", "target_entity_id"),
+)
+
+
 @overload
 def check_relationship(rel: object, path: list[str | int]) -> IdEdge: ...
 
@@ -115,24 +122,24 @@ def check_relationship(
             [*path, "relationship_type"],
         )
     ends: list[str | int] = []
-    for end in ("source", "target"):
+    for end, index_key, id_key in _ENDS:
         if n_entities is not None:
-            has_index = f"{end}_index" in rel
-            if has_index == (f"{end}_entity_id" in rel):
-                raise invalid_format(f"give exactly one of {end}_index and {end}_entity_id", path)
+            has_index = index_key in rel
+            if has_index == (id_key in rel):
+                raise invalid_format(f"give exactly one of {index_key} and {id_key}", path)
             if has_index:
-                idx = rel[f"{end}_index"]
+                idx = rel[index_key]
                 if not isinstance(idx, int) or isinstance(idx, bool) or not (0 <= idx < n_entities):
                     # The server skips an out-of-range index silently; we refuse.
                     raise invalid_format(
-                        f"{end}_index {idx!r} is out of range for {n_entities} entities",
-                        [*path, f"{end}_index"],
+                        f"{index_key} {idx!r} is out of range for {n_entities} entities",
+                        [*path, index_key],
                     )
                 ends.append(idx)
                 continue
-        eid = rel.get(f"{end}_entity_id")
+        eid = rel.get(id_key)
         if not (isinstance(eid, str) and ENTITY_ID_RE.match(eid)):
-            id_path = [*path, f"{end}_entity_id"]
+            id_path = [*path, id_key]
             if issues is None:
                 raise invalid_format(f"{end}_entity_id must be {_ENTITY_ID_RULE}", id_path)
             issues.append(
@@ -147,9 +154,11 @@ def check_relationship(
             )
         ends.append(str(eid))
     metadata = rel.get("metadata")
-    if metadata is None:
-        metadata = {}
-    elif not isinstance(metadata, Mapping):
+    if not metadata:  # none, or an empty object (its JSON is "{}": nothing to check)
+        if metadata is not None and not isinstance(metadata, Mapping):
+            raise invalid_format("metadata must be a JSON object", [*path, "metadata"])
+        return str(rtype), ends[0], ends[1], {} if metadata is None else metadata
+    if not isinstance(metadata, Mapping):
         raise invalid_format("metadata must be a JSON object", [*path, "metadata"])
     try:
         js_json(dict(metadata))

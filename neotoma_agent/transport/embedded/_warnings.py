@@ -96,7 +96,6 @@ def _missing_value(value: object) -> bool:
 
 def advise(
     advisories: Advisories,
-    *,
     index: int,
     entity_type: str,
     entity_id: str,
@@ -107,13 +106,16 @@ def advise(
     """Add one stored entity's advisories (a type without a schema has none)."""
     if schema is None:
         return
-    content = schema.content_field
-    no_content = content is not None and _missing_value(fields.get(content))
-    missing = [f for f in schema.required if _missing_value(fields.get(f))]
-    unknown, ranked = _name_notes(entity_type, schema, tuple(fields))
+    unknown, ranked, content, required = _name_notes(entity_type, schema, tuple(fields))
     escalates = bool(ranked) and priority == _DEFAULT_PRIORITY
-    if not (no_content or missing or unknown or escalates):
-        return  # the usual entity: nothing to say, and nothing built to say it
+    no_content = content is not None and _missing_value(fields.get(content))
+    if not (unknown or escalates or no_content):
+        for f in required:
+            if _missing_value(fields.get(f)):
+                break
+        else:
+            return  # the usual entity: nothing to say, and nothing built to say it
+    missing = [f for f in required if _missing_value(fields.get(f))]
     where = {"observation_index": index, "entity_type": entity_type, "entity_id": entity_id}
     if no_content:
         assert content is not None
@@ -148,22 +150,22 @@ def advise(
         )
 
 
-#: (entity type, field names) -> (undeclared fields, fields ranked by priority): what an
-#: entity's advisories depend on besides values. Payloads of one shape repeat turn after turn.
-_NOTES: dict[tuple[str, tuple[str, ...]], tuple[tuple[str, ...], Sequence[tuple[str, str]]]] = {}
+#: What an entity's advisories depend on besides its values, by (entity type, field
+#: names): its undeclared fields, its fields ranked by priority, the type's content field
+#: and required fields. Payloads of one shape repeat turn after turn.
+_Notes = tuple[tuple[str, ...], Sequence[tuple[str, str]], str | None, tuple[str, ...]]
+_NOTES: dict[tuple[str, tuple[str, ...]], _Notes] = {}
 _MAX_NOTES = 4096
 
 
-def _name_notes(
-    entity_type: str, schema: TypeSchema, names: tuple[str, ...]
-) -> tuple[tuple[str, ...], Sequence[tuple[str, str]]]:
+def _name_notes(entity_type: str, schema: TypeSchema, names: tuple[str, ...]) -> _Notes:
     key = (entity_type, names)
     notes = _NOTES.get(key)
     if notes is None:
         unknown: tuple[str, ...] = ()
         if schema.fields is not None:
             unknown = tuple(f for f in names if f not in META_FIELDS and not schema.declares(f))
-        notes = (unknown, _ranked(names, schema))
+        notes = (unknown, _ranked(names, schema), schema.content_field, tuple(schema.required))
         if len(_NOTES) >= _MAX_NOTES:
             _NOTES.clear()  # a bound, not an LRU: shapes are few in practice
         _NOTES[key] = notes

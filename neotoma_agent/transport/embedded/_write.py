@@ -13,7 +13,6 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..._neotoma.identity import (
-    ENTITY_ID_RE,
     Identity,
     IdentityError,
     TypeSchema,
@@ -26,18 +25,17 @@ from ..._neotoma.identity import (
 from ...exceptions import ValidationError
 from .._wire import OBSERVATION_SOURCES
 from . import _scope
-from ._edges import relate
 from ._errors import (
     flat_error,
     idempotency_mismatch,
     invalid_format,
-    not_found,
     now_iso,
     resolution_failed,
 )
 from ._first import COLUMNS as FIRST_COLUMNS
 from ._first import FIRST_SEQ, first_of
 from ._name_index import index_fields, index_name
+from ._new_edges import Counted, edge_routes, write_edges
 from ._reducer import ObservationMeta, SnapshotChange, SnapshotState, fold, source_rank
 from ._rename import rederive_name
 from ._rows import (
@@ -63,13 +61,19 @@ from ._store_answer import Written, answer
 from ._summaries import SUMMARIZED_TYPES, summarize
 from ._validate import check_entities, check_relationships
 
-__all__ = ["correct", "store", "write"]
+__all__ = ["store", "write", "write_time"]
 
 
 #: A name whose JSON is itself in quotes (nothing to escape).
 _PLAIN_NAME = re.compile(r"[A-Za-z0-9_:.-]*").fullmatch
 
 _STRICT_OK_RULES = ("name_key:canonical_name", "name_key:email", "id_key:")
+
+
+def write_time() -> str:
+    """The time a write stamps: this module's ``now_iso`` (the one clock every write action
+    reads, ``correct``'s too, so that fixing it here fixes them all)."""
+    return now_iso()
 
 
 def source_id_of(entities: Sequence[Mapping[str, Any]]) -> str:
@@ -135,6 +139,7 @@ class _Planned:
         "exists",
         "fields",
         "fields_json",
+        "first",
         "identity",
         "index",
         "message_count",
@@ -152,6 +157,7 @@ class _Planned:
         action: str,
         state: SnapshotState | None = None,
         message_count: int = 0,
+        first: tuple[int, Any] | None = None,
     ) -> None:
         self.index = index
         self.entity_type = entity_type
@@ -162,6 +168,7 @@ class _Planned:
         self.action = action
         self.state = state
         self.message_count = message_count
+        self.first = first
 
 
 def _plan(
@@ -233,7 +240,7 @@ def _plan(
         eid = identity.entity_id
         in_batch = eid in batch_roles
         loaded = None if in_batch else rows.get(eid)
-        state, message_count = loaded if loaded is not None else (None, 0)
+        state, message_count, rowid, first_id = loaded if loaded is not None else (None, 0, 0, None)
         exists = in_batch or state is not None
         schema = schema_for(etype)
         refusal = _refusal(
@@ -277,7 +284,16 @@ def _plan(
         action = "matched_existing" if exists else "created"
         planned.append(
             _Planned(
-                index, etype, fields, fields_json, identity, exists, action, state, message_count
+                index,
+                etype,
+                fields,
+                fields_json,
+                identity,
+                exists,
+                action,
+                state,
+                message_count,
+                None if loaded is None else (rowid, first_id),
             )
         )
     if issues:
@@ -356,6 +372,20 @@ def write(conn: sqlite3.Connection, body: Mapping[str, Any]) -> Written | dict[s
 
     ids_by_index: dict[int, str] = {}
     types_by_id: dict[str, str] = {}
+    # What the edges' fast path needs before the writes: every planned element's id and
+    # type (the last one's, as the loop below would leave them).
+    for item in planned:
+        ids_by_index[item.index] = item.identity.entity_id
+        types_by_id[item.identity.entity_id] = item.entity_type
+    fresh = {p.identity.entity_id for p in planned if not p.exists}  # created from source_id
+    mine = {  # the conversations this store writes, resolved by identity
+        p.identity.entity_id
+        for p in planned
+        if p.entity_type == "conversation" and p.identity.identity_basis != "target_id"
+    }
+    routes, counted = edge_routes(relationships, ids_by_index, types_by_id, fresh, mine)
+    # Each entity's row's first observation, as loaded (or as created below).
+    firsts = {p.identity.entity_id: p.first for p in planned if p.first is not None}
     created = 0
     states: dict[str, SnapshotState] = {}
     new_ids: set[str] = set()
@@ -368,41 +398,47 @@ def write(conn: sqlite3.Connection, body: Mapping[str, Any]) -> Written | dict[s
             created += 1
         elif item.action == "extended":
             created += 1
+        # Positional, in the signature's order: the one call made per element of a store.
         obs_id, snapshot = _observe(
             conn,
-            entity_id=ident.entity_id,
-            entity_type=item.entity_type,
-            fields=item.fields,
-            fields_json=item.fields_json,
-            source_id=source_id,
-            priority=priority,
-            obs_source=obs_source,
-            identity=ident,
-            now=now,
-            states=states,
-            known_state=item.state if item.exists else SnapshotState(),
-            create=ident if ident.entity_id in new_ids else None,
-            seqs=written,
-            packed_source=packed_source,
+            ident.entity_id,
+            item.entity_type,
+            item.fields,
+            source_id,
+            priority,
+            obs_source,
+            ident,
+            now,
+            item.fields_json,
+            None,
+            None,
+            states,
+            item.state if item.exists else SnapshotState(),
+            ident if ident.entity_id in new_ids else None,
+            written,
+            packed_source,
+            firsts,
+            counted,
         )
         new_ids.discard(ident.entity_id)
-        ids_by_index[item.index] = ident.entity_id
-        types_by_id[ident.entity_id] = item.entity_type
         entries.append((item, obs_id, snapshot))
 
     written.reverse()  # a replay lists a source's observations newest first
     record_key(conn, key, source_id, written, now)
 
     counts: dict[str, int] = {}
-    created_edges: list[dict[str, Any]] = []
-    fresh = {p.identity.entity_id for p in planned if not p.exists}  # created from source_id
-    for rtype, src_end, dst_end, metadata in relationships:
-        src = ids_by_index[src_end] if isinstance(src_end, int) else src_end
-        dst = ids_by_index[dst_end] if isinstance(dst_end, int) else dst_end
-        relate(conn, rtype, src, dst, metadata, source_id, now, types_by_id, counts, fresh)
-        created_edges.append(
-            {"relationship_type": rtype, "source_entity_id": src, "target_entity_id": dst}
-        )
+    created_edges = write_edges(
+        conn,
+        relationships,
+        routes,
+        counted,
+        ids_by_index,
+        types_by_id,
+        fresh,
+        source_id,
+        now,
+        counts,
+    )
     return Written(source_id, priority, created, entries, created_edges, counts)
 
 
@@ -431,7 +467,6 @@ def _replay(conn: sqlite3.Connection, source_id: str, key: str) -> dict[str, Any
 
 def _observe(
     conn: sqlite3.Connection,
-    *,
     entity_id: str,
     entity_type: str,
     fields: dict[str, Any],
@@ -448,11 +483,16 @@ def _observe(
     create: Identity | None = None,
     seqs: list[int] | None = None,
     packed_source: str | bytes | None = None,
+    firsts: dict[str, tuple[int, Any]] | None = None,
+    counted: Counted | None = None,
 ) -> tuple[str, dict[str, Any] | None]:
     """Append one observation and fold it into the snapshot; return its id and the snapshot.
 
     With ``create``, the entity is new: its row is inserted with the folded snapshot.
     ``seqs`` collects the seq of the observation (written now, or found already there).
+    ``firsts``: the rowid and ``first_id`` of the entity rows the store loaded or created
+    (an entity not in it is read); ``counted``: the messages to add to a conversation's
+    row as it is written.
     """
     if fields_json is None:
         fields_json = js_json(fields)
@@ -486,7 +526,11 @@ def _observe(
     if create is None:
         # A new entity's first observation goes into its row (``_first``); any other is a
         # row of its own, unless it repeats the first one or a row.
-        held = first_of(conn, entity_id, packed_id)
+        first = None if firsts is None else firsts.get(entity_id)
+        if first is None:
+            held = first_of(conn, entity_id, packed_id)
+        else:
+            held = -first[0] if first[1] == packed_id else None
         cur = (
             None
             if held is not None
@@ -545,11 +589,12 @@ def _observe(
     if states is not None:
         states[entity_id] = state
     doc = encode_state(state, fields_text)
+    messages = 0 if counted is None else counted.take(entity_id)
     if create is not None:
         inserted = conn.execute(
             "INSERT INTO entities (id, entity_type, canonical_name, aliases, created_at, "
-            "updated_at, snapshot, observation_count, last_observation_at, uid, "
-            f"{FIRST_COLUMNS}) VALUES (?, ?, ?, '[]', ?, ?, ?, ?, ?, ?, ?,?,?,?,?,?,?,?,?)",
+            "updated_at, snapshot, observation_count, last_observation_at, message_count, uid, "
+            f"{FIRST_COLUMNS}) VALUES (?, ?, ?, '[]', ?, ?, ?, ?, ?, ?, ?, ?,?,?,?,?,?,?,?,?)",
             (
                 encode_entity(entity_id),
                 create.entity_type,
@@ -559,6 +604,7 @@ def _observe(
                 doc,
                 state.observation_count,
                 encode_opt_time(state.last_observation_at),
+                messages,
                 _scope.uid(),
                 packed_id,
                 source,
@@ -571,14 +617,30 @@ def _observe(
                 first_fields,
             ),
         )
+        rowid = int(inserted.lastrowid or 0)
         if seqs is not None:
-            seqs.append(-int(inserted.lastrowid or 0))
+            seqs.append(-rowid)
+        if firsts is not None:
+            firsts[entity_id] = (rowid, packed_id)
         index_name(
             conn,
             create.canonical_name,
             entity_id,
             create.entity_type,
-            int(inserted.lastrowid or 0),
+            rowid,
+        )
+    elif messages:
+        conn.execute(
+            "UPDATE entities SET snapshot = ?, observation_count = ?, last_observation_at = ?, "
+            "updated_at = ?, message_count = message_count + ? WHERE id = ?",
+            (
+                doc,
+                state.observation_count,
+                encode_opt_time(state.last_observation_at),
+                at,
+                messages,
+                encode_entity(entity_id),
+            ),
         )
     else:
         conn.execute(
@@ -613,62 +675,3 @@ def _observe(
         if entity_type in SUMMARIZED_TYPES:
             summarize(conn, change)
     return obs_id, dict(state.fields)
-
-
-def correct(conn: sqlite3.Connection, body: Mapping[str, Any]) -> dict[str, Any]:
-    """``POST /correct``: one high-priority observation of one field."""
-    entity_id = body.get("entity_id")
-    field = body.get("field")
-    key = body.get("idempotency_key")
-    entity_type = body.get("entity_type") or "unknown"
-    if not isinstance(entity_id, str) or not ENTITY_ID_RE.match(entity_id):
-        raise invalid_format("entity_id must be a Neotoma entity id", ["entity_id"])
-    if not isinstance(field, str) or not field:
-        raise invalid_format("field is required", ["field"])
-    if not isinstance(key, str) or not key:
-        raise invalid_format("idempotency_key is required", ["idempotency_key"])
-    if not isinstance(entity_type, str):
-        raise invalid_format("entity_type must be a string", ["entity_type"])
-    etype = resolve_entity_type(entity_type)
-    row = conn.execute(
-        f"SELECT entity_type FROM entities WHERE id = ? AND {_scope.owned()}",
-        (encode_entity(entity_id),),
-    ).fetchone()
-    if row is None:
-        raise not_found()
-    if schema_for(etype) is None:
-        raise flat_error(
-            ValidationError,
-            400,
-            "ERR_NO_SCHEMA_FOR_ENTITY_TYPE",
-            f"No schema for entity_type {entity_type!r}",
-        )
-    value = body.get("value")
-    fields = {field: value}
-    try:
-        obs_id = hash_uuid(js_json([entity_id, fields, key]))
-    except ValueError as exc:
-        raise invalid_format(f"value is not JSON: {exc}", ["value"]) from None
-    before = observation_seq(conn, entity_id, obs_id) is not None
-    _, snapshot = _observe(
-        conn,
-        entity_id=entity_id,
-        entity_type=str(row[0]),
-        fields=fields,
-        source_id=None,
-        priority=1000,
-        obs_source="human",
-        identity=None,
-        now=now_iso(),
-        obs_id=obs_id,
-        idempotency_key=key,
-    )
-    return {
-        "success": True,
-        "snapshot": None if before else snapshot,
-        "observation_id": obs_id,
-        "entity_id": entity_id,
-        "field": field,
-        "value": value,
-        "message": "Correction recorded" if not before else "Correction already recorded",
-    }
