@@ -313,13 +313,16 @@ def peers_full_table(results: Results) -> str:
 # Instructions per turn (benchmarks/turn_instructions.py --loop --baseline CHECKOUT).
 
 
-def _instructions(results: Results, field: str) -> str:
-    rows = {r["tree"]: r for r in results["turn_instructions"]["rows"]}
+def _instructions(results: Results, field: str, name: str = "turn_instructions") -> str:
+    # An instruction count (``field`` of result set ``name``'s rows: a turn's, or a store's
+    # in ``store_instructions``), against the ``--baseline`` tree's when it was run.
+    unit = "a store" if name == "store_instructions" else "a turn"
+    rows = {r["tree"]: r for r in results[name]["rows"]}
     ours = rows["this tree"][field]
     base = rows.get("baseline", {}).get(field)
     if base is None:
-        return f"{ours:,} instructions a turn"
-    return f"{ours:,} instructions a turn against {base:,} before ({(ours / base - 1) * 100:+.1f}%)"
+        return f"{ours:,} instructions {unit}"
+    return f"{ours:,} instructions {unit} against {base:,} before ({(ours / base - 1) * 100:+.1f}%)"
 
 
 @figure("instructions-loop")
@@ -684,27 +687,13 @@ def _sqlite_floor_rows(r: dict[str, Any]) -> list[list[str]]:
 @figure("instructions-store")
 def instructions_store(results: Results) -> str:
     """A turn-shaped ``store`` (both threads), this tree against the ``--baseline`` one."""
-    rows = {r["tree"]: r for r in results["store_instructions"]["rows"]}
-    ours = rows["this tree"]["instructions_per_store"]
-    base = rows.get("baseline", {}).get("instructions_per_store")
-    if base is None:
-        return f"{ours:,} instructions a store"
-    return (
-        f"{ours:,} instructions a store against {base:,} before ({(ours / base - 1) * 100:+.1f}%)"
-    )
+    return _instructions(results, "instructions_per_store", "store_instructions")
 
 
 @figure("instructions-store-concurrent")
 def instructions_store_concurrent(results: Results) -> str:
     """A turn-shaped ``store`` from concurrent callers (``--store-callers``), both threads."""
-    rows = {r["tree"]: r for r in results["store_instructions"]["rows"]}
-    ours = rows["this tree"]["instructions_per_store_concurrent"]
-    base = rows.get("baseline", {}).get("instructions_per_store_concurrent")
-    if base is None:
-        return f"{ours:,} instructions a store"
-    return (
-        f"{ours:,} instructions a store against {base:,} before ({(ours / base - 1) * 100:+.1f}%)"
-    )
+    return _instructions(results, "instructions_per_store_concurrent", "store_instructions")
 
 
 @figure("floor-needed-1")
@@ -732,14 +721,7 @@ def floor_needed_64(results: Results) -> str:
 @figure("instructions-store-loop")
 def instructions_store_loop(results: Results) -> str:
     """A turn-shaped ``store`` on the event loop's thread alone, against ``--baseline``."""
-    rows = {r["tree"]: r for r in results["store_instructions"]["rows"]}
-    ours = rows["this tree"]["event_loop_instructions_per_store"]
-    base = rows.get("baseline", {}).get("event_loop_instructions_per_store")
-    if base is None:
-        return f"{ours:,} instructions a store"
-    return (
-        f"{ours:,} instructions a store against {base:,} before ({(ours / base - 1) * 100:+.1f}%)"
-    )
+    return _instructions(results, "event_loop_instructions_per_store", "store_instructions")
 
 
 def main(argv: list[str] | None = None) -> int:

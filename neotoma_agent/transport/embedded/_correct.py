@@ -8,9 +8,9 @@ from typing import Any
 
 from ..._neotoma.identity import ENTITY_ID_RE, hash_uuid, js_json, resolve_entity_type, schema_for
 from ...exceptions import ValidationError
-from . import _scope, _write
+from . import _write
 from ._errors import flat_error, invalid_format, not_found
-from ._rows import encode_entity, observation_seq
+from ._rows import observation_seq, owned_entity
 
 __all__ = ["correct"]
 
@@ -30,10 +30,7 @@ def correct(conn: sqlite3.Connection, body: Mapping[str, Any]) -> dict[str, Any]
     if not isinstance(entity_type, str):
         raise invalid_format("entity_type must be a string", ["entity_type"])
     etype = resolve_entity_type(entity_type)
-    row = conn.execute(
-        f"SELECT entity_type FROM entities WHERE id = ? AND {_scope.owned()}",
-        (encode_entity(entity_id),),
-    ).fetchone()
+    row = owned_entity(conn, "entity_type", entity_id)
     if row is None:
         raise not_found()
     if schema_for(etype) is None:

@@ -24,7 +24,7 @@ from ..._neotoma.identity import ENTITY_ID_RE
 from ..._neotoma.js import hash_uuid
 from . import _scope
 from ._errors import invalid_format, not_found, now_iso
-from ._rows import encode_entity
+from ._rows import owned_entity
 from ._write import _observe
 
 __all__ = ["DELETION_PRIORITY", "delete_entity", "restore_entity"]
@@ -40,10 +40,7 @@ def _mark(conn: sqlite3.Connection, body: Mapping[str, Any], *, deleted: bool) -
     for name in ("entity_type", "reason"):
         if body.get(name) is not None and not isinstance(body[name], str):
             raise invalid_format(f"{name} must be a string", [name])
-    row = conn.execute(
-        f"SELECT entity_type FROM entities WHERE id = ? AND {_scope.owned()}",
-        (encode_entity(entity_id),),
-    ).fetchone()
+    row = owned_entity(conn, "entity_type", entity_id)
     if row is None:
         raise not_found()
     at = now_iso()
