@@ -15,6 +15,8 @@ import sqlite3
 from contextlib import closing
 from pathlib import Path
 
+from type_codes_support import untype
+
 from neotoma_agent.transport.embedded._first import renumber
 from neotoma_agent.transport.embedded._rows import (
     decode_state,
@@ -92,4 +94,5 @@ def as_version_9(path: Path) -> None:
         conn.execute(f"UPDATE entities SET id = {entity_text('id')}")
         for column in _FIRST:
             conn.execute(f"ALTER TABLE entities DROP COLUMN {column}")
+        untype(conn)  # the type index as version 13 held it
         conn.execute("PRAGMA user_version = 9")
