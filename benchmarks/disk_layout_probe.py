@@ -7,15 +7,16 @@
 ``memory.turn`` on an ``EmbeddedStore``) into a fresh file and probes that.
 
 Reads a store file of the current schema version (never writes it: the ``live`` column is
-this release's own format, schema version 13, as the store writes it) and copies its row
+this release's own format, schema version 14, as the store writes it) and copies its row
 tables into fresh files, in their key order, once in the file's own layout (``copy``: its
 columns, the per-user ones included) and once per layout probed:
 
 - ``numbers``: the entity number (the ``entities`` rowid) instead of the entity id in every
   secondary table: observations and their entity index, relationships and their target
   index, the conversation index;
-- ``+type``: and the entity type as a small code, indexed as (user, type, number) instead
-  of (user, type, id) (a type's entities by number: a query sorted by id would sort them);
+- ``+type``: and the entity type as a small code in the entity row too, indexed as (user,
+  type, number) instead of (user, type code, id) as the live file indexes it since schema
+  version 14 (a type's entities by number: a query sorted by id would sort them);
 - ``+name``: and no canonical name where the identity rules derive it from the entity's
   type and fields (NULL; a read would derive it again);
 - ``+meta``: and each winning observation in the snapshot doc as its seq alone (its id,
@@ -134,7 +135,9 @@ _REFS = {
     "conversation_messages": "conversation_id IS NULL OR message_id IS NULL",
     "idempotency_keys": "key IS NULL",
 }
-_BY_ID = "CREATE INDEX entities_by_type ON entities (uid, entity_type, id);"
+# The live file's type index (schema version 14): the type's word code (its generated
+# ``type_code`` column), then the id.
+_BY_ID = "CREATE INDEX entities_by_type ON entities (uid, word(entity_type), id);"
 _BY_NUM = "CREATE INDEX entities_by_type ON entities (uid, entity_type);"
 
 _ENTITY_COLUMNS = (
