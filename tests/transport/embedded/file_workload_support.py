@@ -20,7 +20,16 @@ from neotoma_agent._neotoma.identity import entity_id_for
 from neotoma_agent._records import tools
 from neotoma_agent.exceptions import NeotomaError
 
-__all__ = ["USERS", "Step", "answers", "compared", "steps", "view_of", "write_steps"]
+__all__ = [
+    "USERS",
+    "Step",
+    "answers",
+    "compared",
+    "steps",
+    "turn_on_recorded",
+    "view_of",
+    "write_steps",
+]
 
 USERS = (LOCAL_USER_ID, "alice")
 COMPANY = {"entity_type": "company", "name": "Acme Corp", "domain": "acme.example"}
@@ -134,3 +143,20 @@ compared = settings(
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
+
+
+async def turn_on_recorded(path: Path) -> None:
+    """A turn on a file an earlier release recorded (``tests/data/vN_store``, whose
+    conversation ``chat-v2`` holds two turns): it is written on as a file this release
+    wrote, and its history reads the three turns."""
+    async with EmbeddedStore.open(path) as store:
+        memory = NeotomaMemory(store, conversation_id="chat-v2")
+        async with memory.turn("What about Acme Corp?", turn_id="v2-turn-3") as t:
+            t.reply = "Acme again."
+        page = await memory.history(limit=None)
+    assert len(page) == 3
+    assert (page[-1].turn_id, page[-1].user, page[-1].reply) == (
+        "v2-turn-3",
+        "What about Acme Corp?",
+        "Acme again.",
+    )

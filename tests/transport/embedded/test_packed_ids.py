@@ -8,13 +8,22 @@ import shutil
 from pathlib import Path
 
 import pytest
-from file_workload_support import USERS, Step, answers, compared, steps, view_of, write_steps
+from file_workload_support import (
+    USERS,
+    Step,
+    answers,
+    compared,
+    steps,
+    turn_on_recorded,
+    view_of,
+    write_steps,
+)
 from hypothesis import given
 from packed_ids_support import entity_rows, id_types, unpacked_copy
 from paths_support import TESTS
 from users_support import seed_user
 
-from neotoma_agent import EmbeddedStore, NeotomaMemory
+from neotoma_agent import EmbeddedStore
 
 pytestmark = [pytest.mark.anyio, pytest.mark.one_backend]
 
@@ -39,18 +48,8 @@ async def test_a_version_11_file_is_packed_and_answers_as_recorded(tmp_path: Pat
     path = tmp_path / "store.db"
     shutil.copyfile(TESTS / "data" / "v11_store" / "store.db", path)
     assert id_types(path) == {("text", 28)}
-    async with EmbeddedStore.open(path) as store:
-        memory = NeotomaMemory(store, conversation_id="chat-v2")
-        async with memory.turn("What about Acme Corp?", turn_id="v2-turn-3") as t:
-            t.reply = "Acme again."
-        page = await memory.history(limit=None)
+    await turn_on_recorded(path)
     assert id_types(path) == {("blob", 12)}
-    assert [(t.turn_id, t.user, t.reply) for t in page][-1] == (
-        "v2-turn-3",
-        "What about Acme Corp?",
-        "Acme again.",
-    )
-    assert len(page) == 3
 
 
 @compared
