@@ -17,6 +17,7 @@ from file_workload_support import (
     answers,
     compared,
     steps,
+    turn_on_recorded,
     view_of,
     write_steps,
 )
@@ -25,7 +26,7 @@ from packed_ids_support import entity_rows
 from paths_support import TESTS
 from type_codes_support import type_entries, type_index, untyped_copy
 
-from neotoma_agent import EmbeddedStore, NeotomaMemory
+from neotoma_agent import EmbeddedStore
 from neotoma_agent.transport.embedded._rows import entity_text
 from neotoma_agent.transport.embedded._words import encode_word
 
@@ -107,12 +108,7 @@ async def test_a_version_13_file_holds_codes_and_answers_as_recorded(tmp_path: P
     shutil.copyfile(TESTS / "data" / "v13_store" / "store.db", path)
     before = type_entries(path)
     assert all(isinstance(entry[1], str) for entry in before)
-    async with EmbeddedStore.open(path) as store:
-        memory = NeotomaMemory(store, conversation_id="chat-v2")
-        async with memory.turn("What about Acme Corp?", turn_id="v2-turn-3") as t:
-            t.reply = "Acme again."
-        page = await memory.history(limit=None)
-    assert [(t.turn_id, t.reply) for t in page][-1] == ("v2-turn-3", "Acme again.")
+    await turn_on_recorded(path)
     after = type_entries(path)
     assert len(after) > len(before)
     assert {entry[1] for entry in after} <= {encode_word(str(e[1])) for e in before}
