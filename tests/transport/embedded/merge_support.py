@@ -91,8 +91,8 @@ def as_version_9(path: Path) -> None:
     """The unmerged file at ``path`` without version 11's columns nor version 12's packed
     ids, at version 9."""
     with closing(sqlite3.connect(path, isolation_level=None)) as conn:
+        untype(conn)  # the entity rows as version 13 held them
         conn.execute(f"UPDATE entities SET id = {entity_text('id')}")
         for column in _FIRST:
             conn.execute(f"ALTER TABLE entities DROP COLUMN {column}")
-        untype(conn)  # the type index as version 13 held it
         conn.execute("PRAGMA user_version = 9")

@@ -55,7 +55,7 @@ def expand(path: Path, version: int = BEFORE) -> int:
             conn.execute("UPDATE entities SET snapshot = ? WHERE rowid = ?", (text, rowid))
             count += 1
         if version < 14:
-            untype(conn)  # the type index as version 13 held it
+            untype(conn)  # the entity rows as version 13 held them
         conn.execute(f"PRAGMA user_version = {version}")
         conn.execute("COMMIT")
         return count

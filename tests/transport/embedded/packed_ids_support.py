@@ -28,7 +28,7 @@ def unpack(path: Path) -> int:
     with closing(sqlite3.connect(path, isolation_level=None)) as conn:
         conn.execute("BEGIN IMMEDIATE")
         count = conn.execute(f"UPDATE entities SET id = {entity_text('id')}").rowcount
-        untype(conn)  # the type index as version 13 held it
+        untype(conn)  # the entity rows as version 13 held them
         conn.execute(f"PRAGMA user_version = {BEFORE}")
         conn.execute("COMMIT")
         return int(count)

@@ -1,7 +1,8 @@
-"""The entity type index keyed by the type's word code (schema version 14): the index holds
-(user, code, id), a read by type seeks it by the code, and every read answers, and every
-write writes, as on the same file as version 13 held it (the type index on the type's
-text), upgraded."""
+"""The entity type as its word code (schema version 14): the entity row stores the code
+(``type_code``; ``entity_type`` is computed from it), the type index holds (user, code,
+id), a read by type seeks it by the code, and every read answers, and every write
+writes, as on the same file as version 13 held it (the type as text in the row and the
+index), upgraded."""
 
 from __future__ import annotations
 
@@ -87,6 +88,11 @@ async def test_the_type_index_holds_each_type_as_its_code(tmp_path: Path) -> Non
     # the types no word codes, as their text
     assert {code for code in held if not isinstance(code, int)} == {"invoice", "tool_invocation"}
     with closing(sqlite3.connect(path)) as conn:
+        # the row stores the code; entity_type is computed from it (hidden 2: virtual)
+        columns = {r[1]: r[6] for r in conn.execute("PRAGMA table_xinfo(entities)")}
+        assert (columns["type_code"], columns["entity_type"]) == (0, 2)
+        stored = {r[0] for r in conn.execute("SELECT type_code FROM entities")}
+        assert stored == held
         rows = conn.execute(
             f"SELECT {entity_text('id')}, uid, entity_type FROM entities"
         ).fetchall()

@@ -1,8 +1,8 @@
-"""Stores whose type index holds each entity's type as its word code (schema version 14),
-and the same stores as version 13 held them.
+"""Stores whose entity rows and type index hold each entity's type as its word code (schema
+version 14), and the same stores as version 13 held them.
 
-``untype`` drops the generated ``type_code`` column and builds the type index again on the
-type's text, as version 13 held it: the helpers that write a file back to an older version
+``untype`` rebuilds the entity table with the type as text (rowids kept) and the type index
+on it, as version 13 held them: the helpers that write a file back to an older version
 call it first, and ``untyped_copy`` writes a copy of a (closed) schema-14 file at version
 13. Opening it upgrades it again; every read must answer the same on both, and so must
 every write after.
@@ -20,14 +20,36 @@ from typing import Any
 BEFORE = 13
 
 
+#: the entity row's columns beside its id and type
+_COLUMNS = (
+    "canonical_name, aliases, created_at, updated_at, snapshot, observation_count, "
+    "last_observation_at, message_count, uid, first_id, first_source, first_key, "
+    "first_priority, first_osource, first_specificity, first_basis, first_rule, first_fields"
+)
+
+
 def untype(conn: sqlite3.Connection) -> None:
-    """The type index on the type's text, without ``type_code`` (inside the caller's
-    transaction; the caller sets the version)."""
+    """The entity rows with their type as text and the type index on it, as version 13
+    held them (the table rebuilt, rowids kept; inside the caller's transaction; the caller
+    sets the version)."""
     columns = [r[1] for r in conn.execute("PRAGMA table_xinfo(entities)")]
     if "type_code" not in columns:
         return
-    conn.execute("DROP INDEX entities_by_type")
-    conn.execute("ALTER TABLE entities DROP COLUMN type_code")
+    conn.execute(
+        "CREATE TABLE entities_v13 (id TEXT PRIMARY KEY, entity_type TEXT NOT NULL, "
+        "canonical_name TEXT NOT NULL, aliases TEXT NOT NULL DEFAULT '[]', "
+        "created_at NOT NULL, updated_at NOT NULL, snapshot TEXT NOT NULL, "
+        "observation_count INTEGER NOT NULL, last_observation_at, "
+        "message_count INTEGER NOT NULL DEFAULT 0, uid INTEGER NOT NULL DEFAULT 0, "
+        "first_id, first_source, first_key, first_priority INTEGER, first_osource, "
+        "first_specificity REAL, first_basis, first_rule, first_fields TEXT)"
+    )
+    conn.execute(
+        f"INSERT INTO entities_v13 (rowid, id, entity_type, {_COLUMNS}) "
+        f"SELECT rowid, id, entity_type, {_COLUMNS} FROM entities ORDER BY rowid"
+    )
+    conn.execute("DROP TABLE entities")
+    conn.execute("ALTER TABLE entities_v13 RENAME TO entities")
     conn.execute("CREATE INDEX entities_by_type ON entities (uid, entity_type, id)")
 
 
