@@ -40,7 +40,12 @@ from _synth import build_turns, conversation_id, turn_id
 from neotoma_agent._neotoma.identity import entity_id_for
 from neotoma_agent._records.keys import TurnKeys, conversation_entity_id, turn_record_entity_id
 from neotoma_agent.transport.embedded._name_index import BOOKKEEPING, book_text
-from neotoma_agent.transport.embedded._rows import decode_entity, encode_entity, key_digest
+from neotoma_agent.transport.embedded._rows import (
+    decode_entity,
+    decode_word,
+    encode_entity,
+    key_digest,
+)
 from neotoma_agent.transport.embedded._store import _connect
 
 __all__ = ["build_cloned"]
@@ -132,7 +137,8 @@ class _Copier:
             for t in _FTS
         }
         # Each template entity's id in a copy: its name's, with the copy's conversation id.
-        self.names = [(decode_entity(e[0]), e[1], e[2]) for e in self.rows["entities"]]
+        # (a row holds its type as its word code: ``type_code``, schema version 14)
+        self.names = [(decode_entity(e[0]), decode_word(e[1]), e[2]) for e in self.rows["entities"]]
         first, last = conn.execute(
             "SELECT min(observed_at), max(observed_at) FROM observations WHERE seq <= ?",
             (self.seq_span,),
@@ -261,7 +267,7 @@ class _Copier:
             [
                 (book_text(text(e[2]), json.loads(e[3])), bytes_map[e[0]])
                 for e in r["entities"]
-                if e[1] in BOOKKEEPING
+                if decode_word(e[1]) in BOOKKEEPING
             ],
         )
 

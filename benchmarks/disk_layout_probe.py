@@ -7,15 +7,16 @@
 ``memory.turn`` on an ``EmbeddedStore``) into a fresh file and probes that.
 
 Reads a store file of the current schema version (never writes it: the ``live`` column is
-this release's own format, schema version 13, as the store writes it) and copies its row
+this release's own format, schema version 14, as the store writes it) and copies its row
 tables into fresh files, in their key order, once in the file's own layout (``copy``: its
 columns, the per-user ones included) and once per layout probed:
 
 - ``numbers``: the entity number (the ``entities`` rowid) instead of the entity id in every
   secondary table: observations and their entity index, relationships and their target
   index, the conversation index;
-- ``+type``: and the entity type as a small code, indexed as (user, type, number) instead
-  of (user, type, id) (a type's entities by number: a query sorted by id would sort them);
+- ``+type``: and the entity type index as (user, type code, number) instead of (user, type
+  code, id) as the live file indexes it (schema version 14 holds the type as its code in
+  the entity row and its index; by number, a query of a type sorted by id would sort);
 - ``+name``: and no canonical name where the identity rules derive it from the entity's
   type and fields (NULL; a read would derive it again);
 - ``+meta``: and each winning observation in the snapshot doc as its seq alone (its id,
@@ -134,6 +135,8 @@ _REFS = {
     "conversation_messages": "conversation_id IS NULL OR message_id IS NULL",
     "idempotency_keys": "key IS NULL",
 }
+# The live file's type index (schema version 14): the type's word code, then the id (the
+# copies hold the code in ``entity_type``, where the live file's column is ``type_code``).
 _BY_ID = "CREATE INDEX entities_by_type ON entities (uid, entity_type, id);"
 _BY_NUM = "CREATE INDEX entities_by_type ON entities (uid, entity_type);"
 
@@ -200,7 +203,8 @@ def _codec(entity_type: str, doc: str) -> str:
 def _fill(conn: sqlite3.Connection, layout: str) -> None:
     """Copy the rows of ``src`` into ``main`` in ``layout``."""
     numbered = layout != "copy"
-    etype = "word(e.entity_type)" if _has(layout, "+type") else "e.entity_type"
+    # The live file's rows hold the type's code (schema version 14), as every layout does.
+    etype = "word(e.entity_type)"
     name = "e.canonical_name"
     if _has(layout, "+name"):
         name = "derived_name(e.entity_type, e.canonical_name, e.snapshot)"

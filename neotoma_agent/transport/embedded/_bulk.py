@@ -24,6 +24,7 @@ from .._bulk import MessageRows, RecordSink
 from .._results import EntitySnapshot
 from ._rows import FIRST_META, LIVE, decode_opt_time, entity_text, install, query_item
 from ._scope import lookup_uid
+from ._type_index import of_type
 
 __all__ = ["FileReads"]
 
@@ -42,8 +43,7 @@ _E_ID: Final = entity_text("e.id")
 _RECORDS: Final = (
     f"SELECT {_ID}, entity_type, canonical_name, snapshot, observation_count, "
     f"last_observation_at, {FIRST_META} FROM entities "
-    "WHERE uid = {uid} AND entity_type = 'conversation_turn' "
-    "ORDER BY entities.id"
+    "WHERE uid = {uid} AND " + of_type("conversation_turn") + " ORDER BY entities.id"
 )
 # With ``completed``: each turn record's name, whether it is ``completed`` (its name is then
 # all the caller needs), and its rowid, in one pass over the table (in rowid order each page
@@ -60,7 +60,7 @@ _COMPLETED: Final = (
 _COMPLETED_OF_USER: Final = (
     "SELECT canonical_name, CASE WHEN json_valid(snapshot) "
     "THEN json_extract(snapshot, '$.f.status') = 'completed' END, rowid "
-    "FROM entities WHERE uid = {uid} AND entity_type = 'conversation_turn'"
+    "FROM entities WHERE uid = {uid} AND " + of_type("conversation_turn")
 )
 # The other records, whole, by the rowids ``_COMPLETED`` gave (in the same transaction).
 _RECORDS_AT: Final = (
@@ -71,11 +71,11 @@ _RECORDS_AT: Final = (
 )
 _CONVERSATIONS: Final = (
     f"SELECT {_ID}, last_observation_at FROM entities WHERE uid = {{uid}} "
-    "AND entity_type = 'conversation' ORDER BY entities.id"
+    f"AND {of_type('conversation')} ORDER BY entities.id"
 )
 # Without times the type index alone answers.
 _CONVERSATION_IDS: Final = (
-    f"SELECT {_ID}, NULL FROM entities WHERE uid = {{uid}} AND entity_type = 'conversation' "
+    f"SELECT {_ID}, NULL FROM entities WHERE uid = {{uid}} AND {of_type('conversation')} "
     "ORDER BY entities.id"
 )
 # The soft-deleted entities (what no query lists), by id.

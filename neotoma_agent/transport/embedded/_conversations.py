@@ -37,6 +37,7 @@ from ._history_page import history_page
 from ._page_rows import activity, conversation_item, message_fields, related_entry
 from ._rows import LIVE, decode_entity, encode_entity, entity_text
 from ._summaries import SUMMARIES_ROUTE, conversation_summaries
+from ._type_index import of_type
 from ._validate import bounded_int
 
 __all__ = ["MAX_PAGE", "READS", "recent_conversation", "recent_conversations", "route"]
@@ -74,7 +75,7 @@ def _messages(
     """The message items of ``ids`` (deleted or non-message entities left out), by id."""
     rows = conn.execute(
         f"SELECT {_MESSAGE_COLUMNS} FROM entities WHERE {_scope.owned(index=True)} "
-        "AND entity_type = 'conversation_message' "
+        f"AND {of_type('conversation_message')} "
         "AND id IN (SELECT entity_key(value) FROM json_each(?))",
         (json.dumps(list(ids)),),
     ).fetchall()
@@ -179,7 +180,7 @@ def recent_conversations(conn: sqlite3.Connection, body: Mapping[str, Any]) -> d
         f"SELECT {entity_text('id')}, canonical_name, created_at, updated_at, "
         "last_observation_at, json_extract(snapshot, '$.f'), json_extract(snapshot, '$.d'), "
         "message_count "
-        f"FROM entities WHERE {_scope.owned(index=True)} AND entity_type = 'conversation'"
+        f"FROM entities WHERE {_scope.owned(index=True)} AND {of_type('conversation')}"
     ).fetchall()
     items = []
     for row in rows:

@@ -48,6 +48,7 @@ from ._rows import (
     snapshot_record,
     time_text,
 )
+from ._type_index import type_in
 from ._validate import bounded_int, check_query_offset, check_term
 
 __all__ = [
@@ -311,8 +312,9 @@ def query_entities(conn: sqlite3.Connection, body: Mapping[str, Any]) -> dict[st
     where: list[str] = [_scope.owned(index=bool(types) or _scope.uid() != 0), LIVE]
     params: list[Any] = []
     if types:
-        where.append(f"entity_type IN ({','.join('?' * len(types))})")
-        params.extend(types)
+        clause, codes = type_in(types)
+        where.append(clause)
+        params.extend(codes)
     for name, column in (("updated_since", "updated_at"), ("created_since", "created_at")):
         since = _since(body, name)
         if since is not None:
@@ -474,7 +476,7 @@ def retrieve_entity_by_identifier(
         # does, on the first 500 snapshots (of the type): containing it ("halcyon.com" in
         # "https://www.halcyon.com/"), or a leading token equal either way.
         path = f"$.f.{by}"
-        of_type, type_args = (" AND entity_type = ?", (etype,)) if etype else ("", ())
+        of_type, type_args = (" AND type_code = ?", (encode_word(etype),)) if etype else ("", ())
         for (eid,) in conn.execute(
             f"SELECT id FROM entities WHERE {_scope.owned(index=True)} "
             "AND lower(json_extract(snapshot, ?)) = ?"

@@ -28,6 +28,7 @@ from ._rows import (
 )
 from ._search import backfill as backfill_search
 from ._summaries import backfill
+from ._type_index import TYPE_CODES
 
 __all__ = ["SCHEMA_VERSION", "migrate"]
 
@@ -632,6 +633,7 @@ MIGRATIONS: tuple[str, ...] = (
     _FIRST_IN_ROW,
     _PACKED_IDS,
     _META_NUMBERS,
+    TYPE_CODES,  # version 14: the type index by word code (_type_index)
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -6,12 +6,12 @@ the other compact columns.
 
 from __future__ import annotations
 
-__all__ = ["decode_word", "encode_word"]
+__all__ = ["WORDS", "decode_word", "encode_word"]
 
 # The words an observation row repeats (its entity type, observation source, identity basis
 # and rule) are stored as their index in this tuple, any other text as it is. It is part of
 # the file format: append only, never reorder.
-_WORDS = (
+WORDS = (
     "conversation",
     "conversation_message",
     "conversation_turn",
@@ -38,7 +38,7 @@ _WORDS = (
     "name_key:canonical_name",
     "name_key:email",
 )
-_WORD_CODES = {word: code for code, word in enumerate(_WORDS)}
+_WORD_CODES = {word: code for code, word in enumerate(WORDS)}
 
 
 def encode_word(value: str | None) -> str | int | None:
@@ -46,4 +46,4 @@ def encode_word(value: str | None) -> str | int | None:
 
 
 def decode_word(value: str | int | None) -> str | None:
-    return _WORDS[value] if isinstance(value, int) else value
+    return WORDS[value] if isinstance(value, int) else value

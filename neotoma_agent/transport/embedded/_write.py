@@ -592,12 +592,12 @@ def _observe(
     messages = 0 if counted is None else counted.take(entity_id)
     if create is not None:
         inserted = conn.execute(
-            "INSERT INTO entities (id, entity_type, canonical_name, aliases, created_at, "
+            "INSERT INTO entities (id, type_code, canonical_name, aliases, created_at, "
             "updated_at, snapshot, observation_count, last_observation_at, message_count, uid, "
             f"{FIRST_COLUMNS}) VALUES (?, ?, ?, '[]', ?, ?, ?, ?, ?, ?, ?, ?,?,?,?,?,?,?,?,?)",
             (
                 encode_entity(entity_id),
-                create.entity_type,
+                encode_word(create.entity_type),
                 create.canonical_name,
                 at,
                 at,

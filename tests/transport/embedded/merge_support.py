@@ -15,6 +15,8 @@ import sqlite3
 from contextlib import closing
 from pathlib import Path
 
+from type_codes_support import untype
+
 from neotoma_agent.transport.embedded._first import renumber
 from neotoma_agent.transport.embedded._rows import (
     decode_state,
@@ -89,6 +91,7 @@ def as_version_9(path: Path) -> None:
     """The unmerged file at ``path`` without version 11's columns nor version 12's packed
     ids, at version 9."""
     with closing(sqlite3.connect(path, isolation_level=None)) as conn:
+        untype(conn)  # the entity rows as version 13 held them
         conn.execute(f"UPDATE entities SET id = {entity_text('id')}")
         for column in _FIRST:
             conn.execute(f"ALTER TABLE entities DROP COLUMN {column}")

@@ -19,6 +19,8 @@ from contextlib import closing
 from pathlib import Path
 from typing import Any
 
+from type_codes_support import untype
+
 from neotoma_agent.transport.embedded._reducer import SnapshotState, source_rank
 from neotoma_agent.transport.embedded._rows import FIRST_META, decode_state, decode_word
 
@@ -52,6 +54,8 @@ def expand(path: Path, version: int = BEFORE) -> int:
             text = json.dumps(doc, separators=(",", ":"), ensure_ascii=False)
             conn.execute("UPDATE entities SET snapshot = ? WHERE rowid = ?", (text, rowid))
             count += 1
+        if version < 14:
+            untype(conn)  # the entity rows as version 13 held them
         conn.execute(f"PRAGMA user_version = {version}")
         conn.execute("COMMIT")
         return count

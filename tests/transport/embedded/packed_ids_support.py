@@ -15,6 +15,8 @@ from contextlib import closing
 from pathlib import Path
 from typing import Any
 
+from type_codes_support import untype
+
 from neotoma_agent.transport.embedded._rows import entity_text
 
 #: the version before the entity rows held their ids packed
@@ -26,6 +28,7 @@ def unpack(path: Path) -> int:
     with closing(sqlite3.connect(path, isolation_level=None)) as conn:
         conn.execute("BEGIN IMMEDIATE")
         count = conn.execute(f"UPDATE entities SET id = {entity_text('id')}").rowcount
+        untype(conn)  # the entity rows as version 13 held them
         conn.execute(f"PRAGMA user_version = {BEFORE}")
         conn.execute("COMMIT")
         return int(count)

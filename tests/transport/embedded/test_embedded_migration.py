@@ -121,6 +121,7 @@ def _recorder() -> Any:
         "v10_store",
         "v11_store",
         "v12_store",
+        "v13_store",
     ],
 )
 async def test_an_older_file_answers_every_read_as_the_code_that_recorded_it(
