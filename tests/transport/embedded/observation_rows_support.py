@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 from neotoma_agent.transport.embedded._rows import encode_entity
 
@@ -19,3 +20,17 @@ def stored_fields(path: Path, entity_id: str) -> list[str | None]:
             (encode_entity(entity_id),),
         ).fetchall()
     return [r[0] for r in rows]
+
+
+def every_table(path: Path) -> dict[str, list[tuple[Any, ...]]]:
+    """Every table of the store file at ``path``, its rows sorted (two files compared)."""
+    with sqlite3.connect(path) as conn:
+        names = [
+            n
+            for (n,) in conn.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name"
+            )
+        ]
+        rows = {n: sorted(conn.execute(f'SELECT * FROM "{n}"'), key=repr) for n in names}
+    conn.close()
+    return rows

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from observation_rows_support import every_table
 
 from neotoma_agent import ValidationError
 from neotoma_agent.transport._bodies import store_body
@@ -108,19 +109,6 @@ def _stores() -> list[dict[str, Any]]:
     return calls
 
 
-def _tables(path: Path) -> dict[str, list[tuple[Any, ...]]]:
-    with sqlite3.connect(path) as conn:
-        names = [
-            n
-            for (n,) in conn.execute(
-                "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name"
-            )
-        ]
-        rows = {n: sorted(conn.execute(f'SELECT * FROM "{n}"'), key=repr) for n in names}
-    conn.close()
-    return rows
-
-
 def _ids(result: StoreResult, size: int) -> list[str | None]:
     ids: list[str | None] = []
     for index in range(size):
@@ -172,7 +160,7 @@ async def test_store_answers_and_writes_as_its_request_does(
         with pytest.raises(ValidationError) as json_error:
             await by_json.request("store", store_body(**bad))
         assert str(typed_error.value) == str(json_error.value)
-    assert _tables(tmp_path / "typed.db") == _tables(tmp_path / "json.db")
+    assert every_table(tmp_path / "typed.db") == every_table(tmp_path / "json.db")
 
 
 async def test_a_store_answer_is_made_when_first_read(

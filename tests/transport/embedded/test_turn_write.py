@@ -10,13 +10,13 @@ files can be compared.
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import attrs
 import pytest
+from observation_rows_support import every_table
 
 from neotoma_agent import IdempotencyMismatchError, NeotomaMemory, ValidationError
 from neotoma_agent.transport._forward import Forwarding
@@ -85,19 +85,6 @@ def recorded(monkeypatch: pytest.MonkeyPatch) -> list[Records]:
 
 #: the answers to the records of ``recorded``, in its order
 ANSWERED: list[StoreResult | None] = []
-
-
-def _tables(path: Path) -> dict[str, list[tuple[Any, ...]]]:
-    with sqlite3.connect(path) as conn:
-        names = [
-            n
-            for (n,) in conn.execute(
-                "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name"
-            )
-        ]
-        rows = {n: sorted(conn.execute(f'SELECT * FROM "{n}"'), key=repr) for n in names}
-    conn.close()
-    return rows
 
 
 def _answer(result: StoreResult, *, snapshots: bool = True) -> tuple[Any, ...]:
@@ -192,7 +179,7 @@ async def test_turns_stored_as_records_leave_what_their_bodies_leave(
             assert direct_answers[-1] == _answer(replay, snapshots=False)
             assert body_answer.source_id == replay.source_id
     assert refused >= 1
-    assert _tables(tmp_path / "records.db") == _tables(tmp_path / "bodies.db")
+    assert every_table(tmp_path / "records.db") == every_table(tmp_path / "bodies.db")
 
 
 async def test_a_fresh_store_answers_as_its_body_does(tmp_path: Path) -> None:
@@ -218,14 +205,14 @@ async def test_a_fresh_store_answers_as_its_body_does(tmp_path: Path) -> None:
         # The records path answers the counts in ``raw``, not the entries.
         assert direct.raw.items() <= body.raw.items()
         assert {"source_id", "entities_created", "observations_created"} <= direct.raw.keys()
-    assert _tables(tmp_path / "a.db") == _tables(tmp_path / "b.db")
+    assert every_table(tmp_path / "a.db") == every_table(tmp_path / "b.db")
 
 
 async def test_records_are_refused_as_bodies_are_and_nothing_is_written(tmp_path: Path) -> None:
     one = ({"entity_type": "task", "title": "Call Acme"},)
     async with EmbeddedStore.open(tmp_path / "a.db") as store:
         await store._store_records(one, idempotency_key="k1")
-        before = _tables(tmp_path / "a.db")
+        before = every_table(tmp_path / "a.db")
         with pytest.raises(IdempotencyMismatchError):
             await store._store_records(
                 ({"entity_type": "task", "title": "Call Globex"},), idempotency_key="k1"
@@ -240,7 +227,7 @@ async def test_records_are_refused_as_bodies_are_and_nothing_is_written(tmp_path
             await store._store_records(
                 ({"entity_type": "task", "title": "bad \ud800"},), idempotency_key="k4"
             )
-        assert _tables(tmp_path / "a.db") == before
+        assert every_table(tmp_path / "a.db") == before
     with pytest.raises(RuntimeError, match="closed"):
         await store._store_records(one, idempotency_key="k5")
     async with EmbeddedStore.open(tmp_path / "a.db", read_only=True) as read_only:
