@@ -28,6 +28,8 @@ from ._rows import (
 )
 from ._search import backfill as backfill_search
 from ._summaries import backfill
+from ._turn_names import GROUPED_NAMES
+from ._turn_names import rebuild as rebuild_book_names
 from ._type_index import TYPE_CODES
 
 __all__ = ["SCHEMA_VERSION", "migrate"]
@@ -634,6 +636,7 @@ MIGRATIONS: tuple[str, ...] = (
     _PACKED_IDS,
     _META_NUMBERS,
     TYPE_CODES,  # version 14: the type index by word code (_type_index)
+    GROUPED_NAMES,  # version 15: one bookkeeping-names document a turn (_turn_names)
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -649,6 +652,7 @@ _AFTER: dict[str, Callable[[sqlite3.Connection], None]] = {
     _FIRST_IN_ROW: merge_first,
     _PACKED_IDS: _pack_ids,
     _META_NUMBERS: number_first_metas,
+    GROUPED_NAMES: rebuild_book_names,
 }
 
 

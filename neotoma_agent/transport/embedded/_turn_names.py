@@ -1,0 +1,244 @@
+"""One ``bookkeeping_names`` document a turn (schema version 15).
+
+A turn creates three bookkeeping entities whose names are nearly the same text: its turn
+record ``conversation_turn:{cid}|{tid}``, its user message ``conversation_message:{cid}:
+{tid}`` and, at its close, its assistant message ``...:{tid}:assistant``. The enter
+writes one document for the three (:func:`index_turn_names`): the turn record's name
+and the two message names derived from it (:func:`message_names`), numbered as the turn
+record's row negated, so the close writes no full-text index at all. Any other
+bookkeeping entity keeps a document of its own, numbered as its row (a conversation, a
+name of any other shape, a renamed entity: its name and aliases, ``book_text``).
+
+A search that matches a turn's document (:func:`expand`) reads the turn record's row (a
+candidate itself) and the messages whose derived names hold the needle, found by the ids
+the store derives from those names (``entity_id_for``, in the row's user's tenant); each
+is then checked against its stored names as any candidate is, so a message not written
+(an abandoned turn's reply), erased or renamed is never a false hit. The derivation
+starts from the turn record's first name (its first alias once renamed: a rename keeps
+the old name as an alias and never rewrites the document), and a message joins a turn's
+document only while it is named as derived, with no alias: a rename gives it a document
+of its own (``_name_index.rename``). Hits come back in row order, as from one document
+an entity.
+
+A purge, and the migration from version 14, build the index again from the entity rows
+(:func:`rebuild`), grouped the same way.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Final
+
+from ..._neotoma.identity import Identity, entity_id_for
+from ._rows import decode_entity, encode_entity
+
+__all__ = [
+    "GROUPED_NAMES",
+    "MESSAGE",
+    "TURN",
+    "book_text",
+    "expand",
+    "index_turn_names",
+    "message_names",
+    "rebuild",
+]
+
+TURN: Final = "conversation_turn"
+MESSAGE: Final = "conversation_message"
+_TURN_PREFIX: Final = f"{TURN}:"
+_MESSAGE_PREFIX: Final = f"{MESSAGE}:"
+_ASSISTANT: Final = ":assistant"
+
+_INSERT: Final = "INSERT INTO bookkeeping_names (rowid, text) VALUES (?, ?)"
+
+# The migration to version 15: every document dropped, then built again grouped (rebuild).
+GROUPED_NAMES: Final = """
+-- version 15: one bookkeeping-names document a turn (_turn_names)
+INSERT INTO bookkeeping_names (bookkeeping_names) VALUES ('delete-all');
+"""
+
+
+def book_text(name: str, aliases: Sequence[str]) -> str:
+    """The text of an entity's own ``bookkeeping_names`` document (``aliases`` its aliases),
+    or of a turn's (``name`` the turn record's, ``aliases`` its messages'): the names,
+    lowercased, one a line, and a blank line after them, so that every occurrence of a
+    needle of one or two characters begins a trigram (``_name_index._short_book_rows``). A
+    contentless document is taken out by naming this text again."""
+    return "\n".join(n.lower() for n in (name, *aliases)) + "\n\n"
+
+
+def message_names(turn_name: str) -> tuple[str, str] | None:
+    """The user and assistant message names a turn record named ``turn_name`` derives
+    (``conversation_turn:{cid}|{tid}``: the last ``|`` splits it); None for a name of
+    another shape."""
+    if not turn_name.startswith(_TURN_PREFIX):
+        return None
+    head, bar, tail = turn_name[len(_TURN_PREFIX) :].rpartition("|")
+    if not bar:
+        return None
+    user = f"{_MESSAGE_PREFIX}{head}:{tail}"
+    return user, user + _ASSISTANT
+
+
+def _turn_names_of(message_name: str) -> Iterable[str]:
+    """The names of the turn records from whose names ``message_name`` derives."""
+    if not message_name.startswith(_MESSAGE_PREFIX):
+        return
+    rests = [message_name[len(_MESSAGE_PREFIX) :]]
+    if message_name.endswith(_ASSISTANT):
+        rests.insert(0, rests[0][: -len(_ASSISTANT)])
+    for rest in rests:
+        head, colon, tail = rest.rpartition(":")
+        if colon:
+            turn = f"{_TURN_PREFIX}{head}|{tail}"
+            if message_name in (message_names(turn) or ()):
+                yield turn
+
+
+def _first_name(name: str, aliases: str) -> str:
+    """The name an entity row was created with: its first alias once renamed (a rename
+    appends the old name to the aliases, which start empty)."""
+    if aliases == "[]":
+        return name
+    first = json.loads(aliases)
+    return str(first[0]) if first else name
+
+
+def _derived(entity_id: str, entity_type: str, name: str, tenant: str | None) -> bool:
+    """Whether ``entity_id`` is the id the store derives from ``name`` (not given by a
+    ``target_id``): then a search finds the entity from the name alone."""
+    return entity_id == entity_id_for(entity_type, name, tenant)
+
+
+def index_turn_names(
+    conn: sqlite3.Connection,
+    created: Sequence[tuple[int, str, Identity]],
+    turns: Mapping[str, str],
+    tenant: str | None,
+) -> None:
+    """Make the messages and turn records a store created (``created``: their rowid, type
+    and identity, in the order written) findable by substring: a turn record's document
+    holds its messages' names; a message goes into a turn's document when that turn record
+    has one (written now, or before: ``turns`` holds the ids of the turn records this store
+    wrote, by name), else into one of its own."""
+    grouped: set[str] = set()
+    for rowid, entity_type, ident in created:
+        if entity_type == TURN:
+            names = message_names(ident.canonical_name)
+            if names is None:
+                conn.execute(_INSERT, (rowid, book_text(ident.canonical_name, ())))
+            else:
+                conn.execute(_INSERT, (-rowid, book_text(ident.canonical_name, names)))
+                grouped.update(names)
+    for rowid, entity_type, ident in created:
+        if entity_type == TURN:
+            continue
+        name = ident.canonical_name
+        if not (
+            _derived(ident.entity_id, entity_type, name, tenant)
+            and (name in grouped or _in_turn_document(conn, name, turns, tenant))
+        ):
+            conn.execute(_INSERT, (rowid, book_text(name, ())))
+
+
+_GROUPED_TURN_SQL: Final = (
+    "SELECT canonical_name, aliases FROM entities e WHERE id = ? AND EXISTS "
+    "(SELECT 1 FROM bookkeeping_names_docsize WHERE id = -e.rowid)"
+)
+
+
+def _in_turn_document(
+    conn: sqlite3.Connection, name: str, turns: Mapping[str, str], tenant: str | None
+) -> bool:
+    """Whether a turn record's document holds the message name ``name`` already."""
+    for turn in _turn_names_of(name):
+        turn_id = turns.get(turn) or entity_id_for(TURN, turn, tenant)
+        row = conn.execute(_GROUPED_TURN_SQL, (encode_entity(turn_id),)).fetchone()
+        if row is not None and _first_name(row[0], row[1]) == turn:
+            return True
+    return False
+
+
+def _tenants(conn: sqlite3.Connection) -> dict[int, str | None]:
+    return {0: None, **{int(u): str(t) for u, t in conn.execute("SELECT uid, user_id FROM users")}}
+
+
+# The candidate rows of the messages a search finds through turns' documents, as
+# ``_name_index`` reads its other candidates: (0, id, name, aliases, rowid, uid).
+_MESSAGES_SQL: Final = (
+    "SELECT 0, id, canonical_name, aliases, rowid, uid FROM entities WHERE id = ?"
+)
+
+
+def expand(conn: sqlite3.Connection, needle: str, turns: Sequence[Any]) -> list[Any]:
+    """The candidate rows of the messages whose names the matched turns' documents hold
+    and contain ``needle`` (``turns``: the turn records' candidate rows, as above)."""
+    tenants: dict[int, str | None] | None = None
+    out: list[Any] = []
+    for row in turns:
+        names = message_names(_first_name(str(row[2]), str(row[3])))
+        if names is None:
+            continue
+        for name in names:
+            if needle not in name.lower():
+                continue  # a message still named so does not hold it either
+            if tenants is None:
+                tenants = _tenants(conn) if row[5] else {0: None}
+            if row[5] not in tenants:
+                tenants = _tenants(conn)
+            found = conn.execute(
+                _MESSAGES_SQL,
+                (encode_entity(entity_id_for(MESSAGE, name, tenants.get(row[5]))),),
+            ).fetchone()
+            if found is not None and found[5] == row[5]:
+                out.append((0, decode_entity(found[1]), found[2], found[3], found[4], found[5]))
+    return out
+
+
+_BATCH: Final = 1000
+
+
+def rebuild(conn: sqlite3.Connection) -> None:
+    """Every bookkeeping entity's names into an emptied ``bookkeeping_names``, grouped a
+    turn a document as the store writes them (the version-15 migration, and a purge)."""
+    conn.execute("INSERT INTO bookkeeping_names (bookkeeping_names) VALUES ('delete-all')")
+    tenants = _tenants(conn)
+    grouped: set[tuple[int, str]] = set()
+    for rowid, _, name, aliases, uid, _ in _rows(conn, (TURN,)):
+        names = message_names(_first_name(name, aliases))
+        if names is not None:
+            conn.execute(_INSERT, (-rowid, book_text(_first_name(name, aliases), names)))
+            grouped.update((uid, n) for n in names)
+            if aliases == "[]":
+                continue
+        conn.execute(_INSERT, (rowid, book_text(name, _aliases(aliases))))
+    for rowid, entity_id, name, aliases, uid, entity_type in _rows(conn, ("conversation", MESSAGE)):
+        if (
+            entity_type == MESSAGE
+            and aliases == "[]"
+            and (uid, name) in grouped
+            and _derived(decode_entity(entity_id), MESSAGE, name, tenants.get(uid))
+        ):
+            continue
+        conn.execute(_INSERT, (rowid, book_text(name, _aliases(aliases))))
+
+
+def _aliases(raw: str) -> list[str]:
+    return [] if raw == "[]" else [str(a) for a in json.loads(raw)]
+
+
+def _rows(conn: sqlite3.Connection, types: tuple[str, ...]) -> Iterable[tuple[Any, ...]]:
+    marks = ",".join("?" * len(types))
+    last = 0
+    while True:
+        rows = conn.execute(
+            "SELECT rowid, id, canonical_name, aliases, uid, entity_type FROM entities "
+            f"WHERE rowid > ? AND entity_type IN ({marks}) ORDER BY rowid LIMIT ?",
+            (last, *types, _BATCH),
+        ).fetchall()
+        if not rows:
+            return
+        yield from rows
+        last = rows[-1][0]
