@@ -20,7 +20,7 @@ from typing import Any, Final
 
 from . import _scope
 from ._rows import encode_entity, entity_text
-from ._turn_names import MESSAGE, TURN, book_text, expand
+from ._turn_names import MESSAGE, TURN, book_text, document_text, expand
 
 __all__ = [
     "BOOKKEEPING",
@@ -93,15 +93,15 @@ def rename(
         (rowid,) = conn.execute(
             "SELECT rowid FROM entities WHERE id = ?", (encode_entity(entity_id),)
         ).fetchone()
-        if entity_type not in _GROUPED or _has_document(conn, rowid):
+        if entity_type != MESSAGE or _has_document(conn, rowid):  # (a turn's may hold it)
             conn.execute(
                 "INSERT INTO bookkeeping_names (bookkeeping_names, rowid, text) "
                 "VALUES ('delete', ?, ?)",
-                (rowid, book_text(*old)),
+                (rowid, document_text(entity_type, *old)),
             )
-        # (a turn's document, if it holds the old name, stays: see ``_turn_names``)
         conn.execute(
-            "INSERT INTO bookkeeping_names (rowid, text) VALUES (?, ?)", (rowid, book_text(*new))
+            "INSERT INTO bookkeeping_names (rowid, text) VALUES (?, ?)",
+            (rowid, document_text(entity_type, *new)),
         )
         return
     conn.execute(
@@ -242,18 +242,18 @@ def _kind_sql(kinds: frozenset[str] | None) -> tuple[str, tuple[str, ...]]:
 # Neither table keeps token positions (``detail = none``), so neither answers a phrase: a
 # needle is matched as the AND of its trigrams, then checked whole (texts and needles are
 # lowercased alike): by ``instr`` in ``name_index``, on the entity row's name and aliases
-# for ``bookkeeping_names`` (contentless: its rowid is the entity row's, negated for a
-# turn's document, which leads to the turn record's row: ``_turn_names.expand``).
+# for ``bookkeeping_names`` (contentless: its rowid is the entity row's; a turn record's
+# also leads to its messages: ``_turn_names.expand``).
 _BOOKKEEPING_NAMES_SQL = (
-    f"SELECT 0, {entity_text('e.id')}, e.canonical_name, e.aliases, bookkeeping_names.rowid, "
-    "e.uid FROM bookkeeping_names "
-    "CROSS JOIN entities e ON e.rowid = abs(bookkeeping_names.rowid) "
+    f"SELECT 0, {entity_text('e.id')}, e.canonical_name, e.aliases, e.rowid, e.uid, "
+    "e.entity_type FROM bookkeeping_names "
+    "CROSS JOIN entities e ON e.rowid = bookkeeping_names.rowid "
     "WHERE bookkeeping_names MATCH ?"
 )
 
 _NAME_INDEX_SQL = (
-    "SELECT 1, entity_id, kind, NULL, NULL, NULL FROM name_index WHERE name_index MATCH ? "
-    "AND instr(text, ?) > 0"
+    "SELECT 1, entity_id, kind, NULL, NULL, NULL, NULL FROM name_index "
+    "WHERE name_index MATCH ? AND instr(text, ?) > 0"
 )
 
 _BOTH_NAMES_SQL = f"{_BOOKKEEPING_NAMES_SQL} UNION ALL {_NAME_INDEX_SQL}"
@@ -262,12 +262,13 @@ _BOTH_NAMES_SQL = f"{_BOOKKEEPING_NAMES_SQL} UNION ALL {_NAME_INDEX_SQL}"
 # index's vocabulary (a range of its terms: ``install`` makes the table on each connection);
 # a needle the tokenizer might fold otherwise (not ASCII) reads every bookkeeping name.
 _SHORT_BOOK_NAMES_SQL = (
-    f"SELECT 0, {entity_text('id')}, canonical_name, aliases, doc, uid FROM "
-    "(SELECT DISTINCT doc FROM temp.bookkeeping_terms WHERE term >= ? AND term < ?) "
-    "CROSS JOIN entities ON entities.rowid = abs(doc) ORDER BY doc"
+    f"SELECT 0, {entity_text('id')}, canonical_name, aliases, rowid, uid, entity_type "
+    "FROM entities WHERE rowid IN "
+    "(SELECT doc FROM temp.bookkeeping_terms WHERE term >= ? AND term < ?) ORDER BY rowid"
 )
+# (every row: none leads to another, so no type)
 _ALL_BOOK_NAMES_SQL = (
-    f"SELECT 0, {entity_text('id')}, canonical_name, aliases, rowid, uid FROM entities "
+    f"SELECT 0, {entity_text('id')}, canonical_name, aliases, rowid, uid, NULL FROM entities "
     f"WHERE entity_type IN ({','.join('?' * len(_BOOK_TYPES))}) ORDER BY rowid"
 )
 
@@ -290,12 +291,13 @@ def _book_kinds(needle: str, name: str, aliases: str) -> Iterator[str]:
 def _book_hits(
     conn: sqlite3.Connection, needle: str, kinds: frozenset[str] | None, rows: Sequence[Any]
 ) -> list[str]:
-    """The ids of the candidate ``rows`` (0, id, name, aliases, document, uid) whose names
-    hold ``needle``, in entity row order (as a document an entity gives them)."""
+    """The ids of the candidate ``rows`` (0, id, name, aliases, rowid, uid, type) whose
+    names hold ``needle``, and of the messages of the turn records among them whose names
+    do, in entity row order (as a document an entity gives them)."""
     book: Sequence[Any] = [r for r in rows if not r[0]]
-    turns = [r for r in book if r[4] < 0]
-    if turns:
-        by_row = {abs(r[4]): r for r in (*book, *expand(conn, needle, turns))}
+    more = expand(conn, needle, book)
+    if more:
+        by_row = {r[4]: r for r in (*book, *more)}
         book = [by_row[k] for k in sorted(by_row)]
     return [
         str(r[1])

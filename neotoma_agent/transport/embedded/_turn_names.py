@@ -2,23 +2,24 @@
 
 A turn creates three bookkeeping entities whose names are nearly the same text: its turn
 record ``conversation_turn:{cid}|{tid}``, its user message ``conversation_message:{cid}:
-{tid}`` and, at its close, its assistant message ``...:{tid}:assistant``. The enter
-writes one document for the three (:func:`index_turn_names`): the turn record's name
-and the two message names derived from it (:func:`message_names`), numbered as the turn
-record's row negated, so the close writes no full-text index at all. Any other
-bookkeeping entity keeps a document of its own, numbered as its row (a conversation, a
-name of any other shape, a renamed entity: its name and aliases, ``book_text``).
+{tid}`` and, at its close, its assistant message ``...:{tid}:assistant``. The turn
+record's document (numbered as its row, as every document) holds the two message names
+its name derives (:func:`message_names`), written by the enter (:func:`index_turn_names`),
+so a message named so has no document of its own and the close writes no full-text index
+at all. Any other bookkeeping entity keeps a document of its own (a conversation, a
+message of a name no turn record derives or whose turn record has none, a renamed one:
+its name and aliases, ``book_text``; :func:`document_text` is every document's text).
 
-A search that matches a turn's document (:func:`expand`) reads the turn record's row (a
-candidate itself) and the messages whose derived names hold the needle, found by the ids
-the store derives from those names (``entity_id_for``, in the row's user's tenant); each
-is then checked against its stored names as any candidate is, so a message not written
-(an abandoned turn's reply), erased or renamed is never a false hit. The derivation
-starts from the turn record's first name (its first alias once renamed: a rename keeps
-the old name as an alias and never rewrites the document), and a message joins a turn's
-document only while it is named as derived, with no alias: a rename gives it a document
-of its own (``_name_index.rename``). Hits come back in row order, as from one document
-an entity.
+A search that matches a turn record's document (:func:`expand`) reads the messages whose
+derived names hold the needle, found by the ids the store derives from those names
+(``entity_id_for``, in the row's user's tenant); each is then checked against its stored
+names as any candidate is, so a message not written (an abandoned turn's reply), erased
+or renamed is never a false hit. The derivation starts from the turn record's first name
+(its first alias once renamed: a rename keeps the old name as an alias), and a message
+goes without a document of its own only while it is named as derived, with no alias: a
+rename gives it one (``_name_index.rename``). Hits come back in row order, as from one
+document an entity. Document numbers stay the rows' (FTS5 writes a doclist's first
+number whole: a negative one, as a varint, takes 9 bytes where a row's takes 2 or 3).
 
 A purge, and the migration from version 14, build the index again from the entity rows
 (:func:`rebuild`), grouped the same way.
@@ -33,12 +34,14 @@ from typing import Any, Final
 
 from ..._neotoma.identity import Identity, entity_id_for
 from ._rows import decode_entity, encode_entity
+from ._type_index import of_type
 
 __all__ = [
     "GROUPED_NAMES",
     "MESSAGE",
     "TURN",
     "book_text",
+    "document_text",
     "expand",
     "index_turn_names",
     "message_names",
@@ -97,13 +100,26 @@ def _turn_names_of(message_name: str) -> Iterable[str]:
                 yield turn
 
 
-def _first_name(name: str, aliases: str) -> str:
+def _first_name(name: str, aliases: str | Sequence[str]) -> str:
     """The name an entity row was created with: its first alias once renamed (a rename
-    appends the old name to the aliases, which start empty)."""
-    if aliases == "[]":
+    appends the old name to the aliases, which start empty); ``aliases`` as the row holds
+    them (JSON) or as a list."""
+    if aliases == "[]" or not aliases:
         return name
-    first = json.loads(aliases)
+    first = json.loads(aliases) if isinstance(aliases, str) else aliases
     return str(first[0]) if first else name
+
+
+def document_text(entity_type: str, name: str, aliases: Sequence[str]) -> str:
+    """The text of a bookkeeping entity's document: its name and aliases, and for a turn
+    record the names of the two messages its first name derives."""
+    if entity_type == TURN:
+        first = _first_name(name, aliases)
+        names = message_names(first)
+        if names is not None:
+            rest = (name, *aliases[1:]) if aliases else ()
+            return book_text(first, (*names, *rest))
+    return book_text(name, aliases)
 
 
 def _derived(entity_id: str, entity_type: str, name: str, tenant: str | None) -> bool:
@@ -126,36 +142,30 @@ def index_turn_names(
     grouped: set[str] = set()
     for rowid, entity_type, ident in created:
         if entity_type == TURN:
-            names = message_names(ident.canonical_name)
-            if names is None:
-                conn.execute(_INSERT, (rowid, book_text(ident.canonical_name, ())))
-            else:
-                conn.execute(_INSERT, (-rowid, book_text(ident.canonical_name, names)))
-                grouped.update(names)
+            conn.execute(_INSERT, (rowid, document_text(TURN, ident.canonical_name, ())))
+            grouped.update(message_names(ident.canonical_name) or ())
     for rowid, entity_type, ident in created:
         if entity_type == TURN:
             continue
         name = ident.canonical_name
         if not (
             _derived(ident.entity_id, entity_type, name, tenant)
-            and (name in grouped or _in_turn_document(conn, name, turns, tenant))
+            and (name in grouped or _has_turn_record(conn, name, turns, tenant))
         ):
             conn.execute(_INSERT, (rowid, book_text(name, ())))
 
 
-_GROUPED_TURN_SQL: Final = (
-    "SELECT canonical_name, aliases FROM entities e WHERE id = ? AND EXISTS "
-    "(SELECT 1 FROM bookkeeping_names_docsize WHERE id = -e.rowid)"
-)
+_TURN_SQL: Final = f"SELECT canonical_name, aliases FROM entities WHERE id = ? AND {of_type(TURN)}"
 
 
-def _in_turn_document(
+def _has_turn_record(
     conn: sqlite3.Connection, name: str, turns: Mapping[str, str], tenant: str | None
 ) -> bool:
-    """Whether a turn record's document holds the message name ``name`` already."""
+    """Whether the message name ``name`` derives from a turn record's (first) name, so its
+    document holds it."""
     for turn in _turn_names_of(name):
         turn_id = turns.get(turn) or entity_id_for(TURN, turn, tenant)
-        row = conn.execute(_GROUPED_TURN_SQL, (encode_entity(turn_id),)).fetchone()
+        row = conn.execute(_TURN_SQL, (encode_entity(turn_id),)).fetchone()
         if row is not None and _first_name(row[0], row[1]) == turn:
             return True
     return False
@@ -166,18 +176,19 @@ def _tenants(conn: sqlite3.Connection) -> dict[int, str | None]:
 
 
 # The candidate rows of the messages a search finds through turns' documents, as
-# ``_name_index`` reads its other candidates: (0, id, name, aliases, rowid, uid).
-_MESSAGES_SQL: Final = (
-    "SELECT 0, id, canonical_name, aliases, rowid, uid FROM entities WHERE id = ?"
-)
+# ``_name_index`` reads its other candidates: (0, id, name, aliases, rowid, uid, type).
+_MESSAGES_SQL: Final = "SELECT id, canonical_name, aliases, rowid, uid FROM entities WHERE id = ?"
 
 
 def expand(conn: sqlite3.Connection, needle: str, turns: Sequence[Any]) -> list[Any]:
     """The candidate rows of the messages whose names the matched turns' documents hold
-    and contain ``needle`` (``turns``: the turn records' candidate rows, as above)."""
+    and contain ``needle`` (``turns``: candidate rows, as above; those of turn records
+    lead to their messages)."""
     tenants: dict[int, str | None] | None = None
     out: list[Any] = []
     for row in turns:
+        if row[6] != TURN:
+            continue
         names = message_names(_first_name(str(row[2]), str(row[3])))
         if names is None:
             continue
@@ -192,8 +203,8 @@ def expand(conn: sqlite3.Connection, needle: str, turns: Sequence[Any]) -> list[
                 _MESSAGES_SQL,
                 (encode_entity(entity_id_for(MESSAGE, name, tenants.get(row[5]))),),
             ).fetchone()
-            if found is not None and found[5] == row[5]:
-                out.append((0, decode_entity(found[1]), found[2], found[3], found[4], found[5]))
+            if found is not None and found[4] == row[5]:
+                out.append((0, decode_entity(found[0]), *found[1:], MESSAGE))
     return out
 
 
@@ -207,13 +218,9 @@ def rebuild(conn: sqlite3.Connection) -> None:
     tenants = _tenants(conn)
     grouped: set[tuple[int, str]] = set()
     for rowid, _, name, aliases, uid, _ in _rows(conn, (TURN,)):
-        names = message_names(_first_name(name, aliases))
-        if names is not None:
-            conn.execute(_INSERT, (-rowid, book_text(_first_name(name, aliases), names)))
-            grouped.update((uid, n) for n in names)
-            if aliases == "[]":
-                continue
-        conn.execute(_INSERT, (rowid, book_text(name, _aliases(aliases))))
+        listed = _aliases(aliases)
+        conn.execute(_INSERT, (rowid, document_text(TURN, name, listed)))
+        grouped.update((uid, n) for n in message_names(_first_name(name, listed)) or ())
     for rowid, entity_id, name, aliases, uid, entity_type in _rows(conn, ("conversation", MESSAGE)):
         if (
             entity_type == MESSAGE

@@ -59,7 +59,7 @@ _TURN_NAME = re.compile(r"conversation_turn:(.*)\|([^|]*)", re.DOTALL)
 
 def named_terms(path: Path) -> set[str]:
     """The trigrams of every bookkeeping entity's names (every user's): one text a turn
-    (since schema version 15: its record's first name and its messages', derived from it),
+    (its record's: its first name, its messages' derived from it, then its names since),
     and one for each other entity or one renamed (its name and aliases), each text its
     names one a line, then a blank line."""
     with sqlite3.connect(path) as conn:
@@ -75,13 +75,11 @@ def named_terms(path: Path) -> set[str]:
         turn = _TURN_NAME.fullmatch(first) if entity_type == "conversation_turn" else None
         if turn is not None:
             user = f"conversation_message:{turn[1]}:{turn[2]}"
-            texts.append([first, user, f"{user}:assistant"])
+            since = [name, *json.loads(aliases)[1:]] if aliases != "[]" else []
+            texts.append([first, user, f"{user}:assistant", *since])
             grouped.update({(uid, user), (uid, f"{user}:assistant")})
-            if aliases == "[]":
-                continue
-        elif aliases == "[]" and (uid, name) in grouped:
-            continue
-        texts.append([name, *json.loads(aliases)])
+        elif aliases != "[]" or (uid, name) not in grouped:
+            texts.append([name, *json.loads(aliases)])
     joined = ["\n".join(t).lower() + "\n\n" for t in texts]
     return {t[i : i + 3] for t in joined for i in range(len(t) - 2)}
 

@@ -60,7 +60,7 @@ def ungrouped_copy(path: Path, to: Path, version: int = BEFORE) -> Path:
 
 
 def documents(path: Path) -> list[int]:
-    """The numbers of the index's documents (a turn's is its record's row negated)."""
+    """The numbers of the index's documents (each an entity row's)."""
     with closing(sqlite3.connect(path)) as conn:
         return [int(r[0]) for r in conn.execute("SELECT id FROM bookkeeping_names_docsize")]
 
