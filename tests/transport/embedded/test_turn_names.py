@@ -128,6 +128,11 @@ async def _workload(path: Path) -> None:
             [{"entity_type": "conversation_turn", "session_id": "odd", "turn_id": "assistant"}],
             idempotency_key="odd-record",
         )
+        # named as a turn's message, of a turn with no record
+        await store.store(
+            [{"entity_type": "conversation_message", "role": "user", "turn_key": "lone:t9"}],
+            idempotency_key="lone-message",
+        )
     async with EmbeddedStore.open(path) as store:
         await _rename(store, path, "conversation_message", "Room-77", "t2", {"turn_key": "moved:x"})
         await _rename(
@@ -223,20 +228,30 @@ async def test_every_lookup_answers_as_with_a_document_an_entity(tmp_path: Path)
     _check_index(path)
 
 
+def _varints(blob: bytes) -> list[int]:
+    out, value = [], 0
+    for byte in blob:
+        value = (value << 7) | (byte & 0x7F)
+        if byte < 0x80:
+            out.append(value)
+            value = 0
+    return out
+
+
 def _check_index(path: Path) -> None:
-    """FTS5's check of the index, and its count of documents that of their sizes' rows (a
-    document taken out that was never put in would lower the count: FTS5 trusts the
-    caller of a contentless table's ``delete``)."""
+    """FTS5's check of the index, and its counts of documents and of their trigrams those
+    of the documents' sizes (a document taken out that was never put in, or named by
+    another text than it was put in with, would move them: FTS5 trusts the caller of a
+    contentless table's ``delete``)."""
     with closing(sqlite3.connect(path)) as conn:
         conn.execute("INSERT INTO bookkeeping_names (bookkeeping_names) VALUES ('integrity-check')")
         (block,) = conn.execute("SELECT block FROM bookkeeping_names_data WHERE id = 1").fetchone()
-        (sizes,) = conn.execute("SELECT count(*) FROM bookkeeping_names_docsize").fetchone()
-    count = 0
-    for byte in bytes(block):  # the averages record opens with the count, a varint
-        count = (count << 7) | (byte & 0x7F)
-        if byte < 0x80:
-            break
-    assert count == sizes
+        sizes = [
+            _varints(bytes(r[0]))[0]
+            for r in conn.execute("SELECT sz FROM bookkeeping_names_docsize")
+        ]
+    # the averages record: the count of documents, then the trigrams of the column
+    assert _varints(bytes(block))[:2] == [len(sizes), sum(sizes)]
 
 
 async def test_the_upgrade_groups_a_version_14_files_names_and_lookups_answer_the_same(
