@@ -33,8 +33,7 @@ from ._rows import decode_entity, encode_entity, entity_text
 from ._schema import MIGRATIONS
 from ._scope import NOBODY, lookup_uid
 from ._search import rebuild as rebuild_search
-from ._turn_names import GROUPED_NAMES
-from ._turn_names import rebuild as rebuild_book_names
+from ._turn_names import GROUPED_NAMES, rebuild_book_names
 
 __all__ = ["PurgeStats", "purge_entities", "purge_forgotten", "purge_user"]
 

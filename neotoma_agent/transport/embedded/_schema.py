@@ -28,8 +28,7 @@ from ._rows import (
 )
 from ._search import backfill as backfill_search
 from ._summaries import backfill
-from ._turn_names import GROUPED_NAMES
-from ._turn_names import rebuild as rebuild_book_names
+from ._turn_names import GROUPED_NAMES, rebuild_book_names
 from ._type_index import TYPE_CODES
 
 __all__ = ["SCHEMA_VERSION", "migrate"]
@@ -538,11 +537,6 @@ CREATE VIRTUAL TABLE bookkeeping_names USING fts5 (
 """
 
 
-def _compact_next(conn: sqlite3.Connection) -> None:
-    """The bookkeeping names' index built from the entity rows."""
-    backfill_book_names(conn)
-
-
 # Version 10: a message's PART_OF edge to its conversation, written by the store that
 # created the message (at its time, without metadata), is derived from the conversation
 # index (``_part_of``), not stored as a row. No table changes: ``_derive_part_of`` drops
@@ -647,7 +641,7 @@ _AFTER: dict[str, Callable[[sqlite3.Connection], None]] = {
     _SUMMARIES: backfill,
     # (version 6's index is built by version 8's step, which replaces its tables)
     _COMPACT_FORMAT: _compact_format,
-    _COMPACT_NEXT: _compact_next,
+    _COMPACT_NEXT: backfill_book_names,  # the index built from the entity rows
     _DERIVED_PART_OF: _derive_part_of,
     _FIRST_IN_ROW: merge_first,
     _PACKED_IDS: _pack_ids,

@@ -22,7 +22,7 @@ document an entity. Document numbers stay the rows' (FTS5 writes a doclist's fir
 number whole: a negative one, as a varint, takes 9 bytes where a row's takes 2 or 3).
 
 A purge, and the migration from version 14, build the index again from the entity rows
-(:func:`rebuild`), grouped the same way.
+(:func:`rebuild_book_names`), grouped the same way.
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ __all__ = [
     "expand",
     "index_turn_names",
     "message_names",
-    "rebuild",
+    "rebuild_book_names",
 ]
 
 TURN: Final = "conversation_turn"
@@ -56,9 +56,9 @@ _ASSISTANT: Final = ":assistant"
 
 _INSERT: Final = "INSERT INTO bookkeeping_names (rowid, text) VALUES (?, ?)"
 
-# The migration to version 15: every document dropped, then built again grouped (rebuild).
+# The migration to version 15: every document dropped, then built again grouped
+# (rebuild_book_names, run right after it).
 GROUPED_NAMES: Final = """
--- version 15: one bookkeeping-names document a turn (_turn_names)
 INSERT INTO bookkeeping_names (bookkeeping_names) VALUES ('delete-all');
 """
 
@@ -211,7 +211,7 @@ def expand(conn: sqlite3.Connection, needle: str, turns: Sequence[Any]) -> list[
 _BATCH: Final = 1000
 
 
-def rebuild(conn: sqlite3.Connection) -> None:
+def rebuild_book_names(conn: sqlite3.Connection) -> None:
     """Every bookkeeping entity's names into an emptied ``bookkeeping_names``, grouped a
     turn a document as the store writes them (the version-15 migration, and a purge)."""
     conn.execute("INSERT INTO bookkeeping_names (bookkeeping_names) VALUES ('delete-all')")
