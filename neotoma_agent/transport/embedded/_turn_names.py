@@ -33,7 +33,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final
 
 from ..._neotoma.identity import Identity, entity_id_for
-from ._rows import decode_entity, encode_entity
+from ._rows import decode_entity, encode_entity, entity_text
 from ._type_index import of_type
 
 __all__ = [
@@ -177,34 +177,43 @@ def _tenants(conn: sqlite3.Connection) -> dict[int, str | None]:
 
 # The candidate rows of the messages a search finds through turns' documents, as
 # ``_name_index`` reads its other candidates: (0, id, name, aliases, rowid, uid, type).
-_MESSAGES_SQL: Final = "SELECT id, canonical_name, aliases, rowid, uid FROM entities WHERE id = ?"
+_MESSAGES_SQL: Final = (
+    f"SELECT 0, {entity_text('id')}, canonical_name, aliases, rowid, uid, entity_type, id "
+    "FROM entities WHERE id IN ({marks})"
+)
+#: ids a statement binds (SQLite allows 32,766)
+_CHUNK: Final = 500
 
 
-def expand(conn: sqlite3.Connection, needle: str, turns: Sequence[Any]) -> list[Any]:
+def expand(conn: sqlite3.Connection, needle: str, rows: Sequence[Any]) -> list[Any]:
     """The candidate rows of the messages whose names the matched turns' documents hold
-    and contain ``needle`` (``turns``: candidate rows, as above; those of turn records
-    lead to their messages)."""
-    tenants: dict[int, str | None] | None = None
-    out: list[Any] = []
-    for row in turns:
+    and contain ``needle`` (``rows``: candidate rows, as above; those of turn records
+    lead to their messages), read a few hundred ids a statement."""
+    tenants: dict[int, str | None] = {0: None}
+    wanted: dict[bytes | str, int] = {}  # a message's id, as its row holds it: its user
+    for row in rows:
         if row[6] != TURN:
             continue
-        names = message_names(_first_name(str(row[2]), str(row[3])))
-        if names is None:
+        derived = message_names(_first_name(str(row[2]), str(row[3])))
+        if derived is None:
             continue
-        for name in names:
-            if needle not in name.lower():
+        # (the user's name begins the assistant's: a needle in it is in both)
+        names: Sequence[str] = derived
+        if needle not in derived[0].lower():
+            if needle not in derived[1].lower():
                 continue  # a message still named so does not hold it either
-            if tenants is None:
-                tenants = _tenants(conn) if row[5] else {0: None}
-            if row[5] not in tenants:
-                tenants = _tenants(conn)
-            found = conn.execute(
-                _MESSAGES_SQL,
-                (encode_entity(entity_id_for(MESSAGE, name, tenants.get(row[5]))),),
-            ).fetchone()
-            if found is not None and found[4] == row[5]:
-                out.append((0, decode_entity(found[0]), *found[1:], MESSAGE))
+            names = derived[1:]
+        uid = row[5]
+        if uid not in tenants:
+            tenants = _tenants(conn)
+        for name in names:
+            wanted[encode_entity(entity_id_for(MESSAGE, name, tenants.get(uid)))] = uid
+    out: list[Any] = []
+    ids = list(wanted)
+    for at in range(0, len(ids), _CHUNK):
+        chunk = ids[at : at + _CHUNK]
+        sql = _MESSAGES_SQL.format(marks=",".join("?" * len(chunk)))
+        out.extend(r[:7] for r in conn.execute(sql, chunk) if wanted[r[7]] == r[5])
     return out
 
 
