@@ -26,7 +26,7 @@ from ._rows import (
     encode_word,
     key_digest,
 )
-from ._search import backfill as backfill_search
+from ._search_rowid import SEARCH_BY_ROWID, key_search_by_rowid
 from ._summaries import backfill
 from ._type_index import TYPE_CODES
 
@@ -476,8 +476,8 @@ CREATE INDEX idempotency_keys_by_source ON idempotency_keys (source_id);
 #   text is read from its entity's snapshot, which holds it anyway (a third of a short
 #   turn's bytes were that copy). ``search_docs`` numbers the indexed entities (its rowid
 #   is the entity's ``search_text`` rowid; found by entity through its unique index, by
-#   number through its key). The index is built again from the entity rows right after the
-#   script (``_search.backfill``), so a file of any earlier version gets it whole;
+#   number through its key; version 15 drops it and keys the index by the entity rowid, and
+#   its step builds the index from the entity rows: ``_search_rowid``);
 # - ``idempotency_keys``: keyed by (user, the key's 16-byte digest: ``key_digest``), the
 #   key's text once, in its row (an observation's ``source`` reads it back), not again in
 #   the key's B-tree pages and in every entry of the index by source (about 100 bytes less
@@ -512,10 +512,9 @@ CREATE TABLE search_docs (
 
 
 def _compact_format(conn: sqlite3.Connection) -> None:
-    """The keys' digests, and the search index built from the entity rows."""
+    """The keys' digests (the search index is built by version 15's step)."""
     conn.create_function("key_digest", 1, key_digest, deterministic=True)
     conn.execute("UPDATE idempotency_keys SET digest = key_digest(key)")
-    backfill_search(conn)
 
 
 # Version 9: the compact format's next steps (docs/performance.md).
@@ -634,6 +633,7 @@ MIGRATIONS: tuple[str, ...] = (
     _PACKED_IDS,
     _META_NUMBERS,
     TYPE_CODES,  # version 14: the type index by word code (_type_index)
+    SEARCH_BY_ROWID,  # version 15: the search index by entity rowid (_search_rowid)
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -649,6 +649,7 @@ _AFTER: dict[str, Callable[[sqlite3.Connection], None]] = {
     _FIRST_IN_ROW: merge_first,
     _PACKED_IDS: _pack_ids,
     _META_NUMBERS: number_first_metas,
+    SEARCH_BY_ROWID: key_search_by_rowid,
 }
 
 
