@@ -1,4 +1,4 @@
-"""One ``bookkeeping_names`` document a turn (schema version 15).
+"""One ``bookkeeping_names`` document a turn (schema version 16).
 
 A turn creates three bookkeeping entities whose names are nearly the same text: its turn
 record ``conversation_turn:{cid}|{tid}``, its user message ``conversation_message:{cid}:
@@ -21,7 +21,7 @@ rename gives it one (``_name_index.rename``). Hits come back in row order, as fr
 document an entity. Document numbers stay the rows' (FTS5 writes a doclist's first
 number whole: a negative one, as a varint, takes 9 bytes where a row's takes 2 or 3).
 
-A purge, and the migration from version 14, build the index again from the entity rows
+A purge, and the migration from the version before, build the index again from the entity rows
 (:func:`rebuild_book_names`), grouped the same way.
 """
 
@@ -56,7 +56,7 @@ _ASSISTANT: Final = ":assistant"
 
 _INSERT: Final = "INSERT INTO bookkeeping_names (rowid, text) VALUES (?, ?)"
 
-# The migration to version 15: every document dropped, then built again grouped
+# The migration to version 16: every document dropped, then built again grouped
 # (rebuild_book_names, run right after it).
 GROUPED_NAMES: Final = """
 INSERT INTO bookkeeping_names (bookkeeping_names) VALUES ('delete-all');
@@ -222,7 +222,7 @@ _BATCH: Final = 1000
 
 def rebuild_book_names(conn: sqlite3.Connection) -> None:
     """Every bookkeeping entity's names into an emptied ``bookkeeping_names``, grouped a
-    turn a document as the store writes them (the version-15 migration, and a purge)."""
+    turn a document as the store writes them (the migration to this layout, and a purge)."""
     conn.execute("INSERT INTO bookkeeping_names (bookkeeping_names) VALUES ('delete-all')")
     tenants = _tenants(conn)
     grouped: set[tuple[int, str]] = set()

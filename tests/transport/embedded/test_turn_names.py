@@ -1,7 +1,7 @@
-"""One bookkeeping-names document a turn (schema version 15): a turn's enter writes one
+"""One bookkeeping-names document a turn (schema version 16): a turn's enter writes one
 document holding its turn record's name and its two messages' names, its close writes
-none, and every lookup answers as when each entity had a document of its own (version
-14): the same ids in the same order, for any substring of any name (short needles, ones
+none, and every lookup answers as when each entity had a document of its own (the
+version before): the same ids in the same order, for any substring of any name (short needles, ones
 across the conversation and turn ids), for a reply never written (an abandoned or
 unclosed turn), a renamed message or turn record, erased messages and conversations, and
 two users' turns of the same names."""
@@ -261,7 +261,7 @@ async def test_the_upgrade_groups_a_version_14_files_names_and_lookups_answer_th
     tmp_path: Path,
 ) -> None:
     """The file the release before wrote (``tests/data/v14_store``) and one written by this
-    workload as version 14 held it: every lookup answers after the upgrade as before it,
+    workload as the version before held it: every lookup answers after the upgrade as before it,
     and it is written on as a file this release wrote."""
     path = tmp_path / "store.db"
     shutil.copyfile(TESTS / "data" / "v14_store" / "store.db", path)
@@ -310,12 +310,12 @@ _MORE = st.lists(
 
 @compared
 @given(before=steps, after=steps, more=_MORE)
-async def test_every_read_and_write_is_the_same_as_on_the_version_14_file(
+async def test_every_read_and_write_is_the_same_as_on_the_file_the_version_before_held(
     tmp_path_factory: pytest.TempPathFactory, before: list[Step], after: list[Step], more: list
 ) -> None:
     """Any mix of two users' turns, stores, corrections, deletions, edges and forgotten
     users, then of turns, abandoned and unclosed ones, renames and purges: every read of
-    each user answers the same on the file and on its copy as version 14 held it (one
+    each user answers the same on the file and on its copy as the version before held it (one
     names document an entity), upgraded, and so does every lookup of any substring of a
     name; then the same writes on both write the same rows and answer the same."""
     tmp = tmp_path_factory.mktemp("names")

@@ -1,5 +1,5 @@
-"""Store files whose bookkeeping names' index holds one document a turn (schema version 15),
-the same files as version 14 indexed them (one document an entity), and what a lookup of
+"""Store files whose bookkeeping names' index holds one document a turn (schema version 16),
+the same files as the version before indexed them (one document an entity), and what a lookup of
 a needle must answer on either: every conversation, message and turn record whose name or
 an alias holds it, in entity row order (the index's answer before it had turns'
 documents, which was complete)."""
@@ -42,7 +42,7 @@ _BOOKKEEPING = ("conversation", "conversation_message", "conversation_turn")
 
 
 def one_an_entity(conn: sqlite3.Connection) -> None:
-    """The index as version 14 held it: one document an entity, numbered as its row."""
+    """The index as the version before held it: one document an entity, numbered as its row."""
     conn.execute("INSERT INTO bookkeeping_names (bookkeeping_names) VALUES ('delete-all')")
     backfill_book_names(conn)
 
@@ -98,7 +98,7 @@ def _reading(path: Path) -> Iterator[sqlite3.Connection]:
 
 def searched(path: Path, needles: list[str]) -> dict[tuple[str, str], list[str]]:
     """``substring_ids`` of each needle with each of ``KINDS``, on the file as it is (not
-    upgraded: a file of one document an entity is read as version 14 read it)."""
+    upgraded: a file of one document an entity is read as the version before read it)."""
     with _reading(path) as conn:
         return {
             (needle, repr(kinds)): substring_ids(conn, needle, kinds)

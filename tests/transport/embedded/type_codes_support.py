@@ -16,6 +16,8 @@ from contextlib import closing
 from pathlib import Path
 from typing import Any
 
+from search_rowid_support import unkey
+
 #: the version before the type index held the type's code
 BEFORE = 13
 
@@ -31,7 +33,8 @@ _COLUMNS = (
 def untype(conn: sqlite3.Connection) -> None:
     """The entity rows with their type as text and the type index on it, as version 13
     held them (the table rebuilt, rowids kept; inside the caller's transaction; the caller
-    sets the version)."""
+    sets the version), and the search index as version 14 held it."""
+    unkey(conn)
     columns = [r[1] for r in conn.execute("PRAGMA table_xinfo(entities)")]
     if "type_code" not in columns:
         return
