@@ -11,6 +11,7 @@ import json
 import sqlite3
 from collections.abc import Callable
 
+from ._codec_migration import FIELD_CODEC, code_fields
 from ._first import merge_first, number_first_metas
 from ._name_index import backfill_book_names
 from ._part_of import derived_seen_of
@@ -597,9 +598,7 @@ ALTER TABLE entities ADD COLUMN first_fields TEXT;
 # id and reads the text back (``entity_text`` in SQL, ``decode_entity`` in Python); the
 # edges, field values, summaries and the name index keep the text. ``_pack_ids`` rewrites
 # the rows right after the script and rebuilds the two indexes packed.
-_PACKED_IDS = """
--- version 12: entity ids packed in the entity rows (_rows.encode_entity)
-"""
+_PACKED_IDS = "\n-- version 12: entity ids packed in the entity rows (_rows.encode_entity)\n"
 
 
 def _pack_ids(conn: sqlite3.Connection) -> None:
@@ -634,6 +633,7 @@ MIGRATIONS: tuple[str, ...] = (
     _PACKED_IDS,
     _META_NUMBERS,
     TYPE_CODES,  # version 14: the type index by word code (_type_index)
+    FIELD_CODEC,  # the protocol records' fields in a positional codec (_codec_migration)
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -649,6 +649,7 @@ _AFTER: dict[str, Callable[[sqlite3.Connection], None]] = {
     _FIRST_IN_ROW: merge_first,
     _PACKED_IDS: _pack_ids,
     _META_NUMBERS: number_first_metas,
+    FIELD_CODEC: code_fields,
 }
 
 
