@@ -8,7 +8,8 @@ template code, then its values in the template's field order, with no names:
     [-code, mask, value, ...]   the fields are the template's at the bits of ``mask``
 
 Each field of a template has a transform: ``_PLAIN`` (the value as it is), ``_TIME``
-(a canonical ISO time as integer milliseconds, ``_times.encode_time``), ``_WORDS`` (one
+(a canonical ISO time, as the store writes them, as integer milliseconds:
+``_times.encode_time``; any other value keeps the fields' object), ``_WORDS`` (one
 of a few words as its index: a message's role, a turn record's status), or a value
 derived from the fields before it or the row's name, stored as ``0`` (a message's
 ``sender_kind`` equal to its role, its ``turn_key`` the rest of its canonical name
@@ -165,7 +166,10 @@ def encode_fields(entity_type: str, fields: Mapping[str, Any], text: str, name: 
         prefix = prefix and at == last + 1
         last = at
         mask |= 1 << at
-        values.append(_encode_value(slots[at], value, fields, name))
+        try:
+            values.append(_encode_value(slots[at], value, fields, name))
+        except ValueError:
+            return text
     coded: list[Any] = [code, *values] if prefix else [-code, mask, *values]
     try:
         back = _dumps(decode_fields(coded, name))
@@ -181,7 +185,10 @@ def _encode_value(
     if kind == _PLAIN:
         return value
     if kind == _TIME:
-        return encode_time(value) if type(value) is str else value
+        coded = encode_time(value) if type(value) is str else None
+        if type(coded) is not int:
+            raise ValueError("not a canonical time")  # the fields keep their object
+        return coded
     if kind == _WORDS:
         return slot[2].index(value) if type(value) is str and value in slot[2] else value
     if kind == _SAME:
