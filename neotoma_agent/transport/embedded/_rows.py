@@ -191,6 +191,8 @@ def decode_seen(value: str | bytes) -> list[str]:
 #
 # o[0] is the observation that decides deletion ("t": null when there is none); "w" is left
 # out when o[0] wins every field of "f", in the order of "f".
+# A message's and a turn record's "f" is, since schema version 15, their type's field codec
+# (a JSON array, ``_codec``) where it gives them back exactly: decoded with the row's name.
 # Older formats are still read: version 3's (the same, with ids and times as text), and the
 # first one ({"f", "p", "w", "top", "del"}, metas per field).
 
