@@ -32,6 +32,7 @@ a statement took ``$.f`` apart, and :func:`first_fields_sql` for ``first_fields`
 
 from __future__ import annotations
 
+import functools
 import json
 import sqlite3
 from collections.abc import Mapping, Sequence
@@ -148,9 +149,16 @@ class NameNeeded(ValueError):
 
 def encode_fields(entity_type: str, fields: Mapping[str, Any], text: str, name: str | None) -> str:
     """What a row stores for ``fields`` (``text``: their JSON as ``_rows.dumps_acyclic``
-    writes it): coded when ``entity_type`` has a template and decoding gives ``text`` back
-    exactly, else ``text``. ``name``: the row's canonical name (``None``: unknown, so
-    nothing is derived from it)."""
+    writes it, else they stay ``text``): coded when ``entity_type`` has a template and
+    decoding gives them back exactly, else ``text``. ``name``: the row's canonical name
+    (``None``: nothing is derived from it).
+
+    Exactly, by construction (``test_field_codec`` checks the round trip on any fields):
+    the keys are the template's, in its order; a plain value is kept as it is; a time is
+    coded only as the milliseconds ``encode_time`` gives back as the same text; a word only
+    as its index, and a value that would read as an index (an int) keeps the object; a
+    derived value only where it is the text derived, and a value that would read as the
+    marker (the int 0) keeps the object."""
     template = _BY_TYPE.get(entity_type)
     if template is None or not fields:
         return text
@@ -163,83 +171,87 @@ def encode_fields(entity_type: str, fields: Mapping[str, Any], text: str, name: 
         at = places.get(key)
         if at is None or at <= last:
             return text  # a field the template does not hold, or another order
-        prefix = prefix and at == last + 1
+        if at != last + 1:
+            prefix = False
         last = at
         mask |= 1 << at
-        try:
-            values.append(_encode_value(slots[at], value, fields, name))
-        except ValueError:
-            return text
-    coded: list[Any] = [code, *values] if prefix else [-code, mask, *values]
-    try:
-        back = _dumps(decode_fields(coded, name))
-    except (ValueError, LookupError, TypeError):
+        slot = slots[at]
+        kind = slot[1]
+        if kind == _PLAIN:
+            pass
+        elif kind == _TIME:
+            value = encode_time(value) if type(value) is str else None
+            if type(value) is not int:
+                return text  # not a time as the store writes them
+        elif type(value) is int:
+            if kind == _WORDS or value == 0:
+                return text  # it would read as a word's index, or as the marker
+        elif type(value) is str:
+            if kind == _WORDS:
+                if value in slot[2]:
+                    value = slot[2].index(value)
+            elif value == _derived(kind, slot[2], fields, name):
+                value = 0
+        values.append(value)
+    if _dumps(fields) != text:
         return text
-    return _dumps(coded) if back == text else text
+    return _dumps([code, *values] if prefix else [-code, mask, *values])
 
 
-def _encode_value(
-    slot: tuple[Any, ...], value: Any, fields: Mapping[str, Any], name: str | None
-) -> Any:
-    kind = slot[1]
-    if kind == _PLAIN:
-        return value
-    if kind == _TIME:
-        coded = encode_time(value) if type(value) is str else None
-        if type(coded) is not int:
-            raise ValueError("not a canonical time")  # the fields keep their object
-        return coded
-    if kind == _WORDS:
-        return slot[2].index(value) if type(value) is str and value in slot[2] else value
+def _derived(kind: int, arg: Any, fields: Mapping[str, Any], name: str | None) -> str | None:
+    """The text a derived field's ``0`` stands for (``None``: none)."""
     if kind == _SAME:
-        derived: Any = fields.get(slot[2])
-    elif kind == _JOINED:
-        a, b = (fields.get(k) for k in slot[2])
-        derived = f"{a}:{b}" if type(a) is str and type(b) is str else None
-    else:  # _NAME
-        prefix = slot[2]
-        derived = name[len(prefix) :] if name is not None and name.startswith(prefix) else None
-    # ``0`` stands for the derived value (the round trip refuses a real 0 it would hide).
-    return 0 if derived is not None and type(value) is type(derived) and value == derived else value
+        same = fields.get(arg)
+        return same if type(same) is str else None
+    if kind == _JOINED:
+        a, b = fields.get(arg[0]), fields.get(arg[1])
+        return f"{a}:{b}" if type(a) is str and type(b) is str else None
+    return name[len(arg) :] if name is not None and name.startswith(arg) else None
+
+
+@functools.lru_cache(maxsize=256)
+def _layout(code: int, shape: int) -> tuple[tuple[Any, ...], ...]:
+    """The fields of a coded list: template ``code``'s first ``shape`` ones (``code`` > 0)
+    or those at the bits of the mask ``shape``."""
+    if code == 0 or abs(code) > len(_TEMPLATES):
+        raise ValueError("a coded field list names no template")
+    slots = _TEMPLATES[abs(code) - 1][1]
+    if code > 0:
+        if shape > len(slots):
+            raise ValueError("a coded field list is longer than its template")
+        return slots[:shape]
+    return tuple(slot for at, slot in enumerate(slots) if shape >> at & 1)
 
 
 def decode_fields(coded: Sequence[Any], name: str | None) -> dict[str, Any]:
     """The fields :func:`encode_fields` coded as ``coded`` (the row's ``name`` for a value
     derived from it: :class:`NameNeeded` without)."""
     code = coded[0]
-    slots = _TEMPLATES[abs(code) - 1][1]
     if code > 0:
-        places: Sequence[int] = range(len(coded) - 1)
         values = coded[1:]
+        layout = _layout(code, len(values))
     else:
-        mask = coded[1]
-        places = [at for at in range(len(slots)) if mask >> at & 1]
         values = coded[2:]
-    if len(places) != len(values) or code == 0:
-        raise ValueError("a coded field list does not match its template")
+        layout = _layout(code, coded[1])
     out: dict[str, Any] = {}
-    for at, value in zip(places, values, strict=True):
-        slot = slots[at]
+    for slot, value in zip(layout, values, strict=True):
         kind = slot[1]
-        if kind == _PLAIN:
-            pass
-        elif kind == _TIME:
-            if type(value) is int:
+        if kind and type(value) is int:
+            if kind == _TIME:
                 value = decode_time(value)
-        elif kind == _WORDS:
-            if type(value) is int:
+            elif kind == _WORDS:
                 value = slot[2][value]
-        elif value == 0 and type(value) is int:
-            if kind == _SAME:
-                value = out[slot[2]]
-            elif kind == _JOINED:
-                value = f"{out[slot[2][0]]}:{out[slot[2][1]]}"
-            elif name is None:
-                raise NameNeeded("a coded field is derived from its row's name: none given")
-            elif not name.startswith(slot[2]):
-                raise ValueError("a coded field's row has another name")
-            else:
-                value = name[len(slot[2]) :]
+            elif value == 0:
+                if kind == _SAME:
+                    value = out[slot[2]]
+                elif kind == _JOINED:
+                    value = f"{out[slot[2][0]]}:{out[slot[2][1]]}"
+                elif name is None:
+                    raise NameNeeded("a coded field is derived from its row's name: none given")
+                elif not name.startswith(slot[2]):
+                    raise ValueError("a coded field's row has another name")
+                else:
+                    value = name[len(slot[2]) :]
         out[slot[0]] = value
     return out
 
