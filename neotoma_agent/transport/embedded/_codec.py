@@ -51,6 +51,7 @@ __all__ = [
     "field_sql",
     "fields_sql",
     "first_fields_sql",
+    "forget",
     "install",
     "recode_doc",
     "renamed",
@@ -143,15 +144,29 @@ _BY_TYPE: Final = {
 }
 
 
+# What ``encode_fields`` coded lately, by (type, fields' text, name): at most _MAX_MEMO
+# texts of at most _MAX_MEMO_TEXT characters (each step is atomic under the GIL).
+_coded: dict[tuple[str, str, str | None], str] = {}
+_MAX_MEMO: Final = 64
+_MAX_MEMO_TEXT: Final = 4096
+
+
 class NameNeeded(ValueError):
     """A coded value is derived from its row's name, and its reader gave none."""
 
 
-def encode_fields(entity_type: str, fields: Mapping[str, Any], text: str, name: str | None) -> str:
+def encode_fields(
+    entity_type: str,
+    fields: Mapping[str, Any],
+    text: str,
+    name: str | None,
+    *,
+    exact: bool = False,
+) -> str:
     """What a row stores for ``fields`` (``text``: their JSON as ``_rows.dumps_acyclic``
-    writes it, else they stay ``text``): coded when ``entity_type`` has a template and
-    decoding gives them back exactly, else ``text``. ``name``: the row's canonical name
-    (``None``: nothing is derived from it).
+    writes it, else they stay ``text``; ``exact``: the caller wrote ``text`` so): coded
+    when ``entity_type`` has a template and decoding gives them back exactly, else
+    ``text``. ``name``: the row's canonical name (``None``: nothing is derived from it).
 
     Exactly, by construction (``test_field_codec`` checks the round trip on any fields):
     the keys are the template's, in its order; a plain value is kept as it is; a time is
@@ -162,13 +177,24 @@ def encode_fields(entity_type: str, fields: Mapping[str, Any], text: str, name: 
     template = _BY_TYPE.get(entity_type)
     if template is None or not fields:
         return text
+    if entity_type not in NAMED_TYPES:
+        name = None  # its template derives nothing from it
+    if exact:
+        # A turn record's close codes its open fields again (its first observation's):
+        # the same text its enter coded as the snapshot's.
+        memo = (entity_type, text, name)
+        hit = _coded.get(memo)
+        if hit is not None:
+            return hit
     code, slots, places = template
     values: list[Any] = []
+    append = values.append
+    place = places.get
     mask = 0
     last = -1
     prefix = True
     for key, value in fields.items():
-        at = places.get(key)
+        at = place(key)
         if at is None or at <= last:
             return text  # a field the template does not hold, or another order
         if at != last + 1:
@@ -192,10 +218,20 @@ def encode_fields(entity_type: str, fields: Mapping[str, Any], text: str, name: 
                     value = slot[2].index(value)
             elif value == _derived(kind, slot[2], fields, name):
                 value = 0
-        values.append(value)
-    if _dumps(fields) != text:
+        append(value)
+    if not exact and _dumps(fields) != text:
         return text
-    return _dumps([code, *values] if prefix else [-code, mask, *values])
+    coded = _dumps([code, *values] if prefix else [-code, mask, *values])
+    if exact and len(text) <= _MAX_MEMO_TEXT:
+        if len(_coded) >= _MAX_MEMO:
+            _coded.clear()
+        _coded[memo] = coded
+    return coded
+
+
+def forget() -> None:
+    """Empty the memo of coded texts (a store closing: its texts are not kept past it)."""
+    _coded.clear()
 
 
 def _derived(kind: int, arg: Any, fields: Mapping[str, Any], name: str | None) -> str | None:

@@ -34,6 +34,7 @@ from typing import Any, Final
 from .._packed_calls import TOOL_CALLS, pack_tool_calls
 from . import _scope
 from ._codec import fields_sql
+from ._codec import forget as forget_coded
 from ._errors import invalid_format, not_found
 from ._page_rows import (
     conversation_item,
@@ -160,6 +161,7 @@ def forget() -> None:
     _session.cache_clear()
     _record_of.cache_clear()
     forget_rows()
+    forget_coded()
 
 
 def history_page(conn: sqlite3.Connection, body: Mapping[str, Any]) -> dict[str, Any]:

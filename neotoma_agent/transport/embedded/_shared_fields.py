@@ -59,7 +59,7 @@ def settle_fields(
         old_text = dumps_acyclic(old_fields)
         if old_text != text:
             if state.shared == FIRST_SEQ:
-                old_text = encode_fields(entity_type, old_fields, old_text, name)
+                old_text = encode_fields(entity_type, old_fields, old_text, name, exact=True)
             set_fields(conn, entity_id, state.shared, old_text)
             state.shared = None
     if state.shared is None and fields_json == text:

@@ -600,7 +600,9 @@ def _observe(
             first_fields = encode_fields(entity_type, fields, fields_json, name)
     if states is not None:
         states[entity_id] = state
-    doc = encode_state(state, encode_fields(entity_type, state.fields, fields_text, name))
+    doc = encode_state(
+        state, encode_fields(entity_type, state.fields, fields_text, name, exact=True)
+    )
     messages = 0 if counted is None else counted.take(entity_id)
     if create is not None:
         inserted = conn.execute(
