@@ -345,3 +345,26 @@ async def test_every_read_and_write_is_the_same_as_on_the_version_14_file(
     assert entity_rows(old) == entity_rows(path)
     assert await answers(old) == await answers(path)
     assert await _field_reads(old) == await _field_reads(path)
+
+
+async def test_a_renamed_message_is_coded_under_its_new_name(tmp_path: Path) -> None:
+    """A correction of a message's ``turn_key`` renames it: its row is coded again under the
+    new name, as the migration codes the same fields (the row is the upgraded copy's), and
+    every read answers the new key (its first observation's fields keep the old one)."""
+    path = tmp_path / "store.db"
+    message = {"entity_type": _MESSAGE, **_message("user", "hi", "c:t1")}
+    async with EmbeddedStore.open(path) as store:
+        (written,) = (await store.store([message], idempotency_key="k1")).entities
+        body = {"entity_id": written.entity_id, "entity_type": _MESSAGE, "field": "turn_key"}
+        await store.request("correct", {**body, "value": "c:t2", "idempotency_key": "fix"})
+        snapshot = await store.request("get_entity_snapshot", {"entity_id": written.entity_id})
+        observations = await store.request("list_observations", {"entity_id": written.entity_id})
+    assert snapshot["snapshot"]["turn_key"] == "c:t2"
+    assert [o["fields"].get("turn_key") for o in observations["observations"]] == ["c:t2", "c:t1"]
+    doc, first = _rows(path)[f"{_MESSAGE}:c:t2"]
+    assert doc.startswith('{"f":[1,0,0,"hi",0]')
+    assert first == '[1,0,0,"hi","c:t1"]'
+    old = uncoded_copy(path, tmp_path / "v14.db")
+    async with EmbeddedStore.open(old):
+        pass
+    assert entity_rows(old) == entity_rows(path)
