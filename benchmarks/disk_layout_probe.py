@@ -7,7 +7,7 @@
 ``memory.turn`` on an ``EmbeddedStore``) into a fresh file and probes that.
 
 Reads a store file of the current schema version (never writes it: the ``live`` column is
-this release's own format, schema version 15, as the store writes it) and copies its row
+this release's own format, schema version 16, as the store writes it) and copies its row
 tables into fresh files, in their key order, once in the file's own layout (``copy``: its
 columns, the per-user ones included) and once per layout probed:
 
@@ -29,7 +29,7 @@ columns, the per-user ones included) and once per layout probed:
   instead of the key's 16-byte digest (schema version 8 already finds a key by that digest
   and keeps its text once, in its row: this step numbers the rows) — ``compact``, the last
   step of the format designed;
-- ``+codec``: and what the field codec leaves (schema version 15 holds a message's and a
+- ``+codec``: and what the field codec leaves (schema version 16 holds a message's and a
   turn record's fields in a per-type positional codec: no names, times as milliseconds,
   the role and status as codes, a message's ``sender_kind`` and ``turn_key`` and a turn
   record's ``turn_key`` derived, ``_codec``): a turn record's ``session_id`` and
@@ -50,7 +50,9 @@ schema version 11 the live file keeps it in the entity row (its id, source, key,
 source word, specificity, identity basis and rule, and its fields when they are not the
 snapshot's), and every layout copies those columns. And every layout holds an entity's id
 as its 12 bytes in its row and its unique index (``encode_entity``), as the live file does
-since schema version 12.
+since schema version 12. Nor does any layout, nor the live file, hold ``search_docs``
+(each indexed entity's number and id, and a unique index on the id: about 94 bytes a
+turn): since schema version 15 the search index's rows have their entity rows' rowids.
 """
 
 from __future__ import annotations

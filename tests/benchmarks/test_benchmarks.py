@@ -245,7 +245,7 @@ def test_disk_layout_probe_copies_every_row_into_each_layout(tmp_path: Path) -> 
     # The keys are numbered and found by a digest: an index of its own, counted.
     assert tables["idempotency_keys_by_digest"]["est +keys"] > 0
     assert report["totals"][f"est {report['compact']}"] < report["totals"]["live"]
-    # The live file holds the protocol records' fields coded (schema 15); what ``+codec``
+    # The live file holds the protocol records' fields coded (schema 16); what ``+codec``
     # models of the rest (a turn record's ids derived from its name) changes no row count
     # and no other table, and no larger entity rows (30 turns' fill the same pages).
     assert tables["entities"]["est +codec"] <= tables["entities"]["est +keys"]

@@ -13,13 +13,15 @@
     PYTHONPATH=/path/to/v11 python tests/data/record_store_answers.py v11_store --build
     PYTHONPATH=/path/to/v12 python tests/data/record_store_answers.py v12_store --build
     PYTHONPATH=/path/to/v14 python tests/data/record_store_answers.py v14_store --build
+    PYTHONPATH=/path/to/v15 python tests/data/record_store_answers.py v15_store --build
 
 Reads ``DIR/store.db`` (a copy: the file itself is never opened for writing) and writes
 ``DIR/answers.json``. With ``--build``, first writes ``DIR/store.db``: the version-1 file
 opened (so migrated) by that code, plus two turns of a conversation and a second key
 storing the same entities as an earlier one (so one source has two keys); from version 7
 on, also a turn and a store of another user's (``for_user``), which the unscoped reads
-recorded here must not see.
+recorded here must not see. From version 14 on, also the full-text searches of each
+user (``searches``: phrases, a conversation's messages, a limit, another user's view).
 """
 
 from __future__ import annotations
@@ -42,6 +44,10 @@ REPLAYS = {
     "company-1": [{"entity_type": "company", "name": "Acme Corp", "domain": "acme.example"}],
     "widget-1": [{"entity_type": "widget", "name": "Sprocket", "colour": None, "size": 1}],
 }
+#: the full-text searches recorded (words, phrases, none that matches, none that is a word)
+SEARCHES = ("acme", '"acme corp"', "reply", "sprocket", "what about", '"about acme"', "zz", "**")
+#: the users whose searches are recorded ("": the unscoped store)
+SEARCHERS = ("", "other@example.test")
 
 
 async def _build(path: Path) -> None:
@@ -60,7 +66,20 @@ async def _build(path: Path) -> None:
             await other.store(REPLAYS["company-1"], idempotency_key="company-1")
 
 
-async def _record(path: Path) -> dict[str, Any]:
+async def _searches(store: EmbeddedStore) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for user in SEARCHERS:
+        view = store.for_user(user) if user else store
+        for q in SEARCHES:
+            for extra in ({}, {"limit": 1}, {"conversation_id": "chat-v2"}):
+                key = json.dumps([user, q, extra])
+                out[key] = await view.request("text_search", {"q": q, **extra})
+    return out
+
+
+async def _record(path: Path, searches: bool = True) -> dict[str, Any]:
+    """Every read recorded; ``searches``: the searches too (a fixture before version 14's
+    did not record them)."""
     with sqlite3.connect(path) as conn:
         columns = [r[1] for r in conn.execute("PRAGMA table_info(entities)")]
         mine = "WHERE uid = 0" if "uid" in columns else ""  # the unscoped store's own
@@ -105,6 +124,8 @@ async def _record(path: Path) -> dict[str, Any]:
             c: await store.get_route(f"/recent_conversations/{c}", {"limit": 10})
             for c in conversations
         }
+        if searches:
+            out["searches"] = await _searches(store)
     return out
 
 

@@ -72,7 +72,7 @@ async def build_odd_store(path: Path, *, second_home: bool = True) -> datetime.d
         await NeotomaMemory(store, conversation_id="chat-3").open_turn("o", turn_id="o1")
     # Turn records as another version of the file holds them, written in place.
     conn = sqlite3.connect(path)
-    install(conn)  # the fields as objects (the field codec's, schema version 15: ``_codec``)
+    install(conn)  # the fields as objects (the field codec's, schema version 16: ``_codec``)
     with conn:
         old = turn_record_entity_id("chat-0", "t0")
         conn.execute(

@@ -1,4 +1,4 @@
-"""The fields of the protocol's own records in a positional codec (schema version 15).
+"""The fields of the protocol's own records in a positional codec (schema version 16).
 
 A ``conversation_message`` or ``conversation_turn`` row's snapshot "f" (and a turn
 record's ``first_fields``, its open state's fields) is stored as a JSON array: its type's
@@ -307,7 +307,7 @@ _IS_CODED: Final = "substr({doc}, 2, 5) = '\"f\":['"
 
 
 def _sql_fields(text: str | None, name: str | None) -> str | None:
-    """``codec_fields(doc or first_fields, name)``: the fields' JSON as version 14 held it."""
+    """``codec_fields(doc or first_fields, name)``: the fields' JSON as an object."""
     if text is None:
         return None
     start = 5 if text.startswith(_CODED_DOC) else 0

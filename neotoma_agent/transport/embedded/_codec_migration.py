@@ -1,4 +1,4 @@
-"""Schema version 15's step: the protocol records' fields rewritten in the field codec.
+"""Schema version 16's step: the protocol records' fields rewritten in the field codec.
 
 Every ``conversation_message`` and ``conversation_turn`` row's snapshot "f", and its
 ``first_fields``, are written again as :mod:`._codec` codes them (where decoding gives
@@ -18,7 +18,7 @@ from ._type_index import type_in
 __all__ = ["FIELD_CODEC", "code_fields"]
 
 FIELD_CODEC: Final = """
--- version 15: the protocol records' fields in a positional codec (_codec)
+-- version 16: the protocol records' fields in a positional codec (_codec)
 """
 
 

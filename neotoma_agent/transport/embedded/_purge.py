@@ -116,8 +116,11 @@ def _rows(conn: sqlite3.Connection, ids: Sequence[str]) -> PurgeStats:
         _delete(conn, "DELETE FROM conversation_summaries WHERE entity_id IN ({marks})", ids)
     if _version(conn) >= _CONTENTLESS_SEARCH:
         # A forgotten entity's row went with its deletion; the index is built again from
-        # the live rows all the same, so that no row of a purged entity can stay.
+        # the live rows all the same, so that no row of a purged entity can stay (keyed by
+        # the entity rows' rowids, which the VACUUM after keeps).
         rebuild_search(conn)
+        if _has(conn, "search_docs"):  # schema 8 to 14: the next open builds it again
+            conn.execute("DELETE FROM search_docs")
     elif _has(conn, "search_text"):  # schema 6 and 7: a forgotten entity's row went with
         # its deletion, but a row of one deleted before the index was kept is gone only now
         _delete(conn, "DELETE FROM search_text WHERE entity_id IN ({marks})", packed)

@@ -117,7 +117,7 @@ def time_text(column: str) -> str:
 
 # Entity ids ("ent_" and 24 hex digits) are stored as their 12 bytes in the entity rows and
 # their unique index (schema version 12) and in the tables that key rows by entity
-# (observations, conversation_messages, search_docs); any other id as it is. Edges, field
+# (observations, conversation_messages); any other id as it is. Edges, field
 # values, summaries and the name index hold the text. ``entity_text`` is the SQL that turns
 # such a column back into the id; the SQL function ``entity_key`` (``install``) packs one.
 
@@ -191,7 +191,7 @@ def decode_seen(value: str | bytes) -> list[str]:
 #
 # o[0] is the observation that decides deletion ("t": null when there is none); "w" is left
 # out when o[0] wins every field of "f", in the order of "f".
-# A message's and a turn record's "f" is, since schema version 15, their type's field codec
+# A message's and a turn record's "f" is, since schema version 16, their type's field codec
 # (a JSON array, ``_codec``) where it gives them back exactly: decoded with the row's name.
 # Older formats are still read: version 3's (the same, with ids and times as text), and the
 # first one ({"f", "p", "w", "top", "del"}, metas per field).

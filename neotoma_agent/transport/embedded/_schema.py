@@ -7,27 +7,16 @@ rather than misread.
 
 from __future__ import annotations
 
-import json
 import sqlite3
 from collections.abc import Callable
 
 from ._codec_migration import FIELD_CODEC, code_fields
+from ._compact_steps import COMPACT_ROWS, SHARED_FIELDS, compact_rewrite, share_fields
 from ._first import merge_first, number_first_metas
 from ._name_index import backfill_book_names
 from ._part_of import derived_seen_of
-from ._rows import (
-    decode_seen,
-    decode_state,
-    dumps,
-    encode_entity,
-    encode_id,
-    encode_opt_time,
-    encode_seen,
-    encode_state,
-    encode_word,
-    key_digest,
-)
-from ._search import backfill as backfill_search
+from ._rows import encode_entity, key_digest
+from ._search_rowid import SEARCH_BY_ROWID, key_search_by_rowid
 from ._summaries import backfill
 from ._type_index import TYPE_CODES
 
@@ -140,256 +129,6 @@ INSERT INTO conversation_messages (conversation_id, message_id)
     ORDER BY m.created_at, m.id;
 """
 
-# Version 3: the compact row formats of ``_rows`` (fewer bytes per short turn).
-#
-# - ``entities.snapshot``: the snapshot doc of ``encode_state`` (one list of winning
-#   observations; provenance rebuilt on read; the fields still at ``$.f``, where the
-#   queries' sorts and filters read them);
-# - ``observations``: ``id`` and ``source_id`` as 16 bytes, ``observed_at`` as integer
-#   milliseconds (``encode_id``, ``encode_time``): untyped columns, since a TEXT column would
-#   turn the milliseconds back into text; ``entities``: its three times as milliseconds too
-#   (untyped columns);
-# - ``idempotency_keys``: keyed by the key alone (no rowid, so no second copy of every key in
-#   an index), the source id (a digest of the entities hash, so it decides a mismatch as the
-#   hash did) as 16 bytes and indexed (an observation's ``source`` is the first key that
-#   wrote its source), the seqs of the observations written instead of their ids (a replay
-#   reads the rest from the observation rows), ``created_at`` as milliseconds;
-# - the two FTS5 name indexes without token positions or sizes (``detail = none``,
-#   ``columnsize = 0``): every query is an AND of single trigrams whose rows are then
-#   checked for the whole needle (``_name_index``), and nothing ranks, so neither was read.
-#
-# The script moves the rows into the new tables as they are; ``_compact_rewrite`` then
-# rewrites the values SQL alone cannot (it runs right after the script, in the same
-# transaction).
-_COMPACT_TABLES = """
-CREATE TABLE observations_v3 (
-    seq INTEGER PRIMARY KEY,
-    id NOT NULL,
-    entity_id TEXT NOT NULL,
-    entity_type TEXT NOT NULL,
-    source_id,
-    observed_at NOT NULL,
-    source_priority INTEGER NOT NULL,
-    observation_source TEXT,
-    specificity_score REAL NOT NULL DEFAULT 1.0,
-    fields TEXT NOT NULL,
-    idempotency_key TEXT,
-    identity_basis TEXT,
-    identity_rule TEXT
-);
-INSERT INTO observations_v3 SELECT seq, id, entity_id, entity_type, source_id, observed_at,
-    source_priority, observation_source, specificity_score, fields, idempotency_key,
-    identity_basis, identity_rule FROM observations ORDER BY seq;
-DROP TABLE observations;
-ALTER TABLE observations_v3 RENAME TO observations;
-CREATE UNIQUE INDEX observations_by_entity ON observations (entity_id, id);
-CREATE TABLE idempotency_keys_v3 (
-    key TEXT PRIMARY KEY,
-    source_id BLOB NOT NULL,
-    observations TEXT NOT NULL,
-    created_at NOT NULL
-) WITHOUT ROWID;
-INSERT INTO idempotency_keys_v3 SELECT key, source_id, observations, created_at
-    FROM idempotency_keys;
-DROP TABLE idempotency_keys;
-ALTER TABLE idempotency_keys_v3 RENAME TO idempotency_keys;
-CREATE INDEX idempotency_keys_by_source ON idempotency_keys (source_id);
-CREATE TABLE entities_v3 (
-    id TEXT PRIMARY KEY,
-    entity_type TEXT NOT NULL,
-    canonical_name TEXT NOT NULL,
-    aliases TEXT NOT NULL DEFAULT '[]',
-    created_at NOT NULL,
-    updated_at NOT NULL,
-    snapshot TEXT NOT NULL,
-    observation_count INTEGER NOT NULL,
-    last_observation_at,
-    message_count INTEGER NOT NULL DEFAULT 0
-);
-INSERT INTO entities_v3 SELECT id, entity_type, canonical_name, aliases, created_at,
-    updated_at, snapshot, observation_count, last_observation_at, message_count
-    FROM entities ORDER BY rowid;
-DROP TABLE entities;
-ALTER TABLE entities_v3 RENAME TO entities;
-CREATE INDEX entities_by_type ON entities (entity_type, id);
-"""
-
-
-def _without_positions(table: str) -> str:
-    """Rebuild an FTS5 trigram name index without positions or sizes (rowids kept)."""
-    return f"""
-CREATE VIRTUAL TABLE {table}_v3 USING fts5 (
-    text, entity_id UNINDEXED, kind UNINDEXED, tokenize = 'trigram', detail = none,
-    columnsize = 0
-);
-INSERT INTO {table}_v3 (rowid, text, entity_id, kind)
-    SELECT rowid, text, entity_id, kind FROM {table} ORDER BY rowid;
-DROP TABLE {table};
-ALTER TABLE {table}_v3 RENAME TO {table};
-"""
-
-
-_COMPACT_ROWS = (
-    _COMPACT_TABLES + _without_positions("bookkeeping_names") + _without_positions("name_index")
-)
-
-
-def _seqs(conn: sqlite3.Connection, written: str) -> str:
-    """A version-2 list of [entity id, type, observation id] as the seqs of those rows."""
-    find = "SELECT seq FROM observations WHERE entity_id = ? AND id = ?"
-    return json.dumps([conn.execute(find, (e, o)).fetchone()[0] for e, _, o in json.loads(written)])
-
-
-def _compact_rewrite(conn: sqlite3.Connection) -> None:
-    conn.create_function("seqs_of", 1, lambda written: _seqs(conn, written))
-    conn.create_function("compact_id", 1, encode_id, deterministic=True)
-    conn.create_function("compact_time", 1, encode_opt_time, deterministic=True)
-    conn.create_function(
-        "compact_snapshot",
-        1,
-        lambda doc: encode_state(decode_state(doc, 0, None, None)),
-        deterministic=True,
-    )
-    # The seqs first: they are found by the observation ids still in text.
-    conn.execute(
-        "UPDATE idempotency_keys SET observations = seqs_of(observations), "
-        "source_id = compact_id(source_id), created_at = compact_time(created_at)"
-    )
-    conn.execute(
-        "UPDATE observations SET id = compact_id(id), source_id = compact_id(source_id), "
-        "observed_at = compact_time(observed_at)"
-    )
-    conn.execute(
-        "UPDATE entities SET snapshot = compact_snapshot(snapshot), "
-        "created_at = compact_time(created_at), updated_at = compact_time(updated_at), "
-        "last_observation_at = compact_time(last_observation_at)"
-    )
-
-
-# Version 4: no value stored twice where it can be rebuilt (about a fifth fewer bytes per
-# short turn than version 3).
-#
-# - ``observations``: one observation per entity may hold no fields (NULL): they are its
-#   snapshot's (``_rows``: the snapshot doc's "s" names it); the entity type, observation
-#   source, identity basis and rule as the index of a known word (``encode_word``), the
-#   entity id as its 12 bytes (``encode_entity``), in untyped columns;
-# - ``entities.snapshot``: the metas of the winning observations with the id as base64 and
-#   the time as milliseconds;
-# - ``relationships``: ``seen`` as the observation ids' 16 bytes end to end, the times as
-#   milliseconds, ``computed_at`` NULL when it is the last observation's time (always, as
-#   this store writes them);
-# - ``conversation_messages``: keyed by (conversation, position in it) without a rowid, so
-#   one B-tree instead of a table and its index; the position counts from 1 in each
-#   conversation (renumbered here in the order of the old seqs); both ids as 12 bytes.
-#
-# As for version 3, the script moves the rows as they are, and ``_share_fields`` rewrites
-# the values SQL alone cannot.
-_SHARED_FIELDS = """
-CREATE TABLE observations_v4 (
-    seq INTEGER PRIMARY KEY,
-    id NOT NULL,
-    entity_id NOT NULL,
-    entity_type NOT NULL,
-    source_id,
-    observed_at NOT NULL,
-    source_priority INTEGER NOT NULL,
-    observation_source,
-    specificity_score REAL NOT NULL DEFAULT 1.0,
-    fields TEXT,
-    idempotency_key TEXT,
-    identity_basis,
-    identity_rule
-);
-INSERT INTO observations_v4 SELECT seq, id, entity_id, entity_type, source_id, observed_at,
-    source_priority, observation_source, specificity_score, fields, idempotency_key,
-    identity_basis, identity_rule FROM observations ORDER BY seq;
-DROP TABLE observations;
-ALTER TABLE observations_v4 RENAME TO observations;
-CREATE UNIQUE INDEX observations_by_entity ON observations (entity_id, id);
-CREATE TABLE relationships_v4 (
-    source_entity_id TEXT NOT NULL,
-    relationship_type TEXT NOT NULL,
-    target_entity_id TEXT NOT NULL,
-    metadata TEXT NOT NULL,
-    provenance TEXT NOT NULL,
-    seen NOT NULL,
-    observation_count INTEGER NOT NULL,
-    last_observation_at NOT NULL,
-    computed_at,
-    PRIMARY KEY (source_entity_id, relationship_type, target_entity_id)
-) WITHOUT ROWID;
-INSERT INTO relationships_v4 SELECT source_entity_id, relationship_type, target_entity_id,
-    metadata, provenance, seen, observation_count, last_observation_at,
-    CASE WHEN computed_at = last_observation_at THEN NULL ELSE computed_at END
-    FROM relationships;
-DROP TABLE relationships;
-ALTER TABLE relationships_v4 RENAME TO relationships;
-CREATE INDEX relationships_by_target ON relationships (target_entity_id, relationship_type);
-CREATE TABLE conversation_messages_v4 (
-    conversation_id NOT NULL,
-    seq INTEGER NOT NULL,
-    message_id NOT NULL,
-    PRIMARY KEY (conversation_id, seq)
-) WITHOUT ROWID;
-INSERT INTO conversation_messages_v4 SELECT conversation_id,
-    row_number() OVER (PARTITION BY conversation_id ORDER BY seq), message_id
-    FROM conversation_messages;
-DROP TABLE conversation_messages;
-ALTER TABLE conversation_messages_v4 RENAME TO conversation_messages;
-"""
-
-
-def _compact_seen(value: str | bytes) -> str | bytes:
-    return encode_seen(decode_seen(value))
-
-
-def _share_fields(conn: sqlite3.Connection) -> None:
-    """The words, edge ids and times in their version-4 form; every snapshot doc rewritten,
-    and the newest observation whose fields are exactly its entity's snapshot fields
-    sharing them (``_rows``)."""
-    from ._scan import keyset_rows  # a migration's: never a hook's (see there)
-
-    conn.create_function("compact_word", 1, encode_word, deterministic=True)
-    conn.create_function("compact_seen", 1, _compact_seen, deterministic=True)
-    conn.create_function("compact_time", 1, encode_opt_time, deterministic=True)
-    conn.create_function("compact_entity", 1, encode_entity, deterministic=True)
-    conn.execute(
-        "UPDATE conversation_messages SET conversation_id = compact_entity(conversation_id), "
-        "message_id = compact_entity(message_id)"
-    )
-    conn.execute(
-        "UPDATE observations SET entity_id = compact_entity(entity_id), "
-        "entity_type = compact_word(entity_type), "
-        "observation_source = compact_word(observation_source), "
-        "identity_basis = compact_word(identity_basis), "
-        "identity_rule = compact_word(identity_rule)"
-    )
-    conn.execute(
-        "UPDATE relationships SET seen = compact_seen(seen), "
-        "last_observation_at = compact_time(last_observation_at), "
-        "computed_at = compact_time(computed_at)"
-    )
-    find = (
-        "SELECT seq FROM observations WHERE entity_id = ? AND fields = ? ORDER BY seq DESC LIMIT 1"
-    )
-    entities = keyset_rows(
-        conn,
-        "SELECT rowid, id, snapshot, observation_count, last_observation_at FROM entities "
-        "WHERE rowid > ? ORDER BY rowid LIMIT ?",
-        -1,
-    )
-    for rowid, entity_id, doc, count, observed in entities:
-        state = decode_state(doc, count, observed, None)  # a file before version 11's
-        if state.shared is None:
-            text = dumps(state.fields)
-            found = conn.execute(find, (encode_entity(entity_id), text)).fetchone()
-            if found is not None:
-                state.shared = int(found[0])
-                conn.execute("UPDATE observations SET fields = NULL WHERE seq = ?", found)
-        conn.execute(
-            "UPDATE entities SET snapshot = ? WHERE rowid = ?", (encode_state(state), rowid)
-        )
-
 
 # Version 5: one summary row per conversation (``_summaries``): what a list of conversations
 # shows, kept by every store that changes it, so that the list is one indexed read
@@ -477,8 +216,8 @@ CREATE INDEX idempotency_keys_by_source ON idempotency_keys (source_id);
 #   text is read from its entity's snapshot, which holds it anyway (a third of a short
 #   turn's bytes were that copy). ``search_docs`` numbers the indexed entities (its rowid
 #   is the entity's ``search_text`` rowid; found by entity through its unique index, by
-#   number through its key). The index is built again from the entity rows right after the
-#   script (``_search.backfill``), so a file of any earlier version gets it whole;
+#   number through its key; version 15 drops it and keys the index by the entity rowid, and
+#   its step builds the index from the entity rows: ``_search_rowid``);
 # - ``idempotency_keys``: keyed by (user, the key's 16-byte digest: ``key_digest``), the
 #   key's text once, in its row (an observation's ``source`` reads it back), not again in
 #   the key's B-tree pages and in every entry of the index by source (about 100 bytes less
@@ -513,10 +252,9 @@ CREATE TABLE search_docs (
 
 
 def _compact_format(conn: sqlite3.Connection) -> None:
-    """The keys' digests, and the search index built from the entity rows."""
+    """The keys' digests (the search index is built by version 15's step)."""
     conn.create_function("key_digest", 1, key_digest, deterministic=True)
     conn.execute("UPDATE idempotency_keys SET digest = key_digest(key)")
-    backfill_search(conn)
 
 
 # Version 9: the compact format's next steps (docs/performance.md).
@@ -621,8 +359,8 @@ _META_NUMBERS = """
 MIGRATIONS: tuple[str, ...] = (
     _V1,
     _CONVERSATION_MESSAGES,
-    _COMPACT_ROWS,
-    _SHARED_FIELDS,
+    COMPACT_ROWS,
+    SHARED_FIELDS,
     _SUMMARIES,
     _SEARCH,
     _USERS,
@@ -633,14 +371,15 @@ MIGRATIONS: tuple[str, ...] = (
     _PACKED_IDS,
     _META_NUMBERS,
     TYPE_CODES,  # version 14: the type index by word code (_type_index)
+    SEARCH_BY_ROWID,  # version 15: the search index by entity rowid (_search_rowid)
     FIELD_CODEC,  # the protocol records' fields in a positional codec (_codec_migration)
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
 # What runs right after a migration's script, for values SQL alone cannot rewrite.
 _AFTER: dict[str, Callable[[sqlite3.Connection], None]] = {
-    _COMPACT_ROWS: _compact_rewrite,
-    _SHARED_FIELDS: _share_fields,
+    COMPACT_ROWS: compact_rewrite,
+    SHARED_FIELDS: share_fields,
     _SUMMARIES: backfill,
     # (version 6's index is built by version 8's step, which replaces its tables)
     _COMPACT_FORMAT: _compact_format,
@@ -649,6 +388,7 @@ _AFTER: dict[str, Callable[[sqlite3.Connection], None]] = {
     _FIRST_IN_ROW: merge_first,
     _PACKED_IDS: _pack_ids,
     _META_NUMBERS: number_first_metas,
+    SEARCH_BY_ROWID: key_search_by_rowid,
     FIELD_CODEC: code_fields,
 }
 

@@ -4,20 +4,22 @@
 the words' postings, not a copy of the texts, which the entity rows already hold) with the
 ``unicode61 remove_diacritics 2`` tokenizer (whole words, case and accents folded), one row
 per live ``conversation_message`` (its ``content``) and per live entity of a type the turn
-protocol does not write itself (its text fields, one a line); ``search_docs`` numbers those
-entities, and a row's number is its ``search_text`` rowid. :func:`index_search` keeps both:
-``_write._observe`` calls it for every observation folded into a snapshot, inside the
-store's own transaction, so the index changes with the snapshot or not at all. A contentless
-row is taken out by naming the text it was given, which is the snapshot's text before the
-observation (every change of a snapshot passes here). A soft deletion (``forget``) takes the
-row out, a restore puts it back; ``purge_forgotten`` builds the index again from the live
-rows (:func:`rebuild`). :func:`backfill` builds the rows of an older file (the migration
-runs it).
+protocol does not write itself (its text fields, one a line). A row's rowid is its entity
+row's (schema version 15, :mod:`._search_rowid`): a hit is its entity row, with no table
+between them (entity rows keep their rowids: no step re-inserts one, and ``VACUUM`` keeps
+them). :func:`index_search` keeps it: ``_write._observe`` calls it for every observation
+folded into a snapshot, inside the store's own transaction, so the index changes with the
+snapshot or not at all. A contentless row is taken out by naming the text it was given,
+which is the snapshot's text before the observation (every change of a snapshot passes
+here). A soft deletion (``forget``) takes the row out, a restore puts it back under the
+same rowid; ``purge_forgotten`` builds the index again from the live rows (:func:`rebuild`,
+which a migration runs too).
 
 :func:`text_search` is the read behind ``POST /text_search``, an extension of this store and
-the dev server (a real Neotoma server answers 404): BM25 order (FTS5's ``rank``), at most
-``limit`` hits, each hit's text read from its entity's snapshot, optionally the messages of
-one conversation only (by its conversation index).
+the dev server (a real Neotoma server answers 404): BM25 order (FTS5's ``rank``; equal ranks
+in the order of the entity rows, their creation's), at most ``limit`` hits, each hit's text
+read from its entity's snapshot, optionally the messages of one conversation only (by its
+conversation index).
 """
 
 from __future__ import annotations
@@ -46,69 +48,61 @@ from ._reducer import SnapshotChange
 from ._rows import decode_doc_fields, decode_entity, encode_entity, owned_entity
 from ._validate import bounded_int
 
-__all__ = ["backfill", "index_search", "rebuild", "text_search"]
+__all__ = ["index_search", "rebuild", "text_search"]
 
 
-def _insert(conn: sqlite3.Connection, packed: str | bytes, text: str) -> None:
-    cur = conn.execute("INSERT INTO search_docs (entity_id) VALUES (?)", (packed,))
-    conn.execute("INSERT INTO search_text (rowid, text) VALUES (?, ?)", (cur.lastrowid, text))
+_INSERT = "INSERT INTO search_text (rowid, text) VALUES (?, ?)"
 
 
-def index_search(conn: sqlite3.Connection, change: SnapshotChange) -> None:
+def index_search(conn: sqlite3.Connection, change: SnapshotChange, rowid: int | None) -> None:
     """Move the entity's row as one observation moved its snapshot (``change``): nothing to
-    do unless its text or its deletion changed."""
+    do unless its text or its deletion changed. ``rowid``: the entity row's, if the caller
+    holds it (else read, when there is something to do)."""
     kind, old = change.entity_type, change.old_fields
     before = None if change.old_deleted or not old else doc_text(kind, old)
     after = None if change.deleted else doc_text(kind, change.fields)
     if before == after:
         return
-    packed = encode_entity(change.entity_id)
-    if before is None:
-        if after is not None:
-            _insert(conn, packed, after)
-        return
-    row = conn.execute("SELECT doc FROM search_docs WHERE entity_id = ?", (packed,)).fetchone()
-    if row is None:  # not indexed (cannot happen while every change passes here)
-        if after is not None:
-            _insert(conn, packed, after)
-        return
-    (doc,) = row
-    # A contentless row goes by its text: the one it was given, the snapshot's before.
-    conn.execute(
-        "INSERT INTO search_text (search_text, rowid, text) VALUES ('delete', ?, ?)",
-        (doc, before),
-    )
-    if after is None:
-        conn.execute("DELETE FROM search_docs WHERE doc = ?", (doc,))
-    else:
-        conn.execute("INSERT INTO search_text (rowid, text) VALUES (?, ?)", (doc, after))
+    if rowid is None:
+        (rowid,) = conn.execute(
+            "SELECT rowid FROM entities WHERE id = ?", (encode_entity(change.entity_id),)
+        ).fetchone()
+    if before is not None:
+        # A contentless row goes by its text: the one it was given, the snapshot's before.
+        conn.execute(
+            "INSERT INTO search_text (search_text, rowid, text) VALUES ('delete', ?, ?)",
+            (rowid, before),
+        )
+    if after is not None:
+        conn.execute(_INSERT, (rowid, after))
 
 
-def backfill(conn: sqlite3.Connection) -> None:
-    """The rows of every live entity, into an empty index (the version-8 migration)."""
+def _backfill(conn: sqlite3.Connection) -> None:
+    """The rows of every live entity, into an empty index, in rowid order (FTS5 writes a
+    transaction's rows as one segment while their rowids ascend)."""
     from ._scan import keyset_rows  # a migration's or a purge's: never a hook's (see there)
 
     rows = keyset_rows(
         conn,
-        "SELECT id, entity_type, snapshot, canonical_name FROM entities WHERE id > ? "
-        "ORDER BY id LIMIT ?",
-        "",
+        "SELECT rowid, entity_type, snapshot, canonical_name FROM entities WHERE rowid > ? "
+        "ORDER BY rowid LIMIT ?",
+        0,
     )
-    for entity_id, entity_type, doc, name in rows:
+    for rowid, entity_type, doc, name in rows:
         if entity_type != _MESSAGE and entity_type in BOOKKEEPING_TYPES:
             continue
         fields, deleted = decode_doc_fields(doc, name)
         text = None if deleted else doc_text(entity_type, fields)
         if text is not None:
-            _insert(conn, encode_entity(decode_entity(entity_id)), text)
+            conn.execute(_INSERT, (rowid, text))
 
 
 def rebuild(conn: sqlite3.Connection) -> None:
     """The index emptied and built again from the live rows (a purge: a contentless row of
-    an entity no longer live cannot be named by its text, and none of its words may stay)."""
+    an entity no longer live cannot be named by its text, and none of its words may stay;
+    the migrations that build it)."""
     conn.execute("INSERT INTO search_text (search_text) VALUES ('delete-all')")
-    conn.execute("DELETE FROM search_docs")
-    backfill(conn)
+    _backfill(conn)
 
 
 def _query(body: Mapping[str, Any]) -> str | None:
@@ -192,24 +186,23 @@ def text_search(conn: sqlite3.Connection, body: Mapping[str, Any]) -> dict[str, 
     match = _query(body)
     if match is None:
         return {"hits": [], "partial": False}
-    # The entity of each row by its number, in the select list: the FTS5 table stays the
+    # The entity of each row by its rowid, in the select list: the FTS5 table stays the
     # only one the query walks, so it answers the rank order and the LIMIT itself.
     sql = (
-        "SELECT (SELECT entity_id FROM search_docs WHERE doc = search_text.rowid), rank "
+        "SELECT (SELECT id FROM entities WHERE rowid = search_text.rowid), rank "
         "FROM search_text WHERE search_text MATCH ?"
     )
     params: list[Any] = [match]
     if scope is not None:
         sql += (
-            " AND rowid IN (SELECT d.doc FROM conversation_messages m JOIN search_docs d "
-            "ON d.entity_id = m.message_id WHERE m.conversation_id = ?)"
+            " AND rowid IN (SELECT e.rowid FROM conversation_messages m JOIN entities e "
+            "ON e.id = m.message_id WHERE m.conversation_id = ?)"
         )
         params.append(encode_entity(conversation_entity_id(scope, _scope.tenant())))
     if not _scope.alone(conn):
         # Each match's owner, before the ranking's LIMIT: another user's rows take no place.
         sql += (
-            " AND EXISTS (SELECT 1 FROM search_docs d JOIN entities e ON e.id = d.entity_id "
-            "WHERE d.doc = search_text.rowid "
+            " AND EXISTS (SELECT 1 FROM entities e WHERE e.rowid = search_text.rowid "
             f"AND {_scope.owned('e')})"
         )
     rows = conn.execute(sql + " ORDER BY rank LIMIT ?", (*params, limit)).fetchall()

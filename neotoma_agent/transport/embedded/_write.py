@@ -604,6 +604,8 @@ def _observe(
         state, encode_fields(entity_type, state.fields, fields_text, name, exact=True)
     )
     messages = 0 if counted is None else counted.take(entity_id)
+    known = None if firsts is None else firsts.get(entity_id)
+    rowid = None if known is None else int(known[0])  # the entity row's, if held
     if create is not None:
         inserted = conn.execute(
             "INSERT INTO entities (id, type_code, canonical_name, aliases, created_at, "
@@ -682,7 +684,7 @@ def _observe(
         if moved:
             # (Unmoved, each of these finds nothing to do: e.g. a conversation restated.)
             index_fields(conn, entity_id, old_fields, state.fields)
-            index_search(conn, change)
+            index_search(conn, change, rowid)
             rederive_name(
                 conn, entity_id, entity_type, old_fields, state.fields, now, create, fields
             )

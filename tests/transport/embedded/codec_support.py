@@ -1,10 +1,10 @@
-"""Stores whose protocol records' fields are in the field codec (schema version 15), and the
-same stores as version 14 held them.
+"""Stores whose protocol records' fields are in the field codec (schema version 16), and the
+same stores as version 15 held them.
 
 ``uncode`` writes every coded snapshot "f" and ``first_fields`` back as the JSON object it
 codes (the rest of each doc as it was): the helpers that write a file back to an older
 version call it first, and ``uncoded_copy`` writes a copy of a (closed) schema-15 file at
-version 14. Opening it upgrades it again; every read must answer the same on both, and so
+version 15. Opening it upgrades it again; every read must answer the same on both, and so
 must every write after.
 """
 
@@ -17,11 +17,12 @@ from contextlib import closing
 from pathlib import Path
 
 from neotoma_agent.transport.embedded._codec import decode_fields
+from neotoma_agent.transport.embedded._codec_migration import FIELD_CODEC
 from neotoma_agent.transport.embedded._rows import dumps_acyclic
-from neotoma_agent.transport.embedded._schema import SCHEMA_VERSION
+from neotoma_agent.transport.embedded._schema import MIGRATIONS
 
 #: the version before the protocol records' fields were coded
-BEFORE = SCHEMA_VERSION - 1
+BEFORE = MIGRATIONS.index(FIELD_CODEC)
 
 _decode = json.JSONDecoder().raw_decode
 

@@ -1,7 +1,7 @@
-"""The protocol records' fields in a positional codec (schema version 15): a message's and a
+"""The protocol records' fields in a positional codec (schema version 16): a message's and a
 turn record's snapshot "f" (and a turn record's ``first_fields``) are stored as their
 type's template code and values, where decoding gives the same fields back exactly, and as
-the JSON object otherwise; every read answers as on the same file as version 14 held it
+the JSON object otherwise; every read answers as on the same file as version 15 held it
 (the fields as objects), upgraded."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from codec_support import coded_rows, uncoded_copy
+from codec_support import BEFORE, coded_rows, uncoded_copy
 from file_workload_support import (
     USERS,
     Step,
@@ -301,12 +301,12 @@ async def _field_reads(path: Path) -> dict[str, str]:
     return out
 
 
-async def test_a_version_14_file_is_coded_and_answers_as_recorded(tmp_path: Path) -> None:
-    """The file the release before wrote (``tests/data/v14_store``): after the upgrade its
+async def test_the_release_befores_file_is_coded_and_answers_as_recorded(tmp_path: Path) -> None:
+    """The file the release before wrote (``tests/data/v15_store``): after the upgrade its
     messages and turn records are coded, and it is written on as a file this release
     wrote (its answers as recorded: ``test_embedded_migration``)."""
     path = tmp_path / "store.db"
-    shutil.copyfile(TESTS / "data" / "v14_store" / "store.db", path)
+    shutil.copyfile(TESTS / "data" / f"v{BEFORE}_store" / "store.db", path)
     assert coded_rows(path) == (0, 0)
     async with EmbeddedStore.open(path):
         pass
@@ -321,21 +321,21 @@ async def test_a_version_14_file_is_coded_and_answers_as_recorded(tmp_path: Path
 @pytest.mark.one_backend
 @compared
 @given(before=steps, after=steps)
-async def test_every_read_and_write_is_the_same_as_on_the_version_14_file(
+async def test_every_read_and_write_is_the_same_as_on_the_file_before_the_codec(
     tmp_path_factory: pytest.TempPathFactory, before: list[Step], after: list[Step]
 ) -> None:
     """Any mix of two users' turns (tool calls, remembered entities), stores, corrections,
     deletions and restores, edges and forgotten users: every read of each user (the
     Transport's, history, search, audit, backup, every GET route and point read of every
     entity, another user's included, and the reads that take a record's fields apart in
-    SQL) answers the same on the file and on its copy as version 14 held it (every field
-    an object), upgraded; then the same writes on both write the same rows and answer the
+    SQL) answers the same on the file and on its copy as the version before held it (every
+    field an object), upgraded; then the same writes on both write the same rows and answer the
     same."""
     tmp = tmp_path_factory.mktemp("codec")
     path = tmp / "coded.db"
     await write_steps(path, [("turn", 0, 0), ("turn", 1, 1), *before], 0)
     assert coded_rows(path)[0] > 0
-    old = uncoded_copy(path, tmp / "v14.db")
+    old = uncoded_copy(path, tmp / "before.db")
     assert coded_rows(old) == (0, 0)
     expected = {**await answers(path), **await _field_reads(path)}
     assert {**await answers(old), **await _field_reads(old)} == expected
@@ -364,7 +364,7 @@ async def test_a_renamed_message_is_coded_under_its_new_name(tmp_path: Path) -> 
     doc, first = _rows(path)[f"{_MESSAGE}:c:t2"]
     assert doc.startswith('{"f":[1,0,0,"hi",0]')
     assert first == '[1,0,0,"hi","c:t1"]'
-    old = uncoded_copy(path, tmp_path / "v14.db")
+    old = uncoded_copy(path, tmp_path / "before.db")
     async with EmbeddedStore.open(old):
         pass
     assert entity_rows(old) == entity_rows(path)

@@ -52,7 +52,7 @@ def _reset(path: Path) -> None:
 def _rows(path: Path) -> list[tuple[object, ...]]:
     with sqlite3.connect(path) as conn:
         rows = conn.execute("SELECT * FROM entities ORDER BY id").fetchall()
-        rows += conn.execute("SELECT * FROM search_docs ORDER BY doc").fetchall()
+        rows += conn.execute("SELECT * FROM search_text_docsize ORDER BY id").fetchall()
     conn.close()
     return rows
 

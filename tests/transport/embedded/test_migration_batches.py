@@ -57,7 +57,7 @@ async def test_an_upgrade_read_in_small_batches_ends_as_one_read_whole(
     with sqlite3.connect(batched) as conn:
         # the summaries and the search index were built (not left empty)
         assert conn.execute("SELECT count(*) FROM conversation_summaries").fetchone()[0] > 0
-        assert conn.execute("SELECT count(*) FROM search_docs").fetchone()[0] > 0
+        assert conn.execute("SELECT count(*) FROM search_text_docsize").fetchone()[0] > 0
 
 
 def test_a_keyset_scan_gives_every_row_once_while_the_caller_writes_to_them(

@@ -21,7 +21,7 @@ from paths_support import TESTS
 
 from neotoma_agent import EmbeddedStore, NeotomaMemory, SearchHitKind, purge_forgotten
 from neotoma_agent._recall.search_text import doc_text
-from neotoma_agent.transport.embedded._rows import decode_doc_fields, decode_entity, entity_text
+from neotoma_agent.transport.embedded._rows import decode_doc_fields, entity_text
 from neotoma_agent.transport.embedded._schema import SCHEMA_VERSION
 
 pytestmark = [pytest.mark.anyio, pytest.mark.one_backend]
@@ -56,17 +56,16 @@ def _words(text: str) -> Words:
 
 
 def _indexed(path: Path) -> dict[str, Words]:
-    """The index's rows (their words), by entity id: every row numbered in ``search_docs``
-    and every number a row (the index keeps no texts: a row is its words)."""
+    """The index's rows (their words), by entity id: every row's rowid an entity row's
+    (schema 15: no table between them), one row each (the index keeps no texts: a row is
+    its words)."""
     with sqlite3.connect(path) as conn:
-        docs = dict(conn.execute("SELECT doc, entity_id FROM search_docs").fetchall())
         rows = _instances(conn, "search_text")
-        (count,) = conn.execute("SELECT count(*) FROM search_text_docsize").fetchone()
-    assert set(rows) <= set(docs), "a row no entity's"
-    assert count == len(docs), "search_docs and search_text differ"
-    found = {decode_entity(docs[doc]): rows.get(doc, ()) for doc in docs}
-    assert len(found) == len(docs), "an entity holds two rows"
-    return found
+        sized = [r[0] for r in conn.execute("SELECT id FROM search_text_docsize ORDER BY id")]
+        entities = dict(conn.execute(f"SELECT rowid, {entity_text('id')} FROM entities"))
+    assert set(rows) <= set(sized), "a row with words the index does not count"
+    assert set(sized) <= set(entities), "a row no entity's"
+    return {entities[rowid]: rows.get(rowid, ()) for rowid in sized}
 
 
 def _expected(path: Path) -> dict[str, Words]:

@@ -21,7 +21,7 @@ pytestmark = [pytest.mark.anyio, pytest.mark.one_backend]
 
 _TABLES = (
     "entities|observations|relationships|field_values|idempotency_keys|"
-    "conversation_summaries|conversation_messages|users|search_docs"
+    "conversation_summaries|conversation_messages|users"
 )
 #: a whole table read, or all of a user's rows read where the statement names rows
 _WALKS = re.compile(rf"^SCAN ({_TABLES})\b|INDEX \w+ \(uid=\?\)$")
