@@ -22,18 +22,22 @@ columns, the per-user ones included) and once per layout probed:
 - ``+meta``: and each winning observation in the snapshot doc as its seq alone (its id,
   time, priority and source rank read from its row), instead of about 53 bytes of metas
   (the live file lists its entity row's first observation so since schema version 13: the
-  step models the other winners, observation rows);
+  step models the other winners, observation rows; built once and measured, the live file
+  shrank by 12 B a turn where this layout's copies say about 140, since a turn record
+  grows at its close and its page keeps the room: docs/performance.md, step 4);
 - ``+keys``: and the idempotency keys in a rowid table (key text once, found by an index
   on an 8-byte digest of it), every other reference to a key (observations, the entity
   row's first observation) by its row number, the index by source holding the number
   instead of the key's 16-byte digest (schema version 8 already finds a key by that digest
   and keeps its text once, in its row: this step numbers the rows) — ``compact``, the last
   step of the format designed;
-- ``+codec``: and the fields of the protocol's own records (messages, turn records) in a
-  per-type positional codec: the values in the type's field order (no names), times as
-  integer milliseconds, the role as a code, and the fields the others derive (a message's
-  ``sender_kind`` equal to its role, a turn record's ``turn_key`` of its session and turn
-  ids) as 0. A model of how dense such a codec gets, not its design.
+- ``+codec``: and what the field codec leaves (schema version 16 holds a message's and a
+  turn record's fields in a per-type positional codec: no names, times as milliseconds,
+  the role and status as codes, a message's ``sender_kind`` and ``turn_key`` and a turn
+  record's ``turn_key`` derived, ``_codec``): a turn record's ``session_id`` and
+  ``turn_id`` derived from its name (``conversation_turn:<session>|<turn>``) as 0 too, in
+  its snapshot and its ``first_fields``. A model, not a design: a write of a turn record's
+  close would read its name first.
 
 A copy packs pages fuller than writes in random key order do, so each layout's figure for
 the live file is estimated table by table as live x layout / copy (``est``). The FTS5 name
@@ -72,7 +76,6 @@ from _meta import environment
 from neotoma_agent._neotoma.identity import IdentityError, resolve_identity
 from neotoma_agent.transport.embedded._rows import (
     decode_doc_fields,
-    encode_time,
     encode_word,
     entity_text,
 )
@@ -150,7 +153,7 @@ _ENTITY_COLUMNS = (
 )
 _FIRST_COLUMNS = (
     ", e.first_id, e.first_source, {key}, e.first_priority, e.first_osource, "
-    "e.first_specificity, e.first_basis, e.first_rule, e.first_fields"
+    "e.first_specificity, e.first_basis, e.first_rule, {first}"
 )
 
 
@@ -161,47 +164,36 @@ def _digest(key: str | None) -> int | None:
     return int.from_bytes(hashlib.sha256(key.encode()).digest()[:8], "big", signed=True)
 
 
-#: ``+codec``: each protocol record type's fields in order; the roles as codes
-_CODEC_FIELDS = {
-    "conversation_message": ("role", "sender_kind", "content", "turn_key"),
-    "conversation_turn": (
-        "session_id",
-        "turn_id",
-        "turn_key",
-        "status",
-        "started_at",
-        "ended_at",
-        "tool_invocation_count",
-        "retrieved_entity_ids",
-        "stored_entity_ids",
-    ),
-}
-_ROLES = {"user": 1, "assistant": 2}
-_TIMES = ("started_at", "ended_at")
+_TURN_PREFIX = "conversation_turn:"
 
 
-def _codec(entity_type: str, doc: str) -> str:
-    """``doc`` with a protocol record's fields positional (see ``+codec``)."""
-    order = _CODEC_FIELDS.get(entity_type)
-    state = json.loads(doc)
-    fields = state.get("f")
-    if order is None or not isinstance(fields, dict):
+def _ids_derived(coded: Any, name: str | None) -> Any:
+    """A coded turn record's fields (``_codec``) with its session and turn ids as 0 where
+    its name gives them (``+codec``); anything else as it is."""
+    if not isinstance(coded, list) or abs(coded[0]) != 2 or not name:
+        return coded
+    at = 1 if coded[0] > 0 else 2
+    if coded[0] < 0 and coded[1] & 3 != 3:
+        return coded  # not both ids
+    if name != f"{_TURN_PREFIX}{coded[at]}|{coded[at + 1]}":
+        return coded
+    return [*coded[:at], 0, 0, *coded[at + 2 :]]
+
+
+def _codec(entity_type: str, name: str | None, doc: str) -> str:
+    """``doc`` with what ``+codec`` models of a turn record's fields."""
+    if entity_type != "conversation_turn" or not doc.startswith('{"f":['):
         return doc
-    values: list[Any] = []
-    for name in order:
-        value = fields.get(name)
-        if (name == "sender_kind" and value == fields.get("role")) or (
-            name == "turn_key" and value == f"{fields.get('session_id')}:{fields.get('turn_id')}"
-        ):
-            value = 0
-        elif name == "role":
-            value = _ROLES.get(value, value)
-        elif name in _TIMES and isinstance(value, str):
-            value = encode_time(value)
-        values.append(value)
-    extra = {k: v for k, v in fields.items() if k not in order}
-    state["f"] = [values, extra] if extra else values
-    return json.dumps(state, separators=(",", ":"), ensure_ascii=False)
+    coded, end = json.JSONDecoder().raw_decode(doc, 5)
+    return '{"f":' + json.dumps(_ids_derived(coded, name), separators=(",", ":")) + doc[end:]
+
+
+def _codec_first(entity_type: str, name: str | None, text: str | None) -> str | None:
+    """A turn record's ``first_fields`` with what ``+codec`` models."""
+    if entity_type != "conversation_turn" or text is None or not text.startswith("["):
+        return text
+    coded = _ids_derived(json.loads(text), name)
+    return json.dumps(coded, separators=(",", ":"), ensure_ascii=False)
 
 
 def _fill(conn: sqlite3.Connection, layout: str) -> None:
@@ -218,8 +210,10 @@ def _fill(conn: sqlite3.Connection, layout: str) -> None:
             "json_set(e.snapshot, '$.o', (SELECT json_group_array(CASE type WHEN 'integer' "
             "THEN value ELSE json_extract(value, '$[1]') END) FROM json_each(e.snapshot, '$.o')))"
         )
+    first = "e.first_fields"
     if _has(layout, "+codec"):
-        snapshot = f"codec(e.entity_type, {snapshot})"
+        snapshot = f"codec(e.entity_type, e.canonical_name, {snapshot})"
+        first = "codec_first(e.entity_type, e.canonical_name, e.first_fields)"
     # The number of each key (``+keys``), by its text.
     key = "{0}"
     if _has(layout, "+keys"):
@@ -236,7 +230,7 @@ def _fill(conn: sqlite3.Connection, layout: str) -> None:
         name=name,
         snapshot=snapshot,
     )
-    cols += _FIRST_COLUMNS.format(key=key.format("e.first_key"))
+    cols += _FIRST_COLUMNS.format(key=key.format("e.first_key"), first=first)
     conn.execute(f"INSERT INTO entities SELECT {cols} FROM src.entities e ORDER BY e.rowid")
     # The number of each entity, by its id as the entity rows and observations hold it (12
     # bytes) and as text (edges).
@@ -289,7 +283,7 @@ _HAD = {
 
 def _derived_name(entity_type: str, canonical_name: str, snapshot: str) -> str | None:
     """NULL where the identity rules give the entity's type and fields this name."""
-    fields = decode_doc_fields(snapshot)[0]
+    fields = decode_doc_fields(snapshot, canonical_name)[0]
     try:
         found = resolve_identity(entity_type, fields).canonical_name
     except IdentityError:
@@ -312,7 +306,8 @@ def build(store: Path, out: Path, layout: str) -> tuple[dict[str, int], dict[str
         conn.create_function("word", 1, encode_word, deterministic=True)
         conn.create_function("derived_name", 3, _derived_name, deterministic=True)
         conn.create_function("digest", 1, _digest, deterministic=True)
-        conn.create_function("codec", 2, _codec, deterministic=True)
+        conn.create_function("codec", 3, _codec, deterministic=True)
+        conn.create_function("codec_first", 3, _codec_first, deterministic=True)
         conn.execute("BEGIN")
         entities = _ENTITIES.format(merged=_MERGED)
         if _has(layout, "+keys"):

@@ -445,7 +445,8 @@ STEPS: dict[str, tuple[str, str | None]] = {
         "  idempotency keys",
     ),
     "+codec": (
-        "(beyond the compact format) messages' and turn records' fields in a positional codec",
+        "(beyond the compact format and the field codec, built) a turn record's session and "
+        "turn ids derived from its name",
         None,
     ),
 }

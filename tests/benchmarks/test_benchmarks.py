@@ -11,6 +11,7 @@ carry the ``bench`` mark and stay out of the default run: ``nox -s bench_smoke``
 from __future__ import annotations
 
 import json
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -244,9 +245,15 @@ def test_disk_layout_probe_copies_every_row_into_each_layout(tmp_path: Path) -> 
     # The keys are numbered and found by a digest: an index of its own, counted.
     assert tables["idempotency_keys_by_digest"]["est +keys"] > 0
     assert report["totals"][f"est {report['compact']}"] < report["totals"]["live"]
-    # The positional codec shrinks the protocol records' rows, nothing else.
-    assert tables["entities"]["est +codec"] < tables["entities"]["est +keys"]
+    # The live file holds the protocol records' fields coded (schema 16); what ``+codec``
+    # models of the rest (a turn record's ids derived from its name) changes no row count
+    # and no other table, and no larger entity rows (30 turns' fill the same pages).
+    assert tables["entities"]["est +codec"] <= tables["entities"]["est +keys"]
     assert rows["+codec"] == rows["+keys"]
+    with sqlite3.connect(store) as conn:
+        docs = [r[0] for r in conn.execute("SELECT snapshot FROM entities WHERE type_code = 1")]
+    assert docs
+    assert all(d.startswith('{"f":[1,') for d in docs)
     # The live file is this release's: no copy of the texts in its search index, nor of
     # the bookkeeping names in theirs (which every layout keeps).
     assert "search_text_content" not in tables

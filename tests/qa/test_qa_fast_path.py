@@ -21,6 +21,7 @@ from neotoma_agent._records.payloads import conversation_entity, message_entity
 from neotoma_agent.qa import AuditReport, FindingKind, audit
 from neotoma_agent.testing import RecordingTransport
 from neotoma_agent.transport.embedded import EmbeddedStore, _bulk
+from neotoma_agent.transport.embedded._codec import fields_sql, install
 from neotoma_agent.transport.embedded._rows import encode_entity
 
 pytestmark = [pytest.mark.anyio, pytest.mark.one_backend]
@@ -71,16 +72,22 @@ async def build_odd_store(path: Path, *, second_home: bool = True) -> datetime.d
         await NeotomaMemory(store, conversation_id="chat-3").open_turn("o", turn_id="o1")
     # Turn records as another version of the file holds them, written in place.
     conn = sqlite3.connect(path)
+    install(conn)  # the fields as objects (the field codec's, schema version 16: ``_codec``)
     with conn:
         old = turn_record_entity_id("chat-0", "t0")
         conn.execute(
             "UPDATE entities SET snapshot = "
-            "json_object('f', json(json_extract(snapshot, '$.f')), 'p', json('{}'), "
+            f"json_object('f', json({fields_sql()}), 'p', json('{{}}'), "
             "'w', json('{}')) WHERE id = ?",
             (encode_entity(old),),
         )
         # NaN is JSON to Python's reader, not to SQLite's.
         for cid, tid in (("chat-1", "t2"), ("chat-3", "o1")):
+            conn.execute(
+                f"UPDATE entities SET snapshot = json_set(snapshot, '$.f', json({fields_sql()})) "
+                "WHERE id = ?",
+                (encode_entity(turn_record_entity_id(cid, tid)),),
+            )
             conn.execute(
                 "UPDATE entities SET snapshot = "
                 'replace(snapshot, \'"status":\', \'"n":NaN,"status":\') WHERE id = ?',

@@ -22,6 +22,7 @@ import attrs
 from ..._records.user_id import LOCAL_USER_ID
 from .._bulk import MessageRows, RecordSink
 from .._results import EntitySnapshot
+from ._codec import decode_fields, field_sql
 from ._rows import FIRST_META, LIVE, decode_opt_time, entity_text, install, query_item
 from ._scope import lookup_uid
 from ._type_index import of_type
@@ -52,14 +53,14 @@ _RECORDS: Final = (
 # doc goes to the full decode, as before; this store's docs never repeat a key).
 _COMPLETED: Final = (
     "SELECT canonical_name, CASE WHEN json_valid(snapshot) "
-    "THEN json_extract(snapshot, '$.f.status') = 'completed' END, rowid "
+    f"THEN {field_sql('status')} = 'completed' END, rowid "
     "FROM entities NOT INDEXED WHERE entity_type = 'conversation_turn' AND uid = {uid}"
 )
 # Another user's records are read through the type index (led by the user): a walk of the
 # whole table would read every user's.
 _COMPLETED_OF_USER: Final = (
     "SELECT canonical_name, CASE WHEN json_valid(snapshot) "
-    "THEN json_extract(snapshot, '$.f.status') = 'completed' END, rowid "
+    f"THEN {field_sql('status')} = 'completed' END, rowid "
     "FROM entities WHERE uid = {uid} AND " + of_type("conversation_turn")
 )
 # The other records, whole, by the rowids ``_COMPLETED`` gave (in the same transaction).
@@ -285,6 +286,8 @@ def _fields(row: Sequence[Any]) -> Mapping[str, Any]:
     fields = doc.get("f") if isinstance(doc, dict) and "o" in doc else None
     if isinstance(fields, dict):
         return fields
+    if isinstance(fields, list):
+        return decode_fields(fields, row[2])
     return query_item(row)["snapshot"]  # type: ignore[no-any-return]
 
 

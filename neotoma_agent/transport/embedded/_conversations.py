@@ -32,6 +32,7 @@ from typing import Any
 from ..._neotoma.js import js_trim
 from ...exceptions import ValidationError
 from . import _scope
+from ._codec import fields_sql
 from ._errors import invalid_format, not_found
 from ._history_page import history_page
 from ._page_rows import activity, conversation_item, message_fields, related_entry
@@ -47,7 +48,7 @@ MAX_PAGE = 1000
 _ASSISTANT_SUFFIX = ":assistant"
 _MESSAGE_COLUMNS = (
     f"{entity_text('id')}, canonical_name, created_at, updated_at, last_observation_at, "
-    "json_extract(snapshot, '$.f'), json_extract(snapshot, '$.d')"
+    f"{fields_sql()}, json_extract(snapshot, '$.d')"
 )
 
 
@@ -55,7 +56,7 @@ def _related(conn: sqlite3.Connection, ids: Sequence[str]) -> dict[str, list[dic
     # Each message's outbound edges but PART_OF, with the far end's type and names.
     rows = conn.execute(
         "SELECT r.source_entity_id, r.relationship_type, r.target_entity_id, e.entity_type, "
-        "e.canonical_name, json_extract(e.snapshot, '$.f') FROM relationships r "
+        f"e.canonical_name, {fields_sql('e.snapshot', 'e.canonical_name')} FROM relationships r "
         "JOIN entities e ON e.id = entity_key(r.target_entity_id) "
         "WHERE r.source_entity_id IN (SELECT value FROM json_each(?)) "
         f"AND r.relationship_type != 'PART_OF' AND {LIVE} "  # a deleted end is not listed
@@ -109,7 +110,7 @@ def _conversation(conn: sqlite3.Connection, entity_id: object) -> tuple[Any, ...
         raise not_found("Conversation not found")
     row = conn.execute(
         f"SELECT {entity_text('id')}, canonical_name, created_at, updated_at, "
-        "last_observation_at, json_extract(snapshot, '$.f'), json_extract(snapshot, '$.d'), "
+        f"last_observation_at, {fields_sql()}, json_extract(snapshot, '$.d'), "
         "message_count "
         f"FROM entities WHERE id = ? AND entity_type = 'conversation' AND {_scope.owned()}",
         (encode_entity(entity_id),),
@@ -178,7 +179,7 @@ def recent_conversations(conn: sqlite3.Connection, body: Mapping[str, Any]) -> d
             raise invalid_format(f"{name} must be an ISO timestamp", [name])
     rows = conn.execute(
         f"SELECT {entity_text('id')}, canonical_name, created_at, updated_at, "
-        "last_observation_at, json_extract(snapshot, '$.f'), json_extract(snapshot, '$.d'), "
+        f"last_observation_at, {fields_sql()}, json_extract(snapshot, '$.d'), "
         "message_count "
         f"FROM entities WHERE {_scope.owned(index=True)} AND {of_type('conversation')}"
     ).fetchall()

@@ -15,6 +15,7 @@ import json
 import sqlite3
 from typing import Any, Final
 
+from ._codec import fields_sql, first_fields_sql
 from ._reducer import SnapshotState
 from ._rows import (
     FIRST_META,
@@ -56,7 +57,7 @@ OBSERVATIONS: Final = (
     "observation_source, specificity_score, {fields}, idempotency_key, identity_basis, "
     "identity_rule, seq FROM observations WHERE entity_id = ?1 "
     "UNION ALL SELECT first_id, ?1, entity_type, first_source, created_at, first_priority, "
-    "first_osource, first_specificity, coalesce(first_fields, json_extract(snapshot, '$.f')), "
+    f"first_osource, first_specificity, coalesce({first_fields_sql()}, {fields_sql()}), "
     "first_key, first_basis, first_rule, 0 FROM entities WHERE id = ?1 "
     "AND first_id IS NOT NULL"
 )

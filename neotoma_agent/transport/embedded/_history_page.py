@@ -33,6 +33,8 @@ from typing import Any, Final
 
 from .._packed_calls import TOOL_CALLS, pack_tool_calls
 from . import _scope
+from ._codec import fields_sql
+from ._codec import forget as forget_coded
 from ._errors import invalid_format, not_found
 from ._page_rows import (
     conversation_item,
@@ -60,7 +62,7 @@ _CONVERSATION, _MESSAGE, _EDGE, _RECORD, _CALL = range(5)
 _PAGE_SQL: Final = f"""
 WITH conv AS (
     SELECT ?1 AS id, canonical_name, created_at, updated_at, last_observation_at,
-        json_extract(snapshot, '$.f') AS f, json_extract(snapshot, '$.d') AS d, message_count
+        {fields_sql()} AS f, json_extract(snapshot, '$.d') AS d, message_count
     FROM entities WHERE id = ?2 AND entity_type = 'conversation' AND +uid = ?5
 ),
 page AS (
@@ -85,7 +87,7 @@ SELECT {_MESSAGE}, seq, id, canonical_name, created_at, updated_at, last_observa
     snapshot, NULL, NULL FROM msgs
 UNION ALL
 SELECT {_EDGE}, r.source_entity_id, r.relationship_type, r.target_entity_id, e.entity_type,
-    e.canonical_name, json_extract(e.snapshot, '$.f'), NULL, NULL, NULL
+    e.canonical_name, {fields_sql("e.snapshot", "e.canonical_name")}, NULL, NULL, NULL
 FROM msgs CROSS JOIN relationships r ON r.source_entity_id = msgs.id
 CROSS JOIN entities e ON e.id = entity_key(r.target_entity_id)
 WHERE r.relationship_type != 'PART_OF' AND {LIVE.replace("snapshot", "e.snapshot")}
@@ -159,6 +161,7 @@ def forget() -> None:
     _session.cache_clear()
     _record_of.cache_clear()
     forget_rows()
+    forget_coded()
 
 
 def history_page(conn: sqlite3.Connection, body: Mapping[str, Any]) -> dict[str, Any]:

@@ -19,6 +19,7 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
+from ._codec import decode_fields as decode_fields_of
 from ._rows import FirstMetaNeeded, decode_state, decode_time, snapshot_record
 
 __all__ = [
@@ -98,6 +99,8 @@ def page_item(
         if doc.get("d"):
             return None
         fields = doc.get("f")
+        if type(fields) is list:
+            fields = decode_fields_of(fields, canonical_name)
         get = fields.get if isinstance(fields, dict) else {}.get
         role, sender_kind, content, turn_key, turn_number = [get(k) for k in MESSAGE_KEYS]
         item = {

@@ -19,6 +19,7 @@ from ..._neotoma.identity import (
 from ...exceptions import APIError, ValidationError
 from . import _first as first
 from . import _scope
+from ._codec import doc_fields, field_sql
 from ._errors import (
     flat_error,
     invalid_format,
@@ -90,12 +91,16 @@ def list_observations(conn: sqlite3.Connection, body: Mapping[str, Any]) -> dict
     return {"observations": observations_page(conn, entity_id, limit, offset)}
 
 
+# (``replace``: the fields' SQL holds braces)
+_OBSERVATIONS = first.OBSERVATIONS.replace("{fields}", OBSERVATION_FIELDS)
+
+
 def observations_page(
     conn: sqlite3.Connection, entity_id: str, limit: int, offset: int
 ) -> list[dict[str, Any]]:
     """An entity's observations, newest first, in their answer shape."""
     rows = conn.execute(
-        f"SELECT * FROM ({first.OBSERVATIONS.format(fields=OBSERVATION_FIELDS)}) "
+        f"SELECT * FROM ({_OBSERVATIONS}) "
         f"WHERE EXISTS (SELECT 1 FROM entities WHERE id = ?1 AND {_scope.owned()}) "
         "ORDER BY observed_at DESC, seq DESC LIMIT ?2 OFFSET ?3",
         (encode_entity(entity_id), limit, offset),
@@ -109,7 +114,7 @@ _SORT_COLUMNS = {
     "canonical_name": "canonical_name",
     "observation_count": "observation_count",
     "last_observation_at": "last_observation_at",
-    "submitted_at": "json_extract(snapshot, '$.f.created_at')",
+    "submitted_at": field_sql("created_at"),
 }
 #: the most rows a page may hold with snapshots (the server hydrates each), and without
 MAX_PAGE_WITH_SNAPSHOTS = 500
@@ -180,7 +185,7 @@ def _sort_expression(sort_by: object) -> str:
         return _SORT_COLUMNS[sort_by]
     field = sort_by.removeprefix("snapshot.")
     if field != sort_by and _FIELD_RE.match(field):
-        return f"json_extract(snapshot, '$.f.{field}')"
+        return field_sql(field)
     raise invalid_format(
         f"sort_by must be one of {', '.join(_SORT_COLUMNS)} or snapshot.<field>", ["sort_by"]
     )
@@ -215,7 +220,7 @@ def _filter_sql(conn: sqlite3.Connection, filters: object) -> tuple[list[str], l
         if not isinstance(spec, Mapping) or "op" not in spec:
             raise invalid_format("a snapshot filter is {op, value}", path)
         op, value = spec["op"], spec.get("value")
-        column = f"json_extract(snapshot, '$.f.{field}')"
+        column = field_sql(field)
         if op == "eq":
             where.append(f"{column} = ?")
             params.append(value)
@@ -475,21 +480,20 @@ def retrieve_entity_by_identifier(
         # server's scan of at most 500 snapshots), equal first, then, as the server's scan
         # does, on the first 500 snapshots (of the type): containing it ("halcyon.com" in
         # "https://www.halcyon.com/"), or a leading token equal either way.
-        path = f"$.f.{by}"
         of_type, type_args = (" AND type_code = ?", (encode_word(etype),)) if etype else ("", ())
         for (eid,) in conn.execute(
             f"SELECT id FROM entities WHERE {_scope.owned(index=True)} "
-            "AND lower(json_extract(snapshot, ?)) = ?"
+            f"AND lower({field_sql('?')}) = ?"
             f"{of_type} LIMIT 500",
-            (path, lowered, *type_args),
+            (by, by, lowered, *type_args),
         ).fetchall():
             found.setdefault(decode_entity(eid))
         scan = (
-            "SELECT id, json_extract(snapshot, ?) FROM (SELECT id, snapshot FROM entities"
-            f" WHERE {_scope.owned(index=True)}{of_type} LIMIT 500)"
+            f"SELECT id, {field_sql('?')} FROM (SELECT id, snapshot, canonical_name FROM "
+            f"entities WHERE {_scope.owned(index=True)}{of_type} LIMIT 500)"
         )
         lead = first_token(lowered)
-        for eid, value in conn.execute(scan, (path, *type_args)).fetchall():
+        for eid, value in conn.execute(scan, (by, by, *type_args)).fetchall():
             if value is None or isinstance(value, (bytes, bytearray)):
                 continue
             folded = str(value).strip().lower()
@@ -513,7 +517,7 @@ def retrieve_entity_by_identifier(
                 "id": eid,
                 "entity_type": row[1],
                 "canonical_name": row[2],
-                "snapshot": json.loads(row[3]).get("f", {}),
+                "snapshot": doc_fields(json.loads(row[3]), row[2]),
             }
         )
         if len(items) >= limit:

@@ -26,6 +26,7 @@ from ..._neotoma.identity import (
     undeclared_identity_keys,
 )
 from . import _scope
+from ._codec import renamed
 from ._name_index import BOOKKEEPING, rename, substring_ids
 from ._rows import dumps, encode_entity, encode_time, entity_exists
 
@@ -87,6 +88,7 @@ def rederive_name(
         "UPDATE entities SET canonical_name = ?, aliases = ?, updated_at = ? WHERE id = ?",
         (derived, dumps(aliases), encode_time(now), encode_entity(entity_id)),
     )
+    renamed(conn, entity_type, encode_entity(entity_id), current, derived)
     rename(conn, entity_id, entity_type, before, (derived, aliases))
 
 

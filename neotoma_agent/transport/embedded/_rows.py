@@ -13,13 +13,13 @@ import json
 import re
 import sqlite3
 from collections.abc import Mapping, Sequence
-from datetime import datetime, timezone
 from typing import Any
 
 from ..._neotoma.identity import ENTITY_ID_RE, schema_version
 from ..._neotoma.js import compact_encoder
-from . import _scope
+from . import _codec, _scope
 from ._reducer import ObservationMeta, SnapshotState, source_rank
+from ._times import decode_time, encode_time
 from ._words import decode_word, encode_word
 
 __all__ = [
@@ -83,10 +83,6 @@ dumps_acyclic = compact_encoder(allow_nan=True, check_circular=False)
 # milliseconds. A value that would not come back as the same text is stored as it is
 # (the columns are untyped), so decoding never guesses.
 
-_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
-_ONE_MS = datetime.resolution * 1000
-
-
 _UUID_RE = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 
 
@@ -101,26 +97,6 @@ def decode_id(value: str | bytes | None) -> str | None:
         return value
     h = value.hex()
     return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
-
-
-@functools.lru_cache(maxsize=256)  # one store stamps all its rows with one `now`
-def encode_time(value: str) -> str | int:
-    try:
-        at = datetime.fromisoformat(value)
-    except ValueError:
-        return value
-    if at.tzinfo is None:
-        return value
-    ms = (at - _EPOCH) // _ONE_MS
-    return ms if decode_time(ms) == value else value
-
-
-@functools.lru_cache(maxsize=1024)  # rows read together were mostly written together
-def decode_time(value: str | int) -> str:
-    if isinstance(value, str):
-        return value
-    at = datetime.fromtimestamp(value / 1000, timezone.utc)
-    return at.isoformat(timespec="milliseconds")[:-6] + "Z"
 
 
 def encode_opt_time(value: str | None) -> str | int | None:
@@ -167,6 +143,7 @@ def install(conn: sqlite3.Connection) -> None:
     that find entity rows from ids held as text (edges, JSON lists, parameters); and bind
     ``bytes`` parameters without a failed adaptation (below)."""
     conn.create_function("entity_key", 1, encode_entity, deterministic=True)
+    _codec.install(conn)
     _bind_bytes()
 
 
@@ -214,6 +191,8 @@ def decode_seen(value: str | bytes) -> list[str]:
 #
 # o[0] is the observation that decides deletion ("t": null when there is none); "w" is left
 # out when o[0] wins every field of "f", in the order of "f".
+# A message's and a turn record's "f" is, since schema version 16, their type's field codec
+# (a JSON array, ``_codec``) where it gives them back exactly: decoded with the row's name.
 # Older formats are still read: version 3's (the same, with ids and times as text), and the
 # first one ({"f", "p", "w", "top", "del"}, metas per field).
 
@@ -355,12 +334,16 @@ def _one_winner(state: SnapshotState) -> list[Any] | None:
     return top.to_json()
 
 
-def decode_doc_fields(text: str) -> tuple[dict[str, Any], bool]:
+def decode_doc_fields(text: str, name: str | None = None) -> tuple[dict[str, Any], bool]:
     """A stored snapshot doc's fields and whether it is deleted, in every format, without
-    its metas (a reader of fields only: it needs no ``FIRST_META``)."""
+    its metas (a reader of fields only: it needs no ``FIRST_META``); ``name``: the row's
+    canonical name (``_codec``)."""
     doc = json.loads(text)
     if "o" in doc:
-        return doc["f"], bool(doc.get("d", False))
+        fields = doc["f"]
+        if type(fields) is list:
+            fields = _codec.decode_fields(fields, name)
+        return fields, bool(doc.get("d", False))
     state = SnapshotState.from_json(doc, 0, None)
     return state.fields, state.deleted
 
@@ -370,16 +353,20 @@ def decode_state(
     observation_count: int,
     last_observation_at: str | int | None,
     first: Sequence[Any] | None,
+    name: str | None = None,
 ) -> SnapshotState:
     """The snapshot state stored by :func:`encode_state` (or in an older format), with the
     entity row's count and last observation time (as stored: :func:`encode_time`) and its
-    ``FIRST_META`` columns (``None`` only where the row holds no first observation)."""
+    ``FIRST_META`` columns (``None`` only where the row holds no first observation), and
+    its canonical name (what a coded "f" may derive a value from: ``_codec``)."""
     doc = json.loads(text)
     last_observation_at = decode_opt_time(last_observation_at)
     if "o" not in doc:
         return SnapshotState.from_json(doc, observation_count, last_observation_at)
     metas = [_decode_meta(m, first) for m in doc["o"]]
     fields = doc["f"]
+    if type(fields) is list:
+        fields = _codec.decode_fields(fields, name)
     w = doc.get("w")
     winners: dict[str, Any] = (
         dict.fromkeys(fields, metas[0])
@@ -413,8 +400,8 @@ def decode_state(
 # back first (``_shared_fields``). Readers select ``OBSERVATION_FIELDS`` instead of the column.
 
 OBSERVATION_FIELDS = (
-    "coalesce(fields, (SELECT json_extract(e.snapshot, '$.f') FROM entities e "
-    "WHERE e.id = observations.entity_id))"
+    f"coalesce(fields, (SELECT {_codec.fields_sql('e.snapshot', 'e.canonical_name')} "
+    "FROM entities e WHERE e.id = observations.entity_id))"
 )
 
 
@@ -525,11 +512,14 @@ def entity_json(row: Sequence[Any]) -> dict[str, Any]:
 
 def load_row(conn: sqlite3.Connection, entity_id: str) -> tuple[SnapshotState, int] | None:
     """An entity's snapshot state and message count, or None if there is no such entity."""
-    columns = f"snapshot, observation_count, last_observation_at, message_count, {FIRST_META}"
+    columns = (
+        "snapshot, observation_count, last_observation_at, message_count, canonical_name, "
+        f"{FIRST_META}"
+    )
     row = owned_entity(conn, columns, entity_id)
     if row is None:
         return None
-    return decode_state(row[0], row[1], row[2], row[4:]), int(row[3])
+    return decode_state(row[0], row[1], row[2], row[5:], row[4]), int(row[3])
 
 
 def load_rows(
@@ -542,12 +532,12 @@ def load_rows(
     marks = ",".join("?" * len(entity_ids))
     rows = conn.execute(
         "SELECT id, snapshot, observation_count, last_observation_at, message_count, rowid, "
-        f"{FIRST_META} FROM entities WHERE id IN ({marks}) AND {_scope.owned()}",
+        f"canonical_name, {FIRST_META} FROM entities WHERE id IN ({marks}) AND {_scope.owned()}",
         [encode_entity(i) for i in entity_ids],
     )
     # FIRST_META leads with first_id, what ``_first.first_of`` reads.
     return {
-        decode_entity(r[0]): (decode_state(r[1], r[2], r[3], r[6:]), int(r[4]), r[5], r[6])
+        decode_entity(r[0]): (decode_state(r[1], r[2], r[3], r[7:], r[6]), int(r[4]), r[5], r[7])
         for r in rows
     }
 
@@ -560,11 +550,14 @@ def load_state(conn: sqlite3.Connection, entity_id: str) -> SnapshotState | None
 
 def live_state(conn: sqlite3.Connection, entity_id: str) -> tuple[str, SnapshotState] | None:
     """An entity's type and snapshot state; None when it is unknown or deleted (a 404)."""
-    columns = f"entity_type, snapshot, observation_count, last_observation_at, {FIRST_META}"
+    columns = (
+        "entity_type, snapshot, observation_count, last_observation_at, canonical_name, "
+        f"{FIRST_META}"
+    )
     row = owned_entity(conn, columns, entity_id)
     if row is None:
         return None
-    state = decode_state(row[1], row[2], row[3], row[4:])
+    state = decode_state(row[1], row[2], row[3], row[5:], row[4])
     return None if state.deleted else (str(row[0]), state)
 
 
@@ -640,7 +633,7 @@ def direct_item(row: Sequence[Any]) -> dict[str, Any]:
     """A pass-1/2 item from a ``DIRECT_COLUMNS`` row: the entity and its snapshot record."""
     item = entity_json(row)
     # Only fields and provenance: the winners and deletion order are the store's business.
-    state = decode_state(row[6], row[7], row[8], row[9:14])
+    state = decode_state(row[6], row[7], row[8], row[9:14], row[2])
     item["snapshot"] = snapshot_record(item["id"], row[1], state)
     return item
 
@@ -649,7 +642,7 @@ def query_item(row: Sequence[Any]) -> dict[str, Any]:
     """An ``entities/query`` item from a ``QUERY_COLUMNS`` row (id, type, canonical name,
     snapshot doc, count, last, ``FIRST_META``)."""
     entity_id, entity_type, canonical_name = decode_entity(row[0]), row[1], row[2]
-    state = decode_state(row[3], row[4], row[5], row[6:11])
+    state = decode_state(row[3], row[4], row[5], row[6:11], canonical_name)
     return {
         "entity_id": entity_id,
         "entity_type": entity_type,

@@ -10,6 +10,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Callable
 
+from ._codec_migration import FIELD_CODEC, code_fields
 from ._compact_steps import COMPACT_ROWS, SHARED_FIELDS, compact_rewrite, share_fields
 from ._first import merge_first, number_first_metas
 from ._name_index import backfill_book_names
@@ -331,9 +332,7 @@ ALTER TABLE entities ADD COLUMN first_fields TEXT;
 # id and reads the text back (``entity_text`` in SQL, ``decode_entity`` in Python); the
 # edges, field values, summaries and the name index keep the text. ``_pack_ids`` rewrites
 # the rows right after the script and rebuilds the two indexes packed.
-_PACKED_IDS = """
--- version 12: entity ids packed in the entity rows (_rows.encode_entity)
-"""
+_PACKED_IDS = "\n-- version 12: entity ids packed in the entity rows (_rows.encode_entity)\n"
 
 
 def _pack_ids(conn: sqlite3.Connection) -> None:
@@ -369,7 +368,8 @@ MIGRATIONS: tuple[str, ...] = (
     _META_NUMBERS,
     TYPE_CODES,  # version 14: the type index by word code (_type_index)
     SEARCH_BY_ROWID,  # version 15: the search index by entity rowid (_search_rowid)
-    GROUPED_NAMES,  # version 16: one bookkeeping-names document a turn (_turn_names)
+    FIELD_CODEC,  # the protocol records' fields in a positional codec (_codec_migration)
+    GROUPED_NAMES,  # one bookkeeping-names document a turn (_turn_names)
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -386,6 +386,7 @@ _AFTER: dict[str, Callable[[sqlite3.Connection], None]] = {
     _PACKED_IDS: _pack_ids,
     _META_NUMBERS: number_first_metas,
     SEARCH_BY_ROWID: key_search_by_rowid,
+    FIELD_CODEC: code_fields,
     GROUPED_NAMES: rebuild_book_names,
 }
 

@@ -41,6 +41,7 @@ from ..._records.keys import conversation_entity_id, parse_turn_key
 from ..._records.payloads import BOOKKEEPING_TYPES
 from ...exceptions import EmptySearchQueryError, ValidationError
 from . import _scope
+from ._codec import field_sql, fields_sql
 from ._errors import flat_error, invalid_format
 from ._page_rows import decode_fields
 from ._reducer import SnapshotChange
@@ -83,13 +84,14 @@ def _backfill(conn: sqlite3.Connection) -> None:
 
     rows = keyset_rows(
         conn,
-        "SELECT rowid, entity_type, snapshot FROM entities WHERE rowid > ? ORDER BY rowid LIMIT ?",
+        "SELECT rowid, entity_type, snapshot, canonical_name FROM entities WHERE rowid > ? "
+        "ORDER BY rowid LIMIT ?",
         0,
     )
-    for rowid, entity_type, doc in rows:
+    for rowid, entity_type, doc, name in rows:
         if entity_type != _MESSAGE and entity_type in BOOKKEEPING_TYPES:
             continue
-        fields, deleted = decode_doc_fields(doc)
+        fields, deleted = decode_doc_fields(doc, name)
         text = None if deleted else doc_text(entity_type, fields)
         if text is not None:
             conn.execute(_INSERT, (rowid, text))
@@ -121,7 +123,8 @@ def _conversation_of(
     """The ``conversation_id`` of the conversation a message is PART_OF."""
     if packed not in cache:
         row = conn.execute(
-            "SELECT json_extract(e.snapshot, '$.f.conversation_id') FROM conversation_messages m "
+            f"SELECT {field_sql('conversation_id', 'e.snapshot', 'e.canonical_name')} "
+            "FROM conversation_messages m "
             "JOIN entities e ON e.id = m.conversation_id "
             f"WHERE m.message_id = ? AND {_scope.owned('e')} LIMIT 1",
             (packed,),
@@ -138,7 +141,7 @@ def _hit(
     cache: dict[str | bytes, str | None],
 ) -> dict[str, Any] | None:
     entity_id = decode_entity(packed)
-    columns = "entity_type, canonical_name, json_extract(snapshot, '$.f')"
+    columns = f"entity_type, canonical_name, {fields_sql()}"
     row = owned_entity(conn, columns, entity_id)
     if row is None:
         return None

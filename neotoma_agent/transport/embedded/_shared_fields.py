@@ -12,7 +12,8 @@ import sqlite3
 from collections.abc import Mapping
 from typing import Any
 
-from ._first import set_fields
+from ._codec import encode_fields
+from ._first import FIRST_SEQ, set_fields
 from ._reducer import SnapshotState
 from ._rows import dumps_acyclic
 
@@ -44,15 +45,21 @@ def settle_fields(
     stored: str | None,
     changed: bool = True,
     entity_id: str = "",
+    entity_type: str = "",
+    name: str | None = None,
 ) -> str:
     """After folding observation ``seq`` (whose row holds ``stored``) into ``state``: give
     the old sharer its fields back if "f" changed, then share ``seq``'s or store them.
     Returns ``dumps(state.fields)`` (for :func:`encode_state`). ``changed=False``: the
-    fold left "f" as it was (``_reducer.fold``), so it is not compared as JSON."""
+    fold left "f" as it was (``_reducer.fold``), so it is not compared as JSON. The entity
+    row's first observation gets them back in the field codec (``_codec``: of
+    ``entity_type``, the row's ``name``)."""
     text = dumps_acyclic(state.fields)  # fields the store parsed or checked: never circular
     if state.shared is not None and changed:
         old_text = dumps_acyclic(old_fields)
         if old_text != text:
+            if state.shared == FIRST_SEQ:
+                old_text = encode_fields(entity_type, old_fields, old_text, name, exact=True)
             set_fields(conn, entity_id, state.shared, old_text)
             state.shared = None
     if state.shared is None and fields_json == text:

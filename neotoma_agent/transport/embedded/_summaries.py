@@ -32,6 +32,8 @@ from typing import Any, Final
 from ..._neotoma.identity import resolve_identity_cached
 from ..._records.payloads import stored_platform
 from . import _scope
+from ._codec import field_sql
+from ._codec import install as install_codec
 from ._errors import invalid_format
 from ._reducer import SnapshotChange
 from ._rows import decode_doc_fields, decode_entity, decode_time, encode_opt_time, encode_time
@@ -175,11 +177,12 @@ def backfill(conn: sqlite3.Connection) -> None:
             _UPSERT_CONVERSATION,
             _conversation_row(decode_entity(entity_id), fields, deleted, observed),
         )
+    install_codec(conn)  # a migration's connection: before ``_rows.install``
     groups = conn.execute(
-        "SELECT json_extract(snapshot, '$.f.session_id'), json_extract(snapshot, '$.f.status'), "
+        f"SELECT {field_sql('session_id')}, {field_sql('status')}, "
         "count(*) FROM entities WHERE entity_type = 'conversation_turn' "
-        "AND json_extract(snapshot, '$.d') IS NULL AND json_type(snapshot, '$.f.session_id') = "
-        "'text' GROUP BY 1, 2"
+        "AND json_extract(snapshot, '$.d') IS NULL AND "
+        f"{field_sql('session_id', fn='json_type')} = 'text' GROUP BY 1, 2"
     ).fetchall()
     for session_id, status, n in groups:
         place = _turn_place({"session_id": session_id, "status": status}, False)

@@ -1,4 +1,4 @@
-"""One ``bookkeeping_names`` document a turn (schema version 16).
+"""One ``bookkeeping_names`` document a turn (schema version 17).
 
 A turn creates three bookkeeping entities whose names are nearly the same text: its turn
 record ``conversation_turn:{cid}|{tid}``, its user message ``conversation_message:{cid}:
@@ -56,7 +56,7 @@ _ASSISTANT: Final = ":assistant"
 
 _INSERT: Final = "INSERT INTO bookkeeping_names (rowid, text) VALUES (?, ?)"
 
-# The migration to version 16: every document dropped, then built again grouped
+# The migration to version 17: every document dropped, then built again grouped
 # (rebuild_book_names, run right after it).
 GROUPED_NAMES: Final = """
 INSERT INTO bookkeeping_names (bookkeeping_names) VALUES ('delete-all');

@@ -25,6 +25,7 @@ from ..._neotoma.identity import (
 from ...exceptions import ValidationError
 from .._wire import OBSERVATION_SOURCES
 from . import _scope
+from ._codec import encode_fields, row_name
 from ._errors import (
     flat_error,
     idempotency_mismatch,
@@ -592,18 +593,31 @@ def _observe(
     changed = fold(state, meta, fields, schema_for(entity_type))
     first_fields: str | None = None
     if create is None:
+        name = row_name(conn, entity_type, encode_entity(entity_id))
         fields_text = settle_fields(
-            conn, state, old_fields, meta.seq, fields_json, stored_fields, changed, entity_id
+            conn,
+            state,
+            old_fields,
+            meta.seq,
+            fields_json,
+            stored_fields,
+            changed,
+            entity_id,
+            entity_type,
+            name,
         )
     else:
+        name = create.canonical_name
         fields_text = dumps_acyclic(state.fields)
         if fields_json == fields_text:
             state.shared = FIRST_SEQ
         else:
-            first_fields = fields_json
+            first_fields = encode_fields(entity_type, fields, fields_json, name)
     if states is not None:
         states[entity_id] = state
-    doc = encode_state(state, fields_text)
+    doc = encode_state(
+        state, encode_fields(entity_type, state.fields, fields_text, name, exact=True)
+    )
     messages = 0 if counted is None else counted.take(entity_id)
     known = None if firsts is None else firsts.get(entity_id)
     rowid = None if known is None else int(known[0])  # the entity row's, if held

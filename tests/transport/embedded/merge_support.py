@@ -15,6 +15,7 @@ import sqlite3
 from contextlib import closing
 from pathlib import Path
 
+from codec_support import uncode
 from type_codes_support import untype
 
 from neotoma_agent.transport.embedded._first import renumber
@@ -42,6 +43,7 @@ def unmerge(path: Path) -> int:
     """Each entity row's first observation written back as a row; how many."""
     with closing(sqlite3.connect(path, isolation_level=None)) as conn:
         conn.execute("BEGIN IMMEDIATE")
+        uncode(conn)  # the docs as version 14 held them (the older versions read only those)
         rows = conn.execute(
             "SELECT rowid, id, entity_type, created_at, snapshot, observation_count, "
             f"last_observation_at, {', '.join(_FIRST)} FROM entities WHERE first_id IS NOT NULL"

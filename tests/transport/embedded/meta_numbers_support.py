@@ -83,10 +83,10 @@ def states(path: Path) -> dict[int, dict[str, Any]]:
     metas among them), by rowid."""
     with closing(sqlite3.connect(path)) as conn:
         rows = conn.execute(
-            f"SELECT rowid, snapshot, observation_count, last_observation_at, {FIRST_META} "
-            "FROM entities"
+            "SELECT rowid, snapshot, observation_count, last_observation_at, canonical_name, "
+            f"{FIRST_META} FROM entities"
         ).fetchall()
-    return {int(r[0]): _attributes(decode_state(r[1], r[2], r[3], r[4:])) for r in rows}
+    return {int(r[0]): _attributes(decode_state(r[1], r[2], r[3], r[5:], r[4])) for r in rows}
 
 
 def _attributes(state: SnapshotState) -> dict[str, Any]:

@@ -18,6 +18,8 @@ from contextlib import closing
 from pathlib import Path
 from typing import Any
 
+from codec_support import uncode
+
 from neotoma_agent._recall.search_text import doc_text
 from neotoma_agent.transport.embedded._rows import decode_doc_fields, encode_entity, entity_text
 from neotoma_agent.transport.embedded._schema import MIGRATIONS
@@ -35,10 +37,10 @@ def unkey(conn: sqlite3.Connection) -> None:
         return
     indexed = {r[0] for r in conn.execute("SELECT id FROM search_text_docsize")}
     texts: dict[str, str] = {}
-    sql = f"SELECT rowid, {entity_text('id')}, entity_type, snapshot FROM entities"
-    for rowid, entity_id, entity_type, doc in conn.execute(sql).fetchall():
+    sql = f"SELECT rowid, {entity_text('id')}, entity_type, snapshot, canonical_name FROM entities"
+    for rowid, entity_id, entity_type, doc, name in conn.execute(sql).fetchall():
         if rowid in indexed:
-            fields, _ = decode_doc_fields(doc)
+            fields, _ = decode_doc_fields(doc, name)
             text = doc_text(entity_type, fields)
             assert text is not None
             texts[entity_id] = text
@@ -59,6 +61,7 @@ def unkeyed_copy(path: Path, to: Path) -> Path:
     shutil.copyfile(path, to)
     with closing(sqlite3.connect(to, isolation_level=None)) as conn:
         conn.execute("BEGIN IMMEDIATE")
+        uncode(conn)  # the fields as objects, as version 14 held them
         unkey(conn)
         conn.execute(f"PRAGMA user_version = {BEFORE}")
         conn.execute("COMMIT")

@@ -123,6 +123,7 @@ def _recorder() -> Any:
         "v12_store",
         "v13_store",
         "v14_store",
+        "v15_store",
     ],
 )
 async def test_an_older_file_answers_every_read_as_the_code_that_recorded_it(
@@ -140,7 +141,8 @@ async def test_an_older_file_answers_every_read_as_the_code_that_recorded_it(
     version 10 (the same, by the derived PART_OF edges, main at 01fb980), version 11 (the
     same, by the first observation in its entity row, main at f3f2306), version 12 (the
     same, by the packed entity ids, main at 642dc04), version 14 (the same, by the type
-    codes, main at 080c616; its searches: ``test_search_rowid``): snapshots,
+    codes, main at 080c616; its searches: ``test_search_rowid``), version 15 (the same, by
+    the search index keyed by rowid, main at 518799f): snapshots,
     observations, queries (sorted, filtered), lookups, replays, the GET routes (an
     observation's ``source``), recent conversations."""
     recorded = json.loads((DATA.parent / fixture / "answers.json").read_text())

@@ -72,11 +72,11 @@ def _expected(path: Path) -> dict[str, Words]:
     """What the index must hold: each live entity's text, from its row."""
     with sqlite3.connect(path) as conn:
         rows = conn.execute(
-            f"SELECT {entity_text('id')}, entity_type, snapshot FROM entities"
+            f"SELECT {entity_text('id')}, entity_type, snapshot, canonical_name FROM entities"
         ).fetchall()
     expected = {}
-    for entity_id, entity_type, doc in rows:
-        fields, deleted = decode_doc_fields(doc)
+    for entity_id, entity_type, doc, name in rows:
+        fields, deleted = decode_doc_fields(doc, name)
         text = None if deleted else doc_text(entity_type, fields)
         if text is not None:
             expected[entity_id] = _words(text)

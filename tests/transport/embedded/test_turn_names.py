@@ -1,4 +1,4 @@
-"""One bookkeeping-names document a turn (schema version 16): a turn's enter writes one
+"""One bookkeeping-names document a turn: a turn's enter writes one
 document holding its turn record's name and its two messages' names, its close writes
 none, and every lookup answers as when each entity had a document of its own (the
 version before): the same ids in the same order, for any substring of any name (short needles, ones

@@ -1,4 +1,4 @@
-"""Store files whose bookkeeping names' index holds one document a turn (schema version 16),
+"""Store files whose bookkeeping names' index holds one document a turn,
 the same files as the version before indexed them (one document an entity), and what a lookup of
 a needle must answer on either: every conversation, message and turn record whose name or
 an alias holds it, in entity row order (the index's answer before it had turns'

@@ -16,6 +16,7 @@ from contextlib import closing
 from pathlib import Path
 from typing import Any
 
+from codec_support import uncode
 from search_rowid_support import unkey
 
 #: the version before the type index held the type's code
@@ -33,7 +34,9 @@ _COLUMNS = (
 def untype(conn: sqlite3.Connection) -> None:
     """The entity rows with their type as text and the type index on it, as version 13
     held them (the table rebuilt, rowids kept; inside the caller's transaction; the caller
-    sets the version), and the search index as version 14 held it."""
+    sets the version), and the search index as version 14 held it (the fields coded since
+    the field codec's version first written back as objects)."""
+    uncode(conn)
     unkey(conn)
     columns = [r[1] for r in conn.execute("PRAGMA table_xinfo(entities)")]
     if "type_code" not in columns:
