@@ -30,9 +30,10 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 from ..._neotoma.identity import Identity, entity_id_for
+from . import _scope
 from ._rows import decode_entity, encode_entity, entity_text
 from ._type_index import of_type
 
@@ -40,6 +41,7 @@ __all__ = [
     "GROUPED_NAMES",
     "MESSAGE",
     "TURN",
+    "Planned",
     "book_text",
     "document_text",
     "expand",
@@ -128,17 +130,29 @@ def _derived(entity_id: str, entity_type: str, name: str, tenant: str | None) ->
     return entity_id == entity_id_for(entity_type, name, tenant)
 
 
+class Planned(Protocol):
+    """An entity a store writes, as it planned it."""
+
+    entity_type: str
+    identity: Identity
+
+
 def index_turn_names(
     conn: sqlite3.Connection,
-    created: Sequence[tuple[int, str, Identity]],
-    turns: Mapping[str, str],
-    tenant: str | None,
+    new: Sequence[Planned],
+    firsts: Mapping[str, tuple[int, Any]],
+    planned: Iterable[Planned],
 ) -> None:
-    """Make the messages and turn records a store created (``created``: their rowid, type
-    and identity, in the order written) findable by substring: a turn record's document
-    holds its messages' names; a message goes into a turn's document when that turn record
-    has one (written now, or before: ``turns`` holds the ids of the turn records this store
-    wrote, by name), else into one of its own."""
+    """Make the messages and turn records a store created (``new``, in the order written;
+    ``firsts`` holds their rowids) findable by substring: a turn record's document holds
+    its messages' names; a message goes into a turn's document when that turn record has
+    one (written now, or before: ``planned`` holds the turn records this store wrote),
+    else into one of its own."""
+    tenant = _scope.tenant()
+    turns = {
+        p.identity.canonical_name: p.identity.entity_id for p in planned if p.entity_type == TURN
+    }
+    created = [(firsts[p.identity.entity_id][0], p.entity_type, p.identity) for p in new]
     grouped: set[str] = set()
     for rowid, entity_type, ident in created:
         if entity_type == TURN:

@@ -393,14 +393,14 @@ def write(conn: sqlite3.Connection, body: Mapping[str, Any]) -> Written | dict[s
     new_ids: set[str] = set()
     written: list[int] = []  # the seqs of the observations this store wrote or found
     entries: list[tuple[_Planned, str, dict[str, Any] | None]] = []
-    turn_rows: list[tuple[int, str, Identity]] = []  # the messages and turn records created
+    turn_rows: list[_Planned] = []  # the messages and turn records it creates
     for item in planned:
         ident = item.identity
         if not item.exists:
             new_ids.add(ident.entity_id)
             created += 1
             if item.entity_type in (MESSAGE, TURN) and ident.entity_id not in firsts:
-                turn_rows.append((0, item.entity_type, ident))
+                turn_rows.append(item)
         elif item.action == "extended":
             created += 1
         # Positional, in the signature's order: the one call made per element of a store.
@@ -429,16 +429,7 @@ def write(conn: sqlite3.Connection, body: Mapping[str, Any]) -> Written | dict[s
         entries.append((item, obs_id, snapshot))
 
     if turn_rows:
-        index_turn_names(
-            conn,
-            [(firsts[i.entity_id][0], t, i) for _, t, i in turn_rows],
-            {
-                p.identity.canonical_name: p.identity.entity_id
-                for p in planned
-                if p.entity_type == TURN
-            },
-            _scope.tenant(),
-        )
+        index_turn_names(conn, turn_rows, firsts, planned)
     written.reverse()  # a replay lists a source's observations newest first
     record_key(conn, key, source_id, written, now)
 
