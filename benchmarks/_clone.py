@@ -39,7 +39,7 @@ from _synth import build_turns, conversation_id, turn_id
 
 from neotoma_agent._neotoma.identity import entity_id_for
 from neotoma_agent._records.keys import TurnKeys, conversation_entity_id, turn_record_entity_id
-from neotoma_agent.transport.embedded._name_index import BOOKKEEPING, book_text
+from neotoma_agent.transport.embedded._name_index import BOOKKEEPING
 from neotoma_agent.transport.embedded._rows import (
     decode_entity,
     decode_word,
@@ -47,6 +47,7 @@ from neotoma_agent.transport.embedded._rows import (
     key_digest,
 )
 from neotoma_agent.transport.embedded._store import _connect
+from neotoma_agent.transport.embedded._turn_names import TURN, document_text, message_names
 
 __all__ = ["build_cloned"]
 
@@ -260,14 +261,26 @@ class _Copier:
                 f"INSERT INTO {table} (text, entity_id, kind) VALUES (?,?,?)",
                 [(text(t), id_map[e], k) for t, e, k in self.fts[table]],
             )
-        # The bookkeeping names' rows are numbered as the entity rows just written.
+        # The bookkeeping names' rows are numbered as the entity rows just written: a turn
+        # record's holds its messages' names, and a message named so has none of its own.
+        books = [
+            (decode_word(e[1]), text(e[2]), json.loads(e[3]), bytes_map[e[0]])
+            for e in r["entities"]
+            if decode_word(e[1]) in BOOKKEEPING
+        ]
+        held = {
+            n
+            for t, name, aliases, _ in books
+            if t == TURN and not aliases
+            for n in message_names(name) or ()
+        }
         conn.executemany(
             "INSERT INTO bookkeeping_names (rowid, text) "
             "SELECT rowid, ? FROM entities WHERE id = ?",
             [
-                (book_text(text(e[2]), json.loads(e[3])), bytes_map[e[0]])
-                for e in r["entities"]
-                if decode_word(e[1]) in BOOKKEEPING
+                (document_text(t, name, aliases), packed)
+                for t, name, aliases, packed in books
+                if aliases or name not in held
             ],
         )
 

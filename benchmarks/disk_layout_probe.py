@@ -7,7 +7,7 @@
 ``memory.turn`` on an ``EmbeddedStore``) into a fresh file and probes that.
 
 Reads a store file of the current schema version (never writes it: the ``live`` column is
-this release's own format, schema version 16, as the store writes it) and copies its row
+this release's own format, as the store writes it) and copies its row
 tables into fresh files, in their key order, once in the file's own layout (``copy``: its
 columns, the per-user ones included) and once per layout probed:
 
@@ -44,7 +44,9 @@ the live file is estimated table by table as live x layout / copy (``est``). The
 and search indexes and the small tables are left as they are (counted as in the live file:
 schema version 8's search index and version 9's index of bookkeeping names keep no copy of
 the texts). The bookkeeping names' index stays in every layout: a real server finds
-conversations, messages and turn records by any substring of their names, as any entity.
+conversations, messages and turn records by any substring of their names, as any entity;
+the live file holds one document a turn there (its turn record's name and its two
+messages' names: the turn's close writes none), which every layout counts as it is.
 No layout holds a message's PART_OF edge to its conversation: since schema version 10 the
 live file derives it from the conversation index, and every layout copies its rows. Nor
 does any layout hold an entity's first observation as a row of ``observations``: since

@@ -5,9 +5,10 @@ and kind; ``trigram_df`` counts the texts each trigram is in, so a search reads 
 rarest trigrams' posting lists (see :func:`substring_ids`). ``bookkeeping_names`` indexes
 the names of conversations, messages and turn records, which a real server finds by any
 substring too (``POST /retrieve_entity_by_identifier``'s second pass): it is contentless
-(schema version 9), one row per entity whose rowid is the entity row's, its text the
-entity's name and aliases (:func:`book_text`), so the name is stored once, in the entity
-row, which a search reads anyway and checks the whole needle against.
+(schema version 9), its documents numbered as entity rows, its texts their names and
+aliases (:func:`book_text`), so a name is stored once, in the entity row, which a search
+reads anyway and checks the whole needle against; since schema version 15 a turn's
+messages and turn record share one document (``_turn_names``).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import Any, Final
 
 from . import _scope
 from ._rows import encode_entity, entity_text
+from ._turn_names import MESSAGE, TURN, book_text, document_text, expand
 
 __all__ = [
     "BOOKKEEPING",
@@ -57,14 +59,6 @@ def install(conn: sqlite3.Connection) -> None:
     )
 
 
-def book_text(name: str, aliases: Sequence[str]) -> str:
-    """The text of a bookkeeping entity's ``bookkeeping_names`` row: its name and aliases,
-    lowercased, one a line, and a blank line after them, so that every occurrence of a
-    needle of one or two characters begins a trigram (see ``_short_book_rows``). A
-    contentless row is taken out by naming this text again."""
-    return "\n".join(n.lower() for n in (name, *aliases)) + "\n\n"
-
-
 def _aliases(raw: str) -> list[str]:
     return [] if raw == "[]" else [str(a) for a in json.loads(raw)]
 
@@ -72,7 +66,11 @@ def _aliases(raw: str) -> list[str]:
 def index_name(
     conn: sqlite3.Connection, name: str, entity_id: str, entity_type: str, rowid: int
 ) -> None:
-    """Make a new entity's canonical ``name`` findable by substring (``rowid``: its row's)."""
+    """Make a new entity's canonical ``name`` findable by substring (``rowid``: its row's);
+    a message's or turn record's, the store that created it does, grouped a turn
+    (``_turn_names.index_turn_names``)."""
+    if entity_type in _GROUPED:
+        return
     if entity_type in BOOKKEEPING:
         conn.execute(
             "INSERT INTO bookkeeping_names (rowid, text) VALUES (?, ?)",
@@ -95,13 +93,15 @@ def rename(
         (rowid,) = conn.execute(
             "SELECT rowid FROM entities WHERE id = ?", (encode_entity(entity_id),)
         ).fetchone()
+        if entity_type != MESSAGE or _has_document(conn, rowid):  # (a turn's may hold it)
+            conn.execute(
+                "INSERT INTO bookkeeping_names (bookkeeping_names, rowid, text) "
+                "VALUES ('delete', ?, ?)",
+                (rowid, document_text(entity_type, *old)),
+            )
         conn.execute(
-            "INSERT INTO bookkeeping_names (bookkeeping_names, rowid, text) "
-            "VALUES ('delete', ?, ?)",
-            (rowid, book_text(*old)),
-        )
-        conn.execute(
-            "INSERT INTO bookkeeping_names (rowid, text) VALUES (?, ?)", (rowid, book_text(*new))
+            "INSERT INTO bookkeeping_names (rowid, text) VALUES (?, ?)",
+            (rowid, document_text(entity_type, *new)),
         )
         return
     conn.execute(
@@ -111,6 +111,16 @@ def rename(
 
 
 _BOOK_TYPES: Final = tuple(sorted(BOOKKEEPING))
+#: the types whose names a turn's document holds (``_turn_names``)
+_GROUPED: Final = frozenset((MESSAGE, TURN))
+
+
+def _has_document(conn: sqlite3.Connection, rowid: int) -> bool:
+    """Whether the entity row ``rowid`` has a ``bookkeeping_names`` document of its own."""
+    found = conn.execute("SELECT 1 FROM bookkeeping_names_docsize WHERE id = ?", (rowid,))
+    return found.fetchone() is not None
+
+
 _BATCH: Final = 1000
 
 
@@ -232,16 +242,18 @@ def _kind_sql(kinds: frozenset[str] | None) -> tuple[str, tuple[str, ...]]:
 # Neither table keeps token positions (``detail = none``), so neither answers a phrase: a
 # needle is matched as the AND of its trigrams, then checked whole (texts and needles are
 # lowercased alike): by ``instr`` in ``name_index``, on the entity row's name and aliases
-# for ``bookkeeping_names`` (contentless: its rowid is the entity row's).
+# for ``bookkeeping_names`` (contentless: its rowid is the entity row's; a turn record's
+# also leads to its messages: ``_turn_names.expand``).
 _BOOKKEEPING_NAMES_SQL = (
-    f"SELECT 0, {entity_text('e.id')}, e.canonical_name, e.aliases FROM bookkeeping_names "
+    f"SELECT 0, {entity_text('e.id')}, e.canonical_name, e.aliases, e.rowid, e.uid, "
+    "e.entity_type FROM bookkeeping_names "
     "CROSS JOIN entities e ON e.rowid = bookkeeping_names.rowid "
     "WHERE bookkeeping_names MATCH ?"
 )
 
 _NAME_INDEX_SQL = (
-    "SELECT 1, entity_id, kind, NULL FROM name_index WHERE name_index MATCH ? "
-    "AND instr(text, ?) > 0"
+    "SELECT 1, entity_id, kind, NULL, NULL, NULL, NULL FROM name_index "
+    "WHERE name_index MATCH ? AND instr(text, ?) > 0"
 )
 
 _BOTH_NAMES_SQL = f"{_BOOKKEEPING_NAMES_SQL} UNION ALL {_NAME_INDEX_SQL}"
@@ -250,11 +262,13 @@ _BOTH_NAMES_SQL = f"{_BOOKKEEPING_NAMES_SQL} UNION ALL {_NAME_INDEX_SQL}"
 # index's vocabulary (a range of its terms: ``install`` makes the table on each connection);
 # a needle the tokenizer might fold otherwise (not ASCII) reads every bookkeeping name.
 _SHORT_BOOK_NAMES_SQL = (
-    f"SELECT 0, {entity_text('id')}, canonical_name, aliases FROM entities WHERE rowid IN "
+    f"SELECT 0, {entity_text('id')}, canonical_name, aliases, rowid, uid, entity_type "
+    "FROM entities WHERE rowid IN "
     "(SELECT doc FROM temp.bookkeeping_terms WHERE term >= ? AND term < ?) ORDER BY rowid"
 )
+# (every row: none leads to another, so no type)
 _ALL_BOOK_NAMES_SQL = (
-    f"SELECT 0, {entity_text('id')}, canonical_name, aliases FROM entities "
+    f"SELECT 0, {entity_text('id')}, canonical_name, aliases, rowid, uid, NULL FROM entities "
     f"WHERE entity_type IN ({','.join('?' * len(_BOOK_TYPES))}) ORDER BY rowid"
 )
 
@@ -274,12 +288,21 @@ def _book_kinds(needle: str, name: str, aliases: str) -> Iterator[str]:
         yield "alias"
 
 
-def _book_hits(needle: str, kinds: frozenset[str] | None, rows: Sequence[Any]) -> list[str]:
+def _book_hits(
+    conn: sqlite3.Connection, needle: str, kinds: frozenset[str] | None, rows: Sequence[Any]
+) -> list[str]:
+    """The ids of the candidate ``rows`` (0, id, name, aliases, rowid, uid, type) whose
+    names hold ``needle``, and of the messages of the turn records among them whose names
+    do, in entity row order (as a document an entity gives them)."""
+    book: Sequence[Any] = [r for r in rows if not r[0]]
+    more = expand(conn, needle, book)
+    if more:
+        by_row = {r[4]: r for r in (*book, *more)}
+        book = [by_row[k] for k in sorted(by_row)]
     return [
         str(r[1])
-        for r in rows
-        if not r[0]
-        and any(kinds is None or k in kinds for k in _book_kinds(needle, str(r[2]), str(r[3])))
+        for r in book
+        if any(kinds is None or k in kinds for k in _book_kinds(needle, str(r[2]), str(r[3])))
     ]
 
 
@@ -312,7 +335,7 @@ def substring_ids(
             ).fetchall()
         ]
         if bookkeeping:
-            found += _book_hits(needle, kinds, _short_book_rows(conn, needle))
+            found += _book_hits(conn, needle, kinds, _short_book_rows(conn, needle))
         return list(dict.fromkeys(found))
     hits = memo.get(needle) if memo is not None else None
     match = _trigram_match(conn, needle) if hits is None else None
@@ -332,7 +355,7 @@ def substring_ids(
         memo[needle] = hits
     # The kind filter and the de-duplication of rows happen here rather than in SQL
     # (DISTINCT, kind IN): the same first-seen order, one cheaper statement.
-    found = _book_hits(needle, kinds, rows)
+    found = _book_hits(conn, needle, kinds, rows)
     found.extend(eid for eid, kind in hits if kinds is None or kind in kinds)
     return list(dict.fromkeys(found))
 

@@ -30,8 +30,10 @@ from ..._records.user_id import LOCAL_USER_ID, check_user_id
 from ..._util.file_kind import check_store_file
 from ._name_index import unindex_book_names
 from ._rows import decode_entity, encode_entity, entity_text
+from ._schema import MIGRATIONS
 from ._scope import NOBODY, lookup_uid
 from ._search import rebuild as rebuild_search
+from ._turn_names import GROUPED_NAMES, rebuild_book_names
 
 __all__ = ["PurgeStats", "purge_entities", "purge_forgotten", "purge_user"]
 
@@ -46,6 +48,8 @@ _DERIVED_PART_OF = 10
 _FIRST_IN_ROW = 11
 #: the schema version whose entity rows hold their ids as ``encode_entity`` does
 _PACKED_IDS = 12
+#: the schema version whose bookkeeping names' index has one document a turn
+_GROUPED_NAMES = MIGRATIONS.index(GROUPED_NAMES) + 1
 _Id = TypeVar("_Id", str, bytes, str | bytes)
 # Bound parameters per statement (SQLite's default limit is 32766; stay far below).
 _CHUNK = 500
@@ -102,10 +106,15 @@ def _rows(conn: sqlite3.Connection, ids: Sequence[str]) -> PurgeStats:
             seqs.update(held)
             observations += len(held)
     names: tuple[str, ...] = ("name_index", "bookkeeping_names")
-    if _version(conn) >= _CONTENTLESS_NAMES:
+    if _CONTENTLESS_NAMES <= _version(conn) < _GROUPED_NAMES:
         unindex_book_names(conn, own)  # named by their text, read from the rows going now
+    if _version(conn) >= _CONTENTLESS_NAMES:
         names = ("name_index",)
     entities = _delete(conn, "DELETE FROM entities WHERE id IN ({marks})", own)
+    if _version(conn) >= _GROUPED_NAMES:
+        # A turn's document holds the names of entities that may stay: built again from
+        # the rows that stay, as the search index is below.
+        rebuild_book_names(conn)
     _delete(conn, "DELETE FROM field_values WHERE entity_id IN ({marks})", ids)
     for table in names:
         _delete(conn, f"DELETE FROM {table} WHERE entity_id IN ({{marks}})", ids)

@@ -18,6 +18,7 @@ from ._part_of import derived_seen_of
 from ._rows import encode_entity, key_digest
 from ._search_rowid import SEARCH_BY_ROWID, key_search_by_rowid
 from ._summaries import backfill
+from ._turn_names import GROUPED_NAMES, rebuild_book_names
 from ._type_index import TYPE_CODES
 
 __all__ = ["SCHEMA_VERSION", "migrate"]
@@ -275,11 +276,6 @@ CREATE VIRTUAL TABLE bookkeeping_names USING fts5 (
 """
 
 
-def _compact_next(conn: sqlite3.Connection) -> None:
-    """The bookkeeping names' index built from the entity rows."""
-    backfill_book_names(conn)
-
-
 # Version 10: a message's PART_OF edge to its conversation, written by the store that
 # created the message (at its time, without metadata), is derived from the conversation
 # index (``_part_of``), not stored as a row. No table changes: ``_derive_part_of`` drops
@@ -373,6 +369,7 @@ MIGRATIONS: tuple[str, ...] = (
     TYPE_CODES,  # version 14: the type index by word code (_type_index)
     SEARCH_BY_ROWID,  # version 15: the search index by entity rowid (_search_rowid)
     FIELD_CODEC,  # the protocol records' fields in a positional codec (_codec_migration)
+    GROUPED_NAMES,  # one bookkeeping-names document a turn (_turn_names)
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -383,13 +380,14 @@ _AFTER: dict[str, Callable[[sqlite3.Connection], None]] = {
     _SUMMARIES: backfill,
     # (version 6's index is built by version 8's step, which replaces its tables)
     _COMPACT_FORMAT: _compact_format,
-    _COMPACT_NEXT: _compact_next,
+    _COMPACT_NEXT: backfill_book_names,  # the index built from the entity rows
     _DERIVED_PART_OF: _derive_part_of,
     _FIRST_IN_ROW: merge_first,
     _PACKED_IDS: _pack_ids,
     _META_NUMBERS: number_first_metas,
     SEARCH_BY_ROWID: key_search_by_rowid,
     FIELD_CODEC: code_fields,
+    GROUPED_NAMES: rebuild_book_names,
 }
 
 

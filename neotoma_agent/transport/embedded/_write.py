@@ -60,6 +60,7 @@ from ._search import index_search
 from ._shared_fields import fields_column, settle_fields
 from ._store_answer import Written, answer
 from ._summaries import SUMMARIZED_TYPES, summarize
+from ._turn_names import MESSAGE, TURN, index_turn_names
 from ._validate import check_entities, check_relationships
 
 __all__ = ["store", "write", "write_time"]
@@ -392,11 +393,14 @@ def write(conn: sqlite3.Connection, body: Mapping[str, Any]) -> Written | dict[s
     new_ids: set[str] = set()
     written: list[int] = []  # the seqs of the observations this store wrote or found
     entries: list[tuple[_Planned, str, dict[str, Any] | None]] = []
+    turn_rows: list[_Planned] = []  # the messages and turn records it creates
     for item in planned:
         ident = item.identity
         if not item.exists:
             new_ids.add(ident.entity_id)
             created += 1
+            if item.entity_type in (MESSAGE, TURN) and ident.entity_id not in firsts:
+                turn_rows.append(item)
         elif item.action == "extended":
             created += 1
         # Positional, in the signature's order: the one call made per element of a store.
@@ -424,6 +428,8 @@ def write(conn: sqlite3.Connection, body: Mapping[str, Any]) -> Written | dict[s
         new_ids.discard(ident.entity_id)
         entries.append((item, obs_id, snapshot))
 
+    if turn_rows:
+        index_turn_names(conn, turn_rows, firsts, planned)
     written.reverse()  # a replay lists a source's observations newest first
     record_key(conn, key, source_id, written, now)
 

@@ -5,7 +5,8 @@ format before the step) write the same steps on both and compare the rows and an
 from __future__ import annotations
 
 import re
-from contextlib import suppress
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 from hypothesis import HealthCheck, settings
@@ -25,6 +26,7 @@ __all__ = [
     "Step",
     "answers",
     "compared",
+    "fixed_clocks",
     "steps",
     "turn_on_recorded",
     "view_of",
@@ -94,19 +96,26 @@ async def _step(store: EmbeddedStore, step: Step, n: int) -> None:
         pass  # the same error on both files: their answers are compared after
 
 
-async def write_steps(path: Path, steps: list[Step], start_ms: int) -> None:
-    """``steps`` on the file at ``path``, every clock a write reads fixed from ``start_ms``
-    (the store's and the turn's), so that two files written alike hold the same rows."""
+@contextmanager
+def fixed_clocks(start_ms: int) -> Iterator[None]:
+    """Every clock a write reads (the store's and the turn's) fixed from ``start_ms``, so
+    that two files written alike hold the same rows."""
     clocks = [closing.now_ms, tools.now_ms]
     for module in (closing, tools):
         module.now_ms = lambda: 1_900_000_000_000 + start_ms  # type: ignore[attr-defined]
     try:
         with clock(start_ms):
-            async with EmbeddedStore.open(path) as store:
-                for n, step in enumerate(steps):
-                    await _step(store, step, n)
+            yield
     finally:
         closing.now_ms, tools.now_ms = clocks  # type: ignore[attr-defined]
+
+
+async def write_steps(path: Path, steps: list[Step], start_ms: int) -> None:
+    """``steps`` on the file at ``path``, every clock fixed from ``start_ms``."""
+    with fixed_clocks(start_ms):
+        async with EmbeddedStore.open(path) as store:
+            for n, step in enumerate(steps):
+                await _step(store, step, n)
 
 
 async def answers(path: Path) -> dict[str, str]:

@@ -12,6 +12,7 @@ renames, a purge (and the ``VACUUM`` after it), and the upgrade of older files.
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import sqlite3
 from pathlib import Path
@@ -53,16 +54,34 @@ def indexed_terms(path: Path) -> set[str]:
         return {str(t) for (t,) in conn.execute("SELECT term FROM temp.terms WHERE doc > 0")}
 
 
+_TURN_NAME = re.compile(r"conversation_turn:(.*)\|([^|]*)", re.DOTALL)
+
+
 def named_terms(path: Path) -> set[str]:
-    """The trigrams of every bookkeeping entity's names (every user's)."""
+    """The trigrams of every bookkeeping entity's names (every user's): one text a turn
+    (its record's: its first name, its messages' derived from it, then its names since),
+    and one for each other entity or one renamed (its name and aliases), each text its
+    names one a line, then a blank line."""
     with sqlite3.connect(path) as conn:
         rows = conn.execute(
-            "SELECT canonical_name, aliases FROM entities WHERE entity_type IN (?, ?, ?)",
+            "SELECT entity_type, canonical_name, aliases, uid FROM entities "
+            "WHERE entity_type IN (?, ?, ?) ORDER BY entity_type DESC",
             BOOKKEEPING,
         ).fetchall()
-    # one text per entity: its name and aliases, one a line, then a blank line
-    texts = ["\n".join([name, *json.loads(aliases)]).lower() + "\n\n" for name, aliases in rows]
-    return {t[i : i + 3] for t in texts for i in range(len(t) - 2)}
+    texts: list[list[str]] = []
+    grouped: set[tuple[int, str]] = set()
+    for entity_type, name, aliases, uid in rows:  # turn records first
+        first = ([*json.loads(aliases), name])[0]
+        turn = _TURN_NAME.fullmatch(first) if entity_type == "conversation_turn" else None
+        if turn is not None:
+            user = f"conversation_message:{turn[1]}:{turn[2]}"
+            since = [name, *json.loads(aliases)[1:]] if aliases != "[]" else []
+            texts.append([first, user, f"{user}:assistant", *since])
+            grouped.update({(uid, user), (uid, f"{user}:assistant")})
+        elif aliases != "[]" or (uid, name) not in grouped:
+            texts.append([name, *json.loads(aliases)])
+    joined = ["\n".join(t).lower() + "\n\n" for t in texts]
+    return {t[i : i + 3] for t in joined for i in range(len(t) - 2)}
 
 
 async def found(store: EmbeddedStore, needle: str) -> list[str]:

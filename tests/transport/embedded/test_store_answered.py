@@ -257,7 +257,8 @@ def test_a_new_message_is_placed_with_no_read_first(tmp_path: Path) -> None:
     assert not [s for s in statements if "FROM conversation_messages WHERE message_id" in s]
     assert not [s for s in statements if s.startswith("UPDATE entities SET message_count")]
     assert not [s for s in statements if "first_id = " in s and s.startswith("SELECT")]
-    assert len(statements) == 15  # BEGIN and COMMIT among them
+    # BEGIN and COMMIT among them; the message and the turn record, one names document
+    assert len(statements) == 14
     conversation = (
         "ent_"
         + conn.execute("SELECT hex(conversation_id) FROM conversation_messages LIMIT 1")
