@@ -18,7 +18,8 @@ columns, the per-user ones included) and once per layout probed:
   code, id) as the live file indexes it (schema version 14 holds the type as its code in
   the entity row and its index; by number, a query of a type sorted by id would sort);
 - ``+name``: and no canonical name where the identity rules derive it from the entity's
-  type and fields (NULL; a read would derive it again);
+  type and fields (NULL; a read would derive it again), except a coded message's, whose
+  ``turn_key`` the live file derives from its name (schema version 16);
 - ``+meta``: and each winning observation in the snapshot doc as its seq alone (its id,
   time, priority and source rank read from its row), instead of about 53 bytes of metas
   (the live file lists its entity row's first observation so since schema version 13: the
@@ -74,6 +75,7 @@ import anyio
 from _meta import environment
 
 from neotoma_agent._neotoma.identity import IdentityError, resolve_identity
+from neotoma_agent.transport.embedded._codec import NAMED_TYPES
 from neotoma_agent.transport.embedded._rows import (
     decode_doc_fields,
     encode_word,
@@ -282,7 +284,11 @@ _HAD = {
 
 
 def _derived_name(entity_type: str, canonical_name: str, snapshot: str) -> str | None:
-    """NULL where the identity rules give the entity's type and fields this name."""
+    """NULL where the identity rules give the entity's type and fields this name, and no
+    field is stored as derived from the name (a coded message's ``turn_key``, schema
+    version 16: the name is then its only copy)."""
+    if entity_type in NAMED_TYPES and isinstance(json.loads(snapshot).get("f"), list):
+        return canonical_name
     fields = decode_doc_fields(snapshot, canonical_name)[0]
     try:
         found = resolve_identity(entity_type, fields).canonical_name
