@@ -121,27 +121,16 @@ def _has_document(conn: sqlite3.Connection, rowid: int) -> bool:
     return found.fetchone() is not None
 
 
-_BATCH: Final = 1000
-
-
 def backfill_book_names(conn: sqlite3.Connection) -> None:
     """The row of every bookkeeping entity, into an empty ``bookkeeping_names`` (the
     version-9 migration)."""
-    marks = ",".join("?" * len(_BOOK_TYPES))
-    last = 0
-    while True:
-        rows = conn.execute(
-            "SELECT rowid, canonical_name, aliases FROM entities "
-            f"WHERE rowid > ? AND entity_type IN ({marks}) ORDER BY rowid LIMIT ?",
-            (last, *_BOOK_TYPES, _BATCH),
-        ).fetchall()
-        if not rows:
-            return
-        conn.executemany(
+    from ._scan import rows_of_types  # a migration's: never a hook's
+
+    for rowid, name, aliases in rows_of_types(conn, "rowid, canonical_name, aliases", _BOOK_TYPES):
+        conn.execute(
             "INSERT INTO bookkeeping_names (rowid, text) VALUES (?, ?)",
-            ((rowid, book_text(name, _aliases(aliases))) for rowid, name, aliases in rows),
+            (rowid, book_text(name, _aliases(aliases))),
         )
-        last = rows[-1][0]
 
 
 def unindex_book_names(conn: sqlite3.Connection, ids: Sequence[str | bytes]) -> None:

@@ -5,7 +5,7 @@ rewrites the rows it reads (version 4's snapshots) holds one batch in memory, ho
 the file, and reads each row once: a keyset scan, each batch starting after the last key
 of the one before (an offset would read all the rows before it again).
 
-Only a migration, and a purge rebuilding the search index, scan so: the functions that do
+Only a migration, and a purge rebuilding a full-text index, scan so: the functions that do
 import this module when they run, so a hook process on a file already up to date never
 loads it.
 """
@@ -16,7 +16,7 @@ import sqlite3
 from collections.abc import Iterator
 from typing import Any, Final
 
-__all__ = ["BATCH", "keyset_rows"]
+__all__ = ["BATCH", "keyset_rows", "rows_of_types"]
 
 #: rows a batch holds
 BATCH: Final = 1000
@@ -31,3 +31,15 @@ def keyset_rows(conn: sqlite3.Connection, sql: str, start: object) -> Iterator[A
     while rows := conn.execute(sql, (last, BATCH)).fetchall():
         yield from rows
         last = rows[-1][0]
+
+
+def rows_of_types(conn: sqlite3.Connection, columns: str, types: tuple[str, ...]) -> Iterator[Any]:
+    """``columns`` (the first of them ``rowid``) of every entity row of these types, in
+    rowid order (:func:`keyset_rows`). ``types`` are the store's own words, written into the
+    statement (``keyset_rows`` binds only the key and the batch's size)."""
+    listed = ",".join(f"'{t}'" for t in types)
+    sql = (
+        f"SELECT {columns} FROM entities WHERE rowid > ? AND entity_type IN ({listed}) "
+        "ORDER BY rowid LIMIT ?"
+    )
+    return keyset_rows(conn, sql, 0)

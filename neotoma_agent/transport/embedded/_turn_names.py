@@ -231,9 +231,6 @@ def expand(conn: sqlite3.Connection, needle: str, rows: Sequence[Any]) -> list[A
     return out
 
 
-_BATCH: Final = 1000
-
-
 def rebuild_book_names(conn: sqlite3.Connection) -> None:
     """Every bookkeeping entity's names into an emptied ``bookkeeping_names``, grouped a
     turn a document as the store writes them (the migration to this layout, and a purge)."""
@@ -260,15 +257,6 @@ def _aliases(raw: str) -> list[str]:
 
 
 def _rows(conn: sqlite3.Connection, types: tuple[str, ...]) -> Iterable[tuple[Any, ...]]:
-    marks = ",".join("?" * len(types))
-    last = 0
-    while True:
-        rows = conn.execute(
-            "SELECT rowid, id, canonical_name, aliases, uid, entity_type FROM entities "
-            f"WHERE rowid > ? AND entity_type IN ({marks}) ORDER BY rowid LIMIT ?",
-            (last, *types, _BATCH),
-        ).fetchall()
-        if not rows:
-            return
-        yield from rows
-        last = rows[-1][0]
+    from ._scan import rows_of_types  # a migration's and a purge's: never a hook's
+
+    return rows_of_types(conn, "rowid, id, canonical_name, aliases, uid, entity_type", types)
