@@ -510,16 +510,24 @@ def entity_json(row: Sequence[Any]) -> dict[str, Any]:
     }
 
 
-def load_row(conn: sqlite3.Connection, entity_id: str) -> tuple[SnapshotState, int] | None:
-    """An entity's snapshot state and message count, or None if there is no such entity."""
-    columns = (
-        "snapshot, observation_count, last_observation_at, message_count, canonical_name, "
-        f"{FIRST_META}"
-    )
-    row = owned_entity(conn, columns, entity_id)
+# What decodes an entity row's snapshot state, after one column of the reader's own.
+_STATE_COLUMNS = f"snapshot, observation_count, last_observation_at, canonical_name, {FIRST_META}"
+
+
+def _owned_state(
+    conn: sqlite3.Connection, entity_id: str, column: str
+) -> tuple[SnapshotState, Any] | None:
+    """An entity's snapshot state and its ``column``, or None if there is no such entity."""
+    row = owned_entity(conn, f"{column}, {_STATE_COLUMNS}", entity_id)
     if row is None:
         return None
-    return decode_state(row[0], row[1], row[2], row[5:], row[4]), int(row[3])
+    return decode_state(row[1], row[2], row[3], row[5:], row[4]), row[0]
+
+
+def load_row(conn: sqlite3.Connection, entity_id: str) -> tuple[SnapshotState, int] | None:
+    """An entity's snapshot state and message count, or None if there is no such entity."""
+    loaded = _owned_state(conn, entity_id, "message_count")
+    return None if loaded is None else (loaded[0], int(loaded[1]))
 
 
 def load_rows(
@@ -550,15 +558,8 @@ def load_state(conn: sqlite3.Connection, entity_id: str) -> SnapshotState | None
 
 def live_state(conn: sqlite3.Connection, entity_id: str) -> tuple[str, SnapshotState] | None:
     """An entity's type and snapshot state; None when it is unknown or deleted (a 404)."""
-    columns = (
-        "entity_type, snapshot, observation_count, last_observation_at, canonical_name, "
-        f"{FIRST_META}"
-    )
-    row = owned_entity(conn, columns, entity_id)
-    if row is None:
-        return None
-    state = decode_state(row[1], row[2], row[3], row[5:], row[4])
-    return None if state.deleted else (str(row[0]), state)
+    loaded = _owned_state(conn, entity_id, "entity_type")
+    return None if loaded is None or loaded[0].deleted else (str(loaded[1]), loaded[0])
 
 
 def entity_exists(conn: sqlite3.Connection, entity_id: str) -> bool:

@@ -11,7 +11,14 @@ import sqlite3
 from collections.abc import Callable
 
 from ._codec_migration import FIELD_CODEC, code_fields
-from ._compact_steps import COMPACT_ROWS, SHARED_FIELDS, compact_rewrite, share_fields
+from ._early_schema import (
+    COMPACT_ROWS,
+    CONVERSATION_MESSAGES,
+    SHARED_FIELDS,
+    V1,
+    compact_rewrite,
+    share_fields,
+)
 from ._first import merge_first, number_first_metas
 from ._name_index import backfill_book_names
 from ._part_of import derived_seen_of
@@ -22,114 +29,6 @@ from ._turn_names import GROUPED_NAMES, rebuild_book_names
 from ._type_index import TYPE_CODES
 
 __all__ = ["SCHEMA_VERSION", "migrate"]
-
-_V1 = """
--- One row per idempotency key: the hash of its entities (a replay or a mismatch) and the
--- observations it wrote, newest first (what a replay lists).
-CREATE TABLE idempotency_keys (
-    key TEXT PRIMARY KEY,
-    entities_hash TEXT NOT NULL,
-    source_id TEXT NOT NULL,
-    observations TEXT NOT NULL,
-    created_at TEXT NOT NULL
-);
--- An entity and its snapshot in one row: a write reads and rewrites one row, not two.
--- snapshot = {"f": fields, "p": provenance, "w": per-field winners, "top", "del"}.
-CREATE TABLE entities (
-    id TEXT PRIMARY KEY,
-    entity_type TEXT NOT NULL,
-    canonical_name TEXT NOT NULL,
-    aliases TEXT NOT NULL DEFAULT '[]',
-    created_at TEXT NOT NULL,
-    updated_at TEXT NOT NULL,
-    snapshot TEXT NOT NULL,
-    observation_count INTEGER NOT NULL,
-    last_observation_at TEXT,
-    message_count INTEGER NOT NULL DEFAULT 0
-);
-CREATE INDEX entities_by_type ON entities (entity_type, id);
--- Observation ids are hashes that include the entity id, so (entity_id, id) is unique and
--- one index serves both the dedupe of a repeated observation and the reads of an entity's
--- observations; a second index on the random id alone would dirty another random page on
--- every write.
-CREATE TABLE observations (
-    seq INTEGER PRIMARY KEY,
-    id TEXT NOT NULL,
-    entity_id TEXT NOT NULL,
-    entity_type TEXT NOT NULL,
-    source_id TEXT,
-    observed_at TEXT NOT NULL,
-    source_priority INTEGER NOT NULL,
-    observation_source TEXT,
-    specificity_score REAL NOT NULL DEFAULT 1.0,
-    fields TEXT NOT NULL,
-    idempotency_key TEXT,
-    identity_basis TEXT,
-    identity_rule TEXT
-);
-CREATE UNIQUE INDEX observations_by_entity ON observations (entity_id, id);
--- One row per edge (type:source:target); seen = the relationship observations folded in.
-CREATE TABLE relationships (
-    source_entity_id TEXT NOT NULL,
-    relationship_type TEXT NOT NULL,
-    target_entity_id TEXT NOT NULL,
-    metadata TEXT NOT NULL,
-    provenance TEXT NOT NULL,
-    seen TEXT NOT NULL,
-    observation_count INTEGER NOT NULL,
-    last_observation_at TEXT NOT NULL,
-    computed_at TEXT NOT NULL,
-    PRIMARY KEY (source_entity_id, relationship_type, target_entity_id)
-) WITHOUT ROWID;
-CREATE INDEX relationships_by_target ON relationships (target_entity_id, relationship_type);
-CREATE TABLE field_values (
-    entity_id TEXT NOT NULL,
-    field TEXT NOT NULL,
-    value TEXT NOT NULL,
-    first_token TEXT NOT NULL,
-    PRIMARY KEY (entity_id, field)
-) WITHOUT ROWID;
-CREATE INDEX field_values_by_value ON field_values (value);
-CREATE INDEX field_values_by_first_token ON field_values (first_token);
--- How many indexed texts hold each trigram (an upper bound: never decremented). A lookup
--- intersects only the rarest trigrams of its needle, then checks the whole needle, so its
--- cost follows the rarest trigram instead of the commonest.
-CREATE TABLE trigram_df (
-    gram TEXT PRIMARY KEY,
-    n INTEGER NOT NULL
-) WITHOUT ROWID;
-CREATE VIRTUAL TABLE name_index USING fts5 (
-    text, entity_id UNINDEXED, kind UNINDEXED, tokenize = 'trigram'
-);
--- Names of conversations, messages and turn records: many, alike, and written on every
--- turn, so they skip trigram_df (whose upkeep would double a turn's cost). Natural-language
--- identifiers share few trigrams with them, which keeps a plain phrase query cheap.
-CREATE VIRTUAL TABLE bookkeeping_names USING fts5 (
-    text, entity_id UNINDEXED, kind UNINDEXED, tokenize = 'trigram'
-);
-"""
-
-# The messages of each conversation in the order their PART_OF edge was first written
-# (seq), so that the last N messages of a conversation are read by one index range scan
-# whatever its length. Kept by ``_edges.relate``; filled here for files written before it,
-# in the order the messages were created.
-_CONVERSATION_MESSAGES = """
-CREATE TABLE conversation_messages (
-    seq INTEGER PRIMARY KEY,
-    conversation_id TEXT NOT NULL,
-    message_id TEXT NOT NULL
-);
-CREATE INDEX conversation_messages_by_conversation
-    ON conversation_messages (conversation_id, seq, message_id);
-INSERT INTO conversation_messages (conversation_id, message_id)
-    SELECT r.target_entity_id, r.source_entity_id
-    FROM relationships r
-    JOIN entities m ON m.id = r.source_entity_id AND m.entity_type = 'conversation_message'
-    JOIN entities c ON c.id = r.target_entity_id AND c.entity_type = 'conversation'
-    WHERE r.relationship_type = 'PART_OF'
-    ORDER BY m.created_at, m.id;
-"""
-
 
 # Version 5: one summary row per conversation (``_summaries``): what a list of conversations
 # shows, kept by every store that changes it, so that the list is one indexed read
@@ -353,8 +252,8 @@ _META_NUMBERS = """
 
 
 MIGRATIONS: tuple[str, ...] = (
-    _V1,
-    _CONVERSATION_MESSAGES,
+    V1,
+    CONVERSATION_MESSAGES,
     COMPACT_ROWS,
     SHARED_FIELDS,
     _SUMMARIES,

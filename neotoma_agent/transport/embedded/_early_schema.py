@@ -1,9 +1,11 @@
-"""Versions 3 and 4 of the embedded store's schema: the compact row formats.
+"""The embedded store's first four schema versions: its tables, then the compact rows.
 
-Each step is a script (``COMPACT_ROWS``, ``SHARED_FIELDS``) and the Python that rewrites,
-in the same transaction, the values SQL alone cannot (``compact_rewrite``,
-``share_fields``); ``_schema.MIGRATIONS`` lists them in order. A migration restates its
-tables as they were, so old files migrate the same way forever.
+Version 1 creates the tables (``V1``), version 2 the conversation index
+(``CONVERSATION_MESSAGES``); versions 3 and 4 are the compact row formats, each a script
+(``COMPACT_ROWS``, ``SHARED_FIELDS``) and the Python that rewrites, in the same
+transaction, the values SQL alone cannot (``compact_rewrite``, ``share_fields``).
+``_schema.MIGRATIONS`` lists every version in order. A migration restates its tables as
+they were, so old files migrate the same way forever.
 """
 
 from __future__ import annotations
@@ -23,7 +25,122 @@ from ._rows import (
     encode_word,
 )
 
-__all__ = ["COMPACT_ROWS", "SHARED_FIELDS", "compact_rewrite", "share_fields"]
+__all__ = [
+    "COMPACT_ROWS",
+    "CONVERSATION_MESSAGES",
+    "SHARED_FIELDS",
+    "V1",
+    "compact_rewrite",
+    "share_fields",
+]
+
+V1 = """
+-- One row per idempotency key: the hash of its entities (a replay or a mismatch) and the
+-- observations it wrote, newest first (what a replay lists).
+CREATE TABLE idempotency_keys (
+    key TEXT PRIMARY KEY,
+    entities_hash TEXT NOT NULL,
+    source_id TEXT NOT NULL,
+    observations TEXT NOT NULL,
+    created_at TEXT NOT NULL
+);
+-- An entity and its snapshot in one row: a write reads and rewrites one row, not two.
+-- snapshot = {"f": fields, "p": provenance, "w": per-field winners, "top", "del"}.
+CREATE TABLE entities (
+    id TEXT PRIMARY KEY,
+    entity_type TEXT NOT NULL,
+    canonical_name TEXT NOT NULL,
+    aliases TEXT NOT NULL DEFAULT '[]',
+    created_at TEXT NOT NULL,
+    updated_at TEXT NOT NULL,
+    snapshot TEXT NOT NULL,
+    observation_count INTEGER NOT NULL,
+    last_observation_at TEXT,
+    message_count INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX entities_by_type ON entities (entity_type, id);
+-- Observation ids are hashes that include the entity id, so (entity_id, id) is unique and
+-- one index serves both the dedupe of a repeated observation and the reads of an entity's
+-- observations; a second index on the random id alone would dirty another random page on
+-- every write.
+CREATE TABLE observations (
+    seq INTEGER PRIMARY KEY,
+    id TEXT NOT NULL,
+    entity_id TEXT NOT NULL,
+    entity_type TEXT NOT NULL,
+    source_id TEXT,
+    observed_at TEXT NOT NULL,
+    source_priority INTEGER NOT NULL,
+    observation_source TEXT,
+    specificity_score REAL NOT NULL DEFAULT 1.0,
+    fields TEXT NOT NULL,
+    idempotency_key TEXT,
+    identity_basis TEXT,
+    identity_rule TEXT
+);
+CREATE UNIQUE INDEX observations_by_entity ON observations (entity_id, id);
+-- One row per edge (type:source:target); seen = the relationship observations folded in.
+CREATE TABLE relationships (
+    source_entity_id TEXT NOT NULL,
+    relationship_type TEXT NOT NULL,
+    target_entity_id TEXT NOT NULL,
+    metadata TEXT NOT NULL,
+    provenance TEXT NOT NULL,
+    seen TEXT NOT NULL,
+    observation_count INTEGER NOT NULL,
+    last_observation_at TEXT NOT NULL,
+    computed_at TEXT NOT NULL,
+    PRIMARY KEY (source_entity_id, relationship_type, target_entity_id)
+) WITHOUT ROWID;
+CREATE INDEX relationships_by_target ON relationships (target_entity_id, relationship_type);
+CREATE TABLE field_values (
+    entity_id TEXT NOT NULL,
+    field TEXT NOT NULL,
+    value TEXT NOT NULL,
+    first_token TEXT NOT NULL,
+    PRIMARY KEY (entity_id, field)
+) WITHOUT ROWID;
+CREATE INDEX field_values_by_value ON field_values (value);
+CREATE INDEX field_values_by_first_token ON field_values (first_token);
+-- How many indexed texts hold each trigram (an upper bound: never decremented). A lookup
+-- intersects only the rarest trigrams of its needle, then checks the whole needle, so its
+-- cost follows the rarest trigram instead of the commonest.
+CREATE TABLE trigram_df (
+    gram TEXT PRIMARY KEY,
+    n INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE VIRTUAL TABLE name_index USING fts5 (
+    text, entity_id UNINDEXED, kind UNINDEXED, tokenize = 'trigram'
+);
+-- Names of conversations, messages and turn records: many, alike, and written on every
+-- turn, so they skip trigram_df (whose upkeep would double a turn's cost). Natural-language
+-- identifiers share few trigrams with them, which keeps a plain phrase query cheap.
+CREATE VIRTUAL TABLE bookkeeping_names USING fts5 (
+    text, entity_id UNINDEXED, kind UNINDEXED, tokenize = 'trigram'
+);
+"""
+
+# The messages of each conversation in the order their PART_OF edge was first written
+# (seq), so that the last N messages of a conversation are read by one index range scan
+# whatever its length. Kept by ``_edges.relate``; filled here for files written before it,
+# in the order the messages were created.
+CONVERSATION_MESSAGES = """
+CREATE TABLE conversation_messages (
+    seq INTEGER PRIMARY KEY,
+    conversation_id TEXT NOT NULL,
+    message_id TEXT NOT NULL
+);
+CREATE INDEX conversation_messages_by_conversation
+    ON conversation_messages (conversation_id, seq, message_id);
+INSERT INTO conversation_messages (conversation_id, message_id)
+    SELECT r.target_entity_id, r.source_entity_id
+    FROM relationships r
+    JOIN entities m ON m.id = r.source_entity_id AND m.entity_type = 'conversation_message'
+    JOIN entities c ON c.id = r.target_entity_id AND c.entity_type = 'conversation'
+    WHERE r.relationship_type = 'PART_OF'
+    ORDER BY m.created_at, m.id;
+"""
+
 
 # Version 3: the compact row formats of ``_rows`` (fewer bytes per short turn).
 #
