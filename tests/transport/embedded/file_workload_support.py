@@ -5,13 +5,14 @@ format before the step) write the same steps on both and compare the rows and an
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
+from typing import Any
 
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
-from packed_ids_support import entity_ids
+from packed_ids_support import entity_ids, entity_rows
 from part_of_support import clock
 from users_support import everything_visible
 
@@ -27,6 +28,7 @@ __all__ = [
     "answers",
     "compared",
     "fixed_clocks",
+    "same_on_both",
     "steps",
     "turn_on_recorded",
     "view_of",
@@ -152,6 +154,33 @@ compared = settings(
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
+
+
+async def same_on_both(
+    path: Path,
+    old: Path,
+    after: list[Step],
+    *,
+    reads: Callable[[Path], Awaitable[dict[str, Any]]] | None = None,
+    rows: Sequence[Callable[[Path], object]] = (),
+) -> None:
+    """The comparison of a format step: every read (:func:`answers`, and ``reads``) and
+    every entity row (and ``rows``) the same on ``path`` and on ``old``, its copy in the
+    format before the step (upgraded when opened); then ``after`` written on both, and the
+    same comparison again."""
+
+    async def every_read(at: Path) -> dict[str, Any]:
+        return {**await answers(at), **(await reads(at) if reads else {})}
+
+    def every_row(at: Path) -> list[object]:
+        return [entity_rows(at), *(row(at) for row in rows)]
+
+    assert await every_read(old) == await every_read(path)
+    assert every_row(old) == every_row(path)
+    for copy in (path, old):
+        await write_steps(copy, after, 5_000_000)
+    assert every_row(old) == every_row(path)
+    assert await every_read(old) == await every_read(path)
 
 
 async def turn_on_recorded(path: Path) -> None:

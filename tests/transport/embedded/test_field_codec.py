@@ -18,8 +18,8 @@ from codec_support import BEFORE, coded_rows, uncoded_copy
 from file_workload_support import (
     USERS,
     Step,
-    answers,
     compared,
+    same_on_both,
     steps,
     turn_on_recorded,
     view_of,
@@ -337,14 +337,7 @@ async def test_every_read_and_write_is_the_same_as_on_the_file_before_the_codec(
     assert coded_rows(path)[0] > 0
     old = uncoded_copy(path, tmp / "before.db")
     assert coded_rows(old) == (0, 0)
-    expected = {**await answers(path), **await _field_reads(path)}
-    assert {**await answers(old), **await _field_reads(old)} == expected
-    assert entity_rows(old) == entity_rows(path)
-    for copy in (path, old):
-        await write_steps(copy, after, 5_000_000)
-    assert entity_rows(old) == entity_rows(path)
-    assert await answers(old) == await answers(path)
-    assert await _field_reads(old) == await _field_reads(path)
+    await same_on_both(path, old, after, reads=_field_reads)
 
 
 async def test_a_renamed_message_is_coded_under_its_new_name(tmp_path: Path) -> None:

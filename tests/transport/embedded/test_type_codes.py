@@ -15,15 +15,14 @@ import pytest
 from file_workload_support import (
     USERS,
     Step,
-    answers,
     compared,
+    same_on_both,
     steps,
     turn_on_recorded,
     view_of,
     write_steps,
 )
 from hypothesis import given
-from packed_ids_support import entity_rows
 from paths_support import TESTS
 from type_codes_support import type_entries, type_index, untyped_copy
 
@@ -138,17 +137,8 @@ async def test_every_read_and_write_is_the_same_as_on_the_version_13_file(
     await write_steps(path, [("turn", 0, 0), ("turn", 1, 1), *before], 0)
     await _with_invoices(path)
     old = untyped_copy(path, tmp / "v13.db")
-    expected = {
-        **await answers(path),
-        **{f"typed {k}": v for k, v in (await _typed_reads(path)).items()},
-    }
-    got = {**await answers(old), **{f"typed {k}": v for k, v in (await _typed_reads(old)).items()}}
-    assert got == expected
-    assert entity_rows(old) == entity_rows(path)
-    assert type_entries(old) == type_entries(path)
-    for copy in (path, old):
-        await write_steps(copy, after, 5_000_000)
-    assert entity_rows(old) == entity_rows(path)
-    assert type_entries(old) == type_entries(path)
-    assert await answers(old) == await answers(path)
-    assert await _typed_reads(old) == await _typed_reads(path)
+    await same_on_both(path, old, after, reads=_typed, rows=[type_entries])
+
+
+async def _typed(path: Path) -> dict[str, str]:
+    return {f"typed {k}": v for k, v in (await _typed_reads(path)).items()}
