@@ -124,6 +124,7 @@ def _recorder() -> Any:
         "v13_store",
         "v14_store",
         "v15_store",
+        "v17_store",
     ],
 )
 async def test_an_older_file_answers_every_read_as_the_code_that_recorded_it(
@@ -142,7 +143,8 @@ async def test_an_older_file_answers_every_read_as_the_code_that_recorded_it(
     same, by the first observation in its entity row, main at f3f2306), version 12 (the
     same, by the packed entity ids, main at 642dc04), version 14 (the same, by the type
     codes, main at 080c616; its searches: ``test_search_rowid``), version 15 (the same, by
-    the search index keyed by rowid, main at 518799f): snapshots,
+    the search index keyed by rowid, main at 518799f), version 17 (the same, by one
+    bookkeeping-names document a turn, main at a1090f1): snapshots,
     observations, queries (sorted, filtered), lookups, replays, the GET routes (an
     observation's ``source``), recent conversations."""
     recorded = json.loads((DATA.parent / fixture / "answers.json").read_text())
