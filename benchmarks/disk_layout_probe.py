@@ -103,9 +103,9 @@ def _has(layout: str, step: str) -> bool:
 
 # (name, columns) of the tables and indexes each layout writes; rows come from ``_fill``.
 _ENTITIES = """CREATE TABLE entities (num INTEGER PRIMARY KEY, id NOT NULL UNIQUE,
-    entity_type NOT NULL, canonical_name, aliases TEXT NOT NULL, created_at NOT NULL,
-    updated_at NOT NULL, snapshot TEXT NOT NULL, observation_count INTEGER NOT NULL,
-    last_observation_at, message_count INTEGER NOT NULL, uid INTEGER NOT NULL{merged})"""
+    entity_type NOT NULL, name_code, alias_list TEXT, created_at NOT NULL,
+    updated_code, snapshot TEXT NOT NULL, observation_count INTEGER NOT NULL,
+    last_code, message_count INTEGER NOT NULL, uid INTEGER NOT NULL{merged})"""
 # The entity's first observation, in its row (the live file holds it so since schema 11).
 _MERGED = """, first_id, first_source, first_key, first_priority INTEGER,
     first_osource, first_specificity REAL, first_basis, first_rule, first_fields TEXT"""
@@ -150,8 +150,8 @@ _BY_ID = "CREATE INDEX entities_by_type ON entities (uid, entity_type, id);"
 _BY_NUM = "CREATE INDEX entities_by_type ON entities (uid, entity_type);"
 
 _ENTITY_COLUMNS = (
-    "e.rowid, {id}, {type}, {name}, e.aliases, e.created_at, e.updated_at, {snapshot}, "
-    "e.observation_count, e.last_observation_at, e.message_count, e.uid"
+    "e.rowid, {id}, {type}, {name}, e.alias_list, e.created_at, e.updated_code, {snapshot}, "
+    "e.observation_count, e.last_code, e.message_count, e.uid"
 )
 _FIRST_COLUMNS = (
     ", e.first_id, e.first_source, {key}, e.first_priority, e.first_osource, "
@@ -203,9 +203,9 @@ def _fill(conn: sqlite3.Connection, layout: str) -> None:
     numbered = layout != "copy"
     # The live file's rows hold the type's code (schema version 14), as every layout does.
     etype = "word(e.entity_type)"
-    name = "e.canonical_name"
+    name = "e.name_code"
     if _has(layout, "+name"):
-        name = "derived_name(e.entity_type, e.canonical_name, e.snapshot)"
+        name = "derived_name(e.entity_type, e.canonical_name, e.snapshot, e.name_code)"
     snapshot = "e.snapshot"
     if _has(layout, "+meta"):
         snapshot = (
@@ -283,18 +283,21 @@ _HAD = {
 }
 
 
-def _derived_name(entity_type: str, canonical_name: str, snapshot: str) -> str | None:
+def _derived_name(
+    entity_type: str, canonical_name: str, snapshot: str, stored: str | bytes
+) -> str | bytes | None:
     """NULL where the identity rules give the entity's type and fields this name, and no
     field is stored as derived from the name (a coded message's ``turn_key``, schema
-    version 16: the name is then its only copy)."""
+    version 16: the name is then its only copy); else the name as the row stores it
+    (``stored``: its rest after the type, schema version 18)."""
     if entity_type in NAMED_TYPES and isinstance(json.loads(snapshot).get("f"), list):
-        return canonical_name
+        return stored
     fields = decode_doc_fields(snapshot, canonical_name)[0]
     try:
         found = resolve_identity(entity_type, fields).canonical_name
     except IdentityError:
-        return canonical_name
-    return None if found == canonical_name else canonical_name
+        return stored
+    return None if found == canonical_name else stored
 
 
 def _sizes(conn: sqlite3.Connection, schema: str = "main") -> dict[str, int]:
@@ -310,7 +313,7 @@ def build(store: Path, out: Path, layout: str) -> tuple[dict[str, int], dict[str
         conn.execute("PRAGMA journal_mode = OFF")
         conn.execute(f"ATTACH 'file:{store}?mode=ro' AS src")
         conn.create_function("word", 1, encode_word, deterministic=True)
-        conn.create_function("derived_name", 3, _derived_name, deterministic=True)
+        conn.create_function("derived_name", 4, _derived_name, deterministic=True)
         conn.create_function("digest", 1, _digest, deterministic=True)
         conn.create_function("codec", 3, _codec, deterministic=True)
         conn.create_function("codec_first", 3, _codec_first, deterministic=True)
