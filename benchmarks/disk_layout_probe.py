@@ -19,7 +19,9 @@ columns, the per-user ones included) and once per layout probed:
   the entity row and its index; by number, a query of a type sorted by id would sort);
 - ``+name``: and no canonical name where the identity rules derive it from the entity's
   type and fields (NULL; a read would derive it again), except a coded message's, whose
-  ``turn_key`` the live file derives from its name (schema version 16);
+  ``turn_key`` the live file derives from its name (schema version 16), as a coded turn
+  record's; every other name as the live file stores it: since schema version 18 the rest after its
+  type's ``{type}:`` as bytes (``_row_codes``), which every layout copies;
 - ``+meta``: and each winning observation in the snapshot doc as its seq alone (its id,
   time, priority and source rank read from its row), instead of about 53 bytes of metas
   (the live file lists its entity row's first observation so since schema version 13: the
@@ -55,9 +57,13 @@ schema version 11 the live file keeps it in the entity row (its id, source, key,
 source word, specificity, identity basis and rule, and its fields when they are not the
 snapshot's), and every layout copies those columns. And every layout holds an entity's id
 as its 12 bytes in its row and its unique index (``encode_entity``), as the live file does
-since schema version 12. Nor does any layout, nor the live file, hold ``search_docs``
-(each indexed entity's number and id, and a unique index on the id: about 94 bytes a
-turn): since schema version 15 the search index's rows have their entity rows' rowids.
+since schema version 12, and its name, aliases and update and last observation times coded
+as the live file stores them since schema version 18 (``_row_codes``: the rest of a name
+after its type, no aliases and a time equal to the creation time as NULL; the copies read
+the stored columns, not the virtual ones that decode them). Nor does any layout, nor the
+live file, hold ``search_docs`` (each indexed entity's number and id, and a unique index
+on the id: about 94 bytes a turn): since schema version 15 the search index's rows have
+their entity rows' rowids.
 """
 
 from __future__ import annotations

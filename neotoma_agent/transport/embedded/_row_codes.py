@@ -71,8 +71,8 @@ def set_time(column: str, param: int) -> str:
     ``last_observation_at``) to parameter ``?{param}`` coded (:func:`time_code`)."""
     p = f"?{param}"
     return (
-        f"{_STORED[column]} = CASE WHEN {p} IS NULL THEN x'' WHEN typeof({p}) = "
-        f"typeof(created_at) AND {p} = created_at THEN NULL ELSE {p} END"
+        f"{_STORED[column]} = CASE WHEN {p} IS NULL THEN x'' WHEN {p} = created_at AND "
+        f"typeof({p}) = typeof(created_at) THEN NULL ELSE {p} END"
     )
 
 
