@@ -13,6 +13,7 @@ from ..._neotoma.identity import (
     js_json,
 )
 from . import _scope
+from ._conversation_index import row_of
 from ._edge_json import REL_COLUMNS, relationship_json, relationship_row_json
 from ._errors import (
     invalid_format,
@@ -170,13 +171,14 @@ def relate(
 
 def _index(conn: sqlite3.Connection, src: str, dst: str, counts: dict[str, int] | None) -> None:
     """The message ``src`` as the next of conversation ``dst`` in the conversation index."""
-    # The conversation's message index (_schema): the last N in one range scan.
-    # The next position in the conversation: one seek to its last row (a bare
+    # The conversation's message index (_conversation_index): the last N in one range
+    # scan. The next position in the conversation: one seek to its last row (a bare
     # max(seq) over the range would read every message of the conversation).
     conn.execute(
-        "INSERT INTO conversation_messages (conversation_id, seq, message_id) "
-        "VALUES (?1, coalesce((SELECT seq FROM conversation_messages "
-        "WHERE conversation_id = ?1 ORDER BY seq DESC LIMIT 1), 0) + 1, ?2)",
+        "INSERT INTO conversation_messages (conversation_row, seq, message_row) "
+        "SELECT c.rowid, coalesce((SELECT seq FROM conversation_messages "
+        "WHERE conversation_row = c.rowid ORDER BY seq DESC LIMIT 1), 0) + 1, m.rowid "
+        "FROM entities c, entities m WHERE c.id = ?1 AND m.id = ?2",
         (encode_entity(dst), encode_entity(src)),
     )
     if counts is not None:
@@ -191,7 +193,8 @@ def _index_new(conn: sqlite3.Connection, src: str, dst: str, counts: dict[str, i
     they are in the index (a row or derived), to anything else a row.
     """
     there = conn.execute(
-        "SELECT 1 FROM conversation_messages WHERE message_id = ? AND conversation_id = ?",
+        f"SELECT 1 FROM conversation_messages WHERE message_row = {row_of('?1')} "
+        f"AND conversation_row = {row_of('?2')}",
         (encode_entity(src), encode_entity(dst)),
     ).fetchone()
     if there is not None:
