@@ -36,18 +36,18 @@ def row_of(packed: str) -> str:
 #: message or conversation has no entity row names nothing a read could show: dropped),
 #: the table rebuilt in key order, its index by message built again
 NUMBERED_INDEX: Final = """
-CREATE TABLE conversation_messages_v18 (
+CREATE TABLE conversation_messages_numbered (
     conversation_row INTEGER NOT NULL,
     seq INTEGER NOT NULL,
     message_row INTEGER NOT NULL,
     PRIMARY KEY (conversation_row, seq)
 ) WITHOUT ROWID;
-INSERT INTO conversation_messages_v18 (conversation_row, seq, message_row)
+INSERT INTO conversation_messages_numbered (conversation_row, seq, message_row)
     SELECT c.rowid, cm.seq, m.rowid FROM conversation_messages cm
     JOIN entities c ON c.id = cm.conversation_id
     JOIN entities m ON m.id = cm.message_id
     ORDER BY 1, 2;
 DROP TABLE conversation_messages;
-ALTER TABLE conversation_messages_v18 RENAME TO conversation_messages;
+ALTER TABLE conversation_messages_numbered RENAME TO conversation_messages;
 CREATE INDEX conversation_messages_by_message ON conversation_messages (message_row);
 """

@@ -1,7 +1,8 @@
-"""The conversation index as schema versions 5 to 17 held it (by the entities' 12-byte ids),
-for the copies of a file "as the version before held it" that a format step's tests
-compare with: such a copy is opened again from its older version, so its conversation
-index must be the one that version held (schema version 18 numbers it by entity rows)."""
+"""The conversation index as the versions before ``NUMBERED`` held it (by the entities'
+12-byte ids), for the copies of a file "as the version before held it" that a format
+step's tests compare with: such a copy is opened again from its older version, so its
+conversation index must be the one that version held (``NUMBERED`` numbers it by entity
+rows: ``_conversation_index``)."""
 
 from __future__ import annotations
 
@@ -41,7 +42,7 @@ def by_ids(conn: sqlite3.Connection) -> bool:
 
 def unnumber(conn: sqlite3.Connection, version: int = NUMBERED - 1) -> None:
     """The conversation index of the file of ``conn`` (in a transaction) as ``version`` held
-    it: by ids before version 18. Call it before the entity rows' ids are unpacked (as
+    it: by ids before ``NUMBERED``. Call it before the entity rows' ids are unpacked (as
     version 11 held them), whose packed ids the index held."""
     if version >= NUMBERED or by_ids(conn):
         return

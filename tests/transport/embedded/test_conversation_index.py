@@ -1,10 +1,11 @@
-"""The conversation index by entity row numbers (schema version 18): each row holds its
+"""The conversation index by entity row numbers (``_conversation_index``): each row holds its
 conversation's and its message's entity rowids. A purge deletes a row with either end's
 entity row, so that no row names a later entity that takes a purged rowid again (a rowid
 table hands the largest rowid out again once its row is gone): after a purged forgotten
 conversation, an erased user or a purged last turn, new turns list exactly their own
-messages, and every row joins a conversation and a message of it. And a file as version
-17 held it (by ids), upgraded, answers every read and writes every row as this one."""
+messages, and every row joins a conversation and a message of it. And a file as the
+version before held it (by ids), upgraded, answers every read and writes every row as this
+one."""
 
 from __future__ import annotations
 
@@ -156,7 +157,7 @@ async def test_the_upgrade_numbers_the_version_17_files_index(tmp_path: Path) ->
     shutil.copyfile(TESTS / "data" / "v17_store" / "store.db", path)
     with closing(sqlite3.connect(path)) as conn:
         assert by_ids(conn)
-        assert conn.execute("PRAGMA user_version").fetchone()[0] == NUMBERED - 1
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == 17 < NUMBERED
         before = conn.execute(
             "SELECT c.canonical_name, cm.seq, m.canonical_name FROM conversation_messages cm "
             "JOIN entities c ON c.id = cm.conversation_id JOIN entities m ON m.id = cm.message_id "
@@ -172,7 +173,7 @@ async def test_the_upgrade_numbers_the_version_17_files_index(tmp_path: Path) ->
     assert _mismatched(path) == []
 
 
-def _as_version_17(path: Path, to: Path) -> Path:
+def _as_version_before(path: Path, to: Path) -> Path:
     shutil.copyfile(path, to)
     with closing(sqlite3.connect(to, isolation_level=None)) as conn:
         conn.execute("BEGIN IMMEDIATE")
@@ -184,15 +185,15 @@ def _as_version_17(path: Path, to: Path) -> Path:
 
 @compared
 @given(before=steps, after=steps)
-async def test_every_read_and_write_is_the_same_as_on_the_file_version_17_held(
+async def test_every_read_and_write_is_the_same_as_on_the_file_the_version_before_held(
     tmp_path_factory: pytest.TempPathFactory, before: list[Step], after: list[Step]
 ) -> None:
     """Any mix of two users' turns, stores, corrections, deletions, edges (PART_OF with
     metadata among them) and forgotten users: every read answers the same on the file and
-    on its copy as version 17 held it (by ids), upgraded, and so do the index's rows; then
+    on its copy as the version before held it (by ids), upgraded, and so do the index's rows; then
     the same writes on both."""
     tmp = tmp_path_factory.mktemp("numbered")
     path = tmp / "numbered.db"
     await write_steps(path, [("turn", 0, 0), ("turn", 1, 1), *before], 0)
-    old = _as_version_17(path, tmp / "v17.db")
+    old = _as_version_before(path, tmp / "before.db")
     await same_on_both(path, old, after, rows=[index_rows])
