@@ -1,4 +1,4 @@
-"""An entity row's name, aliases and times in fewer bytes (schema version 18).
+"""An entity row's name, aliases and times in fewer bytes (schema version 19).
 
 Four columns of an entity row mostly repeat what the row holds already. The row stores
 them coded, and four virtual generated columns (never stored, as ``entity_type`` is
@@ -22,7 +22,7 @@ so each decoding is comparisons, a concatenation and a cast: no function call (a
 ``typeof`` costs about as much as the rest of a decoding) and no application function.
 A row is written coded (:func:`encode_name`, :func:`encode_aliases`, :func:`time_code` in
 Python; :func:`set_time` in an ``UPDATE``, which compares with the row's ``created_at``),
-and the migration from version 17 rebuilds the table so (:func:`recode_rows`, rowids
+and the migration from the version before rebuilds the table so (:func:`recode_rows`, rowids
 kept: the name and search indexes number their documents by them).
 """
 
@@ -94,7 +94,7 @@ def _text(blob: str) -> str:
 # A BLOB sorts above every TEXT (and ``name_code`` is never NULL or a number).
 _NAME: Final = f"iif(name_code >= x'', entity_type || ':' || {_text('name_code')}, name_code)"
 
-#: the entity table as version 18 holds it (``{name}``: the table's name)
+#: the entity table as this step holds it (``{name}``: the table's name)
 _TABLE: Final = f"""
 CREATE TABLE {{name}} (
     id TEXT PRIMARY KEY,
@@ -123,7 +123,7 @@ _KEPT: Final = (
     "first_priority, first_osource, first_specificity, first_basis, first_rule, first_fields"
 )
 
-# The migration to version 18: the table rebuilt by ``recode_rows``, right after it.
+# The migration: the table rebuilt by ``recode_rows``, right after it.
 ROW_CODES: Final = "\n-- entity names, aliases and times coded (_row_codes)\n"
 
 
@@ -132,14 +132,14 @@ def recode_rows(conn: sqlite3.Connection) -> None:
     conn.create_function("name_code", 2, encode_name, deterministic=True)
     conn.create_function("alias_code", 1, encode_aliases, deterministic=True)
     conn.create_function("time_code", 2, time_code, deterministic=True)
-    conn.execute(_TABLE.format(name="entities_v18"))
+    conn.execute(_TABLE.format(name="entities_coded"))
     conn.execute(
-        "INSERT INTO entities_v18 (rowid, id, type_code, name_code, alias_list, created_at, "
+        "INSERT INTO entities_coded (rowid, id, type_code, name_code, alias_list, created_at, "
         f"updated_code, last_code, {_KEPT}) "
         "SELECT rowid, id, type_code, name_code(entity_type, canonical_name), "
         "alias_code(aliases), created_at, time_code(updated_at, created_at), "
         f"time_code(last_observation_at, created_at), {_KEPT} FROM entities ORDER BY rowid"
     )
     conn.execute("DROP TABLE entities")
-    conn.execute("ALTER TABLE entities_v18 RENAME TO entities")
+    conn.execute("ALTER TABLE entities_coded RENAME TO entities")
     conn.execute("CREATE INDEX entities_by_type ON entities (uid, type_code, id)")
