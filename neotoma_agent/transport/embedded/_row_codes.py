@@ -128,7 +128,15 @@ ROW_CODES: Final = "\n-- entity names, aliases and times coded (_row_codes)\n"
 
 
 def recode_rows(conn: sqlite3.Connection) -> None:
-    """The entity table rebuilt with its rows coded (rowids kept), and its type index."""
+    """The entity table rebuilt with its rows coded (rowids kept), and its indexes (the
+    type index, and any other a step before made) built again."""
+    indexes = [
+        sql
+        for (sql,) in conn.execute(
+            "SELECT sql FROM sqlite_master WHERE tbl_name = 'entities' "
+            "AND type IN ('index', 'trigger') AND sql IS NOT NULL ORDER BY rowid"
+        )
+    ]
     conn.create_function("name_code", 2, encode_name, deterministic=True)
     conn.create_function("alias_code", 1, encode_aliases, deterministic=True)
     conn.create_function("time_code", 2, time_code, deterministic=True)
@@ -142,4 +150,5 @@ def recode_rows(conn: sqlite3.Connection) -> None:
     )
     conn.execute("DROP TABLE entities")
     conn.execute("ALTER TABLE entities_coded RENAME TO entities")
-    conn.execute("CREATE INDEX entities_by_type ON entities (uid, type_code, id)")
+    for sql in indexes:
+        conn.execute(sql)
