@@ -24,14 +24,16 @@ _TYPES += ("organization", "person", "contact", "Person", "task")
 # the punctuation runs, letters that lowercase to more than one code point, a legal suffix
 # and honorifics (with a space and without), and the printable ASCII the fast path takes.
 _CHARS = st.sampled_from(
-    list("aZ09_:-.,;!?'\"()[]{}/\\@ \t\n\x0b\x0c\r~`#$%^&*+=<>|")
-    + ["\u00a0", "\u2003", "\ufeff", "\u0130", "\u00e9", "\u212a", "\u1e9e", " Inc", "Dr. "]
-    + ["dr", "Mr.", "ii", "IV", "sir", "prof"]
+    [
+        *"aZ09_:-.,;!?'\"()[]{}/\\@ \t\n\x0b\x0c\r~`#$%^&*+=<>|",
+        *("\u00a0", "\u2003", "\ufeff", "\u0130", "\u00e9", "\u212a", "\u1e9e"),
+        *(" Inc", "Dr. ", "dr", "Mr.", "ii", "IV", "sir", "prof"),
+    ]
 )
 _TEXT = st.lists(_CHARS, max_size=24).map("".join)
 _NAME = st.one_of(
     _TEXT,
-    st.tuples(st.sampled_from(_TYPES + ("id", "x", "A_1", "")), _TEXT).map(":".join),
+    st.tuples(st.sampled_from((*_TYPES, "id", "x", "A_1", "")), _TEXT).map(":".join),
 )
 _NEVER = re.compile(r"(?!)")
 
