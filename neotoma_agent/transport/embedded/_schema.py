@@ -11,6 +11,7 @@ import sqlite3
 from collections.abc import Callable
 
 from ._codec_migration import FIELD_CODEC, code_fields
+from ._conversation_index import NUMBERED_INDEX
 from ._early_schema import (
     COMPACT_ROWS,
     CONVERSATION_MESSAGES,
@@ -269,6 +270,7 @@ MIGRATIONS: tuple[str, ...] = (
     SEARCH_BY_ROWID,  # version 15: the search index by entity rowid (_search_rowid)
     FIELD_CODEC,  # the protocol records' fields in a positional codec (_codec_migration)
     GROUPED_NAMES,  # one bookkeeping-names document a turn (_turn_names)
+    NUMBERED_INDEX,  # the conversation index by entity row numbers (_conversation_index)
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

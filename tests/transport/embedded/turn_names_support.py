@@ -13,6 +13,8 @@ from collections.abc import Iterator
 from contextlib import closing, contextmanager
 from pathlib import Path
 
+from conversation_index_support import unnumber
+
 from neotoma_agent.transport.embedded._name_index import (
     NAME_KINDS,
     backfill_book_names,
@@ -21,7 +23,8 @@ from neotoma_agent.transport.embedded._name_index import (
 )
 from neotoma_agent.transport.embedded._rows import entity_text
 from neotoma_agent.transport.embedded._rows import install as install_rows
-from neotoma_agent.transport.embedded._schema import SCHEMA_VERSION
+from neotoma_agent.transport.embedded._schema import MIGRATIONS
+from neotoma_agent.transport.embedded._turn_names import GROUPED_NAMES
 
 __all__ = [
     "BEFORE",
@@ -35,7 +38,7 @@ __all__ = [
 ]
 
 #: the version before a turn's names shared a document
-BEFORE = SCHEMA_VERSION - 1
+BEFORE = MIGRATIONS.index(GROUPED_NAMES)
 #: the kinds a lookup asks for: any, and names and aliases (the second pass's)
 KINDS = (None, NAME_KINDS)
 _BOOKKEEPING = ("conversation", "conversation_message", "conversation_turn")
@@ -53,6 +56,7 @@ def ungrouped_copy(path: Path, to: Path, version: int = BEFORE) -> Path:
     shutil.copyfile(path, to)
     with closing(sqlite3.connect(to, isolation_level=None)) as conn:
         conn.execute("BEGIN IMMEDIATE")
+        unnumber(conn, version)
         one_an_entity(conn)
         conn.execute(f"PRAGMA user_version = {version}")
         conn.execute("COMMIT")
