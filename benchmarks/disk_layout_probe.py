@@ -76,6 +76,7 @@ from _meta import environment
 
 from neotoma_agent._neotoma.identity import IdentityError, resolve_identity
 from neotoma_agent.transport.embedded._codec import NAMED_TYPES
+from neotoma_agent.transport.embedded._key_text import key_text, pack_key
 from neotoma_agent.transport.embedded._rows import (
     decode_doc_fields,
     encode_word,
@@ -131,7 +132,7 @@ _KEYS = "SELECT sql FROM src.sqlite_master WHERE tbl_name = 'idempotency_keys' A
 _NUMBERED_KEYS = """
 CREATE TABLE idempotency_keys (num INTEGER PRIMARY KEY, uid INTEGER NOT NULL,
     digest INTEGER NOT NULL,
-    key TEXT NOT NULL, source_id NOT NULL, observations TEXT NOT NULL, created_at NOT NULL);
+    key NOT NULL, source_id NOT NULL, observations TEXT NOT NULL, created_at NOT NULL);
 CREATE INDEX idempotency_keys_by_digest ON idempotency_keys (uid, digest);
 CREATE INDEX idempotency_keys_by_source ON idempotency_keys (source_id)
 """
@@ -159,11 +160,12 @@ _FIRST_COLUMNS = (
 )
 
 
-def _digest(key: str | None) -> int | None:
-    """An idempotency key's 8-byte digest, as a signed SQLite integer."""
+def _digest(key: str | bytes | None) -> int | None:
+    """An idempotency key's 8-byte digest (of its text), as a signed SQLite integer."""
     if key is None:
         return None
-    return int.from_bytes(hashlib.sha256(key.encode()).digest()[:8], "big", signed=True)
+    text = key_text(key).encode()
+    return int.from_bytes(hashlib.sha256(text).digest()[:8], "big", signed=True)
 
 
 _TURN_PREFIX = "conversation_turn:"
@@ -216,14 +218,17 @@ def _fill(conn: sqlite3.Connection, layout: str) -> None:
     if _has(layout, "+codec"):
         snapshot = f"codec(e.entity_type, e.canonical_name, {snapshot})"
         first = "codec_first(e.entity_type, e.canonical_name, e.first_fields)"
-    # The number of each key (``+keys``), by its text.
+    # The number of each key (``+keys``), by its text (packed, as the live file holds it).
     key = "{0}"
     if _has(layout, "+keys"):
         conn.execute(
             "INSERT INTO idempotency_keys SELECT NULL, uid, digest(key), key, source_id, "
             "observations, created_at FROM src.idempotency_keys ORDER BY created_at, key"
         )
-        key = "(SELECT num FROM idempotency_keys k WHERE k.digest = digest({0}) AND k.key = {0})"
+        key = (
+            "(SELECT num FROM idempotency_keys k "
+            "WHERE k.digest = digest({0}) AND k.key = pack_key({0}))"
+        )
     else:
         conn.execute("INSERT INTO idempotency_keys SELECT * FROM src.idempotency_keys")
     cols = _ENTITY_COLUMNS.format(
@@ -312,6 +317,7 @@ def build(store: Path, out: Path, layout: str) -> tuple[dict[str, int], dict[str
         conn.create_function("word", 1, encode_word, deterministic=True)
         conn.create_function("derived_name", 3, _derived_name, deterministic=True)
         conn.create_function("digest", 1, _digest, deterministic=True)
+        conn.create_function("pack_key", 1, pack_key, deterministic=True)
         conn.create_function("codec", 3, _codec, deterministic=True)
         conn.create_function("codec_first", 3, _codec_first, deterministic=True)
         conn.execute("BEGIN")

@@ -141,9 +141,10 @@ def _rows(conn: sqlite3.Connection, ids: Sequence[str]) -> PurgeStats:
         ids,
     )
     # A key's row lists the observations (by seq) its store wrote: a key that wrote any
-    # of the purged ones goes (the key names the conversation and the turn).
+    # of the purged ones goes (the key names the conversation and the turn). A key is
+    # matched as its row holds it (``_key_text``: the same text is the same value).
     stale = [
-        str(key)
+        key
         for key, observations in conn.execute("SELECT key, observations FROM idempotency_keys")
         if seqs.intersection(_seqs(observations))
     ]

@@ -19,6 +19,7 @@ from paths_support import TESTS
 
 from neotoma_agent.exceptions import IdempotencyMismatchError
 from neotoma_agent.transport.embedded import EmbeddedStore, _schema
+from neotoma_agent.transport.embedded._key_text import key_text
 from neotoma_agent.transport.embedded._rows import key_digest
 from neotoma_agent.transport.embedded._schema import SCHEMA_VERSION
 
@@ -186,7 +187,7 @@ async def test_a_version_7_files_keys_are_found_by_digest_for_each_user(tmp_path
         }
         indexed |= {r[2] for r in conn.execute("PRAGMA index_xinfo(idempotency_keys_by_source)")}
     assert len(rows) == 18  # the file's 17 keys and the third user's (replays add none)
-    assert all(bytes(d) == key_digest(k) and len(d) == 16 for _, d, k in rows)
+    assert all(bytes(d) == key_digest(key_text(k)) and len(d) == 16 for _, d, k in rows)
     assert "key" not in indexed
     assert {"uid", "digest", "source_id"} <= indexed
 

@@ -1,0 +1,120 @@
+"""An idempotency key's text as its row holds it: packed (a schema step, ``_schema``).
+
+A key is found by its digest (``_rows.key_digest``, version 8); its row keeps the text
+once, for what reads it back (an observation's ``source`` on the GET routes, a purge, the
+batch's replay check). The turn protocol's keys are mostly ids written out in hex
+(``conversation-{cid}-{tid}-{phase}-{16 hex digits}``, a turn id often a UUID), so the
+text is stored packed by one general mechanism: a blob of UTF-8 runs and three kinds of
+token, each introduced by a byte UTF-8 never holds (so a token never splits a character,
+and a run needs no escape):
+
+- ``0xFF`` and 16 bytes: a canonical lowercase UUID (``8-4-4-4-12`` hex digits);
+- ``0xFE``, a length ``n`` (4 to 255) and ``n`` bytes: a run of ``2n`` lowercase hex digits;
+- ``0xFD`` and an index: a fragment of :data:`FRAGMENTS`.
+
+Any other text (uppercase hex, a UUID with other dashes, an odd last digit) stays in the
+runs as it is. A key is packed only where unpacking gives back exactly the same text and
+the blob is shorter; any other key (and any key an older file held, until the step packs it) is
+its text, and every reader takes both (:func:`key_text`).
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+from typing import Final
+
+__all__ = ["FRAGMENTS", "PACKED_KEYS", "key_text", "pack_key", "pack_keys"]
+
+#: The texts the turn protocol's keys repeat (``_records.keys``: the prefix and the four
+#: phases), as one byte each. Part of the file format: append only, never reorder.
+FRAGMENTS: Final = (
+    "conversation-",
+    "-user-",
+    "-assistant-",
+    "-abandoned-",
+    "-recorded-",
+)
+_FRAGMENT_CODES: Final = {text: code for code, text in enumerate(FRAGMENTS)}
+
+_UUID: Final = 0xFF
+_HEX: Final = 0xFE
+_FRAGMENT: Final = 0xFD
+
+_TOKENS: Final = re.compile(
+    r"(?P<uuid>[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})"
+    r"|(?P<hex>(?:[0-9a-f]{2}){4,255})"
+    "|(?P<fragment>"
+    + "|".join(re.escape(f) for f in sorted(FRAGMENTS, key=len, reverse=True))
+    + ")"
+)
+_MARKS: Final = re.compile(rb"[\xfd-\xff]")
+
+
+def pack_key(key: str | bytes) -> str | bytes:
+    """``key`` as its row holds it: packed when that gives back exactly ``key`` and is
+    shorter, else the text as it is (a blob is taken as packed already)."""
+    if isinstance(key, bytes):
+        return key
+    try:
+        raw = key.encode()
+    except UnicodeEncodeError:  # a lone surrogate: no packing (nor storing) can hold it
+        return key
+    parts: list[bytes] = []
+    at = 0
+    for m in _TOKENS.finditer(key):
+        parts.append(key[at : m.start()].encode())
+        text = m.group()
+        if m.lastgroup == "uuid":
+            parts.append(bytes((_UUID,)) + bytes.fromhex(text.replace("-", "")))
+        elif m.lastgroup == "hex":
+            parts.append(bytes((_HEX, len(text) // 2)) + bytes.fromhex(text))
+        else:
+            parts.append(bytes((_FRAGMENT, _FRAGMENT_CODES[text])))
+        at = m.end()
+    if not at:
+        return key
+    parts.append(key[at:].encode())
+    packed = b"".join(parts)
+    if len(packed) >= len(raw) or key_text(packed) != key:
+        return key
+    return packed
+
+
+def key_text(value: str | bytes) -> str:
+    """The key a row's ``key`` column holds (packed or its text)."""
+    if isinstance(value, str):
+        return value
+    out: list[str] = []
+    at = 0
+    end = len(value)
+    while at < end:
+        m = _MARKS.search(value, at)
+        mark = end if m is None else m.start()
+        out.append(value[at:mark].decode())
+        if m is None:
+            break
+        kind = value[mark]
+        if kind == _UUID:
+            h = value[mark + 1 : mark + 17].hex()
+            out.append(f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}")
+            at = mark + 17
+        elif kind == _HEX:
+            size = value[mark + 1]
+            out.append(value[mark + 2 : mark + 2 + size].hex())
+            at = mark + 2 + size
+        else:
+            out.append(FRAGMENTS[value[mark + 1]])
+            at = mark + 2
+    return "".join(out)
+
+
+#: the migration's script (its rows are packed by :func:`pack_keys` after it)
+PACKED_KEYS: Final = "\n-- idempotency keys' text packed (_key_text)\n"
+
+
+def pack_keys(conn: sqlite3.Connection) -> None:
+    """Every key's text packed, in the migration's one transaction (a packed key stays as
+    it is: a file written back to an older version by the tests keeps its blobs)."""
+    conn.create_function("pack_key", 1, pack_key, deterministic=True)
+    conn.execute("UPDATE idempotency_keys SET key = pack_key(key) WHERE typeof(key) = 'text'")

@@ -1,0 +1,255 @@
+"""An idempotency key's text packed in its row (``_key_text``): canonical lowercase UUIDs as
+their 16 bytes, long lowercase hex runs as bytes, the turn protocol's fragments as a code,
+the rest as UTF-8, wherever that gives back exactly the same text; every read answers as
+on the same file with each key as its text (as the version before held it), upgraded, and
+an observation's ``source`` is still the first key (oldest, then least) of its source."""
+
+from __future__ import annotations
+
+import shutil
+import sqlite3
+from contextlib import closing
+from pathlib import Path
+from typing import Any
+
+import pytest
+from file_workload_support import Step, compared, same_on_both, steps, write_steps
+from hypothesis import example, given
+from hypothesis import strategies as st
+from paths_support import TESTS
+
+from neotoma_agent import EmbeddedStore, NeotomaMemory, purge_forgotten
+from neotoma_agent._records.keys import TurnKeys
+from neotoma_agent.transport.embedded import _schema, _write
+from neotoma_agent.transport.embedded._key_text import FRAGMENTS, PACKED_KEYS, key_text, pack_key
+from neotoma_agent.transport.embedded._rows import key_digest
+from neotoma_agent.transport.embedded._schema import MIGRATIONS, SCHEMA_VERSION
+
+pytestmark = [pytest.mark.anyio]
+
+#: the version before the keys were packed
+BEFORE = MIGRATIONS.index(PACKED_KEYS)
+DATA = TESTS / "data" / "v17_store"
+_UUID = "01a250a7-b92e-7e0f-a10e-cafc0e880945"
+
+
+def _key_rows(path: Path) -> list[tuple[Any, ...]]:
+    """Every key row, its key as its text (the row's value as stored beside it)."""
+    with closing(sqlite3.connect(path)) as conn:
+        rows = conn.execute(
+            "SELECT uid, digest, key, source_id, observations, created_at FROM idempotency_keys"
+        ).fetchall()
+    return sorted((r[0], r[1], key_text(r[2]), *r[3:]) for r in rows)
+
+
+def unpacked_copy(path: Path, to: Path) -> Path:
+    """A copy of the (closed) file at ``path`` with every key as its text, at the version
+    before the keys were packed (opening it upgrades it)."""
+    shutil.copyfile(path, to)
+    with closing(sqlite3.connect(to, isolation_level=None)) as conn:
+        conn.execute("BEGIN IMMEDIATE")
+        conn.create_function("key_text", 1, key_text, deterministic=True)
+        conn.execute("UPDATE idempotency_keys SET key = key_text(key)")
+        conn.execute(f"PRAGMA user_version = {BEFORE}")
+        conn.execute("COMMIT")
+    return to
+
+
+# -- the codec -------------------------------------------------------------------------------
+
+_HEX = "0123456789abcdef"
+#: pieces of keys, near misses included: uppercase and short hex, UUIDs with a digit too
+#: many or the wrong case, fragments cut short, characters beyond ASCII
+_PIECES = st.one_of(
+    st.text(max_size=12),
+    st.text(alphabet=_HEX, min_size=1, max_size=40),
+    st.text(alphabet=_HEX.upper() + _HEX, min_size=7, max_size=20),
+    st.uuids().map(str),
+    st.uuids().map(lambda u: str(u).upper()),
+    st.uuids().map(lambda u: str(u) + "0"),
+    st.uuids().map(lambda u: str(u).replace("-", "")),
+    st.sampled_from([*FRAGMENTS, "conversation", "-user", "assistant-", "é", "\x00", "\uffff"]),
+)
+
+
+@given(st.lists(_PIECES, max_size=8).map("".join))
+@example(f"conversation-conv-0-{_UUID}-assistant-b1082d26b4b8f05d")
+@example(f"conversation-{_UUID.upper()}-user-B1082D26B4B8F05D")
+@example("abcdef0" + _UUID)  # a hex run reaching into a UUID
+@example("0" * 600)  # a hex run longer than one token
+@example("deadbeef\xff\xfe")
+def test_a_packed_key_unpacks_to_exactly_its_text(key: str) -> None:
+    packed = pack_key(key)
+    assert key_text(packed) == key
+    if isinstance(packed, bytes):
+        assert len(packed) < len(key.encode())
+    else:
+        assert packed == key
+    assert pack_key(packed) == packed  # a packed key stays as it is
+
+
+def test_the_turn_protocols_keys_are_packed_token_by_token() -> None:
+    """Each phase's key, with a UUID turn id and a short one, a revision, and ids that fold:
+    a fragment, the UUID and the digest each packed."""
+    for conversation, turn in (("conv-0", _UUID), ("peers-0004", "t52"), ("Chat 42", "T1")):
+        for revision in (None, 3):
+            keys = TurnKeys(conversation, turn, revision)
+            for phase in ("user", "assistant", "abandoned", "recorded"):
+                key = keys.idempotency_key(phase)
+                packed = pack_key(key)
+                assert isinstance(packed, bytes), key
+                assert key_text(packed) == key
+                # the digest's 16 digits in 10 bytes, the prefix and the phase in 2 each,
+                # a UUID's 36 characters in 17 bytes
+                saved = 6 + (len("conversation-") - 2) + len(phase) + 19 * (turn == _UUID)
+                assert len(key) - len(packed) == saved, key
+
+
+def test_a_near_miss_stays_text_where_packing_would_not_give_it_back() -> None:
+    assert pack_key(_UUID.upper()) == _UUID.upper()
+    assert pack_key("company-1") == "company-1"
+    assert pack_key("abc") == "abc"
+    assert pack_key("\ud800-0123456789abcdef") == "\ud800-0123456789abcdef"  # not storable
+    assert key_text(pack_key(_UUID.upper() + "-user-")) == _UUID.upper() + "-user-"
+
+
+# -- the store ----------------------------------------------------------------------------------
+
+
+async def test_a_turns_keys_are_stored_packed_and_found_by_their_digest(tmp_path: Path) -> None:
+    path = tmp_path / "store.db"
+    async with EmbeddedStore.open(path) as store:
+        memory = NeotomaMemory(store, conversation_id="deal")
+        async with memory.turn("Where is the offsite?", turn_id=_UUID) as t:
+            t.reply = "Lisbon."
+        replayed = await store.store(
+            [{"entity_type": "company", "name": "Acme Corp"}], idempotency_key=f"co-{_UUID}"
+        )
+        again = await store.store(
+            [{"entity_type": "company", "name": "Acme Corp"}], idempotency_key=f"co-{_UUID}"
+        )
+    assert (replayed.replayed, again.replayed) == (False, True)
+    with closing(sqlite3.connect(path)) as conn:
+        stored = [r[0] for r in conn.execute("SELECT key FROM idempotency_keys")]
+    keys = TurnKeys("deal", _UUID)
+    expected = {keys.idempotency_key("user"), keys.idempotency_key("assistant"), f"co-{_UUID}"}
+    assert all(isinstance(k, bytes) for k in stored)
+    assert {key_text(k) for k in stored} == expected
+    assert sum(len(k) for k in stored) < sum(len(k) for k in expected) - 3 * 16
+
+
+async def test_the_first_key_of_a_source_is_the_least_text_among_keys_of_one_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two keys store the same entities in the same millisecond: an observation's ``source``
+    is the key first in text order (``a-...``, packed), not the one first as the rows
+    hold them (a text row sorts before a blob)."""
+    path = tmp_path / "store.db"
+    first, second = "a-0123456789abcdef", "b"
+    assert isinstance(pack_key(first), bytes)
+    assert isinstance(pack_key(second), str)
+    monkeypatch.setattr(_write, "now_iso", lambda: "2030-01-01T00:00:00.000Z")
+    async with EmbeddedStore.open(path) as store:
+        entities = [{"entity_type": "company", "name": "Acme Corp"}]
+        stored = await store.store(entities, idempotency_key=second)
+        await store.store(entities, idempotency_key=first)
+        entity_id = stored.entities[0].entity_id
+        page = await store.request("get_entity_observations", {"entity_id": entity_id})
+    [observation] = page["observations"]
+    assert observation["source"] == first
+
+
+def _company(key: str, name: str) -> dict[str, Any]:
+    return {"entities": [{"entity_type": "company", "name": name}], "idempotency_key": key}
+
+
+async def test_a_batch_tells_a_packed_keys_replay_from_a_mismatch(tmp_path: Path) -> None:
+    """``replay_status`` finds packed keys by their digests, as a store does."""
+    keys = [TurnKeys("c", _UUID).idempotency_key(p) for p in ("user", "assistant", "recorded")]
+    async with EmbeddedStore.open(tmp_path / "m.db") as store:
+        await store.store_many([_company(keys[0], "Acme"), _company(keys[1], "Globex")])
+        statuses = await store.replay_status(
+            [_company(keys[0], "Acme"), _company(keys[1], "Initech"), _company(keys[2], "Acme")]
+        )
+    assert statuses == [True, False, None]
+
+
+async def test_a_purge_drops_the_packed_keys_of_what_it_erases(tmp_path: Path) -> None:
+    path = tmp_path / "store.db"
+    async with EmbeddedStore.open(path) as store:
+        for conversation in ("gone", "kept"):
+            async with NeotomaMemory(store, conversation_id=conversation).turn(
+                "Hello there", turn_id=_UUID
+            ) as t:
+                t.reply = "Hi."
+        forgotten = await NeotomaMemory(store, conversation_id="gone").forget()
+    before = {r[2] for r in _key_rows(path)}
+    stats = purge_forgotten(path, forgotten)
+    after = {r[2] for r in _key_rows(path)}
+    gone, kept = TurnKeys("gone", _UUID), TurnKeys("kept", _UUID)
+    erased = {gone.idempotency_key("user"), gone.idempotency_key("assistant")}
+    assert erased <= before - after
+    assert {kept.idempotency_key("user"), kept.idempotency_key("assistant")} <= after
+    assert stats.idempotency_keys == len(before - after)
+
+
+async def test_the_release_befores_file_is_packed_and_answers_as_recorded(
+    tmp_path: Path,
+) -> None:
+    """``tests/data/v17_store`` upgraded: every key packed where that is shorter (the turn
+    protocol's), the rest as text, each found by the digest of its text; its recorded
+    answers are compared by ``test_embedded_migration``."""
+    path = tmp_path / "store.db"
+    shutil.copyfile(DATA / "store.db", path)
+    before = _key_rows(path)
+    async with EmbeddedStore.open(path):
+        pass
+    assert _key_rows(path) == before
+    with closing(sqlite3.connect(path)) as conn:
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+        stored = conn.execute("SELECT digest, key FROM idempotency_keys").fetchall()
+    assert all(bytes(d) == key_digest(key_text(k)) for d, k in stored)
+    packed = [key_text(k) for _, k in stored if isinstance(k, bytes)]
+    assert packed
+    assert all(k.startswith("conversation-") for k in packed)
+    assert {k for _, k in stored if isinstance(k, str)} >= {"company-1", "company-1-again"}
+
+
+async def test_an_upgrade_that_fails_midway_leaves_the_keys_as_they_were(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "store.db"
+    shutil.copyfile(DATA / "store.db", path)
+    with closing(sqlite3.connect(path)) as conn:
+        before = conn.execute("SELECT * FROM idempotency_keys ORDER BY digest").fetchall()
+
+    def fail(conn: sqlite3.Connection) -> None:
+        conn.execute("UPDATE idempotency_keys SET key = CAST(key AS BLOB)")
+        raise OSError("the disk went away")
+
+    monkeypatch.setitem(_schema._AFTER, PACKED_KEYS, fail)
+    with pytest.raises(OSError, match="the disk went away"):
+        async with EmbeddedStore.open(path):
+            pass
+    with closing(sqlite3.connect(path)) as conn:
+        assert conn.execute("SELECT * FROM idempotency_keys ORDER BY digest").fetchall() == before
+        assert conn.execute("PRAGMA user_version").fetchone()[0] < BEFORE + 1
+
+
+@compared
+@given(before=steps, after=steps)
+async def test_every_read_and_write_is_the_same_as_on_the_file_with_keys_as_text(
+    tmp_path_factory: pytest.TempPathFactory, before: list[Step], after: list[Step]
+) -> None:
+    """Any mix of two users' turns, stores, corrections, deletions, edges and forgotten
+    users: every read each user has (observations' sources on the GET routes, replays,
+    backups, the audit among them) answers the same on the file and on its copy with every
+    key as its text at the version before, upgraded; the key rows hold the same keys; then
+    the same writes on both."""
+    tmp = tmp_path_factory.mktemp("keys")
+    path = tmp / "packed.db"
+    await write_steps(path, [("turn", 0, 0), ("store", 1, 3), *before], 0)
+    old = unpacked_copy(path, tmp / "text.db")
+    with closing(sqlite3.connect(old)) as conn:
+        assert all(isinstance(k, str) for (k,) in conn.execute("SELECT key FROM idempotency_keys"))
+    await same_on_both(path, old, after, rows=[_key_rows])
