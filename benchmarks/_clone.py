@@ -39,7 +39,7 @@ from _synth import build_turns, conversation_id, turn_id
 
 from neotoma_agent._neotoma.identity import entity_id_for
 from neotoma_agent._records.keys import TurnKeys, conversation_entity_id, turn_record_entity_id
-from neotoma_agent.transport.embedded._key_text import pack_key
+from neotoma_agent.transport.embedded._key_rows import pack_key
 from neotoma_agent.transport.embedded._name_index import BOOKKEEPING
 from neotoma_agent.transport.embedded._rows import (
     decode_entity,
@@ -105,7 +105,7 @@ class _Copier:
         ]
         ids += [turn_record_entity_id(_TEMPLATE, turn_id(t)) for t in range(turns)]
         packed = [encode_entity(i) for i in ids]
-        # each template key's role, by the key as its row holds it (packed: _key_text)
+        # each template key's role, by the key as its row holds it (packed: _key_rows)
         self.key_roles = {pack_key(v): k for k, v in _keys(_TEMPLATE, turns).items()}
         keys = list(self.key_roles)
         self.seq_span = int(

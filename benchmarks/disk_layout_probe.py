@@ -76,7 +76,7 @@ from _meta import environment
 
 from neotoma_agent._neotoma.identity import IdentityError, resolve_identity
 from neotoma_agent.transport.embedded._codec import NAMED_TYPES
-from neotoma_agent.transport.embedded._key_text import key_text, pack_key
+from neotoma_agent.transport.embedded._key_rows import key_text, pack_key
 from neotoma_agent.transport.embedded._rows import (
     decode_doc_fields,
     encode_word,

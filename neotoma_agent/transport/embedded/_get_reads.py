@@ -16,7 +16,7 @@ from typing import Any
 from . import _scope
 from ._edge_json import REL_COLUMNS, relationship_row_json
 from ._errors import invalid_format, not_found
-from ._key_text import key_text
+from ._key_rows import first_key
 from ._part_of import edges
 from ._read import observations_page
 from ._rows import (
@@ -118,17 +118,9 @@ def _keys_of_sources(conn: sqlite3.Connection, source_ids: set[str]) -> dict[str
         return {}
     keys: dict[str, str] = {}
     for source_id in sorted(source_ids):
-        # The first key of a source (the oldest, then the least), by the index on source
-        # ids. A row holds its key packed (``_key_text``), which SQL would order otherwise
-        # than the text: the source's few keys are compared here, as SQL compared texts
-        # (an integer time before a text one; UTF-8's order is the code points').
-        rows = conn.execute(
-            f"SELECT created_at, key FROM idempotency_keys WHERE source_id = ? "
-            f"AND {_scope.owned()}",
-            (encode_id(source_id),),
-        ).fetchall()
-        if rows:
-            keys[source_id] = min((isinstance(at, str), at, key_text(key)) for at, key in rows)[2]
+        key = first_key(conn, encode_id(source_id))
+        if key is not None:
+            keys[source_id] = key
     return keys
 
 

@@ -142,7 +142,7 @@ def _rows(conn: sqlite3.Connection, ids: Sequence[str]) -> PurgeStats:
     )
     # A key's row lists the observations (by seq) its store wrote: a key that wrote any
     # of the purged ones goes (the key names the conversation and the turn). A key is
-    # matched as its row holds it (``_key_text``: the same text is the same value).
+    # matched as its row holds it (``_key_rows``: the same text is the same value).
     stale = [
         key
         for key, observations in conn.execute("SELECT key, observations FROM idempotency_keys")

@@ -18,7 +18,7 @@ from typing import Any
 from ..._neotoma.identity import ENTITY_ID_RE, schema_version
 from ..._neotoma.js import compact_encoder
 from . import _codec, _scope
-from ._key_text import pack_key
+from ._key_rows import pack_key
 from ._reducer import ObservationMeta, SnapshotState, source_rank
 from ._times import decode_time, encode_time
 from ._words import decode_word, encode_word

@@ -20,7 +20,7 @@ from ._early_schema import (
     share_fields,
 )
 from ._first import merge_first, number_first_metas
-from ._key_text import PACKED_KEYS, pack_keys
+from ._key_rows import PACKED_KEYS, pack_keys
 from ._name_index import backfill_book_names
 from ._part_of import derived_seen_of
 from ._rows import encode_entity, key_digest
@@ -270,7 +270,7 @@ MIGRATIONS: tuple[str, ...] = (
     SEARCH_BY_ROWID,  # version 15: the search index by entity rowid (_search_rowid)
     FIELD_CODEC,  # the protocol records' fields in a positional codec (_codec_migration)
     GROUPED_NAMES,  # one bookkeeping-names document a turn (_turn_names)
-    PACKED_KEYS,  # version 18: the idempotency keys' text packed (_key_text)
+    PACKED_KEYS,  # version 18: the idempotency keys' text packed (_key_rows)
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

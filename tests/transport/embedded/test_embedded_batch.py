@@ -16,7 +16,7 @@ from test_import_batch import _body  # the same bodies as the store_many tests t
 from neotoma_agent.transport.embedded._batch import store_each
 from neotoma_agent.transport.embedded._connect import connect as _connect
 from neotoma_agent.transport.embedded._connect import encodable as _encodable
-from neotoma_agent.transport.embedded._key_text import key_text
+from neotoma_agent.transport.embedded._key_rows import key_text
 from neotoma_agent.transport.embedded._write import store
 
 

@@ -19,7 +19,7 @@ from paths_support import TESTS
 
 from neotoma_agent.exceptions import IdempotencyMismatchError
 from neotoma_agent.transport.embedded import EmbeddedStore, _schema
-from neotoma_agent.transport.embedded._key_text import key_text
+from neotoma_agent.transport.embedded._key_rows import key_text
 from neotoma_agent.transport.embedded._rows import key_digest
 from neotoma_agent.transport.embedded._schema import SCHEMA_VERSION
 
@@ -189,7 +189,7 @@ async def test_a_version_7_files_keys_are_found_by_digest_for_each_user(tmp_path
     assert len(rows) == 18  # the file's 17 keys and the third user's (replays add none)
     assert all(bytes(d) == key_digest(key_text(k)) and len(d) == 16 for _, d, k in rows)
     assert "key" not in indexed
-    assert {"uid", "digest", "source_id"} <= indexed
+    assert {"uid", "digest"} <= indexed  # (and the source's prefix: test_key_text)
 
 
 async def test_an_upgrade_that_fails_midway_leaves_the_older_file_as_it_was(

@@ -18,7 +18,7 @@ import pytest
 
 from neotoma_agent.exceptions import IdempotencyMismatchError, ValidationError
 from neotoma_agent.transport.embedded import EmbeddedStore
-from neotoma_agent.transport.embedded._key_text import key_text
+from neotoma_agent.transport.embedded._key_rows import key_text
 
 pytestmark = [pytest.mark.anyio, pytest.mark.one_backend]
 

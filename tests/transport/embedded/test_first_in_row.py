@@ -15,7 +15,7 @@ from merge_support import unmerged_copy
 
 from neotoma_agent import EmbeddedStore, NeotomaMemory
 from neotoma_agent.exceptions import NeotomaError
-from neotoma_agent.transport.embedded._key_text import key_text
+from neotoma_agent.transport.embedded._key_rows import key_text
 from neotoma_agent.transport.embedded._rows import entity_text
 
 pytestmark = pytest.mark.anyio

@@ -25,7 +25,7 @@ from neotoma_agent.exceptions import IdempotencyMismatchError, ServerError
 from neotoma_agent.testing import FaultyTransport, RecordingTransport
 from neotoma_agent.transport._rest import store_body
 from neotoma_agent.transport.embedded import EmbeddedStore
-from neotoma_agent.transport.embedded._key_text import key_text
+from neotoma_agent.transport.embedded._key_rows import key_text
 
 pytestmark = [pytest.mark.anyio, pytest.mark.one_backend]
 

@@ -1,4 +1,4 @@
-"""An idempotency key's text packed in its row (``_key_text``): canonical lowercase UUIDs as
+"""An idempotency key's text packed in its row (``_key_rows``): canonical lowercase UUIDs as
 their 16 bytes, long lowercase hex runs as bytes, the turn protocol's fragments as a code,
 the rest as UTF-8, wherever that gives back exactly the same text; every read answers as
 on the same file with each key as its text (as the version before held it), upgraded, and
@@ -21,7 +21,7 @@ from paths_support import TESTS
 from neotoma_agent import EmbeddedStore, NeotomaMemory, purge_forgotten
 from neotoma_agent._records.keys import TurnKeys
 from neotoma_agent.transport.embedded import _schema, _write
-from neotoma_agent.transport.embedded._key_text import FRAGMENTS, PACKED_KEYS, key_text, pack_key
+from neotoma_agent.transport.embedded._key_rows import FRAGMENTS, PACKED_KEYS, key_text, pack_key
 from neotoma_agent.transport.embedded._rows import key_digest
 from neotoma_agent.transport.embedded._schema import MIGRATIONS, SCHEMA_VERSION
 
@@ -42,14 +42,20 @@ def _key_rows(path: Path) -> list[tuple[Any, ...]]:
     return sorted((r[0], r[1], key_text(r[2]), *r[3:]) for r in rows)
 
 
+#: the index by source as the version before held it (the whole source)
+_BY_SOURCE_BEFORE = "CREATE INDEX idempotency_keys_by_source ON idempotency_keys (source_id)"
+
+
 def unpacked_copy(path: Path, to: Path) -> Path:
-    """A copy of the (closed) file at ``path`` with every key as its text, at the version
-    before the keys were packed (opening it upgrades it)."""
+    """A copy of the (closed) file at ``path`` with every key as its text and the index by
+    source on the whole source, at the version before the step (opening it upgrades it)."""
     shutil.copyfile(path, to)
     with closing(sqlite3.connect(to, isolation_level=None)) as conn:
         conn.execute("BEGIN IMMEDIATE")
         conn.create_function("key_text", 1, key_text, deterministic=True)
         conn.execute("UPDATE idempotency_keys SET key = key_text(key)")
+        conn.execute("DROP INDEX idempotency_keys_by_source")
+        conn.execute(_BY_SOURCE_BEFORE)
         conn.execute(f"PRAGMA user_version = {BEFORE}")
         conn.execute("COMMIT")
     return to
@@ -159,6 +165,33 @@ async def test_the_first_key_of_a_source_is_the_least_text_among_keys_of_one_tim
     assert observation["source"] == first
 
 
+async def test_the_index_by_source_holds_a_prefix_and_a_shared_one_answers_right(
+    tmp_path: Path,
+) -> None:
+    """The index by source holds each source's first 8 bytes (and the row's user and
+    digest); a source sharing them (a key row written by hand, older than the real one)
+    is not taken for it: the observation's ``source`` is its own source's key."""
+    path = tmp_path / "store.db"
+    async with EmbeddedStore.open(path) as store:
+        stored = await store.store(
+            [{"entity_type": "company", "name": "Acme Corp"}], idempotency_key="acme-1"
+        )
+    entity_id = stored.entities[0].entity_id
+    with closing(sqlite3.connect(path)) as conn:
+        columns = list(conn.execute("PRAGMA index_xinfo(idempotency_keys_by_source)"))
+        [(source, at)] = conn.execute("SELECT source_id, created_at FROM idempotency_keys")
+        conn.execute(
+            "INSERT INTO idempotency_keys VALUES (0, ?, 'acme-0', ?, '[]', ?)",
+            (key_digest("acme-0"), source[:8] + bytes(8), at - 1),
+        )
+        conn.commit()
+    # an expression (the prefix), then the table's key: its user and digest
+    assert [(c[1], c[2]) for c in columns] == [(-2, None), (0, "uid"), (1, "digest")]
+    async with EmbeddedStore.open(path) as store:
+        page = await store.request("get_entity_observations", {"entity_id": entity_id})
+    assert [o["source"] for o in page["observations"]] == ["acme-1"]
+
+
 def _company(key: str, name: str) -> dict[str, Any]:
     return {"entities": [{"entity_type": "company", "name": name}], "idempotency_key": key}
 
@@ -220,8 +253,10 @@ async def test_an_upgrade_that_fails_midway_leaves_the_keys_as_they_were(
 ) -> None:
     path = tmp_path / "store.db"
     shutil.copyfile(DATA / "store.db", path)
+    index = "SELECT sql FROM sqlite_master WHERE name = 'idempotency_keys_by_source'"
     with closing(sqlite3.connect(path)) as conn:
         before = conn.execute("SELECT * FROM idempotency_keys ORDER BY digest").fetchall()
+        assert conn.execute(index).fetchone() == (_BY_SOURCE_BEFORE,)
 
     def fail(conn: sqlite3.Connection) -> None:
         conn.execute("UPDATE idempotency_keys SET key = CAST(key AS BLOB)")
@@ -233,6 +268,7 @@ async def test_an_upgrade_that_fails_midway_leaves_the_keys_as_they_were(
             pass
     with closing(sqlite3.connect(path)) as conn:
         assert conn.execute("SELECT * FROM idempotency_keys ORDER BY digest").fetchall() == before
+        assert conn.execute(index).fetchone() == (_BY_SOURCE_BEFORE,)
         assert conn.execute("PRAGMA user_version").fetchone()[0] < BEFORE + 1
 
 

@@ -1,8 +1,9 @@
-"""An idempotency key's text as its row holds it: packed (a schema step, ``_schema``).
+"""The idempotency keys' rows: a key's text packed, its index by source on a prefix (a
+schema step, ``_schema``).
 
 A key is found by its digest (``_rows.key_digest``, version 8); its row keeps the text
-once, for what reads it back (an observation's ``source`` on the GET routes, a purge, the
-batch's replay check). The turn protocol's keys are mostly ids written out in hex
+once, for what reads it back (an observation's ``source`` on the GET routes, the purge).
+The turn protocol's keys are mostly ids written out in hex
 (``conversation-{cid}-{tid}-{phase}-{16 hex digits}``, a turn id often a UUID), so the
 text is stored packed by one general mechanism: a blob of UTF-8 runs and three kinds of
 token, each introduced by a byte UTF-8 never holds (so a token never splits a character,
@@ -14,8 +15,15 @@ and a run needs no escape):
 
 Any other text (uppercase hex, a UUID with other dashes, an odd last digit) stays in the
 runs as it is. A key is packed only where unpacking gives back exactly the same text and
-the blob is shorter; any other key (and any key an older file held, until the step packs it) is
-its text, and every reader takes both (:func:`key_text`).
+the blob is shorter; any other key (and any key an older file held, until the step packs
+it) is its text, and every reader takes both (:func:`key_text`). The same text is always
+the same value, so a key is matched as its row holds it; but SQL orders a text before any
+blob, so an order by key is taken in Python, on the texts (:func:`first_key`).
+
+The index by source, which finds the first key of an observation's source (16 bytes),
+holds the source's first 8 bytes, not all 16: a read compares the whole source on the
+rows it leads to (a shared prefix costs a row more, never a wrong answer), and each entry
+(with the row's key: its user and digest) is 8 bytes smaller.
 """
 
 from __future__ import annotations
@@ -24,7 +32,9 @@ import re
 import sqlite3
 from typing import Final
 
-__all__ = ["FRAGMENTS", "PACKED_KEYS", "key_text", "pack_key", "pack_keys"]
+from . import _scope
+
+__all__ = ["FRAGMENTS", "PACKED_KEYS", "first_key", "key_text", "pack_key", "pack_keys"]
 
 #: The texts the turn protocol's keys repeat (``_records.keys``: the prefix and the four
 #: phases), as one byte each. Part of the file format: append only, never reorder.
@@ -109,8 +119,27 @@ def key_text(value: str | bytes) -> str:
     return "".join(out)
 
 
+def first_key(conn: sqlite3.Connection, source: str | bytes | None) -> str | None:
+    """The first key (the oldest, then the least text) of the running user's rows that
+    wrote ``source`` (as rows hold it: ``_rows.encode_id``), or None."""
+    rows = conn.execute(
+        "SELECT created_at, key FROM idempotency_keys "
+        "WHERE substr(source_id, 1, 8) = substr(?1, 1, 8) AND source_id = ?1 "
+        f"AND {_scope.owned()}",
+        (source,),
+    ).fetchall()
+    if not rows:
+        return None
+    # As SQL ordered (created_at, key) when keys were texts: an integer time before a text
+    # one, and texts by their code points (UTF-8's byte order).
+    return min((isinstance(at, str), at, key_text(key)) for at, key in rows)[2]
+
+
 #: the migration's script (its rows are packed by :func:`pack_keys` after it)
-PACKED_KEYS: Final = "\n-- idempotency keys' text packed (_key_text)\n"
+PACKED_KEYS: Final = """
+DROP INDEX idempotency_keys_by_source;
+CREATE INDEX idempotency_keys_by_source ON idempotency_keys (substr(source_id, 1, 8));
+"""
 
 
 def pack_keys(conn: sqlite3.Connection) -> None:
