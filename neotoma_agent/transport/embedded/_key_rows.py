@@ -1,5 +1,5 @@
-"""The idempotency keys' rows: a key's text packed, its index by source on a prefix (a
-schema step, ``_schema``).
+"""The idempotency keys' rows: a key's text and its list of observations packed, its
+index by source on a prefix (a schema step, ``_schema``).
 
 A key is found by its digest (``_rows.key_digest``, version 8); its row keeps the text
 once, for what reads it back (an observation's ``source`` on the GET routes, the purge).
@@ -14,11 +14,17 @@ and a run needs no escape):
 - ``0xFD`` and an index: a fragment of :data:`FRAGMENTS`.
 
 Any other text (uppercase hex, a UUID with other dashes, an odd last digit) stays in the
-runs as it is. A key is packed only where unpacking gives back exactly the same text and
+runs as it is, so unpacking gives back exactly the same text. A key is packed only where
 the blob is shorter; any other key (and any key an older file held, until the step packs
 it) is its text, and every reader takes both (:func:`key_text`). The same text is always
 the same value, so a key is matched as its row holds it; but SQL orders a text before any
 blob, so an order by key is taken in Python, on the texts (:func:`first_key`).
+
+A key's list of the observations it wrote or found (their seqs, an entity row's first
+observation as minus the row's rowid: ``_rows``), newest first, was JSON text
+(``[-174,-173,105]``); it is a blob of zigzag varints (each number's sign in its lowest
+bit, then 7 bits a byte, the high bit set on all but a number's last byte): 2 or 3 bytes
+a number where JSON takes 4 to 8 (:func:`pack_seqs`, :func:`key_seqs` reads both).
 
 The index by source, which finds the first key of an observation's source (16 bytes),
 holds the source's first 8 bytes, not all 16: a read compares the whole source on the
@@ -28,13 +34,24 @@ rows it leads to (a shared prefix costs a row more, never a wrong answer), and e
 
 from __future__ import annotations
 
+import json
 import re
 import sqlite3
+from collections.abc import Iterable
 from typing import Final
 
 from . import _scope
 
-__all__ = ["FRAGMENTS", "PACKED_KEYS", "first_key", "key_text", "pack_key", "pack_keys"]
+__all__ = [
+    "FRAGMENTS",
+    "PACKED_KEYS",
+    "first_key",
+    "key_seqs",
+    "key_text",
+    "pack_key",
+    "pack_keys",
+    "pack_seqs",
+]
 
 #: The texts the turn protocol's keys repeat (``_records.keys``: the prefix and the four
 #: phases), as one byte each. Part of the file format: append only, never reorder.
@@ -62,8 +79,8 @@ _MARKS: Final = re.compile(rb"[\xfd-\xff]")
 
 
 def pack_key(key: str | bytes) -> str | bytes:
-    """``key`` as its row holds it: packed when that gives back exactly ``key`` and is
-    shorter, else the text as it is (a blob is taken as packed already)."""
+    """``key`` as its row holds it: packed where that is shorter, else the text as it is
+    (a blob is taken as packed already); :func:`key_text` gives back exactly ``key``."""
     if isinstance(key, bytes):
         return key
     try:
@@ -86,9 +103,9 @@ def pack_key(key: str | bytes) -> str | bytes:
         return key
     parts.append(key[at:].encode())
     packed = b"".join(parts)
-    if len(packed) >= len(raw) or key_text(packed) != key:
-        return key
-    return packed
+    # Exact by construction (a token decodes to the very text it matched, a run is its
+    # own UTF-8, and no UTF-8 byte is a token's mark): the property tests check it.
+    return packed if len(packed) < len(raw) else key
 
 
 def key_text(value: str | bytes) -> str:
@@ -119,6 +136,34 @@ def key_text(value: str | bytes) -> str:
     return "".join(out)
 
 
+def pack_seqs(seqs: Iterable[int]) -> bytes:
+    """A key's list of observations as its row holds it (zigzag varints)."""
+    out = bytearray()
+    for seq in seqs:
+        n = seq * 2 if seq >= 0 else -seq * 2 - 1
+        while n > 0x7F:
+            out.append(n & 0x7F | 0x80)
+            n >>= 7
+        out.append(n)
+    return bytes(out)
+
+
+def key_seqs(value: str | bytes) -> list[int]:
+    """The seqs a row's ``observations`` column lists (packed, or JSON text)."""
+    if isinstance(value, str):
+        loaded: list[int] = json.loads(value)
+        return loaded
+    seqs: list[int] = []
+    n = shift = 0
+    for byte in value:
+        n |= (byte & 0x7F) << shift
+        shift += 7
+        if not byte & 0x80:
+            seqs.append(n >> 1 if not n & 1 else -(n >> 1) - 1)
+            n = shift = 0
+    return seqs
+
+
 def first_key(conn: sqlite3.Connection, source: str | bytes | None) -> str | None:
     """The first key (the oldest, then the least text) of the running user's rows that
     wrote ``source`` (as rows hold it: ``_rows.encode_id``), or None."""
@@ -143,7 +188,13 @@ CREATE INDEX idempotency_keys_by_source ON idempotency_keys (substr(source_id, 1
 
 
 def pack_keys(conn: sqlite3.Connection) -> None:
-    """Every key's text packed, in the migration's one transaction (a packed key stays as
-    it is: a file written back to an older version by the tests keeps its blobs)."""
+    """Every key's text and list packed, in the migration's one transaction (a packed
+    value stays as it is: a file written back to an older version by the tests keeps its
+    blobs)."""
     conn.create_function("pack_key", 1, pack_key, deterministic=True)
+    conn.create_function("pack_seqs", 1, lambda text: pack_seqs(key_seqs(text)))
     conn.execute("UPDATE idempotency_keys SET key = pack_key(key) WHERE typeof(key) = 'text'")
+    conn.execute(
+        "UPDATE idempotency_keys SET observations = pack_seqs(observations) "
+        "WHERE typeof(observations) = 'text'"
+    )

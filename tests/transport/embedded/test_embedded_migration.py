@@ -19,7 +19,7 @@ from paths_support import TESTS
 
 from neotoma_agent.exceptions import IdempotencyMismatchError
 from neotoma_agent.transport.embedded import EmbeddedStore, _schema
-from neotoma_agent.transport.embedded._key_rows import key_text
+from neotoma_agent.transport.embedded._key_rows import key_seqs, key_text
 from neotoma_agent.transport.embedded._rows import key_digest
 from neotoma_agent.transport.embedded._schema import SCHEMA_VERSION
 
@@ -92,7 +92,8 @@ async def test_opening_a_version_1_file_rewrites_it_in_the_compact_format(v1_fil
         keys = conn.execute("SELECT typeof(source_id), observations FROM idempotency_keys")
         for kind, written in keys:
             assert kind == "blob"
-            assert all(isinstance(seq, int) for seq in json.loads(written))
+            assert isinstance(written, bytes)  # packed (_key_rows)
+            assert all(isinstance(seq, int) for seq in key_seqs(written))
 
 
 def _recorder() -> Any:

@@ -6,6 +6,7 @@ an observation's ``source`` is still the first key (oldest, then least) of its s
 
 from __future__ import annotations
 
+import json
 import shutil
 import sqlite3
 from contextlib import closing
@@ -21,7 +22,14 @@ from paths_support import TESTS
 from neotoma_agent import EmbeddedStore, NeotomaMemory, purge_forgotten
 from neotoma_agent._records.keys import TurnKeys
 from neotoma_agent.transport.embedded import _schema, _write
-from neotoma_agent.transport.embedded._key_rows import FRAGMENTS, PACKED_KEYS, key_text, pack_key
+from neotoma_agent.transport.embedded._key_rows import (
+    FRAGMENTS,
+    PACKED_KEYS,
+    key_seqs,
+    key_text,
+    pack_key,
+    pack_seqs,
+)
 from neotoma_agent.transport.embedded._rows import key_digest
 from neotoma_agent.transport.embedded._schema import MIGRATIONS, SCHEMA_VERSION
 
@@ -39,7 +47,7 @@ def _key_rows(path: Path) -> list[tuple[Any, ...]]:
         rows = conn.execute(
             "SELECT uid, digest, key, source_id, observations, created_at FROM idempotency_keys"
         ).fetchall()
-    return sorted((r[0], r[1], key_text(r[2]), *r[3:]) for r in rows)
+    return sorted((r[0], r[1], key_text(r[2]), r[3], key_seqs(r[4]), r[5]) for r in rows)
 
 
 #: the index by source as the version before held it (the whole source)
@@ -47,13 +55,16 @@ _BY_SOURCE_BEFORE = "CREATE INDEX idempotency_keys_by_source ON idempotency_keys
 
 
 def unpacked_copy(path: Path, to: Path) -> Path:
-    """A copy of the (closed) file at ``path`` with every key as its text and the index by
-    source on the whole source, at the version before the step (opening it upgrades it)."""
+    """A copy of the (closed) file at ``path`` with every key and list of observations as
+    its text and the index by source on the whole source, at the version before the step
+    (opening it upgrades it)."""
     shutil.copyfile(path, to)
     with closing(sqlite3.connect(to, isolation_level=None)) as conn:
         conn.execute("BEGIN IMMEDIATE")
         conn.create_function("key_text", 1, key_text, deterministic=True)
+        conn.create_function("seqs_json", 1, lambda v: json.dumps(key_seqs(v)).replace(" ", ""))
         conn.execute("UPDATE idempotency_keys SET key = key_text(key)")
+        conn.execute("UPDATE idempotency_keys SET observations = seqs_json(observations)")
         conn.execute("DROP INDEX idempotency_keys_by_source")
         conn.execute(_BY_SOURCE_BEFORE)
         conn.execute(f"PRAGMA user_version = {BEFORE}")
@@ -111,6 +122,17 @@ def test_the_turn_protocols_keys_are_packed_token_by_token() -> None:
                 assert len(key) - len(packed) == saved, key
 
 
+@given(st.lists(st.integers(-(2**63), 2**63 - 1)))
+@example([-174, -173, 105])
+@example([0, -1, 1, 63, -64, 64, -65, 2**63 - 1, -(2**63)])
+def test_a_packed_list_of_observations_unpacks_to_exactly_its_seqs(seqs: list[int]) -> None:
+    packed = pack_seqs(seqs)
+    assert key_seqs(packed) == seqs
+    assert key_seqs(json.dumps(seqs)) == seqs  # a list as a file before held it
+    # a number of up to 6 bits takes a byte, of up to 13 bits two
+    assert len(packed) <= sum(1 if -64 <= n < 64 else 2 if -8192 <= n < 8192 else 10 for n in seqs)
+
+
 def test_a_near_miss_stays_text_where_packing_would_not_give_it_back() -> None:
     assert pack_key(_UUID.upper()) == _UUID.upper()
     assert pack_key("company-1") == "company-1"
@@ -140,6 +162,9 @@ async def test_a_turns_keys_are_stored_packed_and_found_by_their_digest(tmp_path
     keys = TurnKeys("deal", _UUID)
     expected = {keys.idempotency_key("user"), keys.idempotency_key("assistant"), f"co-{_UUID}"}
     assert all(isinstance(k, bytes) for k in stored)
+    with closing(sqlite3.connect(path)) as conn:
+        lists = [r[0] for r in conn.execute("SELECT observations FROM idempotency_keys")]
+    assert all(isinstance(x, bytes) and key_seqs(x) for x in lists)
     assert {key_text(k) for k in stored} == expected
     assert sum(len(k) for k in stored) < sum(len(k) for k in expected) - 3 * 16
 
@@ -230,8 +255,9 @@ async def test_the_release_befores_file_is_packed_and_answers_as_recorded(
     tmp_path: Path,
 ) -> None:
     """``tests/data/v17_store`` upgraded: every key packed where that is shorter (the turn
-    protocol's), the rest as text, each found by the digest of its text; its recorded
-    answers are compared by ``test_embedded_migration``."""
+    protocol's), the rest as text, each found by the digest of its text, every list of
+    observations packed, the same keys and lists; its recorded answers are compared by
+    ``test_embedded_migration``."""
     path = tmp_path / "store.db"
     shutil.copyfile(DATA / "store.db", path)
     before = _key_rows(path)
@@ -241,6 +267,8 @@ async def test_the_release_befores_file_is_packed_and_answers_as_recorded(
     with closing(sqlite3.connect(path)) as conn:
         assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
         stored = conn.execute("SELECT digest, key FROM idempotency_keys").fetchall()
+        lists = {r[0] for r in conn.execute("SELECT typeof(observations) FROM idempotency_keys")}
+    assert lists == {"blob"}
     assert all(bytes(d) == key_digest(key_text(k)) for d, k in stored)
     packed = [key_text(k) for _, k in stored if isinstance(k, bytes)]
     assert packed
@@ -287,5 +315,6 @@ async def test_every_read_and_write_is_the_same_as_on_the_file_with_keys_as_text
     await write_steps(path, [("turn", 0, 0), ("store", 1, 3), *before], 0)
     old = unpacked_copy(path, tmp / "text.db")
     with closing(sqlite3.connect(old)) as conn:
-        assert all(isinstance(k, str) for (k,) in conn.execute("SELECT key FROM idempotency_keys"))
+        rows = conn.execute("SELECT key, observations FROM idempotency_keys").fetchall()
+    assert all(isinstance(k, str) and isinstance(o, str) for k, o in rows)
     await same_on_both(path, old, after, rows=[_key_rows])
