@@ -21,7 +21,8 @@ from neotoma_agent.transport.embedded._name_index import (
 )
 from neotoma_agent.transport.embedded._rows import entity_text
 from neotoma_agent.transport.embedded._rows import install as install_rows
-from neotoma_agent.transport.embedded._schema import SCHEMA_VERSION
+from neotoma_agent.transport.embedded._schema import MIGRATIONS
+from neotoma_agent.transport.embedded._turn_names import GROUPED_NAMES
 
 __all__ = [
     "BEFORE",
@@ -35,7 +36,7 @@ __all__ = [
 ]
 
 #: the version before a turn's names shared a document
-BEFORE = SCHEMA_VERSION - 1
+BEFORE = MIGRATIONS.index(GROUPED_NAMES)
 #: the kinds a lookup asks for: any, and names and aliases (the second pass's)
 KINDS = (None, NAME_KINDS)
 _BOOKKEEPING = ("conversation", "conversation_message", "conversation_turn")
