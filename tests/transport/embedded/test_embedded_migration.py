@@ -190,7 +190,7 @@ async def test_a_version_7_files_keys_are_found_by_digest_for_each_user(tmp_path
     assert len(rows) == 18  # the file's 17 keys and the third user's (replays add none)
     assert all(bytes(d) == key_digest(key_text(k)) and len(d) == 16 for _, d, k in rows)
     assert "key" not in indexed
-    assert {"uid", "digest"} <= indexed  # (and the source's prefix: test_key_text)
+    assert {"uid", "digest"} <= indexed  # (and the source's prefix: test_key_rows)
 
 
 async def test_an_upgrade_that_fails_midway_leaves_the_older_file_as_it_was(

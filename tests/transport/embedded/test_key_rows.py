@@ -1,8 +1,10 @@
-"""An idempotency key's text packed in its row (``_key_rows``): canonical lowercase UUIDs as
-their 16 bytes, long lowercase hex runs as bytes, the turn protocol's fragments as a code,
-the rest as UTF-8, wherever that gives back exactly the same text; every read answers as
-on the same file with each key as its text (as the version before held it), upgraded, and
-an observation's ``source`` is still the first key (oldest, then least) of its source."""
+"""The idempotency keys' rows (``_key_rows``): a key's text packed (canonical lowercase
+UUIDs as their 16 bytes, long lowercase hex runs as bytes, the turn protocol's fragments
+as a code, the rest as UTF-8) so that it unpacks to exactly the same text, its list of
+observations as varints, its index by source on the source's first 8 bytes; every read
+answers as on the same file as the version before held it (each key and list as its
+text, the index on the whole source), upgraded, and an observation's ``source`` is still
+the first key (oldest, then least) of its source."""
 
 from __future__ import annotations
 
