@@ -98,7 +98,9 @@ class _Copier:
         ids = [head] + [
             decode_entity(r[0])
             for r in conn.execute(
-                "SELECT message_id FROM conversation_messages WHERE conversation_id = ?",
+                "SELECT m.id FROM conversation_messages cm JOIN entities m "
+                "ON m.rowid = cm.message_row WHERE cm.conversation_row = "
+                "(SELECT rowid FROM entities WHERE id = ?)",
                 (encode_entity(head),),
             )
         ]
@@ -116,7 +118,11 @@ class _Copier:
             "entities": (f"id IN {_in(packed)}", packed),  # the rows hold ids packed
             "observations": ("seq <= ?", [self.seq_span]),
             "relationships": (f"source_entity_id IN {_in(ids)}", ids),
-            "conversation_messages": ("conversation_id = ?", [encode_entity(head)]),
+            # (by the entity rows' numbers: schema version 18)
+            "conversation_messages": (
+                "conversation_row = (SELECT rowid FROM entities WHERE id = ?)",
+                [encode_entity(head)],
+            ),
             "field_values": (f"entity_id IN {_in(ids)}", ids),
             "idempotency_keys": (f"key IN {_in(keys)}", keys),
             "conversation_summaries": ("entity_id = ?", [head]),
@@ -202,7 +208,8 @@ class _Copier:
         copied = dict(
             conn.execute(f"SELECT id, rowid FROM entities WHERE id IN {_in(copies)}", copies)
         )
-        rows = {-old: -int(copied[encode_entity(id_map[i])]) for old, i in self.rowids.items()}
+        numbers = {old: int(copied[encode_entity(id_map[i])]) for old, i in self.rowids.items()}
+        rows = {-old: -new for old, new in numbers.items()}
         conn.executemany(
             "INSERT INTO observations VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
             [
@@ -229,7 +236,7 @@ class _Copier:
         )
         conn.executemany(
             "INSERT INTO conversation_messages VALUES (?,?,?)",
-            [(bytes_map[m[0]], m[1], bytes_map[m[2]]) for m in r["conversation_messages"]],
+            [(numbers[m[0]], m[1], numbers[m[2]]) for m in r["conversation_messages"]],
         )
         conn.executemany(
             "INSERT INTO field_values VALUES (?,?,?,?,?)",

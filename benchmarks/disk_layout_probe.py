@@ -13,7 +13,8 @@ columns, the per-user ones included) and once per layout probed:
 
 - ``numbers``: the entity number (the ``entities`` rowid) instead of the entity id in every
   secondary table: observations and their entity index, relationships and their target
-  index, the conversation index;
+  index (the conversation index and its index by message hold the numbers of their
+  entity rows in the live file since schema version 18, and every layout copies them);
 - ``+type``: and the entity type index as (user, type code, number) instead of (user, type
   code, id) as the live file indexes it (schema version 14 holds the type as its code in
   the entity row and its index; by number, a query of a type sorted by id would sort);
@@ -30,7 +31,7 @@ columns, the per-user ones included) and once per layout probed:
   on an 8-byte digest of it), every other reference to a key (observations, the entity
   row's first observation) by its row number, the index by source holding the number
   instead of the key's 16-byte digest (schema version 8 already finds a key by that digest
-  and keeps its text once, in its row; version 18 packs that text, ``_key_rows``, and
+  and keeps its text once, in its row; version 19 packs that text, ``_key_rows``, and
   indexes the source's first 8 bytes, as this layout copies them: this step numbers the
   rows) — ``compact``, the last step of the format designed;
 - ``+codec``: and what the field codec leaves (schema version 16 holds a message's and a
@@ -120,8 +121,9 @@ _RELATIONSHIPS = """CREATE TABLE relationships (source_entity_id NOT NULL,
     provenance TEXT NOT NULL, seen NOT NULL, observation_count INTEGER NOT NULL,
     last_observation_at NOT NULL, computed_at, uid INTEGER NOT NULL,
     PRIMARY KEY (source_entity_id, relationship_type, target_entity_id)) WITHOUT ROWID"""
-_MESSAGES = """CREATE TABLE conversation_messages (conversation_id NOT NULL,
-    seq INTEGER NOT NULL, message_id NOT NULL, PRIMARY KEY (conversation_id, seq))
+# As the live file holds it since schema version 18: by the entity rows' numbers.
+_MESSAGES = """CREATE TABLE conversation_messages (conversation_row INTEGER NOT NULL,
+    seq INTEGER NOT NULL, message_row INTEGER NOT NULL, PRIMARY KEY (conversation_row, seq))
     WITHOUT ROWID"""
 _INDEXES = """
 CREATE UNIQUE INDEX observations_by_entity ON observations (entity_id, id);
@@ -130,7 +132,7 @@ CREATE INDEX relationships_by_target ON relationships (target_entity_id, relatio
 # Until ``+keys`` the keys are copied in the file's own layout.
 _KEYS = "SELECT sql FROM src.sqlite_master WHERE tbl_name = 'idempotency_keys' AND sql NOT NULL"
 # ``+keys``: numbered, the text once (packed, as the live file holds it since schema
-# version 18), found by its digest; the source indexed by its first 8 bytes, as live.
+# version 19), found by its digest; the source indexed by its first 8 bytes, as live.
 _NUMBERED_KEYS = """
 CREATE TABLE idempotency_keys (num INTEGER PRIMARY KEY, uid INTEGER NOT NULL,
     digest INTEGER NOT NULL,
@@ -144,7 +146,7 @@ _REFS = {
     "entities": "id IS NULL",
     "observations": "entity_id IS NULL",
     "relationships": "source_entity_id IS NULL OR target_entity_id IS NULL",
-    "conversation_messages": "conversation_id IS NULL OR message_id IS NULL",
+    "conversation_messages": "conversation_row IS NULL OR message_row IS NULL",
     "idempotency_keys": "key IS NULL",
 }
 # The live file's type index (schema version 14): the type's word code, then the id (the
@@ -262,10 +264,10 @@ def _fill(conn: sqlite3.Connection, layout: str) -> None:
         "FROM src.relationships r "
         "ORDER BY r.source_entity_id, r.relationship_type, r.target_entity_id"
     )
+    # numbered as the live file holds it (the copies keep the entity rows' rowids)
     conn.execute(
-        f"INSERT INTO conversation_messages SELECT {ref.format('conversation_id')}, seq, "
-        f"{ref.format('message_id')} FROM src.conversation_messages "
-        "ORDER BY conversation_id, seq"
+        "INSERT INTO conversation_messages SELECT conversation_row, seq, message_row "
+        "FROM src.conversation_messages ORDER BY conversation_row, seq"
     )
 
 

@@ -436,13 +436,16 @@ def profile_shares(results: Results) -> str:
 
 #: each layout step of the probe: what it is, and the profile's area it takes work from
 STEPS: dict[str, tuple[str, str | None]] = {
-    "numbers": ("integer row numbers in observations, edges, the conversation index", None),
+    "numbers": (
+        "row numbers in observations and edges (the conversation index's: built, version 18)",
+        None,
+    ),
     "+type": ("the type index by number: (user, type code, number), not the id", None),
     "+name": ("no stored canonical name where the identity rules derive it", None),
     "+meta": ("snapshot metas as the winning observation's number", None),
     "+keys": (
         "idempotency keys numbered (version 8 finds them by a 16-byte digest already, "
-        "version 18 packs their text)",
+        "version 19 packs their text)",
         "  idempotency keys",
     ),
     "+codec": (

@@ -23,6 +23,7 @@ from ..._records.user_id import LOCAL_USER_ID
 from .._bulk import MessageRows, RecordSink
 from .._results import EntitySnapshot
 from ._codec import decode_fields, field_sql
+from ._conversation_index import row_of
 from ._rows import FIRST_META, LIVE, decode_opt_time, entity_text, install, query_item
 from ._scope import lookup_uid
 from ._type_index import of_type
@@ -103,7 +104,7 @@ _MESSAGES: Final = (
     # The edges derived from the conversation index (``_part_of``): those without a row.
     f"UNION ALL SELECT c.key, {_E_ID}, e.canonical_name, e.updated_at, c.value, e.id "
     "FROM json_each(?1) c CROSS JOIN conversation_messages cm CROSS JOIN entities e "
-    "WHERE cm.conversation_id = entity_key(c.value) AND e.id = cm.message_id "
+    f"WHERE cm.conversation_row = {row_of('entity_key(c.value)')} AND e.rowid = cm.message_row "
     "AND +e.entity_type = 'conversation_message' AND e.uid = {uid} "
     f"AND NOT EXISTS (SELECT 1 FROM relationships r WHERE r.source_entity_id = {_E_ID} "
     "AND r.relationship_type = 'PART_OF' AND r.target_entity_id = c.value)"

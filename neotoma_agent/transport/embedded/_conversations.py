@@ -33,6 +33,7 @@ from ..._neotoma.js import js_trim
 from ...exceptions import ValidationError
 from . import _scope
 from ._codec import fields_sql
+from ._conversation_index import row_of
 from ._errors import invalid_format, not_found
 from ._history_page import history_page
 from ._page_rows import activity, conversation_item, message_fields, related_entry
@@ -124,7 +125,9 @@ def _all_messages(conn: sqlite3.Connection, conversation_id: str) -> list[dict[s
     ids = [
         decode_entity(r[0])
         for r in conn.execute(
-            "SELECT message_id FROM conversation_messages WHERE conversation_id = ? ORDER BY seq",
+            "SELECT m.id FROM conversation_messages cm CROSS JOIN entities m "
+            f"ON m.rowid = cm.message_row WHERE cm.conversation_row = {row_of('?')} "
+            "ORDER BY cm.seq",
             (encode_entity(conversation_id),),
         )
     ]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import sqlite3
 from collections.abc import Mapping
@@ -13,6 +14,7 @@ from ..._neotoma.identity import (
     js_json,
 )
 from . import _scope
+from ._conversation_index import row_of
 from ._edge_json import REL_COLUMNS, relationship_json, relationship_row_json
 from ._errors import (
     invalid_format,
@@ -168,16 +170,43 @@ def relate(
     return relationship_json(key, rtype, src, dst, merged, provenance, count, last, now)
 
 
-def _index(conn: sqlite3.Connection, src: str, dst: str, counts: dict[str, int] | None) -> None:
-    """The message ``src`` as the next of conversation ``dst`` in the conversation index."""
-    # The conversation's message index (_schema): the last N in one range scan.
-    # The next position in the conversation: one seek to its last row (a bare
-    # max(seq) over the range would read every message of the conversation).
+@functools.lru_cache(maxsize=4)
+def _insert_sql(conversation_held: bool, message_held: bool) -> str:
+    """The INSERT of an index row, each end bound as its rowid where the store holds it
+    (``held``), else as its id (as the entity rows hold it), found by a subquery. (VALUES,
+    not a SELECT: an INSERT that selects from its own table first copies the rows it
+    selects into a temporary table.) The next position in the conversation: one seek to its
+    last row (a bare max(seq) over the range would read every message of the conversation).
+    """
+    conversation = "?1" if conversation_held else row_of("?1")
+    message = "?2" if message_held else row_of("?2")
+    return (
+        "INSERT INTO conversation_messages (conversation_row, seq, message_row) "
+        f"VALUES ({conversation}, coalesce((SELECT seq FROM conversation_messages "
+        f"WHERE conversation_row = {conversation} ORDER BY seq DESC LIMIT 1), 0) + 1, "
+        f"{message})"
+    )
+
+
+def _index(
+    conn: sqlite3.Connection,
+    src: str,
+    dst: str,
+    counts: dict[str, int] | None,
+    rows: Mapping[str, tuple[int, Any]] | None = None,
+) -> None:
+    """The message ``src`` as the next of conversation ``dst`` in the index
+    (``_conversation_index``): both are entity rows (the conversation counted the message,
+    the message's type was read or written). ``rows``: the rowids (first) of the entity
+    rows the store holds, by id."""
+    conversation = None if rows is None else rows.get(dst)
+    message = None if rows is None else rows.get(src)
     conn.execute(
-        "INSERT INTO conversation_messages (conversation_id, seq, message_id) "
-        "VALUES (?1, coalesce((SELECT seq FROM conversation_messages "
-        "WHERE conversation_id = ?1 ORDER BY seq DESC LIMIT 1), 0) + 1, ?2)",
-        (encode_entity(dst), encode_entity(src)),
+        _insert_sql(conversation is not None, message is not None),
+        (
+            encode_entity(dst) if conversation is None else conversation[0],
+            encode_entity(src) if message is None else message[0],
+        ),
     )
     if counts is not None:
         counts[dst] = counts.get(dst, 0) + 1
@@ -191,7 +220,8 @@ def _index_new(conn: sqlite3.Connection, src: str, dst: str, counts: dict[str, i
     they are in the index (a row or derived), to anything else a row.
     """
     there = conn.execute(
-        "SELECT 1 FROM conversation_messages WHERE message_id = ? AND conversation_id = ?",
+        f"SELECT 1 FROM conversation_messages WHERE message_row = {row_of('?1')} "
+        f"AND conversation_row = {row_of('?2')}",
         (encode_entity(src), encode_entity(dst)),
     ).fetchone()
     if there is not None:
@@ -200,13 +230,19 @@ def _index_new(conn: sqlite3.Connection, src: str, dst: str, counts: dict[str, i
 
 
 def index_message(
-    conn: sqlite3.Connection, src: str, dst: str, counts: dict[str, int] | None, counted: bool
+    conn: sqlite3.Connection,
+    src: str,
+    dst: str,
+    counts: dict[str, int] | None,
+    counted: bool,
+    rows: Mapping[str, tuple[int, Any]] | None = None,
 ) -> bool:
     """The new message ``src`` as the next of conversation ``dst`` in the index, its edge
     known to be new (a store's first edge from a message it created: ``_write``), and
     ``dst``'s message count one more; False (nothing written) when ``dst`` is not the
     user's conversation. ``counted``: the store added the message to the conversation's
-    count as it wrote its row (no UPDATE of its own)."""
+    count as it wrote its row (no UPDATE of its own); ``rows``: the rowids (first) of the
+    entity rows the store loaded or created, by id (the index holds them)."""
     if not counted:
         cur = conn.execute(
             "UPDATE entities SET message_count = message_count + 1 "
@@ -215,7 +251,7 @@ def index_message(
         )
         if not cur.rowcount:
             return False
-    _index(conn, src, dst, counts)
+    _index(conn, src, dst, counts, rows)
     return True
 
 

@@ -8,7 +8,8 @@ statements, every part a seek of an index:
 
 1. the page (``_PAGE_SQL``): the conversation's row by id; the last ``limit`` rows of the
    conversation index before ``before``'s place (a range of its primary key) and whether
-   one more precedes them (``has_more``); each message's row by id, its snapshot as
+   one more precedes them (``has_more``); each message's row by its rowid (the index
+   holds the entity rows' numbers, ``_conversation_index``), its snapshot as
    stored (decoded in Python once per stored state, :func:`._page_rows.page_item`); each
    message's edges but PART_OF (the edges' primary key, led by the source);
 2. the records (``_RECORDS_SQL``): each turn record of the page's turns, by the id the
@@ -35,6 +36,7 @@ from .._packed_calls import TOOL_CALLS, pack_tool_calls
 from . import _scope
 from ._codec import fields_sql
 from ._codec import forget as forget_coded
+from ._conversation_index import row_of
 from ._errors import invalid_format, not_found
 from ._page_rows import (
     conversation_item,
@@ -53,9 +55,13 @@ _ASSISTANT_SUFFIX: Final = ":assistant"
 # The kinds of the rows the statements answer (their first column).
 _CONVERSATION, _MESSAGE, _EDGE, _RECORD, _CALL = range(5)
 
+# The conversation's entity row number, as the conversation index holds it (an uncorrelated
+# subquery: SQLite reads it once a statement).
+_CONV_ROW: Final = row_of("?2")
+
 # Nine columns after the kind; each part pads with NULLs. ``?1`` the conversation's entity
-# id, ``?2`` it as the entity rows and the conversation index store it (``encode_entity``),
-# ``?3`` the ``before`` message as the index stores it (NULL: the last message), ``?4``
+# id, ``?2`` it as the entity rows store it (``encode_entity``), ``?3`` the ``before``
+# message so (NULL: the last message; the index holds their rows' numbers), ``?4``
 # the messages to read (``limit``), ``?5`` the running user's number (``_scope.uid``: a
 # parameter, not ``current_uid()``, which SQLite would call back into Python for on every
 # row it checks).
@@ -66,22 +72,23 @@ WITH conv AS (
     FROM entities WHERE id = ?2 AND entity_type = 'conversation' AND +uid = ?5
 ),
 page AS (
-    SELECT seq, message_id FROM conversation_messages
-    WHERE conversation_id = ?2 AND seq < coalesce(
-        (SELECT seq FROM conversation_messages WHERE conversation_id = ?2 AND message_id = ?3),
+    SELECT seq, message_row FROM conversation_messages
+    WHERE conversation_row = {_CONV_ROW} AND seq < coalesce(
+        (SELECT seq FROM conversation_messages
+            WHERE conversation_row = {_CONV_ROW} AND message_row = {row_of("?3")}),
         4611686018427387904)
     ORDER BY seq DESC LIMIT ?4
 ),
 msgs AS (
-    SELECT page.seq, {entity_text("page.message_id")} AS id, m.canonical_name, m.created_at,
+    SELECT page.seq, {entity_text("m.id")} AS id, m.canonical_name, m.created_at,
         m.updated_at, m.last_observation_at, m.snapshot
     FROM page
-    CROSS JOIN entities m ON m.id = page.message_id
+    CROSS JOIN entities m ON m.rowid = page.message_row
     WHERE m.entity_type = 'conversation_message' AND +m.uid = ?5
 )
 SELECT {_CONVERSATION}, id, canonical_name, created_at, updated_at, last_observation_at, f, d,
     message_count, EXISTS (SELECT 1 FROM conversation_messages
-        WHERE conversation_id = ?2 AND seq < (SELECT min(seq) FROM page)) FROM conv
+        WHERE conversation_row = {_CONV_ROW} AND seq < (SELECT min(seq) FROM page)) FROM conv
 UNION ALL
 SELECT {_MESSAGE}, seq, id, canonical_name, created_at, updated_at, last_observation_at,
     snapshot, NULL, NULL FROM msgs

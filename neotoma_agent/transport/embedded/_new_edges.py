@@ -102,15 +102,19 @@ def write_edges(
     source_id: str,
     now: str,
     counts: dict[str, int],
+    rows: Mapping[str, tuple[int, Any]] | None = None,
 ) -> list[dict[str, Any]]:
     """Write a store's ``relationships`` by their ``routes`` (:func:`edge_routes`), once its
     entities are written; the edges created, as the answer lists them. ``counts`` collects
-    each conversation's new messages."""
+    each conversation's new messages; ``rows``: the rowids (first) of the entity rows the
+    store loaded or created, by id (a fast edge's index row holds them)."""
     created: list[dict[str, Any]] = []
     for (rtype, src_end, dst_end, metadata), route in zip(relationships, routes, strict=True):
         src = ids_by_index[src_end] if isinstance(src_end, int) else src_end
         dst = ids_by_index[dst_end] if isinstance(dst_end, int) else dst_end
-        if route is not _FAST or not index_message(conn, src, dst, counts, dst in counted.applied):
+        if route is not _FAST or not index_message(
+            conn, src, dst, counts, dst in counted.applied, rows
+        ):
             # A fast edge whose conversation was not counted (not this user's conversation)
             # goes on as ``relate``'s own would after its index step: with no fresh ends.
             ends = fresh if route is _RELATE else frozenset()

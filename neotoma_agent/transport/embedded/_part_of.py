@@ -2,10 +2,10 @@
 
 A message's PART_OF edge to its conversation, written by the store that created the
 message (at the message's time, without metadata), is the message's row in
-``conversation_messages`` and nothing else: no ``relationships`` row. Its snapshot is
-fixed by that row: metadata and provenance empty, one observation (the relationship
-observation's hash of the same inputs, the source being the message's first
-observation's), last observed at the message's ``created_at``, the message's user's. An
+``conversation_messages`` (``_conversation_index``) and nothing else: no ``relationships``
+row. Its snapshot is fixed by that row: metadata and provenance empty, one observation
+(the relationship observation's hash of the same inputs, the source being the message's
+first observation's), last observed at the message's ``created_at``, the message's user's. An
 edge written otherwise (a later ``create_relationship``, with metadata, to a target not
 yet a conversation) keeps its row, and a row always wins over the derived edge of the
 same pair: a second observation of a derived edge writes its row (both observations).
@@ -22,22 +22,25 @@ from typing import Any, Final
 
 from ..._neotoma.identity import hash_uuid
 from . import _scope
+from ._conversation_index import row_of
 from ._edge_json import REL_COLUMNS
 from ._rows import decode_id, encode_entity, encode_seen, entity_text
 
 __all__ = ["DERIVED", "derived_seen_of", "edges", "observation_id", "pair"]
 
-_CONVERSATION: Final = entity_text("cm.conversation_id")
-_MESSAGE: Final = entity_text("cm.message_id")
+_CONVERSATION: Final = entity_text("c.id")
+_MESSAGE: Final = entity_text("m.id")
 
 #: the relationship type the conversation index holds
 DERIVED: Final = "PART_OF"
 
 # The derived edges of the index rows a WHERE picks (``cm``), as ``REL_COLUMNS, uid``: the
-# message's row gives its id, time and user; an edge with a row of its own is the row's.
+# message's row gives its id, time and user, the conversation's row its id (both by rowid,
+# ``_conversation_index``); an edge with a row of its own is the row's.
 _DERIVED_SQL: Final = (
     f"SELECT {_MESSAGE}, '{DERIVED}', {_CONVERSATION}, '{{}}', '{{}}', 1, m.created_at, NULL, "
-    "m.uid FROM conversation_messages cm CROSS JOIN entities m ON m.id = cm.message_id "
+    "m.uid FROM conversation_messages cm CROSS JOIN entities m ON m.rowid = cm.message_row "
+    "CROSS JOIN entities c ON c.rowid = cm.conversation_row "
     "WHERE {where} AND NOT EXISTS (SELECT 1 FROM relationships r "
     f"WHERE r.source_entity_id = {_MESSAGE} AND r.relationship_type = '{DERIVED}' "
     f"AND r.target_entity_id = {_CONVERSATION})"
@@ -75,12 +78,12 @@ def edges(
     if source is not None:
         row_where.append("source_entity_id = ?")
         row_params.append(source)
-        cm_where.append("cm.message_id = ?")
+        cm_where.append(f"cm.message_row = {row_of('?')}")
         cm_params.append(encode_entity(source))
     if target is not None:
         row_where.append("target_entity_id = ?")
         row_params.append(target)
-        cm_where.append("cm.conversation_id = ?")
+        cm_where.append(f"cm.conversation_row = {row_of('?')}")
         cm_params.append(encode_entity(target))
     if rtypes:
         row_where.append(f"relationship_type IN ({','.join('?' * len(rtypes))})")
@@ -105,9 +108,9 @@ def pair(
     found = conn.execute(
         f"SELECT m.uid, m.created_at, CASE WHEN m.first_id IS NOT NULL THEN m.first_source "
         f"ELSE (SELECT o.source_id FROM observations o "
-        f"WHERE o.entity_id = cm.message_id ORDER BY o.seq LIMIT 1) END "
-        f"FROM conversation_messages cm CROSS JOIN entities m ON m.id = ?2 "
-        f"WHERE cm.message_id = ?2 AND cm.conversation_id = ?3 AND NOT EXISTS "
+        f"WHERE o.entity_id = m.id ORDER BY o.seq LIMIT 1) END "
+        f"FROM entities m CROSS JOIN conversation_messages cm ON cm.message_row = m.rowid "
+        f"WHERE m.id = ?2 AND cm.conversation_row = {row_of('?3')} AND NOT EXISTS "
         f"(SELECT 1 FROM relationships r WHERE r.source_entity_id = ?1 "
         f"AND r.relationship_type = '{DERIVED}' AND r.target_entity_id = ?4)",
         (message_id, encode_entity(message_id), encode_entity(conversation_id), conversation_id),

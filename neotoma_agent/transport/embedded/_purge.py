@@ -27,6 +27,7 @@ import attrs
 from ..._neotoma.forget import Forgotten
 from ..._records.user_id import LOCAL_USER_ID, check_user_id
 from ..._util.file_kind import check_store_file
+from ._conversation_index import NUMBERED_INDEX
 from ._key_rows import key_seqs
 from ._name_index import unindex_book_names
 from ._rows import decode_entity, encode_entity, entity_text
@@ -50,6 +51,8 @@ _FIRST_IN_ROW = 11
 _PACKED_IDS = 12
 #: the schema version whose bookkeeping names' index has one document a turn
 _GROUPED_NAMES = MIGRATIONS.index(GROUPED_NAMES) + 1
+#: the schema version whose conversation index holds entity row numbers
+_NUMBERED_INDEX = MIGRATIONS.index(NUMBERED_INDEX) + 1
 _Id = TypeVar("_Id", str, bytes, str | bytes)
 # Bound parameters per statement (SQLite's default limit is 32766; stay far below).
 _CHUNK = 500
@@ -110,6 +113,16 @@ def _rows(conn: sqlite3.Connection, ids: Sequence[str]) -> PurgeStats:
         unindex_book_names(conn, own)  # named by their text, read from the rows going now
     if _version(conn) >= _CONTENTLESS_NAMES:
         names = ("name_index",)
+    # The conversation index's rows of either end, while the entity rows name their
+    # numbers (and before a later entity may take a deleted row's rowid again).
+    numbered = _version(conn) >= _NUMBERED_INDEX
+    derived = 0
+    if _version(conn) >= _DERIVED_PART_OF:
+        derived = _derived_edges(conn, own if numbered else packed, numbered)
+    for column in ("message_row", "conversation_row") if numbered else ():
+        _delete(conn, f"DELETE FROM conversation_messages WHERE {column} IN {_ROWS}", own)
+    for column in () if numbered else ("message_id", "conversation_id"):
+        _delete(conn, f"DELETE FROM conversation_messages WHERE {column} IN ({{marks}})", packed)
     entities = _delete(conn, "DELETE FROM entities WHERE id IN ({marks})", own)
     if _version(conn) >= _GROUPED_NAMES:
         # A turn's document holds the names of entities that may stay: built again from
@@ -118,9 +131,6 @@ def _rows(conn: sqlite3.Connection, ids: Sequence[str]) -> PurgeStats:
     _delete(conn, "DELETE FROM field_values WHERE entity_id IN ({marks})", ids)
     for table in names:
         _delete(conn, f"DELETE FROM {table} WHERE entity_id IN ({{marks}})", ids)
-    derived = _derived_edges(conn, packed) if _version(conn) >= _DERIVED_PART_OF else 0
-    _delete(conn, "DELETE FROM conversation_messages WHERE message_id IN ({marks})", packed)
-    _delete(conn, "DELETE FROM conversation_messages WHERE conversation_id IN ({marks})", packed)
     if _has(conn, "conversation_summaries"):  # none in a file no schema-5 release opened
         _delete(conn, "DELETE FROM conversation_summaries WHERE entity_id IN ({marks})", ids)
     if _version(conn) >= _CONTENTLESS_SEARCH:
@@ -152,19 +162,37 @@ def _rows(conn: sqlite3.Connection, ids: Sequence[str]) -> PurgeStats:
     return PurgeStats(entities, observations, relationships, keys)
 
 
-def _derived_edges(conn: sqlite3.Connection, packed: Sequence[str | bytes]) -> int:
+# The rowids of the entities of the ids ``{marks}`` (as the entity rows hold them): what
+# the conversation index holds since it numbers its ends (``_conversation_index``).
+_ROWS = "(SELECT rowid FROM entities WHERE id IN ({marks}))"
+
+
+def _derived_edges(conn: sqlite3.Connection, ids: Sequence[str | bytes], numbered: bool) -> int:
     """How many derived PART_OF edges (``_part_of``: an index row without an edge row)
-    touch the entities ``packed`` (as the conversation index holds their ids)."""
+    touch the entities ``ids``: as the entity rows hold them where the index holds their
+    rows' numbers (``numbered``), else as the index holds them."""
+    ends = ("message_row", "conversation_row") if numbered else ("message_id", "conversation_id")
+    message, conversation = (
+        ("m.id", "c.id") if numbered else ("cm.message_id", "cm.conversation_id")
+    )
+    source = "conversation_messages cm"
+    if numbered:
+        source += (
+            " CROSS JOIN entities m ON m.rowid = cm.message_row"
+            " CROSS JOIN entities c ON c.rowid = cm.conversation_row"
+        )
     pairs: set[tuple[str | bytes, str | bytes]] = set()
-    for column in ("message_id", "conversation_id"):
-        for chunk in _chunks(packed):
+    for column in ends:
+        for chunk in _chunks(ids):
             marks = ",".join("?" * len(chunk))
+            found = _ROWS.format(marks=marks) if numbered else f"({marks})"
             sql = (
-                "SELECT cm.message_id, cm.conversation_id FROM conversation_messages cm "
-                f"WHERE cm.{column} IN ({marks}) AND NOT EXISTS (SELECT 1 FROM relationships r "
-                f"WHERE r.source_entity_id = {entity_text('cm.message_id')} "
+                f"SELECT {message}, {conversation} FROM {source} "
+                f"WHERE cm.{column} IN {found} AND NOT EXISTS "
+                "(SELECT 1 FROM relationships r "
+                f"WHERE r.source_entity_id = {entity_text(message)} "
                 "AND r.relationship_type = 'PART_OF' "
-                f"AND r.target_entity_id = {entity_text('cm.conversation_id')})"
+                f"AND r.target_entity_id = {entity_text(conversation)})"
             )
             pairs.update((r[0], r[1]) for r in conn.execute(sql, chunk))
     return len(pairs)

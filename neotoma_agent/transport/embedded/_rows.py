@@ -117,8 +117,8 @@ def time_text(column: str) -> str:
 
 
 # Entity ids ("ent_" and 24 hex digits) are stored as their 12 bytes in the entity rows and
-# their unique index (schema version 12) and in the tables that key rows by entity
-# (observations, conversation_messages); any other id as it is. Edges, field
+# their unique index (schema version 12) and in the observations (the conversation index
+# holds entity row numbers since version 18); any other id as it is. Edges, field
 # values, summaries and the name index hold the text. ``entity_text`` is the SQL that turns
 # such a column back into the id; the SQL function ``entity_key`` (``install``) packs one.
 

@@ -11,6 +11,7 @@ import sqlite3
 from collections.abc import Callable
 
 from ._codec_migration import FIELD_CODEC, code_fields
+from ._conversation_index import NUMBERED_INDEX
 from ._early_schema import (
     COMPACT_ROWS,
     CONVERSATION_MESSAGES,
@@ -270,7 +271,8 @@ MIGRATIONS: tuple[str, ...] = (
     SEARCH_BY_ROWID,  # version 15: the search index by entity rowid (_search_rowid)
     FIELD_CODEC,  # the protocol records' fields in a positional codec (_codec_migration)
     GROUPED_NAMES,  # one bookkeeping-names document a turn (_turn_names)
-    PACKED_KEYS,  # version 18: the idempotency keys' text packed (_key_rows)
+    NUMBERED_INDEX,  # the conversation index by entity row numbers (_conversation_index)
+    PACKED_KEYS,  # version 19: the idempotency keys' rows packed (_key_rows)
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -42,6 +42,7 @@ from ..._records.payloads import BOOKKEEPING_TYPES
 from ...exceptions import EmptySearchQueryError, ValidationError
 from . import _scope
 from ._codec import field_sql, fields_sql
+from ._conversation_index import row_of
 from ._errors import flat_error, invalid_format
 from ._page_rows import decode_fields
 from ._reducer import SnapshotChange
@@ -125,8 +126,8 @@ def _conversation_of(
         row = conn.execute(
             f"SELECT {field_sql('conversation_id', 'e.snapshot', 'e.canonical_name')} "
             "FROM conversation_messages m "
-            "JOIN entities e ON e.id = m.conversation_id "
-            f"WHERE m.message_id = ? AND {_scope.owned('e')} LIMIT 1",
+            "JOIN entities e ON e.rowid = m.conversation_row "
+            f"WHERE m.message_row = {row_of('?')} AND {_scope.owned('e')} LIMIT 1",
             (packed,),
         ).fetchone()
         cache[packed] = row[0] if row is not None and isinstance(row[0], str) else None
@@ -195,8 +196,8 @@ def text_search(conn: sqlite3.Connection, body: Mapping[str, Any]) -> dict[str, 
     params: list[Any] = [match]
     if scope is not None:
         sql += (
-            " AND rowid IN (SELECT e.rowid FROM conversation_messages m JOIN entities e "
-            "ON e.id = m.message_id WHERE m.conversation_id = ?)"
+            " AND rowid IN (SELECT m.message_row FROM conversation_messages m "
+            f"WHERE m.conversation_row = {row_of('?')})"
         )
         params.append(encode_entity(conversation_entity_id(scope, _scope.tenant())))
     if not _scope.alone(conn):

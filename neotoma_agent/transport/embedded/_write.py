@@ -445,6 +445,7 @@ def write(conn: sqlite3.Connection, body: Mapping[str, Any]) -> Written | dict[s
         source_id,
         now,
         counts,
+        firsts,
     )
     return Written(source_id, priority, created, entries, created_edges, counts)
 

@@ -16,6 +16,8 @@ import sqlite3
 from contextlib import closing
 from pathlib import Path
 
+from conversation_index_support import unnumber
+
 from neotoma_agent.transport.embedded._codec import decode_fields
 from neotoma_agent.transport.embedded._codec_migration import FIELD_CODEC
 from neotoma_agent.transport.embedded._rows import dumps_acyclic
@@ -66,6 +68,7 @@ def uncoded_copy(path: Path, to: Path) -> Path:
     shutil.copyfile(path, to)
     with closing(sqlite3.connect(to, isolation_level=None)) as conn:
         conn.execute("BEGIN IMMEDIATE")
+        unnumber(conn)
         uncode(conn)
         conn.execute(f"PRAGMA user_version = {BEFORE}")
         conn.execute("COMMIT")

@@ -16,6 +16,7 @@ from contextlib import closing
 from pathlib import Path
 
 from codec_support import uncode
+from conversation_index_support import unnumber
 from type_codes_support import untype
 
 from neotoma_agent.transport.embedded._first import renumber
@@ -93,6 +94,7 @@ def as_version_9(path: Path) -> None:
     """The unmerged file at ``path`` without version 11's columns nor version 12's packed
     ids, at version 9."""
     with closing(sqlite3.connect(path, isolation_level=None)) as conn:
+        unnumber(conn)  # while the ids are packed, as the index held them
         untype(conn)  # the entity rows as version 13 held them
         conn.execute(f"UPDATE entities SET id = {entity_text('id')}")
         for column in _FIRST:

@@ -19,6 +19,7 @@ from contextlib import closing
 from pathlib import Path
 from typing import Any
 
+from conversation_index_support import unnumber
 from type_codes_support import untype
 
 from neotoma_agent.transport.embedded._reducer import SnapshotState, source_rank
@@ -54,6 +55,7 @@ def expand(path: Path, version: int = BEFORE) -> int:
             text = json.dumps(doc, separators=(",", ":"), ensure_ascii=False)
             conn.execute("UPDATE entities SET snapshot = ? WHERE rowid = ?", (text, rowid))
             count += 1
+        unnumber(conn, version)
         if version < 14:
             untype(conn)  # the entity rows as version 13 held them
         conn.execute(f"PRAGMA user_version = {version}")

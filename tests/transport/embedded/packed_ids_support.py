@@ -15,6 +15,7 @@ from contextlib import closing
 from pathlib import Path
 from typing import Any
 
+from conversation_index_support import unnumber
 from type_codes_support import untype
 
 from neotoma_agent.transport.embedded._rows import entity_text
@@ -27,6 +28,7 @@ def unpack(path: Path) -> int:
     """Every entity row's id as its text again, the file at version 11; how many rows."""
     with closing(sqlite3.connect(path, isolation_level=None)) as conn:
         conn.execute("BEGIN IMMEDIATE")
+        unnumber(conn)  # while the ids are packed, as the index held them
         count = conn.execute(f"UPDATE entities SET id = {entity_text('id')}").rowcount
         untype(conn)  # the entity rows as version 13 held them
         conn.execute(f"PRAGMA user_version = {BEFORE}")

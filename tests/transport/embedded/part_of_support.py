@@ -27,15 +27,16 @@ from neotoma_agent.transport.embedded._rows import entity_text
 _KEEP = f"""
 INSERT INTO relationships (source_entity_id, relationship_type, target_entity_id, metadata,
     provenance, seen, observation_count, last_observation_at, computed_at, uid)
-SELECT {entity_text("m.id")}, 'PART_OF', {entity_text("cm.conversation_id")}, '{{}}', '{{}}',
+SELECT {entity_text("m.id")}, 'PART_OF', {entity_text("c.id")}, '{{}}', '{{}}',
     derived_seen(CASE WHEN m.first_id IS NOT NULL THEN m.first_source ELSE
-        (SELECT o.source_id FROM observations o WHERE o.entity_id = cm.message_id
-        ORDER BY o.seq LIMIT 1) END, {entity_text("m.id")}, {entity_text("cm.conversation_id")}),
+        (SELECT o.source_id FROM observations o WHERE o.entity_id = m.id
+        ORDER BY o.seq LIMIT 1) END, {entity_text("m.id")}, {entity_text("c.id")}),
     1, m.created_at, NULL, m.uid
-FROM conversation_messages cm JOIN entities m ON m.id = cm.message_id
+FROM conversation_messages cm JOIN entities m ON m.rowid = cm.message_row
+JOIN entities c ON c.rowid = cm.conversation_row
 WHERE NOT EXISTS (SELECT 1 FROM relationships r WHERE r.source_entity_id = {entity_text("m.id")}
     AND r.relationship_type = 'PART_OF'
-    AND r.target_entity_id = {entity_text("cm.conversation_id")})
+    AND r.target_entity_id = {entity_text("c.id")})
 """
 
 

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from codec_support import uncode
+from conversation_index_support import unnumber
 
 from neotoma_agent._recall.search_text import doc_text
 from neotoma_agent.transport.embedded._rows import decode_doc_fields, encode_entity, entity_text
@@ -61,6 +62,7 @@ def unkeyed_copy(path: Path, to: Path) -> Path:
     shutil.copyfile(path, to)
     with closing(sqlite3.connect(to, isolation_level=None)) as conn:
         conn.execute("BEGIN IMMEDIATE")
+        unnumber(conn)
         uncode(conn)  # the fields as objects, as version 14 held them
         unkey(conn)
         conn.execute(f"PRAGMA user_version = {BEFORE}")

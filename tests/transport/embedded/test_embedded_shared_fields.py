@@ -128,8 +128,8 @@ async def test_a_version_3_file_shares_fields_and_answers_the_same_after_opening
         assert shared.fetchone()[0] > 0
         # Each conversation's messages numbered from 1 in their first-written order.
         positions = conn.execute(
-            "SELECT conversation_id, group_concat(seq) FROM "
-            "(SELECT conversation_id, seq FROM conversation_messages ORDER BY 1, 2) GROUP BY 1"
+            "SELECT conversation_row, group_concat(seq) FROM "
+            "(SELECT conversation_row, seq FROM conversation_messages ORDER BY 1, 2) GROUP BY 1"
         ).fetchall()
         for _, listed in positions:
             assert listed == ",".join(str(i) for i in range(1, len(listed.split(",")) + 1))

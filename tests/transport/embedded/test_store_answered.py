@@ -192,7 +192,8 @@ def _count_of(path: Path, conversation_id: str) -> tuple[int, int]:
             "SELECT message_count FROM entities WHERE id = ?", (bytes.fromhex(conversation_id[4:]),)
         ).fetchone()
         (rows,) = conn.execute(
-            "SELECT count(*) FROM conversation_messages WHERE conversation_id = ?",
+            "SELECT count(*) FROM conversation_messages "
+            "WHERE conversation_row = (SELECT rowid FROM entities WHERE id = ?)",
             (bytes.fromhex(conversation_id[4:]),),
         ).fetchone()
     conn.close()
@@ -254,14 +255,17 @@ def test_a_new_message_is_placed_with_no_read_first(tmp_path: Path) -> None:
     statements: Sequence[str] = [s for s in run if not s.startswith("--")]
     # No read of the index for the new message, no UPDATE of the count alone, no read of
     # the conversation row's first observation: the row was loaded with the plan.
-    assert not [s for s in statements if "FROM conversation_messages WHERE message_id" in s]
+    assert not [s for s in statements if "FROM conversation_messages WHERE message_row" in s]
     assert not [s for s in statements if s.startswith("UPDATE entities SET message_count")]
     assert not [s for s in statements if "first_id = " in s and s.startswith("SELECT")]
     # BEGIN and COMMIT among them; the message and the turn record, one names document
     assert len(statements) == 14
     conversation = (
         "ent_"
-        + conn.execute("SELECT hex(conversation_id) FROM conversation_messages LIMIT 1")
+        + conn.execute(
+            "SELECT hex(c.id) FROM conversation_messages cm "
+            "JOIN entities c ON c.rowid = cm.conversation_row LIMIT 1"
+        )
         .fetchone()[0]
         .lower()
     )

@@ -13,6 +13,8 @@ from collections.abc import Iterator
 from contextlib import closing, contextmanager
 from pathlib import Path
 
+from conversation_index_support import unnumber
+
 from neotoma_agent.transport.embedded._name_index import (
     NAME_KINDS,
     backfill_book_names,
@@ -54,6 +56,7 @@ def ungrouped_copy(path: Path, to: Path, version: int = BEFORE) -> Path:
     shutil.copyfile(path, to)
     with closing(sqlite3.connect(to, isolation_level=None)) as conn:
         conn.execute("BEGIN IMMEDIATE")
+        unnumber(conn, version)
         one_an_entity(conn)
         conn.execute(f"PRAGMA user_version = {version}")
         conn.execute("COMMIT")

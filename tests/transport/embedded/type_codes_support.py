@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from codec_support import uncode
+from conversation_index_support import unnumber
 from search_rowid_support import unkey
 
 #: the version before the type index held the type's code
@@ -63,6 +64,7 @@ def untyped_copy(path: Path, to: Path) -> Path:
     shutil.copyfile(path, to)
     with closing(sqlite3.connect(to, isolation_level=None)) as conn:
         conn.execute("BEGIN IMMEDIATE")
+        unnumber(conn)
         untype(conn)
         conn.execute(f"PRAGMA user_version = {BEFORE}")
         conn.execute("COMMIT")
