@@ -148,8 +148,15 @@ def turn_record_id(session: str, turn_id: str, tenant: str | None) -> str:
     """The id of the ``conversation_turn`` record of turn ``turn_id`` (memoised: a turn's
     record is on the page of each of the next few turns)."""
     from ..._neotoma.identity import resolve_identity_cached
+    from ..._neotoma.js import js_trim
 
     fields = {"session_id": session, "turn_id": turn_id}
+    if js_trim(session) and js_trim(turn_id):
+        # Its schema's rule (session_id + turn_id) decides it whatever else is given: named
+        # with the turn_key its turn's store gave it (the ids joined, as the codec derives
+        # it), it is the identity that store resolved, memoised already (a hit, not a run
+        # of the rules; test_turn_record_id).
+        fields["turn_key"] = f"{session}:{turn_id}"
     return resolve_identity_cached("conversation_turn", fields).in_tenant(tenant).entity_id
 
 
