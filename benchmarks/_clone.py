@@ -39,6 +39,7 @@ from _synth import build_turns, conversation_id, turn_id
 
 from neotoma_agent._neotoma.identity import entity_id_for
 from neotoma_agent._records.keys import TurnKeys, conversation_entity_id, turn_record_entity_id
+from neotoma_agent.transport.embedded._key_rows import key_seqs, pack_key, pack_seqs
 from neotoma_agent.transport.embedded._name_index import BOOKKEEPING
 from neotoma_agent.transport.embedded._rows import (
     decode_entity,
@@ -67,11 +68,10 @@ def _keys(cid: str, turns: int) -> dict[str, str]:
     }
 
 
-def _offset_seqs(written: str, offset: int, rows: dict[int, int]) -> str:
+def _offset_seqs(written: str | bytes, offset: int, rows: dict[int, int]) -> bytes:
     """A key's list in a copy: a row's seq offset, an entity row's first observation (minus
-    its rowid, schema 11) as the copy's entity row."""
-    seqs = [s + offset if s > 0 else rows[s] for s in json.loads(written)]
-    return json.dumps(seqs, separators=(",", ":"))
+    its rowid, schema 11) as the copy's entity row (packed, schema 18: ``_key_rows``)."""
+    return pack_seqs(s + offset if s > 0 else rows[s] for s in key_seqs(written))
 
 
 def _offset(value: int, offset: int) -> int:
@@ -106,7 +106,8 @@ class _Copier:
         ]
         ids += [turn_record_entity_id(_TEMPLATE, turn_id(t)) for t in range(turns)]
         packed = [encode_entity(i) for i in ids]
-        self.key_roles = {v: k for k, v in _keys(_TEMPLATE, turns).items()}
+        # each template key's role, by the key as its row holds it (packed: _key_rows)
+        self.key_roles = {pack_key(v): k for k, v in _keys(_TEMPLATE, turns).items()}
         keys = list(self.key_roles)
         self.seq_span = int(
             conn.execute(
@@ -258,7 +259,7 @@ class _Copier:
                 (
                     k[0],
                     key_digest(keys[self.key_roles[k[2]]]),
-                    keys[self.key_roles[k[2]]],
+                    pack_key(keys[self.key_roles[k[2]]]),
                     k[3],
                     _offset_seqs(k[4], seq, rows),
                     k[5] + dt,

@@ -33,8 +33,9 @@ columns, the per-user ones included) and once per layout probed:
   on an 8-byte digest of it), every other reference to a key (observations, the entity
   row's first observation) by its row number, the index by source holding the number
   instead of the key's 16-byte digest (schema version 8 already finds a key by that digest
-  and keeps its text once, in its row: this step numbers the rows) — ``compact``, the last
-  step of the format designed;
+  and keeps its text once, in its row; version 19 packs that text, ``_key_rows``, and
+  indexes the source's first 8 bytes, as this layout copies them: this step numbers the
+  rows) — ``compact``, the last step of the format designed;
 - ``+codec``: and what the field codec leaves (schema version 16 holds a message's and a
   turn record's fields in a per-type positional codec: no names, times as milliseconds,
   the role and status as codes, a message's ``sender_kind`` and ``turn_key`` and a turn
@@ -83,6 +84,7 @@ from _meta import environment
 
 from neotoma_agent._neotoma.identity import IdentityError, resolve_identity
 from neotoma_agent.transport.embedded._codec import NAMED_TYPES
+from neotoma_agent.transport.embedded._key_rows import key_text, pack_key
 from neotoma_agent.transport.embedded._rows import (
     decode_doc_fields,
     encode_word,
@@ -135,13 +137,14 @@ CREATE INDEX relationships_by_target ON relationships (target_entity_id, relatio
 """
 # Until ``+keys`` the keys are copied in the file's own layout.
 _KEYS = "SELECT sql FROM src.sqlite_master WHERE tbl_name = 'idempotency_keys' AND sql NOT NULL"
-# ``+keys``: numbered, the text once, found by its digest.
+# ``+keys``: numbered, the text once (packed, as the live file holds it since schema
+# version 19), found by its digest; the source indexed by its first 8 bytes, as live.
 _NUMBERED_KEYS = """
 CREATE TABLE idempotency_keys (num INTEGER PRIMARY KEY, uid INTEGER NOT NULL,
     digest INTEGER NOT NULL,
-    key TEXT NOT NULL, source_id NOT NULL, observations TEXT NOT NULL, created_at NOT NULL);
+    key NOT NULL, source_id NOT NULL, observations TEXT NOT NULL, created_at NOT NULL);
 CREATE INDEX idempotency_keys_by_digest ON idempotency_keys (uid, digest);
-CREATE INDEX idempotency_keys_by_source ON idempotency_keys (source_id)
+CREATE INDEX idempotency_keys_by_source ON idempotency_keys (substr(source_id, 1, 8))
 """
 _COPIED = ("entities", "observations", "relationships", "conversation_messages", "idempotency_keys")
 # A reference that found no entity number.
@@ -167,11 +170,12 @@ _FIRST_COLUMNS = (
 )
 
 
-def _digest(key: str | None) -> int | None:
-    """An idempotency key's 8-byte digest, as a signed SQLite integer."""
+def _digest(key: str | bytes | None) -> int | None:
+    """An idempotency key's 8-byte digest (of its text), as a signed SQLite integer."""
     if key is None:
         return None
-    return int.from_bytes(hashlib.sha256(key.encode()).digest()[:8], "big", signed=True)
+    text = key_text(key).encode()
+    return int.from_bytes(hashlib.sha256(text).digest()[:8], "big", signed=True)
 
 
 _TURN_PREFIX = "conversation_turn:"
@@ -224,14 +228,17 @@ def _fill(conn: sqlite3.Connection, layout: str) -> None:
     if _has(layout, "+codec"):
         snapshot = f"codec(e.entity_type, e.canonical_name, {snapshot})"
         first = "codec_first(e.entity_type, e.canonical_name, e.first_fields)"
-    # The number of each key (``+keys``), by its text.
+    # The number of each key (``+keys``), by its text (packed, as the live file holds it).
     key = "{0}"
     if _has(layout, "+keys"):
         conn.execute(
             "INSERT INTO idempotency_keys SELECT NULL, uid, digest(key), key, source_id, "
             "observations, created_at FROM src.idempotency_keys ORDER BY created_at, key"
         )
-        key = "(SELECT num FROM idempotency_keys k WHERE k.digest = digest({0}) AND k.key = {0})"
+        key = (
+            "(SELECT num FROM idempotency_keys k "
+            "WHERE k.digest = digest({0}) AND k.key = pack_key({0}))"
+        )
     else:
         conn.execute("INSERT INTO idempotency_keys SELECT * FROM src.idempotency_keys")
     cols = _ENTITY_COLUMNS.format(
@@ -323,6 +330,7 @@ def build(store: Path, out: Path, layout: str) -> tuple[dict[str, int], dict[str
         conn.create_function("word", 1, encode_word, deterministic=True)
         conn.create_function("derived_name", 4, _derived_name, deterministic=True)
         conn.create_function("digest", 1, _digest, deterministic=True)
+        conn.create_function("pack_key", 1, pack_key, deterministic=True)
         conn.create_function("codec", 3, _codec, deterministic=True)
         conn.create_function("codec_first", 3, _codec_first, deterministic=True)
         conn.execute("BEGIN")

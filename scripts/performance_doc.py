@@ -444,7 +444,8 @@ STEPS: dict[str, tuple[str, str | None]] = {
     "+name": ("no stored canonical name where the identity rules derive it", None),
     "+meta": ("snapshot metas as the winning observation's number", None),
     "+keys": (
-        "idempotency keys numbered (version 8 finds them by a 16-byte digest already)",
+        "idempotency keys numbered (version 8 finds them by a 16-byte digest already, "
+        "version 19 packs their text)",
         "  idempotency keys",
     ),
     "+codec": (

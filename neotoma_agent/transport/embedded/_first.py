@@ -11,11 +11,11 @@ observations as rows, so every read handles both.
 
 from __future__ import annotations
 
-import json
 import sqlite3
 from typing import Any, Final
 
 from ._codec import fields_sql, first_fields_sql
+from ._key_rows import key_seqs
 from ._reducer import SnapshotState
 from ._rows import (
     FIRST_META,
@@ -128,7 +128,9 @@ def merge_first(conn: sqlite3.Connection) -> None:
     conn.create_function(
         "first_seqs",
         1,
-        lambda text: dumps_acyclic([moved.get(n, n) for n in json.loads(text)]),
+        # (key_seqs: a list a later version packed, in a file written back to this version
+        # by hand, reads as its JSON would)
+        lambda text: dumps_acyclic([moved.get(n, n) for n in key_seqs(text)]),
         deterministic=True,
     )
     conn.execute("UPDATE idempotency_keys SET observations = first_seqs(observations)")

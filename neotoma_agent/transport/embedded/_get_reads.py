@@ -16,6 +16,7 @@ from typing import Any
 from . import _scope
 from ._edge_json import REL_COLUMNS, relationship_row_json
 from ._errors import invalid_format, not_found
+from ._key_rows import first_key
 from ._part_of import edges
 from ._read import observations_page
 from ._rows import (
@@ -117,14 +118,9 @@ def _keys_of_sources(conn: sqlite3.Connection, source_ids: set[str]) -> dict[str
         return {}
     keys: dict[str, str] = {}
     for source_id in sorted(source_ids):
-        # The first key of a source (the oldest); by the index on source ids.
-        row = conn.execute(
-            f"SELECT key FROM idempotency_keys WHERE source_id = ? AND {_scope.owned()} "
-            "ORDER BY created_at, key LIMIT 1",
-            (encode_id(source_id),),
-        ).fetchone()
-        if row is not None:
-            keys[source_id] = str(row[0])
+        key = first_key(conn, encode_id(source_id))
+        if key is not None:
+            keys[source_id] = key
     return keys
 
 

@@ -16,7 +16,6 @@ needs it to itself for the ``VACUUM``: close the :class:`EmbeddedStore` first.
 
 from __future__ import annotations
 
-import json
 import os
 import sqlite3
 from collections.abc import Callable, Sequence
@@ -29,6 +28,7 @@ from ..._neotoma.forget import Forgotten
 from ..._records.user_id import LOCAL_USER_ID, check_user_id
 from ..._util.file_kind import check_store_file
 from ._conversation_index import NUMBERED_INDEX
+from ._key_rows import key_seqs
 from ._name_index import unindex_book_names
 from ._rows import decode_entity, encode_entity, entity_text
 from ._schema import MIGRATIONS
@@ -151,9 +151,10 @@ def _rows(conn: sqlite3.Connection, ids: Sequence[str]) -> PurgeStats:
         ids,
     )
     # A key's row lists the observations (by seq) its store wrote: a key that wrote any
-    # of the purged ones goes (the key names the conversation and the turn).
+    # of the purged ones goes (the key names the conversation and the turn). A key is
+    # matched as its row holds it (``_key_rows``: the same text is the same value).
     stale = [
-        str(key)
+        key
         for key, observations in conn.execute("SELECT key, observations FROM idempotency_keys")
         if seqs.intersection(_seqs(observations))
     ]
@@ -208,7 +209,7 @@ def _has(conn: sqlite3.Connection, table: str) -> bool:
 
 def _seqs(raw: object) -> list[int]:
     try:
-        value = json.loads(raw) if isinstance(raw, str | bytes) else raw
+        value = key_seqs(raw) if isinstance(raw, str | bytes) else raw
     except ValueError:
         return []
     return [v for v in value if isinstance(v, int)] if isinstance(value, list) else []

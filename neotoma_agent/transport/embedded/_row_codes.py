@@ -1,4 +1,4 @@
-"""An entity row's name, aliases and times in fewer bytes (schema version 19).
+"""An entity row's name, aliases and times in fewer bytes (schema version 20).
 
 Four columns of an entity row mostly repeat what the row holds already. The row stores
 them coded, and four virtual generated columns (never stored, as ``entity_type`` is

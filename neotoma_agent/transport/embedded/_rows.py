@@ -18,6 +18,7 @@ from typing import Any
 from ..._neotoma.identity import ENTITY_ID_RE, schema_version
 from ..._neotoma.js import compact_encoder
 from . import _codec, _scope
+from ._key_rows import key_seqs, pack_key, pack_seqs
 from ._reducer import ObservationMeta, SnapshotState, source_rank
 from ._times import decode_time, encode_time
 from ._words import decode_word, encode_word
@@ -437,9 +438,9 @@ def record_key(
         (
             _scope.uid(),
             key_digest(key),
-            key,
+            pack_key(key),
             encode_id(source_id),
-            dumps_acyclic(list(seqs)),
+            pack_seqs(seqs),
             encode_time(now),
         ),
     )
@@ -464,7 +465,8 @@ def replayed_observations(conn: sqlite3.Connection, key: str) -> list[tuple[str,
         "AND digest = ?",
         (key_digest(key),),
     ).fetchone()
-    seqs: list[int] = json.loads(row[0])
+    seqs = key_seqs(row[0])
+    listed = dumps_acyclic(seqs)
     found = {
         r[0]: (decode_entity(r[1]), str(decode_word(r[2])), str(decode_id(r[3])))
         for r in conn.execute(
@@ -473,7 +475,7 @@ def replayed_observations(conn: sqlite3.Connection, key: str) -> list[tuple[str,
             "UNION ALL SELECT -rowid, id, entity_type, first_id FROM entities "
             "WHERE rowid IN (SELECT -value FROM json_each(?1) WHERE value < 0) "
             "AND first_id IS NOT NULL",
-            (row[0],),
+            (listed,),
         )
     }
     return [found[seq] for seq in seqs]

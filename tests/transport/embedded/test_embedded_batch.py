@@ -16,6 +16,7 @@ from test_import_batch import _body  # the same bodies as the store_many tests t
 from neotoma_agent.transport.embedded._batch import store_each
 from neotoma_agent.transport.embedded._connect import connect as _connect
 from neotoma_agent.transport.embedded._connect import encodable as _encodable
+from neotoma_agent.transport.embedded._key_rows import key_text
 from neotoma_agent.transport.embedded._write import store
 
 
@@ -27,7 +28,7 @@ def _run(conn: sqlite3.Connection, bodies: list[dict[str, Any]]) -> list[Any]:
 
 
 def _keys(conn: sqlite3.Connection) -> list[str]:
-    return sorted(r[0] for r in conn.execute("SELECT key FROM idempotency_keys"))
+    return sorted(key_text(r[0]) for r in conn.execute("SELECT key FROM idempotency_keys"))
 
 
 def test_a_batch_refused_before_writing_takes_one_savepoint(tmp_path: Path) -> None:

@@ -18,6 +18,7 @@ import pytest
 
 from neotoma_agent.exceptions import IdempotencyMismatchError, ValidationError
 from neotoma_agent.transport.embedded import EmbeddedStore
+from neotoma_agent.transport.embedded._key_rows import key_text
 
 pytestmark = [pytest.mark.anyio, pytest.mark.one_backend]
 
@@ -473,7 +474,7 @@ async def test_batch_with_one_bad_part_stores_nothing_and_the_corrected_batch_su
     assert await observation_count(store, message_id) == 1
     assert (await store.retrieve_related_entities(message_id)).relationships == ()
     with sqlite3.connect(tmp_path / "store.db") as conn:
-        keys = [row[0] for row in conn.execute("SELECT key FROM idempotency_keys")]
+        keys = [key_text(row[0]) for row in conn.execute("SELECT key FROM idempotency_keys")]
     assert keys == ["earlier-user-message"]
 
     fixed = await store.store(

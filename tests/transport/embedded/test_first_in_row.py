@@ -15,6 +15,7 @@ from merge_support import unmerged_copy
 
 from neotoma_agent import EmbeddedStore, NeotomaMemory
 from neotoma_agent.exceptions import NeotomaError
+from neotoma_agent.transport.embedded._key_rows import key_text
 from neotoma_agent.transport.embedded._rows import entity_text
 
 pytestmark = pytest.mark.anyio
@@ -68,7 +69,7 @@ async def _answers(path: Path) -> dict[str, Any]:
     filter, and each key's replay."""
     with closing(sqlite3.connect(path)) as conn:
         ids = [r[0] for r in conn.execute(f"SELECT {entity_text('id')} FROM entities ORDER BY id")]
-        keys = [r[0] for r in conn.execute("SELECT key FROM idempotency_keys ORDER BY key")]
+        keys = sorted(key_text(r[0]) for r in conn.execute("SELECT key FROM idempotency_keys"))
     out: dict[str, Any] = {}
     async with EmbeddedStore.open(path) as store:
         for entity_id in ids:

@@ -25,6 +25,7 @@ from neotoma_agent.exceptions import IdempotencyMismatchError, ServerError
 from neotoma_agent.testing import FaultyTransport, RecordingTransport
 from neotoma_agent.transport._rest import store_body
 from neotoma_agent.transport.embedded import EmbeddedStore
+from neotoma_agent.transport.embedded._key_rows import key_text
 
 pytestmark = [pytest.mark.anyio, pytest.mark.one_backend]
 
@@ -153,9 +154,10 @@ async def test_a_batch_stores_exactly_what_record_turn_stores(tmp_path: Path) ->
 
     def written(path: Path) -> tuple[list[tuple[str, bytes]], list[tuple[str, str, str]]]:
         with sqlite3.connect(path) as conn:
-            keys = conn.execute(
-                "SELECT key, source_id FROM idempotency_keys ORDER BY key"
-            ).fetchall()
+            keys = sorted(
+                (key_text(k), s)
+                for k, s in conn.execute("SELECT key, source_id FROM idempotency_keys")
+            )
             edges = conn.execute(
                 "SELECT source_entity_id, relationship_type, target_entity_id "
                 "FROM relationships ORDER BY 1, 2, 3"
