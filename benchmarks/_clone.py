@@ -146,7 +146,11 @@ class _Copier:
         }
         # Each template entity's id in a copy: its name's, with the copy's conversation id.
         # (a row holds its type as its word code: ``type_code``, schema version 14)
-        self.names = [(decode_entity(e[0]), decode_word(e[1]), e[2]) for e in self.rows["entities"]]
+        # (``SELECT *`` reads the stored columns, then the generated ones: the type, and,
+        # since schema version 18, the name, aliases and times its coded columns hold)
+        self.names = [
+            (decode_entity(e[0]), decode_word(e[1]), e[21]) for e in self.rows["entities"]
+        ]
         first, last = conn.execute(
             "SELECT min(observed_at), max(observed_at) FROM observations WHERE seq <= ?",
             (self.seq_span,),
@@ -182,6 +186,12 @@ class _Copier:
             tail = _SHARED.sub(lambda m: f'"s":{_offset(int(m.group(1)), seq)}', tail)
             return fields + sep + tail
 
+        def name(code: Any) -> Any:  # the rest of a name after its type, as its bytes
+            return text(code.decode()).encode() if isinstance(code, bytes) else text(code)
+
+        def later(code: Any) -> Any:  # NULL: the creation time (moved); b"": none
+            return code if code is None or isinstance(code, bytes) else code + dt
+
         r = self.rows
         conn.executemany(
             "INSERT INTO entities VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
@@ -189,13 +199,13 @@ class _Copier:
                 (
                     bytes_map[e[0]],
                     e[1],
-                    text(e[2]),
+                    name(e[2]),
                     e[3],
                     e[4] + dt,
-                    e[5] + dt,
+                    later(e[5]),
                     snapshot(e[6]),
                     e[7],
-                    e[8] + dt,
+                    later(e[8]),
                     e[9],
                     e[10],
                     *e[11:19],
@@ -272,7 +282,7 @@ class _Copier:
         # The bookkeeping names' rows are numbered as the entity rows just written: a turn
         # record's holds its messages' names, and a message named so has none of its own.
         books = [
-            (decode_word(e[1]), text(e[2]), json.loads(e[3]), bytes_map[e[0]])
+            (decode_word(e[1]), text(e[21]), json.loads(e[22]), bytes_map[e[0]])
             for e in r["entities"]
             if decode_word(e[1]) in BOOKKEEPING
         ]

@@ -20,7 +20,9 @@ columns, the per-user ones included) and once per layout probed:
   the entity row and its index; by number, a query of a type sorted by id would sort);
 - ``+name``: and no canonical name where the identity rules derive it from the entity's
   type and fields (NULL; a read would derive it again), except a coded message's, whose
-  ``turn_key`` the live file derives from its name (schema version 16);
+  ``turn_key`` the live file derives from its name (schema version 16), as a coded turn
+  record's; every other name as the live file stores it: since schema version 18 the rest after its
+  type's ``{type}:`` as bytes (``_row_codes``), which every layout copies;
 - ``+meta``: and each winning observation in the snapshot doc as its seq alone (its id,
   time, priority and source rank read from its row), instead of about 53 bytes of metas
   (the live file lists its entity row's first observation so since schema version 13: the
@@ -57,9 +59,13 @@ schema version 11 the live file keeps it in the entity row (its id, source, key,
 source word, specificity, identity basis and rule, and its fields when they are not the
 snapshot's), and every layout copies those columns. And every layout holds an entity's id
 as its 12 bytes in its row and its unique index (``encode_entity``), as the live file does
-since schema version 12. Nor does any layout, nor the live file, hold ``search_docs``
-(each indexed entity's number and id, and a unique index on the id: about 94 bytes a
-turn): since schema version 15 the search index's rows have their entity rows' rowids.
+since schema version 12, and its name, aliases and update and last observation times coded
+as the live file stores them since schema version 18 (``_row_codes``: the rest of a name
+after its type, no aliases and a time equal to the creation time as NULL; the copies read
+the stored columns, not the virtual ones that decode them). Nor does any layout, nor the
+live file, hold ``search_docs`` (each indexed entity's number and id, and a unique index
+on the id: about 94 bytes a turn): since schema version 15 the search index's rows have
+their entity rows' rowids.
 """
 
 from __future__ import annotations
@@ -106,9 +112,9 @@ def _has(layout: str, step: str) -> bool:
 
 # (name, columns) of the tables and indexes each layout writes; rows come from ``_fill``.
 _ENTITIES = """CREATE TABLE entities (num INTEGER PRIMARY KEY, id NOT NULL UNIQUE,
-    entity_type NOT NULL, canonical_name, aliases TEXT NOT NULL, created_at NOT NULL,
-    updated_at NOT NULL, snapshot TEXT NOT NULL, observation_count INTEGER NOT NULL,
-    last_observation_at, message_count INTEGER NOT NULL, uid INTEGER NOT NULL{merged})"""
+    entity_type NOT NULL, name_code, alias_list TEXT, created_at NOT NULL,
+    updated_code, snapshot TEXT NOT NULL, observation_count INTEGER NOT NULL,
+    last_code, message_count INTEGER NOT NULL, uid INTEGER NOT NULL{merged})"""
 # The entity's first observation, in its row (the live file holds it so since schema 11).
 _MERGED = """, first_id, first_source, first_key, first_priority INTEGER,
     first_osource, first_specificity REAL, first_basis, first_rule, first_fields TEXT"""
@@ -155,8 +161,8 @@ _BY_ID = "CREATE INDEX entities_by_type ON entities (uid, entity_type, id);"
 _BY_NUM = "CREATE INDEX entities_by_type ON entities (uid, entity_type);"
 
 _ENTITY_COLUMNS = (
-    "e.rowid, {id}, {type}, {name}, e.aliases, e.created_at, e.updated_at, {snapshot}, "
-    "e.observation_count, e.last_observation_at, e.message_count, e.uid"
+    "e.rowid, {id}, {type}, {name}, e.alias_list, e.created_at, e.updated_code, {snapshot}, "
+    "e.observation_count, e.last_code, e.message_count, e.uid"
 )
 _FIRST_COLUMNS = (
     ", e.first_id, e.first_source, {key}, e.first_priority, e.first_osource, "
@@ -209,9 +215,9 @@ def _fill(conn: sqlite3.Connection, layout: str) -> None:
     numbered = layout != "copy"
     # The live file's rows hold the type's code (schema version 14), as every layout does.
     etype = "word(e.entity_type)"
-    name = "e.canonical_name"
+    name = "e.name_code"
     if _has(layout, "+name"):
-        name = "derived_name(e.entity_type, e.canonical_name, e.snapshot)"
+        name = "derived_name(e.entity_type, e.canonical_name, e.snapshot, e.name_code)"
     snapshot = "e.snapshot"
     if _has(layout, "+meta"):
         snapshot = (
@@ -292,18 +298,21 @@ _HAD = {
 }
 
 
-def _derived_name(entity_type: str, canonical_name: str, snapshot: str) -> str | None:
+def _derived_name(
+    entity_type: str, canonical_name: str, snapshot: str, stored: str | bytes
+) -> str | bytes | None:
     """NULL where the identity rules give the entity's type and fields this name, and no
     field is stored as derived from the name (a coded message's ``turn_key``, schema
-    version 16: the name is then its only copy)."""
+    version 16: the name is then its only copy); else the name as the row stores it
+    (``stored``: its rest after the type, schema version 18)."""
     if entity_type in NAMED_TYPES and isinstance(json.loads(snapshot).get("f"), list):
-        return canonical_name
+        return stored
     fields = decode_doc_fields(snapshot, canonical_name)[0]
     try:
         found = resolve_identity(entity_type, fields).canonical_name
     except IdentityError:
-        return canonical_name
-    return None if found == canonical_name else canonical_name
+        return stored
+    return None if found == canonical_name else stored
 
 
 def _sizes(conn: sqlite3.Connection, schema: str = "main") -> dict[str, int]:
@@ -319,7 +328,7 @@ def build(store: Path, out: Path, layout: str) -> tuple[dict[str, int], dict[str
         conn.execute("PRAGMA journal_mode = OFF")
         conn.execute(f"ATTACH 'file:{store}?mode=ro' AS src")
         conn.create_function("word", 1, encode_word, deterministic=True)
-        conn.create_function("derived_name", 3, _derived_name, deterministic=True)
+        conn.create_function("derived_name", 4, _derived_name, deterministic=True)
         conn.create_function("digest", 1, _digest, deterministic=True)
         conn.create_function("pack_key", 1, pack_key, deterministic=True)
         conn.create_function("codec", 3, _codec, deterministic=True)

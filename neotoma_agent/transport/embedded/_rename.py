@@ -28,6 +28,7 @@ from ..._neotoma.identity import (
 from . import _scope
 from ._codec import renamed
 from ._name_index import BOOKKEEPING, rename, substring_ids
+from ._row_codes import encode_aliases, encode_name, set_time
 from ._rows import dumps, encode_entity, encode_time, entity_exists
 
 __all__ = ["rederive_name"]
@@ -85,8 +86,14 @@ def rederive_name(
     if current not in aliases:
         aliases.append(current)
     conn.execute(
-        "UPDATE entities SET canonical_name = ?, aliases = ?, updated_at = ? WHERE id = ?",
-        (derived, dumps(aliases), encode_time(now), encode_entity(entity_id)),
+        f"UPDATE entities SET name_code = ?1, alias_list = ?2, {set_time('updated_at', 3)} "
+        "WHERE id = ?4",
+        (
+            encode_name(entity_type, derived),
+            encode_aliases(dumps(aliases)),
+            encode_time(now),
+            encode_entity(entity_id),
+        ),
     )
     renamed(conn, entity_type, encode_entity(entity_id), current, derived)
     rename(conn, entity_id, entity_type, before, (derived, aliases))

@@ -24,6 +24,7 @@ from ._first import merge_first, number_first_metas
 from ._key_rows import PACKED_KEYS, pack_keys
 from ._name_index import backfill_book_names
 from ._part_of import derived_seen_of
+from ._row_codes import ROW_CODES, recode_rows
 from ._rows import encode_entity, key_digest
 from ._search_rowid import SEARCH_BY_ROWID, key_search_by_rowid
 from ._summaries import backfill
@@ -273,6 +274,7 @@ MIGRATIONS: tuple[str, ...] = (
     GROUPED_NAMES,  # one bookkeeping-names document a turn (_turn_names)
     NUMBERED_INDEX,  # the conversation index by entity row numbers (_conversation_index)
     PACKED_KEYS,  # version 19: the idempotency keys' rows packed (_key_rows)
+    ROW_CODES,  # entity names, aliases and times coded (_row_codes)
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -292,6 +294,7 @@ _AFTER: dict[str, Callable[[sqlite3.Connection], None]] = {
     FIELD_CODEC: code_fields,
     GROUPED_NAMES: rebuild_book_names,
     PACKED_KEYS: pack_keys,
+    ROW_CODES: recode_rows,
 }
 
 

@@ -17,7 +17,7 @@ from typing import Final
 
 from ._words import WORDS, encode_word
 
-__all__ = ["TYPE_CODES", "of_type", "type_in"]
+__all__ = ["TYPE_CODES", "WORD_SQL", "of_type", "type_in"]
 
 
 def _quoted(word: str) -> str:
@@ -30,7 +30,8 @@ _CODE: Final = (
     + " ELSE entity_type END"
 )
 
-_WORD = (
+#: SQL giving an entity row's type back from its ``type_code``
+WORD_SQL: Final = (
     "CASE type_code "
     + " ".join(f"WHEN {code} THEN {_quoted(word)}" for code, word in enumerate(WORDS))
     + " ELSE type_code END"
@@ -57,7 +58,7 @@ CREATE TABLE entities_v14 (
     uid INTEGER NOT NULL DEFAULT 0,
     first_id, first_source, first_key, first_priority INTEGER, first_osource,
     first_specificity REAL, first_basis, first_rule, first_fields TEXT,
-    entity_type AS ({_WORD}) VIRTUAL
+    entity_type AS ({WORD_SQL}) VIRTUAL
 );
 INSERT INTO entities_v14 (rowid, id, type_code, {_COLUMNS})
     SELECT rowid, id, {_CODE}, {_COLUMNS} FROM entities ORDER BY rowid;

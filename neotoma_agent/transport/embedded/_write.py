@@ -39,6 +39,7 @@ from ._name_index import index_fields, index_name
 from ._new_edges import Counted, edge_routes, write_edges
 from ._reducer import ObservationMeta, SnapshotChange, SnapshotState, fold, source_rank
 from ._rename import rederive_name
+from ._row_codes import encode_name, set_time, time_code
 from ._rows import (
     dumps,
     dumps_acyclic,
@@ -70,6 +71,7 @@ __all__ = ["store", "write", "write_time"]
 _PLAIN_NAME = re.compile(r"[A-Za-z0-9_:.-]*").fullmatch
 
 _STRICT_OK_RULES = ("name_key:canonical_name", "name_key:email", "id_key:")
+_TIMES = f"{set_time('last_observation_at', 3)}, {set_time('updated_at', 4)}"
 
 
 def write_time() -> str:
@@ -615,18 +617,17 @@ def _observe(
     rowid = None if known is None else int(known[0])  # the entity row's, if held
     if create is not None:
         inserted = conn.execute(
-            "INSERT INTO entities (id, type_code, canonical_name, aliases, created_at, "
-            "updated_at, snapshot, observation_count, last_observation_at, message_count, uid, "
-            f"{FIRST_COLUMNS}) VALUES (?, ?, ?, '[]', ?, ?, ?, ?, ?, ?, ?, ?,?,?,?,?,?,?,?,?)",
+            "INSERT INTO entities (id, type_code, name_code, created_at, snapshot, "
+            "observation_count, last_code, message_count, uid, "
+            f"{FIRST_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?,?,?,?,?,?,?,?,?)",
             (
                 encode_entity(entity_id),
                 encode_word(create.entity_type),
-                create.canonical_name,
-                at,
+                encode_name(create.entity_type, create.canonical_name),
                 at,
                 doc,
                 state.observation_count,
-                encode_opt_time(state.last_observation_at),
+                time_code(encode_opt_time(state.last_observation_at), at),
                 messages,
                 _scope.uid(),
                 packed_id,
@@ -654,8 +655,8 @@ def _observe(
         )
     elif messages:
         conn.execute(
-            "UPDATE entities SET snapshot = ?, observation_count = ?, last_observation_at = ?, "
-            "updated_at = ?, message_count = message_count + ? WHERE id = ?",
+            f"UPDATE entities SET snapshot = ?1, observation_count = ?2, {_TIMES}, "
+            "message_count = message_count + ?5 WHERE id = ?6",
             (
                 doc,
                 state.observation_count,
@@ -667,8 +668,7 @@ def _observe(
         )
     else:
         conn.execute(
-            "UPDATE entities SET snapshot = ?, observation_count = ?, last_observation_at = ?, "
-            "updated_at = ? WHERE id = ?",
+            f"UPDATE entities SET snapshot = ?1, observation_count = ?2, {_TIMES} WHERE id = ?5",
             (
                 doc,
                 state.observation_count,
