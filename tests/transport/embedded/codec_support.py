@@ -11,12 +11,12 @@ must every write after.
 from __future__ import annotations
 
 import json
-import shutil
 import sqlite3
 from contextlib import closing
 from pathlib import Path
 
 from conversation_index_support import unnumber
+from version_copy_support import copy_at_version
 
 from neotoma_agent.transport.embedded._codec import decode_fields
 from neotoma_agent.transport.embedded._codec_migration import FIELD_CODEC
@@ -65,14 +65,7 @@ def uncode(conn: sqlite3.Connection) -> int:
 
 
 def uncoded_copy(path: Path, to: Path) -> Path:
-    shutil.copyfile(path, to)
-    with closing(sqlite3.connect(to, isolation_level=None)) as conn:
-        conn.execute("BEGIN IMMEDIATE")
-        unnumber(conn)
-        uncode(conn)
-        conn.execute(f"PRAGMA user_version = {BEFORE}")
-        conn.execute("COMMIT")
-    return to
+    return copy_at_version(path, to, BEFORE, unnumber, uncode)
 
 
 def coded_rows(path: Path) -> tuple[int, int]:

@@ -9,11 +9,12 @@ and so must every write after.
 
 from __future__ import annotations
 
-import shutil
 import sqlite3
 from contextlib import closing
 from pathlib import Path
 from typing import Any
+
+from version_copy_support import copy_at_version
 
 from neotoma_agent.transport.embedded._row_codes import ROW_CODES
 from neotoma_agent.transport.embedded._schema import MIGRATIONS
@@ -61,13 +62,7 @@ def uncode_rows(conn: sqlite3.Connection) -> None:
 
 def uncoded_copy(path: Path, to: Path) -> Path:
     """A copy of the (closed) file at ``path`` as the version before held it."""
-    shutil.copyfile(path, to)
-    with closing(sqlite3.connect(to, isolation_level=None)) as conn:
-        conn.execute("BEGIN IMMEDIATE")
-        uncode_rows(conn)
-        conn.execute(f"PRAGMA user_version = {BEFORE}")
-        conn.execute("COMMIT")
-    return to
+    return copy_at_version(path, to, BEFORE, uncode_rows)
 
 
 def coded_rows(path: Path) -> list[tuple[Any, ...]]:

@@ -12,7 +12,6 @@ both, and so must every write after.
 
 from __future__ import annotations
 
-import shutil
 import sqlite3
 from contextlib import closing
 from pathlib import Path
@@ -20,6 +19,7 @@ from typing import Any
 
 from codec_support import uncode
 from conversation_index_support import unnumber
+from version_copy_support import copy_at_version
 
 from neotoma_agent._recall.search_text import doc_text
 from neotoma_agent.transport.embedded._rows import decode_doc_fields, encode_entity, entity_text
@@ -59,15 +59,8 @@ def unkey(conn: sqlite3.Connection) -> None:
 
 def unkeyed_copy(path: Path, to: Path) -> Path:
     """A copy of the (closed) file at ``path`` as version 14 held it."""
-    shutil.copyfile(path, to)
-    with closing(sqlite3.connect(to, isolation_level=None)) as conn:
-        conn.execute("BEGIN IMMEDIATE")
-        unnumber(conn)
-        uncode(conn)  # the fields as objects, as version 14 held them
-        unkey(conn)
-        conn.execute(f"PRAGMA user_version = {BEFORE}")
-        conn.execute("COMMIT")
-    return to
+    # (uncode: the fields as objects, as version 14 held them)
+    return copy_at_version(path, to, BEFORE, unnumber, uncode, unkey)
 
 
 def search_rows(path: Path) -> list[tuple[Any, ...]]:

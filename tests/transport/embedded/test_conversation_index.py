@@ -19,6 +19,7 @@ from conversation_index_support import NUMBERED, by_ids, unnumber
 from file_workload_support import Step, compared, same_on_both, steps, turn_on_recorded, write_steps
 from hypothesis import given
 from paths_support import TESTS
+from version_copy_support import copy_at_version
 
 from neotoma_agent import (
     EmbeddedStore,
@@ -174,13 +175,7 @@ async def test_the_upgrade_numbers_the_version_17_files_index(tmp_path: Path) ->
 
 
 def _as_version_before(path: Path, to: Path) -> Path:
-    shutil.copyfile(path, to)
-    with closing(sqlite3.connect(to, isolation_level=None)) as conn:
-        conn.execute("BEGIN IMMEDIATE")
-        unnumber(conn)
-        conn.execute(f"PRAGMA user_version = {NUMBERED - 1}")
-        conn.execute("COMMIT")
-    return to
+    return copy_at_version(path, to, NUMBERED - 1, unnumber)
 
 
 @compared

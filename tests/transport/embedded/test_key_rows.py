@@ -20,6 +20,7 @@ from file_workload_support import Step, compared, same_on_both, steps, write_ste
 from hypothesis import example, given
 from hypothesis import strategies as st
 from paths_support import TESTS
+from version_copy_support import copy_at_version
 
 from neotoma_agent import EmbeddedStore, NeotomaMemory, purge_forgotten
 from neotoma_agent._records.keys import TurnKeys
@@ -60,18 +61,16 @@ def unpacked_copy(path: Path, to: Path) -> Path:
     """A copy of the (closed) file at ``path`` with every key and list of observations as
     its text and the index by source on the whole source, at the version before the step
     (opening it upgrades it)."""
-    shutil.copyfile(path, to)
-    with closing(sqlite3.connect(to, isolation_level=None)) as conn:
-        conn.execute("BEGIN IMMEDIATE")
-        conn.create_function("key_text", 1, key_text, deterministic=True)
-        conn.create_function("seqs_json", 1, lambda v: json.dumps(key_seqs(v)).replace(" ", ""))
-        conn.execute("UPDATE idempotency_keys SET key = key_text(key)")
-        conn.execute("UPDATE idempotency_keys SET observations = seqs_json(observations)")
-        conn.execute("DROP INDEX idempotency_keys_by_source")
-        conn.execute(_BY_SOURCE_BEFORE)
-        conn.execute(f"PRAGMA user_version = {BEFORE}")
-        conn.execute("COMMIT")
-    return to
+    return copy_at_version(path, to, BEFORE, _unpack_keys)
+
+
+def _unpack_keys(conn: sqlite3.Connection) -> None:
+    conn.create_function("key_text", 1, key_text, deterministic=True)
+    conn.create_function("seqs_json", 1, lambda v: json.dumps(key_seqs(v)).replace(" ", ""))
+    conn.execute("UPDATE idempotency_keys SET key = key_text(key)")
+    conn.execute("UPDATE idempotency_keys SET observations = seqs_json(observations)")
+    conn.execute("DROP INDEX idempotency_keys_by_source")
+    conn.execute(_BY_SOURCE_BEFORE)
 
 
 # -- the codec -------------------------------------------------------------------------------

@@ -7,13 +7,13 @@ documents, which was complete)."""
 from __future__ import annotations
 
 import json
-import shutil
 import sqlite3
 from collections.abc import Iterator
 from contextlib import closing, contextmanager
 from pathlib import Path
 
 from conversation_index_support import unnumber
+from version_copy_support import copy_at_version
 
 from neotoma_agent.transport.embedded._name_index import (
     NAME_KINDS,
@@ -53,14 +53,7 @@ def one_an_entity(conn: sqlite3.Connection) -> None:
 def ungrouped_copy(path: Path, to: Path, version: int = BEFORE) -> Path:
     """A copy of the (closed) file at ``path`` with one names document an entity, at
     ``version`` (the one before, by default: opening it upgrades it)."""
-    shutil.copyfile(path, to)
-    with closing(sqlite3.connect(to, isolation_level=None)) as conn:
-        conn.execute("BEGIN IMMEDIATE")
-        unnumber(conn, version)
-        one_an_entity(conn)
-        conn.execute(f"PRAGMA user_version = {version}")
-        conn.execute("COMMIT")
-    return to
+    return copy_at_version(path, to, version, lambda conn: unnumber(conn, version), one_an_entity)
 
 
 def documents(path: Path) -> list[int]:

@@ -10,7 +10,6 @@ every write after.
 
 from __future__ import annotations
 
-import shutil
 import sqlite3
 from contextlib import closing
 from pathlib import Path
@@ -19,6 +18,7 @@ from typing import Any
 from codec_support import uncode
 from conversation_index_support import unnumber
 from search_rowid_support import unkey
+from version_copy_support import copy_at_version
 
 #: the version before the type index held the type's code
 BEFORE = 13
@@ -61,14 +61,7 @@ def untype(conn: sqlite3.Connection) -> None:
 
 
 def untyped_copy(path: Path, to: Path) -> Path:
-    shutil.copyfile(path, to)
-    with closing(sqlite3.connect(to, isolation_level=None)) as conn:
-        conn.execute("BEGIN IMMEDIATE")
-        unnumber(conn)
-        untype(conn)
-        conn.execute(f"PRAGMA user_version = {BEFORE}")
-        conn.execute("COMMIT")
-    return to
+    return copy_at_version(path, to, BEFORE, unnumber, untype)
 
 
 def type_index(path: Path) -> list[tuple[Any, ...]]:

@@ -1,0 +1,31 @@
+"""A copy of a store file as an older schema version held it (for a format step's tests).
+
+Each step's support module says how to undo its step on a connection (``unnumber``,
+``uncode``, ...); :func:`copy_at_version` runs those undo steps on a copy in one
+transaction and sets the copy's version, so opening it upgrades it again.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sqlite3
+from collections.abc import Callable
+from contextlib import closing
+from pathlib import Path
+
+__all__ = ["copy_at_version"]
+
+
+def copy_at_version(
+    path: Path, to: Path, version: int, *undo: Callable[[sqlite3.Connection], object]
+) -> Path:
+    """A copy at ``to`` of the (closed) file at ``path``: each of ``undo`` run on it in
+    order, in one transaction, and its version set to ``version``."""
+    shutil.copyfile(path, to)
+    with closing(sqlite3.connect(to, isolation_level=None)) as conn:
+        conn.execute("BEGIN IMMEDIATE")
+        for step in undo:
+            step(conn)
+        conn.execute(f"PRAGMA user_version = {version}")
+        conn.execute("COMMIT")
+    return to
