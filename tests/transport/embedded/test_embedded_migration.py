@@ -7,7 +7,6 @@ that code answered then.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import shutil
 import sqlite3
@@ -16,6 +15,7 @@ from typing import Any
 
 import pytest
 from paths_support import TESTS
+from recorder_support import recorder
 
 from neotoma_agent.exceptions import IdempotencyMismatchError
 from neotoma_agent.transport.embedded import EmbeddedStore, _schema
@@ -96,18 +96,6 @@ async def test_opening_a_version_1_file_rewrites_it_in_the_compact_format(v1_fil
             assert all(isinstance(seq, int) for seq in key_seqs(written))
 
 
-def _recorder() -> Any:
-    """``tests/data/record_store_answers.py``: the reads whose answers it recorded."""
-    spec = importlib.util.spec_from_file_location(
-        "record_store_answers", DATA.parent / "record_store_answers.py"
-    )
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.mark.parametrize(
     "fixture",
     [
@@ -153,7 +141,7 @@ async def test_an_older_file_answers_every_read_as_the_code_that_recorded_it(
     recorded.pop("searches", None)
     path = tmp_path / "store.db"
     shutil.copyfile(DATA.parent / fixture / "store.db", path)
-    got = await _recorder()._record(path, searches=False)
+    got = await recorder()._record(path, searches=False)
     assert list(got) == list(recorded)
     for category, answer in recorded.items():
         assert got[category] == answer, category
@@ -217,6 +205,6 @@ async def test_an_upgrade_that_fails_midway_leaves_the_older_file_as_it_was(
         assert conn.execute("SELECT count(*) FROM idempotency_keys").fetchone()[0] == 17
     monkeypatch.undo()
     recorded = json.loads((TESTS / "data" / "v7_store" / "answers.json").read_text())
-    assert await _recorder()._record(path, searches=False) == recorded
+    assert await recorder()._record(path, searches=False) == recorded
     with sqlite3.connect(path) as conn:
         assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION

@@ -11,7 +11,6 @@ purge, the entities' id order; after a restore, the restored one last).
 
 from __future__ import annotations
 
-import importlib.util
 import itertools
 import json
 import shutil
@@ -33,6 +32,7 @@ from file_workload_support import (
 )
 from hypothesis import given
 from paths_support import TESTS
+from recorder_support import recorder
 from search_rowid_support import BEFORE, search_rows, unkeyed_copy
 
 from neotoma_agent import EmbeddedStore, NeotomaMemory, UserStore, purge_forgotten, purge_user
@@ -181,17 +181,6 @@ def _in_rowid_order(answer: dict[str, Any], rowids: dict[str, int]) -> bool:
     )
 
 
-def _recorder() -> Any:
-    spec = importlib.util.spec_from_file_location(
-        "record_store_answers", DATA.parent / "record_store_answers.py"
-    )
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 async def test_a_version_14_file_answers_its_searches_as_recorded(tmp_path: Path) -> None:
     """``tests/data/v14_store`` (written and recorded by version 14, main at 080c616): after
     the upgrade its index holds the same entities, under their rowids, and every search of
@@ -202,7 +191,7 @@ async def test_a_version_14_file_answers_its_searches_as_recorded(tmp_path: Path
     before = {entity_id for _, entity_id in search_rows(path)}
     recorded: dict[str, Any] = json.loads((DATA / "answers.json").read_text())["searches"]
     async with EmbeddedStore.open(path) as store:
-        got: dict[str, Any] = await _recorder()._searches(store)
+        got: dict[str, Any] = await recorder()._searches(store)
     assert "search_docs" not in _tables(path)
     rowids = _rowids(path)
     assert {e for _, e in search_rows(path)} == before

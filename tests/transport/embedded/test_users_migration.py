@@ -5,15 +5,14 @@ starts empty beside it, and erasing that user leaves the old rows answering as r
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import shutil
 import sqlite3
 from pathlib import Path
-from typing import Any
 
 import pytest
 from paths_support import TESTS
+from recorder_support import recorder
 
 from neotoma_agent import EmbeddedStore, NeotomaMemory, purge_user
 from neotoma_agent._neotoma.identity import entity_id_for
@@ -21,15 +20,6 @@ from neotoma_agent._neotoma.identity import entity_id_for
 pytestmark = pytest.mark.anyio
 
 DATA = TESTS / "data"
-
-
-def _recorder() -> Any:
-    spec = importlib.util.spec_from_file_location("record", DATA / "record_store_answers.py")
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.mark.one_backend
@@ -55,7 +45,7 @@ async def test_an_old_file_is_the_local_users_and_a_new_user_starts_empty(
         async with NeotomaMemory(alice, conversation_id="chat-v2").turn("hello") as t:
             t.reply = "hi"
     purge_user(path, "alice")
-    got = await _recorder()._record(path)
+    got = await recorder()._record(path)
     for category, answer in recorded.items():
         assert got[category] == answer, category
     with sqlite3.connect(path) as conn:
