@@ -115,6 +115,7 @@ async def test_opening_a_version_1_file_rewrites_it_in_the_compact_format(v1_fil
         "v14_store",
         "v15_store",
         "v17_store",
+        "v20_store",
     ],
 )
 async def test_an_older_file_answers_every_read_as_the_code_that_recorded_it(
@@ -134,7 +135,8 @@ async def test_an_older_file_answers_every_read_as_the_code_that_recorded_it(
     same, by the packed entity ids, main at 642dc04), version 14 (the same, by the type
     codes, main at 080c616; its searches: ``test_search_rowid``), version 15 (the same, by
     the search index keyed by rowid, main at 518799f), version 17 (the same, by one
-    bookkeeping-names document a turn, main at a1090f1): snapshots,
+    bookkeeping-names document a turn, main at a1090f1), version 20 (the same, by the
+    entity row's derivable columns, main at b7d8fd7): snapshots,
     observations, queries (sorted, filtered), lookups, replays, the GET routes (an
     observation's ``source``), recent conversations."""
     recorded = json.loads((DATA.parent / fixture / "answers.json").read_text())
