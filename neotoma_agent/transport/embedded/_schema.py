@@ -10,6 +10,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Callable
 
+from ._close_room import CLOSE_ROOM
 from ._codec_migration import FIELD_CODEC, code_fields
 from ._conversation_index import NUMBERED_INDEX
 from ._early_schema import (
@@ -275,6 +276,7 @@ MIGRATIONS: tuple[str, ...] = (
     NUMBERED_INDEX,  # the conversation index by entity row numbers (_conversation_index)
     PACKED_KEYS,  # version 19: the idempotency keys' rows packed (_key_rows)
     ROW_CODES,  # entity names, aliases and times coded (_row_codes)
+    CLOSE_ROOM,  # version 21: room a turn record keeps for its close (_close_room)
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -39,7 +39,8 @@ from ._name_index import index_fields, index_name
 from ._new_edges import Counted, edge_routes, write_edges
 from ._reducer import ObservationMeta, SnapshotChange, SnapshotState, fold, source_rank
 from ._rename import rederive_name
-from ._row_codes import encode_name, set_time, time_code
+from ._close_room import STATE_SET, room_for
+from ._row_codes import encode_name, time_code
 from ._rows import (
     dumps,
     dumps_acyclic,
@@ -71,7 +72,6 @@ __all__ = ["store", "write", "write_time"]
 _PLAIN_NAME = re.compile(r"[A-Za-z0-9_:.-]*").fullmatch
 
 _STRICT_OK_RULES = ("name_key:canonical_name", "name_key:email", "id_key:")
-_TIMES = f"{set_time('last_observation_at', 3)}, {set_time('updated_at', 4)}"
 
 
 def write_time() -> str:
@@ -609,17 +609,16 @@ def _observe(
             first_fields = encode_fields(entity_type, fields, fields_json, name)
     if states is not None:
         states[entity_id] = state
-    doc = encode_state(
-        state, encode_fields(entity_type, state.fields, fields_text, name, exact=True)
-    )
+    coded = encode_fields(entity_type, state.fields, fields_text, name, exact=True)
+    doc = encode_state(state, coded)
     messages = 0 if counted is None else counted.take(entity_id)
     known = None if firsts is None else firsts.get(entity_id)
     rowid = None if known is None else int(known[0])  # the entity row's, if held
     if create is not None:
         inserted = conn.execute(
             "INSERT INTO entities (id, type_code, name_code, created_at, snapshot, "
-            "observation_count, last_code, message_count, uid, "
-            f"{FIRST_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?,?,?,?,?,?,?,?,?)",
+            "observation_count, last_code, message_count, uid, room, "
+            f"{FIRST_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,?,?,?,?,?,?,?,?)",
             (
                 encode_entity(entity_id),
                 encode_word(create.entity_type),
@@ -630,6 +629,7 @@ def _observe(
                 time_code(encode_opt_time(state.last_observation_at), at),
                 messages,
                 _scope.uid(),
+                room_for(entity_type, fields, coded if first_fields is None else None),
                 packed_id,
                 source,
                 idempotency_key,
@@ -655,8 +655,7 @@ def _observe(
         )
     elif messages:
         conn.execute(
-            f"UPDATE entities SET snapshot = ?1, observation_count = ?2, {_TIMES}, "
-            "message_count = message_count + ?5 WHERE id = ?6",
+            f"UPDATE entities SET {STATE_SET}, message_count = message_count + ?5 WHERE id = ?6",
             (
                 doc,
                 state.observation_count,
@@ -668,7 +667,7 @@ def _observe(
         )
     else:
         conn.execute(
-            f"UPDATE entities SET snapshot = ?1, observation_count = ?2, {_TIMES} WHERE id = ?5",
+            f"UPDATE entities SET {STATE_SET} WHERE id = ?5",
             (
                 doc,
                 state.observation_count,
