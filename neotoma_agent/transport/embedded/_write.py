@@ -25,6 +25,7 @@ from ..._neotoma.identity import (
 from ...exceptions import ValidationError
 from .._wire import OBSERVATION_SOURCES
 from . import _scope
+from ._close_room import STATE_SET, room_for
 from ._codec import encode_fields, row_name
 from ._errors import (
     flat_error,
@@ -39,7 +40,6 @@ from ._name_index import index_fields, index_name
 from ._new_edges import Counted, edge_routes, write_edges
 from ._reducer import ObservationMeta, SnapshotChange, SnapshotState, fold, source_rank
 from ._rename import rederive_name
-from ._close_room import STATE_SET, room_for
 from ._row_codes import encode_name, time_code
 from ._rows import (
     dumps,
