@@ -66,6 +66,11 @@ the stored columns, not the virtual ones that decode them). Nor does any layout,
 live file, hold ``search_docs`` (each indexed entity's number and id, and a unique index
 on the id: about 94 bytes a turn): since schema version 15 the search index's rows have
 their entity rows' rowids.
+Every layout copies what a turn record's close left of the room its enter wrote it with
+(``room``: since schema version 21 a turn record is written at its enter at the size its
+close takes, ``_close_room``; its close spends the room, a few bytes are left), and the
+live file's entity pages are as full as the copies' (a close no longer splits them: at
+schema version 20, a sixth of the live file's entity leaves was room such splits left).
 """
 
 from __future__ import annotations
@@ -114,7 +119,7 @@ def _has(layout: str, step: str) -> bool:
 _ENTITIES = """CREATE TABLE entities (num INTEGER PRIMARY KEY, id NOT NULL UNIQUE,
     entity_type NOT NULL, name_code, alias_list TEXT, created_at NOT NULL,
     updated_code, snapshot TEXT NOT NULL, observation_count INTEGER NOT NULL,
-    last_code, message_count INTEGER NOT NULL, uid INTEGER NOT NULL{merged})"""
+    last_code, message_count INTEGER NOT NULL, uid INTEGER NOT NULL{merged}, room BLOB)"""
 # The entity's first observation, in its row (the live file holds it so since schema 11).
 _MERGED = """, first_id, first_source, first_key, first_priority INTEGER,
     first_osource, first_specificity REAL, first_basis, first_rule, first_fields TEXT"""
@@ -248,6 +253,7 @@ def _fill(conn: sqlite3.Connection, layout: str) -> None:
         snapshot=snapshot,
     )
     cols += _FIRST_COLUMNS.format(key=key.format("e.first_key"), first=first)
+    cols += ", e.room"  # what a turn record's close left of its room (schema version 21)
     conn.execute(f"INSERT INTO entities SELECT {cols} FROM src.entities e ORDER BY e.rowid")
     # The number of each entity, by its id as the entity rows and observations hold it (12
     # bytes) and as text (edges).

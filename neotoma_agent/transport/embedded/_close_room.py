@@ -24,19 +24,18 @@ and the size of the open fields the close moves into ``first_fields``.
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Mapping
 from typing import Any, Final
 
-from ._row_codes import set_time, time_sql
+from ._row_codes import set_time
 
 __all__ = [
     "CLOSE_ROOM",
+    "FIRST_SET",
     "STATE_SET",
-    "install",
     "record_size",
     "room_for",
-    "room_left",
+    "size_sql",
     "spend_sql",
 ]
 
@@ -68,48 +67,92 @@ def _varint(value: int) -> int:
     return size
 
 
+#: the bytes of an integer's data by the bound it is below (and at or above minus it)
+_INT_BYTES: Final = ((1 << 7, 1), (1 << 15, 2), (1 << 23, 3), (1 << 31, 4), (1 << 47, 6))
+
+
 def record_size(value: Any) -> int:
     """The bytes ``value`` takes in a SQLite record: its header's serial type and its data."""
+    kind = type(value)
+    if kind is str:
+        n = len(value) if value.isascii() else len(value.encode())
+        return n + (1 if n <= 57 else _varint(2 * n + 13))
     if value is None:
         return 1
-    if isinstance(value, bool | int):
-        v = int(value)
-        if 0 <= v <= 1:
+    if kind is bytes:
+        n = len(value)
+        return n + (1 if n <= 57 else _varint(2 * n + 12))
+    if kind is int or kind is bool:
+        if 0 <= value <= 1:
             return 1
-        for size, bound in ((1, 1 << 7), (2, 1 << 15), (3, 1 << 23), (4, 1 << 31), (6, 1 << 47)):
-            if -bound <= v < bound:
+        for bound, size in _INT_BYTES:
+            if -bound <= value < bound:
                 return 1 + size
         return 9
-    if isinstance(value, float):
-        return 9
-    n = len(value.encode()) if isinstance(value, str) else len(value)
-    return n + _varint(2 * n + (13 if isinstance(value, str) else 12))
+    return 9  # a float
 
 
 def _room_bytes(size: int) -> bytes:
     """A room blob that takes as close to ``size`` record bytes as can be, never more (one
     byte at least: an empty blob)."""
     n = size - 1
-    while n > 0 and record_size(bytes(n)) > size:  # its serial type: 1 byte to 57, then 2
+    while n > 0 and n + _varint(2 * n + 12) > size:  # its serial type: 1 byte to 57, then 2
         n -= 1
     return bytes(max(0, n))
 
 
-def room_left(room: bytes, *pairs: Any) -> bytes:
-    """The room a row keeps after an ``UPDATE`` that sets each ``pairs``' old value (0, 2,
-    ...) to its new one (1, 3, ...): what it held less what the row gains (an empty blob
-    once it is spent)."""
-    growth = 0
-    for i in range(0, len(pairs), 2):
-        growth += record_size(pairs[i + 1]) - record_size(pairs[i])
-    return _room_bytes(record_size(room) - growth)
+#: the bytes an integer takes beyond 1 for each range it is outside of
+_INT_STEPS: Final = (
+    (1, "0 AND 1"),
+    (1, "-128 AND 127"),
+    (1, "-32768 AND 32767"),
+    (1, "-8388608 AND 8388607"),
+    (2, "-2147483648 AND 2147483647"),
+    (2, "-140737488355328 AND 140737488355327"),
+)
 
 
-def spend_sql(*pairs: tuple[str, str]) -> str:
-    """The ``SET`` of ``room`` in an ``UPDATE`` of entity rows that sets each column of
-    ``pairs`` (column, SQL of its new value): the room spent on what the row gains."""
-    args = ", ".join(f"{column}, {value}" for column, value in pairs)
-    return f"room = CASE WHEN room IS NULL THEN NULL ELSE room_left(room, {args}) END"
+def _text_size(x: str) -> str:
+    # ``record_size`` of a TEXT or BLOB (its bytes: a cast to BLOB copies nothing), or NULL
+    n = f"length(CAST({x} AS BLOB))"
+    return f"coalesce({n} + 1 + ({n} > 57) + ({n} > 8185), 1)"
+
+
+def _int_size(x: str) -> str:
+    # ``record_size`` of an INTEGER (comparisons only: no function call)
+    return "(1" + "".join(f" + {k} * ({x} NOT BETWEEN {r})" for k, r in _INT_STEPS) + ")"
+
+
+def size_sql(x: str) -> str:
+    """SQL of :func:`record_size` of the value of ``x`` (an expression)."""
+    return (
+        f"CASE typeof({x}) WHEN 'integer' THEN {_int_size(x)} WHEN 'real' THEN 9 "
+        f"ELSE {_text_size(x)} END"
+    )
+
+
+def _time_size(param: int) -> str:
+    # ``record_size`` of ``?{param}`` as ``_row_codes.set_time`` codes it: NULL (its row's
+    # creation time) or an empty blob (no time) take 1 byte, any other time its own
+    p = f"?{param}"
+    return (
+        f"CASE WHEN {p} IS NULL OR ({p} = created_at AND typeof({p}) = typeof(created_at)) "
+        f"THEN 1 ELSE {size_sql(p)} END"
+    )
+
+
+def spend_sql(*sizes: tuple[str, str]) -> str:
+    """The ``SET`` of ``room`` in an ``UPDATE`` of entity rows whose each column of
+    ``sizes`` (its old size, its new size: SQL of :func:`record_size`, :func:`size_sql`)
+    changes: the room spent on what the row gains, an empty blob once it is spent (a row
+    with no room keeps none)."""
+    # ``t``: the record bytes the room may take; a blob of n bytes takes n + 1 to 57, n + 2
+    # to 8,185, n + 3 beyond.
+    t = f"({_text_size('room')}" + "".join(f" + {o} - {n}" for o, n in sizes) + ")"
+    return (
+        f"room = CASE WHEN room IS NULL THEN NULL "
+        f"ELSE zeroblob({t} - 1 - ({t} >= 59) - ({t} >= 8188)) END"
+    )
 
 
 #: The ``SET`` of a store's ``UPDATE`` of an entity row's state: its snapshot (``?1``), count
@@ -118,12 +161,15 @@ STATE_SET: Final = (
     f"snapshot = ?1, observation_count = ?2, {set_time('last_observation_at', 3)}, "
     f"{set_time('updated_at', 4)}, "
     + spend_sql(
-        ("snapshot", "?1"),
-        ("observation_count", "?2"),
-        ("last_code", time_sql(3)),
-        ("updated_code", time_sql(4)),
+        (_text_size("snapshot"), _text_size("?1")),
+        (_int_size("observation_count"), _int_size("?2")),
+        (size_sql("last_code"), _time_size(3)),
+        (size_sql("updated_code"), _time_size(4)),
     )
 )
+
+#: The ``SET`` of an ``UPDATE`` of an entity row's first fields (``?1``), its room spent.
+FIRST_SET: Final = "first_fields = ?1, " + spend_sql((_text_size("first_fields"), _text_size("?1")))
 
 
 def room_for(entity_type: str, fields: Mapping[str, Any], moved: str | None) -> bytes | None:
@@ -133,8 +179,3 @@ def room_for(entity_type: str, fields: Mapping[str, Any], moved: str | None) -> 
     if entity_type != _TURN or fields.get("status") != "open":
         return None
     return _room_bytes(record_size(moved) - 1 + CLOSE_GROWTH)
-
-
-def install(conn: sqlite3.Connection) -> None:
-    """Give ``conn`` the SQL function ``room_left`` (:func:`spend_sql`'s)."""
-    conn.create_function("room_left", -1, room_left, deterministic=True)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import sqlite3
 from typing import Any, Final
 
-from ._close_room import spend_sql
+from ._close_room import FIRST_SET
 from ._codec import fields_sql, first_fields_sql
 from ._key_rows import key_seqs
 from ._reducer import SnapshotState
@@ -73,14 +73,11 @@ def first_of(conn: sqlite3.Connection, entity_id: str, obs_id: Any) -> int | Non
     return None if row is None else -int(row[0])
 
 
-_SPEND: Final = spend_sql(("first_fields", "?1"))
-
-
 def set_fields(conn: sqlite3.Connection, entity_id: str, seq: int, text: str | None) -> None:
     """Observation ``seq`` of ``entity_id`` holds ``text`` as its fields (NULL: shared)."""
     if seq == FIRST_SEQ:
         conn.execute(
-            f"UPDATE entities SET first_fields = ?1, {_SPEND} WHERE id = ?2",
+            f"UPDATE entities SET {FIRST_SET} WHERE id = ?2",
             (text, encode_entity(entity_id)),
         )
     else:

@@ -17,7 +17,7 @@ from typing import Any
 
 from ..._neotoma.identity import ENTITY_ID_RE, schema_version
 from ..._neotoma.js import compact_encoder
-from . import _close_room, _codec, _scope
+from . import _codec, _scope
 from ._key_rows import key_seqs, pack_key, pack_seqs
 from ._reducer import ObservationMeta, SnapshotState, source_rank
 from ._times import decode_time, encode_time
@@ -145,7 +145,6 @@ def install(conn: sqlite3.Connection) -> None:
     ``bytes`` parameters without a failed adaptation (below)."""
     conn.create_function("entity_key", 1, encode_entity, deterministic=True)
     _codec.install(conn)
-    _close_room.install(conn)
     _bind_bytes()
 
 

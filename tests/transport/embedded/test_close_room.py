@@ -33,6 +33,7 @@ from neotoma_agent import EmbeddedStore, NeotomaMemory
 from neotoma_agent.transport.embedded._close_room import (
     CLOSE_ROOM,
     record_size,
+    size_sql,
     spend_sql,
 )
 from neotoma_agent.transport.embedded._schema import MIGRATIONS, SCHEMA_VERSION
@@ -58,11 +59,14 @@ def _payload(conn: sqlite3.Connection) -> int:
 
 @given(value=_values)
 def test_a_values_record_size_is_the_bytes_sqlite_stores_for_it(value: Any) -> None:
-    """``record_size`` is what the value takes in a row: its header's type and its data."""
+    """``record_size`` (and its SQL, ``size_sql``) is what the value takes in a row: its
+    header's type and its data."""
     with closing(sqlite3.connect(":memory:")) as conn:
         conn.execute("CREATE TABLE t (v)")
         conn.execute("INSERT INTO t VALUES (?)", (value,))
         assert _payload(conn) == 1 + record_size(value)  # (the header's own length: 1)
+        sized = conn.execute(f"SELECT {size_sql('v')}, {size_sql('?1')} FROM t", (value,))
+        assert sized.fetchone() == (record_size(value), record_size(value))
 
 
 @given(
@@ -76,15 +80,13 @@ def test_an_update_that_spends_the_room_keeps_the_row_its_size(
     """A row whose room holds what an ``UPDATE`` adds keeps its size (a byte less at most,
     where the room's own length cannot say it); one whose room is short grows by the rest
     only; a row with no room keeps none."""
+    spend = spend_sql((size_sql("a"), size_sql("?1")), (size_sql("b"), size_sql("?2")))
     with closing(sqlite3.connect(":memory:")) as conn:
-        from neotoma_agent.transport.embedded import _close_room
-
-        _close_room.install(conn)
         conn.execute("CREATE TABLE t (a, b, room BLOB)")
         conn.execute("INSERT INTO t VALUES (?, ?, ?)", (*old, bytes(room)))
         conn.execute("INSERT INTO t VALUES (?, ?, NULL)", old)
         before = _payload(conn)
-        conn.execute(f"UPDATE t SET a = ?1, b = ?2, {spend_sql(('a', '?1'), ('b', '?2'))}", new)
+        conn.execute(f"UPDATE t SET a = ?1, b = ?2, {spend}", new)
         after = _payload(conn)
         spent = conn.execute("SELECT room FROM t ORDER BY rowid").fetchall()
     growth = sum(record_size(n) - record_size(o) for o, n in zip(old, new, strict=True))
