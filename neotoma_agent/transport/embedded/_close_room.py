@@ -12,9 +12,12 @@ table's leaves was such room, as the rows' exact sizes fell.
 So a turn record is written at its enter with the room its close takes, in a column of its
 own that no read reads (``room``: a blob of zeros, :func:`room_for`), and every ``UPDATE``
 that rewrites an entity row's snapshot, times, count or first fields spends the room on
-what the row gains (:func:`spend_sql`, through the SQL function ``room_left``): the row
-keeps its size, byte for byte, and SQLite writes it over itself, in its page, with no
-split. A close larger than the room (a long list of retrieved ids, say) grows the row by
+what the row gains (:func:`spend_sql`: the bytes each value takes in the row's record,
+:func:`record_size`, computed in SQL by comparisons and ``length``, no application
+function): the row keeps its size, byte for byte, and SQLite writes it over itself, in its
+page, with no split (``STATE_SET`` and ``FIRST_SET``, the two statements of a close;
+a rename or a migration's rewrite leaves the room as it is). A close larger than the room
+(a long list of retrieved ids, say) grows the row by
 what is left over only; a close smaller leaves the difference in the row. A row with no
 room (NULL: every other entity, and every row an older version wrote) is written as before.
 
