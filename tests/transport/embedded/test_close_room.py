@@ -32,9 +32,10 @@ from version_copy_support import copy_at_version
 from neotoma_agent import EmbeddedStore, NeotomaMemory
 from neotoma_agent.transport.embedded._close_room import (
     CLOSE_ROOM,
+    FIRST_SET,
     record_size,
-    size_sql,
     spend_sql,
+    text_size,
 )
 from neotoma_agent.transport.embedded._schema import MIGRATIONS, SCHEMA_VERSION
 
@@ -51,6 +52,7 @@ _values = st.one_of(
     st.text(max_size=300),
     st.binary(max_size=300),
 )
+_texts = st.one_of(st.none(), st.text(max_size=300), st.binary(max_size=300))
 
 
 def _payload(conn: sqlite3.Connection) -> int:
@@ -59,60 +61,80 @@ def _payload(conn: sqlite3.Connection) -> int:
 
 @given(value=_values)
 def test_a_values_record_size_is_the_bytes_sqlite_stores_for_it(value: Any) -> None:
-    """``record_size`` (and its SQL, ``size_sql``) is what the value takes in a row: its
-    header's type and its data."""
+    """``record_size`` (and its SQL for a text, ``text_size``) is what the value takes in a
+    row: its header's type and its data."""
     with closing(sqlite3.connect(":memory:")) as conn:
         conn.execute("CREATE TABLE t (v)")
         conn.execute("INSERT INTO t VALUES (?)", (value,))
         assert _payload(conn) == 1 + record_size(value)  # (the header's own length: 1)
-        sized = conn.execute(f"SELECT {size_sql('v')}, {size_sql('?1')} FROM t", (value,))
-        assert sized.fetchone() == (record_size(value), record_size(value))
+        if value is None or isinstance(value, str | bytes):
+            sized = conn.execute(f"SELECT {text_size('v')}, {text_size('?1')} FROM t", (value,))
+            assert sized.fetchone() == (record_size(value), record_size(value))
 
 
-@given(
-    old=st.tuples(_values, _values),
-    new=st.tuples(_values, _values),
-    room=st.integers(0, 200),
-)
+@given(old=st.tuples(_texts, _texts), new=st.tuples(_texts, _texts), room=st.integers(0, 200))
 def test_an_update_that_spends_the_room_keeps_the_row_its_size(
     old: tuple[Any, Any], new: tuple[Any, Any], room: int
 ) -> None:
     """A row whose room holds what an ``UPDATE`` adds keeps its size (a byte less at most,
     where the room's own length cannot say it); one whose room is short grows by the rest
     only; a row with no room keeps none."""
-    spend = spend_sql((size_sql("a"), size_sql("?1")), (size_sql("b"), size_sql("?2")))
+    spend = spend_sql((text_size("a"), text_size("?1")), (text_size("b"), text_size("?2")))
     with closing(sqlite3.connect(":memory:")) as conn:
         conn.execute("CREATE TABLE t (a, b, room BLOB)")
         conn.execute("INSERT INTO t VALUES (?, ?, ?)", (*old, bytes(room)))
-        conn.execute("INSERT INTO t VALUES (?, ?, NULL)", old)
         before = _payload(conn)
+        conn.execute("INSERT INTO t VALUES (?, ?, NULL)", old)
+        plain = _payload(conn) - before
         conn.execute(f"UPDATE t SET a = ?1, b = ?2, {spend}", new)
         after = _payload(conn)
         spent = conn.execute("SELECT room FROM t ORDER BY rowid").fetchall()
     growth = sum(record_size(n) - record_size(o) for o, n in zip(old, new, strict=True))
-    left = record_size(bytes(room)) - growth
-    plain = growth  # the row with no room grows as it would anyway
-    assert spent[1] == (None,)
-    if left >= 1:
-        assert before + plain - 1 <= after <= before + plain
-    else:
-        assert after == before + plain + (1 - left)
+    left = bytes(max(0, room - growth))
+    assert spent == [(left,), (None,)]
+    after -= plain + growth  # the row with no room grows as it would anyway
+    assert after == before + growth + record_size(left) - record_size(bytes(room))
+    if 0 <= growth <= room:
+        assert before - 1 <= after <= before
+
+
+def _row_size(conn: sqlite3.Connection, name: str) -> tuple[int, Any]:
+    """The bytes of the record of the entity row named ``name`` (its stored columns, but
+    the header's own length, which is the same for every row), and its room."""
+    stored = [
+        c for _, c, _, _, _, _, hidden in conn.execute("PRAGMA table_xinfo(entities)") if not hidden
+    ]
+    row = conn.execute(
+        f"SELECT {', '.join(stored)} FROM entities WHERE canonical_name = ?", (name,)
+    ).fetchone()
+    return sum(record_size(v) for v in row), row[stored.index("room")]
 
 
 def _stored_size(path: Path, name: str) -> tuple[int, Any]:
-    """The bytes of the record of the entity row named ``name`` (its stored columns), and
-    its room."""
     with closing(sqlite3.connect(path)) as conn:
-        stored = [
-            c
-            for _, c, _, _, _, _, hidden in conn.execute("PRAGMA table_xinfo(entities)")
-            if hidden == 0
-        ]
-        row = conn.execute(
-            f"SELECT {', '.join(stored)} FROM entities WHERE canonical_name = ?", (name,)
-        ).fetchone()
-    header = sum(record_size(v) for v in row)  # + the header's length, the same in both
-    return header, row[stored.index("room")]
+        return _row_size(conn, name)
+
+
+def _first_write(path: Path, name: str) -> int:
+    """The size of the row named ``name`` once a close's first write (its open fields into
+    ``first_fields``) is made, on a transaction rolled back."""
+    with closing(sqlite3.connect(path, isolation_level=None)) as conn:
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            conn.execute(
+                f"UPDATE entities SET {FIRST_SET} WHERE canonical_name = ?2",
+                (
+                    *conn.execute(
+                        "SELECT json_extract(snapshot, '$.f') FROM entities "
+                        "WHERE canonical_name = ?",
+                        (name,),
+                    ).fetchone(),
+                    name,
+                ),
+            )
+            return _row_size(conn, name)[0]
+        finally:
+            conn.execute("ROLLBACK")
 
 
 @pytest.mark.parametrize("named", [True, False], ids=["named ids", "minted ids"])
@@ -120,8 +142,9 @@ async def test_a_turn_record_is_written_at_its_enter_at_the_size_of_its_close(
     tmp_path: Path, named: bool
 ) -> None:
     """A turn record's row at its close takes the bytes it took at its enter (its room
-    spent on what the close added), for the first turn of a conversation and later ones,
-    whether the caller names the turn or the library mints its id."""
+    spent on what the close added: on its first write byte for byte, and on its state, a
+    few bytes left), for the first turn of a conversation and later ones, whether the
+    caller names the turn or the library mints its id."""
     path = tmp_path / "store.db"
     async with EmbeddedStore.open(path) as store:
         memory = NeotomaMemory(store, conversation_id="chat-1")
@@ -132,10 +155,11 @@ async def test_a_turn_record_is_written_at_its_enter_at_the_size_of_its_close(
                 at_enter, room = _stored_size(path, name)
                 assert room is not None
                 assert len(room) > 60
+                assert _first_write(path, name) == at_enter
                 t.reply = f"answer {n}: it is on track."
             at_close, left = _stored_size(path, name)
-            assert at_close <= at_enter
-            assert len(left) <= 16  # what a longer seq would have taken
+            assert left is None
+            assert at_enter - 16 <= at_close <= at_enter  # (what a longer seq would take)
     async with EmbeddedStore.open(path) as store:
         page = await NeotomaMemory(store, conversation_id="chat-1").history(limit=None)
     assert [(m.user, m.reply) for m in page] == [
@@ -169,7 +193,7 @@ async def test_a_files_entity_pages_keep_no_room_that_closes_split_off(tmp_path:
 
 async def test_a_turn_open_when_its_file_was_upgraded_closes_as_before(tmp_path: Path) -> None:
     """A turn record with no room (an older version wrote it, open) closes as it did, its
-    row grown by its close, and keeps no room; the file's other turns keep theirs."""
+    row grown by its close, and keeps no room; the file's next turn is written with room."""
     path = tmp_path / "store.db"
     async with EmbeddedStore.open(path) as store:
         memory = NeotomaMemory(store, conversation_id="chat-1")
@@ -179,18 +203,19 @@ async def test_a_turn_open_when_its_file_was_upgraded_closes_as_before(tmp_path:
             at_enter, _ = _stored_size(path, "conversation_turn:chat-1|t1")
             t.reply = "one"
         async with memory.turn("second", turn_id="t2") as t:
+            assert _stored_size(path, "conversation_turn:chat-1|t2")[1] is not None
             t.reply = "two"
         page = await memory.history(limit=None)
     at_close, room = _stored_size(path, "conversation_turn:chat-1|t1")
     assert room is None
     assert at_close > at_enter
-    assert _stored_size(path, "conversation_turn:chat-1|t2")[1] is not None
     assert [(m.user, m.reply) for m in page] == [("first", "one"), ("second", "two")]
 
 
 async def test_a_version_20_file_upgrades_and_is_written_on(tmp_path: Path) -> None:
     """The file version 20 wrote (``tests/data/v20_store``): upgraded, its rows are the
-    same and keep no room, and it is written on as a file this release wrote."""
+    same and keep no room, and it is written on as a file this release wrote (a closed turn
+    keeps none either)."""
     path = tmp_path / "store.db"
     shutil.copyfile(TESTS / "data" / "v20_store" / "store.db", path)
     with closing(sqlite3.connect(path)) as conn:
@@ -206,10 +231,7 @@ async def test_a_version_20_file_upgrades_and_is_written_on(tmp_path: Path) -> N
     await turn_on_recorded(path)
     with closing(sqlite3.connect(path)) as conn:
         assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
-        rooms = conn.execute(
-            "SELECT canonical_name, length(room) FROM entities WHERE room IS NOT NULL"
-        ).fetchall()
-    assert [name for name, _ in rooms] == ["conversation_turn:chat-v2|v2-turn-3"]
+        assert conn.execute("SELECT 1 FROM entities WHERE room IS NOT NULL").fetchone() is None
 
 
 def _roomless_copy(path: Path, to: Path) -> Path:
