@@ -40,7 +40,6 @@ __all__ = [
     "recode_rows",
     "set_time",
     "time_code",
-    "time_sql",
 ]
 
 
@@ -70,14 +69,9 @@ def time_code(value: str | int | None, created: str | int) -> str | int | bytes 
 def set_time(column: str, param: int) -> str:
     """SQL of an ``UPDATE``'s ``SET`` setting ``column`` (``updated_at`` or
     ``last_observation_at``) to parameter ``?{param}`` coded (:func:`time_code`)."""
-    return f"{_STORED[column]} = {time_sql(param)}"
-
-
-def time_sql(param: int) -> str:
-    """SQL of parameter ``?{param}`` coded (:func:`time_code`) in an ``UPDATE`` of a row."""
     p = f"?{param}"
     return (
-        f"CASE WHEN {p} IS NULL THEN x'' WHEN {p} = created_at AND "
+        f"{_STORED[column]} = CASE WHEN {p} IS NULL THEN x'' WHEN {p} = created_at AND "
         f"typeof({p}) = typeof(created_at) THEN NULL ELSE {p} END"
     )
 
