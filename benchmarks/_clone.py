@@ -147,7 +147,8 @@ class _Copier:
         # Each template entity's id in a copy: its name's, with the copy's conversation id.
         # (a row holds its type as its word code: ``type_code``, schema version 14)
         # (``SELECT *`` reads the stored columns, then the generated ones: the type, and,
-        # since schema version 18, the name, aliases and times its coded columns hold)
+        # since schema version 18, the name, aliases and times its coded columns hold; then
+        # the room column schema version 21 added)
         self.names = [
             (decode_entity(e[0]), decode_word(e[1]), e[21]) for e in self.rows["entities"]
         ]
@@ -194,7 +195,7 @@ class _Copier:
 
         r = self.rows
         conn.executemany(
-            "INSERT INTO entities VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            "INSERT INTO entities VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
             [
                 (
                     bytes_map[e[0]],
@@ -210,6 +211,7 @@ class _Copier:
                     e[10],
                     *e[11:19],
                     text(e[19]),
+                    e[-1],  # the room a turn record keeps for its close (schema version 21)
                 )
                 for e in r["entities"]
             ],
