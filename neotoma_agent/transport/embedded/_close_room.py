@@ -27,7 +27,7 @@ and the size of the open fields the close moves into ``first_fields``.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from ._row_codes import set_time
@@ -49,17 +49,29 @@ CLOSE_ROOM: Final = "ALTER TABLE entities ADD COLUMN room BLOB"
 _TURN: Final = "conversation_turn"
 
 #: What a plain close adds to a turn record's row, beyond the open fields it moves into
-#: ``first_fields`` (bytes of the SQLite record; tests/transport/embedded/
-#: test_close_room.py holds it to a close's exact growth). In the snapshot: the close's
-#: fields (the mask's width, the end time's 13 digits, the tool count and two empty lists:
-#: 24 bytes), its observation's meta where the open one's was ``0`` (its 22-character id,
-#: its seq, its time's 13 digits, priority and source rank: 46 and the seq's digits) and the
-#: seq of the observation whose fields the snapshot's are (``"s"``: 0 before, the close's
-#: seq after: its digits less one); seqs counted at 6 digits (a file of up to about 500,000
-#: turns; a longer seq grows the row by a byte or two). In the row: its count (1 to 2: a
-#: byte) and its two times (NULL to integer milliseconds, 6 bytes each).
+#: ``first_fields`` and the digits of its observation's seq (bytes of the SQLite record;
+#: tests/transport/embedded/test_close_room.py holds it to a close's exact growth). In the
+#: snapshot: the close's fields (the mask's width, the end time's 13 digits, the tool count
+#: and two empty lists: 24 bytes), its observation's meta where the open one's was ``0``
+#: (its 22-character id, its time's 13 digits, priority and source rank: 46, and its seq)
+#: and the seq of the observation whose fields the snapshot's are (``"s"``: 0 before, the
+#: close's seq after: its digits less one). In the row: its count (1 to 2: a byte) and its
+#: two times (NULL to integer milliseconds, 6 bytes each).
+CLOSE_GROWTH: Final = 24 + 46 - 1 + 1 + 2 * 6
+
+#: The digits of the close's seq when the enter wrote no observation row to count from
+#: (a file of up to about 500,000 turns; a longer seq grows the row by a byte or two).
 _SEQ_DIGITS: Final = 6
-CLOSE_GROWTH: Final = 24 + (46 + _SEQ_DIGITS) + (_SEQ_DIGITS - 1) + 1 + 2 * 6
+#: The seqs other turns' writes may take between a turn's enter and its close (64 callers
+#: sharing commits, two observation rows a turn each).
+_SEQ_SLACK: Final = 256
+
+
+def _seq_digits(seqs: Sequence[int] | None) -> int:
+    # The seqs a store wrote (observation rows; a row's own first observation is minus its
+    # rowid): the close's seq is a little past the last, unless there is none.
+    last = max((s for s in seqs if s > 0), default=0) if seqs else 0
+    return len(str(last + _SEQ_SLACK)) if last else _SEQ_DIGITS
 
 
 def _varint(value: int) -> int:
@@ -136,10 +148,16 @@ STATE_SET: Final = (
 FIRST_SET: Final = "first_fields = ?1, " + spend_sql((text_size("first_fields"), text_size("?1")))
 
 
-def room_for(entity_type: str, fields: Mapping[str, Any], moved: str | None) -> bytes | None:
+def room_for(
+    entity_type: str,
+    fields: Mapping[str, Any],
+    moved: str | None,
+    seqs: Sequence[int] | None = None,
+) -> bytes | None:
     """The room a new row keeps: a turn record written open (its enter), the room of its
     close (``moved``: its snapshot's fields as stored when the close moves them to
-    ``first_fields``, else None); any other row, none."""
+    ``first_fields``, else None; ``seqs``: the observations its store wrote before it, for
+    the digits of its close's seq); any other row, none."""
     if entity_type != _TURN or fields.get("status") != "open":
         return None
-    return _room_bytes(record_size(moved) - 1 + CLOSE_GROWTH)
+    return _room_bytes(record_size(moved) - 1 + CLOSE_GROWTH + 2 * _seq_digits(seqs))

@@ -629,7 +629,7 @@ def _observe(
                 time_code(encode_opt_time(state.last_observation_at), at),
                 messages,
                 _scope.uid(),
-                room_for(entity_type, fields, coded if first_fields is None else None),
+                room_for(entity_type, fields, None if first_fields is not None else coded, seqs),
                 packed_id,
                 source,
                 idempotency_key,
