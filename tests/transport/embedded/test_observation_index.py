@@ -173,7 +173,8 @@ async def test_each_observation_row_holds_its_entity_rows_number(tmp_path: Path)
     with closing(sqlite3.connect(path)) as conn:
         assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
         columns = [r[1] for r in conn.execute("PRAGMA table_info(observations)")]
-        assert "entity_row" in columns and "entity_id" not in columns
+        assert "entity_row" in columns
+        assert "entity_id" not in columns
         indexed = [r[2] for r in conn.execute("PRAGMA index_info(observations_by_entity)")]
         assert indexed == ["entity_row", "id"]
     assert [(name, kind) for name, _, kind in _observation_rows(path)] == [
