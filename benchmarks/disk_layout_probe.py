@@ -35,8 +35,8 @@ columns, the per-user ones included) and once per layout probed:
   row's first observation) by its row number, the index by source holding the number
   instead of the key's 16-byte digest (schema version 8 already finds a key by that digest
   and keeps its text once, in its row; version 19 packs that text, ``_key_rows``, and
-  indexes the source's first 8 bytes, as this layout copies them: this step numbers the
-  rows) — ``compact``, the last step of the format designed;
+  indexes the source's first 8 bytes, 4 since version 21, as this layout copies them:
+  this step numbers the rows) — ``compact``, the last step of the format designed;
 - ``+codec``: and what the field codec leaves (schema version 16 holds a message's and a
   turn record's fields in a per-type positional codec: no names, times as milliseconds,
   the role and status as codes, a message's ``sender_kind`` and ``turn_key`` and a turn
@@ -140,13 +140,14 @@ CREATE INDEX relationships_by_target ON relationships (target_entity_id, relatio
 # Until ``+keys`` the keys are copied in the file's own layout.
 _KEYS = "SELECT sql FROM src.sqlite_master WHERE tbl_name = 'idempotency_keys' AND sql NOT NULL"
 # ``+keys``: numbered, the text once (packed, as the live file holds it since schema
-# version 19), found by its digest; the source indexed by its first 8 bytes, as live.
+# version 19), found by its digest; the source indexed by its first 4 bytes, as live
+# (since schema version 21).
 _NUMBERED_KEYS = """
 CREATE TABLE idempotency_keys (num INTEGER PRIMARY KEY, uid INTEGER NOT NULL,
     digest INTEGER NOT NULL,
     key NOT NULL, source_id NOT NULL, observations TEXT NOT NULL, created_at NOT NULL);
 CREATE INDEX idempotency_keys_by_digest ON idempotency_keys (uid, digest);
-CREATE INDEX idempotency_keys_by_source ON idempotency_keys (substr(source_id, 1, 8))
+CREATE INDEX idempotency_keys_by_source ON idempotency_keys (substr(source_id, 1, 4))
 """
 _COPIED = ("entities", "observations", "relationships", "conversation_messages", "idempotency_keys")
 # A reference that found no entity number.

@@ -19,12 +19,16 @@ from __future__ import annotations
 
 from typing import Final
 
+from ._key_rows import SOURCE_INDEX
+
 __all__ = ["OBSERVATION_ROWS"]
 
 #: the migration's script: the rows renumbered by their entity rows (an observation whose
 #: entity has no row, which no read can reach, is dropped), seqs kept (the key lists and
-#: the snapshots name them), in seq order; the unique index built on the number
-OBSERVATION_ROWS: Final = """
+#: the snapshots name them), in seq order; the unique index built on the number. And, in
+#: the same step, the keys' index by source on a shorter prefix (``_key_rows``).
+OBSERVATION_ROWS: Final = (
+    """
 CREATE TABLE observations_numbered (
     seq INTEGER PRIMARY KEY,
     id NOT NULL,
@@ -52,3 +56,5 @@ DROP TABLE observations;
 ALTER TABLE observations_numbered RENAME TO observations;
 CREATE UNIQUE INDEX observations_by_entity ON observations (entity_row, id);
 """
+    + SOURCE_INDEX
+)

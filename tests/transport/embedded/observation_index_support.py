@@ -1,8 +1,8 @@
 """The observation rows as the versions before ``BY_ROW`` held them (by the entities'
-12-byte ids), for the copies of a file "as the version before held it" that a format
-step's tests compare with: such a copy is opened again from its older version, so its
-observation rows must be the ones that version held (``_observation_index`` numbers them
-by entity rows)."""
+12-byte ids; the keys' index by source on 8 bytes of a source), for the copies of a file
+"as the version before held it" that a format step's tests compare with: such a copy is
+opened again from its older version, so its observation rows must be the ones that
+version held (``_observation_index`` numbers them by entity rows)."""
 
 from __future__ import annotations
 
@@ -40,7 +40,9 @@ INSERT INTO observations_ids
     FROM observations o JOIN entities e ON e.rowid = o.entity_row ORDER BY o.seq;
 DROP TABLE observations;
 ALTER TABLE observations_ids RENAME TO observations;
-CREATE UNIQUE INDEX observations_by_entity ON observations (entity_id, id)
+CREATE UNIQUE INDEX observations_by_entity ON observations (entity_id, id);
+DROP INDEX idempotency_keys_by_source;
+CREATE INDEX idempotency_keys_by_source ON idempotency_keys (substr(source_id, 1, 8))
 """
 
 

@@ -2,10 +2,12 @@
 entity row's rowid, and every statement that reads, writes or erases an entity's
 observations finds them through the unique index by entity, ``(entity_row, id)``: the
 pages and counts of the GET routes, an idempotent replay and the dedupe of a repeated
-observation, the ``identity_basis`` filter, a derived PART_OF edge's source, a correction's
-insert and a purge. A purge deletes an entity's observations with its row, so that no row
-names a later entity that takes a purged rowid again. And a file as the version before
-held it (by ids), upgraded, answers every read and holds the same rows as this one."""
+observation, the ``identity_basis`` filter, a derived PART_OF edge's source, a
+correction's insert and a purge; and an observation's ``source`` (the first key of its
+source) seeks the keys' index by source, on the source's first ``SOURCE_PREFIX`` bytes.
+A purge deletes an entity's observations with its row, so that no row names a later
+entity that takes a purged rowid again. And a file as the version before held it (by
+ids), upgraded, answers every read and holds the same rows as this one."""
 
 from __future__ import annotations
 
@@ -26,6 +28,7 @@ from version_copy_support import copy_at_version
 from neotoma_agent import EmbeddedStore, NeotomaMemory, purge_entities, purge_forgotten
 from neotoma_agent.transport.embedded import _purge
 from neotoma_agent.transport.embedded._db_thread import Job
+from neotoma_agent.transport.embedded._key_rows import SOURCE_PREFIX
 from neotoma_agent.transport.embedded._rows import entity_text, install
 from neotoma_agent.transport.embedded._schema import SCHEMA_VERSION
 
@@ -52,6 +55,11 @@ _READS = {
     "a purge's seqs": "SELECT seq FROM observations WHERE entity_row IN",
     "a purge's deletion": "DELETE FROM observations WHERE entity_row IN",
 }
+#: an observation's ``source``: the first key of its source, by the index by source
+_FIRST_KEY = re.compile(r"\bFROM idempotency_keys WHERE substr\(source_id")
+_BY_SOURCE = re.compile(
+    r"^SEARCH idempotency_keys USING INDEX idempotency_keys_by_source \(<expr>=\?\)$"
+)
 
 
 def _observation_rows(path: Path) -> list[tuple[str | None, int, str]]:
@@ -141,6 +149,8 @@ async def test_every_statement_reaches_an_entitys_observations_through_the_index
     of_observations = [s for s in statements if _OF_OBSERVATIONS.search(s)]
     unseen = [name for name, text in _READS.items() if not any(text in s for s in of_observations)]
     assert unseen == []
+    first_keys = [s for s in statements if _FIRST_KEY.search(s)]
+    assert first_keys
     walks: set[str] = set()
     with closing(sqlite3.connect(path)) as conn:
         conn.create_function("current_uid", 0, lambda: 0)  # the store's: any value plans alike
@@ -150,7 +160,14 @@ async def test_every_statement_reaches_an_entitys_observations_through_the_index
                 names_rows = re.match(r"^(?:SCAN|SEARCH) (?:o|observations)\b", detail)
                 if names_rows and not _REACHED.search(detail):
                     walks.add(f"{detail}: {sql[:200]}")
+        for sql in first_keys:
+            details = [d for *_, d in conn.execute(f"EXPLAIN QUERY PLAN {sql}")]
+            if not any(_BY_SOURCE.search(d) for d in details):
+                walks.add(f"{details}: {sql[:200]}")
+        index = "SELECT sql FROM sqlite_master WHERE name = 'idempotency_keys_by_source'"
+        (by_source,) = conn.execute(index).fetchone()
     assert not walks, "\n".join(sorted(walks))
+    assert f"substr(source_id, 1, {SOURCE_PREFIX})" in by_source
 
 
 async def test_each_observation_row_holds_its_entity_rows_number(tmp_path: Path) -> None:
