@@ -4,7 +4,7 @@ entity page splits and keeps the room (on turns whose ids the caller names and o
 whose ids the library mints); the room is measured in the bytes SQLite stores; a row with
 no room (every row an older version wrote, an open turn among them) is written as before; a
 version-20 file (``tests/data/v20_store``) upgrades and is written on; and every read and
-write answers as on the same file as version 20 held it."""
+write answers as on the same file as the version before the step held it."""
 
 from __future__ import annotations
 
@@ -219,7 +219,7 @@ async def test_a_version_20_file_upgrades_and_is_written_on(tmp_path: Path) -> N
     path = tmp_path / "store.db"
     shutil.copyfile(TESTS / "data" / "v20_store" / "store.db", path)
     with closing(sqlite3.connect(path)) as conn:
-        assert conn.execute("PRAGMA user_version").fetchone()[0] == BEFORE
+        assert conn.execute("PRAGMA user_version").fetchone()[0] <= BEFORE
         before = conn.execute("SELECT rowid, * FROM entities ORDER BY rowid").fetchall()
     async with EmbeddedStore.open(path):
         pass
@@ -235,7 +235,7 @@ async def test_a_version_20_file_upgrades_and_is_written_on(tmp_path: Path) -> N
 
 
 def _roomless_copy(path: Path, to: Path) -> Path:
-    """A copy of the (closed) file at ``path`` as version 20 held it: no room column."""
+    """A copy of the (closed) file at ``path`` as the version before held it: no room."""
     return copy_at_version(
         path, to, BEFORE, lambda conn: conn.execute("ALTER TABLE entities DROP COLUMN room")
     )
@@ -243,14 +243,14 @@ def _roomless_copy(path: Path, to: Path) -> Path:
 
 @compared
 @given(before=steps, after=steps)
-async def test_every_read_and_write_is_the_same_as_on_the_file_version_20_held(
+async def test_every_read_and_write_is_the_same_as_on_the_file_the_version_before_held(
     tmp_path_factory: pytest.TempPathFactory, before: list[Step], after: list[Step]
 ) -> None:
     """Any mix of two users' turns (tool calls, remembered entities), stores, corrections,
     deletions and restores, edges and forgotten users: every read of each user (the
     Transport's, history, search, audit, backup, every GET route and point read of every
     entity, another user's included) answers the same on the file and on its copy as
-    version 20 held it, upgraded; then the same writes on both write the same rows and
+    the version before held it, upgraded; then the same writes on both write the same rows and
     answer the same."""
     tmp = tmp_path_factory.mktemp("room")
     path = tmp / "room.db"
