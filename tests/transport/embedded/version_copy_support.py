@@ -15,7 +15,17 @@ from pathlib import Path
 
 from observation_index_support import unnumber_observations
 
-__all__ = ["copy_at_version"]
+from neotoma_agent.transport.embedded._close_room import CLOSE_ROOM
+from neotoma_agent.transport.embedded._schema import MIGRATIONS
+
+__all__ = ["copy_at_version", "drop_room"]
+
+
+def drop_room(conn: sqlite3.Connection, version: int) -> None:
+    """A copy's entity rows as ``version`` held them: with no room column before
+    ``_close_room``'s step (no read reads it; a turn record closed keeps none)."""
+    if version <= MIGRATIONS.index(CLOSE_ROOM):
+        conn.execute("ALTER TABLE entities DROP COLUMN room")
 
 
 def copy_at_version(
@@ -27,6 +37,7 @@ def copy_at_version(
     with closing(sqlite3.connect(to, isolation_level=None)) as conn:
         conn.execute("BEGIN IMMEDIATE")
         unnumber_observations(conn, version)  # first: while the ids are packed
+        drop_room(conn, version)  # before a step that rebuilds the table without it
         for step in undo:
             step(conn)
         conn.execute(f"PRAGMA user_version = {version}")
