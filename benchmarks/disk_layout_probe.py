@@ -35,7 +35,7 @@ columns, the per-user ones included) and once per layout probed:
   step models the other winners, observation rows; built once and measured, the live file
   shrank by 12 B a turn where this layout's copies say about 140, since a turn record
   grew at its close and its page kept the room: docs/performance.md, step 4; since schema
-  version 21 it does not, and the live file's pages are as full as the copies');
+  version 22 it does not, and the live file's pages are as full as the copies');
 - ``+keys``: and the idempotency keys in a rowid table (key text once, found by an index
   on an 8-byte digest of it), every other reference to a key (observations, the entity
   row's first observation) by its row number, the index by source holding the number
@@ -74,7 +74,7 @@ live file, hold ``search_docs`` (each indexed entity's number and id, and a uniq
 on the id: about 94 bytes a turn): since schema version 15 the search index's rows have
 their entity rows' rowids.
 Every layout copies what a turn record's close left of the room its enter wrote it with
-(``room``: since schema version 21 a turn record is written at its enter at the size its
+(``room``: since schema version 22 a turn record is written at its enter at the size its
 close takes, ``_close_room``; its close spends the room, a few bytes are left), and the
 live file's entity pages are as full as the copies' (a close no longer splits them: at
 schema version 20, a sixth of the live file's entity leaves was room such splits left).
@@ -262,7 +262,7 @@ def _fill(conn: sqlite3.Connection, layout: str) -> None:
         snapshot=snapshot,
     )
     cols += _FIRST_COLUMNS.format(key=key.format("e.first_key"), first=first)
-    cols += ", e.room"  # what a turn record's close left of its room (schema version 21)
+    cols += ", e.room"  # what a turn record's close left of its room (``_close_room``)
     conn.execute(f"INSERT INTO entities SELECT {cols} FROM src.entities e ORDER BY e.rowid")
     # The number of each entity, by its id as the entity rows hold it (12 bytes) and as
     # text (edges).

@@ -1,4 +1,4 @@
-"""Room a turn record's row keeps for its close (schema version 21).
+"""Room a turn record's row keeps for its close (a schema step: ``CLOSE_ROOM``).
 
 A turn record is written at its turn's enter and written again at its close, larger: its
 snapshot gains the close's fields and observation, its row the open state's fields
