@@ -55,11 +55,10 @@ from ._rows import (
     load_state,
     observation_seq,
     record_key,
-    replayed_observations,
 )
 from ._search import index_search
 from ._shared_fields import fields_column, settle_fields
-from ._store_answer import Written, answer
+from ._store_answer import Written, answer, replay
 from ._summaries import SUMMARIZED_TYPES, summarize
 from ._turn_names import MESSAGE, TURN, index_turn_names
 from ._validate import check_entities, check_relationships
@@ -366,7 +365,7 @@ def write(conn: sqlite3.Connection, body: Mapping[str, Any]) -> Written | dict[s
     if seen is not None:
         if seen != encode_id(source_id):
             raise idempotency_mismatch(key)
-        return _replay(conn, source_id, key)
+        return replay(conn, source_id, key)
 
     relationships = check_relationships(body.get("relationships"), len(entities))
     planned = _plan(conn, entities, element_jsons, bool(body.get("strict", False)))
@@ -450,29 +449,6 @@ def write(conn: sqlite3.Connection, body: Mapping[str, Any]) -> Written | dict[s
         firsts,
     )
     return Written(source_id, priority, created, entries, created_edges, counts)
-
-
-def _replay(conn: sqlite3.Connection, source_id: str, key: str) -> dict[str, Any]:
-    entries = []
-    for entity_id, entity_type, obs_id in replayed_observations(conn, key):
-        state = load_state(conn, entity_id)
-        entries.append(
-            {
-                "entity_id": entity_id,
-                "entity_type": entity_type,
-                "observation_id": obs_id,
-                "entity_snapshot_after": dict(state.fields) if state else None,
-                "deduplicated": True,
-            }
-        )
-    return {
-        "success": True,
-        "replayed": True,
-        "source_id": source_id,
-        "entities_created": 0,
-        "observations_created": len(entries),
-        "entities": entries,
-    }
 
 
 def _observe(
