@@ -33,13 +33,13 @@ from ._errors import (
     now_iso,
     resolution_failed,
 )
-from ._first import COLUMNS as FIRST_COLUMNS
 from ._first import FIRST_SEQ, first_of
 from ._name_index import index_fields, index_name
 from ._new_edges import Counted, edge_routes, write_edges
+from ._new_rows import insert_row, observation_id
 from ._reducer import ObservationMeta, SnapshotChange, SnapshotState, fold, source_rank
 from ._rename import rederive_name
-from ._row_codes import encode_name, set_time, time_code
+from ._row_codes import set_time
 from ._rows import (
     dumps,
     dumps_acyclic,
@@ -90,14 +90,6 @@ def _source_id(parts: Sequence[str]) -> str:
     text = "[" + ",".join(parts) + "]"
     content_hash = hashlib.sha256(text.encode()).hexdigest()
     return hash_uuid(f"source:{_scope.user_id()}:{content_hash}")
-
-
-def _hash_id(text: str) -> tuple[str, bytes]:
-    """:func:`hash_uuid` of ``text`` and its 16 bytes (``encode_id`` of it), from one
-    digest."""
-    digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest()
-    h = digest[:16].hex()
-    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}", digest[:16]
 
 
 def _element_jsons(entities: Sequence[Mapping[str, Any]]) -> list[str]:
@@ -484,17 +476,7 @@ def _observe(
         fields_json = js_json(fields)
     packed_id: str | bytes | None
     if obs_id is None:
-        # The server's observation id: a hash of this exact JSON (keys in this order).
-        # Both ids are hex digests with fixed prefixes and dashes: quoting is their JSON.
-        obs_id, packed_id = _hash_id(
-            '{"source_id":'
-            + ("null" if source_id is None else f'"{source_id}"')
-            + ',"interpretation_id":"none","entity_id":"'
-            + entity_id
-            + '","fields":'
-            + fields_json
-            + "}"
-        )
+        obs_id, packed_id = observation_id(source_id, entity_id, fields_json)
     else:
         packed_id = encode_id(obs_id)
     # Reuse the state this store already read or wrote instead of reading the row again.
@@ -592,32 +574,18 @@ def _observe(
     known = None if firsts is None else firsts.get(entity_id)
     rowid = None if known is None else int(known[0])  # the entity row's, if held
     if create is not None:
-        inserted = conn.execute(
-            "INSERT INTO entities (id, type_code, name_code, created_at, snapshot, "
-            "observation_count, last_code, message_count, uid, "
-            f"{FIRST_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?,?,?,?,?,?,?,?,?)",
-            (
-                encode_entity(entity_id),
-                encode_word(create.entity_type),
-                encode_name(create.entity_type, create.canonical_name),
-                at,
-                doc,
-                state.observation_count,
-                time_code(encode_opt_time(state.last_observation_at), at),
-                messages,
-                _scope.uid(),
-                packed_id,
-                source,
-                idempotency_key,
-                priority,
-                encode_word(obs_source),
-                1.0,
-                basis,
-                rule,
-                first_fields,
-            ),
+        columns = (packed_id, source, idempotency_key, priority, encode_word(obs_source), 1.0)
+        rowid = insert_row(
+            conn,
+            entity_id,
+            create,
+            at,
+            doc,
+            state.observation_count,
+            state.last_observation_at,
+            messages,
+            (*columns, basis, rule, first_fields),
         )
-        rowid = int(inserted.lastrowid or 0)
         if seqs is not None:
             seqs.append(-rowid)
         if firsts is not None:
