@@ -61,6 +61,7 @@ from ._shared_fields import fields_column, settle_fields
 from ._store_answer import Written, answer, replay
 from ._summaries import SUMMARIZED_TYPES, summarize
 from ._turn_names import MESSAGE, TURN, index_turn_names
+from ._type_plan import create
 from ._validate import check_entities, check_relationships
 
 __all__ = ["store", "write", "write_time"]
@@ -396,8 +397,13 @@ def write(conn: sqlite3.Connection, body: Mapping[str, Any]) -> Written | dict[s
                 turn_rows.append(item)
         elif item.action == "extended":
             created += 1
+        # A new message or turn record of the shape a turn writes: its plan (_type_plan).
+        made = create(
+            conn, item, source_id, priority, obs_source, now, packed_source, states, written,
+            firsts, counted,
+        )  # fmt: skip
         # Positional, in the signature's order: the one call made per element of a store.
-        obs_id, snapshot = _observe(
+        obs_id, snapshot = made or _observe(
             conn,
             ident.entity_id,
             item.entity_type,
