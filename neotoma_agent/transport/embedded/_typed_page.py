@@ -54,7 +54,33 @@ def typed_page(conn: sqlite3.Connection, body: Mapping[str, Any]) -> RecentConve
                 item,
             )
         )
-    record = EntitySnapshot.from_json
     return RecentConversation._of(
-        raw, tuple(messages), tuple([record(r) for r in raw["turn_records"]])
+        raw, tuple(messages), tuple([_record(r) for r in raw["turn_records"]])
+    )
+
+
+def _record(raw: dict[str, Any]) -> EntitySnapshot:
+    """``EntitySnapshot.from_json(raw)`` of a page's turn record (``_rows.snapshot_record``'s
+    keys), its values read as they are when they are of the types it gives them."""
+    eid, etype, count = raw["entity_id"], raw["entity_type"], raw["observation_count"]
+    snapshot, provenance = raw["snapshot"], raw["provenance"]
+    if not (
+        type(eid) is str
+        and eid
+        and type(etype) is str
+        and type(count) is int
+        and type(snapshot) is dict
+        and type(provenance) is dict
+    ):
+        return EntitySnapshot.from_json(raw)
+    name, observed = raw["canonical_name"], raw["last_observation_at"]
+    return EntitySnapshot(
+        eid,
+        etype,
+        name if type(name) is str else None,
+        snapshot,
+        count,
+        observed if type(observed) is str else None,
+        provenance,
+        raw,
     )

@@ -60,7 +60,9 @@ def _assert_same(typed: Any, parsed: Any) -> None:
         assert mine.raw == theirs.raw
         assert mine.raw is item  # as parsing gives it: the page's own item
     for mine_r, theirs_r in zip(typed.turn_records or (), parsed.turn_records or (), strict=True):
+        assert [type(v) for v in attrs_values(mine_r)] == [type(v) for v in attrs_values(theirs_r)]
         assert mine_r.raw == theirs_r.raw
+        assert mine_r.snapshot is mine_r.raw["snapshot"]  # as parsing gives it
 
 
 def attrs_values(record: Any) -> list[Any]:
