@@ -12,7 +12,7 @@ and this shape, each of those decisions is known from the shape: the observation
 every field as given (``_reducer.sets_as_given``, checked), its fields are the snapshot's
 and the observation's row shares them, no searched field is set, the name its identity
 gave is the one its snapshot gives, and its name is indexed by the store with its turn's
-(``_turn_names``). :func:`create` writes it so, through the same layout functions the
+(``_turn_names``). :func:`write_new` writes it so, through the same layout functions the
 general write calls (``_new_rows``, ``_rows.encode_state``, ``_codec``, ``_search``,
 ``_summaries``), and answers what the general write answers.
 
@@ -26,7 +26,7 @@ any payload of these types).
 from __future__ import annotations
 
 import sqlite3
-from typing import Any, Final, Protocol
+from typing import Any, Final
 
 from ..._neotoma.identity import Identity, schema_for, undeclared_identity_keys
 from ._codec import code_message, encode_fields
@@ -40,7 +40,7 @@ from ._summaries import SUMMARIZED_TYPES, summarize
 from ._turn_names import MESSAGE, TURN
 from ._words import encode_word
 
-__all__ = ["SHAPES", "create"]
+__all__ = ["SHAPES", "write_new"]
 
 #: The payloads of a new entity written by the plan, by type: the fields it may hold, and
 #: the type of each one's value (a turn record's ``started_at`` as its open gives it, its
@@ -61,40 +61,40 @@ SHAPES: Final[dict[str, dict[str, type]]] = {
 }
 
 
-class Planned(Protocol):
-    """One request element as the write planned it (``_write``'s plan of it)."""
-
-    @property
-    def entity_type(self) -> str: ...
-    @property
-    def fields(self) -> dict[str, Any]: ...
-    @property
-    def fields_json(self) -> str: ...
-    @property
-    def identity(self) -> Identity: ...
-    @property
-    def exists(self) -> bool: ...
-
-
-def create(
+def write_new(
     conn: sqlite3.Connection,
-    item: Planned,
-    source_id: str,
+    entity_type: str,
+    fields: dict[str, Any],
+    fields_json: str,
+    identity: Identity,
+    source_id: str | None,
     priority: int,
-    obs_source: str,
+    obs_source: str | None,
     now: str,
     packed_source: str | bytes | None,
-    states: dict[str, SnapshotState],
-    seqs: list[int],
-    firsts: dict[str, tuple[int, Any]],
-    counted: Counted,
+    known_state: SnapshotState | None,
+    states: dict[str, SnapshotState] | None,
+    seqs: list[int] | None,
+    firsts: dict[str, tuple[int, Any]] | None,
+    counted: Counted | None,
 ) -> tuple[str, dict[str, Any]] | None:
-    """Write ``item``, a new message or turn record of a shape in :data:`SHAPES`, as the
-    general write would (``_write._observe`` with these arguments): its observation id
-    and snapshot; or ``None``, having written nothing, when it is not one."""
-    entity_type, fields, identity = item.entity_type, item.fields, item.identity
+    """Write a new entity of ``entity_type`` and ``identity`` from ``fields`` (their JSON
+    ``fields_json``), a message or turn record of a shape in :data:`SHAPES`, as the general
+    write would (``_write._observe`` with these arguments, and ``create=identity``) on the
+    empty state ``known_state``: its observation id and snapshot; or ``None``, having
+    written nothing, when it is not one."""
     shape = SHAPES.get(entity_type)
-    if shape is None or item.exists or not fields:
+    if (
+        shape is None
+        or not fields
+        or states is None
+        or seqs is None
+        or firsts is None
+        or counted is None
+        or source_id is None
+        or obs_source is None
+        or not _empty(known_state)
+    ):
         return None
     for name, value in fields.items():
         if type(value) is not shape.get(name):
@@ -102,12 +102,12 @@ def create(
     entity_id = identity.entity_id
     if (
         entity_id in states
+        or entity_id in firsts
         or identity.identity_basis == "heuristic_fallback"
         or not undeclared_identity_keys(entity_type).isdisjoint(fields)
         or not sets_as_given(schema_for(entity_type), fields)
     ):
         return None
-    fields_json = item.fields_json
     if dumps_acyclic(fields) != fields_json:
         return None  # its observation's JSON is not its snapshot's: stored apart
     obs_id, packed_id = observation_id(source_id, entity_id, fields_json)
@@ -160,3 +160,18 @@ def create(
     if entity_type in SUMMARIZED_TYPES:
         summarize(conn, change)
     return obs_id, dict(fields)
+
+
+def _empty(state: SnapshotState | None) -> bool:
+    """Whether ``state`` is a new entity's, before its first fold (``SnapshotState()``)."""
+    return (
+        state is not None
+        and state.top is None
+        and not state.fields
+        and not state.provenance
+        and not state.winners
+        and not state.deleted
+        and state.observation_count == 0
+        and state.last_observation_at is None
+        and state.shared is None
+    )

@@ -61,7 +61,7 @@ from ._shared_fields import fields_column, settle_fields
 from ._store_answer import Written, answer, replay
 from ._summaries import SUMMARIZED_TYPES, summarize
 from ._turn_names import MESSAGE, TURN, index_turn_names
-from ._type_plan import create
+from ._type_plan import write_new
 from ._validate import check_entities, check_relationships
 
 __all__ = ["store", "write", "write_time"]
@@ -397,13 +397,8 @@ def write(conn: sqlite3.Connection, body: Mapping[str, Any]) -> Written | dict[s
                 turn_rows.append(item)
         elif item.action == "extended":
             created += 1
-        # A new message or turn record of the shape a turn writes: its plan (_type_plan).
-        made = create(
-            conn, item, source_id, priority, obs_source, now, packed_source, states, written,
-            firsts, counted,
-        )  # fmt: skip
         # Positional, in the signature's order: the one call made per element of a store.
-        obs_id, snapshot = made or _observe(
+        obs_id, snapshot = _observe(
             conn,
             ident.entity_id,
             item.entity_type,
@@ -476,8 +471,16 @@ def _observe(
     ``seqs`` collects the seq of the observation (written now, or found already there).
     ``firsts``: the rowid and ``first_id`` of the entity rows the store loaded or created
     (an entity not in it is read); ``counted``: the messages to add to a conversation's
-    row as it is written.
+    row as it is written. A new message or turn record of the shape a turn writes is
+    written by its plan (``_type_plan``).
     """
+    if create is not None and obs_id is None and idempotency_key is None and fields_json:
+        made = write_new(
+            conn, entity_type, fields, fields_json, create, source_id, priority, obs_source,
+            now, packed_source, known_state, states, seqs, firsts, counted,
+        )  # fmt: skip
+        if made is not None:
+            return made
     if fields_json is None:
         fields_json = js_json(fields)
     packed_id: str | bytes | None

@@ -45,7 +45,7 @@ def _plan(on: bool) -> Iterator[list[int]]:
     """The store's clock fixed; the plan as it is, or never taken. Yields the count of
     elements the plan wrote."""
     made = [0]
-    inner = _type_plan.create
+    inner = _type_plan.write_new
 
     def counted(*args: Any) -> Any:
         answer = inner(*args) if on else None
@@ -54,7 +54,7 @@ def _plan(on: bool) -> Iterator[list[int]]:
 
     with (
         mock.patch.object(_write, "now_iso", return_value=_NOW),
-        mock.patch.object(_write, "create", counted),
+        mock.patch.object(_write, "write_new", counted),
     ):
         yield made
 
