@@ -13,6 +13,8 @@ from collections.abc import Callable
 from contextlib import closing
 from pathlib import Path
 
+from observation_index_support import unnumber_observations
+
 __all__ = ["copy_at_version"]
 
 
@@ -24,6 +26,7 @@ def copy_at_version(
     shutil.copyfile(path, to)
     with closing(sqlite3.connect(to, isolation_level=None)) as conn:
         conn.execute("BEGIN IMMEDIATE")
+        unnumber_observations(conn, version)  # first: while the ids are packed
         for step in undo:
             step(conn)
         conn.execute(f"PRAGMA user_version = {version}")
