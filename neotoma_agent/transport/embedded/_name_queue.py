@@ -37,9 +37,10 @@ __all__ = [
     "unqueue",
 ]
 
-#: the migration's script: the queue, empty (every document of an older file is indexed)
+#: the migration's script: the queue, empty (every document of an older file is indexed;
+#: a test's file set back to an older version keeps its queue, consistent with its index)
 NAME_QUEUE: Final = """
-CREATE TABLE bookkeeping_names_queue (
+CREATE TABLE IF NOT EXISTS bookkeeping_names_queue (
     id INTEGER PRIMARY KEY,
     text TEXT NOT NULL
 );
@@ -49,7 +50,11 @@ CREATE TABLE bookkeeping_names_queue (
 #: segments and merges are paid once a batch, and the queue stays a page or two
 QUEUE_DOCUMENTS = 32
 
-_FULL: Final = "SELECT 1 FROM bookkeeping_names_queue LIMIT 1 OFFSET ?"
+# (one statement: the document queued, and whether the queue is full)
+_PUT: Final = (
+    "INSERT INTO bookkeeping_names_queue (id, text) VALUES (?, ?) "
+    "RETURNING (SELECT count(*) FROM bookkeeping_names_queue) >= ?"
+)
 _MOVE: Final = (
     "INSERT INTO bookkeeping_names (rowid, text) "
     "SELECT id, text FROM bookkeeping_names_queue ORDER BY id"
@@ -59,8 +64,8 @@ _MOVE: Final = (
 def put(conn: sqlite3.Connection, rowid: int, text: str) -> None:
     """Queue the document ``text`` of the entity row ``rowid``; a full queue goes into the
     index."""
-    conn.execute("INSERT INTO bookkeeping_names_queue (id, text) VALUES (?, ?)", (rowid, text))
-    if conn.execute(_FULL, (QUEUE_DOCUMENTS - 1,)).fetchone() is not None:
+    ((full,),) = conn.execute(_PUT, (rowid, text, QUEUE_DOCUMENTS)).fetchall()
+    if full:
         index_queued(conn)
 
 

@@ -101,7 +101,7 @@ def _reading(path: Path) -> Iterator[sqlite3.Connection]:
         install(conn)
         # (a file of a version before the names' queue: read with an empty one)
         if not conn.execute("SELECT 1 FROM sqlite_schema WHERE name = ?", (QUEUE,)).fetchone():
-            conn.executescript(NAME_QUEUE.replace("TABLE", "TABLE temp."))
+            conn.executescript(NAME_QUEUE.replace(QUEUE, f"temp.{QUEUE}"))
         yield conn
 
 
