@@ -189,9 +189,15 @@ async def test_task_cancel_mid_reply_abandons_with_what_was_shown(memory: Neotom
 
 
 async def test_asyncio_timeout_abandons_and_raises_timeout_error(memory: NeotomaMemory) -> None:
-    graph = agent(ScriptedStream(script=["partial ", BLOCK]))
+    deadline = asyncio.timeout(30)
+
+    async def start_the_deadline() -> None:
+        # counts from the model's call: a loaded machine's slow enter must not use it up
+        deadline.reschedule(asyncio.get_running_loop().time() + 0.5)
+
+    graph = agent(ScriptedStream(script=["partial ", BLOCK], before=start_the_deadline))
     with pytest.raises(TimeoutError):
-        async with asyncio.timeout(0.5):
+        async with deadline:
             await ainvoke_turn(graph, "Timeout turn", memory=memory)
     assert await stored(memory) == [("abandoned", "Timeout turn", "partial ")]
 

@@ -94,3 +94,47 @@ async def test_a_configured_structlog_sees_the_turn_s_ids_in_its_context(
         ("chat-7", "t2"),
     ]
     assert not structlog.contextvars.get_contextvars()  # unbound after each turn
+
+
+@anyio
+async def test_a_filtering_structlog_above_info_gets_no_event_built_and_still_the_ids(
+    tmp_path: Path, unconfigured: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # An application that configured structlog to drop INFO: the turn's INFO events are not
+    # built (they would be dropped), but its ids are bound for the application's own events.
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
+    built: list[str] = []
+    monkeypatch.setattr(EventLogger, "info", lambda self, event, **fields: built.append(event))
+    assert not get_logger().enabled()
+    assert get_logger().enabled(logging.WARNING)
+    seen: list[dict[str, Any]] = []
+    await two_turns(tmp_path / "m.db", seen)
+    assert built == []
+    assert [s["turn_id"] for s in seen] == ["t1", "t2"]
+
+
+def test_a_standard_library_structlog_follows_its_logger_s_level(unconfigured: None) -> None:
+    structlog.configure(
+        wrapper_class=structlog.stdlib.BoundLogger,
+        logger_factory=structlog.stdlib.LoggerFactory(),
+    )
+    std = logging.getLogger(LOGGER_NAME)
+    level = std.level
+    try:
+        std.setLevel(logging.WARNING)
+        assert not get_logger().enabled()
+        std.setLevel(logging.INFO)
+        assert get_logger().enabled()  # asked each time, not remembered
+    finally:
+        std.setLevel(level)
+
+
+def test_a_structlog_that_cannot_tell_its_levels_gets_every_event(unconfigured: None) -> None:
+    # the standard library's BoundLogger over a logger with no levels (a PrintLogger)
+    structlog.configure(
+        wrapper_class=structlog.stdlib.BoundLogger,
+        logger_factory=structlog.PrintLoggerFactory(),
+    )
+    assert get_logger().enabled(logging.DEBUG)
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.INFO))
+    assert not get_logger().enabled(logging.DEBUG)  # a new configuration is asked again
