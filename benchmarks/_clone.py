@@ -111,7 +111,9 @@ class _Copier:
         keys = list(self.key_roles)
         self.seq_span = int(
             conn.execute(
-                f"SELECT max(seq) FROM observations WHERE entity_id IN {_in(packed)}", packed
+                "SELECT max(seq) FROM observations WHERE entity_row IN "
+                f"(SELECT rowid FROM entities WHERE id IN {_in(packed)})",
+                packed,
             ).fetchone()[0]
         )
         where = {
@@ -226,7 +228,7 @@ class _Copier:
                 (
                     o[0] + seq,
                     o[1],
-                    bytes_map[o[2]],
+                    numbers[o[2]],  # by the entity row's number (schema version 21)
                     o[3],
                     o[4],
                     o[5] + dt,

@@ -12,12 +12,15 @@ tables into fresh files, in their key order, once in the file's own layout (``co
 columns, the per-user ones included) and once per layout probed:
 
 - ``numbers``: the entity number (the ``entities`` rowid) instead of the entity id in every
-  secondary table: observations and their entity index, relationships and their target
-  index (the conversation index and its index by message hold the numbers of their
-  entity rows in the live file since schema version 18, and every layout copies them);
+  secondary table: relationships and their target index (the conversation index and its
+  index by message hold the numbers of their entity rows in the live file since schema
+  version 18, the observations and their unique index by entity, ``(entity_row, id)``,
+  since version 21, ``_observation_index``: every layout copies them);
 - ``+type``: and the entity type index as (user, type code, number) instead of (user, type
   code, id) as the live file indexes it (schema version 14 holds the type as its code in
-  the entity row and its index; by number, a query of a type sorted by id would sort);
+  the entity row and its index; by number, a query of a type sorted by id would sort:
+  measured with schema version 21, a page of 20 of a type's 2,000 entities took 40 times
+  the steps, so the live file keeps the id, docs/performance.md);
 - ``+name``: and no canonical name where the identity rules derive it from the entity's
   type and fields (NULL; a read would derive it again), except a coded message's, whose
   ``turn_key`` the live file derives from its name (schema version 16), as a coded turn
@@ -34,8 +37,8 @@ columns, the per-user ones included) and once per layout probed:
   row's first observation) by its row number, the index by source holding the number
   instead of the key's 16-byte digest (schema version 8 already finds a key by that digest
   and keeps its text once, in its row; version 19 packs that text, ``_key_rows``, and
-  indexes the source's first 8 bytes, as this layout copies them: this step numbers the
-  rows) — ``compact``, the last step of the format designed;
+  indexes the source's first 8 bytes, 4 since version 21, as this layout copies them:
+  this step numbers the rows) — ``compact``, the last step of the format designed;
 - ``+codec``: and what the field codec leaves (schema version 16 holds a message's and a
   turn record's fields in a per-type positional codec: no names, times as milliseconds,
   the role and status as codes, a message's ``sender_kind`` and ``turn_key`` and a turn
@@ -52,7 +55,7 @@ the texts). The bookkeeping names' index stays in every layout: a real server fi
 conversations, messages and turn records by any substring of their names, as any entity;
 the live file holds one document a turn there (its turn record's name and its two
 messages' names: the turn's close writes none), which every layout counts as it is; since
-schema version 21 a new document waits in ``bookkeeping_names_queue`` (a page or two) and
+schema version 22 a new document waits in ``bookkeeping_names_queue`` (a page or two) and
 goes into the index with 31 others, as one segment (the same documents, merged at other
 moments), and every layout counts the queue as it is too.
 No layout holds a message's PART_OF edge to its conversation: since schema version 10 the
@@ -121,8 +124,9 @@ _ENTITIES = """CREATE TABLE entities (num INTEGER PRIMARY KEY, id NOT NULL UNIQU
 # The entity's first observation, in its row (the live file holds it so since schema 11).
 _MERGED = """, first_id, first_source, first_key, first_priority INTEGER,
     first_osource, first_specificity REAL, first_basis, first_rule, first_fields TEXT"""
+# As the live file holds it since schema version 21: by the entity row's number.
 _OBSERVATIONS = """CREATE TABLE observations (seq INTEGER PRIMARY KEY, id NOT NULL,
-    entity_id NOT NULL, entity_type NOT NULL, source_id, observed_at NOT NULL,
+    entity_row NOT NULL, entity_type NOT NULL, source_id, observed_at NOT NULL,
     source_priority INTEGER NOT NULL, observation_source, specificity_score REAL NOT NULL,
     fields TEXT, idempotency_key, identity_basis, identity_rule)"""
 _RELATIONSHIPS = """CREATE TABLE relationships (source_entity_id NOT NULL,
@@ -135,25 +139,26 @@ _MESSAGES = """CREATE TABLE conversation_messages (conversation_row INTEGER NOT 
     seq INTEGER NOT NULL, message_row INTEGER NOT NULL, PRIMARY KEY (conversation_row, seq))
     WITHOUT ROWID"""
 _INDEXES = """
-CREATE UNIQUE INDEX observations_by_entity ON observations (entity_id, id);
+CREATE UNIQUE INDEX observations_by_entity ON observations (entity_row, id);
 CREATE INDEX relationships_by_target ON relationships (target_entity_id, relationship_type);
 """
 # Until ``+keys`` the keys are copied in the file's own layout.
 _KEYS = "SELECT sql FROM src.sqlite_master WHERE tbl_name = 'idempotency_keys' AND sql NOT NULL"
 # ``+keys``: numbered, the text once (packed, as the live file holds it since schema
-# version 19), found by its digest; the source indexed by its first 8 bytes, as live.
+# version 19), found by its digest; the source indexed by its first 4 bytes, as live
+# (since schema version 21).
 _NUMBERED_KEYS = """
 CREATE TABLE idempotency_keys (num INTEGER PRIMARY KEY, uid INTEGER NOT NULL,
     digest INTEGER NOT NULL,
     key NOT NULL, source_id NOT NULL, observations TEXT NOT NULL, created_at NOT NULL);
 CREATE INDEX idempotency_keys_by_digest ON idempotency_keys (uid, digest);
-CREATE INDEX idempotency_keys_by_source ON idempotency_keys (substr(source_id, 1, 8))
+CREATE INDEX idempotency_keys_by_source ON idempotency_keys (substr(source_id, 1, 4))
 """
 _COPIED = ("entities", "observations", "relationships", "conversation_messages", "idempotency_keys")
 # A reference that found no entity number.
 _REFS = {
     "entities": "id IS NULL",
-    "observations": "entity_id IS NULL",
+    "observations": "entity_row IS NULL",
     "relationships": "source_entity_id IS NULL OR target_entity_id IS NULL",
     "conversation_messages": "conversation_row IS NULL OR message_row IS NULL",
     "idempotency_keys": "key IS NULL",
@@ -252,8 +257,8 @@ def _fill(conn: sqlite3.Connection, layout: str) -> None:
     )
     cols += _FIRST_COLUMNS.format(key=key.format("e.first_key"), first=first)
     conn.execute(f"INSERT INTO entities SELECT {cols} FROM src.entities e ORDER BY e.rowid")
-    # The number of each entity, by its id as the entity rows and observations hold it (12
-    # bytes) and as text (edges).
+    # The number of each entity, by its id as the entity rows hold it (12 bytes) and as
+    # text (edges).
     conn.execute("CREATE TEMP TABLE by_key (k PRIMARY KEY, num) WITHOUT ROWID")
     conn.execute("INSERT INTO by_key SELECT id, rowid FROM src.entities")
     conn.execute(
@@ -261,7 +266,8 @@ def _fill(conn: sqlite3.Connection, layout: str) -> None:
     )
     ref = "(SELECT num FROM by_key WHERE k = {})" if numbered else "{}"
     conn.execute(
-        f"INSERT INTO observations SELECT o.seq, o.id, {ref.format('o.entity_id')}, "
+        # numbered as the live file holds it (the copies keep the entity rows' rowids)
+        "INSERT INTO observations SELECT o.seq, o.id, o.entity_row, "
         "o.entity_type, o.source_id, o.observed_at, o.source_priority, o.observation_source, "
         f"o.specificity_score, o.fields, {key.format('o.idempotency_key')}, o.identity_basis, "
         "o.identity_rule FROM src.observations o ORDER BY o.seq"

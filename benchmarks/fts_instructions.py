@@ -17,9 +17,9 @@ conversations in rotation. ``--warmup`` turns, then ``--turns`` counted ones (th
 Turn ids are UUIDs as the library makes them (``--short-ids``: ``t1``, ``t2``, ... as the
 other benchmarks' turns). Variants:
 
-- ``default``: each document into its index in its own transaction (schema version 20);
+- ``default``: each document into its index in its own transaction (as before schema 22);
 - ``queued``: the names documents queued and moved into the index 32 at a time, by the
-  store's own statements (``_name_queue.put``, schema version 21);
+  store's own statements (``_name_queue.put``, schema version 22);
 - ``automerge-N``, ``crisismerge-N``: that FTS5 setting on both indexes (``search-`` or
   ``names-`` before it: on that index alone);
 - ``no-names``, ``no-search``, ``none``: without that index's inserts (what each costs);

@@ -437,7 +437,8 @@ def profile_shares(results: Results) -> str:
 #: each layout step of the probe: what it is, and the profile's area it takes work from
 STEPS: dict[str, tuple[str, str | None]] = {
     "numbers": (
-        "row numbers in observations and edges (the conversation index's: built, version 18)",
+        "row numbers in edges (the conversation index's and the observations': built, "
+        "versions 18 and 21)",
         None,
     ),
     "+type": ("the type index by number: (user, type code, number), not the id", None),

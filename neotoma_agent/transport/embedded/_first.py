@@ -50,12 +50,13 @@ COLUMNS: Final = (
 
 # An entity's observations as ``observation_json`` rows plus their seq, newest first: the
 # rows of ``observations`` and the row's first one. ``?1`` the entity id as packed
-# (``encode_entity``: the observation rows and, since schema version 12, the entity row
-# hold it so).
+# (``encode_entity``: since schema version 12 the entity row holds it so; the observation
+# rows hold the entity row's number, ``_observation_index``).
 OBSERVATIONS: Final = (
-    "SELECT id, entity_id, entity_type, source_id, observed_at, source_priority, "
+    "SELECT id, ?1 AS entity_id, entity_type, source_id, observed_at, source_priority, "
     "observation_source, specificity_score, {fields}, idempotency_key, identity_basis, "
-    "identity_rule, seq FROM observations WHERE entity_id = ?1 "
+    "identity_rule, seq FROM observations "
+    "WHERE entity_row = (SELECT rowid FROM entities WHERE id = ?1) "
     "UNION ALL SELECT first_id, ?1, entity_type, first_source, created_at, first_priority, "
     f"first_osource, first_specificity, coalesce({first_fields_sql()}, {fields_sql()}), "
     "first_key, first_basis, first_rule, 0 FROM entities WHERE id = ?1 "

@@ -100,7 +100,8 @@ def get_entity_observations(conn: sqlite3.Connection, body: Mapping[str, Any]) -
     offset = bounded_int(body.get("offset", 0), "offset", 0, 2**31)
     _require_entity(conn, entity_id)
     total = conn.execute(
-        "SELECT (SELECT count(*) FROM observations WHERE entity_id = ?1) + "
+        "SELECT (SELECT count(*) FROM observations "
+        "WHERE entity_row = (SELECT rowid FROM entities WHERE id = ?1)) + "
         "(SELECT count(*) FROM entities WHERE id = ?1 AND first_id IS NOT NULL)",
         (encode_entity(entity_id),),
     ).fetchone()[0]

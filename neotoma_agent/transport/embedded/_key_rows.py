@@ -27,9 +27,10 @@ bit, then 7 bits a byte, the high bit set on all but a number's last byte): 2 or
 a number where JSON takes 4 to 8 (:func:`pack_seqs`, :func:`key_seqs` reads both).
 
 The index by source, which finds the first key of an observation's source (16 bytes),
-holds the source's first 8 bytes, not all 16: a read compares the whole source on the
-rows it leads to (a shared prefix costs a row more, never a wrong answer), and each entry
-(with the row's key: its user and digest) is 8 bytes smaller.
+holds the source's first :data:`SOURCE_PREFIX` bytes (4 since schema version 21,
+:data:`SOURCE_INDEX`; 8 in versions 19 and 20), not all 16: a read compares the whole
+source on the rows it leads to (a shared prefix costs a row more, never a wrong answer),
+and each entry (with the row's key: its user and digest) is 12 bytes smaller.
 """
 
 from __future__ import annotations
@@ -45,6 +46,8 @@ from . import _scope
 __all__ = [
     "FRAGMENTS",
     "PACKED_KEYS",
+    "SOURCE_INDEX",
+    "SOURCE_PREFIX",
     "first_key",
     "key_seqs",
     "key_text",
@@ -169,7 +172,8 @@ def first_key(conn: sqlite3.Connection, source: str | bytes | None) -> str | Non
     wrote ``source`` (as rows hold it: ``_rows.encode_id``), or None."""
     rows = conn.execute(
         "SELECT created_at, key FROM idempotency_keys "
-        "WHERE substr(source_id, 1, 8) = substr(?1, 1, 8) AND source_id = ?1 "
+        f"WHERE substr(source_id, 1, {SOURCE_PREFIX}) = substr(?1, 1, {SOURCE_PREFIX}) "
+        "AND source_id = ?1 "
         f"AND {_scope.owned()}",
         (source,),
     ).fetchall()
@@ -179,6 +183,16 @@ def first_key(conn: sqlite3.Connection, source: str | bytes | None) -> str | Non
     # one, and texts by their code points (UTF-8's byte order).
     return min((isinstance(at, str), at, key_text(key)) for at, key in rows)[2]
 
+
+#: the bytes of a source the index by source holds (its start: sources are digests)
+SOURCE_PREFIX: Final = 4
+
+#: the index by source on the prefix (a step's script: the index of schema version 21)
+SOURCE_INDEX: Final = f"""
+DROP INDEX idempotency_keys_by_source;
+CREATE INDEX idempotency_keys_by_source
+    ON idempotency_keys (substr(source_id, 1, {SOURCE_PREFIX}));
+"""
 
 #: the migration's script (its rows are packed by :func:`pack_keys` after it)
 PACKED_KEYS: Final = """

@@ -1,5 +1,5 @@
 """New ``bookkeeping_names`` documents queued, and written into the index a batch at a time
-(schema version 21).
+(schema version 22).
 
 Every transaction that writes a document into an FTS5 table writes a new segment of it at
 its commit, and merges segments as they pile up: for the bookkeeping names' trigram index

@@ -108,7 +108,7 @@ def pair(
     found = conn.execute(
         f"SELECT m.uid, m.created_at, CASE WHEN m.first_id IS NOT NULL THEN m.first_source "
         f"ELSE (SELECT o.source_id FROM observations o "
-        f"WHERE o.entity_id = m.id ORDER BY o.seq LIMIT 1) END "
+        f"WHERE o.entity_row = m.rowid ORDER BY o.seq LIMIT 1) END "
         f"FROM entities m CROSS JOIN conversation_messages cm ON cm.message_row = m.rowid "
         f"WHERE m.id = ?2 AND cm.conversation_row = {row_of('?3')} AND NOT EXISTS "
         f"(SELECT 1 FROM relationships r WHERE r.source_entity_id = ?1 "

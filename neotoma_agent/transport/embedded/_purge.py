@@ -30,6 +30,7 @@ from ..._util.file_kind import check_store_file
 from ._conversation_index import NUMBERED_INDEX
 from ._key_rows import key_seqs
 from ._name_index import unindex_book_names
+from ._observation_index import OBSERVATION_ROWS
 from ._rows import decode_entity, encode_entity, entity_text
 from ._schema import MIGRATIONS
 from ._scope import NOBODY, lookup_uid
@@ -53,6 +54,8 @@ _PACKED_IDS = 12
 _GROUPED_NAMES = MIGRATIONS.index(GROUPED_NAMES) + 1
 #: the schema version whose conversation index holds entity row numbers
 _NUMBERED_INDEX = MIGRATIONS.index(NUMBERED_INDEX) + 1
+#: the schema version whose observation rows hold their entity rows' numbers
+_OBSERVATION_ROWS = MIGRATIONS.index(OBSERVATION_ROWS) + 1
 _Id = TypeVar("_Id", str, bytes, str | bytes)
 # Bound parameters per statement (SQLite's default limit is 32766; stay far below).
 _CHUNK = 500
@@ -83,17 +86,21 @@ def _delete(conn: sqlite3.Connection, sql: str, ids: Sequence[str | bytes]) -> i
 def _rows(conn: sqlite3.Connection, ids: Sequence[str]) -> PurgeStats:
     # observations and conversation_messages hold entity ids as their 12 bytes (_rows)
     packed = [encode_entity(i) for i in ids]
+    # since ``_OBSERVATION_ROWS`` by their entity rows' numbers (deleted before those rows,
+    # so that none names a later entity that takes a deleted rowid again)
+    by_row = _version(conn) >= _OBSERVATION_ROWS
+    of_entities = "entity_row IN " + _ROWS if by_row else "entity_id IN ({marks})"
     seqs: set[int] = set()
     for chunk in _chunks(packed):
         marks = ",".join("?" * len(chunk))
         seqs.update(
             int(r[0])
             for r in conn.execute(
-                f"SELECT seq FROM observations WHERE entity_id IN ({marks})",
+                f"SELECT seq FROM observations WHERE {of_entities.format(marks=marks)}",
                 chunk,
             )
         )
-    observations = _delete(conn, "DELETE FROM observations WHERE entity_id IN ({marks})", packed)
+    observations = _delete(conn, f"DELETE FROM observations WHERE {of_entities}", packed)
     # the ids as the entity rows hold them
     own: Sequence[str | bytes] = packed if _version(conn) >= _PACKED_IDS else ids
     if _version(conn) >= _FIRST_IN_ROW:  # a key's list names a row's first as -rowid

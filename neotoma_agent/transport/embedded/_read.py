@@ -331,7 +331,7 @@ def query_entities(conn: sqlite3.Connection, body: Mapping[str, Any]) -> dict[st
             raise invalid_format("identity_basis must be a string", ["identity_basis"])
         # The observation rows hold the entity's id as the entity row does (packed).
         where.append(
-            "(EXISTS (SELECT 1 FROM observations o WHERE o.entity_id = entities.id "
+            "(EXISTS (SELECT 1 FROM observations o WHERE o.entity_row = entities.rowid "
             "AND o.identity_basis = ?) OR first_basis = ?)"
         )
         params.extend([encode_word(basis)] * 2)

@@ -402,7 +402,7 @@ def decode_state(
 
 OBSERVATION_FIELDS = (
     f"coalesce(fields, (SELECT {_codec.fields_sql('e.snapshot', 'e.canonical_name')} "
-    "FROM entities e WHERE e.id = observations.entity_id))"
+    "FROM entities e WHERE e.rowid = observations.entity_row))"
 )
 
 
@@ -451,7 +451,8 @@ def observation_seq(conn: sqlite3.Connection, entity_id: str, obs_id: str) -> in
     rowid for the one its row holds), or None when it has no such observation."""
     packed = encode_id(obs_id)
     row = conn.execute(
-        "SELECT seq FROM observations WHERE entity_id = ?1 AND id = ?2 "
+        "SELECT seq FROM observations "
+        "WHERE entity_row = (SELECT rowid FROM entities WHERE id = ?1) AND id = ?2 "
         "UNION ALL SELECT -rowid FROM entities WHERE id = ?1 AND first_id = ?2",
         (encode_entity(entity_id), packed),
     ).fetchone()
@@ -470,8 +471,9 @@ def replayed_observations(conn: sqlite3.Connection, key: str) -> list[tuple[str,
     found = {
         r[0]: (decode_entity(r[1]), str(decode_word(r[2])), str(decode_id(r[3])))
         for r in conn.execute(
-            "SELECT seq, entity_id, entity_type, id FROM observations "
-            "WHERE seq IN (SELECT value FROM json_each(?1)) "
+            "SELECT o.seq, e.id, o.entity_type, o.id FROM observations o "
+            "JOIN entities e ON e.rowid = o.entity_row "
+            "WHERE o.seq IN (SELECT value FROM json_each(?1)) "
             "UNION ALL SELECT -rowid, id, entity_type, first_id FROM entities "
             "WHERE rowid IN (SELECT -value FROM json_each(?1) WHERE value < 0) "
             "AND first_id IS NOT NULL",

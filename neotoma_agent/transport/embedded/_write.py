@@ -546,10 +546,10 @@ def _observe(
             if held is not None
             else (
                 conn.execute(
-                    "INSERT OR IGNORE INTO observations (id, entity_id, entity_type, source_id, "
+                    "INSERT OR IGNORE INTO observations (id, entity_row, entity_type, source_id, "
                     "observed_at, source_priority, observation_source, specificity_score, "
                     "fields, idempotency_key, identity_basis, identity_rule) "
-                    "VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+                    "VALUES (?,(SELECT rowid FROM entities WHERE id = ?),?,?,?,?,?,?,?,?,?,?)",
                     (
                         packed_id,
                         encode_entity(entity_id),

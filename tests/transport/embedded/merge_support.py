@@ -17,6 +17,7 @@ from pathlib import Path
 
 from codec_support import uncode
 from conversation_index_support import unnumber
+from observation_index_support import by_ids, unnumber_observations
 from type_codes_support import untype
 
 from neotoma_agent.transport.embedded._first import renumber
@@ -49,17 +50,20 @@ def unmerge(path: Path) -> int:
             "SELECT rowid, id, entity_type, created_at, snapshot, observation_count, "
             f"last_observation_at, {', '.join(_FIRST)} FROM entities WHERE first_id IS NOT NULL"
         ).fetchall()
+        # by the entity id (packed, as the entity row holds it: schema 12), or by the
+        # entity row's number where the file holds that (``observation_index_support``)
+        end = "entity_id" if by_ids(conn) else "entity_row"
         for rowid, entity_id, entity_type, created, doc, count, observed, *first in rows:
             seq = -int(rowid)
             conn.execute(
-                "INSERT INTO observations (seq, id, entity_id, entity_type, source_id, "
+                f"INSERT INTO observations (seq, id, {end}, entity_type, source_id, "
                 "observed_at, source_priority, observation_source, specificity_score, fields, "
                 "idempotency_key, identity_basis, identity_rule) "
                 "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
                 (
                     seq,
                     first[0],
-                    entity_id,  # packed, as the entity row holds it (schema 12)
+                    entity_id if end == "entity_id" else rowid,  # as the rows hold it
                     encode_word(entity_type),
                     first[1],
                     created,
@@ -94,6 +98,7 @@ def as_version_9(path: Path) -> None:
     """The unmerged file at ``path`` without version 11's columns nor version 12's packed
     ids, at version 9."""
     with closing(sqlite3.connect(path, isolation_level=None)) as conn:
+        unnumber_observations(conn)  # while the ids are packed, as the rows held them
         unnumber(conn)  # while the ids are packed, as the index held them
         untype(conn)  # the entity rows as version 13 held them
         conn.execute(f"UPDATE entities SET id = {entity_text('id')}")

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from conversation_index_support import unnumber
+from observation_index_support import unnumber_observations
 from type_codes_support import untype
 
 from neotoma_agent.transport.embedded._reducer import SnapshotState, source_rank
@@ -42,6 +43,7 @@ def expand(path: Path, version: int = BEFORE) -> int:
     many snapshots changed."""
     with closing(sqlite3.connect(path, isolation_level=None)) as conn:
         conn.execute("BEGIN IMMEDIATE")
+        unnumber_observations(conn, version)
         rows = conn.execute(
             "SELECT rowid, snapshot, first_id, created_at, first_priority, first_osource, "
             "first_specificity FROM entities WHERE first_id IS NOT NULL"

@@ -14,7 +14,8 @@ def stored_fields(path: Path, entity_id: str) -> list[str | None]:
     first one last: ``first_fields``)."""
     with sqlite3.connect(path) as conn:
         rows = conn.execute(
-            "SELECT fields FROM (SELECT fields, seq FROM observations WHERE entity_id = ?1 "
+            "SELECT fields FROM (SELECT fields, seq FROM observations "
+            "WHERE entity_row = (SELECT rowid FROM entities WHERE id = ?1) "
             "UNION ALL SELECT first_fields, 0 FROM entities WHERE id = ?1 "
             "AND first_id IS NOT NULL) ORDER BY seq DESC",
             (encode_entity(entity_id),),

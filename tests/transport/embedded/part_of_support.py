@@ -29,7 +29,7 @@ INSERT INTO relationships (source_entity_id, relationship_type, target_entity_id
     provenance, seen, observation_count, last_observation_at, computed_at, uid)
 SELECT {entity_text("m.id")}, 'PART_OF', {entity_text("c.id")}, '{{}}', '{{}}',
     derived_seen(CASE WHEN m.first_id IS NOT NULL THEN m.first_source ELSE
-        (SELECT o.source_id FROM observations o WHERE o.entity_id = m.id
+        (SELECT o.source_id FROM observations o WHERE o.entity_row = m.rowid
         ORDER BY o.seq LIMIT 1) END, {entity_text("m.id")}, {entity_text("c.id")}),
     1, m.created_at, NULL, m.uid
 FROM conversation_messages cm JOIN entities m ON m.rowid = cm.message_row

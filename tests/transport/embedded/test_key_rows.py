@@ -1,7 +1,7 @@
 """The idempotency keys' rows (``_key_rows``): a key's text packed (canonical lowercase
 UUIDs as their 16 bytes, long lowercase hex runs as bytes, the turn protocol's fragments
 as a code, the rest as UTF-8) so that it unpacks to exactly the same text, its list of
-observations as varints, its index by source on the source's first 8 bytes; every read
+observations as varints, its index by source on the source's first bytes; every read
 answers as on the same file as the version before held it (each key and list as its
 text, the index on the whole source), upgraded, and an observation's ``source`` is still
 the first key (oldest, then least) of its source."""
@@ -28,6 +28,7 @@ from neotoma_agent.transport.embedded import _schema, _write
 from neotoma_agent.transport.embedded._key_rows import (
     FRAGMENTS,
     PACKED_KEYS,
+    SOURCE_PREFIX,
     key_seqs,
     key_text,
     pack_key,
@@ -194,7 +195,7 @@ async def test_the_first_key_of_a_source_is_the_least_text_among_keys_of_one_tim
 async def test_the_index_by_source_holds_a_prefix_and_a_shared_one_answers_right(
     tmp_path: Path,
 ) -> None:
-    """The index by source holds each source's first 8 bytes (and the row's user and
+    """The index by source holds each source's first bytes (and the row's user and
     digest); a source sharing them (a key row written by hand, older than the real one)
     is not taken for it: the observation's ``source`` is its own source's key."""
     path = tmp_path / "store.db"
@@ -208,7 +209,7 @@ async def test_the_index_by_source_holds_a_prefix_and_a_shared_one_answers_right
         [(source, at)] = conn.execute("SELECT source_id, created_at FROM idempotency_keys")
         conn.execute(
             "INSERT INTO idempotency_keys VALUES (0, ?, 'acme-0', ?, '[]', ?)",
-            (key_digest("acme-0"), source[:8] + bytes(8), at - 1),
+            (key_digest("acme-0"), source[:SOURCE_PREFIX] + bytes(16 - SOURCE_PREFIX), at - 1),
         )
         conn.commit()
     # an expression (the prefix), then the table's key: its user and digest

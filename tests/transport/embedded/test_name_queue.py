@@ -153,7 +153,7 @@ async def test_a_version_20_file_upgrades_with_an_empty_queue_and_answers_as_bef
     old = tmp_path / "old.db"
     shutil.copyfile(path, old)
     with closing(sqlite3.connect(path)) as conn:
-        assert conn.execute("PRAGMA user_version").fetchone()[0] == BEFORE
+        assert conn.execute("PRAGMA user_version").fetchone()[0] <= BEFORE
     indexed = _indexed(path)
     needles = _needles(path)
     before = searched(old, needles)

@@ -13,6 +13,8 @@ from collections.abc import Callable
 from contextlib import closing
 from pathlib import Path
 
+from observation_index_support import unnumber_observations
+
 from neotoma_agent.transport.embedded._name_queue import NAME_QUEUE, unqueue
 from neotoma_agent.transport.embedded._schema import MIGRATIONS
 
@@ -29,7 +31,8 @@ def copy_at_version(
     with closing(sqlite3.connect(to, isolation_level=None)) as conn:
         conn.execute("BEGIN IMMEDIATE")
         if version <= MIGRATIONS.index(NAME_QUEUE):
-            unqueue(conn)
+            unqueue(conn)  # (the latest step: undone first)
+        unnumber_observations(conn, version)  # then: while the ids are packed
         for step in undo:
             step(conn)
         conn.execute(f"PRAGMA user_version = {version}")
