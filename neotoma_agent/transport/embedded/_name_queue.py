@@ -50,28 +50,27 @@ CREATE TABLE IF NOT EXISTS bookkeeping_names_queue (
 #: segments and merges are paid once a batch, and the queue stays a page or two
 QUEUE_DOCUMENTS = 32
 
-# (one statement: the document queued, and whether the queue is full)
-_PUT: Final = (
-    "INSERT INTO bookkeeping_names_queue (id, text) VALUES (?, ?) "
-    "RETURNING (SELECT count(*) FROM bookkeeping_names_queue) >= ?"
-)
-_MOVE: Final = (
-    "INSERT INTO bookkeeping_names (rowid, text) "
-    "SELECT id, text FROM bookkeeping_names_queue ORDER BY id"
-)
+# Each a statement that needs no statement journal: one that does (an INSERT of a SELECT,
+# or with RETURNING) opens a savepoint, at which SQLite's FTS5 writes the pending words of
+# every full-text table the transaction wrote as a segment of its own, so that a
+# transaction holding many turns (an import, callers' stores committed together) would cut
+# the search index's segment into many.
+_FULL: Final = "SELECT 1 FROM bookkeeping_names_queue LIMIT 1 OFFSET ?"
+_QUEUED: Final = "SELECT id, text FROM bookkeeping_names_queue ORDER BY id"
+_INDEX: Final = "INSERT INTO bookkeeping_names (rowid, text) VALUES (?, ?)"
 
 
 def put(conn: sqlite3.Connection, rowid: int, text: str) -> None:
     """Queue the document ``text`` of the entity row ``rowid``; a full queue goes into the
     index."""
-    ((full,),) = conn.execute(_PUT, (rowid, text, QUEUE_DOCUMENTS)).fetchall()
-    if full:
+    conn.execute("INSERT INTO bookkeeping_names_queue (id, text) VALUES (?, ?)", (rowid, text))
+    if conn.execute(_FULL, (QUEUE_DOCUMENTS - 1,)).fetchone() is not None:
         index_queued(conn)
 
 
 def index_queued(conn: sqlite3.Connection) -> None:
     """Move every queued document into the index (in rowid order: one segment)."""
-    conn.execute(_MOVE)
+    conn.executemany(_INDEX, conn.execute(_QUEUED).fetchall())
     conn.execute("DELETE FROM bookkeeping_names_queue")
 
 

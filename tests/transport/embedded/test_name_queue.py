@@ -31,6 +31,7 @@ from version_copy_support import copy_at_version
 
 from neotoma_agent import EmbeddedStore, NeotomaMemory, purge_entities
 from neotoma_agent.transport.embedded import _name_queue
+from neotoma_agent.transport.embedded._connect import connect
 from neotoma_agent.transport.embedded._name_queue import NAME_QUEUE, QUEUE_DOCUMENTS
 from neotoma_agent.transport.embedded._schema import MIGRATIONS, SCHEMA_VERSION
 
@@ -101,6 +102,30 @@ async def test_a_turns_names_wait_in_the_queue_and_go_into_the_index_together(
     assert len(_indexed(path)) == QUEUE_DOCUMENTS
     assert _segment_rows(path) > segments
     assert searched(path, needles) == searched(_unqueued(path, tmp_path / "moved.db"), needles)
+
+
+def test_a_transaction_of_many_turns_writes_one_segment_of_the_search_index(
+    tmp_path: Path,
+) -> None:
+    """Queued documents moved into the index inside a transaction that also writes the
+    search index (an import, callers' stores committed together) leave its words pending:
+    the transaction writes one segment of it, as it did with no queue."""
+    conn = connect(str(tmp_path / "store.db"), "NORMAL")()
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+        for n in range(1, 3 * QUEUE_DOCUMENTS + 2):
+            conn.execute("INSERT INTO search_text (rowid, text) VALUES (?, ?)", (n, f"word {n}"))
+            _name_queue.put(conn, n, f"conversation:c{n}\n\n")
+        conn.execute("COMMIT")
+        assert _queued_on(conn) == [3 * QUEUE_DOCUMENTS + 1]
+        segments = conn.execute("SELECT count(DISTINCT segid) FROM search_text_idx").fetchone()
+        assert segments == (1,)
+    finally:
+        conn.close()
+
+
+def _queued_on(conn: sqlite3.Connection) -> list[int]:
+    return [int(r[0]) for r in conn.execute("SELECT id FROM bookkeeping_names_queue")]
 
 
 async def test_lookups_answer_alike_with_documents_queued_and_indexed_through_renames_and_purges(
