@@ -49,6 +49,7 @@ def indexed_terms(path: Path) -> set[str]:
     segments merged first)."""
     with sqlite3.connect(path) as conn:
         index_queued(conn)
+        conn.commit()  # (FTS5 writes its pending words and counts at a commit)
         conn.execute("INSERT INTO bookkeeping_names (bookkeeping_names) VALUES ('optimize')")
         conn.execute("INSERT INTO bookkeeping_names (bookkeeping_names) VALUES ('integrity-check')")
         conn.execute(

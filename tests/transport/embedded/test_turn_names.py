@@ -249,6 +249,7 @@ def _check_index(path: Path) -> None:
     contentless table's ``delete``)."""
     with closing(sqlite3.connect(path)) as conn:
         index_queued(conn)
+        conn.commit()  # (FTS5 writes its pending words and counts at a commit)
         conn.execute("INSERT INTO bookkeeping_names (bookkeeping_names) VALUES ('integrity-check')")
         (block,) = conn.execute("SELECT block FROM bookkeeping_names_data WHERE id = 1").fetchone()
         sizes = [
