@@ -490,21 +490,34 @@ class RecentConversation(Deferring):
 
     @classmethod
     def from_json(cls, raw: Mapping[str, Any]) -> RecentConversation:
-        more = raw.get("has_more")
         records = raw.get("turn_records")
         message = ConversationMessage.from_json
         record = EntitySnapshot.from_json
+        return cls._of(
+            raw,
+            tuple([message(m) for m in _items(raw.get("messages"))]),
+            None if not isinstance(records, list) else tuple([record(r) for r in _items(records)]),
+        )
+
+    @classmethod
+    def _of(
+        cls,
+        raw: Mapping[str, Any],
+        messages: tuple[ConversationMessage, ...],
+        turn_records: tuple[EntitySnapshot, ...] | None,
+    ) -> RecentConversation:
+        """The page ``raw`` with its ``messages`` and ``turn_records`` parsed already (as
+        :meth:`from_json` parses them: the embedded store makes them from its rows)."""
+        more = raw.get("has_more")
         page = cls(
             entity_id=str(raw.get("conversation_id") or ""),
             canonical_name=_opt_str(raw.get("canonical_name")),
             title=_opt_str(raw.get("title")),
             activity_at=str(raw.get("activity_at") or ""),
             message_count=_opt_int(raw.get("message_count")) or 0,
-            messages=tuple([message(m) for m in _items(raw.get("messages"))]),
+            messages=messages,
             has_more=more if isinstance(more, bool) else None,
-            turn_records=None
-            if not isinstance(records, list)
-            else tuple([record(r) for r in _items(records)]),
+            turn_records=turn_records,
             raw=raw,
         )
         if sends_tool_calls(raw):

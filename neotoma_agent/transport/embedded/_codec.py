@@ -49,6 +49,7 @@ __all__ = [
     "CODED_TYPES",
     "NAMED_TYPES",
     "NameNeeded",
+    "code_message",
     "decode_fields",
     "doc_fields",
     "encode_fields",
@@ -231,6 +232,40 @@ def encode_fields(
             _coded.clear()
         _coded[memo] = coded
     return coded
+
+
+_MESSAGE_CODE: Final = _BY_TYPE[_MESSAGE][0]
+_MESSAGE_NAME: Final = _MESSAGE + ":"
+_MESSAGE_KEYS: Final = ["role", "sender_kind", "content", "turn_key", "turn_number"]
+
+
+def code_message(fields: Mapping[str, Any], name: str) -> str | None:
+    """:func:`encode_fields` of a ``conversation_message``'s ``fields`` named ``name``
+    (``exact``), made directly when they are the shape every turn writes: ``role``,
+    ``sender_kind``, ``content`` and ``turn_key``, texts, then perhaps a ``turn_number``
+    int, in that order; else ``None`` (the caller codes them in full)."""
+    keys = list(fields)
+    if keys != _MESSAGE_KEYS[: len(keys)] or len(keys) < 4:
+        return None
+    values = list(fields.values())
+    if len(values) == 5:
+        number = values[4]
+        if type(number) is not int or number == 0:
+            return None  # not an int, or one that would read as the marker: in full
+    role, sender_kind, content, turn_key = values[:4]
+    if (
+        type(role) is not str
+        or type(sender_kind) is not str
+        or type(content) is not str
+        or type(turn_key) is not str
+    ):
+        return None
+    values[0] = _ROLES.index(role) if role in _ROLES else role
+    if sender_kind == role:
+        values[1] = 0
+    if name == _MESSAGE_NAME + turn_key:
+        values[3] = 0
+    return _dumps([_MESSAGE_CODE, *values])
 
 
 def forget() -> None:

@@ -41,7 +41,7 @@ from ._errors import invalid_format, not_found
 from ._page_rows import (
     conversation_item,
     decode_fields,
-    page_item,
+    page_entry,
     related_entry,
     turn_record,
 )
@@ -178,9 +178,15 @@ def forget() -> None:
     forget_coded()
 
 
-def history_page(conn: sqlite3.Connection, body: Mapping[str, Any]) -> dict[str, Any]:
+def history_page(
+    conn: sqlite3.Connection,
+    body: Mapping[str, Any],
+    typed: list[tuple[Any, ...]] | None = None,
+) -> dict[str, Any]:
     """``GET /recent_conversations/{entity_id}`` with ``limit`` (1-1000, checked by the
     caller) and ``before`` (a message id or ``None``): the page, in two statements.
+    ``typed``: a list to append each listed message's typed values to
+    (``_page_rows.page_entry``), in the page's order.
 
     Raises the route's errors: 404 for an id that is no conversation of the running user,
     400 for a ``before`` that is not a text."""
@@ -210,10 +216,13 @@ def history_page(conn: sqlite3.Connection, body: Mapping[str, Any]) -> dict[str,
     related = _related(edges) if edges else {}
     messages = []
     for _, _, mid, canonical, created, updated, observed, snapshot, _, _ in found:
-        message = page_item(mid, canonical, created, updated, observed, snapshot)
-        if message is not None:
+        entry = page_entry(mid, canonical, created, updated, observed, snapshot)
+        if entry is not None:
+            message = entry[0]
             message["related_entities"] = related.get(mid, [])
             messages.append(message)
+            if typed is not None:
+                typed.append(entry[1])
     item = conversation_item(conversation, messages, decode_fields(conversation[5]))
     item["has_more"] = bool(more)
     records, tool_calls = _records(conn, uid, _wanted(conversation[5], messages))

@@ -30,6 +30,7 @@ __all__ = [
     "display",
     "forget",
     "message_fields",
+    "page_entry",
     "page_item",
     "related_entry",
     "turn_record",
@@ -92,9 +93,25 @@ def page_item(
     """A message row as a history page lists it (``related_entities`` left ``None`` for the
     caller to fill), read from the row's whole ``snapshot`` text: no JSON taken apart in SQL;
     ``None`` when the message is deleted. A fresh dict each time."""
+    entry = page_entry(message_id, canonical_name, created, updated, observed, snapshot)
+    return None if entry is None else entry[0]
+
+
+def page_entry(
+    message_id: str,
+    canonical_name: str,
+    created: str | int,
+    updated: str | int,
+    observed: str | int | None,
+    snapshot: str,
+) -> tuple[dict[str, Any], tuple[Any, ...]] | None:
+    """:func:`page_item`'s item (a fresh dict), with the values its typed message is made
+    of (``_typed_page``): ``message_id``, ``role``, ``content``, ``turn_key``,
+    ``activity_at`` and ``turn_number`` as ``ConversationMessage.from_json`` reads them
+    from the item (a value of another type as ``None``)."""
     key = (message_id, canonical_name, created, updated, observed, snapshot)
-    item = _messages.get(key)
-    if item is None:
+    memo = _messages.get(key)
+    if memo is None:
         doc = _decode_json(snapshot)[0]
         if doc.get("d"):
             return None
@@ -103,6 +120,7 @@ def page_item(
             fields = decode_fields_of(fields, canonical_name)
         get = fields.get if isinstance(fields, dict) else {}.get
         role, sender_kind, content, turn_key, turn_number = [get(k) for k in MESSAGE_KEYS]
+        at = activity(created, updated, observed)
         item = {
             "message_id": message_id,
             "canonical_name": canonical_name,
@@ -110,14 +128,23 @@ def page_item(
             "sender_kind": sender_kind,
             "content": content,
             "turn_key": turn_key,
-            "activity_at": activity(created, updated, observed),
+            "activity_at": at,
             "related_entities": None,
             "hook_summary": None,
             "turn_number": turn_number,
         }
+        typed = (
+            message_id or "",
+            role if type(role) is str else None,
+            content if type(content) is str else None,
+            turn_key if type(turn_key) is str else None,
+            at or "",
+            turn_number if type(turn_number) is int else None,
+        )
+        memo = (item, typed)
         if len(snapshot) <= _MAX_TEXT and all(type(v) in _SCALARS for v in item.values()):
-            _remember(_messages, key, item)
-    return item.copy()
+            _remember(_messages, key, memo)
+    return memo[0].copy(), memo[1]
 
 
 def turn_record(

@@ -17,7 +17,14 @@ from typing import Any, NamedTuple
 
 from ..._neotoma.identity import LAST_WRITE, MergePolicy, TypeSchema
 
-__all__ = ["ObservationMeta", "SnapshotChange", "SnapshotState", "fold", "source_rank"]
+__all__ = [
+    "ObservationMeta",
+    "SnapshotChange",
+    "SnapshotState",
+    "fold",
+    "sets_as_given",
+    "source_rank",
+]
 
 # Observation-source rank for highest_priority ties: lower is more trusted; missing last.
 _SOURCE_RANK = {
@@ -221,7 +228,7 @@ def fold(
         state.top = meta
         state.deleted = fields.get("_deleted") is True
 
-    if first and _sets_as_given(schema, fields):
+    if first and sets_as_given(schema, fields):
         # The entity's first observation, each of its fields declared, not null and not
         # merged as an array: it wins every one as it is, with nothing to compare.
         state.fields.update(fields)
@@ -252,7 +259,7 @@ def fold(
     return changed
 
 
-def _sets_as_given(schema: TypeSchema | None, fields: Mapping[str, Any]) -> bool:
+def sets_as_given(schema: TypeSchema | None, fields: Mapping[str, Any]) -> bool:
     """Whether a first observation of ``fields`` sets each of them as it is (see ``fold``)."""
     declared, merged = _first_rules(schema)
     return (

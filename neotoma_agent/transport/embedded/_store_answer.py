@@ -15,10 +15,10 @@ from ..._neotoma.identity import Identity, schema_for
 from . import _scope
 from ._part_of import edges
 from ._reducer import SnapshotState
-from ._rows import encode_entity
+from ._rows import encode_entity, load_state, replayed_observations
 from ._warnings import Advisories, advise
 
-__all__ = ["Planned", "Written", "answer", "answer_json", "message_count"]
+__all__ = ["Planned", "Written", "answer", "answer_json", "message_count", "replay"]
 
 
 class Planned(Protocol):
@@ -161,3 +161,28 @@ def _conversation_message_count(
         (encode_entity(conversation),),
     ).fetchone()
     return int(row[0]) if row else 0
+
+
+def replay(conn: sqlite3.Connection, source_id: str, key: str) -> dict[str, Any]:
+    """A replayed store's answer (its key seen with the same source id): what the key's
+    observations hold now, nothing written."""
+    entries = []
+    for entity_id, entity_type, obs_id in replayed_observations(conn, key):
+        state = load_state(conn, entity_id)
+        entries.append(
+            {
+                "entity_id": entity_id,
+                "entity_type": entity_type,
+                "observation_id": obs_id,
+                "entity_snapshot_after": dict(state.fields) if state else None,
+                "deduplicated": True,
+            }
+        )
+    return {
+        "success": True,
+        "replayed": True,
+        "source_id": source_id,
+        "entities_created": 0,
+        "observations_created": len(entries),
+        "entities": entries,
+    }

@@ -10,7 +10,8 @@ what is stored is the same, byte for byte, whichever way the records came, and s
 typed answer (tests/transport/embedded/test_turn_write.py).
 
 A turn's enter is a user store (:func:`store_records`), the history read's pages
-(``recent_conversation``, as ``_engine.history.page_reads`` asks for them) and the
+(``recent_conversation``'s, as ``_engine.history.page_reads`` asks for them, made typed
+from their rows: ``_typed_page``) and the
 retrieval's lookups (``retrieve_entity_by_identifier``, as :func:`lookup_each` runs
 many). Sent as three jobs they share a trip to the store's
 thread only when they arrive together; :func:`enter_records` runs them as one job, in the
@@ -39,14 +40,13 @@ from .._records import Entered, TimedOut
 from .._results import (
     ConversationMessage,
     LookupResult,
-    RecentConversation,
     StoredEntity,
     StoreResult,
 )
 from ._connect import encodable
-from ._conversations import recent_conversation
 from ._read import retrieve_entity_by_identifier
 from ._store_answer import answer_json, message_count
+from ._typed_page import typed_page
 from ._write import write
 
 __all__ = ["enter_records", "lookup_each", "store_answered", "store_records"]
@@ -215,7 +215,7 @@ def _history(
             return TimedOut()
         query = present(entity_id=request.entity_id, limit=request.limit, before=request.before)
         try:
-            page = RecentConversation.from_json(encodable(recent_conversation, conn, query))
+            page = encodable(typed_page, conn, query)
         except Exception as exc:  # the history read's own failure: the turn goes on without it
             return TimedOut() if past is not None and past() else exc
         try:

@@ -33,13 +33,13 @@ from ._errors import (
     now_iso,
     resolution_failed,
 )
-from ._first import COLUMNS as FIRST_COLUMNS
 from ._first import FIRST_SEQ, first_of
 from ._name_index import index_fields, index_name
 from ._new_edges import Counted, edge_routes, write_edges
+from ._new_rows import insert_row, observation_id
 from ._reducer import ObservationMeta, SnapshotChange, SnapshotState, fold, source_rank
 from ._rename import rederive_name
-from ._row_codes import encode_name, set_time, time_code
+from ._row_codes import set_time
 from ._rows import (
     dumps,
     dumps_acyclic,
@@ -55,13 +55,13 @@ from ._rows import (
     load_state,
     observation_seq,
     record_key,
-    replayed_observations,
 )
 from ._search import index_search
 from ._shared_fields import fields_column, settle_fields
-from ._store_answer import Written, answer
+from ._store_answer import Written, answer, replay
 from ._summaries import SUMMARIZED_TYPES, summarize
 from ._turn_names import MESSAGE, TURN, index_turn_names
+from ._type_plan import write_new
 from ._validate import check_entities, check_relationships
 
 __all__ = ["store", "write", "write_time"]
@@ -91,14 +91,6 @@ def _source_id(parts: Sequence[str]) -> str:
     text = "[" + ",".join(parts) + "]"
     content_hash = hashlib.sha256(text.encode()).hexdigest()
     return hash_uuid(f"source:{_scope.user_id()}:{content_hash}")
-
-
-def _hash_id(text: str) -> tuple[str, bytes]:
-    """:func:`hash_uuid` of ``text`` and its 16 bytes (``encode_id`` of it), from one
-    digest."""
-    digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest()
-    h = digest[:16].hex()
-    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}", digest[:16]
 
 
 def _element_jsons(entities: Sequence[Mapping[str, Any]]) -> list[str]:
@@ -366,7 +358,7 @@ def write(conn: sqlite3.Connection, body: Mapping[str, Any]) -> Written | dict[s
     if seen is not None:
         if seen != encode_id(source_id):
             raise idempotency_mismatch(key)
-        return _replay(conn, source_id, key)
+        return replay(conn, source_id, key)
 
     relationships = check_relationships(body.get("relationships"), len(entities))
     planned = _plan(conn, entities, element_jsons, bool(body.get("strict", False)))
@@ -452,29 +444,6 @@ def write(conn: sqlite3.Connection, body: Mapping[str, Any]) -> Written | dict[s
     return Written(source_id, priority, created, entries, created_edges, counts)
 
 
-def _replay(conn: sqlite3.Connection, source_id: str, key: str) -> dict[str, Any]:
-    entries = []
-    for entity_id, entity_type, obs_id in replayed_observations(conn, key):
-        state = load_state(conn, entity_id)
-        entries.append(
-            {
-                "entity_id": entity_id,
-                "entity_type": entity_type,
-                "observation_id": obs_id,
-                "entity_snapshot_after": dict(state.fields) if state else None,
-                "deduplicated": True,
-            }
-        )
-    return {
-        "success": True,
-        "replayed": True,
-        "source_id": source_id,
-        "entities_created": 0,
-        "observations_created": len(entries),
-        "entities": entries,
-    }
-
-
 def _observe(
     conn: sqlite3.Connection,
     entity_id: str,
@@ -502,23 +471,21 @@ def _observe(
     ``seqs`` collects the seq of the observation (written now, or found already there).
     ``firsts``: the rowid and ``first_id`` of the entity rows the store loaded or created
     (an entity not in it is read); ``counted``: the messages to add to a conversation's
-    row as it is written.
+    row as it is written. A new message or turn record of the shape a turn writes is
+    written by its plan (``_type_plan``).
     """
+    if create is not None and obs_id is None and idempotency_key is None and fields_json:
+        made = write_new(
+            conn, entity_type, fields, fields_json, create, source_id, priority, obs_source,
+            now, packed_source, known_state, states, seqs, firsts, counted,
+        )  # fmt: skip
+        if made is not None:
+            return made
     if fields_json is None:
         fields_json = js_json(fields)
     packed_id: str | bytes | None
     if obs_id is None:
-        # The server's observation id: a hash of this exact JSON (keys in this order).
-        # Both ids are hex digests with fixed prefixes and dashes: quoting is their JSON.
-        obs_id, packed_id = _hash_id(
-            '{"source_id":'
-            + ("null" if source_id is None else f'"{source_id}"')
-            + ',"interpretation_id":"none","entity_id":"'
-            + entity_id
-            + '","fields":'
-            + fields_json
-            + "}"
-        )
+        obs_id, packed_id = observation_id(source_id, entity_id, fields_json)
     else:
         packed_id = encode_id(obs_id)
     # Reuse the state this store already read or wrote instead of reading the row again.
@@ -616,32 +583,18 @@ def _observe(
     known = None if firsts is None else firsts.get(entity_id)
     rowid = None if known is None else int(known[0])  # the entity row's, if held
     if create is not None:
-        inserted = conn.execute(
-            "INSERT INTO entities (id, type_code, name_code, created_at, snapshot, "
-            "observation_count, last_code, message_count, uid, "
-            f"{FIRST_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?,?,?,?,?,?,?,?,?)",
-            (
-                encode_entity(entity_id),
-                encode_word(create.entity_type),
-                encode_name(create.entity_type, create.canonical_name),
-                at,
-                doc,
-                state.observation_count,
-                time_code(encode_opt_time(state.last_observation_at), at),
-                messages,
-                _scope.uid(),
-                packed_id,
-                source,
-                idempotency_key,
-                priority,
-                encode_word(obs_source),
-                1.0,
-                basis,
-                rule,
-                first_fields,
-            ),
+        columns = (packed_id, source, idempotency_key, priority, encode_word(obs_source), 1.0)
+        rowid = insert_row(
+            conn,
+            entity_id,
+            create,
+            at,
+            doc,
+            state.observation_count,
+            state.last_observation_at,
+            messages,
+            (*columns, basis, rule, first_fields),
         )
-        rowid = int(inserted.lastrowid or 0)
         if seqs is not None:
             seqs.append(-rowid)
         if firsts is not None:

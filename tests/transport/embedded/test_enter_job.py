@@ -185,13 +185,14 @@ async def test_a_lookup_past_the_deadline_is_cut_short_and_the_turn_opens(
 async def test_a_history_read_past_the_deadline_leaves_the_turn_without_history(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    def endless(conn: sqlite3.Connection, body: Mapping[str, Any]) -> dict[str, Any]:
+    def endless(conn: sqlite3.Connection, body: Mapping[str, Any]) -> Any:
         conn.execute(_ENDLESS).fetchone()
         raise AssertionError("an endless read ended")
 
     async with EmbeddedStore.open(tmp_path / "a.db") as store:
+        # typed_page: the enter's history read (a page, made typed from its rows).
         memory, t = await _turn_past_a_stuck_read(
-            store, monkeypatch, "recent_conversation", endless, "No history in time."
+            store, monkeypatch, "typed_page", endless, "No history in time."
         )
         assert t.history == ()
         # The lookups come after the history read: past the deadline, none is made.
@@ -221,7 +222,7 @@ async def test_a_failing_read_in_the_job_is_not_fatal(
         assert t.retrieval.failures >= 1
         assert t.retrieved_ids == ()
         assert [h.turn_id for h in t.history] == ["t0"]
-        monkeypatch.setattr(_turn_write, "recent_conversation", broken_history)
+        monkeypatch.setattr(_turn_write, "typed_page", broken_history)
         async with memory.turn(PROMPTS[0], turn_id="t2") as t:
             t.reply = "History failed."
         assert t.history == ()
