@@ -58,7 +58,10 @@ schema version 8's search index and version 9's index of bookkeeping names keep 
 the texts). The bookkeeping names' index stays in every layout: a real server finds
 conversations, messages and turn records by any substring of their names, as any entity;
 the live file holds one document a turn there (its turn record's name and its two
-messages' names: the turn's close writes none), which every layout counts as it is.
+messages' names: the turn's close writes none), which every layout counts as it is; since
+schema version 22 a new document waits in ``bookkeeping_names_queue`` (a page or two) and
+goes into the index with 31 others, as one segment (the same documents, merged at other
+moments), and every layout counts the queue as it is too.
 No layout holds a message's PART_OF edge to its conversation: since schema version 10 the
 live file derives it from the conversation index, and every layout copies its rows. Nor
 does any layout hold an entity's first observation as a row of ``observations``: since

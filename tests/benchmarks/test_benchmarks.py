@@ -62,6 +62,23 @@ def test_turn_instructions_child_runs_its_turns_without_valgrind(
     assert proc.stdout == ""
 
 
+@pytest.mark.parametrize("variant", ["default", "queued", "one-commit", "names-automerge-0"])
+def test_fts_instructions_child_writes_a_turns_documents_without_valgrind(
+    tmp_path: Path, variant: str
+) -> None:
+    # The child counted under callgrind, run plain: each variant writes its turns.
+    script = str(BENCHMARKS / "fts_instructions.py")
+    proc = subprocess.run(
+        [sys.executable, script, "--child", variant, "--warmup", "40", "--turns", "3"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout == ""
+
+
 @pytest.mark.skipif(sys.platform == "win32", reason="the dev server process uses spawn + fork")
 def test_turn_overhead_counts_two_rounds_of_requests_for_ours(tmp_path: Path) -> None:
     report = run_benchmark(

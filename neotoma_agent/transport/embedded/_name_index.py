@@ -16,9 +16,11 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Iterator, Mapping, Sequence
+from itertools import pairwise
 from typing import Any, Final
 
 from . import _scope
+from ._name_queue import has_queued, put, queued_sql, take
 from ._rows import encode_entity, entity_text
 from ._turn_names import MESSAGE, TURN, book_text, document_text, expand
 
@@ -72,10 +74,7 @@ def index_name(
     if entity_type in _GROUPED:
         return
     if entity_type in BOOKKEEPING:
-        conn.execute(
-            "INSERT INTO bookkeeping_names (rowid, text) VALUES (?, ?)",
-            (rowid, book_text(name, ())),
-        )
+        put(conn, rowid, book_text(name, ()))
     else:
         _index_text(conn, name.lower(), entity_id, "name")
 
@@ -94,15 +93,8 @@ def rename(
             "SELECT rowid FROM entities WHERE id = ?", (encode_entity(entity_id),)
         ).fetchone()
         if entity_type != MESSAGE or _has_document(conn, rowid):  # (a turn's may hold it)
-            conn.execute(
-                "INSERT INTO bookkeeping_names (bookkeeping_names, rowid, text) "
-                "VALUES ('delete', ?, ?)",
-                (rowid, document_text(entity_type, *old)),
-            )
-        conn.execute(
-            "INSERT INTO bookkeeping_names (rowid, text) VALUES (?, ?)",
-            (rowid, document_text(entity_type, *new)),
-        )
+            take(conn, rowid, document_text(entity_type, *old))
+        put(conn, rowid, document_text(entity_type, *new))
         return
     conn.execute(
         "UPDATE name_index SET kind = 'alias' WHERE entity_id = ? AND kind = 'name'", (entity_id,)
@@ -116,9 +108,10 @@ _GROUPED: Final = frozenset((MESSAGE, TURN))
 
 
 def _has_document(conn: sqlite3.Connection, rowid: int) -> bool:
-    """Whether the entity row ``rowid`` has a ``bookkeeping_names`` document of its own."""
+    """Whether the entity row ``rowid`` has a ``bookkeeping_names`` document of its own (in
+    the index or queued)."""
     found = conn.execute("SELECT 1 FROM bookkeeping_names_docsize WHERE id = ?", (rowid,))
-    return found.fetchone() is not None
+    return found.fetchone() is not None or has_queued(conn, rowid)
 
 
 def backfill_book_names(conn: sqlite3.Connection) -> None:
@@ -232,12 +225,15 @@ def _kind_sql(kinds: frozenset[str] | None) -> tuple[str, tuple[str, ...]]:
 # needle is matched as the AND of its trigrams, then checked whole (texts and needles are
 # lowercased alike): by ``instr`` in ``name_index``, on the entity row's name and aliases
 # for ``bookkeeping_names`` (contentless: its rowid is the entity row's; a turn record's
-# also leads to its messages: ``_turn_names.expand``).
+# also leads to its messages: ``_turn_names.expand``), whose queued documents that hold
+# the needle are candidates as well (``_name_queue``; the caller merges them in row order).
+_BOOK_COLUMNS = (
+    f"0, {entity_text('e.id')}, e.canonical_name, e.aliases, e.rowid, e.uid, e.entity_type"
+)
 _BOOKKEEPING_NAMES_SQL = (
-    f"SELECT 0, {entity_text('e.id')}, e.canonical_name, e.aliases, e.rowid, e.uid, "
-    "e.entity_type FROM bookkeeping_names "
+    f"SELECT {_BOOK_COLUMNS} FROM bookkeeping_names "
     "CROSS JOIN entities e ON e.rowid = bookkeeping_names.rowid "
-    "WHERE bookkeeping_names MATCH ?"
+    f"WHERE bookkeeping_names MATCH ? UNION ALL {queued_sql(_BOOK_COLUMNS)}"
 )
 
 _NAME_INDEX_SQL = (
@@ -253,7 +249,9 @@ _BOTH_NAMES_SQL = f"{_BOOKKEEPING_NAMES_SQL} UNION ALL {_NAME_INDEX_SQL}"
 _SHORT_BOOK_NAMES_SQL = (
     f"SELECT 0, {entity_text('id')}, canonical_name, aliases, rowid, uid, entity_type "
     "FROM entities WHERE rowid IN "
-    "(SELECT doc FROM temp.bookkeeping_terms WHERE term >= ? AND term < ?) ORDER BY rowid"
+    "(SELECT doc FROM temp.bookkeeping_terms WHERE term >= ? AND term < ?) "
+    "OR rowid IN (SELECT id FROM bookkeeping_names_queue WHERE instr(text, ?) > 0) "
+    "ORDER BY rowid"
 )
 # (every row: none leads to another, so no type)
 _ALL_BOOK_NAMES_SQL = (
@@ -266,7 +264,7 @@ def _short_book_rows(conn: sqlite3.Connection, needle: str) -> list[Any]:
     """Candidate rows for a needle of fewer than three characters (checked by the caller)."""
     if not needle or not needle.isascii():
         return conn.execute(_ALL_BOOK_NAMES_SQL, _BOOK_TYPES).fetchall()
-    return conn.execute(_SHORT_BOOK_NAMES_SQL, (needle, needle + "\U0010ffff")).fetchall()
+    return conn.execute(_SHORT_BOOK_NAMES_SQL, (needle, needle + "\U0010ffff", needle)).fetchall()
 
 
 def _book_kinds(needle: str, name: str, aliases: str) -> Iterator[str]:
@@ -285,7 +283,7 @@ def _book_hits(
     do, in entity row order (as a document an entity gives them)."""
     book: Sequence[Any] = [r for r in rows if not r[0]]
     more = expand(conn, needle, book)
-    if more:
+    if more or any(a[4] > b[4] for a, b in pairwise(book)):  # (queued ones come after)
         by_row = {r[4]: r for r in (*book, *more)}
         book = [by_row[k] for k in sorted(by_row)]
     return [
@@ -332,10 +330,10 @@ def substring_ids(
         hits = []  # a trigram no indexed text has: nothing can contain the needle
     rows: list[Any] = []
     if bookkeeping and match is not None:
-        params = (_covering_trigrams(needle), match, needle)
+        params = (_covering_trigrams(needle), needle, match, needle)
         rows = conn.execute(_BOTH_NAMES_SQL, params).fetchall()
     elif bookkeeping:
-        rows = conn.execute(_BOOKKEEPING_NAMES_SQL, (_covering_trigrams(needle),)).fetchall()
+        rows = conn.execute(_BOOKKEEPING_NAMES_SQL, (_covering_trigrams(needle), needle)).fetchall()
     elif match is not None:
         rows = conn.execute(_NAME_INDEX_SQL, (match, needle)).fetchall()
     if hits is None:

@@ -24,6 +24,7 @@ from ._early_schema import (
 from ._first import merge_first, number_first_metas
 from ._key_rows import PACKED_KEYS, pack_keys
 from ._name_index import backfill_book_names
+from ._name_queue import NAME_QUEUE
 from ._observation_index import OBSERVATION_ROWS
 from ._part_of import derived_seen_of
 from ._row_codes import ROW_CODES, recode_rows
@@ -278,7 +279,8 @@ MIGRATIONS: tuple[str, ...] = (
     PACKED_KEYS,  # version 19: the idempotency keys' rows packed (_key_rows)
     ROW_CODES,  # entity names, aliases and times coded (_row_codes)
     OBSERVATION_ROWS,  # version 21: observations by entity row number (_observation_index)
-    CLOSE_ROOM,  # version 22: room a turn record keeps for its close (_close_room)
+    NAME_QUEUE,  # new bookkeeping-names documents indexed a batch at a time (_name_queue)
+    CLOSE_ROOM,  # version 23: room a turn record keeps for its close (_close_room)
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -34,6 +34,8 @@ from typing import Any, Final, Protocol
 
 from ..._neotoma.identity import Identity, entity_id_for
 from . import _scope
+from ._name_queue import clear as clear_queue
+from ._name_queue import put
 from ._rows import decode_entity, encode_entity, entity_text
 from ._type_index import of_type
 
@@ -156,7 +158,7 @@ def index_turn_names(
     grouped: set[str] = set()
     for rowid, entity_type, ident in created:
         if entity_type == TURN:
-            conn.execute(_INSERT, (rowid, document_text(TURN, ident.canonical_name, ())))
+            put(conn, rowid, document_text(TURN, ident.canonical_name, ()))
             grouped.update(message_names(ident.canonical_name) or ())
     for rowid, entity_type, ident in created:
         if entity_type == TURN:
@@ -166,7 +168,7 @@ def index_turn_names(
             _derived(ident.entity_id, entity_type, name, tenant)
             and (name in grouped or _has_turn_record(conn, name, turns, tenant))
         ):
-            conn.execute(_INSERT, (rowid, book_text(name, ())))
+            put(conn, rowid, book_text(name, ()))
 
 
 _TURN_SQL: Final = f"SELECT canonical_name, aliases FROM entities WHERE id = ? AND {of_type(TURN)}"
@@ -231,9 +233,17 @@ def expand(conn: sqlite3.Connection, needle: str, rows: Sequence[Any]) -> list[A
     return out
 
 
+_QUEUE_SQL: Final = (
+    "SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = 'bookkeeping_names_queue'"
+)
+
+
 def rebuild_book_names(conn: sqlite3.Connection) -> None:
     """Every bookkeeping entity's names into an emptied ``bookkeeping_names``, grouped a
-    turn a document as the store writes them (the migration to this layout, and a purge)."""
+    turn a document as the store writes them (the migration to this layout, and a purge),
+    the queue emptied (``_name_queue``: schema version 21 on)."""
+    if conn.execute(_QUEUE_SQL).fetchone() is not None:
+        clear_queue(conn)
     conn.execute("INSERT INTO bookkeeping_names (bookkeeping_names) VALUES ('delete-all')")
     tenants = _tenants(conn)
     grouped: set[tuple[int, str]] = set()

@@ -21,6 +21,7 @@ import pytest
 from paths_support import TESTS
 
 from neotoma_agent import EmbeddedStore, NeotomaMemory, purge_entities
+from neotoma_agent.transport.embedded._name_queue import index_queued
 from neotoma_agent.transport.embedded._rows import encode_entity, entity_text
 
 pytestmark = [pytest.mark.anyio, pytest.mark.one_backend]
@@ -44,8 +45,11 @@ def scan(path: Path, needle: str) -> list[str]:
 
 
 def indexed_terms(path: Path) -> set[str]:
-    """The trigrams ``bookkeeping_names`` lists (its segments merged first)."""
+    """The trigrams ``bookkeeping_names`` lists (its queued documents moved in and its
+    segments merged first)."""
     with sqlite3.connect(path) as conn:
+        index_queued(conn)
+        conn.commit()  # (FTS5 writes its pending words and counts at a commit)
         conn.execute("INSERT INTO bookkeeping_names (bookkeeping_names) VALUES ('optimize')")
         conn.execute("INSERT INTO bookkeeping_names (bookkeeping_names) VALUES ('integrity-check')")
         conn.execute(

@@ -421,8 +421,10 @@ async def test_substring_lookup_uses_the_trigram_index(store: EmbeddedStore, db_
     assert len(name_index_plans) == 2
     # ":M" is FTS5's MATCH constraint: the trigram index answers, no full scan.
     assert all("VIRTUAL TABLE INDEX" in p and ":M" in p for p in name_index_plans)
-    # Everything else is a key search (json_each only walks the list of matched ids).
-    assert not [p for p in plans if p.startswith("SCAN") and "VIRTUAL TABLE" not in p]
+    # Everything else is a key search (json_each only walks the list of matched ids), but
+    # the queue of bookkeeping names not indexed yet (fewer than 32 documents: _name_queue).
+    scans = [p for p in plans if p.startswith("SCAN") and "VIRTUAL TABLE" not in p]
+    assert scans == ["SCAN q"] * len(scans)
     assert any(p.startswith("SEARCH entities") for p in plans)
 
 

@@ -38,6 +38,7 @@ from turn_names_support import (
 )
 
 from neotoma_agent import EmbeddedStore, NeotomaMemory, purge_entities
+from neotoma_agent.transport.embedded._name_queue import index_queued
 from neotoma_agent.transport.embedded._schema import SCHEMA_VERSION
 
 pytestmark = [pytest.mark.anyio, pytest.mark.one_backend]
@@ -247,6 +248,8 @@ def _check_index(path: Path) -> None:
     another text than it was put in with, would move them: FTS5 trusts the caller of a
     contentless table's ``delete``)."""
     with closing(sqlite3.connect(path)) as conn:
+        index_queued(conn)
+        conn.commit()  # (FTS5 writes its pending words and counts at a commit)
         conn.execute("INSERT INTO bookkeeping_names (bookkeeping_names) VALUES ('integrity-check')")
         (block,) = conn.execute("SELECT block FROM bookkeeping_names_data WHERE id = 1").fetchone()
         sizes = [

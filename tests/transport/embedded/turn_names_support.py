@@ -21,6 +21,7 @@ from neotoma_agent.transport.embedded._name_index import (
     install,
     substring_ids,
 )
+from neotoma_agent.transport.embedded._name_queue import NAME_QUEUE
 from neotoma_agent.transport.embedded._rows import entity_text
 from neotoma_agent.transport.embedded._rows import install as install_rows
 from neotoma_agent.transport.embedded._schema import MIGRATIONS
@@ -42,10 +43,14 @@ BEFORE = MIGRATIONS.index(GROUPED_NAMES)
 #: the kinds a lookup asks for: any, and names and aliases (the second pass's)
 KINDS = (None, NAME_KINDS)
 _BOOKKEEPING = ("conversation", "conversation_message", "conversation_turn")
+QUEUE = "bookkeeping_names_queue"
 
 
 def one_an_entity(conn: sqlite3.Connection) -> None:
-    """The index as the version before held it: one document an entity, numbered as its row."""
+    """The index as the version before held it: one document an entity, numbered as its row
+    (and none queued)."""
+    if conn.execute("SELECT 1 FROM sqlite_schema WHERE name = ?", (QUEUE,)).fetchone():
+        conn.execute(f"DELETE FROM {QUEUE}")
     conn.execute("INSERT INTO bookkeeping_names (bookkeeping_names) VALUES ('delete-all')")
     backfill_book_names(conn)
 
@@ -57,9 +62,13 @@ def ungrouped_copy(path: Path, to: Path, version: int = BEFORE) -> Path:
 
 
 def documents(path: Path) -> list[int]:
-    """The numbers of the index's documents (each an entity row's)."""
+    """The numbers of the index's documents (each an entity row's), queued or not."""
+    sql = "SELECT id FROM bookkeeping_names_docsize"
     with closing(sqlite3.connect(path)) as conn:
-        return [int(r[0]) for r in conn.execute("SELECT id FROM bookkeeping_names_docsize")]
+        tables = {str(r[0]) for r in conn.execute("SELECT name FROM sqlite_schema")}
+        if "bookkeeping_names_queue" in tables:
+            sql += " UNION SELECT id FROM bookkeeping_names_queue ORDER BY 1"
+        return [int(r[0]) for r in conn.execute(sql)]
 
 
 def book_names(path: Path) -> list[tuple[str, str, list[str], int]]:
@@ -90,6 +99,9 @@ def _reading(path: Path) -> Iterator[sqlite3.Connection]:
     with closing(sqlite3.connect(path)) as conn:
         install_rows(conn)
         install(conn)
+        # (a file of a version before the names' queue: read with an empty one)
+        if not conn.execute("SELECT 1 FROM sqlite_schema WHERE name = ?", (QUEUE,)).fetchone():
+            conn.executescript(NAME_QUEUE.replace(QUEUE, f"temp.{QUEUE}"))
         yield conn
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 from observation_index_support import unnumber_observations
 
 from neotoma_agent.transport.embedded._close_room import CLOSE_ROOM
+from neotoma_agent.transport.embedded._name_queue import NAME_QUEUE, unqueue
 from neotoma_agent.transport.embedded._schema import MIGRATIONS
 
 __all__ = ["copy_at_version", "drop_room"]
@@ -32,12 +33,15 @@ def copy_at_version(
     path: Path, to: Path, version: int, *undo: Callable[[sqlite3.Connection], object]
 ) -> Path:
     """A copy at ``to`` of the (closed) file at ``path``: each of ``undo`` run on it in
-    order, in one transaction, and its version set to ``version``."""
+    order, in one transaction, and its version set to ``version`` (a version before the
+    bookkeeping names' queue had none: its documents are moved into the index first)."""
     shutil.copyfile(path, to)
     with closing(sqlite3.connect(to, isolation_level=None)) as conn:
         conn.execute("BEGIN IMMEDIATE")
-        unnumber_observations(conn, version)  # first: while the ids are packed
-        drop_room(conn, version)  # before a step that rebuilds the table without it
+        drop_room(conn, version)  # (the latest step: undone first)
+        if version <= MIGRATIONS.index(NAME_QUEUE):
+            unqueue(conn)
+        unnumber_observations(conn, version)  # then: while the ids are packed
         for step in undo:
             step(conn)
         conn.execute(f"PRAGMA user_version = {version}")
