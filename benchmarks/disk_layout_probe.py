@@ -1,10 +1,13 @@
 """Probe: bytes per turn of a store file in layouts not built yet (a measured ceiling).
 
     python benchmarks/disk_layout_probe.py STORE.db [--turns N] [--json PATH]
-    python benchmarks/disk_layout_probe.py --write-turns 1000 [--json PATH]
+    python benchmarks/disk_layout_probe.py --write-turns 1000 [--minted-ids] [--json PATH]
 
 ``--write-turns N`` first writes N short turns of ``peers.py`` (16 conversations, 1 caller,
-``memory.turn`` on an ``EmbeddedStore``) into a fresh file and probes that.
+``memory.turn`` on an ``EmbeddedStore``) into a fresh file and probes that; with
+``--minted-ids``, each turn's id is a UUID the library mints (``peers.py`` names its turns
+``t{i}``), for rows of other sizes. The output ends with how full the live file's entity
+leaves are (SQLite's ``dbstat``: a page split leaves room that appends never fill).
 
 Reads a store file of the current schema version (never writes it: the ``live`` column is
 this release's own format, as the store writes it) and copies its row
@@ -31,7 +34,8 @@ columns, the per-user ones included) and once per layout probed:
   (the live file lists its entity row's first observation so since schema version 13: the
   step models the other winners, observation rows; built once and measured, the live file
   shrank by 12 B a turn where this layout's copies say about 140, since a turn record
-  grows at its close and its page keeps the room: docs/performance.md, step 4);
+  grew at its close and its page kept the room: docs/performance.md, step 4; since schema
+  version 22 it does not, and the live file's pages are as full as the copies');
 - ``+keys``: and the idempotency keys in a rowid table (key text once, found by an index
   on an 8-byte digest of it), every other reference to a key (observations, the entity
   row's first observation) by its row number, the index by source holding the number
@@ -72,6 +76,11 @@ the stored columns, not the virtual ones that decode them). Nor does any layout,
 live file, hold ``search_docs`` (each indexed entity's number and id, and a unique index
 on the id: about 94 bytes a turn): since schema version 15 the search index's rows have
 their entity rows' rowids.
+Every layout copies what a turn record's close left of the room its enter wrote it with
+(``room``: since schema version 22 a turn record is written at its enter at the size its
+close takes, ``_close_room``; its close spends the room, a few bytes are left), and the
+live file's entity pages are as full as the copies' (a close no longer splits them: at
+schema version 20, a sixth of the live file's entity leaves was room such splits left).
 """
 
 from __future__ import annotations
@@ -120,7 +129,7 @@ def _has(layout: str, step: str) -> bool:
 _ENTITIES = """CREATE TABLE entities (num INTEGER PRIMARY KEY, id NOT NULL UNIQUE,
     entity_type NOT NULL, name_code, alias_list TEXT, created_at NOT NULL,
     updated_code, snapshot TEXT NOT NULL, observation_count INTEGER NOT NULL,
-    last_code, message_count INTEGER NOT NULL, uid INTEGER NOT NULL{merged})"""
+    last_code, message_count INTEGER NOT NULL, uid INTEGER NOT NULL{merged}, room BLOB)"""
 # The entity's first observation, in its row (the live file holds it so since schema 11).
 _MERGED = """, first_id, first_source, first_key, first_priority INTEGER,
     first_osource, first_specificity REAL, first_basis, first_rule, first_fields TEXT"""
@@ -256,6 +265,7 @@ def _fill(conn: sqlite3.Connection, layout: str) -> None:
         snapshot=snapshot,
     )
     cols += _FIRST_COLUMNS.format(key=key.format("e.first_key"), first=first)
+    cols += ", e.room"  # what a turn record's close left of its room (``_close_room``)
     conn.execute(f"INSERT INTO entities SELECT {cols} FROM src.entities e ORDER BY e.rowid")
     # The number of each entity, by its id as the entity rows hold it (12 bytes) and as
     # text (edges).
@@ -377,6 +387,12 @@ def _turns(store: Path) -> int:
     return int(n)
 
 
+#: the live file's entity leaves and the bytes they leave unused (a page split leaves room)
+_LEAF_ROOM = (
+    "SELECT count(*), sum(unused) FROM dbstat WHERE name = 'entities' AND pagetype = 'leaf'"
+)
+
+
 def probe(store: Path, turns: int) -> dict[str, Any]:
     with sqlite3.connect(f"file:{store}?mode=ro", uri=True) as conn:
         (version,) = conn.execute("PRAGMA user_version").fetchone()
@@ -385,6 +401,7 @@ def probe(store: Path, turns: int) -> dict[str, Any]:
                 f"{store}: schema version {version}, not {SCHEMA_VERSION} (open it once first)"
             )
         live = _sizes(conn)
+        leaves, unused = conn.execute(_LEAF_ROOM).fetchone()
     sizes: dict[str, dict[str, int]] = {}
     rows: dict[str, dict[str, float]] = {}
     with tempfile.TemporaryDirectory() as tmp:
@@ -421,6 +438,7 @@ def probe(store: Path, turns: int) -> dict[str, Any]:
         "tables": table,
         "totals": totals,
         "rows_per_turn": rows,
+        "entity_leaves": {"leaves": leaves, "unused_bytes": unused or 0},
     }
 
 
@@ -447,19 +465,38 @@ def render(result: dict[str, Any]) -> str:
     lines.append(
         "copies as written: " + ", ".join(f"{x} {totals[x]:,.0f}" for x in LAYOUTS) + " B/turn"
     )
+    leaf = result.get("entity_leaves")
+    if leaf:
+        unused, count = leaf["unused_bytes"], leaf["leaves"]
+        lines.append(
+            f"the live file's entity leaves: {count:,}, {unused / 1024:,.0f} KB unused "
+            f"({unused / max(1, count * 4096):.1%} of them)"
+        )
     return "\n".join(lines)
 
 
-def _write_turns(path: Path, turns: int) -> None:
-    """``turns`` short turns of ``peers.py``, 16 conversations, one caller."""
-    from peers import CONVERSATIONS, _Ours
+def _write_turns(path: Path, turns: int, minted: bool = False) -> None:
+    """``turns`` short turns of ``peers.py``, 16 conversations, one caller (``minted``:
+    each turn's id a UUID the library mints, not ``t{i}``)."""
+    from peers import CONVERSATIONS, _Ours, conversation, prompt, reply
+
+    from neotoma_agent import EmbeddedStore, NeotomaMemory
 
     async def write() -> None:
         async with _Ours(path) as turn:
             for i in range(turns):
                 await turn(i % CONVERSATIONS, i)
 
-    anyio.run(write)
+    async def write_minted() -> None:
+        async with EmbeddedStore.open(path) as store:
+            memories = [
+                NeotomaMemory(store, conversation_id=conversation(c)) for c in range(CONVERSATIONS)
+            ]
+            for i in range(turns):
+                async with memories[i % CONVERSATIONS].turn(prompt(i)) as t:
+                    t.reply = reply(i)
+
+    anyio.run(write_minted if minted else write)
 
 
 def main() -> None:
@@ -469,6 +506,9 @@ def main() -> None:
     parser.add_argument(
         "--write-turns", type=int, help="probe a fresh file of this many short turns"
     )
+    parser.add_argument(
+        "--minted-ids", action="store_true", help="--write-turns with turn ids the library mints"
+    )
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     meta = environment()
@@ -476,7 +516,7 @@ def main() -> None:
         store = args.store
         if args.write_turns:
             store = Path(tmp) / "turns.db"
-            _write_turns(store, args.write_turns)
+            _write_turns(store, args.write_turns, args.minted_ids)
         elif store is None:
             parser.error("give a STORE file or --write-turns N")
         result = probe(store.resolve(), args.turns or _turns(store))

@@ -14,6 +14,7 @@ from __future__ import annotations
 import sqlite3
 from typing import Any, Final
 
+from ._close_room import FIRST_SET
 from ._codec import fields_sql, first_fields_sql
 from ._key_rows import key_seqs
 from ._reducer import SnapshotState
@@ -77,7 +78,8 @@ def set_fields(conn: sqlite3.Connection, entity_id: str, seq: int, text: str | N
     """Observation ``seq`` of ``entity_id`` holds ``text`` as its fields (NULL: shared)."""
     if seq == FIRST_SEQ:
         conn.execute(
-            "UPDATE entities SET first_fields = ? WHERE id = ?", (text, encode_entity(entity_id))
+            f"UPDATE entities SET {FIRST_SET} WHERE id = ?2",
+            (text, encode_entity(entity_id)),
         )
     else:
         conn.execute("UPDATE observations SET fields = ? WHERE seq = ?", (text, seq))

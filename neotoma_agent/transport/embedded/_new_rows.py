@@ -22,8 +22,8 @@ __all__ = ["insert_row", "observation_id"]
 
 _INSERT = (
     "INSERT INTO entities (id, type_code, name_code, created_at, snapshot, "
-    "observation_count, last_code, message_count, uid, "
-    f"{FIRST_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?,?,?,?,?,?,?,?,?)"
+    "observation_count, last_code, message_count, uid, room, "
+    f"{FIRST_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,?,?,?,?,?,?,?,?)"
 )
 
 
@@ -62,10 +62,11 @@ def insert_row(
     last_observation_at: str | None,
     messages: int,
     first: tuple[Any, ...],
+    room: bytes | None = None,
 ) -> int:
     """Insert a new entity's row (its snapshot ``doc``, its times as stored: ``at`` its
     creation's) with its first observation's columns (``first``: ``FIRST_COLUMNS``'
-    values) and return its rowid."""
+    values) and ``room`` (``_close_room.room_for``'s), and return its rowid."""
     inserted = conn.execute(
         _INSERT,
         (
@@ -78,6 +79,7 @@ def insert_row(
             time_code(encode_opt_time(last_observation_at), at),
             messages,
             _scope.uid(),
+            room,
             *first,
         ),
     )

@@ -10,6 +10,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Callable
 
+from ._close_room import CLOSE_ROOM
 from ._codec_migration import FIELD_CODEC, code_fields
 from ._conversation_index import NUMBERED_INDEX
 from ._early_schema import (
@@ -279,6 +280,7 @@ MIGRATIONS: tuple[str, ...] = (
     ROW_CODES,  # entity names, aliases and times coded (_row_codes)
     OBSERVATION_ROWS,  # version 21: observations by entity row number (_observation_index)
     NAME_QUEUE,  # new bookkeeping-names documents indexed a batch at a time (_name_queue)
+    CLOSE_ROOM,  # version 23: room a turn record keeps for its close (_close_room)
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

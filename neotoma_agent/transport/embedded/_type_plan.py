@@ -29,6 +29,7 @@ import sqlite3
 from typing import Any, Final
 
 from ..._neotoma.identity import Identity, schema_for, undeclared_identity_keys
+from ._close_room import room_for
 from ._codec import code_message, encode_fields
 from ._first import FIRST_SEQ
 from ._new_edges import Counted
@@ -152,6 +153,7 @@ def write_new(
             encode_word(identity.identity_rule),
             None,
         ),
+        room_for(entity_type, fields, coded, seqs),  # (its first fields are shared)
     )
     seqs.append(-rowid)
     firsts[entity_id] = (rowid, packed_id)

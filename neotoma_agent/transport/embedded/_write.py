@@ -25,6 +25,7 @@ from ..._neotoma.identity import (
 from ...exceptions import ValidationError
 from .._wire import OBSERVATION_SOURCES
 from . import _scope
+from ._close_room import STATE_SET, room_for
 from ._codec import encode_fields, row_name
 from ._errors import (
     flat_error,
@@ -39,7 +40,6 @@ from ._new_edges import Counted, edge_routes, write_edges
 from ._new_rows import insert_row, observation_id
 from ._reducer import ObservationMeta, SnapshotChange, SnapshotState, fold, source_rank
 from ._rename import rederive_name
-from ._row_codes import set_time
 from ._rows import (
     dumps,
     dumps_acyclic,
@@ -71,7 +71,6 @@ __all__ = ["store", "write", "write_time"]
 _PLAIN_NAME = re.compile(r"[A-Za-z0-9_:.-]*").fullmatch
 
 _STRICT_OK_RULES = ("name_key:canonical_name", "name_key:email", "id_key:")
-_TIMES = f"{set_time('last_observation_at', 3)}, {set_time('updated_at', 4)}"
 
 
 def write_time() -> str:
@@ -576,9 +575,8 @@ def _observe(
             first_fields = encode_fields(entity_type, fields, fields_json, name)
     if states is not None:
         states[entity_id] = state
-    doc = encode_state(
-        state, encode_fields(entity_type, state.fields, fields_text, name, exact=True)
-    )
+    coded = encode_fields(entity_type, state.fields, fields_text, name, exact=True)
+    doc = encode_state(state, coded)
     messages = 0 if counted is None else counted.take(entity_id)
     known = None if firsts is None else firsts.get(entity_id)
     rowid = None if known is None else int(known[0])  # the entity row's, if held
@@ -594,6 +592,7 @@ def _observe(
             state.last_observation_at,
             messages,
             (*columns, basis, rule, first_fields),
+            room_for(entity_type, fields, None if first_fields is not None else coded, seqs),
         )
         if seqs is not None:
             seqs.append(-rowid)
@@ -608,8 +607,7 @@ def _observe(
         )
     elif messages:
         conn.execute(
-            f"UPDATE entities SET snapshot = ?1, observation_count = ?2, {_TIMES}, "
-            "message_count = message_count + ?5 WHERE id = ?6",
+            f"UPDATE entities SET {STATE_SET}, message_count = message_count + ?5 WHERE id = ?6",
             (
                 doc,
                 state.observation_count,
@@ -621,7 +619,7 @@ def _observe(
         )
     else:
         conn.execute(
-            f"UPDATE entities SET snapshot = ?1, observation_count = ?2, {_TIMES} WHERE id = ?5",
+            f"UPDATE entities SET {STATE_SET} WHERE id = ?5",
             (
                 doc,
                 state.observation_count,

@@ -64,6 +64,10 @@ def entity_ids(path: Path) -> list[str]:
 
 
 def entity_rows(path: Path) -> list[tuple[Any, ...]]:
-    """Every entity row, every column, by rowid."""
+    """Every entity row, every column, by rowid: but the room a turn record keeps for its
+    close (``room``, which no read reads: ``_close_room``; a row an older version wrote
+    keeps none)."""
     with closing(sqlite3.connect(path)) as conn:
-        return conn.execute("SELECT rowid, * FROM entities ORDER BY rowid").fetchall()
+        cur = conn.execute("SELECT rowid, * FROM entities ORDER BY rowid")
+        kept = [i for i, d in enumerate(cur.description) if d[0] != "room"]
+        return [tuple(row[i] for i in kept) for row in cur.fetchall()]

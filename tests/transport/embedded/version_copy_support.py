@@ -15,10 +15,18 @@ from pathlib import Path
 
 from observation_index_support import unnumber_observations
 
+from neotoma_agent.transport.embedded._close_room import CLOSE_ROOM
 from neotoma_agent.transport.embedded._name_queue import NAME_QUEUE, unqueue
 from neotoma_agent.transport.embedded._schema import MIGRATIONS
 
-__all__ = ["copy_at_version"]
+__all__ = ["copy_at_version", "drop_room"]
+
+
+def drop_room(conn: sqlite3.Connection, version: int) -> None:
+    """A copy's entity rows as ``version`` held them: with no room column before
+    ``_close_room``'s step (no read reads it; a turn record closed keeps none)."""
+    if version <= MIGRATIONS.index(CLOSE_ROOM):
+        conn.execute("ALTER TABLE entities DROP COLUMN room")
 
 
 def copy_at_version(
@@ -30,8 +38,9 @@ def copy_at_version(
     shutil.copyfile(path, to)
     with closing(sqlite3.connect(to, isolation_level=None)) as conn:
         conn.execute("BEGIN IMMEDIATE")
+        drop_room(conn, version)  # (the latest step: undone first)
         if version <= MIGRATIONS.index(NAME_QUEUE):
-            unqueue(conn)  # (the latest step: undone first)
+            unqueue(conn)
         unnumber_observations(conn, version)  # then: while the ids are packed
         for step in undo:
             step(conn)
