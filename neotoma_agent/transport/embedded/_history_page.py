@@ -10,7 +10,7 @@ statements, every part a seek of an index:
    conversation index before ``before``'s place (a range of its primary key) and whether
    one more precedes them (``has_more``); each message's row by its rowid (the index
    holds the entity rows' numbers, ``_conversation_index``), its snapshot as
-   stored (decoded in Python once per stored state, :func:`._page_rows.page_item`); each
+   stored (decoded in Python once per stored state, :func:`._page_rows.page_entry`); each
    message's edges but PART_OF (the edges' primary key, led by the source);
 2. the records (``_RECORDS_SQL``): each turn record of the page's turns, by the id the
    identity rules derive from the conversation's id and the turn id in a message's

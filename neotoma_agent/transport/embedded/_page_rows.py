@@ -31,7 +31,6 @@ __all__ = [
     "forget",
     "message_fields",
     "page_entry",
-    "page_item",
     "related_entry",
     "turn_record",
 ]
@@ -46,7 +45,7 @@ _MAX_ENTRIES: Final = 4096
 _decode_json = json.JSONDecoder().raw_decode
 
 # Keyed by a message's ``$.f`` text (message_fields: its values), or by its row's columns
-# in a tuple (page_item: its item): the two kinds of key never meet.
+# in a tuple (page_entry: its item): the two kinds of key never meet.
 _messages: dict[Any, Any] = {}
 _records: dict[tuple[str, str, int, Any, tuple[Any, ...] | None], dict[str, Any]] = {}
 
@@ -82,21 +81,6 @@ def message_fields(text: str | None) -> tuple[Any, ...]:
     return values
 
 
-def page_item(
-    message_id: str,
-    canonical_name: str,
-    created: str | int,
-    updated: str | int,
-    observed: str | int | None,
-    snapshot: str,
-) -> dict[str, Any] | None:
-    """A message row as a history page lists it (``related_entities`` left ``None`` for the
-    caller to fill), read from the row's whole ``snapshot`` text: no JSON taken apart in SQL;
-    ``None`` when the message is deleted. A fresh dict each time."""
-    entry = page_entry(message_id, canonical_name, created, updated, observed, snapshot)
-    return None if entry is None else entry[0]
-
-
 def page_entry(
     message_id: str,
     canonical_name: str,
@@ -105,10 +89,13 @@ def page_entry(
     observed: str | int | None,
     snapshot: str,
 ) -> tuple[dict[str, Any], tuple[Any, ...]] | None:
-    """:func:`page_item`'s item (a fresh dict), with the values its typed message is made
-    of (``_typed_page``): ``message_id``, ``role``, ``content``, ``turn_key``,
-    ``activity_at`` and ``turn_number`` as ``ConversationMessage.from_json`` reads them
-    from the item (a value of another type as ``None``)."""
+    """A message row as a history page lists it (``related_entities`` left ``None`` for the
+    caller to fill), read from the row's whole ``snapshot`` text: no JSON taken apart in SQL;
+    ``None`` when the message is deleted. The item (a fresh dict each time), with the
+    values its typed message is made of (``_typed_page``): ``message_id``, ``role``,
+    ``content``, ``turn_key``, ``activity_at`` and ``turn_number`` as
+    ``ConversationMessage.from_json`` reads them from the item (a value of another type as
+    ``None``)."""
     key = (message_id, canonical_name, created, updated, observed, snapshot)
     memo = _messages.get(key)
     if memo is None:
