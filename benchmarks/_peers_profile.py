@@ -232,7 +232,8 @@ AREAS = (
     ("  search index", "store", "embedded/_search.py", "index_search", "cum"),
     ("  edges", "store", "embedded/_edges.py", "relate", "cum"),
     ("  idempotency keys", "store", "embedded/_rows.py", "record_key", "cum"),
-    ("the history read", "store", "embedded/_conversations.py", "recent_conversation", "cum"),
+    # a turn's enter reads its page typed from the rows (the route's answer: recent_conversation)
+    ("the history read", "store", "embedded/_typed_page.py", "typed_page", "cum"),
     ("JSON encode and decode (store thread)", "store", "json/", None, "tot"),
     ("answers parsed (_results from_json)", "loop", "transport/_results.py", None, "tot"),
     ("anyio (scopes, tasks)", "loop", "anyio/", None, "tot"),
