@@ -39,6 +39,20 @@ def run_benchmark(name: str, *args: str, tmp_path: Path) -> dict[str, Any]:
     return report
 
 
+def run_quiet_child(name: str, *args: str, tmp_path: Path) -> None:
+    """Run a callgrind benchmark's child plainly (no valgrind): it exits 0 and prints
+    nothing (its marks are plain system calls outside it)."""
+    proc = subprocess.run(
+        [sys.executable, str(BENCHMARKS / f"{name}.py"), "--child", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout == ""
+
+
 @pytest.mark.parametrize(
     "view",
     [[], ["--scoped"], ["--backend", "trio"], ["--stores", "3", "--store-callers", "2"]],
@@ -50,16 +64,7 @@ def test_turn_instructions_child_runs_its_turns_without_valgrind(
     # The child counted under callgrind: its marks are plain system calls outside it.
     # ``--scoped``: the same turns, each conversation through its user's view; ``--backend
     # trio``: on trio; ``--stores``: turn-shaped stores instead, from concurrent callers.
-    script = str(BENCHMARKS / "turn_instructions.py")
-    proc = subprocess.run(
-        [sys.executable, script, "--child", "--turns", "1", *view],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=tmp_path,
-    )
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert proc.stdout == ""
+    run_quiet_child("turn_instructions", "--turns", "1", *view, tmp_path=tmp_path)
 
 
 @pytest.mark.parametrize("variant", ["default", "queued", "one-commit", "names-automerge-0"])
@@ -67,16 +72,9 @@ def test_fts_instructions_child_writes_a_turns_documents_without_valgrind(
     tmp_path: Path, variant: str
 ) -> None:
     # The child counted under callgrind, run plain: each variant writes its turns.
-    script = str(BENCHMARKS / "fts_instructions.py")
-    proc = subprocess.run(
-        [sys.executable, script, "--child", variant, "--warmup", "40", "--turns", "3"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=tmp_path,
+    run_quiet_child(
+        "fts_instructions", variant, "--warmup", "40", "--turns", "3", tmp_path=tmp_path
     )
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert proc.stdout == ""
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="the dev server process uses spawn + fork")
