@@ -420,24 +420,32 @@ def key_digest(key: str) -> bytes:
     return hashlib.sha256(key.encode()).digest()[:16]
 
 
-def key_seen(conn: sqlite3.Connection, key: str) -> bytes | None:
-    """The source id stored under ``key`` (as stored), or None for a new key."""
+def key_seen(conn: sqlite3.Connection, digest: bytes) -> bytes | None:
+    """The source id stored under the key whose :func:`key_digest` is ``digest`` (as
+    stored), or None for a new key."""
     row = conn.execute(
         f"SELECT source_id FROM idempotency_keys WHERE {_scope.owned(index=True)} AND digest = ?",
-        (key_digest(key),),
+        (digest,),
     ).fetchone()
     return None if row is None else bytes(row[0])
 
 
 def record_key(
-    conn: sqlite3.Connection, key: str, source_id: str, seqs: Sequence[int], now: str
+    conn: sqlite3.Connection,
+    key: str,
+    digest: bytes,
+    source_id: str,
+    seqs: Sequence[int],
+    now: str,
 ) -> None:
+    """Store ``key`` (its :func:`key_digest` ``digest``, computed once a store: its check
+    found it new) with what its store wrote."""
     conn.execute(
         "INSERT INTO idempotency_keys (uid, digest, key, source_id, observations, created_at) "
         "VALUES (?, ?, ?, ?, ?, ?)",
         (
             _scope.uid(),
-            key_digest(key),
+            digest,
             pack_key(key),
             encode_id(source_id),
             pack_seqs(seqs),

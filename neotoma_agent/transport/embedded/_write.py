@@ -50,6 +50,7 @@ from ._rows import (
     encode_time,
     encode_word,
     entity_row,
+    key_digest,
     key_seen,
     load_rows,
     load_state,
@@ -353,7 +354,8 @@ def write(conn: sqlite3.Connection, body: Mapping[str, Any]) -> Written | dict[s
     element_jsons = _element_jsons(entities)
     source_id = _source_id(element_jsons)
 
-    seen = key_seen(conn, key)
+    digest = key_digest(key)
+    seen = key_seen(conn, digest)
     if seen is not None:
         if seen != encode_id(source_id):
             raise idempotency_mismatch(key)
@@ -424,7 +426,7 @@ def write(conn: sqlite3.Connection, body: Mapping[str, Any]) -> Written | dict[s
     if turn_rows:
         index_turn_names(conn, turn_rows, firsts, planned)
     written.reverse()  # a replay lists a source's observations newest first
-    record_key(conn, key, source_id, written, now)
+    record_key(conn, key, digest, source_id, written, now)
 
     counts: dict[str, int] = {}
     created_edges = write_edges(
