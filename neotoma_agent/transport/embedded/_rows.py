@@ -421,8 +421,7 @@ def key_digest(key: str) -> bytes:
 
 
 def key_seen(conn: sqlite3.Connection, digest: bytes) -> bytes | None:
-    """The source id stored under the key whose :func:`key_digest` is ``digest`` (as
-    stored), or None for a new key."""
+    """The source id stored under the key of ``digest`` (:func:`key_digest`), or None."""
     row = conn.execute(
         f"SELECT source_id FROM idempotency_keys WHERE {_scope.owned(index=True)} AND digest = ?",
         (digest,),
@@ -431,15 +430,9 @@ def key_seen(conn: sqlite3.Connection, digest: bytes) -> bytes | None:
 
 
 def record_key(
-    conn: sqlite3.Connection,
-    key: str,
-    digest: bytes,
-    source_id: str,
-    seqs: Sequence[int],
-    now: str,
+    conn: sqlite3.Connection, key: str, digest: bytes, source_id: str, seqs: Sequence[int], now: str
 ) -> None:
-    """Store ``key`` (its :func:`key_digest` ``digest``, computed once a store: its check
-    found it new) with what its store wrote."""
+    """Store ``key`` (``digest``: its :func:`key_digest`, as its check found it new)."""
     conn.execute(
         "INSERT INTO idempotency_keys (uid, digest, key, source_id, observations, created_at) "
         "VALUES (?, ?, ?, ?, ?, ?)",
@@ -547,8 +540,7 @@ def load_rows(
 ) -> dict[str, tuple[SnapshotState, int, int, Any, tuple[str, str]]]:
     """:func:`load_row` of several entities with one statement (missing ones left out),
     with each one's rowid, ``first_id`` (what ``_first.first_of`` reads) and names (its
-    ``canonical_name`` and ``aliases`` columns: what ``_turn_names`` reads of a turn
-    record)."""
+    ``canonical_name`` and ``aliases``, what ``_turn_names`` reads of a turn record)."""
     if not entity_ids:
         return {}
     marks = ",".join("?" * len(entity_ids))
@@ -565,7 +557,7 @@ def load_rows(
             int(r[4]),
             r[5],
             r[8],
-            (r[6], r[7]),
+            r[6:8],
         )
         for r in rows
     }
