@@ -19,8 +19,8 @@ from recorder_support import recorder
 
 from neotoma_agent.exceptions import IdempotencyMismatchError
 from neotoma_agent.transport.embedded import EmbeddedStore, _schema
-from neotoma_agent.transport.embedded._key_rows import key_seqs, key_text
 from neotoma_agent.transport.embedded._key_digest import DIGEST_BYTES, digest
+from neotoma_agent.transport.embedded._key_rows import key_seqs, key_text
 from neotoma_agent.transport.embedded._schema import SCHEMA_VERSION
 
 pytestmark = [pytest.mark.anyio, pytest.mark.one_backend]

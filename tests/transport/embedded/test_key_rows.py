@@ -25,6 +25,7 @@ from version_copy_support import copy_at_version
 from neotoma_agent import EmbeddedStore, NeotomaMemory, purge_forgotten
 from neotoma_agent._records.keys import TurnKeys
 from neotoma_agent.transport.embedded import _schema, _write
+from neotoma_agent.transport.embedded._key_digest import DIGEST_BYTES, digest
 from neotoma_agent.transport.embedded._key_rows import (
     FRAGMENTS,
     PACKED_KEYS,
@@ -34,7 +35,6 @@ from neotoma_agent.transport.embedded._key_rows import (
     pack_key,
     pack_seqs,
 )
-from neotoma_agent.transport.embedded._key_digest import DIGEST_BYTES, digest
 from neotoma_agent.transport.embedded._schema import MIGRATIONS, SCHEMA_VERSION
 
 pytestmark = [pytest.mark.anyio]
