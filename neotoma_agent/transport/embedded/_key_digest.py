@@ -6,7 +6,8 @@ what every entry of its index by source (``_key_rows``) holds too. Version 8 too
 so that no two keys would ever share one. Since version 24 the table's key is the user, the
 digest's first :data:`DIGEST_BYTES` (4) and a ``slot``: the number of the key among the
 user's keys that share those 4 bytes (0 for the first, as nearly every key is, which a
-SQLite record stores in no byte). Each row and each index entry is 12 bytes smaller.
+SQLite record stores in no byte but its type). Each row and each index entry is 11 bytes
+smaller (12 bytes of digest, one more byte of its record's header).
 
 A read finds a key by its 4 bytes and compares the key's text on the rows it finds (the row
 holds it anyway, packed: ``_key_rows``), so a shared digest costs a row more, never a wrong
