@@ -13,6 +13,7 @@ from collections.abc import Callable
 from contextlib import closing
 from pathlib import Path
 
+from key_digest_support import full_digests
 from observation_index_support import unnumber_observations
 
 from neotoma_agent.transport.embedded._close_room import CLOSE_ROOM
@@ -38,7 +39,8 @@ def copy_at_version(
     shutil.copyfile(path, to)
     with closing(sqlite3.connect(to, isolation_level=None)) as conn:
         conn.execute("BEGIN IMMEDIATE")
-        drop_room(conn, version)  # (the latest step: undone first)
+        full_digests(conn, version)  # (the latest step: undone first)
+        drop_room(conn, version)
         if version <= MIGRATIONS.index(NAME_QUEUE):
             unqueue(conn)
         unnumber_observations(conn, version)  # then: while the ids are packed
