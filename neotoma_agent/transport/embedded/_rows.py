@@ -20,6 +20,7 @@ from ..._neotoma.js import compact_encoder
 from . import _codec, _scope
 from ._key_rows import key_seqs, pack_key, pack_seqs
 from ._reducer import ObservationMeta, SnapshotState, source_rank
+from ._row_metas import metas_sql, row_metas
 from ._times import decode_time, encode_time
 from ._words import decode_word, encode_word
 
@@ -29,6 +30,7 @@ __all__ = [
     "LIVE",
     "OBSERVATION_FIELDS",
     "QUERY_COLUMNS",
+    "SEQ_META",
     "FirstMetaNeeded",
     "decode_doc_fields",
     "decode_entity",
@@ -182,7 +184,9 @@ def decode_seen(value: str | bytes) -> list[str]:
 # specificity], the last dropped when 1.0; the id as the base64 of its 16 bytes, the time
 # as ``encode_time``; since schema version 13 the entity row's own first observation, seq
 # 0, as the number 0 alone: its meta is the row's ``FIRST_META`` columns, read beside the
-# snapshot), and per-field winners are indexes into it. The provenance map is
+# snapshot; since schema version 24 a turn record's observation rows as their seq alone,
+# a positive number: their metas are read beside the snapshot too, ``SEQ_META``,
+# ``_row_metas``), and per-field winners are indexes into it. The provenance map is
 # rebuilt on read (a field's provenance is its winner's id, or a merged array's ids), so
 # the observation id is not repeated per field, twice:
 #
@@ -224,19 +228,25 @@ def _decode_obs_id(value: str) -> str:
 
 
 class FirstMetaNeeded(ValueError):
-    """A snapshot lists its entity row's first observation (``0``) and its reader gave no
-    ``FIRST_META`` columns: a reader that leaves them out for the common case (history
-    pages' closed turn records) reads them then."""
+    """A snapshot lists its entity row's first observation (``0``), or an observation row
+    by its seq, and its reader gave no ``FIRST_META`` columns (or no ``SEQ_META``): a
+    reader that leaves them out for the common case (history pages' closed turn records)
+    reads them then."""
 
 
 #: the entity row's columns that are its first observation's meta (seq 0: ``_first``), in
 #: the order :func:`decode_state` takes them; a reader selects them beside the snapshot
 FIRST_META = "first_id, created_at, first_priority, first_osource, first_specificity"
+#: the column a reader of a turn record selects beside its snapshot: the metas of the
+#: observation rows it lists by seq (``_row_metas``), :func:`decode_state`'s ``rows``
+SEQ_META = metas_sql()
 
 
-def _encode_meta(meta: list[Any]) -> list[Any] | int:
+def _encode_meta(meta: list[Any], by_seq: bool = False) -> list[Any] | int:
     if meta[1] == 0:
         return 0  # the row's first observation (seq 0): its meta is the row's FIRST_META
+    if by_seq and meta[1] > 0:
+        return int(meta[1])  # an observation row: its meta is its row's (``SEQ_META``)
     out = [_encode_obs_id(meta[0]), meta[1], encode_time(meta[2]), meta[3], meta[4]]
     return out if meta[5] == 1.0 else [*out, meta[5]]
 
@@ -245,14 +255,24 @@ def _encode_meta(meta: list[Any]) -> list[Any] | int:
 # every turn), its first observation unchanged.
 @functools.lru_cache(maxsize=1024)
 def _first_meta(
-    first_id: bytes | str, created: str | int, priority: int, osource: str | int | None, spec: float
+    first_id: bytes | str,
+    created: str | int,
+    priority: int,
+    osource: str | int | None,
+    spec: float,
+    seq: int = 0,
 ) -> tuple[Any, ...]:
     rank = source_rank(decode_word(osource))
-    return (decode_id(first_id), 0, decode_time(created), priority, rank, spec)
+    return (decode_id(first_id), seq, decode_time(created), priority, rank, spec)
 
 
-def _decode_meta(meta: list[Any] | int, first: Sequence[Any] | None) -> list[Any]:
+def _decode_meta(meta: list[Any] | int, first: Sequence[Any] | None, rows: str | None) -> list[Any]:
     if isinstance(meta, int):
+        if meta:
+            found = None if rows is None else row_metas(rows).get(meta)
+            if found is None:
+                raise FirstMetaNeeded("a snapshot lists an observation row by seq: none given")
+            return list(_first_meta(*found, meta))
         if first is None or first[0] is None:
             raise FirstMetaNeeded("a snapshot lists its row's first observation: none given")
         return list(_first_meta(*first))
@@ -260,17 +280,18 @@ def _decode_meta(meta: list[Any] | int, first: Sequence[Any] | None) -> list[Any
     return [_decode_obs_id(meta[0]), meta[1], decode_time(meta[2]), meta[3], meta[4], spec]
 
 
-def encode_state(state: SnapshotState, fields_text: str | None = None) -> str:
+def encode_state(state: SnapshotState, fields_text: str | None = None, by_seq: bool = False) -> str:
     """The stored form of ``state`` (see above); :func:`decode_state` is its inverse.
 
-    ``fields_text``: ``dumps(state.fields)`` when the caller has it already.
+    ``fields_text``: ``dumps(state.fields)`` when the caller has it already; ``by_seq``:
+    its observation rows listed by seq (a turn record's, ``_row_metas.BY_SEQ``).
     """
     fields = dumps_acyclic(state.fields) if fields_text is None else fields_text
     alone = _one_winner(state)
     if alone is not None:
         # The common case (a new entity): o[0] wins every field of "f", in its order,
         # and is each field's provenance: the doc is "o" alone, with "d" and "s".
-        text = '{"f":' + fields + ',"o":[' + dumps_acyclic(_encode_meta(alone)) + "]"
+        text = '{"f":' + fields + ',"o":[' + dumps_acyclic(_encode_meta(alone, by_seq)) + "]"
         if state.deleted:
             text += ',"d":1'
         if state.shared is not None:
@@ -294,7 +315,7 @@ def encode_state(state: SnapshotState, fields_text: str | None = None) -> str:
         else:
             winners[name] = winner
             trivial = False
-    doc: dict[str, Any] = {"o": [_encode_meta(m) for m in metas]}
+    doc: dict[str, Any] = {"o": [_encode_meta(m, by_seq) for m in metas]}
     if not trivial:
         doc["w"] = winners
     if top is None and metas:
@@ -355,16 +376,18 @@ def decode_state(
     last_observation_at: str | int | None,
     first: Sequence[Any] | None,
     name: str | None = None,
+    rows: str | None = None,
 ) -> SnapshotState:
     """The snapshot state stored by :func:`encode_state` (or in an older format), with the
     entity row's count and last observation time (as stored: :func:`encode_time`) and its
     ``FIRST_META`` columns (``None`` only where the row holds no first observation), and
-    its canonical name (what a coded "f" may derive a value from: ``_codec``)."""
+    its canonical name (what a coded "f" may derive a value from: ``_codec``); ``rows``:
+    its ``SEQ_META`` column (a turn record's: ``None`` where it lists no row by seq)."""
     doc = json.loads(text)
     last_observation_at = decode_opt_time(last_observation_at)
     if "o" not in doc:
         return SnapshotState.from_json(doc, observation_count, last_observation_at)
-    metas = [_decode_meta(m, first) for m in doc["o"]]
+    metas = [_decode_meta(m, first, rows) for m in doc["o"]]
     fields = doc["f"]
     if type(fields) is list:
         fields = _codec.decode_fields(fields, name)
@@ -518,6 +541,21 @@ def entity_json(row: Sequence[Any]) -> dict[str, Any]:
 _STATE_COLUMNS = f"snapshot, observation_count, last_observation_at, canonical_name, {FIRST_META}"
 
 
+def _row_state(
+    conn: sqlite3.Connection, entity_id: str, row: Sequence[Any], first: Sequence[Any]
+) -> SnapshotState:
+    """The state of an entity row read for a write (``row``: snapshot, count, last, name;
+    ``first``: its ``FIRST_META``). The write path's statements leave ``SEQ_META`` out: the
+    row a turn folds is a turn record at its close, whose snapshot lists no row by seq, or
+    a conversation, which lists none; a turn record written again after its close reads it
+    then, with one more statement."""
+    try:
+        return decode_state(row[0], row[1], row[2], first, row[3])
+    except FirstMetaNeeded:
+        found = owned_entity(conn, SEQ_META, entity_id)
+        return decode_state(row[0], row[1], row[2], first, row[3], found and found[0])
+
+
 def _owned_state(
     conn: sqlite3.Connection, entity_id: str, column: str
 ) -> tuple[SnapshotState, Any] | None:
@@ -525,7 +563,7 @@ def _owned_state(
     row = owned_entity(conn, f"{column}, {_STATE_COLUMNS}", entity_id)
     if row is None:
         return None
-    return decode_state(row[1], row[2], row[3], row[5:], row[4]), row[0]
+    return _row_state(conn, entity_id, row[1:5], row[5:]), row[0]
 
 
 def load_row(conn: sqlite3.Connection, entity_id: str) -> tuple[SnapshotState, int] | None:
@@ -546,12 +584,14 @@ def load_rows(
         "SELECT id, snapshot, observation_count, last_observation_at, message_count, rowid, "
         f"canonical_name, {FIRST_META} FROM entities WHERE id IN ({marks}) AND {_scope.owned()}",
         [encode_entity(i) for i in entity_ids],
-    )
+    ).fetchall()
     # FIRST_META leads with first_id, what ``_first.first_of`` reads.
-    return {
-        decode_entity(r[0]): (decode_state(r[1], r[2], r[3], r[7:], r[6]), int(r[4]), r[5], r[7])
-        for r in rows
-    }
+    out = {}
+    for r in rows:
+        entity_id = decode_entity(r[0])
+        state = _row_state(conn, entity_id, (r[1], r[2], r[3], r[6]), r[7:])
+        out[entity_id] = (state, int(r[4]), r[5], r[7])
+    return out
 
 
 def load_state(conn: sqlite3.Connection, entity_id: str) -> SnapshotState | None:
@@ -624,13 +664,13 @@ LIVE = (
 
 DIRECT_COLUMNS = (
     "id, entity_type, canonical_name, aliases, created_at, updated_at, "
-    f"snapshot, observation_count, last_observation_at, {FIRST_META}"
+    f"snapshot, observation_count, last_observation_at, {FIRST_META}, {SEQ_META}"
 )
 
 #: the columns of a :func:`query_item` row
 QUERY_COLUMNS = (
     f"id, entity_type, canonical_name, snapshot, observation_count, last_observation_at, "
-    f"{FIRST_META}"
+    f"{FIRST_META}, {SEQ_META}"
 )
 
 
@@ -638,16 +678,16 @@ def direct_item(row: Sequence[Any]) -> dict[str, Any]:
     """A pass-1/2 item from a ``DIRECT_COLUMNS`` row: the entity and its snapshot record."""
     item = entity_json(row)
     # Only fields and provenance: the winners and deletion order are the store's business.
-    state = decode_state(row[6], row[7], row[8], row[9:14], row[2])
+    state = decode_state(row[6], row[7], row[8], row[9:14], row[2], row[14])
     item["snapshot"] = snapshot_record(item["id"], row[1], state)
     return item
 
 
 def query_item(row: Sequence[Any]) -> dict[str, Any]:
     """An ``entities/query`` item from a ``QUERY_COLUMNS`` row (id, type, canonical name,
-    snapshot doc, count, last, ``FIRST_META``)."""
+    snapshot doc, count, last, ``FIRST_META``, ``SEQ_META``)."""
     entity_id, entity_type, canonical_name = decode_entity(row[0]), row[1], row[2]
-    state = decode_state(row[3], row[4], row[5], row[6:11], canonical_name)
+    state = decode_state(row[3], row[4], row[5], row[6:11], canonical_name, row[11])
     return {
         "entity_id": entity_id,
         "entity_type": entity_type,

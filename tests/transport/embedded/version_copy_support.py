@@ -14,9 +14,11 @@ from contextlib import closing
 from pathlib import Path
 
 from observation_index_support import unnumber_observations
+from seq_metas_support import unseq
 
 from neotoma_agent.transport.embedded._close_room import CLOSE_ROOM
 from neotoma_agent.transport.embedded._name_queue import NAME_QUEUE, unqueue
+from neotoma_agent.transport.embedded._row_metas import SEQ_METAS
 from neotoma_agent.transport.embedded._schema import MIGRATIONS
 
 __all__ = ["copy_at_version", "drop_room"]
@@ -38,7 +40,9 @@ def copy_at_version(
     shutil.copyfile(path, to)
     with closing(sqlite3.connect(to, isolation_level=None)) as conn:
         conn.execute("BEGIN IMMEDIATE")
-        drop_room(conn, version)  # (the latest step: undone first)
+        if version <= MIGRATIONS.index(SEQ_METAS):
+            unseq(conn)  # (the latest step: undone first)
+        drop_room(conn, version)
         if version <= MIGRATIONS.index(NAME_QUEUE):
             unqueue(conn)
         unnumber_observations(conn, version)  # then: while the ids are packed
