@@ -553,7 +553,9 @@ def _row_state(
         return decode_state(row[0], row[1], row[2], first, row[3])
     except FirstMetaNeeded:
         found = owned_entity(conn, SEQ_META, entity_id)
-        return decode_state(row[0], row[1], row[2], first, row[3], found and found[0])
+        return decode_state(
+            row[0], row[1], row[2], first, row[3], None if found is None else found[0]
+        )
 
 
 def _owned_state(
