@@ -9,7 +9,9 @@ record's other winners, observation rows (its close, in a plain turn), are liste
 seq alone (a positive integer): their metas are their rows' columns (``observations``:
 ``id, observed_at, source_priority, observation_source, specificity_score``), read beside
 the snapshot by the same statement (:func:`metas_sql`: a correlated subquery through the
-unique index by entity row, so no read runs another statement). That takes about 40 bytes
+unique index by entity row, so no read runs another statement; a write's fold leaves it
+out and reads it only for a turn record written again after its close, ``_rows``). That
+takes about 46 bytes
 off each closed turn record's row, and since schema version 23 a turn record is written at
 its enter with the room its close takes, so they come off the file (a page holds more rows).
 
