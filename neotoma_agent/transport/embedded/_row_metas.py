@@ -32,12 +32,26 @@ import binascii
 import functools
 import json
 import sqlite3
+from collections.abc import Sequence
 from typing import Any, Final
 
+from ._ids import decode_id, encode_id
 from ._reducer import source_rank
+from ._times import decode_time, encode_time
 from ._words import decode_word
 
-__all__ = ["BY_SEQ", "SEQ_METAS", "metas_sql", "number_rows", "row_metas"]
+__all__ = [
+    "BY_SEQ",
+    "FIRST_META",
+    "SEQ_META",
+    "SEQ_METAS",
+    "FirstMetaNeeded",
+    "decode_meta",
+    "encode_meta",
+    "metas_sql",
+    "number_rows",
+    "row_metas",
+]
 
 # The migration: nothing to rewrite; the version says a file may hold such snapshots (an
 # older release would misread them).
@@ -73,6 +87,80 @@ def row_metas(text: str) -> dict[int, tuple[Any, ...]]:
         packed = ident[1:] if ident.startswith("~") else bytes.fromhex(ident)
         out[seq] = (packed, observed, priority, source, spec)
     return out
+
+
+# Memoised: the observations that won an entity's fields are decoded from its snapshot and
+# encoded into it again on every write of the entity (a conversation's, every turn).
+@functools.lru_cache(maxsize=1024)
+def _encode_obs_id(value: str) -> str:
+    packed = encode_id(value)
+    if isinstance(packed, bytes):
+        # binascii, not the base64 module: its wrappers cost more than the conversion
+        return binascii.b2a_base64(packed, newline=False)[:-2].decode()
+    return "~" + value  # "~" is not base64: an id that is not a UUID, as it is
+
+
+@functools.lru_cache(maxsize=1024)
+def _decode_obs_id(value: str) -> str:
+    if value.startswith("~"):
+        return value[1:]
+    if len(value) == 36:
+        return value  # a UUID as version 3 wrote it (base64 is 22 characters)
+    h = binascii.a2b_base64(value + "==").hex()
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+
+
+class FirstMetaNeeded(ValueError):
+    """A snapshot lists its entity row's first observation (``0``), or an observation row
+    by its seq, and its reader gave no ``FIRST_META`` columns (or no ``SEQ_META``): a
+    reader that leaves them out for the common case (history pages' closed turn records)
+    reads them then."""
+
+
+#: the entity row's columns that are its first observation's meta (seq 0: ``_first``), in
+#: the order :func:`decode_state` takes them; a reader selects them beside the snapshot
+FIRST_META = "first_id, created_at, first_priority, first_osource, first_specificity"
+#: the column a reader of a turn record selects beside its snapshot: the metas of the
+#: observation rows it lists by seq (``_row_metas``), :func:`decode_state`'s ``rows``
+SEQ_META = metas_sql()
+
+
+def encode_meta(meta: list[Any], by_seq: bool = False) -> list[Any] | int:
+    if meta[1] == 0:
+        return 0  # the row's first observation (seq 0): its meta is the row's FIRST_META
+    if by_seq and meta[1] > 0:
+        return int(meta[1])  # an observation row: its meta is its row's (``SEQ_META``)
+    out = [_encode_obs_id(meta[0]), meta[1], encode_time(meta[2]), meta[3], meta[4]]
+    return out if meta[5] == 1.0 else [*out, meta[5]]
+
+
+# Memoised, as ``_decode_obs_id``: an entity is read again and again (a conversation's row
+# every turn), its first observation unchanged.
+@functools.lru_cache(maxsize=1024)
+def _first_meta(
+    first_id: bytes | str,
+    created: str | int,
+    priority: int,
+    osource: str | int | None,
+    spec: float,
+    seq: int = 0,
+) -> tuple[Any, ...]:
+    rank = source_rank(decode_word(osource))
+    return (decode_id(first_id), seq, decode_time(created), priority, rank, spec)
+
+
+def decode_meta(meta: list[Any] | int, first: Sequence[Any] | None, rows: str | None) -> list[Any]:
+    if isinstance(meta, int):
+        if meta:
+            found = None if rows is None else row_metas(rows).get(meta)
+            if found is None:
+                raise FirstMetaNeeded("a snapshot lists an observation row by seq: none given")
+            return list(_first_meta(*found, meta))
+        if first is None or first[0] is None:
+            raise FirstMetaNeeded("a snapshot lists its row's first observation: none given")
+        return list(_first_meta(*first))
+    spec = meta[5] if len(meta) == 6 else 1.0
+    return [_decode_obs_id(meta[0]), meta[1], decode_time(meta[2]), meta[3], meta[4], spec]
 
 
 def _full(row: tuple[Any, ...], seq: int) -> list[Any]:

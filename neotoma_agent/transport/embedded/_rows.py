@@ -6,11 +6,9 @@ that answers with a row builds it the same way.
 
 from __future__ import annotations
 
-import binascii
 import functools
 import hashlib
 import json
-import re
 import sqlite3
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -18,9 +16,16 @@ from typing import Any
 from ..._neotoma.identity import ENTITY_ID_RE, schema_version
 from ..._neotoma.js import compact_encoder
 from . import _codec, _scope
+from ._ids import decode_id, encode_id
 from ._key_rows import key_seqs, pack_key, pack_seqs
-from ._reducer import ObservationMeta, SnapshotState, source_rank
-from ._row_metas import metas_sql, row_metas
+from ._reducer import ObservationMeta, SnapshotState
+from ._row_metas import (
+    FIRST_META,
+    SEQ_META,
+    FirstMetaNeeded,
+    decode_meta,
+    encode_meta,
+)
 from ._times import decode_time, encode_time
 from ._words import decode_word, encode_word
 
@@ -85,21 +90,6 @@ dumps_acyclic = compact_encoder(allow_nan=True, check_circular=False)
 # bytes. Timestamps the store writes (ISO 8601, milliseconds, "Z") are stored as integer
 # milliseconds. A value that would not come back as the same text is stored as it is
 # (the columns are untyped), so decoding never guesses.
-
-_UUID_RE = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
-
-
-def encode_id(value: str | None) -> str | bytes | None:
-    if value is None or not _UUID_RE.fullmatch(value):
-        return value
-    return bytes.fromhex(value.replace("-", ""))
-
-
-def decode_id(value: str | bytes | None) -> str | None:
-    if not isinstance(value, bytes):
-        return value
-    h = value.hex()
-    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
 def encode_opt_time(value: str | None) -> str | int | None:
@@ -206,80 +196,6 @@ def _winner_id(winner: Any) -> str:
     return str(winner[0]) if isinstance(winner, list) else ",".join(winner["ids"])
 
 
-# Memoised: the observations that won an entity's fields are decoded from its snapshot and
-# encoded into it again on every write of the entity (a conversation's, every turn).
-@functools.lru_cache(maxsize=1024)
-def _encode_obs_id(value: str) -> str:
-    packed = encode_id(value)
-    if isinstance(packed, bytes):
-        # binascii, not the base64 module: its wrappers cost more than the conversion
-        return binascii.b2a_base64(packed, newline=False)[:-2].decode()
-    return "~" + value  # "~" is not base64: an id that is not a UUID, as it is
-
-
-@functools.lru_cache(maxsize=1024)
-def _decode_obs_id(value: str) -> str:
-    if value.startswith("~"):
-        return value[1:]
-    if len(value) == 36:
-        return value  # a UUID as version 3 wrote it (base64 is 22 characters)
-    h = binascii.a2b_base64(value + "==").hex()
-    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
-
-
-class FirstMetaNeeded(ValueError):
-    """A snapshot lists its entity row's first observation (``0``), or an observation row
-    by its seq, and its reader gave no ``FIRST_META`` columns (or no ``SEQ_META``): a
-    reader that leaves them out for the common case (history pages' closed turn records)
-    reads them then."""
-
-
-#: the entity row's columns that are its first observation's meta (seq 0: ``_first``), in
-#: the order :func:`decode_state` takes them; a reader selects them beside the snapshot
-FIRST_META = "first_id, created_at, first_priority, first_osource, first_specificity"
-#: the column a reader of a turn record selects beside its snapshot: the metas of the
-#: observation rows it lists by seq (``_row_metas``), :func:`decode_state`'s ``rows``
-SEQ_META = metas_sql()
-
-
-def _encode_meta(meta: list[Any], by_seq: bool = False) -> list[Any] | int:
-    if meta[1] == 0:
-        return 0  # the row's first observation (seq 0): its meta is the row's FIRST_META
-    if by_seq and meta[1] > 0:
-        return int(meta[1])  # an observation row: its meta is its row's (``SEQ_META``)
-    out = [_encode_obs_id(meta[0]), meta[1], encode_time(meta[2]), meta[3], meta[4]]
-    return out if meta[5] == 1.0 else [*out, meta[5]]
-
-
-# Memoised, as ``_decode_obs_id``: an entity is read again and again (a conversation's row
-# every turn), its first observation unchanged.
-@functools.lru_cache(maxsize=1024)
-def _first_meta(
-    first_id: bytes | str,
-    created: str | int,
-    priority: int,
-    osource: str | int | None,
-    spec: float,
-    seq: int = 0,
-) -> tuple[Any, ...]:
-    rank = source_rank(decode_word(osource))
-    return (decode_id(first_id), seq, decode_time(created), priority, rank, spec)
-
-
-def _decode_meta(meta: list[Any] | int, first: Sequence[Any] | None, rows: str | None) -> list[Any]:
-    if isinstance(meta, int):
-        if meta:
-            found = None if rows is None else row_metas(rows).get(meta)
-            if found is None:
-                raise FirstMetaNeeded("a snapshot lists an observation row by seq: none given")
-            return list(_first_meta(*found, meta))
-        if first is None or first[0] is None:
-            raise FirstMetaNeeded("a snapshot lists its row's first observation: none given")
-        return list(_first_meta(*first))
-    spec = meta[5] if len(meta) == 6 else 1.0
-    return [_decode_obs_id(meta[0]), meta[1], decode_time(meta[2]), meta[3], meta[4], spec]
-
-
 def encode_state(state: SnapshotState, fields_text: str | None = None, by_seq: bool = False) -> str:
     """The stored form of ``state`` (see above); :func:`decode_state` is its inverse.
 
@@ -291,7 +207,7 @@ def encode_state(state: SnapshotState, fields_text: str | None = None, by_seq: b
     if alone is not None:
         # The common case (a new entity): o[0] wins every field of "f", in its order,
         # and is each field's provenance: the doc is "o" alone, with "d" and "s".
-        text = '{"f":' + fields + ',"o":[' + dumps_acyclic(_encode_meta(alone, by_seq)) + "]"
+        text = '{"f":' + fields + ',"o":[' + dumps_acyclic(encode_meta(alone, by_seq)) + "]"
         if state.deleted:
             text += ',"d":1'
         if state.shared is not None:
@@ -315,7 +231,7 @@ def encode_state(state: SnapshotState, fields_text: str | None = None, by_seq: b
         else:
             winners[name] = winner
             trivial = False
-    doc: dict[str, Any] = {"o": [_encode_meta(m, by_seq) for m in metas]}
+    doc: dict[str, Any] = {"o": [encode_meta(m, by_seq) for m in metas]}
     if not trivial:
         doc["w"] = winners
     if top is None and metas:
@@ -387,7 +303,7 @@ def decode_state(
     last_observation_at = decode_opt_time(last_observation_at)
     if "o" not in doc:
         return SnapshotState.from_json(doc, observation_count, last_observation_at)
-    metas = [_decode_meta(m, first, rows) for m in doc["o"]]
+    metas = [decode_meta(m, first, rows) for m in doc["o"]]
     fields = doc["f"]
     if type(fields) is list:
         fields = _codec.decode_fields(fields, name)
