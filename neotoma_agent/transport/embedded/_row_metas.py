@@ -1,9 +1,10 @@
-"""A turn record's winning observation rows named in its snapshot by their seq alone (a
-schema step: ``SEQ_METAS``).
+"""A snapshot's metas, coded (:func:`encode_meta`, :func:`decode_meta`), and a turn
+record's winning observation rows named in its snapshot by their seq alone (a schema step:
+``SEQ_METAS``).
 
 A snapshot doc lists each observation that wins a field once, with what the reducer ranks
-it by (``_rows``: its id, seq, time, priority, source rank and specificity): 46 to 53
-bytes each. Since schema version 13 the entity row's own first observation is listed as
+it by (``_rows``' snapshot doc: its id, seq, time, priority, source rank and specificity):
+46 to 53 bytes each. Since schema version 13 the entity row's own first observation is listed as
 ``0`` alone, its meta read from the row's ``first_*`` columns. Since this step a turn
 record's other winners, observation rows (its close, in a plain turn), are listed as their
 seq alone (a positive integer): their metas are their rows' columns (``observations``:
