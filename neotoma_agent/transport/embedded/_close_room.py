@@ -53,7 +53,7 @@ _TURN: Final = "conversation_turn"
 #: tests/transport/embedded/test_close_room.py holds it to a close's exact growth). In the
 #: snapshot: the close's fields (the mask's width, the end time's 13 digits, the tool count
 #: and two empty lists: 24 bytes), its observation listed by its seq where the open one's
-#: was ``0`` (since schema version 24, ``_row_metas``: its digits less one) and the seq of
+#: was ``0`` (since schema version 25, ``_row_metas``: its digits less one) and the seq of
 #: the observation whose fields the snapshot's are (``"s"``: 0 before, the close's seq
 #: after: its digits less one). In the row: its count (1 to 2: a byte) and its two times
 #: (NULL to integer milliseconds, 6 bytes each).

@@ -57,7 +57,7 @@ __all__ = [
 # The migration: nothing to rewrite; the version says a file may hold such snapshots (an
 # older release would misread them).
 SEQ_METAS: Final = """
--- version 24: a turn record's winning observation rows as their seq (_row_metas)
+-- version 25: a turn record's winning observation rows as their seq (_row_metas)
 """
 
 #: the entity type whose snapshots list their winning observation rows by seq

@@ -7,7 +7,6 @@ that answers with a row builds it the same way.
 from __future__ import annotations
 
 import functools
-import hashlib
 import json
 import sqlite3
 from collections.abc import Mapping, Sequence
@@ -17,7 +16,8 @@ from ..._neotoma.identity import ENTITY_ID_RE, schema_version
 from ..._neotoma.js import compact_encoder
 from . import _codec, _scope
 from ._ids import decode_id, encode_id
-from ._key_rows import key_seqs, pack_key, pack_seqs
+from ._key_digest import key_list
+from ._key_rows import key_seqs
 from ._reducer import ObservationMeta, SnapshotState
 from ._row_metas import (
     FIRST_META,
@@ -60,8 +60,6 @@ __all__ = [
     "entity_row",
     "entity_text",
     "install",
-    "key_digest",
-    "key_seen",
     "live_state",
     "load_row",
     "load_rows",
@@ -70,7 +68,6 @@ __all__ = [
     "observation_seq",
     "owned_entity",
     "query_item",
-    "record_key",
     "replayed_observations",
     "snapshot_record",
     "time_text",
@@ -174,7 +171,7 @@ def decode_seen(value: str | bytes) -> list[str]:
 # specificity], the last dropped when 1.0; the id as the base64 of its 16 bytes, the time
 # as ``encode_time``; since schema version 13 the entity row's own first observation, seq
 # 0, as the number 0 alone: its meta is the row's ``FIRST_META`` columns, read beside the
-# snapshot; since schema version 24 a turn record's observation rows as their seq alone,
+# snapshot; since schema version 25 a turn record's observation rows as their seq alone,
 # a positive number: their metas are read beside the snapshot too, ``SEQ_META``,
 # ``_row_metas``), and per-field winners are indexes into it. The provenance map is
 # rebuilt on read (a field's provenance is its winner's id, or a merged array's ids), so
@@ -350,39 +347,8 @@ OBSERVATION_FIELDS = (
 # A key's row holds its source id (16 bytes: a digest of the hash of the entities it stored,
 # so an equal id is an equal hash) and the seqs of the observations it wrote, newest first;
 # a replay reads each observation's entity, type and id from its row. The row is found by
-# the key's digest (``key_digest``, schema version 8), so the key's text is stored once, in
-# its row (an observation's ``source`` reads it back), not again in every index entry.
-
-
-def key_digest(key: str) -> bytes:
-    """The 16 bytes an idempotency key is found by: the start of its SHA-256."""
-    return hashlib.sha256(key.encode()).digest()[:16]
-
-
-def key_seen(conn: sqlite3.Connection, key: str) -> bytes | None:
-    """The source id stored under ``key`` (as stored), or None for a new key."""
-    row = conn.execute(
-        f"SELECT source_id FROM idempotency_keys WHERE {_scope.owned(index=True)} AND digest = ?",
-        (key_digest(key),),
-    ).fetchone()
-    return None if row is None else bytes(row[0])
-
-
-def record_key(
-    conn: sqlite3.Connection, key: str, source_id: str, seqs: Sequence[int], now: str
-) -> None:
-    conn.execute(
-        "INSERT INTO idempotency_keys (uid, digest, key, source_id, observations, created_at) "
-        "VALUES (?, ?, ?, ?, ?, ?)",
-        (
-            _scope.uid(),
-            key_digest(key),
-            pack_key(key),
-            encode_id(source_id),
-            pack_seqs(seqs),
-            encode_time(now),
-        ),
-    )
+# a digest of the key (``_key_digest``), so the key's text is stored once, in its row (an
+# observation's ``source`` reads it back), not again in every index entry.
 
 
 def observation_seq(conn: sqlite3.Connection, entity_id: str, obs_id: str) -> int | None:
@@ -400,12 +366,7 @@ def observation_seq(conn: sqlite3.Connection, entity_id: str, obs_id: str) -> in
 
 def replayed_observations(conn: sqlite3.Connection, key: str) -> list[tuple[str, str, str]]:
     """(entity id, entity type, observation id) of what ``key`` wrote, newest first."""
-    row = conn.execute(
-        f"SELECT observations FROM idempotency_keys WHERE {_scope.owned(index=True)} "
-        "AND digest = ?",
-        (key_digest(key),),
-    ).fetchone()
-    seqs = key_seqs(row[0])
+    seqs = key_seqs(key_list(conn, key))
     listed = dumps_acyclic(seqs)
     found = {
         r[0]: (decode_entity(r[1]), str(decode_word(r[2])), str(decode_id(r[3])))

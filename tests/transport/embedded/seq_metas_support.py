@@ -1,11 +1,11 @@
-"""Stores whose turn records list their observation rows by seq (schema version 24), and the
-same stores as version 23 held them.
+"""Stores whose turn records list their observation rows by seq (schema version 25), and the
+same stores as version 24 held them.
 
 ``unseq`` writes every snapshot's positive number in ``"o"`` (an observation row listed by
 its seq: ``_row_metas``) back as that row's meta in full (``[id, seq, time, priority,
 source rank]``, the specificity after them when it is not 1.0), the rest of each doc as it
 was: the helpers that write a file back to an older version call it first
-(``version_copy_support.copy_at_version`` at version 23 is the file the release before the
+(``version_copy_support.copy_at_version`` at version 24 is the file the release before the
 step wrote). Opening it upgrades it again; every read must answer the same on both, and so
 must every write after.
 """

@@ -217,7 +217,7 @@ async def test_a_turn_open_when_its_file_was_upgraded_closes_as_before(tmp_path:
 
 async def test_a_version_20_file_upgrades_and_is_written_on(tmp_path: Path) -> None:
     """The file version 20 wrote (``tests/data/v20_store``): upgraded, its rows are the
-    same (its closes listed by seq since version 24, ``_row_metas``) and keep no room,
+    same (its closes listed by seq since version 25, ``_row_metas``) and keep no room,
     and it is written on as a file this release wrote (a closed turn keeps none either)."""
     path = tmp_path / "store.db"
     shutil.copyfile(TESTS / "data" / "v20_store" / "store.db", path)

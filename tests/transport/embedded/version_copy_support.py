@@ -13,6 +13,7 @@ from collections.abc import Callable
 from contextlib import closing
 from pathlib import Path
 
+from key_digest_support import full_digests
 from observation_index_support import unnumber_observations
 from seq_metas_support import unseq
 
@@ -42,6 +43,7 @@ def copy_at_version(
         conn.execute("BEGIN IMMEDIATE")
         if version <= MIGRATIONS.index(SEQ_METAS):
             unseq(conn)  # (the latest step: undone first)
+        full_digests(conn, version)
         drop_room(conn, version)
         if version <= MIGRATIONS.index(NAME_QUEUE):
             unqueue(conn)
