@@ -82,6 +82,8 @@ def _offset(value: int, offset: int) -> int:
 #: a winning observation's meta in a snapshot doc: [id, seq, time, ...] (``_rows``)
 _META = re.compile(r'\["([^"]*)",(\d+),(\d+),')
 _SHARED = re.compile(r'"s":(\d+)')
+_LIST = json.JSONDecoder().raw_decode
+_DUMPS = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 
 
 def _in(values: list[Any]) -> str:
@@ -186,6 +188,11 @@ class _Copier:
             # The fields come first ("f"), the metas after them: only the tail is rewritten.
             fields, sep, tail = text(doc).rpartition(',"o":[')
             tail = _META.sub(meta, tail)
+            # A turn record's observation rows listed by seq alone (schema 25, ``_row_metas``).
+            metas, end = _LIST("[" + tail)
+            if any(type(m) is int and m > 0 for m in metas):
+                listed = [_offset(m, seq) if type(m) is int else m for m in metas]
+                tail = _DUMPS(listed)[1:] + tail[end - 1 :]
             tail = _SHARED.sub(lambda m: f'"s":{_offset(int(m.group(1)), seq)}', tail)
             return fields + sep + tail
 

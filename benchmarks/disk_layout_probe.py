@@ -31,11 +31,13 @@ columns, the per-user ones included) and once per layout probed:
   type's ``{type}:`` as bytes (``_row_codes``), which every layout copies;
 - ``+meta``: and each winning observation in the snapshot doc as its seq alone (its id,
   time, priority and source rank read from its row), instead of about 53 bytes of metas
-  (the live file lists its entity row's first observation so since schema version 13: the
-  step models the other winners, observation rows; built once and measured, the live file
-  shrank by 12 B a turn where this layout's copies say about 140, since a turn record
+  (the live file lists its entity row's first observation so since schema version 13, and
+  a turn record's observation rows, its close, since version 25, ``_row_metas``: the step
+  models the rest, a conversation's and any other entity's observation rows, which win
+  fields in a few rows a file; built for every winner once and measured, the live file
+  shrank by 12 B a turn where this layout's copies said about 140, since a turn record
   grew at its close and its page kept the room: docs/performance.md, step 4; since schema
-  version 22 it does not, and the live file's pages are as full as the copies');
+  version 23 it does not, and version 25 took the 57 B this layout estimated on it);
 - ``+keys``: and the idempotency keys in a rowid table (key text once, found by an index
   on the 4-byte digest of it the live file keys them by), every other reference to a key
   (observations, the entity row's first observation) by its row number, the index by

@@ -24,7 +24,15 @@ from .._bulk import MessageRows, RecordSink
 from .._results import EntitySnapshot
 from ._codec import decode_fields, field_sql
 from ._conversation_index import row_of
-from ._rows import FIRST_META, LIVE, decode_opt_time, entity_text, install, query_item
+from ._rows import (
+    FIRST_META,
+    LIVE,
+    SEQ_META,
+    decode_opt_time,
+    entity_text,
+    install,
+    query_item,
+)
 from ._scope import lookup_uid
 from ._type_index import of_type
 
@@ -44,7 +52,7 @@ _E_ID: Final = entity_text("e.id")
 # Every turn record, whole (its fields and time).
 _RECORDS: Final = (
     f"SELECT {_ID}, entity_type, canonical_name, snapshot, observation_count, "
-    f"last_observation_at, {FIRST_META} FROM entities "
+    f"last_observation_at, {FIRST_META}, {SEQ_META} FROM entities "
     "WHERE uid = {uid} AND " + of_type("conversation_turn") + " ORDER BY entities.id"
 )
 # With ``completed``: each turn record's name, whether it is ``completed`` (its name is then
@@ -67,7 +75,7 @@ _COMPLETED_OF_USER: Final = (
 # The other records, whole, by the rowids ``_COMPLETED`` gave (in the same transaction).
 _RECORDS_AT: Final = (
     f"SELECT {_ID}, entity_type, canonical_name, snapshot, observation_count, "
-    f"last_observation_at, {FIRST_META} FROM entities "
+    f"last_observation_at, {FIRST_META}, {SEQ_META} FROM entities "
     "WHERE rowid IN (SELECT value FROM json_each(?)) "
     "AND entity_type = 'conversation_turn' ORDER BY entities.id"
 )

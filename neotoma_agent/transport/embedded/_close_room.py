@@ -52,12 +52,12 @@ _TURN: Final = "conversation_turn"
 #: ``first_fields`` and the digits of its observation's seq (bytes of the SQLite record;
 #: tests/transport/embedded/test_close_room.py holds it to a close's exact growth). In the
 #: snapshot: the close's fields (the mask's width, the end time's 13 digits, the tool count
-#: and two empty lists: 24 bytes), its observation's meta where the open one's was ``0``
-#: (its 22-character id, its time's 13 digits, priority and source rank: 46, and its seq)
-#: and the seq of the observation whose fields the snapshot's are (``"s"``: 0 before, the
-#: close's seq after: its digits less one). In the row: its count (1 to 2: a byte) and its
-#: two times (NULL to integer milliseconds, 6 bytes each).
-CLOSE_GROWTH: Final = 24 + 46 - 1 + 1 + 2 * 6
+#: and two empty lists: 24 bytes), its observation listed by its seq where the open one's
+#: was ``0`` (since schema version 25, ``_row_metas``: its digits less one) and the seq of
+#: the observation whose fields the snapshot's are (``"s"``: 0 before, the close's seq
+#: after: its digits less one). In the row: its count (1 to 2: a byte) and its two times
+#: (NULL to integer milliseconds, 6 bytes each).
+CLOSE_GROWTH: Final = 24 - 1 - 1 + 1 + 2 * 6
 
 #: The digits of the close's seq when the enter wrote no observation row to count from
 #: (a file of up to about 500,000 turns; a longer seq grows the row by a byte or two).

@@ -89,7 +89,7 @@ def get_entity(conn: sqlite3.Connection, body: Mapping[str, Any]) -> dict[str, A
     item = query_item(row)
     item["entity_type_label"] = type_label(item["entity_type"])
     item["primary_fields"] = _primary_fields(item["snapshot"])
-    item["created_at"] = decode_time(row[11])
+    item["created_at"] = decode_time(row[12])
     return item
 
 

@@ -46,7 +46,8 @@ from ._page_rows import (
     turn_record,
 )
 from ._page_rows import forget as forget_rows
-from ._rows import FIRST_META, LIVE, encode_entity, entity_text, owned_entity
+from ._row_metas import metas_sql
+from ._rows import FIRST_META, LIVE, SEQ_META, encode_entity, entity_text, owned_entity
 
 __all__ = ["forget", "history_page", "turn_record_id"]
 
@@ -103,23 +104,24 @@ WHERE r.relationship_type != 'PART_OF' AND {LIVE.replace("snapshot", "e.snapshot
 
 # The turn records of a page (``?1`` the user's number; then each record's id and its id as
 # the entity rows hold it, ``encode_entity``, in pairs: a list of values, so that no id is
-# packed by a call back into Python for each row), and the ``tool_invocation`` entities
-# they REFER_TO: the second statement, when the page holds turns (a record's id is derived
+# packed by a call back into Python for each row), each with the metas of the observation
+# rows its snapshot lists by seq (its close: ``_row_metas``), and the ``tool_invocation``
+# entities they REFER_TO: the second statement, when the page holds turns (a record's id is derived
 # from its turn's id, which the first one reads).
 _RECORDS_SQL: Final = f"""
 WITH records AS (
     SELECT wanted.column1 AS id, t.entity_type, t.snapshot, t.observation_count,
-        t.last_observation_at
+        t.last_observation_at, {metas_sql("t")} AS metas
     FROM (VALUES {{pairs}}) AS wanted CROSS JOIN entities t ON t.id = wanted.column2
     WHERE t.entity_type = 'conversation_turn' AND +t.uid = ?1
 )
 SELECT {_RECORD}, id, entity_type, snapshot, observation_count, last_observation_at, NULL,
-    NULL, NULL, NULL, NULL, NULL
+    NULL, NULL, NULL, NULL, NULL, metas
 FROM records
 UNION ALL
 SELECT {_CALL}, records.id, r.target_entity_id, e.entity_type, e.snapshot,
     e.observation_count, e.last_observation_at, e.first_id, e.created_at, e.first_priority,
-    e.first_osource, e.first_specificity
+    e.first_osource, e.first_specificity, NULL
 FROM records CROSS JOIN relationships r
     ON r.source_entity_id = records.id AND r.relationship_type = 'REFERS_TO'
 CROSS JOIN entities e ON e.id = entity_key(r.target_entity_id)
@@ -264,10 +266,10 @@ def _record_of(session: str, turn_key: str, tenant: str | None) -> str | None:
 
 
 def _first(conn: sqlite3.Connection, entity_id: str) -> Callable[[], tuple[Any, ...]]:
-    """What reads a turn record's ``FIRST_META`` columns, when its snapshot lists its first
-    observation (an open record: a closed one's close wins every field, so a page's
-    statement leaves those columns out)."""
-    return lambda: tuple(owned_entity(conn, FIRST_META, entity_id) or (None,) * 5)
+    """What reads a turn record's ``FIRST_META`` columns (and its ``SEQ_META``), when its
+    snapshot lists its first observation (an open record: a closed one's close wins every
+    field, so a page's statement leaves those columns out)."""
+    return lambda: tuple(owned_entity(conn, f"{FIRST_META}, {SEQ_META}", entity_id) or (None,) * 6)
 
 
 def _records(
@@ -291,7 +293,7 @@ def _records(
     for rid in wanted:
         row = found.get(rid)
         if row is not None:
-            record = turn_record(rid, row[2], row[3], row[4], row[5], _first(conn, rid))
+            record = turn_record(rid, row[2], row[3], row[4], row[5], _first(conn, rid), row[12])
             if record is not None:
                 records.append(record)
     if not calls:

@@ -47,7 +47,7 @@ _decode_json = json.JSONDecoder().raw_decode
 # Keyed by a message's ``$.f`` text (message_fields: its values), or by its row's columns
 # in a tuple (page_entry: its item): the two kinds of key never meet.
 _messages: dict[Any, Any] = {}
-_records: dict[tuple[str, str, int, Any, tuple[Any, ...] | None], dict[str, Any]] = {}
+_records: dict[tuple[str, str, int, Any, tuple[Any, ...] | None, str | None], dict[str, Any]] = {}
 
 
 def decode_fields(text: str | None) -> dict[str, Any]:
@@ -141,21 +141,24 @@ def turn_record(
     count: int,
     observed: str | int | None,
     first: tuple[Any, ...] | Callable[[], tuple[Any, ...]],
+    rows: str | None = None,
 ) -> dict[str, Any] | None:
     """The snapshot record of a turn record's row (``_rows.snapshot_record``), with the
-    row's ``FIRST_META`` columns, or what reads them when its snapshot lists its first
-    observation (a closed turn record does not: its close restates every field);
-    ``None`` when it is deleted."""
+    row's ``FIRST_META`` columns, or what reads them and its ``SEQ_META`` when its
+    snapshot lists its first observation (a closed turn record does not: its close
+    restates every field); ``rows``: its ``SEQ_META`` column; ``None`` when it is
+    deleted."""
     given = first if isinstance(first, tuple) else None
-    key = (entity_id, snapshot, count, observed, given)
+    key = (entity_id, snapshot, count, observed, given, rows)
     record = _records.get(key)
     if record is None:
         try:
-            state = decode_state(snapshot, count, observed, given)
+            state = decode_state(snapshot, count, observed, given, None, rows)
         except FirstMetaNeeded:
             if given is not None or isinstance(first, tuple):
                 raise
-            return turn_record(entity_id, entity_type, snapshot, count, observed, first())
+            read = first()
+            return turn_record(entity_id, entity_type, snapshot, count, observed, read[:5], read[5])
         if state.deleted:
             return None
         record = snapshot_record(entity_id, entity_type, state)

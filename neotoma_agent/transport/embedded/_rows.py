@@ -6,10 +6,8 @@ that answers with a row builds it the same way.
 
 from __future__ import annotations
 
-import binascii
 import functools
 import json
-import re
 import sqlite3
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -17,9 +15,17 @@ from typing import Any
 from ..._neotoma.identity import ENTITY_ID_RE, schema_version
 from ..._neotoma.js import compact_encoder
 from . import _codec, _scope
+from ._ids import decode_id, encode_id
 from ._key_digest import key_list
 from ._key_rows import key_seqs
-from ._reducer import ObservationMeta, SnapshotState, source_rank
+from ._reducer import ObservationMeta, SnapshotState
+from ._row_metas import (
+    FIRST_META,
+    SEQ_META,
+    FirstMetaNeeded,
+    decode_meta,
+    encode_meta,
+)
 from ._times import decode_time, encode_time
 from ._words import decode_word, encode_word
 
@@ -29,6 +35,7 @@ __all__ = [
     "LIVE",
     "OBSERVATION_FIELDS",
     "QUERY_COLUMNS",
+    "SEQ_META",
     "FirstMetaNeeded",
     "decode_doc_fields",
     "decode_entity",
@@ -80,21 +87,6 @@ dumps_acyclic = compact_encoder(allow_nan=True, check_circular=False)
 # bytes. Timestamps the store writes (ISO 8601, milliseconds, "Z") are stored as integer
 # milliseconds. A value that would not come back as the same text is stored as it is
 # (the columns are untyped), so decoding never guesses.
-
-_UUID_RE = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
-
-
-def encode_id(value: str | None) -> str | bytes | None:
-    if value is None or not _UUID_RE.fullmatch(value):
-        return value
-    return bytes.fromhex(value.replace("-", ""))
-
-
-def decode_id(value: str | bytes | None) -> str | None:
-    if not isinstance(value, bytes):
-        return value
-    h = value.hex()
-    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
 def encode_opt_time(value: str | None) -> str | int | None:
@@ -179,7 +171,9 @@ def decode_seen(value: str | bytes) -> list[str]:
 # specificity], the last dropped when 1.0; the id as the base64 of its 16 bytes, the time
 # as ``encode_time``; since schema version 13 the entity row's own first observation, seq
 # 0, as the number 0 alone: its meta is the row's ``FIRST_META`` columns, read beside the
-# snapshot), and per-field winners are indexes into it. The provenance map is
+# snapshot; since schema version 25 a turn record's observation rows as their seq alone,
+# a positive number: their metas are read beside the snapshot too, ``SEQ_META``,
+# ``_row_metas``), and per-field winners are indexes into it. The provenance map is
 # rebuilt on read (a field's provenance is its winner's id, or a merged array's ids), so
 # the observation id is not repeated per field, twice:
 #
@@ -199,75 +193,18 @@ def _winner_id(winner: Any) -> str:
     return str(winner[0]) if isinstance(winner, list) else ",".join(winner["ids"])
 
 
-# Memoised: the observations that won an entity's fields are decoded from its snapshot and
-# encoded into it again on every write of the entity (a conversation's, every turn).
-@functools.lru_cache(maxsize=1024)
-def _encode_obs_id(value: str) -> str:
-    packed = encode_id(value)
-    if isinstance(packed, bytes):
-        # binascii, not the base64 module: its wrappers cost more than the conversion
-        return binascii.b2a_base64(packed, newline=False)[:-2].decode()
-    return "~" + value  # "~" is not base64: an id that is not a UUID, as it is
-
-
-@functools.lru_cache(maxsize=1024)
-def _decode_obs_id(value: str) -> str:
-    if value.startswith("~"):
-        return value[1:]
-    if len(value) == 36:
-        return value  # a UUID as version 3 wrote it (base64 is 22 characters)
-    h = binascii.a2b_base64(value + "==").hex()
-    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
-
-
-class FirstMetaNeeded(ValueError):
-    """A snapshot lists its entity row's first observation (``0``) and its reader gave no
-    ``FIRST_META`` columns: a reader that leaves them out for the common case (history
-    pages' closed turn records) reads them then."""
-
-
-#: the entity row's columns that are its first observation's meta (seq 0: ``_first``), in
-#: the order :func:`decode_state` takes them; a reader selects them beside the snapshot
-FIRST_META = "first_id, created_at, first_priority, first_osource, first_specificity"
-
-
-def _encode_meta(meta: list[Any]) -> list[Any] | int:
-    if meta[1] == 0:
-        return 0  # the row's first observation (seq 0): its meta is the row's FIRST_META
-    out = [_encode_obs_id(meta[0]), meta[1], encode_time(meta[2]), meta[3], meta[4]]
-    return out if meta[5] == 1.0 else [*out, meta[5]]
-
-
-# Memoised, as ``_decode_obs_id``: an entity is read again and again (a conversation's row
-# every turn), its first observation unchanged.
-@functools.lru_cache(maxsize=1024)
-def _first_meta(
-    first_id: bytes | str, created: str | int, priority: int, osource: str | int | None, spec: float
-) -> tuple[Any, ...]:
-    rank = source_rank(decode_word(osource))
-    return (decode_id(first_id), 0, decode_time(created), priority, rank, spec)
-
-
-def _decode_meta(meta: list[Any] | int, first: Sequence[Any] | None) -> list[Any]:
-    if isinstance(meta, int):
-        if first is None or first[0] is None:
-            raise FirstMetaNeeded("a snapshot lists its row's first observation: none given")
-        return list(_first_meta(*first))
-    spec = meta[5] if len(meta) == 6 else 1.0
-    return [_decode_obs_id(meta[0]), meta[1], decode_time(meta[2]), meta[3], meta[4], spec]
-
-
-def encode_state(state: SnapshotState, fields_text: str | None = None) -> str:
+def encode_state(state: SnapshotState, fields_text: str | None = None, by_seq: bool = False) -> str:
     """The stored form of ``state`` (see above); :func:`decode_state` is its inverse.
 
-    ``fields_text``: ``dumps(state.fields)`` when the caller has it already.
+    ``fields_text``: ``dumps(state.fields)`` when the caller has it already; ``by_seq``:
+    its observation rows listed by seq (a turn record's, ``_row_metas.BY_SEQ``).
     """
     fields = dumps_acyclic(state.fields) if fields_text is None else fields_text
     alone = _one_winner(state)
     if alone is not None:
         # The common case (a new entity): o[0] wins every field of "f", in its order,
         # and is each field's provenance: the doc is "o" alone, with "d" and "s".
-        text = '{"f":' + fields + ',"o":[' + dumps_acyclic(_encode_meta(alone)) + "]"
+        text = '{"f":' + fields + ',"o":[' + dumps_acyclic(encode_meta(alone, by_seq)) + "]"
         if state.deleted:
             text += ',"d":1'
         if state.shared is not None:
@@ -291,7 +228,7 @@ def encode_state(state: SnapshotState, fields_text: str | None = None) -> str:
         else:
             winners[name] = winner
             trivial = False
-    doc: dict[str, Any] = {"o": [_encode_meta(m) for m in metas]}
+    doc: dict[str, Any] = {"o": [encode_meta(m, by_seq) for m in metas]}
     if not trivial:
         doc["w"] = winners
     if top is None and metas:
@@ -352,16 +289,18 @@ def decode_state(
     last_observation_at: str | int | None,
     first: Sequence[Any] | None,
     name: str | None = None,
+    rows: str | None = None,
 ) -> SnapshotState:
     """The snapshot state stored by :func:`encode_state` (or in an older format), with the
     entity row's count and last observation time (as stored: :func:`encode_time`) and its
     ``FIRST_META`` columns (``None`` only where the row holds no first observation), and
-    its canonical name (what a coded "f" may derive a value from: ``_codec``)."""
+    its canonical name (what a coded "f" may derive a value from: ``_codec``); ``rows``:
+    its ``SEQ_META`` column (a turn record's: ``None`` where it lists no row by seq)."""
     doc = json.loads(text)
     last_observation_at = decode_opt_time(last_observation_at)
     if "o" not in doc:
         return SnapshotState.from_json(doc, observation_count, last_observation_at)
-    metas = [_decode_meta(m, first) for m in doc["o"]]
+    metas = [decode_meta(m, first, rows) for m in doc["o"]]
     fields = doc["f"]
     if type(fields) is list:
         fields = _codec.decode_fields(fields, name)
@@ -479,6 +418,23 @@ def entity_json(row: Sequence[Any]) -> dict[str, Any]:
 _STATE_COLUMNS = f"snapshot, observation_count, last_observation_at, canonical_name, {FIRST_META}"
 
 
+def _row_state(
+    conn: sqlite3.Connection, entity_id: str, row: Sequence[Any], first: Sequence[Any]
+) -> SnapshotState:
+    """The state of an entity row read for a write (``row``: snapshot, count, last, name;
+    ``first``: its ``FIRST_META``). The write path's statements leave ``SEQ_META`` out: the
+    row a turn folds is a turn record at its close, whose snapshot lists no row by seq, or
+    a conversation, which lists none; a turn record written again after its close reads it
+    then, with one more statement."""
+    try:
+        return decode_state(row[0], row[1], row[2], first, row[3])
+    except FirstMetaNeeded:
+        found = owned_entity(conn, SEQ_META, entity_id)
+        return decode_state(
+            row[0], row[1], row[2], first, row[3], None if found is None else found[0]
+        )
+
+
 def _owned_state(
     conn: sqlite3.Connection, entity_id: str, column: str
 ) -> tuple[SnapshotState, Any] | None:
@@ -486,7 +442,7 @@ def _owned_state(
     row = owned_entity(conn, f"{column}, {_STATE_COLUMNS}", entity_id)
     if row is None:
         return None
-    return decode_state(row[1], row[2], row[3], row[5:], row[4]), row[0]
+    return _row_state(conn, entity_id, row[1:5], row[5:]), row[0]
 
 
 def load_row(conn: sqlite3.Connection, entity_id: str) -> tuple[SnapshotState, int] | None:
@@ -509,18 +465,14 @@ def load_rows(
         f"canonical_name, aliases, {FIRST_META} FROM entities WHERE id IN ({marks}) "
         f"AND {_scope.owned()}",
         [encode_entity(i) for i in entity_ids],
-    )
+    ).fetchall()
     # FIRST_META leads with first_id, what ``_first.first_of`` reads.
-    return {
-        decode_entity(r[0]): (
-            decode_state(r[1], r[2], r[3], r[8:], r[6]),
-            int(r[4]),
-            r[5],
-            r[8],
-            r[6:8],
-        )
-        for r in rows
-    }
+    out = {}
+    for r in rows:
+        entity_id = decode_entity(r[0])
+        state = _row_state(conn, entity_id, (r[1], r[2], r[3], r[6]), r[8:])
+        out[entity_id] = (state, int(r[4]), r[5], r[8], (r[6], r[7]))
+    return out
 
 
 def load_state(conn: sqlite3.Connection, entity_id: str) -> SnapshotState | None:
@@ -593,13 +545,13 @@ LIVE = (
 
 DIRECT_COLUMNS = (
     "id, entity_type, canonical_name, aliases, created_at, updated_at, "
-    f"snapshot, observation_count, last_observation_at, {FIRST_META}"
+    f"snapshot, observation_count, last_observation_at, {FIRST_META}, {SEQ_META}"
 )
 
 #: the columns of a :func:`query_item` row
 QUERY_COLUMNS = (
     f"id, entity_type, canonical_name, snapshot, observation_count, last_observation_at, "
-    f"{FIRST_META}"
+    f"{FIRST_META}, {SEQ_META}"
 )
 
 
@@ -607,16 +559,16 @@ def direct_item(row: Sequence[Any]) -> dict[str, Any]:
     """A pass-1/2 item from a ``DIRECT_COLUMNS`` row: the entity and its snapshot record."""
     item = entity_json(row)
     # Only fields and provenance: the winners and deletion order are the store's business.
-    state = decode_state(row[6], row[7], row[8], row[9:14], row[2])
+    state = decode_state(row[6], row[7], row[8], row[9:14], row[2], row[14])
     item["snapshot"] = snapshot_record(item["id"], row[1], state)
     return item
 
 
 def query_item(row: Sequence[Any]) -> dict[str, Any]:
     """An ``entities/query`` item from a ``QUERY_COLUMNS`` row (id, type, canonical name,
-    snapshot doc, count, last, ``FIRST_META``)."""
+    snapshot doc, count, last, ``FIRST_META``, ``SEQ_META``)."""
     entity_id, entity_type, canonical_name = decode_entity(row[0]), row[1], row[2]
-    state = decode_state(row[3], row[4], row[5], row[6:11], canonical_name)
+    state = decode_state(row[3], row[4], row[5], row[6:11], canonical_name, row[11])
     return {
         "entity_id": entity_id,
         "entity_type": entity_type,

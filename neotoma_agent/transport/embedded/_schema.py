@@ -29,6 +29,7 @@ from ._name_queue import NAME_QUEUE
 from ._observation_index import OBSERVATION_ROWS
 from ._part_of import derived_seen_of
 from ._row_codes import ROW_CODES, recode_rows
+from ._row_metas import SEQ_METAS, number_rows
 from ._rows import encode_entity
 from ._search_rowid import SEARCH_BY_ROWID, key_search_by_rowid
 from ._summaries import backfill
@@ -283,6 +284,7 @@ MIGRATIONS: tuple[str, ...] = (
     NAME_QUEUE,  # new bookkeeping-names documents indexed a batch at a time (_name_queue)
     CLOSE_ROOM,  # version 23: room a turn record keeps for its close (_close_room)
     KEY_DIGESTS,  # version 24: the idempotency keys found by 4 bytes of digest (_key_digest)
+    SEQ_METAS,  # a turn record's observation rows as their seq in its snapshot (_row_metas)
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -303,6 +305,7 @@ _AFTER: dict[str, Callable[[sqlite3.Connection], None]] = {
     GROUPED_NAMES: rebuild_book_names,
     PACKED_KEYS: pack_keys,
     ROW_CODES: recode_rows,
+    SEQ_METAS: number_rows,
 }
 
 

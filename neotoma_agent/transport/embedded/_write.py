@@ -41,6 +41,7 @@ from ._new_edges import Counted, edge_routes, write_edges
 from ._new_rows import insert_row, observation_id
 from ._reducer import ObservationMeta, SnapshotChange, SnapshotState, fold, source_rank
 from ._rename import rederive_name
+from ._row_metas import BY_SEQ
 from ._rows import (
     dumps,
     dumps_acyclic,
@@ -582,7 +583,7 @@ def _observe(
     if states is not None:
         states[entity_id] = state
     coded = encode_fields(entity_type, state.fields, fields_text, name, exact=True)
-    doc = encode_state(state, coded)
+    doc = encode_state(state, coded, entity_type == BY_SEQ)
     messages = 0 if counted is None else counted.take(entity_id)
     known = None if firsts is None else firsts.get(entity_id)
     rowid = None if known is None else int(known[0])  # the entity row's, if held

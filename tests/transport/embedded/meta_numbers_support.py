@@ -20,11 +20,17 @@ from pathlib import Path
 from typing import Any
 
 from conversation_index_support import unnumber
-from observation_index_support import unnumber_observations
+from observation_index_support import by_ids, unnumber_observations
+from seq_metas_support import unseq
 from type_codes_support import untype
 
 from neotoma_agent.transport.embedded._reducer import SnapshotState, source_rank
-from neotoma_agent.transport.embedded._rows import FIRST_META, decode_state, decode_word
+from neotoma_agent.transport.embedded._rows import (
+    FIRST_META,
+    SEQ_META,
+    decode_state,
+    decode_word,
+)
 
 #: the version before the snapshots listed the first observation as its number
 BEFORE = 12
@@ -43,6 +49,7 @@ def expand(path: Path, version: int = BEFORE) -> int:
     many snapshots changed."""
     with closing(sqlite3.connect(path, isolation_level=None)) as conn:
         conn.execute("BEGIN IMMEDIATE")
+        unseq(conn)  # the snapshots as version 23 held them
         unnumber_observations(conn, version)
         rows = conn.execute(
             "SELECT rowid, snapshot, first_id, created_at, first_priority, first_osource, "
@@ -86,11 +93,14 @@ def states(path: Path) -> dict[int, dict[str, Any]]:
     """Every entity's snapshot state as the store decodes it (each attribute: the winners'
     metas among them), by rowid."""
     with closing(sqlite3.connect(path)) as conn:
+        # (a file before version 21 holds its observation rows by entity id: no row by seq)
         rows = conn.execute(
             "SELECT rowid, snapshot, observation_count, last_observation_at, canonical_name, "
-            f"{FIRST_META} FROM entities"
+            f"{FIRST_META}, {'NULL' if by_ids(conn) else SEQ_META} FROM entities"
         ).fetchall()
-    return {int(r[0]): _attributes(decode_state(r[1], r[2], r[3], r[5:], r[4])) for r in rows}
+    return {
+        int(r[0]): _attributes(decode_state(r[1], r[2], r[3], r[5:10], r[4], r[10])) for r in rows
+    }
 
 
 def _attributes(state: SnapshotState) -> dict[str, Any]:

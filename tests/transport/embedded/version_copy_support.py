@@ -15,9 +15,11 @@ from pathlib import Path
 
 from key_digest_support import full_digests
 from observation_index_support import unnumber_observations
+from seq_metas_support import unseq
 
 from neotoma_agent.transport.embedded._close_room import CLOSE_ROOM
 from neotoma_agent.transport.embedded._name_queue import NAME_QUEUE, unqueue
+from neotoma_agent.transport.embedded._row_metas import SEQ_METAS
 from neotoma_agent.transport.embedded._schema import MIGRATIONS
 
 __all__ = ["copy_at_version", "drop_room"]
@@ -39,7 +41,9 @@ def copy_at_version(
     shutil.copyfile(path, to)
     with closing(sqlite3.connect(to, isolation_level=None)) as conn:
         conn.execute("BEGIN IMMEDIATE")
-        full_digests(conn, version)  # (the latest step: undone first)
+        if version <= MIGRATIONS.index(SEQ_METAS):
+            unseq(conn)  # (the latest step: undone first)
+        full_digests(conn, version)
         drop_room(conn, version)
         if version <= MIGRATIONS.index(NAME_QUEUE):
             unqueue(conn)
