@@ -18,6 +18,7 @@ from ._close_room import FIRST_SET
 from ._codec import fields_sql, first_fields_sql
 from ._key_rows import key_seqs
 from ._reducer import SnapshotState
+from ._restatement import marked
 from ._rows import (
     FIRST_META,
     decode_entity,
@@ -74,6 +75,14 @@ def first_of(conn: sqlite3.Connection, entity_id: str, obs_id: Any) -> int | Non
     return None if row is None else -int(row[0])
 
 
+#: the ``UPDATE`` of a row's fields (``?1``; marked where they restate the first's:
+#: ``_restatement``) by its seq (``?2``)
+_ROW_SET: Final = (
+    f"UPDATE observations SET fields = {marked('?1', 'rowid = observations.entity_row')} "
+    "WHERE seq = ?2"
+)
+
+
 def set_fields(conn: sqlite3.Connection, entity_id: str, seq: int, text: str | None) -> None:
     """Observation ``seq`` of ``entity_id`` holds ``text`` as its fields (NULL: shared)."""
     if seq == FIRST_SEQ:
@@ -82,7 +91,7 @@ def set_fields(conn: sqlite3.Connection, entity_id: str, seq: int, text: str | N
             (text, encode_entity(entity_id)),
         )
     else:
-        conn.execute("UPDATE observations SET fields = ? WHERE seq = ?", (text, seq))
+        conn.execute(_ROW_SET, (text, seq))
 
 
 def renumber(state: SnapshotState, seq: int, to: int = FIRST_SEQ) -> None:

@@ -27,6 +27,7 @@ from ._name_index import backfill_book_names
 from ._name_queue import NAME_QUEUE
 from ._observation_index import OBSERVATION_ROWS
 from ._part_of import derived_seen_of
+from ._restatement import RESTATED
 from ._row_codes import ROW_CODES, recode_rows
 from ._rows import encode_entity, key_digest
 from ._search_rowid import SEARCH_BY_ROWID, key_search_by_rowid
@@ -281,6 +282,7 @@ MIGRATIONS: tuple[str, ...] = (
     OBSERVATION_ROWS,  # version 21: observations by entity row number (_observation_index)
     NAME_QUEUE,  # new bookkeeping-names documents indexed a batch at a time (_name_queue)
     CLOSE_ROOM,  # version 23: room a turn record keeps for its close (_close_room)
+    RESTATED,  # a restatement of an entity's first observation marked (_restatement)
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

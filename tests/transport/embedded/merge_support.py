@@ -18,6 +18,7 @@ from pathlib import Path
 from codec_support import uncode
 from conversation_index_support import unnumber
 from observation_index_support import by_ids, unnumber_observations
+from restatement_support import unmark
 from type_codes_support import untype
 
 from neotoma_agent.transport.embedded._first import renumber
@@ -45,6 +46,7 @@ def unmerge(path: Path) -> int:
     """Each entity row's first observation written back as a row; how many."""
     with closing(sqlite3.connect(path, isolation_level=None)) as conn:
         conn.execute("BEGIN IMMEDIATE")
+        unmark(conn)  # while the rows' first fields are there to restate
         uncode(conn)  # the docs as version 14 held them (the older versions read only those)
         rows = conn.execute(
             "SELECT rowid, id, entity_type, created_at, snapshot, observation_count, "

@@ -21,6 +21,7 @@ from typing import Any
 
 from conversation_index_support import unnumber
 from observation_index_support import unnumber_observations
+from restatement_support import unmark
 from type_codes_support import untype
 
 from neotoma_agent.transport.embedded._reducer import SnapshotState, source_rank
@@ -43,6 +44,7 @@ def expand(path: Path, version: int = BEFORE) -> int:
     many snapshots changed."""
     with closing(sqlite3.connect(path, isolation_level=None)) as conn:
         conn.execute("BEGIN IMMEDIATE")
+        unmark(conn)  # (the rows as every version before the mark held them)
         unnumber_observations(conn, version)
         rows = conn.execute(
             "SELECT rowid, snapshot, first_id, created_at, first_priority, first_osource, "

@@ -17,6 +17,7 @@ from typing import Any
 
 from conversation_index_support import unnumber
 from observation_index_support import unnumber_observations
+from restatement_support import unmark
 from type_codes_support import untype
 
 from neotoma_agent.transport.embedded._rows import entity_text
@@ -29,6 +30,7 @@ def unpack(path: Path) -> int:
     """Every entity row's id as its text again, the file at version 11; how many rows."""
     with closing(sqlite3.connect(path, isolation_level=None)) as conn:
         conn.execute("BEGIN IMMEDIATE")
+        unmark(conn)  # (the rows as every version before the mark held them)
         unnumber_observations(conn)  # while the ids are packed, as the rows held them
         unnumber(conn)  # while the ids are packed, as the index held them
         count = conn.execute(f"UPDATE entities SET id = {entity_text('id')}").rowcount

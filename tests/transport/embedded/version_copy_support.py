@@ -14,6 +14,7 @@ from contextlib import closing
 from pathlib import Path
 
 from observation_index_support import unnumber_observations
+from restatement_support import MARKED, unmark
 
 from neotoma_agent.transport.embedded._close_room import CLOSE_ROOM
 from neotoma_agent.transport.embedded._name_queue import NAME_QUEUE, unqueue
@@ -38,7 +39,9 @@ def copy_at_version(
     shutil.copyfile(path, to)
     with closing(sqlite3.connect(to, isolation_level=None)) as conn:
         conn.execute("BEGIN IMMEDIATE")
-        drop_room(conn, version)  # (the latest step: undone first)
+        if version < MARKED:  # (the latest step: undone first)
+            unmark(conn)
+        drop_room(conn, version)
         if version <= MIGRATIONS.index(NAME_QUEUE):
             unqueue(conn)
         unnumber_observations(conn, version)  # then: while the ids are packed
