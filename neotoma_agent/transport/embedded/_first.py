@@ -18,7 +18,7 @@ from ._close_room import FIRST_SET
 from ._codec import fields_sql, first_fields_sql
 from ._key_rows import key_seqs
 from ._reducer import SnapshotState
-from ._restatement import marked
+from ._restatement import MARK_ROWS, marked
 from ._rows import (
     FIRST_META,
     decode_entity,
@@ -86,10 +86,10 @@ _ROW_SET: Final = (
 def set_fields(conn: sqlite3.Connection, entity_id: str, seq: int, text: str | None) -> None:
     """Observation ``seq`` of ``entity_id`` holds ``text`` as its fields (NULL: shared)."""
     if seq == FIRST_SEQ:
-        conn.execute(
-            f"UPDATE entities SET {FIRST_SET} WHERE id = ?2",
-            (text, encode_entity(entity_id)),
-        )
+        packed = encode_entity(entity_id)
+        conn.execute(f"UPDATE entities SET {FIRST_SET} WHERE id = ?2", (text, packed))
+        if text is not None:  # (a row that restates them is marked: ``_restatement``)
+            conn.execute(MARK_ROWS, (packed, text))
     else:
         conn.execute(_ROW_SET, (text, seq))
 

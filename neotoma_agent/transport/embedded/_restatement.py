@@ -21,9 +21,11 @@ so a mark reads the same fields for as long as its row lives, and a row's entity
 ``first_fields`` it names) is deleted only with it (``_purge``). A first observation whose
 fields are NULL (the snapshot's) marks none: the row keeps its text, as before.
 
-A mark is what a row's text saves, not a form every such row takes: a row whose first
-observation's fields reached ``first_fields`` after it was written keeps its text (reads
-are the same either way); the migration marks every row whose text equals its entity's.
+Every row whose text is its entity row's ``first_fields`` is marked (a file's rows are
+one form, whichever way they were written): a row is marked as it is written (its text
+set: :func:`marked`), and an entity's rows are as its first observation's fields become
+``first_fields`` (:data:`MARK_ROWS`: its rows, one range of their index by entity, once in
+the entity's life); the migration marks every such row of an older file (:data:`RESTATED`).
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from typing import Final
 from ._codec import fields_sql as snapshot_fields_sql
 from ._codec import first_fields_sql
 
-__all__ = ["MARK", "RESTATED", "fields_sql", "marked"]
+__all__ = ["MARK", "MARK_ROWS", "RESTATED", "fields_sql", "marked"]
 
 #: the ``fields`` of a row that restates its entity's first observation's fields (an empty
 #: blob: no JSON text, and no byte of the row's data)
@@ -64,6 +66,13 @@ def fields_sql(row: str = "observations") -> str:
         f"ELSE {row}.fields END)"
     )
 
+
+#: the ``UPDATE`` that marks the rows of the entity whose packed id is ``?1`` as its row's
+#: first observation's fields become the text ``?2`` (they were the snapshot's until then)
+MARK_ROWS: Final = (
+    f"UPDATE observations SET fields = {MARK} "
+    "WHERE entity_row = (SELECT rowid FROM entities WHERE id = ?1) AND fields = ?2"
+)
 
 #: the migration: every row whose fields' text is its entity row's ``first_fields``, marked
 RESTATED: Final = (
