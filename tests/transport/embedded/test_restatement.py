@@ -66,6 +66,19 @@ def _ids(path: Path, entity_type: str) -> list[str]:
         ]
 
 
+def _kinds(path: Path, entity_id: str) -> list[str]:
+    """The kind of each of an entity's rows' ``fields``: blob (the mark), text or null."""
+    with closing(sqlite3.connect(path)) as conn:
+        return [
+            r[0]
+            for r in conn.execute(
+                "SELECT typeof(o.fields) FROM observations o JOIN entities e "
+                f"ON e.rowid = o.entity_row WHERE {entity_text('e.id')} = ? ORDER BY o.seq",
+                (entity_id,),
+            )
+        ]
+
+
 def _marked(path: Path) -> list[int]:
     return [r[0] for r in _rows(path) if r[1]]
 
@@ -118,24 +131,30 @@ async def test_a_row_whose_fields_are_not_its_first_observations_keeps_their_tex
     tmp_path: Path,
 ) -> None:
     """An entity stored again with other fields (or the same ones in another order) keeps
-    them as text; the same fields again are marked."""
+    them as text; the same fields again are marked: as they are written, or, written while
+    its first observation's fields were its snapshot's (no text to name), as they become
+    its row's ``first_fields``."""
     path = tmp_path / "store.db"
-    first = {"entity_type": "company", "name": "Acme Corp", "domain": "acme.example"}
+    first = {"entity_type": "task", "title": "Call Acme", "status": "open"}
+    other = {"entity_type": "task", "title": "Call Other", "status": "open"}
+    swapped = {"entity_type": "task", "status": "open", "title": "Call Acme"}
     async with EmbeddedStore.open(path) as store:
         await store.store([first], idempotency_key="k1")
-        await store.store([{**first, "domain": "acme.test"}], idempotency_key="k2")
-        swapped = {"entity_type": "company", "domain": "acme.example", "name": "Acme Corp"}
-        await store.store([swapped], idempotency_key="k3")
-        other = {"entity_type": "company", "name": "Other Inc", "domain": "other.example"}
-        await store.store([first, other], idempotency_key="k4")
-        acme = _ids(path, "company")[0]
+        await store.store([first, other], idempotency_key="k2")
+        assert _kinds(path, _ids(path, "task")[0]) == ["text"]
+        await store.store([{**first, "status": "done"}], idempotency_key="k3")
+        await store.store([swapped], idempotency_key="k4")
+        await store.store([first, {**other, "status": "done"}], idempotency_key="k5")
+        acme = _ids(path, "task")[0]
         listed = await store.request("get_entity_observations", {"entity_id": acme})
-    assert [bool(r[1]) for r in _rows(path)] == [False, False, True]
+    # (k5's fields are the snapshot's again: shared, NULL)
+    assert _kinds(path, acme) == ["blob", "text", "text", "null"]
     assert [o["fields"] for o in reversed(listed["observations"])] == [
-        {"name": "Acme Corp", "domain": "acme.example"},
-        {"name": "Acme Corp", "domain": "acme.test"},
-        {"domain": "acme.example", "name": "Acme Corp"},
-        {"name": "Acme Corp", "domain": "acme.example"},
+        {"title": "Call Acme", "status": "open"},
+        {"title": "Call Acme", "status": "open"},
+        {"title": "Call Acme", "status": "done"},
+        {"status": "open", "title": "Call Acme"},
+        {"title": "Call Acme", "status": "open"},
     ]
 
 
