@@ -39,13 +39,13 @@ from _synth import build_turns, conversation_id, turn_id
 
 from neotoma_agent._neotoma.identity import entity_id_for
 from neotoma_agent._records.keys import TurnKeys, conversation_entity_id, turn_record_entity_id
+from neotoma_agent.transport.embedded._key_digest import digest, key_seen
 from neotoma_agent.transport.embedded._key_rows import key_seqs, pack_key, pack_seqs
 from neotoma_agent.transport.embedded._name_index import BOOKKEEPING
 from neotoma_agent.transport.embedded._rows import (
     decode_entity,
     decode_word,
     encode_entity,
-    key_digest,
 )
 from neotoma_agent.transport.embedded._store import _connect
 from neotoma_agent.transport.embedded._turn_names import TURN, document_text, message_names
@@ -256,21 +256,22 @@ class _Copier:
             "INSERT INTO field_values VALUES (?,?,?,?,?)",
             [(id_map[f[0]], *f[1:]) for f in r["field_values"]],
         )
-        # (uid, digest, key, source_id, observations, created_at): found by the digest
-        conn.executemany(
-            "INSERT INTO idempotency_keys VALUES (?,?,?,?,?,?)",
-            [
+        # (uid, digest, slot, key, source_id, observations, created_at): found by 4 bytes
+        # of digest, a key that shares them with another in the next slot (``_key_digest``)
+        for k in r["idempotency_keys"]:
+            key = keys[self.key_roles[k[3]]]
+            conn.execute(
+                "INSERT INTO idempotency_keys VALUES (?,?,?,?,?,?,?)",
                 (
                     k[0],
-                    key_digest(keys[self.key_roles[k[2]]]),
-                    pack_key(keys[self.key_roles[k[2]]]),
-                    k[3],
-                    _offset_seqs(k[4], seq, rows),
-                    k[5] + dt,
-                )
-                for k in r["idempotency_keys"]
-            ],
-        )
+                    digest(key),
+                    key_seen(conn, key).slot,
+                    pack_key(key),
+                    k[4],
+                    _offset_seqs(k[5], seq, rows),
+                    k[6] + dt,
+                ),
+            )
         conn.executemany(
             "INSERT INTO conversation_summaries VALUES (?,?,?,?,?,?,?,?,?,?,?)",
             [

@@ -231,7 +231,7 @@ AREAS = (
     ("  name index (bookkeeping names)", "store", "embedded/_name_index.py", "index_name", "cum"),
     ("  search index", "store", "embedded/_search.py", "index_search", "cum"),
     ("  edges", "store", "embedded/_edges.py", "relate", "cum"),
-    ("  idempotency keys", "store", "embedded/_rows.py", "record_key", "cum"),
+    ("  idempotency keys", "store", "embedded/_key_digest.py", "record_key", "cum"),
     # a turn's enter reads its page typed from the rows (the route's answer: recent_conversation)
     ("the history read", "store", "embedded/_typed_page.py", "typed_page", "cum"),
     ("JSON encode and decode (store thread)", "store", "json/", None, "tot"),

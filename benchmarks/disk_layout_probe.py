@@ -37,12 +37,14 @@ columns, the per-user ones included) and once per layout probed:
   grew at its close and its page kept the room: docs/performance.md, step 4; since schema
   version 22 it does not, and the live file's pages are as full as the copies');
 - ``+keys``: and the idempotency keys in a rowid table (key text once, found by an index
-  on an 8-byte digest of it), every other reference to a key (observations, the entity
-  row's first observation) by its row number, the index by source holding the number
-  instead of the key's 16-byte digest (schema version 8 already finds a key by that digest
-  and keeps its text once, in its row; version 19 packs that text, ``_key_rows``, and
-  indexes the source's first 8 bytes, 4 since version 21, as this layout copies them:
-  this step numbers the rows) — ``compact``, the last step of the format designed;
+  on the 4-byte digest of it the live file keys them by), every other reference to a key
+  (observations, the entity row's first observation) by its row number, the index by
+  source holding the number instead of the key's digest and slot (schema version 8
+  already finds a key by a 16-byte digest and keeps its text once, in its row; version 19
+  packs that text, ``_key_rows``, and indexes the source's first 8 bytes, 4 since version
+  21, as this layout copies them; version 24 keys the rows by the digest's first 4 bytes
+  and a slot, ``_key_digest``, which the ``copy`` layouts copy: this step numbers the
+  rows, and costs bytes since) — ``compact``, the last step of the format designed;
 - ``+codec``: and what the field codec leaves (schema version 16 holds a message's and a
   turn record's fields in a per-type positional codec: no names, times as milliseconds,
   the role and status as codes, a message's ``sender_kind`` and ``turn_key`` and a turn
@@ -69,7 +71,7 @@ schema version 11 the live file keeps it in the entity row (its id, source, key,
 source word, specificity, identity basis and rule, and its fields when they are not the
 snapshot's), and every layout copies those columns; nor does any layout hold again, in a
 row of ``observations``, the fields its entity row's first observation holds (a
-conversation restated at each turn's enter): since schema version 24 such a row's fields
+conversation restated at each turn's enter): since schema version 25 such a row's fields
 are a mark, an empty blob (``_restatement``), and every layout copies the rows' fields as
 they are. And every layout holds an entity's id
 as its 12 bytes in its row and its unique index (``encode_entity``), as the live file does
@@ -90,7 +92,6 @@ schema version 20, a sixth of the live file's entity leaves was room such splits
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import sqlite3
 import sys
@@ -103,6 +104,7 @@ from _meta import environment
 
 from neotoma_agent._neotoma.identity import IdentityError, resolve_identity
 from neotoma_agent.transport.embedded._codec import NAMED_TYPES
+from neotoma_agent.transport.embedded._key_digest import digest
 from neotoma_agent.transport.embedded._key_rows import key_text, pack_key
 from neotoma_agent.transport.embedded._rows import (
     decode_doc_fields,
@@ -158,11 +160,11 @@ CREATE INDEX relationships_by_target ON relationships (target_entity_id, relatio
 # Until ``+keys`` the keys are copied in the file's own layout.
 _KEYS = "SELECT sql FROM src.sqlite_master WHERE tbl_name = 'idempotency_keys' AND sql NOT NULL"
 # ``+keys``: numbered, the text once (packed, as the live file holds it since schema
-# version 19), found by its digest; the source indexed by its first 4 bytes, as live
-# (since schema version 21).
+# version 19), found by its digest (4 bytes, as live since schema version 24); the source
+# indexed by its first 4 bytes, as live (since schema version 21).
 _NUMBERED_KEYS = """
 CREATE TABLE idempotency_keys (num INTEGER PRIMARY KEY, uid INTEGER NOT NULL,
-    digest INTEGER NOT NULL,
+    digest BLOB NOT NULL,
     key NOT NULL, source_id NOT NULL, observations TEXT NOT NULL, created_at NOT NULL);
 CREATE INDEX idempotency_keys_by_digest ON idempotency_keys (uid, digest);
 CREATE INDEX idempotency_keys_by_source ON idempotency_keys (substr(source_id, 1, 4))
@@ -191,12 +193,10 @@ _FIRST_COLUMNS = (
 )
 
 
-def _digest(key: str | bytes | None) -> int | None:
-    """An idempotency key's 8-byte digest (of its text), as a signed SQLite integer."""
-    if key is None:
-        return None
-    text = key_text(key).encode()
-    return int.from_bytes(hashlib.sha256(text).digest()[:8], "big", signed=True)
+def _digest(key: str | bytes | None) -> bytes | None:
+    """An idempotency key's digest (of its text), as the live file keys it (4 bytes since
+    schema version 24, ``_key_digest``)."""
+    return None if key is None else digest(key_text(key))
 
 
 _TURN_PREFIX = "conversation_turn:"

@@ -19,8 +19,8 @@ import sqlite3
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from . import _scope
-from ._rows import encode_id, key_digest
+from ._key_digest import stored_sources
+from ._rows import encode_id
 from ._validate import check_entities
 from ._write import source_id_of
 
@@ -117,19 +117,11 @@ def replay_statuses(conn: sqlite3.Connection, body: Mapping[str, Any]) -> list[b
         except Exception:  # a store will refuse it, with the right error
             hashes.append(None)
     keys = list({pair[0] for pair in hashes if pair is not None})
-    digests = {key: key_digest(key) for key in keys}
-    stored: dict[bytes, str | bytes] = {}
+    stored: dict[str, str | bytes] = {}
     for start in range(0, len(keys), _KEYS_PER_QUERY):
-        chunk = keys[start : start + _KEYS_PER_QUERY]
-        marks = ",".join("?" * len(chunk))
-        rows = conn.execute(
-            f"SELECT digest, source_id FROM idempotency_keys WHERE {_scope.owned(index=True)} "
-            f"AND digest IN ({marks})",
-            [digests[k] for k in chunk],
-        )
-        stored.update(rows.fetchall())
+        stored.update(stored_sources(conn, keys[start : start + _KEYS_PER_QUERY]))
     statuses: list[bool | None] = []
     for pair in hashes:
-        seen = None if pair is None else stored.get(digests[pair[0]])
+        seen = None if pair is None else stored.get(pair[0])
         statuses.append(None if seen is None or pair is None else seen == pair[1])
     return statuses

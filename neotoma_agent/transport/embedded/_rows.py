@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import binascii
 import functools
-import hashlib
 import json
 import re
 import sqlite3
@@ -18,7 +17,8 @@ from typing import Any
 from ..._neotoma.identity import ENTITY_ID_RE, schema_version
 from ..._neotoma.js import compact_encoder
 from . import _codec, _restatement, _scope
-from ._key_rows import key_seqs, pack_key, pack_seqs
+from ._key_digest import key_list
+from ._key_rows import key_seqs
 from ._reducer import ObservationMeta, SnapshotState, source_rank
 from ._times import decode_time, encode_time
 from ._words import decode_word, encode_word
@@ -53,8 +53,6 @@ __all__ = [
     "entity_row",
     "entity_text",
     "install",
-    "key_digest",
-    "key_seen",
     "live_state",
     "load_row",
     "load_rows",
@@ -63,7 +61,6 @@ __all__ = [
     "observation_seq",
     "owned_entity",
     "query_item",
-    "record_key",
     "replayed_observations",
     "snapshot_record",
     "time_text",
@@ -408,39 +405,8 @@ OBSERVATION_FIELDS = _restatement.fields_sql()  # (and a row that restates the f
 # A key's row holds its source id (16 bytes: a digest of the hash of the entities it stored,
 # so an equal id is an equal hash) and the seqs of the observations it wrote, newest first;
 # a replay reads each observation's entity, type and id from its row. The row is found by
-# the key's digest (``key_digest``, schema version 8), so the key's text is stored once, in
-# its row (an observation's ``source`` reads it back), not again in every index entry.
-
-
-def key_digest(key: str) -> bytes:
-    """The 16 bytes an idempotency key is found by: the start of its SHA-256."""
-    return hashlib.sha256(key.encode()).digest()[:16]
-
-
-def key_seen(conn: sqlite3.Connection, key: str) -> bytes | None:
-    """The source id stored under ``key`` (as stored), or None for a new key."""
-    row = conn.execute(
-        f"SELECT source_id FROM idempotency_keys WHERE {_scope.owned(index=True)} AND digest = ?",
-        (key_digest(key),),
-    ).fetchone()
-    return None if row is None else bytes(row[0])
-
-
-def record_key(
-    conn: sqlite3.Connection, key: str, source_id: str, seqs: Sequence[int], now: str
-) -> None:
-    conn.execute(
-        "INSERT INTO idempotency_keys (uid, digest, key, source_id, observations, created_at) "
-        "VALUES (?, ?, ?, ?, ?, ?)",
-        (
-            _scope.uid(),
-            key_digest(key),
-            pack_key(key),
-            encode_id(source_id),
-            pack_seqs(seqs),
-            encode_time(now),
-        ),
-    )
+# a digest of the key (``_key_digest``), so the key's text is stored once, in its row (an
+# observation's ``source`` reads it back), not again in every index entry.
 
 
 def observation_seq(conn: sqlite3.Connection, entity_id: str, obs_id: str) -> int | None:
@@ -458,12 +424,7 @@ def observation_seq(conn: sqlite3.Connection, entity_id: str, obs_id: str) -> in
 
 def replayed_observations(conn: sqlite3.Connection, key: str) -> list[tuple[str, str, str]]:
     """(entity id, entity type, observation id) of what ``key`` wrote, newest first."""
-    row = conn.execute(
-        f"SELECT observations FROM idempotency_keys WHERE {_scope.owned(index=True)} "
-        "AND digest = ?",
-        (key_digest(key),),
-    ).fetchone()
-    seqs = key_seqs(row[0])
+    seqs = key_seqs(key_list(conn, key))
     listed = dumps_acyclic(seqs)
     found = {
         r[0]: (decode_entity(r[1]), str(decode_word(r[2])), str(decode_id(r[3])))

@@ -22,6 +22,7 @@ from ._early_schema import (
     share_fields,
 )
 from ._first import merge_first, number_first_metas
+from ._key_digest import KEY_DIGESTS, key_digest
 from ._key_rows import PACKED_KEYS, pack_keys
 from ._name_index import backfill_book_names
 from ._name_queue import NAME_QUEUE
@@ -29,7 +30,7 @@ from ._observation_index import OBSERVATION_ROWS
 from ._part_of import derived_seen_of
 from ._restatement import RESTATED
 from ._row_codes import ROW_CODES, recode_rows
-from ._rows import encode_entity, key_digest
+from ._rows import encode_entity
 from ._search_rowid import SEARCH_BY_ROWID, key_search_by_rowid
 from ._summaries import backfill
 from ._turn_names import GROUPED_NAMES, rebuild_book_names
@@ -282,7 +283,8 @@ MIGRATIONS: tuple[str, ...] = (
     OBSERVATION_ROWS,  # version 21: observations by entity row number (_observation_index)
     NAME_QUEUE,  # new bookkeeping-names documents indexed a batch at a time (_name_queue)
     CLOSE_ROOM,  # version 23: room a turn record keeps for its close (_close_room)
-    RESTATED,  # a restatement of an entity's first observation marked (_restatement)
+    KEY_DIGESTS,  # version 24: the idempotency keys found by 4 bytes of digest (_key_digest)
+    RESTATED,  # version 25: a restatement's fields as a mark (_restatement)
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -35,6 +35,7 @@ from ._errors import (
     resolution_failed,
 )
 from ._first import FIRST_SEQ, first_of
+from ._key_digest import key_seen, record_key
 from ._name_index import index_fields, index_name
 from ._new_edges import Counted, edge_routes, write_edges
 from ._new_rows import insert_row, observation_id
@@ -51,11 +52,9 @@ from ._rows import (
     encode_time,
     encode_word,
     entity_row,
-    key_seen,
     load_rows,
     load_state,
     observation_seq,
-    record_key,
 )
 from ._search import index_search
 from ._shared_fields import fields_column, settle_fields
@@ -355,8 +354,8 @@ def write(conn: sqlite3.Connection, body: Mapping[str, Any]) -> Written | dict[s
     source_id = _source_id(element_jsons)
 
     seen = key_seen(conn, key)
-    if seen is not None:
-        if seen != encode_id(source_id):
+    if seen.source is not None:
+        if seen.source != encode_id(source_id):
             raise idempotency_mismatch(key)
         return replay(conn, source_id, key)
 
@@ -425,7 +424,7 @@ def write(conn: sqlite3.Connection, body: Mapping[str, Any]) -> Written | dict[s
     if turn_rows:
         index_turn_names(conn, turn_rows, firsts, planned)
     written.reverse()  # a replay lists a source's observations newest first
-    record_key(conn, key, source_id, written, now)
+    record_key(conn, key, packed_source, written, now, seen.slot)
 
     counts: dict[str, int] = {}
     created_edges = write_edges(

@@ -19,8 +19,8 @@ from recorder_support import recorder
 
 from neotoma_agent.exceptions import IdempotencyMismatchError
 from neotoma_agent.transport.embedded import EmbeddedStore, _schema
+from neotoma_agent.transport.embedded._key_digest import DIGEST_BYTES, digest
 from neotoma_agent.transport.embedded._key_rows import key_seqs, key_text
-from neotoma_agent.transport.embedded._rows import key_digest
 from neotoma_agent.transport.embedded._schema import SCHEMA_VERSION
 
 pytestmark = [pytest.mark.anyio, pytest.mark.one_backend]
@@ -180,9 +180,9 @@ async def test_a_version_7_files_keys_are_found_by_digest_for_each_user(tmp_path
         }
         indexed |= {r[2] for r in conn.execute("PRAGMA index_xinfo(idempotency_keys_by_source)")}
     assert len(rows) == 18  # the file's 17 keys and the third user's (replays add none)
-    assert all(bytes(d) == key_digest(key_text(k)) and len(d) == 16 for _, d, k in rows)
+    assert all(bytes(d) == digest(key_text(k)) and len(d) == DIGEST_BYTES for _, d, k in rows)
     assert "key" not in indexed
-    assert {"uid", "digest"} <= indexed  # (and the source's prefix: test_key_rows)
+    assert {"uid", "digest", "slot"} <= indexed  # (and the source's prefix: test_key_rows)
 
 
 async def test_an_upgrade_that_fails_midway_leaves_the_older_file_as_it_was(

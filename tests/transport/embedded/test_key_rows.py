@@ -25,6 +25,7 @@ from version_copy_support import copy_at_version
 from neotoma_agent import EmbeddedStore, NeotomaMemory, purge_forgotten
 from neotoma_agent._records.keys import TurnKeys
 from neotoma_agent.transport.embedded import _schema, _write
+from neotoma_agent.transport.embedded._key_digest import DIGEST_BYTES, digest
 from neotoma_agent.transport.embedded._key_rows import (
     FRAGMENTS,
     PACKED_KEYS,
@@ -34,7 +35,6 @@ from neotoma_agent.transport.embedded._key_rows import (
     pack_key,
     pack_seqs,
 )
-from neotoma_agent.transport.embedded._rows import key_digest
 from neotoma_agent.transport.embedded._schema import MIGRATIONS, SCHEMA_VERSION
 
 pytestmark = [pytest.mark.anyio]
@@ -46,10 +46,12 @@ _UUID = "01a250a7-b92e-7e0f-a10e-cafc0e880945"
 
 
 def _key_rows(path: Path) -> list[tuple[Any, ...]]:
-    """Every key row, its key as its text (the row's value as stored beside it)."""
+    """Every key row, its key as its text (the row's value as stored beside it), its digest
+    as the bytes version 24 keeps (``_key_digest``: the first of those an older file held)."""
     with closing(sqlite3.connect(path)) as conn:
         rows = conn.execute(
-            "SELECT uid, digest, key, source_id, observations, created_at FROM idempotency_keys"
+            f"SELECT uid, substr(digest, 1, {DIGEST_BYTES}), key, source_id, observations, "
+            "created_at FROM idempotency_keys"
         ).fetchall()
     return sorted((r[0], r[1], key_text(r[2]), r[3], key_seqs(r[4]), r[5]) for r in rows)
 
@@ -208,12 +210,12 @@ async def test_the_index_by_source_holds_a_prefix_and_a_shared_one_answers_right
         columns = list(conn.execute("PRAGMA index_xinfo(idempotency_keys_by_source)"))
         [(source, at)] = conn.execute("SELECT source_id, created_at FROM idempotency_keys")
         conn.execute(
-            "INSERT INTO idempotency_keys VALUES (0, ?, 'acme-0', ?, '[]', ?)",
-            (key_digest("acme-0"), source[:SOURCE_PREFIX] + bytes(16 - SOURCE_PREFIX), at - 1),
+            "INSERT INTO idempotency_keys VALUES (0, ?, 0, 'acme-0', ?, '[]', ?)",
+            (digest("acme-0"), source[:SOURCE_PREFIX] + bytes(16 - SOURCE_PREFIX), at - 1),
         )
         conn.commit()
-    # an expression (the prefix), then the table's key: its user and digest
-    assert [(c[1], c[2]) for c in columns] == [(-2, None), (0, "uid"), (1, "digest")]
+    # an expression (the prefix), then the table's key: its user, digest and slot
+    assert [(c[1], c[2]) for c in columns] == [(-2, None), (0, "uid"), (1, "digest"), (2, "slot")]
     async with EmbeddedStore.open(path) as store:
         page = await store.request("get_entity_observations", {"entity_id": entity_id})
     assert [o["source"] for o in page["observations"]] == ["acme-1"]
@@ -271,7 +273,7 @@ async def test_the_release_befores_file_is_packed_and_answers_as_recorded(
         stored = conn.execute("SELECT digest, key FROM idempotency_keys").fetchall()
         lists = {r[0] for r in conn.execute("SELECT typeof(observations) FROM idempotency_keys")}
     assert lists == {"blob"}
-    assert all(bytes(d) == key_digest(key_text(k)) for d, k in stored)
+    assert all(bytes(d) == digest(key_text(k)) for d, k in stored)
     packed = [key_text(k) for _, k in stored if isinstance(k, bytes)]
     assert packed
     assert all(k.startswith("conversation-") for k in packed)

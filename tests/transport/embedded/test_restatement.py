@@ -188,7 +188,7 @@ async def test_a_version_23_file_upgrades_with_its_restatements_marked(tmp_path:
     path = tmp_path / "store.db"
     shutil.copyfile(TESTS / "data" / "v23_store" / "store.db", path)
     with closing(sqlite3.connect(path)) as conn:
-        assert conn.execute("PRAGMA user_version").fetchone()[0] == BEFORE
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == 23
         ids = [r[0] for r in conn.execute(f"SELECT {entity_text('id')} FROM entities")]
     before = _rows(path)
     async with EmbeddedStore.open(path):

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from contextlib import closing
 from pathlib import Path
 
+from key_digest_support import full_digests
 from observation_index_support import unnumber_observations
 from restatement_support import MARKED, unmark
 
@@ -41,6 +42,7 @@ def copy_at_version(
         conn.execute("BEGIN IMMEDIATE")
         if version < MARKED:  # (the latest step: undone first)
             unmark(conn)
+        full_digests(conn, version)
         drop_room(conn, version)
         if version <= MIGRATIONS.index(NAME_QUEUE):
             unqueue(conn)
