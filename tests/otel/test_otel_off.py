@@ -111,3 +111,49 @@ def test_nothing_imported_opentelemetry_so_a_turn_does_not_either(tmp_path: Path
         """
     )
     run_ok(script)
+
+
+def test_a_provider_named_in_the_environment_between_turns_is_loaded(tmp_path: Path) -> None:
+    # Nothing imported it, but the environment names a provider (the API's variable, set
+    # by the application after a first turn): the next turn loads OpenTelemetry.
+    script = textwrap.dedent(
+        f"""
+        import os
+        import sys
+        import anyio
+        from neotoma_agent import NeotomaMemory
+        from neotoma_agent.transport.embedded import EmbeddedStore
+
+        async def main():
+            async with EmbeddedStore.open({str(tmp_path / "m.db")!r}) as store:
+                memory = NeotomaMemory(store, conversation_id="c", platform="tests")
+                async with memory.turn("hi") as t:
+                    t.reply = "hello"
+                assert "opentelemetry" not in sys.modules, "imported with no provider"
+                os.environ["OTEL_PYTHON_TRACER_PROVIDER"] = "sdk_tracer_provider"
+                async with memory.turn("again") as t:
+                    t.reply = "traced"
+                assert t.result.completed
+                assert "opentelemetry" in sys.modules, "the named provider was not loaded"
+
+        anyio.run(main)
+        print("ok")
+        """
+    )
+    run_ok(script)
+
+
+@pytest.mark.parametrize("name", _otel._PROVIDER_ENV)
+def test_the_environment_s_provider_names_are_read_as_os_environ_holds_them(
+    name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for each in _otel._PROVIDER_ENV:
+        monkeypatch.delenv(each, raising=False)
+    assert not _otel._provider_named()
+    monkeypatch.setenv(name, "sdk_provider")
+    assert _otel._provider_named()
+    # os.environ replaced by a plain mapping (a test's, an embedding's): asked through it.
+    monkeypatch.setattr(os, "environ", {name: "sdk_provider"})
+    assert _otel._provider_named()
+    monkeypatch.setattr(os, "environ", {})
+    assert not _otel._provider_named()

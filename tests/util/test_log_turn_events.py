@@ -138,3 +138,41 @@ def test_a_structlog_that_cannot_tell_its_levels_gets_every_event(unconfigured: 
     assert get_logger().enabled(logging.DEBUG)
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.INFO))
     assert not get_logger().enabled(logging.DEBUG)  # a new configuration is asked again
+
+
+@anyio
+async def test_structlog_reconfigured_between_turns_is_followed(
+    tmp_path: Path, unconfigured: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Each turn asks its configuration afresh (what it remembers is found by identity): a
+    # configure() or reset_defaults() between two turns decides what the next one builds.
+    monkeypatch.setattr(logging.getLogger(LOGGER_NAME), "level", logging.WARNING)
+    built: list[str] = []
+    monkeypatch.setattr(EventLogger, "info", lambda self, event, **fields: built.append(event))
+    built_by_turn: list[set[str]] = []
+    async with EmbeddedStore.open(tmp_path / "m.db") as store:
+        memory = NeotomaMemory(store, conversation_id="chat-7")
+        levels = (logging.INFO, logging.WARNING, logging.DEBUG, None, logging.INFO)
+        for number, level in enumerate(levels):
+            if level is None:
+                structlog.reset_defaults()  # the standard library logger decides: WARNING
+            else:
+                structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(level))
+            async with memory.turn("How is the plan going?", turn_id=f"t{number}") as t:
+                t.reply = "Fine."
+            built_by_turn.append(set(built))
+            built.clear()
+    assert built_by_turn == [TURN_EVENTS, set(), TURN_EVENTS, set(), TURN_EVENTS]
+
+
+def test_a_structlog_keeping_its_configuration_elsewhere_is_asked_publicly(
+    unconfigured: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A structlog without the configuration object the check reads: get_config() answers.
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
+    monkeypatch.delattr(structlog, "_config")
+    assert not get_logger().enabled()
+    assert get_logger().enabled(logging.ERROR)
+    monkeypatch.undo()
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.DEBUG))
+    assert get_logger().enabled(logging.DEBUG)

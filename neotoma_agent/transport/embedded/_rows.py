@@ -494,20 +494,28 @@ def load_row(conn: sqlite3.Connection, entity_id: str) -> tuple[SnapshotState, i
 
 def load_rows(
     conn: sqlite3.Connection, entity_ids: Sequence[str]
-) -> dict[str, tuple[SnapshotState, int, int, Any]]:
+) -> dict[str, tuple[SnapshotState, int, int, Any, tuple[str, str]]]:
     """:func:`load_row` of several entities with one statement (missing ones left out),
-    with each one's rowid and ``first_id`` (what ``_first.first_of`` reads)."""
+    with each one's rowid, ``first_id`` (what ``_first.first_of`` reads) and names (its
+    ``canonical_name`` and ``aliases``, what ``_turn_names`` reads of a turn record)."""
     if not entity_ids:
         return {}
     marks = ",".join("?" * len(entity_ids))
     rows = conn.execute(
         "SELECT id, snapshot, observation_count, last_observation_at, message_count, rowid, "
-        f"canonical_name, {FIRST_META} FROM entities WHERE id IN ({marks}) AND {_scope.owned()}",
+        f"canonical_name, aliases, {FIRST_META} FROM entities WHERE id IN ({marks}) "
+        f"AND {_scope.owned()}",
         [encode_entity(i) for i in entity_ids],
     )
     # FIRST_META leads with first_id, what ``_first.first_of`` reads.
     return {
-        decode_entity(r[0]): (decode_state(r[1], r[2], r[3], r[7:], r[6]), int(r[4]), r[5], r[7])
+        decode_entity(r[0]): (
+            decode_state(r[1], r[2], r[3], r[8:], r[6]),
+            int(r[4]),
+            r[5],
+            r[8],
+            r[6:8],
+        )
         for r in rows
     }
 

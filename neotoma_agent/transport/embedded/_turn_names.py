@@ -133,10 +133,13 @@ def _derived(entity_id: str, entity_type: str, name: str, tenant: str | None) ->
 
 
 class Planned(Protocol):
-    """An entity a store writes, as it planned it."""
+    """An entity a store writes, as it planned it: ``names``, its row's ``canonical_name``
+    and ``aliases`` as the store loaded them (None: not loaded, a new entity or one named
+    by ``target_id``)."""
 
     entity_type: str
     identity: Identity
+    names: tuple[str, str] | None
 
 
 def index_turn_names(
@@ -151,9 +154,13 @@ def index_turn_names(
     one (written now, or before: ``planned`` holds the turn records this store wrote),
     else into one of its own."""
     tenant = _scope.tenant()
-    turns = {
-        p.identity.canonical_name: p.identity.entity_id for p in planned if p.entity_type == TURN
-    }
+    turns: dict[str, str] = {}
+    loaded: dict[str, tuple[str, str]] = {}
+    for p in planned:
+        if p.entity_type == TURN:
+            turns[p.identity.canonical_name] = p.identity.entity_id
+            if p.names is not None:
+                loaded[p.identity.entity_id] = p.names
     created = [(firsts[p.identity.entity_id][0], p.entity_type, p.identity) for p in new]
     grouped: set[str] = set()
     for rowid, entity_type, ident in created:
@@ -166,7 +173,7 @@ def index_turn_names(
         name = ident.canonical_name
         if not (
             _derived(ident.entity_id, entity_type, name, tenant)
-            and (name in grouped or _has_turn_record(conn, name, turns, tenant))
+            and (name in grouped or _has_turn_record(conn, name, turns, loaded, tenant))
         ):
             put(conn, rowid, book_text(name, ()))
 
@@ -175,13 +182,24 @@ _TURN_SQL: Final = f"SELECT canonical_name, aliases FROM entities WHERE id = ? A
 
 
 def _has_turn_record(
-    conn: sqlite3.Connection, name: str, turns: Mapping[str, str], tenant: str | None
+    conn: sqlite3.Connection,
+    name: str,
+    turns: Mapping[str, str],
+    loaded: Mapping[str, tuple[str, str]],
+    tenant: str | None,
 ) -> bool:
     """Whether the message name ``name`` derives from a turn record's (first) name, so its
-    document holds it."""
+    document holds it.
+
+    A turn record the store loaded (a turn's close restates it: ``loaded``, its row's names
+    as read) is not read again: its first name is the one it was loaded with, whatever the
+    store did since, since a rename only appends the old name to the aliases (``_rename``),
+    which leaves their first, or makes the loaded name it."""
     for turn in _turn_names_of(name):
         turn_id = turns.get(turn) or entity_id_for(TURN, turn, tenant)
-        row = conn.execute(_TURN_SQL, (encode_entity(turn_id),)).fetchone()
+        row = loaded.get(turn_id)
+        if row is None:
+            row = conn.execute(_TURN_SQL, (encode_entity(turn_id),)).fetchone()
         if row is not None and _first_name(row[0], row[1]) == turn:
             return True
     return False

@@ -138,6 +138,7 @@ class _Planned:
         "identity",
         "index",
         "message_count",
+        "names",
         "state",
     )
 
@@ -153,6 +154,7 @@ class _Planned:
         state: SnapshotState | None = None,
         message_count: int = 0,
         first: tuple[int, Any] | None = None,
+        names: tuple[str, str] | None = None,
     ) -> None:
         self.index = index
         self.entity_type = entity_type
@@ -164,6 +166,8 @@ class _Planned:
         self.state = state
         self.message_count = message_count
         self.first = first
+        #: the row's ``canonical_name`` and ``aliases`` as loaded (an entity that exists)
+        self.names = names
 
 
 def _plan(
@@ -235,7 +239,9 @@ def _plan(
         eid = identity.entity_id
         in_batch = eid in batch_roles
         loaded = None if in_batch else rows.get(eid)
-        state, message_count, rowid, first_id = loaded if loaded is not None else (None, 0, 0, None)
+        state, message_count, rowid, first_id, names = (
+            loaded if loaded is not None else (None, 0, 0, None, None)
+        )
         exists = in_batch or state is not None
         schema = schema_for(etype)
         refusal = _refusal(
@@ -289,6 +295,7 @@ def _plan(
                 state,
                 message_count,
                 None if loaded is None else (rowid, first_id),
+                names,
             )
         )
     if issues:
