@@ -71,7 +71,11 @@ live file derives it from the conversation index, and every layout copies its ro
 does any layout hold an entity's first observation as a row of ``observations``: since
 schema version 11 the live file keeps it in the entity row (its id, source, key, priority,
 source word, specificity, identity basis and rule, and its fields when they are not the
-snapshot's), and every layout copies those columns. And every layout holds an entity's id
+snapshot's), and every layout copies those columns; nor does any layout hold again, in a
+row of ``observations``, the fields its entity row's first observation holds (a
+conversation restated at each turn's enter): since schema version 26 such a row's fields
+are a mark, an empty blob (``_restatement``), and every layout copies the rows' fields as
+they are. And every layout holds an entity's id
 as its 12 bytes in its row and its unique index (``encode_entity``), as the live file does
 since schema version 12, and its name, aliases and update and last observation times coded
 as the live file stores them since schema version 18 (``_row_codes``: the rest of a name

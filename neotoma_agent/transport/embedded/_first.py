@@ -18,6 +18,7 @@ from ._close_room import FIRST_SET
 from ._codec import fields_sql, first_fields_sql
 from ._key_rows import key_seqs
 from ._reducer import SnapshotState
+from ._restatement import MARK_ROWS, marked
 from ._rows import (
     FIRST_META,
     decode_entity,
@@ -74,15 +75,23 @@ def first_of(conn: sqlite3.Connection, entity_id: str, obs_id: Any) -> int | Non
     return None if row is None else -int(row[0])
 
 
+#: the ``UPDATE`` of a row's fields (``?1``; marked where they restate the first's:
+#: ``_restatement``) by its seq (``?2``)
+_ROW_SET: Final = (
+    f"UPDATE observations SET fields = {marked('?1', 'rowid = observations.entity_row')} "
+    "WHERE seq = ?2"
+)
+
+
 def set_fields(conn: sqlite3.Connection, entity_id: str, seq: int, text: str | None) -> None:
     """Observation ``seq`` of ``entity_id`` holds ``text`` as its fields (NULL: shared)."""
     if seq == FIRST_SEQ:
-        conn.execute(
-            f"UPDATE entities SET {FIRST_SET} WHERE id = ?2",
-            (text, encode_entity(entity_id)),
-        )
+        packed = encode_entity(entity_id)
+        conn.execute(f"UPDATE entities SET {FIRST_SET} WHERE id = ?2", (text, packed))
+        if text is not None:  # (a row that restates them is marked: ``_restatement``)
+            conn.execute(MARK_ROWS, (packed, text))
     else:
-        conn.execute("UPDATE observations SET fields = ? WHERE seq = ?", (text, seq))
+        conn.execute(_ROW_SET, (text, seq))
 
 
 def renumber(state: SnapshotState, seq: int, to: int = FIRST_SEQ) -> None:

@@ -14,7 +14,7 @@ from typing import Any
 
 from ..._neotoma.identity import ENTITY_ID_RE, schema_version
 from ..._neotoma.js import compact_encoder
-from . import _codec, _scope
+from . import _codec, _restatement, _scope
 from ._ids import decode_id, encode_id
 from ._key_digest import key_list
 from ._key_rows import key_seqs
@@ -336,10 +336,7 @@ def decode_state(
 # snapshot names it ("s"). When a later fold changes "f", that observation gets its fields
 # back first (``_shared_fields``). Readers select ``OBSERVATION_FIELDS`` instead of the column.
 
-OBSERVATION_FIELDS = (
-    f"coalesce(fields, (SELECT {_codec.fields_sql('e.snapshot', 'e.canonical_name')} "
-    "FROM entities e WHERE e.rowid = observations.entity_row))"
-)
+OBSERVATION_FIELDS = _restatement.fields_sql()  # (and a row that restates the first's)
 
 
 # -- idempotency keys ------------------------------------------------------------------------

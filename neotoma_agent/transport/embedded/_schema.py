@@ -28,6 +28,7 @@ from ._name_index import backfill_book_names
 from ._name_queue import NAME_QUEUE
 from ._observation_index import OBSERVATION_ROWS
 from ._part_of import derived_seen_of
+from ._restatement import RESTATED
 from ._row_codes import ROW_CODES, recode_rows
 from ._row_metas import SEQ_METAS, number_rows
 from ._rows import encode_entity
@@ -284,7 +285,8 @@ MIGRATIONS: tuple[str, ...] = (
     NAME_QUEUE,  # new bookkeeping-names documents indexed a batch at a time (_name_queue)
     CLOSE_ROOM,  # version 23: room a turn record keeps for its close (_close_room)
     KEY_DIGESTS,  # version 24: the idempotency keys found by 4 bytes of digest (_key_digest)
-    SEQ_METAS,  # a turn record's observation rows as their seq in its snapshot (_row_metas)
+    SEQ_METAS,  # version 25: a turn record's observation rows as their seq (_row_metas)
+    RESTATED,  # version 26: a restatement's fields as a mark (_restatement)
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -41,6 +41,7 @@ from ._new_edges import Counted, edge_routes, write_edges
 from ._new_rows import insert_row, observation_id
 from ._reducer import ObservationMeta, SnapshotChange, SnapshotState, fold, source_rank
 from ._rename import rederive_name
+from ._restatement import marked
 from ._row_metas import BY_SEQ
 from ._rows import (
     dumps,
@@ -450,6 +451,17 @@ def write(conn: sqlite3.Connection, body: Mapping[str, Any]) -> Written | dict[s
     return Written(source_id, priority, created, entries, created_edges, counts)
 
 
+#: an observation's row: its fields' text marked where it restates its entity's first
+#: observation's (``_restatement``)
+_INSERT_ROW = (
+    "INSERT OR IGNORE INTO observations (id, entity_row, entity_type, source_id, "
+    "observed_at, source_priority, observation_source, specificity_score, "
+    "fields, idempotency_key, identity_basis, identity_rule) "
+    "VALUES (?1, (SELECT rowid FROM entities WHERE id = ?2), ?3, ?4, ?5, ?6, ?7, ?8, "
+    f"{marked('?9', 'id = ?2')}, ?10, ?11, ?12)"
+)
+
+
 def _observe(
     conn: sqlite3.Connection,
     entity_id: str,
@@ -519,10 +531,7 @@ def _observe(
             if held is not None
             else (
                 conn.execute(
-                    "INSERT OR IGNORE INTO observations (id, entity_row, entity_type, source_id, "
-                    "observed_at, source_priority, observation_source, specificity_score, "
-                    "fields, idempotency_key, identity_basis, identity_rule) "
-                    "VALUES (?,(SELECT rowid FROM entities WHERE id = ?),?,?,?,?,?,?,?,?,?,?)",
+                    _INSERT_ROW,
                     (
                         packed_id,
                         encode_entity(entity_id),

@@ -21,6 +21,7 @@ from typing import Any
 
 from conversation_index_support import unnumber
 from observation_index_support import by_ids, unnumber_observations
+from restatement_support import unmark
 from seq_metas_support import unseq
 from type_codes_support import untype
 
@@ -50,6 +51,7 @@ def expand(path: Path, version: int = BEFORE) -> int:
     with closing(sqlite3.connect(path, isolation_level=None)) as conn:
         conn.execute("BEGIN IMMEDIATE")
         unseq(conn)  # the snapshots as version 23 held them
+        unmark(conn)  # (the rows as every version before the mark held them)
         unnumber_observations(conn, version)
         rows = conn.execute(
             "SELECT rowid, snapshot, first_id, created_at, first_priority, first_osource, "

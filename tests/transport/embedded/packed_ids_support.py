@@ -17,6 +17,7 @@ from typing import Any
 
 from conversation_index_support import unnumber
 from observation_index_support import unnumber_observations
+from restatement_support import unmark
 from seq_metas_support import unseq
 from type_codes_support import untype
 
@@ -31,6 +32,7 @@ def unpack(path: Path) -> int:
     with closing(sqlite3.connect(path, isolation_level=None)) as conn:
         conn.execute("BEGIN IMMEDIATE")
         unseq(conn)  # the snapshots as version 23 held them
+        unmark(conn)  # (the rows as every version before the mark held them)
         unnumber_observations(conn)  # while the ids are packed, as the rows held them
         unnumber(conn)  # while the ids are packed, as the index held them
         count = conn.execute(f"UPDATE entities SET id = {entity_text('id')}").rowcount

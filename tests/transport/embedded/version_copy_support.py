@@ -15,6 +15,7 @@ from pathlib import Path
 
 from key_digest_support import full_digests
 from observation_index_support import unnumber_observations
+from restatement_support import MARKED, unmark
 from seq_metas_support import unseq
 
 from neotoma_agent.transport.embedded._close_room import CLOSE_ROOM
@@ -41,8 +42,10 @@ def copy_at_version(
     shutil.copyfile(path, to)
     with closing(sqlite3.connect(to, isolation_level=None)) as conn:
         conn.execute("BEGIN IMMEDIATE")
+        if version < MARKED:  # (the latest step: undone first)
+            unmark(conn)
         if version <= MIGRATIONS.index(SEQ_METAS):
-            unseq(conn)  # (the latest step: undone first)
+            unseq(conn)
         full_digests(conn, version)
         drop_room(conn, version)
         if version <= MIGRATIONS.index(NAME_QUEUE):
