@@ -18,6 +18,7 @@ about 4,000 in a file of a million keys.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import sqlite3
 from collections.abc import Iterable, Sequence
@@ -48,6 +49,8 @@ def key_digest(key: str) -> bytes:
     return hashlib.sha256(key.encode()).digest()[:16]
 
 
+# Memoised: a store digests its key for its check and again for its row.
+@functools.lru_cache(maxsize=256)
 def digest(key: str) -> bytes:
     """The :data:`DIGEST_BYTES` a key's row is found by: the start of its SHA-256."""
     return hashlib.sha256(key.encode()).digest()[:DIGEST_BYTES]

@@ -49,6 +49,7 @@ __all__ = [
     "FirstMetaNeeded",
     "decode_meta",
     "encode_meta",
+    "full_meta",
     "metas_sql",
     "number_rows",
     "row_metas",
@@ -164,7 +165,7 @@ def decode_meta(meta: list[Any] | int, first: Sequence[Any] | None, rows: str | 
     return [_decode_obs_id(meta[0]), meta[1], decode_time(meta[2]), meta[3], meta[4], spec]
 
 
-def _full(row: tuple[Any, ...], seq: int) -> list[Any]:
+def full_meta(row: tuple[Any, ...], seq: int) -> list[Any]:
     """The meta in full that ``_rows`` writes for an observation row (``row``: its id,
     time, priority, source and specificity as stored)."""
     ident, observed, priority, source, spec = row
@@ -194,7 +195,7 @@ def number_rows(conn: sqlite3.Connection) -> None:
             and type(m[1]) is int
             and m[1] > 0
             and m[1] in held
-            and _full(held[m[1]], m[1]) == m
+            and full_meta(held[m[1]], m[1]) == m
             else m
             for m in metas
         ]

@@ -12,33 +12,17 @@ must every write after.
 
 from __future__ import annotations
 
-import binascii
 import json
 import sqlite3
 from typing import Any
 
-from neotoma_agent.transport.embedded._reducer import source_rank
-from neotoma_agent.transport.embedded._row_metas import SEQ_METAS
-from neotoma_agent.transport.embedded._rows import decode_word
+from neotoma_agent.transport.embedded._row_metas import SEQ_METAS, full_meta
 from neotoma_agent.transport.embedded._schema import MIGRATIONS
 
 __all__ = ["BEFORE", "by_seq", "unseq"]
 
 #: the version before turn records listed their observation rows by seq
 BEFORE = MIGRATIONS.index(SEQ_METAS)
-
-
-def _full(row: tuple[Any, ...], seq: int) -> list[Any]:
-    ident, observed, priority, osource, specificity = row
-    # The id as the base64 of its 16 bytes (``~`` and its text for another id), as
-    # ``_rows`` writes a meta's id.
-    encoded = (
-        binascii.b2a_base64(ident, newline=False)[:-2].decode()
-        if isinstance(ident, bytes)
-        else "~" + ident
-    )
-    meta = [encoded, seq, observed, priority, source_rank(decode_word(osource))]
-    return meta if specificity == 1.0 else [*meta, specificity]
 
 
 def _listed(doc: Any) -> list[int]:
@@ -69,7 +53,7 @@ def unseq(conn: sqlite3.Connection) -> int:
                     "specificity_score FROM observations WHERE seq = ?",
                     (m,),
                 ).fetchone()
-                metas.append(_full(tuple(row), m))
+                metas.append(full_meta(tuple(row), m))
             else:
                 metas.append(m)
         doc["o"] = metas
