@@ -129,9 +129,16 @@ def lowest(session: nox.Session) -> None:
 
 @nox.session
 def slow(session: nox.Session) -> None:
-    """The slow tests only: the full cancellation sweep, random deadlines, long properties."""
+    """The slow tests only: the full cancellation sweep, random deadlines, long properties,
+    and each format step's comparison with more examples than the default run gives it."""
     session.install("-e", ".[test]")
-    session.run("pytest", "-m", "slow", *session.posargs)
+    session.run(
+        "pytest",
+        "-m",
+        "slow or format_comparison",
+        *session.posargs,
+        env={"NEOTOMA_COMPARED_EXAMPLES": "25"},
+    )
 
 
 @nox.session

@@ -4,12 +4,14 @@ format before the step) write the same steps on both and compare the rows and an
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
+import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from packed_ids_support import entity_ids, entity_rows
@@ -148,12 +150,25 @@ steps = st.lists(
     max_size=6,
 )
 
-#: the hypothesis settings of a comparison (each example writes and reads several files)
-compared = settings(
-    max_examples=8,
+#: examples a comparison runs: a few in the default run (one a format step, and each
+#: example writes and reads several files), more in ``nox -s slow``, which selects the
+#: comparisons by their mark and sets the count
+COMPARED_EXAMPLES = int(os.environ.get("NEOTOMA_COMPARED_EXAMPLES", "3"))
+
+_compared_settings = settings(
+    max_examples=COMPARED_EXAMPLES,
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
+
+TestFunction = TypeVar("TestFunction", bound=Callable[..., Any])
+
+
+def compared(test: TestFunction) -> TestFunction:
+    """The hypothesis settings of a format step's comparison, and its mark
+    (``format_comparison``) by which the slow session runs it again at length."""
+    marked: TestFunction = pytest.mark.format_comparison(_compared_settings(test))
+    return marked
 
 
 async def same_on_both(
