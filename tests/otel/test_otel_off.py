@@ -46,78 +46,11 @@ async def test_no_provider_no_trace(tmp_path: Path) -> None:
     assert t.result.completed
 
 
-def test_a_turn_without_opentelemetry_installed(tmp_path: Path) -> None:
-    # A fresh interpreter where `import opentelemetry` fails, as without the extra.
-    script = textwrap.dedent(
-        f"""
-        import sys
-        sys.modules["opentelemetry"] = None
-        import anyio
-        from neotoma_agent import NeotomaMemory
-        from neotoma_agent._util import otel as _otel
-        from neotoma_agent.transport.embedded import EmbeddedStore
-
-        async def main():
-            async with EmbeddedStore.open({str(tmp_path / "m.db")!r}) as store:
-                memory = NeotomaMemory(store, conversation_id="c", platform="tests")
-                async with memory.turn("hi") as t:
-                    t.reply = "hello"
-            assert t.result.completed
-            assert _otel._api is False, _otel._api
-
-        anyio.run(main)
-        print("ok")
-        """
-    )
-    run_ok(script)
-
-
-def test_nothing_imported_opentelemetry_so_a_turn_does_not_either(tmp_path: Path) -> None:
-    # Installed, but unused by the application: no provider can be set, so no import (a
-    # hook process pays for every module). Once the application imports it and sets a
-    # provider, the next turn is traced: the absence was not remembered.
-    script = textwrap.dedent(
-        f"""
-        import sys
-        import anyio
-        from neotoma_agent import NeotomaMemory
-        from neotoma_agent.transport.embedded import EmbeddedStore
-
-        async def main():
-            async with EmbeddedStore.open({str(tmp_path / "m.db")!r}) as store:
-                memory = NeotomaMemory(store, conversation_id="c", platform="tests")
-                async with memory.turn("hi") as t:
-                    t.reply = "hello"
-                assert t.result.completed
-                assert "opentelemetry" not in sys.modules, "imported with no provider"
-
-                from opentelemetry import trace
-                from opentelemetry.sdk.trace import TracerProvider
-                from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-                from opentelemetry.sdk.trace.export.in_memory_span_exporter import (
-                    InMemorySpanExporter,
-                )
-
-                exporter = InMemorySpanExporter()
-                provider = TracerProvider()
-                provider.add_span_processor(SimpleSpanProcessor(exporter))
-                trace.set_tracer_provider(provider)
-                async with memory.turn("again") as t:
-                    t.reply = "traced"
-                assert "turn" in [s.name for s in exporter.get_finished_spans()]
-
-        anyio.run(main)
-        print("ok")
-        """
-    )
-    run_ok(script)
-
-
-def test_a_provider_named_in_the_environment_between_turns_is_loaded(tmp_path: Path) -> None:
-    # Nothing imported it, but the environment names a provider (the API's variable, set
-    # by the application after a first turn): the next turn loads OpenTelemetry.
-    script = textwrap.dedent(
-        f"""
+def after_a_turn(db: Path, then: str, *, prelude: str = "") -> str:
+    """A script for :func:`run_ok`: ``prelude`` (at the top), a turn on a fresh store at
+    ``db``, then ``then`` (in ``main``, the store open: ``store``, ``memory`` and the first
+    turn's ``t`` in scope)."""
+    first = f"""
         import os
         import sys
         import anyio
@@ -125,22 +58,75 @@ def test_a_provider_named_in_the_environment_between_turns_is_loaded(tmp_path: P
         from neotoma_agent.transport.embedded import EmbeddedStore
 
         async def main():
-            async with EmbeddedStore.open({str(tmp_path / "m.db")!r}) as store:
+            async with EmbeddedStore.open({str(db)!r}) as store:
                 memory = NeotomaMemory(store, conversation_id="c", platform="tests")
                 async with memory.turn("hi") as t:
                     t.reply = "hello"
-                assert "opentelemetry" not in sys.modules, "imported with no provider"
-                os.environ["OTEL_PYTHON_TRACER_PROVIDER"] = "sdk_tracer_provider"
-                async with memory.turn("again") as t:
-                    t.reply = "traced"
                 assert t.result.completed
-                assert "opentelemetry" in sys.modules, "the named provider was not loaded"
-
+    """
+    last = """
         anyio.run(main)
         print("ok")
-        """
+    """
+    return "\n".join(
+        (
+            textwrap.dedent(prelude),
+            textwrap.dedent(first),
+            textwrap.indent(textwrap.dedent(then), " " * 8),
+            textwrap.dedent(last),
+        )
     )
-    run_ok(script)
+
+
+def test_a_turn_without_opentelemetry_installed(tmp_path: Path) -> None:
+    # A fresh interpreter where `import opentelemetry` fails, as without the extra.
+    prelude = """
+        import sys
+        sys.modules["opentelemetry"] = None
+        from neotoma_agent._util import otel as _otel
+    """
+    run_ok(
+        after_a_turn(tmp_path / "m.db", "assert _otel._api is False, _otel._api", prelude=prelude)
+    )
+
+
+def test_nothing_imported_opentelemetry_so_a_turn_does_not_either(tmp_path: Path) -> None:
+    # Installed, but unused by the application: no provider can be set, so no import (a
+    # hook process pays for every module). Once the application imports it and sets a
+    # provider, the next turn is traced: the absence was not remembered.
+    then = """
+        assert "opentelemetry" not in sys.modules, "imported with no provider"
+
+        from opentelemetry import trace
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+        from opentelemetry.sdk.trace.export.in_memory_span_exporter import (
+            InMemorySpanExporter,
+        )
+
+        exporter = InMemorySpanExporter()
+        provider = TracerProvider()
+        provider.add_span_processor(SimpleSpanProcessor(exporter))
+        trace.set_tracer_provider(provider)
+        async with memory.turn("again") as t:
+            t.reply = "traced"
+        assert "turn" in [s.name for s in exporter.get_finished_spans()]
+    """
+    run_ok(after_a_turn(tmp_path / "m.db", then))
+
+
+def test_a_provider_named_in_the_environment_between_turns_is_loaded(tmp_path: Path) -> None:
+    # Nothing imported it, but the environment names a provider (the API's variable, set
+    # by the application after a first turn): the next turn loads OpenTelemetry.
+    then = """
+        assert "opentelemetry" not in sys.modules, "imported with no provider"
+        os.environ["OTEL_PYTHON_TRACER_PROVIDER"] = "sdk_tracer_provider"
+        async with memory.turn("again") as t:
+            t.reply = "traced"
+        assert t.result.completed
+        assert "opentelemetry" in sys.modules, "the named provider was not loaded"
+    """
+    run_ok(after_a_turn(tmp_path / "m.db", then))
 
 
 @pytest.mark.parametrize("name", _otel._PROVIDER_ENV)
