@@ -22,6 +22,9 @@ other benchmarks' turns). Variants:
   store's own statements (``_name_queue.put``, schema version 22);
 - ``automerge-N``, ``crisismerge-N``: that FTS5 setting on both indexes (``search-`` or
   ``names-`` before it: on that index alone);
+- ``search-detail-column``, ``search-detail-none``, ``search-columnsize-0``: the search
+  index declared with that option (fewer bytes a turn, and answers that differ:
+  docs/performance.md, "The search index's FTS5 options");
 - ``no-names``, ``no-search``, ``none``: without that index's inserts (what each costs);
 - ``one-commit``: the enter's and the close's inserts in one transaction (a bound on what
   fewer flushes could save: not a design, a search between them would answer otherwise).
@@ -70,6 +73,19 @@ def _settings(variant: str) -> dict[str, list[tuple[str, int]]]:
     return out
 
 
+def _declared(index: str, variant: str) -> str:
+    """The index's declaration, with the FTS5 option a ``search-...`` variant names."""
+    declared = INDEXES[index]
+    options = {
+        "search-detail-column": "detail = column",
+        "search-detail-none": "detail = none",
+        "search-columnsize-0": "columnsize = 0",
+    }
+    if index == "search" and variant in options:
+        declared = f"{declared[:-1]}, {options[variant]})"
+    return declared
+
+
 def _child(variant: str, warmup: int, turns: int, short_ids: bool) -> None:
     import _callgrind
 
@@ -80,7 +96,8 @@ def _child(variant: str, warmup: int, turns: int, short_ids: bool) -> None:
         conn.execute("PRAGMA wal_autocheckpoint = 10000")
         conn.execute("CREATE TABLE commits (n)")
         conn.executescript(NAME_QUEUE)
-        for index, declared in INDEXES.items():
+        for index in INDEXES:
+            declared = _declared(index, variant)
             table = declared.split()[0]
             conn.execute(f"CREATE VIRTUAL TABLE {declared}")
             settings = [("pgsz", TURN_INDEX_LEAF_BYTES), *_settings(variant)[index]]

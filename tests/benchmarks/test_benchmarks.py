@@ -67,7 +67,10 @@ def test_turn_instructions_child_runs_its_turns_without_valgrind(
     run_quiet_child("turn_instructions", "--turns", "1", *view, tmp_path=tmp_path)
 
 
-@pytest.mark.parametrize("variant", ["default", "queued", "one-commit", "names-automerge-0"])
+@pytest.mark.parametrize(
+    "variant",
+    ["default", "queued", "one-commit", "names-automerge-0", "search-detail-none"],
+)
 def test_fts_instructions_child_writes_a_turns_documents_without_valgrind(
     tmp_path: Path, variant: str
 ) -> None:
@@ -230,6 +233,28 @@ def test_scale_finds_every_company_and_every_seeded_orphan(tmp_path: Path) -> No
     assert report["entities"] == 600
     assert 0 < report["lookup_p50_ms"] <= report["lookup_p99_ms"]
     assert [row["turns"] for row in report["audits"]] == [20, 200]
+
+
+def test_search_index_options_replays_the_stores_index_and_compares_every_answer(
+    tmp_path: Path,
+) -> None:
+    report = run_benchmark(
+        "search_index_options",
+        *("--write-turns", "40", "--messages", "400", "--facts", "5"),
+        tmp_path=tmp_path,
+    )
+    # One document a transaction, declared as the store declares it: the store's own bytes.
+    replayed = report["bytes_per_turn"]["today"]["live"]
+    assert replayed == report["written_per_turn"]
+    assert report["documents"] == 80  # a prompt and a reply a turn
+    none = report["bytes_per_turn"]["detail=none"]["live"]
+    assert none["search_text_data"] < replayed["search_text_data"]
+    answers = report["answers"]
+    assert answers["today (rebuilt)"]["same"] == answers["today (rebuilt)"]["searches"] > 20
+    for name, row in answers.items():
+        if name.startswith("detail="):
+            # FTS5 refuses a phrase of two words without positions; the AND of its words runs.
+            assert (row["failed"] > 0) != name.endswith("+phrases"), name
 
 
 def test_disk_layout_probe_copies_every_row_into_each_layout(tmp_path: Path) -> None:
