@@ -20,10 +20,12 @@ columns, the per-user ones included) and once per layout probed:
   version 18, the observations and their unique index by entity, ``(entity_row, id)``,
   since version 21, ``_observation_index``: every layout copies them);
 - ``+type``: and the entity type index as (user, type code, number) instead of (user, type
-  code, id) as the live file indexes it (schema version 14 holds the type as its code in
-  the entity row and its index; by number, a query of a type sorted by id would sort:
-  measured with schema version 21, a page of 20 of a type's 2,000 entities took 40 times
-  the steps, so the live file keeps the id, docs/performance.md);
+  code, the id's first 4 bytes) as the live file indexes it (schema version 14 holds the
+  type as its code in the entity row and its index, version 27 keys it by 4 bytes of the
+  id, ``_type_prefix``, which the other layouts copy; by number, a query of a type sorted
+  by id would sort: measured with schema version 21, a page of 20 of a type's 2,000
+  entities took 40 times the steps, so the live file keeps the id's prefix, whose order is
+  the id's but for ties, docs/performance.md);
 - ``+name``: and no canonical name where the identity rules derive it from the entity's
   type and fields (NULL; a read would derive it again), except a coded message's, whose
   ``turn_key`` the live file derives from its name (schema version 16), as a coded turn
@@ -180,9 +182,10 @@ _REFS = {
     "conversation_messages": "conversation_row IS NULL OR message_row IS NULL",
     "idempotency_keys": "key IS NULL",
 }
-# The live file's type index (schema version 14): the type's word code, then the id (the
-# copies hold the code in ``entity_type``, where the live file's column is ``type_code``).
-_BY_ID = "CREATE INDEX entities_by_type ON entities (uid, entity_type, id);"
+# The live file's type index (schema version 14): the type's word code, then the id's first
+# 4 bytes since version 27 (the copies hold the code in ``entity_type``, where the live
+# file's column is ``type_code``).
+_BY_ID = "CREATE INDEX entities_by_type ON entities (uid, entity_type, substr(id, 1, 4));"
 _BY_NUM = "CREATE INDEX entities_by_type ON entities (uid, entity_type);"
 
 _ENTITY_COLUMNS = (

@@ -35,6 +35,7 @@ from ._rows import (
 )
 from ._scope import lookup_uid
 from ._type_index import of_type
+from ._type_prefix import id_order
 
 __all__ = ["FileReads"]
 
@@ -53,7 +54,7 @@ _E_ID: Final = entity_text("e.id")
 _RECORDS: Final = (
     f"SELECT {_ID}, entity_type, canonical_name, snapshot, observation_count, "
     f"last_observation_at, {FIRST_META}, {SEQ_META} FROM entities "
-    "WHERE uid = {uid} AND " + of_type("conversation_turn") + " ORDER BY entities.id"
+    "WHERE uid = {uid} AND " + of_type("conversation_turn") + " ORDER BY " + id_order("entities.id")
 )
 # With ``completed``: each turn record's name, whether it is ``completed`` (its name is then
 # all the caller needs), and its rowid, in one pass over the table (in rowid order each page
@@ -81,12 +82,12 @@ _RECORDS_AT: Final = (
 )
 _CONVERSATIONS: Final = (
     f"SELECT {_ID}, last_observation_at FROM entities WHERE uid = {{uid}} "
-    f"AND {of_type('conversation')} ORDER BY entities.id"
+    f"AND {of_type('conversation')} ORDER BY {id_order('entities.id')}"
 )
-# Without times the type index alone answers.
+# Without times: the type index and each row's id.
 _CONVERSATION_IDS: Final = (
     f"SELECT {_ID}, NULL FROM entities WHERE uid = {{uid}} AND {of_type('conversation')} "
-    "ORDER BY entities.id"
+    f"ORDER BY {id_order('entities.id')}"
 )
 # The soft-deleted entities (what no query lists), by id.
 _DELETED: Final = (

@@ -40,6 +40,7 @@ from ._page_rows import activity, conversation_item, message_fields, related_ent
 from ._rows import LIVE, decode_entity, encode_entity, entity_text
 from ._summaries import SUMMARIES_ROUTE, conversation_summaries
 from ._type_index import of_type
+from ._type_prefix import id_order
 from ._validate import bounded_int
 
 __all__ = ["MAX_PAGE", "READS", "recent_conversation", "recent_conversations", "route"]
@@ -184,7 +185,8 @@ def recent_conversations(conn: sqlite3.Connection, body: Mapping[str, Any]) -> d
         f"SELECT {entity_text('id')}, canonical_name, created_at, updated_at, "
         f"last_observation_at, {fields_sql()}, json_extract(snapshot, '$.d'), "
         "message_count "
-        f"FROM entities WHERE {_scope.owned(index=True)} AND {of_type('conversation')}"
+        f"FROM entities WHERE {_scope.owned(index=True)} AND {of_type('conversation')} "
+        f"ORDER BY {id_order()}"  # (the type index's order, as a sort's ties keep it)
     ).fetchall()
     items = []
     for row in rows:

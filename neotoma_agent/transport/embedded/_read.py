@@ -50,6 +50,7 @@ from ._rows import (
     time_text,
 )
 from ._type_index import type_in
+from ._type_prefix import id_order
 from ._validate import bounded_int, check_query_offset, check_term
 
 __all__ = [
@@ -353,17 +354,29 @@ def query_entities(conn: sqlite3.Connection, body: Mapping[str, Any]) -> dict[st
     clause = f" WHERE {' AND '.join(where)}" if where else ""
     total = int(conn.execute(f"SELECT count(*) FROM entities{clause}", params).fetchone()[0])
     direction = "DESC" if sort_order == "desc" else "ASC"
+    # A page of types in id order walks the type index, keyed by 4 bytes of the id
+    # (``_type_prefix``): in their order, each run of equal ones sorted by the id.
+    by_prefix = bool(types) and order_column == "id"
     if cursor is not None:
         # Keyset paging: each page seeks to its start instead of skipping `offset` rows.
-        after = _decode_cursor(cursor, sort_order)
+        after = encode_entity(_decode_cursor(cursor, sort_order))
         seek = "id < ?" if sort_order == "desc" else "id > ?"
+        if by_prefix:  # (the id's first 4 bytes seek the index; no id after it is below)
+            seek = f"substr(id, 1, 4) {seek[3]}= substr(?, 1, 4) AND {seek}"
+            params.append(after)
         clause = f"{clause} AND {seek}" if clause else f" WHERE {seek}"
-        params.append(encode_entity(after))
+        params.append(after)
     order = f"id {direction}" if order_column == "id" else f"{order_column} {direction}, id ASC"
-    rows = conn.execute(
-        f"SELECT {QUERY_COLUMNS} FROM entities{clause} ORDER BY {order} LIMIT ? OFFSET ?",
-        (*params, limit, offset),
-    ).fetchall()
+    sql = f"SELECT {QUERY_COLUMNS} FROM entities{clause} ORDER BY {order} LIMIT ? OFFSET ?"
+    if by_prefix:
+        # The rows a page skips are sorted as their rowids alone (their columns are read
+        # for the page's rows only), then the page's rows read and put in id order.
+        sql = (
+            f"SELECT {QUERY_COLUMNS} FROM entities WHERE rowid IN (SELECT rowid FROM "
+            f"entities{clause} ORDER BY {id_order('id', direction)} LIMIT ? OFFSET ?) "
+            f"ORDER BY {order}"
+        )
+    rows = conn.execute(sql, (*params, limit, offset)).fetchall()
     items = [query_item(r) for r in rows]
     if not include_snapshots:
         for item in items:
@@ -481,16 +494,18 @@ def retrieve_entity_by_identifier(
         # does, on the first 500 snapshots (of the type): containing it ("halcyon.com" in
         # "https://www.halcyon.com/"), or a leading token equal either way.
         of_type, type_args = (" AND type_code = ?", (encode_word(etype),)) if etype else ("", ())
+        # (in the type index's order: the type, then the id, ``_type_prefix``)
+        order = f" ORDER BY {'' if etype else 'type_code, '}{id_order()}"
         for (eid,) in conn.execute(
             f"SELECT id FROM entities WHERE {_scope.owned(index=True)} "
             f"AND lower({field_sql('?')}) = ?"
-            f"{of_type} LIMIT 500",
+            f"{of_type}{order} LIMIT 500",
             (by, by, lowered, *type_args),
         ).fetchall():
             found.setdefault(decode_entity(eid))
         scan = (
             f"SELECT id, {field_sql('?')} FROM (SELECT id, snapshot, canonical_name FROM "
-            f"entities WHERE {_scope.owned(index=True)}{of_type} LIMIT 500)"
+            f"entities WHERE {_scope.owned(index=True)}{of_type}{order} LIMIT 500)"
         )
         lead = first_token(lowered)
         for eid, value in conn.execute(scan, (by, by, *type_args)).fetchall():

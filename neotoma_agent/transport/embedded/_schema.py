@@ -36,6 +36,7 @@ from ._search_rowid import SEARCH_BY_ROWID, key_search_by_rowid
 from ._summaries import backfill
 from ._turn_names import GROUPED_NAMES, rebuild_book_names
 from ._type_index import TYPE_CODES
+from ._type_prefix import TYPE_PREFIX
 
 __all__ = ["SCHEMA_VERSION", "migrate"]
 
@@ -287,6 +288,7 @@ MIGRATIONS: tuple[str, ...] = (
     KEY_DIGESTS,  # version 24: the idempotency keys found by 4 bytes of digest (_key_digest)
     SEQ_METAS,  # version 25: a turn record's observation rows as their seq (_row_metas)
     RESTATED,  # version 26: a restatement's fields as a mark (_restatement)
+    TYPE_PREFIX,  # the type index keyed by 4 bytes of the id (_type_prefix)
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -81,7 +81,8 @@ async def test_the_type_index_holds_each_type_as_its_code(tmp_path: Path) -> Non
     path = tmp_path / "store.db"
     await write_steps(path, [("turn", 0, 0), ("turn", 1, 3), ("store", 0, 0)], 0)
     await _with_invoices(path)
-    assert [name for name, key in type_index(path) if key] == ["uid", "type_code", "id"]
+    # (then the id's first 4 bytes, an expression: ``_type_prefix``)
+    assert [name for name, key in type_index(path) if key] == ["uid", "type_code", None]
     held = {entry[1] for entry in type_entries(path)}
     assert held == {encode_word(t) for t in _TYPES}
     # the types no word codes, as their text

@@ -17,6 +17,7 @@ from key_digest_support import full_digests
 from observation_index_support import unnumber_observations
 from restatement_support import MARKED, unmark
 from seq_metas_support import unseq
+from type_prefix_support import PREFIXED, unprefix
 
 from neotoma_agent.transport.embedded._close_room import CLOSE_ROOM
 from neotoma_agent.transport.embedded._name_queue import NAME_QUEUE, unqueue
@@ -42,7 +43,9 @@ def copy_at_version(
     shutil.copyfile(path, to)
     with closing(sqlite3.connect(to, isolation_level=None)) as conn:
         conn.execute("BEGIN IMMEDIATE")
-        if version < MARKED:  # (the latest step: undone first)
+        if version < PREFIXED:  # (the latest step: undone first)
+            unprefix(conn)
+        if version < MARKED:
             unmark(conn)
         if version <= MIGRATIONS.index(SEQ_METAS):
             unseq(conn)
