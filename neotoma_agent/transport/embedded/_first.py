@@ -83,12 +83,16 @@ _ROW_SET: Final = (
 )
 
 
-def set_fields(conn: sqlite3.Connection, entity_id: str, seq: int, text: str | None) -> None:
-    """Observation ``seq`` of ``entity_id`` holds ``text`` as its fields (NULL: shared)."""
+def set_fields(
+    conn: sqlite3.Connection, entity_id: str, seq: int, text: str | None, mark: bool = True
+) -> None:
+    """Observation ``seq`` of ``entity_id`` holds ``text`` as its fields (NULL: shared).
+    ``mark=False``: no row of the entity holds ``text`` (the caller knows its rows), so
+    none is looked for to be marked."""
     if seq == FIRST_SEQ:
         packed = encode_entity(entity_id)
         conn.execute(f"UPDATE entities SET {FIRST_SET} WHERE id = ?2", (text, packed))
-        if text is not None:  # (a row that restates them is marked: ``_restatement``)
+        if text is not None and mark:  # (a row that restates them is marked: ``_restatement``)
             conn.execute(MARK_ROWS, (packed, text))
     else:
         conn.execute(_ROW_SET, (text, seq))

@@ -46,7 +46,7 @@ from ._page_rows import (
     turn_record,
 )
 from ._page_rows import forget as forget_rows
-from ._row_metas import metas_sql
+from ._row_metas import ROW_META
 from ._rows import FIRST_META, LIVE, SEQ_META, encode_entity, entity_text, owned_entity
 
 __all__ = ["forget", "history_page", "turn_record_id"]
@@ -104,24 +104,25 @@ WHERE r.relationship_type != 'PART_OF' AND {LIVE.replace("snapshot", "e.snapshot
 
 # The turn records of a page (``?1`` the user's number; then each record's id and its id as
 # the entity rows hold it, ``encode_entity``, in pairs: a list of values, so that no id is
-# packed by a call back into Python for each row), each with the metas of the observation
-# rows its snapshot lists by seq (its close: ``_row_metas``), and the ``tool_invocation``
-# entities they REFER_TO: the second statement, when the page holds turns (a record's id is derived
-# from its turn's id, which the first one reads).
+# packed by a call back into Python for each row), each once with each observation row its
+# snapshot may list by seq (its close: ``_row_metas``; its columns as stored, NULLs for a
+# record with none: no JSON built for them), and the ``tool_invocation`` entities they
+# REFER_TO: the second statement, when the page holds turns (a record's id is derived from
+# its turn's id, which the first one reads).
 _RECORDS_SQL: Final = f"""
 WITH records AS (
-    SELECT wanted.column1 AS id, t.entity_type, t.snapshot, t.observation_count,
-        t.last_observation_at, {metas_sql("t")} AS metas
+    SELECT wanted.column1 AS id, t.rowid AS row, t.entity_type, t.snapshot,
+        t.observation_count, t.last_observation_at
     FROM (VALUES {{pairs}}) AS wanted CROSS JOIN entities t ON t.id = wanted.column2
     WHERE t.entity_type = 'conversation_turn' AND +t.uid = ?1
 )
-SELECT {_RECORD}, id, entity_type, snapshot, observation_count, last_observation_at, NULL,
-    NULL, NULL, NULL, NULL, NULL, metas
-FROM records
+SELECT {_RECORD}, records.id, records.entity_type, records.snapshot,
+    records.observation_count, records.last_observation_at, o.{ROW_META.replace(", ", ", o.")}
+FROM records LEFT JOIN observations o ON o.entity_row = records.row
 UNION ALL
 SELECT {_CALL}, records.id, r.target_entity_id, e.entity_type, e.snapshot,
     e.observation_count, e.last_observation_at, e.first_id, e.created_at, e.first_priority,
-    e.first_osource, e.first_specificity, NULL
+    e.first_osource, e.first_specificity
 FROM records CROSS JOIN relationships r
     ON r.source_entity_id = records.id AND r.relationship_type = 'REFERS_TO'
 CROSS JOIN entities e ON e.id = entity_key(r.target_entity_id)
@@ -280,20 +281,26 @@ def _records(
     if not wanted:
         return [], []
     found: dict[str, tuple[Any, ...]] = {}
+    metas: dict[str, tuple[tuple[Any, ...], ...]] = {}
     calls: list[tuple[Any, ...]] = []
     params: list[Any] = [uid]
     for rid in wanted:
         params += (rid, encode_entity(rid))
     for row in conn.execute(_records_sql(len(wanted)), params):
         if row[0] == _RECORD:
-            found[row[1]] = row
+            rid = row[1]
+            found[rid] = row
+            # (its observation rows' ``ROW_META``: ``_row_metas.row_metas`` takes them so)
+            rows = metas.get(rid, ())
+            metas[rid] = rows if row[6] is None else (*rows, row[6:12])
         else:
             calls.append(row)
     records = []
     for rid in wanted:
         row = found.get(rid)
         if row is not None:
-            record = turn_record(rid, row[2], row[3], row[4], row[5], _first(conn, rid), row[12])
+            first = _first(conn, rid)
+            record = turn_record(rid, row[2], row[3], row[4], row[5], first, metas[rid])
             if record is not None:
                 records.append(record)
     if not calls:

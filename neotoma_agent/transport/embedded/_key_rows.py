@@ -35,6 +35,7 @@ and each entry (with the row's key: its user and digest) is 12 bytes smaller.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import sqlite3
@@ -87,28 +88,73 @@ def pack_key(key: str | bytes) -> str | bytes:
     if isinstance(key, bytes):
         return key
     try:
-        raw = key.encode()
+        packed = _turn_key(key) or _packed(key)
+        size = len(key.encode())
     except UnicodeEncodeError:  # a lone surrogate: no packing (nor storing) can hold it
         return key
+    return packed if packed is not None and len(packed) < size else key
+
+
+def _packed(text: str) -> bytes | None:
+    """``text``'s runs and tokens (:func:`pack_key` before it compares the lengths), or
+    None where it holds no token."""
     parts: list[bytes] = []
     at = 0
-    for m in _TOKENS.finditer(key):
-        parts.append(key[at : m.start()].encode())
-        text = m.group()
+    for m in _TOKENS.finditer(text):
+        parts.append(text[at : m.start()].encode())
+        token = m.group()
         if m.lastgroup == "uuid":
-            parts.append(bytes((_UUID,)) + bytes.fromhex(text.replace("-", "")))
+            parts.append(bytes((_UUID,)) + bytes.fromhex(token.replace("-", "")))
         elif m.lastgroup == "hex":
-            parts.append(bytes((_HEX, len(text) // 2)) + bytes.fromhex(text))
+            parts.append(bytes((_HEX, len(token) // 2)) + bytes.fromhex(token))
         else:
-            parts.append(bytes((_FRAGMENT, _FRAGMENT_CODES[text])))
+            parts.append(bytes((_FRAGMENT, _FRAGMENT_CODES[token])))
         at = m.end()
     if not at:
-        return key
-    parts.append(key[at:].encode())
-    packed = b"".join(parts)
+        return None
+    parts.append(text[at:].encode())
     # Exact by construction (a token decodes to the very text it matched, a run is its
     # own UTF-8, and no UTF-8 byte is a token's mark): the property tests check it.
-    return packed if len(packed) < len(raw) else key
+    return b"".join(parts)
+
+
+# A turn's keys end ``-{phase}-{16 hex digits}`` (``_records.keys``), and a turn's enter
+# and close share all before it (the turn's ``conversation-{cid}-{tid}``).
+_PHASE_CODES: Final = {
+    text[1:-1]: code for code, text in enumerate(FRAGMENTS) if text.startswith("-")
+}
+_DIGEST: Final = re.compile("[0-9a-f]{16}")
+# The ends of a head after which the phase's ``-`` would complete a fragment.
+_FRAGMENT_HEADS: Final = tuple(text[:-1] for text in FRAGMENTS)
+
+
+def _turn_key(key: str) -> bytes | None:
+    """What :func:`_packed` gives a key of a turn's shape, ``{head}-{phase}-{16 hex
+    digits}``, from its head's packing (memoised: the enter's and the close's are one):
+    no token of ``key`` crosses the ``-`` after the head (a fragment ending there is left
+    to :func:`_packed`; no UUID or hex run reaches through a phase's word), so each part
+    packs as it would alone. None for any other key."""
+    rest, _, digits = key.rpartition("-")
+    if len(digits) != 16 or not _DIGEST.fullmatch(digits):
+        return None
+    head, dash, phase = rest.rpartition("-")
+    code = _PHASE_CODES.get(phase)
+    if code is None or not dash:
+        return None
+    packed = _packed_head(head)
+    if packed is None:
+        return None
+    return packed + bytes((_FRAGMENT, code, _HEX, 8)) + bytes.fromhex(digits)
+
+
+@functools.lru_cache(maxsize=256)
+def _packed_head(head: str) -> bytes | None:
+    if head.endswith(_FRAGMENT_HEADS):
+        return None
+    try:
+        return _packed(head) or head.encode()
+    except UnicodeEncodeError:
+        return None
 
 
 def key_text(value: str | bytes) -> str:

@@ -20,6 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
 from ._codec import decode_fields as decode_fields_of
+from ._row_metas import Rows
 from ._rows import FirstMetaNeeded, decode_state, decode_time, snapshot_record
 
 __all__ = [
@@ -47,7 +48,7 @@ _decode_json = json.JSONDecoder().raw_decode
 # Keyed by a message's ``$.f`` text (message_fields: its values), or by its row's columns
 # in a tuple (page_entry: its item): the two kinds of key never meet.
 _messages: dict[Any, Any] = {}
-_records: dict[tuple[str, str, int, Any, tuple[Any, ...] | None, str | None], dict[str, Any]] = {}
+_records: dict[tuple[str, str, int, Any, tuple[Any, ...] | None, Rows | None], dict[str, Any]] = {}
 
 
 def decode_fields(text: str | None) -> dict[str, Any]:
@@ -141,7 +142,7 @@ def turn_record(
     count: int,
     observed: str | int | None,
     first: tuple[Any, ...] | Callable[[], tuple[Any, ...]],
-    rows: str | None = None,
+    rows: Rows | None = None,
 ) -> dict[str, Any] | None:
     """The snapshot record of a turn record's row (``_rows.snapshot_record``), with the
     row's ``FIRST_META`` columns, or what reads them and its ``SEQ_META`` when its

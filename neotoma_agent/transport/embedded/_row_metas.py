@@ -44,9 +44,11 @@ from ._words import decode_word
 __all__ = [
     "BY_SEQ",
     "FIRST_META",
+    "ROW_META",
     "SEQ_META",
     "SEQ_METAS",
     "FirstMetaNeeded",
+    "Rows",
     "decode_meta",
     "encode_meta",
     "full_meta",
@@ -65,6 +67,15 @@ SEQ_METAS: Final = """
 BY_SEQ: Final = "conversation_turn"
 
 
+#: the columns of an observation row that are its meta, in :func:`row_metas`' order
+ROW_META: Final = "seq, id, observed_at, source_priority, observation_source, specificity_score"
+
+
+#: a turn record's observation rows' metas as a reader has them: :func:`metas_sql`'s text,
+#: or the rows of :data:`ROW_META` themselves
+Rows = str | tuple[tuple[Any, ...], ...]
+
+
 def metas_sql(table: str = "entities") -> str:
     """SQL of an entity row's observation rows' metas, for a row of :data:`BY_SEQ` (JSON
     text: ``[[seq, id, observed_at, priority, observation_source, specificity], ...]``,
@@ -81,11 +92,14 @@ def metas_sql(table: str = "entities") -> str:
 # Memoised: a turn record is read again and again (on the history page of the next few
 # turns), its rows unchanged.
 @functools.lru_cache(maxsize=1024)
-def row_metas(text: str) -> dict[int, tuple[Any, ...]]:
-    """The rows of :func:`metas_sql`'s text by seq: (id as ``_rows.decode_id`` takes it,
-    observed_at, priority, observation_source, specificity), as stored."""
+def row_metas(rows: Rows) -> dict[int, tuple[Any, ...]]:
+    """The rows of :func:`metas_sql`'s text by seq, or of rows of :data:`ROW_META` as
+    stored (a history page's, which selects them so): (id as ``_rows.decode_id`` takes
+    it, observed_at, priority, observation_source, specificity), as stored."""
+    if not isinstance(rows, str):
+        return {row[0]: row[1:] for row in rows}
     out: dict[int, tuple[Any, ...]] = {}
-    for seq, ident, observed, priority, source, spec in json.loads(text):
+    for seq, ident, observed, priority, source, spec in json.loads(rows):
         packed = ident[1:] if ident.startswith("~") else bytes.fromhex(ident)
         out[seq] = (packed, observed, priority, source, spec)
     return out
@@ -151,7 +165,7 @@ def _first_meta(
     return (decode_id(first_id), seq, decode_time(created), priority, rank, spec)
 
 
-def decode_meta(meta: list[Any] | int, first: Sequence[Any] | None, rows: str | None) -> list[Any]:
+def decode_meta(meta: list[Any] | int, first: Sequence[Any] | None, rows: Rows | None) -> list[Any]:
     if isinstance(meta, int):
         if meta:
             found = None if rows is None else row_metas(rows).get(meta)

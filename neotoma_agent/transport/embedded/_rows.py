@@ -23,6 +23,7 @@ from ._row_metas import (
     FIRST_META,
     SEQ_META,
     FirstMetaNeeded,
+    Rows,
     decode_meta,
     encode_meta,
 )
@@ -289,7 +290,7 @@ def decode_state(
     last_observation_at: str | int | None,
     first: Sequence[Any] | None,
     name: str | None = None,
-    rows: str | None = None,
+    rows: Rows | None = None,
 ) -> SnapshotState:
     """The snapshot state stored by :func:`encode_state` (or in an older format), with the
     entity row's count and last observation time (as stored: :func:`encode_time`) and its

@@ -58,9 +58,14 @@ def settle_fields(
     if state.shared is not None and changed:
         old_text = dumps_acyclic(old_fields)
         if old_text != text:
+            mark = True
             if state.shared == FIRST_SEQ:
                 old_text = encode_fields(entity_type, old_fields, old_text, name, exact=True)
-            set_fields(conn, entity_id, state.shared, old_text)
+                # Its rows, which a row restating them would be marked among: with two
+                # observations (the row's first and ``seq``) only ``seq``'s, which holds
+                # ``stored`` (a turn record's close: NULL, it shares the snapshot's).
+                mark = state.observation_count != 2 or stored == old_text
+            set_fields(conn, entity_id, state.shared, old_text, mark)
             state.shared = None
     if state.shared is None and fields_json == text:
         state.shared = seq

@@ -30,6 +30,7 @@ from neotoma_agent.transport.embedded._key_rows import (
     FRAGMENTS,
     PACKED_KEYS,
     SOURCE_PREFIX,
+    _packed,
     key_seqs,
     key_text,
     pack_key,
@@ -124,6 +125,28 @@ def test_the_turn_protocols_keys_are_packed_token_by_token() -> None:
                 # a UUID's 36 characters in 17 bytes
                 saved = 6 + (len("conversation-") - 2) + len(phase) + 19 * (turn == _UUID)
                 assert len(key) - len(packed) == saved, key
+
+
+@given(
+    st.lists(_PIECES, max_size=6).map("".join),
+    st.sampled_from(["user", "assistant", "abandoned", "recorded"]),
+    st.text(alphabet=_HEX, min_size=16, max_size=16),
+)
+@example("conversation-peers-0004-t52", "user", "b1082d26b4b8f05d")
+@example("conversation-conv-user", "assistant", "0" * 16)  # "-user-" reaches the phase's "-"
+@example("conversation-a-conversation", "user", "0" * 16)
+@example(f"conversation-{_UUID[:23]}", "abandoned", "abcdefabcdefabcd")  # a UUID cut short
+@example("", "recorded", "0" * 16)
+def test_a_turns_key_packs_as_one_scan_of_its_whole_text(head: str, phase: str, hexes: str) -> None:
+    """A key of a turn's shape is packed from its head's packing (memoised: the enter's and
+    the close's share it), and that is byte for byte what one scan of the key gives."""
+    key = f"{head}-{phase}-{hexes}"
+    try:
+        size = len(key.encode())
+    except UnicodeEncodeError:
+        return
+    whole = _packed(key)
+    assert pack_key(key) == (whole if whole is not None and len(whole) < size else key)
 
 
 @given(st.lists(st.integers(-(2**63), 2**63 - 1)))

@@ -14,24 +14,28 @@ import sqlite3
 from contextlib import closing
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import pytest
 from file_workload_support import (
     Step,
     answers,
     compared,
+    fixed_clocks,
     same_on_both,
     steps,
     turn_on_recorded,
     write_steps,
 )
 from hypothesis import given
+from packed_ids_support import entity_rows
 from paths_support import TESTS
 from restatement_support import unmark
 from version_copy_support import copy_at_version
 
 from neotoma_agent import EmbeddedStore, NeotomaMemory
 from neotoma_agent.exceptions import NeotomaError
+from neotoma_agent.transport.embedded import _first, _shared_fields
 from neotoma_agent.transport.embedded._restatement import RESTATED
 from neotoma_agent.transport.embedded._rows import entity_text
 from neotoma_agent.transport.embedded._schema import MIGRATIONS, SCHEMA_VERSION
@@ -243,3 +247,59 @@ async def test_every_read_and_write_is_the_same_as_on_the_file_the_version_befor
     await write_steps(path, [("turn", 0, 0), ("turn", 0, 0), *before], 0)
     old = _unmarked(path, tmp / "before.db")
     await same_on_both(path, old, after, rows=[_rows])
+
+
+def _always_marking(
+    conn: sqlite3.Connection, entity_id: str, seq: int, text: str | None, mark: bool = True
+) -> None:
+    _first.set_fields(conn, entity_id, seq, text)
+
+
+async def _restating(path: Path) -> None:
+    """A task whose first observation's fields another source restates (a row of their
+    text, while they are its snapshot's), then changes (they become its row's text)."""
+    first = {"entity_type": "task", "title": "Call Acme", "status": "open"}
+    other = {"entity_type": "task", "title": "Call Other", "status": "open"}
+    with fixed_clocks(0):
+        async with EmbeddedStore.open(path) as store:
+            await store.store([first], idempotency_key="k1")
+            await store.store([first, other], idempotency_key="k2")
+            await store.store([{**first, "status": "done"}], idempotency_key="k3")
+
+
+@compared
+@given(work=steps)
+async def test_a_first_observation_given_its_text_marks_the_rows_a_search_for_them_would(
+    tmp_path_factory: pytest.TempPathFactory, work: list[Step]
+) -> None:
+    """As an entity row's first observation gets its fields' text, its rows that restate
+    them are marked; where it knows its rows (two observations: a turn record's close, which
+    shares the snapshot's fields) it looks for none, and the file's rows are those the
+    search would have left, on any workload."""
+    tmp = tmp_path_factory.mktemp("marks")
+    workload: list[Step] = [("turn", 0, 0), ("turn", 0, 1), *work]
+    for name, set_fields in (("known", _first.set_fields), ("searched", _always_marking)):
+        with mock.patch.object(_shared_fields, "set_fields", set_fields):
+            await _restating(tmp / f"{name}.db")
+            await write_steps(tmp / f"{name}.db", workload, 1_000)
+    assert _marked(tmp / "known.db")
+    assert _rows(tmp / "known.db") == _rows(tmp / "searched.db")
+    assert entity_rows(tmp / "known.db") == entity_rows(tmp / "searched.db")
+
+
+async def test_a_turn_records_close_looks_for_no_row_to_mark(tmp_path: Path) -> None:
+    """A plain turn's close (its record's two observations: the row's first and the close,
+    which shares the snapshot's fields) runs no search for rows restating the first."""
+    searched: list[bool] = []
+
+    def recording(
+        conn: sqlite3.Connection, entity_id: str, seq: int, text: str | None, mark: bool = True
+    ) -> None:
+        if seq == _first.FIRST_SEQ and text is not None:
+            searched.append(mark)
+        _first.set_fields(conn, entity_id, seq, text, mark)
+
+    with mock.patch.object(_shared_fields, "set_fields", recording):
+        await _turns(tmp_path / "store.db", range(3))
+    assert searched  # (each close gives its record's first observation its text)
+    assert not any(searched)
