@@ -61,8 +61,9 @@ A copy packs pages fuller than writes in random key order do, so each layout's f
 the live file is estimated table by table as live x layout / copy (``est``). The FTS5 name
 and search indexes and the small tables are left as they are (counted as in the live file:
 schema version 8's search index and version 9's index of bookkeeping names keep no copy of
-the texts; the search index's own FTS5 options are ``search_index_options.py``'s). The bookkeeping names' index stays in every layout: a real server finds
-conversations, messages and turn records by any substring of their names, as any entity;
+the texts; the search index's own FTS5 options are ``search_index_options.py``'s). The
+bookkeeping names' index stays in every layout: a real server finds conversations,
+messages and turn records by any substring of their names, as any entity;
 the live file holds one document a turn there (its turn record's name and its two
 messages' names: the turn's close writes none), which every layout counts as it is; since
 schema version 22 a new document waits in ``bookkeeping_names_queue`` (a page or two) and
