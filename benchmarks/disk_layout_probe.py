@@ -61,7 +61,7 @@ columns, the per-user ones included) and once per layout probed:
   observation's type, priority, source word, specificity, identity basis and rule, no key
   of its own, a source other than the first's); its snapshot and the key lists are copied
   as they are (the close's seq as the live file lists it). A model of session 22's lever
-  (issue 42), measured and not built (docs/performance.md). Each step's copy is packed in
+  (issue 42), measured and not kept (docs/performance.md). Each step's copy is packed in
   rowid order, so which step a whole entity page more or less falls to moves with the
   rows' sizes: placed right after ``numbers``, this step estimated -37 B a turn on 1,000
   short turns, here (after ``+codec``) -90 B, the rest ``+codec``'s rows packing a page
