@@ -454,6 +454,11 @@ STEPS: dict[str, tuple[str, str | None]] = {
         "turn ids derived from its name",
         None,
     ),
+    "+close": (
+        "(measured, not built) a turn record's close in its entity row, not a row of "
+        "`observations`",
+        None,
+    ),
 }
 
 

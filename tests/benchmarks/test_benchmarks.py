@@ -291,6 +291,14 @@ def test_disk_layout_probe_copies_every_row_into_each_layout(tmp_path: Path) -> 
     # and no other table, and no larger entity rows (60 turns' fill the same pages).
     assert tables["entities"]["est +codec"] <= tables["entities"]["est +keys"]
     assert rows["+codec"] == rows["+keys"]
+    # ``+close`` models a turn record's close in its entity row: a short turn's close (one
+    # a turn record, 60 of them) leaves ``observations`` for its entity row, the
+    # conversation's observation stays; no other table's rows move.
+    assert rows["+close"]["observations"] == rows["+codec"]["observations"] - 1 == 1
+    assert {t: n for t, n in rows["+close"].items() if t != "observations"} == {
+        t: n for t, n in rows["+codec"].items() if t != "observations"
+    }
+    assert tables["observations"]["est +close"] < tables["observations"]["est +codec"]
     with sqlite3.connect(store) as conn:
         docs = [r[0] for r in conn.execute("SELECT snapshot FROM entities WHERE type_code = 1")]
     assert docs
