@@ -84,7 +84,11 @@ _ROW_SET: Final = (
 
 
 def set_fields(conn: sqlite3.Connection, entity_id: str, seq: int, text: str | None) -> None:
-    """Observation ``seq`` of ``entity_id`` holds ``text`` as its fields (NULL: shared)."""
+    """Observation ``seq`` of ``entity_id`` holds ``text`` as its fields (NULL: shared); a
+    derived restatement's (a negative seq: ``_derived_restatement``) are its entity's first
+    observation's, which it shares only while they are the snapshot's: nothing to set."""
+    if seq < FIRST_SEQ:
+        return
     if seq == FIRST_SEQ:
         packed = encode_entity(entity_id)
         conn.execute(f"UPDATE entities SET {FIRST_SET} WHERE id = ?2", (text, packed))
