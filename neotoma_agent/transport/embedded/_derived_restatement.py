@@ -13,7 +13,7 @@ conversation and the fields' text, as a row's: :func:`derived_id`).
 
 - *Its seq*: within its conversation :data:`SEQ` (-1): below the first observation's (0)
   and every row's. A derived restatement is the newest of its conversation's observations
-  and alone at its millisecond when written (:func:`derivable`: later than the
+  and alone at its millisecond when written (:func:`outcome`: later than the
   conversation's last observation), and stays alone there: a row of the conversation
   written at the same millisecond writes it as a row first (:func:`settle_tie`), so no
   order by time then seq (a list, the reducer's recency) ever compares its seq with
@@ -53,15 +53,17 @@ from ._rows import (
 
 __all__ = [
     "COUNT",
+    "DERIVED",
     "DERIVED_RESTATEMENTS",
     "ENTRY",
+    "FOUND",
     "OBSERVATIONS",
     "SEQ",
-    "derivable",
     "derive_rows",
     "derived_id",
     "found",
     "materialize",
+    "outcome",
     "planned",
     "replayed",
     "settle_tie",
@@ -133,15 +135,37 @@ def planned(
     return out
 
 
-def derivable(first: Sequence[Any], fields: str, basis: Any, rule: Any, at: Any, last: Any) -> bool:
-    """Whether a restatement of a conversation may be derived: its fields' text ``fields``
-    is the row's ``first_fields``, its identity basis and rule (as rows hold them) its
-    first observation's (``first``: the row's ``first_fields``, ``first_basis`` and
-    ``first_rule``, as loaded with its plan), and its time ``at`` later than the
-    conversation's last observation ``last``."""
-    if len(first) != 3 or (last is not None and not at > last):
-        return False
-    return bool(first[0] == fields and first[1] == basis and first[2] == rule)
+#: what :func:`outcome` finds: the restatement derived, or found derived
+DERIVED: Final = "derived"
+FOUND: Final = "found"
+
+
+def outcome(
+    conn: sqlite3.Connection,
+    row: Sequence[Any],
+    message: Sequence[Any] | None,
+    fields: str,
+    basis: Any,
+    rule: Any,
+    at: str,
+    last: str | None,
+    source: Any,
+) -> str | None:
+    """What a store's restatement of a conversation is (``row``: the conversation row's
+    rowid, ``first_id`` and, as loaded with the plan, its ``first_fields``, ``first_basis``
+    and ``first_rule``), beside the message that follows it (``message``: its rowid and
+    ``first_id`` where it exists, None where the store creates it next): :data:`DERIVED`
+    where its fields' text ``fields`` is the row's ``first_fields``, its identity basis and
+    rule (as rows hold them) its first observation's and its time ``at`` later than the
+    conversation's last observation ``last``; :data:`FOUND` where the message's store,
+    of the same ``source``, derived it (:func:`found`); else None (a row)."""
+    if message is not None:
+        return FOUND if found(conn, int(row[0]), int(message[0]), source) else None
+    if len(row) != 5 or (last is not None and not at > last):
+        return None
+    if row[2] == fields and row[3] == basis and row[4] == rule:
+        return DERIVED
+    return None
 
 
 def found(conn: sqlite3.Connection, row: int, message_row: int, source: Any) -> bool:
@@ -158,9 +182,13 @@ def found(conn: sqlite3.Connection, row: int, message_row: int, source: Any) -> 
     )
 
 
-def settle_tie(conn: sqlite3.Connection, entity_id: str, at: Any) -> None:
-    """Before a row of ``entity_id``'s observations at ``at`` (as rows hold times): its
-    restatement derived at that time, if any, written as a row (:func:`materialize`)."""
+def settle_tie(conn: sqlite3.Connection, entity_id: str, at: Any, now: str, last: Any) -> None:
+    """Before a row of ``entity_id``'s observations at ``now`` (``at`` as rows hold it;
+    ``last``: the entity's last observation's time): its restatement derived at that time,
+    if any, written as a row (:func:`materialize`). Only a time not after the last can be
+    one's."""
+    if last is None or now > last:
+        return
     ties = conn.execute(
         "SELECT cm.conversation_row, cm.message_row FROM conversation_messages cm "
         "JOIN entities m ON m.rowid = cm.message_row WHERE cm.restated = 1 "

@@ -536,27 +536,19 @@ def _observe(
             held = first_of(conn, entity_id, packed_id)
         else:
             held = -first[0] if first[1] == packed_id else None
-        restated = False
+        how = None
         if held is None and restates is not None and firsts is not None and state is not None:
-            row = int(firsts[entity_id][0])
-            message = firsts.get(restates[0])
-            if message is None:  # created next: derived from it, where it can be
-                restated = derived.derivable(
-                    firsts[entity_id][2:], fields_json, basis, rule, now, state.last_observation_at
-                )
-            elif derived.found(conn, row, int(message[0]), source):
-                if seqs is not None:  # (a store of the same source: the message is held)
+            how = derived.outcome(
+                conn, firsts[entity_id], firsts.get(restates[0]), fields_json, basis, rule, now,
+                state.last_observation_at, source,
+            )  # fmt: skip
+            if how is derived.FOUND:  # (a store of the same source: the message is held)
+                if seqs is not None:
                     seqs.append(derived.ENTRY)
                 return obs_id, dict(state.fields)
-        if (
-            not restated
-            and held is None
-            and entity_type == "conversation"
-            and state is not None
-            and state.last_observation_at is not None
-            and now <= state.last_observation_at
-        ):
-            derived.settle_tie(conn, entity_id, at)  # (a restatement derived at this time)
+        restated = how is derived.DERIVED
+        if not restated and held is None and entity_type == "conversation" and state is not None:
+            derived.settle_tie(conn, entity_id, at, now, state.last_observation_at)
         cur = (
             None
             if held is not None or restated
