@@ -33,6 +33,7 @@ conversation and the fields' text, as a row's: :func:`derived_id`).
 from __future__ import annotations
 
 import sqlite3
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final
 
@@ -116,6 +117,7 @@ def planned(
     of the same source may find the restatement derived from it: :func:`found`).
     ``items``: the store's planned elements (``_write._Planned``)."""
     ids = [p.identity.entity_id for p in items]
+    named = Counter(ids)
     pairs = set(fast)
     counted = set(mine)
     out: dict[str, str] = {}
@@ -128,8 +130,8 @@ def planned(
             and nxt.index == item.index + 1
             and nxt.entity_type == _MESSAGE
             and (nxt.exists or ((m, c) in pairs and c in counted))
-            and ids.count(c) == 1
-            and ids.count(m) == 1
+            and named[c] == 1
+            and named[m] == 1
         ):
             out[c] = m
     return out
