@@ -27,7 +27,6 @@ and the size of the open fields the close moves into ``first_fields``.
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
@@ -154,17 +153,11 @@ def room_for(
     fields: Mapping[str, Any],
     moved: str | None,
     seqs: Sequence[int] | None = None,
-    conn: sqlite3.Connection | None = None,
 ) -> bytes | None:
     """The room a new row keeps: a turn record written open (its enter), the room of its
     close (``moved``: its snapshot's fields as stored when the close moves them to
     ``first_fields``, else None; ``seqs``: the observations its store wrote before it, for
-    the digits of its close's seq, or where it wrote no row, ``conn``'s last row: a turn's
-    enter writes none since its restatement is derived, ``_derived_restatement``); any
-    other row, none."""
+    the digits of its close's seq); any other row, none."""
     if entity_type != _TURN or fields.get("status") != "open":
         return None
-    if conn is not None and not any(s > 0 for s in seqs or ()):
-        (last,) = conn.execute("SELECT max(seq) FROM observations").fetchone()
-        seqs = [] if last is None else [int(last)]
     return _room_bytes(record_size(moved) - 1 + CLOSE_GROWTH + 2 * _seq_digits(seqs))

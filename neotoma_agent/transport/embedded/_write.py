@@ -638,7 +638,7 @@ def _observe(
             state.last_observation_at,
             messages,
             (*columns, basis, rule, first_fields),
-            room_for(entity_type, fields, None if first_fields is not None else coded, seqs, conn),
+            room_for(entity_type, fields, None if first_fields is not None else coded, seqs),
         )
         if seqs is not None:
             seqs.append(-rowid)
