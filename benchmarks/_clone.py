@@ -70,17 +70,19 @@ def _keys(cid: str, turns: int) -> dict[str, str]:
 
 def _offset_seqs(written: str | bytes, offset: int, rows: dict[int, int]) -> bytes:
     """A key's list in a copy: a row's seq offset, an entity row's first observation (minus
-    its rowid, schema 11) as the copy's entity row (packed, schema 18: ``_key_rows``)."""
-    return pack_seqs(s + offset if s > 0 else rows[s] for s in key_seqs(written))
+    its rowid, schema 11) as the copy's entity row (packed, schema 18: ``_key_rows``), a
+    restatement derived from the message before it (0, schema 27) as it is."""
+    return pack_seqs(s + offset if s > 0 else s if s == 0 else rows[s] for s in key_seqs(written))
 
 
 def _offset(value: int, offset: int) -> int:
-    """A seq in a snapshot doc, in a copy: 0 (the entity row's first observation) stays."""
+    """A seq in a snapshot doc, in a copy: 0 (the entity row's first observation) and -1 (a
+    restatement derived from a message, schema 27) stay."""
     return value + offset if value > 0 else value
 
 
 #: a winning observation's meta in a snapshot doc: [id, seq, time, ...] (``_rows``)
-_META = re.compile(r'\["([^"]*)",(\d+),(\d+),')
+_META = re.compile(r'\["([^"]*)",(-?\d+),(\d+),')
 _SHARED = re.compile(r'"s":(\d+)')
 _LIST = json.JSONDecoder().raw_decode
 _DUMPS = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
@@ -256,8 +258,8 @@ class _Copier:
             ],
         )
         conn.executemany(
-            "INSERT INTO conversation_messages VALUES (?,?,?)",
-            [(numbers[m[0]], m[1], numbers[m[2]]) for m in r["conversation_messages"]],
+            "INSERT INTO conversation_messages VALUES (?,?,?,?)",
+            [(numbers[m[0]], m[1], numbers[m[2]], m[3]) for m in r["conversation_messages"]],
         )
         conn.executemany(
             "INSERT INTO field_values VALUES (?,?,?,?,?)",

@@ -90,7 +90,11 @@ snapshot's), and every layout copies those columns; nor does any layout hold aga
 row of ``observations``, the fields its entity row's first observation holds (a
 conversation restated at each turn's enter): since schema version 26 such a row's fields
 are a mark, an empty blob (``_restatement``), and every layout copies the rows' fields as
-they are. And every layout holds an entity's id
+they are; nor does any layout hold that restatement as a row at all where the user message
+its store created gives it back (its source, time, priority and observation source): since
+schema version 27 the live file derives it from the message row, its conversation index row
+flagged (``restated``, ``_derived_restatement``), and every layout copies the index rows
+with their flag. And every layout holds an entity's id
 as its 12 bytes in its row and its unique index (``encode_entity``), as the live file does
 since schema version 12, and its name, aliases and update and last observation times coded
 as the live file stores them since schema version 18 (``_row_codes``: the rest of a name
@@ -186,8 +190,8 @@ _RELATIONSHIPS = """CREATE TABLE relationships (source_entity_id NOT NULL,
     PRIMARY KEY (source_entity_id, relationship_type, target_entity_id)) WITHOUT ROWID"""
 # As the live file holds it since schema version 18: by the entity rows' numbers.
 _MESSAGES = """CREATE TABLE conversation_messages (conversation_row INTEGER NOT NULL,
-    seq INTEGER NOT NULL, message_row INTEGER NOT NULL, PRIMARY KEY (conversation_row, seq))
-    WITHOUT ROWID"""
+    seq INTEGER NOT NULL, message_row INTEGER NOT NULL, restated INTEGER,
+    PRIMARY KEY (conversation_row, seq)) WITHOUT ROWID"""
 _INDEXES = """
 CREATE UNIQUE INDEX observations_by_entity ON observations (entity_row, id);
 CREATE INDEX relationships_by_target ON relationships (target_entity_id, relationship_type);
@@ -337,8 +341,8 @@ def _fill(conn: sqlite3.Connection, layout: str) -> None:
     )
     # numbered as the live file holds it (the copies keep the entity rows' rowids)
     conn.execute(
-        "INSERT INTO conversation_messages SELECT conversation_row, seq, message_row "
-        "FROM src.conversation_messages ORDER BY conversation_row, seq"
+        "INSERT INTO conversation_messages SELECT conversation_row, seq, message_row, "
+        "restated FROM src.conversation_messages ORDER BY conversation_row, seq"
     )
 
 

@@ -181,10 +181,10 @@ def _insert_sql(conversation_held: bool, message_held: bool) -> str:
     conversation = "?1" if conversation_held else row_of("?1")
     message = "?2" if message_held else row_of("?2")
     return (
-        "INSERT INTO conversation_messages (conversation_row, seq, message_row) "
+        "INSERT INTO conversation_messages (conversation_row, seq, message_row, restated) "
         f"VALUES ({conversation}, coalesce((SELECT seq FROM conversation_messages "
         f"WHERE conversation_row = {conversation} ORDER BY seq DESC LIMIT 1), 0) + 1, "
-        f"{message})"
+        f"{message}, ?3)"
     )
 
 
@@ -194,11 +194,13 @@ def _index(
     dst: str,
     counts: dict[str, int] | None,
     rows: Mapping[str, tuple[int, Any]] | None = None,
+    restated: bool = False,
 ) -> None:
     """The message ``src`` as the next of conversation ``dst`` in the index
     (``_conversation_index``): both are entity rows (the conversation counted the message,
     the message's type was read or written). ``rows``: the rowids (first) of the entity
-    rows the store holds, by id."""
+    rows the store holds, by id; ``restated``: the store's restatement of the conversation
+    is derived from the message (``_derived_restatement``)."""
     conversation = None if rows is None else rows.get(dst)
     message = None if rows is None else rows.get(src)
     conn.execute(
@@ -206,6 +208,7 @@ def _index(
         (
             encode_entity(dst) if conversation is None else conversation[0],
             encode_entity(src) if message is None else message[0],
+            1 if restated else None,
         ),
     )
     if counts is not None:
@@ -236,13 +239,15 @@ def index_message(
     counts: dict[str, int] | None,
     counted: bool,
     rows: Mapping[str, tuple[int, Any]] | None = None,
+    restated: bool = False,
 ) -> bool:
     """The new message ``src`` as the next of conversation ``dst`` in the index, its edge
     known to be new (a store's first edge from a message it created: ``_write``), and
     ``dst``'s message count one more; False (nothing written) when ``dst`` is not the
     user's conversation. ``counted``: the store added the message to the conversation's
     count as it wrote its row (no UPDATE of its own); ``rows``: the rowids (first) of the
-    entity rows the store loaded or created, by id (the index holds them)."""
+    entity rows the store loaded or created, by id (the index holds them); ``restated``:
+    the store's restatement of ``dst`` is derived from ``src`` (``_derived_restatement``)."""
     if not counted:
         cur = conn.execute(
             "UPDATE entities SET message_count = message_count + 1 "
@@ -251,7 +256,7 @@ def index_message(
         )
         if not cur.rowcount:
             return False
-    _index(conn, src, dst, counts, rows)
+    _index(conn, src, dst, counts, rows, restated)
     return True
 
 

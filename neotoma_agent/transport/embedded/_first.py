@@ -88,7 +88,11 @@ def set_fields(
 ) -> None:
     """Observation ``seq`` of ``entity_id`` holds ``text`` as its fields (NULL: shared).
     ``mark=False``: no row of the entity holds ``text`` (the caller knows its rows), so
-    none is looked for to be marked."""
+    none is looked for to be marked. A derived restatement's (a negative seq:
+    ``_derived_restatement``) are its entity's first observation's, which it shares only
+    while they are the snapshot's: nothing to set."""
+    if seq < FIRST_SEQ:
+        return
     if seq == FIRST_SEQ:
         packed = encode_entity(entity_id)
         conn.execute(f"UPDATE entities SET {FIRST_SET} WHERE id = ?2", (text, packed))

@@ -13,6 +13,7 @@ import sqlite3
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from . import _derived_restatement as derived
 from . import _scope
 from ._edge_json import REL_COLUMNS, relationship_row_json
 from ._errors import invalid_format, not_found
@@ -102,7 +103,8 @@ def get_entity_observations(conn: sqlite3.Connection, body: Mapping[str, Any]) -
     total = conn.execute(
         "SELECT (SELECT count(*) FROM observations "
         "WHERE entity_row = (SELECT rowid FROM entities WHERE id = ?1)) + "
-        "(SELECT count(*) FROM entities WHERE id = ?1 AND first_id IS NOT NULL)",
+        "(SELECT count(*) FROM entities WHERE id = ?1 AND first_id IS NOT NULL) + "
+        f"{derived.COUNT}",
         (encode_entity(entity_id),),
     ).fetchone()[0]
     observations = observations_page(conn, entity_id, limit, offset)

@@ -20,7 +20,7 @@ from ._edges import index_message, relate
 from ._part_of import DERIVED
 from ._validate import Edge
 
-__all__ = ["Counted", "edge_routes", "write_edges"]
+__all__ = ["Counted", "edge_routes", "fast_pairs", "write_edges"]
 
 
 #: an edge's way in a store: a new message's PART_OF edge to a conversation, indexed with
@@ -91,6 +91,20 @@ def edge_routes(
     return routes, counted
 
 
+def fast_pairs(
+    relationships: Sequence[Edge], routes: Sequence[str], ids_by_index: Mapping[int, str]
+) -> list[tuple[str, str]]:
+    """The (message, conversation) ends of the edges :func:`edge_routes` routed as a new
+    message's first PART_OF edge to a conversation."""
+    out: list[tuple[str, str]] = []
+    for (_, src_end, dst_end, _), route in zip(relationships, routes, strict=True):
+        if route is _FAST:
+            src = ids_by_index[src_end] if isinstance(src_end, int) else src_end
+            dst = ids_by_index[dst_end] if isinstance(dst_end, int) else dst_end
+            out.append((src, dst))
+    return out
+
+
 def write_edges(
     conn: sqlite3.Connection,
     relationships: Sequence[Edge],
@@ -103,17 +117,20 @@ def write_edges(
     now: str,
     counts: dict[str, int],
     rows: Mapping[str, tuple[int, Any]] | None = None,
+    restated: AbstractSet[tuple[str, str]] = frozenset(),
 ) -> list[dict[str, Any]]:
     """Write a store's ``relationships`` by their ``routes`` (:func:`edge_routes`), once its
     entities are written; the edges created, as the answer lists them. ``counts`` collects
     each conversation's new messages; ``rows``: the rowids (first) of the entity rows the
-    store loaded or created, by id (a fast edge's index row holds them)."""
+    store loaded or created, by id (a fast edge's index row holds them); ``restated``: the
+    (message, conversation) pairs whose index row says the store's restatement of the
+    conversation is derived from the message (``_derived_restatement``)."""
     created: list[dict[str, Any]] = []
     for (rtype, src_end, dst_end, metadata), route in zip(relationships, routes, strict=True):
         src = ids_by_index[src_end] if isinstance(src_end, int) else src_end
         dst = ids_by_index[dst_end] if isinstance(dst_end, int) else dst_end
         if route is not _FAST or not index_message(
-            conn, src, dst, counts, dst in counted.applied, rows
+            conn, src, dst, counts, dst in counted.applied, rows, (src, dst) in restated
         ):
             # A fast edge whose conversation was not counted (not this user's conversation)
             # goes on as ``relate``'s own would after its index step: with no fresh ends.

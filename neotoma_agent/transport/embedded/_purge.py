@@ -28,6 +28,7 @@ from ..._neotoma.forget import Forgotten
 from ..._records.user_id import LOCAL_USER_ID, check_user_id
 from ..._util.file_kind import check_store_file
 from ._conversation_index import NUMBERED_INDEX
+from ._derived_restatement import DERIVED_RESTATEMENTS, ENTRY, materialize
 from ._key_rows import key_seqs
 from ._name_index import unindex_book_names
 from ._observation_index import OBSERVATION_ROWS
@@ -56,6 +57,8 @@ _GROUPED_NAMES = MIGRATIONS.index(GROUPED_NAMES) + 1
 _NUMBERED_INDEX = MIGRATIONS.index(NUMBERED_INDEX) + 1
 #: the schema version whose observation rows hold their entity rows' numbers
 _OBSERVATION_ROWS = MIGRATIONS.index(OBSERVATION_ROWS) + 1
+#: the schema version whose conversation index flags derived restatements
+_DERIVED = MIGRATIONS.index(DERIVED_RESTATEMENTS) + 1
 _Id = TypeVar("_Id", str, bytes, str | bytes)
 # Bound parameters per statement (SQLite's default limit is 32766; stay far below).
 _CHUNK = 500
@@ -90,6 +93,10 @@ def _rows(conn: sqlite3.Connection, ids: Sequence[str]) -> PurgeStats:
     # so that none names a later entity that takes a deleted rowid again)
     by_row = _version(conn) >= _OBSERVATION_ROWS
     of_entities = "entity_row IN " + _ROWS if by_row else "entity_id IN ({marks})"
+    # The restatements derived from the messages going (``_derived_restatement``) of a
+    # conversation that stays written as rows first; those of the conversations going, by
+    # their message rows, go with them.
+    restated = _restated(conn, packed) if _version(conn) >= _DERIVED else set()
     seqs: set[int] = set()
     for chunk in _chunks(packed):
         marks = ",".join("?" * len(chunk))
@@ -101,6 +108,7 @@ def _rows(conn: sqlite3.Connection, ids: Sequence[str]) -> PurgeStats:
             )
         )
     observations = _delete(conn, f"DELETE FROM observations WHERE {of_entities}", packed)
+    observations += len(restated)
     # the ids as the entity rows hold them
     own: Sequence[str | bytes] = packed if _version(conn) >= _PACKED_IDS else ids
     if _version(conn) >= _FIRST_IN_ROW:  # a key's list names a row's first as -rowid
@@ -163,10 +171,51 @@ def _rows(conn: sqlite3.Connection, ids: Sequence[str]) -> PurgeStats:
     stale = [
         key
         for key, observations in conn.execute("SELECT key, observations FROM idempotency_keys")
-        if seqs.intersection(_seqs(observations))
+        if _names(_seqs(observations), seqs, restated)
     ]
     keys = _delete(conn, "DELETE FROM idempotency_keys WHERE key IN ({marks})", stale)
     return PurgeStats(entities, observations, relationships, keys)
+
+
+def _restated(conn: sqlite3.Connection, packed: Sequence[str | bytes]) -> set[int]:
+    """Of the entities ``packed`` (ids as the entity rows hold them): the message rows of
+    the restatements derived for those that are conversations; each restatement derived
+    from one of their messages for a conversation that stays written as a row."""
+    going: set[int] = set()
+    for ids in _chunks(packed):
+        marks = ",".join("?" * len(ids))
+        going.update(
+            int(r[0])
+            for r in conn.execute(f"SELECT rowid FROM entities WHERE id IN ({marks})", ids)
+        )
+    gone: set[int] = set()
+    for column in ("conversation_row", "message_row"):
+        rows = sorted(going)
+        for at in range(0, len(rows), _CHUNK):
+            chunk = rows[at : at + _CHUNK]
+            marks = ",".join("?" * len(chunk))
+            found = conn.execute(
+                "SELECT conversation_row, message_row FROM conversation_messages "
+                f"WHERE restated = 1 AND {column} IN ({marks})",
+                chunk,
+            ).fetchall()
+            for conversation, message in found:
+                if conversation in going:
+                    gone.add(int(message))
+                else:
+                    materialize(conn, int(conversation), int(message))
+    return gone
+
+
+def _names(listed: Sequence[int], seqs: set[int], derived: set[int]) -> bool:
+    """Whether a key's list ``listed`` names one of the observations ``seqs``, or a
+    restatement derived from one of the message rows ``derived``."""
+    if seqs.intersection(listed):
+        return True
+    return any(
+        v == ENTRY and i and listed[i - 1] < 0 and -listed[i - 1] in derived
+        for i, v in enumerate(listed)
+    )
 
 
 # The rowids of the entities of the ids ``{marks}`` (as the entity rows hold them): what

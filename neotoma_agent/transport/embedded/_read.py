@@ -17,6 +17,7 @@ from ..._neotoma.identity import (
     resolve_entity_type,
 )
 from ...exceptions import APIError, ValidationError
+from . import _derived_restatement as derived
 from . import _first as first
 from . import _scope
 from ._codec import doc_fields, field_sql
@@ -93,7 +94,12 @@ def list_observations(conn: sqlite3.Connection, body: Mapping[str, Any]) -> dict
 
 
 # (``replace``: the fields' SQL holds braces)
-_OBSERVATIONS = first.OBSERVATIONS.replace("{fields}", OBSERVATION_FIELDS)
+# and the restatements derived from messages (``_derived_restatement``: their ids after)
+_OBSERVATIONS = (
+    first.OBSERVATIONS.replace("{fields}", OBSERVATION_FIELDS)
+    + " UNION ALL "
+    + derived.OBSERVATIONS
+)
 
 
 def observations_page(
@@ -106,7 +112,12 @@ def observations_page(
         "ORDER BY observed_at DESC, seq DESC LIMIT ?2 OFFSET ?3",
         (encode_entity(entity_id), limit, offset),
     ).fetchall()
-    return [observation_json(r) for r in rows]
+    return [
+        observation_json(r)
+        if r[0] is not None
+        else observation_json((derived.derived_id(r[3], entity_id, r[8]), *r[1:]))
+        for r in rows
+    ]
 
 
 #: ``sort_by`` values other than ``snapshot.<field>``, and the column each orders by

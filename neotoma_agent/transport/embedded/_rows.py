@@ -16,8 +16,6 @@ from ..._neotoma.identity import ENTITY_ID_RE, schema_version
 from ..._neotoma.js import compact_encoder
 from . import _codec, _restatement, _scope
 from ._ids import decode_id, encode_id
-from ._key_digest import key_list
-from ._key_rows import key_seqs
 from ._reducer import ObservationMeta, SnapshotState
 from ._row_metas import (
     FIRST_META,
@@ -69,7 +67,6 @@ __all__ = [
     "observation_seq",
     "owned_entity",
     "query_item",
-    "replayed_observations",
     "snapshot_record",
     "time_text",
 ]
@@ -362,25 +359,6 @@ def observation_seq(conn: sqlite3.Connection, entity_id: str, obs_id: str) -> in
     return None if row is None else int(row[0])
 
 
-def replayed_observations(conn: sqlite3.Connection, key: str) -> list[tuple[str, str, str]]:
-    """(entity id, entity type, observation id) of what ``key`` wrote, newest first."""
-    seqs = key_seqs(key_list(conn, key))
-    listed = dumps_acyclic(seqs)
-    found = {
-        r[0]: (decode_entity(r[1]), str(decode_word(r[2])), str(decode_id(r[3])))
-        for r in conn.execute(
-            "SELECT o.seq, e.id, o.entity_type, o.id FROM observations o "
-            "JOIN entities e ON e.rowid = o.entity_row "
-            "WHERE o.seq IN (SELECT value FROM json_each(?1)) "
-            "UNION ALL SELECT -rowid, id, entity_type, first_id FROM entities "
-            "WHERE rowid IN (SELECT -value FROM json_each(?1) WHERE value < 0) "
-            "AND first_id IS NOT NULL",
-            (listed,),
-        )
-    }
-    return [found[seq] for seq in seqs]
-
-
 def owned_entity(conn: sqlite3.Connection, columns: str, entity_id: str) -> tuple[Any, ...] | None:
     """The ``columns`` (SQL) of entity ``entity_id`` if the running user's, else None."""
     sql = f"SELECT {columns} FROM entities WHERE id = ? AND {_scope.owned()}"
@@ -451,16 +429,18 @@ def load_row(conn: sqlite3.Connection, entity_id: str) -> tuple[SnapshotState, i
 
 def load_rows(
     conn: sqlite3.Connection, entity_ids: Sequence[str]
-) -> dict[str, tuple[SnapshotState, int, int, Any, tuple[str, str]]]:
+) -> dict[str, tuple[SnapshotState, int, int, Any, tuple[str, str], tuple[Any, Any, Any]]]:
     """:func:`load_row` of several entities with one statement (missing ones left out),
-    with each one's rowid, ``first_id`` (what ``_first.first_of`` reads) and names (its
-    ``canonical_name`` and ``aliases``, what ``_turn_names`` reads of a turn record)."""
+    with each one's rowid, ``first_id`` (what ``_first.first_of`` reads), names (its
+    ``canonical_name`` and ``aliases``, what ``_turn_names`` reads of a turn record) and
+    first observation's fields, identity basis and rule (``_derived_restatement``)."""
     if not entity_ids:
         return {}
     marks = ",".join("?" * len(entity_ids))
     rows = conn.execute(
         "SELECT id, snapshot, observation_count, last_observation_at, message_count, rowid, "
-        f"canonical_name, aliases, {FIRST_META} FROM entities WHERE id IN ({marks}) "
+        f"canonical_name, aliases, first_fields, first_basis, first_rule, {FIRST_META} "
+        f"FROM entities WHERE id IN ({marks}) "
         f"AND {_scope.owned()}",
         [encode_entity(i) for i in entity_ids],
     ).fetchall()
@@ -468,8 +448,8 @@ def load_rows(
     out = {}
     for r in rows:
         entity_id = decode_entity(r[0])
-        state = _row_state(conn, entity_id, (r[1], r[2], r[3], r[6]), r[8:])
-        out[entity_id] = (state, int(r[4]), r[5], r[8], (r[6], r[7]))
+        state = _row_state(conn, entity_id, (r[1], r[2], r[3], r[6]), r[11:])
+        out[entity_id] = (state, int(r[4]), r[5], r[11], (r[6], r[7]), r[8:11])
     return out
 
 

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from ._close_room import CLOSE_ROOM
 from ._codec_migration import FIELD_CODEC, code_fields
 from ._conversation_index import NUMBERED_INDEX
+from ._derived_restatement import DERIVED_RESTATEMENTS, derive_rows
 from ._early_schema import (
     COMPACT_ROWS,
     CONVERSATION_MESSAGES,
@@ -288,7 +289,8 @@ MIGRATIONS: tuple[str, ...] = (
     KEY_DIGESTS,  # version 24: the idempotency keys found by 4 bytes of digest (_key_digest)
     SEQ_METAS,  # version 25: a turn record's observation rows as their seq (_row_metas)
     RESTATED,  # version 26: a restatement's fields as a mark (_restatement)
-    TYPE_PREFIX,  # the type index keyed by 4 bytes of the id (_type_prefix)
+    TYPE_PREFIX,  # version 27: the type index keyed by 4 bytes of the id (_type_prefix)
+    DERIVED_RESTATEMENTS,  # version 28: a restatement derived (_derived_restatement)
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -310,6 +312,7 @@ _AFTER: dict[str, Callable[[sqlite3.Connection], None]] = {
     PACKED_KEYS: pack_keys,
     ROW_CODES: recode_rows,
     SEQ_METAS: number_rows,
+    DERIVED_RESTATEMENTS: derive_rows,
 }
 
 

@@ -13,9 +13,12 @@ from typing import Any, Final, NamedTuple, Protocol
 
 from ..._neotoma.identity import Identity, schema_for
 from . import _scope
+from ._derived_restatement import replayed
+from ._key_digest import key_list
+from ._key_rows import key_seqs
 from ._part_of import edges
 from ._reducer import SnapshotState
-from ._rows import encode_entity, load_state, replayed_observations
+from ._rows import encode_entity, load_state
 from ._warnings import Advisories, advise
 
 __all__ = ["Planned", "Written", "answer", "answer_json", "message_count", "replay"]
@@ -167,7 +170,7 @@ def replay(conn: sqlite3.Connection, source_id: str, key: str) -> dict[str, Any]
     """A replayed store's answer (its key seen with the same source id): what the key's
     observations hold now, nothing written."""
     entries = []
-    for entity_id, entity_type, obs_id in replayed_observations(conn, key):
+    for entity_id, entity_type, obs_id in replayed(conn, key_seqs(key_list(conn, key))):
         state = load_state(conn, entity_id)
         entries.append(
             {

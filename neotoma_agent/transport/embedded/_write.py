@@ -24,6 +24,7 @@ from ..._neotoma.identity import (
 )
 from ...exceptions import ValidationError
 from .._wire import OBSERVATION_SOURCES
+from . import _derived_restatement as derived
 from . import _scope
 from ._close_room import STATE_SET, room_for
 from ._codec import encode_fields, row_name
@@ -37,7 +38,7 @@ from ._errors import (
 from ._first import FIRST_SEQ, first_of
 from ._key_digest import key_seen, record_key
 from ._name_index import index_fields, index_name
-from ._new_edges import Counted, edge_routes, write_edges
+from ._new_edges import Counted, edge_routes, fast_pairs, write_edges
 from ._new_rows import insert_row, observation_id
 from ._reducer import ObservationMeta, SnapshotChange, SnapshotState, fold, source_rank
 from ._rename import rederive_name
@@ -240,8 +241,8 @@ def _plan(
         eid = identity.entity_id
         in_batch = eid in batch_roles
         loaded = None if in_batch else rows.get(eid)
-        state, message_count, rowid, first_id, names = (
-            loaded if loaded is not None else (None, 0, 0, None, None)
+        state, message_count, rowid, first_id, names, restate = (
+            loaded if loaded is not None else (None, 0, 0, None, None, ())
         )
         exists = in_batch or state is not None
         schema = schema_for(etype)
@@ -295,7 +296,7 @@ def _plan(
                 action,
                 state,
                 message_count,
-                None if loaded is None else (rowid, first_id),
+                None if loaded is None else (rowid, first_id, *restate),
                 names,
             )
         )
@@ -387,6 +388,10 @@ def write(conn: sqlite3.Connection, body: Mapping[str, Any]) -> Written | dict[s
         if p.entity_type == "conversation" and p.identity.identity_basis != "target_id"
     }
     routes, counted = edge_routes(relationships, ids_by_index, types_by_id, fresh, mine)
+    # The conversations restated beside a message (``_derived_restatement``), and the
+    # (message, conversation) pairs whose restatement is derived.
+    restating = derived.planned(planned, fast_pairs(relationships, routes, ids_by_index), mine)
+    restated: set[tuple[str, str]] = set()
     # Each entity's row's first observation, as loaded (or as created below).
     firsts = {p.identity.entity_id: p.first for p in planned if p.first is not None}
     created = 0
@@ -425,6 +430,7 @@ def write(conn: sqlite3.Connection, body: Mapping[str, Any]) -> Written | dict[s
             packed_source,
             firsts,
             counted,
+            None if ident.entity_id not in restating else (restating[ident.entity_id], restated),
         )
         new_ids.discard(ident.entity_id)
         entries.append((item, obs_id, snapshot))
@@ -447,6 +453,7 @@ def write(conn: sqlite3.Connection, body: Mapping[str, Any]) -> Written | dict[s
         now,
         counts,
         firsts,
+        restated,
     )
     return Written(source_id, priority, created, entries, created_edges, counts)
 
@@ -482,6 +489,7 @@ def _observe(
     packed_source: str | bytes | None = None,
     firsts: dict[str, tuple[int, Any]] | None = None,
     counted: Counted | None = None,
+    restates: tuple[str, set[tuple[str, str]]] | None = None,
 ) -> tuple[str, dict[str, Any] | None]:
     """Append one observation and fold it into the snapshot; return its id and the snapshot.
 
@@ -490,7 +498,9 @@ def _observe(
     ``firsts``: the rowid and ``first_id`` of the entity rows the store loaded or created
     (an entity not in it is read); ``counted``: the messages to add to a conversation's
     row as it is written. A new message or turn record of the shape a turn writes is
-    written by its plan (``_type_plan``).
+    written by its plan (``_type_plan``). ``restates``: the message that follows this
+    conversation in the store, and the pairs (message, conversation) whose restatement is
+    derived (``_derived_restatement``): this one is added where it is.
     """
     if create is not None and obs_id is None and idempotency_key is None and fields_json:
         made = write_new(
@@ -526,9 +536,22 @@ def _observe(
             held = first_of(conn, entity_id, packed_id)
         else:
             held = -first[0] if first[1] == packed_id else None
+        how = None
+        if held is None and restates is not None and firsts is not None and state is not None:
+            how = derived.outcome(
+                conn, firsts[entity_id], firsts.get(restates[0]), fields_json, basis, rule, now,
+                state.last_observation_at, source,
+            )  # fmt: skip
+            if how is derived.FOUND:  # (a store of the same source: the message is held)
+                if seqs is not None:
+                    seqs.append(derived.ENTRY)
+                return obs_id, dict(state.fields)
+        restated = how is derived.DERIVED
+        if not restated and held is None and entity_type == "conversation" and state is not None:
+            derived.settle_tie(conn, entity_id, at, now, state.last_observation_at)
         cur = (
             None
-            if held is not None
+            if held is not None or restated
             else (
                 conn.execute(
                     _INSERT_ROW,
@@ -549,16 +572,23 @@ def _observe(
                 )
             )
         )
-        if cur is None or cur.rowcount == 0:
+        if restated:
+            assert restates is not None
+            restates[1].add((restates[0], entity_id))
+            seq = derived.SEQ
+            if seqs is not None:
+                seqs.append(derived.ENTRY)
+        elif cur is None or cur.rowcount == 0:
             # The same fields from the same source are already recorded: nothing new to fold.
             if seqs is not None:
-                seq = held if held is not None else observation_seq(conn, entity_id, obs_id)
-                if seq is not None:
-                    seqs.append(seq)
+                found = held if held is not None else observation_seq(conn, entity_id, obs_id)
+                if found is not None:
+                    seqs.append(found)
             return obs_id, dict(state.fields) if state else None
-        seq = int(cur.lastrowid or 0)
-        if seqs is not None:
-            seqs.append(seq)
+        else:
+            seq = int(cur.lastrowid or 0)
+            if seqs is not None:
+                seqs.append(seq)
     else:
         seq = FIRST_SEQ
     if state is None:

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from conversation_index_support import unnumber
+from derived_restatement_support import underive
 from observation_index_support import unnumber_observations
 from restatement_support import unmark
 from seq_metas_support import unseq
@@ -31,6 +32,7 @@ def unpack(path: Path) -> int:
     """Every entity row's id as its text again, the file at version 11; how many rows."""
     with closing(sqlite3.connect(path, isolation_level=None)) as conn:
         conn.execute("BEGIN IMMEDIATE")
+        underive(conn)  # the restatements derived from messages as rows
         unseq(conn)  # the snapshots as version 23 held them
         unmark(conn)  # (the rows as every version before the mark held them)
         unnumber_observations(conn)  # while the ids are packed, as the rows held them

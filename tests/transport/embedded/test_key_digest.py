@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from derived_restatement_support import rows_kept
 from file_workload_support import Step, compared, same_on_both, steps, turn_on_recorded, write_steps
 from hypothesis import given
 from key_digest_support import SHORT, has_slots
@@ -167,6 +168,9 @@ async def test_the_version_23_file_upgrades_and_is_written_on(tmp_path: Path) ->
         assert conn.execute("PRAGMA user_version").fetchone()[0] == BEFORE
         assert not has_slots(conn)
     before = _key_rows(path)
+    with rows_kept():  # (its restatements as rows: ``_derived_restatement``)
+        async with EmbeddedStore.open(path):
+            pass
     async with EmbeddedStore.open(path) as store:
         replayed = await store.store(
             [{"entity_type": "company", "name": "Acme Corp", "domain": "acme.example"}],

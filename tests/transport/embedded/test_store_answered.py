@@ -24,6 +24,7 @@ from typing import Any
 
 import pytest
 from observation_rows_support import every_table
+from part_of_support import clock
 
 from neotoma_agent import ValidationError
 from neotoma_agent.transport._bodies import store_body
@@ -248,10 +249,13 @@ def test_a_new_message_is_placed_with_no_read_first(tmp_path: Path) -> None:
         _write.store(conn, call)
         conn.execute("COMMIT")
 
-    store(_turn("c1", 0, "first"))
-    conn.set_trace_callback(run.append)
-    store(_turn("c1", 1, "second"))
-    conn.set_trace_callback(None)
+    # (one store a millisecond: one at the time of its conversation's last observation
+    # would read its restatement derived then, if any: ``_derived_restatement``)
+    with clock(0):
+        store(_turn("c1", 0, "first"))
+        conn.set_trace_callback(run.append)
+        store(_turn("c1", 1, "second"))
+        conn.set_trace_callback(None)
     statements: Sequence[str] = [s for s in run if not s.startswith("--")]
     # No read of the index for the new message, no UPDATE of the count alone, no read of
     # the conversation row's first observation: the row was loaded with the plan.
