@@ -92,7 +92,7 @@ conversation restated at each turn's enter): since schema version 26 such a row'
 are a mark, an empty blob (``_restatement``), and every layout copies the rows' fields as
 they are; nor does any layout hold that restatement as a row at all where the user message
 its store created gives it back (its source, time, priority and observation source): since
-schema version 27 the live file derives it from the message row, its conversation index row
+schema version 28 the live file derives it from the message row, its conversation index row
 flagged (``restated``, ``_derived_restatement``), and every layout copies the index rows
 with their flag. And every layout holds an entity's id
 as its 12 bytes in its row and its unique index (``encode_entity``), as the live file does
