@@ -18,6 +18,7 @@
     PYTHONPATH=/path/to/v20 python tests/data/record_store_answers.py v20_store --build
     PYTHONPATH=/path/to/v23 python tests/data/record_store_answers.py v23_store --build
     PYTHONPATH=/path/to/v26 python tests/data/record_store_answers.py v26_store --build
+    PYTHONPATH=/path/to/v28 python tests/data/record_store_answers.py v28_store --build
 
 Reads ``DIR/store.db`` (a copy: the file itself is never opened for writing) and writes
 ``DIR/answers.json``. With ``--build``, first writes ``DIR/store.db``: the version-1 file

@@ -118,6 +118,7 @@ async def test_opening_a_version_1_file_rewrites_it_in_the_compact_format(v1_fil
         "v20_store",
         "v23_store",
         "v26_store",
+        "v28_store",
     ],
 )
 async def test_an_older_file_answers_every_read_as_the_code_that_recorded_it(
@@ -140,7 +141,8 @@ async def test_an_older_file_answers_every_read_as_the_code_that_recorded_it(
     bookkeeping-names document a turn, main at a1090f1), version 20 (the same, by the
     entity row's derivable columns, main at b7d8fd7), version 23 (the same, by the turn
     record's reserved room, main at b9b45b6), version 26 (the same, by the restatement's
-    mark, main at 96376d7): snapshots,
+    mark, main at 96376d7), version 28 (the same, by the type index's
+    prefix and the derived restatements, main at 713f2dc): snapshots,
     observations, queries (sorted, filtered), lookups, replays, the GET routes (an
     observation's ``source``), recent conversations."""
     recorded = json.loads((DATA.parent / fixture / "answers.json").read_text())
