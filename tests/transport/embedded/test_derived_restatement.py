@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from derived_restatement_support import DERIVED, derived_rows, underive
+from derived_restatement_support import DERIVED, derived_rows, rows_copy
 from file_workload_support import Step, compared, same_on_both, steps, turn_on_recorded, write_steps
 from hypothesis import given
 from part_of_support import clock
@@ -58,17 +58,6 @@ def _keys(path: Path) -> list[str]:
         return sorted(key_text(r[0]) for r in conn.execute("SELECT key FROM idempotency_keys"))
 
 
-def _as_rows(path: Path, to: Path) -> Path:
-    """A copy with every derived restatement written back as its row (the index's column
-    kept: the reads of this release read both)."""
-    shutil.copyfile(path, to)
-    with closing(sqlite3.connect(to, isolation_level=None)) as conn:
-        conn.execute("BEGIN")
-        underive(conn, drop=False)
-        conn.execute("COMMIT")
-    return to
-
-
 async def _observations(path: Path) -> list[Any]:
     """Every entity's observations (the GET route, with its total, and the list), and
     every key's replay, in the key's order."""
@@ -107,7 +96,7 @@ async def test_a_turn_writes_no_row_for_its_conversations_restatement(tmp_path: 
     assert rows == 1  # the first turn's close (its started_at)
     listed = await _observations(path)
     assert listed[0]["total"] == 5
-    assert await _observations(_as_rows(path, tmp_path / "rows.db")) == listed
+    assert await _observations(rows_copy(path, tmp_path / "rows.db")) == listed
 
 
 async def test_a_store_of_the_same_source_finds_the_derived_restatement(tmp_path: Path) -> None:
@@ -176,7 +165,7 @@ async def test_purging_a_message_keeps_its_conversations_restatement(tmp_path: P
     path = tmp_path / "store.db"
     with clock(0):
         await _turns(path, range(3))
-    rows = _as_rows(path, tmp_path / "rows.db")
+    rows = rows_copy(path, tmp_path / "rows.db")
     users = _ids(path, "conversation_message")[2::2]  # the second and third turns' users
     assert users
     for at in (path, rows):
@@ -201,7 +190,7 @@ async def test_a_version_26_file_upgrades_with_its_restatements_derived(tmp_path
     with closing(sqlite3.connect(path)) as conn:
         assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
         assert derived_rows(conn)
-    assert await _observations(path) == await _observations(_as_rows(path, tmp_path / "r.db"))
+    assert await _observations(path) == await _observations(rows_copy(path, tmp_path / "r.db"))
     await turn_on_recorded(path)
 
 
