@@ -69,6 +69,16 @@ def entity_ids(path: Path) -> list[str]:
     return [str(r[0]) for r in rows]
 
 
+def ids_of_type(path: Path, entity_type: str) -> list[str]:
+    """The ids of the entities of ``entity_type`` (every user's), in row order, as text."""
+    with closing(sqlite3.connect(path)) as conn:
+        rows = conn.execute(
+            f"SELECT {entity_text('id')} FROM entities WHERE entity_type = ? ORDER BY rowid",
+            (entity_type,),
+        ).fetchall()
+    return [str(r[0]) for r in rows]
+
+
 def entity_rows(path: Path) -> list[tuple[Any, ...]]:
     """Every entity row, every column, by rowid: but the room a turn record keeps for its
     close (``room``, which no read reads: ``_close_room``; a row an older version wrote

@@ -20,6 +20,7 @@ import pytest
 from derived_restatement_support import DERIVED, derived_rows, rows_copy
 from file_workload_support import Step, compared, same_on_both, steps, turn_on_recorded, write_steps
 from hypothesis import given
+from packed_ids_support import ids_of_type
 from part_of_support import clock
 from paths_support import TESTS
 from version_copy_support import copy_at_version
@@ -27,7 +28,6 @@ from version_copy_support import copy_at_version
 from neotoma_agent import EmbeddedStore, NeotomaMemory, purge_entities
 from neotoma_agent.exceptions import NeotomaError
 from neotoma_agent.transport.embedded import _write
-from neotoma_agent.transport.embedded._rows import entity_text
 from neotoma_agent.transport.embedded._schema import SCHEMA_VERSION
 
 pytestmark = [pytest.mark.anyio, pytest.mark.one_backend]
@@ -38,17 +38,6 @@ def _rows(path: Path) -> list[tuple[Any, ...]]:
     with closing(sqlite3.connect(path)) as conn:
         rows = conn.execute("SELECT * FROM observations ORDER BY seq").fetchall()
         return [*rows, *derived_rows(conn)]
-
-
-def _ids(path: Path, entity_type: str) -> list[str]:
-    with closing(sqlite3.connect(path)) as conn:
-        return [
-            r[0]
-            for r in conn.execute(
-                f"SELECT {entity_text('id')} FROM entities WHERE entity_type = ? ORDER BY rowid",
-                (entity_type,),
-            )
-        ]
 
 
 def _keys(path: Path) -> list[str]:
@@ -63,7 +52,8 @@ async def _observations(path: Path) -> list[Any]:
     every key's replay, in the key's order."""
     out: list[Any] = []
     async with EmbeddedStore.open(path) as store:
-        for entity_id in _ids(path, "conversation") + _ids(path, "conversation_message"):
+        ids = ids_of_type(path, "conversation") + ids_of_type(path, "conversation_message")
+        for entity_id in ids:
             body = {"entity_id": entity_id, "limit": 1000}
             for action in ("get_entity_observations", "list_observations"):
                 try:
@@ -166,13 +156,13 @@ async def test_purging_a_message_keeps_its_conversations_restatement(tmp_path: P
     with clock(0):
         await _turns(path, range(3))
     rows = rows_copy(path, tmp_path / "rows.db")
-    users = _ids(path, "conversation_message")[2::2]  # the second and third turns' users
+    users = ids_of_type(path, "conversation_message")[2::2]  # the second and third turns' users
     assert users
     for at in (path, rows):
         purge_entities(at, users[:1])
     assert await _observations(path) == await _observations(rows)
     assert _keys(path) == _keys(rows)
-    conversation = _ids(path, "conversation")
+    conversation = ids_of_type(path, "conversation")
     assert purge_entities(path, conversation) == purge_entities(rows, conversation)
     assert _keys(path) == _keys(rows)
 

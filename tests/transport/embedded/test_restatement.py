@@ -29,7 +29,7 @@ from file_workload_support import (
     write_steps,
 )
 from hypothesis import given
-from packed_ids_support import entity_rows
+from packed_ids_support import entity_rows, ids_of_type
 from paths_support import TESTS
 from restatement_support import unmark
 from version_copy_support import copy_at_version
@@ -56,17 +56,6 @@ def _rows(path: Path) -> list[tuple[Any, ...]]:
                 "SELECT seq, fields, id, entity_row, entity_type, source_id, observed_at, "
                 "source_priority, observation_source, specificity_score, idempotency_key, "
                 "identity_basis, identity_rule FROM observations ORDER BY seq"
-            )
-        ]
-
-
-def _ids(path: Path, entity_type: str) -> list[str]:
-    with closing(sqlite3.connect(path)) as conn:
-        return [
-            r[0]
-            for r in conn.execute(
-                f"SELECT {entity_text('id')} FROM entities WHERE entity_type = ? ORDER BY rowid",
-                (entity_type,),
             )
         ]
 
@@ -128,7 +117,7 @@ async def test_a_conversations_restatement_at_a_turns_enter_holds_no_copy_of_its
     path = tmp_path / "store.db"
     await _turns(path, range(4))
     _as_rows(path)  # (derived since ``_derived_restatement``: the rows they stand for)
-    conversation = _ids(path, "conversation")[0]
+    conversation = ids_of_type(path, "conversation")[0]
     listed = await _observations(path, conversation)
     restated = [o for o in listed["observations"] if o["fields"] == {"conversation_id": "chat-1"}]
     assert len(restated) == 4  # the first turn's (the entity row's own) and three rows
@@ -155,11 +144,11 @@ async def test_a_row_whose_fields_are_not_its_first_observations_keeps_their_tex
     async with EmbeddedStore.open(path) as store:
         await store.store([first], idempotency_key="k1")
         await store.store([first, other], idempotency_key="k2")
-        assert _kinds(path, _ids(path, "task")[0]) == ["text"]
+        assert _kinds(path, ids_of_type(path, "task")[0]) == ["text"]
         await store.store([{**first, "status": "done"}], idempotency_key="k3")
         await store.store([swapped], idempotency_key="k4")
         await store.store([first, {**other, "status": "done"}], idempotency_key="k5")
-        acme = _ids(path, "task")[0]
+        acme = ids_of_type(path, "task")[0]
         listed = await store.request("get_entity_observations", {"entity_id": acme})
     # (k5's fields are the snapshot's again: shared, NULL)
     assert _kinds(path, acme) == ["blob", "text", "text", "null"]
