@@ -116,6 +116,8 @@ def planned(
     ``mine``: the conversations counted in their row's write), or which exists (a store
     of the same source may find the restatement derived from it: :func:`found`).
     ``items``: the store's planned elements (``_write._Planned``)."""
+    if not any(item.entity_type == _CONVERSATION for item in items[:-1]):
+        return {}  # (most stores: nothing to count)
     ids = [p.identity.entity_id for p in items]
     named = Counter(ids)
     pairs = set(fast)
