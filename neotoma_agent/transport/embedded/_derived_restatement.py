@@ -3,7 +3,9 @@ schema step: ``DERIVED_RESTATEMENTS``).
 
 Every turn's enter stores its conversation again beside the user message it creates
 (``_restatement``: since schema version 26 that row's fields are a mark, its conversation
-row's ``first_fields``). Everything else such a row holds is the new message row's own
+row's ``first_fields``; or, where the conversation's first observation still shares its
+fields with the snapshot, the snapshot's, as a plain store of the same conversation
+writes it). Everything else such a row holds is the new message row's own
 first observation's: its source, its time (``created_at``), its priority and observation
 source; its identity basis and rule are the conversation row's first observation's, its
 specificity 1.0, its key none. So the store writes no row for it: the conversation index's
@@ -37,9 +39,10 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final
 
-from ._first import renumber
+from ._first import FIRST_SEQ, renumber
 from ._key_rows import SOURCE_PREFIX, key_seqs, pack_seqs
 from ._new_rows import observation_id
+from ._reducer import SnapshotState
 from ._restatement import MARK
 from ._row_metas import FIRST_META
 from ._rows import (
@@ -47,6 +50,7 @@ from ._rows import (
     decode_id,
     decode_state,
     decode_word,
+    dumps_acyclic,
     encode_entity,
     encode_state,
     encode_word,
@@ -79,12 +83,17 @@ ENTRY: Final = 0
 _CONVERSATION: Final = "conversation"
 _MESSAGE: Final = "conversation_message"
 
+#: the fields' text of the first observation of the conversation row ``c`` (its
+#: ``first_fields``, or its snapshot's where it shares them), as ``_first.OBSERVATIONS``
+#: reads it (a conversation's are never the field codec's): a derived restatement's
+_FIELDS: Final = "coalesce(c.first_fields, json_extract(c.snapshot, '$.f'))"
+
 #: the derived restatements of the entity whose packed id is ``?1``, as the rows of
 #: ``_first.OBSERVATIONS`` (their id NULL: :func:`derived_id` of the source, the entity
 #: and the fields' text)
 OBSERVATIONS: Final = (
     "SELECT NULL, ?1, c.entity_type, m.first_source, m.created_at, m.first_priority, "
-    "m.first_osource, 1.0, c.first_fields, NULL, c.first_basis, c.first_rule, -1 "
+    f"m.first_osource, 1.0, {_FIELDS}, NULL, c.first_basis, c.first_rule, -1 "
     "FROM entities c JOIN conversation_messages cm ON cm.conversation_row = c.rowid "
     "JOIN entities m ON m.rowid = cm.message_row WHERE c.id = ?1 AND cm.restated = 1"
 )
@@ -152,24 +161,30 @@ def outcome(
     basis: Any,
     rule: Any,
     at: str,
-    last: str | None,
+    state: SnapshotState,
     source: Any,
 ) -> str | None:
     """What a store's restatement of a conversation is (``row``: the conversation row's
     rowid, ``first_id`` and, as loaded with the plan, its ``first_fields``, ``first_basis``
-    and ``first_rule``), beside the message that follows it (``message``: its rowid and
-    ``first_id`` where it exists, None where the store creates it next): :data:`DERIVED`
-    where its fields' text ``fields`` is the row's ``first_fields``, its identity basis and
-    rule (as rows hold them) its first observation's and its time ``at`` later than the
-    conversation's last observation ``last``; :data:`FOUND` where the message's store,
-    of the same ``source``, derived it (:func:`found`); else None (a row)."""
+    and ``first_rule``; ``state``: its snapshot state before the store), beside the message
+    that follows it (``message``: its rowid and ``first_id`` where it exists, None where
+    the store creates it next): :data:`DERIVED` where its fields' text ``fields`` is the
+    first observation's (the row's ``first_fields``, or the snapshot's where it shares
+    them: the text ``first_fields`` takes when the snapshot moves on), its identity basis
+    and rule (as rows hold them) the first observation's and its time ``at`` later than
+    the conversation's last observation; :data:`FOUND` where the message's store, of the
+    same ``source``, derived it (:func:`found`); else None (a row)."""
     if message is not None:
         return FOUND if found(conn, int(row[0]), int(message[0]), source) else None
+    last = state.last_observation_at
     if len(row) != 5 or (last is not None and not at > last):
         return None
-    if row[2] == fields and row[3] == basis and row[4] == rule:
-        return DERIVED
-    return None
+    if row[3] != basis or row[4] != rule:
+        return None
+    first = row[2]
+    if first is None and state.shared == FIRST_SEQ:
+        first = dumps_acyclic(state.fields)
+    return DERIVED if first == fields else None
 
 
 def found(conn: sqlite3.Connection, row: int, message_row: int, source: Any) -> bool:
@@ -206,20 +221,23 @@ def settle_tie(conn: sqlite3.Connection, entity_id: str, at: Any, now: str, last
 
 def materialize(conn: sqlite3.Connection, row: int, message_row: int) -> int:
     """The restatement of the conversation row ``row`` derived from the message row
-    ``message_row`` written as a row of ``observations`` (its fields the mark), no longer
-    derived, and named by its seq in every key's list that names it; its seq."""
-    c_id, etype, fields, basis, rule, source, at, priority, osource = conn.execute(
-        "SELECT c.id, c.type_code, c.first_fields, c.first_basis, c.first_rule, "
-        "m.first_source, m.created_at, m.first_priority, m.first_osource "
+    ``message_row`` written as a row of ``observations`` (its fields the mark, or their
+    text where the first observation shares them with the snapshot, as a store writes it),
+    no longer derived, and named by its seq in every key's list that names it; its seq."""
+    c_id, etype, fields, shared, basis, rule, source, at, priority, osource = conn.execute(
+        f"SELECT c.id, c.type_code, {_FIELDS}, c.first_fields IS NULL, c.first_basis, "
+        "c.first_rule, m.first_source, m.created_at, m.first_priority, m.first_osource "
         "FROM entities c, entities m WHERE c.rowid = ? AND m.rowid = ?",
         (row, message_row),
     ).fetchone()
     obs_id = observation_id(decode_id(source), decode_entity(c_id), fields)[1]
+    text = fields if shared else None  # (None: the mark)
     seq = conn.execute(
         "INSERT INTO observations (id, entity_row, entity_type, source_id, observed_at, "
         "source_priority, observation_source, specificity_score, fields, idempotency_key, "
-        f"identity_basis, identity_rule) VALUES (?, ?, ?, ?, ?, ?, ?, 1.0, {MARK}, NULL, ?, ?)",
-        (obs_id, row, etype, source, at, priority, osource, basis, rule),
+        "identity_basis, identity_rule) "
+        f"VALUES (?, ?, ?, ?, ?, ?, ?, 1.0, coalesce(?, {MARK}), NULL, ?, ?)",
+        (obs_id, row, etype, source, at, priority, osource, text, basis, rule),
     ).lastrowid
     assert seq is not None
     conn.execute(
@@ -282,7 +300,7 @@ def replayed(conn: sqlite3.Connection, seqs: Sequence[int]) -> list[tuple[str, s
 
 def _derived_entry(conn: sqlite3.Connection, message_row: int) -> tuple[str, str, str]:
     c_id, etype, fields, source = conn.execute(
-        "SELECT c.id, c.entity_type, c.first_fields, m.first_source FROM conversation_messages cm "
+        f"SELECT c.id, c.entity_type, {_FIELDS}, m.first_source FROM conversation_messages cm "
         "JOIN entities c ON c.rowid = cm.conversation_row "
         "JOIN entities m ON m.rowid = cm.message_row "
         "WHERE cm.message_row = ? AND cm.restated = 1",
@@ -293,20 +311,23 @@ def _derived_entry(conn: sqlite3.Connection, message_row: int) -> tuple[str, str
 
 
 def derive_rows(conn: sqlite3.Connection) -> None:
-    """The migration's step: each conversation's marked row that the message its store
-    created gives back exactly (its source, time, priority and observation source the
-    message row's first observation's, specificity 1.0, no key, its identity basis and rule
-    the conversation's first observation's), alone at its millisecond among its
-    conversation's observations, and named in every key's list right after that message's
-    first observation, derived instead: the row deleted, the index row flagged, the
-    entry 0 in the lists and seq -1 in the conversation's snapshot."""
+    """The migration's step: each conversation's row restating its first observation
+    (marked, or its fields' text the snapshot's where the first observation shares them)
+    that the message its store created gives back exactly (its source, time, priority and
+    observation source the message row's first observation's, specificity 1.0, no key, its
+    identity basis and rule the conversation's first observation's), alone at its
+    millisecond among its conversation's observations, and named in every key's list right
+    after that message's first observation, derived instead: the row deleted, the index row
+    flagged, the entry 0 in the lists and seq -1 in the conversation's snapshot."""
     code = encode_word(_MESSAGE)
     candidates = conn.execute(
         "SELECT o.seq, o.entity_row, m.rowid, o.source_id FROM observations o "
         "JOIN entities c ON c.rowid = o.entity_row "
         "JOIN conversation_messages cm ON cm.conversation_row = o.entity_row "
         "JOIN entities m ON m.rowid = cm.message_row "
-        f"WHERE o.fields = {MARK} AND c.entity_type = ? AND o.entity_type = c.type_code "
+        f"WHERE (o.fields = {MARK} OR (c.first_fields IS NULL AND c.first_id IS NOT NULL "
+        f"AND json_extract(c.snapshot, '$.s') = {FIRST_SEQ} AND o.fields = {_FIELDS})) "
+        "AND c.entity_type = ? AND o.entity_type = c.type_code "
         "AND o.idempotency_key IS NULL AND o.specificity_score = 1.0 "
         "AND o.identity_basis IS c.first_basis AND o.identity_rule IS c.first_rule "
         "AND m.type_code = ? AND m.first_id IS NOT NULL AND m.first_source = o.source_id "

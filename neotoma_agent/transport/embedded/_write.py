@@ -540,7 +540,7 @@ def _observe(
         if held is None and restates is not None and firsts is not None and state is not None:
             how = derived.outcome(
                 conn, firsts[entity_id], firsts.get(restates[0]), fields_json, basis, rule, now,
-                state.last_observation_at, source,
+                state, source,
             )  # fmt: skip
             if how is derived.FOUND:  # (a store of the same source: the message is held)
                 if seqs is not None:

@@ -27,7 +27,9 @@ from version_copy_support import copy_at_version
 
 from neotoma_agent import EmbeddedStore, NeotomaMemory, purge_entities
 from neotoma_agent.exceptions import NeotomaError
+from neotoma_agent.transport.embedded import _derived_restatement as _derived
 from neotoma_agent.transport.embedded import _write
+from neotoma_agent.transport.embedded._codec import CODED_TYPES
 from neotoma_agent.transport.embedded._schema import SCHEMA_VERSION
 
 pytestmark = [pytest.mark.anyio, pytest.mark.one_backend]
@@ -201,3 +203,82 @@ async def test_every_read_and_write_is_the_same_as_on_the_file_the_version_befor
         assert derived_rows(conn)
     old = copy_at_version(path, tmp / "before.db", DERIVED - 1)
     await same_on_both(path, old, after, rows=[_rows])
+
+
+async def _plain_stores(path: Path, turns: range, title: str = "chat-1") -> None:
+    """The turn-shaped store of a client of its own (``benchmarks/embedded_store``): the
+    conversation stated whole each time, so its first observation shares its fields with
+    the snapshot (``first_fields`` NULL)."""
+    async with EmbeddedStore.open(path) as store:
+        for n in turns:
+            entities = [
+                {"entity_type": "conversation", "conversation_id": "chat-1", "title": title},
+                {
+                    "entity_type": "conversation_message",
+                    "role": "user",
+                    "sender_kind": "user",
+                    "content": f"question {n}",
+                    "turn_key": f"chat-1:t{n}",
+                },
+            ]
+            edge = [{"relationship_type": "PART_OF", "source_index": 1, "target_index": 0}]
+            await store.store(entities, idempotency_key=f"plain-{n}", relationships=edge)
+
+
+def _first_fields(path: Path) -> list[Any]:
+    with closing(sqlite3.connect(path)) as conn:
+        return [r[0] for r in conn.execute("SELECT first_fields FROM entities WHERE type_code = 0")]
+
+
+async def test_a_conversation_sharing_its_first_fields_with_the_snapshot_derives_too(
+    tmp_path: Path,
+) -> None:
+    """A plain store of the conversation as it stands (its first observation's fields the
+    snapshot's, no ``first_fields``) derives its restatement as a turn's does; every read
+    answers as with it as a row, before and after the snapshot moves on (the first
+    observation's fields then held in ``first_fields``)."""
+    path = tmp_path / "store.db"
+    with clock(0):
+        await _plain_stores(path, range(4))
+    assert _first_fields(path) == [None]
+    with closing(sqlite3.connect(path)) as conn:
+        assert len(derived_rows(conn)) == 3
+        assert conn.execute("SELECT count(*) FROM observations").fetchone() == (0,)
+    listed = await _observations(path)
+    assert listed[0]["total"] == 4
+    rows = rows_copy(path, tmp_path / "rows.db")
+    assert await _observations(rows) == listed
+    with closing(sqlite3.connect(rows)) as conn:  # as a store writes them: no mark
+        assert {type(t) for (t,) in conn.execute("SELECT fields FROM observations")} == {str}
+    assert "conversation" not in CODED_TYPES  # (a derived restatement reads its text as held)
+    with clock(100):
+        await _plain_stores(path, range(4, 5), title="renamed")
+    assert _first_fields(path) != [None]
+    moved = await _observations(path)
+    assert moved[0]["observations"][1:] == listed[0]["observations"]
+    assert await _observations(rows_copy(path, tmp_path / "rows2.db")) == moved
+
+
+async def test_the_migration_derives_the_rows_of_a_conversation_sharing_its_first_fields(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A file the version before wrote with plain stores (each restatement a row of its
+    fields' text: no mark, the first observation's fields being the snapshot's): upgraded,
+    those rows are derived, and every observation answers as before."""
+    path = tmp_path / "store.db"
+    monkeypatch.setattr(_derived, "outcome", lambda *args: None)  # the version before's rows
+    with clock(0):
+        await _plain_stores(path, range(4))
+    monkeypatch.undo()
+    with closing(sqlite3.connect(path)) as conn:
+        texts = conn.execute("SELECT fields FROM observations").fetchall()
+    assert len(texts) == 3
+    assert all(isinstance(t, str) for (t,) in texts)  # not marked
+    before = await _observations(path)
+    old = copy_at_version(path, tmp_path / "old.db", DERIVED - 1)
+    async with EmbeddedStore.open(old):
+        pass
+    with closing(sqlite3.connect(old)) as conn:
+        assert len(derived_rows(conn)) == 3
+        assert conn.execute("SELECT count(*) FROM observations").fetchone() == (0,)
+    assert await _observations(old) == before

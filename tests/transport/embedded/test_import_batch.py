@@ -56,14 +56,16 @@ def _transcript(path: Path, turns: int) -> Path:
 
 
 def _counts(db: Path) -> tuple[int, int, int]:
-    """(idempotency keys, turn records, observations) in a store file."""
+    """(idempotency keys, turn records, observations: rows, entity rows' first ones and
+    derived restatements) in a store file."""
     with sqlite3.connect(db) as conn:
         keys = conn.execute("SELECT count(*) FROM idempotency_keys").fetchone()[0]
         turns = conn.execute(
             "SELECT count(*) FROM entities WHERE entity_type = 'conversation_turn'"
         ).fetchone()[0]
         observations = conn.execute(
-            "SELECT (SELECT count(*) FROM observations) + (SELECT count(first_id) FROM entities)"
+            "SELECT (SELECT count(*) FROM observations) + (SELECT count(first_id) FROM entities) "
+            "+ (SELECT count(*) FROM conversation_messages WHERE restated = 1)"
         ).fetchone()[0]
     return keys, turns, observations
 

@@ -263,8 +263,9 @@ def test_a_new_message_is_placed_with_no_read_first(tmp_path: Path) -> None:
     assert not [s for s in statements if s.startswith("UPDATE entities SET message_count")]
     assert not [s for s in statements if "first_id = " in s and s.startswith("SELECT")]
     # BEGIN and COMMIT among them; the message and the turn record, one names document
-    # (queued, and a look at whether the queue is full: _name_queue)
-    assert len(statements) == 15
+    # (queued, and a look at whether the queue is full: _name_queue); the conversation's
+    # restatement derived from the message, no row (_derived_restatement)
+    assert len(statements) == 14
     conversation = (
         "ent_"
         + conn.execute(
