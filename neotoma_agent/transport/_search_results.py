@@ -38,9 +38,10 @@ class SearchHit:
 
     ``text``: a message's exact stored text, or an entity's text fields, one value a line.
     ``score``: how well it matches (BM25 with each word counted once: higher is better;
-    compare scores within one search only). A message hit has ``message_id`` (its entity id), ``conversation_id``, ``turn_id``
-    and ``role`` (``"user"`` / ``"assistant"``) where the store holds them; an entity hit
-    has ``name`` (its canonical name) and ``None`` for the four.
+    compare scores within one search only). A message hit has ``message_id`` (its entity
+    id), ``conversation_id``, ``turn_id`` and ``role`` (``"user"`` / ``"assistant"``) where
+    the store holds them; an entity hit has ``name`` (its canonical name) and ``None`` for
+    the four.
     """
 
     kind: SearchHitKind
