@@ -327,8 +327,8 @@ class NeotomaMemory(MemorySettings):
         :class:`~neotoma_agent.SearchHit` (``conversation_id``, ``turn_id``, ``role``,
         ``text``, ``message_id``, ``score``). ``conversation_id=None`` searches every
         conversation of the store (and the entities); pass one (``memory.conversation_id``)
-        for its messages only. Forgotten conversations are never found. An empty or blank query raises
-        :class:`~neotoma_agent.EmptySearchQueryError` before any I/O::
+        for its messages only. Forgotten conversations are never found. An empty or blank
+        query raises :class:`~neotoma_agent.EmptySearchQueryError` before any I/O::
 
             for hit in (await memory.search('"rotate the certificates"')).hits:
                 print(hit.conversation_id, hit.turn_id, hit.role, hit.text)
