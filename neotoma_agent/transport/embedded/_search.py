@@ -16,10 +16,15 @@ same rowid; ``purge_forgotten`` builds the index again from the live rows (:func
 which a migration runs too).
 
 :func:`text_search` is the read behind ``POST /text_search``, an extension of this store and
-the dev server (a real Neotoma server answers 404): BM25 order (FTS5's ``rank``; equal ranks
-in the order of the entity rows, their creation's), at most ``limit`` hits, each hit's text
-read from its entity's snapshot, optionally the messages of one conversation only (by its
-conversation index).
+the dev server (a real Neotoma server answers 404): the texts holding every word of the query
+(since schema version 29, :mod:`._search_detail`, the index keeps no positions: a phrase of
+two words or more is the AND of its words, checked on each match's text as the index's
+tokenizer splits it, the limit after), best first by BM25 with each word counted once (every
+hit holds every word: the shorter text first, SQLite sorting the matches by their size
+records; equal lengths in the order of the entity rows, their creation's), at most ``limit``
+hits, each hit's text read from its entity's snapshot, optionally the messages of one
+conversation only (by its conversation index). A hit's score is that BM25 (FTS5's constants
+and weights: :func:`_scorer`).
 """
 
 from __future__ import annotations
