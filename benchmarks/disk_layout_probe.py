@@ -73,7 +73,9 @@ A copy packs pages fuller than writes in random key order do, so each layout's f
 the live file is estimated table by table as live x layout / copy (``est``). The FTS5 name
 and search indexes and the small tables are left as they are (counted as in the live file:
 schema version 8's search index and version 9's index of bookkeeping names keep no copy of
-the texts; the search index's own FTS5 options are ``search_index_options.py``'s). The
+the texts; since version 29 the search index keeps no positions either, FTS5's
+``detail = none``, ``_search_detail``; its other FTS5 options are
+``search_index_options.py``'s). The
 bookkeeping names' index stays in every layout: a real server finds conversations,
 messages and turn records by any substring of their names, as any entity;
 the live file holds one document a turn there (its turn record's name and its two

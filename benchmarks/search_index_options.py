@@ -3,10 +3,11 @@
     python benchmarks/search_index_options.py [--write-turns 1000] [--messages 20000]
         [--facts 200] [--json PATH]
 
-``search_text`` is a contentless FTS5 table with FTS5's defaults but for its leaves
-(``detail = full``: every word's positions; ``columnsize = 1``: each row's length in words,
-in ``search_text_docsize``; leaves of ``TURN_INDEX_LEAF_BYTES``). Each option probed is
-measured twice:
+``search_text`` is a contentless FTS5 table with FTS5's defaults but for its leaves and its
+detail (since schema version 29, ``_search_detail``: ``detail = none``, no positions;
+``columnsize = 1``: each row's length in words, in ``search_text_docsize``; leaves of
+``TURN_INDEX_LEAF_BYTES``); ``version 28`` is the declaration before it (``detail = full``:
+every word's positions). Each option probed is measured twice:
 
 - **bytes**: ``--write-turns`` short turns of ``peers.py`` (16 conversations, one caller,
   as ``disk_layout_probe.py --write-turns`` writes them), the documents the store indexes
@@ -23,10 +24,14 @@ measured twice:
   same searches through the store's ``text_search`` (each fact's query with limits 10
   and 3 and within its conversation, its phrase ``"CITY office"``, common words and
   phrases) and counts the answers equal to today's file's (hits, order and scores), those
-  whose hits come in the same order, and the searches that fail. FTS5 refuses a phrase of
-  two words or more where ``detail`` is not ``full``: ``+phrases`` runs such a search as
-  the AND of its words, reads every match in rank order and keeps those whose text holds
-  the phrase (the matching rule's ``matches``), the limit after.
+  whose hits come in the same order, and the searches that fail. Since schema version 29
+  ``text_search`` asks the index for the AND of a query's words and checks a phrase on
+  each match's text (the limit after), so no declaration fails a phrase; it ranks by each
+  text's length (``columnsize``, its size table): without it (``columnsize = 0``) every
+  search fails.
+  (Before version 29, a phrase of two words or more failed where ``detail`` was not
+  ``full``, and ``bm25()`` scored every hit 0 in a contentless table without positions:
+  docs/performance.md.)
 """
 
 from __future__ import annotations
@@ -48,28 +53,28 @@ from _synth import _write_all
 from disk_layout_probe import _write_turns
 from search import Corpus, _bodies
 
-from neotoma_agent._recall.search_text import fts_query, matches, parse_query, words
 from neotoma_agent.transport.embedded import _search
 from neotoma_agent.transport.embedded._connect import TURN_INDEX_LEAF_BYTES
 from neotoma_agent.transport.embedded._store import _connect
 
 #: the options probed: the declaration's, and the FTS5 settings (``pgsz``: None, FTS5's own)
+_TODAY = "detail = none"
 OPTIONS: dict[str, tuple[str, dict[str, int | None]]] = {
-    "today": ("", {}),
-    "columnsize=0": ("columnsize = 0", {}),
+    "today": (_TODAY, {}),
+    "version 28 (detail=full)": ("", {}),
+    "columnsize=0 (detail=full)": ("columnsize = 0", {}),
     "detail=column": ("detail = column", {}),
     "detail=column columnsize=0": ("detail = column, columnsize = 0", {}),
-    "detail=none": ("detail = none", {}),
     "detail=none columnsize=0": ("detail = none, columnsize = 0", {}),
-    "pgsz=4050 (FTS5's)": ("", {"pgsz": None}),
-    "pgsz=1000": ("", {"pgsz": 1000}),
-    "automerge=2": ("", {"automerge": 2}),
-    "automerge=8": ("", {"automerge": 8}),
-    "crisismerge=4": ("", {"crisismerge": 4}),
-    "crisismerge=32": ("", {"crisismerge": 32}),
+    "pgsz=4050 (FTS5's)": (_TODAY, {"pgsz": None}),
+    "pgsz=1000": (_TODAY, {"pgsz": 1000}),
+    "automerge=2": (_TODAY, {"automerge": 2}),
+    "automerge=8": (_TODAY, {"automerge": 8}),
+    "crisismerge=4": (_TODAY, {"crisismerge": 4}),
+    "crisismerge=32": (_TODAY, {"crisismerge": 32}),
 }
 #: the options that change what a search answers (the settings only move bytes and merges)
-DECLARED = [name for name, (options, _) in OPTIONS.items() if options or name == "today"]
+DECLARED = [name for name, (_, settings) in OPTIONS.items() if not settings]
 
 _DECLARATION = (
     "CREATE VIRTUAL TABLE search_text USING fts5 (text, content = '', "
@@ -161,34 +166,12 @@ def _queries(corpus: Corpus) -> list[dict[str, Any]]:
     return out + [{"q": q} for q in common]
 
 
-def _phrases_as_ands(conn: sqlite3.Connection, body: dict[str, Any]) -> dict[str, Any]:
-    """``text_search``, a phrase of two words or more as the AND of its words, every match
-    read in rank order and kept if its text holds every phrase."""
-    phrases = parse_query(body["q"])
-    if all(len(p) == 1 for p in phrases):
-        return _search.text_search(conn, body)
-    sql = (
-        "SELECT (SELECT id FROM entities WHERE rowid = search_text.rowid), rank "
-        "FROM search_text WHERE search_text MATCH ? ORDER BY rank"
-    )
-    alone = [(w,) for p in phrases for w in p]
-    hits: list[dict[str, Any]] = []
-    cache: dict[str | bytes, str | None] = {}
-    for packed, rank in conn.execute(sql, (fts_query(alone),)):
-        hit = _search._hit(conn, packed, rank, body.get("conversation_id"), cache)
-        if hit is not None and all(matches(words(hit["text"]), phrases)):
-            hits.append(hit)
-            if len(hits) == body.get("limit", 10):
-                break
-    return {"hits": hits, "partial": False}
-
-
-def _answers(conn: sqlite3.Connection, queries: list[dict[str, Any]], emulated: bool) -> Any:
+def _answers(conn: sqlite3.Connection, queries: list[dict[str, Any]]) -> Any:
     answers: list[Any] = []
     started = time.process_time()
     for body in queries:
         try:
-            answers.append((_phrases_as_ands if emulated else _search.text_search)(conn, body))
+            answers.append(_search.text_search(conn, body))
         except sqlite3.Error as error:
             answers.append({"error": type(error).__name__})
     return answers, time.process_time() - started
@@ -218,14 +201,12 @@ def _compare(store: Path, tmp: Path, corpus: Corpus) -> dict[str, dict[str, Any]
             if name == "today":  # the store's own file, its index as written
                 source = _connect(str(store), "OFF")()
                 try:
-                    reference, cpu = _answers(source, queries, False)
+                    reference, cpu = _answers(source, queries)
                 finally:
                     source.close()
                 results["today (as written)"] = _tally(reference, reference, cpu)
-            for emulated in (False, True) if "detail" in options else (False,):
-                got, cpu = _answers(conn, queries, emulated)
-                label = f"{name} (rebuilt)" if name == "today" else name
-                results[label + (" +phrases" if emulated else "")] = _tally(reference, got, cpu)
+            got, cpu = _answers(conn, queries)
+            results[f"{name} (rebuilt)" if name == "today" else name] = _tally(reference, got, cpu)
         finally:
             conn.close()
     return results

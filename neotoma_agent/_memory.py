@@ -322,12 +322,13 @@ class NeotomaMemory(MemorySettings):
 
         ``query`` is plain text, never a query language: whole words, case and accents
         ignored, every word must be there; ``"..."`` marks a phrase. Hits come best first
-        (BM25), at most ``limit`` (1–100), each a :class:`~neotoma_agent.SearchHit`
-        (``conversation_id``, ``turn_id``, ``role``, ``text``, ``message_id``, ``score``).
-        ``conversation_id=None`` searches every conversation of the store (and the
-        entities); pass one (``memory.conversation_id``) for its messages only. Forgotten
-        conversations are never found. An empty or blank query raises
-        :class:`~neotoma_agent.EmptySearchQueryError` before any I/O::
+        (BM25, each word counted once: the shorter text first; a hit's ``score`` is that
+        BM25, comparable within one search only), at most ``limit`` (1–100), each a
+        :class:`~neotoma_agent.SearchHit` (``conversation_id``, ``turn_id``, ``role``,
+        ``text``, ``message_id``, ``score``). ``conversation_id=None`` searches every
+        conversation of the store (and the entities); pass one (``memory.conversation_id``)
+        for its messages only. Forgotten conversations are never found. An empty or blank
+        query raises :class:`~neotoma_agent.EmptySearchQueryError` before any I/O::
 
             for hit in (await memory.search('"rotate the certificates"')).hits:
                 print(hit.conversation_id, hit.turn_id, hit.role, hit.text)

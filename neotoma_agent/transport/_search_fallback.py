@@ -11,7 +11,8 @@ A real Neotoma 0.22.0 server has no ``GET /text_search``. What it has:
   message is a candidate) and for other entities (no type: the server looks at its first
   5,000 entities by id only), reads at most :data:`MAX_CANDIDATES` answers of each, and keeps
   those that hold every word and phrase as whole words (:mod:`neotoma_agent._recall.search_text`),
-  ranked by BM25 over the candidates read.
+  ranked by BM25 over the candidates read, each phrase counted once in a text (as the
+  embedded store's index counts a word: the shorter text first).
 
 A word with a letter outside ASCII is sent as its ASCII pieces (``María`` as ``Mar`` and ``a``),
 which the server finds in ``María`` and ``Maria`` alike; but ``Maria`` is sent whole, and the
@@ -82,8 +83,9 @@ def _rank(docs: Iterable[_Doc], phrases: Sequence[Phrase]) -> list[tuple[float, 
     for doc in pool:
         if not all(doc.counts):
             continue
-        norm = _K1 * (1 - _B + _B * doc.length / average)
-        score = sum(w * c * (_K1 + 1) / (c + norm) for w, c in zip(idf, doc.counts, strict=True))
+        # each phrase counted once in a text (its presence), as the embedded store's index
+        # counts a word (it keeps no positions): the shorter text ranks first
+        score = sum(idf) * (_K1 + 1) / (1 + _K1 * (1 - _B + _B * doc.length / average))
         ranked.append((score, doc))
     ranked.sort(key=lambda pair: (-pair[0], pair[1].id))
     return ranked

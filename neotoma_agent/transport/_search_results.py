@@ -37,10 +37,11 @@ class SearchHit:
     """One message or entity a search found.
 
     ``text``: a message's exact stored text, or an entity's text fields, one value a line.
-    ``score``: how well it matches (BM25: higher is better; compare scores within one search
-    only). A message hit has ``message_id`` (its entity id), ``conversation_id``, ``turn_id``
-    and ``role`` (``"user"`` / ``"assistant"``) where the store holds them; an entity hit
-    has ``name`` (its canonical name) and ``None`` for the four.
+    ``score``: how well it matches (BM25 with each word counted once: higher is better;
+    compare scores within one search only). A message hit has ``message_id`` (its entity
+    id), ``conversation_id``, ``turn_id`` and ``role`` (``"user"`` / ``"assistant"``) where
+    the store holds them; an entity hit has ``name`` (its canonical name) and ``None`` for
+    the four.
     """
 
     kind: SearchHitKind

@@ -33,6 +33,7 @@ from ._restatement import RESTATED
 from ._row_codes import ROW_CODES, recode_rows
 from ._row_metas import SEQ_METAS, number_rows
 from ._rows import encode_entity
+from ._search_detail import SEARCH_PRESENCE, index_presence
 from ._search_rowid import SEARCH_BY_ROWID, key_search_by_rowid
 from ._summaries import backfill
 from ._turn_names import GROUPED_NAMES, rebuild_book_names
@@ -291,6 +292,7 @@ MIGRATIONS: tuple[str, ...] = (
     RESTATED,  # version 26: a restatement's fields as a mark (_restatement)
     TYPE_PREFIX,  # version 27: the type index keyed by 4 bytes of the id (_type_prefix)
     DERIVED_RESTATEMENTS,  # version 28: a restatement derived (_derived_restatement)
+    SEARCH_PRESENCE,  # version 29: the search index without positions (_search_detail)
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -313,6 +315,7 @@ _AFTER: dict[str, Callable[[sqlite3.Connection], None]] = {
     ROW_CODES: recode_rows,
     SEQ_METAS: number_rows,
     DERIVED_RESTATEMENTS: derive_rows,
+    SEARCH_PRESENCE: index_presence,
 }
 
 

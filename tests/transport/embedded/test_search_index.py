@@ -29,17 +29,21 @@ pytestmark = [pytest.mark.anyio, pytest.mark.one_backend]
 DATA = TESTS / "data"
 
 
-#: the words of each indexed row: (word, position), in order
-Words = tuple[tuple[str, int], ...]
+#: what the index holds of a row: its distinct words (schema 29: no positions,
+#: ``_search_detail``) and its length in words
+Words = tuple[tuple[str, ...], int]
 
 
 def _instances(conn: sqlite3.Connection, table: str) -> dict[int, Words]:
-    """Every row's words in an FTS5 table, by rowid (its ``instance`` vocabulary)."""
+    """Every row's words in an FTS5 table, by rowid (its ``instance`` vocabulary), and its
+    length (its size record: one varint, under 128 words in one byte)."""
     conn.execute(f"CREATE VIRTUAL TABLE temp.v_{table} USING fts5vocab(main, {table}, instance)")
-    rows: dict[int, list[tuple[str, int]]] = {}
-    for term, doc, offset in conn.execute(f"SELECT term, doc, offset FROM v_{table}"):
-        rows.setdefault(int(doc), []).append((str(term), int(offset)))
-    return {doc: tuple(sorted(found, key=lambda w: w[1])) for doc, found in rows.items()}
+    rows: dict[int, set[str]] = {}
+    for term, doc in conn.execute(f"SELECT term, doc FROM v_{table}"):
+        rows.setdefault(int(doc), set()).add(str(term))
+    sizes = {int(i): bytes(sz) for i, sz in conn.execute(f"SELECT id, sz FROM {table}_docsize")}
+    assert all(len(sz) == 1 for sz in sizes.values())  # (the texts here: short)
+    return {doc: (tuple(sorted(rows.get(doc, ()))), sz[0]) for doc, sz in sizes.items()}
 
 
 def _words(text: str) -> Words:
@@ -47,10 +51,11 @@ def _words(text: str) -> Words:
     conn = sqlite3.connect(":memory:")
     try:
         conn.execute(
-            "CREATE VIRTUAL TABLE t USING fts5 (text, tokenize = 'unicode61 remove_diacritics 2')"
+            "CREATE VIRTUAL TABLE t USING fts5 "
+            "(text, detail = none, tokenize = 'unicode61 remove_diacritics 2')"
         )
         conn.execute("INSERT INTO t (rowid, text) VALUES (1, ?)", (text,))
-        return _instances(conn, "t").get(1, ())
+        return _instances(conn, "t").get(1, ((), 0))
     finally:
         conn.close()
 
@@ -65,7 +70,7 @@ def _indexed(path: Path) -> dict[str, Words]:
         entities = dict(conn.execute(f"SELECT rowid, {entity_text('id')} FROM entities"))
     assert set(rows) <= set(sized), "a row with words the index does not count"
     assert set(sized) <= set(entities), "a row no entity's"
-    return {entities[rowid]: rows.get(rowid, ()) for rowid in sized}
+    return {entities[rowid]: rows.get(rowid, ((), 0)) for rowid in sized}
 
 
 def _expected(path: Path) -> dict[str, Words]:

@@ -17,6 +17,7 @@ from derived_restatement_support import DERIVED, underive
 from key_digest_support import full_digests
 from observation_index_support import unnumber_observations
 from restatement_support import MARKED, unmark
+from search_detail_support import PRESENCE, unpresence
 from seq_metas_support import unseq
 from type_prefix_support import PREFIXED, unprefix
 
@@ -44,7 +45,9 @@ def copy_at_version(
     shutil.copyfile(path, to)
     with closing(sqlite3.connect(to, isolation_level=None)) as conn:
         conn.execute("BEGIN IMMEDIATE")
-        if version < DERIVED:  # (the latest step: undone first)
+        if version < PRESENCE:  # (the latest step: undone first)
+            unpresence(conn)
+        if version < DERIVED:
             underive(conn)
         if version < PREFIXED:
             unprefix(conn)
