@@ -38,6 +38,7 @@ from ._codec import fields_sql
 from ._codec import forget as forget_coded
 from ._conversation_index import row_of
 from ._errors import invalid_format, not_found
+from ._first_id import first_id_sql
 from ._page_rows import (
     conversation_item,
     decode_fields,
@@ -121,7 +122,7 @@ SELECT {_RECORD}, records.id, records.entity_type, records.snapshot,
 FROM records LEFT JOIN observations o ON o.entity_row = records.row
 UNION ALL
 SELECT {_CALL}, records.id, r.target_entity_id, e.entity_type, e.snapshot,
-    e.observation_count, e.last_observation_at, e.first_id, e.created_at, e.first_priority,
+    e.observation_count, e.last_observation_at, {first_id_sql("e")}, e.created_at, e.first_priority,
     e.first_osource, e.first_specificity
 FROM records CROSS JOIN relationships r
     ON r.source_entity_id = records.id AND r.relationship_type = 'REFERS_TO'
