@@ -22,6 +22,7 @@ them again under a new name (``_codec.renamed``: the same text decoded).
 
 from __future__ import annotations
 
+import functools
 import json
 import sqlite3
 from typing import Final
@@ -53,7 +54,7 @@ DERIVED_FIRST_IDS: Final = """
 """
 
 
-def fields_text(first_fields: str | None, doc: str, name: str | None) -> str:
+def fields_text(first_fields: str | None, doc: str | None, name: str | None) -> str:
     """The JSON text of an entity row's first observation's fields: ``first_fields``
     (decoded from the field codec), else its snapshot doc's "f" (``doc``: the row's
     ``snapshot``; ``name``: its canonical name), as ``dumps`` writes them."""
@@ -61,19 +62,25 @@ def fields_text(first_fields: str | None, doc: str, name: str | None) -> str:
         if not first_fields.startswith("["):
             return first_fields
         return _dumps(decode_fields(json.loads(first_fields), name))
+    if doc is None:
+        raise ValueError("a first observation shares the snapshot's fields: none given")
     value = _raw_decode(doc, 5)[0]  # a doc is '{"f":' and its fields first (encode_state)
     return _dumps(decode_fields(value, name) if type(value) is list else value)
 
 
+# Memoised: a conversation's row is read at every turn's stores, its first observation's
+# fields unchanged (its snapshot, which changes, is passed only where they are its "f").
+@functools.lru_cache(maxsize=256)
 def derived(
     source: str | bytes | None,
     entity: str | bytes,
     first_fields: str | None,
-    doc: str,
+    doc: str | None,
     name: str | None,
 ) -> bytes | str:
     """The id (as rows hold it: 16 bytes) of an entity row's first observation, from its
-    ``first_source``, ``id``, ``first_fields``, ``snapshot`` and ``canonical_name``."""
+    ``first_source``, ``id``, ``first_fields``, ``snapshot`` (needed only where
+    ``first_fields`` is NULL) and ``canonical_name``."""
     text = fields_text(first_fields, doc, name)
     # (``_rows.decode_entity``: this module is below ``_rows``, whose FIRST_META reads it)
     entity_id = "ent_" + entity.hex() if isinstance(entity, bytes) else entity
@@ -90,8 +97,9 @@ def first_id_sql(table: str = "") -> str:
     ``first_id``, or derived where it is :data:`DERIVED`); ``table``: the row's alias."""
     t = f"{table}." if table else ""
     return (
-        f"(CASE {t}first_id WHEN x'' THEN first_obs_id({t}first_source, {t}id, "
-        f"{t}first_fields, {t}snapshot, {t}canonical_name) ELSE {t}first_id END)"
+        f"(CASE {t}first_id WHEN x'' THEN first_obs_id({t}first_source, {t}id, {t}first_fields, "
+        f"CASE WHEN {t}first_fields IS NULL THEN {t}snapshot END, {t}canonical_name) "
+        f"ELSE {t}first_id END)"
     )
 
 
@@ -112,7 +120,7 @@ def _or_null(
     source: str | bytes | None,
     entity: str | bytes,
     first_fields: str | None,
-    doc: str,
+    doc: str | None,
     name: str | None,
 ) -> bytes | str | None:
     try:

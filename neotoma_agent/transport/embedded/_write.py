@@ -513,9 +513,7 @@ def _observe(
     if fields_json is None:
         fields_json = js_json(fields)
     packed_id: str | bytes | None
-    # A first observation's id is derived from its row where the store derived it from
-    # these fields (``_first_id``: the row gives them back as this text), kept otherwise.
-    first_id: str | bytes | None
+    first_id: str | bytes | None  # (derived where it is this digest: ``_first_id``)
     if obs_id is None:
         obs_id, packed_id = observation_id(source_id, entity_id, fields_json)
         first_id = DERIVED_ID
