@@ -38,7 +38,6 @@ from ._codec import fields_sql
 from ._codec import forget as forget_coded
 from ._conversation_index import row_of
 from ._errors import invalid_format, not_found
-from ._first_id import first_id_sql
 from ._page_rows import (
     conversation_item,
     decode_fields,
@@ -109,7 +108,9 @@ WHERE r.relationship_type != 'PART_OF' AND {LIVE.replace("snapshot", "e.snapshot
 # snapshot may list by seq (its close: ``_row_metas``; its columns as stored, NULLs for a
 # record with none: no JSON built for them), and the ``tool_invocation`` entities they
 # REFER_TO: the second statement, when the page holds turns (a record's id is derived from
-# its turn's id, which the first one reads).
+# its turn's id, which the first one reads). A call's first observation's id is read as
+# stored, not derived (``_first_id``: an empty blob where it is): the page answers a
+# call's fields alone (``pack_tool_calls``), never its provenance.
 _RECORDS_SQL: Final = f"""
 WITH records AS (
     SELECT wanted.column1 AS id, t.rowid AS row, t.entity_type, t.snapshot,
@@ -122,7 +123,7 @@ SELECT {_RECORD}, records.id, records.entity_type, records.snapshot,
 FROM records LEFT JOIN observations o ON o.entity_row = records.row
 UNION ALL
 SELECT {_CALL}, records.id, r.target_entity_id, e.entity_type, e.snapshot,
-    e.observation_count, e.last_observation_at, {first_id_sql("e")}, e.created_at, e.first_priority,
+    e.observation_count, e.last_observation_at, e.first_id, e.created_at, e.first_priority,
     e.first_osource, e.first_specificity
 FROM records CROSS JOIN relationships r
     ON r.source_entity_id = records.id AND r.relationship_type = 'REFERS_TO'
