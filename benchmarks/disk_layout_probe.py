@@ -96,15 +96,18 @@ they are; nor does any layout hold that restatement as a row at all where the us
 its store created gives it back (its source, time, priority and observation source): since
 schema version 28 the live file derives it from the message row, its conversation index row
 flagged (``restated``, ``_derived_restatement``), and every layout copies the index rows
-with their flag. And every layout holds an entity's id
-as its 12 bytes in its row and its unique index (``encode_entity``), as the live file does
-since schema version 12, and its name, aliases and update and last observation times coded
-as the live file stores them since schema version 18 (``_row_codes``: the rest of a name
-after its type, no aliases and a time equal to the creation time as NULL; the copies read
-the stored columns, not the virtual ones that decode them). Nor does any layout, nor the
-live file, hold ``search_docs`` (each indexed entity's number and id, and a unique index
-on the id: about 94 bytes a turn): since schema version 15 the search index's rows have
-their entity rows' rowids.
+with their flag; nor does any layout hold the 16 bytes of an entity row's first
+observation's id where it is the digest of what the row gives back (its source, its
+entity and its fields' text): since schema version 29 the live file stores an empty blob
+there (``_first_id``), and every layout copies the column as it is. And every layout holds
+an entity's id as its 12 bytes in its row and its unique index (``encode_entity``), as the
+live file does since schema version 12, and its name, aliases and update and last
+observation times coded as the live file stores them since schema version 18
+(``_row_codes``: the rest of a name after its type, no aliases and a time equal to the
+creation time as NULL; the copies read the stored columns, not the virtual ones that
+decode them). Nor does any layout, nor the live file, hold ``search_docs`` (each indexed
+entity's number and id, and a unique index on the id: about 94 bytes a turn): since schema
+version 15 the search index's rows have their entity rows' rowids.
 Every layout copies what a turn record's close left of the room its enter wrote it with
 (``room``: since schema version 22 a turn record is written at its enter at the size its
 close takes, ``_close_room``; its close spends the room, a few bytes are left), and the

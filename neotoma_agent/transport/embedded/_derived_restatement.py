@@ -40,6 +40,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final
 
 from ._first import FIRST_SEQ, renumber
+from ._first_id import first_id_sql
 from ._key_rows import SOURCE_PREFIX, key_seqs, pack_seqs
 from ._new_rows import observation_id
 from ._reducer import SnapshotState
@@ -283,7 +284,7 @@ def replayed(conn: sqlite3.Connection, seqs: Sequence[int]) -> list[tuple[str, s
             "SELECT o.seq, e.id, o.entity_type, o.id FROM observations o "
             "JOIN entities e ON e.rowid = o.entity_row "
             "WHERE o.seq IN (SELECT value FROM json_each(?1)) "
-            "UNION ALL SELECT -rowid, id, entity_type, first_id FROM entities "
+            f"UNION ALL SELECT -rowid, id, entity_type, {first_id_sql()} FROM entities "
             "WHERE rowid IN (SELECT -value FROM json_each(?1) WHERE value < 0) "
             "AND first_id IS NOT NULL",
             (listed,),

@@ -16,6 +16,7 @@ from typing import Any, Final
 
 from ._close_room import FIRST_SET
 from ._codec import fields_sql, first_fields_sql
+from ._first_id import first_id_sql
 from ._key_rows import key_seqs
 from ._reducer import SnapshotState
 from ._restatement import MARK_ROWS, marked
@@ -59,9 +60,10 @@ OBSERVATIONS: Final = (
     "observation_source, specificity_score, {fields}, idempotency_key, identity_basis, "
     "identity_rule, seq FROM observations "
     "WHERE entity_row = (SELECT rowid FROM entities WHERE id = ?1) "
-    "UNION ALL SELECT first_id, ?1, entity_type, first_source, created_at, first_priority, "
-    f"first_osource, first_specificity, coalesce({first_fields_sql()}, {fields_sql()}), "
-    "first_key, first_basis, first_rule, 0 FROM entities WHERE id = ?1 "
+    f"UNION ALL SELECT {first_id_sql()}, ?1, entity_type, first_source, created_at, "
+    "first_priority, first_osource, first_specificity, "
+    f"coalesce({first_fields_sql()}, {fields_sql()}), first_key, first_basis, first_rule, 0 "
+    "FROM entities WHERE id = ?1 "
     "AND first_id IS NOT NULL"
 )
 
@@ -69,7 +71,7 @@ OBSERVATIONS: Final = (
 def first_of(conn: sqlite3.Connection, entity_id: str, obs_id: Any) -> int | None:
     """Minus the rowid of ``entity_id`` when its row holds observation ``obs_id`` (packed)."""
     row = conn.execute(
-        "SELECT rowid FROM entities WHERE id = ? AND first_id = ?",
+        f"SELECT rowid FROM entities WHERE id = ? AND {first_id_sql()} = ?",
         (encode_entity(entity_id), obs_id),
     ).fetchone()
     return None if row is None else -int(row[0])

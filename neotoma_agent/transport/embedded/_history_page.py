@@ -108,7 +108,9 @@ WHERE r.relationship_type != 'PART_OF' AND {LIVE.replace("snapshot", "e.snapshot
 # snapshot may list by seq (its close: ``_row_metas``; its columns as stored, NULLs for a
 # record with none: no JSON built for them), and the ``tool_invocation`` entities they
 # REFER_TO: the second statement, when the page holds turns (a record's id is derived from
-# its turn's id, which the first one reads).
+# its turn's id, which the first one reads). A call's first observation's id is read as
+# stored, not derived (``_first_id``: an empty blob where it is): the page answers a
+# call's fields alone (``pack_tool_calls``), never its provenance.
 _RECORDS_SQL: Final = f"""
 WITH records AS (
     SELECT wanted.column1 AS id, t.rowid AS row, t.entity_type, t.snapshot,

@@ -7,49 +7,24 @@ The store's general write (``_write``) and the plan per type of the protocol's o
 
 from __future__ import annotations
 
-import hashlib
 import sqlite3
 from typing import Any
 
 from ..._neotoma.identity import Identity
 from . import _scope
 from ._first import COLUMNS as FIRST_COLUMNS
+from ._ids import observation_id
 from ._row_codes import encode_name, time_code
 from ._rows import encode_entity, encode_opt_time
 from ._words import encode_word
 
-__all__ = ["insert_row", "observation_id"]
+__all__ = ["insert_row", "observation_id"]  # (observation_id: _ids', re-exported)
 
 _INSERT = (
     "INSERT INTO entities (id, type_code, name_code, created_at, snapshot, "
     "observation_count, last_code, message_count, uid, room, "
     f"{FIRST_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,?,?,?,?,?,?,?,?)"
 )
-
-
-def observation_id(source_id: str | None, entity_id: str, fields_json: str) -> tuple[str, bytes]:
-    """The server's id of an observation of ``fields_json`` (the fields' JSON, keys in
-    their order) on ``entity_id`` from ``source_id``, and its 16 bytes (``encode_id`` of
-    it), from one digest."""
-    # A hash of this exact JSON. Both ids are hex digests with fixed prefixes and dashes:
-    # quoting is their JSON.
-    text = (
-        '{"source_id":'
-        + ("null" if source_id is None else f'"{source_id}"')
-        + ',"interpretation_id":"none","entity_id":"'
-        + entity_id
-        + '","fields":'
-        + fields_json
-        + "}"
-    )
-    return hash_id(text)
-
-
-def hash_id(text: str) -> tuple[str, bytes]:
-    """``hash_uuid`` of ``text`` and its 16 bytes (``encode_id`` of it), from one digest."""
-    digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest()
-    h = digest[:16].hex()
-    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}", digest[:16]
 
 
 def insert_row(

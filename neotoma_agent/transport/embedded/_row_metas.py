@@ -36,6 +36,7 @@ import sqlite3
 from collections.abc import Sequence
 from typing import Any, Final
 
+from ._first_id import first_id_sql
 from ._ids import decode_id, encode_id
 from ._reducer import source_rank
 from ._times import decode_time, encode_time
@@ -135,7 +136,7 @@ class FirstMetaNeeded(ValueError):
 
 #: the entity row's columns that are its first observation's meta (seq 0: ``_first``), in
 #: the order :func:`decode_state` takes them; a reader selects them beside the snapshot
-FIRST_META = "first_id, created_at, first_priority, first_osource, first_specificity"
+FIRST_META = f"{first_id_sql()}, created_at, first_priority, first_osource, first_specificity"
 #: the column a reader of a turn record selects beside its snapshot: the metas of the
 #: observation rows it lists by seq (``_row_metas``), :func:`decode_state`'s ``rows``
 SEQ_META = metas_sql()

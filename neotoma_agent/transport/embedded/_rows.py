@@ -14,7 +14,8 @@ from typing import Any
 
 from ..._neotoma.identity import ENTITY_ID_RE, schema_version
 from ..._neotoma.js import compact_encoder
-from . import _codec, _restatement, _scope
+from . import _codec, _first_id, _restatement, _scope
+from ._first_id import first_id_sql
 from ._ids import decode_id, encode_id
 from ._reducer import ObservationMeta, SnapshotState
 from ._row_metas import (
@@ -132,6 +133,7 @@ def install(conn: sqlite3.Connection) -> None:
     ``bytes`` parameters without a failed adaptation (below)."""
     conn.create_function("entity_key", 1, encode_entity, deterministic=True)
     _codec.install(conn)
+    _first_id.install(conn)
     _bind_bytes()
 
 
@@ -353,7 +355,7 @@ def observation_seq(conn: sqlite3.Connection, entity_id: str, obs_id: str) -> in
     row = conn.execute(
         "SELECT seq FROM observations "
         "WHERE entity_row = (SELECT rowid FROM entities WHERE id = ?1) AND id = ?2 "
-        "UNION ALL SELECT -rowid FROM entities WHERE id = ?1 AND first_id = ?2",
+        f"UNION ALL SELECT -rowid FROM entities WHERE id = ?1 AND {first_id_sql()} = ?2",
         (encode_entity(entity_id), packed),
     ).fetchone()
     return None if row is None else int(row[0])

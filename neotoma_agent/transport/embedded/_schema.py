@@ -23,6 +23,8 @@ from ._early_schema import (
     share_fields,
 )
 from ._first import merge_first, number_first_metas
+from ._first_id import DERIVED_FIRST_IDS, derive_ids
+from ._first_id import install as install_first_id
 from ._key_digest import KEY_DIGESTS, key_digest
 from ._key_rows import PACKED_KEYS, pack_keys
 from ._name_index import backfill_book_names
@@ -293,6 +295,7 @@ MIGRATIONS: tuple[str, ...] = (
     TYPE_PREFIX,  # version 27: the type index keyed by 4 bytes of the id (_type_prefix)
     DERIVED_RESTATEMENTS,  # version 28: a restatement derived (_derived_restatement)
     SEARCH_PRESENCE,  # version 29: the search index without positions (_search_detail)
+    DERIVED_FIRST_IDS,  # version 30: a first observation's id derived from its row (_first_id)
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -316,6 +319,7 @@ _AFTER: dict[str, Callable[[sqlite3.Connection], None]] = {
     SEQ_METAS: number_rows,
     DERIVED_RESTATEMENTS: derive_rows,
     SEARCH_PRESENCE: index_presence,
+    DERIVED_FIRST_IDS: derive_ids,
 }
 
 
@@ -349,6 +353,7 @@ def migrate(conn: sqlite3.Connection) -> int:
         )
     if found == SCHEMA_VERSION:
         return found
+    install_first_id(conn)  # (the steps that read FIRST_META prepare its derivation)
     conn.execute("BEGIN IMMEDIATE")
     try:
         for version in range(found, SCHEMA_VERSION):

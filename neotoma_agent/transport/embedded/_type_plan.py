@@ -32,6 +32,7 @@ from ..._neotoma.identity import Identity, schema_for, undeclared_identity_keys
 from ._close_room import room_for
 from ._codec import code_message, encode_fields
 from ._first import FIRST_SEQ
+from ._first_id import DERIVED as DERIVED_ID
 from ._new_edges import Counted
 from ._new_rows import insert_row, observation_id
 from ._reducer import ObservationMeta, SnapshotChange, SnapshotState, sets_as_given, source_rank
@@ -143,7 +144,7 @@ def write_new(
         now,
         counted.take(entity_id),
         (
-            packed_id,
+            DERIVED_ID,  # (its id is the digest of the fields its row gives back: _first_id)
             packed_source,
             None,
             priority,

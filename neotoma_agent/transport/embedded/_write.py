@@ -36,6 +36,7 @@ from ._errors import (
     resolution_failed,
 )
 from ._first import FIRST_SEQ, first_of
+from ._first_id import DERIVED as DERIVED_ID
 from ._key_digest import key_seen, record_key
 from ._name_index import index_fields, index_name
 from ._new_edges import Counted, edge_routes, fast_pairs, write_edges
@@ -512,10 +513,12 @@ def _observe(
     if fields_json is None:
         fields_json = js_json(fields)
     packed_id: str | bytes | None
+    first_id: str | bytes | None  # (derived where it is this digest: ``_first_id``)
     if obs_id is None:
         obs_id, packed_id = observation_id(source_id, entity_id, fields_json)
+        first_id = DERIVED_ID
     else:
-        packed_id = encode_id(obs_id)
+        packed_id = first_id = encode_id(obs_id)
     # Reuse the state this store already read or wrote instead of reading the row again.
     if states is not None and entity_id in states:
         state: SnapshotState | None = states[entity_id]
@@ -627,7 +630,7 @@ def _observe(
     known = None if firsts is None else firsts.get(entity_id)
     rowid = None if known is None else int(known[0])  # the entity row's, if held
     if create is not None:
-        columns = (packed_id, source, idempotency_key, priority, encode_word(obs_source), 1.0)
+        columns = (first_id, source, idempotency_key, priority, encode_word(obs_source), 1.0)
         rowid = insert_row(
             conn,
             entity_id,

@@ -18,6 +18,7 @@ from pathlib import Path
 from codec_support import uncode
 from conversation_index_support import unnumber
 from derived_restatement_support import underive
+from first_id_support import underive_ids
 from observation_index_support import by_ids, unnumber_observations
 from restatement_support import unmark
 from seq_metas_support import unseq
@@ -48,6 +49,7 @@ def unmerge(path: Path) -> int:
     """Each entity row's first observation written back as a row; how many."""
     with closing(sqlite3.connect(path, isolation_level=None)) as conn:
         conn.execute("BEGIN IMMEDIATE")
+        underive_ids(conn)  # the first observations' ids stored (their rows hold them)
         underive(conn, drop=False)  # the restatements derived from the rows' firsts: rows
         unseq(conn)  # the snapshots as version 23 held them
         unmark(conn)  # while the rows' first fields are there to restate

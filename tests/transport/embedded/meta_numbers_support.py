@@ -21,11 +21,13 @@ from typing import Any
 
 from conversation_index_support import unnumber
 from derived_restatement_support import underive
+from first_id_support import underive_ids
 from observation_index_support import by_ids, unnumber_observations
 from restatement_support import unmark
 from seq_metas_support import unseq
 from type_codes_support import untype
 
+from neotoma_agent.transport.embedded import _first_id
 from neotoma_agent.transport.embedded._reducer import SnapshotState, source_rank
 from neotoma_agent.transport.embedded._rows import (
     FIRST_META,
@@ -51,6 +53,7 @@ def expand(path: Path, version: int = BEFORE) -> int:
     many snapshots changed."""
     with closing(sqlite3.connect(path, isolation_level=None)) as conn:
         conn.execute("BEGIN IMMEDIATE")
+        underive_ids(conn)  # the first observations' ids stored (the metas in full hold them)
         underive(conn)  # the restatements derived from messages as rows
         unseq(conn)  # the snapshots as version 23 held them
         unmark(conn)  # (the rows as every version before the mark held them)
@@ -97,6 +100,7 @@ def states(path: Path) -> dict[int, dict[str, Any]]:
     """Every entity's snapshot state as the store decodes it (each attribute: the winners'
     metas among them), by rowid."""
     with closing(sqlite3.connect(path)) as conn:
+        _first_id.install(conn)  # (FIRST_META derives a first observation's id)
         # (a file before version 21 holds its observation rows by entity id: no row by seq)
         rows = conn.execute(
             "SELECT rowid, snapshot, observation_count, last_observation_at, canonical_name, "

@@ -25,6 +25,7 @@ from file_workload_support import (
     turn_on_recorded,
     write_steps,
 )
+from first_id_support import ids_kept
 from hypothesis import given
 from hypothesis import strategies as st
 from paths_support import TESTS
@@ -225,7 +226,7 @@ async def test_a_version_20_file_upgrades_and_is_written_on(tmp_path: Path) -> N
     with closing(sqlite3.connect(path)) as conn:
         assert conn.execute("PRAGMA user_version").fetchone()[0] <= BEFORE
         before = conn.execute("SELECT rowid, * FROM entities ORDER BY rowid").fetchall()
-    with rows_kept():  # (its restatements as rows: ``_derived_restatement``)
+    with rows_kept(), ids_kept():  # (its restatements as rows, its first ids stored)
         async with EmbeddedStore.open(path):
             pass
     with closing(sqlite3.connect(path, isolation_level=None)) as conn:

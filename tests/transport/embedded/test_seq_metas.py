@@ -25,6 +25,7 @@ from file_workload_support import (
     steps,
     write_steps,
 )
+from first_id_support import ids_kept
 from hypothesis import given
 from meta_numbers_support import states
 from packed_ids_support import entity_rows
@@ -130,7 +131,7 @@ async def test_a_version_23_file_upgrades_to_the_rows_this_version_writes(
         assert conn.execute("PRAGMA user_version").fetchone()[0] <= BEFORE
         before = conn.execute("SELECT rowid, * FROM entities ORDER BY rowid").fetchall()
         assert by_seq(conn) == 0
-    with rows_kept():  # (its restatements as rows: ``_derived_restatement``)
+    with rows_kept(), ids_kept():  # (its restatements as rows, its first ids stored)
         async with EmbeddedStore.open(path):
             pass
     with closing(sqlite3.connect(path, isolation_level=None)) as conn:

@@ -27,6 +27,7 @@ from paths_support import TESTS
 from version_copy_support import copy_at_version
 
 from neotoma_agent import EmbeddedStore
+from neotoma_agent.transport.embedded import _first_id
 from neotoma_agent.transport.embedded._schema import MIGRATIONS, SCHEMA_VERSION
 from neotoma_agent.transport.embedded._type_prefix import TYPE_PREFIX
 
@@ -156,6 +157,7 @@ async def test_a_page_of_a_type_sorts_the_runs_of_equal_bytes_only(tmp_path: Pat
     assert len(pages) == 3
     with closing(sqlite3.connect(path)) as conn:
         conn.create_function("current_uid", 0, lambda: 0)
+        _first_id.install(conn)  # (the page's rows' FIRST_META)
         for sql in pages:
             plan = [r[3] for r in conn.execute(f"EXPLAIN QUERY PLAN {sql}")]
             assert any(p.startswith("SEARCH entities USING INDEX entities_by_type") for p in plan)

@@ -14,6 +14,7 @@ from contextlib import closing
 from pathlib import Path
 
 from derived_restatement_support import DERIVED, underive
+from first_id_support import DERIVED_IDS, underive_ids
 from key_digest_support import full_digests
 from observation_index_support import unnumber_observations
 from restatement_support import MARKED, unmark
@@ -45,7 +46,9 @@ def copy_at_version(
     shutil.copyfile(path, to)
     with closing(sqlite3.connect(to, isolation_level=None)) as conn:
         conn.execute("BEGIN IMMEDIATE")
-        if version < PRESENCE:  # (the latest step: undone first)
+        if version < DERIVED_IDS:  # (the latest step: undone first)
+            underive_ids(conn)
+        if version < PRESENCE:
             unpresence(conn)
         if version < DERIVED:
             underive(conn)
