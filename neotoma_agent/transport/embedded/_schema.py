@@ -23,6 +23,7 @@ from ._early_schema import (
     share_fields,
 )
 from ._first import merge_first, number_first_metas
+from ._id_prefix import ID_PREFIX, drop_key
 from ._key_digest import KEY_DIGESTS, key_digest
 from ._key_rows import PACKED_KEYS, pack_keys
 from ._name_index import backfill_book_names
@@ -291,6 +292,7 @@ MIGRATIONS: tuple[str, ...] = (
     RESTATED,  # version 26: a restatement's fields as a mark (_restatement)
     TYPE_PREFIX,  # version 27: the type index keyed by 4 bytes of the id (_type_prefix)
     DERIVED_RESTATEMENTS,  # version 28: a restatement derived (_derived_restatement)
+    ID_PREFIX,  # version 29: the id index keyed by 4 bytes of the id (_id_prefix)
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -313,6 +315,7 @@ _AFTER: dict[str, Callable[[sqlite3.Connection], None]] = {
     ROW_CODES: recode_rows,
     SEQ_METAS: number_rows,
     DERIVED_RESTATEMENTS: derive_rows,
+    ID_PREFIX: drop_key,
 }
 
 

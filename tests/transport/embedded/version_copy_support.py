@@ -14,6 +14,7 @@ from contextlib import closing
 from pathlib import Path
 
 from derived_restatement_support import DERIVED, underive
+from id_prefix_support import PREFIXED_IDS, keyed
 from key_digest_support import full_digests
 from observation_index_support import unnumber_observations
 from restatement_support import MARKED, unmark
@@ -44,7 +45,9 @@ def copy_at_version(
     shutil.copyfile(path, to)
     with closing(sqlite3.connect(to, isolation_level=None)) as conn:
         conn.execute("BEGIN IMMEDIATE")
-        if version < DERIVED:  # (the latest step: undone first)
+        if version < PREFIXED_IDS:  # (the latest step: undone first)
+            keyed(conn)
+        if version < DERIVED:
             underive(conn)
         if version < PREFIXED:
             unprefix(conn)
