@@ -95,8 +95,9 @@ its store created gives it back (its source, time, priority and observation sour
 schema version 28 the live file derives it from the message row, its conversation index row
 flagged (``restated``, ``_derived_restatement``), and every layout copies the index rows
 with their flag. And every layout holds an entity's id
-as its 12 bytes in its row and its unique index (``encode_entity``), as the live file does
-since schema version 12, and its name, aliases and update and last observation times coded
+as its 12 bytes in its row (``encode_entity``), as the live file does since schema version
+12, and indexes its first 4 bytes alone, not unique (the live file since schema version 29,
+``_id_prefix``: the table has no key on the id, whose index held its 12 bytes), and its name, aliases and update and last observation times coded
 as the live file stores them since schema version 18 (``_row_codes``: the rest of a name
 after its type, no aliases and a time equal to the creation time as NULL; the copies read
 the stored columns, not the virtual ones that decode them). Nor does any layout, nor the
@@ -154,7 +155,9 @@ def _has(layout: str, step: str) -> bool:
 
 
 # (name, columns) of the tables and indexes each layout writes; rows come from ``_fill``.
-_ENTITIES = """CREATE TABLE entities (num INTEGER PRIMARY KEY, id NOT NULL UNIQUE,
+# The id not unique (schema version 29: the writer keeps it so), found by its first 4 bytes
+# (``entities_by_id``, ``_id_prefix``), as the live file holds it.
+_ENTITIES = """CREATE TABLE entities (num INTEGER PRIMARY KEY, id NOT NULL,
     entity_type NOT NULL, name_code, alias_list TEXT, created_at NOT NULL,
     updated_code, snapshot TEXT NOT NULL, observation_count INTEGER NOT NULL,
     last_code, message_count INTEGER NOT NULL, uid INTEGER NOT NULL{merged}, room BLOB)"""
@@ -193,6 +196,7 @@ _MESSAGES = """CREATE TABLE conversation_messages (conversation_row INTEGER NOT 
     seq INTEGER NOT NULL, message_row INTEGER NOT NULL, restated INTEGER,
     PRIMARY KEY (conversation_row, seq)) WITHOUT ROWID"""
 _INDEXES = """
+CREATE INDEX entities_by_id ON entities (substr(id, 1, 4));
 CREATE UNIQUE INDEX observations_by_entity ON observations (entity_row, id);
 CREATE INDEX relationships_by_target ON relationships (target_entity_id, relationship_type);
 """

@@ -41,6 +41,9 @@ ID_PREFIX: Final = "\n-- the id index keyed by 4 bytes of the id (_id_prefix)\n"
 
 _KEY: Final = "id TEXT PRIMARY KEY,"
 
+#: up to this many ids, :func:`id_among` is an ``OR`` of :func:`id_is`
+_OR_TERMS: Final = 16
+
 
 def id_is(value: str, column: str = "id") -> str:
     """SQL that the entity row's ``column`` is ``value`` (a numbered parameter or an
@@ -59,8 +62,13 @@ def ids_in(ids: str, column: str = "id") -> str:
 
 def id_among(count: int, column: str = "id", first: int = 1) -> str:
     """SQL that the entity row's ``column`` is one of ``count`` packed ids bound as the
-    parameters ``?first`` onwards, which seeks the id index by each one's prefix."""
+    parameters ``?first`` onwards, which seeks the id index by each one's prefix: a few as
+    :func:`id_is` each, or'ed (SQLite seeks each and keeps a row once, with no temporary
+    table: a lookup of 3 ids took about 90,000 instructions against 147,000 as two ``IN``
+    lists and 112,000 through the key), more as ``IN`` lists of the prefixes and the ids."""
     marks = [f"?{first + i}" for i in range(count)]
+    if count <= _OR_TERMS:
+        return "(" + " OR ".join(f"({id_is(m, column)})" for m in marks) + ")"
     prefixes = ", ".join(f"substr({m}, 1, 4)" for m in marks)
     return f"substr({column}, 1, 4) IN ({prefixes}) AND +{column} IN ({', '.join(marks)})"
 

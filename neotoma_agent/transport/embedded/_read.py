@@ -366,9 +366,10 @@ def query_entities(conn: sqlite3.Connection, body: Mapping[str, Any]) -> dict[st
     clause = f" WHERE {' AND '.join(where)}" if where else ""
     total = int(conn.execute(f"SELECT count(*) FROM entities{clause}", params).fetchone()[0])
     direction = "DESC" if sort_order == "desc" else "ASC"
-    # A page of types in id order walks the type index, keyed by 4 bytes of the id
-    # (``_type_prefix``): in their order, each run of equal ones sorted by the id.
-    by_prefix = bool(types) and order_column == "id"
+    # A page in id order walks the type index or, of every type, the id index, each keyed
+    # by 4 bytes of the id (``_type_prefix``, ``_id_prefix``): in their order, each run of
+    # equal ones sorted by the id.
+    by_prefix = order_column == "id"
     if cursor is not None:
         # Keyset paging: each page seeks to its start instead of skipping `offset` rows.
         after = encode_entity(_decode_cursor(cursor, sort_order))

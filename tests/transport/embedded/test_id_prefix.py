@@ -186,7 +186,8 @@ async def test_every_statement_that_compares_an_entity_id_seeks_the_id_index(
     # the helpers' own forms (a purge's lists, a parameter by its place), with values bound
     forms = {
         f"SELECT * FROM entities WHERE {id_is('?1')}": (b"k" * 12,),
-        f"SELECT * FROM entities WHERE {id_among(3)}": (b"k" * 12,) * 3,
+        f"SELECT * FROM entities WHERE {id_among(3)} AND +uid = 0": (b"k" * 12,) * 3,
+        f"SELECT * FROM entities WHERE {id_among(40)}": (b"k" * 12,) * 40,
         f"SELECT * FROM entities WHERE {ids_in('?1')}": ("[]",),
         f"SELECT * FROM conversation_messages WHERE conversation_row = {row_of('?')}": ("k",),
         f"SELECT * FROM conversation_messages WHERE conversation_row = {row_of('?1')}": ("k",),
