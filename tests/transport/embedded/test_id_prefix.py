@@ -35,6 +35,7 @@ from neotoma_agent import EmbeddedStore
 from neotoma_agent.transport.embedded._conversation_index import row_of
 from neotoma_agent.transport.embedded._db_thread import Job
 from neotoma_agent.transport.embedded._id_prefix import ID_INDEX, ID_PREFIX, id_among, id_is, ids_in
+from neotoma_agent.transport.embedded._purge import purge_entities
 from neotoma_agent.transport.embedded._rows import entity_text, install
 from neotoma_agent.transport.embedded._schema import MIGRATIONS, SCHEMA_VERSION
 
@@ -108,18 +109,25 @@ async def _point_reads(path: Path) -> dict[str, Any]:
 async def test_the_table_has_no_key_and_its_id_index_holds_4_bytes_of_each_id(
     tmp_path: Path,
 ) -> None:
+    """And the migration keeps each row's rowid (a purged entity's is a gap: the rows after
+    it keep theirs), and a purge finds its rows by the prefix."""
     path = tmp_path / "store.db"
-    await _people(path)
+    ids = await _people(path)
+    assert purge_entities(path, [ids[1]]).entities == 1
     schema = _schema(path)
     assert "sqlite_autoindex_entities_1" not in schema
     assert "id TEXT NOT NULL," in schema["entities"]
     assert schema[ID_INDEX] == f"CREATE INDEX {ID_INDEX} ON entities (substr(id, 1, 4))"
+    rows = _ids_by_rowid(path)
+    assert [r for r, _ in rows] == [1, *range(3, len(ids) + 1)]
     old = copy_at_version(path, tmp_path / "before.db", BEFORE)
     assert ID_INDEX not in _schema(old)
-    assert _ids_by_rowid(old) == _ids_by_rowid(path)
     # 8 bytes less an entry: the 12 of a packed id, 4 kept
-    rows = len(_ids_by_rowid(path))
-    assert _payload(old, "sqlite_autoindex_entities_1") - _payload(path, ID_INDEX) == 8 * rows
+    assert _payload(old, "sqlite_autoindex_entities_1") - _payload(path, ID_INDEX) == 8 * len(rows)
+    async with EmbeddedStore.open(old):  # upgraded: the same rows at the same rowids
+        pass
+    assert _ids_by_rowid(old) == rows
+    assert _schema(old) == schema
 
 
 async def test_ids_that_share_their_first_4_bytes_are_each_found_as_themselves(
