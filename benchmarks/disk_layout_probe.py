@@ -97,7 +97,8 @@ flagged (``restated``, ``_derived_restatement``), and every layout copies the in
 with their flag. And every layout holds an entity's id
 as its 12 bytes in its row (``encode_entity``), as the live file does since schema version
 12, and indexes its first 4 bytes alone, not unique (the live file since schema version 29,
-``_id_prefix``: the table has no key on the id, whose index held its 12 bytes), and its name, aliases and update and last observation times coded
+``_id_prefix``: the table has no key on the id, whose index held its 12 bytes), and its
+name, aliases and update and last observation times coded
 as the live file stores them since schema version 18 (``_row_codes``: the rest of a name
 after its type, no aliases and a time equal to the creation time as NULL; the copies read
 the stored columns, not the virtual ones that decode them). Nor does any layout, nor the
