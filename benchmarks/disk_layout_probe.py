@@ -98,16 +98,18 @@ schema version 28 the live file derives it from the message row, its conversatio
 flagged (``restated``, ``_derived_restatement``), and every layout copies the index rows
 with their flag; nor does any layout hold the 16 bytes of an entity row's first
 observation's id where it is the digest of what the row gives back (its source, its
-entity and its fields' text): since schema version 29 the live file stores an empty blob
+entity and its fields' text): since schema version 30 the live file stores an empty blob
 there (``_first_id``), and every layout copies the column as it is. And every layout holds
-an entity's id as its 12 bytes in its row and its unique index (``encode_entity``), as the
-live file does since schema version 12, and its name, aliases and update and last
-observation times coded as the live file stores them since schema version 18
-(``_row_codes``: the rest of a name after its type, no aliases and a time equal to the
-creation time as NULL; the copies read the stored columns, not the virtual ones that
-decode them). Nor does any layout, nor the live file, hold ``search_docs`` (each indexed
-entity's number and id, and a unique index on the id: about 94 bytes a turn): since schema
-version 15 the search index's rows have their entity rows' rowids.
+an entity's id as its 12 bytes in its row (``encode_entity``), as the live file does since
+schema version 12, and indexes its first 4 bytes alone, not unique (the live file since
+schema version 31, ``_id_prefix``: the table has no key on the id, whose index held its 12
+bytes), and its name, aliases and update and last observation times coded as the live
+file stores them since schema version 18 (``_row_codes``: the rest of a name after its
+type, no aliases and a time equal to the creation time as NULL; the copies read the stored
+columns, not the virtual ones that decode them). Nor does any layout, nor the live file,
+hold ``search_docs`` (each indexed entity's number and id, and a unique index on the id:
+about 94 bytes a turn): since schema version 15 the search index's rows have their entity
+rows' rowids.
 Every layout copies what a turn record's close left of the room its enter wrote it with
 (``room``: since schema version 22 a turn record is written at its enter at the size its
 close takes, ``_close_room``; its close spends the room, a few bytes are left), and the
@@ -159,7 +161,9 @@ def _has(layout: str, step: str) -> bool:
 
 
 # (name, columns) of the tables and indexes each layout writes; rows come from ``_fill``.
-_ENTITIES = """CREATE TABLE entities (num INTEGER PRIMARY KEY, id NOT NULL UNIQUE,
+# The id not unique (schema version 29: the writer keeps it so), found by its first 4 bytes
+# (``entities_by_id``, ``_id_prefix``), as the live file holds it.
+_ENTITIES = """CREATE TABLE entities (num INTEGER PRIMARY KEY, id NOT NULL,
     entity_type NOT NULL, name_code, alias_list TEXT, created_at NOT NULL,
     updated_code, snapshot TEXT NOT NULL, observation_count INTEGER NOT NULL,
     last_code, message_count INTEGER NOT NULL, uid INTEGER NOT NULL{merged}, room BLOB)"""
@@ -198,6 +202,7 @@ _MESSAGES = """CREATE TABLE conversation_messages (conversation_row INTEGER NOT 
     seq INTEGER NOT NULL, message_row INTEGER NOT NULL, restated INTEGER,
     PRIMARY KEY (conversation_row, seq)) WITHOUT ROWID"""
 _INDEXES = """
+CREATE INDEX entities_by_id ON entities (substr(id, 1, 4));
 CREATE UNIQUE INDEX observations_by_entity ON observations (entity_row, id);
 CREATE INDEX relationships_by_target ON relationships (target_entity_id, relationship_type);
 """

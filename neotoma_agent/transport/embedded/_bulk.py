@@ -24,6 +24,7 @@ from .._bulk import MessageRows, RecordSink
 from .._results import EntitySnapshot
 from ._codec import decode_fields, field_sql
 from ._conversation_index import row_of
+from ._id_prefix import id_is
 from ._rows import (
     FIRST_META,
     LIVE,
@@ -100,7 +101,7 @@ _DELETED: Final = (
 _MESSAGES: Final = (
     # CROSS JOIN fixes the order: each conversation's edges by index, then each message by
     # id (left to itself, SQLite would scan every message of the store for each page), by
-    # the id's own index ("+" keeps SQLite off the type index, larger for the same seek).
+    # the id's own index (``_id_prefix``; "+" keeps SQLite off the type index).
     # (the entity rows hold their ids as ``encode_entity`` does: ``e.id`` is the message's
     # 12 bytes, ``source`` its text for the edge rows, which hold it so)
     "SELECT key, source, canonical_name, updated_at FROM ("
@@ -108,8 +109,8 @@ _MESSAGES: Final = (
     "c.value AS conversation, e.id AS packed "
     "FROM json_each(?1) c CROSS JOIN relationships r CROSS JOIN entities e "
     "WHERE r.target_entity_id = c.value AND r.relationship_type = 'PART_OF' "
-    "AND e.id = entity_key(r.source_entity_id) AND +e.entity_type = 'conversation_message' "
-    "AND r.uid = {uid} AND e.uid = {uid} "
+    f"AND {id_is('entity_key(r.source_entity_id)', 'e.id')} "
+    "AND +e.entity_type = 'conversation_message' AND r.uid = {uid} AND +e.uid = {uid} "
     # The edges derived from the conversation index (``_part_of``): those without a row.
     f"UNION ALL SELECT c.key, {_E_ID}, e.canonical_name, e.updated_at, c.value, e.id "
     "FROM json_each(?1) c CROSS JOIN conversation_messages cm CROSS JOIN entities e "

@@ -43,6 +43,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from ..._neotoma.js import compact_encoder
+from ._id_prefix import id_is
 from ._times import decode_time, encode_time
 
 __all__ = [
@@ -407,7 +408,9 @@ def row_name(conn: sqlite3.Connection, entity_type: str, packed_id: str | bytes)
     ``NAMED_TYPES`` (``None`` for the others: their templates derive nothing from it)."""
     if entity_type not in NAMED_TYPES:
         return None
-    row = conn.execute("SELECT canonical_name FROM entities WHERE id = ?", (packed_id,)).fetchone()
+    row = conn.execute(
+        f"SELECT canonical_name FROM entities WHERE {id_is('?1')}", (packed_id,)
+    ).fetchone()
     return None if row is None else str(row[0])
 
 
@@ -424,7 +427,7 @@ def renamed(
     if entity_type not in NAMED_TYPES:
         return
     row = conn.execute(
-        "SELECT snapshot, first_fields FROM entities WHERE id = ?", (packed_id,)
+        f"SELECT snapshot, first_fields FROM entities WHERE {id_is('?1')}", (packed_id,)
     ).fetchone()
     if row is None:
         return
@@ -435,5 +438,6 @@ def renamed(
     if first is not None and first.startswith("["):
         first = _recoded(entity_type, json.loads(first), old, new)
     conn.execute(
-        "UPDATE entities SET snapshot = ?, first_fields = ? WHERE id = ?", (doc, first, packed_id)
+        f"UPDATE entities SET snapshot = ?1, first_fields = ?2 WHERE {id_is('?3')}",
+        (doc, first, packed_id),
     )

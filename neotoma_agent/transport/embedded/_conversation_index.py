@@ -23,13 +23,19 @@ from __future__ import annotations
 
 from typing import Final
 
+from ._id_prefix import id_is
+
 __all__ = ["NUMBERED_INDEX", "row_of"]
 
 
 def row_of(packed: str) -> str:
     """SQL for the rowid of the entity whose id (as ``encode_entity`` packs it) is the
     SQL expression ``packed`` (NULL: no such entity)."""
-    return f"(SELECT rowid FROM entities WHERE id = {packed})"
+    if packed == "?":  # (a parameter by its place: written once, its row's value twice)
+        return (
+            f"(SELECT e.rowid FROM (SELECT ? AS k) CROSS JOIN entities e ON {id_is('k', 'e.id')})"
+        )
+    return f"(SELECT rowid FROM entities WHERE {id_is(packed)})"
 
 
 #: the migration's script: the index's rows renumbered by their entity rows (a row whose

@@ -36,6 +36,7 @@ from ._codec import fields_sql
 from ._conversation_index import row_of
 from ._errors import invalid_format, not_found
 from ._history_page import history_page
+from ._id_prefix import id_is, ids_in
 from ._page_rows import activity, conversation_item, message_fields, related_entry
 from ._rows import LIVE, decode_entity, encode_entity, entity_text
 from ._summaries import SUMMARIES_ROUTE, conversation_summaries
@@ -59,7 +60,7 @@ def _related(conn: sqlite3.Connection, ids: Sequence[str]) -> dict[str, list[dic
     rows = conn.execute(
         "SELECT r.source_entity_id, r.relationship_type, r.target_entity_id, e.entity_type, "
         f"e.canonical_name, {fields_sql('e.snapshot', 'e.canonical_name')} FROM relationships r "
-        "JOIN entities e ON e.id = entity_key(r.target_entity_id) "
+        f"JOIN entities e ON {id_is('entity_key(r.target_entity_id)', 'e.id')} "
         "WHERE r.source_entity_id IN (SELECT value FROM json_each(?)) "
         f"AND r.relationship_type != 'PART_OF' AND {LIVE} "  # a deleted end is not listed
         f"AND {_scope.owned('e')} AND {_scope.owned('r')} "
@@ -79,7 +80,7 @@ def _messages(
     rows = conn.execute(
         f"SELECT {_MESSAGE_COLUMNS} FROM entities WHERE {_scope.owned(index=True)} "
         f"AND {of_type('conversation_message')} "
-        "AND id IN (SELECT entity_key(value) FROM json_each(?))",
+        f"AND {ids_in('?1')}",
         (json.dumps(list(ids)),),
     ).fetchall()
     related = _related(conn, [r[0] for r in rows])
@@ -114,7 +115,8 @@ def _conversation(conn: sqlite3.Connection, entity_id: object) -> tuple[Any, ...
         f"SELECT {entity_text('id')}, canonical_name, created_at, updated_at, "
         f"last_observation_at, {fields_sql()}, json_extract(snapshot, '$.d'), "
         "message_count "
-        f"FROM entities WHERE id = ? AND entity_type = 'conversation' AND {_scope.owned()}",
+        f"FROM entities WHERE {id_is('?1')} AND entity_type = 'conversation' "
+        f"AND {_scope.owned()}",
         (encode_entity(entity_id),),
     ).fetchone()
     if row is None or row[6]:

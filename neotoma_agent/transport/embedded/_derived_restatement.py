@@ -41,6 +41,7 @@ from typing import Any, Final
 
 from ._first import FIRST_SEQ, renumber
 from ._first_id import first_id_sql
+from ._id_prefix import id_is
 from ._key_rows import SOURCE_PREFIX, key_seqs, pack_seqs
 from ._new_rows import observation_id
 from ._reducer import SnapshotState
@@ -96,12 +97,13 @@ OBSERVATIONS: Final = (
     "SELECT NULL, ?1, c.entity_type, m.first_source, m.created_at, m.first_priority, "
     f"m.first_osource, 1.0, {_FIELDS}, NULL, c.first_basis, c.first_rule, -1 "
     "FROM entities c JOIN conversation_messages cm ON cm.conversation_row = c.rowid "
-    "JOIN entities m ON m.rowid = cm.message_row WHERE c.id = ?1 AND cm.restated = 1"
+    f"JOIN entities m ON m.rowid = cm.message_row WHERE {id_is('?1', 'c.id')} "
+    "AND cm.restated = 1"
 )
 #: how many derived restatements the entity whose packed id is ``?1`` has
 COUNT: Final = (
     "(SELECT count(*) FROM conversation_messages WHERE restated = 1 "
-    "AND conversation_row = (SELECT rowid FROM entities WHERE id = ?1))"
+    f"AND conversation_row = (SELECT rowid FROM entities WHERE {id_is('?1')}))"
 )
 
 #: the migration's script (:func:`derive_rows` runs right after it)
@@ -212,8 +214,8 @@ def settle_tie(conn: sqlite3.Connection, entity_id: str, at: Any, now: str, last
     ties = conn.execute(
         "SELECT cm.conversation_row, cm.message_row FROM conversation_messages cm "
         "JOIN entities m ON m.rowid = cm.message_row WHERE cm.restated = 1 "
-        "AND cm.conversation_row = (SELECT rowid FROM entities WHERE id = ?) "
-        "AND m.created_at = ?",
+        f"AND cm.conversation_row = (SELECT rowid FROM entities WHERE {id_is('?1')}) "
+        "AND m.created_at = ?2",
         (encode_entity(entity_id), at),
     ).fetchall()
     for row, message_row in ties:

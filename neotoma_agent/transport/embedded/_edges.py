@@ -21,6 +21,7 @@ from ._errors import (
     not_found,
     now_iso,
 )
+from ._id_prefix import id_is, ids_in
 from ._part_of import DERIVED, pair
 from ._part_of import edges as edge_rows
 from ._rows import (
@@ -50,7 +51,7 @@ def _entity_type_of(
     if entity_id in known:
         return known[entity_id]
     row = conn.execute(
-        f"SELECT entity_type FROM entities WHERE id = ? AND {_scope.owned()}",
+        f"SELECT entity_type FROM entities WHERE {id_is('?1')} AND {_scope.owned()}",
         (encode_entity(entity_id),),
     ).fetchone()
     return str(row[0]) if row else None
@@ -121,7 +122,7 @@ def relate(
             # (RETURNING here costs several times a plain UPDATE plus a later SELECT.)
             counted = conn.execute(
                 "UPDATE entities SET message_count = message_count + 1 "
-                f"WHERE id = ? AND entity_type = 'conversation' AND {_scope.owned()}",
+                f"WHERE {id_is('?1')} AND entity_type = 'conversation' AND {_scope.owned()}",
                 (encode_entity(dst),),
             )
             if counted.rowcount:
@@ -251,7 +252,7 @@ def index_message(
     if not counted:
         cur = conn.execute(
             "UPDATE entities SET message_count = message_count + 1 "
-            f"WHERE id = ? AND entity_type = 'conversation' AND {_scope.owned()}",
+            f"WHERE {id_is('?1')} AND entity_type = 'conversation' AND {_scope.owned()}",
             (encode_entity(dst),),
         )
         if not cur.rowcount:
@@ -385,7 +386,7 @@ def retrieve_related_entities(conn: sqlite3.Connection, body: Mapping[str, Any])
     visited.discard(start)
     rows = conn.execute(
         "SELECT id, entity_type, canonical_name, aliases, created_at, updated_at FROM entities "
-        f"WHERE id IN (SELECT entity_key(value) FROM json_each(?)) AND {_scope.owned()} "
+        f"WHERE {ids_in('?1')} AND {_scope.owned()} "
         "ORDER BY canonical_name, id",
         (dumps(sorted(visited)),),
     ).fetchall()

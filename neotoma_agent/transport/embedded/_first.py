@@ -17,6 +17,7 @@ from typing import Any, Final
 from ._close_room import FIRST_SET
 from ._codec import fields_sql, first_fields_sql
 from ._first_id import first_id_sql
+from ._id_prefix import id_is
 from ._key_rows import key_seqs
 from ._reducer import SnapshotState
 from ._restatement import MARK_ROWS, marked
@@ -59,11 +60,11 @@ OBSERVATIONS: Final = (
     "SELECT id, ?1 AS entity_id, entity_type, source_id, observed_at, source_priority, "
     "observation_source, specificity_score, {fields}, idempotency_key, identity_basis, "
     "identity_rule, seq FROM observations "
-    "WHERE entity_row = (SELECT rowid FROM entities WHERE id = ?1) "
+    f"WHERE entity_row = (SELECT rowid FROM entities WHERE {id_is('?1')}) "
     f"UNION ALL SELECT {first_id_sql()}, ?1, entity_type, first_source, created_at, "
     "first_priority, first_osource, first_specificity, "
     f"coalesce({first_fields_sql()}, {fields_sql()}), first_key, first_basis, first_rule, 0 "
-    "FROM entities WHERE id = ?1 "
+    f"FROM entities WHERE {id_is('?1')} "
     "AND first_id IS NOT NULL"
 )
 
@@ -71,7 +72,7 @@ OBSERVATIONS: Final = (
 def first_of(conn: sqlite3.Connection, entity_id: str, obs_id: Any) -> int | None:
     """Minus the rowid of ``entity_id`` when its row holds observation ``obs_id`` (packed)."""
     row = conn.execute(
-        f"SELECT rowid FROM entities WHERE id = ? AND {first_id_sql()} = ?",
+        f"SELECT rowid FROM entities WHERE {id_is('?1')} AND {first_id_sql()} = ?2",
         (encode_entity(entity_id), obs_id),
     ).fetchone()
     return None if row is None else -int(row[0])
@@ -97,7 +98,7 @@ def set_fields(
         return
     if seq == FIRST_SEQ:
         packed = encode_entity(entity_id)
-        conn.execute(f"UPDATE entities SET {FIRST_SET} WHERE id = ?2", (text, packed))
+        conn.execute(f"UPDATE entities SET {FIRST_SET} WHERE {id_is('?2')}", (text, packed))
         if text is not None and mark:  # (a row that restates them is marked: ``_restatement``)
             conn.execute(MARK_ROWS, (packed, text))
     else:

@@ -17,6 +17,7 @@ from . import _derived_restatement as derived
 from . import _scope
 from ._edge_json import REL_COLUMNS, relationship_row_json
 from ._errors import invalid_format, not_found
+from ._id_prefix import id_is
 from ._key_rows import first_key
 from ._part_of import edges
 from ._read import observations_page
@@ -84,7 +85,8 @@ def get_entity(conn: sqlite3.Connection, body: Mapping[str, Any]) -> dict[str, A
     if live_state(conn, entity_id) is None:
         raise not_found()
     row = conn.execute(
-        f"SELECT {QUERY_COLUMNS}, created_at FROM entities WHERE id = ? AND {_scope.owned()}",
+        f"SELECT {QUERY_COLUMNS}, created_at FROM entities WHERE {id_is('?1')} "
+        f"AND {_scope.owned()}",
         (encode_entity(entity_id),),
     ).fetchone()
     item = query_item(row)
@@ -102,8 +104,8 @@ def get_entity_observations(conn: sqlite3.Connection, body: Mapping[str, Any]) -
     _require_entity(conn, entity_id)
     total = conn.execute(
         "SELECT (SELECT count(*) FROM observations "
-        "WHERE entity_row = (SELECT rowid FROM entities WHERE id = ?1)) + "
-        "(SELECT count(*) FROM entities WHERE id = ?1 AND first_id IS NOT NULL) + "
+        f"WHERE entity_row = (SELECT rowid FROM entities WHERE {id_is('?1')})) + "
+        f"(SELECT count(*) FROM entities WHERE {id_is('?1')} AND first_id IS NOT NULL) + "
         f"{derived.COUNT}",
         (encode_entity(entity_id),),
     ).fetchone()[0]
@@ -190,7 +192,8 @@ def _decorated(conn: sqlite3.Connection, row: Sequence[Any]) -> dict[str, Any]:
     edge = _edge(row)
     for end in ("source", "target"):
         found = conn.execute(
-            f"SELECT canonical_name, entity_type FROM entities WHERE id = ? AND {_scope.owned()}",
+            f"SELECT canonical_name, entity_type FROM entities WHERE {id_is('?1')} "
+            f"AND {_scope.owned()}",
             (encode_entity(edge[f"{end}_entity_id"]),),
         ).fetchone()
         edge[f"{end}_canonical_name"] = found[0] if found else None

@@ -38,6 +38,7 @@ from ._codec import fields_sql
 from ._codec import forget as forget_coded
 from ._conversation_index import row_of
 from ._errors import invalid_format, not_found
+from ._id_prefix import id_is
 from ._page_rows import (
     conversation_item,
     decode_fields,
@@ -70,7 +71,7 @@ _PAGE_SQL: Final = f"""
 WITH conv AS (
     SELECT ?1 AS id, canonical_name, created_at, updated_at, last_observation_at,
         {fields_sql()} AS f, json_extract(snapshot, '$.d') AS d, message_count
-    FROM entities WHERE id = ?2 AND entity_type = 'conversation' AND +uid = ?5
+    FROM entities WHERE {id_is("?2")} AND entity_type = 'conversation' AND +uid = ?5
 ),
 page AS (
     SELECT seq, message_row FROM conversation_messages
@@ -97,7 +98,7 @@ UNION ALL
 SELECT {_EDGE}, r.source_entity_id, r.relationship_type, r.target_entity_id, e.entity_type,
     e.canonical_name, {fields_sql("e.snapshot", "e.canonical_name")}, NULL, NULL, NULL
 FROM msgs CROSS JOIN relationships r ON r.source_entity_id = msgs.id
-CROSS JOIN entities e ON e.id = entity_key(r.target_entity_id)
+CROSS JOIN entities e ON {id_is("entity_key(r.target_entity_id)", "e.id")}
 WHERE r.relationship_type != 'PART_OF' AND {LIVE.replace("snapshot", "e.snapshot")}
     AND +e.uid = ?5 AND +r.uid = ?5
 """
@@ -115,7 +116,8 @@ _RECORDS_SQL: Final = f"""
 WITH records AS (
     SELECT wanted.column1 AS id, t.rowid AS row, t.entity_type, t.snapshot,
         t.observation_count, t.last_observation_at
-    FROM (VALUES {{pairs}}) AS wanted CROSS JOIN entities t ON t.id = wanted.column2
+    FROM (VALUES {{pairs}}) AS wanted CROSS JOIN entities t
+        ON {id_is("wanted.column2", "t.id")}
     WHERE t.entity_type = 'conversation_turn' AND +t.uid = ?1
 )
 SELECT {_RECORD}, records.id, records.entity_type, records.snapshot,
@@ -127,7 +129,7 @@ SELECT {_CALL}, records.id, r.target_entity_id, e.entity_type, e.snapshot,
     e.first_osource, e.first_specificity
 FROM records CROSS JOIN relationships r
     ON r.source_entity_id = records.id AND r.relationship_type = 'REFERS_TO'
-CROSS JOIN entities e ON e.id = entity_key(r.target_entity_id)
+CROSS JOIN entities e ON {id_is("entity_key(r.target_entity_id)", "e.id")}
 WHERE e.entity_type = 'tool_invocation' AND +e.uid = ?1 AND +r.uid = ?1
 """
 

@@ -20,6 +20,7 @@ from itertools import pairwise
 from typing import Any, Final
 
 from . import _scope
+from ._id_prefix import id_is
 from ._name_queue import has_queued, put, queued_sql, take
 from ._rows import encode_entity, entity_text
 from ._turn_names import MESSAGE, TURN, book_text, document_text, expand
@@ -90,7 +91,7 @@ def rename(
     old name stays findable, as an alias."""
     if entity_type in BOOKKEEPING:
         (rowid,) = conn.execute(
-            "SELECT rowid FROM entities WHERE id = ?", (encode_entity(entity_id),)
+            f"SELECT rowid FROM entities WHERE {id_is('?1')}", (encode_entity(entity_id),)
         ).fetchone()
         if entity_type != MESSAGE or _has_document(conn, rowid):  # (a turn's may hold it)
             take(conn, rowid, document_text(entity_type, *old))
@@ -133,7 +134,7 @@ def unindex_book_names(conn: sqlite3.Connection, ids: Sequence[str | bytes]) -> 
     for entity_id in ids:
         row = conn.execute(
             "SELECT rowid, canonical_name, aliases FROM entities "
-            f"WHERE id = ? AND entity_type IN ({marks})",
+            f"WHERE {id_is('?1')} AND entity_type IN ({marks})",
             (entity_id, *_BOOK_TYPES),
         ).fetchone()
         if row is not None:

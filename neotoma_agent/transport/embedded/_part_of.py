@@ -24,6 +24,7 @@ from ..._neotoma.identity import hash_uuid
 from . import _scope
 from ._conversation_index import row_of
 from ._edge_json import REL_COLUMNS
+from ._id_prefix import id_is
 from ._rows import decode_id, encode_entity, encode_seen, entity_text
 
 __all__ = ["DERIVED", "derived_seen_of", "edges", "observation_id", "pair"]
@@ -110,7 +111,7 @@ def pair(
         f"ELSE (SELECT o.source_id FROM observations o "
         f"WHERE o.entity_row = m.rowid ORDER BY o.seq LIMIT 1) END "
         f"FROM entities m CROSS JOIN conversation_messages cm ON cm.message_row = m.rowid "
-        f"WHERE m.id = ?2 AND cm.conversation_row = {row_of('?3')} AND NOT EXISTS "
+        f"WHERE {id_is('?2', 'm.id')} AND cm.conversation_row = {row_of('?3')} AND NOT EXISTS "
         f"(SELECT 1 FROM relationships r WHERE r.source_entity_id = ?1 "
         f"AND r.relationship_type = '{DERIVED}' AND r.target_entity_id = ?4)",
         (message_id, encode_entity(message_id), encode_entity(conversation_id), conversation_id),

@@ -29,6 +29,7 @@ from ..._records.user_id import LOCAL_USER_ID, check_user_id
 from ..._util.file_kind import check_store_file
 from ._conversation_index import NUMBERED_INDEX
 from ._derived_restatement import DERIVED_RESTATEMENTS, ENTRY, materialize
+from ._id_prefix import ID_PREFIX, id_among
 from ._key_rows import key_seqs
 from ._name_index import unindex_book_names
 from ._observation_index import OBSERVATION_ROWS
@@ -59,6 +60,8 @@ _NUMBERED_INDEX = MIGRATIONS.index(NUMBERED_INDEX) + 1
 _OBSERVATION_ROWS = MIGRATIONS.index(OBSERVATION_ROWS) + 1
 #: the schema version whose conversation index flags derived restatements
 _DERIVED = MIGRATIONS.index(DERIVED_RESTATEMENTS) + 1
+#: the schema version whose entity rows are found by their id's prefix (``_id_prefix``)
+_ID_PREFIX = MIGRATIONS.index(ID_PREFIX) + 1
 _Id = TypeVar("_Id", str, bytes, str | bytes)
 # Bound parameters per statement (SQLite's default limit is 32766; stay far below).
 _CHUNK = 500
@@ -81,9 +84,22 @@ def _chunks(items: Sequence[_Id]) -> list[Sequence[_Id]]:
 def _delete(conn: sqlite3.Connection, sql: str, ids: Sequence[str | bytes]) -> int:
     count = 0
     for chunk in _chunks(ids):
-        marks = ",".join("?" * len(chunk))
-        count += conn.execute(sql.format(marks=marks), [*chunk] * sql.count("{marks}")).rowcount
+        among = _among(conn, len(chunk))
+        count += conn.execute(sql.format(marks=_marks(len(chunk)), among=among), chunk).rowcount
     return count
+
+
+def _marks(count: int) -> str:
+    """``count`` numbered parameters (a statement that writes them twice binds them once)."""
+    return ",".join(f"?{i}" for i in range(1, count + 1))
+
+
+def _among(conn: sqlite3.Connection, count: int) -> str:
+    """SQL that an entity row's id is one of the ``count`` parameters :func:`_marks`
+    numbers: by its prefix's index since ``_id_prefix``, by the id's key before."""
+    if _version(conn) >= _ID_PREFIX:
+        return id_among(count)
+    return f"id IN ({_marks(count)})"
 
 
 def _rows(conn: sqlite3.Connection, ids: Sequence[str]) -> PurgeStats:
@@ -99,11 +115,11 @@ def _rows(conn: sqlite3.Connection, ids: Sequence[str]) -> PurgeStats:
     restated = _restated(conn, packed) if _version(conn) >= _DERIVED else set()
     seqs: set[int] = set()
     for chunk in _chunks(packed):
-        marks = ",".join("?" * len(chunk))
+        found = of_entities.format(marks=_marks(len(chunk)), among=_among(conn, len(chunk)))
         seqs.update(
             int(r[0])
             for r in conn.execute(
-                f"SELECT seq FROM observations WHERE {of_entities.format(marks=marks)}",
+                f"SELECT seq FROM observations WHERE {found}",
                 chunk,
             )
         )
@@ -113,11 +129,11 @@ def _rows(conn: sqlite3.Connection, ids: Sequence[str]) -> PurgeStats:
     own: Sequence[str | bytes] = packed if _version(conn) >= _PACKED_IDS else ids
     if _version(conn) >= _FIRST_IN_ROW:  # a key's list names a row's first as -rowid
         for chunk in _chunks(own):
-            marks = ",".join("?" * len(chunk))
+            among = _among(conn, len(chunk))
             held = [
                 -int(r[0])
                 for r in conn.execute(
-                    f"SELECT rowid FROM entities WHERE id IN ({marks}) AND first_id IS NOT NULL",
+                    f"SELECT rowid FROM entities WHERE {among} AND first_id IS NOT NULL",
                     chunk,
                 )
             ]
@@ -138,7 +154,7 @@ def _rows(conn: sqlite3.Connection, ids: Sequence[str]) -> PurgeStats:
         _delete(conn, f"DELETE FROM conversation_messages WHERE {column} IN {_ROWS}", own)
     for column in () if numbered else ("message_id", "conversation_id"):
         _delete(conn, f"DELETE FROM conversation_messages WHERE {column} IN ({{marks}})", packed)
-    entities = _delete(conn, "DELETE FROM entities WHERE id IN ({marks})", own)
+    entities = _delete(conn, "DELETE FROM entities WHERE {among}", own)
     if _version(conn) >= _GROUPED_NAMES:
         # A turn's document holds the names of entities that may stay: built again from
         # the rows that stay, as the search index is below.
@@ -183,10 +199,9 @@ def _restated(conn: sqlite3.Connection, packed: Sequence[str | bytes]) -> set[in
     from one of their messages for a conversation that stays written as a row."""
     going: set[int] = set()
     for ids in _chunks(packed):
-        marks = ",".join("?" * len(ids))
+        among = _among(conn, len(ids))
         going.update(
-            int(r[0])
-            for r in conn.execute(f"SELECT rowid FROM entities WHERE id IN ({marks})", ids)
+            int(r[0]) for r in conn.execute(f"SELECT rowid FROM entities WHERE {among}", ids)
         )
     gone: set[int] = set()
     for column in ("conversation_row", "message_row"):
@@ -218,9 +233,9 @@ def _names(listed: Sequence[int], seqs: set[int], derived: set[int]) -> bool:
     )
 
 
-# The rowids of the entities of the ids ``{marks}`` (as the entity rows hold them): what
+# The rowids of the entities of the ids ``{among}`` names (as the entity rows hold them): what
 # the conversation index holds since it numbers its ends (``_conversation_index``).
-_ROWS = "(SELECT rowid FROM entities WHERE id IN ({marks}))"
+_ROWS = "(SELECT rowid FROM entities WHERE {among})"
 
 
 def _derived_edges(conn: sqlite3.Connection, ids: Sequence[str | bytes], numbered: bool) -> int:
@@ -240,8 +255,8 @@ def _derived_edges(conn: sqlite3.Connection, ids: Sequence[str | bytes], numbere
     pairs: set[tuple[str | bytes, str | bytes]] = set()
     for column in ends:
         for chunk in _chunks(ids):
-            marks = ",".join("?" * len(chunk))
-            found = _ROWS.format(marks=marks) if numbered else f"({marks})"
+            marks = _marks(len(chunk))
+            found = _ROWS.format(among=_among(conn, len(chunk))) if numbered else f"({marks})"
             sql = (
                 f"SELECT {message}, {conversation} FROM {source} "
                 f"WHERE cm.{column} IN {found} AND NOT EXISTS "
@@ -312,8 +327,7 @@ def _owned(conn: sqlite3.Connection, ids: list[str], user: str | None) -> list[s
     mine: set[str] = set()
     own = [encode_entity(i) for i in ids] if _version(conn) >= _PACKED_IDS else ids
     for chunk in _chunks(own):
-        marks = ",".join("?" * len(chunk))
-        sql = f"SELECT id FROM entities WHERE id IN ({marks}) AND uid = ?"
+        sql = f"SELECT id FROM entities WHERE {_among(conn, len(chunk))} AND uid = ?"
         mine.update(decode_entity(r[0]) for r in conn.execute(sql, (*chunk, uid)))
     return [i for i in ids if i in mine]
 

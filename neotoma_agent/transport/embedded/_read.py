@@ -26,6 +26,7 @@ from ._errors import (
     invalid_format,
     not_found,
 )
+from ._id_prefix import id_among, id_is, ids_in
 from ._name_index import (
     BOOKKEEPING,
     FIELD_KINDS,
@@ -108,7 +109,7 @@ def observations_page(
     """An entity's observations, newest first, in their answer shape."""
     rows = conn.execute(
         f"SELECT * FROM ({_OBSERVATIONS}) "
-        f"WHERE EXISTS (SELECT 1 FROM entities WHERE id = ?1 AND {_scope.owned()}) "
+        f"WHERE EXISTS (SELECT 1 FROM entities WHERE {id_is('?1')} AND {_scope.owned()}) "
         "ORDER BY observed_at DESC, seq DESC LIMIT ?2 OFFSET ?3",
         (encode_entity(entity_id), limit, offset),
     ).fetchall()
@@ -359,15 +360,16 @@ def query_entities(conn: sqlite3.Connection, body: Mapping[str, Any]) -> dict[st
             where.append(f"entity_type NOT IN ({','.join('?' * len(BOOKKEEPING))})")
             params.extend(sorted(BOOKKEEPING))
         ids = substring_ids(conn, search.strip().lower(), None)
-        where.append("id IN (SELECT entity_key(value) FROM json_each(?))")
+        where.append(ids_in(f"?{len(params) + 1}"))  # (numbered: it is written twice)
         params.append(json.dumps(ids))
         search_mode = "lexical_fallback"
     clause = f" WHERE {' AND '.join(where)}" if where else ""
     total = int(conn.execute(f"SELECT count(*) FROM entities{clause}", params).fetchone()[0])
     direction = "DESC" if sort_order == "desc" else "ASC"
-    # A page of types in id order walks the type index, keyed by 4 bytes of the id
-    # (``_type_prefix``): in their order, each run of equal ones sorted by the id.
-    by_prefix = bool(types) and order_column == "id"
+    # A page in id order walks the type index or, of every type, the id index, each keyed
+    # by 4 bytes of the id (``_type_prefix``, ``_id_prefix``): in their order, each run of
+    # equal ones sorted by the id.
+    by_prefix = order_column == "id"
     if cursor is not None:
         # Keyset paging: each page seeks to its start instead of skipping `offset` rows.
         after = encode_entity(_decode_cursor(cursor, sort_order))
@@ -438,7 +440,8 @@ def retrieve_entity_by_identifier(
     # Pass 1: an entity id is a primary-key lookup and nothing else.
     if _ENT_LIKE_RE.match(text):
         row = conn.execute(
-            f"SELECT {DIRECT_COLUMNS} FROM entities WHERE id = ? AND {_scope.owned()} AND {LIVE}",
+            f"SELECT {DIRECT_COLUMNS} FROM entities WHERE {id_is('?1')} AND {_scope.owned()} "
+            f"AND {LIVE}",
             (encode_entity(text.lower()),),
         ).fetchone()
         if row is None:
@@ -460,18 +463,19 @@ def retrieve_entity_by_identifier(
     if ids:
         type_clause = " AND entity_type = ?" if etype else ""
         if len(ids) <= _INLINE_IDS:
-            id_list, id_args = f"({','.join('?' * len(ids))})", [encode_entity(i) for i in ids]
+            id_list, id_args = id_among(len(ids)), [encode_entity(i) for i in ids]
         else:
-            id_list, id_args = "(SELECT entity_key(value) FROM json_each(?))", [json.dumps(ids)]
+            id_list, id_args = ids_in("?1"), [json.dumps(ids)]
         rows = conn.execute(
-            f"SELECT {DIRECT_COLUMNS} FROM entities WHERE id IN {id_list} AND {_scope.owned()} "
+            f"SELECT {DIRECT_COLUMNS} FROM entities WHERE {id_list} AND {_scope.owned()} "
             f"AND {LIVE}"
             f"{type_clause} ORDER BY canonical_name, id LIMIT ?",
             (*id_args, *((etype,) if etype else ()), limit),
         ).fetchall()
     if not rows and etype:
         rows = conn.execute(
-            f"SELECT {DIRECT_COLUMNS} FROM entities WHERE id = ? AND {_scope.owned()} AND {LIVE}",
+            f"SELECT {DIRECT_COLUMNS} FROM entities WHERE {id_is('?1')} AND {_scope.owned()} "
+            f"AND {LIVE}",
             (encode_entity(entity_id_for(etype, text, _scope.tenant())),),
         ).fetchall()
     if rows:
@@ -533,7 +537,7 @@ def retrieve_entity_by_identifier(
     for eid in found:
         row = conn.execute(
             "SELECT id, entity_type, canonical_name, snapshot FROM entities "
-            f"WHERE id = ? AND {_scope.owned()} AND {LIVE}",
+            f"WHERE {id_is('?1')} AND {_scope.owned()} AND {LIVE}",
             (encode_entity(eid),),
         ).fetchone()
         if row is None or (etype and row[1] != etype):

@@ -27,6 +27,7 @@ from ..._neotoma.identity import (
 )
 from . import _scope
 from ._codec import renamed
+from ._id_prefix import id_among, id_is
 from ._name_index import BOOKKEEPING, rename, substring_ids
 from ._row_codes import encode_aliases, encode_name, set_time
 from ._rows import dumps, encode_entity, encode_time, entity_exists
@@ -74,7 +75,7 @@ def rederive_name(
         current, aliases = created.canonical_name, []
     else:
         row = conn.execute(
-            "SELECT canonical_name, aliases FROM entities WHERE id = ?",
+            f"SELECT canonical_name, aliases FROM entities WHERE {id_is('?1')}",
             (encode_entity(entity_id),),
         ).fetchone()
         if row is None:
@@ -87,7 +88,7 @@ def rederive_name(
         aliases.append(current)
     conn.execute(
         f"UPDATE entities SET name_code = ?1, alias_list = ?2, {set_time('updated_at', 3)} "
-        "WHERE id = ?4",
+        f"WHERE {id_is('?4')}",
         (
             encode_name(entity_type, derived),
             encode_aliases(dumps(aliases)),
@@ -111,9 +112,8 @@ def _taken(conn: sqlite3.Connection, entity_id: str, entity_type: str, name: str
     ]
     if not candidates:
         return False
-    marks = ",".join("?" * len(candidates))
     row = conn.execute(
-        f"SELECT 1 FROM entities WHERE id IN ({marks}) AND entity_type = ? "
+        f"SELECT 1 FROM entities WHERE {id_among(len(candidates))} AND entity_type = ? "
         f"AND canonical_name = ? AND {_scope.owned()} LIMIT 1",
         (*(encode_entity(c) for c in candidates), entity_type, name),
     ).fetchone()

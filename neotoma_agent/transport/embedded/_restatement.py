@@ -34,6 +34,7 @@ from typing import Final
 
 from ._codec import fields_sql as snapshot_fields_sql
 from ._codec import first_fields_sql
+from ._id_prefix import id_is
 
 __all__ = ["MARK", "MARK_ROWS", "RESTATED", "fields_sql", "marked"]
 
@@ -71,7 +72,7 @@ def fields_sql(row: str = "observations") -> str:
 #: first observation's fields become the text ``?2`` (they were the snapshot's until then)
 MARK_ROWS: Final = (
     f"UPDATE observations SET fields = {MARK} "
-    "WHERE entity_row = (SELECT rowid FROM entities WHERE id = ?1) AND fields = ?2"
+    f"WHERE entity_row = (SELECT rowid FROM entities WHERE {id_is('?1')}) AND fields = ?2"
 )
 
 #: the migration: every row whose fields' text is its entity row's ``first_fields``, marked

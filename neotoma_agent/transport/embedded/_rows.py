@@ -16,6 +16,7 @@ from ..._neotoma.identity import ENTITY_ID_RE, schema_version
 from ..._neotoma.js import compact_encoder
 from . import _codec, _first_id, _restatement, _scope
 from ._first_id import first_id_sql
+from ._id_prefix import id_among, id_is
 from ._ids import decode_id, encode_id
 from ._reducer import ObservationMeta, SnapshotState
 from ._row_metas import (
@@ -354,8 +355,8 @@ def observation_seq(conn: sqlite3.Connection, entity_id: str, obs_id: str) -> in
     packed = encode_id(obs_id)
     row = conn.execute(
         "SELECT seq FROM observations "
-        "WHERE entity_row = (SELECT rowid FROM entities WHERE id = ?1) AND id = ?2 "
-        f"UNION ALL SELECT -rowid FROM entities WHERE id = ?1 AND {first_id_sql()} = ?2",
+        f"WHERE entity_row = (SELECT rowid FROM entities WHERE {id_is('?1')}) AND id = ?2 "
+        f"UNION ALL SELECT -rowid FROM entities WHERE {id_is('?1')} AND {first_id_sql()} = ?2",
         (encode_entity(entity_id), packed),
     ).fetchone()
     return None if row is None else int(row[0])
@@ -363,7 +364,7 @@ def observation_seq(conn: sqlite3.Connection, entity_id: str, obs_id: str) -> in
 
 def owned_entity(conn: sqlite3.Connection, columns: str, entity_id: str) -> tuple[Any, ...] | None:
     """The ``columns`` (SQL) of entity ``entity_id`` if the running user's, else None."""
-    sql = f"SELECT {columns} FROM entities WHERE id = ? AND {_scope.owned()}"
+    sql = f"SELECT {columns} FROM entities WHERE {id_is('?1')} AND {_scope.owned()}"
     row: tuple[Any, ...] | None = conn.execute(sql, (encode_entity(entity_id),)).fetchone()
     return row
 
@@ -438,11 +439,10 @@ def load_rows(
     first observation's fields, identity basis and rule (``_derived_restatement``)."""
     if not entity_ids:
         return {}
-    marks = ",".join("?" * len(entity_ids))
     rows = conn.execute(
         "SELECT id, snapshot, observation_count, last_observation_at, message_count, rowid, "
         f"canonical_name, aliases, first_fields, first_basis, first_rule, {FIRST_META} "
-        f"FROM entities WHERE id IN ({marks}) "
+        f"FROM entities WHERE {id_among(len(entity_ids))} "
         f"AND {_scope.owned()}",
         [encode_entity(i) for i in entity_ids],
     ).fetchall()

@@ -25,6 +25,7 @@ from ._early_schema import (
 from ._first import merge_first, number_first_metas
 from ._first_id import DERIVED_FIRST_IDS, derive_ids
 from ._first_id import install as install_first_id
+from ._id_prefix import ID_PREFIX, drop_key
 from ._key_digest import KEY_DIGESTS, key_digest
 from ._key_rows import PACKED_KEYS, pack_keys
 from ._name_index import backfill_book_names
@@ -296,6 +297,7 @@ MIGRATIONS: tuple[str, ...] = (
     DERIVED_RESTATEMENTS,  # version 28: a restatement derived (_derived_restatement)
     SEARCH_PRESENCE,  # version 29: the search index without positions (_search_detail)
     DERIVED_FIRST_IDS,  # version 30: a first observation's id derived from its row (_first_id)
+    ID_PREFIX,  # version 31: the id index keyed by 4 bytes of the id (_id_prefix)
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -320,6 +322,7 @@ _AFTER: dict[str, Callable[[sqlite3.Connection], None]] = {
     DERIVED_RESTATEMENTS: derive_rows,
     SEARCH_PRESENCE: index_presence,
     DERIVED_FIRST_IDS: derive_ids,
+    ID_PREFIX: drop_key,
 }
 
 

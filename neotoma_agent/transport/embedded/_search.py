@@ -54,6 +54,7 @@ from . import _scope
 from ._codec import field_sql, fields_sql
 from ._conversation_index import row_of
 from ._errors import flat_error, invalid_format
+from ._id_prefix import id_is
 from ._page_rows import decode_fields
 from ._reducer import SnapshotChange
 from ._rows import decode_doc_fields, decode_entity, encode_entity, owned_entity
@@ -82,7 +83,7 @@ def index_search(conn: sqlite3.Connection, change: SnapshotChange, rowid: int | 
         return
     if rowid is None:
         (rowid,) = conn.execute(
-            "SELECT rowid FROM entities WHERE id = ?", (encode_entity(change.entity_id),)
+            f"SELECT rowid FROM entities WHERE {id_is('?1')}", (encode_entity(change.entity_id),)
         ).fetchone()
     if before is not None:
         # A contentless row goes by its text: the one it was given, the snapshot's before.

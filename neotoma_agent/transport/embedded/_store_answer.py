@@ -14,6 +14,7 @@ from typing import Any, Final, NamedTuple, Protocol
 from ..._neotoma.identity import Identity, schema_for
 from . import _scope
 from ._derived_restatement import replayed
+from ._id_prefix import id_is
 from ._key_digest import key_list
 from ._key_rows import key_seqs
 from ._part_of import edges
@@ -152,7 +153,8 @@ def _conversation_message_count(
         sub, params = edges(source=message.identity.entity_id, rtypes=["PART_OF"], scoped=False)
         row = conn.execute(
             f"SELECT r.target_entity_id FROM ({sub}) r JOIN entities e "
-            "ON e.id = entity_key(r.target_entity_id) WHERE e.entity_type = 'conversation' "
+            f"ON {id_is('entity_key(r.target_entity_id)', 'e.id')} "
+            "WHERE e.entity_type = 'conversation' "
             f"AND {_scope.owned('e')} ORDER BY r.target_entity_id LIMIT 1",
             params,
         ).fetchone()
@@ -160,7 +162,7 @@ def _conversation_message_count(
             return None
         conversation = str(row[0])
     row = conn.execute(
-        f"SELECT message_count FROM entities WHERE id = ? AND {_scope.owned()}",
+        f"SELECT message_count FROM entities WHERE {id_is('?1')} AND {_scope.owned()}",
         (encode_entity(conversation),),
     ).fetchone()
     return int(row[0]) if row else 0

@@ -34,6 +34,7 @@ from typing import Any, Final, Protocol
 
 from ..._neotoma.identity import Identity, entity_id_for
 from . import _scope
+from ._id_prefix import id_among, id_is
 from ._name_queue import clear as clear_queue
 from ._name_queue import put
 from ._rows import decode_entity, encode_entity, entity_text
@@ -178,7 +179,9 @@ def index_turn_names(
             put(conn, rowid, book_text(name, ()))
 
 
-_TURN_SQL: Final = f"SELECT canonical_name, aliases FROM entities WHERE id = ? AND {of_type(TURN)}"
+_TURN_SQL: Final = (
+    f"SELECT canonical_name, aliases FROM entities WHERE {id_is('?1')} AND {of_type(TURN)}"
+)
 
 
 def _has_turn_record(
@@ -213,7 +216,7 @@ def _tenants(conn: sqlite3.Connection) -> dict[int, str | None]:
 # ``_name_index`` reads its other candidates: (0, id, name, aliases, rowid, uid, type).
 _MESSAGES_SQL: Final = (
     f"SELECT 0, {entity_text('id')}, canonical_name, aliases, rowid, uid, entity_type, id "
-    "FROM entities WHERE id IN ({marks})"
+    "FROM entities WHERE {among}"
 )
 #: ids a statement binds (SQLite allows 32,766)
 _CHUNK: Final = 500
@@ -246,7 +249,7 @@ def expand(conn: sqlite3.Connection, needle: str, rows: Sequence[Any]) -> list[A
     ids = list(wanted)
     for at in range(0, len(ids), _CHUNK):
         chunk = ids[at : at + _CHUNK]
-        sql = _MESSAGES_SQL.format(marks=",".join("?" * len(chunk)))
+        sql = _MESSAGES_SQL.format(among=id_among(len(chunk)))
         out.extend(r[:7] for r in conn.execute(sql, chunk) if wanted[r[7]] == r[5])
     return out
 

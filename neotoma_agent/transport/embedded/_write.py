@@ -37,6 +37,7 @@ from ._errors import (
 )
 from ._first import FIRST_SEQ, first_of
 from ._first_id import DERIVED as DERIVED_ID
+from ._id_prefix import id_is
 from ._key_digest import key_seen, record_key
 from ._name_index import index_fields, index_name
 from ._new_edges import Counted, edge_routes, fast_pairs, write_edges
@@ -465,8 +466,8 @@ _INSERT_ROW = (
     "INSERT OR IGNORE INTO observations (id, entity_row, entity_type, source_id, "
     "observed_at, source_priority, observation_source, specificity_score, "
     "fields, idempotency_key, identity_basis, identity_rule) "
-    "VALUES (?1, (SELECT rowid FROM entities WHERE id = ?2), ?3, ?4, ?5, ?6, ?7, ?8, "
-    f"{marked('?9', 'id = ?2')}, ?10, ?11, ?12)"
+    f"VALUES (?1, (SELECT rowid FROM entities WHERE {id_is('?2')}), ?3, ?4, ?5, ?6, ?7, ?8, "
+    f"{marked('?9', id_is('?2'))}, ?10, ?11, ?12)"
 )
 
 
@@ -656,7 +657,8 @@ def _observe(
         )
     elif messages:
         conn.execute(
-            f"UPDATE entities SET {STATE_SET}, message_count = message_count + ?5 WHERE id = ?6",
+            f"UPDATE entities SET {STATE_SET}, message_count = message_count + ?5 "
+            f"WHERE {id_is('?6')}",
             (
                 doc,
                 state.observation_count,
@@ -668,7 +670,7 @@ def _observe(
         )
     else:
         conn.execute(
-            f"UPDATE entities SET {STATE_SET} WHERE id = ?5",
+            f"UPDATE entities SET {STATE_SET} WHERE {id_is('?5')}",
             (
                 doc,
                 state.observation_count,

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from derived_restatement_support import DERIVED, underive
 from first_id_support import DERIVED_IDS, underive_ids
+from id_prefix_support import PREFIXED_IDS, keyed
 from key_digest_support import full_digests
 from observation_index_support import unnumber_observations
 from restatement_support import MARKED, unmark
@@ -46,7 +47,9 @@ def copy_at_version(
     shutil.copyfile(path, to)
     with closing(sqlite3.connect(to, isolation_level=None)) as conn:
         conn.execute("BEGIN IMMEDIATE")
-        if version < DERIVED_IDS:  # (the latest step: undone first)
+        if version < PREFIXED_IDS:  # (the latest step: undone first)
+            keyed(conn)
+        if version < DERIVED_IDS:
             underive_ids(conn)
         if version < PRESENCE:
             unpresence(conn)
