@@ -38,6 +38,7 @@ __all__ = [
     "derived",
     "fields_text",
     "first_id_sql",
+    "forget_memo",
     "install",
 ]
 
@@ -85,6 +86,12 @@ def derived(
     # (``_rows.decode_entity``: this module is below ``_rows``, whose FIRST_META reads it)
     entity_id = "ent_" + entity.hex() if isinstance(entity, bytes) else entity
     return observation_id(decode_id(source), entity_id, text)[1]
+
+
+def forget_memo() -> None:
+    """Empty :func:`derived`'s memo, whose keys hold the fields' text of the rows it read (a
+    purge's erasure leaves none of it in the process)."""
+    derived.cache_clear()
 
 
 def install(conn: sqlite3.Connection) -> None:

@@ -29,6 +29,7 @@ from ..._records.user_id import LOCAL_USER_ID, check_user_id
 from ..._util.file_kind import check_store_file
 from ._conversation_index import NUMBERED_INDEX
 from ._derived_restatement import DERIVED_RESTATEMENTS, ENTRY, materialize
+from ._first_id import forget_memo
 from ._id_prefix import ID_PREFIX, id_among
 from ._key_rows import key_seqs
 from ._name_index import unindex_book_names
@@ -399,6 +400,7 @@ def _purge(
             conn.execute("ROLLBACK")
             raise
         conn.execute("COMMIT")
+        forget_memo()
         conn.execute("VACUUM")
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     finally:

@@ -23,8 +23,9 @@ from hypothesis import given
 from paths_support import TESTS
 from version_copy_support import copy_at_version
 
-from neotoma_agent import EmbeddedStore, NeotomaMemory
+from neotoma_agent import EmbeddedStore, NeotomaMemory, purge_entities
 from neotoma_agent.exceptions import NeotomaError
+from neotoma_agent.transport.embedded._first_id import derived
 from neotoma_agent.transport.embedded._rows import decode_entity
 from neotoma_agent.transport.embedded._schema import SCHEMA_VERSION
 
@@ -86,6 +87,17 @@ async def test_a_turns_rows_store_no_first_id(tmp_path: Path) -> None:
     stored = _stored_copy(path, tmp_path / "stored.db")
     assert all(len(v) == 16 for v in _first_ids(stored).values())
     assert await _observed(path) == await _observed(stored)
+
+
+async def test_a_purge_leaves_no_text_in_the_memo_of_derived_ids(tmp_path: Path) -> None:
+    """The memo of derived ids is keyed by the rows' fields' text: a purge empties it, so
+    an erased message's text stays nowhere in the process."""
+    path = tmp_path / "store.db"
+    await _turns(path, range(2))
+    await _observed(path)
+    assert derived.cache_info().currsize > 0
+    purge_entities(path, [next(iter(_first_ids(path)))])
+    assert derived.cache_info().currsize == 0
 
 
 async def test_an_id_that_is_not_the_digest_of_its_row_is_kept(tmp_path: Path) -> None:
