@@ -6,8 +6,6 @@ late failure left behind, so a store is atomic: all of it or nothing, not even i
 
 from __future__ import annotations
 
-import hashlib
-import re
 import sqlite3
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -16,7 +14,6 @@ from ..._neotoma.identity import (
     Identity,
     IdentityError,
     TypeSchema,
-    hash_uuid,
     js_json,
     resolve_entity_type,
     resolve_identity_cached,
@@ -47,7 +44,6 @@ from ._rename import rederive_name
 from ._restatement import marked
 from ._row_metas import BY_SEQ
 from ._rows import (
-    dumps,
     dumps_acyclic,
     encode_entity,
     encode_id,
@@ -63,6 +59,7 @@ from ._rows import (
 from ._search import index_search
 from ._shared_fields import fields_column, settle_fields
 from ._store_answer import Written, answer, replay
+from ._store_source import element_jsons_of, fields_json_of, source_id_from
 from ._summaries import SUMMARIZED_TYPES, summarize
 from ._turn_names import MESSAGE, TURN, index_turn_names
 from ._type_plan import write_new
@@ -71,9 +68,6 @@ from ._validate import check_entities, check_relationships
 __all__ = ["store", "write", "write_time"]
 
 
-#: A name whose JSON is itself in quotes (nothing to escape).
-_PLAIN_NAME = re.compile(r"[A-Za-z0-9_:.-]*").fullmatch
-
 _STRICT_OK_RULES = ("name_key:canonical_name", "name_key:email", "id_key:")
 
 
@@ -81,44 +75,6 @@ def write_time() -> str:
     """The time a write stamps: this module's ``now_iso`` (the one clock every write action
     reads, ``correct``'s too, so that fixing it here fixes them all)."""
     return now_iso()
-
-
-def source_id_of(entities: Sequence[Mapping[str, Any]]) -> str:
-    """The source id a store of ``entities`` gets (and its key keeps): a hash of content."""
-    return _source_id(_element_jsons(entities))
-
-
-def _source_id(parts: Sequence[str]) -> str:
-    # The JSON of the whole list is its elements' JSON joined: each element's text is
-    # serialised once, for this hash and (sliced) for its observation's fields.
-    text = "[" + ",".join(parts) + "]"
-    content_hash = hashlib.sha256(text.encode()).hexdigest()
-    return hash_uuid(f"source:{_scope.user_id()}:{content_hash}")
-
-
-def _element_jsons(entities: Sequence[Mapping[str, Any]]) -> list[str]:
-    try:
-        return [js_json(element) for element in entities]
-    except ValueError as exc:
-        raise invalid_format(
-            f"entities hold a value JSON cannot carry: {exc}", ["entities"]
-        ) from None
-
-
-def _fields_json(element: Mapping[str, Any], element_json: str, fields: dict[str, Any]) -> str:
-    """The JSON of an element's observed ``fields``, cut from the element's own JSON when
-    ``entity_type`` leads it and nothing else is left out (what every turn sends)."""
-    if len(fields) == len(element) - 1:
-        etype = element["entity_type"]
-        quoted = f'"{etype}"' if _PLAIN_NAME(etype) else dumps(etype)
-        prefix = '{"entity_type":' + quoted
-        if element_json.startswith(prefix):
-            rest = element_json[len(prefix) :]
-            if rest == "}":
-                return "{}"
-            if rest[:1] == ",":
-                return "{" + rest[1:]
-    return js_json(fields)
 
 
 class _Planned:
@@ -201,7 +157,7 @@ def _plan(
     rows = load_rows(conn, [o.entity_id for _, _, o in resolved if isinstance(o, Identity)])
     for index, element in enumerate(entities):
         etype, fields, outcome = resolved[index]
-        fields_json = _fields_json(element, element_jsons[index], fields)
+        fields_json = fields_json_of(element, element_jsons[index], fields)
         target = element.get("target_id")
         if isinstance(target, str):
             row = entity_row(conn, target)
@@ -361,8 +317,8 @@ def write(conn: sqlite3.Connection, body: Mapping[str, Any]) -> Written | dict[s
             f"observation_source must be one of {sorted(OBSERVATION_SOURCES)}",
             ["observation_source"],
         )
-    element_jsons = _element_jsons(entities)
-    source_id = _source_id(element_jsons)
+    element_jsons = element_jsons_of(entities)
+    source_id = source_id_from(element_jsons)
 
     seen = key_seen(conn, key)
     if seen.source is not None:
