@@ -21,8 +21,8 @@ from typing import Any
 
 from ._key_digest import stored_sources
 from ._rows import encode_id
+from ._store_source import source_id_of
 from ._validate import check_entities
-from ._write import source_id_of
 
 __all__ = ["replay_statuses", "store_each"]
 

@@ -103,7 +103,7 @@ def get_entity_observations(conn: sqlite3.Connection, body: Mapping[str, Any]) -
     total = conn.execute(
         "SELECT (SELECT count(*) FROM observations "
         "WHERE entity_row = (SELECT rowid FROM entities WHERE id = ?1)) + "
-        "(SELECT count(*) FROM entities WHERE id = ?1 AND first_id IS NOT NULL) + "
+        "(SELECT (first_id IS NOT NULL) + (close_id IS NOT NULL) FROM entities WHERE id = ?1) + "
         f"{derived.COUNT}",
         (encode_entity(entity_id),),
     ).fetchone()[0]

@@ -11,6 +11,7 @@ import sqlite3
 from collections.abc import Callable
 
 from ._close_room import CLOSE_ROOM
+from ._close_row import CLOSE_ROW, move_closes
 from ._codec_migration import FIELD_CODEC, code_fields
 from ._conversation_index import NUMBERED_INDEX
 from ._derived_restatement import DERIVED_RESTATEMENTS, derive_rows
@@ -291,6 +292,7 @@ MIGRATIONS: tuple[str, ...] = (
     RESTATED,  # version 26: a restatement's fields as a mark (_restatement)
     TYPE_PREFIX,  # version 27: the type index keyed by 4 bytes of the id (_type_prefix)
     DERIVED_RESTATEMENTS,  # version 28: a restatement derived (_derived_restatement)
+    CLOSE_ROW,  # version 29: a turn record's close in its entity row (_close_row)
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -313,6 +315,7 @@ _AFTER: dict[str, Callable[[sqlite3.Connection], None]] = {
     ROW_CODES: recode_rows,
     SEQ_METAS: number_rows,
     DERIVED_RESTATEMENTS: derive_rows,
+    CLOSE_ROW: move_closes,
 }
 
 

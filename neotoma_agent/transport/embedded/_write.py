@@ -6,17 +6,14 @@ late failure left behind, so a store is atomic: all of it or nothing, not even i
 
 from __future__ import annotations
 
-import hashlib
-import re
 import sqlite3
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Final
 
 from ..._neotoma.identity import (
     Identity,
     IdentityError,
     TypeSchema,
-    hash_uuid,
     js_json,
     resolve_entity_type,
     resolve_identity_cached,
@@ -27,6 +24,7 @@ from .._wire import OBSERVATION_SOURCES
 from . import _derived_restatement as derived
 from . import _scope
 from ._close_room import STATE_SET, room_for
+from ._close_row import CLOSE_SEQ, CLOSE_SET, holds, materialize
 from ._codec import encode_fields, row_name
 from ._errors import (
     flat_error,
@@ -45,7 +43,6 @@ from ._rename import rederive_name
 from ._restatement import marked
 from ._row_metas import BY_SEQ
 from ._rows import (
-    dumps,
     dumps_acyclic,
     encode_entity,
     encode_id,
@@ -61,6 +58,7 @@ from ._rows import (
 from ._search import index_search
 from ._shared_fields import fields_column, settle_fields
 from ._store_answer import Written, answer, replay
+from ._store_source import element_jsons_of, fields_json_of, source_id_from
 from ._summaries import SUMMARIZED_TYPES, summarize
 from ._turn_names import MESSAGE, TURN, index_turn_names
 from ._type_plan import write_new
@@ -69,9 +67,6 @@ from ._validate import check_entities, check_relationships
 __all__ = ["store", "write", "write_time"]
 
 
-#: A name whose JSON is itself in quotes (nothing to escape).
-_PLAIN_NAME = re.compile(r"[A-Za-z0-9_:.-]*").fullmatch
-
 _STRICT_OK_RULES = ("name_key:canonical_name", "name_key:email", "id_key:")
 
 
@@ -79,44 +74,6 @@ def write_time() -> str:
     """The time a write stamps: this module's ``now_iso`` (the one clock every write action
     reads, ``correct``'s too, so that fixing it here fixes them all)."""
     return now_iso()
-
-
-def source_id_of(entities: Sequence[Mapping[str, Any]]) -> str:
-    """The source id a store of ``entities`` gets (and its key keeps): a hash of content."""
-    return _source_id(_element_jsons(entities))
-
-
-def _source_id(parts: Sequence[str]) -> str:
-    # The JSON of the whole list is its elements' JSON joined: each element's text is
-    # serialised once, for this hash and (sliced) for its observation's fields.
-    text = "[" + ",".join(parts) + "]"
-    content_hash = hashlib.sha256(text.encode()).hexdigest()
-    return hash_uuid(f"source:{_scope.user_id()}:{content_hash}")
-
-
-def _element_jsons(entities: Sequence[Mapping[str, Any]]) -> list[str]:
-    try:
-        return [js_json(element) for element in entities]
-    except ValueError as exc:
-        raise invalid_format(
-            f"entities hold a value JSON cannot carry: {exc}", ["entities"]
-        ) from None
-
-
-def _fields_json(element: Mapping[str, Any], element_json: str, fields: dict[str, Any]) -> str:
-    """The JSON of an element's observed ``fields``, cut from the element's own JSON when
-    ``entity_type`` leads it and nothing else is left out (what every turn sends)."""
-    if len(fields) == len(element) - 1:
-        etype = element["entity_type"]
-        quoted = f'"{etype}"' if _PLAIN_NAME(etype) else dumps(etype)
-        prefix = '{"entity_type":' + quoted
-        if element_json.startswith(prefix):
-            rest = element_json[len(prefix) :]
-            if rest == "}":
-                return "{}"
-            if rest[:1] == ",":
-                return "{" + rest[1:]
-    return js_json(fields)
 
 
 class _Planned:
@@ -132,6 +89,7 @@ class _Planned:
     # hook's among them, in a fresh process per event).
     __slots__ = (
         "action",
+        "close",
         "entity_type",
         "exists",
         "fields",
@@ -157,6 +115,7 @@ class _Planned:
         message_count: int = 0,
         first: tuple[int, Any] | None = None,
         names: tuple[str, str] | None = None,
+        close: tuple[Any, ...] | None = None,
     ) -> None:
         self.index = index
         self.entity_type = entity_type
@@ -170,6 +129,8 @@ class _Planned:
         self.first = first
         #: the row's ``canonical_name`` and ``aliases`` as loaded (an entity that exists)
         self.names = names
+        #: a turn record's row's close and first (``_rows.CLOSE_HELD``), as loaded
+        self.close = close
 
 
 def _plan(
@@ -199,7 +160,7 @@ def _plan(
     rows = load_rows(conn, [o.entity_id for _, _, o in resolved if isinstance(o, Identity)])
     for index, element in enumerate(entities):
         etype, fields, outcome = resolved[index]
-        fields_json = _fields_json(element, element_jsons[index], fields)
+        fields_json = fields_json_of(element, element_jsons[index], fields)
         target = element.get("target_id")
         if isinstance(target, str):
             row = entity_row(conn, target)
@@ -241,8 +202,8 @@ def _plan(
         eid = identity.entity_id
         in_batch = eid in batch_roles
         loaded = None if in_batch else rows.get(eid)
-        state, message_count, rowid, first_id, names, restate = (
-            loaded if loaded is not None else (None, 0, 0, None, None, ())
+        state, message_count, rowid, first_id, names, restate, close = (
+            loaded if loaded is not None else (None, 0, 0, None, None, (), None)
         )
         exists = in_batch or state is not None
         schema = schema_for(etype)
@@ -298,6 +259,7 @@ def _plan(
                 message_count,
                 None if loaded is None else (rowid, first_id, *restate),
                 names,
+                close,
             )
         )
     if issues:
@@ -359,8 +321,8 @@ def write(conn: sqlite3.Connection, body: Mapping[str, Any]) -> Written | dict[s
             f"observation_source must be one of {sorted(OBSERVATION_SOURCES)}",
             ["observation_source"],
         )
-    element_jsons = _element_jsons(entities)
-    source_id = _source_id(element_jsons)
+    element_jsons = element_jsons_of(entities)
+    source_id = source_id_from(element_jsons)
 
     seen = key_seen(conn, key)
     if seen.source is not None:
@@ -431,6 +393,7 @@ def write(conn: sqlite3.Connection, body: Mapping[str, Any]) -> Written | dict[s
             firsts,
             counted,
             None if ident.entity_id not in restating else (restating[ident.entity_id], restated),
+            item.close,
         )
         new_ids.discard(ident.entity_id)
         entries.append((item, obs_id, snapshot))
@@ -469,6 +432,18 @@ _INSERT_ROW = (
 )
 
 
+#: the ``UPDATE`` of an entity row after a fold (``?1`` to ``?4``: its state and time,
+#: ``?5`` its id), by whether it takes a turn record's close into the row (``?6`` and
+#: ``?7``: ``_close_row``) and adds messages to its count (the last parameter)
+_UPDATES: Final = {
+    (close, counted): f"UPDATE entities SET {STATE_SET}{CLOSE_SET if close else ''}"
+    + (f", message_count = message_count + ?{8 if close else 6}" if counted else "")
+    + " WHERE id = ?5"
+    for close in (False, True)
+    for counted in (False, True)
+}
+
+
 def _observe(
     conn: sqlite3.Connection,
     entity_id: str,
@@ -490,6 +465,7 @@ def _observe(
     firsts: dict[str, tuple[int, Any]] | None = None,
     counted: Counted | None = None,
     restates: tuple[str, set[tuple[str, str]]] | None = None,
+    close: tuple[Any, ...] | None = None,
 ) -> tuple[str, dict[str, Any] | None]:
     """Append one observation and fold it into the snapshot; return its id and the snapshot.
 
@@ -500,7 +476,9 @@ def _observe(
     row as it is written. A new message or turn record of the shape a turn writes is
     written by its plan (``_type_plan``). ``restates``: the message that follows this
     conversation in the store, and the pairs (message, conversation) whose restatement is
-    derived (``_derived_restatement``): this one is added where it is.
+    derived (``_derived_restatement``): this one is added where it is. ``close``: a turn
+    record's row's close and first as loaded (``_rows.CLOSE_HELD``): a close the row can
+    hold is written into it (``_close_row``).
     """
     if create is not None and obs_id is None and idempotency_key is None and fields_json:
         made = write_new(
@@ -528,11 +506,14 @@ def _observe(
     source = encode_id(source_id) if packed_source is None else packed_source
     basis = encode_word(identity.identity_basis if identity else None)
     rule = encode_word(identity.identity_rule if identity else None)
+    in_row = False
     if create is None:
         # A new entity's first observation goes into its row (``_first``); any other is a
         # row of its own, unless it repeats the first one or a row.
         first = None if firsts is None else firsts.get(entity_id)
-        if first is None:
+        osource = encode_word(obs_source)
+        # (A turn record observed after its close: its row may hold it, ``first_of`` reads.)
+        if first is None or (entity_type == TURN and state and state.observation_count > 1):
             held = first_of(conn, entity_id, packed_id)
         else:
             held = -first[0] if first[1] == packed_id else None
@@ -549,9 +530,18 @@ def _observe(
         restated = how is derived.DERIVED
         if not restated and held is None and entity_type == "conversation" and state is not None:
             derived.settle_tie(conn, entity_id, at, now, state.last_observation_at)
+        # A turn record's close is held in its row where the row gives the rest back
+        # (``_close_row``).
+        rest = (priority, osource, 1.0, basis, rule)
+        in_row = held is None and holds(close, state, idempotency_key, source, rest)
+        # (a close its row holds goes to a row first: ``_close_row.materialize``)
+        later = state is not None and state.observation_count == 2 and entity_type == TURN
+        if later and not in_row and held is None:
+            assert state is not None  # (for mypy)
+            materialize(conn, encode_entity(entity_id), state)
         cur = (
             None
-            if held is not None or restated
+            if held is not None or restated or in_row
             else (
                 conn.execute(
                     _INSERT_ROW,
@@ -562,7 +552,7 @@ def _observe(
                         source,
                         at,
                         priority,
-                        encode_word(obs_source),
+                        osource,
                         1.0,
                         stored_fields,
                         idempotency_key,
@@ -572,12 +562,19 @@ def _observe(
                 )
             )
         )
+        seq: float
         if restated:
             assert restates is not None
             restates[1].add((restates[0], entity_id))
             seq = derived.SEQ
             if seqs is not None:
                 seqs.append(derived.ENTRY)
+        elif in_row:
+            assert first is not None  # (a row loaded with its first: ``holds``)
+            seq = CLOSE_SEQ
+            stored_fields = None  # (its row's close_fields: NULL until settled below)
+            if seqs is not None:
+                seqs.append(-int(first[0]))  # in a key's list as its row's first is
         elif cur is None or cur.rowcount == 0:
             # The same fields from the same source are already recorded: nothing new to fold.
             if seqs is not None:
@@ -638,7 +635,7 @@ def _observe(
             state.last_observation_at,
             messages,
             (*columns, basis, rule, first_fields),
-            room_for(entity_type, fields, None if first_fields is not None else coded, seqs),
+            room_for(entity_type, fields, None if first_fields is not None else coded),
         )
         if seqs is not None:
             seqs.append(-rowid)
@@ -651,29 +648,14 @@ def _observe(
             create.entity_type,
             rowid,
         )
-    elif messages:
-        conn.execute(
-            f"UPDATE entities SET {STATE_SET}, message_count = message_count + ?5 WHERE id = ?6",
-            (
-                doc,
-                state.observation_count,
-                encode_opt_time(state.last_observation_at),
-                at,
-                messages,
-                encode_entity(entity_id),
-            ),
-        )
     else:
-        conn.execute(
-            f"UPDATE entities SET {STATE_SET} WHERE id = ?5",
-            (
-                doc,
-                state.observation_count,
-                encode_opt_time(state.last_observation_at),
-                at,
-                encode_entity(entity_id),
-            ),
-        )
+        last = encode_opt_time(state.last_observation_at)
+        params = [doc, state.observation_count, last, at, encode_entity(entity_id)]
+        if in_row:
+            params += (packed_id, source)
+        if messages:
+            params.append(messages)
+        conn.execute(_UPDATES[in_row, bool(messages)], params)
     moved = changed or state.deleted != old_deleted
     if moved or entity_type in SUMMARIZED_TYPES:
         change = SnapshotChange(

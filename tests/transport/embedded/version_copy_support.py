@@ -13,6 +13,7 @@ from collections.abc import Callable
 from contextlib import closing
 from pathlib import Path
 
+from close_row_support import HELD, unclose
 from derived_restatement_support import DERIVED, underive
 from key_digest_support import full_digests
 from observation_index_support import unnumber_observations
@@ -44,7 +45,9 @@ def copy_at_version(
     shutil.copyfile(path, to)
     with closing(sqlite3.connect(to, isolation_level=None)) as conn:
         conn.execute("BEGIN IMMEDIATE")
-        if version < DERIVED:  # (the latest step: undone first)
+        if version < HELD:  # (the latest step: undone first)
+            unclose(conn)
+        if version < DERIVED:
             underive(conn)
         if version < PREFIXED:
             unprefix(conn)
