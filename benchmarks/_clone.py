@@ -154,7 +154,7 @@ class _Copier:
         # (a row holds its type as its word code: ``type_code``, schema version 14)
         # (``SELECT *`` reads the stored columns, then the generated ones: the type, and,
         # since schema version 18, the name, aliases and times its coded columns hold; then
-        # the room column ``_close_room`` added)
+        # the room column ``_close_room`` added, and ``_close_row``'s four)
         self.names = [
             (decode_entity(e[0]), decode_word(e[1]), e[21]) for e in self.rows["entities"]
         ]
@@ -206,7 +206,7 @@ class _Copier:
 
         r = self.rows
         conn.executemany(
-            "INSERT INTO entities VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            "INSERT INTO entities VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
             [
                 (
                     bytes_map[e[0]],
@@ -222,7 +222,11 @@ class _Copier:
                     e[10],
                     *e[11:19],
                     text(e[19]),
-                    e[-1],  # the room a turn record keeps for its close (``_close_room``)
+                    e[-5],  # the room a turn record keeps for its close (``_close_room``)
+                    # a turn record's close its row holds (``_close_row``): its id, source
+                    # and time after the row's creation as they are, its fields renamed
+                    *e[-4:-1],
+                    text(e[-1]),
                 )
                 for e in r["entities"]
             ],

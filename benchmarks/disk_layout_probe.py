@@ -55,19 +55,7 @@ columns, the per-user ones included) and once per layout probed:
   record's ``turn_key`` derived, ``_codec``): a turn record's ``session_id`` and
   ``turn_id`` derived from its name (``conversation_turn:<session>|<turn>``) as 0 too, in
   its snapshot and its ``first_fields``. A model, not a design: a write of a turn record's
-  close would read its name first;
-- ``+close``: and a turn record's close kept in its entity row, not in ``observations`` (and
-  its unique index): the row holds the close's id, source, time after the row's
-  ``created_at`` and its fields where they are not the snapshot's (four columns), where the
-  row gives the rest back (the close is the record's first observation row, of the first
-  observation's type, priority, source word, specificity, identity basis and rule, no key
-  of its own, a source other than the first's); its snapshot and the key lists are copied
-  as they are (the close's seq as the live file lists it). A model of session 22's lever
-  (issue 42), measured and not kept (docs/performance.md). Each step's copy is packed in
-  rowid order, so which step a whole entity page more or less falls to moves with the
-  rows' sizes: placed right after ``numbers``, this step estimated -37 B a turn on 1,000
-  short turns, here (after ``+codec``) -90 B, the rest ``+codec``'s rows packing a page
-  fuller.
+  close would read its name first.
 
 A copy packs pages fuller than writes in random key order do, so each layout's figure for
 the live file is estimated table by table as live x layout / copy (``est``). The FTS5 name
@@ -99,17 +87,23 @@ flagged (``restated``, ``_derived_restatement``), and every layout copies the in
 with their flag; nor does any layout hold the 16 bytes of an entity row's first
 observation's id where it is the digest of what the row gives back (its source, its
 entity and its fields' text): since schema version 30 the live file stores an empty blob
-there (``_first_id``), and every layout copies the column as it is. And every layout holds
-an entity's id as its 12 bytes in its row (``encode_entity``), as the live file does since
-schema version 12, and indexes its first 4 bytes alone, not unique (the live file since
-schema version 31, ``_id_prefix``: the table has no key on the id, whose index held its 12
-bytes), and its name, aliases and update and last observation times coded as the live
-file stores them since schema version 18 (``_row_codes``: the rest of a name after its
-type, no aliases and a time equal to the creation time as NULL; the copies read the stored
-columns, not the virtual ones that decode them). Nor does any layout, nor the live file,
-hold ``search_docs`` (each indexed entity's number and id, and a unique index on the id:
-about 94 bytes a turn): since schema version 15 the search index's rows have their entity
-rows' rowids.
+there (``_first_id``), and every layout copies the column as it is; nor does any layout
+hold a turn record's close as a row of ``observations`` where its entity row gives it back
+(the first observation's type, priority, source word, specificity, identity basis and
+rule, no key, another source): since schema version 32 the live file keeps it in the row
+(``close_id``, ``close_source``, ``close_at`` after the row's ``created_at``,
+``close_fields`` where they are not the snapshot's: ``_close_row``), and every layout
+copies those columns (with ``+codec``'s model applied to the close's fields as to the
+first's). And every layout holds an entity's id as its 12 bytes in its row
+(``encode_entity``), as the live file does since schema version 12, and indexes its first 4
+bytes alone, not unique (the live file since schema version 31, ``_id_prefix``: the table
+has no key on the id, whose index held its 12 bytes), and its name, aliases and update and
+last observation times coded as the live file stores them since schema version 18
+(``_row_codes``: the rest of a name after its type, no aliases and a time equal to the
+creation time as NULL; the copies read the stored columns, not the virtual ones that decode
+them). Nor does any layout, nor the live file, hold ``search_docs`` (each indexed entity's
+number and id, and a unique index on the id: about 94 bytes a turn): since schema version
+15 the search index's rows have their entity rows' rowids.
 Every layout copies what a turn record's close left of the room its enter wrote it with
 (``room``: since schema version 22 a turn record is written at its enter at the size its
 close takes, ``_close_room``; its close spends the room, a few bytes are left), and the
@@ -149,7 +143,6 @@ LAYOUTS = (
     "+meta",
     "+keys",
     "+codec",
-    "+close",
 )
 #: the compact format's design (docs/performance.md): every step up to this one
 COMPACT = "+keys"
@@ -161,32 +154,17 @@ def _has(layout: str, step: str) -> bool:
 
 
 # (name, columns) of the tables and indexes each layout writes; rows come from ``_fill``.
-# The id not unique (schema version 29: the writer keeps it so), found by its first 4 bytes
+# The id not unique (schema version 31: the writer keeps it so), found by its first 4 bytes
 # (``entities_by_id``, ``_id_prefix``), as the live file holds it.
 _ENTITIES = """CREATE TABLE entities (num INTEGER PRIMARY KEY, id NOT NULL,
     entity_type NOT NULL, name_code, alias_list TEXT, created_at NOT NULL,
     updated_code, snapshot TEXT NOT NULL, observation_count INTEGER NOT NULL,
     last_code, message_count INTEGER NOT NULL, uid INTEGER NOT NULL{merged}, room BLOB)"""
-# The entity's first observation, in its row (the live file holds it so since schema 11).
+# The entity's first observation, in its row (the live file holds it so since schema 11),
+# and a turn record's close (since schema 32, ``_close_row``).
 _MERGED = """, first_id, first_source, first_key, first_priority INTEGER,
-    first_osource, first_specificity REAL, first_basis, first_rule, first_fields TEXT"""
-# ``+close``: a turn record's close in its entity row (its id, source, time after the
-# row's ``created_at``, and its fields where they are not the snapshot's).
-_CLOSE = ", close_id, close_source, close_at, close_fields TEXT"
-# The closes ``+close`` keeps in their entity rows: a turn record's lowest-seq observation
-# row, where the row can give it back (the first observation's type, priority, source
-# word, specificity, identity basis and rule, no key of its own, a source other than the
-# first's: a key's list can then name either as minus the row's rowid, told apart by the
-# key's source) and no earlier observation row of the record precedes it.
-_CLOSES = """CREATE TEMP TABLE closes AS SELECT o.seq, o.entity_row, o.id, o.source_id,
-    o.observed_at - e.created_at AS at, o.fields FROM src.observations o
-    JOIN src.entities e ON e.rowid = o.entity_row
-    WHERE e.type_code = 2 AND e.first_id IS NOT NULL AND o.entity_type = e.type_code
-    AND o.seq = (SELECT min(seq) FROM src.observations WHERE entity_row = e.rowid)
-    AND o.source_priority = e.first_priority AND o.observation_source IS e.first_osource
-    AND o.specificity_score = e.first_specificity AND o.identity_basis IS e.first_basis
-    AND o.identity_rule IS e.first_rule AND o.idempotency_key IS NULL
-    AND o.source_id IS NOT e.first_source AND o.observed_at >= e.created_at"""
+    first_osource, first_specificity REAL, first_basis, first_rule, first_fields TEXT,
+    close_id, close_source, close_at, close_fields TEXT"""
 # As the live file holds it since schema version 21: by the entity row's number.
 _OBSERVATIONS = """CREATE TABLE observations (seq INTEGER PRIMARY KEY, id NOT NULL,
     entity_row NOT NULL, entity_type NOT NULL, source_id, observed_at NOT NULL,
@@ -239,7 +217,8 @@ _ENTITY_COLUMNS = (
 )
 _FIRST_COLUMNS = (
     ", e.first_id, e.first_source, {key}, e.first_priority, e.first_osource, "
-    "e.first_specificity, e.first_basis, e.first_rule, {first}"
+    "e.first_specificity, e.first_basis, e.first_rule, {first}, e.close_id, e.close_source, "
+    "e.close_at, {close}"
 )
 
 
@@ -295,10 +274,11 @@ def _fill(conn: sqlite3.Connection, layout: str) -> None:
             "json_set(e.snapshot, '$.o', (SELECT json_group_array(CASE type WHEN 'integer' "
             "THEN value ELSE json_extract(value, '$[1]') END) FROM json_each(e.snapshot, '$.o')))"
         )
-    first = "e.first_fields"
+    first, close = "e.first_fields", "e.close_fields"
     if _has(layout, "+codec"):
         snapshot = f"codec(e.entity_type, e.canonical_name, {snapshot})"
         first = "codec_first(e.entity_type, e.canonical_name, e.first_fields)"
+        close = "codec_first(e.entity_type, e.canonical_name, e.close_fields)"
     # The number of each key (``+keys``), by its text (packed, as the live file holds it).
     key = "{0}"
     if _has(layout, "+keys"):
@@ -318,14 +298,9 @@ def _fill(conn: sqlite3.Connection, layout: str) -> None:
         name=name,
         snapshot=snapshot,
     )
-    cols += _FIRST_COLUMNS.format(key=key.format("e.first_key"), first=first)
-    joined = ""
-    if _has(layout, "+close"):
-        conn.execute(_CLOSES)
-        cols += ", c.id, c.source_id, c.at, c.fields"
-        joined = " LEFT JOIN temp.closes c ON c.entity_row = e.rowid"
+    cols += _FIRST_COLUMNS.format(key=key.format("e.first_key"), first=first, close=close)
     cols += ", e.room"  # what a turn record's close left of its room (``_close_room``)
-    conn.execute(f"INSERT INTO entities SELECT {cols} FROM src.entities e{joined} ORDER BY e.rowid")
+    conn.execute(f"INSERT INTO entities SELECT {cols} FROM src.entities e ORDER BY e.rowid")
     # The number of each entity, by its id as the entity rows hold it (12 bytes) and as
     # text (edges).
     conn.execute("CREATE TEMP TABLE by_key (k PRIMARY KEY, num) WITHOUT ROWID")
@@ -339,8 +314,7 @@ def _fill(conn: sqlite3.Connection, layout: str) -> None:
         "INSERT INTO observations SELECT o.seq, o.id, o.entity_row, "
         "o.entity_type, o.source_id, o.observed_at, o.source_priority, o.observation_source, "
         f"o.specificity_score, o.fields, {key.format('o.idempotency_key')}, o.identity_basis, "
-        "o.identity_rule FROM src.observations o "
-        f"{'WHERE o.seq NOT IN (SELECT seq FROM temp.closes) ' if joined else ''}ORDER BY o.seq"
+        "o.identity_rule FROM src.observations o ORDER BY o.seq"
     )
     conn.execute(
         f"INSERT INTO relationships SELECT {ref.format('r.source_entity_id')}, "
@@ -357,14 +331,12 @@ def _fill(conn: sqlite3.Connection, layout: str) -> None:
 
 
 def _expected(conn: sqlite3.Connection, layout: str, table: str) -> int:
-    """The rows ``table`` holds in ``layout``: the source's (no layout moves rows but
-    ``+close``, a turn record's close into its entity row)."""
+    """The rows ``table`` holds in ``layout``: the source's (no layout moves rows)."""
 
     def count(sql: str) -> int:
         return int(conn.execute(sql).fetchone()[0])
 
-    moved = count("SELECT count(*) FROM temp.closes") if _has(layout, "+close") else 0
-    return count(f"SELECT count(*) FROM src.{table}") - (moved if table == "observations" else 0)
+    return count(f"SELECT count(*) FROM src.{table}")
 
 
 #: what a layout must still hold: every key an observation had, every merged observation
@@ -373,8 +345,7 @@ _LOST = {
     "entities": "SELECT count(*) FROM entities WHERE first_id IS NOT NULL AND first_key IS NULL",
 }
 _HAD = {
-    "observations": "SELECT count(*) FROM src.observations o WHERE idempotency_key IS NULL "
-    "AND seq NOT IN (SELECT seq FROM moved)",
+    "observations": "SELECT count(*) FROM src.observations o WHERE idempotency_key IS NULL",
     "entities": "SELECT count(*) FROM src.entities WHERE first_id IS NOT NULL "
     "AND first_key IS NULL",
 }
@@ -416,7 +387,7 @@ def build(store: Path, out: Path, layout: str) -> tuple[dict[str, int], dict[str
         conn.create_function("codec", 3, _codec, deterministic=True)
         conn.create_function("codec_first", 3, _codec_first, deterministic=True)
         conn.execute("BEGIN")
-        entities = _ENTITIES.format(merged=_MERGED + (_CLOSE if _has(layout, "+close") else ""))
+        entities = _ENTITIES.format(merged=_MERGED)
         if _has(layout, "+keys"):
             keys = _NUMBERED_KEYS.strip().split(";\n")
         else:
@@ -433,10 +404,8 @@ def build(store: Path, out: Path, layout: str) -> tuple[dict[str, int], dict[str
             b = _expected(conn, layout, table)
             if a != b or conn.execute(f"SELECT 1 FROM {table} WHERE {_REFS[table]}").fetchone():
                 raise SystemExit(f"{layout}: {table} not copied whole ({a} of {b} rows)")
-        moved = "temp.closes" if _has(layout, "+close") else "(SELECT NULL AS seq WHERE 0)"
         for table, lost in _LOST.items():
-            had = _HAD[table].replace("FROM moved", f"FROM {moved}")
-            if conn.execute(lost).fetchone()[0] != conn.execute(had).fetchone()[0]:
+            if conn.execute(lost).fetchone()[0] != conn.execute(_HAD[table]).fetchone()[0]:
                 raise SystemExit(f"{layout}: {table} lost an idempotency key")
         rows = {t: int(conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0]) for t in _COPIED}
         return _sizes(conn), rows

@@ -278,10 +278,10 @@ def test_disk_layout_probe_copies_every_row_into_each_layout(tmp_path: Path) -> 
     assert tables["entities_by_type"]["+type"] <= tables["entities_by_type"]["numbers"]
     assert set(report["totals"]) >= {"live", "copy", "est +meta", f"est {report['compact']}"}
     rows = report["rows_per_turn"]
-    # The live file keeps an entity's first observation in its entity row (schema 11), so
-    # every layout does: a short turn writes 2 observation rows (the turn record's close and
-    # the conversation's), its messages none.
-    assert rows["copy"]["observations"] == rows["+keys"]["observations"] == 2
+    # The live file keeps an entity's first observation in its entity row (schema 11), and
+    # a turn record's close (schema 32), so every layout does: a short turn writes 1
+    # observation row (the conversation's), its messages and its turn record none.
+    assert rows["copy"]["observations"] == rows["+keys"]["observations"] == 1
     # A message's PART_OF edge is the conversation index's pair in the live file (schema
     # 10), so in every layout: a short turn writes no edge row.
     assert rows["copy"]["relationships"] == 0 < rows["copy"]["conversation_messages"]
@@ -294,14 +294,6 @@ def test_disk_layout_probe_copies_every_row_into_each_layout(tmp_path: Path) -> 
     # and no other table, and no larger entity rows (60 turns' fill the same pages).
     assert tables["entities"]["est +codec"] <= tables["entities"]["est +keys"]
     assert rows["+codec"] == rows["+keys"]
-    # ``+close`` models a turn record's close in its entity row: a short turn's close (one
-    # a turn record, 60 of them) leaves ``observations`` for its entity row, the
-    # conversation's observation stays; no other table's rows move.
-    assert rows["+close"]["observations"] == rows["+codec"]["observations"] - 1 == 1
-    assert {t: n for t, n in rows["+close"].items() if t != "observations"} == {
-        t: n for t, n in rows["+codec"].items() if t != "observations"
-    }
-    assert tables["observations"]["est +close"] < tables["observations"]["est +codec"]
     with sqlite3.connect(store) as conn:
         docs = [r[0] for r in conn.execute("SELECT snapshot FROM entities WHERE type_code = 1")]
     assert docs

@@ -141,8 +141,10 @@ def observations(db: Path) -> int:
         return 0
     with sqlite3.connect(db) as conn:
         rows = conn.execute("SELECT count(*) FROM observations").fetchone()[0]
-        firsts = conn.execute("SELECT count(first_id) FROM entities").fetchone()[0]
-        return int(rows) + int(firsts)  # an entity's first is in its row (schema 11)
+        # an entity's first is in its row (schema 11), and a turn record's close
+        # (``_close_row``)
+        held = conn.execute("SELECT count(first_id) + count(close_id) FROM entities").fetchone()
+        return int(rows) + int(held[0])
 
 
 def tool_invocations(db: Path) -> list[dict[str, Any]]:

@@ -133,7 +133,7 @@ def test_a_recorded_session_stores_the_same_rows_both_ways(
     assert here.keys() == engine.keys()
     for table, engine_rows in engine.items():
         assert here[table] == engine_rows, table
-    assert engine["observations"], "the sessions stored something"
+    assert engine["entities"], "the sessions stored something"
     assert answers == engine_answers
 
 

@@ -27,9 +27,10 @@ and the size of the open fields the close moves into ``first_fields``.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any, Final
 
+from ._close_row import CLOSE_SEQ
 from ._row_codes import set_time
 
 __all__ = [
@@ -59,19 +60,13 @@ _TURN: Final = "conversation_turn"
 #: (NULL to integer milliseconds, 6 bytes each).
 CLOSE_GROWTH: Final = 24 - 1 - 1 + 1 + 2 * 6
 
-#: The digits of the close's seq when the enter wrote no observation row to count from
-#: (a file of up to about 500,000 turns; a longer seq grows the row by a byte or two).
-_SEQ_DIGITS: Final = 6
-#: The seqs other turns' writes may take between a turn's enter and its close (64 callers
-#: sharing commits, two observation rows a turn each).
-_SEQ_SLACK: Final = 256
-
-
-def _seq_digits(seqs: Sequence[int] | None) -> int:
-    # The seqs a store wrote (observation rows; a row's own first observation is minus its
-    # rowid): the close's seq is a little past the last, unless there is none.
-    last = max((s for s in seqs if s > 0), default=0) if seqs else 0
-    return len(str(last + _SEQ_SLACK)) if last else _SEQ_DIGITS
+#: What the close adds to the row that holds it (since schema version 32, ``_close_row``):
+#: its id's and its source's 16 bytes and its time's (milliseconds after the row's
+#: ``created_at``: 2 bytes to 32 seconds; the four columns' header bytes are the enter's,
+#: NULL), and its seq, ``0.5``, where the snapshot lists it (its metas and ``"s"``: twice). A
+#: close its row does not hold (a row of ``observations``: a record written again, say) is
+#: listed by a seq of more digits but adds none of those 34 bytes.
+_HELD: Final = 16 + 16 + 2 + 2 * len(str(CLOSE_SEQ))
 
 
 def _varint(value: int) -> int:
@@ -148,16 +143,10 @@ STATE_SET: Final = (
 FIRST_SET: Final = "first_fields = ?1, " + spend_sql((text_size("first_fields"), text_size("?1")))
 
 
-def room_for(
-    entity_type: str,
-    fields: Mapping[str, Any],
-    moved: str | None,
-    seqs: Sequence[int] | None = None,
-) -> bytes | None:
+def room_for(entity_type: str, fields: Mapping[str, Any], moved: str | None) -> bytes | None:
     """The room a new row keeps: a turn record written open (its enter), the room of its
     close (``moved``: its snapshot's fields as stored when the close moves them to
-    ``first_fields``, else None; ``seqs``: the observations its store wrote before it, for
-    the digits of its close's seq); any other row, none."""
+    ``first_fields``, else None), the close held in the row; any other row, none."""
     if entity_type != _TURN or fields.get("status") != "open":
         return None
-    return _room_bytes(record_size(moved) - 1 + CLOSE_GROWTH + 2 * _seq_digits(seqs))
+    return _room_bytes(record_size(moved) - 1 + CLOSE_GROWTH + _HELD)

@@ -277,8 +277,12 @@ def _rename_entries(conn: sqlite3.Connection, source: Any, seqs: Mapping[int, in
             conn.execute(_SET_LIST, (pack_seqs(renamed), uid, digest, slot))
 
 
-def replayed(conn: sqlite3.Connection, seqs: Sequence[int]) -> list[tuple[str, str, str]]:
-    """(entity id, entity type, observation id) of each entry of a key's list ``seqs``."""
+def replayed(
+    conn: sqlite3.Connection, seqs: Sequence[int], source: Any = None
+) -> list[tuple[str, str, str]]:
+    """(entity id, entity type, observation id) of each entry of a key's list ``seqs``
+    (``source``: the key's, as stored, where the list names an entity row's observation:
+    its first, or a turn record's close, ``_close_row``, which the source tells apart)."""
     listed = "[" + ",".join(str(s) for s in seqs) + "]"
     found_rows = {
         r[0]: (decode_entity(r[1]), str(decode_word(r[2])), str(decode_id(r[3])))
@@ -286,10 +290,11 @@ def replayed(conn: sqlite3.Connection, seqs: Sequence[int]) -> list[tuple[str, s
             "SELECT o.seq, e.id, o.entity_type, o.id FROM observations o "
             "JOIN entities e ON e.rowid = o.entity_row "
             "WHERE o.seq IN (SELECT value FROM json_each(?1)) "
-            f"UNION ALL SELECT -rowid, id, entity_type, {first_id_sql()} FROM entities "
+            "UNION ALL SELECT -rowid, id, entity_type, "
+            f"CASE WHEN close_source = ?2 THEN close_id ELSE {first_id_sql()} END FROM entities "
             "WHERE rowid IN (SELECT -value FROM json_each(?1) WHERE value < 0) "
             "AND first_id IS NOT NULL",
-            (listed,),
+            (listed, source),
         )
     }
     out = []

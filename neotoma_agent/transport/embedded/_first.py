@@ -15,6 +15,8 @@ import sqlite3
 from typing import Any, Final
 
 from ._close_room import FIRST_SET
+from ._close_row import CLOSE_SEQ
+from ._close_row import at_sql as close_at_sql
 from ._codec import fields_sql, first_fields_sql
 from ._first_id import first_id_sql
 from ._id_prefix import id_is
@@ -65,14 +67,23 @@ OBSERVATIONS: Final = (
     "first_priority, first_osource, first_specificity, "
     f"coalesce({first_fields_sql()}, {fields_sql()}), first_key, first_basis, first_rule, 0 "
     f"FROM entities WHERE {id_is('?1')} "
-    "AND first_id IS NOT NULL"
+    "AND first_id IS NOT NULL "
+    # the close a turn record's row holds (``_close_row``): the first's but for its id,
+    # source, time and fields
+    f"UNION ALL SELECT close_id, ?1, entity_type, close_source, {close_at_sql()}, "
+    "first_priority, first_osource, first_specificity, "
+    f"coalesce({first_fields_sql('close_fields')}, {fields_sql()}), NULL, first_basis, "
+    f"first_rule, {CLOSE_SEQ} "
+    f"FROM entities WHERE {id_is('?1')} AND close_id IS NOT NULL"
 )
 
 
 def first_of(conn: sqlite3.Connection, entity_id: str, obs_id: Any) -> int | None:
-    """Minus the rowid of ``entity_id`` when its row holds observation ``obs_id`` (packed)."""
+    """Minus the rowid of ``entity_id`` when its row holds observation ``obs_id`` (packed):
+    its first, or its close (``_close_row``)."""
     row = conn.execute(
-        f"SELECT rowid FROM entities WHERE {id_is('?1')} AND {first_id_sql()} = ?2",
+        f"SELECT rowid FROM entities WHERE {id_is('?1')} "
+        f"AND ({first_id_sql()} = ?2 OR close_id = ?2)",
         (encode_entity(entity_id), obs_id),
     ).fetchone()
     return None if row is None else -int(row[0])
@@ -87,16 +98,22 @@ _ROW_SET: Final = (
 
 
 def set_fields(
-    conn: sqlite3.Connection, entity_id: str, seq: int, text: str | None, mark: bool = True
+    conn: sqlite3.Connection, entity_id: str, seq: float, text: str | None, mark: bool = True
 ) -> None:
     """Observation ``seq`` of ``entity_id`` holds ``text`` as its fields (NULL: shared).
     ``mark=False``: no row of the entity holds ``text`` (the caller knows its rows), so
     none is looked for to be marked. A derived restatement's (a negative seq:
     ``_derived_restatement``) are its entity's first observation's, which it shares only
-    while they are the snapshot's: nothing to set."""
+    while they are the snapshot's: nothing to set. A turn record's close its row holds
+    (:data:`CLOSE_SEQ`, ``_close_row``) keeps them in ``close_fields``."""
     if seq < FIRST_SEQ:
         return
-    if seq == FIRST_SEQ:
+    if seq == CLOSE_SEQ:
+        conn.execute(
+            f"UPDATE entities SET close_fields = ?1 WHERE {id_is('?2')}",
+            (text, encode_entity(entity_id)),
+        )
+    elif seq == FIRST_SEQ:
         packed = encode_entity(entity_id)
         conn.execute(f"UPDATE entities SET {FIRST_SET} WHERE {id_is('?2')}", (text, packed))
         if text is not None and mark:  # (a row that restates them is marked: ``_restatement``)

@@ -105,7 +105,8 @@ def get_entity_observations(conn: sqlite3.Connection, body: Mapping[str, Any]) -
     total = conn.execute(
         "SELECT (SELECT count(*) FROM observations "
         f"WHERE entity_row = (SELECT rowid FROM entities WHERE {id_is('?1')})) + "
-        f"(SELECT count(*) FROM entities WHERE {id_is('?1')} AND first_id IS NOT NULL) + "
+        "(SELECT (first_id IS NOT NULL) + (close_id IS NOT NULL) "
+        f"FROM entities WHERE {id_is('?1')}) + "
         f"{derived.COUNT}",
         (encode_entity(entity_id),),
     ).fetchone()[0]

@@ -34,6 +34,8 @@ from typing import Any, Final
 
 from .._packed_calls import TOOL_CALLS, pack_tool_calls
 from . import _scope
+from ._close_row import CLOSE_SEQ
+from ._close_row import at_sql as close_at_sql
 from ._codec import fields_sql
 from ._codec import forget as forget_coded
 from ._conversation_index import row_of
@@ -107,7 +109,8 @@ WHERE r.relationship_type != 'PART_OF' AND {LIVE.replace("snapshot", "e.snapshot
 # the entity rows hold it, ``encode_entity``, in pairs: a list of values, so that no id is
 # packed by a call back into Python for each row), each once with each observation row its
 # snapshot may list by seq (its close: ``_row_metas``; its columns as stored, NULLs for a
-# record with none: no JSON built for them), and the ``tool_invocation`` entities they
+# record with none: no JSON built for them), the close its row holds as such a row
+# (``_close_row``), and the ``tool_invocation`` entities they
 # REFER_TO: the second statement, when the page holds turns (a record's id is derived from
 # its turn's id, which the first one reads). A call's first observation's id is read as
 # stored, not derived (``_first_id``: an empty blob where it is): the page answers a
@@ -115,7 +118,8 @@ WHERE r.relationship_type != 'PART_OF' AND {LIVE.replace("snapshot", "e.snapshot
 _RECORDS_SQL: Final = f"""
 WITH records AS (
     SELECT wanted.column1 AS id, t.rowid AS row, t.entity_type, t.snapshot,
-        t.observation_count, t.last_observation_at
+        t.observation_count, t.last_observation_at, t.close_id, {close_at_sql("t")} AS close_at,
+        t.first_priority, t.first_osource, t.first_specificity
     FROM (VALUES {{pairs}}) AS wanted CROSS JOIN entities t
         ON {id_is("wanted.column2", "t.id")}
     WHERE t.entity_type = 'conversation_turn' AND +t.uid = ?1
@@ -123,6 +127,10 @@ WITH records AS (
 SELECT {_RECORD}, records.id, records.entity_type, records.snapshot,
     records.observation_count, records.last_observation_at, o.{ROW_META.replace(", ", ", o.")}
 FROM records LEFT JOIN observations o ON o.entity_row = records.row
+UNION ALL
+SELECT {_RECORD}, id, entity_type, snapshot, observation_count, last_observation_at,
+    {CLOSE_SEQ}, close_id, close_at, first_priority, first_osource, first_specificity
+FROM records WHERE close_id IS NOT NULL
 UNION ALL
 SELECT {_CALL}, records.id, r.target_entity_id, e.entity_type, e.snapshot,
     e.observation_count, e.last_observation_at, e.first_id, e.created_at, e.first_priority,

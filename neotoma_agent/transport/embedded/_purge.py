@@ -27,6 +27,7 @@ import attrs
 from ..._neotoma.forget import Forgotten
 from ..._records.user_id import LOCAL_USER_ID, check_user_id
 from ..._util.file_kind import check_store_file
+from ._close_row import CLOSE_ROW
 from ._conversation_index import NUMBERED_INDEX
 from ._derived_restatement import DERIVED_RESTATEMENTS, ENTRY, materialize
 from ._first_id import forget_memo
@@ -63,6 +64,8 @@ _OBSERVATION_ROWS = MIGRATIONS.index(OBSERVATION_ROWS) + 1
 _DERIVED = MIGRATIONS.index(DERIVED_RESTATEMENTS) + 1
 #: the schema version whose entity rows are found by their id's prefix (``_id_prefix``)
 _ID_PREFIX = MIGRATIONS.index(ID_PREFIX) + 1
+#: the schema version whose turn records' rows hold their close (``_close_row``)
+_CLOSE_ROW = MIGRATIONS.index(CLOSE_ROW) + 1
 _Id = TypeVar("_Id", str, bytes, str | bytes)
 # Bound parameters per statement (SQLite's default limit is 32766; stay far below).
 _CHUNK = 500
@@ -131,15 +134,15 @@ def _rows(conn: sqlite3.Connection, ids: Sequence[str]) -> PurgeStats:
     if _version(conn) >= _FIRST_IN_ROW:  # a key's list names a row's first as -rowid
         for chunk in _chunks(own):
             among = _among(conn, len(chunk))
-            held = [
-                -int(r[0])
-                for r in conn.execute(
-                    f"SELECT rowid FROM entities WHERE {among} AND first_id IS NOT NULL",
-                    chunk,
-                )
-            ]
-            seqs.update(held)
-            observations += len(held)
+            # (a turn record's close its row holds, ``_close_row``, is in a key's list as
+            # its first is: minus the rowid)
+            close = "close_id IS NOT NULL" if _version(conn) >= _CLOSE_ROW else "0"
+            held = conn.execute(
+                f"SELECT rowid, {close} FROM entities WHERE {among} AND first_id IS NOT NULL",
+                chunk,
+            ).fetchall()
+            seqs.update(-int(r[0]) for r in held)
+            observations += len(held) + sum(int(r[1]) for r in held)
     names: tuple[str, ...] = ("name_index", "bookkeeping_names")
     if _CONTENTLESS_NAMES <= _version(conn) < _GROUPED_NAMES:
         unindex_book_names(conn, own)  # named by their text, read from the rows going now

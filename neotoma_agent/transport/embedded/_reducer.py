@@ -50,7 +50,9 @@ class ObservationMeta(NamedTuple):
     """What the reducer needs to know about an observation to rank it."""
 
     id: str
-    seq: int  # insertion order: breaks ties between observations of the same millisecond
+    # insertion order: breaks ties between observations of the same millisecond (a turn
+    # record's close its row holds is 0.5: ``_close_row``)
+    seq: float
     observed_at: str
     source_priority: int
     source_rank: int
@@ -159,7 +161,7 @@ class SnapshotState:
         deleted: bool = False,
         observation_count: int = 0,
         last_observation_at: str | None = None,
-        shared: int | None = None,
+        shared: float | None = None,
     ) -> None:
         self.fields: dict[str, Any] = {} if fields is None else fields
         self.provenance: dict[str, str] = {} if provenance is None else provenance

@@ -36,6 +36,8 @@ import sqlite3
 from collections.abc import Sequence
 from typing import Any, Final
 
+from ._close_row import CLOSE_SEQ
+from ._close_row import meta_sql as close_meta_sql
 from ._first_id import first_id_sql
 from ._ids import decode_id, encode_id
 from ._reducer import source_rank
@@ -77,29 +79,43 @@ ROW_META: Final = "seq, id, observed_at, source_priority, observation_source, sp
 Rows = str | tuple[tuple[Any, ...], ...]
 
 
-def metas_sql(table: str = "entities") -> str:
+def metas_sql(table: str = "entities", close: bool = True) -> str:
     """SQL of an entity row's observation rows' metas, for a row of :data:`BY_SEQ` (JSON
     text: ``[[seq, id, observed_at, priority, observation_source, specificity], ...]``,
     the id as its 32 hex digits or ``~`` and its text; ``[]`` for none), NULL for any
-    other type. ``table``: the entity row's table or alias in the reader's statement."""
+    other type. ``table``: the entity row's table or alias in the reader's statement.
+    With ``close`` (a file of schema version 32 on), the close its row holds instead
+    (``_close_row``): alone, without a look at the rows (a row holds its close only while
+    its record has no observation row)."""
+    meta = (
+        "json_array(o.seq, CASE WHEN typeof(o.id) = 'blob' THEN lower(hex(o.id)) "
+        "ELSE '~' || o.id END, o.observed_at, o.source_priority, o.observation_source, "
+        "o.specificity_score)"
+    )
+    rows = f"FROM observations o WHERE o.entity_row = {table}.rowid"
+    if not close:
+        return (
+            f"CASE WHEN {table}.entity_type = '{BY_SEQ}' THEN "
+            f"(SELECT json_group_array({meta}) {rows}) END"
+        )
+    held = close_meta_sql(table)
     return (
-        f"CASE WHEN {table}.entity_type = '{BY_SEQ}' THEN (SELECT json_group_array(json_array("
-        "o.seq, CASE WHEN typeof(o.id) = 'blob' THEN lower(hex(o.id)) ELSE '~' || o.id END, "
-        "o.observed_at, o.source_priority, o.observation_source, o.specificity_score)) "
-        f"FROM observations o WHERE o.entity_row = {table}.rowid) END"
+        f"CASE WHEN {table}.entity_type <> '{BY_SEQ}' THEN NULL "
+        f"WHEN {table}.close_id IS NULL THEN (SELECT json_group_array({meta}) {rows}) "
+        f"ELSE json_array({held}) END"
     )
 
 
 # Memoised: a turn record is read again and again (on the history page of the next few
 # turns), its rows unchanged.
 @functools.lru_cache(maxsize=1024)
-def row_metas(rows: Rows) -> dict[int, tuple[Any, ...]]:
+def row_metas(rows: Rows) -> dict[float, tuple[Any, ...]]:
     """The rows of :func:`metas_sql`'s text by seq, or of rows of :data:`ROW_META` as
     stored (a history page's, which selects them so): (id as ``_rows.decode_id`` takes
     it, observed_at, priority, observation_source, specificity), as stored."""
     if not isinstance(rows, str):
         return {row[0]: row[1:] for row in rows}
-    out: dict[int, tuple[Any, ...]] = {}
+    out: dict[float, tuple[Any, ...]] = {}
     for seq, ident, observed, priority, source, spec in json.loads(rows):
         packed = ident[1:] if ident.startswith("~") else bytes.fromhex(ident)
         out[seq] = (packed, observed, priority, source, spec)
@@ -142,9 +158,11 @@ FIRST_META = f"{first_id_sql()}, created_at, first_priority, first_osource, firs
 SEQ_META = metas_sql()
 
 
-def encode_meta(meta: list[Any], by_seq: bool = False) -> list[Any] | int:
+def encode_meta(meta: list[Any], by_seq: bool = False) -> list[Any] | float:
     if meta[1] == 0:
         return 0  # the row's first observation (seq 0): its meta is the row's FIRST_META
+    if by_seq and meta[1] == CLOSE_SEQ:
+        return CLOSE_SEQ  # the close its row holds: its meta is the row's (``_close_row``)
     if by_seq and meta[1] > 0:
         return int(meta[1])  # an observation row: its meta is its row's (``SEQ_META``)
     out = [_encode_obs_id(meta[0]), meta[1], encode_time(meta[2]), meta[3], meta[4]]
@@ -160,14 +178,16 @@ def _first_meta(
     priority: int,
     osource: str | int | None,
     spec: float,
-    seq: int = 0,
+    seq: float = 0,
 ) -> tuple[Any, ...]:
     rank = source_rank(decode_word(osource))
     return (decode_id(first_id), seq, decode_time(created), priority, rank, spec)
 
 
-def decode_meta(meta: list[Any] | int, first: Sequence[Any] | None, rows: Rows | None) -> list[Any]:
-    if isinstance(meta, int):
+def decode_meta(
+    meta: list[Any] | float, first: Sequence[Any] | None, rows: Rows | None
+) -> list[Any]:
+    if isinstance(meta, (int, float)):
         if meta:
             found = None if rows is None else row_metas(rows).get(meta)
             if found is None:
@@ -196,7 +216,8 @@ def full_meta(row: tuple[Any, ...], seq: int) -> list[Any]:
 def number_rows(conn: sqlite3.Connection) -> None:
     """The migration: each turn record's metas of its own observation rows as their seq."""
     found = conn.execute(
-        f"SELECT rowid, snapshot, {metas_sql()} FROM entities WHERE entity_type = '{BY_SEQ}'"
+        f"SELECT rowid, snapshot, {metas_sql(close=False)} FROM entities "
+        f"WHERE entity_type = '{BY_SEQ}'"
     ).fetchall()
     for rowid, text, rows in found:
         doc = json.loads(text)

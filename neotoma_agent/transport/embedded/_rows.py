@@ -10,7 +10,7 @@ import functools
 import json
 import sqlite3
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Final
 
 from ..._neotoma.identity import ENTITY_ID_RE, schema_version
 from ..._neotoma.js import compact_encoder
@@ -351,12 +351,14 @@ OBSERVATION_FIELDS = _restatement.fields_sql()  # (and a row that restates the f
 
 def observation_seq(conn: sqlite3.Connection, entity_id: str, obs_id: str) -> int | None:
     """The seq of an entity's observation as a key's list names it (minus the entity's
-    rowid for the one its row holds), or None when it has no such observation."""
+    rowid for the ones its row holds: its first, a turn record's close), or None when it
+    has no such observation."""
     packed = encode_id(obs_id)
     row = conn.execute(
         "SELECT seq FROM observations "
         f"WHERE entity_row = (SELECT rowid FROM entities WHERE {id_is('?1')}) AND id = ?2 "
-        f"UNION ALL SELECT -rowid FROM entities WHERE {id_is('?1')} AND {first_id_sql()} = ?2",
+        f"UNION ALL SELECT -rowid FROM entities WHERE {id_is('?1')} "
+        f"AND ({first_id_sql()} = ?2 OR close_id = ?2)",
         (encode_entity(entity_id), packed),
     ).fetchone()
     return None if row is None else int(row[0])
@@ -430,19 +432,31 @@ def load_row(conn: sqlite3.Connection, entity_id: str) -> tuple[SnapshotState, i
     return None if loaded is None else (loaded[0], int(loaded[1]))
 
 
+#: what :func:`load_rows` reads of an entity
+Loaded = tuple[
+    SnapshotState, int, int, Any, tuple[str, str], tuple[Any, Any, Any], tuple[Any, ...] | None
+]
+
+
 def load_rows(
     conn: sqlite3.Connection, entity_ids: Sequence[str]
-) -> dict[str, tuple[SnapshotState, int, int, Any, tuple[str, str], tuple[Any, Any, Any]]]:
+) -> dict[
+    str,
+    tuple[
+        SnapshotState, int, int, Any, tuple[str, str], tuple[Any, Any, Any], tuple[Any, ...] | None
+    ],
+]:
     """:func:`load_row` of several entities with one statement (missing ones left out),
     with each one's rowid, ``first_id`` (what ``_first.first_of`` reads), names (its
-    ``canonical_name`` and ``aliases``, what ``_turn_names`` reads of a turn record) and
-    first observation's fields, identity basis and rule (``_derived_restatement``)."""
+    ``canonical_name`` and ``aliases``, what ``_turn_names`` reads of a turn record),
+    first observation's fields, identity basis and rule (``_derived_restatement``) and,
+    for a turn record, what its row holds of a close (``_close_row``: :data:`CLOSE_HELD`)."""
     if not entity_ids:
         return {}
     rows = conn.execute(
         "SELECT id, snapshot, observation_count, last_observation_at, message_count, rowid, "
-        f"canonical_name, aliases, first_fields, first_basis, first_rule, {FIRST_META} "
-        f"FROM entities WHERE {id_among(len(entity_ids))} "
+        f"canonical_name, aliases, first_fields, first_basis, first_rule, {FIRST_META}, "
+        f"{CLOSE_HELD} FROM entities WHERE {id_among(len(entity_ids))} "
         f"AND {_scope.owned()}",
         [encode_entity(i) for i in entity_ids],
     ).fetchall()
@@ -450,9 +464,22 @@ def load_rows(
     out = {}
     for r in rows:
         entity_id = decode_entity(r[0])
-        state = _row_state(conn, entity_id, (r[1], r[2], r[3], r[6]), r[11:])
-        out[entity_id] = (state, int(r[4]), r[5], r[11], (r[6], r[7]), r[8:11])
+        state = _row_state(conn, entity_id, (r[1], r[2], r[3], r[6]), r[11:16])
+        # (the close's marker, the first's source, priority, source word, specificity,
+        # basis and rule: what a close must share with the first to be held in its row)
+        close = None if r[16] is None else (r[16], r[17], *r[13:16], r[9], r[10])
+        out[entity_id] = (state, int(r[4]), r[5], r[11], (r[6], r[7]), r[8:11], close)
     return out
+
+
+#: what :func:`load_rows` reads of a turn record's row for its close (``_close_row``): its
+#: ``close_id`` (``b''`` where it holds none), the first's source, basis and rule (NULL for
+#: any other type); with the first's priority, source word and specificity (``FIRST_META``)
+#: what a close must share with the first to be held in the row
+CLOSE_HELD: Final = (
+    "CASE WHEN entity_type = 'conversation_turn' AND first_id IS NOT NULL "
+    "THEN coalesce(close_id, x'') END, first_source"
+)
 
 
 def load_state(conn: sqlite3.Connection, entity_id: str) -> SnapshotState | None:

@@ -11,6 +11,7 @@ import sqlite3
 from collections.abc import Callable
 
 from ._close_room import CLOSE_ROOM
+from ._close_row import CLOSE_ROW, move_closes
 from ._codec_migration import FIELD_CODEC, code_fields
 from ._conversation_index import NUMBERED_INDEX
 from ._derived_restatement import DERIVED_RESTATEMENTS, derive_rows
@@ -298,6 +299,7 @@ MIGRATIONS: tuple[str, ...] = (
     SEARCH_PRESENCE,  # version 29: the search index without positions (_search_detail)
     DERIVED_FIRST_IDS,  # version 30: a first observation's id derived from its row (_first_id)
     ID_PREFIX,  # version 31: the id index keyed by 4 bytes of the id (_id_prefix)
+    CLOSE_ROW,  # version 32: a turn record's close in its entity row (_close_row)
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -323,6 +325,7 @@ _AFTER: dict[str, Callable[[sqlite3.Connection], None]] = {
     SEARCH_PRESENCE: index_presence,
     DERIVED_FIRST_IDS: derive_ids,
     ID_PREFIX: drop_key,
+    CLOSE_ROW: move_closes,
 }
 
 

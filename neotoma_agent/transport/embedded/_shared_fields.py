@@ -8,10 +8,12 @@ holds before its fold, :func:`settle_fields` sets the rows right after it.
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections.abc import Mapping
 from typing import Any
 
+from ._close_row import CLOSE_SEQ
 from ._codec import encode_fields
 from ._first import FIRST_SEQ, set_fields
 from ._reducer import SnapshotState
@@ -40,7 +42,7 @@ def settle_fields(
     conn: sqlite3.Connection,
     state: SnapshotState,
     old_fields: Mapping[str, Any],
-    seq: int,
+    seq: float,
     fields_json: str,
     stored: str | None,
     changed: bool = True,
@@ -59,8 +61,9 @@ def settle_fields(
         old_text = dumps_acyclic(old_fields)
         if old_text != text:
             mark = True
-            if state.shared == FIRST_SEQ:
+            if state.shared in (FIRST_SEQ, CLOSE_SEQ):  # (the entity row's: coded)
                 old_text = encode_fields(entity_type, old_fields, old_text, name, exact=True)
+            if state.shared == FIRST_SEQ:
                 # Its rows, which a row restating them would be marked among: with two
                 # observations (the row's first and ``seq``) only ``seq``'s, which holds
                 # ``stored`` (a turn record's close: NULL, it shares the snapshot's).
@@ -71,6 +74,9 @@ def settle_fields(
         state.shared = seq
         if stored is not None:
             set_fields(conn, entity_id, seq, None)
+    elif stored is None and seq == CLOSE_SEQ:  # (a turn record's close in its row: coded)
+        coded = encode_fields(entity_type, json.loads(fields_json), fields_json, name)
+        set_fields(conn, entity_id, seq, coded)
     elif stored is None:
         set_fields(conn, entity_id, seq, fields_json)
     return text

@@ -15,7 +15,7 @@ from ..._neotoma.identity import Identity, schema_for
 from . import _scope
 from ._derived_restatement import replayed
 from ._id_prefix import id_is
-from ._key_digest import key_list
+from ._key_digest import key_list, stored_sources
 from ._key_rows import key_seqs
 from ._part_of import edges
 from ._reducer import SnapshotState
@@ -172,7 +172,10 @@ def replay(conn: sqlite3.Connection, source_id: str, key: str) -> dict[str, Any]
     """A replayed store's answer (its key seen with the same source id): what the key's
     observations hold now, nothing written."""
     entries = []
-    for entity_id, entity_type, obs_id in replayed(conn, key_seqs(key_list(conn, key))):
+    seqs = key_seqs(key_list(conn, key))
+    # (the key's source tells an entity row's first and its close apart: ``_close_row``)
+    source = stored_sources(conn, [key]).get(key) if any(s < 0 for s in seqs) else None
+    for entity_id, entity_type, obs_id in replayed(conn, seqs, source):
         state = load_state(conn, entity_id)
         entries.append(
             {

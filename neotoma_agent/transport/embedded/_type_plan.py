@@ -154,7 +154,7 @@ def write_new(
             encode_word(identity.identity_rule),
             None,
         ),
-        room_for(entity_type, fields, coded, seqs),  # (its first fields are shared)
+        room_for(entity_type, fields, coded),  # (its first fields are shared)
     )
     seqs.append(-rowid)
     firsts[entity_id] = (rowid, packed_id)

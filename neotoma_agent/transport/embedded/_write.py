@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Final
 
 from ..._neotoma.identity import (
     Identity,
@@ -24,6 +24,7 @@ from .._wire import OBSERVATION_SOURCES
 from . import _derived_restatement as derived
 from . import _scope
 from ._close_room import STATE_SET, room_for
+from ._close_row import CLOSE_SEQ, CLOSE_SET, holds, materialize
 from ._codec import encode_fields, row_name
 from ._errors import (
     flat_error,
@@ -90,6 +91,7 @@ class _Planned:
     # hook's among them, in a fresh process per event).
     __slots__ = (
         "action",
+        "close",
         "entity_type",
         "exists",
         "fields",
@@ -115,6 +117,7 @@ class _Planned:
         message_count: int = 0,
         first: tuple[int, Any] | None = None,
         names: tuple[str, str] | None = None,
+        close: tuple[Any, ...] | None = None,
     ) -> None:
         self.index = index
         self.entity_type = entity_type
@@ -128,6 +131,8 @@ class _Planned:
         self.first = first
         #: the row's ``canonical_name`` and ``aliases`` as loaded (an entity that exists)
         self.names = names
+        #: a turn record's row's close and first (``_rows.CLOSE_HELD``), as loaded
+        self.close = close
 
 
 def _plan(
@@ -199,8 +204,8 @@ def _plan(
         eid = identity.entity_id
         in_batch = eid in batch_roles
         loaded = None if in_batch else rows.get(eid)
-        state, message_count, rowid, first_id, names, restate = (
-            loaded if loaded is not None else (None, 0, 0, None, None, ())
+        state, message_count, rowid, first_id, names, restate, close = (
+            loaded if loaded is not None else (None, 0, 0, None, None, (), None)
         )
         exists = in_batch or state is not None
         schema = schema_for(etype)
@@ -256,6 +261,7 @@ def _plan(
                 message_count,
                 None if loaded is None else (rowid, first_id, *restate),
                 names,
+                close,
             )
         )
     if issues:
@@ -389,6 +395,7 @@ def write(conn: sqlite3.Connection, body: Mapping[str, Any]) -> Written | dict[s
             firsts,
             counted,
             None if ident.entity_id not in restating else (restating[ident.entity_id], restated),
+            item.close,
         )
         new_ids.discard(ident.entity_id)
         entries.append((item, obs_id, snapshot))
@@ -427,6 +434,18 @@ _INSERT_ROW = (
 )
 
 
+#: the ``UPDATE`` of an entity row after a fold (``?1`` to ``?4``: its state and time,
+#: ``?5`` its id), by whether it takes a turn record's close into the row (``?6`` and
+#: ``?7``: ``_close_row``) and adds messages to its count (the last parameter)
+_UPDATES: Final = {
+    (close, counted): f"UPDATE entities SET {STATE_SET}{CLOSE_SET if close else ''}"
+    + (f", message_count = message_count + ?{8 if close else 6}" if counted else "")
+    + f" WHERE {id_is('?5')}"
+    for close in (False, True)
+    for counted in (False, True)
+}
+
+
 def _observe(
     conn: sqlite3.Connection,
     entity_id: str,
@@ -448,6 +467,7 @@ def _observe(
     firsts: dict[str, tuple[int, Any]] | None = None,
     counted: Counted | None = None,
     restates: tuple[str, set[tuple[str, str]]] | None = None,
+    close: tuple[Any, ...] | None = None,
 ) -> tuple[str, dict[str, Any] | None]:
     """Append one observation and fold it into the snapshot; return its id and the snapshot.
 
@@ -458,7 +478,9 @@ def _observe(
     row as it is written. A new message or turn record of the shape a turn writes is
     written by its plan (``_type_plan``). ``restates``: the message that follows this
     conversation in the store, and the pairs (message, conversation) whose restatement is
-    derived (``_derived_restatement``): this one is added where it is.
+    derived (``_derived_restatement``): this one is added where it is. ``close``: a turn
+    record's row's close and first as loaded (``_rows.CLOSE_HELD``): a close the row can
+    hold is written into it (``_close_row``).
     """
     if create is not None and obs_id is None and idempotency_key is None and fields_json:
         made = write_new(
@@ -488,11 +510,14 @@ def _observe(
     source = encode_id(source_id) if packed_source is None else packed_source
     basis = encode_word(identity.identity_basis if identity else None)
     rule = encode_word(identity.identity_rule if identity else None)
+    in_row = False
     if create is None:
         # A new entity's first observation goes into its row (``_first``); any other is a
         # row of its own, unless it repeats the first one or a row.
         first = None if firsts is None else firsts.get(entity_id)
-        if first is None:
+        osource = encode_word(obs_source)
+        # (A turn record observed after its close: its row may hold it, ``first_of`` reads.)
+        if first is None or (entity_type == TURN and state and state.observation_count > 1):
             held = first_of(conn, entity_id, packed_id)
         else:
             held = -first[0] if first[1] == packed_id else None
@@ -509,9 +534,18 @@ def _observe(
         restated = how is derived.DERIVED
         if not restated and held is None and entity_type == "conversation" and state is not None:
             derived.settle_tie(conn, entity_id, at, now, state.last_observation_at)
+        # A turn record's close is held in its row where the row gives the rest back
+        # (``_close_row``).
+        rest = (priority, osource, 1.0, basis, rule)
+        in_row = held is None and holds(close, state, idempotency_key, source, rest)
+        # (a close its row holds goes to a row first: ``_close_row.materialize``)
+        later = state is not None and state.observation_count == 2 and entity_type == TURN
+        if later and not in_row and held is None:
+            assert state is not None  # (for mypy)
+            materialize(conn, encode_entity(entity_id), state)
         cur = (
             None
-            if held is not None or restated
+            if held is not None or restated or in_row
             else (
                 conn.execute(
                     _INSERT_ROW,
@@ -522,7 +556,7 @@ def _observe(
                         source,
                         at,
                         priority,
-                        encode_word(obs_source),
+                        osource,
                         1.0,
                         stored_fields,
                         idempotency_key,
@@ -532,12 +566,19 @@ def _observe(
                 )
             )
         )
+        seq: float
         if restated:
             assert restates is not None
             restates[1].add((restates[0], entity_id))
             seq = derived.SEQ
             if seqs is not None:
                 seqs.append(derived.ENTRY)
+        elif in_row:
+            assert first is not None  # (a row loaded with its first: ``holds``)
+            seq = CLOSE_SEQ
+            stored_fields = None  # (its row's close_fields: NULL until settled below)
+            if seqs is not None:
+                seqs.append(-int(first[0]))  # in a key's list as its row's first is
         elif cur is None or cur.rowcount == 0:
             # The same fields from the same source are already recorded: nothing new to fold.
             if seqs is not None:
@@ -598,7 +639,7 @@ def _observe(
             state.last_observation_at,
             messages,
             (*columns, basis, rule, first_fields),
-            room_for(entity_type, fields, None if first_fields is not None else coded, seqs),
+            room_for(entity_type, fields, None if first_fields is not None else coded),
         )
         if seqs is not None:
             seqs.append(-rowid)
@@ -611,30 +652,14 @@ def _observe(
             create.entity_type,
             rowid,
         )
-    elif messages:
-        conn.execute(
-            f"UPDATE entities SET {STATE_SET}, message_count = message_count + ?5 "
-            f"WHERE {id_is('?6')}",
-            (
-                doc,
-                state.observation_count,
-                encode_opt_time(state.last_observation_at),
-                at,
-                messages,
-                encode_entity(entity_id),
-            ),
-        )
     else:
-        conn.execute(
-            f"UPDATE entities SET {STATE_SET} WHERE {id_is('?5')}",
-            (
-                doc,
-                state.observation_count,
-                encode_opt_time(state.last_observation_at),
-                at,
-                encode_entity(entity_id),
-            ),
-        )
+        last = encode_opt_time(state.last_observation_at)
+        params = [doc, state.observation_count, last, at, encode_entity(entity_id)]
+        if in_row:
+            params += (packed_id, source)
+        if messages:
+            params.append(messages)
+        conn.execute(_UPDATES[in_row, bool(messages)], params)
     moved = changed or state.deleted != old_deleted
     if moved or entity_type in SUMMARIZED_TYPES:
         change = SnapshotChange(

@@ -15,6 +15,7 @@ import sqlite3
 from contextlib import closing
 from pathlib import Path
 
+from close_row_support import unclose
 from codec_support import uncode
 from conversation_index_support import unnumber
 from derived_restatement_support import underive
@@ -49,6 +50,7 @@ def unmerge(path: Path) -> int:
     """Each entity row's first observation written back as a row; how many."""
     with closing(sqlite3.connect(path, isolation_level=None)) as conn:
         conn.execute("BEGIN IMMEDIATE")
+        unclose(conn, drop=False)  # the closes held in their turn records' rows: rows
         underive_ids(conn)  # the first observations' ids stored (their rows hold them)
         underive(conn, drop=False)  # the restatements derived from the rows' firsts: rows
         unseq(conn)  # the snapshots as version 23 held them

@@ -19,6 +19,7 @@ from contextlib import closing
 from pathlib import Path
 from typing import Any
 
+from close_row_support import unclose
 from conversation_index_support import unnumber
 from derived_restatement_support import underive
 from first_id_support import underive_ids
@@ -53,6 +54,7 @@ def expand(path: Path, version: int = BEFORE) -> int:
     many snapshots changed."""
     with closing(sqlite3.connect(path, isolation_level=None)) as conn:
         conn.execute("BEGIN IMMEDIATE")
+        unclose(conn)  # the closes as rows, as version 31 held them
         underive_ids(conn)  # the first observations' ids stored (the metas in full hold them)
         underive(conn)  # the restatements derived from messages as rows
         unseq(conn)  # the snapshots as version 23 held them

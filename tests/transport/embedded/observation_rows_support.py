@@ -11,13 +11,15 @@ from neotoma_agent.transport.embedded._rows import encode_entity
 
 def stored_fields(path: Path, entity_id: str) -> list[str | None]:
     """The stored ``fields`` of an entity's observations, newest first (its entity row's
-    first one last: ``first_fields``)."""
+    first one last: ``first_fields``; a turn record's close its row holds before it:
+    ``close_fields``, ``_close_row``)."""
     with sqlite3.connect(path) as conn:
         rows = conn.execute(
             "SELECT fields FROM (SELECT fields, seq FROM observations "
             "WHERE entity_row = (SELECT rowid FROM entities WHERE id = ?1) "
             "UNION ALL SELECT first_fields, 0 FROM entities WHERE id = ?1 "
-            "AND first_id IS NOT NULL) ORDER BY seq DESC",
+            "AND first_id IS NOT NULL UNION ALL SELECT close_fields, 0.5 FROM entities "
+            "WHERE id = ?1 AND close_id IS NOT NULL) ORDER BY seq DESC",
             (encode_entity(entity_id),),
         ).fetchall()
     return [r[0] for r in rows]

@@ -15,6 +15,7 @@ from contextlib import closing
 from pathlib import Path
 from typing import Any
 
+from close_row_support import unclose
 from conversation_index_support import unnumber
 from derived_restatement_support import underive
 from observation_index_support import unnumber_observations
@@ -32,6 +33,7 @@ def unpack(path: Path) -> int:
     """Every entity row's id as its text again, the file at version 11; how many rows."""
     with closing(sqlite3.connect(path, isolation_level=None)) as conn:
         conn.execute("BEGIN IMMEDIATE")
+        unclose(conn)  # the closes as rows, as version 28 held them
         underive(conn)  # the restatements derived from messages as rows
         unseq(conn)  # the snapshots as version 23 held them
         unmark(conn)  # (the rows as every version before the mark held them)

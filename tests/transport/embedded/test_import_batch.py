@@ -64,7 +64,8 @@ def _counts(db: Path) -> tuple[int, int, int]:
             "SELECT count(*) FROM entities WHERE entity_type = 'conversation_turn'"
         ).fetchone()[0]
         observations = conn.execute(
-            "SELECT (SELECT count(*) FROM observations) + (SELECT count(first_id) FROM entities) "
+            "SELECT (SELECT count(*) FROM observations) + (SELECT count(first_id) "
+            "+ count(close_id) FROM entities) "
             "+ (SELECT count(*) FROM conversation_messages WHERE restated = 1)"
         ).fetchone()[0]
     return keys, turns, observations

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from close_row_support import closes_kept
 from derived_restatement_support import rows_kept
 from file_workload_support import Step, compared, same_on_both, steps, turn_on_recorded, write_steps
 from hypothesis import given
@@ -168,7 +169,8 @@ async def test_the_version_23_file_upgrades_and_is_written_on(tmp_path: Path) ->
         assert conn.execute("PRAGMA user_version").fetchone()[0] == BEFORE
         assert not has_slots(conn)
     before = _key_rows(path)
-    with rows_kept():  # (its restatements as rows: ``_derived_restatement``)
+    # (its restatements and closes as rows: ``_derived_restatement``, ``_close_row``)
+    with rows_kept(), closes_kept():
         async with EmbeddedStore.open(path):
             pass
     async with EmbeddedStore.open(path) as store:

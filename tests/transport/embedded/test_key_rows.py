@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from close_row_support import closes_kept
 from derived_restatement_support import rows_kept
 from file_workload_support import Step, compared, same_on_both, steps, write_steps
 from hypothesis import example, given
@@ -289,7 +290,8 @@ async def test_the_release_befores_file_is_packed_and_answers_as_recorded(
     path = tmp_path / "store.db"
     shutil.copyfile(DATA / "store.db", path)
     before = _key_rows(path)
-    with rows_kept():  # (its restatements as rows: ``_derived_restatement``)
+    # (its restatements and closes as rows: ``_derived_restatement``, ``_close_row``)
+    with rows_kept(), closes_kept():
         async with EmbeddedStore.open(path):
             pass
     assert _key_rows(path) == before

@@ -5,10 +5,13 @@ full, as version 12 held it (upgraded) and as version 13 reads it (not rewritten
 from __future__ import annotations
 
 import shutil
+import sqlite3
+from contextlib import closing
 from pathlib import Path
 
 import pytest
-from derived_restatement_support import rows_copy
+from close_row_support import closes_kept, unclose
+from derived_restatement_support import rows_kept, underive
 from file_workload_support import (
     USERS,
     Step,
@@ -30,19 +33,35 @@ from neotoma_agent import EmbeddedStore, NeotomaMemory
 pytestmark = [pytest.mark.anyio, pytest.mark.one_backend]
 
 
+def _rows_copy(path: Path, to: Path) -> Path:
+    """A copy of the (closed) file at ``path`` with its closes and its derived restatements
+    as rows, in the order :func:`expanded_copy` writes them (this release reads both)."""
+    shutil.copyfile(path, to)
+    with closing(sqlite3.connect(to, isolation_level=None)) as conn:
+        conn.execute("BEGIN")
+        unclose(conn, drop=False)
+        underive(conn, drop=False)
+        conn.execute("COMMIT")
+    return to
+
+
 async def test_a_new_entity_lists_its_first_observation_as_0(tmp_path: Path) -> None:
-    path = tmp_path / "store.db"
-    async with EmbeddedStore.open(path) as store:
+    """(The file with its turn records' closes as rows, as this release reads it: an
+    expanded copy writes them so, ``_close_row``.)"""
+    written = tmp_path / "written.db"
+    async with EmbeddedStore.open(written) as store:
         for user in USERS:
             await seed_user(view_of(store, user), "Xmark")
+    path = _rows_copy(written, tmp_path / "store.db")
     numbered, full = numbered_metas(path)
     assert numbered > 0
     assert full == 0
     expanded = expanded_copy(path, tmp_path / "full.db")
     assert numbered_metas(expanded) == (0, numbered)
     assert states(expanded) == states(path)
-    async with EmbeddedStore.open(expanded):
-        pass
+    with rows_kept(), closes_kept():  # (as on ``path``: rows)
+        async with EmbeddedStore.open(expanded):
+            pass
     assert numbered_metas(expanded) == (numbered, 0)
     assert entity_rows(expanded) == entity_rows(path)
 
@@ -101,7 +120,7 @@ async def test_every_read_and_write_is_the_same_as_with_the_metas_in_full(
     assert numbered_metas(full)[0] == 0
     # each winner's id, time, priority, rank, ... (the restatements derived from messages
     # as rows on both: ``_derived_restatement``, a seq of their own)
-    assert states(full) == states(rows_copy(path, tmp / "rows.db"))
+    assert states(full) == states(_rows_copy(path, tmp / "rows.db"))
     old = expanded_copy(path, tmp / "v12.db")
     expected = await answers(path)
     assert await answers(full) == expected

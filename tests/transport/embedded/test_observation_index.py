@@ -18,6 +18,7 @@ from contextlib import closing
 from pathlib import Path
 
 import pytest
+from close_row_support import closes_kept
 from derived_restatement_support import rows_kept
 from file_workload_support import Step, compared, same_on_both, steps, turn_on_recorded, write_steps
 from hypothesis import given
@@ -256,7 +257,8 @@ async def test_the_upgrade_numbers_the_version_20_files_observations(tmp_path: P
             "JOIN entities e ON e.id = o.entity_id ORDER BY o.seq"
         ).fetchall()
     assert len(before) >= 3
-    with rows_kept():  # (its restatements as rows: ``_derived_restatement``)
+    # (its restatements and closes as rows: ``_derived_restatement``, ``_close_row``)
+    with rows_kept(), closes_kept():
         async with EmbeddedStore.open(path):
             pass
     with closing(sqlite3.connect(path)) as conn:

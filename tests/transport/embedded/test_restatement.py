@@ -17,6 +17,7 @@ from typing import Any
 from unittest import mock
 
 import pytest
+from close_row_support import closes_kept
 from derived_restatement_support import rows_kept, underive
 from file_workload_support import (
     Step,
@@ -194,7 +195,8 @@ async def test_a_version_23_file_upgrades_with_its_restatements_marked(tmp_path:
         assert conn.execute("PRAGMA user_version").fetchone()[0] == 23
         ids = [r[0] for r in conn.execute(f"SELECT {entity_text('id')} FROM entities")]
     before = _rows(path)
-    with rows_kept():  # (its restatements as rows: ``_derived_restatement``)
+    # (its restatements and closes as rows: ``_derived_restatement``, ``_close_row``)
+    with rows_kept(), closes_kept():
         async with EmbeddedStore.open(path):
             pass
     with closing(sqlite3.connect(path)) as conn:
@@ -228,7 +230,9 @@ async def test_a_marked_file_answers_as_its_copy_the_version_before_held(
     assert _marked(path)
     old = _unmarked(path, tmp_path / "before.db")
     assert not _marked(old)
-    with rows_kept():  # (upgraded to its marks: ``_derived_restatement`` would derive them)
+    # (upgraded to its marks: ``_derived_restatement`` would derive them; its closes
+    # rows: ``_close_row``)
+    with rows_kept(), closes_kept():
         assert await answers(old) == await answers(path)
     assert _marked(old) == _marked(path)
 

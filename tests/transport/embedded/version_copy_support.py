@@ -13,6 +13,7 @@ from collections.abc import Callable
 from contextlib import closing
 from pathlib import Path
 
+from close_row_support import HELD, unclose
 from derived_restatement_support import DERIVED, underive
 from first_id_support import DERIVED_IDS, underive_ids
 from id_prefix_support import PREFIXED_IDS, keyed
@@ -47,7 +48,9 @@ def copy_at_version(
     shutil.copyfile(path, to)
     with closing(sqlite3.connect(to, isolation_level=None)) as conn:
         conn.execute("BEGIN IMMEDIATE")
-        if version < PREFIXED_IDS:  # (the latest step: undone first)
+        if version < HELD:  # (the latest step: undone first)
+            unclose(conn)
+        if version < PREFIXED_IDS:
             keyed(conn)
         if version < DERIVED_IDS:
             underive_ids(conn)
