@@ -113,9 +113,11 @@ class _Copier:
         # each template key's role, by the key as its row holds it (packed: _key_rows)
         self.key_roles = {pack_key(v): k for k, v in _keys(_TEMPLATE, turns).items()}
         keys = list(self.key_roles)
+        # (none where every observation is in its entity row: its conversation's restatement
+        # derived, schema 28, its turn records' closes held, schema 32, ``_close_row``)
         self.seq_span = int(
             conn.execute(
-                "SELECT max(seq) FROM observations WHERE entity_row IN "
+                "SELECT coalesce(max(seq), 0) FROM observations WHERE entity_row IN "
                 f"(SELECT rowid FROM entities WHERE id IN {_in(packed)})",
                 packed,
             ).fetchone()[0]
@@ -158,11 +160,12 @@ class _Copier:
         self.names = [
             (decode_entity(e[0]), decode_word(e[1]), e[21]) for e in self.rows["entities"]
         ]
-        first, last = conn.execute(
-            "SELECT min(observed_at), max(observed_at) FROM observations WHERE seq <= ?",
-            (self.seq_span,),
-        ).fetchone()
-        self.time_span = int(last) - int(first) + 1
+        # The template's times: its observation rows', its entity rows' creation and last
+        # observation (a time as the row codes it: NULL its creation's, ``_row_codes``).
+        times = [int(o[5]) for o in self.rows["observations"]]
+        times += [int(e[4]) for e in self.rows["entities"]]
+        times += [int(e[8]) for e in self.rows["entities"] if isinstance(e[8], int)]
+        self.time_span = max(times) - min(times) + 1
         self.id_pattern = re.compile("|".join(re.escape(i) for i in ids))
 
     def write(self, conn: sqlite3.Connection, n: int) -> None:
