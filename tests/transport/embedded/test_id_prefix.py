@@ -190,6 +190,10 @@ async def test_every_statement_that_compares_an_entity_id_seeks_the_id_index(
             ids = [r[0] for r in conn.execute(f"SELECT {entity_text('id')} FROM entities")]
         await everything_visible(view, ids)
         await everything_visible(store, ids)
+        # a turn record observed after its close: its user's forgotten and restored (the
+        # close its row held written as a row first, ``_close_row.materialize``)
+        await store.forget_user("carol")
+        await store.restore_user("carol")
     assert len(statements) > 200
     # the helpers' own forms (a purge's lists, a parameter by its place), with values bound
     forms = {
