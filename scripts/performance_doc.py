@@ -237,6 +237,11 @@ def peers_bytes_vs_sdk(results: Results) -> str:
     return span([e["bytes_vs_sdk"] for e in _short(results["peers"], "ours")], unit="x")
 
 
+@figure("peers-bytes-one-caller")
+def peers_bytes_one_caller(results: Results) -> str:
+    return size(_peer_rows(results["peers"], "ours")["1 caller"]["bytes_per_turn"])
+
+
 @figure("peers-cpu-by-caller")
 def peers_cpu_by_caller(results: Results) -> str:
     rows = _peer_rows(results["peers"], "ours")
@@ -452,11 +457,6 @@ STEPS: dict[str, tuple[str, str | None]] = {
     "+codec": (
         "(beyond the compact format and the field codec, built) a turn record's session and "
         "turn ids derived from its name",
-        None,
-    ),
-    "+close": (
-        "(measured, not built) a turn record's close in its entity row, not a row of "
-        "`observations`",
         None,
     ),
 }
