@@ -21,7 +21,7 @@ from ._errors import (
     not_found,
     now_iso,
 )
-from ._id_prefix import id_is, ids_in
+from ._id_prefix import id_is, ids_in, one_row
 from ._part_of import DERIVED, pair
 from ._part_of import edges as edge_rows
 from ._rows import (
@@ -122,7 +122,7 @@ def relate(
             # (RETURNING here costs several times a plain UPDATE plus a later SELECT.)
             counted = conn.execute(
                 "UPDATE entities SET message_count = message_count + 1 "
-                f"WHERE {id_is('?1')} AND entity_type = 'conversation' AND {_scope.owned()}",
+                f"WHERE {one_row('?1')} AND entity_type = 'conversation' AND {_scope.owned()}",
                 (encode_entity(dst),),
             )
             if counted.rowcount:
@@ -252,7 +252,7 @@ def index_message(
     if not counted:
         cur = conn.execute(
             "UPDATE entities SET message_count = message_count + 1 "
-            f"WHERE {id_is('?1')} AND entity_type = 'conversation' AND {_scope.owned()}",
+            f"WHERE {one_row('?1')} AND entity_type = 'conversation' AND {_scope.owned()}",
             (encode_entity(dst),),
         )
         if not cur.rowcount:

@@ -19,7 +19,7 @@ from ._close_row import CLOSE_SEQ
 from ._close_row import at_sql as close_at_sql
 from ._codec import fields_sql, first_fields_sql
 from ._first_id import first_id_sql
-from ._id_prefix import id_is
+from ._id_prefix import id_is, one_row
 from ._key_rows import key_seqs
 from ._reducer import SnapshotState
 from ._restatement import MARK_ROWS, marked
@@ -110,12 +110,12 @@ def set_fields(
         return
     if seq == CLOSE_SEQ:
         conn.execute(
-            f"UPDATE entities SET close_fields = ?1 WHERE {id_is('?2')}",
+            f"UPDATE entities SET close_fields = ?1 WHERE {one_row('?2')}",
             (text, encode_entity(entity_id)),
         )
     elif seq == FIRST_SEQ:
         packed = encode_entity(entity_id)
-        conn.execute(f"UPDATE entities SET {FIRST_SET} WHERE {id_is('?2')}", (text, packed))
+        conn.execute(f"UPDATE entities SET {FIRST_SET} WHERE {one_row('?2')}", (text, packed))
         if text is not None and mark:  # (a row that restates them is marked: ``_restatement``)
             conn.execute(MARK_ROWS, (packed, text))
     else:

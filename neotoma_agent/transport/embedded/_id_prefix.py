@@ -31,7 +31,7 @@ import re
 import sqlite3
 from typing import Final
 
-__all__ = ["ID_INDEX", "ID_PREFIX", "drop_key", "id_among", "id_is", "ids_in"]
+__all__ = ["ID_INDEX", "ID_PREFIX", "drop_key", "id_among", "id_is", "ids_in", "one_row"]
 
 #: the id's index (its name: the plan test looks for it)
 ID_INDEX: Final = "entities_by_id"
@@ -49,6 +49,14 @@ def id_is(value: str, column: str = "id") -> str:
     """SQL that the entity row's ``column`` is ``value`` (a numbered parameter or an
     expression: it is written twice), which seeks the id index by the prefix."""
     return f"substr({column}, 1, 4) = substr({value}, 1, 4) AND +{column} = {value}"
+
+
+def one_row(value: str) -> str:
+    """SQL that an ``UPDATE`` of ``entities`` writes the row whose id is ``value`` (as
+    :func:`id_is`) by its rowid: SQLite then knows it writes one row, where through the
+    id's non-unique index it opens a statement journal, whose savepoint makes each
+    full-text index flush its pending terms into a segment of their own."""
+    return f"rowid = (SELECT rowid FROM entities WHERE {id_is(value)})"
 
 
 def ids_in(ids: str, column: str = "id") -> str:

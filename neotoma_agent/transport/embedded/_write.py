@@ -435,14 +435,19 @@ _INSERT_ROW = (
 
 
 #: the ``UPDATE`` of an entity row after a fold (``?1`` to ``?4``: its state and time,
-#: ``?5`` its id), by whether it takes a turn record's close into the row (``?6`` and
-#: ``?7``: ``_close_row``) and adds messages to its count (the last parameter)
+#: ``?5`` its rowid where the store holds it, else its id), by whether it takes a turn
+#: record's close into the row (``?6`` and ``?7``: ``_close_row``), adds messages to its
+#: count (the last parameter) and finds it by rowid. By rowid, SQLite knows it writes one
+#: row; by the id's non-unique index it opens a statement journal, whose savepoint makes
+#: each full-text index flush its pending terms into a segment of their own (a store in a
+#: shared transaction would write three segments).
 _UPDATES: Final = {
-    (close, counted): f"UPDATE entities SET {STATE_SET}{CLOSE_SET if close else ''}"
+    (close, counted, by_rowid): f"UPDATE entities SET {STATE_SET}{CLOSE_SET if close else ''}"
     + (f", message_count = message_count + ?{8 if close else 6}" if counted else "")
-    + f" WHERE {id_is('?5')}"
+    + (" WHERE rowid = ?5" if by_rowid else f" WHERE {id_is('?5')}")
     for close in (False, True)
     for counted in (False, True)
+    for by_rowid in (False, True)
 }
 
 
@@ -654,12 +659,13 @@ def _observe(
         )
     else:
         last = encode_opt_time(state.last_observation_at)
-        params = [doc, state.observation_count, last, at, encode_entity(entity_id)]
+        row = encode_entity(entity_id) if rowid is None else rowid
+        params = [doc, state.observation_count, last, at, row]
         if in_row:
             params += (packed_id, source)
         if messages:
             params.append(messages)
-        conn.execute(_UPDATES[in_row, bool(messages)], params)
+        conn.execute(_UPDATES[in_row, bool(messages), rowid is not None], params)
     moved = changed or state.deleted != old_deleted
     if moved or entity_type in SUMMARIZED_TYPES:
         change = SnapshotChange(

@@ -15,6 +15,7 @@ from contextlib import closing
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 from file_workload_support import (
     Step,
@@ -294,3 +295,38 @@ async def test_every_read_and_write_is_the_same_as_on_the_file_the_version_befor
     await write_steps(path, [("turn", 0, 0), *before], 0)
     old = copy_at_version(path, tmp / "before.db", BEFORE)
     await same_on_both(path, old, after, reads=_point_reads)
+
+
+async def test_the_full_text_indexes_write_their_segments_at_commit_alone(tmp_path: Path) -> None:
+    """Turns (one caller, then four at once, whose stores share transactions) write each
+    full-text index's pending terms at their transaction's COMMIT only: no statement that
+    finds a row through the id's index (not unique) opens a savepoint that flushes them
+    into a segment of their own."""
+    from neotoma_agent import NeotomaMemory
+
+    traced: list[str] = []
+    async with EmbeddedStore.open(tmp_path / "store.db") as store:
+        memories = [NeotomaMemory(store, conversation_id=f"c{i}") for i in range(4)]
+
+        async def turn(memory: NeotomaMemory, n: int) -> None:
+            async with memory.turn(f"question {n} about the plan", turn_id=f"t{n}") as t:
+                t.reply = f"answer {n}: the plan is on track"
+
+        for n in range(4):
+            await turn(memories[n], n)  # (each conversation's first turn: not traced)
+
+        job: Job[None] = Job(lambda conn: conn.set_trace_callback(traced.append))
+        store._thread.submit(job)
+        await job.wait()
+        for n in range(4, 12):
+            await turn(memories[n % 4], n)
+        async with anyio.create_task_group() as tg:
+            for n, memory in enumerate(memories):
+                tg.start_soon(turn, memory, 20 + n)
+    flushed = [
+        next(s for s in reversed(traced[:i]) if not s.startswith("--"))
+        for i, s in enumerate(traced)
+        if re.match(r"-- (REPLACE|INSERT) INTO 'main'\.'\w+_data'", s)
+    ]
+    assert flushed
+    assert {s.split()[0] for s in flushed} == {"COMMIT"}
