@@ -39,7 +39,7 @@ from typing import Any, Final
 from ._codec import encode_fields, first_fields_sql, install
 from ._id_prefix import id_is
 from ._key_rows import SOURCE_PREFIX, key_seqs, pack_seqs
-from ._reducer import SnapshotState
+from ._reducer import SnapshotState, renumber
 from ._restatement import marked
 from ._words import encode_word
 
@@ -172,13 +172,7 @@ def materialize(conn: sqlite3.Connection, packed: Any, state: SnapshotState) -> 
         "close_fields = NULL WHERE rowid = ?",
         (rowid,),
     )
-    if state.shared == CLOSE_SEQ:
-        state.shared = seq
-    if state.top is not None and state.top.seq == CLOSE_SEQ:
-        state.top = state.top._replace(seq=seq)
-    for name, winner in list(state.winners.items()):
-        if isinstance(winner, list) and winner[1] == CLOSE_SEQ:
-            state.winners[name] = [winner[0], seq, *winner[2:]]
+    renumber(state, CLOSE_SEQ, seq)
     for uid, digest, slot, listed in conn.execute(_KEYS_OF, (columns[2],)).fetchall():
         values = key_seqs(listed)
         renamed = [seq if v == -rowid else v for v in values]

@@ -39,12 +39,12 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final
 
-from ._first import FIRST_SEQ, renumber
+from ._first import FIRST_SEQ
 from ._first_id import first_id_sql
 from ._id_prefix import id_is
 from ._key_rows import SOURCE_PREFIX, key_seqs, pack_seqs
 from ._new_rows import observation_id
-from ._reducer import SnapshotState
+from ._reducer import SnapshotState, renumber
 from ._restatement import MARK
 from ._row_metas import FIRST_META
 from ._rows import (

@@ -21,7 +21,7 @@ from ._codec import fields_sql, first_fields_sql
 from ._first_id import first_id_sql
 from ._id_prefix import id_is, one_row
 from ._key_rows import key_seqs
-from ._reducer import SnapshotState
+from ._reducer import renumber
 from ._restatement import MARK_ROWS, marked
 from ._rows import (
     FIRST_META,
@@ -40,7 +40,6 @@ __all__ = [
     "first_of",
     "merge_first",
     "number_first_metas",
-    "renumber",
     "set_fields",
 ]
 
@@ -122,17 +121,6 @@ def set_fields(
         conn.execute(_ROW_SET, (text, seq))
 
 
-def renumber(state: SnapshotState, seq: int, to: int = FIRST_SEQ) -> None:
-    """Observation ``seq`` of ``state`` as seq ``to`` (0: ``_first.FIRST_SEQ``)."""
-    if state.shared == seq:
-        state.shared = to
-    if state.top is not None and state.top.seq == seq:
-        state.top = state.top._replace(seq=to)
-    for name, winner in list(state.winners.items()):
-        if isinstance(winner, list) and winner[1] == seq:
-            state.winners[name] = [winner[0], to, *winner[2:]]
-
-
 def merge_first(conn: sqlite3.Connection) -> None:
     """Schema version 11's step: each entity's lowest-seq observation moved into its row
     where the row gives it back exactly (its time ``created_at``, its type the row's),
@@ -156,7 +144,7 @@ def merge_first(conn: sqlite3.Connection) -> None:
         if o is None or o[4] != created or decode_word(o[2]) != entity_type:
             continue
         state = decode_state(doc, count, observed, None)  # a file before version 11's
-        renumber(state, int(o[0]))
+        renumber(state, int(o[0]), FIRST_SEQ)
         conn.execute(
             "UPDATE entities SET first_id = ?, first_source = ?, first_key = ?, "
             "first_priority = ?, first_osource = ?, first_specificity = ?, first_basis = ?, "

@@ -22,6 +22,7 @@ __all__ = [
     "SnapshotChange",
     "SnapshotState",
     "fold",
+    "renumber",
     "sets_as_given",
     "source_rank",
 ]
@@ -306,3 +307,15 @@ def _fold_array(state: SnapshotState, meta: ObservationMeta, name: str, value: A
         return
     state.provenance[name] = ",".join(state.winners[name]["ids"])
     state.fields[name] = merged
+
+
+def renumber(state: SnapshotState, seq: float, to: int) -> None:
+    """Observation ``seq`` of ``state`` named by seq ``to`` (where its row moved: into its
+    entity row, out of it, or derived)."""
+    if state.shared == seq:
+        state.shared = to
+    if state.top is not None and state.top.seq == seq:
+        state.top = state.top._replace(seq=to)
+    for name, winner in list(state.winners.items()):
+        if isinstance(winner, list) and winner[1] == seq:
+            state.winners[name] = [winner[0], to, *winner[2:]]

@@ -25,7 +25,7 @@ from restatement_support import unmark
 from seq_metas_support import unseq
 from type_codes_support import untype
 
-from neotoma_agent.transport.embedded._first import renumber
+from neotoma_agent.transport.embedded._reducer import renumber
 from neotoma_agent.transport.embedded._rows import (
     decode_state,
     encode_state,
